@@ -1,0 +1,185 @@
+"""Every error obsmem raises, in one tree.
+
+Callers catch :class:`ObsmemError` for everything, or a precise subclass. Errors that are
+also a Python builtin category inherit from it too (``ConfigError`` is a ``ValueError``), so
+generic handlers keep working. Every message says what was wrong and what to do about it.
+
+::
+
+    ObsmemError
+    ├── ConfigError(ValueError)              an option has a value outside its allowed range
+    ├── InvalidInputError(ValueError)        a message, part or argument is malformed
+    ├── NotFoundError(LookupError)
+    │   ├── ThreadNotFoundError
+    │   └── MessageNotFoundError
+    ├── StorageError                         the store failed or refused an operation
+    │   ├── MigrationError
+    │   ├── StoreClosedError
+    │   └── LeaseLostError
+    ├── ModelError                           a chat model call failed
+    │   ├── MissingCredentialsError
+    │   ├── ModelUnavailableError            transient: retrying may help
+    │   │   └── IncompleteResponseError      finish reason other than stop/length
+    │   ├── ModelOutputError                 malformed, empty or degenerate output
+    │   │   └── DegenerateOutputError
+    │   └── ModelRequestError                permanent: the request itself was refused
+    ├── ObservationError                     an observation cycle failed (messages stay pending)
+    ├── ReflectionError                      a reflection failed (observations are kept)
+    └── OperationAbortedError                the caller aborted the operation
+
+A stale compare-and-set is *not* an error: storage reports it as a result.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DegenerateOutputError",
+    "IncompleteResponseError",
+    "InvalidInputError",
+    "LeaseLostError",
+    "MessageNotFoundError",
+    "MigrationError",
+    "MissingCredentialsError",
+    "ModelError",
+    "ModelOutputError",
+    "ModelRequestError",
+    "ModelUnavailableError",
+    "NotFoundError",
+    "ObservationError",
+    "ObsmemError",
+    "OperationAbortedError",
+    "ReflectionError",
+    "StorageError",
+    "StoreClosedError",
+    "ThreadNotFoundError",
+]
+
+
+class ObsmemError(Exception):
+    """Root of every error raised by obsmem."""
+
+
+class ConfigError(ObsmemError, ValueError):
+    """An option was given a value outside its allowed range.
+
+    ``option`` is the dotted option name (``observation.message_tokens``) so the message can
+    point at exactly what to change.
+    """
+
+    def __init__(self, option: str, problem: str, *, allowed: str | None = None) -> None:
+        self.option = option
+        self.problem = problem
+        self.allowed = allowed
+        message = f"Invalid value for option '{option}': {problem}"
+        if allowed:
+            message += f" (allowed: {allowed})"
+        super().__init__(message)
+
+
+class InvalidInputError(ObsmemError, ValueError):
+    """Caller-supplied data (a message, a part, an argument) is malformed."""
+
+
+class NotFoundError(ObsmemError, LookupError):
+    """Something that was asked for by id does not exist."""
+
+
+class ThreadNotFoundError(NotFoundError):
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"Thread '{thread_id}' does not exist. Create it with memory.create_thread(...) "
+            "or start a turn with a resource_id so obsmem creates it."
+        )
+
+
+class MessageNotFoundError(NotFoundError):
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        super().__init__(f"Message '{message_id}' does not exist in this store.")
+
+
+class StorageError(ObsmemError):
+    """The store failed, or refused an operation that would break its guarantees."""
+
+
+class MigrationError(StorageError):
+    """A schema migration could not be applied or the schema is newer than this obsmem."""
+
+
+class StoreClosedError(StorageError):
+    def __init__(self) -> None:
+        super().__init__("The store has been closed; open a new one with open_store(...).")
+
+
+class LeaseLostError(StorageError):
+    """A lease on a piece of background work expired and another worker took it over."""
+
+
+class ModelError(ObsmemError):
+    """A chat model call failed."""
+
+
+class MissingCredentialsError(ModelError):
+    def __init__(self, provider: str, env_var: str) -> None:
+        self.provider = provider
+        self.env_var = env_var
+        super().__init__(f"No API key for {provider}: set the environment variable {env_var}.")
+
+
+class ModelUnavailableError(ModelError):
+    """A transient failure: rate limit, server error, timeout, dropped connection.
+
+    ``status_code`` is the HTTP status when there was one; ``retry_after`` is the delay in
+    seconds the provider asked for, when it said.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.status_code = status_code
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class IncompleteResponseError(ModelUnavailableError):
+    """The model stopped for a reason other than ``stop``/``length``; retrying may succeed."""
+
+    def __init__(self, finish_reason: str) -> None:
+        self.finish_reason = finish_reason
+        super().__init__(
+            f"The model returned an incomplete response (finish reason '{finish_reason}'); "
+            "it will be retried."
+        )
+
+
+class ModelRequestError(ModelError):
+    """A permanent failure: bad request, bad key, unknown model. Retrying will not help."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class ModelOutputError(ModelError):
+    """The model answered, but its output cannot be used (malformed or empty)."""
+
+
+class DegenerateOutputError(ModelOutputError):
+    """The model's output is a repetition loop; it is never committed to memory."""
+
+
+class ObservationError(ObsmemError):
+    """An observation cycle failed. The messages it covered stay pending and will be retried."""
+
+
+class ReflectionError(ObsmemError):
+    """A reflection failed. The active observations were left untouched."""
+
+
+class OperationAbortedError(ObsmemError):
+    """The caller aborted the operation (an abort signal or a cancelled task)."""
+
+    def __init__(self, what: str = "operation") -> None:
+        super().__init__(f"The {what} was aborted by the caller.")

@@ -1,0 +1,273 @@
+"""The storage contract every obsmem adapter implements.
+
+Concurrency safety lives here, not in process-local locks: several engines, in one process or
+many, may share a store, and the only things they can rely on are these guarantees.
+
+Guarantees (tested once, in ``tests/conformance``, against every adapter):
+
+* **Versioned rows.** Every thread and observation record carries ``version``. A write names
+  the version it read; if the stored row moved on, the write is *not applied* and the caller
+  gets :class:`WriteResult` with ``status="stale"`` and the current row. A stale write never
+  overwrites anything. Staleness is a result, not an exception.
+* **Generations.** An observation *lineage* (``thread:<id>`` or ``resource:<id>``) is a chain
+  of records; the newest live one (``superseded_by is None``) is the *head*. A reflection
+  creates a successor atomically: the old head is retired in the same transaction that inserts
+  the new one, so there is never zero or two heads. Older generations stay listable.
+* **Cursors never move backward.** A record's per-thread cursor is the ``seq`` of the last
+  observed message. An update that would lower any cursor is refused with
+  :class:`~obsmem.errors.StorageError`; it is a bug in the caller, never a race (a race shows
+  up as ``stale``).
+* **Messages are never lost or duplicated.** ``save_messages`` is idempotent by message id:
+  saving the same id again updates its parts in place and keeps its ``seq``. The store assigns
+  ``seq`` from one monotonically increasing counter, so insertion order is total.
+* **Write guard.** Once a thread is deleted, writes to its observation records report
+  ``status="gone"``; nothing is resurrected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from obsmem.types import DataPart, Message, Thread, utcnow
+
+__all__ = [
+    "BufferedChunk",
+    "BufferedReflection",
+    "ObservationRecord",
+    "Store",
+    "ThreadState",
+    "WriteResult",
+    "lineage_key",
+]
+
+
+def lineage_key(scope: Literal["thread", "resource"], thread_id: str | None, resource_id: str) -> str:
+    if scope == "thread":
+        if not thread_id:
+            raise ValueError("thread scope needs a thread id")
+        return f"thread:{thread_id}"
+    return f"resource:{resource_id}"
+
+
+class ThreadState(BaseModel):
+    """What the engine keeps per thread inside a record (one entry in thread scope)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cursor: int = 0  # seq of the last observed message of this thread; 0 = nothing observed
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+    extracted: dict[str, Any] = Field(default_factory=dict)
+
+
+class BufferedChunk(BaseModel):
+    """An observation made early and stored inactive, with the exact messages it covers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    cycle_id: str
+    thread_id: str
+    observations: str
+    observation_tokens: int
+    message_ids: tuple[str, ...]
+    message_tokens: int
+    first_seq: int
+    last_seq: int
+    created_at: datetime = Field(default_factory=utcnow)
+    extracted: dict[str, Any] = Field(default_factory=dict)
+
+
+class BufferedReflection(BaseModel):
+    """A reflection made early over the first ``line_count`` lines of the active text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cycle_id: str
+    text: str
+    tokens: int
+    input_tokens: int
+    line_count: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ObservationRecord(BaseModel):
+    """One generation of a lineage's observational memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    lineage: str
+    scope: Literal["thread", "resource"]
+    thread_id: str | None
+    resource_id: str
+    generation: int = 0
+    origin: Literal["initial", "reflection"] = "initial"
+    version: int = 1
+    superseded_by: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    active_observations: str = ""
+    observation_tokens: int = 0
+    total_tokens_observed: int = 0
+    pending_message_tokens: int = 0
+    threads: dict[str, ThreadState] = Field(default_factory=dict)
+
+    buffered_chunks: tuple[BufferedChunk, ...] = ()
+    buffered_reflection: BufferedReflection | None = None
+    # Observation-token count at which reflection produced no improvement; reflecting the
+    # same input again cannot compress better, so it is skipped until the count changes.
+    reflection_suppressed_at: int | None = None
+
+    config: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def cursor(self, thread_id: str) -> int:
+        state = self.threads.get(thread_id)
+        return state.cursor if state else 0
+
+    @property
+    def is_live(self) -> bool:
+        return self.superseded_by is None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """The outcome of a compare-and-set write.
+
+    ``applied``: the write happened and ``record`` is the stored row (version bumped).
+    ``stale``: someone else wrote first (or the row was retired); ``record`` is the current
+    head to retry from. ``gone``: the thread or lineage was deleted; ``record`` is None.
+    """
+
+    status: Literal["applied", "stale", "gone"]
+    record: ObservationRecord | None
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+
+@runtime_checkable
+class Store(Protocol):
+    """An obsmem store. All methods are coroutines; adapters keep blocking I/O off the loop."""
+
+    url: str
+
+    async def close(self) -> None: ...
+
+    # -- threads -------------------------------------------------------------------------
+    async def create_thread(self, thread: Thread) -> Thread:
+        """Insert a thread; if one with this id exists, return it unchanged (idempotent)."""
+        ...
+
+    async def get_thread(self, thread_id: str) -> Thread | None: ...
+
+    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        """Threads of a resource, oldest first."""
+        ...
+
+    async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        """Compare-and-set on ``version``; returns the stored thread, or None when stale/gone."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread, its messages and its thread-scoped observation lineage.
+
+        Returns False if it did not exist. In-flight engine writes to it then report ``gone``.
+        """
+        ...
+
+    # -- messages ------------------------------------------------------------------------
+    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        """Upsert by id and return the stored messages (with ``seq``, ``thread_id``, ``resource_id``).
+
+        A new id gets the next ``seq``. An existing id in the same thread keeps its ``seq``
+        and ``created_at``; its role, parts and metadata are replaced. An existing id in a
+        *different* thread raises InvalidInputError. Unknown thread → ThreadNotFoundError.
+        """
+        ...
+
+    async def list_messages(
+        self,
+        thread_id: str,
+        *,
+        after_seq: int = 0,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        """Messages with ``after_seq < seq < before_seq``, ordered by seq.
+
+        With ``newest_first`` and a ``limit``, returns the newest ``limit`` messages, still
+        newest first. Unknown thread → ThreadNotFoundError.
+        """
+        ...
+
+    async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
+        """Every message of every thread of a resource with ``seq > after_seq``, by seq."""
+        ...
+
+    async def get_messages(self, message_ids: list[str]) -> list[Message]:
+        """The messages that exist among ``message_ids``, in seq order."""
+        ...
+
+    async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
+        """Append data parts (markers) to a stored message, atomically.
+
+        A part whose ``(name, data["cycle_id"])`` already exists on the message is skipped, so
+        a retried write never duplicates a marker. Unknown id → MessageNotFoundError.
+        """
+        ...
+
+    async def count_messages(self, thread_id: str) -> int: ...
+
+    # -- observation records ---------------------------------------------------------------
+    async def get_head(self, lineage: str) -> ObservationRecord | None: ...
+
+    async def get_record(self, record_id: str) -> ObservationRecord | None: ...
+
+    async def list_generations(
+        self, lineage: str, *, limit: int = 100, offset: int = 0
+    ) -> list[ObservationRecord]:
+        """All generations of a lineage, newest first."""
+        ...
+
+    async def create_record(self, record: ObservationRecord) -> WriteResult:
+        """Insert the first generation, only if the lineage has no live head.
+
+        ``applied`` with the stored record, or ``stale`` with the existing head. If the
+        record's thread does not exist (thread scope) → ``gone``.
+        """
+        ...
+
+    async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
+        """Compare-and-set: store ``record`` (same id) if the stored version is ``expected_version``
+        and the row is still the live head. The stored version becomes ``expected_version + 1``.
+        """
+        ...
+
+    async def create_generation(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
+    ) -> WriteResult:
+        """Atomically retire ``current`` (if still the head at ``expected_version``) and insert
+        ``successor`` as the new head with ``generation = current.generation + 1``.
+
+        Cursors of the successor must not be below the current head's.
+        """
+        ...
+
+    async def delete_lineage(self, lineage: str) -> int:
+        """Delete every generation of a lineage; returns how many rows went."""
+        ...
+
+    # -- working memory --------------------------------------------------------------------
+    async def get_working_memory(self, key: str) -> str | None: ...
+
+    async def set_working_memory(self, key: str, text: str) -> None: ...
