@@ -19,3 +19,20 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     home = tmp_path / "obsmem-home"
     monkeypatch.setenv("OBSMEM_HOME", str(home))
     yield home
+
+
+# A skipped test proves nothing: unless OBSMEM_ALLOW_SKIPS is set, any skip fails the run.
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import os
+
+    if _skipped and not os.environ.get("OBSMEM_ALLOW_SKIPS"):
+        print(f"\n{len(_skipped)} test(s) were skipped; skips are not allowed: {_skipped[:5]}")
+        session.exitstatus = 1

@@ -15,7 +15,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from obsmem.errors import InvalidInputError
 
@@ -122,6 +122,13 @@ Part = Annotated[
 ]
 
 
+def _describe_validation(what: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or what}: {err['msg']}" for err in exc.errors()
+    )
+    return f"Invalid {what}: {problems}"
+
+
 class Message(BaseModel):
     """One message of a conversation.
 
@@ -140,6 +147,13 @@ class Message(BaseModel):
     resource_id: str | None = None
     seq: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        # Bad input surfaces as obsmem's own typed error, naming the offending field.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidInputError(_describe_validation("message", exc)) from exc
 
     @field_validator("created_at")
     @classmethod
@@ -202,9 +216,6 @@ class Thread(BaseModel):
     version: int = 1
 
 
-_message_adapter: TypeAdapter[Message] = TypeAdapter(Message)
-
-
 def parse_message(raw: Message | dict[str, Any]) -> Message:
     """Validate a message given as a dict (or pass a Message through).
 
@@ -213,10 +224,6 @@ def parse_message(raw: Message | dict[str, Any]) -> Message:
     """
     if isinstance(raw, Message):
         return raw
-    try:
-        return _message_adapter.validate_python(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in err['loc']) or 'message'}: {err['msg']}" for err in exc.errors()
-        )
-        raise InvalidInputError(f"Invalid message: {problems}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidInputError(f"Invalid message: expected a Message or a dict, got {type(raw).__name__}")
+    return Message(**raw)

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -162,6 +163,16 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    # ``async with store:`` closes the store on exit (``__aenter__`` returns the store itself).
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
     # -- threads -------------------------------------------------------------------------
     async def create_thread(self, thread: Thread) -> Thread:
         """Insert a thread; if one with this id exists, return it unchanged (idempotent)."""
@@ -222,7 +233,8 @@ class Store(Protocol):
         """Append data parts (markers) to a stored message, atomically.
 
         A part whose ``(name, data["cycle_id"])`` already exists on the message is skipped, so
-        a retried write never duplicates a marker. Unknown id → MessageNotFoundError.
+        a retried write never duplicates a marker (a part without a ``cycle_id`` is skipped
+        when an identical part exists). Unknown id → MessageNotFoundError.
         """
         ...
 

@@ -1,0 +1,97 @@
+"""The ``obsmem`` command. Each command parses its options, calls one library function, and
+draws the result with rich; no memory logic lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from obsmem import __version__
+from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
+from obsmem.errors import ObsmemError
+
+app = typer.Typer(help="obsmem: observational memory for LLM agents.", no_args_is_help=True, add_completion=False)
+console = Console()
+
+
+@app.callback()
+def _root() -> None:
+    """obsmem: observational memory for LLM agents."""
+
+
+@app.command()
+def version() -> None:
+    """Print the installed obsmem version."""
+    console.print(__version__)
+
+
+@app.command()
+def demo(
+    db: Annotated[Path | None, typer.Option(help="SQLite file to write (default: a temporary file).")] = None,
+    turns: Annotated[int | None, typer.Option(min=1, help="Replay only the first N turns.")] = None,
+    message_tokens: Annotated[int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")] = DEMO_MESSAGE_TOKENS,
+    observation_tokens: Annotated[int, typer.Option(min=1, help="Reflect when observations reach this.")] = DEMO_OBSERVATION_TOKENS,
+    show_context: Annotated[bool, typer.Option("--show-context/--no-context", help="Print the final context.")] = True,
+) -> None:
+    """Replay a bundled 300+ turn conversation through memory, offline, and report compression."""
+    try:
+        config = demo_config(message_tokens, observation_tokens)
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    with tempfile.TemporaryDirectory(prefix="obsmem-demo-") as scratch:
+        database = db or Path(scratch) / "demo.db"
+        with Progress(
+            TextColumn("[bold]Replaying conversation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=False,
+        ) as progress:
+            task = progress.add_task("turns", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            try:
+                report = asyncio.run(run_demo(database, config=config, turns=turns, on_turn=advance))
+            except ObsmemError as exc:
+                console.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(1) from exc
+        _print_report(report, show_context=show_context, kept=db is not None)
+
+
+def _print_report(report: DemoReport, *, show_context: bool, kept: bool) -> None:
+    if show_context:
+        console.rule("Final context the model would see")
+        for message in report.context.messages:
+            console.print(Panel(message.text or "(no text)", title=f"{message.role} · {message.id}", title_align="left",
+                                expand=True))
+    table = Table(title="obsmem demo (offline observer, SQLite)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("turns replayed", str(report.turns))
+    table.add_row("messages stored", str(report.messages))
+    table.add_row("raw tokens", f"{report.raw_tokens:,}")
+    table.add_row("context tokens", f"{report.context_tokens:,}")
+    table.add_row("compression", f"{report.compression:.1f}×")
+    table.add_row("observations (cycles)", str(report.observation_cycles))
+    table.add_row("observation lines now", str(report.observation_lines))
+    table.add_row("reflections", str(report.reflections))
+    table.add_row("generations", str(report.generations))
+    table.add_row("seconds", f"{report.seconds:.1f}")
+    if kept:
+        table.add_row("database", str(report.database))
+    console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

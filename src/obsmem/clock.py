@@ -1,0 +1,96 @@
+"""Time as an injected dependency: wall clock, monotonic clock and sleeping, behind one protocol.
+
+obsmem waits (retry backoff), stamps (markers, observation dates) and measures (activation
+TTLs, idle gaps). If each of those called ``datetime.now`` or ``asyncio.sleep`` directly,
+a test of "eight retries over four minutes" would take four minutes and a test of a date
+header would depend on the day it ran. So every component that needs time takes a
+:class:`Clock`: production passes :class:`SystemClock`, tests pass :class:`FakeClock`, whose
+``sleep`` returns at once and whose time moves only when the test (or a sleep) moves it.
+
+Foundation layer: standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+__all__ = ["Clock", "FakeClock", "SystemClock"]
+
+
+class Clock(Protocol):
+    """The three things obsmem asks of time.
+
+    ``now`` is for timestamps people read (always timezone-aware UTC); ``monotonic`` is for
+    measuring durations, because the wall clock can jump; ``sleep`` is for waiting, and must
+    be cancellable like :func:`asyncio.sleep`.
+    """
+
+    def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clock: :func:`datetime.now` in UTC, :func:`time.monotonic`, :func:`asyncio.sleep`."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FakeClock:
+    """A virtual clock for tests: time stands still until a sleep or :meth:`advance` moves it.
+
+    ``sleep(s)`` records ``s`` in :attr:`sleeps`, moves both clocks forward by ``s`` and
+    returns after a single pass of the event loop. That one pass matters: code that races a
+    sleep against an abort event, or a test that cancels a task mid-backoff, still gets a
+    point where other tasks run, so those interleavings stay testable without real waiting.
+
+    ``start`` defaults to a fixed instant (2025-06-15T12:00:00Z) so that anything formatted
+    from ``now()`` is the same on every run; it must be timezone-aware and is converted to UTC.
+    ``monotonic()`` starts at 0.0.
+    """
+
+    DEFAULT_START = datetime(2025, 6, 15, 12, 0, 0, tzinfo=UTC)
+
+    def __init__(self, start: datetime | None = None) -> None:
+        if start is None:
+            start = self.DEFAULT_START
+        elif start.tzinfo is None or start.utcoffset() is None:
+            raise ValueError("FakeClock start must be timezone-aware (e.g. datetime(..., tzinfo=UTC))")
+        self._start = start.astimezone(UTC)
+        self._elapsed = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self._elapsed)
+
+    def monotonic(self) -> float:
+        return self._elapsed
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the sleep, jump forward by it, and yield to the event loop once.
+
+        A negative duration sleeps for zero, as :func:`asyncio.sleep` does, and is recorded
+        as 0.0 so that ``sum(clock.sleeps)`` always equals the virtual time slept.
+        """
+        seconds = max(0.0, float(seconds))
+        self.sleeps.append(seconds)
+        self._elapsed += seconds
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward without sleeping (e.g. "an hour passes between two turns")."""
+        if seconds < 0:
+            raise ValueError(f"FakeClock cannot go backwards (advance({seconds}))")
+        self._elapsed += seconds

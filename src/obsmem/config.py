@@ -1,0 +1,793 @@
+"""Every option of observational memory, with the reference defaults, validated once.
+
+Why a validated model instead of loose keyword arguments: a threshold that is off by a factor
+(``buffer_tokens=6000`` with ``message_tokens=5000``) does not fail loudly, it quietly makes
+memory never buffer or never activate. So every rule the reference enforces at construction is
+enforced here, and every failure is a :class:`~obsmem.errors.ConfigError` that names the dotted
+option (``observation.buffer_tokens``) and what it accepts. Pydantic's own ``ValidationError``
+never escapes: a caller catches ``ConfigError`` (or ``ValueError``) and is done.
+
+The models are frozen, so one config can be shared by the engine and background work without
+anyone changing it underneath them; use :meth:`replace` to derive a new one, and
+:meth:`MemoryConfig.snapshot` to store the options a record was created with.
+
+Units: token counts are ``int``; durations (``activate_after_idle``) are seconds when given as
+numbers, or strings with a unit (see :func:`obsmem.thresholds.parse_duration`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias, TypedDict, Unpack
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from obsmem.errors import ConfigError
+from obsmem.thresholds import (
+    ActivationTTLSetting,
+    Threshold,
+    TokenRange,
+    check_activation_ttl,
+    dynamic_threshold,
+    resolve_activation_ratio,
+    resolve_activation_ttl,
+    resolve_block_after,
+    resolve_buffer_tokens,
+    resolve_retention_floor,
+    round_half_up,
+)
+
+__all__ = [
+    "MemoryConfig",
+    "MemoryOptions",
+    "ObservationConfig",
+    "ObservationOptions",
+    "ReflectionConfig",
+    "ReflectionOptions",
+]
+
+#: What the ``activate_after_idle`` options hold after validation (see ``check_activation_ttl``).
+#: Strict members tried left to right, because ``Literal[False]`` also matches ``0`` (``0 == False``).
+_TTLField: TypeAlias = Annotated[
+    StrictInt | StrictFloat | StrictStr | dict[str, Any] | Literal[False] | None,
+    Field(union_mode="left_to_right"),
+]
+
+
+class _Unset:
+    """Marks an option the caller did not give, where the default depends on other options."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_UNSET: Any = _Unset()
+
+_BLOCK_AFTER_DEFAULT = 1.2
+_MIN_SHARED_REFLECTION_THRESHOLD = 1000
+_TEMPERATURE_ALLOWED = "a number from 0 to 2"
+
+
+# --------------------------------------------------------------------------------------------
+# Value checks shared by the sections
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _number(value: object, option: str, allowed: str) -> int | float:
+    """A finite int or float; ``bool`` is refused even though Python counts it as an int."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(option, f"expected a number, got {_describe(value)}", allowed=allowed)
+    if not math.isfinite(value):
+        raise ConfigError(option, f"{value!r} is not finite", allowed=allowed)
+    return value
+
+
+def _whole_number(value: object, option: str, allowed: str) -> int:
+    number = _number(value, option, allowed)
+    if isinstance(number, float):
+        if not number.is_integer():
+            raise ConfigError(option, f"{value!r} is not a whole number", allowed=allowed)
+        return int(number)
+    return number
+
+
+def _positive_tokens(value: object, option: str) -> int:
+    allowed = "a whole number of tokens > 0"
+    tokens = _whole_number(value, option, allowed)
+    if tokens <= 0:
+        raise ConfigError(option, f"{tokens} is not > 0", allowed=allowed)
+    return tokens
+
+
+def _temperature(value: object, option: str) -> float:
+    number = float(_number(value, option, _TEMPERATURE_ALLOWED))
+    if not 0 <= number <= 2:
+        raise ConfigError(option, f"{number} is out of range", allowed=_TEMPERATURE_ALLOWED)
+    return number
+
+
+def _ttl_field(value: object, option: str) -> Any:
+    """Validate an idle-activation setting, keeping ``None`` and ``False`` exactly as given.
+
+    They differ in ``observation``: ``None`` inherits the top-level setting, ``False`` is off.
+    """
+    if value is None or value is False:
+        return value
+    return check_activation_ttl(value, option=option)
+
+
+def _block_after(value: object, option: str, *, depends_on: str, enabled: bool) -> int | float | None:
+    """Shared shape rule for both ``block_after`` options (cross-field rules live elsewhere)."""
+    allowed = "None, a multiplier in [1, 100) of the threshold, or an absolute token count >= 100"
+    if value is _UNSET:
+        return _BLOCK_AFTER_DEFAULT if enabled else None
+    if value is None:
+        return None
+    if not enabled:
+        raise ConfigError(
+            option,
+            f"{value!r} was given but {depends_on} is off, and block_after only applies to "
+            "async buffering",
+            allowed=f"leave it unset or None, or enable {depends_on}",
+        )
+    number = _number(value, option, allowed)
+    if number < 1:
+        raise ConfigError(option, f"{number!r} is below 1", allowed=allowed)
+    return number
+
+
+# --------------------------------------------------------------------------------------------
+# Turning pydantic's errors into ConfigError
+# --------------------------------------------------------------------------------------------
+
+
+def _camel_to_snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _option_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted option under ``model``, relative to it (``observation.message_tokens``)."""
+    paths: list[str] = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        paths.append(path)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths.extend(_option_paths(annotation, f"{path}."))
+    return paths
+
+
+def _suggest(model: type[BaseModel], unknown: str) -> str | None:
+    """The valid option the caller most likely meant (camelCase names from the reference work)."""
+    wanted = _camel_to_snake(unknown)
+    paths = _option_paths(model)
+    if wanted in paths:
+        return wanted
+    by_leaf = [path for path in paths if path.rsplit(".", 1)[-1] == wanted]
+    if by_leaf:
+        return by_leaf[0]
+    close = difflib.get_close_matches(wanted, paths, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    leaves = {path.rsplit(".", 1)[-1]: path for path in paths}
+    close = difflib.get_close_matches(wanted, list(leaves), n=1, cutoff=0.6)
+    return leaves[close[0]] if close else None
+
+
+#: What a plain type error accepts, keyed by the first word of pydantic's error type.
+_ALLOWED_BY_ERROR_TYPE = {"bool": "True or False", "string": "a string"}
+
+
+def _convert_error(model: type[_Options], error: Mapping[str, Any]) -> ConfigError:
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, ConfigError):
+        return original
+
+    parts = [model.SECTION] if model.SECTION else []
+    current: type[BaseModel] | None = model
+    loc = [item for item in error["loc"] if isinstance(item, str)]
+    consumed = 0
+    for item in loc:
+        if current is None or item not in current.model_fields:
+            break
+        parts.append(item)
+        consumed += 1
+        annotation = current.model_fields[item].annotation
+        current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+    if error["type"] == "extra_forbidden" and current is not None and consumed < len(loc):
+        unknown = loc[consumed]
+        option = ".".join([*parts, unknown])
+        suggestion = _suggest(current, unknown)
+        problem = "unknown option"
+        if suggestion:
+            problem += f"; did you mean '{'.'.join([*parts, suggestion])}'?"
+        return ConfigError(option, problem, allowed=", ".join(current.model_fields))
+
+    option = ".".join(parts) or model.__name__
+    if isinstance(original, Exception):
+        return ConfigError(option, str(original))
+    if error["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return ConfigError(
+            option,
+            f"expected a mapping of options, got {_describe(error.get('input'))}",
+            allowed=f"a dict of options, or an instance of {current.__name__ if current else 'the section'}",
+        )
+    message = str(error.get("msg", "invalid value"))
+    allowed = _ALLOWED_BY_ERROR_TYPE.get(str(error["type"]).split("_", 1)[0])
+    return ConfigError(
+        option, f"{message[:1].lower()}{message[1:]}, got {_describe(error.get('input'))}", allowed=allowed
+    )
+
+
+def _config_error(model: type[_Options], exc: ValidationError) -> ConfigError:
+    """The first problem as a ConfigError; any further problems ride along as notes."""
+    converted = [_convert_error(model, error) for error in exc.errors()]
+    first = converted[0]
+    for other in converted[1:]:
+        first.add_note(f"also: {other}")
+    return first
+
+
+class _Options(BaseModel):
+    """Frozen, closed option models whose every failure is a ConfigError."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The dotted prefix of this model's options ("observation"); empty for the top level.
+    SECTION: ClassVar[str] = ""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(type(self), exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(cls, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(cls, exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigError(
+            self._option(name),
+            "configs are immutable and cannot be assigned to",
+            allowed=f"config.replace({name}=...) returns a changed copy",
+        )
+
+    @classmethod
+    def _option(cls, name: str | None) -> str:
+        return f"{cls.SECTION}.{name}" if cls.SECTION else str(name)
+
+    def replace(self, **changes: Any) -> Self:
+        """A validated copy with ``changes`` applied.
+
+        Only the options this config was explicitly given are carried over, so options whose
+        default depends on others (``block_after``) are recomputed. A mapping given for a
+        section (``observation={...}``) is merged into that section rather than replacing it.
+        """
+        data: dict[str, Any] = {name: getattr(self, name) for name in self.model_fields_set}
+        for name, value in changes.items():
+            current = getattr(self, name, None)
+            if isinstance(current, _Options) and isinstance(value, Mapping):
+                data[name] = current.replace(**value)
+            else:
+                data[name] = value
+        return type(self)(**data)
+
+
+# --------------------------------------------------------------------------------------------
+# observation.*
+# --------------------------------------------------------------------------------------------
+
+
+class ObservationConfig(_Options):
+    """Options of the Observer: when raw messages become observations.
+
+    ``message_tokens`` is the threshold on unobserved message tokens. With buffering on
+    (``buffer_tokens`` not ``False``) the Observer runs in the background every
+    ``buffer_tokens`` and the results are *activated* at the threshold, keeping about
+    ``retention_floor`` tokens of raw messages; otherwise the Observer runs synchronously at
+    the threshold.
+    """
+
+    SECTION: ClassVar[str] = "observation"
+
+    message_tokens: int = 30_000
+    buffer_tokens: StrictInt | StrictFloat | Literal[False] = Field(default=0.2, union_mode="left_to_right")
+    buffer_activation: int | float = 0.8
+    block_after: int | float | None = Field(default=_UNSET, validate_default=True)
+    buffer_on_idle: StrictBool = False
+    activate_after_idle: _TTLField = None
+    activate_on_provider_change: StrictBool | None = None
+    previous_observer_tokens: StrictInt | Literal[False] = Field(default=2000, union_mode="left_to_right")
+    max_tokens_per_batch: int = 10_000
+    temperature: float = 0.3
+    max_output_tokens: int = 100_000
+    instruction: StrictStr | None = None
+    continuation_hints: StrictBool = True
+    thread_title: StrictBool = False
+    manage_working_memory: StrictBool = False
+    observe_attachments: bool | Literal["auto"] | tuple[str, ...] = ("image/*", "application/pdf")
+
+    @field_validator("message_tokens", "max_tokens_per_batch", "max_output_tokens", mode="before")
+    @classmethod
+    def _check_positive_tokens(cls, value: object, info: ValidationInfo) -> int:
+        return _positive_tokens(value, cls._option(info.field_name))
+
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _check_temperature(cls, value: object, info: ValidationInfo) -> float:
+        return _temperature(value, cls._option(info.field_name))
+
+    @field_validator("buffer_tokens", mode="before")
+    @classmethod
+    def _check_buffer_tokens(cls, value: object) -> object:
+        option = cls._option("buffer_tokens")
+        allowed = "False (no async buffering), a fraction in (0, 1) of message_tokens, or a token count"
+        if value is False:
+            return False
+        if value is None or value is True:
+            raise ConfigError(
+                option, f"{value!r} is not accepted; use False to turn buffering off", allowed=allowed
+            )
+        return _number(value, option, allowed)
+
+    @field_validator("buffer_activation", mode="before")
+    @classmethod
+    def _check_buffer_activation(cls, value: object) -> int | float:
+        option = cls._option("buffer_activation")
+        allowed = "a ratio in (0, 1] of the threshold to remove, or >= 1000 tokens to keep"
+        number = _number(value, option, allowed)
+        if number <= 0:
+            raise ConfigError(option, f"{number!r} is not > 0", allowed=allowed)
+        if 1 < number < 1000:
+            raise ConfigError(option, f"{number!r} is neither a ratio nor a token count", allowed=allowed)
+        return number
+
+    @field_validator("block_after", mode="before")
+    @classmethod
+    def _check_block_after(cls, value: object, info: ValidationInfo) -> int | float | None:
+        enabled = info.data.get("buffer_tokens", 0.2) is not False
+        return _block_after(
+            value, cls._option("block_after"), depends_on="observation.buffer_tokens", enabled=enabled
+        )
+
+    @field_validator("activate_after_idle", mode="before")
+    @classmethod
+    def _check_activate_after_idle(cls, value: object) -> Any:
+        return _ttl_field(value, cls._option("activate_after_idle"))
+
+    @field_validator("previous_observer_tokens", mode="before")
+    @classmethod
+    def _check_previous_observer_tokens(cls, value: object) -> Literal[False] | int:
+        option = cls._option("previous_observer_tokens")
+        allowed = "False (no truncation) or a finite whole number >= 0 (0 omits them)"
+        if value is False:
+            return False
+        tokens = _whole_number(value, option, allowed)
+        if tokens < 0:
+            raise ConfigError(option, f"{tokens} is negative", allowed=allowed)
+        return tokens
+
+    @field_validator("instruction", mode="before")
+    @classmethod
+    def _check_instruction(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("observe_attachments", mode="before")
+    @classmethod
+    def _check_observe_attachments(cls, value: object) -> bool | str | tuple[str, ...]:
+        option = cls._option("observe_attachments")
+        allowed = "True (all), False (none), 'auto', or a list of MIME patterns like 'image/*'"
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            if value.strip().lower() == "auto":
+                return "auto"
+            raise ConfigError(option, f"{value!r} must be inside a list", allowed=allowed)
+        if not isinstance(value, list | tuple):
+            raise ConfigError(option, f"expected a list, got {_describe(value)}", allowed=allowed)
+        patterns: list[str] = []
+        for item in value:
+            pattern = item.strip().lower() if isinstance(item, str) else None
+            if pattern is None or not re.fullmatch(r"\*|[a-z0-9!#$&^_.+-]+/(\*|[a-z0-9!#$&^_.+-]+)", pattern):
+                raise ConfigError(option, f"{item!r} is not a MIME pattern", allowed=allowed)
+            patterns.append(pattern)
+        return tuple(patterns)
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> Self:
+        threshold = self.message_tokens
+        if self.buffer_tokens is not False:
+            resolved = resolve_buffer_tokens(self.buffer_tokens, threshold)
+            if resolved is None or not 0 < resolved < threshold:
+                raise ConfigError(
+                    self._option("buffer_tokens"),
+                    f"{self.buffer_tokens!r} resolves to {resolved} tokens, which must be > 0 and "
+                    f"< observation.message_tokens ({threshold})",
+                    allowed="False, a fraction in (0, 1) of message_tokens, or 1 <= tokens < message_tokens",
+                )
+        if self.buffer_activation >= 1000 and self.buffer_activation >= threshold:
+            raise ConfigError(
+                self._option("buffer_activation"),
+                f"an absolute retention of {self.buffer_activation!r} tokens must be < "
+                f"observation.message_tokens ({threshold})",
+                allowed="a ratio in (0, 1], or 1000 <= tokens < message_tokens",
+            )
+        if self.block_after is not None:
+            resolved_block = resolve_block_after(self.block_after, threshold)
+            if resolved_block is None or resolved_block < threshold:
+                raise ConfigError(
+                    self._option("block_after"),
+                    f"{self.block_after!r} resolves to {resolved_block} tokens, below "
+                    f"observation.message_tokens ({threshold})",
+                    allowed="a multiplier in [1, 100) or an absolute count >= message_tokens",
+                )
+        if self.buffer_on_idle and self.buffer_tokens is False:
+            raise ConfigError(
+                self._option("buffer_on_idle"),
+                "idle buffering needs async buffering, but observation.buffer_tokens is False",
+                allowed="False, or enable observation.buffer_tokens",
+            )
+        return self
+
+    @property
+    def buffering_enabled(self) -> bool:
+        """Whether observations are buffered in the background (and reflections may be)."""
+        return self.buffer_tokens is not False
+
+    @property
+    def resolved_buffer_tokens(self) -> int | None:
+        """The buffer interval in tokens, or ``None`` with buffering off."""
+        return resolve_buffer_tokens(self.buffer_tokens, self.message_tokens)
+
+    @property
+    def resolved_block_after(self) -> int | None:
+        """The token count past which activation may over-remove, or ``None``."""
+        if not self.buffering_enabled:
+            return None
+        return resolve_block_after(self.block_after, self.message_tokens)
+
+    @property
+    def retention_floor(self) -> int:
+        """Raw message tokens an activation or a threshold observation tries to leave unobserved.
+
+        Applies with buffering off too, so the actor always keeps a recent tail verbatim. (The
+        reference drops ``bufferActivation`` when buffering is off, and its synchronous cleanup
+        then keeps no observed message.)
+        """
+        return resolve_retention_floor(self.buffer_activation, self.message_tokens)
+
+    @property
+    def activation_ratio(self) -> float:
+        """Share of the threshold an activation removes, in [0, 1]."""
+        return resolve_activation_ratio(self.buffer_activation, self.message_tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# reflection.*
+# --------------------------------------------------------------------------------------------
+
+
+class ReflectionConfig(_Options):
+    """Options of the Reflector: when active observations are condensed into a new generation.
+
+    Reflection runs when active observation tokens reach ``observation_tokens``. With async
+    reflection on (``buffer_activation`` set and observation buffering on) a background
+    reflection starts at ``buffer_start_tokens`` and is swapped in at the threshold; past
+    ``block_after`` a synchronous reflection runs if none could be swapped in.
+    """
+
+    SECTION: ClassVar[str] = "reflection"
+
+    observation_tokens: int = 40_000
+    buffer_activation: float | None = 0.5
+    block_after: int | float | None = Field(default=_UNSET, validate_default=True)
+    temperature: float = 0.0
+    max_output_tokens: int = 100_000
+    instruction: StrictStr | None = None
+    continuation_hints: StrictBool = True
+    activate_after_idle: _TTLField = None
+    activate_on_provider_change: StrictBool = False
+
+    @field_validator("observation_tokens", "max_output_tokens", mode="before")
+    @classmethod
+    def _check_positive_tokens(cls, value: object, info: ValidationInfo) -> int:
+        return _positive_tokens(value, cls._option(info.field_name))
+
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _check_temperature(cls, value: object, info: ValidationInfo) -> float:
+        return _temperature(value, cls._option(info.field_name))
+
+    @field_validator("buffer_activation", mode="before")
+    @classmethod
+    def _check_buffer_activation(cls, value: object) -> float | None:
+        option = cls._option("buffer_activation")
+        allowed = "None (no async reflection) or a ratio in (0, 1]"
+        if value is None:
+            return None
+        number = float(_number(value, option, allowed))
+        if not 0 < number <= 1:
+            raise ConfigError(option, f"{number!r} is out of range", allowed=allowed)
+        return number
+
+    @field_validator("block_after", mode="before")
+    @classmethod
+    def _check_block_after(cls, value: object, info: ValidationInfo) -> int | float | None:
+        enabled = info.data.get("buffer_activation", 0.5) is not None
+        return _block_after(
+            value, cls._option("block_after"), depends_on="reflection.buffer_activation", enabled=enabled
+        )
+
+    @field_validator("activate_after_idle", mode="before")
+    @classmethod
+    def _check_activate_after_idle(cls, value: object) -> Any:
+        return _ttl_field(value, cls._option("activate_after_idle"))
+
+    @field_validator("instruction", mode="before")
+    @classmethod
+    def _check_instruction(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _check_block_after_threshold(self) -> Self:
+        resolved = self.resolved_block_after
+        if resolved is not None and resolved < self.observation_tokens:
+            raise ConfigError(
+                self._option("block_after"),
+                f"{self.block_after!r} resolves to {resolved} tokens, below "
+                f"reflection.observation_tokens ({self.observation_tokens})",
+                allowed="a multiplier in [1, 100) or an absolute count >= observation_tokens",
+            )
+        return self
+
+    @property
+    def buffer_start_tokens(self) -> int | None:
+        """Observation tokens at which a background reflection starts, or ``None`` without one."""
+        if self.buffer_activation is None:
+            return None
+        return round_half_up(self.observation_tokens * self.buffer_activation)
+
+    @property
+    def resolved_block_after(self) -> int | None:
+        """Observation tokens past which a synchronous reflection runs, or ``None``."""
+        return resolve_block_after(self.block_after, self.observation_tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# The whole configuration
+# --------------------------------------------------------------------------------------------
+
+
+class ObservationOptions(TypedDict, total=False):
+    """The keyword form of :class:`ObservationConfig`, so a dict section is type-checked too."""
+
+    message_tokens: int
+    buffer_tokens: int | float | Literal[False]
+    buffer_activation: int | float
+    block_after: int | float | None
+    buffer_on_idle: bool
+    activate_after_idle: ActivationTTLSetting
+    activate_on_provider_change: bool | None
+    previous_observer_tokens: int | Literal[False]
+    max_tokens_per_batch: int
+    temperature: float
+    max_output_tokens: int
+    instruction: str | None
+    continuation_hints: bool
+    thread_title: bool
+    manage_working_memory: bool
+    observe_attachments: bool | Literal["auto"] | Sequence[str]
+
+
+class ReflectionOptions(TypedDict, total=False):
+    """The keyword form of :class:`ReflectionConfig`."""
+
+    observation_tokens: int
+    buffer_activation: float | None
+    block_after: int | float | None
+    temperature: float
+    max_output_tokens: int
+    instruction: str | None
+    continuation_hints: bool
+    activate_after_idle: ActivationTTLSetting
+    activate_on_provider_change: bool
+
+
+class MemoryOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`MemoryConfig`."""
+
+    scope: Literal["thread", "resource"]
+    share_token_budget: bool
+    temporal_markers: bool
+    activate_after_idle: ActivationTTLSetting
+    activate_on_provider_change: bool
+    share_threads_in_resource: bool
+    timezone: str | None
+    observation: ObservationConfig | ObservationOptions
+    reflection: ReflectionConfig | ReflectionOptions
+
+
+class MemoryConfig(_Options):
+    """All options of observational memory.
+
+    Build it with keyword arguments; sections accept dicts::
+
+        MemoryConfig(scope="resource", observation={"message_tokens": 20_000})
+
+    Idle activation (``activate_after_idle``) and ``activate_on_provider_change`` set here are
+    inherited by ``observation`` unless it sets its own (``False`` there turns inheritance
+    off); ``reflection`` never inherits them.
+    """
+
+    scope: Literal["thread", "resource"] = "thread"
+    share_token_budget: StrictBool = False
+    temporal_markers: StrictBool = False
+    activate_after_idle: _TTLField = None
+    activate_on_provider_change: StrictBool = False
+    share_threads_in_resource: StrictBool = False
+    timezone: StrictStr | None = None
+    observation: ObservationConfig = Field(default_factory=ObservationConfig)
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+
+    def __init__(self, /, **options: Unpack[MemoryOptions]) -> None:
+        # Declared so that type checkers accept a dict for a section (``observation={...}``).
+        super().__init__(**options)
+
+    @field_validator("activate_after_idle", mode="before")
+    @classmethod
+    def _check_activate_after_idle(cls, value: object) -> Any:
+        return _ttl_field(value, "activate_after_idle")
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _check_timezone(cls, value: object) -> object:
+        if value is None or not isinstance(value, str):
+            return value
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigError(
+                "timezone",
+                f"{value!r} is not a known IANA time zone",
+                allowed="None (the system's zone) or a name such as 'Europe/Paris' or 'UTC'",
+            ) from exc
+        return value
+
+    @model_validator(mode="after")
+    def _check_share_token_budget(self) -> Self:
+        if self.share_token_budget and self.observation.buffering_enabled:
+            raise ConfigError(
+                "share_token_budget",
+                "a shared token budget cannot be combined with async buffering, which is on "
+                "(observation.buffer_tokens is not False). Either set "
+                "observation.buffer_tokens=False to keep the shared budget, or set "
+                "share_token_budget=False to keep buffering",
+                allowed="False, or True together with observation.buffer_tokens=False",
+            )
+        return self
+
+    # ---- thresholds ------------------------------------------------------------------------
+
+    @property
+    def message_threshold(self) -> Threshold:
+        """The configured message threshold: a number, or a range under a shared budget."""
+        base = self.observation.message_tokens
+        if self.share_token_budget:
+            return TokenRange(min=base, max=base + self.reflection.observation_tokens)
+        return base
+
+    def effective_message_threshold(self, observation_tokens: int) -> int:
+        """The message threshold in force while ``observation_tokens`` are active.
+
+        Fixed without a shared budget; with one, messages may use whatever the observations
+        leave of ``message_tokens + observation_tokens``, but never less than ``message_tokens``.
+        """
+        return dynamic_threshold(self.message_threshold, observation_tokens)
+
+    def effective_reflection_threshold(self, message_threshold: int | None = None) -> int:
+        """The observation-token threshold to report for reflection.
+
+        Without a shared budget this is ``reflection.observation_tokens``. With one it is what
+        the message threshold leaves of the total, but at least 1000:
+        ``max(total − message_threshold, 1000)``. Pass the current (dynamic) message threshold
+        to get the reference's status figure; without it the base ``message_tokens`` is used.
+        """
+        if not self.share_token_budget:
+            return self.reflection.observation_tokens
+        total = self.observation.message_tokens + self.reflection.observation_tokens
+        used = self.observation.message_tokens if message_threshold is None else message_threshold
+        return max(total - used, _MIN_SHARED_REFLECTION_THRESHOLD)
+
+    @property
+    def reflection_buffering_enabled(self) -> bool:
+        """Background reflection needs observation buffering and a reflection buffer ratio."""
+        return self.observation.buffering_enabled and self.reflection.buffer_activation is not None
+
+    @property
+    def reflection_block_after(self) -> int | None:
+        """``reflection.resolved_block_after`` when async reflection is on, else ``None``."""
+        return self.reflection.resolved_block_after if self.reflection_buffering_enabled else None
+
+    # ---- idle and provider-change activation ----------------------------------------------
+
+    @property
+    def observation_activate_after_idle(self) -> ActivationTTLSetting:
+        """The idle setting for observations after inheritance; ``None`` means off."""
+        own = self.observation.activate_after_idle
+        if own is None:
+            return self.activate_after_idle if self.activate_after_idle is not False else None
+        return None if own is False else own
+
+    @property
+    def observation_activate_on_provider_change(self) -> bool:
+        """Whether a provider change activates buffered observations, after inheritance."""
+        own = self.observation.activate_on_provider_change
+        return self.activate_on_provider_change if own is None else own
+
+    def observation_activation_ttl(
+        self, provider: str, model: str, provider_options: Mapping[str, Any] | None = None
+    ) -> float | None:
+        """Seconds of idleness after which buffered observations activate, for this actor."""
+        return resolve_activation_ttl(
+            self.observation_activate_after_idle, provider, model, provider_options
+        )
+
+    def reflection_activation_ttl(
+        self, provider: str, model: str, provider_options: Mapping[str, Any] | None = None
+    ) -> float | None:
+        """Seconds of idleness after which a buffered reflection activates (never inherited)."""
+        setting = self.reflection.activate_after_idle
+        return resolve_activation_ttl(
+            None if setting is False else setting,
+            provider,
+            model,
+            provider_options,
+            option="reflection.activate_after_idle",
+        )
+
+    # ---- persistence -----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """All options as JSON-compatible data; ``MemoryConfig.from_snapshot`` reads it back."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_snapshot(cls, data: Mapping[str, Any]) -> Self:
+        """Rebuild a config from :meth:`snapshot` output (validated like any other input)."""
+        return cls.model_validate(dict(data))

@@ -1,0 +1,114 @@
+"""Replays the bundled conversation through the Turn API and measures what memory did.
+
+This is the library function behind ``obsmem demo``; the CLI only draws it. It uses nothing a
+user would not: a ``Memory`` on SQLite with the offline observer, driven turn by turn the way
+an agent loop drives it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID, DemoTurn, demo_conversation
+from obsmem.memory import Memory
+from obsmem.models.base import ChatModel
+from obsmem.om.context import ContextWindow
+from obsmem.om.engine import EngineEvent
+from obsmem.storage.sqlite import SQLiteStore
+
+__all__ = ["DemoReport", "demo_config", "run_demo"]
+
+DEMO_MESSAGE_TOKENS = 2_000
+DEMO_OBSERVATION_TOKENS = 3_000
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReport:
+    turns: int
+    messages: int
+    raw_tokens: int
+    context_tokens: int
+    observation_cycles: int
+    reflections: int
+    generations: int
+    observation_lines: int
+    seconds: float
+    database: Path
+    context: ContextWindow
+
+    @property
+    def compression(self) -> float:
+        return self.raw_tokens / max(1, self.context_tokens)
+
+
+def demo_config(message_tokens: int = DEMO_MESSAGE_TOKENS, observation_tokens: int = DEMO_OBSERVATION_TOKENS) -> MemoryConfig:
+    """Small thresholds so a few hundred turns show many observations and reflections."""
+    return MemoryConfig(
+        observation=ObservationConfig(message_tokens=message_tokens, buffer_tokens=False),
+        reflection=ReflectionConfig(observation_tokens=observation_tokens),
+    )
+
+
+async def run_demo(
+    database: Path,
+    *,
+    config: MemoryConfig | None = None,
+    model: ChatModel | None = None,
+    turns: int | None = None,
+    on_turn: Callable[[int, int], None] | None = None,
+) -> DemoReport:
+    """Replay the demo conversation into a fresh thread in ``database``; return the numbers."""
+    conversation: list[DemoTurn] = demo_conversation()
+    if turns is not None:
+        conversation = conversation[:turns]
+    events: list[EngineEvent] = []
+    store = SQLiteStore(database)
+    memory = Memory(store, config=config or demo_config(), model=model, on_event=events.append)
+    started = time.perf_counter()
+    async with memory:
+        await memory.delete_thread(DEMO_THREAD_ID)
+        for index, demo_turn in enumerate(conversation):
+            turn = await memory.begin_turn(
+                thread_id=DEMO_THREAD_ID, resource_id=DEMO_RESOURCE_ID, messages=[demo_turn.user]
+            )
+            for step in _steps(demo_turn):
+                await turn.step(step)
+            await turn.end()
+            if on_turn is not None:
+                on_turn(index + 1, len(conversation))
+        context = await memory.get_context(DEMO_THREAD_ID)
+        messages = await memory.list_messages(DEMO_THREAD_ID)
+        generations = await memory.list_generations(DEMO_THREAD_ID)
+        record = generations[0] if generations else None
+    counter = memory.counter
+    lines = sum(
+        1 for line in (record.active_observations.splitlines() if record else []) if line.lstrip().startswith("*")
+    )
+    return DemoReport(
+        turns=len(conversation),
+        messages=len(messages),
+        raw_tokens=counter.count_messages(messages),
+        context_tokens=counter.count_messages(context.messages),
+        observation_cycles=sum(1 for e in events if e.kind == "observation-end"),
+        reflections=sum(1 for e in events if e.kind == "reflection-end"),
+        generations=len(generations),
+        observation_lines=lines,
+        seconds=time.perf_counter() - started,
+        database=database,
+        context=context,
+    )
+
+
+def _steps(demo_turn: DemoTurn) -> list[list]:  # type: ignore[type-arg]
+    """Group a turn's responses into model calls: a tool call travels with its results."""
+    steps: list[list] = []  # type: ignore[type-arg]
+    for message in demo_turn.responses:
+        if message.role == "tool" and steps:
+            steps[-1].append(message)
+        else:
+            steps.append([message])
+    return steps

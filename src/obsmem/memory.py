@@ -1,0 +1,263 @@
+"""``Memory``: the object an application holds. It builds the parts and owns their lifetime.
+
+Everything below it (the engine, the store, the observer and reflector) receives its
+collaborators; ``Memory`` is the one place that decides which store, which models, which
+counter and which clock to use, from plain arguments with offline defaults: SQLite in the
+user's data directory and the deterministic offline observer. Nothing needs a network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from obsmem.clock import Clock, SystemClock
+from obsmem.config import MemoryConfig
+from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
+from obsmem.models.base import ChatModel
+from obsmem.om.context import ContextWindow, build_context
+from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
+from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.observer import LLMObserver
+from obsmem.om.offline import OfflineObserver, OfflineReflector
+from obsmem.om.protocols import Observer, Reflector
+from obsmem.om.reflector import LLMReflector, compression_start_level
+from obsmem.storage import Store, open_store
+from obsmem.storage.contract import ObservationRecord
+from obsmem.tokens import TokenCounter
+from obsmem.turn import Turn
+from obsmem.types import Message, Thread, parse_message
+
+__all__ = ["Memory"]
+
+ModelSpec = ChatModel | str | None
+
+
+class Memory:
+    """Observational memory over a store.
+
+    ``store``: a :class:`Store`, a URL (``"memory://"``, ``"sqlite:///path.db"``) or None for
+    SQLite at the default path. ``model`` sets the observer and reflector model together;
+    ``observer`` / ``reflector`` set them separately (each: ``"offline"``, a ChatModel, or an
+    object implementing the Observer / Reflector protocol). The default is ``"offline"``.
+    """
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        model: ModelSpec = None,
+        observer: Observer | ModelSpec = None,
+        reflector: Reflector | ModelSpec = None,
+        extractors: Sequence[Extractor] = (),
+        counter: TokenCounter | None = None,
+        clock: Clock | None = None,
+        failure_policy: FailurePolicy = "throw",
+        working_memory_scope: Literal["thread", "resource"] = "thread",
+        on_event: Callable[[EngineEvent], None] | None = None,
+    ) -> None:
+        self.config = config or MemoryConfig()
+        if self.config.scope != "thread":
+            raise ConfigError("scope", "resource scope arrives with buffered observation", allowed="'thread'")
+        if model is not None and (observer is not None or reflector is not None):
+            raise ConfigError(
+                "model", "set either model (for both roles) or observer/reflector, not both",
+                allowed="model=... or observer=...,reflector=...",
+            )
+        self.store: Store = store if not isinstance(store, str | None) else open_store(store)
+        self.counter = counter or TokenCounter()
+        self.clock = clock or SystemClock()
+        all_extractors = list(extractors)
+        if self.config.observation.manage_working_memory:
+            llm_observer = isinstance(observer if model is None else model, ChatModel)
+            all_extractors.append(working_memory_extractor("inline" if llm_observer else "hook"))
+        _check_extractors(all_extractors)
+        self.extractors = tuple(all_extractors)
+        resolved_observer = self._observer(observer if model is None else model)
+        resolved_reflector, start_level = self._reflector(reflector if model is None else model)
+        self.engine = Engine(
+            store=self.store,
+            observer=resolved_observer,
+            reflector=resolved_reflector,
+            config=self.config,
+            counter=self.counter,
+            clock=self.clock,
+            extractors=self.extractors,
+            reflector_start_level=start_level,
+            failure_policy=failure_policy,
+            on_event=on_event,
+            working_memory_scope=working_memory_scope,
+        )
+
+    # -- construction helpers -----------------------------------------------------------------
+    def _observer(self, spec: Observer | ModelSpec) -> Observer:
+        if spec is None or spec == "offline":
+            return OfflineObserver(count_tokens=self.counter.count_text)
+        if isinstance(spec, str):
+            raise _unknown_model(spec)
+        if isinstance(spec, ChatModel):
+            obs = self.config.observation
+            return LLMObserver(
+                spec, count_tokens=self.counter.count_text, temperature=obs.temperature,
+                max_output_tokens=obs.max_output_tokens, clock=self.clock,
+            )
+        return spec
+
+    def _reflector(self, spec: Reflector | ModelSpec) -> tuple[Reflector, int]:
+        if spec is None or spec == "offline":
+            return OfflineReflector(count_tokens=self.counter.count_text), 1
+        if isinstance(spec, str):
+            raise _unknown_model(spec)
+        if isinstance(spec, ChatModel):
+            refl = self.config.reflection
+            reflector = LLMReflector(
+                spec, count_tokens=self.counter.count_text, temperature=refl.temperature,
+                max_output_tokens=refl.max_output_tokens, clock=self.clock,
+            )
+            return reflector, compression_start_level(spec.name)
+        return spec, 1
+
+    # -- lifetime -----------------------------------------------------------------------------
+    async def settled(self) -> None:
+        """Wait for background memory work. Synchronous mode has none; kept for a stable API."""
+
+    async def aclose(self) -> None:
+        await self.settled()
+        await self.store.close()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- threads and messages -----------------------------------------------------------------
+    async def create_thread(
+        self, thread_id: str, resource_id: str, *, title: str | None = None,
+        metadata: dict[str, Any] | None = None, org_id: str | None = None,
+    ) -> Thread:
+        thread = Thread(id=thread_id, resource_id=resource_id, title=title, metadata=metadata or {}, org_id=org_id)
+        return await self.store.create_thread(thread)
+
+    async def get_thread(self, thread_id: str) -> Thread:
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        return await self.store.list_threads(resource_id, limit=limit, offset=offset)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        return await self.store.delete_thread(thread_id)
+
+    async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+        await self.get_thread(thread_id)
+        return await self.store.save_messages(thread_id, [parse_message(m) for m in messages])
+
+    async def list_messages(
+        self, thread_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        await self.get_thread(thread_id)
+        return await self.store.list_messages(thread_id, after_seq=after_seq, limit=limit)
+
+    # -- the turn lifecycle -------------------------------------------------------------------
+    async def begin_turn(
+        self, *, thread_id: str, resource_id: str | None = None,
+        messages: Sequence[Message | dict[str, Any]] = (),
+    ) -> Turn:
+        """Start a turn: saves the input, observes/reflects if due, and sets ``turn.context``.
+
+        The thread is created when it does not exist and ``resource_id`` is given.
+        """
+        thread = await self._thread_for_turn(thread_id, resource_id)
+        turn = Turn(self, thread)
+        await turn._begin(messages)
+        return turn
+
+    @asynccontextmanager
+    async def turn(self, *, thread_id: str, resource_id: str | None = None,
+                   messages: Sequence[Message | dict[str, Any]] = ()):  # type: ignore[no-untyped-def]
+        turn = await self.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=messages)
+        try:
+            yield turn
+        finally:
+            await turn.end()
+
+    async def get_context(self, thread_id: str) -> ContextWindow:
+        """The messages an actor should see now, for use without the Turn API."""
+        thread = await self.get_thread(thread_id)
+        existing = await self.store.get_head(self.engine.lineage(thread))
+        record = existing if existing is not None else None
+        after = record.cursor(thread.id) if record else 0
+        unobserved = await self.store.list_messages(thread.id, after_seq=after)
+        working_memory = None
+        if self.config.observation.manage_working_memory:
+            working_memory = await self.store.get_working_memory(self.engine.working_memory_key(thread))
+        state = record.threads.get(thread.id) if record else None
+        shown = {
+            e.slug: state.extracted[e.slug]
+            for e in self.extractors
+            if state is not None and e.include_previous and not e.builtin and e.slug in state.extracted
+        }
+        return build_context(
+            record,
+            unobserved,
+            thread_id=thread.id,
+            now=self.clock.now(),
+            temporal_markers=self.config.temporal_markers,
+            include_hints=self.config.observation.continuation_hints,
+            extracted=shown,
+            working_memory=working_memory,
+        )
+
+    # -- manual operations and inspection -----------------------------------------------------
+    async def observe(self, thread_id: str) -> CycleOutcome:
+        """Observe every unobserved message now, whatever the threshold."""
+        return await self.engine.observe(await self.get_thread(thread_id), force=True)
+
+    async def reflect(self, thread_id: str, *, guidance: str | None = None) -> CycleOutcome:
+        return await self.engine.reflect(await self.get_thread(thread_id), guidance=guidance)
+
+    async def get_record(self, thread_id: str) -> ObservationRecord | None:
+        thread = await self.get_thread(thread_id)
+        return await self.store.get_head(self.engine.lineage(thread))
+
+    async def list_generations(self, thread_id: str, *, limit: int = 100) -> list[ObservationRecord]:
+        thread = await self.get_thread(thread_id)
+        return await self.store.list_generations(self.engine.lineage(thread), limit=limit)
+
+    async def get_working_memory(self, thread_id: str) -> str | None:
+        thread = await self.get_thread(thread_id)
+        return await self.store.get_working_memory(self.engine.working_memory_key(thread))
+
+    async def _thread_for_turn(self, thread_id: str, resource_id: str | None) -> Thread:
+        thread = await self.store.get_thread(thread_id)
+        if thread is not None:
+            if resource_id is not None and thread.resource_id != resource_id:
+                raise InvalidInputError(
+                    f"Thread '{thread_id}' belongs to resource '{thread.resource_id}', not '{resource_id}'."
+                )
+            return thread
+        if resource_id is None:
+            raise ThreadNotFoundError(thread_id)
+        return await self.create_thread(thread_id, resource_id)
+
+
+def _unknown_model(spec: str) -> ConfigError:
+    return ConfigError(
+        "model", f"'{spec}' is not a model this version can build",
+        allowed="'offline', or a ChatModel object (provider strings such as 'openai:gpt-4o-mini' come with the provider extras)",
+    )
+
+
+def _check_extractors(extractors: Sequence[Extractor]) -> None:
+    seen: set[str] = set()
+    for extractor in extractors:
+        extractor.validate()
+        if extractor.slug in seen:
+            raise ConfigError("observation.extract", f"two extractors share the slug '{extractor.slug}'",
+                              allowed="unique extractor names")
+        seen.add(extractor.slug)

@@ -1,0 +1,580 @@
+"""The observation engine: runs observe and reflect against the store, safely.
+
+Every transition follows one shape: read the head record → do the (possibly slow) model work
+outside any transaction → compose the next record from what was read → compare-and-set. When
+the write comes back stale, the engine re-reads and either recomposes onto the new head (if its
+work still applies) or drops its result (if another writer already covered the same messages).
+Nothing here holds a lock, so any number of engines, in any number of processes, can share a
+store: the storage contract is the only coordination.
+
+The engine receives its store, observer, reflector, counter and clock; it never builds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from obsmem.clock import Clock
+from obsmem.config import MemoryConfig
+from obsmem.errors import (
+    DegenerateOutputError,
+    ObservationError,
+    ObsmemError,
+    OperationAbortedError,
+    ReflectionError,
+    ThreadNotFoundError,
+)
+from obsmem.models.retry import FailurePolicy
+from obsmem.om import markers
+from obsmem.om.extractors import Extractor
+from obsmem.om.format import append_with_boundary
+from obsmem.om.protocols import (
+    AttemptFailed,
+    ObservationRequest,
+    ObservationResult,
+    Observer,
+    ReflectionRequest,
+    ReflectionResult,
+    Reflector,
+)
+from obsmem.om.selection import observable_messages, select_observation_prefix
+from obsmem.om.truncation import truncate_previous_observations
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState, lineage_key
+from obsmem.tokens import TokenCounter
+from obsmem.types import DataPart, Message, Thread
+
+__all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy"]
+
+logger = logging.getLogger("obsmem")
+
+Trigger = Literal["threshold", "manual", "turn-end"]
+_MAX_COMMIT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    """What one observe or reflect call did. ``error`` is set when it failed without raising."""
+
+    operation: Literal["observation", "reflection"]
+    applied: bool
+    record: ObservationRecord | None
+    messages: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: BaseException | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    """Progress reported to an optional listener (the CLI draws from these)."""
+
+    kind: Literal["observation-start", "observation-end", "observation-failed", "reflection-start",
+                  "reflection-end", "reflection-failed"]
+    thread_id: str
+    data: dict[str, Any]
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        observer: Observer,
+        reflector: Reflector,
+        config: MemoryConfig,
+        counter: TokenCounter,
+        clock: Clock,
+        extractors: Sequence[Extractor] = (),
+        reflector_start_level: int = 1,
+        failure_policy: FailurePolicy = "throw",
+        model_timeout_s: float | None = 600.0,
+        on_event: Callable[[EngineEvent], None] | None = None,
+        working_memory_scope: Literal["thread", "resource"] = "thread",
+    ) -> None:
+        self.store = store
+        self.observer = observer
+        self.reflector = reflector
+        self.config = config
+        self.counter = counter
+        self.clock = clock
+        self.extractors = tuple(extractors)
+        self.reflector_start_level = reflector_start_level
+        self.failure_policy = failure_policy
+        self.model_timeout_s = model_timeout_s
+        self.on_event = on_event
+        self.working_memory_scope = working_memory_scope
+
+    # -- reading ------------------------------------------------------------------------------
+    def lineage(self, thread: Thread) -> str:
+        return lineage_key("thread", thread.id, thread.resource_id)
+
+    def working_memory_key(self, thread: Thread) -> str:
+        if self.working_memory_scope == "resource":
+            return f"resource:{thread.resource_id}"
+        return f"thread:{thread.id}"
+
+    async def head(self, thread: Thread) -> ObservationRecord:
+        """The live record for a thread, created on first use."""
+        lineage = self.lineage(thread)
+        current = await self.store.get_head(lineage)
+        if current is not None:
+            return current
+        now = self.clock.now()
+        fresh = ObservationRecord(
+            id=f"omr_{uuid.uuid4().hex}",
+            lineage=lineage,
+            scope="thread",
+            thread_id=thread.id,
+            resource_id=thread.resource_id,
+            created_at=now,
+            updated_at=now,
+            threads={thread.id: ThreadState()},
+            config=self.config.snapshot(),
+        )
+        result = await self.store.create_record(fresh)
+        if result.record is None:
+            raise ThreadNotFoundError(thread.id)
+        return result.record
+
+    async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
+        stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))
+        return observable_messages(stored)
+
+    def message_threshold(self, record: ObservationRecord) -> int:
+        return self.config.effective_message_threshold(record.observation_tokens)
+
+    def reflection_threshold(self) -> int:
+        return self.config.effective_reflection_threshold()
+
+    # -- observation --------------------------------------------------------------------------
+    async def maybe_observe(self, thread: Thread) -> CycleOutcome:
+        """Observe when the unobserved tokens reach the threshold (a no-op otherwise)."""
+        return await self.observe(thread, force=False, trigger="threshold")
+
+    async def observe(self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual") -> CycleOutcome:
+        record = await self.head(thread)
+        messages = await self.unobserved(record, thread.id)
+        counts = [self.counter.count_message(m) for m in messages]
+        pending = sum(counts)
+        threshold = self.message_threshold(record)
+        if not messages or (not force and pending < threshold):
+            return CycleOutcome("observation", False, record, reason="below threshold")
+        cut = select_observation_prefix(
+            messages,
+            counts,
+            retention_floor=self.config.observation.retention_floor,
+            threshold=threshold,
+            force=force,
+        )
+        if cut == 0:
+            return CycleOutcome("observation", False, record, reason="no safe prefix (a tool call is pending)")
+        batch = messages[:cut]
+        batch_tokens = sum(counts[:cut])
+        return await self._observe_batch(thread, record, batch, batch_tokens, pending)
+
+    async def _observe_batch(
+        self,
+        thread: Thread,
+        record: ObservationRecord,
+        batch: list[Message],
+        batch_tokens: int,
+        pending_before: int,
+    ) -> CycleOutcome:
+        cycle_id = markers.new_cycle_id("obs")
+        started_at = self.clock.now()
+        target = markers.marker_target(batch)
+        marker_config = self._marker_config(record)
+        await self._mark(
+            target,
+            markers.observation_start_marker(
+                cycle_id=cycle_id,
+                operation="observation",
+                record_id=record.id,
+                thread_id=thread.id,
+                started_at=started_at,
+                tokens_to_observe=batch_tokens,
+                config=marker_config,
+            ),
+        )
+        self._emit("observation-start", thread.id, cycle_id=cycle_id, tokens=batch_tokens, messages=len(batch))
+        state = record.threads.get(thread.id, ThreadState())
+        budget = self.config.observation.previous_observer_tokens
+        previous = truncate_previous_observations(
+            record.active_observations, None if budget is False else int(budget), self.counter.count_text
+        )
+        observation = self.config.observation
+        request = ObservationRequest(
+            messages=batch,
+            previous_observations=previous.text,
+            previous_truncated=previous.truncated,
+            current_task=state.current_task,
+            suggested_response=state.suggested_response,
+            thread_title=thread.title or state.thread_title,
+            extracted=dict(state.extracted),
+            extractors=self.extractors,
+            continuation_hints=observation.continuation_hints,
+            want_title=observation.thread_title,
+            timezone=self._timezone(),
+            now=started_at,
+            instruction=observation.instruction,
+        )
+        try:
+            result = await self._timed(self.observer.observe(request), "observation")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return await self._observation_failed(thread, record, target, cycle_id, started_at, batch_tokens, exc)
+
+        output_tokens = self.counter.count_text(result.observations)
+        for attempt in range(_MAX_COMMIT_ATTEMPTS):
+            composed = self._compose_observation(record, thread, batch, batch_tokens, pending_before, result)
+            write = await self.store.update_record(composed, expected_version=record.version)
+            if write.applied and write.record is not None:
+                await self._after_observation(thread, write.record, result)
+                await self._mark(
+                    target,
+                    markers.observation_end_marker(
+                        cycle_id=cycle_id,
+                        operation="observation",
+                        record_id=record.id,
+                        thread_id=thread.id,
+                        started_at=started_at,
+                        completed_at=self.clock.now(),
+                        tokens_observed=batch_tokens,
+                        observation_tokens=output_tokens,
+                        observations=result.observations or None,
+                        current_task=result.current_task,
+                        suggested_response=result.suggested_response,
+                        extracted_values=result.extracted,
+                        extraction_failures=result.extraction_failures,
+                    ),
+                )
+                self._emit("observation-end", thread.id, cycle_id=cycle_id, tokens=batch_tokens,
+                           output_tokens=output_tokens, messages=len(batch))
+                return CycleOutcome("observation", True, write.record, len(batch), batch_tokens, output_tokens)
+            if write.status == "gone" or write.record is None:
+                return CycleOutcome("observation", False, None, reason="thread deleted during observation")
+            current = write.record
+            if current.cursor(thread.id) != record.cursor(thread.id):
+                # Another writer observed (some of) these messages first; its work stands and
+                # whatever it did not cover stays pending for the next cycle.
+                return CycleOutcome("observation", False, current, reason="superseded by a concurrent observation")
+            record = current
+            logger.debug("observation commit stale (attempt %d); recomposing on the new head", attempt + 1)
+        error = ObservationError(
+            f"Could not commit the observation of thread '{thread.id}' after {_MAX_COMMIT_ATTEMPTS} attempts; "
+            "the store kept changing underneath. The messages stay pending."
+        )
+        return await self._observation_failed(thread, record, target, cycle_id, started_at, batch_tokens, error)
+
+    def _compose_observation(
+        self,
+        record: ObservationRecord,
+        thread: Thread,
+        batch: list[Message],
+        batch_tokens: int,
+        pending_before: int,
+        result: ObservationResult,
+    ) -> ObservationRecord:
+        last = batch[-1]
+        assert last.seq is not None, "stored messages always carry a seq"
+        active = append_with_boundary(record.active_observations, result.observations, last.created_at)
+        state = record.threads.get(thread.id, ThreadState())
+        hints_on = self.config.observation.continuation_hints
+        title = result.thread_title if self.config.observation.thread_title else None
+        extracted = {**state.extracted, **result.extracted}
+        new_state = state.model_copy(
+            update={
+                "cursor": max(state.cursor, last.seq),
+                "current_task": (result.current_task or state.current_task) if hints_on else None,
+                "suggested_response": result.suggested_response if hints_on else None,
+                "thread_title": title or state.thread_title,
+                "extracted": extracted,
+            }
+        )
+        return record.model_copy(
+            update={
+                "active_observations": active,
+                "observation_tokens": self.counter.count_text(active),
+                "total_tokens_observed": record.total_tokens_observed + batch_tokens,
+                "pending_message_tokens": max(0, pending_before - batch_tokens),
+                "threads": {**record.threads, thread.id: new_state},
+                "updated_at": self.clock.now(),
+            }
+        )
+
+    async def _after_observation(self, thread: Thread, record: ObservationRecord, result: ObservationResult) -> None:
+        """Side effects that follow a committed observation: title and working memory."""
+        working_memory = result.extracted.get("working-memory")
+        if isinstance(working_memory, str) and working_memory.strip():
+            await self.store.set_working_memory(self.working_memory_key(thread), working_memory.strip())
+        title = (result.thread_title or "").strip()
+        if not (self.config.observation.thread_title and len(title) >= 3):
+            return
+        for _ in range(_MAX_COMMIT_ATTEMPTS):
+            current = await self.store.get_thread(thread.id)
+            if current is None or current.title_pinned or current.title == title:
+                return
+            updated = await self.store.update_thread(
+                current.model_copy(update={"title": title, "updated_at": self.clock.now()}),
+                expected_version=current.version,
+            )
+            if updated is not None:
+                return
+
+    async def _observation_failed(
+        self,
+        thread: Thread,
+        record: ObservationRecord,
+        target: Message | None,
+        cycle_id: str,
+        started_at: Any,
+        batch_tokens: int,
+        exc: BaseException,
+    ) -> CycleOutcome:
+        await self._mark(
+            target,
+            markers.observation_failed_marker(
+                cycle_id=cycle_id,
+                operation="observation",
+                record_id=record.id,
+                thread_id=thread.id,
+                started_at=started_at,
+                failed_at=self.clock.now(),
+                tokens_attempted=batch_tokens,
+                error=_describe(exc),
+            ),
+        )
+        self._emit("observation-failed", thread.id, cycle_id=cycle_id, error=_describe(exc))
+        if isinstance(exc, OperationAbortedError):
+            raise exc
+        degenerate = isinstance(exc, DegenerateOutputError)
+        if self.failure_policy == "throw" and not degenerate:
+            if isinstance(exc, ObservationError):
+                raise exc
+            raise ObservationError(
+                f"Observing thread '{thread.id}' failed: {_describe(exc)}. The messages stay pending and "
+                "will be observed on the next cycle (set failure_policy='warn' to keep the turn going)."
+            ) from exc
+        if self.failure_policy == "warn" or degenerate:
+            logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, _describe(exc))
+        return CycleOutcome("observation", False, record, input_tokens=batch_tokens, error=exc, reason="failed")
+
+    # -- reflection ---------------------------------------------------------------------------
+    async def maybe_reflect(self, thread: Thread) -> CycleOutcome:
+        record = await self.head(thread)
+        threshold = self.reflection_threshold()
+        if record.observation_tokens < threshold:
+            return CycleOutcome("reflection", False, record, reason="below threshold")
+        if record.reflection_suppressed_at == record.observation_tokens:
+            return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
+        return await self._reflect(thread, record, target=threshold, start_level=self.reflector_start_level, guidance=None)
+
+    async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
+        """Manual reflection: starts at compression level 0 with the reflection threshold as target."""
+        record = await self.head(thread)
+        if not record.active_observations.strip():
+            return CycleOutcome("reflection", False, record, reason="nothing to reflect")
+        return await self._reflect(thread, record, target=self.reflection_threshold(), start_level=0, guidance=guidance)
+
+    async def _reflect(
+        self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None
+    ) -> CycleOutcome:
+        cycle_id = markers.new_cycle_id("refl")
+        started_at = self.clock.now()
+        anchor = await self._reflection_anchor(thread, record)
+        input_tokens = record.observation_tokens
+        marker_config = self._marker_config(record)
+        await self._mark(
+            anchor,
+            markers.observation_start_marker(
+                cycle_id=cycle_id, operation="reflection", record_id=record.id, thread_id=thread.id,
+                started_at=started_at, tokens_to_observe=input_tokens, config=marker_config,
+            ),
+        )
+        self._emit("reflection-start", thread.id, cycle_id=cycle_id, tokens=input_tokens)
+
+        async def attempt_failed(info: AttemptFailed) -> None:
+            await self._mark(
+                anchor,
+                markers.observation_failed_marker(
+                    cycle_id=f"{cycle_id}-l{info.level}", operation="reflection", record_id=record.id,
+                    thread_id=thread.id, started_at=started_at, failed_at=self.clock.now(),
+                    tokens_attempted=info.input_tokens, error=info.reason, retrying=True,
+                ),
+            )
+
+        state = record.threads.get(thread.id, ThreadState())
+        request = ReflectionRequest(
+            observations=record.active_observations,
+            target_tokens=target,
+            start_level=start_level,
+            guidance=guidance,
+            extracted=dict(state.extracted),
+            extractors=self.extractors,
+            continuation_hints=self.config.reflection.continuation_hints,
+            now=started_at,
+            instruction=self.config.reflection.instruction,
+            on_attempt_failed=attempt_failed,
+        )
+        try:
+            result = await self._timed(self.reflector.reflect(request), "reflection")
+            if not result.observations.strip():
+                raise ReflectionError("The reflector returned empty output; the observations were kept.")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            await self._mark(
+                anchor,
+                markers.observation_failed_marker(
+                    cycle_id=cycle_id, operation="reflection", record_id=record.id, thread_id=thread.id,
+                    started_at=started_at, failed_at=self.clock.now(), tokens_attempted=input_tokens,
+                    error=_describe(exc),
+                ),
+            )
+            self._emit("reflection-failed", thread.id, cycle_id=cycle_id, error=_describe(exc))
+            if isinstance(exc, OperationAbortedError):
+                raise
+            await self._suppress(record, input_tokens)
+            logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, _describe(exc))
+            return CycleOutcome("reflection", False, record, input_tokens=input_tokens, error=exc, reason="failed")
+
+        output_tokens = self.counter.count_text(result.observations)
+        snapshot = record
+        for _ in range(_MAX_COMMIT_ATTEMPTS):
+            successor = self._compose_reflection(snapshot, record, result, output_tokens, target)
+            if successor is None:
+                return CycleOutcome("reflection", False, record, reason="superseded by a concurrent reflection")
+            write = await self.store.create_generation(record, successor, expected_version=record.version)
+            if write.applied and write.record is not None:
+                await self._mark(
+                    anchor,
+                    markers.observation_end_marker(
+                        cycle_id=cycle_id, operation="reflection", record_id=record.id, thread_id=thread.id,
+                        started_at=started_at, completed_at=self.clock.now(), tokens_observed=input_tokens,
+                        observation_tokens=output_tokens, observations=result.observations,
+                        suggested_response=result.suggested_response,
+                    ),
+                )
+                self._emit("reflection-end", thread.id, cycle_id=cycle_id, tokens=input_tokens,
+                           output_tokens=output_tokens, generation=write.record.generation)
+                return CycleOutcome("reflection", True, write.record, 0, input_tokens, output_tokens)
+            if write.status == "gone" or write.record is None:
+                return CycleOutcome("reflection", False, None, reason="thread deleted during reflection")
+            record = write.record
+        return CycleOutcome("reflection", False, record, reason="store kept changing; reflection dropped")
+
+    def _compose_reflection(
+        self,
+        snapshot: ObservationRecord,
+        head: ObservationRecord,
+        result: ReflectionResult,
+        output_tokens: int,
+        threshold: int,
+    ) -> ObservationRecord | None:
+        """The successor generation, built from the *stored* head.
+
+        Observations appended to the head after the reflected snapshot are kept after the
+        reflection; if the head no longer extends the snapshot (another reflection won), the
+        result no longer applies and None is returned.
+        """
+        if head.generation != snapshot.generation or not head.active_observations.startswith(
+            snapshot.active_observations
+        ):
+            return None
+        remainder = head.active_observations[len(snapshot.active_observations):].strip()
+        active = result.observations.strip()
+        if remainder:
+            active = f"{active}\n\n{remainder}"
+        tokens = output_tokens if not remainder else self.counter.count_text(active)
+        now = self.clock.now()
+        threads = dict(head.threads)
+        if result.suggested_response and head.thread_id in threads and self.config.reflection.continuation_hints:
+            tid = head.thread_id
+            threads[tid] = threads[tid].model_copy(update={"suggested_response": result.suggested_response})
+        return head.model_copy(
+            update={
+                "id": f"omr_{uuid.uuid4().hex}",
+                "generation": head.generation + 1,
+                "origin": "reflection",
+                "version": 1,
+                "superseded_by": None,
+                "active_observations": active,
+                "observation_tokens": tokens,
+                "threads": threads,
+                "buffered_reflection": None,
+                "reflection_suppressed_at": tokens if tokens >= threshold else None,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+
+    async def _suppress(self, record: ObservationRecord, at_tokens: int) -> None:
+        """Remember that reflecting this exact input failed, so it is not retried in a loop."""
+        current: ObservationRecord | None = record
+        for _ in range(_MAX_COMMIT_ATTEMPTS):
+            if current is None or current.observation_tokens != at_tokens:
+                return
+            write = await self.store.update_record(
+                current.model_copy(update={"reflection_suppressed_at": at_tokens}), expected_version=current.version
+            )
+            if write.applied or write.status == "gone":
+                return
+            current = write.record
+
+    async def _reflection_anchor(self, thread: Thread, record: ObservationRecord) -> Message | None:
+        """Reflection markers go on the newest observed assistant message of the thread."""
+        cursor = record.cursor(thread.id)
+        if cursor <= 0:
+            return None
+        recent = await self.store.list_messages(thread.id, before_seq=cursor + 1, limit=50, newest_first=True)
+        return next((m for m in recent if m.role == "assistant"), None)
+
+    # -- helpers ------------------------------------------------------------------------------
+    async def _timed(self, work: Awaitable[Any], what: str) -> Any:
+        if self.model_timeout_s is None:
+            return await work
+        try:
+            async with asyncio.timeout(self.model_timeout_s):
+                return await work
+        except TimeoutError as exc:
+            raise ObservationError(
+                f"The {what} model call did not finish within {self.model_timeout_s:g} s."
+            ) from exc
+
+    async def _mark(self, target: Message | None, part: DataPart) -> None:
+        if target is None:
+            return
+        try:
+            await self.store.add_message_parts(target.id, [part])
+        except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
+            logger.warning("obsmem: could not persist marker %s: %s", part.name, exc)
+
+    def _marker_config(self, record: ObservationRecord) -> markers.MarkerConfig:
+        return markers.MarkerConfig(
+            message_tokens=self.message_threshold(record),
+            observation_tokens=self.reflection_threshold(),
+            scope=self.config.scope,
+        )
+
+    def _timezone(self) -> Any:
+        if self.config.timezone:
+            from zoneinfo import ZoneInfo
+
+            return ZoneInfo(self.config.timezone)
+        return None
+
+    def _emit(self, kind: Any, thread_id: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(EngineEvent(kind=kind, thread_id=thread_id, data=data))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:2000]

@@ -1,0 +1,450 @@
+"""The in-memory store: the storage contract as executable code.
+
+Use it in tests and for throwaway sessions; everything is lost when the object goes away.
+
+Why it is still written carefully: it is the *reference* adapter. Every guarantee of
+:mod:`obsmem.storage.contract` is implemented here in the plainest possible way, and the
+conformance suite holds every other adapter to the same observable behaviour.
+
+* **Atomicity without locks.** Each method does its reads and writes with no ``await`` in
+  between, so on one event loop no other coroutine can interleave inside an operation. That
+  is exactly the critical section the SQL adapters get from a transaction. (The store is not
+  meant to be shared across threads or event loops.)
+* **Copies in, copies out.** The models are frozen, but their ``dict`` fields are not; every
+  stored object is a deep copy of what the caller passed and every returned object is a deep
+  copy of what is stored, so no caller can change stored state behind the store's back.
+
+The checks both adapters apply identically (record identity, lineage consistency, cursors
+moving forward, marker de-duplication) are the module-level functions below; the SQLite
+adapter imports them so that the rules exist once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Self, TypeVar
+
+from pydantic import BaseModel
+
+from obsmem.errors import (
+    InvalidInputError,
+    MessageNotFoundError,
+    StorageError,
+    StoreClosedError,
+    ThreadNotFoundError,
+)
+from obsmem.storage.contract import ObservationRecord, WriteResult, lineage_key
+from obsmem.types import DataPart, Message, Part, Thread
+
+__all__ = [
+    "MemoryStore",
+    "check_cursors_forward",
+    "check_lineage",
+    "check_message_owner",
+    "check_same_identity",
+    "merge_parts",
+]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _copy(model: ModelT) -> ModelT:
+    return model.model_copy(deep=True)
+
+
+# -- rules shared by every adapter -------------------------------------------------------------
+
+
+def check_lineage(record: ObservationRecord) -> None:
+    """A record's ``lineage`` must be the key its scope and ids produce, or lookups would miss it."""
+    try:
+        expected = lineage_key(record.scope, record.thread_id, record.resource_id)
+    except ValueError as exc:
+        raise InvalidInputError(f"Record '{record.id}': {exc}.") from exc
+    if record.lineage != expected:
+        raise InvalidInputError(
+            f"Record '{record.id}' has lineage '{record.lineage}' but its scope and ids give "
+            f"'{expected}'. Build it with lineage_key(scope, thread_id, resource_id)."
+        )
+
+
+def check_same_identity(stored: ObservationRecord, record: ObservationRecord) -> None:
+    """An update may change a record's content, never which lineage or generation it is."""
+    for field in ("lineage", "scope", "thread_id", "resource_id", "generation", "origin"):
+        if getattr(stored, field) != getattr(record, field):
+            raise InvalidInputError(
+                f"Record '{stored.id}': an update cannot change '{field}' "
+                f"({getattr(stored, field)!r} -> {getattr(record, field)!r})."
+            )
+
+
+def check_cursors_forward(stored: ObservationRecord, record: ObservationRecord) -> None:
+    """Refuse a write that would lower any per-thread cursor (a caller bug, never a race)."""
+    for thread_id, state in stored.threads.items():
+        if record.cursor(thread_id) < state.cursor:
+            raise StorageError(
+                f"Refusing to move the cursor of thread '{thread_id}' in lineage "
+                f"'{stored.lineage}' backward from {state.cursor} to {record.cursor(thread_id)}. "
+                "Cursors only advance; build the write from the stored record."
+            )
+
+
+def check_message_owner(message: Message, thread: Thread) -> None:
+    """A message saved into a thread may not claim to belong to another thread or resource."""
+    if message.thread_id is not None and message.thread_id != thread.id:
+        raise InvalidInputError(
+            f"Message '{message.id}' says thread '{message.thread_id}' but is being saved "
+            f"into thread '{thread.id}'."
+        )
+    if message.resource_id is not None and message.resource_id != thread.resource_id:
+        raise InvalidInputError(
+            f"Message '{message.id}' says resource '{message.resource_id}' but thread "
+            f"'{thread.id}' belongs to resource '{thread.resource_id}'."
+        )
+
+
+def _part_key(part: DataPart) -> tuple[str, str] | None:
+    if "cycle_id" not in part.data:
+        return None
+    return part.name, json.dumps(part.data["cycle_id"], sort_keys=True, default=str)
+
+
+def merge_parts(existing: Iterable[Part], new: Iterable[DataPart]) -> tuple[Part, ...]:
+    """``existing`` plus the parts of ``new`` that are not already there.
+
+    A data part carrying ``data["cycle_id"]`` is a duplicate when a data part with the same
+    ``(name, cycle_id)`` exists; one without a cycle id is a duplicate only when an identical
+    part exists. Either way a retried append is a no-op.
+    """
+    parts: list[Part] = list(existing)
+    keys = {key for p in parts if isinstance(p, DataPart) and (key := _part_key(p)) is not None}
+    for part in new:
+        if not isinstance(part, DataPart):
+            raise InvalidInputError(
+                f"add_message_parts only appends data parts (markers), got a '{part.type}' part."
+            )
+        key = _part_key(part)
+        if key is None:
+            if part in parts:
+                continue
+        elif key in keys:
+            continue
+        else:
+            keys.add(key)
+        parts.append(part)
+    return tuple(parts)
+
+
+def _page(items: list[ModelT], limit: int | None, offset: int) -> list[ModelT]:
+    if offset < 0 or (limit is not None and limit < 0):
+        raise InvalidInputError("limit and offset must not be negative.")
+    end = None if limit is None else offset + limit
+    return items[offset:end]
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+
+class MemoryStore:
+    """A :class:`~obsmem.storage.contract.Store` that keeps everything in dictionaries."""
+
+    url: str
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._closed = False
+        self._seq = itertools.count(1)
+        self._order = itertools.count(1)  # insertion order, the tie-break for equal timestamps
+        self._threads: dict[str, Thread] = {}
+        self._thread_order: dict[str, int] = {}
+        self._messages: dict[str, Message] = {}
+        self._thread_messages: dict[str, list[str]] = {}  # ids in seq order
+        self._records: dict[str, ObservationRecord] = {}
+        self._record_order: dict[str, int] = {}
+        self._lineages: dict[str, list[str]] = {}
+        self._working_memory: dict[str, str] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(threads={len(self._threads)}, messages={len(self._messages)})"
+
+    def _open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    # -- threads ---------------------------------------------------------------------------------
+    async def create_thread(self, thread: Thread) -> Thread:
+        self._open()
+        existing = self._threads.get(thread.id)
+        if existing is not None:
+            return _copy(existing)
+        self._threads[thread.id] = _copy(thread)
+        self._thread_order[thread.id] = next(self._order)
+        self._thread_messages[thread.id] = []
+        return _copy(thread)
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        self._open()
+        thread = self._threads.get(thread_id)
+        return _copy(thread) if thread else None
+
+    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        self._open()
+        threads = sorted(
+            (t for t in self._threads.values() if t.resource_id == resource_id),
+            key=lambda t: (t.created_at, self._thread_order[t.id]),
+        )
+        return [_copy(t) for t in _page(threads, limit, offset)]
+
+    async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        self._open()
+        stored = self._threads.get(thread.id)
+        if stored is None or stored.version != expected_version:
+            return None
+        if thread.resource_id != stored.resource_id:
+            raise InvalidInputError(
+                f"Thread '{thread.id}' belongs to resource '{stored.resource_id}'; "
+                "a thread cannot move to another resource."
+            )
+        updated = thread.model_copy(
+            update={"version": expected_version + 1, "created_at": stored.created_at}, deep=True
+        )
+        self._threads[thread.id] = updated
+        return _copy(updated)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        self._open()
+        if self._threads.pop(thread_id, None) is None:
+            return False
+        del self._thread_order[thread_id]
+        for message_id in self._thread_messages.pop(thread_id, []):
+            del self._messages[message_id]
+        self._delete_lineage(lineage_key("thread", thread_id, ""))
+        return True
+
+    def _thread(self, thread_id: str) -> Thread:
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    # -- messages --------------------------------------------------------------------------------
+    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        self._open()
+        thread = self._thread(thread_id)
+        for message in messages:  # validate the whole batch before writing any of it
+            check_message_owner(message, thread)
+            existing = self._messages.get(message.id)
+            if existing is not None and existing.thread_id != thread_id:
+                raise InvalidInputError(
+                    f"Message '{message.id}' already exists in thread '{existing.thread_id}'; "
+                    f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
+                )
+        for message in messages:
+            existing = self._messages.get(message.id)
+            if existing is None:
+                stored = message.model_copy(
+                    update={
+                        "seq": next(self._seq),
+                        "thread_id": thread_id,
+                        "resource_id": thread.resource_id,
+                    },
+                    deep=True,
+                )
+                self._thread_messages[thread_id].append(message.id)
+            else:
+                stored = existing.model_copy(
+                    update={"role": message.role, "parts": message.parts, "metadata": message.metadata},
+                    deep=True,
+                )
+            self._messages[message.id] = stored
+        return [_copy(self._messages[m.id]) for m in messages]
+
+    async def list_messages(
+        self,
+        thread_id: str,
+        *,
+        after_seq: int = 0,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        self._open()
+        self._thread(thread_id)
+        found = [
+            m
+            for m in (self._messages[i] for i in self._thread_messages[thread_id])
+            if _seq(m) > after_seq and (before_seq is None or _seq(m) < before_seq)
+        ]
+        if newest_first:
+            found.reverse()
+        return [_copy(m) for m in _page(found, limit, 0)]
+
+    async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
+        self._open()
+        found = [m for m in self._messages.values() if m.resource_id == resource_id and _seq(m) > after_seq]
+        return [_copy(m) for m in sorted(found, key=_seq)]
+
+    async def get_messages(self, message_ids: list[str]) -> list[Message]:
+        self._open()
+        found = {i: self._messages[i] for i in message_ids if i in self._messages}
+        return [_copy(m) for m in sorted(found.values(), key=_seq)]
+
+    async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
+        self._open()
+        stored = self._messages.get(message_id)
+        if stored is None:
+            raise MessageNotFoundError(message_id)
+        merged = merge_parts(stored.parts, parts)
+        if len(merged) != len(stored.parts):
+            stored = stored.model_copy(update={"parts": merged}, deep=True)
+            self._messages[message_id] = stored
+        return _copy(stored)
+
+    async def count_messages(self, thread_id: str) -> int:
+        self._open()
+        self._thread(thread_id)
+        return len(self._thread_messages[thread_id])
+
+    # -- observation records -----------------------------------------------------------------------
+    def _head(self, lineage: str) -> ObservationRecord | None:
+        for record_id in self._lineages.get(lineage, ()):
+            record = self._records[record_id]
+            if record.is_live:
+                return record
+        return None
+
+    def _gone(self, record: ObservationRecord) -> bool:
+        return record.scope == "thread" and record.thread_id not in self._threads
+
+    def _stale(self, lineage: str) -> WriteResult:
+        head = self._head(lineage)
+        return WriteResult(status="stale", record=_copy(head) if head else None)
+
+    def _insert_record(self, record: ObservationRecord) -> None:
+        if record.id in self._records:
+            raise InvalidInputError(
+                f"Observation record id '{record.id}' is already used; ids are never reused."
+            )
+        self._records[record.id] = record
+        self._record_order[record.id] = next(self._order)
+        self._lineages.setdefault(record.lineage, []).append(record.id)
+
+    async def get_head(self, lineage: str) -> ObservationRecord | None:
+        self._open()
+        head = self._head(lineage)
+        return _copy(head) if head else None
+
+    async def get_record(self, record_id: str) -> ObservationRecord | None:
+        self._open()
+        record = self._records.get(record_id)
+        return _copy(record) if record else None
+
+    async def list_generations(
+        self, lineage: str, *, limit: int = 100, offset: int = 0
+    ) -> list[ObservationRecord]:
+        self._open()
+        records = sorted(
+            (self._records[i] for i in self._lineages.get(lineage, ())),
+            key=lambda r: (r.generation, self._record_order[r.id]),
+            reverse=True,
+        )
+        return [_copy(r) for r in _page(records, limit, offset)]
+
+    async def create_record(self, record: ObservationRecord) -> WriteResult:
+        self._open()
+        check_lineage(record)
+        if self._gone(record):
+            return WriteResult(status="gone", record=None)
+        if self._head(record.lineage) is not None:
+            return self._stale(record.lineage)
+        stored = record.model_copy(update={"superseded_by": None}, deep=True)
+        self._insert_record(stored)
+        return WriteResult(status="applied", record=_copy(stored))
+
+    async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
+        self._open()
+        stored = self._records.get(record.id)
+        if stored is None or self._gone(stored):
+            return WriteResult(status="gone", record=None)
+        check_same_identity(stored, record)
+        if not stored.is_live or stored.version != expected_version:
+            return self._stale(stored.lineage)
+        check_cursors_forward(stored, record)
+        updated = record.model_copy(
+            update={"version": expected_version + 1, "superseded_by": None, "created_at": stored.created_at},
+            deep=True,
+        )
+        self._records[record.id] = updated
+        return WriteResult(status="applied", record=_copy(updated))
+
+    async def create_generation(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
+    ) -> WriteResult:
+        self._open()
+        check_lineage(successor)
+        if successor.lineage != current.lineage or successor.id == current.id:
+            raise InvalidInputError(
+                "A successor must continue the same lineage under a new id "
+                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
+                f"in '{successor.lineage}')."
+            )
+        stored = self._records.get(current.id)
+        if stored is None or self._gone(stored):
+            return WriteResult(status="gone", record=None)
+        if stored.lineage != current.lineage:
+            raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
+        if not stored.is_live or stored.version != expected_version:
+            return self._stale(stored.lineage)
+        check_cursors_forward(stored, successor)
+        if successor.id in self._records:
+            raise InvalidInputError(f"Observation record id '{successor.id}' is already used.")
+        new_head = successor.model_copy(
+            update={"generation": stored.generation + 1, "version": 1, "superseded_by": None}, deep=True
+        )
+        self._records[stored.id] = stored.model_copy(
+            update={"superseded_by": new_head.id, "version": stored.version + 1}
+        )
+        self._insert_record(new_head)
+        return WriteResult(status="applied", record=_copy(new_head))
+
+    async def delete_lineage(self, lineage: str) -> int:
+        self._open()
+        return self._delete_lineage(lineage)
+
+    def _delete_lineage(self, lineage: str) -> int:
+        ids = self._lineages.pop(lineage, [])
+        for record_id in ids:
+            del self._records[record_id]
+            del self._record_order[record_id]
+        return len(ids)
+
+    # -- working memory ----------------------------------------------------------------------------
+    async def get_working_memory(self, key: str) -> str | None:
+        self._open()
+        return self._working_memory.get(key)
+
+    async def set_working_memory(self, key: str, text: str) -> None:
+        self._open()
+        self._working_memory[key] = text
+
+
+def _seq(message: Message) -> int:
+    assert message.seq is not None  # every stored message has one
+    return message.seq

@@ -1,0 +1,258 @@
+"""Schema migrations: numbered, named functions, each recorded in ``_obsmem_migrations``.
+
+Why functions in a list and not a schema diff: a migration is an explicit, reviewable step
+that ran exactly once per database, and its name in the table is the proof. This is the
+habit of ``llm`` and ``sqlite-utils``:
+
+* A migration is a function named ``m<NNN>_<what>`` (``m001_initial``). Registering a second
+  migration with the same number or the same name is refused at import time, so two branches
+  that both add ``m004_...`` collide loudly instead of silently running in a surprising order.
+* Each migration runs **together with the insert of its row** in one transaction, so a crash
+  leaves the database either before the step or after it, never half-way with no record.
+* :meth:`MigrationSet.pending` only reads. :meth:`MigrationSet.migrate` applies what is
+  missing, in number order.
+* A database that records a migration this version does not know was written by a newer
+  obsmem; it is refused with :class:`~obsmem.errors.MigrationError` rather than used with a
+  schema we cannot reason about.
+
+Each SQL dialect owns one :class:`MigrationSet` subclass (how to open a transaction, how to
+read the table) and one list of migrations. :data:`SQLITE_MIGRATIONS` is SQLite's list; the
+PostgreSQL adapter registers its own set the same way (with an advisory lock in ``_apply``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+from obsmem.errors import MigrationError
+
+__all__ = [
+    "MIGRATIONS_TABLE",
+    "SQLITE_MIGRATIONS",
+    "Migration",
+    "MigrationSet",
+    "SQLiteMigrationSet",
+    "migrate",
+    "pending",
+]
+
+MIGRATIONS_TABLE = "_obsmem_migrations"
+_NAME = re.compile(r"^m(\d{3,})_[a-z0-9_]+$")
+
+ConnT = TypeVar("ConnT")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration(Generic[ConnT]):
+    number: int
+    name: str
+    apply: Callable[[ConnT], None]
+
+
+class MigrationSet(ABC, Generic[ConnT]):
+    """An ordered set of migrations for one dialect, keyed by name and by number."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self._by_number: dict[int, Migration[ConnT]] = {}
+
+    # -- registration ------------------------------------------------------------------------
+    def register(self, fn: Callable[[ConnT], None]) -> Callable[[ConnT], None]:
+        """Decorator: add ``fn`` as the migration named after it (``m001_initial``)."""
+        match = _NAME.match(fn.__name__)
+        if match is None:
+            raise MigrationError(
+                f"Migration function '{fn.__name__}' must be named m<NNN>_<what>, e.g. m002_add_index."
+            )
+        number = int(match.group(1))
+        if number in self._by_number:
+            raise MigrationError(
+                f"{self.dialect} migration number {number} is used twice: "
+                f"'{self._by_number[number].name}' and '{fn.__name__}'. Renumber the newer one."
+            )
+        if fn.__name__ in self.names():
+            raise MigrationError(f"{self.dialect} migration '{fn.__name__}' is registered twice.")
+        self._by_number[number] = Migration(number=number, name=fn.__name__, apply=fn)
+        return fn
+
+    def all(self) -> list[Migration[ConnT]]:
+        return [self._by_number[n] for n in sorted(self._by_number)]
+
+    def names(self) -> list[str]:
+        return [m.name for m in self.all()]
+
+    # -- reading and applying ---------------------------------------------------------------
+    def pending(self, conn: ConnT) -> list[Migration[ConnT]]:
+        """The migrations not yet applied to ``conn``'s database, in order. Never writes."""
+        applied = self._applied(conn)
+        self._refuse_unknown(applied)
+        return [m for m in self.all() if m.name not in applied]
+
+    def migrate(self, conn: ConnT) -> list[str]:
+        """Apply every pending migration, each in its own transaction; return their names."""
+        self._refuse_unknown(self._applied(conn))
+        done: list[str] = []
+        for migration in self.all():
+            if self._apply(conn, migration):
+                done.append(migration.name)
+        return done
+
+    def _refuse_unknown(self, applied: set[str]) -> None:
+        unknown = sorted(applied - set(self.names()))
+        if unknown:
+            raise MigrationError(
+                f"This database was created by a newer obsmem: it records migrations "
+                f"{', '.join(unknown)} that this version does not know. Upgrade obsmem "
+                "(pip install -U obsmem) or point it at another database."
+            )
+
+    @abstractmethod
+    def _applied(self, conn: ConnT) -> set[str]:
+        """Names recorded in the migrations table (empty when the table does not exist)."""
+
+    @abstractmethod
+    def _apply(self, conn: ConnT, migration: Migration[ConnT]) -> bool:
+        """Run one migration and insert its row in one transaction.
+
+        Must re-check inside the transaction that the migration is still missing (another
+        process may have applied it meanwhile) and return False in that case.
+        """
+
+
+class SQLiteMigrationSet(MigrationSet[sqlite3.Connection]):
+    """SQLite: expects a connection in autocommit mode (``isolation_level=None``).
+
+    Explicit ``BEGIN IMMEDIATE`` takes the write lock before re-reading the table, so two
+    processes opening a fresh file at once cannot both apply ``m001``. SQLite DDL is
+    transactional, so a failing migration rolls back with its record.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("sqlite")
+
+    def _applied(self, conn: sqlite3.Connection) -> set[str]:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+        ).fetchone()
+        if exists is None:
+            return set()
+        return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+
+    def _apply(self, conn: sqlite3.Connection, migration: Migration[sqlite3.Connection]) -> bool:
+        if conn.isolation_level is not None:
+            raise MigrationError("SQLite migrations need a connection opened with isolation_level=None.")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            if conn.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = ?", (migration.name,)).fetchone():
+                conn.execute("COMMIT")
+                return False
+            migration.apply(conn)
+            conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
+                (migration.name, datetime.now(UTC).isoformat()),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+SQLITE_MIGRATIONS = SQLiteMigrationSet()
+
+
+def pending(conn: sqlite3.Connection) -> list[str]:
+    """Names of the SQLite migrations not yet applied (read-only)."""
+    return [m.name for m in SQLITE_MIGRATIONS.pending(conn)]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Bring an SQLite database up to date; returns the names applied now."""
+    return SQLITE_MIGRATIONS.migrate(conn)
+
+
+# -- SQLite migrations ----------------------------------------------------------------------
+# Conventions: JSON documents live in TEXT columns; datetimes are ISO 8601 strings *with*
+# their offset (so they round-trip exactly) plus an integer microsecond column where rows must
+# be ordered by time (ISO strings with different offsets do not sort chronologically).
+
+
+@SQLITE_MIGRATIONS.register
+def m001_initial(conn: sqlite3.Connection) -> None:
+    statements = [
+        """CREATE TABLE threads (
+            pk INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            resource_id TEXT NOT NULL,
+            org_id TEXT,
+            title TEXT,
+            title_pinned INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            created_us INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            version INTEGER NOT NULL DEFAULT 1
+        )""",
+        "CREATE INDEX threads_by_resource ON threads (resource_id, created_us, pk)",
+        # seq is the store-wide insertion counter; AUTOINCREMENT means a seq is never reused,
+        # even after the newest messages are deleted, so cursors stay meaningful.
+        """CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            parts TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        )""",
+        "CREATE INDEX messages_by_thread ON messages (thread_id, seq)",
+        """CREATE TABLE observation_records (
+            pk INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            lineage TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('thread', 'resource')),
+            thread_id TEXT,
+            resource_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            origin TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            superseded_by TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            active_observations TEXT NOT NULL,
+            observation_tokens INTEGER NOT NULL,
+            total_tokens_observed INTEGER NOT NULL,
+            pending_message_tokens INTEGER NOT NULL,
+            threads TEXT NOT NULL,
+            buffered_chunks TEXT NOT NULL,
+            buffered_reflection TEXT,
+            reflection_suppressed_at INTEGER,
+            config TEXT NOT NULL,
+            metadata TEXT NOT NULL
+        )""",
+        # The single-live-head rule as a constraint: a bug that would create a second head
+        # fails with an integrity error instead of forking the lineage.
+        (
+            "CREATE UNIQUE INDEX observation_records_one_head "
+            "ON observation_records (lineage) WHERE superseded_by IS NULL"
+        ),
+        "CREATE INDEX observation_records_by_lineage ON observation_records (lineage, generation)",
+        """CREATE TABLE working_memory (
+            key TEXT PRIMARY KEY,
+            text TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+    ]
+    for statement in statements:
+        conn.execute(statement)

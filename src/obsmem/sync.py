@@ -1,0 +1,148 @@
+"""A blocking facade over :class:`~obsmem.memory.Memory` for code that is not async.
+
+There is one implementation (async); this module only forwards calls to it on a private event
+loop running in one owned thread (the "portal" pattern), so sync and async users can never see
+different behaviour. It refuses to run inside a running event loop, where blocking would
+deadlock: there, use ``await`` on ``Memory`` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from obsmem.errors import InvalidInputError
+from obsmem.memory import Memory
+from obsmem.om.context import ContextWindow
+from obsmem.om.engine import CycleOutcome
+from obsmem.storage.contract import ObservationRecord
+from obsmem.turn import Turn
+from obsmem.types import Message, Thread
+
+__all__ = ["SyncMemory", "SyncTurn"]
+
+T = TypeVar("T")
+
+
+class _Portal:
+    """An event loop on a dedicated thread; ``call`` runs a coroutine there and waits."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="obsmem-sync", daemon=False)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise InvalidInputError(
+                "SyncMemory was called from inside a running event loop; use obsmem.Memory with await instead."
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+class SyncTurn:
+    def __init__(self, portal: _Portal, turn: Turn) -> None:
+        self._portal = portal
+        self._turn = turn
+
+    @property
+    def context(self) -> ContextWindow:
+        return self._turn.context
+
+    def step(self, responses: Sequence[Message | dict[str, Any]]) -> ContextWindow:
+        return self._portal.call(self._turn.step(responses))
+
+    def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
+        self._portal.call(self._turn.end(responses))
+
+    def __enter__(self) -> SyncTurn:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.end()
+
+
+class SyncMemory:
+    """The same arguments as :class:`Memory`; every method blocks until done.
+
+    Use it as a context manager (or call ``close()``) so its loop thread is stopped.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._portal = _Portal()
+        try:
+            self._memory = self._portal.call(_build(*args, **kwargs))
+        except BaseException:
+            self._portal.close()
+            raise
+
+    @property
+    def memory(self) -> Memory:
+        return self._memory
+
+    def close(self) -> None:
+        try:
+            self._portal.call(self._memory.aclose())
+        finally:
+            self._portal.close()
+
+    def __enter__(self) -> SyncMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def create_thread(self, thread_id: str, resource_id: str, **kwargs: Any) -> Thread:
+        return self._portal.call(self._memory.create_thread(thread_id, resource_id, **kwargs))
+
+    def get_thread(self, thread_id: str) -> Thread:
+        return self._portal.call(self._memory.get_thread(thread_id))
+
+    def list_threads(self, resource_id: str, **kwargs: Any) -> list[Thread]:
+        return self._portal.call(self._memory.list_threads(resource_id, **kwargs))
+
+    def delete_thread(self, thread_id: str) -> bool:
+        return self._portal.call(self._memory.delete_thread(thread_id))
+
+    def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+        return self._portal.call(self._memory.save_messages(thread_id, messages))
+
+    def list_messages(self, thread_id: str, **kwargs: Any) -> list[Message]:
+        return self._portal.call(self._memory.list_messages(thread_id, **kwargs))
+
+    def begin_turn(self, **kwargs: Any) -> SyncTurn:
+        return SyncTurn(self._portal, self._portal.call(self._memory.begin_turn(**kwargs)))
+
+    def get_context(self, thread_id: str) -> ContextWindow:
+        return self._portal.call(self._memory.get_context(thread_id))
+
+    def observe(self, thread_id: str) -> CycleOutcome:
+        return self._portal.call(self._memory.observe(thread_id))
+
+    def reflect(self, thread_id: str, **kwargs: Any) -> CycleOutcome:
+        return self._portal.call(self._memory.reflect(thread_id, **kwargs))
+
+    def get_record(self, thread_id: str) -> ObservationRecord | None:
+        return self._portal.call(self._memory.get_record(thread_id))
+
+    def list_generations(self, thread_id: str, **kwargs: Any) -> list[ObservationRecord]:
+        return self._portal.call(self._memory.list_generations(thread_id, **kwargs))
+
+
+async def _build(*args: Any, **kwargs: Any) -> Memory:
+    # Built on the portal's loop so any loop-bound resources belong to it.
+    return Memory(*args, **kwargs)

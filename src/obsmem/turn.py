@@ -1,0 +1,92 @@
+"""The turn lifecycle any agent loop can drive: begin → step … → end.
+
+A *turn* is one user request; a *step* is one model call inside it (an agent that calls tools
+makes several). ``begin`` saves the input and returns the messages to send; after every model
+call, ``step`` saves what came back and returns the messages for the next call; ``end`` closes
+the turn. Memory work happens at those boundaries, so an agent needs no other integration.
+
+::
+
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("hi")])
+    response = await my_model(turn.context.messages)
+    context = await turn.step([response])
+    await turn.end()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from obsmem.errors import InvalidInputError
+from obsmem.om.context import ContextWindow
+from obsmem.om.engine import CycleOutcome
+from obsmem.om.selection import pending_tool_call_ids
+from obsmem.types import Message, Thread, parse_message
+
+if TYPE_CHECKING:
+    from obsmem.memory import Memory
+
+__all__ = ["Turn"]
+
+
+class Turn:
+    """One request/response cycle on a thread. Create it with :meth:`Memory.begin_turn`."""
+
+    def __init__(self, memory: Memory, thread: Thread) -> None:
+        self._memory = memory
+        self.thread = thread
+        self.context: ContextWindow = ContextWindow(messages=[])
+        self.outcomes: list[CycleOutcome] = []
+        self.steps = 0
+        self.ended = False
+
+    async def _begin(self, messages: Sequence[Message | dict[str, Any]]) -> ContextWindow:
+        saved = await self._save(messages)
+        await self._advance(saved)
+        self.context = await self._memory.get_context(self.thread.id)
+        return self.context
+
+    async def step(self, responses: Sequence[Message | dict[str, Any]]) -> ContextWindow:
+        """Record the model's response (and any tool results) and return the next context.
+
+        While the newest message holds a tool call still waiting for its result, no
+        observation runs: the call and its result must be observed together.
+        """
+        if self.ended:
+            raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
+        saved = await self._save(responses)
+        self.steps += 1
+        await self._advance(saved)
+        self.context = await self._memory.get_context(self.thread.id)
+        return self.context
+
+    async def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
+        """Close the turn, saving any final messages. Idempotent."""
+        if self.ended:
+            return
+        if responses:
+            await self._save(responses)
+        self.ended = True
+
+    async def __aenter__(self) -> Turn:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.end()
+
+    async def _save(self, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+        parsed = [parse_message(m) for m in messages]
+        if not parsed:
+            return []
+        return await self._memory.store.save_messages(self.thread.id, parsed)
+
+    async def _advance(self, saved: list[Message]) -> None:
+        if saved and pending_tool_call_ids(saved[-1:]):
+            return
+        engine = self._memory.engine
+        observed = await engine.maybe_observe(self.thread)
+        self.outcomes.append(observed)
+        reflected = await engine.maybe_reflect(self.thread)
+        if reflected.applied or reflected.error is not None:
+            self.outcomes.append(reflected)

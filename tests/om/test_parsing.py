@@ -1,0 +1,198 @@
+"""Parsing observer and reflector output: blocks, fallbacks, sections and extractor values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from obsmem.om.extractors import Extractor
+from obsmem.om.parsing import (
+    MAX_LINE_CHARS,
+    TRUNCATION_SUFFIX,
+    parse_observer_output,
+    parse_reflector_output,
+    strip_anchor_ids,
+    truncate_long_lines,
+)
+
+PREFS = Extractor(name="preferences", instructions="The user's preferences.")
+BUDGET = Extractor(name="budget", instructions="The trip budget as JSON.")
+HOOKED = Extractor(name="audit", instructions="hook", mode="hook")
+
+
+def test_single_block_and_sections() -> None:
+    text = """Here is what I observed:
+<observations>
+Date: Jun 15, 2025
+* 🔴 (14:30) User stated they moved to Berlin.
+</observations>
+
+<current-task>
+Primary: help the user find an apartment.
+</current-task>
+<suggested-response>
+Ask which district they prefer.
+</suggested-response>
+<thread-title>Berlin apartment search</thread-title>
+"""
+    parsed = parse_observer_output(text)
+    assert parsed.found_block
+    assert parsed.observations == "Date: Jun 15, 2025\n* 🔴 (14:30) User stated they moved to Berlin."
+    assert parsed.current_task == "Primary: help the user find an apartment."
+    assert parsed.suggested_response == "Ask which district they prefer."
+    assert parsed.thread_title == "Berlin apartment search"
+
+
+def test_multiple_blocks_are_joined() -> None:
+    text = "<observations>\n* 🟡 (10:00) first\n</observations>\nchatter\n<observations>\n* 🟡 (11:00) second\n</observations>"
+    assert parse_observer_output(text).observations == "* 🟡 (10:00) first\n* 🟡 (11:00) second"
+
+
+def test_tags_must_start_a_line() -> None:
+    text = "I will put them in <observations> tags like this.\n* 🟡 (10:00) a list item\nprose"
+    parsed = parse_observer_output(text)
+    assert not parsed.found_block
+    assert parsed.observations == "* 🟡 (10:00) a list item"
+
+
+def test_indented_line_start_tag_counts() -> None:
+    parsed = parse_observer_output("  <observations>\n* 🔴 (09:00) fact\n  </observations>")
+    assert parsed.found_block and parsed.observations == "* 🔴 (09:00) fact"
+
+
+def test_unclosed_block_runs_to_the_end() -> None:
+    parsed = parse_observer_output("<observations>\nDate: Jun 15, 2025\n* 🔴 (09:00) cut off mid")
+    assert parsed.observations == "Date: Jun 15, 2025\n* 🔴 (09:00) cut off mid"
+
+
+def test_empty_block_is_empty_observations() -> None:
+    parsed = parse_observer_output("<observations>\n</observations>")
+    assert parsed.found_block and parsed.observations == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Sure!\n- first item\n* second item\n1. third item\nThanks.", "- first item\n* second item\n1. third item"),
+        ("Nothing to note here.", ""),
+        ("Date: Jun 15, 2025\n* 🔴 (09:00) fact\nprose", "Date: Jun 15, 2025\n* 🔴 (09:00) fact"),
+        ("Date: Jun 15, 2025\nno list items at all", ""),
+        ("  * -> child\n*not a list item", "  * -> child"),
+    ],
+)
+def test_observer_fallback_keeps_only_list_items(text: str, expected: str) -> None:
+    parsed = parse_observer_output(text)
+    assert not parsed.found_block
+    assert parsed.observations == expected
+
+
+def test_reflector_fallback_list_items_then_whole_text() -> None:
+    assert parse_reflector_output("Intro\n* 🔴 (09:00) kept\nOutro").observations == "* 🔴 (09:00) kept"
+    assert parse_reflector_output("A paragraph summary of memory.").observations == "A paragraph summary of memory."
+    whole = parse_reflector_output("Summary.\n<suggested-response>\nsay hi\n</suggested-response>")
+    assert whole.observations == "Summary."
+    assert whole.suggested_response == "say hi"
+
+
+def test_sections_inside_the_block_are_pulled_out() -> None:
+    text = "<observations>\n* 🔴 (09:00) fact\n<current-task>\nfix the bug\n</current-task>\n</observations>"
+    parsed = parse_observer_output(text)
+    assert parsed.observations == "* 🔴 (09:00) fact"
+    assert parsed.current_task == "fix the bug"
+
+
+def test_title_closing_tag_on_the_same_line_and_last_occurrence_wins() -> None:
+    text = "<observations>\n* x\n</observations>\n<thread-title>Old</thread-title>\n<thread-title>\n  New   title\n</thread-title>"
+    assert parse_observer_output(text).thread_title == "New title"
+
+
+def test_section_tags_mid_line_are_ignored() -> None:
+    parsed = parse_observer_output("<observations>\n* the user asked about <current-task> tags</current-task>\n</observations>")
+    assert parsed.current_task is None
+
+
+def test_unclosed_current_task_stops_at_next_tag() -> None:
+    text = "<observations>\n* x\n</observations>\n<current-task>\ndo it\n<suggested-response>\nreply\n</suggested-response>"
+    parsed = parse_observer_output(text)
+    assert parsed.current_task == "do it"
+    assert parsed.suggested_response == "reply"
+
+
+@pytest.mark.parametrize(
+    ("value_text", "expected"),
+    [
+        ("likes tea", "likes tea"),
+        ('{"max": 900, "currency": "EUR"}', {"max": 900, "currency": "EUR"}),
+        ("[1, 2]", [1, 2]),
+        ("42", 42),
+        ("true", True),
+        ("{not json", "{not json"),
+    ],
+)
+def test_inline_extractor_values_are_json_when_possible(value_text: str, expected: Any) -> None:
+    text = f"<observations>\n* x\n</observations>\n<budget>\n{value_text}\n</budget>"
+    parsed = parse_observer_output(text, [BUDGET])
+    assert parsed.extracted == {"budget": expected}
+    assert parsed.extraction_failures == {}
+
+
+def test_inline_value_anywhere_last_occurrence_wins_and_is_stripped() -> None:
+    text = "<observations>\n* x <preferences>old</preferences>\n</observations>\n<preferences>\nnew\n</preferences>"
+    parsed = parse_observer_output(text, [PREFS])
+    assert parsed.extracted == {"preferences": "new"}
+    assert parsed.observations == "* x"
+
+
+def test_extracted_values_block() -> None:
+    text = (
+        "<observations>\n* x\n</observations>\n"
+        '<extracted-values>{"preferences": "window seat", "budget": {"max": 500}, "unknown": 1}</extracted-values>'
+    )
+    parsed = parse_observer_output(text, [PREFS, BUDGET])
+    assert parsed.extracted == {"preferences": "window seat", "budget": {"max": 500}}
+    assert "extracted-values" not in parsed.observations
+
+
+def test_extraction_failures() -> None:
+    bad_json = "<observations>\n* x\n</observations>\n<extracted-values>{oops</extracted-values>"
+    parsed = parse_observer_output(bad_json, [PREFS, BUDGET])
+    assert set(parsed.extraction_failures) == {"preferences", "budget"}
+    assert "not valid JSON" in parsed.extraction_failures["budget"]
+
+    rescued = bad_json + "\n<budget>\n12\n</budget>"
+    parsed = parse_observer_output(rescued, [PREFS, BUDGET])
+    assert parsed.extracted == {"budget": 12}
+    assert set(parsed.extraction_failures) == {"preferences"}
+
+    unclosed = parse_observer_output("<observations>\n* x\n</observations>\n<preferences>\ntea", [PREFS])
+    assert "never closed" in unclosed.extraction_failures["preferences"]
+
+
+def test_hook_extractors_are_not_parsed_and_absent_values_are_not_failures() -> None:
+    parsed = parse_observer_output("<observations>\n* x\n</observations>\n<audit>no</audit>", [HOOKED, PREFS])
+    assert parsed.extracted == {}
+    assert parsed.extraction_failures == {}
+
+
+def test_long_lines_truncated() -> None:
+    long_line = "* 🟡 (10:00) " + "y" * (MAX_LINE_CHARS + 500)
+    parsed = parse_observer_output(f"<observations>\n{long_line}\n* short\n</observations>")
+    first, second = parsed.observations.split("\n")
+    assert first.endswith(TRUNCATION_SUFFIX)
+    assert len(first) == MAX_LINE_CHARS + len(TRUNCATION_SUFFIX)
+    assert second == "* short"
+    assert truncate_long_lines("abc", limit=2) == "ab" + TRUNCATION_SUFFIX
+
+
+def test_anchor_ids_are_stripped() -> None:
+    parsed = parse_observer_output("<observations>\n* [O12] 🔴 (09:00) fact [O3]\n* 🟡 plain\n</observations>")
+    assert parsed.observations == "* 🔴 (09:00) fact\n* 🟡 plain"
+    assert strip_anchor_ids("no anchors [Oops]") == "no anchors [Oops]"
+    reflected = parse_reflector_output("<observations>\n* [O1] ✅ done\n</observations>")
+    assert reflected.observations == "* ✅ done"
+
+
+def test_crlf_output() -> None:
+    parsed = parse_observer_output("<observations>\r\n* 🔴 (09:00) fact\r\n</observations>\r\n")
+    assert parsed.observations == "* 🔴 (09:00) fact"

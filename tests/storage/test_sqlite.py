@@ -1,0 +1,444 @@
+"""SQLite specifics: WAL, default location, migrations, busy handling, and processes sharing a file.
+
+Behaviour shared with other adapters is tested in ``tests/conformance``; this file covers what
+only the SQLite adapter has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+from obsmem.errors import MigrationError, StorageError
+from obsmem.storage import (
+    ObservationRecord,
+    SQLiteStore,
+    default_store_path,
+    lineage_key,
+    migrations,
+    open_store,
+)
+from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE_MIGRATIONS, SQLiteMigrationSet
+from obsmem.types import Message, Thread
+
+LINEAGE = "thread:t1"
+
+
+def head_record() -> ObservationRecord:
+    return ObservationRecord(
+        id="om-1", lineage=lineage_key("thread", "t1", "r1"), scope="thread", thread_id="t1", resource_id="r1"
+    )
+
+
+async def seeded(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        await store.create_thread(Thread(id="t1", resource_id="r1"))
+        assert (await store.create_record(head_record())).applied
+
+
+def blank_connection(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+# -- file, pragmas, location ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_wal_mode_and_foreign_keys(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "deeper" / "om.db"
+    async with SQLiteStore(path) as store:
+        assert store.url == f"sqlite:///{path}"
+        await store.create_thread(Thread(id="t1", resource_id="r1"))
+        pragmas = await store._call(
+            lambda conn: (
+                conn.execute("PRAGMA journal_mode").fetchone()[0],
+                conn.execute("PRAGMA foreign_keys").fetchone()[0],
+                conn.execute("PRAGMA busy_timeout").fetchone()[0],
+            )
+        )
+    assert pragmas == ("wal", 1, 10_000)
+    with blank_connection(path) as conn:  # WAL is a property of the file, seen by any connection
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.anyio
+async def test_default_path_is_under_obsmem_home(_isolated_home: Path) -> None:
+    assert default_store_path() == _isolated_home / "obsmem.db"
+    assert not _isolated_home.exists()
+    store = open_store()
+    assert isinstance(store, SQLiteStore) and store.path == _isolated_home / "obsmem.db"
+    async with store:
+        await store.set_working_memory("k", "v")
+    assert (_isolated_home / "obsmem.db").is_file()
+
+
+def test_default_path_without_obsmem_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OBSMEM_HOME")
+    assert default_store_path() == Path(platformdirs.user_data_dir("obsmem")) / "obsmem.db"
+
+
+def test_constructing_does_no_io(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "a" / "b.db")
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.anyio
+async def test_sqlite_errors_become_storage_errors(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    async with SQLiteStore(tmp_path / "dir.db") as store:
+        with pytest.raises(StorageError) as info:
+            await store.get_thread("t1")
+    assert isinstance(info.value.__cause__, sqlite3.Error)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    async with SQLiteStore(blocker / "om.db") as store:
+        with pytest.raises(StorageError):
+            await store.get_thread("t1")
+
+
+@pytest.mark.anyio
+async def test_operations_run_on_one_worker_thread(tmp_path: Path) -> None:
+    import threading
+
+    async with SQLiteStore(tmp_path / "om.db") as store:
+        names = {await store._call(lambda conn: threading.current_thread().name) for _ in range(5)}
+        assert len(names) == 1 and names.pop().startswith("obsmem-sqlite")
+        assert threading.current_thread() is threading.main_thread()
+
+
+# -- migrations -----------------------------------------------------------------------------------
+
+EXPECTED_SCHEMA = {
+    "_obsmem_migrations": {"name": "TEXT", "applied_at": "TEXT"},
+    "threads": {
+        "pk": "INTEGER",
+        "id": "TEXT",
+        "resource_id": "TEXT",
+        "org_id": "TEXT",
+        "title": "TEXT",
+        "title_pinned": "INTEGER",
+        "metadata": "TEXT",
+        "created_at": "TEXT",
+        "created_us": "INTEGER",
+        "updated_at": "TEXT",
+        "version": "INTEGER",
+    },
+    "messages": {
+        "seq": "INTEGER",
+        "id": "TEXT",
+        "thread_id": "TEXT",
+        "role": "TEXT",
+        "parts": "TEXT",
+        "created_at": "TEXT",
+        "metadata": "TEXT",
+    },
+    "observation_records": {
+        "pk": "INTEGER",
+        "id": "TEXT",
+        "lineage": "TEXT",
+        "scope": "TEXT",
+        "thread_id": "TEXT",
+        "resource_id": "TEXT",
+        "generation": "INTEGER",
+        "origin": "TEXT",
+        "version": "INTEGER",
+        "superseded_by": "TEXT",
+        "created_at": "TEXT",
+        "updated_at": "TEXT",
+        "active_observations": "TEXT",
+        "observation_tokens": "INTEGER",
+        "total_tokens_observed": "INTEGER",
+        "pending_message_tokens": "INTEGER",
+        "threads": "TEXT",
+        "buffered_chunks": "TEXT",
+        "buffered_reflection": "TEXT",
+        "reflection_suppressed_at": "INTEGER",
+        "config": "TEXT",
+        "metadata": "TEXT",
+    },
+    "working_memory": {"key": "TEXT", "text": "TEXT", "updated_at": "TEXT"},
+}
+EXPECTED_INDEXES = {
+    "threads_by_resource": "threads",
+    "messages_by_thread": "messages",
+    "observation_records_one_head": "observation_records",
+    "observation_records_by_lineage": "observation_records",
+}
+
+
+def test_blank_database_gets_exact_schema(tmp_path: Path) -> None:
+    with blank_connection(tmp_path / "blank.db") as conn:
+        assert migrations.pending(conn) == ["m001_initial"]
+        assert (
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+        )  # pending() wrote nothing
+        assert migrations.migrate(conn) == ["m001_initial"]
+        tables = {
+            name: {col[1]: col[2] for col in conn.execute(f"PRAGMA table_info({name})")}
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        indexes = dict(
+            conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        )
+        assert migrations.pending(conn) == []
+        assert migrations.migrate(conn) == []
+    assert tables == EXPECTED_SCHEMA
+    assert indexes == EXPECTED_INDEXES
+
+
+@pytest.mark.anyio
+async def test_migration_table_records_what_ran(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "om.db") as store:
+        await store.get_thread("t1")
+    with blank_connection(tmp_path / "om.db") as conn:
+        rows = conn.execute(f"SELECT name, applied_at FROM {MIGRATIONS_TABLE}").fetchall()
+    assert [name for name, _ in rows] == SQLITE_MIGRATIONS.names() == ["m001_initial"]
+    assert all(datetime.fromisoformat(at).tzinfo is not None for _, at in rows)
+
+
+def test_migration_numbers_and_names_are_unique() -> None:
+    registered = SQLITE_MIGRATIONS.all()
+    assert len({m.number for m in registered}) == len(registered)
+    assert len({m.name for m in registered}) == len(registered)
+    assert all(re.fullmatch(rf"m{m.number:03d}_[a-z0-9_]+", m.name) for m in registered)
+    assert [m.number for m in registered] == sorted(m.number for m in registered)
+
+
+def test_registration_rejects_duplicates_and_bad_names() -> None:
+    fresh = SQLiteMigrationSet()
+
+    def m001_first(conn: sqlite3.Connection) -> None: ...
+
+    def m001_again(conn: sqlite3.Connection) -> None: ...
+
+    def add_stuff(conn: sqlite3.Connection) -> None: ...
+
+    fresh.register(m001_first)
+    with pytest.raises(MigrationError, match="used twice"):
+        fresh.register(m001_again)
+    with pytest.raises(MigrationError):
+        fresh.register(m001_first)
+    with pytest.raises(MigrationError, match="m<NNN>_"):
+        fresh.register(add_stuff)
+    assert fresh.names() == ["m001_first"]
+
+
+def test_failing_migration_rolls_back_with_its_record(tmp_path: Path) -> None:
+    fresh = SQLiteMigrationSet()
+
+    @fresh.register
+    def m001_good(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE good (x)")
+
+    @fresh.register
+    def m002_broken(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE half (x)")
+        raise RuntimeError("boom")
+
+    with blank_connection(tmp_path / "m.db") as conn:
+        with pytest.raises(RuntimeError):
+            fresh.migrate(conn)
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "good" in names and "half" not in names
+        assert [m.name for m in fresh.pending(conn)] == ["m002_broken"]
+
+
+@pytest.mark.anyio
+async def test_database_from_a_newer_obsmem_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "om.db"
+    await seeded(path)
+    with blank_connection(path) as conn:
+        conn.execute(
+            f"INSERT INTO {MIGRATIONS_TABLE} VALUES ('m999_from_the_future', '2030-01-01T00:00:00+00:00')"
+        )
+        with pytest.raises(MigrationError, match="newer obsmem"):
+            migrations.pending(conn)
+    async with SQLiteStore(path) as store:
+        with pytest.raises(MigrationError, match="m999_from_the_future"):
+            await store.get_head(LINEAGE)
+
+
+# -- locking --------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_busy_database_is_retried_then_reported(tmp_path: Path) -> None:
+    path = tmp_path / "om.db"
+    await seeded(path)
+    blocker = blank_connection(path)
+    try:
+        async with SQLiteStore(path, busy_timeout=0.01) as store:
+            blocker.execute("BEGIN IMMEDIATE")  # hold the write lock for a moment
+            pending = asyncio.ensure_future(store.set_working_memory("k", "waited"))
+            await asyncio.sleep(0.15)
+            assert not pending.done()
+            blocker.execute("COMMIT")
+            await pending  # retried after the lock went away
+            assert await store.get_working_memory("k") == "waited"
+
+            blocker.execute("BEGIN IMMEDIATE")  # now hold it past every retry
+            started = time.monotonic()
+            with pytest.raises(StorageError, match="locked"):
+                await store.set_working_memory("k", "never")
+            assert time.monotonic() - started < 5
+            blocker.execute("ROLLBACK")
+            assert await store.get_working_memory("k") == "waited"
+    finally:
+        blocker.close()
+
+
+@pytest.mark.anyio
+async def test_two_stores_on_one_file_share_compare_and_set(tmp_path: Path) -> None:
+    path = tmp_path / "om.db"
+    await seeded(path)
+    async with SQLiteStore(path) as one, SQLiteStore(path) as two:
+
+        async def increment(store: SQLiteStore) -> None:
+            while True:
+                head = await store.get_head(LINEAGE)
+                assert head is not None
+                bumped = head.model_copy(update={"metadata": {"n": head.metadata.get("n", 0) + 1}})
+                if (await store.update_record(bumped, expected_version=head.version)).applied:
+                    return
+
+        async with asyncio.TaskGroup() as group:
+            for i in range(20):
+                group.create_task(increment(one if i % 2 else two))
+        final = await one.get_head(LINEAGE)
+    assert final is not None and final.metadata == {"n": 20} and final.version == 21
+
+
+# -- several processes ----------------------------------------------------------------------------
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from pathlib import Path
+    from obsmem.storage import SQLiteStore
+
+    async def main(db: str, me: str, sync_dir: str, mode: str, rounds: int) -> None:
+        sync = Path(sync_dir)
+        async with SQLiteStore(db) as store:
+            head = await store.get_head("thread:t1")  # every worker reads version 1 first
+            (sync / f"ready-{me}").touch()
+            deadline = time.monotonic() + 60
+            while not (sync / "go").exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.002)
+            if mode == "increment":
+                retries = 0
+                for _ in range(rounds):
+                    while True:
+                        n = head.metadata.get("n", 0) + 1
+                        bumped = head.model_copy(update={"metadata": {"n": n}})
+                        result = await store.update_record(bumped, expected_version=head.version)
+                        if result.applied:
+                            head = result.record
+                            break
+                        retries += 1
+                        head = result.record  # stale hands back the current head
+                print(json.dumps({"retries": retries}))
+                return
+            if mode == "update":
+                bumped = head.model_copy(update={"active_observations": f"by {me}"})
+                result = await store.update_record(bumped, expected_version=head.version)
+            else:
+                successor = head.model_copy(update={"id": f"om-gen-{me}", "active_observations": f"by {me}"})
+                result = await store.create_generation(head, successor, expected_version=head.version)
+            print(json.dumps({"status": result.status, "id": result.record.id if result.record else None}))
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    """
+)
+
+
+def run_workers(tmp_path: Path, mode: str, count: int = 2, rounds: int = 0) -> list[dict[str, object]]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    db = tmp_path / "om.db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(db), str(i), str(sync), mode, str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not all((sync / f"ready-{i}").exists() for i in range(count)):
+            assert time.monotonic() < deadline, "workers did not start"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.01)
+        (sync / "go").touch()
+        outputs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+
+
+@pytest.mark.slow
+def test_two_processes_same_expected_version_exactly_one_applies(tmp_path: Path) -> None:
+    asyncio.run(seeded(tmp_path / "om.db"))
+    results = run_workers(tmp_path, "update")
+    assert sorted(str(r["status"]) for r in results) == ["applied", "stale"]
+
+    async def check() -> ObservationRecord | None:
+        async with SQLiteStore(tmp_path / "om.db") as store:
+            return await store.get_head(LINEAGE)
+
+    head = asyncio.run(check())
+    winner = next(i for i, r in enumerate(results) if r["status"] == "applied")
+    assert head is not None and head.version == 2 and head.active_observations == f"by {winner}"
+
+
+@pytest.mark.slow
+def test_two_processes_reflecting_at_once_make_one_generation(tmp_path: Path) -> None:
+    asyncio.run(seeded(tmp_path / "om.db"))
+    results = run_workers(tmp_path, "generation")
+    assert sorted(str(r["status"]) for r in results) == ["applied", "stale"]
+    winner = next(r for r in results if r["status"] == "applied")
+
+    async def check() -> list[ObservationRecord]:
+        async with SQLiteStore(tmp_path / "om.db") as store:
+            return await store.list_generations(LINEAGE)
+
+    generations = asyncio.run(check())
+    assert [r.id for r in generations] == [winner["id"], "om-1"]
+    assert [r.is_live for r in generations] == [True, False]
+    assert all(r["id"] == winner["id"] for r in results)  # the loser was handed the new head
+
+
+@pytest.mark.slow
+def test_processes_incrementing_lose_nothing(tmp_path: Path) -> None:
+    asyncio.run(seeded(tmp_path / "om.db"))
+    results = run_workers(tmp_path, "increment", count=3, rounds=15)
+    # All read version 1 before "go": at least two of the three first writes must be stale.
+    assert sum(int(str(r["retries"])) for r in results) >= 2
+
+    async def check() -> ObservationRecord | None:
+        async with SQLiteStore(tmp_path / "om.db") as store:
+            await store.save_messages("t1", [Message.user("still writable")])
+            return await store.get_head(LINEAGE)
+
+    head = asyncio.run(check())
+    assert head is not None and head.metadata == {"n": 45} and head.version == 46

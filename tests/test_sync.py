@@ -1,0 +1,55 @@
+"""The blocking facade drives the same implementation as the async API."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from obsmem import InvalidInputError, Message, SyncMemory
+
+from .engine.helpers import Conversation, chat_turns, fake_clock, small_config
+
+
+def test_sync_and_async_agree() -> None:
+    conv_sync, conv_async = Conversation(), Conversation()
+    with SyncMemory("memory://", config=small_config(), clock=fake_clock()) as sync_memory:
+        for user_text, reply in chat_turns(12):
+            turn = sync_memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv_sync.user(user_text)])
+            turn.step([conv_sync.assistant(reply)])
+            turn.end()
+        sync_record = sync_memory.get_record("t1")
+        sync_context = [m.text for m in sync_memory.get_context("t1").messages]
+
+    async def run_async() -> tuple[object, list[str]]:
+        from obsmem import Memory
+
+        async with Memory("memory://", config=small_config(), clock=fake_clock()) as memory:
+            for user_text, reply in chat_turns(12):
+                turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv_async.user(user_text)])
+                await turn.step([conv_async.assistant(reply)])
+                await turn.end()
+            return await memory.get_record("t1"), [m.text for m in (await memory.get_context("t1")).messages]
+
+    async_record, async_context = asyncio.run(run_async())
+    assert sync_record is not None and async_record is not None
+    assert sync_record.active_observations == async_record.active_observations  # type: ignore[attr-defined]
+    assert sync_context == async_context
+
+
+def test_sync_facade_refuses_to_block_a_running_loop() -> None:
+    with SyncMemory("memory://") as memory:
+
+        async def inside() -> None:
+            with pytest.raises(InvalidInputError, match="await"):
+                memory.create_thread("t", "u")
+
+        asyncio.run(inside())
+        assert memory.create_thread("t", "u").id == "t"
+
+
+def test_sync_turn_context_manager() -> None:
+    with SyncMemory("memory://") as memory:
+        with memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hello")]) as turn:
+            assert [m.text for m in turn.context.messages] == ["hello"]
+        assert len(memory.list_messages("t")) == 1
