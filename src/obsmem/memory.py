@@ -8,7 +8,7 @@ user's data directory and the deterministic offline observer. Nothing needs a ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -178,8 +178,11 @@ class Memory:
         return turn
 
     @asynccontextmanager
-    async def turn(self, *, thread_id: str, resource_id: str | None = None,
-                   messages: Sequence[Message | dict[str, Any]] = ()):  # type: ignore[no-untyped-def]
+    async def turn(
+        self, *, thread_id: str, resource_id: str | None = None,
+        messages: Sequence[Message | dict[str, Any]] = (),
+    ) -> AsyncIterator[Turn]:
+        """``async with memory.turn(...) as turn:`` — begins a turn and always ends it."""
         turn = await self.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=messages)
         try:
             yield turn

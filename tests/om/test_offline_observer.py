@@ -8,6 +8,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from obsmem.om.extractors import Extractor
 from obsmem.om.format import PRIORITIES, parse_observations
@@ -879,3 +881,44 @@ def chatty_conversation() -> list[Message]:
 def test_conversation_fixture_sizes() -> None:
     assert len(realistic_conversation()) == 20
     assert re.search(r"Freiburg", " ".join(m.text for m in chatty_conversation()))
+
+
+# --------------------------------------------------------------------------------------------
+# Robustness
+# --------------------------------------------------------------------------------------------
+
+_WORDS = st.sampled_from(
+    "I I'm my we you it is was will next Friday tomorrow yesterday moved to from Berlin Munich "
+    "live work at love hate want need plan ? ! . , : ; - * 1. 12 3.5 EUR $40 14:30 June 20 2025 "
+    "thanks ok lol done booked sent how what can please no longer now instead of ``` ( ) [ ] "
+    "Dr. e.g. café Straße 🙂 \n".split(" ")
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.lists(_WORDS, max_size=40)), max_size=6))
+async def test_any_text_is_observed_without_error(turns: list[tuple[str, list[str]]]) -> None:
+    messages = [(user if role == "user" else assistant)(" ".join(words) or ".") for role, words in turns]
+    first = await observe(*messages, want_title=True)
+    assert first == await observe(*messages, want_title=True)
+    for group in parse_observations(first.observations):
+        assert group.day is not None
+        assert all(line.text for line in group.lines)
+
+
+async def test_odd_tool_payloads_are_compacted() -> None:
+    payloads: list[Any] = [
+        b"bytes",
+        [[1, 2], [3]],
+        {"a": {"b": {"c": [1, {"d": 2}]}}},
+        3.5,
+        True,
+        "",
+        "{not json",
+    ]
+    messages: list[Message] = []
+    for i, payload in enumerate(payloads):
+        messages += [tool_call(f"c{i}", f"t{i}", {"x": payload}), tool_result(f"c{i}", f"t{i}", payload)]
+    messages.append(tool_call("s", "raw", "not-json-args"))  # type: ignore[arg-type]
+    result = await observe(*messages)
+    assert len(lines_of(result.observations)) == len(payloads) + 1

@@ -409,3 +409,12 @@ async def test_fifty_facts_survive_five_reflections() -> None:
     survived = [value for _, value in facts if value in log]
     assert len(survived) / len(facts) >= 0.95, (len(survived), levels)
     assert max(levels) >= 1  # the target really forced compression
+
+
+async def test_same_words_in_another_order_are_different_facts() -> None:
+    log = day(
+        1,
+        "* 🔴 (09:00) User stated Anna is older than Maria.",
+        "* 🔴 (09:01) User stated Maria is older than Anna.",
+    )
+    assert len(texts(await reflect(log))) == 2

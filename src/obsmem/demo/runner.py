@@ -19,6 +19,7 @@ from obsmem.models.base import ChatModel
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import EngineEvent
 from obsmem.storage.sqlite import SQLiteStore
+from obsmem.types import Message
 
 __all__ = ["DemoReport", "demo_config", "run_demo"]
 
@@ -103,9 +104,9 @@ async def run_demo(
     )
 
 
-def _steps(demo_turn: DemoTurn) -> list[list]:  # type: ignore[type-arg]
+def _steps(demo_turn: DemoTurn) -> list[list[Message]]:
     """Group a turn's responses into model calls: a tool call travels with its results."""
-    steps: list[list] = []  # type: ignore[type-arg]
+    steps: list[list[Message]] = []
     for message in demo_turn.responses:
         if message.role == "tool" and steps:
             steps[-1].append(message)

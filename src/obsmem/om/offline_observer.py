@@ -55,7 +55,7 @@ ANSWER_LIMIT = 200  # a condensed answer
 LIST_LIMIT = 240  # the items of a listed answer, each reduced to name + distinguishing attribute
 ASK_LIMIT = 140  # the question or request itself
 RESULT_LIMIT = 120  # a tool run's outcome
-REMARK_LIMIT = 100  # an assistant aside that answered nothing
+REMARK_LIMIT = 80  # an assistant aside that answered nothing
 USER_LIMIT = 220  # a user sentence kept near verbatim
 
 _FILLER_WORDS = frozenset(
@@ -395,6 +395,8 @@ class _Cycle:
             body = re.sub(r",?\s*\b(?:by the way|btw)\b,?", "", body, flags=re.I).strip()
             body = _LABEL.sub("", body)
             ask = self._ask(body, day)
+            if ask is None and ": " in body:  # "Now, the rental car: compare prices for …"
+                ask = self._ask(body.rsplit(": ", 1)[1], day)
             if ask:
                 asks.append(ask)
                 first_ask = first_ask or sub

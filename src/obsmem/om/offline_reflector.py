@@ -100,18 +100,22 @@ def _entries(text: str) -> list[_Entry]:
     return out
 
 
-def _content(text: str) -> frozenset[str]:
+def _words(text: str) -> tuple[str, ...]:
+    """The content words of a line, in order: lowercase, filler words and plural -s dropped."""
     words = re.findall(r"[\w°%$€£@'-]+", text.lower())
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in _FILLER)
+    return tuple(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in _FILLER)
+
+
+def _content(text: str) -> frozenset[str]:
+    return frozenset(_words(text))
 
 
 def _dedupe(entries: list[_Entry]) -> list[_Entry]:
     """Drop exact/near duplicates and prefixes of longer lines; the newest copy stays, with the
     highest priority any copy had."""
-    keep: dict[frozenset[str], _Entry] = {}
+    keep: dict[tuple[str, ...], _Entry] = {}
     for entry in entries:
-        text = entry.line.text
-        key = _content(text)
+        key = _words(entry.line.text)
         old = keep.pop(key, None)
         if old is not None:
             if old.rank > entry.rank:
