@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
@@ -38,7 +39,8 @@ class Memory:
     """Observational memory over a store.
 
     ``store``: a :class:`Store`, a URL (``"memory://"``, ``"sqlite:///path.db"``) or None for
-    SQLite at the default path. ``model`` sets the observer and reflector model together;
+    SQLite at the default path. A store given as an object stays open when the memory closes
+    (its creator owns it); one built from a URL is closed with the memory. ``model`` sets the observer and reflector model together;
     ``observer`` / ``reflector`` set them separately (each: ``"offline"``, a ChatModel, or an
     object implementing the Observer / Reflector protocol). The default is ``"offline"``.
     """
@@ -66,6 +68,8 @@ class Memory:
                 "model", "set either model (for both roles) or observer/reflector, not both",
                 allowed="model=... or observer=...,reflector=...",
             )
+        # A store passed in belongs to the caller; one built here from a URL belongs to Memory.
+        self._owns_store = isinstance(store, str | None)
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.counter = counter or TokenCounter()
         self.clock = clock or SystemClock()
@@ -77,6 +81,7 @@ class Memory:
         self.extractors = tuple(all_extractors)
         resolved_observer = self._observer(observer if model is None else model)
         resolved_reflector, start_level = self._reflector(reflector if model is None else model)
+        self.background = BackgroundWork()
         self.engine = Engine(
             store=self.store,
             observer=resolved_observer,
@@ -89,6 +94,7 @@ class Memory:
             failure_policy=failure_policy,
             on_event=on_event,
             working_memory_scope=working_memory_scope,
+            spawn=self.background.spawn,
         )
 
     # -- construction helpers -----------------------------------------------------------------
@@ -121,11 +127,16 @@ class Memory:
 
     # -- lifetime -----------------------------------------------------------------------------
     async def settled(self) -> None:
-        """Wait for background memory work. Synchronous mode has none; kept for a stable API."""
+        """Wait until no background memory work (buffered observation or reflection) is running."""
+        await self.background.settled()
 
-    async def aclose(self) -> None:
-        await self.settled()
-        await self.store.close()
+    async def aclose(self, *, cancel: bool = False) -> None:
+        """Finish (or with ``cancel=True``, cancel) background work, then close the store."""
+        if not cancel:
+            await self.settled()
+        await self.background.aclose()
+        if self._owns_store:
+            await self.store.close()
 
     async def __aenter__(self) -> Memory:
         return self
@@ -166,24 +177,25 @@ class Memory:
     # -- the turn lifecycle -------------------------------------------------------------------
     async def begin_turn(
         self, *, thread_id: str, resource_id: str | None = None,
-        messages: Sequence[Message | dict[str, Any]] = (),
+        messages: Sequence[Message | dict[str, Any]] = (), model: str | None = None,
     ) -> Turn:
         """Start a turn: saves the input, observes/reflects if due, and sets ``turn.context``.
 
-        The thread is created when it does not exist and ``resource_id`` is given.
+        The thread is created when it does not exist and ``resource_id`` is given. ``model`` is
+        the actor's ``provider:model`` id; it drives idle ('auto') and provider-change activation.
         """
         thread = await self._thread_for_turn(thread_id, resource_id)
-        turn = Turn(self, thread)
+        turn = Turn(self, thread, model=model)
         await turn._begin(messages)
         return turn
 
     @asynccontextmanager
     async def turn(
         self, *, thread_id: str, resource_id: str | None = None,
-        messages: Sequence[Message | dict[str, Any]] = (),
+        messages: Sequence[Message | dict[str, Any]] = (), model: str | None = None,
     ) -> AsyncIterator[Turn]:
         """``async with memory.turn(...) as turn:`` — begins a turn and always ends it."""
-        turn = await self.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=messages)
+        turn = await self.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=messages, model=model)
         try:
             yield turn
         finally:

@@ -33,9 +33,10 @@ __all__ = ["Turn"]
 class Turn:
     """One request/response cycle on a thread. Create it with :meth:`Memory.begin_turn`."""
 
-    def __init__(self, memory: Memory, thread: Thread) -> None:
+    def __init__(self, memory: Memory, thread: Thread, *, model: str | None = None) -> None:
         self._memory = memory
         self.thread = thread
+        self.model = model
         self.context: ContextWindow = ContextWindow(messages=[])
         self.outcomes: list[CycleOutcome] = []
         self.steps = 0
@@ -43,9 +44,14 @@ class Turn:
 
     async def _begin(self, messages: Sequence[Message | dict[str, Any]]) -> ContextWindow:
         saved = await self._save(messages)
-        await self._advance(saved)
+        await self._advance(saved, turn_start=True)
         self.context = await self._memory.get_context(self.thread.id)
         return self.context
+
+    @property
+    def waited(self) -> bool:
+        """Whether this turn waited on a memory model call (sync observation or reflection)."""
+        return any(outcome.waited for outcome in self.outcomes)
 
     async def step(self, responses: Sequence[Message | dict[str, Any]]) -> ContextWindow:
         """Record the model's response (and any tool results) and return the next context.
@@ -68,6 +74,9 @@ class Turn:
         if responses:
             await self._save(responses)
         self.ended = True
+        buffered = self._memory.engine.buffered
+        if buffered is not None and self._memory.config.observation.buffer_on_idle:
+            await buffered.maybe_start_buffer(self.thread, idle=True)
 
     async def __aenter__(self) -> Turn:
         return self
@@ -81,12 +90,12 @@ class Turn:
             return []
         return await self._memory.store.save_messages(self.thread.id, parsed)
 
-    async def _advance(self, saved: list[Message]) -> None:
-        if saved and pending_tool_call_ids(saved[-1:]):
-            return
+    async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> None:
         engine = self._memory.engine
-        observed = await engine.maybe_observe(self.thread)
-        self.outcomes.append(observed)
-        reflected = await engine.maybe_reflect(self.thread)
-        if reflected.applied or reflected.error is not None:
-            self.outcomes.append(reflected)
+        if saved and pending_tool_call_ids(saved[-1:]):
+            # The call and its result must be observed together; only buffering of the safe
+            # prefix before the call may start.
+            if engine.buffered is not None:
+                await engine.buffered.maybe_start_buffer(self.thread, idle=False)
+            return
+        self.outcomes.extend(await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model))

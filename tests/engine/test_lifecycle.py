@@ -20,8 +20,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(params=["memory", "sqlite"])
 async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Memory]:
     url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'm.db'}"
-    mem = Memory(open_store(url), config=small_config(), clock=fake_clock())
-    async with mem:
+    async with open_store(url) as store, Memory(store, config=small_config(), clock=fake_clock()) as mem:
         yield mem
 
 
@@ -74,7 +73,7 @@ async def test_observes_at_threshold_and_keeps_a_raw_tail(memory: Memory) -> Non
 
 async def test_a_single_message_larger_than_the_threshold_is_observed(memory: Memory) -> None:
     conv = Conversation()
-    huge = " ".join(f"I visited city number {i} and loved its museum." for i in range(200))
+    huge = " ".join(f"I have a friend named Kim{i} who lives in Town{i}." for i in range(200))
     turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(huge)])
     assert turn.context.has_observations
     record = await memory.get_record("t1")

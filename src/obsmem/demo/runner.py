@@ -18,7 +18,6 @@ from obsmem.memory import Memory
 from obsmem.models.base import ChatModel
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import EngineEvent
-from obsmem.storage.sqlite import SQLiteStore
 from obsmem.types import Message
 
 __all__ = ["DemoReport", "demo_config", "run_demo"]
@@ -67,8 +66,7 @@ async def run_demo(
     if turns is not None:
         conversation = conversation[:turns]
     events: list[EngineEvent] = []
-    store = SQLiteStore(database)
-    memory = Memory(store, config=config or demo_config(), model=model, on_event=events.append)
+    memory = Memory(f"sqlite:///{database}", config=config or demo_config(), model=model, on_event=events.append)
     started = time.perf_counter()
     async with memory:
         await memory.delete_thread(DEMO_THREAD_ID)

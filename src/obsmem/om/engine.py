@@ -13,6 +13,7 @@ The engine receives its store, observer, reflector, counter and clock; it never 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +32,10 @@ from obsmem.errors import (
 )
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
+from obsmem.om.activation import activate_chunks
+from obsmem.om.buffered import BufferedLifecycle, Spawn
 from obsmem.om.extractors import Extractor
+from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.format import append_with_boundary
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -56,30 +60,6 @@ Trigger = Literal["threshold", "manual", "turn-end"]
 _MAX_COMMIT_ATTEMPTS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class CycleOutcome:
-    """What one observe or reflect call did. ``error`` is set when it failed without raising."""
-
-    operation: Literal["observation", "reflection"]
-    applied: bool
-    record: ObservationRecord | None
-    messages: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: BaseException | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineEvent:
-    """Progress reported to an optional listener (the CLI draws from these)."""
-
-    kind: Literal["observation-start", "observation-end", "observation-failed", "reflection-start",
-                  "reflection-end", "reflection-failed"]
-    thread_id: str
-    data: dict[str, Any]
-
-
 class Engine:
     def __init__(
         self,
@@ -96,6 +76,7 @@ class Engine:
         model_timeout_s: float | None = 600.0,
         on_event: Callable[[EngineEvent], None] | None = None,
         working_memory_scope: Literal["thread", "resource"] = "thread",
+        spawn: Spawn | None = None,
     ) -> None:
         self.store = store
         self.observer = observer
@@ -109,6 +90,21 @@ class Engine:
         self.model_timeout_s = model_timeout_s
         self.on_event = on_event
         self.working_memory_scope = working_memory_scope
+        # Buffered mode needs somewhere to run background work; without a spawn handle the
+        # engine runs synchronously whatever the configuration says.
+        self.buffered: BufferedLifecycle | None = None
+        if spawn is not None and config.observation.buffering_enabled:
+            self.buffered = BufferedLifecycle(self, spawn)
+
+    async def advance(self, thread: Thread, *, turn_start: bool = False, actor_model: str | None = None) -> list[CycleOutcome]:
+        """Everything due at a step boundary: activation, observation, reflection, new buffers."""
+        if self.buffered is not None:
+            return await self.buffered.step(thread, turn_start=turn_start, actor_model=actor_model)
+        outcomes = [await self.maybe_observe(thread)]
+        reflected = await self.maybe_reflect(thread)
+        if reflected.applied or reflected.error is not None:
+            outcomes.append(reflected)
+        return outcomes
 
     # -- reading ------------------------------------------------------------------------------
     def lineage(self, thread: Thread) -> str:
@@ -158,7 +154,12 @@ class Engine:
         return await self.observe(thread, force=False, trigger="threshold")
 
     async def observe(self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual") -> CycleOutcome:
+        """Observe synchronously. Buffered chunks are activated first, so the observer only ever
+        sees the unbuffered tail and no message is observed twice."""
         record = await self.head(thread)
+        if any(c.thread_id == thread.id for c in record.buffered_chunks):
+            await self.activate(thread, count=None, triggered_by="threshold")
+            record = await self.head(thread)
         messages = await self.unobserved(record, thread.id)
         counts = [self.counter.count_message(m) for m in messages]
         pending = sum(counts)
@@ -176,7 +177,57 @@ class Engine:
             return CycleOutcome("observation", False, record, reason="no safe prefix (a tool call is pending)")
         batch = messages[:cut]
         batch_tokens = sum(counts[:cut])
-        return await self._observe_batch(thread, record, batch, batch_tokens, pending)
+        outcome = await self._observe_batch(thread, record, batch, batch_tokens, pending)
+        return dataclasses.replace(outcome, waited=True)
+
+    # -- activation ---------------------------------------------------------------------------
+    async def activate(
+        self,
+        thread: Thread,
+        *,
+        count: int | None,
+        triggered_by: Literal["threshold", "ttl", "provider_change"] = "threshold",
+        extra: dict[str, Any] | None = None,
+    ) -> CycleOutcome:
+        """Activate the first ``count`` stored chunks of a thread (all when None). No model call.
+
+        Works on the stored head and retries from the new head when the write is stale, so a
+        chunk appended meanwhile is kept, and the cursor only moves forward.
+        """
+        for _ in range(_MAX_COMMIT_ATTEMPTS * 2):
+            record = await self.head(thread)
+            mine = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+            if not mine:
+                return CycleOutcome("activation", False, record, reason="no buffered chunks")
+            take = len(mine) if count is None else max(1, min(count, len(mine)))
+            activated = activate_chunks(record, thread.id, take, now=self.clock.now(), count_tokens=self.counter.count_text)
+            write = await self.store.update_record(activated.record, expected_version=record.version)
+            if write.status == "gone" or write.record is None:
+                return CycleOutcome("activation", False, None, reason="thread deleted during activation")
+            if not write.applied:
+                continue
+            stored = write.record
+            covered = await self.store.get_messages(list(activated.message_ids))
+            target = markers.marker_target(covered)
+            now = self.clock.now()
+            for chunk in activated.chunks:
+                await self._mark(
+                    target,
+                    markers.activation_marker(
+                        cycle_id=chunk.cycle_id, operation="observation", record_id=stored.id,
+                        thread_id=thread.id, activated_at=now, chunks_activated=1,
+                        tokens_activated=chunk.message_tokens, observation_tokens=chunk.observation_tokens,
+                        messages_activated=len(chunk.message_ids), generation=stored.generation,
+                        config=self._marker_config(stored), triggered_by=triggered_by, extra=extra,
+                    ),
+                )
+            self._emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
+                       triggered_by=triggered_by)
+            return CycleOutcome(
+                "activation", True, stored, len(activated.message_ids), activated.message_tokens,
+                activated.observation_tokens,
+            )
+        return CycleOutcome("activation", False, None, reason="store kept changing; activation retried later")
 
     async def _observe_batch(
         self,
@@ -261,9 +312,12 @@ class Engine:
             if write.status == "gone" or write.record is None:
                 return CycleOutcome("observation", False, None, reason="thread deleted during observation")
             current = write.record
-            if current.cursor(thread.id) != record.cursor(thread.id):
-                # Another writer observed (some of) these messages first; its work stands and
-                # whatever it did not cover stays pending for the next cycle.
+            overlapping_chunk = any(
+                c.thread_id == thread.id and c.first_seq <= (batch[-1].seq or 0) for c in current.buffered_chunks
+            )
+            if current.cursor(thread.id) != record.cursor(thread.id) or overlapping_chunk:
+                # Another writer observed or buffered (some of) these messages first; its work
+                # stands and whatever it did not cover stays pending for the next cycle.
                 return CycleOutcome("observation", False, current, reason="superseded by a concurrent observation")
             record = current
             logger.debug("observation commit stale (attempt %d); recomposing on the new head", attempt + 1)
@@ -305,6 +359,7 @@ class Engine:
                 "total_tokens_observed": record.total_tokens_observed + batch_tokens,
                 "pending_message_tokens": max(0, pending_before - batch_tokens),
                 "threads": {**record.threads, thread.id: new_state},
+                "buffer_boundary_tokens": 0,
                 "updated_at": self.clock.now(),
             }
         )
@@ -374,7 +429,10 @@ class Engine:
             return CycleOutcome("reflection", False, record, reason="below threshold")
         if record.reflection_suppressed_at == record.observation_tokens:
             return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
-        return await self._reflect(thread, record, target=threshold, start_level=self.reflector_start_level, guidance=None)
+        outcome = await self._reflect(
+            thread, record, target=threshold, start_level=self.reflector_start_level, guidance=None
+        )
+        return dataclasses.replace(outcome, waited=True)
 
     async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
         """Manual reflection: starts at compression level 0 with the reflection threshold as target."""

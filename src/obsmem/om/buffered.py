@@ -1,0 +1,463 @@
+"""Buffered observation and reflection: work done early, in the background, activated instantly.
+
+At every step the engine asks three questions, in order:
+
+1. *Is the window over the threshold?* Then activate stored chunks (no model call) until it is
+   under; if chunks run out, wait for a buffer this process is already running, and only then
+   observe the unbuffered tail synchronously.
+2. *Are the observations over the reflection threshold?* Then activate a stored background
+   reflection; above ``block_after`` with none available, reflect synchronously; otherwise start
+   one in the background.
+3. *Has the window crossed another buffer interval?* Then start a background observation of
+   the safe prefix of the messages no chunk covers yet.
+
+Coordination is through storage only: a buffer holds a lease (so a crashed worker's buffer is
+taken over once its lease expires), and every result is committed by compare-and-set on the
+head record, re-read on conflict. A chunk is appended only if it continues the stored coverage
+exactly (no gap, no overlap); otherwise it is dropped and its messages stay pending, which costs
+a model call but never loses or duplicates a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from obsmem.om import markers
+from obsmem.om.activation import apply_buffered_reflection, chunk_fits, covered_until, reflection_slice
+from obsmem.om.protocols import ObservationRequest, ReflectionRequest
+from obsmem.om.selection import observable_messages, valid_cuts
+from obsmem.om.truncation import truncate_previous_observations
+from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
+from obsmem.thresholds import min_new_tokens_for_buffer, normalize_provider, should_trigger_buffer
+from obsmem.types import Message, Thread
+
+from obsmem.om.outcomes import CycleOutcome
+
+if TYPE_CHECKING:
+    from obsmem.om.engine import Engine
+
+__all__ = ["BufferedLifecycle", "Spawn", "split_model_id"]
+
+logger = logging.getLogger("obsmem")
+
+Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None] | None"]
+_BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
+_MAX_ACTIVATION_ROUNDS = 8
+
+
+def split_model_id(model_id: str | None) -> tuple[str, str]:
+    """``"openai:gpt-4o"`` / ``"openai/gpt-4o"`` / ``"openai.responses:gpt-4o"`` → (provider, model)."""
+    if not model_id:
+        return "", ""
+    for separator in (":", "/"):
+        if separator in model_id:
+            provider, model = model_id.split(separator, 1)
+            return normalize_provider(provider), model
+    return "", model_id
+
+
+class BufferedLifecycle:
+    """The buffered mode of one engine. Holds only per-instance bookkeeping of its own tasks."""
+
+    def __init__(self, engine: Engine, spawn: Spawn, *, wait_for_buffer_s: float = 60.0) -> None:
+        self.engine = engine
+        self.spawn = spawn
+        self.wait_for_buffer_s = wait_for_buffer_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._observation_tasks: dict[str, asyncio.Task[None]] = {}
+        self._reflection_tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def lease_ttl_s(self) -> float:
+        timeout = self.engine.model_timeout_s or 600.0
+        return timeout + 60.0
+
+    # -- the step ---------------------------------------------------------------------------
+    async def step(self, thread: Thread, *, turn_start: bool, actor_model: str | None) -> list[CycleOutcome]:
+        outcomes: list[CycleOutcome] = []
+        if turn_start:
+            early = await self.early_activation(thread, actor_model)
+            if early is not None:
+                outcomes.append(early)
+        outcomes.extend(await self.threshold_step(thread))
+        reflected = await self.reflection_step(thread)
+        if reflected is not None:
+            outcomes.append(reflected)
+        await self.maybe_start_buffer(thread, idle=False)
+        return outcomes
+
+    async def threshold_step(self, thread: Thread) -> list[CycleOutcome]:
+        engine = self.engine
+        outcomes: list[CycleOutcome] = []
+        waited_for_buffer = False
+        for _ in range(_MAX_ACTIVATION_ROUNDS):
+            record = await engine.head(thread)
+            messages = await engine.unobserved(record, thread.id)
+            pending = engine.counter.count_messages(messages) if messages else 0
+            threshold = engine.message_threshold(record)
+            if pending < threshold:
+                break
+            chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+            if chunks:
+                count = self._activation_count(record, chunks, pending, threshold)
+                outcomes.append(await engine.activate(thread, count=count, triggered_by="threshold"))
+                continue
+            task = self._observation_tasks.get(engine.lineage(thread))
+            if task is not None and not task.done() and not waited_for_buffer:
+                waited_for_buffer = True
+                try:
+                    async with asyncio.timeout(self.wait_for_buffer_s):
+                        await asyncio.shield(task)
+                except TimeoutError:
+                    logger.warning("obsmem: buffer for thread %s still running; observing synchronously", thread.id)
+                outcomes.append(engine_outcome("buffer", waited=True, reason="waited for an in-flight buffer"))
+                continue
+            outcomes.append(await engine.observe(thread, force=False, trigger="threshold"))
+            break
+        return outcomes
+
+    def _activation_count(
+        self, record: ObservationRecord, chunks: list[BufferedChunk], pending: int, threshold: int
+    ) -> int:
+        from obsmem.thresholds import select_activation_prefix
+
+        observation = self.engine.config.observation
+        block_after = observation.resolved_block_after
+        force = block_after is not None and pending >= block_after
+        return select_activation_prefix(
+            [c.message_tokens for c in chunks], observation.buffer_activation, threshold, pending, force_max=force
+        )
+
+    # -- early activation -------------------------------------------------------------------
+    async def early_activation(self, thread: Thread, actor_model: str | None) -> CycleOutcome | None:
+        """At a turn's start: activate chunks after idleness or when the actor's model changed."""
+        engine = self.engine
+        config = engine.config
+        record = await engine.head(thread)
+        provider, model = split_model_id(actor_model)
+        previous = record.metadata.get("last_model")
+        if actor_model and previous != actor_model:
+            await self._remember_model(thread, actor_model)
+        chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+        if not chunks:
+            return None
+        if config.observation_activate_on_provider_change and previous and actor_model:
+            old_provider, old_model = split_model_id(str(previous))
+            if old_model != model or (old_provider and provider and old_provider != provider):
+                return await engine.activate(
+                    thread, count=None, triggered_by="provider_change",
+                    extra={"previous_model": previous, "current_model": actor_model},
+                )
+        ttl = config.observation_activation_ttl(provider, model) if config.observation_activate_after_idle else None
+        if ttl is None:
+            return None
+        last_activity = await self._last_activity(thread)
+        if last_activity is None:
+            return None
+        idle_s = (engine.clock.now() - last_activity).total_seconds()
+        if idle_s < ttl:
+            return None
+        return await engine.activate(
+            thread, count=None, triggered_by="ttl",
+            extra={"last_activity_at": last_activity.isoformat(), "ttl_expired_ms": round(idle_s * 1000)},
+        )
+
+    async def _last_activity(self, thread: Thread) -> datetime | None:
+        recent = await self.engine.store.list_messages(thread.id, limit=50, newest_first=True)
+        return next((m.created_at for m in recent if m.role == "assistant"), None)
+
+    async def _remember_model(self, thread: Thread, actor_model: str) -> None:
+        engine = self.engine
+        for _ in range(3):
+            record = await engine.head(thread)
+            updated = record.model_copy(update={"metadata": {**record.metadata, "last_model": actor_model}})
+            write = await engine.store.update_record(updated, expected_version=record.version)
+            if write.applied or write.status == "gone":
+                return
+
+    # -- observation buffers ----------------------------------------------------------------
+    async def maybe_start_buffer(self, thread: Thread, *, idle: bool) -> bool:
+        """Start a background observation of the next safe run of unbuffered messages, if due."""
+        engine = self.engine
+        observation = engine.config.observation
+        buffer_tokens = observation.resolved_buffer_tokens
+        if buffer_tokens is None:
+            return False
+        lineage = engine.lineage(thread)
+        running = self._observation_tasks.get(lineage)
+        if running is not None and not running.done():
+            return False
+        record = await engine.head(thread)
+        messages = await engine.unobserved(record, thread.id)
+        if not messages:
+            return False
+        pending = engine.counter.count_messages(messages)
+        threshold = engine.message_threshold(record)
+        if pending >= threshold:
+            return False
+        covered = covered_until(record, thread.id)
+        candidates = [m for m in messages if (m.seq or 0) > covered]
+        cuts = valid_cuts(candidates)
+        if not cuts:
+            return False
+        safe = candidates[: cuts[-1]]
+        new_tokens = sum(engine.counter.count_message(m) for m in safe)
+        boundary = record.buffer_boundary_tokens
+        if boundary and pending < boundary / 2:
+            boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
+        if not idle:
+            if not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
+                return False
+            if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
+                return False
+        # Claim the interval in storage so no other engine starts the same buffer.
+        write = await engine.store.update_record(
+            record.model_copy(update={"buffer_boundary_tokens": pending}), expected_version=record.version
+        )
+        if not write.applied:
+            return False
+        task = self.spawn(self._run_buffer(thread, safe, new_tokens), f"buffer:{lineage}")
+        if task is not None:
+            self._observation_tasks[lineage] = task
+        return task is not None
+
+    async def _run_buffer(self, thread: Thread, messages: list[Message], message_tokens: int) -> None:
+        engine = self.engine
+        lineage = engine.lineage(thread)
+        key = f"buffer-observation:{lineage}"
+        lease = await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now())
+        if lease is None:
+            return
+        cycle_id = markers.new_cycle_id("buf")
+        started_at = engine.clock.now()
+        target = markers.marker_target(messages)
+        try:
+            record = await engine.head(thread)
+            await engine._mark(
+                target,
+                markers.buffering_start_marker(
+                    cycle_id=cycle_id, operation="observation", record_id=record.id, thread_id=thread.id,
+                    started_at=started_at, tokens_to_buffer=message_tokens, config=engine._marker_config(record),
+                ),
+            )
+            engine._emit("buffer-start", thread.id, cycle_id=cycle_id, tokens=message_tokens)
+            request = self._buffer_request(thread, record, messages, started_at)
+            result = await engine._timed(engine.observer.observe(request), "buffered observation")
+            output_tokens = engine.counter.count_text(result.observations)
+            chunk = BufferedChunk(
+                id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle_id, thread_id=thread.id,
+                observations=result.observations.strip(), observation_tokens=output_tokens,
+                message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
+                first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
+                created_at=messages[-1].created_at, extracted=dict(result.extracted),
+            )
+            stored = await self._append_chunk(thread, chunk)
+            if stored is None:
+                engine._emit("buffer-dropped", thread.id, cycle_id=cycle_id)
+                return
+            await engine._mark(
+                target,
+                markers.buffering_end_marker(
+                    cycle_id=cycle_id, operation="observation", record_id=stored.id, thread_id=thread.id,
+                    started_at=started_at, completed_at=engine.clock.now(), tokens_buffered=message_tokens,
+                    buffered_tokens=sum(c.observation_tokens for c in stored.buffered_chunks),
+                    observations=chunk.observations or None,
+                ),
+            )
+            engine._emit("buffer-end", thread.id, cycle_id=cycle_id, tokens=message_tokens, output_tokens=output_tokens)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a buffer failure never reaches the actor; messages stay pending
+            logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
+            engine._emit("buffer-failed", thread.id, cycle_id=cycle_id, error=str(exc))
+            await engine._mark(
+                target,
+                markers.buffering_failed_marker(
+                    cycle_id=cycle_id, operation="observation", record_id="", thread_id=thread.id,
+                    started_at=started_at, failed_at=engine.clock.now(), tokens_attempted=message_tokens,
+                    error=f"{type(exc).__name__}: {exc}",
+                ),
+            )
+        finally:
+            await engine.store.release_lease(key, self.owner)
+
+    def _buffer_request(
+        self, thread: Thread, record: ObservationRecord, messages: list[Message], now: datetime
+    ) -> ObservationRequest:
+        engine = self.engine
+        chunks = [c.observations for c in record.buffered_chunks if c.thread_id == thread.id and c.observations]
+        previous = record.active_observations
+        if chunks:
+            previous = "\n\n".join([previous, _BUFFERED_SEPARATOR, *chunks]).strip()
+        budget = engine.config.observation.previous_observer_tokens
+        truncated = truncate_previous_observations(
+            previous, None if budget is False else int(budget), engine.counter.count_text
+        )
+        state = record.threads.get(thread.id, ThreadState())
+        return ObservationRequest(
+            messages=messages,
+            previous_observations=truncated.text,
+            previous_truncated=truncated.truncated,
+            thread_title=thread.title or state.thread_title,
+            extracted=dict(state.extracted),
+            extractors=engine.extractors,
+            continuation_hints=False,
+            want_title=False,
+            timezone=engine._timezone(),
+            now=now,
+            instruction=engine.config.observation.instruction,
+        )
+
+    async def _append_chunk(self, thread: Thread, chunk: BufferedChunk) -> ObservationRecord | None:
+        """Append ``chunk`` to the stored head if it continues the coverage exactly."""
+        engine = self.engine
+        for _ in range(6):
+            record = await engine.store.get_head(engine.lineage(thread))
+            if record is None:
+                return None
+            covered = covered_until(record, thread.id)
+            if covered >= chunk.last_seq:
+                return None  # everything it covers was observed or buffered meanwhile
+            between: list[Message] = []
+            if chunk.first_seq > covered + 1:
+                stored = await engine.store.list_messages(thread.id, after_seq=covered, before_seq=chunk.first_seq)
+                between = observable_messages(stored)
+            if not chunk_fits(record, chunk, between):
+                return None
+            write = await engine.store.update_record(
+                record.model_copy(update={"buffered_chunks": (*record.buffered_chunks, chunk),
+                                          "updated_at": engine.clock.now()}),
+                expected_version=record.version,
+            )
+            if write.applied:
+                return write.record
+            if write.status == "gone":
+                return None
+        return None
+
+    # -- reflection ---------------------------------------------------------------------------
+    async def reflection_step(self, thread: Thread) -> CycleOutcome | None:
+        engine = self.engine
+        config = engine.config
+        if not config.reflection_buffering_enabled:
+            outcome = await engine.maybe_reflect(thread)
+            return outcome if outcome.applied or outcome.error is not None else None
+        record = await engine.head(thread)
+        threshold = engine.reflection_threshold()
+        tokens = record.observation_tokens
+        if tokens >= threshold:
+            if record.buffered_reflection is not None:
+                return await self.activate_reflection(thread)
+            block_after = config.reflection_block_after
+            if block_after is not None and tokens >= block_after:
+                outcome = await engine.maybe_reflect(thread)
+                return outcome if outcome.applied or outcome.error is not None else None
+            await self.maybe_start_reflection(thread, record)
+            return None
+        start = config.reflection.buffer_start_tokens
+        if start is not None and tokens >= start and record.buffered_reflection is None:
+            await self.maybe_start_reflection(thread, record)
+        return None
+
+    async def activate_reflection(self, thread: Thread) -> CycleOutcome | None:
+        engine = self.engine
+        for _ in range(3):
+            record = await engine.head(thread)
+            successor = apply_buffered_reflection(
+                record, new_id=f"omr_{uuid.uuid4().hex}", now=engine.clock.now(), count_tokens=engine.counter.count_text
+            )
+            if successor is None:
+                return None
+            write = await engine.store.create_generation(record, successor, expected_version=record.version)
+            if write.applied and write.record is not None:
+                engine._emit("reflection-activated", thread.id, generation=write.record.generation,
+                             tokens=record.observation_tokens, output_tokens=write.record.observation_tokens)
+                return engine_outcome("reflection", applied=True, record=write.record,
+                                      input_tokens=record.observation_tokens,
+                                      output_tokens=write.record.observation_tokens)
+            if write.status == "gone":
+                return None
+        return None
+
+    async def maybe_start_reflection(self, thread: Thread, record: ObservationRecord) -> bool:
+        engine = self.engine
+        lineage = engine.lineage(thread)
+        running = self._reflection_tasks.get(lineage)
+        if running is not None and not running.done():
+            return False
+        if record.buffered_reflection is not None or record.reflection_boundary_tokens == record.observation_tokens:
+            return False
+        write = await engine.store.update_record(
+            record.model_copy(update={"reflection_boundary_tokens": record.observation_tokens}),
+            expected_version=record.version,
+        )
+        if not write.applied or write.record is None:
+            return False
+        task = self.spawn(self._run_reflection(thread, write.record), f"reflect:{lineage}")
+        if task is not None:
+            self._reflection_tasks[lineage] = task
+        return task is not None
+
+    async def _run_reflection(self, thread: Thread, record: ObservationRecord) -> None:
+        engine = self.engine
+        config = engine.config
+        key = f"buffer-reflection:{engine.lineage(thread)}"
+        if await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now()) is None:
+            return
+        try:
+            budget = engine.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
+            text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
+            if not text.strip():
+                return
+            input_tokens = engine.counter.count_text(text)
+            request = ReflectionRequest(
+                observations=text,
+                target_tokens=max(1, round(0.75 * input_tokens)),
+                start_level=engine.reflector_start_level,
+                extractors=engine.extractors,
+                continuation_hints=False,
+                now=engine.clock.now(),
+                instruction=config.reflection.instruction,
+            )
+            result = await engine._timed(engine.reflector.reflect(request), "buffered reflection")
+            if not result.observations.strip():
+                raise ValueError("the reflector returned empty output")
+            buffered = BufferedReflection(
+                cycle_id=markers.new_cycle_id("rbuf"), text=result.observations.strip(),
+                tokens=engine.counter.count_text(result.observations), input_tokens=input_tokens,
+                line_count=line_count, created_at=engine.clock.now(),
+            )
+            for _ in range(3):
+                head = await engine.store.get_head(engine.lineage(thread))
+                if head is None or head.id != record.id or head.buffered_reflection is not None:
+                    return  # a new generation or another buffer won; this slice no longer applies
+                if not head.active_observations.startswith(text):
+                    return
+                write = await engine.store.update_record(
+                    head.model_copy(update={"buffered_reflection": buffered}), expected_version=head.version
+                )
+                if write.applied:
+                    engine._emit("reflection-buffered", thread.id, tokens=input_tokens, output_tokens=buffered.tokens)
+                    return
+                if write.status == "gone":
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the boundary stays, so the same input is not retried in a loop
+            logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc)
+            engine._emit("reflection-failed", thread.id, error=str(exc))
+        finally:
+            await engine.store.release_lease(key, self.owner)
+
+
+def engine_outcome(operation: Any, **fields: Any) -> CycleOutcome:
+    base = CycleOutcome(operation=operation, applied=False, record=None)
+    return dataclasses.replace(base, **fields)

@@ -1,0 +1,38 @@
+"""What an engine operation reports: outcomes to callers, events to listeners."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from obsmem.storage.contract import ObservationRecord
+
+__all__ = ["CycleOutcome", "EngineEvent"]
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    """What one observe or reflect call did. ``error`` is set when it failed without raising."""
+
+    operation: Literal["observation", "reflection", "activation", "buffer"]
+    applied: bool
+    record: ObservationRecord | None
+    messages: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: BaseException | None = None
+    reason: str = ""
+    # True when the caller's turn waited on a memory model call (sync observe/reflect, or an
+    # in-flight buffer it had to wait for); the measure buffering exists to drive to zero.
+    waited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    """Progress reported to an optional listener (the CLI draws from these)."""
+
+    kind: Literal["observation-start", "observation-end", "observation-failed", "reflection-start",
+                  "reflection-end", "reflection-failed", "activation", "buffer-start", "buffer-end",
+                  "buffer-failed", "buffer-dropped", "reflection-buffered", "reflection-activated"]
+    thread_id: str
+    data: dict[str, Any]
