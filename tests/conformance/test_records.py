@@ -283,6 +283,44 @@ async def test_list_generations_newest_first(store: Store, head: ObservationReco
     assert await store.list_generations("thread:none") == []
 
 
+# -- buffering boundaries -----------------------------------------------------------------------------
+
+
+async def test_buffering_boundaries_round_trip(store: Store) -> None:
+    await store.create_thread(Thread(id="t1", resource_id="r1"))
+    assert record().buffer_boundary_tokens == 0 and record().reflection_boundary_tokens == 0
+    created = applied(
+        await store.create_record(record(buffer_boundary_tokens=1200, reflection_boundary_tokens=40_000))
+    )
+    assert (created.buffer_boundary_tokens, created.reflection_boundary_tokens) == (1200, 40_000)
+    assert await store.get_head(LINEAGE) == created
+
+    bumped = created.model_copy(update={"buffer_boundary_tokens": 2400})
+    moved = applied(await store.update_record(bumped, expected_version=1))
+    assert (moved.buffer_boundary_tokens, moved.reflection_boundary_tokens) == (2400, 40_000)
+    assert await store.get_record("om-1") == moved
+
+
+async def test_create_generation_stores_the_successors_boundaries(
+    store: Store, head: ObservationRecord
+) -> None:
+    # Adapters store what they are given: the engine decides what a successor carries.
+    carried = applied(
+        await store.create_generation(
+            head,
+            record("om-2", origin="reflection", buffer_boundary_tokens=7, reflection_boundary_tokens=9),
+            expected_version=1,
+        )
+    )
+    assert (carried.buffer_boundary_tokens, carried.reflection_boundary_tokens) == (7, 9)
+    reset = applied(
+        await store.create_generation(carried, record("om-3", origin="reflection"), expected_version=1)
+    )
+    assert (reset.buffer_boundary_tokens, reset.reflection_boundary_tokens) == (0, 0)
+    retired = carried.model_copy(update={"superseded_by": "om-3", "version": 2})
+    assert await store.get_record("om-2") == retired
+
+
 # -- write guard and deletion -------------------------------------------------------------------------
 
 

@@ -166,9 +166,20 @@ EXPECTED_SCHEMA = {
         "reflection_suppressed_at": "INTEGER",
         "config": "TEXT",
         "metadata": "TEXT",
+        "buffer_boundary_tokens": "INTEGER",  # m002
+        "reflection_boundary_tokens": "INTEGER",  # m002
     },
     "working_memory": {"key": "TEXT", "text": "TEXT", "updated_at": "TEXT"},
+    "leases": {  # m002
+        "key": "TEXT",
+        "owner": "TEXT",
+        "token": "INTEGER",
+        "acquired_at": "TEXT",
+        "expires_at": "TEXT",
+    },
+    "lease_tokens": {"id": "INTEGER", "last_token": "INTEGER"},  # m002
 }
+ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries"]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
     "messages_by_thread": "messages",
@@ -179,11 +190,11 @@ EXPECTED_INDEXES = {
 
 def test_blank_database_gets_exact_schema(tmp_path: Path) -> None:
     with blank_connection(tmp_path / "blank.db") as conn:
-        assert migrations.pending(conn) == ["m001_initial"]
+        assert migrations.pending(conn) == ALL_MIGRATIONS
         assert (
             conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
         )  # pending() wrote nothing
-        assert migrations.migrate(conn) == ["m001_initial"]
+        assert migrations.migrate(conn) == ALL_MIGRATIONS
         tables = {
             name: {col[1]: col[2] for col in conn.execute(f"PRAGMA table_info({name})")}
             for (name,) in conn.execute(
@@ -195,6 +206,7 @@ def test_blank_database_gets_exact_schema(tmp_path: Path) -> None:
         )
         assert migrations.pending(conn) == []
         assert migrations.migrate(conn) == []
+        assert conn.execute("SELECT id, last_token FROM lease_tokens").fetchall() == [(1, 0)]
     assert tables == EXPECTED_SCHEMA
     assert indexes == EXPECTED_INDEXES
 
@@ -205,7 +217,7 @@ async def test_migration_table_records_what_ran(tmp_path: Path) -> None:
         await store.get_thread("t1")
     with blank_connection(tmp_path / "om.db") as conn:
         rows = conn.execute(f"SELECT name, applied_at FROM {MIGRATIONS_TABLE}").fetchall()
-    assert [name for name, _ in rows] == SQLITE_MIGRATIONS.names() == ["m001_initial"]
+    assert [name for name, _ in rows] == SQLITE_MIGRATIONS.names() == ALL_MIGRATIONS
     assert all(datetime.fromisoformat(at).tzinfo is not None for _, at in rows)
 
 

@@ -19,6 +19,7 @@ from obsmem.errors import ConfigError
 from obsmem.storage.contract import (
     BufferedChunk,
     BufferedReflection,
+    Lease,
     ObservationRecord,
     Store,
     ThreadState,
@@ -31,6 +32,7 @@ from obsmem.storage.sqlite import SQLiteStore, default_data_dir, default_store_p
 __all__ = [
     "BufferedChunk",
     "BufferedReflection",
+    "Lease",
     "MemoryStore",
     "ObservationRecord",
     "SQLiteStore",

@@ -22,6 +22,19 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   ``seq`` from one monotonically increasing counter, so insertion order is total.
 * **Write guard.** Once a thread is deleted, writes to its observation records report
   ``status="gone"``; nothing is resurrected.
+* **Leases.** A lease says "this owner is doing the background work for this key; do not
+  start the same work". It lives in the store, so it is seen by every engine sharing the store
+  (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
+  atomic across processes, so of many owners racing for a free key exactly one gets it. Every
+  acquisition that is not a renewal gets a *fencing token* higher than any token the store has
+  handed out before (for any key, even after a release), so a newer holder can always be told
+  from an older one. Leases are a way to avoid duplicate work, not the source of correctness:
+  writes stay compare-and-set, and a holder that loses its lease must expect ``stale``.
+
+  Time is the caller's: every lease method that needs "now" takes it as an argument (the
+  engine's injectable clock), and the store never reads its own clock. All engines sharing a
+  store must therefore pass comparable clocks: timezone-aware wall-clock time (UTC), kept in
+  sync across machines well within the lease TTLs in use.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from obsmem.types import DataPart, Message, Thread, utcnow
 __all__ = [
     "BufferedChunk",
     "BufferedReflection",
+    "Lease",
     "ObservationRecord",
     "Store",
     "ThreadState",
@@ -125,6 +139,11 @@ class ObservationRecord(BaseModel):
     # Observation-token count at which reflection produced no improvement; reflecting the
     # same input again cannot compress better, so it is skipped until the count changes.
     reflection_suppressed_at: int | None = None
+    # Pending-token count at which the last observation buffer was triggered: the next buffer
+    # starts once the pending count passes this boundary plus the bufferTokens interval.
+    buffer_boundary_tokens: int = 0
+    # The same idea for buffered reflection, counted in observation tokens.
+    reflection_boundary_tokens: int = 0
 
     config: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -136,6 +155,26 @@ class ObservationRecord(BaseModel):
     @property
     def is_live(self) -> bool:
         return self.superseded_by is None
+
+
+class Lease(BaseModel):
+    """A time-limited claim by ``owner`` on ``key`` (e.g. ``obs:thread:t1``).
+
+    ``token`` is the fencing token: it stays the same while the holder renews, and a new
+    acquisition (another owner, or anyone after expiry or release) gets a higher one. The lease
+    is held while ``now < expires_at``; at ``expires_at`` it is expired and free to take.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    owner: str
+    token: int
+    acquired_at: datetime
+    expires_at: datetime
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at <= now
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +316,51 @@ class Store(Protocol):
 
     async def delete_lineage(self, lineage: str) -> int:
         """Delete every generation of a lineage; returns how many rows went."""
+        ...
+
+    # -- leases ----------------------------------------------------------------------------
+    async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        """Take the lease on ``key`` for ``owner`` until ``now + ttl_s``, atomically.
+
+        * Free (never taken, or released) or expired (``expires_at <= now``): ``owner`` gets it
+          with a new, higher fencing token and ``acquired_at = now``. This holds for the
+          previous holder too: re-acquiring after expiry is a new acquisition.
+        * Held by ``owner`` and not expired: renewed, same token and ``acquired_at``, new
+          ``expires_at = now + ttl_s``.
+        * Held by another owner and not expired: None, and nothing changes.
+
+        Of any number of callers racing for a free key, in one process or many, exactly one
+        gets a lease. ``ttl_s`` must be positive and ``now`` timezone-aware, else
+        InvalidInputError.
+        """
+        ...
+
+    async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        """Extend the lease to ``now + ttl_s`` if ``owner`` holds it and it has not expired.
+
+        Returns the renewed lease (same token), or None when the caller lost it: it expired,
+        was released, or another owner took it. A lost lease is never revived by ``renew``;
+        the caller may try ``acquire_lease`` again, which gives it a new token.
+        """
+        ...
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        """Delete the lease if ``owner`` holds it (expired or not); True if one was deleted.
+
+        Releasing a lease held by someone else, or no lease, changes nothing and returns False.
+        """
+        ...
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """The stored lease on ``key``, expired or not (compare ``expires_at`` with your clock)."""
+        ...
+
+    async def list_leases(self, prefix: str = "") -> list[Lease]:
+        """Stored leases whose key starts with ``prefix`` (literally, case-sensitive), by key.
+
+        Expired leases are included until someone takes or releases them; the store has no
+        clock of its own to filter them.
+        """
         ...
 
     # -- working memory --------------------------------------------------------------------

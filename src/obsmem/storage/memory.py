@@ -15,15 +15,17 @@ conformance suite holds every other adapter to the same observable behaviour.
   copy of what is stored, so no caller can change stored state behind the store's back.
 
 The checks both adapters apply identically (record identity, lineage consistency, cursors
-moving forward, marker de-duplication) are the module-level functions below; the SQLite
-adapter imports them so that the rules exist once.
+moving forward, marker de-duplication, who may take or renew a lease) are the module-level
+functions below; the SQLite adapter imports them so that the rules exist once.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -36,16 +38,19 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
-from obsmem.storage.contract import ObservationRecord, WriteResult, lineage_key
+from obsmem.storage.contract import Lease, ObservationRecord, WriteResult, lineage_key
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
     "MemoryStore",
+    "acquired_lease",
     "check_cursors_forward",
     "check_lineage",
     "check_message_owner",
     "check_same_identity",
+    "lease_expiry",
     "merge_parts",
+    "renewed_lease",
 ]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -138,6 +143,49 @@ def merge_parts(existing: Iterable[Part], new: Iterable[DataPart]) -> tuple[Part
     return tuple(parts)
 
 
+def lease_expiry(key: str, owner: str, ttl_s: float, now: datetime) -> datetime:
+    """Check the arguments of a lease call and return when the lease would expire."""
+    if not key or not owner:
+        raise InvalidInputError("A lease needs a non-empty key and a non-empty owner.")
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(
+            f"Lease '{key}': 'now' must be timezone-aware (wall-clock UTC), got naive {now!r}."
+        )
+    if isinstance(ttl_s, bool) or not math.isfinite(ttl_s) or ttl_s <= 0:
+        raise InvalidInputError(f"Lease '{key}': ttl_s must be a positive number of seconds, got {ttl_s!r}.")
+    try:
+        return now + timedelta(seconds=ttl_s)
+    except OverflowError as exc:
+        raise InvalidInputError(f"Lease '{key}': ttl_s={ttl_s!r} is too long.") from exc
+
+
+def acquired_lease(
+    stored: Lease | None,
+    key: str,
+    owner: str,
+    now: datetime,
+    expires_at: datetime,
+    new_token: Callable[[], int],
+) -> Lease | None:
+    """What ``acquire_lease`` stores, given the stored lease; None when another owner holds it.
+
+    ``new_token`` is called only for a new acquisition (free, released or expired key), never
+    for a renewal by the holder, so a renewal keeps its token and does not use up a number.
+    """
+    if stored is not None and not stored.is_expired(now):
+        if stored.owner != owner:
+            return None
+        return stored.model_copy(update={"expires_at": expires_at})
+    return Lease(key=key, owner=owner, token=new_token(), acquired_at=now, expires_at=expires_at)
+
+
+def renewed_lease(stored: Lease | None, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
+    """What ``renew_lease`` stores; None when ``owner`` no longer holds an unexpired lease."""
+    if stored is None or stored.owner != owner or stored.is_expired(now):
+        return None
+    return stored.model_copy(update={"expires_at": expires_at})
+
+
 def _page(items: list[ModelT], limit: int | None, offset: int) -> list[ModelT]:
     if offset < 0 or (limit is not None and limit < 0):
         raise InvalidInputError("limit and offset must not be negative.")
@@ -166,6 +214,8 @@ class MemoryStore:
         self._record_order: dict[str, int] = {}
         self._lineages: dict[str, list[str]] = {}
         self._working_memory: dict[str, str] = {}
+        self._leases: dict[str, Lease] = {}
+        self._lease_tokens = itertools.count(1)  # store-wide, so tokens never repeat or go back
 
     async def __aenter__(self) -> Self:
         return self
@@ -434,6 +484,42 @@ class MemoryStore:
             del self._records[record_id]
             del self._record_order[record_id]
         return len(ids)
+
+    # -- leases ------------------------------------------------------------------------------------
+    # Models are frozen and hold only immutable values, so leases need no defensive copies.
+    async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        self._open()
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        lease = acquired_lease(
+            self._leases.get(key), key, owner, now, expires_at, lambda: next(self._lease_tokens)
+        )
+        if lease is not None:
+            self._leases[key] = lease
+        return lease
+
+    async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        self._open()
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        lease = renewed_lease(self._leases.get(key), owner, now, expires_at)
+        if lease is not None:
+            self._leases[key] = lease
+        return lease
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        self._open()
+        stored = self._leases.get(key)
+        if stored is None or stored.owner != owner:
+            return False
+        del self._leases[key]
+        return True
+
+    async def get_lease(self, key: str) -> Lease | None:
+        self._open()
+        return self._leases.get(key)
+
+    async def list_leases(self, prefix: str = "") -> list[Lease]:
+        self._open()
+        return [self._leases[k] for k in sorted(self._leases) if k.startswith(prefix)]
 
     # -- working memory ----------------------------------------------------------------------------
     async def get_working_memory(self, key: str) -> str | None:

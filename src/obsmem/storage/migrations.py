@@ -256,3 +256,31 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m002_leases_and_boundaries(conn: sqlite3.Connection) -> None:
+    statements = [
+        # Buffering triggers: where the last observation / reflection buffer started. Existing
+        # rows read back as 0, which is "no buffer triggered yet".
+        "ALTER TABLE observation_records ADD COLUMN buffer_boundary_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE observation_records ADD COLUMN reflection_boundary_tokens INTEGER NOT NULL DEFAULT 0",
+        # One row per held (or expired, not yet retaken) lease. Expiry is compared in Python
+        # against the caller's clock, inside BEGIN IMMEDIATE, so no time column needs an index.
+        """CREATE TABLE leases (
+            key TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token INTEGER NOT NULL,
+            acquired_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        )""",
+        # The fencing-token counter, store-wide and separate from the leases so that releasing
+        # (deleting) a lease never lets a later token repeat or go backward.
+        """CREATE TABLE lease_tokens (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            last_token INTEGER NOT NULL
+        )""",
+        "INSERT INTO lease_tokens (id, last_token) VALUES (1, 0)",
+    ]
+    for statement in statements:
+        conn.execute(statement)

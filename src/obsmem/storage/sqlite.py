@@ -53,13 +53,14 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
-from obsmem.storage import migrations
-from obsmem.storage.contract import ObservationRecord, WriteResult, lineage_key
+from obsmem.storage import migrations, sqlite_leases
+from obsmem.storage.contract import Lease, ObservationRecord, WriteResult, lineage_key
 from obsmem.storage.memory import (
     check_cursors_forward,
     check_lineage,
     check_message_owner,
     check_same_identity,
+    lease_expiry,
     merge_parts,
 )
 from obsmem.types import DataPart, Message, Thread
@@ -562,6 +563,24 @@ class SQLiteStore:
             return conn.execute("DELETE FROM observation_records WHERE lineage = ?", (lineage,)).rowcount
 
         return await self._write(op)
+
+    # -- leases (SQL in sqlite_leases; writes under BEGIN IMMEDIATE) ------------------------------
+    async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._write(lambda conn: sqlite_leases.acquire(conn, key, owner, now, expires_at))
+
+    async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._write(lambda conn: sqlite_leases.renew(conn, key, owner, now, expires_at))
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        return await self._write(lambda conn: sqlite_leases.release(conn, key, owner))
+
+    async def get_lease(self, key: str) -> Lease | None:
+        return await self._read(lambda conn: sqlite_leases.get(conn, key))
+
+    async def list_leases(self, prefix: str = "") -> list[Lease]:
+        return await self._read(lambda conn: sqlite_leases.list_by_prefix(conn, prefix))
 
     # -- working memory ---------------------------------------------------------------------------
     async def get_working_memory(self, key: str) -> str | None:
