@@ -286,3 +286,66 @@ async def test_chunks_stay_in_order_and_continue_the_cursor() -> None:
             assert chunk.first_seq > last
             last = chunk.last_seq
         assert covered_until(record, "t1") == last
+
+
+async def test_idle_buffering_at_turn_end_skips_the_minimum_and_tolerates_failure() -> None:
+    observer = CountingObserver()
+    memory = Memory("memory://", config=buffered_config(buffer_on_idle=True), observer=observer, clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("I live in Munich.")])
+        await turn.end([conv.assistant("Noted: Munich.")])  # far below one buffer interval
+        await memory.settled()
+        record = await memory.get_record("t1")
+        assert record is not None and len(record.buffered_chunks) == 1
+        assert observer.buffer_calls == 1
+        assert set(record.buffered_chunks[0].message_ids) == {m.id for m in await memory.list_messages("t1")}
+
+
+@pytest.mark.parametrize("options", [{"buffer_on_idle": False}, {"buffer_tokens": False}])
+async def test_no_idle_buffering_when_off(options: dict[str, object]) -> None:
+    observer = CountingObserver()
+    memory = Memory("memory://", config=buffered_config(**options), observer=observer, clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("I live in Munich.")])
+        await turn.end([conv.assistant("Noted.")])
+        await memory.settled()
+        assert observer.buffer_calls == 0
+
+
+async def test_a_failing_idle_buffer_never_reaches_the_caller() -> None:
+    class Failing(CountingObserver):
+        async def observe(self, request: ObservationRequest) -> ObservationResult:
+            raise RuntimeError("observer down")
+
+    memory = Memory("memory://", config=buffered_config(buffer_on_idle=True), observer=Failing(), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("I live in Munich.")])
+        await turn.end([conv.assistant("Noted.")])
+        await memory.settled()
+        assert memory.background.errors == []
+        record = await memory.get_record("t1")
+        assert record is not None and record.buffered_chunks == () and record.cursor("t1") == 0
+        failed = [p for m in await memory.list_messages("t1") for p in m.parts
+                  if getattr(p, "name", "") == "om-buffering-failed"]
+        assert failed and "observer down" in failed[0].data["error"]
+        assert await memory.store.list_leases() == []
+
+
+async def test_continue_policy_keeps_the_tail_pending_when_the_sync_observation_fails() -> None:
+    class BrokenSync(CountingObserver):
+        async def observe(self, request: ObservationRequest) -> ObservationResult:
+            if request.continuation_hints:
+                raise RuntimeError("sync path down")
+            raise RuntimeError("buffers down too")
+
+    memory = Memory("memory://", config=buffered_config(), observer=BrokenSync(), failure_policy="continue",
+                    clock=fake_clock())
+    async with memory:
+        waited = await run_turns(memory, Conversation(), 14)
+        assert any(waited)
+        record = await memory.get_record("t1")
+        assert record is not None and record.cursor("t1") == 0
+        await assert_each_message_once(memory)

@@ -238,9 +238,17 @@ class BufferedLifecycle:
             return
         cycle_id = markers.new_cycle_id("buf")
         started_at = engine.clock.now()
-        target = markers.marker_target(messages)
+        target = None
         try:
             record = await engine.head(thread)
+            # Another engine may have buffered or observed some of these while we waited for
+            # the lease: observe only what is still uncovered, or nothing.
+            covered = covered_until(record, thread.id)
+            messages = [m for m in messages if (m.seq or 0) > covered]
+            if not messages:
+                return
+            message_tokens = sum(engine.counter.count_message(m) for m in messages)
+            target = markers.marker_target(messages)
             await engine._mark(
                 target,
                 markers.buffering_start_marker(
