@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from obsmem.om.extractors import Extractor
 from obsmem.om.format import PRIORITIES, parse_observations
 from obsmem.om.offline import OfflineObserver
-from obsmem.om.offline_rules import estimate_tokens
+from obsmem.om.offline_rules import estimate_tokens, names
 from obsmem.om.protocols import ObservationRequest, ObservationResult, Observer
 from obsmem.types import (
     DataPart,
@@ -287,6 +288,134 @@ async def test_two_dated_events_in_one_sentence_become_two_lines() -> None:
 
 async def test_vague_intent_is_dropped() -> None:
     assert (await observe(user("I'll think about it."))).observations == ""
+
+
+# --------------------------------------------------------------------------------------------
+# Priorities: 🔴 only for durable facts, changes and dated plans; chatter is 🟢 or nothing
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Sorry, got pulled into a call for 20 minutes.",
+        "Heading to the office now, the U-Bahn waits for no one.",
+        "Let's talk Lisbon.",
+        "Honestly I would have noticed on the day at 9:30.",
+        "Going to sleep too, big day tomorrow.",
+        "Ida is asleep on Tomás and I'm the only one awake.",
+        "The technician rang the doorbell at 7:50.",
+        "Sepp just said the truck is full.",
+        "Maybe I'll try cutting down after the move.",
+        "I'll make a ticket.",
+        "Priya asked me on Friday about zoneinfo and I gave a bad answer.",
+    ],
+)
+async def test_chatter_is_never_high_priority(said: str) -> None:
+    result = await observe(user(said))
+    assert "🔴" not in result.observations, result.observations
+    assert all(not line.startswith("* 🟡") for line in lines_of(result.observations)), result.observations
+
+
+@pytest.mark.parametrize(
+    "said", ["Sorry, got pulled into a call.", "Anyway.", "I'm starving.", "Writing it down now."]
+)
+async def test_chatter_without_names_or_numbers_is_dropped(said: str) -> None:
+    assert (await observe(user(said))).observations == ""
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("Tomás is an architect, by the way, he got an offer.", "Tomás is an architect, he got"),
+        ("The movers are Brandt Umzüge, booked for both days.", "the movers are Brandt Umzüge"),
+        ("Ida will go to Kita Sonnenhof, a ten-minute walk from the flat.", "Ida will go to Kita Sonnenhof"),
+        ("Our Anmeldung appointment is on March 14th at 9:40.", "appointment is on March 14th at 9:40"),
+        ("I always want an aisle seat.", "they always want an aisle seat"),
+        ("So my number is now +49 176 5550 3381.", "their number is now +49 176 5550 3381"),
+        ("It's a Python service on FastAPI, with PostgreSQL for storage.", "on FastAPI, with PostgreSQL"),
+        ("I take Portuguese lessons online on Tuesday evenings.", "on Tuesday evenings"),
+        ("Sichuan is my favourite cuisine.", "Sichuan is their favourite cuisine"),
+        ("Budget for the whole trip is €2,400, flights included.", "€2,400"),
+        ("Decision: we switched to Dramatiq for the background jobs.", "they switched to Dramatiq"),
+        ("Jonas, my manager, hates big-bang plans.", "Jonas, their manager, hates big-bang plans"),
+        ("The dinner is a surprise for Graça, only her husband knows.", "a surprise for Graça"),
+        ("The trial day starts at 10:30 on Friday.", "starts at 10:30 on Friday"),
+        ("They let me keep my ThinkPad X1 Carbon.", "their ThinkPad X1 Carbon"),
+    ],
+)
+async def test_durable_facts_and_dated_plans_are_high_priority(said: str, kept: str) -> None:
+    result = await observe(user(said))
+    line = line_with(result.observations, kept)
+    assert line.startswith("* 🔴"), line
+
+
+async def test_a_quick_intro_lead_in_is_dropped() -> None:
+    result = await observe(user("Quick intro since this is a fresh setup: I'm Nadia Kessler."))
+    assert lines_of(result.observations) == ["* 🔴 (14:30) User stated they are Nadia Kessler."]
+
+
+@pytest.mark.parametrize(
+    ("said", "priority"),
+    [
+        ("Meter readings before the handover: electricity 48213, water 1102.", "🟡"),  # figures
+        ("15:02 it is, booked with seats at the end of coach 12.", "🟡"),  # a choice from options
+        ("I'll call Chengdu Kitchen once we're there.", "🟡"),  # an undated plan naming something
+        ("Kiki went for her first walk in Volkspark today with Tomás.", "🟢"),  # narration, new names
+    ],
+)
+async def test_details_that_are_not_durable_get_lower_priorities(said: str, priority: str) -> None:
+    (line,) = lines_of((await observe(user(said))).observations)
+    assert line.startswith(f"* {priority}"), line
+
+
+async def test_narration_repeating_known_names_is_dropped() -> None:
+    previous = "Date: Jun 1, 2025\n* 🔴 (09:00) User stated their dog Kiki loves Volkspark."
+    result = await observe(user("Kiki went to Volkspark again."), previous_observations=previous)
+    assert result.observations == ""
+
+
+async def test_tool_runs_are_folded_into_the_answer_that_reports_them() -> None:
+    result = await observe(
+        user("What's the weather in Oslo today?"),
+        tool_call("c1", "get_weather", {"city": "Oslo"}, 0.1),
+        tool_result("c1", "get_weather", {"temp": "12°C", "conditions": "rain"}, 0.2),
+        tool_call("c2", "send_alert", {"to": "ops"}, 0.3),
+        tool_result("c2", "send_alert", "mailbox full", 0.4, error=True),
+        assistant("It's 12°C and raining in Oslo right now.", 1),
+    )
+    assert lines_of(result.observations) == [
+        "* 🟡 (14:30) User asked what's the weather in Oslo today; "
+        "Assistant answered: It's 12°C and raining in Oslo right now.",
+        "* 🟡 (14:30) Assistant ran send_alert(to=ops) -> error: mailbox full.",  # failures stay
+    ]
+
+
+async def test_tool_runs_of_a_turn_split_across_cycles_fold_into_the_reply() -> None:
+    result = await observe(  # the question was observed in the previous cycle
+        tool_call("c1", "search_flights", {"to": "LIS"}),
+        tool_result("c1", "search_flights", {"cheapest": "TP 541 at 07:10, €612"}),
+        assistant("The cheapest is **TP 541** at 07:10 for €612, direct to Lisbon with TAP.", 1),
+    )
+    assert "Assistant ran" not in result.observations and "TP 541" in result.observations
+
+
+@pytest.mark.parametrize(
+    ("said", "start", "notes"),
+    [
+        ("The outbound flight is now March 21, Friday morning.", SUNDAY, []),  # the date says it
+        ("We'll go out on the Saturday evening, June 28, for dinner.", SUNDAY, ["(meaning Jun 28, 2025)"]),
+        ("My title is Staff Engineer, effective June 1st, and I will lead the team.", SUNDAY,
+         ["(meaning Jun 1, 2025)"]),  # "effective" is already in force, not next year
+    ],
+)  # fmt: skip
+async def test_explicit_dates_win_over_weekdays(said: str, start: datetime, notes: list[str]) -> None:
+    result = await observe(user(said, start=start))
+    assert re.findall(r"\((?:meaning|estimated)[^()]*\)", result.observations) == notes
+
+
+def test_a_pronoun_after_a_capitalised_word_is_not_a_name() -> None:
+    assert names("Maybe I will try it. Then I left, said Priya.") == ["Priya"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -922,3 +1051,13 @@ async def test_odd_tool_payloads_are_compacted() -> None:
     messages.append(tool_call("s", "raw", "not-json-args"))  # type: ignore[arg-type]
     result = await observe(*messages)
     assert len(lines_of(result.observations)) == len(payloads) + 1
+
+
+PATHOLOGICAL = ["A" * 20000, "a" * 20000, "I " * 10000, "my " * 7000, "Ab, " * 5000, "x" + " " * 20000 + ",y"]
+
+
+@pytest.mark.parametrize("text", PATHOLOGICAL, ids=["caps", "word", "I", "my", "commas", "spaces"])
+async def test_long_degenerate_text_is_observed_in_linear_time(text: str) -> None:
+    started = time.perf_counter()  # quadratic rules took 5-15 s here; linear ones well under 1 s
+    await observe(user(text))
+    assert time.perf_counter() - started < 3

@@ -1,4 +1,9 @@
-"""Text rules shared by the offline observer and reflector: sentences, pronouns, dates, fact keys.
+"""Text rules shared by the offline observer and reflector: sentences, pronouns, dates, tools.
+
+Sections: cleaning and sentence splitting, pronoun rewriting, normalising and shortening, date
+resolution, compact tool arguments and results, and the shaping of assistant text (prose, lists
+and code; key sentences; a topic title). Names and quantities and fact keys are matchers over
+pattern tables and live in :mod:`~obsmem.om.offline_patterns`; they are re-exported here.
 
 Everything here is a pure function of its arguments (no clock, no I/O, no randomness), so the
 offline observer and reflector are deterministic: the same input always gives byte-identical
@@ -22,6 +27,9 @@ Date rules (see :func:`resolve_dates`), all relative to the message's local date
 * Month names and "June 20"-style dates without a year are resolved only when the sentence shows
   tense (future → next occurrence, past → last occurrence); "my birthday is June 20" is a
   recurring fact and stays unannotated. Dates with an explicit year are already absolute.
+* An explicit calendar date wins over a weekday next to it ("March 21, Friday morning",
+  "the Saturday evening, March 22" get one note, for the date); "effective/as of/since March 1st"
+  already applies, so it is the past occurrence.
 * Vague words ("recently", "soon", "a few days ago", "today") are never annotated.
 """
 
@@ -33,6 +41,34 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
+
+from obsmem.om.offline_patterns import (
+    AGO,
+    ASSISTANT_PERSON,
+    ASSIST_FILLER,
+    CODE_DEF,
+    DAY_MONTH,
+    FILLER_WORDS,
+    FUTURE,
+    FactKey,
+    IN_N,
+    MONTH_DAY,
+    MONTH_ONLY,
+    PAST,
+    PERIOD,
+    RECOMMEND,
+    RELATIVE_DAY,
+    STOPWORDS,
+    THIRD_PERSON,
+    WEEKDAY,
+    content_words,
+    fact_key,
+    is_plan_text,
+    key_terms,
+    names,
+    names_and_numbers,
+    state_object,
+)
 
 __all__ = [
     "DateRef",
@@ -49,6 +85,7 @@ __all__ = [
     "resolve_dates",
     "shorten",
     "split_sentences",
+    "state_object",
     "third_person",
 ]
 
@@ -109,7 +146,8 @@ def split_sentences(text: str) -> list[str]:
         for match in _SENTENCE_END.finditer(block):
             before = block[start : match.start() + 1].split()
             word = before[-1].rstrip(".!?").lower() if before else ""
-            if block[match.start()] == "." and (word in _ABBREVIATIONS or len(word) == 1):
+            initial = len(word) == 1 and word.isalpha()  # "J. Smith", but not "at 8. Then"
+            if block[match.start()] == "." and (word in _ABBREVIATIONS or initial):
                 continue
             piece = block[start : match.end()].strip()
             if piece:
@@ -125,51 +163,6 @@ def split_sentences(text: str) -> list[str]:
 # Pronouns
 # ----------------------------------------------------------------------------------------------
 
-_THIRD_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), repl)
-    for pattern, repl in (
-        (r"\b[Ii]'m\b", "they are"),
-        (r"\b[Ii] am\b", "they are"),
-        (r"\b[Aa]m [Ii]\b", "are they"),
-        (r"\b[Ii]'ve\b", "they have"),
-        (r"\b[Ii]'ll\b", "they will"),
-        (r"\b[Ii]'d\b", "they would"),
-        (r"\b[Ii] was\b", "they were"),
-        (r"\b(was) [Ii]\b", "were they"),
-        (r"(?<![\w.'])[Ii](?![\w.'])", "they"),
-        (r"\b[Mm]yself\b", "themselves"),
-        (r"\b[Mm]y\b", "their"),
-        (r"\b[Mm]ine\b", "theirs"),
-        (r"\bme\b", "them"),
-        (r"\b[Ww]e're\b", "they are"),
-        (r"\b[Ww]e've\b", "they have"),
-        (r"\b[Ww]e'll\b", "they will"),
-        (r"\b[Ww]e'd\b", "they would"),
-        (r"\b[Ww]e\b", "they"),
-        (r"\b[Oo]urselves\b", "themselves"),
-        (r"\b[Oo]urs\b", "theirs"),
-        (r"\b[Oo]ur\b", "their"),
-        (r"\bus\b", "them"),
-    )
-)
-_ASSISTANT_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), repl)
-    for pattern, repl in (
-        (r"\b[Yy]ou're\b", "the user is"),
-        (r"\b[Yy]ou've\b", "the user has"),
-        (r"\b[Yy]ours\b", "the user's"),
-        (r"\b[Yy]our\b", "the user's"),
-        (r"\b[Yy]ou\b", "the user"),
-        (r"\b[Ii]'ll\b", "Assistant will"),
-        (r"\b[Ii]'m\b", "Assistant is"),
-        (r"\b[Ii]'ve\b", "Assistant has"),
-        (r"\b[Ii] have\b", "Assistant has"),
-        (r"(?<![\w.'])I(?![\w.'])", "Assistant"),
-        (r"\bmy\b", "its"),
-        (r"\bme\b", "the assistant"),
-        (r"\b[Ll]et's\b", "they will"),
-    )
-)
 _IRREGULAR_PARTICIPLES = frozenset({"written", "done", "taken", "given", "seen", "chosen", "drawn"})
 
 
@@ -178,7 +171,7 @@ def third_person(text: str) -> str:
 
     "they" keeps the verb forms of "I" (except am/was), so no conjugation is needed.
     """
-    for pattern, repl in _THIRD_PERSON:
+    for pattern, repl in THIRD_PERSON:
         text = pattern.sub(repl, text)
     return text
 
@@ -188,7 +181,7 @@ def assistant_person(text: str) -> str:
     match = re.match(r"^(?:I've|I have)\s+(\w+)\b", text)
     if match and match.group(1).lower() not in _IRREGULAR_PARTICIPLES and match.group(1) != "been":
         text = "Assistant " + text[match.end(1) - len(match.group(1)) :]
-    for pattern, repl in _ASSISTANT_PERSON:
+    for pattern, repl in ASSISTANT_PERSON:
         text = pattern.sub(repl, text)
     return text
 
@@ -197,60 +190,6 @@ def assistant_person(text: str) -> str:
 # Names, numbers, normalisation, shortening
 # ----------------------------------------------------------------------------------------------
 
-_NAME = re.compile(
-    r"\b[A-Z][\w'&-]*(?:(?:\s(?:of|de|da|das|do|dos|di|del|der|du|van|von|la|le|the|and|&))?\s[A-Z][\w'&-]*)*"
-)
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*•]\s+)$")
-_QUANTITY = re.compile(
-    r"[$€£]\s?\d[\d,.]*(?:\s?[kKmM]\b)?"
-    r"|\b\d[\d,.]*(?:\s?(?:-|–|to)\s?\d[\d,.]*)?\s?(?:%|°\s?[CF]?\b|°"
-    r"|(?:EUR|USD|GBP|CHF|euros?|dollars?|pounds?|km/h|km|mi|miles?|kg|lbs?|g|m|cm|mm|ml|l|GB|MB|TB|"
-    r"hours?|hrs?|h|minutes?|mins?|seconds?|secs?|days?|weeks?|months?|years?|people|persons?|"
-    r"guests?|nights?|pm|am|AM|PM|x)\b)"
-    r"|\b\d{1,2}:\d{2}(?:\s?[ap]m\b)?"
-)
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d(?![\w])|(?<![\w.])\d(?![\w.,])")
-_NOT_NAMES = frozenset(
-    "I I'm I've I'll I'd OK Ok User Assistant In The A An It It's This That These Those My Your Our "
-    "We You He She They On At For And But So If When What How Why Where Who Which Here There Also "
-    "Then Yes No Sure Great Thanks Thank Please Just Let Let's Hi Hello Hey Done Perfect Note".split()
-)  # fmt: skip
-
-
-def names(text: str) -> list[str]:
-    """Capitalised names (people, places, organisations), not counting sentence-initial words."""
-    found: list[str] = []
-    for match in _NAME.finditer(text):
-        words = match.group(0).split()
-        while words and words[0] in _NOT_NAMES:
-            words.pop(0)
-        if len(words) == 1 and words[0] == match.group(0) and _SENTENCE_START.search(text[: match.start()]):
-            continue  # a lone capitalised word opening a sentence is usually not a name
-        token = " ".join(words).rstrip("'-&")
-        if token and token not in _NOT_NAMES and token not in found:
-            found.append(token)
-    return found
-
-
-def key_terms(text: str) -> list[str]:
-    """Names and quantities (amounts, times, measures): what must survive condensing."""
-    amounts: list[str] = []
-    for match in _QUANTITY.finditer(text):
-        token = match.group(0).strip()
-        if token not in amounts:
-            amounts.append(token)
-    joined = " ".join(amounts)
-    return [n for n in names(text) if len(n) > 1 and n not in joined] + amounts
-
-
-def names_and_numbers(text: str) -> list[str]:
-    """:func:`key_terms` plus any other number: the signal that a sentence carries facts."""
-    found = key_terms(text)
-    joined = " ".join(found)
-    for match in _NUMBER.finditer(text):
-        if match.group(0) not in joined:
-            found.append(match.group(0))
-    return found
 
 
 def normalise(text: str) -> str:
@@ -259,7 +198,7 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"[\w°%$€£@]+(?:[.'/:-][\w°%$€£@]+)*", text))
 
 
-_ANNOTATION = re.compile(r"(?:\s*\((?:meaning|estimated|changing from)\b[^()]*\))+\.?\s*$")
+_ANNOTATION = re.compile(r"(?:(?<!\s)\s*\((?:meaning|estimated|changing from)\b[^()]*\))+\.?\s*$")
 
 
 def split_annotations(text: str) -> tuple[str, str]:
@@ -332,47 +271,12 @@ class DateRef:
     note: str  # "meaning Jun 20, 2025" / "estimated May 2025"
 
 
-_N = r"(?P<n>\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_RELATIVE_DAY = re.compile(
-    r"\b(?P<w>the day after tomorrow|the day before yesterday|tomorrow|yesterday)\b", re.I
-)
-_AGO = re.compile(rf"\b{_N} (?P<unit>day|week|month|year)s? ago\b", re.I)
-_IN_N = re.compile(rf"\bin {_N} (?P<unit>day|week|month|year)s?\b", re.I)
-_WEEKDAY = re.compile(
-    r"\b(?:(?P<mod>next|last|this|this coming|coming|on)\s+)?"
-    r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-    re.I,
-)
-_PERIOD = re.compile(r"\b(?P<mod>next|last|this)\s+(?P<unit>weekend|week|month|year)\b", re.I)
-_MON = (
-    r"(?P<mon>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-)
-_MONTH_DAY = re.compile(rf"\b{_MON}\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)(?:,?\s+(?P<y>\d{{4}}))?")
-_DAY_MONTH = re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}\b(?:,?\s+(?P<y>\d{{4}}))?")
-_MONTH_ONLY = re.compile(
-    r"\b(?P<mod>in|during|by|until|since|this|next|last|early|mid|late|end of|beginning of)\s+"
-    r"(?P<mon>January|February|March|April|May|June|July|August|September|October|November|December)"
-    r"\b(?!\s+\d)(?:,?\s+(?P<y>\d{4}))?"
-)
-_FUTURE = re.compile(
-    r"\b(?:will|shall|going to|gonna|plan|plans|planning|want|wants|need|needs|hope|hoping|"
-    r"intend|intends|tomorrow|next|upcoming|coming|looking forward|scheduled|booked for)\b|'ll\b|"
-    r"\b(?:am|are)\s+\w+ing\b|'(?:m|re)\s+\w+ing\b|\bin \d+ \w+s?\b",
-    re.I,
-)
-_PAST = re.compile(
-    r"\b(?:was|were|went|did|had|got|visited|saw|met|came|bought|left|arrived|ago|yesterday|"
-    r"last|took|made|told|said|flew|drove|moved|started|finished|spent|celebrated|attended|"
-    r"returned|happened|called|joined|quit|graduated|lost|won|ate|ran)\b",
-    re.I,
-)
 
 
 def _tense(text: str) -> str | None:
-    if _FUTURE.search(text):
+    if FUTURE.search(text):
         return "future"
-    if _PAST.search(text):
+    if PAST.search(text):
         return "past"
     return None
 
@@ -458,6 +362,15 @@ def _calendar(month: int, day: int | None, anchor: date, tense: str | None, mod:
     return f"meaning {format_day(when)}"
 
 
+_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
+
+
+def _date_before(text: str) -> bool:
+    """True when ``text`` ends with an explicit calendar date ("… March 21, ")."""
+    tail = text[-24:]
+    return any(m.end() >= len(tail.rstrip(", ")) for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(tail))
+
+
 def resolve_dates(text: str, anchor: date) -> list[DateRef]:
     """Find resolvable time references in ``text`` and resolve them against ``anchor``.
 
@@ -470,164 +383,41 @@ def resolve_dates(text: str, anchor: date) -> list[DateRef]:
         if note and not any(r.start < end and start < r.end for r in refs):
             refs.append(DateRef(start, end, note))
 
-    for m in _RELATIVE_DAY.finditer(text):
+    for m in RELATIVE_DAY.finditer(text):
         offset = {"the day after tomorrow": 2, "the day before yesterday": -2, "tomorrow": 1}
         days = offset.get(m["w"].lower(), -1)
         add(m.start(), m.end(), f"meaning {format_day(anchor + timedelta(days=days))}")
-    for m in _AGO.finditer(text):
+    for m in AGO.finditer(text):
         add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, -1))
-    for m in _IN_N.finditer(text):
+    for m in IN_N.finditer(text):
         add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, 1))
-    for m in _PERIOD.finditer(text):
+    for m in PERIOD.finditer(text):
         add(m.start(), m.end(), _period(m["mod"].lower(), m["unit"].lower(), anchor))
-    for m in _WEEKDAY.finditer(text):
-        if re.match(r",?\s*(?:the\s+)?(?:\d|[A-Z][a-z]{2})", text[m.end() : m.end() + 8]):
-            continue  # "Saturday, June 21": the explicit date says it already
+    for m in WEEKDAY.finditer(text):
+        after = text[m.end() : m.end() + 24]
+        if re.match(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})",
+                    after):  # fmt: skip
+            continue  # "Saturday, June 21", "Saturday evening, March 22": the explicit date says it
+        if re.search(r"\d(?:st|nd|rd|th)?,?\s*$", text[: m.start()]) and _date_before(text[: m.start()]):
+            continue  # "March 21, Friday morning"
         when = _weekday(m["mod"], _WEEKDAYS.index(m["wd"].lower()), anchor, tense)
         add(m.start(), m.end(), f"meaning {format_day(when)}")
-    for pattern in (_MONTH_DAY, _DAY_MONTH):
+    for pattern in (MONTH_DAY, DAY_MONTH):
         for m in pattern.finditer(text):
             if m["y"]:
                 add(m.start(), m.end(), None)
                 continue
-            before = text[max(0, m.start() - 6) : m.start()].lower()
-            mod = "next" if "next" in before else "last" if "last" in before else ""
+            before = text[max(0, m.start() - 12) : m.start()].lower()
+            mod = "next" if "next" in before[-6:] else "last" if "last" in before[-6:] else ""
+            if re.search(r"\b(?:effective|as of|since)\s+$", before):
+                mod = "since"  # "effective March 1st": it already applies
             note = _calendar(_month_number(m["mon"]), int(m["d"]), anchor, tense, mod)
             add(m.start(), m.end(), note)
-    for m in _MONTH_ONLY.finditer(text):
+    for m in MONTH_ONLY.finditer(text):
         if not m["y"]:
             mod = m["mod"].lower()
             add(m.start(), m.end(), _calendar(_month_number(m["mon"]), None, anchor, tense, mod))
     return sorted(refs, key=lambda r: r.start)
-
-
-# ----------------------------------------------------------------------------------------------
-# Fact keys: which attribute a stated fact sets, so a later statement can supersede it
-# ----------------------------------------------------------------------------------------------
-
-_STOP_VALUE = re.compile(
-    r"\s(?:and|but|because|since|so|with|for|from|last|next|this|in|on|at|by|yesterday|tomorrow|"
-    r"now|recently|until|when|while|as|which|who|where|after|before|instead|starting|anymore|every|each|"
-    r"because|since|daily|weekly)\b",
-    re.I,
-)
-_V = r"(?P<v>[^,;!?()]+)"
-_OLD = r"(?:from\s+(?P<old>[^,;!?()]+?)\s+)?"
-_K = r"(?P<k>[^,;!?()]+)"
-_ATTR = (
-    r"(?P<k>favou?rite\s+[\w-]+(?:\s+[\w-]+)?|[\w-]+(?:'s|s')\s+name|(?:first\s+|last\s+|full\s+|"
-    r"middle\s+|nick)?name|e-?mail(?:\s+address)?|phone(?:\s+number)?|(?:home\s+)?address|birthday|"
-    r"date of birth|age|job(?:\s+title)?|title|role|position|occupation|profession|employer|company|"
-    r"budget|goal|deadline|time\s?zone|salary|rent|diet|hometown|home\s+town|city|country|"
-    r"(?:native|first)\s+language|manager|boss|team|username|handle|website|car|editor|"
-    r"operating system|laptop|shoe size|height|weight|blood type|pronouns)"
-)
-_USER_SUBJECT = re.compile(
-    r"\b(?:they|User)\s+(?:\(with others\)\s+)?(?:(?:now|still|currently|also|both|all|just|"
-    r"recently|finally|have|had|will|would|are|were|plans? to|wants? to|needs? to|hopes? to|"
-    r"is going to|are going to|no longer|not|never|don't|do not|"
-    r"[a-z]+ly)\s+){0,3}$",
-    re.I,
-)
-_NEGATION = re.compile(r"\b(?:no longer|not|don't|do not|doesn't|never|stopped)\s+\w*\s*$", re.I)
-_KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
-    (key, re.compile(pattern, re.I))
-    for key, pattern in (
-        (None, rf"\b(?:switched|changed|updated|moved)\s+their\s+{_ATTR}\s+{_OLD}to\s+{_V}"),
-        (None, rf"\btheir\s+{_ATTR}\s+(?:is|are|has changed to|changed to)\s+(?:now\s+|still\s+)?{_V}"),
-        ("residence", rf"\b(?:live|lives|living|reside|resides|residing|based|settled)\s+in\s+{_V}"),
-        ("residence", rf"\b(?:move[ds]?|moving|relocat(?:ed|ing|e))\s+(?:back\s+)?{_OLD}to\s+{_V}"),
-        ("employer", rf"\b(?:quit|left)\s+their\s+job\s+at\s+{_V}"),
-        ("employer", rf"\b(?:switched|changed)\s+jobs?\s+{_OLD}to\s+{_V}"),
-        ("employer", rf"\b(?:work|works|working|worked)\s+(?:at|for)\s+{_V}"),
-        ("employer", rf"\b(?:joined|started\s+(?:working\s+)?at|started\s+a\s+(?:new\s+)?job\s+at|"
-                     rf"took\s+a\s+job\s+at|got\s+a\s+job\s+at)\s+{_V}"),
-        ("name", rf"\b(?:are|is)\s+(?:called|named)\s+{_V}"),
-        ("tool for", rf"\b(?:use[sd]?|using|switched\s+{_OLD}to)\s+(?P<v>[^,;!?()]+?)\s+for\s+{_K}"),
-    )
-)  # fmt: skip
-_STATE_OBJECT = re.compile(
-    r"^User stated they (?:now\s+)?(?:use|have|own|drive|prefer|like|love|eat|play|are on|are using|"
-    r"are a|are an|are)\s+(?P<v>[^,;!?()]+)",
-    re.I,
-)
-_PLAN = re.compile(
-    r"^User (?:plans|wants|needs|hopes|intends|is looking forward|is planning|is going)\b|"
-    r"\b(?:will|going to|plans? to|planning to|want to|wants to|need to|needs to|hope to)\b",
-    re.I,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FactKey:
-    """An attribute a statement sets: ``key`` ("residence", "favourite colour"), its new
-    ``value`` ("" when the statement negates it) and the ``old`` value when stated."""
-
-    key: str
-    value: str
-    old: str | None = None
-
-
-def _clip(raw: str | None) -> str:
-    if not raw:
-        return ""
-    raw = re.split(r"\.(?:\s|$)", raw, maxsplit=1)[0]
-    stop = _STOP_VALUE.search(raw)
-    if stop:
-        raw = raw[: stop.start()]
-    raw = re.sub(r"^(?:the|a|an)\s+", "", raw.strip(), flags=re.I)
-    return raw.strip(" .'\"")
-
-
-def _key_name(raw: str) -> str:
-    key = " ".join(raw.lower().split())
-    key = key.replace("favorite", "favourite").replace("colour", "color").replace("e-mail", "email")
-    return key.replace("s' name", "s's name")
-
-
-def is_plan_text(text: str) -> bool:
-    """True for intentions ("User plans to …", "… will …"): these never supersede a fact."""
-    return bool(_PLAN.search(text))
-
-
-def fact_key(text: str) -> FactKey | None:
-    """The attribute a third-person statement sets, or None when it sets no known attribute.
-
-    Only a fixed set of single-valued attributes is recognised (where you live, who you work
-    for, "their <name/email/favourite X/…> is Y", "use X for Y"), because supersession drops
-    the older line: a wrong key would silently delete a true fact.
-    """
-    for key, pattern in _KEY_PATTERNS:
-        match = pattern.search(text)
-        if not match:
-            continue
-        if key in ("residence", "employer", "tool for") and not _USER_SUBJECT.search(text[: match.start()]):
-            continue  # "Avó lives in Graça" is not where the user lives
-        groups = match.groupdict()
-        if key is None:
-            name = _key_name(groups["k"])
-        elif key == "tool for":
-            name = f"tool for {_clip(groups['k']).lower()}"
-        else:
-            name = key
-        value = _clip(groups.get("v"))
-        if not value or name.endswith(" "):
-            continue
-        negated = bool(
-            _NEGATION.search(text[max(0, match.start() - 20) : match.start()])
-            or re.match(r"(?:quit|left)\b", match.group(0), re.I)
-        )
-        return FactKey(
-            name, "" if negated else value, _clip(groups.get("old")) or (value if negated else None)
-        )
-    return None
-
-
-def state_object(text: str) -> str | None:
-    """The object of a simple state line ("User stated they use Vim" → "Vim"), for matching a
-    later "(changing from Vim)"."""
-    match = _STATE_OBJECT.match(text)
-    return _clip(match["v"]) if match else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -698,3 +488,121 @@ def compact_result(result: Any, is_error: bool, limit: int = 160) -> str:
     if is_error and not text.lower().startswith(("error", "failed")):
         text = "error: " + text
     return shorten(text, limit)
+
+
+# ----------------------------------------------------------------------------------------------
+# Assistant text: prose, lists and code; key sentences; a topic title
+# ----------------------------------------------------------------------------------------------
+
+
+def blocks(text: str) -> tuple[list[str], list[str], str, list[tuple[str, int, list[str]]]]:
+    """Split assistant text into prose sentences, list items, the list's intro and code blocks."""
+    prose: list[str] = []
+    items: list[str] = []
+    intro = ""
+    code: list[tuple[str, int, list[str]]] = []
+    fence: list[str] | None = None
+    lang = ""
+    for raw in clean(text).splitlines():
+        if raw.strip().startswith("```"):
+            if fence is None:
+                fence, lang = [], raw.strip()[3:].strip()
+            else:
+                names = [m.group(1) for m in map(CODE_DEF.match, fence) if m]
+                code.append((lang, len(fence), names))
+                fence = None
+            continue
+        if fence is not None:
+            fence.append(raw)
+        elif re.match(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+", raw):
+            items.append(raw)
+        elif raw.strip():
+            for sentence in split_sentences(strip_markdown(raw)):
+                if sentence.endswith(":") and not items:
+                    intro = sentence
+                else:
+                    prose.append(sentence)
+    if fence:
+        code.append((lang, len(fence), [m.group(1) for m in map(CODE_DEF.match, fence) if m]))
+    return prose, items, intro, code
+
+
+def _compact_item(item: str) -> str:
+    """ "**Nopa** – Californian, $$$, great burger" → "Nopa (Californian, $$$)"."""
+    item = strip_markdown(re.sub(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+", "", item)).strip()
+    parts = re.split(r"\s*:\s+|\s+[-–—]\s+|\s*\(\s*", item, maxsplit=1)
+    head = shorten(parts[0].rstrip(" .)"), 40)
+    if len(parts) == 1:
+        return shorten(item.rstrip("."), 45)
+    rest = parts[1].rstrip(" .)")
+    attrs = [n for n in names_and_numbers(rest) if n.lower() not in head.lower()][:3]
+    attr = ", ".join(attrs) if attrs else shorten(re.split(r"[,;.]", rest, maxsplit=1)[0], 30)
+    return f"{head} ({attr})" if attr else head
+
+
+def compact_list(items: list[str], limit: int) -> str:
+    return shorten("; ".join(_compact_item(i) for i in items if i.strip()), limit)
+
+
+def list_label(intro: str) -> str:
+    label = re.sub(r"^(?:sure|of course|certainly)[!,.]?\s+", "", intro.rstrip(":"), flags=re.I)
+    label = re.sub(r"^(?:here(?:'s| is| are)|these are|there are)\s+", "", label, flags=re.I)
+    label = re.sub(r"^(?:some|a few|the following)\s+", "", label, flags=re.I)
+    return shorten(label, 60) if label and not ASSIST_FILLER.match(label) else ""
+
+
+def summarise(sentences: list[str], limit: int, query: frozenset[str], known: str = "") -> str:
+    """The key sentences, in their original order, within ``limit`` characters.
+
+    A sentence scores for names and numbers (the things an LLM would keep; new ones count
+    double), for words shared with the user's question, and for being first (answers usually
+    lead with the answer). Beyond the best one, sentences that score nothing are padding.
+    """
+    if not sentences:
+        return ""
+
+    def points(index: int) -> int:
+        sentence = sentences[index]
+        terms = names_and_numbers(sentence)
+        score = 2 * len(terms) + 2 * sum(t.lower() not in known for t in terms)
+        score += 2 * len(query & set(content_words(sentence)))
+        score += 4 if index == 0 else 0
+        return score + (2 if RECOMMEND.search(sentence) else 0)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: (-points(i), i))
+    chosen: list[int] = []
+    total = 0
+    for index in ranked:
+        piece = condense(sentences[index], limit)
+        if chosen and (total + len(piece) + 1 > limit or points(index) <= 0):
+            continue
+        chosen.append(index)
+        total += len(piece) + 1
+    return " ".join(condense(sentences[i], limit) for i in sorted(chosen))
+
+
+def topic_title(texts: list[str]) -> str | None:
+    """2–5 words naming the dominant topic: the most frequent content words and names."""
+    counts: dict[str, int] = {}
+    shown: dict[str, str] = {}
+    first: dict[str, int] = {}
+    position = 0
+    for text in texts:
+        names = {n.lower() for n in names_and_numbers(text) if not n[0].isdigit()}
+        for word in re.findall(r"[A-Za-z][A-Za-z'-]{2,}", text):
+            low = word.lower()
+            if low in STOPWORDS or low in FILLER_WORDS:
+                continue
+            stem = low[:-1] if len(low) > 4 and low.endswith("s") and not low.endswith("ss") else low
+            counts[stem] = counts.get(stem, 0) + (2 if low in names else 1)
+            shown.setdefault(stem, word if word[0].isupper() and low in names else low)
+            first.setdefault(stem, position)
+            position += 1
+    if not counts:
+        return None
+    top = sorted(counts, key=lambda w: (-counts[w], first[w]))[:3]
+    words = [shown[w] for w in sorted(top, key=lambda w: first[w])]
+    if len(words) == 1:
+        words.append("discussion")
+    title = " ".join(w[0].upper() + w[1:] for w in words)
+    return title if len(title) >= 3 else None
