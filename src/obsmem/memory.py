@@ -61,8 +61,6 @@ class Memory:
         on_event: Callable[[EngineEvent], None] | None = None,
     ) -> None:
         self.config = config or MemoryConfig()
-        if self.config.scope != "thread":
-            raise ConfigError("scope", "resource scope arrives with buffered observation", allowed="'thread'")
         if model is not None and (observer is not None or reflector is not None):
             raise ConfigError(
                 "model", "set either model (for both roles) or observer/reflector, not both",
@@ -162,6 +160,12 @@ class Memory:
         return await self.store.list_threads(resource_id, limit=limit, offset=offset)
 
     async def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread and its messages. In resource scope its sections leave the shared
+        record too, so nothing the thread said stays in memory."""
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            return False
+        await self.engine.forget_thread(thread)
         return await self.store.delete_thread(thread_id)
 
     async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
@@ -217,6 +221,8 @@ class Memory:
             for e in self.extractors
             if state is not None and e.include_previous and not e.builtin and e.slug in state.extracted
         }
+        shared = self.config.scope == "resource" and self.config.share_threads_in_resource
+        others = await self._other_conversations(thread, record) if shared else []
         return build_context(
             record,
             unobserved,
@@ -226,7 +232,23 @@ class Memory:
             include_hints=self.config.observation.continuation_hints,
             extracted=shown,
             working_memory=working_memory,
+            shared=shared,
+            other_conversations=others,
         )
+
+    async def _other_conversations(
+        self, thread: Thread, record: ObservationRecord | None
+    ) -> list[tuple[str, list[Message]]]:
+        """Unobserved messages of the resource's other threads (shown only when sharing is on)."""
+        by_thread: dict[str, list[Message]] = {}
+        for message in await self.store.list_resource_messages(thread.resource_id):
+            tid = message.thread_id
+            if tid is None or tid == thread.id or message.role == "system" or message.is_marker_only:
+                continue
+            if record is not None and (message.seq or 0) <= record.cursor(tid):
+                continue
+            by_thread.setdefault(tid, []).append(message)
+        return sorted(by_thread.items())
 
     # -- manual operations and inspection -----------------------------------------------------
     async def observe(self, thread_id: str) -> CycleOutcome:

@@ -262,7 +262,7 @@ class BufferedLifecycle:
             output_tokens = engine.counter.count_text(result.observations)
             chunk = BufferedChunk(
                 id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle_id, thread_id=thread.id,
-                observations=result.observations.strip(), observation_tokens=output_tokens,
+                observations=engine.section(thread, result.observations), observation_tokens=output_tokens,
                 message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
                 first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                 created_at=messages[-1].created_at, extracted=dict(result.extracted),
@@ -355,7 +355,8 @@ class BufferedLifecycle:
     async def reflection_step(self, thread: Thread) -> CycleOutcome | None:
         engine = self.engine
         config = engine.config
-        if not config.reflection_buffering_enabled:
+        if not config.reflection_buffering_enabled or engine.resource_scope:
+            # Resource scope reflects per thread section, which a line slice would cut across.
             outcome = await engine.maybe_reflect(thread)
             return outcome if outcome.applied or outcome.error is not None else None
         record = await engine.head(thread)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from obsmem.om.dates import annotate_observations, gap_text, optimize_for_context
 from obsmem.om.format import split_on_boundaries
+from obsmem.om.sections import visible_sections
 from obsmem.storage.contract import ObservationRecord
 from obsmem.types import DataPart, Message, TextPart
 
@@ -77,6 +78,28 @@ def _system(text: str, key: str, *, volatile: bool = False) -> Message:
     return Message(id=f"om-{key}", role="system", parts=(TextPart(text=text),), created_at=_EPOCH, metadata=metadata)
 
 
+OTHER_CONVERSATIONS = """\
+The following comes from this user's other conversations. It is reference only: use it for
+context, do not continue those conversations here, and do not assume this conversation has
+seen it."""
+_OTHER_PART_CHARS = 500
+
+
+def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) -> str | None:
+    blocks: list[str] = []
+    for thread_id, messages in others:
+        lines = []
+        for message in messages:
+            text = " ".join(p.text[:_OTHER_PART_CHARS] for p in message.parts if isinstance(p, TextPart))
+            if text.strip():
+                lines.append(f"{message.role}: {text.strip()}")
+        if lines:
+            blocks.append(f'<other-conversation id="{thread_id}">\n' + "\n".join(lines) + "\n</other-conversation>")
+    if not blocks:
+        return None
+    return "\n".join([OTHER_CONVERSATIONS, "START_OTHER_CONVERSATIONS_BLOCK", *blocks, "END_OTHER_CONVERSATIONS_BLOCK"])
+
+
 def observation_system_messages(
     record: ObservationRecord | None,
     *,
@@ -85,18 +108,34 @@ def observation_system_messages(
     include_hints: bool = True,
     extracted: dict[str, object] | None = None,
     working_memory: str | None = None,
+    shared: bool = False,
+    other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
 ) -> list[Message]:
-    """The system messages: preamble, one message per observation chunk, then volatile sections."""
+    """The system messages: preamble, one message per observation chunk, then volatile sections.
+
+    In resource scope, ``shared`` decides whether other threads' sections and unobserved
+    messages are shown; by default a thread sees only its own sections.
+    """
     messages: list[Message] = []
-    if record is not None and record.active_observations.strip():
+    visible = ""
+    if record is not None:
+        visible = record.active_observations
+        if record.scope == "resource":
+            visible = visible_sections(visible, thread_id, shared=shared)
+    if visible.strip():
         messages.append(_system(PREAMBLE, "preamble"))
-        chunks = split_on_boundaries(record.active_observations)
+        chunks = split_on_boundaries(visible)
         for index, chunk in enumerate(chunks):
             text = annotate_observations(optimize_for_context(chunk), now)
             opener = "<observations>\n" if index == 0 else ""
             closer = "\n</observations>" if index == len(chunks) - 1 else ""
             messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}"))
-        state = record.threads.get(thread_id) if thread_id else None
+        # Other conversations change with every message there, so they come after the stable
+        # observation prefix, with the other volatile sections.
+        others = _other_conversations_block(other_conversations) if shared else None
+        if others:
+            messages.append(_system(others, "other-conversations", volatile=True))
+        state = record.threads.get(thread_id) if record is not None and thread_id else None
         if include_hints and state is not None:
             if state.current_task:
                 messages.append(
@@ -153,6 +192,8 @@ def build_context(
     include_hints: bool = True,
     extracted: dict[str, object] | None = None,
     working_memory: str | None = None,
+    shared: bool = False,
+    other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
 ) -> ContextWindow:
     """Assemble the context for one model call from a record and the unobserved messages."""
     system = observation_system_messages(
@@ -162,6 +203,8 @@ def build_context(
         include_hints=include_hints,
         extracted=extracted,
         working_memory=working_memory,
+        shared=shared,
+        other_conversations=other_conversations,
     )
     raw: list[Message] = []
     previous: Message | None = None
@@ -177,7 +220,7 @@ def build_context(
                 raw.append(reminder)
         raw.append(visible)
         previous = message
-    has_observations = record is not None and bool(record.active_observations.strip())
+    has_observations = any(m.metadata.get("obsmem") == "preamble" for m in system)
     messages = list(system)
     if has_observations:
         messages.append(

@@ -46,6 +46,7 @@ from obsmem.om.protocols import (
     ReflectionResult,
     Reflector,
 )
+from obsmem.om.sections import SectionedReflector, remove_thread, wrap_section
 from obsmem.om.selection import observable_messages, select_observation_prefix
 from obsmem.om.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState, lineage_key
@@ -80,7 +81,9 @@ class Engine:
     ) -> None:
         self.store = store
         self.observer = observer
-        self.reflector = reflector
+        self.reflector: Reflector = (
+            SectionedReflector(reflector, counter.count_text) if config.scope == "resource" else reflector
+        )
         self.config = config
         self.counter = counter
         self.clock = clock
@@ -107,8 +110,16 @@ class Engine:
         return outcomes
 
     # -- reading ------------------------------------------------------------------------------
+    @property
+    def resource_scope(self) -> bool:
+        return self.config.scope == "resource"
+
     def lineage(self, thread: Thread) -> str:
-        return lineage_key("thread", thread.id, thread.resource_id)
+        return lineage_key(self.config.scope, thread.id, thread.resource_id)
+
+    def section(self, thread: Thread, observations: str) -> str:
+        """In resource scope every observation lives in its thread's section."""
+        return wrap_section(thread.id, observations) if self.resource_scope else observations.strip()
 
     def working_memory_key(self, thread: Thread) -> str:
         if self.working_memory_scope == "resource":
@@ -125,8 +136,8 @@ class Engine:
         fresh = ObservationRecord(
             id=f"omr_{uuid.uuid4().hex}",
             lineage=lineage,
-            scope="thread",
-            thread_id=thread.id,
+            scope=self.config.scope,
+            thread_id=None if self.resource_scope else thread.id,
             resource_id=thread.resource_id,
             created_at=now,
             updated_at=now,
@@ -179,6 +190,32 @@ class Engine:
         batch_tokens = sum(counts[:cut])
         outcome = await self._observe_batch(thread, record, batch, batch_tokens, pending)
         return dataclasses.replace(outcome, waited=True)
+
+    async def forget_thread(self, thread: Thread) -> None:
+        """Resource scope: remove a deleted thread's sections, hints and chunks from the record."""
+        if not self.resource_scope:
+            return
+        for _ in range(_MAX_COMMIT_ATTEMPTS * 2):
+            record = await self.store.get_head(self.lineage(thread))
+            if record is None:
+                return
+            active = remove_thread(record.active_observations, thread.id)
+            threads = dict(record.threads)
+            if thread.id in threads:  # the cursor stays (cursors never move back); the rest goes
+                threads[thread.id] = ThreadState(cursor=threads[thread.id].cursor)
+            updated = record.model_copy(
+                update={
+                    "active_observations": active,
+                    "observation_tokens": self.counter.count_text(active),
+                    "threads": threads,
+                    "buffered_chunks": tuple(c for c in record.buffered_chunks if c.thread_id != thread.id),
+                    "buffered_reflection": None,
+                    "updated_at": self.clock.now(),
+                }
+            )
+            write = await self.store.update_record(updated, expected_version=record.version)
+            if write.applied or write.status == "gone":
+                return
 
     # -- activation ---------------------------------------------------------------------------
     async def activate(
@@ -338,7 +375,9 @@ class Engine:
     ) -> ObservationRecord:
         last = batch[-1]
         assert last.seq is not None, "stored messages always carry a seq"
-        active = append_with_boundary(record.active_observations, result.observations, last.created_at)
+        active = append_with_boundary(
+            record.active_observations, self.section(thread, result.observations), last.created_at
+        )
         state = record.threads.get(thread.id, ThreadState())
         hints_on = self.config.observation.continuation_hints
         title = result.thread_title if self.config.observation.thread_title else None

@@ -1,0 +1,105 @@
+"""Resource scope: one record per user, thread sections, isolation by default, sharing on request."""
+
+from __future__ import annotations
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem.om.sections import remove_thread, split_sections, visible_sections, wrap_section
+
+from .helpers import Conversation, chat_turns, fake_clock
+
+pytestmark = pytest.mark.anyio
+
+
+def resource_config(*, shared: bool = False, buffered: bool = False, observation_tokens: int = 100_000) -> MemoryConfig:
+    observation = ObservationConfig(message_tokens=400) if buffered else ObservationConfig(
+        message_tokens=400, buffer_tokens=False
+    )
+    return MemoryConfig(scope="resource", share_threads_in_resource=shared, observation=observation,
+                        reflection=ReflectionConfig(observation_tokens=observation_tokens))
+
+
+TEXT = (
+    '<thread id="a">\n* 🔴 (09:00) User stated a.\n</thread>\n\n--- message boundary (2025-06-15T09:00:00+00:00) ---\n\n'
+    '<thread id="b">\n* 🔴 (09:05) User stated b.\n</thread>'
+)
+
+
+def test_section_helpers() -> None:
+    assert wrap_section("a", " x ") == '<thread id="a">\nx\n</thread>'
+    assert [tid for tid, _ in split_sections(TEXT)] == ["a", None, "b"]
+    assert "User stated b" not in visible_sections(TEXT, "a", shared=False)
+    assert "message boundary" not in visible_sections(TEXT, "a", shared=False)
+    assert "User stated b" in visible_sections(TEXT, "a", shared=True)
+    without_a = remove_thread(TEXT, "a")
+    assert "User stated a" not in without_a and "User stated b" in without_a
+    assert "message boundary" not in without_a and "message boundary" not in remove_thread(TEXT, "b")
+
+
+async def talk(memory: Memory, conv: Conversation, thread_id: str, turns: int, topic: str) -> None:
+    for user_text, reply in chat_turns(turns):
+        message = conv.user(f"[{topic}] {user_text}")
+        turn = await memory.begin_turn(thread_id=thread_id, resource_id="u1", messages=[message])
+        await turn.step([conv.assistant(f"[{topic}] {reply}")])
+        await turn.end()
+    await memory.settled()
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+async def test_one_record_per_resource_and_threads_do_not_see_each_other_by_default(buffered: bool) -> None:
+    memory = Memory("memory://", config=resource_config(buffered=buffered), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await talk(memory, conv, "work", 14, "work")
+        await talk(memory, conv, "home", 14, "home")
+        await memory.observe("work")
+        await memory.observe("home")
+        generations = await memory.store.list_generations("resource:u1")
+        assert len(generations) == 1 and generations[0].scope == "resource"
+        text = generations[0].active_observations
+        assert '<thread id="work">' in text and '<thread id="home">' in text
+        work = await memory.get_context("work")
+        body = "\n".join(m.text for m in work.system_messages)
+        assert '<thread id="work">' in body
+        assert '<thread id="home">' not in body, "a thread never sees another by default"
+        assert "[home]" not in "\n".join(m.text for m in work.messages)
+
+
+async def test_sharing_shows_other_sections_and_their_unobserved_messages() -> None:
+    memory = Memory("memory://", config=resource_config(shared=True), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await talk(memory, conv, "work", 14, "work")
+        await talk(memory, conv, "home", 2, "home")  # below the threshold: stays unobserved
+        context = await memory.get_context("work")
+        body = "\n".join(m.text for m in context.system_messages)
+        assert '<other-conversation id="home">' in body
+        assert "[home]" in body
+
+
+async def test_reflection_keeps_each_thread_in_its_own_section() -> None:
+    memory = Memory("memory://", config=resource_config(observation_tokens=300), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await talk(memory, conv, "work", 20, "work")
+        await talk(memory, conv, "home", 20, "home")
+        generations = await memory.store.list_generations("resource:u1")
+        assert len(generations) >= 2
+        head = generations[0]
+        for tid, body in split_sections(head.active_observations):
+            if tid is not None:
+                assert f"[{'home' if tid == 'work' else 'work'}]" not in body
+
+
+async def test_deleting_a_thread_removes_its_sections() -> None:
+    memory = Memory("memory://", config=resource_config(), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await talk(memory, conv, "work", 14, "work")
+        await talk(memory, conv, "home", 14, "home")
+        assert await memory.delete_thread("home")
+        head = await memory.store.get_head("resource:u1")
+        assert head is not None
+        assert '<thread id="home">' not in head.active_observations
+        assert '<thread id="work">' in head.active_observations
