@@ -168,9 +168,15 @@ class Engine:
         """Observe synchronously. Buffered chunks are activated first, so the observer only ever
         sees the unbuffered tail and no message is observed twice."""
         record = await self.head(thread)
-        if any(c.thread_id == thread.id for c in record.buffered_chunks):
+        for _ in range(_MAX_COMMIT_ATTEMPTS * 2):
+            # Re-check after every activation: another engine may append a chunk in between,
+            # and observing its messages here would observe them twice.
+            if not any(c.thread_id == thread.id for c in record.buffered_chunks):
+                break
             await self.activate(thread, count=None, triggered_by="threshold")
             record = await self.head(thread)
+        else:
+            return CycleOutcome("observation", False, record, reason="chunks kept arriving; activation first")
         messages = await self.unobserved(record, thread.id)
         counts = [self.counter.count_message(m) for m in messages]
         pending = sum(counts)
