@@ -208,10 +208,15 @@ class Memory:
     async def get_context(self, thread_id: str) -> ContextWindow:
         """The messages an actor should see now, for use without the Turn API."""
         thread = await self.get_thread(thread_id)
-        existing = await self.store.get_head(self.engine.lineage(thread))
-        record = existing if existing is not None else None
+        record = await self.store.get_head(self.engine.lineage(thread))
         after = record.cursor(thread.id) if record else 0
         unobserved = await self.store.list_messages(thread.id, after_seq=after)
+        return await self.context_from(thread, record, unobserved)
+
+    async def context_from(
+        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]
+    ) -> ContextWindow:
+        """The context for a record and the thread's messages after its cursor (a consistent read)."""
         working_memory = None
         if self.config.observation.manage_working_memory:
             working_memory = await self.store.get_working_memory(self.engine.working_memory_key(thread))

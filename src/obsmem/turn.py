@@ -44,8 +44,7 @@ class Turn:
 
     async def _begin(self, messages: Sequence[Message | dict[str, Any]]) -> ContextWindow:
         saved = await self._save(messages)
-        await self._advance(saved, turn_start=True)
-        self.context = await self._memory.get_context(self.thread.id)
+        self.context = await self._advance(saved, turn_start=True)
         return self.context
 
     @property
@@ -63,8 +62,7 @@ class Turn:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
         saved = await self._save(responses)
         self.steps += 1
-        await self._advance(saved)
-        self.context = await self._memory.get_context(self.thread.id)
+        self.context = await self._advance(saved)
         return self.context
 
     async def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
@@ -90,12 +88,15 @@ class Turn:
             return []
         return await self._memory.store.save_messages(self.thread.id, parsed)
 
-    async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> None:
+    async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
+        """Run the memory work due now and return the context built from the state it left."""
         engine = self._memory.engine
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
             # prefix before the call may start.
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
-            return
-        self.outcomes.extend(await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model))
+            return await self._memory.get_context(self.thread.id)
+        result = await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model)
+        self.outcomes.extend(result.outcomes)
+        return await self._memory.context_from(self.thread, result.record, result.messages)

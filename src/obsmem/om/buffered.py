@@ -27,6 +27,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from obsmem.om.outcomes import CycleOutcome
 if TYPE_CHECKING:
     from obsmem.om.engine import Engine
 
-__all__ = ["BufferedLifecycle", "Spawn", "split_model_id"]
+__all__ = ["BufferedLifecycle", "Snapshot", "Spawn", "StepResult", "split_model_id"]
 
 logger = logging.getLogger("obsmem")
 
@@ -64,6 +65,24 @@ def split_model_id(model_id: str | None) -> tuple[str, str]:
     return "", model_id
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A consistent read: the head, and the thread's messages after its cursor."""
+
+    record: ObservationRecord
+    messages: list[Message]
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What a step did, and the state after it (from which the actor's context is built)."""
+
+    outcomes: list[CycleOutcome]
+    record: ObservationRecord
+    messages: list[Message]
+
+
 class BufferedLifecycle:
     """The buffered mode of one engine. Holds only per-instance bookkeeping of its own tasks."""
 
@@ -81,27 +100,47 @@ class BufferedLifecycle:
         return timeout + 60.0
 
     # -- the step ---------------------------------------------------------------------------
-    async def step(self, thread: Thread, *, turn_start: bool, actor_model: str | None) -> list[CycleOutcome]:
+    async def read(self, thread: Thread) -> Snapshot:
+        """The head and the thread's unobserved messages, read together (two store calls)."""
+        engine = self.engine
+        record = await engine.head(thread)
+        messages = await engine.unobserved(record, thread.id)
+        return Snapshot(record, messages, engine.counter.count_messages(messages) if messages else 0)
+
+    async def step(self, thread: Thread, *, turn_start: bool, actor_model: str | None) -> StepResult:
+        """One step boundary. Reads once, and re-reads only after this step wrote something, so
+        an ordinary turn costs a couple of store calls (the snapshot also builds the context)."""
         outcomes: list[CycleOutcome] = []
+        snapshot = await self.read(thread)
         if turn_start:
-            early = await self.early_activation(thread, actor_model)
+            early, wrote = await self.early_activation(thread, actor_model, snapshot.record)
             if early is not None:
                 outcomes.append(early)
-        outcomes.extend(await self.threshold_step(thread))
-        reflected = await self.reflection_step(thread)
+            if wrote:
+                snapshot = await self.read(thread)
+        activations, snapshot = await self.threshold_step(thread, snapshot)
+        outcomes.extend(activations)
+        reflected = await self.reflection_step(thread, snapshot.record)
         if reflected is not None:
             outcomes.append(reflected)
-        await self.maybe_start_buffer(thread, idle=False)
-        return outcomes
+            snapshot = await self.read(thread)
+        await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
+        return StepResult(outcomes, snapshot.record, snapshot.messages)
 
-    async def threshold_step(self, thread: Thread) -> list[CycleOutcome]:
+    async def threshold_step(self, thread: Thread, snapshot: Snapshot) -> tuple[list[CycleOutcome], Snapshot]:
+        """Activate chunks until the window is under the threshold.
+
+        With no chunk left but a buffer in flight, the turn does not wait while the window is
+        under ``block_after``: the buffer lands and activates on a later step. At or above
+        ``block_after`` it waits for that buffer (bounded), and only then observes the
+        unbuffered tail synchronously.
+        """
         engine = self.engine
         outcomes: list[CycleOutcome] = []
         waited_for_buffer = False
+        block_after = engine.config.observation.resolved_block_after
         for _ in range(_MAX_ACTIVATION_ROUNDS):
-            record = await engine.head(thread)
-            messages = await engine.unobserved(record, thread.id)
-            pending = engine.counter.count_messages(messages) if messages else 0
+            record, pending = snapshot.record, snapshot.pending
             threshold = engine.message_threshold(record)
             if pending < threshold:
                 break
@@ -109,9 +148,13 @@ class BufferedLifecycle:
             if chunks:
                 count = self._activation_count(record, chunks, pending, threshold)
                 outcomes.append(await engine.activate(thread, count=count, triggered_by="threshold"))
+                snapshot = await self.read(thread)
                 continue
             task = self._observation_tasks.get(engine.lineage(thread))
-            if task is not None and not task.done() and not waited_for_buffer:
+            in_flight = task is not None and not task.done()
+            if in_flight and block_after is not None and pending < block_after and not outcomes:
+                break  # the running buffer will bring the window down; no need to block on it
+            if task is not None and in_flight and not waited_for_buffer:
                 waited_for_buffer = True
                 try:
                     async with asyncio.timeout(self.wait_for_buffer_s):
@@ -119,10 +162,12 @@ class BufferedLifecycle:
                 except TimeoutError:
                     logger.warning("obsmem: buffer for thread %s still running; observing synchronously", thread.id)
                 outcomes.append(engine_outcome("buffer", waited=True, reason="waited for an in-flight buffer"))
+                snapshot = await self.read(thread)
                 continue
             outcomes.append(await engine.observe(thread, force=False, trigger="threshold"))
+            snapshot = await self.read(thread)
             break
-        return outcomes
+        return outcomes, snapshot
 
     def _activation_count(
         self, record: ObservationRecord, chunks: list[BufferedChunk], pending: int, threshold: int
@@ -137,18 +182,28 @@ class BufferedLifecycle:
         )
 
     # -- early activation -------------------------------------------------------------------
-    async def early_activation(self, thread: Thread, actor_model: str | None) -> CycleOutcome | None:
-        """At a turn's start: activate chunks after idleness or when the actor's model changed."""
-        engine = self.engine
-        config = engine.config
-        record = await engine.head(thread)
-        provider, model = split_model_id(actor_model)
+    async def early_activation(
+        self, thread: Thread, actor_model: str | None, record: ObservationRecord
+    ) -> tuple[CycleOutcome | None, bool]:
+        """At a turn's start: activate chunks after idleness or when the actor's model changed.
+
+        Returns the activation (if any) and whether anything was written.
+        """
+        outcome, remembered = None, False
         previous = record.metadata.get("last_model")
         if actor_model and previous != actor_model:
             await self._remember_model(thread, actor_model)
-        chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
-        if not chunks:
-            return None
+            remembered = True
+        if any(c.thread_id == thread.id for c in record.buffered_chunks):
+            outcome = await self._early_activation(thread, actor_model, previous)
+        return outcome, remembered or (outcome is not None and outcome.applied)
+
+    async def _early_activation(
+        self, thread: Thread, actor_model: str | None, previous: object
+    ) -> CycleOutcome | None:
+        engine = self.engine
+        config = engine.config
+        provider, model = split_model_id(actor_model)
         if config.observation_activate_on_provider_change and previous and actor_model:
             old_provider, old_model = split_model_id(str(previous))
             if old_model != model or (old_provider and provider and old_provider != provider):
@@ -184,7 +239,7 @@ class BufferedLifecycle:
                 return
 
     # -- observation buffers ----------------------------------------------------------------
-    async def maybe_start_buffer(self, thread: Thread, *, idle: bool) -> bool:
+    async def maybe_start_buffer(self, thread: Thread, *, idle: bool, snapshot: Snapshot | None = None) -> bool:
         """Start a background observation of the next safe run of unbuffered messages, if due."""
         engine = self.engine
         observation = engine.config.observation
@@ -195,11 +250,10 @@ class BufferedLifecycle:
         running = self._observation_tasks.get(lineage)
         if running is not None and not running.done():
             return False
-        record = await engine.head(thread)
-        messages = await engine.unobserved(record, thread.id)
+        snapshot = snapshot or await self.read(thread)
+        record, messages, pending = snapshot.record, snapshot.messages, snapshot.pending
         if not messages:
             return False
-        pending = engine.counter.count_messages(messages)
         threshold = engine.message_threshold(record)
         if pending >= threshold:
             return False
@@ -352,15 +406,16 @@ class BufferedLifecycle:
         return None
 
     # -- reflection ---------------------------------------------------------------------------
-    async def reflection_step(self, thread: Thread) -> CycleOutcome | None:
+    async def reflection_step(self, thread: Thread, record: ObservationRecord) -> CycleOutcome | None:
         engine = self.engine
         config = engine.config
+        threshold = engine.reflection_threshold()
         if not config.reflection_buffering_enabled or engine.resource_scope:
             # Resource scope reflects per thread section, which a line slice would cut across.
+            if record.observation_tokens < threshold:
+                return None
             outcome = await engine.maybe_reflect(thread)
             return outcome if outcome.applied or outcome.error is not None else None
-        record = await engine.head(thread)
-        threshold = engine.reflection_threshold()
         tokens = record.observation_tokens
         if tokens >= threshold:
             if record.buffered_reflection is not None:

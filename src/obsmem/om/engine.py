@@ -33,7 +33,7 @@ from obsmem.errors import (
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
 from obsmem.om.activation import activate_chunks
-from obsmem.om.buffered import BufferedLifecycle, Spawn
+from obsmem.om.buffered import BufferedLifecycle, Spawn, StepResult
 from obsmem.om.extractors import Extractor
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.format import append_with_boundary
@@ -99,15 +99,20 @@ class Engine:
         if spawn is not None and config.observation.buffering_enabled:
             self.buffered = BufferedLifecycle(self, spawn)
 
-    async def advance(self, thread: Thread, *, turn_start: bool = False, actor_model: str | None = None) -> list[CycleOutcome]:
-        """Everything due at a step boundary: activation, observation, reflection, new buffers."""
+    async def advance(self, thread: Thread, *, turn_start: bool = False, actor_model: str | None = None) -> StepResult:
+        """Everything due at a step boundary: activation, observation, reflection, new buffers.
+
+        Returns the outcomes and the state after them, from which the actor's context is built
+        without reading the store again.
+        """
         if self.buffered is not None:
             return await self.buffered.step(thread, turn_start=turn_start, actor_model=actor_model)
         outcomes = [await self.maybe_observe(thread)]
         reflected = await self.maybe_reflect(thread)
         if reflected.applied or reflected.error is not None:
             outcomes.append(reflected)
-        return outcomes
+        record = await self.head(thread)
+        return StepResult(outcomes, record, await self.unobserved(record, thread.id))
 
     # -- reading ------------------------------------------------------------------------------
     @property
@@ -251,19 +256,20 @@ class Engine:
                 continue
             stored = write.record
             covered = await self.store.get_messages(list(activated.message_ids))
-            target = markers.marker_target(covered)
             now = self.clock.now()
-            for chunk in activated.chunks:
-                await self._mark(
-                    target,
+            await self._mark(
+                markers.marker_target(covered),
+                *(
                     markers.activation_marker(
                         cycle_id=chunk.cycle_id, operation="observation", record_id=stored.id,
                         thread_id=thread.id, activated_at=now, chunks_activated=1,
                         tokens_activated=chunk.message_tokens, observation_tokens=chunk.observation_tokens,
                         messages_activated=len(chunk.message_ids), generation=stored.generation,
                         config=self._marker_config(stored), triggered_by=triggered_by, extra=extra,
-                    ),
-                )
+                    )
+                    for chunk in activated.chunks
+                ),
+            )
             self._emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
                        triggered_by=triggered_by)
             return CycleOutcome(
@@ -651,13 +657,14 @@ class Engine:
                 f"The {what} model call did not finish within {self.model_timeout_s:g} s."
             ) from exc
 
-    async def _mark(self, target: Message | None, part: DataPart) -> None:
-        if target is None:
+    async def _mark(self, target: Message | None, *parts: DataPart) -> None:
+        """Persist markers on ``target`` in one write; None (no assistant message) skips them."""
+        if target is None or not parts:
             return
         try:
-            await self.store.add_message_parts(target.id, [part])
+            await self.store.add_message_parts(target.id, list(parts))
         except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
-            logger.warning("obsmem: could not persist marker %s: %s", part.name, exc)
+            logger.warning("obsmem: could not persist markers %s: %s", [p.name for p in parts], exc)
 
     def _marker_config(self, record: ObservationRecord) -> markers.MarkerConfig:
         return markers.MarkerConfig(
