@@ -366,7 +366,16 @@ class Engine:
             )
             if current.cursor(thread.id) != record.cursor(thread.id) or overlapping_chunk:
                 # Another writer observed or buffered (some of) these messages first; its work
-                # stands and whatever it did not cover stays pending for the next cycle.
+                # stands and whatever it did not cover stays pending for the next cycle. The
+                # start marker gets its closing marker, so the log never shows a dangling cycle.
+                await self._mark(
+                    target,
+                    markers.observation_failed_marker(
+                        cycle_id=cycle_id, operation="observation", record_id=record.id, thread_id=thread.id,
+                        started_at=started_at, failed_at=self.clock.now(), tokens_attempted=batch_tokens,
+                        error="superseded: another writer observed or buffered these messages first",
+                    ),
+                )
                 return CycleOutcome("observation", False, current, reason="superseded by a concurrent observation")
             record = current
             logger.debug("observation commit stale (attempt %d); recomposing on the new head", attempt + 1)

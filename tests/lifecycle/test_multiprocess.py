@@ -1,0 +1,97 @@
+"""Four OS processes, 250 turns each, one thread, one SQLite file: nothing lost, nothing twice.
+
+Each worker (``mp_worker.py``, run with this interpreter) opens its own ``Memory`` on the shared
+file with the offline observer, small thresholds and buffering on, so buffers, activations,
+synchronous observations and reflections of four engines race through the store only. After
+every worker exits cleanly the stored state must satisfy the lifecycle invariants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from obsmem import Memory
+from obsmem.storage.sqlite import SQLiteStore
+
+from .invariants import check_thread
+
+pytestmark = pytest.mark.anyio
+
+WORKER = Path(__file__).with_name("mp_worker.py")
+PROCESSES = int(os.environ.get("OBSMEM_MP_PROCESSES", "4"))
+TURNS = int(os.environ.get("OBSMEM_MP_TURNS", "250"))
+TIMEOUT_S = 240
+
+
+def run_workers(db: Path) -> tuple[list[dict[str, object]], float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(db), str(n), str(TURNS)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for n in range(PROCESSES)
+    ]
+    reports: list[dict[str, object]] = []
+    failures: list[str] = []
+    for n, proc in enumerate(procs):
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            out, err = proc.communicate()
+            failures.append(f"worker {n} did not finish within {TIMEOUT_S}s\n{err[-4000:]}")
+            continue
+        if proc.returncode != 0:
+            failures.append(f"worker {n} exited with {proc.returncode}\n{err[-6000:]}")
+            continue
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    assert not failures, "\n\n".join(failures)
+    return reports, time.perf_counter() - started
+
+
+async def test_four_processes_share_one_thread_on_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    reports, seconds = run_workers(db)
+    for report in reports:
+        assert report["background_errors"] == [], report
+
+    expected = [f"p{n}-{kind}{i}" for n in range(PROCESSES) for i in range(TURNS) for kind in ("u", "a")]
+    store = SQLiteStore(db)
+    try:
+        stored = await store.list_messages("shared")
+        ids = [m.id for m in stored]
+        assert len(ids) == len(set(ids)), "a message is stored twice"
+        lost = sorted(set(expected) - set(ids))
+        assert not lost, f"{len(lost)} messages lost: {lost[:20]}"
+        assert len(ids) == len(expected) == PROCESSES * TURNS * 2
+
+        memory = Memory(store)  # the store stays open: it was passed in
+        context = await memory.get_context("shared")
+        snapshot = await check_thread(store, "shared", "u1", context=context, expected_ids=expected)
+        generations = await store.list_generations("thread:shared", limit=10_000)
+        assert sum(1 for g in generations if g.superseded_by is None) == 1
+        await memory.aclose()
+
+        # The run must have exercised the concurrent paths, not just appended messages.
+        events: dict[str, int] = {}
+        for report in reports:
+            worker_events = report["events"]
+            assert isinstance(worker_events, dict)
+            for kind, count in worker_events.items():
+                events[kind] = events.get(kind, 0) + count
+        assert snapshot.cursor > 0, snapshot.brief()
+        assert events.get("buffer-end", 0) > 0 and events.get("activation", 0) > 0, events
+        print(f"\n{PROCESSES} processes x {TURNS} turns in {seconds:.1f}s: {snapshot.brief()}; {events}")
+    finally:
+        await store.close()
