@@ -662,9 +662,8 @@ class Engine:
             async with asyncio.timeout(self.model_timeout_s):
                 return await work
         except TimeoutError as exc:
-            raise ObservationError(
-                f"The {what} model call did not finish within {self.model_timeout_s:g} s."
-            ) from exc
+            error = ReflectionError if "reflection" in what else ObservationError
+            raise error(f"The {what} model call did not finish within {self.model_timeout_s:g} s.") from exc
 
     async def _mark(self, target: Message | None, *parts: DataPart) -> None:
         """Persist markers on ``target`` in one write; None (no assistant message) skips them."""
