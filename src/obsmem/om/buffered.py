@@ -152,7 +152,7 @@ class BufferedLifecycle:
                 continue
             task = self._observation_tasks.get(engine.lineage(thread))
             in_flight = task is not None and not task.done()
-            if in_flight and block_after is not None and pending < block_after and not outcomes:
+            if in_flight and block_after is not None and pending < block_after:
                 break  # the running buffer will bring the window down; no need to block on it
             if task is not None and in_flight and not waited_for_buffer:
                 waited_for_buffer = True
