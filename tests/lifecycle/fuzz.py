@@ -301,7 +301,6 @@ class LifecycleFuzz:
         if refl_buffer is not None:
             reflection["block_after"] = rng.choice([1.2, 1.5, 2.0, None])
         self.idle_ttl = rng.choice([None, 120.0, 300.0])
-        self.wait_for_buffer_s = 0.0
         self.auto_release = rng.choice([0.0, 0.3, 0.6, 0.8])
         self.auto_released = 0
         self.failure_policy = rng.choice(["throw", "warn"])
@@ -325,7 +324,6 @@ class LifecycleFuzz:
         )
         buffered = memory.engine.buffered
         assert buffered is not None, "the fuzz config always buffers"
-        buffered.wait_for_buffer_s = self.wait_for_buffer_s
         original = buffered.spawn
 
         def spawn(work: Coroutine[Any, Any, None], task_name: str) -> asyncio.Task[None] | None:
@@ -675,12 +673,8 @@ class LifecycleFuzz:
         if call is None:
             return await self.op_step()
         self.release(call, self.rng.choice(["ok", "ok", "raise"]))
-        buffered.wait_for_buffer_s = 3600.0  # never reached: the released call finishes at once
-        try:
-            await agent.memory.engine.advance(await self.thread(agent), actor_model=self.model)
-        finally:
-            buffered.wait_for_buffer_s = self.wait_for_buffer_s
-        return f"{agent.name} release {call.label()} as {call.fate} then engine.advance (waits for it)"
+        await agent.memory.engine.advance(await self.thread(agent), actor_model=self.model)
+        return f"{agent.name} release {call.label()} as {call.fate} then engine.advance"
 
     async def op_concurrent(self) -> str:
         """Two operations of two engines at once (in-memory store only)."""

@@ -3,8 +3,8 @@
 At every step the engine asks three questions, in order:
 
 1. *Is the window over the threshold?* Then activate stored chunks (no model call) until it is
-   under; if chunks run out, wait for a buffer this process is already running, and only then
-   observe the unbuffered tail synchronously.
+   under; if chunks run out while a buffer is still running, carry on up to ``block_after``,
+   and past it observe the unbuffered tail synchronously.
 2. *Are the observations over the reflection threshold?* Then activate a stored background
    reflection; above ``block_after`` with none available, reflect synchronously; otherwise start
    one in the background.
@@ -86,10 +86,9 @@ class StepResult:
 class BufferedLifecycle:
     """The buffered mode of one engine. Holds only per-instance bookkeeping of its own tasks."""
 
-    def __init__(self, engine: Engine, spawn: Spawn, *, wait_for_buffer_s: float = 60.0) -> None:
+    def __init__(self, engine: Engine, spawn: Spawn) -> None:
         self.engine = engine
         self.spawn = spawn
-        self.wait_for_buffer_s = wait_for_buffer_s
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._observation_tasks: dict[str, asyncio.Task[None]] = {}
         self._reflection_tasks: dict[str, asyncio.Task[None]] = {}
@@ -130,14 +129,15 @@ class BufferedLifecycle:
     async def threshold_step(self, thread: Thread, snapshot: Snapshot) -> tuple[list[CycleOutcome], Snapshot]:
         """Activate chunks until the window is under the threshold.
 
-        With no chunk left but a buffer in flight, the turn does not wait while the window is
+        With no chunk left but a buffer in flight, the turn does not block while the window is
         under ``block_after``: the buffer lands and activates on a later step. At or above
-        ``block_after`` it waits for that buffer (bounded), and only then observes the
-        unbuffered tail synchronously.
+        ``block_after`` (or with nothing in flight) the unbuffered tail is observed synchronously
+        right away, down to the retention floor. Waiting for the running buffer instead would
+        gain only the one chunk it covers and block again a few turns later; a buffer whose
+        messages get observed meanwhile is simply dropped when it lands.
         """
         engine = self.engine
         outcomes: list[CycleOutcome] = []
-        waited_for_buffer = False
         block_after = engine.config.observation.resolved_block_after
         for _ in range(_MAX_ACTIVATION_ROUNDS):
             record, pending = snapshot.record, snapshot.pending
@@ -154,16 +154,6 @@ class BufferedLifecycle:
             in_flight = task is not None and not task.done()
             if in_flight and block_after is not None and pending < block_after:
                 break  # the running buffer will bring the window down; no need to block on it
-            if task is not None and in_flight and not waited_for_buffer:
-                waited_for_buffer = True
-                try:
-                    async with asyncio.timeout(self.wait_for_buffer_s):
-                        await asyncio.shield(task)
-                except TimeoutError:
-                    logger.warning("obsmem: buffer for thread %s still running; observing synchronously", thread.id)
-                outcomes.append(engine_outcome("buffer", waited=True, reason="waited for an in-flight buffer"))
-                snapshot = await self.read(thread)
-                continue
             outcomes.append(await engine.observe(thread, force=False, trigger="threshold"))
             snapshot = await self.read(thread)
             break
