@@ -361,10 +361,16 @@ class Engine:
             if write.status == "gone" or write.record is None:
                 return CycleOutcome("observation", False, None, reason="thread deleted during observation")
             current = write.record
-            overlapping_chunk = any(
-                c.thread_id == thread.id and c.first_seq <= (batch[-1].seq or 0) for c in current.buffered_chunks
-            )
-            if current.cursor(thread.id) != record.cursor(thread.id) or overlapping_chunk:
+            batch_last = batch[-1].seq or 0
+            overlapping = [c for c in current.buffered_chunks if c.thread_id == thread.id and c.first_seq <= batch_last]
+            if overlapping and all(c.last_seq <= batch_last for c in overlapping):
+                # A buffer landed inside this batch while the model ran: this observation covers
+                # every message of those chunks, so it replaces them instead of being thrown away.
+                current = current.model_copy(
+                    update={"buffered_chunks": tuple(c for c in current.buffered_chunks if c not in overlapping)}
+                )
+                overlapping = []
+            if current.cursor(thread.id) != record.cursor(thread.id) or overlapping:
                 # Another writer observed or buffered (some of) these messages first; its work
                 # stands and whatever it did not cover stays pending for the next cycle. The
                 # start marker gets its closing marker, so the log never shows a dangling cycle.
