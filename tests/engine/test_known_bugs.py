@@ -254,3 +254,34 @@ async def test_h8_two_engines_never_buffer_the_same_messages_twice() -> None:
     assert observer_a.buffer_calls + observer_b.buffer_calls == 1
     record = await store.get_head("thread:t1")
     assert record is not None and len(record.buffered_chunks) == 1
+
+
+async def test_a_buffer_landing_inside_a_sync_batch_is_replaced_not_the_other_way_round() -> None:
+    class LandDuringSync(HeldObserver):
+        def __init__(self) -> None:
+            super().__init__()
+            self.memory: Memory | None = None
+
+        async def observe(self, request: ObservationRequest) -> ObservationResult:
+            if request.continuation_hints and self.memory is not None:
+                self.release.set()  # the held buffer lands while the synchronous call runs
+                for _ in range(200):
+                    await asyncio.sleep(0)
+                    head = await self.memory.store.get_head("thread:t1")
+                    if head is not None and head.buffered_chunks:
+                        break
+            return await super().observe(request)
+
+    observer = LandDuringSync()
+    memory = Memory("memory://", config=buffered_config(), observer=observer, clock=fake_clock())
+    observer.memory = memory
+    async with memory:
+        conv = Conversation()
+        await run_turns(memory, conv, 3, settle=False)
+        await observer.started.wait()
+        outcome = await memory.observe("t1")
+        assert outcome.applied, "the synchronous result is committed, not thrown away"
+        await memory.settled()
+        record = await memory.get_record("t1")
+        assert record is not None and record.buffered_chunks == ()
+        await assert_each_message_once(memory)
