@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from obsmem.clock import Clock

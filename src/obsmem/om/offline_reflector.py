@@ -61,13 +61,11 @@ from obsmem.om.offline_patterns import (
     IDENTITY,
     fact_key,
     is_plan_text,
-    names,
     names_and_numbers,
     state_object,
 )
 from obsmem.om.offline_rules import (
     MONTHS,
-    condense,
     estimate_tokens,
     normalise,
     resolve_dates,
