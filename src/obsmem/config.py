@@ -305,12 +305,40 @@ class _Options(BaseModel):
         return type(self)(**data)
 
 
+class _RoleOptions(_Options):
+    """Validators of the options the Observer and the Reflector share (how their model is
+    called, idle activation). Each section declares the fields itself, so its own order (and
+    defaults) decide which problem is reported first."""
+
+    @field_validator("max_output_tokens", mode="before", check_fields=False)
+    @classmethod
+    def _check_output_tokens(cls, value: object, info: ValidationInfo) -> int:
+        return _positive_tokens(value, cls._option(info.field_name))
+
+    @field_validator("temperature", mode="before", check_fields=False)
+    @classmethod
+    def _check_temperature(cls, value: object, info: ValidationInfo) -> float:
+        return _temperature(value, cls._option(info.field_name))
+
+    @field_validator("activate_after_idle", mode="before", check_fields=False)
+    @classmethod
+    def _check_activate_after_idle(cls, value: object) -> Any:
+        return _ttl_field(value, cls._option("activate_after_idle"))
+
+    @field_validator("instruction", mode="before", check_fields=False)
+    @classmethod
+    def _check_instruction(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+
 # --------------------------------------------------------------------------------------------
 # observation.*
 # --------------------------------------------------------------------------------------------
 
 
-class ObservationConfig(_Options):
+class ObservationConfig(_RoleOptions):
     """Options of the Observer: when raw messages become observations.
 
     ``message_tokens`` is the threshold on unobserved message tokens. With buffering on
@@ -339,15 +367,11 @@ class ObservationConfig(_Options):
     manage_working_memory: StrictBool = False
     observe_attachments: bool | Literal["auto"] | tuple[str, ...] = ("image/*", "application/pdf")
 
-    @field_validator("message_tokens", "max_tokens_per_batch", "max_output_tokens", mode="before")
+    @field_validator("message_tokens", "max_tokens_per_batch", mode="before")
     @classmethod
     def _check_positive_tokens(cls, value: object, info: ValidationInfo) -> int:
         return _positive_tokens(value, cls._option(info.field_name))
 
-    @field_validator("temperature", mode="before")
-    @classmethod
-    def _check_temperature(cls, value: object, info: ValidationInfo) -> float:
-        return _temperature(value, cls._option(info.field_name))
 
     @field_validator("buffer_tokens", mode="before")
     @classmethod
@@ -382,10 +406,6 @@ class ObservationConfig(_Options):
             value, cls._option("block_after"), depends_on="observation.buffer_tokens", enabled=enabled
         )
 
-    @field_validator("activate_after_idle", mode="before")
-    @classmethod
-    def _check_activate_after_idle(cls, value: object) -> Any:
-        return _ttl_field(value, cls._option("activate_after_idle"))
 
     @field_validator("previous_observer_tokens", mode="before")
     @classmethod
@@ -399,12 +419,6 @@ class ObservationConfig(_Options):
             raise ConfigError(option, f"{tokens} is negative", allowed=allowed)
         return tokens
 
-    @field_validator("instruction", mode="before")
-    @classmethod
-    def _check_instruction(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            return None
-        return value
 
     @field_validator("observe_attachments", mode="before")
     @classmethod
@@ -501,7 +515,7 @@ class ObservationConfig(_Options):
 # --------------------------------------------------------------------------------------------
 
 
-class ReflectionConfig(_Options):
+class ReflectionConfig(_RoleOptions):
     """Options of the Reflector: when active observations are condensed into a new generation.
 
     Reflection runs when active observation tokens reach ``observation_tokens``. With async
@@ -522,15 +536,11 @@ class ReflectionConfig(_Options):
     activate_after_idle: _TTLField = None
     activate_on_provider_change: StrictBool = False
 
-    @field_validator("observation_tokens", "max_output_tokens", mode="before")
+    @field_validator("observation_tokens", mode="before")
     @classmethod
     def _check_positive_tokens(cls, value: object, info: ValidationInfo) -> int:
         return _positive_tokens(value, cls._option(info.field_name))
 
-    @field_validator("temperature", mode="before")
-    @classmethod
-    def _check_temperature(cls, value: object, info: ValidationInfo) -> float:
-        return _temperature(value, cls._option(info.field_name))
 
     @field_validator("buffer_activation", mode="before")
     @classmethod
@@ -552,17 +562,6 @@ class ReflectionConfig(_Options):
             value, cls._option("block_after"), depends_on="reflection.buffer_activation", enabled=enabled
         )
 
-    @field_validator("activate_after_idle", mode="before")
-    @classmethod
-    def _check_activate_after_idle(cls, value: object) -> Any:
-        return _ttl_field(value, cls._option("activate_after_idle"))
-
-    @field_validator("instruction", mode="before")
-    @classmethod
-    def _check_instruction(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            return None
-        return value
 
     @model_validator(mode="after")
     def _check_block_after_threshold(self) -> Self:
