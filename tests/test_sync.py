@@ -53,3 +53,17 @@ def test_sync_turn_context_manager() -> None:
         with memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hello")]) as turn:
             assert [m.text for m in turn.context.messages] == ["hello"]
         assert len(memory.list_messages("t")) == 1
+
+
+def test_a_program_that_forgets_close_still_exits(tmp_path: object) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from obsmem import SyncMemory, Message\n"
+        "m = SyncMemory('memory://')\n"
+        "m.begin_turn(thread_id='t', resource_id='u', messages=[Message.user('hello')])\n"
+        "print('done')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and "done" in result.stdout

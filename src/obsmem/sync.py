@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -31,7 +32,9 @@ class _Portal:
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="obsmem-sync", daemon=False)
+        # A daemon thread, so a program that forgets close() still exits; close() (or the
+        # context manager, or garbage collection via weakref.finalize) stops it properly.
+        self._thread = threading.Thread(target=self._loop.run_forever, name="obsmem-sync", daemon=True)
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -89,12 +92,14 @@ class SyncMemory:
         except BaseException:
             self._portal.close()
             raise
+        self._finalizer = weakref.finalize(self, _close_quietly, self._portal, self._memory)
 
     @property
     def memory(self) -> Memory:
         return self._memory
 
     def close(self) -> None:
+        self._finalizer.detach()
         try:
             self._portal.call(self._memory.aclose())
         finally:
@@ -141,6 +146,16 @@ class SyncMemory:
 
     def list_generations(self, thread_id: str, **kwargs: Any) -> list[ObservationRecord]:
         return self._portal.call(self._memory.list_generations(thread_id, **kwargs))
+
+
+def _close_quietly(portal: _Portal, memory: Memory) -> None:
+    """Finalizer for a SyncMemory that was never closed: finish its work, stop its loop."""
+    try:
+        portal.call(memory.aclose())
+    except Exception:  # interpreter shutdown: nothing useful to report to
+        pass
+    finally:
+        portal.close()
 
 
 async def _build(*args: Any, **kwargs: Any) -> Memory:
