@@ -37,7 +37,12 @@ from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.om.selection import observable_messages, valid_cuts
 from obsmem.om.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
-from obsmem.thresholds import min_new_tokens_for_buffer, normalize_provider, should_trigger_buffer
+from obsmem.thresholds import (
+    min_new_tokens_for_buffer,
+    normalize_provider,
+    select_activation_prefix,
+    should_trigger_buffer,
+)
 from obsmem.types import Message, Thread
 
 from obsmem.om.outcomes import CycleOutcome
@@ -162,8 +167,6 @@ class BufferedLifecycle:
     def _activation_count(
         self, record: ObservationRecord, chunks: list[BufferedChunk], pending: int, threshold: int
     ) -> int:
-        from obsmem.thresholds import select_activation_prefix
-
         observation = self.engine.config.observation
         block_after = observation.resolved_block_after
         force = block_after is not None and pending >= block_after
@@ -363,7 +366,7 @@ class BufferedLifecycle:
             extractors=engine.extractors,
             continuation_hints=False,
             want_title=False,
-            timezone=engine._timezone(),
+            timezone=engine.timezone,
             now=now,
             instruction=engine.config.observation.instruction,
         )

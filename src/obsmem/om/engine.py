@@ -16,6 +16,8 @@ import asyncio
 import dataclasses
 import logging
 import uuid
+from datetime import datetime, tzinfo
+from zoneinfo import ZoneInfo
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -92,6 +94,8 @@ class Engine:
         self.model_timeout_s = model_timeout_s
         self.on_event = on_event
         self.working_memory_scope = working_memory_scope
+        # The config is immutable, so the zone observations are dated in is resolved once.
+        self.timezone: tzinfo | None = ZoneInfo(config.timezone) if config.timezone else None
         # Buffered mode needs somewhere to run background work; without a spawn handle the
         # engine runs synchronously whatever the configuration says.
         self.buffered: BufferedLifecycle | None = None
@@ -319,7 +323,7 @@ class Engine:
             extractors=self.extractors,
             continuation_hints=observation.continuation_hints,
             want_title=observation.thread_title,
-            timezone=self._timezone(),
+            timezone=self.timezone,
             now=started_at,
             instruction=observation.instruction,
         )
@@ -454,7 +458,7 @@ class Engine:
         record: ObservationRecord,
         target: Message | None,
         cycle_id: str,
-        started_at: Any,
+        started_at: datetime,
         batch_tokens: int,
         exc: BaseException,
     ) -> CycleOutcome:
@@ -686,12 +690,6 @@ class Engine:
             scope=self.config.scope,
         )
 
-    def _timezone(self) -> Any:
-        if self.config.timezone:
-            from zoneinfo import ZoneInfo
-
-            return ZoneInfo(self.config.timezone)
-        return None
 
     def _emit(self, kind: Any, thread_id: str, **data: Any) -> None:
         if self.on_event is not None:

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
+    "ClosingContext",
     "BufferedChunk",
     "BufferedReflection",
     "Lease",
@@ -192,6 +193,24 @@ class WriteResult:
     @property
     def applied(self) -> bool:
         return self.status == "applied"
+
+
+class ClosingContext:
+    """``async with store:`` for adapters: returns the store and closes it on exit."""
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
 
 @runtime_checkable

@@ -26,8 +26,7 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -38,7 +37,7 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
-from obsmem.storage.contract import Lease, ObservationRecord, WriteResult, lineage_key
+from obsmem.storage.contract import ClosingContext, Lease, ObservationRecord, WriteResult, lineage_key
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
@@ -196,7 +195,7 @@ def _page(items: list[ModelT], limit: int | None, offset: int) -> list[ModelT]:
 # -- the adapter ----------------------------------------------------------------------------------
 
 
-class MemoryStore:
+class MemoryStore(ClosingContext):
     """A :class:`~obsmem.storage.contract.Store` that keeps everything in dictionaries."""
 
     url: str
@@ -216,17 +215,6 @@ class MemoryStore:
         self._working_memory: dict[str, str] = {}
         self._leases: dict[str, Lease] = {}
         self._lease_tokens = itertools.count(1)  # store-wide, so tokens never repeat or go back
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         self._closed = True

@@ -39,8 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import platformdirs
 from pydantic import BaseModel, ValidationError
@@ -54,7 +53,7 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.storage import migrations, sqlite_leases
-from obsmem.storage.contract import Lease, ObservationRecord, WriteResult, lineage_key
+from obsmem.storage.contract import ClosingContext, Lease, ObservationRecord, WriteResult, lineage_key
 from obsmem.storage.memory import (
     check_cursors_forward,
     check_lineage,
@@ -156,7 +155,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 # -- the adapter ----------------------------------------------------------------------------------
 
 
-class SQLiteStore:
+class SQLiteStore(ClosingContext):
     """A :class:`~obsmem.storage.contract.Store` in one SQLite file (created on first use).
 
     Constructing it does no I/O: the file is opened, switched to WAL and migrated by the
@@ -180,17 +179,6 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the connection after the operations already queued have finished."""
