@@ -15,11 +15,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from obsmem import __version__
+from obsmem.bench.cli import bench_app
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
 from obsmem.errors import ObsmemError
 
 app = typer.Typer(help="obsmem: observational memory for LLM agents.", no_args_is_help=True, add_completion=False)
 console = Console()
+app.add_typer(bench_app, name="bench")
 
 
 @app.callback()

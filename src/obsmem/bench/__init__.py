@@ -1,0 +1,1 @@
+"""Memory-quality benchmarks: what compression keeps, measured offline on public datasets."""
