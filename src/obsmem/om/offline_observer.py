@@ -31,6 +31,7 @@ from obsmem.om.format import (
     parse_observations,
     render_observations,
 )
+from obsmem.om.offline_participants import is_participant_conversation, participant_line, speaker_name
 from obsmem.om.offline_patterns import (
     ASSIST_DONE,
     ASSIST_FILLER,
@@ -172,6 +173,8 @@ class _Cycle:
         self.turn_start = (-1, 0)  # where the latest user message is: tool runs after it belong to this turn
         self.state: dict[str, str] = {}  # fact key -> latest value, for "(changing from …)"
         self.user_texts: list[str] = []
+        self.between_people = is_participant_conversation(request.messages)
+        self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
         self._known: list[str] = [request.previous_observations.lower()]
         for group in parse_observations(request.previous_observations):
             for line in group.lines:
@@ -216,6 +219,15 @@ class _Cycle:
             elif isinstance(part, ToolResultPart):
                 self._tool_result(part, where, day, time)
         if not text:
+            return
+        speaker = speaker_name(message)
+        if self.between_people and speaker and message.role in ("user", "assistant"):
+            if message.role == "user":
+                self.user_texts.append(text)
+            listeners = [other for other in self.speakers if other != speaker]
+            line = participant_line(text, speaker, day, self.known(), self.count_tokens, listeners)
+            if line is not None:
+                self.add((index, 1), day, time, line.priority, line.text)
             return
         if message.role == "user":
             self.user_texts.append(text)

@@ -416,7 +416,9 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
         ("employer", rf"\b(?:work|works|working|worked)\s+(?:at|for)\s+{_V}"),
         ("employer", rf"\b(?:joined|started\s+(?:working\s+)?at|started\s+a\s+(?:new\s+)?job\s+at|"
                      rf"took\s+a\s+job\s+at|got\s+a\s+job\s+at)\s+{_V}"),
-        ("name", rf"\b(?:are|is)\s+(?:called|named)\s+{_V}"),
+        # "their sister is called Ilvana" names the sister, not the user: the key says whose name
+        (None, rf"\btheir\s+(?P<k>[\w-]+(?:\s+[\w-]+)?)\s+(?:is|are)\s+(?:called|named)\s+{_V}"),
+        ("name", rf"\bthey\s+are\s+(?:called|named)\s+{_V}"),
         ("tool for", rf"\b(?:use[sd]?|using|switched\s+{_OLD}to)\s+(?P<v>[^,;!?()]+?)\s+for\s+{_K}"),
     )
 )  # fmt: skip

@@ -19,17 +19,26 @@ are ordered by how safe they are; each level includes the steps of every lower o
    dates, places and durable-fact cues stay, colour goes).
 4. Cut every old 🔴/✅ line to its fact-bearing clauses (100 characters; 60 for a plan or
    appointment whose dates are days past and that states no durable fact) and consolidate again,
-   so a fact that is now down to its value gives way to a newer version; keep at most 4 topic parts per old day (2 outside the newest two
-   days), those with the most names and numbers; shorten recent 🟡 lines (not the newest three)
-   to 200 characters; and fold each old day's 🔴 user facts into one "User stated: a; b" line.
-   Such a line is read back as one fact per part, so later supersession still sees each fact.
+   so a fact that is now down to its value gives way to a newer version; keep at most 4 topic
+   parts per old day (2 outside the newest two days), those with the most names and numbers;
+   shorten recent 🟡 lines (not the newest three) to 200 characters; and fold each old day's 🔴
+   user facts into one "User stated: a; b" line. Such a line is read back as one fact per part,
+   so later supersession still sees each fact.
 
 "Old" means everything but the newest lines: a quarter of them at levels 0-2, 15% at level 3,
-10% at level 4 (at least three). 🔴 facts are never dropped by a level, only cut to their
-fact-bearing clauses or superseded by a newer version, which is what makes them survive many
-generations of reflection.
+10% at level 4 (at least three). 🔴 facts about the user are never dropped by a level, only cut
+to their fact-bearing clauses or superseded by a newer version, which is what makes them
+survive many generations of reflection.
 
-The ladder stops at the first level whose output is at most 65% of the target, not merely under
+**A conversation between named people** (see :mod:`obsmem.om.offline_participants`) is
+handled differently, because each person narrates far more than any budget holds: from level 2
+an old speaker line fades to note style (pronouns, auxiliaries and linking words go), from
+level 3 each old day's lines of one speaker become one line instead of "Topics", and when
+level 4 is still over the goal the notes worth least per token (few rare words, no name,
+number or date) are dropped until it fits. This is the one place the offline reflector drops
+🔴 content, and only from named speakers' lines, never from a "User …" fact.
+
+The ladder stops at the first level whose output is at most half the target, not merely under
 it: a reflection that lands just under the threshold makes the very next observation cycle
 reflect again. When no level leaves that room, the smallest result under the target is used.
 """
@@ -55,6 +64,12 @@ from obsmem.om.format import (
     parse_observations,
     render_observations,
 )
+from obsmem.om.offline_participants import (
+    fit_participants,
+    is_participant_line,
+    merge_speaker_days,
+    telegraphic,
+)
 from obsmem.om.offline_patterns import (
     CLOCK_OR_DAY,
     DURABLE,
@@ -78,7 +93,7 @@ from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResu
 __all__ = ["MAX_LEVEL", "OfflineReflector", "fact_core"]
 
 MAX_LEVEL = 4
-GOAL_SHARE = 0.65  # accept a level once its output is at most this share of the target
+GOAL_SHARE = 0.5  # accept a level once its output is at most this share of the target
 RECENT_SHARE = (0.25, 0.25, 0.25, 0.15, 0.1)  # by level: the newest lines, kept in full detail
 MIN_RECENT = 3
 SHORT_LIMIT = 100  # level 2: an old 🟡 line
@@ -109,7 +124,10 @@ _PLAN_PART = re.compile(
     r"^(?:\(with others\) )?(?:plans|wants|needs|hopes|intends|is looking forward|is planning)\b"
 )
 _ASK_LEAD = re.compile(r"^User (?:said |asked(?::| the assistant to| how to| whether| about)? ?)")
-_FACT_LEAD = re.compile(r"^User (?:\(with others\) )?(?:stated|said)(?: that)?\s+")
+# "User stated …", or a named participant's "Melanie: …" (see om.offline_participants)
+_FACT_LEAD = re.compile(
+    r"^(?:User (?:\(with others\) )?(?:stated|said)(?: that)?\s+|[A-Z][A-Za-z'.-]+(?: [A-Z][A-Za-z'.-]+)?: )"
+)
 _CLAUSE_BREAK = re.compile(  # a whitespace run is entered once, at its start: linear time
     r"(?:\s?[,;:]\s+(?:(?:and|but|so|because|since|which|who|where|while|though|as)\s+)?|"
     r"(?<!\s)\s+[—–]\s+|(?<!\s)\s+(?:because|since|so that|although|though|while|whereas)\s+)"
@@ -269,6 +287,8 @@ def _apply_level(consolidated: list[_Entry], level: int) -> list[_Entry]:
         for entry in entries:
             if entry.old:
                 entry.children = []
+                if is_participant_line(entry.line.text):  # an old conversation fades to notes
+                    entry.line = replace(entry.line, text=telegraphic(entry.line.text))
                 if _is_medium(entry) and not entry.line.text.startswith(MERGED):
                     entry.line = replace(entry.line, text=sentence_end(shorten(entry.line.text, SHORT_LIMIT)))
             elif level >= 4 and entry.order < newest and _is_medium(entry):  # recent, not the newest
@@ -276,7 +296,10 @@ def _apply_level(consolidated: list[_Entry], level: int) -> list[_Entry]:
     if level >= 3:
         limit = FACT_LIMIT if level == 3 else TIGHT_FACT_LIMIT
         last = max(days, default=date.min)
+        entries = merge_speaker_days(entries)  # people talking: one line per speaker and old day
         for entry in entries:  # level 4 also strips colour from short lines
+            if is_participant_line(entry.line.text):
+                continue
             if entry.old and not _is_medium(entry) and (level >= 4 or len(entry.line.text) > limit):
                 cut = PAST_LIMIT if level >= 4 and _passed(entry.line.text, last) else limit
                 core = fact_core(entry.line.text, cut, 1 if level < 4 else 2, entry.day)
@@ -326,7 +349,7 @@ def _merge_days(entries: list[_Entry], sparse: set[date], capped: bool) -> list[
     parts: dict[date | None, list[str]] = {}
     out: list[_Entry] = []
     for entry in entries:
-        if not (entry.old and _is_medium(entry)):
+        if not (entry.old and _is_medium(entry)) or is_participant_line(entry.line.text):
             out.append(entry)
             continue
         parts.setdefault(entry.day, []).extend(_parts(entry.line.text))
@@ -541,8 +564,13 @@ class OfflineReflector:
         first = min(max(request.start_level, 0), MAX_LEVEL)
         tried: list[tuple[int, str, int]] = []
         for level in range(first, MAX_LEVEL + 1):
-            text = _render(_apply_level(consolidated, level) or _fallback(consolidated))
-            tried.append((level, text, self.count_tokens(text)))
+            entries = _apply_level(consolidated, level) or _fallback(consolidated)
+            text = _render(entries)
+            size = self.count_tokens(text)
+            if level == MAX_LEVEL and size > goal:  # a long talk between people: keep its best notes
+                text = _render(fit_participants(entries, size - goal, self.count_tokens))
+                size = self.count_tokens(text)
+            tried.append((level, text, size))
             if tried[-1][2] <= goal and tried[-1][2] < target:
                 break
         under = [t for t in tried if t[2] < target]
