@@ -126,6 +126,42 @@ def _temperature(value: object, option: str) -> float:
     return number
 
 
+_MODEL_ALLOWED = (
+    "'offline', a 'provider:model' string (e.g. 'openai:gpt-4o-mini'), or tiers by input size "
+    "{max_input_tokens: 'provider:model'}"
+)
+
+
+def _model_spec(value: object, option: str) -> str | dict[int, str] | None:
+    """A role's model as plain data: a spec string or tiers (reference §1.5 ``ModelByInputTokens``).
+
+    Only the shape is checked here; whether the provider exists and its key is set is decided
+    when ``Memory`` builds the model, so a config can be written (and snapshotted) anywhere.
+    Tier keys may arrive as strings from a JSON snapshot and are turned back into integers.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        spec = value.strip()
+        if spec != "offline" and (":" not in spec or spec.startswith(":") or spec.endswith(":")):
+            raise ConfigError(option, f"{value!r} is not a model spec", allowed=_MODEL_ALLOWED)
+        return spec
+    if isinstance(value, Mapping) and value:
+        tiers: dict[int, str] = {}
+        for key, spec in value.items():
+            bound = int(key) if isinstance(key, str) and key.strip().isdigit() else key
+            tokens = _positive_tokens(bound, f"{option}[{key!r}]")
+            checked = _model_spec(spec, f"{option}[{key!r}]") if isinstance(spec, str) else None
+            if not isinstance(checked, str) or checked == "offline":
+                raise ConfigError(
+                    f"{option}[{key!r}]", f"{spec!r} is not a 'provider:model' string",
+                    allowed="'provider:model'",
+                )
+            tiers[tokens] = checked
+        return dict(sorted(tiers.items()))
+    raise ConfigError(option, f"expected a model spec, got {_describe(value)}", allowed=_MODEL_ALLOWED)
+
+
 def _ttl_field(value: object, option: str) -> Any:
     """Validate an idle-activation setting, keeping ``None`` and ``False`` exactly as given.
 
@@ -325,6 +361,11 @@ class _RoleOptions(_Options):
     def _check_activate_after_idle(cls, value: object) -> Any:
         return _ttl_field(value, cls._option("activate_after_idle"))
 
+    @field_validator("model", mode="before", check_fields=False)
+    @classmethod
+    def _check_model(cls, value: object) -> str | dict[int, str] | None:
+        return _model_spec(value, cls._option("model"))
+
     @field_validator("instruction", mode="before", check_fields=False)
     @classmethod
     def _check_instruction(cls, value: object) -> object:
@@ -346,6 +387,14 @@ class ObservationConfig(_RoleOptions):
     ``buffer_tokens`` and the results are *activated* at the threshold, keeping about
     ``retention_floor`` tokens of raw messages; otherwise the Observer runs synchronously at
     the threshold.
+
+    How the model is called (reference §1.3–§1.5): ``model`` is a ``provider:model`` spec, or
+    tiers ``{max_input_tokens: spec}`` chosen per request by input size; ``Memory(model=...)``
+    overrides it, and a role without one uses the other role's (then the offline default).
+    ``temperature`` is sent unless the model refuses one (reasoning models) or the model is
+    tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
+    set explicitly: the reference applies its 100,000 default only to its default model, and
+    most providers reject a limit above the model's own ceiling.
     """
 
     SECTION: ClassVar[str] = "observation"
@@ -359,6 +408,7 @@ class ObservationConfig(_RoleOptions):
     activate_on_provider_change: StrictBool | None = None
     previous_observer_tokens: StrictInt | Literal[False] = Field(default=2000, union_mode="left_to_right")
     max_tokens_per_batch: int = 10_000
+    model: str | dict[int, str] | None = None
     temperature: float = 0.3
     max_output_tokens: int = 100_000
     instruction: StrictStr | None = None
@@ -522,6 +572,14 @@ class ReflectionConfig(_RoleOptions):
     reflection on (``buffer_activation`` set and observation buffering on) a background
     reflection starts at ``buffer_start_tokens`` and is swapped in at the threshold; past
     ``block_after`` a synchronous reflection runs if none could be swapped in.
+
+    How the model is called (reference §1.3–§1.5): ``model`` is a ``provider:model`` spec, or
+    tiers ``{max_input_tokens: spec}`` chosen per request by input size; ``Memory(model=...)``
+    overrides it, and a role without one uses the other role's (then the offline default).
+    ``temperature`` is sent unless the model refuses one (reasoning models) or the model is
+    tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
+    set explicitly: the reference applies its 100,000 default only to its default model, and
+    most providers reject a limit above the model's own ceiling.
     """
 
     SECTION: ClassVar[str] = "reflection"
@@ -529,6 +587,7 @@ class ReflectionConfig(_RoleOptions):
     observation_tokens: int = 40_000
     buffer_activation: float | None = 0.5
     block_after: int | float | None = Field(default=_UNSET, validate_default=True)
+    model: str | dict[int, str] | None = None
     temperature: float = 0.0
     max_output_tokens: int = 100_000
     instruction: StrictStr | None = None
@@ -605,6 +664,7 @@ class ObservationOptions(TypedDict, total=False):
     activate_on_provider_change: bool | None
     previous_observer_tokens: int | Literal[False]
     max_tokens_per_batch: int
+    model: str | Mapping[int, str] | None
     temperature: float
     max_output_tokens: int
     instruction: str | None
@@ -620,6 +680,7 @@ class ReflectionOptions(TypedDict, total=False):
     observation_tokens: int
     buffer_activation: float | None
     block_after: int | float | None
+    model: str | Mapping[int, str] | None
     temperature: float
     max_output_tokens: int
     instruction: str | None

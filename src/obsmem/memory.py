@@ -8,15 +8,17 @@ user's data directory and the deterministic offline observer. Nothing needs a ne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
-from obsmem.config import MemoryConfig
+from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.models.base import ChatModel
+from obsmem.models.registry import infer_model
+from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor, working_memory_extractor
@@ -32,7 +34,8 @@ from obsmem.types import Message, Thread, parse_message
 
 __all__ = ["Memory"]
 
-ModelSpec = ChatModel | str | None
+ModelSpec = ChatModel | str | Mapping[int, ChatModel | str] | None
+"""A model as ``Memory`` takes it: an object, ``"offline"``, ``"provider:model"``, or tiers by input size."""
 
 
 class Memory:
@@ -41,8 +44,11 @@ class Memory:
     ``store``: a :class:`Store`, a URL (``"memory://"``, ``"sqlite:///path.db"``) or None for
     SQLite at the default path. A store given as an object stays open when the memory closes
     (its creator owns it); one built from a URL is closed with the memory. ``model`` sets the observer and reflector model together;
-    ``observer`` / ``reflector`` set them separately (each: ``"offline"``, a ChatModel, or an
-    object implementing the Observer / Reflector protocol). The default is ``"offline"``.
+    ``observer`` / ``reflector`` set them separately (each: ``"offline"``, a ChatModel, a
+    ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see
+    :func:`obsmem.models.infer_model`), tiers ``{max_input_tokens: model}``, or an object
+    implementing the Observer / Reflector protocol). Unset, a role takes
+    ``config.<role>.model``, then the other role's configured model, then ``"offline"``.
     """
 
     def __init__(
@@ -71,14 +77,15 @@ class Memory:
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.counter = counter or TokenCounter()
         self.clock = clock or SystemClock()
+        observer_spec, reflector_spec = self._role_specs(model, observer, reflector)
+        resolved_observer = self._observer(observer_spec)
+        resolved_reflector, start_level = self._reflector(reflector_spec)
         all_extractors = list(extractors)
         if self.config.observation.manage_working_memory:
-            llm_observer = isinstance(observer if model is None else model, ChatModel)
+            llm_observer = isinstance(resolved_observer, LLMObserver)
             all_extractors.append(working_memory_extractor("inline" if llm_observer else "hook"))
         _check_extractors(all_extractors)
         self.extractors = tuple(all_extractors)
-        resolved_observer = self._observer(observer if model is None else model)
-        resolved_reflector, start_level = self._reflector(reflector if model is None else model)
         self.background = BackgroundWork()
         self.engine = Engine(
             store=self.store,
@@ -96,31 +103,64 @@ class Memory:
         )
 
     # -- construction helpers -----------------------------------------------------------------
+    def _role_specs(
+        self, model: ModelSpec, observer: Observer | ModelSpec, reflector: Reflector | ModelSpec
+    ) -> tuple[Observer | ModelSpec, Reflector | ModelSpec]:
+        """Each role's model by the reference's precedence (§1.5): the shared ``model``, the
+        role's own argument, the role's configured model, the other role's configured model."""
+        if model is not None:
+            return model, model
+        configured_observer = self.config.observation.model
+        configured_reflector = self.config.reflection.model
+        if observer is None:
+            observer = configured_observer if configured_observer is not None else configured_reflector
+        if reflector is None:
+            reflector = configured_reflector if configured_reflector is not None else configured_observer
+        return observer, reflector
+
+    def _chat_model(self, spec: ChatModel | str | Mapping[int, ChatModel | str]) -> ChatModel:
+        if isinstance(spec, Mapping):
+            return ModelByInputTokens(spec, count_messages=self.counter.count_messages)
+        return infer_model(spec)
+
+    @staticmethod
+    def _call_settings(
+        role: ObservationConfig | ReflectionConfig, model: ChatModel
+    ) -> tuple[float | None, int | None]:
+        """Temperature and output limit for a role (reference §1.3–§1.4): the default
+        temperature except for tiered models; the output limit only when configured."""
+        explicit = role.model_fields_set
+        temperature: float | None = role.temperature
+        if isinstance(model, ModelByInputTokens) and "temperature" not in explicit:
+            temperature = None
+        limit = role.max_output_tokens if "max_output_tokens" in explicit else None
+        return temperature, limit
+
     def _observer(self, spec: Observer | ModelSpec) -> Observer:
         if spec is None or spec == "offline":
             return OfflineObserver(count_tokens=self.counter.count_text)
-        if isinstance(spec, str):
-            raise _unknown_model(spec)
-        if isinstance(spec, ChatModel):
-            obs = self.config.observation
+        if isinstance(spec, str | Mapping | ChatModel):
+            chat = self._chat_model(spec)
+            temperature, limit = self._call_settings(self.config.observation, chat)
             return LLMObserver(
-                spec, count_tokens=self.counter.count_text, temperature=obs.temperature,
-                max_output_tokens=obs.max_output_tokens, clock=self.clock,
+                chat, count_tokens=self.counter.count_text, temperature=temperature,
+                max_output_tokens=limit, clock=self.clock,
             )
         return spec
 
     def _reflector(self, spec: Reflector | ModelSpec) -> tuple[Reflector, int]:
         if spec is None or spec == "offline":
             return OfflineReflector(count_tokens=self.counter.count_text), 1
-        if isinstance(spec, str):
-            raise _unknown_model(spec)
-        if isinstance(spec, ChatModel):
-            refl = self.config.reflection
+        if isinstance(spec, str | Mapping | ChatModel):
+            chat = self._chat_model(spec)
+            temperature, limit = self._call_settings(self.config.reflection, chat)
             reflector = LLMReflector(
-                spec, count_tokens=self.counter.count_text, temperature=refl.temperature,
-                max_output_tokens=refl.max_output_tokens, clock=self.clock,
+                chat, count_tokens=self.counter.count_text, temperature=temperature,
+                max_output_tokens=limit, clock=self.clock,
             )
-            return reflector, compression_start_level(spec.name)
+            # Tiers: reflection inputs are large, so the largest tier's model sets the start level.
+            named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
+            return reflector, compression_start_level(named.name)
         return spec, 1
 
     # -- lifetime -----------------------------------------------------------------------------
@@ -286,13 +326,6 @@ class Memory:
         if resource_id is None:
             raise ThreadNotFoundError(thread_id)
         return await self.create_thread(thread_id, resource_id)
-
-
-def _unknown_model(spec: str) -> ConfigError:
-    return ConfigError(
-        "model", f"'{spec}' is not a model this version can build",
-        allowed="'offline', or a ChatModel object (provider strings such as 'openai:gpt-4o-mini' come with the provider extras)",
-    )
 
 
 def _check_extractors(extractors: Sequence[Extractor]) -> None:

@@ -477,7 +477,7 @@ async def test_an_abort_never_set_lets_retries_complete() -> None:
 # --- item 51: assert_complete ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reason", ["other", "unknown"])
+@pytest.mark.parametrize("reason", ["other", "unknown", "content_filter"])
 def test_incomplete_finish_is_a_transient_error(reason: Any) -> None:
     with pytest.raises(IncompleteResponseError) as caught:
         assert_complete(ModelResponse(text="half a sen", finish_reason=reason))
@@ -485,7 +485,7 @@ def test_incomplete_finish_is_a_transient_error(reason: Any) -> None:
     assert is_transient(caught.value)
 
 
-@pytest.mark.parametrize("reason", ["stop", "length", "tool_calls", "content_filter"])
+@pytest.mark.parametrize("reason", ["stop", "length", "tool_calls"])
 def test_deliberate_finish_is_returned_unchanged(reason: Any) -> None:
     response = ModelResponse(text="done", finish_reason=reason)
     assert assert_complete(response) is response

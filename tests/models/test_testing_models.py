@@ -16,7 +16,7 @@ HELLO = [Message.user("hello world")]  # 11 characters → 3 estimated input tok
 
 
 @pytest.mark.parametrize("cls", [ScriptedModel, FunctionModel])
-def test_doubles_are_chat_models_and_not_collected(cls: type[ScriptedModel] | type[FunctionModel]) -> None:
+def test_doubles_are_chat_models_and_not_collected(cls: type[ScriptedModel | FunctionModel]) -> None:
     assert cls.__test__ is False
     model = ScriptedModel([]) if cls is ScriptedModel else FunctionModel(lambda m, s: "")
     assert isinstance(model, ChatModel)

@@ -1,7 +1,230 @@
-"""``obsmem bench …``: the quality harness's commands."""
+"""``obsmem bench …``: the quality harness's commands. Each parses options, calls one library
+function in :mod:`obsmem.bench`, and draws the result; no measuring happens here."""
 
 from __future__ import annotations
 
-import typer
+import asyncio
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
-bench_app = typer.Typer(help="Measure what memory keeps: LoCoMo, LongMemEval, fact survival.", no_args_is_help=True)
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from obsmem.bench.locomo import load_locomo
+from obsmem.bench.longmemeval import load_longmemeval
+from obsmem.bench.retention import RetentionCase, RetentionSettings
+from obsmem.bench.run import RetentionReport, run_retention
+from obsmem.bench.survival import SurvivalReport, run_survival
+from obsmem.errors import ObsmemError
+from obsmem.models import infer_model
+from obsmem.models.base import ChatModel
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(
+    help="Measure what memory keeps: LoCoMo, LongMemEval, fact survival.", no_args_is_help=True
+)
+console = Console()
+T = TypeVar("T")
+
+#: Where the development split of LoCoMo lives on the project's machines; any path can be given.
+DEFAULT_LOCOMO = Path("../shared/data/locomo/locomo-dev.json")
+
+MessageTokens = Annotated[int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")]
+ObservationTokens = Annotated[int, typer.Option(min=1, help="Reflect when observations reach this.")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Actor model (provider:model) for real question answering; needs its key."),
+]
+JudgeOption = Annotated[str | None, typer.Option(help="Judge model (default: the --model).")]
+MemoryModelOption = Annotated[
+    str | None, typer.Option(help="Observer/Reflector model (default: the offline ones).")
+]
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Write every number and question here.")]
+
+
+def _run(work: Callable[[Callable[[int, int], None]], Coroutine[Any, Any, T]], label: str) -> T:
+    """Run ``work`` under a progress bar; an obsmem error ends the command with its message."""
+    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:  # fmt: skip
+        task = progress.add_task(label, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            return asyncio.run(work(advance))
+        except ObsmemError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from exc
+
+
+def _model(spec: str | None) -> ChatModel | None:
+    if spec is None:
+        return None
+    try:
+        return infer_model(spec)
+    except ObsmemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
+def _retention(
+    cases: list[RetentionCase], dataset: str, message_tokens: int, observation_tokens: int,
+    model: str | None, judge: str | None, memory_model: str | None, out: Path | None,
+) -> None:
+    try:
+        settings = RetentionSettings(
+            message_tokens=message_tokens, observation_tokens=observation_tokens,
+            memory_model=_model(memory_model),
+        )
+        settings.memory_config()  # an invalid threshold fails here, before any replay
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    actor = _model(model)
+    grader = _model(judge) or actor
+    report = _run(
+        lambda advance: run_retention(cases, settings, dataset=dataset, on_progress=advance,
+                                      actor=actor, judge=grader),  # fmt: skip
+        "Replaying conversations" if actor is None else "Replaying and answering",
+    )
+    _print_retention(report)
+    if out is not None:
+        out.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
+        console.print(f"wrote {out}")
+
+
+def _print_retention(report: RetentionReport) -> None:
+    settings = report.settings
+    table = Table(title=f"{report.dataset}: is the answer still in the context? "
+                        f"(--message-tokens {settings.message_tokens} "
+                        f"--observation-tokens {settings.observation_tokens})")  # fmt: skip
+    for column in ("category", "system", "questions", "retained %", "token recall", "context tokens",
+                   "compression"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("category", "system") else "right")
+    evidence = any(row.evidence_recall is not None for row in report.rows)
+    if evidence:
+        table.add_column("evidence recall", justify="right")
+    last = None
+    for row in report.rows:
+        if last is not None and row.category != last:
+            table.add_section()
+        last = row.category
+        cells = [
+            row.category, row.system, str(row.questions), f"{row.retained_pct:.1f}",
+            f"{row.mean_recall:.3f}", f"{row.context_tokens:,.0f}", f"{row.compression:.1f}×",
+        ]
+        if evidence:
+            cells.append("" if row.evidence_recall is None else f"{row.evidence_recall:.3f}")
+        table.add_row(*cells, style="bold" if row.system == "obsmem" else None)
+    console.print(table)
+    if report.qa:
+        qa = Table(title=f"question answering — actor {report.qa[0].actor}, judge {report.qa[0].judge}")
+        for column in ("system", "questions", "accuracy %", "actor input tokens", "actor output tokens",
+                       "actor s (median)", "judge s (median)"):  # fmt: skip
+            qa.add_column(column, justify="left" if column == "system" else "right")
+        for s in report.qa_summary():
+            qa.add_row(
+                s.system, str(s.questions), f"{s.accuracy_pct:.1f}", f"{s.actor_input_tokens:,.0f}",
+                f"{s.actor_output_tokens:,.0f}", f"{s.actor_seconds:.2f}", f"{s.judge_seconds:.2f}",
+            )
+        console.print(qa)
+    console.print(f"{len(report.built)} conversation(s), {len(report.results)} scored questions, "
+                  f"{report.seconds:.1f} s")  # fmt: skip
+
+
+@bench_app.command()
+def locomo(
+    data: Annotated[Path, typer.Option(help="A LoCoMo JSON file (read in place, never copied).")] = (
+        DEFAULT_LOCOMO
+    ),
+    conversations: Annotated[
+        str | None, typer.Option(help="Comma-separated sample ids (default: all).")
+    ] = None,
+    message_tokens: MessageTokens = 2_000,
+    observation_tokens: ObservationTokens = 4_000,
+    model: ModelOption = None,
+    judge: JudgeOption = None,
+    memory_model: MemoryModelOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Replay LoCoMo conversations and check which answers survive in each system's context."""
+    chosen = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    try:
+        cases = [conversation.case() for conversation in load_locomo(data, chosen)]
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data/--conversations") from exc
+    _retention(cases, "LoCoMo", message_tokens, observation_tokens, model, judge, memory_model, json_out)
+
+
+@bench_app.command()
+def longmemeval(
+    data: Annotated[Path, typer.Option(help="A LongMemEval JSON file (longmemeval_s, _m or oracle).")],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    message_tokens: MessageTokens = 2_000,
+    observation_tokens: ObservationTokens = 4_000,
+    model: ModelOption = None,
+    judge: JudgeOption = None,
+    memory_model: MemoryModelOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Replay LongMemEval haystacks; score the answer and its has_answer evidence turns."""
+    try:
+        cases = load_longmemeval(data, limit=limit)
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data") from exc
+    _retention(cases, "LongMemEval", message_tokens, observation_tokens, model, judge, memory_model, json_out)
+
+
+@bench_app.command()
+def survival(
+    facts: Annotated[int, typer.Option(min=1, help="How many distinct facts to seed.")] = 30,
+    generations: Annotated[int, typer.Option(min=1, help="How many reflections to measure.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic conversation.")] = 7,
+    message_tokens: MessageTokens = 1_000,
+    observation_tokens: ObservationTokens = 2_000,
+    model: Annotated[str | None, typer.Option("--model", help="Also measure this LLM reflector.")] = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Seed facts, force reflection generations, and report the share still present after each."""
+    reflectors: list[ChatModel | None] = [None]
+    if model is not None:
+        reflectors.append(_model(model))
+    reports: list[SurvivalReport] = []
+    for reflector in reflectors:
+        label = "Reflecting (offline)" if reflector is None else f"Reflecting ({reflector.name})"
+
+        async def measure(
+            advance: Callable[[int, int], None], reflector: ChatModel | None = reflector
+        ) -> SurvivalReport:
+            return await run_survival(
+                facts=facts, generations=generations, seed=seed, reflector=reflector,
+                message_tokens=message_tokens, observation_tokens=observation_tokens,
+                on_generation=lambda point: advance(point.generation, generations),
+            )
+
+        reports.append(_run(measure, label))
+    table = Table(title=f"Fact survival: {facts} facts, {generations} reflection generations")
+    table.add_column("generation", justify="right")
+    for report in reports:
+        table.add_column(f"{report.reflector} present", justify="right")
+        table.add_column(f"{report.reflector} tokens", justify="right")
+    for index in range(generations):
+        row = [str(index + 1)]
+        for report in reports:
+            point = report.points[index]
+            share = f"{point.present}/{point.total} ({100 * point.share:.0f}%)"
+            row += [share, f"{point.observation_tokens:,}"]
+        table.add_row(*row)
+    console.print(table)
+    for report in reports:
+        lost = sorted({value for point in report.points for value in point.missing})
+        if lost:
+            console.print(f"{report.reflector} lost: {', '.join(lost)}")
+    if json_out is not None:
+        json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2), encoding="utf-8")
+        console.print(f"wrote {json_out}")

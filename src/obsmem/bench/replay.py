@@ -20,10 +20,12 @@ def group_turns(messages: Sequence[Message]) -> list[tuple[list[Message], list[M
     """Split messages into (turn input, responses) pairs; a leading assistant message opens a turn."""
     turns: list[tuple[list[Message], list[Message]]] = []
     for message in messages:
-        if message.role == "user" and (not turns or turns[-1][1]):
-            turns.append(([message], []))
-        elif message.role == "user":
-            turns[-1][0].append(message)
+        if message.role == "user":
+            opening = turns[-1][0] if turns and not turns[-1][1] else None
+            if opening is not None and all(m.role == "user" for m in opening):
+                opening.append(message)
+            else:
+                turns.append(([message], []))
         elif not turns:
             turns.append(([message], []))
         else:

@@ -1,8 +1,8 @@
 """Replays the bundled conversation through the Turn API and measures what memory did.
 
 This is the library function behind ``obsmem demo``; the CLI only draws it. It uses nothing a
-user would not: a ``Memory`` on SQLite with the offline observer, driven turn by turn the way
-an agent loop drives it.
+user would not: a ``Memory`` on SQLite, driven turn by turn the way an agent loop drives it,
+with the offline observer by default or any model (``"openai:gpt-4o-mini"``, a ChatModel).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class DemoReport:
     seconds: float
     database: Path
     context: ContextWindow
+    model: str = "offline"
 
     @property
     def compression(self) -> float:
@@ -57,11 +58,14 @@ async def run_demo(
     database: Path,
     *,
     config: MemoryConfig | None = None,
-    model: ChatModel | None = None,
+    model: ChatModel | str | None = None,
     turns: int | None = None,
     on_turn: Callable[[int, int], None] | None = None,
 ) -> DemoReport:
-    """Replay the demo conversation into a fresh thread in ``database``; return the numbers."""
+    """Replay the demo conversation into a fresh thread in ``database``; return the numbers.
+
+    ``model`` (a ChatModel or a ``provider:model`` spec) observes and reflects; None is offline.
+    """
     conversation: list[DemoTurn] = demo_conversation()
     if turns is not None:
         conversation = conversation[:turns]
@@ -99,7 +103,14 @@ async def run_demo(
         seconds=time.perf_counter() - started,
         database=database,
         context=context,
+        model=_model_name(model),
     )
+
+
+def _model_name(model: ChatModel | str | None) -> str:
+    if model is None:
+        return "offline"
+    return model if isinstance(model, str) else model.name
 
 
 def _steps(demo_turn: DemoTurn) -> list[list[Message]]:

@@ -11,7 +11,7 @@ goes through :func:`with_retry`. The pieces:
   many clients hit by the same outage do not retry in lockstep. Eight retries wait about
   four minutes in all, long enough to ride out a typical rate-limit window.
 - :func:`assert_complete` turns a response that stopped for no good reason (finish reason
-  ``other``/``unknown``, typically a stream cut mid-way) into a transient error.
+  ``content_filter``/``other``/``unknown``, typically a stream cut mid-way) into a transient error.
 - :class:`RetryingModel` packages all of it as a :class:`~obsmem.models.base.ChatModel`
   wrapper, so vendor adapters never contain retry loops.
 
@@ -296,6 +296,9 @@ async def _backoff(delay: float, clock: Clock, abort: asyncio.Event | None) -> N
     sleeper.result()  # a clock that failed fails the retry loop too
 
 
+_COMPLETE_FINISH_REASONS = frozenset({"stop", "length", "tool_calls"})
+
+
 def _retry_after(error: BaseException) -> float | None:
     return error.retry_after if isinstance(error, ModelUnavailableError) else None
 
@@ -346,15 +349,16 @@ async def with_retry(
 
 
 def assert_complete(response: ModelResponse) -> ModelResponse:
-    """Return ``response`` unless it stopped for no stated reason.
+    """Return ``response`` if it ended deliberately; otherwise raise a transient error.
 
-    ``other``/``unknown`` usually mean a stream that was cut off; the same request normally
-    succeeds when repeated, so they raise the transient
-    :class:`~obsmem.errors.IncompleteResponseError`. ``stop``, ``length``, ``tool_calls`` and
-    ``content_filter`` are deliberate endings and are returned unchanged: repeating the
-    request would not change them.
+    ``stop`` and ``length`` are the model's own endings and ``tool_calls`` is a complete
+    answer to a request that offered tools; they are returned unchanged. Anything else
+    (``content_filter``, ``other``, ``unknown`` — typically a stream cut mid-way or a filter
+    tripped by a sampling accident) raises :class:`~obsmem.errors.IncompleteResponseError`,
+    which is transient: the same request normally succeeds when repeated, and a persistent
+    filter still surfaces once the retries run out.
     """
-    if response.finish_reason in ("other", "unknown"):
+    if response.finish_reason not in _COMPLETE_FINISH_REASONS:
         raise IncompleteResponseError(response.finish_reason)
     return response
 

@@ -72,6 +72,7 @@ _GLUE = frozenset(
     was were be been being am has have had do does did will would can could should shall may might
     must to of and so as just that's it's i'm i've i'll he she his her him we us our you your""".split()
 )
+_NAMES_TOO = frozenset({"May", "Will", "Mae"})  # capitalised, these are a month or a name
 _WORD_OR_GAP = re.compile(r"(\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|[A-Za-z][A-Za-z'’-]*|\S+)(\s*)")
 _RANK = {PRIORITY_HIGH: 3, PRIORITY_MEDIUM: 2, PRIORITY_LOW: 1}
 _REACTION = re.compile(
@@ -130,7 +131,7 @@ def telegraphic(text: str) -> str:
     out: list[str] = []
     for match in _WORD_OR_GAP.finditer(text, start):
         word, gap = match.group(1), match.group(2)
-        if word.lower().rstrip(",;:") in _GLUE:
+        if word.lower().rstrip(",;:") in _GLUE and word.rstrip(",;:") not in _NAMES_TOO:
             if word[-1] in ",;:" and out:
                 out[-1] = out[-1].rstrip() + word[-1] + " "
             continue

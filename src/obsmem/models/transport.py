@@ -1,0 +1,223 @@
+"""The HTTP plumbing every provider shares: one POST, JSON or a server-sent-event stream.
+
+Provider modules (``openai.py``, ``anthropic.py``) only translate messages to and from their
+wire format; everything about *talking* to a server lives here, so every provider fails the
+same way:
+
+- 401/403: :class:`~obsmem.errors.ModelRequestError` naming the key's environment variable
+  (retrying a bad key only burns the rate limit);
+- 408, 425, 429 and 5xx: :class:`~obsmem.errors.ModelUnavailableError` with the delay the
+  server asked for (``retry-after-ms`` or ``retry-after``, seconds or an HTTP date), which
+  :func:`~obsmem.models.retry.with_retry` honours;
+- other 4xx: :class:`~obsmem.errors.ModelRequestError` with the server's own explanation;
+- timeouts, refused or dropped connections, a body cut short, a body that is not JSON:
+  :class:`~obsmem.errors.ModelUnavailableError`, because the same request usually succeeds
+  when repeated.
+
+Error messages quote the fields of a JSON error body (``error.message``, ``detail``), never
+the raw body, which may be a whole HTML page.
+
+Without an injected ``httpx.AsyncClient`` each request opens its own client. Observer and
+reflector calls are minutes apart, so pooling would save little, and a per-request client
+cannot be stranded on a closed event loop (``asyncio.run`` per CLI command, sync facades).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from obsmem.errors import ModelError, ModelRequestError, ModelUnavailableError
+from obsmem.models.sse import ServerSentEvent, parse_sse
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "JSON_BODY_EVENT",
+    "Endpoint",
+    "HttpCaller",
+    "error_detail",
+    "parse_retry_after",
+    "status_error",
+]
+
+DEFAULT_TIMEOUT_S = 600.0
+"""Per-request ceiling: reflections of a large memory can legitimately stream for minutes."""
+
+JSON_BODY_EVENT = "obsmem-json-body"
+"""The event name :meth:`HttpCaller.stream_events` gives a whole JSON answer to a streamed request."""
+
+_CONNECT_TIMEOUT_S = 15.0
+_DETAIL_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and as whom to send requests.
+
+    ``provider`` names the service in messages (``openai``, ``groq``); ``key_env`` is the
+    environment variable a user sets to fix a refused key (None for keyless local servers).
+    """
+
+    provider: str
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    key_env: str | None = None
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The delay in seconds a response asked for, or None when it did not say (or said nonsense)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000
+        except ValueError:
+            value = -1
+        if value >= 0:
+            return value
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+        return max(0.0, seconds)
+    return seconds if seconds >= 0 else None
+
+
+def error_detail(body: str | bytes) -> str | None:
+    """The human explanation inside a JSON error body, shortened; None when there is none."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    for _ in range(5):  # {"error": {"error": {"message": ...}}} nests a few levels at most
+        if isinstance(data, str):
+            return data[:_DETAIL_CHARS]
+        if not isinstance(data, dict):
+            return None
+        for key in ("message", "detail"):
+            if isinstance(data.get(key), str):
+                return str(data[key])[:_DETAIL_CHARS]
+        data = data.get("error")
+    return None
+
+
+def status_error(endpoint: Endpoint, status: int, headers: Mapping[str, str], body: bytes) -> ModelError:
+    """The obsmem error for an HTTP error status (see the module docstring for the mapping)."""
+    detail = error_detail(body) or httpx.codes.get_reason_phrase(status) or "no explanation"
+    what = f"{endpoint.provider} answered HTTP {status} ({detail})"
+    if status in (401, 403):
+        fix = (
+            f"check that {endpoint.key_env} holds a valid key with access to this model"
+            if endpoint.key_env
+            else "pass a valid api_key"
+        )
+        return ModelRequestError(f"{what}: the API key was refused; {fix}.", status_code=status)
+    if status in (408, 425, 429) or status >= 500:
+        return ModelUnavailableError(
+            f"{what}; the call will be retried.", status_code=status, retry_after=parse_retry_after(headers)
+        )
+    return ModelRequestError(
+        f"{what}: the request was refused; check the model name and settings.", status_code=status
+    )
+
+
+def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError, timeout_s: float) -> ModelUnavailableError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelUnavailableError(
+            f"{endpoint.provider} request timed out after {timeout_s:g} s ({type(exc).__name__}); "
+            "it will be retried."
+        )
+    return ModelUnavailableError(
+        f"{endpoint.provider} connection failed at {endpoint.base_url} ({type(exc).__name__}: {exc}); "
+        "check that the server is reachable. The call will be retried."
+    )
+
+
+def malformed(endpoint: Endpoint, what: str) -> ModelUnavailableError:
+    """A body that does not parse: usually a proxy page or a truncated reply, so retryable."""
+    return ModelUnavailableError(f"{endpoint.provider} returned {what}; the call will be retried.")
+
+
+class HttpCaller:
+    """Sends JSON requests to one :class:`Endpoint` and maps every failure to obsmem's errors."""
+
+    def __init__(self, endpoint: Endpoint, *, client: httpx.AsyncClient | None = None) -> None:
+        self.endpoint = endpoint
+        self._client = client
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._client is not None:
+            yield self._client
+            return
+        async with httpx.AsyncClient() as client:
+            yield client
+
+    def _timeout(self, timeout_s: float) -> httpx.Timeout:
+        return httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S))
+
+    async def post_json(self, path: str, body: dict[str, Any], *, timeout_s: float) -> Any:
+        """POST ``body`` and return the decoded JSON answer."""
+        try:
+            async with self._session() as client:
+                response = await client.post(
+                    self.endpoint.url(path),
+                    json=body,
+                    headers=dict(self.endpoint.headers),
+                    timeout=self._timeout(timeout_s),
+                )
+        except httpx.HTTPError as exc:
+            raise _transport_error(self.endpoint, exc, timeout_s) from exc
+        if response.status_code >= 400:
+            raise status_error(self.endpoint, response.status_code, response.headers, response.content)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise malformed(self.endpoint, "a body that is not valid JSON") from exc
+
+    async def stream_events(
+        self, path: str, body: dict[str, Any], *, timeout_s: float
+    ) -> AsyncGenerator[ServerSentEvent, None]:
+        """POST ``body`` and yield the server-sent events of the answer as they arrive.
+
+        ``timeout_s`` bounds each wait for data, not the whole stream: a long answer that
+        keeps streaming is healthy, a silent connection is not.
+        """
+        try:
+            async with (
+                self._session() as client,
+                client.stream(
+                    "POST",
+                    self.endpoint.url(path),
+                    json=body,
+                    headers=dict(self.endpoint.headers),
+                    timeout=self._timeout(timeout_s),
+                ) as response,
+            ):
+                if response.status_code >= 400:
+                    content = await response.aread()
+                    raise status_error(self.endpoint, response.status_code, response.headers, content)
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    # A server that ignores ``stream: true`` answers with one JSON body.
+                    yield ServerSentEvent(JSON_BODY_EVENT, (await response.aread()).decode(errors="replace"))
+                    return
+                async for event in parse_sse(response.aiter_lines()):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise _transport_error(self.endpoint, exc, timeout_s) from exc
