@@ -1,0 +1,337 @@
+"""The default vector index: exact numpy search over vectors persisted in a SQLite file.
+
+Design choices, and why:
+
+* **SQLite is the source of truth; memory is a cache.** Every write commits (WAL,
+  ``synchronous=FULL``) before the in-memory matrix changes, so a crash never loses an
+  acknowledged upsert and never leaves memory ahead of the file. Vectors are float32 BLOBs
+  (little-endian), 1.5 KB per 384-d row, in an ordinary rowid table (a WITHOUT ROWID table
+  stores such large rows about 3× less densely).
+* **Loaded lazily.** Opening an index reads nothing; the first search reads every row in one
+  query into an :class:`~obsmem.vectors.exact.ExactMatrix`. Writes before that touch only
+  the file; ``count`` answers from SQL until the matrix is loaded.
+* **Other connections' writes are noticed.** ``PRAGMA data_version`` changes when another
+  connection (another process, another index object) commits to the file; the cache is then
+  dropped and reloaded at the next search, so two processes sharing a file agree.
+* **Several indexes per file.** Rows carry an index ``name``, and each named index records
+  its ``dimensions`` and ``space`` (the embedder's name): reopening with another size or
+  embedder is refused, because mixing vector spaces gives meaningless scores. The tables
+  have their own names, so the index may share a file with the message store.
+* **One worker thread owns the connection** and runs every operation, so writes, cache
+  updates and searches never interleave and the event loop never blocks on the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from obsmem.errors import ConfigError, ObsmemError, StorageError
+
+from .base import (
+    VectorHit,
+    VectorLike,
+    as_unit_matrix,
+    as_unit_vector,
+    check_dimensions,
+    check_distinct,
+    check_k,
+    spread_namespaces,
+)
+from .exact import ExactMatrix
+
+__all__ = ["SQLiteVectorIndex"]
+
+T = TypeVar("T")
+_LITTLE_ENDIAN_FLOAT32 = np.dtype("<f4")
+_BUSY_TIMEOUT_MS = 10_000
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS obsmem_vector_indexes (
+        name TEXT PRIMARY KEY,
+        dimensions INTEGER NOT NULL,
+        space TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS obsmem_vectors (
+        index_name TEXT NOT NULL,
+        key TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (index_name, key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS obsmem_vectors_by_namespace ON obsmem_vectors (index_name, namespace)",
+)
+_UPSERT = (
+    "INSERT INTO obsmem_vectors (index_name, key, namespace, vector) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (index_name, key) DO UPDATE SET namespace = excluded.namespace, vector = excluded.vector"
+)
+# substr() counts characters, as Python's len() does, so this is an exact prefix test.
+_IN_NAMESPACE = "index_name = ? AND substr(namespace, 1, ?) = ?"
+
+
+class SQLiteVectorIndex:
+    """Exact search over vectors kept in the SQLite file ``path`` (created if missing).
+
+    ``name`` selects one index among several in the file; ``dimensions`` and ``space`` must
+    match what the index was created with.
+    """
+
+    def __init__(self, path: Path | str, *, dimensions: int, space: str = "", name: str = "default") -> None:
+        self.path = Path(path)
+        self.dimensions = check_dimensions(dimensions)
+        self.space = space
+        self.name = name
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="obsmem-vectors")
+        self._connection: sqlite3.Connection | None = None
+        self._exact: ExactMatrix | None = None
+        self._loaded_version: int | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: Path | str, *, dimensions: int, space: str = "", name: str = "default"
+    ) -> SQLiteVectorIndex:
+        """Open (or create) the index now, so a size or embedder mismatch surfaces at once."""
+        index = cls(path, dimensions=dimensions, space=space, name=name)
+        try:
+            await index._call(lambda conn: None)
+        except BaseException:
+            await index.close()
+            raise
+        return index
+
+    def __repr__(self) -> str:
+        return (
+            f"SQLiteVectorIndex({str(self.path)!r}, name={self.name!r}, dimensions={self.dimensions}, "
+            f"space={self.space!r})"
+        )
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the vectors are currently held in memory."""
+        return self._exact is not None
+
+    # -- plumbing (all of it runs on the worker thread) ------------------------------------
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StorageError(
+                "This vector index has been closed; open it again with SQLiteVectorIndex(...)."
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run, fn)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            conn = self._connect()
+            self._drop_stale_cache(conn)
+            return fn(conn)
+        except ObsmemError:
+            raise
+        except sqlite3.Error as exc:
+            raise StorageError(
+                f"The vector index file {self.path} failed: {exc}. Check that the file is a writable "
+                "SQLite database and the disk has room."
+            ) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is not None:
+            return self._connection
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            # Five 384-d rows fit an 8 KiB page where two fit SQLite's default 4 KiB one. It only
+            # takes effect on a new file, so a file shared with the store keeps the store's size.
+            conn.execute("PRAGMA page_size = 8192")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            with _transaction(conn):
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                self._check_or_record_identity(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._connection = conn
+        return conn
+
+    def _check_or_record_identity(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute(
+            "SELECT dimensions, space FROM obsmem_vector_indexes WHERE name = ?", (self.name,)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO obsmem_vector_indexes (name, dimensions, space) VALUES (?, ?, ?)",
+                (self.name, self.dimensions, self.space),
+            )
+            return
+        stored_dimensions, stored_space = int(row[0]), str(row[1])
+        if stored_dimensions != self.dimensions:
+            raise ConfigError(
+                "vectors.dimensions",
+                f"index '{self.name}' in {self.path} holds {stored_dimensions}-dimensional vectors, "
+                f"not {self.dimensions}",
+                allowed=f"{stored_dimensions}, or another index name or file",
+            )
+        if stored_space != self.space:
+            raise ConfigError(
+                "vectors.space",
+                f"index '{self.name}' in {self.path} holds vectors of embedder '{stored_space}', "
+                f"not '{self.space}'; their scores would not be comparable",
+                allowed=f"'{stored_space}', or another index name or file",
+            )
+
+    def _drop_stale_cache(self, conn: sqlite3.Connection) -> None:
+        if self._exact is None:
+            return
+        if int(conn.execute("PRAGMA data_version").fetchone()[0]) != self._loaded_version:
+            self._exact = None  # another connection committed; reload at the next search
+
+    def _matrix(self, conn: sqlite3.Connection) -> ExactMatrix:
+        if self._exact is not None:
+            return self._exact
+        row_bytes = self.dimensions * _LITTLE_ENDIAN_FLOAT32.itemsize
+        conn.execute("BEGIN")  # one snapshot for the count and the rows
+        try:
+            version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+            (total,) = conn.execute(
+                "SELECT count(*) FROM obsmem_vectors WHERE index_name = ?", (self.name,)
+            ).fetchone()
+            matrix = np.empty((int(total), self.dimensions), dtype=np.float32)
+            keys: list[str] = []
+            namespaces: list[str] = []
+            cursor = conn.execute(
+                "SELECT key, namespace, vector FROM obsmem_vectors WHERE index_name = ?", (self.name,)
+            )
+            for position, (key, namespace, blob) in enumerate(cursor):
+                if len(blob) != row_bytes:
+                    raise StorageError(
+                        f"Vector '{key}' in {self.path} has {len(blob)} bytes, expected {row_bytes}; the file "
+                        "is damaged. Delete that key (or the index) and upsert it again."
+                    )
+                matrix[position] = np.frombuffer(blob, dtype=_LITTLE_ENDIAN_FLOAT32)
+                keys.append(key)
+                namespaces.append(namespace)
+        finally:
+            conn.execute("COMMIT")
+        exact = ExactMatrix(self.dimensions)
+        exact.replace_all(keys, matrix, namespaces)
+        self._loaded_version = version
+        self._exact = exact
+        return exact
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        self._exact = None
+
+    # -- the VectorIndex protocol -------------------------------------------------------------
+
+    async def upsert(self, key: str, vector: VectorLike, namespace: str = "") -> None:
+        row = as_unit_vector(vector, self.dimensions)
+        await self._call(lambda conn: self._write_rows(conn, [key], row[None, :], [namespace]))
+
+    async def upsert_many(
+        self, keys: Sequence[str], vectors: VectorLike, namespaces: Sequence[str] | str = ""
+    ) -> None:
+        check_distinct(keys)
+        matrix = as_unit_matrix(vectors, len(keys), self.dimensions)
+        spread = spread_namespaces(keys, namespaces)
+        if keys:
+            await self._call(lambda conn: self._write_rows(conn, list(keys), matrix, spread))
+
+    def _write_rows(
+        self,
+        conn: sqlite3.Connection,
+        keys: list[str],
+        matrix: npt.NDArray[np.float32],
+        namespaces: list[str],
+    ) -> None:
+        blobs = matrix.astype(_LITTLE_ENDIAN_FLOAT32, copy=False)
+        with _transaction(conn):
+            conn.executemany(
+                _UPSERT,
+                (
+                    (self.name, key, namespace, blobs[i].tobytes())
+                    for i, (key, namespace) in enumerate(zip(keys, namespaces, strict=True))
+                ),
+            )
+        if self._exact is not None:
+            self._exact.upsert(keys, matrix, namespaces)
+
+    async def delete(self, key: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn):
+                cursor = conn.execute(
+                    "DELETE FROM obsmem_vectors WHERE index_name = ? AND key = ?", (self.name, key)
+                )
+            if self._exact is not None:
+                self._exact.delete(key)
+            return cursor.rowcount > 0
+
+        return await self._call(op)
+
+    async def delete_namespace(self, namespace_prefix: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            with _transaction(conn):
+                cursor = conn.execute(
+                    f"DELETE FROM obsmem_vectors WHERE {_IN_NAMESPACE}",
+                    (self.name, len(namespace_prefix), namespace_prefix),
+                )
+            if self._exact is not None:
+                self._exact.delete_namespace(namespace_prefix)
+            return cursor.rowcount
+
+        return await self._call(op)
+
+    async def search(self, query: VectorLike, k: int = 10, *, namespace_prefix: str = "") -> list[VectorHit]:
+        check_k(k)
+        unit_query = as_unit_vector(query, self.dimensions, "query")
+        return await self._call(lambda conn: self._matrix(conn).search(unit_query, k, namespace_prefix))
+
+    async def count(self, namespace_prefix: str = "") -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            if self._exact is not None:
+                return self._exact.count(namespace_prefix)
+            row = conn.execute(
+                f"SELECT count(*) FROM obsmem_vectors WHERE {_IN_NAMESPACE}",
+                (self.name, len(namespace_prefix), namespace_prefix),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._call(op)
+
+    async def load(self) -> None:
+        """Read every vector into memory now, instead of at the first search."""
+        await self._call(self._matrix)
+
+    async def close(self) -> None:
+        """Close the file and stop the worker thread; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_connection)
+        self._executor.shutdown(wait=True)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
