@@ -10,13 +10,13 @@ a line naming what it shows (LoCoMo's caption), since that is all a text model w
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from obsmem.bench.datafile import read_json_list
 from obsmem.bench.retention import RetentionCase, RetentionQuestion
 from obsmem.errors import InvalidInputError
 from obsmem.types import Message, TextPart
@@ -173,15 +173,7 @@ def _conversation(raw: dict[str, Any]) -> LocomoConversation:
 
 def load_locomo(path: Path, conversations: list[str] | None = None) -> list[LocomoConversation]:
     """Read a LoCoMo JSON file; keep only the named conversations when ``conversations`` is given."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InvalidInputError(f"LoCoMo file {path} does not exist; pass --data PATH") from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"LoCoMo file {path} is not valid JSON: {exc}") from exc
-    if not isinstance(raw, list):
-        raise InvalidInputError(f"LoCoMo file {path} must hold a JSON list of conversations")
-    loaded = [_conversation(item) for item in raw]
+    loaded = [_conversation(item) for item in read_json_list(path, "LoCoMo", "conversations")]
     if conversations:
         known = {conv.sample_id for conv in loaded}
         missing = [name for name in conversations if name not in known]

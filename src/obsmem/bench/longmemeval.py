@@ -10,12 +10,12 @@ differ only in how much haystack surrounds the evidence.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from obsmem.bench.datafile import read_json_list
 from obsmem.bench.retention import RetentionCase, RetentionQuestion
 from obsmem.errors import InvalidInputError
 from obsmem.types import Message, TextPart
@@ -80,14 +80,7 @@ def load_longmemeval(
     Abstention questions (ids ending in ``_abs``) have no answer in the haystack by design, so
     they are skipped unless ``skip_abstention`` is False.
     """
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InvalidInputError(f"LongMemEval file {path} does not exist; pass --data PATH") from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"LongMemEval file {path} is not valid JSON: {exc}") from exc
-    if not isinstance(raw, list):
-        raise InvalidInputError(f"LongMemEval file {path} must hold a JSON list of questions")
+    raw = read_json_list(path, "LongMemEval", "questions")
     chosen = [
         item for item in raw
         if not (skip_abstention and str(item.get("question_id", "")).endswith("_abs"))

@@ -1,0 +1,24 @@
+"""Reading a benchmark's JSON file from the path the user gave, with errors that say which."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from obsmem.errors import InvalidInputError
+
+__all__ = ["read_json_list"]
+
+
+def read_json_list(path: Path, dataset: str, items: str) -> list[Any]:
+    """The JSON list in ``path``; a missing file, bad JSON or another shape is an InvalidInputError."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidInputError(f"{dataset} file {path} does not exist; pass --data PATH") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{dataset} file {path} is not valid JSON: {exc}") from exc
+    if not isinstance(raw, list):
+        raise InvalidInputError(f"{dataset} file {path} must hold a JSON list of {items}")
+    return raw
