@@ -54,7 +54,9 @@ def test_loader_maps_speakers_times_images_and_categories() -> None:
         ('[{"sample_id": "x"}]', None, "needs 'sample_id' and a 'conversation'"),
     ],
 )
-def test_bad_files_raise_typed_errors(tmp_path: Path, content: str, names: list[str] | None, message: str) -> None:
+def test_bad_files_raise_typed_errors(
+    tmp_path: Path, content: str, names: list[str] | None, message: str
+) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(InvalidInputError, match=message):

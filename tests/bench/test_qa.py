@@ -43,20 +43,31 @@ class ActorAndJudge:
         system = messages[0]["content"]
         question = messages[-1]["content"]
         if system == ACTOR_INSTRUCTIONS:
-            context = "\n".join(str(m["content"]) for m in messages[1:-1]).replace("Mar 2, 2024", "March 2, 2024")
+            context = "\n".join(str(m["content"]) for m in messages[1:-1]).replace(
+                "Mar 2, 2024", "March 2, 2024"
+            )
             self.actor_contexts.append(context)
             wanted = next(answer for key, answer in ANSWERS.items() if key in question)
             return openai_text_stream(wanted if wanted in context else "I don't know")
         gold = re.search(r"Gold answer: (.*)\n", question)
         candidate = re.search(r"Candidate answer: (.*)\n", question)
         assert gold and candidate
-        ok = candidate.group(1) != "I don't know" and gold.group(1).split()[-1].lower() in candidate.group(1).lower()
+        ok = (
+            candidate.group(1) != "I don't know"
+            and gold.group(1).split()[-1].lower() in candidate.group(1).lower()
+        )
         return openai_text_stream("CORRECT\nsame fact" if ok else "WRONG\nmissing")
 
 
 @pytest.mark.parametrize(
     ("text", "correct"),
-    [("CORRECT\nsame", True), ("**Correct**", True), ("WRONG\nno", False), ("", False), ("correctly wrong", False)],
+    [
+        ("CORRECT\nsame", True),
+        ("**Correct**", True),
+        ("WRONG\nno", False),
+        ("", False),
+        ("correctly wrong", False),
+    ],
 )
 def test_verdicts(text: str, correct: bool) -> None:
     assert parse_verdict(text) is correct
@@ -74,7 +85,9 @@ async def test_actor_sees_each_systems_context_and_the_judge_grades_it() -> None
     assert summary["obsmem"].accuracy_pct == 100.0
     assert summary["truncate"].accuracy_pct == 20.0
     assert summary["full"].accuracy_pct == 80.0  # "yesterday" was never resolved in the raw log
-    assert all(r.actor == "openai-compatible:qa-test" and r.actor_usage.input_tokens == 100 for r in report.qa)
+    assert all(
+        r.actor == "openai-compatible:qa-test" and r.actor_usage.input_tokens == 100 for r in report.qa
+    )
     full_context = max(player.actor_contexts, key=len)
     assert "Pickle" in full_context and "Riverside Hospital" in full_context
     data = report.to_json()
@@ -98,8 +111,8 @@ def test_cli_reports_actor_judge_tokens_and_latency(tmp_path: Path) -> None:
 
 
 def test_a_missing_key_fails_before_any_replay() -> None:
-    result = CliRunner().invoke(app, ["bench", "locomo", "--data", str(FIXTURE), "--model", "openai:gpt-4o-mini"],
-                                env={"OPENAI_API_KEY": None})  # fmt: skip
+    arguments = ["bench", "locomo", "--data", str(FIXTURE), "--model", "openai:gpt-4o-mini"]
+    result = CliRunner().invoke(app, arguments, env={"OPENAI_API_KEY": None})
     assert result.exit_code == 1
     assert "OPENAI_API_KEY" in result.output
     assert "Replaying" not in result.output

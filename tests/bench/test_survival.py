@@ -72,3 +72,25 @@ def test_cli_prints_each_generation_and_writes_json(tmp_path: Path) -> None:
     (report,) = json.loads(out.read_text())
     assert report["reflector"] == "offline"
     assert [g["generation"] for g in report["generations"]] == [1, 2]
+
+
+def test_cli_measures_an_llm_reflector_beside_the_offline_one(tmp_path: Path) -> None:
+    """The LLM reflector is a local OpenAI-compatible server that condenses to two lines."""
+    from tests.models.wire_server import MemoryModelPlayer, WireServer
+
+    out = tmp_path / "survival.json"
+    player = MemoryModelPlayer()
+    with WireServer() as server:
+        server.responder = player
+        result = CliRunner().invoke(app, [
+            "bench", "survival", "--facts", "8", "--generations", "2", "--json", str(out),
+            "--model", f"openai-compatible:reflector-test@{server.url}/v1",
+        ], env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert player.reflector_calls >= 2 and player.observer_calls == 0  # only the reflector is the LLM
+    offline, llm = json.loads(out.read_text())
+    assert offline["reflector"] == "offline" and llm["reflector"] == "llm:openai-compatible:reflector-test"
+    assert offline["generations"][-1]["present"] == 8
+    assert (
+        llm["generations"][-1]["present"] == 0
+    )  # that reflector kept none of the facts: measured, not assumed

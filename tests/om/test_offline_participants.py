@@ -34,12 +34,17 @@ def said(text: str, *, known: str = "", name: str = "Melanie") -> str | None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("I ran a charity race for mental health last Saturday.",
-         "Melanie: ran charity race for mental health last Saturday (meaning May 6, 2023)"),
+        (
+            "I ran a charity race for mental health last Saturday.",
+            "Melanie: ran charity race for mental health last Saturday (meaning May 6, 2023)",
+        ),
         ("Thanks, Caroline! That sounds amazing.", None),  # a reaction addressed to the listener
         ("What got you into running?", None),  # a question states nothing
         ("Your painting is so beautiful, Caroline!", None),  # about the listener: theirs to record
-        ("I'm training for the Lisbon marathon in May.", "Melanie: training for Lisbon marathon in May (meaning May 2023)"),
+        (
+            "I'm training for the Lisbon marathon in May.",
+            "Melanie: training for Lisbon marathon in May (meaning May 2023)",
+        ),
         ("Haha yeah.", None),
     ],
 )
@@ -58,7 +63,9 @@ def test_narration_already_recorded_is_not_repeated() -> None:
 
 def test_a_name_or_date_makes_a_fact_and_bare_narration_a_topic() -> None:
     fact = participant_line("I finished reading Charlotte's Web.", "Mel", DAY, "", estimate_tokens)
-    topic = participant_line("I spent the afternoon baking bread with my kids.", "Mel", DAY, "", estimate_tokens)
+    topic = participant_line(
+        "I spent the afternoon baking bread with my kids.", "Mel", DAY, "", estimate_tokens
+    )
     assert fact is not None and fact.priority == PRIORITY_HIGH
     assert topic is not None and topic.priority == PRIORITY_MEDIUM
 
@@ -66,9 +73,14 @@ def test_a_name_or_date_makes_a_fact_and_bare_narration_a_topic() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Melanie: they signed up for a pottery class; it is like therapy for them (meaning Jul 2, 2023).",
-         "Melanie: signed up for pottery class; like therapy for (meaning Jul 2, 2023)."),
-        ('Caroline: they loved "The Art of Being" by the author', 'Caroline: loved "The Art of Being" by author'),
+        (
+            "Melanie: they signed up for a pottery class; it is like therapy for them (meaning Jul 2, 2023).",
+            "Melanie: signed up for pottery class; like therapy for (meaning Jul 2, 2023).",
+        ),
+        (
+            'Caroline: they loved "The Art of Being" by the author',
+            'Caroline: loved "The Art of Being" by author',
+        ),
         ("Ben: the race is in May and Will is coming", "Ben: race in May Will coming"),
         ("User stated they live in Berlin", "User stated live in Berlin"),  # callers choose which lines
     ],
@@ -99,8 +111,15 @@ def test_people_mode_needs_a_named_assistant() -> None:
 
 async def test_observer_writes_one_line_per_speaker_message() -> None:
     messages = [
-        _message("user", "Hey Mel! I went to a LGBTQ support group yesterday and it was so powerful.", "Caroline", 0),
-        _message("assistant", "Wow, Caroline! I painted a lake sunrise last year, my favourite.", "Melanie", 1),
+        _message(
+            "user",
+            "Hey Mel! I went to a LGBTQ support group yesterday and it was so powerful.",
+            "Caroline",
+            0,
+        ),
+        _message(
+            "assistant", "Wow, Caroline! I painted a lake sunrise last year, my favourite.", "Melanie", 1
+        ),
         _message("user", "That's so cool! What inspired you?", "Caroline", 2),
     ]
     result = await OfflineObserver().observe(ObservationRequest(messages=messages, timezone=UTC))
@@ -129,15 +148,24 @@ def test_merge_folds_one_speakers_old_day_and_keeps_the_highest_priority() -> No
     ]
     merged = merge_speaker_days(entries)
     assert [e.line.text for e in merged] == [
-        "Mel: baked bread; adopted dog Rex.", "Ana: went hiking.", "Mel: recent line", "Mel: next day.",
+        "Mel: baked bread; adopted dog Rex.",
+        "Ana: went hiking.",
+        "Mel: recent line",
+        "Mel: next day.",
     ]
     assert merged[0].line.priority == PRIORITY_HIGH
 
 
 def test_fit_drops_the_least_valuable_notes_and_never_a_user_fact() -> None:
     entries = [
-        _Entry(DAY, ObservationLine("Mel: nice day; adopted dog Rex in Lisbon (meaning May 7, 2023); ok then",
-                                    PRIORITY_HIGH, "10:00")),  # fmt: skip
+        _Entry(
+            DAY,
+            ObservationLine(
+                "Mel: nice day; adopted dog Rex in Lisbon (meaning May 7, 2023); ok then",
+                PRIORITY_HIGH,
+                "10:00",
+            ),
+        ),  # fmt: skip
         _Entry(DAY, ObservationLine("User stated they are allergic to cashews", PRIORITY_HIGH, "10:01")),
     ]
     fitted = fit_participants(entries, excess_tokens=5, count_tokens=estimate_tokens)
@@ -156,8 +184,11 @@ async def test_reflection_of_a_long_talk_fits_its_goal() -> None:
         when = start + timedelta(days=day)
         lines.append(f"Date: {when.strftime('%b')} {when.day}, {when.year}")
         for n in range(4):
-            lines.append(f"* 🔴 (10:0{n}) {('Ana', 'Ben')[n % 2]}: told story number {day}-{n} about trip to Place{day}x{n} "
-                         f"with friend Person{day}y{n} and it was lovely")  # fmt: skip
+            speaker = ("Ana", "Ben")[n % 2]
+            lines.append(
+                f"* 🔴 (10:0{n}) {speaker}: told story number {day}-{n} about trip to Place{day}x{n} "
+                f"with friend Person{day}y{n} and it was lovely"
+            )
     observations = "\n".join(lines)
     result = await OfflineReflector(count_tokens=estimate_tokens).reflect(
         ReflectionRequest(observations=observations, target_tokens=2_000)
