@@ -1,0 +1,66 @@
+"""Knowledge: obsmem's scoped, audited, bitemporal fact store (the "subconscious").
+
+The public face is :class:`Knowledge`; the storage contract and both adapters are re-exported
+so one import is enough::
+
+    from obsmem.knowledge import Knowledge
+
+    async with Knowledge.in_memory(actor="me") as knowledge:
+        jane = await knowledge.node("Jane", "person", "org:acme")
+        record = await knowledge.append(jane.id, "Jane leads [[Project X]]", "org:acme", reason="said so")
+        about = await knowledge.store.list_about(jane.id, "org:acme/resource:alice")
+        assert about.items[0].id == record.id
+
+Scopes are canonical strings (``org:acme/resource:alice/thread:t1``); a read sees its own scope
+and its ancestors, never a sibling thread.
+"""
+
+from __future__ import annotations
+
+from obsmem.knowledge.capture import CaptureOutcome, capture
+from obsmem.knowledge.facade import Knowledge
+from obsmem.knowledge.review import ReviewQueue
+from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex, reciprocal_rank_fusion
+from obsmem.knowledge.wikilinks import extract_wikilinks, resolve_mentions
+from obsmem.storage.knowledge_contract import (
+    ActivityAction,
+    ActivityEvent,
+    KnowledgeStore,
+    Node,
+    Page,
+    Record,
+    RecordView,
+    Tombstone,
+    TrustState,
+)
+from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
+from obsmem.storage.knowledge_scopes import Level, Scope
+from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
+from obsmem.storage.knowledge_values import When, parse_when
+
+__all__ = [
+    "ActivityAction",
+    "ActivityEvent",
+    "CaptureOutcome",
+    "InMemoryKnowledgeStore",
+    "Knowledge",
+    "KnowledgeHit",
+    "KnowledgeStore",
+    "Level",
+    "Node",
+    "Page",
+    "Record",
+    "RecordView",
+    "ReviewQueue",
+    "SQLiteKnowledgeStore",
+    "Scope",
+    "SemanticIndex",
+    "Tombstone",
+    "TrustState",
+    "When",
+    "capture",
+    "extract_wikilinks",
+    "parse_when",
+    "reciprocal_rank_fusion",
+    "resolve_mentions",
+]

@@ -1,0 +1,85 @@
+"""Capture: writing a model-proposed fact, clamped to the ceiling instead of refused.
+
+A capture model proposes a scope level for each fact. The configured ceiling is the broadest
+level a fact may reach; a proposal above it is *narrowed* to the ceiling (the fact is still
+worth keeping, just more privately), never rejected. The record stores the ceiling as its
+``max_scope``, so no later rescope can lift it either.
+
+A value that was deleted with a tombstone is refused by the store; capture turns that refusal
+into an outcome and a log line instead of an exception, because an agent re-observing a fact
+the user deleted is expected, not exceptional.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Literal
+
+from obsmem.knowledge.wikilinks import resolve_mentions
+from obsmem.storage.knowledge_contract import KnowledgeStore, Record, TrustState
+from obsmem.storage.knowledge_errors import TombstonedValueError
+from obsmem.storage.knowledge_scopes import Level, Scope, clamp_level, parse_level
+from obsmem.storage.knowledge_values import When, parse_when
+
+__all__ = ["CaptureOutcome", "capture"]
+
+logger = logging.getLogger("obsmem.knowledge")
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureOutcome:
+    """``captured`` with the record, or ``refused-tombstoned`` with no record."""
+
+    status: Literal["captured", "refused-tombstoned"]
+    scope: str
+    clamped: bool
+    record: Record | None = None
+    detail: str = ""
+
+
+async def capture(
+    store: KnowledgeStore,
+    node_id: str,
+    text: str,
+    *,
+    context: Scope | str,
+    proposed_level: Level | str,
+    ceiling: Level | str,
+    reason: str,
+    actor: str,
+    source_thread_id: str | None = None,
+    when: str | datetime | date | When | None = None,
+    attribute: str | None = None,
+    trust: TrustState = TrustState.CANDIDATE,
+    metadata: Mapping[str, Any] | None = None,
+) -> CaptureOutcome:
+    """Clamp, resolve wikilinks from the full context, append; a tombstoned value is refused."""
+    chain = Scope.parse(context)
+    ceiling_level = parse_level(ceiling)
+    wanted = parse_level(proposed_level)
+    level = clamp_level(wanted, ceiling_level)
+    scope = chain.at(level).key
+    fact_time = parse_when(when) if when is not None else None
+    mentions = await resolve_mentions(store, text, chain.key, scope)
+    try:
+        record = await store.append_record(
+            node_id,
+            text,
+            scope,
+            actor=actor,
+            reason=reason,
+            source_thread_id=source_thread_id,
+            when=fact_time,
+            max_scope=ceiling_level,
+            attribute=attribute,
+            trust=trust,
+            metadata=metadata,
+            mentions=mentions,
+        )
+    except TombstonedValueError as refused:
+        logger.info("knowledge capture refused: %s", refused)
+        return CaptureOutcome("refused-tombstoned", scope, level != wanted, None, str(refused))
+    return CaptureOutcome("captured", scope, level != wanted, record)

@@ -1,0 +1,204 @@
+"""The :class:`Knowledge` facade: one object over a knowledge store, an embedder and a reviewer.
+
+It adds what the store deliberately does not know: wikilink parsing and resolution, fact-time
+parsing, capture clamping, the review queue and fused search. Everything else is the store's
+own call, reachable as :attr:`Knowledge.store`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import date, datetime
+from types import TracebackType
+from typing import Any, Self
+
+from obsmem.clock import Clock
+from obsmem.embeddings import Embedder, LexicalHashEmbedder
+from obsmem.knowledge.capture import CaptureOutcome, capture
+from obsmem.knowledge.review import ReviewQueue
+from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
+from obsmem.knowledge.wikilinks import resolve_mentions
+from obsmem.storage.knowledge_contract import (
+    DEFAULT_VIEW,
+    KnowledgeStore,
+    Node,
+    Record,
+    RecordView,
+    TrustState,
+)
+from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
+from obsmem.storage.knowledge_scopes import Level, Scope, parse_level
+from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
+from obsmem.storage.knowledge_values import When, parse_when
+
+__all__ = ["Knowledge"]
+
+WhenInput = str | datetime | date | When
+
+
+class Knowledge:
+    """A scoped knowledge graph with audit, tombstones, review and semantic search.
+
+    ::
+
+        async with Knowledge.sqlite("knowledge.db", actor="curator") as knowledge:
+            here = "org:acme/resource:alice/thread:t1"
+            jane = await knowledge.node("Jane", "person", "org:acme/resource:alice")
+            await knowledge.append(jane.id, "Jane moved to [[Berlin]]", here, reason="user said so",
+                                   when="2026-07-01", attribute="city")
+            hits = await knowledge.search("where does Jane live", here)
+
+    ``actor`` is written to the audit log for every change made through this object.
+    """
+
+    def __init__(
+        self, store: KnowledgeStore, *, embedder: Embedder | None = None, actor: str = "obsmem"
+    ) -> None:
+        self.store = store
+        self.embedder = embedder or LexicalHashEmbedder()
+        self.actor = actor
+        self.index = SemanticIndex(store, self.embedder)
+        self.review = ReviewQueue(store, actor)
+
+    @classmethod
+    def in_memory(
+        cls, *, embedder: Embedder | None = None, actor: str = "obsmem", clock: Clock | None = None
+    ) -> Knowledge:
+        return cls(InMemoryKnowledgeStore(clock=clock), embedder=embedder, actor=actor)
+
+    @classmethod
+    def sqlite(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        actor: str = "obsmem",
+        clock: Clock | None = None,
+    ) -> Knowledge:
+        return cls(SQLiteKnowledgeStore(path, clock=clock), embedder=embedder, actor=actor)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def node(
+        self,
+        name: str,
+        kind: str,
+        scope: str,
+        *,
+        content: str | None = None,
+        description: str | None = None,
+        reason: str = "node created",
+        resolution_scope: str | None = None,
+        default_scope: str | None = None,
+    ) -> Node:
+        """Create (or fetch, by scope and case-insensitive name) a node; links in ``content`` resolve."""
+        mentions = await resolve_mentions(
+            self.store, content, resolution_scope or scope, default_scope or scope
+        )
+        return await self.store.create_node(
+            name,
+            kind,
+            scope,
+            actor=self.actor,
+            reason=reason,
+            content=content,
+            description=description,
+            mentions=mentions,
+        )
+
+    async def append(
+        self,
+        node_id: str,
+        text: str,
+        scope: str,
+        *,
+        reason: str,
+        source_thread_id: str | None = None,
+        when: WhenInput | None = None,
+        max_scope: Level | str = Level.ORG,
+        attribute: str | None = None,
+        trust: TrustState = TrustState.VERIFIED,
+        metadata: Mapping[str, Any] | None = None,
+        resolution_scope: str | None = None,
+        default_scope: str | None = None,
+    ) -> Record:
+        """Append a record; links resolve from ``resolution_scope`` (default: the record's scope)."""
+        fact_time = parse_when(when) if when is not None else None
+        mentions = await resolve_mentions(self.store, text, resolution_scope or scope, default_scope or scope)
+        return await self.store.append_record(
+            node_id,
+            text,
+            scope,
+            actor=self.actor,
+            reason=reason,
+            source_thread_id=source_thread_id,
+            when=fact_time,
+            max_scope=parse_level(max_scope),
+            attribute=attribute,
+            trust=trust,
+            metadata=metadata,
+            mentions=mentions,
+        )
+
+    async def capture(
+        self,
+        node_id: str,
+        text: str,
+        *,
+        context: Scope | str,
+        proposed_level: Level | str,
+        ceiling: Level | str,
+        reason: str,
+        source_thread_id: str | None = None,
+        when: WhenInput | None = None,
+        attribute: str | None = None,
+        trust: TrustState = TrustState.CANDIDATE,
+    ) -> CaptureOutcome:
+        """Capture a model-proposed fact, clamped to ``ceiling`` (see :mod:`.capture`)."""
+        return await capture(
+            self.store,
+            node_id,
+            text,
+            context=context,
+            proposed_level=proposed_level,
+            ceiling=ceiling,
+            reason=reason,
+            actor=self.actor,
+            source_thread_id=source_thread_id,
+            when=when,
+            attribute=attribute,
+            trust=trust,
+        )
+
+    async def remove(self, record_id: str, scope: str, *, reason: str, tombstone: bool = False) -> Record:
+        return await self.store.remove_record(
+            record_id, scope, actor=self.actor, reason=reason, tombstone=tombstone
+        )
+
+    async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:
+        return await self.store.rescope_record(record_id, scope, new_scope, actor=self.actor, reason=reason)
+
+    async def raise_ceiling(self, record_id: str, scope: str, ceiling: Level | str, *, reason: str) -> Record:
+        return await self.store.raise_ceiling(
+            record_id, scope, parse_level(ceiling), actor=self.actor, reason=reason
+        )
+
+    async def search(
+        self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 10
+    ) -> list[KnowledgeHit]:
+        """Fused lexical + semantic search over what ``scope`` may see (drains the index first)."""
+        return await self.index.search(query, scope, view=view, limit=limit)
+
+    async def drain(self) -> int:
+        """Bring the semantic index up to date; returns the number of outbox entries applied."""
+        return await self.index.drain()

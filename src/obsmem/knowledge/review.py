@@ -1,0 +1,67 @@
+"""The review queue: candidates wait for a human (or a trusted agent) to approve or reject.
+
+Default reads return verified records only, so a candidate cannot reach an agent's context
+before it is approved. Every decision is one audited mutation with the reviewer as actor.
+Records are immutable, so an edit is an append of the corrected text followed by the removal
+of the original; the append goes first, so a failure leaves the original in place rather than
+losing both.
+"""
+
+from __future__ import annotations
+
+from obsmem.knowledge.wikilinks import resolve_mentions
+from obsmem.storage.knowledge_contract import KnowledgeStore, Page, Record, RecordView, TrustState
+from obsmem.storage.knowledge_errors import KnowledgeNotFoundError
+
+__all__ = ["ReviewQueue"]
+
+
+class ReviewQueue:
+    """Review decisions over one store, attributed to ``actor``."""
+
+    def __init__(self, store: KnowledgeStore, actor: str) -> None:
+        self.store = store
+        self.actor = actor
+
+    async def pending(self, scope: str, *, after: str | None = None, limit: int = 100) -> Page[Record]:
+        """Candidates visible from ``scope``, newest first."""
+        return await self.store.list_candidates(scope, after=after, limit=limit)
+
+    async def approve(self, record_id: str, scope: str, *, reason: str) -> Record:
+        return await self.store.set_trust(
+            record_id, scope, TrustState.VERIFIED, actor=self.actor, reason=reason
+        )
+
+    async def reject(self, record_id: str, scope: str, *, reason: str, tombstone: bool = False) -> Record:
+        """Reject; with ``tombstone=True`` the same value is also refused if captured again."""
+        return await self.store.set_trust(
+            record_id, scope, TrustState.REJECTED, actor=self.actor, reason=reason, tombstone=tombstone
+        )
+
+    async def edit(self, record_id: str, scope: str, new_text: str, *, reason: str) -> Record:
+        """Replace a record's text: append the corrected (verified) record, then remove the old one."""
+        original = await self.store.get_record(
+            record_id, scope, RecordView(include_candidates=True, include_superseded=True)
+        )
+        if original is None:
+            raise KnowledgeNotFoundError(
+                f"Knowledge record '{record_id}' is not visible from '{scope}'; "
+                "it cannot be edited from there."
+            )
+        mentions = await resolve_mentions(self.store, new_text, original.scope, original.scope)
+        replacement = await self.store.append_record(
+            original.node_id,
+            new_text,
+            original.scope,
+            actor=self.actor,
+            reason=reason,
+            source_thread_id=original.source_thread_id,
+            when=original.when,
+            max_scope=original.max_scope,
+            attribute=original.attribute,
+            trust=TrustState.VERIFIED,
+            metadata={**original.metadata, "edited_from": original.id},
+            mentions=mentions,
+        )
+        await self.store.remove_record(original.id, scope, actor=self.actor, reason=reason)
+        return replacement

@@ -1,0 +1,174 @@
+"""The semantic index: draining the outbox into vectors, and fused lexical + semantic search.
+
+Storage writes never call the embedder. Every change that affects a record's vector leaves an
+outbox entry; :meth:`SemanticIndex.drain` claims entries in batches (oldest first, one open
+entry per document at a time), applies them, and completes them. The vectors live in the
+knowledge store keyed by document id, under the record's *current* scope, so after a drain the
+index holds exactly one vector per live record and a rescoped record no longer answers queries
+from its old scope.
+
+:meth:`SemanticIndex.search` drains first (fresh writes are searchable), queries the vectors of
+each scope on the caller's chain, re-reads every hit through the store's visibility rules (a
+vector is never trusted to say who may see it), and fuses the semantic ranking with the
+store's lexical ranking by reciprocal rank.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from obsmem.embeddings import Embedder
+from obsmem.storage.knowledge_contract import (
+    DEFAULT_VIEW,
+    KnowledgeStore,
+    OutboxEntry,
+    Record,
+    RecordView,
+    StoredVector,
+    TrustState,
+    record_document_id,
+)
+from obsmem.storage.knowledge_errors import StaleSemanticIndexError
+from obsmem.storage.knowledge_scopes import Scope
+
+__all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
+
+RRF_K = 60
+BATCH_SIZE = 50
+MAX_BATCHES = 100
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeHit:
+    """One search result; ``score`` is the fused reciprocal-rank score (higher is better)."""
+
+    kind: Literal["node", "record"]
+    id: str
+    node_id: str
+    text: str
+    scope: str
+    score: float
+    record: Record | None = None
+
+
+def reciprocal_rank_fusion(rankings: list[list[str]], k: int = RRF_K) -> dict[str, float]:
+    """Σ 1 / (k + rank) over the rankings each key appears in (rank starts at 1)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+class SemanticIndex:
+    """Keeps the store's vectors in step with its records, and searches them."""
+
+    def __init__(self, store: KnowledgeStore, embedder: Embedder, *, worker_id: str | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.worker_id = worker_id or f"knowledge-index-{uuid.uuid4().hex[:12]}"
+
+    async def drain(self, *, lease_seconds: float = 60.0) -> int:
+        """Apply every claimable outbox entry; return how many were applied."""
+        applied = 0
+        for _ in range(MAX_BATCHES):
+            batch = await self.store.claim_outbox(
+                self.worker_id, limit=BATCH_SIZE, lease_seconds=lease_seconds
+            )
+            if not batch:
+                return applied
+            try:
+                await self._apply(batch)
+            except Exception as exc:
+                await self.store.release_outbox(self.worker_id, [e.id for e in batch])
+                raise StaleSemanticIndexError(
+                    f"The knowledge index could not apply {len(batch)} outbox entries ({exc}); they were "
+                    "released and will be retried on the next drain."
+                ) from exc
+            await self.store.complete_outbox(self.worker_id, [e.id for e in batch])
+            applied += len(batch)
+        raise StaleSemanticIndexError(
+            f"The knowledge outbox still has entries after {MAX_BATCHES} batches; drain again."
+        )
+
+    async def _apply(self, batch: list[OutboxEntry]) -> None:
+        to_embed: list[tuple[Record, str]] = []
+        for entry in batch:
+            if entry.operation == "delete":
+                await self.store.delete_vector(entry.document_id, entry.scope)
+                continue
+            record = await self.store.load_record(entry.record_id)
+            if record is None or record.deleted_at is not None or record.trust is TrustState.REJECTED:
+                await self.store.delete_vector(entry.document_id)
+                continue
+            node = await self.store.load_node(record.node_id)
+            name = node.name if node is not None else ""
+            to_embed.append((record, f"{name}: {record.text}" if name else record.text))
+        if not to_embed:
+            return
+        matrix = await self.embedder.embed([text for _, text in to_embed])
+        for (record, _), row in zip(to_embed, matrix, strict=True):
+            # Keyed by document id: writing under the current scope replaces any older vector.
+            await self.store.put_vector(
+                StoredVector(record_document_id(record.id), record.id, record.scope, self.embedder.name, row)
+            )
+
+    async def semantic(self, query: str, scope: str, view: RecordView, limit: int) -> list[Record]:
+        """Records ranked by cosine similarity, re-checked against the store's visibility."""
+        vector = (await self.embedder.embed([query]))[0]
+        best: dict[str, float] = {}
+        for key in Scope.parse(scope).visible_keys():
+            stored = [v for v in await self.store.list_vectors([key]) if v.embedder == self.embedder.name]
+            if not stored:
+                continue
+            scores = np.stack([v.vector for v in stored]) @ vector
+            for index in np.argsort(-scores)[: limit * 3]:
+                if scores[index] <= 0.0:
+                    break
+                record_id = stored[index].record_id
+                best[record_id] = max(best.get(record_id, -1.0), float(scores[index]))
+        ranked: list[Record] = []
+        for record_id in sorted(best, key=lambda rid: -best[rid]):
+            record = await self.store.get_record(record_id, scope, view)
+            if record is not None:
+                ranked.append(record)
+            if len(ranked) == limit:
+                break
+        return ranked
+
+    async def search(
+        self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 10
+    ) -> list[KnowledgeHit]:
+        await self.drain()
+        lexical = await self.store.search_lexical(query, scope, view=view, limit=max(limit * 3, 20))
+        semantic = await self.semantic(query, scope, view, max(limit * 3, 20))
+        hits: dict[str, KnowledgeHit] = {}
+        for hit in lexical:
+            hits[f"{hit.kind}:{hit.id}"] = KnowledgeHit(
+                hit.kind, hit.id, hit.node_id, hit.text, hit.scope, 0.0, hit.record
+            )
+        for record in semantic:
+            hits.setdefault(
+                f"record:{record.id}",
+                KnowledgeHit("record", record.id, record.node_id, record.text, record.scope, 0.0, record),
+            )
+        fused = reciprocal_rank_fusion(
+            [[f"{h.kind}:{h.id}" for h in lexical], [f"record:{r.id}" for r in semantic]]
+        )
+        ordered = sorted(hits, key=lambda key: (-fused[key], key))
+        return [
+            KnowledgeHit(
+                hits[k].kind,
+                hits[k].id,
+                hits[k].node_id,
+                hits[k].text,
+                hits[k].scope,
+                fused[k],
+                hits[k].record,
+            )
+            for k in ordered[:limit]
+        ]

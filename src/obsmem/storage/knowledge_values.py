@@ -1,0 +1,127 @@
+"""Pure value handling for knowledge records: fact-time (``when``) parsing and value normalisation.
+
+``when`` is the time a fact *refers to*, as opposed to ``captured_at``, the time the store
+learnt it. Capture models propose it as text, so it is parsed strictly: an unparseable value
+raises :class:`InvalidWhenError` instead of being dropped, because a silently dropped fact time
+turns a dated fact into a timeless one.
+
+Accepted forms (all UTC unless an offset is given; intervals are half-open ``[start, end)``)::
+
+    2026-07-01T09:30:00Z     an instant (naive datetimes are taken as UTC)
+    2026-07-01               a point known to the day   (precision "day")
+    2026-07                  a point known to the month (precision "month")
+    2026                     a point known to the year  (precision "year")
+    2026-07-01/2026-07-15    an interval: from the start of the first to the end of the second
+
+A date alone is a *point* with a precision, not a bounded interval: "Jane moved to Berlin on
+2026-07-01" does not stop being true on 2026-07-02. Only an explicit ``start/end`` bounds a
+fact's validity.
+
+:func:`normalise_value` is the key tombstones are matched on: two texts that differ only in
+case, Unicode form, whitespace, wikilink brackets or trailing punctuation are the same value.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from obsmem.storage.knowledge_errors import InvalidWhenError
+
+__all__ = ["InvalidWhenError", "When", "normalise_value", "parse_when"]
+
+
+class When(BaseModel):
+    """The time a fact refers to: a point (``end is None``) or a half-open interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: datetime
+    end: datetime | None = None
+    precision: Literal["instant", "day", "month", "year"] = "instant"
+
+    @model_validator(mode="after")
+    def _check(self) -> When:
+        if self.start.tzinfo is None or (self.end is not None and self.end.tzinfo is None):
+            raise ValueError("When times must be timezone-aware")
+        if self.end is not None and self.end <= self.start:
+            raise ValueError(f"When interval ends ({self.end}) before it starts ({self.start})")
+        return self
+
+    @property
+    def is_point(self) -> bool:
+        return self.end is None
+
+
+_YEAR = re.compile(r"^\d{4}$")
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Precision = Literal["instant", "day", "month", "year"]
+
+
+def _period(text: str) -> tuple[datetime, datetime | None, Precision]:
+    """One endpoint: (start, end of the period it names or None for an instant, precision)."""
+    if _YEAR.match(text):
+        year = int(text)
+        return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), "year"
+    month = _MONTH.match(text)
+    if month:
+        year, number = int(month.group(1)), int(month.group(2))
+        if not 1 <= number <= 12:
+            raise ValueError(f"month {number} out of range")
+        start = datetime(year, number, 1, tzinfo=UTC)
+        following = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=UTC)
+        return start, following, "month"
+    if _DAY.match(text):
+        day = date.fromisoformat(text)
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        return start, start + timedelta(days=1), "day"
+    if "T" not in text and " " not in text:
+        raise ValueError("not a date or datetime")
+    return _utc(datetime.fromisoformat(text.replace("z", "Z"))), None, "instant"
+
+
+def parse_when(value: str | datetime | date | When) -> When:
+    """Parse a fact time; raise :class:`InvalidWhenError` on anything it cannot read exactly."""
+    if isinstance(value, When):
+        return value
+    if isinstance(value, datetime):
+        return When(start=_utc(value))
+    if isinstance(value, date):
+        return parse_when(value.isoformat())
+    text = value.strip()
+    try:
+        if "/" in text:
+            first, _, second = text.partition("/")
+            start, _, precision = _period(first.strip())
+            end_start, end_of_period, _ = _period(second.strip())
+            return When(start=start, end=end_of_period or end_start, precision=precision)
+        start, _, precision = _period(text)
+        return When(start=start, precision=precision)
+    except ValueError as exc:
+        raise InvalidWhenError(
+            f"Cannot read the fact time {value!r} ({exc}). Use an ISO date or datetime such as "
+            "'2026-07-01', '2026-07-01T09:30:00Z', '2026-07', '2026', or an interval "
+            "'2026-07-01/2026-07-15'."
+        ) from None
+
+
+_SPACES = re.compile(r"\s+")
+_TRAILING = ".!?;,:"
+
+
+def normalise_value(text: str) -> str:
+    """The comparison key of a record's value (NFKC, casefolded, brackets and spacing removed)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = folded.replace("[[", "").replace("]]", "")
+    return _SPACES.sub(" ", folded).strip().rstrip(_TRAILING).strip()

@@ -1,0 +1,51 @@
+"""The knowledge conformance suite: every test here runs against every knowledge adapter.
+
+Time is a :class:`FakeClock`, so ``captured_at`` stamps and lease expiry are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TypedDict
+
+import pytest
+
+from obsmem.clock import FakeClock
+from obsmem.storage.knowledge_base import TablesKnowledgeStore
+from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
+from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
+
+ADAPTERS = ["memory", "sqlite"]
+
+ORG = "org:acme"
+RES = "org:acme/resource:alice"
+T1 = "org:acme/resource:alice/thread:t1"
+T2 = "org:acme/resource:alice/thread:t2"
+BOB = "org:acme/resource:bob"
+
+
+class Act(TypedDict):
+    actor: str
+    reason: str
+
+
+ACT: Act = {"actor": "tester", "reason": "conformance"}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=ADAPTERS)
+async def kstore(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock, anyio_backend: str
+) -> AsyncIterator[TablesKnowledgeStore]:
+    store: TablesKnowledgeStore
+    if request.param == "memory":
+        store = InMemoryKnowledgeStore(clock=clock)
+    else:
+        store = SQLiteKnowledgeStore(tmp_path / "knowledge.db", clock=clock)
+    async with store:
+        yield store
