@@ -240,7 +240,9 @@ def merge_speaker_days(entries: list[Entry]) -> list[Entry]:
         first = firsts.get(key)
         if first is None:
             firsts[key] = entry
-            entry.line = replace(entry.line, text=f"{speaker}: " + "; ".join(dict.fromkeys(parts)) + ".")
+            # an old day's notes need no clock time: the day heading dates them
+            notes = "; ".join(dict.fromkeys(parts))
+            entry.line = replace(entry.line, text=f"{speaker}: {notes}.", time=None)
             out.append(entry)
             continue
         _, had = _split(first.line.text)
