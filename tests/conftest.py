@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# A session-wide throwaway PostgreSQL cluster for every test that asks for one.
+pytest_plugins = ["tests.postgres_fixtures"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

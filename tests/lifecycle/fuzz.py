@@ -874,7 +874,7 @@ class LifecycleFuzz:
             raise FuzzFailure("\n".join(self.violations))
 
     def describe(self) -> str:
-        lines = [f"seed {self.seed} ({'sqlite' if self.sqlite else 'memory'} store), config: "
+        lines = [(f"seed {self.seed} ({type(self.inner).__name__}), config: "
                  f"message_tokens={self.config.observation.message_tokens} "
                  f"buffer_activation={self.config.observation.buffer_activation} "
                  f"block_after={self.config.observation.block_after} "
@@ -883,7 +883,7 @@ class LifecycleFuzz:
                  f"reflection.buffer_activation={self.config.reflection.buffer_activation} "
                  f"reflection.block_after={self.config.reflection.block_after} "
                  f"idle_ttl={self.idle_ttl} temporal_markers={self.config.temporal_markers} "
-                 f"failure_policy={self.failure_policy} auto_release={self.auto_release}"]
+                 f"failure_policy={self.failure_policy} auto_release={self.auto_release}")]
         lines += [f"  {i + 1:3d}. {entry}" for i, entry in enumerate(self.log)]
         return "\n".join(lines)
 
@@ -900,7 +900,7 @@ async def run_seed(
         detail = str(exc) if isinstance(exc, FuzzFailure) else "".join(traceback.format_exception(exc))
         failure = FuzzFailure(
             f"lifecycle fuzz failed — reproduce with seed={seed}, "
-            f"{'SQLiteStore' if sqlite else 'MemoryStore'}\n{detail}\n\nop log:\n{fuzz.describe()}"
+            f"{type(store).__name__}\n{detail}\n\nop log:\n{fuzz.describe()}"
         )
         failure.fuzz = fuzz
         raise failure from exc

@@ -16,6 +16,7 @@ would see. What "each message once" and "no chunk stranded" mean exactly:
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ async def check_thread(
     chain = sorted(generations, key=lambda g: g.generation)
     if [g.generation for g in chain] != list(range(len(chain))):
         problems.append(f"generation numbers are not 0..n-1: {[g.generation for g in chain]}")
-    for older, newer in zip(chain, chain[1:], strict=False):
+    for older, newer in itertools.pairwise(chain):
         if older.superseded_by != newer.id:
             problems.append(
                 f"generation {older.generation} is superseded by {older.superseded_by}, not {newer.id}"

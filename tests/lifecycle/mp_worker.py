@@ -1,11 +1,19 @@
 """One worker process of the multiprocess lifecycle test (run as a script, not collected).
 
-    python mp_worker.py <sqlite path> <worker number> <turns>
+    python mp_worker.py <sqlite path or store URL> <worker number> <turns>
 
-Opens its own ``Memory("sqlite:///…")`` with the offline observer, small thresholds and
+Opens its own ``Memory`` on the shared store (``sqlite:///<path>``, or the URL as given, e.g.
+``postgresql://…``) with the offline observer, small thresholds and
 buffering on, runs ``turns`` turns on the shared thread (a user message ``p{n}-u{i}`` and an
 assistant reply ``p{n}-a{i}``), waits for its background work and closes. Prints one JSON line
 with what it did; exits non-zero on any error.
+
+An :class:`~obsmem.errors.ObservationError` from ``begin_turn``/``step`` ("the store kept changing
+underneath; the messages stay pending") is what the engine reports when its synchronous
+observation lost the compare-and-set to other processes on every attempt. It is a documented,
+recoverable outcome, so the worker does what an application would: it repeats the call (saving
+a message again is idempotent by id) and counts it in ``contention_retries``. Anything else, or
+five losses in a row, fails the run.
 """
 
 from __future__ import annotations
@@ -14,10 +22,14 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
+from obsmem.errors import ObservationError
 from obsmem.types import TextPart
 
+T = TypeVar("T")
 THREAD = "shared"
 RESOURCE = "u1"
 
@@ -37,15 +49,30 @@ def config() -> MemoryConfig:
     )
 
 
-async def main(path: str, worker: int, turns: int) -> dict[str, object]:
+def store_url(target: str) -> str:
+    return target if "://" in target else f"sqlite:///{target}"
+
+
+async def main(target: str, worker: int, turns: int) -> dict[str, object]:
     events: dict[str, int] = {}
+    retries = [0]
+
+    async def again_on_contention(call: Callable[[], Awaitable[T]]) -> T:
+        for attempt in range(5):
+            try:
+                return await call()
+            except ObservationError:
+                if attempt == 4:
+                    raise
+                retries[0] += 1
+        raise AssertionError("unreachable")
 
     def count(event: object) -> None:
         kind = getattr(event, "kind", "?")
         events[kind] = events.get(kind, 0) + 1
 
     started = time.perf_counter()
-    memory = Memory(f"sqlite:///{path}", config=config(), on_event=count)
+    memory = Memory(store_url(target), config=config(), on_event=count)
     try:
         for i in range(turns):
             fact = FACTS[(i + worker) % len(FACTS)]
@@ -53,19 +80,22 @@ async def main(path: str, worker: int, turns: int) -> dict[str, object]:
                 id=f"p{worker}-u{i}", role="user",
                 parts=(TextPart(text=f"{fact} Process {worker} asks question {i}: how does step {i} work?"),),
             )
-            turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[user])
+            turn = await again_on_contention(
+                lambda user=user: memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[user])
+            )
             reply = Message(
                 id=f"p{worker}-a{i}", role="assistant",
                 parts=(TextPart(text=f"Step {i} moves table t{i} for process {worker}, verifies row counts "
                                      f"and switches reads; it takes about {10 + i % 50} minutes."),),
             )
-            await turn.step([reply])
+            await again_on_contention(lambda turn=turn, reply=reply: turn.step([reply]))
             await turn.end()
         await memory.settled()
         errors = [repr(e) for e in memory.background.errors]
     finally:
         await memory.aclose()
     return {"worker": worker, "turns": turns, "events": events, "background_errors": errors,
+            "contention_retries": retries[0],
             "seconds": round(time.perf_counter() - started, 2)}
 
 

@@ -1,4 +1,6 @@
-"""Four OS processes, 250 turns each, one thread, one SQLite file: nothing lost, nothing twice.
+"""Four OS processes, 250 turns each, one thread, one shared store: nothing lost, nothing twice.
+
+Run on one SQLite file and on one PostgreSQL database.
 
 Each worker (``mp_worker.py``, run with this interpreter) opens its own ``Memory`` on the shared
 file with the offline observer, small thresholds and buffering on, so buffers, activations,
@@ -18,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from obsmem import Memory
+from obsmem.storage.contract import Store
+from obsmem.storage.postgres import PostgresStore
 from obsmem.storage.sqlite import SQLiteStore
 
+from ..postgres_fixtures import postgres_server, postgres_url  # noqa: F401
 from .invariants import check_thread
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +35,7 @@ TURNS = int(os.environ.get("OBSMEM_MP_TURNS", "250"))
 TIMEOUT_S = 240
 
 
-def run_workers(db: Path) -> tuple[list[dict[str, object]], float]:
+def run_workers(db: Path | str) -> tuple[list[dict[str, object]], float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
                                                          os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
@@ -62,12 +67,19 @@ def run_workers(db: Path) -> tuple[list[dict[str, object]], float]:
 
 async def test_four_processes_share_one_thread_on_sqlite(tmp_path: Path) -> None:
     db = tmp_path / "shared.db"
-    reports, seconds = run_workers(db)
+    await check_shared_run(db, SQLiteStore(db))
+
+
+async def test_four_processes_share_one_thread_on_postgres(postgres_url: str) -> None:  # noqa: F811
+    await check_shared_run(postgres_url, PostgresStore(postgres_url))
+
+
+async def check_shared_run(target: Path | str, store: Store) -> None:
+    reports, seconds = run_workers(target)
     for report in reports:
         assert report["background_errors"] == [], report
 
     expected = [f"p{n}-{kind}{i}" for n in range(PROCESSES) for i in range(TURNS) for kind in ("u", "a")]
-    store = SQLiteStore(db)
     try:
         stored = await store.list_messages("shared")
         ids = [m.id for m in stored]
@@ -92,6 +104,8 @@ async def test_four_processes_share_one_thread_on_sqlite(tmp_path: Path) -> None
                 events[kind] = events.get(kind, 0) + count
         assert snapshot.cursor > 0, snapshot.brief()
         assert events.get("buffer-end", 0) > 0 and events.get("activation", 0) > 0, events
-        print(f"\n{PROCESSES} processes x {TURNS} turns in {seconds:.1f}s: {snapshot.brief()}; {events}")
+        retries = sum(int(str(report.get("contention_retries", 0))) for report in reports)
+        print(f"\n{store!r}: {PROCESSES} processes x {TURNS} turns in {seconds:.1f}s: {snapshot.brief()}; "
+              f"{events}; turns repeated after a lost observation race: {retries}")
     finally:
         await store.close()

@@ -93,8 +93,8 @@ async def test_a_chunk_appended_between_activation_and_the_reread_is_not_observe
                  "I'm allergic to peanuts."]
         texts = [
             (f"{fact} Also, question {i}: can you explain how step {i} of the migration plan works?",
-             f"Sure. Step {i} moves table t{i} to the new cluster, verifies row counts, and switches reads. "
-             f"It usually takes about {10 + i} minutes and can be rolled back by pointing reads back.")
+             (f"Sure. Step {i} moves table t{i} to the new cluster, verifies row counts, and switches reads. "
+             f"It usually takes about {10 + i} minutes and can be rolled back by pointing reads back."))
             for i, fact in enumerate(facts)
         ]
         for i, (user, reply) in enumerate(texts):

@@ -43,11 +43,20 @@ def test_plain_path(tmp_path: Path, name: str) -> None:
     assert isinstance(store, SQLiteStore) and store.path == tmp_path / name
 
 
-def test_postgres_is_not_installed_yet() -> None:
-    for url in ("postgresql://u@localhost/om", "postgres://localhost/om"):
-        with pytest.raises(ConfigError, match="PostgreSQL support is not installed yet") as info:
-            open_store(url)
-        assert info.value.option == "store"
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u@localhost/om", "postgresql://u@localhost/om"),
+        ("postgres://localhost/om", "postgres://localhost/om"),
+        ("postgresql+psycopg://u@localhost/om", "postgresql://u@localhost/om"),
+    ],
+)
+def test_postgres_url_builds_a_postgres_store_without_io(url: str, expected: str) -> None:
+    from obsmem.storage.postgres import PostgresStore
+
+    store = open_store(url)  # nothing listens on localhost:5432 here: no connection is attempted
+    assert isinstance(store, PostgresStore) and store.url == expected
+    assert isinstance(store, Store)
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "notes.txt", "sqlite:///", "memory", "redis://x", ""])

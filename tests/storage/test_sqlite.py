@@ -178,13 +178,29 @@ EXPECTED_SCHEMA = {
         "expires_at": "TEXT",
     },
     "lease_tokens": {"id": "INTEGER", "last_token": "INTEGER"},  # m002
+    "work_items": {  # m003
+        "id": "INTEGER",
+        "kind": "TEXT",
+        "target": "TEXT",
+        "payload": "TEXT",
+        "enqueued_at": "TEXT",
+        "available_at": "TEXT",
+        "available_us": "INTEGER",
+        "attempts": "INTEGER",
+        "claimed_by": "TEXT",
+        "claim_token": "INTEGER",
+        "claim_expires_at": "TEXT",
+        "claim_expires_us": "INTEGER",
+        "last_error": "TEXT",
+    },
 }
-ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries"]
+ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries", "m003_work_queue"]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
     "messages_by_thread": "messages",
     "observation_records_one_head": "observation_records",
     "observation_records_by_lineage": "observation_records",
+    "work_items_one_waiting": "work_items",
 }
 
 

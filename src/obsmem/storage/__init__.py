@@ -7,6 +7,7 @@ Pick a store by URL::
     open_store("sqlite:///data/om.db")    # relative to the current folder
     open_store("sqlite:////var/om.db")    # absolute
     open_store("~/notes/om.db")           # a plain path ending in .db
+    open_store("postgresql://user@host/db")   # PostgreSQL (pip install 'obsmem[postgres]')
 
 Every store is an async context manager: ``async with open_store() as store: ...``.
 """
@@ -23,6 +24,7 @@ from obsmem.storage.contract import (
     ObservationRecord,
     Store,
     ThreadState,
+    WorkItem,
     WriteResult,
     lineage_key,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "ThreadState",
+    "WorkItem",
     "WriteResult",
     "default_data_dir",
     "default_store_path",
@@ -47,6 +50,7 @@ __all__ = [
 
 ACCEPTED_URLS = (
     "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+    "postgresql://user@host:5432/database, "
     "a file path ending in .db/.sqlite/.sqlite3, or nothing for the default SQLite file"
 )
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -65,12 +69,22 @@ def open_store(url: str | None = None) -> Store:
             raise ConfigError("store", f"'{url}' names no database file", allowed=ACCEPTED_URLS)
         return SQLiteStore(Path(path))
     if text.startswith(("postgresql://", "postgres://", "postgresql+")):
-        raise ConfigError(
-            "store",
-            "PostgreSQL support is not installed yet (it arrives with issue 7); "
-            "use SQLite for now, e.g. open_store() or open_store('sqlite:///obsmem.db')",
-            allowed=ACCEPTED_URLS,
-        )
+        return _postgres_store(text)
     if "://" not in text and text.lower().endswith(_SQLITE_SUFFIXES):
         return SQLiteStore(Path(text))
     raise ConfigError("store", f"unrecognised store URL '{url}'", allowed=ACCEPTED_URLS)
+
+
+def _postgres_store(url: str) -> Store:
+    """psycopg is an optional dependency, imported only when a PostgreSQL URL is opened."""
+    if url.startswith("postgresql+"):  # SQLAlchemy-style "postgresql+psycopg://": libpq wants the plain form
+        url = "postgresql://" + url.split("://", 1)[1]
+    try:
+        from obsmem.storage.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(
+            "store",
+            f"PostgreSQL needs extra packages that are not installed ({exc.name or exc})",
+            allowed="pip install 'obsmem[postgres]' (psycopg[binary], psycopg-pool)",
+        ) from exc
+    return PostgresStore(url)

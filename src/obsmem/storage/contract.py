@@ -35,6 +35,17 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   engine's injectable clock), and the store never reads its own clock. All engines sharing a
   store must therefore pass comparable clocks: timezone-aware wall-clock time (UTC), kept in
   sync across machines well within the lease TTLs in use.
+* **A work queue.** Background work (buffering, reflection) can be handed to worker processes
+  through the store: ``enqueue_work`` adds a :class:`WorkItem` (at most one *waiting* item per
+  ``(kind, target)``: enqueueing again coalesces into it), ``claim_work`` hands each waiting item
+  to exactly one claimer with a fencing ``claim_token`` and an expiry, and a claim that expires
+  (its worker crashed or stalled) makes the item claimable again. ``complete_work`` removes it,
+  ``release_work`` puts it back to wait (after a failure). As with leases, the store never reads
+  a clock: ``now`` is the caller's.
+* **Seq is commit order within a thread.** ``seq`` values are unique store-wide and increase;
+  within one thread a message that commits later always has a higher ``seq`` (adapters whose
+  writers run concurrently serialise the writers of one thread), so a reader that saw ``seq = n``
+  will never later find a new message of that thread below ``n``.
 """
 
 from __future__ import annotations
@@ -49,13 +60,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
-    "ClosingContext",
     "BufferedChunk",
     "BufferedReflection",
+    "ClosingContext",
     "Lease",
     "ObservationRecord",
     "Store",
     "ThreadState",
+    "WorkItem",
     "WriteResult",
     "lineage_key",
 ]
@@ -176,6 +188,33 @@ class Lease(BaseModel):
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at <= now
+
+
+class WorkItem(BaseModel):
+    """A piece of background work for a worker: ``kind`` (``"observe"``) on ``target`` (a thread id).
+
+    ``claimed_by`` / ``claim_token`` / ``claim_expires_at`` are set while a worker holds it; the
+    token is a fencing token (a new, higher one for every claim), and ``complete_work`` /
+    ``renew_work`` / ``release_work`` only act for the claim that is still current. ``attempts``
+    counts claims, so a worker can give up on an item that keeps killing its workers.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    kind: str
+    target: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    enqueued_at: datetime
+    available_at: datetime
+    attempts: int = 0
+    claimed_by: str | None = None
+    claim_token: int | None = None
+    claim_expires_at: datetime | None = None
+    last_error: str | None = None
+
+    def claim_expired(self, now: datetime) -> bool:
+        return self.claim_expires_at is not None and self.claim_expires_at <= now
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,3 +425,62 @@ class Store(Protocol):
     async def get_working_memory(self, key: str) -> str | None: ...
 
     async def set_working_memory(self, key: str, text: str) -> None: ...
+
+    # -- work queue ------------------------------------------------------------------------
+    async def enqueue_work(
+        self,
+        kind: str,
+        target: str,
+        *,
+        now: datetime,
+        payload: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+    ) -> WorkItem:
+        """Add work, available from ``now + delay_s``; returns the waiting item.
+
+        If an unclaimed item with the same ``kind`` and ``target`` is already waiting, no second
+        one is added: that item is returned, with the earlier of the two availability times and
+        the new payload (when one is given). An item being worked on does not absorb new work:
+        enqueueing while it runs adds a waiting item, so work that arrived after the worker read
+        the thread is never lost. Empty kind/target, negative or non-finite delay, or a naive
+        ``now`` → InvalidInputError.
+        """
+        ...
+
+    async def claim_work(
+        self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
+    ) -> list[WorkItem]:
+        """Claim up to ``limit`` items for ``owner`` until ``now + ttl_s``, oldest first.
+
+        Claimable: waiting items with ``available_at <= now``, and claimed items whose claim has
+        expired (``claim_expires_at <= now``). Each claimed item gets a new, higher
+        ``claim_token`` and ``attempts + 1``. Of many claimers racing, in any number of
+        processes, each item goes to exactly one (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
+        claimers never wait on each other).
+        """
+        ...
+
+    async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
+        """Extend a claim to ``now + ttl_s`` if it is still current and unexpired; else None."""
+        ...
+
+    async def complete_work(self, item: WorkItem) -> bool:
+        """Remove a claimed item if ``item``'s claim is still the current one (expired or not).
+
+        False when another worker has claimed it since (its token changed) or it is gone.
+        """
+        ...
+
+    async def release_work(
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+    ) -> bool:
+        """Give a claimed item back to wait until ``now + delay_s`` (e.g. after a failure).
+
+        Only for the current claim (else False). If another item with the same kind and target
+        is already waiting, the two coalesce into the waiting one.
+        """
+        ...
+
+    async def list_work(self, kind: str | None = None) -> list[WorkItem]:
+        """Every queued item (waiting or claimed, expired or not), by id."""
+        ...

@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -37,7 +37,15 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
-from obsmem.storage.contract import ClosingContext, Lease, ObservationRecord, WriteResult, lineage_key
+from obsmem.storage.contract import (
+    ClosingContext,
+    Lease,
+    ObservationRecord,
+    WorkItem,
+    WriteResult,
+    lineage_key,
+)
+from obsmem.storage.work_rules import check_limit, claim_expiry, holds_claim, is_claimable, work_available_at
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
@@ -215,6 +223,9 @@ class MemoryStore(ClosingContext):
         self._working_memory: dict[str, str] = {}
         self._leases: dict[str, Lease] = {}
         self._lease_tokens = itertools.count(1)  # store-wide, so tokens never repeat or go back
+        self._work: dict[int, WorkItem] = {}
+        self._work_ids = itertools.count(1)
+        self._claim_tokens = itertools.count(1)
 
     async def close(self) -> None:
         self._closed = True
@@ -517,6 +528,102 @@ class MemoryStore(ClosingContext):
     async def set_working_memory(self, key: str, text: str) -> None:
         self._open()
         self._working_memory[key] = text
+
+    # -- work queue --------------------------------------------------------------------------------
+    def _waiting(self, kind: str, target: str) -> WorkItem | None:
+        return next(
+            (w for w in self._work.values() if w.kind == kind and w.target == target and w.claimed_by is None),
+            None,
+        )
+
+    async def enqueue_work(
+        self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+    ) -> WorkItem:
+        self._open()
+        available_at = work_available_at(kind, target, now, delay_s)
+        waiting = self._waiting(kind, target)
+        if waiting is not None:
+            merged = waiting.model_copy(
+                update={
+                    "available_at": min(waiting.available_at, available_at),
+                    "payload": dict(payload) if payload is not None else waiting.payload,
+                },
+                deep=True,
+            )
+            self._work[merged.id] = merged
+            return _copy(merged)
+        item = WorkItem(
+            id=next(self._work_ids), kind=kind, target=target, payload=dict(payload or {}),
+            enqueued_at=now, available_at=available_at,
+        )
+        self._work[item.id] = _copy(item)
+        return item
+
+    async def claim_work(
+        self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
+    ) -> list[WorkItem]:
+        self._open()
+        expires_at = claim_expiry(owner, ttl_s, now)
+        check_limit(limit)
+        claimed: list[WorkItem] = []
+        for item_id in sorted(self._work):
+            item = self._work[item_id]
+            if len(claimed) >= limit:
+                break
+            if (kinds is not None and item.kind not in kinds) or not is_claimable(item, now):
+                continue
+            taken = item.model_copy(
+                update={"claimed_by": owner, "claim_token": next(self._claim_tokens),
+                        "claim_expires_at": expires_at, "attempts": item.attempts + 1}
+            )
+            self._work[item_id] = taken
+            claimed.append(_copy(taken))
+        return claimed
+
+    async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
+        self._open()
+        expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
+        stored = self._work.get(item.id)
+        if stored is None or not holds_claim(stored, item) or stored.claim_expired(now):
+            return None
+        renewed = stored.model_copy(update={"claim_expires_at": expires_at})
+        self._work[item.id] = renewed
+        return _copy(renewed)
+
+    async def complete_work(self, item: WorkItem) -> bool:
+        self._open()
+        stored = self._work.get(item.id)
+        if stored is None or not holds_claim(stored, item):
+            return False
+        del self._work[item.id]
+        return True
+
+    async def release_work(
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+    ) -> bool:
+        self._open()
+        available_at = work_available_at(item.kind, item.target, now, delay_s)
+        stored = self._work.get(item.id)
+        if stored is None or not holds_claim(stored, item):
+            return False
+        del self._work[item.id]
+        waiting = self._waiting(stored.kind, stored.target)
+        if waiting is not None:  # coalesce: one waiting item per (kind, target)
+            self._work[waiting.id] = waiting.model_copy(
+                update={"available_at": min(waiting.available_at, available_at),
+                        "attempts": max(waiting.attempts, stored.attempts), "last_error": error}
+            )
+            return True
+        self._work[item.id] = stored.model_copy(
+            update={"claimed_by": None, "claim_token": None, "claim_expires_at": None,
+                    "available_at": available_at, "last_error": error}
+        )
+        return True
+
+    async def list_work(self, kind: str | None = None) -> list[WorkItem]:
+        self._open()
+        return [_copy(self._work[i]) for i in sorted(self._work) if kind is None or self._work[i].kind == kind]
 
 
 def _seq(message: Message) -> int:

@@ -284,3 +284,30 @@ def m002_leases_and_boundaries(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m003_work_queue(conn: sqlite3.Connection) -> None:
+    statements = [
+        # Work for worker processes. The *_us columns are the instants as integers, so due and
+        # expired items are found in SQL whatever offsets the ISO columns were written with.
+        """CREATE TABLE work_items (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            enqueued_at TEXT NOT NULL,
+            available_at TEXT NOT NULL,
+            available_us INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            claimed_by TEXT,
+            claim_token INTEGER,
+            claim_expires_at TEXT,
+            claim_expires_us INTEGER,
+            last_error TEXT
+        )""",
+        # At most one waiting item per (kind, target): enqueueing again coalesces into it.
+        "CREATE UNIQUE INDEX work_items_one_waiting ON work_items (kind, target) WHERE claimed_by IS NULL",
+    ]
+    for statement in statements:
+        conn.execute(statement)

@@ -52,8 +52,15 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
-from obsmem.storage import migrations, sqlite_leases
-from obsmem.storage.contract import ClosingContext, Lease, ObservationRecord, WriteResult, lineage_key
+from obsmem.storage import migrations, sqlite_leases, sqlite_work
+from obsmem.storage.contract import (
+    ClosingContext,
+    Lease,
+    ObservationRecord,
+    WorkItem,
+    WriteResult,
+    lineage_key,
+)
 from obsmem.storage.memory import (
     check_cursors_forward,
     check_lineage,
@@ -62,6 +69,7 @@ from obsmem.storage.memory import (
     lease_expiry,
     merge_parts,
 )
+from obsmem.storage.work_rules import check_limit, claim_expiry, work_available_at
 from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["SQLiteStore", "default_data_dir", "default_store_path"]
@@ -587,6 +595,37 @@ class SQLiteStore(ClosingContext):
             )
 
         await self._write(op)
+
+    # -- work queue (SQL in sqlite_work; writes under BEGIN IMMEDIATE) ---------------------------
+    async def enqueue_work(
+        self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+    ) -> WorkItem:
+        available_at = work_available_at(kind, target, now, delay_s)
+        return await self._write(lambda conn: sqlite_work.enqueue(conn, kind, target, now, available_at, payload))
+
+    async def claim_work(
+        self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
+    ) -> list[WorkItem]:
+        expires_at = claim_expiry(owner, ttl_s, now)
+        check_limit(limit)
+        return await self._write(lambda conn: sqlite_work.claim(conn, owner, now, expires_at, kinds, limit))
+
+    async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
+        expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
+        return await self._write(lambda conn: sqlite_work.renew(conn, item, now, expires_at))
+
+    async def complete_work(self, item: WorkItem) -> bool:
+        return await self._write(lambda conn: sqlite_work.complete(conn, item))
+
+    async def release_work(
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+    ) -> bool:
+        available_at = work_available_at(item.kind, item.target, now, delay_s)
+        return await self._write(lambda conn: sqlite_work.release(conn, item, available_at, error))
+
+    async def list_work(self, kind: str | None = None) -> list[WorkItem]:
+        return await self._read(lambda conn: sqlite_work.list_items(conn, kind))
 
 
 def _check_page(limit: int | None, offset: int) -> None:

@@ -19,7 +19,7 @@ from obsmem.errors import StorageError
 from obsmem.storage.contract import Lease
 from obsmem.storage.memory import acquired_lease, renewed_lease
 
-__all__ = ["acquire", "get", "list_by_prefix", "release", "renew"]
+__all__ = ["acquire", "get", "list_by_prefix", "next_token", "release", "renew"]
 
 Conn = sqlite3.Connection
 
@@ -48,7 +48,7 @@ def list_by_prefix(conn: Conn, prefix: str) -> list[Lease]:
     return [_lease(row) for row in rows]
 
 
-def _next_token(conn: Conn) -> int:
+def next_token(conn: Conn) -> int:
     conn.execute("UPDATE lease_tokens SET last_token = last_token + 1 WHERE id = 1")
     row = conn.execute("SELECT last_token FROM lease_tokens WHERE id = 1").fetchone()
     if row is None:  # m002 inserts the row; only a hand-edited database lacks it
@@ -68,7 +68,7 @@ def _store(conn: Conn, lease: Lease) -> None:
 
 
 def acquire(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
-    lease = acquired_lease(get(conn, key), key, owner, now, expires_at, lambda: _next_token(conn))
+    lease = acquired_lease(get(conn, key), key, owner, now, expires_at, lambda: next_token(conn))
     if lease is not None:
         _store(conn, lease)
     return lease

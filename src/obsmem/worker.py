@@ -1,0 +1,303 @@
+"""Workers: processes that run obsmem's background memory work for any thread, from the store.
+
+An application can leave buffering and reflection to other processes, on other machines: it
+enqueues work after a turn (:func:`enqueue_thread_work`), and any number of ``obsmem worker``
+processes claim it from the store's queue and run it::
+
+    obsmem worker --store postgresql://user@db/obsmem        # as many as you like, anywhere
+
+Why this is safe with no coordination besides the store (reference: the original protects its
+buffers with in-process locks only, which do nothing across machines):
+
+* **Claims expire.** A worker claims an item for ``claim_ttl_s`` and renews the claim while it
+  works (a heartbeat every third of the TTL). A worker that crashes or is killed stops renewing;
+  its claim expires and the next claimer takes the item over, with a higher fencing token, so
+  the dead worker's claim can no longer complete or release it.
+* **The work itself is compare-and-set.** A worker runs the engine's own transitions (buffer
+  the thread's unbuffered messages, buffer or activate a reflection); they hold the engine's
+  leases and commit by compare-and-set on the head record. Two workers on one thread, or a
+  worker racing the application's own step, can waste a model call but never lose or
+  duplicate a message: a chunk that no longer continues the stored coverage is dropped.
+* **A lease held elsewhere is waited out, not ignored.** If another owner holds the thread's
+  buffer lease (a live worker, or a dead one whose lease has not expired), the item goes back
+  to the queue until then instead of completing having done nothing.
+* **Poison work is bounded.** An item claimed more than ``max_attempts`` times (it keeps
+  killing its workers) is dropped with an error in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from obsmem.clock import Clock, SystemClock
+from obsmem.config import MemoryConfig
+from obsmem.errors import InvalidInputError, MigrationError, StorageError, StoreClosedError
+from obsmem.models.base import ChatModel
+from obsmem.om.engine import Engine, EngineEvent
+from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.observer import LLMObserver
+from obsmem.om.offline import OfflineObserver, OfflineReflector
+from obsmem.om.protocols import Observer, Reflector
+from obsmem.om.reflector import LLMReflector, compression_start_level
+from obsmem.storage.contract import Store, WorkItem
+from obsmem.tokens import TokenCounter
+from obsmem.types import Thread
+
+__all__ = ["WORK_KINDS", "WORK_OBSERVE", "WORK_REFLECT", "Worker", "WorkerStats", "enqueue_thread_work"]
+
+logger = logging.getLogger("obsmem")
+
+WORK_OBSERVE = "observe"  # buffer the thread's unbuffered messages into an inactive chunk
+WORK_REFLECT = "reflect"  # buffer (or, past the threshold, activate) a reflection of its observations
+WORK_KINDS = (WORK_OBSERVE, WORK_REFLECT)
+_BUFFER_LEASE_PREFIX = {WORK_OBSERVE: "buffer-observation", WORK_REFLECT: "buffer-reflection"}
+
+
+async def enqueue_thread_work(
+    store: Store, thread_id: str, *, now: datetime, kinds: Sequence[str] = WORK_KINDS
+) -> list[WorkItem]:
+    """Ask the workers to look at a thread (call after a turn). Coalesces with waiting work."""
+    unknown = [kind for kind in kinds if kind not in WORK_KINDS]
+    if unknown:
+        raise InvalidInputError(f"Unknown work kinds {unknown}; workers run {list(WORK_KINDS)}.")
+    return [await store.enqueue_work(kind, thread_id, now=now) for kind in kinds]
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did, for its log line and for tests."""
+
+    claimed: int = 0
+    completed: int = 0
+    released: int = 0  # given back: failed, or waiting for another owner's lease
+    abandoned: int = 0  # claimed more than max_attempts times
+    lost_claims: int = 0  # the claim expired under us and another worker took the item
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Claims work from ``store`` and runs it with an engine of its own.
+
+    ``config`` must be the applications' memory configuration (thresholds decide what a buffer
+    covers). ``model`` runs both roles with a chat model; ``observer``/``reflector`` set them
+    separately; the default is the offline pair. ``concurrency`` claim loops share one engine.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        config: MemoryConfig | None = None,
+        model: ChatModel | None = None,
+        observer: Observer | None = None,
+        reflector: Reflector | None = None,
+        counter: TokenCounter | None = None,
+        clock: Clock | None = None,
+        owner: str | None = None,
+        kinds: Sequence[str] = WORK_KINDS,
+        claim_ttl_s: float = 60.0,
+        poll_interval_s: float = 1.0,
+        max_attempts: int = 5,
+        concurrency: int = 1,
+        on_event: Callable[[EngineEvent], None] | None = None,
+    ) -> None:
+        if claim_ttl_s <= 0 or poll_interval_s <= 0 or max_attempts < 1 or concurrency < 1:
+            raise InvalidInputError(
+                "Worker needs claim_ttl_s > 0, poll_interval_s > 0, max_attempts >= 1 and concurrency >= 1."
+            )
+        self.store = store
+        self.config = config or MemoryConfig()
+        self.counter = counter or TokenCounter()
+        self.clock = clock or SystemClock()
+        self.owner = owner or default_owner()
+        self.kinds = tuple(kinds)
+        self.claim_ttl_s = claim_ttl_s
+        self.poll_interval_s = poll_interval_s
+        self.max_attempts = max_attempts
+        self.concurrency = concurrency
+        self.stats = WorkerStats()
+        self._spawned: dict[int, list[asyncio.Task[None]]] = {}
+        extractors: list[Extractor] = []
+        if self.config.observation.manage_working_memory:
+            extractors.append(working_memory_extractor("inline" if model is not None else "hook"))
+        count = self.counter.count_text
+        start_level = 1
+        if model is not None:
+            observer = observer or LLMObserver(
+                model, count_tokens=count, temperature=self.config.observation.temperature,
+                max_output_tokens=self.config.observation.max_output_tokens, clock=self.clock,
+            )
+            if reflector is None:
+                reflector = LLMReflector(
+                    model, count_tokens=count, temperature=self.config.reflection.temperature,
+                    max_output_tokens=self.config.reflection.max_output_tokens, clock=self.clock,
+                )
+                start_level = compression_start_level(model.name)
+        self.engine = Engine(
+            store=store,
+            observer=observer or OfflineObserver(count_tokens=count),
+            reflector=reflector or OfflineReflector(count_tokens=count),
+            config=self.config,
+            counter=self.counter,
+            clock=self.clock,
+            extractors=extractors,
+            reflector_start_level=start_level,
+            on_event=on_event,
+            spawn=self._spawn,
+        )
+
+    # -- running --------------------------------------------------------------------------------
+    async def run(
+        self, *, stop: asyncio.Event | None = None, max_items: int | None = None, exit_when_idle: bool = False
+    ) -> WorkerStats:
+        """Claim and run work until ``stop`` is set, ``max_items`` are done, or (with
+        ``exit_when_idle``) the queue has nothing due."""
+        stop = stop or asyncio.Event()
+
+        async def loop() -> None:
+            backoff = self.poll_interval_s
+            while not stop.is_set():
+                if max_items is not None and self.stats.claimed >= max_items:
+                    return
+                try:
+                    worked = await self.run_once()
+                except (MigrationError, StoreClosedError):
+                    raise  # the store will not get better by waiting
+                except StorageError as exc:  # the database is down or overloaded: wait, then retry
+                    logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs", exc, backoff)
+                    worked, backoff = False, min(backoff * 2, 30.0)
+                else:
+                    backoff = self.poll_interval_s
+                if worked:
+                    continue
+                if exit_when_idle and backoff == self.poll_interval_s:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+
+        loops = [asyncio.create_task(loop(), name=f"obsmem:worker-loop:{n}") for n in range(self.concurrency)]
+        try:
+            await asyncio.gather(*loops)
+        finally:  # one loop failing (or our caller cancelling) stops them all, and waits for them
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+        return self.stats
+
+    async def run_once(self) -> bool:
+        """Claim one due item and run it; False when nothing was due."""
+        items = await self.store.claim_work(self.owner, ttl_s=self.claim_ttl_s, now=self.clock.now(), kinds=self.kinds)
+        if not items:
+            return False
+        self.stats.claimed += 1
+        await self.process(items[0])
+        return True
+
+    async def process(self, item: WorkItem) -> None:
+        """Run one claimed item under a heartbeat; complete it, or give it back on failure."""
+        if item.attempts > self.max_attempts:
+            logger.error("obsmem worker: dropping %s work on %s after %d attempts (last error: %s)",
+                         item.kind, item.target, item.attempts - 1, item.last_error)
+            if await self.store.complete_work(item):
+                self.stats.abandoned += 1
+            return
+        current = [item]
+        heartbeat = asyncio.create_task(self._heartbeat(current), name=f"obsmem:heartbeat:{item.id}")
+        try:
+            wait_s = await self._perform(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
+            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, exc)
+            await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts), error=f"{type(exc).__name__}: {exc}")
+            return
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        if wait_s is not None:
+            await self._give_back(current[0], delay_s=wait_s, error=None)
+        elif await self.store.complete_work(current[0]):
+            self.stats.completed += 1
+        else:
+            self.stats.lost_claims += 1
+
+    async def _give_back(self, item: WorkItem, *, delay_s: float, error: str | None) -> None:
+        if await self.store.release_work(item, now=self.clock.now(), delay_s=delay_s, error=error):
+            self.stats.released += 1
+        else:
+            self.stats.lost_claims += 1
+
+    async def _heartbeat(self, current: list[WorkItem]) -> None:
+        while True:
+            await asyncio.sleep(self.claim_ttl_s / 3)
+            renewed = await self.store.renew_work(current[0], ttl_s=self.claim_ttl_s, now=self.clock.now())
+            if renewed is None:
+                logger.warning("obsmem worker: lost the claim on %s work on %s", current[0].kind, current[0].target)
+                return
+            current[0] = renewed
+
+    # -- the work -------------------------------------------------------------------------------
+    async def _perform(self, item: WorkItem) -> float | None:
+        """Do the item's work; returns seconds to wait and retry, or None when done."""
+        thread = await self.store.get_thread(item.target)
+        if thread is None:
+            return None  # deleted meanwhile: nothing left to do
+        wait_s = await self._lease_held_elsewhere(item, thread)
+        if wait_s is not None:
+            return wait_s
+        key = id(asyncio.current_task())
+        self._spawned[key] = []
+        try:
+            engine = self.engine
+            if engine.buffered is None:  # buffering off: the worker observes / reflects when due
+                if item.kind == WORK_OBSERVE:
+                    await engine.maybe_observe(thread)
+                else:
+                    await engine.maybe_reflect(thread)
+            elif item.kind == WORK_OBSERVE:
+                await engine.buffered.maybe_start_buffer(thread, idle=True)
+            else:
+                await engine.buffered.reflection_step(thread, await engine.head(thread))
+            for task in self._spawned[key]:
+                await task  # the engine reports its own failures (events, markers); nothing is lost
+        finally:
+            for task in self._spawned.pop(key):
+                task.cancel()
+        return None
+
+    async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> float | None:
+        key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"
+        lease = await self.store.get_lease(key)
+        now = self.clock.now()
+        if lease is None or lease.is_expired(now) or lease.owner == self.engine_owner:
+            return None
+        return max(0.05, min((lease.expires_at - now).total_seconds(), 5 * self.poll_interval_s))
+
+    @property
+    def engine_owner(self) -> str | None:
+        return self.engine.buffered.owner if self.engine.buffered is not None else None
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
+        """The engine's background work runs inside the item that asked for it."""
+        task = asyncio.get_running_loop().create_task(work, name=f"obsmem:worker:{name}")
+        current = asyncio.current_task()
+        bucket = self._spawned.get(id(current)) if current is not None else None
+        if bucket is None:  # pragma: no cover - the engine only spawns from inside _perform
+            task.cancel()
+            return None
+        bucket.append(task)
+        return task
+

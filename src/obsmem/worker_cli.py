@@ -1,0 +1,125 @@
+"""``obsmem worker`` and ``obsmem migrate``: thin shells over :class:`obsmem.worker.Worker` and the
+store's migrations. ``register(app)`` adds them to the main ``obsmem`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from obsmem.config import MemoryConfig
+from obsmem.errors import ObsmemError
+from obsmem.models import ChatModel, infer_model
+from obsmem.storage import SQLiteStore, migrations, open_store
+from obsmem.worker import WORK_KINDS, Worker, WorkerStats
+
+__all__ = ["register"]
+
+console = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``worker`` and ``migrate`` to ``app``."""
+    app.command()(worker)
+    app.command()(migrate)
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def _load_config(path: Path | None) -> MemoryConfig:
+    if path is None:
+        return MemoryConfig()
+    try:
+        return MemoryConfig.from_snapshot(json.loads(path.read_text()))
+    except (OSError, ValueError) as exc:
+        raise _fail(f"cannot read the memory config {path}: {exc}. Write it with json.dumps(config.snapshot()).") from exc
+
+
+def worker(
+    store: Annotated[str, typer.Option(help="The shared store, e.g. postgresql://user@host/obsmem.")],
+    config: Annotated[
+        Path | None, typer.Option(help="JSON of MemoryConfig.snapshot(): the applications' thresholds.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(metavar="SPEC", help="Observe and reflect with this model (default: offline).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Items this process works on at once.")] = 1,
+    claim_ttl: Annotated[float, typer.Option(min=1.0, help="Seconds a claim lasts without a heartbeat.")] = 60.0,
+    poll: Annotated[float, typer.Option(min=0.01, help="Seconds between polls of an empty queue.")] = 1.0,
+    max_items: Annotated[int | None, typer.Option(min=1, help="Stop after claiming this many items.")] = None,
+    exit_when_idle: Annotated[bool, typer.Option(help="Stop as soon as nothing is due.")] = False,
+    kind: Annotated[list[str] | None, typer.Option(help=f"Only these kinds of work ({', '.join(WORK_KINDS)}).")] = None,
+) -> None:
+    """Run buffering and reflection work for any thread of a shared store until stopped (Ctrl-C)."""
+    memory_config = _load_config(config)
+    chat_model: ChatModel | None = None
+    if model is not None and model != "offline":
+        try:
+            chat_model = infer_model(model)
+        except ObsmemError as exc:
+            raise _fail(str(exc)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        stats = asyncio.run(_run_worker(
+            store, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
+            max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
+        ))
+    except ObsmemError as exc:
+        raise _fail(str(exc)) from exc
+    console.print(
+        f"worker done: {stats.claimed} claimed, {stats.completed} completed, {stats.released} given back, "
+        f"{stats.abandoned} abandoned, {stats.lost_claims} lost claims"
+    )
+
+
+async def _run_worker(
+    url: str, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float, poll_s: float,
+    max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
+) -> WorkerStats:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
+    async with open_store(url) as store:
+        runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
+                        poll_interval_s=poll_s, kinds=kinds)
+        console.print(f"obsmem worker {runner.owner} on {store!r}")
+        return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
+
+
+def migrate(
+    store: Annotated[str, typer.Option(help="The store to bring up to date (sqlite:///… or postgresql://…).")],
+    dry_run: Annotated[bool, typer.Option(help="Only list the migrations that would run.")] = False,
+) -> None:
+    """Apply pending schema migrations (safe to run from several machines at once)."""
+    try:
+        names = _migrate(store, dry_run=dry_run)
+    except ObsmemError as exc:
+        raise _fail(str(exc)) from exc
+    verb = "pending" if dry_run else "applied"
+    typer.echo(f"{len(names)} migration(s) {verb}" + (": " + ", ".join(names) if names else ""))
+
+
+def _migrate(url: str, *, dry_run: bool) -> list[str]:
+    target = open_store(url)  # builds the store without I/O: it names the dialect and the place
+    if isinstance(target, SQLiteStore):
+        target.path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(sqlite3.connect(target.path, isolation_level=None)) as conn:
+            return migrations.pending(conn) if dry_run else migrations.migrate(conn)
+    if target.url.startswith("postgresql://"):
+        from obsmem.storage.postgres import migrate_database, pending_migrations
+
+        return pending_migrations(target.url) if dry_run else migrate_database(target.url)
+    raise _fail(f"'{url}' has no schema to migrate (only SQLite and PostgreSQL stores have one).")

@@ -1,0 +1,202 @@
+"""PostgreSQL specifics: migrations (concurrent and refused), connection errors, vectors, CLI.
+
+Behaviour shared with other adapters is tested in ``tests/conformance``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from obsmem.errors import MigrationError, StorageError
+from obsmem.storage.pg_cluster import free_port
+from obsmem.storage.postgres import PostgresStore, migrate_database, pending_migrations
+from obsmem.storage.postgres_migrations import POSTGRES_MIGRATIONS
+from obsmem.types import Message, TextPart, Thread
+from obsmem.worker import enqueue_thread_work
+from obsmem.worker_cli import register
+
+from ..postgres_fixtures import PostgresServer, database_url, postgres_server  # noqa: F401
+
+ALL = POSTGRES_MIGRATIONS.names()
+TABLES = {"_obsmem_migrations", "threads", "messages", "observation_records", "working_memory", "leases",
+          "lease_tokens", "work_items", "vectors"}
+
+
+@pytest.fixture
+def blank_url(postgres_server: PostgresServer) -> Iterator[str]:  # noqa: F811
+    """An empty database (not copied from the migrated template)."""
+    name = f"obsmem_blank_{random.randrange(10**9)}"
+    with postgres_server.admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    try:
+        yield database_url(postgres_server.url, name)
+    finally:
+        postgres_server.drop_database(name)
+
+
+def tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {row[0] for row in rows}
+
+
+def test_blank_database_is_migrated_once(blank_url: str) -> None:
+    assert ALL == ["m001_initial", "m002_vectors"]
+    assert pending_migrations(blank_url) == ALL
+    assert tables(blank_url) == set()  # pending() only reads
+    assert migrate_database(blank_url) == ALL
+    assert tables(blank_url) == TABLES
+    assert pending_migrations(blank_url) == [] and migrate_database(blank_url) == []
+
+
+def test_concurrent_migrators_apply_each_step_exactly_once(blank_url: str) -> None:
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda _: migrate_database(blank_url), range(6)))
+    applied = [name for result in results for name in result]
+    assert sorted(applied) == sorted(ALL)  # each step by exactly one migrator; nobody failed
+    with psycopg.connect(blank_url) as conn:
+        names = [row[0] for row in conn.execute("SELECT name FROM _obsmem_migrations ORDER BY name")]
+    assert names == ALL
+
+
+@pytest.mark.anyio
+async def test_a_newer_schema_is_refused(blank_url: str) -> None:
+    migrate_database(blank_url)
+    with psycopg.connect(blank_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO _obsmem_migrations (name, applied_at) VALUES ('m999_from_the_future', now())")
+    async with PostgresStore(blank_url) as store:
+        with pytest.raises(MigrationError, match="newer obsmem.*m999_from_the_future"):
+            await store.get_thread("t1")
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_server_is_a_clear_error() -> None:
+    url = f"postgresql://postgres:secret@127.0.0.1:{free_port()}/nowhere"
+    async with PostgresStore(url, connect_timeout_s=2) as store:
+        with pytest.raises(StorageError, match="server is running") as info:
+            await store.get_thread("t1")
+    assert "secret" not in str(info.value)  # the password never reaches a message
+
+
+# -- vectors --------------------------------------------------------------------------------------
+
+
+def unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+async def check_search(store: PostgresStore) -> None:
+    rng = random.Random(7)
+    items = [(f"v{i}", [rng.uniform(-1, 1) for _ in range(8)], {"n": i}) for i in range(120)]
+    assert await store.upsert_vectors("notes", items) == 120
+    await store.upsert_vectors("other", [("x", [1.0] * 8, {})])
+    query = items[17][1]
+    expected = sorted(
+        items, key=lambda item: -sum(a * b for a, b in zip(unit(item[1]), unit(query), strict=True))
+    )[:5]
+    hits = await store.search_vectors("notes", query, k=5)
+    assert [h.id for h in hits] == [item[0] for item in expected]
+    assert hits[0].id == "v17" and hits[0].score == pytest.approx(1.0) and hits[0].metadata == {"n": 17}
+    assert all(h.id != "x" for h in await store.search_vectors("notes", [1.0] * 8, k=200))
+    await store.upsert_vectors("notes", [("v17", [-x for x in query], {"n": -17})])  # replace in place
+    assert (await store.search_vectors("notes", query, k=1))[0].id != "v17"
+    assert await store.delete_vectors("notes", ["v17", "missing"]) == 1
+
+
+@pytest.mark.anyio
+async def test_vectors_use_pgvector_with_an_hnsw_index(postgres_server: PostgresServer) -> None:  # noqa: F811
+    name = postgres_server.create_database()
+    url = database_url(postgres_server.url, name)
+    try:
+        async with PostgresStore(url) as store:
+            assert await store.vector_backend() == "pgvector"
+            await check_search(store)
+        with psycopg.connect(url) as conn:
+            indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'vectors'")}
+        assert "vectors_hnsw_8" in indexes
+    finally:
+        postgres_server.drop_database(name)
+
+
+@pytest.mark.anyio
+async def test_vectors_fall_back_to_exact_search(blank_url: str) -> None:
+    database = blank_url.rsplit("/", 1)[1]
+    with psycopg.connect(blank_url, autocommit=True) as conn:  # as on a server without pgvector
+        conn.execute(f"ALTER DATABASE \"{database}\" SET obsmem.vectors = 'exact'")  # type: ignore[arg-type]
+    async with PostgresStore(blank_url) as store:
+        assert await store.vector_backend() == "exact"
+        await check_search(store)
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """obsmem"""
+
+    register(app)
+    return app
+
+
+def test_migrate_command(blank_url: str) -> None:
+    runner = CliRunner()
+    dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
+    assert dry.exit_code == 0 and "2 migration(s) pending: m001_initial, m002_vectors" in dry.output
+    done = runner.invoke(cli(), ["migrate", "--store", blank_url])
+    assert done.exit_code == 0 and "2 migration(s) applied" in done.output
+    again = runner.invoke(cli(), ["migrate", "--store", blank_url])
+    assert again.exit_code == 0 and "0 migration(s) applied" in again.output
+
+
+def test_worker_command_drains_the_queue(blank_url: str) -> None:
+    async def seed() -> None:
+        async with PostgresStore(blank_url) as store:
+            await store.create_thread(Thread(id="t1", resource_id="u1"))
+            await store.save_messages("t1", [
+                Message(id=f"m{i}", role="user" if i % 2 == 0 else "assistant",
+                        parts=(TextPart(text=f"I moved to Lisbon in {2000 + i} with my partner Alex."),))
+                for i in range(6)
+            ])
+            from obsmem.clock import SystemClock
+
+            await enqueue_thread_work(store, "t1", now=SystemClock().now())
+
+    async def inspect() -> tuple[int, int]:
+        async with PostgresStore(blank_url) as store:
+            head = await store.get_head("thread:t1")
+            assert head is not None
+            return len(await store.list_work()), sum(len(c.message_ids) for c in head.buffered_chunks)
+
+    asyncio.run(seed())
+    result = CliRunner().invoke(cli(), ["worker", "--store", blank_url, "--exit-when-idle", "--poll", "0.05"])
+    assert result.exit_code == 0, result.output
+    assert "2 claimed, 2 completed" in result.output
+    assert asyncio.run(inspect()) == (0, 6)
+
+
+def test_worker_command_reads_a_config_snapshot(blank_url: str, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from obsmem import MemoryConfig
+
+    path = Path(str(tmp_path)) / "config.json"
+    path.write_text(json.dumps(MemoryConfig().snapshot()))
+    result = CliRunner().invoke(cli(), ["worker", "--store", blank_url, "--config", str(path), "--exit-when-idle"])
+    assert result.exit_code == 0, result.output
+    bad = CliRunner().invoke(cli(), ["worker", "--store", blank_url, "--config", str(path) + ".missing"])
+    assert bad.exit_code == 1 and "cannot read the memory config" in bad.output
