@@ -103,8 +103,7 @@ def _print_retention(report: RetentionReport) -> None:
     table = Table(title=f"{report.dataset}: is the answer still in the context? "
                         f"(--message-tokens {settings.message_tokens} "
                         f"--observation-tokens {settings.observation_tokens})")  # fmt: skip
-    for column in ("category", "system", "questions", "retained %", "token recall", "context tokens",
-                   "compression"):  # fmt: skip
+    for column in ("category", "system", "n", "retained %", "recall", "tokens", "compression"):
         table.add_column(column, justify="left" if column in ("category", "system") else "right")
     evidence = any(row.evidence_recall is not None for row in report.rows)
     if evidence:
