@@ -9,12 +9,14 @@ Everything public is re-exported here; other module paths are implementation det
 from obsmem.config import MemoryConfig as MemoryConfig
 from obsmem.config import ObservationConfig as ObservationConfig
 from obsmem.config import ReflectionConfig as ReflectionConfig
+from obsmem.config import RetrievalConfig as RetrievalConfig
 from obsmem.errors import ConfigError as ConfigError
 from obsmem.errors import InvalidInputError as InvalidInputError
 from obsmem.errors import ModelError as ModelError
 from obsmem.errors import NotFoundError as NotFoundError
 from obsmem.errors import ObservationError as ObservationError
 from obsmem.errors import ObsmemError as ObsmemError
+from obsmem.errors import RecallNotFoundError as RecallNotFoundError
 from obsmem.errors import ReflectionError as ReflectionError
 from obsmem.errors import StorageError as StorageError
 from obsmem.errors import ThreadNotFoundError as ThreadNotFoundError
@@ -30,6 +32,8 @@ from obsmem.om.offline import OfflineObserver as OfflineObserver
 from obsmem.om.offline import OfflineReflector as OfflineReflector
 from obsmem.om.protocols import Observer as Observer
 from obsmem.om.protocols import Reflector as Reflector
+from obsmem.om.recall_render import RecallResult as RecallResult
+from obsmem.om.recall_tool import recall_tool_schema as recall_tool_schema
 from obsmem.storage import Store as Store
 from obsmem.storage import open_store as open_store
 from obsmem.storage.contract import ObservationRecord as ObservationRecord
@@ -71,9 +75,12 @@ __all__ = [
     "OfflineObserver",
     "OfflineReflector",
     "ReasoningPart",
+    "RecallNotFoundError",
+    "RecallResult",
     "ReflectionConfig",
     "ReflectionError",
     "Reflector",
+    "RetrievalConfig",
     "StorageError",
     "Store",
     "SyncMemory",
@@ -87,4 +94,5 @@ __all__ = [
     "Usage",
     "__version__",
     "open_store",
+    "recall_tool_schema",
 ]

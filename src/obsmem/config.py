@@ -60,6 +60,8 @@ __all__ = [
     "ObservationOptions",
     "ReflectionConfig",
     "ReflectionOptions",
+    "RetrievalConfig",
+    "RetrievalOptions",
 ]
 
 #: What the ``activate_after_idle`` options hold after validation (see ``check_activation_ttl``).
@@ -648,6 +650,59 @@ class ReflectionConfig(_RoleOptions):
 
 
 # --------------------------------------------------------------------------------------------
+# retrieval.*
+# --------------------------------------------------------------------------------------------
+
+
+class RetrievalConfig(_Options):
+    """Retrieval mode (reference §5.5): observations grouped with the messages they cover,
+    and a ``recall`` tool that takes the actor from a group back to those exact messages.
+
+    Off by default. ``MemoryConfig(retrieval=True)`` turns it on with these defaults; a dict
+    (``retrieval={"scope": "resource"}``) turns it on too unless it says ``enabled: False``.
+
+    ``scope`` bounds what recall may return: ``"thread"`` only the current thread's messages,
+    ``"resource"`` any thread of the same resource (user). The default is ``"thread"`` (the
+    reference defaults to resource), matching ``share_threads_in_resource=False``: one
+    conversation never reads another unless the application says so. ``vector`` also embeds
+    each group for ``mode="search"``; it needs ``Memory(embedder=..., vector_index=...)``.
+    ``instructions`` are appended to the recall instructions the actor sees.
+    """
+
+    SECTION: ClassVar[str] = "retrieval"
+
+    enabled: StrictBool = False
+    scope: Literal["thread", "resource"] = "thread"
+    vector: StrictBool = False
+    instructions: StrictStr | None = None
+
+    @field_validator("instructions", mode="before")
+    @classmethod
+    def _check_instructions(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+
+class RetrievalOptions(TypedDict, total=False):
+    """The keyword form of :class:`RetrievalConfig`."""
+
+    enabled: bool
+    scope: Literal["thread", "resource"]
+    vector: bool
+    instructions: str | None
+
+
+def _retrieval_field(value: object) -> object:
+    """``True``/``False`` switch retrieval on/off; a mapping without ``enabled`` switches it on."""
+    if isinstance(value, bool):
+        return RetrievalConfig(enabled=value)
+    if isinstance(value, Mapping) and "enabled" not in value:
+        return {"enabled": True, **value}
+    return value
+
+
+# --------------------------------------------------------------------------------------------
 # The whole configuration
 # --------------------------------------------------------------------------------------------
 
@@ -701,6 +756,7 @@ class MemoryOptions(TypedDict, total=False):
     timezone: str | None
     observation: ObservationConfig | ObservationOptions
     reflection: ReflectionConfig | ReflectionOptions
+    retrieval: bool | RetrievalConfig | RetrievalOptions
 
 
 class MemoryConfig(_Options):
@@ -724,6 +780,7 @@ class MemoryConfig(_Options):
     timezone: StrictStr | None = None
     observation: ObservationConfig = Field(default_factory=ObservationConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
 
     def __init__(self, /, **options: Unpack[MemoryOptions]) -> None:
         # Declared so that type checkers accept a dict for a section (``observation={...}``).
@@ -733,6 +790,11 @@ class MemoryConfig(_Options):
     @classmethod
     def _check_activate_after_idle(cls, value: object) -> Any:
         return _ttl_field(value, "activate_after_idle")
+
+    @field_validator("retrieval", mode="before")
+    @classmethod
+    def _check_retrieval(cls, value: object) -> object:
+        return _retrieval_field(value)
 
     @field_validator("timezone", mode="before")
     @classmethod

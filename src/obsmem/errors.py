@@ -11,7 +11,8 @@ generic handlers keep working. Every message says what was wrong and what to do 
     ├── InvalidInputError(ValueError)        a message, part or argument is malformed
     ├── NotFoundError(LookupError)
     │   ├── ThreadNotFoundError
-    │   └── MessageNotFoundError
+    │   ├── MessageNotFoundError
+    │   └── RecallNotFoundError              not within reach of this recall (or nowhere)
     ├── StorageError                         the store failed or refused an operation
     │   ├── MigrationError
     │   ├── StoreClosedError
@@ -49,6 +50,7 @@ __all__ = [
     "ObservationError",
     "ObsmemError",
     "OperationAbortedError",
+    "RecallNotFoundError",
     "ReflectionError",
     "StorageError",
     "StoreClosedError",
@@ -98,6 +100,23 @@ class MessageNotFoundError(NotFoundError):
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         super().__init__(f"Message '{message_id}' does not exist in this store.")
+
+
+class RecallNotFoundError(NotFoundError):
+    """A recall asked for a group, message or thread outside its scope, or one that does not exist.
+
+    The two cases read the same on purpose: telling them apart would let a recall probe
+    which ids exist in other conversations or other users' memory.
+    """
+
+    def __init__(self, what: str, ident: str, scope: str) -> None:
+        self.what = what
+        self.ident = ident
+        super().__init__(
+            f"No {what} '{ident}' is within reach of this recall ({scope}). Use a group id shown in "
+            "your observations, a message id returned by an earlier recall, or mode='threads' to list "
+            "the conversations you can read."
+        )
 
 
 class StorageError(ObsmemError):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem.embeddings import Embedder
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.models.base import ChatModel
 from obsmem.models.registry import infer_model
@@ -22,15 +23,20 @@ from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.group_index import GroupIndex
 from obsmem.om.observer import LLMObserver
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
+from obsmem.om.recall import Recaller, RecallRequest
+from obsmem.om.recall_render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
+from obsmem.om.recall_tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
 from obsmem.om.reflector import LLMReflector, compression_start_level
 from obsmem.storage import Store, open_store
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread, parse_message
+from obsmem.vectors import VectorIndex
 
 __all__ = ["Memory"]
 
@@ -49,6 +55,11 @@ class Memory:
     :func:`obsmem.models.infer_model`), tiers ``{max_input_tokens: model}``, or an object
     implementing the Observer / Reflector protocol). Unset, a role takes
     ``config.<role>.model``, then the other role's configured model, then ``"offline"``.
+
+    Retrieval mode (``config.retrieval``) groups observations with the messages they cover and
+    offers :meth:`recall`; with ``retrieval.vector`` it also needs an ``embedder`` and a
+    ``vector_index`` (for example ``LexicalHashEmbedder()`` and ``SQLiteVectorIndex(...)``),
+    which stay the caller's: Memory never closes them.
     """
 
     def __init__(
@@ -65,8 +76,11 @@ class Memory:
         failure_policy: FailurePolicy = "throw",
         working_memory_scope: Literal["thread", "resource"] = "thread",
         on_event: Callable[[EngineEvent], None] | None = None,
+        embedder: Embedder | None = None,
+        vector_index: VectorIndex | None = None,
     ) -> None:
         self.config = config or MemoryConfig()
+        self.group_index = self._group_index(embedder, vector_index)
         if model is not None and (observer is not None or reflector is not None):
             raise ConfigError(
                 "model", "set either model (for both roles) or observer/reflector, not both",
@@ -100,9 +114,31 @@ class Memory:
             on_event=on_event,
             working_memory_scope=working_memory_scope,
             spawn=self.background.spawn,
+            group_index=self.group_index,
         )
+        self.recaller = Recaller(
+            store=self.store, engine=self.engine, counter=self.counter, config=self.config.retrieval,
+            group_index=self.group_index,
+        )
+        retrieval = self.config.retrieval
+        self._recall_instructions = recall_instructions(retrieval) if retrieval.enabled else None
 
     # -- construction helpers -----------------------------------------------------------------
+    def _group_index(self, embedder: Embedder | None, vector_index: VectorIndex | None) -> GroupIndex | None:
+        retrieval = self.config.retrieval
+        if not (retrieval.enabled and retrieval.vector):
+            return None
+        if embedder is None or vector_index is None:
+            given = (("embedder", embedder), ("vector_index", vector_index))
+            missing = " and ".join(name for name, value in given if value is None)
+            raise ConfigError(
+                "retrieval.vector",
+                f"vector retrieval needs an embedder and a vector index, but no {missing} was given",
+                allowed="Memory(..., embedder=LexicalHashEmbedder(), vector_index=InMemoryVectorIndex(384)), "
+                "or retrieval={'vector': False}",
+            )
+        return GroupIndex(embedder, vector_index)
+
     def _role_specs(
         self, model: ModelSpec, observer: Observer | ModelSpec, reflector: Reflector | ModelSpec
     ) -> tuple[Observer | ModelSpec, Reflector | ModelSpec]:
@@ -279,6 +315,8 @@ class Memory:
             working_memory=working_memory,
             shared=shared,
             other_conversations=others,
+            recall_instructions=self._recall_instructions,
+            instructions_without_observations=self.config.retrieval.scope == "resource",
         )
 
     async def _other_conversations(
@@ -294,6 +332,63 @@ class Memory:
                 continue
             by_thread.setdefault(tid, []).append(message)
         return sorted(by_thread.items())
+
+    # -- retrieval: the recall tool --------------------------------------------------------------
+    async def recall(
+        self,
+        thread_id: str,
+        *,
+        mode: RecallMode = "messages",
+        group_id: str | None = None,
+        cursor: str | None = None,
+        target_thread_id: str | None = None,
+        anchor: Literal["start", "end"] = "start",
+        query: str | None = None,
+        page: int = 1,
+        limit: int = 20,
+        detail: Detail = "low",
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        char_offset: int = 0,
+    ) -> RecallResult:
+        """What the ``recall`` tool answers for the actor of ``thread_id`` (retrieval mode only).
+
+        ``group_id`` → exactly the messages the observation group covers (paged by ``page`` and
+        ``limit``); ``cursor`` → the conversation from that message id (``anchor="start"``
+        forward, ``"end"`` backward); ``target_thread_id`` → another reachable thread; ``mode=
+        "threads"`` lists reachable threads; ``mode="search"`` finds groups by ``query``. Nothing
+        outside ``retrieval.scope`` is ever returned: such ids raise RecallNotFoundError, exactly
+        like ids that do not exist.
+        """
+        caller = await self.get_thread(thread_id)
+        request = RecallRequest(
+            mode=mode, group_id=group_id, cursor=cursor, thread_id=target_thread_id, anchor=anchor,
+            query=query, page=page, limit=limit, detail=detail, token_budget=token_budget,
+            char_offset=char_offset,
+        )
+        return await self.recaller.recall(caller, request)
+
+    def recall_tool(self, *, flavor: ToolFlavor = "generic") -> dict[str, Any]:
+        """The ``recall`` tool definition (JSON schema) for this memory's retrieval options."""
+        return recall_tool_schema(self.config.retrieval, flavor=flavor)
+
+    async def call_recall_tool(
+        self, thread_id: str, args: Mapping[str, Any] | None, *, token_budget: int = DEFAULT_TOKEN_BUDGET
+    ) -> dict[str, Any]:
+        """Answer one ``recall`` tool call from the actor of ``thread_id`` (JSON-ready).
+
+        Argument mistakes and out-of-reach ids come back as ``{"error": "..."}`` so the model
+        can correct itself; a missing caller thread or retrieval being off still raise.
+        """
+        caller = await self.get_thread(thread_id)
+        if not self.config.retrieval.enabled:
+            raise ConfigError(
+                "retrieval", "the recall tool needs retrieval mode, which is off", allowed="retrieval=True"
+            )
+
+        async def run(request: RecallRequest) -> RecallResult:
+            return await self.recaller.recall(caller, request)
+
+        return await dispatch_recall(run, args, token_budget=token_budget)
 
     # -- manual operations and inspection -----------------------------------------------------
     async def observe(self, thread_id: str) -> CycleOutcome:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from obsmem.om.format import append_with_boundary
+from obsmem.om.groups import group_safe_line_count
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
 from obsmem.types import Message
 
@@ -113,12 +114,15 @@ def reflection_slice(active: str, observation_tokens: int, budget_tokens: float)
 
     ``lines = min(floor(budget / average tokens per line), all lines)``: the slice that will be
     reflected is about ``budget`` tokens, so lines appended while it runs are kept verbatim.
+    Observation groups (retrieval mode) are never cut in two.
     """
     lines = active.split("\n")
     if not lines or observation_tokens <= 0:
         return "", 0
     average = observation_tokens / len(lines)
     count = min(len(lines), max(1, int(budget_tokens // max(average, 1e-9))))
+    # In retrieval mode the slice ends between groups, never inside one (a no-op without groups).
+    count = group_safe_line_count(lines, count)
     return "\n".join(lines[:count]), count
 
 

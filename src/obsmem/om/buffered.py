@@ -309,7 +309,8 @@ class BufferedLifecycle:
             output_tokens = engine.counter.count_text(result.observations)
             chunk = BufferedChunk(
                 id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle_id, thread_id=thread.id,
-                observations=engine.section(thread, result.observations), observation_tokens=output_tokens,
+                observations=engine.package(thread, messages, result.observations),
+                observation_tokens=output_tokens,
                 message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
                 first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                 created_at=messages[-1].created_at, extracted=dict(result.extracted),
@@ -318,6 +319,7 @@ class BufferedLifecycle:
             if stored is None:
                 engine._emit("buffer-dropped", thread.id, cycle_id=cycle_id)
                 return
+            await engine.reindex(thread.resource_id, "", chunk.observations)
             await engine._mark(
                 target,
                 markers.buffering_end_marker(
@@ -349,7 +351,8 @@ class BufferedLifecycle:
     ) -> ObservationRequest:
         engine = self.engine
         chunks = [c.observations for c in record.buffered_chunks if c.thread_id == thread.id and c.observations]
-        previous = record.active_observations
+        previous = engine.observer_view(record.active_observations)
+        chunks = [engine.observer_view(c) for c in chunks]
         if chunks:
             previous = "\n\n".join([previous, _BUFFERED_SEPARATOR, *chunks]).strip()
         budget = engine.config.observation.previous_observer_tokens
@@ -435,6 +438,9 @@ class BufferedLifecycle:
                 return None
             write = await engine.store.create_generation(record, successor, expected_version=record.version)
             if write.applied and write.record is not None:
+                await engine.reindex(
+                    thread.resource_id, record.active_observations, write.record.active_observations
+                )
                 engine._emit("reflection-activated", thread.id, generation=write.record.generation,
                              tokens=record.observation_tokens, output_tokens=write.record.observation_tokens)
                 return engine_outcome("reflection", applied=True, record=write.record,

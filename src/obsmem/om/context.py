@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from obsmem.om.dates import annotate_observations, gap_text, optimize_for_context
+from obsmem.om.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.format import split_on_boundaries
+from obsmem.om.groups import lift_above_headings, render_for_context
 from obsmem.om.sections import visible_sections
 from obsmem.storage.contract import ObservationRecord
 from obsmem.types import DataPart, Message, TextPart
@@ -110,11 +111,19 @@ def observation_system_messages(
     working_memory: str | None = None,
     shared: bool = False,
     other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
+    recall_instructions: str | None = None,
+    instructions_without_observations: bool = False,
 ) -> list[Message]:
     """The system messages: preamble, one message per observation chunk, then volatile sections.
 
     In resource scope, ``shared`` decides whether other threads' sections and unobserved
     messages are shown; by default a thread sees only its own sections.
+
+    ``recall_instructions`` (retrieval mode) are appended to the preamble, and observation
+    groups are shown as ``## Group `<id>` `` headings; both depend only on the config and the
+    stored text, so the prefix stays byte-stable. With ``instructions_without_observations``
+    the instructions are sent even before anything was observed (resource-scope recall, so
+    the actor can reach other conversations from the first message).
     """
     messages: list[Message] = []
     visible = ""
@@ -122,11 +131,18 @@ def observation_system_messages(
         visible = record.active_observations
         if record.scope == "resource":
             visible = visible_sections(visible, thread_id, shared=shared)
-    if visible.strip():
-        messages.append(_system(PREAMBLE, "preamble"))
-        chunks = split_on_boundaries(visible)
+    chunks = split_on_boundaries(visible) if visible.strip() else []
+    if recall_instructions:  # group tags become headings; empty groups (and chunks) vanish
+        chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
+    if not chunks and recall_instructions and instructions_without_observations:
+        messages.append(_system(recall_instructions, "recall-instructions"))
+    if chunks:
+        preamble = f"{PREAMBLE}\n\n{recall_instructions}" if recall_instructions else PREAMBLE
+        messages.append(_system(preamble, "preamble"))
         for index, chunk in enumerate(chunks):
             text = annotate_observations(optimize_for_context(chunk), now)
+            if recall_instructions:
+                text = lift_above_headings(text, is_gap_line)
             opener = "<observations>\n" if index == 0 else ""
             closer = "\n</observations>" if index == len(chunks) - 1 else ""
             messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}"))
@@ -194,6 +210,8 @@ def build_context(
     working_memory: str | None = None,
     shared: bool = False,
     other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
+    recall_instructions: str | None = None,
+    instructions_without_observations: bool = False,
 ) -> ContextWindow:
     """Assemble the context for one model call from a record and the unobserved messages."""
     system = observation_system_messages(
@@ -205,6 +223,8 @@ def build_context(
         working_memory=working_memory,
         shared=shared,
         other_conversations=other_conversations,
+        recall_instructions=recall_instructions,
+        instructions_without_observations=instructions_without_observations,
     )
     raw: list[Message] = []
     previous: Message | None = None

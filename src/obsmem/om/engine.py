@@ -38,6 +38,9 @@ from obsmem.om.buffered import BufferedLifecycle, Spawn, StepResult
 from obsmem.om.extractors import Extractor
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.format import append_with_boundary
+from obsmem.om.group_index import GroupIndex
+from obsmem.om.groups import observation_group, strip_groups, wrap_group
+from obsmem.om.regroup import GroupedReflector
 from obsmem.om.protocols import (
     AttemptFailed,
     ObservationRequest,
@@ -79,12 +82,19 @@ class Engine:
         on_event: Callable[[EngineEvent], None] | None = None,
         working_memory_scope: Literal["thread", "resource"] = "thread",
         spawn: Spawn | None = None,
+        group_index: GroupIndex | None = None,
     ) -> None:
         self.store = store
         self.observer = observer
         self.reflector: Reflector = (
             SectionedReflector(reflector, counter.count_text) if config.scope == "resource" else reflector
         )
+        # Retrieval mode: the reflector (whichever it is) sees plain text, and its output comes
+        # back grouped with the provenance of what it condensed.
+        self.retrieval = config.retrieval.enabled
+        if self.retrieval:
+            self.reflector = GroupedReflector(self.reflector, counter.count_text)
+        self.group_index = group_index if self.retrieval else None
         self.config = config
         self.counter = counter
         self.clock = clock
@@ -128,6 +138,22 @@ class Engine:
     def section(self, thread: Thread, observations: str) -> str:
         """In resource scope every observation lives in its thread's section."""
         return wrap_section(thread.id, observations) if self.resource_scope else observations.strip()
+
+    def package(self, thread: Thread, messages: Sequence[Message], observations: str) -> str:
+        """One cycle's observations as stored: a group over ``messages`` (retrieval mode),
+        inside the thread's section (resource scope)."""
+        if self.retrieval and messages:
+            observations = wrap_group(observation_group(thread.id, messages, observations))
+        return self.section(thread, observations)
+
+    def observer_view(self, observations: str) -> str:
+        """What an observer is shown of earlier observations: the text without group tags."""
+        return strip_groups(observations) if self.retrieval else observations
+
+    async def reindex(self, resource_id: str, before: str, after: str) -> None:
+        """Retrieval with vectors: make the group index follow a committed change of text."""
+        if self.group_index is not None:
+            await self.group_index.sync(resource_id, before, after)
 
     def working_memory_key(self, thread: Thread) -> str:
         if self.working_memory_scope == "resource":
@@ -207,6 +233,11 @@ class Engine:
 
     async def forget_thread(self, thread: Thread) -> None:
         """Resource scope: remove a deleted thread's sections, hints and chunks from the record."""
+        if self.group_index is not None:
+            try:
+                await self.group_index.remove_thread(thread.resource_id, thread.id)
+            except ObsmemError as exc:
+                logger.warning("obsmem: could not remove the vectors of thread %s: %s", thread.id, exc)
         if not self.resource_scope:
             return
         for _ in range(_MAX_COMMIT_ATTEMPTS * 2):
@@ -309,7 +340,8 @@ class Engine:
         state = record.threads.get(thread.id, ThreadState())
         budget = self.config.observation.previous_observer_tokens
         previous = truncate_previous_observations(
-            record.active_observations, None if budget is False else int(budget), self.counter.count_text
+            self.observer_view(record.active_observations), None if budget is False else int(budget),
+            self.counter.count_text,
         )
         observation = self.config.observation
         request = ObservationRequest(
@@ -340,6 +372,9 @@ class Engine:
             write = await self.store.update_record(composed, expected_version=record.version)
             if write.applied and write.record is not None:
                 await self._after_observation(thread, write.record, result)
+                await self.reindex(
+                    thread.resource_id, record.active_observations, write.record.active_observations
+                )
                 await self._mark(
                     target,
                     markers.observation_end_marker(
@@ -406,7 +441,7 @@ class Engine:
         last = batch[-1]
         assert last.seq is not None, "stored messages always carry a seq"
         active = append_with_boundary(
-            record.active_observations, self.section(thread, result.observations), last.created_at
+            record.active_observations, self.package(thread, batch, result.observations), last.created_at
         )
         state = record.threads.get(thread.id, ThreadState())
         hints_on = self.config.observation.continuation_hints
@@ -580,6 +615,9 @@ class Engine:
                 return CycleOutcome("reflection", False, record, reason="superseded by a concurrent reflection")
             write = await self.store.create_generation(record, successor, expected_version=record.version)
             if write.applied and write.record is not None:
+                await self.reindex(
+                    thread.resource_id, record.active_observations, write.record.active_observations
+                )
                 await self._mark(
                     anchor,
                     markers.observation_end_marker(

@@ -1,0 +1,175 @@
+"""Vector indexing of observation groups, for ``recall(mode="search")``.
+
+Each group's text is embedded (in chunks of whole lines, so long groups are not cut off by an
+embedder's input limit) and stored in a :class:`~obsmem.vectors.VectorIndex` under a namespace
+that encodes where it came from::
+
+    obsmem-groups/r:<resource>/t:<thread>/g:<group id>/
+
+Ids are percent-encoded, so a ``/`` in an id cannot forge a namespace, and scope filtering is a
+prefix match: ``…/r:<resource>/`` is one user, ``…/r:<resource>/t:<thread>/`` one conversation.
+The prefix is only the first fence: recall checks every hit against the store before
+returning it (see ``om/recall.py``).
+
+Indexing never fails an observation: the memory is committed first, and an index that is down
+is logged and retried once; a missed group is simply not found by search.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from obsmem.embeddings import Embedder
+from obsmem.errors import ConfigError
+from obsmem.om.groups import ObservationGroup, parse_groups, strip_groups
+from obsmem.vectors import VectorIndex
+
+__all__ = ["GroupHit", "GroupIndex", "group_namespace", "resource_namespace", "thread_namespace"]
+
+logger = logging.getLogger("obsmem")
+
+_ROOT = "obsmem-groups/"
+_CHUNK_CHARS = 800  # about 200 tokens: inside every shipped embedder's input window
+_ATTEMPTS = 2
+
+
+def resource_namespace(resource_id: str) -> str:
+    return f"{_ROOT}r:{quote(resource_id, safe='')}/"
+
+
+def thread_namespace(resource_id: str, thread_id: str) -> str:
+    return f"{resource_namespace(resource_id)}t:{quote(thread_id, safe='')}/"
+
+
+def group_namespace(resource_id: str, thread_id: str, group_id: str) -> str:
+    return f"{thread_namespace(resource_id, thread_id)}g:{quote(group_id, safe='')}/"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHit:
+    """A search result as the index holds it: where the group lives, and how similar it is.
+
+    Only a claim: recall verifies the thread and group against the store before use.
+    """
+
+    resource_id: str
+    thread_id: str
+    group_id: str
+    score: float
+
+
+def _parse_namespace(namespace: str) -> tuple[str, str, str] | None:
+    if not namespace.startswith(_ROOT):
+        return None
+    parts = namespace[len(_ROOT) :].rstrip("/").split("/")
+    if len(parts) != 3 or not (
+        parts[0].startswith("r:") and parts[1].startswith("t:") and parts[2].startswith("g:")
+    ):
+        return None
+    return unquote(parts[0][2:]), unquote(parts[1][2:]), unquote(parts[2][2:])
+
+
+def _chunks(text: str) -> list[str]:
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if current and size + len(line) > _CHUNK_CHARS:
+            chunks.append("\n".join(current))
+            current, size = [], 0
+        current.append(line[: _CHUNK_CHARS * 2])
+        size += len(line) + 1
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+class GroupIndex:
+    """Embeds groups into a vector index and searches them. Built by ``Memory``, given to the engine."""
+
+    def __init__(self, embedder: Embedder, index: VectorIndex) -> None:
+        if embedder.dimensions != index.dimensions:
+            raise ConfigError(
+                "retrieval.vector",
+                f"the embedder makes {embedder.dimensions}-dimensional vectors but the vector index "
+                f"holds {index.dimensions}-dimensional ones",
+                allowed="an index created with dimensions=embedder.dimensions",
+            )
+        if index.space and index.space != embedder.name:
+            raise ConfigError(
+                "retrieval.vector",
+                f"the vector index holds vectors of '{index.space}', not of the embedder '{embedder.name}'",
+                allowed="an index whose space is the embedder's name (or a new index)",
+            )
+        self.embedder = embedder
+        self.index = index
+
+    async def add(self, resource_id: str, groups: Sequence[ObservationGroup]) -> None:
+        """Embed and store ``groups`` (replacing what their keys held)."""
+        keys: list[str] = []
+        namespaces: list[str] = []
+        texts: list[str] = []
+        for group in groups:
+            namespace = group_namespace(resource_id, group.thread_id, group.id)
+            for position, chunk in enumerate(_chunks(strip_groups(group.body))):
+                keys.append(f"{namespace}{position}")
+                namespaces.append(namespace)
+                texts.append(chunk)
+        if not keys:
+            return
+        vectors = await self.embedder.embed(texts)
+        await self.index.upsert_many(keys, vectors, namespaces)
+
+    async def remove(self, resource_id: str, groups: Sequence[ObservationGroup]) -> None:
+        for group in groups:
+            await self.index.delete_namespace(group_namespace(resource_id, group.thread_id, group.id))
+
+    async def remove_thread(self, resource_id: str, thread_id: str) -> None:
+        await self.index.delete_namespace(thread_namespace(resource_id, thread_id))
+
+    async def sync(self, resource_id: str, before: str, after: str) -> None:
+        """Make the index follow a change of observation text: new groups in, gone groups out.
+
+        Failures are logged, never raised: the committed memory matters more than its index.
+        """
+        old = {g.id: g for g in parse_groups(before)}
+        new = {g.id: g for g in parse_groups(after)}
+        added = [g for gid, g in new.items() if gid not in old]
+        removed = [g for gid, g in old.items() if gid not in new]
+        if not added and not removed:
+            return
+        for attempt in range(_ATTEMPTS):
+            try:
+                await self.add(resource_id, added)
+                await self.remove(resource_id, removed)
+                return
+            except Exception as exc:  # an index outage must not undo or fail the memory write
+                logger.warning(
+                    "obsmem: indexing observation groups failed (attempt %d of %d): %s",
+                    attempt + 1,
+                    _ATTEMPTS,
+                    exc,
+                )
+
+    async def search(self, query: str, *, namespace_prefix: str, k: int) -> list[GroupHit]:
+        """The best groups for ``query`` inside ``namespace_prefix``, one hit per group (only
+        groups with a positive similarity)."""
+        if k <= 0 or not query.strip():
+            return []
+        vector = (await self.embedder.embed([query]))[0]
+        # Several chunks of one group may match; ask for more so k distinct groups come back.
+        raw = await self.index.search(vector, k * 4, namespace_prefix=namespace_prefix)
+        hits: dict[tuple[str, str, str], GroupHit] = {}
+        for hit in raw:
+            if hit.score <= 0.0:
+                continue  # nothing in common with the query: not a result, however few there are
+            parsed = _parse_namespace(hit.namespace)
+            if parsed is None or not hit.namespace.startswith(namespace_prefix) or parsed in hits:
+                continue
+            hits[parsed] = GroupHit(parsed[0], parsed[1], parsed[2], hit.score)
+        return sorted(hits.values(), key=lambda h: -h.score)[:k]
