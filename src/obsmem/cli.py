@@ -16,10 +16,10 @@ from rich.table import Table
 
 from obsmem import __version__
 from obsmem.bench.cli import bench_app
-from obsmem.worker_cli import register as register_worker_commands
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
 from obsmem.errors import ObsmemError
 from obsmem.models import ChatModel, infer_model
+from obsmem.worker_cli import register as register_worker_commands
 
 app = typer.Typer(help="obsmem: observational memory for LLM agents.", no_args_is_help=True, add_completion=False)
 console = Console()

@@ -23,7 +23,7 @@ from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor, working_memory_extractor
-from obsmem.om.group_index import GroupIndex
+from obsmem.om.group_index import group_index_for
 from obsmem.om.observer import LLMObserver
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
@@ -60,6 +60,12 @@ class Memory:
     offers :meth:`recall`; with ``retrieval.vector`` it also needs an ``embedder`` and a
     ``vector_index`` (for example ``LexicalHashEmbedder()`` and ``SQLiteVectorIndex(...)``),
     which stay the caller's: Memory never closes them.
+
+    ``background``: ``"local"`` (the default) runs buffered observation and reflection as
+    tasks of this process; ``"queue"`` puts them on the store's work queue instead, for
+    ``obsmem worker`` processes (on this machine or others) to run. The turn still activates
+    buffered chunks instantly and, if the workers fall behind, observes synchronously at
+    ``block_after``, so a turn never depends on a worker being up.
     """
 
     def __init__(
@@ -78,9 +84,17 @@ class Memory:
         on_event: Callable[[EngineEvent], None] | None = None,
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
+        background: Literal["local", "queue"] = "local",
     ) -> None:
         self.config = config or MemoryConfig()
-        self.group_index = self._group_index(embedder, vector_index)
+        if background not in ("local", "queue"):
+            raise ConfigError("background", f"got {background!r}", allowed="'local' or 'queue'")
+        if background == "queue" and not self.config.observation.buffering_enabled:
+            raise ConfigError(
+                "background", "'queue' hands buffered work to workers, but buffering is off",
+                allowed="'local', or turn buffering on (observation.buffer_tokens)",
+            )
+        self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         if model is not None and (observer is not None or reflector is not None):
             raise ConfigError(
                 "model", "set either model (for both roles) or observer/reflector, not both",
@@ -115,6 +129,7 @@ class Memory:
             working_memory_scope=working_memory_scope,
             spawn=self.background.spawn,
             group_index=self.group_index,
+            handoff=self._enqueue if background == "queue" else None,
         )
         self.recaller = Recaller(
             store=self.store, engine=self.engine, counter=self.counter, config=self.config.retrieval,
@@ -123,22 +138,11 @@ class Memory:
         retrieval = self.config.retrieval
         self._recall_instructions = recall_instructions(retrieval) if retrieval.enabled else None
 
-    # -- construction helpers -----------------------------------------------------------------
-    def _group_index(self, embedder: Embedder | None, vector_index: VectorIndex | None) -> GroupIndex | None:
-        retrieval = self.config.retrieval
-        if not (retrieval.enabled and retrieval.vector):
-            return None
-        if embedder is None or vector_index is None:
-            given = (("embedder", embedder), ("vector_index", vector_index))
-            missing = " and ".join(name for name, value in given if value is None)
-            raise ConfigError(
-                "retrieval.vector",
-                f"vector retrieval needs an embedder and a vector index, but no {missing} was given",
-                allowed="Memory(..., embedder=LexicalHashEmbedder(), vector_index=InMemoryVectorIndex(384)), "
-                "or retrieval={'vector': False}",
-            )
-        return GroupIndex(embedder, vector_index)
+    async def _enqueue(self, thread: Thread, kind: str) -> None:
+        """Queue a due buffer for the workers (coalesced with work already waiting)."""
+        await self.store.enqueue_work(kind, thread.id, now=self.clock.now())
 
+    # -- construction helpers -----------------------------------------------------------------
     def _role_specs(
         self, model: ModelSpec, observer: Observer | ModelSpec, reflector: Reflector | ModelSpec
     ) -> tuple[Observer | ModelSpec, Reflector | ModelSpec]:

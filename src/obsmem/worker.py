@@ -40,10 +40,12 @@ from typing import Any
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig
+from obsmem.embeddings import Embedder
 from obsmem.errors import InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.models.base import ChatModel
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.group_index import group_index_for
 from obsmem.om.observer import LLMObserver
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
@@ -51,6 +53,7 @@ from obsmem.om.reflector import LLMReflector, compression_start_level
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread
+from obsmem.vectors import VectorIndex
 
 __all__ = ["WORK_KINDS", "WORK_OBSERVE", "WORK_REFLECT", "Worker", "WorkerStats", "enqueue_thread_work"]
 
@@ -112,6 +115,8 @@ class Worker:
         max_attempts: int = 5,
         concurrency: int = 1,
         on_event: Callable[[EngineEvent], None] | None = None,
+        embedder: Embedder | None = None,
+        vector_index: VectorIndex | None = None,
     ) -> None:
         if claim_ttl_s <= 0 or poll_interval_s <= 0 or max_attempts < 1 or concurrency < 1:
             raise InvalidInputError(
@@ -156,6 +161,8 @@ class Worker:
             reflector_start_level=start_level,
             on_event=on_event,
             spawn=self._spawn,
+            # retrieval with vectors: the groups this worker writes are indexed like the app's
+            group_index=group_index_for(self.config.retrieval, embedder, vector_index),
         )
 
     # -- running --------------------------------------------------------------------------------

@@ -26,13 +26,14 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from obsmem.om import markers
 from obsmem.om.activation import apply_buffered_reflection, chunk_fits, covered_until, reflection_slice
+from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.om.selection import observable_messages, valid_cuts
 from obsmem.om.truncation import truncate_previous_observations
@@ -45,8 +46,6 @@ from obsmem.thresholds import (
 )
 from obsmem.types import Message, Thread
 
-from obsmem.om.outcomes import CycleOutcome
-
 if TYPE_CHECKING:
     from obsmem.om.engine import Engine
 
@@ -55,6 +54,9 @@ __all__ = ["BufferedLifecycle", "Snapshot", "Spawn", "StepResult", "split_model_
 logger = logging.getLogger("obsmem")
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None] | None"]
+#: Hands a due buffer to other processes instead of running it here: ``(thread, kind)`` with
+#: kind "observe" or "reflect" (see :mod:`obsmem.worker`).
+Handoff = Callable[[Thread, str], Awaitable[None]]
 _BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
 _MAX_ACTIVATION_ROUNDS = 8
 
@@ -91,9 +93,12 @@ class StepResult:
 class BufferedLifecycle:
     """The buffered mode of one engine. Holds only per-instance bookkeeping of its own tasks."""
 
-    def __init__(self, engine: Engine, spawn: Spawn) -> None:
+    def __init__(self, engine: Engine, spawn: Spawn, handoff: Handoff | None = None) -> None:
         self.engine = engine
         self.spawn = spawn
+        # With a handoff, a buffer that is due is queued for a worker rather than started here;
+        # the claim (boundary compare-and-set) is then the worker's, so nothing is claimed twice.
+        self.handoff = handoff
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._observation_tasks: dict[str, asyncio.Task[None]] = {}
         self._reflection_tasks: dict[str, asyncio.Task[None]] = {}
@@ -265,6 +270,9 @@ class BufferedLifecycle:
                 return False
             if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
                 return False
+        if self.handoff is not None:
+            await self.handoff(thread, "observe")
+            return False
         # Claim the interval in storage so no other engine starts the same buffer.
         write = await engine.store.update_record(
             record.model_copy(update={"buffer_boundary_tokens": pending}), expected_version=record.version
@@ -457,6 +465,9 @@ class BufferedLifecycle:
         if running is not None and not running.done():
             return False
         if record.buffered_reflection is not None or record.reflection_boundary_tokens == record.observation_tokens:
+            return False
+        if self.handoff is not None:
+            await self.handoff(thread, "reflect")
             return False
         write = await engine.store.update_record(
             record.model_copy(update={"reflection_boundary_tokens": record.observation_tokens}),

@@ -16,10 +16,10 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from datetime import datetime, tzinfo
-from zoneinfo import ZoneInfo
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, tzinfo
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
@@ -34,13 +34,12 @@ from obsmem.errors import (
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
 from obsmem.om.activation import activate_chunks
-from obsmem.om.buffered import BufferedLifecycle, Spawn, StepResult
+from obsmem.om.buffered import BufferedLifecycle, Handoff, Spawn, StepResult
 from obsmem.om.extractors import Extractor
-from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.format import append_with_boundary
 from obsmem.om.group_index import GroupIndex
 from obsmem.om.groups import observation_group, strip_groups, wrap_group
-from obsmem.om.regroup import GroupedReflector
+from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import (
     AttemptFailed,
     ObservationRequest,
@@ -50,6 +49,7 @@ from obsmem.om.protocols import (
     ReflectionResult,
     Reflector,
 )
+from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, remove_thread, wrap_section
 from obsmem.om.selection import observable_messages, select_observation_prefix
 from obsmem.om.truncation import truncate_previous_observations
@@ -83,6 +83,7 @@ class Engine:
         working_memory_scope: Literal["thread", "resource"] = "thread",
         spawn: Spawn | None = None,
         group_index: GroupIndex | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         self.store = store
         self.observer = observer
@@ -110,7 +111,7 @@ class Engine:
         # engine runs synchronously whatever the configuration says.
         self.buffered: BufferedLifecycle | None = None
         if spawn is not None and config.observation.buffering_enabled:
-            self.buffered = BufferedLifecycle(self, spawn)
+            self.buffered = BufferedLifecycle(self, spawn, handoff)
 
     async def advance(self, thread: Thread, *, turn_start: bool = False, actor_model: str | None = None) -> StepResult:
         """Everything due at a step boundary: activation, observation, reflection, new buffers.

@@ -22,12 +22,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from obsmem.config import RetrievalConfig
 from obsmem.embeddings import Embedder
 from obsmem.errors import ConfigError
 from obsmem.om.groups import ObservationGroup, parse_groups, strip_groups
 from obsmem.vectors import VectorIndex
 
-__all__ = ["GroupHit", "GroupIndex", "group_namespace", "resource_namespace", "thread_namespace"]
+__all__ = [
+    "GroupHit",
+    "GroupIndex",
+    "group_index_for",
+    "group_namespace",
+    "resource_namespace",
+    "thread_namespace",
+]
 
 logger = logging.getLogger("obsmem")
 
@@ -173,3 +181,22 @@ class GroupIndex:
                 continue
             hits[parsed] = GroupHit(parsed[0], parsed[1], parsed[2], hit.score)
         return sorted(hits.values(), key=lambda h: -h.score)[:k]
+
+
+def group_index_for(
+    retrieval: RetrievalConfig, embedder: Embedder | None, vector_index: VectorIndex | None
+) -> GroupIndex | None:
+    """The group index ``retrieval`` asks for, or None; vector retrieval without both parts is
+    a ConfigError naming what is missing (Memory and workers build theirs the same way)."""
+    if not (retrieval.enabled and retrieval.vector):
+        return None
+    if embedder is None or vector_index is None:
+        given = (("embedder", embedder), ("vector_index", vector_index))
+        missing = " and ".join(name for name, value in given if value is None)
+        raise ConfigError(
+            "retrieval.vector",
+            f"vector retrieval needs an embedder and a vector index, but no {missing} was given",
+            allowed="embedder=LexicalHashEmbedder(), vector_index=InMemoryVectorIndex(384), "
+            "or retrieval={'vector': False}",
+        )
+    return GroupIndex(embedder, vector_index)

@@ -44,13 +44,12 @@ from typing import Any
 
 from obsmem.om.offline_patterns import (
     AGO,
-    ASSISTANT_PERSON,
     ASSIST_FILLER,
+    ASSISTANT_PERSON,
     CODE_DEF,
     DAY_MONTH,
     FILLER_WORDS,
     FUTURE,
-    FactKey,
     IN_N,
     MONTH_DAY,
     MONTH_ONLY,
@@ -61,6 +60,7 @@ from obsmem.om.offline_patterns import (
     STOPWORDS,
     THIRD_PERSON,
     WEEKDAY,
+    FactKey,
     content_words,
     fact_key,
     is_plan_text,
