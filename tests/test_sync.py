@@ -67,3 +67,31 @@ def test_a_program_that_forgets_close_still_exits(tmp_path: object) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0 and "done" in result.stdout
+
+
+def test_sync_recall_returns_a_groups_messages() -> None:
+    from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig
+    from obsmem.om.groups import parse_groups
+
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=300, buffer_tokens=False),
+        reflection=ReflectionConfig(observation_tokens=100_000),
+        retrieval=RetrievalConfig(enabled=True),
+    )
+    conv = Conversation()
+    with SyncMemory("memory://", config=config, clock=fake_clock()) as memory:
+        for user_text, reply in chat_turns(20):
+            turn = memory.begin_turn(
+                thread_id="t1", resource_id="u1", messages=[conv.user(user_text)]
+            )
+            turn.step([conv.assistant(reply)])
+            turn.end()
+        record = memory.get_record("t1")
+        assert record is not None
+        group = next(g for g in parse_groups(record.active_observations) if g.last_seq >= g.first_seq)
+        result = memory.recall("t1", group_id=group.id, limit=20)
+        seqs = [m.seq for m in result.messages]
+        assert seqs and seqs[0] == group.first_seq and max(seqs) <= group.last_seq
+        answer = memory.call_recall_tool("t1", {"group_id": group.id})
+        assert "error" not in answer and answer["messages"]
+        assert memory.recall_tool()["name"] == "recall"

@@ -9,14 +9,25 @@ generic handlers keep working. Every message says what was wrong and what to do 
     ObsmemError
     ├── ConfigError(ValueError)              an option has a value outside its allowed range
     ├── InvalidInputError(ValueError)        a message, part or argument is malformed
+    │   ├── InvalidScopeError                a knowledge scope string or id is malformed
+    │   ├── CeilingExceededError             a record would sit above its ceiling
+    │   ├── CeilingLoweredError              a ceiling change would narrow it
+    │   ├── InvalidWhenError                 an unparseable or backwards fact time
+    │   ├── DescriptionTooLongError          a node description over 400 characters
+    │   └── InvalidMergeError                self-merge, cycle, or a narrower target
     ├── NotFoundError(LookupError)
     │   ├── ThreadNotFoundError
     │   ├── MessageNotFoundError
-    │   └── RecallNotFoundError              not within reach of this recall (or nowhere)
+    │   ├── RecallNotFoundError              not within reach of this recall (or nowhere)
+    │   └── KnowledgeNotFoundError           no visible knowledge node/record with that id
+    │       └── UnresolvedMentionError       a wikilink target vanished before the write
     ├── StorageError                         the store failed or refused an operation
     │   ├── MigrationError
     │   ├── StoreClosedError
-    │   └── LeaseLostError
+    │   ├── LeaseLostError
+    │   ├── NameConflictError                a node rename onto an existing name in its scope
+    │   ├── TombstonedValueError             a deleted value may not be captured again
+    │   └── StaleSemanticIndexError          the knowledge vector index could not catch up
     ├── ModelError                           a chat model call failed
     │   ├── MissingCredentialsError
     │   ├── ModelUnavailableError            transient: retrying may help
@@ -34,10 +45,17 @@ A stale compare-and-set is *not* an error: storage reports it as a result.
 from __future__ import annotations
 
 __all__ = [
+    "CeilingExceededError",
+    "CeilingLoweredError",
     "ConfigError",
     "DegenerateOutputError",
+    "DescriptionTooLongError",
     "IncompleteResponseError",
     "InvalidInputError",
+    "InvalidMergeError",
+    "InvalidScopeError",
+    "InvalidWhenError",
+    "KnowledgeNotFoundError",
     "LeaseLostError",
     "MessageNotFoundError",
     "MigrationError",
@@ -46,15 +64,19 @@ __all__ = [
     "ModelOutputError",
     "ModelRequestError",
     "ModelUnavailableError",
+    "NameConflictError",
     "NotFoundError",
     "ObservationError",
     "ObsmemError",
     "OperationAbortedError",
     "RecallNotFoundError",
     "ReflectionError",
+    "StaleSemanticIndexError",
     "StorageError",
     "StoreClosedError",
     "ThreadNotFoundError",
+    "TombstonedValueError",
+    "UnresolvedMentionError",
 ]
 
 
@@ -202,3 +224,63 @@ class OperationAbortedError(ObsmemError):
 
     def __init__(self, what: str = "operation") -> None:
         super().__init__(f"The {what} was aborted by the caller.")
+
+
+# -- the knowledge store ------------------------------------------------------------------
+
+
+class InvalidScopeError(InvalidInputError):
+    """A scope string or id is malformed."""
+
+
+class CeilingExceededError(InvalidInputError):
+    """A record's scope is broader than its ceiling allows."""
+
+
+class CeilingLoweredError(InvalidInputError):
+    """A ceiling change would narrow it; ceilings can only be raised (broadened)."""
+
+
+class InvalidWhenError(InvalidInputError):
+    """A ``when`` value could not be parsed or is an empty/backwards interval."""
+
+
+class DescriptionTooLongError(InvalidInputError):
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(
+            f"A node description is {length} characters; the limit is {limit}. Shorten it and put "
+            "the long form in the node's content."
+        )
+
+
+class InvalidMergeError(InvalidInputError):
+    """A merge that would be a self-merge, a cycle, or move knowledge to a narrower scope."""
+
+
+class KnowledgeNotFoundError(NotFoundError):
+    """No node or record with that id is visible from the scope asked."""
+
+
+class UnresolvedMentionError(KnowledgeNotFoundError):
+    """A wikilink target could not be resolved or disappeared before the write committed."""
+
+
+class NameConflictError(StorageError):
+    """Another node already has that name in that scope."""
+
+
+class TombstonedValueError(StorageError):
+    """The value was deleted with a tombstone for this node and scope, so it cannot come back."""
+
+    def __init__(self, node_id: str, scope: str, value: str) -> None:
+        self.node_id = node_id
+        self.scope = scope
+        self.value = value
+        super().__init__(
+            f"The value {value!r} of node '{node_id}' was tombstoned in scope '{scope}', so it is not "
+            "captured again. Remove the tombstone (or capture a corrected value) if it is true now."
+        )
+
+
+class StaleSemanticIndexError(StorageError):
+    """The semantic index could not be brought up to date; search results may be stale."""

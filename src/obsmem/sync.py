@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from obsmem.errors import InvalidInputError
 from obsmem.memory import Memory
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome
+from obsmem.om.recall_render import RecallResult
 from obsmem.storage.contract import ObservationRecord
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread
@@ -146,6 +147,19 @@ class SyncMemory:
 
     def list_generations(self, thread_id: str, **kwargs: Any) -> list[ObservationRecord]:
         return self._portal.call(self._memory.list_generations(thread_id, **kwargs))
+
+    def recall(self, thread_id: str, **kwargs: Any) -> RecallResult:
+        """:meth:`Memory.recall`, blocking (retrieval mode only)."""
+        return self._portal.call(self._memory.recall(thread_id, **kwargs))
+
+    def recall_tool(self, **kwargs: Any) -> dict[str, Any]:
+        return self._memory.recall_tool(**kwargs)
+
+    def call_recall_tool(
+        self, thread_id: str, args: Mapping[str, Any] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """:meth:`Memory.call_recall_tool`, blocking: answer one ``recall`` tool call."""
+        return self._portal.call(self._memory.call_recall_tool(thread_id, args, **kwargs))
 
 
 def _close_quietly(portal: _Portal, memory: Memory) -> None:

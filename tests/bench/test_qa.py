@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.models.wire_server import Recorded, Reply, WireServer, openai_text_stream
 from typer.testing import CliRunner
 
 from obsmem.bench.locomo import load_locomo
@@ -23,6 +22,7 @@ from obsmem.bench.retention import RetentionSettings
 from obsmem.bench.run import run_retention
 from obsmem.cli import app
 from obsmem.models import infer_model
+from tests.models.wire_server import Recorded, Reply, WireServer, openai_text_stream
 
 pytestmark = pytest.mark.anyio
 

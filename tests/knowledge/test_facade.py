@@ -10,8 +10,8 @@ import pytest
 
 from obsmem.clock import FakeClock
 from obsmem.embeddings import LexicalHashEmbedder
+from obsmem.errors import InvalidWhenError, UnresolvedMentionError
 from obsmem.knowledge import Knowledge, RecordView, TrustState, reciprocal_rank_fusion
-from obsmem.storage.knowledge_errors import InvalidWhenError, UnresolvedMentionError
 from obsmem.storage.knowledge_scopes import Level
 
 pytestmark = pytest.mark.anyio
@@ -209,8 +209,8 @@ class FailingEmbedder:
 
 
 async def test_a_failed_drain_releases_its_batch_for_a_retry(tmp_path: Path) -> None:
+    from obsmem.errors import StaleSemanticIndexError
     from obsmem.knowledge import InMemoryKnowledgeStore, SemanticIndex
-    from obsmem.storage.knowledge_errors import StaleSemanticIndexError
 
     store = InMemoryKnowledgeStore(clock=FakeClock())
     jane = await store.create_node("Jane", "person", RES, actor="t", reason="r")

@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 
 from obsmem.clock import FakeClock
 from obsmem.embeddings import LexicalHashEmbedder
-from obsmem.errors import InvalidInputError, NotFoundError
+from obsmem.errors import InvalidInputError, NotFoundError, TombstonedValueError
 from obsmem.knowledge import SemanticIndex
 from obsmem.storage.knowledge_base import TablesKnowledgeStore
 from obsmem.storage.knowledge_contract import TrustState, record_document_id
-from obsmem.storage.knowledge_errors import TombstonedValueError
 from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
 from obsmem.storage.knowledge_ops import tombstone_blocks
 from obsmem.storage.knowledge_scopes import Level, Scope

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from obsmem.errors import InvalidInputError
-from obsmem.storage.knowledge_errors import CeilingExceededError, CeilingLoweredError, InvalidScopeError
+from obsmem.errors import CeilingExceededError, CeilingLoweredError, InvalidInputError, InvalidScopeError
 from obsmem.storage.knowledge_scopes import (
     Level,
     Scope,

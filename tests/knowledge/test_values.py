@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from obsmem.storage.knowledge_errors import InvalidWhenError
+from obsmem.errors import InvalidWhenError
 from obsmem.storage.knowledge_values import When, normalise_value, parse_when
 
 

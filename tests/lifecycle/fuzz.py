@@ -628,7 +628,7 @@ class LifecycleFuzz:
         assert buffered is not None
         started = await buffered.maybe_start_buffer(await self.thread(agent), idle=True)
         ttl = self.idle_ttl or 300.0
-        pause = self.rng.choice([ttl / 2, ttl + 5, ttl * 2, 700.0])  # 700 s outlives a held lease (660 s)
+        pause = self.rng.choice([ttl / 2, ttl + 5, ttl * 2, 700.0])  # each outlives a buffer lease left unrenewed (60 s)
         self.clock.advance(pause)
         return f"{agent.name} idle: maybe_start_buffer(idle)={started}, clock +{pause:g}s"
 

@@ -18,8 +18,8 @@ from obsmem.om.offline_participants import (
     telegraphic,
 )
 from obsmem.om.offline_patterns import fact_key
-from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.om.offline_rules import estimate_tokens
+from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.types import Message
 
 pytestmark = pytest.mark.anyio

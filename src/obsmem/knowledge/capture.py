@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
+from obsmem.errors import TombstonedValueError
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.storage.knowledge_contract import KnowledgeStore, Record, TrustState
-from obsmem.storage.knowledge_errors import TombstonedValueError
 from obsmem.storage.knowledge_scopes import Level, Scope, clamp_level, parse_level
 from obsmem.storage.knowledge_values import When, parse_when
 

@@ -9,9 +9,9 @@ losing both.
 
 from __future__ import annotations
 
+from obsmem.errors import KnowledgeNotFoundError
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.storage.knowledge_contract import KnowledgeStore, Page, Record, RecordView, TrustState
-from obsmem.storage.knowledge_errors import KnowledgeNotFoundError
 
 __all__ = ["ReviewQueue"]
 

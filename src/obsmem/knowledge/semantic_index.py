@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from obsmem.embeddings import Embedder
+from obsmem.errors import StaleSemanticIndexError
 from obsmem.storage.knowledge_contract import (
     DEFAULT_VIEW,
     KnowledgeStore,
@@ -32,7 +33,6 @@ from obsmem.storage.knowledge_contract import (
     TrustState,
     record_document_id,
 )
-from obsmem.storage.knowledge_errors import StaleSemanticIndexError
 from obsmem.storage.knowledge_scopes import Scope
 
 __all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]

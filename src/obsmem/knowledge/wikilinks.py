@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, UnresolvedMentionError
 from obsmem.storage.knowledge_contract import KnowledgeStore, MentionTarget, NewNodeMention
-from obsmem.storage.knowledge_errors import UnresolvedMentionError
 from obsmem.storage.knowledge_scopes import Scope
 
 __all__ = ["extract_wikilinks", "resolve_mentions"]

@@ -57,6 +57,8 @@ Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None] | None"]
 #: Hands a due buffer to other processes instead of running it here: ``(thread, kind)`` with
 #: kind "observe" or "reflect" (see :mod:`obsmem.worker`).
 Handoff = Callable[[Thread, str], Awaitable[None]]
+#: A buffer lease's life without renewal; see BufferedLifecycle.lease_ttl_s.
+LEASE_TTL_S = 60.0
 _BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
 _MAX_ACTIVATION_ROUNDS = 8
 
@@ -105,8 +107,30 @@ class BufferedLifecycle:
 
     @property
     def lease_ttl_s(self) -> float:
-        timeout = self.engine.model_timeout_s or 600.0
-        return timeout + 60.0
+        """How long a buffer lease lasts unless renewed. The holder renews it every third of
+        that (:meth:`_heartbeat`) for as long as its model call runs, so a live buffer keeps
+        its lease however slow the model, and a crashed process's lease is free again within
+        a minute instead of after the model timeout."""
+        return LEASE_TTL_S
+
+    async def _heartbeat(self, key: str) -> None:
+        """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
+        happening now, and a virtual clock in tests must not spin this loop."""
+        while True:
+            await asyncio.sleep(self.lease_ttl_s / 3)
+            renewed = await self.engine.store.renew_lease(
+                key, self.owner, ttl_s=self.lease_ttl_s, now=self.engine.clock.now()
+            )
+            if renewed is None:  # lost (expired meanwhile, or taken over): the CAS guards the rest
+                return
+
+    def _start_heartbeat(self, key: str) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(self._heartbeat(key), name=f"obsmem:lease:{key}")
+
+    @staticmethod
+    async def _stop_heartbeat(beat: asyncio.Task[None]) -> None:
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
 
     # -- the step ---------------------------------------------------------------------------
     async def read(self, thread: Thread) -> Snapshot:
@@ -291,6 +315,7 @@ class BufferedLifecycle:
         lease = await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now())
         if lease is None:
             return
+        beat = self._start_heartbeat(key)
         cycle_id = markers.new_cycle_id("buf")
         started_at = engine.clock.now()
         target = None
@@ -352,6 +377,7 @@ class BufferedLifecycle:
                 ),
             )
         finally:
+            await self._stop_heartbeat(beat)
             await engine.store.release_lease(key, self.owner)
 
     def _buffer_request(
@@ -486,6 +512,7 @@ class BufferedLifecycle:
         key = f"buffer-reflection:{engine.lineage(thread)}"
         if await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now()) is None:
             return
+        beat = self._start_heartbeat(key)
         try:
             budget = engine.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
             text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
@@ -529,6 +556,7 @@ class BufferedLifecycle:
             logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc)
             engine._emit("reflection-failed", thread.id, error=str(exc))
         finally:
+            await self._stop_heartbeat(beat)
             await engine.store.release_lease(key, self.owner)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, tzinfo
@@ -62,7 +63,16 @@ __all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy"]
 logger = logging.getLogger("obsmem")
 
 Trigger = Literal["threshold", "manual", "turn-end"]
-_MAX_COMMIT_ATTEMPTS = 3
+# A model call's result is worth retrying a commit for: under contention (several processes on
+# one thread) each stale write re-reads the head, composes again and, after a short random
+# pause, tries again, so writers that collided do not collide again in lockstep.
+_MAX_COMMIT_ATTEMPTS = 8
+_COMMIT_BACKOFF_S = 0.005
+
+
+async def _commit_backoff(attempt: int) -> None:
+    """Real time on purpose: a virtual clock in tests must not move because writers collided."""
+    await asyncio.sleep(random.uniform(0, _COMMIT_BACKOFF_S * 2 ** min(attempt, 6)))
 
 
 class Engine:
@@ -424,6 +434,7 @@ class Engine:
                 return CycleOutcome("observation", False, current, reason="superseded by a concurrent observation")
             record = current
             logger.debug("observation commit stale (attempt %d); recomposing on the new head", attempt + 1)
+            await _commit_backoff(attempt)
         error = ObservationError(
             f"Could not commit the observation of thread '{thread.id}' after {_MAX_COMMIT_ATTEMPTS} attempts; "
             "the store kept changing underneath. The messages stay pending."
@@ -610,7 +621,9 @@ class Engine:
 
         output_tokens = self.counter.count_text(result.observations)
         snapshot = record
-        for _ in range(_MAX_COMMIT_ATTEMPTS):
+        for attempt in range(_MAX_COMMIT_ATTEMPTS):
+            if attempt:
+                await _commit_backoff(attempt)
             successor = self._compose_reflection(snapshot, record, result, output_tokens, target)
             if successor is None:
                 return CycleOutcome("reflection", False, record, reason="superseded by a concurrent reflection")

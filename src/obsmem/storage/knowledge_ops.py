@@ -16,7 +16,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from obsmem.errors import InvalidInputError
+from obsmem.errors import (
+    DescriptionTooLongError,
+    InvalidInputError,
+    InvalidMergeError,
+    KnowledgeNotFoundError,
+    NameConflictError,
+    TombstonedValueError,
+    UnresolvedMentionError,
+)
 from obsmem.storage.knowledge_contract import (
     DESCRIPTION_LIMIT,
     ActivityAction,
@@ -29,14 +37,6 @@ from obsmem.storage.knowledge_contract import (
     Tombstone,
     TrustState,
     record_document_id,
-)
-from obsmem.storage.knowledge_errors import (
-    DescriptionTooLongError,
-    InvalidMergeError,
-    KnowledgeNotFoundError,
-    NameConflictError,
-    TombstonedValueError,
-    UnresolvedMentionError,
 )
 from obsmem.storage.knowledge_ids import UlidGenerator
 from obsmem.storage.knowledge_scopes import Level, Scope, check_ceiling_raise, check_within_ceiling

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from obsmem.storage.knowledge_errors import CeilingExceededError, CeilingLoweredError, InvalidScopeError
+from obsmem.errors import CeilingExceededError, CeilingLoweredError, InvalidScopeError
 
 __all__ = [
     "CeilingExceededError",

@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from obsmem.storage.knowledge_errors import InvalidWhenError
+from obsmem.errors import InvalidWhenError
 
 __all__ = ["InvalidWhenError", "When", "normalise_value", "parse_when"]
 

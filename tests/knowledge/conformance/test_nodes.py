@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import ActivityAction, NewNodeMention
-from obsmem.storage.knowledge_errors import (
+from obsmem.errors import (
     DescriptionTooLongError,
     InvalidMergeError,
     NameConflictError,
 )
+from obsmem.storage.knowledge_base import TablesKnowledgeStore
+from obsmem.storage.knowledge_contract import ActivityAction, NewNodeMention
 
 from .world import ACT, ORG, RES, T1, T2
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from obsmem.clock import FakeClock
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import NewNodeMention, RecordView, TrustState
-from obsmem.storage.knowledge_errors import (
+from obsmem.errors import (
     CeilingExceededError,
     CeilingLoweredError,
     KnowledgeNotFoundError,
     TombstonedValueError,
     UnresolvedMentionError,
 )
+from obsmem.storage.knowledge_base import TablesKnowledgeStore
+from obsmem.storage.knowledge_contract import NewNodeMention, RecordView, TrustState
 from obsmem.storage.knowledge_scopes import Level
 from obsmem.storage.knowledge_values import parse_when
 
