@@ -1,4 +1,4 @@
-"""Property tests over random sequences of knowledge operations (in-memory and SQLite).
+"""Property tests over random sequences of knowledge operations (in-memory, SQLite, PostgreSQL).
 
 Three invariants the store must keep whatever the caller does:
 
@@ -27,9 +27,12 @@ from obsmem.storage.knowledge_base import TablesKnowledgeStore
 from obsmem.storage.knowledge_contract import TrustState, record_document_id
 from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
 from obsmem.storage.knowledge_ops import tombstone_blocks
+from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
 from obsmem.storage.knowledge_scopes import Level, Scope
 from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
 from obsmem.storage.knowledge_values import normalise_value
+
+from ..postgres_fixtures import PostgresServer, database_url
 
 pytestmark = pytest.mark.anyio
 
@@ -247,3 +250,14 @@ async def test_invariants_hold_in_memory(operations: list[object]) -> None:
 async def test_invariants_hold_in_sqlite(operations: list[object]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         await _run(SQLiteKnowledgeStore(Path(folder) / "k.db", clock=FakeClock()), operations)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(OPERATIONS)
+async def test_invariants_hold_in_postgres(postgres_server: PostgresServer, operations: list[object]) -> None:
+    database = postgres_server.create_database("obsmem_knowledge_prop")
+    try:
+        url = database_url(postgres_server.url, database)
+        await _run(PostgresKnowledgeStore(url, clock=FakeClock()), operations)
+    finally:
+        postgres_server.drop_database(database)

@@ -1,6 +1,6 @@
 """Knowledge: obsmem's scoped, audited, bitemporal fact store (the "subconscious").
 
-The public face is :class:`Knowledge`; the storage contract and both adapters are re-exported
+The public face is :class:`Knowledge`; the storage contract and the adapters are re-exported
 so one import is enough::
 
     from obsmem.knowledge import Knowledge
@@ -13,9 +13,14 @@ so one import is enough::
 
 Scopes are canonical strings (``org:acme/resource:alice/thread:t1``); a read sees its own scope
 and its ancestors, never a sibling thread.
+
+``Knowledge.sqlite(path)`` and ``Knowledge.postgres(url)`` keep the graph in a database;
+:class:`PostgresKnowledgeStore` is imported on first use, so psycopg stays optional.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from obsmem.knowledge.capture import CaptureOutcome, capture
 from obsmem.knowledge.facade import Knowledge
@@ -38,6 +43,9 @@ from obsmem.storage.knowledge_scopes import Level, Scope
 from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
 from obsmem.storage.knowledge_values import When, parse_when
 
+if TYPE_CHECKING:
+    from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+
 __all__ = [
     "ActivityAction",
     "ActivityEvent",
@@ -49,6 +57,7 @@ __all__ = [
     "Level",
     "Node",
     "Page",
+    "PostgresKnowledgeStore",
     "Record",
     "RecordView",
     "ReviewQueue",
@@ -64,3 +73,12 @@ __all__ = [
     "reciprocal_rank_fusion",
     "resolve_mentions",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``PostgresKnowledgeStore`` on first use: its module imports psycopg, an optional dependency."""
+    if name == "PostgresKnowledgeStore":
+        from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+
+        return PostgresKnowledgeStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from typing import Any, Self
 
 from obsmem.clock import Clock
 from obsmem.embeddings import Embedder, LexicalHashEmbedder
+from obsmem.errors import ConfigError
 from obsmem.knowledge.capture import CaptureOutcome, capture
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
@@ -77,6 +78,29 @@ class Knowledge:
         clock: Clock | None = None,
     ) -> Knowledge:
         return cls(SQLiteKnowledgeStore(path, clock=clock), embedder=embedder, actor=actor)
+
+    @classmethod
+    def postgres(
+        cls,
+        url: str,
+        *,
+        embedder: Embedder | None = None,
+        actor: str = "obsmem",
+        clock: Clock | None = None,
+    ) -> Knowledge:
+        """The graph in the PostgreSQL database at ``url``, shared by every process that opens it.
+
+        psycopg is optional, so it is imported here, and its absence is a configuration error.
+        """
+        try:
+            from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+        except ImportError as exc:
+            raise ConfigError(
+                "knowledge store",
+                f"PostgreSQL needs extra packages that are not installed ({exc.name or exc})",
+                allowed="pip install 'obsmem[postgres]' (psycopg[binary], psycopg-pool)",
+            ) from exc
+        return cls(PostgresKnowledgeStore(url, clock=clock), embedder=embedder, actor=actor)
 
     async def close(self) -> None:
         await self.store.close()

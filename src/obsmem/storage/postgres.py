@@ -65,7 +65,7 @@ from obsmem.storage.postgres_vectors import VectorHit
 from obsmem.storage.work_rules import check_limit, claim_expiry, work_available_at
 from obsmem.types import DataPart, Message, Thread
 
-__all__ = ["PostgresStore", "migrate_database", "pending_migrations"]
+__all__ = ["PostgresStore", "migrate_database", "pending_migrations", "redact_url"]
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -135,7 +135,7 @@ class PostgresStore(ClosingContext):
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.url)!r})"
+        return f"PostgresStore({redact_url(self.url)!r})"
 
     async def close(self) -> None:
         if self._closed:
@@ -166,7 +166,7 @@ class PostgresStore(ClosingContext):
             raise
 
     async def _open(self) -> AsyncConnectionPool[Conn]:
-        where = _redact(self.url)
+        where = redact_url(self.url)
         if self.migrate_on_open:
             await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s)
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -200,16 +200,16 @@ class PostgresStore(ClosingContext):
                 raise
             except _RETRYABLE as exc:
                 if attempt == RETRIES - 1:
-                    raise StorageError(f"PostgreSQL store {_redact(self.url)} kept conflicting: {exc}") from exc
+                    raise StorageError(f"PostgreSQL store {redact_url(self.url)} kept conflicting: {exc}") from exc
                 await asyncio.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.2)
             except PoolTimeout as exc:
                 raise StorageError(
                     f"No PostgreSQL connection became free within {self.connect_timeout_s}s "
-                    f"({_redact(self.url)}); raise max_size or the server's max_connections."
+                    f"({redact_url(self.url)}); raise max_size or the server's max_connections."
                 ) from exc
             except psycopg.Error as exc:
-                raise StorageError(f"PostgreSQL store {_redact(self.url)} failed: {exc}") from exc
+                raise StorageError(f"PostgreSQL store {redact_url(self.url)} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
@@ -578,7 +578,7 @@ def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:
             return postgres_migrations.migrate(conn)
     except psycopg.Error as exc:
         raise StorageError(
-            f"Cannot migrate the PostgreSQL database at {_redact(url)}: {exc}. Check that the server is "
+            f"Cannot migrate the PostgreSQL database at {redact_url(url)}: {exc}. Check that the server is "
             "running, the URL is right and the user may create tables."
         ) from exc
 
@@ -589,10 +589,10 @@ def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
         with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as conn:
             return postgres_migrations.pending(conn)
     except psycopg.Error as exc:
-        raise StorageError(f"Cannot read the migrations of {_redact(url)}: {exc}") from exc
+        raise StorageError(f"Cannot read the migrations of {redact_url(url)}: {exc}") from exc
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     if "@" not in url or "://" not in url:
         return url

@@ -1,6 +1,8 @@
 """The knowledge conformance suite: every test here runs against every knowledge adapter.
 
-Time is a :class:`FakeClock`, so ``captured_at`` stamps and lease expiry are exact.
+Time is a :class:`FakeClock`, so ``captured_at`` stamps and lease expiry are exact. PostgreSQL
+runs on a fresh database per test (``postgres_url``, from ``tests/postgres_fixtures.py``); the
+knowledge store creates its tables there on first use.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import pytest
 from obsmem.clock import FakeClock
 from obsmem.storage.knowledge_base import TablesKnowledgeStore
 from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
+from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
 from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
 
-ADAPTERS = ["memory", "sqlite"]
+ADAPTERS = ["memory", "sqlite", "postgres"]
 
 ORG = "org:acme"
 RES = "org:acme/resource:alice"
@@ -45,7 +48,9 @@ async def kstore(
     store: TablesKnowledgeStore
     if request.param == "memory":
         store = InMemoryKnowledgeStore(clock=clock)
-    else:
+    elif request.param == "sqlite":
         store = SQLiteKnowledgeStore(tmp_path / "knowledge.db", clock=clock)
+    else:
+        store = PostgresKnowledgeStore(request.getfixturevalue("postgres_url"), clock=clock)
     async with store:
         yield store
