@@ -275,7 +275,7 @@ class Worker:
                 else:
                     await engine.maybe_reflect(thread)
             elif item.kind == WORK_OBSERVE:
-                await engine.buffered.maybe_start_buffer(thread, idle=True)
+                await engine.buffered.maybe_start_buffer(thread, idle=True, above_threshold=True)
             else:
                 await engine.buffered.reflection_step(thread, await engine.head(thread))
             for task in self._spawned[key]:

@@ -185,7 +185,8 @@ class BufferedLifecycle:
                 snapshot = await self.read(thread)
                 continue
             task = self._observation_tasks.get(engine.lineage(thread))
-            in_flight = task is not None and not task.done()
+            # Handed off to workers, a buffer is as good as in flight: give them until block_after.
+            in_flight = self.handoff is not None or (task is not None and not task.done())
             if in_flight and block_after is not None and pending < block_after:
                 break  # the running buffer will bring the window down; no need to block on it
             outcomes.append(await engine.observe(thread, force=False, trigger="threshold"))
@@ -261,8 +262,16 @@ class BufferedLifecycle:
                 return
 
     # -- observation buffers ----------------------------------------------------------------
-    async def maybe_start_buffer(self, thread: Thread, *, idle: bool, snapshot: Snapshot | None = None) -> bool:
-        """Start a background observation of the next safe run of unbuffered messages, if due."""
+    async def maybe_start_buffer(
+        self, thread: Thread, *, idle: bool, snapshot: Snapshot | None = None, above_threshold: bool = False
+    ) -> bool:
+        """Start a background observation of the next safe run of unbuffered messages, if due.
+
+        Past the threshold the turn itself activates or observes, so no buffer starts there,
+        unless ``above_threshold``: a worker that fell behind a queue-mode application still
+        buffers, and the application activates the chunk on its next step instead of observing
+        synchronously at ``block_after``.
+        """
         engine = self.engine
         observation = engine.config.observation
         buffer_tokens = observation.resolved_buffer_tokens
@@ -277,7 +286,7 @@ class BufferedLifecycle:
         if not messages:
             return False
         threshold = engine.message_threshold(record)
-        if pending >= threshold:
+        if pending >= threshold and not above_threshold:
             return False
         covered = covered_until(record, thread.id)
         candidates = [m for m in messages if (m.seq or 0) > covered]
