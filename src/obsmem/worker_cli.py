@@ -9,6 +9,7 @@ import json
 import logging
 import signal
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,9 +17,11 @@ import typer
 from rich.console import Console
 
 from obsmem.config import MemoryConfig
+from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
 from obsmem.errors import ObsmemError
 from obsmem.models import ChatModel, infer_model
 from obsmem.storage import SQLiteStore, migrations, open_store
+from obsmem.vectors import SQLiteVectorIndex, VectorIndex
 from obsmem.worker import WORK_KINDS, Worker, WorkerStats
 
 __all__ = ["register"]
@@ -60,8 +63,15 @@ def worker(
     max_items: Annotated[int | None, typer.Option(min=1, help="Stop after claiming this many items.")] = None,
     exit_when_idle: Annotated[bool, typer.Option(help="Stop as soon as nothing is due.")] = False,
     kind: Annotated[list[str] | None, typer.Option(help=f"Only these kinds of work ({', '.join(WORK_KINDS)}).")] = None,
+    vectors: Annotated[
+        str | None,
+        typer.Option(help="Where retrieval groups are indexed (config retrieval.vector): a SQLite file "
+                          "path or a postgresql:// URL."),  # fmt: skip
+    ] = None,
+    embedder: Annotated[str, typer.Option(help="Embedder for --vectors: default, minilm or lexical.")] = "default",
 ) -> None:
-    """Run buffering and reflection work for any thread of a shared store until stopped (Ctrl-C)."""
+    """Run buffering, reflection and group-indexing work for any thread of a shared store until
+    stopped (Ctrl-C)."""
     memory_config = _load_config(config)
     chat_model: ChatModel | None = None
     if model is not None and model != "offline":
@@ -71,9 +81,11 @@ def worker(
             raise _fail(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
+        group_embedder, group_index = _group_vectors(memory_config, vectors, embedder)
         stats = asyncio.run(_run_worker(
             store, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
+            embedder=group_embedder, vector_index=group_index,
         ))
     except ObsmemError as exc:
         raise _fail(str(exc)) from exc
@@ -83,9 +95,35 @@ def worker(
     )
 
 
+def _group_vectors(
+    config: MemoryConfig, location: str | None, embedder_name: str
+) -> tuple[Embedder | None, VectorIndex | None]:
+    """The embedder and vector index the worker indexes retrieval groups with, or neither."""
+    if location is None:
+        if config.retrieval.enabled and config.retrieval.vector:
+            raise _fail("the config asks for vector retrieval (retrieval.vector): pass --vectors PATH|URL")
+        return None, None
+    makers: dict[str, Callable[[], Embedder]] = {
+        "default": default_embedder, "minilm": MiniLMEmbedder, "lexical": LexicalHashEmbedder,
+    }
+    if embedder_name not in makers:
+        raise _fail(f"unknown embedder '{embedder_name}'; use one of {', '.join(makers)}")
+    chosen: Embedder = makers[embedder_name]()
+    index: VectorIndex
+    if location.startswith(("postgresql://", "postgres://")):
+        from obsmem.vectors.postgres import PostgresVectorIndex
+
+        index = PostgresVectorIndex(location, dimensions=chosen.dimensions, space=chosen.name)
+    else:
+        index = SQLiteVectorIndex(location.removeprefix("sqlite:///"), dimensions=chosen.dimensions,
+                                  space=chosen.name)  # fmt: skip
+    return chosen, index
+
+
 async def _run_worker(
     url: str, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float, poll_s: float,
     max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
+    embedder: Embedder | None = None, vector_index: VectorIndex | None = None,
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -94,9 +132,13 @@ async def _run_worker(
             loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
     async with open_store(url) as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
-                        poll_interval_s=poll_s, kinds=kinds)
+                        poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index)
         console.print(f"obsmem worker {runner.owner} on {store!r}")
-        return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
+        try:
+            return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
+        finally:
+            if vector_index is not None:
+                await vector_index.close()
 
 
 def migrate(

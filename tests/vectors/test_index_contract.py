@@ -1,4 +1,8 @@
-"""Behaviour every vector index shares, run against the in-memory and the SQLite index."""
+"""Behaviour every vector index shares, run against the in-memory, SQLite and PostgreSQL indexes.
+
+PostgreSQL runs twice: with pgvector and with its plain-array fallback, each test under a fresh
+index name in one shared database.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import numpy as np
 import pytest
 
 from obsmem.errors import InvalidInputError
-from obsmem.vectors import InMemoryVectorIndex, SQLiteVectorIndex, VectorIndex
+from obsmem.vectors import InMemoryVectorIndex, PostgresVectorIndex, SQLiteVectorIndex, VectorIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -28,13 +32,21 @@ def basis(i: int) -> np.ndarray:
     return row
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres-pgvector", "postgres-array"])
 async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorIndex]:
     made: VectorIndex
     if request.param == "memory":
         made = InMemoryVectorIndex(DIMS, space="test-space")
-    else:
+    elif request.param == "sqlite":
         made = await SQLiteVectorIndex.open(tmp_path / "vectors.db", dimensions=DIMS, space="test-space")
+    else:
+        made = await PostgresVectorIndex.open(
+            request.getfixturevalue("shared_vector_database_url"),
+            DIMS,
+            name=request.getfixturevalue("fresh_index_name"),
+            space="test-space",
+            use_pgvector=request.param == "postgres-pgvector",
+        )
     assert isinstance(made, VectorIndex)
     yield made
     await made.close()
