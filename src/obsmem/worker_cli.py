@@ -145,7 +145,8 @@ def migrate(
     store: Annotated[str, typer.Option(help="The store to bring up to date (sqlite:///… or postgresql://…).")],
     dry_run: Annotated[bool, typer.Option(help="Only list the migrations that would run.")] = False,
 ) -> None:
-    """Apply pending schema migrations (safe to run from several machines at once)."""
+    """Apply pending schema migrations, the knowledge store's included (safe to run from several
+    machines at once)."""
     try:
         names = _migrate(store, dry_run=dry_run)
     except ObsmemError as exc:
@@ -157,11 +158,24 @@ def migrate(
 def _migrate(url: str, *, dry_run: bool) -> list[str]:
     target = open_store(url)  # builds the store without I/O: it names the dialect and the place
     if isinstance(target, SQLiteStore):
+        from obsmem.storage.knowledge_sqlite import KNOWLEDGE_MIGRATIONS as SQLITE_KNOWLEDGE
+
         target.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.closing(sqlite3.connect(target.path, isolation_level=None)) as conn:
-            return migrations.pending(conn) if dry_run else migrations.migrate(conn)
+            if dry_run:
+                return migrations.pending(conn) + [m.name for m in SQLITE_KNOWLEDGE.pending(conn)]
+            return migrations.migrate(conn) + SQLITE_KNOWLEDGE.migrate(conn)
     if target.url.startswith("postgresql://"):
-        from obsmem.storage.postgres import migrate_database, pending_migrations
+        import psycopg
 
-        return pending_migrations(target.url) if dry_run else migrate_database(target.url)
+        from obsmem.storage.knowledge_postgres_schema import KNOWLEDGE_MIGRATIONS as PG_KNOWLEDGE
+        from obsmem.storage.postgres import migrate_database, pending_migrations, redact_url
+
+        names = pending_migrations(target.url) if dry_run else migrate_database(target.url)
+        try:
+            with psycopg.connect(target.url, autocommit=True) as conn:
+                knowledge = [m.name for m in PG_KNOWLEDGE.pending(conn)] if dry_run else PG_KNOWLEDGE.migrate(conn)
+        except psycopg.Error as exc:
+            raise _fail(f"cannot migrate the knowledge tables at {redact_url(target.url)}: {exc}") from exc
+        return names + knowledge
     raise _fail(f"'{url}' has no schema to migrate (only SQLite and PostgreSQL stores have one).")

@@ -156,9 +156,10 @@ def cli() -> typer.Typer:
 def test_migrate_command(blank_url: str) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
-    assert dry.exit_code == 0 and "2 migration(s) pending: m001_initial, m002_vectors" in dry.output
+    assert dry.exit_code == 0
+    assert "3 migration(s) pending: m001_initial, m002_vectors, m001_knowledge_initial" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
-    assert done.exit_code == 0 and "2 migration(s) applied" in done.output
+    assert done.exit_code == 0 and "3 migration(s) applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert again.exit_code == 0 and "0 migration(s) applied" in again.output
 

@@ -99,3 +99,22 @@ def test_worker_indexes_groups_into_pgvector(tmp_path: Path, postgres_url: str) 
             await index.close()
 
     assert asyncio.run(indexed()) > 0
+
+
+def test_migrate_brings_a_sqlite_file_up_to_date_knowledge_included(tmp_path: Path) -> None:
+    from obsmem.knowledge import Knowledge
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    dry = CliRunner().invoke(app, ["migrate", "--store", url, "--dry-run"])
+    assert dry.exit_code == 0 and "m003_work_queue" in dry.output and "m001_knowledge_initial" in dry.output
+    done = CliRunner().invoke(app, ["migrate", "--store", url])
+    assert done.exit_code == 0 and "4 migration(s) applied" in done.output
+    again = CliRunner().invoke(app, ["migrate", "--store", url])
+    assert "0 migration(s) applied" in again.output
+
+    async def use() -> str:
+        async with Knowledge.sqlite(tmp_path / "fresh.db", actor="test") as knowledge:
+            node = await knowledge.node("Jane", "person", "org:acme")
+            return node.name
+
+    assert asyncio.run(use()) == "Jane"  # the migrated tables are the ones the store uses
