@@ -25,6 +25,13 @@ name 🟢) is kept low so reflection can drop it; apologies, reactions, transiti
 Lisbon"), narration of the moment ("heading to the office now"), small talk, greetings,
 reasoning and data parts are dropped.
 
+**Conversations between named people.** When the assistant side of a batch carries a
+speaker's name (``metadata["name"]``), the talk is people telling each other about their lives,
+not a user and an agent: each message becomes at most one line about its speaker ("Melanie:
+ran charity race for mental health last Saturday (meaning May 20, 2023)"), in note style, with
+questions, greetings, reactions and remarks about the listener dropped. See
+:mod:`obsmem.om.offline_participants`.
+
 **What the offline reflector does.** It climbs a ladder of levels (0-4) and stops at the first
 whose output leaves room to grow (at most 65% of the target): consolidate and supersede, drop
 old 🟢, shorten old 🟡, merge each day's old 🟡 lines into one "Topics:" line, cut old 🔴 lines
