@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
-from obsmem.embeddings import Embedder
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.models.base import ChatModel
-from obsmem.models.registry import infer_model
 from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
@@ -36,7 +34,10 @@ from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread, parse_message
-from obsmem.vectors import VectorIndex
+
+if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
+    from obsmem.embeddings import Embedder
+    from obsmem.vectors import VectorIndex
 
 __all__ = ["Memory"]
 
@@ -161,6 +162,8 @@ class Memory:
     def _chat_model(self, spec: ChatModel | str | Mapping[int, ChatModel | str]) -> ChatModel:
         if isinstance(spec, Mapping):
             return ModelByInputTokens(spec, count_messages=self.counter.count_messages)
+        from obsmem.models.registry import infer_model  # providers load only for a spec string
+
         return infer_model(spec)
 
     @staticmethod

@@ -36,11 +36,10 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig
-from obsmem.embeddings import Embedder
 from obsmem.errors import InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.models.base import ChatModel
 from obsmem.om.engine import Engine, EngineEvent
@@ -53,7 +52,10 @@ from obsmem.om.reflector import LLMReflector, compression_start_level
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread
-from obsmem.vectors import VectorIndex
+
+if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
+    from obsmem.embeddings import Embedder
+    from obsmem.vectors import VectorIndex
 
 __all__ = ["WORK_KINDS", "WORK_OBSERVE", "WORK_REFLECT", "Worker", "WorkerStats", "enqueue_thread_work"]
 

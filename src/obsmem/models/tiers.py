@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 
 from obsmem.errors import ConfigError, ModelRequestError
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse
-from obsmem.models.registry import infer_model
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message
 
@@ -47,7 +46,7 @@ class ModelByInputTokens:
                     allowed="integers > 0",
                 )
         self.tiers: tuple[tuple[int, ChatModel], ...] = tuple(
-            (bound, infer_model(spec)) for bound, spec in sorted(up_to.items())
+            (bound, _resolve(spec)) for bound, spec in sorted(up_to.items())
         )
         self.name = "by-input-tokens:" + ",".join(f"{bound}={model.name}" for bound, model in self.tiers)
         self._count = count_messages or TokenCounter().count_messages
@@ -66,3 +65,10 @@ class ModelByInputTokens:
 
     async def request(self, messages: list[Message], settings: ModelRequest | None = None) -> ModelResponse:
         return await self.select(messages).request(messages, settings)
+
+
+def _resolve(spec: ChatModel | str) -> ChatModel:
+    """A tier's model; the provider registry (and httpx) loads only for a spec string."""
+    from obsmem.models.registry import infer_model
+
+    return infer_model(spec)

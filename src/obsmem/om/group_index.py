@@ -20,13 +20,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from obsmem.config import RetrievalConfig
-from obsmem.embeddings import Embedder
 from obsmem.errors import ConfigError
 from obsmem.om.groups import ObservationGroup, parse_groups, strip_groups
-from obsmem.vectors import VectorIndex
+
+if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
+    from obsmem.embeddings import Embedder
+    from obsmem.vectors import VectorIndex
 
 __all__ = [
     "GroupHit",
