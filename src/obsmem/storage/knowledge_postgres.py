@@ -24,10 +24,8 @@ optional dependency: this module imports it, so import this module only when it 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -37,7 +35,8 @@ from psycopg.pq import TransactionStatus
 from pydantic import BaseModel, ValidationError
 
 from obsmem.clock import Clock
-from obsmem.errors import ConfigError, ObsmemError, StorageError, StoreClosedError
+from obsmem.errors import ConfigError, ObsmemError, StorageError
+from obsmem.storage.connection_thread import ConnectionThread
 from obsmem.storage.knowledge_base import TablesKnowledgeStore
 from obsmem.storage.knowledge_contract import (
     ActivityEvent,
@@ -271,7 +270,7 @@ def _connection_url(url: str) -> str:
     return text
 
 
-class PostgresKnowledgeStore(TablesKnowledgeStore):
+class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     """A :class:`~obsmem.storage.knowledge_contract.KnowledgeStore` in a PostgreSQL database.
 
     Constructing it does no I/O; the connection opens and pending migrations run on first use,
@@ -292,26 +291,14 @@ class PostgresKnowledgeStore(TablesKnowledgeStore):
         super().__init__(clock=clock, ids=ids)
         self.url = _connection_url(url)
         self.connect_timeout_s = connect_timeout_s
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="obsmem-knowledge-pg")
+        self._start_thread("obsmem-knowledge-pg")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"PostgresKnowledgeStore({redact_url(self.url)!r})"
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_connection)
-        finally:
-            self._executor.shutdown(wait=False)
-
     async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
-        if self._closed:
-            raise StoreClosedError()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, write, fn)
+        return await self._on_thread(self._run, write, fn)
 
     # -- worker thread -------------------------------------------------------------------------
     def _run(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:

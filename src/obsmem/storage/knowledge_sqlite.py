@@ -17,12 +17,10 @@ the rules in :mod:`~obsmem.storage.knowledge_ops` see exactly what the in-memory
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -31,7 +29,8 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from obsmem.clock import Clock
-from obsmem.errors import MigrationError, ObsmemError, StorageError, StoreClosedError
+from obsmem.errors import MigrationError, ObsmemError, StorageError
+from obsmem.storage.connection_thread import ConnectionThread
 from obsmem.storage.knowledge_base import TablesKnowledgeStore
 from obsmem.storage.knowledge_contract import (
     ActivityEvent,
@@ -322,7 +321,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc).lower()
 
 
-class SQLiteKnowledgeStore(TablesKnowledgeStore):
+class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     """A :class:`~obsmem.storage.knowledge_contract.KnowledgeStore` in one SQLite file.
 
     Constructing it does no I/O; the file is created, switched to WAL and migrated on first use::
@@ -343,27 +342,15 @@ class SQLiteKnowledgeStore(TablesKnowledgeStore):
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="obsmem-knowledge")
+        self._start_thread("obsmem-knowledge")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteKnowledgeStore({str(self.path)!r})"
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_connection)
-        finally:
-            self._executor.shutdown(wait=False)
-
     async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
-        if self._closed:
-            raise StoreClosedError()
         begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, begin, fn)
+        return await self._on_thread(self._run, begin, fn)
 
     # -- worker thread -------------------------------------------------------------------------
     def _run(self, begin: str, fn: Callable[[KnowledgeTables], T]) -> T:

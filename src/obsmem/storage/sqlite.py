@@ -30,13 +30,11 @@ Design choices, and why:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,10 +47,10 @@ from obsmem.errors import (
     MessageNotFoundError,
     ObsmemError,
     StorageError,
-    StoreClosedError,
     ThreadNotFoundError,
 )
 from obsmem.storage import migrations, sqlite_leases, sqlite_work
+from obsmem.storage.connection_thread import ConnectionThread
 from obsmem.storage.contract import (
     ClosingContext,
     Lease,
@@ -163,7 +161,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 # -- the adapter ----------------------------------------------------------------------------------
 
 
-class SQLiteStore(ClosingContext):
+class SQLiteStore(ConnectionThread, ClosingContext):
     """A :class:`~obsmem.storage.contract.Store` in one SQLite file (created on first use).
 
     Constructing it does no I/O: the file is opened, switched to WAL and migrated by the
@@ -181,28 +179,15 @@ class SQLiteStore(ClosingContext):
         )
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="obsmem-sqlite")
+        self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
-    async def close(self) -> None:
-        """Close the connection after the operations already queued have finished."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_connection)
-        finally:
-            self._executor.shutdown(wait=False)
-
     # -- plumbing: everything below runs on the worker thread ---------------------------------
     async def _call(self, fn: Callable[[Conn], T]) -> T:
-        if self._closed:
-            raise StoreClosedError()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, fn)
+        return await self._on_thread(self._run, fn)
 
     async def _write(self, fn: Callable[[Conn], T]) -> T:
         return await self._call(lambda conn: _transaction(conn, "BEGIN IMMEDIATE", fn))
