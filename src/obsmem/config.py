@@ -346,7 +346,16 @@ class _Options(BaseModel):
 class _RoleOptions(_Options):
     """Validators of the options the Observer and the Reflector share (how their model is
     called, idle activation). Each section declares the fields itself, so its own order (and
-    defaults) decide which problem is reported first."""
+    defaults) decide which problem is reported first.
+
+    How the model is called (reference §1.3–§1.5): ``model`` is a ``provider:model`` spec, or
+    tiers ``{max_input_tokens: spec}`` chosen per request by input size; ``Memory(model=...)``
+    overrides it, and a role without one uses the other role's (then the offline default).
+    ``temperature`` is sent unless the model refuses one (reasoning models) or the model is
+    tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
+    set explicitly: the reference applies its 100,000 default only to its default model, and
+    most providers reject a limit above the model's own ceiling.
+    """
 
     @field_validator("max_output_tokens", mode="before", check_fields=False)
     @classmethod
@@ -390,13 +399,7 @@ class ObservationConfig(_RoleOptions):
     ``retention_floor`` tokens of raw messages; otherwise the Observer runs synchronously at
     the threshold.
 
-    How the model is called (reference §1.3–§1.5): ``model`` is a ``provider:model`` spec, or
-    tiers ``{max_input_tokens: spec}`` chosen per request by input size; ``Memory(model=...)``
-    overrides it, and a role without one uses the other role's (then the offline default).
-    ``temperature`` is sent unless the model refuses one (reasoning models) or the model is
-    tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
-    set explicitly: the reference applies its 100,000 default only to its default model, and
-    most providers reject a limit above the model's own ceiling.
+    How its model is called: see :class:`_RoleOptions`.
     """
 
     SECTION: ClassVar[str] = "observation"
@@ -575,13 +578,7 @@ class ReflectionConfig(_RoleOptions):
     reflection starts at ``buffer_start_tokens`` and is swapped in at the threshold; past
     ``block_after`` a synchronous reflection runs if none could be swapped in.
 
-    How the model is called (reference §1.3–§1.5): ``model`` is a ``provider:model`` spec, or
-    tiers ``{max_input_tokens: spec}`` chosen per request by input size; ``Memory(model=...)``
-    overrides it, and a role without one uses the other role's (then the offline default).
-    ``temperature`` is sent unless the model refuses one (reasoning models) or the model is
-    tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
-    set explicitly: the reference applies its 100,000 default only to its default model, and
-    most providers reject a limit above the model's own ceiling.
+    How its model is called: see :class:`_RoleOptions`.
     """
 
     SECTION: ClassVar[str] = "reflection"

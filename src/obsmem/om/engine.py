@@ -434,7 +434,8 @@ class Engine:
                 return CycleOutcome("observation", False, current, reason="superseded by a concurrent observation")
             record = current
             logger.debug("observation commit stale (attempt %d); recomposing on the new head", attempt + 1)
-            await _commit_backoff(attempt)
+            if attempt + 1 < _MAX_COMMIT_ATTEMPTS:  # no pause after the last try: nothing follows it
+                await _commit_backoff(attempt)
         error = ObservationError(
             f"Could not commit the observation of thread '{thread.id}' after {_MAX_COMMIT_ATTEMPTS} attempts; "
             "the store kept changing underneath. The messages stay pending."
