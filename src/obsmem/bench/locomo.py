@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from obsmem.bench.datafile import read_json_list
+from obsmem.bench.normalize import MONTH_NUMBERS
 from obsmem.bench.retention import RetentionCase, RetentionQuestion
 from obsmem.errors import InvalidInputError
 from obsmem.types import Message, TextPart
@@ -38,14 +39,6 @@ SCORED_CATEGORIES = (1, 2, 3, 4)
 _SESSION_TIME = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.IGNORECASE
 )
-_MONTHS = {
-    name: index
-    for index, name in enumerate(
-        ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-         "october", "november", "december"],
-        start=1,
-    )
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +106,11 @@ class LocomoConversation:
 def parse_session_time(value: str) -> datetime:
     """``"1:56 pm on 8 May, 2023"`` → an aware datetime (LoCoMo gives no zone; UTC is assumed)."""
     match = _SESSION_TIME.match(value)
-    if not match or match.group(5).lower() not in _MONTHS:
+    if not match or match.group(5).lower() not in MONTH_NUMBERS:
         raise InvalidInputError(f"LoCoMo session time {value!r} is not like '1:56 pm on 8 May, 2023'")
     hour, minute, meridiem, day, month, year = match.groups()
     hour_24 = int(hour) % 12 + (12 if meridiem.lower() == "pm" else 0)
-    return datetime(int(year), _MONTHS[month.lower()], int(day), hour_24, int(minute), tzinfo=UTC)
+    return datetime(int(year), MONTH_NUMBERS[month.lower()], int(day), hour_24, int(minute), tzinfo=UTC)
 
 
 def _turn_text(raw: dict[str, Any]) -> str:

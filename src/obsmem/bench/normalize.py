@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import partial
 
-__all__ = ["STOPWORDS", "answer_tokens", "context_tokens", "normalise_dates", "token_recall"]
+__all__ = ["MONTH_NUMBERS", "STOPWORDS", "answer_tokens", "context_tokens", "normalise_dates", "token_recall"]
 
 STOPWORDS = frozenset(
     """a an the and or but if of at by for with about against between into through during before after
@@ -32,7 +32,8 @@ STOPWORDS = frozenset(
     am would could also as s t d ll m re ve y""".split()
 )
 
-_MONTHS = {
+#: Month names and their usual abbreviations → 1..12.
+MONTH_NUMBERS = {
     name: index
     for index, names in enumerate(
         [
@@ -86,12 +87,12 @@ def _rewrite(match: re.Match[str], form: str) -> str:
         return f" {_iso(year, int(month), day)} "
     if form == "dmy":
         day, month_name, year = groups
-        return f" {_iso(year, _MONTHS[month_name], day)} "
+        return f" {_iso(year, MONTH_NUMBERS[month_name], day)} "
     if form == "mdy":
         month_name, day, year = groups
-        return f" {_iso(year, _MONTHS[month_name], day)} "
+        return f" {_iso(year, MONTH_NUMBERS[month_name], day)} "
     month_name, year = groups
-    return f" {_iso(year, _MONTHS[month_name])} "
+    return f" {_iso(year, MONTH_NUMBERS[month_name])} "
 
 
 def normalise_dates(text: str) -> str:
