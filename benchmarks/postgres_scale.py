@@ -53,7 +53,7 @@ from obsmem.clock import SystemClock
 from obsmem.om.offline import OfflineObserver
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.storage.pg_cluster import start_cluster
-from obsmem.storage.postgres import PostgresStore, migrate_database
+from obsmem.storage.postgres.store import PostgresStore, migrate_database
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import WORK_OBSERVE, Worker, enqueue_thread_work

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from obsmem.storage.pg_cluster import PostgresCluster, start_cluster
-from obsmem.storage.postgres import migrate_database
+from obsmem.storage.postgres.store import migrate_database
 
 __all__ = ["PostgresServer", "database_url", "postgres_server", "postgres_url"]
 

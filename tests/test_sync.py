@@ -71,7 +71,7 @@ def test_a_program_that_forgets_close_still_exits(tmp_path: object) -> None:
 
 def test_sync_recall_returns_a_groups_messages() -> None:
     from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig
-    from obsmem.om.groups import parse_groups
+    from obsmem.om.text.groups import parse_groups
 
     config = MemoryConfig(
         observation=ObservationConfig(message_tokens=300, buffer_tokens=False),

@@ -32,8 +32,8 @@ from obsmem.om.offline import OfflineObserver as OfflineObserver
 from obsmem.om.offline import OfflineReflector as OfflineReflector
 from obsmem.om.protocols import Observer as Observer
 from obsmem.om.protocols import Reflector as Reflector
-from obsmem.om.recall_render import RecallResult as RecallResult
-from obsmem.om.recall_tool import recall_tool_schema as recall_tool_schema
+from obsmem.om.recall.render import RecallResult as RecallResult
+from obsmem.om.recall.tool import recall_tool_schema as recall_tool_schema
 from obsmem.storage import Store as Store
 from obsmem.storage import open_store as open_store
 from obsmem.storage.contract import ObservationRecord as ObservationRecord

@@ -22,13 +22,13 @@ from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor, working_memory_extractor
 from obsmem.om.group_index import group_index_for
-from obsmem.om.observer import LLMObserver
+from obsmem.om.llm.observer import LLMObserver
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
-from obsmem.om.recall import Recaller, RecallRequest
-from obsmem.om.recall_render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
-from obsmem.om.recall_tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
-from obsmem.om.reflector import LLMReflector, compression_start_level
+from obsmem.om.recall.recaller import Recaller, RecallRequest
+from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
+from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
+from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.storage import Store, open_store
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter

@@ -18,7 +18,7 @@ from obsmem.errors import InvalidInputError
 from obsmem.memory import Memory
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome
-from obsmem.om.recall_render import RecallResult
+from obsmem.om.recall.render import RecallResult
 from obsmem.storage.contract import ObservationRecord
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread

@@ -45,10 +45,10 @@ from obsmem.models.base import ChatModel
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor, working_memory_extractor
 from obsmem.om.group_index import group_index_for
-from obsmem.om.observer import LLMObserver
+from obsmem.om.llm.observer import LLMObserver
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
-from obsmem.om.reflector import LLMReflector, compression_start_level
+from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread

@@ -158,7 +158,7 @@ def migrate(
 def _migrate(url: str, *, dry_run: bool) -> list[str]:
     target = open_store(url)  # builds the store without I/O: it names the dialect and the place
     if isinstance(target, SQLiteStore):
-        from obsmem.storage.knowledge_sqlite import KNOWLEDGE_MIGRATIONS as SQLITE_KNOWLEDGE
+        from obsmem.knowledge.store.sqlite import KNOWLEDGE_MIGRATIONS as SQLITE_KNOWLEDGE
 
         target.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.closing(sqlite3.connect(target.path, isolation_level=None)) as conn:
@@ -168,8 +168,8 @@ def _migrate(url: str, *, dry_run: bool) -> list[str]:
     if target.url.startswith("postgresql://"):
         import psycopg
 
-        from obsmem.storage.knowledge_postgres_schema import KNOWLEDGE_MIGRATIONS as PG_KNOWLEDGE
-        from obsmem.storage.postgres import migrate_database, pending_migrations, redact_url
+        from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS as PG_KNOWLEDGE
+        from obsmem.storage.postgres.store import migrate_database, pending_migrations, redact_url
 
         names = pending_migrations(target.url) if dry_run else migrate_database(target.url)
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from obsmem.storage import MemoryStore, SQLiteStore, Store
-from obsmem.storage.postgres import PostgresStore
+from obsmem.storage.postgres.store import PostgresStore
 
 # Until tests/conftest.py lists it in pytest_plugins, the PostgreSQL fixtures come in here.
 from ..postgres_fixtures import postgres_server, postgres_url  # noqa: F401

@@ -12,7 +12,7 @@ from obsmem.clock import FakeClock
 from obsmem.embeddings import LexicalHashEmbedder
 from obsmem.errors import InvalidWhenError, UnresolvedMentionError
 from obsmem.knowledge import Knowledge, RecordView, TrustState, reciprocal_rank_fusion
-from obsmem.storage.knowledge_scopes import Level
+from obsmem.knowledge.store.scopes import Level
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from obsmem.clock import FakeClock
-from obsmem.storage.knowledge_ids import ULID_ALPHABET, UlidGenerator, decode_ulid_time
+from obsmem.knowledge.store.ids import ULID_ALPHABET, UlidGenerator, decode_ulid_time
 
 
 class BackwardsClock(FakeClock):

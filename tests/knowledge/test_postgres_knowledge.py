@@ -14,10 +14,10 @@ import pytest
 
 from obsmem.errors import ConfigError, MigrationError, StorageError, StoreClosedError
 from obsmem.knowledge import Knowledge
-from obsmem.storage.knowledge_contract import Node
-from obsmem.storage.knowledge_ids import UlidGenerator
-from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
-from obsmem.storage.knowledge_postgres_schema import KNOWLEDGE_MIGRATIONS_TABLE
+from obsmem.knowledge.store.contract import Node
+from obsmem.knowledge.store.ids import UlidGenerator
+from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
+from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS_TABLE
 from obsmem.storage.migrations import MIGRATIONS_TABLE
 
 pytestmark = pytest.mark.anyio

@@ -23,14 +23,14 @@ from obsmem.clock import FakeClock
 from obsmem.embeddings import LexicalHashEmbedder
 from obsmem.errors import InvalidInputError, NotFoundError, TombstonedValueError
 from obsmem.knowledge import SemanticIndex
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import TrustState, record_document_id
-from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
-from obsmem.storage.knowledge_ops import tombstone_blocks
-from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
-from obsmem.storage.knowledge_scopes import Level, Scope
-from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
-from obsmem.storage.knowledge_values import normalise_value
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import TrustState, record_document_id
+from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
+from obsmem.knowledge.store.ops import tombstone_blocks
+from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
+from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
+from obsmem.knowledge.store.values import normalise_value
 
 from ..postgres_fixtures import PostgresServer, database_url
 

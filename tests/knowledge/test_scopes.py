@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from obsmem.errors import CeilingExceededError, CeilingLoweredError, InvalidInputError, InvalidScopeError
-from obsmem.storage.knowledge_scopes import (
+from obsmem.knowledge.store.scopes import (
     Level,
     Scope,
     check_ceiling_raise,

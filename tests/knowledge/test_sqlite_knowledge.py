@@ -10,7 +10,7 @@ from typing import TypedDict
 import pytest
 
 from obsmem.errors import MigrationError, StoreClosedError
-from obsmem.storage.knowledge_sqlite import KNOWLEDGE_MIGRATIONS_TABLE, SQLiteKnowledgeStore
+from obsmem.knowledge.store.sqlite import KNOWLEDGE_MIGRATIONS_TABLE, SQLiteKnowledgeStore
 
 pytestmark = pytest.mark.anyio
 

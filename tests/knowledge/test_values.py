@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import pytest
 
 from obsmem.errors import InvalidWhenError
-from obsmem.storage.knowledge_values import When, normalise_value, parse_when
+from obsmem.knowledge.store.values import When, normalise_value, parse_when
 
 
 def utc(*parts: int) -> datetime:

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from obsmem.storage.memory import MemoryStore
-from obsmem.storage.postgres import PostgresStore
-from obsmem.storage.sqlite import SQLiteStore
+from obsmem.storage.postgres.store import PostgresStore
+from obsmem.storage.sqlite.store import SQLiteStore
 
 from ..postgres_fixtures import PostgresServer, database_url, postgres_server  # noqa: F401
 from .fuzz import FuzzFailure, LifecycleFuzz, run_seed

@@ -21,8 +21,8 @@ import pytest
 
 from obsmem import Memory
 from obsmem.storage.contract import Store
-from obsmem.storage.postgres import PostgresStore
-from obsmem.storage.sqlite import SQLiteStore
+from obsmem.storage.postgres.store import PostgresStore
+from obsmem.storage.sqlite.store import SQLiteStore
 
 from ..postgres_fixtures import postgres_server, postgres_url  # noqa: F401
 from .invariants import check_thread

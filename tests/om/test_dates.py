@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from obsmem.om.dates import (
+from obsmem.om.text.dates import (
     annotate_observations,
     date_gap_line,
     gap_text,
@@ -17,7 +17,7 @@ from obsmem.om.dates import (
     relative_day_phrase,
     strip_thread_tags,
 )
-from obsmem.om.format import boundary_line
+from obsmem.om.text.format import boundary_line
 
 TODAY = date(2025, 6, 15)
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from obsmem.om.degenerate import MIN_LENGTH, degeneracy_report, is_degenerate
+from obsmem.om.llm.degenerate import MIN_LENGTH, degeneracy_report, is_degenerate
 
 BLOCK = [
     "* 🔴 (14:30) User stated they are planning a trip to Lisbon in May",

@@ -11,8 +11,8 @@ from obsmem.errors import DegenerateOutputError, ModelRequestError, ModelUnavail
 from obsmem.models.base import ModelResponse, Usage
 from obsmem.models.testing import ScriptedModel
 from obsmem.om.extractors import Extractor
-from obsmem.om.observer import LLMObserver
-from obsmem.om.prompts import (
+from obsmem.om.llm.observer import LLMObserver
+from obsmem.om.llm.prompts import (
     compression_guidance,
     fence,
     observer_system_prompt_v1,

@@ -13,9 +13,9 @@ from obsmem.errors import ModelUnavailableError, ReflectionError
 from obsmem.models.base import ModelResponse, Usage
 from obsmem.models.testing import ScriptedModel
 from obsmem.om.extractors import Extractor
-from obsmem.om.prompts import compression_guidance
+from obsmem.om.llm.prompts import compression_guidance
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, Reflector
-from obsmem.om.reflector import LLMReflector, compression_start_level
+from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 
 OBSERVATIONS = "Date: Jun 15, 2025\n" + "\n".join(
     f"* 🟡 (10:{i:02d}) Assistant looked at file module_{i}.py while fixing the import error" for i in range(30)

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from obsmem.om.extractors import Extractor
-from obsmem.om.format import PRIORITIES, parse_observations
+from obsmem.om.text.format import PRIORITIES, parse_observations
 from obsmem.om.offline import OfflineObserver
-from obsmem.om.offline_rules import estimate_tokens, names
+from obsmem.om.offline.rules import estimate_tokens, names
 from obsmem.om.protocols import ObservationRequest, ObservationResult, Observer
 from obsmem.types import (
     DataPart,

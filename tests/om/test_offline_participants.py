@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from obsmem.om.format import PRIORITY_HIGH, PRIORITY_MEDIUM, ObservationLine
+from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_MEDIUM, ObservationLine
 from obsmem.om.offline import OfflineObserver, OfflineReflector
-from obsmem.om.offline_participants import (
+from obsmem.om.offline.participants import (
     fit_participants,
     is_participant_conversation,
     is_participant_line,
@@ -17,8 +17,8 @@ from obsmem.om.offline_participants import (
     participant_line,
     telegraphic,
 )
-from obsmem.om.offline_patterns import fact_key
-from obsmem.om.offline_rules import estimate_tokens
+from obsmem.om.offline.patterns import fact_key
+from obsmem.om.offline.rules import estimate_tokens
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.types import Message
 

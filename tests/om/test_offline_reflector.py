@@ -10,10 +10,10 @@ from datetime import date, timedelta
 import pytest
 
 from obsmem.errors import ReflectionError
-from obsmem.om.format import append_with_boundary, format_date_header, parse_observations
+from obsmem.om.text.format import append_with_boundary, format_date_header, parse_observations
 from obsmem.om.offline import OfflineReflector
-from obsmem.om.offline_reflector import GOAL_SHARE, PARTS_PER_OLD_DAY, fact_core
-from obsmem.om.offline_rules import estimate_tokens
+from obsmem.om.offline.reflector import GOAL_SHARE, PARTS_PER_OLD_DAY, fact_core
+from obsmem.om.offline.rules import estimate_tokens
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult, Reflector
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from obsmem.om.extractors import Extractor
-from obsmem.om.parsing import (
+from obsmem.om.llm.parsing import (
     MAX_LINE_CHARS,
     TRUNCATION_SUFFIX,
     parse_observer_output,

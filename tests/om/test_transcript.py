@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from obsmem.om.transcript import format_args, format_transcript, truncate_to_tokens
+from obsmem.om.text.transcript import format_args, format_transcript, truncate_to_tokens
 from obsmem.types import (
     DataPart,
     FilePart,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obsmem.om.format import boundary_line, format_date_header, is_boundary_line, parse_date_header
-from obsmem.om.truncation import (
+from obsmem.om.text.format import boundary_line, format_date_header, is_boundary_line, parse_date_header
+from obsmem.om.text.truncation import (
     TRUNCATION_NOTICE,
     TruncationResult,
     replace_reflected_prefix,

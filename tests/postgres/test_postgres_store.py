@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from obsmem.errors import MigrationError, StorageError
 from obsmem.storage.pg_cluster import free_port
-from obsmem.storage.postgres import PostgresStore, migrate_database, pending_migrations
-from obsmem.storage.postgres_migrations import POSTGRES_MIGRATIONS
+from obsmem.storage.postgres.store import PostgresStore, migrate_database, pending_migrations
+from obsmem.storage.postgres.migrations import POSTGRES_MIGRATIONS
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import enqueue_thread_work
 from obsmem.worker_cli import register

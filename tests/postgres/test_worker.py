@@ -17,7 +17,7 @@ import pytest
 from obsmem import Memory
 from obsmem.clock import SystemClock
 from obsmem.storage import MemoryStore, SQLiteStore, Store
-from obsmem.storage.postgres import PostgresStore
+from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import WORK_OBSERVE, Worker, enqueue_thread_work
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig, RetrievalConfig
 from obsmem.clock import FakeClock
-from obsmem.om.groups import ObservationGroup, parse_groups
+from obsmem.om.text.groups import ObservationGroup, parse_groups
 from obsmem.om.offline import OfflineObserver
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.om.selection import observable_messages

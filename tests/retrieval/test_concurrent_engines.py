@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig
-from obsmem.om.groups import ObservationGroup
+from obsmem.om.text.groups import ObservationGroup
 
 from .helpers import covered_ids, dated_messages, groups_of, memory_for, recall_all, replay
 

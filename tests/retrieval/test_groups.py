@@ -6,7 +6,7 @@ import pytest
 
 from obsmem.models.base import Usage
 from obsmem.om.activation import reflection_slice
-from obsmem.om.groups import (
+from obsmem.om.text.groups import (
     ObservationGroup,
     find_group,
     group_safe_line_count,
@@ -142,8 +142,8 @@ async def test_any_reflector_sees_plain_text_and_gets_groups_back_per_thread() -
 
 
 def test_gap_lines_move_above_a_group_heading() -> None:
-    from obsmem.om.dates import is_gap_line
-    from obsmem.om.groups import lift_above_headings
+    from obsmem.om.text.dates import is_gap_line
+    from obsmem.om.text.groups import lift_above_headings
 
     text = "* a\n\n## Group `x`\n\n[3 days later]\n\nDate: Jun 4, 2025\n* b"
     lifted = "* a\n\n[3 days later]\n\n## Group `x`\n\nDate: Jun 4, 2025\n* b"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from obsmem.om.groups import ObservationGroup
+from obsmem.om.text.groups import ObservationGroup
 from obsmem.om.offline import OfflineObserver
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.om.selection import observable_messages

@@ -11,7 +11,7 @@ import pytest
 from obsmem import ConfigError, Memory, MemoryConfig, Message
 from obsmem.embeddings import LexicalHashEmbedder
 from obsmem.errors import InvalidInputError
-from obsmem.om.groups import ObservationGroup
+from obsmem.om.text.groups import ObservationGroup
 from obsmem.om.selection import observable_messages
 from obsmem.types import TextPart
 from obsmem.vectors import InMemoryVectorIndex, SQLiteVectorIndex, VectorIndex

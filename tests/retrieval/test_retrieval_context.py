@@ -9,8 +9,8 @@ import pytest
 
 from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig
 from obsmem.embeddings import LexicalHashEmbedder
-from obsmem.om.format import is_boundary_line
-from obsmem.om.groups import strip_groups
+from obsmem.om.text.format import is_boundary_line
+from obsmem.om.text.groups import strip_groups
 from obsmem.om.offline import OfflineObserver
 from obsmem.tokens import TokenCounter
 from obsmem.vectors import InMemoryVectorIndex

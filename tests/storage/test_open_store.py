@@ -52,7 +52,7 @@ def test_plain_path(tmp_path: Path, name: str) -> None:
     ],
 )
 def test_postgres_url_builds_a_postgres_store_without_io(url: str, expected: str) -> None:
-    from obsmem.storage.postgres import PostgresStore
+    from obsmem.storage.postgres.store import PostgresStore
 
     store = open_store(url)  # nothing listens on localhost:5432 here: no connection is attempted
     assert isinstance(store, PostgresStore) and store.url == expected

@@ -27,7 +27,7 @@ from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex, reciprocal_rank_fusion
 from obsmem.knowledge.wikilinks import extract_wikilinks, resolve_mentions
-from obsmem.storage.knowledge_contract import (
+from obsmem.knowledge.store.contract import (
     ActivityAction,
     ActivityEvent,
     KnowledgeStore,
@@ -38,13 +38,13 @@ from obsmem.storage.knowledge_contract import (
     Tombstone,
     TrustState,
 )
-from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
-from obsmem.storage.knowledge_scopes import Level, Scope
-from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
-from obsmem.storage.knowledge_values import When, parse_when
+from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
+from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
+from obsmem.knowledge.store.values import When, parse_when
 
 if TYPE_CHECKING:
-    from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+    from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
 
 __all__ = [
     "ActivityAction",
@@ -78,7 +78,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """``PostgresKnowledgeStore`` on first use: its module imports psycopg, an optional dependency."""
     if name == "PostgresKnowledgeStore":
-        from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+        from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
 
         return PostgresKnowledgeStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from obsmem.errors import TombstonedValueError
 from obsmem.knowledge.wikilinks import resolve_mentions
-from obsmem.storage.knowledge_contract import KnowledgeStore, Record, TrustState
-from obsmem.storage.knowledge_scopes import Level, Scope, clamp_level, parse_level
-from obsmem.storage.knowledge_values import When, parse_when
+from obsmem.knowledge.store.contract import KnowledgeStore, Record, TrustState
+from obsmem.knowledge.store.scopes import Level, Scope, clamp_level, parse_level
+from obsmem.knowledge.store.values import When, parse_when
 
 __all__ = ["CaptureOutcome", "capture"]
 

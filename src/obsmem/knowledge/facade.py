@@ -20,7 +20,7 @@ from obsmem.knowledge.capture import CaptureOutcome, capture
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
 from obsmem.knowledge.wikilinks import resolve_mentions
-from obsmem.storage.knowledge_contract import (
+from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
     KnowledgeStore,
     Node,
@@ -28,10 +28,10 @@ from obsmem.storage.knowledge_contract import (
     RecordView,
     TrustState,
 )
-from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
-from obsmem.storage.knowledge_scopes import Level, Scope, parse_level
-from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
-from obsmem.storage.knowledge_values import When, parse_when
+from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
+from obsmem.knowledge.store.scopes import Level, Scope, parse_level
+from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
+from obsmem.knowledge.store.values import When, parse_when
 
 __all__ = ["Knowledge"]
 
@@ -93,7 +93,7 @@ class Knowledge:
         psycopg is optional, so it is imported here, and its absence is a configuration error.
         """
         try:
-            from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
+            from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
         except ImportError as exc:
             raise ConfigError(
                 "knowledge store",

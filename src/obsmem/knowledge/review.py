@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from obsmem.errors import KnowledgeNotFoundError
 from obsmem.knowledge.wikilinks import resolve_mentions
-from obsmem.storage.knowledge_contract import KnowledgeStore, Page, Record, RecordView, TrustState
+from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordView, TrustState
 
 __all__ = ["ReviewQueue"]
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from obsmem.embeddings import Embedder
 from obsmem.errors import StaleSemanticIndexError
-from obsmem.storage.knowledge_contract import (
+from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
     KnowledgeStore,
     OutboxEntry,
@@ -33,7 +33,7 @@ from obsmem.storage.knowledge_contract import (
     TrustState,
     record_document_id,
 )
-from obsmem.storage.knowledge_scopes import Scope
+from obsmem.knowledge.store.scopes import Scope
 
 __all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
 

@@ -5,7 +5,7 @@ contain a bracket), so it is linear in the input even for megabytes of padding. 
 trimmed, deduplicated case-insensitively (first spelling wins) and ``[[Name|label]]`` links to
 ``Name``. Malformed links (``[[bad``, ``[[]]``) are ignored.
 
-Resolution turns names into :data:`~obsmem.storage.knowledge_contract.MentionTarget` values:
+Resolution turns names into :data:`~obsmem.knowledge.store.contract.MentionTarget` values:
 each name is looked up narrow → broad along ``resolution_scope``'s own chain (never a sibling
 thread); a name found nowhere becomes a node to create in ``default_scope``, inside the same
 write as the text that mentions it.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 
 from obsmem.errors import InvalidInputError, UnresolvedMentionError
-from obsmem.storage.knowledge_contract import KnowledgeStore, MentionTarget, NewNodeMention
-from obsmem.storage.knowledge_scopes import Scope
+from obsmem.knowledge.store.contract import KnowledgeStore, MentionTarget, NewNodeMention
+from obsmem.knowledge.store.scopes import Scope
 
 __all__ = ["extract_wikilinks", "resolve_mentions"]
 

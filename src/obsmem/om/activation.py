@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from obsmem.om.format import append_with_boundary
-from obsmem.om.groups import group_safe_line_count
+from obsmem.om.text.format import append_with_boundary
+from obsmem.om.text.groups import group_safe_line_count
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
 from obsmem.types import Message
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from obsmem.om.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
-from obsmem.om.format import split_on_boundaries
-from obsmem.om.groups import lift_above_headings, render_for_context
+from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
+from obsmem.om.text.format import split_on_boundaries
+from obsmem.om.text.groups import lift_above_headings, render_for_context
 from obsmem.om.sections import visible_sections
 from obsmem.storage.contract import ObservationRecord
 from obsmem.types import DataPart, Message, TextPart

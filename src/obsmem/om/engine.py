@@ -35,11 +35,11 @@ from obsmem.errors import (
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
 from obsmem.om.activation import activate_chunks
-from obsmem.om.buffered import BufferedLifecycle, Handoff, Spawn, StepResult
+from obsmem.om.buffering import BufferedLifecycle, Handoff, Spawn, StepResult
 from obsmem.om.extractors import Extractor
-from obsmem.om.format import append_with_boundary
+from obsmem.om.text.format import append_with_boundary
 from obsmem.om.group_index import GroupIndex
-from obsmem.om.groups import observation_group, strip_groups, wrap_group
+from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -53,7 +53,7 @@ from obsmem.om.protocols import (
 from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, remove_thread, wrap_section
 from obsmem.om.selection import observable_messages, select_observation_prefix
-from obsmem.om.truncation import truncate_previous_observations
+from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread

@@ -80,7 +80,7 @@ _WORKING_MEMORY_LIMIT = 40
 
 async def _working_memory_hook(payload: dict[str, Any]) -> str | None:
     """Offline working memory: the high-priority facts, newest version kept, as markdown."""
-    from obsmem.om.format import PRIORITY_DONE, PRIORITY_HIGH, parse_observations
+    from obsmem.om.text.format import PRIORITY_DONE, PRIORITY_HIGH, parse_observations
 
     previous = payload.get("previous")
     lines: list[str] = []

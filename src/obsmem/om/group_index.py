@@ -9,7 +9,7 @@ that encodes where it came from::
 Ids are percent-encoded, so a ``/`` in an id cannot forge a namespace, and scope filtering is a
 prefix match: ``…/r:<resource>/`` is one user, ``…/r:<resource>/t:<thread>/`` one conversation.
 The prefix is only the first fence: recall checks every hit against the store before
-returning it (see ``om/recall.py``).
+returning it (see ``om/recall/recaller.py``).
 
 Indexing never fails an observation: the memory is committed first, and an index that is down
 is logged and retried once; a missed group is simply not found by search.
@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote
 
 from obsmem.config import RetrievalConfig
 from obsmem.errors import ConfigError
-from obsmem.om.groups import ObservationGroup, parse_groups, strip_groups
+from obsmem.om.text.groups import ObservationGroup, parse_groups, strip_groups
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder

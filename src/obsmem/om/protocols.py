@@ -1,8 +1,8 @@
 """What the engine asks of an Observer and a Reflector.
 
-Two implementations of each exist: the LLM-backed ones (``om/observer.py``,
-``om/reflector.py``), which prompt a :class:`~obsmem.models.base.ChatModel`, and the offline
-ones (``om/offline.py``), which are deterministic rules. The engine only sees these
+Two implementations of each exist: the LLM-backed ones (``om/llm/observer.py``,
+``om/llm/reflector.py``), which prompt a :class:`~obsmem.models.base.ChatModel`, and the offline
+ones (``om/offline/``), which are deterministic rules. The engine only sees these
 protocols, so it never knows (or cares) whether a model was called.
 """
 
@@ -103,7 +103,7 @@ class ReflectionResult:
 
 @runtime_checkable
 class Observer(Protocol):
-    """Turns raw messages into new observation lines (the format of ``om/format.py``).
+    """Turns raw messages into new observation lines (the format of ``om/text/format.py``).
 
     Raises ObservationError / ModelError subclasses on failure; never returns partial text
     silently. An empty ``observations`` is allowed (nothing worth keeping).

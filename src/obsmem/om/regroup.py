@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from obsmem.om.format import is_boundary_line, parse_date_header
-from obsmem.om.groups import (
+from obsmem.om.text.format import is_boundary_line, parse_date_header
+from obsmem.om.text.groups import (
     ObservationGroup,
     group_id_for,
     has_groups,

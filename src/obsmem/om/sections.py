@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from obsmem.models.base import Usage
-from obsmem.om.format import is_boundary_line
+from obsmem.om.text.format import is_boundary_line
 from obsmem.om.protocols import ReflectionRequest, ReflectionResult, Reflector
 
 __all__ = [

@@ -29,7 +29,7 @@ from obsmem.storage.contract import (
     lineage_key,
 )
 from obsmem.storage.memory import MemoryStore
-from obsmem.storage.sqlite import SQLiteStore, default_data_dir, default_store_path
+from obsmem.storage.sqlite.store import SQLiteStore, default_data_dir, default_store_path
 
 __all__ = [
     "BufferedChunk",
@@ -80,7 +80,7 @@ def _postgres_store(url: str) -> Store:
     if url.startswith("postgresql+"):  # SQLAlchemy-style "postgresql+psycopg://": libpq wants the plain form
         url = "postgresql://" + url.split("://", 1)[1]
     try:
-        from obsmem.storage.postgres import PostgresStore
+        from obsmem.storage.postgres.store import PostgresStore
     except ImportError as exc:
         raise ConfigError(
             "store",

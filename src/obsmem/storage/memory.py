@@ -45,7 +45,7 @@ from obsmem.storage.contract import (
     WriteResult,
     lineage_key,
 )
-from obsmem.storage.work_rules import check_limit, claim_expiry, holds_claim, is_claimable, work_available_at
+from obsmem.storage.rules import check_limit, claim_expiry, holds_claim, is_claimable, work_available_at
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [

@@ -14,10 +14,10 @@ from typing import TypedDict
 import pytest
 
 from obsmem.clock import FakeClock
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_memory import InMemoryKnowledgeStore
-from obsmem.storage.knowledge_postgres import PostgresKnowledgeStore
-from obsmem.storage.knowledge_sqlite import SQLiteKnowledgeStore
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
+from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
+from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
 
 ADAPTERS = ["memory", "sqlite", "postgres"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from obsmem.errors import InvalidInputError
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import ActivityAction, NewNodeMention, TrustState
-from obsmem.storage.knowledge_scopes import Level
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention, TrustState
+from obsmem.knowledge.store.scopes import Level
 
 from .world import ACT, RES, T1
 

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from obsmem.clock import FakeClock
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import RecordView, TrustState
-from obsmem.storage.knowledge_values import parse_when
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import RecordView, TrustState
+from obsmem.knowledge.store.values import parse_when
 
 from .world import ACT, RES, T2
 

@@ -9,8 +9,8 @@ from obsmem.errors import (
     InvalidMergeError,
     NameConflictError,
 )
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import ActivityAction, NewNodeMention
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention
 
 from .world import ACT, ORG, RES, T1, T2
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from obsmem.clock import FakeClock
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import StoredVector
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import StoredVector
 
 from .world import ACT, RES, T1
 

@@ -12,10 +12,10 @@ from obsmem.errors import (
     TombstonedValueError,
     UnresolvedMentionError,
 )
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import NewNodeMention, RecordView, TrustState
-from obsmem.storage.knowledge_scopes import Level
-from obsmem.storage.knowledge_values import parse_when
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import NewNodeMention, RecordView, TrustState
+from obsmem.knowledge.store.scopes import Level
+from obsmem.knowledge.store.values import parse_when
 
 from .world import ACT, ORG, RES, T1, T2
 

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import RecordView
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import RecordView
 
 from .world import T1, T2, World, build_world
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from obsmem.storage.knowledge_base import TablesKnowledgeStore
-from obsmem.storage.knowledge_contract import NewNodeMention, Node, Record, Tombstone, TrustState
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import NewNodeMention, Node, Record, Tombstone, TrustState
 
 ORG = "org:acme"
 RES = "org:acme/resource:alice"

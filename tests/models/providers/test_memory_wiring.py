@@ -14,8 +14,8 @@ from obsmem.errors import MissingCredentialsError, ModelRequestError, Observatio
 from obsmem.memory import Memory
 from obsmem.models import AnthropicModel, ModelByInputTokens, OpenAIChatModel
 from obsmem.models.testing import ScriptedModel
-from obsmem.om.observer import LLMObserver
-from obsmem.om.reflector import LLMReflector
+from obsmem.om.llm.observer import LLMObserver
+from obsmem.om.llm.reflector import LLMReflector
 from obsmem.types import Message
 
 pytestmark = pytest.mark.anyio

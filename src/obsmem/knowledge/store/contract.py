@@ -1,0 +1,446 @@
+"""The knowledge store contract: a scoped graph of nodes and immutable records about them.
+
+This is the storage half of obsmem's "subconscious" memory. The engine half
+(:mod:`obsmem.knowledge`) parses wikilinks, resolves names, embeds text and fuses search
+results; the store keeps the data and guarantees the invariants that must hold whatever the
+caller does:
+
+* **Scopes and ceilings.** Every node and record lives in one scope (see
+  :mod:`~obsmem.knowledge.store.scopes`); reads see only their scope chain, so sibling
+  threads never see each other. A record's ``max_scope`` ceiling is checked on append and on
+  every rescope, and :meth:`KnowledgeStore.raise_ceiling` can only broaden it.
+* **One activity event per mutation**, from :class:`ActivityAction`, with actor and reason,
+  written in the same transaction as the change.
+* **Atomic mutations.** A failure anywhere (an unresolvable mention, a tombstoned value, a
+  ceiling) leaves no node, record, mention, event or outbox row behind.
+* **Tombstones** keyed by (node, scope, :func:`~obsmem.knowledge.store.values.normalise_value`)
+  refuse re-capture of a deleted value and hide it from default reads.
+* **Trust**: records are ``candidate``, ``verified`` or ``rejected``; reads return verified
+  records, candidates only when asked, rejected never.
+* **Two time axes.** ``captured_at`` is stamped by the store; ``when`` is the fact time. Every
+  record read takes ``as_of`` (fact time) and ``as_known_at`` (capture time). Records about the
+  same node, attribute and scope form a timeline: each one's validity ends where the next
+  begins (``valid_until``), computed at read time, so nothing is deleted to close it.
+* **Semantic outbox**: every change that affects a record's vector enqueues an idempotent
+  outbox entry; workers claim, complete or release entries with a lease; the vectors
+  themselves live in the store under the record's current scope.
+
+A stale compare-and-set (``expected_version``) returns ``None``, as elsewhere in obsmem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+
+from obsmem.knowledge.store.scopes import Level
+from obsmem.knowledge.store.values import When
+
+__all__ = [
+    "DEFAULT_VIEW",
+    "DESCRIPTION_LIMIT",
+    "ActivityAction",
+    "ActivityEvent",
+    "KnowledgeStore",
+    "LexicalHit",
+    "MentionTarget",
+    "NewNodeMention",
+    "Node",
+    "OutboxEntry",
+    "Page",
+    "Record",
+    "RecordView",
+    "StoredVector",
+    "Tombstone",
+    "TrustState",
+    "record_document_id",
+]
+
+DESCRIPTION_LIMIT = 400
+
+T = TypeVar("T")
+
+
+class TrustState(StrEnum):
+    CANDIDATE = "candidate"
+    VERIFIED = "verified"
+    REJECTED = "rejected"
+
+
+class ActivityAction(StrEnum):
+    """The closed vocabulary of the audit log: one event per mutation, nothing else."""
+
+    NODE_CREATED = "node-created"
+    NODE_UPDATED = "node-updated"
+    NODE_MERGED = "node-merged"
+    RECORD_CREATED = "record-created"
+    RECORD_DELETED = "record-deleted"
+    RECORD_RESTORED = "record-restored"
+    RECORD_RESCOPED = "record-rescoped"
+    RECORD_VERIFIED = "record-verified"
+    RECORD_REJECTED = "record-rejected"
+    TOMBSTONE_CREATED = "tombstone-created"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Node(_Frozen):
+    """A thing knowledge is about: a person, project, task... identified by (scope, name)."""
+
+    id: str
+    name: str
+    kind: str
+    content: str | None = None
+    description: str | None = None
+    scope: str
+    version: int = 1
+    merged_into: str | None = None
+    mentions: tuple[str, ...] = ()
+    metadata: dict[str, Any] = {}
+    created_at: datetime
+    updated_at: datetime
+
+
+class Record(_Frozen):
+    """One immutable fact about a node. Only store-managed fields ever change.
+
+    ``valid_until`` is not stored: reads fill it in from the next record about the same node,
+    attribute and scope that is known at the read's ``as_known_at``.
+    """
+
+    id: str
+    node_id: str
+    text: str
+    scope: str
+    source_thread_id: str | None = None
+    captured_at: datetime
+    when: When | None = None
+    max_scope: Level = Level.ORG
+    attribute: str | None = None
+    trust: TrustState = TrustState.VERIFIED
+    metadata: dict[str, Any] = {}
+    mentions: tuple[str, ...] = ()
+    revision: int = 1
+    deleted_at: datetime | None = None
+    deleted_by: str | None = None
+    trust_changed_at: datetime | None = None
+    valid_until: datetime | None = None
+
+    @property
+    def valid_from(self) -> datetime:
+        """When the fact starts to hold: its ``when`` start, else the moment it was captured."""
+        return self.when.start if self.when is not None else self.captured_at
+
+
+class ActivityEvent(_Frozen):
+    id: str
+    action: ActivityAction
+    subject_type: Literal["node", "record", "tombstone"]
+    subject_id: str
+    scope: str
+    actor: str
+    reason: str
+    source_thread_id: str | None = None
+    created_at: datetime
+    details: dict[str, Any] = {}
+
+
+class Tombstone(_Frozen):
+    id: str
+    node_id: str
+    scope: str
+    value: str  # normalised
+    actor: str
+    reason: str
+    created_at: datetime
+
+
+class OutboxEntry(_Frozen):
+    id: str
+    idempotency_key: str
+    document_id: str
+    record_id: str
+    operation: Literal["upsert", "delete"]
+    scope: str
+    status: Literal["pending", "processing", "completed"] = "pending"
+    attempts: int = 0
+    available_at: datetime
+    claimed_at: datetime | None = None
+    claimed_by: str | None = None
+    created_at: datetime
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVector:
+    """A record's embedding under the scope it was indexed at."""
+
+    document_id: str
+    record_id: str
+    scope: str
+    embedder: str
+    vector: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class NewNodeMention:
+    """A wikilink that resolved to nothing: the write creates (or reuses) this node."""
+
+    name: str
+    scope: str
+    kind: str = "node"
+
+
+MentionTarget = str | NewNodeMention
+"""An existing node id, or a node to create inside the same transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """Which records a read returns, and as of which times.
+
+    ``as_of``: only records whose validity covers that fact time. ``as_known_at``: the store as
+    it was at that capture time (later captures, deletions, trust changes and supersessions are
+    ignored). Without ``as_of``, only records no known record supersedes are returned, unless
+    ``include_superseded`` (the review queue and history views use it).
+    """
+
+    as_of: datetime | None = None
+    as_known_at: datetime | None = None
+    include_candidates: bool = False
+    include_deleted: bool = False
+    include_superseded: bool = False
+
+
+DEFAULT_VIEW = RecordView()
+"""Verified, live, current records: what a read returns unless asked otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    """A lexical search result; ``score`` counts the query terms it contains."""
+
+    kind: Literal["node", "record"]
+    id: str
+    node_id: str
+    text: str
+    scope: str
+    score: float
+    record: Record | None = field(default=None, compare=False)
+
+
+def record_document_id(record_id: str) -> str:
+    return f"knowledge:record:{record_id}"
+
+
+@runtime_checkable
+class KnowledgeStore(Protocol):
+    """The knowledge store. Implemented by the in-memory and SQLite adapters."""
+
+    url: str
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    # -- nodes ---------------------------------------------------------------------------------
+    async def create_node(
+        self,
+        name: str,
+        kind: str,
+        scope: str,
+        *,
+        actor: str,
+        reason: str,
+        content: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mentions: Sequence[MentionTarget] = (),
+        node_id: str | None = None,
+    ) -> Node: ...
+
+    async def get_node(self, node_id: str, scope: str) -> Node | None: ...
+
+    async def resolve_node(self, name: str, scope: str) -> Node | None: ...
+
+    async def update_node(
+        self,
+        node_id: str,
+        expected_version: int,
+        *,
+        actor: str,
+        reason: str,
+        name: str | None = None,
+        kind: str | None = None,
+        content: str | None = None,
+        description: str | None = None,
+        mentions: Sequence[MentionTarget] | None = None,
+    ) -> Node | None: ...
+
+    async def merge_nodes(
+        self, source_id: str, target_id: str, source_version: int, *, actor: str, reason: str
+    ) -> Node | None: ...
+
+    async def list_nodes(
+        self,
+        scope: str,
+        *,
+        name_prefix: str | None = None,
+        kind: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Node]: ...
+
+    # -- records -------------------------------------------------------------------------------
+    async def append_record(
+        self,
+        node_id: str,
+        text: str,
+        scope: str,
+        *,
+        actor: str,
+        reason: str,
+        source_thread_id: str | None = None,
+        when: When | None = None,
+        max_scope: Level = Level.ORG,
+        attribute: str | None = None,
+        trust: TrustState = TrustState.VERIFIED,
+        metadata: Mapping[str, Any] | None = None,
+        mentions: Sequence[MentionTarget] = (),
+        record_id: str | None = None,
+    ) -> Record: ...
+
+    async def get_record(
+        self, record_id: str, scope: str, view: RecordView = DEFAULT_VIEW
+    ) -> Record | None: ...
+
+    async def remove_record(
+        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False
+    ) -> Record: ...
+
+    async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record: ...
+
+    async def rescope_record(
+        self, record_id: str, scope: str, new_scope: str, *, actor: str, reason: str
+    ) -> Record: ...
+
+    async def raise_ceiling(
+        self, record_id: str, scope: str, ceiling: Level, *, actor: str, reason: str
+    ) -> Record: ...
+
+    async def set_trust(
+        self,
+        record_id: str,
+        scope: str,
+        trust: TrustState,
+        *,
+        actor: str,
+        reason: str,
+        tombstone: bool = False,
+    ) -> Record: ...
+
+    async def add_tombstone(
+        self, node_id: str, scope: str, value: str, *, actor: str, reason: str
+    ) -> Tombstone: ...
+
+    async def list_tombstones(self, scope: str) -> list[Tombstone]: ...
+
+    # -- record reads --------------------------------------------------------------------------
+    async def list_about(
+        self,
+        node_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]: ...
+
+    async def list_mentioning(
+        self,
+        node_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]: ...
+
+    async def list_related(
+        self,
+        node_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]: ...
+
+    async def list_by_source(
+        self,
+        source_thread_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]: ...
+
+    async def list_candidates(
+        self, scope: str, *, after: str | None = None, limit: int = 100
+    ) -> Page[Record]: ...
+
+    async def search_lexical(
+        self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 20
+    ) -> list[LexicalHit]: ...
+
+    async def list_activity(
+        self, scope: str, *, after: str | None = None, limit: int = 100
+    ) -> Page[ActivityEvent]: ...
+
+    # -- semantic outbox and vectors -------------------------------------------------------------
+    async def claim_outbox(
+        self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None
+    ) -> list[OutboxEntry]: ...
+
+    async def complete_outbox(self, worker_id: str, entry_ids: Sequence[str]) -> int: ...
+
+    async def release_outbox(
+        self, worker_id: str, entry_ids: Sequence[str], *, retry_at: datetime | None = None
+    ) -> int: ...
+
+    async def list_outbox(self, *, include_completed: bool = False) -> list[OutboxEntry]: ...
+
+    async def put_vector(self, vector: StoredVector) -> None: ...
+
+    async def delete_vector(self, document_id: str, scope: str | None = None) -> bool: ...
+
+    async def list_vectors(self, scope_keys: Sequence[str] | None = None) -> list[StoredVector]: ...
+
+    async def load_record(self, record_id: str) -> Record | None:
+        """The record by id whatever its scope, state or trust (for the index worker)."""
+        ...
+
+    async def load_node(self, node_id: str) -> Node | None:
+        """The node by id whatever its scope (for the index worker's document text)."""
+        ...

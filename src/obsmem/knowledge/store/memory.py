@@ -1,0 +1,178 @@
+"""The in-memory knowledge store: the reference adapter, and the one tests reach for first.
+
+Rows are frozen pydantic models kept in dicts. A write takes a shallow snapshot of every dict
+first and puts it back if the operation raises, so a failed write leaves nothing behind. The
+operations themselves never await, so on one event loop each runs without interleaving.
+Reads hand out deep copies: mutating a returned object never changes the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from obsmem.clock import Clock
+from obsmem.errors import StoreClosedError
+from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.contract import (
+    ActivityEvent,
+    Node,
+    OutboxEntry,
+    Record,
+    StoredVector,
+    Tombstone,
+)
+from obsmem.knowledge.store.ids import UlidGenerator
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key
+
+__all__ = ["InMemoryKnowledgeStore", "MemoryKnowledgeTables"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+def _clone(model: M) -> M:
+    return model.model_copy(deep=True)
+
+
+def _clone_vector(vector: StoredVector) -> StoredVector:
+    return replace(vector, vector=vector.vector.copy())
+
+
+class MemoryKnowledgeTables:
+    """:class:`KnowledgeTables` over plain dicts."""
+
+    _TABLES = ("nodes", "records", "events", "tombstones", "outbox", "vectors")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.records: dict[str, Record] = {}
+        self.events: dict[str, ActivityEvent] = {}
+        self.tombstones: dict[str, Tombstone] = {}
+        self.outbox: dict[str, OutboxEntry] = {}
+        self.vectors: dict[str, StoredVector] = {}
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return {name: dict(getattr(self, name)) for name in self._TABLES}
+
+    def restore(self, snapshot: dict[str, dict[str, Any]]) -> None:
+        for name, rows in snapshot.items():
+            setattr(self, name, rows)
+
+    # nodes
+    def node(self, node_id: str) -> Node | None:
+        found = self.nodes.get(node_id)
+        return _clone(found) if found else None
+
+    def node_by_name(self, scope_key: str, key: str) -> Node | None:
+        for node in self.nodes.values():
+            if node.scope == scope_key and name_key(node.name) == key:
+                return _clone(node)
+        return None
+
+    def save_node(self, node: Node) -> None:
+        self.nodes[node.id] = _clone(node)
+
+    def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
+        return [_clone(n) for n in self.nodes.values() if n.scope in scope_keys]
+
+    def nodes_mentioning(self, node_id: str) -> list[Node]:
+        return [_clone(n) for n in self.nodes.values() if node_id in n.mentions]
+
+    # records
+    def record(self, record_id: str) -> Record | None:
+        found = self.records.get(record_id)
+        return _clone(found) if found else None
+
+    def save_record(self, record: Record) -> None:
+        self.records[record.id] = _clone(record.model_copy(update={"valid_until": None}))
+
+    def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
+        return [_clone(r) for r in self.records.values() if r.scope in scope_keys]
+
+    def records_about(self, node_id: str) -> list[Record]:
+        return [_clone(r) for r in self.records.values() if r.node_id == node_id]
+
+    def records_mentioning(self, node_id: str) -> list[Record]:
+        return [_clone(r) for r in self.records.values() if node_id in r.mentions]
+
+    # audit log and tombstones
+    def add_event(self, event: ActivityEvent) -> None:
+        self.events[event.id] = _clone(event)
+
+    def events_in(self, scope_keys: Sequence[str]) -> list[ActivityEvent]:
+        return [_clone(e) for e in self.events.values() if e.scope in scope_keys]
+
+    def save_tombstone(self, tombstone: Tombstone) -> None:
+        self.tombstones[tombstone.id] = _clone(tombstone)
+
+    def tombstones_for(self, node_id: str) -> list[Tombstone]:
+        return [_clone(t) for t in self.tombstones.values() if t.node_id == node_id]
+
+    def tombstones_in(self, scope_keys: Sequence[str]) -> list[Tombstone]:
+        return [_clone(t) for t in self.tombstones.values() if t.scope in scope_keys]
+
+    # outbox and vectors
+    def outbox_key_exists(self, idempotency_key: str) -> bool:
+        return any(e.idempotency_key == idempotency_key for e in self.outbox.values())
+
+    def save_outbox(self, entry: OutboxEntry) -> None:
+        self.outbox[entry.id] = _clone(entry)
+
+    def open_outbox(self) -> list[OutboxEntry]:
+        return sorted(
+            (_clone(e) for e in self.outbox.values() if e.status != "completed"), key=lambda e: e.id
+        )
+
+    def all_outbox(self) -> list[OutboxEntry]:
+        return [_clone(e) for e in self.outbox.values()]
+
+    def put_vector(self, vector: StoredVector) -> None:
+        self.vectors[vector.document_id] = _clone_vector(vector)
+
+    def delete_vector(self, document_id: str, scope: str | None) -> bool:
+        stored = self.vectors.get(document_id)
+        if stored is None or (scope is not None and stored.scope != scope):
+            return False
+        del self.vectors[document_id]
+        return True
+
+    def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]:
+        return [
+            _clone_vector(v) for v in self.vectors.values() if scope_keys is None or v.scope in scope_keys
+        ]
+
+
+class InMemoryKnowledgeStore(TablesKnowledgeStore):
+    """A :class:`~obsmem.knowledge.store.contract.KnowledgeStore` that lives in this process.
+
+    ::
+
+        async with InMemoryKnowledgeStore() as store:
+            node = await store.create_node("Jane", "person", "org:acme", actor="me", reason="demo")
+    """
+
+    url = "memory://knowledge"
+
+    def __init__(self, *, clock: Clock | None = None, ids: UlidGenerator | None = None) -> None:
+        super().__init__(clock=clock, ids=ids)
+        self.tables = MemoryKnowledgeTables()
+        self._closed = False
+
+    async def close(self) -> None:
+        self._closed = True
+
+    async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
+        if self._closed:
+            raise StoreClosedError()
+        if not write:
+            return fn(self.tables)
+        snapshot = self.tables.snapshot()
+        try:
+            return fn(self.tables)
+        except BaseException:
+            self.tables.restore(snapshot)
+            raise

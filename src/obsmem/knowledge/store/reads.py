@@ -1,0 +1,269 @@
+"""The knowledge store's reads, written once against :class:`KnowledgeTables`.
+
+Every record read goes through :func:`visible_records`, the one place that decides what a
+caller may see: scope visibility, deletion, trust, tombstones and the two time axes. So a rule
+added here holds for ``about``, ``mentioning``, ``related``, ``by_source``, search and the
+review queue alike.
+
+Bitemporal rules. ``as_known_at = K`` replays the store as it was at K: records captured
+after K do not exist, deletions, trust changes and tombstones after K have not happened.
+Records about the same node, attribute and scope form a timeline ordered by fact time
+(``valid_from``; capture order breaks ties), and each record's validity ends where the next
+one's begins. ``as_of = F`` keeps the records whose validity covers F; without ``as_of`` a read
+returns only records that no known record supersedes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from obsmem.errors import InvalidInputError
+from obsmem.knowledge.store.contract import (
+    ActivityEvent,
+    LexicalHit,
+    Node,
+    Page,
+    Record,
+    RecordView,
+    Tombstone,
+    TrustState,
+)
+from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
+from obsmem.knowledge.store.scopes import Scope
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key
+from obsmem.knowledge.store.values import normalise_value
+
+__all__ = ["KnowledgeReads", "check_limit"]
+
+_TERM = re.compile(r"\w{2,}", re.UNICODE)
+
+
+def check_limit(limit: int) -> None:
+    if not 1 <= limit <= 1000:
+        raise InvalidInputError(f"limit must be between 1 and 1000 (got {limit}).")
+
+
+def _known(moment: datetime | None, known_at: datetime | None) -> bool:
+    return moment is not None and (known_at is None or moment <= known_at)
+
+
+def _trust_at(record: Record, known_at: datetime | None) -> TrustState:
+    changed = record.trust_changed_at
+    if changed is not None and known_at is not None and changed > known_at:
+        return TrustState.CANDIDATE
+    return record.trust
+
+
+def sort_key(node: Node) -> tuple[str, str]:
+    """Nodes list by case-insensitive name, then id."""
+    return (name_key(node.name), node.id)
+
+
+class KnowledgeReads:
+    """The read side of one snapshot."""
+
+    def __init__(self, tables: KnowledgeTables) -> None:
+        self.t = tables
+        self._about: dict[str, list[Record]] = {}
+
+    def _records_about(self, node_id: str) -> list[Record]:
+        if node_id not in self._about:
+            self._about[node_id] = self.t.records_about(node_id)
+        return self._about[node_id]
+
+    # -- the one visibility filter -------------------------------------------------------------
+    def _alive(self, record: Record, view: RecordView, tombstones: list[Tombstone]) -> bool:
+        """Known, not deleted, trusted enough and not tombstoned, as of ``view.as_known_at``."""
+        known_at = view.as_known_at
+        if known_at is not None and record.captured_at > known_at:
+            return False
+        if not view.include_deleted:
+            if _known(record.deleted_at, known_at):
+                return False
+            value = normalise_value(record.text)
+            if any(
+                _known(t.created_at, known_at) and tombstone_blocks(t, record.node_id, record.scope, value)
+                for t in tombstones
+            ):
+                return False
+        trust = _trust_at(record, known_at)
+        return trust is TrustState.VERIFIED or (trust is TrustState.CANDIDATE and view.include_candidates)
+
+    def _timeline_end(self, record: Record, view: RecordView) -> tuple[datetime | None, bool]:
+        """(end of validity, whether a known newer record superseded it)."""
+        end = record.when.end if record.when is not None else None
+        if record.attribute is None:
+            return end, False
+        timeline_view = RecordView(as_known_at=view.as_known_at)
+        tombstones = self.t.tombstones_for(record.node_id)
+        peers = [
+            other
+            for other in self._records_about(record.node_id)
+            if other.attribute == record.attribute
+            and other.scope == record.scope
+            and self._alive(other, timeline_view, tombstones)
+        ]
+        peers.sort(key=lambda r: (r.valid_from, r.id))
+        later = [p for p in peers if (p.valid_from, p.id) > (record.valid_from, record.id)]
+        if not later:
+            return end, False
+        successor_start = later[0].valid_from
+        return (successor_start if end is None else min(end, successor_start)), True
+
+    def visible_records(self, scope: str, view: RecordView, records: Iterable[Record]) -> list[Record]:
+        query = Scope.parse(scope)
+        tombstones_by_node: dict[str, list[Tombstone]] = {}
+        result: list[Record] = []
+        for record in records:
+            if not query.sees(record.scope):
+                continue
+            tombstones = tombstones_by_node.setdefault(record.node_id, self.t.tombstones_for(record.node_id))
+            if not self._alive(record, view, tombstones):
+                continue
+            valid_until, superseded = self._timeline_end(record, view)
+            if view.as_of is None:
+                if superseded and not view.include_superseded:
+                    continue
+            elif not (record.valid_from <= view.as_of and (valid_until is None or view.as_of < valid_until)):
+                continue
+            result.append(record.model_copy(update={"valid_until": valid_until}))
+        return result
+
+    # -- pages ---------------------------------------------------------------------------------
+    @staticmethod
+    def _newest_first(records: list[Record], after: str | None, limit: int) -> Page[Record]:
+        check_limit(limit)
+        ordered = sorted({r.id: r for r in records}.values(), key=lambda r: r.id, reverse=True)
+        if after is not None:
+            ordered = [r for r in ordered if r.id < after]
+        items = ordered[:limit]
+        return Page(items, items[-1].id if len(items) == limit and len(ordered) > limit else None)
+
+    def record(self, record_id: str, scope: str, view: RecordView) -> Record | None:
+        found = self.t.record(record_id)
+        if found is None:
+            return None
+        visible = self.visible_records(scope, view, [found])
+        return visible[0] if visible else None
+
+    def about(
+        self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
+    ) -> Page[Record]:
+        node = terminal_node(self.t, node_id)
+        records = self.t.records_about(node.id) if node else []
+        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+
+    def mentioning(
+        self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
+    ) -> Page[Record]:
+        node = terminal_node(self.t, node_id)
+        records = self.t.records_mentioning(node.id) if node else []
+        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+
+    def related(
+        self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
+    ) -> Page[Record]:
+        node = terminal_node(self.t, node_id)
+        records = (self.t.records_about(node.id) + self.t.records_mentioning(node.id)) if node else []
+        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+
+    def by_source(
+        self, source_thread_id: str, scope: str, view: RecordView, after: str | None, limit: int
+    ) -> Page[Record]:
+        """Oldest first (the curation worklist); ``after`` means ids greater than it."""
+        check_limit(limit)
+        keys = Scope.parse(scope).visible_keys()
+        mine = [r for r in self.t.records_in(keys) if r.source_thread_id == source_thread_id]
+        ordered = sorted(self.visible_records(scope, view, mine), key=lambda r: r.id)
+        if after is not None:
+            ordered = [r for r in ordered if r.id > after]
+        items = ordered[:limit]
+        return Page(items, items[-1].id if len(items) == limit and len(ordered) > limit else None)
+
+    def candidates(self, scope: str, after: str | None, limit: int) -> Page[Record]:
+        keys = Scope.parse(scope).visible_keys()
+        view = RecordView(include_candidates=True, include_superseded=True)
+        pending = [r for r in self.t.records_in(keys) if r.trust is TrustState.CANDIDATE]
+        return self._newest_first(self.visible_records(scope, view, pending), after, limit)
+
+    def activity(self, scope: str, after: str | None, limit: int) -> Page[ActivityEvent]:
+        check_limit(limit)
+        events = sorted(self.t.events_in(Scope.parse(scope).visible_keys()), key=lambda e: e.id, reverse=True)
+        if after is not None:
+            events = [e for e in events if e.id < after]
+        items = events[:limit]
+        return Page(items, items[-1].id if len(items) == limit and len(events) > limit else None)
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def node(self, node_id: str, scope: str) -> Node | None:
+        node = terminal_node(self.t, node_id)
+        return node if node is not None and Scope.parse(scope).sees(node.scope) else None
+
+    def resolve(self, name: str, scope: str) -> Node | None:
+        """Narrow → broad along the scope's own chain, so sibling threads are never crossed."""
+        query = Scope.parse(scope)
+        for key in query.visible_keys():
+            found = self.t.node_by_name(key, name_key(name))
+            terminal = terminal_node(self.t, found.id) if found else None
+            if terminal is not None and query.sees(terminal.scope):
+                return terminal
+        return None
+
+    def nodes(
+        self, scope: str, name_prefix: str | None, kind: str | None, after: str | None, limit: int
+    ) -> Page[Node]:
+        check_limit(limit)
+        prefix = name_key(name_prefix) if name_prefix else None
+        nodes = sorted(
+            (
+                n
+                for n in self.t.nodes_in(Scope.parse(scope).visible_keys())
+                if n.merged_into is None
+                and (prefix is None or name_key(n.name).startswith(prefix))
+                and (kind is None or n.kind == kind)
+            ),
+            key=sort_key,
+        )
+        if after is not None:
+            try:
+                cursor = tuple(json.loads(after))
+            except (ValueError, TypeError):
+                raise InvalidInputError(
+                    f"Invalid node cursor {after!r}; pass a next_cursor from list_nodes."
+                ) from None
+            nodes = [n for n in nodes if sort_key(n) > cursor]
+        items = nodes[:limit]
+        more = len(items) == limit and len(nodes) > limit
+        return Page(items, json.dumps(list(sort_key(items[-1]))) if more else None)
+
+    # -- lexical search ------------------------------------------------------------------------
+    def search(self, query: str, scope: str, view: RecordView, limit: int) -> list[LexicalHit]:
+        """Count of query terms each node/record contains (case-insensitive substrings)."""
+        check_limit(limit)
+        terms = list(dict.fromkeys(_TERM.findall(query.casefold()))) or [query.strip().casefold()]
+        terms = [t for t in terms if t]
+        if not terms:
+            return []
+        keys = Scope.parse(scope).visible_keys()
+        hits: list[LexicalHit] = []
+        for node in self.t.nodes_in(keys):
+            if node.merged_into is not None:
+                continue
+            hay = " ".join(filter(None, [node.name, node.kind, node.description, node.content])).casefold()
+            score = sum(1 for term in terms if term in hay)
+            if score:
+                text = " — ".join(filter(None, [node.name, node.description, node.content]))
+                hits.append(LexicalHit("node", node.id, node.id, text, node.scope, float(score)))
+        for record in self.visible_records(scope, view, self.t.records_in(keys)):
+            score = sum(1 for term in terms if term in record.text.casefold())
+            if score:
+                hits.append(
+                    LexicalHit(
+                        "record", record.id, record.node_id, record.text, record.scope, float(score), record
+                    )
+                )
+        hits.sort(key=lambda h: (-h.score, h.kind != "node", h.id))
+        return hits[:limit]

@@ -1,0 +1,1 @@
+"""The LLM-backed Observer and Reflector: prompts, answer parsing, degenerate-output detection."""

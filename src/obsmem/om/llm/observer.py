@@ -1,0 +1,143 @@
+"""The LLM-backed observer: messages in, dated observation lines out.
+
+One cycle is one model request (system prompt + a single user message, see
+``om/llm/prompts.py``), retried on transient errors, then parsed tolerantly (``om/llm/parsing.py``).
+
+Two kinds of bad output are handled differently, on purpose:
+
+* **Degenerate output** (a repetition loop, see ``om/llm/degenerate.py``) is regenerated once,
+  since loops are usually a sampling accident. A second loop raises
+  :class:`~obsmem.errors.DegenerateOutputError`; the engine then skips the cycle and the
+  messages stay pending, so the next cycle observes them again. Nothing from a loop is ever
+  committed.
+* **Malformed output** (no ``<observations>`` block and no list items, even for non-empty
+  input) is *not* an error: it yields empty observations. A model that answered in prose has
+  nothing usable to add, and raising would block memory on a formatting slip; an empty result
+  is something the engine can commit safely. Repeated empty results show up in the markers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from obsmem.clock import Clock
+from obsmem.errors import DegenerateOutputError
+from obsmem.models.base import ChatModel, ModelRequest, ModelResponse, Usage
+from obsmem.models.retry import RetryPolicy, assert_complete, with_retry
+from obsmem.om.llm.degenerate import degeneracy_report
+from obsmem.om.llm.parsing import parse_observer_output
+from obsmem.om.llm.prompts import observer_system_prompt_v1, observer_user_prompt_v1
+from obsmem.om.protocols import ObservationRequest, ObservationResult
+from obsmem.om.text.transcript import format_transcript
+from obsmem.types import FilePart, Message, TextPart
+
+__all__ = ["DEGENERATE_REGENERATIONS", "MIN_TITLE_CHARS", "LLMObserver"]
+
+DEGENERATE_REGENERATIONS = 1
+"""How many times a degenerate answer is asked for again before the cycle is given up."""
+
+MIN_TITLE_CHARS = 3
+
+
+class LLMObserver:
+    """An :class:`~obsmem.om.protocols.Observer` that prompts a chat model.
+
+    ``count_tokens`` caps tool results and arguments in the transcript. ``temperature`` and
+    ``max_output_tokens`` go to every request (None leaves the provider's default). Transient
+    model errors are retried on ``retry_policy`` (default :class:`RetryPolicy`) and waited out
+    on ``clock``; an exhausted retry budget or a permanent error propagates unchanged.
+    ``observe_attachments`` forwards images and files after the transcript, for multimodal
+    models; without it they appear as placeholders only.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        count_tokens: Callable[[str], int],
+        temperature: float | None = 0.3,
+        max_output_tokens: int | None = 100_000,
+        retry_policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        observe_attachments: bool = False,
+    ) -> None:
+        self.model = model
+        self.name = f"llm:{model.name}"
+        self.count_tokens = count_tokens
+        self.settings = ModelRequest(temperature=temperature, max_output_tokens=max_output_tokens)
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.clock = clock
+        self.observe_attachments = observe_attachments
+
+    def build_messages(self, request: ObservationRequest) -> list[Message] | None:
+        """The exact messages sent for ``request``, or None when there is nothing to observe.
+
+        Public so callers can inspect (or log) a prompt without making a model call.
+        """
+        transcript = format_transcript(request.messages, count_tokens=self.count_tokens, timezone=request.timezone)
+        if not transcript.text.strip():
+            return None
+        system = observer_system_prompt_v1(
+            extractors=request.extractors,
+            continuation_hints=request.continuation_hints,
+            want_title=request.want_title,
+            instruction=request.instruction,
+        )
+        user_text = observer_user_prompt_v1(
+            transcript=transcript.text,
+            previous_observations=request.previous_observations,
+            previous_truncated=request.previous_truncated,
+            current_task=request.current_task,
+            suggested_response=request.suggested_response,
+            thread_title=request.thread_title,
+            extracted=request.extracted,
+            extractors=request.extractors,
+            continuation_hints=request.continuation_hints,
+            want_title=request.want_title,
+            # Shown in the same zone as the transcript's times, so "tomorrow" resolves consistently.
+            now=request.now.astimezone(request.timezone) if request.now and request.timezone else request.now,
+        )
+        parts: list[TextPart | FilePart] = [TextPart(text=user_text)]
+        if self.observe_attachments:
+            parts.extend(transcript.attachments)
+        user = Message(role="user", parts=tuple(parts))
+        return [Message.system(system), user]
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        messages = self.build_messages(request)
+        if messages is None:
+            return ObservationResult(observations="")
+
+        usage = Usage()
+        problem: str | None = None
+        for _ in range(1 + DEGENERATE_REGENERATIONS):
+            response = await self._call(messages)
+            usage = usage + response.usage
+            problem = degeneracy_report(response.text)
+            if problem is None:
+                break
+        if problem is not None:
+            raise DegenerateOutputError(
+                f"The observer ({self.model.name}) produced degenerate, repetitive output twice "
+                f"({problem}); the cycle was skipped and its messages stay pending."
+            )
+
+        parsed = parse_observer_output(response.text, request.extractors)
+        title = parsed.thread_title if request.want_title else None
+        if title is not None and len(title) < MIN_TITLE_CHARS:
+            title = None
+        return ObservationResult(
+            observations=parsed.observations,
+            current_task=parsed.current_task if request.continuation_hints else None,
+            suggested_response=parsed.suggested_response if request.continuation_hints else None,
+            thread_title=title,
+            extracted=parsed.extracted,
+            extraction_failures=parsed.extraction_failures,
+            usage=usage,
+        )
+
+    async def _call(self, messages: list[Message]) -> ModelResponse:
+        async def attempt() -> ModelResponse:
+            return assert_complete(await self.model.request(messages, self.settings))
+
+        return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)

@@ -1,0 +1,270 @@
+"""Parse what the observer and the reflector wrote back.
+
+Models do not always follow the output format, so parsing is tolerant in a fixed order:
+
+1. Extractor sections (``<current-task>``, ``<suggested-response>``, ``<thread-title>``, each
+   inline extractor's ``<slug>``, and ``<extracted-values>{JSON}</extracted-values>``) are read
+   and removed first, so a section the model misplaced inside the observations block neither
+   gets lost nor leaks into memory.
+2. Observations are the content of every ``<observations>`` block whose opening tag starts a
+   line. Requiring the line start keeps a sentence that merely *mentions* the tag (a user asking
+   about XML, say) from being taken for the block. Several blocks are joined; an unclosed block
+   (output cut off at the token limit) runs to the end.
+3. Without any block, only list-item lines (``-``, ``*``, ``1.``) and ``Date:`` headers are kept:
+   prose around them is the model talking to us, not memory. The reflector falls back further,
+   to the whole text, because its input was already memory and dropping it would lose it.
+
+Every observation line is capped at :data:`MAX_LINE_CHARS` (a giant pasted blob must not flood
+memory), and ephemeral anchor ids such as ``[O12]`` that context rendering may show the model
+are stripped, because they are only valid for one rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from obsmem.om.extractors import Extractor
+from obsmem.om.text.format import parse_date_header
+
+__all__ = [
+    "MAX_LINE_CHARS",
+    "TRUNCATION_SUFFIX",
+    "ParsedOutput",
+    "parse_observer_output",
+    "parse_reflector_output",
+    "strip_anchor_ids",
+    "truncate_long_lines",
+]
+
+MAX_LINE_CHARS = 10_000
+TRUNCATION_SUFFIX = " … [truncated]"
+
+BUILTIN_SLUGS = ("current-task", "suggested-response", "thread-title")
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
+_ANCHOR = re.compile(r"\[O\d+\]\s?")
+_OBS_OPEN = re.compile(r"^[ \t]*<observations>", re.MULTILINE)
+_OBS_CLOSE = re.compile(r"</observations>")
+_ANY_LINE_START_TAG = re.compile(r"^[ \t]*</?[a-z][a-z0-9-]*>", re.MULTILINE)
+_EXTRACTED_VALUES = re.compile(r"<extracted-values>(.*?)</extracted-values>", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedOutput:
+    """The structured content of one observer or reflector answer.
+
+    ``found_block`` says whether an ``<observations>`` block was present; when False,
+    ``observations`` came from a fallback. ``extracted`` maps an inline extractor's slug to its
+    value (JSON-decoded when it parses); ``extraction_failures`` maps a slug to why its value
+    could not be read. A slug absent from both simply was not emitted this time.
+    """
+
+    observations: str
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+    extracted: dict[str, Any] = field(default_factory=dict)
+    extraction_failures: dict[str, str] = field(default_factory=dict)
+    found_block: bool = False
+
+
+def parse_observer_output(text: str, extractors: Sequence[Extractor] = ()) -> ParsedOutput:
+    """Parse an observer answer; falls back to list items when no block is present."""
+    return _parse(text, extractors, whole_text_fallback=False)
+
+
+def parse_reflector_output(text: str, extractors: Sequence[Extractor] = ()) -> ParsedOutput:
+    """Parse a reflector answer; falls back to list items, then to the whole remaining text."""
+    return _parse(text, extractors, whole_text_fallback=True)
+
+
+def truncate_long_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """Cap every line at ``limit`` characters, marking the cut with :data:`TRUNCATION_SUFFIX`."""
+    return "\n".join(
+        line if len(line) <= limit else line[:limit] + TRUNCATION_SUFFIX for line in text.split("\n")
+    )
+
+
+def strip_anchor_ids(text: str) -> str:
+    """Remove ``[O12]``-style anchor ids (and the space after them) from every line."""
+    if "[O" not in text:
+        return text
+    return "\n".join(_ANCHOR.sub("", line).rstrip() for line in text.split("\n"))
+
+
+def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: bool) -> ParsedOutput:
+    text = text.replace("\r\n", "\n")
+    extracted: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+
+    builtins: dict[str, str | None] = {}
+    for slug in BUILTIN_SLUGS:
+        value, text = _take_line_start_section(text, slug)
+        builtins[slug] = value
+
+    inline = [
+        e for e in extractors if e.mode == "inline" and e.slug not in BUILTIN_SLUGS and e.slug != "observations"
+    ]
+    text = _take_extracted_values(text, {e.slug for e in inline}, extracted, failures)
+    for extractor in inline:
+        text = _take_inline_value(text, extractor.slug, extracted, failures)
+
+    blocks = _observation_blocks(text)
+    if blocks is not None:
+        observations = "\n".join(_trim_blank_lines(block) for block in blocks)
+    else:
+        observations = _list_items(text)
+        if not observations and whole_text_fallback:
+            observations = text
+    observations = _trim_blank_lines(truncate_long_lines(strip_anchor_ids(observations)))
+
+    return ParsedOutput(
+        observations=observations,
+        current_task=builtins["current-task"],
+        suggested_response=builtins["suggested-response"],
+        thread_title=_single_line(builtins["thread-title"]),
+        extracted=extracted,
+        extraction_failures=failures,
+        found_block=blocks is not None,
+    )
+
+
+def _trim_blank_lines(text: str) -> str:
+    """Drop blank lines at both ends and trailing spaces, but keep the first line's indent."""
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _observation_blocks(text: str) -> list[str] | None:
+    """Contents of every line-start ``<observations>`` block, or None when there is none."""
+    blocks: list[str] = []
+    position = 0
+    while True:
+        opening = _OBS_OPEN.search(text, position)
+        if opening is None:
+            break
+        closing = _OBS_CLOSE.search(text, opening.end())
+        if closing is None:
+            blocks.append(text[opening.end() :])
+            break
+        blocks.append(text[opening.end() : closing.start()])
+        position = closing.end()
+    return blocks or None
+
+
+def _list_items(text: str) -> str:
+    """The list-item lines, with the ``Date:`` headers that group them; nothing else."""
+    kept: list[str] = []
+    pending_header: str | None = None
+    for line in text.split("\n"):
+        if parse_date_header(line) is not None:
+            pending_header = line.strip()
+        elif _LIST_ITEM.match(line):
+            if pending_header is not None:
+                if kept:
+                    kept.append("")
+                kept.append(pending_header)
+                pending_header = None
+            kept.append(line.rstrip())
+    return "\n".join(kept)
+
+
+def _take_line_start_section(text: str, slug: str) -> tuple[str | None, str]:
+    """Read (last occurrence wins) and remove every ``<slug>`` section that starts a line.
+
+    The closing tag may sit on the same line or a later one; an unclosed section runs to the
+    next line-start tag or the end of the text. Returns the stripped value (None when absent
+    or blank) and the text without the sections.
+    """
+    opening = re.compile(rf"^[ \t]*<{re.escape(slug)}>", re.MULTILINE)
+    closing = f"</{slug}>"
+    value: str | None = None
+    while True:
+        match = opening.search(text)
+        if match is None:
+            break
+        end_tag = text.find(closing, match.end())
+        if end_tag != -1:
+            content, resume = text[match.end() : end_tag], end_tag + len(closing)
+        else:
+            next_tag = _ANY_LINE_START_TAG.search(text, match.end())
+            stop = next_tag.start() if next_tag else len(text)
+            content, resume = text[match.end() : stop], stop
+        value = content.strip() or None
+        text = text[: match.start()] + text[resume:]
+    return value, text
+
+
+def _take_inline_value(
+    text: str, slug: str, extracted: dict[str, Any], failures: dict[str, str]
+) -> str:
+    """Read the last ``<slug>…</slug>`` anywhere in the text into ``extracted``; remove all."""
+    pattern = re.compile(rf"<{re.escape(slug)}>(.*?)</{re.escape(slug)}>", re.DOTALL)
+    matches = list(pattern.finditer(text))
+    if not matches:
+        if re.search(rf"^[ \t]*<{re.escape(slug)}>", text, re.MULTILINE):
+            failures[slug] = f"the <{slug}> section was opened but never closed"
+        return text
+    extracted[slug] = _decode(matches[-1].group(1))
+    failures.pop(slug, None)
+    return pattern.sub("", text)
+
+
+def _take_extracted_values(
+    text: str, slugs: set[str], extracted: dict[str, Any], failures: dict[str, str]
+) -> str:
+    """Read ``<extracted-values>{JSON}</extracted-values>`` blocks; later blocks win per key.
+
+    A block that is not a JSON object cannot be attributed to one extractor, so it is reported
+    against every inline extractor that no block has answered yet; a value given later as its
+    own ``<slug>`` tag clears that failure.
+    """
+    for match in _EXTRACTED_VALUES.finditer(text):
+        raw = match.group(1).strip()
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            problem = f"<extracted-values> is not valid JSON: {exc}"
+            data = None
+        else:
+            problem = "<extracted-values> must hold a JSON object"
+        if not isinstance(data, dict):
+            for slug in slugs - extracted.keys():
+                failures[slug] = problem
+            continue
+        for key, value in data.items():
+            if key in slugs:
+                extracted[key] = value
+                failures.pop(key, None)
+    return _EXTRACTED_VALUES.sub("", text)
+
+
+def _decode(raw: str) -> Any:
+    """A value's JSON decoding when it is JSON, else the stripped string."""
+    value = raw.strip()
+    if value[:1] in ("{", "[", '"') or value in ("true", "false", "null") or _looks_numeric(value):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _looks_numeric(value: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", value))
+
+
+def _single_line(value: str | None) -> str | None:
+    """Titles are one line: collapse whitespace; a blank title is no title."""
+    if value is None:
+        return None
+    collapsed = " ".join(value.split())
+    return collapsed or None

@@ -1,0 +1,619 @@
+"""The offline observer: deterministic rules that turn messages into observation lines.
+
+See :mod:`obsmem.om.offline` for what it keeps and loses compared with an LLM observer. The
+shape of the work: messages are read in order, and each role has its own rules. User text is
+split into sentences, each classified (small talk, question/request, completion, plan, other
+statement) and given a priority by :func:`~obsmem.om.offline.patterns.statement_priority`: 🔴
+only for durable facts about the user, changes of state and dated plans, 🟡 for figures and
+undated plans that name something, 🟢 for narration that names something new, nothing for the
+rest. Assistant text is matched to the open user question, or kept when it recommends, lists,
+decides or confirms; tool calls are paired with their results, and a run is folded into the
+reply of its turn when that reply is recorded (a failed run keeps its own line). Each kept item
+becomes a draft line anchored at its message; drafts are then sorted, de-duplicated against the
+previous observations, and rendered with :mod:`obsmem.om.text.format`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, tzinfo
+from typing import Any
+
+from obsmem.om.text.format import (
+    PRIORITY_DONE,
+    PRIORITY_HIGH,
+    PRIORITY_LOW,
+    PRIORITY_MEDIUM,
+    DateGroup,
+    ObservationLine,
+    parse_observations,
+    render_observations,
+)
+from obsmem.om.offline.participants import is_participant_conversation, participant_line, speaker_name
+from obsmem.om.offline.patterns import (
+    ASSIST_DONE,
+    ASSIST_FILLER,
+    AUX,
+    CONTRACTIONS,
+    DONE_LEAD,
+    FILLER_WORDS,
+    HOW_DO_I,
+    INTERJECTION,
+    LABEL,
+    LOWER_OK,
+    PLAN_LEAD,
+    PLAN_VERB,
+    PLEASANTRY,
+    RECOMMEND,
+    REQUEST,
+    STOPWORDS,
+    USER_COMPLETED,
+    USER_DONE,
+    USER_DONE_SHORT,
+    VAGUE_PLAN,
+    WH,
+    WONDER,
+    content_words,
+    fact_key,
+    is_plan_text,
+    key_terms,
+    statement_priority,
+    strip_lead_in,
+)
+from obsmem.om.offline.rules import (
+    assistant_person,
+    blocks,
+    compact_args,
+    compact_list,
+    compact_result,
+    condense,
+    estimate_tokens,
+    list_label,
+    normalise,
+    resolve_dates,
+    sentence_end,
+    shorten,
+    split_sentences,
+    summarise,
+    third_person,
+    topic_title,
+)
+from obsmem.om.protocols import ObservationRequest, ObservationResult
+from obsmem.types import FilePart, Message, ToolCallPart, ToolResultPart
+
+__all__ = ["OfflineObserver"]
+
+ANSWER_LIMIT = 150  # a condensed answer
+LIST_LIMIT = 240  # the items of a listed answer, each reduced to name + distinguishing attribute
+ASK_LIMIT = 120  # the question or request itself
+RESULT_LIMIT = 120  # a tool run's outcome
+REMARK_LIMIT = 70  # an assistant aside that answered nothing
+USER_LIMIT = 220  # a user sentence kept near verbatim
+
+
+
+@dataclass(slots=True)
+class _Draft:
+    order: tuple[int, int]
+    day: date
+    time: str
+    priority: str
+    text: str
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Ask:
+    order: tuple[int, int]
+    day: date
+    time: str
+    text: str  # "User asked …"
+    topic: str
+    is_request: bool
+    words: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Run:
+    order: tuple[int, int]
+    day: date
+    time: str
+    name: str
+    args: str
+    result: str
+    count: int = 1
+    folded: bool = False  # its turn's reply, recorded in another line, says what it found
+
+
+def _lower_first(text: str) -> str:
+    """Lowercase a leading function word ("The flat is …" → "the flat is …"), never a name."""
+    first = text.split(" ", 1)[0]
+    if first.lower() in STOPWORDS or first.lower() in FILLER_WORDS or first.lower() in LOWER_OK:
+        return first.lower() + text[len(first) :]
+    return text
+
+
+def _is_filler(sentence: str) -> bool:
+    words = re.findall(r"[\w':()]+", sentence.lower())
+    return not words or (len(words) <= 8 and all(w in FILLER_WORDS for w in words))
+
+
+def _with_missing(text: str, source: str, known: str) -> str:
+    """Append the names and quantities of ``source`` that ``text`` lost and that are recorded
+    nowhere else, so every one survives in some line."""
+    lowered = text.lower()
+    missing = [t for t in key_terms(source) if t.lower() not in lowered and t.lower() not in known]
+    if not missing:
+        return text
+    return f"{text.rstrip('.')} (also: {shorten(', '.join(missing[:4]), 60)})"
+
+
+def _annotate(text: str, notes: list[str]) -> str:
+    """Append "(meaning …)"-style notes, each once; dates always go at the end of a line."""
+    text = text.rstrip(" .!")
+    return " ".join([text, *(f"({n})" for n in dict.fromkeys(notes))])
+
+
+class _Cycle:
+    """The state of one observe() call: drafts, the open question, tool calls in flight."""
+
+    def __init__(self, request: ObservationRequest, count_tokens: Callable[[str], int]) -> None:
+        self.request = request
+        self.count_tokens = count_tokens
+        self.tz: tzinfo = request.timezone or UTC
+        self.drafts: list[_Draft] = []
+        self.ask: _Ask | None = None  # the user's open question/request
+        self.last_ask: _Ask | None = None
+        self.awaiting_user: str | None = None  # the assistant's question to the user
+        self.last_topic: str | None = None  # what a "thanks, that worked" refers to
+        self.calls: dict[str, tuple[ToolCallPart, tuple[int, int], date, str]] = {}
+        self.runs: list[_Run] = []
+        self.turn_start = (-1, 0)  # where the latest user message is: tool runs after it belong to this turn
+        self.state: dict[str, str] = {}  # fact key -> latest value, for "(changing from …)"
+        self.user_texts: list[str] = []
+        self.between_people = is_participant_conversation(request.messages)
+        self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
+        self._known: list[str] = [request.previous_observations.lower()]
+        for group in parse_observations(request.previous_observations):
+            for line in group.lines:
+                key = fact_key(line.text)
+                if key and line.text.startswith("User") and not is_plan_text(line.text):
+                    self.state[key.key] = key.value
+
+    def known(self) -> str:
+        """Everything already recorded or said by the user, lowercased (for novelty checks)."""
+        return "\n".join(self._known)
+
+    def add(self, order: tuple[int, int], day: date, time: str, priority: str, text: str) -> _Draft:
+        draft = _Draft(order, day, time, priority, sentence_end(text))
+        self.drafts.append(draft)
+        self._known.append(draft.text.lower())
+        return draft
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def feed(self, index: int, message: Message) -> None:
+        local = message.created_at.astimezone(self.tz)
+        day, time = local.date(), local.strftime("%H:%M")
+        text = message.text.strip()
+        caption = ""
+        files = [p for p in message.parts if isinstance(p, FilePart)]
+        if files and text and "?" not in text and len(text.split()) <= 25 and not REQUEST.match(text):
+            caption = re.sub(
+                r"^(?:here(?:'s| is| are)|this is|these are|attached(?: is)?)\s+", "", text, flags=re.I
+            )
+            caption = f" ({shorten(third_person(caption.rstrip('.!')), 100)})"
+            text = ""
+        for sub, part in enumerate(message.parts, start=1):
+            where = (index, sub)
+            if isinstance(part, FilePart):
+                who = "User" if message.role == "user" else "Assistant"
+                kind = "an image" if part.is_image else "a file"
+                name = part.filename or (part.url or "").rsplit("/", 1)[-1].split("?")[0] or part.media_type
+                self.add(where, day, time, PRIORITY_MEDIUM, f"{who} shared {kind} {name}{caption}")
+                caption = ""
+            elif isinstance(part, ToolCallPart):
+                self.calls[part.tool_call_id] = (part, where, day, time)
+            elif isinstance(part, ToolResultPart):
+                self._tool_result(part, where, day, time)
+        if not text:
+            return
+        speaker = speaker_name(message)
+        if self.between_people and speaker and message.role in ("user", "assistant"):
+            if message.role == "user":
+                self.user_texts.append(text)
+            listeners = [other for other in self.speakers if other != speaker]
+            line = participant_line(text, speaker, day, self.known(), self.count_tokens, listeners)
+            if line is not None:
+                self.add((index, 1), day, time, line.priority, line.text)
+            return
+        if message.role == "user":
+            self.user_texts.append(text)
+            self._user(text, index, day, time)
+            self._known.append(text.lower())
+        elif message.role == "assistant":
+            self._assistant(text, index, day, time)
+
+    def _tool_result(self, part: ToolResultPart, where: tuple[int, int], day: date, time: str) -> None:
+        call = self.calls.pop(part.tool_call_id, None)
+        args = compact_args(call[0].args, 60) if call else ""
+        if call:
+            where, day, time = call[1], call[2], call[3]
+        result = compact_result(part.result, part.is_error, RESULT_LIMIT)
+        self._known.append(f"{args} {result}".lower())
+        for run in self.runs:
+            if (run.name, run.args, run.result) == (part.tool_name, args, result):
+                run.count += 1
+                return
+        self.runs.append(_Run(where, day, time, part.tool_name, args, result))
+
+    # -- user ----------------------------------------------------------------------------------
+
+    def _user(self, text: str, index: int, day: date, time: str) -> None:
+        self.turn_start = (index, 0)
+        awaiting, self.awaiting_user = self.awaiting_user, None  # the user has spoken: no longer waiting
+        asks: list[tuple[str, str, bool]] = []
+        first_ask = 0
+        context: list[str] = []
+        pending: list[tuple[tuple[int, int], str, str]] = []
+        for sub, sentence in enumerate(split_sentences(text), start=1):
+            where = (index, sub)
+            reply = re.match(
+                r"^(?:(yes|yeah|yep|sure|ok|okay|please do|go ahead)|(no|nope|nah))\b[\s,!.]*", sentence, re.I
+            )
+            body = INTERJECTION.sub("", sentence).strip()
+            if USER_DONE.search(body) or (USER_DONE_SHORT.match(body) and len(body.split()) <= 5):
+                if self.last_topic:  # a completion the assistant reported is already a ✅ line
+                    self.add(
+                        where, day, time, PRIORITY_DONE, f"User confirmed it worked (re: {self.last_topic})"
+                    )
+                    self.last_topic = None
+                continue
+            if reply and awaiting and _is_filler(sentence[reply.end() :] or "ok"):
+                verdict = "declined" if reply.group(2) else "agreed to"
+                self.add(where, day, time, PRIORITY_MEDIUM, f"User {verdict}: {awaiting}")
+                awaiting = None
+                continue
+            if _is_filler(body):
+                continue
+            body = re.sub(r",\s*(?:by the way|btw),\s*", ", ", body, flags=re.I)  # "X, by the way, Y"
+            body = re.sub(r",?\s*\b(?:by the way|btw)\b,?", "", body, flags=re.I).strip()
+            body = strip_lead_in(LABEL.sub("", body))
+            ask = self._ask(body, day)
+            if ask is None and ": " in body:  # "Now, the rental car: compare prices for …"
+                ask = self._ask(body.rsplit(": ", 1)[1], day)
+            if ask:
+                asks.append(ask)
+                first_ask = first_ask or sub
+                continue
+            for clause in self._clauses(body, day):
+                found = self._statement(clause, day)
+                if found is not None:
+                    pending.append((where, *found))
+        if asks:  # minor remarks next to a question are its context, not lines of their own
+            context = [t.removeprefix("User said ") for _, p, t in pending
+                       if t.startswith("User said ") and p != PRIORITY_HIGH]  # fmt: skip
+            pending = [d for d in pending if d[2].removeprefix("User said ") not in context]
+        for where, priority, line in pending:
+            self.add(where, day, time, priority, line)
+        if not asks:
+            return
+        text_ = "; ".join([asks[0][0], *(a[0].removeprefix("User asked ") for a in asks[1:])])
+        if context:
+            text_ = _annotate(text_, [shorten("; ".join(c.rstrip(".") for c in context), 90)])
+        words = frozenset(content_words(" ".join(a[1] for a in asks)))
+        if self.ask:  # a second message before any answer: fold it into the open question
+            self.ask.text = f"{self.ask.text}; {text_.removeprefix('User asked ')}"
+            self.ask.topic, self.ask.words = asks[-1][1], self.ask.words | words
+            self.ask.is_request = self.ask.is_request and all(a[2] for a in asks)
+        else:
+            self.ask = _Ask((index, first_ask), day, time, text_, asks[-1][1], all(a[2] for a in asks), words)
+        self.last_ask = self.ask
+
+    def _ask(self, body: str, anchor: date) -> tuple[str, str, bool] | None:
+        """("User asked …", topic, is_request) for a question or a request, else None."""
+        plain = body.rstrip("?!. ")
+        notes = [r.note for r in resolve_dates(body, anchor)]
+        found: tuple[str, str, bool] | None = None
+        if match := HOW_DO_I.match(body):
+            topic = third_person(match["x"].rstrip("?"))
+            found = (f"User asked how to {topic}", topic, False)
+        elif match := WONDER.match(body):
+            topic = third_person(re.sub(r"^you could\s+", "the assistant could ", match["x"]))
+            found = (f"User asked whether {topic}", topic, False)
+        elif match := REQUEST.match(plain):
+            task = third_person(next(g for g in match.groups() if g))
+            task = task[0].lower() + task[1:] if task.split(" ", 1)[0].istitle() else task
+            found = (f"User asked the assistant to {shorten(task, ASK_LIMIT)}", task, True)
+        elif WH.match(body):
+            topic = third_person(plain)
+            found = (f"User asked {shorten(_lower_first(topic), ASK_LIMIT)}", topic, False)
+        elif body.endswith("?") and (len(body.split()) > 2 or AUX.match(body)):
+            topic = third_person(plain)
+            found = (f"User asked: {shorten(topic, ASK_LIMIT)}?", topic, False)
+        if found and notes:
+            found = (_annotate(found[0].rstrip("?"), notes), found[1], found[2])
+        return found
+
+    def _clauses(self, body: str, anchor: date) -> list[str]:
+        """Split "X on Friday and Y next week" into one clause per date, sharing the subject."""
+        if len(resolve_dates(body, anchor)) < 2:
+            return [body]
+        parts = [p.strip() for p in re.split(r",?\s+(?:and|but|then)\s+|;\s*", body) if p.strip()]
+        if len(parts) < 2 or any(not resolve_dates(p, anchor) for p in parts):
+            return [body]
+        lead = re.match(
+            r"^(?:I|We)(?:'ll|'m|\s+(?:will|am|are|plan to|want to|need to|am going to))?", parts[0]
+        )
+        if lead:
+            parts = [parts[0]] + [
+                p if re.match(r"^(?:I|we|my|our)\b", p, re.I) else f"{lead.group(0)} {p}" for p in parts[1:]
+            ]
+        return parts
+
+    def _statement(self, body: str, anchor: date) -> tuple[str, str] | None:
+        """Classify one user clause: (priority, line text), or None when it is not worth a line.
+
+        🔴 for durable facts about the user, changes of state and dated plans (see
+        :func:`_priority`); ✅ for what the user reports having done; the rest of what a user
+        narrates is 🟡 when it is a measurement (two or more numbers), 🟢 when it names something
+        not recorded yet, and dropped otherwise.
+        """
+        for pattern, repl in CONTRACTIONS:
+            body = pattern.sub(repl, body)
+        notes = [r.note for r in resolve_dates(body, anchor)]
+        priority: str | None
+        if done := USER_COMPLETED.match(body):
+            text, priority = "User " + third_person(done["rest"]), PRIORITY_DONE
+        elif plan := PLAN_LEAD.match(body):
+            rest = plan["rest"].rstrip(".!")
+            if VAGUE_PLAN.match(rest) and not notes and not key_terms(rest):
+                return None
+            verb = next(PLAN_VERB[w] for w in plan["aux"].lower().split() if w in PLAN_VERB)
+            subject = "User" if plan["subj"].lower() == "i" else "User (with others)"
+            text = f"{subject} {verb} {third_person(rest)}"
+            priority = statement_priority(body, notes, self.known(), plan=f"{plan['aux']} {rest}")
+        else:
+            priority = statement_priority(body, notes, self.known())
+            lead = "User stated " if priority == PRIORITY_HIGH else "User said "
+            text = lead + _lower_first(third_person(body))
+        text = text.rstrip(" .!")
+        key = fact_key(text) if priority != PRIORITY_DONE else None
+        if priority is None and key is None:
+            return None
+        limit = USER_LIMIT if priority in (PRIORITY_HIGH, PRIORITY_DONE) or key else REMARK_LIMIT + 40
+        if len(text) > limit or self.count_tokens(text) > limit // 3:
+            text = _with_missing(condense(text, limit), body, "")
+        if key:
+            priority = PRIORITY_HIGH  # a recognised attribute is a durable fact however it was said
+            text = re.sub(r"^User said ", "User stated ", text)
+            previous = key.old or self.state.get(key.key)
+            if previous and previous.lower() != key.value.lower() and "changing from" not in text:
+                notes.insert(0, f"changing from {previous}")
+            if not is_plan_text(text):
+                self.state[key.key] = key.value
+        assert priority is not None
+        return priority, _annotate(text, notes)
+
+    # -- assistant -----------------------------------------------------------------------------
+
+    def _assistant(self, text: str, index: int, day: date, time: str) -> None:
+        prose, items, intro, code = blocks(text)
+        done: list[str] = []
+        rest: list[str] = []
+        for sentence in prose:
+            if (ASSIST_FILLER.match(sentence) and len(sentence.split()) <= 14) or _is_filler(sentence):
+                continue
+            if PLEASANTRY.search(sentence) and not key_terms(sentence):
+                continue
+            body = INTERJECTION.sub("", sentence).strip()
+            if ASSIST_DONE.match(body):
+                done.append(body)
+            elif not (ASSIST_FILLER.match(body) and len(body.split()) <= 14) and not _is_filler(body):
+                rest.append(body)
+        question = rest.pop() if rest and rest[-1].endswith("?") else None
+        known = self.known()
+        for lang, lines, defined in code:
+            defines = f" defining {', '.join(defined[:5])}" if defined else ""
+            self.add(
+                (index, 99),
+                day,
+                time,
+                PRIORITY_MEDIUM,
+                f"Assistant provided {lang or 'a'} code ({lines} lines){defines}",
+            )
+        listed, label = compact_list(items, LIST_LIMIT), list_label(intro)
+        done_drafts: list[_Draft] = []
+        for sub, sentence in enumerate(done, start=100):
+            lead = DONE_LEAD.sub("", sentence)
+            line = assistant_person(lead)
+            if not line.startswith("Assistant"):
+                line = "Assistant confirmed " + _lower_first(line)
+            notes = [r.note for r in resolve_dates(lead, day)]
+            done_drafts.append(self.add((index, sub), day, time, PRIORITY_DONE, _annotate(line, notes)))
+        ask = self.ask
+        answered = ask is not None and bool(rest or listed or done)
+        drafts = len(self.drafts)
+        if ask is not None and answered:
+            if done and ask.is_request:
+                self.add(ask.order, ask.day, ask.time, PRIORITY_MEDIUM, ask.text)
+            else:
+                summary = summarise(rest, 80 if listed else ANSWER_LIMIT, ask.words, known)
+                if listed:
+                    summary = ". ".join(x for x in (f"{label}: {listed}" if label else listed, summary) if x)
+                line = f"{ask.text}; Assistant answered: {summary.rstrip('.')}" if summary else ask.text
+                self.add(
+                    ask.order, ask.day, ask.time, PRIORITY_MEDIUM, _with_missing(line, " ".join(rest), known)
+                )
+                rest = []
+            self.last_topic = None if done else shorten(ask.topic, 80)
+            self.ask = None
+        if done_drafts:
+            extra = assistant_person(summarise(rest, 120, frozenset(), known))
+            if extra:
+                done_drafts[-1].text = sentence_end(
+                    f"{done_drafts[-1].text.rstrip('.')}; {extra.rstrip('.')}"
+                )
+            self.last_topic = None
+        elif (rest or listed) and not answered:
+            self._unprompted(rest, listed, label, intro, index, day, time, known)
+        if len(self.drafts) > drafts:  # this reply says what the turn's lookups found
+            for run in self.runs:  # (failures keep their own line)
+                if run.order > self.turn_start and not run.result.startswith(("error", "failed")):
+                    run.folded = True
+        self.awaiting_user = shorten(question, 160) if question else None
+
+    def _unprompted(self, rest: list[str], listed: str, label: str, intro: str, index: int, day: date,
+                    time: str, known: str) -> None:  # fmt: skip
+        """Assistant text that answers no open question: kept when it recommends, lists or adds
+        names and numbers nobody mentioned yet; reactions and pleasantries are dropped."""
+        source = " ".join(rest)
+        recommending = any(RECOMMEND.search(s) for s in rest) or "recommend" in intro.lower()
+        if listed:
+            verb = "recommended" if recommending or "option" in intro.lower() else "listed"
+            head = summarise(rest, 80, frozenset(), known)
+            line = f"Assistant {verb} {label + ': ' if label else ''}{listed}"
+            self.add((index, 0), day, time, PRIORITY_MEDIUM, f"{line} ({head.rstrip('.')})" if head else line)
+            self.last_topic = shorten(label or listed, 80)
+        elif recommending:
+            recs = [s for s in rest if RECOMMEND.search(s)]
+            line = f"Assistant recommended: {summarise(recs, ANSWER_LIMIT, frozenset(), known)}"
+            self.add((index, 0), day, time, PRIORITY_MEDIUM, _with_missing(line, source, known))
+            self.last_topic = shorten(recs[0], 80)
+        elif novel := [s for s in rest if sum(t.lower() not in known for t in key_terms(s)) >= 2]:
+            # asides and reactions: only several new names and numbers are worth a (low) line
+            line = f"Assistant said: {summarise(novel, REMARK_LIMIT, frozenset(), known)}"
+            self.add((index, 0), day, time, PRIORITY_LOW, _with_missing(line, source, known))
+            self.last_topic = shorten(rest[0], 80)
+
+    # -- output --------------------------------------------------------------------------------
+
+    def flush_runs(self) -> None:
+        for call, where, day, time in self.calls.values():
+            self.runs.append(
+                _Run(where, day, time, call.tool_name, compact_args(call.args, 60), "no result yet")
+            )
+        self.calls = {}
+        by_name: dict[str, list[_Run]] = {}
+        for run in self.runs:
+            if not run.folded:
+                by_name.setdefault(run.name, []).append(run)
+        for name, runs in by_name.items():
+            if len(runs) >= 3:  # many runs of one tool: one parent line, one child per distinct run
+                first = runs[0]
+                total = sum(r.count for r in runs)
+                draft = self.add(
+                    first.order,
+                    first.day,
+                    first.time,
+                    PRIORITY_MEDIUM,
+                    f"Assistant ran {name} {total} times:",
+                )
+                draft.children = [f"-> ({r.args}) -> {r.result}{_times(r.count)}" for r in runs]
+                continue
+            for run in runs:
+                line = f"Assistant ran {run.name}({run.args}) -> {run.result}{_times(run.count)}"
+                self.add(run.order, run.day, run.time, PRIORITY_MEDIUM, line)
+
+    def render(self) -> str:
+        seen = {normalise(line.text) for g in parse_observations(self.request.previous_observations)
+                for line in g.lines}  # fmt: skip
+        groups: list[DateGroup] = []
+        for draft in sorted(self.drafts, key=lambda d: (d.day, d.order)):
+            key = normalise(draft.text)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            if not groups or groups[-1].day != draft.day:
+                groups.append(DateGroup(day=draft.day))
+            groups[-1].lines.append(ObservationLine(draft.text, draft.priority, draft.time))
+            groups[-1].lines.extend(ObservationLine(c, None, None, 1) for c in draft.children)
+        return render_observations(groups)
+
+
+def _times(count: int) -> str:
+    return f" (ran {count} times)" if count > 1 else ""
+
+
+class OfflineObserver:
+    """A deterministic, rules-based :class:`~obsmem.om.protocols.Observer` (no model calls).
+
+    ``count_tokens`` decides when a long user sentence is condensed rather than kept near
+    verbatim; the engine passes its real counter, the default is a length/4 estimate.
+    Same input, same output, byte for byte.
+    """
+
+    name = "offline"
+
+    def __init__(self, *, count_tokens: Callable[[str], int] | None = None) -> None:
+        self.count_tokens: Callable[[str], int] = count_tokens or estimate_tokens
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        cycle = _Cycle(request, self.count_tokens)
+        for index, message in enumerate(request.messages):
+            if message.role == "system" or message.is_marker_only:
+                continue
+            cycle.feed(index, message)
+        open_ask = cycle.ask
+        if open_ask is not None:  # asked, not answered in this batch: still worth a line
+            cycle.add(open_ask.order, open_ask.day, open_ask.time, PRIORITY_MEDIUM, open_ask.text)
+        cycle.flush_runs()
+        observations = cycle.render()
+        current_task, suggested = _hints(request, cycle)
+        title = topic_title(cycle.user_texts) if request.want_title and not request.thread_title else None
+        extracted, failures = await _run_hooks(request, observations)
+        return ObservationResult(
+            observations=observations,
+            current_task=current_task,
+            suggested_response=suggested,
+            thread_title=title,
+            extracted=extracted,
+            extraction_failures=failures,
+        )
+
+
+def _hints(request: ObservationRequest, cycle: _Cycle) -> tuple[str | None, str | None]:
+    """current-task and suggested-response, from the last open question or request."""
+    if not request.continuation_hints:
+        return None, None
+    if cycle.awaiting_user:
+        asked = f"{cycle.ask.text}; " if cycle.ask is not None else ""
+        return (f"{asked}Assistant asked the user: {cycle.awaiting_user} Waiting for the user's reply",
+                "Wait for the user's reply to the assistant's question before continuing")  # fmt: skip
+    if cycle.ask is not None:
+        ask = cycle.ask
+        if ask.is_request:
+            return (f"{ask.text}; waiting for the assistant to do it",
+                    f"Continue with the user's request: {shorten(ask.topic, 100)}")  # fmt: skip
+        return (f"{ask.text}; waiting for the assistant's answer",
+                f"Answer the user's question about {shorten(ask.topic, 100)}")  # fmt: skip
+    if cycle.last_ask is not None:
+        return f"No open request; last topic: {cycle.last_ask.text} (answered)", None
+    return request.current_task, None
+
+
+async def _run_hooks(request: ObservationRequest, observations: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run hook-mode extractors on this cycle's observations.
+
+    Inline extractors need a model to write ``<slug>`` sections, so the offline observer records
+    no value for them (their previous value stays where the engine keeps it). A hook returning
+    None means "no new value" and is not stored.
+    """
+    extracted: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    for extractor in request.extractors:
+        if extractor.mode != "hook" or extractor.on_extracted is None:
+            continue
+        slug = extractor.slug
+        try:
+            value = await extractor.on_extracted(
+                {"previous": request.extracted.get(slug), "current": observations}
+            )
+        except Exception as exc:  # a user hook may raise anything; it must not fail the cycle
+            failures[slug] = str(exc) or type(exc).__name__
+            continue
+        if value is not None:
+            extracted[slug] = value
+    return extracted, failures

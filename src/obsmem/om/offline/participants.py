@@ -1,0 +1,304 @@
+"""Offline observation of a conversation between named people.
+
+When messages carry a speaker's name (``metadata["name"]``) and the "assistant" side is a
+named person too, the conversation is not a user asking an agent: it is people telling each
+other about their lives (a support chat, a group thread, an imported chat log). There is no
+question to pair an answer with, and the assistant rules ("Assistant answered: …") would
+throw away half of what was said. So each message becomes at most one line about its
+speaker: the sentences that state something (not questions, greetings or reactions), in the
+third person, condensed, with dates resolved — "Melanie: ran a charity race for mental
+health last Saturday (meaning May 20, 2023)".
+
+What a sentence is worth follows the user rules (:func:`statement_priority`): durable facts,
+changes and dated events are 🔴; narration that brings at least two words nobody has recorded
+yet is 🟡, so the reflector folds it into a day's topics before it touches a fact; the rest
+(reactions, repetition, small talk) is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date
+from typing import Protocol, TypeVar
+
+from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM, ObservationLine
+from obsmem.om.offline.patterns import (
+    CONTRACTIONS,
+    FILLER_WORDS,
+    INTERJECTION,
+    PLEASANTRY,
+    content_words,
+    key_terms,
+    names_and_numbers,
+    statement_priority,
+)
+from obsmem.om.offline.rules import condense, resolve_dates, split_sentences, third_person
+from obsmem.types import Message
+
+__all__ = [
+    "ParticipantLine",
+    "fit_participants",
+    "merge_speaker_days",
+    "is_participant_conversation",
+    "is_participant_line",
+    "participant_line",
+    "speaker_name",
+    "telegraphic",
+]
+
+#: The longest one sentence of a participant's line may be before it is condensed.
+SENTENCE_LIMIT = 160
+#: How much a note's length counts against its value when choosing what to keep.
+DENSITY_POWER = 1.0
+#: A sentence is kept when it brings at least this many words not recorded yet.
+NOVEL_WORDS = 2
+_FIRST_PERSON = re.compile(r"\b(?:I|my|me|mine|we|our|us)\b", re.I)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|y'all)\b", re.I)
+_INTENSIFIERS = re.compile(
+    r"\b(?:really|so|just|totally|super|pretty|actually|very|truly|definitely|absolutely|literally|"
+    r"kinda|sorta|basically|honestly)\s+",
+    re.I,
+)
+_ARTICLES = re.compile(r"\b(?:a|an|the)\s+", re.I)
+_LEAD_SUBJECT = re.compile(r"^(?:they|so|and|but|well|also|oh|yeah)\s+", re.I)
+_IMAGE = re.compile(r"\[shares an image:\s*(?:(?:a|an)\s+)?(?:photo|picture|image)\s+of\s+", re.I)
+_SPEAKER_HEAD = re.compile(r"^(?!User\b|Assistant\b|Topics\b)([A-Z][A-Za-z'.-]+(?: [A-Z][A-Za-z'.-]+)?): ")
+#: Words a note can lose and still say the same: pronouns, auxiliaries, linking words. Negations,
+#: numbers and prepositions that carry meaning ("with", "for", "from") stay.
+_GLUE = frozenset(
+    """a an the they them their theirs it its it's this that these those there which who whom is are
+    was were be been being am has have had do does did will would can could should shall may might
+    must to of and so as just that's it's i'm i've i'll he she his her him we us our you your""".split()
+)
+_NAMES_TOO = frozenset({"May", "Will", "Mae"})  # capitalised, these are a month or a name
+_WORD_OR_GAP = re.compile(r"(\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|[A-Za-z][A-Za-z'’-]*|\S+)(\s*)")
+_RANK = {PRIORITY_HIGH: 3, PRIORITY_MEDIUM: 2, PRIORITY_LOW: 1}
+_REACTION = re.compile(
+    r"^(?:wow|aww+|omg|haha|lol|yay|congrats|congratulations|thanks|thank you|that's|that is|you're|"
+    r"you are|so glad|glad|sounds|looks|i'm so happy for|i am so happy for|i bet|i hope|hope)\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ParticipantLine:
+    priority: str
+    text: str
+
+
+def speaker_name(message: Message) -> str | None:
+    """The speaker's name a message carries, if any (``metadata["name"]``)."""
+    name = message.metadata.get("name")
+    return name.strip() if isinstance(name, str) and name.strip() else None
+
+
+def is_participant_conversation(messages: Sequence[Message]) -> bool:
+    """True when the assistant side is a named person: people talking, not a user and an agent."""
+    return any(m.role == "assistant" and speaker_name(m) for m in messages)
+
+
+def _is_filler(sentence: str) -> bool:
+    words = re.findall(r"[\w']+", sentence.lower())
+    return not words or (len(words) <= 8 and all(w in FILLER_WORDS for w in words))
+
+
+def _telegraphic(text: str) -> str:
+    """Note style: articles, intensifiers and a leading "they" carry no fact a reader needs."""
+    text = _IMAGE.sub("[photo: ", text)
+    text = _ARTICLES.sub("", _INTENSIFIERS.sub("", text))
+    while (match := _LEAD_SUBJECT.match(text)) is not None:
+        text = text[match.end() :]
+    return text.rstrip(" .!")
+
+
+def is_participant_line(text: str) -> bool:
+    """True for a named participant's line ("Melanie: …"), not a user/assistant/topics line."""
+    return _SPEAKER_HEAD.match(text) is not None
+
+
+def telegraphic(text: str) -> str:
+    """Note style for an old participant line: pronouns, auxiliaries and linking words go, while
+    every content word, number, bracketed note and quoted title stays in order.
+
+    "Melanie: ran charity race for mental health; it was like therapy for them" →
+    "Melanie: ran charity race for mental health; like therapy for". An answer is made of
+    content words, so it survives; a reader gets notes instead of sentences.
+    """
+    head = _SPEAKER_HEAD.match(text)
+    start = head.end() if head else 0
+    out: list[str] = []
+    for match in _WORD_OR_GAP.finditer(text, start):
+        word, gap = match.group(1), match.group(2)
+        if word.lower().rstrip(",;:") in _GLUE and word.rstrip(",;:") not in _NAMES_TOO:
+            if word[-1] in ",;:" and out:
+                out[-1] = out[-1].rstrip() + word[-1] + " "
+            continue
+        out.append(word + (gap or ""))
+    body = re.sub(r"\s*([,;:])(?:\s*[,;:])+", r"\1", "".join(out)).strip(" ,;:")
+    return text[:start] + body
+
+
+def _without_vocatives(sentence: str, listeners: Sequence[str]) -> str:
+    """Drop the listener's name where it only addresses them ("Thanks, Mel!", "Caroline, I …")."""
+    for listener in listeners:
+        name = rf"\b{re.escape(listener[:3])}[A-Za-z]*\b"
+        sentence = re.sub(rf"^(?:\w+\s*,?\s+)?{name}\s*[,!.]\s*", "", sentence)
+        sentence = re.sub(rf",\s*{name}\s*(?=,|[!.?]*$)", "", sentence)
+    return sentence
+
+
+def participant_line(
+    text: str,
+    name: str,
+    anchor: date,
+    known: str,
+    count_tokens: Callable[[str], int],
+    listeners: Sequence[str] = (),
+) -> ParticipantLine | None:
+    """One line about what ``name`` stated in ``text``, or None when it stated nothing new.
+
+    ``known`` is everything already recorded (lowercased): narration repeating it is dropped.
+    """
+    kept: list[str] = []
+    notes: list[str] = []
+    best = 0
+    fresh: set[str] = set()
+    for sentence in split_sentences(text):
+        body = INTERJECTION.sub("", _without_vocatives(sentence, listeners)).strip().lstrip(",;: ")
+        if not body or body.endswith("?") or _is_filler(body) or PLEASANTRY.search(body):
+            continue
+        for pattern, repl in CONTRACTIONS:
+            body = pattern.sub(repl, body)
+        found = [r.note for r in resolve_dates(body, anchor)]
+        terms = key_terms(body)
+        if _SECOND_PERSON.search(body) and not (found or _FIRST_PERSON.search(body) and terms):
+            continue  # about the listener: a reaction to what they said, which is theirs to record
+        if _REACTION.match(body) and not terms and not found:
+            continue
+        priority = statement_priority(body, found, known)
+        words = [w for w in content_words(body) if w not in known and w not in fresh]
+        if not words and not found:
+            continue  # nothing nobody has recorded yet
+        if priority == PRIORITY_HIGH and not (terms or found or len(words) >= 3):
+            priority = PRIORITY_MEDIUM  # "I love it": a feeling about nothing in particular
+        if priority is None or priority == PRIORITY_LOW:
+            if len(words) < NOVEL_WORDS or not (_FIRST_PERSON.search(body) or terms):
+                continue
+            # something with a name, a number or a title is a fact about their life; the rest
+            # is what they talked about
+            priority = PRIORITY_HIGH if terms else PRIORITY_MEDIUM
+        fresh.update(words)
+        best = max(best, _RANK[priority])
+        said = _telegraphic(third_person(body))
+        if len(said) > SENTENCE_LIMIT or count_tokens(said) > SENTENCE_LIMIT // 3:
+            said = condense(said, SENTENCE_LIMIT).rstrip(" .")
+        fresh_notes = [note for note in found if note not in notes]
+        notes.extend(fresh_notes)  # each date note once, after the sentence it resolves
+        kept.append(" ".join([said, *(f"({note})" for note in fresh_notes)]))
+    if not kept:
+        return None
+    line = telegraphic(f"{name}: " + "; ".join(kept))
+    priority = next(p for p, rank in _RANK.items() if rank == best)
+    return ParticipantLine(priority, line)
+
+
+# -- reflection -------------------------------------------------------------------------------
+
+
+class EntryLike(Protocol):
+    """What the reflector's entries offer: a day, a line, and whether the line is old."""
+
+    day: date | None
+    line: ObservationLine
+    old: bool
+
+
+Entry = TypeVar("Entry", bound=EntryLike)
+
+
+def _split(text: str) -> tuple[str, list[str]]:
+    speaker, _, said = text.rstrip(".").partition(": ")
+    return speaker, [part.strip() for part in said.split("; ") if part.strip()]
+
+
+def merge_speaker_days(entries: list[Entry]) -> list[Entry]:
+    """Fold each day's old lines of one named speaker into one note-style line.
+
+    "Melanie: a" and "Melanie: b" on one old day become "Melanie: a; b", paying the line
+    overhead once; the line is 🔴 when any part was. Other lines pass through unchanged.
+    """
+    firsts: dict[tuple[date | None, str], Entry] = {}
+    out: list[Entry] = []
+    for entry in entries:
+        if not (entry.old and is_participant_line(entry.line.text)):
+            out.append(entry)
+            continue
+        speaker, parts = _split(telegraphic(entry.line.text))
+        key = (entry.day, speaker)
+        first = firsts.get(key)
+        if first is None:
+            firsts[key] = entry
+            # an old day's notes need no clock time: the day heading dates them
+            notes = "; ".join(dict.fromkeys(parts))
+            entry.line = replace(entry.line, text=f"{speaker}: {notes}.", time=None)
+            out.append(entry)
+            continue
+        _, had = _split(first.line.text)
+        high = PRIORITY_HIGH in (entry.line.priority, first.line.priority)
+        merged = "; ".join(dict.fromkeys([*had, *parts]))
+        first.line = replace(
+            first.line, text=f"{speaker}: {merged}.", priority=PRIORITY_HIGH if high else first.line.priority
+        )
+    return out
+
+
+def _part_value(part: str, frequency: dict[str, int]) -> float:
+    """What a note is worth keeping: a resolved date, names and numbers, and its words weighted
+    by rarity, so a note whose words the rest of the log repeats is worth little."""
+    dated = 4 if "(meaning" in part or "(estimated" in part else 0
+    words = set(content_words(part))
+    rare = sum(1 / frequency.get(word, 1) for word in words)
+    return dated + 2 * len(names_and_numbers(part)) + 2 * rare
+
+
+def fit_participants(
+    entries: list[Entry], excess_tokens: int, count_tokens: Callable[[str], int]
+) -> list[Entry]:
+    """Free about ``excess_tokens`` by dropping the least valuable notes of old speaker lines.
+
+    A talk between people holds far more than any memory budget; when every other level has
+    been applied and the log is still too big, the notes worth least (:func:`_part_value`; on
+    a tie, the older) go first. A line left with no note goes too. The user's own 🔴 facts
+    (lines that are not a named participant's) are never touched.
+    """
+    frequency: dict[str, int] = {}
+    for entry in entries:
+        pieces = _split(entry.line.text)[1] if is_participant_line(entry.line.text) else [entry.line.text]
+        for piece in pieces:
+            for word in set(content_words(piece)):
+                frequency[word] = frequency.get(word, 0) + 1
+    candidates: list[tuple[float, int, int, str]] = []  # (value, order, entry index, part)
+    for index, entry in enumerate(entries):
+        if entry.old and is_participant_line(entry.line.text):
+            for part in _split(entry.line.text)[1]:
+                density = _part_value(part, frequency) / max(1, count_tokens(part)) ** DENSITY_POWER
+                candidates.append((density, index, len(candidates), part))
+    dropped: dict[int, set[str]] = {}
+    freed = 0
+    for _, index, _, part in sorted(candidates):
+        if freed >= excess_tokens:
+            break
+        dropped.setdefault(index, set()).add(part)
+        freed += count_tokens(part) + 1
+    out: list[Entry] = []
+    for index, entry in enumerate(entries):
+        if index in dropped:
+            speaker, parts = _split(entry.line.text)
+            kept = [part for part in parts if part not in dropped[index]]
+            if not kept:
+                continue
+            entry.line = replace(entry.line, text=f"{speaker}: " + "; ".join(kept) + ".")
+        out.append(entry)
+    return out

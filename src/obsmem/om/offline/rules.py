@@ -1,0 +1,608 @@
+"""Text rules shared by the offline observer and reflector: sentences, pronouns, dates, tools.
+
+Sections: cleaning and sentence splitting, pronoun rewriting, normalising and shortening, date
+resolution, compact tool arguments and results, and the shaping of assistant text (prose, lists
+and code; key sentences; a topic title). Names and quantities and fact keys are matchers over
+pattern tables and live in :mod:`~obsmem.om.offline.patterns`; they are re-exported here.
+
+Everything here is a pure function of its arguments (no clock, no I/O, no randomness), so the
+offline observer and reflector are deterministic: the same input always gives byte-identical
+output. The rules are English-only heuristics built from regular expressions. They are written
+to fail *safe*: when a rule is unsure it keeps text (or leaves a date unannotated) rather than
+inventing a meaning, because memory that is slightly verbose is better than memory that lies.
+
+Date rules (see :func:`resolve_dates`), all relative to the message's local date:
+
+* ``tomorrow`` / ``yesterday`` / ``the day after tomorrow`` / ``N days ago`` / ``in N days`` give
+  an exact ``(meaning Mon D, YYYY)``; weeks, months and years counted that way are approximate
+  and give ``(estimated …)``.
+* ``next <weekday>`` is that weekday **in the next calendar week** (weeks start on Monday): on
+  Wednesday 2025-06-18 "next Friday" is Jun 27, on Sunday 2025-06-15 it is Jun 20. People who
+  mean the coming Friday usually say "on Friday" or "this Friday", which give the coming
+  occurrence (Jun 20 from that Wednesday). ``last <weekday>`` mirrors it (previous calendar week).
+* A bare weekday is the coming occurrence, or the most recent past one when the sentence is in
+  the past tense ("on Monday I went …").
+* ``next/last week`` → ``(meaning week of <Monday>)``; ``this/next/last weekend`` →
+  ``(meaning weekend of <Saturday>)``; ``next/last month`` → ``(meaning Jul 2025)``.
+* Month names and "June 20"-style dates without a year are resolved only when the sentence shows
+  tense (future → next occurrence, past → last occurrence); "my birthday is June 20" is a
+  recurring fact and stays unannotated. Dates with an explicit year are already absolute.
+* An explicit calendar date wins over a weekday next to it ("March 21, Friday morning",
+  "the Saturday evening, March 22" get one note, for the date); "effective/as of/since March 1st"
+  already applies, so it is the past occurrence.
+* Vague words ("recently", "soon", "a few days ago", "today") are never annotated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from obsmem.om.offline.patterns import (
+    AGO,
+    ASSIST_FILLER,
+    ASSISTANT_PERSON,
+    CODE_DEF,
+    DAY_MONTH,
+    FILLER_WORDS,
+    FUTURE,
+    IN_N,
+    MONTH_DAY,
+    MONTH_ONLY,
+    PAST,
+    PERIOD,
+    RECOMMEND,
+    RELATIVE_DAY,
+    STOPWORDS,
+    THIRD_PERSON,
+    WEEKDAY,
+    FactKey,
+    content_words,
+    fact_key,
+    is_plan_text,
+    key_terms,
+    names,
+    names_and_numbers,
+    state_object,
+)
+
+__all__ = [
+    "DateRef",
+    "FactKey",
+    "condense",
+    "estimate_tokens",
+    "fact_key",
+    "format_day",
+    "is_plan_text",
+    "key_terms",
+    "names",
+    "names_and_numbers",
+    "normalise",
+    "resolve_dates",
+    "shorten",
+    "split_sentences",
+    "state_object",
+    "third_person",
+]
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}  # fmt: skip
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token: the fallback when no real counter is given."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Cleaning and sentence splitting
+# ----------------------------------------------------------------------------------------------
+
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
+_ABBREVIATIONS = frozenset(
+    {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx",
+     "no", "inc", "ltd", "co", "a.m", "p.m", "mt", "ave", "dept", "est", "fig", "u.s"}
+)  # fmt: skip
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*\s+(?=[A-Z0-9\"'(])")
+_LIST_MARK = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+")
+
+
+def clean(text: str) -> str:
+    """Normalise typographic quotes and collapse runs of spaces (newlines are kept)."""
+    text = text.translate(_QUOTES)
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def strip_markdown(text: str) -> str:
+    """Drop emphasis, inline code ticks, headings and link targets; keep the words."""
+    text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
+    text = re.sub(r"(?<![\w*])\*(?!\s)([^*\n]+?)\*(?!\w)", r"\1", text)
+    text = text.replace("`", "")
+    return re.sub(r"^\s*#{1,6}\s+", "", text, flags=re.M)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences; each line of a list is its own sentence.
+
+    A period after a known abbreviation ("Dr.", "e.g.") or a single capital (an initial) does
+    not end a sentence. Splitting is linear in the text length.
+    """
+    out: list[str] = []
+    for block in clean(text).splitlines():
+        block = _LIST_MARK.sub("", block).strip()
+        if not block:
+            continue
+        start = 0
+        for match in _SENTENCE_END.finditer(block):
+            before = block[start : match.start() + 1].split()
+            word = before[-1].rstrip(".!?").lower() if before else ""
+            initial = len(word) == 1 and word.isalpha()  # "J. Smith", but not "at 8. Then"
+            if block[match.start()] == "." and (word in _ABBREVIATIONS or initial):
+                continue
+            piece = block[start : match.end()].strip()
+            if piece:
+                out.append(piece)
+            start = match.end()
+        tail = block[start:].strip()
+        if tail:
+            out.append(tail)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Pronouns
+# ----------------------------------------------------------------------------------------------
+
+_IRREGULAR_PARTICIPLES = frozenset({"written", "done", "taken", "given", "seen", "chosen", "drawn"})
+
+
+def third_person(text: str) -> str:
+    """Rewrite a user's first-person text in the third person ("I'm" → "they are", "my" → "their").
+
+    "they" keeps the verb forms of "I" (except am/was), so no conjugation is needed.
+    """
+    for pattern, repl in THIRD_PERSON:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def assistant_person(text: str) -> str:
+    """Rewrite an assistant sentence about itself: "I've booked your table" → "Assistant booked …"."""
+    match = re.match(r"^(?:I've|I have)\s+(\w+)\b", text)
+    if match and match.group(1).lower() not in _IRREGULAR_PARTICIPLES and match.group(1) != "been":
+        text = "Assistant " + text[match.end(1) - len(match.group(1)) :]
+    for pattern, repl in ASSISTANT_PERSON:
+        text = pattern.sub(repl, text)
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Names, numbers, normalisation, shortening
+# ----------------------------------------------------------------------------------------------
+
+
+
+def normalise(text: str) -> str:
+    """The dedupe key of a line: lowercase words and numbers only, run counts removed."""
+    text = re.sub(r"\((?:ran )?\d+ times\)|×\d+", " ", text.translate(_QUOTES).lower())
+    return " ".join(re.findall(r"[\w°%$€£@]+(?:[.'/:-][\w°%$€£@]+)*", text))
+
+
+_ANNOTATION = re.compile(r"(?:(?<!\s)\s*\((?:meaning|estimated|changing from)\b[^()]*\))+\.?\s*$")
+
+
+def split_annotations(text: str) -> tuple[str, str]:
+    """Split trailing "(meaning …)", "(estimated …)", "(changing from …)" off a line's text."""
+    match = _ANNOTATION.search(text)
+    if not match:
+        return text, ""
+    return text[: match.start()], match.group(0).strip().rstrip(".")
+
+
+def shorten(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a word boundary, ending with "…".
+
+    Trailing date/change annotations are kept whole: they are what makes a line's date
+    resolvable later, so they are worth more than the words they displace.
+    """
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    body, notes = split_annotations(text)
+    room = max(limit - len(notes) - 2 if notes else limit - 1, 12)
+    if len(body) > room:
+        cut = body[:room]
+        space = cut.rfind(" ")
+        if space > room * 0.6:
+            cut = cut[:space]
+        body = cut.rstrip(" ,;:-.(") + "…"
+    return f"{body} {notes}" if notes else body
+
+
+_HEDGES = re.compile(
+    r"\b(?:basically|actually|really|very|just|quite|pretty much|kind of|sort of|definitely|"
+    r"honestly|literally|simply|certainly|of course)\b,?\s*",
+    re.I,
+)
+
+
+def condense(text: str, limit: int) -> str:
+    """Drop hedge words and markdown, then :func:`shorten` to ``limit`` characters."""
+    text = strip_markdown(text)
+    text = _HEDGES.sub("", text)
+    return shorten(re.sub(r"\s+([,.;:!?])", r"\1", text), limit)
+
+
+def sentence_end(text: str) -> str:
+    """End a rendered line with a period unless it already ends a sentence."""
+    text = text.strip()
+    return text if not text or text[-1] in ".?!…:" else text + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# Dates
+# ----------------------------------------------------------------------------------------------
+
+
+def format_day(day: date) -> str:
+    return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
+
+
+def _format_month(year: int, month: int) -> str:
+    return f"{MONTHS[month - 1]} {year}"
+
+
+@dataclass(frozen=True, slots=True)
+class DateRef:
+    """A resolved time reference: where it is in the text and its annotation text."""
+
+    start: int
+    end: int
+    note: str  # "meaning Jun 20, 2025" / "estimated May 2025"
+
+
+
+
+def _tense(text: str) -> str | None:
+    if FUTURE.search(text):
+        return "future"
+    if PAST.search(text):
+        return "past"
+    return None
+
+
+def _month_number(name: str) -> int:
+    return MONTHS.index(name[:3].title()) + 1
+
+
+def _count(raw: str) -> int:
+    return int(raw) if raw.isdigit() else _NUMBER_WORDS[raw.lower()]
+
+
+def _shift_months(day: date, months: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _counted(n: int, unit: str, anchor: date, sign: int) -> str:
+    if unit == "day":
+        return f"meaning {format_day(anchor + timedelta(days=sign * n))}"
+    if unit == "week":
+        return f"estimated {format_day(anchor + timedelta(days=sign * 7 * n))}"
+    if unit == "month":
+        return f"estimated {_format_month(*_shift_months(anchor, sign * n))}"
+    return f"estimated {anchor.year + sign * n}"
+
+
+def _weekday(mod: str | None, wd: int, anchor: date, tense: str | None) -> date:
+    monday = anchor - timedelta(days=anchor.weekday())
+    mod = (mod or "").lower()
+    if mod == "next":
+        return monday + timedelta(days=7 + wd)
+    if mod == "last":
+        return monday + timedelta(days=wd - 7)
+    ahead = (wd - anchor.weekday()) % 7
+    if mod == "this":
+        return anchor + timedelta(days=ahead)
+    if tense == "past" and "coming" not in mod:
+        return anchor - timedelta(days=(anchor.weekday() - wd) % 7 or 7)
+    return anchor + timedelta(days=ahead or 7)
+
+
+def _period(mod: str, unit: str, anchor: date) -> str | None:
+    monday = anchor - timedelta(days=anchor.weekday())
+    step = {"next": 1, "last": -1, "this": 0}[mod]
+    if unit == "week":
+        return None if step == 0 else f"meaning week of {format_day(monday + timedelta(days=7 * step))}"
+    if unit == "weekend":
+        return f"meaning weekend of {format_day(monday + timedelta(days=5 + 7 * step))}"
+    if step == 0:
+        return None
+    if unit == "month":
+        return f"meaning {_format_month(*_shift_months(anchor, step))}"
+    return f"meaning {anchor.year + step}"
+
+
+def _calendar(month: int, day: int | None, anchor: date, tense: str | None, mod: str) -> str | None:
+    if mod in ("next",):
+        tense = "future"
+    elif mod in ("last", "since"):
+        tense = "past"
+    elif mod == "this":
+        tense = tense or "future"
+    if tense is None:
+        return None
+    year = anchor.year
+    if day is None:
+        if tense == "future" and month < anchor.month:
+            year += 1
+        elif tense == "past" and month > anchor.month:
+            year -= 1
+        if mod == "next" and month == anchor.month:
+            year += 1
+        return f"meaning {_format_month(year, month)}"
+    try:
+        when = date(year, month, day)
+        if tense == "future" and when < anchor:
+            when = date(year + 1, month, day)
+        elif tense == "past" and when > anchor:
+            when = date(year - 1, month, day)
+    except ValueError:
+        return None
+    return f"meaning {format_day(when)}"
+
+
+_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
+
+
+def _date_before(text: str) -> bool:
+    """True when ``text`` ends with an explicit calendar date ("… March 21, ")."""
+    tail = text[-24:]
+    return any(m.end() >= len(tail.rstrip(", ")) for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(tail))
+
+
+def resolve_dates(text: str, anchor: date) -> list[DateRef]:
+    """Find resolvable time references in ``text`` and resolve them against ``anchor``.
+
+    Returns them in text order; overlapping matches keep the earliest pattern in the table.
+    """
+    tense = _tense(text)
+    refs: list[DateRef] = []
+
+    def add(start: int, end: int, note: str | None) -> None:
+        if note and not any(r.start < end and start < r.end for r in refs):
+            refs.append(DateRef(start, end, note))
+
+    for m in RELATIVE_DAY.finditer(text):
+        offset = {"the day after tomorrow": 2, "the day before yesterday": -2, "tomorrow": 1}
+        days = offset.get(m["w"].lower(), -1)
+        add(m.start(), m.end(), f"meaning {format_day(anchor + timedelta(days=days))}")
+    for m in AGO.finditer(text):
+        add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, -1))
+    for m in IN_N.finditer(text):
+        add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, 1))
+    for m in PERIOD.finditer(text):
+        add(m.start(), m.end(), _period(m["mod"].lower(), m["unit"].lower(), anchor))
+    for m in WEEKDAY.finditer(text):
+        after = text[m.end() : m.end() + 24]
+        if re.match(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})",
+                    after):  # fmt: skip
+            continue  # "Saturday, June 21", "Saturday evening, March 22": the explicit date says it
+        if re.search(r"\d(?:st|nd|rd|th)?,?\s*$", text[: m.start()]) and _date_before(text[: m.start()]):
+            continue  # "March 21, Friday morning"
+        when = _weekday(m["mod"], _WEEKDAYS.index(m["wd"].lower()), anchor, tense)
+        add(m.start(), m.end(), f"meaning {format_day(when)}")
+    for pattern in (MONTH_DAY, DAY_MONTH):
+        for m in pattern.finditer(text):
+            if m["y"]:
+                add(m.start(), m.end(), None)
+                continue
+            before = text[max(0, m.start() - 12) : m.start()].lower()
+            mod = "next" if "next" in before[-6:] else "last" if "last" in before[-6:] else ""
+            if re.search(r"\b(?:effective|as of|since)\s+$", before):
+                mod = "since"  # "effective March 1st": it already applies
+            note = _calendar(_month_number(m["mon"]), int(m["d"]), anchor, tense, mod)
+            add(m.start(), m.end(), note)
+    for m in MONTH_ONLY.finditer(text):
+        if not m["y"]:
+            mod = m["mod"].lower()
+            add(m.start(), m.end(), _calendar(_month_number(m["mon"]), None, anchor, tense, mod))
+    return sorted(refs, key=lambda r: r.start)
+
+
+# ----------------------------------------------------------------------------------------------
+# Compact renderings of tool arguments and results
+# ----------------------------------------------------------------------------------------------
+
+
+def _scalar(value: Any, limit: int) -> str:
+    if isinstance(value, str):
+        return shorten(value, limit)
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dict):
+        inner = [v for v in value.values() if isinstance(v, str | int | float) and not isinstance(v, bool)]
+        return shorten(" ".join(str(v) for v in inner[:3]), limit)
+    if isinstance(value, list | tuple):
+        head = ", ".join(_scalar(v, limit // 2) for v in list(value)[:3])
+        more = f", +{len(value) - 3}" if len(value) > 3 else ""
+        return shorten(f"[{head}{more}]", limit)
+    return shorten(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")), limit)
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def compact_args(args: dict[str, Any] | str, limit: int = 80) -> str:
+    """``city=Berlin, days=3``: the arguments of a tool call, each value cut to a short form."""
+    parsed = _maybe_json(args)
+    if isinstance(parsed, dict):
+        return shorten(", ".join(f"{k}={_scalar(v, 40)}" for k, v in parsed.items()), limit)
+    return shorten(str(parsed), limit)
+
+
+def _facts(value: Any, prefix: str = "") -> list[str]:
+    if isinstance(value, dict):
+        out: list[str] = []
+        for key, item in value.items():
+            if isinstance(item, dict) and not prefix:
+                out.extend(_facts(item, f"{key}."))
+            elif isinstance(item, list | tuple):
+                out.append(f"{prefix}{key}: {len(item)} items {_scalar(item, 90)}")
+            elif item not in (None, "", [], {}):
+                out.append(f"{prefix}{key}: {_scalar(item, 50)}")
+        return out
+    if isinstance(value, list | tuple):
+        return [f"{len(value)} items: {_scalar(value, 100)}"]
+    return [_scalar(value, 120)]
+
+
+def compact_result(result: Any, is_error: bool, limit: int = 160) -> str:
+    """The outcome of a tool run in at most ``limit`` characters: its first key facts."""
+    parsed = _maybe_json(result)
+    if parsed in (None, "", [], {}):
+        text = "no result"
+    elif isinstance(parsed, str):
+        sentences = split_sentences(strip_markdown(parsed))
+        text = " ".join(sentences[:3]) if sentences else "no result"
+    else:
+        text = ", ".join(_facts(parsed))
+    if is_error and not text.lower().startswith(("error", "failed")):
+        text = "error: " + text
+    return shorten(text, limit)
+
+
+# ----------------------------------------------------------------------------------------------
+# Assistant text: prose, lists and code; key sentences; a topic title
+# ----------------------------------------------------------------------------------------------
+
+
+def blocks(text: str) -> tuple[list[str], list[str], str, list[tuple[str, int, list[str]]]]:
+    """Split assistant text into prose sentences, list items, the list's intro and code blocks."""
+    prose: list[str] = []
+    items: list[str] = []
+    intro = ""
+    code: list[tuple[str, int, list[str]]] = []
+    fence: list[str] | None = None
+    lang = ""
+    for raw in clean(text).splitlines():
+        if raw.strip().startswith("```"):
+            if fence is None:
+                fence, lang = [], raw.strip()[3:].strip()
+            else:
+                names = [m.group(1) for m in map(CODE_DEF.match, fence) if m]
+                code.append((lang, len(fence), names))
+                fence = None
+            continue
+        if fence is not None:
+            fence.append(raw)
+        elif re.match(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+", raw):
+            items.append(raw)
+        elif raw.strip():
+            for sentence in split_sentences(strip_markdown(raw)):
+                if sentence.endswith(":") and not items:
+                    intro = sentence
+                else:
+                    prose.append(sentence)
+    if fence:
+        code.append((lang, len(fence), [m.group(1) for m in map(CODE_DEF.match, fence) if m]))
+    return prose, items, intro, code
+
+
+def _compact_item(item: str) -> str:
+    """ "**Nopa** – Californian, $$$, great burger" → "Nopa (Californian, $$$)"."""
+    item = strip_markdown(re.sub(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+", "", item)).strip()
+    parts = re.split(r"\s*:\s+|\s+[-–—]\s+|\s*\(\s*", item, maxsplit=1)
+    head = shorten(parts[0].rstrip(" .)"), 40)
+    if len(parts) == 1:
+        return shorten(item.rstrip("."), 45)
+    rest = parts[1].rstrip(" .)")
+    attrs = [n for n in names_and_numbers(rest) if n.lower() not in head.lower()][:3]
+    attr = ", ".join(attrs) if attrs else shorten(re.split(r"[,;.]", rest, maxsplit=1)[0], 30)
+    return f"{head} ({attr})" if attr else head
+
+
+def compact_list(items: list[str], limit: int) -> str:
+    return shorten("; ".join(_compact_item(i) for i in items if i.strip()), limit)
+
+
+def list_label(intro: str) -> str:
+    label = re.sub(r"^(?:sure|of course|certainly)[!,.]?\s+", "", intro.rstrip(":"), flags=re.I)
+    label = re.sub(r"^(?:here(?:'s| is| are)|these are|there are)\s+", "", label, flags=re.I)
+    label = re.sub(r"^(?:some|a few|the following)\s+", "", label, flags=re.I)
+    return shorten(label, 60) if label and not ASSIST_FILLER.match(label) else ""
+
+
+def summarise(sentences: list[str], limit: int, query: frozenset[str], known: str = "") -> str:
+    """The key sentences, in their original order, within ``limit`` characters.
+
+    A sentence scores for names and numbers (the things an LLM would keep; new ones count
+    double), for words shared with the user's question, and for being first (answers usually
+    lead with the answer). Beyond the best one, sentences that score nothing are padding.
+    """
+    if not sentences:
+        return ""
+
+    def points(index: int) -> int:
+        sentence = sentences[index]
+        terms = names_and_numbers(sentence)
+        score = 2 * len(terms) + 2 * sum(t.lower() not in known for t in terms)
+        score += 2 * len(query & set(content_words(sentence)))
+        score += 4 if index == 0 else 0
+        return score + (2 if RECOMMEND.search(sentence) else 0)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: (-points(i), i))
+    chosen: list[int] = []
+    total = 0
+    for index in ranked:
+        piece = condense(sentences[index], limit)
+        if chosen and (total + len(piece) + 1 > limit or points(index) <= 0):
+            continue
+        chosen.append(index)
+        total += len(piece) + 1
+    return " ".join(condense(sentences[i], limit) for i in sorted(chosen))
+
+
+def topic_title(texts: list[str]) -> str | None:
+    """2–5 words naming the dominant topic: the most frequent content words and names."""
+    counts: dict[str, int] = {}
+    shown: dict[str, str] = {}
+    first: dict[str, int] = {}
+    position = 0
+    for text in texts:
+        names = {n.lower() for n in names_and_numbers(text) if not n[0].isdigit()}
+        for word in re.findall(r"[A-Za-z][A-Za-z'-]{2,}", text):
+            low = word.lower()
+            if low in STOPWORDS or low in FILLER_WORDS:
+                continue
+            stem = low[:-1] if len(low) > 4 and low.endswith("s") and not low.endswith("ss") else low
+            counts[stem] = counts.get(stem, 0) + (2 if low in names else 1)
+            shown.setdefault(stem, word if word[0].isupper() and low in names else low)
+            first.setdefault(stem, position)
+            position += 1
+    if not counts:
+        return None
+    top = sorted(counts, key=lambda w: (-counts[w], first[w]))[:3]
+    words = [shown[w] for w in sorted(top, key=lambda w: first[w])]
+    if len(words) == 1:
+        words.append("discussion")
+    title = " ".join(w[0].upper() + w[1:] for w in words)
+    return title if len(title) >= 3 else None

@@ -1,0 +1,1 @@
+"""Recall: browse and search the raw messages behind observation groups (retrieval mode)."""

@@ -1,0 +1,472 @@
+"""``recall``: from an observation group (or a message, or a search) back to the raw messages.
+
+Three modes (reference §5.5):
+
+* ``messages`` — with ``group_id``: exactly the messages the group covers, paged; with
+  ``cursor`` (a message id): the conversation from that message, forward (``anchor="start"``)
+  or backward (``anchor="end"``), paged; with only ``thread_id``: that thread from its start
+  (or, with ``anchor="end"``, its latest messages).
+* ``threads`` — the conversations recall may read, paged.
+* ``search`` — vector search over the groups (``retrieval.vector``), best first.
+
+**Scope is enforced here, on every answer, against the store** — not by trusting an id, a
+namespace or a vector hit. The caller is a thread; with ``retrieval.scope="thread"`` only that
+thread's messages are reachable, with ``"resource"`` any thread of the same resource. Every
+thread is re-read from the store and its resource compared, every message's thread and
+resource are checked before it is returned, and every search hit is resolved to a stored group
+of a reachable thread. Out-of-scope ids get the same :class:`RecallNotFoundError` as ids that
+do not exist, so recall cannot be used to probe other users' memory (Mastra #21863).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from obsmem.config import RetrievalConfig
+from obsmem.errors import ConfigError, InvalidInputError, RecallNotFoundError
+from obsmem.om.group_index import GroupIndex, resource_namespace, thread_namespace
+from obsmem.om.text.groups import ObservationGroup, find_group, strip_groups
+from obsmem.om.recall.render import (
+    DEFAULT_TOKEN_BUDGET,
+    Detail,
+    RecalledGroup,
+    RecalledMessage,
+    RecalledThread,
+    RecallMode,
+    RecallResult,
+    recalled,
+    render_message,
+)
+from obsmem.om.selection import observable_messages
+from obsmem.storage.contract import Store
+from obsmem.tokens import TokenCounter
+from obsmem.types import Message, Thread
+
+if TYPE_CHECKING:
+    from obsmem.om.engine import Engine
+
+__all__ = ["MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_THREADS", "RecallRequest", "Recaller"]
+
+MAX_MESSAGES = 20
+MAX_THREADS = 50
+MAX_SEARCH_RESULTS = 20
+_MIN_BUDGET = 50
+_FETCH_BATCH = 100
+_SNIPPET_CHARS = 300
+_MAX_GENERATIONS = 100
+
+Anchor = Literal["start", "end"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """One recall call's arguments (the tool's arguments, typed). See the module docstring."""
+
+    mode: RecallMode = "messages"
+    group_id: str | None = None
+    cursor: str | None = None
+    thread_id: str | None = None
+    anchor: Anchor = "start"
+    query: str | None = None
+    page: int = 1
+    limit: int = MAX_MESSAGES
+    detail: Detail = "low"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    char_offset: int = 0
+
+    def checked(self) -> RecallRequest:
+        """The request with page 0 read as 1 and the limit capped per mode; errors for nonsense."""
+        if self.mode not in ("messages", "threads", "search"):
+            raise InvalidInputError(
+                f"Unknown recall mode {self.mode!r}; use 'messages', 'threads' or 'search'."
+            )
+        if self.anchor not in ("start", "end"):
+            raise InvalidInputError(f"Unknown anchor {self.anchor!r}; use 'start' or 'end'.")
+        if self.detail not in ("low", "high"):
+            raise InvalidInputError(f"Unknown detail {self.detail!r}; use 'low' or 'high'.")
+        if self.limit < 1:
+            raise InvalidInputError(f"limit must be 1 or more, got {self.limit}.")
+        if self.char_offset < 0:
+            raise InvalidInputError(f"char_offset must be 0 or more, got {self.char_offset}.")
+        if self.token_budget < _MIN_BUDGET:
+            raise InvalidInputError(f"token_budget must be at least {_MIN_BUDGET}, got {self.token_budget}.")
+        cap = {"messages": MAX_MESSAGES, "threads": MAX_THREADS, "search": MAX_SEARCH_RESULTS}[self.mode]
+        return replace(self, page=self.page or 1, limit=min(self.limit, cap))
+
+    def arguments(self) -> dict[str, Any]:
+        """The tool arguments that repeat this request (used to build ``continue_with``)."""
+        args: dict[str, Any] = {"mode": self.mode, "detail": self.detail, "limit": self.limit}
+        for name in ("group_id", "cursor", "thread_id", "query"):
+            value = getattr(self, name)
+            if value:
+                args[name] = value
+        return args
+
+
+Fetch = Callable[[int], Awaitable[list[Message]]]
+"""The first ``n`` messages of one direction of a window, nearest first."""
+
+
+class Recaller:
+    """Answers recall requests for a caller thread, within the configured scope."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        engine: Engine,
+        counter: TokenCounter,
+        config: RetrievalConfig,
+        group_index: GroupIndex | None = None,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.counter = counter
+        self.config = config
+        self.group_index = group_index
+
+    async def recall(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        if not self.config.enabled:
+            raise ConfigError(
+                "retrieval", "recall needs retrieval mode, which is off", allowed="retrieval=True"
+            )
+        request = request.checked()
+        if request.mode == "threads":
+            return await self._threads(caller, request)
+        if request.mode == "search":
+            return await self._search(caller, request)
+        return await self._messages(caller, request)
+
+    # -- scope --------------------------------------------------------------------------------
+    def _scope_label(self, caller: Thread) -> str:
+        if self.config.scope == "thread":
+            return f"scope: thread '{caller.id}'"
+        return "scope: this user's conversations"
+
+    async def _reachable(self, caller: Thread, thread_id: str | None) -> Thread | None:
+        """The stored thread if recall may read it, else None (re-read, never trusted)."""
+        if not thread_id:
+            return None
+        if self.config.scope == "thread" and thread_id != caller.id:
+            return None
+        thread = await self.store.get_thread(thread_id)
+        if thread is None or thread.resource_id != caller.resource_id:
+            return None
+        return thread
+
+    @staticmethod
+    def _belongs(message: Message, thread: Thread) -> bool:
+        return message.thread_id == thread.id and message.resource_id in (None, thread.resource_id)
+
+    def _not_found(self, caller: Thread, what: str, ident: str) -> RecallNotFoundError:
+        return RecallNotFoundError(what, ident, self._scope_label(caller))
+
+    # -- groups -------------------------------------------------------------------------------
+    async def _candidate_threads(self, caller: Thread) -> list[Thread]:
+        threads = [caller]
+        if self.config.scope == "resource":
+            offset = 0
+            while True:
+                page = await self.store.list_threads(caller.resource_id, limit=100, offset=offset)
+                threads.extend(t for t in page if t.id != caller.id)
+                if len(page) < 100:
+                    break
+                offset += 100
+        return threads
+
+    async def _group_in_lineage(self, lineage: str, group_id: str) -> ObservationGroup | None:
+        head = await self.store.get_head(lineage)
+        if head is None:
+            return None
+        texts = [head.active_observations, *(c.observations for c in head.buffered_chunks)]
+        found = find_group(texts, group_id)
+        if found is not None:
+            return found
+        # A group the actor saw before a reflection replaced it is still in an older generation.
+        generations = await self.store.list_generations(lineage, limit=_MAX_GENERATIONS)
+        return find_group((g.active_observations for g in generations if g.id != head.id), group_id)
+
+    async def find_group(self, caller: Thread, group_id: str) -> tuple[ObservationGroup, Thread]:
+        """The group with ``group_id`` and its (reachable) thread; RecallNotFoundError otherwise."""
+        seen: set[str] = set()
+        for thread in await self._candidate_threads(caller):
+            lineage = self.engine.lineage(thread)
+            if lineage in seen:
+                continue
+            seen.add(lineage)
+            group = await self._group_in_lineage(lineage, group_id)
+            if group is None:
+                continue
+            owner = await self._reachable(caller, group.thread_id)
+            if owner is not None:
+                return group, owner
+        raise self._not_found(caller, "observation group", group_id)
+
+    @staticmethod
+    def _describe(
+        group: ObservationGroup, score: float | None = None, snippet: str | None = None
+    ) -> RecalledGroup:
+        return RecalledGroup(
+            id=group.id,
+            thread_id=group.thread_id,
+            range=group.range,
+            first_message_id=group.first_message_id,
+            last_message_id=group.last_message_id,
+            kind=group.kind,
+            score=score,
+            snippet=snippet,
+        )
+
+    # -- messages -----------------------------------------------------------------------------
+    async def _run(
+        self, thread: Thread, *, after: int | None, before: int | None, forward: bool, n: int
+    ) -> list[Message]:
+        """Up to ``n`` conversation messages of ``thread`` after ``after`` (forward) or before
+        ``before`` (backward, nearest first), checked to belong to the thread."""
+        found: list[Message] = []
+        while len(found) < n:
+            if forward:
+                batch = await self.store.list_messages(thread.id, after_seq=after or 0, limit=_FETCH_BATCH)
+            else:
+                batch = await self.store.list_messages(
+                    thread.id, before_seq=before, limit=_FETCH_BATCH, newest_first=True
+                )
+            if not batch:
+                break
+            found.extend(m for m in observable_messages(batch) if self._belongs(m, thread))
+            edge = batch[-1].seq or 0
+            if forward:
+                after = edge
+            else:
+                before = edge
+            if len(batch) < _FETCH_BATCH:
+                break
+        return found[:n]
+
+    async def _cursor_message(self, caller: Thread, cursor: str) -> tuple[Message, Thread]:
+        found = await self.store.get_messages([cursor])
+        message = found[0] if found else None
+        if message is None:
+            if ":" in cursor:
+                raise InvalidInputError(
+                    f"cursor takes one message id, not a range ({cursor!r}); to read a group's messages "
+                    "pass its group_id instead."
+                )
+            raise self._not_found(caller, "message", cursor)
+        thread = await self._reachable(caller, message.thread_id)
+        if thread is None or not self._belongs(message, thread):
+            raise self._not_found(caller, "message", cursor)
+        return message, thread
+
+    async def _messages(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        group: ObservationGroup | None = None
+        thread: Thread | None = None
+        cursor: Message | None = None
+        if request.group_id:
+            group, thread = await self.find_group(caller, request.group_id)
+        if request.cursor:
+            cursor, cursor_thread = await self._cursor_message(caller, request.cursor)
+            if group is not None and (
+                cursor_thread.id != group.thread_id or not group.covers(cursor.seq or 0)
+            ):
+                raise InvalidInputError(
+                    f"Message '{request.cursor}' is not one of the messages of group '{group.id}' "
+                    f"(range {group.range}); drop the cursor or the group_id."
+                )
+            thread = cursor_thread
+        if thread is None:
+            wanted = caller.id if request.thread_id in (None, "", "current") else request.thread_id
+            thread = await self._reachable(caller, wanted)
+            if thread is None:
+                raise self._not_found(caller, "thread", str(wanted))
+        elif request.thread_id not in (None, "", "current", thread.id):
+            raise InvalidInputError(
+                f"thread_id '{request.thread_id}' does not match the thread of the group or cursor "
+                f"('{thread.id}'); leave thread_id out."
+            )
+        primary, secondary = await self._directions(thread, group, cursor, request.anchor)
+        return await self._page(request, primary, secondary, group, cursor)
+
+    async def _directions(
+        self, thread: Thread, group: ObservationGroup | None, cursor: Message | None, anchor: Anchor
+    ) -> tuple[Fetch, Fetch]:
+        """The anchor's direction and the opposite one, each nearest-first from the anchor."""
+        if group is not None:
+            stored = await self.store.list_messages(
+                thread.id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1
+            )
+            span = [m for m in observable_messages(stored) if self._belongs(m, thread)]
+            at = 0 if anchor == "start" else len(span) - 1
+            if cursor is not None:
+                at = next((i for i, m in enumerate(span) if m.id == cursor.id), at)
+            if anchor == "start":
+                ahead, behind = span[at:], span[:at][::-1]
+            else:
+                ahead, behind = span[: at + 1][::-1], span[at + 1 :]
+
+            async def take_ahead(n: int) -> list[Message]:
+                return ahead[:n]
+
+            async def take_behind(n: int) -> list[Message]:
+                return behind[:n]
+
+            return take_ahead, take_behind
+        seq = (cursor.seq or 0) if cursor is not None else None
+
+        async def forward_from(n: int) -> list[Message]:
+            start = 0 if seq is None else (seq - 1 if anchor == "start" else seq)
+            return await self._run(thread, after=start, before=None, forward=True, n=n)
+
+        async def backward_from(n: int) -> list[Message]:
+            end = None if seq is None else (seq + 1 if anchor == "end" else seq)
+            return await self._run(thread, after=None, before=end, forward=False, n=n)
+
+        if anchor == "start":
+            return forward_from, backward_from
+        return backward_from, forward_from
+
+    async def _page(
+        self,
+        request: RecallRequest,
+        primary: Fetch,
+        secondary: Fetch,
+        group: ObservationGroup | None,
+        cursor: Message | None,
+    ) -> RecallResult:
+        size = request.limit
+        pages = abs(request.page)
+        source = primary if request.page > 0 else secondary
+        run = await source(pages * size + 1)
+        window = sorted(run[(pages - 1) * size : pages * size], key=lambda m: m.seq or 0)
+        has_more = len(run) > pages * size
+        messages, truncated, continue_with, next_offset, used = self._fit(request, window, cursor)
+        return RecallResult(
+            mode="messages",
+            detail=request.detail,
+            page=request.page,
+            limit=size,
+            messages=tuple(messages),
+            group=self._describe(group) if group is not None else None,
+            has_next_page=has_more,
+            has_prev_page=pages > 1,
+            truncated=truncated,
+            continue_with=continue_with,
+            next_char_offset=next_offset,
+            tokens=used,
+        )
+
+    def _fit(
+        self, request: RecallRequest, window: list[Message], cursor: Message | None
+    ) -> tuple[list[RecalledMessage], bool, dict[str, Any] | None, int | None, int]:
+        """Render ``window`` at the requested detail within the token budget."""
+        budget = request.token_budget
+        out: list[RecalledMessage] = []
+        used = 0
+        for message in window:
+            text = render_message(message, request.detail, self.counter.count_text)
+            offset = request.char_offset if cursor is not None and message.id == cursor.id else 0
+            text = text[offset:]
+            tokens = self.counter.count_text(text)
+            if used + tokens <= budget:
+                out.append(recalled(message, text))
+                used += tokens
+                continue
+            base = {**request.arguments(), "cursor": message.id, "anchor": "start", "page": 1}
+            if out:
+                return out, True, base, None, used
+            keep = self._cut(text, budget)
+            out.append(recalled(message, text[:keep], truncated=True))
+            next_offset = offset + keep
+            return out, True, {**base, "char_offset": next_offset}, next_offset, budget
+        return out, False, None, None, used
+
+    def _cut(self, text: str, budget: int) -> int:
+        """How many leading characters of ``text`` fit in ``budget`` tokens (at least one)."""
+        keep, total = len(text), self.counter.count_text(text)
+        for _ in range(8):
+            if total <= budget:
+                break
+            keep = max(1, int(keep * budget / max(total, 1) * 0.97))
+            total = self.counter.count_text(text[:keep])
+        return keep
+
+    # -- threads ------------------------------------------------------------------------------
+    async def _threads(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        page = max(1, request.page)
+        size = request.limit
+        if self.config.scope == "thread":
+            listed, has_more = ([caller] if page == 1 else []), False
+        else:
+            fetched = await self.store.list_threads(
+                caller.resource_id, limit=size + 1, offset=(page - 1) * size
+            )
+            has_more = len(fetched) > size
+            listed = [t for t in fetched[:size] if t.resource_id == caller.resource_id]
+        threads = tuple(
+            RecalledThread(
+                id=t.id,
+                title=t.title,
+                created_at=t.created_at.isoformat(),
+                updated_at=t.updated_at.isoformat(),
+                current=t.id == caller.id,
+            )
+            for t in listed
+        )
+        return RecallResult(
+            mode="threads",
+            detail=request.detail,
+            page=page,
+            limit=size,
+            threads=threads,
+            has_next_page=has_more,
+            has_prev_page=page > 1,
+        )
+
+    # -- search -------------------------------------------------------------------------------
+    async def _search(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        if self.group_index is None:
+            raise InvalidInputError(
+                "recall mode 'search' needs vector retrieval (retrieval={'vector': True} with an embedder "
+                "and a vector index); use mode 'messages' with a group id instead."
+            )
+        query = (request.query or "").strip()
+        if not query:
+            raise InvalidInputError("recall mode 'search' needs a query: the words to look for.")
+        prefix = (
+            thread_namespace(caller.resource_id, caller.id)
+            if self.config.scope == "thread"
+            else resource_namespace(caller.resource_id)
+        )
+        hits = await self.group_index.search(query, namespace_prefix=prefix, k=request.limit)
+        found: list[RecalledGroup] = []
+        for hit in hits:
+            if hit.resource_id != caller.resource_id:
+                continue
+            thread = await self._reachable(caller, hit.thread_id)
+            if thread is None:
+                continue
+            group = await self._group_in_lineage(self.engine.lineage(thread), hit.group_id)
+            if group is None or group.thread_id != thread.id:
+                continue  # a stale vector (its group was dropped or reflected away)
+            snippet = _snippet(group.body, query)
+            found.append(self._describe(group, score=round(hit.score, 4), snippet=snippet))
+        return RecallResult(
+            mode="search",
+            detail=request.detail,
+            page=1,
+            limit=request.limit,
+            groups=tuple(found),
+            note=None if found else "No observation group matched; try other words or mode 'messages'.",
+        )
+
+
+def _snippet(body: str, query: str) -> str:
+    """The group's lines that share the most words with the query (in their order), else its start."""
+    words = set(query.casefold().split())
+    lines = [line.strip() for line in strip_groups(body).splitlines() if line.strip()]
+    scored = [(len(words & set(line.casefold().split())), index) for index, line in enumerate(lines)]
+    best = sorted(index for score, index in sorted(scored, key=lambda s: (-s[0], s[1]))[:3] if score > 0)
+    chosen = [lines[i] for i in best] or lines[:3]
+    return " … ".join(chosen)[:_SNIPPET_CHARS]

@@ -1,0 +1,1 @@
+"""The observation text format, pure functions only: line format, dates, groups, truncation, transcript."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL adapter (psycopg 3, pgvector): the store for several processes."""

@@ -1,0 +1,208 @@
+"""PostgreSQL schema migrations: the same numbered, recorded steps as SQLite's, for PostgreSQL.
+
+The framework is :class:`~obsmem.storage.migrations.MigrationSet`; this module adds how to run
+a step safely on a server that many processes (and machines) may open at once:
+
+* Each step runs in one transaction together with the insert of its row in
+  ``_obsmem_migrations`` (PostgreSQL DDL is transactional), so a crash leaves the database
+  before or after the step, never half-way.
+* The transaction first takes ``pg_advisory_xact_lock``: concurrent migrators queue on it, and
+  the one that gets it second re-reads the table, sees the step done and skips it. Without the
+  lock two processes could both run ``CREATE TABLE`` and one would fail.
+
+Migrations run on a plain (synchronous) psycopg connection in autocommit mode, which is what
+``obsmem migrate`` has too; the async store runs them on a thread when it first opens.
+
+Layout: every row keeps its model as a JSON document in a ``doc`` TEXT column (JSON text, not
+``jsonb``, so a document round-trips exactly, datetimes keep their UTC offsets and a NUL
+character in a message survives as ``\\u0000``), next to the columns the store queries, locks and
+orders by. Store-managed fields (``seq``, ``version``, ``superseded_by``) live in columns only
+where they change without the document being rewritten, and columns win when a row is read.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from obsmem.errors import MigrationError
+from obsmem.storage.migrations import MIGRATIONS_TABLE, Migration, MigrationSet
+
+__all__ = ["ADVISORY_LOCK_KEY", "POSTGRES_MIGRATIONS", "PostgresMigrationSet", "migrate", "pending"]
+
+Conn = psycopg.Connection[Any]
+
+# pg_advisory_xact_lock takes a bigint; this one is "obsmem" in ASCII, so it is recognisable in
+# pg_locks and unlikely to collide with another application's lock.
+ADVISORY_LOCK_KEY = 0x6F62736D656D
+
+
+class PostgresMigrationSet(MigrationSet[Conn]):
+    """PostgreSQL: expects a connection in autocommit mode; steps serialise on an advisory lock."""
+
+    def __init__(self) -> None:
+        super().__init__("postgresql")
+
+    def _applied(self, conn: Conn) -> set[str]:
+        row = conn.execute("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,)).fetchone()
+        if row is None or row[0] is None:
+            return set()
+        return {r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+
+    def _apply(self, conn: Conn, migration: Migration[Conn]) -> bool:
+        if not conn.autocommit:
+            raise MigrationError("PostgreSQL migrations need a connection opened with autocommit=True.")
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
+            )
+            done = conn.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = %s", (migration.name,))
+            if done.fetchone() is not None:
+                return False
+            migration.apply(conn)
+            conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (%s, %s)",
+                (migration.name, datetime.now(UTC)),
+            )
+        return True
+
+
+POSTGRES_MIGRATIONS = PostgresMigrationSet()
+
+
+def pending(conn: Conn) -> list[str]:
+    """Names of the PostgreSQL migrations not yet applied (read-only)."""
+    return [m.name for m in POSTGRES_MIGRATIONS.pending(conn)]
+
+
+def migrate(conn: Conn) -> list[str]:
+    """Bring a PostgreSQL database up to date; returns the names applied now."""
+    return POSTGRES_MIGRATIONS.migrate(conn)
+
+
+def _run(conn: Conn, statements: list[str]) -> None:
+    for statement in statements:
+        conn.execute(statement)
+
+
+@POSTGRES_MIGRATIONS.register
+def m001_initial(conn: Conn) -> None:
+    _run(conn, [
+        """CREATE TABLE threads (
+            pk BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            resource_id TEXT NOT NULL,
+            created_us BIGINT NOT NULL,
+            version BIGINT NOT NULL,
+            doc TEXT NOT NULL
+        )""",
+        "CREATE INDEX threads_by_resource ON threads (resource_id, created_us, pk)",
+        # seq comes from this sequence, drawn while the thread's row is locked: unique and
+        # increasing store-wide, and commit-ordered within a thread (see the store's docstring).
+        "CREATE SEQUENCE messages_seq",
+        """CREATE TABLE messages (
+            seq BIGINT PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            doc TEXT NOT NULL
+        )""",
+        "CREATE INDEX messages_by_thread ON messages (thread_id, seq)",
+        """CREATE TABLE observation_records (
+            pk BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            lineage TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('thread', 'resource')),
+            thread_id TEXT,
+            -- thread_id for thread-scoped records only: deleting the thread deletes its lineage,
+            -- and a record cannot be created for a thread that does not exist (the write guard).
+            thread_ref TEXT REFERENCES threads (id) ON DELETE CASCADE,
+            resource_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            version BIGINT NOT NULL,
+            superseded_by TEXT,
+            doc TEXT NOT NULL
+        )""",
+        # One live head per lineage, as a constraint: a second head fails instead of forking.
+        ("CREATE UNIQUE INDEX observation_records_one_head ON observation_records (lineage) "
+        "WHERE superseded_by IS NULL"),
+        "CREATE INDEX observation_records_by_lineage ON observation_records (lineage, generation)",
+        "CREATE INDEX observation_records_by_thread ON observation_records (thread_ref)",
+        """CREATE TABLE working_memory (
+            key TEXT PRIMARY KEY,
+            text TEXT NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL
+        )""",
+        # Expiry is decided in Python against the caller's clock, under an advisory lock on the
+        # key, so the times are kept as ISO text with their offsets.
+        """CREATE TABLE leases (
+            key TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token BIGINT NOT NULL,
+            acquired_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        )""",
+        # The fencing-token counter: one row, so tokens rise in commit order across all keys.
+        "CREATE TABLE lease_tokens (id INTEGER PRIMARY KEY CHECK (id = 1), last_token BIGINT NOT NULL)",
+        "INSERT INTO lease_tokens (id, last_token) VALUES (1, 0)",
+        # The work queue. *_us are instants in microseconds for the claim query.
+        """CREATE TABLE work_items (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            enqueued_at TEXT NOT NULL,
+            available_at TEXT NOT NULL,
+            available_us BIGINT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            claimed_by TEXT,
+            claim_token BIGINT,
+            claim_expires_at TEXT,
+            claim_expires_us BIGINT,
+            last_error TEXT
+        )""",
+        "CREATE UNIQUE INDEX work_items_one_waiting ON work_items (kind, target) WHERE claimed_by IS NULL",
+        "CREATE INDEX work_items_due ON work_items (available_us, id) WHERE claimed_by IS NULL",
+        "CREATE INDEX work_items_claims ON work_items (claim_expires_us) WHERE claimed_by IS NOT NULL",
+        # Claim tokens: drawn while the item's row is locked, so each claim of an item is higher.
+        "CREATE SEQUENCE work_claim_tokens",
+    ])
+
+
+@POSTGRES_MIGRATIONS.register
+def m002_vectors(conn: Conn) -> None:
+    """The ``vectors`` table: pgvector when the server has it, exact ``float8[]`` search otherwise.
+
+    ``SET obsmem.vectors = 'exact'`` (per database: ``ALTER DATABASE … SET obsmem.vectors =
+    'exact'``) chooses the exact layout even where pgvector is installed. HNSW indexes are built
+    per dimension on first use (see :mod:`obsmem.storage.postgres.vectors`), because an index
+    needs a fixed dimension and the table holds vectors of any.
+    """
+    row = conn.execute("SELECT current_setting('obsmem.vectors', true)").fetchone()
+    wanted = (row[0] if row else None) or "auto"
+    use_pgvector = False
+    if wanted != "exact":
+        available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+        if available is not None:
+            try:
+                with conn.transaction():  # a savepoint: lacking the privilege must not abort the step
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                use_pgvector = True
+            except psycopg.Error:
+                use_pgvector = False
+    column = "vector" if use_pgvector else "float8[]"
+    _run(conn, [
+        f"""CREATE TABLE vectors (
+            namespace TEXT NOT NULL,
+            id TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            norm DOUBLE PRECISION NOT NULL,
+            embedding {column} NOT NULL,
+            metadata TEXT NOT NULL,
+            PRIMARY KEY (namespace, id)
+        )""",
+        "CREATE INDEX vectors_by_namespace ON vectors (namespace, dims)",
+    ])

@@ -1,0 +1,605 @@
+"""The PostgreSQL store: obsmem shared by many processes on many machines.
+
+``open_store("postgresql://user@host/db")`` builds it (needs ``pip install 'obsmem[postgres]'``).
+
+Design choices, and why:
+
+* **Concurrency only through the database.** There is no lock in this process. Observation
+  records are written by one-statement compare-and-set (``UPDATE … WHERE version = expected``;
+  see :mod:`obsmem.storage.postgres.records`), so ``expected_version`` holds across processes,
+  a lost race shows up as ``stale``, and no row lock is held while this process runs other
+  coroutines. Leases serialise on ``pg_advisory_xact_lock`` for their key; the work queue is
+  claimed with ``FOR UPDATE SKIP LOCKED``, so claimers never wait on each other.
+* **Seq is commit order within a thread.** A sequence alone would let a message that took seq 10
+  commit after one that took 11; a reader that saw 11 would move a cursor past 10 and never
+  observe it. ``save_messages`` therefore inserts with one statement that first locks the
+  thread's row (``FOR NO KEY UPDATE``) and only then draws seqs: writers of one thread queue,
+  writers of different threads do not.
+* **Read committed plus retries.** Transactions run at PostgreSQL's default isolation. A
+  serialisation failure, a deadlock or a unique-key race (two processes inserting the same id or
+  the first head of a lineage at once) rolls the transaction back; it is retried a few times
+  from the start, where the re-read sees the winner and answers as the contract says.
+* **A connection pool** (psycopg_pool), opened on first use, which is also when pending schema
+  migrations run (``postgres_migrations``; safe when many processes start at once).
+* **JSON documents** next to query columns (see :mod:`obsmem.storage.postgres.migrations`).
+* **Errors are translated at the boundary**: callers only ever see obsmem errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import BaseModel, ValidationError
+
+from obsmem.errors import (
+    InvalidInputError,
+    MessageNotFoundError,
+    ObsmemError,
+    StorageError,
+    StoreClosedError,
+    ThreadNotFoundError,
+)
+from obsmem.storage.postgres import migrations as postgres_migrations
+from obsmem.storage.postgres import queue as postgres_queue
+from obsmem.storage.postgres import records as postgres_records
+from obsmem.storage.postgres import vectors as postgres_vectors
+from obsmem.storage.contract import (
+    ClosingContext,
+    Lease,
+    ObservationRecord,
+    WorkItem,
+    WriteResult,
+)
+from obsmem.storage.memory import (
+    check_lineage,
+    check_message_owner,
+    lease_expiry,
+    merge_parts,
+)
+from obsmem.storage.postgres.vectors import VectorHit
+from obsmem.storage.rules import check_limit, claim_expiry, work_available_at
+from obsmem.types import DataPart, Message, Thread
+
+__all__ = ["PostgresStore", "migrate_database", "pending_migrations", "redact_url"]
+
+T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Conn = psycopg.AsyncConnection[Any]
+
+RETRIES = 8
+_RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MESSAGE_SELECT = (
+    "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
+)
+
+
+# -- row mapping ----------------------------------------------------------------------------------
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _doc(model: BaseModel, *, exclude: set[str] | None = None) -> str:
+    return json.dumps(model.model_dump(mode="json", exclude=exclude))
+
+
+def _load(cls: type[ModelT], doc: str, **columns: Any) -> ModelT:
+    try:
+        return cls.model_validate({**json.loads(doc), **columns})
+    except (ValidationError, ValueError) as exc:
+        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
+
+
+def _message(row: Sequence[Any]) -> Message:
+    seq, thread_id, resource_id, doc = row
+    return _load(Message, doc, seq=seq, thread_id=thread_id, resource_id=resource_id)
+
+
+def _check_page(limit: int | None, offset: int) -> None:
+    if offset < 0 or (limit is not None and limit < 0):
+        raise InvalidInputError("limit and offset must not be negative.")
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+
+class PostgresStore(ClosingContext):
+    """A :class:`~obsmem.storage.contract.Store` in a PostgreSQL database.
+
+    Constructing it does no I/O. The first operation opens the pool (``min_size`` to
+    ``max_size`` connections) and applies pending migrations; an unreachable server or a schema
+    written by a newer obsmem surfaces as :class:`~obsmem.errors.StorageError` /
+    :class:`~obsmem.errors.MigrationError` from that first call.
+    """
+
+    url: str
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout_s: float = 15.0,
+        migrate: bool = True,
+    ) -> None:
+        self.url = url
+        self.min_size = min_size
+        self.max_size = max_size
+        self.connect_timeout_s = connect_timeout_s
+        self.migrate_on_open = migrate
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact_url(self.url)!r})"
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        pool = self._pool
+        if pool is None and self._opening is not None:
+            try:
+                pool = await self._opening
+            except ObsmemError:  # the open failed: there is nothing to close
+                pool = None
+        if pool is not None:
+            await pool.close()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    async def _connections(self) -> AsyncConnectionPool[Conn]:
+        if self._closed:
+            raise StoreClosedError()
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:  # the first caller opens; concurrent first callers await it
+            self._opening = asyncio.ensure_future(self._open())
+        try:
+            return await asyncio.shield(self._opening)
+        except BaseException:
+            if self._opening.done() and self._opening.exception() is not None:
+                self._opening = None  # a failed open is retried by the next call
+            raise
+
+    async def _open(self) -> AsyncConnectionPool[Conn]:
+        where = redact_url(self.url)
+        if self.migrate_on_open:
+            await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s)
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            self.url, min_size=self.min_size, max_size=self.max_size, open=False,
+            kwargs={"autocommit": True}, timeout=self.connect_timeout_s, name="obsmem",
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout_s)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise StorageError(
+                f"Cannot connect to PostgreSQL at {where}: {exc}. Check that the server is running "
+                "and the URL (host, port, user, database) is right."
+            ) from exc
+        self._pool = pool
+        return pool
+
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transaction: bool = True) -> T:
+        """Run ``fn`` on a pooled connection (in one transaction unless ``transaction=False``);
+        retry the whole of it after a lost race."""
+        pool = await self._connections()
+        delay = 0.005
+        for attempt in range(RETRIES):
+            try:
+                async with pool.connection() as conn:
+                    if not transaction:
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
+            except ObsmemError:
+                raise
+            except _RETRYABLE as exc:
+                if attempt == RETRIES - 1:
+                    raise StorageError(f"PostgreSQL store {redact_url(self.url)} kept conflicting: {exc}") from exc
+                await asyncio.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+            except PoolTimeout as exc:
+                raise StorageError(
+                    f"No PostgreSQL connection became free within {self.connect_timeout_s}s "
+                    f"({redact_url(self.url)}); raise max_size or the server's max_connections."
+                ) from exc
+            except psycopg.Error as exc:
+                raise StorageError(f"PostgreSQL store {redact_url(self.url)} failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        # Reads run in autocommit: one statement is atomic by itself, and skipping BEGIN/COMMIT
+        # saves two round trips on the calls an agent makes most. A read that needs a second
+        # statement (did the thread exist?) asks it only when the first came back empty.
+        return await self._run(fn, transaction=False)
+
+    # -- threads ----------------------------------------------------------------------------------
+    @staticmethod
+    async def _get_thread(conn: Conn, thread_id: str, lock: str = "") -> Thread | None:
+        cur = await conn.execute(f"SELECT version, doc FROM threads WHERE id = %s {lock}", (thread_id,))
+        row = await cur.fetchone()
+        return _load(Thread, row[1], version=row[0]) if row else None
+
+    @classmethod
+    async def _require_thread(cls, conn: Conn, thread_id: str, lock: str = "") -> Thread:
+        thread = await cls._get_thread(conn, thread_id, lock)
+        if thread is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    async def create_thread(self, thread: Thread) -> Thread:
+        async def op(conn: Conn) -> Thread:
+            await conn.execute(
+                "INSERT INTO threads (id, resource_id, created_us, version, doc) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (thread.id, thread.resource_id, _micros(thread.created_at), thread.version, _doc(thread)),
+            )
+            return await self._require_thread(conn, thread.id)
+
+        return await self._run(op)
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        return await self._read(lambda conn: self._get_thread(conn, thread_id))
+
+    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        _check_page(limit, offset)
+
+        async def op(conn: Conn) -> list[Thread]:
+            cur = await conn.execute(
+                "SELECT version, doc FROM threads WHERE resource_id = %s ORDER BY created_us, pk "
+                "LIMIT %s OFFSET %s",
+                (resource_id, limit, offset),
+            )
+            return [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
+
+        return await self._read(op)
+
+    async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        async def op(conn: Conn) -> Thread | None:
+            stored = await self._get_thread(conn, thread.id, "FOR NO KEY UPDATE")
+            if stored is None or stored.version != expected_version:
+                return None
+            if thread.resource_id != stored.resource_id:
+                raise InvalidInputError(
+                    f"Thread '{thread.id}' belongs to resource '{stored.resource_id}'; "
+                    "a thread cannot move to another resource."
+                )
+            updated = thread.model_copy(update={"version": expected_version + 1, "created_at": stored.created_at})
+            await conn.execute(
+                "UPDATE threads SET version = %s, doc = %s WHERE id = %s",
+                (updated.version, _doc(updated), thread.id),
+            )
+            return updated
+
+        return await self._run(op)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        async def op(conn: Conn) -> bool:
+            # One statement: its messages and its thread-scoped records go by ON DELETE CASCADE.
+            cur = await conn.execute("DELETE FROM threads WHERE id = %s", (thread_id,))
+            return cur.rowcount > 0
+
+        return await self._run(op, transaction=False)
+
+    # -- messages ---------------------------------------------------------------------------------
+    @staticmethod
+    async def _select_messages(conn: Conn, ids: list[str]) -> dict[str, Message]:
+        cur = await conn.execute(f"{_MESSAGE_SELECT} WHERE m.id = ANY(%s)", (list(dict.fromkeys(ids)),))
+        return {m.id: m for m in map(_message, await cur.fetchall())}
+
+    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        """New messages go in with one statement that locks the thread's row before drawing their
+        seqs (so seq follows commit order within the thread) and commits at once; no lock is held
+        while this process does anything else. Re-saved ids are updated in place."""
+
+        async def op(conn: Conn) -> list[Message]:
+            thread = await self._require_thread(conn, thread_id)
+            for message in messages:
+                check_message_owner(message, thread)
+            existing = await self._select_messages(conn, [m.id for m in messages])
+            for message in messages:
+                found = existing.get(message.id)
+                if found is not None and found.thread_id != thread_id:
+                    raise InvalidInputError(
+                        f"Message '{message.id}' already exists in thread '{found.thread_id}'; "
+                        f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
+                    )
+            fresh: dict[str, Message] = {}
+            for message in messages:  # the last copy of an id within the batch wins, at its first seq
+                if message.id not in existing:
+                    fresh.setdefault(message.id, message)
+                    fresh[message.id] = fresh[message.id].model_copy(
+                        update={"role": message.role, "parts": message.parts, "metadata": message.metadata}
+                    )
+            if len(fresh) == len(messages):
+                return await self._write_messages(conn, thread, messages, fresh, existing)
+            # The batch also rewrites stored messages: all of it commits together, or none.
+            async with conn.transaction():
+                return await self._write_messages(conn, thread, messages, fresh, existing)
+
+        return await self._run(op, transaction=False)
+
+    @staticmethod
+    async def _write_messages(
+        conn: Conn, thread: Thread, messages: list[Message], fresh: dict[str, Message], existing: dict[str, Message]
+    ) -> list[Message]:
+        exclude = {"seq", "thread_id", "resource_id"}
+        thread_id = thread.id
+        stored: dict[str, Message] = {}
+        if fresh:
+            order = list(fresh)
+            cur = await conn.execute(
+                "WITH thread AS (SELECT id FROM threads WHERE id = %s FOR NO KEY UPDATE) "
+                "INSERT INTO messages (seq, id, thread_id, doc) "
+                "SELECT nextval('messages_seq'), v.id, thread.id, v.doc FROM thread, "
+                "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS v (id, doc, n) ORDER BY v.n "
+                "RETURNING seq, id",
+                (thread_id, order, [_doc(fresh[i], exclude=exclude) for i in order]),
+            )
+            seqs = {row[1]: row[0] for row in await cur.fetchall()}
+            if len(seqs) != len(order):
+                raise ThreadNotFoundError(thread_id)  # deleted between our read and the insert
+            for message_id in order:
+                stored[message_id] = fresh[message_id].model_copy(
+                    update={"seq": seqs[message_id], "thread_id": thread_id, "resource_id": thread.resource_id}
+                )
+        for message in messages:  # same id again: keep seq and created_at, replace the content
+            found = existing.get(message.id)
+            if found is None:
+                continue
+            updated = found.model_copy(
+                update={"role": message.role, "parts": message.parts, "metadata": message.metadata}
+            )
+            await conn.execute(
+                "UPDATE messages SET doc = %s WHERE id = %s", (_doc(updated, exclude=exclude), message.id)
+            )
+            stored[message.id] = updated
+        return [stored[m.id] for m in messages]
+
+    async def list_messages(
+        self,
+        thread_id: str,
+        *,
+        after_seq: int = 0,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        _check_page(limit, 0)
+        sql = f"{_MESSAGE_SELECT} WHERE m.thread_id = %s AND m.seq > %s"
+        params: list[Any] = [thread_id, after_seq]
+        if before_seq is not None:
+            sql += " AND m.seq < %s"
+            params.append(before_seq)
+        sql += " ORDER BY m.seq DESC" if newest_first else " ORDER BY m.seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+
+        async def op(conn: Conn) -> list[Message]:
+            cur = await conn.execute(sql, params)
+            found = [_message(row) for row in await cur.fetchall()]
+            if not found:
+                await self._require_thread(conn, thread_id)
+            return found
+
+        return await self._read(op)
+
+    async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
+        async def op(conn: Conn) -> list[Message]:
+            cur = await conn.execute(
+                f"{_MESSAGE_SELECT} WHERE t.resource_id = %s AND m.seq > %s ORDER BY m.seq", (resource_id, after_seq)
+            )
+            return [_message(row) for row in await cur.fetchall()]
+
+        return await self._read(op)
+
+    async def get_messages(self, message_ids: list[str]) -> list[Message]:
+        async def op(conn: Conn) -> list[Message]:
+            found = await self._select_messages(conn, message_ids)
+            return sorted(found.values(), key=lambda m: m.seq or 0)
+
+        return await self._read(op)
+
+    async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
+        """Optimistic: merge into what was read, write only if the document is still that one."""
+
+        async def op(conn: Conn) -> Message:
+            for _ in range(20):
+                cur = await conn.execute(
+                    "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m "
+                    "JOIN threads AS t ON t.id = m.thread_id WHERE m.id = %s", (message_id,)
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise MessageNotFoundError(message_id)
+                stored = _message(row)
+                merged = merge_parts(stored.parts, parts)
+                if len(merged) == len(stored.parts):
+                    return stored
+                updated = stored.model_copy(update={"parts": merged})
+                written = await conn.execute(
+                    "UPDATE messages SET doc = %s WHERE id = %s AND doc = %s",
+                    (_doc(updated, exclude={"seq", "thread_id", "resource_id"}), message_id, row[3]),
+                )
+                if written.rowcount == 1:
+                    return updated
+            raise StorageError(f"Adding parts to message '{message_id}' kept losing races with other writers.")
+
+        return await self._run(op, transaction=False)
+
+    async def count_messages(self, thread_id: str) -> int:
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = %s", (thread_id,))
+            row = await cur.fetchone()
+            count = int(row[0]) if row else 0
+            if count == 0:
+                await self._require_thread(conn, thread_id)
+            return count
+
+        return await self._read(op)
+
+    # -- observation records (SQL in postgres_records: one-statement compare-and-set) -------------
+    async def get_head(self, lineage: str) -> ObservationRecord | None:
+        return await self._read(lambda conn: postgres_records.head(conn, lineage))
+
+    async def get_record(self, record_id: str) -> ObservationRecord | None:
+        return await self._read(lambda conn: postgres_records.get(conn, record_id))
+
+    async def list_generations(
+        self, lineage: str, *, limit: int = 100, offset: int = 0
+    ) -> list[ObservationRecord]:
+        _check_page(limit, offset)
+        return await self._read(lambda conn: postgres_records.list_generations(conn, lineage, limit, offset))
+
+    async def create_record(self, record: ObservationRecord) -> WriteResult:
+        check_lineage(record)
+        return await self._run(lambda conn: postgres_records.create(conn, record), transaction=False)
+
+    async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
+        return await self._run(
+            lambda conn: postgres_records.update(conn, record, expected_version), transaction=False
+        )
+
+    async def create_generation(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
+    ) -> WriteResult:
+        check_lineage(successor)
+        if successor.lineage != current.lineage or successor.id == current.id:
+            raise InvalidInputError(
+                "A successor must continue the same lineage under a new id "
+                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
+                f"in '{successor.lineage}')."
+            )
+        return await self._run(
+            lambda conn: postgres_records.create_generation(conn, current, successor, expected_version),
+            transaction=False,
+        )
+
+    async def delete_lineage(self, lineage: str) -> int:
+        return await self._run(lambda conn: postgres_records.delete_lineage(conn, lineage), transaction=False)
+
+    # -- leases (SQL in postgres_queue) -----------------------------------------------------------
+    async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._run(lambda conn: postgres_queue.acquire_lease(conn, key, owner, now, expires_at))
+
+    async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._run(lambda conn: postgres_queue.renew_lease(conn, key, owner, now, expires_at))
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        return await self._run(lambda conn: postgres_queue.release_lease(conn, key, owner), transaction=False)
+
+    async def get_lease(self, key: str) -> Lease | None:
+        return await self._read(lambda conn: postgres_queue.get_lease(conn, key))
+
+    async def list_leases(self, prefix: str = "") -> list[Lease]:
+        return await self._read(lambda conn: postgres_queue.list_leases(conn, prefix))
+
+    # -- working memory ---------------------------------------------------------------------------
+    async def get_working_memory(self, key: str) -> str | None:
+        async def op(conn: Conn) -> str | None:
+            cur = await conn.execute("SELECT text FROM working_memory WHERE key = %s", (key,))
+            row = await cur.fetchone()
+            return str(row[0]) if row else None
+
+        return await self._read(op)
+
+    async def set_working_memory(self, key: str, text: str) -> None:
+        async def op(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO working_memory (key, text, updated_at) VALUES (%s, %s, now()) "
+                "ON CONFLICT (key) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at",
+                (key, text),
+            )
+
+        await self._run(op)
+
+    # -- work queue (SQL in postgres_queue) -------------------------------------------------------
+    async def enqueue_work(
+        self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+    ) -> WorkItem:
+        available_at = work_available_at(kind, target, now, delay_s)
+        return await self._run(lambda conn: postgres_queue.enqueue(conn, kind, target, now, available_at, payload))
+
+    async def claim_work(
+        self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
+    ) -> list[WorkItem]:
+        expires_at = claim_expiry(owner, ttl_s, now)
+        check_limit(limit)
+        return await self._run(lambda conn: postgres_queue.claim(conn, owner, now, expires_at, kinds, limit))
+
+    async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
+        expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
+        return await self._run(lambda conn: postgres_queue.renew(conn, item, now, expires_at))
+
+    async def complete_work(self, item: WorkItem) -> bool:
+        return await self._run(lambda conn: postgres_queue.complete(conn, item), transaction=False)
+
+    async def release_work(
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+    ) -> bool:
+        available_at = work_available_at(item.kind, item.target, now, delay_s)
+        return await self._run(lambda conn: postgres_queue.release(conn, item, available_at, error))
+
+    async def list_work(self, kind: str | None = None) -> list[WorkItem]:
+        return await self._read(lambda conn: postgres_queue.list_items(conn, kind))
+
+    # -- vectors (PostgreSQL only, for now) -------------------------------------------------------
+    async def vector_backend(self) -> str:
+        """``"pgvector"`` (HNSW index) or ``"exact"`` (float8[] and an exact scan)."""
+        return await self._read(postgres_vectors.backend)
+
+    async def upsert_vectors(
+        self, namespace: str, items: Sequence[tuple[str, Sequence[float], dict[str, Any]]]
+    ) -> int:
+        """Insert or replace ``(id, embedding, metadata)`` items of a namespace; returns how many."""
+        return await self._run(lambda conn: postgres_vectors.upsert(conn, namespace, items))
+
+    async def search_vectors(self, namespace: str, query: Sequence[float], *, k: int = 10) -> list[VectorHit]:
+        """The ``k`` nearest items by cosine similarity, best first."""
+        return await self._run(lambda conn: postgres_vectors.search(conn, namespace, query, k))
+
+    async def delete_vectors(self, namespace: str, ids: Sequence[str]) -> int:
+        return await self._run(lambda conn: postgres_vectors.delete(conn, namespace, ids))
+
+
+def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:
+    """Apply pending migrations to the database at ``url`` (blocking); returns what ran."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as conn:
+            return postgres_migrations.migrate(conn)
+    except psycopg.Error as exc:
+        raise StorageError(
+            f"Cannot migrate the PostgreSQL database at {redact_url(url)}: {exc}. Check that the server is "
+            "running, the URL is right and the user may create tables."
+        ) from exc
+
+
+def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
+    """Names of the migrations the database at ``url`` still lacks (read-only, blocking)."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as conn:
+            return postgres_migrations.pending(conn)
+    except psycopg.Error as exc:
+        raise StorageError(f"Cannot read the migrations of {redact_url(url)}: {exc}") from exc
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}" if ":" in credentials else url

@@ -1,0 +1,85 @@
+"""Lease SQL for :class:`~obsmem.storage.sqlite.store.SQLiteStore`.
+
+Every function here runs on the store's worker thread, inside the transaction the store opened:
+``acquire``, ``renew`` and ``release`` inside ``BEGIN IMMEDIATE``, which takes the database's
+write lock before reading the lease row, so no other connection, in any process, can change the
+row between our read and our write. That is what makes "exactly one of N racing owners gets a
+free lease" hold across processes. The rules (who may take or renew, which token) are the shared
+functions in :mod:`obsmem.storage.memory`; this module only moves rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from obsmem.errors import StorageError
+from obsmem.storage.contract import Lease
+from obsmem.storage.memory import acquired_lease, renewed_lease
+
+__all__ = ["acquire", "get", "list_by_prefix", "next_token", "release", "renew"]
+
+Conn = sqlite3.Connection
+
+
+def _lease(row: sqlite3.Row) -> Lease:
+    try:
+        return Lease.model_validate(dict(row))
+    except ValidationError as exc:
+        raise StorageError(f"A stored lease row could not be decoded: {exc}") from exc
+
+
+def get(conn: Conn, key: str) -> Lease | None:
+    row = conn.execute(
+        "SELECT key, owner, token, acquired_at, expires_at FROM leases WHERE key = ?", (key,)
+    ).fetchone()
+    return _lease(row) if row else None
+
+
+def list_by_prefix(conn: Conn, prefix: str) -> list[Lease]:
+    # substr, not LIKE: a prefix holding '%' or '_' is matched literally and case-sensitively.
+    rows = conn.execute(
+        "SELECT key, owner, token, acquired_at, expires_at FROM leases "
+        "WHERE substr(key, 1, length(:prefix)) = :prefix ORDER BY key",
+        {"prefix": prefix},
+    )
+    return [_lease(row) for row in rows]
+
+
+def next_token(conn: Conn) -> int:
+    conn.execute("UPDATE lease_tokens SET last_token = last_token + 1 WHERE id = 1")
+    row = conn.execute("SELECT last_token FROM lease_tokens WHERE id = 1").fetchone()
+    if row is None:  # m002 inserts the row; only a hand-edited database lacks it
+        raise StorageError("The lease token counter row is missing from table 'lease_tokens'.")
+    return int(row[0])
+
+
+def _store(conn: Conn, lease: Lease) -> None:
+    values = lease.model_dump(mode="json")
+    conn.execute(
+        "INSERT INTO leases (key, owner, token, acquired_at, expires_at) "
+        "VALUES (:key, :owner, :token, :acquired_at, :expires_at) "
+        "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+        values,
+    )
+
+
+def acquire(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
+    lease = acquired_lease(get(conn, key), key, owner, now, expires_at, lambda: next_token(conn))
+    if lease is not None:
+        _store(conn, lease)
+    return lease
+
+
+def renew(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
+    lease = renewed_lease(get(conn, key), owner, now, expires_at)
+    if lease is not None:
+        _store(conn, lease)
+    return lease
+
+
+def release(conn: Conn, key: str, owner: str) -> bool:
+    return conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner)).rowcount > 0

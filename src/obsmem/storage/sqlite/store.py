@@ -1,0 +1,620 @@
+"""The SQLite store: obsmem's embedded default, one file shared safely by many processes.
+
+Design choices, and why:
+
+* **WAL mode** lets readers proceed while one writer commits, which is the shape of an agent:
+  many reads of context, short writes at the end of a step. ``synchronous`` stays at SQLite's
+  default (FULL): a committed message survives even a power cut, and writes are rare enough
+  that the extra fsync does not matter.
+* **Compare-and-set through the database, not through locks in this process.** Several engines,
+  in one process or many, may open the same file. Every operation that reads a row and then
+  writes depending on what it read runs inside ``BEGIN IMMEDIATE``: the transaction takes the
+  database's write lock *before* the read, so no other connection (in any process) can commit
+  between our read and our write. That is what makes ``expected_version`` checks hold across
+  processes. A deferred ``BEGIN`` would not do: two readers could both read version 3 and the
+  second writer would then fail with a busy error instead of seeing ``stale``.
+* **busy_timeout plus a bounded retry.** Waiting writers queue inside SQLite for up to the busy
+  timeout; if SQLite still answers ``SQLITE_BUSY``/"database is locked", the whole transaction
+  (which was rolled back) is retried a few times with a short backoff, then reported as a
+  :class:`~obsmem.errors.StorageError`.
+* **One dedicated worker thread per store.** ``sqlite3`` calls block, so they must stay off the
+  event loop. A single-thread executor owns the connection (it is created on that thread, and
+  ``sqlite3`` enforces that only its thread uses it), and it serialises this store's
+  operations, so two coroutines never share a half-finished transaction. A cancelled caller
+  does not interrupt the worker: the operation still commits or rolls back as a whole.
+* **JSON columns** hold parts, metadata, per-thread states and buffered chunks; rows round-trip
+  through ``model_dump(mode="json")`` and ``model_validate``, so what comes back equals what
+  went in. Datetimes keep their UTC offset.
+* **Errors are translated at the boundary**: callers only ever see obsmem errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import platformdirs
+from pydantic import BaseModel, ValidationError
+
+from obsmem.errors import (
+    InvalidInputError,
+    MessageNotFoundError,
+    ObsmemError,
+    StorageError,
+    ThreadNotFoundError,
+)
+from obsmem.storage import migrations
+from obsmem.storage.sqlite import leases as sqlite_leases
+from obsmem.storage.sqlite import work as sqlite_work
+from obsmem.storage.connection import ConnectionThread
+from obsmem.storage.contract import (
+    ClosingContext,
+    Lease,
+    ObservationRecord,
+    WorkItem,
+    WriteResult,
+    lineage_key,
+)
+from obsmem.storage.memory import (
+    check_cursors_forward,
+    check_lineage,
+    check_message_owner,
+    check_same_identity,
+    lease_expiry,
+    merge_parts,
+)
+from obsmem.storage.rules import check_limit, claim_expiry, work_available_at
+from obsmem.types import DataPart, Message, Thread
+
+__all__ = ["SQLiteStore", "default_data_dir", "default_store_path"]
+
+T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Conn = sqlite3.Connection
+
+BUSY_TIMEOUT_S = 10.0
+BUSY_RETRIES = 5
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_JSON_COLUMNS = frozenset(
+    {"metadata", "parts", "threads", "buffered_chunks", "buffered_reflection", "config"}
+)
+_STORE_ONLY_COLUMNS = frozenset({"pk", "created_us"})
+_MESSAGE_SELECT = (
+    "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
+    "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
+)
+_IN_CHUNK = 500  # stay far below SQLite's bound-parameter limit
+
+
+def default_data_dir() -> Path:
+    """``$OBSMEM_HOME`` when set, else the platform's per-user data folder for obsmem."""
+    home = os.environ.get("OBSMEM_HOME")
+    return Path(home).expanduser() if home else Path(platformdirs.user_data_dir("obsmem"))
+
+
+def default_store_path() -> Path:
+    """Where ``open_store()`` keeps its database when no URL is given."""
+    return default_data_dir() / "obsmem.db"
+
+
+# -- row mapping ----------------------------------------------------------------------------------
+
+
+def _micros(value: datetime) -> int:
+    """Microseconds since the epoch: a sort key that is right whatever the offsets are."""
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _columns(model: BaseModel) -> dict[str, Any]:
+    data = model.model_dump(mode="json")
+    return {k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in data.items()}
+
+
+def _model(cls: type[ModelT], row: sqlite3.Row) -> ModelT:
+    data: dict[str, Any] = {}
+    for key, value in dict(row).items():
+        if key in _STORE_ONLY_COLUMNS:
+            continue
+        data[key] = json.loads(value) if key in _JSON_COLUMNS and value is not None else value
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
+
+
+def _insert(conn: Conn, table: str, values: dict[str, Any]) -> None:
+    names = ", ".join(values)
+    params = ", ".join(f":{name}" for name in values)
+    conn.execute(f"INSERT INTO {table} ({names}) VALUES ({params})", values)
+
+
+def _update(conn: Conn, table: str, key: str, values: dict[str, Any]) -> None:
+    assignments = ", ".join(f"{name} = :{name}" for name in values if name != key)
+    conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = :{key}", values)
+
+
+def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
+    conn.execute(begin)
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+        return result
+    except BaseException:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:  # never mask the original error
+                pass
+        raise
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # primary code of an extended one
+    text = str(exc).lower()
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in text or "busy" in text
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+
+class SQLiteStore(ConnectionThread, ClosingContext):
+    """A :class:`~obsmem.storage.contract.Store` in one SQLite file (created on first use).
+
+    Constructing it does no I/O: the file is opened, switched to WAL and migrated by the
+    worker thread on the first operation, so a database written by a newer obsmem surfaces
+    as :class:`~obsmem.errors.MigrationError` from that first call.
+    """
+
+    url: str
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = BUSY_TIMEOUT_S
+    ) -> None:
+        self.path = (
+            Path(path).expanduser().absolute() if path is not None else default_store_path().absolute()
+        )
+        self.url = f"sqlite:///{self.path}"
+        self.busy_timeout = busy_timeout
+        self._start_thread("obsmem-sqlite")
+        self._conn: Conn | None = None  # touched only on the worker thread
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- plumbing: everything below runs on the worker thread ---------------------------------
+    async def _call(self, fn: Callable[[Conn], T]) -> T:
+        return await self._on_thread(self._run, fn)
+
+    async def _write(self, fn: Callable[[Conn], T]) -> T:
+        return await self._call(lambda conn: _transaction(conn, "BEGIN IMMEDIATE", fn))
+
+    async def _read(self, fn: Callable[[Conn], T]) -> T:
+        # A deferred transaction gives a multi-statement read one consistent snapshot.
+        return await self._call(lambda conn: _transaction(conn, "BEGIN", fn))
+
+    def _run(self, fn: Callable[[Conn], T]) -> T:
+        delay = 0.05
+        for attempt in range(BUSY_RETRIES):
+            try:
+                return fn(self._connection())
+            except ObsmemError:
+                raise
+            except OSError as exc:  # e.g. the data folder cannot be created
+                raise StorageError(f"SQLite store {self.path} cannot be opened: {exc}") from exc
+            except sqlite3.Error as exc:
+                if _is_busy(exc) and attempt < BUSY_RETRIES - 1:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise StorageError(f"SQLite store {self.path} failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self) -> Conn:
+        if self._conn is not None:
+            return self._conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StorageError(f"Could not switch {self.path} to WAL mode (got '{mode}').")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrations.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- threads --------------------------------------------------------------------------------
+    @staticmethod
+    def _get_thread(conn: Conn, thread_id: str) -> Thread | None:
+        row = conn.execute("SELECT * FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        return _model(Thread, row) if row else None
+
+    @classmethod
+    def _require_thread(cls, conn: Conn, thread_id: str) -> Thread:
+        thread = cls._get_thread(conn, thread_id)
+        if thread is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    async def create_thread(self, thread: Thread) -> Thread:
+        def op(conn: Conn) -> Thread:
+            existing = self._get_thread(conn, thread.id)
+            if existing is None:
+                _insert(conn, "threads", {**_columns(thread), "created_us": _micros(thread.created_at)})
+                existing = self._require_thread(conn, thread.id)
+            return existing
+
+        return await self._write(op)
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        return await self._read(lambda conn: self._get_thread(conn, thread_id))
+
+    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        _check_page(limit, offset)
+
+        def op(conn: Conn) -> list[Thread]:
+            rows = conn.execute(
+                "SELECT * FROM threads WHERE resource_id = ? ORDER BY created_us, pk LIMIT ? OFFSET ?",
+                (resource_id, limit, offset),
+            )
+            return [_model(Thread, row) for row in rows]
+
+        return await self._read(op)
+
+    async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        def op(conn: Conn) -> Thread | None:
+            stored = self._get_thread(conn, thread.id)
+            if stored is None or stored.version != expected_version:
+                return None
+            if thread.resource_id != stored.resource_id:
+                raise InvalidInputError(
+                    f"Thread '{thread.id}' belongs to resource '{stored.resource_id}'; "
+                    "a thread cannot move to another resource."
+                )
+            updated = thread.model_copy(
+                update={"version": expected_version + 1, "created_at": stored.created_at}
+            )
+            _update(conn, "threads", "id", _columns(updated))
+            return self._get_thread(conn, thread.id)
+
+        return await self._write(op)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        def op(conn: Conn) -> bool:
+            # Messages go by ON DELETE CASCADE; the thread's own lineage is deleted explicitly
+            # (resource-scoped records outlive any one thread).
+            conn.execute(
+                "DELETE FROM observation_records WHERE lineage = ?", (lineage_key("thread", thread_id, ""),)
+            )
+            return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
+
+        return await self._write(op)
+
+    # -- messages -------------------------------------------------------------------------------
+    @staticmethod
+    def _select_messages(conn: Conn, ids: list[str]) -> dict[str, Message]:
+        found: dict[str, Message] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            for row in conn.execute(f"{_MESSAGE_SELECT} WHERE m.id IN ({marks})", chunk):
+                found[row["id"]] = _model(Message, row)
+        return found
+
+    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        def op(conn: Conn) -> list[Message]:
+            thread = self._require_thread(conn, thread_id)
+            for message in messages:
+                check_message_owner(message, thread)
+                row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message.id,)).fetchone()
+                if row is not None and row["thread_id"] != thread_id:
+                    raise InvalidInputError(
+                        f"Message '{message.id}' already exists in thread '{row['thread_id']}'; "
+                        f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
+                    )
+                values = _columns(message)
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO messages (id, thread_id, role, parts, created_at, metadata) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (
+                            message.id,
+                            thread_id,
+                            values["role"],
+                            values["parts"],
+                            values["created_at"],
+                            values["metadata"],
+                        ),
+                    )
+                else:  # same id again: keep seq and created_at, replace the content
+                    conn.execute(
+                        "UPDATE messages SET role = ?, parts = ?, metadata = ? WHERE id = ?",
+                        (values["role"], values["parts"], values["metadata"], message.id),
+                    )
+            stored = self._select_messages(conn, [m.id for m in messages])
+            return [stored[m.id] for m in messages]
+
+        return await self._write(op)
+
+    async def list_messages(
+        self,
+        thread_id: str,
+        *,
+        after_seq: int = 0,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        _check_page(limit, 0)
+        sql = f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ?"
+        params: list[Any] = [thread_id, after_seq]
+        if before_seq is not None:
+            sql += " AND m.seq < ?"
+            params.append(before_seq)
+        sql += " ORDER BY m.seq DESC" if newest_first else " ORDER BY m.seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+
+        def op(conn: Conn) -> list[Message]:
+            self._require_thread(conn, thread_id)
+            return [_model(Message, row) for row in conn.execute(sql, params)]
+
+        return await self._read(op)
+
+    async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
+        def op(conn: Conn) -> list[Message]:
+            rows = conn.execute(
+                f"{_MESSAGE_SELECT} WHERE t.resource_id = ? AND m.seq > ? ORDER BY m.seq",
+                (resource_id, after_seq),
+            )
+            return [_model(Message, row) for row in rows]
+
+        return await self._read(op)
+
+    async def get_messages(self, message_ids: list[str]) -> list[Message]:
+        def op(conn: Conn) -> list[Message]:
+            found = self._select_messages(conn, message_ids)
+            return sorted(found.values(), key=lambda m: m.seq or 0)
+
+        return await self._read(op)
+
+    async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
+        def op(conn: Conn) -> Message:
+            stored = self._select_messages(conn, [message_id]).get(message_id)
+            if stored is None:
+                raise MessageNotFoundError(message_id)
+            merged = merge_parts(stored.parts, parts)
+            if len(merged) == len(stored.parts):
+                return stored
+            updated = stored.model_copy(update={"parts": merged})
+            conn.execute(
+                "UPDATE messages SET parts = ? WHERE id = ?", (_columns(updated)["parts"], message_id)
+            )
+            return self._select_messages(conn, [message_id])[message_id]
+
+        return await self._write(op)
+
+    async def count_messages(self, thread_id: str) -> int:
+        def op(conn: Conn) -> int:
+            self._require_thread(conn, thread_id)
+            row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()
+            return int(row[0])
+
+        return await self._read(op)
+
+    # -- observation records ----------------------------------------------------------------------
+    @staticmethod
+    def _head(conn: Conn, lineage: str) -> ObservationRecord | None:
+        row = conn.execute(
+            "SELECT * FROM observation_records WHERE lineage = ? AND superseded_by IS NULL", (lineage,)
+        ).fetchone()
+        return _model(ObservationRecord, row) if row else None
+
+    @staticmethod
+    def _record(conn: Conn, record_id: str) -> ObservationRecord | None:
+        row = conn.execute("SELECT * FROM observation_records WHERE id = ?", (record_id,)).fetchone()
+        return _model(ObservationRecord, row) if row else None
+
+    @staticmethod
+    def _gone(conn: Conn, record: ObservationRecord) -> bool:
+        if record.scope != "thread":
+            return False
+        return conn.execute("SELECT 1 FROM threads WHERE id = ?", (record.thread_id,)).fetchone() is None
+
+    @classmethod
+    def _stale(cls, conn: Conn, lineage: str) -> WriteResult:
+        return WriteResult(status="stale", record=cls._head(conn, lineage))
+
+    @classmethod
+    def _insert_record(cls, conn: Conn, record: ObservationRecord) -> ObservationRecord:
+        if conn.execute("SELECT 1 FROM observation_records WHERE id = ?", (record.id,)).fetchone():
+            raise InvalidInputError(
+                f"Observation record id '{record.id}' is already used; ids are never reused."
+            )
+        _insert(conn, "observation_records", _columns(record))
+        stored = cls._record(conn, record.id)
+        assert stored is not None
+        return stored
+
+    async def get_head(self, lineage: str) -> ObservationRecord | None:
+        return await self._read(lambda conn: self._head(conn, lineage))
+
+    async def get_record(self, record_id: str) -> ObservationRecord | None:
+        return await self._read(lambda conn: self._record(conn, record_id))
+
+    async def list_generations(
+        self, lineage: str, *, limit: int = 100, offset: int = 0
+    ) -> list[ObservationRecord]:
+        _check_page(limit, offset)
+
+        def op(conn: Conn) -> list[ObservationRecord]:
+            rows = conn.execute(
+                "SELECT * FROM observation_records WHERE lineage = ? "
+                "ORDER BY generation DESC, pk DESC LIMIT ? OFFSET ?",
+                (lineage, limit, offset),
+            )
+            return [_model(ObservationRecord, row) for row in rows]
+
+        return await self._read(op)
+
+    async def create_record(self, record: ObservationRecord) -> WriteResult:
+        check_lineage(record)
+
+        def op(conn: Conn) -> WriteResult:
+            if self._gone(conn, record):
+                return WriteResult(status="gone", record=None)
+            if self._head(conn, record.lineage) is not None:
+                return self._stale(conn, record.lineage)
+            stored = self._insert_record(conn, record.model_copy(update={"superseded_by": None}))
+            return WriteResult(status="applied", record=stored)
+
+        return await self._write(op)
+
+    async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
+        def op(conn: Conn) -> WriteResult:
+            stored = self._record(conn, record.id)
+            if stored is None or self._gone(conn, stored):
+                return WriteResult(status="gone", record=None)
+            check_same_identity(stored, record)
+            if not stored.is_live or stored.version != expected_version:
+                return self._stale(conn, stored.lineage)
+            check_cursors_forward(stored, record)
+            updated = record.model_copy(
+                update={
+                    "version": expected_version + 1,
+                    "superseded_by": None,
+                    "created_at": stored.created_at,
+                }
+            )
+            _update(conn, "observation_records", "id", _columns(updated))
+            return WriteResult(status="applied", record=self._record(conn, record.id))
+
+        return await self._write(op)
+
+    async def create_generation(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
+    ) -> WriteResult:
+        check_lineage(successor)
+        if successor.lineage != current.lineage or successor.id == current.id:
+            raise InvalidInputError(
+                "A successor must continue the same lineage under a new id "
+                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
+                f"in '{successor.lineage}')."
+            )
+
+        def op(conn: Conn) -> WriteResult:
+            stored = self._record(conn, current.id)
+            if stored is None or self._gone(conn, stored):
+                return WriteResult(status="gone", record=None)
+            if stored.lineage != current.lineage:
+                raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
+            if not stored.is_live or stored.version != expected_version:
+                return self._stale(conn, stored.lineage)
+            check_cursors_forward(stored, successor)
+            # Retire first: the one-live-head unique index forbids two heads even for a moment.
+            conn.execute(
+                "UPDATE observation_records SET superseded_by = ?, version = version + 1 WHERE id = ?",
+                (successor.id, stored.id),
+            )
+            new_head = successor.model_copy(
+                update={"generation": stored.generation + 1, "version": 1, "superseded_by": None}
+            )
+            return WriteResult(status="applied", record=self._insert_record(conn, new_head))
+
+        return await self._write(op)
+
+    async def delete_lineage(self, lineage: str) -> int:
+        def op(conn: Conn) -> int:
+            return conn.execute("DELETE FROM observation_records WHERE lineage = ?", (lineage,)).rowcount
+
+        return await self._write(op)
+
+    # -- leases (SQL in sqlite_leases; writes under BEGIN IMMEDIATE) ------------------------------
+    async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._write(lambda conn: sqlite_leases.acquire(conn, key, owner, now, expires_at))
+
+    async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
+        expires_at = lease_expiry(key, owner, ttl_s, now)
+        return await self._write(lambda conn: sqlite_leases.renew(conn, key, owner, now, expires_at))
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        return await self._write(lambda conn: sqlite_leases.release(conn, key, owner))
+
+    async def get_lease(self, key: str) -> Lease | None:
+        return await self._read(lambda conn: sqlite_leases.get(conn, key))
+
+    async def list_leases(self, prefix: str = "") -> list[Lease]:
+        return await self._read(lambda conn: sqlite_leases.list_by_prefix(conn, prefix))
+
+    # -- working memory ---------------------------------------------------------------------------
+    async def get_working_memory(self, key: str) -> str | None:
+        def op(conn: Conn) -> str | None:
+            row = conn.execute("SELECT text FROM working_memory WHERE key = ?", (key,)).fetchone()
+            return str(row[0]) if row else None
+
+        return await self._read(op)
+
+    async def set_working_memory(self, key: str, text: str) -> None:
+        def op(conn: Conn) -> None:
+            conn.execute(
+                "INSERT INTO working_memory (key, text, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at",
+                (key, text, datetime.now(UTC).isoformat()),
+            )
+
+        await self._write(op)
+
+    # -- work queue (SQL in sqlite_work; writes under BEGIN IMMEDIATE) ---------------------------
+    async def enqueue_work(
+        self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+    ) -> WorkItem:
+        available_at = work_available_at(kind, target, now, delay_s)
+        return await self._write(lambda conn: sqlite_work.enqueue(conn, kind, target, now, available_at, payload))
+
+    async def claim_work(
+        self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
+    ) -> list[WorkItem]:
+        expires_at = claim_expiry(owner, ttl_s, now)
+        check_limit(limit)
+        return await self._write(lambda conn: sqlite_work.claim(conn, owner, now, expires_at, kinds, limit))
+
+    async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
+        expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
+        return await self._write(lambda conn: sqlite_work.renew(conn, item, now, expires_at))
+
+    async def complete_work(self, item: WorkItem) -> bool:
+        return await self._write(lambda conn: sqlite_work.complete(conn, item))
+
+    async def release_work(
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+    ) -> bool:
+        available_at = work_available_at(item.kind, item.target, now, delay_s)
+        return await self._write(lambda conn: sqlite_work.release(conn, item, available_at, error))
+
+    async def list_work(self, kind: str | None = None) -> list[WorkItem]:
+        return await self._read(lambda conn: sqlite_work.list_items(conn, kind))
+
+
+def _check_page(limit: int | None, offset: int) -> None:
+    if offset < 0 or (limit is not None and limit < 0):
+        raise InvalidInputError("limit and offset must not be negative.")
