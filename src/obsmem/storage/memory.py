@@ -14,18 +14,15 @@ conformance suite holds every other adapter to the same observable behaviour.
   stored object is a deep copy of what the caller passed and every returned object is a deep
   copy of what is stored, so no caller can change stored state behind the store's back.
 
-The checks both adapters apply identically (record identity, lineage consistency, cursors
-moving forward, marker de-duplication, who may take or renew a lease) are the module-level
-functions below; the SQLite adapter imports them so that the rules exist once.
+The checks every adapter applies identically (record identity, lineage consistency, cursors
+moving forward, marker de-duplication, who may take or renew a lease, the work queue's
+arguments) live in :mod:`obsmem.storage.rules`, so the rules exist once.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import math
-from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -33,7 +30,6 @@ from pydantic import BaseModel
 from obsmem.errors import (
     InvalidInputError,
     MessageNotFoundError,
-    StorageError,
     StoreClosedError,
     ThreadNotFoundError,
 )
@@ -45,152 +41,30 @@ from obsmem.storage.contract import (
     WriteResult,
     lineage_key,
 )
-from obsmem.storage.rules import check_limit, claim_expiry, holds_claim, is_claimable, work_available_at
-from obsmem.types import DataPart, Message, Part, Thread
+from obsmem.storage.rules import (
+    acquired_lease,
+    check_cursors_forward,
+    check_limit,
+    check_lineage,
+    check_message_owner,
+    check_same_identity,
+    claim_expiry,
+    holds_claim,
+    is_claimable,
+    lease_expiry,
+    merge_parts,
+    renewed_lease,
+    work_available_at,
+)
+from obsmem.types import DataPart, Message, Thread
 
-__all__ = [
-    "MemoryStore",
-    "acquired_lease",
-    "check_cursors_forward",
-    "check_lineage",
-    "check_message_owner",
-    "check_same_identity",
-    "lease_expiry",
-    "merge_parts",
-    "renewed_lease",
-]
+__all__ = ["MemoryStore"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def _copy(model: ModelT) -> ModelT:
     return model.model_copy(deep=True)
-
-
-# -- rules shared by every adapter -------------------------------------------------------------
-
-
-def check_lineage(record: ObservationRecord) -> None:
-    """A record's ``lineage`` must be the key its scope and ids produce, or lookups would miss it."""
-    try:
-        expected = lineage_key(record.scope, record.thread_id, record.resource_id)
-    except ValueError as exc:
-        raise InvalidInputError(f"Record '{record.id}': {exc}.") from exc
-    if record.lineage != expected:
-        raise InvalidInputError(
-            f"Record '{record.id}' has lineage '{record.lineage}' but its scope and ids give "
-            f"'{expected}'. Build it with lineage_key(scope, thread_id, resource_id)."
-        )
-
-
-def check_same_identity(stored: ObservationRecord, record: ObservationRecord) -> None:
-    """An update may change a record's content, never which lineage or generation it is."""
-    for field in ("lineage", "scope", "thread_id", "resource_id", "generation", "origin"):
-        if getattr(stored, field) != getattr(record, field):
-            raise InvalidInputError(
-                f"Record '{stored.id}': an update cannot change '{field}' "
-                f"({getattr(stored, field)!r} -> {getattr(record, field)!r})."
-            )
-
-
-def check_cursors_forward(stored: ObservationRecord, record: ObservationRecord) -> None:
-    """Refuse a write that would lower any per-thread cursor (a caller bug, never a race)."""
-    for thread_id, state in stored.threads.items():
-        if record.cursor(thread_id) < state.cursor:
-            raise StorageError(
-                f"Refusing to move the cursor of thread '{thread_id}' in lineage "
-                f"'{stored.lineage}' backward from {state.cursor} to {record.cursor(thread_id)}. "
-                "Cursors only advance; build the write from the stored record."
-            )
-
-
-def check_message_owner(message: Message, thread: Thread) -> None:
-    """A message saved into a thread may not claim to belong to another thread or resource."""
-    if message.thread_id is not None and message.thread_id != thread.id:
-        raise InvalidInputError(
-            f"Message '{message.id}' says thread '{message.thread_id}' but is being saved "
-            f"into thread '{thread.id}'."
-        )
-    if message.resource_id is not None and message.resource_id != thread.resource_id:
-        raise InvalidInputError(
-            f"Message '{message.id}' says resource '{message.resource_id}' but thread "
-            f"'{thread.id}' belongs to resource '{thread.resource_id}'."
-        )
-
-
-def _part_key(part: DataPart) -> tuple[str, str] | None:
-    if "cycle_id" not in part.data:
-        return None
-    return part.name, json.dumps(part.data["cycle_id"], sort_keys=True, default=str)
-
-
-def merge_parts(existing: Iterable[Part], new: Iterable[DataPart]) -> tuple[Part, ...]:
-    """``existing`` plus the parts of ``new`` that are not already there.
-
-    A data part carrying ``data["cycle_id"]`` is a duplicate when a data part with the same
-    ``(name, cycle_id)`` exists; one without a cycle id is a duplicate only when an identical
-    part exists. Either way a retried append is a no-op.
-    """
-    parts: list[Part] = list(existing)
-    keys = {key for p in parts if isinstance(p, DataPart) and (key := _part_key(p)) is not None}
-    for part in new:
-        if not isinstance(part, DataPart):
-            raise InvalidInputError(
-                f"add_message_parts only appends data parts (markers), got a '{part.type}' part."
-            )
-        key = _part_key(part)
-        if key is None:
-            if part in parts:
-                continue
-        elif key in keys:
-            continue
-        else:
-            keys.add(key)
-        parts.append(part)
-    return tuple(parts)
-
-
-def lease_expiry(key: str, owner: str, ttl_s: float, now: datetime) -> datetime:
-    """Check the arguments of a lease call and return when the lease would expire."""
-    if not key or not owner:
-        raise InvalidInputError("A lease needs a non-empty key and a non-empty owner.")
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise InvalidInputError(
-            f"Lease '{key}': 'now' must be timezone-aware (wall-clock UTC), got naive {now!r}."
-        )
-    if isinstance(ttl_s, bool) or not math.isfinite(ttl_s) or ttl_s <= 0:
-        raise InvalidInputError(f"Lease '{key}': ttl_s must be a positive number of seconds, got {ttl_s!r}.")
-    try:
-        return now + timedelta(seconds=ttl_s)
-    except OverflowError as exc:
-        raise InvalidInputError(f"Lease '{key}': ttl_s={ttl_s!r} is too long.") from exc
-
-
-def acquired_lease(
-    stored: Lease | None,
-    key: str,
-    owner: str,
-    now: datetime,
-    expires_at: datetime,
-    new_token: Callable[[], int],
-) -> Lease | None:
-    """What ``acquire_lease`` stores, given the stored lease; None when another owner holds it.
-
-    ``new_token`` is called only for a new acquisition (free, released or expired key), never
-    for a renewal by the holder, so a renewal keeps its token and does not use up a number.
-    """
-    if stored is not None and not stored.is_expired(now):
-        if stored.owner != owner:
-            return None
-        return stored.model_copy(update={"expires_at": expires_at})
-    return Lease(key=key, owner=owner, token=new_token(), acquired_at=now, expires_at=expires_at)
-
-
-def renewed_lease(stored: Lease | None, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
-    """What ``renew_lease`` stores; None when ``owner`` no longer holds an unexpired lease."""
-    if stored is None or stored.owner != owner or stored.is_expired(now):
-        return None
-    return stored.model_copy(update={"expires_at": expires_at})
 
 
 def _page(items: list[ModelT], limit: int | None, offset: int) -> list[ModelT]:

@@ -5,7 +5,7 @@ Every function runs inside the transaction the store opened.
 * **Leases** serialise on ``pg_advisory_xact_lock`` for their key (held until commit): of many
   acquirers of one key, in any number of processes, one reads and writes at a time, so exactly
   one gets a free key. Who may take or renew is decided by the shared rules in
-  :mod:`obsmem.storage.memory` against the caller's clock. Fencing tokens come from a one-row
+  :mod:`obsmem.storage.rules` against the caller's clock. Fencing tokens come from a one-row
   counter, so they rise in commit order across all keys, as on SQLite.
 * **Work items** are claimed with ``FOR UPDATE SKIP LOCKED``: a claimer locks the due rows no
   one else is claiming and skips the rest, so workers never queue behind each other; under read
@@ -25,8 +25,7 @@ from pydantic import ValidationError
 
 from obsmem.errors import StorageError
 from obsmem.storage.contract import Lease, WorkItem
-from obsmem.storage.memory import acquired_lease, renewed_lease
-from obsmem.storage.rules import holds_claim
+from obsmem.storage.rules import acquired_lease, holds_claim, renewed_lease
 
 __all__ = [
     "acquire_lease", "claim", "complete", "enqueue", "get_lease", "list_items", "list_leases",

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import ObservationRecord, WriteResult
-from obsmem.storage.memory import check_cursors_forward, check_same_identity
+from obsmem.storage.rules import check_cursors_forward, check_same_identity
 
 __all__ = ["create", "create_generation", "delete_lineage", "get", "head", "list_generations", "update"]
 

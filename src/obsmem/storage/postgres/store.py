@@ -58,14 +58,16 @@ from obsmem.storage.contract import (
     WorkItem,
     WriteResult,
 )
-from obsmem.storage.memory import (
+from obsmem.storage.postgres.vectors import VectorHit
+from obsmem.storage.rules import (
+    check_limit,
     check_lineage,
     check_message_owner,
+    claim_expiry,
     lease_expiry,
     merge_parts,
+    work_available_at,
 )
-from obsmem.storage.postgres.vectors import VectorHit
-from obsmem.storage.rules import check_limit, claim_expiry, work_available_at
 from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["PostgresStore", "migrate_database", "pending_migrations", "redact_url"]

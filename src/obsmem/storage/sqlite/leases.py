@@ -5,7 +5,7 @@ Every function here runs on the store's worker thread, inside the transaction th
 write lock before reading the lease row, so no other connection, in any process, can change the
 row between our read and our write. That is what makes "exactly one of N racing owners gets a
 free lease" hold across processes. The rules (who may take or renew, which token) are the shared
-functions in :mod:`obsmem.storage.memory`; this module only moves rows.
+functions in :mod:`obsmem.storage.rules`; this module only moves rows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from obsmem.errors import StorageError
 from obsmem.storage.contract import Lease
-from obsmem.storage.memory import acquired_lease, renewed_lease
+from obsmem.storage.rules import acquired_lease, renewed_lease
 
 __all__ = ["acquire", "get", "list_by_prefix", "next_token", "release", "renew"]
 

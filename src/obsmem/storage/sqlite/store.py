@@ -61,15 +61,17 @@ from obsmem.storage.contract import (
     WriteResult,
     lineage_key,
 )
-from obsmem.storage.memory import (
+from obsmem.storage.rules import (
     check_cursors_forward,
+    check_limit,
     check_lineage,
     check_message_owner,
     check_same_identity,
+    claim_expiry,
     lease_expiry,
     merge_parts,
+    work_available_at,
 )
-from obsmem.storage.rules import check_limit, claim_expiry, work_available_at
 from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["SQLiteStore", "default_data_dir", "default_store_path"]
