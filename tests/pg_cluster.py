@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster: for tests, benchmarks and trying obsmem on PostgreSQL locally.
+"""A throwaway PostgreSQL cluster, for the test suite and the benchmarks (not shipped in the package).
 
 ::
 
