@@ -29,7 +29,7 @@ from obsmem.storage import (
     migrations,
     open_store,
 )
-from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE_MIGRATIONS, SQLiteMigrationSet
+from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE, SQLITE_MIGRATIONS, MigrationSet
 from obsmem.types import Message, Thread
 
 LINEAGE = "thread:t1"
@@ -246,7 +246,7 @@ def test_migration_numbers_and_names_are_unique() -> None:
 
 
 def test_registration_rejects_duplicates_and_bad_names() -> None:
-    fresh = SQLiteMigrationSet()
+    fresh = MigrationSet(SQLITE)
 
     def m001_first(conn: sqlite3.Connection) -> None: ...
 
@@ -265,7 +265,7 @@ def test_registration_rejects_duplicates_and_bad_names() -> None:
 
 
 def test_failing_migration_rolls_back_with_its_record(tmp_path: Path) -> None:
-    fresh = SQLiteMigrationSet()
+    fresh = MigrationSet(SQLITE)
 
     @fresh.register
     def m001_good(conn: sqlite3.Connection) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from obsmem.storage import Lease, SQLiteStore, lineage_key, migrations
-from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLiteMigrationSet
+from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE, MigrationSet
 from obsmem.types import Thread
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -32,7 +32,7 @@ LINEAGE = lineage_key("thread", "t1", "r1")
 
 def make_m001_database(path: Path) -> None:
     """A database exactly as the release with only ``m001_initial`` left it, holding one record."""
-    only_m001 = SQLiteMigrationSet()
+    only_m001 = MigrationSet(SQLITE)
     only_m001.register(migrations.m001_initial)
     conn = sqlite3.connect(path, isolation_level=None)
     try:

@@ -1,4 +1,4 @@
-"""Schema migrations: numbered, named functions, each recorded in ``_obsmem_migrations``.
+"""Schema migrations: numbered, named functions, each recorded in a version table.
 
 Why functions in a list and not a schema diff: a migration is an explicit, reviewable step
 that ran exactly once per database, and its name in the table is the proof. This is the
@@ -15,9 +15,13 @@ habit of ``llm`` and ``sqlite-utils``:
   obsmem; it is refused with :class:`~obsmem.errors.MigrationError` rather than used with a
   schema we cannot reason about.
 
-Each SQL dialect owns one :class:`MigrationSet` subclass (how to open a transaction, how to
-read the table) and one list of migrations. :data:`SQLITE_MIGRATIONS` is SQLite's list; the
-PostgreSQL adapter registers its own set the same way (with an advisory lock in ``_apply``).
+One :class:`MigrationSet` class serves every schema obsmem keeps: it is given a
+:class:`Dialect` (how to take the lock and open the transaction a step runs in, how to tell
+whether the version table exists) and the name of its version table. The message store uses
+``_obsmem_migrations``; the knowledge store keeps its own table, so the two schemas evolve
+separately whether or not they share a database. :data:`SQLITE` is SQLite's dialect and
+:data:`SQLITE_MIGRATIONS` the message store's SQLite steps (below); PostgreSQL's dialect and
+steps are in :mod:`obsmem.storage.postgres.migrations`.
 """
 
 from __future__ import annotations
@@ -25,19 +29,23 @@ from __future__ import annotations
 import re
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from obsmem.errors import MigrationError
 
 __all__ = [
     "MIGRATIONS_TABLE",
+    "SQLITE",
     "SQLITE_MIGRATIONS",
+    "Dialect",
     "Migration",
     "MigrationSet",
-    "SQLiteMigrationSet",
+    "SQLConnection",
+    "SQLiteDialect",
     "migrate",
     "pending",
 ]
@@ -45,7 +53,20 @@ __all__ = [
 MIGRATIONS_TABLE = "_obsmem_migrations"
 _NAME = re.compile(r"^m(\d{3,})_[a-z0-9_]+$")
 
-ConnT = TypeVar("ConnT")
+
+class _Rows(Protocol):
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> Sequence[Any]: ...
+
+
+class SQLConnection(Protocol):
+    """What a migration set needs of a connection: ``sqlite3`` and psycopg's both have it."""
+
+    def execute(self, query: str, params: Any = ..., /) -> _Rows: ...
+
+
+ConnT = TypeVar("ConnT", bound=SQLConnection)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +76,36 @@ class Migration(Generic[ConnT]):
     apply: Callable[[ConnT], None]
 
 
-class MigrationSet(ABC, Generic[ConnT]):
-    """An ordered set of migrations for one dialect, keyed by name and by number."""
+class Dialect(ABC, Generic[ConnT]):
+    """What differs between SQL dialects when a step runs: the lock, the transaction, the types."""
 
-    def __init__(self, dialect: str) -> None:
+    name: ClassVar[str]
+    param: ClassVar[str]  # the placeholder for a query parameter
+    timestamp_type: ClassVar[str]  # the version table's applied_at column
+
+    @abstractmethod
+    def table_exists(self, conn: ConnT, table: str) -> bool: ...
+
+    @abstractmethod
+    def step(self, conn: ConnT) -> AbstractContextManager[None]:
+        """One transaction that holds the schema's write lock: commit on exit, roll back on error."""
+
+    @abstractmethod
+    def now(self) -> object:
+        """The ``applied_at`` value for a step applied now."""
+
+
+class MigrationSet(Generic[ConnT]):
+    """An ordered set of migrations recorded in ``table``, keyed by name and by number."""
+
+    def __init__(self, dialect: Dialect[ConnT], table: str = MIGRATIONS_TABLE, label: str | None = None) -> None:
         self.dialect = dialect
+        self.table = table
+        self.label = label or dialect.name
         self._by_number: dict[int, Migration[ConnT]] = {}
+
+    def __repr__(self) -> str:
+        return f"MigrationSet({self.label!r}, table={self.table!r}, migrations={self.names()!r})"
 
     # -- registration ------------------------------------------------------------------------
     def register(self, fn: Callable[[ConnT], None]) -> Callable[[ConnT], None]:
@@ -73,11 +118,11 @@ class MigrationSet(ABC, Generic[ConnT]):
         number = int(match.group(1))
         if number in self._by_number:
             raise MigrationError(
-                f"{self.dialect} migration number {number} is used twice: "
+                f"{self.label} migration number {number} is used twice: "
                 f"'{self._by_number[number].name}' and '{fn.__name__}'. Renumber the newer one."
             )
         if fn.__name__ in self.names():
-            raise MigrationError(f"{self.dialect} migration '{fn.__name__}' is registered twice.")
+            raise MigrationError(f"{self.label} migration '{fn.__name__}' is registered twice.")
         self._by_number[number] = Migration(number=number, name=fn.__name__, apply=fn)
         return fn
 
@@ -97,11 +142,13 @@ class MigrationSet(ABC, Generic[ConnT]):
     def migrate(self, conn: ConnT) -> list[str]:
         """Apply every pending migration, each in its own transaction; return their names."""
         self._refuse_unknown(self._applied(conn))
-        done: list[str] = []
-        for migration in self.all():
-            if self._apply(conn, migration):
-                done.append(migration.name)
-        return done
+        return [migration.name for migration in self.all() if self._apply(conn, migration)]
+
+    def _applied(self, conn: ConnT) -> set[str]:
+        """Names recorded in the version table (empty when the table does not exist)."""
+        if not self.dialect.table_exists(conn, self.table):
+            return set()
+        return {row[0] for row in conn.execute(f"SELECT name FROM {self.table}").fetchall()}
 
     def _refuse_unknown(self, applied: set[str]) -> None:
         unknown = sorted(applied - set(self.names()))
@@ -112,20 +159,29 @@ class MigrationSet(ABC, Generic[ConnT]):
                 "(pip install -U obsmem) or point it at another database."
             )
 
-    @abstractmethod
-    def _applied(self, conn: ConnT) -> set[str]:
-        """Names recorded in the migrations table (empty when the table does not exist)."""
-
-    @abstractmethod
     def _apply(self, conn: ConnT, migration: Migration[ConnT]) -> bool:
-        """Run one migration and insert its row in one transaction.
+        """Run one migration and insert its row in one transaction; False when already applied.
 
-        Must re-check inside the transaction that the migration is still missing (another
-        process may have applied it meanwhile) and return False in that case.
+        The check runs inside the transaction, under the dialect's lock: a process that applied
+        the step meanwhile has committed its row by the time this one reads the table.
         """
+        param = self.dialect.param
+        with self.dialect.step(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} "
+                f"(name TEXT PRIMARY KEY, applied_at {self.dialect.timestamp_type} NOT NULL)"
+            )
+            if conn.execute(f"SELECT 1 FROM {self.table} WHERE name = {param}", (migration.name,)).fetchone():
+                return False
+            migration.apply(conn)
+            conn.execute(
+                f"INSERT INTO {self.table} (name, applied_at) VALUES ({param}, {param})",
+                (migration.name, self.dialect.now()),
+            )
+        return True
 
 
-class SQLiteMigrationSet(MigrationSet[sqlite3.Connection]):
+class SQLiteDialect(Dialect[sqlite3.Connection]):
     """SQLite: expects a connection in autocommit mode (``isolation_level=None``).
 
     Explicit ``BEGIN IMMEDIATE`` takes the write lock before re-reading the table, so two
@@ -133,43 +189,35 @@ class SQLiteMigrationSet(MigrationSet[sqlite3.Connection]):
     transactional, so a failing migration rolls back with its record.
     """
 
-    def __init__(self) -> None:
-        super().__init__("sqlite")
+    name = "sqlite"
+    param = "?"
+    timestamp_type = "TEXT"  # ISO 8601 with its offset
 
-    def _applied(self, conn: sqlite3.Connection) -> set[str]:
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
-        ).fetchone()
-        if exists is None:
-            return set()
-        return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+    def table_exists(self, conn: sqlite3.Connection, table: str) -> bool:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return found.fetchone() is not None
 
-    def _apply(self, conn: sqlite3.Connection, migration: Migration[sqlite3.Connection]) -> bool:
+    @contextmanager
+    def step(self, conn: sqlite3.Connection) -> Iterator[None]:
         if conn.isolation_level is not None:
             raise MigrationError("SQLite migrations need a connection opened with isolation_level=None.")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
-                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            if conn.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = ?", (migration.name,)).fetchone():
-                conn.execute("COMMIT")
-                return False
-            migration.apply(conn)
-            conn.execute(
-                f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
-                (migration.name, datetime.now(UTC).isoformat()),
-            )
-            conn.execute("COMMIT")
-            return True
+            yield
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        conn.execute("COMMIT")
+
+    def now(self) -> str:
+        return datetime.now(UTC).isoformat()
 
 
-SQLITE_MIGRATIONS = SQLiteMigrationSet()
+SQLITE = SQLiteDialect()
+
+
+SQLITE_MIGRATIONS: MigrationSet[sqlite3.Connection] = MigrationSet(SQLITE)
 
 
 def pending(conn: sqlite3.Connection) -> list[str]:

@@ -15,57 +15,21 @@ PostgreSQL ``text`` value cannot; inside ``doc`` JSON escapes it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from obsmem.errors import MigrationError
-from obsmem.storage.migrations import Migration, MigrationSet
-from obsmem.storage.postgres.migrations import ADVISORY_LOCK_KEY
+from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE
+from obsmem.storage.migrations import MigrationSet
+from obsmem.storage.postgres.migrations import POSTGRESQL
 
-__all__ = ["KNOWLEDGE_MIGRATIONS", "KNOWLEDGE_MIGRATIONS_TABLE", "PostgresKnowledgeMigrationSet"]
+__all__ = ["KNOWLEDGE_MIGRATIONS", "KNOWLEDGE_MIGRATIONS_TABLE"]
 
 Conn = psycopg.Connection[Any]
 
-KNOWLEDGE_MIGRATIONS_TABLE = "_obsmem_knowledge_migrations"
-
-
-class PostgresKnowledgeMigrationSet(MigrationSet[Conn]):
-    """Expects a connection in autocommit mode; steps serialise on the obsmem migration lock."""
-
-    def __init__(self) -> None:
-        super().__init__("postgresql-knowledge")
-
-    def _applied(self, conn: Conn) -> set[str]:
-        row = conn.execute("SELECT to_regclass(%s)", (KNOWLEDGE_MIGRATIONS_TABLE,)).fetchone()
-        if row is None or row[0] is None:
-            return set()
-        return {r[0] for r in conn.execute(f"SELECT name FROM {KNOWLEDGE_MIGRATIONS_TABLE}")}
-
-    def _apply(self, conn: Conn, migration: Migration[Conn]) -> bool:
-        if not conn.autocommit:
-            raise MigrationError("Knowledge migrations need a connection opened with autocommit=True.")
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {KNOWLEDGE_MIGRATIONS_TABLE} "
-                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
-            )
-            done = conn.execute(
-                f"SELECT 1 FROM {KNOWLEDGE_MIGRATIONS_TABLE} WHERE name = %s", (migration.name,)
-            ).fetchone()
-            if done is not None:
-                return False
-            migration.apply(conn)
-            conn.execute(
-                f"INSERT INTO {KNOWLEDGE_MIGRATIONS_TABLE} (name, applied_at) VALUES (%s, %s)",
-                (migration.name, datetime.now(UTC)),
-            )
-        return True
-
-
-KNOWLEDGE_MIGRATIONS = PostgresKnowledgeMigrationSet()
+KNOWLEDGE_MIGRATIONS: MigrationSet[Conn] = MigrationSet(
+    POSTGRESQL, KNOWLEDGE_MIGRATIONS_TABLE, "postgresql-knowledge"
+)
 
 
 @KNOWLEDGE_MIGRATIONS.register

@@ -21,7 +21,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from obsmem.clock import Clock
-from obsmem.errors import MigrationError, ObsmemError, StorageError
+from obsmem.errors import ObsmemError, StorageError
 from obsmem.storage.connection import ConnectionThread
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
@@ -41,8 +40,8 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key
-from obsmem.storage.migrations import Migration, MigrationSet
+from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables, name_key
+from obsmem.storage.migrations import SQLITE, MigrationSet
 
 __all__ = [
     "KNOWLEDGE_MIGRATIONS",
@@ -55,52 +54,12 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Conn = sqlite3.Connection
 
-KNOWLEDGE_MIGRATIONS_TABLE = "_obsmem_knowledge_migrations"
 BUSY_TIMEOUT_S = 10.0
 BUSY_RETRIES = 5
 
 
-class KnowledgeMigrationSet(MigrationSet[Conn]):
-    """Numbered knowledge migrations, each applied with its record in one ``BEGIN IMMEDIATE``."""
-
-    def __init__(self) -> None:
-        super().__init__("sqlite-knowledge")
-
-    def _applied(self, conn: Conn) -> set[str]:
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (KNOWLEDGE_MIGRATIONS_TABLE,)
-        ).fetchone()
-        if exists is None:
-            return set()
-        return {row[0] for row in conn.execute(f"SELECT name FROM {KNOWLEDGE_MIGRATIONS_TABLE}")}
-
-    def _apply(self, conn: Conn, migration: Migration[Conn]) -> bool:
-        if conn.isolation_level is not None:
-            raise MigrationError("Knowledge migrations need a connection opened with isolation_level=None.")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {KNOWLEDGE_MIGRATIONS_TABLE} "
-                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            done = conn.execute(
-                f"SELECT 1 FROM {KNOWLEDGE_MIGRATIONS_TABLE} WHERE name = ?", (migration.name,)
-            ).fetchone()
-            if done is None:
-                migration.apply(conn)
-                conn.execute(
-                    f"INSERT INTO {KNOWLEDGE_MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
-                    (migration.name, datetime.now(UTC).isoformat()),
-                )
-            conn.execute("COMMIT")
-            return done is None
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-
-KNOWLEDGE_MIGRATIONS = KnowledgeMigrationSet()
+# The knowledge schema's own version table, so it evolves separately from the message store's.
+KNOWLEDGE_MIGRATIONS: MigrationSet[Conn] = MigrationSet(SQLITE, KNOWLEDGE_MIGRATIONS_TABLE, "sqlite-knowledge")
 
 
 @KNOWLEDGE_MIGRATIONS.register

@@ -22,7 +22,10 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 
-__all__ = ["KnowledgeTables", "name_key"]
+__all__ = ["KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key"]
+
+# The knowledge schema's version table, apart from the message store's: the two evolve separately.
+KNOWLEDGE_MIGRATIONS_TABLE = "_obsmem_knowledge_migrations"
 
 
 def name_key(name: str) -> str:

@@ -1,14 +1,17 @@
 """PostgreSQL schema migrations: the same numbered, recorded steps as SQLite's, for PostgreSQL.
 
-The framework is :class:`~obsmem.storage.migrations.MigrationSet`; this module adds how to run
-a step safely on a server that many processes (and machines) may open at once:
+The framework is :class:`~obsmem.storage.migrations.MigrationSet`; this module adds the
+PostgreSQL :class:`~obsmem.storage.migrations.Dialect`, how to run a step safely on a server
+that many processes (and machines) may open at once:
 
-* Each step runs in one transaction together with the insert of its row in
-  ``_obsmem_migrations`` (PostgreSQL DDL is transactional), so a crash leaves the database
-  before or after the step, never half-way.
-* The transaction first takes ``pg_advisory_xact_lock``: concurrent migrators queue on it, and
-  the one that gets it second re-reads the table, sees the step done and skips it. Without the
-  lock two processes could both run ``CREATE TABLE`` and one would fail.
+* Each step runs in one transaction together with the insert of its row in the version table
+  (PostgreSQL DDL is transactional), so a crash leaves the database before or after the step,
+  never half-way.
+* The transaction first takes ``pg_advisory_xact_lock`` on :data:`ADVISORY_LOCK_KEY`: concurrent
+  migrators queue on it, and the one that gets it second re-reads the table, sees the step done
+  and skips it. Without the lock two processes could both run ``CREATE TABLE`` and one would
+  fail. Every obsmem schema in a database (the message store's, the knowledge store's) takes
+  this one lock, so all schema changes in a database queue behind each other.
 
 Migrations run on a plain (synchronous) psycopg connection in autocommit mode, which is what
 ``obsmem migrate`` has too; the async store runs them on a thread when it first opens.
@@ -22,15 +25,17 @@ where they change without the document being rewritten, and columns win when a r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from obsmem.errors import MigrationError
-from obsmem.storage.migrations import MIGRATIONS_TABLE, Migration, MigrationSet
+from obsmem.storage.migrations import Dialect, MigrationSet
 
-__all__ = ["ADVISORY_LOCK_KEY", "POSTGRES_MIGRATIONS", "PostgresMigrationSet", "migrate", "pending"]
+__all__ = ["ADVISORY_LOCK_KEY", "POSTGRESQL", "POSTGRES_MIGRATIONS", "PostgresDialect", "migrate", "pending"]
 
 Conn = psycopg.Connection[Any]
 
@@ -39,39 +44,32 @@ Conn = psycopg.Connection[Any]
 ADVISORY_LOCK_KEY = 0x6F62736D656D
 
 
-class PostgresMigrationSet(MigrationSet[Conn]):
+class PostgresDialect(Dialect[Conn]):
     """PostgreSQL: expects a connection in autocommit mode; steps serialise on an advisory lock."""
 
-    def __init__(self) -> None:
-        super().__init__("postgresql")
+    name = "postgresql"
+    param = "%s"
+    timestamp_type = "TIMESTAMPTZ"
 
-    def _applied(self, conn: Conn) -> set[str]:
-        row = conn.execute("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,)).fetchone()
-        if row is None or row[0] is None:
-            return set()
-        return {r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+    def table_exists(self, conn: Conn, table: str) -> bool:
+        row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        return row is not None and row[0] is not None
 
-    def _apply(self, conn: Conn, migration: Migration[Conn]) -> bool:
+    @contextmanager
+    def step(self, conn: Conn) -> Iterator[None]:
         if not conn.autocommit:
             raise MigrationError("PostgreSQL migrations need a connection opened with autocommit=True.")
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
-                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
-            )
-            done = conn.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = %s", (migration.name,))
-            if done.fetchone() is not None:
-                return False
-            migration.apply(conn)
-            conn.execute(
-                f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (%s, %s)",
-                (migration.name, datetime.now(UTC)),
-            )
-        return True
+            yield
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
-POSTGRES_MIGRATIONS = PostgresMigrationSet()
+POSTGRESQL = PostgresDialect()
+
+POSTGRES_MIGRATIONS: MigrationSet[Conn] = MigrationSet(POSTGRESQL)
 
 
 def pending(conn: Conn) -> list[str]:
