@@ -2,24 +2,51 @@
 
 Old conversation is compressed by an Observer into dated observations, a Reflector condenses
 them when they grow, and the actor sees the observations plus a raw tail of recent messages.
-Everything public is re-exported here; other module paths are implementation details, except
-``obsmem.models.<vendor>`` and ``obsmem.models.testing``.
+
+Everything public is re-exported here: :class:`Memory` and its configuration, the message
+types, every error in :mod:`obsmem.errors`, and what a custom Observer or Reflector needs
+(the protocols and their request/result types). The documented sub-packages are public too:
+``obsmem.models`` (and ``obsmem.models.<vendor>``, ``obsmem.models.testing``),
+``obsmem.embeddings``, ``obsmem.vectors``, ``obsmem.knowledge`` and ``obsmem.storage``. Every
+other module path is an implementation detail.
 """
 
 from obsmem.config import MemoryConfig as MemoryConfig
 from obsmem.config import ObservationConfig as ObservationConfig
 from obsmem.config import ReflectionConfig as ReflectionConfig
 from obsmem.config import RetrievalConfig as RetrievalConfig
+from obsmem.errors import CeilingExceededError as CeilingExceededError
+from obsmem.errors import CeilingLoweredError as CeilingLoweredError
 from obsmem.errors import ConfigError as ConfigError
+from obsmem.errors import DegenerateOutputError as DegenerateOutputError
+from obsmem.errors import DescriptionTooLongError as DescriptionTooLongError
+from obsmem.errors import IncompleteResponseError as IncompleteResponseError
 from obsmem.errors import InvalidInputError as InvalidInputError
+from obsmem.errors import InvalidMergeError as InvalidMergeError
+from obsmem.errors import InvalidScopeError as InvalidScopeError
+from obsmem.errors import InvalidWhenError as InvalidWhenError
+from obsmem.errors import KnowledgeNotFoundError as KnowledgeNotFoundError
+from obsmem.errors import LeaseLostError as LeaseLostError
+from obsmem.errors import MessageNotFoundError as MessageNotFoundError
+from obsmem.errors import MigrationError as MigrationError
+from obsmem.errors import MissingCredentialsError as MissingCredentialsError
 from obsmem.errors import ModelError as ModelError
+from obsmem.errors import ModelOutputError as ModelOutputError
+from obsmem.errors import ModelRequestError as ModelRequestError
+from obsmem.errors import ModelUnavailableError as ModelUnavailableError
+from obsmem.errors import NameConflictError as NameConflictError
 from obsmem.errors import NotFoundError as NotFoundError
 from obsmem.errors import ObservationError as ObservationError
 from obsmem.errors import ObsmemError as ObsmemError
+from obsmem.errors import OperationAbortedError as OperationAbortedError
 from obsmem.errors import RecallNotFoundError as RecallNotFoundError
 from obsmem.errors import ReflectionError as ReflectionError
+from obsmem.errors import StaleSemanticIndexError as StaleSemanticIndexError
 from obsmem.errors import StorageError as StorageError
+from obsmem.errors import StoreClosedError as StoreClosedError
 from obsmem.errors import ThreadNotFoundError as ThreadNotFoundError
+from obsmem.errors import TombstonedValueError as TombstonedValueError
+from obsmem.errors import UnresolvedMentionError as UnresolvedMentionError
 from obsmem.memory import Memory as Memory
 from obsmem.models.base import ChatModel as ChatModel
 from obsmem.models.base import ModelRequest as ModelRequest
@@ -30,10 +57,18 @@ from obsmem.om.engine import CycleOutcome as CycleOutcome
 from obsmem.om.extractors import Extractor as Extractor
 from obsmem.om.offline import OfflineObserver as OfflineObserver
 from obsmem.om.offline import OfflineReflector as OfflineReflector
+from obsmem.om.outcomes import EngineEvent as EngineEvent
+from obsmem.om.protocols import AttemptFailed as AttemptFailed
+from obsmem.om.protocols import ObservationRequest as ObservationRequest
+from obsmem.om.protocols import ObservationResult as ObservationResult
 from obsmem.om.protocols import Observer as Observer
+from obsmem.om.protocols import ReflectionRequest as ReflectionRequest
+from obsmem.om.protocols import ReflectionResult as ReflectionResult
 from obsmem.om.protocols import Reflector as Reflector
 from obsmem.om.recall.render import RecallResult as RecallResult
 from obsmem.om.recall.tool import recall_tool_schema as recall_tool_schema
+from obsmem.om.text.groups import ObservationGroup as ObservationGroup
+from obsmem.om.text.groups import parse_groups as parse_groups
 from obsmem.storage import Store as Store
 from obsmem.storage import open_store as open_store
 from obsmem.storage.contract import ObservationRecord as ObservationRecord
@@ -52,47 +87,77 @@ from obsmem.types import ToolResultPart as ToolResultPart
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttemptFailed",
+    "CeilingExceededError",
+    "CeilingLoweredError",
     "ChatModel",
     "ConfigError",
     "ContextWindow",
     "CycleOutcome",
     "DataPart",
+    "DegenerateOutputError",
+    "DescriptionTooLongError",
+    "EngineEvent",
     "Extractor",
     "FilePart",
+    "IncompleteResponseError",
     "InvalidInputError",
+    "InvalidMergeError",
+    "InvalidScopeError",
+    "InvalidWhenError",
+    "KnowledgeNotFoundError",
+    "LeaseLostError",
     "Memory",
     "MemoryConfig",
     "Message",
+    "MessageNotFoundError",
+    "MigrationError",
+    "MissingCredentialsError",
     "ModelError",
+    "ModelOutputError",
     "ModelRequest",
+    "ModelRequestError",
     "ModelResponse",
+    "ModelUnavailableError",
+    "NameConflictError",
     "NotFoundError",
     "ObservationConfig",
     "ObservationError",
+    "ObservationGroup",
     "ObservationRecord",
+    "ObservationRequest",
+    "ObservationResult",
     "Observer",
     "ObsmemError",
     "OfflineObserver",
     "OfflineReflector",
+    "OperationAbortedError",
     "ReasoningPart",
     "RecallNotFoundError",
     "RecallResult",
     "ReflectionConfig",
     "ReflectionError",
+    "ReflectionRequest",
+    "ReflectionResult",
     "Reflector",
     "RetrievalConfig",
+    "StaleSemanticIndexError",
     "StorageError",
     "Store",
+    "StoreClosedError",
     "SyncMemory",
     "TextPart",
     "Thread",
     "ThreadNotFoundError",
     "TokenCounter",
+    "TombstonedValueError",
     "ToolCallPart",
     "ToolResultPart",
     "Turn",
+    "UnresolvedMentionError",
     "Usage",
     "__version__",
     "open_store",
+    "parse_groups",
     "recall_tool_schema",
 ]

@@ -110,6 +110,8 @@ class NotFoundError(ObsmemError, LookupError):
 
 
 class ThreadNotFoundError(NotFoundError):
+    """No thread with that id exists in the store (``thread_id`` names it)."""
+
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(
@@ -119,6 +121,8 @@ class ThreadNotFoundError(NotFoundError):
 
 
 class MessageNotFoundError(NotFoundError):
+    """No message with that id exists in the store (``message_id`` names it)."""
+
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         super().__init__(f"Message '{message_id}' does not exist in this store.")
@@ -150,6 +154,8 @@ class MigrationError(StorageError):
 
 
 class StoreClosedError(StorageError):
+    """The store was used after ``close()``/``async with`` ended; open a new one."""
+
     def __init__(self) -> None:
         super().__init__("The store has been closed; open a new one with open_store(...).")
 
@@ -163,6 +169,8 @@ class ModelError(ObsmemError):
 
 
 class MissingCredentialsError(ModelError):
+    """A provider needs an API key and its environment variable (``env_var``) is not set."""
+
     def __init__(self, provider: str, env_var: str) -> None:
         self.provider = provider
         self.env_var = env_var
@@ -246,6 +254,8 @@ class InvalidWhenError(InvalidInputError):
 
 
 class DescriptionTooLongError(InvalidInputError):
+    """A knowledge node description is longer than the limit (400 characters)."""
+
     def __init__(self, length: int, limit: int) -> None:
         super().__init__(
             f"A node description is {length} characters; the limit is {limit}. Shorten it and put "
