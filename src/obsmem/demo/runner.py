@@ -12,13 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem import (
+    ChatModel,
+    ContextWindow,
+    EngineEvent,
+    Memory,
+    MemoryConfig,
+    Message,
+    ObservationConfig,
+    ReflectionConfig,
+)
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID, DemoTurn, demo_conversation
-from obsmem.memory import Memory
-from obsmem.models.base import ChatModel
-from obsmem.om.context import ContextWindow
-from obsmem.om.engine import EngineEvent
-from obsmem.types import Message
 
 __all__ = ["DemoReport", "demo_config", "run_demo"]
 

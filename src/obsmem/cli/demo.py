@@ -1,5 +1,5 @@
-"""The ``obsmem`` command. Each command parses its options, calls one library function, and
-draws the result with rich; no memory logic lives here."""
+"""``obsmem demo``: replays the bundled conversation with :func:`obsmem.demo.runner.run_demo` and
+draws the report; the replay and every number in it come from the library."""
 
 from __future__ import annotations
 
@@ -14,37 +14,32 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from obsmem import __version__
-from obsmem.bench.cli import bench_app
+from obsmem import ChatModel, ObsmemError
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
-from obsmem.errors import ObsmemError
-from obsmem.models import ChatModel, infer_model
-from obsmem.worker_cli import register as register_worker_commands
+from obsmem.models import infer_model
 
-app = typer.Typer(help="obsmem: observational memory for LLM agents.", no_args_is_help=True, add_completion=False)
+__all__ = ["demo", "register"]
+
 console = Console()
-app.add_typer(bench_app, name="bench")
-register_worker_commands(app)
 
 
-@app.callback()
-def _root() -> None:
-    """obsmem: observational memory for LLM agents."""
+def register(app: typer.Typer) -> None:
+    """Add ``demo`` to ``app``."""
+    app.command()(demo)
 
 
-@app.command()
-def version() -> None:
-    """Print the installed obsmem version."""
-    console.print(__version__)
-
-
-@app.command()
 def demo(
     db: Annotated[Path | None, typer.Option(help="SQLite file to write (default: a temporary file).")] = None,
     turns: Annotated[int | None, typer.Option(min=1, help="Replay only the first N turns.")] = None,
-    message_tokens: Annotated[int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")] = DEMO_MESSAGE_TOKENS,
-    observation_tokens: Annotated[int, typer.Option(min=1, help="Reflect when observations reach this.")] = DEMO_OBSERVATION_TOKENS,
-    show_context: Annotated[bool, typer.Option("--show-context/--no-context", help="Print the final context.")] = True,
+    message_tokens: Annotated[
+        int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")
+    ] = DEMO_MESSAGE_TOKENS,
+    observation_tokens: Annotated[
+        int, typer.Option(min=1, help="Reflect when observations reach this.")
+    ] = DEMO_OBSERVATION_TOKENS,
+    show_context: Annotated[
+        bool, typer.Option("--show-context/--no-context", help="Print the final context.")
+    ] = True,
     model: Annotated[
         str | None,
         typer.Option(
@@ -69,8 +64,8 @@ def demo(
     with tempfile.TemporaryDirectory(prefix="obsmem-demo-") as scratch:
         database = db or Path(scratch) / "demo.db"
         with Progress(
-            TextColumn("[bold]Replaying conversation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=False,
+            TextColumn("[bold]Replaying conversation"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=False,
         ) as progress:
             task = progress.add_task("turns", total=None)
 
@@ -91,8 +86,8 @@ def _print_report(report: DemoReport, *, show_context: bool, kept: bool) -> None
     if show_context:
         console.rule("Final context the model would see")
         for message in report.context.messages:
-            console.print(Panel(message.text or "(no text)", title=f"{message.role} · {message.id}", title_align="left",
-                                expand=True))
+            title = f"{message.role} · {message.id}"
+            console.print(Panel(message.text or "(no text)", title=title, title_align="left", expand=True))
     table = Table(title=f"obsmem demo ({report.model} observer, SQLite)")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -109,11 +104,3 @@ def _print_report(report: DemoReport, *, show_context: bool, kept: bool) -> None
     if kept:
         table.add_row("database", str(report.database))
     console.print(table)
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()

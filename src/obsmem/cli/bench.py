@@ -19,9 +19,8 @@ from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
 from obsmem.bench.run import RetentionReport, run_retention
 from obsmem.bench.survival import SurvivalReport, run_survival
-from obsmem.errors import ObsmemError
+from obsmem import ChatModel, ObsmemError
 from obsmem.models import infer_model
-from obsmem.models.base import ChatModel
 
 __all__ = ["bench_app"]
 
