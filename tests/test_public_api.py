@@ -117,8 +117,8 @@ def _all_obsmem_modules() -> Iterable[str]:
             yield info.name
 
 
-def _subclasses(cls: type) -> set[type]:
-    found = set()
+def _subclasses(cls: type[BaseException]) -> set[type[BaseException]]:
+    found: set[type[BaseException]] = set()
     for sub in cls.__subclasses__():
         found |= {sub, *_subclasses(sub)}
     return found
@@ -176,10 +176,12 @@ def test_a_custom_observer_and_reflector_need_only_the_public_face() -> None:
     )
 
     async def run() -> str:
-        async with obsmem.Memory("memory://", config=config, observer=observer, reflector=reflector) as memory:
+        memory = obsmem.Memory("memory://", config=config, observer=observer, reflector=reflector)
+        async with memory:
             for n in range(8):
                 text = f"Note {n}: the locker code is {4000 + n}, next to the blue door on floor {n}."
-                turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[obsmem.Message.user(text)])
+                messages = [obsmem.Message.user(text)]
+                turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=messages)
                 await turn.step([obsmem.Message.assistant(f"Saved code {4000 + n}.")])
                 await turn.end()
             record = await memory.get_record("t1")
@@ -210,8 +212,7 @@ def import_cycles(package: str) -> list[list[str]]:
     """
     graph = grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=False)
     edges: Mapping[str, set[str]] = {
-        module: {target for target in graph.find_modules_directly_imported_by(module) if target in graph.modules}
-        for module in graph.modules
+        module: graph.find_modules_directly_imported_by(module) & graph.modules for module in graph.modules
     }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
