@@ -11,7 +11,7 @@ import pytest
 from obsmem.clock import FakeClock
 from obsmem.embeddings import LexicalHashEmbedder
 from obsmem.errors import InvalidWhenError, UnresolvedMentionError
-from obsmem.knowledge import Knowledge, RecordView, TrustState, reciprocal_rank_fusion
+from obsmem.knowledge import Knowledge, RecordDraft, RecordView, TrustState, reciprocal_rank_fusion
 from obsmem.knowledge.store.scopes import Level
 
 pytestmark = pytest.mark.anyio
@@ -214,7 +214,7 @@ async def test_a_failed_drain_releases_its_batch_for_a_retry(tmp_path: Path) -> 
 
     store = InMemoryKnowledgeStore(clock=FakeClock())
     jane = await store.create_node("Jane", "person", RES, actor="t", reason="r")
-    await store.append_record(jane.id, "fact", RES, actor="t", reason="r")
+    await store.append_record(RecordDraft(jane.id, "fact", RES), actor="t", reason="r")
     with pytest.raises(StaleSemanticIndexError, match="released"):
         await SemanticIndex(store, FailingEmbedder()).drain()  # type: ignore[arg-type]
     (entry,) = await store.list_outbox()

@@ -14,7 +14,7 @@ import pytest
 
 from obsmem.errors import ConfigError, MigrationError, StorageError, StoreClosedError
 from obsmem.knowledge import Knowledge
-from obsmem.knowledge.store.contract import Node
+from obsmem.knowledge.store.contract import Node, RecordDraft
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
 from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS_TABLE
@@ -69,7 +69,7 @@ async def test_two_workers_on_one_database_never_claim_the_same_entry(postgres_u
     async with PostgresKnowledgeStore(postgres_url) as first, PostgresKnowledgeStore(postgres_url) as second:
         jane = await first.create_node("Jane", "person", RES, **ACT)
         for index in range(30):
-            await first.append_record(jane.id, f"fact {index}", RES, **ACT)
+            await first.append_record(RecordDraft(jane.id, f"fact {index}", RES), **ACT)
         batches = await asyncio.gather(
             *[
                 store.claim_outbox(worker, limit=4)

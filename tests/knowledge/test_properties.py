@@ -24,7 +24,7 @@ from obsmem.embeddings import LexicalHashEmbedder
 from obsmem.errors import InvalidInputError, NotFoundError, TombstonedValueError
 from obsmem.knowledge import SemanticIndex
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import TrustState, record_document_id
+from obsmem.knowledge.store.contract import RecordDraft, TrustState, record_document_id
 from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
 from obsmem.knowledge.store.ops import tombstone_blocks
 from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
@@ -155,7 +155,10 @@ async def _apply(store: TablesKnowledgeStore, node_id: str, records: list[str], 
         if isinstance(op, Append):
             trust = TrustState.CANDIDATE if op.candidate else TrustState.VERIFIED
             made = await store.append_record(
-                node_id, TEXTS[op.text], SCOPES[op.scope], max_scope=op.ceiling, trust=trust, **ACT
+                RecordDraft(
+                    node_id, TEXTS[op.text], SCOPES[op.scope], max_scope=op.ceiling, trust=trust
+                ),
+                **ACT,
             )
             records.append(made.id)
         elif isinstance(op, Tombstone):
@@ -207,7 +210,7 @@ async def _check_invariants(store: TablesKnowledgeStore, node_id: str, records: 
             assert not any(tombstone_blocks(t, node_id, record.scope, value) for t in tombstones), record
     for tombstone in {(t.scope, t.value) for t in tombstones}:
         with pytest.raises(TombstonedValueError):
-            await store.append_record(node_id, tombstone[1], tombstone[0], **ACT)
+            await store.append_record(RecordDraft(node_id, tombstone[1], tombstone[0]), **ACT)
 
 
 async def _check_index(store: TablesKnowledgeStore, records: list[str]) -> None:

@@ -10,6 +10,7 @@ from typing import TypedDict
 import pytest
 
 from obsmem.errors import MigrationError, StoreClosedError
+from obsmem.knowledge.store.contract import RecordDraft
 from obsmem.knowledge.store.sqlite import KNOWLEDGE_MIGRATIONS_TABLE, SQLiteKnowledgeStore
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +82,7 @@ async def test_two_workers_on_one_file_never_claim_the_same_entry(tmp_path: Path
     async with SQLiteKnowledgeStore(path) as first, SQLiteKnowledgeStore(path) as second:
         jane = await first.create_node("Jane", "person", RES, **ACT)
         for index in range(30):
-            await first.append_record(jane.id, f"fact {index}", RES, **ACT)
+            await first.append_record(RecordDraft(jane.id, f"fact {index}", RES), **ACT)
         batches = await asyncio.gather(
             *[
                 store.claim_outbox(worker, limit=4)

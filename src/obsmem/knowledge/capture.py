@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from obsmem.errors import TombstonedValueError
 from obsmem.knowledge.wikilinks import resolve_mentions
-from obsmem.knowledge.store.contract import KnowledgeStore, Record, TrustState
+from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level, parse_level
 from obsmem.knowledge.store.values import When, parse_when
 
@@ -66,18 +66,20 @@ async def capture(
     mentions = await resolve_mentions(store, text, chain.key, scope)
     try:
         record = await store.append_record(
-            node_id,
-            text,
-            scope,
+            RecordDraft(
+                node_id,
+                text,
+                scope,
+                source_thread_id=source_thread_id,
+                when=fact_time,
+                max_scope=ceiling_level,
+                attribute=attribute,
+                trust=trust,
+                metadata=metadata,
+                mentions=mentions,
+            ),
             actor=actor,
             reason=reason,
-            source_thread_id=source_thread_id,
-            when=fact_time,
-            max_scope=ceiling_level,
-            attribute=attribute,
-            trust=trust,
-            metadata=metadata,
-            mentions=mentions,
         )
     except TombstonedValueError as refused:
         logger.info("knowledge capture refused: %s", refused)

@@ -25,6 +25,7 @@ from obsmem.knowledge.store.contract import (
     KnowledgeStore,
     Node,
     Record,
+    RecordDraft,
     RecordView,
     TrustState,
 )
@@ -159,12 +160,10 @@ class Knowledge:
         """Append a record; links resolve from ``resolution_scope`` (default: the record's scope)."""
         fact_time = parse_when(when) if when is not None else None
         mentions = await resolve_mentions(self.store, text, resolution_scope or scope, default_scope or scope)
-        return await self.store.append_record(
+        draft = RecordDraft(
             node_id,
             text,
             scope,
-            actor=self.actor,
-            reason=reason,
             source_thread_id=source_thread_id,
             when=fact_time,
             max_scope=parse_level(max_scope),
@@ -173,6 +172,7 @@ class Knowledge:
             metadata=metadata,
             mentions=mentions,
         )
+        return await self.store.append_record(draft, actor=self.actor, reason=reason)
 
     async def capture(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from obsmem.errors import KnowledgeNotFoundError
 from obsmem.knowledge.wikilinks import resolve_mentions
-from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordView, TrustState
+from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordDraft, RecordView, TrustState
 
 __all__ = ["ReviewQueue"]
 
@@ -49,12 +49,10 @@ class ReviewQueue:
                 "it cannot be edited from there."
             )
         mentions = await resolve_mentions(self.store, new_text, original.scope, original.scope)
-        replacement = await self.store.append_record(
+        corrected = RecordDraft(
             original.node_id,
             new_text,
             original.scope,
-            actor=self.actor,
-            reason=reason,
             source_thread_id=original.source_thread_id,
             when=original.when,
             max_scope=original.max_scope,
@@ -63,5 +61,6 @@ class ReviewQueue:
             metadata={**original.metadata, "edited_from": original.id},
             mentions=mentions,
         )
+        replacement = await self.store.append_record(corrected, actor=self.actor, reason=reason)
         await self.store.remove_record(original.id, scope, actor=self.actor, reason=reason)
         return replacement

@@ -6,7 +6,7 @@ import pytest
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention, TrustState
+from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level
 
 from .world import ACT, RES, T1
@@ -37,18 +37,22 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
     await step(ActivityAction.NODE_CREATED, kstore.create_node("Ann", "person", T1, **ACT))
     await step(ActivityAction.NODE_UPDATED, kstore.update_node(jane.id, 1, kind="human", **ACT))
     await step(ActivityAction.NODE_MERGED, kstore.merge_nodes(bob.id, jane.id, 1, **ACT))
-    record = await kstore.append_record(jane.id, "fact", T1, max_scope=Level.THREAD, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "fact", T1, max_scope=Level.THREAD), **ACT)
     await step(
         ActivityAction.RECORD_CREATED,
-        kstore.append_record(jane.id, "met [[Zed]]", T1, mentions=[NewNodeMention("Zed", RES)], **ACT),
+        kstore.append_record(
+            RecordDraft(jane.id, "met [[Zed]]", T1, mentions=[NewNodeMention("Zed", RES)]), **ACT
+        ),
     )
     await step(ActivityAction.RECORD_DELETED, kstore.remove_record(record.id, T1, **ACT))
     await step(ActivityAction.RECORD_RESTORED, kstore.restore_record(record.id, T1, **ACT))
     await step(ActivityAction.RECORD_RESCOPED, kstore.raise_ceiling(record.id, T1, Level.RESOURCE, **ACT))
     await step(ActivityAction.RECORD_RESCOPED, kstore.rescope_record(record.id, T1, RES, **ACT))
-    cand = await kstore.append_record(jane.id, "maybe", T1, trust=TrustState.CANDIDATE, **ACT)
+    cand = await kstore.append_record(RecordDraft(jane.id, "maybe", T1, trust=TrustState.CANDIDATE), **ACT)
     await step(ActivityAction.RECORD_VERIFIED, kstore.set_trust(cand.id, T1, TrustState.VERIFIED, **ACT))
-    cand2 = await kstore.append_record(jane.id, "maybe not", T1, trust=TrustState.CANDIDATE, **ACT)
+    cand2 = await kstore.append_record(
+        RecordDraft(jane.id, "maybe not", T1, trust=TrustState.CANDIDATE), **ACT
+    )
     await step(
         ActivityAction.RECORD_REJECTED,
         kstore.set_trust(cand2.id, T1, TrustState.REJECTED, tombstone=True, **ACT),
@@ -59,7 +63,9 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
 
 async def test_auto_created_nodes_are_listed_in_the_writing_event(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    await kstore.append_record(jane.id, "met [[Zed]]", T1, mentions=[NewNodeMention("Zed", RES)], **ACT)
+    await kstore.append_record(
+        RecordDraft(jane.id, "met [[Zed]]", T1, mentions=[NewNodeMention("Zed", RES)]), **ACT
+    )
     zed = await kstore.resolve_node("zed", T1)
     newest = (await kstore.list_activity(T1, limit=1)).items[0]
     assert (
@@ -78,7 +84,7 @@ async def test_a_mutation_needs_an_actor_and_a_reason(kstore: TablesKnowledgeSto
 async def test_activity_pages_newest_first(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     for index in range(4):
-        await kstore.append_record(jane.id, f"fact {index}", T1, **ACT)
+        await kstore.append_record(RecordDraft(jane.id, f"fact {index}", T1), **ACT)
     everything = [e.id for e in (await kstore.list_activity(T1)).items]
     assert everything == sorted(everything, reverse=True) and len(everything) == 5
     page = await kstore.list_activity(T1, limit=2)

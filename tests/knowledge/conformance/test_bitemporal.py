@@ -19,7 +19,7 @@ import pytest
 
 from obsmem.clock import FakeClock
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import RecordView, TrustState
+from obsmem.knowledge.store.contract import RecordDraft, RecordView, TrustState
 from obsmem.knowledge.store.values import parse_when
 
 from .world import ACT, RES, T2
@@ -44,15 +44,15 @@ async def test_as_of_and_as_known_at(kstore: TablesKnowledgeStore, clock: FakeCl
     assert clock.now() == K1
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     paris = await kstore.append_record(
-        jane.id, "Paris", RES, attribute="city", when=parse_when("2020-01-01T00:00Z"), **ACT
+        RecordDraft(jane.id, "Paris", RES, attribute="city", when=parse_when("2020-01-01T00:00Z")), **ACT
     )
     clock.advance(86400)
     await kstore.append_record(
-        jane.id, "London", RES, attribute="City", when=parse_when("2023-03-01T00:00Z"), **ACT
+        RecordDraft(jane.id, "London", RES, attribute="City", when=parse_when("2023-03-01T00:00Z")), **ACT
     )
     clock.advance(86400)
     await kstore.append_record(
-        jane.id, "Berlin", RES, attribute="city", when=parse_when("2025-09-01T00:00Z"), **ACT
+        RecordDraft(jane.id, "Berlin", RES, attribute="city", when=parse_when("2025-09-01T00:00Z")), **ACT
     )
 
     # Fact time, with everything known: five points.
@@ -88,9 +88,14 @@ async def test_as_of_and_as_known_at(kstore: TablesKnowledgeStore, clock: FakeCl
 async def test_a_superseded_candidate_still_waits_in_the_review_queue(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     candidate = await kstore.append_record(
-        jane.id, "London", RES, attribute="city", when=parse_when("2023"), trust=TrustState.CANDIDATE, **ACT
+        RecordDraft(
+            jane.id, "London", RES, attribute="city", when=parse_when("2023"), trust=TrustState.CANDIDATE
+        ),
+        **ACT,
     )
-    await kstore.append_record(jane.id, "Berlin", RES, attribute="city", when=parse_when("2025"), **ACT)
+    await kstore.append_record(
+        RecordDraft(jane.id, "Berlin", RES, attribute="city", when=parse_when("2025")), **ACT
+    )
     assert [r.id for r in (await kstore.list_candidates(T2)).items] == [candidate.id]
 
 
@@ -98,7 +103,7 @@ async def test_deletions_and_trust_changes_are_replayed_by_as_known_at(
     kstore: TablesKnowledgeStore, clock: FakeClock
 ) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    record = await kstore.append_record(jane.id, "Jane is on call", RES, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "Jane is on call", RES), **ACT)
     clock.advance(60)
     await kstore.remove_record(record.id, RES, **ACT)
     assert await _city(kstore, jane.id, RecordView()) == []

@@ -10,7 +10,7 @@ from obsmem.errors import (
     NameConflictError,
 )
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention
+from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention, RecordDraft
 
 from .world import ACT, ORG, RES, T1, T2
 
@@ -82,8 +82,10 @@ async def test_description_is_searchable(kstore: TablesKnowledgeStore) -> None:
 async def test_merge_moves_records_and_leaves_a_tombstone_pointer(kstore: TablesKnowledgeStore) -> None:
     target = await kstore.create_node("Jane Doe", "person", RES, **ACT)
     source = await kstore.create_node("J. Doe", "person", T1, description="from chat", **ACT)
-    record = await kstore.append_record(source.id, "J. Doe likes tea", T1, **ACT)
-    mention = await kstore.append_record(target.id, "Met [[J. Doe]]", T1, mentions=[source.id], **ACT)
+    record = await kstore.append_record(RecordDraft(source.id, "J. Doe likes tea", T1), **ACT)
+    mention = await kstore.append_record(
+        RecordDraft(target.id, "Met [[J. Doe]]", T1, mentions=[source.id]), **ACT
+    )
     outbox_before = {e.idempotency_key for e in await kstore.list_outbox(include_completed=True)}
     merged = await kstore.merge_nodes(source.id, target.id, source.version, **ACT)
     assert merged is not None and merged.id == target.id

@@ -8,7 +8,7 @@ import pytest
 
 from obsmem.clock import FakeClock
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import StoredVector
+from obsmem.knowledge.store.contract import RecordDraft, StoredVector
 
 from .world import ACT, RES, T1
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_rescope_enqueues_delete_old_then_upsert_new(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    record = await kstore.append_record(jane.id, "fact", T1, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "fact", T1), **ACT)
     await kstore.rescope_record(record.id, T1, RES, **ACT)
     entries = [(e.operation, e.scope, e.idempotency_key) for e in await kstore.list_outbox()]
     doc = f"knowledge:record:{record.id}"
@@ -30,8 +30,8 @@ async def test_rescope_enqueues_delete_old_then_upsert_new(kstore: TablesKnowled
 
 async def test_per_document_serialisation(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    first = await kstore.append_record(jane.id, "one", RES, **ACT)
-    second = await kstore.append_record(jane.id, "two", RES, **ACT)
+    first = await kstore.append_record(RecordDraft(jane.id, "one", RES), **ACT)
+    second = await kstore.append_record(RecordDraft(jane.id, "two", RES), **ACT)
     await kstore.remove_record(first.id, RES, **ACT)
     batch = await kstore.claim_outbox("w1")
     assert [(e.record_id, e.operation) for e in batch] == [(first.id, "upsert"), (second.id, "upsert")]
@@ -46,7 +46,7 @@ async def test_release_and_stale_reclaim_count_attempts(
     kstore: TablesKnowledgeStore, clock: FakeClock
 ) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    await kstore.append_record(jane.id, "fact", RES, **ACT)
+    await kstore.append_record(RecordDraft(jane.id, "fact", RES), **ACT)
     (entry,) = await kstore.claim_outbox("w1", lease_seconds=30)
     assert entry.attempts == 1 and entry.claimed_by == "w1"
     assert await kstore.release_outbox("w1", [entry.id], retry_at=clock.now() + timedelta(seconds=10)) == 1
@@ -67,7 +67,7 @@ async def test_release_and_stale_reclaim_count_attempts(
 
 async def test_idempotency_keys_deduplicate(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    record = await kstore.append_record(jane.id, "fact", RES, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "fact", RES), **ACT)
     await kstore.remove_record(record.id, RES, **ACT)
     await kstore.remove_record(record.id, RES, **ACT)
     keys = [e.idempotency_key for e in await kstore.list_outbox()]

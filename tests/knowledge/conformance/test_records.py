@@ -13,7 +13,7 @@ from obsmem.errors import (
     UnresolvedMentionError,
 )
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import NewNodeMention, RecordView, TrustState
+from obsmem.knowledge.store.contract import NewNodeMention, RecordDraft, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Level
 from obsmem.knowledge.store.values import parse_when
 
@@ -27,14 +27,16 @@ async def test_captured_at_is_stamped_by_the_store_and_when_is_the_callers(
 ) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     clock.advance(90)
-    record = await kstore.append_record(jane.id, "Jane started", RES, when=parse_when("2026-07-01"), **ACT)
+    record = await kstore.append_record(
+        RecordDraft(jane.id, "Jane started", RES, when=parse_when("2026-07-01")), **ACT
+    )
     assert record.captured_at == clock.now()
     assert record.when is not None and record.when.start.isoformat() == "2026-07-01T00:00:00+00:00"
     assert record.metadata["reason"] == "conformance"
     stored = await kstore.get_record(record.id, RES)
     assert stored == record and stored.valid_until is None  # a dated fact stays true until superseded
     bounded = await kstore.append_record(
-        jane.id, "Jane on leave", RES, when=parse_when("2026-08-01/2026-08-14"), **ACT
+        RecordDraft(jane.id, "Jane on leave", RES, when=parse_when("2026-08-01/2026-08-14")), **ACT
     )
     stored_bounded = await kstore.get_record(
         bounded.id, RES, RecordView(as_of=parse_when("2026-08-10").start)
@@ -46,11 +48,13 @@ async def test_captured_at_is_stamped_by_the_store_and_when_is_the_callers(
 async def test_the_ceiling_is_checked_on_append_and_on_every_rescope(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     with pytest.raises(CeilingExceededError):
-        await kstore.append_record(jane.id, "too broad", ORG, max_scope=Level.RESOURCE, **ACT)
-    record = await kstore.append_record(jane.id, "private", T1, max_scope=Level.THREAD, **ACT)
+        await kstore.append_record(RecordDraft(jane.id, "too broad", ORG, max_scope=Level.RESOURCE), **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "private", T1, max_scope=Level.THREAD), **ACT)
     with pytest.raises(CeilingExceededError):
         await kstore.rescope_record(record.id, T1, RES, **ACT)
-    resource_capped = await kstore.append_record(jane.id, "r", RES, max_scope=Level.RESOURCE, **ACT)
+    resource_capped = await kstore.append_record(
+        RecordDraft(jane.id, "r", RES, max_scope=Level.RESOURCE), **ACT
+    )
     with pytest.raises(CeilingLoweredError, match="cannot be lowered"):
         await kstore.raise_ceiling(resource_capped.id, RES, Level.THREAD, **ACT)
     raised = await kstore.raise_ceiling(record.id, T1, Level.RESOURCE, **ACT)
@@ -64,19 +68,19 @@ async def test_the_ceiling_is_checked_on_append_and_on_every_rescope(kstore: Tab
 
 async def test_rescope_stays_on_the_actors_chain(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    record = await kstore.append_record(jane.id, "note", RES, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "note", RES), **ACT)
     with pytest.raises(Exception, match="own scope chain"):
         await kstore.rescope_record(record.id, T1, T2, **ACT)
     with pytest.raises(KnowledgeNotFoundError):
         await kstore.rescope_record(
-            (await kstore.append_record(jane.id, "t1 only", T1, **ACT)).id, T2, T2, **ACT
+            (await kstore.append_record(RecordDraft(jane.id, "t1 only", T1), **ACT)).id, T2, T2, **ACT
         )
 
 
 async def test_soft_delete_is_idempotent_and_restore_keeps_mentions(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     record = await kstore.append_record(
-        jane.id, "Jane drinks [[Tea]]", RES, mentions=[NewNodeMention("Tea", RES)], **ACT
+        RecordDraft(jane.id, "Jane drinks [[Tea]]", RES, mentions=[NewNodeMention("Tea", RES)]), **ACT
     )
     tea = await kstore.resolve_node("Tea", RES)
     assert tea is not None
@@ -100,19 +104,20 @@ async def test_a_tombstoned_value_is_hidden_and_cannot_be_captured_again(
     kstore: TablesKnowledgeStore,
 ) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    record = await kstore.append_record(jane.id, "Jane lives in Paris.", RES, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "Jane lives in Paris.", RES), **ACT)
     await kstore.remove_record(record.id, RES, tombstone=True, **ACT)
     with pytest.raises(TombstonedValueError, match="tombstoned"):
-        await kstore.append_record(jane.id, "jane  lives in PARIS", T1, **ACT)  # same value, narrower scope
+        # The same value, in a narrower scope.
+        await kstore.append_record(RecordDraft(jane.id, "jane  lives in PARIS", T1), **ACT)
     with pytest.raises(TombstonedValueError):
         await kstore.restore_record(record.id, RES, **ACT)  # a deletion with a tombstone sticks
-    other = await kstore.append_record(jane.id, "Jane lives in Rome", RES, **ACT)  # other values still fine
+    other = await kstore.append_record(RecordDraft(jane.id, "Jane lives in Rome", RES), **ACT)  # still fine
     assert [r.id for r in (await kstore.list_about(jane.id, T1)).items] == [other.id]
     # A tombstone covers its scope and everything below it, never a broader scope.
     await kstore.add_tombstone(jane.id, T1, "Jane likes jazz", **ACT)
     with pytest.raises(TombstonedValueError):
-        await kstore.append_record(jane.id, "Jane likes jazz", T1, **ACT)
-    shared = await kstore.append_record(jane.id, "Jane likes jazz", RES, **ACT)
+        await kstore.append_record(RecordDraft(jane.id, "Jane likes jazz", T1), **ACT)
+    shared = await kstore.append_record(RecordDraft(jane.id, "Jane likes jazz", RES), **ACT)
     assert shared.id in {r.id for r in (await kstore.list_about(jane.id, T1)).items}
     tombstones = await kstore.list_tombstones(T1)
     assert {t.value for t in tombstones} == {"jane lives in paris", "jane likes jazz"}
@@ -120,8 +125,10 @@ async def test_a_tombstoned_value_is_hidden_and_cannot_be_captured_again(
 
 async def test_trust_states_and_default_reads(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
-    candidate = await kstore.append_record(jane.id, "Jane may move", RES, trust=TrustState.CANDIDATE, **ACT)
-    verified = await kstore.append_record(jane.id, "Jane is an engineer", RES, **ACT)
+    candidate = await kstore.append_record(
+        RecordDraft(jane.id, "Jane may move", RES, trust=TrustState.CANDIDATE), **ACT
+    )
+    verified = await kstore.append_record(RecordDraft(jane.id, "Jane is an engineer", RES), **ACT)
     assert [r.id for r in (await kstore.list_about(jane.id, RES)).items] == [verified.id]
     with_candidates = RecordView(include_candidates=True)
     assert [r.id for r in (await kstore.list_about(jane.id, RES, view=with_candidates)).items] == [
@@ -134,13 +141,17 @@ async def test_trust_states_and_default_reads(kstore: TablesKnowledgeStore) -> N
     assert (await kstore.list_candidates(RES)).items == []
     with pytest.raises(Exception, match="only candidates are reviewed"):
         await kstore.set_trust(candidate.id, RES, TrustState.REJECTED, **ACT)
-    doubtful = await kstore.append_record(jane.id, "Jane hates tea", RES, trust=TrustState.CANDIDATE, **ACT)
+    doubtful = await kstore.append_record(
+        RecordDraft(jane.id, "Jane hates tea", RES, trust=TrustState.CANDIDATE), **ACT
+    )
     await kstore.set_trust(doubtful.id, RES, TrustState.REJECTED, tombstone=True, **ACT)
     assert doubtful.id not in {
         r.id for r in (await kstore.list_about(jane.id, RES, view=with_candidates)).items
     }
     with pytest.raises(TombstonedValueError):
-        await kstore.append_record(jane.id, "Jane hates tea.", RES, trust=TrustState.CANDIDATE, **ACT)
+        await kstore.append_record(
+            RecordDraft(jane.id, "Jane hates tea.", RES, trust=TrustState.CANDIDATE), **ACT
+        )
 
 
 async def test_a_failed_resolution_rolls_back_the_whole_write(kstore: TablesKnowledgeStore) -> None:
@@ -149,10 +160,12 @@ async def test_a_failed_resolution_rolls_back_the_whole_write(kstore: TablesKnow
     outbox = await kstore.list_outbox(include_completed=True)
     with pytest.raises(UnresolvedMentionError):
         await kstore.append_record(
-            jane.id,
-            "Jane met [[Bob]] about [[Ghost]]",
-            RES,
-            mentions=[NewNodeMention("Bob", RES), "no-such-node-id"],  # Bob is created before the failure
+            RecordDraft(
+                jane.id,
+                "Jane met [[Bob]] about [[Ghost]]",
+                RES,
+                mentions=[NewNodeMention("Bob", RES), "no-such-node-id"],  # Bob is created before the failure
+            ),
             **ACT,
         )
     assert await kstore.resolve_node("Bob", RES) is None
@@ -165,7 +178,7 @@ async def test_a_failed_resolution_rolls_back_the_whole_write(kstore: TablesKnow
 async def test_returned_objects_are_clones(kstore: TablesKnowledgeStore) -> None:
     jane = await kstore.create_node("Jane", "person", RES, metadata={"tags": ["a"]}, **ACT)
     jane.metadata["tags"].append("mutated")
-    record = await kstore.append_record(jane.id, "fact", RES, metadata={"k": [1]}, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "fact", RES, metadata={"k": [1]}), **ACT)
     record.metadata["k"].append(2)
     assert (await kstore.get_node(jane.id, RES)).metadata == {"tags": ["a"]}  # type: ignore[union-attr]
     assert (await kstore.get_record(record.id, RES)).metadata == {"k": [1], "reason": "conformance"}  # type: ignore[union-attr]
@@ -178,9 +191,8 @@ async def test_paging_newest_first_and_by_source_oldest_first(
     made = []
     for index in range(5):
         clock.advance(1)
-        made.append(
-            (await kstore.append_record(jane.id, f"fact {index}", RES, source_thread_id="t1", **ACT)).id
-        )
+        draft = RecordDraft(jane.id, f"fact {index}", RES, source_thread_id="t1")
+        made.append((await kstore.append_record(draft, **ACT)).id)
     first = await kstore.list_about(jane.id, RES, limit=2)
     assert [r.id for r in first.items] == made[::-1][:2] and first.next_cursor == made[3]
     second = await kstore.list_about(jane.id, RES, limit=2, after=first.next_cursor)

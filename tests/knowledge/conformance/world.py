@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import NewNodeMention, Node, Record, Tombstone, TrustState
+from obsmem.knowledge.store.contract import NewNodeMention, Node, Record, RecordDraft, Tombstone, TrustState
 
 ORG = "org:acme"
 RES = "org:acme/resource:alice"
@@ -38,17 +38,22 @@ async def build_world(store: TablesKnowledgeStore) -> World:
     jane = await store.create_node("Jane", "person", RES, **ACT)
     secret = await store.create_node("Secret plan", "project", T1, description="t1 only", **ACT)
     fact = await store.append_record(
-        jane.id,
-        "Jane likes [[Tea]] a lot",
-        T1,
-        source_thread_id="t1",
-        mentions=[NewNodeMention("Tea", RES)],
+        RecordDraft(
+            jane.id,
+            "Jane likes [[Tea]] a lot",
+            T1,
+            source_thread_id="t1",
+            mentions=[NewNodeMention("Tea", RES)],
+        ),
         **ACT,
     )
     tea = await store.resolve_node("tea", RES)
     assert tea is not None
     candidate = await store.append_record(
-        jane.id, "Jane might be moving", T1, source_thread_id="t1", trust=TrustState.CANDIDATE, **ACT
+        RecordDraft(
+            jane.id, "Jane might be moving", T1, source_thread_id="t1", trust=TrustState.CANDIDATE
+        ),
+        **ACT,
     )
     tombstone = await store.add_tombstone(jane.id, T1, "Jane hates tea", **ACT)
     return World(jane, tea, secret, fact, candidate, tombstone)

@@ -23,6 +23,7 @@ from obsmem.knowledge.store.contract import (
     OutboxEntry,
     Page,
     Record,
+    RecordDraft,
     RecordView,
     StoredVector,
     Tombstone,
@@ -34,7 +35,6 @@ from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox
 from obsmem.knowledge.store.reads import KnowledgeReads, check_limit
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables
-from obsmem.knowledge.store.values import When
 
 __all__ = ["TablesKnowledgeStore"]
 
@@ -146,40 +146,8 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._read(lambda r: r.nodes(scope, name_prefix, kind, after, limit))
 
     # -- records -------------------------------------------------------------------------------
-    async def append_record(
-        self,
-        node_id: str,
-        text: str,
-        scope: str,
-        *,
-        actor: str,
-        reason: str,
-        source_thread_id: str | None = None,
-        when: When | None = None,
-        max_scope: Level = Level.ORG,
-        attribute: str | None = None,
-        trust: TrustState = TrustState.VERIFIED,
-        metadata: Mapping[str, Any] | None = None,
-        mentions: Sequence[MentionTarget] = (),
-        record_id: str | None = None,
-    ) -> Record:
-        return await self._write(
-            lambda m: m.append_record(
-                node_id,
-                text,
-                scope,
-                actor=actor,
-                reason=reason,
-                source_thread_id=source_thread_id,
-                when=when,
-                max_scope=max_scope,
-                attribute=attribute,
-                trust=trust,
-                metadata=metadata,
-                mentions=mentions,
-                record_id=record_id,
-            )
-        )
+    async def append_record(self, draft: RecordDraft, *, actor: str, reason: str) -> Record:
+        return await self._write(lambda m: m.append_record(draft, actor=actor, reason=reason))
 
     async def get_record(self, record_id: str, scope: str, view: RecordView = DEFAULT_VIEW) -> Record | None:
         return await self._read(lambda r: r.record(record_id, scope, view))

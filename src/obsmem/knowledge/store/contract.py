@@ -57,6 +57,7 @@ __all__ = [
     "OutboxEntry",
     "Page",
     "Record",
+    "RecordDraft",
     "RecordView",
     "StoredVector",
     "Tombstone",
@@ -70,6 +71,8 @@ T = TypeVar("T")
 
 
 class TrustState(StrEnum):
+    """How far a record is believed: reads return verified records, candidates only when asked."""
+
     CANDIDATE = "candidate"
     VERIFIED = "verified"
     REJECTED = "rejected"
@@ -143,6 +146,8 @@ class Record(_Frozen):
 
 
 class ActivityEvent(_Frozen):
+    """One entry of the audit log: which mutation, on what, by whom and why."""
+
     id: str
     action: ActivityAction
     subject_type: Literal["node", "record", "tombstone"]
@@ -156,6 +161,8 @@ class ActivityEvent(_Frozen):
 
 
 class Tombstone(_Frozen):
+    """A deleted value that may not be captured again in ``scope`` or below (``value`` is normalised)."""
+
     id: str
     node_id: str
     scope: str
@@ -206,6 +213,29 @@ MentionTarget = str | NewNodeMention
 
 
 @dataclass(frozen=True, slots=True)
+class RecordDraft:
+    """A record to append: what the caller decides; the store stamps the rest.
+
+    The store assigns ``captured_at``, the revision and (unless ``record_id`` is given) the id,
+    normalises ``attribute``, adds the mutation's ``reason`` to ``metadata`` and turns
+    ``mentions`` (node ids, or :class:`NewNodeMention` to create in the same transaction) into
+    node ids. ``max_scope`` is the ceiling: ``scope`` must lie within it.
+    """
+
+    node_id: str
+    text: str
+    scope: str
+    source_thread_id: str | None = None
+    when: When | None = None
+    max_scope: Level = Level.ORG
+    attribute: str | None = None
+    trust: TrustState = TrustState.VERIFIED
+    metadata: Mapping[str, Any] | None = None
+    mentions: Sequence[MentionTarget] = ()
+    record_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RecordView:
     """Which records a read returns, and as of which times.
 
@@ -228,6 +258,8 @@ DEFAULT_VIEW = RecordView()
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
+    """One page of a listing; pass ``next_cursor`` as ``after`` for the next (``None``: the last page)."""
+
     items: list[T]
     next_cursor: str | None = None
 
@@ -312,23 +344,7 @@ class KnowledgeStore(Protocol):
     ) -> Page[Node]: ...
 
     # -- records -------------------------------------------------------------------------------
-    async def append_record(
-        self,
-        node_id: str,
-        text: str,
-        scope: str,
-        *,
-        actor: str,
-        reason: str,
-        source_thread_id: str | None = None,
-        when: When | None = None,
-        max_scope: Level = Level.ORG,
-        attribute: str | None = None,
-        trust: TrustState = TrustState.VERIFIED,
-        metadata: Mapping[str, Any] | None = None,
-        mentions: Sequence[MentionTarget] = (),
-        record_id: str | None = None,
-    ) -> Record: ...
+    async def append_record(self, draft: RecordDraft, *, actor: str, reason: str) -> Record: ...
 
     async def get_record(
         self, record_id: str, scope: str, view: RecordView = DEFAULT_VIEW

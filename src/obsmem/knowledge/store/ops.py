@@ -34,6 +34,7 @@ from obsmem.knowledge.store.contract import (
     Node,
     OutboxEntry,
     Record,
+    RecordDraft,
     Tombstone,
     TrustState,
     record_document_id,
@@ -41,7 +42,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.scopes import Level, Scope, check_ceiling_raise, check_within_ceiling
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
-from obsmem.knowledge.store.values import When, normalise_value
+from obsmem.knowledge.store.values import normalise_value
 
 __all__ = ["KnowledgeMutations", "terminal_node", "tombstone_blocks"]
 
@@ -384,51 +385,35 @@ class KnowledgeMutations:
         return target
 
     # -- records -------------------------------------------------------------------------------
-    def append_record(
-        self,
-        node_id: str,
-        text: str,
-        scope: str,
-        *,
-        actor: str,
-        reason: str,
-        source_thread_id: str | None,
-        when: When | None,
-        max_scope: Level,
-        attribute: str | None,
-        trust: TrustState,
-        metadata: Mapping[str, Any] | None,
-        mentions: Sequence[MentionTarget],
-        record_id: str | None,
-    ) -> Record:
-        parsed = Scope.parse(scope)
-        node = self._require_node(node_id)
+    def append_record(self, draft: RecordDraft, *, actor: str, reason: str) -> Record:
+        parsed = Scope.parse(draft.scope)
+        node = self._require_node(draft.node_id)
         if Scope.parse(node.scope).org != parsed.org:
             raise InvalidInputError(
                 f"Node '{node.id}' belongs to another organisation than scope '{parsed.key}'."
             )
-        check_within_ceiling(parsed, max_scope)
-        if trust is TrustState.REJECTED:
+        check_within_ceiling(parsed, draft.max_scope)
+        if draft.trust is TrustState.REJECTED:
             raise InvalidInputError(
                 "A record cannot be appended as rejected; append a candidate and reject it."
             )
-        body = _text(text, "record text")
+        body = _text(draft.text, "record text")
         self._check_tombstones(node.id, parsed.key, body)
-        if record_id is not None and self.t.record(record_id) is not None:
-            raise InvalidInputError(f"A knowledge record with id '{record_id}' already exists.")
+        if draft.record_id is not None and self.t.record(draft.record_id) is not None:
+            raise InvalidInputError(f"A knowledge record with id '{draft.record_id}' already exists.")
         record = Record(
-            id=record_id or self.ids.new(),
+            id=draft.record_id or self.ids.new(),
             node_id=node.id,
             text=body,
             scope=parsed.key,
-            source_thread_id=source_thread_id,
+            source_thread_id=draft.source_thread_id,
             captured_at=self.now,
-            when=when,
-            max_scope=max_scope,
-            attribute=attribute.strip().casefold() if attribute else None,
-            trust=trust,
-            metadata={**(metadata or {}), "reason": reason},
-            mentions=self._mentions(mentions),
+            when=draft.when,
+            max_scope=draft.max_scope,
+            attribute=draft.attribute.strip().casefold() if draft.attribute else None,
+            trust=draft.trust,
+            metadata={**(draft.metadata or {}), "reason": reason},
+            mentions=self._mentions(draft.mentions),
         )
         self.t.save_record(record)
         self._enqueue(record, "upsert", record.scope)
@@ -439,8 +424,8 @@ class KnowledgeMutations:
             record.scope,
             actor,
             reason,
-            source_thread_id=source_thread_id,
-            details={"node": node.id, "trust": trust.value},
+            source_thread_id=draft.source_thread_id,
+            details={"node": node.id, "trust": draft.trust.value},
         )
         return record
 
