@@ -7,6 +7,7 @@ import pytest
 from obsmem.om.buffering import split_model_id
 from obsmem.profiles import (
     ModelId,
+    accepts_temperature,
     attachment_billing,
     bare_model,
     default_max_output_tokens,
@@ -187,7 +188,8 @@ def test_prompt_cache_ttl_openai_retention_option(
 
 
 def test_cache_retention_option_is_only_openai_s() -> None:
-    assert prompt_cache_ttl("anthropic", "claude-sonnet-4-5", {"openai": {"promptCacheRetention": "24h"}}) == 5 * MINUTE
+    options = {"openai": {"promptCacheRetention": "24h"}}
+    assert prompt_cache_ttl("anthropic", "claude-sonnet-4-5", options) == 5 * MINUTE
 
 
 @pytest.mark.parametrize(
@@ -294,3 +296,22 @@ def test_default_max_output_tokens(provider: str, model: str, expected: int | No
 )
 def test_embedding_dimensions(model: str, expected: tuple[int | None, bool]) -> None:
     assert embedding_dimensions(model) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("gpt-4o", True),
+        ("gpt-4.1-mini", True),
+        ("o1", False),
+        ("o3-mini", False),
+        ("O4-mini", False),
+        ("gpt-5", False),
+        ("gpt-5.1-codex", False),
+        ("openai/gpt-5", False),  # a router prefix is looked through
+        ("llama3.1:8b", True),
+        ("claude-sonnet-4-5", True),
+    ],
+)
+def test_accepts_temperature(model: str, expected: bool) -> None:
+    assert accepts_temperature(model) is expected

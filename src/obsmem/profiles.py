@@ -43,6 +43,7 @@ __all__ = [
     "ModelId",
     "OpenAIImageRule",
     "ToolFlavor",
+    "accepts_temperature",
     "attachment_billing",
     "bare_model",
     "default_max_output_tokens",
@@ -114,7 +115,7 @@ _MODEL_NAME_SPLIT = re.compile(r"[:/]")
 
 
 def bare_model(model: str) -> str:
-    """The model's own lower-case name: ``"openai:gpt-5.1"`` / ``"openrouter:openai/gpt-5.1"`` → ``"gpt-5.1"``."""
+    """The model's own lower-case name: ``"openrouter:openai/GPT-5.1"`` → ``"gpt-5.1"``."""
     return _MODEL_NAME_SPLIT.split(model.strip().lower())[-1]
 
 
@@ -312,7 +313,7 @@ def attachment_billing(provider: str | None, model: str | None) -> AttachmentBil
 
 
 # --------------------------------------------------------------------------------------------
-# Tool-definition shape, output ceiling, embedding sizes
+# Tool-definition shape, request settings, embedding sizes
 # --------------------------------------------------------------------------------------------
 
 ToolFlavor = Literal["generic", "openai", "anthropic"]
@@ -333,6 +334,16 @@ def tool_flavor(model_id: str | None) -> ToolFlavor:
     if provider in _OPENAI_WIRE_PROVIDERS:
         return "openai"
     return "generic"
+
+
+# Reasoning models refuse any temperature but the default (HTTP 400), so none is sent.
+_NO_TEMPERATURE = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+
+
+def accepts_temperature(model: str) -> bool:
+    """Whether a Chat Completions ``model`` takes a temperature (OpenAI's o-series and GPT-5
+    do not); a router prefix (``openai/gpt-5``) is looked through."""
+    return _NO_TEMPERATURE.match(model.rsplit("/", 1)[-1]) is None
 
 
 def default_max_output_tokens(provider: str, model: str) -> int | None:

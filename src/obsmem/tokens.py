@@ -12,7 +12,8 @@ every machine. Three decisions follow from that:
   rates fitted against o200k, which keeps it within a few percent on English and code.
 * **Mastra's accounting around the text** (spec §7): a per-message overhead of 3.8 tokens
   plus the role, 24 per conversation, tool calls and results priced from their JSON, data and
-  reasoning parts free, and images priced by the billing rules of the *actor's* provider.
+  reasoning parts free, and images priced by the billing rules of the *actor's* provider
+  (:func:`obsmem.profiles.attachment_billing`).
 
 Per-part results are kept in a bounded LRU cache whose key holds the estimator id, the
 provider context (for files, whose price depends on the actor model) and a hash of the part's
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import BaseModel
 
 from obsmem.errors import ConfigError, ObsmemError
+from obsmem.profiles import AttachmentBilling, OpenAIImageRule, attachment_billing
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -299,87 +301,14 @@ def _to_json(value: Any, *, indent: int | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Attachments: provider billing rules for images and files (spec §7)
+# Attachments: provider billing rules for images and files (spec §7). Which rules apply to
+# an actor model (family, per-model OpenAI tile prices, Gemini 3's flat price) is a vendor
+# fact kept in obsmem.profiles; the arithmetic on the image is here.
 # --------------------------------------------------------------------------------------
 
 _KIB = 1024
 _MIB = 1024 * 1024
 _SNIFF_BYTES = 256 * _KIB  # enough for a JPEG's frame header after EXIF and ICC blocks
-
-
-@dataclass(frozen=True)
-class _OpenAIImageRule:
-    base: int
-    tile: int
-    fallback_tiles: int  # high detail with nothing known about the image
-
-
-_OPENAI_DEFAULT_RULE = _OpenAIImageRule(85, 170, 4)
-
-
-def _openai_image_rule(model: str) -> _OpenAIImageRule:
-    if model.startswith("gpt-5"):
-        return _OpenAIImageRule(70, 140, 4)
-    if model.startswith("gpt-4o-mini"):
-        return _OpenAIImageRule(2833, 5667, 1)
-    if model.startswith(("o1", "o3")):
-        return _OpenAIImageRule(75, 150, 4)
-    if "computer-use" in model:
-        return _OpenAIImageRule(65, 129, 4)
-    return _OPENAI_DEFAULT_RULE
-
-
-@dataclass(frozen=True)
-class _ModelContext:
-    """The actor's provider family and model id, which decide how attachments are billed."""
-
-    family: str  # "openai", "google", "anthropic" or "" (unknown: OpenAI's rules apply)
-    model: str  # lower-case model id without any provider prefix
-
-    @property
-    def cache_key(self) -> str:
-        return f"{self.family}:{self.model}"
-
-
-_FAMILY_PREFIXES = (
-    ("openai", "openai"),
-    ("azure", "openai"),
-    ("google", "google"),
-    ("gemini", "google"),
-    ("vertex", "google"),
-    ("anthropic", "anthropic"),
-    ("claude", "anthropic"),
-)
-_MODEL_FAMILIES = (
-    (("gpt-", "o1", "o3", "o4", "chatgpt", "computer-use"), "openai"),
-    (("gemini",), "google"),
-    (("claude",), "anthropic"),
-)
-
-
-def _resolve_context(provider: str | None, model: str | None) -> _ModelContext:
-    """Accept ``provider="openai", model="gpt-4o"`` as well as ``model="openai:gpt-4o"``.
-
-    Routers (``openrouter:anthropic/claude-…``) are seen through: when the provider is not
-    one of the three billing families, the model id's own prefix decides.
-    """
-    provider = (provider or "").strip().lower()
-    model = (model or "").strip().lower()
-    if not provider:
-        provider, sep, rest = model.partition(":") if ":" in model else model.partition("/")
-        if not sep:
-            provider, model = "", provider
-        else:
-            model = rest
-    family = next((fam for prefix, fam in _FAMILY_PREFIXES if provider.startswith(prefix)), "")
-    if "/" in model:
-        inner_provider, _, model = model.rpartition("/")
-        family = family or next(
-            (fam for prefix, fam in _FAMILY_PREFIXES if inner_provider.startswith(prefix)), ""
-        )
-    if not family:
-        family = next((fam for prefixes, fam in _MODEL_FAMILIES if model.startswith(prefixes)), "")
-    return _ModelContext(family, model)
 
 
 @dataclass(frozen=True)
@@ -482,7 +411,7 @@ def _size_bucket(size: int, buckets: tuple[int, int, int, int]) -> int:
     return buckets[3]
 
 
-def _image_tokens(part: FilePart, context: _ModelContext) -> int:
+def _image_tokens(part: FilePart, context: AttachmentBilling) -> int:
     payload = _file_payload(part)
     dims: tuple[int, int] | None = None
     if part.width and part.height:
@@ -492,8 +421,8 @@ def _image_tokens(part: FilePart, context: _ModelContext) -> int:
         if sniffed and sniffed[0] > 0 and sniffed[1] > 0:
             dims = sniffed
     if context.family == "google":
-        if context.model.startswith("gemini-3"):
-            return 1120  # Gemini 3 bills by media resolution; the default is "high"
+        if context.flat_image_tokens is not None:
+            return context.flat_image_tokens
         tiles = math.ceil(dims[0] / 768) * math.ceil(dims[1] / 768) if dims else 1
         return 258 * max(1, tiles)
     if context.family == "anthropic":
@@ -501,7 +430,7 @@ def _image_tokens(part: FilePart, context: _ModelContext) -> int:
             width, height = _fit_long_edge(*dims, limit=1568)
             return max(1, math.ceil(width * height / 750))
         return _size_bucket(payload.size, (341, 1366, 2048, 2731)) if payload.size is not None else 1600
-    return _openai_image_tokens(part.detail, dims, payload.size, _openai_image_rule(context.model))
+    return _openai_image_tokens(part.detail, dims, payload.size, context.openai_rule)
 
 
 def _fit_long_edge(width: int, height: int, *, limit: int) -> tuple[int, int]:
@@ -513,7 +442,7 @@ def _fit_long_edge(width: int, height: int, *, limit: int) -> tuple[int, int]:
 
 
 def _openai_image_tokens(
-    detail: str | None, dims: tuple[int, int] | None, size: int | None, rule: _OpenAIImageRule
+    detail: str | None, dims: tuple[int, int] | None, size: int | None, rule: OpenAIImageRule
 ) -> int:
     if detail not in ("low", "high"):  # "auto": OpenAI picks high for large images
         if dims:
@@ -538,7 +467,7 @@ def _openai_image_tokens(
     return rule.base + max(1, tiles) * rule.tile
 
 
-def _file_tokens(part: FilePart, context: _ModelContext, count_text: Callable[[str], int]) -> int:
+def _file_tokens(part: FilePart, context: AttachmentBilling, count_text: Callable[[str], int]) -> int:
     """Non-image files: a byte-based estimate, or the descriptor's text when nothing is inline."""
     size = _file_payload(part).size
     if size is None:
@@ -655,7 +584,7 @@ class TokenCounter:
         self._cache = _PartCache(cache_size)
         self._provider = provider
         self._model = model
-        self._context = _resolve_context(provider, model)
+        self._context = attachment_billing(provider, model)
 
     def __repr__(self) -> str:
         return f"TokenCounter(estimator_id={self.estimator_id!r}, provider={self._provider!r}, model={self._model!r})"
@@ -680,7 +609,7 @@ class TokenCounter:
         """
         clone = copy.copy(self)
         clone._provider, clone._model = provider, model
-        clone._context = _resolve_context(provider, model)
+        clone._context = attachment_billing(provider, model)
         return clone
 
     def cache_info(self) -> TokenCacheInfo:

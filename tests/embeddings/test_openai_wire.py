@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from obsmem.clock import FakeClock
 from obsmem.embeddings import OpenAIEmbedder
 from obsmem.embeddings.openai import parse_retry_after
 from obsmem.errors import (
@@ -21,9 +22,14 @@ pytestmark = pytest.mark.anyio
 
 
 def embedder(server: FakeOpenAI, **options: object) -> OpenAIEmbedder:
-    settings: dict[str, object] = {"model": "local-embed", "dimensions": 8, "api_key": "sk-test"}
+    settings: dict[str, object] = {
+        "model": "local-embed",
+        "dimensions": 8,
+        "api_key": "sk-test",
+        "backoff_s": 0.0,
+    }
     settings.update(options)
-    return OpenAIEmbedder(base_url=server.base_url, backoff_s=0.0, **settings)  # type: ignore[arg-type]
+    return OpenAIEmbedder(base_url=server.base_url, **settings)  # type: ignore[arg-type]
 
 
 def expected_rows(texts: list[str], dimensions: int = 8) -> np.ndarray:
@@ -87,6 +93,43 @@ async def test_500_twice_exhausts_retries(openai_server: FakeOpenAI) -> None:
             await client.embed(["x"])
     assert caught.value.status_code == 503
     assert len(openai_server.requests) == 2
+
+
+async def test_retries_wait_on_the_injected_clock(openai_server: FakeOpenAI) -> None:
+    """backoff_s × 2^attempt between tries, through the clock: nothing really sleeps."""
+    openai_server.script(Reply(500, b"boom"), Reply(503, b"busy"), Reply(409, b"conflict"))
+    clock = FakeClock()
+    async with embedder(openai_server, max_retries=3, backoff_s=0.5, clock=clock) as client:
+        matrix = await client.embed(["x"])
+    assert clock.sleeps == [0.5, 1.0, 2.0]
+    assert len(openai_server.requests) == 4
+    np.testing.assert_allclose(matrix, expected_rows(["x"]), atol=1e-6)
+
+
+async def test_retry_after_is_a_floor_and_every_wait_is_capped_at_30_s(openai_server: FakeOpenAI) -> None:
+    openai_server.script(
+        Reply(429, {"error": {"message": "slow"}}, {"retry-after-ms": "1"}),
+        Reply(429, {"error": {"message": "slower"}}, {"retry-after": "12"}),
+        Reply(429, {"error": {"message": "slowest"}}, {"retry-after": "3600"}),
+    )
+    clock = FakeClock()
+    async with embedder(openai_server, max_retries=3, backoff_s=0.5, clock=clock) as client:
+        await client.embed(["x"])
+    assert clock.sleeps == [0.5, 12.0, 30.0]
+
+
+async def test_a_refused_connection_is_retried_then_unavailable() -> None:
+    clock = FakeClock()
+    client = OpenAIEmbedder("m", dimensions=8, base_url="http://127.0.0.1:9/v1", max_retries=2, clock=clock)
+    async with client:
+        with pytest.raises(ModelUnavailableError, match="check base_url"):
+            await client.embed(["x"])
+    assert clock.sleeps == [0.5, 1.0]
+
+
+def test_negative_backoff_is_refused() -> None:
+    with pytest.raises(ConfigError, match="backoff_s"):
+        OpenAIEmbedder("m", dimensions=8, base_url="http://localhost:1/v1", backoff_s=-1.0)
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])

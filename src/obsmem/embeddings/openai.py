@@ -1,37 +1,38 @@
 """OpenAI embeddings over the real ``POST /v1/embeddings`` wire protocol, with httpx.
 
 The same code serves OpenAI-compatible servers (Ollama, vLLM, LM Studio …): give
-``base_url``; a key is then optional. The HTTP code is self-contained on purpose: the
-embedding port does not depend on the chat-model port.
+``base_url``; a key is then optional. The embedding port does not depend on the chat-model
+port: what both need (the status table, ``retry-after``, the retry loop) is in :mod:`obsmem._http`.
 
-Failures map onto obsmem's model errors, so a caller handles them the way it handles a chat
-model: rate limits, 5xx, timeouts and dropped connections are :class:`ModelUnavailableError`
-(retried here a bounded number of times, honouring ``retry-after``); a refused request or key
-is :class:`ModelRequestError`; an answer that is not the documented shape is
+Failures map onto obsmem's model errors with the chat models' status table
+(:mod:`obsmem._http`), so a caller handles them the way it handles a chat model: rate limits,
+5xx, timeouts and dropped connections are :class:`ModelUnavailableError` (retried here a
+bounded number of times by the chat models' retry loop, honouring ``retry-after``); a refused
+request or key is :class:`ModelRequestError`; an answer that is not the documented shape is
 :class:`ModelOutputError`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import importlib
 import json
+import logging
 import os
-import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
+from obsmem._http import RetryPolicy, error_detail, parse_retry_after, status_error, with_retry
+from obsmem.clock import Clock
 from obsmem.errors import (
     ConfigError,
     MissingCredentialsError,
     ModelOutputError,
-    ModelRequestError,
     ModelUnavailableError,
 )
+from obsmem.profiles import embedding_dimensions
 
 from .base import EmbeddingMatrix, normalise_rows
 
@@ -40,49 +41,17 @@ if TYPE_CHECKING:
 
 __all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAIEmbedder", "parse_retry_after"]
 
+_logger = logging.getLogger(__name__)
+
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_NATIVE_DIMENSIONS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
-_SHORTENABLE_PREFIX = "text-embedding-3-"  # models that accept the "dimensions" parameter
-_TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _MAX_RETRY_WAIT_S = 30.0
 
 
-def parse_retry_after(headers: httpx.Headers | dict[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    milliseconds = lowered.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return max(0.0, float(milliseconds) / 1000.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def _error_detail(body: bytes) -> str:
-    """The ``error.message`` of an OpenAI error body, or the start of the raw body."""
-    try:
-        payload = json.loads(body)
-        message = payload["error"]["message"]
-        if isinstance(message, str) and message:
-            return message
-    except (ValueError, KeyError, TypeError):
-        pass
+    """The explanation in a JSON error body, or the start of the raw body."""
+    detail = error_detail(body)
+    if detail:
+        return detail
     text = body.decode("utf-8", errors="replace").strip()
     return text[:300] or "(empty body)"
 
@@ -95,8 +64,10 @@ class OpenAIEmbedder:
     * ``dimensions``: required for models obsmem does not know; for ``text-embedding-3-*``
       a smaller value is sent to the API, which shortens the vectors server-side.
     * ``batch_size`` inputs go in one request (OpenAI accepts up to 2048).
-    * ``max_retries`` further attempts after a transient failure, waiting ``retry-after``
-      when the server says (capped at 30 s) and ``backoff_s × 2^attempt`` otherwise.
+    * ``max_retries`` further attempts after a transient failure, waiting
+      ``backoff_s × 2^attempt``, or longer when the server asks (``retry-after``), never
+      more than 30 s at a time. The loop is the chat models' (:func:`obsmem._http.with_retry`);
+      waits go through ``clock`` (default: the system clock), so tests need not sleep.
 
     Close it with ``await embedder.aclose()`` or use ``async with``; an ``http_client``
     passed in is left open for its owner.
@@ -114,8 +85,9 @@ class OpenAIEmbedder:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         http_client: httpx.AsyncClient | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        native = _NATIVE_DIMENSIONS.get(model)
+        native, shortenable = embedding_dimensions(model)
         if dimensions is None:
             if native is None:
                 raise ConfigError(
@@ -130,6 +102,8 @@ class OpenAIEmbedder:
             raise ConfigError("embeddings.batch_size", f"{batch_size} is out of range", allowed="1..2048")
         if max_retries < 0:
             raise ConfigError("embeddings.max_retries", f"{max_retries} is negative", allowed=">= 0")
+        if backoff_s < 0:
+            raise ConfigError("embeddings.backoff_s", f"{backoff_s} is negative", allowed=">= 0")
         self.model = model
         self.dimensions = dimensions
         self.name = f"openai-{model}-{dimensions}"
@@ -141,7 +115,15 @@ class OpenAIEmbedder:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        self._send_dimensions = model.startswith(_SHORTENABLE_PREFIX) and dimensions != native
+        self.clock = clock
+        self.retry_policy = RetryPolicy(
+            max_retries=max_retries,
+            initial_delay_s=min(backoff_s, _MAX_RETRY_WAIT_S),
+            factor=2.0,
+            max_delay_s=_MAX_RETRY_WAIT_S,
+            jitter=0.0,
+        )
+        self._send_dimensions = shortenable and dimensions != native
         self._client = http_client
         self._owns_client = http_client is None
 
@@ -191,16 +173,13 @@ class OpenAIEmbedder:
         return result
 
     async def _embed_with_retries(self, batch: list[str]) -> EmbeddingMatrix:
-        attempt = 0
-        while True:
-            try:
-                return await self._embed_batch(batch)
-            except ModelUnavailableError as exc:
-                if attempt >= self.max_retries:
-                    raise
-                wait = exc.retry_after if exc.retry_after is not None else self.backoff_s * 2**attempt
-                await asyncio.sleep(min(wait, _MAX_RETRY_WAIT_S))
-                attempt += 1
+        return await with_retry(
+            lambda: self._embed_batch(batch),
+            policy=self.retry_policy,
+            clock=self.clock,
+            what="embeddings request",
+            logger=_logger,
+        )
 
     def _request_body(self, batch: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
@@ -235,20 +214,13 @@ class OpenAIEmbedder:
         if status < 400:
             return
         detail = _error_detail(response.content)
-        if status in _TRANSIENT_STATUSES or status >= 500:
-            raise ModelUnavailableError(
-                f"The embeddings server at {url} answered {status}: {detail}",
-                status_code=status,
-                retry_after=parse_retry_after(response.headers),
-            )
-        advice = (
-            "check OPENAI_API_KEY (or api_key=)"
-            if status in (401, 403)
-            else f"check the model name '{self.model}' and the inputs"
-        )
-        raise ModelRequestError(
-            f"The embeddings server at {url} refused the request ({status}): {detail}; {advice}.",
-            status_code=status,
+        refused = f"The embeddings server at {url} refused the request ({status}): {detail}"
+        raise status_error(
+            status,
+            response.headers,
+            transient=f"The embeddings server at {url} answered {status}: {detail}",
+            key_refused=f"{refused}; check OPENAI_API_KEY (or api_key=).",
+            refused=f"{refused}; check the model name '{self.model}' and the inputs.",
         )
 
     def _parse(self, body: bytes, expected_rows: int) -> EmbeddingMatrix:

@@ -36,6 +36,7 @@ from obsmem.models.transport import (
     malformed,
     status_error,
 )
+from obsmem.profiles import default_max_output_tokens
 from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicModel", "default_max_tokens", "to_anthropic_messages"]
@@ -67,15 +68,12 @@ _STREAM_ERROR_STATUS = {
 def default_max_tokens(model: str) -> int:
     """The output limit sent when none is configured: the model family's own ceiling, roughly.
 
-    Claude 3 (Haiku, Sonnet, Opus) allows 4,096 output tokens, 3.5 allows 8,192; later models
-    allow at least 32,000. A reflection can be long, so the ceiling, not a small default.
+    Anthropic requires one; the table (Claude 3: 4,096, 3.5: 8,192, later: 32,000) is
+    :func:`obsmem.profiles.default_max_output_tokens`.
     """
-    name = model.lower()
-    if name.startswith(("claude-3-5", "claude-3.5")):
-        return 8_192
-    if name.startswith("claude-3-") and not name.startswith("claude-3-7"):
-        return 4_096
-    return 32_000
+    limit = default_max_output_tokens("anthropic", model)
+    assert limit is not None  # every Anthropic model has one
+    return limit
 
 
 def _finish(raw: object) -> FinishReason:

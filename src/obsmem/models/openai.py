@@ -21,7 +21,6 @@ Mapping, both ways:
 from __future__ import annotations
 
 import json
-import re
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from obsmem.models.transport import (
     malformed,
     status_error,
 )
+from obsmem.profiles import accepts_temperature
 from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -49,9 +49,6 @@ __all__ = [
     "to_openai_tools",
 ]
 
-# Reasoning models refuse any temperature but the default (HTTP 400), so none is sent.
-_NO_TEMPERATURE = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
-
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -59,11 +56,6 @@ _FINISH: dict[str, FinishReason] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
-
-
-def accepts_temperature(model: str) -> bool:
-    """Whether ``model`` takes a temperature (OpenAI's o-series and GPT-5 do not)."""
-    return _NO_TEMPERATURE.match(model.rsplit("/", 1)[-1]) is None
 
 
 def _finish(raw: object) -> FinishReason:

@@ -39,6 +39,7 @@ from obsmem.models.anthropic import ANTHROPIC_VERSION, AnthropicModel
 from obsmem.models.base import ChatModel
 from obsmem.models.openai import OpenAIChatModel
 from obsmem.models.transport import Endpoint
+from obsmem.profiles import split_spec
 
 __all__ = [
     "CompatibleServer",
@@ -161,19 +162,18 @@ def register_provider(prefix: str, factory: ModelFactory) -> None:
 
 
 def parse_spec(spec: str) -> ModelSpec:
-    """Split ``provider:model[@base_url]``; a malformed string is a ConfigError saying the format."""
-    provider, colon, rest = spec.strip().partition(":")
-    base_url = None
-    head, at, tail = rest.rpartition("@")
-    if at and tail.startswith(("http://", "https://")):
-        rest, base_url = head, tail
-    if not colon or not provider or not rest:
+    """Split ``provider:model[@base_url]``; a malformed string is a ConfigError saying the format.
+
+    The split is :func:`obsmem.profiles.split_spec`, the registry's reading of a model id.
+    """
+    parts = split_spec(spec)
+    if parts is None:
         raise ConfigError(
             "model",
             f"'{spec}' is not a model spec",
             allowed=f"'provider:model' with provider one of {', '.join(known_providers())}, or 'offline'",
         )
-    return ModelSpec(provider.lower(), rest, base_url)
+    return ModelSpec(*parts)
 
 
 def infer_model(

@@ -2,11 +2,11 @@
 
 Provider modules (``openai.py``, ``anthropic.py``) only translate messages to and from their
 wire format; everything about *talking* to a server lives here, so every provider fails the
-same way:
+same way (the status table itself is :mod:`obsmem._http`'s, shared with the embedders):
 
 - 401/403: :class:`~obsmem.errors.ModelRequestError` naming the key's environment variable
   (retrying a bad key only burns the rate limit);
-- 408, 425, 429 and 5xx: :class:`~obsmem.errors.ModelUnavailableError` with the delay the
+- 408, 409, 425, 429 and 5xx: :class:`~obsmem.errors.ModelUnavailableError` with the delay the
   server asked for (``retry-after-ms`` or ``retry-after``, seconds or an HTTP date), which
   :func:`~obsmem.models.retry.with_retry` honours;
 - other 4xx: :class:`~obsmem.errors.ModelRequestError` with the server's own explanation;
@@ -24,17 +24,16 @@ cannot be stranded on a closed event loop (``asyncio.run`` per CLI command, sync
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
-from obsmem.errors import ModelError, ModelRequestError, ModelUnavailableError
+from obsmem import _http
+from obsmem._http import error_detail, parse_retry_after
+from obsmem.errors import ModelError, ModelUnavailableError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
 __all__ = [
@@ -54,7 +53,6 @@ JSON_BODY_EVENT = "obsmem-json-body"
 """The event name :meth:`HttpCaller.stream_events` gives a whole JSON answer to a streamed request."""
 
 _CONNECT_TIMEOUT_S = 15.0
-_DETAIL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,66 +72,21 @@ class Endpoint:
         return self.base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """The delay in seconds a response asked for, or None when it did not say (or said nonsense)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            value = float(millis) / 1000
-        except ValueError:
-            value = -1
-        if value >= 0:
-            return value
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-        return max(0.0, seconds)
-    return seconds if seconds >= 0 else None
-
-
-def error_detail(body: str | bytes) -> str | None:
-    """The human explanation inside a JSON error body, shortened; None when there is none."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    for _ in range(5):  # {"error": {"error": {"message": ...}}} nests a few levels at most
-        if isinstance(data, str):
-            return data[:_DETAIL_CHARS]
-        if not isinstance(data, dict):
-            return None
-        for key in ("message", "detail"):
-            if isinstance(data.get(key), str):
-                return str(data[key])[:_DETAIL_CHARS]
-        data = data.get("error")
-    return None
-
-
 def status_error(endpoint: Endpoint, status: int, headers: Mapping[str, str], body: bytes) -> ModelError:
-    """The obsmem error for an HTTP error status (see the module docstring for the mapping)."""
+    """The obsmem error for an HTTP error status (the table is :func:`obsmem._http.status_error`)."""
     detail = error_detail(body) or httpx.codes.get_reason_phrase(status) or "no explanation"
     what = f"{endpoint.provider} answered HTTP {status} ({detail})"
-    if status in (401, 403):
-        fix = (
-            f"check that {endpoint.key_env} holds a valid key with access to this model"
-            if endpoint.key_env
-            else "pass a valid api_key"
-        )
-        return ModelRequestError(f"{what}: the API key was refused; {fix}.", status_code=status)
-    if status in (408, 425, 429) or status >= 500:
-        return ModelUnavailableError(
-            f"{what}; the call will be retried.", status_code=status, retry_after=parse_retry_after(headers)
-        )
-    return ModelRequestError(
-        f"{what}: the request was refused; check the model name and settings.", status_code=status
+    fix = (
+        f"check that {endpoint.key_env} holds a valid key with access to this model"
+        if endpoint.key_env
+        else "pass a valid api_key"
+    )
+    return _http.status_error(
+        status,
+        headers,
+        transient=f"{what}; the call will be retried.",
+        key_refused=f"{what}: the API key was refused; {fix}.",
+        refused=f"{what}: the request was refused; check the model name and settings.",
     )
 
 

@@ -32,6 +32,7 @@ from obsmem.om.llm.degenerate import degeneracy_report
 from obsmem.om.llm.parsing import ParsedOutput, parse_reflector_output
 from obsmem.om.llm.prompts import reflector_system_prompt_v1, reflector_user_prompt_v1
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult
+from obsmem.profiles import reflection_start_level
 from obsmem.types import Message
 
 __all__ = ["MAX_ESCALATIONS", "MAX_LEVEL", "LLMReflector", "compression_start_level"]
@@ -39,22 +40,15 @@ __all__ = ["MAX_ESCALATIONS", "MAX_LEVEL", "LLMReflector", "compression_start_le
 MAX_LEVEL = 4
 MAX_ESCALATIONS = 3
 
-# Models that reliably under-compress at the gentle levels start higher, saving a wasted call.
-_EAGER_START_MODELS = ("gemini-2.5-flash",)
-
 
 def compression_start_level(model_name: str) -> int:
     """The level automatic reflection starts at for a model: 2 for Gemini 2.5 Flash, else 1.
 
-    Any provider prefix is ignored (``google:gemini-2.5-flash``,
-    ``openrouter:google/gemini-2.5-flash``, ``models/gemini-2.5-flash-preview``), and an
-    unreadable name falls back to 1. Manual reflection starts at 0; the engine passes that.
+    A vendor fact, kept with the others in :func:`obsmem.profiles.reflection_start_level`
+    (any provider prefix ignored, an unreadable name gives 1). Manual reflection starts at 0;
+    the engine passes that.
     """
-    try:
-        base = model_name.strip().lower().rsplit(":", 1)[-1].rsplit("/", 1)[-1]
-    except AttributeError:
-        return 1
-    return 2 if base.startswith(_EAGER_START_MODELS) else 1
+    return reflection_start_level(model_name)
 
 
 @dataclass(frozen=True, slots=True)
