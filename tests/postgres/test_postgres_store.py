@@ -1,4 +1,6 @@
-"""PostgreSQL specifics: migrations (concurrent and refused), connection errors, vectors, CLI.
+"""PostgreSQL specifics: migrations (concurrent and refused), connection errors, CLI.
+
+Vector search in PostgreSQL is :class:`obsmem.vectors.PostgresVectorIndex`, tested in ``tests/vectors``.
 
 Behaviour shared with other adapters is tested in ``tests/conformance``.
 """
@@ -7,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -86,57 +87,6 @@ async def test_an_unreachable_server_is_a_clear_error() -> None:
         with pytest.raises(StorageError, match="server is running") as info:
             await store.get_thread("t1")
     assert "secret" not in str(info.value)  # the password never reaches a message
-
-
-# -- vectors --------------------------------------------------------------------------------------
-
-
-def unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-async def check_search(store: PostgresStore) -> None:
-    rng = random.Random(7)
-    items = [(f"v{i}", [rng.uniform(-1, 1) for _ in range(8)], {"n": i}) for i in range(120)]
-    assert await store.upsert_vectors("notes", items) == 120
-    await store.upsert_vectors("other", [("x", [1.0] * 8, {})])
-    query = items[17][1]
-    expected = sorted(
-        items, key=lambda item: -sum(a * b for a, b in zip(unit(item[1]), unit(query), strict=True))
-    )[:5]
-    hits = await store.search_vectors("notes", query, k=5)
-    assert [h.id for h in hits] == [item[0] for item in expected]
-    assert hits[0].id == "v17" and hits[0].score == pytest.approx(1.0) and hits[0].metadata == {"n": 17}
-    assert all(h.id != "x" for h in await store.search_vectors("notes", [1.0] * 8, k=200))
-    await store.upsert_vectors("notes", [("v17", [-x for x in query], {"n": -17})])  # replace in place
-    assert (await store.search_vectors("notes", query, k=1))[0].id != "v17"
-    assert await store.delete_vectors("notes", ["v17", "missing"]) == 1
-
-
-@pytest.mark.anyio
-async def test_vectors_use_pgvector_with_an_hnsw_index(postgres_server: PostgresServer) -> None:  # noqa: F811
-    name = postgres_server.create_database()
-    url = database_url(postgres_server.url, name)
-    try:
-        async with PostgresStore(url) as store:
-            assert await store.vector_backend() == "pgvector"
-            await check_search(store)
-        with psycopg.connect(url) as conn:
-            indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'vectors'")}
-        assert "vectors_hnsw_8" in indexes
-    finally:
-        postgres_server.drop_database(name)
-
-
-@pytest.mark.anyio
-async def test_vectors_fall_back_to_exact_search(blank_url: str) -> None:
-    database = blank_url.rsplit("/", 1)[1]
-    with psycopg.connect(blank_url, autocommit=True) as conn:  # as on a server without pgvector
-        conn.execute(f"ALTER DATABASE \"{database}\" SET obsmem.vectors = 'exact'")  # type: ignore[arg-type]
-    async with PostgresStore(blank_url) as store:
-        assert await store.vector_backend() == "exact"
-        await check_search(store)
 
 
 # -- the CLI ---------------------------------------------------------------------------------------

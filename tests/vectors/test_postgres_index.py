@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 
 import anyio
@@ -233,3 +234,33 @@ async def test_approximate_mode_on_arrays_stays_exact(postgres_url: str) -> None
 async def test_importing_obsmem_vectors_does_not_import_psycopg() -> None:
     script = "import sys, obsmem.vectors; assert 'psycopg' not in sys.modules, 'psycopg was imported'"
     await anyio.run_process([sys.executable, "-c", script], check=True)
+
+
+@pytest.mark.parametrize("use_pgvector", LAYOUTS, ids=LAYOUT_IDS)
+async def test_search_replace_and_delete_agree_with_a_cosine_ranking(
+    shared_vector_database_url: str, fresh_index_name: str, use_pgvector: bool
+) -> None:
+    """The scenario PostgresStore's retired vector methods were held to, on the one PostgreSQL index."""
+    rng = random.Random(7)
+    items = [(f"v{i}", [rng.uniform(-1, 1) for _ in range(DIMS)]) for i in range(120)]
+    index = await PostgresVectorIndex.open(
+        shared_vector_database_url, DIMS, name=fresh_index_name, use_pgvector=use_pgvector
+    )
+    await index.upsert_many([key for key, _ in items], np.array([vector for _, vector in items]), "notes/")
+    await index.upsert("x", [1.0] * DIMS, "other/")
+    query = items[17][1]
+    expected = sorted(items, key=lambda item: -float(np.dot(unit(item[1]), unit(query))))[:5]
+    hits = await index.search(query, 5, namespace_prefix="notes/")
+    assert [h.key for h in hits] == [key for key, _ in expected]
+    assert hits[0].key == "v17" and hits[0].score == pytest.approx(1.0, abs=1e-6)
+    assert all(h.key != "x" for h in await index.search([1.0] * DIMS, 200, namespace_prefix="notes/"))
+    await index.upsert("v17", [-x for x in query], "notes/")  # replaced in place
+    assert (await index.search(query, 1, namespace_prefix="notes/"))[0].key != "v17"
+    assert (await index.delete("v17"), await index.delete("missing")) == (True, False)
+    assert await index.count("notes/") == 119
+    await index.close()
+
+
+def unit(vector: list[float]) -> np.ndarray:
+    row = np.asarray(vector, dtype=np.float64)
+    return row / np.linalg.norm(row)

@@ -174,10 +174,13 @@ def m001_initial(conn: Conn) -> None:
 def m002_vectors(conn: Conn) -> None:
     """The ``vectors`` table: pgvector when the server has it, exact ``float8[]`` search otherwise.
 
+    Retired: no obsmem code reads or writes this table any more. Vector search in PostgreSQL is
+    :class:`obsmem.vectors.PostgresVectorIndex`, whose tables are its own. The step stays
+    registered because existing databases record it (a database recording a step this version
+    does not know is refused), and it still creates the ``vector`` extension where it can.
+
     ``SET obsmem.vectors = 'exact'`` (per database: ``ALTER DATABASE … SET obsmem.vectors =
-    'exact'``) chooses the exact layout even where pgvector is installed. HNSW indexes are built
-    per dimension on first use (see :mod:`obsmem.storage.postgres.vectors`), because an index
-    needs a fixed dimension and the table holds vectors of any.
+    'exact'``) chose the exact layout even where pgvector is installed.
     """
     row = conn.execute("SELECT current_setting('obsmem.vectors', true)").fetchone()
     wanted = (row[0] if row else None) or "auto"

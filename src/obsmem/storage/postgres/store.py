@@ -50,7 +50,6 @@ from obsmem.errors import (
 from obsmem.storage.postgres import migrations as postgres_migrations
 from obsmem.storage.postgres import queue as postgres_queue
 from obsmem.storage.postgres import records as postgres_records
-from obsmem.storage.postgres import vectors as postgres_vectors
 from obsmem.storage.contract import (
     ClosingContext,
     Lease,
@@ -58,7 +57,6 @@ from obsmem.storage.contract import (
     WorkItem,
     WriteResult,
 )
-from obsmem.storage.postgres.vectors import VectorHit
 from obsmem.storage.rules import (
     check_limit,
     check_lineage,
@@ -556,24 +554,6 @@ class PostgresStore(ClosingContext):
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: postgres_queue.list_items(conn, kind))
-
-    # -- vectors (PostgreSQL only, for now) -------------------------------------------------------
-    async def vector_backend(self) -> str:
-        """``"pgvector"`` (HNSW index) or ``"exact"`` (float8[] and an exact scan)."""
-        return await self._read(postgres_vectors.backend)
-
-    async def upsert_vectors(
-        self, namespace: str, items: Sequence[tuple[str, Sequence[float], dict[str, Any]]]
-    ) -> int:
-        """Insert or replace ``(id, embedding, metadata)`` items of a namespace; returns how many."""
-        return await self._run(lambda conn: postgres_vectors.upsert(conn, namespace, items))
-
-    async def search_vectors(self, namespace: str, query: Sequence[float], *, k: int = 10) -> list[VectorHit]:
-        """The ``k`` nearest items by cosine similarity, best first."""
-        return await self._run(lambda conn: postgres_vectors.search(conn, namespace, query, k))
-
-    async def delete_vectors(self, namespace: str, ids: Sequence[str]) -> int:
-        return await self._run(lambda conn: postgres_vectors.delete(conn, namespace, ids))
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:
