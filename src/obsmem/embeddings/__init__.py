@@ -16,12 +16,12 @@ from .minilm import MINILM_MODEL_SHA256, MINILM_VOCAB_SHA256, MiniLMEmbedder, mi
 from .openai import OpenAIEmbedder
 
 __all__ = [
-    "MINILM_MODEL_SHA256",
-    "MINILM_VOCAB_SHA256",
     "Embedder",
     "EmbedderChoice",
     "EmbeddingMatrix",
     "LexicalHashEmbedder",
+    "MINILM_MODEL_SHA256",
+    "MINILM_VOCAB_SHA256",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
     "choose_default_embedder",

@@ -26,6 +26,8 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "other"
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens one call (or several, added with ``+``) consumed, as the provider reported them."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -50,6 +52,12 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
+    """One model answer: its text, any tool calls, the tokens it cost and why it stopped.
+
+    ``finish_reason`` is normalised across providers (see :data:`FinishReason`); anything but
+    ``stop``, ``length`` or ``tool_calls`` is an incomplete answer that retrying may fix.
+    """
+
     text: str
     tool_calls: tuple[ToolCallPart, ...] = ()
     usage: Usage = field(default_factory=Usage)

@@ -149,6 +149,7 @@ _PROVIDERS: dict[str, ModelFactory] = {
 
 
 def known_providers() -> tuple[str, ...]:
+    """The provider prefixes a spec may name (built in and registered), sorted."""
     return tuple(sorted(_PROVIDERS))
 
 
