@@ -342,6 +342,22 @@ class _Options(BaseModel):
                 data[name] = value
         return type(self)(**data)
 
+    def _chosen(self) -> dict[str, Any]:
+        """The options whose value is not their default; a section, when any of its are chosen,
+        as a section of only those (a section dict could mean more: ``retrieval={...}`` enables)."""
+        chosen: dict[str, Any] = {}
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, _Options):
+                inner = value._chosen()
+                if inner:
+                    chosen[name] = type(value)(**inner)
+                continue
+            default = field.get_default(call_default_factory=True)
+            if type(value) is not type(default) or value != default:
+                chosen[name] = value
+        return chosen
+
 
 class _RoleOptions(_Options):
     """Validators of the options the Observer and the Reflector share (how their model is
@@ -564,6 +580,23 @@ class ObservationConfig(_RoleOptions):
         """Share of the threshold an activation removes, in [0, 1]."""
         return resolve_activation_ratio(self.buffer_activation, self.message_tokens)
 
+    def forwards_attachment(self, media_type: str) -> bool:
+        """Whether an LLM observer sends its model an attachment of ``media_type`` (after the
+        transcript, which always shows its placeholder), by ``observe_attachments``.
+
+        Patterns match case-insensitively: ``*`` anything, ``image/*`` any image, else the exact
+        type. ``"auto"`` forwards everything: obsmem keeps no registry of which models read
+        which files, and the reference forwards whatever its registry does not know.
+        """
+        setting = self.observe_attachments
+        if isinstance(setting, bool):
+            return setting
+        if setting == "auto":
+            return True
+        wanted = media_type.strip().lower()
+        family = wanted.split("/", 1)[0]
+        return any(pattern in ("*", wanted, f"{family}/*") for pattern in setting)
+
 
 # --------------------------------------------------------------------------------------------
 # reflection.*
@@ -681,15 +714,6 @@ class RetrievalConfig(_Options):
         return value
 
 
-class RetrievalOptions(TypedDict, total=False):
-    """The keyword form of :class:`RetrievalConfig`."""
-
-    enabled: bool
-    scope: Literal["thread", "resource"]
-    vector: bool
-    instructions: str | None
-
-
 def _retrieval_field(value: object) -> object:
     """``True``/``False`` switch retrieval on/off; a mapping without ``enabled`` switches it on."""
     if isinstance(value, bool):
@@ -702,6 +726,9 @@ def _retrieval_field(value: object) -> object:
 # --------------------------------------------------------------------------------------------
 # The whole configuration
 # --------------------------------------------------------------------------------------------
+
+
+# --- generated keyword forms: do not edit; run `python tests/config/options_codegen.py` ---
 
 
 class ObservationOptions(TypedDict, total=False):
@@ -727,7 +754,7 @@ class ObservationOptions(TypedDict, total=False):
 
 
 class ReflectionOptions(TypedDict, total=False):
-    """The keyword form of :class:`ReflectionConfig`."""
+    """The keyword form of :class:`ReflectionConfig`, so a dict section is type-checked too."""
 
     observation_tokens: int
     buffer_activation: float | None
@@ -739,6 +766,15 @@ class ReflectionOptions(TypedDict, total=False):
     continuation_hints: bool
     activate_after_idle: ActivationTTLSetting
     activate_on_provider_change: bool
+
+
+class RetrievalOptions(TypedDict, total=False):
+    """The keyword form of :class:`RetrievalConfig`, so a dict section is type-checked too."""
+
+    enabled: bool
+    scope: Literal["thread", "resource"]
+    vector: bool
+    instructions: str | None
 
 
 class MemoryOptions(TypedDict, total=False):
@@ -754,6 +790,9 @@ class MemoryOptions(TypedDict, total=False):
     observation: ObservationConfig | ObservationOptions
     reflection: ReflectionConfig | ReflectionOptions
     retrieval: bool | RetrievalConfig | RetrievalOptions
+
+
+# --- end of the generated keyword forms ---
 
 
 class MemoryConfig(_Options):
@@ -908,5 +947,12 @@ class MemoryConfig(_Options):
 
     @classmethod
     def from_snapshot(cls, data: Mapping[str, Any]) -> Self:
-        """Rebuild a config from :meth:`snapshot` output (validated like any other input)."""
-        return cls.model_validate(dict(data))
+        """Rebuild a config from :meth:`snapshot` output (validated like any other input).
+
+        A snapshot holds every option's value, so which ones the caller chose is lost; a value
+        equal to its default is read back as the default. Options whose effect depends on being
+        chosen (a role's ``max_output_tokens``, a tiered role's ``temperature``) then behave in a
+        worker reading the snapshot as they did for the application that wrote it.
+        """
+        validated = cls.model_validate(dict(data))
+        return cls(**validated._chosen())
