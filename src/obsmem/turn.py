@@ -16,25 +16,49 @@ the turn. Memory work happens at those boundaries, so an agent needs no other in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from obsmem.errors import InvalidInputError
 from obsmem.om.context import ContextWindow
-from obsmem.om.engine import CycleOutcome
+from obsmem.om.engine import CycleOutcome, Engine
 from obsmem.om.selection import pending_tool_call_ids
+from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import Message, Thread, parse_message
 
-if TYPE_CHECKING:
-    from obsmem.memory import Memory
+__all__ = ["Turn", "TurnContexts"]
 
-__all__ = ["Turn"]
+
+class TurnContexts(Protocol):
+    """What a turn asks of the memory that runs it: the actor's context for a thread.
+
+    :class:`~obsmem.memory.Memory` provides it; a turn knows nothing else about its memory.
+    """
+
+    async def context_for(self, thread: Thread) -> ContextWindow:
+        """The context from what is stored now."""
+        ...
+
+    async def context_from(
+        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]
+    ) -> ContextWindow:
+        """The context for ``record`` and the thread's messages after its cursor (one consistent read)."""
+        ...
 
 
 class Turn:
-    """One request/response cycle on a thread. Create it with :meth:`Memory.begin_turn`."""
+    """One request/response cycle on a thread. Get one from :meth:`Memory.begin_turn`.
 
-    def __init__(self, memory: Memory, thread: Thread, *, model: str | None = None) -> None:
-        self._memory = memory
+    It saves messages to ``store``, runs the memory work due at each boundary on ``engine``,
+    and asks ``contexts`` for what the actor sees next.
+    """
+
+    def __init__(
+        self, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts,
+        model: str | None = None,
+    ) -> None:
+        self._engine = engine
+        self._store = store
+        self._contexts = contexts
         self.thread = thread
         self.model = model
         self.context: ContextWindow = ContextWindow(messages=[])
@@ -42,10 +66,16 @@ class Turn:
         self.steps = 0
         self.ended = False
 
-    async def _begin(self, messages: Sequence[Message | dict[str, Any]]) -> ContextWindow:
-        saved = await self._save(messages)
-        self.context = await self._advance(saved, turn_start=True)
-        return self.context
+    @classmethod
+    async def start(
+        cls, thread: Thread, messages: Sequence[Message | dict[str, Any]], *, engine: Engine, store: Store,
+        contexts: TurnContexts, model: str | None = None,
+    ) -> Turn:
+        """Begin a turn: save the input, run the memory work due, and set :attr:`context`."""
+        turn = cls(thread, engine=engine, store=store, contexts=contexts, model=model)
+        saved = await turn._save(messages)
+        turn.context = await turn._advance(saved, turn_start=True)
+        return turn
 
     @property
     def waited(self) -> bool:
@@ -72,8 +102,8 @@ class Turn:
         if responses:
             await self._save(responses)
         self.ended = True
-        buffered = self._memory.engine.buffered
-        if buffered is not None and self._memory.config.observation.buffer_on_idle:
+        buffered = self._engine.buffered
+        if buffered is not None and self._engine.config.observation.buffer_on_idle:
             await buffered.maybe_start_buffer(self.thread, idle=True)
 
     async def __aenter__(self) -> Turn:
@@ -86,17 +116,17 @@ class Turn:
         parsed = [parse_message(m) for m in messages]
         if not parsed:
             return []
-        return await self._memory.store.save_messages(self.thread.id, parsed)
+        return await self._store.save_messages(self.thread.id, parsed)
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left."""
-        engine = self._memory.engine
+        engine = self._engine
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
             # prefix before the call may start.
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
-            return await self._memory.get_context(self.thread.id)
+            return await self._contexts.context_for(self.thread)
         result = await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model)
         self.outcomes.extend(result.outcomes)
-        return await self._memory.context_from(self.thread, result.record, result.messages)
+        return await self._contexts.context_from(self.thread, result.record, result.messages)
