@@ -272,9 +272,7 @@ class Memory:
         the actor's ``provider:model`` id; it drives idle ('auto') and provider-change activation.
         """
         thread = await self._thread_for_turn(thread_id, resource_id)
-        turn = Turn(self, thread, model=model)
-        await turn._begin(messages)
-        return turn
+        return await Turn.start(thread, messages, engine=self.engine, store=self.store, contexts=self, model=model)
 
     @asynccontextmanager
     async def turn(
@@ -290,7 +288,10 @@ class Memory:
 
     async def get_context(self, thread_id: str) -> ContextWindow:
         """The messages an actor should see now, for use without the Turn API."""
-        thread = await self.get_thread(thread_id)
+        return await self.context_for(await self.get_thread(thread_id))
+
+    async def context_for(self, thread: Thread) -> ContextWindow:
+        """The context for ``thread`` from what is stored now."""
         record = await self.store.get_head(self.engine.lineage(thread))
         after = record.cursor(thread.id) if record else 0
         unobserved = await self.store.list_messages(thread.id, after_seq=after)
