@@ -12,23 +12,19 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+from obsmem.assembly import ModelSpec, assemble_roles, memory_config
 from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
-from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
-from obsmem.models.base import ChatModel
-from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.context import ContextWindow, build_context
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
-from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
-from obsmem.om.llm.observer import LLMObserver
-from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
-from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.storage import Store, open_store
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
@@ -39,10 +35,7 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
     from obsmem.embeddings import Embedder
     from obsmem.vectors import VectorIndex
 
-__all__ = ["Memory"]
-
-ModelSpec = ChatModel | str | Mapping[int, ChatModel | str] | None
-"""A model as ``Memory`` takes it: an object, ``"offline"``, ``"provider:model"``, or tiers by input size."""
+__all__ = ["Memory", "ModelSpec"]
 
 
 class Memory:
@@ -50,12 +43,14 @@ class Memory:
 
     ``store``: a :class:`Store`, a URL (``"memory://"``, ``"sqlite:///path.db"``) or None for
     SQLite at the default path. A store given as an object stays open when the memory closes
-    (its creator owns it); one built from a URL is closed with the memory. ``model`` sets the observer and reflector model together;
-    ``observer`` / ``reflector`` set them separately (each: ``"offline"``, a ChatModel, a
-    ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see
-    :func:`obsmem.models.infer_model`), tiers ``{max_input_tokens: model}``, or an object
-    implementing the Observer / Reflector protocol). Unset, a role takes
-    ``config.<role>.model``, then the other role's configured model, then ``"offline"``.
+    (its creator owns it); one built from a URL is closed with the memory. ``config``: a
+    :class:`MemoryConfig` or a dict of its options (validated alike). ``model`` sets the
+    observer and reflector model together; ``observer`` / ``reflector`` set them separately
+    (each: ``"offline"``, a ChatModel, a ``"provider:model"`` string such as
+    ``"openai:gpt-4o-mini"`` (see :func:`obsmem.models.infer_model`), tiers
+    ``{max_input_tokens: model}``, or an object implementing the Observer / Reflector protocol).
+    Unset, a role takes ``config.<role>.model``, then the other role's configured model, then
+    ``"offline"``. The roles are built by :mod:`obsmem.assembly`, as a worker builds them.
 
     Retrieval mode (``config.retrieval``) groups observations with the messages they cover and
     offers :meth:`recall`; with ``retrieval.vector`` it also needs an ``embedder`` and a
@@ -73,7 +68,7 @@ class Memory:
         self,
         store: Store | str | None = None,
         *,
-        config: MemoryConfig | None = None,
+        config: MemoryConfig | MemoryOptions | None = None,
         model: ModelSpec = None,
         observer: Observer | ModelSpec = None,
         reflector: Reflector | ModelSpec = None,
@@ -87,7 +82,7 @@ class Memory:
         vector_index: VectorIndex | None = None,
         background: Literal["local", "queue"] = "local",
     ) -> None:
-        self.config = config or MemoryConfig()
+        self.config = memory_config(config)
         if background not in ("local", "queue"):
             raise ConfigError("background", f"got {background!r}", allowed="'local' or 'queue'")
         if background == "queue" and not self.config.observation.buffering_enabled:
@@ -96,35 +91,26 @@ class Memory:
                 allowed="'local', or turn buffering on (observation.buffer_tokens)",
             )
         self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
-        if model is not None and (observer is not None or reflector is not None):
-            raise ConfigError(
-                "model", "set either model (for both roles) or observer/reflector, not both",
-                allowed="model=... or observer=...,reflector=...",
-            )
         # A store passed in belongs to the caller; one built here from a URL belongs to Memory.
         self._owns_store = isinstance(store, str | None)
-        self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.counter = counter or TokenCounter()
         self.clock = clock or SystemClock()
-        observer_spec, reflector_spec = self._role_specs(model, observer, reflector)
-        resolved_observer = self._observer(observer_spec)
-        resolved_reflector, start_level = self._reflector(reflector_spec)
-        all_extractors = list(extractors)
-        if self.config.observation.manage_working_memory:
-            llm_observer = isinstance(resolved_observer, LLMObserver)
-            all_extractors.append(working_memory_extractor("inline" if llm_observer else "hook"))
-        _check_extractors(all_extractors)
-        self.extractors = tuple(all_extractors)
+        roles = assemble_roles(
+            self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
+            counter=self.counter, clock=self.clock,
+        )
+        self.extractors = roles.extractors
+        self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.background = BackgroundWork()
         self.engine = Engine(
             store=self.store,
-            observer=resolved_observer,
-            reflector=resolved_reflector,
+            observer=roles.observer,
+            reflector=roles.reflector,
             config=self.config,
             counter=self.counter,
             clock=self.clock,
             extractors=self.extractors,
-            reflector_start_level=start_level,
+            reflector_start_level=roles.reflector_start_level,
             failure_policy=failure_policy,
             on_event=on_event,
             working_memory_scope=working_memory_scope,
@@ -142,69 +128,6 @@ class Memory:
     async def _enqueue(self, thread: Thread, kind: str) -> None:
         """Queue a due buffer for the workers (coalesced with work already waiting)."""
         await self.store.enqueue_work(kind, thread.id, now=self.clock.now())
-
-    # -- construction helpers -----------------------------------------------------------------
-    def _role_specs(
-        self, model: ModelSpec, observer: Observer | ModelSpec, reflector: Reflector | ModelSpec
-    ) -> tuple[Observer | ModelSpec, Reflector | ModelSpec]:
-        """Each role's model by the reference's precedence (§1.5): the shared ``model``, the
-        role's own argument, the role's configured model, the other role's configured model."""
-        if model is not None:
-            return model, model
-        configured_observer = self.config.observation.model
-        configured_reflector = self.config.reflection.model
-        if observer is None:
-            observer = configured_observer if configured_observer is not None else configured_reflector
-        if reflector is None:
-            reflector = configured_reflector if configured_reflector is not None else configured_observer
-        return observer, reflector
-
-    def _chat_model(self, spec: ChatModel | str | Mapping[int, ChatModel | str]) -> ChatModel:
-        if isinstance(spec, Mapping):
-            return ModelByInputTokens(spec, count_messages=self.counter.count_messages)
-        from obsmem.models.registry import infer_model  # providers load only for a spec string
-
-        return infer_model(spec)
-
-    @staticmethod
-    def _call_settings(
-        role: ObservationConfig | ReflectionConfig, model: ChatModel
-    ) -> tuple[float | None, int | None]:
-        """Temperature and output limit for a role (reference §1.3–§1.4): the default
-        temperature except for tiered models; the output limit only when configured."""
-        explicit = role.model_fields_set
-        temperature: float | None = role.temperature
-        if isinstance(model, ModelByInputTokens) and "temperature" not in explicit:
-            temperature = None
-        limit = role.max_output_tokens if "max_output_tokens" in explicit else None
-        return temperature, limit
-
-    def _observer(self, spec: Observer | ModelSpec) -> Observer:
-        if spec is None or spec == "offline":
-            return OfflineObserver(count_tokens=self.counter.count_text)
-        if isinstance(spec, str | Mapping | ChatModel):
-            chat = self._chat_model(spec)
-            temperature, limit = self._call_settings(self.config.observation, chat)
-            return LLMObserver(
-                chat, count_tokens=self.counter.count_text, temperature=temperature,
-                max_output_tokens=limit, clock=self.clock,
-            )
-        return spec
-
-    def _reflector(self, spec: Reflector | ModelSpec) -> tuple[Reflector, int]:
-        if spec is None or spec == "offline":
-            return OfflineReflector(count_tokens=self.counter.count_text), 1
-        if isinstance(spec, str | Mapping | ChatModel):
-            chat = self._chat_model(spec)
-            temperature, limit = self._call_settings(self.config.reflection, chat)
-            reflector = LLMReflector(
-                chat, count_tokens=self.counter.count_text, temperature=temperature,
-                max_output_tokens=limit, clock=self.clock,
-            )
-            # Tiers: reflection inputs are large, so the largest tier's model sets the start level.
-            named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
-            return reflector, compression_start_level(named.name)
-        return spec, 1
 
     # -- lifetime -----------------------------------------------------------------------------
     async def settled(self) -> None:
@@ -430,12 +353,3 @@ class Memory:
             raise ThreadNotFoundError(thread_id)
         return await self.create_thread(thread_id, resource_id)
 
-
-def _check_extractors(extractors: Sequence[Extractor]) -> None:
-    seen: set[str] = set()
-    for extractor in extractors:
-        extractor.validate()
-        if extractor.slug in seen:
-            raise ConfigError("observation.extract", f"two extractors share the slug '{extractor.slug}'",
-                              allowed="unique extractor names")
-        seen.add(extractor.slug)

@@ -36,19 +36,16 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from obsmem.assembly import ModelSpec, assemble_roles, memory_config
 from obsmem.clock import Clock, SystemClock
-from obsmem.config import MemoryConfig
+from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import InvalidInputError, MigrationError, StorageError, StoreClosedError
-from obsmem.models.base import ChatModel
 from obsmem.om.engine import Engine, EngineEvent
-from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
-from obsmem.om.llm.observer import LLMObserver
-from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import Observer, Reflector
-from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread
@@ -95,19 +92,24 @@ def default_owner() -> str:
 class Worker:
     """Claims work from ``store`` and runs it with an engine of its own.
 
-    ``config`` must be the applications' memory configuration (thresholds decide what a buffer
-    covers). ``model`` runs both roles with a chat model; ``observer``/``reflector`` set them
-    separately; the default is the offline pair. ``concurrency`` claim loops share one engine.
+    Give it what the application gives :class:`~obsmem.memory.Memory`, so that it builds the
+    same roles (:mod:`obsmem.assembly`) and sends the same model requests: ``config`` (a
+    MemoryConfig or a dict of its options; its thresholds also decide what a buffer covers), the
+    models (``model`` for both roles, or ``observer`` / ``reflector``; unset, the config's, then
+    the offline pair), ``extractors`` and ``working_memory_scope``. ``concurrency`` claim loops
+    share one engine.
     """
 
     def __init__(
         self,
         store: Store,
         *,
-        config: MemoryConfig | None = None,
-        model: ChatModel | None = None,
-        observer: Observer | None = None,
-        reflector: Reflector | None = None,
+        config: MemoryConfig | MemoryOptions | None = None,
+        model: ModelSpec = None,
+        observer: Observer | ModelSpec = None,
+        reflector: Reflector | ModelSpec = None,
+        extractors: Sequence[Extractor] = (),
+        working_memory_scope: Literal["thread", "resource"] = "thread",
         counter: TokenCounter | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
@@ -125,7 +127,7 @@ class Worker:
                 "Worker needs claim_ttl_s > 0, poll_interval_s > 0, max_attempts >= 1 and concurrency >= 1."
             )
         self.store = store
-        self.config = config or MemoryConfig()
+        self.config = memory_config(config)
         self.counter = counter or TokenCounter()
         self.clock = clock or SystemClock()
         self.owner = owner or default_owner()
@@ -136,32 +138,26 @@ class Worker:
         self.concurrency = concurrency
         self.stats = WorkerStats()
         self._spawned: dict[int, list[asyncio.Task[None]]] = {}
-        extractors: list[Extractor] = []
-        if self.config.observation.manage_working_memory:
-            extractors.append(working_memory_extractor("inline" if model is not None else "hook"))
-        count = self.counter.count_text
-        start_level = 1
-        if model is not None:
-            observer = observer or LLMObserver(
-                model, count_tokens=count, temperature=self.config.observation.temperature,
-                max_output_tokens=self.config.observation.max_output_tokens, clock=self.clock,
-            )
-            if reflector is None:
-                reflector = LLMReflector(
-                    model, count_tokens=count, temperature=self.config.reflection.temperature,
-                    max_output_tokens=self.config.reflection.max_output_tokens, clock=self.clock,
-                )
-                start_level = compression_start_level(model.name)
+        if model is not None and (observer is not None or reflector is not None):
+            # Kept from before assembly was shared: ``model`` fills the role not given.
+            observer = model if observer is None else observer
+            reflector = model if reflector is None else reflector
+            model = None
+        roles = assemble_roles(
+            self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
+            counter=self.counter, clock=self.clock,
+        )
         self.engine = Engine(
             store=store,
-            observer=observer or OfflineObserver(count_tokens=count),
-            reflector=reflector or OfflineReflector(count_tokens=count),
+            observer=roles.observer,
+            reflector=roles.reflector,
             config=self.config,
             counter=self.counter,
             clock=self.clock,
-            extractors=extractors,
-            reflector_start_level=start_level,
+            extractors=roles.extractors,
+            reflector_start_level=roles.reflector_start_level,
             on_event=on_event,
+            working_memory_scope=working_memory_scope,
             spawn=self._spawn,
             # retrieval with vectors: the groups this worker writes are indexed like the app's
             group_index=group_index_for(self.config.retrieval, embedder, vector_index),
