@@ -51,6 +51,8 @@ class _Part(BaseModel):
 
 
 class TextPart(_Part):
+    """Plain text: what the user said, the assistant answered, or a system instruction."""
+
     type: Literal["text"] = "text"
     text: str
 
@@ -63,6 +65,8 @@ class ReasoningPart(_Part):
 
 
 class ToolCallPart(_Part):
+    """A tool call made by the assistant; ``args`` are the decoded arguments (or the raw string)."""
+
     type: Literal["tool-call"] = "tool-call"
     tool_call_id: str = Field(min_length=1)
     tool_name: str = Field(min_length=1)
@@ -70,6 +74,8 @@ class ToolCallPart(_Part):
 
 
 class ToolResultPart(_Part):
+    """The result of the tool call with the same ``tool_call_id``; ``is_error`` marks a failed call."""
+
     type: Literal["tool-result"] = "tool-result"
     tool_call_id: str = Field(min_length=1)
     tool_name: str = Field(min_length=1)
