@@ -15,6 +15,12 @@ from obsmem.config import MemoryConfig as MemoryConfig
 from obsmem.config import ObservationConfig as ObservationConfig
 from obsmem.config import ReflectionConfig as ReflectionConfig
 from obsmem.config import RetrievalConfig as RetrievalConfig
+from obsmem.convert import from_anthropic as from_anthropic
+from obsmem.convert import from_openai as from_openai
+from obsmem.convert import from_openai_responses as from_openai_responses
+from obsmem.convert import to_anthropic as to_anthropic
+from obsmem.convert import to_openai as to_openai
+from obsmem.convert import to_openai_responses as to_openai_responses
 from obsmem.errors import CeilingExceededError as CeilingExceededError
 from obsmem.errors import CeilingLoweredError as CeilingLoweredError
 from obsmem.errors import ConfigError as ConfigError
@@ -157,7 +163,13 @@ __all__ = [
     "UnresolvedMentionError",
     "Usage",
     "__version__",
+    "from_anthropic",
+    "from_openai",
+    "from_openai_responses",
     "open_store",
     "parse_groups",
     "recall_tool_schema",
+    "to_anthropic",
+    "to_openai",
+    "to_openai_responses",
 ]
