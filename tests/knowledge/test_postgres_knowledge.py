@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from obsmem.errors import ConfigError, MigrationError, StorageError, StoreClosedError
-from obsmem.knowledge import Knowledge
+from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.knowledge.store.contract import Node, RecordDraft
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
@@ -187,3 +187,11 @@ def test_obsmem_knowledge_imports_without_psycopg() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "refused:" in result.stdout and "obsmem[postgres]" in result.stdout
+
+
+async def test_migrate_knowledge_lists_then_applies_by_url(postgres_url: str) -> None:
+    # The test database has the message store's tables (the migrated template), not the knowledge ones.
+    assert await migrate_knowledge(postgres_url, dry_run=True) == ["m001_knowledge_initial"]
+    assert await migrate_knowledge(postgres_url) == ["m001_knowledge_initial"]
+    assert await migrate_knowledge(postgres_url) == []
+    assert await migrate_knowledge(postgres_url, dry_run=True) == []

@@ -9,7 +9,8 @@ from typing import TypedDict
 
 import pytest
 
-from obsmem.errors import MigrationError, StoreClosedError
+from obsmem.errors import ConfigError, MigrationError, StoreClosedError
+from obsmem.knowledge import migrate_knowledge
 from obsmem.knowledge.store.contract import RecordDraft
 from obsmem.knowledge.store.sqlite import KNOWLEDGE_MIGRATIONS_TABLE, SQLiteKnowledgeStore
 
@@ -92,3 +93,18 @@ async def test_two_workers_on_one_file_never_claim_the_same_entry(tmp_path: Path
         )
         claimed = [entry.id for batch in batches for entry in batch]
         assert len(claimed) == 30 and len(set(claimed)) == 30
+
+
+async def test_migrate_knowledge_lists_then_applies_by_url(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    url = f"sqlite:///{path}"
+    assert await migrate_knowledge(url, dry_run=True) == ["m001_knowledge_initial"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0  # only read
+    assert await migrate_knowledge(url) == ["m001_knowledge_initial"]
+    assert await migrate_knowledge(url) == [] and await migrate_knowledge(url, dry_run=True) == []
+    async with SQLiteKnowledgeStore(path) as store:
+        await store.create_node("Jane", "person", RES, **ACT)
+    assert await migrate_knowledge("memory://") == []
+    with pytest.raises(ConfigError):
+        await migrate_knowledge("ftp://nowhere")

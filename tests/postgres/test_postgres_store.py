@@ -60,6 +60,15 @@ def test_blank_database_is_migrated_once(blank_url: str) -> None:
     assert pending_migrations(blank_url) == [] and migrate_database(blank_url) == []
 
 
+@pytest.mark.anyio
+async def test_store_migrate_lists_then_applies(blank_url: str) -> None:
+    async with PostgresStore(blank_url, migrate=False) as store:
+        assert await store.migrate(dry_run=True) == ALL
+        assert tables(blank_url) == set()  # only read
+        assert await store.migrate() == ALL
+        assert await store.migrate() == [] and await store.migrate(dry_run=True) == []
+
+
 def test_concurrent_migrators_apply_each_step_exactly_once(blank_url: str) -> None:
     with ThreadPoolExecutor(max_workers=6) as pool:
         results = list(pool.map(lambda _: migrate_database(blank_url), range(6)))

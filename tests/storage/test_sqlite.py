@@ -228,6 +228,17 @@ def test_blank_database_gets_exact_schema(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_store_migrate_lists_then_applies_the_steps_of_a_blank_file(tmp_path: Path) -> None:
+    path = tmp_path / "blank.db"
+    async with SQLiteStore(path) as store:
+        assert await store.migrate(dry_run=True) == ALL_MIGRATIONS
+        with blank_connection(path) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0  # only read
+        assert await store.migrate() == ALL_MIGRATIONS
+        assert await store.migrate() == [] and await store.migrate(dry_run=True) == []
+
+
+@pytest.mark.anyio
 async def test_migration_table_records_what_ran(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "om.db") as store:
         await store.get_thread("t1")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from obsmem.knowledge.capture import CaptureOutcome, capture
 from obsmem.knowledge.facade import Knowledge
+from obsmem.knowledge.migrate import migrate_knowledge
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex, reciprocal_rank_fusion
 from obsmem.knowledge.wikilinks import extract_wikilinks, resolve_mentions
@@ -71,6 +72,7 @@ __all__ = [
     "When",
     "capture",
     "extract_wikilinks",
+    "migrate_knowledge",
     "parse_when",
     "reciprocal_rank_fusion",
     "resolve_mentions",

@@ -270,6 +270,17 @@ class Store(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
 
+    # -- schema --------------------------------------------------------------------------
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Bring the store's schema up to date; the names of the steps applied now, in order.
+
+        With ``dry_run``, only read: the names of the steps still pending. Safe to run from
+        several processes at once (each step is applied by exactly one). A store opens its
+        schema up to date by itself on first use; this is for ``obsmem migrate`` and deploys
+        that migrate ahead of time. A store without a schema (in memory) has no steps.
+        """
+        ...
+
     # -- threads -------------------------------------------------------------------------
     async def create_thread(self, thread: Thread) -> Thread:
         """Insert a thread; if one with this id exists, return it unchanged (idempotent)."""

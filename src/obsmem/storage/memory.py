@@ -111,6 +111,12 @@ class MemoryStore(ClosingContext):
         if self._closed:
             raise StoreClosedError()
 
+    # -- schema ----------------------------------------------------------------------------------
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Nothing to migrate: the in-memory store has no schema."""
+        self._open()
+        return []
+
     # -- threads ---------------------------------------------------------------------------------
     async def create_thread(self, thread: Thread) -> Thread:
         self._open()

@@ -295,6 +295,13 @@ class KnowledgeStore(Protocol):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
 
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Bring the knowledge tables up to date; the steps applied now (``dry_run``: still pending).
+
+        A store migrates by itself on first use; this is for ``obsmem migrate`` and deploys.
+        """
+        ...
+
     # -- nodes ---------------------------------------------------------------------------------
     async def create_node(
         self,

@@ -165,6 +165,12 @@ class InMemoryKnowledgeStore(TablesKnowledgeStore):
     async def close(self) -> None:
         self._closed = True
 
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Nothing to migrate: the in-memory store has no schema."""
+        if self._closed:
+            raise StoreClosedError()
+        return []
+
     async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
         if self._closed:
             raise StoreClosedError()

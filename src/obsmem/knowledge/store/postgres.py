@@ -300,6 +300,24 @@ class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
         return await self._on_thread(self._run, write, fn)
 
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Apply (or, with ``dry_run``, list) the pending knowledge migrations, on a connection of its own."""
+        return await self._on_thread(self._migrate, dry_run)
+
+    def _migrate(self, dry_run: bool) -> list[str]:
+        try:
+            with psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+            ) as conn:
+                if dry_run:
+                    return [m.name for m in KNOWLEDGE_MIGRATIONS.pending(conn)]
+                return KNOWLEDGE_MIGRATIONS.migrate(conn)
+        except psycopg.Error as exc:
+            raise StorageError(
+                f"Cannot migrate the knowledge tables at {redact_url(self.url)}: {exc}. Check that the "
+                "server is running and the user may create tables."
+            ) from exc
+
     # -- worker thread -------------------------------------------------------------------------
     def _run(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
         delay = 0.01

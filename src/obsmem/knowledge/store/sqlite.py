@@ -311,6 +311,23 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         return await self._on_thread(self._run, begin, fn)
 
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Apply (or, with ``dry_run``, list) the pending knowledge migrations of the file."""
+        return await self._on_thread(self._migrate, dry_run)
+
+    def _migrate(self, dry_run: bool) -> list[str]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            try:
+                if dry_run:
+                    return [m.name for m in KNOWLEDGE_MIGRATIONS.pending(conn)]
+                return KNOWLEDGE_MIGRATIONS.migrate(conn)
+            finally:
+                conn.close()
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"Cannot migrate the knowledge tables in {self.path}: {exc}") from exc
+
     # -- worker thread -------------------------------------------------------------------------
     def _run(self, begin: str, fn: Callable[[KnowledgeTables], T]) -> T:
         delay = 0.05

@@ -221,6 +221,14 @@ class PostgresStore(ClosingContext):
         # statement (did the thread exist?) asks it only when the first came back empty.
         return await self._run(fn, transaction=False)
 
+    # -- schema -----------------------------------------------------------------------------------
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Apply (or, with ``dry_run``, list) the pending migrations, on a connection of its own."""
+        if self._closed:
+            raise StoreClosedError()
+        run = pending_migrations if dry_run else migrate_database
+        return await asyncio.to_thread(run, self.url, self.connect_timeout_s)
+
     # -- threads ----------------------------------------------------------------------------------
     @staticmethod
     async def _get_thread(conn: Conn, thread_id: str, lock: str = "") -> Thread | None:

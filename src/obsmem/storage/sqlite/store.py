@@ -241,6 +241,26 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             self._conn.close()
             self._conn = None
 
+    # -- schema ---------------------------------------------------------------------------------
+    async def migrate(self, *, dry_run: bool = False) -> list[str]:
+        """Apply (or, with ``dry_run``, list) the pending migrations of the file.
+
+        Runs on the store's thread over a connection of its own, so the names reflect the file
+        as found, even when this store has already opened (and so migrated) it.
+        """
+        return await self._on_thread(self._migrate_file, dry_run)
+
+    def _migrate_file(self, dry_run: bool) -> list[str]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            try:
+                return migrations.pending(conn) if dry_run else migrations.migrate(conn)
+            finally:
+                conn.close()
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"Cannot migrate the SQLite store {self.path}: {exc}") from exc
+
     # -- threads --------------------------------------------------------------------------------
     @staticmethod
     def _get_thread(conn: Conn, thread_id: str) -> Thread | None:
