@@ -1,9 +1,20 @@
-"""Buffered chunks and buffered reflections: pure transitions on a stored record.
+"""The activation rule: when buffered work becomes active, how much of it, and what that writes.
 
 A chunk is an observation made early over an exact run of messages; *activation* moves a prefix
 of the stored chunks into the active observations and advances the cursor past the messages
-they cover. These functions take the record as stored and return the next one, so the engine
-can compare-and-set the result and, when the write is stale, recompute from the new head:
+they cover. A buffered reflection condenses the leading lines of the observations; activating
+it makes a new generation. This module holds all of it, as pure functions:
+
+- *when*: :func:`threshold_action` (at the threshold: activate, wait for a running buffer, or
+  observe), :func:`model_changed` and :func:`idle_expired` (early activation at a turn's
+  start), :func:`early_reflection_allowed` (the guards on activating a reflection early);
+- *how much*: :func:`select_activation_prefix` (the retention floor and the prefix choice) and
+  :func:`chunks_to_activate`;
+- *what it writes*: :func:`activate_chunks`, :func:`apply_buffered_reflection`,
+  :func:`absorb_covered_chunks`.
+
+The transitions take the record as stored and return the next one, so the engine can
+compare-and-set the result and, when the write is stale, recompute from the new head:
 activation never works from a stale copy, never moves a cursor backward, and never drops a
 chunk that was appended concurrently (it only ever removes the prefix it activated).
 """
@@ -13,20 +24,223 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
+from obsmem.errors import InvalidInputError
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.groups import group_safe_line_count
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
+from obsmem.thresholds import Threshold, max_threshold, resolve_retention_floor
 from obsmem.types import Message
 
 __all__ = [
     "ActivatedChunks",
+    "ThresholdAction",
+    "absorb_covered_chunks",
     "activate_chunks",
+    "activation_floor",
     "apply_buffered_reflection",
     "chunk_fits",
+    "chunks_to_activate",
     "covered_until",
+    "early_reflection_allowed",
+    "idle_expired",
+    "model_changed",
+    "projected_message_removal",
     "reflection_slice",
+    "select_activation_prefix",
+    "threshold_action",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# When: at the threshold, and early at a turn's start
+# --------------------------------------------------------------------------------------------
+
+ThresholdAction = Literal["none", "activate", "wait", "observe"]
+
+
+def threshold_action(
+    pending: int, threshold: int, *, has_chunks: bool, buffer_in_flight: bool, block_after: int | None
+) -> ThresholdAction:
+    """What a step does about ``pending`` unobserved tokens.
+
+    Under the threshold: nothing. At or over it: activate stored chunks while there are any.
+    With none left but a buffer in flight, the turn does not block while the window is under
+    ``block_after`` (the buffer lands and activates on a later step); at or above it, or with
+    nothing in flight, the unbuffered tail is observed synchronously. Waiting for the running
+    buffer instead would gain only the one chunk it covers and block again a few turns later.
+    """
+    if pending < threshold:
+        return "none"
+    if has_chunks:
+        return "activate"
+    if buffer_in_flight and block_after is not None and pending < block_after:
+        return "wait"
+    return "observe"
+
+
+def model_changed(previous: tuple[str, str], current: tuple[str, str]) -> bool:
+    """Whether the actor's ``(provider, model)`` differs from the one of the previous turn.
+
+    A different model is a change; the same model is a change only when both providers are
+    known and differ (``openai.responses`` and ``openai`` are one provider once normalised).
+    """
+    old_provider, old_model = previous
+    provider, model = current
+    return old_model != model or bool(old_provider and provider and old_provider != provider)
+
+
+def idle_expired(idle_s: float, ttl_s: float | None) -> bool:
+    """Whether ``idle_s`` seconds without activity reach the idle TTL (None: never)."""
+    return ttl_s is not None and idle_s >= ttl_s
+
+
+#: Activating a reflection early (idle or provider change) needs a result worth the rewrite:
+#: the combined observations at least this share of the buffer's trigger window.
+_EARLY_REFLECTION_SIZE_SHARE = 0.75
+
+
+def early_reflection_allowed(
+    record: ObservationRecord, threshold: int, buffer_activation: float, count_tokens: Callable[[str], int]
+) -> bool:
+    """The guards on activating a buffered reflection before the threshold.
+
+    Composition: the lines the reflection did not cover must hold at least as many tokens as
+    the reflection itself. Size: reflection and those lines together must reach
+    ``0.75 × threshold × (1 − buffer_activation)``. Below the threshold nothing is urgent, so
+    an activation that would leave a reflection-dominated or tiny log waits for the threshold.
+    """
+    buffered = record.buffered_reflection
+    if buffered is None or not buffered.text.strip():
+        return False
+    tail = "\n".join(record.active_observations.split("\n")[buffered.line_count:]).strip()
+    tail_tokens = count_tokens(tail) if tail else 0
+    if tail_tokens < buffered.tokens:
+        return False
+    return tail_tokens + buffered.tokens >= _EARLY_REFLECTION_SIZE_SHARE * threshold * (1 - buffer_activation)
+
+
+# --------------------------------------------------------------------------------------------
+# How much: which prefix of buffered chunks becomes active
+# --------------------------------------------------------------------------------------------
+
+#: An over-boundary may overshoot the target by at most this share of the retention floor.
+_MAX_OVERSHOOT_SHARE = 0.95
+#: After activation at least min(this, floor) tokens of raw messages should remain.
+_MIN_REMAINING_TOKENS = 1000
+
+
+def activation_floor(activation: float, threshold: Threshold) -> int:
+    """The retention floor an activation works with: never more than the threshold itself.
+
+    The reference's swap computes ``threshold × (1 − ratio)``, which caps an absolute target at
+    the threshold; ``resolve_retention_floor`` alone would not.
+    """
+    return min(resolve_retention_floor(activation, threshold), max(0, max_threshold(threshold)))
+
+
+def select_activation_prefix(
+    chunk_message_tokens: Sequence[int],
+    activation_ratio_or_absolute: float,
+    threshold: Threshold,
+    pending_tokens: int,
+    *,
+    force_max: bool = False,
+) -> int:
+    """How many leading buffered chunks to activate (0 only when there are none).
+
+    Activation aims to leave about the retention floor of raw messages: the *target* is
+    ``pending − floor`` message tokens to remove. Chunks can only be activated as a prefix, so
+    the choice is between the smallest prefix covering at least the target ("over") and the
+    largest one below it ("under"):
+
+    (a) ``force_max`` (pending is past ``block_after``): over, if it still leaves
+        ``min(1000, floor)`` tokens;
+    (b) over, if it overshoots the target by at most 95 % of the floor and leaves that minimum;
+    (c) under, if it leaves that minimum;
+    (d) over, whatever it leaves;
+    (e) otherwise the first chunk alone.
+
+    Preferring "over" keeps the window at or below the floor; the 95 % guard stops one huge
+    chunk from wiping out almost everything the floor was meant to keep. At least one chunk is
+    always activated, because the caller activates only when it has decided to.
+    """
+    if not chunk_message_tokens:
+        return 0
+    if any(tokens < 0 for tokens in chunk_message_tokens):
+        raise InvalidInputError("Buffered chunk message token counts must be >= 0.")
+    floor = activation_floor(activation_ratio_or_absolute, threshold)
+    target = max(0, pending_tokens - floor)
+
+    over: tuple[int, int] | None = None  # (chunk count, cumulative message tokens)
+    under: tuple[int, int] | None = None
+    cumulative = 0
+    for count, tokens in enumerate(chunk_message_tokens, start=1):
+        cumulative += tokens
+        if cumulative >= target:
+            if over is None or cumulative < over[1]:
+                over = (count, cumulative)
+        elif under is None or cumulative > under[1]:
+            under = (count, cumulative)
+
+    min_remaining = min(_MIN_REMAINING_TOKENS, floor)
+    if over is not None:
+        leaves_enough = pending_tokens - over[1] >= min_remaining
+        if force_max and leaves_enough:
+            return over[0]
+        if over[1] - target <= _MAX_OVERSHOOT_SHARE * floor and leaves_enough:
+            return over[0]
+    if under is not None and pending_tokens - under[1] >= min_remaining:
+        return under[0]
+    if over is not None:
+        return over[0]
+    # (e) The reference's last resort. With a non-empty list every prefix is "over" or "under",
+    # and an "under" prefix always leaves at least the floor, so this is not reached.
+    return 1
+
+
+def chunks_to_activate(
+    chunk_message_tokens: Sequence[int],
+    buffer_activation: float,
+    threshold: Threshold,
+    pending_tokens: int,
+    block_after: int | None,
+) -> int:
+    """How many of a thread's stored chunks a threshold activation takes: the prefix rule,
+    forced to the larger prefix once the window reaches ``block_after``."""
+    force = block_after is not None and pending_tokens >= block_after
+    return select_activation_prefix(
+        chunk_message_tokens, buffer_activation, threshold, pending_tokens, force_max=force
+    )
+
+
+def projected_message_removal(
+    chunk_message_tokens: Sequence[int],
+    activation_ratio_or_absolute: float,
+    threshold: Threshold,
+    pending_tokens: int,
+) -> int:
+    """Message tokens an activation would remove right now (without ``force_max``).
+
+    Used for status reports and to decide whether waiting for activation is worthwhile. When
+    the window is already within the retention floor nothing needs removing, so this is 0
+    even though a forced activation would still take one chunk.
+    """
+    if not chunk_message_tokens:
+        return 0
+    floor = activation_floor(activation_ratio_or_absolute, threshold)
+    if pending_tokens - floor <= 0:
+        return 0
+    count = select_activation_prefix(
+        chunk_message_tokens, activation_ratio_or_absolute, threshold, pending_tokens
+    )
+    return sum(chunk_message_tokens[:count])
+
+
+# --------------------------------------------------------------------------------------------
+# What it writes
+# --------------------------------------------------------------------------------------------
 
 
 def covered_until(record: ObservationRecord, thread_id: str) -> int:
@@ -107,6 +321,28 @@ def activate_chunks(
         observation_tokens=sum(c.observation_tokens for c in taken),
         message_ids=tuple(mid for c in taken for mid in c.message_ids),
     )
+
+
+def absorb_covered_chunks(
+    head: ObservationRecord, thread_id: str, *, through_seq: int, cursor: int
+) -> ObservationRecord | None:
+    """The head an observation of a thread's messages up to ``through_seq`` commits onto, or
+    None when it no longer applies.
+
+    The observation was made from a head whose cursor was ``cursor``. Chunks that a buffer
+    appended meanwhile and that lie wholly inside the observed messages are replaced by it
+    (dropped from the head); a moved cursor, or a chunk reaching past the observed messages,
+    means another writer observed or buffered some of them first, and its work stands.
+    """
+    overlapping = [c for c in head.buffered_chunks if c.thread_id == thread_id and c.first_seq <= through_seq]
+    if overlapping and all(c.last_seq <= through_seq for c in overlapping):
+        head = head.model_copy(
+            update={"buffered_chunks": tuple(c for c in head.buffered_chunks if c not in overlapping)}
+        )
+        overlapping = []
+    if head.cursor(thread_id) != cursor or overlapping:
+        return None
+    return head
 
 
 def reflection_slice(active: str, observation_tokens: int, budget_tokens: float) -> tuple[str, int]:

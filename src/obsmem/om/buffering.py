@@ -11,11 +11,18 @@ At every step the engine asks three questions, in order:
 3. *Has the window crossed another buffer interval?* Then start a background observation of
    the safe prefix of the messages no chunk covers yet.
 
+At a turn's start, buffered work may also activate early: after the actor was idle longer than
+``activate_after_idle``, or when its model changed (``activate_on_provider_change``) — for
+observations and, with their own options, for a buffered reflection.
+
 Coordination is through storage only: a buffer holds a lease (so a crashed worker's buffer is
 taken over once its lease expires), and every result is committed by compare-and-set on the
 head record, re-read on conflict. A chunk is appended only if it continues the stored coverage
 exactly (no gap, no overlap); otherwise it is dropped and its messages stay pending, which costs
 a model call but never loses or duplicates a message.
+
+This module stands on :mod:`obsmem.om.cycle` (the engine's parts, the commit loop) and
+:mod:`obsmem.om.step` (the synchronous transitions it falls back to); the engine composes it.
 """
 
 from __future__ import annotations
@@ -28,28 +35,31 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from obsmem.om import markers
-from obsmem.om.activation import apply_buffered_reflection, chunk_fits, covered_until, reflection_slice
+from obsmem.om.activation import (
+    apply_buffered_reflection,
+    chunk_fits,
+    chunks_to_activate,
+    covered_until,
+    early_reflection_allowed,
+    idle_expired,
+    model_changed,
+    reflection_slice,
+    threshold_action,
+)
+from obsmem.om.cycle import Core, Cycle
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.om.selection import observable_messages, valid_cuts
+from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
-from obsmem.thresholds import (
-    min_new_tokens_for_buffer,
-    normalize_provider,
-    select_activation_prefix,
-    should_trigger_buffer,
-)
+from obsmem.thresholds import min_new_tokens_for_buffer, normalize_provider, should_trigger_buffer
 from obsmem.types import Message, Thread
 
-if TYPE_CHECKING:
-    from obsmem.om.engine import Engine
-
-__all__ = ["BufferedLifecycle", "Snapshot", "Spawn", "StepResult", "split_model_id"]
+__all__ = ["BufferedLifecycle", "Handoff", "Snapshot", "Spawn", "StepResult", "split_model_id"]
 
 logger = logging.getLogger("obsmem")
 
@@ -95,8 +105,20 @@ class StepResult:
 class BufferedLifecycle:
     """The buffered mode of one engine. Holds only per-instance bookkeeping of its own tasks."""
 
-    def __init__(self, engine: Engine, spawn: Spawn, handoff: Handoff | None = None) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        core: Core,
+        *,
+        observation: ObserveStep,
+        activation: ActivateStep,
+        reflection: ReflectStep,
+        spawn: Spawn,
+        handoff: Handoff | None = None,
+    ) -> None:
+        self.core = core
+        self.observation = observation
+        self.activation = activation
+        self.reflection = reflection
         self.spawn = spawn
         # With a handoff, a buffer that is due is queued for a worker rather than started here;
         # the claim (boundary compare-and-set) is then the worker's, so nothing is claimed twice.
@@ -118,27 +140,34 @@ class BufferedLifecycle:
         happening now, and a virtual clock in tests must not spin this loop."""
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            renewed = await self.engine.store.renew_lease(
-                key, self.owner, ttl_s=self.lease_ttl_s, now=self.engine.clock.now()
+            renewed = await self.core.store.renew_lease(
+                key, self.owner, ttl_s=self.lease_ttl_s, now=self.core.clock.now()
             )
             if renewed is None:  # lost (expired meanwhile, or taken over): the CAS guards the rest
                 return
 
-    def _start_heartbeat(self, key: str) -> asyncio.Task[None]:
-        return asyncio.get_running_loop().create_task(self._heartbeat(key), name=f"obsmem:lease:{key}")
-
-    @staticmethod
-    async def _stop_heartbeat(beat: asyncio.Task[None]) -> None:
-        beat.cancel()
-        await asyncio.gather(beat, return_exceptions=True)
+    async def _leased(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` while holding the lease ``key`` (renewed as it runs); skip it when the
+        lease is held elsewhere."""
+        core = self.core
+        lease = await core.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=core.clock.now())
+        if lease is None:
+            return
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(key), name=f"obsmem:lease:{key}")
+        try:
+            await work()
+        finally:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+            await core.store.release_lease(key, self.owner)
 
     # -- the step ---------------------------------------------------------------------------
     async def read(self, thread: Thread) -> Snapshot:
         """The head and the thread's unobserved messages, read together (two store calls)."""
-        engine = self.engine
-        record = await engine.head(thread)
-        messages = await engine.unobserved(record, thread.id)
-        return Snapshot(record, messages, engine.counter.count_messages(messages) if messages else 0)
+        core = self.core
+        record = await core.head(thread)
+        messages = await core.unobserved(record, thread.id)
+        return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
     async def step(self, thread: Thread, *, turn_start: bool, actor_model: str | None) -> StepResult:
         """One step boundary. Reads once, and re-reads only after this step wrote something, so
@@ -147,8 +176,7 @@ class BufferedLifecycle:
         snapshot = await self.read(thread)
         if turn_start:
             early, wrote = await self.early_activation(thread, actor_model, snapshot.record)
-            if early is not None:
-                outcomes.append(early)
+            outcomes.extend(early)
             if wrote:
                 snapshot = await self.read(thread)
         activations, snapshot = await self.threshold_step(thread, snapshot)
@@ -161,105 +189,117 @@ class BufferedLifecycle:
         return StepResult(outcomes, snapshot.record, snapshot.messages)
 
     async def threshold_step(self, thread: Thread, snapshot: Snapshot) -> tuple[list[CycleOutcome], Snapshot]:
-        """Activate chunks until the window is under the threshold.
-
-        With no chunk left but a buffer in flight, the turn does not block while the window is
-        under ``block_after``: the buffer lands and activates on a later step. At or above
-        ``block_after`` (or with nothing in flight) the unbuffered tail is observed synchronously
-        right away, down to the retention floor. Waiting for the running buffer instead would
-        gain only the one chunk it covers and block again a few turns later; a buffer whose
-        messages get observed meanwhile is simply dropped when it lands.
-        """
-        engine = self.engine
+        """Activate chunks until the window is under the threshold, then, if it still is not,
+        wait for a running buffer or observe the unbuffered tail (see
+        :func:`~obsmem.om.activation.threshold_action`)."""
+        core = self.core
+        observation = core.config.observation
         outcomes: list[CycleOutcome] = []
-        block_after = engine.config.observation.resolved_block_after
         for _ in range(_MAX_ACTIVATION_ROUNDS):
             record, pending = snapshot.record, snapshot.pending
-            threshold = engine.message_threshold(record)
-            if pending < threshold:
-                break
+            threshold = core.message_threshold(record)
             chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
-            if chunks:
-                count = self._activation_count(record, chunks, pending, threshold)
-                outcomes.append(await engine.activate(thread, count=count, triggered_by="threshold"))
+            task = self._observation_tasks.get(core.lineage(thread))
+            # Handed off to workers, a buffer is as good as in flight: give them until block_after.
+            action = threshold_action(
+                pending, threshold, has_chunks=bool(chunks),
+                buffer_in_flight=self.handoff is not None or (task is not None and not task.done()),
+                block_after=observation.resolved_block_after,
+            )
+            if action in ("none", "wait"):
+                break
+            if action == "activate":
+                count = chunks_to_activate(
+                    [c.message_tokens for c in chunks], observation.buffer_activation, threshold, pending,
+                    observation.resolved_block_after,
+                )
+                outcomes.append(await self.activation.activate(thread, count=count, triggered_by="threshold"))
                 snapshot = await self.read(thread)
                 continue
-            task = self._observation_tasks.get(engine.lineage(thread))
-            # Handed off to workers, a buffer is as good as in flight: give them until block_after.
-            in_flight = self.handoff is not None or (task is not None and not task.done())
-            if in_flight and block_after is not None and pending < block_after:
-                break  # the running buffer will bring the window down; no need to block on it
-            outcomes.append(await engine.observe(thread, force=False, trigger="threshold"))
+            outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold"))
             snapshot = await self.read(thread)
             break
         return outcomes, snapshot
 
-    def _activation_count(
-        self, record: ObservationRecord, chunks: list[BufferedChunk], pending: int, threshold: int
-    ) -> int:
-        observation = self.engine.config.observation
-        block_after = observation.resolved_block_after
-        force = block_after is not None and pending >= block_after
-        return select_activation_prefix(
-            [c.message_tokens for c in chunks], observation.buffer_activation, threshold, pending, force_max=force
-        )
-
     # -- early activation -------------------------------------------------------------------
     async def early_activation(
         self, thread: Thread, actor_model: str | None, record: ObservationRecord
-    ) -> tuple[CycleOutcome | None, bool]:
-        """At a turn's start: activate chunks after idleness or when the actor's model changed.
-
-        Returns the activation (if any) and whether anything was written.
-        """
-        outcome, remembered = None, False
+    ) -> tuple[list[CycleOutcome], bool]:
+        """At a turn's start: activate buffered work after idleness or when the actor's model
+        changed. Returns the activations and whether anything was written."""
+        outcomes: list[CycleOutcome] = []
         previous = record.metadata.get("last_model")
+        remembered = False
         if actor_model and previous != actor_model:
             await self._remember_model(thread, actor_model)
             remembered = True
         if any(c.thread_id == thread.id for c in record.buffered_chunks):
-            outcome = await self._early_activation(thread, actor_model, previous)
-        return outcome, remembered or (outcome is not None and outcome.applied)
+            outcome = await self._early_observations(thread, actor_model, previous)
+            if outcome is not None:
+                outcomes.append(outcome)
+        if record.buffered_reflection is not None:
+            reflected = await self._early_reflection(thread, actor_model, previous)
+            if reflected is not None:
+                outcomes.append(reflected)
+        return outcomes, remembered or any(o.applied for o in outcomes)
 
-    async def _early_activation(
-        self, thread: Thread, actor_model: str | None, previous: object
-    ) -> CycleOutcome | None:
-        engine = self.engine
-        config = engine.config
-        provider, model = split_model_id(actor_model)
-        if config.observation_activate_on_provider_change and previous and actor_model:
-            old_provider, old_model = split_model_id(str(previous))
-            if old_model != model or (old_provider and provider and old_provider != provider):
-                return await engine.activate(
-                    thread, count=None, triggered_by="provider_change",
-                    extra={"previous_model": previous, "current_model": actor_model},
-                )
-        ttl = config.observation_activation_ttl(provider, model) if config.observation_activate_after_idle else None
+    def _changed(self, previous: object, actor_model: str | None) -> bool:
+        if not (previous and actor_model):
+            return False
+        return model_changed(split_model_id(str(previous)), split_model_id(actor_model))
+
+    async def _idle_s(self, thread: Thread, ttl: float | None) -> tuple[float, str] | None:
+        """How long the actor has been idle and since when, if that reaches ``ttl``."""
         if ttl is None:
             return None
-        last_activity = await self._last_activity(thread)
+        last_activity = await self.core.last_activity(thread)
         if last_activity is None:
             return None
-        idle_s = (engine.clock.now() - last_activity).total_seconds()
-        if idle_s < ttl:
+        idle_s = (self.core.clock.now() - last_activity).total_seconds()
+        return (idle_s, last_activity.isoformat()) if idle_expired(idle_s, ttl) else None
+
+    async def _early_observations(
+        self, thread: Thread, actor_model: str | None, previous: object
+    ) -> CycleOutcome | None:
+        config = self.core.config
+        if config.observation_activate_on_provider_change and self._changed(previous, actor_model):
+            return await self.activation.activate(
+                thread, count=None, triggered_by="provider_change",
+                extra={"previous_model": previous, "current_model": actor_model},
+            )
+        provider, model = split_model_id(actor_model)
+        ttl = config.observation_activation_ttl(provider, model) if config.observation_activate_after_idle else None
+        idle = await self._idle_s(thread, ttl)
+        if idle is None:
             return None
-        return await engine.activate(
+        return await self.activation.activate(
             thread, count=None, triggered_by="ttl",
-            extra={"last_activity_at": last_activity.isoformat(), "ttl_expired_ms": round(idle_s * 1000)},
+            extra={"last_activity_at": idle[1], "ttl_expired_ms": round(idle[0] * 1000)},
         )
 
-    async def _last_activity(self, thread: Thread) -> datetime | None:
-        recent = await self.engine.store.list_messages(thread.id, limit=50, newest_first=True)
-        return next((m.created_at for m in recent if m.role == "assistant"), None)
+    async def _early_reflection(
+        self, thread: Thread, actor_model: str | None, previous: object
+    ) -> CycleOutcome | None:
+        """``reflection.activate_on_provider_change`` / ``reflection.activate_after_idle``:
+        activate a stored buffered reflection below the threshold, when the guards of
+        :func:`~obsmem.om.activation.early_reflection_allowed` hold. Never reflects synchronously."""
+        config = self.core.config
+        if not config.reflection_buffering_enabled or self.core.resource_scope:
+            return None
+        if config.reflection.activate_on_provider_change and self._changed(previous, actor_model):
+            return await self.activate_reflection(thread, triggered_by="provider_change")
+        provider, model = split_model_id(actor_model)
+        if await self._idle_s(thread, config.reflection_activation_ttl(provider, model)) is None:
+            return None
+        return await self.activate_reflection(thread, triggered_by="ttl")
 
     async def _remember_model(self, thread: Thread, actor_model: str) -> None:
-        engine = self.engine
-        for _ in range(3):
-            record = await engine.head(thread)
-            updated = record.model_copy(update={"metadata": {**record.metadata, "last_model": actor_model}})
-            write = await engine.store.update_record(updated, expected_version=record.version)
-            if write.applied or write.status == "gone":
-                return
+        core = self.core
+
+        async def compose(record: ObservationRecord) -> ObservationRecord:
+            return record.model_copy(update={"metadata": {**record.metadata, "last_model": actor_model}})
+
+        await core.commit(lambda: core.head(thread), compose, core.update)
 
     # -- observation buffers ----------------------------------------------------------------
     async def maybe_start_buffer(
@@ -272,12 +312,11 @@ class BufferedLifecycle:
         buffers, and the application activates the chunk on its next step instead of observing
         synchronously at ``block_after``.
         """
-        engine = self.engine
-        observation = engine.config.observation
-        buffer_tokens = observation.resolved_buffer_tokens
+        core = self.core
+        buffer_tokens = core.config.observation.resolved_buffer_tokens
         if buffer_tokens is None:
             return False
-        lineage = engine.lineage(thread)
+        lineage = core.lineage(thread)
         running = self._observation_tasks.get(lineage)
         if running is not None and not running.done():
             return False
@@ -285,7 +324,7 @@ class BufferedLifecycle:
         record, messages, pending = snapshot.record, snapshot.messages, snapshot.pending
         if not messages:
             return False
-        threshold = engine.message_threshold(record)
+        threshold = core.message_threshold(record)
         if pending >= threshold and not above_threshold:
             return False
         covered = covered_until(record, thread.id)
@@ -294,7 +333,7 @@ class BufferedLifecycle:
         if not cuts:
             return False
         safe = candidates[: cuts[-1]]
-        new_tokens = sum(engine.counter.count_message(m) for m in safe)
+        new_tokens = sum(core.counter.count_message(m) for m in safe)
         boundary = record.buffer_boundary_tokens
         if boundary and pending < boundary / 2:
             boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
@@ -307,100 +346,83 @@ class BufferedLifecycle:
             await self.handoff(thread, "observe")
             return False
         # Claim the interval in storage so no other engine starts the same buffer.
-        write = await engine.store.update_record(
-            record.model_copy(update={"buffer_boundary_tokens": pending}), expected_version=record.version
-        )
-        if not write.applied:
+        claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
+        if claim.status != "applied":
             return False
-        task = self.spawn(self._run_buffer(thread, safe, new_tokens), f"buffer:{lineage}")
+        task = self.spawn(self._run_buffer(thread, safe), f"buffer:{lineage}")
         if task is not None:
             self._observation_tasks[lineage] = task
         return task is not None
 
-    async def _run_buffer(self, thread: Thread, messages: list[Message], message_tokens: int) -> None:
-        engine = self.engine
-        lineage = engine.lineage(thread)
-        key = f"buffer-observation:{lineage}"
-        lease = await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now())
-        if lease is None:
-            return
-        beat = self._start_heartbeat(key)
-        cycle_id = markers.new_cycle_id("buf")
-        started_at = engine.clock.now()
-        target = None
+    async def _run_buffer(self, thread: Thread, messages: list[Message]) -> None:
+        key = f"buffer-observation:{self.core.lineage(thread)}"
+        await self._leased(key, lambda: self._buffer(thread, messages))
+
+    async def _buffer(self, thread: Thread, messages: list[Message]) -> None:
+        """Observe ``messages`` into a chunk (under the buffer's lease) and append it."""
+        core = self.core
+        cycle = core.cycle("buffer", thread, None, None)
+        message_tokens = sum(core.counter.count_message(m) for m in messages)
         try:
-            record = await engine.head(thread)
+            record = await core.head(thread)
             # Another engine may have buffered or observed some of these while we waited for
             # the lease: observe only what is still uncovered, or nothing.
             covered = covered_until(record, thread.id)
             messages = [m for m in messages if (m.seq or 0) > covered]
             if not messages:
                 return
-            message_tokens = sum(engine.counter.count_message(m) for m in messages)
-            target = markers.marker_target(messages)
-            await engine._mark(
-                target,
-                markers.buffering_start_marker(
-                    cycle_id=cycle_id, operation="observation", record_id=record.id, thread_id=thread.id,
-                    started_at=started_at, tokens_to_buffer=message_tokens, config=engine._marker_config(record),
-                ),
+            message_tokens = sum(core.counter.count_message(m) for m in messages)
+            cycle = dataclasses.replace(cycle, record_id=record.id, target=markers.marker_target(messages))
+            await cycle.mark(
+                markers.buffering_start_marker, tokens_to_buffer=message_tokens, config=core.marker_config(record)
             )
-            engine._emit("buffer-start", thread.id, cycle_id=cycle_id, tokens=message_tokens)
-            request = self._buffer_request(thread, record, messages, started_at)
-            result = await engine._timed(engine.observer.observe(request), "buffered observation")
-            output_tokens = engine.counter.count_text(result.observations)
+            cycle.emit("buffer-start", tokens=message_tokens)
+            request = self._buffer_request(thread, record, messages, cycle)
+            result = await cycle.run(core.observer.observe(request))
             chunk = BufferedChunk(
-                id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle_id, thread_id=thread.id,
-                observations=engine.package(thread, messages, result.observations),
-                observation_tokens=output_tokens,
+                id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle.id, thread_id=thread.id,
+                observations=core.package(thread, messages, result.observations),
+                observation_tokens=core.counter.count_text(result.observations),
                 message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
                 first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                 created_at=messages[-1].created_at, extracted=dict(result.extracted),
             )
-            stored = await self._append_chunk(thread, chunk)
-            if stored is None:
-                engine._emit("buffer-dropped", thread.id, cycle_id=cycle_id)
-                return
-            await engine.reindex(thread.resource_id, "", chunk.observations)
-            await engine._mark(
-                target,
-                markers.buffering_end_marker(
-                    cycle_id=cycle_id, operation="observation", record_id=stored.id, thread_id=thread.id,
-                    started_at=started_at, completed_at=engine.clock.now(), tokens_buffered=message_tokens,
-                    buffered_tokens=sum(c.observation_tokens for c in stored.buffered_chunks),
-                    observations=chunk.observations or None,
-                ),
-            )
-            engine._emit("buffer-end", thread.id, cycle_id=cycle_id, tokens=message_tokens, output_tokens=output_tokens)
+            await self._land(cycle, thread, chunk)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a buffer failure never reaches the actor; messages stay pending
             logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
-            engine._emit("buffer-failed", thread.id, cycle_id=cycle_id, error=str(exc))
-            await engine._mark(
-                target,
-                markers.buffering_failed_marker(
-                    cycle_id=cycle_id, operation="observation", record_id="", thread_id=thread.id,
-                    started_at=started_at, failed_at=engine.clock.now(), tokens_attempted=message_tokens,
-                    error=f"{type(exc).__name__}: {exc}",
-                ),
-            )
-        finally:
-            await self._stop_heartbeat(beat)
-            await engine.store.release_lease(key, self.owner)
+            cycle.emit("buffer-failed", error=str(exc))
+            await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
+
+    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk) -> None:
+        """Append a finished chunk, index it and close its cycle (or report it dropped)."""
+        core = self.core
+        stored = await self._append_chunk(thread, chunk)
+        if stored is None:
+            cycle.emit("buffer-dropped")
+            return
+        await core.reindex(thread.resource_id, "", chunk.observations)
+        await cycle.mark(
+            markers.buffering_end_marker, record_id=stored.id, completed_at=cycle.now(),
+            tokens_buffered=chunk.message_tokens,
+            buffered_tokens=sum(c.observation_tokens for c in stored.buffered_chunks),
+            observations=chunk.observations or None,
+        )
+        cycle.emit("buffer-end", tokens=chunk.message_tokens, output_tokens=chunk.observation_tokens)
 
     def _buffer_request(
-        self, thread: Thread, record: ObservationRecord, messages: list[Message], now: datetime
+        self, thread: Thread, record: ObservationRecord, messages: list[Message], cycle: Cycle
     ) -> ObservationRequest:
-        engine = self.engine
+        core = self.core
         chunks = [c.observations for c in record.buffered_chunks if c.thread_id == thread.id and c.observations]
-        previous = engine.observer_view(record.active_observations)
-        chunks = [engine.observer_view(c) for c in chunks]
+        previous = core.observer_view(record.active_observations)
+        chunks = [core.observer_view(c) for c in chunks]
         if chunks:
             previous = "\n\n".join([previous, _BUFFERED_SEPARATOR, *chunks]).strip()
-        budget = engine.config.observation.previous_observer_tokens
+        budget = core.config.observation.previous_observer_tokens
         truncated = truncate_previous_observations(
-            previous, None if budget is False else int(budget), engine.counter.count_text
+            previous, None if budget is False else int(budget), core.counter.count_text
         )
         state = record.threads.get(thread.id, ThreadState())
         return ObservationRequest(
@@ -409,60 +431,52 @@ class BufferedLifecycle:
             previous_truncated=truncated.truncated,
             thread_title=thread.title or state.thread_title,
             extracted=dict(state.extracted),
-            extractors=engine.extractors,
+            extractors=core.extractors,
             continuation_hints=False,
             want_title=False,
-            timezone=engine.timezone,
-            now=now,
-            instruction=engine.config.observation.instruction,
+            timezone=core.timezone,
+            now=cycle.started_at,
+            instruction=core.config.observation.instruction,
         )
 
     async def _append_chunk(self, thread: Thread, chunk: BufferedChunk) -> ObservationRecord | None:
         """Append ``chunk`` to the stored head if it continues the coverage exactly."""
-        engine = self.engine
-        for _ in range(6):
-            record = await engine.store.get_head(engine.lineage(thread))
-            if record is None:
-                return None
+        core = self.core
+
+        async def compose(record: ObservationRecord) -> ObservationRecord | None:
             covered = covered_until(record, thread.id)
             if covered >= chunk.last_seq:
                 return None  # everything it covers was observed or buffered meanwhile
             between: list[Message] = []
             if chunk.first_seq > covered + 1:
-                stored = await engine.store.list_messages(thread.id, after_seq=covered, before_seq=chunk.first_seq)
+                stored = await core.store.list_messages(thread.id, after_seq=covered, before_seq=chunk.first_seq)
                 between = observable_messages(stored)
             if not chunk_fits(record, chunk, between):
                 return None
-            write = await engine.store.update_record(
-                record.model_copy(update={"buffered_chunks": (*record.buffered_chunks, chunk),
-                                          "updated_at": engine.clock.now()}),
-                expected_version=record.version,
+            return record.model_copy(
+                update={"buffered_chunks": (*record.buffered_chunks, chunk), "updated_at": core.clock.now()}
             )
-            if write.applied:
-                return write.record
-            if write.status == "gone":
-                return None
-        return None
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, core.update)
+        return done.current if done.applied else None
 
     # -- reflection ---------------------------------------------------------------------------
     async def reflection_step(self, thread: Thread, record: ObservationRecord) -> CycleOutcome | None:
-        engine = self.engine
-        config = engine.config
-        threshold = engine.reflection_threshold()
-        if not config.reflection_buffering_enabled or engine.resource_scope:
+        core = self.core
+        config = core.config
+        threshold = core.reflection_threshold()
+        if not config.reflection_buffering_enabled or core.resource_scope:
             # Resource scope reflects per thread section, which a line slice would cut across.
             if record.observation_tokens < threshold:
                 return None
-            outcome = await engine.maybe_reflect(thread)
-            return outcome if outcome.applied or outcome.error is not None else None
+            return _reported(await self.reflection.maybe_reflect(thread))
         tokens = record.observation_tokens
         if tokens >= threshold:
             if record.buffered_reflection is not None:
                 return await self.activate_reflection(thread)
             block_after = config.reflection_block_after
             if block_after is not None and tokens >= block_after:
-                outcome = await engine.maybe_reflect(thread)
-                return outcome if outcome.applied or outcome.error is not None else None
+                return _reported(await self.reflection.maybe_reflect(thread))
             await self.maybe_start_reflection(thread, record)
             return None
         start = config.reflection.buffer_start_tokens
@@ -470,32 +484,39 @@ class BufferedLifecycle:
             await self.maybe_start_reflection(thread, record)
         return None
 
-    async def activate_reflection(self, thread: Thread) -> CycleOutcome | None:
-        engine = self.engine
-        for _ in range(3):
-            record = await engine.head(thread)
-            successor = apply_buffered_reflection(
-                record, new_id=f"omr_{uuid.uuid4().hex}", now=engine.clock.now(), count_tokens=engine.counter.count_text
+    async def activate_reflection(
+        self, thread: Thread, *, triggered_by: str = "threshold"
+    ) -> CycleOutcome | None:
+        """Make the stored buffered reflection the next generation (None when there is none, or
+        when an early trigger's guards do not hold on the stored head)."""
+        core = self.core
+        early = triggered_by != "threshold"
+        buffer_activation = core.config.reflection.buffer_activation or 0.5
+
+        async def compose(record: ObservationRecord) -> ObservationRecord | None:
+            if early and not early_reflection_allowed(
+                record, core.reflection_threshold(), buffer_activation, core.counter.count_text
+            ):
+                return None
+            return apply_buffered_reflection(
+                record, new_id=f"omr_{uuid.uuid4().hex}", now=core.clock.now(), count_tokens=core.counter.count_text
             )
-            if successor is None:
-                return None
-            write = await engine.store.create_generation(record, successor, expected_version=record.version)
-            if write.applied and write.record is not None:
-                await engine.reindex(
-                    thread.resource_id, record.active_observations, write.record.active_observations
-                )
-                engine._emit("reflection-activated", thread.id, generation=write.record.generation,
-                             tokens=record.observation_tokens, output_tokens=write.record.observation_tokens)
-                return engine_outcome("reflection", applied=True, record=write.record,
-                                      input_tokens=record.observation_tokens,
-                                      output_tokens=write.record.observation_tokens)
-            if write.status == "gone":
-                return None
-        return None
+
+        done = await core.commit(lambda: core.head(thread), compose, core.new_generation)
+        if not done.applied or done.current is None or done.base is None:
+            return None
+        stored, base = done.current, done.base
+        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        extra = {"triggered_by": triggered_by} if early else {}
+        core.emit("reflection-activated", thread.id, generation=stored.generation,
+                  tokens=base.observation_tokens, output_tokens=stored.observation_tokens, **extra)
+        return CycleOutcome(
+            "reflection", True, stored, input_tokens=base.observation_tokens, output_tokens=stored.observation_tokens
+        )
 
     async def maybe_start_reflection(self, thread: Thread, record: ObservationRecord) -> bool:
-        engine = self.engine
-        lineage = engine.lineage(thread)
+        core = self.core
+        lineage = core.lineage(thread)
         running = self._reflection_tasks.get(lineage)
         if running is not None and not running.done():
             return False
@@ -504,71 +525,72 @@ class BufferedLifecycle:
         if self.handoff is not None:
             await self.handoff(thread, "reflect")
             return False
-        write = await engine.store.update_record(
-            record.model_copy(update={"reflection_boundary_tokens": record.observation_tokens}),
-            expected_version=record.version,
+        claim = await core.update(
+            record, record.model_copy(update={"reflection_boundary_tokens": record.observation_tokens})
         )
-        if not write.applied or write.record is None:
+        if claim.status != "applied" or claim.current is None:
             return False
-        task = self.spawn(self._run_reflection(thread, write.record), f"reflect:{lineage}")
+        task = self.spawn(self._run_reflection(thread, claim.current), f"reflect:{lineage}")
         if task is not None:
             self._reflection_tasks[lineage] = task
         return task is not None
 
     async def _run_reflection(self, thread: Thread, record: ObservationRecord) -> None:
-        engine = self.engine
-        config = engine.config
-        key = f"buffer-reflection:{engine.lineage(thread)}"
-        if await engine.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=engine.clock.now()) is None:
-            return
-        beat = self._start_heartbeat(key)
+        key = f"buffer-reflection:{self.core.lineage(thread)}"
+        await self._leased(key, lambda: self._reflect(thread, record))
+
+    async def _reflect(self, thread: Thread, record: ObservationRecord) -> None:
+        """Condense the leading slice of ``record``'s observations (under the lease) and store
+        the result on the head, if the head still begins with that slice."""
+        core = self.core
+        config = core.config
         try:
-            budget = engine.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
+            budget = core.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
             text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
             if not text.strip():
                 return
-            input_tokens = engine.counter.count_text(text)
+            input_tokens = core.counter.count_text(text)
             request = ReflectionRequest(
                 observations=text,
                 target_tokens=max(1, round(0.75 * input_tokens)),
-                start_level=engine.reflector_start_level,
-                extractors=engine.extractors,
+                start_level=core.reflector_start_level,
+                extractors=core.extractors,
                 continuation_hints=False,
-                now=engine.clock.now(),
+                now=core.clock.now(),
                 instruction=config.reflection.instruction,
             )
-            result = await engine._timed(engine.reflector.reflect(request), "buffered reflection")
+            result = await core.timed(core.reflector.reflect(request), "buffered reflection")
             if not result.observations.strip():
                 raise ValueError("the reflector returned empty output")
             buffered = BufferedReflection(
                 cycle_id=markers.new_cycle_id("rbuf"), text=result.observations.strip(),
-                tokens=engine.counter.count_text(result.observations), input_tokens=input_tokens,
-                line_count=line_count, created_at=engine.clock.now(),
+                tokens=core.counter.count_text(result.observations), input_tokens=input_tokens,
+                line_count=line_count, created_at=core.clock.now(),
             )
-            for _ in range(3):
-                head = await engine.store.get_head(engine.lineage(thread))
-                if head is None or head.id != record.id or head.buffered_reflection is not None:
-                    return  # a new generation or another buffer won; this slice no longer applies
-                if not head.active_observations.startswith(text):
-                    return
-                write = await engine.store.update_record(
-                    head.model_copy(update={"buffered_reflection": buffered}), expected_version=head.version
-                )
-                if write.applied:
-                    engine._emit("reflection-buffered", thread.id, tokens=input_tokens, output_tokens=buffered.tokens)
-                    return
-                if write.status == "gone":
-                    return
+            if await self._store_reflection(thread, record, text, buffered):
+                core.emit("reflection-buffered", thread.id, tokens=input_tokens, output_tokens=buffered.tokens)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the boundary stays, so the same input is not retried in a loop
             logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc)
-            engine._emit("reflection-failed", thread.id, error=str(exc))
-        finally:
-            await self._stop_heartbeat(beat)
-            await engine.store.release_lease(key, self.owner)
+            core.emit("reflection-failed", thread.id, error=str(exc))
+
+    async def _store_reflection(
+        self, thread: Thread, record: ObservationRecord, text: str, buffered: BufferedReflection
+    ) -> bool:
+        core = self.core
+
+        async def compose(head: ObservationRecord) -> ObservationRecord | None:
+            if head.id != record.id or head.buffered_reflection is not None:
+                return None  # a new generation or another buffer won; this slice no longer applies
+            if not head.active_observations.startswith(text):
+                return None
+            return head.model_copy(update={"buffered_reflection": buffered})
+
+        return (await core.commit(lambda: core.stored_head(thread), compose, core.update)).applied
 
 
-def engine_outcome(operation: Any, **fields: Any) -> CycleOutcome:
-    base = CycleOutcome(operation=operation, applied=False, record=None)
-    return dataclasses.replace(base, **fields)
+def _reported(outcome: CycleOutcome) -> CycleOutcome | None:
+    """A synchronous reflection's outcome when the step reports it: it wrote, or it failed."""
+    return outcome if outcome.applied or outcome.error is not None else None
+

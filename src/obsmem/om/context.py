@@ -125,7 +125,6 @@ def observation_system_messages(
     the instructions are sent even before anything was observed (resource-scope recall, so
     the actor can reach other conversations from the first message).
     """
-    messages: list[Message] = []
     visible = ""
     if record is not None:
         visible = record.active_observations
@@ -134,18 +133,11 @@ def observation_system_messages(
     chunks = split_on_boundaries(visible) if visible.strip() else []
     if recall_instructions:  # group tags become headings; empty groups (and chunks) vanish
         chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
+    messages: list[Message] = []
     if not chunks and recall_instructions and instructions_without_observations:
         messages.append(_system(recall_instructions, "recall-instructions"))
     if chunks:
-        preamble = f"{PREAMBLE}\n\n{recall_instructions}" if recall_instructions else PREAMBLE
-        messages.append(_system(preamble, "preamble"))
-        for index, chunk in enumerate(chunks):
-            text = annotate_observations(optimize_for_context(chunk), now)
-            if recall_instructions:
-                text = lift_above_headings(text, is_gap_line)
-            opener = "<observations>\n" if index == 0 else ""
-            closer = "\n</observations>" if index == len(chunks) - 1 else ""
-            messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}"))
+        messages.extend(_observation_messages(chunks, now, recall_instructions))
         # Other conversations change with every message there, so they come after the stable
         # observation prefix, with the other volatile sections.
         others = _other_conversations_block(other_conversations) if shared else None
@@ -153,23 +145,41 @@ def observation_system_messages(
             messages.append(_system(others, "other-conversations", volatile=True))
         state = record.threads.get(thread_id) if record is not None and thread_id else None
         if include_hints and state is not None:
-            if state.current_task:
-                messages.append(
-                    _system(f"<current-task>\n{state.current_task}\n</current-task>", "current-task", volatile=True)
-                )
-            if state.suggested_response:
-                messages.append(
-                    _system(
-                        f"<suggested-response>\n{state.suggested_response}\n</suggested-response>",
-                        "suggested-response",
-                        volatile=True,
-                    )
-                )
+            messages.extend(_hint_messages(state.current_task, state.suggested_response))
         for slug, value in sorted((extracted or {}).items()):
             messages.append(_system(f"<{slug}>\n{value}\n</{slug}>", f"extracted-{slug}", volatile=True))
     if working_memory and working_memory.strip():
         messages.append(
             _system(f"<working-memory>\n{working_memory.strip()}\n</working-memory>", "working-memory", volatile=True)
+        )
+    return messages
+
+
+def _observation_messages(chunks: Sequence[str], now: datetime, recall_instructions: str | None) -> list[Message]:
+    """The cacheable prefix: the preamble, then one message per observation chunk."""
+    preamble = f"{PREAMBLE}\n\n{recall_instructions}" if recall_instructions else PREAMBLE
+    messages = [_system(preamble, "preamble")]
+    for index, chunk in enumerate(chunks):
+        text = annotate_observations(optimize_for_context(chunk), now)
+        if recall_instructions:
+            text = lift_above_headings(text, is_gap_line)
+        opener = "<observations>\n" if index == 0 else ""
+        closer = "\n</observations>" if index == len(chunks) - 1 else ""
+        messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}"))
+    return messages
+
+
+def _hint_messages(current_task: str | None, suggested_response: str | None) -> list[Message]:
+    messages: list[Message] = []
+    if current_task:
+        messages.append(_system(f"<current-task>\n{current_task}\n</current-task>", "current-task", volatile=True))
+    if suggested_response:
+        messages.append(
+            _system(
+                f"<suggested-response>\n{suggested_response}\n</suggested-response>",
+                "suggested-response",
+                volatile=True,
+            )
         )
     return messages
 

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 from obsmem.types import Message
 
-__all__ = ["observable_messages", "pending_tool_call_ids", "select_observation_prefix", "valid_cuts"]
+__all__ = [
+    "observable_messages",
+    "observation_batches",
+    "pending_tool_call_ids",
+    "select_observation_prefix",
+    "valid_cuts",
+]
 
 
 def observable_messages(messages: Sequence[Message]) -> list[Message]:
@@ -101,3 +107,29 @@ def select_observation_prefix(
     if under_threshold:
         return under_threshold[0]
     return cuts[-1]
+
+
+def observation_batches(
+    cuts: Sequence[int], token_counts: Sequence[int], end: int, max_tokens: int
+) -> list[tuple[int, int]]:
+    """``messages[:end]`` as consecutive ``(start, stop)`` batches, one observer call each.
+
+    Batches end only at valid ``cuts`` (a tool call stays with its result) and hold at most
+    ``max_tokens`` tokens, except where the run between two cuts is larger on its own: that
+    run is one batch. ``end`` must be one of ``cuts``.
+    """
+    prefix_sums = [0]
+    for count in token_counts[:end]:
+        prefix_sums.append(prefix_sums[-1] + count)
+    stops = [c for c in cuts if 0 < c <= end]
+    if not stops or stops[-1] != end:
+        stops.append(end)
+    batches: list[tuple[int, int]] = []
+    start = 0
+    while start < end:
+        later = [c for c in stops if c > start]
+        fitting = [c for c in later if prefix_sums[c] - prefix_sums[start] <= max_tokens]
+        stop = fitting[-1] if fitting else later[0]
+        batches.append((start, stop))
+        start = stop
+    return batches

@@ -1,0 +1,414 @@
+"""What every transition stands on: the engine's parts, one cycle of work, one commit loop.
+
+Every transition has one shape: read the head record → do the (possibly slow) model work outside
+any transaction → compose the next record from what was read → compare-and-set. When the write
+comes back stale, the store hands back the new head and the transition composes again onto it,
+or declines (another writer already did the same work). :func:`commit` is that loop, written
+once: one attempt limit, and a short jittered pause between attempts so that writers that
+collided do not collide again in lockstep. Nothing holds a lock, so any number of engines, in
+any number of processes, can share a store: the storage contract is the only coordination.
+
+:class:`Core` holds what one engine is made of (store, models, config, clock) together with
+the reads and the bookkeeping (markers, events, time limits) that every transition shares.
+:class:`Cycle` is one unit of model work: its id, where its markers go, its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any, Generic, Literal, TypeVar
+from zoneinfo import ZoneInfo
+
+from obsmem.clock import Clock
+from obsmem.config import MemoryConfig
+from obsmem.errors import ObservationError, ObsmemError, ReflectionError, ThreadNotFoundError
+from obsmem.models.retry import FailurePolicy
+from obsmem.om import markers
+from obsmem.om.extractors import Extractor
+from obsmem.om.group_index import GroupIndex
+from obsmem.om.outcomes import EngineEvent
+from obsmem.om.protocols import Observer, Reflector
+from obsmem.om.regroup import GroupedReflector
+from obsmem.om.sections import SectionedReflector, wrap_section
+from obsmem.om.selection import observable_messages
+from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
+from obsmem.tokens import TokenCounter
+from obsmem.types import DataPart, Message, Thread
+
+__all__ = ["Commit", "CommitPolicy", "Core", "Cycle", "Written", "commit", "describe"]
+
+logger = logging.getLogger("obsmem")
+
+S = TypeVar("S")  # what is compared and set: an observation record, or a thread
+P = TypeVar("P")  # what a transition proposes to write
+T = TypeVar("T")
+
+#: Most commits succeed at once; under contention (several processes on one thread) a model
+#: call's result is worth a few more tries before it is dropped or reported.
+COMMIT_ATTEMPTS = 8
+COMMIT_BACKOFF_S = 0.005
+
+
+# --------------------------------------------------------------------------------------------
+# The commit loop
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPolicy:
+    """How often a commit is tried, and how long to pause between tries.
+
+    The pause is real time on purpose (``sleep`` defaults to :func:`asyncio.sleep`): a virtual
+    clock in tests must not move because writers collided. Tests that count or skip the
+    pauses pass their own ``sleep`` and a seeded ``rng``.
+    """
+
+    attempts: int = COMMIT_ATTEMPTS
+    backoff_s: float = COMMIT_BACKOFF_S
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def pause_s(self, attempt: int) -> float:
+        """The pause after failed attempt ``attempt`` (0-based): up to ``backoff × 2^attempt``."""
+        return self.rng.uniform(0, self.backoff_s * 2 ** min(attempt, 6))
+
+
+@dataclass(frozen=True, slots=True)
+class Written(Generic[S]):
+    """One compare-and-set write: ``applied`` with the stored value, ``stale`` with the current
+    value to compose again from (None when there is none any more), or ``gone``."""
+
+    status: Literal["applied", "stale", "gone"]
+    current: S | None
+
+    @staticmethod
+    def of(result: WriteResult) -> Written[ObservationRecord]:
+        return Written(result.status, result.record)
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Generic[S, P]):
+    """How a commit ended.
+
+    ``applied``: ``current`` is the stored value and ``proposal`` what was written.
+    ``declined``: compose found nothing (more) to write onto ``current``.
+    ``gone``: the thread or lineage was deleted. ``exhausted``: every attempt was stale;
+    ``current`` is the last head seen. ``base`` is the value the last write was composed onto
+    (None when nothing was written).
+    """
+
+    status: Literal["applied", "declined", "gone", "exhausted"]
+    current: S | None
+    proposal: P | None = None
+    base: S | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+
+async def commit(
+    read: Callable[[], Awaitable[S | None]],
+    compose: Callable[[S], Awaitable[P | None]],
+    write: Callable[[S, P], Awaitable[Written[S]]],
+    *,
+    policy: CommitPolicy,
+    first: S | None = None,
+) -> Commit[S, P]:
+    """Read (or start from ``first``), compose, compare-and-set; on a stale write compose again
+    onto the head the store handed back, after a short pause, up to ``policy.attempts`` times.
+
+    ``compose`` returns what to write onto the value it is given, or None to stop (the work
+    no longer applies, or there is nothing to do); ``write`` compares and sets.
+    """
+    current = first if first is not None else await read()
+    base: S | None = None
+    for attempt in range(policy.attempts):
+        if current is None:
+            return Commit("gone", None, base=base)
+        proposal = await compose(current)
+        if proposal is None:
+            return Commit("declined", current, base=base)
+        base = current
+        written = await write(current, proposal)
+        if written.status == "applied":
+            return Commit("applied", written.current, proposal, base)
+        if written.status == "gone" or written.current is None:
+            return Commit("gone", None, proposal, base)
+        current = written.current
+        logger.debug("obsmem: commit stale (attempt %d of %d); composing again", attempt + 1, policy.attempts)
+        if attempt + 1 < policy.attempts:  # no pause after the last try: nothing follows it
+            await policy.sleep(policy.pause_s(attempt))
+    return Commit("exhausted", current, base=base)
+
+
+# --------------------------------------------------------------------------------------------
+# The engine's parts, and the reads every transition shares
+# --------------------------------------------------------------------------------------------
+
+
+class Core:
+    """One engine's store, models, config and clock, and what all its transitions share.
+
+    Built once by the engine and handed to each transition; the transitions read the models
+    and the time limit from here at call time, so replacing ``core.observer`` takes effect.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        observer: Observer,
+        reflector: Reflector,
+        config: MemoryConfig,
+        counter: TokenCounter,
+        clock: Clock,
+        extractors: Sequence[Extractor] = (),
+        reflector_start_level: int = 1,
+        failure_policy: FailurePolicy = "throw",
+        model_timeout_s: float | None = 600.0,
+        on_event: Callable[[EngineEvent], None] | None = None,
+        working_memory_scope: Literal["thread", "resource"] = "thread",
+        group_index: GroupIndex | None = None,
+        commit_policy: CommitPolicy | None = None,
+    ) -> None:
+        self.store = store
+        self.observer = observer
+        self.reflector: Reflector = (
+            SectionedReflector(reflector, counter.count_text) if config.scope == "resource" else reflector
+        )
+        # Retrieval mode: the reflector (whichever it is) sees plain text, and its output comes
+        # back grouped with the provenance of what it condensed.
+        self.retrieval = config.retrieval.enabled
+        if self.retrieval:
+            self.reflector = GroupedReflector(self.reflector, counter.count_text)
+        self.group_index = group_index if self.retrieval else None
+        self.config = config
+        self.counter = counter
+        self.clock = clock
+        self.extractors = tuple(extractors)
+        self.reflector_start_level = reflector_start_level
+        self.failure_policy: FailurePolicy = failure_policy
+        self.model_timeout_s = model_timeout_s
+        self.on_event = on_event
+        self.working_memory_scope = working_memory_scope
+        self.commit_policy = commit_policy or CommitPolicy()
+        # The config is immutable, so the zone observations are dated in is resolved once.
+        self.timezone: tzinfo | None = ZoneInfo(config.timezone) if config.timezone else None
+
+    # -- where things live ----------------------------------------------------------------------
+    @property
+    def resource_scope(self) -> bool:
+        return self.config.scope == "resource"
+
+    def lineage(self, thread: Thread) -> str:
+        return lineage_key(self.config.scope, thread.id, thread.resource_id)
+
+    def working_memory_key(self, thread: Thread) -> str:
+        if self.working_memory_scope == "resource":
+            return f"resource:{thread.resource_id}"
+        return f"thread:{thread.id}"
+
+    def section(self, thread: Thread, observations: str) -> str:
+        """In resource scope every observation lives in its thread's section."""
+        return wrap_section(thread.id, observations) if self.resource_scope else observations.strip()
+
+    def package(self, thread: Thread, messages: Sequence[Message], observations: str) -> str:
+        """One cycle's observations as stored: a group over ``messages`` (retrieval mode),
+        inside the thread's section (resource scope)."""
+        if self.retrieval and messages:
+            observations = wrap_group(observation_group(thread.id, messages, observations))
+        return self.section(thread, observations)
+
+    def observer_view(self, observations: str) -> str:
+        """What an observer is shown of earlier observations: the text without group tags."""
+        return strip_groups(observations) if self.retrieval else observations
+
+    def message_threshold(self, record: ObservationRecord) -> int:
+        return self.config.effective_message_threshold(record.observation_tokens)
+
+    def reflection_threshold(self) -> int:
+        return self.config.effective_reflection_threshold()
+
+    # -- reads ----------------------------------------------------------------------------------
+    async def head(self, thread: Thread) -> ObservationRecord:
+        """The live record for a thread, created on first use."""
+        lineage = self.lineage(thread)
+        current = await self.store.get_head(lineage)
+        if current is not None:
+            return current
+        now = self.clock.now()
+        fresh = ObservationRecord(
+            id=f"omr_{uuid.uuid4().hex}",
+            lineage=lineage,
+            scope=self.config.scope,
+            thread_id=None if self.resource_scope else thread.id,
+            resource_id=thread.resource_id,
+            created_at=now,
+            updated_at=now,
+            threads={thread.id: ThreadState()},
+            config=self.config.snapshot(),
+        )
+        result = await self.store.create_record(fresh)
+        if result.record is None:
+            raise ThreadNotFoundError(thread.id)
+        return result.record
+
+    async def stored_head(self, thread: Thread) -> ObservationRecord | None:
+        """The live record as stored, or None (never creates one)."""
+        return await self.store.get_head(self.lineage(thread))
+
+    async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
+        stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))
+        return observable_messages(stored)
+
+    async def last_activity(self, thread: Thread) -> datetime | None:
+        """When the thread's newest assistant message was written (what idleness counts from)."""
+        recent = await self.store.list_messages(thread.id, limit=50, newest_first=True)
+        return next((m.created_at for m in recent if m.role == "assistant"), None)
+
+    # -- writes ---------------------------------------------------------------------------------
+    async def commit(
+        self,
+        read: Callable[[], Awaitable[S | None]],
+        compose: Callable[[S], Awaitable[P | None]],
+        write: Callable[[S, P], Awaitable[Written[S]]],
+        *,
+        first: S | None = None,
+    ) -> Commit[S, P]:
+        """:func:`commit` under this engine's policy."""
+        return await commit(read, compose, write, policy=self.commit_policy, first=first)
+
+    async def update(self, current: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
+        """Compare-and-set ``proposed`` over ``current`` (same record, next version)."""
+        return Written.of(await self.store.update_record(proposed, expected_version=current.version))
+
+    async def new_generation(
+        self, current: ObservationRecord, successor: ObservationRecord
+    ) -> Written[ObservationRecord]:
+        """Compare-and-set: retire ``current`` and make ``successor`` the head."""
+        return Written.of(await self.store.create_generation(current, successor, expected_version=current.version))
+
+    async def reindex(self, resource_id: str, before: str, after: str) -> None:
+        """Retrieval with vectors: make the group index follow a committed change of text."""
+        if self.group_index is not None:
+            await self.group_index.sync(resource_id, before, after)
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    async def mark(self, target: Message | None, *parts: DataPart) -> None:
+        """Persist markers on ``target`` in one write; None (no assistant message) skips them."""
+        if target is None or not parts:
+            return
+        try:
+            await self.store.add_message_parts(target.id, list(parts))
+        except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
+            logger.warning("obsmem: could not persist markers %s: %s", [p.name for p in parts], exc)
+
+    def marker_config(self, record: ObservationRecord) -> markers.MarkerConfig:
+        return markers.MarkerConfig(
+            message_tokens=self.message_threshold(record),
+            observation_tokens=self.reflection_threshold(),
+            scope=self.config.scope,
+        )
+
+    def emit(self, kind: Any, thread_id: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(EngineEvent(kind=kind, thread_id=thread_id, data=data))
+
+    async def timed(self, work: Awaitable[T], what: str) -> T:
+        """``work`` under the model time limit; running past it is a typed error naming ``what``."""
+        if self.model_timeout_s is None:
+            return await work
+        try:
+            async with asyncio.timeout(self.model_timeout_s):
+                return await work
+        except TimeoutError as exc:
+            error = ReflectionError if "reflection" in what else ObservationError
+            raise error(f"The {what} model call did not finish within {self.model_timeout_s:g} s.") from exc
+
+    def cycle(
+        self,
+        kind: CycleKind,
+        thread: Thread,
+        record: ObservationRecord | None,
+        target: Message | None,
+    ) -> Cycle:
+        """A new cycle of ``kind`` over ``thread``, started now, on ``record`` (None: not read yet)."""
+        cycle_id = markers.new_cycle_id(_ID_PREFIX[kind])
+        return Cycle(self, kind, cycle_id, thread.id, record.id if record else "", self.clock.now(), target)
+
+
+# --------------------------------------------------------------------------------------------
+# One cycle of model work
+# --------------------------------------------------------------------------------------------
+
+CycleKind = Literal["observation", "reflection", "buffer"]
+_ID_PREFIX: dict[CycleKind, str] = {"observation": "obs", "reflection": "refl", "buffer": "buf"}
+_OPERATION: dict[CycleKind, markers.OperationType] = {
+    "observation": "observation",
+    "reflection": "reflection",
+    "buffer": "observation",
+}
+_WHAT: dict[CycleKind, str] = {
+    "observation": "observation",
+    "reflection": "reflection",
+    "buffer": "buffered observation",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """One unit of model work: its id, where its markers go, its events and its time limit.
+
+    Every marker of a cycle carries the same ``cycle_id``, operation, record and thread and
+    the time it started, so a stored log reads as start → end (or failed) per cycle; the
+    events a listener sees carry the same ``cycle_id``.
+    """
+
+    core: Core
+    kind: CycleKind
+    id: str
+    thread_id: str
+    record_id: str
+    started_at: datetime
+    target: Message | None
+
+    def now(self) -> datetime:
+        return self.core.clock.now()
+
+    async def mark(self, build: Callable[..., DataPart], **fields: Any) -> None:
+        """Persist the marker ``build`` makes from this cycle's ids and ``fields``
+        (``record_id`` in ``fields`` names a record other than the one the cycle began on)."""
+        base: dict[str, Any] = {
+            "cycle_id": self.id,
+            "operation": _OPERATION[self.kind],
+            "record_id": self.record_id,
+            "thread_id": self.thread_id,
+            "started_at": self.started_at,
+        }
+        await self.core.mark(self.target, build(**{**base, **fields}))
+
+    async def mark_failed(self, error: str, tokens_attempted: int, **fields: Any) -> None:
+        """The closing marker of a cycle that did not commit."""
+        build = markers.buffering_failed_marker if self.kind == "buffer" else markers.observation_failed_marker
+        await self.mark(build, failed_at=self.now(), tokens_attempted=tokens_attempted, error=error, **fields)
+
+    def emit(self, kind: Any, **data: Any) -> None:
+        self.core.emit(kind, self.thread_id, cycle_id=self.id, **data)
+
+    async def run(self, work: Awaitable[T]) -> T:
+        """The cycle's model call, under the engine's time limit."""
+        return await self.core.timed(work, _WHAT[self.kind])
+
+
+def describe(exc: BaseException) -> str:
+    """An error as markers and events record it: its type and message, at most 2000 characters."""
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:2000]

@@ -1,0 +1,571 @@
+"""The synchronous transitions: observe, activate, reflect — each from the stored head to the next.
+
+Each step reads the head, does its model work (if any) as one :class:`~obsmem.om.cycle.Cycle`,
+composes the next record from what was read, and commits it with the one loop of
+:mod:`obsmem.om.cycle`. When the write is stale the step composes again onto the new head, or
+drops its result when another writer already covered the same messages. The background
+(buffered) lifecycle in :mod:`obsmem.om.buffering` runs these same steps when it must block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from obsmem.errors import (
+    DegenerateOutputError,
+    ObservationError,
+    OperationAbortedError,
+    ReflectionError,
+)
+from obsmem.om import markers
+from obsmem.om.activation import ActivatedChunks, absorb_covered_chunks, activate_chunks
+from obsmem.om.cycle import Core, Cycle, Written, describe
+from obsmem.om.outcomes import CycleOutcome
+from obsmem.om.protocols import (
+    AttemptFailed,
+    ObservationRequest,
+    ObservationResult,
+    ReflectionRequest,
+    ReflectionResult,
+)
+from obsmem.om.selection import observation_batches, select_observation_prefix, valid_cuts
+from obsmem.om.text.format import append_with_boundary
+from obsmem.om.text.truncation import truncate_previous_observations
+from obsmem.storage.contract import ObservationRecord, ThreadState
+from obsmem.types import Message, Thread
+
+__all__ = ["ActivateStep", "ActivationTrigger", "ObserveStep", "ReflectStep", "Trigger"]
+
+logger = logging.getLogger("obsmem")
+
+Trigger = Literal["threshold", "manual", "turn-end"]
+ActivationTrigger = Literal["threshold", "ttl", "provider_change"]
+
+
+# --------------------------------------------------------------------------------------------
+# Activation: buffered chunks become active observations (no model call)
+# --------------------------------------------------------------------------------------------
+
+
+class ActivateStep:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def activate(
+        self,
+        thread: Thread,
+        *,
+        count: int | None,
+        triggered_by: ActivationTrigger = "threshold",
+        extra: dict[str, Any] | None = None,
+    ) -> CycleOutcome:
+        """Activate the first ``count`` stored chunks of a thread (all when None).
+
+        Works on the stored head and composes again onto the new head when the write is stale,
+        so a chunk appended meanwhile is kept, and the cursor only moves forward.
+        """
+        core = self.core
+
+        async def compose(record: ObservationRecord) -> ActivatedChunks | None:
+            mine = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+            if not mine:
+                return None
+            take = len(mine) if count is None else max(1, min(count, len(mine)))
+            return activate_chunks(record, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text)
+
+        async def write(record: ObservationRecord, activated: ActivatedChunks) -> Written[ObservationRecord]:
+            return await core.update(record, activated.record)
+
+        done = await core.commit(lambda: core.head(thread), compose, write)
+        if done.status == "declined":
+            return CycleOutcome("activation", False, done.current, reason="no buffered chunks")
+        if done.status == "gone":
+            return CycleOutcome("activation", False, None, reason="thread deleted during activation")
+        if done.status == "exhausted" or done.current is None or done.proposal is None:
+            return CycleOutcome("activation", False, None, reason="store kept changing; activation retried later")
+        activated, stored = done.proposal, done.current
+        await self._mark(thread, stored, activated, triggered_by, extra)
+        core.emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
+                  triggered_by=triggered_by)
+        return CycleOutcome(
+            "activation", True, stored, len(activated.message_ids), activated.message_tokens,
+            activated.observation_tokens,
+        )
+
+    async def _mark(
+        self,
+        thread: Thread,
+        stored: ObservationRecord,
+        activated: ActivatedChunks,
+        triggered_by: ActivationTrigger,
+        extra: dict[str, Any] | None,
+    ) -> None:
+        """One activation marker per chunk, under the cycle id of the buffer that made it."""
+        core = self.core
+        covered = await core.store.get_messages(list(activated.message_ids))
+        now = core.clock.now()
+        await core.mark(
+            markers.marker_target(covered),
+            *(
+                markers.activation_marker(
+                    cycle_id=chunk.cycle_id, operation="observation", record_id=stored.id,
+                    thread_id=thread.id, activated_at=now, chunks_activated=1,
+                    tokens_activated=chunk.message_tokens, observation_tokens=chunk.observation_tokens,
+                    messages_activated=len(chunk.message_ids), generation=stored.generation,
+                    config=core.marker_config(stored), triggered_by=triggered_by, extra=extra,
+                )
+                for chunk in activated.chunks
+            ),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Observation: unobserved messages become observations
+# --------------------------------------------------------------------------------------------
+
+
+class ObserveStep:
+    def __init__(self, core: Core, activation: ActivateStep) -> None:
+        self.core = core
+        self.activation = activation
+
+    async def maybe_observe(self, thread: Thread) -> CycleOutcome:
+        """Observe when the unobserved tokens reach the threshold (a no-op otherwise)."""
+        return await self.observe(thread, force=False, trigger="threshold")
+
+    async def observe(self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual") -> CycleOutcome:
+        """Observe synchronously. Buffered chunks are activated first, so the observer only ever
+        sees the unbuffered tail and no message is observed twice. A window larger than
+        ``observation.max_tokens_per_batch`` is observed in batches, one observer call each."""
+        core = self.core
+        record = await self._activate_chunks_first(thread)
+        if isinstance(record, CycleOutcome):
+            return record
+        messages = await core.unobserved(record, thread.id)
+        counts = [core.counter.count_message(m) for m in messages]
+        pending = sum(counts)
+        threshold = core.message_threshold(record)
+        if not messages or (not force and pending < threshold):
+            return CycleOutcome("observation", False, record, reason="below threshold")
+        cut = select_observation_prefix(
+            messages,
+            counts,
+            retention_floor=core.config.observation.retention_floor,
+            threshold=threshold,
+            force=force,
+        )
+        if cut == 0:
+            return CycleOutcome("observation", False, record, reason="no safe prefix (a tool call is pending)")
+        batches = observation_batches(valid_cuts(messages), counts, cut, core.config.observation.max_tokens_per_batch)
+        outcomes: list[CycleOutcome] = []
+        for start, stop in batches:
+            batch_tokens = sum(counts[start:stop])
+            outcome = await self._observe_batch(thread, record, messages[start:stop], batch_tokens, pending)
+            outcomes.append(outcome)
+            if not outcome.applied or outcome.record is None:
+                break
+            record, pending = outcome.record, pending - batch_tokens
+        return dataclasses.replace(_combined(outcomes), waited=True)
+
+    async def _activate_chunks_first(self, thread: Thread) -> ObservationRecord | CycleOutcome:
+        """The head once the thread has no buffered chunk left. Re-checked after every
+        activation: another engine may append a chunk in between, and observing its messages
+        here would observe them twice."""
+        record = await self.core.head(thread)
+        for _ in range(self.core.commit_policy.attempts):
+            if not any(c.thread_id == thread.id for c in record.buffered_chunks):
+                return record
+            await self.activation.activate(thread, count=None, triggered_by="threshold")
+            record = await self.core.head(thread)
+        return CycleOutcome("observation", False, record, reason="chunks kept arriving; activation first")
+
+    async def _observe_batch(
+        self,
+        thread: Thread,
+        record: ObservationRecord,
+        batch: list[Message],
+        batch_tokens: int,
+        pending_before: int,
+    ) -> CycleOutcome:
+        core = self.core
+        cycle = core.cycle("observation", thread, record, markers.marker_target(batch))
+        await cycle.mark(
+            markers.observation_start_marker, tokens_to_observe=batch_tokens, config=core.marker_config(record)
+        )
+        cycle.emit("observation-start", tokens=batch_tokens, messages=len(batch))
+        request = self._request(thread, record, batch, cycle.started_at)
+        try:
+            result = await cycle.run(core.observer.observe(request))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return await self._failed(cycle, thread, record, batch_tokens, exc)
+        return await self._commit(cycle, thread, record, batch, batch_tokens, pending_before, result)
+
+    def _request(
+        self, thread: Thread, record: ObservationRecord, batch: list[Message], now: datetime
+    ) -> ObservationRequest:
+        core = self.core
+        observation = core.config.observation
+        state = record.threads.get(thread.id, ThreadState())
+        budget = observation.previous_observer_tokens
+        previous = truncate_previous_observations(
+            core.observer_view(record.active_observations), None if budget is False else int(budget),
+            core.counter.count_text,
+        )
+        return ObservationRequest(
+            messages=batch,
+            previous_observations=previous.text,
+            previous_truncated=previous.truncated,
+            current_task=state.current_task,
+            suggested_response=state.suggested_response,
+            thread_title=thread.title or state.thread_title,
+            extracted=dict(state.extracted),
+            extractors=core.extractors,
+            continuation_hints=observation.continuation_hints,
+            want_title=observation.thread_title,
+            timezone=core.timezone,
+            now=now,
+            instruction=observation.instruction,
+        )
+
+    async def _commit(
+        self,
+        cycle: Cycle,
+        thread: Thread,
+        record: ObservationRecord,
+        batch: list[Message],
+        batch_tokens: int,
+        pending_before: int,
+        result: ObservationResult,
+    ) -> CycleOutcome:
+        """Commit the observation onto the stored head; a buffer that landed inside this batch
+        while the model ran is replaced by it, and a writer that observed or buffered these
+        messages first wins (its work stands, whatever it did not cover stays pending)."""
+        core = self.core
+        cursor = record.cursor(thread.id)
+
+        async def compose(head: ObservationRecord) -> ObservationRecord | None:
+            absorbed = absorb_covered_chunks(head, thread.id, through_seq=batch[-1].seq or 0, cursor=cursor)
+            if absorbed is None:
+                return None
+            return self._compose(absorbed, thread, batch, batch_tokens, pending_before, result)
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
+        if done.status == "gone":
+            return CycleOutcome("observation", False, None, reason="thread deleted during observation")
+        if done.status == "declined":
+            # The start marker gets its closing marker, so the log never shows a dangling cycle.
+            await cycle.mark_failed(
+                "superseded: another writer observed or buffered these messages first", batch_tokens,
+                record_id=(done.base or record).id,
+            )
+            return CycleOutcome("observation", False, done.current, reason="superseded by a concurrent observation")
+        if done.status == "exhausted" or done.current is None or done.base is None:
+            error = ObservationError(
+                f"Could not commit the observation of thread '{thread.id}' after {core.commit_policy.attempts} "
+                "attempts; the store kept changing underneath. The messages stay pending."
+            )
+            return await self._failed(cycle, thread, done.current or record, batch_tokens, error)
+        stored, base = done.current, done.base
+        await self._after_observation(thread, result)
+        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        output_tokens = core.counter.count_text(result.observations)
+        await cycle.mark(
+            markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
+            tokens_observed=batch_tokens, observation_tokens=output_tokens,
+            observations=result.observations or None, current_task=result.current_task,
+            suggested_response=result.suggested_response, extracted_values=result.extracted,
+            extraction_failures=result.extraction_failures,
+        )
+        cycle.emit("observation-end", tokens=batch_tokens, output_tokens=output_tokens, messages=len(batch))
+        return CycleOutcome("observation", True, stored, len(batch), batch_tokens, output_tokens)
+
+    def _compose(
+        self,
+        record: ObservationRecord,
+        thread: Thread,
+        batch: list[Message],
+        batch_tokens: int,
+        pending_before: int,
+        result: ObservationResult,
+    ) -> ObservationRecord:
+        core = self.core
+        last = batch[-1]
+        assert last.seq is not None, "stored messages always carry a seq"
+        active = append_with_boundary(
+            record.active_observations, core.package(thread, batch, result.observations), last.created_at
+        )
+        state = record.threads.get(thread.id, ThreadState())
+        hints_on = core.config.observation.continuation_hints
+        title = result.thread_title if core.config.observation.thread_title else None
+        new_state = state.model_copy(
+            update={
+                "cursor": max(state.cursor, last.seq),
+                "current_task": (result.current_task or state.current_task) if hints_on else None,
+                "suggested_response": result.suggested_response if hints_on else None,
+                "thread_title": title or state.thread_title,
+                "extracted": {**state.extracted, **result.extracted},
+            }
+        )
+        return record.model_copy(
+            update={
+                "active_observations": active,
+                "observation_tokens": core.counter.count_text(active),
+                "total_tokens_observed": record.total_tokens_observed + batch_tokens,
+                "pending_message_tokens": max(0, pending_before - batch_tokens),
+                "threads": {**record.threads, thread.id: new_state},
+                "buffer_boundary_tokens": 0,
+                "updated_at": core.clock.now(),
+            }
+        )
+
+    async def _after_observation(self, thread: Thread, result: ObservationResult) -> None:
+        """Side effects that follow a committed observation: working memory and the title."""
+        core = self.core
+        working_memory = result.extracted.get("working-memory")
+        if isinstance(working_memory, str) and working_memory.strip():
+            await core.store.set_working_memory(core.working_memory_key(thread), working_memory.strip())
+        title = (result.thread_title or "").strip()
+        if not (core.config.observation.thread_title and len(title) >= 3):
+            return
+
+        async def compose(current: Thread) -> Thread | None:
+            if current.title_pinned or current.title == title:
+                return None
+            return current.model_copy(update={"title": title, "updated_at": core.clock.now()})
+
+        async def write(current: Thread, proposed: Thread) -> Written[Thread]:
+            stored = await core.store.update_thread(proposed, expected_version=current.version)
+            if stored is not None:
+                return Written("applied", stored)
+            return Written("stale", await core.store.get_thread(thread.id))  # None: deleted
+
+        await core.commit(lambda: core.store.get_thread(thread.id), compose, write)
+
+    async def _failed(
+        self, cycle: Cycle, thread: Thread, record: ObservationRecord, batch_tokens: int, exc: BaseException
+    ) -> CycleOutcome:
+        core = self.core
+        await cycle.mark_failed(describe(exc), batch_tokens, record_id=record.id)
+        cycle.emit("observation-failed", error=describe(exc))
+        if isinstance(exc, OperationAbortedError):
+            raise exc
+        degenerate = isinstance(exc, DegenerateOutputError)
+        if core.failure_policy == "throw" and not degenerate:
+            if isinstance(exc, ObservationError):
+                raise exc
+            raise ObservationError(
+                f"Observing thread '{thread.id}' failed: {describe(exc)}. The messages stay pending and "
+                "will be observed on the next cycle (set failure_policy='warn' to keep the turn going)."
+            ) from exc
+        if core.failure_policy == "warn" or degenerate:
+            logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, describe(exc))
+        return CycleOutcome("observation", False, record, input_tokens=batch_tokens, error=exc, reason="failed")
+
+
+def _combined(outcomes: Sequence[CycleOutcome]) -> CycleOutcome:
+    """One outcome for the batches of one observation: what was committed, and how it ended."""
+    last = outcomes[-1]
+    applied = [o for o in outcomes if o.applied]
+    if len(outcomes) == 1 or not applied:
+        return last
+    return CycleOutcome(
+        "observation",
+        True,
+        last.record if last.record is not None else applied[-1].record,
+        messages=sum(o.messages for o in applied),
+        input_tokens=sum(o.input_tokens for o in applied),
+        output_tokens=sum(o.output_tokens for o in applied),
+        error=None if last.applied else last.error,
+        reason="" if last.applied else last.reason,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reflection: the observations are condensed into a new generation
+# --------------------------------------------------------------------------------------------
+
+
+class ReflectStep:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def maybe_reflect(self, thread: Thread) -> CycleOutcome:
+        core = self.core
+        record = await core.head(thread)
+        threshold = core.reflection_threshold()
+        if record.observation_tokens < threshold:
+            return CycleOutcome("reflection", False, record, reason="below threshold")
+        if record.reflection_suppressed_at == record.observation_tokens:
+            return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
+        outcome = await self._reflect(
+            thread, record, target=threshold, start_level=core.reflector_start_level, guidance=None
+        )
+        return dataclasses.replace(outcome, waited=True)
+
+    async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
+        """Manual reflection: starts at compression level 0 with the reflection threshold as target."""
+        record = await self.core.head(thread)
+        if not record.active_observations.strip():
+            return CycleOutcome("reflection", False, record, reason="nothing to reflect")
+        return await self._reflect(
+            thread, record, target=self.core.reflection_threshold(), start_level=0, guidance=guidance
+        )
+
+    async def _reflect(
+        self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None
+    ) -> CycleOutcome:
+        core = self.core
+        cycle = core.cycle("reflection", thread, record, await self._anchor(thread, record))
+        input_tokens = record.observation_tokens
+        await cycle.mark(
+            markers.observation_start_marker, tokens_to_observe=input_tokens, config=core.marker_config(record)
+        )
+        cycle.emit("reflection-start", tokens=input_tokens)
+        request = self._request(cycle, thread, record, target, start_level, guidance)
+        try:
+            result = await cycle.run(core.reflector.reflect(request))
+            if not result.observations.strip():
+                raise ReflectionError("The reflector returned empty output; the observations were kept.")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return await self._failed(cycle, thread, record, exc)
+        return await self._commit(cycle, thread, record, result, target)
+
+    def _request(
+        self, cycle: Cycle, thread: Thread, record: ObservationRecord, target: int, start_level: int,
+        guidance: str | None,
+    ) -> ReflectionRequest:
+        core = self.core
+
+        async def attempt_failed(info: AttemptFailed) -> None:
+            await cycle.mark(
+                markers.observation_failed_marker, cycle_id=f"{cycle.id}-l{info.level}", failed_at=cycle.now(),
+                tokens_attempted=info.input_tokens, error=info.reason, retrying=True,
+            )
+
+        state = record.threads.get(thread.id, ThreadState())
+        return ReflectionRequest(
+            observations=record.active_observations,
+            target_tokens=target,
+            start_level=start_level,
+            guidance=guidance,
+            extracted=dict(state.extracted),
+            extractors=core.extractors,
+            continuation_hints=core.config.reflection.continuation_hints,
+            now=cycle.started_at,
+            instruction=core.config.reflection.instruction,
+            on_attempt_failed=attempt_failed,
+        )
+
+    async def _commit(
+        self, cycle: Cycle, thread: Thread, snapshot: ObservationRecord, result: ReflectionResult, target: int
+    ) -> CycleOutcome:
+        core = self.core
+        input_tokens = snapshot.observation_tokens
+        output_tokens = core.counter.count_text(result.observations)
+
+        async def compose(head: ObservationRecord) -> ObservationRecord | None:
+            return self._compose(snapshot, head, result, output_tokens, target)
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, core.new_generation, first=snapshot)
+        if done.status == "declined":
+            return CycleOutcome("reflection", False, done.current, reason="superseded by a concurrent reflection")
+        if done.status == "gone":
+            return CycleOutcome("reflection", False, None, reason="thread deleted during reflection")
+        if done.status == "exhausted" or done.current is None or done.base is None:
+            return CycleOutcome("reflection", False, done.current, reason="store kept changing; reflection dropped")
+        stored, base = done.current, done.base
+        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        await cycle.mark(
+            markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
+            tokens_observed=input_tokens, observation_tokens=output_tokens, observations=result.observations,
+            suggested_response=result.suggested_response,
+        )
+        cycle.emit("reflection-end", tokens=input_tokens, output_tokens=output_tokens, generation=stored.generation)
+        return CycleOutcome("reflection", True, stored, 0, input_tokens, output_tokens)
+
+    def _compose(
+        self,
+        snapshot: ObservationRecord,
+        head: ObservationRecord,
+        result: ReflectionResult,
+        output_tokens: int,
+        threshold: int,
+    ) -> ObservationRecord | None:
+        """The successor generation, built from the *stored* head.
+
+        Observations appended to the head after the reflected snapshot are kept after the
+        reflection; if the head no longer extends the snapshot (another reflection won), the
+        result no longer applies and None is returned.
+        """
+        core = self.core
+        if head.generation != snapshot.generation or not head.active_observations.startswith(
+            snapshot.active_observations
+        ):
+            return None
+        remainder = head.active_observations[len(snapshot.active_observations):].strip()
+        active = result.observations.strip()
+        if remainder:
+            active = f"{active}\n\n{remainder}"
+        tokens = output_tokens if not remainder else core.counter.count_text(active)
+        now = core.clock.now()
+        threads = dict(head.threads)
+        if result.suggested_response and head.thread_id in threads and core.config.reflection.continuation_hints:
+            tid = head.thread_id
+            threads[tid] = threads[tid].model_copy(update={"suggested_response": result.suggested_response})
+        return head.model_copy(
+            update={
+                "id": f"omr_{uuid.uuid4().hex}",
+                "generation": head.generation + 1,
+                "origin": "reflection",
+                "version": 1,
+                "superseded_by": None,
+                "active_observations": active,
+                "observation_tokens": tokens,
+                "threads": threads,
+                "buffered_reflection": None,
+                "reflection_suppressed_at": tokens if tokens >= threshold else None,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+
+    async def _failed(
+        self, cycle: Cycle, thread: Thread, record: ObservationRecord, exc: BaseException
+    ) -> CycleOutcome:
+        input_tokens = record.observation_tokens
+        await cycle.mark_failed(describe(exc), input_tokens)
+        cycle.emit("reflection-failed", error=describe(exc))
+        if isinstance(exc, OperationAbortedError):
+            raise exc
+        await self._suppress(thread, record, input_tokens)
+        logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, describe(exc))
+        return CycleOutcome("reflection", False, record, input_tokens=input_tokens, error=exc, reason="failed")
+
+    async def _suppress(self, thread: Thread, record: ObservationRecord, at_tokens: int) -> None:
+        """Remember that reflecting this exact input failed, so it is not retried in a loop."""
+        core = self.core
+
+        async def compose(current: ObservationRecord) -> ObservationRecord | None:
+            if current.observation_tokens != at_tokens:
+                return None
+            return current.model_copy(update={"reflection_suppressed_at": at_tokens})
+
+        await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
+
+    async def _anchor(self, thread: Thread, record: ObservationRecord) -> Message | None:
+        """Reflection markers go on the newest observed assistant message of the thread."""
+        cursor = record.cursor(thread.id)
+        if cursor <= 0:
+            return None
+        recent = await self.core.store.list_messages(thread.id, before_seq=cursor + 1, limit=50, newest_first=True)
+        return next((m for m in recent if m.role == "assistant"), None)
