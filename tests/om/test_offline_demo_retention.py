@@ -6,6 +6,7 @@ Replays all 323 turns through ``run_demo`` (offline observer and reflector, SQLi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,13 @@ async def test_reflection_does_not_run_on_every_observation_cycle(report: DemoRe
     # leaves room for changes elsewhere in the pipeline while catching a relapse.
     counts = (report.reflections, report.observation_cycles)
     assert report.reflections * 2 <= report.observation_cycles, counts
+
+
+async def test_weekdays_near_the_party_dates_are_not_dated_to_the_week_before(report: DemoReport) -> None:
+    # The user plans "the Saturday evening, March 22" dinner and "lunch at Graça's on Sunday" in
+    # one message on Tuesday March 11; the coming Sunday (Mar 16) is the wrong week.
+    context = _normalised("\n".join(message.text for message in report.context.messages))
+    assert "lunch at graça's on sunday" in context
+    dated = re.findall(r"lunch at graça's on sunday \(meaning ([a-z]{3} \d+, \d{4})", context)
+    dated += re.findall(r"dinner at home on saturday \(meaning ([a-z]{3} \d+, \d{4})", context)
+    assert not [d for d in dated if d not in ("mar 22, 2025", "mar 23, 2025")], dated

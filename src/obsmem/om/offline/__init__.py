@@ -56,9 +56,11 @@ patterns, so:
   and an outdated value stays next to the new one ("the review is Thursday at 14:00" and "it's
   now Wednesday at 11:00");
 * dates are resolved only for the phrases in :mod:`~obsmem.om.offline.rules`, with one fixed
-  reading of ambiguous ones ("next Friday" = the Friday of next week);
+  reading of "next Friday" (the Friday of next week); other readings it cannot be sure of
+  (a weekday near a date in another week, "on a Friday", a birthday's year) get no date;
 * it cannot connect events, infer goals, notice that the assistant went off track, judge what
-  matters most, or write a good current-task (it reports the last open question or request);
+  matters most, or write a good current-task (it reports the last open question or request,
+  until a later batch shows it answered);
 * inline extractors need a model and get no value offline; hook extractors run normally;
   ``instruction`` (custom instructions) is ignored;
 * the reflector merges and cuts but never rewrites: older 🟡 detail is cut and folded per day

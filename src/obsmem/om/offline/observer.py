@@ -31,6 +31,7 @@ from obsmem.om.text.format import (
     parse_observations,
     render_observations,
 )
+from obsmem.om.offline.hints import CarriedHint, OpenAsk, continuation_hints
 from obsmem.om.offline.participants import is_participant_conversation, participant_line, speaker_name
 from obsmem.om.offline.patterns import (
     ASSIST_DONE,
@@ -63,6 +64,7 @@ from obsmem.om.offline.patterns import (
     strip_lead_in,
 )
 from obsmem.om.offline.rules import (
+    DateRef,
     assistant_person,
     blocks,
     compact_args,
@@ -71,6 +73,7 @@ from obsmem.om.offline.rules import (
     condense,
     estimate_tokens,
     list_label,
+    named_dates,
     normalise,
     resolve_dates,
     sentence_end,
@@ -91,7 +94,9 @@ ASK_LIMIT = 120  # the question or request itself
 RESULT_LIMIT = 120  # a tool run's outcome
 REMARK_LIMIT = 70  # an assistant aside that answered nothing
 USER_LIMIT = 220  # a user sentence kept near verbatim
-
+#: Calendar days named in this many earlier messages (and the message itself) are weighed against
+#: a bare weekday: "Saturday, March 22" two turns before "dinner at home on Saturday".
+NEARBY_MESSAGES = 6
 
 
 @dataclass(slots=True)
@@ -166,7 +171,9 @@ class _Cycle:
         self.drafts: list[_Draft] = []
         self.ask: _Ask | None = None  # the user's open question/request
         self.last_ask: _Ask | None = None
-        self.awaiting_user: str | None = None  # the assistant's question to the user
+        self.carried = CarriedHint.read(request.current_task) if request.continuation_hints else None
+        # the assistant's question to the user (one the previous cycle left unanswered counts)
+        self.awaiting_user: str | None = self.carried.question if self.carried else None
         self.last_topic: str | None = None  # what a "thanks, that worked" refers to
         self.calls: dict[str, tuple[ToolCallPart, tuple[int, int], date, str]] = {}
         self.runs: list[_Run] = []
@@ -175,6 +182,8 @@ class _Cycle:
         self.user_texts: list[str] = []
         self.between_people = is_participant_conversation(request.messages)
         self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
+        self.named: list[list[date]] = []  # the calendar days each message with text names
+        self.nearby: list[date] = []  # those of the message being read and the few before it
         self._known: list[str] = [request.previous_observations.lower()]
         for group in parse_observations(request.previous_observations):
             for line in group.lines:
@@ -185,6 +194,10 @@ class _Cycle:
     def known(self) -> str:
         """Everything already recorded or said by the user, lowercased (for novelty checks)."""
         return "\n".join(self._known)
+
+    def dates(self, text: str, anchor: date) -> list[DateRef]:
+        """The time references of ``text``, read with the calendar days named around it."""
+        return resolve_dates(text, anchor, self.nearby)
 
     def add(self, order: tuple[int, int], day: date, time: str, priority: str, text: str) -> _Draft:
         draft = _Draft(order, day, time, priority, sentence_end(text))
@@ -220,12 +233,16 @@ class _Cycle:
                 self._tool_result(part, where, day, time)
         if not text:
             return
+        self.named.append(named_dates(text, day))
+        self.nearby = [named for days in self.named[-NEARBY_MESSAGES - 1 :] for named in days]
         speaker = speaker_name(message)
         if self.between_people and speaker and message.role in ("user", "assistant"):
             if message.role == "user":
                 self.user_texts.append(text)
             listeners = [other for other in self.speakers if other != speaker]
-            line = participant_line(text, speaker, day, self.known(), self.count_tokens, listeners)
+            line = participant_line(
+                text, speaker, day, self.known(), self.count_tokens, listeners, context=self.nearby
+            )
             if line is not None:
                 self.add((index, 1), day, time, line.priority, line.text)
             return
@@ -254,6 +271,8 @@ class _Cycle:
     def _user(self, text: str, index: int, day: date, time: str) -> None:
         self.turn_start = (index, 0)
         awaiting, self.awaiting_user = self.awaiting_user, None  # the user has spoken: no longer waiting
+        if self.carried is not None:
+            self.carried.user_replied = True
         asks: list[tuple[str, str, bool]] = []
         first_ask = 0
         context: list[str] = []
@@ -315,7 +334,7 @@ class _Cycle:
     def _ask(self, body: str, anchor: date) -> tuple[str, str, bool] | None:
         """("User asked …", topic, is_request) for a question or a request, else None."""
         plain = body.rstrip("?!. ")
-        notes = [r.note for r in resolve_dates(body, anchor)]
+        notes = [r.note for r in self.dates(body, anchor)]
         found: tuple[str, str, bool] | None = None
         if match := HOW_DO_I.match(body):
             topic = third_person(match["x"].rstrip("?"))
@@ -339,10 +358,10 @@ class _Cycle:
 
     def _clauses(self, body: str, anchor: date) -> list[str]:
         """Split "X on Friday and Y next week" into one clause per date, sharing the subject."""
-        if len(resolve_dates(body, anchor)) < 2:
+        if len(self.dates(body, anchor)) < 2:
             return [body]
         parts = [p.strip() for p in re.split(r",?\s+(?:and|but|then)\s+|;\s*", body) if p.strip()]
-        if len(parts) < 2 or any(not resolve_dates(p, anchor) for p in parts):
+        if len(parts) < 2 or any(not self.dates(p, anchor) for p in parts):
             return [body]
         lead = re.match(
             r"^(?:I|We)(?:'ll|'m|\s+(?:will|am|are|plan to|want to|need to|am going to))?", parts[0]
@@ -363,7 +382,7 @@ class _Cycle:
         """
         for pattern, repl in CONTRACTIONS:
             body = pattern.sub(repl, body)
-        notes = [r.note for r in resolve_dates(body, anchor)]
+        notes = [r.note for r in self.dates(body, anchor)]
         priority: str | None
         if done := USER_COMPLETED.match(body):
             text, priority = "User " + third_person(done["rest"]), PRIORITY_DONE
@@ -431,10 +450,12 @@ class _Cycle:
             line = assistant_person(lead)
             if not line.startswith("Assistant"):
                 line = "Assistant confirmed " + _lower_first(line)
-            notes = [r.note for r in resolve_dates(lead, day)]
+            notes = [r.note for r in self.dates(lead, day)]
             done_drafts.append(self.add((index, sub), day, time, PRIORITY_DONE, _annotate(line, notes)))
         ask = self.ask
         answered = ask is not None and bool(rest or listed or done)
+        if ask is None and self.carried is not None and (rest or listed or done):
+            self.carried.answered = True  # the reply to what the previous cycle left open
         drafts = len(self.drafts)
         if ask is not None and answered:
             if done and ask.is_request:
@@ -561,7 +582,14 @@ class OfflineObserver:
             cycle.add(open_ask.order, open_ask.day, open_ask.time, PRIORITY_MEDIUM, open_ask.text)
         cycle.flush_runs()
         observations = cycle.render()
-        current_task, suggested = _hints(request, cycle)
+        ask = cycle.ask
+        current_task, suggested = continuation_hints(
+            request,
+            open_ask=OpenAsk(ask.text, ask.topic, ask.is_request) if ask is not None else None,
+            last_ask=cycle.last_ask.text if cycle.last_ask is not None else None,
+            awaiting_user=cycle.awaiting_user,
+            carried=cycle.carried,
+        )
         title = topic_title(cycle.user_texts) if request.want_title and not request.thread_title else None
         extracted, failures = await _run_hooks(request, observations)
         return ObservationResult(
@@ -572,26 +600,6 @@ class OfflineObserver:
             extracted=extracted,
             extraction_failures=failures,
         )
-
-
-def _hints(request: ObservationRequest, cycle: _Cycle) -> tuple[str | None, str | None]:
-    """current-task and suggested-response, from the last open question or request."""
-    if not request.continuation_hints:
-        return None, None
-    if cycle.awaiting_user:
-        asked = f"{cycle.ask.text}; " if cycle.ask is not None else ""
-        return (f"{asked}Assistant asked the user: {cycle.awaiting_user} Waiting for the user's reply",
-                "Wait for the user's reply to the assistant's question before continuing")  # fmt: skip
-    if cycle.ask is not None:
-        ask = cycle.ask
-        if ask.is_request:
-            return (f"{ask.text}; waiting for the assistant to do it",
-                    f"Continue with the user's request: {shorten(ask.topic, 100)}")  # fmt: skip
-        return (f"{ask.text}; waiting for the assistant's answer",
-                f"Answer the user's question about {shorten(ask.topic, 100)}")  # fmt: skip
-    if cycle.last_ask is not None:
-        return f"No open request; last topic: {cycle.last_ask.text} (answered)", None
-    return request.current_task, None
 
 
 async def _run_hooks(request: ObservationRequest, observations: str) -> tuple[dict[str, Any], dict[str, str]]:

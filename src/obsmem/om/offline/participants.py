@@ -156,10 +156,14 @@ def participant_line(
     known: str,
     count_tokens: Callable[[str], int],
     listeners: Sequence[str] = (),
+    *,
+    context: Sequence[date] = (),
 ) -> ParticipantLine | None:
     """One line about what ``name`` stated in ``text``, or None when it stated nothing new.
 
     ``known`` is everything already recorded (lowercased): narration repeating it is dropped.
+    ``context`` holds the calendar days named around ``text`` (see
+    :func:`~obsmem.om.offline.rules.resolve_dates`).
     """
     kept: list[str] = []
     notes: list[str] = []
@@ -171,7 +175,7 @@ def participant_line(
             continue
         for pattern, repl in CONTRACTIONS:
             body = pattern.sub(repl, body)
-        found = [r.note for r in resolve_dates(body, anchor)]
+        found = [r.note for r in resolve_dates(body, anchor, context)]
         terms = key_terms(body)
         if _SECOND_PERSON.search(body) and not (found or _FIRST_PERSON.search(body) and terms):
             continue  # about the listener: a reaction to what they said, which is theirs to record

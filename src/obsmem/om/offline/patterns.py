@@ -378,6 +378,37 @@ PAST = re.compile(
     r"returned|happened|called|joined|quit|graduated|lost|won|ate|ran|rang)\b",
     re.I,
 )
+PRESENT = re.compile(  # a clause in the present tense: a bare weekday in it is the coming one
+    r"\b(?:is|are|am|isn't|aren't|now)\b|\b(?:it|that|this|there|which)'s\b", re.I
+)
+REPORTED = re.compile(  # "I told her I would come on Friday": a future seen from an unknown past
+    r"\b(?:would|'d)\b(?!\s+(?:like|love|prefer|rather)\b)", re.I
+)
+RESCHEDULE = re.compile(  # a date after "moved/pushed/postponed … to" is the new date: still ahead
+    r"\b(?:mov(?:e|es|ed|ing)|push(?:es|ed|ing)?|postpon\w*|reschedul\w*|delay(?:s|ed|ing)?|"
+    r"shift(?:s|ed|ing)?|bump(?:s|ed|ing)?|put\s+off|brought\s+forward|pulled\s+forward|"
+    r"defer(?:s|red|ring)?|chang(?:e|es|ed|ing))\b",
+    re.I,
+)
+RESCHEDULED_TO = re.compile(r"\b(?:to|until|till|til|for|from)\s+(?:the\s+)?(?:coming\s+)?$", re.I)
+RECURRING_DATE = re.compile(  # unless said of the future, a yearless date here has no known year
+    r"\b(?:born|birth|birthdays?|b-?day|anniversar(?:y|ies)|name\s?day|died|passed\s+away|married)\b",
+    re.I,
+)
+YEARLY = re.compile(  # a yearless date that recurs every year
+    r"\b(?:annual(?:ly)?|yearly)\b|"
+    r"\b(?:every|each)\s+(?:year|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+    re.I,
+)
+UNSPECIFIC_WEEKDAY = re.compile(  # "on a Friday", "every Friday", "the Friday (after …)"
+    r"\b(?:a|an|one|the|every|each|other|following|same|any)\s+$", re.I
+)
+NOT_ONE_WEEKDAY = re.compile(  # "Friday after the launch", "on Tuesday evenings" (every week)
+    r"\s+(?:(?:after|before)\s+(?:the|next|last|that|this|our|my|his|her|their)\b|"
+    r"(?:mornings|afternoons|evenings|nights)\b)",
+    re.I,
+)
+CLAUSE_EDGE = re.compile(r"[,;:—–]\s*|\s+(?:and|but|so|because|while|whereas)\s+", re.I)
 
 STOP_VALUE = re.compile(
     r"\s(?:and|but|because|since|so|with|for|from|last|next|this|in|on|at|by|yesterday|tomorrow|"

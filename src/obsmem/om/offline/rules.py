@@ -1,36 +1,16 @@
 """Text rules shared by the offline observer and reflector: sentences, pronouns, dates, tools.
 
-Sections: cleaning and sentence splitting, pronoun rewriting, normalising and shortening, date
-resolution, compact tool arguments and results, and the shaping of assistant text (prose, lists
-and code; key sentences; a topic title). Names and quantities and fact keys are matchers over
-pattern tables and live in :mod:`~obsmem.om.offline.patterns`; they are re-exported here.
+Sections: cleaning and sentence splitting, pronoun rewriting, normalising and shortening,
+compact tool arguments and results, and the shaping of assistant text (prose, lists and code;
+key sentences; a topic title). Names and quantities and fact keys are matchers over pattern
+tables and live in :mod:`~obsmem.om.offline.patterns`; date phrases are resolved in
+:mod:`~obsmem.om.offline.date_phrases`; both are re-exported here.
 
 Everything here is a pure function of its arguments (no clock, no I/O, no randomness), so the
 offline observer and reflector are deterministic: the same input always gives byte-identical
 output. The rules are English-only heuristics built from regular expressions. They are written
 to fail *safe*: when a rule is unsure it keeps text (or leaves a date unannotated) rather than
 inventing a meaning, because memory that is slightly verbose is better than memory that lies.
-
-Date rules (see :func:`resolve_dates`), all relative to the message's local date:
-
-* ``tomorrow`` / ``yesterday`` / ``the day after tomorrow`` / ``N days ago`` / ``in N days`` give
-  an exact ``(meaning Mon D, YYYY)``; weeks, months and years counted that way are approximate
-  and give ``(estimated …)``.
-* ``next <weekday>`` is that weekday **in the next calendar week** (weeks start on Monday): on
-  Wednesday 2025-06-18 "next Friday" is Jun 27, on Sunday 2025-06-15 it is Jun 20. People who
-  mean the coming Friday usually say "on Friday" or "this Friday", which give the coming
-  occurrence (Jun 20 from that Wednesday). ``last <weekday>`` mirrors it (previous calendar week).
-* A bare weekday is the coming occurrence, or the most recent past one when the sentence is in
-  the past tense ("on Monday I went …").
-* ``next/last week`` → ``(meaning week of <Monday>)``; ``this/next/last weekend`` →
-  ``(meaning weekend of <Saturday>)``; ``next/last month`` → ``(meaning Jul 2025)``.
-* Month names and "June 20"-style dates without a year are resolved only when the sentence shows
-  tense (future → next occurrence, past → last occurrence); "my birthday is June 20" is a
-  recurring fact and stays unannotated. Dates with an explicit year are already absolute.
-* An explicit calendar date wins over a weekday next to it ("March 21, Friday morning",
-  "the Saturday evening, March 22" get one note, for the date); "effective/as of/since March 1st"
-  already applies, so it is the past occurrence.
-* Vague words ("recently", "soon", "a few days ago", "today") are never annotated.
 """
 
 from __future__ import annotations
@@ -38,28 +18,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
-from datetime import date, timedelta
 from typing import Any
 
+from obsmem.om.offline.date_phrases import MONTHS, DateRef, format_day, named_dates, resolve_dates
 from obsmem.om.offline.patterns import (
-    AGO,
     ASSIST_FILLER,
     ASSISTANT_PERSON,
     CODE_DEF,
-    DAY_MONTH,
     FILLER_WORDS,
-    FUTURE,
-    IN_N,
-    MONTH_DAY,
-    MONTH_ONLY,
-    PAST,
-    PERIOD,
     RECOMMEND,
-    RELATIVE_DAY,
     STOPWORDS,
     THIRD_PERSON,
-    WEEKDAY,
     FactKey,
     content_words,
     fact_key,
@@ -71,6 +40,7 @@ from obsmem.om.offline.patterns import (
 )
 
 __all__ = [
+    "MONTHS",
     "DateRef",
     "FactKey",
     "condense",
@@ -80,6 +50,7 @@ __all__ = [
     "is_plan_text",
     "key_terms",
     "names",
+    "named_dates",
     "names_and_numbers",
     "normalise",
     "resolve_dates",
@@ -88,14 +59,6 @@ __all__ = [
     "state_object",
     "third_person",
 ]
-
-MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
-
 
 def estimate_tokens(text: str) -> int:
     """About four characters per token: the fallback when no real counter is given."""
@@ -247,177 +210,6 @@ def sentence_end(text: str) -> str:
     """End a rendered line with a period unless it already ends a sentence."""
     text = text.strip()
     return text if not text or text[-1] in ".?!…:" else text + "."
-
-
-# ----------------------------------------------------------------------------------------------
-# Dates
-# ----------------------------------------------------------------------------------------------
-
-
-def format_day(day: date) -> str:
-    return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
-
-
-def _format_month(year: int, month: int) -> str:
-    return f"{MONTHS[month - 1]} {year}"
-
-
-@dataclass(frozen=True, slots=True)
-class DateRef:
-    """A resolved time reference: where it is in the text and its annotation text."""
-
-    start: int
-    end: int
-    note: str  # "meaning Jun 20, 2025" / "estimated May 2025"
-
-
-
-
-def _tense(text: str) -> str | None:
-    if FUTURE.search(text):
-        return "future"
-    if PAST.search(text):
-        return "past"
-    return None
-
-
-def _month_number(name: str) -> int:
-    return MONTHS.index(name[:3].title()) + 1
-
-
-def _count(raw: str) -> int:
-    return int(raw) if raw.isdigit() else _NUMBER_WORDS[raw.lower()]
-
-
-def _shift_months(day: date, months: int) -> tuple[int, int]:
-    index = day.year * 12 + day.month - 1 + months
-    return index // 12, index % 12 + 1
-
-
-def _counted(n: int, unit: str, anchor: date, sign: int) -> str:
-    if unit == "day":
-        return f"meaning {format_day(anchor + timedelta(days=sign * n))}"
-    if unit == "week":
-        return f"estimated {format_day(anchor + timedelta(days=sign * 7 * n))}"
-    if unit == "month":
-        return f"estimated {_format_month(*_shift_months(anchor, sign * n))}"
-    return f"estimated {anchor.year + sign * n}"
-
-
-def _weekday(mod: str | None, wd: int, anchor: date, tense: str | None) -> date:
-    monday = anchor - timedelta(days=anchor.weekday())
-    mod = (mod or "").lower()
-    if mod == "next":
-        return monday + timedelta(days=7 + wd)
-    if mod == "last":
-        return monday + timedelta(days=wd - 7)
-    ahead = (wd - anchor.weekday()) % 7
-    if mod == "this":
-        return anchor + timedelta(days=ahead)
-    if tense == "past" and "coming" not in mod:
-        return anchor - timedelta(days=(anchor.weekday() - wd) % 7 or 7)
-    return anchor + timedelta(days=ahead or 7)
-
-
-def _period(mod: str, unit: str, anchor: date) -> str | None:
-    monday = anchor - timedelta(days=anchor.weekday())
-    step = {"next": 1, "last": -1, "this": 0}[mod]
-    if unit == "week":
-        return None if step == 0 else f"meaning week of {format_day(monday + timedelta(days=7 * step))}"
-    if unit == "weekend":
-        return f"meaning weekend of {format_day(monday + timedelta(days=5 + 7 * step))}"
-    if step == 0:
-        return None
-    if unit == "month":
-        return f"meaning {_format_month(*_shift_months(anchor, step))}"
-    return f"meaning {anchor.year + step}"
-
-
-def _calendar(month: int, day: int | None, anchor: date, tense: str | None, mod: str) -> str | None:
-    if mod in ("next",):
-        tense = "future"
-    elif mod in ("last", "since"):
-        tense = "past"
-    elif mod == "this":
-        tense = tense or "future"
-    if tense is None:
-        return None
-    year = anchor.year
-    if day is None:
-        if tense == "future" and month < anchor.month:
-            year += 1
-        elif tense == "past" and month > anchor.month:
-            year -= 1
-        if mod == "next" and month == anchor.month:
-            year += 1
-        return f"meaning {_format_month(year, month)}"
-    try:
-        when = date(year, month, day)
-        if tense == "future" and when < anchor:
-            when = date(year + 1, month, day)
-        elif tense == "past" and when > anchor:
-            when = date(year - 1, month, day)
-    except ValueError:
-        return None
-    return f"meaning {format_day(when)}"
-
-
-_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
-
-
-def _date_before(text: str) -> bool:
-    """True when ``text`` ends with an explicit calendar date ("… March 21, ")."""
-    tail = text[-24:]
-    return any(m.end() >= len(tail.rstrip(", ")) for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(tail))
-
-
-def resolve_dates(text: str, anchor: date) -> list[DateRef]:
-    """Find resolvable time references in ``text`` and resolve them against ``anchor``.
-
-    Returns them in text order; overlapping matches keep the earliest pattern in the table.
-    """
-    tense = _tense(text)
-    refs: list[DateRef] = []
-
-    def add(start: int, end: int, note: str | None) -> None:
-        if note and not any(r.start < end and start < r.end for r in refs):
-            refs.append(DateRef(start, end, note))
-
-    for m in RELATIVE_DAY.finditer(text):
-        offset = {"the day after tomorrow": 2, "the day before yesterday": -2, "tomorrow": 1}
-        days = offset.get(m["w"].lower(), -1)
-        add(m.start(), m.end(), f"meaning {format_day(anchor + timedelta(days=days))}")
-    for m in AGO.finditer(text):
-        add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, -1))
-    for m in IN_N.finditer(text):
-        add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, 1))
-    for m in PERIOD.finditer(text):
-        add(m.start(), m.end(), _period(m["mod"].lower(), m["unit"].lower(), anchor))
-    for m in WEEKDAY.finditer(text):
-        after = text[m.end() : m.end() + 24]
-        if re.match(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})",
-                    after):  # fmt: skip
-            continue  # "Saturday, June 21", "Saturday evening, March 22": the explicit date says it
-        if re.search(r"\d(?:st|nd|rd|th)?,?\s*$", text[: m.start()]) and _date_before(text[: m.start()]):
-            continue  # "March 21, Friday morning"
-        when = _weekday(m["mod"], _WEEKDAYS.index(m["wd"].lower()), anchor, tense)
-        add(m.start(), m.end(), f"meaning {format_day(when)}")
-    for pattern in (MONTH_DAY, DAY_MONTH):
-        for m in pattern.finditer(text):
-            if m["y"]:
-                add(m.start(), m.end(), None)
-                continue
-            before = text[max(0, m.start() - 12) : m.start()].lower()
-            mod = "next" if "next" in before[-6:] else "last" if "last" in before[-6:] else ""
-            if re.search(r"\b(?:effective|as of|since)\s+$", before):
-                mod = "since"  # "effective March 1st": it already applies
-            note = _calendar(_month_number(m["mon"]), int(m["d"]), anchor, tense, mod)
-            add(m.start(), m.end(), note)
-    for m in MONTH_ONLY.finditer(text):
-        if not m["y"]:
-            mod = m["mod"].lower()
-            add(m.start(), m.end(), _calendar(_month_number(m["mon"]), None, anchor, tense, mod))
-    return sorted(refs, key=lambda r: r.start)
 
 
 # ----------------------------------------------------------------------------------------------
