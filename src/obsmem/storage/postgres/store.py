@@ -47,9 +47,10 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
+from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.postgres import migrations as postgres_migrations
-from obsmem.storage.postgres import queue as postgres_queue
 from obsmem.storage.postgres import records as postgres_records
+from obsmem.storage.postgres import work as postgres_work
 from obsmem.storage.contract import (
     ClosingContext,
     Lease,
@@ -495,23 +496,23 @@ class PostgresStore(ClosingContext):
     async def delete_lineage(self, lineage: str) -> int:
         return await self._run(lambda conn: postgres_records.delete_lineage(conn, lineage), transaction=False)
 
-    # -- leases (SQL in postgres_queue) -----------------------------------------------------------
+    # -- leases (SQL in postgres_leases) ----------------------------------------------------------
     async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         expires_at = lease_expiry(key, owner, ttl_s, now)
-        return await self._run(lambda conn: postgres_queue.acquire_lease(conn, key, owner, now, expires_at))
+        return await self._run(lambda conn: postgres_leases.acquire(conn, key, owner, now, expires_at))
 
     async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         expires_at = lease_expiry(key, owner, ttl_s, now)
-        return await self._run(lambda conn: postgres_queue.renew_lease(conn, key, owner, now, expires_at))
+        return await self._run(lambda conn: postgres_leases.renew(conn, key, owner, now, expires_at))
 
     async def release_lease(self, key: str, owner: str) -> bool:
-        return await self._run(lambda conn: postgres_queue.release_lease(conn, key, owner), transaction=False)
+        return await self._run(lambda conn: postgres_leases.release(conn, key, owner), transaction=False)
 
     async def get_lease(self, key: str) -> Lease | None:
-        return await self._read(lambda conn: postgres_queue.get_lease(conn, key))
+        return await self._read(lambda conn: postgres_leases.get(conn, key))
 
     async def list_leases(self, prefix: str = "") -> list[Lease]:
-        return await self._read(lambda conn: postgres_queue.list_leases(conn, prefix))
+        return await self._read(lambda conn: postgres_leases.list_by_prefix(conn, prefix))
 
     # -- working memory ---------------------------------------------------------------------------
     async def get_working_memory(self, key: str) -> str | None:
@@ -532,36 +533,36 @@ class PostgresStore(ClosingContext):
 
         await self._run(op)
 
-    # -- work queue (SQL in postgres_queue) -------------------------------------------------------
+    # -- work queue (SQL in postgres_work) --------------------------------------------------------
     async def enqueue_work(
         self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
         delay_s: float = 0.0,
     ) -> WorkItem:
         available_at = work_available_at(kind, target, now, delay_s)
-        return await self._run(lambda conn: postgres_queue.enqueue(conn, kind, target, now, available_at, payload))
+        return await self._run(lambda conn: postgres_work.enqueue(conn, kind, target, now, available_at, payload))
 
     async def claim_work(
         self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
     ) -> list[WorkItem]:
         expires_at = claim_expiry(owner, ttl_s, now)
         check_limit(limit)
-        return await self._run(lambda conn: postgres_queue.claim(conn, owner, now, expires_at, kinds, limit))
+        return await self._run(lambda conn: postgres_work.claim(conn, owner, now, expires_at, kinds, limit))
 
     async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
         expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
-        return await self._run(lambda conn: postgres_queue.renew(conn, item, now, expires_at))
+        return await self._run(lambda conn: postgres_work.renew(conn, item, now, expires_at))
 
     async def complete_work(self, item: WorkItem) -> bool:
-        return await self._run(lambda conn: postgres_queue.complete(conn, item), transaction=False)
+        return await self._run(lambda conn: postgres_work.complete(conn, item), transaction=False)
 
     async def release_work(
         self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
     ) -> bool:
         available_at = work_available_at(item.kind, item.target, now, delay_s)
-        return await self._run(lambda conn: postgres_queue.release(conn, item, available_at, error))
+        return await self._run(lambda conn: postgres_work.release(conn, item, available_at, error))
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
-        return await self._read(lambda conn: postgres_queue.list_items(conn, kind))
+        return await self._read(lambda conn: postgres_work.list_items(conn, kind))
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:

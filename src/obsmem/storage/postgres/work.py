@@ -1,16 +1,11 @@
-"""Lease and work-queue SQL for :class:`~obsmem.storage.postgres.store.PostgresStore`.
+"""Work-queue SQL for :class:`~obsmem.storage.postgres.store.PostgresStore`.
 
-Every function runs inside the transaction the store opened.
-
-* **Leases** serialise on ``pg_advisory_xact_lock`` for their key (held until commit): of many
-  acquirers of one key, in any number of processes, one reads and writes at a time, so exactly
-  one gets a free key. Who may take or renew is decided by the shared rules in
-  :mod:`obsmem.storage.rules` against the caller's clock. Fencing tokens come from a one-row
-  counter, so they rise in commit order across all keys, as on SQLite.
-* **Work items** are claimed with ``FOR UPDATE SKIP LOCKED``: a claimer locks the due rows no
-  one else is claiming and skips the rest, so workers never queue behind each other; under read
-  committed a row that changed since the query's snapshot is re-checked against the ``WHERE``
-  after it is locked, so an item just claimed elsewhere is never claimed twice.
+Every function runs inside the transaction the store opened. Work items are claimed with
+``FOR UPDATE SKIP LOCKED``: a claimer locks the due rows no one else is claiming and skips the
+rest, so workers never queue behind each other; under read committed a row that changed since the
+query's snapshot is re-checked against the ``WHERE`` after it is locked, so an item just claimed
+elsewhere is never claimed twice. Which claim is current is decided by the shared rules in
+:mod:`obsmem.storage.rules`.
 """
 
 from __future__ import annotations
@@ -24,18 +19,14 @@ import psycopg
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import Lease, WorkItem
-from obsmem.storage.rules import acquired_lease, holds_claim, renewed_lease
+from obsmem.storage.contract import WorkItem
+from obsmem.storage.rules import holds_claim
 
-__all__ = [
-    "acquire_lease", "claim", "complete", "enqueue", "get_lease", "list_items", "list_leases",
-    "release", "release_lease", "renew", "renew_lease",
-]
+__all__ = ["claim", "complete", "enqueue", "list_items", "release", "renew"]
 
 Conn = psycopg.AsyncConnection[Any]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_LEASE_COLUMNS = "key, owner, token, acquired_at, expires_at"
-_WORK_COLUMNS = (
+_COLUMNS = (
     "id, kind, target, payload, enqueued_at, available_at, attempts, claimed_by, claim_token, "
     "claim_expires_at, last_error"
 )
@@ -45,85 +36,8 @@ def _us(value: datetime) -> int:
     return (value - _EPOCH) // timedelta(microseconds=1)
 
 
-# -- leases ----------------------------------------------------------------------------------------
-
-
-def _lease(row: Sequence[Any]) -> Lease:
-    try:
-        return Lease.model_validate(dict(zip(("key", "owner", "token", "acquired_at", "expires_at"), row)))
-    except ValidationError as exc:
-        raise StorageError(f"A stored lease row could not be decoded: {exc}") from exc
-
-
-async def get_lease(conn: Conn, key: str) -> Lease | None:
-    cur = await conn.execute(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = %s", (key,))
-    row = await cur.fetchone()
-    return _lease(row) if row else None
-
-
-async def list_leases(conn: Conn, prefix: str) -> list[Lease]:
-    # left(), not LIKE: a prefix holding '%' or '_' is matched literally and case-sensitively.
-    cur = await conn.execute(
-        f"SELECT {_LEASE_COLUMNS} FROM leases WHERE left(key, char_length(%s)) = %s ORDER BY key COLLATE \"C\"",
-        (prefix, prefix),
-    )
-    return [_lease(row) for row in await cur.fetchall()]
-
-
-async def _lock_key(conn: Conn, key: str) -> None:
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('obsmem.lease:' || %s, 0))", (key,))
-
-
-async def _next_token(conn: Conn) -> int:
-    cur = await conn.execute("UPDATE lease_tokens SET last_token = last_token + 1 WHERE id = 1 RETURNING last_token")
-    row = await cur.fetchone()
-    if row is None:
-        raise StorageError("The lease token counter row is missing from table 'lease_tokens'.")
-    return int(row[0])
-
-
-async def _store_lease(conn: Conn, lease: Lease) -> None:
-    values = lease.model_dump(mode="json")
-    await conn.execute(
-        f"INSERT INTO leases ({_LEASE_COLUMNS}) VALUES (%(key)s, %(owner)s, %(token)s, %(acquired_at)s, "
-        "%(expires_at)s) ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
-        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
-        values,
-    )
-
-
-async def acquire_lease(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
-    await _lock_key(conn, key)
-    stored = await get_lease(conn, key)
-    tokens: list[int] = []
-    if stored is None or stored.is_expired(now):
-        tokens.append(await _next_token(conn))  # a new acquisition, if the rules agree below
-    lease = acquired_lease(stored, key, owner, now, expires_at, lambda: tokens[0])
-    if lease is not None:
-        await _store_lease(conn, lease)
-    elif tokens:  # pragma: no cover - a free or expired key is always granted
-        raise StorageError("A lease token was drawn for a refused acquisition.")
-    return lease
-
-
-async def renew_lease(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
-    await _lock_key(conn, key)
-    lease = renewed_lease(await get_lease(conn, key), owner, now, expires_at)
-    if lease is not None:
-        await _store_lease(conn, lease)
-    return lease
-
-
-async def release_lease(conn: Conn, key: str, owner: str) -> bool:
-    cur = await conn.execute("DELETE FROM leases WHERE key = %s AND owner = %s", (key, owner))
-    return cur.rowcount > 0
-
-
-# -- work queue ------------------------------------------------------------------------------------
-
-
 def _item(row: Sequence[Any]) -> WorkItem:
-    data = dict(zip([c.strip() for c in _WORK_COLUMNS.split(",")], row))
+    data = dict(zip([c.strip() for c in _COLUMNS.split(",")], row))
     data["payload"] = json.loads(data["payload"])
     try:
         return WorkItem.model_validate(data)
@@ -138,7 +52,7 @@ async def _one(conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any]) -> 
 
 
 async def _get(conn: Conn, item_id: int) -> WorkItem | None:
-    return await _one(conn, f"SELECT {_WORK_COLUMNS} FROM work_items WHERE id = %s FOR UPDATE", (item_id,))
+    return await _one(conn, f"SELECT {_COLUMNS} FROM work_items WHERE id = %s FOR UPDATE", (item_id,))
 
 
 async def enqueue(
@@ -154,7 +68,7 @@ async def enqueue(
         "  THEN excluded.available_at ELSE work_items.available_at END, "
         "available_us = LEAST(excluded.available_us, work_items.available_us), "
         "payload = CASE WHEN %(replace)s THEN excluded.payload ELSE work_items.payload END "
-        f"RETURNING {_WORK_COLUMNS}",
+        f"RETURNING {_COLUMNS}",
         {"kind": kind, "target": target, "payload": json.dumps(payload or {}), "now": now.isoformat(),
          "available_at": available_at.isoformat(), "available_us": _us(available_at),
          "replace": payload is not None},
@@ -175,7 +89,7 @@ async def claim(
         "  ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
         "UPDATE work_items AS w SET claimed_by = %(owner)s, claim_token = nextval('work_claim_tokens'), "
         "attempts = w.attempts + 1, claim_expires_at = %(expires_at)s, claim_expires_us = %(expires_us)s "
-        f"FROM picked WHERE w.id = picked.id RETURNING {', '.join('w.' + c.strip() for c in _WORK_COLUMNS.split(','))}",
+        f"FROM picked WHERE w.id = picked.id RETURNING {', '.join('w.' + c.strip() for c in _COLUMNS.split(','))}",
         {"now": _us(now), "kinds": list(kinds or ()), "limit": limit, "owner": owner,
          "expires_at": expires_at.isoformat(), "expires_us": _us(expires_at)},
     )
@@ -189,7 +103,7 @@ async def renew(conn: Conn, item: WorkItem, now: datetime, expires_at: datetime)
     return await _one(
         conn,
         "UPDATE work_items SET claim_expires_at = %s, claim_expires_us = %s WHERE id = %s "
-        f"RETURNING {_WORK_COLUMNS}",
+        f"RETURNING {_COLUMNS}",
         (expires_at.isoformat(), _us(expires_at), item.id),
     )
 
@@ -208,7 +122,7 @@ async def release(conn: Conn, item: WorkItem, available_at: datetime, error: str
         return False
     waiting = await _one(
         conn,
-        f"SELECT {_WORK_COLUMNS} FROM work_items WHERE kind = %s AND target = %s AND claimed_by IS NULL FOR UPDATE",
+        f"SELECT {_COLUMNS} FROM work_items WHERE kind = %s AND target = %s AND claimed_by IS NULL FOR UPDATE",
         (stored.kind, stored.target),
     )
     if waiting is not None:  # coalesce into the item already waiting
@@ -232,7 +146,7 @@ async def release(conn: Conn, item: WorkItem, available_at: datetime, error: str
 
 async def list_items(conn: Conn, kind: str | None) -> list[WorkItem]:
     if kind is None:
-        cur = await conn.execute(f"SELECT {_WORK_COLUMNS} FROM work_items ORDER BY id")
+        cur = await conn.execute(f"SELECT {_COLUMNS} FROM work_items ORDER BY id")
     else:
-        cur = await conn.execute(f"SELECT {_WORK_COLUMNS} FROM work_items WHERE kind = %s ORDER BY id", (kind,))
+        cur = await conn.execute(f"SELECT {_COLUMNS} FROM work_items WHERE kind = %s ORDER BY id", (kind,))
     return [_item(row) for row in await cur.fetchall()]
