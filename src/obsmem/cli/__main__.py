@@ -1,5 +1,6 @@
-"""``python -m obsmem.cli`` runs the ``obsmem`` command."""
+"""``python -m obsmem.cli`` is the ``obsmem`` command (as is ``python -m obsmem``)."""
 
 from obsmem.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,39 +1,62 @@
-"""The ``obsmem`` Typer app: ``version`` here, and the commands of :mod:`obsmem.cli.demo`,
-:mod:`obsmem.cli.worker` (``worker``, ``migrate``) and :mod:`obsmem.cli.bench` (``bench …``)."""
+"""The ``obsmem`` Typer app: ``--version``/``version`` here, and the commands of :mod:`obsmem.cli.demo`,
+:mod:`obsmem.cli.threads` (``threads``, ``show``), :mod:`obsmem.cli.worker` (``worker``, ``migrate``)
+and :mod:`obsmem.cli.bench` (``bench …``).
+
+``-h`` is ``--help`` everywhere (subcommands inherit the context setting), and a bare group
+(``obsmem``, ``obsmem bench``) prints its help and succeeds.
+"""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from obsmem import __version__
-from obsmem.cli import demo, worker
+from obsmem.cli import demo, threads, worker
 from obsmem.cli.bench import bench_app
+from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    help="obsmem: observational memory for LLM agents.", no_args_is_help=True, add_completion=False
-)
+    help="obsmem: observational memory for LLM agents.", context_settings=HELP_OPTIONS,
+    invoke_without_command=True, add_completion=False,
+)  # fmt: skip
 console = Console()
-app.add_typer(bench_app, name="bench")
-worker.register(app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"obsmem {__version__}", highlight=False)
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """obsmem: observational memory for LLM agents."""
+    print_help_when_bare(ctx)
 
 
 @app.command()
 def version() -> None:
     """Print the installed obsmem version."""
-    console.print(__version__)
+    console.print(__version__, highlight=False)
 
 
 demo.register(app)
+threads.register(app)
+worker.register(app)
+app.add_typer(bench_app, name="bench")
 
 
 def main() -> None:
-    """The ``obsmem`` console script."""
+    """The ``obsmem`` console script (also ``python -m obsmem``)."""
     app()

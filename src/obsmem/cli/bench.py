@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from obsmem.bench.locomo import load_locomo
+from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
 from obsmem.bench.run import RetentionReport, run_retention
@@ -25,13 +26,32 @@ from obsmem.models import infer_model
 __all__ = ["bench_app"]
 
 bench_app = typer.Typer(
-    help="Measure what memory keeps: LoCoMo, LongMemEval, fact survival.", no_args_is_help=True
-)
+    help="Measure what memory keeps: LoCoMo, LongMemEval, fact survival.", context_settings=HELP_OPTIONS,
+    invoke_without_command=True,
+)  # fmt: skip
 console = Console()
 T = TypeVar("T")
 
-#: Where the development split of LoCoMo lives on the project's machines; any path can be given.
-DEFAULT_LOCOMO = Path("../shared/data/locomo/locomo-dev.json")
+#: The environment variable ``bench locomo`` reads its data path from when ``--data`` is not given.
+LOCOMO_ENV = "OBSMEM_LOCOMO"
+LOCOMO_SOURCE = (
+    "LoCoMo is not bundled: download data/locomo10.json from https://github.com/snap-research/locomo "
+    f"and pass --data PATH, or set {LOCOMO_ENV}=PATH."
+)
+
+
+
+class MissingLocomoData(typer.BadParameter):
+    """``bench locomo`` without ``--data`` and without ``OBSMEM_LOCOMO``: a usage error (status 2)."""
+
+    def format_message(self) -> str:
+        return f"Missing option '--data'. {self.message}"
+
+
+@bench_app.callback()
+def _bench(ctx: typer.Context) -> None:
+    """Measure what memory keeps: LoCoMo, LongMemEval, fact survival."""
+    print_help_when_bare(ctx)
 
 MessageTokens = Annotated[int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")]
 ObservationTokens = Annotated[int, typer.Option(min=1, help="Reflect when observations reach this.")]
@@ -137,9 +157,11 @@ def _print_retention(report: RetentionReport) -> None:
 
 @bench_app.command()
 def locomo(
-    data: Annotated[Path, typer.Option(help="A LoCoMo JSON file (read in place, never copied).")] = (
-        DEFAULT_LOCOMO
-    ),
+    data: Annotated[
+        Path | None,
+        typer.Option(envvar=LOCOMO_ENV, show_envvar=True,
+                     help="A LoCoMo JSON file, e.g. locomo10.json (read in place, never copied)."),
+    ] = None,
     conversations: Annotated[
         str | None, typer.Option(help="Comma-separated sample ids (default: all).")
     ] = None,
@@ -151,6 +173,8 @@ def locomo(
     json_out: JsonOption = None,
 ) -> None:
     """Replay LoCoMo conversations and check which answers survive in each system's context."""
+    if data is None:
+        raise MissingLocomoData(LOCOMO_SOURCE)
     chosen = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
     try:
         cases = [conversation.case() for conversation in load_locomo(data, chosen)]

@@ -13,14 +13,16 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from obsmem import ChatModel, ObsmemError
+from obsmem.cli.render import render_message
+from obsmem.cli.stores import err_console, fail
+from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
 from obsmem.models import infer_model
 
 __all__ = ["demo", "register"]
-
-console = Console()
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +31,10 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    db: Annotated[Path | None, typer.Option(help="SQLite file to write (default: a temporary file).")] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(help="SQLite file to keep, for obsmem threads/show (default: a temporary one)."),
+    ] = None,
     turns: Annotated[int | None, typer.Option(min=1, help="Replay only the first N turns.")] = None,
     message_tokens: Annotated[
         int, typer.Option(min=1, help="Observe when unobserved tokens reach this.")
@@ -61,8 +66,11 @@ def demo(
         except ObsmemError as exc:  # a missing key or an unknown provider: one line, no traceback
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+    console = Console()  # made per run, so it measures this run's terminal (or COLUMNS)
     with tempfile.TemporaryDirectory(prefix="obsmem-demo-") as scratch:
-        database = db or Path(scratch) / "demo.db"
+        database = (db.expanduser() if db else Path(scratch) / "demo.db").absolute()
+        where = "" if db else " (temporary, deleted at exit; --db PATH keeps it)"
+        err_console.print(f"store: sqlite {database}{where}", markup=False, highlight=False, soft_wrap=True)
         with Progress(
             TextColumn("[bold]Replaying conversation"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, transient=False,
@@ -77,17 +85,16 @@ def demo(
                     run_demo(database, config=config, model=chat_model, turns=turns, on_turn=advance)
                 )
             except ObsmemError as exc:
-                console.print(f"[red]error:[/red] {exc}")
-                raise typer.Exit(1) from exc
-        _print_report(report, show_context=show_context, kept=db is not None)
+                raise fail(str(exc)) from exc
+        _print_report(console, report, show_context=show_context, kept=db is not None)
 
 
-def _print_report(report: DemoReport, *, show_context: bool, kept: bool) -> None:
+def _print_report(console: Console, report: DemoReport, *, show_context: bool, kept: bool) -> None:
     if show_context:
         console.rule("Final context the model would see")
         for message in report.context.messages:
-            title = f"{message.role} · {message.id}"
-            console.print(Panel(message.text or "(no text)", title=title, title_align="left", expand=True))
+            title = Text(f"{message.role} · {message.id}")
+            console.print(Panel(Text(render_message(message)), title=title, title_align="left", expand=True))
     table = Table(title=f"obsmem demo ({report.model} observer, SQLite)")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -104,3 +111,7 @@ def _print_report(report: DemoReport, *, show_context: bool, kept: bool) -> None
     if kept:
         table.add_row("database", str(report.database))
     console.print(table)
+    if kept:
+        console.print(f"Look inside: obsmem threads --store {report.database} --resource {DEMO_RESOURCE_ID}\n"
+                      f"             obsmem show {DEMO_THREAD_ID} --store {report.database}",
+                      markup=False, highlight=False, soft_wrap=True)  # fmt: skip

@@ -1,5 +1,6 @@
-"""``obsmem worker`` and ``obsmem migrate``: thin shells over :class:`obsmem.worker.Worker` and the
-store's migrations. ``register(app)`` adds them to the main ``obsmem`` command."""
+"""``obsmem worker`` and ``obsmem migrate``: thin shells over :class:`obsmem.worker.Worker`,
+:meth:`obsmem.storage.Store.migrate` and :func:`obsmem.knowledge.migrate_knowledge`.
+``register(app)`` adds them to the main ``obsmem`` command."""
 
 from __future__ import annotations
 
@@ -8,24 +9,28 @@ import contextlib
 import json
 import logging
 import signal
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from obsmem import ChatModel, MemoryConfig, ObsmemError
+from obsmem.cli.stores import fail, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
+from obsmem.knowledge import migrate_knowledge
 from obsmem.models import infer_model
-from obsmem.storage import open_store
+from obsmem.storage import Store
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
 from obsmem.worker import WORK_KINDS, Worker, WorkerStats
 
 __all__ = ["migrate", "register", "worker"]
 
-console = Console(stderr=True)
+#: ``--embedder`` names; each makes the embedder the worker indexes retrieval groups with.
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "default": default_embedder, "minilm": MiniLMEmbedder, "lexical": LexicalHashEmbedder,
+}
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def register(app: typer.Typer) -> None:
@@ -34,9 +39,13 @@ def register(app: typer.Typer) -> None:
     app.command()(migrate)
 
 
-def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(1)
+def _one_of(option: str, values: list[str] | None, allowed: tuple[str, ...]) -> list[str] | None:
+    """Refuse, while parsing, a value that is not in ``allowed`` (a usage error naming the option)."""
+    for value in values or ():
+        if value not in allowed:
+            choices = ", ".join(repr(name) for name in allowed)
+            raise typer.BadParameter(f"{value!r} is not one of {choices}.", param_hint=f"'{option}'")
+    return values
 
 
 def _load_config(path: Path | None) -> MemoryConfig:
@@ -45,7 +54,7 @@ def _load_config(path: Path | None) -> MemoryConfig:
     try:
         return MemoryConfig.from_snapshot(json.loads(path.read_text()))
     except (OSError, ValueError) as exc:
-        raise _fail(
+        raise fail(
             f"cannot read the memory config {path}: {exc}. Write it with json.dumps(config.snapshot())."
         ) from exc
 
@@ -69,7 +78,9 @@ def worker(
     ] = None,
     exit_when_idle: Annotated[bool, typer.Option(help="Stop as soon as nothing is due.")] = False,
     kind: Annotated[
-        list[str] | None, typer.Option(help=f"Only these kinds of work ({', '.join(WORK_KINDS)}).")
+        list[str] | None,
+        typer.Option(callback=lambda kinds: _one_of("--kind", kinds, WORK_KINDS), metavar="KIND",
+                     help=f"Only these kinds of work: {' or '.join(WORK_KINDS)} (repeat for both)."),
     ] = None,
     vectors: Annotated[
         str | None,
@@ -77,29 +88,33 @@ def worker(
                           "path or a postgresql:// URL."),  # fmt: skip
     ] = None,
     embedder: Annotated[
-        str, typer.Option(help="Embedder for --vectors: default, minilm or lexical.")
+        str,
+        typer.Option(callback=lambda name: _one_of("--embedder", [name], tuple(EMBEDDERS))[0],
+                     help=f"Embedder for --vectors: {', '.join(EMBEDDERS)}."),
     ] = "default",
 ) -> None:
-    """Run buffering, reflection and group-indexing work for any thread of a shared store until
-    stopped (Ctrl-C)."""
+    """Run buffering, reflection and group-indexing work for any thread of a shared store.
+
+    Runs until stopped (Ctrl-C) or, with --exit-when-idle, until nothing is due."""
     memory_config = _load_config(config)
     chat_model: ChatModel | None = None
     if model is not None and model != "offline":
         try:
             chat_model = infer_model(model)
         except ObsmemError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    group_embedder, group_index = _group_vectors(memory_config, vectors, embedder)
+    opened = open_reported(store)
     try:
-        group_embedder, group_index = _group_vectors(memory_config, vectors, embedder)
         stats = asyncio.run(_run_worker(
-            store, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
+            opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
             embedder=group_embedder, vector_index=group_index,
         ))
     except ObsmemError as exc:
-        raise _fail(str(exc)) from exc
-    console.print(
+        raise fail(str(exc)) from exc
+    typer.echo(
         f"worker done: {stats.claimed} claimed, {stats.completed} completed, {stats.released} given back, "
         f"{stats.abandoned} abandoned, {stats.lost_claims} lost claims"
     )
@@ -111,16 +126,13 @@ def _group_vectors(
     """The embedder and vector index the worker indexes retrieval groups with, or neither."""
     if location is None:
         if config.retrieval.enabled and config.retrieval.vector:
-            raise _fail("the config asks for vector retrieval (retrieval.vector): pass --vectors PATH|URL")
+            raise fail("the config asks for vector retrieval (retrieval.vector): pass --vectors PATH|URL")
         return None, None
-    makers: dict[str, Callable[[], Embedder]] = {
-        "default": default_embedder, "minilm": MiniLMEmbedder, "lexical": LexicalHashEmbedder,
-    }
-    if embedder_name not in makers:
-        raise _fail(f"unknown embedder '{embedder_name}'; use one of {', '.join(makers)}")
-    chosen: Embedder = makers[embedder_name]()
+    if embedder_name not in EMBEDDERS:
+        raise fail(f"unknown embedder '{embedder_name}'; use one of {', '.join(EMBEDDERS)}")
+    chosen: Embedder = EMBEDDERS[embedder_name]()
     index: VectorIndex
-    if location.startswith(("postgresql://", "postgres://")):
+    if location.startswith(POSTGRES_SCHEMES):
         from obsmem.vectors import PostgresVectorIndex  # imports psycopg, an optional dependency
 
         index = PostgresVectorIndex(location, dimensions=chosen.dimensions, space=chosen.name)
@@ -131,7 +143,7 @@ def _group_vectors(
 
 
 async def _run_worker(
-    url: str, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
+    opened: Store, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
     poll_s: float, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
     embedder: Embedder | None = None, vector_index: VectorIndex | None = None,
 ) -> WorkerStats:
@@ -140,10 +152,10 @@ async def _run_worker(
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
-    async with open_store(url) as store:
+    async with opened as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
                         poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index)
-        console.print(f"obsmem worker {runner.owner} on {store!r}")
+        typer.echo(f"obsmem worker {runner.owner} started", err=True)
         try:
             return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
         finally:
@@ -157,55 +169,22 @@ def migrate(
     ],
     dry_run: Annotated[bool, typer.Option(help="Only list the migrations that would run.")] = False,
 ) -> None:
-    """Apply pending schema migrations, the knowledge store's included (safe to run from several
-    machines at once)."""
+    """Apply pending schema migrations, the knowledge store's included.
+
+    Safe to run from several machines at once."""
+    if store.strip() == "memory://":
+        raise fail(f"'{store}' has no schema to migrate (only SQLite and PostgreSQL stores have one).")
+    target = open_reported(store)
     try:
-        names = _migrate(store, dry_run=dry_run)
+        names = asyncio.run(_migrate(target, dry_run=dry_run))
     except ObsmemError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     verb = "pending" if dry_run else "applied"
     typer.echo(f"{len(names)} migration(s) {verb}" + (": " + ", ".join(names) if names else ""))
 
 
-# -- INTERIM (issue 11): the one place the CLI still knows storage dialects ------------------------
-# The target is dialect-free and lives on the public faces:
-#
-#     async def _migrate(url: str, *, dry_run: bool) -> list[str]:
-#         store = open_store(url)
-#         return await store.migrate(dry_run=dry_run) + await migrate_knowledge(store.url, dry_run=dry_run)
-#
-# It needs ``Store.migrate`` (obsmem/storage/contract.py and each adapter) and
-# ``obsmem.knowledge.migrate_knowledge``. Until they exist, this function imports the SQLite migration
-# list and the PostgreSQL and knowledge adapters, and the import-linter contract "The CLI uses public
-# faces only" reports exactly these imports.
-
-
-def _migrate(url: str, *, dry_run: bool) -> list[str]:
-    target = open_store(url)  # builds the store without I/O: it names the dialect and the place
-    if target.url.startswith("sqlite:///"):
-        from obsmem.knowledge.store.sqlite import KNOWLEDGE_MIGRATIONS as SQLITE_KNOWLEDGE
-        from obsmem.storage import migrations
-
-        path = Path(target.url.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
-            if dry_run:
-                return migrations.pending(conn) + [m.name for m in SQLITE_KNOWLEDGE.pending(conn)]
-            return migrations.migrate(conn) + SQLITE_KNOWLEDGE.migrate(conn)
-    if target.url.startswith("postgresql://"):
-        import psycopg
-
-        from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS as PG_KNOWLEDGE
-        from obsmem.storage.postgres.store import migrate_database, pending_migrations, redact_url
-
-        names = pending_migrations(target.url) if dry_run else migrate_database(target.url)
-        try:
-            with psycopg.connect(target.url, autocommit=True) as conn:
-                if dry_run:
-                    knowledge = [m.name for m in PG_KNOWLEDGE.pending(conn)]
-                else:
-                    knowledge = PG_KNOWLEDGE.migrate(conn)
-        except psycopg.Error as exc:
-            raise _fail(f"cannot migrate the knowledge tables at {redact_url(target.url)}: {exc}") from exc
-        return names + knowledge
-    raise _fail(f"'{url}' has no schema to migrate (only SQLite and PostgreSQL stores have one).")
+async def _migrate(store: Store, *, dry_run: bool) -> list[str]:
+    """The store's own steps, then the knowledge tables' in the same database."""
+    async with store:
+        names = await store.migrate(dry_run=dry_run)
+    return names + await migrate_knowledge(store.url, dry_run=dry_run)

@@ -20,6 +20,7 @@ from obsmem import (
     MemoryConfig,
     Message,
     ObservationConfig,
+    ObservationRecord,
     ReflectionConfig,
 )
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID, DemoTurn, demo_conversation
@@ -89,7 +90,7 @@ async def run_demo(
                 on_turn(index + 1, len(conversation))
         context = await memory.get_context(DEMO_THREAD_ID)
         messages = await memory.list_messages(DEMO_THREAD_ID)
-        generations = await memory.list_generations(DEMO_THREAD_ID)
+        generations = await _all_generations(memory)
         record = generations[0] if generations else None
     counter = memory.counter
     lines = sum(
@@ -109,6 +110,17 @@ async def run_demo(
         context=context,
         model=_model_name(model),
     )
+
+
+async def _all_generations(memory: Memory) -> list[ObservationRecord]:
+    """Every generation of the demo thread, newest first. ``Memory.list_generations`` returns one
+    page of ``limit`` (default 100) and has no offset: widen the page until it is not full."""
+    limit = 128
+    while True:
+        generations = await memory.list_generations(DEMO_THREAD_ID, limit=limit)
+        if len(generations) < limit:
+            return generations
+        limit *= 4
 
 
 def _model_name(model: ChatModel | str | None) -> str:

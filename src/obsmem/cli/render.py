@@ -1,0 +1,71 @@
+"""One message as text for a terminal: what a person reading the conversation needs to see.
+
+Text stays as written; a tool call is drawn as ``→ tool name(arg='value', …)``, its result as
+``← result name: …`` (``← error`` when it failed), reasoning and attachments by a short line;
+obsmem's own markers (data parts) are left to the markers table. Long pieces are cut with ``…``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from obsmem import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = ["clip", "render_message", "render_part"]
+
+#: How much of one argument value, one tool result, or one reasoning block is shown.
+VALUE_CHARS = 80
+RESULT_CHARS = 240
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with ``…`` when longer."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 1)].rstrip() + "…"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _call(part: ToolCallPart) -> str:
+    if isinstance(part.args, str):  # providers may hand over the raw JSON text of the arguments
+        arguments = clip(part.args, VALUE_CHARS)
+    else:
+        arguments = ", ".join(
+            f"{name}={clip(value, VALUE_CHARS)!r}" if isinstance(value, str)
+            else f"{name}={clip(_compact(value), VALUE_CHARS)}"
+            for name, value in part.args.items()
+        )  # fmt: skip
+    return f"→ tool {part.tool_name}({arguments})"
+
+
+def render_part(part: object, *, result_chars: int = RESULT_CHARS) -> str | None:
+    """One part as a line of text, or None for a part a reader does not need (a marker)."""
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, ToolCallPart):
+        return _call(part)
+    if isinstance(part, ToolResultPart):
+        label = "error" if part.is_error else "result"
+        return f"← {label} {part.tool_name}: {clip(_compact(part.result), result_chars)}"
+    if isinstance(part, ReasoningPart):
+        return f"(reasoning) {clip(part.text, result_chars)}"
+    if isinstance(part, FilePart):
+        name = part.filename or (part.url if part.url and not part.url.startswith("data:") else None)
+        return f"(file {part.media_type}{' ' + name if name else ''})"
+    if isinstance(part, DataPart):
+        return None
+    return f"({type(part).__name__})"
+
+
+def render_message(message: Message, *, result_chars: int = RESULT_CHARS) -> str:
+    """Every readable part of ``message``, one after another; ``(markers only)`` when none is."""
+    lines = [line for part in message.parts if (line := render_part(part, result_chars=result_chars))]
+    return "\n".join(lines) if lines else "(markers only)"

@@ -1,0 +1,124 @@
+"""Which store a command opened, said the same way by every command.
+
+``open_store`` (the public face) builds the store; this module only describes it: a SQLite store
+by its absolute path, PostgreSQL by its URL without the password, ``memory://`` as what it is.
+A ``sqlite:///tmp/x.db`` URL keeps the SQLAlchemy meaning (three slashes: a path relative to the
+current folder; four: absolute) but is shown resolved, and questioned when its first segment is
+a folder at the filesystem root, the sign of a missing fourth slash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from obsmem import ObsmemError
+from obsmem.storage import Store, open_store
+
+__all__ = [
+    "SQLITE_PREFIX",
+    "describe_store",
+    "err_console",
+    "fail",
+    "mask_password",
+    "open_for_reading",
+    "open_reported",
+    "relative_url_hint",
+    "sqlite_path",
+]
+
+SQLITE_PREFIX = "sqlite:///"
+
+#: Status lines ("store: …", hints, errors) go to stderr, so stdout stays the command's result.
+err_console = Console(stderr=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; the caller raises the returned exit (status 1)."""
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    return typer.Exit(1)
+
+
+def mask_password(url: str) -> str:
+    """``url`` with the password of its credentials removed (``user:secret@host`` → ``user@host``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
+def sqlite_path(store: Store) -> Path | None:
+    """The absolute file of a SQLite store (its ``url`` is always absolute), else None."""
+    if store.url.startswith(SQLITE_PREFIX):
+        return Path(store.url[len(SQLITE_PREFIX) :])
+    return None
+
+
+def describe_store(store: Store) -> str:
+    """One line naming the store: ``sqlite /abs/path.db``, ``postgresql://user@host/db``, ``memory://``."""
+    path = sqlite_path(store)
+    if path is not None:
+        return f"sqlite {path}"
+    if store.url == "memory://":
+        return "memory:// (this process only)"
+    return mask_password(store.url)
+
+
+def relative_url_hint(url: str, *, root: Path = Path("/")) -> str | None:
+    """A question for ``sqlite:///tmp/x.db``: relative by convention, but ``/tmp`` exists.
+
+    None for absolute URLs (``sqlite:////tmp/x.db``), plain paths, explicitly relative URLs
+    (``sqlite:///./tmp/x.db``), and relative URLs whose first segment is not a folder at ``root``.
+    """
+    text = url.strip()
+    if not text.startswith(SQLITE_PREFIX):
+        return None
+    relative = text[len(SQLITE_PREFIX) :]
+    if not relative or relative.startswith(("/", "~", "./", "../")):  # absolute, or explicitly relative
+        return None
+    first = Path(relative).parts[0]
+    if not (root / first).is_dir() or Path.cwd() == root:
+        return None
+    return (
+        f"'{text}' is relative to the current folder (three slashes); "
+        f"did you mean sqlite:////{relative}?"
+    )
+
+
+def open_reported(url: str) -> Store:
+    """``open_store(url)``, then ``store: …`` on stderr (and the hint for a doubtful relative URL).
+
+    An unusable URL ends the command with a one-line error.
+    """
+    try:
+        store = open_store(url)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    err_console.print(f"store: {escape(describe_store(store))}", soft_wrap=True, highlight=False)
+    hint = relative_url_hint(url)
+    if hint is not None:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(hint)}", soft_wrap=True, highlight=False)
+    return store
+
+
+def open_for_reading(url: str) -> Store:
+    """A store to inspect: refuses ``memory://`` (empty in a new process) and a SQLite file that
+    does not exist (opening it would create an empty one), each in one line."""
+    if url.strip() == "memory://":
+        raise fail("memory:// lives inside one process and is empty in a new process: nothing to show. "
+                   "Point --store at a SQLite file or a postgresql:// URL.")  # fmt: skip
+    store = open_reported(url)
+    path = sqlite_path(store)
+    if path is not None and not path.is_file():
+        raise fail(f"no database at {path}; check the path (sqlite:///rel/path.db is relative to the current "
+                   "folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
+    return store
