@@ -56,7 +56,8 @@ from obsmem.om.selection import observable_messages, valid_cuts
 from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
-from obsmem.thresholds import min_new_tokens_for_buffer, normalize_provider, should_trigger_buffer
+from obsmem.profiles import parse_model_id
+from obsmem.thresholds import min_new_tokens_for_buffer, should_trigger_buffer
 from obsmem.types import Message, Thread
 
 __all__ = ["BufferedLifecycle", "Handoff", "Snapshot", "Spawn", "StepResult", "split_model_id"]
@@ -73,15 +74,8 @@ _BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
 _MAX_ACTIVATION_ROUNDS = 8
 
 
-def split_model_id(model_id: str | None) -> tuple[str, str]:
-    """``"openai:gpt-4o"`` / ``"openai/gpt-4o"`` / ``"openai.responses:gpt-4o"`` → (provider, model)."""
-    if not model_id:
-        return "", ""
-    for separator in (":", "/"):
-        if separator in model_id:
-            provider, model = model_id.split(separator, 1)
-            return normalize_provider(provider), model
-    return "", model_id
+#: The old name of :func:`obsmem.profiles.parse_model_id`, the one model-id parser.
+split_model_id = parse_model_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +240,7 @@ class BufferedLifecycle:
     def _changed(self, previous: object, actor_model: str | None) -> bool:
         if not (previous and actor_model):
             return False
-        return model_changed(split_model_id(str(previous)), split_model_id(actor_model))
+        return model_changed(parse_model_id(str(previous)), parse_model_id(actor_model))
 
     async def _idle_s(self, thread: Thread, ttl: float | None) -> tuple[float, str] | None:
         """How long the actor has been idle and since when, if that reaches ``ttl``."""
@@ -267,7 +261,7 @@ class BufferedLifecycle:
                 thread, count=None, triggered_by="provider_change",
                 extra={"previous_model": previous, "current_model": actor_model},
             )
-        provider, model = split_model_id(actor_model)
+        provider, model = parse_model_id(actor_model)
         ttl = config.observation_activation_ttl(provider, model) if config.observation_activate_after_idle else None
         idle = await self._idle_s(thread, ttl)
         if idle is None:
@@ -288,7 +282,7 @@ class BufferedLifecycle:
             return None
         if config.reflection.activate_on_provider_change and self._changed(previous, actor_model):
             return await self.activate_reflection(thread, triggered_by="provider_change")
-        provider, model = split_model_id(actor_model)
+        provider, model = parse_model_id(actor_model)
         if await self._idle_s(thread, config.reflection_activation_ttl(provider, model)) is None:
             return None
         return await self.activate_reflection(thread, triggered_by="ttl")
