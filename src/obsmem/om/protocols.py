@@ -54,6 +54,9 @@ class ObservationRequest:
 
 @dataclass(frozen=True, slots=True)
 class ObservationResult:
+    """What an observer returns: the new observation lines, and the hints and extracted values
+    it found (``current_task`` / ``suggested_response`` only when the request asked for them)."""
+
     observations: str
     current_task: str | None = None
     suggested_response: str | None = None
@@ -77,6 +80,10 @@ class AttemptFailed:
 
 @dataclass(frozen=True, slots=True)
 class ReflectionRequest:
+    """One reflection's input: the observations to condense toward ``target_tokens``, starting
+    at compression level ``start_level``; ``on_attempt_failed`` hears of each level that did
+    not compress enough."""
+
     observations: str
     target_tokens: int
     start_level: int = 0
@@ -91,6 +98,9 @@ class ReflectionRequest:
 
 @dataclass(frozen=True, slots=True)
 class ReflectionResult:
+    """What a reflector returns: the condensed observations that replace the old ones, with
+    how many attempts and which compression level it took."""
+
     observations: str
     suggested_response: str | None = None
     extracted: dict[str, Any] = field(default_factory=dict)
