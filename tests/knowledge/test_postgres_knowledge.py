@@ -16,8 +16,7 @@ from obsmem.errors import ConfigError, MigrationError, StorageError, StoreClosed
 from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.knowledge.store.contract import Node, RecordDraft
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
-from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS_TABLE
+from obsmem.knowledge.store.postgres import KNOWLEDGE_MIGRATIONS_TABLE, PostgresKnowledgeStore
 from obsmem.storage.migrations import MIGRATIONS_TABLE
 
 pytestmark = pytest.mark.anyio

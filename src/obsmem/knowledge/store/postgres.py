@@ -13,11 +13,16 @@ It mirrors :mod:`obsmem.knowledge.store.sqlite`, with the database doing SQLite'
   committed before it was granted;
 * reads run in a ``REPEATABLE READ READ ONLY`` transaction, so each sees one snapshot and never
   waits for a writer;
-* the schema evolves through numbered migrations in ``_obsmem_knowledge_migrations`` (see
-  :mod:`~obsmem.knowledge.store.postgres_schema`), applied on first use.
+* the schema evolves through numbered migrations in ``_obsmem_knowledge_migrations``
+  (:data:`KNOWLEDGE_MIGRATIONS`, below), applied on first use. They are separate from the
+  message store's, so a knowledge store can share a database with a message store or have one
+  to itself; every step takes the same migration lock as the message store's, so all obsmem
+  schema changes in a database queue behind one another.
 
-Rows are the model as JSON in ``doc`` plus the columns they are looked up by, so the rules in
-:mod:`~obsmem.knowledge.store.ops` see exactly what the other adapters see. psycopg is an
+Rows are the model as JSON in ``doc`` (text, not ``jsonb``, so a document round-trips exactly)
+plus the columns they are looked up by, so the rules in :mod:`~obsmem.knowledge.store.ops` see
+exactly what the other adapters see. ``name_key`` is ``bytea`` because a name may hold a NUL
+character, which a PostgreSQL ``text`` value cannot; inside ``doc`` JSON escapes it. psycopg is an
 optional dependency: this module imports it, so import this module only when it is wanted
 (:mod:`obsmem.knowledge` does so lazily).
 """
@@ -47,11 +52,17 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.postgres_schema import KNOWLEDGE_MIGRATIONS
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key
+from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables, name_key
+from obsmem.storage.migrations import MigrationSet
+from obsmem.storage.postgres.migrations import POSTGRESQL
 from obsmem.storage.postgres.store import redact_url
 
-__all__ = ["PostgresKnowledgeStore", "PostgresKnowledgeTables"]
+__all__ = [
+    "KNOWLEDGE_MIGRATIONS",
+    "KNOWLEDGE_MIGRATIONS_TABLE",
+    "PostgresKnowledgeStore",
+    "PostgresKnowledgeTables",
+]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -67,6 +78,48 @@ _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _VECTOR_DTYPE = np.dtype("<f4")
 _URL_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
+
+
+KNOWLEDGE_MIGRATIONS: MigrationSet[Conn] = MigrationSet(
+    POSTGRESQL, KNOWLEDGE_MIGRATIONS_TABLE, "postgresql-knowledge"
+)
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m001_knowledge_initial(conn: Conn) -> None:
+    statements = [
+        """CREATE TABLE knowledge_nodes (
+            id TEXT PRIMARY KEY, scope TEXT NOT NULL, name_key BYTEA NOT NULL, doc TEXT NOT NULL)""",
+        # Identity is (scope, case-insensitive name): a second node of that name cannot exist.
+        "CREATE UNIQUE INDEX knowledge_nodes_identity ON knowledge_nodes (scope, name_key)",
+        """CREATE TABLE knowledge_node_mentions (
+            node_id TEXT NOT NULL, target_id TEXT NOT NULL, PRIMARY KEY (node_id, target_id))""",
+        "CREATE INDEX knowledge_node_mentions_by_target ON knowledge_node_mentions (target_id)",
+        """CREATE TABLE knowledge_records (
+            id TEXT PRIMARY KEY, node_id TEXT NOT NULL, scope TEXT NOT NULL, doc TEXT NOT NULL)""",
+        "CREATE INDEX knowledge_records_by_node ON knowledge_records (node_id)",
+        "CREATE INDEX knowledge_records_by_scope ON knowledge_records (scope)",
+        """CREATE TABLE knowledge_record_mentions (
+            record_id TEXT NOT NULL, target_id TEXT NOT NULL, PRIMARY KEY (record_id, target_id))""",
+        "CREATE INDEX knowledge_record_mentions_by_target ON knowledge_record_mentions (target_id)",
+        "CREATE TABLE knowledge_events (id TEXT PRIMARY KEY, scope TEXT NOT NULL, doc TEXT NOT NULL)",
+        "CREATE INDEX knowledge_events_by_scope ON knowledge_events (scope, id)",
+        """CREATE TABLE knowledge_tombstones (
+            id TEXT PRIMARY KEY, node_id TEXT NOT NULL, scope TEXT NOT NULL, doc TEXT NOT NULL)""",
+        "CREATE INDEX knowledge_tombstones_by_node ON knowledge_tombstones (node_id)",
+        "CREATE INDEX knowledge_tombstones_by_scope ON knowledge_tombstones (scope)",
+        """CREATE TABLE knowledge_outbox (
+            id TEXT PRIMARY KEY, idempotency_key TEXT NOT NULL UNIQUE, status TEXT NOT NULL,
+            doc TEXT NOT NULL)""",
+        "CREATE INDEX knowledge_outbox_open ON knowledge_outbox (id) WHERE status <> 'completed'",
+        # The embedding as little-endian float32 bytes: exactly what was stored comes back.
+        """CREATE TABLE knowledge_vectors (
+            document_id TEXT PRIMARY KEY, record_id TEXT NOT NULL, scope TEXT NOT NULL,
+            embedder TEXT NOT NULL, dimensions INTEGER NOT NULL, vector BYTEA NOT NULL)""",
+        "CREATE INDEX knowledge_vectors_by_scope ON knowledge_vectors (scope)",
+    ]
+    for statement in statements:
+        conn.execute(statement)
 
 
 def _load(cls: type[M], doc: str) -> M:
