@@ -295,6 +295,31 @@ def test_failing_migration_rolls_back_with_its_record(tmp_path: Path) -> None:
         assert [m.name for m in fresh.pending(conn)] == ["m002_broken"]
 
 
+def test_a_step_that_waits_is_rolled_back_and_stays_pending(tmp_path: Path) -> None:
+    fresh = MigrationSet(SQLITE)
+    ready = [False]
+
+    @fresh.register
+    def m001_needs_an_extension(conn: sqlite3.Connection) -> bool:
+        conn.execute("CREATE TABLE early (x)")
+        return ready[0]
+
+    @fresh.register
+    def m002_independent(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE later (x)")
+
+    def tables(conn: sqlite3.Connection) -> set[str]:
+        return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    with blank_connection(tmp_path / "m.db") as conn:
+        assert fresh.migrate(conn) == ["m002_independent"]  # later steps still run
+        assert "early" not in tables(conn) and "later" in tables(conn)
+        assert [m.name for m in fresh.pending(conn)] == ["m001_needs_an_extension"]
+        ready[0] = True
+        assert fresh.migrate(conn) == ["m001_needs_an_extension"]
+        assert "early" in tables(conn) and fresh.pending(conn) == []
+
+
 @pytest.mark.anyio
 async def test_database_from_a_newer_obsmem_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "om.db"

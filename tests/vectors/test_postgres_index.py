@@ -12,6 +12,7 @@ import pytest
 
 from obsmem.errors import ConfigError, StorageError
 from obsmem.vectors import PostgresVectorIndex
+from obsmem.vectors.postgres import POSTGRES_VECTOR_MIGRATIONS, VECTOR_MIGRATIONS_TABLE
 
 from ..postgres_fixtures import PostgresServer, database_url
 
@@ -264,3 +265,12 @@ async def test_search_replace_and_delete_agree_with_a_cosine_ranking(
 def unit(vector: list[float]) -> np.ndarray:
     row = np.asarray(vector, dtype=np.float64)
     return row / np.linalg.norm(row)
+
+
+async def test_the_tables_are_a_migrated_schema_of_their_own(postgres_url: str) -> None:
+    await (await PostgresVectorIndex.open(postgres_url, DIMS)).close()
+    with psycopg.connect(postgres_url) as conn:
+        steps = [row[0] for row in conn.execute(f"SELECT name FROM {VECTOR_MIGRATIONS_TABLE} ORDER BY name")]
+        store_steps = [row[0] for row in conn.execute("SELECT name FROM _obsmem_migrations ORDER BY name")]
+    assert steps == POSTGRES_VECTOR_MIGRATIONS.names() == ["m001_vector_tables", "m002_pgvector_rows"]
+    assert store_steps == ["m001_initial", "m002_vectors"]  # the store's schema is untouched

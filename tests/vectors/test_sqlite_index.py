@@ -10,8 +10,11 @@ import anyio
 import numpy as np
 import pytest
 
-from obsmem.errors import ConfigError, StorageError
+from obsmem.errors import ConfigError, MigrationError, StorageError
+from obsmem.storage import SQLiteStore
+from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE_MIGRATIONS
 from obsmem.vectors import SQLiteVectorIndex
+from obsmem.vectors.sqlite import SQLITE_VECTOR_MIGRATIONS, VECTOR_MIGRATIONS_TABLE
 
 pytestmark = pytest.mark.anyio
 
@@ -142,5 +145,45 @@ async def test_not_a_database_is_a_storage_error(tmp_path: Path) -> None:
     path.write_bytes(b"this is not sqlite" * 100)
     index = SQLiteVectorIndex(path, dimensions=DIMS)
     with pytest.raises(StorageError, match="writable SQLite database"):
+        await index.count()
+    await index.close()
+
+
+async def test_the_tables_are_a_migrated_schema_of_their_own(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    async with SQLiteStore(path) as store:  # the message store in the same file
+        await store.get_thread("t1")
+    index = await SQLiteVectorIndex.open(path, dimensions=DIMS)
+    await index.close()
+    with sqlite3.connect(path) as conn:
+        vector_steps = [row[0] for row in conn.execute(f"SELECT name FROM {VECTOR_MIGRATIONS_TABLE}")]
+        store_steps = [row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")]
+    assert vector_steps == SQLITE_VECTOR_MIGRATIONS.names() == ["m001_vector_tables"]
+    assert store_steps == SQLITE_MIGRATIONS.names()  # the store's steps are untouched
+
+
+async def test_a_file_from_before_the_vector_migrations_is_adopted(tmp_path: Path) -> None:
+    """Files written when the index created its tables itself: the step records them, data kept."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE obsmem_vector_indexes (name TEXT PRIMARY KEY, dimensions, space)")
+        conn.execute("CREATE TABLE obsmem_vectors (index_name, key, namespace, vector, UNIQUE (index_name, key))")
+        conn.execute("INSERT INTO obsmem_vector_indexes VALUES ('default', ?, 's')", (DIMS,))
+        conn.execute("INSERT INTO obsmem_vectors VALUES ('default', 'old', 'n/', ?)", (basis(3).tobytes(),))
+    index = await SQLiteVectorIndex.open(path, dimensions=DIMS, space="s")
+    assert [h.key for h in await index.search(basis(3), 1)] == ["old"]
+    await index.close()
+    with sqlite3.connect(path) as conn:
+        steps = [row[0] for row in conn.execute(f"SELECT name FROM {VECTOR_MIGRATIONS_TABLE}")]
+    assert steps == ["m001_vector_tables"]
+
+
+async def test_a_file_from_a_newer_obsmem_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v.db"
+    await (await SQLiteVectorIndex.open(path, dimensions=DIMS)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"INSERT INTO {VECTOR_MIGRATIONS_TABLE} VALUES ('m999_future', 'x')")
+    index = SQLiteVectorIndex(path, dimensions=DIMS)
+    with pytest.raises(MigrationError, match="newer obsmem"):
         await index.count()
     await index.close()

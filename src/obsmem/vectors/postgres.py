@@ -21,9 +21,13 @@ Design choices, and why:
 * **Several indexes per database.** Rows carry an index ``name``; ``obsmem_vector_indexes``
   records each one's ``dimensions``, ``space`` (the embedder's name) and layout, and reopening
   with another size or embedder is refused, as :class:`~obsmem.vectors.SQLiteVectorIndex` does.
-* **Safe concurrent creation.** The tables (and the extension) are created inside one
-  transaction holding a transaction-level advisory lock, so processes opening indexes on a new
-  database at the same moment wait for each other instead of colliding in the catalog.
+* **A schema of its own, migrated.** The tables (and the extension) are numbered steps of
+  :data:`POSTGRES_VECTOR_MIGRATIONS`, recorded in ``_obsmem_vector_migrations`` and applied
+  under obsmem's migration lock when an index object first connects, so processes opening
+  indexes on a new database at the same moment wait for each other instead of colliding in the
+  catalog. The pgvector table's step waits (stays pending, retried at the next open) on a server
+  that cannot give the ``vector`` extension yet. A new index name is registered under a
+  transaction-level advisory lock of its own, so two processes creating it agree on its layout.
 * **One connection per index object**, in autocommit mode, used by one operation at a time
   (an :class:`asyncio.Lock`), so a multi-row upsert is one transaction that no other operation
   of this object interleaves with. A connection that broke is replaced at the next call.
@@ -43,6 +47,7 @@ import psycopg
 from psycopg import sql
 
 from obsmem.errors import ConfigError, ObsmemError, StorageError
+from obsmem.migrations import POSTGRESQL, MigrationSet
 
 from .base import (
     VectorHit,
@@ -55,7 +60,7 @@ from .base import (
     spread_namespaces,
 )
 
-__all__ = ["PostgresVectorIndex"]
+__all__ = ["POSTGRES_VECTOR_MIGRATIONS", "VECTOR_MIGRATIONS_TABLE", "PostgresVectorIndex"]
 
 Conn = psycopg.AsyncConnection[Any]
 Layout = Literal["pgvector", "array"]
@@ -63,36 +68,64 @@ Layout = Literal["pgvector", "array"]
 # pgvector's ceiling for hnsw.ef_search; an approximate search for more goes straight to exact.
 _MAX_EF_SEARCH = 1000
 _MIN_EF_SEARCH = 40
-# pg_advisory_xact_lock key for schema creation: the bytes "obsmvec1" as a bigint.
-_SCHEMA_LOCK = 0x6F62736D76656331
-_INDEXES_TABLE = """CREATE TABLE IF NOT EXISTS obsmem_vector_indexes (
-    name text PRIMARY KEY,
-    dimensions integer NOT NULL,
-    space text NOT NULL,
-    layout text NOT NULL
-)"""
-_ARRAY_TABLE = (
-    """CREATE TABLE IF NOT EXISTS obsmem_vector_arrays (
-        index_name text NOT NULL,
-        key text NOT NULL,
-        namespace text NOT NULL,
-        embedding real[] NOT NULL,
-        PRIMARY KEY (index_name, key)
-    )""",
-    "CREATE INDEX IF NOT EXISTS obsmem_vector_arrays_by_namespace "
-    "ON obsmem_vector_arrays (index_name, namespace text_pattern_ops)",
+# pg_advisory_xact_lock key for registering an index name: the bytes "obsmvec1" as a bigint.
+_REGISTRY_LOCK = 0x6F62736D76656331
+
+VECTOR_MIGRATIONS_TABLE = "_obsmem_vector_migrations"
+POSTGRES_VECTOR_MIGRATIONS: MigrationSet[psycopg.Connection[Any]] = MigrationSet(
+    POSTGRESQL, VECTOR_MIGRATIONS_TABLE, "postgresql-vectors"
 )
-_PGVECTOR_TABLE = (
-    """CREATE TABLE IF NOT EXISTS obsmem_vector_rows (
-        index_name text NOT NULL,
-        key text NOT NULL,
-        namespace text NOT NULL,
-        embedding vector NOT NULL,
-        PRIMARY KEY (index_name, key)
-    )""",
-    "CREATE INDEX IF NOT EXISTS obsmem_vector_rows_by_namespace "
-    "ON obsmem_vector_rows (index_name, namespace text_pattern_ops)",
-)
+
+
+@POSTGRES_VECTOR_MIGRATIONS.register
+def m001_vector_tables(conn: psycopg.Connection[Any]) -> None:
+    """The registry of named indexes and the plain-array layout's table."""
+    # IF NOT EXISTS: databases written before this step was recorded already have the tables.
+    statements = [
+        """CREATE TABLE IF NOT EXISTS obsmem_vector_indexes (
+            name text PRIMARY KEY,
+            dimensions integer NOT NULL,
+            space text NOT NULL,
+            layout text NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS obsmem_vector_arrays (
+            index_name text NOT NULL,
+            key text NOT NULL,
+            namespace text NOT NULL,
+            embedding real[] NOT NULL,
+            PRIMARY KEY (index_name, key)
+        )""",
+        "CREATE INDEX IF NOT EXISTS obsmem_vector_arrays_by_namespace "
+        "ON obsmem_vector_arrays (index_name, namespace text_pattern_ops)",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
+@POSTGRES_VECTOR_MIGRATIONS.register
+def m002_pgvector_rows(conn: psycopg.Connection[Any]) -> bool:
+    """The pgvector layout's table; waits (False) while the server cannot give the extension."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+        try:
+            with conn.transaction():  # a savepoint: a refusal must not abort the step's transaction
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error:
+            return False
+    statements = [
+        """CREATE TABLE IF NOT EXISTS obsmem_vector_rows (
+            index_name text NOT NULL,
+            key text NOT NULL,
+            namespace text NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (index_name, key)
+        )""",
+        "CREATE INDEX IF NOT EXISTS obsmem_vector_rows_by_namespace "
+        "ON obsmem_vector_rows (index_name, namespace text_pattern_ops)",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+    return True
+
 
 # The statements of each layout. Keys sort with COLLATE "C" (code-point order, as Python sorts),
 # so ties break exactly as in the in-memory index whatever the database's collation.
@@ -226,7 +259,8 @@ class PostgresVectorIndex:
             ) from exc
         try:
             if self._layout is None:
-                self._layout = await self._create_schema(conn)
+                await asyncio.to_thread(self._migrate)
+                self._layout = await self._register(conn)
         except psycopg.Error as exc:
             await conn.close()
             raise StorageError(
@@ -239,12 +273,16 @@ class PostgresVectorIndex:
         self._connection = conn
         return conn
 
-    async def _create_schema(self, conn: Conn) -> Layout:
+    def _migrate(self) -> None:
+        """Bring the vector tables up to date (blocking: run on a thread, on a connection of its own)."""
+        timeout = max(1, int(self.connect_timeout_s))
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=timeout) as conn:
+            POSTGRES_VECTOR_MIGRATIONS.migrate(conn)
+
+    async def _register(self, conn: Conn) -> Layout:
+        """This index's layout: recorded, or chosen now and recorded for the next opener."""
         async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            await conn.execute(_INDEXES_TABLE)
-            for statement in _ARRAY_TABLE:
-                await conn.execute(statement)
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_REGISTRY_LOCK,))
             cur = await conn.execute(
                 "SELECT dimensions, space, layout FROM obsmem_vector_indexes WHERE name = %s", (self.name,)
             )
@@ -253,10 +291,8 @@ class PostgresVectorIndex:
             if row is not None:
                 layout = self._check_identity(int(row[0]), str(row[1]), str(row[2]))
             else:
-                if self.use_pgvector is not False and await self._pgvector_available(conn):
+                if self.use_pgvector is not False and await self._pgvector_ready(conn):
                     layout = "pgvector"
-                    for statement in _PGVECTOR_TABLE:
-                        await conn.execute(statement)
                 await conn.execute(
                     "INSERT INTO obsmem_vector_indexes (name, dimensions, space, layout) "
                     "VALUES (%s, %s, %s, %s)",
@@ -293,22 +329,19 @@ class PostgresVectorIndex:
             "ORDER BY embedding::{type} <#> %s::{type} LIMIT %s"
         ).format(type=self._vector_type(), name=sql.Literal(self.name))
 
-    async def _pgvector_available(self, conn: Conn) -> bool:
-        """Whether the ``vector`` extension is (or could now be) installed in this database."""
-        cur = await conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-        if await cur.fetchone() is None:
-            try:
-                async with conn.transaction():  # a savepoint: a refusal leaves the outer transaction usable
-                    await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except psycopg.Error as exc:
-                if self.use_pgvector:
-                    raise ConfigError(
-                        "vectors.use_pgvector",
-                        f"the pgvector extension cannot be created in {redact_password(self.url)}: {exc}",
-                        allowed="False or None (plain arrays), or install pgvector on the server",
-                    ) from exc
-                return False
-        return True
+    async def _pgvector_ready(self, conn: Conn) -> bool:
+        """Whether the pgvector layout's table exists (its migration step ran)."""
+        cur = await conn.execute("SELECT to_regclass('obsmem_vector_rows')")
+        row = await cur.fetchone()
+        if row is not None and row[0] is not None:
+            return True
+        if self.use_pgvector:
+            raise ConfigError(
+                "vectors.use_pgvector",
+                f"the pgvector extension is not installed in {redact_password(self.url)} and cannot be created",
+                allowed="False or None (plain arrays), or install pgvector on the server",
+            )
+        return False
 
     def _check_identity(self, dimensions: int, space: str, layout: str) -> Layout:
         where = f"index '{self.name}' in {redact_password(self.url)}"

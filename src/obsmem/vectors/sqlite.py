@@ -17,6 +17,10 @@ Design choices, and why:
   its ``dimensions`` and ``space`` (the embedder's name): reopening with another size or
   embedder is refused, because mixing vector spaces gives meaningless scores. The tables
   have their own names, so the index may share a file with the message store.
+* **A schema of its own, migrated.** The tables are numbered steps of
+  :data:`SQLITE_VECTOR_MIGRATIONS`, recorded in ``_obsmem_vector_migrations`` (apart from the
+  message store's table, so the two evolve separately in a shared file), applied when the
+  index first connects.
 * **One worker thread owns the connection** and runs every operation, so writes, cache
   updates and searches never interleave and the event loop never blocks on the file.
 """
@@ -35,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from obsmem.errors import ConfigError, ObsmemError, StorageError
+from obsmem.migrations import SQLITE, MigrationSet
 
 from .base import (
     VectorHit,
@@ -48,26 +53,39 @@ from .base import (
 )
 from .exact import ExactMatrix
 
-__all__ = ["SQLiteVectorIndex"]
+__all__ = ["SQLITE_VECTOR_MIGRATIONS", "VECTOR_MIGRATIONS_TABLE", "SQLiteVectorIndex"]
 
 T = TypeVar("T")
 _LITTLE_ENDIAN_FLOAT32 = np.dtype("<f4")
 _BUSY_TIMEOUT_MS = 10_000
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS obsmem_vector_indexes (
-        name TEXT PRIMARY KEY,
-        dimensions INTEGER NOT NULL,
-        space TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS obsmem_vectors (
-        index_name TEXT NOT NULL,
-        key TEXT NOT NULL,
-        namespace TEXT NOT NULL,
-        vector BLOB NOT NULL,
-        UNIQUE (index_name, key)
-    )""",
-    "CREATE INDEX IF NOT EXISTS obsmem_vectors_by_namespace ON obsmem_vectors (index_name, namespace)",
+VECTOR_MIGRATIONS_TABLE = "_obsmem_vector_migrations"
+SQLITE_VECTOR_MIGRATIONS: MigrationSet[sqlite3.Connection] = MigrationSet(
+    SQLITE, VECTOR_MIGRATIONS_TABLE, "sqlite-vectors"
 )
+
+
+@SQLITE_VECTOR_MIGRATIONS.register
+def m001_vector_tables(conn: sqlite3.Connection) -> None:
+    # IF NOT EXISTS: files written before this step was recorded already have the tables.
+    statements = [
+        """CREATE TABLE IF NOT EXISTS obsmem_vector_indexes (
+            name TEXT PRIMARY KEY,
+            dimensions INTEGER NOT NULL,
+            space TEXT NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS obsmem_vectors (
+            index_name TEXT NOT NULL,
+            key TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            UNIQUE (index_name, key)
+        )""",
+        "CREATE INDEX IF NOT EXISTS obsmem_vectors_by_namespace ON obsmem_vectors (index_name, namespace)",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
 _UPSERT = (
     "INSERT INTO obsmem_vectors (index_name, key, namespace, vector) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (index_name, key) DO UPDATE SET namespace = excluded.namespace, vector = excluded.vector"
@@ -153,9 +171,8 @@ class SQLiteVectorIndex:
             conn.execute("PRAGMA page_size = 8192")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+            SQLITE_VECTOR_MIGRATIONS.migrate(conn)
             with _transaction(conn):
-                for statement in _SCHEMA:
-                    conn.execute(statement)
                 self._check_or_record_identity(conn)
         except BaseException:
             conn.close()

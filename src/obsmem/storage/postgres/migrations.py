@@ -1,8 +1,7 @@
 """PostgreSQL schema migrations: the same numbered, recorded steps as SQLite's, for PostgreSQL.
 
-The framework is :class:`~obsmem.storage.migrations.MigrationSet`; this module adds the
-PostgreSQL :class:`~obsmem.storage.migrations.Dialect`, how to run a step safely on a server
-that many processes (and machines) may open at once:
+The framework and the PostgreSQL dialect are :mod:`obsmem.migrations`; how a step runs safely
+on a server that many processes (and machines) may open at once:
 
 * Each step runs in one transaction together with the insert of its row in the version table
   (PostgreSQL DDL is transactional), so a crash leaves the database before or after the step,
@@ -10,8 +9,8 @@ that many processes (and machines) may open at once:
 * The transaction first takes ``pg_advisory_xact_lock`` on :data:`ADVISORY_LOCK_KEY`: concurrent
   migrators queue on it, and the one that gets it second re-reads the table, sees the step done
   and skips it. Without the lock two processes could both run ``CREATE TABLE`` and one would
-  fail. Every obsmem schema in a database (the message store's, the knowledge store's) takes
-  this one lock, so all schema changes in a database queue behind each other.
+  fail. Every obsmem schema in a database (the message store's, the knowledge store's, the
+  vector indexes') takes this one lock, so all schema changes in a database queue behind each other.
 
 Migrations run on a plain (synchronous) psycopg connection in autocommit mode, which is what
 ``obsmem migrate`` has too; the async store runs them on a thread when it first opens.
@@ -25,49 +24,15 @@ where they change without the document being rewritten, and columns win when a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from obsmem.errors import MigrationError
-from obsmem.storage.migrations import Dialect, MigrationSet
+from obsmem.migrations import ADVISORY_LOCK_KEY, POSTGRESQL, MigrationSet, PostgresDialect
 
 __all__ = ["ADVISORY_LOCK_KEY", "POSTGRESQL", "POSTGRES_MIGRATIONS", "PostgresDialect", "migrate", "pending"]
 
 Conn = psycopg.Connection[Any]
-
-# pg_advisory_xact_lock takes a bigint; this one is "obsmem" in ASCII, so it is recognisable in
-# pg_locks and unlikely to collide with another application's lock.
-ADVISORY_LOCK_KEY = 0x6F62736D656D
-
-
-class PostgresDialect(Dialect[Conn]):
-    """PostgreSQL: expects a connection in autocommit mode; steps serialise on an advisory lock."""
-
-    name = "postgresql"
-    param = "%s"
-    timestamp_type = "TIMESTAMPTZ"
-
-    def table_exists(self, conn: Conn, table: str) -> bool:
-        row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
-        return row is not None and row[0] is not None
-
-    @contextmanager
-    def step(self, conn: Conn) -> Iterator[None]:
-        if not conn.autocommit:
-            raise MigrationError("PostgreSQL migrations need a connection opened with autocommit=True.")
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
-            yield
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
-POSTGRESQL = PostgresDialect()
 
 POSTGRES_MIGRATIONS: MigrationSet[Conn] = MigrationSet(POSTGRESQL)
 
