@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from obsmem.om.offline import OfflineObserver
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.storage.contract import BufferedChunk
 from obsmem.storage.memory import MemoryStore
+from obsmem.types import DataPart
 
 from .helpers import Conversation, chat_turns, fake_clock
 from .test_lifecycle import assert_each_message_once
@@ -304,7 +306,7 @@ async def test_idle_buffering_at_turn_end_skips_the_minimum_and_tolerates_failur
 
 
 @pytest.mark.parametrize("options", [{"buffer_on_idle": False}, {"buffer_tokens": False}])
-async def test_no_idle_buffering_when_off(options: dict[str, object]) -> None:
+async def test_no_idle_buffering_when_off(options: dict[str, Any]) -> None:
     observer = CountingObserver()
     memory = Memory("memory://", config=buffered_config(**options), observer=observer, clock=fake_clock())
     async with memory:
@@ -330,7 +332,7 @@ async def test_a_failing_idle_buffer_never_reaches_the_caller() -> None:
         record = await memory.get_record("t1")
         assert record is not None and record.buffered_chunks == () and record.cursor("t1") == 0
         failed = [p for m in await memory.list_messages("t1") for p in m.parts
-                  if getattr(p, "name", "") == "om-buffering-failed"]
+                  if isinstance(p, DataPart) and p.name == "om-buffering-failed"]
         assert failed and "observer down" in failed[0].data["error"]
         assert await memory.store.list_leases() == []
 
