@@ -43,6 +43,12 @@ logger = logging.getLogger("obsmem")
 
 
 class Engine:
+    """One engine over one store: the transitions, the step boundary, and the parts they share.
+
+    ``engine.buffered`` is the background lifecycle when buffering is on (and a ``spawn`` handle
+    was given), else None. ``commit_policy`` sets the commit loop's attempts and pauses.
+    """
+
     def __init__(
         self,
         *,

@@ -54,6 +54,8 @@ ActivationTrigger = Literal["threshold", "ttl", "provider_change"]
 
 
 class ActivateStep:
+    """Buffered chunks become active observations: no model call, one commit."""
+
     def __init__(self, core: Core) -> None:
         self.core = core
 
@@ -131,6 +133,8 @@ class ActivateStep:
 
 
 class ObserveStep:
+    """Unobserved messages become observations: one observer call per batch, one commit each."""
+
     def __init__(self, core: Core, activation: ActivateStep) -> None:
         self.core = core
         self.activation = activation
@@ -394,6 +398,8 @@ def _combined(outcomes: Sequence[CycleOutcome]) -> CycleOutcome:
 
 
 class ReflectStep:
+    """The observations are condensed into a new generation: one reflector call, one commit."""
+
     def __init__(self, core: Core) -> None:
         self.core = core
 
