@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from obsmem.om.buffering import split_model_id
 from obsmem.profiles import (
     ModelId,
     accepts_temperature,
@@ -50,12 +49,6 @@ def test_parse_model_id(spec: str | None, expected: tuple[str, str]) -> None:
     parsed = parse_model_id(spec)
     assert parsed == ModelId(*expected)
     assert (parsed.provider, parsed.model) == expected
-
-
-@pytest.mark.parametrize(("spec", "expected"), MODEL_IDS)
-def test_buffering_reads_model_ids_the_same_way(spec: str | None, expected: tuple[str, str]) -> None:
-    """The engine's provider-change check and profiles agree on every id (one parser)."""
-    assert split_model_id(spec) == expected
 
 
 def test_model_id_unpacks_like_a_tuple() -> None:
