@@ -82,6 +82,35 @@ async def test_list_by_resource_oldest_first_with_paging(store: Store) -> None:
     assert await store.list_threads("nobody") == []
 
 
+async def test_list_all_threads_spans_resources_oldest_first_with_paging(store: Store) -> None:
+    assert await store.list_all_threads() == []
+    # Several resources, inserted out of time order, with a tie that insertion order must break.
+    await store.create_thread(Thread(id="late", resource_id="r2", created_at=T0 + timedelta(minutes=3)))
+    await store.create_thread(Thread(id="first", resource_id="r1", created_at=T0))
+    await store.create_thread(Thread(id="tie-1", resource_id="r3", created_at=T0 + timedelta(minutes=1)))
+    await store.create_thread(Thread(id="tie-2", resource_id="r1", created_at=T0 + timedelta(minutes=1)))
+    # Ordering is by instant, whatever offset the time was written with.
+    later = (T0 + timedelta(seconds=90)).astimezone(timezone_plus(-7))
+    await store.create_thread(Thread(id="mid", resource_id="r2", created_at=later))
+
+    everything = await store.list_all_threads()
+    assert [t.id for t in everything] == ["first", "tie-1", "tie-2", "mid", "late"]
+    assert [t.resource_id for t in everything] == ["r1", "r3", "r1", "r2", "r2"]
+    assert everything[0] == await store.get_thread("first")  # whole threads, as stored
+    assert [t.id for t in await store.list_all_threads(limit=2)] == ["first", "tie-1"]
+    assert [t.id for t in await store.list_all_threads(limit=2, offset=2)] == ["tie-2", "mid"]
+    assert [t.id for t in await store.list_all_threads(offset=4)] == ["late"]
+    assert await store.list_all_threads(limit=0) == []
+    assert await store.list_all_threads(offset=9) == []
+
+    assert await store.delete_thread("tie-1")
+    assert [t.id for t in await store.list_all_threads()] == ["first", "tie-2", "mid", "late"]
+    with pytest.raises(InvalidInputError):
+        await store.list_all_threads(limit=-1)
+    with pytest.raises(InvalidInputError):
+        await store.list_all_threads(offset=-1)
+
+
 async def test_negative_paging_is_refused(store: Store) -> None:
     with pytest.raises(InvalidInputError):
         await store.list_threads("r1", limit=-1)

@@ -238,6 +238,54 @@ async def test_store_migrate_lists_then_applies_the_steps_of_a_blank_file(tmp_pa
         assert await store.migrate() == [] and await store.migrate(dry_run=True) == []
 
 
+def _folder_state(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under ``folder``: size, modification time and content, to show nothing changed."""
+    return {
+        str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.anyio
+async def test_dry_run_creates_neither_the_folder_nor_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "not" / "yet" / "om.db"
+    async with SQLiteStore(path) as store:
+        assert await store.migrate(dry_run=True) == ALL_MIGRATIONS
+    assert not (tmp_path / "not").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_dry_run_on_an_existing_file_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "om.db"
+    await seeded(path)
+    # An older database: its newest step not applied yet.
+    conn = blank_connection(path)
+    try:
+        conn.execute(f"DELETE FROM {MIGRATIONS_TABLE} WHERE name = ?", (ALL_MIGRATIONS[-1],))
+    finally:
+        conn.close()
+    before = _folder_state(tmp_path)
+    assert list(before) == ["data/om.db"]  # closed cleanly: no -wal / -shm beside it
+
+    async with SQLiteStore(path) as store:
+        assert await store.migrate(dry_run=True) == [ALL_MIGRATIONS[-1]]
+    assert _folder_state(tmp_path) == before
+
+    # While another connection has the file open (its WAL files present), a dry run still reads.
+    holder = blank_connection(path)
+    try:
+        assert holder.execute("SELECT COUNT(*) FROM threads").fetchone() == (1,)
+        during = set(_folder_state(tmp_path))
+        assert during == {"data/om.db", "data/om.db-wal", "data/om.db-shm"}
+        async with SQLiteStore(path) as store:
+            assert await store.migrate(dry_run=True) == [ALL_MIGRATIONS[-1]]
+        assert set(_folder_state(tmp_path)) == during
+    finally:
+        holder.close()
+
+
 @pytest.mark.anyio
 async def test_migration_table_records_what_ran(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "om.db") as store:

@@ -1,9 +1,9 @@
 """``obsmem threads`` and ``obsmem show``: what a store holds, read through the public Store contract.
 
-``threads`` lists a resource's threads with their message count, what memory observed and still
-has pending, and how many generations the observations went through. ``show`` draws one thread:
-its state, the active observations, the raw messages not yet observed, every generation, and the
-lifecycle markers the cycles left on the messages. Nothing here writes to the store.
+``threads`` lists the store's threads (or one resource's) with their message count, what memory
+observed and still has pending, and how many generations the observations went through. ``show``
+draws one thread: its state, the active observations, the raw messages not yet observed, every
+generation, and the lifecycle markers the cycles left on the messages. Nothing here writes to the store.
 """
 
 from __future__ import annotations
@@ -99,10 +99,14 @@ async def _all_generations(store: Store, lineage: str) -> list[ObservationRecord
             return found
 
 
-async def _all_threads(store: Store, resource_id: str) -> list[Thread]:
+async def _all_threads(store: Store, resource_id: str | None) -> list[Thread]:
+    """A resource's threads, or with ``resource_id`` None every thread in the store; oldest first."""
     found: list[Thread] = []
     while True:
-        page = await store.list_threads(resource_id, limit=PAGE, offset=len(found))
+        if resource_id is None:
+            page = await store.list_all_threads(limit=PAGE, offset=len(found))
+        else:
+            page = await store.list_threads(resource_id, limit=PAGE, offset=len(found))
         found += page
         if len(page) < PAGE:
             return found
@@ -116,7 +120,7 @@ class ThreadRow:
     updated: datetime
 
 
-async def _thread_rows(store: Store, resource_id: str) -> list[ThreadRow]:
+async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]:
     rows: list[ThreadRow] = []
     for thread in await _all_threads(store, resource_id):
         memory = await _memory_of(store, thread)
@@ -164,19 +168,22 @@ def _tokens(value: int | None) -> str:
 def threads(
     store: StoreOption,
     resource: Annotated[
-        str,
-        typer.Option(help="Whose threads: a resource (user) id, e.g. demo-user for `obsmem demo`. The store "
-                          "contract lists threads per resource."),  # fmt: skip
-    ],
+        str | None,
+        typer.Option(help="Only this resource's (user's) threads, e.g. demo-user for `obsmem demo`. "
+                          "Without it, every thread in the store."),  # fmt: skip
+    ] = None,
 ) -> None:
-    """List a resource's threads: messages, observed and pending tokens, generations, last update."""
+    """List the threads (all, or one resource's): messages, observed and pending tokens, generations,
+    last update."""
     rows = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource))
     console = _console()
     if not rows:
-        console.print(f"no threads for resource '{escape(resource)}'", highlight=False)
+        whose = f"for resource '{escape(resource)}'" if resource is not None else "in this store"
+        console.print(f"no threads {whose}", highlight=False)
         return
+    title = "All threads" if resource is None else f"Threads of {escape(resource)}"
     # No vertical rules: the ids stay whole, on one line, in an 80-column terminal.
-    table = Table(title=f"Threads of {escape(resource)}", caption="observed, pending: message tokens",
+    table = Table(title=title, caption="observed, pending: message tokens",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fmt: skip
     for column in ("thread", "resource", "messages", "observed", "pending", "generations", "updated"):
         numeric = column not in ("thread", "resource", "updated")

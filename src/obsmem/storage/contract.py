@@ -292,6 +292,15 @@ class Store(Protocol):
         """Threads of a resource, oldest first."""
         ...
 
+    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        """Every thread of every resource, oldest first (``created_at``, then insertion order).
+
+        For tools that show what a store holds (``obsmem threads`` without ``--resource``); an
+        engine serving a user lists that user's threads with :meth:`list_threads`. Negative
+        ``limit`` or ``offset`` → InvalidInputError.
+        """
+        ...
+
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         """Compare-and-set on ``version``; returns the stored thread, or None when stale/gone."""
         ...

@@ -141,6 +141,11 @@ class MemoryStore(ClosingContext):
         )
         return [_copy(t) for t in _page(threads, limit, offset)]
 
+    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        self._open()
+        threads = sorted(self._threads.values(), key=lambda t: (t.created_at, self._thread_order[t.id]))
+        return [_copy(t) for t in _page(threads, limit, offset)]
+
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         self._open()
         stored = self._threads.get(thread.id)

@@ -271,6 +271,17 @@ class PostgresStore(ClosingContext):
 
         return await self._read(op)
 
+    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        _check_page(limit, offset)
+
+        async def op(conn: Conn) -> list[Thread]:
+            cur = await conn.execute(
+                "SELECT version, doc FROM threads ORDER BY created_us, pk LIMIT %s OFFSET %s", (limit, offset)
+            )
+            return [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
+
+        return await self._read(op)
+
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         async def op(conn: Conn) -> Thread | None:
             stored = await self._get_thread(conn, thread.id, "FOR NO KEY UPDATE")

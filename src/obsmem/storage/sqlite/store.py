@@ -252,14 +252,33 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     def _migrate_file(self, dry_run: bool) -> list[str]:
         try:
+            if dry_run:
+                return self._pending_in_file()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
-                return migrations.pending(conn) if dry_run else migrations.migrate(conn)
+                return migrations.migrate(conn)
             finally:
                 conn.close()
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot migrate the SQLite store {self.path}: {exc}") from exc
+
+    def _pending_in_file(self) -> list[str]:
+        """The steps a migration would apply, writing nothing: no folder, no file, no WAL files.
+
+        A missing file has every step pending. An existing one is opened read-only; when no
+        other connection has it open (no ``-wal`` file beside it) it is read as immutable, since
+        even a read-only connection to a WAL database would leave ``-wal`` and ``-shm`` behind.
+        """
+        if not self.path.exists():
+            return migrations.SQLITE_MIGRATIONS.names()
+        in_use = self.path.with_name(self.path.name + "-wal").exists()
+        uri = f"{self.path.as_uri()}?{'mode=ro' if in_use else 'immutable=1'}"
+        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            return migrations.pending(conn)
+        finally:
+            conn.close()
 
     # -- threads --------------------------------------------------------------------------------
     @staticmethod
@@ -294,6 +313,17 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             rows = conn.execute(
                 "SELECT * FROM threads WHERE resource_id = ? ORDER BY created_us, pk LIMIT ? OFFSET ?",
                 (resource_id, limit, offset),
+            )
+            return [_model(Thread, row) for row in rows]
+
+        return await self._read(op)
+
+    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        _check_page(limit, offset)
+
+        def op(conn: Conn) -> list[Thread]:
+            rows = conn.execute(
+                "SELECT * FROM threads ORDER BY created_us, pk LIMIT ? OFFSET ?", (limit, offset)
             )
             return [_model(Thread, row) for row in rows]
 
