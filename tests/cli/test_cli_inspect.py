@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from obsmem import Memory, Message
+from obsmem import Memory, Message, Thread
 from obsmem.cli import app
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID
 from obsmem.demo.runner import DemoReport, demo_config, run_demo
@@ -79,10 +79,34 @@ def test_threads_of_an_unknown_resource_says_so(written: Written) -> None:
     assert "no threads for resource 'nobody'" in _flat(result.output)
 
 
-def test_threads_without_a_resource_says_what_to_pass(written: Written) -> None:
-    result = runner.invoke(app, ["threads", "--store", str(written.path)])
-    assert result.exit_code == 2, result.output
-    assert "Missing option '--resource'" in _flat(result.output)
+def test_threads_without_a_resource_lists_every_thread(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+
+    async def write() -> None:
+        async with open_store(str(path)) as store:
+            await store.create_thread(Thread(id="t-ann", resource_id="ann"))
+            await store.create_thread(Thread(id="t-bob", resource_id="bob"))
+            await store.save_messages("t-bob", [Message.user("hi")])
+
+    asyncio.run(write())
+    result = runner.invoke(app, ["threads", "--store", str(path)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "All threads" in result.output
+    rows = [line.split() for line in result.output.splitlines() if line.split()[:1] in (["t-ann"], ["t-bob"])]
+    assert [row[:3] for row in rows] == [["t-ann", "ann", "0"], ["t-bob", "bob", "1"]]
+
+
+def test_threads_of_an_empty_store_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+
+    async def migrate() -> None:
+        async with open_store(str(path)) as store:
+            await store.migrate()
+
+    asyncio.run(migrate())
+    result = runner.invoke(app, ["threads", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "no threads in this store" in result.output
 
 
 def test_show_draws_observations_tail_generations_and_markers(written: Written) -> None:
