@@ -23,7 +23,7 @@ from obsmem.storage.postgres.store import PostgresStore, migrate_database, pendi
 from obsmem.storage.postgres.migrations import POSTGRES_MIGRATIONS
 from obsmem.types import Message, TextPart, Thread
 from obsmem.worker import enqueue_thread_work
-from obsmem.worker_cli import register
+from obsmem.cli.worker import register
 
 from ..pg_cluster import free_port
 from ..postgres_fixtures import PostgresServer, database_url, postgres_server  # noqa: F401
