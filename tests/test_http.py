@@ -14,16 +14,19 @@ import pytest
 
 from obsmem import _http
 from obsmem._http import (
+    RefusedConnection,
     RetryPolicy,
     error_detail,
+    is_loopback_host,
     is_transient,
     parse_retry_after,
+    refused_connection,
     status_error,
     status_verdict,
     with_retry,
 )
 from obsmem.clock import FakeClock
-from obsmem.errors import ModelRequestError, ModelUnavailableError, OperationAbortedError
+from obsmem.errors import ConfigError, ModelRequestError, ModelUnavailableError, OperationAbortedError
 
 NO_JITTER = RetryPolicy(jitter=0.0)
 
@@ -212,6 +215,200 @@ async def test_an_abort_names_what_was_retried() -> None:
     with pytest.raises(OperationAbortedError, match="retrying embeddings request"):
         await with_retry(call, clock=FakeClock(), abort=abort, what="embeddings request")
     assert calls == []
+
+
+# --- the deadline: no wait ends past RetryPolicy.max_total_s (issue 12, item 6) -----------------
+
+
+def rate_limited(retry_after: float | None = None) -> ModelUnavailableError:
+    return ModelUnavailableError("rate limited", status_code=429, retry_after=retry_after)
+
+
+def test_the_default_policy_has_a_deadline_and_refused_connection_allowances() -> None:
+    policy = RetryPolicy()
+    assert (policy.max_total_s, policy.local_refused_retries, policy.remote_refused_retries) == (300.0, 1, 3)
+    # the default schedule fits inside the deadline even at the top of its jitter
+    assert sum(min(d * 1.2, policy.max_delay_s) for d in policy.delays()) < 300
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_longer_than_the_budget_left_fails_at_once() -> None:
+    first, second = rate_limited(20), rate_limited(20)
+    call, calls = scripted(first, second, "ok")
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailableError) as caught:
+        await with_retry(call, policy=RetryPolicy(max_total_s=30, jitter=0.0), clock=clock)
+    assert clock.sleeps == [20.0], "the second 20 s wait would end at 40 s: never started"
+    assert len(calls) == 2
+    error = caught.value
+    assert error.__cause__ is second
+    assert (error.status_code, error.retry_after) == (429, 20)
+    assert "asked to wait 20 s" in str(error) and "deadline of 30 s" in str(error)
+
+
+@pytest.mark.anyio
+async def test_the_backoff_schedule_stops_at_the_deadline() -> None:
+    call, calls = scripted(*[rate_limited() for _ in range(9)])
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailableError, match="next wait is 16 s"):
+        await with_retry(call, policy=RetryPolicy(max_total_s=20, jitter=0.0), clock=clock)
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0]  # 15 s; 16 more would end at 31 s
+    assert len(calls) == 5
+
+
+@pytest.mark.anyio
+async def test_time_spent_in_the_attempts_counts_against_the_deadline() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def slow_call() -> str:
+        nonlocal calls
+        calls += 1
+        clock.advance(25)  # the attempt itself ran 25 s before failing
+        raise rate_limited()
+
+    with pytest.raises(ModelUnavailableError, match="Gave up"):
+        await with_retry(slow_call, policy=RetryPolicy(max_total_s=60, jitter=0.0), clock=clock)
+    # attempt 0-25 s, wait to 26 s, attempt 26-51 s, wait to 53 s, attempt 53-78 s: past the
+    # deadline, so the next wait is not started; the last attempt began before it
+    assert calls == 3 and clock.sleeps == [1.0, 2.0]
+    assert clock.monotonic() <= 60 + 25
+
+
+@pytest.mark.anyio
+async def test_no_deadline_keeps_the_whole_schedule() -> None:
+    call, calls = scripted(*[rate_limited(100) for _ in range(4)])
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailableError) as caught:
+        await with_retry(call, policy=RetryPolicy(max_retries=3, max_total_s=None, jitter=0.0), clock=clock)
+    assert clock.sleeps == [100.0, 100.0, 100.0]
+    assert str(caught.value) == "rate limited", "running out of retries re-raises the last error"
+
+
+@pytest.mark.parametrize(
+    ("policy", "timeout", "bound"),
+    [
+        (RetryPolicy(), 0.0, 300.0),
+        (RetryPolicy(), 600.0, 900.0),
+        (RetryPolicy(max_total_s=None), 0.0, 8 * 120.0),
+        (RetryPolicy(max_total_s=None), 10.0, 8 * 120.0 + 9 * 10.0),
+        (RetryPolicy(max_retries=2, max_total_s=1000), 5.0, 2 * 120.0 + 3 * 5.0),
+        (RetryPolicy(max_retries=0), 7.0, 7.0),
+    ],
+)
+def test_worst_case_is_the_documented_bound(policy: RetryPolicy, timeout: float, bound: float) -> None:
+    assert policy.worst_case_s(timeout) == bound
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"max_total_s": -1.0}, "retry.max_total_s"),
+        ({"max_total_s": float("nan")}, "retry.max_total_s"),
+        ({"local_refused_retries": -1}, "retry.local_refused_retries"),
+        ({"remote_refused_retries": -2}, "retry.remote_refused_retries"),
+    ],
+)
+def test_the_new_options_refuse_nonsense(kwargs: dict[str, float], option: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]
+    assert caught.value.option == option
+
+
+# --- refused connections ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("localhost", True),
+        ("LOCALHOST.", True),
+        ("ollama.localhost", True),
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("::ffff:127.0.0.1", True),
+        ("0.0.0.0", True),
+        ("api.openai.com", False),
+        ("10.0.0.5", False),
+        ("192.168.1.20", False),
+        ("localhost.example.com", False),
+        ("", False),
+    ],
+)
+def test_is_loopback_host(host: str, local: bool) -> None:
+    assert is_loopback_host(host) is local
+
+
+def test_refused_connection_is_found_anywhere_in_the_chain() -> None:
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)")
+        except OSError as os_error:
+            raise OSError("All connection attempts failed") from os_error
+    except OSError as wrapped:
+        outer = ModelUnavailableError("connection failed")
+        outer.__cause__ = wrapped
+    assert refused_connection(outer)
+    assert not refused_connection(ModelUnavailableError("connection reset"))
+    assert not refused_connection(TimeoutError())
+
+
+def refused(local: bool) -> ModelUnavailableError:
+    """What a transport raises for a refused connection: unavailable, from a RefusedConnection."""
+    error = ModelUnavailableError("connection failed (connection refused)")
+    error.__cause__ = RefusedConnection("127.0.0.1" if local else "api.example.com", local=local)
+    return error
+
+
+def test_a_refused_connection_is_an_os_error_naming_the_host() -> None:
+    refusal = RefusedConnection("127.0.0.1", local=True)
+    assert isinstance(refusal, ConnectionRefusedError) and refused_connection(refusal)
+    assert "127.0.0.1" in str(refusal) and "this machine" in str(refusal)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("local", "calls_made", "sleeps"), [(True, 2, [1.0]), (False, 4, [1.0, 2.0, 4.0])])
+async def test_a_refused_connection_has_its_own_small_allowance(
+    local: bool, calls_made: int, sleeps: list[float]
+) -> None:
+    errors = [refused(local) for _ in range(9)]
+    call, calls = scripted(*errors)
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailableError) as caught:
+        await with_retry(call, policy=NO_JITTER, clock=clock)
+    assert caught.value is errors[calls_made - 1], "the last refusal is re-raised unchanged"
+    assert is_transient(caught.value)
+    assert len(calls) == calls_made and clock.sleeps == sleeps
+
+
+@pytest.mark.anyio
+async def test_a_server_that_comes_up_after_one_refusal_is_reached() -> None:
+    call, calls = scripted(refused(True), "ok")
+    assert await with_retry(call, policy=NO_JITTER, clock=FakeClock()) == "ok"
+    assert len(calls) == 2
+
+
+@pytest.mark.anyio
+async def test_a_refusal_wrapped_once_more_is_still_a_refusal() -> None:
+    def wrapped() -> RuntimeError:
+        outer = RuntimeError("the SDK failed")
+        outer.__cause__ = refused(True)
+        return outer
+
+    call, calls = scripted(*[wrapped() for _ in range(5)])
+    with pytest.raises(RuntimeError):
+        await with_retry(call, policy=NO_JITTER, clock=FakeClock())
+    assert len(calls) == 2
+
+
+@pytest.mark.anyio
+async def test_refusals_never_exceed_max_retries() -> None:
+    call, calls = scripted(*[refused(False) for _ in range(5)])
+    with pytest.raises(ModelUnavailableError):
+        await with_retry(call, policy=RetryPolicy(max_retries=1, jitter=0.0), clock=FakeClock())
+    assert len(calls) == 2
 
 
 def test_models_retry_names_are_the_shared_ones() -> None:

@@ -23,6 +23,12 @@ body) against that table; :func:`with_retry` is the one loop that retries what i
 on a :class:`RetryPolicy` schedule, waiting on an injected :class:`~obsmem.clock.Clock` so
 tests never sleep.
 
+Every schedule is bounded twice: by a number of retries and by a deadline
+(:attr:`RetryPolicy.max_total_s`) that no wait crosses, so a provider that keeps answering 429
+costs a known amount of time, not "as long as it says". A connection refused by a server on this
+machine (a :class:`RefusedConnection` cause with ``local``) is retried once, quickly: nothing is
+listening, and nothing will be in the next four minutes either.
+
 Boundary between the foundation and the ports: it imports only :mod:`obsmem.errors` and
 :mod:`obsmem.clock` (no httpx), so it can be used by every port without loading a client.
 """
@@ -30,6 +36,8 @@ Boundary between the foundation and the ports: it imports only :mod:`obsmem.erro
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import json
 import logging
 import random
@@ -55,10 +63,13 @@ from obsmem.errors import (
 __all__ = [
     "KEY_REFUSED_STATUSES",
     "TRANSIENT_STATUSES",
+    "RefusedConnection",
     "RetryPolicy",
     "error_detail",
+    "is_loopback_host",
     "is_transient",
     "parse_retry_after",
+    "refused_connection",
     "status_error",
     "status_verdict",
     "with_retry",
@@ -297,16 +308,88 @@ def is_transient(error: object) -> bool:
     return False
 
 
+# --- refused connections -------------------------------------------------------------------
+
+
+class RefusedConnection(ConnectionRefusedError):
+    """Nothing accepted the connection to ``host``: no server listens there (yet).
+
+    A transport that sees a refused connection raises its
+    :class:`~obsmem.errors.ModelUnavailableError` *from* one of these (a server may come up,
+    so the error stays transient), which tells :func:`with_retry` how little to retry it:
+    ``RetryPolicy.local_refused_retries`` times when ``local`` (the host is this machine: a
+    local model server that is not running) and ``RetryPolicy.remote_refused_retries`` times
+    otherwise (a remote server restarting). It is an ``OSError``, not an obsmem error: callers
+    still catch ``ModelUnavailableError``, and find the host here, as its ``__cause__``.
+    """
+
+    def __init__(self, host: str | None, *, local: bool) -> None:
+        self.host = host
+        self.local = local
+        where = "this machine" if local else "a remote host"
+        super().__init__(errno.ECONNREFUSED, f"connection refused by {host or 'the server'} ({where})")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this machine.
+
+    ``localhost`` and ``*.localhost`` (RFC 6761), 127.0.0.0/8, ``::1``, the IPv4-mapped
+    loopback and the unspecified addresses (``0.0.0.0``, ``::``, which connect locally) are.
+    Other names are not resolved: a name that merely points here counts as remote.
+    """
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
+
+
+def refused_connection(error: BaseException) -> bool:
+    """Whether ``error`` or anything it wraps is the operating system's "connection refused"."""
+    queue: deque[object] = deque([error])
+    seen: set[int] = set()
+    while queue:
+        node = queue.popleft()
+        if id(node) in seen or not isinstance(node, BaseException):
+            continue
+        seen.add(id(node))
+        if isinstance(node, ConnectionRefusedError) or (
+            isinstance(node, OSError) and node.errno == errno.ECONNREFUSED
+        ):
+            return True
+        queue.extend((node.__cause__, node.__context__))
+    return False
+
+
 # --- schedule -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff: ``initial_delay_s * factor**n``, capped, with multiplicative jitter.
+    """Exponential backoff: ``initial_delay_s * factor**n``, capped, with multiplicative jitter,
+    within a deadline.
 
     The defaults wait 1, 2, 4, 8, 16, 32, 64 and 120 s before retries 1 to 8 (247 s before
     jitter), so a call gives up after about four minutes. ``max_delay_s`` is a hard ceiling
     on any single wait, including a provider's ``retry_after`` and the jittered last steps.
+
+    ``max_total_s`` (default 300 s; None for no deadline) bounds the whole loop, measured on
+    the loop's clock from the first attempt: a wait that would end past it is not started,
+    and the loop fails at once with :class:`~obsmem.errors.ModelUnavailableError` instead
+    (a ``retry-after: 20`` with 10 s of budget left fails now, it does not sleep). The default
+    schedule fits inside it; slow attempts or long ``retry-after`` waits are what it cuts. So
+    no loop runs longer than ``max_total_s`` plus the one attempt started before it, whatever
+    the provider says; :meth:`worst_case_s` gives the bound for an attempt timeout.
+
+    A refused connection (an error caused by a :class:`RefusedConnection`) is retried at most
+    ``local_refused_retries`` times (default 1) when the server is on this machine and
+    ``remote_refused_retries`` times (default 3, waiting about 1, 2 and 4 s) otherwise, within
+    ``max_retries``.
     """
 
     max_retries: int = 8
@@ -314,6 +397,9 @@ class RetryPolicy:
     factor: float = 2.0
     max_delay_s: float = 120.0
     jitter: float = 0.2
+    max_total_s: float | None = 300.0
+    local_refused_retries: int = 1
+    remote_refused_retries: int = 3
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -330,6 +416,32 @@ class RetryPolicy:
             )
         if not 0 <= self.jitter < 1:
             raise ConfigError("retry.jitter", f"{self.jitter} is out of range", allowed="0 <= jitter < 1")
+        if self.max_total_s is not None and not self.max_total_s >= 0:  # also refuses NaN
+            raise ConfigError(
+                "retry.max_total_s", f"{self.max_total_s} is not a duration", allowed=">= 0 seconds, or None"
+            )
+        for option in ("local_refused_retries", "remote_refused_retries"):
+            if getattr(self, option) < 0:
+                raise ConfigError(f"retry.{option}", f"{getattr(self, option)} is negative", allowed=">= 0")
+
+    def refused_retries(self, *, local: bool) -> int:
+        """How many times a refused connection is retried (never more than ``max_retries``)."""
+        return min(self.max_retries, self.local_refused_retries if local else self.remote_refused_retries)
+
+    def worst_case_s(self, attempt_timeout_s: float = 0.0) -> float:
+        """The longest a retry loop on this policy can take, when each attempt may run for
+        ``attempt_timeout_s`` before failing.
+
+        Without a deadline: every wait at its ceiling (a ``retry-after`` can push each one
+        there) plus every attempt at its timeout. With one: ``max_total_s`` plus the attempt
+        started just before it, if that is less. The defaults give 300 s plus one attempt.
+        """
+        if attempt_timeout_s < 0:
+            raise ValueError(f"attempt_timeout_s must be >= 0, got {attempt_timeout_s}")
+        unbounded = self.max_retries * self.max_delay_s + (self.max_retries + 1) * attempt_timeout_s
+        if self.max_total_s is None:
+            return unbounded
+        return min(unbounded, self.max_total_s + attempt_timeout_s)
 
     def delays(self) -> list[float]:
         """The wait before each retry, before jitter: one entry per retry."""
@@ -390,6 +502,37 @@ def _retry_after(error: BaseException) -> float | None:
     return error.retry_after if isinstance(error, ModelUnavailableError) else None
 
 
+def _refusal(error: BaseException) -> RefusedConnection | None:
+    """The :class:`RefusedConnection` that ``error`` is or was raised from, if any."""
+    node: BaseException | None = error
+    for _ in range(4):  # the transport's error, a wrapper or two: never a long chain
+        if node is None:
+            return None
+        if isinstance(node, RefusedConnection):
+            return node
+        node = node.__cause__
+    return None
+
+
+def _out_of_time(
+    error: BaseException, *, what: str, attempts: int, elapsed: float, delay: float, budget: float
+) -> ModelUnavailableError:
+    """The error for a wait that would end past ``budget``: says so, keeps the last status."""
+    asked = _retry_after(error)
+    if asked is not None and asked >= delay:
+        reason = f"the server asked to wait {asked:g} s"
+    else:
+        reason = f"the next wait is {delay:g} s"
+    status = error.status_code if isinstance(error, ModelUnavailableError) else None
+    return ModelUnavailableError(
+        f"Gave up on the {what} after {attempts} attempt{'s' if attempts != 1 else ''} and {elapsed:g} s: "
+        f"{reason}, which would pass the retry deadline of {budget:g} s (RetryPolicy.max_total_s). "
+        f"Last error: {error}",
+        status_code=status,
+        retry_after=asked,
+    )
+
+
 async def with_retry(
     call: Callable[[], Awaitable[T]],
     *,
@@ -405,9 +548,14 @@ async def with_retry(
 
     - A non-transient error (see :func:`is_transient`) is re-raised at once, unchanged.
     - When retries run out, the *last* error is re-raised, so the caller sees the most
-      recent state of the provider.
+      recent state of the provider. A refused connection (an error raised from a
+      :class:`RefusedConnection`) has its own, smaller allowance (:meth:`RetryPolicy.refused_retries`).
     - A delay the provider asked for (``ModelUnavailableError.retry_after``) is the least
       the loop waits, within ``policy.max_delay_s``.
+    - No wait ends past ``policy.max_total_s`` (measured on ``clock`` from the first
+      attempt): when the next one would, the loop raises a
+      :class:`~obsmem.errors.ModelUnavailableError` at once that says so, chained to the
+      last error and carrying its ``status_code`` and ``retry_after``.
     - ``abort``, when set, stops the loop: before the first call (no call is made) or during
       a backoff wait (the wait is cut short) with :class:`~obsmem.errors.OperationAbortedError`.
       A call already in flight is not interrupted by ``abort``; cancel the task for that.
@@ -420,7 +568,9 @@ async def with_retry(
     logger = logger if logger is not None else _logger
     if abort is not None and abort.is_set():
         raise OperationAbortedError(f"retrying {what}")
+    started = clock.monotonic()
     attempt = 0
+    refusals = 0
     while True:
         try:
             return await call()
@@ -428,7 +578,17 @@ async def with_retry(
             attempt += 1
             if attempt > policy.max_retries or not is_transient(error):
                 raise
+            refusal = _refusal(error)
+            if refusal is not None:
+                refusals += 1
+                if refusals > policy.refused_retries(local=refusal.local):
+                    raise
             delay = policy.delay_for(attempt, rng, retry_after=_retry_after(error))
+            elapsed, budget = clock.monotonic() - started, policy.max_total_s
+            if budget is not None and elapsed + delay > budget:
+                raise _out_of_time(
+                    error, what=what, attempts=attempt, elapsed=elapsed, delay=delay, budget=budget
+                ) from error
             logger.warning(
                 "Transient %s error, retry %d of %d in %.1f s: %s",
                 what.removesuffix(" call"),

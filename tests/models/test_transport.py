@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
+import httpx
 import pytest
 
+from obsmem._http import RefusedConnection
 from obsmem.errors import ModelRequestError, ModelUnavailableError
 from obsmem.models.retry import is_transient
 from obsmem.models.sse import ServerSentEvent, parse_sse
-from obsmem.models.transport import Endpoint, error_detail, parse_retry_after, status_error
+from obsmem.models.transport import (
+    Endpoint,
+    HttpCaller,
+    _transport_error,
+    error_detail,
+    parse_retry_after,
+    status_error,
+)
 
 ENDPOINT = Endpoint("groq", "https://api.groq.com/openai/v1", {}, "GROQ_API_KEY")
 
@@ -96,3 +106,43 @@ def test_status_mapping(status: int, kind: type[Exception], transient: bool) -> 
         assert "GROQ_API_KEY" in str(error)
     if isinstance(error, ModelUnavailableError):
         assert error.retry_after == 3.0
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_refused_connection_to_this_machine_is_a_local_refusal(host: str) -> None:
+    base_url = f"http://{host}:{_closed_port()}/v1"
+    caller = HttpCaller(Endpoint("ollama", base_url, {}, None))
+    with pytest.raises(ModelUnavailableError) as caught:
+        await caller.post_json("chat/completions", {}, timeout_s=5)
+    error = caught.value
+    refusal = error.__cause__
+    assert isinstance(refusal, RefusedConnection)
+    assert (refusal.host, refusal.local) == (host, True)
+    assert isinstance(refusal.__cause__, httpx.ConnectError), "the client's own error is kept"
+    assert is_transient(error)
+    assert f"connection failed at {base_url}" in str(error)
+    assert "start the model server" in str(error)
+
+
+def test_a_refused_remote_connection_is_not_local() -> None:
+    refused = httpx.ConnectError("All connection attempts failed")
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    error = _transport_error(ENDPOINT, refused, 5.0)
+    assert type(error) is ModelUnavailableError
+    assert isinstance(error.__cause__, RefusedConnection)
+    assert (error.__cause__.host, error.__cause__.local) == ("api.groq.com", False)
+    assert "check that the server is reachable" in str(error)
+
+
+def test_other_connection_failures_are_caused_by_the_client_error() -> None:
+    failure = httpx.ConnectError("Name or service not known")
+    error = _transport_error(ENDPOINT, failure, 5.0)
+    assert type(error) is ModelUnavailableError and error.__cause__ is failure
+    assert "connection failed" in str(error)

@@ -48,6 +48,28 @@ DEGENERATE = {
     ),
 }
 
+OBSERVATION = "* 🔴 (09:01) User stated they live in Munich with their partner Alex."  # 68 chars: "short"
+
+# Issue 12, item 4: loops of whole observation lines, each line short enough to pass for a
+# faithful repeat of tool output before, were committed.
+DEGENERATE.update(
+    {
+        "observation line x300": "\n".join([OBSERVATION] * 300),
+        "observation line x2000 in a block": "<observations>\nDate: Jun 15, 2025\n"
+        + "\n".join([OBSERVATION] * 2000)
+        + "\n</observations>",
+        "two observation lines alternating x150": "\n".join(
+            [OBSERVATION, "* 🟡 (09:02) User asked how step 3 of the migration plan works."] * 150
+        ),
+        "priority line without a time x300": "\n".join(
+            ["* 🟡 Assistant suggested the hotel near Alfama."] * 300
+        ),
+        "long line whose minute counts up x100": "\n".join(
+            f"* 🟡 (10:{i % 60:02d}) {LONG_LINE.split(') ', 1)[1]}" for i in range(100)
+        ),
+    }
+)
+
 NOT_DEGENERATE = {
     "empty": "",
     "short loop under the minimum length": "abc" * 600,
@@ -59,6 +81,21 @@ NOT_DEGENERATE = {
         f"* 🟡 (10:{i % 60:02d}) Ran test suite for module {i}\n  * ✅ done" for i in range(120)
     ),
 }
+NOT_DEGENERATE.update(
+    {
+        "a build log with times, one line a minute": "\n".join(
+            f"* 🟡 ({9 + i // 60:02d}:{i % 60:02d}) Ran `pnpm build` → ok" for i in range(200)
+        ),
+        "one daily event over sixty days": "\n\n".join(
+            f"Date: {month} {day}, 2025\n* 🟡 (09:00) User attended the daily standup of the data team"
+            for month in ("Jun", "Jul")
+            for day in range(1, 31)
+        ),
+        "a short tool line in two cases x300": "\n".join(
+            ["PNPM BUILD → OK", "pnpm build → ok"] * 150
+        ),
+    }
+)
 for _runs in (100, 150, 200, 250, 300):
     NOT_DEGENERATE[f"alternating tool lines x{_runs}"] = "\n".join([BUILD, TEST] * _runs)
     NOT_DEGENERATE[f"runs of tool lines x{_runs}"] = "\n".join([BUILD] * _runs + [TEST] * _runs + [BUILD] * _runs)
@@ -98,3 +135,57 @@ def test_repeated_single_line_boundary_is_80_chars(length: int, expected: bool) 
     line = ("- execute_command `make all` finished with status ok " * 3)[:length]
     assert len(line.strip()) == length
     assert is_degenerate("\n".join([line] * 300)) is expected
+
+
+# --- line identity: near-duplicates -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "* 🔴 (11:42) User stated they live in Munich with their partner Alex.",  # another time
+        "- 🟡 (09:01) User stated they live in Munich with their partner Alex.",  # marker, priority
+        "* 🔴 (09:01)   user stated they live in MUNICH with their partner Alex.",  # case, spacing
+    ],
+)
+def test_near_duplicates_count_as_duplicates(variant: str) -> None:
+    # Long enough (>= 80 chars) that no repeat is explained: only the duplicate-line rule decides.
+    tail = " They mentioned it again while talking about schools."
+    lines = [OBSERVATION + tail if i % 2 == 0 else variant + tail for i in range(40)]
+    report = degeneracy_report("\n".join(lines))
+    assert report == "duplicate lines: 39 of 40 counted lines repeat"
+
+
+def test_the_same_words_under_another_date_are_not_duplicates() -> None:
+    days = [f"Date: Jun {day}, 2025\n{LONG_LINE}" for day in range(1, 29)]
+    assert degeneracy_report("\n".join(days)) is None
+
+
+# --- explained repeats are bounded by the input -------------------------------------------------
+
+MINUTES_COUNTING_UP = "\n".join(
+    f"* 🔴 ({9 + i // 60:02d}:{i % 60:02d}) User stated they live in Munich." for i in range(300)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "input_lines", "expected"),
+    [
+        pytest.param("\n".join([BUILD, TEST] * 150), 400, False, id="300 tool lines from 400 input lines"),
+        pytest.param("\n".join([BUILD, TEST] * 150), 12, True, id="300 tool lines from 12 input lines"),
+        pytest.param("\n".join(["pnpm build → ok"] * 200), 250, False, id="200 builds from 250 lines"),
+        pytest.param("\n".join(["pnpm build → ok"] * 200), 30, True, id="200 builds from 30 lines"),
+        pytest.param(MINUTES_COUNTING_UP, 400, False, id="a statement, minute counting up, from 400 lines"),
+        pytest.param(MINUTES_COUNTING_UP, 40, True, id="a statement, minute counting up, from 40 lines"),
+    ],
+)
+def test_explained_repeats_are_bounded_by_the_input(text: str, input_lines: int, expected: bool) -> None:
+    assert is_degenerate(text, input_lines=input_lines) is expected
+    # Without the input's size the text alone decides: each of these is a faithful-looking
+    # short repeat, which a long enough input would explain.
+    assert not is_degenerate(text)
+
+
+@pytest.mark.parametrize("text", NOT_DEGENERATE.values(), ids=NOT_DEGENERATE.keys())
+def test_faithful_output_of_a_long_enough_input_is_not_degenerate(text: str) -> None:
+    assert not is_degenerate(text, input_lines=len(text.splitlines()))

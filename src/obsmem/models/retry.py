@@ -9,7 +9,10 @@ goes through :func:`with_retry`. The pieces:
   abort). Only transient errors are retried.
 - :class:`RetryPolicy` is the schedule: 1, 2, 4 … s, capped at 120 s, ±20 % jitter so that
   many clients hit by the same outage do not retry in lockstep. Eight retries wait about
-  four minutes in all, long enough to ride out a typical rate-limit window.
+  four minutes in all, long enough to ride out a typical rate-limit window, and no wait ends
+  past the policy's deadline (``max_total_s``, 300 s): a ``retry-after`` that would cross it
+  fails at once. A connection refused by a server on this machine is retried once, not for
+  minutes (``local_refused_retries``); one refused by a remote host three times.
 
 Those two and the loop itself live in :mod:`obsmem._http`, shared with the embedders; they
 are re-exported here, where model code has always found them.
@@ -81,7 +84,10 @@ async def with_retry(
 
     - A non-transient error (see :func:`is_transient`) is re-raised at once, unchanged.
     - When retries run out, the *last* error is re-raised, so the caller sees the most
-      recent state of the provider.
+      recent state of the provider; a refused connection runs out sooner (once for a local
+      server, see :class:`RetryPolicy`).
+    - No wait ends past ``policy.max_total_s``: the loop raises
+      :class:`~obsmem.errors.ModelUnavailableError` at once instead.
     - ``abort``, when set, stops the loop: before the first call (no call is made) or during
       a backoff wait (the wait is cut short) with :class:`~obsmem.errors.OperationAbortedError`.
       A call already in flight is not interrupted by ``abort``; cancel the task for that.

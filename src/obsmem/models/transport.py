@@ -10,9 +10,13 @@ same way (the status table itself is :mod:`obsmem._http`'s, shared with the embe
   server asked for (``retry-after-ms`` or ``retry-after``, seconds or an HTTP date), which
   :func:`~obsmem.models.retry.with_retry` honours;
 - other 4xx: :class:`~obsmem.errors.ModelRequestError` with the server's own explanation;
-- timeouts, refused or dropped connections, a body cut short, a body that is not JSON:
+- timeouts, dropped connections, a body cut short, a body that is not JSON:
   :class:`~obsmem.errors.ModelUnavailableError`, because the same request usually succeeds
-  when repeated.
+  when repeated;
+- a refused connection: :class:`~obsmem.errors.ModelUnavailableError` raised from a
+  :class:`~obsmem._http.RefusedConnection`, marked ``local`` when the base URL is this
+  machine, which the retry loop retries once instead of for minutes: a local server that
+  refuses is not running.
 
 Error messages quote the fields of a JSON error body (``error.message``, ``detail``), never
 the raw body, which may be a whole HTML page.
@@ -32,7 +36,13 @@ from typing import Any
 import httpx
 
 from obsmem import _http
-from obsmem._http import error_detail, parse_retry_after
+from obsmem._http import (
+    RefusedConnection,
+    error_detail,
+    is_loopback_host,
+    parse_retry_after,
+    refused_connection,
+)
 from obsmem.errors import ModelError, ModelUnavailableError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
@@ -91,15 +101,36 @@ def status_error(endpoint: Endpoint, status: int, headers: Mapping[str, str], bo
 
 
 def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError, timeout_s: float) -> ModelUnavailableError:
+    """The error for a failure below HTTP, already chained to its cause (raise it as is).
+
+    The cause is ``exc``, except for a refused connection: then it is a
+    :class:`~obsmem._http.RefusedConnection` naming the host (itself caused by ``exc``), which
+    the retry loop reads to retry a local server that is not running only once.
+    """
+    cause: BaseException = exc
     if isinstance(exc, httpx.TimeoutException):
-        return ModelUnavailableError(
+        message = (
             f"{endpoint.provider} request timed out after {timeout_s:g} s ({type(exc).__name__}); "
             "it will be retried."
         )
-    return ModelUnavailableError(
-        f"{endpoint.provider} connection failed at {endpoint.base_url} ({type(exc).__name__}: {exc}); "
-        "check that the server is reachable. The call will be retried."
-    )
+    elif refused_connection(exc):
+        host = httpx.URL(endpoint.base_url).host or None
+        cause = RefusedConnection(host, local=host is not None and is_loopback_host(host))
+        cause.__cause__ = exc
+        fix = (
+            "nothing listens there: start the model server or fix the base URL"
+            if cause.local
+            else "check that the server is reachable"
+        )
+        message = f"{endpoint.provider} connection failed at {endpoint.base_url} (connection refused); {fix}."
+    else:
+        message = (
+            f"{endpoint.provider} connection failed at {endpoint.base_url} ({type(exc).__name__}: {exc}); "
+            "check that the server is reachable. The call will be retried."
+        )
+    error = ModelUnavailableError(message)
+    error.__cause__ = cause
+    return error
 
 
 def malformed(endpoint: Endpoint, what: str) -> ModelUnavailableError:
@@ -136,7 +167,7 @@ class HttpCaller:
                     timeout=self._timeout(timeout_s),
                 )
         except httpx.HTTPError as exc:
-            raise _transport_error(self.endpoint, exc, timeout_s) from exc
+            raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside
         if response.status_code >= 400:
             raise status_error(self.endpoint, response.status_code, response.headers, response.content)
         try:
@@ -173,4 +204,4 @@ class HttpCaller:
                 async for event in parse_sse(response.aiter_lines()):
                     yield event
         except httpx.HTTPError as exc:
-            raise _transport_error(self.endpoint, exc, timeout_s) from exc
+            raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside

@@ -107,13 +107,19 @@ class LLMObserver:
         messages = self.build_messages(request)
         if messages is None:
             return ObservationResult(observations="")
+        # A faithful answer repeats a line at most once per line it observed (om/llm/degenerate.py):
+        # the request's lines other than the previous observations, which it quotes verbatim
+        # (the transcript, plus a few lines of headings).
+        input_lines = max(
+            1, _non_blank_lines(messages[-1].text) - _non_blank_lines(request.previous_observations)
+        )
 
         usage = Usage()
         problem: str | None = None
         for _ in range(1 + DEGENERATE_REGENERATIONS):
             response = await self._call(messages)
             usage = usage + response.usage
-            problem = degeneracy_report(response.text)
+            problem = degeneracy_report(response.text, input_lines=input_lines)
             if problem is None:
                 break
         if problem is not None:
@@ -141,3 +147,7 @@ class LLMObserver:
             return assert_complete(await self.model.request(messages, self.settings))
 
         return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)
+
+
+def _non_blank_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())

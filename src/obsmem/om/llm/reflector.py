@@ -153,7 +153,9 @@ class LLMReflector:
 
     def _judge(self, text: str, request: ReflectionRequest, level: int, input_tokens: int) -> _Attempt:
         """Classify one answer. Degenerate output is charged at the input size, as no progress."""
-        if degeneracy_report(text) is not None:
+        # A faithful condensation repeats a line at most once per input line (om/llm/degenerate.py).
+        input_lines = sum(1 for line in request.observations.splitlines() if line.strip())
+        if degeneracy_report(text, input_lines=input_lines) is not None:
             return _Attempt(level, None, input_tokens, "degenerate")
         parsed = parse_reflector_output(text, request.extractors)
         if not parsed.observations.strip():
