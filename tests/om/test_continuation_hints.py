@@ -211,3 +211,52 @@ async def test_a_reply_to_the_assistants_question_in_a_later_batch_is_understood
     )
     assert third.suggested_response is None
 
+
+
+def _waits_for_user(context: ContextWindow) -> bool:
+    task, suggestion = _hints(context)
+    return "Waiting for the user's reply" in task or "Wait for the user's reply" in suggestion
+
+
+@pytest.mark.parametrize(
+    ("message_tokens", "request_pad", "reply_pad"), [(150, 0, 8), (220, 0, 0), (300, 2, 3), (420, 5, 3)]
+)
+async def test_hints_never_contradict_the_raw_tail(message_tokens: int, request_pad: int, reply_pad: int) -> None:
+    """The actor sees the hints and, after them, the unobserved messages: a hint waiting for the
+    assistant is gone once the tail holds the assistant's reply, one waiting for the user once
+    the tail holds the user's message (main: "Continue with the user's request: book a table…"
+    above "I've booked a table…")."""
+    clock = FakeClock(START)
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=message_tokens, buffer_tokens=False),
+        reflection=ReflectionConfig(observation_tokens=20_000),
+    )
+    loop = Loop(clock)
+    contradicted: list[tuple[str, str, list[str]]] = []
+    async with Memory("memory://", config=config, clock=clock) as memory:
+
+        def check(context: ContextWindow) -> None:
+            tail = context.raw_messages
+            if (_asks_to_act(context) and any(_is_final_reply(m) for m in tail)) or (
+                _waits_for_user(context) and any(m.role == "user" and m.text.strip() for m in tail)
+            ):
+                contradicted.append((*_hints(context), [m.text[:40] for m in tail]))
+
+        for round_ in range(3):
+            for n, (request, tool, args, result, reply) in enumerate(TASKS):
+                call_id = f"c{round_}-{n}"
+                turn = await memory.begin_turn(
+                    thread_id="t", resource_id="u", messages=[loop.user(request + REQUEST_PAD * request_pad)]
+                )
+                check(turn.context)
+                check(await turn.step([loop.call(call_id, tool, args)]))
+                check(await turn.step([loop.result(call_id, tool, result)]))
+                if n == 1:  # one question back to the user before the reply
+                    check(await turn.step([loop.assistant("Should I mention the week without heat?")]))
+                    await turn.end()
+                    turn = await memory.begin_turn(thread_id="t", messages=[loop.user("Yes, please do.")])
+                    check(turn.context)
+                check(await turn.step([loop.assistant(reply + REPLY_PAD * reply_pad)]))
+                await turn.end()
+                check(await memory.get_context("t"))
+    assert contradicted == []

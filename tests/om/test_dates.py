@@ -359,7 +359,11 @@ BOUNDARY = "--- message boundary (2025-06-15T12:00:00+00:00) ---"
         ("* 🟡 (09:00) medium", "* (09:00) medium"),
         ("* 🟢 low", "* low"),
         ("* ✅ done", "* ✅ done"),
-        ("* [tag] text [another label]", "* text"),
+        # Bracketed text is content (issue 12, item 5; main deleted every "[...]" here).
+        ("* [tag] text [another label]", "* [tag] text [another label]"),
+        ("* 🔴 User's ticket [A-123] blocks tasks [1, 2, 3]", "* 🔴 User's ticket [A-123] blocks tasks [1, 2, 3]"),
+        ("* 🟡 Shortlist: [Pestana Vintage, Casa do Rio]", "* Shortlist: [Pestana Vintage, Casa do Rio]"),
+        ("* [O4] Photo [photo: beach.jpg] sent", "* Photo [photo: beach.jpg] sent"),
         ("* see [docs](https://example.com/x)", "* see [docs](https://example.com/x)"),
         ("* [12 items collapsed: a, b]", "* [12 items collapsed: a, b]"),
         ("* A -> B -> C", "* A B C"),

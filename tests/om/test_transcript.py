@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
+from obsmem.convert import from_anthropic, from_openai, to_anthropic, to_openai
+from obsmem.om.context import ContextWindow, build_context
+from obsmem.om.text.own import (
+    CONTINUATION,
+    PREAMBLE,
+    conversation_messages,
+    drop_obsmem_messages,
+    is_obsmem_message,
+    strip_system_reminders,
+)
 from obsmem.om.text.transcript import format_args, format_transcript, truncate_to_tokens
+from obsmem.storage.contract import ObservationRecord, ThreadState
 from obsmem.types import (
     DataPart,
     FilePart,
     Message,
+    Part,
     ReasoningPart,
+    Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -22,7 +37,7 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def msg(role: str, *parts: object, at: datetime = T0) -> Message:
+def msg(role: Role, *parts: Part, at: datetime = T0) -> Message:
     return Message(role=role, parts=parts, created_at=at)
 
 
@@ -138,3 +153,114 @@ def test_argument_outline_caps() -> None:
 def test_inline_data_in_results_is_replaced() -> None:
     text = render(msg("tool", ToolResultPart(tool_call_id="c", tool_name="shot", result={"png": "data:" + "A" * 5000})))
     assert "[inline data, 5005 chars]" in text
+
+
+# --- obsmem's own text is never observed (issue 12, item 5) ------------------------------------
+
+REMINDER = "<system-reminder>The user is on the premium plan (XYZZY).</system-reminder>"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("no reminder here", "no reminder here"),
+        (f"{REMINDER} What is the weather?", "What is the weather?"),
+        (f"What is the weather?\n\n{REMINDER}\n\nIn Oslo.", "What is the weather?\n\nIn Oslo."),
+        (f"{REMINDER}{REMINDER}", ""),
+        ("<system-reminder>unterminated, so kept", "<system-reminder>unterminated, so kept"),
+        (f"a {REMINDER} b <system-reminder>open", "a  b <system-reminder>open"),
+        ("mentions </system-reminder> only", "mentions </system-reminder> only"),
+    ],
+)
+def test_strip_system_reminders(text: str, expected: str) -> None:
+    assert strip_system_reminders(text) == expected
+
+
+def test_strip_system_reminders_is_linear_on_unterminated_openings() -> None:
+    text = "<system-reminder>x " * 50_000
+    assert strip_system_reminders(text) == text
+    closed = text + "</system-reminder> tail"
+    assert strip_system_reminders(closed) == "tail"
+
+
+def test_system_reminder_blocks_never_reach_the_transcript() -> None:
+    text = render(
+        Message.user(f"{REMINDER}\nBook the 9:40 train to Bergen.", created_at=T0),
+        Message.user(REMINDER, created_at=T0),  # nothing left: no block at all
+        msg("user", TextPart(text=REMINDER), FilePart(media_type="image/png", url="https://x.test/ticket.png")),
+    )
+    assert "system-reminder" not in text and "XYZZY" not in text
+    assert text == (
+        "Jan 15 2026:\nUser (2:30 PM): Book the 9:40 train to Bergen.\n\n"
+        "User: Image: [Image #1: ticket.png]"
+    )
+
+
+def _context_with_everything() -> ContextWindow:
+    record = ObservationRecord(
+        id="r", lineage="thread:t1", scope="thread", thread_id="t1", resource_id="u1",
+        active_observations=(
+            "Date: Jun 14, 2025\n* 🔴 (09:00) User lives in Oslo.\n\n"
+            "--- message boundary (2025-06-14T09:06:00+00:00) ---\n\n"
+            "Date: Jun 15, 2025\n* 🔴 (08:00) User has a dog, Rex.\n\n"
+            "--- message boundary (2025-06-15T09:06:00+00:00) ---\n\n"
+            "Date: Jun 15, 2025\n* 🔴 (09:00) User plans a trip to Bergen."
+        ),
+        threads={"t1": ThreadState(cursor=2, current_task="Book the train", suggested_response="Offer times")},
+    )
+    tail = [
+        Message.user("Which train?", id="u3", created_at=T0),
+        Message.assistant("The 9:40.", id="a4", created_at=T0 + timedelta(hours=3)),
+        Message.user("Book it.", id="u5", created_at=T0 + timedelta(hours=6)),
+    ]
+    return build_context(
+        record, tail, thread_id="t1", now=T0, temporal_markers=True, working_memory="Name: Kari",
+        instructions=[Message.system("You are Pia, a travel assistant.", id="app-prompt")],
+    )
+
+
+def test_the_transcript_never_holds_obsmem_context_messages() -> None:
+    context = _context_with_everything()
+    assert any(m.metadata.get("obsmem") == "temporal-gap" for m in context.raw_messages)
+    # Everything after the app's instructions (system messages never reach an observer at all).
+    text = render(*context.messages[len(context.instructions) :])
+    assert text == (
+        "Jan 15 2026:\nUser (2:30 PM): Which train?\n\n"
+        "Assistant (5:30 PM): The 9:40.\n\n"
+        "User (8:30 PM): Book it."
+    )
+    assert "observations" not in text and "Kari" not in text and "Continue" not in text
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_obsmem_messages_are_recognised_after_a_round_trip_through_a_provider_format(wire: str) -> None:
+    """Ids and metadata do not survive ``to_openai``/``from_openai`` (or Anthropic's): the fixed
+    texts and the run of obsmem's system messages still do."""
+    context = _context_with_everything()
+    if wire == "openai":
+        back = from_openai(to_openai(context.messages))
+    else:
+        system, messages = to_anthropic(context.messages)
+        back = from_anthropic(messages, system=system)
+    kept = drop_obsmem_messages(back)
+    assert [(m.role, m.text) for m in kept] == [
+        ("system", "You are Pia, a travel assistant."),
+        ("user", "Which train?"),
+        ("assistant", "The 9:40."),
+        ("user", "Book it."),
+    ]
+    assert [m for m in conversation_messages(back) if m.role != "system"] == [m for m in kept if m.role != "system"]
+
+
+def test_is_obsmem_message_by_marker_and_by_content() -> None:
+    context = _context_with_everything()
+    own = [m for m in context.messages if m.metadata.get("obsmem")]
+    assert own and all(is_obsmem_message(m) for m in own)
+    assert not any(is_obsmem_message(m) for m in context.raw_messages if not m.metadata.get("obsmem"))
+    assert not is_obsmem_message(context.instructions[0])
+    assert is_obsmem_message(Message.user(CONTINUATION))
+    assert is_obsmem_message(Message.system(PREAMBLE))
+    assert is_obsmem_message(Message.user("<system-reminder>3 hours later — Sun Jun 15 2025 17:30 UTC</system-reminder>"))
+    assert not is_obsmem_message(Message.user(f"{CONTINUATION}\nand my question"))
+    assert not is_obsmem_message(Message.assistant(CONTINUATION))
+    assert not is_obsmem_message(Message.system("Answer in <observations> style."))

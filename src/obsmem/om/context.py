@@ -1,88 +1,123 @@
-"""What the actor sees: observations as system messages, a reminder, then the raw tail.
+"""What the actor sees: the application's instructions, observations, a reminder, the raw tail.
 
-The order is chosen for provider prompt caches: the instructions and the observation chunks
-form a prefix that stays byte-identical across the steps of a turn (and across turns until the
-next observation), and the volatile parts (current task, suggested response, working memory)
-come after it. Every message reaches the actor exactly once: either raw, in the tail, or inside
-an observation — never both, and a tool call is never separated from its result.
+A context is, in this order:
+
+1. **The application's instructions**: the system messages the application passed with the
+   most recent call that passed any (``begin_turn``, ``step``, ``end`` or ``save_messages``),
+   each as stored now (a re-saved id shows its newest text). They lead every later context of
+   the thread, through observation and reflection, until a call passes system messages again,
+   which then replace them. They are never observed: an observer never reads a system message.
+   Where they were passed is recorded on the thread (:func:`remember_instructions`, under
+   ``thread.metadata["obsmem"]``), so finding them costs one read however old they are.
+2. obsmem's preamble and one system message per observation chunk.
+3. The volatile sections: other conversations, current task, suggested response, extracted
+   values, working memory.
+4. The continuation reminder (a user message), when there are observations.
+5. The raw tail: the unobserved messages, as stored, without data parts.
+
+The order is chosen for provider prompt caches: the instructions, the preamble and the
+observation chunks form a prefix (:attr:`ContextWindow.prefix_text`) that stays byte-identical
+across the steps of a turn (and across turns until the next observation or new instructions),
+and the volatile parts come after it. Every message reaches the actor exactly once: either raw,
+in the tail, or inside an observation — never both, and a tool call is never separated from its
+result.
+
+obsmem's own messages carry the marker ``metadata["obsmem"]`` and ids of their thread
+(:func:`obsmem_message_id`); :func:`is_obsmem_message` recognises them (also after a trip through
+a provider's wire format), and an application that saves what it sent has them dropped
+(:func:`drop_obsmem_messages`): they are never stored, shown twice or observed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from obsmem.om.cycle import CommitPolicy, Written, commit
+from obsmem.om.sections import visible_sections
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
-from obsmem.om.sections import visible_sections
-from obsmem.storage.contract import ObservationRecord
-from obsmem.types import DataPart, Message, TextPart
+from obsmem.om.text.own import (
+    CONTINUATION,
+    MARKER_KEY,
+    OTHER_CONVERSATIONS,
+    PREAMBLE,
+    drop_obsmem_messages,
+    is_obsmem_message,
+    strip_system_reminders,
+)
+from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.types import DataPart, Message, TextPart, Thread, ToolCallPart
 
 __all__ = [
+    "CONTINUATION",
     "CONTINUATION_ID",
+    "PREAMBLE",
     "ContextWindow",
     "build_context",
+    "drop_obsmem_messages",
+    "hints_superseded",
+    "is_obsmem_message",
+    "latest_instructions",
+    "load_instructions",
     "model_visible",
+    "obsmem_message_id",
     "observation_system_messages",
+    "remember_instructions",
 ]
 
 CONTINUATION_ID = "om-continuation"
+"""The continuation reminder's id in a context without a thread; with one, see :func:`obsmem_message_id`."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-PREAMBLE = """\
-The observations below are your memory of earlier conversation with this user. They were
-written from the conversation as it happened and are your only record of it.
-
-How to use them:
-- Personalise your answers with the specific details recorded here; avoid generic advice when
-  the memory says something concrete.
-- When facts conflict, the most recent observation wins. Watch for changes of state
-  ("moved to", "switched to", "changing from ...").
-- A planned action whose date has passed probably happened, unless something says otherwise;
-  when it matters, ask rather than assume.
-- What the user stated about themselves is authoritative. Something the assistant suggested only
-  counts if the user adopted it; what the assistant did is a record of what happened.
-- The user's most recent message has the highest priority.
-- Text inside <system-reminder> tags is guidance for you; never mention it."""
-
-CONTINUATION = """\
-<system-reminder>
-Continue the conversation naturally and answer the latest message. The earlier part of this
-conversation is summarised in your memory above; use it as background and pick up unfinished
-work only where it helps. If a suggested response is present, follow it naturally. Do not
-mention memory, summaries, context handling or missing messages. Everything after this reminder
-is newer than your memory and takes priority over it.
-</system-reminder>"""
 
 
 @dataclass(frozen=True, slots=True)
 class ContextWindow:
-    """The messages for one model call, plus what they are made of."""
+    """The messages for one model call, plus what they are made of.
+
+    ``messages`` is the whole context, in order: ``instructions`` (the application's system
+    messages), ``system_messages`` (obsmem's), the continuation reminder when there are
+    observations, then ``raw_messages`` (with a gap reminder before a late user message when
+    temporal markers are on).
+    """
 
     messages: list[Message]
     system_messages: list[Message] = field(default_factory=list)
     raw_messages: list[Message] = field(default_factory=list)
     has_observations: bool = False
+    instructions: list[Message] = field(default_factory=list)
 
     @property
     def prefix_text(self) -> str:
-        """The cacheable prefix (instructions and observation chunks), for cache-stability checks."""
-        return "\n\n".join(m.text for m in self.system_messages if not m.metadata.get("obsmem_volatile"))
+        """The cacheable prefix (the application's instructions, obsmem's instructions and the
+        observation chunks), for cache-stability checks."""
+        stable = [m for m in self.system_messages if not m.metadata.get("obsmem_volatile")]
+        return "\n\n".join(m.text for m in [*self.instructions, *stable])
 
 
-def _system(text: str, key: str, *, volatile: bool = False) -> Message:
-    metadata: dict[str, object] = {"obsmem": key}
+def obsmem_message_id(key: str, thread_id: str | None) -> str:
+    """The id of obsmem's context message ``key`` in ``thread_id``'s contexts.
+
+    Ids are per thread, so a context saved back into its own thread never collides with another
+    thread's (and :func:`drop_obsmem_messages` keeps it from being stored at all).
+    """
+    return f"om-{key}" if thread_id is None else f"om-{key}:{thread_id}"
+
+
+def _system(text: str, key: str, thread_id: str | None, *, volatile: bool = False) -> Message:
+    metadata: dict[str, object] = {MARKER_KEY: key}
     if volatile:
         metadata["obsmem_volatile"] = True
-    return Message(id=f"om-{key}", role="system", parts=(TextPart(text=text),), created_at=_EPOCH, metadata=metadata)
+    return Message(
+        id=obsmem_message_id(key, thread_id), role="system", parts=(TextPart(text=text),), created_at=_EPOCH,
+        metadata=metadata,
+    )
 
 
-OTHER_CONVERSATIONS = """\
-The following comes from this user's other conversations. It is reference only: use it for
-context, do not continue those conversations here, and do not assume this conversation has
-seen it."""
 _OTHER_PART_CHARS = 500
 
 
@@ -90,8 +125,9 @@ def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) 
     blocks: list[str] = []
     for thread_id, messages in others:
         lines = []
-        for message in messages:
-            text = " ".join(p.text[:_OTHER_PART_CHARS] for p in message.parts if isinstance(p, TextPart))
+        for message in drop_obsmem_messages(messages):
+            texts = (p.text[:_OTHER_PART_CHARS] for p in message.parts if isinstance(p, TextPart))
+            text = " ".join(map(strip_system_reminders, texts))
             if text.strip():
                 lines.append(f"{message.role}: {text.strip()}")
         if lines:
@@ -99,6 +135,30 @@ def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) 
     if not blocks:
         return None
     return "\n".join([OTHER_CONVERSATIONS, "START_OTHER_CONVERSATIONS_BLOCK", *blocks, "END_OTHER_CONVERSATIONS_BLOCK"])
+
+
+_WAITS_FOR = re.compile(r"\bwaiting for (?:the )?(?P<who>assistant|user)\b", re.IGNORECASE)
+
+
+def hints_superseded(current_task: str | None, tail: Sequence[Message]) -> bool:
+    """Whether the raw tail already holds what the current-task says it is waiting for.
+
+    Hints are written for the moment of the last observed message, and the unobserved messages
+    shown after them are newer. A current-task that waits for the assistant ("…; waiting for the
+    assistant to do it") is history once the tail holds an assistant reply (text, no tool call);
+    one that waits for the user, once the tail holds a user message. Both hints are then left
+    out: they would ask for what the tail shows done. The next observation writes fresh ones.
+    ``tail`` is the conversation only (obsmem's own messages are not in it).
+    """
+    match = _WAITS_FOR.search(current_task or "")
+    if match is None:
+        return False
+    if match["who"].lower() == "assistant":
+        return any(
+            m.role == "assistant" and m.text.strip() and not any(isinstance(p, ToolCallPart) for p in m.parts)
+            for m in tail
+        )
+    return any(m.role == "user" and m.text.strip() for m in tail)
 
 
 def observation_system_messages(
@@ -113,8 +173,9 @@ def observation_system_messages(
     other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
     recall_instructions: str | None = None,
     instructions_without_observations: bool = False,
+    tail: Sequence[Message] = (),
 ) -> list[Message]:
-    """The system messages: preamble, one message per observation chunk, then volatile sections.
+    """obsmem's system messages: preamble, one message per observation chunk, then volatile sections.
 
     In resource scope, ``shared`` decides whether other threads' sections and unobserved
     messages are shown; by default a thread sees only its own sections.
@@ -124,6 +185,9 @@ def observation_system_messages(
     stored text, so the prefix stays byte-stable. With ``instructions_without_observations``
     the instructions are sent even before anything was observed (resource-scope recall, so
     the actor can reach other conversations from the first message).
+
+    ``tail`` is the conversation shown after these messages: the continuation hints are left
+    out when it already holds what they wait for (:func:`hints_superseded`).
     """
     visible = ""
     if record is not None:
@@ -135,52 +199,52 @@ def observation_system_messages(
         chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
     messages: list[Message] = []
     if not chunks and recall_instructions and instructions_without_observations:
-        messages.append(_system(recall_instructions, "recall-instructions"))
+        messages.append(_system(recall_instructions, "recall-instructions", thread_id))
     if chunks:
-        messages.extend(_observation_messages(chunks, now, recall_instructions))
+        messages.extend(_observation_messages(chunks, now, recall_instructions, thread_id))
         # Other conversations change with every message there, so they come after the stable
         # observation prefix, with the other volatile sections.
         others = _other_conversations_block(other_conversations) if shared else None
         if others:
-            messages.append(_system(others, "other-conversations", volatile=True))
+            messages.append(_system(others, "other-conversations", thread_id, volatile=True))
         state = record.threads.get(thread_id) if record is not None and thread_id else None
-        if include_hints and state is not None:
-            messages.extend(_hint_messages(state.current_task, state.suggested_response))
+        if include_hints and state is not None and not hints_superseded(state.current_task, tail):
+            messages.extend(_hint_messages(state.current_task, state.suggested_response, thread_id))
         for slug, value in sorted((extracted or {}).items()):
-            messages.append(_system(f"<{slug}>\n{value}\n</{slug}>", f"extracted-{slug}", volatile=True))
+            text = f"<{slug}>\n{value}\n</{slug}>"
+            messages.append(_system(text, f"extracted-{slug}", thread_id, volatile=True))
     if working_memory and working_memory.strip():
-        messages.append(
-            _system(f"<working-memory>\n{working_memory.strip()}\n</working-memory>", "working-memory", volatile=True)
-        )
+        text = f"<working-memory>\n{working_memory.strip()}\n</working-memory>"
+        messages.append(_system(text, "working-memory", thread_id, volatile=True))
     return messages
 
 
-def _observation_messages(chunks: Sequence[str], now: datetime, recall_instructions: str | None) -> list[Message]:
+def _observation_messages(
+    chunks: Sequence[str], now: datetime, recall_instructions: str | None, thread_id: str | None
+) -> list[Message]:
     """The cacheable prefix: the preamble, then one message per observation chunk."""
     preamble = f"{PREAMBLE}\n\n{recall_instructions}" if recall_instructions else PREAMBLE
-    messages = [_system(preamble, "preamble")]
+    messages = [_system(preamble, "preamble", thread_id)]
     for index, chunk in enumerate(chunks):
         text = annotate_observations(optimize_for_context(chunk), now)
         if recall_instructions:
             text = lift_above_headings(text, is_gap_line)
         opener = "<observations>\n" if index == 0 else ""
         closer = "\n</observations>" if index == len(chunks) - 1 else ""
-        messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}"))
+        messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}", thread_id))
     return messages
 
 
-def _hint_messages(current_task: str | None, suggested_response: str | None) -> list[Message]:
+def _hint_messages(
+    current_task: str | None, suggested_response: str | None, thread_id: str | None
+) -> list[Message]:
     messages: list[Message] = []
     if current_task:
-        messages.append(_system(f"<current-task>\n{current_task}\n</current-task>", "current-task", volatile=True))
+        text = f"<current-task>\n{current_task}\n</current-task>"
+        messages.append(_system(text, "current-task", thread_id, volatile=True))
     if suggested_response:
-        messages.append(
-            _system(
-                f"<suggested-response>\n{suggested_response}\n</suggested-response>",
-                "suggested-response",
-                volatile=True,
-            )
-        )
+        text = f"<suggested-response>\n{suggested_response}\n</suggested-response>"
+        messages.append(_system(text, "suggested-response", thread_id, volatile=True))
     return messages
 
 
@@ -204,8 +268,101 @@ def _gap_reminder(previous: Message, current: Message) -> Message | None:
         role="user",
         parts=(TextPart(text=f"<system-reminder>{text} — {stamp}</system-reminder>"),),
         created_at=current.created_at,
-        metadata={"obsmem": "temporal-gap", "precedes": current.id},
+        metadata={MARKER_KEY: "temporal-gap", "precedes": current.id},
     )
+
+
+# -- the application's instructions ------------------------------------------------------------
+
+
+def latest_instructions(messages: Sequence[Message]) -> list[Message]:
+    """The application's system messages of one call: every system message in ``messages`` that
+    is not obsmem's, in order, the newest version of each id.
+
+    Used on what one save stored (:func:`remember_instructions`), and by :func:`build_context`
+    on the unobserved messages of a thread whose instructions were never recorded: there the
+    last contiguous run of system messages stands in for the last call that passed any.
+    """
+    latest: dict[str, Message] = {}
+    for message in drop_obsmem_messages(messages):
+        if message.role == "system":
+            latest.pop(message.id, None)
+            latest[message.id] = message
+    return list(latest.values())
+
+
+def _last_system_run(messages: Sequence[Message]) -> list[Message]:
+    run: list[Message] = []
+    ended = False
+    for message in drop_obsmem_messages(messages):
+        if message.role == "system":
+            if ended:
+                run, ended = [], False
+            run.append(message)
+        elif not message.is_marker_only:
+            ended = bool(run)
+    return latest_instructions(run)
+
+
+_INSTRUCTIONS = "instructions"
+
+
+def _recorded(thread: Thread) -> dict[str, Any] | None:
+    own = thread.metadata.get(MARKER_KEY)
+    recorded = own.get(_INSTRUCTIONS) if isinstance(own, dict) else None
+    return recorded if isinstance(recorded, dict) else None
+
+
+async def remember_instructions(
+    store: Store, thread: Thread, saved: Sequence[Message], *, policy: CommitPolicy | None = None
+) -> Thread:
+    """Record on ``thread`` the application's instructions among ``saved`` (what one call stored).
+
+    When ``saved`` holds system messages of the application, their ids (and the highest seq
+    among them) go to ``thread.metadata["obsmem"]["instructions"]``, compare-and-set: a
+    concurrent save of older instructions (lower seq) never overwrites newer ones. Returns the
+    thread as stored (unchanged, without a write, when ``saved`` holds no system message or
+    the same ones are recorded already).
+    """
+    instructions = latest_instructions(saved)
+    if not instructions:
+        return thread
+    ids = [m.id for m in instructions]
+    seq = max(m.seq or 0 for m in instructions)
+
+    async def read() -> Thread | None:
+        return await store.get_thread(thread.id)
+
+    async def compose(current: Thread) -> Thread | None:
+        recorded = _recorded(current)
+        if recorded is not None:
+            recorded_seq = recorded.get("seq")
+            if recorded.get("ids") == ids or (isinstance(recorded_seq, int) and recorded_seq > seq):
+                return None
+        own = current.metadata.get(MARKER_KEY)
+        merged = {**(own if isinstance(own, dict) else {}), _INSTRUCTIONS: {"ids": ids, "seq": seq}}
+        return current.model_copy(update={"metadata": {**current.metadata, MARKER_KEY: merged}})
+
+    async def write(current: Thread, proposed: Thread) -> Written[Thread]:
+        stored = await store.update_thread(proposed, expected_version=current.version)
+        if stored is not None:
+            return Written("applied", stored)
+        return Written("stale", await store.get_thread(thread.id))
+
+    done = await commit(read, compose, write, policy=policy or CommitPolicy(), first=thread)
+    return done.current if done.current is not None else thread
+
+
+async def load_instructions(store: Store, thread: Thread) -> list[Message] | None:
+    """The application's instructions recorded on ``thread``, as stored now; None when the
+    thread has none recorded (then :func:`build_context` looks among the unobserved messages)."""
+    recorded = _recorded(thread)
+    if recorded is None:
+        return None
+    ids = [i for i in recorded.get("ids", []) if isinstance(i, str)]
+    found = await store.get_messages(ids) if ids else []
+    by_id = {m.id: m for m in found if m.role == "system" and m.thread_id in (None, thread.id)}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def build_context(
@@ -222,8 +379,20 @@ def build_context(
     other_conversations: Sequence[tuple[str, Sequence[Message]]] = (),
     recall_instructions: str | None = None,
     instructions_without_observations: bool = False,
+    instructions: Sequence[Message] | None = None,
 ) -> ContextWindow:
-    """Assemble the context for one model call from a record and the unobserved messages."""
+    """Assemble the context for one model call from a record and the unobserved messages.
+
+    ``instructions`` are the application's system messages (:func:`load_instructions`); None
+    means none were recorded, and the last run of system messages among ``unobserved`` is used.
+    Neither system messages nor obsmem's own messages (saved back by an application) appear in
+    the raw tail.
+    """
+    conversation = [
+        visible
+        for message in drop_obsmem_messages(unobserved)
+        if message.role != "system" and (visible := model_visible(message)) is not None
+    ]
     system = observation_system_messages(
         record,
         thread_id=thread_id,
@@ -235,32 +404,33 @@ def build_context(
         other_conversations=other_conversations,
         recall_instructions=recall_instructions,
         instructions_without_observations=instructions_without_observations,
+        tail=conversation,
     )
+    leading = _last_system_run(unobserved) if instructions is None else list(instructions)
+    leading = [shown for shown in map(model_visible, leading) if shown is not None]
     raw: list[Message] = []
     previous: Message | None = None
-    for message in unobserved:
-        if message.role == "system":
-            continue
-        visible = model_visible(message)
-        if visible is None:
-            continue
+    for message in conversation:
         if temporal_markers and previous is not None and message.role == "user":
             reminder = _gap_reminder(previous, message)
             if reminder is not None:
                 raw.append(reminder)
-        raw.append(visible)
+        raw.append(message)
         previous = message
-    has_observations = any(m.metadata.get("obsmem") == "preamble" for m in system)
-    messages = list(system)
+    has_observations = any(m.metadata.get(MARKER_KEY) == "preamble" for m in system)
+    messages = [*leading, *system]
     if has_observations:
         messages.append(
             Message(
-                id=CONTINUATION_ID,
+                id=obsmem_message_id("continuation", thread_id),
                 role="user",
                 parts=(TextPart(text=CONTINUATION),),
                 created_at=_EPOCH,
-                metadata={"obsmem": "continuation"},
+                metadata={MARKER_KEY: "continuation"},
             )
         )
     messages.extend(raw)
-    return ContextWindow(messages=messages, system_messages=system, raw_messages=raw, has_observations=has_observations)
+    return ContextWindow(
+        messages=messages, system_messages=system, raw_messages=raw, has_observations=has_observations,
+        instructions=leading,
+    )

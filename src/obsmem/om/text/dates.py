@@ -349,9 +349,6 @@ def annotate_observations(text: str, now: datetime) -> str:
 # --------------------------------------------------------------------------------------------
 
 _ANCHOR = re.compile(r"\[O\d+(?:-N\d+)*\]")
-# A bracketed label, except "[N items collapsed..." and markdown link text "[text](url)".
-# "[^\[\]\n]*" stops at the next bracket, so scans never overlap: linear per line.
-_LABEL = re.compile(r"\[(?!\d+\s+items collapsed)[^\[\]\n]*\](?!\()")
 _SPACES = re.compile(r" {2,}")
 _BLANK_RUN = re.compile(r"\n{3,}")
 
@@ -361,7 +358,6 @@ def _optimize_line(line: str) -> str:
         return line
     line = _ANCHOR.sub("", line)
     line = line.replace("🟡", "").replace("🟢", "")
-    line = _LABEL.sub("", line)
     line = line.replace("->", " ")
     body = line.lstrip(" ")
     indent = line[: len(line) - len(body)]
@@ -373,13 +369,13 @@ def optimize_for_context(text: str) -> str:
 
     - ephemeral anchor ids ``[O12]`` / ``[O12-N3]`` (they only mean something to the reflector)
     - the 🟡 and 🟢 priority marks; 🔴 and ✅ stay because they change how the actor should act
-    - bracketed labels ``[...]``, except ``[N items collapsed...]`` (tells the actor something
-      was elided), markdown link text ``[text](url)``, and whole-line gap lines ``[3 days later]``
     - ``->`` arrows become a space
     - runs of spaces collapse to one (leading indentation is kept: it encodes child lines),
       trailing spaces go, and 3+ newlines collapse to one blank line.
 
-    Message-boundary lines pass through untouched. Linear in the text length.
+    Every other bracketed text stays as observed: ids, ticket numbers and lists (``[A-123]``,
+    ``[1, 2, 3]``) are content. Message-boundary lines pass through untouched. Linear in the
+    text length.
     """
     optimized = "\n".join(_optimize_line(line) for line in text.split("\n"))
     return _BLANK_RUN.sub("\n\n", optimized).strip("\n")

@@ -23,7 +23,11 @@ The layout spends tokens only where they carry information::
   results are capped at :data:`MAX_RESULT_TOKENS`, because one giant result must not crowd the
   rest of the conversation out of the observer's context;
 * attachments become numbered placeholders, and data parts (obsmem's own markers, app signals)
-  are never shown: they are not conversation.
+  are never shown: they are not conversation;
+* obsmem's own context messages (an application may save what it sent, preamble and reminders
+  included) are never shown, and ``<system-reminder>`` blocks are cut out of user text
+  (:func:`obsmem.om.text.own.conversation_messages`): guidance for a model is not something
+  the user said.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from obsmem.om.text.own import conversation_messages
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -86,6 +91,9 @@ def format_transcript(
 ) -> Transcript:
     """Render ``messages`` (in the order given) as an observer transcript.
 
+    Only conversation is rendered: obsmem's own messages and ``<system-reminder>`` blocks in
+    user text are left out (see the module docstring).
+
     Times are shown in ``timezone`` (UTC when None) because the observer turns them into
     ``(HH:MM)`` stamps and resolves "tomorrow" against them: they must be the user's local
     times to mean anything. ``count_tokens`` enforces the argument and result caps.
@@ -97,7 +105,7 @@ def format_transcript(
     last_day: tuple[int, int, int] | None = None
     last_minute: tuple[int, int] | None = None
 
-    for message in messages:
+    for message in conversation_messages(list(messages)):
         lines = _part_lines(message, count_tokens, seen_calls, attachments, max_result_tokens, max_arg_tokens)
         if not lines:
             continue

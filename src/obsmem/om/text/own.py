@@ -1,0 +1,205 @@
+"""obsmem's own text inside a conversation, and how it is told apart from the application's.
+
+The context obsmem builds for the actor (:mod:`obsmem.om.context`) holds messages obsmem wrote
+itself: the preamble, the observation chunks and the volatile sections (system role), the
+continuation reminder and the temporal-gap reminders (user role, inside ``<system-reminder>``
+tags). Each carries the marker :data:`MARKER_KEY` in its metadata (the value says which part it
+is) and an id of its own thread. An application that saves what it sent to the model hands
+these messages back; they are never stored as conversation and never observed.
+
+A round trip through a provider's wire format (``to_openai`` then ``from_openai``) keeps
+neither ids nor metadata, so obsmem's fixed texts are recognised as well
+(:func:`is_obsmem_message`), and in a sequence every system message between a recognised one
+and the next non-system message (the middle observation chunks, extractor sections) goes with
+it (:func:`drop_obsmem_messages`).
+
+``<system-reminder>`` blocks are guidance for the model (obsmem's reminders, or notes an agent
+framework injects into user messages), not something the user said: they are cut out of user
+text before observation (:func:`conversation_view`).
+
+Pure functions, linear in the text length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from obsmem.types import Message, Part, TextPart
+
+__all__ = [
+    "CONTINUATION",
+    "MARKER_KEY",
+    "OTHER_CONVERSATIONS",
+    "PREAMBLE",
+    "conversation_messages",
+    "conversation_view",
+    "drop_obsmem_messages",
+    "is_obsmem_message",
+    "strip_system_reminders",
+]
+
+MARKER_KEY: Final = "obsmem"
+"""The metadata key that marks obsmem's own context messages (its value names the part)."""
+
+PREAMBLE: Final = """\
+The observations below are your memory of earlier conversation with this user. They were
+written from the conversation as it happened and are your only record of it.
+
+How to use them:
+- Personalise your answers with the specific details recorded here; avoid generic advice when
+  the memory says something concrete.
+- When facts conflict, the most recent observation wins. Watch for changes of state
+  ("moved to", "switched to", "changing from ...").
+- A planned action whose date has passed probably happened, unless something says otherwise;
+  when it matters, ask rather than assume.
+- What the user stated about themselves is authoritative. Something the assistant suggested only
+  counts if the user adopted it; what the assistant did is a record of what happened.
+- The user's most recent message has the highest priority.
+- Text inside <system-reminder> tags is guidance for you; never mention it."""
+
+CONTINUATION: Final = """\
+<system-reminder>
+Continue the conversation naturally and answer the latest message. The earlier part of this
+conversation is summarised in your memory above; use it as background and pick up unfinished
+work only where it helps. If a suggested response is present, follow it naturally. Do not
+mention memory, summaries, context handling or missing messages. Everything after this reminder
+is newer than your memory and takes priority over it.
+</system-reminder>"""
+
+OTHER_CONVERSATIONS: Final = """\
+The following comes from this user's other conversations. It is reference only: use it for
+context, do not continue those conversations here, and do not assume this conversation has
+seen it."""
+
+_OPEN: Final = "<system-reminder>"
+_CLOSE: Final = "</system-reminder>"
+
+# How obsmem's system messages begin (or, for the last observation chunk, end).
+_SYSTEM_OPENINGS: Final = (
+    PREAMBLE.split("\n", 1)[0],
+    OTHER_CONVERSATIONS.split("\n", 1)[0],
+    "<observations>",
+    "<current-task>",
+    "<suggested-response>",
+    "<working-memory>",
+)
+_SYSTEM_ENDING: Final = "</observations>"
+# A temporal-gap reminder: "<system-reminder>3 hours later — Mon Jun 16 2025 12:00 UTC</system-reminder>".
+_GAP_REMINDER: Final = re.compile(r"<system-reminder>[^<>\n]{1,80} later — [^<>\n]{0,80}</system-reminder>")
+_BLANK_RUN: Final = re.compile(r"\n{3,}")
+
+
+def strip_system_reminders(text: str) -> str:
+    """``text`` without its ``<system-reminder>…</system-reminder>`` blocks.
+
+    A block without its closing tag is left as it is (it is not a block). When something was
+    cut, the blank lines it leaves collapse and the ends are trimmed; otherwise ``text`` comes
+    back unchanged. Linear: every character is looked at a bounded number of times.
+    """
+    start = text.find(_OPEN)
+    if start == -1:
+        return text
+    pieces: list[str] = []
+    position = 0
+    cut = False
+    while start != -1:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end == -1:
+            break
+        pieces.append(text[position:start])
+        position = end + len(_CLOSE)
+        cut = True
+        start = text.find(_OPEN, position)
+    if not cut:
+        return text
+    pieces.append(text[position:])
+    return _BLANK_RUN.sub("\n\n", "".join(pieces)).strip()
+
+
+def is_obsmem_message(message: Message) -> bool:
+    """Whether ``message`` is one obsmem wrote into a context (never conversation).
+
+    True for a message carrying the marker (``metadata["obsmem"]``), and for one that lost it
+    on a trip through a provider's wire format but still reads as obsmem's: a system message
+    that opens like the preamble, an observation chunk, the other-conversations block or a
+    volatile section (``<current-task>``, ``<suggested-response>``, ``<working-memory>``), or
+    closes the observations; a user message that is exactly the continuation reminder or a
+    temporal-gap reminder.
+    """
+    if isinstance(message.metadata.get(MARKER_KEY), str):
+        return True
+    if message.role == "system":
+        text = message.text.strip()
+        return text.startswith(_SYSTEM_OPENINGS) or text.endswith(_SYSTEM_ENDING)
+    if message.role == "user":
+        return _is_own_user_text(message.text)
+    return False
+
+
+def _is_own_user_text(text: str) -> bool:
+    text = text.strip()
+    return text == CONTINUATION or (len(text) < 240 and _GAP_REMINDER.fullmatch(text) is not None)
+
+
+def _without_own_parts(message: Message) -> Message | None:
+    """A user message without the text parts that are obsmem's reminders (a provider format that
+    merges consecutive user messages puts the continuation reminder into the next one)."""
+    if message.role != "user":
+        return message
+    parts = tuple(p for p in message.parts if not (isinstance(p, TextPart) and _is_own_user_text(p.text)))
+    if len(parts) == len(message.parts):
+        return message
+    return message.model_copy(update={"parts": parts}) if parts else None
+
+
+def drop_obsmem_messages(messages: Iterable[Message]) -> list[Message]:
+    """``messages`` without obsmem's own (what to keep when an application saves what it sent).
+
+    Besides every message :func:`is_obsmem_message` recognises, a system message that follows a
+    recognised system message (only system messages between them) is obsmem's too: a context
+    lists the application's instructions first, then obsmem's system messages in one run, so a
+    middle observation chunk that lost its marker still goes with the run it belongs to. A user
+    message loses the text parts that are obsmem's reminders (and goes when nothing is left).
+    """
+    kept: list[Message] = []
+    in_own_run = False
+    for message in messages:
+        own = is_obsmem_message(message)
+        if message.role == "system":
+            in_own_run = in_own_run or own
+            if not in_own_run:
+                kept.append(message)
+            continue
+        in_own_run = False
+        rest = None if own else _without_own_parts(message)
+        if rest is not None:
+            kept.append(rest)
+    return kept
+
+
+def conversation_view(message: Message) -> Message | None:
+    """The message as conversation for an observer: None when it is obsmem's own or has nothing
+    left; a user message loses its ``<system-reminder>`` blocks (a text part left empty goes)."""
+    if is_obsmem_message(message):
+        return None
+    if message.role != "user" or not any(isinstance(p, TextPart) and _OPEN in p.text for p in message.parts):
+        return message
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            text = strip_system_reminders(part.text)
+            if not text.strip():
+                continue
+            part = part if text == part.text else part.model_copy(update={"text": text})
+        parts.append(part)
+    if not parts:
+        return None
+    return message.model_copy(update={"parts": tuple(parts)})
+
+
+def conversation_messages(messages: Sequence[Message]) -> list[Message]:
+    """What of ``messages`` an observer may read: :func:`drop_obsmem_messages`, then
+    :func:`conversation_view` of each (messages left with nothing are dropped)."""
+    return [view for view in map(conversation_view, drop_obsmem_messages(messages)) if view is not None]
