@@ -107,9 +107,11 @@ async def test_thread_deleted_mid_observation_is_not_resurrected() -> None:
     memory_holder["m"] = memory
     async with memory:
         conv = Conversation()
+        # The input is observed at the boundary after the actor saw it (issue 12, item 1).
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1",
+                                       messages=[conv.user("I like long walks by the river. " * 80)])
         with pytest.raises(ThreadNotFoundError):
-            await memory.begin_turn(thread_id="t1", resource_id="u1",
-                                    messages=[conv.user("I like long walks by the river. " * 80)])
+            await turn.step([conv.assistant("Walks by the river it is.")])
         assert await memory.store.get_thread("t1") is None
         assert await memory.store.get_head("thread:t1") is None
 

@@ -75,6 +75,9 @@ async def test_a_single_message_larger_than_the_threshold_is_observed(memory: Me
     conv = Conversation()
     huge = " ".join(f"I have a friend named Kim{i} who lives in Town{i}." for i in range(200))
     turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(huge)])
+    # The actor first gets the message itself; it is observed at the next boundary (issue 12, item 1).
+    assert [m.text for m in turn.context.raw_messages] == [huge]
+    await turn.step([conv.assistant("Quite a list of friends.")])
     assert turn.context.has_observations
     record = await memory.get_record("t1")
     assert record is not None and record.cursor("t1") >= 1

@@ -9,7 +9,9 @@ it makes a new generation. This module holds all of it, as pure functions:
   observe), :func:`model_changed` and :func:`idle_expired` (early activation at a turn's
   start), :func:`early_reflection_allowed` (the guards on activating a reflection early);
 - *how much*: :func:`select_activation_prefix` (the retention floor and the prefix choice) and
-  :func:`chunks_to_activate`;
+  :func:`chunks_to_activate`; *how far*: :class:`ChunkBounds` and :func:`usable_chunks` (a chunk
+  is activated only where its end splits no call from its result and leaves what the actor has
+  not seen yet raw; a chunk that ends between a call and its result is never usable);
 - *what it writes*: :func:`activate_chunks`, :func:`apply_buffered_reflection`,
   :func:`absorb_covered_chunks`.
 
@@ -27,6 +29,7 @@ from datetime import datetime
 from typing import Literal
 
 from obsmem.errors import InvalidInputError
+from obsmem.om.selection import Unseen, safe_cursor_seqs, valid_cuts
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.groups import group_safe_line_count
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
@@ -35,6 +38,7 @@ from obsmem.types import Message
 
 __all__ = [
     "ActivatedChunks",
+    "ChunkBounds",
     "ThresholdAction",
     "absorb_covered_chunks",
     "activate_chunks",
@@ -43,6 +47,7 @@ __all__ = [
     "chunk_fits",
     "chunks_to_activate",
     "covered_until",
+    "drop_chunks",
     "early_reflection_allowed",
     "idle_expired",
     "model_changed",
@@ -50,6 +55,7 @@ __all__ = [
     "reflection_slice",
     "select_activation_prefix",
     "threshold_action",
+    "usable_chunks",
 ]
 
 
@@ -241,6 +247,66 @@ def projected_message_removal(
 # --------------------------------------------------------------------------------------------
 # What it writes
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkBounds:
+    """Where activation may move a thread's cursor, from the window read with the head.
+
+    ``valid``: the seqs of the messages after which the window may be cut without splitting a
+    call from its result or taking a call that waits for its result. ``allowed``: those that
+    also leave what the actor has not seen yet raw (:class:`~obsmem.om.selection.Unseen`).
+    ``known_until``: the newest seq of that window; a chunk reaching past it was appended after
+    the read, and is judged on a later step.
+    """
+
+    valid: frozenset[int]
+    allowed: frozenset[int]
+    known_until: int
+
+    @staticmethod
+    def of(window: Sequence[Message], unseen: Unseen) -> ChunkBounds:
+        """The bounds of ``window`` (a thread's observable messages after its cursor, in order)."""
+        cuts = valid_cuts(window)
+        limit = unseen.start(window)
+        return ChunkBounds(
+            valid=safe_cursor_seqs(window, cuts),
+            allowed=safe_cursor_seqs(window, [c for c in cuts if c <= limit]),
+            known_until=max((m.seq or 0 for m in window), default=0),
+        )
+
+
+def usable_chunks(record: ObservationRecord, thread_id: str, bounds: ChunkBounds) -> tuple[int, int]:
+    """``(usable, broken_from)`` for the thread's stored chunks, in order.
+
+    The first ``usable`` chunks may be activated now, as a prefix (the last one taken must end
+    where ``bounds`` allow; a chunk wholly at or before the cursor is stale and may always go).
+    From ``broken_from`` on (``len(chunks)`` when none) the chunks cannot ever be activated: one
+    ends between a call and its result, so its whole suffix is dropped and those messages are
+    observed again — which costs a model call but never shows a result without its call.
+    """
+    mine = [c for c in record.buffered_chunks if c.thread_id == thread_id]
+    cursor = record.cursor(thread_id)
+    broken_from = len(mine)
+    for index, chunk in enumerate(mine):
+        if cursor < chunk.last_seq <= bounds.known_until and chunk.last_seq not in bounds.valid:
+            broken_from = index
+            break
+    usable = broken_from
+    while usable and not (mine[usable - 1].last_seq <= cursor or mine[usable - 1].last_seq in bounds.allowed):
+        usable -= 1
+    return usable, broken_from
+
+
+def drop_chunks(record: ObservationRecord, thread_id: str, start: int) -> ObservationRecord:
+    """``record`` without the thread's chunks from index ``start`` on (others' stay)."""
+    mine = [c for c in record.buffered_chunks if c.thread_id == thread_id]
+    dropped = {c.id for c in mine[start:]}
+    if not dropped:
+        return record
+    return record.model_copy(
+        update={"buffered_chunks": tuple(c for c in record.buffered_chunks if c.id not in dropped)}
+    )
 
 
 def covered_until(record: ObservationRecord, thread_id: str) -> int:

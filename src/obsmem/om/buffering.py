@@ -39,6 +39,7 @@ from typing import Any
 
 from obsmem.om import markers
 from obsmem.om.activation import (
+    ChunkBounds,
     apply_buffered_reflection,
     chunk_fits,
     chunks_to_activate,
@@ -48,12 +49,13 @@ from obsmem.om.activation import (
     model_changed,
     reflection_slice,
     threshold_action,
+    usable_chunks,
 )
 from obsmem.om.cycle import Core, Cycle
 from obsmem.om.outcomes import CycleOutcome
-from obsmem.om.protocols import ObservationRequest, ReflectionRequest
-from obsmem.om.selection import observable_messages, valid_cuts
-from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep
+from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
+from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
+from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep, observe_in_requests
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
 from obsmem.profiles import parse_model_id
@@ -163,17 +165,21 @@ class BufferedLifecycle:
         messages = await core.unobserved(record, thread.id)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
-    async def step(self, thread: Thread, *, turn_start: bool, actor_model: str | None) -> StepResult:
+    async def step(
+        self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN
+    ) -> StepResult:
         """One step boundary. Reads once, and re-reads only after this step wrote something, so
-        an ordinary turn costs a couple of store calls (the snapshot also builds the context)."""
+        an ordinary turn costs a couple of store calls (the snapshot also builds the context).
+        What ``unseen`` names stays raw: it is neither activated nor observed in this step
+        (buffers may start over it; they are activated at a later boundary)."""
         outcomes: list[CycleOutcome] = []
         snapshot = await self.read(thread)
         if turn_start:
-            early, wrote = await self.early_activation(thread, actor_model, snapshot.record)
+            early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)
             outcomes.extend(early)
             if wrote:
                 snapshot = await self.read(thread)
-        activations, snapshot = await self.threshold_step(thread, snapshot)
+        activations, snapshot = await self.threshold_step(thread, snapshot, unseen)
         outcomes.extend(activations)
         reflected = await self.reflection_step(thread, snapshot.record)
         if reflected is not None:
@@ -182,10 +188,13 @@ class BufferedLifecycle:
         await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
         return StepResult(outcomes, snapshot.record, snapshot.messages)
 
-    async def threshold_step(self, thread: Thread, snapshot: Snapshot) -> tuple[list[CycleOutcome], Snapshot]:
+    async def threshold_step(
+        self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN
+    ) -> tuple[list[CycleOutcome], Snapshot]:
         """Activate chunks until the window is under the threshold, then, if it still is not,
         wait for a running buffer or observe the unbuffered tail (see
-        :func:`~obsmem.om.activation.threshold_action`)."""
+        :func:`~obsmem.om.activation.threshold_action`). Only chunks that
+        :func:`~obsmem.om.activation.usable_chunks` allows count."""
         core = self.core
         observation = core.config.observation
         outcomes: list[CycleOutcome] = []
@@ -193,10 +202,11 @@ class BufferedLifecycle:
             record, pending = snapshot.record, snapshot.pending
             threshold = core.message_threshold(record)
             chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+            usable, broken_from = usable_chunks(record, thread.id, ChunkBounds.of(snapshot.messages, unseen))
             task = self._observation_tasks.get(core.lineage(thread))
             # Handed off to workers, a buffer is as good as in flight: give them until block_after.
             action = threshold_action(
-                pending, threshold, has_chunks=bool(chunks),
+                pending, threshold, has_chunks=usable > 0 or broken_from < len(chunks),
                 buffer_in_flight=self.handoff is not None or (task is not None and not task.done()),
                 block_after=observation.resolved_block_after,
             )
@@ -204,31 +214,40 @@ class BufferedLifecycle:
                 break
             if action == "activate":
                 count = chunks_to_activate(
-                    [c.message_tokens for c in chunks], observation.buffer_activation, threshold, pending,
-                    observation.resolved_block_after,
+                    [c.message_tokens for c in chunks[: max(usable, 1)]], observation.buffer_activation, threshold,
+                    pending, observation.resolved_block_after,
                 )
-                outcomes.append(await self.activation.activate(thread, count=count, triggered_by="threshold"))
+                outcome = await self.activation.activate(
+                    thread, count=count, triggered_by="threshold", window=snapshot.messages, unseen=unseen
+                )
+                outcomes.append(outcome)
+                before = (record.cursor(thread.id), len(chunks))
                 snapshot = await self.read(thread)
-                continue
-            outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold"))
+                after = snapshot.record
+                if (after.cursor(thread.id), sum(c.thread_id == thread.id for c in after.buffered_chunks)) != before:
+                    continue  # it activated (or dropped broken chunks): look again
+                break
+            outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold", unseen=unseen))
             snapshot = await self.read(thread)
             break
         return outcomes, snapshot
 
     # -- early activation -------------------------------------------------------------------
     async def early_activation(
-        self, thread: Thread, actor_model: str | None, record: ObservationRecord
+        self, thread: Thread, actor_model: str | None, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN
     ) -> tuple[list[CycleOutcome], bool]:
         """At a turn's start: activate buffered work after idleness or when the actor's model
-        changed. Returns the activations and whether anything was written."""
+        changed (never over what ``unseen`` keeps raw). Returns the activations and whether
+        anything was written."""
         outcomes: list[CycleOutcome] = []
+        record = snapshot.record
         previous = record.metadata.get("last_model")
         remembered = False
         if actor_model and previous != actor_model:
             await self._remember_model(thread, actor_model)
             remembered = True
         if any(c.thread_id == thread.id for c in record.buffered_chunks):
-            outcome = await self._early_observations(thread, actor_model, previous)
+            outcome = await self._early_observations(thread, actor_model, previous, snapshot.messages, unseen)
             if outcome is not None:
                 outcomes.append(outcome)
         if record.buffered_reflection is not None:
@@ -253,13 +272,13 @@ class BufferedLifecycle:
         return (idle_s, last_activity.isoformat()) if idle_expired(idle_s, ttl) else None
 
     async def _early_observations(
-        self, thread: Thread, actor_model: str | None, previous: object
+        self, thread: Thread, actor_model: str | None, previous: object, window: list[Message], unseen: Unseen
     ) -> CycleOutcome | None:
         config = self.core.config
         if config.observation_activate_on_provider_change and self._changed(previous, actor_model):
             return await self.activation.activate(
                 thread, count=None, triggered_by="provider_change",
-                extra={"previous_model": previous, "current_model": actor_model},
+                extra={"previous_model": previous, "current_model": actor_model}, window=window, unseen=unseen,
             )
         provider, model = parse_model_id(actor_model)
         ttl = config.observation_activation_ttl(provider, model) if config.observation_activate_after_idle else None
@@ -268,7 +287,8 @@ class BufferedLifecycle:
             return None
         return await self.activation.activate(
             thread, count=None, triggered_by="ttl",
-            extra={"last_activity_at": idle[1], "ttl_expired_ms": round(idle[0] * 1000)},
+            extra={"last_activity_at": idle[1], "ttl_expired_ms": round(idle[0] * 1000)}, window=window,
+            unseen=unseen,
         )
 
     async def _early_reflection(
@@ -371,8 +391,13 @@ class BufferedLifecycle:
                 markers.buffering_start_marker, tokens_to_buffer=message_tokens, config=core.marker_config(record)
             )
             cycle.emit("buffer-start", tokens=message_tokens)
-            request = self._buffer_request(thread, record, messages, cycle)
-            result = await cycle.run(core.observer.observe(request))
+            counts = [core.counter.count_message(m) for m in messages]
+            head = record
+
+            def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
+                return self._buffer_request(thread, head, group, cycle, earlier)
+
+            result = await observe_in_requests(core, cycle, messages, counts, request)
             chunk = BufferedChunk(
                 id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle.id, thread_id=thread.id,
                 observations=core.package(thread, messages, result.observations),
@@ -406,12 +431,20 @@ class BufferedLifecycle:
         cycle.emit("buffer-end", tokens=chunk.message_tokens, output_tokens=chunk.observation_tokens)
 
     def _buffer_request(
-        self, thread: Thread, record: ObservationRecord, messages: list[Message], cycle: Cycle
+        self,
+        thread: Thread,
+        record: ObservationRecord,
+        messages: list[Message],
+        cycle: Cycle,
+        earlier: ObservationResult | None = None,
     ) -> ObservationRequest:
+        """A buffer's request; ``earlier`` is what this buffer's previous requests returned."""
         core = self.core
         chunks = [c.observations for c in record.buffered_chunks if c.thread_id == thread.id and c.observations]
         previous = core.observer_view(record.active_observations)
         chunks = [core.observer_view(c) for c in chunks]
+        if earlier is not None and earlier.observations.strip():
+            chunks.append(earlier.observations.strip())
         if chunks:
             previous = "\n\n".join([previous, _BUFFERED_SEPARATOR, *chunks]).strip()
         budget = core.config.observation.previous_observer_tokens
@@ -424,7 +457,7 @@ class BufferedLifecycle:
             previous_observations=truncated.text,
             previous_truncated=truncated.truncated,
             thread_title=thread.title or state.thread_title,
-            extracted=dict(state.extracted),
+            extracted={**state.extracted, **(earlier.extracted if earlier else {})},
             extractors=core.extractors,
             continuation_hints=False,
             want_title=False,

@@ -32,6 +32,7 @@ from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.sections import remove_thread
+from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
@@ -87,15 +88,26 @@ class Engine:
                 spawn=spawn, handoff=handoff,
             )
 
-    async def advance(self, thread: Thread, *, turn_start: bool = False, actor_model: str | None = None) -> StepResult:
+    async def advance(
+        self,
+        thread: Thread,
+        *,
+        turn_start: bool = False,
+        actor_model: str | None = None,
+        fresh: Sequence[Message] = (),
+    ) -> StepResult:
         """Everything due at a step boundary: activation, observation, reflection, new buffers.
 
-        Returns the outcomes and the state after them, from which the actor's context is built
-        without reading the store again.
+        ``fresh`` are the messages saved at this boundary (as stored, with their seq): the
+        actor has not seen them, so they stay raw in this step, and so does, at a turn's start,
+        the newest user message with everything after it (:class:`~obsmem.om.selection.Unseen`).
+        They are observed at a later boundary. Returns the outcomes and the state after them,
+        from which the actor's context is built without reading the store again.
         """
+        unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
-            return await self.buffered.step(thread, turn_start=turn_start, actor_model=actor_model)
-        outcomes = [await self.observation.maybe_observe(thread)]
+            return await self.buffered.step(thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen)
+        outcomes = [await self.observation.maybe_observe(thread, unseen=unseen)]
         reflected = await self.reflection.maybe_reflect(thread)
         if reflected.applied or reflected.error is not None:
             outcomes.append(reflected)
@@ -104,8 +116,9 @@ class Engine:
 
     # -- the transitions ----------------------------------------------------------------------
     async def maybe_observe(self, thread: Thread) -> CycleOutcome:
-        """Observe when the unobserved tokens reach the threshold (a no-op otherwise)."""
-        return await self.observation.maybe_observe(thread)
+        """Observe when the unobserved tokens reach the threshold (a no-op otherwise). The newest
+        user message and what follows it stay raw: an actor may be about to read them."""
+        return await self.observation.maybe_observe(thread, unseen=Unseen(newest_user=True))
 
     async def observe(self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual") -> CycleOutcome:
         """Observe synchronously (buffered chunks are activated first)."""
@@ -129,6 +142,33 @@ class Engine:
     async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
         """Manual reflection: starts at compression level 0 with the reflection threshold as target."""
         return await self.reflection.reflect(thread, guidance=guidance)
+
+    async def check_input(
+        self, thread: Thread, new: Sequence[Message], *, tail: Sequence[Message] | None = None
+    ) -> None:
+        """Raise InvalidInputError when saving ``new`` on ``thread`` would put a tool result
+        before its call or a message between a call and its result (see
+        :func:`~obsmem.om.selection.check_input_sequence`). Call it *before* saving.
+
+        ``tail`` is the thread's stored messages from the newest message with text, a file or a
+        call on (a turn's last context's raw messages will do); without it the tail is read
+        from the store, newest first, until such a message is found.
+        """
+        if not new:
+            return
+        if tail is None:
+            tail = await self._tail(thread)
+        check_input_sequence(tail, new)
+
+    async def _tail(self, thread: Thread) -> list[Message]:
+        """The thread's stored messages from its newest boundary message on, oldest first."""
+        limit = 8
+        while True:
+            newest = await self.core.store.list_messages(thread.id, limit=limit, newest_first=True)
+            observable = observable_messages(newest)
+            if len(newest) < limit or any(is_boundary(m) for m in observable):
+                return list(reversed(observable))
+            limit *= 4
 
     async def forget_thread(self, thread: Thread) -> None:
         """Resource scope: remove a deleted thread's sections, hints and chunks from the record."""

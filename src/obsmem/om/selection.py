@@ -1,23 +1,48 @@
 """Which messages an observation cycle takes: pure rules, tested with tables.
 
 An observation covers a *prefix* of the unobserved messages, because the cursor is a position:
-everything up to it is observed, everything after it is raw. The prefix must never end between
-a tool call and its result (the actor would see a result without its call, which providers
-reject), must never take a call that is still waiting for its result, and should leave a raw
-tail of about ``retention_floor`` tokens so the actor keeps the recent conversation verbatim.
+everything up to it is observed, everything after it is raw. Three rules decide where that
+prefix may end:
+
+* **A call stays with its result.** A prefix never ends between a tool call and its result (the
+  actor would see a result without its call, or a call without its result, which providers
+  reject), and never takes a call whose result may still come — wherever that call is in the
+  window, and whichever of the calls of a parallel step it is. A call whose result can no
+  longer come (a message with text, a file or a new call followed it) constrains nothing.
+* **What the actor has not seen stays raw.** The input of the current step — the messages saved
+  at this boundary, and at a turn's start the newest user message and everything after it — is
+  never observed (or activated) before the actor has been shown it verbatim (:class:`Unseen`).
+* **A recent tail stays raw**: about ``retention_floor`` tokens (:func:`select_observation_prefix`).
+
+A prefix is then observed in observer requests of at most ``max_tokens_per_batch`` message
+tokens (:func:`observer_requests`): whole messages where they fit, and a single larger message in
+pieces (:func:`split_message`), so no observer request is ever one huge message.
+
+:func:`check_input_sequence` is the matching rule on input: a new message may not put a result
+before its call, or anything between a call and its result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from obsmem.types import Message
+from obsmem.errors import InvalidInputError
+from obsmem.tokens import TokenCounter
+from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart
 
 __all__ = [
+    "NOTHING_UNSEEN",
+    "Unseen",
+    "check_input_sequence",
+    "is_boundary",
     "observable_messages",
     "observation_batches",
+    "observer_requests",
     "pending_tool_call_ids",
+    "safe_cursor_seqs",
     "select_observation_prefix",
+    "split_message",
     "valid_cuts",
 ]
 
@@ -27,21 +52,33 @@ def observable_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if m.role != "system" and not m.is_marker_only]
 
 
-def pending_tool_call_ids(messages: Sequence[Message]) -> set[str]:
-    """Ids of tool calls in the *newest* message that have no result yet (the model is waiting).
+def is_boundary(message: Message) -> bool:
+    """Whether every earlier call must be answered before ``message`` (what providers enforce):
+    it says something, shows something, or calls something."""
+    return any(isinstance(p, TextPart | FilePart | ToolCallPart) for p in message.parts)
 
-    A call without a result that is not in the newest message is an orphan (its result will
-    never come); it does not block observation.
+
+def pending_tool_call_ids(messages: Sequence[Message]) -> set[str]:
+    """Ids of tool calls whose result may still come: no result for them in ``messages``, and
+    nothing after their message but other results (the model is waiting for its tools).
+
+    Every call of a parallel step counts, not only those of the newest message: with calls
+    ``a`` and ``b`` and only ``a``'s result saved, ``b`` is pending. A call followed by a message
+    with text, a file or another call is an orphan (its result can no longer come in a valid
+    place); it is not pending.
     """
-    if not messages:
-        return set()
     answered = {r.tool_call_id for m in messages for r in m.tool_results}
-    return {c.tool_call_id for c in messages[-1].tool_calls if c.tool_call_id not in answered}
+    pending: set[str] = set()
+    for message in reversed(messages):
+        pending |= {c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered}
+        if is_boundary(message):
+            break  # calls before this message were due before it
+    return pending
 
 
 def valid_cuts(messages: Sequence[Message]) -> list[int]:
     """Every ``i`` in 1..n such that observing ``messages[:i]`` splits no call from its result
-    and takes no pending call."""
+    and takes no pending call (see :func:`pending_tool_call_ids`)."""
     n = len(messages)
     call_at: dict[str, int] = {}
     result_at: dict[str, int] = {}
@@ -50,12 +87,14 @@ def valid_cuts(messages: Sequence[Message]) -> list[int]:
             call_at.setdefault(call.tool_call_id, index)
         for result in message.tool_results:
             result_at[result.tool_call_id] = index
-    # A cut i is blocked when some pair straddles it: call index < i <= result index.
+    pending = pending_tool_call_ids(messages)
+    # A cut i is blocked when some pair straddles it (call index < i <= result index), and by
+    # a pending call from its message to the end.
     blocked = [0] * (n + 2)
     for call_id, start in call_at.items():
         end = result_at.get(call_id)
         if end is None:
-            if start == n - 1:  # a pending call in the newest message: never observe it
+            if call_id in pending:
                 blocked[start + 1] += 1
                 blocked[n + 1] -= 1
             continue
@@ -72,6 +111,52 @@ def valid_cuts(messages: Sequence[Message]) -> list[int]:
     return cuts
 
 
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """What the actor has not been shown yet at this boundary; it stays raw until a later one.
+
+    ``from_seq``: the first message saved at this boundary (the turn's input, or a step's tool
+    results), if known. ``newest_user``: at a turn's start, the newest user message — whoever
+    saved it — and everything after it. The default protects nothing (a manual observe).
+    """
+
+    from_seq: int | None = None
+    newest_user: bool = False
+
+    def start(self, messages: Sequence[Message]) -> int:
+        """The index in ``messages`` (seq order) of the first message that must stay raw;
+        ``len(messages)`` when none must."""
+        start = len(messages)
+        if self.from_seq is not None:
+            start = next((i for i, m in enumerate(messages) if (m.seq or 0) >= self.from_seq), start)
+        if self.newest_user:
+            for i in range(len(messages) - 1, -1, -1):
+                if messages[i].role == "user" and any(isinstance(p, TextPart | FilePart) for p in messages[i].parts):
+                    start = min(start, i)
+                    break
+        return start
+
+    def cuts(self, messages: Sequence[Message]) -> list[int]:
+        """The :func:`valid_cuts` of ``messages`` that leave everything unseen raw."""
+        limit = self.start(messages)
+        return [c for c in valid_cuts(messages) if c <= limit]
+
+    @staticmethod
+    def of(fresh: Sequence[Message], *, turn_start: bool) -> Unseen:
+        """The unseen input of a boundary that saved ``fresh`` (stored messages, with seq)."""
+        seqs = [m.seq for m in fresh if m.seq is not None]
+        return Unseen(from_seq=min(seqs) if seqs else None, newest_user=turn_start)
+
+
+#: Protects nothing: what a manual observe, a worker and reflection use.
+NOTHING_UNSEEN = Unseen()
+
+
+def safe_cursor_seqs(messages: Sequence[Message], cuts: Sequence[int]) -> frozenset[int]:
+    """The seqs a cursor may move to: the last message of each allowed prefix ``messages[:cut]``."""
+    return frozenset(messages[c - 1].seq or 0 for c in cuts if c > 0)
+
+
 def select_observation_prefix(
     messages: Sequence[Message],
     token_counts: Sequence[int],
@@ -79,15 +164,17 @@ def select_observation_prefix(
     retention_floor: int,
     threshold: int,
     force: bool = False,
+    cuts: Sequence[int] | None = None,
 ) -> int:
     """How many leading messages to observe.
 
     Prefer the longest prefix that still leaves at least ``retention_floor`` tokens raw. If that
     would leave the window at or above ``threshold`` (one huge message, say), take the shortest
     prefix that brings it under; if none can, take everything that may be taken. ``force``
-    (manual observe) takes everything that may be taken.
+    (manual observe) takes everything that may be taken. ``cuts`` are the prefixes that may be
+    taken (default: :func:`valid_cuts`; :meth:`Unseen.cuts` also keeps the unseen input raw).
     """
-    cuts = valid_cuts(messages)
+    cuts = valid_cuts(messages) if cuts is None else list(cuts)
     if not cuts:
         return 0
     if force:
@@ -133,3 +220,179 @@ def observation_batches(
         batches.append((start, stop))
         start = stop
     return batches
+
+
+# --------------------------------------------------------------------------------------------
+# Observer requests: whole messages up to the limit, a larger message in pieces
+# --------------------------------------------------------------------------------------------
+
+#: Where a piece of text prefers to end: the last line break, else the last space, in the
+#: second half of the piece (so a piece is never much shorter than its budget).
+_BREAKS = ("\n", " ")
+
+
+def observer_requests(
+    messages: Sequence[Message], token_counts: Sequence[int], max_tokens: int, counter: TokenCounter
+) -> list[list[Message]]:
+    """``messages`` as the message lists of consecutive observer requests.
+
+    Whole messages are grouped as :func:`observation_batches` groups them (a run between two
+    valid cuts stays together); a message larger than ``max_tokens`` on its own is cut out of
+    its batch and sent in pieces of at most ``max_tokens`` tokens each (:func:`split_message`).
+    """
+    if not messages:
+        return []
+    if sum(token_counts) <= max_tokens:
+        return [list(messages)]
+    requests: list[list[Message]] = []
+    batches = observation_batches(valid_cuts(messages), token_counts, len(messages), max_tokens)
+    for start, stop in batches:
+        if sum(token_counts[start:stop]) <= max_tokens:
+            requests.append(list(messages[start:stop]))
+            continue
+        run: list[Message] = []
+        for message, tokens in zip(messages[start:stop], token_counts[start:stop], strict=True):
+            if tokens <= max_tokens:
+                run.append(message)
+                continue
+            if run:
+                requests.append(run)
+                run = []
+            requests.extend([piece] for piece in split_message(message, max_tokens, counter))
+        if run:
+            requests.append(run)
+    return requests
+
+
+def split_message(message: Message, max_tokens: int, counter: TokenCounter) -> list[Message]:
+    """``message`` as consecutive pieces of at most ``max_tokens`` tokens each, in order.
+
+    Each piece is a copy of the message (same id, role, time and seq) holding a run of its
+    parts; a text part larger than a piece is cut at a line break or a space where it can be.
+    Joined in order, the pieces' text is the message's text. A single non-text part larger than
+    the limit (an image, a tool result) cannot be cut and is a piece of its own.
+
+    Token counting is linear in the text: each piece is counted about once, its length guessed
+    from the characters per token of the pieces before it.
+    """
+    # A message's frame (role and separators) is counted once per piece; one token spare for rounding.
+    frame = counter.count_message(message.model_copy(update={"parts": (TextPart(text=""),)})) + 1
+    budget = max(1, max_tokens - frame)
+    pieces: list[list[Part]] = [[]]
+    room = budget
+    chars_per_token = 3.0  # a low guess for text; learned from each piece counted
+    for part in message.parts:
+        if not isinstance(part, TextPart):
+            cost = counter.count_part(part) + 1  # parts are rounded apart, the message once
+            if cost > room and pieces[-1]:
+                pieces.append([])
+                room = budget
+            pieces[-1].append(part)
+            room -= cost
+            continue
+        text, pos = part.text, 0
+        while pos < len(text):
+            if room <= 0 and pieces[-1]:
+                pieces.append([])
+                room = budget
+            end, tokens = _piece_end(text, pos, max(1, room), chars_per_token, counter)
+            pieces[-1].append(TextPart(text=text[pos:end]))
+            chars_per_token = max(0.5, (end - pos) / max(1, tokens))
+            room = room - max(1, tokens) if end == len(text) else 0  # more of this text: a new piece
+            pos = end
+        if not text:
+            pieces[-1].append(part)
+    return [message.model_copy(update={"parts": tuple(parts)}) for parts in pieces if parts]
+
+
+def _piece_end(text: str, pos: int, budget: int, chars_per_token: float, counter: TokenCounter) -> tuple[int, int]:
+    """Where the piece of ``text`` starting at ``pos`` ends to hold at most ``budget`` tokens,
+    and its token count."""
+    length = max(1, int(budget * chars_per_token))
+    while True:
+        end = min(len(text), pos + length)
+        if end < len(text):
+            end = _soft_end(text, pos, end)
+        tokens = counter.count_text(text[pos:end])
+        if tokens <= budget or end - pos <= 1:
+            return end, tokens
+        length = max(1, min(end - pos - 1, int((end - pos) * budget / tokens * 0.95)))
+
+
+def _soft_end(text: str, pos: int, end: int) -> int:
+    """``end`` moved back to just after a line break or a space in the second half of the piece."""
+    floor = pos + (end - pos) // 2
+    for mark in _BREAKS:
+        found = text.rfind(mark, floor, end)
+        if found >= floor:
+            return found + 1
+    return end
+
+
+# --------------------------------------------------------------------------------------------
+# Input: what may follow what
+# --------------------------------------------------------------------------------------------
+
+
+def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) -> None:
+    """Raise :class:`InvalidInputError` when saving ``new`` after ``existing`` (the thread's
+    stored messages, oldest first; its tail from the last message with text, a file or a call
+    is enough) would break the order providers require.
+
+    Refused: a tool result whose call is not waiting for one (never made, or already answered),
+    and a message with text, a file or a new call while calls are still waiting for results —
+    send every result first (in one message or several), then the next message. A call of a
+    non-assistant message is refused too. System and marker-only messages are not checked,
+    and messages already in ``existing`` (re-sent by id) keep their place and are skipped.
+    ``existing`` is taken as it is: an old call that was never answered does not block.
+    """
+    waiting: dict[str, str] = {}  # call id -> id of the message that made it
+    answered: set[str] = set()
+
+    def boundary(message: Message) -> None:
+        waiting.clear()
+        for call in message.tool_calls:
+            waiting[call.tool_call_id] = message.id
+
+    for message in observable_messages(existing):
+        own = {c.tool_call_id for c in message.tool_calls}
+        for result in message.tool_results:
+            if result.tool_call_id not in own and waiting.pop(result.tool_call_id, None) is not None:
+                answered.add(result.tool_call_id)
+        if is_boundary(message):
+            boundary(message)
+        answered |= {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
+        for call_id in own & answered:
+            waiting.pop(call_id, None)
+
+    known = {m.id for m in existing}
+    for index, message in enumerate(new):
+        if message.id in known or message.role == "system" or message.is_marker_only:
+            continue
+        where = f"messages[{index}] ({message.role}, id {message.id!r})"
+        if message.tool_calls and message.role != "assistant":
+            raise InvalidInputError(f"{where} carries a tool call; only assistant messages call tools.")
+        own = {c.tool_call_id for c in message.tool_calls}
+        for result in message.tool_results:
+            if result.tool_call_id in own:
+                continue
+            if waiting.pop(result.tool_call_id, None) is None:
+                state = "was already answered" if result.tool_call_id in answered else "was never made"
+                raise InvalidInputError(
+                    f"{where} holds the result of tool call {result.tool_call_id!r}, but no call with that id "
+                    f"is waiting for a result (it {state}). A result must follow its call, before any other "
+                    "message."
+                )
+            answered.add(result.tool_call_id)
+        if is_boundary(message) and waiting:
+            raise InvalidInputError(
+                f"{where} comes while tool calls {sorted(waiting)} still wait for their results. Save every "
+                "result of a step's calls first (one tool message per result, or several results in one "
+                "message), then the next message."
+            )
+        if is_boundary(message):
+            boundary(message)
+        for result in message.tool_results:
+            if result.tool_call_id in own:
+                waiting.pop(result.tool_call_id, None)
+                answered.add(result.tool_call_id)

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,7 +24,14 @@ from obsmem.errors import (
     ReflectionError,
 )
 from obsmem.om import markers
-from obsmem.om.activation import ActivatedChunks, absorb_covered_chunks, activate_chunks
+from obsmem.om.activation import (
+    ActivatedChunks,
+    ChunkBounds,
+    absorb_covered_chunks,
+    activate_chunks,
+    drop_chunks,
+    usable_chunks,
+)
 from obsmem.om.cycle import Core, Cycle, Written, describe
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
@@ -34,13 +41,27 @@ from obsmem.om.protocols import (
     ReflectionRequest,
     ReflectionResult,
 )
-from obsmem.om.selection import observation_batches, select_observation_prefix, valid_cuts
+from obsmem.om.selection import (
+    NOTHING_UNSEEN,
+    Unseen,
+    observation_batches,
+    observer_requests,
+    select_observation_prefix,
+)
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, ThreadState
 from obsmem.types import Message, Thread
 
-__all__ = ["ActivateStep", "ActivationTrigger", "ObserveStep", "ReflectStep", "Trigger"]
+__all__ = [
+    "ActivateStep",
+    "ActivationTrigger",
+    "ObserveStep",
+    "ReflectStep",
+    "Trigger",
+    "combine_results",
+    "observe_in_requests",
+]
 
 logger = logging.getLogger("obsmem")
 
@@ -66,32 +87,55 @@ class ActivateStep:
         count: int | None,
         triggered_by: ActivationTrigger = "threshold",
         extra: dict[str, Any] | None = None,
+        window: Sequence[Message] | None = None,
+        unseen: Unseen = NOTHING_UNSEEN,
     ) -> CycleOutcome:
-        """Activate the first ``count`` stored chunks of a thread (all when None).
+        """Activate the first ``count`` stored chunks of a thread (all when None), as far as
+        :func:`~obsmem.om.activation.usable_chunks` allows: never past a point that splits a
+        call from its result, never over what ``unseen`` keeps raw. Chunks that can never be
+        activated (they end between a call and its result) are dropped in the same write.
 
-        Works on the stored head and composes again onto the new head when the write is stale,
-        so a chunk appended meanwhile is kept, and the cursor only moves forward.
+        ``window`` is the thread's observable messages after the cursor, read with the head
+        (read here when not given). Works on the stored head and composes again onto the new
+        head when the write is stale, so a chunk appended meanwhile is kept, and the cursor
+        only moves forward.
         """
         core = self.core
+        first: ObservationRecord | None = None
+        if window is None:  # read the window only when there is a chunk to judge by it
+            first = await core.head(thread)
+            if not any(c.thread_id == thread.id for c in first.buffered_chunks):
+                return CycleOutcome("activation", False, first, reason="no buffered chunks that may be activated")
+            window = await core.unobserved(first, thread.id)
+        bounds = ChunkBounds.of(window, unseen)
 
         async def compose(record: ObservationRecord) -> ActivatedChunks | None:
-            mine = [c for c in record.buffered_chunks if c.thread_id == thread.id]
-            if not mine:
+            usable, broken_from = usable_chunks(record, thread.id, bounds)
+            mine = sum(1 for c in record.buffered_chunks if c.thread_id == thread.id)
+            if usable == 0 and broken_from == mine:
                 return None
-            take = len(mine) if count is None else max(1, min(count, len(mine)))
-            return activate_chunks(record, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text)
+            take = usable if count is None else min(usable, max(1, count))
+            kept = drop_chunks(record, thread.id, broken_from)
+            if broken_from < mine:
+                logger.warning(
+                    "obsmem: dropping %d buffered chunk(s) of thread %s that end between a tool call and its "
+                    "result; their messages stay pending", mine - broken_from, thread.id,
+                )
+            return activate_chunks(kept, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text)
 
         async def write(record: ObservationRecord, activated: ActivatedChunks) -> Written[ObservationRecord]:
             return await core.update(record, activated.record)
 
-        done = await core.commit(lambda: core.head(thread), compose, write)
+        done = await core.commit(lambda: core.head(thread), compose, write, first=first)
         if done.status == "declined":
-            return CycleOutcome("activation", False, done.current, reason="no buffered chunks")
+            return CycleOutcome("activation", False, done.current, reason="no buffered chunks that may be activated")
         if done.status == "gone":
             return CycleOutcome("activation", False, None, reason="thread deleted during activation")
         if done.status == "exhausted" or done.current is None or done.proposal is None:
             return CycleOutcome("activation", False, None, reason="store kept changing; activation retried later")
         activated, stored = done.proposal, done.current
+        if not activated.chunks:
+            return CycleOutcome("activation", False, stored, reason="dropped chunks that split a call from its result")
         await self._mark(thread, stored, activated, triggered_by, extra)
         core.emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
                   triggered_by=triggered_by)
@@ -139,54 +183,80 @@ class ObserveStep:
         self.core = core
         self.activation = activation
 
-    async def maybe_observe(self, thread: Thread) -> CycleOutcome:
+    async def maybe_observe(self, thread: Thread, *, unseen: Unseen = NOTHING_UNSEEN) -> CycleOutcome:
         """Observe when the unobserved tokens reach the threshold (a no-op otherwise)."""
-        return await self.observe(thread, force=False, trigger="threshold")
+        return await self.observe(thread, force=False, trigger="threshold", unseen=unseen)
 
-    async def observe(self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual") -> CycleOutcome:
+    async def observe(
+        self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual", unseen: Unseen = NOTHING_UNSEEN
+    ) -> CycleOutcome:
         """Observe synchronously. Buffered chunks are activated first, so the observer only ever
         sees the unbuffered tail and no message is observed twice. A window larger than
-        ``observation.max_tokens_per_batch`` is observed in batches, one observer call each."""
+        ``observation.max_tokens_per_batch`` is observed in batches, one commit each, and a
+        message larger than that in pieces, one observer request each.
+
+        What ``unseen`` names (the input the actor has not been shown yet) stays raw, and the
+        prefix never ends between a call and its result (:mod:`obsmem.om.selection`).
+        """
         core = self.core
-        record = await self._activate_chunks_first(thread)
-        if isinstance(record, CycleOutcome):
-            return record
-        messages = await core.unobserved(record, thread.id)
+        first = await self._activate_chunks_first(thread, unseen)
+        if isinstance(first, CycleOutcome):
+            return first
+        record, messages = first
         counts = [core.counter.count_message(m) for m in messages]
         pending = sum(counts)
         threshold = core.message_threshold(record)
         if not messages or (not force and pending < threshold):
             return CycleOutcome("observation", False, record, reason="below threshold")
+        cuts = unseen.cuts(messages)
         cut = select_observation_prefix(
             messages,
             counts,
             retention_floor=core.config.observation.retention_floor,
             threshold=threshold,
             force=force,
+            cuts=cuts,
         )
         if cut == 0:
-            return CycleOutcome("observation", False, record, reason="no safe prefix (a tool call is pending)")
-        batches = observation_batches(valid_cuts(messages), counts, cut, core.config.observation.max_tokens_per_batch)
+            return CycleOutcome(
+                "observation", False, record,
+                reason="no safe prefix (a tool call waits for its result, or the actor has not seen the input yet)",
+            )
+        batches = observation_batches(cuts, counts, cut, core.config.observation.max_tokens_per_batch)
         outcomes: list[CycleOutcome] = []
         for start, stop in batches:
             batch_tokens = sum(counts[start:stop])
-            outcome = await self._observe_batch(thread, record, messages[start:stop], batch_tokens, pending)
+            outcome = await self._observe_batch(
+                thread, record, messages[start:stop], counts[start:stop], batch_tokens, pending
+            )
             outcomes.append(outcome)
             if not outcome.applied or outcome.record is None:
                 break
             record, pending = outcome.record, pending - batch_tokens
         return dataclasses.replace(_combined(outcomes), waited=True)
 
-    async def _activate_chunks_first(self, thread: Thread) -> ObservationRecord | CycleOutcome:
-        """The head once the thread has no buffered chunk left. Re-checked after every
-        activation: another engine may append a chunk in between, and observing its messages
-        here would observe them twice."""
-        record = await self.core.head(thread)
-        for _ in range(self.core.commit_policy.attempts):
+    async def _activate_chunks_first(
+        self, thread: Thread, unseen: Unseen
+    ) -> tuple[ObservationRecord, list[Message]] | CycleOutcome:
+        """The head and the window once the thread has no buffered chunk left. Re-checked after
+        every activation: another engine may append a chunk in between, and observing its
+        messages here would observe them twice. A chunk that may not be activated yet (it covers
+        input the actor has not seen) leaves nothing to observe either: it comes first."""
+        core = self.core
+        record = await core.head(thread)
+        for _ in range(core.commit_policy.attempts):
             if not any(c.thread_id == thread.id for c in record.buffered_chunks):
-                return record
-            await self.activation.activate(thread, count=None, triggered_by="threshold")
-            record = await self.core.head(thread)
+                return record, await core.unobserved(record, thread.id)
+            before = (record.cursor(thread.id), len(record.buffered_chunks))
+            await self.activation.activate(
+                thread, count=None, triggered_by="threshold", window=await core.unobserved(record, thread.id),
+                unseen=unseen,
+            )
+            record = await core.head(thread)
+            if (record.cursor(thread.id), len(record.buffered_chunks)) == before:
+                return CycleOutcome(
+                    "observation", False, record, reason="the next buffered chunk covers input the actor has not seen"
+                )
         return CycleOutcome("observation", False, record, reason="chunks kept arriving; activation first")
 
     async def _observe_batch(
@@ -194,6 +264,7 @@ class ObserveStep:
         thread: Thread,
         record: ObservationRecord,
         batch: list[Message],
+        counts: list[int],
         batch_tokens: int,
         pending_before: int,
     ) -> CycleOutcome:
@@ -203,9 +274,12 @@ class ObserveStep:
             markers.observation_start_marker, tokens_to_observe=batch_tokens, config=core.marker_config(record)
         )
         cycle.emit("observation-start", tokens=batch_tokens, messages=len(batch))
-        request = self._request(thread, record, batch, cycle.started_at)
+
+        def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
+            return self._request(thread, record, group, cycle.started_at, earlier)
+
         try:
-            result = await cycle.run(core.observer.observe(request))
+            result = await observe_in_requests(core, cycle, batch, counts, request)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -213,24 +287,35 @@ class ObserveStep:
         return await self._commit(cycle, thread, record, batch, batch_tokens, pending_before, result)
 
     def _request(
-        self, thread: Thread, record: ObservationRecord, batch: list[Message], now: datetime
+        self,
+        thread: Thread,
+        record: ObservationRecord,
+        batch: list[Message],
+        now: datetime,
+        earlier: ObservationResult | None = None,
     ) -> ObservationRequest:
+        """The request for ``batch``; ``earlier`` is what the requests before it in the same cycle
+        returned (a message observed in pieces), shown as the newest previous observations."""
         core = self.core
         observation = core.config.observation
         state = record.threads.get(thread.id, ThreadState())
         budget = observation.previous_observer_tokens
+        shown = core.observer_view(record.active_observations)
+        if earlier is not None and earlier.observations.strip():
+            shown = f"{shown.rstrip()}\n\n{earlier.observations.strip()}".strip()
         previous = truncate_previous_observations(
-            core.observer_view(record.active_observations), None if budget is False else int(budget),
-            core.counter.count_text,
+            shown, None if budget is False else int(budget), core.counter.count_text,
         )
         return ObservationRequest(
             messages=batch,
             previous_observations=previous.text,
             previous_truncated=previous.truncated,
-            current_task=state.current_task,
-            suggested_response=state.suggested_response,
+            current_task=(earlier.current_task if earlier and earlier.current_task else state.current_task),
+            suggested_response=(
+                earlier.suggested_response if earlier and earlier.suggested_response else state.suggested_response
+            ),
             thread_title=thread.title or state.thread_title,
-            extracted=dict(state.extracted),
+            extracted={**state.extracted, **(earlier.extracted if earlier else {})},
             extractors=core.extractors,
             continuation_hints=observation.continuation_hints,
             want_title=observation.thread_title,
@@ -372,6 +457,44 @@ class ObserveStep:
         if core.failure_policy == "warn" or degenerate:
             logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, describe(exc))
         return CycleOutcome("observation", False, record, input_tokens=batch_tokens, error=exc, reason="failed")
+
+
+async def observe_in_requests(
+    core: Core,
+    cycle: Cycle,
+    messages: list[Message],
+    counts: list[int],
+    request: Callable[[list[Message], ObservationResult | None], ObservationRequest],
+) -> ObservationResult:
+    """Observe ``messages`` in requests of at most ``observation.max_tokens_per_batch`` message
+    tokens (a larger message in pieces, :func:`~obsmem.om.selection.observer_requests`), one
+    after the other, each shown what the ones before it returned; the results are combined
+    into one. ``request`` builds a request for some messages, given the results so far."""
+    limit = core.config.observation.max_tokens_per_batch
+    if counts and max(counts) > limit:  # cutting a huge message counts its text: off the loop
+        groups = await asyncio.to_thread(observer_requests, messages, counts, limit, core.counter)
+    else:
+        groups = observer_requests(messages, counts, limit, core.counter)
+    result: ObservationResult | None = None
+    for group in groups:
+        answer = await cycle.run(core.observer.observe(request(group, result)))
+        result = answer if result is None else combine_results(result, answer)
+    return result if result is not None else ObservationResult(observations="")
+
+
+def combine_results(first: ObservationResult, then: ObservationResult) -> ObservationResult:
+    """Two consecutive requests' results as one: the observations in order, the newest hints,
+    the first title, extracted values merged (the later wins)."""
+    observations = "\n\n".join(t for t in (first.observations.strip(), then.observations.strip()) if t)
+    return ObservationResult(
+        observations=observations,
+        current_task=then.current_task or first.current_task,
+        suggested_response=then.suggested_response or first.suggested_response,
+        thread_title=first.thread_title or then.thread_title,
+        extracted={**first.extracted, **then.extracted},
+        extraction_failures={**first.extraction_failures, **then.extraction_failures},
+        usage=first.usage + then.usage,
+    )
 
 
 def _combined(outcomes: Sequence[CycleOutcome]) -> CycleOutcome:
