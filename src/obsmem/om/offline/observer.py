@@ -15,6 +15,7 @@ previous observations, and rendered with :mod:`obsmem.om.text.format`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,9 @@ USER_LIMIT = 220  # a user sentence kept near verbatim
 #: Calendar days named in this many earlier messages (and the message itself) are weighed against
 #: a bare weekday: "Saturday, March 22" two turns before "dinner at home on Saturday".
 NEARBY_MESSAGES = 6
+#: Requests of at least this many characters are worked in a thread (about 60 ms of rules work
+#: and more); smaller ones inline. See :class:`OfflineObserver`.
+OFFLOAD_CHARS = 12_000
 
 
 @dataclass(slots=True)
@@ -564,14 +568,40 @@ class OfflineObserver:
     ``count_tokens`` decides when a long user sentence is condensed rather than kept near
     verbatim; the engine passes its real counter, the default is a length/4 estimate.
     Same input, same output, byte for byte.
+
+    The rules are CPU work, about 6 µs per character (5 s for a megabyte). A request of at
+    least ``offload_chars`` characters is worked in a thread, so the application's other
+    coroutines keep running meanwhile; a smaller one (a few tens of milliseconds at most) runs
+    inline, which costs no thread hop and keeps a single-threaded test run deterministic.
+    ``offload_chars=None`` never uses a thread.
     """
 
     name = "offline"
 
-    def __init__(self, *, count_tokens: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self, *, count_tokens: Callable[[str], int] | None = None, offload_chars: int | None = OFFLOAD_CHARS
+    ) -> None:
         self.count_tokens: Callable[[str], int] = count_tokens or estimate_tokens
+        self.offload_chars = offload_chars
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
+        # Hooks are the caller's coroutines: they run on the loop, after the rules.
+        if self.offload_chars is not None and _request_chars(request) >= self.offload_chars:
+            observations, current_task, suggested, title = await asyncio.to_thread(self._observe, request)
+        else:
+            observations, current_task, suggested, title = self._observe(request)
+        extracted, failures = await _run_hooks(request, observations)
+        return ObservationResult(
+            observations=observations,
+            current_task=current_task,
+            suggested_response=suggested,
+            thread_title=title,
+            extracted=extracted,
+            extraction_failures=failures,
+        )
+
+    def _observe(self, request: ObservationRequest) -> tuple[str, str | None, str | None, str | None]:
+        """The observations, current task, suggested response and title for ``request``."""
         cycle = _Cycle(request, self.count_tokens)
         for index, message in enumerate(request.messages):
             if message.role == "system" or message.is_marker_only:
@@ -591,15 +621,21 @@ class OfflineObserver:
             carried=cycle.carried,
         )
         title = topic_title(cycle.user_texts) if request.want_title and not request.thread_title else None
-        extracted, failures = await _run_hooks(request, observations)
-        return ObservationResult(
-            observations=observations,
-            current_task=current_task,
-            suggested_response=suggested,
-            thread_title=title,
-            extracted=extracted,
-            extraction_failures=failures,
-        )
+        return observations, current_task, suggested, title
+
+
+def _request_chars(request: ObservationRequest) -> int:
+    """About how many characters the rules will read in ``request`` (what their time follows)."""
+    total = 0
+    for message in request.messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                total += len(str(part.args))
+            elif isinstance(part, ToolResultPart):
+                total += len(str(part.result))
+            else:
+                total += len(getattr(part, "text", ""))
+    return total
 
 
 async def _run_hooks(request: ObservationRequest, observations: str) -> tuple[dict[str, Any], dict[str, str]]:

@@ -45,6 +45,7 @@ reflect again. When no level leaves that room, the smallest result under the tar
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import math
 import re
@@ -93,6 +94,9 @@ from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResu
 __all__ = ["MAX_LEVEL", "OfflineReflector", "fact_core"]
 
 MAX_LEVEL = 4
+#: Observations of at least this many characters are reflected in a thread (see
+#: :class:`OfflineReflector`).
+OFFLOAD_CHARS = 12_000
 GOAL_SHARE = 0.5  # accept a level once its output is at most this share of the target
 RECENT_SHARE = (0.25, 0.25, 0.25, 0.15, 0.1)  # by level: the newest lines, kept in full detail
 MIN_RECENT = 3
@@ -544,14 +548,54 @@ class OfflineReflector:
     result under the target is taken, and when none is under the target the level-4 result is
     returned as a best effort. ``request.on_attempt_failed`` is awaited for each level climbed
     past.
+
+    Observations of at least ``offload_chars`` characters are reflected in a thread, so the
+    application's other coroutines keep running; smaller ones inline (no thread hop, and a
+    single-threaded test run stays deterministic). ``offload_chars=None`` never uses a thread.
     """
 
     name = "offline"
 
-    def __init__(self, *, count_tokens: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self, *, count_tokens: Callable[[str], int] | None = None, offload_chars: int | None = OFFLOAD_CHARS
+    ) -> None:
         self.count_tokens: Callable[[str], int] = count_tokens or estimate_tokens
+        self.offload_chars = offload_chars
 
     async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        # ``on_attempt_failed`` is the caller's coroutine: it runs on the loop, once per level
+        # climbed past, after the climb.
+        if self.offload_chars is not None and len(request.observations) >= self.offload_chars:
+            ladder = await asyncio.to_thread(self._climb, request)
+        else:
+            ladder = self._climb(request)
+        for failed, _, size in ladder.tried[: ladder.level - ladder.first]:
+            if request.on_attempt_failed is not None:
+                await request.on_attempt_failed(
+                    AttemptFailed(
+                        level=failed,
+                        next_level=failed + 1,
+                        input_tokens=ladder.input_tokens,
+                        output_tokens=size,
+                        target_tokens=request.target_tokens,
+                        reason=(
+                            f"level {failed} reflection is {size} tokens, not under the goal of {ladder.goal} "
+                            f"({GOAL_SHARE:.0%} of the target of {request.target_tokens}); retrying at level "
+                            f"{failed + 1}"
+                        ),
+                    )
+                )
+        return ReflectionResult(
+            observations=ladder.text,
+            suggested_response=None,
+            extracted=dict(request.extracted),
+            attempts=ladder.level - ladder.first + 1,
+            level=ladder.level,
+            output_tokens=ladder.tokens,
+        )
+
+    def _climb(self, request: ReflectionRequest) -> _Ladder:
+        """Climb from ``request.start_level`` to the first level that reaches the goal."""
         consolidated = _consolidate(_entries(request.observations))
         if not consolidated:
             raise ReflectionError(
@@ -579,26 +623,17 @@ class OfflineReflector:
         else:  # under the target but not under the goal: the smallest, at the lowest level
             chosen = min(under, key=lambda t: (t[2], t[0]))
         level, text, tokens = chosen
-        for failed, _, size in tried[: level - first]:
-            if request.on_attempt_failed is not None:
-                await request.on_attempt_failed(
-                    AttemptFailed(
-                        level=failed,
-                        next_level=failed + 1,
-                        input_tokens=input_tokens,
-                        output_tokens=size,
-                        target_tokens=target,
-                        reason=(
-                            f"level {failed} reflection is {size} tokens, not under the goal of {goal} "
-                            f"({GOAL_SHARE:.0%} of the target of {target}); retrying at level {failed + 1}"
-                        ),
-                    )
-                )
-        return ReflectionResult(
-            observations=text,
-            suggested_response=None,
-            extracted=dict(request.extracted),
-            attempts=level - first + 1,
-            level=level,
-            output_tokens=tokens,
-        )
+        return _Ladder(tried, first, goal, input_tokens, level, text, tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ladder:
+    """How a climb went: every level tried ``(level, text, tokens)``, and the one chosen."""
+
+    tried: list[tuple[int, str, int]]
+    first: int
+    goal: int
+    input_tokens: int
+    level: int
+    text: str
+    tokens: int
