@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from obsmem import Memory, Message, ThreadNotFoundError
-from obsmem.om.context import CONTINUATION_ID
+from obsmem.om.context import obsmem_message_id
 from obsmem.storage import open_store
 from obsmem.types import DataPart
 
@@ -62,7 +62,7 @@ async def test_observes_at_threshold_and_keeps_a_raw_tail(memory: Memory) -> Non
     context = await memory.get_context("t1")
     assert context.has_observations
     assert context.messages[0].role == "system"
-    assert any(m.id == CONTINUATION_ID for m in context.messages)
+    assert any(m.id == obsmem_message_id("continuation", "t1") for m in context.messages)
     tail_tokens = memory.counter.count_messages(context.raw_messages)
     floor = memory.config.observation.retention_floor
     assert context.raw_messages, "a raw tail is kept after observation"

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from obsmem import InvalidInputError, Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
 from obsmem.om.context import ContextWindow
 from obsmem.om.selection import check_input_sequence
+from obsmem.storage.contract import BufferedChunk
 from obsmem.types import TextPart, ToolCallPart, ToolResultPart
 
 from tests.convert.validators import assert_valid_for_providers, provider_problems
@@ -121,6 +122,36 @@ async def test_reflections_keep_calls_and_results_together() -> None:
         generations = await memory.list_generations("t1")
         assert len(generations) > 1, "the run reflected at least once"
         valid((await memory.get_context("t1")).messages)
+
+
+async def test_a_stored_chunk_that_ends_between_a_call_and_its_result_is_dropped_not_activated() -> None:
+    """A record written before this rule (a chunk over a call and only one of its results) must not
+    orphan the other result: the chunk is dropped and its messages are observed again."""
+    memory = Memory("memory://", config=buffered_config(), clock=fake_clock())
+    conv = Conversation()
+    async with memory:
+        thread = await memory.create_thread("t1", "u1")
+        question = conv.user("Weather in Paris and Rome for next week, please. " * 4)
+        step = calls(conv, "c1", "c2")
+        first, second = results(conv, ("c1", WEATHER * 6)), results(conv, ("c2", "Rome: cloudy. " * 30))
+        saved = await memory.save_messages("t1", [question, step, first, second, conv.assistant("Sunny and cloudy.")])
+        head = await memory.engine.head(thread)
+        old = BufferedChunk(
+            id="chunk_old", cycle_id="buf_old", thread_id="t1", observations="* 🟡 (09:01) User asked about weather.",
+            observation_tokens=10, message_ids=tuple(m.id for m in saved[:3]),
+            message_tokens=sum(memory.counter.count_message(m) for m in saved[:3]),
+            first_seq=saved[0].seq or 0, last_seq=saved[2].seq or 0,
+        )
+        await memory.store.update_record(
+            head.model_copy(update={"buffered_chunks": (old,), "version": head.version + 1}),
+            expected_version=head.version,
+        )
+        turn = await memory.begin_turn(thread_id="t1", messages=[conv.user("Thanks! And Berlin? " * 20)])
+        valid(turn.context)
+        record = await memory.get_record("t1")
+        assert record is not None and all(c.id != "chunk_old" for c in record.buffered_chunks)
+        valid(await turn.step([conv.assistant("Berlin is windy.")]))
+        await turn.end()
 
 
 # -- random interleavings through a real Memory ----------------------------------------------

@@ -55,7 +55,7 @@ from obsmem.om.cycle import Core, Cycle
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
-from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep, observe_in_requests
+from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep, observe_in_requests, recent_lines
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
 from obsmem.profiles import parse_model_id
@@ -444,7 +444,7 @@ class BufferedLifecycle:
         previous = core.observer_view(record.active_observations)
         chunks = [core.observer_view(c) for c in chunks]
         if earlier is not None and earlier.observations.strip():
-            chunks.append(earlier.observations.strip())
+            chunks.append(recent_lines(earlier.observations))
         if chunks:
             previous = "\n\n".join([previous, _BUFFERED_SEPARATOR, *chunks]).strip()
         budget = core.config.observation.previous_observer_tokens

@@ -61,6 +61,7 @@ __all__ = [
     "Trigger",
     "combine_results",
     "observe_in_requests",
+    "recent_lines",
 ]
 
 logger = logging.getLogger("obsmem")
@@ -302,7 +303,7 @@ class ObserveStep:
         budget = observation.previous_observer_tokens
         shown = core.observer_view(record.active_observations)
         if earlier is not None and earlier.observations.strip():
-            shown = f"{shown.rstrip()}\n\n{earlier.observations.strip()}".strip()
+            shown = f"{shown.rstrip()}\n\n{recent_lines(earlier.observations)}".strip()
         previous = truncate_previous_observations(
             shown, None if budget is False else int(budget), core.counter.count_text,
         )
@@ -480,6 +481,20 @@ async def observe_in_requests(
         answer = await cycle.run(core.observer.observe(request(group, result)))
         result = answer if result is None else combine_results(result, answer)
     return result if result is not None else ObservationResult(observations="")
+
+
+#: How much of a cycle's own earlier output its next request is shown at most (it is truncated to
+#: ``previous_observer_tokens`` anyway; the cap keeps a message in hundreds of pieces linear).
+RECENT_OUTPUT_CHARS = 32_000
+
+
+def recent_lines(text: str, max_chars: int = RECENT_OUTPUT_CHARS) -> str:
+    """The whole lines at the end of ``text`` that fit in ``max_chars`` (all of it when it fits)."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    start = text.find("\n", len(text) - max_chars)
+    return text[start + 1:] if start >= 0 else text[-max_chars:]
 
 
 def combine_results(first: ObservationResult, then: ObservationResult) -> ObservationResult:
