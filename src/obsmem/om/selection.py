@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsmem.errors import InvalidInputError
+from obsmem.om.text.own import conversation_messages
 from obsmem.tokens import TokenCounter
 from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart
 
@@ -48,8 +49,9 @@ __all__ = [
 
 
 def observable_messages(messages: Sequence[Message]) -> list[Message]:
-    """Messages that carry conversation: system messages and marker-only messages are skipped."""
-    return [m for m in messages if m.role != "system" and not m.is_marker_only]
+    """Messages that carry conversation: system messages, marker-only messages and obsmem's own
+    context messages are skipped, and user text loses its ``<system-reminder>`` blocks."""
+    return [m for m in conversation_messages(messages) if m.role != "system" and not m.is_marker_only]
 
 
 def is_boundary(message: Message) -> bool:

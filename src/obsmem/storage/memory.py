@@ -187,7 +187,7 @@ class MemoryStore(ClosingContext):
             existing = self._messages.get(message.id)
             if existing is not None and existing.thread_id != thread_id:
                 raise InvalidInputError(
-                    f"Message '{message.id}' already exists in thread '{existing.thread_id}'; "
+                    f"Message '{message.id}' already belongs to another thread; "
                     f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
                 )
         for message in messages:

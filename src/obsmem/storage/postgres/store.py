@@ -329,7 +329,7 @@ class PostgresStore(ClosingContext):
                 found = existing.get(message.id)
                 if found is not None and found.thread_id != thread_id:
                     raise InvalidInputError(
-                        f"Message '{message.id}' already exists in thread '{found.thread_id}'; "
+                        f"Message '{message.id}' already belongs to another thread; "
                         f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
                     )
             fresh: dict[str, Message] = {}

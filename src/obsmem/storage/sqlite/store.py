@@ -378,7 +378,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message.id,)).fetchone()
                 if row is not None and row["thread_id"] != thread_id:
                     raise InvalidInputError(
-                        f"Message '{message.id}' already exists in thread '{row['thread_id']}'; "
+                        f"Message '{message.id}' already belongs to another thread; "
                         f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
                     )
                 values = _columns(message)
