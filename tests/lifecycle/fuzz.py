@@ -34,6 +34,7 @@ from typing import Any
 from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
 from obsmem.clock import FakeClock
 from obsmem.errors import ObservationError, StorageError
+from obsmem.om.cycle import CommitPolicy
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest, ReflectionResult
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
@@ -44,6 +45,10 @@ from obsmem.types import TextPart, Thread, ToolCallPart, ToolResultPart
 from .invariants import Snapshot, check_chunks, check_thread
 
 __all__ = ["FuzzFailure", "LifecycleFuzz", "run_seed"]
+
+
+async def _yield_once(_seconds: float) -> None:
+    await asyncio.sleep(0)
 
 THREAD = "t1"
 RESOURCE = "u1"
@@ -322,6 +327,9 @@ class LifecycleFuzz:
             failure_policy=self.failure_policy,  # type: ignore[arg-type]
             on_event=self._event,
         )
+        # A lost compare-and-set pauses before retrying; in real time that pause would let other
+        # tasks run in an order the seed does not decide, so here it yields once, seeded.
+        memory.engine.core.commit_policy = CommitPolicy(sleep=_yield_once, rng=random.Random(f"{self.seed}:{name}"))
         buffered = memory.engine.buffered
         assert buffered is not None, "the fuzz config always buffers"
         original = buffered.spawn
