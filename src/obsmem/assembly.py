@@ -22,9 +22,9 @@ What a role gets (reference §1.3–§1.5, documented once on ``config._RoleOpti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, ReflectionConfig
@@ -37,9 +37,19 @@ from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.protocols import ObservationRequest, Observer, Reflector
 from obsmem.tokens import TokenCounter
-from obsmem.types import FilePart, Message
+from obsmem.types import FilePart, Message, describe_value
 
-__all__ = ["ModelSpec", "Roles", "assemble_roles", "memory_config", "request_settings"]
+__all__ = [
+    "ModelSpec",
+    "Roles",
+    "WorkingMemoryScope",
+    "assemble_roles",
+    "check_collaborators",
+    "memory_config",
+    "request_settings",
+]
+
+WorkingMemoryScope = Literal["thread", "resource"]
 
 ModelSpec = ChatModel | str | Mapping[int, ChatModel | str] | None
 """A model as ``Memory`` and the worker take it: an object, ``"offline"``, ``"provider:model"``,
@@ -67,6 +77,12 @@ def memory_config(config: MemoryConfig | MemoryOptions | Mapping[str, Any] | Non
     if isinstance(config, MemoryConfig):
         return config
     if isinstance(config, Mapping):
+        unnamed = [key for key in config if not isinstance(key, str)]
+        if unnamed:
+            raise ConfigError(
+                "config", f"option names are strings, got {describe_value(unnamed[0])}",
+                allowed="a dict such as {'observation': {'message_tokens': 20000}}",
+            )
         return MemoryConfig.model_validate(dict(config))
     raise ConfigError(
         "config",
@@ -98,10 +114,21 @@ def assemble_roles(
             "set either model (for both roles) or observer/reflector, not both",
             allowed="model=... or observer=...,reflector=...",
         )
-    observer_spec, reflector_spec = _role_specs(config, model, observer, reflector)
-    built_observer = _observer(observer_spec, config.observation, counter, clock)
-    built_reflector, start_level = _reflector(reflector_spec, config.reflection, counter, clock)
+    (observer_spec, observer_from), (reflector_spec, reflector_from) = _role_specs(
+        config, model, observer, reflector
+    )
+    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock)
+    built_reflector, start_level = _reflector(
+        reflector_spec, reflector_from, config.reflection, counter, clock
+    )
+    if isinstance(extractors, str | bytes | Mapping) or not isinstance(extractors, Iterable):
+        raise ConfigError("extractors", f"expected a list of Extractor, got {describe_value(extractors)}",
+                          allowed="a list of obsmem.Extractor")
     all_extractors = list(extractors)
+    for extractor in all_extractors:
+        if not isinstance(extractor, Extractor):
+            raise ConfigError("extractors", f"expected Extractor objects, got {describe_value(extractor)}",
+                              allowed="a list of obsmem.Extractor")
     if config.observation.manage_working_memory:
         inline = isinstance(built_observer, LLMObserver)
         all_extractors.append(working_memory_extractor("inline" if inline else "hook"))
@@ -121,36 +148,69 @@ def request_settings(
     return temperature, limit
 
 
+def _role_allowed(protocol: str) -> str:
+    return (
+        "'offline', a 'provider:model' string, a ChatModel, tiers {max_input_tokens: model}, or an "
+        f"object implementing the {protocol} protocol"
+    )
+
+
 def _role_specs(
     config: MemoryConfig, model: ModelSpec, observer: Observer | ModelSpec, reflector: Reflector | ModelSpec
-) -> tuple[Observer | ModelSpec, Reflector | ModelSpec]:
+) -> tuple[tuple[Observer | ModelSpec, str], tuple[Reflector | ModelSpec, str]]:
+    """Each role's spec, with the argument (or option) it came from, to name it in errors."""
     if model is not None:
-        return model, model
+        return (model, "model"), (model, "model")
     configured_observer = config.observation.model
     configured_reflector = config.reflection.model
+    observer_from = reflector_from = ""
     if observer is None:
+        observer_from = "observation.model" if configured_observer is not None else "reflection.model"
         observer = configured_observer if configured_observer is not None else configured_reflector
     if reflector is None:
+        reflector_from = "reflection.model" if configured_reflector is not None else "observation.model"
         reflector = configured_reflector if configured_reflector is not None else configured_observer
-    return observer, reflector
+    return (observer, observer_from or "observer"), (reflector, reflector_from or "reflector")
 
 
-def _chat_model(spec: ChatModel | str | Mapping[int, ChatModel | str], counter: TokenCounter) -> ChatModel:
+def _chat_model(
+    spec: ChatModel | str | Mapping[Any, Any], argument: str, protocol: str, counter: TokenCounter
+) -> ChatModel:
+    """The model a spec names; a mistake is a ConfigError naming ``argument``."""
+    allowed = _role_allowed(protocol)
     if isinstance(spec, Mapping):
-        return ModelByInputTokens(spec, count_messages=counter.count_messages)
-    from obsmem.models.registry import infer_model  # providers load only for a spec string
+        for bound, tier in spec.items():
+            if not isinstance(tier, str | ChatModel):
+                raise ConfigError(
+                    f"{argument}[{bound!r}]", f"expected a model, got {describe_value(tier)}", allowed=allowed
+                )
+    if not isinstance(spec, str | Mapping):
+        return spec
+    try:
+        if isinstance(spec, Mapping):
+            return ModelByInputTokens(spec, count_messages=counter.count_messages)
+        from obsmem.models.registry import infer_model  # providers load only for a spec string
 
-    return infer_model(spec)
+        return infer_model(spec)
+    except ConfigError as exc:
+        if exc.option == argument:
+            raise
+        raise ConfigError(argument, exc.problem, allowed=exc.allowed) from exc
 
 
 def _observer(
-    spec: Observer | ModelSpec, role: ObservationConfig, counter: TokenCounter, clock: Clock
+    spec: Observer | ModelSpec, argument: str, role: ObservationConfig, counter: TokenCounter, clock: Clock
 ) -> Observer:
-    if spec is None or spec == "offline":
+    if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineObserver(count_tokens=counter.count_text)
     if not isinstance(spec, str | Mapping | ChatModel):
-        return spec
-    chat = _chat_model(spec, counter)
+        if isinstance(spec, Observer):
+            return spec
+        raise ConfigError(
+            argument, f"expected a model or an Observer, got {describe_value(spec)}",
+            allowed=_role_allowed("Observer"),
+        )
+    chat = _chat_model(spec, argument, "Observer", counter)
     temperature, limit = request_settings(role, chat)
     return _AttachmentFilteringObserver(
         chat,
@@ -163,19 +223,71 @@ def _observer(
 
 
 def _reflector(
-    spec: Reflector | ModelSpec, role: ReflectionConfig, counter: TokenCounter, clock: Clock
+    spec: Reflector | ModelSpec, argument: str, role: ReflectionConfig, counter: TokenCounter, clock: Clock
 ) -> tuple[Reflector, int]:
-    if spec is None or spec == "offline":
+    if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineReflector(count_tokens=counter.count_text), 1
     if not isinstance(spec, str | Mapping | ChatModel):
-        return spec, 1
-    chat = _chat_model(spec, counter)
+        if isinstance(spec, Reflector):
+            return spec, 1
+        raise ConfigError(
+            argument, f"expected a model or a Reflector, got {describe_value(spec)}",
+            allowed=_role_allowed("Reflector"),
+        )
+    chat = _chat_model(spec, argument, "Reflector", counter)
     temperature, limit = request_settings(role, chat)
     reflector = LLMReflector(
         chat, count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock
     )
     named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
     return reflector, compression_start_level(named.name)
+
+
+def check_collaborators(
+    *,
+    counter: object,
+    clock: object,
+    on_event: object,
+    working_memory_scope: object,
+    embedder: object,
+    vector_index: object,
+) -> None:
+    """Refuse, when built, a collaborator that would only fail later (Memory and workers alike).
+
+    Each mistake is a ConfigError naming the argument.
+    """
+    if counter is not None and not isinstance(counter, TokenCounter):
+        raise ConfigError(
+            "counter", f"expected a TokenCounter, got {describe_value(counter)}",
+            allowed="TokenCounter(...) or None",
+        )
+    if clock is not None and not callable(getattr(clock, "now", None)):
+        raise ConfigError(
+            "clock", f"expected a clock (an object with now()), got {describe_value(clock)}",
+            allowed="SystemClock(), FakeClock(...) or None",
+        )
+    if on_event is not None and not callable(on_event):
+        raise ConfigError(
+            "on_event", f"expected a function, got {describe_value(on_event)}", allowed="a callable or None"
+        )
+    scopes = get_args(WorkingMemoryScope)
+    if not any(type(working_memory_scope) is str and working_memory_scope == scope for scope in scopes):
+        raise ConfigError(
+            "working_memory_scope", f"got {describe_value(working_memory_scope)}",
+            allowed=" or ".join(map(repr, scopes)),
+        )
+    if embedder is not None:
+        from obsmem.embeddings import Embedder  # numpy loads only when an embedder is given
+
+        if not isinstance(embedder, Embedder):
+            raise ConfigError("embedder", f"expected an Embedder, got {describe_value(embedder)}",
+                              allowed="an obsmem.embeddings embedder or None")
+    if vector_index is not None:
+        from obsmem.vectors import VectorIndex
+
+        if not isinstance(vector_index, VectorIndex):
+            raise ConfigError("vector_index", f"expected a VectorIndex, got {describe_value(vector_index)}",
+                              allowed="an obsmem.vectors index or None")
 
 
 def _check_extractors(extractors: Sequence[Extractor]) -> None:

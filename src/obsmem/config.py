@@ -455,7 +455,10 @@ class ObservationConfig(_RoleOptions):
             raise ConfigError(
                 option, f"{value!r} is not accepted; use False to turn buffering off", allowed=allowed
             )
-        return _number(value, option, allowed)
+        number = _number(value, option, allowed)
+        if number >= 1:  # from 1 up it is a count of tokens, so it must be whole (1.5 is no size)
+            return _whole_number(number, option, allowed)
+        return number
 
     @field_validator("buffer_activation", mode="before")
     @classmethod
@@ -954,5 +957,10 @@ class MemoryConfig(_Options):
         chosen (a role's ``max_output_tokens``, a tiered role's ``temperature``) then behave in a
         worker reading the snapshot as they did for the application that wrote it.
         """
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                "snapshot", f"a snapshot is a mapping of options, got {_describe(data)}",
+                allowed=f"the output of {cls.__name__}.snapshot()",
+            )
         validated = cls.model_validate(dict(data))
         return cls(**validated._chosen())

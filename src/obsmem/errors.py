@@ -102,7 +102,15 @@ class ConfigError(ObsmemError, ValueError):
 
 
 class InvalidInputError(ObsmemError, ValueError):
-    """Caller-supplied data (a message, a part, an argument) is malformed."""
+    """Caller-supplied data (a message, a part, an argument) is malformed.
+
+    ``argument`` names the argument at fault (``thread_id``, ``messages[2]``) when one is known;
+    the message always says it.
+    """
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        self.argument = argument
+        super().__init__(message)
 
 
 class NotFoundError(ObsmemError, LookupError):

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from obsmem.assembly import ModelSpec, assemble_roles, memory_config
+from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memory_config
 from obsmem.background import BackgroundWork
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
-from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
+from obsmem.errors import (
+    ConfigError,
+    DegenerateOutputError,
+    InvalidInputError,
+    ReflectionError,
+    ThreadNotFoundError,
+)
 from obsmem.om.context import ContextWindow, build_context
+from obsmem.om.cycle import describe as describe_error
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
@@ -25,17 +32,30 @@ from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
-from obsmem.storage import Store, open_store
+from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn
-from obsmem.types import Message, Thread, parse_message
+from obsmem.types import (
+    Message,
+    Thread,
+    check_choice,
+    check_count,
+    check_flag,
+    check_id,
+    check_json,
+    check_text,
+    describe_value,
+    parse_messages,
+)
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
     from obsmem.vectors import VectorIndex
 
 __all__ = ["Memory", "ModelSpec"]
+
+_MAX_PAGE = 10**9  # page x limit must stay a count a store can take
 
 
 class Memory:
@@ -62,6 +82,15 @@ class Memory:
     ``obsmem worker`` processes (on this machine or others) to run. The turn still activates
     buffered chunks instantly and, if the workers fall behind, observes synchronously at
     ``block_after``, so a turn never depends on a worker being up.
+
+    ``failure_policy``: ``"throw"`` (the default) raises :class:`ObservationError` /
+    :class:`ReflectionError` when a memory model call fails (degenerate output is logged, not
+    raised); ``"warn"`` and ``"continue"`` return the failed :class:`CycleOutcome` instead
+    (``"warn"`` logs it). Failed work is never lost: messages stay pending, observations stay.
+
+    Every argument is checked here, so a wrong one raises :class:`ConfigError` naming it now
+    rather than failing on the first turn; every method raises :class:`InvalidInputError` (or
+    another :class:`ObsmemError`) naming the argument at fault.
     """
 
     def __init__(
@@ -83,8 +112,24 @@ class Memory:
         background: Literal["local", "queue"] = "local",
     ) -> None:
         self.config = memory_config(config)
-        if background not in ("local", "queue"):
-            raise ConfigError("background", f"got {background!r}", allowed="'local' or 'queue'")
+        if not (store is None or isinstance(store, str | Store)):
+            raise ConfigError(
+                "store", f"expected a Store, a URL or None, got {describe_value(store)}",
+                allowed=ACCEPTED_URLS,
+            )
+        if not any(type(background) is str and background == kind for kind in ("local", "queue")):
+            raise ConfigError("background", f"got {describe_value(background)}", allowed="'local' or 'queue'")
+        policies = get_args(FailurePolicy)
+        if not any(type(failure_policy) is str and failure_policy == policy for policy in policies):
+            raise ConfigError(
+                "failure_policy", f"got {describe_value(failure_policy)}",
+                allowed=" or ".join(map(repr, policies)),
+            )
+        check_collaborators(
+            counter=counter, clock=clock, on_event=on_event, working_memory_scope=working_memory_scope,
+            embedder=embedder, vector_index=vector_index,
+        )
+        self.failure_policy: FailurePolicy = failure_policy
         if background == "queue" and not self.config.observation.buffering_enabled:
             raise ConfigError(
                 "background", "'queue' hands buffered work to workers, but buffering is off",
@@ -93,8 +138,8 @@ class Memory:
         self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         # A store passed in belongs to the caller; one built here from a URL belongs to Memory.
         self._owns_store = isinstance(store, str | None)
-        self.counter = counter or TokenCounter()
-        self.clock = clock or SystemClock()
+        self.counter = counter if counter is not None else TokenCounter()
+        self.clock = clock if clock is not None else SystemClock()
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
             counter=self.counter, clock=self.clock,
@@ -136,6 +181,7 @@ class Memory:
 
     async def aclose(self, *, cancel: bool = False) -> None:
         """Finish (or with ``cancel=True``, cancel) background work, then close the store."""
+        check_flag(cancel, "cancel")
         if not cancel:
             await self.settled()
         await self.background.aclose()
@@ -153,21 +199,34 @@ class Memory:
         self, thread_id: str, resource_id: str, *, title: str | None = None,
         metadata: dict[str, Any] | None = None, org_id: str | None = None,
     ) -> Thread:
-        thread = Thread(id=thread_id, resource_id=resource_id, title=title, metadata=metadata or {}, org_id=org_id)
+        check_id(thread_id, "thread_id")
+        check_id(resource_id, "resource_id")
+        check_text(title, "title")
+        check_id(org_id, "org_id", optional=True)
+        check_json(metadata, "metadata")
+        thread = Thread(
+            id=thread_id, resource_id=resource_id, title=title, metadata={} if metadata is None else metadata,
+            org_id=org_id,
+        )
         return await self.store.create_thread(thread)
 
     async def get_thread(self, thread_id: str) -> Thread:
+        check_id(thread_id, "thread_id")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             raise ThreadNotFoundError(thread_id)
         return thread
 
     async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        check_id(resource_id, "resource_id")
+        check_count(limit, "limit")
+        check_count(offset, "offset")
         return await self.store.list_threads(resource_id, limit=limit, offset=offset)
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too, so nothing the thread said stays in memory."""
+        check_id(thread_id, "thread_id")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             return False
@@ -175,12 +234,17 @@ class Memory:
         return await self.store.delete_thread(thread_id)
 
     async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+        check_id(thread_id, "thread_id")
+        parsed = parse_messages(messages, "messages")
         await self.get_thread(thread_id)
-        return await self.store.save_messages(thread_id, [parse_message(m) for m in messages])
+        return await self.store.save_messages(thread_id, parsed)
 
     async def list_messages(
         self, thread_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[Message]:
+        check_id(thread_id, "thread_id")
+        check_count(after_seq, "after_seq")
+        check_count(limit, "limit", optional=True)
         await self.get_thread(thread_id)
         return await self.store.list_messages(thread_id, after_seq=after_seq, limit=limit)
 
@@ -194,8 +258,14 @@ class Memory:
         The thread is created when it does not exist and ``resource_id`` is given. ``model`` is
         the actor's ``provider:model`` id; it drives idle ('auto') and provider-change activation.
         """
+        check_id(thread_id, "thread_id")
+        check_id(resource_id, "resource_id", optional=True)
+        check_text(model, "model")
+        parsed = parse_messages(messages, "messages")
         thread = await self._thread_for_turn(thread_id, resource_id)
-        return await Turn.start(thread, messages, engine=self.engine, store=self.store, contexts=self, model=model)
+        return await Turn.start(
+            thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model
+        )
 
     @asynccontextmanager
     async def turn(
@@ -215,6 +285,11 @@ class Memory:
 
     async def context_for(self, thread: Thread) -> ContextWindow:
         """The context for ``thread`` from what is stored now."""
+        if not isinstance(thread, Thread):
+            raise InvalidInputError(
+                f"Invalid thread: expected a Thread (from memory.get_thread), got {describe_value(thread)}",
+                argument="thread",
+            )
         record = await self.store.get_head(self.engine.lineage(thread))
         after = record.cursor(thread.id) if record else 0
         unobserved = await self.store.list_messages(thread.id, after_seq=after)
@@ -290,6 +365,18 @@ class Memory:
         outside ``retrieval.scope`` is ever returned: such ids raise RecallNotFoundError, exactly
         like ids that do not exist.
         """
+        check_id(thread_id, "thread_id")
+        check_choice(mode, "mode", get_args(RecallMode))
+        check_id(group_id, "group_id", optional=True)
+        check_id(cursor, "cursor", optional=True)
+        check_id(target_thread_id, "target_thread_id", optional=True)
+        check_choice(anchor, "anchor", ("start", "end"))
+        check_text(query, "query")
+        check_count(page, "page", minimum=-_MAX_PAGE, maximum=_MAX_PAGE)  # negative: back from the cursor
+        check_count(limit, "limit", minimum=1)
+        check_choice(detail, "detail", get_args(Detail))
+        check_count(token_budget, "token_budget")
+        check_count(char_offset, "char_offset")
         caller = await self.get_thread(thread_id)
         request = RecallRequest(
             mode=mode, group_id=group_id, cursor=cursor, thread_id=target_thread_id, anchor=anchor,
@@ -300,6 +387,7 @@ class Memory:
 
     def recall_tool(self, *, flavor: ToolFlavor = "generic") -> dict[str, Any]:
         """The ``recall`` tool definition (JSON schema) for this memory's retrieval options."""
+        check_choice(flavor, "flavor", get_args(ToolFlavor))
         return recall_tool_schema(self.config.retrieval, flavor=flavor)
 
     async def call_recall_tool(
@@ -310,6 +398,7 @@ class Memory:
         Argument mistakes and out-of-reach ids come back as ``{"error": "..."}`` so the model
         can correct itself; a missing caller thread or retrieval being off still raise.
         """
+        check_count(token_budget, "token_budget")
         caller = await self.get_thread(thread_id)
         if not self.config.retrieval.enabled:
             raise ConfigError(
@@ -327,13 +416,30 @@ class Memory:
         return await self.engine.observe(await self.get_thread(thread_id), force=True)
 
     async def reflect(self, thread_id: str, *, guidance: str | None = None) -> CycleOutcome:
-        return await self.engine.reflect(await self.get_thread(thread_id), guidance=guidance)
+        """Reflect the observations now, whatever the threshold; ``guidance`` steers the reflector.
+
+        A failed reflection keeps the observations. Under ``failure_policy="throw"`` it raises
+        :class:`ReflectionError` (as a failed observation raises ObservationError; degenerate
+        output is logged, not raised); otherwise the failed outcome is returned.
+        """
+        check_text(guidance, "guidance")
+        outcome = await self.engine.reflect(await self.get_thread(thread_id), guidance=guidance)
+        error = outcome.error
+        if error is None or self.failure_policy != "throw" or isinstance(error, DegenerateOutputError):
+            return outcome
+        if isinstance(error, ReflectionError):
+            raise error
+        raise ReflectionError(
+            f"Reflecting thread '{thread_id}' failed: {describe_error(error)}. The observations were kept "
+            "(set failure_policy='warn' to get the failed outcome instead)."
+        ) from error
 
     async def get_record(self, thread_id: str) -> ObservationRecord | None:
         thread = await self.get_thread(thread_id)
         return await self.store.get_head(self.engine.lineage(thread))
 
     async def list_generations(self, thread_id: str, *, limit: int = 100) -> list[ObservationRecord]:
+        check_count(limit, "limit")
         thread = await self.get_thread(thread_id)
         return await self.store.list_generations(self.engine.lineage(thread), limit=limit)
 
@@ -346,7 +452,9 @@ class Memory:
         if thread is not None:
             if resource_id is not None and thread.resource_id != resource_id:
                 raise InvalidInputError(
-                    f"Thread '{thread_id}' belongs to resource '{thread.resource_id}', not '{resource_id}'."
+                    f"Thread '{thread_id}' belongs to another resource, not to the resource_id given "
+                    f"('{resource_id}'). Use a new thread id for this resource.",
+                    argument="resource_id",
                 )
             return thread
         if resource_id is None:

@@ -12,13 +12,14 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from obsmem.errors import InvalidInputError
 from obsmem.memory import Memory
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome
-from obsmem.om.recall.render import RecallResult
+from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
+from obsmem.om.recall.tool import ToolFlavor
 from obsmem.storage.contract import ObservationRecord
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread
@@ -112,14 +113,19 @@ class SyncMemory:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def create_thread(self, thread_id: str, resource_id: str, **kwargs: Any) -> Thread:
-        return self._portal.call(self._memory.create_thread(thread_id, resource_id, **kwargs))
+    def create_thread(
+        self, thread_id: str, resource_id: str, *, title: str | None = None,
+        metadata: dict[str, Any] | None = None, org_id: str | None = None,
+    ) -> Thread:
+        return self._portal.call(
+            self._memory.create_thread(thread_id, resource_id, title=title, metadata=metadata, org_id=org_id)
+        )
 
     def get_thread(self, thread_id: str) -> Thread:
         return self._portal.call(self._memory.get_thread(thread_id))
 
-    def list_threads(self, resource_id: str, **kwargs: Any) -> list[Thread]:
-        return self._portal.call(self._memory.list_threads(resource_id, **kwargs))
+    def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+        return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset))
 
     def delete_thread(self, thread_id: str) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id))
@@ -127,11 +133,17 @@ class SyncMemory:
     def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         return self._portal.call(self._memory.save_messages(thread_id, messages))
 
-    def list_messages(self, thread_id: str, **kwargs: Any) -> list[Message]:
-        return self._portal.call(self._memory.list_messages(thread_id, **kwargs))
+    def list_messages(self, thread_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[Message]:
+        return self._portal.call(self._memory.list_messages(thread_id, after_seq=after_seq, limit=limit))
 
-    def begin_turn(self, **kwargs: Any) -> SyncTurn:
-        return SyncTurn(self._portal, self._portal.call(self._memory.begin_turn(**kwargs)))
+    def begin_turn(
+        self, *, thread_id: str, resource_id: str | None = None,
+        messages: Sequence[Message | dict[str, Any]] = (), model: str | None = None,
+    ) -> SyncTurn:
+        turn = self._memory.begin_turn(
+            thread_id=thread_id, resource_id=resource_id, messages=messages, model=model
+        )
+        return SyncTurn(self._portal, self._portal.call(turn))
 
     def get_context(self, thread_id: str) -> ContextWindow:
         return self._portal.call(self._memory.get_context(thread_id))
@@ -139,27 +151,51 @@ class SyncMemory:
     def observe(self, thread_id: str) -> CycleOutcome:
         return self._portal.call(self._memory.observe(thread_id))
 
-    def reflect(self, thread_id: str, **kwargs: Any) -> CycleOutcome:
-        return self._portal.call(self._memory.reflect(thread_id, **kwargs))
+    def reflect(self, thread_id: str, *, guidance: str | None = None) -> CycleOutcome:
+        return self._portal.call(self._memory.reflect(thread_id, guidance=guidance))
 
     def get_record(self, thread_id: str) -> ObservationRecord | None:
         return self._portal.call(self._memory.get_record(thread_id))
 
-    def list_generations(self, thread_id: str, **kwargs: Any) -> list[ObservationRecord]:
-        return self._portal.call(self._memory.list_generations(thread_id, **kwargs))
+    def list_generations(self, thread_id: str, *, limit: int = 100) -> list[ObservationRecord]:
+        return self._portal.call(self._memory.list_generations(thread_id, limit=limit))
 
-    def recall(self, thread_id: str, **kwargs: Any) -> RecallResult:
+    def get_working_memory(self, thread_id: str) -> str | None:
+        return self._portal.call(self._memory.get_working_memory(thread_id))
+
+    def recall(
+        self,
+        thread_id: str,
+        *,
+        mode: RecallMode = "messages",
+        group_id: str | None = None,
+        cursor: str | None = None,
+        target_thread_id: str | None = None,
+        anchor: Literal["start", "end"] = "start",
+        query: str | None = None,
+        page: int = 1,
+        limit: int = 20,
+        detail: Detail = "low",
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        char_offset: int = 0,
+    ) -> RecallResult:
         """:meth:`Memory.recall`, blocking (retrieval mode only)."""
-        return self._portal.call(self._memory.recall(thread_id, **kwargs))
+        return self._portal.call(
+            self._memory.recall(
+                thread_id, mode=mode, group_id=group_id, cursor=cursor, target_thread_id=target_thread_id,
+                anchor=anchor, query=query, page=page, limit=limit, detail=detail, token_budget=token_budget,
+                char_offset=char_offset,
+            )
+        )
 
-    def recall_tool(self, **kwargs: Any) -> dict[str, Any]:
-        return self._memory.recall_tool(**kwargs)
+    def recall_tool(self, *, flavor: ToolFlavor = "generic") -> dict[str, Any]:
+        return self._memory.recall_tool(flavor=flavor)
 
     def call_recall_tool(
-        self, thread_id: str, args: Mapping[str, Any] | None, **kwargs: Any
+        self, thread_id: str, args: Mapping[str, Any] | None, *, token_budget: int = DEFAULT_TOKEN_BUDGET
     ) -> dict[str, Any]:
         """:meth:`Memory.call_recall_tool`, blocking: answer one ``recall`` tool call."""
-        return self._portal.call(self._memory.call_recall_tool(thread_id, args, **kwargs))
+        return self._portal.call(self._memory.call_recall_tool(thread_id, args, token_budget=token_budget))
 
 
 def _close_quietly(portal: _Portal, memory: Memory) -> None:

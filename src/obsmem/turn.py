@@ -23,7 +23,7 @@ from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome, Engine
 from obsmem.om.selection import pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.types import Message, Thread, parse_message
+from obsmem.types import Message, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts"]
 
@@ -73,7 +73,7 @@ class Turn:
     ) -> Turn:
         """Begin a turn: save the input, run the memory work due, and set :attr:`context`."""
         turn = cls(thread, engine=engine, store=store, contexts=contexts, model=model)
-        saved = await turn._save(messages)
+        saved = await turn._save(parse_messages(messages, "messages"))
         turn.context = await turn._advance(saved, turn_start=True)
         return turn
 
@@ -88,19 +88,21 @@ class Turn:
         While the newest message holds a tool call still waiting for its result, no
         observation runs: the call and its result must be observed together.
         """
+        parsed = parse_messages(responses, "responses")
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
-        saved = await self._save(responses)
+        saved = await self._save(parsed)
         self.steps += 1
         self.context = await self._advance(saved)
         return self.context
 
     async def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
         """Close the turn, saving any final messages. Idempotent."""
+        parsed = parse_messages(responses, "responses")
         if self.ended:
             return
-        if responses:
-            await self._save(responses)
+        if parsed:
+            await self._save(parsed)
         self.ended = True
         buffered = self._engine.buffered
         if buffered is not None and self._engine.config.observation.buffer_on_idle:
@@ -112,11 +114,10 @@ class Turn:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.end()
 
-    async def _save(self, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
-        parsed = [parse_message(m) for m in messages]
-        if not parsed:
+    async def _save(self, messages: list[Message]) -> list[Message]:
+        if not messages:
             return []
-        return await self._store.save_messages(self.thread.id, parsed)
+        return await self._store.save_messages(self.thread.id, messages)
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left."""

@@ -11,15 +11,19 @@ strings chosen by the caller or generated here; ``created_at`` is always timezon
 
 from __future__ import annotations
 
+import numbers
 import uuid
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from obsmem.errors import InvalidInputError
 
 __all__ = [
+    "MAX_COUNT",
     "DataPart",
     "FilePart",
     "Message",
@@ -30,8 +34,16 @@ __all__ = [
     "Thread",
     "ToolCallPart",
     "ToolResultPart",
+    "check_choice",
+    "check_count",
+    "check_flag",
+    "check_id",
+    "check_json",
+    "check_text",
+    "describe_value",
     "new_id",
     "parse_message",
+    "parse_messages",
     "utcnow",
 ]
 
@@ -46,8 +58,53 @@ def new_id(prefix: str = "msg") -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-class _Part(BaseModel):
+def describe_value(value: object) -> str:
+    """A value and its type, shortened, for an error message."""
+    text = repr(value)
+    shown = f"{text[:60]}…" if len(text) > 60 else text
+    return f"{shown} ({type(value).__name__})"
+
+
+def _describe_validation(what: str, exc: ValidationError) -> str:
+    """Each problem as ``field.path: what is wrong, got value (type)``."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(x) for x in err["loc"]) or what
+        problems.append(f"{where}: {err['msg']}, got {describe_value(err.get('input'))}")
+    return f"Invalid {what}: {'; '.join(problems)}"
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must be timezone-aware (e.g. datetime.now(UTC))")
+    return value
+
+
+class _Model(BaseModel):
+    """A frozen, closed model whose construction errors are :class:`InvalidInputError`.
+
+    ``model_validate`` keeps pydantic's own error: the stores use it to read rows back, and
+    report a row they cannot decode as a storage error.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        # Bad input surfaces as obsmem's own typed error, naming the offending field.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidInputError(_describe_validation(self._what(), exc)) from exc
+
+    @classmethod
+    def _what(cls) -> str:
+        return cls.__name__
+
+
+class _Part(_Model):
+    @classmethod
+    def _what(cls) -> str:
+        return f"{cls.__name__} (a message part)"
 
 
 class TextPart(_Part):
@@ -128,14 +185,7 @@ Part = Annotated[
 ]
 
 
-def _describe_validation(what: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(x) for x in err['loc']) or what}: {err['msg']}" for err in exc.errors()
-    )
-    return f"Invalid {what}: {problems}"
-
-
-class Message(BaseModel):
+class Message(_Model):
     """One message of a conversation.
 
     ``seq`` is assigned by the store when the message is first saved: it is the message's
@@ -143,30 +193,23 @@ class Message(BaseModel):
     arrive out of order; insertion order cannot).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     id: str = Field(default_factory=new_id, min_length=1)
     role: Role
     parts: tuple[Part, ...]
     created_at: datetime = Field(default_factory=utcnow)
-    thread_id: str | None = None
-    resource_id: str | None = None
+    thread_id: str | None = Field(default=None, min_length=1)
+    resource_id: str | None = Field(default=None, min_length=1)
     seq: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    def __init__(self, **data: Any) -> None:
-        # Bad input surfaces as obsmem's own typed error, naming the offending field.
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise InvalidInputError(_describe_validation("message", exc)) from exc
+    @classmethod
+    def _what(cls) -> str:
+        return "message"
 
     @field_validator("created_at")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError("created_at must be timezone-aware (e.g. datetime.now(UTC))")
-        return value
+        return _aware(value)
 
     @field_validator("parts")
     @classmethod
@@ -206,10 +249,8 @@ class Message(BaseModel):
         return all(isinstance(p, DataPart) for p in self.parts)
 
 
-class Thread(BaseModel):
+class Thread(_Model):
     """A conversation. ``metadata`` is app-owned; obsmem keeps its own under ``obsmem``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(min_length=1)
     resource_id: str = Field(min_length=1)
@@ -221,15 +262,130 @@ class Thread(BaseModel):
     updated_at: datetime = Field(default_factory=utcnow)
     version: int = 1
 
+    @classmethod
+    def _what(cls) -> str:
+        return "thread"
 
-def parse_message(raw: Message | dict[str, Any]) -> Message:
+    @field_validator("created_at", "updated_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return _aware(value)
+
+
+def parse_message(raw: Message | Mapping[str, Any], *, argument: str = "message") -> Message:
     """Validate a message given as a dict (or pass a Message through).
 
-    Raises :class:`InvalidInputError` naming the offending field, never a bare
+    Raises :class:`InvalidInputError` naming ``argument`` and the offending field, never a bare
     pydantic error, so callers catch one obsmem type.
     """
     if isinstance(raw, Message):
         return raw
-    if not isinstance(raw, dict):
-        raise InvalidInputError(f"Invalid message: expected a Message or a dict, got {type(raw).__name__}")
-    return Message(**raw)
+    if not isinstance(raw, Mapping) or not all(isinstance(key, str) for key in raw):
+        raise InvalidInputError(
+            f"Invalid {argument}: expected a Message or a dict of its fields, got {describe_value(raw)}",
+            argument=argument,
+        )
+    try:
+        return Message(**raw)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{argument}: {exc}", argument=argument) from None
+
+
+def parse_messages(value: object, argument: str = "messages") -> list[Message]:
+    """Validate messages to be saved: a list (or any iterable) of :class:`Message` or dicts.
+
+    A single message or a string where a list belongs is refused rather than iterated, and so
+    is data no store could keep (see :func:`check_json`).
+    """
+    if isinstance(value, str | bytes | Mapping | Message) or not isinstance(value, Iterable):
+        raise InvalidInputError(
+            f"Invalid {argument}: expected a list of messages (Message objects or dicts), got "
+            f"{describe_value(value)}",
+            argument=argument,
+        )
+    messages = []
+    for index, item in enumerate(value):
+        where = f"{argument}[{index}]"
+        message = parse_message(item, argument=where)
+        check_json(message.metadata, f"{where}.metadata")
+        for number, part in enumerate(message.parts):
+            data = {ToolCallPart: "args", ToolResultPart: "result", DataPart: "data"}.get(type(part))
+            if data is not None:
+                check_json(getattr(part, data), f"{where}.parts[{number}].{data}")
+        messages.append(message)
+    return messages
+
+
+def check_json(value: object, argument: str) -> None:
+    """Refuse data no store could keep: every store writes message and thread data as JSON.
+
+    Anything pydantic writes as JSON passes (a datetime becomes ISO text, a model a dict), so
+    such data is refused when it is saved, the same in every store, not by one store and not
+    another. (A message holding other data can still be built, counted and converted.)
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        return
+    try:
+        to_jsonable_python(value)
+    except (PydanticSerializationError, ValueError, TypeError, RecursionError) as exc:
+        raise InvalidInputError(
+            f"Invalid {argument}: it must be JSON-serializable data to be stored ({exc})", argument=argument
+        ) from None
+
+
+# -- checks of plain arguments, shared by the public entry points -----------------------------------
+
+#: The largest count a store can take (SQLite and PostgreSQL integers are 64-bit).
+MAX_COUNT = 2**63 - 1
+
+_T = TypeVar("_T")
+
+
+def _refuse(argument: str, expected: str, value: object) -> InvalidInputError:
+    return InvalidInputError(
+        f"Invalid {argument}: expected {expected}, got {describe_value(value)}", argument=argument
+    )
+
+
+def check_id(value: object, argument: str, *, optional: bool = False) -> str | None:
+    """A non-empty string id (or None when ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _refuse(argument, "a non-empty string" + (" or None" if optional else ""), value)
+    return value
+
+
+def check_text(value: object, argument: str) -> str | None:
+    """Optional free text (``None`` or a string)."""
+    if value is not None and not isinstance(value, str):
+        raise _refuse(argument, "a string or None", value)
+    return value
+
+
+def check_count(
+    value: object, argument: str, *, minimum: int = 0, maximum: int = MAX_COUNT, optional: bool = False
+) -> int | None:
+    """A whole number from ``minimum`` to ``maximum`` (``bool`` is not a number here)."""
+    if value is None and optional:
+        return None
+    expected = f"a whole number from {minimum} to {maximum}" + (" or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _refuse(argument, expected, value)
+    number = int(value)
+    if not minimum <= number <= maximum:
+        raise _refuse(argument, expected, value)
+    return number
+
+
+def check_flag(value: object, argument: str) -> bool:
+    if not isinstance(value, bool):
+        raise _refuse(argument, "True or False", value)
+    return value
+
+
+def check_choice(value: _T, argument: str, choices: tuple[_T, ...]) -> _T:
+    """One of ``choices`` (compared by type too, so ``1`` is not ``True``)."""
+    if not any(type(value) is type(choice) and value == choice for choice in choices):
+        raise _refuse(argument, " or ".join(repr(c) for c in choices), value)
+    return value

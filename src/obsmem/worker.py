@@ -38,17 +38,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from obsmem.assembly import ModelSpec, assemble_roles, memory_config
+from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memory_config
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
-from obsmem.errors import InvalidInputError, MigrationError, StorageError, StoreClosedError
+from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
-from obsmem.types import Thread
+from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
@@ -64,14 +64,49 @@ WORK_KINDS = (WORK_OBSERVE, WORK_REFLECT)
 _BUFFER_LEASE_PREFIX = {WORK_OBSERVE: "buffer-observation", WORK_REFLECT: "buffer-reflection"}
 
 
+def _work_kinds(kinds: object) -> tuple[str, ...] | None:
+    """``kinds`` as a non-empty tuple of known work kinds, or None when it is not one."""
+    if isinstance(kinds, str | bytes) or not isinstance(kinds, Sequence | set | frozenset):
+        return None
+    chosen = tuple(kinds)
+    if not chosen or not all(isinstance(kind, str) and kind in WORK_KINDS for kind in chosen):
+        return None
+    return chosen
+
+
 async def enqueue_thread_work(
     store: Store, thread_id: str, *, now: datetime, kinds: Sequence[str] = WORK_KINDS
 ) -> list[WorkItem]:
     """Ask the workers to look at a thread (call after a turn). Coalesces with waiting work."""
-    unknown = [kind for kind in kinds if kind not in WORK_KINDS]
-    if unknown:
-        raise InvalidInputError(f"Unknown work kinds {unknown}; workers run {list(WORK_KINDS)}.")
-    return [await store.enqueue_work(kind, thread_id, now=now) for kind in kinds]
+    if not isinstance(store, Store):
+        raise InvalidInputError(
+            f"Invalid store: expected a Store, got {describe_value(store)}", argument="store"
+        )
+    check_id(thread_id, "thread_id")
+    if not isinstance(now, datetime) or now.utcoffset() is None:
+        raise InvalidInputError(
+            f"Invalid now: expected a timezone-aware datetime, got {describe_value(now)}", argument="now"
+        )
+    chosen = _work_kinds(kinds)
+    if chosen is None:
+        raise InvalidInputError(
+            f"Invalid kinds: expected a list of work kinds from {list(WORK_KINDS)}, "
+            f"got {describe_value(kinds)}",
+            argument="kinds",
+        )
+    return [await store.enqueue_work(kind, thread_id, now=now) for kind in chosen]
+
+
+def _positive_number(value: object, argument: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ConfigError(argument, f"got {describe_value(value)}", allowed="a finite number of seconds > 0")
+    return float(value)
+
+
+def _whole_at_least_one(value: object, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(argument, f"got {describe_value(value)}", allowed="a whole number >= 1")
+    return value
 
 
 @dataclass
@@ -122,20 +157,32 @@ class Worker:
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
     ) -> None:
-        if claim_ttl_s <= 0 or poll_interval_s <= 0 or max_attempts < 1 or concurrency < 1:
-            raise InvalidInputError(
-                "Worker needs claim_ttl_s > 0, poll_interval_s > 0, max_attempts >= 1 and concurrency >= 1."
+        if not isinstance(store, Store):
+            raise ConfigError(
+                "store", f"expected a Store, got {describe_value(store)}",
+                allowed="open_store(url) or a Store",
             )
         self.store = store
         self.config = memory_config(config)
-        self.counter = counter or TokenCounter()
-        self.clock = clock or SystemClock()
+        chosen_kinds = _work_kinds(kinds)
+        if chosen_kinds is None:
+            raise ConfigError(
+                "kinds", f"got {describe_value(kinds)}", allowed=f"a non-empty list from {list(WORK_KINDS)}"
+            )
+        if owner is not None and (not isinstance(owner, str) or not owner):
+            raise ConfigError("owner", f"got {describe_value(owner)}", allowed="a non-empty string or None")
+        self.claim_ttl_s = _positive_number(claim_ttl_s, "claim_ttl_s")
+        self.poll_interval_s = _positive_number(poll_interval_s, "poll_interval_s")
+        self.max_attempts = _whole_at_least_one(max_attempts, "max_attempts")
+        self.concurrency = _whole_at_least_one(concurrency, "concurrency")
+        check_collaborators(
+            counter=counter, clock=clock, on_event=on_event, working_memory_scope=working_memory_scope,
+            embedder=embedder, vector_index=vector_index,
+        )
+        self.counter = counter if counter is not None else TokenCounter()
+        self.clock = clock if clock is not None else SystemClock()
         self.owner = owner or default_owner()
-        self.kinds = tuple(kinds)
-        self.claim_ttl_s = claim_ttl_s
-        self.poll_interval_s = poll_interval_s
-        self.max_attempts = max_attempts
-        self.concurrency = concurrency
+        self.kinds = chosen_kinds
         self.stats = WorkerStats()
         self._spawned: dict[int, list[asyncio.Task[None]]] = {}
         if model is not None and (observer is not None or reflector is not None):
@@ -169,6 +216,12 @@ class Worker:
     ) -> WorkerStats:
         """Claim and run work until ``stop`` is set, ``max_items`` are done, or (with
         ``exit_when_idle``) the queue has nothing due."""
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise InvalidInputError(
+                f"Invalid stop: expected an asyncio.Event, got {describe_value(stop)}", argument="stop"
+            )
+        check_count(max_items, "max_items", optional=True)
+        check_flag(exit_when_idle, "exit_when_idle")
         stop = stop or asyncio.Event()
 
         async def loop() -> None:
@@ -212,6 +265,11 @@ class Worker:
 
     async def process(self, item: WorkItem) -> None:
         """Run one claimed item under a heartbeat; complete it, or give it back on failure."""
+        if not isinstance(item, WorkItem):
+            raise InvalidInputError(
+                f"Invalid item: expected a WorkItem (from store.claim_work), got {describe_value(item)}",
+                argument="item",
+            )
         if item.attempts > self.max_attempts:
             logger.error("obsmem worker: dropping %s work on %s after %d attempts (last error: %s)",
                          item.kind, item.target, item.attempts - 1, item.last_error)

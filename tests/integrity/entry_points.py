@@ -1,0 +1,619 @@
+"""The public entry points of obsmem, each argument with a way to call it (for the typed-error tests).
+
+:data:`ENTRIES` lists every argument of every public constructor, method and function explicitly;
+``test_every_public_entry_point_is_in_the_table`` fails when a class gains a method or argument
+that is neither here nor in :data:`NOT_FUZZED` (with a reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import strategies as st
+
+from obsmem import (
+    DataPart,
+    FilePart,
+    Memory,
+    MemoryConfig,
+    Message,
+    ObservationConfig,
+    ReasoningPart,
+    ReflectionConfig,
+    RetrievalConfig,
+    SyncMemory,
+    TextPart,
+    Thread,
+    ToolCallPart,
+    ToolResultPart,
+    Turn,
+)
+from obsmem.storage import MemoryStore
+from obsmem.sync import SyncTurn
+from obsmem.types import parse_message
+from obsmem.worker import Worker, enqueue_thread_work
+
+__all__ = ["ENTRIES", "MESSAGE", "NOT_FUZZED", "RESOURCE", "THREAD", "Entry", "public_arguments"]
+
+THREAD = "fixture-thread-7f3a"
+RESOURCE = "fixture-user-7f3a"
+MESSAGE = "fixture-message-7f3a"  # a stored message: recall pages from it
+
+
+_SCALARS: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # nan and ±inf included
+    st.text(max_size=12),
+    st.binary(max_size=4),
+    st.datetimes(),
+    st.datetimes(timezones=st.just(UTC)),
+    st.builds(object),
+    st.just(Message.user("a message")),
+)
+ANY: st.SearchStrategy[Any] = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+
+
+def _message_dicts() -> st.SearchStrategy[Any]:
+    """Lists of message-shaped dicts whose fields hold arbitrary values (reaches the parts)."""
+    part = st.one_of(
+        st.fixed_dictionaries({"type": st.just("text"), "text": ANY}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("tool-result"),
+                "tool_call_id": st.text(max_size=4),
+                "tool_name": ANY,
+                "result": ANY,
+            }
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("tool-call"), "tool_call_id": ANY, "tool_name": ANY, "args": ANY}
+        ),
+        st.dictionaries(st.sampled_from(["type", "text", "name", "data"]), ANY, max_size=3),
+    )
+    message = st.fixed_dictionaries(
+        {
+            "role": st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]), ANY),
+            "parts": st.lists(part, min_size=0, max_size=2),
+        },
+        optional={"id": ANY, "created_at": ANY, "metadata": ANY, "thread_id": ANY},
+    )
+    return st.lists(message, max_size=2)
+
+
+def _options(model: type[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(ANY, st.dictionaries(st.sampled_from(sorted(model.model_fields)), ANY, max_size=2))
+
+
+MESSAGES = st.one_of(ANY, _message_dicts())
+THREAD_WORDS = ("Thread '",)  # ThreadNotFoundError: "Thread 'x' does not exist"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One argument of one public entry point, and how to call it with a value.
+
+    ``kind`` says what ``call`` receives: ``"plain"`` nothing (constructors and functions),
+    ``"memory"`` a Memory on SQLite with the fixture thread, ``"sync"`` a SyncMemory likewise.
+    An error is accepted when it is an ObsmemError naming ``argument`` (or one of ``names``).
+    """
+
+    target: str
+    argument: str
+    call: Callable[[Any, Any], Any]
+    kind: str = "plain"
+    values: st.SearchStrategy[Any] = ANY
+    names: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.target}:{self.argument}"
+
+
+def _keyword(target: Callable[..., Any], name: str, /, **given: Any) -> Callable[[Any, Any], Any]:
+    """A call of ``target`` with ``name`` set to the value (and valid ``given`` arguments)."""
+    return lambda _, value: target(**{**given, name: value})
+
+
+def _with(build: Callable[..., Any], first: Any, argument: str, _: Any, value: Any) -> None:
+    """``build`` (Memory or Worker) with one argument set; a Memory that was built is closed."""
+    if argument == "store":
+        built = build(value)
+    else:
+        built = build(first() if callable(first) else first, **{argument: value})
+    if isinstance(built, Memory):
+        asyncio.run(built.aclose())
+
+
+async def _turn_with(memory: Memory, **arguments: Any) -> None:
+    async with memory.turn(**{"thread_id": THREAD, **arguments}):
+        pass
+
+
+async def _step(memory: Memory, value: Any, *, end: bool = False) -> None:
+    turn = await memory.begin_turn(thread_id=THREAD, messages=[Message.user("question")])
+    try:
+        await (turn.end(value) if end else turn.step(value))
+    finally:
+        await turn.end()
+
+
+def _sync_step(memory: SyncMemory, value: Any, *, end: bool = False) -> None:
+    turn = memory.begin_turn(thread_id=THREAD, messages=[Message.user("question")])
+    try:
+        turn.end(value) if end else turn.step(value)
+    finally:
+        turn.end()
+
+
+def _unique() -> str:
+    return f"t-{uuid.uuid4().hex}"
+
+
+_MEMORY_ARGUMENTS = (
+    "store",
+    "config",
+    "model",
+    "observer",
+    "reflector",
+    "extractors",
+    "counter",
+    "clock",
+    "failure_policy",
+    "working_memory_scope",
+    "on_event",
+    "embedder",
+    "vector_index",
+    "background",
+)
+_WORKER_ARGUMENTS = (
+    "store",
+    "config",
+    "model",
+    "observer",
+    "reflector",
+    "extractors",
+    "working_memory_scope",
+    "counter",
+    "clock",
+    "owner",
+    "kinds",
+    "claim_ttl_s",
+    "poll_interval_s",
+    "max_attempts",
+    "concurrency",
+    "on_event",
+    "embedder",
+    "vector_index",
+)
+_RECALL_ARGUMENTS = (
+    "mode",
+    "group_id",
+    "cursor",
+    "target_thread_id",
+    "anchor",
+    "query",
+    "page",
+    "limit",
+    "detail",
+    "token_budget",
+    "char_offset",
+)
+#: RecallNotFoundError names what was looked up ("No thread 'x' is within reach of this recall").
+_RECALL_WORDS = {
+    "group_id": ("No observation group",),
+    "cursor": ("No message",),
+    "target_thread_id": ("No thread",),
+}
+#: The arguments that shape a page are fuzzed on a recall that pages (from a stored message).
+_PAGED = ("anchor", "page", "limit", "detail", "token_budget", "char_offset")
+
+
+def _recall(argument: str) -> Callable[[Any, Any], Any]:
+    """A recall on the fixture thread with ``argument`` set (paging from a stored message)."""
+
+    def call(memory: Memory | SyncMemory, value: Any) -> Any:
+        given = {"cursor": MESSAGE, argument: value} if argument in _PAGED else {argument: value}
+        return memory.recall(THREAD, **given)
+
+    return call
+
+
+def _config_entries() -> list[Entry]:
+    entries = []
+    for model in (MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig):
+        for option in model.model_fields:
+            entries.append(Entry(model.__name__, option, _keyword(model, option)))
+    for option in MemoryConfig.model_fields:
+        entries.append(Entry("MemoryConfig.replace", option, _keyword(MemoryConfig().replace, option)))
+    entries.append(
+        Entry(
+            "MemoryConfig.from_snapshot",
+            "data",
+            lambda _, v: MemoryConfig.from_snapshot(v),
+            values=_options(MemoryConfig),
+            names=("option", "snapshot"),
+        )
+    )
+    return entries
+
+
+def _part_entries() -> list[Entry]:
+    valid: dict[type[Any], dict[str, Any]] = {
+        TextPart: {"text": "x"},
+        ReasoningPart: {"text": "x"},
+        ToolCallPart: {"tool_call_id": "c1", "tool_name": "t"},
+        ToolResultPart: {"tool_call_id": "c1", "tool_name": "t"},
+        FilePart: {"media_type": "image/png"},
+        DataPart: {"name": "n"},
+    }
+    entries = []
+    for part, required in valid.items():
+        for field in part.model_fields:
+            entries.append(Entry(part.__name__, field, _keyword(part, field, **required)))
+    return entries
+
+
+ENTRIES: list[Entry] = [
+    # -- messages and threads --------------------------------------------------------------------
+    Entry("Message.user", "text", lambda _, v: Message.user(v)),
+    Entry("Message.assistant", "text", lambda _, v: Message.assistant(v)),
+    Entry("Message.system", "text", lambda _, v: Message.system(v)),
+    *[
+        Entry(
+            "Message",
+            field,
+            _keyword(Message, field, role="user", parts=(TextPart(text="x"),)),
+        )
+        for field in Message.model_fields
+    ],
+    Entry(
+        "parse_message",
+        "raw",
+        lambda _, v: parse_message(v),
+        values=st.one_of(ANY, _message_dicts()),
+        names=("message",),
+    ),
+    *_part_entries(),
+    *[
+        Entry("Thread", field, _keyword(Thread, field, id="t1", resource_id="u1"))
+        for field in Thread.model_fields
+    ],
+    # -- configuration ----------------------------------------------------------------------------
+    *_config_entries(),
+    # -- stores, Memory, SyncMemory and Worker construction --------------------------------------
+    *[
+        Entry(
+            "Memory",
+            argument,
+            functools.partial(_with, Memory, "memory://", argument),
+            values=_options(MemoryConfig) if argument == "config" else ANY,
+            names=("option",) if argument == "config" else (),
+        )
+        for argument in _MEMORY_ARGUMENTS
+    ],
+    Entry("SyncMemory", "args", lambda _, v: SyncMemory(v).close(), names=("store",)),
+    Entry(
+        "SyncMemory",
+        "kwargs",
+        lambda _, v: SyncMemory("memory://", config=v).close(),
+        values=_options(MemoryConfig),
+        names=("config", "option"),
+    ),
+    *[
+        Entry(
+            "Worker",
+            argument,
+            functools.partial(_with, Worker, MemoryStore, argument),
+            values=_options(MemoryConfig) if argument == "config" else ANY,
+            names=("option",) if argument == "config" else (),
+        )
+        for argument in _WORKER_ARGUMENTS
+    ],
+    Entry(
+        "enqueue_thread_work",
+        "store",
+        lambda _, v: asyncio.run(enqueue_thread_work(v, "t1", now=datetime.now(UTC))),
+    ),
+    Entry(
+        "enqueue_thread_work",
+        "thread_id",
+        lambda _, v: asyncio.run(enqueue_thread_work(MemoryStore(), v, now=datetime.now(UTC))),
+    ),
+    Entry(
+        "enqueue_thread_work",
+        "now",
+        lambda _, v: asyncio.run(enqueue_thread_work(MemoryStore(), "t1", now=v)),
+    ),
+    Entry(
+        "enqueue_thread_work",
+        "kinds",
+        lambda _, v: asyncio.run(enqueue_thread_work(MemoryStore(), "t1", now=datetime.now(UTC), kinds=v)),
+    ),
+    # -- Memory methods ---------------------------------------------------------------------------
+    Entry("Memory.create_thread", "thread_id", lambda m, v: m.create_thread(v, RESOURCE), "memory"),
+    Entry("Memory.create_thread", "resource_id", lambda m, v: m.create_thread(_unique(), v), "memory"),
+    Entry(
+        "Memory.create_thread", "title", lambda m, v: m.create_thread(_unique(), RESOURCE, title=v), "memory"
+    ),
+    Entry(
+        "Memory.create_thread",
+        "metadata",
+        lambda m, v: m.create_thread(_unique(), RESOURCE, metadata=v),
+        "memory",
+    ),
+    Entry(
+        "Memory.create_thread",
+        "org_id",
+        lambda m, v: m.create_thread(_unique(), RESOURCE, org_id=v),
+        "memory",
+    ),
+    Entry("Memory.get_thread", "thread_id", lambda m, v: m.get_thread(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.list_threads", "resource_id", lambda m, v: m.list_threads(v), "memory"),
+    Entry("Memory.list_threads", "limit", lambda m, v: m.list_threads(RESOURCE, limit=v), "memory"),
+    Entry("Memory.list_threads", "offset", lambda m, v: m.list_threads(RESOURCE, offset=v), "memory"),
+    Entry("Memory.delete_thread", "thread_id", lambda m, v: m.delete_thread(v), "memory"),
+    Entry(
+        "Memory.save_messages",
+        "thread_id",
+        lambda m, v: m.save_messages(v, [Message.user("x")]),
+        "memory",
+        names=THREAD_WORDS,
+    ),
+    Entry("Memory.save_messages", "messages", lambda m, v: m.save_messages(THREAD, v), "memory", MESSAGES),
+    Entry("Memory.list_messages", "thread_id", lambda m, v: m.list_messages(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.list_messages", "after_seq", lambda m, v: m.list_messages(THREAD, after_seq=v), "memory"),
+    Entry("Memory.list_messages", "limit", lambda m, v: m.list_messages(THREAD, limit=v), "memory"),
+    Entry(
+        "Memory.begin_turn",
+        "thread_id",
+        lambda m, v: m.begin_turn(thread_id=v, resource_id=RESOURCE),
+        "memory",
+    ),
+    Entry(
+        "Memory.begin_turn",
+        "resource_id",
+        lambda m, v: m.begin_turn(thread_id=THREAD, resource_id=v),
+        "memory",
+    ),
+    Entry(
+        "Memory.begin_turn",
+        "messages",
+        lambda m, v: m.begin_turn(thread_id=THREAD, messages=v),
+        "memory",
+        MESSAGES,
+    ),
+    Entry("Memory.begin_turn", "model", lambda m, v: m.begin_turn(thread_id=THREAD, model=v), "memory"),
+    Entry(
+        "Memory.turn", "thread_id", lambda m, v: _turn_with(m, thread_id=v, resource_id=RESOURCE), "memory"
+    ),
+    Entry("Memory.turn", "resource_id", lambda m, v: _turn_with(m, resource_id=v), "memory"),
+    Entry("Memory.turn", "messages", lambda m, v: _turn_with(m, messages=v), "memory", MESSAGES),
+    Entry("Memory.turn", "model", lambda m, v: _turn_with(m, model=v), "memory"),
+    Entry("Memory.get_context", "thread_id", lambda m, v: m.get_context(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.context_for", "thread", lambda m, v: m.context_for(v), "memory"),
+    *[
+        Entry(
+            "Memory.recall",
+            argument,
+            _recall(argument),
+            "memory",
+            names=_RECALL_WORDS.get(argument, ()),
+        )
+        for argument in _RECALL_ARGUMENTS
+    ],
+    Entry("Memory.recall", "thread_id", lambda m, v: m.recall(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.recall_tool", "flavor", lambda m, v: m.recall_tool(flavor=v), "memory"),
+    Entry(
+        "Memory.call_recall_tool",
+        "thread_id",
+        lambda m, v: m.call_recall_tool(v, {}),
+        "memory",
+        names=THREAD_WORDS,
+    ),
+    Entry("Memory.call_recall_tool", "args", lambda m, v: m.call_recall_tool(THREAD, v), "memory"),
+    Entry(
+        "Memory.call_recall_tool",
+        "token_budget",
+        lambda m, v: m.call_recall_tool(THREAD, {}, token_budget=v),
+        "memory",
+    ),
+    Entry("Memory.observe", "thread_id", lambda m, v: m.observe(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.reflect", "thread_id", lambda m, v: m.reflect(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.reflect", "guidance", lambda m, v: m.reflect(THREAD, guidance=v), "memory"),
+    Entry("Memory.get_record", "thread_id", lambda m, v: m.get_record(v), "memory", names=THREAD_WORDS),
+    Entry(
+        "Memory.list_generations",
+        "thread_id",
+        lambda m, v: m.list_generations(v),
+        "memory",
+        names=THREAD_WORDS,
+    ),
+    Entry("Memory.list_generations", "limit", lambda m, v: m.list_generations(THREAD, limit=v), "memory"),
+    Entry(
+        "Memory.get_working_memory",
+        "thread_id",
+        lambda m, v: m.get_working_memory(v),
+        "memory",
+        names=THREAD_WORDS,
+    ),
+    Entry("Memory.aclose", "cancel", lambda m, v: Memory(m.store).aclose(cancel=v), "memory"),
+    Entry("Turn.step", "responses", lambda m, v: _step(m, v), "memory", MESSAGES),
+    Entry("Turn.end", "responses", lambda m, v: _step(m, v, end=True), "memory", MESSAGES),
+    Entry("Worker.run", "stop", lambda m, v: Worker(m.store).run(stop=v, exit_when_idle=True), "memory"),
+    Entry(
+        "Worker.run",
+        "max_items",
+        lambda m, v: Worker(m.store).run(max_items=v, exit_when_idle=True),
+        "memory",
+    ),
+    Entry(
+        "Worker.run",
+        "exit_when_idle",
+        lambda m, v: Worker(m.store).run(max_items=0, exit_when_idle=v),
+        "memory",
+    ),
+    Entry("Worker.process", "item", lambda m, v: Worker(m.store).process(v), "memory"),
+    # -- SyncMemory methods (the same checks, reached through the portal) -------------------------
+    Entry("SyncMemory.create_thread", "thread_id", lambda s, v: s.create_thread(v, RESOURCE), "sync"),
+    Entry("SyncMemory.create_thread", "resource_id", lambda s, v: s.create_thread(_unique(), v), "sync"),
+    Entry(
+        "SyncMemory.create_thread",
+        "title",
+        lambda s, v: s.create_thread(_unique(), RESOURCE, title=v),
+        "sync",
+    ),
+    Entry(
+        "SyncMemory.create_thread",
+        "metadata",
+        lambda s, v: s.create_thread(_unique(), RESOURCE, metadata=v),
+        "sync",
+    ),
+    Entry(
+        "SyncMemory.create_thread",
+        "org_id",
+        lambda s, v: s.create_thread(_unique(), RESOURCE, org_id=v),
+        "sync",
+    ),
+    Entry("SyncMemory.get_thread", "thread_id", lambda s, v: s.get_thread(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.list_threads", "resource_id", lambda s, v: s.list_threads(v), "sync"),
+    Entry("SyncMemory.list_threads", "limit", lambda s, v: s.list_threads(RESOURCE, limit=v), "sync"),
+    Entry("SyncMemory.list_threads", "offset", lambda s, v: s.list_threads(RESOURCE, offset=v), "sync"),
+    Entry("SyncMemory.delete_thread", "thread_id", lambda s, v: s.delete_thread(v), "sync"),
+    Entry(
+        "SyncMemory.save_messages",
+        "thread_id",
+        lambda s, v: s.save_messages(v, [Message.user("x")]),
+        "sync",
+        names=THREAD_WORDS,
+    ),
+    Entry("SyncMemory.save_messages", "messages", lambda s, v: s.save_messages(THREAD, v), "sync", MESSAGES),
+    Entry(
+        "SyncMemory.list_messages", "thread_id", lambda s, v: s.list_messages(v), "sync", names=THREAD_WORDS
+    ),
+    Entry("SyncMemory.list_messages", "after_seq", lambda s, v: s.list_messages(THREAD, after_seq=v), "sync"),
+    Entry("SyncMemory.list_messages", "limit", lambda s, v: s.list_messages(THREAD, limit=v), "sync"),
+    Entry(
+        "SyncMemory.begin_turn",
+        "thread_id",
+        lambda s, v: s.begin_turn(thread_id=v, resource_id=RESOURCE).end(),
+        "sync",
+    ),
+    Entry(
+        "SyncMemory.begin_turn",
+        "resource_id",
+        lambda s, v: s.begin_turn(thread_id=THREAD, resource_id=v).end(),
+        "sync",
+    ),
+    Entry(
+        "SyncMemory.begin_turn",
+        "messages",
+        lambda s, v: s.begin_turn(thread_id=THREAD, messages=v).end(),
+        "sync",
+        MESSAGES,
+    ),
+    Entry(
+        "SyncMemory.begin_turn", "model", lambda s, v: s.begin_turn(thread_id=THREAD, model=v).end(), "sync"
+    ),
+    Entry("SyncMemory.get_context", "thread_id", lambda s, v: s.get_context(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.observe", "thread_id", lambda s, v: s.observe(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.reflect", "thread_id", lambda s, v: s.reflect(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.reflect", "guidance", lambda s, v: s.reflect(THREAD, guidance=v), "sync"),
+    Entry("SyncMemory.get_record", "thread_id", lambda s, v: s.get_record(v), "sync", names=THREAD_WORDS),
+    Entry(
+        "SyncMemory.list_generations",
+        "thread_id",
+        lambda s, v: s.list_generations(v),
+        "sync",
+        names=THREAD_WORDS,
+    ),
+    Entry("SyncMemory.list_generations", "limit", lambda s, v: s.list_generations(THREAD, limit=v), "sync"),
+    Entry(
+        "SyncMemory.get_working_memory",
+        "thread_id",
+        lambda s, v: s.get_working_memory(v),
+        "sync",
+        names=THREAD_WORDS,
+    ),
+    *[
+        Entry(
+            "SyncMemory.recall",
+            argument,
+            _recall(argument),
+            "sync",
+            names=_RECALL_WORDS.get(argument, ()),
+        )
+        for argument in _RECALL_ARGUMENTS
+    ],
+    Entry("SyncMemory.recall", "thread_id", lambda s, v: s.recall(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.recall_tool", "flavor", lambda s, v: s.recall_tool(flavor=v), "sync"),
+    Entry(
+        "SyncMemory.call_recall_tool",
+        "thread_id",
+        lambda s, v: s.call_recall_tool(v, {}),
+        "sync",
+        names=THREAD_WORDS,
+    ),
+    Entry("SyncMemory.call_recall_tool", "args", lambda s, v: s.call_recall_tool(THREAD, v), "sync"),
+    Entry(
+        "SyncMemory.call_recall_tool",
+        "token_budget",
+        lambda s, v: s.call_recall_tool(THREAD, {}, token_budget=v),
+        "sync",
+    ),
+    Entry("SyncTurn.step", "responses", lambda s, v: _sync_step(s, v), "sync", MESSAGES),
+    Entry("SyncTurn.end", "responses", lambda s, v: _sync_step(s, v, end=True), "sync", MESSAGES),
+]
+
+#: Public methods (and arguments) that take no caller values worth fuzzing, with the reason.
+NOT_FUZZED = {
+    "Memory.context_from": "the TurnContexts port: Turn passes what it just read from the store",
+    "Memory.settled": "no arguments",
+    "Memory.__aenter__": "no arguments",
+    "Memory.__aexit__": "exception info from the interpreter",
+    "Turn": "built by Memory.begin_turn, never by the application",
+    "Turn.start": "built by Memory.begin_turn, never by the application",
+    "Turn.__aenter__": "no arguments",
+    "Turn.__aexit__": "exception info from the interpreter",
+    "SyncMemory.close": "no arguments",
+    "SyncMemory.__enter__": "no arguments",
+    "SyncMemory.__exit__": "exception info from the interpreter",
+    "SyncTurn": "built by SyncMemory.begin_turn, never by the application",
+    "SyncTurn.__enter__": "no arguments",
+    "SyncTurn.__exit__": "exception info from the interpreter",
+    "Worker.run_once": "no arguments",
+}
+
+
+def public_arguments() -> Iterator[tuple[str, str]]:
+    for cls in (Memory, SyncMemory, Turn, SyncTurn, Worker):
+        for name, member in inspect.getmembers(cls, callable):
+            if name.startswith("_") and name not in (
+                "__init__",
+                "__aenter__",
+                "__aexit__",
+                "__enter__",
+                "__exit__",
+            ):
+                continue
+            target = cls.__name__ if name == "__init__" else f"{cls.__name__}.{name}"
+            if target in NOT_FUZZED:
+                continue
+            for parameter in list(inspect.signature(member).parameters)[1:]:  # after self/cls
+                yield target, parameter
