@@ -90,8 +90,8 @@ async def enqueue_thread_work(
     chosen = _work_kinds(kinds)
     if chosen is None:
         raise InvalidInputError(
-            f"Invalid kinds: expected a list of work kinds from {list(WORK_KINDS)}, "
-            f"got {describe_value(kinds)}",
+            f"Unknown work kinds in kinds={describe_value(kinds)}; workers run a non-empty list from "
+            f"{list(WORK_KINDS)}.",
             argument="kinds",
         )
     return [await store.enqueue_work(kind, thread_id, now=now) for kind in chosen]
