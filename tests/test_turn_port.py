@@ -20,7 +20,7 @@ from obsmem.storage import MemoryStore
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, TurnContexts
-from obsmem.types import Message, TextPart, Thread, ToolCallPart
+from obsmem.types import Message, TextPart, Thread, ToolCallPart, ToolResultPart
 
 pytestmark = pytest.mark.anyio
 
@@ -68,8 +68,10 @@ async def test_a_turn_runs_on_an_engine_a_store_and_a_context_port() -> None:
     assert [m.text for m in turn.context.messages] == ["hello"]
     call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="search"),))
     await turn.step([call])  # a call waiting for its result: the context comes from the stored state
+    result = Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="search", result="ok"),))
+    await turn.step([result])
     await turn.step([Message(role="assistant", parts=(TextPart(text="done"),))])
     await turn.end()
-    assert contexts.calls == ["from:t1:1", "for:t1", "from:t1:3"]
-    assert len(await store.list_messages("t1")) == 3  # every message saved once
-    assert turn.steps == 2 and turn.ended
+    assert contexts.calls == ["from:t1:1", "for:t1", "from:t1:3", "from:t1:4"]
+    assert len(await store.list_messages("t1")) == 4  # every message saved once
+    assert turn.steps == 3 and turn.ended

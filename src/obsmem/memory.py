@@ -23,7 +23,13 @@ from obsmem.errors import (
     ReflectionError,
     ThreadNotFoundError,
 )
-from obsmem.om.context import ContextWindow, build_context
+from obsmem.om.context import (
+    ContextWindow,
+    build_context,
+    drop_obsmem_messages,
+    load_instructions,
+    remember_instructions,
+)
 from obsmem.om.cycle import describe as describe_error
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
@@ -235,9 +241,11 @@ class Memory:
 
     async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         check_id(thread_id, "thread_id")
-        parsed = parse_messages(messages, "messages")
-        await self.get_thread(thread_id)
-        return await self.store.save_messages(thread_id, parsed)
+        parsed = drop_obsmem_messages(parse_messages(messages, "messages"))
+        thread = await self.get_thread(thread_id)
+        saved = await self.store.save_messages(thread_id, parsed)
+        await remember_instructions(self.store, thread, saved)
+        return saved
 
     async def list_messages(
         self, thread_id: str, *, after_seq: int = 0, limit: int | None = None
@@ -323,6 +331,7 @@ class Memory:
             other_conversations=others,
             recall_instructions=self._recall_instructions,
             instructions_without_observations=self.config.retrieval.scope == "resource",
+            instructions=await load_instructions(self.store, thread),
         )
 
     async def _other_conversations(

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from obsmem.errors import InvalidInputError
-from obsmem.om.context import ContextWindow
+from obsmem.om.context import ContextWindow, drop_obsmem_messages, remember_instructions
 from obsmem.om.engine import CycleOutcome, Engine
 from obsmem.om.selection import pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.types import Message, Thread, parse_messages
+from obsmem.types import DataPart, Message, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts"]
 
@@ -86,7 +86,13 @@ class Turn:
         """Record the model's response (and any tool results) and return the next context.
 
         While the newest message holds a tool call still waiting for its result, no
-        observation runs: the call and its result must be observed together.
+        observation runs: the call and its result must be observed together. What is passed
+        here stays raw in the context this step returns (the actor has not seen it yet).
+
+        Raises :class:`~obsmem.errors.InvalidInputError`, before anything is saved, for a tool
+        result whose call is not waiting (never made, or already answered) and for any message
+        between a tool call and its result. obsmem's own context messages passed back (a
+        common "save what I sent" pattern) are dropped, never stored.
         """
         parsed = parse_messages(responses, "responses")
         if self.ended:
@@ -115,9 +121,31 @@ class Turn:
         await self.end()
 
     async def _save(self, messages: list[Message]) -> list[Message]:
+        messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
+        if len(messages) > 1:  # "save what I sent": copies of stored messages are not new input
+            messages = await self._new_or_changed(messages)
         if not messages:
             return []
-        return await self._store.save_messages(self.thread.id, messages)
+        await self._engine.check_input(self.thread, messages)  # before anything is stored
+        saved = await self._store.save_messages(self.thread.id, messages)
+        self.thread = await remember_instructions(self._store, self.thread, saved)
+        return saved
+
+    async def _new_or_changed(self, messages: list[Message]) -> list[Message]:
+        """``messages`` less those already stored in this thread with the same role and visible
+        parts: sending the context back must neither re-order the input nor strip stored markers."""
+        stored = {m.id: m for m in await self._store.get_messages([m.id for m in messages])}
+
+        def same(message: Message) -> bool:
+            old = stored.get(message.id)
+            return (
+                old is not None
+                and old.thread_id == self.thread.id
+                and old.role == message.role
+                and _visible(old) == _visible(message)
+            )
+
+        return [m for m in messages if not same(m)]
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left."""
@@ -128,6 +156,11 @@ class Turn:
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
             return await self._contexts.context_for(self.thread)
-        result = await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model)
+        result = await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
         self.outcomes.extend(result.outcomes)
         return await self._contexts.context_from(self.thread, result.record, result.messages)
+
+
+def _visible(message: Message) -> list[object]:
+    """What a provider sees of a message: its parts without obsmem's data parts (markers)."""
+    return [p for p in message.parts if not isinstance(p, DataPart)]

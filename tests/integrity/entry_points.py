@@ -35,7 +35,7 @@ from obsmem import (
     ToolResultPart,
     Turn,
 )
-from obsmem.storage import MemoryStore
+from obsmem.storage import MemoryStore, open_store
 from obsmem.sync import SyncTurn
 from obsmem.types import parse_message
 from obsmem.worker import Worker, enqueue_thread_work
@@ -298,6 +298,7 @@ ENTRIES: list[Entry] = [
     # -- configuration ----------------------------------------------------------------------------
     *_config_entries(),
     # -- stores, Memory, SyncMemory and Worker construction --------------------------------------
+    Entry("open_store", "url", lambda _, v: open_store(v), names=("store",)),
     *[
         Entry(
             "Memory",

@@ -60,6 +60,10 @@ def open_store(url: str | None = None) -> Store:
     """Build the store a URL names. Does no I/O; the store opens its file on first use."""
     if url is None:
         return SQLiteStore(default_store_path())
+    if not isinstance(url, str):
+        raise ConfigError(
+            "store", f"expected a URL string or None, got {url!r} ({type(url).__name__})", allowed=ACCEPTED_URLS
+        )
     text = url.strip()
     if text == "memory://":
         return MemoryStore()
