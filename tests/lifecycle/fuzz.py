@@ -524,11 +524,22 @@ class LifecycleFuzz:
             turn, self.turn, self.turn_agent = self.turn, None, None
             await turn.end()
 
+    async def _past_an_abandoned_call(self, agent: Agent, messages: list[Message]) -> list[Message]:
+        """The Turn API refuses a message after a call still waiting for its result; data stored
+        before that rule (or through ``save_messages``) can still hold one, and the engine must
+        cope: such messages are saved directly, and the turn is driven with no input."""
+        pending = self.pending_call
+        if pending is None or not pending.orphan or not messages:
+            return messages
+        await agent.memory.save_messages(THREAD, messages)
+        return []
+
     async def begin(self, agent: Agent, messages: list[Message], note: str) -> str:
         await self.end_turn()
+        sent = await self._past_an_abandoned_call(agent, messages)
         self._before_new_message([m.id for m in messages])
         self.turn = await agent.memory.begin_turn(
-            thread_id=THREAD, resource_id=RESOURCE, messages=messages, model=self.model
+            thread_id=THREAD, resource_id=RESOURCE, messages=sent, model=self.model
         )
         self.turn_agent = agent
         ids = ",".join(m.id for m in messages) or "-"
@@ -537,9 +548,10 @@ class LifecycleFuzz:
     async def step_with(self, messages: list[Message]) -> str:
         if self.turn is None:
             return await self.begin(self.agent(), messages, "(no open turn)")
-        self._before_new_message([m.id for m in messages])
-        await self.turn.step(messages)
         assert self.turn_agent is not None
+        sent = await self._past_an_abandoned_call(self.turn_agent, messages)
+        self._before_new_message([m.id for m in messages])
+        await self.turn.step(sent)
         return f"{self.turn_agent.name} turn.step({','.join(m.id for m in messages) or '-'})"
 
     async def op_user(self) -> str:
