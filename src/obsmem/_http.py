@@ -29,6 +29,19 @@ costs a known amount of time, not "as long as it says". A connection refused by 
 machine (a :class:`RefusedConnection` cause with ``local``) is retried once, quickly: nothing is
 listening, and nothing will be in the next four minutes either.
 
+Two more things every port needs, because a provider is a remote party obsmem does not trust:
+
+- **bounded answers**: :func:`read_capped` and :func:`capped_lines` read a body (whole, or as
+  the lines of a stream) and stop at a byte limit with :class:`ResponseTooLargeError`, a
+  permanent :class:`~obsmem.errors.ModelRequestError` naming the limit (a flood repeats, so it
+  is never retried). :data:`DEFAULT_MAX_RESPONSE_BYTES` (8 MiB) is the chat models' default;
+  a declared ``content-length`` above the limit fails before any byte is read. The count is of
+  decoded bytes, so a compressed body cannot expand past it either.
+- **hidden keys**: :class:`SecretHeaders` is a ``dict`` whose ``repr`` masks credential headers,
+  so a key in a request's headers never shows in a log line or in a traceback's locals, and
+  :func:`redact` removes a key from any text (an error body that echoes it) before the text
+  goes into an exception. A key is shown as :func:`mask_secret` writes it: ``sk-…WXYZ``.
+
 Boundary between the foundation and the ports: it imports only :mod:`obsmem.errors` and
 :mod:`obsmem.clock` (no httpx), so it can be used by every port without loading a client.
 """
@@ -36,6 +49,7 @@ Boundary between the foundation and the ports: it imports only :mod:`obsmem.erro
 from __future__ import annotations
 
 import asyncio
+import codecs
 import errno
 import ipaddress
 import json
@@ -44,7 +58,7 @@ import random
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
@@ -61,7 +75,15 @@ from obsmem.errors import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "KEY_REFUSED_STATUSES",
+    "ResponseTooLargeError",
+    "SecretHeaders",
+    "capped_lines",
+    "header_secrets",
+    "mask_secret",
+    "read_capped",
+    "redact",
     "TRANSIENT_STATUSES",
     "RefusedConnection",
     "RetryPolicy",
@@ -177,6 +199,167 @@ def error_detail(body: str | bytes) -> str | None:
                 return str(data[key])[:_DETAIL_CHARS]
         data = data.get("error")
     return None
+
+
+# --- keys -----------------------------------------------------------------------------------
+
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "openai-api-key"}
+)
+_SCHEMES = ("bearer ", "basic ", "token ")
+
+
+def mask_secret(secret: str) -> str:
+    """A key as it may be shown: its first three and last four characters (``sk-…WXYZ``) when
+    it is long enough that this gives nothing away, else ``***``."""
+    return f"{secret[:3]}…{secret[-4:]}" if len(secret) >= 20 else "***"
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials in ``headers``: each credential header's value, and the token after its
+    scheme (``Bearer``), longest first so that :func:`redact` replaces the whole value first."""
+    found: set[str] = set()
+    for name, value in headers.items():
+        if name.lower() not in _SECRET_HEADERS or not value:
+            continue
+        found.add(value)
+        lowered = value.lower()
+        for scheme in _SCHEMES:
+            if lowered.startswith(scheme) and value[len(scheme) :].strip():
+                found.add(value[len(scheme) :].strip())
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by its :func:`mask_secret` form."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, mask_secret(secret))
+    return text
+
+
+class SecretHeaders(dict[str, str]):
+    """Request headers whose ``repr`` masks credentials: pass these, not a plain ``dict``, so a
+    traceback that shows locals, or a debug log of a call, never shows a key."""
+
+    def __repr__(self) -> str:
+        shown = {
+            name: (redact(value, header_secrets({name: value})) if name.lower() in _SECRET_HEADERS else value)
+            for name, value in self.items()
+        }
+        return repr(shown)
+
+    __str__ = __repr__
+
+
+# --- bounded answers ------------------------------------------------------------------------
+
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""The largest chat answer read (8 MiB): about a hundred times the longest reflection a model
+writes in one call, and far below what would strain the process. Set per model with
+``max_response_bytes`` (None reads without a limit)."""
+
+
+class ResponseTooLargeError(ModelRequestError):
+    """A provider's answer passed a size limit (``setting`` names it, ``limit`` is its value).
+
+    Permanent: a server that floods once floods again, so the call is not retried.
+    """
+
+    def __init__(self, message: str, *, setting: str, limit: int) -> None:
+        self.setting = setting
+        self.limit = limit
+        super().__init__(message)
+
+
+def _size(limit: int) -> str:
+    if limit >= 1024 * 1024 and limit % (1024 * 1024) == 0:
+        return f"{limit} bytes, {limit // (1024 * 1024)} MiB"
+    return f"{limit} bytes"
+
+
+def too_large(what: str, limit: int, *, setting: str = "max_response_bytes") -> ResponseTooLargeError:
+    """The error for an answer from ``what`` that passed ``limit`` bytes."""
+    return ResponseTooLargeError(
+        f"{what} sent an answer larger than {setting}={_size(limit)}; reading stopped there and the "
+        f"call is not retried. Raise {setting} if such answers are expected.",
+        setting=setting,
+        limit=limit,
+    )
+
+
+def _declared_length(headers: Mapping[str, str]) -> int | None:
+    raw = _header(headers, "content-length")
+    return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+
+async def read_capped(
+    chunks: AsyncIterable[bytes], limit: int | None, *, what: str, headers: Mapping[str, str] | None = None
+) -> bytes:
+    """All of ``chunks``, or :class:`ResponseTooLargeError` as soon as they pass ``limit`` bytes
+    (None: no limit). A ``content-length`` in ``headers`` above the limit fails before reading."""
+    if limit is not None and headers is not None:
+        declared = _declared_length(headers)
+        if declared is not None and declared > limit:
+            raise too_large(what, limit)
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise too_large(what, limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def read_prefix(chunks: AsyncIterable[bytes], limit: int) -> bytes:
+    """The first ``limit`` bytes of ``chunks``; the rest is not read (an error page's start is enough)."""
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in chunks:
+        parts.append(chunk[: limit - total])
+        total += len(parts[-1])
+        if total >= limit:
+            break
+    return b"".join(parts)
+
+
+_LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
+
+
+async def capped_lines(
+    chunks: AsyncIterable[bytes], limit: int | None, *, what: str, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[str]:
+    """The lines of a streamed body (without their endings, split as :meth:`str.splitlines`
+    does, like httpx's ``aiter_lines``), stopping with :class:`ResponseTooLargeError` once the
+    body passes ``limit`` bytes; a line that never ends is bounded by the same limit."""
+    if limit is not None and headers is not None:
+        declared = _declared_length(headers)
+        if declared is not None and declared > limit:
+            raise too_large(what, limit)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending: list[str] = []
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise too_large(what, limit)
+        text = decoder.decode(chunk)
+        if not text:
+            continue
+        pending.append(text)
+        if not any(mark in text for mark in _LINE_ENDS):
+            continue  # still inside one line: no join, no split
+        lines = "".join(pending).splitlines(keepends=True)
+        pending = []
+        last = lines[-1]
+        if last == last.rstrip(_LINE_ENDS) or last.endswith("\r"):
+            pending.append(lines.pop())  # unfinished, or a "\r" whose "\n" may be in the next chunk
+        for line in lines:
+            yield line.splitlines()[0]
+    rest = "".join(pending) + decoder.decode(b"", final=True)
+    for line in rest.splitlines():
+        yield line
 
 
 # --- classification -------------------------------------------------------------------------

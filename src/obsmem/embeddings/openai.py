@@ -24,7 +24,17 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
-from obsmem._http import RetryPolicy, error_detail, parse_retry_after, status_error, with_retry
+from obsmem._http import (
+    RetryPolicy,
+    SecretHeaders,
+    error_detail,
+    parse_retry_after,
+    read_capped,
+    read_prefix,
+    redact,
+    status_error,
+    with_retry,
+)
 from obsmem.clock import Clock
 from obsmem.errors import (
     ConfigError,
@@ -39,12 +49,21 @@ from .base import EmbeddingMatrix, normalise_rows
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAIEmbedder", "parse_retry_after"]
+__all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAIEmbedder", "default_max_response_bytes", "parse_retry_after"]
 
 _logger = logging.getLogger(__name__)
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_RETRY_WAIT_S = 30.0
+_ERROR_BODY_BYTES = 64 * 1024
+_MIN_RESPONSE_BYTES = 8 * 1024 * 1024
+_BYTES_PER_NUMBER = 32  # "-0.012345678901234567, " is 23; room for indentation and exponents
+
+
+def default_max_response_bytes(batch_size: int, dimensions: int) -> int:
+    """The largest embeddings answer read by default: 32 bytes per number of a full batch
+    (a float as JSON text is about 20) plus 1 MiB, and never less than 8 MiB."""
+    return max(_MIN_RESPONSE_BYTES, batch_size * dimensions * _BYTES_PER_NUMBER + 1024 * 1024)
 
 
 def _error_detail(body: bytes) -> str:
@@ -68,6 +87,12 @@ class OpenAIEmbedder:
       ``backoff_s × 2^attempt``, or longer when the server asks (``retry-after``), never
       more than 30 s at a time. The loop is the chat models' (:func:`obsmem._http.with_retry`);
       waits go through ``clock`` (default: the system clock), so tests need not sleep.
+    * ``max_response_bytes``: the largest answer read (default
+      :func:`default_max_response_bytes`, room for a full batch; None for no limit). A bigger
+      one stops being read and fails with :class:`~obsmem._http.ResponseTooLargeError`, a
+      permanent :class:`~obsmem.errors.ModelRequestError` naming the limit.
+    * The key never shows in ``repr``, in an error's message (a 401 that echoes it is masked,
+      ``sk-…WXYZ``) or in a traceback's locals.
 
     Close it with ``await embedder.aclose()`` or use ``async with``; an ``http_client``
     passed in is left open for its owner.
@@ -86,6 +111,7 @@ class OpenAIEmbedder:
         backoff_s: float = 0.5,
         http_client: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
+        max_response_bytes: int | None = None,
     ) -> None:
         native, shortenable = embedding_dimensions(model)
         if dimensions is None:
@@ -122,6 +148,13 @@ class OpenAIEmbedder:
             factor=2.0,
             max_delay_s=_MAX_RETRY_WAIT_S,
             jitter=0.0,
+        )
+        if max_response_bytes is not None and max_response_bytes < 1:
+            raise ConfigError(
+                "embeddings.max_response_bytes", f"{max_response_bytes} is not a size", allowed=">= 1, or None"
+            )
+        self.max_response_bytes = (
+            default_max_response_bytes(batch_size, dimensions) if max_response_bytes is None else max_response_bytes
         )
         self._send_dimensions = shortenable and dimensions != native
         self._client = http_client
@@ -187,15 +220,26 @@ class OpenAIEmbedder:
             body["dimensions"] = self.dimensions
         return body
 
+    def _secrets(self) -> list[str]:
+        return [self.api_key] if self.api_key else []
+
     async def _embed_batch(self, batch: list[str]) -> EmbeddingMatrix:
         client = self._http()
-        headers = {"Content-Type": "application/json"}
+        headers = SecretHeaders({"Content-Type": "application/json"})  # its repr masks the key
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = f"{self.base_url}/embeddings"
         httpx_module = importlib.import_module("httpx")
         try:
-            response = await client.post(url, json=self._request_body(batch), headers=headers)
+            async with client.stream("POST", url, json=self._request_body(batch), headers=headers) as response:
+                if response.status_code >= 400:
+                    raise await self._status_error(response, url)
+                content = await read_capped(
+                    response.aiter_bytes(),
+                    self.max_response_bytes,
+                    what=f"The embeddings server at {url}",
+                    headers=response.headers,
+                )
         except httpx_module.TimeoutException as exc:
             raise ModelUnavailableError(
                 f"The embeddings request to {url} timed out after {self.timeout_s} s; it will be "
@@ -203,19 +247,17 @@ class OpenAIEmbedder:
             ) from exc
         except httpx_module.TransportError as exc:
             raise ModelUnavailableError(
-                f"Could not reach {url} ({type(exc).__name__}: {exc}); check base_url and that the "
-                "server is running."
+                f"Could not reach {url} ({type(exc).__name__}: {redact(str(exc), self._secrets())}); "
+                "check base_url and that the server is running."
             ) from exc
-        self._raise_for_status(response, url)
-        return self._parse(response.content, len(batch))
+        return self._parse(content, len(batch))
 
-    def _raise_for_status(self, response: httpx.Response, url: str) -> None:
+    async def _status_error(self, response: httpx.Response, url: str) -> Exception:
+        """The error for an error status; the key is masked in the server's explanation."""
         status = response.status_code
-        if status < 400:
-            return
-        detail = _error_detail(response.content)
+        detail = redact(_error_detail(await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)), self._secrets())
         refused = f"The embeddings server at {url} refused the request ({status}): {detail}"
-        raise status_error(
+        return status_error(
             status,
             response.headers,
             transient=f"The embeddings server at {url} answered {status}: {detail}",

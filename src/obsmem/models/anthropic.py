@@ -29,12 +29,15 @@ import httpx
 from obsmem.errors import ModelError
 from obsmem.models.base import FinishReason, ModelRequest, ModelResponse, Usage
 from obsmem.models.transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT_S,
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
     malformed,
+    output_char_limit,
     status_error,
+    too_much_output,
 )
 from obsmem.profiles import default_max_output_tokens
 from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
@@ -176,6 +179,7 @@ class _StreamState:
     stop_reason: object = None
     stopped: bool = False
     model: str | None = None
+    chars: int = 0  # of text and tool input so far, for the client-side output limit
 
     def response(self) -> ModelResponse:
         text: list[str] = []
@@ -218,13 +222,15 @@ class AnthropicModel:
         stream: bool = True,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.model = model
         self.name = f"{endpoint.provider}:{model}"
         self.endpoint = endpoint
         self.stream = stream
         self.timeout_s = timeout_s
-        self._caller = HttpCaller(endpoint, client=client)
+        self.max_response_bytes = max_response_bytes
+        self._caller = HttpCaller(endpoint, client=client, max_response_bytes=max_response_bytes)
 
     def build_body(self, messages: list[Message], settings: ModelRequest) -> dict[str, Any]:
         """The exact JSON sent for ``messages``."""
@@ -250,11 +256,14 @@ class AnthropicModel:
         body = self.build_body(messages, settings)
         timeout_s = settings.timeout_s or self.timeout_s
         if body.get("stream"):
-            return await self._streamed(body, timeout_s)
+            return await self._streamed(body, timeout_s, settings.max_output_tokens)
         return self._parse(await self._caller.post_json("v1/messages", body, timeout_s=timeout_s))
 
-    async def _streamed(self, body: dict[str, Any], timeout_s: float) -> ModelResponse:
+    async def _streamed(
+        self, body: dict[str, Any], timeout_s: float, max_output_tokens: int | None = None
+    ) -> ModelResponse:
         state = _StreamState()
+        char_limit = output_char_limit(max_output_tokens)
         # aclosing: leaving the loop early (a [DONE], message_stop) still closes the connection.
         async with aclosing(self._caller.stream_events("v1/messages", body, timeout_s=timeout_s)) as events:
             async for event in events:
@@ -272,6 +281,9 @@ class AnthropicModel:
                 if kind == "error":
                     raise self._error_event(data.get("error"))
                 self._apply(state, kind, data)
+                if char_limit is not None and state.chars > char_limit:
+                    assert max_output_tokens is not None
+                    raise too_much_output(self.endpoint, max_output_tokens)
                 if state.stopped:
                     break
         return state.response()
@@ -294,10 +306,14 @@ class AnthropicModel:
         elif kind == "content_block_delta":
             delta = data.get("delta") or {}
             target = state.blocks.setdefault(int(data.get("index", 0)), _Block(kind="text"))
+            piece = ""
             if delta.get("type") == "text_delta":
-                target.text.append(delta.get("text") or "")
+                piece = delta.get("text") or ""
             elif delta.get("type") == "input_json_delta":
-                target.text.append(delta.get("partial_json") or "")
+                piece = delta.get("partial_json") or ""
+            if delta.get("type") in ("text_delta", "input_json_delta"):
+                target.text.append(piece)
+                state.chars += len(piece)
         elif kind == "message_delta":
             state.stop_reason = (data.get("delta") or {}).get("stop_reason", state.stop_reason)
             delta_usage = data.get("usage") or {}

@@ -30,12 +30,15 @@ import httpx
 from obsmem.errors import ModelError
 from obsmem.models.base import FinishReason, ModelRequest, ModelResponse, Usage
 from obsmem.models.transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT_S,
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
     malformed,
+    output_char_limit,
     status_error,
+    too_much_output,
 )
 from obsmem.profiles import accepts_temperature
 from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
@@ -175,6 +178,7 @@ class _StreamState:
     finish: FinishReason = "unknown"
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    chars: int = 0  # of text and tool arguments so far, for the client-side output limit
 
     def add(self, chunk: dict[str, Any]) -> None:
         self.model = chunk.get("model") or self.model
@@ -184,6 +188,7 @@ class _StreamState:
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 self.text.append(delta["content"])
+                self.chars += len(str(delta["content"]))
             for call in delta.get("tool_calls") or ():
                 slot = self.calls.setdefault(
                     int(call.get("index", len(self.calls))), {"id": "", "name": "", "args": ""}
@@ -191,7 +196,9 @@ class _StreamState:
                 function = call.get("function") or {}
                 slot["id"] = call.get("id") or slot["id"]
                 slot["name"] = function.get("name") or slot["name"]
-                slot["args"] += function.get("arguments") or ""
+                arguments = function.get("arguments") or ""
+                slot["args"] += arguments
+                self.chars += len(arguments)
             if choice.get("finish_reason") is not None:
                 self.finish = _finish(choice["finish_reason"])
 
@@ -265,6 +272,7 @@ class OpenAIChatModel:
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.model = model
         self.name = f"{endpoint.provider}:{model}"
@@ -272,7 +280,8 @@ class OpenAIChatModel:
         self.stream = stream
         self.max_tokens_field = max_tokens_field
         self.timeout_s = timeout_s
-        self._caller = HttpCaller(endpoint, client=client)
+        self.max_response_bytes = max_response_bytes
+        self._caller = HttpCaller(endpoint, client=client, max_response_bytes=max_response_bytes)
 
     def build_body(self, messages: list[Message], settings: ModelRequest) -> dict[str, Any]:
         """The exact JSON sent for ``messages`` (public so a request can be inspected offline)."""
@@ -294,13 +303,16 @@ class OpenAIChatModel:
         body = self.build_body(messages, settings)
         timeout_s = settings.timeout_s or self.timeout_s
         if body.get("stream"):
-            return await self._streamed(body, timeout_s)
+            return await self._streamed(body, timeout_s, settings.max_output_tokens)
         return parse_completion(
             await self._caller.post_json("chat/completions", body, timeout_s=timeout_s), self.endpoint
         )
 
-    async def _streamed(self, body: dict[str, Any], timeout_s: float) -> ModelResponse:
+    async def _streamed(
+        self, body: dict[str, Any], timeout_s: float, max_output_tokens: int | None = None
+    ) -> ModelResponse:
         state = _StreamState()
+        char_limit = output_char_limit(max_output_tokens)
         # aclosing: leaving the loop early (a [DONE], message_stop) still closes the connection.
         async with aclosing(
             self._caller.stream_events("chat/completions", body, timeout_s=timeout_s)
@@ -319,4 +331,7 @@ class OpenAIChatModel:
                 if chunk.get("error") is not None:
                     raise completion_error(self.endpoint, chunk["error"])
                 state.add(chunk)
+                if char_limit is not None and state.chars > char_limit:
+                    assert max_output_tokens is not None
+                    raise too_much_output(self.endpoint, max_output_tokens)
         return state.response()

@@ -19,7 +19,17 @@ same way (the status table itself is :mod:`obsmem._http`'s, shared with the embe
   refuses is not running.
 
 Error messages quote the fields of a JSON error body (``error.message``, ``detail``), never
-the raw body, which may be a whole HTML page.
+the raw body, which may be a whole HTML page, and never the key: the endpoint's credentials are
+masked in any text an error carries (a gateway that echoes the key in its 401), in
+``repr(Endpoint)``, and in the headers handed to httpx (:class:`~obsmem._http.SecretHeaders`),
+so no traceback that prints locals shows them.
+
+Answers are bounded (:data:`DEFAULT_MAX_RESPONSE_BYTES`, 8 MiB, per model
+``max_response_bytes``; None for no limit): a JSON body or a stream that passes the limit
+stops being read and fails with :class:`~obsmem._http.ResponseTooLargeError`, a permanent
+:class:`~obsmem.errors.ModelRequestError` naming the limit. An error body is read only as far
+as its first 64 KiB. :func:`output_char_limit` is the client-side check on a streamed answer's
+``max_output_tokens``, for servers that ignore it.
 
 Without an injected ``httpx.AsyncClient`` each request opens its own client. Observer and
 reflector calls are minutes apart, so pooling would save little, and a per-request client
@@ -28,6 +38,7 @@ cannot be stranded on a closed event loop (``asyncio.run`` per CLI command, sync
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,8 +48,16 @@ import httpx
 
 from obsmem import _http
 from obsmem._http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     RefusedConnection,
+    ResponseTooLargeError,
+    SecretHeaders,
+    capped_lines,
     error_detail,
+    header_secrets,
+    read_capped,
+    read_prefix,
+    redact,
     is_loopback_host,
     parse_retry_after,
     refused_connection,
@@ -47,11 +66,14 @@ from obsmem.errors import ModelError, ModelUnavailableError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_TIMEOUT_S",
     "JSON_BODY_EVENT",
     "Endpoint",
     "HttpCaller",
+    "ResponseTooLargeError",
     "error_detail",
+    "output_char_limit",
     "parse_retry_after",
     "status_error",
 ]
@@ -63,14 +85,39 @@ JSON_BODY_EVENT = "obsmem-json-body"
 """The event name :meth:`HttpCaller.stream_events` gives a whole JSON answer to a streamed request."""
 
 _CONNECT_TIMEOUT_S = 15.0
+_ERROR_BODY_BYTES = 64 * 1024
+
+_OUTPUT_CHARS_PER_TOKEN = 16
+_OUTPUT_SLACK_CHARS = 4096
 
 
-@dataclass(frozen=True, slots=True)
+def output_char_limit(max_output_tokens: int | None) -> int | None:
+    """How many characters of streamed output ``max_output_tokens`` allows before the client
+    stops reading: 16 per token plus 4,096, four times the longest average any tokenizer
+    gives, so an answer within its limit is never cut, and a server that ignores the limit
+    is stopped at a known size. None when no limit was asked for."""
+    if max_output_tokens is None or max_output_tokens <= 0:
+        return None
+    return max_output_tokens * _OUTPUT_CHARS_PER_TOKEN + _OUTPUT_SLACK_CHARS
+
+
+def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ResponseTooLargeError:
+    """The error for a stream that went on far past ``max_output_tokens``."""
+    return ResponseTooLargeError(
+        f"{endpoint.provider} kept streaming past max_output_tokens={max_output_tokens} (more than "
+        f"{output_char_limit(max_output_tokens)} characters); reading stopped and the call is not retried.",
+        setting="max_output_tokens",
+        limit=max_output_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Endpoint:
     """Where and as whom to send requests.
 
     ``provider`` names the service in messages (``openai``, ``groq``); ``key_env`` is the
     environment variable a user sets to fix a refused key (None for keyless local servers).
+    ``repr`` masks the credentials in ``headers`` (``Bearer sk-…WXYZ``).
     """
 
     provider: str
@@ -81,10 +128,29 @@ class Endpoint:
     def url(self, path: str) -> str:
         return self.base_url.rstrip("/") + "/" + path.lstrip("/")
 
+    def secrets(self) -> list[str]:
+        """The credentials in ``headers``, to be masked wherever text leaves obsmem."""
+        return header_secrets(self.headers)
+
+    def request_headers(self) -> SecretHeaders:
+        """``headers`` as httpx gets them: a dict whose ``repr`` masks the key."""
+        return SecretHeaders(self.headers)
+
+    def __repr__(self) -> str:
+        return (
+            f"Endpoint(provider={self.provider!r}, base_url={self.base_url!r}, "
+            f"headers={SecretHeaders(self.headers)!r}, key_env={self.key_env!r})"
+        )
+
 
 def status_error(endpoint: Endpoint, status: int, headers: Mapping[str, str], body: bytes) -> ModelError:
-    """The obsmem error for an HTTP error status (the table is :func:`obsmem._http.status_error`)."""
-    detail = error_detail(body) or httpx.codes.get_reason_phrase(status) or "no explanation"
+    """The obsmem error for an HTTP error status (the table is :func:`obsmem._http.status_error`).
+
+    The endpoint's key is masked in the server's explanation (a 401 may echo it).
+    """
+    detail = redact(
+        error_detail(body) or httpx.codes.get_reason_phrase(status) or "no explanation", endpoint.secrets()
+    )
     what = f"{endpoint.provider} answered HTTP {status} ({detail})"
     fix = (
         f"check that {endpoint.key_env} holds a valid key with access to this model"
@@ -125,7 +191,8 @@ def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError, timeout_s: float)
         message = f"{endpoint.provider} connection failed at {endpoint.base_url} (connection refused); {fix}."
     else:
         message = (
-            f"{endpoint.provider} connection failed at {endpoint.base_url} ({type(exc).__name__}: {exc}); "
+            f"{endpoint.provider} connection failed at {endpoint.base_url} "
+            f"({type(exc).__name__}: {redact(str(exc), endpoint.secrets())}); "
             "check that the server is reachable. The call will be retried."
         )
     error = ModelUnavailableError(message)
@@ -139,11 +206,42 @@ def malformed(endpoint: Endpoint, what: str) -> ModelUnavailableError:
 
 
 class HttpCaller:
-    """Sends JSON requests to one :class:`Endpoint` and maps every failure to obsmem's errors."""
+    """Sends JSON requests to one :class:`Endpoint` and maps every failure to obsmem's errors.
 
-    def __init__(self, endpoint: Endpoint, *, client: httpx.AsyncClient | None = None) -> None:
+    ``max_response_bytes`` bounds every answer read (None: no bound).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        client: httpx.AsyncClient | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         self.endpoint = endpoint
         self._client = client
+        self.max_response_bytes = max_response_bytes
+
+    async def _error_for(self, response: httpx.Response) -> ModelError:
+        """The error for an error status; only the start of its body is read, and the key is
+        masked before any of it is kept (the raw body is never a local of a raising frame)."""
+        return status_error(
+            self.endpoint,
+            response.status_code,
+            response.headers,
+            self._masked(await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)),
+        )
+
+    def _masked(self, body: bytes) -> bytes:
+        secrets = self.endpoint.secrets()
+        if not secrets:
+            return body
+        return redact(body.decode("utf-8", errors="replace"), secrets).encode()
+
+    async def _body(self, response: httpx.Response) -> bytes:
+        return await read_capped(
+            response.aiter_bytes(), self.max_response_bytes, what=self.endpoint.provider, headers=response.headers
+        )
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -159,19 +257,23 @@ class HttpCaller:
     async def post_json(self, path: str, body: dict[str, Any], *, timeout_s: float) -> Any:
         """POST ``body`` and return the decoded JSON answer."""
         try:
-            async with self._session() as client:
-                response = await client.post(
+            async with (
+                self._session() as client,
+                client.stream(
+                    "POST",
                     self.endpoint.url(path),
                     json=body,
-                    headers=dict(self.endpoint.headers),
+                    headers=self.endpoint.request_headers(),
                     timeout=self._timeout(timeout_s),
-                )
+                ) as response,
+            ):
+                if response.status_code >= 400:
+                    raise await self._error_for(response)
+                content = await self._body(response)
         except httpx.HTTPError as exc:
             raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside
-        if response.status_code >= 400:
-            raise status_error(self.endpoint, response.status_code, response.headers, response.content)
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError as exc:
             raise malformed(self.endpoint, "a body that is not valid JSON") from exc
 
@@ -190,18 +292,23 @@ class HttpCaller:
                     "POST",
                     self.endpoint.url(path),
                     json=body,
-                    headers=dict(self.endpoint.headers),
+                    headers=self.endpoint.request_headers(),
                     timeout=self._timeout(timeout_s),
                 ) as response,
             ):
                 if response.status_code >= 400:
-                    content = await response.aread()
-                    raise status_error(self.endpoint, response.status_code, response.headers, content)
+                    raise await self._error_for(response)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     # A server that ignores ``stream: true`` answers with one JSON body.
-                    yield ServerSentEvent(JSON_BODY_EVENT, (await response.aread()).decode(errors="replace"))
+                    yield ServerSentEvent(JSON_BODY_EVENT, (await self._body(response)).decode(errors="replace"))
                     return
-                async for event in parse_sse(response.aiter_lines()):
+                lines = capped_lines(
+                    response.aiter_bytes(),
+                    self.max_response_bytes,
+                    what=self.endpoint.provider,
+                    headers=response.headers,
+                )
+                async for event in parse_sse(lines):
                     yield event
         except httpx.HTTPError as exc:
             raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside

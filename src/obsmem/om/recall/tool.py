@@ -150,6 +150,8 @@ def _text(args: Mapping[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidInputError(f"recall argument '{name}' must be a string, got {type(value).__name__}.")
+    if "\x00" in value:  # no id holds one, and PostgreSQL refuses it in any text parameter
+        raise InvalidInputError(f"recall argument '{name}' must not contain a NUL character.")
     return value.strip() or None
 
 
@@ -161,11 +163,25 @@ def _integer(args: Mapping[str, Any], name: str, default: int) -> int:
         raise InvalidInputError(f"recall argument '{name}' must be an integer, got {value!r}.")
     try:
         number = int(value)
-    except ValueError:
-        raise InvalidInputError(f"recall argument '{name}' must be an integer, got {value!r}.") from None
-    if number != float(value):
-        raise InvalidInputError(f"recall argument '{name}' must be a whole number, got {value!r}.")
+        whole = number == float(value)
+    except (ValueError, OverflowError):  # "x", NaN, ±inf (1e400), an int past a float's range
+        raise InvalidInputError(f"recall argument '{name}' must be an integer, got {_shown(value)}.") from None
+    if not whole:
+        raise InvalidInputError(f"recall argument '{name}' must be a whole number, got {_shown(value)}.")
+    if abs(number) > _MAX_INTEGER:
+        raise InvalidInputError(
+            f"recall argument '{name}' is out of range, got {_shown(value)} (at most {_MAX_INTEGER} either way)."
+        )
     return number
+
+
+_MAX_INTEGER = 2**31 - 1
+"""No page, limit or offset is larger; bigger numbers are refused, not carried into the store."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _choice(args: Mapping[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
