@@ -32,9 +32,9 @@ listening, and nothing will be in the next four minutes either.
 Two more things every port needs, because a provider is a remote party obsmem does not trust:
 
 - **bounded answers**: :func:`read_capped` and :func:`capped_lines` read a body (whole, or as
-  the lines of a stream) and stop at a byte limit with :class:`ResponseTooLargeError`, a
-  permanent :class:`~obsmem.errors.ModelRequestError` naming the limit (a flood repeats, so it
-  is never retried). :data:`DEFAULT_MAX_RESPONSE_BYTES` (8 MiB) is the chat models' default;
+  the lines of a stream) and stop at a byte limit with a permanent
+  :class:`~obsmem.errors.ModelRequestError` naming the limit (a flood repeats, so it is never
+  retried). :data:`DEFAULT_MAX_RESPONSE_BYTES` (8 MiB) is the chat models' default;
   a declared ``content-length`` above the limit fails before any byte is read. The count is of
   decoded bytes, so a compressed body cannot expand past it either.
 - **hidden keys**: :class:`SecretHeaders` is a ``dict`` whose ``repr`` masks credential headers,
@@ -77,7 +77,6 @@ from obsmem.errors import (
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "KEY_REFUSED_STATUSES",
-    "ResponseTooLargeError",
     "SecretHeaders",
     "capped_lines",
     "header_secrets",
@@ -260,31 +259,19 @@ writes in one call, and far below what would strain the process. Set per model w
 ``max_response_bytes`` (None reads without a limit)."""
 
 
-class ResponseTooLargeError(ModelRequestError):
-    """A provider's answer passed a size limit (``setting`` names it, ``limit`` is its value).
-
-    Permanent: a server that floods once floods again, so the call is not retried.
-    """
-
-    def __init__(self, message: str, *, setting: str, limit: int) -> None:
-        self.setting = setting
-        self.limit = limit
-        super().__init__(message)
-
-
 def _size(limit: int) -> str:
     if limit >= 1024 * 1024 and limit % (1024 * 1024) == 0:
         return f"{limit} bytes, {limit // (1024 * 1024)} MiB"
     return f"{limit} bytes"
 
 
-def too_large(what: str, limit: int, *, setting: str = "max_response_bytes") -> ResponseTooLargeError:
-    """The error for an answer from ``what`` that passed ``limit`` bytes."""
-    return ResponseTooLargeError(
+def too_large(what: str, limit: int, *, setting: str = "max_response_bytes") -> ModelRequestError:
+    """The error for an answer from ``what`` that passed ``limit`` bytes: a
+    :class:`~obsmem.errors.ModelRequestError` (permanent: a server that floods once floods
+    again, so the call is not retried) whose message names the setting and its value."""
+    return ModelRequestError(
         f"{what} sent an answer larger than {setting}={_size(limit)}; reading stopped there and the "
-        f"call is not retried. Raise {setting} if such answers are expected.",
-        setting=setting,
-        limit=limit,
+        f"call is not retried. Raise {setting} if such answers are expected."
     )
 
 
@@ -296,7 +283,7 @@ def _declared_length(headers: Mapping[str, str]) -> int | None:
 async def read_capped(
     chunks: AsyncIterable[bytes], limit: int | None, *, what: str, headers: Mapping[str, str] | None = None
 ) -> bytes:
-    """All of ``chunks``, or :class:`ResponseTooLargeError` as soon as they pass ``limit`` bytes
+    """All of ``chunks``, or :func:`too_large`'s error as soon as they pass ``limit`` bytes
     (None: no limit). A ``content-length`` in ``headers`` above the limit fails before reading."""
     if limit is not None and headers is not None:
         declared = _declared_length(headers)
@@ -331,7 +318,7 @@ async def capped_lines(
     chunks: AsyncIterable[bytes], limit: int | None, *, what: str, headers: Mapping[str, str] | None = None
 ) -> AsyncIterator[str]:
     """The lines of a streamed body (without their endings, split as :meth:`str.splitlines`
-    does, like httpx's ``aiter_lines``), stopping with :class:`ResponseTooLargeError` once the
+    does, like httpx's ``aiter_lines``), stopping with :func:`too_large`'s error once the
     body passes ``limit`` bytes; a line that never ends is bounded by the same limit."""
     if limit is not None and headers is not None:
         declared = _declared_length(headers)

@@ -89,8 +89,8 @@ class OpenAIEmbedder:
       waits go through ``clock`` (default: the system clock), so tests need not sleep.
     * ``max_response_bytes``: the largest answer read (default
       :func:`default_max_response_bytes`, room for a full batch; None for no limit). A bigger
-      one stops being read and fails with :class:`~obsmem._http.ResponseTooLargeError`, a
-      permanent :class:`~obsmem.errors.ModelRequestError` naming the limit.
+      one stops being read and fails with a permanent
+      :class:`~obsmem.errors.ModelRequestError` naming the limit.
     * The key never shows in ``repr``, in an error's message (a 401 that echoes it is masked,
       ``sk-…WXYZ``) or in a traceback's locals.
 

@@ -26,8 +26,8 @@ so no traceback that prints locals shows them.
 
 Answers are bounded (:data:`DEFAULT_MAX_RESPONSE_BYTES`, 8 MiB, per model
 ``max_response_bytes``; None for no limit): a JSON body or a stream that passes the limit
-stops being read and fails with :class:`~obsmem._http.ResponseTooLargeError`, a permanent
-:class:`~obsmem.errors.ModelRequestError` naming the limit. An error body is read only as far
+stops being read and fails with a permanent :class:`~obsmem.errors.ModelRequestError` naming
+the limit. An error body is read only as far
 as its first 64 KiB. :func:`output_char_limit` is the client-side check on a streamed answer's
 ``max_output_tokens``, for servers that ignore it.
 
@@ -50,7 +50,6 @@ from obsmem import _http
 from obsmem._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RefusedConnection,
-    ResponseTooLargeError,
     SecretHeaders,
     capped_lines,
     error_detail,
@@ -62,7 +61,7 @@ from obsmem._http import (
     parse_retry_after,
     refused_connection,
 )
-from obsmem.errors import ModelError, ModelUnavailableError
+from obsmem.errors import ModelError, ModelRequestError, ModelUnavailableError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
 __all__ = [
@@ -71,7 +70,6 @@ __all__ = [
     "JSON_BODY_EVENT",
     "Endpoint",
     "HttpCaller",
-    "ResponseTooLargeError",
     "error_detail",
     "output_char_limit",
     "parse_retry_after",
@@ -101,13 +99,11 @@ def output_char_limit(max_output_tokens: int | None) -> int | None:
     return max_output_tokens * _OUTPUT_CHARS_PER_TOKEN + _OUTPUT_SLACK_CHARS
 
 
-def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ResponseTooLargeError:
-    """The error for a stream that went on far past ``max_output_tokens``."""
-    return ResponseTooLargeError(
+def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ModelRequestError:
+    """The error for a stream that went on far past ``max_output_tokens`` (permanent)."""
+    return ModelRequestError(
         f"{endpoint.provider} kept streaming past max_output_tokens={max_output_tokens} (more than "
-        f"{output_char_limit(max_output_tokens)} characters); reading stopped and the call is not retried.",
-        setting="max_output_tokens",
-        limit=max_output_tokens,
+        f"{output_char_limit(max_output_tokens)} characters); reading stopped and the call is not retried."
     )
 
 

@@ -52,8 +52,11 @@ def _record(row: Sequence[Any]) -> ObservationRecord:
     version, superseded_by, doc = row
     try:
         return ObservationRecord.model_validate({**json.loads(doc), "version": version, "superseded_by": superseded_by})
-    except (ValidationError, ValueError) as exc:
-        raise StorageError(f"A stored ObservationRecord row could not be decoded: {exc}") from exc
+    except (ValidationError, TypeError, ValueError) as exc:  # a corrupted or hand-edited doc column
+        raise StorageError(
+            f"A stored ObservationRecord row could not be decoded (table observation_records, row with "
+            f"version {version!r}): {exc}"
+        ) from exc
 
 
 def _values(record: ObservationRecord) -> tuple[Any, ...]:

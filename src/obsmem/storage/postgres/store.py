@@ -94,11 +94,16 @@ def _doc(model: BaseModel, *, exclude: set[str] | None = None) -> str:
     return json.dumps(model.model_dump(mode="json", exclude=exclude))
 
 
+_TABLES = {"Thread": "threads", "Message": "messages"}
+
+
 def _load(cls: type[ModelT], doc: str, **columns: Any) -> ModelT:
     try:
         return cls.model_validate({**json.loads(doc), **columns})
-    except (ValidationError, ValueError) as exc:
-        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
+    except (ValidationError, TypeError, ValueError) as exc:  # a corrupted or hand-edited doc column
+        known = ", ".join(f"{name} {value!r}" for name, value in columns.items() if name != "resource_id")
+        where = f"table {_TABLES.get(cls.__name__, cls.__name__)}" + (f", row with {known}" if known else "")
+        raise StorageError(f"A stored {cls.__name__} row could not be decoded ({where}): {exc}") from exc
 
 
 def _message(row: Sequence[Any]) -> Message:

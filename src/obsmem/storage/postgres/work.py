@@ -38,11 +38,13 @@ def _us(value: datetime) -> int:
 
 def _item(row: Sequence[Any]) -> WorkItem:
     data = dict(zip([c.strip() for c in _COLUMNS.split(",")], row))
-    data["payload"] = json.loads(data["payload"])
     try:
+        data["payload"] = json.loads(data["payload"])
         return WorkItem.model_validate(data)
-    except ValidationError as exc:
-        raise StorageError(f"A stored work item could not be decoded: {exc}") from exc
+    except (ValidationError, TypeError, ValueError) as exc:  # a corrupted payload column too
+        raise StorageError(
+            f"A stored work item could not be decoded (table work_items, row id {data.get('id')!r}): {exc}"
+        ) from exc
 
 
 async def _one(conn: Conn, sql: str, params: Sequence[Any] | dict[str, Any]) -> WorkItem | None:

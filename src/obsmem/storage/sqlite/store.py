@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable
@@ -105,6 +106,85 @@ def default_store_path() -> Path:
     return default_data_dir() / "obsmem.db"
 
 
+# -- the file -------------------------------------------------------------------------------------
+
+
+def _make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and any missing parents as 0700, whatever the umask; folders that
+    already exist are left as they are (a user's ``/tmp`` or project folder is not ours)."""
+    missing: list[Path] = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it first: theirs, as it is
+            continue
+        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask; this is not
+
+
+def _empty_file_error(path: Path) -> StorageError:
+    return StorageError(
+        f"The SQLite store {path} is an empty file (0 bytes), not an obsmem database: a crash, a "
+        "failed copy or a failed restore can leave one. obsmem will not silently turn it into a new, "
+        "empty store. Restore the database from a backup, or delete the file to start a new store."
+    )
+
+
+def prepare_database_file(path: Path, *, allow_empty: bool = False) -> None:
+    """Get ``path`` ready to be opened by SQLite.
+
+    - a missing folder is created private (0700; existing folders keep their modes);
+    - a missing database is created private (0600, whatever the umask; SQLite gives its
+      ``-wal`` and ``-shm`` files the database's mode), already a valid, non-empty SQLite file:
+      it is initialised under a temporary name and linked into place, so no other process ever
+      sees it empty (two that create it at once: the first link wins, both use it);
+    - an existing database keeps its mode (obsmem never changes the permissions of a file it
+      did not create);
+    - an existing *empty* file is refused with :class:`~obsmem.errors.StorageError` naming it:
+      obsmem never leaves one behind, so it is a database lost to a crash or a bad copy, and
+      opening it would silently start a new, empty memory in its place. ``allow_empty`` lets
+      an explicit :meth:`SQLiteStore.migrate` (``obsmem migrate``) initialise one on purpose.
+    """
+    _make_private_dirs(path.parent)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        _create_database_file(path)
+        return
+    if size == 0 and not allow_empty:
+        raise _empty_file_error(path)
+
+
+def _create_database_file(path: Path) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    fd = os.open(staging, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    try:
+        os.chmod(staging, 0o600)  # the open mode is masked by the umask; this is not
+        conn = sqlite3.connect(staging, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")  # writes the header: the file is never empty
+        finally:
+            conn.close()
+        try:
+            os.link(staging, path)
+        except FileExistsError:
+            pass  # another process created it meanwhile: use theirs
+        except OSError:  # a filesystem without hard links
+            if not path.exists():
+                os.replace(staging, path)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            staging.with_name(staging.name + suffix).unlink(missing_ok=True)
+    if path.stat().st_size == 0:  # pragma: no cover - someone else put an empty file there
+        raise _empty_file_error(path)
+
+
 # -- row mapping ----------------------------------------------------------------------------------
 
 
@@ -118,16 +198,28 @@ def _columns(model: BaseModel) -> dict[str, Any]:
     return {k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in data.items()}
 
 
+_TABLES = {"Thread": "threads", "Message": "messages", "ObservationRecord": "observation_records"}
+
+
 def _model(cls: type[ModelT], row: sqlite3.Row) -> ModelT:
     data: dict[str, Any] = {}
-    for key, value in dict(row).items():
+    fields = dict(row)
+    where = f"table {_TABLES.get(cls.__name__, cls.__name__)}, row id {fields.get('id', fields.get('pk'))!r}"
+    for key, value in fields.items():
         if key in _STORE_ONLY_COLUMNS:
             continue
-        data[key] = json.loads(value) if key in _JSON_COLUMNS and value is not None else value
+        if key in _JSON_COLUMNS and value is not None:
+            try:
+                value = json.loads(value)
+            except (TypeError, ValueError) as exc:  # a corrupted or hand-edited column
+                raise StorageError(
+                    f"A stored {cls.__name__} could not be decoded ({where}): column {key} is not JSON ({exc})."
+                ) from exc
+        data[key] = value
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
+        raise StorageError(f"A stored {cls.__name__} row could not be decoded ({where}): {exc}") from exc
 
 
 def _insert(conn: Conn, table: str, values: dict[str, Any]) -> None:
@@ -171,6 +263,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     Constructing it does no I/O: the file is opened, switched to WAL and migrated by the
     worker thread on the first operation, so a database written by a newer obsmem surfaces
     as :class:`~obsmem.errors.MigrationError` from that first call.
+
+    The file is private: a new folder is created 0700 and a new database 0600 (its ``-wal``
+    and ``-shm`` alike), whatever the umask; an existing file keeps its mode. An existing empty
+    (0-byte) file is refused with :class:`~obsmem.errors.StorageError` naming it, since obsmem
+    never leaves one and opening it would silently start a new memory in place of a lost one;
+    only an explicit :meth:`migrate` initialises it. See :func:`prepare_database_file`.
     """
 
     url: str
@@ -217,10 +315,15 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 raise StorageError(f"SQLite store {self.path} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _prepare_file(self, *, allow_empty: bool = False) -> None:
+        """Make the folder (0700) and the database file (0600) when they are missing, and refuse
+        an empty file unless ``allow_empty``: see :func:`prepare_database_file`."""
+        prepare_database_file(self.path, allow_empty=allow_empty)
+
     def _connection(self) -> Conn:
         if self._conn is not None:
             return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._prepare_file()
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
@@ -246,7 +349,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         """Apply (or, with ``dry_run``, list) the pending migrations of the file.
 
         Runs on the store's thread over a connection of its own, so the names reflect the file
-        as found, even when this store has already opened (and so migrated) it.
+        as found, even when this store has already opened (and so migrated) it. Unlike every
+        other operation, it accepts an empty file: migrating one is asking for it to be set up.
         """
         return await self._on_thread(self._migrate_file, dry_run)
 
@@ -254,7 +358,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         try:
             if dry_run:
                 return self._pending_in_file()
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._prepare_file(allow_empty=True)  # an explicit migration may initialise an empty file
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
                 return migrations.migrate(conn)

@@ -37,11 +37,13 @@ def _us(value: datetime) -> int:
 
 def _item(row: sqlite3.Row) -> WorkItem:
     data = dict(row)
-    data["payload"] = json.loads(data["payload"])
     try:
+        data["payload"] = json.loads(data["payload"])
         return WorkItem.model_validate(data)
-    except ValidationError as exc:
-        raise StorageError(f"A stored work item could not be decoded: {exc}") from exc
+    except (ValidationError, TypeError, ValueError) as exc:  # a corrupted payload column too
+        raise StorageError(
+            f"A stored work item could not be decoded (table work_items, row id {data.get('id')!r}): {exc}"
+        ) from exc
 
 
 def _get(conn: Conn, item_id: int) -> WorkItem | None:
