@@ -170,7 +170,7 @@ async def _apply(store: TablesKnowledgeStore, node_id: str, records: list[str], 
             if isinstance(op, Rescope):
                 await store.rescope_record(record_id, acting, SCOPES[op.target], **ACT)
             elif isinstance(op, RaiseCeiling):
-                await store.raise_ceiling(record_id, acting, op.ceiling, **ACT)
+                await store.raise_ceiling(record_id, acting, op.ceiling, privileged=True, **ACT)
             elif isinstance(op, Remove):
                 await store.remove_record(record_id, acting, tombstone=op.tombstone, **ACT)
             elif isinstance(op, Restore):

@@ -5,9 +5,14 @@ level a fact may reach; a proposal above it is *narrowed* to the ceiling (the fa
 worth keeping, just more privately), never rejected. The record stores the ceiling as its
 ``max_scope``, so no later rescope can lift it either.
 
-A value that was deleted with a tombstone is refused by the store; capture turns that refusal
-into an outcome and a log line instead of an exception, because an agent re-observing a fact
-the user deleted is expected, not exceptional.
+A value that was deleted with a tombstone (or a near-duplicate of it, see
+:func:`~obsmem.knowledge.store.values.same_value`) is refused by the store, which records the
+refusal as a ``write-refused`` audit event; capture turns that refusal into an outcome and a
+log line instead of an exception, because an agent re-observing a fact the user deleted is
+expected, not exceptional.
+
+Wikilinks resolve from the record's own (clamped) scope, not from the full context: a record
+stored at resource level may only link to nodes the whole resource sees.
 """
 
 from __future__ import annotations
@@ -56,14 +61,14 @@ async def capture(
     trust: TrustState = TrustState.CANDIDATE,
     metadata: Mapping[str, Any] | None = None,
 ) -> CaptureOutcome:
-    """Clamp, resolve wikilinks from the full context, append; a tombstoned value is refused."""
+    """Clamp, resolve wikilinks from the record's scope, append; a tombstoned value is refused."""
     chain = Scope.parse(context)
     ceiling_level = parse_level(ceiling)
     wanted = parse_level(proposed_level)
     level = clamp_level(wanted, ceiling_level)
     scope = chain.at(level).key
     fact_time = parse_when(when) if when is not None else None
-    mentions = await resolve_mentions(store, text, chain.key, scope)
+    mentions = await resolve_mentions(store, text, scope, scope)
     try:
         record = await store.append_record(
             RecordDraft(

@@ -52,6 +52,12 @@ class Knowledge:
             hits = await knowledge.search("where does Jane live", here)
 
     ``actor`` is written to the audit log for every change made through this object.
+
+    Writes are scoped like reads: each acts from a scope (the node's or record's scope when it
+    is created, the ``scope`` argument otherwise) and may only touch what that scope sees.
+    Wikilinks may only point at nodes visible from the text's scope, and a node they create
+    must lie within the record's ceiling. Refused writes raise and leave a ``write-refused``
+    event in the audit log, at the acting scope.
     """
 
     def __init__(
@@ -212,9 +218,16 @@ class Knowledge:
     async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:
         return await self.store.rescope_record(record_id, scope, new_scope, actor=self.actor, reason=reason)
 
-    async def raise_ceiling(self, record_id: str, scope: str, ceiling: Level | str, *, reason: str) -> Record:
+    async def raise_ceiling(
+        self, record_id: str, scope: str, ceiling: Level | str, *, reason: str, privileged: bool = False
+    ) -> Record:
+        """Broaden a record's ceiling: privileged, refused (and audited) without ``privileged=True``.
+
+        Any scope that sees a record could otherwise lift its ceiling and then promote it, so
+        pass ``privileged=True`` only from an administrative path no agent or user input reaches.
+        """
         return await self.store.raise_ceiling(
-            record_id, scope, parse_level(ceiling), actor=self.actor, reason=reason
+            record_id, scope, parse_level(ceiling), actor=self.actor, reason=reason, privileged=privileged
         )
 
     async def search(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import pytest
 
-from obsmem.errors import InvalidInputError
+from obsmem.errors import CeilingExceededError, InvalidInputError, KnowledgeNotFoundError, ObsmemError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import ActivityAction, NewNodeMention, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level
 
-from .world import ACT, RES, T1
+from .world import ACT, RES, T1, T2
 
 pytestmark = pytest.mark.anyio
 
@@ -35,8 +37,8 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     bob = await kstore.create_node("Bob", "person", RES, **ACT)
     await step(ActivityAction.NODE_CREATED, kstore.create_node("Ann", "person", T1, **ACT))
-    await step(ActivityAction.NODE_UPDATED, kstore.update_node(jane.id, 1, kind="human", **ACT))
-    await step(ActivityAction.NODE_MERGED, kstore.merge_nodes(bob.id, jane.id, 1, **ACT))
+    await step(ActivityAction.NODE_UPDATED, kstore.update_node(jane.id, 1, scope=RES, kind="human", **ACT))
+    await step(ActivityAction.NODE_MERGED, kstore.merge_nodes(bob.id, jane.id, 1, scope=RES, **ACT))
     record = await kstore.append_record(RecordDraft(jane.id, "fact", T1, max_scope=Level.THREAD), **ACT)
     await step(
         ActivityAction.RECORD_CREATED,
@@ -46,7 +48,7 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
     )
     await step(ActivityAction.RECORD_DELETED, kstore.remove_record(record.id, T1, **ACT))
     await step(ActivityAction.RECORD_RESTORED, kstore.restore_record(record.id, T1, **ACT))
-    await step(ActivityAction.RECORD_RESCOPED, kstore.raise_ceiling(record.id, T1, Level.RESOURCE, **ACT))
+    await step(ActivityAction.RECORD_RESCOPED, kstore.raise_ceiling(record.id, T1, Level.RESOURCE, privileged=True, **ACT))
     await step(ActivityAction.RECORD_RESCOPED, kstore.rescope_record(record.id, T1, RES, **ACT))
     cand = await kstore.append_record(RecordDraft(jane.id, "maybe", T1, trust=TrustState.CANDIDATE), **ACT)
     await step(ActivityAction.RECORD_VERIFIED, kstore.set_trust(cand.id, T1, TrustState.VERIFIED, **ACT))
@@ -58,7 +60,35 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
         kstore.set_trust(cand2.id, T1, TrustState.REJECTED, tombstone=True, **ACT),
     )
     await step(ActivityAction.TOMBSTONE_CREATED, kstore.add_tombstone(jane.id, T1, "wrong", **ACT))
+    await step(ActivityAction.WRITE_REFUSED, _refused(kstore.append_record(RecordDraft(jane.id, "Wrong!", T1), **ACT)))
     assert set(seen) | {ActivityAction.RECORD_CREATED} == set(ActivityAction)
+
+
+async def _refused(write: Awaitable[object]) -> None:
+    with pytest.raises(ObsmemError):
+        await write
+
+
+async def test_a_refused_write_rolls_back_and_logs_one_write_refused_event(kstore: TablesKnowledgeStore) -> None:
+    private = await kstore.create_node("Plan", "project", T2, **ACT)
+    jane = await kstore.create_node("Jane", "person", RES, **ACT)
+    record = await kstore.append_record(RecordDraft(jane.id, "fact", T1, max_scope=Level.THREAD), **ACT)
+    outbox = await kstore.list_outbox(include_completed=True)
+    with pytest.raises(KnowledgeNotFoundError):
+        await kstore.append_record(
+            RecordDraft(private.id, "see [[New]]", T1, mentions=[NewNodeMention("New", T1)]), **ACT
+        )
+    with pytest.raises(CeilingExceededError, match="privileged"):
+        await kstore.raise_ceiling(record.id, T1, Level.ORG, **ACT)
+    assert await kstore.resolve_node("new", T1) is None  # the link's node rolled back with the write
+    assert await kstore.list_outbox(include_completed=True) == outbox
+    refused = [e for e in (await kstore.list_activity(T1)).items if e.action is ActivityAction.WRITE_REFUSED]
+    assert [(e.details["operation"], e.details["refusal"], e.subject_id) for e in refused] == [
+        ("raise_ceiling", "privilege", record.id),
+        ("append_record", "not-visible", private.id),
+    ]
+    assert all(e.scope == T1 and e.actor == "tester" and e.reason == "conformance" for e in refused)
+    assert not [e for e in (await kstore.list_activity(T2)).items if e.action is ActivityAction.WRITE_REFUSED]
 
 
 async def test_auto_created_nodes_are_listed_in_the_writing_event(kstore: TablesKnowledgeStore) -> None:

@@ -56,8 +56,8 @@ async def test_the_ceiling_is_checked_on_append_and_on_every_rescope(kstore: Tab
         RecordDraft(jane.id, "r", RES, max_scope=Level.RESOURCE), **ACT
     )
     with pytest.raises(CeilingLoweredError, match="cannot be lowered"):
-        await kstore.raise_ceiling(resource_capped.id, RES, Level.THREAD, **ACT)
-    raised = await kstore.raise_ceiling(record.id, T1, Level.RESOURCE, **ACT)
+        await kstore.raise_ceiling(resource_capped.id, RES, Level.THREAD, privileged=True, **ACT)
+    raised = await kstore.raise_ceiling(record.id, T1, Level.RESOURCE, privileged=True, **ACT)
     assert raised.max_scope is Level.RESOURCE
     moved = await kstore.rescope_record(record.id, T1, RES, **ACT)
     assert moved.scope == RES

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from obsmem.clock import Clock, SystemClock
+from obsmem.errors import ObsmemError
 from obsmem.storage.contract import ClosingContext
 from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
@@ -55,8 +56,22 @@ class TablesKnowledgeStore(ClosingContext):
         """Run ``fn`` in one transaction; commit if it returns, roll back if it raises."""
 
     async def _write(self, fn: Callable[[KnowledgeMutations], T]) -> T:
+        """Run one mutation; a refused one rolls back, then its ``write-refused`` event is logged."""
         stamp = self.clock.now()
-        return await self._transact(True, lambda tables: fn(KnowledgeMutations(tables, self.ids, stamp)))
+        attempts: list[KnowledgeMutations] = []
+
+        def mutate(tables: KnowledgeTables) -> T:
+            attempts.append(KnowledgeMutations(tables, self.ids, stamp))
+            return fn(attempts[-1])
+
+        try:
+            return await self._transact(True, mutate)
+        except ObsmemError:
+            refusal = attempts[-1].refusal if attempts else None
+            if refusal is None:
+                raise
+            await self._transact(True, lambda tables: tables.add_event(refusal))
+            raise
 
     async def _read(self, fn: Callable[[KnowledgeReads], T]) -> T:
         return await self._transact(False, lambda tables: fn(KnowledgeReads(tables)))
@@ -105,6 +120,7 @@ class TablesKnowledgeStore(ClosingContext):
         node_id: str,
         expected_version: int,
         *,
+        scope: str,
         actor: str,
         reason: str,
         name: str | None = None,
@@ -117,6 +133,7 @@ class TablesKnowledgeStore(ClosingContext):
             lambda m: m.update_node(
                 node_id,
                 expected_version,
+                scope=scope,
                 actor=actor,
                 reason=reason,
                 name=name,
@@ -128,10 +145,12 @@ class TablesKnowledgeStore(ClosingContext):
         )
 
     async def merge_nodes(
-        self, source_id: str, target_id: str, source_version: int, *, actor: str, reason: str
+        self, source_id: str, target_id: str, source_version: int, *, scope: str, actor: str, reason: str
     ) -> Node | None:
         return await self._write(
-            lambda m: m.merge_nodes(source_id, target_id, source_version, actor=actor, reason=reason)
+            lambda m: m.merge_nodes(
+                source_id, target_id, source_version, scope=scope, actor=actor, reason=reason
+            )
         )
 
     async def list_nodes(
@@ -173,10 +192,19 @@ class TablesKnowledgeStore(ClosingContext):
         )
 
     async def raise_ceiling(
-        self, record_id: str, scope: str, ceiling: Level, *, actor: str, reason: str
+        self,
+        record_id: str,
+        scope: str,
+        ceiling: Level,
+        *,
+        actor: str,
+        reason: str,
+        privileged: bool = False,
     ) -> Record:
         return await self._write(
-            lambda m: m.raise_ceiling(record_id, scope, ceiling, actor=actor, reason=reason)
+            lambda m: m.raise_ceiling(
+                record_id, scope, ceiling, actor=actor, reason=reason, privileged=privileged
+            )
         )
 
     async def set_trust(

@@ -7,14 +7,23 @@ caller does:
 
 * **Scopes and ceilings.** Every node and record lives in one scope (see
   :mod:`~obsmem.knowledge.store.scopes`); reads see only their scope chain, so sibling
-  threads never see each other. A record's ``max_scope`` ceiling is checked on append and on
-  every rescope, and :meth:`KnowledgeStore.raise_ceiling` can only broaden it.
+  threads never see each other. Writes are scoped like reads: every write acts from a scope
+  (a node's or record's own scope on creation, the ``scope`` argument otherwise) and may only
+  touch nodes and records that scope sees; a record's node and every wikilink target must be
+  visible from the text's own scope, and a node a link creates must lie within the record's
+  ceiling. A record's ``max_scope`` ceiling is checked on append and on every rescope;
+  :meth:`KnowledgeStore.raise_ceiling` can only broaden it, and only when called with
+  ``privileged=True``.
+* **Refusals are audited.** A write refused for visibility, ceiling, privilege or a tombstone
+  rolls back and then logs one ``write-refused`` event at the acting scope.
 * **One activity event per mutation**, from :class:`ActivityAction`, with actor and reason,
   written in the same transaction as the change.
 * **Atomic mutations.** A failure anywhere (an unresolvable mention, a tombstoned value, a
   ceiling) leaves no node, record, mention, event or outbox row behind.
-* **Tombstones** keyed by (node, scope, :func:`~obsmem.knowledge.store.values.normalise_value`)
-  refuse re-capture of a deleted value and hide it from default reads.
+* **Tombstones** on (node, scope, value) refuse re-capture of a deleted value, matched on
+  :func:`~obsmem.knowledge.store.values.value_key` or as a near-duplicate
+  (:func:`~obsmem.knowledge.store.values.near_duplicate`), and hide exact-key matches from
+  default reads.
 * **Trust**: records are ``candidate``, ``verified`` or ``rejected``; reads return verified
   records, candidates only when asked, rejected never.
 * **Two time axes.** ``captured_at`` is stamped by the store; ``when`` is the fact time. Every
@@ -91,6 +100,11 @@ class ActivityAction(StrEnum):
     RECORD_VERIFIED = "record-verified"
     RECORD_REJECTED = "record-rejected"
     TOMBSTONE_CREATED = "tombstone-created"
+    WRITE_REFUSED = "write-refused"
+    """A write refused for scope, ceiling, privilege or tombstone reasons; written on its own,
+    after the refused write rolled back, at the scope the write acted from. ``details`` names the
+    ``operation``, the ``refusal`` (``not-visible``, ``scope``, ``ceiling``, ``privilege`` or
+    ``tombstoned``) and the error message."""
 
 
 class _Frozen(BaseModel):
@@ -327,6 +341,7 @@ class KnowledgeStore(Protocol):
         node_id: str,
         expected_version: int,
         *,
+        scope: str,
         actor: str,
         reason: str,
         name: str | None = None,
@@ -334,11 +349,16 @@ class KnowledgeStore(Protocol):
         content: str | None = None,
         description: str | None = None,
         mentions: Sequence[MentionTarget] | None = None,
-    ) -> Node | None: ...
+    ) -> Node | None:
+        """Compare-and-set a node visible from ``scope`` (the scope the write acts from)."""
+        ...
 
     async def merge_nodes(
-        self, source_id: str, target_id: str, source_version: int, *, actor: str, reason: str
-    ) -> Node | None: ...
+        self, source_id: str, target_id: str, source_version: int, *, scope: str, actor: str, reason: str
+    ) -> Node | None:
+        """Fold ``source`` into ``target``, both visible from ``scope``; a description is adopted
+        only from a node of the same scope, so a merge never widens who reads it."""
+        ...
 
     async def list_nodes(
         self,
@@ -368,8 +388,18 @@ class KnowledgeStore(Protocol):
     ) -> Record: ...
 
     async def raise_ceiling(
-        self, record_id: str, scope: str, ceiling: Level, *, actor: str, reason: str
-    ) -> Record: ...
+        self,
+        record_id: str,
+        scope: str,
+        ceiling: Level,
+        *,
+        actor: str,
+        reason: str,
+        privileged: bool = False,
+    ) -> Record:
+        """Broaden a record's ceiling. A privileged operation: without ``privileged=True`` it is
+        refused (and audited), so an agent-facing caller can never lift a ceiling by accident."""
+        ...
 
     async def set_trust(
         self,

@@ -8,6 +8,14 @@ the adapter rolls back.
 Nodes created implicitly by an unresolved wikilink are part of the write that mentions them:
 they are listed in that write's event (``details["created_nodes"]``) instead of logging a
 second event, so every mutation still writes exactly one.
+
+Writes are scoped like reads. Each mutation acts from a scope and refuses (with
+:class:`KnowledgeNotFoundError`, saying nothing about what exists) any node or record that
+scope cannot see; wikilink targets must be visible from the text's own scope, and a node a
+link creates must lie within the record's ceiling. A refusal for visibility, ceiling, privilege
+or a tombstone is raised through :meth:`KnowledgeMutations._refuse`, which keeps a
+``write-refused`` event in :attr:`KnowledgeMutations.refusal`; the adapter rolls the write back
+and then logs that event on its own.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from obsmem.errors import (
+    CeilingExceededError,
     DescriptionTooLongError,
     InvalidInputError,
     InvalidMergeError,
@@ -42,9 +51,11 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.scopes import Level, Scope, check_ceiling_raise, check_within_ceiling
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
-from obsmem.knowledge.store.values import normalise_value
+from obsmem.knowledge.store.values import normalise_value, same_value
 
-__all__ = ["KnowledgeMutations", "terminal_node", "tombstone_blocks"]
+__all__ = ["KnowledgeMutations", "Refusal", "terminal_node", "tombstone_blocks", "tombstone_refuses"]
+
+Refusal = Literal["not-visible", "scope", "ceiling", "privilege", "tombstoned"]
 
 _MAX_MERGE_CHAIN = 10_000
 
@@ -60,9 +71,22 @@ def terminal_node(tables: KnowledgeTables, node_id: str) -> Node | None:
 
 
 def tombstone_blocks(tombstone: Tombstone, node_id: str, scope: str, value: str) -> bool:
-    """Whether ``tombstone`` forbids ``value`` for ``node_id`` at ``scope`` (its scope or below)."""
+    """Whether ``tombstone`` hides ``value`` for ``node_id`` at ``scope`` (its scope or below).
+
+    Reads hide exact-key matches only (:func:`~obsmem.knowledge.store.values.value_key`)."""
     return (
-        tombstone.node_id == node_id and tombstone.value == value and Scope.parse(scope).sees(tombstone.scope)
+        tombstone.node_id == node_id
+        and Scope.parse(scope).sees(tombstone.scope)
+        and same_value(tombstone.value, value, near=False)
+    )
+
+
+def tombstone_refuses(tombstone: Tombstone, node_id: str, scope: str, value: str) -> bool:
+    """Whether a write of ``value`` is refused: an exact-key match or a near-duplicate."""
+    return (
+        tombstone.node_id == node_id
+        and Scope.parse(scope).sees(tombstone.scope)
+        and same_value(tombstone.value, value, near=True)
     )
 
 
@@ -86,6 +110,32 @@ class KnowledgeMutations:
         self.ids = ids
         self.now = now
         self._created_nodes: list[str] = []
+        self.refusal: ActivityEvent | None = None
+
+    def _refuse(
+        self,
+        error: Exception,
+        refusal: Refusal,
+        operation: str,
+        subject_type: Literal["node", "record", "tombstone"],
+        subject_id: str,
+        acting_scope: str,
+        actor: str,
+        reason: str,
+    ) -> Exception:
+        """Keep the ``write-refused`` event for ``error`` and return the error to raise."""
+        self.refusal = ActivityEvent(
+            id=self.ids.new(),
+            action=ActivityAction.WRITE_REFUSED,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            scope=Scope.parse(acting_scope).key,
+            actor=_text(actor, "actor"),
+            reason=_text(reason, "reason"),
+            created_at=self.now,
+            details={"operation": operation, "refusal": refusal, "error": str(error)},
+        )
+        return error
 
     # -- shared steps --------------------------------------------------------------------------
     def _event(
@@ -142,21 +192,128 @@ class KnowledgeMutations:
             raise KnowledgeNotFoundError(f"Knowledge node '{node_id}' does not exist.")
         return node
 
-    def _visible_record(self, record_id: str, scope: str) -> Record:
+    def _visible_node(self, node_id: str, scope: str, operation: str, actor: str, reason: str) -> Node:
+        """The node (after merges) if ``scope`` sees it; otherwise a refusal."""
+        node = terminal_node(self.t, node_id)
+        return self._check_node_visible(node, node_id, scope, operation, actor, reason)
+
+    def _check_node_visible(
+        self, node: Node | None, node_id: str, scope: str, operation: str, actor: str, reason: str
+    ) -> Node:
+        if node is None or not Scope.parse(scope).sees(node.scope):
+            raise self._refuse(
+                KnowledgeNotFoundError(
+                    f"Knowledge node '{node_id}' is not visible from scope '{scope}'; check the id "
+                    "and act from a scope that contains the node."
+                ),
+                "not-visible",
+                operation,
+                "node",
+                node_id,
+                scope,
+                actor,
+                reason,
+            )
+        return node
+
+    def _visible_record(self, record_id: str, scope: str, operation: str, actor: str, reason: str) -> Record:
         record = self.t.record(record_id)
         if record is None or not Scope.parse(scope).sees(record.scope):
-            raise KnowledgeNotFoundError(
-                f"Knowledge record '{record_id}' is not visible from scope '{scope}'; check the id "
-                "and act from a scope that contains the record."
+            raise self._refuse(
+                KnowledgeNotFoundError(
+                    f"Knowledge record '{record_id}' is not visible from scope '{scope}'; check the id "
+                    "and act from a scope that contains the record."
+                ),
+                "not-visible",
+                operation,
+                "record",
+                record_id,
+                scope,
+                actor,
+                reason,
             )
         return record
 
-    def _mentions(self, targets: Sequence[MentionTarget]) -> tuple[str, ...]:
-        """Turn resolved wikilinks into node ids, creating the unresolved ones in this write."""
+    def _check_reach(
+        self, record: Record, target: Scope, operation: str, acting: str, actor: str, reason: str
+    ) -> None:
+        """A record moved to ``target`` must still see its node and every node it links to."""
+        for node_id in (record.node_id, *record.mentions):
+            node = terminal_node(self.t, node_id)
+            if node is None or not target.sees(node.scope):
+                raise self._refuse(
+                    InvalidInputError(
+                        f"Cannot move record '{record.id}' to '{target.key}': its node or a node it links "
+                        "to is not visible there. Move the node first, or keep the record narrower."
+                    ),
+                    "scope",
+                    operation,
+                    "record",
+                    record.id,
+                    acting,
+                    actor,
+                    reason,
+                )
+
+    def _check_ceiling(
+        self, target: Scope, ceiling: Level, operation: str, record_id: str, acting: str, actor: str, reason: str
+    ) -> None:
+        try:
+            check_within_ceiling(target, ceiling)
+        except CeilingExceededError as exc:
+            raise self._refuse(exc, "ceiling", operation, "record", record_id, acting, actor, reason) from None
+
+    def _mentions(
+        self,
+        targets: Sequence[MentionTarget],
+        where: str,
+        ceiling: Level | None,
+        operation: str,
+        subject: tuple[Literal["node", "record"], str],
+        actor: str,
+        reason: str,
+    ) -> tuple[str, ...]:
+        """Turn resolved wikilinks into node ids, creating the unresolved ones in this write.
+
+        Every target must be visible from ``where`` (the scope of the text that links), and a
+        node created here must lie within ``ceiling``, so a link never carries a name wider
+        than the text it came from may go.
+        """
+        home = Scope.parse(where)
         node_ids: list[str] = []
         for target in targets:
             if isinstance(target, NewNodeMention):
-                scope = Scope.parse(target.scope).key
+                parsed = Scope.parse(target.scope)
+                scope = parsed.key
+                if not home.sees(parsed):
+                    raise self._refuse(
+                        KnowledgeNotFoundError(
+                            f"A wikilink in '{home.key}' cannot create node '{target.name}' in "
+                            f"'{scope}': that scope is not on its chain."
+                        ),
+                        "not-visible",
+                        operation,
+                        subject[0],
+                        subject[1],
+                        home.key,
+                        actor,
+                        reason,
+                    )
+                if ceiling is not None and parsed.level < ceiling:
+                    raise self._refuse(
+                        CeilingExceededError(
+                            f"A wikilink cannot create node '{target.name}' in '{scope}': the record's "
+                            f"ceiling is {ceiling.label}, so the nodes it creates stay at {ceiling.label} "
+                            "level or narrower."
+                        ),
+                        "ceiling",
+                        operation,
+                        subject[0],
+                        subject[1],
+                        home.key,
+                        actor,
+                        reason,
+                    )
                 existing = self.t.node_by_name(scope, name_key(target.name))
                 node = terminal_node(self.t, existing.id) if existing else None
                 if node is None:
@@ -168,7 +325,7 @@ class KnowledgeMutations:
                     raise UnresolvedMentionError(
                         f"Wikilink target node '{target}' no longer exists; resolve the link again."
                     )
-                node = found
+                node = self._check_node_visible(found, target, home.key, operation, actor, reason)
             if node.id not in node_ids:
                 node_ids.append(node.id)
         return tuple(node_ids)
@@ -201,18 +358,36 @@ class KnowledgeMutations:
         self.t.save_node(node)
         return node
 
-    def _check_tombstones(self, node_id: str, scope: str, text: str) -> None:
+    def _check_tombstones(
+        self,
+        node_id: str,
+        scope: str,
+        text: str,
+        operation: str,
+        subject: tuple[Literal["node", "record"], str],
+        actor: str,
+        reason: str,
+    ) -> None:
         value = normalise_value(text)
         for tombstone in self.t.tombstones_for(node_id):
-            if tombstone_blocks(tombstone, node_id, scope, value):
-                raise TombstonedValueError(node_id, tombstone.scope, value)
+            if tombstone_refuses(tombstone, node_id, scope, value):
+                raise self._refuse(
+                    TombstonedValueError(node_id, tombstone.scope, value),
+                    "tombstoned",
+                    operation,
+                    subject[0],
+                    subject[1],
+                    scope,
+                    actor,
+                    reason,
+                )
 
     def _tombstone(self, node_id: str, scope: str, text: str, actor: str, reason: str) -> Tombstone:
         value = normalise_value(text)
         if not value:
             raise InvalidInputError("A tombstone needs a non-blank value.")
         for existing in self.t.tombstones_for(node_id):
-            if existing.scope == scope and existing.value == value:
+            if existing.scope == scope and same_value(existing.value, value, near=False):
                 return existing
         tombstone = Tombstone(
             id=self.ids.new(),
@@ -253,9 +428,8 @@ class KnowledgeMutations:
                     "use another name or read the merged node from a broader scope."
                 )
             return terminal
-        node = self._new_node(
-            name, kind, parsed.key, content, description, metadata or {}, self._mentions(mentions), node_id
-        )
+        links = self._mentions(mentions, parsed.key, None, "create_node", ("node", node_id or name), actor, reason)
+        node = self._new_node(name, kind, parsed.key, content, description, metadata or {}, links, node_id)
         self._event(ActivityAction.NODE_CREATED, "node", node.id, node.scope, actor, reason)
         return node
 
@@ -264,6 +438,7 @@ class KnowledgeMutations:
         node_id: str,
         expected_version: int,
         *,
+        scope: str,
         actor: str,
         reason: str,
         name: str | None,
@@ -272,14 +447,12 @@ class KnowledgeMutations:
         description: str | None,
         mentions: Sequence[MentionTarget] | None,
     ) -> Node | None:
-        """Compare-and-set on ``version``.
+        """Compare-and-set on ``version``, acting from ``scope`` (which must see the node).
 
         ``description=""`` clears it explicitly (and a cleared target then keeps its empty
         description on a merge); ``None`` leaves it unchanged.
         """
-        node = self.t.node(node_id)
-        if node is None:
-            raise KnowledgeNotFoundError(f"Knowledge node '{node_id}' does not exist.")
+        node = self._check_node_visible(self.t.node(node_id), node_id, scope, "update_node", actor, reason)
         if node.merged_into is not None:
             raise InvalidMergeError(
                 f"Node '{node_id}' was merged into '{node.merged_into}'; update that node instead."
@@ -300,7 +473,9 @@ class KnowledgeMutations:
         if description is not None:
             changes["description"] = description  # "" is an explicit clear
         if mentions is not None:
-            changes["mentions"] = self._mentions(mentions)
+            changes["mentions"] = self._mentions(
+                mentions, node.scope, None, "update_node", ("node", node.id), actor, reason
+            )
         updated = node.model_copy(update={**changes, "version": node.version + 1, "updated_at": self.now})
         self.t.save_node(updated)
         if "name" in changes:  # record documents embed the node name: re-index them
@@ -325,17 +500,20 @@ class KnowledgeMutations:
         return bumped
 
     def merge_nodes(
-        self, source_id: str, target_id: str, source_version: int, *, actor: str, reason: str
+        self, source_id: str, target_id: str, source_version: int, *, scope: str, actor: str, reason: str
     ) -> Node | None:
-        """Fold ``source`` into ``target``: its records, mentions and tombstones move over."""
-        source = self.t.node(source_id)
-        if source is None:
-            raise KnowledgeNotFoundError(f"Knowledge node '{source_id}' does not exist.")
+        """Fold ``source`` into ``target``: its records, mentions and tombstones move over.
+
+        Both must be visible from ``scope``. The source's description is adopted only from a
+        node of the target's own scope: adopting it from a narrower one would show a
+        thread-private text to the target's whole audience.
+        """
+        source = self._check_node_visible(self.t.node(source_id), source_id, scope, "merge_nodes", actor, reason)
         if source.merged_into is not None:
             raise InvalidMergeError(f"Node '{source_id}' was already merged into '{source.merged_into}'.")
         if source.version != source_version:
             return None
-        target = self._require_node(target_id)
+        target = self._visible_node(target_id, scope, "merge_nodes", actor, reason)
         if target.id == source.id:
             raise InvalidMergeError(
                 f"Cannot merge node '{source_id}' into '{target_id}': that is the same node or would "
@@ -358,7 +536,9 @@ class KnowledgeMutations:
         for tombstone in self.t.tombstones_for(source.id):
             self.t.save_tombstone(tombstone.model_copy(update={"node_id": target.id}))
         target = self._require_node(target.id)
-        adopted = target.description is None and source.description is not None
+        adopted = (
+            target.description is None and source.description is not None and target.scope == source.scope
+        )
         if adopted:
             target = target.model_copy(
                 update={
@@ -387,18 +567,15 @@ class KnowledgeMutations:
     # -- records -------------------------------------------------------------------------------
     def append_record(self, draft: RecordDraft, *, actor: str, reason: str) -> Record:
         parsed = Scope.parse(draft.scope)
-        node = self._require_node(draft.node_id)
-        if Scope.parse(node.scope).org != parsed.org:
-            raise InvalidInputError(
-                f"Node '{node.id}' belongs to another organisation than scope '{parsed.key}'."
-            )
-        check_within_ceiling(parsed, draft.max_scope)
+        subject = ("record", draft.record_id or draft.node_id)
+        self._check_ceiling(parsed, draft.max_scope, "append_record", subject[1], parsed.key, actor, reason)
+        node = self._visible_node(draft.node_id, parsed.key, "append_record", actor, reason)
         if draft.trust is TrustState.REJECTED:
             raise InvalidInputError(
                 "A record cannot be appended as rejected; append a candidate and reject it."
             )
         body = _text(draft.text, "record text")
-        self._check_tombstones(node.id, parsed.key, body)
+        self._check_tombstones(node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason)
         if draft.record_id is not None and self.t.record(draft.record_id) is not None:
             raise InvalidInputError(f"A knowledge record with id '{draft.record_id}' already exists.")
         record = Record(
@@ -413,7 +590,9 @@ class KnowledgeMutations:
             attribute=draft.attribute.strip().casefold() if draft.attribute else None,
             trust=draft.trust,
             metadata={**(draft.metadata or {}), "reason": reason},
-            mentions=self._mentions(draft.mentions),
+            mentions=self._mentions(
+                draft.mentions, parsed.key, draft.max_scope, "append_record", ("record", subject[1]), actor, reason
+            ),
         )
         self.t.save_record(record)
         self._enqueue(record, "upsert", record.scope)
@@ -433,7 +612,7 @@ class KnowledgeMutations:
         self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool
     ) -> Record:
         """Soft delete (idempotent: a second removal writes nothing)."""
-        record = self._visible_record(record_id, scope)
+        record = self._visible_record(record_id, scope, "remove_record", actor, reason)
         if record.deleted_at is not None:
             return record
         removed = record.model_copy(
@@ -452,10 +631,12 @@ class KnowledgeMutations:
         return removed
 
     def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record:
-        record = self._visible_record(record_id, scope)
+        record = self._visible_record(record_id, scope, "restore_record", actor, reason)
         if record.deleted_at is None:
             return record
-        self._check_tombstones(record.node_id, record.scope, record.text)
+        self._check_tombstones(
+            record.node_id, record.scope, record.text, "restore_record", ("record", record.id), actor, reason
+        )
         restored = self._bump_and_reindex(record, deleted_at=None, deleted_by=None)
         self._event(ActivityAction.RECORD_RESTORED, "record", record.id, record.scope, actor, reason)
         return restored
@@ -465,17 +646,29 @@ class KnowledgeMutations:
     ) -> Record:
         """Move a record along the actor's chain; the index follows (delete old, upsert new)."""
         acting = Scope.parse(scope)
-        record = self._visible_record(record_id, scope)
+        record = self._visible_record(record_id, scope, "rescope_record", actor, reason)
         target = Scope.parse(new_scope)
         if not acting.sees(target):
-            raise InvalidInputError(
-                f"Cannot move record '{record_id}' to '{target.key}': from '{acting.key}' a record can only "
-                "move within its own scope chain."
+            raise self._refuse(
+                InvalidInputError(
+                    f"Cannot move record '{record_id}' to '{target.key}': from '{acting.key}' a record can "
+                    "only move within its own scope chain."
+                ),
+                "scope",
+                "rescope_record",
+                "record",
+                record.id,
+                acting.key,
+                actor,
+                reason,
             )
-        check_within_ceiling(target, record.max_scope)
+        self._check_ceiling(target, record.max_scope, "rescope_record", record.id, acting.key, actor, reason)
         if target.key == record.scope:
             return record
-        self._check_tombstones(record.node_id, target.key, record.text)
+        self._check_reach(record, target, "rescope_record", acting.key, actor, reason)
+        self._check_tombstones(
+            record.node_id, target.key, record.text, "rescope_record", ("record", record.id), actor, reason
+        )
         moved = record.model_copy(update={"scope": target.key, "revision": record.revision + 1})
         self.t.save_record(moved)
         self._enqueue(moved, "delete", record.scope)
@@ -492,9 +685,30 @@ class KnowledgeMutations:
         )
         return moved
 
-    def raise_ceiling(self, record_id: str, scope: str, ceiling: Level, *, actor: str, reason: str) -> Record:
-        """Broaden ``max_scope``; logged as ``record-rescoped`` with ``details["ceiling"]``."""
-        record = self._visible_record(record_id, scope)
+    def raise_ceiling(
+        self, record_id: str, scope: str, ceiling: Level, *, actor: str, reason: str, privileged: bool
+    ) -> Record:
+        """Broaden ``max_scope``; logged as ``record-rescoped`` with ``details["ceiling"]``.
+
+        Privileged: refused unless the caller says ``privileged=True``, because any scope that
+        sees a record could otherwise lift its ceiling and then promote it.
+        """
+        record = self._visible_record(record_id, scope, "raise_ceiling", actor, reason)
+        if not privileged and ceiling < record.max_scope:
+            raise self._refuse(
+                CeilingExceededError(
+                    f"Raising the ceiling of record '{record_id}' to {ceiling.label} is a privileged "
+                    "operation; call raise_ceiling(..., privileged=True) from an administrative path, "
+                    "never from one an agent or user controls."
+                ),
+                "privilege",
+                "raise_ceiling",
+                "record",
+                record.id,
+                scope,
+                actor,
+                reason,
+            )
         check_ceiling_raise(record.max_scope, ceiling)
         if ceiling == record.max_scope:
             return record
@@ -515,7 +729,7 @@ class KnowledgeMutations:
         self, record_id: str, scope: str, trust: TrustState, *, actor: str, reason: str, tombstone: bool
     ) -> Record:
         """Review decision: a candidate becomes verified or rejected (once)."""
-        record = self._visible_record(record_id, scope)
+        record = self._visible_record(record_id, scope, "set_trust", actor, reason)
         if trust is TrustState.CANDIDATE:
             raise InvalidInputError(
                 "A record cannot be moved back to candidate; append a new candidate instead."
@@ -545,8 +759,8 @@ class KnowledgeMutations:
         return changed
 
     def add_tombstone(self, node_id: str, scope: str, value: str, *, actor: str, reason: str) -> Tombstone:
-        node = self._require_node(node_id)
         key = Scope.parse(scope).key
+        node = self._visible_node(node_id, key, "add_tombstone", actor, reason)
         before = {t.id for t in self.t.tombstones_for(node.id)}
         tombstone = self._tombstone(node.id, key, value, actor, reason)
         if tombstone.id not in before:

@@ -17,8 +17,19 @@ A date alone is a *point* with a precision, not a bounded interval: "Jane moved 
 2026-07-01" does not stop being true on 2026-07-02. Only an explicit ``start/end`` bounds a
 fact's validity.
 
-:func:`normalise_value` is the key tombstones are matched on: two texts that differ only in
-case, Unicode form, whitespace, wikilink brackets or trailing punctuation are the same value.
+:func:`normalise_value` is the displayed form of a tombstoned value: NFKC, casefolded, with
+invisible format characters (zero-width spaces, joiners, the BOM) removed, wikilink brackets
+dropped and spacing collapsed. Tombstones are *matched* on two things (:func:`same_value`):
+
+* the exact key, :func:`value_key`: the normalised text with every character that is not a
+  letter or digit removed, so ``"Jane\u200bhates tea"``, ``"JANE HATES TEA!!"`` and
+  ``"Ｊａｎｅ hates tea"`` are all ``janehatestea``;
+* near-duplicates: the token sets of the two texts have a Jaccard similarity of at least
+  :data:`NEAR_DUPLICATE_JACCARD` (0.75: one added word in four, e.g. ``"Jane really hates tea"``
+  against ``"Jane hates tea"``), unless the texts differ by a negation (``"Jane is not vegan"``
+  is a different fact from ``"Jane is vegan"``). Near-duplicates are refused on write; reads
+  hide only exact-key matches, so a tombstone never silently hides a differently worded record
+  that was stored before it.
 """
 
 from __future__ import annotations
@@ -32,7 +43,16 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from obsmem.errors import InvalidWhenError
 
-__all__ = ["InvalidWhenError", "When", "normalise_value", "parse_when"]
+__all__ = [
+    "NEAR_DUPLICATE_JACCARD",
+    "InvalidWhenError",
+    "When",
+    "near_duplicate",
+    "normalise_value",
+    "parse_when",
+    "same_value",
+    "value_key",
+]
 
 
 class When(BaseModel):
@@ -120,8 +140,50 @@ _SPACES = re.compile(r"\s+")
 _TRAILING = ".!?;,:"
 
 
+NEAR_DUPLICATE_JACCARD = 0.75
+"""Token-set Jaccard similarity at or above which a value counts as a tombstoned one reworded."""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "n't"}
+)
+
+
+def _visible(text: str) -> str:
+    """Drop invisible format characters (category Cf: zero-width spaces, joiners, BOM, bidi marks)."""
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
 def normalise_value(text: str) -> str:
-    """The comparison key of a record's value (NFKC, casefolded, brackets and spacing removed)."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    folded = folded.replace("[[", "").replace("]]", "")
+    """The displayed form of a value: NFKC, casefolded, invisible characters, brackets and spacing removed."""
+    folded = _visible(unicodedata.normalize("NFKC", text)).casefold()
+    folded = unicodedata.normalize("NFKC", folded).replace("[[", "").replace("]]", "")
     return _SPACES.sub(" ", folded).strip().rstrip(_TRAILING).strip()
+
+
+def value_key(text: str) -> str:
+    """The exact matching key: the normalised value with everything but letters and digits removed."""
+    return "".join(ch for ch in normalise_value(text) if ch.isalnum())
+
+
+def _tokens(text: str) -> set[str]:
+    folded = normalise_value(text).replace("\u2019", "'")
+    words = set(_WORD.findall(folded.replace("n't", " ")))
+    return words | {"n't"} if "n't" in folded else words
+
+
+def near_duplicate(first: str, second: str, threshold: float = NEAR_DUPLICATE_JACCARD) -> bool:
+    """Whether two values are the same fact trivially reworded (token-set Jaccard, negation-aware)."""
+    a, b = _tokens(first), _tokens(second)
+    if not a or not b:
+        return False
+    if (a ^ b) & _NEGATIONS:
+        return False
+    return len(a & b) / len(a | b) >= threshold
+
+
+def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
+    """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a near-duplicate."""
+    if value_key(tombstoned) == value_key(value):
+        return True
+    return near and near_duplicate(tombstoned, value)
