@@ -45,7 +45,9 @@ EVIL_THREAD = "org:evil/resource:mallory/thread:x"
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-async def knowledge(request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str) -> AsyncIterator[Knowledge]:
+async def knowledge(
+    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+) -> AsyncIterator[Knowledge]:
     clock = FakeClock()
     embedder = LexicalHashEmbedder(32)
     if request.param == "memory":
@@ -80,10 +82,14 @@ async def test_another_orgs_actor_cannot_rename_a_node(knowledge: Knowledge) -> 
     assert (await knowledge.store.get_node(sibling_private.id, T2)).description is None  # type: ignore[union-attr]
     renamed = await knowledge.store.update_node(jane.id, 1, scope=T1, name="Jane D.", actor="t1", reason="ok")
     assert renamed is not None and renamed.name == "Jane D."  # what a scope sees, it may write
-    assert [d["operation"] for d in await refusals(knowledge, EVIL_THREAD)] == ["update_node"] * 2  # and org:evil's
+    assert [d["operation"] for d in await refusals(knowledge, EVIL_THREAD)] == [
+        "update_node"
+    ] * 2  # and org:evil's
 
 
-async def test_merge_does_not_move_a_thread_private_description_into_an_org_node(knowledge: Knowledge) -> None:
+async def test_merge_does_not_move_a_thread_private_description_into_an_org_node(
+    knowledge: Knowledge,
+) -> None:
     public = await knowledge.node("Jane Doe", "person", ORG)
     private = await knowledge.node("J. Doe", "person", T1, description="t1 only: salary 90k")
     merged = await knowledge.store.merge_nodes(
@@ -118,7 +124,13 @@ async def test_a_wikilink_cannot_create_a_node_above_the_records_ceiling(knowled
     assert await knowledge.store.resolve_node("Dr Who", T1) is None
     with pytest.raises(CeilingExceededError):  # straight to the store, bypassing the facade
         await knowledge.store.append_record(
-            RecordDraft(jane.id, "see [[Dr Who]]", T1, max_scope=Level.THREAD, mentions=[NewNodeMention("Dr Who", ORG)]),
+            RecordDraft(
+                jane.id,
+                "see [[Dr Who]]",
+                T1,
+                max_scope=Level.THREAD,
+                mentions=[NewNodeMention("Dr Who", ORG)],
+            ),
             actor="x",
             reason="x",
         )
@@ -128,7 +140,9 @@ async def test_a_wikilink_cannot_create_a_node_above_the_records_ceiling(knowled
     assert made is not None and made.scope == T1 and kept.mentions == (made.id,)
     hidden = await knowledge.node("Hidden", "note", T2)
     with pytest.raises(KnowledgeNotFoundError):  # a mention of a node the record cannot see
-        await knowledge.store.append_record(RecordDraft(jane.id, "see it", T1, mentions=[hidden.id]), actor="x", reason="x")
+        await knowledge.store.append_record(
+            RecordDraft(jane.id, "see it", T1, mentions=[hidden.id]), actor="x", reason="x"
+        )
 
 
 async def test_raising_a_ceiling_needs_a_privileged_call(knowledge: Knowledge) -> None:
@@ -242,7 +256,14 @@ WRITES = [
 ]
 
 Operation = tuple[str, int | None, int, int, int, Level, bool, bool]
-RECORD_WRITES = {"remove_record", "restore_record", "rescope_record", "raise_ceiling", "set_trust", "review_edit"}
+RECORD_WRITES = {
+    "remove_record",
+    "restore_record",
+    "rescope_record",
+    "raise_ceiling",
+    "set_trust",
+    "review_edit",
+}
 
 scope_index = st.integers(0, len(ALL_SCOPES) - 1)
 level = st.sampled_from(list(Level))
@@ -287,7 +308,9 @@ async def _check_world(store: InMemoryKnowledgeStore) -> None:
 
 
 async def _run_world(
-    node_specs: list[tuple[int, str]], record_specs: list[tuple[int, int | None, Level, bool]], ops: list[Operation]
+    node_specs: list[tuple[int, str]],
+    record_specs: list[tuple[int, int | None, Level, bool]],
+    ops: list[Operation],
 ) -> None:
     knowledge = Knowledge.in_memory(embedder=LexicalHashEmbedder(16), actor="setup", clock=FakeClock())
     store = knowledge.store
@@ -302,7 +325,9 @@ async def _run_world(
         if not _sees(where, node.scope) or Scope.parse(where).level < ceiling:
             continue
         trust = TrustState.CANDIDATE if candidate else TrustState.VERIFIED
-        made = await knowledge.append(node.id, f"fact {len(record_ids)}", where, reason="w", max_scope=ceiling, trust=trust)
+        made = await knowledge.append(
+            node.id, f"fact {len(record_ids)}", where, reason="w", max_scope=ceiling, trust=trust
+        )
         record_ids.append(made.id)
     for method, acting_i, node_i, other_i, target_i, ceiling, flag, on_chain in ops:
         node_id = node_ids[node_i % len(node_ids)]
@@ -338,8 +363,13 @@ async def _run_world(
                 await store.create_node("new", "thing", acting, mentions=[mention], **act)
             elif method == "update_node":
                 await store.update_node(
-                    node_id, node.version, scope=acting, name="renamed", description="d",
-                    mentions=[other_node] if flag else None, **act,
+                    node_id,
+                    node.version,
+                    scope=acting,
+                    name="renamed",
+                    description="d",
+                    mentions=[other_node] if flag else None,
+                    **act,
                 )
             elif method == "merge_nodes":
                 await store.merge_nodes(node_id, other_node, node.version, scope=acting, **act)
@@ -387,6 +417,8 @@ async def _run_world(
     st.lists(operation, min_size=1, max_size=12),
 )
 def test_no_write_succeeds_on_what_the_actor_cannot_see_or_beyond_a_ceiling(
-    node_specs: list[tuple[int, str]], record_specs: list[tuple[int, int | None, Level, bool]], ops: list[Operation]
+    node_specs: list[tuple[int, str]],
+    record_specs: list[tuple[int, int | None, Level, bool]],
+    ops: list[Operation],
 ) -> None:
     asyncio.run(_run_world(node_specs, record_specs, ops))

@@ -155,9 +155,7 @@ async def _apply(store: TablesKnowledgeStore, node_id: str, records: list[str], 
         if isinstance(op, Append):
             trust = TrustState.CANDIDATE if op.candidate else TrustState.VERIFIED
             made = await store.append_record(
-                RecordDraft(
-                    node_id, TEXTS[op.text], SCOPES[op.scope], max_scope=op.ceiling, trust=trust
-                ),
+                RecordDraft(node_id, TEXTS[op.text], SCOPES[op.scope], max_scope=op.ceiling, trust=trust),
                 **ACT,
             )
             records.append(made.id)

@@ -48,7 +48,10 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
     )
     await step(ActivityAction.RECORD_DELETED, kstore.remove_record(record.id, T1, **ACT))
     await step(ActivityAction.RECORD_RESTORED, kstore.restore_record(record.id, T1, **ACT))
-    await step(ActivityAction.RECORD_RESCOPED, kstore.raise_ceiling(record.id, T1, Level.RESOURCE, privileged=True, **ACT))
+    await step(
+        ActivityAction.RECORD_RESCOPED,
+        kstore.raise_ceiling(record.id, T1, Level.RESOURCE, privileged=True, **ACT),
+    )
     await step(ActivityAction.RECORD_RESCOPED, kstore.rescope_record(record.id, T1, RES, **ACT))
     cand = await kstore.append_record(RecordDraft(jane.id, "maybe", T1, trust=TrustState.CANDIDATE), **ACT)
     await step(ActivityAction.RECORD_VERIFIED, kstore.set_trust(cand.id, T1, TrustState.VERIFIED, **ACT))
@@ -60,7 +63,10 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
         kstore.set_trust(cand2.id, T1, TrustState.REJECTED, tombstone=True, **ACT),
     )
     await step(ActivityAction.TOMBSTONE_CREATED, kstore.add_tombstone(jane.id, T1, "wrong", **ACT))
-    await step(ActivityAction.WRITE_REFUSED, _refused(kstore.append_record(RecordDraft(jane.id, "Wrong!", T1), **ACT)))
+    await step(
+        ActivityAction.WRITE_REFUSED,
+        _refused(kstore.append_record(RecordDraft(jane.id, "Wrong!", T1), **ACT)),
+    )
     assert set(seen) | {ActivityAction.RECORD_CREATED} == set(ActivityAction)
 
 
@@ -69,7 +75,9 @@ async def _refused(write: Awaitable[object]) -> None:
         await write
 
 
-async def test_a_refused_write_rolls_back_and_logs_one_write_refused_event(kstore: TablesKnowledgeStore) -> None:
+async def test_a_refused_write_rolls_back_and_logs_one_write_refused_event(
+    kstore: TablesKnowledgeStore,
+) -> None:
     private = await kstore.create_node("Plan", "project", T2, **ACT)
     jane = await kstore.create_node("Jane", "person", RES, **ACT)
     record = await kstore.append_record(RecordDraft(jane.id, "fact", T1, max_scope=Level.THREAD), **ACT)

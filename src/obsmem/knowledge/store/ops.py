@@ -256,12 +256,21 @@ class KnowledgeMutations:
                 )
 
     def _check_ceiling(
-        self, target: Scope, ceiling: Level, operation: str, record_id: str, acting: str, actor: str, reason: str
+        self,
+        target: Scope,
+        ceiling: Level,
+        operation: str,
+        record_id: str,
+        acting: str,
+        actor: str,
+        reason: str,
     ) -> None:
         try:
             check_within_ceiling(target, ceiling)
         except CeilingExceededError as exc:
-            raise self._refuse(exc, "ceiling", operation, "record", record_id, acting, actor, reason) from None
+            raise self._refuse(
+                exc, "ceiling", operation, "record", record_id, acting, actor, reason
+            ) from None
 
     def _mentions(
         self,
@@ -428,7 +437,9 @@ class KnowledgeMutations:
                     "use another name or read the merged node from a broader scope."
                 )
             return terminal
-        links = self._mentions(mentions, parsed.key, None, "create_node", ("node", node_id or name), actor, reason)
+        links = self._mentions(
+            mentions, parsed.key, None, "create_node", ("node", node_id or name), actor, reason
+        )
         node = self._new_node(name, kind, parsed.key, content, description, metadata or {}, links, node_id)
         self._event(ActivityAction.NODE_CREATED, "node", node.id, node.scope, actor, reason)
         return node
@@ -508,7 +519,9 @@ class KnowledgeMutations:
         node of the target's own scope: adopting it from a narrower one would show a
         thread-private text to the target's whole audience.
         """
-        source = self._check_node_visible(self.t.node(source_id), source_id, scope, "merge_nodes", actor, reason)
+        source = self._check_node_visible(
+            self.t.node(source_id), source_id, scope, "merge_nodes", actor, reason
+        )
         if source.merged_into is not None:
             raise InvalidMergeError(f"Node '{source_id}' was already merged into '{source.merged_into}'.")
         if source.version != source_version:
@@ -575,7 +588,9 @@ class KnowledgeMutations:
                 "A record cannot be appended as rejected; append a candidate and reject it."
             )
         body = _text(draft.text, "record text")
-        self._check_tombstones(node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason)
+        self._check_tombstones(
+            node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason
+        )
         if draft.record_id is not None and self.t.record(draft.record_id) is not None:
             raise InvalidInputError(f"A knowledge record with id '{draft.record_id}' already exists.")
         record = Record(
@@ -591,7 +606,13 @@ class KnowledgeMutations:
             trust=draft.trust,
             metadata={**(draft.metadata or {}), "reason": reason},
             mentions=self._mentions(
-                draft.mentions, parsed.key, draft.max_scope, "append_record", ("record", subject[1]), actor, reason
+                draft.mentions,
+                parsed.key,
+                draft.max_scope,
+                "append_record",
+                ("record", subject[1]),
+                actor,
+                reason,
             ),
         )
         self.t.save_record(record)
