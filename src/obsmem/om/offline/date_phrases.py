@@ -42,6 +42,7 @@ Date rules (see :func:`resolve_dates`), all relative to the message's local date
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -103,34 +104,97 @@ def _tense(text: str) -> str | None:
     return None
 
 
-def _clause(text: str, start: int, end: int) -> str:
-    """The clause of ``text`` that holds ``text[start:end]`` (bounded by commas, "and", …)."""
-    left = 0
-    for edge in CLAUSE_EDGE.finditer(text, 0, start):
-        left = edge.end()
-    right = CLAUSE_EDGE.search(text, end)
-    return text[left : right.start() if right else len(text)]
+#: How far back a phrase's left context is read for the words that modify it ("on a", "since",
+#: "moved it to the"): far more than any of them needs, and it keeps every date phrase's work
+#: bounded, so reading a text stays linear in its length.
+_LOOKBACK = 200
 
 
-def _tense_at(text: str, start: int, end: int, sentence: str | None) -> str | None:
-    """The tense a date phrase at ``text[start:end]`` is used in.
+class _Reading:
+    """What every date phrase of one text asks about it, computed once per text.
 
-    "future" or "past"; None for the present or no tense at all; "unsure" for a future reported
-    from the past ("I told her I would come on Friday": said when?). A date after
-    "moved/pushed/postponed/rescheduled … to/until/for/from" is a new date, so it lies ahead even
-    in a past-tense sentence. Otherwise the clause decides; a clause without tense words of its
-    own takes the sentence's ("On Friday, we went hiking"), unless it is in the present.
+    Reading a text takes time linear in its length: clause edges are found in one pass and
+    each clause's tense is worked out once (a text that is one long clause full of weekdays
+    asks it thousands of times), and whole-text questions are answered once.
     """
-    before = text[:start]
-    if RESCHEDULE.search(before) and RESCHEDULED_TO.search(before):
-        return "future"
-    clause = _clause(text, start, end)
-    if REPORTED.search(clause) and PAST.search(text):
-        return "unsure"
-    tense = _tense(clause)
-    if tense is None and not PRESENT.search(clause):
-        tense = sentence
-    return tense
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tense = _tense(text)
+        self._edge_starts: list[int] | None = None
+        self._edge_ends: list[int] = []
+        first = RESCHEDULE.search(text)
+        self._reschedule_end = first.end() if first else None
+        self._past: bool | None = None
+        self._yearly: bool | None = None
+        self._recurring: bool | None = None
+        self._clauses: dict[tuple[int, int], tuple[bool, str | None, bool]] = {}
+
+    def has_past(self) -> bool:
+        if self._past is None:
+            self._past = PAST.search(self.text) is not None
+        return self._past
+
+    def without_year(self, tense: str | None) -> bool:
+        """Whether a yearless date in the text must stay yearless: it recurs every year, or it
+        is a birthday, anniversary, birth, death or wedding not spoken of as still to come ("I
+        was born on March 14", "my birthday is June 20"; but "we're celebrating her birthday on
+        June 20")."""
+        if self._yearly is None:
+            self._yearly = YEARLY.search(self.text) is not None
+        if self._yearly:
+            return True
+        if tense == "future":
+            return False
+        if self._recurring is None:
+            self._recurring = RECURRING_DATE.search(self.text) is not None
+        return self._recurring
+
+    def clause(self, start: int, end: int) -> tuple[bool, str | None, bool]:
+        """(reported, tense, present) of the clause that holds ``text[start:end]`` (bounded by
+        commas, "and", …): whether it reports a future ("would"), its own tense, and whether
+        it is in the present."""
+        if self._edge_starts is None:
+            edges = list(CLAUSE_EDGE.finditer(self.text))
+            self._edge_starts = [e.start() for e in edges]
+            self._edge_ends = [e.end() for e in edges]
+        index = bisect_right(self._edge_ends, start)  # edges that end at or before ``start``
+        left = self._edge_ends[index - 1] if index else 0
+        after = bisect_left(self._edge_starts, end)  # the first edge that starts at or after ``end``
+        right = self._edge_starts[after] if after < len(self._edge_starts) else len(self.text)
+        known = self._clauses.get((left, right))
+        if known is None:
+            clause = self.text[left:right]
+            known = (REPORTED.search(clause) is not None, _tense(clause), PRESENT.search(clause) is not None)
+            self._clauses[(left, right)] = known
+        return known
+
+    def tense_at(self, start: int, end: int) -> str | None:
+        """The tense a date phrase at ``text[start:end]`` is used in.
+
+        "future" or "past"; None for the present or no tense at all; "unsure" for a future
+        reported from the past ("I told her I would come on Friday": said when?). A date after
+        "moved/pushed/postponed/rescheduled … to/until/for/from" is a new date, so it lies ahead
+        even in a past-tense sentence. Otherwise the clause decides; a clause without tense
+        words of its own takes the sentence's ("On Friday, we went hiking"), unless it is in
+        the present.
+        """
+        if (
+            self._reschedule_end is not None
+            and self._reschedule_end <= start
+            and RESCHEDULED_TO.search(self.text, max(0, start - _LOOKBACK), start)
+        ):
+            return "future"
+        reported, tense, present = self.clause(start, end)
+        if reported and self.has_past():
+            return "unsure"
+        if tense is None and not present:
+            tense = self.tense
+        return tense
+
+    def before(self, pattern: re.Pattern[str], start: int) -> bool:
+        """Whether ``pattern`` (anchored with ``$``) matches the text just before ``start``."""
+        return pattern.search(self.text, max(0, start - _LOOKBACK), start) is not None
 
 
 def _month_number(name: str) -> int:
@@ -248,9 +312,15 @@ def _calendar(month: int, day: int | None, anchor: date, tense: str | None, mod:
 _MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
 
 
-def _date_before(text: str) -> bool:
-    """True when ``text`` ends with an explicit calendar date ("… March 21, ")."""
-    tail = text[-24:]
+_ORDINAL_BEFORE = re.compile(r"\d(?:st|nd|rd|th)?,?\s*$")
+_SINCE_BEFORE = re.compile(r"\bsince\s+$", re.I)
+_ALREADY_BEFORE = re.compile(r"\b(?:effective|as of|since)\s+$")
+_DATE_AFTER = re.compile(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})")
+
+
+def _date_before(text: str, end: int) -> bool:
+    """True when ``text[:end]`` ends with an explicit calendar date ("… March 21, ")."""
+    tail = text[max(0, end - 24) : end]
     return any(m.end() >= len(tail.rstrip(", ")) for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(tail))
 
 
@@ -261,10 +331,13 @@ def named_dates(text: str, anchor: date) -> list[date]:
     taken in the year that puts it nearest to ``anchor``; a recurring one ("my birthday is June
     20") names no particular day and is left out, as are impossible ones ("Feb 30").
     """
-    tense = _tense(text)
+    return _named_dates(_Reading(text), anchor)
+
+
+def _named_dates(reading: _Reading, anchor: date) -> list[date]:
     days: list[tuple[int, date]] = []
-    for m in (m for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(text)):
-        if not m["y"] and _without_year(text, _tense_at(text, m.start(), m.end(), tense)):
+    for m in (m for p in (MONTH_DAY, DAY_MONTH) for m in p.finditer(reading.text)):
+        if not m["y"] and reading.without_year(reading.tense_at(m.start(), m.end())):
             continue
         month, day = _month_number(m["mon"]), int(m["d"])
         years = (int(m["y"]),) if m["y"] else (anchor.year - 1, anchor.year, anchor.year + 1)
@@ -272,13 +345,6 @@ def named_dates(text: str, anchor: date) -> list[date]:
         if candidates:
             days.append((m.start(), min(candidates, key=lambda d: abs((d - anchor).days))))
     return [d for _, d in sorted(days)]
-
-
-def _without_year(text: str, tense: str | None) -> bool:
-    """Whether a yearless date in ``text`` must stay yearless: it recurs every year, or it is a
-    birthday, anniversary, birth, death or wedding not spoken of as still to come ("I was born on
-    March 14", "my birthday is June 20"; but "we're celebrating her birthday on June 20")."""
-    return YEARLY.search(text) is not None or (tense != "future" and RECURRING_DATE.search(text) is not None)
 
 
 def _safe_day(year: int, month: int, day: int) -> date | None:
@@ -296,13 +362,16 @@ def resolve_dates(text: str, anchor: date, context: Sequence[date] = ()) -> list
     of them, or one in ``text``, lies in another week than its plain reading. Returns the
     references in text order; overlapping matches keep the earliest pattern in the table.
     """
-    tense = _tense(text)
-    nearby = [*context, *named_dates(text, anchor)]
+    reading = _Reading(text)
+    nearby = [*context, *_named_dates(reading, anchor)]
     refs: list[DateRef] = []
+    taken = bytearray(len(text))  # the characters a reference already covers
+    other_week: dict[date, bool] = {}
 
     def add(start: int, end: int, note: str | None) -> None:
-        if note and not any(r.start < end and start < r.end for r in refs):
+        if note and not any(taken[start:end]):
             refs.append(DateRef(start, end, note))
+            taken[start:end] = b"\x01" * (end - start)
 
     for m in RELATIVE_DAY.finditer(text):
         offset = {"the day after tomorrow": 2, "the day before yesterday": -2, "tomorrow": 1}
@@ -315,37 +384,36 @@ def resolve_dates(text: str, anchor: date, context: Sequence[date] = ()) -> list
     for m in PERIOD.finditer(text):
         add(m.start(), m.end(), _period(m["mod"].lower(), m["unit"].lower(), anchor))
     for m in WEEKDAY.finditer(text):
-        after = text[m.end() : m.end() + 24]
-        if re.match(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})",
-                    after):  # fmt: skip
+        if _DATE_AFTER.match(text, m.end(), m.end() + 24):
             continue  # "Saturday, June 21", "Saturday evening, March 22": the explicit date says it
-        if re.search(r"\d(?:st|nd|rd|th)?,?\s*$", text[: m.start()]) and _date_before(text[: m.start()]):
+        if reading.before(_ORDINAL_BEFORE, m.start()) and _date_before(text, m.start()):
             continue  # "March 21, Friday morning"
         mod = (m["mod"] or "").lower()
         bare = mod in ("", "on")
-        before = text[: m.start()]
-        if bare and (UNSPECIFIC_WEEKDAY.search(before) or NOT_ONE_WEEKDAY.match(text, m.end())):
+        if bare and (reading.before(UNSPECIFIC_WEEKDAY, m.start()) or NOT_ONE_WEEKDAY.match(text, m.end())):
             continue  # "on a Friday", "every Friday", "the Friday after the launch": no one day
         used: str | None = "past"  # "sick since Monday"
-        if not (bare and re.search(r"\bsince\s+$", before, re.I)):
-            used = _tense_at(text, m.start(), m.end(), tense)
+        if not (bare and reading.before(_SINCE_BEFORE, m.start())):
+            used = reading.tense_at(m.start(), m.end())
         when = _weekday(mod, _WEEKDAYS.index(m["wd"].lower()), anchor, used)
-        if when is None or (bare and _named_for_another_week(when, anchor, nearby)):
+        if when is not None and bare and when not in other_week:
+            other_week[when] = _named_for_another_week(when, anchor, nearby)
+        if when is None or (bare and other_week[when]):
             continue
         add(m.start(), m.end(), f"meaning {format_day(when)}")
     for pattern in (MONTH_DAY, DAY_MONTH):
         for m in pattern.finditer(text):
-            used = _tense_at(text, m.start(), m.end(), tense)
-            if m["y"] or _without_year(text, used):  # already absolute, or no year to give it
+            used = reading.tense_at(m.start(), m.end())
+            if m["y"] or reading.without_year(used):  # already absolute, or no year to give it
                 continue
             before = text[max(0, m.start() - 12) : m.start()].lower()
             mod = "next" if "next" in before[-6:] else "last" if "last" in before[-6:] else ""
-            if re.search(r"\b(?:effective|as of|since)\s+$", before):
+            if _ALREADY_BEFORE.search(before):
                 mod = "since"  # "effective March 1st": it already applies
             add(m.start(), m.end(), _calendar(_month_number(m["mon"]), int(m["d"]), anchor, used, mod))
     for m in MONTH_ONLY.finditer(text):
-        used = _tense_at(text, m.start(), m.end(), tense)
-        if not m["y"] and not _without_year(text, used):
+        used = reading.tense_at(m.start(), m.end())
+        if not m["y"] and not reading.without_year(used):
             mod = m["mod"].lower()
             add(m.start(), m.end(), _calendar(_month_number(m["mon"]), None, anchor, used, mod))
     return sorted(refs, key=lambda r: r.start)

@@ -328,9 +328,12 @@ NAME = re.compile(
     r"\b[A-Z][\w'&-]*(?:(?:\s(?:of|de|da|das|do|dos|di|del|der|du|van|von|la|le|the|and|&))?\s[A-Z][\w'&-]*)*"
 )
 SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*•]\s+)$")
+#: A number's digits and separators, read possessively and at most 40 at a time: a run of
+#: "1,1,1,…" is then scanned once per start, not once per start and per separator.
+_FIGURE = r"\d[\d,.]{0,40}+"
 QUANTITY = re.compile(
-    r"[$€£]\s?\d[\d,.]*(?:\s?[kKmM]\b)?"
-    r"|\b\d[\d,.]*(?:\s?(?:-|–|to)\s?\d[\d,.]*)?\s?(?:%|°\s?[CF]?\b|°"
+    rf"[$€£]\s?{_FIGURE}(?:\s?[kKmM]\b)?"
+    rf"|\b{_FIGURE}(?:\s?(?:-|–|to)\s?{_FIGURE})?\s?(?:%|°\s?[CF]?\b|°"
     r"|(?:EUR|USD|GBP|CHF|euros?|dollars?|pounds?|km/h|km|mi|miles?|kg|lbs?|g|m|cm|mm|ml|l|GB|MB|TB|"
     r"hours?|hrs?|h|minutes?|mins?|seconds?|secs?|days?|weeks?|months?|years?|people|persons?|"
     r"guests?|nights?|pm|am|AM|PM|x)\b)"
@@ -408,7 +411,7 @@ NOT_ONE_WEEKDAY = re.compile(  # "Friday after the launch", "on Tuesday evenings
     r"(?:mornings|afternoons|evenings|nights)\b)",
     re.I,
 )
-CLAUSE_EDGE = re.compile(r"[,;:—–]\s*|\s+(?:and|but|so|because|while|whereas)\s+", re.I)
+CLAUSE_EDGE = re.compile(r"[,;:—–]\s*+|(?<!\s)\s++(?:and|but|so|because|while|whereas)\s++", re.I)
 
 STOP_VALUE = re.compile(
     r"\s(?:and|but|because|since|so|with|for|from|last|next|this|in|on|at|by|yesterday|tomorrow|"
@@ -473,6 +476,7 @@ PLAN = re.compile(
 def names(text: str) -> list[str]:
     """Capitalised names (people, places, organisations), not counting sentence-initial words."""
     found: list[str] = []
+    seen: set[str] = set()
     for match in NAME.finditer(text):
         words = match.group(0).split()
         while words and words[0] in NOT_NAMES:
@@ -483,7 +487,8 @@ def names(text: str) -> list[str]:
         if len(words) == 1 and starts and _opens_sentence(text, match.start()):
             continue  # a lone capitalised word opening a sentence is usually not a name
         token = " ".join(words).rstrip("'-&")
-        if token and token not in NOT_NAMES and token not in found:
+        if token and token not in NOT_NAMES and token not in seen:
+            seen.add(token)
             found.append(token)
     return found
 
@@ -496,22 +501,55 @@ def _opens_sentence(text: str, start: int) -> bool:
 
 def key_terms(text: str) -> list[str]:
     """Names and quantities (amounts, times, measures): what must survive condensing."""
-    amounts: list[str] = []
-    for match in QUANTITY.finditer(text):
-        token = match.group(0).strip()
-        if token not in amounts:
-            amounts.append(token)
-    joined = " ".join(amounts)
-    return [n for n in names(text) if len(n) > 1 and n not in joined] + amounts
+    amounts = list(dict.fromkeys(match.group(0).strip() for match in QUANTITY.finditer(text)))
+    inside = _letter_substrings(amounts)
+    return [n for n in names(text) if len(n) > 1 and n not in inside] + amounts
+
+
+def _letter_substrings(tokens: list[str]) -> set[str]:
+    """Every substring of every token that starts with a letter: the names a token contains.
+
+    A quantity is at most about a hundred characters (:data:`_FIGURE` is bounded) with a few
+    letters (its unit), so this set is small, and asking whether a name lies inside some
+    quantity costs one lookup, not a scan of all of them. A name never spans two quantities:
+    after the space that would join them comes a digit or a currency sign, never a capital.
+    """
+    found: set[str] = set()
+    for token in tokens:
+        for i, char in enumerate(token):
+            if char.isalpha():
+                found.update(token[i:j] for j in range(i + 1, len(token) + 1))
+    return found
+
+
+_NUMBER_RUN = re.compile(r"[\d,.]+")
+_SHORT_RUN = 64
 
 
 def names_and_numbers(text: str) -> list[str]:
     """:func:`key_terms` plus any other number: the signal that a sentence carries facts."""
     found = key_terms(text)
-    joined = " ".join(found)
+    # A number lies inside a term only within one run of digits and separators of that term.
+    # Every digit-to-digit piece of a short run is indexed once, so that asking costs a lookup;
+    # only the (rare, pathological) longer runs are searched.
+    pieces: set[str] = set()
+    long_runs: list[str] = []
+    for term in found:
+        for run in _NUMBER_RUN.finditer(term):
+            piece = run.group(0)
+            if len(piece) > _SHORT_RUN:
+                long_runs.append(piece)
+                continue
+            digits = [i for i, char in enumerate(piece) if char.isdigit()]
+            pieces.update(piece[i : j + 1] for n, i in enumerate(digits) for j in digits[n:])
+    longer = "|".join(long_runs)
+    inside: dict[str, bool] = {}
     for match in NUMBER.finditer(text):
-        if match.group(0) not in joined:
-            found.append(match.group(0))
+        number = match.group(0)
+        if number not in inside:
+            inside[number] = number in pieces or bool(longer) and number in longer
+        if not inside[number]:
+            found.append(number)
     return found
 
 

@@ -74,7 +74,11 @@ _ABBREVIATIONS = frozenset(
     {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx",
      "no", "inc", "ltd", "co", "a.m", "p.m", "mt", "ave", "dept", "est", "fig", "u.s"}
 )  # fmt: skip
-_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*\s+(?=[A-Z0-9\"'(])")
+# Possessive, and never starting inside a run of end marks: one pass over "....", "?!?!", …
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]++[\"')\]]*+\s++(?=[A-Z0-9\"'(])")
+#: How far back the word before an end mark is read: enough for every abbreviation and initial
+#: (a longer word is neither), and it keeps splitting linear when end marks are skipped.
+_WORD_LOOKBACK = 40
 _LIST_MARK = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+")
 
 
@@ -107,7 +111,7 @@ def split_sentences(text: str) -> list[str]:
             continue
         start = 0
         for match in _SENTENCE_END.finditer(block):
-            before = block[start : match.start() + 1].split()
+            before = block[max(start, match.start() - _WORD_LOOKBACK) : match.start() + 1].split()
             word = before[-1].rstrip(".!?").lower() if before else ""
             initial = len(word) == 1 and word.isalpha()  # "J. Smith", but not "at 8. Then"
             if block[match.start()] == "." and (word in _ABBREVIATIONS or initial):
