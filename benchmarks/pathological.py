@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 
+from obsmem.errors import ReflectionError
 from obsmem.om.llm.degenerate import is_degenerate
 from obsmem.om.llm.parsing import parse_observer_output, parse_reflector_output
 from obsmem.om.offline.observer import OfflineObserver
@@ -113,7 +114,10 @@ def _observe(role: str) -> Callable[[str], object]:
 def _reflect(text: str) -> object:
     reflector = OfflineReflector(offload_chars=None)
     observations = f"Date: Jun 18, 2025\n* 🔴 (09:00) {text}"
-    return reflector._climb(ReflectionRequest(observations=observations, target_tokens=1000))
+    try:
+        return reflector._climb(ReflectionRequest(observations=observations, target_tokens=1000))
+    except ReflectionError:  # nothing that reads as an observation line: refused, as it should be
+        return None
 
 
 def _transcript(text: str) -> object:

@@ -185,22 +185,48 @@ def _take_line_start_section(text: str, slug: str) -> tuple[str | None, str]:
     or blank) and the text without the sections.
     """
     opening = re.compile(rf"^[ \t]*<{re.escape(slug)}>", re.MULTILINE)
+    # Removing a section joins the text before it (which ends at a line start) to what follows
+    # the section, so an opening right there starts a line too: it is looked for first.
+    joined_opening = re.compile(rf"[ \t]*<{re.escape(slug)}>")
     closing = f"</{slug}>"
     value: str | None = None
-    while True:
-        match = opening.search(text)
-        if match is None:
-            break
-        end_tag = text.find(closing, match.end())
+    kept: list[str] = []
+    position = 0  # everything before it is decided: kept, or removed as a section
+    no_closing_after = len(text) + 1  # a search for ``closing`` from here found none
+    match = opening.search(text)
+    while match is not None:
+        kept.append(text[position : match.start()])
+        end_tag = -1 if match.end() >= no_closing_after else text.find(closing, match.end())
         if end_tag != -1:
             content, resume = text[match.end() : end_tag], end_tag + len(closing)
         else:
+            no_closing_after = min(no_closing_after, match.end())
             next_tag = _ANY_LINE_START_TAG.search(text, match.end())
             stop = next_tag.start() if next_tag else len(text)
             content, resume = text[match.end() : stop], stop
         value = content.strip() or None
-        text = text[: match.start()] + text[resume:]
-    return value, text
+        position = resume
+        match = joined_opening.match(text, resume) or opening.search(text, resume)
+    kept.append(text[position:])
+    return value, "".join(kept)
+
+
+def _last_closing_end(text: str, closing: str) -> int:
+    """Where the last ``closing`` tag ends (0 without one): no ``<tag>…</tag>`` match can end
+    later, so a lazy scan from an opening never has to run past it to the end of the text."""
+    at = text.rfind(closing)
+    return at + len(closing) if at != -1 else 0
+
+
+def _without(text: str, matches: list[re.Match[str]]) -> str:
+    """``text`` without the (non-overlapping, ordered) ``matches``."""
+    kept: list[str] = []
+    position = 0
+    for match in matches:
+        kept.append(text[position : match.start()])
+        position = match.end()
+    kept.append(text[position:])
+    return "".join(kept)
 
 
 def _take_inline_value(
@@ -208,14 +234,14 @@ def _take_inline_value(
 ) -> str:
     """Read the last ``<slug>…</slug>`` anywhere in the text into ``extracted``; remove all."""
     pattern = re.compile(rf"<{re.escape(slug)}>(.*?)</{re.escape(slug)}>", re.DOTALL)
-    matches = list(pattern.finditer(text))
+    matches = list(pattern.finditer(text, 0, _last_closing_end(text, f"</{slug}>")))
     if not matches:
         if re.search(rf"^[ \t]*<{re.escape(slug)}>", text, re.MULTILINE):
             failures[slug] = f"the <{slug}> section was opened but never closed"
         return text
     extracted[slug] = _decode(matches[-1].group(1))
     failures.pop(slug, None)
-    return pattern.sub("", text)
+    return _without(text, matches)
 
 
 def _take_extracted_values(
@@ -227,7 +253,8 @@ def _take_extracted_values(
     against every inline extractor that no block has answered yet; a value given later as its
     own ``<slug>`` tag clears that failure.
     """
-    for match in _EXTRACTED_VALUES.finditer(text):
+    matches = list(_EXTRACTED_VALUES.finditer(text, 0, _last_closing_end(text, "</extracted-values>")))
+    for match in matches:
         raw = match.group(1).strip()
         try:
             data = json.loads(raw)
@@ -244,7 +271,7 @@ def _take_extracted_values(
             if key in slugs:
                 extracted[key] = value
                 failures.pop(key, None)
-    return _EXTRACTED_VALUES.sub("", text)
+    return _without(text, matches)
 
 
 def _decode(raw: str) -> Any:

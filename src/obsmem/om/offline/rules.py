@@ -90,12 +90,41 @@ def clean(text: str) -> str:
 
 def strip_markdown(text: str) -> str:
     """Drop emphasis, inline code ticks, headings and link targets; keep the words."""
-    text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)
+    text = _unlink(_unlink(text, image=True), image=False)
     text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
     text = re.sub(r"(?<![\w*])\*(?!\s)([^*\n]+?)\*(?!\w)", r"\1", text)
     text = text.replace("`", "")
     return re.sub(r"^\s*#{1,6}\s+", "", text, flags=re.M)
+
+
+def _unlink(text: str, *, image: bool) -> str:
+    """Replace each ``[words](target)`` (``![words](target)`` when ``image``) by its words.
+
+    The same as substituting ``!?\\[([^\\]]+)\\]\\([^)]*\\)`` (``*`` for an image), in one pass:
+    every opening before the same ``]`` shares its fate, so after a failed one the scan moves
+    past that ``]`` instead of trying each opening again ("[[[[…" would be quadratic).
+    """
+    opening = "![" if image else "["
+    kept: list[str] = []
+    position = search = 0
+    while (start := text.find(opening, search)) != -1:
+        words = start + len(opening)
+        close = text.find("]", words)
+        if close == -1:
+            break
+        if close == words and not image:  # "[]": no words; a later opening has its own "]"
+            search = words
+            continue
+        if not text.startswith("(", close + 1):
+            search = close + 1
+            continue
+        end = text.find(")", close + 2)
+        if end == -1:
+            break
+        kept += [text[position:start], text[words:close]]
+        position = search = end + 1
+    kept.append(text[position:])
+    return "".join(kept)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -1,0 +1,128 @@
+"""No input can stall the process (issue 13, item 1): every text routine is linear in its input.
+
+Each case feeds one pathological shape (repeated punctuation, digits with separators, repeated
+dates, unclosed tags, …) through a public entry point at two sizes, n and 4n, and compares the
+CPU time (``time.process_time``, the least of a few runs, so other processes on the machine do
+not count). Linear work grows about 4×, quadratic work about 16×; the bound of 8× separates them
+with a wide margin either way, and no wall-clock limit is asserted. Sizes stay small (at most
+40 KB) so the suite stays fast; ``benchmarks/pathological.py`` runs the same shapes up to 1 MB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from obsmem.om.extractors import Extractor
+from obsmem.om.llm.parsing import parse_observer_output, parse_reflector_output
+from obsmem.om.offline.observer import OfflineObserver
+from obsmem.om.offline.reflector import OfflineReflector
+from obsmem.om.protocols import ObservationRequest, ReflectionRequest
+from obsmem.types import Message
+
+NOW = datetime(2025, 6, 18, 9, 0, tzinfo=UTC)
+GROWTH_BOUND = 8.0  # for 4× the input: linear ≈ 4, quadratic ≈ 16
+REPEATS = 3
+
+
+def _cpu_seconds(work: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(REPEATS):
+        start = time.process_time()
+        work()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def _growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> float:
+    """CPU time for input ``make(4 * n)`` over that for ``make(n)``."""
+    small, large = make(n), make(4 * n)
+    run(small)  # warm-up: compiled patterns, imports
+    return _cpu_seconds(lambda: run(large)) / max(_cpu_seconds(lambda: run(small)), 1e-4)
+
+
+def _repeat(unit: str) -> Callable[[int], str]:
+    return lambda size: (unit * (size // len(unit) + 1))[:size]
+
+
+def _observe_as(role: str) -> Callable[[str], object]:
+    observer = OfflineObserver(offload_chars=None)
+
+    def run(text: str) -> object:
+        message = Message.user(text, created_at=NOW) if role == "user" else Message.assistant(text, created_at=NOW)
+        return asyncio.run(observer.observe(ObservationRequest(messages=[message])))
+
+    return run
+
+
+def _reflect(text: str) -> object:
+    reflector = OfflineReflector(offload_chars=None)
+    request = ReflectionRequest(observations=f"Date: Jun 18, 2025\n* 🔴 (09:00) {text}", target_tokens=1000)
+    return asyncio.run(reflector.reflect(request))
+
+
+OBSERVER_SHAPES: dict[str, Callable[[int], str]] = {
+    "digits joined by commas": lambda size: ",".join("1" * (size // 2)),
+    "1, repeated": _repeat("1,"),
+    "1. repeated": _repeat("1."),
+    "dots": _repeat("."),
+    "?! repeated": _repeat("?!"),
+    "see you Friday repeated": _repeat("see you Friday "),
+    "dates, one clause": _repeat("on March 3 and next Friday and 2 days ago "),
+    "initials": _repeat("A. "),
+    "quantities and names": lambda size: "".join(f"Abc{i} {i} km " for i in range(size // 10))[:size],
+    "whitespace run": lambda size: "x" + " " * size + " and y",
+    "open brackets": _repeat("["),
+    "unfinished links": _repeat("[x]( "),
+}
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@pytest.mark.parametrize("shape", list(OBSERVER_SHAPES))
+def test_offline_observer_is_linear(shape: str, role: str) -> None:
+    growth = _growth(_observe_as(role), OBSERVER_SHAPES[shape], 2_500)
+    assert growth < GROWTH_BOUND, f"{shape} as a {role} message: 4x the text took {growth:.1f}x the time"
+
+
+@pytest.mark.parametrize("shape", ["1, repeated", "dots", "see you Friday repeated", "initials"])
+def test_offline_reflector_is_linear(shape: str) -> None:
+    growth = _growth(_reflect, OBSERVER_SHAPES[shape], 2_500)
+    assert growth < GROWTH_BOUND, f"{shape}: 4x the observations took {growth:.1f}x the time"
+
+
+_INLINE = (Extractor(name="mood", instructions="the user's mood", mode="inline"),)
+
+PARSER_SHAPES: dict[str, Callable[[int], str]] = {
+    "unclosed current-task": _repeat("<current-task>\n"),
+    "unclosed suggested-response": _repeat("<suggested-response> x\n"),
+    "unclosed thread-title after text": _repeat("note\n<thread-title>\n"),
+    "unclosed extracted-values": _repeat("<extracted-values>{"),
+    "unclosed inline value": _repeat("<mood>x "),
+    "unclosed observations": _repeat("<observations>\n"),
+}
+
+
+@pytest.mark.parametrize("parse", [parse_observer_output, parse_reflector_output], ids=["observer", "reflector"])
+@pytest.mark.parametrize("shape", list(PARSER_SHAPES))
+def test_model_output_parsing_is_linear(shape: str, parse: Callable[..., object]) -> None:
+    growth = _growth(lambda text: parse(text, _INLINE), PARSER_SHAPES[shape], 10_000)
+    assert growth < GROWTH_BOUND, f"{shape}: 4x the answer took {growth:.1f}x the time"
+
+
+def test_parsing_keeps_the_sections_it_read() -> None:
+    """The single-pass section reader reads what the old one did: last occurrence wins, a
+    section removed joins what follows to a line start, unclosed ones stop at the next tag."""
+    text = (
+        "<current-task>first</current-task><current-task>second</current-task>\n"
+        "<observations>\n* 🔴 (09:00) User lives in Lisbon\n</observations>\n"
+        "<suggested-response>\nsay hi\n<thread-title>Lisbon\n"
+    )
+    parsed = parse_observer_output(text)
+    assert parsed.current_task == "second"
+    assert parsed.suggested_response == "say hi"
+    assert parsed.thread_title == "Lisbon"
+    assert parsed.observations == "* 🔴 (09:00) User lives in Lisbon"
