@@ -51,7 +51,9 @@ class Flood:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def _chunks(self) -> Iterator[bytes]:
         if self.shape == "sse":
@@ -59,7 +61,8 @@ class Flood:
             event = f"data: {json.dumps(delta)}\n\n".encode()
             block = event * (65536 // len(event) + 1)
         elif self.shape == "anthropic":
-            delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "flood " * 40}}
+            text = {"type": "text_delta", "text": "flood " * 40}
+            delta = {"type": "content_block_delta", "index": 0, "delta": text}
             event = f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n".encode()
             start = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
             yield f"event: content_block_start\ndata: {json.dumps(start)}\n\n".encode()
@@ -142,7 +145,9 @@ async def test_a_flooding_chat_server_is_cut_at_the_response_limit(stream: bool,
 @pytest.mark.anyio
 async def test_a_flooding_anthropic_stream_is_cut_too() -> None:
     with Flood("anthropic") as server:
-        model = AnthropicModel("claude-x", Endpoint("anthropic", server.url), max_response_bytes=LIMIT, timeout_s=30)
+        model = AnthropicModel(
+            "claude-x", Endpoint("anthropic", server.url), max_response_bytes=LIMIT, timeout_s=30
+        )
         with pytest.raises(ModelError) as caught:
             await model.request(_ask())
     _too_large(caught.value, "max_response_bytes")
@@ -173,7 +178,11 @@ async def test_streamed_output_past_max_output_tokens_is_cut() -> None:
 async def test_a_flooding_embeddings_server_is_cut(declare: bool) -> None:
     with Flood("json", declare=declare) as server:
         embedder = OpenAIEmbedder(
-            "text-embedding-3-small", base_url=server.url, api_key=KEY, max_response_bytes=LIMIT, max_retries=0
+            "text-embedding-3-small",
+            base_url=server.url,
+            api_key=KEY,
+            max_response_bytes=LIMIT,
+            max_retries=0,
         )
         async with embedder:
             with pytest.raises(ModelError) as caught:
@@ -186,7 +195,8 @@ async def test_a_flooding_embeddings_server_is_cut(declare: bool) -> None:
 
 
 def test_endpoint_repr_hides_the_key() -> None:
-    endpoint = Endpoint("openai", "https://api.openai.com/v1", {"authorization": f"Bearer {KEY}"}, "OPENAI_API_KEY")
+    headers = {"authorization": f"Bearer {KEY}"}
+    endpoint = Endpoint("openai", "https://api.openai.com/v1", headers, "OPENAI_API_KEY")
     anthropic = Endpoint("anthropic", "https://api.anthropic.com", {"x-api-key": KEY}, "ANTHROPIC_API_KEY")
     for shown in (repr(endpoint), str(endpoint), repr(anthropic)):
         assert KEY not in shown
@@ -201,7 +211,9 @@ class _Echo401:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         class Handler(BaseHTTPRequestHandler):
@@ -252,7 +264,9 @@ def _leaks(error: BaseException) -> list[str]:
 async def test_a_401_echoing_the_key_does_not_leak_it(stream: bool) -> None:
     with _Echo401() as server:
         model = OpenAIChatModel(
-            "m", Endpoint("openai", server.url, {"authorization": f"Bearer {KEY}"}, "OPENAI_API_KEY"), stream=stream
+            "m",
+            Endpoint("openai", server.url, {"authorization": f"Bearer {KEY}"}, "OPENAI_API_KEY"),
+            stream=stream,
         )
         with pytest.raises(ModelRequestError) as caught:
             await model.request(_ask())
@@ -263,7 +277,8 @@ async def test_a_401_echoing_the_key_does_not_leak_it(stream: bool) -> None:
 @pytest.mark.anyio
 async def test_an_anthropic_401_does_not_leak_the_key() -> None:
     with _Echo401() as server:
-        model = AnthropicModel("claude-x", Endpoint("anthropic", server.url, {"x-api-key": KEY}, "ANTHROPIC_API_KEY"))
+        endpoint = Endpoint("anthropic", server.url, {"x-api-key": KEY}, "ANTHROPIC_API_KEY")
+        model = AnthropicModel("claude-x", endpoint)
         with pytest.raises(ModelRequestError) as caught:
             await model.request(_ask())
     assert _leaks(caught.value) == []
@@ -315,7 +330,7 @@ async def test_the_default_database_is_private(_isolated_home: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("open_umask")
-async def test_a_new_database_in_an_existing_folder_is_private_and_the_folder_is_left_alone(tmp_path: Path) -> None:
+async def test_a_new_database_in_an_existing_folder_is_private_the_folder_untouched(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
@@ -460,3 +475,13 @@ async def test_an_explicit_migrate_may_initialise_an_empty_file(tmp_path: Path) 
     async with SQLiteStore(path) as store:
         assert await store.migrate() != []
         assert await store.list_threads("r") == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "8MB", True])
+def test_a_response_limit_that_is_not_a_size_is_refused(bad: object) -> None:
+    from obsmem.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        OpenAIChatModel("m", Endpoint("openai", "http://127.0.0.1:9"), max_response_bytes=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        AnthropicModel("m", Endpoint("anthropic", "http://127.0.0.1:9"), max_response_bytes=bad)  # type: ignore[arg-type]

@@ -149,12 +149,18 @@ class OpenAIEmbedder:
             max_delay_s=_MAX_RETRY_WAIT_S,
             jitter=0.0,
         )
-        if max_response_bytes is not None and max_response_bytes < 1:
+        if max_response_bytes is not None and (
+            isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1
+        ):
             raise ConfigError(
-                "embeddings.max_response_bytes", f"{max_response_bytes} is not a size", allowed=">= 1, or None"
+                "embeddings.max_response_bytes",
+                f"{max_response_bytes} is not a size",
+                allowed=">= 1, or None",
             )
         self.max_response_bytes = (
-            default_max_response_bytes(batch_size, dimensions) if max_response_bytes is None else max_response_bytes
+            default_max_response_bytes(batch_size, dimensions)
+            if max_response_bytes is None
+            else max_response_bytes
         )
         self._send_dimensions = shortenable and dimensions != native
         self._client = http_client
@@ -231,7 +237,8 @@ class OpenAIEmbedder:
         url = f"{self.base_url}/embeddings"
         httpx_module = importlib.import_module("httpx")
         try:
-            async with client.stream("POST", url, json=self._request_body(batch), headers=headers) as response:
+            request = client.stream("POST", url, json=self._request_body(batch), headers=headers)
+            async with request as response:
                 if response.status_code >= 400:
                     raise await self._status_error(response, url)
                 content = await read_capped(
@@ -255,7 +262,8 @@ class OpenAIEmbedder:
     async def _status_error(self, response: httpx.Response, url: str) -> Exception:
         """The error for an error status; the key is masked in the server's explanation."""
         status = response.status_code
-        detail = redact(_error_detail(await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)), self._secrets())
+        start = await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)
+        detail = redact(_error_detail(start), self._secrets())
         refused = f"The embeddings server at {url} refused the request ({status}): {detail}"
         return status_error(
             status,

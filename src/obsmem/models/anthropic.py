@@ -34,6 +34,7 @@ from obsmem.models.transport import (
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
+    check_response_limit,
     malformed,
     output_char_limit,
     status_error,
@@ -212,6 +213,9 @@ class AnthropicModel:
     ``endpoint`` carries the key (``x-api-key``) and the ``anthropic-version`` header; build
     one with :func:`obsmem.models.infer_model` (``"anthropic:claude-sonnet-4-5"``) or
     :func:`obsmem.models.registry.anthropic_endpoint`.
+
+    ``max_response_bytes`` and the client-side ``max_output_tokens`` check work as for
+    :class:`~obsmem.models.openai.OpenAIChatModel` (8 MiB by default).
     """
 
     def __init__(
@@ -229,7 +233,7 @@ class AnthropicModel:
         self.endpoint = endpoint
         self.stream = stream
         self.timeout_s = timeout_s
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes = check_response_limit(max_response_bytes)
         self._caller = HttpCaller(endpoint, client=client, max_response_bytes=max_response_bytes)
 
     def build_body(self, messages: list[Message], settings: ModelRequest) -> dict[str, Any]:

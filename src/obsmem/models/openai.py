@@ -35,6 +35,7 @@ from obsmem.models.transport import (
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
+    check_response_limit,
     malformed,
     output_char_limit,
     status_error,
@@ -261,6 +262,12 @@ class OpenAIChatModel:
     refuse the older ``max_tokens``) and ``max_tokens`` for compatible servers, most of which
     only know that one. ``stream`` chooses server-sent events (the default: a long reflection
     then never sits silent on the connection until a proxy drops it).
+
+    ``max_response_bytes`` (default :data:`~obsmem.models.transport.DEFAULT_MAX_RESPONSE_BYTES`,
+    8 MiB; None for no limit) bounds what is read of one answer, streamed or not; a streamed
+    answer is also cut when its text passes a request's ``max_output_tokens`` by far
+    (:func:`~obsmem.models.transport.output_char_limit`). Either is a permanent
+    :class:`~obsmem.errors.ModelRequestError` naming the limit.
     """
 
     def __init__(
@@ -280,7 +287,7 @@ class OpenAIChatModel:
         self.stream = stream
         self.max_tokens_field = max_tokens_field
         self.timeout_s = timeout_s
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes = check_response_limit(max_response_bytes)
         self._caller = HttpCaller(endpoint, client=client, max_response_bytes=max_response_bytes)
 
     def build_body(self, messages: list[Message], settings: ModelRequest) -> dict[str, Any]:

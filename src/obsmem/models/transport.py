@@ -61,7 +61,7 @@ from obsmem._http import (
     parse_retry_after,
     refused_connection,
 )
-from obsmem.errors import ModelError, ModelRequestError, ModelUnavailableError
+from obsmem.errors import ConfigError, ModelError, ModelRequestError, ModelUnavailableError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "JSON_BODY_EVENT",
     "Endpoint",
     "HttpCaller",
+    "check_response_limit",
     "error_detail",
     "output_char_limit",
     "parse_retry_after",
@@ -97,6 +98,18 @@ def output_char_limit(max_output_tokens: int | None) -> int | None:
     if max_output_tokens is None or max_output_tokens <= 0:
         return None
     return max_output_tokens * _OUTPUT_CHARS_PER_TOKEN + _OUTPUT_SLACK_CHARS
+
+
+def check_response_limit(value: int | None) -> int | None:
+    """``max_response_bytes`` as given, or :class:`~obsmem.errors.ConfigError` when it is not
+    a whole number of bytes >= 1 (None, no limit, is allowed)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            "max_response_bytes", f"{value!r} is not a size in bytes", allowed="an int >= 1, or None"
+        )
+    return value
 
 
 def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ModelRequestError:
@@ -236,7 +249,10 @@ class HttpCaller:
 
     async def _body(self, response: httpx.Response) -> bytes:
         return await read_capped(
-            response.aiter_bytes(), self.max_response_bytes, what=self.endpoint.provider, headers=response.headers
+            response.aiter_bytes(),
+            self.max_response_bytes,
+            what=self.endpoint.provider,
+            headers=response.headers,
         )
 
     @asynccontextmanager
@@ -296,7 +312,8 @@ class HttpCaller:
                     raise await self._error_for(response)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     # A server that ignores ``stream: true`` answers with one JSON body.
-                    yield ServerSentEvent(JSON_BODY_EVENT, (await self._body(response)).decode(errors="replace"))
+                    whole = (await self._body(response)).decode(errors="replace")
+                    yield ServerSentEvent(JSON_BODY_EVENT, whole)
                     return
                 lines = capped_lines(
                     response.aiter_bytes(),

@@ -165,12 +165,15 @@ def _integer(args: Mapping[str, Any], name: str, default: int) -> int:
         number = int(value)
         whole = number == float(value)
     except (ValueError, OverflowError):  # "x", NaN, ±inf (1e400), an int past a float's range
-        raise InvalidInputError(f"recall argument '{name}' must be an integer, got {_shown(value)}.") from None
+        raise InvalidInputError(
+            f"recall argument '{name}' must be an integer, got {_shown(value)}."
+        ) from None
     if not whole:
         raise InvalidInputError(f"recall argument '{name}' must be a whole number, got {_shown(value)}.")
     if abs(number) > _MAX_INTEGER:
         raise InvalidInputError(
-            f"recall argument '{name}' is out of range, got {_shown(value)} (at most {_MAX_INTEGER} either way)."
+            f"recall argument '{name}' is out of range, got {_shown(value)} "
+            f"(at most {_MAX_INTEGER} either way)."
         )
     return number
 

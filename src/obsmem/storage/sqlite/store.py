@@ -213,7 +213,8 @@ def _model(cls: type[ModelT], row: sqlite3.Row) -> ModelT:
                 value = json.loads(value)
             except (TypeError, ValueError) as exc:  # a corrupted or hand-edited column
                 raise StorageError(
-                    f"A stored {cls.__name__} could not be decoded ({where}): column {key} is not JSON ({exc})."
+                    f"A stored {cls.__name__} could not be decoded ({where}): "
+                    f"column {key} is not JSON ({exc})."
                 ) from exc
         data[key] = value
     try:
