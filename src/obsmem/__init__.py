@@ -47,6 +47,7 @@ from obsmem.errors import ObsmemError as ObsmemError
 from obsmem.errors import OperationAbortedError as OperationAbortedError
 from obsmem.errors import RecallNotFoundError as RecallNotFoundError
 from obsmem.errors import ReflectionError as ReflectionError
+from obsmem.errors import ResponseTooLargeError as ResponseTooLargeError
 from obsmem.errors import StaleSemanticIndexError as StaleSemanticIndexError
 from obsmem.errors import StorageError as StorageError
 from obsmem.errors import StoreClosedError as StoreClosedError
@@ -146,6 +147,7 @@ __all__ = [
     "ReflectionRequest",
     "ReflectionResult",
     "Reflector",
+    "ResponseTooLargeError",
     "RetrievalConfig",
     "StaleSemanticIndexError",
     "StorageError",

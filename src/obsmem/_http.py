@@ -72,6 +72,7 @@ from obsmem.errors import (
     ModelRequestError,
     ModelUnavailableError,
     OperationAbortedError,
+    ResponseTooLargeError,
 )
 
 __all__ = [
@@ -265,13 +266,15 @@ def _size(limit: int) -> str:
     return f"{limit} bytes"
 
 
-def too_large(what: str, limit: int, *, setting: str = "max_response_bytes") -> ModelRequestError:
+def too_large(what: str, limit: int, *, setting: str = "max_response_bytes") -> ResponseTooLargeError:
     """The error for an answer from ``what`` that passed ``limit`` bytes: a
     :class:`~obsmem.errors.ModelRequestError` (permanent: a server that floods once floods
     again, so the call is not retried) whose message names the setting and its value."""
-    return ModelRequestError(
+    return ResponseTooLargeError(
         f"{what} sent an answer larger than {setting}={_size(limit)}; reading stopped there and the "
-        f"call is not retried. Raise {setting} if such answers are expected."
+        f"call is not retried. Raise {setting} if such answers are expected.",
+        setting=setting,
+        limit=limit,
     )
 
 

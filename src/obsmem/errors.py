@@ -219,6 +219,18 @@ class ModelRequestError(ModelError):
         super().__init__(message)
 
 
+class ResponseTooLargeError(ModelRequestError):
+    """A provider answer passed a size limit (``setting`` = ``limit``); reading stopped there.
+
+    Permanent: a server that floods once floods again, so the call is not retried.
+    """
+
+    def __init__(self, message: str, *, setting: str, limit: int) -> None:
+        self.setting = setting
+        self.limit = limit
+        super().__init__(message)
+
+
 class ModelOutputError(ModelError):
     """The model answered, but its output cannot be used (malformed or empty)."""
 

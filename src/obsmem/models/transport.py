@@ -61,7 +61,7 @@ from obsmem._http import (
     parse_retry_after,
     refused_connection,
 )
-from obsmem.errors import ConfigError, ModelError, ModelRequestError, ModelUnavailableError
+from obsmem.errors import ConfigError, ModelError, ModelRequestError, ModelUnavailableError, ResponseTooLargeError
 from obsmem.models.sse import ServerSentEvent, parse_sse
 
 __all__ = [
@@ -112,11 +112,13 @@ def check_response_limit(value: int | None) -> int | None:
     return value
 
 
-def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ModelRequestError:
+def too_much_output(endpoint: Endpoint, max_output_tokens: int) -> ResponseTooLargeError:
     """The error for a stream that went on far past ``max_output_tokens`` (permanent)."""
-    return ModelRequestError(
+    return ResponseTooLargeError(
         f"{endpoint.provider} kept streaming past max_output_tokens={max_output_tokens} (more than "
-        f"{output_char_limit(max_output_tokens)} characters); reading stopped and the call is not retried."
+        f"{output_char_limit(max_output_tokens)} characters); reading stopped and the call is not retried.",
+        setting="max_output_tokens",
+        limit=max_output_tokens,
     )
 
 
