@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from obsmem.storage.sqlite.store import prepare_database_file
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError, StorageError
 from obsmem.storage.connection import ConnectionThread
@@ -317,7 +318,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
 
     def _migrate(self, dry_run: bool) -> list[str]:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            prepare_database_file(self.path, allow_empty=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
                 if dry_run:
@@ -361,7 +362,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     def _connection(self) -> Conn:
         if self._conn is not None:
             return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        prepare_database_file(self.path)  # private folder and file; an empty file is refused
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
