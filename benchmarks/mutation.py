@@ -199,6 +199,7 @@ def describe(workdir: Path, mutants: list[Mutant]) -> None:
             if p.exists()
         )
         source = path.read_text()
+        lines = source.split("\n")  # sliced by line numbers: get_source_segment re-splits per call
         functions = _functions(ast.parse(source))
         for mutant in members:
             local = mutant.name.rsplit(".", 1)[1]
@@ -208,7 +209,8 @@ def describe(workdir: Path, mutants: list[Mutant]) -> None:
                 continue
             plain = mutant.function.rsplit(".", 1)[-1]
             before, after = (
-                re.sub(r"def \S+?\(", f"def {plain}(", ast.get_source_segment(source, node) or "", count=1).split("\n")
+                re.sub(r"def \S+?\(", f"def {plain}(", "\n".join(lines[node.lineno - 1 : node.end_lineno]), count=1)
+                .split("\n")
                 for node in (orig, mutated)
             )
             first_removed: int | None = None
@@ -311,7 +313,8 @@ def report(
                 print(f"  - {line}")
             for line in mutant.added:
                 print(f"  + {line}")
-    stale = set(exclusions) - used
+    present = {(m.module, m.function) for m in mutants}
+    stale = {key for key in set(exclusions) - used if key[:2] in present}
     if stale:
         print(f"\n{len(stale)} exclusion(s) in {EXCLUDED_FILE.name} matched no surviving mutant "
               "(killed now, or the code changed):")

@@ -2,8 +2,10 @@
 
 These tests call the activation functions by their public names (``activate_chunks``,
 ``apply_buffered_reflection``, ``reflection_slice``, ``covered_until``, ``chunk_fits``) and the
-prefix rule (``select_activation_prefix``, ``projected_message_removal``). When the activation
-rule moves or is renamed, this is the one file to adjust; the behaviour it pins must not change.
+prefix rule (``select_activation_prefix``, ``projected_message_removal``), which moves from
+``obsmem.thresholds`` to ``obsmem.om.activation``: while both modules have it, both are pinned.
+When the activation rule moves or is renamed, this is the one file to adjust; the behaviour it
+pins must not change.
 Every field of the record that a transition writes is checked, and every field it must leave
 alone is checked to be untouched.
 """
@@ -11,9 +13,14 @@ alone is checked to be untouched.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import Any
 
 import pytest
+
+import obsmem.om.activation
+import obsmem.thresholds
+from obsmem.errors import InvalidInputError
 
 from obsmem.om.activation import (
     activate_chunks,
@@ -23,7 +30,7 @@ from obsmem.om.activation import (
     reflection_slice,
 )
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
-from obsmem.thresholds import TokenRange, projected_message_removal, select_activation_prefix
+from obsmem.thresholds import TokenRange
 from obsmem.types import Message, TextPart
 
 T0 = datetime(2025, 6, 15, 9, 0, tzinfo=UTC)
@@ -293,6 +300,19 @@ def test_no_buffered_reflection_nothing_to_apply() -> None:
 # select_activation_prefix / projected_message_removal (the "how much" of activation)
 # --------------------------------------------------------------------------------------------
 
+PREFIX_RULES = [
+    module for module in (obsmem.om.activation, obsmem.thresholds)
+    if hasattr(module, "select_activation_prefix") and hasattr(module, "projected_message_removal")
+]
+assert PREFIX_RULES, "the prefix rule is in obsmem.om.activation or obsmem.thresholds"
+
+
+@pytest.fixture(params=PREFIX_RULES, ids=lambda module: module.__name__)
+def rule(request: pytest.FixtureRequest) -> ModuleType:
+    module: ModuleType = request.param
+    return module
+
+
 
 @pytest.mark.parametrize(
     ("chunks", "ratio", "threshold", "pending", "force", "expected"),
@@ -315,16 +335,27 @@ def test_no_buffered_reflection_nothing_to_apply() -> None:
     ],
 )
 def test_select_activation_prefix_table(
-    chunks: list[int], ratio: float, threshold: int | TokenRange, pending: int, force: bool, expected: int
+    rule: ModuleType, chunks: list[int], ratio: float, threshold: int | TokenRange, pending: int, force: bool,
+    expected: int,
 ) -> None:
-    assert select_activation_prefix(chunks, ratio, threshold, pending, force_max=force) == expected
+    assert rule.select_activation_prefix(chunks, ratio, threshold, pending, force_max=force) == expected
 
 
-def test_select_activation_prefix_refuses_negative_counts() -> None:
-    from obsmem.errors import InvalidInputError
-
+def test_select_activation_prefix_refuses_negative_counts(rule: ModuleType) -> None:
     with pytest.raises(InvalidInputError):
-        select_activation_prefix([10, -1], 0.8, 10_000, 12_000)
+        rule.select_activation_prefix([10, -1], 0.8, 10_000, 12_000)
+
+
+def test_activation_is_not_forced_unless_asked(rule: ModuleType) -> None:
+    # over would leave exactly the minimum but overshoots the 95 % guard: only force takes it
+    chunks = [60_000, 39_000]
+    assert rule.select_activation_prefix(chunks, 0.7, 100_000, 100_000) == 1
+    assert rule.select_activation_prefix(chunks, 0.7, 100_000, 100_000, force_max=True) == 2
+
+
+def test_an_absolute_floor_with_a_zero_threshold_keeps_nothing(rule: ModuleType) -> None:
+    # the shared budget can leave messages a zero threshold; the floor is capped at it
+    assert rule.select_activation_prefix([5, 5], 2000, 0, 10) == 2
 
 
 @pytest.mark.parametrize(
@@ -337,5 +368,5 @@ def test_select_activation_prefix_refuses_negative_counts() -> None:
         ([], 12_000, 0),
     ],
 )
-def test_projected_message_removal_table(chunks: list[int], pending: int, expected: int) -> None:
-    assert projected_message_removal(chunks, 0.8, 10_000, pending) == expected
+def test_projected_message_removal_table(rule: ModuleType, chunks: list[int], pending: int, expected: int) -> None:
+    assert rule.projected_message_removal(chunks, 0.8, 10_000, pending) == expected

@@ -14,7 +14,6 @@ from obsmem.thresholds import (
     parse_duration,
     resolve_activation_ratio,
     resolve_activation_ttl,
-    select_activation_prefix,
     should_trigger_buffer,
 )
 
@@ -76,15 +75,3 @@ def test_a_one_token_buffer_interval_still_triggers() -> None:
     assert should_trigger_buffer(5, 3, 1, 100)
     assert not should_trigger_buffer(5, 5, 1, 100)
     assert not should_trigger_buffer(5, 3, 0, 100)
-
-
-def test_activation_is_not_forced_unless_asked() -> None:
-    # over would leave exactly the minimum but overshoots the 95 % guard: only force takes it
-    chunks = [60_000, 39_000]
-    assert select_activation_prefix(chunks, 0.7, 100_000, 100_000) == 1
-    assert select_activation_prefix(chunks, 0.7, 100_000, 100_000, force_max=True) == 2
-
-
-def test_an_absolute_floor_with_a_zero_threshold_keeps_nothing() -> None:
-    # the shared budget can leave messages a zero threshold; the floor is capped at it
-    assert select_activation_prefix([5, 5], 2000, 0, 10) == 2
