@@ -105,7 +105,8 @@ def _observe(role: str) -> Callable[[str], object]:
     observer = OfflineObserver(offload_chars=None)
 
     def run(text: str) -> object:
-        message = Message.user(text, created_at=NOW) if role == "user" else Message.assistant(text, created_at=NOW)
+        make = Message.user if role == "user" else Message.assistant
+        message = make(text, created_at=NOW)
         return observer._observe(ObservationRequest(messages=[message]))
 
     return run

@@ -53,7 +53,8 @@ def _observe_as(role: str) -> Callable[[str], object]:
     observer = OfflineObserver(offload_chars=None)
 
     def run(text: str) -> object:
-        message = Message.user(text, created_at=NOW) if role == "user" else Message.assistant(text, created_at=NOW)
+        make = Message.user if role == "user" else Message.assistant
+        message = make(text, created_at=NOW)
         return asyncio.run(observer.observe(ObservationRequest(messages=[message])))
 
     return run
@@ -106,7 +107,9 @@ PARSER_SHAPES: dict[str, Callable[[int], str]] = {
 }
 
 
-@pytest.mark.parametrize("parse", [parse_observer_output, parse_reflector_output], ids=["observer", "reflector"])
+@pytest.mark.parametrize(
+    "parse", [parse_observer_output, parse_reflector_output], ids=["observer", "reflector"]
+)
 @pytest.mark.parametrize("shape", list(PARSER_SHAPES))
 def test_model_output_parsing_is_linear(shape: str, parse: Callable[..., object]) -> None:
     growth = _growth(lambda text: parse(text, _INLINE), PARSER_SHAPES[shape], 10_000)

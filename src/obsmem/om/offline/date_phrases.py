@@ -315,7 +315,9 @@ _MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
 _ORDINAL_BEFORE = re.compile(r"\d(?:st|nd|rd|th)?,?\s*$")
 _SINCE_BEFORE = re.compile(r"\bsince\s+$", re.I)
 _ALREADY_BEFORE = re.compile(r"\b(?:effective|as of|since)\s+$")
-_DATE_AFTER = re.compile(rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})")
+_DATE_AFTER = re.compile(
+    rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})"
+)
 
 
 def _date_before(text: str, end: int) -> bool:
