@@ -30,6 +30,7 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, ReflectionConfig
 from obsmem.errors import ConfigError
 from obsmem.models.base import ChatModel
+from obsmem.models.retry import RetryPolicy
 from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.extractors import Extractor, working_memory_extractor
 from obsmem.om.llm.observer import LLMObserver
@@ -100,13 +101,16 @@ def assemble_roles(
     extractors: Sequence[Extractor] = (),
     counter: TokenCounter,
     clock: Clock,
+    retry: RetryPolicy | None = None,
 ) -> Roles:
     """The observer, reflector, reflection start level and extractors for ``config``.
 
     ``model`` sets both roles; ``observer`` / ``reflector`` set one each (not together with
     ``model``). Unset roles follow the config (see the module docstring). ``extractors`` are
     the application's own; the working-memory extractor is added when the config asks for it,
-    and all of them are checked (valid, unique slugs).
+    and all of them are checked (valid, unique slugs). ``retry`` is how the LLM roles built
+    here retry transient model errors (None: :class:`RetryPolicy`'s defaults); roles given as
+    Observer / Reflector objects keep their own.
     """
     if model is not None and (observer is not None or reflector is not None):
         raise ConfigError(
@@ -117,9 +121,9 @@ def assemble_roles(
     (observer_spec, observer_from), (reflector_spec, reflector_from) = _role_specs(
         config, model, observer, reflector
     )
-    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock)
+    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock, retry)
     built_reflector, start_level = _reflector(
-        reflector_spec, reflector_from, config.reflection, counter, clock
+        reflector_spec, reflector_from, config.reflection, counter, clock, retry
     )
     if isinstance(extractors, str | bytes | Mapping) or not isinstance(extractors, Iterable):
         raise ConfigError("extractors", f"expected a list of Extractor, got {describe_value(extractors)}",
@@ -199,7 +203,8 @@ def _chat_model(
 
 
 def _observer(
-    spec: Observer | ModelSpec, argument: str, role: ObservationConfig, counter: TokenCounter, clock: Clock
+    spec: Observer | ModelSpec, argument: str, role: ObservationConfig, counter: TokenCounter, clock: Clock,
+    retry: RetryPolicy | None,
 ) -> Observer:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineObserver(count_tokens=counter.count_text)
@@ -219,11 +224,13 @@ def _observer(
         clock=clock,
         temperature=temperature,
         max_output_tokens=limit,
+        retry=retry,
     )
 
 
 def _reflector(
-    spec: Reflector | ModelSpec, argument: str, role: ReflectionConfig, counter: TokenCounter, clock: Clock
+    spec: Reflector | ModelSpec, argument: str, role: ReflectionConfig, counter: TokenCounter, clock: Clock,
+    retry: RetryPolicy | None,
 ) -> tuple[Reflector, int]:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineReflector(count_tokens=counter.count_text), 1
@@ -237,7 +244,8 @@ def _reflector(
     chat = _chat_model(spec, argument, "Reflector", counter)
     temperature, limit = request_settings(role, chat)
     reflector = LLMReflector(
-        chat, count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock
+        chat, count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock,
+        retry_policy=retry,
     )
     named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
     return reflector, compression_start_level(named.name)
@@ -261,9 +269,9 @@ def check_collaborators(
             "counter", f"expected a TokenCounter, got {describe_value(counter)}",
             allowed="TokenCounter(...) or None",
         )
-    if clock is not None and not callable(getattr(clock, "now", None)):
+    if clock is not None and not all(callable(getattr(clock, name, None)) for name in ("now", "monotonic", "sleep")):
         raise ConfigError(
-            "clock", f"expected a clock (an object with now()), got {describe_value(clock)}",
+            "clock", f"expected a clock (an object with now(), monotonic() and sleep()), got {describe_value(clock)}",
             allowed="SystemClock(), FakeClock(...) or None",
         )
     if on_event is not None and not callable(on_event):
@@ -316,12 +324,14 @@ class _AttachmentFilteringObserver(LLMObserver):
         clock: Clock,
         temperature: float | None,
         max_output_tokens: int | None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(
             model,
             count_tokens=count_tokens,
             temperature=temperature,
             max_output_tokens=max_output_tokens,
+            retry_policy=retry,
             clock=clock,
             observe_attachments=role.observe_attachments is not False,
         )

@@ -128,6 +128,23 @@ def _temperature(value: object, option: str) -> float:
     return number
 
 
+#: The longest a failing role backs off (see ``failure_backoff``): 15 minutes.
+MAX_FAILURE_BACKOFF_S = 900.0
+_FAILURE_BACKOFF_ALLOWED = (
+    "False (call the model at every due step), or the seconds of the first wait, "
+    f"> 0 and <= {MAX_FAILURE_BACKOFF_S:g}"
+)
+
+
+def _failure_backoff(value: object, option: str) -> float | Literal[False]:
+    if value is False:
+        return False
+    seconds = float(_number(value, option, _FAILURE_BACKOFF_ALLOWED))
+    if not 0 < seconds <= MAX_FAILURE_BACKOFF_S:
+        raise ConfigError(option, f"{seconds:g} is out of range", allowed=_FAILURE_BACKOFF_ALLOWED)
+    return seconds
+
+
 _MODEL_ALLOWED = (
     "'offline', a 'provider:model' string (e.g. 'openai:gpt-4o-mini'), or tiers by input size "
     "{max_input_tokens: 'provider:model'}"
@@ -371,6 +388,14 @@ class _RoleOptions(_Options):
     tiered and the temperature was not set explicitly. ``max_output_tokens`` is sent only when
     set explicitly: the reference applies its 100,000 default only to its default model, and
     most providers reject a limit above the model's own ceiling.
+
+    When the model keeps failing (an error after its retries, or degenerate output): after a
+    second failure in a row the threshold paths (turns, buffers, workers) leave it alone for
+    ``failure_backoff`` seconds, a wait that doubles with each further failure up to 15 minutes
+    (``MAX_FAILURE_BACKOFF_S``); one failure costs no wait, and the first success clears it.
+    The backoff is stored on the observation record, so every process sharing the store sees
+    it; manual ``observe()`` / ``reflect()`` calls ignore it. ``False`` calls the model at every
+    due step.
     """
 
     @field_validator("max_output_tokens", mode="before", check_fields=False)
@@ -392,6 +417,11 @@ class _RoleOptions(_Options):
     @classmethod
     def _check_model(cls, value: object) -> str | dict[int, str] | None:
         return _model_spec(value, cls._option("model"))
+
+    @field_validator("failure_backoff", mode="before", check_fields=False)
+    @classmethod
+    def _check_failure_backoff(cls, value: object) -> float | Literal[False]:
+        return _failure_backoff(value, cls._option("failure_backoff"))
 
     @field_validator("instruction", mode="before", check_fields=False)
     @classmethod
@@ -437,6 +467,7 @@ class ObservationConfig(_RoleOptions):
     thread_title: StrictBool = False
     manage_working_memory: StrictBool = False
     observe_attachments: bool | Literal["auto"] | tuple[str, ...] = ("image/*", "application/pdf")
+    failure_backoff: StrictFloat | Literal[False] = Field(default=30.0, union_mode="left_to_right")
 
     @field_validator("message_tokens", "max_tokens_per_batch", mode="before")
     @classmethod
@@ -629,6 +660,7 @@ class ReflectionConfig(_RoleOptions):
     continuation_hints: StrictBool = True
     activate_after_idle: _TTLField = None
     activate_on_provider_change: StrictBool = False
+    failure_backoff: StrictFloat | Literal[False] = Field(default=30.0, union_mode="left_to_right")
 
     @field_validator("observation_tokens", mode="before")
     @classmethod
@@ -754,6 +786,7 @@ class ObservationOptions(TypedDict, total=False):
     thread_title: bool
     manage_working_memory: bool
     observe_attachments: bool | Literal["auto"] | Sequence[str]
+    failure_backoff: float | Literal[False]
 
 
 class ReflectionOptions(TypedDict, total=False):
@@ -769,6 +802,7 @@ class ReflectionOptions(TypedDict, total=False):
     continuation_hints: bool
     activate_after_idle: ActivationTTLSetting
     activate_on_provider_change: bool
+    failure_backoff: float | Literal[False]
 
 
 class RetrievalOptions(TypedDict, total=False):

@@ -8,12 +8,13 @@ user's data directory and the deterministic offline observer. Nothing needs a ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memory_config
-from obsmem.background import BackgroundWork
+from obsmem.background import BackgroundWork, WatchedClock
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import (
@@ -23,6 +24,7 @@ from obsmem.errors import (
     ReflectionError,
     ThreadNotFoundError,
 )
+from obsmem.models.retry import RetryPolicy
 from obsmem.om.context import (
     ContextWindow,
     build_context,
@@ -64,6 +66,18 @@ __all__ = ["Memory", "ModelSpec"]
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
 
 
+def _seconds(value: object, argument: str, *, positive: bool = False) -> float | None:
+    """A duration argument: None, or a finite number of seconds (>= 0, or > 0 when ``positive``)."""
+    if value is None:
+        return None
+    allowed = f"None or a number of seconds {'> 0' if positive else '>= 0'}"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(argument, f"got {describe_value(value)}", allowed=allowed)
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(argument, f"{value!r} is out of range", allowed=allowed)
+    return float(value)
+
+
 class Memory:
     """Observational memory over a store.
 
@@ -88,6 +102,26 @@ class Memory:
     ``obsmem worker`` processes (on this machine or others) to run. The turn still activates
     buffered chunks instantly and, if the workers fall behind, observes synchronously at
     ``block_after``, so a turn never depends on a worker being up.
+
+    A failing or slow memory model never holds the application for long. ``max_turn_wait``
+    (default 5 s; None: no bound) is the most a turn — ``begin_turn`` and its steps together —
+    waits on memory work; past it the turn goes on with the raw window and the work goes on in
+    the background (the messages stay pending; nothing is lost), and the next boundary of the
+    thread waits for it (within its own turn's bound) before starting more. The context such a
+    turn gets holds at most twice the message threshold (or ``observation.block_after`` when
+    larger) of raw tokens besides its own input: older raw messages are left out of it
+    (``turn.trimmed`` and a ``context-trimmed`` event say how many; they stay pending). The
+    newest user message and the turn's own input are never cut. ``close_timeout`` (default
+    5 s; None: wait for everything) bounds :meth:`aclose` (and ``async with``): background work
+    still running then is cancelled, its messages stay pending and its leases are released (or
+    expire), for a later process. Both bounds are measured on ``clock``; work about to sleep
+    past one (a provider's ``retry-after``) ends the wait at once.
+
+    ``retry`` (a :class:`~obsmem.models.retry.RetryPolicy`; default ``RetryPolicy()``, whose
+    ``max_total_s`` deadline is 300 s) is how the observer and reflector models built here retry
+    transient errors; ``model_timeout_s`` (default 600 s; None: no limit) bounds one observer or
+    reflector call, retries included. A role whose model keeps failing backs off durably (see
+    ``observation.failure_backoff``).
 
     ``failure_policy``: ``"throw"`` (the default) raises :class:`ObservationError` /
     :class:`ReflectionError` when a memory model call fails (degenerate output is logged, not
@@ -116,8 +150,18 @@ class Memory:
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
         background: Literal["local", "queue"] = "local",
+        max_turn_wait: float | None = 5.0,
+        close_timeout: float | None = 5.0,
+        retry: RetryPolicy | None = None,
+        model_timeout_s: float | None = 600.0,
     ) -> None:
         self.config = memory_config(config)
+        self.max_turn_wait = _seconds(max_turn_wait, "max_turn_wait")
+        self.close_timeout = _seconds(close_timeout, "close_timeout")
+        model_timeout = _seconds(model_timeout_s, "model_timeout_s", positive=True)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError("retry", f"expected a RetryPolicy, got {describe_value(retry)}",
+                              allowed="obsmem.models.retry.RetryPolicy(...) or None")
         if not (store is None or isinstance(store, str | Store)):
             raise ConfigError(
                 "store", f"expected a Store, a URL or None, got {describe_value(store)}",
@@ -146,23 +190,27 @@ class Memory:
         self._owns_store = isinstance(store, str | None)
         self.counter = counter if counter is not None else TokenCounter()
         self.clock = clock if clock is not None else SystemClock()
+        # Memory work sleeps on a watched clock, so a turn waiting for it hears at once when it
+        # is about to wait past the turn's bound (see obsmem.background).
+        work_clock = WatchedClock(self.clock)
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=self.clock,
+            counter=self.counter, clock=work_clock, retry=retry,
         )
         self.extractors = roles.extractors
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
-        self.background = BackgroundWork()
+        self.background = BackgroundWork(work_clock)
         self.engine = Engine(
             store=self.store,
             observer=roles.observer,
             reflector=roles.reflector,
             config=self.config,
             counter=self.counter,
-            clock=self.clock,
+            clock=work_clock,
             extractors=self.extractors,
             reflector_start_level=roles.reflector_start_level,
             failure_policy=failure_policy,
+            model_timeout_s=model_timeout,
             on_event=on_event,
             working_memory_scope=working_memory_scope,
             spawn=self.background.spawn,
@@ -186,11 +234,16 @@ class Memory:
         await self.background.settled()
 
     async def aclose(self, *, cancel: bool = False) -> None:
-        """Finish (or with ``cancel=True``, cancel) background work, then close the store."""
+        """Finish (or with ``cancel=True``, cancel) background work, then close the store.
+
+        Finishing waits at most ``close_timeout``; what is still running then is cancelled (its
+        messages stay pending, its leases are released or expire), so closing never hangs on a
+        model that does not answer.
+        """
         check_flag(cancel, "cancel")
         if not cancel:
-            await self.settled()
-        await self.background.aclose()
+            await self.background.settled(timeout=self.close_timeout)
+        await self.background.aclose(timeout=self.close_timeout)
         if self._owns_store:
             await self.store.close()
 
@@ -272,7 +325,8 @@ class Memory:
         parsed = parse_messages(messages, "messages")
         thread = await self._thread_for_turn(thread_id, resource_id)
         return await Turn.start(
-            thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model
+            thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model,
+            background=self.background, max_wait=self.max_turn_wait,
         )
 
     @asynccontextmanager
@@ -421,11 +475,13 @@ class Memory:
 
     # -- manual operations and inspection -----------------------------------------------------
     async def observe(self, thread_id: str) -> CycleOutcome:
-        """Observe every unobserved message now, whatever the threshold."""
+        """Observe every unobserved message now, whatever the threshold or a failure backoff
+        (see ``observation.failure_backoff``); a success clears the backoff."""
         return await self.engine.observe(await self.get_thread(thread_id), force=True)
 
     async def reflect(self, thread_id: str, *, guidance: str | None = None) -> CycleOutcome:
-        """Reflect the observations now, whatever the threshold; ``guidance`` steers the reflector.
+        """Reflect the observations now, whatever the threshold or a failure backoff (see
+        ``reflection.failure_backoff``); ``guidance`` steers the reflector.
 
         A failed reflection keeps the observations. Under ``failure_policy="throw"`` it raises
         :class:`ReflectionError` (as a failed observation raises ObservationError; degenerate

@@ -68,6 +68,15 @@ class SyncTurn:
     def context(self) -> ContextWindow:
         return self._turn.context
 
+    @property
+    def trimmed(self) -> int:
+        """How many of the oldest raw messages the latest context left out (see :class:`Turn`)."""
+        return self._turn.trimmed
+
+    @property
+    def waited(self) -> bool:
+        return self._turn.waited
+
     def step(self, responses: Sequence[Message | dict[str, Any]]) -> ContextWindow:
         return self._portal.call(self._turn.step(responses))
 

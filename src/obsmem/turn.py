@@ -11,6 +11,13 @@ the turn. Memory work happens at those boundaries, so an agent needs no other in
     response = await my_model(turn.context.messages)
     context = await turn.step([response])
     await turn.end()
+
+A turn waits on memory work (activation, and a synchronous observation or reflection when one
+is due) at most ``max_wait`` seconds in all, begin and steps together (``Memory(max_turn_wait=
+...)``). Past it the turn goes on with what is stored: the work keeps running in the background
+and the messages it was about stay pending. That context's raw window is cut from its oldest
+end to the engine's :meth:`~obsmem.om.engine.Engine.raw_limit` (:attr:`Turn.trimmed` says how
+many messages were left out); those stay pending too.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from obsmem.background import BackgroundWork
 from obsmem.errors import InvalidInputError
+from obsmem.om.buffering import StepResult
 from obsmem.om.context import ContextWindow, drop_obsmem_messages, remember_instructions
 from obsmem.om.engine import CycleOutcome, Engine
-from obsmem.om.selection import pending_tool_call_ids
+from obsmem.om.selection import observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, Message, Thread, parse_messages
 
@@ -49,38 +58,54 @@ class Turn:
     """One request/response cycle on a thread. Get one from :meth:`Memory.begin_turn`.
 
     It saves messages to ``store``, runs the memory work due at each boundary on ``engine``,
-    and asks ``contexts`` for what the actor sees next.
+    and asks ``contexts`` for what the actor sees next. With ``background`` and ``max_wait``,
+    the memory work runs as a task of ``background`` that the turn waits for at most
+    ``max_wait`` seconds in all (see the module docstring); without, the turn runs it itself.
+
+    ``trimmed``: how many of the oldest raw messages the latest context left out (its boundary
+    stopped waiting for memory work; they stay pending). ``waited_out``: how many of the turn's
+    boundaries stopped waiting at the bound.
     """
 
     def __init__(
         self, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts,
-        model: str | None = None,
+        model: str | None = None, background: BackgroundWork | None = None, max_wait: float | None = None,
     ) -> None:
         self._engine = engine
         self._store = store
         self._contexts = contexts
+        self._background = background
+        self._wait_left = max_wait if background is not None else None
+        self.max_wait = max_wait
         self.thread = thread
         self.model = model
         self.context: ContextWindow = ContextWindow(messages=[])
         self.outcomes: list[CycleOutcome] = []
         self.steps = 0
         self.ended = False
+        self.trimmed = 0
+        self.waited_out = 0
 
     @classmethod
     async def start(
         cls, thread: Thread, messages: Sequence[Message | dict[str, Any]], *, engine: Engine, store: Store,
-        contexts: TurnContexts, model: str | None = None,
+        contexts: TurnContexts, model: str | None = None, background: BackgroundWork | None = None,
+        max_wait: float | None = None,
     ) -> Turn:
         """Begin a turn: save the input, run the memory work due, and set :attr:`context`."""
-        turn = cls(thread, engine=engine, store=store, contexts=contexts, model=model)
+        turn = cls(
+            thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
+            max_wait=max_wait,
+        )
         saved = await turn._save(parse_messages(messages, "messages"))
         turn.context = await turn._advance(saved, turn_start=True)
         return turn
 
     @property
     def waited(self) -> bool:
-        """Whether this turn waited on a memory model call (sync observation or reflection)."""
-        return any(outcome.waited for outcome in self.outcomes)
+        """Whether this turn waited on a memory model call (sync observation or reflection), or
+        on memory work until its bound."""
+        return self.waited_out > 0 or any(outcome.waited for outcome in self.outcomes)
 
     async def step(self, responses: Sequence[Message | dict[str, Any]]) -> ContextWindow:
         """Record the model's response (and any tool results) and return the next context.
@@ -156,9 +181,37 @@ class Turn:
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
             return await self._contexts.context_for(self.thread)
-        result = await engine.advance(self.thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
-        self.outcomes.extend(result.outcomes)
-        return await self._contexts.context_from(self.thread, result.record, result.messages)
+        thread = self.thread
+
+        async def work() -> StepResult:
+            return await engine.advance(thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
+
+        if self._background is None or self._wait_left is None:
+            result: StepResult | None = await work()
+        else:
+            waited = await self._background.within(f"turn:{thread.id}", work, self._wait_left)
+            self._wait_left = max(0.0, self._wait_left - waited.waited_s)
+            result = waited.value if waited.done else None
+            if result is None:
+                self.waited_out += 1
+                engine.core.emit(
+                    "turn-wait-exceeded", thread.id, waited_s=round(waited.waited_s, 3), max_turn_wait=self.max_wait
+                )
+        if result is not None:
+            self.outcomes.extend(result.outcomes)
+            self.trimmed = 0
+            return await self._contexts.context_from(thread, result.record, result.messages)
+        # The work goes on in the background: the actor sees what is stored, the raw window cut
+        # to the engine's limit (memory is behind; what is left out stays pending).
+        record = await engine.core.stored_head(thread)
+        unobserved = await engine.unobserved(record, thread.id) if record is not None else await self._all(thread)
+        trim = engine.trim_window(thread, record, unobserved, keep=saved)
+        self.trimmed = trim.trimmed
+        return await self._contexts.context_from(thread, record, trim.kept)
+
+    async def _all(self, thread: Thread) -> list[Message]:
+        """The thread's observable messages, when it has no record yet."""
+        return observable_messages(await self._store.list_messages(thread.id))
 
 
 def _visible(message: Message) -> list[object]:

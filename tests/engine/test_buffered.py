@@ -344,8 +344,9 @@ async def test_continue_policy_keeps_the_tail_pending_when_the_sync_observation_
                 raise RuntimeError("sync path down")
             raise RuntimeError("buffers down too")
 
-    memory = Memory("memory://", config=buffered_config(), observer=BrokenSync(), failure_policy="continue",
-                    clock=fake_clock())
+    # No backoff: the failing buffers would otherwise leave the observer alone by block_after.
+    memory = Memory("memory://", config=buffered_config(failure_backoff=False), observer=BrokenSync(),
+                    failure_policy="continue", clock=fake_clock())
     async with memory:
         waited = await run_turns(memory, Conversation(), 14)
         assert any(waited)

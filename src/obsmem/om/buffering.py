@@ -51,7 +51,7 @@ from obsmem.om.activation import (
     threshold_action,
     usable_chunks,
 )
-from obsmem.om.cycle import Core, Cycle
+from obsmem.om.cycle import Core, Cycle, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
@@ -356,6 +356,8 @@ class BufferedLifecycle:
                 return False
             if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
                 return False
+        if core.backing_off(record, "observation", thread.id) is not None:
+            return False  # the observer keeps failing: no buffer (nor a worker's) until its backoff ends
         if self.handoff is not None:
             await self.handoff(thread, "observe")
             return False
@@ -377,6 +379,7 @@ class BufferedLifecycle:
         core = self.core
         cycle = core.cycle("buffer", thread, None, None)
         message_tokens = sum(core.counter.count_message(m) for m in messages)
+        calling = False
         try:
             record = await core.head(thread)
             # Another engine may have buffered or observed some of these while we waited for
@@ -397,7 +400,9 @@ class BufferedLifecycle:
             def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
                 return self._buffer_request(thread, head, group, cycle, earlier)
 
+            calling = True
             result = await observe_in_requests(core, cycle, messages, counts, request)
+            calling = False
             chunk = BufferedChunk(
                 id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle.id, thread_id=thread.id,
                 observations=core.package(thread, messages, result.observations),
@@ -413,6 +418,8 @@ class BufferedLifecycle:
             logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
             cycle.emit("buffer-failed", error=str(exc))
             await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
+            if calling:  # the observer failed (not the store): it backs off, for every process
+                await core.back_off(thread, "observation", exc)
 
     async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk) -> None:
         """Append a finished chunk, index it and close its cycle (or report it dropped)."""
@@ -481,7 +488,11 @@ class BufferedLifecycle:
             if not chunk_fits(record, chunk, between):
                 return None
             return record.model_copy(
-                update={"buffered_chunks": (*record.buffered_chunks, chunk), "updated_at": core.clock.now()}
+                update={
+                    "buffered_chunks": (*record.buffered_chunks, chunk),
+                    "metadata": without_backoff(record.metadata, "observation"),
+                    "updated_at": core.clock.now(),
+                }
             )
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.update)
@@ -549,6 +560,8 @@ class BufferedLifecycle:
             return False
         if record.buffered_reflection is not None or record.reflection_boundary_tokens == record.observation_tokens:
             return False
+        if core.backing_off(record, "reflection", thread.id) is not None:
+            return False
         if self.handoff is not None:
             await self.handoff(thread, "reflect")
             return False
@@ -571,6 +584,7 @@ class BufferedLifecycle:
         the result on the head, if the head still begins with that slice."""
         core = self.core
         config = core.config
+        calling = False
         try:
             budget = core.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
             text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
@@ -586,9 +600,11 @@ class BufferedLifecycle:
                 now=core.clock.now(),
                 instruction=config.reflection.instruction,
             )
+            calling = True
             result = await core.timed(core.reflector.reflect(request), "buffered reflection")
             if not result.observations.strip():
                 raise ValueError("the reflector returned empty output")
+            calling = False
             buffered = BufferedReflection(
                 cycle_id=markers.new_cycle_id("rbuf"), text=result.observations.strip(),
                 tokens=core.counter.count_text(result.observations), input_tokens=input_tokens,
@@ -601,6 +617,8 @@ class BufferedLifecycle:
         except Exception as exc:  # the boundary stays, so the same input is not retried in a loop
             logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc)
             core.emit("reflection-failed", thread.id, error=str(exc))
+            if calling:
+                await core.back_off(thread, "reflection", exc)
 
     async def _store_reflection(
         self, thread: Thread, record: ObservationRecord, text: str, buffered: BufferedReflection
@@ -612,7 +630,8 @@ class BufferedLifecycle:
                 return None  # a new generation or another buffer won; this slice no longer applies
             if not head.active_observations.startswith(text):
                 return None
-            return head.model_copy(update={"buffered_reflection": buffered})
+            metadata = without_backoff(head.metadata, "reflection")
+            return head.model_copy(update={"buffered_reflection": buffered, "metadata": metadata})
 
         return (await core.commit(lambda: core.stored_head(thread), compose, core.update)).applied
 

@@ -21,13 +21,19 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from obsmem.clock import Clock
-from obsmem.config import MemoryConfig
-from obsmem.errors import ObservationError, ObsmemError, ReflectionError, ThreadNotFoundError
+from obsmem.config import MAX_FAILURE_BACKOFF_S, MemoryConfig
+from obsmem.errors import (
+    DegenerateOutputError,
+    ObservationError,
+    ObsmemError,
+    ReflectionError,
+    ThreadNotFoundError,
+)
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
 from obsmem.om.extractors import Extractor
@@ -42,7 +48,20 @@ from obsmem.storage.contract import ObservationRecord, Store, ThreadState, Write
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
 
-__all__ = ["Commit", "CommitPolicy", "Core", "Cycle", "Written", "commit", "describe"]
+__all__ = [
+    "BACKOFF_KEY",
+    "Backoff",
+    "BackoffRole",
+    "Commit",
+    "CommitPolicy",
+    "Core",
+    "Cycle",
+    "Written",
+    "backoff_wait_s",
+    "commit",
+    "describe",
+    "without_backoff",
+]
 
 logger = logging.getLogger("obsmem")
 
@@ -147,6 +166,73 @@ async def commit(
         if attempt + 1 < policy.attempts:  # no pause after the last try: nothing follows it
             await policy.sleep(policy.pause_s(attempt))
     return Commit("exhausted", current, base=base)
+
+
+# --------------------------------------------------------------------------------------------
+# Durable backoff: a role whose model keeps failing is not called at every step
+# --------------------------------------------------------------------------------------------
+
+#: Where a record keeps its roles' backoffs: ``metadata[BACKOFF_KEY][role]``.
+BACKOFF_KEY = "obsmem_backoff"
+BackoffRole = Literal["observation", "reflection"]
+_ERROR_CHARS = 300
+
+
+def backoff_wait_s(first_s: float, failures: int) -> float:
+    """The wait after ``failures`` failures in a row: none after one (a failure that reaches the
+    engine may be bad luck: the next due step tries again), then ``first_s × 2^(failures − 2)``,
+    at most 15 minutes (``MAX_FAILURE_BACKOFF_S``): 0, 30, 60, 120 … 900 s by default."""
+    if failures <= 1:
+        return 0.0
+    return float(min(first_s * 2 ** min(failures - 2, 32), MAX_FAILURE_BACKOFF_S))
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A role's backoff as a record stores it: failures in a row, until when the threshold paths
+    leave its model alone, what kind of failure (``"error"`` or ``"degenerate"``) and a short
+    error. Stored on the record (not in a process), so every engine on the store honours it."""
+
+    failures: int
+    until: datetime
+    kind: str
+    error: str
+
+    @staticmethod
+    def of(record: ObservationRecord, role: BackoffRole) -> Backoff | None:
+        """The stored backoff of ``role`` (None when there is none, or it cannot be read)."""
+        stored = record.metadata.get(BACKOFF_KEY)
+        entry = stored.get(role) if isinstance(stored, dict) else None
+        if not isinstance(entry, dict):
+            return None
+        try:
+            until = datetime.fromisoformat(str(entry["until"]))
+            failures = int(entry["failures"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if until.tzinfo is None:
+            return None
+        return Backoff(failures, until, str(entry.get("kind", "error")), str(entry.get("error", "")))
+
+    def data(self) -> dict[str, Any]:
+        return {"failures": self.failures, "until": self.until.isoformat(), "kind": self.kind, "error": self.error}
+
+
+def without_backoff(metadata: dict[str, Any], role: BackoffRole) -> dict[str, Any]:
+    """``metadata`` without ``role``'s backoff (the same dict when it has none)."""
+    stored = metadata.get(BACKOFF_KEY)
+    if not isinstance(stored, dict) or role not in stored:
+        return metadata
+    rest = {name: entry for name, entry in stored.items() if name != role}
+    cleared = {key: value for key, value in metadata.items() if key != BACKOFF_KEY}
+    return {**cleared, BACKOFF_KEY: rest} if rest else cleared
+
+
+def _with_backoff(metadata: dict[str, Any], role: BackoffRole, backoff: Backoff) -> dict[str, Any]:
+    stored = metadata.get(BACKOFF_KEY)
+    entries = dict(stored) if isinstance(stored, dict) else {}
+    entries[role] = backoff.data()
+    return {**metadata, BACKOFF_KEY: entries}
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,6 +387,63 @@ class Core:
         if self.group_index is not None:
             await self.group_index.sync(resource_id, before, after)
 
+    # -- backoff ----------------------------------------------------------------------------------
+    def backoff_first_s(self, role: BackoffRole) -> float | None:
+        """The first wait of ``role``'s backoff (None: backoff is off for it)."""
+        section = self.config.observation if role == "observation" else self.config.reflection
+        first = section.failure_backoff
+        return None if first is False else float(first)
+
+    def backing_off(self, record: ObservationRecord, role: BackoffRole, thread_id: str) -> Backoff | None:
+        """``role``'s backoff when it is in force now, reported as a ``<role>-backoff-skipped``
+        event (the caller then skips the model call); None when the model may be called."""
+        if self.backoff_first_s(role) is None:
+            return None
+        backoff = Backoff.of(record, role)
+        if backoff is None or self.clock.now() >= backoff.until:
+            return None
+        self.emit(f"{role}-backoff-skipped", thread_id, until=backoff.until.isoformat(), failures=backoff.failures)
+        return backoff
+
+    async def back_off(self, thread: Thread, role: BackoffRole, exc: BaseException) -> Backoff | None:
+        """Record a failure of ``role``'s model on the stored head (one more failure in a row,
+        the next wait doubled) and report it as a ``<role>-backoff`` event."""
+        first = self.backoff_first_s(role)
+        if first is None:
+            return None
+        kind = "degenerate" if isinstance(exc, DegenerateOutputError) else "error"
+        error = describe(exc)[:_ERROR_CHARS]
+        waits: list[float] = []
+
+        async def compose(record: ObservationRecord) -> tuple[ObservationRecord, Backoff]:
+            previous = Backoff.of(record, role)
+            failures = (previous.failures if previous is not None else 0) + 1
+            wait_s = backoff_wait_s(first, failures)
+            waits.append(wait_s)
+            now = self.clock.now()
+            backoff = Backoff(failures, now + timedelta(seconds=wait_s), kind, error)
+            metadata = _with_backoff(record.metadata, role, backoff)
+            return record.model_copy(update={"metadata": metadata, "updated_at": now}), backoff
+
+        async def write(
+            record: ObservationRecord, proposal: tuple[ObservationRecord, Backoff]
+        ) -> Written[ObservationRecord]:
+            return await self.update(record, proposal[0])
+
+        try:
+            done = await self.commit(lambda: self.stored_head(thread), compose, write)
+        except ObsmemError as exc_store:  # the failure is already reported; the backoff is a saving
+            logger.warning("obsmem: could not record the %s backoff of thread %s: %s", role, thread.id, exc_store)
+            return None
+        if not done.applied or done.proposal is None:
+            return None
+        backoff = done.proposal[1]
+        self.emit(
+            f"{role}-backoff", thread.id, until=backoff.until.isoformat(), failures=backoff.failures,
+            kind=kind, error=error, wait_s=waits[-1],
+        )
+        return backoff
+
     # -- bookkeeping ----------------------------------------------------------------------------
     async def mark(self, target: Message | None, *parts: DataPart) -> None:
         """Persist markers on ``target`` in one write; None (no assistant message) skips them."""
@@ -318,7 +461,7 @@ class Core:
             scope=self.config.scope,
         )
 
-    def emit(self, kind: Any, thread_id: str, **data: Any) -> None:
+    def emit(self, kind: Any, thread_id: str, /, **data: Any) -> None:
         if self.on_event is not None:
             self.on_event(EngineEvent(kind=kind, thread_id=thread_id, data=data))
 

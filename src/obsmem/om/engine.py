@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, Literal
 
@@ -32,15 +33,26 @@ from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.sections import remove_thread
-from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages
+from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages, valid_cuts
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
 
-__all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy"]
+__all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy", "Trim"]
 
 logger = logging.getLogger("obsmem")
+
+
+@dataclass(frozen=True, slots=True)
+class Trim:
+    """A raw window cut to fit: the messages ``kept``, how many were left out (``trimmed``, the
+    oldest; they stay pending, unobserved) with their ``tokens``, and the ``limit`` it fits."""
+
+    kept: list[Message]
+    trimmed: int = 0
+    tokens: int = 0
+    limit: int = 0
 
 
 class Engine:
@@ -198,6 +210,57 @@ class Engine:
             )
 
         await core.commit(lambda: core.stored_head(thread), compose, core.update)
+
+    # -- the raw window when memory falls behind -------------------------------------------------
+    def raw_limit(self, record: ObservationRecord | None) -> int:
+        """The most raw message tokens a turn's context holds, besides the input the actor has
+        not seen, when the turn went on without its memory work (``max_turn_wait``): twice the
+        message threshold, or ``observation.block_after`` when that is larger. The oldest raw
+        messages past it are left out of that context (:meth:`trim_window`), still pending."""
+        observation = self.config.observation
+        threshold = self.core.message_threshold(record) if record is not None else observation.message_tokens
+        return max(2 * threshold, observation.resolved_block_after or 0)
+
+    def trim_window(
+        self,
+        thread: Thread,
+        record: ObservationRecord | None,
+        unobserved: Sequence[Message],
+        *,
+        keep: Sequence[Message] = (),
+    ) -> Trim:
+        """``unobserved`` without its oldest messages, as few as bring it under :meth:`raw_limit`.
+
+        Never cut: the newest user message and everything after it, the messages in ``keep``
+        (this boundary's input) and after them, system messages (the application's
+        instructions), and a tool call apart from its result. A cut is reported as a
+        ``context-trimmed`` event; the messages left out stay pending, to be observed later.
+        """
+        limit = self.raw_limit(record)
+        counts = [0 if m.role == "system" else self.counter.count_message(m) for m in unobserved]
+        total = sum(counts)
+        if total <= limit:
+            return Trim(list(unobserved), limit=limit)
+        users = [i for i, m in enumerate(unobserved) if m.role == "user"]
+        stop = users[-1] if users else len(unobserved)
+        kept_ids = {m.id for m in keep}
+        stop = min([stop, *(i for i, m in enumerate(unobserved) if m.id in kept_ids)])
+        cuts = [cut for cut in valid_cuts(unobserved) if cut <= stop]
+        if not cuts:
+            return Trim(list(unobserved), limit=limit)
+        removed_tokens, cut = 0, 0
+        for candidate in cuts:  # the smallest cut that fits, else the largest one allowed
+            cut = candidate
+            removed_tokens = sum(counts[:cut])
+            if total - removed_tokens <= limit:
+                break
+        removed = unobserved[:cut]
+        trimmed = sum(1 for m in removed if m.role != "system")
+        if trimmed == 0:
+            return Trim(list(unobserved), limit=limit)
+        kept = [m for m in removed if m.role == "system"] + list(unobserved[cut:])
+        self.core.emit("context-trimmed", thread.id, messages=trimmed, tokens=removed_tokens, limit=limit)
+        return Trim(kept, trimmed, removed_tokens, limit)
 
     # -- reading --------------------------------------------------------------------------------
     def lineage(self, thread: Thread) -> str:

@@ -29,10 +29,19 @@ class CycleOutcome:
 
 @dataclass(frozen=True, slots=True)
 class EngineEvent:
-    """Progress reported to an optional listener (the CLI draws from these)."""
+    """Progress reported to an optional listener (the CLI draws from these).
+
+    ``<role>-backoff``: the role's model failed again and is left alone until ``data["until"]``
+    (``failures`` in a row, ``kind``, ``error``, ``wait_s``); ``<role>-backoff-skipped``: a due
+    call was skipped for it. ``turn-wait-exceeded``: a turn stopped waiting for memory work after
+    ``max_turn_wait`` (the work goes on); ``context-trimmed``: the oldest raw messages (``messages``,
+    ``tokens``) were left out of a context to keep it under ``limit`` tokens; they stay pending.
+    """
 
     kind: Literal["observation-start", "observation-end", "observation-failed", "reflection-start",
                   "reflection-end", "reflection-failed", "activation", "buffer-start", "buffer-end",
-                  "buffer-failed", "buffer-dropped", "reflection-buffered", "reflection-activated"]
+                  "buffer-failed", "buffer-dropped", "reflection-buffered", "reflection-activated",
+                  "observation-backoff", "observation-backoff-skipped", "reflection-backoff",
+                  "reflection-backoff-skipped", "context-trimmed", "turn-wait-exceeded"]
     thread_id: str
     data: dict[str, Any]

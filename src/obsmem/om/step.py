@@ -32,7 +32,7 @@ from obsmem.om.activation import (
     drop_chunks,
     usable_chunks,
 )
-from obsmem.om.cycle import Core, Cycle, Written, describe
+from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -223,6 +223,10 @@ class ObserveStep:
                 "observation", False, record,
                 reason="no safe prefix (a tool call waits for its result, or the actor has not seen the input yet)",
             )
+        if not force:  # a model that keeps failing is left alone until its backoff ends
+            backoff = core.backing_off(record, "observation", thread.id)
+            if backoff is not None:
+                return _backing_off("observation", record, backoff)
         batches = observation_batches(cuts, counts, cut, core.config.observation.max_tokens_per_batch)
         outcomes: list[CycleOutcome] = []
         for start, stop in batches:
@@ -362,7 +366,7 @@ class ObserveStep:
                 f"Could not commit the observation of thread '{thread.id}' after {core.commit_policy.attempts} "
                 "attempts; the store kept changing underneath. The messages stay pending."
             )
-            return await self._failed(cycle, thread, done.current or record, batch_tokens, error)
+            return await self._failed(cycle, thread, done.current or record, batch_tokens, error, back_off=False)
         stored, base = done.current, done.base
         await self._after_observation(thread, result)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
@@ -412,6 +416,7 @@ class ObserveStep:
                 "pending_message_tokens": max(0, pending_before - batch_tokens),
                 "threads": {**record.threads, thread.id: new_state},
                 "buffer_boundary_tokens": 0,
+                "metadata": without_backoff(record.metadata, "observation"),
                 "updated_at": core.clock.now(),
             }
         )
@@ -440,13 +445,18 @@ class ObserveStep:
         await core.commit(lambda: core.store.get_thread(thread.id), compose, write)
 
     async def _failed(
-        self, cycle: Cycle, thread: Thread, record: ObservationRecord, batch_tokens: int, exc: BaseException
+        self, cycle: Cycle, thread: Thread, record: ObservationRecord, batch_tokens: int, exc: BaseException,
+        *, back_off: bool = True,
     ) -> CycleOutcome:
+        """A failed observation: closing marker, event, and (for a model failure, not a store that
+        kept changing) the role's durable backoff; then raise or return per the failure policy."""
         core = self.core
         await cycle.mark_failed(describe(exc), batch_tokens, record_id=record.id)
         cycle.emit("observation-failed", error=describe(exc))
         if isinstance(exc, OperationAbortedError):
             raise exc
+        if back_off:
+            await core.back_off(thread, "observation", exc)
         degenerate = isinstance(exc, DegenerateOutputError)
         if core.failure_policy == "throw" and not degenerate:
             if isinstance(exc, ObservationError):
@@ -512,6 +522,16 @@ def combine_results(first: ObservationResult, then: ObservationResult) -> Observ
     )
 
 
+def _backing_off(
+    operation: Literal["observation", "reflection"], record: ObservationRecord, backoff: Backoff
+) -> CycleOutcome:
+    """The outcome of a due call skipped while its model backs off (no model call was made)."""
+    return CycleOutcome(
+        operation, False, record,
+        reason=f"backing off until {backoff.until.isoformat()} after {backoff.failures} failure(s): {backoff.error}",
+    )
+
+
 def _combined(outcomes: Sequence[CycleOutcome]) -> CycleOutcome:
     """One outcome for the batches of one observation: what was committed, and how it ended."""
     last = outcomes[-1]
@@ -549,6 +569,9 @@ class ReflectStep:
             return CycleOutcome("reflection", False, record, reason="below threshold")
         if record.reflection_suppressed_at == record.observation_tokens:
             return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
+        backoff = core.backing_off(record, "reflection", thread.id)
+        if backoff is not None:
+            return _backing_off("reflection", record, backoff)
         outcome = await self._reflect(
             thread, record, target=threshold, start_level=core.reflector_start_level, guidance=None
         )
@@ -678,6 +701,7 @@ class ReflectStep:
                 "threads": threads,
                 "buffered_reflection": None,
                 "reflection_suppressed_at": tokens if tokens >= threshold else None,
+                "metadata": without_backoff(head.metadata, "reflection"),
                 "created_at": now,
                 "updated_at": now,
             }
@@ -692,6 +716,7 @@ class ReflectStep:
         if isinstance(exc, OperationAbortedError):
             raise exc
         await self._suppress(thread, record, input_tokens)
+        await self.core.back_off(thread, "reflection", exc)
         logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, describe(exc))
         return CycleOutcome("reflection", False, record, input_tokens=input_tokens, error=exc, reason="failed")
 
