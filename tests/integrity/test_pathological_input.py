@@ -89,6 +89,21 @@ def test_offline_observer_is_linear(shape: str, role: str) -> None:
     assert growth < GROWTH_BOUND, f"{shape} as a {role} message: 4x the text took {growth:.1f}x the time"
 
 
+def test_offline_observer_is_linear_in_messages() -> None:
+    """Many short messages, each a fact: what is already known is not re-joined per clause."""
+    observer = OfflineObserver(offload_chars=None)
+
+    def run(count: str) -> object:
+        messages = [
+            Message.user(f"My boss Ed{i} lives in Porto{i} and I have {i} dogs.", created_at=NOW)
+            for i in range(len(count))
+        ]
+        return asyncio.run(observer.observe(ObservationRequest(messages=messages)))
+
+    growth = _growth(run, lambda size: "x" * size, 300)
+    assert growth < GROWTH_BOUND, f"4x the messages took {growth:.1f}x the time"
+
+
 @pytest.mark.parametrize("shape", ["1, repeated", "dots", "see you Friday repeated", "initials"])
 def test_offline_reflector_is_linear(shape: str) -> None:
     growth = _growth(_reflect, OBSERVER_SHAPES[shape], 2_500)

@@ -189,6 +189,7 @@ class _Cycle:
         self.named: list[list[date]] = []  # the calendar days each message with text names
         self.nearby: list[date] = []  # those of the message being read and the few before it
         self._known: list[str] = [request.previous_observations.lower()]
+        self._known_text: str | None = None  # "\n".join(self._known), until it grows
         for group in parse_observations(request.previous_observations):
             for line in group.lines:
                 key = fact_key(line.text)
@@ -197,7 +198,13 @@ class _Cycle:
 
     def known(self) -> str:
         """Everything already recorded or said by the user, lowercased (for novelty checks)."""
-        return "\n".join(self._known)
+        if self._known_text is None:  # asked once per clause: joined only after it grew
+            self._known_text = "\n".join(self._known)
+        return self._known_text
+
+    def _learn(self, text: str) -> None:
+        self._known.append(text.lower())
+        self._known_text = None
 
     def dates(self, text: str, anchor: date) -> list[DateRef]:
         """The time references of ``text``, read with the calendar days named around it."""
@@ -206,7 +213,7 @@ class _Cycle:
     def add(self, order: tuple[int, int], day: date, time: str, priority: str, text: str) -> _Draft:
         draft = _Draft(order, day, time, priority, sentence_end(text))
         self.drafts.append(draft)
-        self._known.append(draft.text.lower())
+        self._learn(draft.text)
         return draft
 
     # -- messages ------------------------------------------------------------------------------
@@ -253,7 +260,7 @@ class _Cycle:
         if message.role == "user":
             self.user_texts.append(text)
             self._user(text, index, day, time)
-            self._known.append(text.lower())
+            self._learn(text)
         elif message.role == "assistant":
             self._assistant(text, index, day, time)
 
@@ -263,7 +270,7 @@ class _Cycle:
         if call:
             where, day, time = call[1], call[2], call[3]
         result = compact_result(part.result, part.is_error, RESULT_LIMIT)
-        self._known.append(f"{args} {result}".lower())
+        self._learn(f"{args} {result}")
         for run in self.runs:
             if (run.name, run.args, run.result) == (part.tool_name, args, result):
                 run.count += 1
