@@ -300,3 +300,15 @@ async def test_memory_and_worker_take_a_plain_dict_config() -> None:
         Worker(MemoryStore(), config={"observation": {"mesage_tokens": 1}})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="config"):
         memory_config(["observation"])  # type: ignore[arg-type]
+
+
+async def test_the_worker_takes_the_apps_retry_policy_and_model_timeout() -> None:
+    """A worker retries and times out the observer/reflector calls the way the app's Memory does."""
+    from obsmem.models.retry import RetryPolicy
+    from obsmem.storage import MemoryStore
+    from obsmem.worker import Worker
+
+    policy = RetryPolicy(max_retries=2)
+    worker = Worker(MemoryStore(), model=FunctionModel(lambda request: "ok"), retry=policy, model_timeout_s=12.5)
+    assert worker.engine.model_timeout_s == 12.5
+    assert worker.engine.observer.retry_policy is policy  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ many messages were left out); those stay pending too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -207,7 +208,8 @@ class Turn:
         unobserved = await engine.unobserved(record, thread.id) if record is not None else await self._all(thread)
         trim = engine.trim_window(thread, record, unobserved, keep=saved)
         self.trimmed = trim.trimmed
-        return await self._contexts.context_from(thread, record, trim.kept)
+        context = await self._contexts.context_from(thread, record, trim.kept)
+        return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
 
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""

@@ -28,6 +28,7 @@ buffers with in-process locks only, which do nothing across machines):
 from __future__ import annotations
 
 import asyncio
+import math
 import contextlib
 import logging
 import os
@@ -42,6 +43,7 @@ from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memo
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
+from obsmem.models.retry import RetryPolicy
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
@@ -156,7 +158,18 @@ class Worker:
         on_event: Callable[[EngineEvent], None] | None = None,
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
+        retry: RetryPolicy | None = None,
+        model_timeout_s: float | None = 600.0,
     ) -> None:
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError("retry", f"expected a RetryPolicy, got {describe_value(retry)}",
+                              allowed="obsmem.models.retry.RetryPolicy(...) or None")
+        if model_timeout_s is not None and (
+            isinstance(model_timeout_s, bool) or not isinstance(model_timeout_s, int | float)
+            or not math.isfinite(model_timeout_s) or model_timeout_s <= 0
+        ):
+            raise ConfigError("model_timeout_s", f"got {describe_value(model_timeout_s)}",
+                              allowed="None or a number of seconds > 0")
         if not isinstance(store, Store):
             raise ConfigError(
                 "store", f"expected a Store, got {describe_value(store)}",
@@ -192,7 +205,7 @@ class Worker:
             model = None
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=self.clock,
+            counter=self.counter, clock=self.clock, retry=retry,
         )
         self.engine = Engine(
             store=store,
@@ -208,6 +221,7 @@ class Worker:
             spawn=self._spawn,
             # retrieval with vectors: the groups this worker writes are indexed like the app's
             group_index=group_index_for(self.config.retrieval, embedder, vector_index),
+            model_timeout_s=None if model_timeout_s is None else float(model_timeout_s),
         )
 
     # -- running --------------------------------------------------------------------------------

@@ -181,6 +181,10 @@ _MEMORY_ARGUMENTS = (
     "embedder",
     "vector_index",
     "background",
+    "max_turn_wait",
+    "close_timeout",
+    "retry",
+    "model_timeout_s",
 )
 _WORKER_ARGUMENTS = (
     "store",
@@ -201,6 +205,8 @@ _WORKER_ARGUMENTS = (
     "on_event",
     "embedder",
     "vector_index",
+    "retry",
+    "model_timeout_s",
 )
 _RECALL_ARGUMENTS = (
     "mode",

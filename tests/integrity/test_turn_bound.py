@@ -251,8 +251,10 @@ async def test_past_the_bound_the_raw_window_is_trimmed_to_block_after_and_repor
                 tokens = sum(memory.counter.count_message(m) for m in raw if m.id != user.id)
                 assert tokens <= limit, f"{tokens} raw tokens besides the input (limit {limit})"
                 trimmed.append(turn.trimmed)
-                await turn.step([answer])
+                assert turn.context.trimmed == turn.trimmed, "the context reports its own trim"
+                context = await turn.step([answer])
                 trimmed.append(turn.trimmed)
+                assert context.trimmed == turn.trimmed
         assert max(trimmed) > 0, "the window grew past the limit and was trimmed"
         stored = await memory.list_messages("t1")
         record = await memory.get_record("t1")

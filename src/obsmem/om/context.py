@@ -90,6 +90,9 @@ class ContextWindow:
     raw_messages: list[Message] = field(default_factory=list)
     has_observations: bool = False
     instructions: list[Message] = field(default_factory=list)
+    #: How many of the oldest raw messages were left out because memory work fell behind (the
+    #: turn stopped waiting at ``max_turn_wait``); they stay pending and are observed later.
+    trimmed: int = 0
 
     @property
     def prefix_text(self) -> str:
