@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -69,7 +69,7 @@ from obsmem.om.offline.patterns import (
     YEARLY,
 )
 
-__all__ = ["MONTHS", "DateRef", "format_day", "named_dates", "resolve_dates"]
+__all__ = ["MONTHS", "DateRef", "format_day", "named_dates", "resolve_dates", "weighed_dates"]
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -264,6 +264,17 @@ def _named_for_another_week(when: date, anchor: date, nearby: Sequence[date]) ->
             return False
         others = others or distance >= low
     return others
+
+
+def weighed_dates(days: Iterable[date], anchor: date) -> list[date]:
+    """The distinct ``days`` near enough to ``anchor`` to weigh against a bare weekday.
+
+    :func:`_named_for_another_week` asks only whether some such day exists, so this is all of
+    ``context`` that :func:`resolve_dates` needs, and at most a few hundred days however many
+    dates the messages name (a pasted calendar must not make every sentence read them all).
+    """
+    high = _OTHER_WEEK_DAYS[1]
+    return list(dict.fromkeys(d for d in days if abs((d - anchor).days) <= high))
 
 
 def _period(mod: str, unit: str, anchor: date) -> str | None:

@@ -64,6 +64,7 @@ from obsmem.om.offline.patterns import (
     statement_priority,
     strip_lead_in,
 )
+from obsmem.om.offline.date_phrases import weighed_dates
 from obsmem.om.offline.rules import (
     DateRef,
     assistant_person,
@@ -245,7 +246,7 @@ class _Cycle:
         if not text:
             return
         self.named.append(named_dates(text, day))
-        self.nearby = [named for days in self.named[-NEARBY_MESSAGES - 1 :] for named in days]
+        self.nearby = weighed_dates((d for days in self.named[-NEARBY_MESSAGES - 1 :] for d in days), day)
         speaker = speaker_name(message)
         if self.between_people and speaker and message.role in ("user", "assistant"):
             if message.role == "user":
