@@ -6,6 +6,13 @@ by default a thread sees only its own (``MemoryConfig.share_threads_in_resource=
 conversation never leaks into another unless the application says they may. Reflection runs
 per section for the same reason: a reflector that merged sections could move one thread's facts
 into text another thread sees. Deleting a thread removes its sections.
+
+No content can forge a section boundary. A thread id is percent-encoded in the tag wherever it
+holds ``%``, ``"``, ``<``, ``>``, ``&``, a control character or anything :meth:`str.splitlines`
+breaks on (ids that need none of that render byte-identical, so stored records parse as they
+did), and every line of a section's body that looks like section syntax (``<thread …>`` or
+``</thread>``, any case and spacing) is dropped before the body is wrapped, so neither an
+observer's nor a reflector's output can close a section or open another thread's.
 """
 
 from __future__ import annotations
@@ -22,19 +29,70 @@ __all__ = [
     "SectionedReflector",
     "remove_thread",
     "split_sections",
+    "strip_section_syntax",
     "visible_sections",
     "wrap_section",
 ]
 
 _OPEN = re.compile(r'^\s*<thread id="([^"]+)">\s*$')
+# Records written before ids were escaped: a raw ``"`` inside the id (escaped ids never hold one).
+_OPEN_LEGACY = re.compile(r'^\s*<thread id="(.+)">\s*$')
 _CLOSE = re.compile(r"^\s*</thread>\s*$")
+# Anything a parser (this one, or a lenient one) could take for a section tag: a line starting
+# with ``<thread`` or ``</thread`` however spaced and cased, not ``<threads>`` or ``<thread-x>``.
+_SECTION_SYNTAX = re.compile(r"^\s*<\s*/?\s*thread(?![\w-])", re.IGNORECASE)
+_ESCAPED = frozenset('%"<>&\x7f\x85\u2028\u2029')
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _needs_escape(char: str) -> bool:
+    return char in _ESCAPED or ord(char) < 0x20
+
+
+def escape_thread_id(thread_id: str) -> str:
+    """``thread_id`` as it is written in a section tag: percent-encoded (UTF-8) where needed."""
+    if not any(_needs_escape(c) for c in thread_id):
+        return thread_id
+    return "".join(
+        "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) if _needs_escape(c) else c for c in thread_id
+    )
+
+
+def unescape_thread_id(written: str) -> str:
+    """The thread id a section tag names (the inverse of :func:`escape_thread_id`)."""
+    if "%" not in written:
+        return written
+    raw = bytearray()
+    last = 0
+    for match in _PERCENT.finditer(written):
+        raw += written[last : match.start()].encode("utf-8")
+        raw.append(int(match.group(1), 16))
+        last = match.end()
+    raw += written[last:].encode("utf-8")
+    return raw.decode("utf-8", errors="surrogatepass")
+
+
+def strip_section_syntax(text: str) -> str:
+    """``text`` without the lines that look like a section tag: content never opens or closes one."""
+    lines = text.splitlines()
+    kept = [line for line in lines if not _SECTION_SYNTAX.match(line)]
+    return text if len(kept) == len(lines) else "\n".join(kept)
 
 
 def wrap_section(thread_id: str, text: str) -> str:
-    text = text.strip()
+    text = strip_section_syntax(text).strip()
     if not text:
         return ""
-    return f'<thread id="{thread_id}">\n{text}\n</thread>'
+    return f'<thread id="{escape_thread_id(thread_id)}">\n{text}\n</thread>'
+
+
+def _opened(line: str) -> str | None:
+    """The thread id a section's opening line names, or None if ``line`` opens no section."""
+    match = _OPEN.match(line)
+    if match:
+        return unescape_thread_id(match.group(1))
+    legacy = _OPEN_LEGACY.match(line)
+    return legacy.group(1) if legacy else None
 
 
 def split_sections(text: str) -> list[tuple[str | None, str]]:
@@ -54,11 +112,12 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
         buffer.clear()
 
     for line in text.splitlines():
-        opened = _OPEN.match(line)
-        if opened and current_id is None:
-            flush()
-            current_id = opened.group(1)
-            continue
+        if current_id is None and "<thread" in line:
+            opened = _opened(line)
+            if opened is not None:
+                flush()
+                current_id = opened
+                continue
         if _CLOSE.match(line) and current_id is not None:
             flush()
             current_id = None
@@ -73,7 +132,7 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
 
 
 def join_sections(pieces: list[tuple[str | None, str]]) -> str:
-    out = [wrap_section(tid, body) if tid is not None else body for tid, body in pieces]
+    out = [wrap_section(tid, body) if tid is not None else strip_section_syntax(body) for tid, body in pieces]
     return "\n\n".join(piece for piece in out if piece)
 
 
