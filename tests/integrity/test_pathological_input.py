@@ -119,6 +119,7 @@ PARSER_SHAPES: dict[str, Callable[[int], str]] = {
     "unclosed extracted-values": _repeat("<extracted-values>{"),
     "unclosed inline value": _repeat("<mood>x "),
     "unclosed observations": _repeat("<observations>\n"),
+    "blank lines": _repeat("\n"),
 }
 
 

@@ -136,11 +136,9 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
 def _trim_blank_lines(text: str) -> str:
     """Drop blank lines at both ends and trailing spaces, but keep the first line's indent."""
     lines = [line.rstrip() for line in text.split("\n")]
-    while lines and not lines[0]:
-        lines.pop(0)
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines)
+    first = next((i for i, line in enumerate(lines) if line), len(lines))
+    last = next((i for i in range(len(lines) - 1, first - 1, -1) if lines[i]), first - 1)
+    return "\n".join(lines[first : last + 1])
 
 
 def _observation_blocks(text: str) -> list[str] | None:
