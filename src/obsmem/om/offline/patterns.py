@@ -479,10 +479,9 @@ def names(text: str) -> list[str]:
     seen: set[str] = set()
     for match in NAME.finditer(text):
         words = match.group(0).split()
-        while words and words[0] in NOT_NAMES:
-            words.pop(0)
-        while words and words[-1] in NOT_NAMES:  # "Maybe I", "Then I"
-            words.pop()
+        first = next((i for i, word in enumerate(words) if word not in NOT_NAMES), len(words))
+        last = next((i for i in range(len(words) - 1, first - 1, -1) if words[i] not in NOT_NAMES), first - 1)
+        words = words[first : last + 1]  # without "The …" before and "Maybe I", "Then I" after
         starts = match.group(0).startswith(words[0]) if words else False
         if len(words) == 1 and starts and _opens_sentence(text, match.start()):
             continue  # a lone capitalised word opening a sentence is usually not a name
