@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig
 from obsmem.models.base import ModelRequest
 from obsmem.models.testing import FunctionModel
 from obsmem.om.protocols import ReflectionRequest, ReflectionResult
@@ -33,8 +33,9 @@ pytestmark = pytest.mark.anyio
 MARK = re.compile(r"MARK(\d+)X")
 
 
-def config(observation_tokens: int = 100_000) -> MemoryConfig:
+def config(observation_tokens: int = 100_000, *, retrieval: bool = False) -> MemoryConfig:
     return MemoryConfig(
+        retrieval=RetrievalConfig(enabled=retrieval),
         scope="resource",
         share_threads_in_resource=False,
         observation=ObservationConfig(message_tokens=400, buffer_tokens=False),
@@ -81,10 +82,12 @@ def secrets_of(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"secret-(-?\d+)-", text)} | {int(n) for n in MARK.findall(text)}
 
 
-async def check_apart(thread_ids: list[str], *, extra: list[str] | None = None, reflect: bool = False) -> None:
+async def check_apart(
+    thread_ids: list[str], *, extra: list[str] | None = None, reflect: bool = False, retrieval: bool = False
+) -> None:
     memory = Memory(
         "memory://",
-        config=config(observation_tokens=200 if reflect else 100_000),
+        config=config(observation_tokens=200 if reflect else 100_000, retrieval=retrieval),
         observer=hostile_observer(thread_ids, extra),
         clock=fake_clock(),
     )
@@ -126,8 +129,9 @@ async def test_forged_section_tags_from_the_observer_stay_in_their_thread() -> N
     await check_apart(["work", "home"])
 
 
-async def test_reflection_keeps_hostile_threads_apart() -> None:
-    await check_apart(['a"b<c>&d', "home", "x\ny"], reflect=True)
+@pytest.mark.parametrize("retrieval", [False, True])
+async def test_reflection_keeps_hostile_threads_apart(retrieval: bool) -> None:
+    await check_apart(['a"b<c>&d', "home", "x\ny"], reflect=True, retrieval=retrieval)
 
 
 def test_plain_ids_render_byte_identical_and_escaped_ids_round_trip() -> None:
@@ -186,10 +190,15 @@ hostile_lines = st.lists(
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-@given(ids=st.lists(thread_ids, min_size=2, max_size=3, unique=True), extra=hostile_lines, reflect=st.booleans())
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    ids=st.lists(thread_ids, min_size=2, max_size=3, unique=True),
+    extra=hostile_lines,
+    reflect=st.booleans(),
+    retrieval=st.booleans(),
+)
 def test_property_threads_stay_apart_and_deletion_removes_every_line(
-    ids: list[str], extra: list[str], reflect: bool
+    ids: list[str], extra: list[str], reflect: bool, retrieval: bool
 ) -> None:
     import anyio
 
@@ -197,7 +206,7 @@ def test_property_threads_stay_apart_and_deletion_removes_every_line(
     if len(ids) < 2:
         return
     extra = [e for e in extra if not MARK.search(e) and "secret-" not in e]
-    anyio.run(lambda: check_apart(ids, extra=extra, reflect=reflect))
+    anyio.run(lambda: check_apart(ids, extra=extra, reflect=reflect, retrieval=retrieval))
     RUNS.append(len(ids))
 
 
