@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.profiles import prompt_cache_ttl, provider_name
 
 __all__ = [
     "ActivationTTLSetting",
@@ -37,14 +38,12 @@ __all__ = [
     "min_new_tokens_for_buffer",
     "normalize_provider",
     "parse_duration",
-    "projected_message_removal",
     "resolve_activation_ratio",
     "resolve_activation_ttl",
     "resolve_block_after",
     "resolve_buffer_tokens",
     "resolve_retention_floor",
     "round_half_up",
-    "select_activation_prefix",
     "should_trigger_buffer",
 ]
 
@@ -206,106 +205,8 @@ def min_new_tokens_for_buffer(buffer_tokens: int | None) -> int:
     return math.ceil(interval / 2)
 
 
-# --------------------------------------------------------------------------------------------
-# Activation: which prefix of buffered chunks becomes active
-# --------------------------------------------------------------------------------------------
-
-#: An over-boundary may overshoot the target by at most this share of the retention floor.
-_MAX_OVERSHOOT_SHARE = 0.95
-#: After activation at least min(this, floor) tokens of raw messages should remain.
-_MIN_REMAINING_TOKENS = 1000
-
-
-def _activation_floor(activation: float, threshold: Threshold) -> int:
-    """The retention floor the swap works with: never more than the threshold itself.
-
-    The reference's swap computes ``threshold × (1 − ratio)``, which caps an absolute target at
-    the threshold; ``resolve_retention_floor`` alone would not.
-    """
-    return min(resolve_retention_floor(activation, threshold), max(0, max_threshold(threshold)))
-
-
-def select_activation_prefix(
-    chunk_message_tokens: Sequence[int],
-    activation_ratio_or_absolute: float,
-    threshold: Threshold,
-    pending_tokens: int,
-    *,
-    force_max: bool = False,
-) -> int:
-    """How many leading buffered chunks to activate (0 only when there are none).
-
-    Activation aims to leave about the retention floor of raw messages: the *target* is
-    ``pending − floor`` message tokens to remove. Chunks can only be activated as a prefix, so
-    the choice is between the smallest prefix covering at least the target ("over") and the
-    largest one below it ("under"):
-
-    (a) ``force_max`` (pending is past ``block_after``): over, if it still leaves
-        ``min(1000, floor)`` tokens;
-    (b) over, if it overshoots the target by at most 95 % of the floor and leaves that minimum;
-    (c) under, if it leaves that minimum;
-    (d) over, whatever it leaves;
-    (e) otherwise the first chunk alone.
-
-    Preferring "over" keeps the window at or below the floor; the 95 % guard stops one huge
-    chunk from wiping out almost everything the floor was meant to keep. At least one chunk is
-    always activated, because the caller activates only when it has decided to.
-    """
-    if not chunk_message_tokens:
-        return 0
-    if any(tokens < 0 for tokens in chunk_message_tokens):
-        raise InvalidInputError("Buffered chunk message token counts must be >= 0.")
-    floor = _activation_floor(activation_ratio_or_absolute, threshold)
-    target = max(0, pending_tokens - floor)
-
-    over: tuple[int, int] | None = None  # (chunk count, cumulative message tokens)
-    under: tuple[int, int] | None = None
-    cumulative = 0
-    for count, tokens in enumerate(chunk_message_tokens, start=1):
-        cumulative += tokens
-        if cumulative >= target:
-            if over is None or cumulative < over[1]:
-                over = (count, cumulative)
-        elif under is None or cumulative > under[1]:
-            under = (count, cumulative)
-
-    min_remaining = min(_MIN_REMAINING_TOKENS, floor)
-    if over is not None:
-        leaves_enough = pending_tokens - over[1] >= min_remaining
-        if force_max and leaves_enough:
-            return over[0]
-        if over[1] - target <= _MAX_OVERSHOOT_SHARE * floor and leaves_enough:
-            return over[0]
-    if under is not None and pending_tokens - under[1] >= min_remaining:
-        return under[0]
-    if over is not None:
-        return over[0]
-    # (e) The reference's last resort. With a non-empty list every prefix is "over" or "under",
-    # and an "under" prefix always leaves at least the floor, so this is not reached.
-    return 1
-
-
-def projected_message_removal(
-    chunk_message_tokens: Sequence[int],
-    activation_ratio_or_absolute: float,
-    threshold: Threshold,
-    pending_tokens: int,
-) -> int:
-    """Message tokens an activation would remove right now (without ``force_max``).
-
-    Used for status reports and to decide whether waiting for activation is worthwhile. When
-    the window is already within the retention floor nothing needs removing, so this is 0
-    even though a forced activation would still take one chunk.
-    """
-    if not chunk_message_tokens:
-        return 0
-    floor = _activation_floor(activation_ratio_or_absolute, threshold)
-    if pending_tokens - floor <= 0:
-        return 0
-    count = select_activation_prefix(
-        chunk_message_tokens, activation_ratio_or_absolute, threshold, pending_tokens
-    )
-    return sum(chunk_message_tokens[:count])
+# The activation rule itself (which prefix of buffered chunks becomes active) lives in
+# obsmem.om.activation, alone.
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,65 +271,17 @@ def _is_number_text(text: str) -> bool:
 def normalize_provider(provider_or_model_id: str) -> str:
     """The bare, lower-case provider name: ``"openai.responses"`` and ``"openai:gpt-4o"`` → ``"openai"``.
 
-    Provider ids arrive with API-flavour suffixes (``.responses``, ``.messages``) or glued to a
-    model id (``provider:model`` or ``provider/model``); comparisons need the name alone.
+    The one reading of provider names is :func:`obsmem.profiles.provider_name`.
     """
-    text = provider_or_model_id.strip().lower()
-    return re.split(r"[.:/]", text, maxsplit=1)[0]
-
-
-def _bare_model(model: str) -> str:
-    """``"openai:gpt-5.1"`` / ``"openai/gpt-5.1"`` → ``"gpt-5.1"``."""
-    return re.split(r"[:/]", model.strip().lower())[-1]
-
-
-#: OpenAI models whose prompt cache lives in memory (about five minutes): gpt-4*, gpt-5,
-#: gpt-5-*, gpt-5.1 … gpt-5.4 with an optional ``-suffix``. Newer models keep it longer.
-_OPENAI_SHORT_CACHE_RE = re.compile(r"gpt-4.*|gpt-5|gpt-5-.+|gpt-5\.[1-4](?:-.+)?")
-
-#: Substring of the lower-cased provider → TTL in seconds. The idea: activate buffered
-#: observations when the provider's prompt cache has expired anyway, so rewriting the prompt
-#: costs no cache hit. Checked in order; anything unmatched gets five minutes.
-_AUTO_TTL_BY_PROVIDER: tuple[tuple[tuple[str, ...], float], ...] = (
-    (("google", "gemini"), 24 * _HOUR),
-    (("deepseek",), _HOUR),
-    (("groq",), 2 * _HOUR),
-    (("anthropic", "xai", "grok", "openrouter"), 5 * _MINUTE),
-)
-_DEFAULT_AUTO_TTL = 5 * _MINUTE
+    return provider_name(provider_or_model_id)
 
 
 def auto_activation_ttl(
     provider: str, model: str, provider_options: Mapping[str, Any] | None = None
 ) -> float:
-    """The provider-aware idle TTL (seconds) that ``"auto"`` stands for.
-
-    ``provider`` may be empty when ``model`` carries it (``"openai:gpt-4o"``). For OpenAI an
-    explicit ``promptCacheRetention`` (``'24h'`` → 1 h, ``'in_memory'`` → 5 min) wins over the
-    model-name rule.
-    """
-    name = provider.strip().lower()
-    if not name and re.search(r"[:/]", model):
-        name = normalize_provider(model)
-    if "openai" in name:
-        return _openai_auto_ttl(model, provider_options)
-    for needles, ttl in _AUTO_TTL_BY_PROVIDER:
-        if any(needle in name for needle in needles):
-            return ttl
-    return _DEFAULT_AUTO_TTL
-
-
-def _openai_auto_ttl(model: str, provider_options: Mapping[str, Any] | None) -> float:
-    openai_options = (provider_options or {}).get("openai")
-    if isinstance(openai_options, Mapping):
-        retention = openai_options.get("promptCacheRetention", openai_options.get("prompt_cache_retention"))
-        if retention == "24h":
-            return _HOUR
-        if retention == "in_memory":
-            return 5 * _MINUTE
-    if _OPENAI_SHORT_CACHE_RE.fullmatch(_bare_model(model)):
-        return 5 * _MINUTE
-    return _HOUR
+    """The provider-aware idle TTL (seconds) that ``"auto"`` stands for: the provider's
+    prompt-cache lifetime, a vendor fact kept in :func:`obsmem.profiles.prompt_cache_ttl`."""
+    return prompt_cache_ttl(provider, model, provider_options)
 
 
 _TTL_ALLOWED = (

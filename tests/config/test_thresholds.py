@@ -7,6 +7,7 @@ import math
 import pytest
 
 from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.om.activation import projected_message_removal, select_activation_prefix
 from obsmem.thresholds import (
     TokenRange,
     auto_activation_ttl,
@@ -16,14 +17,12 @@ from obsmem.thresholds import (
     min_new_tokens_for_buffer,
     normalize_provider,
     parse_duration,
-    projected_message_removal,
     resolve_activation_ratio,
     resolve_activation_ttl,
     resolve_block_after,
     resolve_buffer_tokens,
     resolve_retention_floor,
     round_half_up,
-    select_activation_prefix,
     should_trigger_buffer,
 )
 

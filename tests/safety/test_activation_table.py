@@ -2,9 +2,8 @@
 
 These tests call the activation functions by their public names (``activate_chunks``,
 ``apply_buffered_reflection``, ``reflection_slice``, ``covered_until``, ``chunk_fits``) and the
-prefix rule (``select_activation_prefix``, ``projected_message_removal``), which moves from
-``obsmem.thresholds`` to ``obsmem.om.activation``: while both modules have it, both are pinned.
-When the activation rule moves or is renamed, this is the one file to adjust; the behaviour it
+prefix rule (``select_activation_prefix``, ``projected_message_removal``), which lives in
+``obsmem.om.activation`` alone. When the activation rule moves or is renamed, this is the one file to adjust; the behaviour it
 pins must not change.
 Every field of the record that a transition writes is checked, and every field it must leave
 alone is checked to be untouched.
@@ -301,10 +300,10 @@ def test_no_buffered_reflection_nothing_to_apply() -> None:
 # --------------------------------------------------------------------------------------------
 
 PREFIX_RULES = [
-    module for module in (obsmem.om.activation, obsmem.thresholds)
+    module for module in (obsmem.om.activation,)
     if hasattr(module, "select_activation_prefix") and hasattr(module, "projected_message_removal")
 ]
-assert PREFIX_RULES, "the prefix rule is in obsmem.om.activation or obsmem.thresholds"
+assert PREFIX_RULES, "the prefix rule is in obsmem.om.activation"
 
 
 @pytest.fixture(params=PREFIX_RULES, ids=lambda module: module.__name__)
