@@ -62,7 +62,7 @@ from obsmem.profiles import parse_model_id
 from obsmem.thresholds import min_new_tokens_for_buffer, should_trigger_buffer
 from obsmem.types import Message, Thread
 
-__all__ = ["BufferedLifecycle", "Handoff", "Snapshot", "Spawn", "StepResult", "split_model_id"]
+__all__ = ["BufferedLifecycle", "Handoff", "Snapshot", "Spawn", "StepResult"]
 
 logger = logging.getLogger("obsmem")
 
@@ -75,9 +75,6 @@ LEASE_TTL_S = 60.0
 _BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
 _MAX_ACTIVATION_ROUNDS = 8
 
-
-#: The old name of :func:`obsmem.profiles.parse_model_id`, the one model-id parser.
-split_model_id = parse_model_id
 
 
 @dataclass(frozen=True, slots=True)
