@@ -218,3 +218,29 @@ def test_the_property_ran_examples() -> None:
     if not RUNS:
         test_property_threads_stay_apart_and_deletion_removes_every_line()
     assert len(RUNS) >= 5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the observer of one thread is shown the whole resource record (all threads' sections): "
+    "needs Cycle.observer_view filtered by visible_sections(thread) in om/cycle.py, om/step.py, om/buffering.py",
+)
+async def test_an_echoing_observer_is_never_shown_another_threads_lines() -> None:
+    """An LLM observer (a third party, and one that may echo) is shown the previous observations
+    its thread may see, never a sibling's: else it copies them into its own thread's section."""
+
+    def observe(messages: list[Message], settings: ModelRequest | None) -> str:
+        prompt = "\n".join(m.text for m in messages)
+        me = MARK.findall(messages[-1].text)[-1]
+        echoed = [line for line in prompt.splitlines() if "secret-" in line and line.lstrip().startswith("*")]
+        body = "\n".join([f"* 🔴 (09:00) secret-{me}-own user told MARK{me}X facts.", *echoed])
+        return f"<observations>\nDate: Jun 16, 2025\n{body}\n</observations>"
+
+    memory = Memory("memory://", config=config(), observer=FunctionModel(observe), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        for index, tid in enumerate(["work", "home"]):
+            await talk(memory, conv, tid, index, 3)
+            await memory.observe(tid)
+        shown = "\n".join(m.text for m in (await memory.get_context("home")).system_messages)
+        assert secrets_of(shown) <= {1}
