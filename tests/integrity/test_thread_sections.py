@@ -33,12 +33,14 @@ pytestmark = pytest.mark.anyio
 MARK = re.compile(r"MARK(\d+)X")
 
 
-def config(observation_tokens: int = 100_000, *, retrieval: bool = False) -> MemoryConfig:
+def config(observation_tokens: int = 100_000, *, retrieval: bool = False, buffered: bool = False) -> MemoryConfig:
     return MemoryConfig(
         retrieval=RetrievalConfig(enabled=retrieval),
         scope="resource",
         share_threads_in_resource=False,
-        observation=ObservationConfig(message_tokens=400, buffer_tokens=False),
+        observation=ObservationConfig(message_tokens=400)
+        if buffered
+        else ObservationConfig(message_tokens=400, buffer_tokens=False),
         reflection=ReflectionConfig(observation_tokens=observation_tokens),
     )
 
@@ -83,11 +85,16 @@ def secrets_of(text: str) -> set[int]:
 
 
 async def check_apart(
-    thread_ids: list[str], *, extra: list[str] | None = None, reflect: bool = False, retrieval: bool = False
+    thread_ids: list[str],
+    *,
+    extra: list[str] | None = None,
+    reflect: bool = False,
+    retrieval: bool = False,
+    buffered: bool = False,
 ) -> None:
     memory = Memory(
         "memory://",
-        config=config(observation_tokens=200 if reflect else 100_000, retrieval=retrieval),
+        config=config(observation_tokens=200 if reflect else 100_000, retrieval=retrieval, buffered=buffered),
         observer=hostile_observer(thread_ids, extra),
         clock=fake_clock(),
     )
@@ -117,10 +124,11 @@ async def check_apart(
             assert left == set(range(index + 1, len(thread_ids))), "deletion removes nothing of other threads"
 
 
-async def test_a_quote_in_a_thread_id_keeps_its_section() -> None:
+@pytest.mark.parametrize("buffered", [False, True])
+async def test_a_quote_in_a_thread_id_keeps_its_section(buffered: bool) -> None:
     """main: ``conv"1`` rendered ``<thread id="conv"1">``, which the parser rejected, so its
     observations were unsectioned: the sibling saw them and deletion left them."""
-    await check_apart(['conv"1', "conv2"])
+    await check_apart(['conv"1', "conv2"], buffered=buffered)
 
 
 async def test_forged_section_tags_from_the_observer_stay_in_their_thread() -> None:
@@ -196,9 +204,10 @@ hostile_lines = st.lists(
     extra=hostile_lines,
     reflect=st.booleans(),
     retrieval=st.booleans(),
+    buffered=st.booleans(),
 )
 def test_property_threads_stay_apart_and_deletion_removes_every_line(
-    ids: list[str], extra: list[str], reflect: bool, retrieval: bool
+    ids: list[str], extra: list[str], reflect: bool, retrieval: bool, buffered: bool
 ) -> None:
     import anyio
 
@@ -206,7 +215,7 @@ def test_property_threads_stay_apart_and_deletion_removes_every_line(
     if len(ids) < 2:
         return
     extra = [e for e in extra if not MARK.search(e) and "secret-" not in e]
-    anyio.run(lambda: check_apart(ids, extra=extra, reflect=reflect, retrieval=retrieval))
+    anyio.run(lambda: check_apart(ids, extra=extra, reflect=reflect, retrieval=retrieval, buffered=buffered))
     RUNS.append(len(ids))
 
 
