@@ -229,11 +229,6 @@ def test_the_property_ran_examples() -> None:
     assert len(RUNS) >= 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the observer of one thread is shown the whole resource record (all threads' sections): "
-    "needs Cycle.observer_view filtered by visible_sections(thread) in om/cycle.py, om/step.py, om/buffering.py",
-)
 async def test_an_echoing_observer_is_never_shown_another_threads_lines() -> None:
     """An LLM observer (a third party, and one that may echo) is shown the previous observations
     its thread may see, never a sibling's: else it copies them into its own thread's section."""

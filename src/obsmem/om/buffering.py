@@ -445,8 +445,8 @@ class BufferedLifecycle:
         """A buffer's request; ``earlier`` is what this buffer's previous requests returned."""
         core = self.core
         chunks = [c.observations for c in record.buffered_chunks if c.thread_id == thread.id and c.observations]
-        previous = core.observer_view(record.active_observations)
-        chunks = [core.observer_view(c) for c in chunks]
+        previous = core.observer_view(record.active_observations, thread)
+        chunks = [core.observer_view(c, thread) for c in chunks]
         if earlier is not None and earlier.observations.strip():
             chunks.append(recent_lines(earlier.observations))
         if chunks:

@@ -41,7 +41,7 @@ from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.regroup import GroupedReflector
-from obsmem.om.sections import SectionedReflector, wrap_section
+from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
@@ -313,8 +313,12 @@ class Core:
             observations = wrap_group(observation_group(thread.id, messages, observations))
         return self.section(thread, observations)
 
-    def observer_view(self, observations: str) -> str:
-        """What an observer is shown of earlier observations: the text without group tags."""
+    def observer_view(self, observations: str, thread: Thread) -> str:
+        """What an observer is shown of earlier observations for ``thread``: what that thread may
+        see (in resource scope its own sections unless threads share), without group tags. An
+        observer that echoes its input must never copy a sibling thread's lines into this one."""
+        if self.resource_scope:
+            observations = visible_sections(observations, thread.id, shared=self.config.share_threads_in_resource)
         return strip_groups(observations) if self.retrieval else observations
 
     def message_threshold(self, record: ObservationRecord) -> int:

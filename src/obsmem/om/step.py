@@ -305,7 +305,7 @@ class ObserveStep:
         observation = core.config.observation
         state = record.threads.get(thread.id, ThreadState())
         budget = observation.previous_observer_tokens
-        shown = core.observer_view(record.active_observations)
+        shown = core.observer_view(record.active_observations, thread)
         if earlier is not None and earlier.observations.strip():
             shown = f"{shown.rstrip()}\n\n{recent_lines(earlier.observations)}".strip()
         previous = truncate_previous_observations(
