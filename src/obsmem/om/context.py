@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.sections import visible_sections
+from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
@@ -134,7 +134,8 @@ def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) 
             if text.strip():
                 lines.append(f"{message.role}: {text.strip()}")
         if lines:
-            blocks.append(f'<other-conversation id="{thread_id}">\n' + "\n".join(lines) + "\n</other-conversation>")
+            opening = f'<other-conversation id="{escape_thread_id(thread_id)}">'  # an id is data, never a tag
+            blocks.append(opening + "\n" + "\n".join(lines) + "\n</other-conversation>")
     if not blocks:
         return None
     return "\n".join([OTHER_CONVERSATIONS, "START_OTHER_CONVERSATIONS_BLOCK", *blocks, "END_OTHER_CONVERSATIONS_BLOCK"])
