@@ -213,11 +213,13 @@ STRUCTURE_TAGS = frozenset(
         "thread-title",
         "system-reminder",
         "system",
-        "thread",
         "other-conversation",
         "other-conversations",
     }
 )
+# ``<thread id="…">`` is not in the set: in resource scope the reflector's input is made of such
+# sections and its answer must keep them. Forged section syntax in an answer is removed where
+# the answer is committed (om/sections.py).
 
 # What a model may read through between the characters of a tag: whitespace and invisible
 # format characters (soft hyphen, zero-width spaces and joiners, direction marks, BOM).
@@ -233,8 +235,8 @@ def _name_pattern(name: str) -> str:
 
 def _tag_pattern(names: frozenset[str]) -> re.Pattern[str]:
     alternatives = "|".join(_name_pattern(n) for n in sorted(names, key=len, reverse=True))
-    # An opening bracket, an optional slash, then a known name not followed by more name.
-    return re.compile(rf"{_OPEN}(?={_GAP}[/\uff0f\\]?{_GAP}(?:{alternatives})(?![\w-]))", re.IGNORECASE)
+    # An opening bracket, any slashes or backslashes, then a known name not followed by more name.
+    return re.compile(rf"{_OPEN}(?={_GAP}(?:[/\uff0f\\]{_GAP})*(?:{alternatives})(?![\w-]))", re.IGNORECASE)
 
 
 _STRUCTURE_PATTERN = _tag_pattern(STRUCTURE_TAGS)
