@@ -176,11 +176,6 @@ async def test_the_reflector_is_told_its_input_is_data_and_gets_it_fenced() -> N
     assert user.index("## Your task") > end, "the task comes after the fenced data"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs om/llm/parsing.py to drop echoed fence sections before reading the answer "
-    "(owned by another helper; remove this mark when that lands)",
-)
 async def test_an_observer_that_echoes_its_prompt_records_nothing_from_inside_the_fences() -> None:
     def echo(messages: list[Message], settings: ModelRequest | None) -> str:
         return messages[-1].text

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from obsmem.om.extractors import Extractor
+from obsmem.om.llm.prompts import HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG
 from obsmem.om.text.format import parse_date_header
 
 __all__ = [
@@ -44,6 +45,9 @@ MAX_LINE_CHARS = 10_000
 TRUNCATION_SUFFIX = " … [truncated]"
 
 BUILTIN_SLUGS = ("current-task", "suggested-response", "thread-title")
+# The prompts' fences (om/llm/prompts.py): a model that echoes its input repeats them, and
+# nothing inside one is ever the model's own answer.
+ECHOED_FENCES = (HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG)
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
 _ANCHOR = re.compile(r"\[O\d+\]\s?")
@@ -98,6 +102,8 @@ def strip_anchor_ids(text: str) -> str:
 
 def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: bool) -> ParsedOutput:
     text = text.replace("\r\n", "\n")
+    for tag in ECHOED_FENCES:
+        _, text = _take_line_start_section(text, tag)
     extracted: dict[str, Any] = {}
     failures: dict[str, str] = {}
 
