@@ -32,6 +32,12 @@ Run (about 15 minutes per thousand mutants on one core)::
     .venv/bin/python benchmarks/mutation.py --ref 160fafa --workdir /tmp/mut-before
     .venv/bin/python benchmarks/mutation.py --ref 160fafa --overlay tests/safety --workdir /tmp/mut-after
     .venv/bin/python benchmarks/mutation.py --report-only --workdir /tmp/mut-after   # table again
+    .venv/bin/python benchmarks/mutation.py --module obsmem.om.selection --overlay tests/safety
+    .venv/bin/python benchmarks/mutation.py --module obsmem.om.selection --overlay tests/safety --survivors
+
+``--module`` (repeatable) runs and reports only that module's mutants (mutmut reruns every one of
+them); ``--survivors`` reruns only those that did not die in the last run in ``--workdir`` (after
+new tests: with ``--overlay`` they are copied in first, and mutmut maps new tests to functions).
 
 It prints one row per module and every surviving mutant that is not excluded (with its diff),
 writes ``<workdir>/mutation-report.json``, and exits 1 when a module scores under
@@ -122,10 +128,12 @@ def prepare(workdir: Path, ref: str, overlay: list[str]) -> None:
         print(f"test paths not present at {ref} (skipped): {', '.join(missing)}")
 
 
-def run_mutmut(workdir: Path, children: int) -> None:
+def run_mutmut(workdir: Path, children: int, names: list[str]) -> None:
+    """Run mutmut; ``names`` (mutant names or fnmatch patterns) restricts it to those and reruns them."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run(
-        [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=workdir, env=env, check=True
+        [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *names], cwd=workdir, env=env,
+        check=True,
     )
 
 
@@ -331,12 +339,29 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=1)
     parser.add_argument("--min-score", type=float, default=95.0)
     parser.add_argument("--report-only", action="store_true", help="only read the results already there")
+    parser.add_argument(
+        "--module", action="append", default=[],
+        help="only this module (e.g. obsmem.om.selection; repeatable): its mutants are (re)run and reported",
+    )
+    parser.add_argument(
+        "--survivors", action="store_true",
+        help="rerun only the mutants that did not die in the last run (of --module, if given), e.g. after new tests",
+    )
     args = parser.parse_args()
     workdir = args.workdir.resolve()
+
+    def selected(mutant: Mutant) -> bool:
+        return not args.module or mutant.name.split(".x", 1)[0] in args.module
+
     if not args.report_only:
         prepare(workdir, args.ref, args.overlay)
-        run_mutmut(workdir, args.max_children)
-    mutants = results(workdir)
+        names = [f"{module}.*" for module in args.module]
+        if args.survivors:
+            names = [m.name for m in results(workdir) if selected(m) and m.status not in KILLED]
+            print(f"rerunning {len(names)} mutant(s) that did not die")
+        if names or not args.survivors:
+            run_mutmut(workdir, args.max_children, names)
+    mutants = [m for m in results(workdir) if selected(m)]
     describe(workdir, mutants)
     code, rows = report(mutants, read_exclusions(EXCLUDED_FILE), args.min_score)
     report_file = workdir / "mutation-report.json"
