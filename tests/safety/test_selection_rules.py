@@ -135,6 +135,13 @@ def test_existing_results_answer_only_waiting_calls() -> None:
         check_input_sequence([U, call("a", "b"), result("a")], [A])
 
 
+def test_a_call_id_used_again_after_its_answer_waits_for_its_new_result() -> None:
+    """Some providers reuse call ids: a stored call answered earlier and then made again waits
+    for its new result, whether the history is stored or arrives with the input."""
+    check_input_sequence([U, call("a"), result("a"), call("a")], [result("a")])
+    check_input_sequence([], [U, call("a"), result("a"), call("a"), result("a")])
+
+
 def test_pending_calls_accumulate_over_parallel_messages() -> None:
     # two assistant messages of one step, each with calls, only results after them: both pending
     two_call_messages = [U, call("a"), result("a"), call("b"), result("x"), call("c")]

@@ -363,8 +363,9 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
                 answered.add(result.tool_call_id)
         if is_boundary(message):
             boundary(message)
-        answered |= {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
-        for call_id in own & answered:
+        answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
+        answered |= answered_here
+        for call_id in answered_here:  # a call answered in its own message waits for nothing
             waiting.pop(call_id, None)
 
     known = {m.id for m in existing}
