@@ -152,7 +152,10 @@ class Turn:
             messages = await self._new_or_changed(messages)
         if not messages:
             return []
-        await self._engine.check_input(self.thread, messages)  # before anything is stored
+        # Checked before anything is stored, against the last context's raw tail when there is
+        # one (what the actor saw; a waiting call is never observed away), else the store's.
+        tail = self.context.raw_messages if self.context.messages and not self.context.trimmed else None
+        await self._engine.check_input(self.thread, messages, tail=tail)
         saved = await self._store.save_messages(self.thread.id, messages)
         self.thread = await remember_instructions(self._store, self.thread, saved)
         return saved
