@@ -295,10 +295,12 @@ def latest_instructions(messages: Sequence[Message]) -> list[Message]:
     return list(latest.values())
 
 
-def _last_system_run(messages: Sequence[Message]) -> list[Message]:
+def _last_system_run(kept: Sequence[Message]) -> list[Message]:
+    """The newest run of the application's system messages among ``kept`` (already without
+    obsmem's own: :func:`drop_obsmem_messages`)."""
     run: list[Message] = []
     ended = False
-    for message in drop_obsmem_messages(messages):
+    for message in kept:
         if message.role == "system":
             if ended:
                 run, ended = [], False
@@ -392,10 +394,9 @@ def build_context(
     Neither system messages nor obsmem's own messages (saved back by an application) appear in
     the raw tail.
     """
+    kept = drop_obsmem_messages(unobserved)
     conversation = [
-        visible
-        for message in drop_obsmem_messages(unobserved)
-        if message.role != "system" and (visible := model_visible(message)) is not None
+        visible for message in kept if message.role != "system" and (visible := model_visible(message)) is not None
     ]
     system = observation_system_messages(
         record,
@@ -410,7 +411,7 @@ def build_context(
         instructions_without_observations=instructions_without_observations,
         tail=conversation,
     )
-    leading = _last_system_run(unobserved) if instructions is None else list(instructions)
+    leading = _last_system_run(kept) if instructions is None else list(instructions)
     leading = [shown for shown in map(model_visible, leading) if shown is not None]
     raw: list[Message] = []
     previous: Message | None = None

@@ -348,25 +348,19 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
     and messages already in ``existing`` (re-sent by id) keep their place and are skipped.
     ``existing`` is taken as it is: an old call that was never answered does not block.
     """
-    waiting: dict[str, str] = {}  # call id -> id of the message that made it
-    answered: set[str] = set()
+    # Only the messages from the newest boundary on decide what is waiting (a boundary ends
+    # every earlier call); the rest is read only to word a refusal ("already answered").
+    # Each message's observable view depends on that message alone (system messages, where
+    # runs matter, are never observable), so the newest end is read backwards up to a boundary.
+    newest_first: list[Message] = []
+    for message in reversed(existing):
+        newest_first.extend(observable_messages([message]))
+        if newest_first and is_boundary(newest_first[-1]):
+            break
+    waiting, answered = _replay(newest_first[::-1])
 
-    def boundary(message: Message) -> None:
-        waiting.clear()
-        for call in message.tool_calls:
-            waiting[call.tool_call_id] = message.id
-
-    for message in observable_messages(existing):
-        own = {c.tool_call_id for c in message.tool_calls}
-        for result in message.tool_results:
-            if result.tool_call_id not in own and waiting.pop(result.tool_call_id, None) is not None:
-                answered.add(result.tool_call_id)
-        if is_boundary(message):
-            boundary(message)
-        answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
-        answered |= answered_here
-        for call_id in answered_here:  # a call answered in its own message waits for nothing
-            waiting.pop(call_id, None)
+    def already_answered(call_id: str) -> bool:
+        return call_id in answered or call_id in _replay(observable_messages(existing))[1]
 
     known = {m.id for m in existing}
     for index, message in enumerate(new):
@@ -380,7 +374,7 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
             if result.tool_call_id in own:
                 continue
             if waiting.pop(result.tool_call_id, None) is None:
-                state = "was already answered" if result.tool_call_id in answered else "was never made"
+                state = "was already answered" if already_answered(result.tool_call_id) else "was never made"
                 raise InvalidInputError(
                     f"{where} holds the result of tool call {result.tool_call_id!r}, but no call with that id "
                     f"is waiting for a result (it {state}). A result must follow its call, before any other "
@@ -394,8 +388,29 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
                 "message), then the next message."
             )
         if is_boundary(message):
-            boundary(message)
+            waiting = {call.tool_call_id: message.id for call in message.tool_calls}
         for result in message.tool_results:
             if result.tool_call_id in own:
                 waiting.pop(result.tool_call_id, None)
                 answered.add(result.tool_call_id)
+
+
+def _replay(messages: Sequence[Message]) -> tuple[dict[str, str], set[str]]:
+    """The calls still waiting after ``messages`` (observable, oldest first; call id -> id of the
+    message that made it) and the calls answered in them."""
+    waiting: dict[str, str] = {}
+    answered: set[str] = set()
+    for message in messages:
+        own = {c.tool_call_id for c in message.tool_calls}
+        for result in message.tool_results:
+            if result.tool_call_id not in own and waiting.pop(result.tool_call_id, None) is not None:
+                answered.add(result.tool_call_id)
+        if is_boundary(message):
+            waiting.clear()
+            for call in message.tool_calls:
+                waiting[call.tool_call_id] = message.id
+        answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
+        answered |= answered_here
+        for call_id in answered_here:  # a call answered in its own message waits for nothing
+            waiting.pop(call_id, None)
+    return waiting, answered
