@@ -130,9 +130,11 @@ def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) 
         lines = []
         for message in drop_obsmem_messages(messages):
             texts = (p.text[:_OTHER_PART_CHARS] for p in message.parts if isinstance(p, TextPart))
-            text = " ".join(map(strip_system_reminders, texts))
-            if text.strip():
-                lines.append(f"{message.role}: {text.strip()}")
+            # Quoted data: one line per message (its newlines cannot start a line of their own)
+            # and no tag of its own (every "<" escaped: it cannot close or open a block).
+            text = " ".join(" ".join(map(strip_system_reminders, texts)).split())
+            if text:
+                lines.append(f"{message.role}: {text.replace('<', '&lt;')}")
         if lines:
             opening = f'<other-conversation id="{escape_thread_id(thread_id)}">'  # an id is data, never a tag
             blocks.append(opening + "\n" + "\n".join(lines) + "\n</other-conversation>")
