@@ -7,13 +7,14 @@ import asyncio
 import json
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from obsmem.bench.injection import ROLE_SETUPS, InjectionReport, run_injection
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.bench.longmemeval import load_longmemeval
@@ -26,7 +27,7 @@ from obsmem.models import infer_model
 __all__ = ["bench_app"]
 
 bench_app = typer.Typer(
-    help="Measure what memory keeps: LoCoMo, LongMemEval, fact survival.", context_settings=HELP_OPTIONS,
+    help="Measure what memory keeps (LoCoMo, LongMemEval, fact survival) and what hostile text reaches.", context_settings=HELP_OPTIONS,
     invoke_without_command=True,
 )  # fmt: skip
 console = Console()
@@ -250,3 +251,42 @@ def survival(
     if json_out is not None:
         json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2), encoding="utf-8")
         console.print(f"wrote {json_out}")
+
+
+@bench_app.command()
+def injection(
+    roles: Annotated[
+        str, typer.Option(help="Comma-separated role setups: offline, echo, quote, forge (and naive, "
+                               "the raw-concatenation baseline the detectors must flag).")
+    ] = ",".join(ROLE_SETUPS),
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N payloads.")] = None,
+    store: Annotated[str, typer.Option(help="memory (fast) or sqlite (a temporary file per setup).")] = "memory",
+    json_out: JsonOption = None,
+) -> None:
+    """Try every injection payload in every channel; report what reaches system messages."""
+    setups = [r.strip() for r in roles.split(",") if r.strip()]
+    if store not in ("memory", "sqlite"):
+        raise typer.BadParameter(f"expected memory or sqlite, got {store!r}", param_hint="--store")
+    kind: Literal["memory", "sqlite"] = "sqlite" if store == "sqlite" else "memory"
+    report = _run(
+        lambda advance: run_injection(setups=setups, limit=limit, store=kind, on_progress=advance), "Injecting"
+    )
+    _print_injection(report)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {json_out}")
+
+
+def _print_injection(report: InjectionReport) -> None:
+    table = Table(title=f"Injection: {report.payloads} payloads × channels (user, tool, file, name, thread-id)")
+    for column in ("role setup", "tried", "reached %", "unquoted in system message %", "control-section forgery %",
+                   "cross-thread reach %", "observations", "reflections"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "role setup" else "right")
+    for setup in report.setups:
+        table.add_row(
+            setup.setup, str(len(setup.tried)), f"{100 * setup.share('reached'):.1f}",
+            f"{100 * setup.share('unquoted'):.1f}",
+            f"{100 * setup.share('control'):.1f}", f"{100 * setup.share('cross_thread'):.1f}",
+            str(setup.observations), str(setup.reflections),
+        )
+    console.print(table)
