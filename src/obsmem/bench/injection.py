@@ -9,14 +9,14 @@ injection prose) in every *channel*, through the public API only, and measures w
 actor's system messages.
 
 **A case** is one payload in one channel under one *role setup*. Each case gets its own resource
-with two threads on one store per setup (in memory by default, or a temporary SQLite file), in
-resource scope with sharing **off**
-(``share_threads_in_resource=False``): the *hostile* thread A, where the payload enters, and its
-*sibling* B. The turns are: B says something ordinary; A's turn carries the payload (plus
-ordinary text); A and B each take one more ordinary turn. A's context is read right after the
-hostile turn (its hints come from that cycle) and at the end; B's at the end. The thresholds are small, so every turn
-observes and reflections happen (the report counts both). Then both contexts are read
-(``Memory.get_context``), with A's record and thread.
+with two threads, on one store per setup (in memory by default, or a temporary SQLite file), in
+resource scope with sharing **off** (``share_threads_in_resource=False``): the *hostile* thread
+A, where the payload enters, and its *sibling* B. The turns are: B says something ordinary; A's
+turn carries the payload (plus ordinary text); A and B each take one more ordinary turn. The
+thresholds are small (60 message tokens, 120 observation tokens), so every turn observes and
+reflections happen (the report counts both). A's context (``Memory.get_context``) is read right
+after the hostile turn (its hints come from that cycle) and at the end; B's context, A's record
+and A's thread at the end.
 
 **Channels**: ``user`` (a user message's text), ``tool`` (a tool result the assistant fetched),
 ``file`` (a file part's filename), ``name`` (the participant name, ``metadata["name"]``, in a
