@@ -18,25 +18,46 @@ What a role gets (reference §1.3–§1.5, documented once on ``config._RoleOpti
   since reflection inputs are large); 1 for the offline and custom reflectors.
 * Working memory (``observation.manage_working_memory``): an inline extractor for an LLM observer,
   which writes it in its output, and the deterministic hook for any other observer.
+* The privacy boundary (``config.privacy``, off by default): each LLM role's model is wrapped in a
+  :class:`~obsmem.models.redacting.RedactingModel` (tiers included: the wrapper sits around them),
+  so no request reaches a model unredacted; and each request is checked against the provider
+  allow-list for its scope (the thread and resource ids of its messages, or those the request
+  carries): a forbidden one goes to the offline role instead (event ``privacy-fallback``) or,
+  with ``privacy.strict``, raises :class:`~obsmem.errors.PrivacyError`. Each model request that
+  had anything redacted is reported as an event ``redaction`` with ``data = {"role", "model",
+  "counts": {category: n}}``. The offline roles run in process and see the text unredacted; an
+  Observer / Reflector object given by the application is used as given.
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from obsmem.clock import Clock
-from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, ReflectionConfig
-from obsmem.errors import ConfigError
+from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
+from obsmem.errors import ConfigError, PrivacyError
 from obsmem.models.base import ChatModel
+from obsmem.models.redacting import RedactingModel
 from obsmem.models.retry import RetryPolicy
 from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.extractors import Extractor, working_memory_extractor
 from obsmem.om.llm.observer import LLMObserver
 from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.om.offline import OfflineObserver, OfflineReflector
-from obsmem.om.protocols import ObservationRequest, Observer, Reflector
+from obsmem.om.outcomes import EngineEvent
+from obsmem.om.protocols import (
+    ObservationRequest,
+    ObservationResult,
+    Observer,
+    ReflectionRequest,
+    ReflectionResult,
+    Reflector,
+)
+from obsmem.privacy import ProviderRules, Redactor, provider_of
 from obsmem.tokens import TokenCounter
 from obsmem.types import FilePart, Message, describe_value
 
@@ -102,6 +123,7 @@ def assemble_roles(
     counter: TokenCounter,
     clock: Clock,
     retry: RetryPolicy | None = None,
+    on_event: Callable[[EngineEvent], None] | None = None,
 ) -> Roles:
     """The observer, reflector, reflection start level and extractors for ``config``.
 
@@ -110,7 +132,8 @@ def assemble_roles(
     the application's own; the working-memory extractor is added when the config asks for it,
     and all of them are checked (valid, unique slugs). ``retry`` is how the LLM roles built
     here retry transient model errors (None: :class:`RetryPolicy`'s defaults); roles given as
-    Observer / Reflector objects keep their own.
+    Observer / Reflector objects keep their own. ``on_event`` hears the privacy boundary's
+    ``redaction`` and ``privacy-fallback`` events (pass the engine's listener).
     """
     if model is not None and (observer is not None or reflector is not None):
         raise ConfigError(
@@ -121,9 +144,10 @@ def assemble_roles(
     (observer_spec, observer_from), (reflector_spec, reflector_from) = _role_specs(
         config, model, observer, reflector
     )
-    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock, retry)
+    boundary = _Boundary(config.privacy, counter, on_event) if config.privacy is not None else None
+    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock, retry, boundary)
     built_reflector, start_level = _reflector(
-        reflector_spec, reflector_from, config.reflection, counter, clock, retry
+        reflector_spec, reflector_from, config.reflection, counter, clock, retry, boundary
     )
     if isinstance(extractors, str | bytes | Mapping) or not isinstance(extractors, Iterable):
         raise ConfigError("extractors", f"expected a list of Extractor, got {describe_value(extractors)}",
@@ -134,7 +158,7 @@ def assemble_roles(
             raise ConfigError("extractors", f"expected Extractor objects, got {describe_value(extractor)}",
                               allowed="a list of obsmem.Extractor")
     if config.observation.manage_working_memory:
-        inline = isinstance(built_observer, LLMObserver)
+        inline = isinstance(built_observer, LLMObserver | _PrivateObserver)
         all_extractors.append(working_memory_extractor("inline" if inline else "hook"))
     _check_extractors(all_extractors)
     return Roles(built_observer, built_reflector, start_level, tuple(all_extractors))
@@ -204,7 +228,7 @@ def _chat_model(
 
 def _observer(
     spec: Observer | ModelSpec, argument: str, role: ObservationConfig, counter: TokenCounter, clock: Clock,
-    retry: RetryPolicy | None,
+    retry: RetryPolicy | None, boundary: _Boundary | None = None,
 ) -> Observer:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineObserver(count_tokens=counter.count_text)
@@ -217,8 +241,8 @@ def _observer(
         )
     chat = _chat_model(spec, argument, "Observer", counter)
     temperature, limit = request_settings(role, chat)
-    return _AttachmentFilteringObserver(
-        chat,
+    observer = _AttachmentFilteringObserver(
+        boundary.wrap(chat, "observation") if boundary is not None else chat,
         role,
         count_tokens=counter.count_text,
         clock=clock,
@@ -226,11 +250,14 @@ def _observer(
         max_output_tokens=limit,
         retry=retry,
     )
+    if boundary is None:
+        return observer
+    return _PrivateObserver(observer, OfflineObserver(count_tokens=counter.count_text), chat, boundary)
 
 
 def _reflector(
     spec: Reflector | ModelSpec, argument: str, role: ReflectionConfig, counter: TokenCounter, clock: Clock,
-    retry: RetryPolicy | None,
+    retry: RetryPolicy | None, boundary: _Boundary | None = None,
 ) -> tuple[Reflector, int]:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineReflector(count_tokens=counter.count_text), 1
@@ -243,10 +270,13 @@ def _reflector(
         )
     chat = _chat_model(spec, argument, "Reflector", counter)
     temperature, limit = request_settings(role, chat)
-    reflector = LLMReflector(
-        chat, count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock,
+    reflector: Reflector = LLMReflector(
+        boundary.wrap(chat, "reflection") if boundary is not None else chat,
+        count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock,
         retry_policy=retry,
     )
+    if boundary is not None:
+        reflector = _PrivateReflector(reflector, OfflineReflector(count_tokens=counter.count_text), chat, boundary)
     named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
     return reflector, compression_start_level(named.name)
 
@@ -348,3 +378,143 @@ class _AttachmentFilteringObserver(LLMObserver):
         *head, user = messages
         parts = tuple(part for part in user.parts if not isinstance(part, FilePart) or self._allowed(part))
         return [*head, user.model_copy(update={"parts": parts})]
+
+
+# --------------------------------------------------------------------------------------------
+# The privacy boundary
+# --------------------------------------------------------------------------------------------
+
+#: The role and thread of the request in progress, for the redaction event its model request
+#: raises (one task per request; concurrent requests for other threads have their own).
+_REQUEST: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("obsmem_privacy_request", default=None)
+
+#: Where a redaction key comes from when ``privacy.key`` is not set.
+KEY_VARIABLE = "OBSMEM_PRIVACY_KEY"
+
+Scope = tuple[str | None, str | None]
+
+
+class _Boundary:
+    """One Memory's (or worker's) redactor, allow-list and event listener."""
+
+    def __init__(
+        self, privacy: PrivacyConfig, counter: TokenCounter, on_event: Callable[[EngineEvent], None] | None
+    ) -> None:
+        if privacy.key is not None:
+            key = privacy.key.get_secret_value().encode()
+        else:
+            key = os.environ.get(KEY_VARIABLE, "").encode() or os.urandom(32)
+        self.redactor = Redactor(
+            key, secrets=privacy.redact_secrets, pii=privacy.redact_pii, patterns=privacy.patterns
+        )
+        self.rules: ProviderRules | None = privacy.provider_rules
+        self.strict = privacy.strict
+        self.on_event = on_event
+
+    def wrap(self, chat: ChatModel, role: str) -> ChatModel:
+        def redacted(counts: dict[str, int]) -> None:
+            current = _REQUEST.get()
+            self.emit("redaction", current[1] if current else "", role=role, model=chat.name, counts=counts)
+
+        return RedactingModel(chat, self.redactor, on_redacted=redacted)
+
+    def emit(self, kind: str, thread_id: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(EngineEvent(kind=cast(Any, kind), thread_id=thread_id, data=data))
+
+    def forbidden(self, chat: ChatModel, scopes: list[Scope] | None) -> str | None:
+        """The first provider of ``chat`` (each tier's) that may not see ``scopes``; None: all may."""
+        if self.rules is None:
+            return None
+        models = [model for _, model in chat.tiers] if isinstance(chat, ModelByInputTokens) else [chat]
+        for model in models:
+            provider = provider_of(model.name)
+            if not self.rules.allows(provider, scopes):
+                return provider
+        return None
+
+
+def _scopes(request: ObservationRequest | ReflectionRequest) -> list[Scope] | None:
+    """The (thread, resource) pairs a request's text belongs to; None when it names none.
+
+    A request may carry ``thread_id`` / ``resource_id`` itself; an observation request's messages
+    carry theirs (several threads in resource scope).
+    """
+    own: Scope = (getattr(request, "thread_id", None), getattr(request, "resource_id", None))
+    found: dict[Scope, None] = {}
+    if own != (None, None):
+        found[own] = None
+    if isinstance(request, ObservationRequest):
+        for message in request.messages:
+            pair = (message.thread_id, message.resource_id or own[1])
+            if pair != (None, None):
+                found[pair] = None
+    return list(found) or None
+
+
+def _describe_scopes(scopes: list[Scope] | None) -> str:
+    if scopes is None:
+        return "a request that names no thread or resource"
+    return ", ".join(
+        " ".join(part for part in (f"thread '{t}'" if t else "", f"resource '{r}'" if r else "") if part)
+        for t, r in scopes
+    )
+
+
+class _PrivateRole:
+    def __init__(self, chat: ChatModel, boundary: _Boundary, role: str) -> None:
+        self.chat = chat
+        self.boundary = boundary
+        self.role = role
+
+    def _route(self, request: ObservationRequest | ReflectionRequest) -> tuple[bool, str]:
+        """Whether the model may see the request, and the thread id its events name."""
+        scopes = _scopes(request)
+        thread_id = next((t for t, _ in scopes or [] if t), "")
+        provider = self.boundary.forbidden(self.chat, scopes)
+        if provider is None:
+            return True, thread_id
+        if self.boundary.strict:
+            raise PrivacyError(role=self.role, provider=provider, scope=_describe_scopes(scopes))
+        self.boundary.emit("privacy-fallback", thread_id, role=self.role, provider=provider, to="offline")
+        return False, thread_id
+
+
+class _PrivateObserver(_PrivateRole):
+    """The LLM observer for scopes whose provider is allowed, the offline one for the others."""
+
+    def __init__(self, llm: LLMObserver, offline: Observer, chat: ChatModel, boundary: _Boundary) -> None:
+        super().__init__(chat, boundary, "observation")
+        self.llm = llm
+        self.offline = offline
+        self.name = llm.name
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        allowed, thread_id = self._route(request)
+        if not allowed:
+            return await self.offline.observe(request)
+        token = _REQUEST.set((self.role, thread_id))
+        try:
+            return await self.llm.observe(request)
+        finally:
+            _REQUEST.reset(token)
+
+
+class _PrivateReflector(_PrivateRole):
+    """The LLM reflector for scopes whose provider is allowed, the offline one for the others."""
+
+    def __init__(self, llm: Reflector, offline: Reflector, chat: ChatModel, boundary: _Boundary) -> None:
+        super().__init__(chat, boundary, "reflection")
+        self.llm = llm
+        self.offline = offline
+        self.name = llm.name
+
+    async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        allowed, thread_id = self._route(request)
+        if not allowed:
+            return await self.offline.reflect(request)
+        token = _REQUEST.set((self.role, thread_id))
+        try:
+            return await self.llm.reflect(request)
+        finally:
+            _REQUEST.reset(token)

@@ -31,6 +31,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    SecretStr,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -39,6 +40,7 @@ from pydantic import (
 )
 
 from obsmem.errors import ConfigError
+from obsmem.privacy import PII_CATEGORIES, ProviderRules, compile_pattern
 from obsmem.thresholds import (
     ActivationTTLSetting,
     Threshold,
@@ -58,6 +60,8 @@ __all__ = [
     "MemoryOptions",
     "ObservationConfig",
     "ObservationOptions",
+    "PrivacyConfig",
+    "PrivacyOptions",
     "ReflectionConfig",
     "ReflectionOptions",
     "RetrievalConfig",
@@ -749,6 +753,120 @@ class RetrievalConfig(_Options):
         return value
 
 
+class PrivacyOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`PrivacyConfig` (what each accepts before validation)."""
+
+    redact_secrets: bool
+    redact_pii: bool | Sequence[str]
+    patterns: Sequence[tuple[str, str]] | Mapping[str, str]
+    key: str | SecretStr | None
+    providers: Mapping[str, Sequence[str]] | None
+    strict: bool
+
+
+class PrivacyConfig(_Options):
+    """The privacy boundary before the memory models (off unless ``MemoryConfig(privacy=...)``).
+
+    With it, every request obsmem's LLM observer and reflector send has its text redacted first
+    (see :mod:`obsmem.privacy`): ``redact_secrets`` replaces API keys, tokens, private keys and
+    passwords; ``redact_pii`` the PII categories named (``True``: all of
+    :data:`obsmem.privacy.PII_CATEGORIES`); ``patterns`` adds ``(name, regex)`` pairs of your own.
+    Each value becomes ``[REDACTED:<category>:<hmac>]``, keyed by ``key`` (not stored in snapshots;
+    None: ``$OBSMEM_PRIVACY_KEY``, else a random key per process, so set it where the application
+    and its workers must produce the same placeholders).
+
+    ``providers`` is a per-scope allow-list ``{"resource:acme-*": ["offline"], "*": ["openai"]}``
+    (keys ``thread:<glob>``, ``resource:<glob>`` or ``*``; every matching rule must allow the
+    provider; a scope no rule matches allows no hosted provider). A request for a scope whose
+    model is not allowed goes to the offline observer/reflector instead, or, with ``strict``,
+    fails with :class:`~obsmem.errors.PrivacyError`. The offline rules run in process and see
+    unredacted text.
+    """
+
+    SECTION: ClassVar[str] = "privacy"
+
+    redact_secrets: StrictBool = True
+    redact_pii: tuple[str, ...] = ()
+    patterns: tuple[tuple[str, str], ...] = ()
+    key: SecretStr | None = Field(default=None, exclude=True)
+    providers: dict[str, tuple[str, ...]] | None = None
+    strict: StrictBool = False
+
+    def __init__(self, /, **options: Unpack[PrivacyOptions]) -> None:
+        super().__init__(**options)
+
+    @field_validator("redact_pii", mode="before")
+    @classmethod
+    def _check_redact_pii(cls, value: object) -> object:
+        allowed = f"True, False, or a list of {', '.join(PII_CATEGORIES)}"
+        if value is True:
+            return PII_CATEGORIES
+        if value is False or value is None:
+            return ()
+        if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset):
+            raise ConfigError("privacy.redact_pii", f"expected a list of categories, got {_describe(value)}",
+                              allowed=allowed)
+        chosen: list[str] = []
+        for category in value:
+            if not isinstance(category, str) or category not in PII_CATEGORIES:
+                raise ConfigError("privacy.redact_pii", f"unknown PII category {category!r}", allowed=allowed)
+            if category not in chosen:
+                chosen.append(category)
+        return tuple(category for category in PII_CATEGORIES if category in chosen)
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _check_patterns(cls, value: object) -> object:
+        pairs: list[tuple[object, object]]
+        if isinstance(value, Mapping):
+            pairs = list(value.items())
+        elif isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise ConfigError("privacy.patterns", f"expected (name, regex) pairs, got {_describe(value)}",
+                              allowed="a list of (name, regex) pairs, or a dict {name: regex}")
+        else:
+            pairs = []
+            for pair in value:
+                if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+                    raise ConfigError("privacy.patterns", f"expected a (name, regex) pair, got {_describe(pair)}",
+                                      allowed="a list of (name, regex) pairs, or a dict {name: regex}")
+                pairs.append((pair[0], pair[1]))
+        names: set[object] = set()
+        for name, regex in pairs:
+            compile_pattern(name, regex)
+            if name in names:
+                raise ConfigError("privacy.patterns", f"two patterns are named {name!r}", allowed="unique names")
+            names.add(name)
+        return tuple(pairs)
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _check_key(cls, value: object) -> object:
+        secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if value is not None and (not isinstance(secret, str) or not secret):
+            raise ConfigError("privacy.key", "the redaction key must be a non-empty string",
+                              allowed="a secret string (or None: $OBSMEM_PRIVACY_KEY, else random per process)")
+        return value
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _check_providers(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise ConfigError("privacy.providers", f"expected a mapping, got {_describe(value)}",
+                              allowed="{'resource:<glob>' | 'thread:<glob>' | '*': ['openai', ...]}")
+        return dict(ProviderRules.parse(value).rules)
+
+    @property
+    def provider_rules(self) -> ProviderRules | None:
+        """The allow-list, or None when every provider may see every scope."""
+        return None if self.providers is None else ProviderRules(tuple(self.providers.items()))
+
+    def _chosen(self) -> dict[str, Any]:
+        # The section is on by being there: a snapshot keeps it even when every option is default.
+        return {"redact_secrets": self.redact_secrets, **super()._chosen()}
+
+
 def _retrieval_field(value: object) -> object:
     """``True``/``False`` switch retrieval on/off; a mapping without ``enabled`` switches it on."""
     if isinstance(value, bool):
@@ -827,6 +945,7 @@ class MemoryOptions(TypedDict, total=False):
     observation: ObservationConfig | ObservationOptions
     reflection: ReflectionConfig | ReflectionOptions
     retrieval: bool | RetrievalConfig | RetrievalOptions
+    privacy: PrivacyConfig | None
 
 
 # --- end of the generated keyword forms ---
@@ -854,6 +973,7 @@ class MemoryConfig(_Options):
     observation: ObservationConfig = Field(default_factory=ObservationConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    privacy: PrivacyConfig | None = None
 
     def __init__(self, /, **options: Unpack[MemoryOptions]) -> None:
         # Declared so that type checkers accept a dict for a section (``observation={...}``).

@@ -37,6 +37,7 @@ generic handlers keep working. Every message says what was wrong and what to do 
     │   └── ModelRequestError                permanent: the request itself was refused
     ├── ObservationError                     an observation cycle failed (messages stay pending)
     ├── ReflectionError                      a reflection failed (observations are kept)
+    ├── PrivacyError                         a scope's text may not go to the configured model
     └── OperationAbortedError                the caller aborted the operation
 
 A stale compare-and-set is *not* an error: storage reports it as a result.
@@ -69,6 +70,7 @@ __all__ = [
     "ObservationError",
     "ObsmemError",
     "OperationAbortedError",
+    "PrivacyError",
     "RecallNotFoundError",
     "ReflectionError",
     "StaleSemanticIndexError",
@@ -245,6 +247,24 @@ class ObservationError(ObsmemError):
 
 class ReflectionError(ObsmemError):
     """A reflection failed. The active observations were left untouched."""
+
+
+class PrivacyError(ObsmemError):
+    """The privacy allow-list forbids sending a scope's text to the role's model (``strict``).
+
+    ``provider`` is the model's provider, ``scope`` the thread/resource ids of the request, and
+    ``role`` "observation" or "reflection". Without ``privacy.strict`` the offline role is used
+    instead and nothing is raised.
+    """
+
+    def __init__(self, *, role: str, provider: str, scope: str) -> None:
+        self.role = role
+        self.provider = provider
+        self.scope = scope
+        super().__init__(
+            f"The {role} model's provider '{provider}' may not see the text of {scope} (privacy.providers). "
+            "Allow the provider for this scope, or turn privacy.strict off to use the offline rules instead."
+        )
 
 
 class OperationAbortedError(ObsmemError):

@@ -1,0 +1,553 @@
+"""Redaction and the provider allow-list: what may leave the process for a memory model.
+
+Pure functions and values, no I/O (the foundation layer). The boundary that applies them to
+every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.assembly`.
+
+**Redaction.** A :class:`Redactor` replaces secrets (API keys and tokens of common providers,
+private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
+values after key-like names) and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
+value: the same value always gets the same placeholder under one key (so a model can still tell
+two different values apart, and refer to one consistently), while without the key a placeholder
+cannot be brute-forced back to a low-entropy value such as a phone number.
+
+Every detector is a regex that starts at a boundary of its own character class (so a long run
+of token characters offers one start, not one per character) and uses bounded repetition, or a
+plain scan (private keys); redaction is linear in the text. Placeholders already in the text
+are left alone, and the text between them is scanned again until nothing new is found, so
+redaction is idempotent: ``redact(redact(t).text).text == redact(t).text``.
+
+**Provider allow-list.** :class:`ProviderRules` maps scope patterns to the providers allowed to
+see that scope's text: ``"thread:<glob>"``, ``"resource:<glob>"`` or ``"*"`` (any scope).
+A provider is allowed for a scope when every rule matching the scope allows it (rules only ever
+restrict; ``"*"`` in a provider list allows any); a scope no rule matches allows no hosted
+provider, so write a ``"*"`` rule for the default. ``"offline"`` (the deterministic rules, in
+process) is always allowed. A request whose scope is unknown is held to every rule at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import ipaddress
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from obsmem.errors import ConfigError
+
+__all__ = [
+    "PII_CATEGORIES",
+    "SECRET_CATEGORIES",
+    "Detector",
+    "ProviderRules",
+    "Redacted",
+    "Redactor",
+    "compile_pattern",
+    "provider_of",
+]
+
+PLACEHOLDER_HEX = 8
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+#: Characters of opaque tokens; a detector for a token starts where a run of these starts.
+_TOKEN = "A-Za-z0-9_-"
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One kind of secret or PII: ``pattern`` finds candidates; the group named ``value`` (when
+    present and matched, else ``value2``/``value3``, else the whole match) is what is replaced;
+    ``check`` (when set) must accept that value (a checksum, an entropy floor)."""
+
+    category: str
+    pattern: re.Pattern[str] | None = None
+    check: Callable[[str], bool] | None = None
+    scan: Callable[[str], Iterator[tuple[int, int]]] | None = None
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """The (start, end) of each value to replace, left to right."""
+        if self.scan is not None:
+            yield from self.scan(text)
+            return
+        assert self.pattern is not None
+        for match in self.pattern.finditer(text):
+            start, end = match.span()
+            groups = match.re.groupindex
+            for name in ("value", "value2", "value3"):
+                if name in groups and match.group(name) is not None:
+                    start, end = match.span(name)
+                    break
+            if end <= start:
+                continue
+            if self.check is None or self.check(text[start:end]):
+                yield start, end
+
+
+# --------------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------------
+
+
+def _luhn(value: str) -> bool:
+    digits = [int(c) for c in value if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        if index % 2 == 1:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+#: Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay,
+#: Maestro): a Luhn-valid number outside them is more likely an order number than a card.
+_CARD_PREFIX = re.compile(r"4|5[1-5]|2(?:2[2-9]|[3-6]\d|7[01]|720)|3[47]|6(?:011|5|4[4-9]|2)|35|3(?:0[0-5]|[689])|5[06-9]")
+
+
+def _card(value: str) -> bool:
+    digits = "".join(c for c in value if c.isdigit())
+    separators = {c for c in value if not c.isdigit()}
+    return len(separators) <= 1 and _CARD_PREFIX.match(digits) is not None and _luhn(digits)
+
+
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
+    "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29,
+    "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28,
+    "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20,
+    "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29,
+    "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+
+
+def _iban(value: str) -> bool:
+    compact = value.replace(" ", "")
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    rearranged = compact[4:] + compact[:4]
+    number = "".join(str(int(c, 36)) for c in rearranged)
+    return int(number) % 97 == 1
+
+
+def _phone(value: str) -> bool:
+    return 8 <= sum(c.isdigit() for c in value) <= 15
+
+
+def _ipv6(value: str) -> bool:
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    # ``a[1::2]`` and ``::1`` parse too; an address worth hiding names at least three groups
+    return sum(1 for group in value.split(":") if group) >= 3
+
+
+def _entropy(value: str) -> float:
+    counts = Counter(value)
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def _high_entropy(value: str) -> bool:
+    """A value that looks generated: letters and digits mixed, and no long runs of one class."""
+    has_digit = any(c.isdigit() for c in value)
+    has_alpha = any(c.isalpha() for c in value)
+    return has_digit and has_alpha and _entropy(value) >= 3.0
+
+
+def _opaque_token(value: str) -> bool:
+    """A bearer token, not a word: a digit, mixed case or a token symbol somewhere."""
+    return any(c.isdigit() or c in "._~+/-=" for c in value) or (value.lower() != value and value.upper() != value)
+
+
+def _basic_credentials(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+_PLACEHOLDER_VALUES = frozenset({"null", "none", "nil", "true", "false", "undefined", "redacted"})
+
+
+def _password_value(value: str) -> bool:
+    """A real value, not an empty/templated one (``${DB_PASSWORD}``, ``<password>``, ``****``)."""
+    stripped = value.strip()
+    if not stripped or stripped.lower() in _PLACEHOLDER_VALUES:
+        return False
+    if stripped[0] in "$<{%" or set(stripped) <= set("*xX.•"):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Private keys: a scan, not a regex (a BEGIN without END must not rescan the rest per BEGIN)
+# --------------------------------------------------------------------------------------------
+
+_PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]{1,20} ){0,4})PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]{0,100000}")
+
+
+def _private_keys(text: str) -> Iterator[tuple[int, int]]:
+    position = 0
+    end_found = True
+    while True:
+        begin = _PEM_BEGIN.search(text, position)
+        if begin is None:
+            return
+        start = begin.start()
+        stop = -1
+        if end_found:  # once no END follows one BEGIN, none follows a later one
+            stop = text.find("-----END ", begin.end())
+            end_found = stop >= 0
+        if stop >= 0:
+            closing = text.find("-----", stop + 9)
+            end = len(text) if closing < 0 else closing + 5
+        else:  # cut off (a pasted fragment): the header and the key material after it
+            body = _PEM_BODY.match(text, begin.end())
+            end = body.end() if body is not None else begin.end()
+        yield start, end
+        position = max(end, start + 1)
+
+
+# --------------------------------------------------------------------------------------------
+# The detectors
+# --------------------------------------------------------------------------------------------
+
+
+def _re(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+def _token(prefix: str, body: str) -> re.Pattern[str]:
+    """A token that starts where a run of token characters starts (one start per run)."""
+    return _re(rf"(?<![{_TOKEN}]){prefix}{body}")
+
+
+_ASSIGN = r"""["']?[ \t]{0,10}(?::|=>|=|:=)[ \t]{0,10}"""
+_VALUE = r"""(?:"(?P<value>[^"\r\n]{1,200})"|'(?P<value2>[^'\r\n]{1,200})'|(?P<value3>[^\s"',;&<>()\[\]{}]{1,200}))"""
+_DB_SCHEMES = (
+    "postgres|postgresql|mysql|mariadb|mongodb|mongodb\\+srv|redis|rediss|amqp|amqps|mssql|sqlserver|"
+    "oracle|cockroachdb|clickhouse|couchdb|neo4j|neo4j\\+s|bolt|cassandra|snowflake|db2"
+)
+
+SECRET_DETECTORS: tuple[Detector, ...] = (
+    Detector("private_key", scan=_private_keys),
+    Detector(
+        "ssh_key",
+        _re(r"(?<![A-Za-z0-9-])(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com)"
+            r"[ \t]{1,5}AAAA[A-Za-z0-9+/]{20,16000}={0,3}"),
+    ),
+    Detector("anthropic_key", _token("sk-ant-", r"[A-Za-z0-9_-]{20,300}")),
+    Detector("openai_key", _token("sk-", r"(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,300}"), _high_entropy),
+    Detector("google_key", _token("", r"(?:AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_.-]{20,2000}|GOCSPX-[A-Za-z0-9_-]{28})")),
+    Detector("aws_access_key", _re(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    Detector(
+        "aws_secret_key",
+        _re(r"(?i:aws_?secret_?(?:access_?)?key|aws_?session_?token|SecretAccessKey)" + _ASSIGN
+            + r"""["']?(?P<value>[A-Za-z0-9/+=]{40,1000})(?![A-Za-z0-9/+=])"""),
+    ),
+    Detector("github_token", _token("", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})")),
+    Detector("gitlab_token", _token("", r"gl(?:pat|ptt|dt|rt|cbt|soat|ft|imt|agent)-[A-Za-z0-9_-]{20,255}")),
+    Detector(
+        "slack_token",
+        _re(r"(?<![A-Za-z0-9_-])(?:xox[abposr]-[A-Za-z0-9-]{10,255}|xapp-\d-[A-Za-z0-9-]{10,255})"
+            r"|https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,200}"),
+    ),
+    Detector("stripe_key", _token("", r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}|whsec_[A-Za-z0-9]{24,255})")),
+    Detector("sendgrid_key", _token("", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}")),
+    Detector("twilio_key", _re(r"(?<![A-Za-z0-9])(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])")),
+    Detector("huggingface_token", _token("", r"hf_[A-Za-z0-9]{30,60}")),
+    Detector("npm_token", _token("", r"npm_[A-Za-z0-9]{36}")),
+    Detector("pypi_token", _token("", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,1000}")),
+    Detector("digitalocean_token", _token("", r"do[por]_v1_[a-f0-9]{64}")),
+    Detector("shopify_token", _token("", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}")),
+    Detector("jwt", _token("", r"eyJ[A-Za-z0-9_-]{2,8000}\.eyJ[A-Za-z0-9_-]{2,8000}\.[A-Za-z0-9_-]{0,8000}")),
+    Detector(
+        "connection_string",
+        _re(rf"(?<![A-Za-z0-9+.-])(?i:{_DB_SCHEMES})://[^\s:/?#@\[\]]{{0,256}}:(?P<value>[^\s/?#@]{{1,256}})@"),
+    ),
+    Detector(
+        "connection_string",
+        _re(r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature)=(?P<value>[A-Za-z0-9+/=%&:_.-]{16,1000})"),
+    ),
+    Detector(
+        "url_password",
+        _re(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@\[\]]{0,256}:(?P<value>[^\s/?#@]{1,256})@"),
+    ),
+    Detector(
+        "auth_header",
+        _re(r"(?i:(?<![A-Za-z0-9])(?:bearer|token))[ \t]{1,5}(?P<value>[A-Za-z0-9._~+/-]{16,8000}=*)"),
+        _opaque_token,
+    ),
+    Detector("auth_header", _re(r"(?i:(?<![A-Za-z0-9])basic)[ \t]{1,5}(?P<value>[A-Za-z0-9+/]{6,2000}={0,2})"), _basic_credentials),
+    Detector(
+        "auth_header",
+        _re(r"(?i:(?<![A-Za-z0-9-])(?:proxy-)?authorization|x-api-key|api-key|x-auth-token)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
+            r"(?P<value>[A-Za-z0-9._~+/=-]{8,8000})"),
+        _password_value,
+    ),
+    Detector(
+        "password",
+        _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
+        _password_value,
+    ),
+    Detector(
+        "password",
+        _re(r"(?<![A-Za-z0-9-])--(?:password|passwd|pass)(?:=|[ \t]{1,5})(?P<value>[^\s\"']{1,200})"),
+        _password_value,
+    ),
+    Detector(
+        "secret",
+        _re(r"(?i:secret|token|api_?key|apikey|access_?key|private_?key|credential|signing_?key|auth)[A-Za-z0-9_-]{0,20}"
+            + _ASSIGN + r"""["']?(?P<value>[A-Za-z0-9_\-+/=.~]{16,512})"""),
+        _high_entropy,
+    ),
+)
+
+SECRET_CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(detector.category for detector in SECRET_DETECTORS))
+
+_PII_DETECTORS: dict[str, tuple[Detector, ...]] = {
+    "credit_card": (Detector("credit_card", _re(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)"), _card),),
+    "iban": (
+        Detector(
+            "iban",
+            _re(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?(?![A-Za-z0-9])"),
+            _iban,
+        ),
+    ),
+    "ssn": (
+        Detector("ssn", _re(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])")),
+        Detector("ssn", _re(r"(?i:(?<![A-Za-z])ssn)[#:\s]{1,5}(?P<value>\d{9})(?!\d)")),
+    ),
+    "email": (
+        Detector(
+            "email",
+            _re(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
+                r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"),
+        ),
+    ),
+    "phone": (
+        Detector("phone", _re(r"(?<![\w+])\+[1-9](?:[ .()-]{0,2}\d){6,14}(?!\d)"), _phone),
+        Detector("phone", _re(r"(?<![\w+(.-])(?:1[ .-])?(?:\(\d{3}\)[ ]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\d]|[.-]\d)")),
+    ),
+    "ipv4": (
+        Detector(
+            "ipv4",
+            _re(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\.?\d)"),
+        ),
+    ),
+    "ipv6": (
+        Detector("ipv6", _re(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])"), _ipv6),
+    ),
+}
+
+#: The PII categories a :class:`Redactor` can be asked for, in the order they are applied.
+PII_CATEGORIES: tuple[str, ...] = tuple(_PII_DETECTORS)
+
+
+# --------------------------------------------------------------------------------------------
+# Custom patterns
+# --------------------------------------------------------------------------------------------
+
+
+def compile_pattern(name: object, pattern: object, *, option: str = "privacy.patterns") -> Detector:
+    """A custom detector from a ``(name, regex)`` pair; a mistake is a ConfigError naming ``option``.
+
+    ``name`` becomes the placeholder's category (lowercase letters, digits, ``_``; at most 40).
+    A group named ``value`` limits what is replaced (``employee=(?P<value>E\\d+)``).
+    """
+    allowed = "(name, regex) pairs: name like 'employee_id', a regex that cannot match empty text"
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ConfigError(option, f"pattern name {name!r} must be lowercase letters, digits or '_'", allowed=allowed)
+    if name in SECRET_CATEGORIES or name in PII_CATEGORIES:
+        raise ConfigError(option, f"pattern name {name!r} is a built-in category", allowed=allowed)
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(option, f"pattern {name!r} needs a non-empty regex string, got {pattern!r}", allowed=allowed)
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(option, f"pattern {name!r} is not a valid regex: {exc}", allowed=allowed) from None
+    if compiled.fullmatch("") is not None:
+        raise ConfigError(option, f"pattern {name!r} matches empty text", allowed=allowed)
+    return Detector(name, compiled)
+
+
+# --------------------------------------------------------------------------------------------
+# The redactor
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Redacted:
+    """A redacted text and how many values of each category were replaced in it."""
+
+    text: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+class Redactor:
+    """Replaces secrets and the chosen PII in text by keyed, stable placeholders.
+
+    ``key`` keys the placeholders' HMAC (keep it secret and share it between processes that
+    must agree on placeholders); ``secrets`` turns the built-in secret detectors on; ``pii``
+    names the PII categories (see :data:`PII_CATEGORIES`); ``patterns`` are custom
+    ``(name, regex)`` pairs, applied first.
+    """
+
+    MAX_PASSES = 4
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        secrets: bool = True,
+        pii: Iterable[str] = (),
+        patterns: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        if not isinstance(key, bytes) or not key:
+            raise ConfigError("privacy.key", "the redaction key must be non-empty bytes", allowed="a secret string")
+        chosen_pii = tuple(pii)
+        unknown = [category for category in chosen_pii if category not in _PII_DETECTORS]
+        if unknown:
+            raise ConfigError(
+                "privacy.redact_pii", f"unknown PII category {unknown[0]!r}", allowed=", ".join(PII_CATEGORIES)
+            )
+        detectors = [compile_pattern(name, regex) for name, regex in patterns]
+        if secrets:
+            detectors.extend(SECRET_DETECTORS)
+        for category in PII_CATEGORIES:  # a fixed order: cards before phones, IBANs before both
+            if category in chosen_pii:
+                detectors.extend(_PII_DETECTORS[category])
+        self._key = key
+        self.detectors: tuple[Detector, ...] = tuple(detectors)
+        self.categories: tuple[str, ...] = tuple(dict.fromkeys(d.category for d in detectors))
+        names = "|".join(re.escape(category) for category in self.categories) or "(?!)"
+        self._placeholder = re.compile(rf"\[REDACTED:(?:{names}):[0-9a-f]{{{PLACEHOLDER_HEX}}}\]")
+
+    def placeholder(self, category: str, value: str) -> str:
+        """``[REDACTED:<category>:<hmac>]``: the same for the same value, under this key."""
+        digest = hmac.new(self._key, f"{category}\x00{value}".encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return f"[REDACTED:{category}:{digest.hexdigest()[:PLACEHOLDER_HEX]}]"
+
+    def redact(self, text: str) -> Redacted:
+        """``text`` with every detected value replaced, and the counts per category."""
+        if not self.detectors or not text:
+            return Redacted(text)
+        counts: Counter[str] = Counter()
+        for _ in range(self.MAX_PASSES):
+            text, found = self._pass(text)
+            if not found:
+                break
+            counts.update(found)
+        return Redacted(text, dict(counts))
+
+    def _pass(self, text: str) -> tuple[str, Counter[str]]:
+        """One pass of every detector over the text outside placeholders."""
+        found: Counter[str] = Counter()
+        segments: list[tuple[str, bool]] = []  # (text, is a placeholder)
+        last = 0
+        for match in self._placeholder.finditer(text):
+            segments.append((text[last:match.start()], False))
+            segments.append((match.group(), True))
+            last = match.end()
+        segments.append((text[last:], False))
+        for detector in self.detectors:
+            updated: list[tuple[str, bool]] = []
+            for segment, protected in segments:
+                if protected or not segment:
+                    updated.append((segment, protected))
+                    continue
+                cursor = 0
+                for start, end in detector.spans(segment):
+                    if start < cursor:
+                        continue
+                    updated.append((segment[cursor:start], False))
+                    updated.append((self.placeholder(detector.category, segment[start:end]), True))
+                    found[detector.category] += 1
+                    cursor = end
+                updated.append((segment[cursor:], False))
+            segments = updated
+        return "".join(segment for segment, _ in segments), found
+
+
+# --------------------------------------------------------------------------------------------
+# The provider allow-list
+# --------------------------------------------------------------------------------------------
+
+OFFLINE = "offline"
+
+
+def provider_of(model_name: str) -> str:
+    """The provider part of a ``provider:model`` name (``openai:gpt-4o`` → ``openai``)."""
+    return model_name.split(":", 1)[0].strip().lower()
+
+
+def _check_rule(key: object, providers: object, option: str) -> tuple[str, tuple[str, ...]]:
+    allowed = "{'thread:<glob>' | 'resource:<glob>' | '*': ['openai', 'offline', ...]}"
+    if not isinstance(key, str) or not (key == "*" or key.startswith(("thread:", "resource:"))):
+        raise ConfigError(option, f"scope key {key!r} must be '*', 'thread:<glob>' or 'resource:<glob>'", allowed=allowed)
+    if key != "*" and not key.split(":", 1)[1]:
+        raise ConfigError(option, f"scope key {key!r} has an empty pattern", allowed=allowed)
+    if isinstance(providers, str) or not isinstance(providers, Iterable):
+        raise ConfigError(option, f"the providers for {key!r} must be a list of names, got {providers!r}",
+                          allowed=allowed)
+    names: list[str] = []
+    for provider in providers:
+        if not isinstance(provider, str) or not provider.strip():
+            raise ConfigError(option, f"provider {provider!r} for {key!r} is not a name", allowed=allowed)
+        names.append(provider.strip().lower())
+    return key, tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRules:
+    """Which providers may see which scope's text (see the module docstring)."""
+
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def parse(cls, mapping: Mapping[Any, Any], *, option: str = "privacy.providers") -> ProviderRules:
+        """Validated rules from ``{scope pattern: [provider, ...]}``; a mistake is a ConfigError."""
+        return cls(tuple(_check_rule(key, value, option) for key, value in mapping.items()))
+
+    def _matches(self, key: str, thread_id: str | None, resource_id: str | None) -> bool:
+        if key == "*":
+            return True
+        kind, pattern = key.split(":", 1)
+        subject = thread_id if kind == "thread" else resource_id
+        return subject is not None and fnmatchcase(subject, pattern)
+
+    def allows(self, provider: str, scopes: Iterable[tuple[str | None, str | None]] | None) -> bool:
+        """Whether ``provider`` may see text of every ``(thread_id, resource_id)`` in ``scopes``.
+
+        A rule matches a scope by its thread id or its resource id; every matching rule must allow
+        the provider, and a scope that no rule matches allows none. ``scopes=None`` (a request that
+        names no scope) holds the provider to every rule, and needs a ``"*"`` rule.
+        """
+        provider = provider.strip().lower()
+        if provider == OFFLINE:
+            return True
+        if scopes is None:
+            return any(key == "*" for key, _ in self.rules) and all(_allows(names, provider) for _, names in self.rules)
+        for thread_id, resource_id in scopes:
+            matching = [names for key, names in self.rules if self._matches(key, thread_id, resource_id)]
+            if not matching or not all(_allows(names, provider) for names in matching):
+                return False
+        return True
+
+
+def _allows(names: tuple[str, ...], provider: str) -> bool:
+    return "*" in names or provider in names
