@@ -13,6 +13,8 @@ other module path is an implementation detail.
 
 from obsmem.config import MemoryConfig as MemoryConfig
 from obsmem.config import ObservationConfig as ObservationConfig
+from obsmem.config import PrivacyConfig as PrivacyConfig
+from obsmem.config import PrivacyOptions as PrivacyOptions
 from obsmem.config import ReflectionConfig as ReflectionConfig
 from obsmem.config import RetrievalConfig as RetrievalConfig
 from obsmem.convert import from_anthropic as from_anthropic
@@ -45,6 +47,7 @@ from obsmem.errors import NotFoundError as NotFoundError
 from obsmem.errors import ObservationError as ObservationError
 from obsmem.errors import ObsmemError as ObsmemError
 from obsmem.errors import OperationAbortedError as OperationAbortedError
+from obsmem.errors import PrivacyError as PrivacyError
 from obsmem.errors import RecallNotFoundError as RecallNotFoundError
 from obsmem.errors import ReflectionError as ReflectionError
 from obsmem.errors import ResponseTooLargeError as ResponseTooLargeError
@@ -139,6 +142,9 @@ __all__ = [
     "OfflineObserver",
     "OfflineReflector",
     "OperationAbortedError",
+    "PrivacyConfig",
+    "PrivacyError",
+    "PrivacyOptions",
     "ReasoningPart",
     "RecallNotFoundError",
     "RecallResult",

@@ -205,7 +205,7 @@ class Worker:
             model = None
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=self.clock, retry=retry,
+            counter=self.counter, clock=self.clock, retry=retry, on_event=on_event,
         )
         self.engine = Engine(
             store=store,

@@ -25,6 +25,7 @@ from obsmem import (
     MemoryConfig,
     Message,
     ObservationConfig,
+    PrivacyConfig,
     ReasoningPart,
     ReflectionConfig,
     RetrievalConfig,
@@ -243,7 +244,7 @@ def _recall(argument: str) -> Callable[[Any, Any], Any]:
 
 def _config_entries() -> list[Entry]:
     entries = []
-    for model in (MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig):
+    for model in (MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig, PrivacyConfig):
         for option in model.model_fields:
             entries.append(Entry(model.__name__, option, _keyword(model, option)))
     for option in MemoryConfig.model_fields:

@@ -22,7 +22,10 @@ from obsmem.om.llm.parsing import parse_observer_output, parse_reflector_output
 from obsmem.om.offline.observer import OfflineObserver
 from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
+from obsmem.privacy import PII_CATEGORIES, Redactor
 from obsmem.types import Message
+
+from tests.privacy.test_redaction import SHAPES as REDACTION_SHAPES
 
 NOW = datetime(2025, 6, 18, 9, 0, tzinfo=UTC)
 GROWTH_BOUND = 8.0  # for 4× the input: linear ≈ 4, quadratic ≈ 16
@@ -145,3 +148,12 @@ def test_parsing_keeps_the_sections_it_read() -> None:
     assert parsed.suggested_response == "say hi"
     assert parsed.thread_title == "Lisbon"
     assert parsed.observations == "* 🔴 (09:00) User lives in Lisbon"
+
+
+_REDACT = Redactor(b"pathological", pii=PII_CATEGORIES).redact
+
+
+@pytest.mark.parametrize("shape", list(REDACTION_SHAPES))
+def test_redaction_is_linear(shape: str) -> None:
+    """The privacy boundary scans every model request: no text makes it superlinear."""
+    assert _growth(_REDACT, REDACTION_SHAPES[shape], 10_000) < GROWTH_BOUND

@@ -42,6 +42,7 @@ class EngineEvent:
                   "reflection-end", "reflection-failed", "activation", "buffer-start", "buffer-end",
                   "buffer-failed", "buffer-dropped", "reflection-buffered", "reflection-activated",
                   "observation-backoff", "observation-backoff-skipped", "reflection-backoff",
-                  "reflection-backoff-skipped", "context-trimmed", "turn-wait-exceeded"]
+                  "reflection-backoff-skipped", "context-trimmed", "turn-wait-exceeded", "redaction",
+                  "privacy-fallback"]
     thread_id: str
     data: dict[str, Any]

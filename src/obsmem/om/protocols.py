@@ -50,6 +50,8 @@ class ObservationRequest:
     timezone: tzinfo | None = None
     now: datetime | None = None
     instruction: str | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,8 @@ class ReflectionRequest:
     now: datetime | None = None
     instruction: str | None = None
     on_attempt_failed: Callable[[AttemptFailed], Awaitable[None]] | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
