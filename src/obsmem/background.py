@@ -184,6 +184,12 @@ class BackgroundWork:
         return len(self._tasks)
 
     # -- bounded waits ----------------------------------------------------------------------------
+    def running(self, key: str) -> bool:
+        """Whether work started by :meth:`within` under ``key`` is still running (a caller that
+        stopped waiting for it left it behind)."""
+        keyed = self._keyed.get(key)
+        return keyed is not None and keyed.task is not None and not keyed.task.done()
+
     async def within(
         self, key: str, work: Callable[[], Coroutine[Any, Any, T]], budget: float | None
     ) -> Waited[T]:

@@ -162,15 +162,44 @@ class BufferedLifecycle:
         messages = await core.unobserved(record, thread.id)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
-    async def step(
+    async def quiet_step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN
-    ) -> StepResult:
-        """One step boundary. Reads once, and re-reads only after this step wrote something, so
-        an ordinary turn costs a couple of store calls (the snapshot also builds the context).
-        What ``unseen`` names stays raw: it is neither activated nor observed in this step
-        (buffers may start over it; they are activated at a later boundary)."""
-        outcomes: list[CycleOutcome] = []
+    ) -> StepResult | Snapshot:
+        """The step boundary when nothing in it can wait on a model or write the record: no
+        early activation due, the window under the threshold (or a buffer already on its way
+        below ``block_after``), the observations under the reflection threshold. Then only
+        buffers may start (owned tasks, never waited for here) and the result is returned.
+        Otherwise the snapshot read, for :meth:`step` to go on from (``step(snapshot=...)``).
+
+        Most boundaries are quiet; the caller (a turn) runs them inline and only the others
+        under its wait bound, so an ordinary step costs no extra task hand-off."""
         snapshot = await self.read(thread)
+        record = snapshot.record
+        if turn_start and (
+            (actor_model and record.metadata.get("last_model") != actor_model)
+            or any(c.thread_id == thread.id for c in record.buffered_chunks)
+            or record.buffered_reflection is not None
+        ):
+            return snapshot
+        if record.observation_tokens >= self.core.reflection_threshold():
+            return snapshot
+        if self._threshold_action(thread, snapshot, unseen)[0] not in ("none", "wait"):
+            return snapshot
+        await self.reflection_step(thread, record)  # under its threshold: at most starts a buffer
+        await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
+        return StepResult([], record, snapshot.messages)
+
+    async def step(
+        self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,
+        snapshot: Snapshot | None = None,
+    ) -> StepResult:
+        """One step boundary. Reads once (``snapshot``, when given, is that read), and re-reads
+        only after this step wrote something, so an ordinary turn costs a couple of store calls
+        (the snapshot also builds the context). What ``unseen`` names stays raw: it is neither
+        activated nor observed in this step (buffers may start over it; they are activated at
+        a later boundary)."""
+        outcomes: list[CycleOutcome] = []
+        snapshot = snapshot if snapshot is not None else await self.read(thread)
         if turn_start:
             early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)
             outcomes.extend(early)
@@ -197,16 +226,7 @@ class BufferedLifecycle:
         outcomes: list[CycleOutcome] = []
         for _ in range(_MAX_ACTIVATION_ROUNDS):
             record, pending = snapshot.record, snapshot.pending
-            threshold = core.message_threshold(record)
-            chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
-            usable, broken_from = usable_chunks(record, thread.id, ChunkBounds.of(snapshot.messages, unseen))
-            task = self._observation_tasks.get(core.lineage(thread))
-            # Handed off to workers, a buffer is as good as in flight: give them until block_after.
-            action = threshold_action(
-                pending, threshold, has_chunks=usable > 0 or broken_from < len(chunks),
-                buffer_in_flight=self.handoff is not None or (task is not None and not task.done()),
-                block_after=observation.resolved_block_after,
-            )
+            action, threshold, chunks, usable = self._threshold_action(thread, snapshot, unseen)
             if action in ("none", "wait"):
                 break
             if action == "activate":
@@ -228,6 +248,27 @@ class BufferedLifecycle:
             snapshot = await self.read(thread)
             break
         return outcomes, snapshot
+
+    def _threshold_action(
+        self, thread: Thread, snapshot: Snapshot, unseen: Unseen
+    ) -> tuple[str, int, list[BufferedChunk], int]:
+        """What the window of ``snapshot`` calls for (:func:`~obsmem.om.activation.threshold_action`),
+        with the threshold, the thread's chunks and how many of them are usable now."""
+        core = self.core
+        record = snapshot.record
+        threshold = core.message_threshold(record)
+        chunks = [c for c in record.buffered_chunks if c.thread_id == thread.id]
+        usable, broken_from = (
+            usable_chunks(record, thread.id, ChunkBounds.of(snapshot.messages, unseen)) if chunks else (0, 0)
+        )
+        task = self._observation_tasks.get(core.lineage(thread))
+        # Handed off to workers, a buffer is as good as in flight: give them until block_after.
+        action = threshold_action(
+            snapshot.pending, threshold, has_chunks=usable > 0 or broken_from < len(chunks),
+            buffer_in_flight=self.handoff is not None or (task is not None and not task.done()),
+            block_after=core.config.observation.resolved_block_after,
+        )
+        return action, threshold, chunks, usable
 
     # -- early activation -------------------------------------------------------------------
     async def early_activation(
@@ -467,6 +508,8 @@ class BufferedLifecycle:
             want_title=False,
             timezone=core.timezone,
             now=cycle.started_at,
+            thread_id=thread.id,
+            resource_id=thread.resource_id,
             instruction=core.config.observation.instruction,
         )
 
@@ -596,6 +639,8 @@ class BufferedLifecycle:
                 continuation_hints=False,
                 now=core.clock.now(),
                 instruction=config.reflection.instruction,
+                thread_id=None if core.resource_scope else thread.id,
+                resource_id=thread.resource_id,
             )
             calling = True
             result = await core.timed(core.reflector.reflect(request), "buffered reflection")

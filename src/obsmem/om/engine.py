@@ -26,7 +26,7 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
-from obsmem.om.buffering import BufferedLifecycle, Handoff, Spawn, StepResult
+from obsmem.om.buffering import BufferedLifecycle, Handoff, Snapshot, Spawn, StepResult
 from obsmem.om.cycle import CommitPolicy, Core
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -39,9 +39,17 @@ from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
 
-__all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy", "Trim"]
+__all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy", "Prepared", "Trim"]
 
 logger = logging.getLogger("obsmem")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What :meth:`Engine.advance_if_quiet` read at a boundary that was not quiet, for
+    :meth:`Engine.advance` to go on from (``snapshot`` None: nothing reusable)."""
+
+    snapshot: Snapshot | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,34 @@ class Engine:
                 spawn=spawn, handoff=handoff,
             )
 
+    async def advance_if_quiet(
+        self,
+        thread: Thread,
+        *,
+        turn_start: bool = False,
+        actor_model: str | None = None,
+        fresh: Sequence[Message] = (),
+    ) -> StepResult | Prepared:
+        """:meth:`advance` when the boundary is quiet: nothing in it can wait on a memory model
+        or write the record (buffers may start; they are owned tasks, never waited for).
+        Otherwise what was read, to hand to :meth:`advance` (``prepared=``) so it is not read
+        twice. A turn runs quiet boundaries inline and only the others under its wait bound."""
+        unseen = Unseen.of(fresh, turn_start=turn_start)
+        if self.buffered is not None:
+            quiet = await self.buffered.quiet_step(thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen)
+            return quiet if isinstance(quiet, StepResult) else Prepared(quiet)
+        core = self.core
+        record = await core.head(thread)
+        messages = await core.unobserved(record, thread.id)
+        pending = core.counter.count_messages(messages) if messages else 0
+        if (
+            pending < core.message_threshold(record)
+            and record.observation_tokens < core.reflection_threshold()
+            and not any(c.thread_id == thread.id for c in record.buffered_chunks)
+        ):
+            return StepResult([], record, messages)
+        return Prepared(None)
+
     async def advance(
         self,
         thread: Thread,
@@ -107,6 +143,7 @@ class Engine:
         turn_start: bool = False,
         actor_model: str | None = None,
         fresh: Sequence[Message] = (),
+        prepared: Prepared | None = None,
     ) -> StepResult:
         """Everything due at a step boundary: activation, observation, reflection, new buffers.
 
@@ -118,7 +155,10 @@ class Engine:
         """
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
-            return await self.buffered.step(thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen)
+            return await self.buffered.step(
+                thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen,
+                snapshot=prepared.snapshot if prepared is not None else None,
+            )
         outcomes = [await self.observation.maybe_observe(thread, unseen=unseen)]
         reflected = await self.reflection.maybe_reflect(thread)
         if reflected.applied or reflected.error is not None:
