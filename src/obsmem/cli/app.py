@@ -1,5 +1,6 @@
 """The ``obsmem`` Typer app: ``--version``/``version`` here, and the commands of :mod:`obsmem.cli.demo`,
-:mod:`obsmem.cli.threads` (``threads``, ``show``), :mod:`obsmem.cli.worker` (``worker``, ``migrate``)
+:mod:`obsmem.cli.threads` (``threads``, ``show``),
+:mod:`obsmem.cli.transfer` (``export``, ``import``), :mod:`obsmem.cli.worker` (``worker``, ``migrate``)
 and :mod:`obsmem.cli.bench` (``bench …``).
 
 ``-h`` is ``--help`` everywhere (subcommands inherit the context setting), and a bare group
@@ -14,7 +15,7 @@ import typer
 from rich.console import Console
 
 from obsmem import __version__
-from obsmem.cli import demo, threads, worker
+from obsmem.cli import demo, threads, transfer, worker
 from obsmem.cli.bench import bench_app
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 
@@ -53,6 +54,7 @@ def version() -> None:
 
 demo.register(app)
 threads.register(app)
+transfer.register(app)
 worker.register(app)
 app.add_typer(bench_app, name="bench")
 

@@ -1,0 +1,136 @@
+"""``obsmem export`` and ``obsmem import``: one resource as versioned JSON lines, over :mod:`obsmem.transfer`.
+
+``export`` writes to a file or to stdout (``-o -``, the default); the ``store: …`` line and the
+summary go to stderr, so stdout is the export alone. ``import`` validates the whole file before
+it writes anything and refuses a store that already holds the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from obsmem import ObsmemError
+from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_reported
+from obsmem.knowledge import Knowledge
+from obsmem.storage import Store, default_store_path
+from obsmem.transfer import export_resource, import_resource
+
+__all__ = ["export", "import_", "open_knowledge", "register"]
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(help="The store: a SQLite file (path.db, sqlite:///rel.db, sqlite:////abs.db) or "
+                      "postgresql://user@host/db. Default: the default SQLite file."),  # fmt: skip
+]
+KnowledgeOption = Annotated[
+    str | None,
+    typer.Option(help="The knowledge store: a SQLite file or a postgresql:// URL (often the same as --store)."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``export`` and ``import`` to ``app``."""
+    app.command("export")(export)
+    app.command("import")(import_)
+
+
+def open_knowledge(url: str) -> Knowledge:
+    """A knowledge store from a URL or path, reported on stderr like the store."""
+    text = url.strip()
+    try:
+        if text.startswith(("postgresql://", "postgres://")):
+            knowledge = Knowledge.postgres(text)
+        elif text.startswith("sqlite:///"):
+            knowledge = Knowledge.sqlite(text[len("sqlite:///") :])
+        else:
+            knowledge = Knowledge.sqlite(text)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    err_console.print(f"knowledge: {escape(text)}", soft_wrap=True, highlight=False)
+    return knowledge
+
+
+def _store_url(store: str | None) -> str:
+    return store if store is not None else str(default_store_path())
+
+
+def export(
+    resource: Annotated[str, typer.Option("--resource", "-r", help="The resource (user) to export.")],
+    store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="The file to write, or - for stdout.")
+    ] = "-",
+) -> None:
+    """Export one resource (threads, messages, every observation generation, working memory,
+    and its knowledge with --knowledge) as versioned JSON lines."""
+    opened = open_for_reading(_store_url(store))
+    graph = open_knowledge(knowledge) if knowledge is not None else None
+
+    async def run(target: Store) -> dict[str, int]:
+        async with target:
+            try:
+                if output == "-":
+                    summary = await export_resource(target, resource, sys.stdout, knowledge=graph)
+                    sys.stdout.flush()
+                else:
+                    summary = await export_resource(target, resource, Path(output), knowledge=graph)
+            finally:
+                if graph is not None:
+                    await graph.close()
+        return summary.counts
+
+    try:
+        counts = asyncio.run(run(opened))
+    except (ObsmemError, OSError) as exc:
+        raise fail(str(exc)) from None
+    where = "stdout" if output == "-" else str(Path(output).resolve())
+    err_console.print(
+        f"exported resource '{escape(resource)}' from {escape(describe_store(opened))} to {escape(where)}: "
+        + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+        soft_wrap=True, highlight=False,
+    )  # fmt: skip
+
+
+def import_(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="The export file, or - for stdin.")],
+    store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
+    into_resource: Annotated[
+        str | None, typer.Option(help="Import under this resource id instead of the exported one.")
+    ] = None,
+) -> None:
+    """Import an export into a store that does not hold its resource (validated first; all or nothing)."""
+    if file != "-" and not Path(file).is_file():
+        raise fail(f"no export file at {Path(file).resolve()}")
+    opened = open_reported(_store_url(store))
+    graph = open_knowledge(knowledge) if knowledge is not None else None
+
+    async def run(target: Store) -> str:
+        async with target:
+            try:
+                source = sys.stdin if file == "-" else Path(file)
+                summary = await import_resource(target, source, knowledge=graph, into_resource=into_resource)
+            finally:
+                if graph is not None:
+                    await graph.close()
+        counts = ", ".join(f"{n} {kind}" for kind, n in summary.counts.items())
+        line = f"imported resource '{summary.resource_id}' into {describe_store(target)}: {counts}"
+        if not summary.seqs_preserved:
+            line += " (message seqs renumbered in order; references mapped)"
+        if summary.skipped:
+            line += "; skipped (no --knowledge): " + ", ".join(f"{n} {k}" for k, n in summary.skipped.items())
+        return line
+
+    try:
+        line = asyncio.run(run(opened))
+    except (ObsmemError, OSError) as exc:
+        raise fail(str(exc)) from None
+    Console().print(escape(line), soft_wrap=True, highlight=False)

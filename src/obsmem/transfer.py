@@ -1,0 +1,688 @@
+"""Export and import of one resource (a user) as versioned JSON lines.
+
+An export is a text file, one JSON object a line::
+
+    {"format": "obsmem-export", "version": 1, "resource_id": "alice", "exported_at": "..."}
+    {"kind": "thread", "data": {...}}            every thread of the resource (title, metadata, version)
+    {"kind": "message", "data": {...}}           every message, every part, by seq
+    {"kind": "record", "data": {...}}            every generation of every lineage (heads and older)
+    {"kind": "working_memory", "data": {...}}    thread and resource working memory
+    {"kind": "knowledge_node", "data": {...}}    with a knowledge store: nodes, records (both time
+    {"kind": "knowledge_record", "data": {...}}  axes, ceilings, mentions = edges), tombstones and
+    {"kind": "knowledge_tombstone", ...}         the audit log visible from the resource's scope
+    {"kind": "knowledge_activity", ...}
+    {"kind": "end", "data": {"counts": {...}}}   the trailer: a cut file is refused
+
+Every item is the pydantic model's JSON dump, so nothing is lost. :func:`import_resource`
+validates the whole file before it writes anything, so a malformed line (named by its number),
+an unknown major version or a resource the target already holds leaves the target untouched.
+
+Writes go through the storage contract only, so the round trip is exact where the contract lets
+a writer choose the value, and the rest is rebuilt the way the contract builds it:
+
+* ids, ``created_at``, parts, metadata, thread versions, record ids, generations, contents,
+  ``created_at``/``updated_at`` and versions of every generation are kept (a version the contract
+  assigns itself is reached by compare-and-set writes of the same content).
+* ``seq`` is assigned by the target store. Messages are saved in their exported order, so an
+  empty target whose counter starts where the export's did gets the same seqs (the usual case:
+  an export of a store that held one resource). Otherwise the seqs differ but keep their order,
+  and every seq the memory refers to is mapped onto the new ones: record cursors, buffered
+  chunks' spans, retrieval groups' ``range`` and the thread's recorded instructions (that last
+  one is a thread update, so such a thread's version ends one above the exported one);
+  :attr:`ImportSummary.seqs_preserved` says which happened.
+* Knowledge is exported but not imported: the knowledge store contract stamps ``captured_at``,
+  ``created_at``, revisions and the audit log itself, so an import through it could not keep
+  the "known at" time axis; :func:`import_resource` with ``knowledge`` refuses such a file.
+
+An export is read through ordinary reads, not one snapshot: export a resource while nothing
+writes to it (no turn, no background worker) for a consistent file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from obsmem.errors import InvalidInputError, StorageError
+from obsmem.knowledge import Knowledge
+from obsmem.knowledge.store.contract import (
+    ActivityEvent,
+    KnowledgeStore,
+    Node,
+    Record,
+    RecordView,
+    Tombstone,
+)
+from obsmem.storage.contract import ObservationRecord, Store, lineage_key
+from obsmem.types import Message, Thread, utcnow
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ExportFormatError",
+    "ExportSummary",
+    "ExportVersionError",
+    "ImportConflictError",
+    "ImportSummary",
+    "ImportUnsupportedError",
+    "export_resource",
+    "import_resource",
+]
+
+EXPORT_FORMAT = "obsmem-export"
+EXPORT_VERSION = 1
+
+_PAGE = 100
+_ALL_RECORDS = RecordView(include_candidates=True, include_deleted=True, include_superseded=True)
+
+ItemKind = Literal[
+    "thread",
+    "message",
+    "record",
+    "working_memory",
+    "knowledge_node",
+    "knowledge_record",
+    "knowledge_tombstone",
+    "knowledge_activity",
+    "end",
+]
+_KNOWLEDGE_KINDS = ("knowledge_node", "knowledge_record", "knowledge_tombstone", "knowledge_activity")
+
+
+# -- errors ------------------------------------------------------------------------------------------
+
+
+class ExportFormatError(InvalidInputError):
+    """A line of an export file is malformed; ``line`` is its 1-based number (0: the file as a whole)."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        where = f"line {line}" if line else "the export file"
+        super().__init__(f"{where}: {problem}. Nothing was imported.", argument="source")
+
+
+class ExportVersionError(ExportFormatError):
+    """The file was written by a format version this obsmem cannot read."""
+
+    def __init__(self, version: object) -> None:
+        self.version = version
+        super().__init__(
+            1,
+            f"export format version {version!r} is not supported (this obsmem reads version "
+            f"{EXPORT_VERSION}); import it with the obsmem release that wrote it, or a newer one",
+        )
+
+
+class ImportConflictError(StorageError):
+    """The target store already holds what the import would write (the resource or a thread id)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}; nothing was imported. Import into a store that does not hold it.")
+
+
+class ImportUnsupportedError(StorageError):
+    """The file holds something this import cannot write exactly (knowledge, for now)."""
+
+
+# -- lines -------------------------------------------------------------------------------------------
+
+
+class _Header(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["obsmem-export"]
+    version: int
+    resource_id: str
+    exported_at: datetime
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ItemKind
+    data: dict[str, Any]
+
+
+class WorkingMemoryItem(BaseModel):
+    """One working-memory text under its store key (``thread:<id>`` or ``resource:<id>``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    text: str
+
+
+class _End(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+
+
+_MODELS: dict[str, type[BaseModel]] = {
+    "thread": Thread,
+    "message": Message,
+    "record": ObservationRecord,
+    "working_memory": WorkingMemoryItem,
+    "knowledge_node": Node,
+    "knowledge_record": Record,
+    "knowledge_tombstone": Tombstone,
+    "knowledge_activity": ActivityEvent,
+    "end": _End,
+}
+
+
+@dataclass(slots=True)
+class ExportSummary:
+    """What :func:`export_resource` wrote: items per kind (``thread``, ``message``, ...)."""
+
+    resource_id: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """What :func:`import_resource` wrote.
+
+    ``seqs_preserved``: every message got the seq it had in the export (else they were
+    renumbered in order and every reference to them mapped). ``skipped``: items read but not
+    written (knowledge lines when no knowledge store was given).
+    """
+
+    resource_id: str
+    counts: dict[str, int] = field(default_factory=dict)
+    seqs_preserved: bool = True
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _line(kind: str, model: BaseModel) -> str:
+    return json.dumps({"kind": kind, "data": model.model_dump(mode="json")}, ensure_ascii=False)
+
+
+@contextmanager
+def _writer(out: TextIO | str | os.PathLike[str]) -> Iterator[TextIO]:
+    if isinstance(out, str | os.PathLike):
+        with Path(out).open("w", encoding="utf-8", newline="\n") as handle:
+            yield handle
+    else:
+        yield out
+
+
+@contextmanager
+def _reader(source: TextIO | Iterable[str] | str | os.PathLike[str]) -> Iterator[Iterable[str]]:
+    if isinstance(source, str | os.PathLike):
+        with Path(source).open(encoding="utf-8") as handle:
+            yield handle
+    else:
+        yield source
+
+
+# -- export ------------------------------------------------------------------------------------------
+
+
+async def _threads(store: Store, resource_id: str) -> list[Thread]:
+    threads: list[Thread] = []
+    while True:
+        page = await store.list_threads(resource_id, limit=_PAGE, offset=len(threads))
+        threads.extend(page)
+        if len(page) < _PAGE:
+            return threads
+
+
+async def _generations(store: Store, lineage: str) -> list[ObservationRecord]:
+    """Every generation of ``lineage``, oldest first."""
+    records: list[ObservationRecord] = []
+    while True:
+        page = await store.list_generations(lineage, limit=_PAGE, offset=len(records))
+        records.extend(page)
+        if len(page) < _PAGE:
+            return sorted(records, key=lambda r: r.generation)
+
+
+def _knowledge_store(knowledge: Knowledge | KnowledgeStore | None) -> KnowledgeStore | None:
+    return knowledge.store if isinstance(knowledge, Knowledge) else knowledge
+
+
+async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str, BaseModel]]:
+    """What is visible from ``scope``: nodes, every record about them (deleted, superseded and
+    candidate ones too), tombstones and the audit log."""
+    items: list[tuple[str, BaseModel]] = []
+    nodes: list[Node] = []
+    after: str | None = None
+    while True:
+        page = await store.list_nodes(scope, after=after, limit=_PAGE)
+        nodes.extend(page.items)
+        if page.next_cursor is None:
+            break
+        after = page.next_cursor
+    items.extend(("knowledge_node", node) for node in nodes)
+    seen: set[str] = set()
+    for node in nodes:
+        after = None
+        while True:
+            records = await store.list_about(node.id, scope, view=_ALL_RECORDS, after=after, limit=_PAGE)
+            for record in records.items:
+                if record.id not in seen:
+                    seen.add(record.id)
+                    items.append(("knowledge_record", record))
+            if records.next_cursor is None:
+                break
+            after = records.next_cursor
+    items.extend(("knowledge_tombstone", t) for t in await store.list_tombstones(scope))
+    after = None
+    while True:
+        events = await store.list_activity(scope, after=after, limit=_PAGE)
+        items.extend(("knowledge_activity", e) for e in events.items)
+        if events.next_cursor is None:
+            break
+        after = events.next_cursor
+    return items
+
+
+def _default_scope(threads: list[Thread], resource_id: str) -> str:
+    orgs = {t.org_id for t in threads}
+    if len(orgs) != 1 or None in orgs:
+        raise InvalidInputError(
+            f"The threads of resource '{resource_id}' do not name one organisation "
+            f"({sorted(str(o) for o in orgs)}), so its knowledge scope is unknown: pass "
+            "knowledge_scope='org:<id>/resource:<id>'.",
+            argument="knowledge_scope",
+        )
+    return f"org:{orgs.pop()}/resource:{resource_id}"
+
+
+async def export_resource(
+    store: Store,
+    resource_id: str,
+    out: TextIO | str | os.PathLike[str],
+    *,
+    knowledge: Knowledge | KnowledgeStore | None = None,
+    knowledge_scope: str | None = None,
+) -> ExportSummary:
+    """Write everything ``store`` (and ``knowledge``) holds for ``resource_id`` to ``out``.
+
+    ``out``: a text stream or a file path. ``knowledge_scope``: the knowledge scope the resource's
+    knowledge is read from (default ``org:<org_id>/resource:<resource_id>`` from the threads'
+    ``org_id``; required when they have none); everything visible from it (its ancestors' too)
+    is exported. A resource without threads is refused with
+    :class:`~obsmem.errors.InvalidInputError` (most likely a mistyped id).
+    """
+    if not isinstance(resource_id, str) or not resource_id:
+        raise InvalidInputError("resource_id must be a non-empty string.", argument="resource_id")
+    threads = await _threads(store, resource_id)
+    if not threads:
+        raise InvalidInputError(
+            f"No threads for resource '{resource_id}' in this store; nothing to export.",
+            argument="resource_id",
+        )
+    items: list[tuple[str, BaseModel]] = [("thread", t) for t in threads]
+    messages: list[Message] = []
+    for thread in threads:
+        messages.extend(await store.list_messages(thread.id))
+    items.extend(("message", m) for m in sorted(messages, key=lambda m: m.seq or 0))
+    lineages = [lineage_key("thread", t.id, resource_id) for t in threads]
+    lineages.append(lineage_key("resource", None, resource_id))
+    for lineage in lineages:
+        items.extend(("record", r) for r in await _generations(store, lineage))
+    keys = [f"thread:{t.id}" for t in threads] + [f"resource:{resource_id}"]
+    for key in keys:
+        text = await store.get_working_memory(key)
+        if text is not None:
+            items.append(("working_memory", WorkingMemoryItem(key=key, text=text)))
+    knowledge_store = _knowledge_store(knowledge)
+    if knowledge_store is not None:
+        scope = knowledge_scope or _default_scope(threads, resource_id)
+        items.extend(await _knowledge_items(knowledge_store, scope))
+
+    summary = ExportSummary(resource_id=resource_id)
+    for kind, _ in items:
+        summary.counts[kind] = summary.counts.get(kind, 0) + 1
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "resource_id": resource_id,
+        "exported_at": utcnow().isoformat(),
+    }
+    with _writer(out) as handle:
+        handle.write(json.dumps(header, ensure_ascii=False) + "\n")
+        for kind, model in items:
+            handle.write(_line(kind, model) + "\n")
+        handle.write(_line("end", _End(counts=summary.counts)) + "\n")
+    return summary
+
+
+# -- reading an export -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Parsed:
+    resource_id: str
+    items: dict[str, list[Any]]
+
+
+def _problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def _parse(lines: Iterable[str]) -> _Parsed:
+    header: _Header | None = None
+    items: dict[str, list[Any]] = {kind: [] for kind in _MODELS}
+    ended = False
+    number = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        if ended:
+            raise ExportFormatError(number, "content after the end line")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ExportFormatError(number, f"not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise ExportFormatError(number, "not a JSON object")
+        if header is None:
+            if value.get("format") != EXPORT_FORMAT:
+                raise ExportFormatError(number, f"not an obsmem export (format {value.get('format')!r})")
+            version = value.get("version")
+            if version != EXPORT_VERSION:
+                raise ExportVersionError(version)
+            try:
+                header = _Header.model_validate(value)
+            except ValidationError as exc:
+                raise ExportFormatError(number, _problem(exc)) from None
+            continue
+        try:
+            item = _Item.model_validate(value)
+            model = _MODELS[item.kind].model_validate(item.data)
+        except ValidationError as exc:
+            raise ExportFormatError(number, _problem(exc)) from None
+        items[item.kind].append((number, model))
+        ended = item.kind == "end"
+    if header is None:
+        raise ExportFormatError(0, "empty: no header line")
+    if not ended:
+        raise ExportFormatError(number, "the file ends without its end line (cut short?)")
+    (end_line, end), *_ = items.pop("end")
+    counts = {kind: len(found) for kind, found in items.items() if found}
+    if counts != end.counts:
+        raise ExportFormatError(end_line, f"item counts {counts} differ from the recorded {end.counts}")
+    _check_consistent(header.resource_id, items)
+    return _Parsed(resource_id=header.resource_id, items=items)
+
+
+def _check_consistent(resource_id: str, items: dict[str, list[Any]]) -> None:
+    """What the models cannot check alone: ownership, uniqueness, complete lineages."""
+    thread_ids: set[str] = set()
+    for number, thread in items["thread"]:
+        if thread.resource_id != resource_id:
+            raise ExportFormatError(number, f"thread '{thread.id}' belongs to resource '{thread.resource_id}'")
+        if thread.id in thread_ids:
+            raise ExportFormatError(number, f"thread '{thread.id}' appears twice")
+        thread_ids.add(thread.id)
+    message_ids: set[str] = set()
+    last_seq = 0
+    for number, message in items["message"]:
+        if message.thread_id not in thread_ids:
+            raise ExportFormatError(number, f"message '{message.id}' names an unknown thread")
+        if message.resource_id not in (None, resource_id):
+            raise ExportFormatError(number, f"message '{message.id}' belongs to another resource")
+        if message.id in message_ids:
+            raise ExportFormatError(number, f"message '{message.id}' appears twice")
+        if message.seq is None or message.seq <= last_seq:
+            raise ExportFormatError(number, f"message '{message.id}' is out of seq order")
+        message_ids.add(message.id)
+        last_seq = message.seq
+    lineages: dict[str, list[tuple[int, ObservationRecord]]] = {}
+    for number, record in items["record"]:
+        if record.resource_id != resource_id or (record.scope == "thread" and record.thread_id not in thread_ids):
+            raise ExportFormatError(number, f"record '{record.id}' belongs to another resource or thread")
+        if record.lineage != lineage_key(record.scope, record.thread_id, record.resource_id):
+            raise ExportFormatError(number, f"record '{record.id}' has lineage '{record.lineage}'")
+        lineages.setdefault(record.lineage, []).append((number, record))
+    for chain in lineages.values():
+        for (_, older), (number, newer) in zip(chain, chain[1:], strict=False):
+            if older.superseded_by != newer.id or newer.generation != older.generation + 1 or older.version < 2:
+                raise ExportFormatError(number, f"record '{newer.id}' does not follow '{older.id}' in its lineage")
+        number, head = chain[-1]
+        if not head.is_live:
+            raise ExportFormatError(number, f"lineage '{head.lineage}' has no live head")
+    for number, memory in items["working_memory"]:
+        if memory.key not in {f"thread:{t}" for t in thread_ids} | {f"resource:{resource_id}"}:
+            raise ExportFormatError(number, f"working memory key '{memory.key}' is not this resource's")
+
+
+# -- seq mapping ---------------------------------------------------------------------------------------
+
+_GROUP_RANGE = re.compile(r'^(\s*<observation-group\s[^<>\n]*\brange=")(\d+):(\d+)(")', re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class _SeqMap:
+    """Old seqs (sorted) onto the new ones, order kept; seqs between messages map to their neighbours."""
+
+    old: list[int]
+    new: list[int]
+
+    @property
+    def identity(self) -> bool:
+        return self.old == self.new
+
+    def upto(self, seq: int) -> int:
+        """The new seq of the last message at or below ``seq`` (a cursor, a span's end); 0 if none."""
+        from bisect import bisect_right
+
+        index = bisect_right(self.old, seq)
+        return self.new[index - 1] if index else 0
+
+    def from_(self, seq: int) -> int:
+        """The new seq of the first message at or above ``seq`` (a span's start)."""
+        from bisect import bisect_left
+
+        index = bisect_left(self.old, seq)
+        return self.new[index] if index < len(self.new) else self.upto(seq)
+
+    def text(self, text: str) -> str:
+        if "<observation-group" not in text:
+            return text
+        return _GROUP_RANGE.sub(
+            lambda m: f"{m[1]}{self.from_(int(m[2]))}:{self.upto(int(m[3]))}{m[4]}", text
+        )
+
+    def record(self, record: ObservationRecord) -> ObservationRecord:
+        if self.identity:
+            return record
+        chunks = tuple(
+            c.model_copy(
+                update={
+                    "first_seq": self.from_(c.first_seq),
+                    "last_seq": self.upto(c.last_seq),
+                    "observations": self.text(c.observations),
+                }
+            )
+            for c in record.buffered_chunks
+        )
+        reflection = record.buffered_reflection
+        if reflection is not None:
+            reflection = reflection.model_copy(update={"text": self.text(reflection.text)})
+        return record.model_copy(
+            update={
+                "threads": {
+                    tid: state.model_copy(update={"cursor": self.upto(state.cursor)})
+                    for tid, state in record.threads.items()
+                },
+                "buffered_chunks": chunks,
+                "buffered_reflection": reflection,
+                "active_observations": self.text(record.active_observations),
+            }
+        )
+
+    def thread(self, thread: Thread) -> Thread:
+        own = thread.metadata.get("obsmem")
+        recorded = own.get("instructions") if isinstance(own, dict) else None
+        if self.identity or not isinstance(recorded, dict) or not isinstance(recorded.get("seq"), int):
+            return thread
+        assert isinstance(own, dict)
+        instructions = {**recorded, "seq": self.upto(recorded["seq"])}
+        metadata = {**thread.metadata, "obsmem": {**own, "instructions": instructions}}
+        return thread.model_copy(update={"metadata": metadata})
+
+
+# -- import --------------------------------------------------------------------------------------------
+
+
+def _rename(parsed: _Parsed, into: str) -> None:
+    """Move every item from the exported resource id onto ``into`` (thread ids stay)."""
+    old = parsed.resource_id
+    items = parsed.items
+    items["thread"] = [(n, t.model_copy(update={"resource_id": into})) for n, t in items["thread"]]
+    items["message"] = [
+        (n, m.model_copy(update={"resource_id": into if m.resource_id is not None else None}))
+        for n, m in items["message"]
+    ]
+    items["record"] = [
+        (n, r.model_copy(update={"resource_id": into, "lineage": lineage_key(r.scope, r.thread_id, into)}))
+        for n, r in items["record"]
+    ]
+    items["working_memory"] = [
+        (n, w.model_copy(update={"key": f"resource:{into}"}) if w.key == f"resource:{old}" else w)
+        for n, w in items["working_memory"]
+    ]
+    parsed.resource_id = into
+
+
+async def _check_target(store: Store, parsed: _Parsed) -> None:
+    if await store.list_threads(parsed.resource_id, limit=1):
+        raise ImportConflictError(f"the store already holds threads of resource '{parsed.resource_id}'")
+    for _, thread in parsed.items["thread"]:
+        if await store.get_thread(thread.id) is not None:
+            raise ImportConflictError(f"the store already holds a thread '{thread.id}'")
+    existing = await store.get_messages([m.id for _, m in parsed.items["message"]])
+    if existing:
+        raise ImportConflictError(f"the store already holds a message '{existing[0].id}'")
+    for _, record in parsed.items["record"]:
+        if await store.get_head(record.lineage) is not None or await store.get_record(record.id) is not None:
+            raise ImportConflictError(f"the store already holds observations of lineage '{record.lineage}'")
+    for _, memory in parsed.items["working_memory"]:
+        if await store.get_working_memory(memory.key) is not None:
+            raise ImportConflictError(f"the store already holds working memory '{memory.key}'")
+
+
+async def _save_messages(store: Store, messages: list[Message]) -> _SeqMap:
+    """Save in exported order, one batch per run of one thread's messages; the old→new seq map."""
+    old: list[int] = []
+    new: list[int] = []
+    start = 0
+    while start < len(messages):
+        end = start
+        while end < len(messages) and messages[end].thread_id == messages[start].thread_id:
+            end += 1
+        batch = messages[start:end]
+        thread_id = batch[0].thread_id
+        assert thread_id is not None
+        stored = await store.save_messages(thread_id, [m.model_copy(update={"seq": None}) for m in batch])
+        old.extend(m.seq or 0 for m in batch)
+        new.extend(m.seq or 0 for m in stored)
+        start = end
+    return _SeqMap(old=old, new=new)
+
+
+def _applied(result: Any, record: ObservationRecord) -> ObservationRecord:
+    if not result.applied or result.record is None:
+        raise StorageError(
+            f"The store refused observation record '{record.id}' ({result.status}) during the import; "
+            "another writer is using this resource. Import into a store nothing else writes to."
+        )
+    stored: ObservationRecord = result.record
+    return stored
+
+
+async def _write_lineage(store: Store, chain: list[ObservationRecord]) -> None:
+    """Rebuild a lineage generation by generation, each reaching its exported version.
+
+    The contract sets a successor's version to 1 and bumps a retired one by 1, so each
+    generation is brought to (its exported version − 1 if retired) by compare-and-set writes
+    of its own content before its successor retires it.
+    """
+    previous: ObservationRecord | None = None
+    for record in chain:
+        target = record.version - 1 if not record.is_live else record.version
+        live = record.model_copy(update={"superseded_by": None})
+        if previous is None:
+            stored = _applied(await store.create_record(live.model_copy(update={"version": target})), record)
+        else:
+            result = await store.create_generation(previous, live, expected_version=previous.version)
+            stored = _applied(result, record)
+        while stored.version < target:
+            result = await store.update_record(live, expected_version=stored.version)
+            stored = _applied(result, record)
+        previous = stored
+
+
+async def import_resource(
+    store: Store,
+    source: TextIO | Iterable[str] | str | os.PathLike[str],
+    *,
+    knowledge: Knowledge | KnowledgeStore | None = None,
+    into_resource: str | None = None,
+) -> ImportSummary:
+    """Read an export written by :func:`export_resource` into ``store``.
+
+    ``source``: a text stream, lines, or a file path. ``into_resource``: import under another
+    resource id (thread and message ids stay, so the target must not hold them).
+
+    Nothing is written unless the whole file is valid and the target holds none of it:
+    a malformed line → :class:`ExportFormatError` naming the line; an unknown format version →
+    :class:`ExportVersionError`; a target that already holds the resource, one of its threads,
+    messages, lineages or working memories → :class:`ImportConflictError` (so importing twice is
+    refused). Knowledge lines are skipped without ``knowledge``; with it, they are refused with
+    :class:`ImportUnsupportedError` (see the module docs).
+    """
+    with _reader(source) as lines:
+        parsed = _parse(lines)
+    if into_resource is not None:
+        if not isinstance(into_resource, str) or not into_resource.strip():
+            raise InvalidInputError("into_resource must be a non-empty string.", argument="into_resource")
+        _rename(parsed, into_resource)
+    items = parsed.items
+    knowledge_found = {kind: len(items[kind]) for kind in _KNOWLEDGE_KINDS if items[kind]}
+    if knowledge_found and _knowledge_store(knowledge) is not None:
+        raise ImportUnsupportedError(
+            "This export holds knowledge, which cannot be imported exactly yet: the knowledge store "
+            "stamps capture times, revisions and the audit log itself. Import without a knowledge "
+            "store to import the rest; nothing was imported."
+        )
+    await _check_target(store, parsed)
+
+    summary = ImportSummary(resource_id=parsed.resource_id, skipped=knowledge_found)
+    threads = [t for _, t in items["thread"]]
+    for thread in threads:
+        await store.create_thread(thread)
+    seqs = await _save_messages(store, [m for _, m in items["message"]])
+    summary.seqs_preserved = seqs.identity
+    for thread in threads:
+        mapped = seqs.thread(thread)
+        if mapped is not thread:  # metadata only; the version is the exported one again after this
+            stored = await store.get_thread(thread.id)
+            assert stored is not None
+            await store.update_thread(mapped, expected_version=stored.version)
+    chains: dict[str, list[ObservationRecord]] = {}
+    for _, record in items["record"]:
+        chains.setdefault(record.lineage, []).append(seqs.record(record))
+    for chain in chains.values():
+        await _write_lineage(store, chain)
+    for _, memory in items["working_memory"]:
+        await store.set_working_memory(memory.key, memory.text)
+    for kind in ("thread", "message", "record", "working_memory"):
+        if items[kind]:
+            summary.counts[kind] = len(items[kind])
+    return summary

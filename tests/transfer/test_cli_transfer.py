@@ -1,0 +1,89 @@
+"""``obsmem export`` / ``obsmem import`` on SQLite files: the round trip, the store lines, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from obsmem.cli.app import app
+from obsmem.storage import SQLiteStore
+
+from .helpers import RESOURCE, THREADS, build_resource, snapshot
+
+runner = CliRunner()
+
+
+def _source(path: Path) -> dict[str, object]:
+    async def run() -> dict[str, object]:
+        async with SQLiteStore(path) as store:
+            await build_resource(store)
+            return await snapshot(store)
+
+    return asyncio.run(run())
+
+
+def _read(path: Path) -> dict[str, object]:
+    async def run() -> dict[str, object]:
+        async with SQLiteStore(path) as store:
+            return await snapshot(store)
+
+    return asyncio.run(run())
+
+
+def test_export_to_a_file_then_import_is_exact(tmp_path: Path) -> None:
+    source, target, dump = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "alice.jsonl"
+    before = _source(source)
+
+    exported = runner.invoke(app, ["export", "--resource", RESOURCE, "--store", str(source), "-o", str(dump)])
+    assert exported.exit_code == 0, exported.output
+    assert f"store: sqlite {source}" in exported.stderr
+    assert f"{len(THREADS)} thread" in exported.stderr
+    assert json.loads(dump.read_text(encoding="utf-8").splitlines()[0])["format"] == "obsmem-export"
+
+    imported = runner.invoke(app, ["import", str(dump), "--store", str(target)])
+    assert imported.exit_code == 0, imported.output
+    assert f"store: sqlite {target}" in imported.stderr
+    assert f"imported resource '{RESOURCE}'" in imported.stdout
+    assert _read(target) == before
+
+    again = runner.invoke(app, ["import", str(dump), "--store", str(target)])
+    assert again.exit_code == 1
+    assert "already holds threads of resource 'alice'" in " ".join(again.stderr.split())
+
+
+def test_export_to_stdout_keeps_status_lines_on_stderr(tmp_path: Path) -> None:
+    source, target, dump = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "alice.jsonl"
+    before = _source(source)
+    exported = runner.invoke(app, ["export", "--resource", RESOURCE, "--store", str(source)])
+    assert exported.exit_code == 0, exported.output
+    assert "store: sqlite" in exported.stderr and "store:" not in exported.stdout
+    lines = exported.stdout.splitlines()
+    assert json.loads(lines[0])["resource_id"] == RESOURCE
+    assert json.loads(lines[-1])["kind"] == "end"
+    dump.write_text(exported.stdout, encoding="utf-8")
+    imported = runner.invoke(app, ["import", str(dump), "--store", str(target)])
+    assert imported.exit_code == 0, imported.output
+    assert _read(target) == before
+
+
+def test_a_broken_file_is_refused_in_one_line_and_nothing_written(tmp_path: Path) -> None:
+    source, target, dump = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "alice.jsonl"
+    _source(source)
+    assert runner.invoke(app, ["export", "-r", RESOURCE, "--store", str(source), "-o", str(dump)]).exit_code == 0
+    lines = dump.read_text(encoding="utf-8").splitlines()
+    lines[2] = "{not json"
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["import", str(dump), "--store", str(target)])
+    assert result.exit_code == 1
+    assert "line 3: not JSON" in " ".join(result.stderr.split())
+
+    async def threads() -> int:
+        async with SQLiteStore(target) as store:
+            return len(await store.list_all_threads())
+
+    assert asyncio.run(threads()) == 0
+    missing = runner.invoke(app, ["export", "-r", "nobody", "--store", str(source)])
+    assert missing.exit_code == 1 and "No threads for resource 'nobody'" in " ".join(missing.stderr.split())
