@@ -28,6 +28,10 @@ from obsmem.errors import CeilingLoweredError as CeilingLoweredError
 from obsmem.errors import ConfigError as ConfigError
 from obsmem.errors import DegenerateOutputError as DegenerateOutputError
 from obsmem.errors import DescriptionTooLongError as DescriptionTooLongError
+from obsmem.errors import ExportFormatError as ExportFormatError
+from obsmem.errors import ExportVersionError as ExportVersionError
+from obsmem.errors import ImportConflictError as ImportConflictError
+from obsmem.errors import ImportUnsupportedError as ImportUnsupportedError
 from obsmem.errors import IncompleteResponseError as IncompleteResponseError
 from obsmem.errors import InvalidInputError as InvalidInputError
 from obsmem.errors import InvalidMergeError as InvalidMergeError
@@ -108,8 +112,12 @@ __all__ = [
     "DegenerateOutputError",
     "DescriptionTooLongError",
     "EngineEvent",
+    "ExportFormatError",
+    "ExportVersionError",
     "Extractor",
     "FilePart",
+    "ImportConflictError",
+    "ImportUnsupportedError",
     "IncompleteResponseError",
     "InvalidInputError",
     "InvalidMergeError",

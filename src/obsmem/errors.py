@@ -9,7 +9,9 @@ generic handlers keep working. Every message says what was wrong and what to do 
     ObsmemError
     ├── ConfigError(ValueError)              an option has a value outside its allowed range
     ├── InvalidInputError(ValueError)        a message, part or argument is malformed
-    │   ├── InvalidScopeError                a knowledge scope string or id is malformed
+    │   ├── ExportFormatError                a line of an export file is malformed (its number)
+│   │   └── ExportVersionError           an export format version this release cannot read
+│   ├── InvalidScopeError                a knowledge scope string or id is malformed
     │   ├── CeilingExceededError             a record would sit above its ceiling
     │   ├── CeilingLoweredError              a ceiling change would narrow it
     │   ├── InvalidWhenError                 an unparseable or backwards fact time
@@ -26,7 +28,9 @@ generic handlers keep working. Every message says what was wrong and what to do 
     │   ├── StoreClosedError
     │   ├── LeaseLostError
     │   ├── NameConflictError                a node rename onto an existing name in its scope
-    │   ├── TombstonedValueError             a deleted value may not be captured again
+    │   ├── ImportConflictError              the target store already holds the imported resource
+│   ├── ImportUnsupportedError           an export item this import cannot write exactly
+│   ├── TombstonedValueError             a deleted value may not be captured again
     │   └── StaleSemanticIndexError          the knowledge vector index could not catch up
     ├── ModelError                           a chat model call failed
     │   ├── MissingCredentialsError
@@ -49,8 +53,12 @@ __all__ = [
     "CeilingExceededError",
     "CeilingLoweredError",
     "ConfigError",
+    "ExportFormatError",
+    "ExportVersionError",
     "DegenerateOutputError",
     "DescriptionTooLongError",
+    "ImportConflictError",
+    "ImportUnsupportedError",
     "IncompleteResponseError",
     "InvalidInputError",
     "InvalidMergeError",
@@ -334,3 +342,35 @@ class TombstonedValueError(StorageError):
 
 class StaleSemanticIndexError(StorageError):
     """The semantic index could not be brought up to date; search results may be stale."""
+
+
+class ExportFormatError(InvalidInputError):
+    """A line of an export file is malformed; ``line`` is its 1-based number (0: the file as a whole)."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        where = f"line {line}" if line else "the export file"
+        super().__init__(f"{where}: {problem}. Nothing was imported.", argument="source")
+
+
+class ExportVersionError(ExportFormatError):
+    """The file was written by a format version this obsmem cannot read."""
+
+    def __init__(self, version: object) -> None:
+        self.version = version
+        super().__init__(
+            1,
+            f"export format version {version!r} is not supported (this obsmem reads version "
+            f"1); import it with the obsmem release that wrote it, or a newer one",
+        )
+
+
+class ImportConflictError(StorageError):
+    """The target store already holds what the import would write (the resource or a thread id)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}; nothing was imported. Import into a store that does not hold it.")
+
+
+class ImportUnsupportedError(StorageError):
+    """The file holds something this import cannot write exactly (knowledge, for now)."""

@@ -52,7 +52,14 @@ from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from obsmem.errors import InvalidInputError, StorageError
+from obsmem.errors import (
+    ExportFormatError,
+    ExportVersionError,
+    ImportConflictError,
+    ImportUnsupportedError,
+    InvalidInputError,
+    StorageError,
+)
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
@@ -96,41 +103,6 @@ ItemKind = Literal[
     "end",
 ]
 _KNOWLEDGE_KINDS = ("knowledge_node", "knowledge_record", "knowledge_tombstone", "knowledge_activity")
-
-
-# -- errors ------------------------------------------------------------------------------------------
-
-
-class ExportFormatError(InvalidInputError):
-    """A line of an export file is malformed; ``line`` is its 1-based number (0: the file as a whole)."""
-
-    def __init__(self, line: int, problem: str) -> None:
-        self.line = line
-        where = f"line {line}" if line else "the export file"
-        super().__init__(f"{where}: {problem}. Nothing was imported.", argument="source")
-
-
-class ExportVersionError(ExportFormatError):
-    """The file was written by a format version this obsmem cannot read."""
-
-    def __init__(self, version: object) -> None:
-        self.version = version
-        super().__init__(
-            1,
-            f"export format version {version!r} is not supported (this obsmem reads version "
-            f"{EXPORT_VERSION}); import it with the obsmem release that wrote it, or a newer one",
-        )
-
-
-class ImportConflictError(StorageError):
-    """The target store already holds what the import would write (the resource or a thread id)."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(f"{problem}; nothing was imported. Import into a store that does not hold it.")
-
-
-class ImportUnsupportedError(StorageError):
-    """The file holds something this import cannot write exactly (knowledge, for now)."""
 
 
 # -- lines -------------------------------------------------------------------------------------------
