@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from obsmem.errors import ConfigError, ObsmemError, StorageError
+from obsmem.files import prepare_database_file
 from obsmem.migrations import SQLITE, MigrationSet
 
 from .base import (
@@ -58,6 +59,7 @@ __all__ = ["SQLITE_VECTOR_MIGRATIONS", "VECTOR_MIGRATIONS_TABLE", "SQLiteVectorI
 T = TypeVar("T")
 _LITTLE_ENDIAN_FLOAT32 = np.dtype("<f4")
 _BUSY_TIMEOUT_MS = 10_000
+_PAGE_SIZE = 8192
 VECTOR_MIGRATIONS_TABLE = "_obsmem_vector_migrations"
 SQLITE_VECTOR_MIGRATIONS: MigrationSet[sqlite3.Connection] = MigrationSet(
     SQLITE, VECTOR_MIGRATIONS_TABLE, "sqlite-vectors"
@@ -95,7 +97,8 @@ _IN_NAMESPACE = "index_name = ? AND substr(namespace, 1, ?) = ?"
 
 
 class SQLiteVectorIndex:
-    """Exact search over vectors kept in the SQLite file ``path`` (created if missing).
+    """Exact search over vectors kept in the SQLite file ``path`` (created if missing, private:
+    see :func:`obsmem.files.prepare_database_file`; an existing empty file is refused).
 
     ``name`` selects one index among several in the file; ``dimensions`` and ``space`` must
     match what the index was created with.
@@ -153,7 +156,7 @@ class SQLiteVectorIndex:
             return fn(conn)
         except ObsmemError:
             raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:  # OSError: the folder or file cannot be created
             raise StorageError(
                 f"The vector index file {self.path} failed: {exc}. Check that the file is a writable "
                 "SQLite database and the disk has room."
@@ -162,13 +165,14 @@ class SQLiteVectorIndex:
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None:
             return self._connection
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Private like the store's file (folder 0700, file and its -wal/-shm 0600, whatever the
+        # umask; an existing empty file refused). Five 384-d rows fit an 8 KiB page where two fit
+        # SQLite's default 4 KiB one; a page size only takes effect on a new file, so a file
+        # shared with the store keeps the store's size.
+        prepare_database_file(self.path, page_size=_PAGE_SIZE)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            # Five 384-d rows fit an 8 KiB page where two fit SQLite's default 4 KiB one. It only
-            # takes effect on a new file, so a file shared with the store keeps the store's size.
-            conn.execute("PRAGMA page_size = 8192")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             SQLITE_VECTOR_MIGRATIONS.migrate(conn)

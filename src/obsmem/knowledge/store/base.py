@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.errors import ObsmemError
-from obsmem.storage.contract import ClosingContext
 from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
     ActivityEvent,
@@ -32,10 +31,12 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.ops import KnowledgeMutations
-from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox
+from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox, lease_of
 from obsmem.knowledge.store.reads import KnowledgeReads, check_limit
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables
+from obsmem.knowledge.store.values import check_instant
+from obsmem.storage.contract import ClosingContext
 
 __all__ = ["TablesKnowledgeStore"]
 
@@ -297,7 +298,8 @@ class TablesKnowledgeStore(ClosingContext):
         self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None
     ) -> list[OutboxEntry]:
         check_limit(limit)
-        stamp = now or self.clock.now()
+        lease_of(lease_seconds)  # refused before any I/O
+        stamp = check_instant(now, "now") if now is not None else self.clock.now()
         return await self._transact(True, lambda t: claim_outbox(t, stamp, worker_id, limit, lease_seconds))
 
     async def complete_outbox(self, worker_id: str, entry_ids: Sequence[str]) -> int:
@@ -310,8 +312,9 @@ class TablesKnowledgeStore(ClosingContext):
         self, worker_id: str, entry_ids: Sequence[str], *, retry_at: datetime | None = None
     ) -> int:
         stamp = self.clock.now()
+        retry = check_instant(retry_at, "retry_at") if retry_at is not None else None
         return await self._transact(
-            True, lambda t: finish_outbox(t, stamp, worker_id, entry_ids, complete=False, retry_at=retry_at)
+            True, lambda t: finish_outbox(t, stamp, worker_id, entry_ids, complete=False, retry_at=retry)
         )
 
     async def list_outbox(self, *, include_completed: bool = False) -> list[OutboxEntry]:

@@ -51,7 +51,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from obsmem.knowledge.store.scopes import Level
-from obsmem.knowledge.store.values import When
+from obsmem.knowledge.store.values import When, check_instant
 
 __all__ = [
     "DEFAULT_VIEW",
@@ -257,6 +257,9 @@ class RecordView:
     it was at that capture time (later captures, deletions, trust changes and supersessions are
     ignored). Without ``as_of``, only records no known record supersedes are returned, unless
     ``include_superseded`` (the review queue and history views use it).
+
+    Both times are datetimes; a naive one is taken as UTC, as a naive fact time is. Anything
+    else is refused with :class:`~obsmem.errors.InvalidInputError` naming the argument.
     """
 
     as_of: datetime | None = None
@@ -264,6 +267,12 @@ class RecordView:
     include_candidates: bool = False
     include_deleted: bool = False
     include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        for argument in ("as_of", "as_known_at"):
+            value = getattr(self, argument)
+            if value is not None:
+                object.__setattr__(self, argument, check_instant(value, argument))
 
 
 DEFAULT_VIEW = RecordView()

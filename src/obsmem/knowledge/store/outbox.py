@@ -9,31 +9,54 @@ Workers that keep the vector index in step claim entries with a lease. The rules
   a claim whose lease has expired (its worker is presumed dead); every claim counts an attempt;
 * only the worker holding the claim can complete or release it; a release puts the entry back
   to pending, available again at ``retry_at``.
+
+``lease_seconds`` is any finite number >= 0 (:func:`lease_of`); one longer than Python's
+longest duration is that duration, a lease that never expires. An expiry is tested as
+``now - claimed_at >= lease``, which cannot overflow, never as ``claimed_at + lease``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import OutboxEntry
 from obsmem.knowledge.store.tables import KnowledgeTables
 
-__all__ = ["claim_outbox", "finish_outbox"]
+__all__ = ["claim_outbox", "finish_outbox", "lease_of"]
+
+
+def lease_of(lease_seconds: float) -> timedelta:
+    """``lease_seconds`` as a duration (at most :attr:`timedelta.max`), or
+    :class:`~obsmem.errors.InvalidInputError` naming it unless it is a finite number >= 0."""
+    if (
+        isinstance(lease_seconds, bool)
+        or not isinstance(lease_seconds, int | float)
+        or not (math.isfinite(lease_seconds) and lease_seconds >= 0)
+    ):
+        raise InvalidInputError(
+            f"lease_seconds must be a finite number of seconds >= 0, not {lease_seconds!r}",
+            argument="lease_seconds",
+        )
+    if lease_seconds >= timedelta.max.total_seconds():
+        return timedelta.max
+    return timedelta(seconds=lease_seconds)
 
 
 def claim_outbox(
     tables: KnowledgeTables, now: datetime, worker_id: str, limit: int, lease_seconds: float
 ) -> list[OutboxEntry]:
-    lease = timedelta(seconds=lease_seconds)
+    lease = lease_of(lease_seconds)
     blocked: set[str] = set()
     claimed: list[OutboxEntry] = []
     for entry in tables.open_outbox():
         if entry.document_id in blocked:
             continue
         blocked.add(entry.document_id)
-        expired = entry.claimed_at is not None and entry.claimed_at + lease <= now
+        expired = entry.claimed_at is not None and now - entry.claimed_at >= lease
         eligible = entry.available_at <= now and (entry.status == "pending" or expired)
         if eligible and len(claimed) < limit:
             taken = entry.model_copy(

@@ -27,10 +27,9 @@ from typing import TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from obsmem.storage.sqlite.store import prepare_database_file
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError, StorageError
-from obsmem.storage.connection import ConnectionThread
+from obsmem.files import prepare_database_file
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
@@ -42,6 +41,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables, name_key
+from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
 
 __all__ = [

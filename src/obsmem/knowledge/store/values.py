@@ -17,6 +17,12 @@ A date alone is a *point* with a precision, not a bounded interval: "Jane moved 
 2026-07-01" does not stop being true on 2026-07-02. Only an explicit ``start/end`` bounds a
 fact's validity.
 
+Every date Python holds is legal, to ``9999-12-31T23:59:59.999999Z``: a period that would end
+after that instant (``2026/9999-12-31``, ``2026/9999``) ends at it, since no later one exists.
+An instant whose offset moves it out of that range in UTC (``0001-01-01T00:00:00+05:00``) and
+a value of another type are refused with :class:`InvalidWhenError` naming ``when``.
+:func:`check_instant` is the same rule for the read and outbox times (``as_of``, ``now``, ...).
+
 :func:`normalise_value` is the displayed form of a tombstoned value: NFKC, casefolded, with
 invisible format characters (zero-width spaces, joiners, the BOM) removed, wikilink brackets
 dropped and spacing collapsed. Tombstones are *matched* on two things (:func:`same_value`):
@@ -41,12 +47,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from obsmem.errors import InvalidWhenError
+from obsmem.errors import InvalidInputError, InvalidWhenError
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
     "InvalidWhenError",
     "When",
+    "check_instant",
     "near_duplicate",
     "normalise_value",
     "parse_when",
@@ -82,8 +89,28 @@ _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
+_LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+"""The latest time Python holds; a period that would end later ends here."""
+
+
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    """``value`` in UTC (naive: taken as UTC); ValueError when that is outside years 1-9999."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is outside the years 1-9999 in UTC") from None
+
+
+def _first_of(year: int, month: int) -> datetime:
+    """Midnight UTC on the first of ``year``-``month``, or :data:`_LAST_INSTANT` after year 9999."""
+    return datetime(year, month, 1, tzinfo=UTC) if year <= datetime.max.year else _LAST_INSTANT
+
+
+def _next_day(start: datetime) -> datetime:
+    """``start`` plus one day, or :data:`_LAST_INSTANT` on the last day Python holds."""
+    return start + timedelta(days=1) if start.date() < date.max else _LAST_INSTANT
 
 
 Precision = Literal["instant", "day", "month", "year"]
@@ -93,32 +120,49 @@ def _period(text: str) -> tuple[datetime, datetime | None, Precision]:
     """One endpoint: (start, end of the period it names or None for an instant, precision)."""
     if _YEAR.match(text):
         year = int(text)
-        return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), "year"
+        return datetime(year, 1, 1, tzinfo=UTC), _first_of(year + 1, 1), "year"
     month = _MONTH.match(text)
     if month:
         year, number = int(month.group(1)), int(month.group(2))
         if not 1 <= number <= 12:
             raise ValueError(f"month {number} out of range")
         start = datetime(year, number, 1, tzinfo=UTC)
-        following = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=UTC)
+        following = _first_of(year + number // 12, number % 12 + 1)
         return start, following, "month"
     if _DAY.match(text):
         day = date.fromisoformat(text)
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        return start, start + timedelta(days=1), "day"
+        return start, _next_day(start), "day"
     if "T" not in text and " " not in text:
         raise ValueError("not a date or datetime")
     return _utc(datetime.fromisoformat(text.replace("z", "Z"))), None, "instant"
 
 
+def _when_error(value: object, reason: str) -> InvalidWhenError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else f"{shown[:77]}..."
+    return InvalidWhenError(
+        f"Cannot read the fact time when={shown} ({reason}). Use an ISO date or datetime such as "
+        "'2026-07-01', '2026-07-01T09:30:00Z', '2026-07', '2026', or an interval "
+        "'2026-07-01/2026-07-15'.",
+        argument="when",
+    )
+
+
 def parse_when(value: str | datetime | date | When) -> When:
-    """Parse a fact time; raise :class:`InvalidWhenError` on anything it cannot read exactly."""
+    """Parse a fact time; raise :class:`InvalidWhenError` (naming ``when``) on anything it
+    cannot read exactly."""
     if isinstance(value, When):
         return value
     if isinstance(value, datetime):
-        return When(start=_utc(value))
+        try:
+            return When(start=_utc(value))
+        except ValueError as exc:
+            raise _when_error(value, str(exc)) from None
     if isinstance(value, date):
         return parse_when(value.isoformat())
+    if not isinstance(value, str):
+        raise _when_error(value, f"a {type(value).__name__}, not a str, date or datetime")
     text = value.strip()
     try:
         if "/" in text:
@@ -128,12 +172,23 @@ def parse_when(value: str | datetime | date | When) -> When:
             return When(start=start, end=end_of_period or end_start, precision=precision)
         start, _, precision = _period(text)
         return When(start=start, precision=precision)
-    except ValueError as exc:
-        raise InvalidWhenError(
-            f"Cannot read the fact time {value!r} ({exc}). Use an ISO date or datetime such as "
-            "'2026-07-01', '2026-07-01T09:30:00Z', '2026-07', '2026', or an interval "
-            "'2026-07-01/2026-07-15'."
-        ) from None
+    except ValueError as exc:  # pydantic's ValidationError (a backwards interval) is one too
+        raise _when_error(value, str(exc)) from None
+
+
+def check_instant(value: object, argument: str) -> datetime:
+    """``value`` as an aware datetime (naive: taken as UTC, like a fact time), or
+    :class:`~obsmem.errors.InvalidInputError` naming ``argument`` when it is not a datetime."""
+    if not isinstance(value, datetime):
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else f"{shown[:77]}..."
+        raise InvalidInputError(
+            f"{argument} must be a datetime (naive ones are taken as UTC), not {type(value).__name__} {shown}",
+            argument=argument,
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        return value.replace(tzinfo=UTC)
+    return value
 
 
 _SPACES = re.compile(r"\s+")

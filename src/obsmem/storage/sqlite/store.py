@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sqlite3
 import time
 from collections.abc import Callable
@@ -50,9 +49,8 @@ from obsmem.errors import (
     StorageError,
     ThreadNotFoundError,
 )
+from obsmem.files import prepare_database_file
 from obsmem.storage import migrations
-from obsmem.storage.sqlite import leases as sqlite_leases
-from obsmem.storage.sqlite import work as sqlite_work
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.contract import (
     ClosingContext,
@@ -73,9 +71,11 @@ from obsmem.storage.rules import (
     merge_parts,
     work_available_at,
 )
+from obsmem.storage.sqlite import leases as sqlite_leases
+from obsmem.storage.sqlite import work as sqlite_work
 from obsmem.types import DataPart, Message, Thread
 
-__all__ = ["SQLiteStore", "default_data_dir", "default_store_path"]
+__all__ = ["SQLiteStore", "default_data_dir", "default_store_path", "prepare_database_file"]
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -108,81 +108,8 @@ def default_store_path() -> Path:
 
 # -- the file -------------------------------------------------------------------------------------
 
-
-def _make_private_dirs(folder: Path) -> None:
-    """Create ``folder`` and any missing parents as 0700, whatever the umask; folders that
-    already exist are left as they are (a user's ``/tmp`` or project folder is not ours)."""
-    missing: list[Path] = []
-    current = folder
-    while not current.exists():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:  # another process made it first: theirs, as it is
-            continue
-        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask; this is not
-
-
-def _empty_file_error(path: Path) -> StorageError:
-    return StorageError(
-        f"The SQLite store {path} is an empty file (0 bytes), not an obsmem database: a crash, a "
-        "failed copy or a failed restore can leave one. obsmem will not silently turn it into a new, "
-        "empty store. Restore the database from a backup, or delete the file to start a new store."
-    )
-
-
-def prepare_database_file(path: Path, *, allow_empty: bool = False) -> None:
-    """Get ``path`` ready to be opened by SQLite.
-
-    - a missing folder is created private (0700; existing folders keep their modes);
-    - a missing database is created private (0600, whatever the umask; SQLite gives its
-      ``-wal`` and ``-shm`` files the database's mode), already a valid, non-empty SQLite file:
-      it is initialised under a temporary name and linked into place, so no other process ever
-      sees it empty (two that create it at once: the first link wins, both use it);
-    - an existing database keeps its mode (obsmem never changes the permissions of a file it
-      did not create);
-    - an existing *empty* file is refused with :class:`~obsmem.errors.StorageError` naming it:
-      obsmem never leaves one behind, so it is a database lost to a crash or a bad copy, and
-      opening it would silently start a new, empty memory in its place. ``allow_empty`` lets
-      an explicit :meth:`SQLiteStore.migrate` (``obsmem migrate``) initialise one on purpose.
-    """
-    _make_private_dirs(path.parent)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        _create_database_file(path)
-        return
-    if size == 0 and not allow_empty:
-        raise _empty_file_error(path)
-
-
-def _create_database_file(path: Path) -> None:
-    staging = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
-    fd = os.open(staging, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    os.close(fd)
-    try:
-        os.chmod(staging, 0o600)  # the open mode is masked by the umask; this is not
-        conn = sqlite3.connect(staging, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")  # writes the header: the file is never empty
-        finally:
-            conn.close()
-        try:
-            os.link(staging, path)
-        except FileExistsError:
-            pass  # another process created it meanwhile: use theirs
-        except OSError:  # a filesystem without hard links
-            if not path.exists():
-                os.replace(staging, path)
-    finally:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            staging.with_name(staging.name + suffix).unlink(missing_ok=True)
-    if path.stat().st_size == 0:  # pragma: no cover - someone else put an empty file there
-        raise _empty_file_error(path)
+# The private-file rule (prepare_database_file) is shared with the knowledge and vector stores,
+# so it lives in the foundation, obsmem.files; it stays importable from here.
 
 
 # -- row mapping ----------------------------------------------------------------------------------
