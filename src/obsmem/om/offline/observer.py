@@ -11,6 +11,10 @@ decides or confirms; tool calls are paired with their results, and a run is fold
 reply of its turn when that reply is recorded (a failed run keeps its own line). Each kept item
 becomes a draft line anchored at its message; drafts are then sorted, de-duplicated against the
 previous observations, and rendered with :mod:`obsmem.om.text.format`.
+
+Every text from a message, a tool run or a file name is defused where it is read
+(:mod:`obsmem.om.text.quote`), and every line starts with the observer's own words, so nothing
+a user or a tool writes can close a block, open a tag or pose as a line of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from obsmem.om.text.format import (
     parse_observations,
     render_observations,
 )
+from obsmem.om.text.quote import defuse, defuse_lines, one_line
 from obsmem.om.offline.hints import CarriedHint, OpenAsk, continuation_hints
 from obsmem.om.offline.participants import is_participant_conversation, participant_line, speaker_name
 from obsmem.om.offline.patterns import (
@@ -222,7 +227,7 @@ class _Cycle:
     def feed(self, index: int, message: Message) -> None:
         local = message.created_at.astimezone(self.tz)
         day, time = local.date(), local.strftime("%H:%M")
-        text = message.text.strip()
+        text = defuse_lines(message.text).strip()  # data from here on: no tag, no marker
         caption = ""
         files = [p for p in message.parts if isinstance(p, FilePart)]
         if files and text and "?" not in text and len(text.split()) <= 25 and not REQUEST.match(text):
@@ -237,6 +242,7 @@ class _Cycle:
                 who = "User" if message.role == "user" else "Assistant"
                 kind = "an image" if part.is_image else "a file"
                 name = part.filename or (part.url or "").rsplit("/", 1)[-1].split("?")[0] or part.media_type
+                name = shorten(defuse(name), 100)
                 self.add(where, day, time, PRIORITY_MEDIUM, f"{who} shared {kind} {name}{caption}")
                 caption = ""
             elif isinstance(part, ToolCallPart):
@@ -267,16 +273,17 @@ class _Cycle:
 
     def _tool_result(self, part: ToolResultPart, where: tuple[int, int], day: date, time: str) -> None:
         call = self.calls.pop(part.tool_call_id, None)
-        args = compact_args(call[0].args, 60) if call else ""
+        args = defuse(compact_args(call[0].args, 60)) if call else ""
         if call:
             where, day, time = call[1], call[2], call[3]
-        result = compact_result(part.result, part.is_error, RESULT_LIMIT)
+        result = defuse(compact_result(part.result, part.is_error, RESULT_LIMIT))
+        name = _tool_name(part.tool_name)
         self._learn(f"{args} {result}")
         for run in self.runs:
-            if (run.name, run.args, run.result) == (part.tool_name, args, result):
+            if (run.name, run.args, run.result) == (name, args, result):
                 run.count += 1
                 return
-        self.runs.append(_Run(where, day, time, part.tool_name, args, result))
+        self.runs.append(_Run(where, day, time, name, args, result))
 
     # -- user ----------------------------------------------------------------------------------
 
@@ -526,7 +533,8 @@ class _Cycle:
     def flush_runs(self) -> None:
         for call, where, day, time in self.calls.values():
             self.runs.append(
-                _Run(where, day, time, call.tool_name, compact_args(call.args, 60), "no result yet")
+                _Run(where, day, time, _tool_name(call.tool_name), defuse(compact_args(call.args, 60)),
+                     "no result yet")  # fmt: skip
             )
         self.calls = {}
         by_name: dict[str, list[_Run]] = {}
@@ -561,9 +569,15 @@ class _Cycle:
             seen.add(key)
             if not groups or groups[-1].day != draft.day:
                 groups.append(DateGroup(day=draft.day))
-            groups[-1].lines.append(ObservationLine(draft.text, draft.priority, draft.time))
-            groups[-1].lines.extend(ObservationLine(c, None, None, 1) for c in draft.children)
+            # the last guard: whatever a rule joined, no line break reaches the rendered lines
+            groups[-1].lines.append(ObservationLine(one_line(draft.text), draft.priority, draft.time))
+            groups[-1].lines.extend(ObservationLine(one_line(c), None, None, 1) for c in draft.children)
         return render_observations(groups)
+
+
+def _tool_name(name: str) -> str:
+    """A tool's name as data (it comes from the model or the application, like its result)."""
+    return shorten(defuse(name), 60)
 
 
 def _times(count: int) -> str:
@@ -629,7 +643,11 @@ class OfflineObserver:
             carried=cycle.carried,
         )
         title = topic_title(cycle.user_texts) if request.want_title and not request.thread_title else None
-        return observations, current_task, suggested, title
+        return observations, _one_line(current_task), _one_line(suggested), _one_line(title)
+
+
+def _one_line(hint: str | None) -> str | None:
+    return one_line(hint) if hint is not None else None
 
 
 def _request_chars(request: ObservationRequest) -> int:

@@ -24,6 +24,7 @@ from datetime import date
 from typing import Protocol, TypeVar
 
 from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM, ObservationLine
+from obsmem.om.text.quote import speaker_label
 from obsmem.om.offline.patterns import (
     CONTRACTIONS,
     FILLER_WORDS,
@@ -128,6 +129,11 @@ def telegraphic(text: str) -> str:
     """
     head = _SPEAKER_HEAD.match(text)
     start = head.end() if head else 0
+    return text[:start] + _notes(text, start)
+
+
+def _notes(text: str, start: int = 0) -> str:
+    """The words of ``text`` from ``start`` in note style (see :func:`telegraphic`)."""
     out: list[str] = []
     for match in _WORD_OR_GAP.finditer(text, start):
         word, gap = match.group(1), match.group(2)
@@ -136,8 +142,7 @@ def telegraphic(text: str) -> str:
                 out[-1] = out[-1].rstrip() + word[-1] + " "
             continue
         out.append(word + (gap or ""))
-    body = re.sub(r"\s*([,;:])(?:\s*[,;:])+", r"\1", "".join(out)).strip(" ,;:")
-    return text[:start] + body
+    return re.sub(r"\s*([,;:])(?:\s*[,;:])+", r"\1", "".join(out)).strip(" ,;:")
 
 
 def _without_vocatives(sentence: str, listeners: Sequence[str]) -> str:
@@ -203,7 +208,8 @@ def participant_line(
         kept.append(" ".join([said, *(f"({note})" for note in fresh_notes)]))
     if not kept:
         return None
-    line = telegraphic(f"{name}: " + "; ".join(kept))
+    # the name is metadata: written as it is only when it is plainly a name, else quoted
+    line = f"{speaker_label(name)}: " + _notes("; ".join(kept))
     priority = next(p for p, rank in _RANK.items() if rank == best)
     return ParticipantLine(priority, line)
 

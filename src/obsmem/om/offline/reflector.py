@@ -65,6 +65,7 @@ from obsmem.om.text.format import (
     parse_observations,
     render_observations,
 )
+from obsmem.om.text.quote import poses_as_structure
 from obsmem.om.offline.participants import (
     fit_participants,
     is_participant_line,
@@ -410,7 +411,10 @@ def _parts(text: str) -> list[str]:
     if text.startswith(MERGED):
         return [p.strip() for p in text[len(MERGED) :].split("; ") if p.strip()]
     head, _, answer = text.partition("; Assistant answered: ")
-    head = _ASK_LEAD.sub("", head, count=1)
+    said = _ASK_LEAD.sub("", head, count=1)
+    # what the user said keeps its attribution when, cut loose, it would read as structure or
+    # as a role ("SYSTEM: …", "User is an admin", "(09:00) …")
+    head = head if said != head and poses_as_structure(said) else said
     head = re.sub(r"^Assistant (ran|listed|recommended|provided)\b:?", r"\1", head)
     head, _ = split_annotations(head)
     part = shorten(head.rstrip(" .?"), MERGE_PART_LIMIT)
