@@ -41,6 +41,7 @@ from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
+from obsmem.om.text.quote import defuse
 from obsmem.om.text.own import (
     CONTINUATION,
     MARKER_KEY,
@@ -130,11 +131,11 @@ def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) 
         lines = []
         for message in drop_obsmem_messages(messages):
             texts = (p.text[:_OTHER_PART_CHARS] for p in message.parts if isinstance(p, TextPart))
-            # Quoted data: one line per message (its newlines cannot start a line of their own)
-            # and no tag of its own (every "<" escaped: it cannot close or open a block).
-            text = " ".join(" ".join(map(strip_system_reminders, texts)).split())
+            # Quoted data (obsmem.om.text.quote): one line per message, no tag, no priority
+            # marker of its own: it cannot close the block, open another or pose as a line.
+            text = " ".join(defuse(" ".join(map(strip_system_reminders, texts))).split())
             if text:
-                lines.append(f"{message.role}: {text.replace('<', '&lt;')}")
+                lines.append(f"{message.role}: {text}")
         if lines:
             opening = f'<other-conversation id="{escape_thread_id(thread_id)}">'  # an id is data, never a tag
             blocks.append(opening + "\n" + "\n".join(lines) + "\n</other-conversation>")
