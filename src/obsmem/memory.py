@@ -21,6 +21,7 @@ from obsmem.errors import (
     ConfigError,
     DegenerateOutputError,
     InvalidInputError,
+    ObsmemError,
     ReflectionError,
     ThreadNotFoundError,
 )
@@ -43,7 +44,7 @@ from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructio
 from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord
 from obsmem.tokens import TokenCounter
-from obsmem.turn import Turn
+from obsmem.turn import Turn, input_not_saved
 from obsmem.types import (
     Message,
     Thread,
@@ -318,12 +319,23 @@ class Memory:
 
         The thread is created when it does not exist and ``resource_id`` is given. ``model`` is
         the actor's ``provider:model`` id; it drives idle ('auto') and provider-change activation.
+
+        A failure past the argument checks raises an :class:`~obsmem.errors.ObsmemError` whose
+        ``input_saved`` says whether ``messages`` were stored before it. To retry, call again
+        with the same Message objects (or the same explicit ids): the input is saved by id, so
+        it is stored once, in its place, and the returned context holds it once. Messages built
+        anew (``Message.user("hi")`` again) have new ids and are new messages; nothing is
+        de-duplicated by content. See :mod:`obsmem.turn`.
         """
         check_id(thread_id, "thread_id")
         check_id(resource_id, "resource_id", optional=True)
         check_text(model, "model")
         parsed = parse_messages(messages, "messages")
-        thread = await self._thread_for_turn(thread_id, resource_id)
+        try:
+            thread = await self._thread_for_turn(thread_id, resource_id)
+        except ObsmemError as exc:
+            input_not_saved(exc, "begin_turn")
+            raise
         return await Turn.start(
             thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model,
             background=self.background, max_wait=self.max_turn_wait,

@@ -18,24 +18,41 @@ is due) at most ``max_wait`` seconds in all, begin and steps together (``Memory(
 and the messages it was about stay pending. That context's raw window is cut from its oldest
 end to the engine's :meth:`~obsmem.om.engine.Engine.raw_limit` (:attr:`Turn.trimmed` says how
 many messages were left out); those stay pending too.
+
+**Retrying a failed boundary.** ``begin_turn`` and ``step`` save their input first, then run
+memory work and build the context; a store or model failure in that later work raises after the
+input is stored. Call again with the *same Message objects* (or messages with the same explicit
+ids): messages are saved by id, so the retry stores nothing twice and keeps the thread's order,
+records the input's instructions if the failed call could not, and returns a context that holds
+the input exactly once. The error says which case it was: ``error.input_saved`` is True when the
+input was stored before the failure, False when the call failed before or while saving it (a
+store that fails mid-write commits a batch whole or not at all, so a retry is safe either way).
+Messages built again (``Message.user("hi")`` twice) get new ids and are new messages: obsmem never
+de-duplicates by content, since a user may well say the same thing twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from obsmem.background import BackgroundWork
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, ObsmemError, StorageError
 from obsmem.om.buffering import StepResult
-from obsmem.om.context import ContextWindow, drop_obsmem_messages, remember_instructions
+from obsmem.om.context import (
+    ContextWindow,
+    drop_obsmem_messages,
+    latest_instructions,
+    remember_instructions,
+)
 from obsmem.om.engine import CycleOutcome, Engine
 from obsmem.om.selection import observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, Message, Thread, parse_messages
 
-__all__ = ["Turn", "TurnContexts"]
+__all__ = ["Turn", "TurnContexts", "input_not_saved"]
 
 
 class TurnContexts(Protocol):
@@ -66,6 +83,12 @@ class Turn:
     ``trimmed``: how many of the oldest raw messages the latest context left out (its boundary
     stopped waiting for memory work; they stay pending). ``waited_out``: how many of the turn's
     boundaries stopped waiting at the bound.
+
+    A boundary that fails raises an :class:`~obsmem.errors.ObsmemError` (an error that is not one
+    comes out as :class:`~obsmem.errors.StorageError`) whose ``input_saved`` says whether its
+    messages were stored; calling it again with the same messages (same ids) is safe either way
+    (see the module docstring). A failed boundary changes nothing on the turn: not
+    :attr:`context`, not :attr:`steps`.
     """
 
     def __init__(
@@ -86,6 +109,12 @@ class Turn:
         self.ended = False
         self.trimmed = 0
         self.waited_out = 0
+        # The newest seq of the thread the turn's last completed boundary knew of. Copies of
+        # stored messages newer than it were saved by a boundary that failed: they are input.
+        self._seen_seq: int | None = None
+        self._input_saved = False
+        # False once a boundary failed after saving: the stored tail then runs past the context.
+        self._context_current = True
 
     @classmethod
     async def start(
@@ -93,13 +122,18 @@ class Turn:
         contexts: TurnContexts, model: str | None = None, background: BackgroundWork | None = None,
         max_wait: float | None = None,
     ) -> Turn:
-        """Begin a turn: save the input, run the memory work due, and set :attr:`context`."""
+        """Begin a turn: save the input, run the memory work due, and set :attr:`context`.
+
+        On failure raises an ObsmemError with ``input_saved``; calling again with the same
+        messages (same ids) is safe (see the module docstring).
+        """
         turn = cls(
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
             max_wait=max_wait,
         )
-        saved = await turn._save(parse_messages(messages, "messages"))
-        turn.context = await turn._advance(saved, turn_start=True)
+        async with turn._boundary("begin_turn"):
+            saved = await turn._save(parse_messages(messages, "messages"))
+            turn.context = await turn._advance(saved, turn_start=True)
         return turn
 
     @property
@@ -119,13 +153,19 @@ class Turn:
         result whose call is not waiting (never made, or already answered) and for any message
         between a tool call and its result. obsmem's own context messages passed back (a
         common "save what I sent" pattern) are dropped, never stored.
+
+        Any other failure raises an ObsmemError with ``input_saved`` and leaves the turn as it
+        was: call ``step`` again with the same messages (same ids) to retry; they are stored
+        once and stay raw in the context the retry returns.
         """
         parsed = parse_messages(responses, "responses")
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
-        saved = await self._save(parsed)
+        async with self._boundary("step"):
+            saved = await self._save(parsed)
+            context = await self._advance(saved)
         self.steps += 1
-        self.context = await self._advance(saved)
+        self.context = context
         return self.context
 
     async def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
@@ -134,7 +174,8 @@ class Turn:
         if self.ended:
             return
         if parsed:
-            await self._save(parsed)
+            async with self._boundary("end"):
+                await self._save(parsed)
         self.ended = True
         buffered = self._engine.buffered
         if buffered is not None and self._engine.config.observation.buffer_on_idle:
@@ -146,23 +187,56 @@ class Turn:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.end()
 
-    async def _save(self, messages: list[Message]) -> list[Message]:
-        messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
-        if len(messages) > 1:  # "save what I sent": copies of stored messages are not new input
-            messages = await self._new_or_changed(messages)
-        if not messages:
-            return []
-        # Checked before anything is stored, against the last context's raw tail when there is
-        # one (what the actor saw; a waiting call is never observed away), else the store's.
-        tail = self.context.raw_messages if self.context.messages and not self.context.trimmed else None
-        await self._engine.check_input(self.thread, messages, tail=tail)
-        saved = await self._store.save_messages(self.thread.id, messages)
-        self.thread = await remember_instructions(self._store, self.thread, saved)
-        return saved
+    @asynccontextmanager
+    async def _boundary(self, call: str) -> AsyncIterator[None]:
+        """Run one boundary; a failure says whether its input was stored (``input_saved``)."""
+        self._input_saved = False
+        try:
+            yield
+        except ObsmemError as exc:
+            self._context_current = self._context_current and not self._input_saved
+            _annotated(exc, call, saved=self._input_saved)
+            raise
+        except Exception as exc:  # a collaborator's untyped error (a custom store, say): typed here
+            self._context_current = self._context_current and not self._input_saved
+            error = StorageError(f"{call} failed: {type(exc).__name__}: {exc}")
+            raise _annotated(error, call, saved=self._input_saved) from exc
 
-    async def _new_or_changed(self, messages: list[Message]) -> list[Message]:
-        """``messages`` less those already stored in this thread with the same role and visible
-        parts: sending the context back must neither re-order the input nor strip stored markers."""
+    async def _save(self, messages: list[Message]) -> list[Message]:
+        """Save a boundary's input; return it as stored (with seqs), the messages the actor has
+        not seen yet. Copies of stored messages are not saved again: sending the context back
+        must neither re-order the input nor strip stored markers. Copies a failed boundary of
+        this turn saved (newer than anything the last completed boundary knew of) are input all
+        the same, and so is a batch of nothing but copies (a retried ``begin_turn``) for the
+        instructions it carries."""
+        messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
+        copies: list[Message] = []
+        # "Save what I sent": copies of stored messages are not new input (one message alone is
+        # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
+        if len(messages) > 1 or (messages and not self._context_current):
+            messages, copies = await self._split_copies(messages)
+        saved: list[Message] = []
+        if messages:
+            # Checked before anything is stored, against the last context's raw tail when there is
+            # one (what the actor saw; a waiting call is never observed away), else the store's
+            # (also after a boundary failed past its save: the store holds more than the context).
+            current = self.context.messages and not self.context.trimmed and self._context_current
+            tail = self.context.raw_messages if current else None
+            await self._engine.check_input(self.thread, messages, tail=tail)
+            saved = await self._store.save_messages(self.thread.id, messages)
+        self._input_saved = True
+        seen = self._seen_seq
+        unseen = [] if seen is None else [m for m in copies if (m.seq or 0) > seen]
+        fresh = sorted([*saved, *unseen], key=lambda m: m.seq or 0)
+        # A retry re-records the instructions its failed call may not have; the record is
+        # compare-and-set by seq, so an older call's instructions never replace newer ones.
+        instructions = fresh if messages or seen is not None else copies
+        self.thread = await remember_instructions(self._store, self.thread, instructions)
+        return fresh
+
+    async def _split_copies(self, messages: list[Message]) -> tuple[list[Message], list[Message]]:
+        """``messages`` split into those to save, and the copies of messages already stored in
+        this thread with the same role and visible parts (as stored, in seq order)."""
         stored = {m.id: m for m in await self._store.get_messages([m.id for m in messages])}
 
         def same(message: Message) -> bool:
@@ -174,7 +248,8 @@ class Turn:
                 and _visible(old) == _visible(message)
             )
 
-        return [m for m in messages if not same(m)]
+        copies = {m.id: stored[m.id] for m in messages if same(m)}
+        return [m for m in messages if m.id not in copies], sorted(copies.values(), key=lambda m: m.seq or 0)
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left."""
@@ -184,7 +259,9 @@ class Turn:
             # prefix before the call may start.
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
-            return await self._contexts.context_for(self.thread)
+            context = await self._contexts.context_for(self.thread)
+            self._saw(saved, context.raw_messages)
+            return context
         thread = self.thread
 
         async def work() -> StepResult:
@@ -204,7 +281,9 @@ class Turn:
         if result is not None:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0
-            return await self._contexts.context_from(thread, result.record, result.messages)
+            context = await self._contexts.context_from(thread, result.record, result.messages)
+            self._saw(saved, result.messages, result.record.cursor(thread.id))
+            return context
         # The work goes on in the background: the actor sees what is stored, the raw window cut
         # to the engine's limit (memory is behind; what is left out stays pending).
         record = await engine.core.stored_head(thread)
@@ -212,11 +291,38 @@ class Turn:
         trim = engine.trim_window(thread, record, unobserved, keep=saved)
         self.trimmed = trim.trimmed
         context = await self._contexts.context_from(thread, record, trim.kept)
+        self._saw(saved, unobserved, record.cursor(thread.id) if record is not None else 0)
         return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
+
+    def _saw(self, saved: Sequence[Message], unobserved: Sequence[Message], cursor: int = 0) -> None:
+        """A boundary completed: note the newest seq of the thread it knew of."""
+        seqs = [m.seq or 0 for m in (*saved, *unobserved)]
+        self._seen_seq = max([self._seen_seq or 0, cursor, *seqs])
+        self._context_current = True
+
 
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
         return observable_messages(await self._store.list_messages(thread.id))
+
+
+def _annotated(error: ObsmemError, call: str, *, saved: bool) -> ObsmemError:
+    """``error`` saying whether the failed boundary's input was stored (``input_saved``)."""
+    error.input_saved = saved  # type: ignore[attr-defined]
+    if saved:
+        note = (
+            f"{call} failed after its input was saved; calling {call} again with the same Message objects "
+            "(same ids) stores nothing twice."
+        )
+    else:
+        note = f"{call} failed before its input was saved (a save that failed commits nothing or all of it)."
+    error.add_note(note)
+    return error
+
+
+def input_not_saved(error: ObsmemError, call: str) -> ObsmemError:
+    """``error`` (raised by ``call`` before it saved anything) saying so, as a turn boundary's do."""
+    return _annotated(error, call, saved=False)
 
 
 def _visible(message: Message) -> list[object]:
