@@ -16,10 +16,13 @@ the reads and the bookkeeping (markers, events, time limits) that every transiti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import random
+import socket
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, Generic, Literal, TypeVar
@@ -73,6 +76,9 @@ T = TypeVar("T")
 #: call's result is worth a few more tries before it is dropped or reported.
 COMMIT_ATTEMPTS = 8
 COMMIT_BACKOFF_S = 0.005
+#: How long a synchronous step's lease lasts unless renewed; its holder renews it every third of
+#: that while it works, so a crashed process blocks the step elsewhere for a minute at most.
+STEP_LEASE_TTL_S = 60.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,6 +292,7 @@ class Core:
         self.on_event = on_event
         self.working_memory_scope = working_memory_scope
         self.commit_policy = commit_policy or CommitPolicy()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # The config is immutable, so the zone observations are dated in is resolved once.
         self.timezone: tzinfo | None = ZoneInfo(config.timezone) if config.timezone else None
 
@@ -448,6 +455,41 @@ class Core:
         )
         return backoff
 
+    # -- leases -----------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def leased(self, key: str) -> AsyncIterator[bool]:
+        """Hold the lease ``key`` (renewed as the work runs) for the ``async with`` body, which
+        gets True; False when another holder has it: the body must then make no model call.
+
+        Each entry is its own owner, so two steps of one engine exclude each other as two
+        processes do. The lease only spares duplicate paid calls; what is written stays
+        compare-and-set, so a holder that lost its lease (it expired) is still safe.
+        """
+        owner = f"{self.owner}:{uuid.uuid4().hex[:8]}"
+        lease = await self.store.acquire_lease(key, owner, ttl_s=STEP_LEASE_TTL_S, now=self.clock.now())
+        if lease is None:
+            yield False
+            return
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(key, owner), name=f"obsmem:lease:{key}")
+        try:
+            yield True
+        finally:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+            try:
+                await self.store.release_lease(key, owner)
+            except ObsmemError as exc:  # it expires by itself; never a reason to lose the work
+                logger.warning("obsmem: could not release the lease %s: %s", key, exc)
+
+    async def _heartbeat(self, key: str, owner: str) -> None:
+        """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
+        happening now, and a virtual clock in tests must not spin this loop."""
+        while True:
+            await asyncio.sleep(STEP_LEASE_TTL_S / 3)
+            renewed = await self.store.renew_lease(key, owner, ttl_s=STEP_LEASE_TTL_S, now=self.clock.now())
+            if renewed is None:  # lost (expired meanwhile, or taken over): the compare-and-set guards the rest
+                return
+
     # -- bookkeeping ----------------------------------------------------------------------------
     async def mark(self, target: Message | None, *parts: DataPart) -> None:
         """Persist markers on ``target`` in one write; None (no assistant message) skips them."""
@@ -510,6 +552,14 @@ _WHAT: dict[CycleKind, str] = {
 }
 
 
+@dataclass(slots=True)
+class _Log:
+    """Whether a cycle's start marker was written, and whether its closing marker was."""
+
+    opened: bool = False
+    closed: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Cycle:
     """One unit of model work: its id, where its markers go, its events and its time limit.
@@ -526,6 +576,7 @@ class Cycle:
     record_id: str
     started_at: datetime
     target: Message | None
+    log: _Log = field(default_factory=_Log, compare=False, repr=False)  # shared by replaced copies
 
     def now(self) -> datetime:
         return self.core.clock.now()
@@ -540,12 +591,43 @@ class Cycle:
             "thread_id": self.thread_id,
             "started_at": self.started_at,
         }
-        await self.core.mark(self.target, build(**{**base, **fields}))
+        part = build(**{**base, **fields})
+        if part.data.get("cycle_id") == self.id:
+            if part.name in markers.OPENING:
+                self.log.opened = True
+            elif part.name in markers.CLOSING:
+                self.log.closed = True
+        await self.core.mark(self.target, part)
 
     async def mark_failed(self, error: str, tokens_attempted: int, **fields: Any) -> None:
         """The closing marker of a cycle that did not commit."""
         build = markers.buffering_failed_marker if self.kind == "buffer" else markers.observation_failed_marker
         await self.mark(build, failed_at=self.now(), tokens_attempted=tokens_attempted, error=error, **fields)
+
+    @contextlib.asynccontextmanager
+    async def closing(self, tokens_attempted: int) -> AsyncIterator[Cycle]:
+        """The cycle's work: when it ends by an exception (the model, the store, a cancellation)
+        or without a result, a start marker written inside is closed with a failed marker, so a
+        stored log never shows a cycle that began and never ended."""
+        try:
+            yield self
+        except BaseException as exc:
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            await self._close(
+                "cancelled: the work was stopped (the memory closed) before it committed" if cancelled
+                else describe(exc),
+                tokens_attempted,
+            )
+            raise
+        await self._close("ended without committing a result", tokens_attempted)
+
+    async def _close(self, error: str, tokens_attempted: int) -> None:
+        if not self.log.opened or self.log.closed:
+            return
+        try:
+            await self.mark_failed(error, tokens_attempted)
+        except Exception as exc:  # closing is best effort; the first error wins
+            logger.warning("obsmem: could not close cycle %s: %s", self.id, exc)
 
     def emit(self, kind: Any, **data: Any) -> None:
         self.core.emit(kind, self.thread_id, cycle_id=self.id, **data)

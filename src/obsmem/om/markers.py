@@ -20,6 +20,8 @@ from typing import Any, Literal
 from obsmem.types import DataPart, Message
 
 __all__ = [
+    "CLOSING",
+    "OPENING",
     "MarkerConfig",
     "OperationType",
     "activation_marker",
@@ -45,6 +47,10 @@ BUFFERING_END = "om-buffering-end"
 BUFFERING_FAILED = "om-buffering-failed"
 ACTIVATION = "om-activation"
 THREAD_UPDATE = "om-thread-update"
+#: Markers that open a cycle, and those that close one (same ``cycle_id``): every opened cycle
+#: is closed exactly once, whether it committed, failed, lost its write or was cancelled.
+OPENING = frozenset({OBSERVATION_START, BUFFERING_START})
+CLOSING = frozenset({OBSERVATION_END, OBSERVATION_FAILED, BUFFERING_END, BUFFERING_FAILED})
 
 
 @dataclass(frozen=True, slots=True)

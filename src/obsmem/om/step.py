@@ -200,6 +200,26 @@ class ObserveStep:
         prefix never ends between a call and its result (:mod:`obsmem.om.selection`).
         """
         core = self.core
+        plan = await self._plan(thread, force, unseen)
+        if isinstance(plan, CycleOutcome):
+            return plan
+        # One process observes a thread at a time: another that finds the same messages due
+        # makes no model call and goes on with the stored record (it never waits here, so a
+        # turn's bound holds); the next boundary sees what the holder committed. A forced
+        # (manual) observation always calls the model, as it ignores a backoff.
+        async with core.leased(_lease_key("observation", core, thread)) as held:
+            if not held and not force:
+                return _held_elsewhere("observation", plan.record)
+            head = await core.stored_head(thread)
+            if head is None or (head.id, head.version) != (plan.record.id, plan.record.version):
+                plan = await self._plan(thread, force, unseen)  # it changed before we held the lease
+                if isinstance(plan, CycleOutcome):
+                    return plan
+            return await self._run(thread, plan)
+
+    async def _plan(self, thread: Thread, force: bool, unseen: Unseen) -> _Plan | CycleOutcome:
+        """What is due: the head, the window and the prefix to observe (an outcome when nothing is)."""
+        core = self.core
         first = await self._activate_chunks_first(thread, unseen)
         if isinstance(first, CycleOutcome):
             return first
@@ -227,7 +247,13 @@ class ObserveStep:
             backoff = core.backing_off(record, "observation", thread.id)
             if backoff is not None:
                 return _backing_off("observation", record, backoff)
-        batches = observation_batches(cuts, counts, cut, core.config.observation.max_tokens_per_batch)
+        return _Plan(record, messages, counts, pending, cuts, cut)
+
+    async def _run(self, thread: Thread, plan: _Plan) -> CycleOutcome:
+        """Observe the planned prefix, one batch (one commit) at a time."""
+        core = self.core
+        record, messages, counts, pending = plan.record, plan.messages, plan.counts, plan.pending
+        batches = observation_batches(plan.cuts, counts, plan.cut, core.config.observation.max_tokens_per_batch)
         outcomes: list[CycleOutcome] = []
         for start, stop in batches:
             batch_tokens = sum(counts[start:stop])
@@ -275,21 +301,22 @@ class ObserveStep:
     ) -> CycleOutcome:
         core = self.core
         cycle = core.cycle("observation", thread, record, markers.marker_target(batch))
-        await cycle.mark(
-            markers.observation_start_marker, tokens_to_observe=batch_tokens, config=core.marker_config(record)
-        )
-        cycle.emit("observation-start", tokens=batch_tokens, messages=len(batch))
+        async with cycle.closing(batch_tokens):  # however it ends, its start marker is closed
+            await cycle.mark(
+                markers.observation_start_marker, tokens_to_observe=batch_tokens, config=core.marker_config(record)
+            )
+            cycle.emit("observation-start", tokens=batch_tokens, messages=len(batch))
 
-        def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
-            return self._request(thread, record, group, cycle.started_at, earlier)
+            def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
+                return self._request(thread, record, group, cycle.started_at, earlier)
 
-        try:
-            result = await observe_in_requests(core, cycle, batch, counts, request)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            return await self._failed(cycle, thread, record, batch_tokens, exc)
-        return await self._commit(cycle, thread, record, batch, batch_tokens, pending_before, result)
+            try:
+                result = await observe_in_requests(core, cycle, batch, counts, request)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                return await self._failed(cycle, thread, record, batch_tokens, exc)
+            return await self._commit(cycle, thread, record, batch, batch_tokens, pending_before, result)
 
     def _request(
         self,
@@ -353,6 +380,7 @@ class ObserveStep:
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
         if done.status == "gone":
+            await cycle.mark_failed("the thread was deleted during observation", batch_tokens, record_id=record.id)
             return CycleOutcome("observation", False, None, reason="thread deleted during observation")
         if done.status == "declined":
             # The start marker gets its closing marker, so the log never shows a dangling cycle.
@@ -522,6 +550,33 @@ def combine_results(first: ObservationResult, then: ObservationResult) -> Observ
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """A due observation: the head it was planned on, its window and the prefix to observe."""
+
+    record: ObservationRecord
+    messages: list[Message]
+    counts: list[int]
+    pending: int
+    cuts: Sequence[int]
+    cut: int
+
+
+def _lease_key(operation: Literal["observation", "reflection"], core: Core, thread: Thread) -> str:
+    """The lease a synchronous step holds while it calls its model: reflection per record
+    (lineage), observation per thread (threads of one resource are observed independently)."""
+    key = f"sync-{operation}:{core.lineage(thread)}"
+    return f"{key}:{thread.id}" if operation == "observation" and core.resource_scope else key
+
+
+def _held_elsewhere(operation: Literal["observation", "reflection"], record: ObservationRecord) -> CycleOutcome:
+    """The outcome of a due step whose lease another holder has (no model call was made)."""
+    return CycleOutcome(
+        operation, False, record,
+        reason=f"another process is running this {operation}; going on with the stored record",
+    )
+
+
 def _backing_off(
     operation: Literal["observation", "reflection"], record: ObservationRecord, backoff: Backoff
 ) -> CycleOutcome:
@@ -562,29 +617,56 @@ class ReflectStep:
         self.core = core
 
     async def maybe_reflect(self, thread: Thread) -> CycleOutcome:
+        """Reflect when the observations reach the threshold (and no backoff or suppression holds).
+
+        One process reflects a record at a time: another that finds it due makes no model call
+        and goes on with the stored record (it never waits here, so a turn's bound holds); the
+        next boundary sees the generation the holder committed.
+        """
         core = self.core
         record = await core.head(thread)
-        threshold = core.reflection_threshold()
-        if record.observation_tokens < threshold:
+        not_due = self._not_due(thread, record)
+        if not_due is not None:
+            return not_due
+        async with core.leased(_lease_key("reflection", core, thread)) as held:
+            if not held:
+                return _held_elsewhere("reflection", record)
+            record = await core.head(thread)  # another process may have reflected before we held it
+            not_due = self._not_due(thread, record)
+            if not_due is not None:
+                return not_due
+            outcome = await self._reflect(
+                thread, record, target=core.reflection_threshold(), start_level=core.reflector_start_level,
+                guidance=None,
+            )
+        return dataclasses.replace(outcome, waited=True)
+
+    def _not_due(self, thread: Thread, record: ObservationRecord) -> CycleOutcome | None:
+        core = self.core
+        if record.observation_tokens < core.reflection_threshold():
             return CycleOutcome("reflection", False, record, reason="below threshold")
         if record.reflection_suppressed_at == record.observation_tokens:
             return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
         backoff = core.backing_off(record, "reflection", thread.id)
         if backoff is not None:
             return _backing_off("reflection", record, backoff)
-        outcome = await self._reflect(
-            thread, record, target=threshold, start_level=core.reflector_start_level, guidance=None
-        )
-        return dataclasses.replace(outcome, waited=True)
+        return None
 
     async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
-        """Manual reflection: starts at compression level 0 with the reflection threshold as target."""
-        record = await self.core.head(thread)
+        """Manual reflection: starts at compression level 0 with the reflection threshold as target.
+        It always calls the model (as it ignores a backoff); holding the lease meanwhile keeps
+        threshold reflections elsewhere from duplicating it."""
+        core = self.core
+        record = await core.head(thread)
         if not record.active_observations.strip():
             return CycleOutcome("reflection", False, record, reason="nothing to reflect")
-        return await self._reflect(
-            thread, record, target=self.core.reflection_threshold(), start_level=0, guidance=guidance
-        )
+        async with core.leased(_lease_key("reflection", core, thread)):
+            record = await core.head(thread)
+            if not record.active_observations.strip():
+                return CycleOutcome("reflection", False, record, reason="nothing to reflect")
+            return await self._reflect(
+                thread, record, target=core.reflection_threshold(), start_level=0, guidance=guidance
+            )
 
     async def _reflect(
         self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None
@@ -592,20 +674,21 @@ class ReflectStep:
         core = self.core
         cycle = core.cycle("reflection", thread, record, await self._anchor(thread, record))
         input_tokens = record.observation_tokens
-        await cycle.mark(
-            markers.observation_start_marker, tokens_to_observe=input_tokens, config=core.marker_config(record)
-        )
-        cycle.emit("reflection-start", tokens=input_tokens)
-        request = self._request(cycle, thread, record, target, start_level, guidance)
-        try:
-            result = await cycle.run(core.reflector.reflect(request))
-            if not result.observations.strip():
-                raise ReflectionError("The reflector returned empty output; the observations were kept.")
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            return await self._failed(cycle, thread, record, exc)
-        return await self._commit(cycle, thread, record, result, target)
+        async with cycle.closing(input_tokens):  # however it ends, its start marker is closed
+            await cycle.mark(
+                markers.observation_start_marker, tokens_to_observe=input_tokens, config=core.marker_config(record)
+            )
+            cycle.emit("reflection-start", tokens=input_tokens)
+            request = self._request(cycle, thread, record, target, start_level, guidance)
+            try:
+                result = await cycle.run(core.reflector.reflect(request))
+                if not result.observations.strip():
+                    raise ReflectionError("The reflector returned empty output; the observations were kept.")
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                return await self._failed(cycle, thread, record, exc)
+            return await self._commit(cycle, thread, record, result, target)
 
     def _request(
         self, cycle: Cycle, thread: Thread, record: ObservationRecord, target: int, start_level: int,
@@ -645,10 +728,20 @@ class ReflectStep:
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.new_generation, first=snapshot)
         if done.status == "declined":
+            # The start marker gets its closing marker, so the log never shows a dangling cycle.
+            await cycle.mark_failed(
+                "superseded: another writer made the next generation first; this result no longer applies",
+                input_tokens, record_id=(done.current or snapshot).id,
+            )
             return CycleOutcome("reflection", False, done.current, reason="superseded by a concurrent reflection")
         if done.status == "gone":
+            await cycle.mark_failed("the thread was deleted during reflection", input_tokens)
             return CycleOutcome("reflection", False, None, reason="thread deleted during reflection")
         if done.status == "exhausted" or done.current is None or done.base is None:
+            await cycle.mark_failed(
+                f"the store kept changing; the reflection was dropped after {core.commit_policy.attempts} attempts",
+                input_tokens,
+            )
             return CycleOutcome("reflection", False, done.current, reason="store kept changing; reflection dropped")
         stored, base = done.current, done.base
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
