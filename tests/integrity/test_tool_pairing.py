@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsmem import InvalidInputError, Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
+from obsmem import InvalidInputError, Memory, MemoryConfig, Message, ObservationConfig, ObsmemError, ReflectionConfig
+from obsmem.models.testing import FunctionModel
 from obsmem.om.context import ContextWindow
 from obsmem.om.selection import check_input_sequence
 from obsmem.storage.contract import BufferedChunk
@@ -300,3 +301,33 @@ async def test_the_engine_checks_new_messages_against_the_stored_tail() -> None:
         with pytest.raises(InvalidInputError, match="ghost"):
             await memory.engine.check_input(thread, [results(conv, ("ghost", "boo"))])
         await memory.engine.check_input(thread, [results(conv, ("c2", "y")), conv.assistant("both done")])
+
+
+async def test_a_step_that_failed_after_saving_does_not_leave_a_stale_tail() -> None:
+    """A step whose memory work raised (failure_policy="throw") after its messages were saved:
+    the next step is checked against what is stored, not against the last context the turn
+    returned (which still ended at the call). Before, the call's result, saved by the failed
+    step, was unknown to the check and the next message was refused as coming before it."""
+
+    failures = [RuntimeError("observer down")]
+
+    async def failing(messages: Any, settings: Any) -> str:
+        if failures:
+            raise failures.pop()
+        return "<observations>\n* 🟢 (10:00) User asked about the weather in Paris.\n</observations>"
+
+    conv = Conversation()
+    memory = Memory(
+        "memory://", config=sync_config(message_tokens=200), observer=FunctionModel(failing),
+        reflector="offline", clock=fake_clock(), failure_policy="throw",
+    )
+    async with memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("What is the weather?")])
+        await turn.step([calls(conv, "w1")])
+        with pytest.raises(ObsmemError):  # the result pushes the window past the threshold
+            await turn.step([results(conv, ("w1", WEATHER * 20))])
+        stored = await memory.list_messages("t1")
+        assert stored[-1].tool_results, "the failed step saved the result"
+        context = await turn.step([conv.assistant("It is sunny in Paris.")])  # refused before
+        valid(context)
+        await turn.end()
