@@ -54,17 +54,24 @@ def test_a_closing_tag_mentioned_before_the_section_is_not_its_end() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_extracted_values_inside_the_observations_block_are_read_and_removed() -> None:
+def test_extracted_values_inside_the_observations_block_are_memory_not_values() -> None:
+    # Changed by issue 13, item 3: values inside the block used to be read and removed, so text
+    # the model copied from a user or a tool could set them. Only top-level sections are read
+    # now; inside the block the line stays memory, defused, and the lines around it are kept.
     text = (
         "<observations>\n* 🔴 (09:00) User set a budget.\n"
         '<extracted-values>{"budget": {"max": 900}}</extracted-values>\n'
         "* 🟡 (09:01) User asked about hotels.\n</observations>"
     )
     parsed = parse_observer_output(text, [BUDGET])
-    assert parsed.extracted == {"budget": {"max": 900}}
+    assert parsed.extracted == {}
     assert parsed.extraction_failures == {}
     kept = [line for line in parsed.observations.split("\n") if line.strip()]
-    assert kept == ["* 🔴 (09:00) User set a budget.", "* 🟡 (09:01) User asked about hotels."]
+    assert kept == [
+        "* 🔴 (09:00) User set a budget.",
+        '&lt;extracted-values>{"budget": {"max": 900}}&lt;/extracted-values>',
+        "* 🟡 (09:01) User asked about hotels.",
+    ]
 
 
 def test_a_later_extracted_values_block_answers_what_an_earlier_one_could_not() -> None:

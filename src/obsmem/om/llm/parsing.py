@@ -1,22 +1,44 @@
 """Parse what the observer and the reflector wrote back.
 
-Models do not always follow the output format, so parsing is tolerant in a fixed order:
+Models do not always follow the output format, so parsing is tolerant; but an answer also
+quotes users and tools (a model copies tool output into its notes), so only the model's own
+*top-level* structure is ever read as control. Tags count only at the start of a line (after
+spaces or tabs). The order:
 
-1. Extractor sections (``<current-task>``, ``<suggested-response>``, ``<thread-title>``, each
-   inline extractor's ``<slug>``, and ``<extracted-values>{JSON}</extracted-values>``) are read
-   and removed first, so a section the model misplaced inside the observations block neither
-   gets lost nor leaks into memory.
-2. Observations are the content of every ``<observations>`` block whose opening tag starts a
-   line. Requiring the line start keeps a sentence that merely *mentions* the tag (a user asking
-   about XML, say) from being taken for the block. Several blocks are joined; an unclosed block
-   (output cut off at the token limit) runs to the end.
-3. Without any block, only list-item lines (``-``, ``*``, ``1.``) and ``Date:`` headers are kept:
+1. Echoed prompt fences (``<message-history>`` and the like, :data:`ECHOED_FENCES`) are removed
+   wherever they start a line, block included: nothing inside one is the model's answer.
+2. ``<observations>`` blocks are found. A block opens with a line-start ``<observations>``
+   outside any block. It closes at the next line-start ``</observations>``; a mention in the
+   middle of a line never closes it, and an ``<observations>`` line inside it is content. Models
+   often close on the last item's line (``* last item</observations>``): a closing tag at the
+   end of a line closes the block only when no line-start closing follows, and then the last
+   such one does (the model's own closing comes after everything it echoed). Without any
+   closing, the block (output cut off at the token limit) runs to the end. Several blocks are
+   joined.
+3. Control sections (``<current-task>``, ``<suggested-response>``, ``<thread-title>``, each
+   inline extractor's ``<slug>``, and ``<extracted-values>{JSON}</extracted-values>``) are read,
+   and removed, only from the text *outside* the blocks, and only where their opening tag starts
+   a line. Inside a block, a line that opens such a section is a line of memory like any other
+   (usually the model copying a user's or a tool's text): it is **kept, defused**, never read as
+   a control value. Without any block the whole answer is the top level.
+4. Without any block, only list-item lines (``-``, ``*``, ``1.``) and ``Date:`` headers are kept:
    prose around them is the model talking to us, not memory. The reflector falls back further,
    to the whole text, because its input was already memory and dropping it would lose it.
 
-Every observation line is capped at :data:`MAX_LINE_CHARS` (a giant pasted blob must not flood
-memory), and ephemeral anchor ids such as ``[O12]`` that context rendering may show the model
-are stripped, because they are only valid for one rendering.
+The observations are then *defused* (:func:`~obsmem.om.llm.prompts.defuse`, with the inline
+extractors' slugs and ``extracted-values`` added): every tag-shaped mention of the prompt's or
+the answer's structure, anywhere in a line, keeps its text but has its ``<`` escaped as
+``&lt;``, so a stored observation can never close a block or open a section when it is shown
+to a model again. Every observation line is capped at :data:`MAX_LINE_CHARS` (a giant pasted
+blob must not flood memory), and ephemeral anchor ids such as ``[O12]`` that context rendering
+may show the model are stripped, because they are only valid for one rendering.
+
+Everything is linear in the answer's length: each search resumes where the last one stopped,
+and a search that found nothing is not repeated from a later position.
+
+One limit remains by design: the end-of-line closing rule trusts the last such closing. In an
+answer cut off before the model's own closing, an echoed line that ends in ``</observations>``
+ends the block, and what the model wrote after it is read as top level.
 """
 
 from __future__ import annotations
@@ -28,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from obsmem.om.extractors import Extractor
-from obsmem.om.llm.prompts import HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG
+from obsmem.om.llm.prompts import HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG, defuse
 from obsmem.om.text.format import parse_date_header
 
 __all__ = [
@@ -51,10 +73,12 @@ ECHOED_FENCES = (HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG)
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
 _ANCHOR = re.compile(r"\[O\d+\]\s?")
+EXTRACTED_VALUES_TAG = "extracted-values"
 _OBS_OPEN = re.compile(r"^[ \t]*<observations>", re.MULTILINE)
-_OBS_CLOSE = re.compile(r"</observations>")
+_OBS_CLOSE_LINE_START = re.compile(r"^[ \t]*</observations>", re.MULTILINE)
+_OBS_CLOSE_LINE_END = re.compile(r"</observations>[ \t]*$", re.MULTILINE)
 _ANY_LINE_START_TAG = re.compile(r"^[ \t]*</?[a-z][a-z0-9-]*>", re.MULTILINE)
-_EXTRACTED_VALUES = re.compile(r"<extracted-values>(.*?)</extracted-values>", re.DOTALL)
+_EXTRACTED_VALUES = re.compile(r"^[ \t]*<extracted-values>(.*?)</extracted-values>", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +128,8 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
     text = text.replace("\r\n", "\n")
     for tag in ECHOED_FENCES:
         _, text = _take_line_start_section(text, tag)
+    # Control sections are read from the top level only: the blocks are set aside first.
+    text, blocks = _split_blocks(text)
     extracted: dict[str, Any] = {}
     failures: dict[str, str] = {}
 
@@ -119,13 +145,14 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
     for extractor in inline:
         text = _take_inline_value(text, extractor.slug, extracted, failures)
 
-    blocks = _observation_blocks(text)
     if blocks is not None:
         observations = "\n".join(_trim_blank_lines(block) for block in blocks)
     else:
         observations = _list_items(text)
         if not observations and whole_text_fallback:
             observations = text
+    # Observations are memory, never structure: a tag-shaped mention keeps its text, escaped.
+    observations = defuse(observations, [EXTRACTED_VALUES_TAG, *(e.slug for e in inline)])
     observations = _trim_blank_lines(truncate_long_lines(strip_anchor_ids(observations)))
 
     return ParsedOutput(
@@ -147,21 +174,43 @@ def _trim_blank_lines(text: str) -> str:
     return "\n".join(lines[first : last + 1])
 
 
-def _observation_blocks(text: str) -> list[str] | None:
-    """Contents of every line-start ``<observations>`` block, or None when there is none."""
+def _split_blocks(text: str) -> tuple[str, list[str] | None]:
+    """The top level of ``text`` and the contents of its ``<observations>`` blocks.
+
+    The top level is ``text`` with every block's content cut out (its tags stay, so that an
+    unclosed section before a block still stops at the block). The blocks are None when there
+    is none. A block closes at the next line-start ``</observations>``; without one, at the
+    last ``</observations>`` that ends a line; without that, at the end of the text.
+    """
+    top: list[str] = []
     blocks: list[str] = []
     position = 0
-    while True:
-        opening = _OBS_OPEN.search(text, position)
-        if opening is None:
-            break
-        closing = _OBS_CLOSE.search(text, opening.end())
-        if closing is None:
-            blocks.append(text[opening.end() :])
-            break
-        blocks.append(text[opening.end() : closing.start()])
-        position = closing.end()
-    return blocks or None
+    no_line_start_close = False  # a search for a line-start closing found none up to the end
+    last_line_end_close: re.Match[str] | None = None
+    searched_line_end = False
+    while (opening := _OBS_OPEN.search(text, position)) is not None:
+        start = opening.end()
+        top.append(text[position:start])
+        closing = None if no_line_start_close else _OBS_CLOSE_LINE_START.search(text, start)
+        if closing is not None:
+            # The closing tag and its indent stay in the top level, so content ends before them.
+            end = closing.start()
+            position = end
+        else:
+            no_line_start_close = True
+            if not searched_line_end:
+                # One scan for the whole text: a later block can only end at the same closing.
+                searched_line_end = True
+                for match in _OBS_CLOSE_LINE_END.finditer(text, start):
+                    last_line_end_close = match
+            if last_line_end_close is not None and last_line_end_close.start() >= start:
+                end = last_line_end_close.start()
+                position = end
+            else:
+                end = position = len(text)
+        blocks.append(text[start:end])
+    top.append(text[position:])
+    return "".join(top), blocks or None
 
 
 def _list_items(text: str) -> str:
@@ -236,8 +285,8 @@ def _without(text: str, matches: list[re.Match[str]]) -> str:
 def _take_inline_value(
     text: str, slug: str, extracted: dict[str, Any], failures: dict[str, str]
 ) -> str:
-    """Read the last ``<slug>…</slug>`` anywhere in the text into ``extracted``; remove all."""
-    pattern = re.compile(rf"<{re.escape(slug)}>(.*?)</{re.escape(slug)}>", re.DOTALL)
+    """Read the last ``<slug>…</slug>`` whose opening starts a line into ``extracted``; remove all."""
+    pattern = re.compile(rf"^[ \t]*<{re.escape(slug)}>(.*?)</{re.escape(slug)}>", re.DOTALL | re.MULTILINE)
     matches = list(pattern.finditer(text, 0, _last_closing_end(text, f"</{slug}>")))
     if not matches:
         if re.search(rf"^[ \t]*<{re.escape(slug)}>", text, re.MULTILINE):
@@ -251,7 +300,7 @@ def _take_inline_value(
 def _take_extracted_values(
     text: str, slugs: set[str], extracted: dict[str, Any], failures: dict[str, str]
 ) -> str:
-    """Read ``<extracted-values>{JSON}</extracted-values>`` blocks; later blocks win per key.
+    """Read line-start ``<extracted-values>{JSON}</extracted-values>`` blocks; later blocks win per key.
 
     A block that is not a JSON object cannot be attributed to one extractor, so it is reported
     against every inline extractor that no block has answered yet; a value given later as its
