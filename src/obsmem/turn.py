@@ -47,7 +47,7 @@ from obsmem.om.context import (
     latest_instructions,
     remember_instructions,
 )
-from obsmem.om.engine import CycleOutcome, Engine
+from obsmem.om.engine import CycleOutcome, Engine, Prepared
 from obsmem.om.selection import observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, Message, Thread, parse_messages
@@ -264,13 +264,26 @@ class Turn:
             return context
         thread = self.thread
 
-        async def work() -> StepResult:
-            return await engine.advance(thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
+        prepared: Prepared | None = None
 
-        if self._background is None or self._wait_left is None:
-            result: StepResult | None = await work()
+        async def work() -> StepResult:
+            return await engine.advance(
+                thread, turn_start=turn_start, actor_model=self.model, fresh=saved, prepared=prepared
+            )
+
+        key = f"turn:{thread.id}"
+        quiet: StepResult | Prepared | None = None
+        if self._background is not None and self._wait_left is not None and not self._background.running(key):
+            # Most boundaries are quiet (nothing in them can wait on a model): run inline, no
+            # bound to keep and no task hand-off; otherwise ``work`` goes on from that read.
+            quiet = await engine.advance_if_quiet(thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
+            prepared = quiet if isinstance(quiet, Prepared) else None
+        if isinstance(quiet, StepResult):
+            result: StepResult | None = quiet
+        elif self._background is None or self._wait_left is None:
+            result = await work()
         else:
-            waited = await self._background.within(f"turn:{thread.id}", work, self._wait_left)
+            waited = await self._background.within(key, work, self._wait_left)
             self._wait_left = max(0.0, self._wait_left - waited.waited_s)
             result = waited.value if waited.done else None
             if result is None:
