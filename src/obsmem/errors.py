@@ -91,7 +91,14 @@ __all__ = [
 
 
 class ObsmemError(Exception):
-    """Root of every error raised by obsmem."""
+    """Root of every error raised by obsmem.
+
+    ``input_saved`` is set on an error raised by a turn boundary (``begin_turn``, ``step``,
+    ``end``): whether that call's input was stored before the failure (a retry with the same
+    Message objects is safe either way); None on every other error.
+    """
+
+    input_saved: bool | None = None
 
 
 class ConfigError(ObsmemError, ValueError):

@@ -34,7 +34,7 @@ de-duplicates by content, since a user may well say the same thing twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -272,25 +272,20 @@ class Turn:
             )
 
         key = f"turn:{thread.id}"
-        quiet: StepResult | Prepared | None = None
-        if self._background is not None and self._wait_left is not None and not self._background.running(key):
-            # Most boundaries are quiet (nothing in them can wait on a model): run inline, no
-            # bound to keep and no task hand-off; otherwise ``work`` goes on from that read.
-            quiet = await engine.advance_if_quiet(thread, turn_start=turn_start, actor_model=self.model, fresh=saved)
-            prepared = quiet if isinstance(quiet, Prepared) else None
-        if isinstance(quiet, StepResult):
-            result: StepResult | None = quiet
-        elif self._background is None or self._wait_left is None:
+        result: StepResult | None = None
+        if self._background is None or self._wait_left is None:
             result = await work()
         else:
-            waited = await self._background.within(key, work, self._wait_left)
-            self._wait_left = max(0.0, self._wait_left - waited.waited_s)
-            result = waited.value if waited.done else None
-            if result is None:
-                self.waited_out += 1
-                engine.core.emit(
-                    "turn-wait-exceeded", thread.id, waited_s=round(waited.waited_s, 3), max_turn_wait=self.max_wait
+            if not self._background.running(key):
+                # Most boundaries are quiet (nothing in them can wait on a model): they run
+                # inline, with no bound to keep and no task hand-off; the others go on from
+                # that read.
+                quiet = await engine.advance_if_quiet(
+                    thread, turn_start=turn_start, actor_model=self.model, fresh=saved
                 )
+                result, prepared = (quiet, None) if isinstance(quiet, StepResult) else (None, quiet)
+            if result is None:
+                result = await self._within(key, work)
         if result is not None:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0
@@ -307,12 +302,25 @@ class Turn:
         self._saw(saved, unobserved, record.cursor(thread.id) if record is not None else 0)
         return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
 
+    async def _within(self, key: str, work: Callable[[], Coroutine[Any, Any, StepResult]]) -> StepResult | None:
+        """``work`` under what is left of the turn's wait bound; None when the bound ran out
+        first (the work goes on in the background)."""
+        assert self._background is not None and self._wait_left is not None
+        waited = await self._background.within(key, work, self._wait_left)
+        self._wait_left = max(0.0, self._wait_left - waited.waited_s)
+        if waited.done:
+            return waited.value
+        self.waited_out += 1
+        self._engine.core.emit(
+            "turn-wait-exceeded", self.thread.id, waited_s=round(waited.waited_s, 3), max_turn_wait=self.max_wait
+        )
+        return None
+
     def _saw(self, saved: Sequence[Message], unobserved: Sequence[Message], cursor: int = 0) -> None:
         """A boundary completed: note the newest seq of the thread it knew of."""
         seqs = [m.seq or 0 for m in (*saved, *unobserved)]
         self._seen_seq = max([self._seen_seq or 0, cursor, *seqs])
         self._context_current = True
-
 
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
@@ -321,7 +329,7 @@ class Turn:
 
 def _annotated(error: ObsmemError, call: str, *, saved: bool) -> ObsmemError:
     """``error`` saying whether the failed boundary's input was stored (``input_saved``)."""
-    error.input_saved = saved  # type: ignore[attr-defined]
+    error.input_saved = saved
     if saved:
         note = (
             f"{call} failed after its input was saved; calling {call} again with the same Message objects "
