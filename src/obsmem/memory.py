@@ -33,6 +33,7 @@ from obsmem.om.context import (
     load_instructions,
     remember_instructions,
 )
+from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.cycle import describe as describe_error
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
@@ -120,7 +121,7 @@ class Memory:
 
     ``retry`` (a :class:`~obsmem.models.retry.RetryPolicy`; default ``RetryPolicy()``, whose
     ``max_total_s`` deadline is 300 s) is how the observer and reflector models built here retry
-    transient errors; ``model_timeout_s`` (default 600 s; None: no limit) bounds one observer or
+    transient errors; ``model_timeout_s`` (default 60 s; None: no limit) bounds one observer or
     reflector call, retries included. A role whose model keeps failing backs off durably (see
     ``observation.failure_backoff``).
 
@@ -154,7 +155,7 @@ class Memory:
         max_turn_wait: float | None = 5.0,
         close_timeout: float | None = 5.0,
         retry: RetryPolicy | None = None,
-        model_timeout_s: float | None = 600.0,
+        model_timeout_s: float | None = MODEL_TIMEOUT_S,
     ) -> None:
         self.config = memory_config(config)
         self.max_turn_wait = _seconds(max_turn_wait, "max_turn_wait")
@@ -196,7 +197,7 @@ class Memory:
         work_clock = WatchedClock(self.clock)
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=work_clock, retry=retry,
+            counter=self.counter, clock=work_clock, retry=retry, on_event=on_event,
         )
         self.extractors = roles.extractors
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)

@@ -44,6 +44,7 @@ from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.models.retry import RetryPolicy
+from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
@@ -159,7 +160,7 @@ class Worker:
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
         retry: RetryPolicy | None = None,
-        model_timeout_s: float | None = 600.0,
+        model_timeout_s: float | None = MODEL_TIMEOUT_S,
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError("retry", f"expected a RetryPolicy, got {describe_value(retry)}",

@@ -277,4 +277,4 @@ async def test_retry_policy_and_model_time_limit_are_options_of_memory(server: W
         assert memory.engine.model_timeout_s == 42.0
     async with Memory("memory://") as memory:
         assert memory.max_turn_wait == 5.0 and memory.close_timeout == 5.0
-        assert memory.engine.model_timeout_s == 600.0
+        assert memory.engine.model_timeout_s == 60.0

@@ -126,3 +126,18 @@ async def test_without_privacy_nothing_changes() -> None:
     roles = assemble_roles(MemoryConfig(), model=model, counter=TokenCounter(), clock=FakeClock())
     await roles.observer.observe(ObservationRequest(messages=[Message.user(TEXT, thread_id="t1")]))
     assert SECRETS["openai"] in json.dumps([m.model_dump(mode="json") for m in model.requests[0][0]])
+
+
+async def test_memory_reports_redactions_and_fallbacks_to_on_event(openai_server: WireServer) -> None:
+    """Memory(on_event=...) hears the boundary's events (before, only assemble_roles users did)."""
+    events: list[EngineEvent] = []
+    providers = {"resource:acme-*": ["offline"], "*": ["openai"]}
+    async with Memory(
+        "memory://", model="openai:gpt-4o-mini", config=_config(providers=providers), on_event=events.append,
+    ) as memory:
+        await _converse(memory, "t1", "u1")
+        await _converse(memory, "t-acme", "acme-eu")
+    openai_server.__exit__()
+    redactions = [e for e in events if e.kind == "redaction"]
+    assert redactions and all(e.data["counts"].get("openai_key") for e in redactions)
+    assert any(e.kind == "privacy-fallback" for e in events)

@@ -53,6 +53,7 @@ from obsmem.types import DataPart, Message, Thread
 
 __all__ = [
     "BACKOFF_KEY",
+    "MODEL_TIMEOUT_S",
     "Backoff",
     "BackoffRole",
     "Commit",
@@ -67,6 +68,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger("obsmem")
+
+#: How long one observer or reflector call may take, retries included, unless configured
+#: (``Memory(model_timeout_s=...)``): tens of seconds, so a hung provider never holds memory work
+#: (or a turn waiting for it) for minutes.
+MODEL_TIMEOUT_S = 60.0
 
 S = TypeVar("S")  # what is compared and set: an observation record, or a thread
 P = TypeVar("P")  # what a transition proposes to write
@@ -265,7 +271,7 @@ class Core:
         extractors: Sequence[Extractor] = (),
         reflector_start_level: int = 1,
         failure_policy: FailurePolicy = "throw",
-        model_timeout_s: float | None = 600.0,
+        model_timeout_s: float | None = MODEL_TIMEOUT_S,
         on_event: Callable[[EngineEvent], None] | None = None,
         working_memory_scope: Literal["thread", "resource"] = "thread",
         group_index: GroupIndex | None = None,
