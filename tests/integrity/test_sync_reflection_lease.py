@@ -227,3 +227,26 @@ async def test_a_cancelled_sync_observation_closes_its_marker_and_lease(tmp_path
     async with memory(db, clock) as reader:
         assert await reader.store.list_leases() == []
         assert await unclosed(reader) == ([], [])
+
+
+async def test_a_cancelled_buffer_closes_its_start_marker(tmp_path: Path) -> None:
+    """Buffered observation too: a buffer cancelled by aclose leaves no open start marker (before,
+    only synchronous cycles were closed; a cancelled buffer's start stayed open forever)."""
+    db, clock, conv = f"sqlite:///{tmp_path / 'memory.db'}", fake_clock(), Conversation()
+    gated = Gated(OBSERVED)
+    buffered = MemoryConfig(
+        observation=ObservationConfig(message_tokens=2000, buffer_tokens=0.1),
+        reflection=ReflectionConfig(observation_tokens=100_000),
+    )
+    a = memory(db, clock, config=buffered, observer=FunctionModel(gated))
+    for i in range(8):
+        async with a.turn(thread_id="t1", resource_id="u1", messages=[
+            conv.user(f"Tell me about step {i} of the migration plan, in as much detail as you can.")
+        ]) as turn:
+            await turn.step([conv.assistant(f"Step {i} moves table t{i} to the new cluster and switches reads.")])
+        if gated.entered.is_set():
+            break
+    assert gated.entered.is_set(), "no buffer started: the test would prove nothing"
+    await a.aclose(cancel=True)
+    async with memory(db, clock) as reader:
+        assert await unclosed(reader) == ([], [])

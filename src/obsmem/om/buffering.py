@@ -413,51 +413,63 @@ class BufferedLifecycle:
         await self._leased(key, lambda: self._buffer(thread, messages))
 
     async def _buffer(self, thread: Thread, messages: list[Message]) -> None:
-        """Observe ``messages`` into a chunk (under the buffer's lease) and append it."""
+        """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
+        failure never reaches the actor: the messages stay pending, and a start marker it wrote
+        is always closed (failed, cancelled, or dropped at landing)."""
         core = self.core
         cycle = core.cycle("buffer", thread, None, None)
         message_tokens = sum(core.counter.count_message(m) for m in messages)
-        calling = False
         try:
             record = await core.head(thread)
-            # Another engine may have buffered or observed some of these while we waited for
-            # the lease: observe only what is still uncovered, or nothing.
-            covered = covered_until(record, thread.id)
-            messages = [m for m in messages if (m.seq or 0) > covered]
-            if not messages:
-                return
-            message_tokens = sum(core.counter.count_message(m) for m in messages)
-            cycle = dataclasses.replace(cycle, record_id=record.id, target=markers.marker_target(messages))
-            await cycle.mark(
-                markers.buffering_start_marker, tokens_to_buffer=message_tokens, config=core.marker_config(record)
-            )
-            cycle.emit("buffer-start", tokens=message_tokens)
-            counts = [core.counter.count_message(m) for m in messages]
-            head = record
+        except Exception as exc:  # the store failed: nothing began, nothing to close
+            await self._buffer_failed(cycle, thread, exc, message_tokens, calling=False)
+            return
+        # Another engine may have buffered or observed some of these while we waited for the
+        # lease: observe only what is still uncovered, or nothing.
+        covered = covered_until(record, thread.id)
+        messages = [m for m in messages if (m.seq or 0) > covered]
+        if not messages:
+            return
+        message_tokens = sum(core.counter.count_message(m) for m in messages)
+        cycle = dataclasses.replace(cycle, record_id=record.id, target=markers.marker_target(messages))
+        calling = False
+        async with cycle.closing(message_tokens):
+            try:
+                await cycle.mark(
+                    markers.buffering_start_marker, tokens_to_buffer=message_tokens, config=core.marker_config(record)
+                )
+                cycle.emit("buffer-start", tokens=message_tokens)
+                counts = [core.counter.count_message(m) for m in messages]
 
-            def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
-                return self._buffer_request(thread, head, group, cycle, earlier)
+                def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
+                    return self._buffer_request(thread, record, group, cycle, earlier)
 
-            calling = True
-            result = await observe_in_requests(core, cycle, messages, counts, request)
-            calling = False
-            chunk = BufferedChunk(
-                id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle.id, thread_id=thread.id,
-                observations=core.package(thread, messages, result.observations),
-                observation_tokens=core.counter.count_text(result.observations),
-                message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
-                first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
-                created_at=messages[-1].created_at, extracted=dict(result.extracted),
-            )
-            await self._land(cycle, thread, chunk)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a buffer failure never reaches the actor; messages stay pending
-            logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
-            cycle.emit("buffer-failed", error=str(exc))
-            await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
-            if calling:  # the observer failed (not the store): it backs off, for every process
-                await core.back_off(thread, "observation", exc)
+                calling = True
+                result = await observe_in_requests(core, cycle, messages, counts, request)
+                calling = False
+                chunk = BufferedChunk(
+                    id=f"chunk_{uuid.uuid4().hex}", cycle_id=cycle.id, thread_id=thread.id,
+                    observations=core.package(thread, messages, result.observations),
+                    observation_tokens=core.counter.count_text(result.observations),
+                    message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
+                    first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
+                    created_at=messages[-1].created_at, extracted=dict(result.extracted),
+                )
+                await self._land(cycle, thread, chunk)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._buffer_failed(cycle, thread, exc, message_tokens, calling=calling)
+
+    async def _buffer_failed(
+        self, cycle: Cycle, thread: Thread, exc: Exception, message_tokens: int, *, calling: bool
+    ) -> None:
+        """Report a failed buffer and close its cycle; the messages stay pending."""
+        logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
+        cycle.emit("buffer-failed", error=str(exc))
+        await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
+        if calling:  # the observer failed (not the store): it backs off, for every process
+            await self.core.back_off(thread, "observation", exc)
 
     async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk) -> None:
         """Append a finished chunk, index it and close its cycle (or report it dropped)."""
