@@ -21,7 +21,12 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   saving the same id again updates its parts in place and keeps its ``seq``. The store assigns
   ``seq`` from one monotonically increasing counter, so insertion order is total.
 * **Write guard.** Once a thread is deleted, writes to its observation records report
-  ``status="gone"``; nothing is resurrected.
+  ``status="gone"``; nothing is resurrected. In resource scope, a write that adds observations
+  for a deleted thread (moves its cursor forward or adds a buffered chunk of it) reports
+  ``gone`` too, so an observation in flight for a deleted thread never reaches the shared record.
+* **Forgetting.** ``delete_messages``, ``rewrite_generation`` (a retired generation's content,
+  in place), ``delete_working_memory`` and ``delete_work`` let ``Memory.forget`` and
+  ``Memory.delete_resource`` remove data everywhere it is stored, older generations included.
 * **Leases.** A lease says "this owner is doing the background work for this key; do not
   start the same work". It lives in the store, so it is seen by every engine sharing the store
   (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
@@ -357,6 +362,13 @@ class Store(Protocol):
 
     async def count_messages(self, thread_id: str) -> int: ...
 
+    async def delete_messages(self, message_ids: list[str]) -> int:
+        """Delete the messages among ``message_ids`` (for forgetting); how many went.
+
+        Their ``seq`` values are never handed out again, so cursors keep their meaning.
+        """
+        ...
+
     # -- observation records ---------------------------------------------------------------
     async def get_head(self, lineage: str) -> ObservationRecord | None: ...
 
@@ -394,6 +406,16 @@ class Store(Protocol):
 
     async def delete_lineage(self, lineage: str) -> int:
         """Delete every generation of a lineage; returns how many rows went."""
+        ...
+
+    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+        """Replace the content of a *retired* generation (same id) with ``record``'s, in place.
+
+        For forgetting only: older generations are otherwise immutable. The stored identity,
+        chain link (``superseded_by``), generation, version and ``created_at`` stay. False when
+        no retired generation has this id (the live head is written with :meth:`update_record`,
+        compare-and-set).
+        """
         ...
 
     # -- leases ----------------------------------------------------------------------------
@@ -445,6 +467,10 @@ class Store(Protocol):
     async def get_working_memory(self, key: str) -> str | None: ...
 
     async def set_working_memory(self, key: str, text: str) -> None: ...
+
+    async def delete_working_memory(self, key: str) -> bool:
+        """Delete the working memory under ``key``; True if there was one."""
+        ...
 
     # -- work queue ------------------------------------------------------------------------
     async def enqueue_work(
@@ -503,4 +529,11 @@ class Store(Protocol):
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         """Every queued item (waiting or claimed, expired or not), by id."""
+        ...
+
+    async def delete_work(self, target: str) -> int:
+        """Delete every queued item for ``target`` (any kind, waiting or claimed); how many went.
+
+        A worker holding one of them then finds its claim gone (``complete_work`` → False).
+        """
         ...

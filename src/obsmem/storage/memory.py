@@ -43,6 +43,7 @@ from obsmem.storage.contract import (
 )
 from obsmem.storage.rules import (
     acquired_lease,
+    advanced_threads,
     check_cursors_forward,
     check_limit,
     check_lineage,
@@ -54,6 +55,7 @@ from obsmem.storage.rules import (
     lease_expiry,
     merge_parts,
     renewed_lease,
+    rewritten_generation,
     work_available_at,
 )
 from obsmem.types import DataPart, Message, Thread
@@ -251,6 +253,18 @@ class MemoryStore(ClosingContext):
             self._messages[message_id] = stored
         return _copy(stored)
 
+    async def delete_messages(self, message_ids: list[str]) -> int:
+        self._open()
+        gone = 0
+        for message_id in dict.fromkeys(message_ids):
+            message = self._messages.pop(message_id, None)
+            if message is None:
+                continue
+            gone += 1
+            if message.thread_id in self._thread_messages:
+                self._thread_messages[message.thread_id].remove(message_id)
+        return gone
+
     async def count_messages(self, thread_id: str) -> int:
         self._open()
         self._thread(thread_id)
@@ -266,6 +280,9 @@ class MemoryStore(ClosingContext):
 
     def _gone(self, record: ObservationRecord) -> bool:
         return record.scope == "thread" and record.thread_id not in self._threads
+
+    def _adds_for_deleted_thread(self, stored: ObservationRecord | None, record: ObservationRecord) -> bool:
+        return any(tid not in self._threads for tid in advanced_threads(stored, record))
 
     def _stale(self, lineage: str) -> WriteResult:
         head = self._head(lineage)
@@ -304,7 +321,7 @@ class MemoryStore(ClosingContext):
     async def create_record(self, record: ObservationRecord) -> WriteResult:
         self._open()
         check_lineage(record)
-        if self._gone(record):
+        if self._gone(record) or self._adds_for_deleted_thread(None, record):
             return WriteResult(status="gone", record=None)
         if self._head(record.lineage) is not None:
             return self._stale(record.lineage)
@@ -315,7 +332,7 @@ class MemoryStore(ClosingContext):
     async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
         self._open()
         stored = self._records.get(record.id)
-        if stored is None or self._gone(stored):
+        if stored is None or self._gone(stored) or self._adds_for_deleted_thread(stored, record):
             return WriteResult(status="gone", record=None)
         check_same_identity(stored, record)
         if not stored.is_live or stored.version != expected_version:
@@ -340,7 +357,7 @@ class MemoryStore(ClosingContext):
                 f"in '{successor.lineage}')."
             )
         stored = self._records.get(current.id)
-        if stored is None or self._gone(stored):
+        if stored is None or self._gone(stored) or self._adds_for_deleted_thread(stored, successor):
             return WriteResult(status="gone", record=None)
         if stored.lineage != current.lineage:
             raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
@@ -361,6 +378,14 @@ class MemoryStore(ClosingContext):
     async def delete_lineage(self, lineage: str) -> int:
         self._open()
         return self._delete_lineage(lineage)
+
+    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+        self._open()
+        stored = self._records.get(record.id)
+        if stored is None or stored.is_live:
+            return False
+        self._records[record.id] = rewritten_generation(stored, record)
+        return True
 
     def _delete_lineage(self, lineage: str) -> int:
         ids = self._lineages.pop(lineage, [])
@@ -413,6 +438,10 @@ class MemoryStore(ClosingContext):
     async def set_working_memory(self, key: str, text: str) -> None:
         self._open()
         self._working_memory[key] = text
+
+    async def delete_working_memory(self, key: str) -> bool:
+        self._open()
+        return self._working_memory.pop(key, None) is not None
 
     # -- work queue --------------------------------------------------------------------------------
     def _waiting(self, kind: str, target: str) -> WorkItem | None:
@@ -509,6 +538,13 @@ class MemoryStore(ClosingContext):
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         self._open()
         return [_copy(self._work[i]) for i in sorted(self._work) if kind is None or self._work[i].kind == kind]
+
+    async def delete_work(self, target: str) -> int:
+        self._open()
+        ids = [i for i, item in self._work.items() if item.target == target]
+        for item_id in ids:
+            del self._work[item_id]
+        return len(ids)
 
 
 def _seq(message: Message) -> int:

@@ -26,6 +26,7 @@ from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
     "acquired_lease",
+    "advanced_threads",
     "check_cursors_forward",
     "check_limit",
     "check_lineage",
@@ -37,6 +38,7 @@ __all__ = [
     "lease_expiry",
     "merge_parts",
     "renewed_lease",
+    "rewritten_generation",
     "work_available_at",
 ]
 
@@ -75,6 +77,37 @@ def check_cursors_forward(stored: ObservationRecord, record: ObservationRecord) 
                 f"'{stored.lineage}' backward from {state.cursor} to {record.cursor(thread_id)}. "
                 "Cursors only advance; build the write from the stored record."
             )
+
+
+def advanced_threads(stored: ObservationRecord | None, record: ObservationRecord) -> set[str]:
+    """The threads a resource-scoped write adds observations for: a cursor that moves forward
+    (or appears) and buffered chunks that are new. Such a write is refused as ``gone`` when one
+    of them no longer exists, so an observation in flight for a deleted thread never commits.
+    A thread-scoped write is guarded by its own thread (an empty set here)."""
+    if record.scope != "resource":
+        return set()
+    before = stored.threads if stored is not None else {}
+    moved = {
+        tid for tid, state in record.threads.items()
+        if state.cursor > (before[tid].cursor if tid in before else 0)
+    }
+    known = {c.id for c in stored.buffered_chunks} if stored is not None else set()
+    return moved | {c.thread_id for c in record.buffered_chunks if c.id not in known}
+
+
+def rewritten_generation(stored: ObservationRecord, record: ObservationRecord) -> ObservationRecord:
+    """``record``'s content in ``stored``'s place: identity, chain links, version and creation
+    time stay the stored ones (see ``Store.rewrite_generation``)."""
+    return record.model_copy(
+        update={
+            key: getattr(stored, key)
+            for key in (
+                "id", "lineage", "scope", "thread_id", "resource_id", "generation", "origin", "version",
+                "superseded_by", "created_at",
+            )
+        },
+        deep=True,
+    )
 
 
 def check_message_owner(message: Message, thread: Thread) -> None:

@@ -22,7 +22,11 @@ thread waits. Single statements hold locks only while the server executes them.
 The write guard needs no check of its own: a thread-scoped record references its thread
 (``thread_ref``) with ``ON DELETE CASCADE``, so deleting the thread deletes the lineage in the
 same transaction, an insert for a missing thread fails its foreign key, and an update of a
-deleted record matches no row: all three read back as ``gone``.
+deleted record matches no row: all three read back as ``gone``. A resource-scoped write that
+adds observations for a thread (:func:`~obsmem.storage.rules.advanced_threads`) first checks that
+the thread still exists; a delete landing between that check and the write is followed by the
+deleting engine's own write to the record, which bumps its version, so the late write matches
+no row and reads back as ``stale``, then ``gone``.
 """
 
 from __future__ import annotations
@@ -37,9 +41,16 @@ from pydantic import ValidationError
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import ObservationRecord, WriteResult
-from obsmem.storage.rules import check_cursors_forward, check_same_identity
+from obsmem.storage.rules import (
+    advanced_threads,
+    check_cursors_forward,
+    check_same_identity,
+    rewritten_generation,
+)
 
-__all__ = ["create", "create_generation", "delete_lineage", "get", "head", "list_generations", "update"]
+__all__ = [
+    "create", "create_generation", "delete_lineage", "get", "head", "list_generations", "rewrite", "update",
+]
 
 Conn = psycopg.AsyncConnection[Any]
 _SELECT = "SELECT version, superseded_by, doc FROM observation_records"
@@ -84,6 +95,17 @@ async def list_generations(conn: Conn, lineage: str, limit: int, offset: int) ->
     return [_record(row) for row in await cur.fetchall()]
 
 
+async def _adds_for_deleted_thread(
+    conn: Conn, stored: ObservationRecord | None, record: ObservationRecord
+) -> bool:
+    threads = sorted(advanced_threads(stored, record))
+    if not threads:
+        return False
+    cur = await conn.execute("SELECT count(*) FROM threads WHERE id = ANY(%s)", (threads,))
+    row = await cur.fetchone()
+    return row is None or int(row[0]) != len(threads)
+
+
 async def _refuse_reused_id(conn: Conn, record_id: str) -> None:
     if await get(conn, record_id) is not None:
         raise InvalidInputError(f"Observation record id '{record_id}' is already used; ids are never reused.")
@@ -91,6 +113,8 @@ async def _refuse_reused_id(conn: Conn, record_id: str) -> None:
 
 async def create(conn: Conn, record: ObservationRecord) -> WriteResult:
     stored = record.model_copy(update={"superseded_by": None})
+    if await _adds_for_deleted_thread(conn, None, record):
+        return WriteResult(status="gone", record=None)
     for _ in range(_ATTEMPTS):
         await _refuse_reused_id(conn, record.id)
         try:
@@ -119,6 +143,8 @@ async def update(conn: Conn, record: ObservationRecord, expected_version: int) -
         if not stored.is_live or stored.version != expected_version:
             return WriteResult(status="stale", record=await head(conn, stored.lineage))
         check_cursors_forward(stored, record)
+        if await _adds_for_deleted_thread(conn, stored, record):
+            return WriteResult(status="gone", record=None)
         updated = record.model_copy(
             update={"version": expected_version + 1, "superseded_by": None, "created_at": stored.created_at}
         )
@@ -145,6 +171,8 @@ async def create_generation(
         if not stored.is_live or stored.version != expected_version:
             return WriteResult(status="stale", record=await head(conn, stored.lineage))
         check_cursors_forward(stored, successor)
+        if await _adds_for_deleted_thread(conn, stored, successor):
+            return WriteResult(status="gone", record=None)
         await _refuse_reused_id(conn, successor.id)
         new_head = successor.model_copy(
             update={"generation": stored.generation + 1, "version": 1, "superseded_by": None}
@@ -165,3 +193,16 @@ async def create_generation(
 async def delete_lineage(conn: Conn, lineage: str) -> int:
     cur = await conn.execute("DELETE FROM observation_records WHERE lineage = %s", (lineage,))
     return cur.rowcount
+
+
+async def rewrite(conn: Conn, record: ObservationRecord) -> bool:
+    """Replace a retired generation's content in place (its version and links stay)."""
+    stored = await get(conn, record.id)
+    if stored is None or stored.is_live:
+        return False
+    rewritten = rewritten_generation(stored, record)
+    cur = await conn.execute(
+        "UPDATE observation_records SET doc = %s WHERE id = %s AND superseded_by IS NOT NULL",
+        (json.dumps(rewritten.model_dump(mode="json")), record.id),
+    )
+    return cur.rowcount == 1

@@ -461,6 +461,13 @@ class PostgresStore(ClosingContext):
 
         return await self._run(op, transaction=False)
 
+    async def delete_messages(self, message_ids: list[str]) -> int:
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute("DELETE FROM messages WHERE id = ANY(%s)", (list(dict.fromkeys(message_ids)),))
+            return cur.rowcount
+
+        return await self._run(op, transaction=False)
+
     async def count_messages(self, thread_id: str) -> int:
         async def op(conn: Conn) -> int:
             cur = await conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = %s", (thread_id,))
@@ -512,6 +519,9 @@ class PostgresStore(ClosingContext):
     async def delete_lineage(self, lineage: str) -> int:
         return await self._run(lambda conn: postgres_records.delete_lineage(conn, lineage), transaction=False)
 
+    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+        return await self._run(lambda conn: postgres_records.rewrite(conn, record), transaction=False)
+
     # -- leases (SQL in postgres_leases) ----------------------------------------------------------
     async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         expires_at = lease_expiry(key, owner, ttl_s, now)
@@ -549,6 +559,13 @@ class PostgresStore(ClosingContext):
 
         await self._run(op)
 
+    async def delete_working_memory(self, key: str) -> bool:
+        async def op(conn: Conn) -> bool:
+            cur = await conn.execute("DELETE FROM working_memory WHERE key = %s", (key,))
+            return cur.rowcount > 0
+
+        return await self._run(op, transaction=False)
+
     # -- work queue (SQL in postgres_work) --------------------------------------------------------
     async def enqueue_work(
         self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
@@ -579,6 +596,13 @@ class PostgresStore(ClosingContext):
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: postgres_work.list_items(conn, kind))
+
+    async def delete_work(self, target: str) -> int:
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute("DELETE FROM work_items WHERE target = %s", (target,))
+            return cur.rowcount
+
+        return await self._run(op, transaction=False)
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:

@@ -61,6 +61,7 @@ from obsmem.storage.contract import (
     lineage_key,
 )
 from obsmem.storage.rules import (
+    advanced_threads,
     check_cursors_forward,
     check_limit,
     check_lineage,
@@ -69,6 +70,7 @@ from obsmem.storage.rules import (
     claim_expiry,
     lease_expiry,
     merge_parts,
+    rewritten_generation,
     work_available_at,
 )
 from obsmem.storage.sqlite import leases as sqlite_leases
@@ -496,6 +498,18 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         return await self._write(op)
 
+    async def delete_messages(self, message_ids: list[str]) -> int:
+        def op(conn: Conn) -> int:
+            unique = list(dict.fromkeys(message_ids))
+            gone = 0
+            for start in range(0, len(unique), _IN_CHUNK):
+                chunk = unique[start : start + _IN_CHUNK]
+                marks = ", ".join("?" for _ in chunk)
+                gone += conn.execute(f"DELETE FROM messages WHERE id IN ({marks})", chunk).rowcount
+            return gone
+
+        return await self._write(op)
+
     async def count_messages(self, thread_id: str) -> int:
         def op(conn: Conn) -> int:
             self._require_thread(conn, thread_id)
@@ -522,6 +536,13 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if record.scope != "thread":
             return False
         return conn.execute("SELECT 1 FROM threads WHERE id = ?", (record.thread_id,)).fetchone() is None
+
+    @staticmethod
+    def _adds_for_deleted_thread(conn: Conn, stored: ObservationRecord | None, record: ObservationRecord) -> bool:
+        return any(
+            conn.execute("SELECT 1 FROM threads WHERE id = ?", (tid,)).fetchone() is None
+            for tid in sorted(advanced_threads(stored, record))
+        )
 
     @classmethod
     def _stale(cls, conn: Conn, lineage: str) -> WriteResult:
@@ -563,7 +584,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         check_lineage(record)
 
         def op(conn: Conn) -> WriteResult:
-            if self._gone(conn, record):
+            if self._gone(conn, record) or self._adds_for_deleted_thread(conn, None, record):
                 return WriteResult(status="gone", record=None)
             if self._head(conn, record.lineage) is not None:
                 return self._stale(conn, record.lineage)
@@ -575,7 +596,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
         def op(conn: Conn) -> WriteResult:
             stored = self._record(conn, record.id)
-            if stored is None or self._gone(conn, stored):
+            if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, record):
                 return WriteResult(status="gone", record=None)
             check_same_identity(stored, record)
             if not stored.is_live or stored.version != expected_version:
@@ -606,7 +627,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         def op(conn: Conn) -> WriteResult:
             stored = self._record(conn, current.id)
-            if stored is None or self._gone(conn, stored):
+            if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, successor):
                 return WriteResult(status="gone", record=None)
             if stored.lineage != current.lineage:
                 raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
@@ -628,6 +649,16 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def delete_lineage(self, lineage: str) -> int:
         def op(conn: Conn) -> int:
             return conn.execute("DELETE FROM observation_records WHERE lineage = ?", (lineage,)).rowcount
+
+        return await self._write(op)
+
+    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+        def op(conn: Conn) -> bool:
+            stored = self._record(conn, record.id)
+            if stored is None or stored.is_live:
+                return False
+            _update(conn, "observation_records", "id", _columns(rewritten_generation(stored, record)))
+            return True
 
         return await self._write(op)
 
@@ -667,6 +698,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         await self._write(op)
 
+    async def delete_working_memory(self, key: str) -> bool:
+        def op(conn: Conn) -> bool:
+            return conn.execute("DELETE FROM working_memory WHERE key = ?", (key,)).rowcount > 0
+
+        return await self._write(op)
+
     # -- work queue (SQL in sqlite_work; writes under BEGIN IMMEDIATE) ---------------------------
     async def enqueue_work(
         self, kind: str, target: str, *, now: datetime, payload: dict[str, Any] | None = None,
@@ -697,6 +734,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: sqlite_work.list_items(conn, kind))
+
+    async def delete_work(self, target: str) -> int:
+        def op(conn: Conn) -> int:
+            return conn.execute("DELETE FROM work_items WHERE target = ?", (target,)).rowcount
+
+        return await self._write(op)
 
 
 def _check_page(limit: int | None, offset: int) -> None:
