@@ -23,6 +23,7 @@ from obsmem.errors import (
     InvalidInputError,
     ObsmemError,
     ReflectionError,
+    StorageError,
     ThreadNotFoundError,
 )
 from obsmem.models.retry import RetryPolicy
@@ -42,12 +43,16 @@ from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
+from obsmem.om.sections import remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, Store, open_store
-from obsmem.storage.contract import ObservationRecord
+from obsmem.storage.contract import ObservationRecord, lineage_key
+from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved
 from obsmem.types import (
+    DataPart,
     Message,
+    Part,
     Thread,
     check_choice,
     check_count,
@@ -66,6 +71,20 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
+
+
+def _has_section(text: str, thread_id: str) -> bool:
+    return any(tid == thread_id for tid, _ in split_sections(text))
+
+
+def _without_section(part: Part, thread_id: str) -> Part:
+    """A marker part without the observations of ``thread_id``'s section (others unchanged)."""
+    if not isinstance(part, DataPart):
+        return part
+    observations = part.data.get("observations")
+    if not isinstance(observations, str) or not _has_section(observations, thread_id):
+        return part
+    return part.model_copy(update={"data": {**part.data, "observations": remove_thread(observations, thread_id)}})
 
 
 def _seconds(value: object, argument: str, *, positive: bool = False) -> float | None:
@@ -286,13 +305,234 @@ class Memory:
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared
-        record too, so nothing the thread said stays in memory."""
+        record too — the live head, every older generation, and the observation markers of the
+        resource's other threads — so nothing the thread said stays in memory. Its working
+        memory (thread key), queued work and leases go as well.
+
+        The thread goes first: an observation or reflection still in flight for it is then
+        refused by the store (``gone``) and never commits, in thread or resource scope."""
         check_id(thread_id, "thread_id")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             return False
+        deleted = await self.store.delete_thread(thread_id)
         await self.engine.forget_thread(thread)
-        return await self.store.delete_thread(thread_id)
+        await self._forget_thread_sections(thread)
+        await self._drop_thread_data(thread_id)
+        return deleted
+
+    async def _forget_thread_sections(self, thread: Thread) -> None:
+        """Resource scope: the deleted thread's sections out of the older generations of the
+        resource's record and out of the markers on the other threads' messages."""
+        lineage = lineage_key("resource", None, thread.resource_id)
+        offset = 0
+        while True:
+            page = await self.store.list_generations(lineage, limit=100, offset=offset)
+            for generation in page:
+                if generation.is_live or not _has_section(generation.active_observations, thread.id):
+                    continue
+                active = remove_thread(generation.active_observations, thread.id)
+                await self.store.rewrite_generation(generation.model_copy(update={
+                    "active_observations": active,
+                    "observation_tokens": self.counter.count_text(active),
+                    "threads": {t: s for t, s in generation.threads.items() if t != thread.id},
+                    "buffered_chunks": tuple(c for c in generation.buffered_chunks if c.thread_id != thread.id),
+                    "buffered_reflection": None,
+                }))
+            if len(page) < 100:
+                break
+            offset += 100
+        for other in await self._all_threads(thread.resource_id):
+            for message in await self.store.list_messages(other.id):
+                parts = tuple(_without_section(part, thread.id) for part in message.parts)
+                if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
+                    await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
+
+    async def delete_resource(self, resource_id: str) -> dict[str, int]:
+        """Delete everything stored for a resource: every thread (its messages and markers), every
+        generation of every lineage (its threads' and the resource's), working memory (thread
+        and resource keys), retrieval vectors, leases and queued work. Returns counts per kind
+        (``threads``, ``messages``, ``records``, ``working_memory``, ``vectors``, ``leases``,
+        ``work_items``). Knowledge lives in its own store: remove it there
+        (``KnowledgeBase.remove(..., tombstone=True)``).
+
+        Work in flight for a deleted thread never commits (the store reports it ``gone``).
+        """
+        check_id(resource_id, "resource_id")
+        counts = dict.fromkeys(
+            ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items"), 0
+        )
+        threads = await self._all_threads(resource_id)
+        for thread in threads:
+            counts["messages"] += await self.store.count_messages(thread.id)
+            if await self.store.delete_thread(thread.id):
+                counts["threads"] += 1
+            counts.update(self._summed(counts, await self._drop_thread_data(thread.id)))
+        counts["records"] += await self.store.delete_lineage(lineage_key("resource", None, resource_id))
+        counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
+        counts["work_items"] += await self.store.delete_work(resource_id)
+        counts["leases"] += await self._release_leases(f"resource:{resource_id}")
+        if self.group_index is not None:
+            counts["vectors"] += await self.group_index.remove_resource(resource_id)
+        return counts
+
+    @staticmethod
+    def _summed(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+        return {key: counts[key] + value for key, value in more.items()}
+
+    async def _drop_thread_data(self, thread_id: str) -> dict[str, int]:
+        """What outlives a deleted thread in the store: its lineage (when the thread row went
+        first), working memory, queued work and leases."""
+        return {
+            "records": await self.store.delete_lineage(lineage_key("thread", thread_id, "")),
+            "working_memory": int(await self.store.delete_working_memory(f"thread:{thread_id}")),
+            "work_items": await self.store.delete_work(thread_id),
+            "leases": await self._release_leases(f"thread:{thread_id}", thread_id=thread_id),
+        }
+
+    async def _release_leases(self, lineage: str, *, thread_id: str | None = None) -> int:
+        """Release the leases taken for ``lineage`` (and, for a thread, its per-thread keys in a
+        resource's lineage); holders still working find their compare-and-set refused."""
+        released = 0
+        for lease in await self.store.list_leases():
+            key = lease.key
+            ours = key.endswith(f":{lineage}") or f":{lineage}:" in key or key == lineage
+            if not ours and thread_id is not None:
+                ours = key.startswith("sync-observation:resource:") and key.endswith(f":{thread_id}")
+            if ours and await self.store.release_lease(key, lease.owner):
+                released += 1
+        return released
+
+    async def _all_threads(self, resource_id: str | None) -> list[Thread]:
+        found: list[Thread] = []
+        while True:
+            page = (
+                await self.store.list_threads(resource_id, limit=500, offset=len(found))
+                if resource_id is not None
+                else await self.store.list_all_threads(limit=500, offset=len(found))
+            )
+            found.extend(page)
+            if len(page) < 500:
+                return found
+
+    async def forget(
+        self, value: str, *, thread_id: str | None = None, resource_id: str | None = None
+    ) -> dict[str, int]:
+        """Forget every occurrence of ``value`` (a plain, case-sensitive substring).
+
+        Scope: ``thread_id`` → that thread's messages and the records it reads (in resource
+        scope the shared record: its lines containing the value go, whichever thread they came
+        from); ``resource_id`` → every thread of the resource; neither → every thread of the
+        store. In scope: messages (a text part holding the value goes, a message left empty is
+        deleted; a tool call's arguments or a tool result holding it become ``"[forgotten]"``,
+        so every result keeps its call), observation markers, every line of the live record
+        *and of every older generation* holding it, buffered chunks and reflections, per-thread
+        states, working memory lines (thread and resource keys), thread titles, and the
+        retrieval vectors of the groups that changed. Returns counts per kind. Knowledge lives
+        in its own store: remove its records there with ``tombstone=True``.
+        """
+        check_text(value, "value")
+        if not value:
+            raise InvalidInputError("Invalid value: forgetting needs a non-empty string", argument="value")
+        check_id(thread_id, "thread_id", optional=True)
+        check_id(resource_id, "resource_id", optional=True)
+        if thread_id is not None:
+            thread = await self.get_thread(thread_id)
+            if resource_id is not None and thread.resource_id != resource_id:
+                raise InvalidInputError(
+                    f"Thread '{thread_id}' does not belong to resource '{resource_id}'", argument="resource_id"
+                )
+            threads = [thread]
+        else:
+            threads = await self._all_threads(resource_id)
+        counts = dict.fromkeys(("messages", "parts", "records", "generations", "working_memory", "threads"), 0)
+        lineages: dict[str, str] = {}
+        keys: set[str] = set()
+        for thread in threads:
+            await self._forget_in_thread(thread, value, counts)
+            lineages[lineage_key("thread", thread.id, thread.resource_id)] = thread.resource_id
+            keys.add(f"thread:{thread.id}")
+            if thread_id is None or self.config.scope == "resource":
+                lineages[lineage_key("resource", None, thread.resource_id)] = thread.resource_id
+            if thread_id is None or self.engine.working_memory_key(thread).startswith("resource:"):
+                keys.add(f"resource:{thread.resource_id}")
+        if resource_id is not None:
+            lineages[lineage_key("resource", None, resource_id)] = resource_id
+            keys.add(f"resource:{resource_id}")
+        for lineage, owner in sorted(lineages.items()):
+            await self._forget_in_lineage(lineage, owner, value, counts)
+        for key in sorted(keys):
+            text = await self.store.get_working_memory(key)
+            if text is None or value not in text:
+                continue
+            kept = forget_lines(text, value)
+            if kept.strip():
+                await self.store.set_working_memory(key, kept)
+            else:
+                await self.store.delete_working_memory(key)
+            counts["working_memory"] += 1
+        return counts
+
+    async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:
+        gone: list[str] = []
+        for message in await self.store.list_messages(thread.id):
+            kept = forget_in_message(message, value)
+            if kept is None:
+                gone.append(message.id)
+            elif kept is not message:
+                await self.store.save_messages(thread.id, [kept])
+                counts["parts"] += 1
+        if gone:
+            counts["messages"] += await self.store.delete_messages(gone)
+        if (thread.title is not None and value in thread.title) or contains(thread.metadata, value):
+            for _ in range(5):
+                current = await self.store.get_thread(thread.id)
+                if current is None:
+                    break
+                title = None if current.title is not None and value in current.title else current.title
+                metadata = {k: v for k, v in current.metadata.items() if not contains(v, value) and value not in k}
+                cleaned = current.model_copy(update={"title": title, "metadata": metadata})
+                if await self.store.update_thread(cleaned, expected_version=current.version) is not None:
+                    counts["threads"] += 1
+                    break
+
+    async def _forget_in_lineage(self, lineage: str, resource_id: str, value: str, counts: dict[str, int]) -> None:
+        """The live head (compare-and-set, retried) and then every older generation, until a pass
+        finds the value nowhere (a reflection racing with us may copy an old head forward)."""
+        count = self.counter.count_text
+        for _ in range(10):
+            found = False
+            head = await self.store.get_head(lineage)
+            if head is not None:
+                cleaned = forget_in_record(head, value, count)
+                if cleaned is not head:
+                    found = True
+                    written = await self.store.update_record(cleaned, expected_version=head.version)
+                    if written.status == "stale":
+                        continue
+                    if written.applied:
+                        counts["records"] += 1
+                        if self.group_index is not None:
+                            await self.group_index.refresh(
+                                resource_id, head.active_observations, cleaned.active_observations
+                            )
+            offset = 0
+            while True:
+                page = await self.store.list_generations(lineage, limit=100, offset=offset)
+                for generation in page:
+                    if generation.is_live:
+                        continue
+                    cleaned = forget_in_record(generation, value, count)
+                    if cleaned is not generation:
+                        found = True
+                        if await self.store.rewrite_generation(cleaned):
+                            counts["generations"] += 1
+                if len(page) < 100:
+                    break
+                offset += 100
+            if not found:
+                return
+        raise StorageError(f"Forgetting in '{lineage}' kept racing with other writers; run it again.")
 
     async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         check_id(thread_id, "thread_id")

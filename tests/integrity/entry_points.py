@@ -377,6 +377,12 @@ ENTRIES: list[Entry] = [
     Entry("Memory.list_threads", "limit", lambda m, v: m.list_threads(RESOURCE, limit=v), "memory"),
     Entry("Memory.list_threads", "offset", lambda m, v: m.list_threads(RESOURCE, offset=v), "memory"),
     Entry("Memory.delete_thread", "thread_id", lambda m, v: m.delete_thread(v), "memory"),
+    Entry("Memory.delete_resource", "resource_id", lambda m, v: m.delete_resource(v), "memory"),
+    Entry("Memory.forget", "value", lambda m, v: m.forget(v), "memory"),
+    Entry(
+        "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
+    ),
+    Entry("Memory.forget", "resource_id", lambda m, v: m.forget("x", resource_id=v), "memory"),
     Entry(
         "Memory.save_messages",
         "thread_id",

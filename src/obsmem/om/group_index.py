@@ -143,6 +143,21 @@ class GroupIndex:
     async def remove_thread(self, resource_id: str, thread_id: str) -> None:
         await self.index.delete_namespace(thread_namespace(resource_id, thread_id))
 
+    async def remove_resource(self, resource_id: str) -> int:
+        """Delete every vector of a resource's groups; how many went."""
+        return await self.index.delete_namespace(resource_namespace(resource_id))
+
+    async def refresh(self, resource_id: str, before: str, after: str) -> None:
+        """Like :meth:`sync`, and groups whose text changed (a forgotten line) are embedded anew.
+
+        Raises when the index fails: forgetting must not report success over stale vectors.
+        """
+        old = {g.id: g for g in parse_groups(before)}
+        new = {g.id: g for g in parse_groups(after)}
+        changed = [g for gid, g in new.items() if gid not in old or old[gid].body != g.body]
+        await self.remove(resource_id, [g for gid, g in old.items() if gid not in new or new[gid].body != g.body])
+        await self.add(resource_id, changed)
+
     async def sync(self, resource_id: str, before: str, after: str) -> None:
         """Make the index follow a change of observation text: new groups in, gone groups out.
 
