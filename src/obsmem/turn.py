@@ -286,6 +286,8 @@ class Turn:
                 result, prepared = (quiet, None) if isinstance(quiet, StepResult) else (None, quiet)
             if result is None:
                 result = await self._within(key, work)
+                if result is None and prepared is not None and prepared.paused is not None:
+                    self.outcomes.extend(prepared.paused.outcomes)  # done inline before the wait
         if result is not None:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0

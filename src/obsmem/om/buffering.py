@@ -62,7 +62,7 @@ from obsmem.profiles import parse_model_id
 from obsmem.thresholds import min_new_tokens_for_buffer, should_trigger_buffer
 from obsmem.types import Message, Thread
 
-__all__ = ["BufferedLifecycle", "Handoff", "Snapshot", "Spawn", "StepResult"]
+__all__ = ["BufferedLifecycle", "Handoff", "Paused", "Snapshot", "Spawn", "StepResult"]
 
 logger = logging.getLogger("obsmem")
 
@@ -93,6 +93,15 @@ class StepResult:
     outcomes: list[CycleOutcome]
     record: ObservationRecord
     messages: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """An inline step stopped before its first model call: what it did (``outcomes``) and
+    the state it reached (``snapshot``), to go on from (``BufferedLifecycle.step(resume=...)``)."""
+
+    snapshot: Snapshot
+    outcomes: tuple[CycleOutcome, ...]
 
 
 class BufferedLifecycle:
@@ -162,51 +171,34 @@ class BufferedLifecycle:
         messages = await core.unobserved(record, thread.id)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
-    async def quiet_step(
-        self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN
-    ) -> StepResult | Snapshot:
-        """The step boundary when nothing in it can wait on a model or write the record: no
-        early activation due, the window under the threshold (or a buffer already on its way
-        below ``block_after``), the observations under the reflection threshold. Then only
-        buffers may start (owned tasks, never waited for here) and the result is returned.
-        Otherwise the snapshot read, for :meth:`step` to go on from (``step(snapshot=...)``).
-
-        Most boundaries are quiet; the caller (a turn) runs them inline and only the others
-        under its wait bound, so an ordinary step costs no extra task hand-off."""
-        snapshot = await self.read(thread)
-        record = snapshot.record
-        if turn_start and (
-            (actor_model and record.metadata.get("last_model") != actor_model)
-            or any(c.thread_id == thread.id for c in record.buffered_chunks)
-            or record.buffered_reflection is not None
-        ):
-            return snapshot
-        if record.observation_tokens >= self.core.reflection_threshold():
-            return snapshot
-        if self._threshold_action(thread, snapshot, unseen)[0] not in ("none", "wait"):
-            return snapshot
-        await self.reflection_step(thread, record)  # under its threshold: at most starts a buffer
-        await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
-        return StepResult([], record, snapshot.messages)
-
     async def step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,
-        snapshot: Snapshot | None = None,
-    ) -> StepResult:
-        """One step boundary. Reads once (``snapshot``, when given, is that read), and re-reads
-        only after this step wrote something, so an ordinary turn costs a couple of store calls
-        (the snapshot also builds the context). What ``unseen`` names stays raw: it is neither
-        activated nor observed in this step (buffers may start over it; they are activated at
-        a later boundary)."""
-        outcomes: list[CycleOutcome] = []
-        snapshot = snapshot if snapshot is not None else await self.read(thread)
-        if turn_start:
-            early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)
-            outcomes.extend(early)
-            if wrote:
-                snapshot = await self.read(thread)
-        activations, snapshot = await self.threshold_step(thread, snapshot, unseen)
+        inline: bool = False, resume: Paused | None = None,
+    ) -> StepResult | Paused:
+        """One step boundary. Reads once, and re-reads only after this step wrote something, so
+        an ordinary turn costs a couple of store calls (the snapshot also builds the context).
+        What ``unseen`` names stays raw: it is neither activated nor observed in this step
+        (buffers may start over it; they are activated at a later boundary).
+
+        ``inline``: do everything that only reads and writes the store (early activation,
+        activation rounds, starting buffers) and stop before anything that would wait on a
+        model (a synchronous observation or reflection): then return :class:`Paused`, for a
+        later call with ``resume=`` to go on from. A turn runs its boundaries inline and only
+        the rest under its wait bound: most boundaries never reach a model, and cost no task
+        hand-off. Without ``inline`` the result is always a :class:`StepResult`."""
+        if resume is not None:
+            outcomes, snapshot = list(resume.outcomes), resume.snapshot
+        else:
+            outcomes, snapshot = [], await self.read(thread)
+            if turn_start:
+                early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)
+                outcomes.extend(early)
+                if wrote:
+                    snapshot = await self.read(thread)
+        activations, snapshot, stopped = await self.threshold_step(thread, snapshot, unseen, inline=inline)
         outcomes.extend(activations)
+        if stopped or (inline and self._reflects_now(snapshot.record)):
+            return Paused(snapshot, tuple(outcomes))
         reflected = await self.reflection_step(thread, snapshot.record)
         if reflected is not None:
             outcomes.append(reflected)
@@ -215,12 +207,13 @@ class BufferedLifecycle:
         return StepResult(outcomes, snapshot.record, snapshot.messages)
 
     async def threshold_step(
-        self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN
-    ) -> tuple[list[CycleOutcome], Snapshot]:
+        self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN, *, inline: bool = False
+    ) -> tuple[list[CycleOutcome], Snapshot, bool]:
         """Activate chunks until the window is under the threshold, then, if it still is not,
         wait for a running buffer or observe the unbuffered tail (see
         :func:`~obsmem.om.activation.threshold_action`). Only chunks that
-        :func:`~obsmem.om.activation.usable_chunks` allows count."""
+        :func:`~obsmem.om.activation.usable_chunks` allows count. ``inline``: stop before the
+        synchronous observation instead (the third value says it stopped)."""
         core = self.core
         observation = core.config.observation
         outcomes: list[CycleOutcome] = []
@@ -244,10 +237,24 @@ class BufferedLifecycle:
                 if (after.cursor(thread.id), sum(c.thread_id == thread.id for c in after.buffered_chunks)) != before:
                     continue  # it activated (or dropped broken chunks): look again
                 break
+            if inline:
+                return outcomes, snapshot, True
             outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold", unseen=unseen))
             snapshot = await self.read(thread)
             break
-        return outcomes, snapshot
+        return outcomes, snapshot, False
+
+    def _reflects_now(self, record: ObservationRecord) -> bool:
+        """Whether :meth:`reflection_step` on ``record`` would reflect synchronously (a model call)."""
+        core = self.core
+        config = core.config
+        tokens = record.observation_tokens
+        if tokens < core.reflection_threshold():
+            return False
+        if not config.reflection_buffering_enabled or core.resource_scope:
+            return True
+        block_after = config.reflection_block_after
+        return record.buffered_reflection is None and block_after is not None and tokens >= block_after
 
     def _threshold_action(
         self, thread: Thread, snapshot: Snapshot, unseen: Unseen

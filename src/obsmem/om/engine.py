@@ -26,7 +26,7 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
-from obsmem.om.buffering import BufferedLifecycle, Handoff, Snapshot, Spawn, StepResult
+from obsmem.om.buffering import BufferedLifecycle, Handoff, Paused, Spawn, StepResult
 from obsmem.om.cycle import CommitPolicy, Core
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -46,10 +46,10 @@ logger = logging.getLogger("obsmem")
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """What :meth:`Engine.advance_if_quiet` read at a boundary that was not quiet, for
-    :meth:`Engine.advance` to go on from (``snapshot`` None: nothing reusable)."""
+    """Where :meth:`Engine.advance_if_quiet` stopped at a boundary that needs a model call, for
+    :meth:`Engine.advance` to go on from (``paused`` None: start over)."""
 
-    snapshot: Snapshot | None
+    paused: Paused | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +116,16 @@ class Engine:
         actor_model: str | None = None,
         fresh: Sequence[Message] = (),
     ) -> StepResult | Prepared:
-        """:meth:`advance` when the boundary is quiet: nothing in it can wait on a memory model
-        or write the record (buffers may start; they are owned tasks, never waited for).
-        Otherwise what was read, to hand to :meth:`advance` (``prepared=``) so it is not read
-        twice. A turn runs quiet boundaries inline and only the others under its wait bound."""
+        """:meth:`advance` up to its first memory model call: a boundary that needs none
+        (activation and starting buffers only touch the store) is done and returned; otherwise
+        where it stopped, for :meth:`advance` (``prepared=``) to go on from. A turn runs this
+        inline and only the rest under its wait bound, so most boundaries cost no task hand-off."""
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
-            quiet = await self.buffered.quiet_step(thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen)
-            return quiet if isinstance(quiet, StepResult) else Prepared(quiet)
+            step = await self.buffered.step(
+                thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen, inline=True
+            )
+            return step if isinstance(step, StepResult) else Prepared(step)
         core = self.core
         record = await core.head(thread)
         messages = await core.unobserved(record, thread.id)
@@ -155,10 +157,12 @@ class Engine:
         """
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
-            return await self.buffered.step(
+            step = await self.buffered.step(
                 thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen,
-                snapshot=prepared.snapshot if prepared is not None else None,
+                resume=prepared.paused if prepared is not None else None,
             )
+            assert isinstance(step, StepResult)  # only an inline step pauses
+            return step
         outcomes = [await self.observation.maybe_observe(thread, unseen=unseen)]
         reflected = await self.reflection.maybe_reflect(thread)
         if reflected.applied or reflected.error is not None:
