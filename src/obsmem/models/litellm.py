@@ -29,7 +29,7 @@ from typing import Any
 from obsmem._http import DEFAULT_MAX_RESPONSE_BYTES, too_large
 from obsmem.errors import ConfigError, ModelRequestError
 from obsmem.models.base import ModelRequest, ModelResponse
-from obsmem.models.openai import _StreamState, parse_completion, to_openai_messages, to_openai_tools
+from obsmem.models.openai import StreamState, parse_completion, to_openai_messages, to_openai_tools
 from obsmem.models.transport import Endpoint, check_response_limit, output_char_limit, too_much_output
 from obsmem.types import Message
 
@@ -104,7 +104,7 @@ class LiteLLMModel:
 
     async def _streamed(self, stream: Any, bound: _Bound) -> ModelResponse:
         """Read LiteLLM's chunk stream, stopping (and closing it) at the first chunk past a limit."""
-        state = _StreamState()
+        state = StreamState()
         try:
             async for chunk in stream:
                 data = _as_dict(chunk)

@@ -46,6 +46,7 @@ from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPa
 
 __all__ = [
     "OpenAIChatModel",
+    "StreamState",
     "accepts_temperature",
     "completion_error",
     "parse_completion",
@@ -171,7 +172,7 @@ def _usage(raw: object) -> Usage:
 
 
 @dataclass
-class _StreamState:
+class StreamState:
     """What the chunks of one streamed completion add up to."""
 
     text: list[str] = field(default_factory=list)
@@ -318,7 +319,7 @@ class OpenAIChatModel:
     async def _streamed(
         self, body: dict[str, Any], timeout_s: float, max_output_tokens: int | None = None
     ) -> ModelResponse:
-        state = _StreamState()
+        state = StreamState()
         char_limit = output_char_limit(max_output_tokens)
         # aclosing: leaving the loop early (a [DONE], message_stop) still closes the connection.
         async with aclosing(
