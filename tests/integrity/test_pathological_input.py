@@ -123,6 +123,10 @@ PARSER_SHAPES: dict[str, Callable[[int], str]] = {
     "unclosed inline value": _repeat("<mood>x "),
     "unclosed observations": _repeat("<observations>\n"),
     "blank lines": _repeat("\n"),
+    "end-of-line closings": lambda n: "<observations>\n" + _repeat("x</observations>\n")(n),
+    "mid-line closings": lambda n: "<observations>\n" + _repeat("x </observations> y\n")(n),
+    "forged sections in a block": lambda n: "<observations>\n" + _repeat("<current-task>x\n")(n),
+    "blocks closed at line end": _repeat("<observations>\n- a</observations>\n"),
 }
 
 
