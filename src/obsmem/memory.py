@@ -365,6 +365,8 @@ class Memory:
         threads = await self._all_threads(resource_id)
         for thread in threads:
             counts["messages"] += await self.store.count_messages(thread.id)
+            lineage = lineage_key("thread", thread.id, "")
+            counts["records"] += len(await self.store.list_generations(lineage, limit=_MAX_PAGE))
             if await self.store.delete_thread(thread.id):
                 counts["threads"] += 1
             counts.update(self._summed(counts, await self._drop_thread_data(thread.id)))

@@ -1,0 +1,1 @@
+"""Delete means delete, everywhere (issue 14, item 1)."""
