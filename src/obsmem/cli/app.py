@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from obsmem import __version__
-from obsmem.cli import demo, threads, transfer, worker
+from obsmem.cli import demo, forget, threads, transfer, worker
 from obsmem.cli.bench import bench_app
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 
@@ -55,6 +55,7 @@ def version() -> None:
 demo.register(app)
 threads.register(app)
 transfer.register(app)
+forget.register(app)
 worker.register(app)
 app.add_typer(bench_app, name="bench")
 

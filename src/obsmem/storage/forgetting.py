@@ -12,6 +12,8 @@ forgetting removes.
   never dropped, because a result must keep its call (providers reject a result without one):
   its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing stays valid. A
   message left with no parts is deleted.
+* Ids (a resource or thread id holding the value) are not text: ``Memory.delete_resource`` or
+  ``Memory.delete_thread`` removes them.
 * **Records**: the active observations, buffered chunks and reflection, and every per-thread
   state (current task, suggested response, title, extracted values) are cleaned line by line
   or field by field; metadata keys whose JSON holds the value go.
@@ -67,6 +69,8 @@ def forget_in_message(message: Message, value: str) -> Message | None:
     metadata = {k: v for k, v in message.metadata.items() if not contains(v, value) and value not in k}
     if not parts:
         return None
+    if tuple(parts) == message.parts and metadata == message.metadata:
+        return message  # the value is only in an id (thread or resource): not text to forget
     return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
 
 
@@ -107,7 +111,7 @@ def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str
     reflection = record.buffered_reflection
     if reflection is not None and value in reflection.text:
         reflection = None
-    return record.model_copy(
+    cleaned = record.model_copy(
         update={
             "active_observations": active,
             "observation_tokens": count(active) if active != record.active_observations else record.observation_tokens,
@@ -118,4 +122,5 @@ def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str
             "metadata": _clean(record.metadata, value),
         }
     )
+    return record if cleaned == record else cleaned  # the value may be only in an id
 

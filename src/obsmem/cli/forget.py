@@ -1,0 +1,105 @@
+"""``obsmem forget`` and ``obsmem delete-resource``: remove data everywhere the store keeps it.
+
+Both print the resolved store (like every command), say what they are about to remove and ask
+for confirmation unless ``--yes``; the summary (counts per kind) goes to stdout. See
+:meth:`obsmem.Memory.forget` and :meth:`obsmem.Memory.delete_resource` for what is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from obsmem import Memory, ObsmemError
+from obsmem.cli.stores import describe_store, fail, open_reported
+from obsmem.storage import Store, default_store_path
+
+__all__ = ["delete_resource", "forget", "register"]
+
+console = Console()
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(help="The store: a SQLite file (path.db, sqlite:///rel.db, sqlite:////abs.db) or "
+                      "postgresql://user@host/db. Default: the default SQLite file."),  # fmt: skip
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``forget`` and ``delete-resource`` to ``app``."""
+    app.command("forget")(forget)
+    app.command("delete-resource")(delete_resource)
+
+
+def _open(store: str | None) -> Store:
+    return open_reported(store if store is not None else str(default_store_path()))
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if not yes and not typer.confirm(question, default=False, err=True):
+        raise fail("nothing was changed")
+
+
+def _summary(what: str, counts: dict[str, int]) -> None:
+    console.print(f"{escape(what)}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+                  soft_wrap=True, highlight=False)  # fmt: skip
+
+
+def forget(
+    value: Annotated[str, typer.Argument(metavar="VALUE", help="The text to forget (case-sensitive substring).")],
+    thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only in this thread.")] = None,
+    resource: Annotated[str | None, typer.Option("--resource", "-r", help="Only in this resource.")] = None,
+    store: StoreOption = None,
+    yes: YesOption = False,
+) -> None:
+    """Forget every occurrence of VALUE: messages, tool results (replaced by "[forgotten]"),
+    observation lines of the live record and every older generation, markers, working memory."""
+    if not value:
+        raise fail("VALUE must not be empty")
+    opened = _open(store)
+    where = f"thread '{thread}'" if thread else f"resource '{resource}'" if resource else "every thread"
+    _confirm(f"Forget every occurrence of {value!r} in {where} of {describe_store(opened)}?", yes)
+
+    async def run() -> dict[str, int]:
+        async with opened:
+            memory = Memory(opened)
+            try:
+                return await memory.forget(value, thread_id=thread, resource_id=resource)
+            finally:
+                await memory.aclose()
+
+    try:
+        counts = asyncio.run(run())
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    _summary(f"forgot {value!r} in {where}", counts)
+
+
+def delete_resource(
+    resource: Annotated[str, typer.Argument(metavar="RESOURCE", help="The resource (user) id to delete.")],
+    store: StoreOption = None,
+    yes: YesOption = False,
+) -> None:
+    """Delete a resource: its threads and messages, every observation generation, working memory,
+    queued work and leases."""
+    opened = _open(store)
+    _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
+
+    async def run() -> dict[str, int]:
+        async with opened:
+            memory = Memory(opened)
+            try:
+                return await memory.delete_resource(resource)
+            finally:
+                await memory.aclose()
+
+    try:
+        counts = asyncio.run(run())
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    _summary(f"deleted resource '{resource}'", counts)

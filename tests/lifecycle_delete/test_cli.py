@@ -1,0 +1,53 @@
+"""``obsmem forget`` and ``obsmem delete-resource`` on a SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from obsmem import Memory
+from obsmem.cli import app
+from obsmem.types import Message
+
+from .scan import scan_sqlite
+
+runner = CliRunner()
+SECRET = "QZXCLISECRET9"
+
+
+def _plant(path: Path) -> None:
+    async def run() -> None:
+        async with Memory(f"sqlite:///{path}") as memory:
+            await memory.create_thread("t1", "RES-" + SECRET)
+            await memory.save_messages("t1", [Message.user(f"my code is {SECRET}"), Message.user("hello")])
+            await memory.observe("t1")
+            await memory.create_thread("t2", "u2")
+            await memory.save_messages("t2", [Message.user(f"my code is {SECRET}")])
+
+    asyncio.run(run())
+
+
+def test_forget_asks_then_removes_the_value(tmp_path: Path) -> None:
+    path = tmp_path / "cli.db"
+    _plant(path)
+    refused = runner.invoke(app, ["forget", SECRET, "--store", str(path)], input="n\n")
+    assert refused.exit_code != 0 and scan_sqlite(path, SECRET)
+    result = runner.invoke(app, ["forget", SECRET, "--resource", "u2", "--store", str(path), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert str(path) in result.output and "forgot" in result.output
+    assert len(scan_sqlite(path, SECRET)) > 0  # the other resource still holds it
+    result = runner.invoke(app, ["forget", SECRET, "--store", str(path)], input="y\n")
+    assert result.exit_code == 0, result.output
+    # The resource id itself is not a value of the text: delete the resource to remove it.
+    assert all("RES-" in hit for hit in scan_sqlite(path, SECRET))
+
+
+def test_delete_resource_removes_everything_of_it(tmp_path: Path) -> None:
+    path = tmp_path / "cli.db"
+    _plant(path)
+    result = runner.invoke(app, ["delete-resource", "RES-" + SECRET, "--store", str(path), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "deleted resource" in result.output and "1 threads" in result.output
+    assert [hit for hit in scan_sqlite(path, SECRET) if "RES-" in hit] == []
