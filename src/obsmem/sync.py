@@ -139,6 +139,12 @@ class SyncMemory:
     def delete_thread(self, thread_id: str) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id))
 
+    def delete_resource(self, resource_id: str) -> dict[str, int]:
+        return self._portal.call(self._memory.delete_resource(resource_id))
+
+    def forget(self, value: str, *, thread_id: str | None = None, resource_id: str | None = None) -> dict[str, int]:
+        return self._portal.call(self._memory.forget(value, thread_id=thread_id, resource_id=resource_id))
+
     def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         return self._portal.call(self._memory.save_messages(thread_id, messages))
 

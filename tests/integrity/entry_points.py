@@ -510,6 +510,10 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.list_threads", "limit", lambda s, v: s.list_threads(RESOURCE, limit=v), "sync"),
     Entry("SyncMemory.list_threads", "offset", lambda s, v: s.list_threads(RESOURCE, offset=v), "sync"),
     Entry("SyncMemory.delete_thread", "thread_id", lambda s, v: s.delete_thread(v), "sync"),
+    Entry("SyncMemory.delete_resource", "resource_id", lambda s, v: s.delete_resource(v), "sync"),
+    Entry("SyncMemory.forget", "value", lambda s, v: s.forget(v), "sync"),
+    Entry("SyncMemory.forget", "thread_id", lambda s, v: s.forget("x", thread_id=v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.forget", "resource_id", lambda s, v: s.forget("x", resource_id=v), "sync"),
     Entry(
         "SyncMemory.save_messages",
         "thread_id",
