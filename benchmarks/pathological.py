@@ -93,6 +93,8 @@ SHAPES: dict[str, str | Callable[[int], str]] = {
     "colons": ": ",
     "interjections": "oh, ",
     "i-pronouns": "I ",
+    "my-pronouns": "my ",
+    "capitals-commas": "Ab, ",
     "pipes-json": '{"a": [1, {"b": "c"}], ',
 }
 
