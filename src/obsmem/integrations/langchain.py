@@ -1,0 +1,449 @@
+"""obsmem in LangChain v1 agents: an ``AgentMiddleware`` and message converters.
+
+::
+
+    from langchain.agents import create_agent
+    from obsmem import Memory
+    from obsmem.integrations.langchain import ObservationalMemoryMiddleware
+
+    async with Memory() as memory:
+        agent = create_agent(model, tools=[...], middleware=[ObservationalMemoryMiddleware(memory)])
+        await agent.ainvoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
+
+The middleware replaces ``SummarizationMiddleware``. Before every model call it saves the
+messages of the agent's state obsmem has not seen (by message id) and sends the model obsmem's
+context instead of the whole history: the agent's system prompt followed by the observations
+(one system message), then the unobserved raw tail, as the original LangChain message objects.
+A tool call is never separated from its result (obsmem never observes one without the other)
+and the newest input stays raw. After the run, the final answer is saved and the turn ends.
+
+:func:`to_langchain` / :func:`from_langchain` convert messages both ways, keeping ids, tool
+calls and results (ids, names, errors), reasoning and attachments (see each function).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from obsmem.errors import InvalidInputError
+from obsmem.memory import Memory
+from obsmem.turn import Turn
+from obsmem.types import (
+    DataPart,
+    FilePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    new_id,
+)
+
+__all__ = ["ObservationalMemoryMiddleware", "from_langchain", "to_langchain"]
+
+#: A content block obsmem has no part for, kept whole (never shown to obsmem's observer).
+BLOCK_PART = "langchain-block"
+#: ``additional_kwargs`` key holding a tool result that is not a string (its content is its JSON).
+RESULT_KEY = "obsmem_result"
+#: ``Message.metadata`` key holding provider payloads of reasoning blocks, by part index.
+METADATA_KEY = "langchain"
+#: obsmem's own context messages carry this metadata key.
+_OBSMEM_KEY = "obsmem"
+
+_ROLES: dict[str, str] = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_FILE_BLOCKS = ("image", "file", "audio", "video")
+_FILE_EXTRAS = ("filename", "width", "height", "detail", "token_estimate")
+
+
+# -- LangChain -> obsmem ----------------------------------------------------------------------------
+
+
+def _file_part(block: dict[str, Any], where: str) -> FilePart:
+    extras = block.get("extras") if isinstance(block.get("extras"), dict) else {}
+    assert isinstance(extras, dict)
+    mime = block.get("mime_type")
+    data: str | None = None
+    url: str | None = block.get("url") if isinstance(block.get("url"), str) else None
+    if block.get("type") == "image_url":  # the OpenAI form LangChain also accepts
+        image = block.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image if isinstance(image, str) else None
+        if isinstance(image, dict) and image.get("detail") is not None:
+            extras = {**extras, "detail": image["detail"]}
+    if isinstance(block.get("base64"), str):
+        data = block["base64"]
+        if extras.get("data_uri"):
+            data = f"data:{mime};base64,{data}"
+    if url is None and data is None:
+        raise InvalidInputError(f"{where}: a {block.get('type')} block needs 'url' or 'base64'", argument=where)
+    if not isinstance(mime, str) or not mime:
+        mime = _guess_mime(url or "", "image/*" if block.get("type") in ("image", "image_url") else "application/octet-stream")
+    return FilePart(
+        media_type=mime, url=url, data=data, **{key: extras[key] for key in _FILE_EXTRAS if key in extras},
+    )
+
+
+def _guess_mime(ref: str, default: str) -> str:
+    if ref.startswith("data:") and ";" in ref:
+        return ref[5 : ref.index(";")] or default
+    lowered = ref.lower().split("?")[0]
+    for ending, mime in ((".png", "image/png"), (".jpg", "image/jpeg"), (".jpeg", "image/jpeg"),
+                         (".gif", "image/gif"), (".webp", "image/webp"), (".pdf", "application/pdf")):
+        if lowered.endswith(ending):
+            return mime
+    return default
+
+
+def _content_parts(content: str | list[str | dict[str, Any]], where: str) -> tuple[list[Part], dict[str, Any]]:
+    """Parts for a message's content, and the blocks that carried more than their part keeps
+    (provider ids, annotations, signatures), by part index, to restore on the way back."""
+    if isinstance(content, str):
+        return ([TextPart(text=content)] if content else []), {}
+    parts: list[Part] = []
+    payloads: dict[str, Any] = {}
+    for index, block in enumerate(content):
+        at = f"{where}.content[{index}]"
+        if isinstance(block, str):
+            parts.append(TextPart(text=block))
+            continue
+        if not isinstance(block, dict):
+            raise InvalidInputError(f"{at}: expected a string or a content block dict", argument=at)
+        kind = block.get("type")
+        part: Part
+        if kind == "text" and isinstance(block.get("text"), str):
+            part, plain = TextPart(text=block["text"]), set(block) <= {"type", "text"}
+        elif kind in ("reasoning", "thinking"):
+            text = block.get("reasoning") if kind == "reasoning" else block.get("thinking")
+            if not isinstance(text, str):  # OpenAI Responses: a summary of parts
+                summary = block.get("summary")
+                text = "\n".join(
+                    str(s.get("text", "")) for s in summary if isinstance(s, dict)
+                ) if isinstance(summary, list) else ""
+            part, plain = ReasoningPart(text=text), set(block) <= {"type", "reasoning"} and kind == "reasoning"
+        elif kind in (*_FILE_BLOCKS, "image_url"):
+            part = _file_part(block, at)
+            plain = kind != "image_url" and set(block) <= {"type", "url", "base64", "mime_type", "extras"}
+        elif kind in ("tool_call", "tool_call_chunk", "invalid_tool_call"):
+            continue  # also in AIMessage.tool_calls, where they are read
+        else:
+            part, plain = DataPart(name=BLOCK_PART, data=dict(block)), True
+        if not plain:
+            payloads[str(len(parts))] = dict(block)
+        parts.append(part)
+    return parts, payloads
+
+
+def _call_names(history: Iterable[BaseMessage | Message]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in history:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    names[str(call["id"])] = call["name"]
+        elif isinstance(message, Message):
+            names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})
+    return names
+
+
+def from_langchain(
+    messages: Sequence[BaseMessage], *, history: Iterable[BaseMessage | Message] = ()
+) -> list[Message]:
+    """obsmem messages for LangChain messages (``HumanMessage``, ``AIMessage``, ``SystemMessage``,
+    ``ToolMessage``), in order.
+
+    The LangChain ``id`` becomes the obsmem id (a message without one gets a new id). Text,
+    reasoning (``reasoning``/``thinking`` blocks, ``additional_kwargs["reasoning_content"]``) and
+    attachments (``image``/``file``/``audio``/``video`` and ``image_url`` blocks) become parts;
+    ``tool_calls`` (and ``invalid_tool_calls``, raw arguments kept) become tool-call parts with
+    their ids; a ``ToolMessage`` becomes a tool result (``status="error"`` → ``is_error``), named
+    by ``name`` or by its call in ``messages`` / ``history``. A block obsmem has no part for is kept
+    whole in a data part (stored, never shown to a model by obsmem, restored by :func:`to_langchain`).
+    """
+    names = _call_names([*history, *messages])
+    converted: list[Message] = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, BaseMessage):
+            raise InvalidInputError(f"{where}: expected a LangChain BaseMessage, got {type(message).__name__}", argument=where)
+        role = _ROLES.get(message.type)
+        if role is None:
+            raise InvalidInputError(f"{where}: unsupported LangChain message type {message.type!r}", argument=where)
+        message_id = message.id or new_id()
+        if isinstance(message, ToolMessage):
+            result: Any = message.content
+            if RESULT_KEY in message.additional_kwargs:
+                result = message.additional_kwargs[RESULT_KEY]
+            name = message.name or names.get(message.tool_call_id) or "tool"
+            part = ToolResultPart(
+                tool_call_id=message.tool_call_id, tool_name=name, result=result, is_error=message.status == "error"
+            )
+            converted.append(Message(id=message_id, role="tool", parts=(part,)))
+            continue
+        parts, payloads = _content_parts(message.content, where)
+        if isinstance(message, AIMessage):
+            reasoning = message.additional_kwargs.get("reasoning_content")
+            if isinstance(reasoning, str) and reasoning:
+                parts.insert(0, ReasoningPart(text=reasoning))
+                payloads = {str(int(k) + 1): v for k, v in payloads.items()}
+            for call in message.tool_calls:
+                parts.append(ToolCallPart(tool_call_id=call.get("id") or new_id("call"), tool_name=call["name"], args=call["args"]))
+            for bad in message.invalid_tool_calls:
+                parts.append(ToolCallPart(
+                    tool_call_id=bad.get("id") or new_id("call"), tool_name=bad.get("name") or "tool", args=bad.get("args") or "",
+                ))
+        if not parts:
+            parts = [TextPart(text="")]
+        metadata = {METADATA_KEY: {"blocks": payloads}} if payloads else {}
+        converted.append(Message(id=message_id, role=role, parts=tuple(parts), metadata=metadata))  # type: ignore[arg-type]
+    return converted
+
+
+# -- obsmem -> LangChain ----------------------------------------------------------------------------
+
+
+def _file_block(part: FilePart) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": _kind_of(part.media_type), "mime_type": part.media_type}
+    extras: dict[str, Any] = {key: getattr(part, key) for key in _FILE_EXTRAS if getattr(part, key) is not None}
+    if part.url is not None:
+        block["url"] = part.url
+    if part.data is not None:
+        data = part.data
+        if data.startswith("data:") and ";base64," in data:
+            extras["data_uri"] = True
+            data = data.split(";base64,", 1)[1]
+        block["base64"] = data
+    if extras:
+        block["extras"] = extras
+    return block
+
+
+def _kind_of(media_type: str) -> str:
+    for kind in ("image", "audio", "video"):
+        if media_type.startswith(f"{kind}/"):
+            return kind
+    return "file"
+
+
+def _content(message: Message) -> tuple[str | list[str | dict[str, Any]], list[ToolCallPart]]:
+    kept = message.metadata.get(METADATA_KEY)
+    payloads = kept.get("blocks") if isinstance(kept, dict) else None
+    payloads = payloads if isinstance(payloads, dict) else {}
+    blocks: list[str | dict[str, Any]] = []
+    calls: list[ToolCallPart] = []
+    for index, part in enumerate(message.parts):
+        block: dict[str, Any] | None = None
+        if isinstance(part, TextPart):
+            block = {"type": "text", "text": part.text}
+        elif isinstance(part, ReasoningPart):
+            block = {"type": "reasoning", "reasoning": part.text}
+        elif isinstance(part, FilePart):
+            block = _file_block(part)
+        elif isinstance(part, ToolCallPart):
+            calls.append(part)
+        elif isinstance(part, DataPart) and part.name == BLOCK_PART:
+            block = dict(part.data)
+        if block is None:
+            continue
+        payload = payloads.get(str(index))
+        if isinstance(payload, dict) and payload.get("type") in _SAME_KIND.get(str(block["type"]), ()):
+            block = dict(payload)  # the provider's own block, as it came
+        blocks.append(block)
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and set(blocks[0]) == {"type", "text"} and blocks[0]["type"] == "text":
+        return str(blocks[0]["text"]), calls
+    if not blocks:
+        return "", calls
+    return blocks, calls
+
+
+_SAME_KIND: dict[str, tuple[str, ...]] = {
+    "text": ("text",), "reasoning": ("reasoning", "thinking"), "image": ("image", "image_url"),
+    "file": ("file",), "audio": ("audio",), "video": ("video",),
+}
+
+
+def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
+    """LangChain messages for obsmem messages (``turn.context.messages``), in order.
+
+    Ids are kept. A message of one text part gets string content, others a list of standard
+    content blocks (``text``, ``reasoning`` — the provider's own block when it came from one —,
+    ``image``/``file``/``audio``/``video`` with ``url``/``base64`` and the rest of the
+    attachment in ``extras``). Tool calls go to ``AIMessage.tool_calls`` (raw-string arguments to
+    ``invalid_tool_calls``); each tool result becomes a ``ToolMessage`` with its call's id and the
+    tool's name (a result that is not a string is sent as JSON and kept in
+    ``additional_kwargs["obsmem_result"]``), placed before the rest of its message. obsmem's data
+    parts (markers) never go; a message of nothing else is left out.
+    """
+    converted: list[AnyMessage] = []
+    for message in messages:
+        results = message.tool_results
+        for number, result in enumerate(results):
+            extra: dict[str, Any] = {}
+            if isinstance(result.result, str):
+                content: str = result.result
+            else:
+                content = json.dumps(result.result, ensure_ascii=False, default=str)
+                extra[RESULT_KEY] = result.result
+            converted.append(ToolMessage(
+                content=content, tool_call_id=result.tool_call_id, name=result.tool_name,
+                status="error" if result.is_error else "success", additional_kwargs=extra,
+                id=message.id if number == 0 else f"{message.id}#{number}",
+            ))
+        rest = [p for p in message.parts if not isinstance(p, ToolResultPart)]
+        if not rest or all(isinstance(p, DataPart) and p.name != BLOCK_PART for p in rest):
+            continue
+        body, calls = _content(message.model_copy(update={"parts": tuple(rest)}))
+        if message.role == "assistant":
+            converted.append(AIMessage(
+                content=body, id=message.id,
+                tool_calls=[{"type": "tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args}
+                            for c in calls if isinstance(c.args, dict)],
+                invalid_tool_calls=[
+                    {"type": "invalid_tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args, "error": None}
+                    for c in calls if isinstance(c.args, str)
+                ],
+            ))
+        elif message.role == "system":
+            converted.append(SystemMessage(content=body, id=message.id))
+        else:
+            converted.append(HumanMessage(content=body, id=message.id))
+    return converted
+
+
+# -- the middleware ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """One agent run on a thread: its obsmem turn and the state message ids saved so far."""
+
+    turn: Turn | None = None
+    saved: set[str] = field(default_factory=set)
+
+
+class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Observational memory for ``create_agent``: put it where ``SummarizationMiddleware`` would go.
+
+    ``thread_id``: the obsmem thread; default, the run's ``config["configurable"]["thread_id"]``
+    (the same id LangGraph's checkpointer uses). ``resource_id``: the thread's owner when obsmem
+    creates it; default ``configurable["resource_id"]`` or ``user_id``, else the thread id.
+    ``model``: the actor's ``provider:model`` id, passed to obsmem's turns.
+
+    One middleware (and one :class:`~obsmem.Memory`) serves concurrent runs on different threads.
+    It is async only: run the agent with ``ainvoke``/``astream``.
+    """
+
+    def __init__(
+        self, memory: Memory, *, thread_id: str | None = None, resource_id: str | None = None, model: str | None = None
+    ) -> None:
+        super().__init__()
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory: expected an obsmem Memory, got {type(memory).__name__}", argument="memory")
+        self.memory = memory
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+        self.model = model
+        self._runs: dict[str, _Run] = {}
+        # Per thread, the state message ids already in obsmem (a checkpointed state holds them all).
+        self._saved: dict[str, set[str]] = {}
+
+    def _run(self, thread: str) -> _Run:
+        run = self._runs.get(thread)
+        if run is None:
+            run = self._runs[thread] = _Run(saved=self._saved.setdefault(thread, set()))
+        return run
+
+    @property
+    def name(self) -> str:
+        return "ObservationalMemoryMiddleware"
+
+    def _ids(self) -> tuple[str, str]:
+        configurable: dict[str, Any] = {}
+        try:
+            configurable = dict(get_config().get("configurable") or {})
+        except RuntimeError:  # outside a runnable context: only the explicit ids
+            pass
+        thread = self.thread_id or configurable.get("thread_id")
+        if not isinstance(thread, str) or not thread:
+            raise InvalidInputError(
+                "ObservationalMemoryMiddleware needs a thread id: pass thread_id=... or run the agent with "
+                "config={'configurable': {'thread_id': '...'}}",
+                argument="thread_id",
+            )
+        resource = self.resource_id or configurable.get("resource_id") or configurable.get("user_id") or thread
+        return thread, str(resource)
+
+    def _unsaved(self, run: _Run, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[Message]]:
+        fresh = [m for m in messages if not (m.id and m.id in run.saved)]
+        return fresh, from_langchain(fresh, history=messages)
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        thread, _ = self._ids()
+        stale = self._runs.pop(thread, None)
+        if stale is not None and stale.turn is not None:  # a run that failed before its end
+            await stale.turn.end()
+        self._run(thread)
+        return None
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        thread, resource = self._ids()
+        run = self._run(thread)
+        fresh, new = self._unsaved(run, request.messages)
+        if run.turn is None:
+            run.turn = await self.memory.begin_turn(
+                thread_id=thread, resource_id=resource, messages=new, model=self.model
+            )
+            context = run.turn.context
+        else:
+            context = await run.turn.step(new)
+        run.saved.update(m.id for m in fresh if m.id)
+        originals = {m.id: m for m in request.messages if m.id}
+        lead = [m for m in context.messages[: len(context.instructions) + len(context.system_messages)]]
+        texts = [str(request.system_message.text)] if request.system_message is not None else []
+        texts += [m.text for m in lead if m.role == "system"]
+        body: list[AnyMessage] = []
+        for message in context.messages[len(lead):]:
+            original = originals.get(message.id)
+            if original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str):
+                body.append(original)
+            else:
+                body.extend(to_langchain([message]))
+        system = SystemMessage(content="\n\n".join(t for t in texts if t)) if any(texts) else None
+        return await handler(request.override(system_message=system, messages=body))
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        thread, resource = self._ids()
+        run = self._run(thread)
+        del self._runs[thread]
+        fresh, new = self._unsaved(run, state["messages"])
+        if run.turn is None:
+            run.turn = await self.memory.begin_turn(thread_id=thread, resource_id=resource, messages=new, model=self.model)
+            await run.turn.end()
+        else:
+            await run.turn.end(new)
+        run.saved.update(m.id for m in fresh if m.id)
+        return None
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        raise InvalidInputError(
+            "ObservationalMemoryMiddleware is async: run the agent with ainvoke/astream, not invoke/stream"
+        )

@@ -1,0 +1,162 @@
+"""LangChain v1: ``create_agent`` with ObservationalMemoryMiddleware, against a local model server.
+
+The agent is LangChain's own (``create_agent``, ``ChatOpenAI`` over real HTTP to
+:class:`tests.integrations.agent_model.AgentModel`); nothing in LangChain is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+
+from obsmem import Memory
+from obsmem.integrations.langchain import ObservationalMemoryMiddleware
+from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
+from tests.models.wire_server import WireServer
+
+pytestmark = pytest.mark.anyio
+
+CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
+PREAMBLE_WORD = "observations"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: 4 degrees and snow"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[WireServer, AgentModel]]:
+    model = AgentModel()
+    with WireServer() as wire:
+        wire.responder = model
+        yield wire, model
+
+
+def chat_model(url: str) -> ChatOpenAI:
+    return ChatOpenAI(model="agent-test-model", base_url=f"{url}/v1", api_key="test-key", max_retries=0)  # type: ignore[arg-type]
+
+
+def user_text(turn: int, thread: str) -> str:
+    if turn % 3 == 0:
+        return f"[{thread} {turn}] What is the weather in {CITIES[turn % len(CITIES)]} today?"
+    return f"[{thread} {turn}] I am planning a trip for my sister Anna, she likes museums number {turn}."
+
+
+def chat_requests(server: WireServer) -> list[dict[str, Any]]:
+    return [r.body for r in server.requests if r.path.endswith("/chat/completions")]
+
+
+async def test_sixty_turns_with_tools_are_observed_and_every_request_is_valid(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        middleware = ObservationalMemoryMiddleware(memory, resource_id="user-1")
+        agent = create_agent(
+            model=chat_model(wire.url), tools=[get_weather], system_prompt="You are a travel helper.",
+            middleware=[middleware], checkpointer=InMemorySaver(),
+        )
+        for turn in range(60):
+            result = await agent.ainvoke(
+                {"messages": [HumanMessage(user_text(turn, "t1"))]}, {"configurable": {"thread_id": "t1"}}
+            )
+            assert result["messages"][-1].text.startswith(("You said:", "The tool said:"))
+        record = await memory.get_record("t1")
+        stored = await memory.list_messages("t1")
+        await memory.settled()
+
+    # observations were made, and the model saw them (in the system message it received)
+    assert record is not None and record.active_observations.strip()
+    requests = chat_requests(wire)
+    assert model.invalid == [] and model.answered == len(requests)
+    assert model.tool_calls == 20
+    with_observations = [b for b in requests if b["messages"][0]["role"] in ("system", "developer")
+                         and "You are a travel helper." in b["messages"][0]["content"]
+                         and len(b["messages"][0]["content"]) > len("You are a travel helper.") + 200]
+    assert with_observations, "no request carried obsmem's observations"
+    assert any("Anna" in b["messages"][0]["content"] for b in with_observations)
+    # the context stays small: the last request holds far fewer messages than the history
+    assert len(requests[-1]["messages"]) < len(stored) / 4
+    # raw history in obsmem is complete: 60 user messages, 20 calls, 20 results, 80 answers
+    assert sum(m.role == "user" for m in stored) == 60
+    assert sum(len(m.tool_calls) for m in stored) == 20
+    assert sum(m.role == "tool" for m in stored) == 20
+    assert sum(m.role == "assistant" and bool(m.text) for m in stored) == 60
+    assert [m.text for m in stored if m.role == "user"] == [user_text(t, "t1") for t in range(60)]
+    # the newest input is in every request, raw
+    for body in requests:
+        assert "[t1 " in json.dumps(body["messages"][-1]) or body["messages"][-1]["role"] == "tool"
+
+
+async def test_a_tool_call_and_its_result_stay_together_after_observation(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    """SummarizationMiddleware can cut between an AIMessage's tool call and its ToolMessage; obsmem
+    never does: in every request after observations began, each tool result follows its call."""
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config(message_tokens=150)) as memory:
+        agent = create_agent(
+            model=chat_model(wire.url), tools=[get_weather],
+            middleware=[ObservationalMemoryMiddleware(memory, thread_id="pairs", resource_id="u")],
+        )
+        for turn in range(30):  # every turn calls the tool: the cut always falls near a pair
+            await agent.ainvoke({"messages": [HumanMessage(f"turn {turn}: weather in {CITIES[turn % 6]}?")]})
+        await memory.settled()
+        record = await memory.get_record("pairs")
+    assert record is not None and record.active_observations.strip()
+    requests = chat_requests(wire)
+    observed = [b for b in requests if b["messages"][0]["role"] in ("system", "developer")]
+    assert observed
+    pairs_kept = 0
+    for body in observed:
+        calls = {c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+        results = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+        assert set(results) <= calls, "a tool result was sent without its call"
+        pairs_kept += bool(results)
+    assert pairs_kept and model.invalid == []
+
+
+async def test_two_concurrent_runs_share_one_memory(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        middleware = ObservationalMemoryMiddleware(memory, resource_id="shared")
+        agent = create_agent(model=chat_model(wire.url), tools=[get_weather], middleware=[middleware])
+
+        async def talk(thread: str) -> None:
+            for turn in range(20):
+                await agent.ainvoke(
+                    {"messages": [HumanMessage(user_text(turn, thread))]}, {"configurable": {"thread_id": thread}}
+                )
+
+        await asyncio.gather(talk("a"), talk("b"))
+        await memory.settled()
+        stored = {t: await memory.list_messages(t) for t in ("a", "b")}
+        records = {t: await memory.get_record(t) for t in ("a", "b")}
+    assert model.invalid == []
+    for thread, messages in stored.items():
+        other = "b" if thread == "a" else "a"
+        users = [m.text for m in messages if m.role == "user"]
+        assert users == [user_text(t, thread) for t in range(20)]
+        assert not any(f"[{other} " in m.text for m in messages)
+        assert records[thread] is not None
+        assert records[thread].active_observations.strip()  # type: ignore[union-attr]
+    assert middleware._runs == {}  # every run ended its turn
+
+
+async def test_the_middleware_needs_a_thread_id(server: tuple[WireServer, AgentModel]) -> None:
+    wire, _ = server
+    async with Memory("memory://") as memory:
+        agent = create_agent(model=chat_model(wire.url), middleware=[ObservationalMemoryMiddleware(memory)])
+        with pytest.raises(Exception, match="thread id"):
+            await agent.ainvoke({"messages": [HumanMessage("hi")]})
