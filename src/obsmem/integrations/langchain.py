@@ -62,6 +62,8 @@ __all__ = ["ObservationalMemoryMiddleware", "from_langchain", "to_langchain"]
 BLOCK_PART = "langchain-block"
 #: ``additional_kwargs`` key holding a tool result that is not a string (its content is its JSON).
 RESULT_KEY = "obsmem_result"
+#: ``AIMessage.additional_kwargs`` key holding the order of calls split over tool_calls and invalid_tool_calls.
+ORDER_KEY = "obsmem_call_order"
 #: ``Message.metadata`` key holding provider payloads of reasoning blocks, by part index.
 METADATA_KEY = "langchain"
 #: obsmem's own context messages carry this metadata key.
@@ -90,8 +92,6 @@ def _file_part(block: dict[str, Any], where: str) -> FilePart:
         data = block["base64"]
         if extras.get("data_uri"):
             data = f"data:{mime};base64,{data}"
-    if url is None and data is None:
-        raise InvalidInputError(f"{where}: a {block.get('type')} block needs 'url' or 'base64'", argument=where)
     if not isinstance(mime, str) or not mime:
         mime = _guess_mime(url or "", "image/*" if block.get("type") in ("image", "image_url") else "application/octet-stream")
     return FilePart(
@@ -207,6 +207,12 @@ def from_langchain(
                 parts.append(ToolCallPart(
                     tool_call_id=bad.get("id") or new_id("call"), tool_name=bad.get("name") or "tool", args=bad.get("args") or "",
                 ))
+            order = message.additional_kwargs.get(ORDER_KEY)
+            if isinstance(order, list):  # valid and invalid calls, interleaved as they were
+                rank = {call_id: index for index, call_id in enumerate(order)}
+                head = [p for p in parts if not isinstance(p, ToolCallPart)]
+                calls = [p for p in parts if isinstance(p, ToolCallPart)]
+                parts = [*head, *sorted(calls, key=lambda c: rank.get(c.tool_call_id, len(rank)))]
         if not parts:
             parts = [TextPart(text="")]
         metadata = {METADATA_KEY: {"blocks": payloads}} if payloads else {}
@@ -309,8 +315,11 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
             continue
         body, calls = _content(message.model_copy(update={"parts": tuple(rest)}))
         if message.role == "assistant":
+            kinds = [isinstance(c.args, str) for c in calls]
+            mixed = any(kinds) and not all(kinds) and kinds != sorted(kinds)
             converted.append(AIMessage(
                 content=body, id=message.id,
+                additional_kwargs={ORDER_KEY: [c.tool_call_id for c in calls]} if mixed else {},
                 tool_calls=[{"type": "tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args}
                             for c in calls if isinstance(c.args, dict)],
                 invalid_tool_calls=[
