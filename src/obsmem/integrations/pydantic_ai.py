@@ -1,0 +1,665 @@
+"""obsmem inside pydantic-ai 2.x: a capability, and converters for pydantic-ai's messages.
+
+::
+
+    from obsmem import Memory
+    from obsmem.integrations.pydantic_ai import ObservationalMemory
+    from pydantic_ai import Agent
+
+    memory = Memory("sqlite:///memory.db")
+    agent = Agent("openai:gpt-5-mini", capabilities=[ObservationalMemory(memory, resource_id="user-1")])
+    result = await agent.run("Hi, I'm planning a trip", conversation_id="trip")  # the obsmem thread
+    ...
+    await memory.aclose()
+
+What :class:`ObservationalMemory` does in a run (one obsmem turn per agent run):
+
+- ``before_model_request`` (each step): saves the messages obsmem has not seen yet (the new user
+  prompt, the model's previous response, tool returns), running the memory work due at that
+  boundary (``begin_turn`` on the first step, ``step`` after); then sends the model the
+  thread's unobserved tail instead of the whole history: messages already observed are pruned
+  from the request (never from the run's history), a tool call is never separated from its
+  return, and the newest input is always kept. The thread's older unobserved messages are
+  included too, so a run needs no ``message_history``;
+- the observations (and obsmem's continuation reminder) go into the request's instructions,
+  after the agent's own;
+- ``after_run`` saves the final response and ends the turn (which may start idle buffering);
+  a failed run ends its turn too;
+- with retrieval on (``Memory(config={"retrieval": True})``) it contributes the ``recall``
+  tool, answered by :meth:`obsmem.Memory.call_recall_tool`.
+
+Messages are matched to what obsmem stored by the ids kept in each pydantic-ai message's
+``metadata["obsmem_ids"]``: pass a run's messages back (``message_history=result.all_messages()``)
+and nothing is stored twice. Pass copies made some other way and they are new messages.
+
+One :class:`~obsmem.Memory` serves any number of concurrent runs (each run gets its own capability
+instance through ``for_run``); its background work is owned by the memory: ``await memory.aclose()``.
+
+:func:`from_pydantic_ai` / :func:`to_pydantic_ai` convert between pydantic-ai's ``ModelMessage`` and
+obsmem :class:`~obsmem.Message`. A ``ModelRequest`` becomes one obsmem message per run of parts of
+one role (system prompts → ``system``; user prompts → ``user``; tool returns and tool retry
+prompts → ``tool``); a ``ModelResponse`` one ``assistant`` message (text, tool calls, thinking →
+reasoning, files). What obsmem's parts do not hold (timestamps, provider details, signatures,
+usage …) is kept in ``metadata["pydantic_ai"]``, so pydantic-ai → obsmem → pydantic-ai gives the
+same messages (tool return content comes back as its JSON form). Parts obsmem has no type for
+(pydantic-ai's internal deltas, native tool parts …) travel as a :class:`~obsmem.DataPart` named
+``pydantic-ai-part``, which obsmem never shows a model.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pydantic_ai import messages as pai
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.memory import Memory
+from obsmem.turn import Turn
+from obsmem.types import (
+    DataPart,
+    FilePart,
+    Message,
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    new_id,
+    parse_messages,
+)
+
+__all__ = ["IDS_KEY", "ObservationalMemory", "from_pydantic_ai", "to_pydantic_ai"]
+
+IDS_KEY = "obsmem_ids"
+"""The key of a pydantic-ai message's ``metadata`` that lists the ids of its obsmem messages."""
+
+_META = "pydantic_ai"
+_UNKNOWN = "pydantic-ai-part"
+_ADAPTER = pai.ModelMessagesTypeAdapter
+_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)  # a message with no timestamp anywhere (and no parts)
+_URL_KINDS = {"image-url", "document-url", "audio-url", "video-url"}
+
+# -- converters -----------------------------------------------------------------------------------
+
+
+def _dump(message: pai.ModelMessage) -> dict[str, Any]:
+    return cast(dict[str, Any], _ADAPTER.dump_python([message], mode="json")[0])
+
+
+def _stamp(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _standard_b64(data: str) -> str:
+    """pydantic-ai writes bytes as URL-safe base64; obsmem keeps standard base64."""
+    try:
+        return base64.b64encode(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))).decode("ascii")
+    except ValueError:
+        return data
+
+
+def _urlsafe_b64(data: str) -> str:
+    try:
+        return base64.urlsafe_b64encode(base64.b64decode(data + "=" * (-len(data) % 4))).decode("ascii")
+    except ValueError:
+        return data
+
+
+def _user_item(item: Any) -> tuple[Part, Any]:
+    """One item of a user prompt's content → an obsmem part and what else it needs back."""
+    if isinstance(item, str):
+        return TextPart(text=item), {"item": "str"}
+    kind = item.get("kind") if isinstance(item, dict) else None
+    if kind in _URL_KINDS:
+        rest = {k: v for k, v in item.items() if k != "url"}
+        return FilePart(media_type=item.get("media_type") or "application/octet-stream", url=item["url"]), rest
+    if kind == "binary":
+        rest = {k: v for k, v in item.items() if k != "data"}
+        data = _standard_b64(item["data"])
+        return FilePart(media_type=item.get("media_type") or "application/octet-stream", data=data), rest
+    return DataPart(name=_UNKNOWN, data={"item": item}), {"item": "unknown"}
+
+
+def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[str, Any]]:
+    """A request part → (role, obsmem parts, extras); role None: it joins the message before it."""
+    kind = part.get("part_kind")
+    rest = {k: v for k, v in part.items() if k != "content"}
+    content = part.get("content")
+    if kind == "system-prompt" and isinstance(content, str):
+        return "system", [TextPart(text=content)], rest
+    if kind == "user-prompt":
+        if isinstance(content, str):
+            return "user", [TextPart(text=content)], {**rest, "items": None}
+        converted = [_user_item(item) for item in content or []]
+        if converted:
+            return "user", [p for p, _ in converted], {**rest, "items": [extra for _, extra in converted]}
+    if kind == "tool-return" and part.get("tool_call_id") and part.get("tool_name"):
+        rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
+        error = part.get("outcome") in ("failed", "denied", "retried")
+        result = ToolResultPart(
+            tool_call_id=part["tool_call_id"], tool_name=part["tool_name"], result=content, is_error=error
+        )
+        return "tool", [result], rest
+    if kind == "retry-prompt" and part.get("tool_name") and part.get("tool_call_id"):
+        rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
+        result = ToolResultPart(
+            tool_call_id=part["tool_call_id"], tool_name=part["tool_name"], result=content, is_error=True
+        )
+        return "tool", [result], rest
+    return None, [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
+
+
+def _response_parts(part: dict[str, Any]) -> tuple[list[Part], dict[str, Any]]:
+    kind = part.get("part_kind")
+    content = part.get("content")
+    rest = {k: v for k, v in part.items() if k != "content"}
+    if kind == "text" and isinstance(content, str):
+        return [TextPart(text=content)], rest
+    if kind == "thinking" and isinstance(content, str):
+        return [ReasoningPart(text=content)], rest
+    if kind == "tool-call" and part.get("tool_call_id") and part.get("tool_name"):
+        args = part.get("args")
+        rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id", "args")}
+        if args is None:
+            rest["args_none"] = True
+        call = ToolCallPart(
+            tool_call_id=part["tool_call_id"], tool_name=part["tool_name"],
+            args={} if args is None else args,
+        )
+        return [call], rest
+    if kind == "file" and isinstance(content, dict) and content.get("kind") == "binary":
+        media = content.get("media_type") or "application/octet-stream"
+        rest["file"] = {k: v for k, v in content.items() if k != "data"}
+        return [FilePart(media_type=media, data=_standard_b64(content["data"]))], rest
+    return [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
+
+
+def from_pydantic_ai(messages: Sequence[pai.ModelMessage]) -> list[Message]:
+    """pydantic-ai messages → obsmem messages (see the module docstring for the mapping).
+
+    A message whose ``metadata["obsmem_ids"]`` lists as many ids as it makes obsmem messages
+    keeps those ids (a message converted before keeps its identity); others get new ids.
+    """
+    if isinstance(messages, pai.ModelRequest | pai.ModelResponse) or not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            f"Invalid messages: expected a list of pydantic-ai ModelRequest/ModelResponse, got "
+            f"{type(messages).__name__}",
+            argument="messages",
+        )
+    converted: list[Message] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, pai.ModelRequest | pai.ModelResponse):
+            raise InvalidInputError(
+                f"Invalid messages[{index}]: expected a ModelRequest or ModelResponse, got {type(message).__name__}",
+                argument=f"messages[{index}]",
+            )
+        converted.extend(_from_one(message))
+    return converted
+
+
+def _from_one(message: pai.ModelMessage) -> list[Message]:
+    dumped = _dump(message)
+    parts = dumped.pop("parts")
+    metadata = dumped.get("metadata")
+    known_ids: object = None
+    if isinstance(metadata, dict) and IDS_KEY in metadata:
+        known_ids = metadata[IDS_KEY]
+        rest_metadata = {k: v for k, v in metadata.items() if k != IDS_KEY}
+        dumped["metadata"] = rest_metadata or None
+    groups: list[tuple[Role, list[Part], list[dict[str, Any]]]] = []
+    if dumped["kind"] == "response":
+        obsmem_parts: list[Part] = []
+        extras: list[dict[str, Any]] = []
+        for part in parts:
+            made, extra = _response_parts(part)
+            obsmem_parts.extend(made)
+            extras.append({**extra, "span": len(made)})
+        groups.append(("assistant", obsmem_parts, extras))
+    else:
+        for part in parts:
+            role, made, extra = _request_parts(part)
+            entry = {**extra, "span": len(made)}
+            if groups and (role is None or role == groups[-1][0]):
+                groups[-1][1].extend(made)
+                groups[-1][2].append(entry)
+            else:
+                groups.append((role or "user", list(made), [entry]))
+    if not groups or not groups[0][1]:
+        # a message with no parts: kept as a marker so it survives a round trip
+        groups = [("user" if dumped["kind"] == "request" else "assistant",
+                   [DataPart(name=_UNKNOWN, data={"empty": True})], [])]
+    given = known_ids if isinstance(known_ids, list) and len(known_ids) == len(groups) else [None] * len(groups)
+    ids = [i if isinstance(i, str) and i else new_id() for i in given]
+    group_key = ids[0]  # stable: the same message converted again keeps its group
+    created = _stamp(dumped.get("timestamp")) or _first_stamp(parts) or _NO_TIME
+    out = []
+    for index, (role, obsmem_parts, extras) in enumerate(groups):
+        meta = {_META: {"group": group_key, "message": dumped, "parts": extras}}
+        out.append(Message(id=ids[index], role=role, parts=tuple(obsmem_parts), created_at=created, metadata=meta))
+    return out
+
+
+def _first_stamp(parts: list[dict[str, Any]]) -> datetime | None:
+    for part in parts:
+        stamp = _stamp(part.get("timestamp"))
+        if stamp is not None:
+            return stamp
+    return None
+
+
+def _default_request_part(role: Role, parts: Sequence[Part]) -> list[dict[str, Any]]:
+    """obsmem parts (from anywhere) → request part dicts: tool results as tool returns, text and
+    files as one user prompt (system prompts for a system message), in the parts' order."""
+    out: list[dict[str, Any]] = []
+    items: list[Any] = []
+
+    def prompt() -> None:
+        if not items:
+            return
+        if role == "system":
+            out.extend({"part_kind": "system-prompt", "content": text} for text in items if isinstance(text, str))
+        elif len(items) == 1 and isinstance(items[0], str):
+            out.append({"part_kind": "user-prompt", "content": items[0]})
+        else:
+            out.append({"part_kind": "user-prompt", "content": list(items)})
+        items.clear()
+
+    for part in parts:
+        if isinstance(part, ToolResultPart):
+            prompt()
+            out.append(_tool_return(part))
+        elif isinstance(part, TextPart):
+            items.append(part.text)
+        elif isinstance(part, FilePart):
+            items.append(_file_item(part, {}))
+    prompt()
+    return out
+
+
+def _tool_return(part: ToolResultPart) -> dict[str, Any]:
+    return {
+        "part_kind": "tool-return", "tool_name": part.tool_name, "tool_call_id": part.tool_call_id,
+        "content": part.result, "outcome": "failed" if part.is_error else "success",
+    }
+
+
+def _file_item(part: FilePart, extra: dict[str, Any]) -> dict[str, Any]:
+    kind = extra.get("kind")
+    if part.data is not None:
+        data = part.data
+        if data.startswith("data:") and "," in data:
+            data = data.split(",", 1)[1]
+        base = {"kind": "binary", "media_type": part.media_type}
+        return {**base, **{k: v for k, v in extra.items() if kind == "binary"}, "data": _urlsafe_b64(data)}
+    if part.url is not None:
+        default = "image-url" if part.is_image else "document-url"
+        base = {"kind": default, "media_type": part.media_type}
+        return {**base, **{k: v for k, v in extra.items() if kind in _URL_KINDS}, "url": part.url}
+    return {"kind": "text-content", "content": f"[attachment: {part.filename or part.media_type}]"}
+
+
+def _rebuild_request_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]:
+    """The request part dict(s) from a part's extras and the obsmem parts it spans."""
+    if extra.get("unknown"):
+        return [p.data.get("part") for p in parts if isinstance(p, DataPart) and "part" in p.data]
+    kind = extra.get("part_kind")
+    base = {k: v for k, v in extra.items() if k not in ("span", "items")}
+    if kind == "system-prompt" and len(parts) == 1 and isinstance(parts[0], TextPart):
+        return [{**base, "content": parts[0].text}]
+    if kind == "user-prompt":
+        items = extra.get("items")
+        if items is None and len(parts) == 1 and isinstance(parts[0], TextPart):
+            return [{**base, "content": parts[0].text}]
+        if isinstance(items, list) and len(items) == len(parts):
+            content: list[Any] = []
+            for item, part in zip(items, parts, strict=True):
+                if isinstance(part, TextPart):
+                    content.append(part.text)
+                elif isinstance(part, FilePart):
+                    content.append(_file_item(part, item))
+                elif isinstance(part, DataPart):
+                    content.append(part.data.get("item"))
+            return [{**base, "content": content}]
+    if kind in ("tool-return", "retry-prompt") and len(parts) == 1 and isinstance(parts[0], ToolResultPart):
+        result = parts[0]
+        return [{**base, "tool_name": result.tool_name, "tool_call_id": result.tool_call_id, "content": result.result}]
+    return []
+
+
+def _rebuild_response_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]:
+    if extra.get("unknown"):
+        return [p.data.get("part") for p in parts if isinstance(p, DataPart) and "part" in p.data]
+    kind = extra.get("part_kind")
+    base = {k: v for k, v in extra.items() if k not in ("span", "args_none", "file")}
+    if len(parts) != 1:
+        return []
+    part = parts[0]
+    if kind == "text" and isinstance(part, TextPart):
+        return [{**base, "content": part.text}]
+    if kind == "thinking" and isinstance(part, ReasoningPart):
+        return [{**base, "content": part.text}]
+    if kind == "tool-call" and isinstance(part, ToolCallPart):
+        args = None if extra.get("args_none") and part.args == {} else part.args
+        return [{**base, "tool_name": part.tool_name, "tool_call_id": part.tool_call_id, "args": args}]
+    if kind == "file" and isinstance(part, FilePart) and part.data is not None:
+        return [{**base, "content": _file_item(part, dict(extra.get("file") or {"kind": "binary"}))}]
+    return []
+
+
+def _default_response_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"part_kind": "text", "content": part.text})
+        elif isinstance(part, ReasoningPart):
+            out.append({"part_kind": "thinking", "content": part.text})
+        elif isinstance(part, ToolCallPart):
+            out.append({"part_kind": "tool-call", "tool_name": part.tool_name, "tool_call_id": part.tool_call_id,
+                        "args": part.args})
+        elif isinstance(part, FilePart) and part.data is not None:
+            out.append({"part_kind": "file", "content": _file_item(part, {"kind": "binary"})})
+        elif isinstance(part, DataPart) and part.name == _UNKNOWN and isinstance(part.data.get("part"), dict):
+            out.append(part.data["part"])
+    return out
+
+
+def _parts_from_extras(message: Message, response: bool) -> list[Any] | None:
+    """The message's pydantic-ai part dicts from its recorded extras; None when they no longer fit."""
+    meta = message.metadata.get(_META)
+    extras = meta.get("parts") if isinstance(meta, dict) else None
+    if not isinstance(extras, list):
+        return None
+    if sum(int(e.get("span", 0)) for e in extras if isinstance(e, dict)) != len(message.parts):
+        return None
+    out: list[Any] = []
+    position = 0
+    for extra in extras:
+        span = int(extra.get("span", 0))
+        chunk = list(message.parts[position:position + span])
+        position += span
+        rebuilt = _rebuild_response_part(extra, chunk) if response else _rebuild_request_part(extra, chunk)
+        if not rebuilt and span:
+            return None
+        out.extend(rebuilt)
+    return out
+
+
+def to_pydantic_ai(messages: Sequence[Message | dict[str, Any]]) -> list[pai.ModelMessage]:
+    """obsmem messages → pydantic-ai messages (see the module docstring for the mapping).
+
+    Consecutive obsmem messages that came from one pydantic-ai message become that message
+    again; other consecutive user/system/tool messages are joined into one ``ModelRequest`` and
+    assistant messages into one ``ModelResponse``. Each result lists the ids of its obsmem
+    messages in ``metadata["obsmem_ids"]``. obsmem's data parts (its markers) are left out.
+    """
+    parsed = parse_messages(messages, "messages")
+    blocks: list[tuple[str | None, bool, list[Message]]] = []  # (group, is_response, messages)
+    for message in parsed:
+        meta = message.metadata.get(_META)
+        raw_group = meta.get("group") if isinstance(meta, dict) else None
+        group = raw_group if isinstance(raw_group, str) else None
+        response = message.role == "assistant"
+        if blocks and blocks[-1][0] == group and blocks[-1][1] == response:
+            blocks[-1][2].append(message)
+        else:
+            blocks.append((group, response, [message]))
+    out: list[pai.ModelMessage] = []
+    for group, response, members in blocks:
+        built = _build(group, response, members)
+        if built is not None:
+            out.append(built)
+    return out
+
+
+def _build(group: str | None, response: bool, members: list[Message]) -> pai.ModelMessage | None:
+    base: dict[str, Any] = {"kind": "response" if response else "request"}
+    meta = members[0].metadata.get(_META)
+    if group is not None and isinstance(meta, dict) and isinstance(meta.get("message"), dict):
+        base = dict(meta["message"])
+    parts: list[Any] = []
+    for message in members:
+        from_extras = _parts_from_extras(message, response) if group is not None else None
+        if from_extras is not None:
+            parts.extend(from_extras)
+        elif response:
+            parts.extend(_default_response_parts(message.parts))
+        else:
+            visible = [p for p in message.parts if not isinstance(p, DataPart)]
+            parts.extend(_default_request_part(message.role, visible))
+    if group is None:
+        base["timestamp"] = members[0].created_at.isoformat()
+    metadata = base.get("metadata")
+    ids = [m.id for m in members]
+    base["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), IDS_KEY: ids}
+    if not parts and not (group is not None and _was_empty(members)):
+        return None
+    base["parts"] = parts
+    return _ADAPTER.validate_python([base])[0]
+
+
+def _was_empty(members: list[Message]) -> bool:
+    return any(isinstance(p, DataPart) and p.data.get("empty") for m in members for p in m.parts)
+
+
+# -- the capability ---------------------------------------------------------------------------------
+
+
+def _ids_of(message: pai.ModelMessage) -> list[str] | None:
+    metadata = message.metadata
+    ids = metadata.get(IDS_KEY) if isinstance(metadata, dict) else None
+    return ids if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
+
+
+def _tag(message: pai.ModelMessage, ids: list[str]) -> None:
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    message.metadata = {**metadata, IDS_KEY: ids}
+
+
+@dataclass
+class ObservationalMemory(AbstractCapability[Any]):
+    """obsmem's observational memory as a pydantic-ai capability (see the module docstring).
+
+    ``memory``: the shared :class:`~obsmem.Memory`. ``resource_id``: the user the conversations
+    belong to. ``thread_id``: the obsmem thread; unset, each run's ``conversation_id`` is used
+    (``agent.run(..., conversation_id="trip")``). ``recall``: offer the ``recall`` tool (default:
+    when the memory's retrieval mode is on). ``model``: the actor's ``provider:model`` id for
+    obsmem's provider-change activation (default: the run's model name).
+    """
+
+    memory: Memory
+    resource_id: str
+    thread_id: str | None = None
+    recall: bool | None = None
+    model: str | None = None
+    _turn: Turn | None = field(default=None, init=False, repr=False)
+    _thread: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory, Memory):
+            raise ConfigError("memory", f"expected an obsmem Memory, got {type(self.memory).__name__}")
+        if not isinstance(self.resource_id, str) or not self.resource_id:
+            raise ConfigError("resource_id", f"expected a non-empty string, got {self.resource_id!r}")
+        if self.thread_id is not None and (not isinstance(self.thread_id, str) or not self.thread_id):
+            raise ConfigError("thread_id", f"expected a non-empty string or None, got {self.thread_id!r}")
+        if self.recall and not self.memory.config.retrieval.enabled:
+            raise ConfigError("recall", "the recall tool needs retrieval mode, which is off",
+                              allowed="Memory(config={'retrieval': True}), or recall=None/False")
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live Memory: not spec-serializable
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        run = dataclasses.replace(self)  # per-run state (the turn) starts empty
+        run._thread = self.thread_id or ctx.conversation_id
+        return run
+
+    # -- tools ------------------------------------------------------------------------------------
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        offered = self.memory.config.retrieval.enabled if self.recall is None else self.recall
+        if not offered:
+            return None
+        schema = self.memory.recall_tool(flavor="generic")
+
+        async def recall(**args: Any) -> dict[str, Any]:
+            return await self.memory.call_recall_tool(self._thread_id(), args)
+
+        tool: Tool[Any] = Tool.from_schema(recall, schema["name"], schema["description"], schema["parameters"])
+        return FunctionToolset([tool])
+
+    # -- the run ----------------------------------------------------------------------------------
+    def _thread_id(self) -> str:
+        if not self._thread:
+            raise ConfigError(
+                "thread_id", "no obsmem thread for this run",
+                allowed="ObservationalMemory(..., thread_id='t1') or agent.run(..., conversation_id='t1')",
+            )
+        return self._thread
+
+    def _new_messages(self, history: Sequence[pai.ModelMessage]) -> list[Message]:
+        """The obsmem messages of history messages not saved yet (tagging them with their ids)."""
+        new: list[Message] = []
+        for message in history:
+            if _ids_of(message) is not None:
+                continue
+            converted = _from_one(message)
+            _tag(message, [m.id for m in converted])
+            new.extend(converted)
+        return new
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        history = list(request_context.messages)
+        new = self._new_messages(history)
+        if self._turn is None or self._turn.ended:
+            model = self.model or _model_id(ctx)
+            self._turn = await self.memory.begin_turn(
+                thread_id=self._thread_id(), resource_id=self.resource_id, messages=new, model=model
+            )
+        else:
+            await self._turn.step(new)
+        context = self._turn.context
+        request_context.messages = _request_messages(history, context.raw_messages)
+        extra = _observation_text(context.messages, context.raw_messages, context.instructions)
+        if extra:
+            parameters = request_context.model_request_parameters
+            instructions = list(parameters.instruction_parts or [])
+            instructions.append(pai.InstructionPart(extra, dynamic=True))
+            request_context.model_request_parameters = dataclasses.replace(
+                parameters, instruction_parts=instructions
+            )
+        return request_context
+
+    async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        new = self._new_messages(result.all_messages())
+        if self._turn is not None:
+            await self._turn.end(new)
+        elif new:
+            await self.memory.save_messages(self._thread_id(), new)
+        return result
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
+        try:
+            return cast(AgentRunResult[Any], await handler())
+        finally:
+            if self._turn is not None and not self._turn.ended:
+                await self._turn.end()  # a failed run: what it saved stays; the turn is closed
+
+
+def _model_id(ctx: RunContext[Any]) -> str | None:
+    model = ctx.model
+    system = getattr(model, "system", None)
+    name = getattr(model, "model_name", None)
+    if isinstance(system, str) and isinstance(name, str):
+        return f"{system}:{name}"
+    return None
+
+
+def _observation_text(context: Sequence[Message], raw: Sequence[Message], instructions: Sequence[Message]) -> str:
+    """obsmem's own context messages (preamble, observations, reminders) as one instruction text."""
+    raw_ids = {m.id for m in raw}
+    app_ids = {m.id for m in instructions}
+    texts = [m.text for m in context if m.id not in raw_ids and m.id not in app_ids and m.text]
+    return "\n\n".join(texts)
+
+
+def _request_messages(history: Sequence[pai.ModelMessage], raw: Sequence[Message]) -> list[pai.ModelMessage]:
+    """What the model gets: the unobserved tail, as the run's own messages where it has them.
+
+    ``raw`` is obsmem's unobserved tail in order. A history message whose obsmem messages are all
+    in it is sent as it is; one only partly in it is sent with the parts of the others left out;
+    one not in it at all (observed) is pruned, except its system prompts, which lead the request.
+    Raw messages that no history message holds (earlier runs of the thread) are converted back.
+    """
+    owner: dict[str, int] = {}
+    for position, message in enumerate(history):
+        for obsmem_id in _ids_of(message) or []:
+            owner[obsmem_id] = position
+    raw_ids = {m.id for m in raw}
+    out: list[pai.ModelMessage] = []
+    emitted: set[int] = set()
+    pending: list[Message] = []
+    kept_system: list[pai.ModelRequestPart] = []
+
+    def flush() -> None:
+        if pending:
+            out.extend(to_pydantic_ai(pending))
+            pending.clear()
+
+    for raw_message in raw:
+        index = owner.get(raw_message.id)
+        if index is None:
+            pending.append(raw_message)
+            continue
+        flush()
+        if index not in emitted:
+            emitted.add(index)
+            out.append(_kept_part(history[index], raw_ids))
+    flush()
+    for position, old in enumerate(history):
+        if position in emitted or not isinstance(old, pai.ModelRequest):
+            continue
+        kept_system.extend(p for p in old.parts if isinstance(p, pai.SystemPromptPart))
+    if kept_system:
+        if out and isinstance(out[0], pai.ModelRequest):
+            out[0] = dataclasses.replace(out[0], parts=[*kept_system, *out[0].parts])
+        else:
+            out.insert(0, pai.ModelRequest(parts=kept_system))
+    return out
+
+
+def _kept_part(message: pai.ModelMessage, raw_ids: set[str]) -> pai.ModelMessage:
+    """``message`` with only the parts whose obsmem message is unobserved (itself when all are)."""
+    ids = _ids_of(message) or []
+    if all(i in raw_ids for i in ids):
+        return message
+    converted = _from_one(message)  # the same split as when it was saved: part spans per obsmem message
+    keep: list[bool] = []
+    for obsmem_id, obsmem_message in zip(ids, converted, strict=False):
+        spans = len(obsmem_message.metadata[_META]["parts"])
+        visible = obsmem_message.role == "system" or obsmem_message.is_marker_only or obsmem_id in raw_ids
+        keep.extend([visible] * spans)
+    if all(keep):
+        return message
+    parts = [p for p, k in zip(message.parts, keep, strict=False) if k]
+    return dataclasses.replace(message, parts=parts)  # type: ignore[arg-type]
