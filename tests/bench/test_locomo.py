@@ -125,7 +125,7 @@ def test_cli_prints_the_table_and_writes_per_question_json(tmp_path: Path) -> No
     assert data["settings"]["message_tokens"] == 300
     assert len(data["questions"]) == 5
     first = data["questions"][0]
-    assert set(first["systems"]) == {"full", "truncate", "obsmem"}
+    assert set(first["systems"]) == {"full", "truncate", "rare", "obsmem"}  # issue 15: the extractive baseline
     assert {"retained", "recall", "missing"} <= set(first["systems"]["obsmem"])
     assert any(row["system"] == "obsmem" and row["category"] == "overall" for row in data["summary"])
 

@@ -5,7 +5,8 @@ to measure memory rather than spelling, both sides go through the same normalisa
 punctuation and stopwords go; number words become digits; dates written any of the usual ways
 ("7 May 2023", "May 7, 2023", "2023-05-07", "7th of May 2023") become one ISO token, and a full
 date also yields its month ("2023-05"), so an answer of "May 2023" is found in a context that
-says "May 7, 2023"; a plural or possessive loses its ending ("agencies" = "agency").
+says "May 7, 2023"; a plural or possessive loses its ending ("agencies" = "agency"); and a
+verb's -ed/-ing form matches its base ("baked" = "baking" = "bake", :func:`verb_key`).
 
 The metric is deliberately lenient about order and strict about content: a context holds an
 answer when it holds all of the answer's words, wherever they are. It cannot tell whether a
@@ -20,7 +21,17 @@ import unicodedata
 from collections.abc import Iterable
 from functools import partial
 
-__all__ = ["MONTH_NUMBERS", "STOPWORDS", "answer_tokens", "context_tokens", "normalise_dates", "token_recall"]
+__all__ = [
+    "MONTH_NUMBERS",
+    "STOPWORDS",
+    "answer_tokens",
+    "context_tokens",
+    "is_yes_no",
+    "normalise_dates",
+    "token_present",
+    "token_recall",
+    "verb_key",
+]
 
 STOPWORDS = frozenset(
     """a an the and or but if of at by for with about against between into through during before after
@@ -116,6 +127,25 @@ def _stem(token: str) -> str:
     return token
 
 
+def verb_key(token: str) -> str:
+    """The -ed/-ing-free key of a token: "baked", "baking" and "bake" share "bak"; "running"
+    and "run" share "run". Used only to match, never shown: answer tokens keep their form."""
+    if len(token) <= 3 or any(ch.isdigit() for ch in token):
+        return token
+    base, stripped = token, False
+    if token.endswith("ing") and len(token) >= 6:
+        base, stripped = token[:-3], True
+    elif token.endswith("ied") and len(token) >= 5:
+        base = token[:-3] + "y"
+    elif token.endswith("ed") and not token.endswith("eed") and len(token) >= 5:
+        base, stripped = token[:-2], True
+    if stripped and len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lszeo":
+        base = base[:-1]  # "running" → "run", "hopped" → "hop"
+    if base.endswith("e") and not base.endswith("ee") and len(base) >= 4:
+        base = base[:-1]  # "bake" and "baked" meet at "bak"
+    return base
+
+
 def _tokens(text: str) -> list[str]:
     normalised = normalise_dates(text).replace("'s ", " ").replace("’s ", " ")
     out: list[str] = []
@@ -141,9 +171,15 @@ def context_tokens(texts: Iterable[str]) -> frozenset[str]:
     for text in texts:
         for token in _tokens(text):
             found.add(token)
+            found.add("~" + verb_key(token))
             if len(token) == 10 and token[4] == "-" and token[7] == "-":
                 found.add(token[:7])
     return frozenset(found)
+
+
+def token_present(token: str, context: frozenset[str]) -> bool:
+    """``token`` is in ``context`` as written or as another -ed/-ing form of the same verb."""
+    return token in context or "~" + verb_key(token) in context
 
 
 def token_recall(answer: Iterable[str], context: frozenset[str]) -> float:
@@ -151,4 +187,13 @@ def token_recall(answer: Iterable[str], context: frozenset[str]) -> float:
     tokens = list(answer)
     if not tokens:
         return 1.0
-    return sum(1 for token in tokens if token in context) / len(tokens)
+    return sum(1 for token in tokens if token_present(token, context)) / len(tokens)
+
+
+_YES_NO = re.compile(r"^\W*(?:(?:likely|probably|maybe)\s+)?(?:yes|no)\b", re.IGNORECASE)
+
+
+def is_yes_no(answer: str) -> bool:
+    """A yes/no answer ("No", "Yes, she did", "Likely no"): its words barely test memory, so it is
+    reported on its own rather than in the overall figure."""
+    return bool(_YES_NO.match(answer))

@@ -1,16 +1,22 @@
 """The retention benchmark: does a gold answer survive in the context an actor would see?
 
-Three systems see the same conversation:
+Four systems see the same conversation:
 
 * ``full`` — every raw message (the upper bound, and the cost obsmem avoids);
 * ``obsmem`` — the final context of a :class:`~obsmem.memory.Memory` the conversation was
   replayed through with the Turn API: observations plus the raw tail;
 * ``truncate`` — the most recent raw messages that fit in the same number of tokens as
-  obsmem's context, the baseline any agent gets for free.
+  obsmem's context, the baseline any agent gets for free;
+* ``rare`` — the rarest-word sentences that fit the same budget
+  (:mod:`obsmem.bench.extractive`), the baseline a thirty-line script gets.
 
 A question is *retained* by a system when every normalised token of its answer is in that
 system's context (:mod:`obsmem.bench.normalize`); its *recall* is the share of answer tokens
-present. Datasets that mark evidence turns (LongMemEval's ``has_answer``) are also scored on
+present. It is *line-retained* when every token is inside one unit of the context: one
+observation line with its date header, or one message (:mod:`obsmem.bench.lines`); the unit
+that matched is recorded per question. Yes/no answers are scored but reported on their own
+(``yes/no`` row), outside ``overall``. :func:`chance_floor` scores each conversation's
+questions against the *other* conversations' contexts: what a system retains by luck. Datasets that mark evidence turns (LongMemEval's ``has_answer``) are also scored on
 *evidence recall*: the share of each evidence turn's content words still in the context.
 """
 
@@ -20,7 +26,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from obsmem.bench.normalize import answer_tokens, context_tokens, token_recall
+from obsmem.bench.extractive import rare_word_context
+from obsmem.bench.lines import ContextUnit, context_units, find_unit
+from obsmem.bench.normalize import answer_tokens, context_tokens, is_yes_no, token_present, token_recall
 from obsmem.bench.replay import replay
 from obsmem.clock import FakeClock
 from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
@@ -37,11 +45,13 @@ __all__ = [
     "RetentionSettings",
     "SummaryRow",
     "build_contexts",
+    "chance_floor",
     "score_case",
     "summarise",
 ]
 
-SYSTEMS = ("full", "truncate", "obsmem")
+SYSTEMS = ("full", "truncate", "rare", "obsmem")
+YES_NO = "yes/no"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,12 @@ class CaseContexts:
     contexts: dict[str, SystemContext]
     observation_cycles: int = 0
     reflections: int = 0
+    units: dict[str, list[ContextUnit]] = field(default_factory=dict)
+
+    def units_of(self, system: str) -> list[ContextUnit]:
+        if system not in self.units:
+            self.units[system] = context_units(self.contexts[system].messages)
+        return self.units[system]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,23 +124,35 @@ class QuestionResult:
     recall: dict[str, float]
     missing: dict[str, tuple[str, ...]]
     evidence_recall: dict[str, float] = field(default_factory=dict)
+    #: Per system, the unit ("message 3 line 12") holding every answer token, with its text.
+    line_match: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    yes_no: bool = False
 
     def retained(self, system: str) -> bool:
         return not self.missing[system]
+
+    def line_retained(self, system: str) -> bool:
+        return self.line_match.get(system) is not None
 
     def to_json(self) -> dict[str, object]:
         return {
             "case": self.case_id,
             "question_id": self.question.question_id,
             "category": self.question.category,
+            "yes_no": self.yes_no,
             "question": self.question.question,
             "answer": self.question.answer,
             "answer_tokens": list(self.answer_tokens),
             "systems": {
                 system: {
                     "retained": self.retained(system),
+                    "line_retained": self.line_retained(system),
                     "recall": round(self.recall[system], 4),
                     "missing": list(self.missing[system]),
+                    "matched": (
+                        {"unit": match[0], "text": match[1][:400]}
+                        if (match := self.line_match.get(system)) else None
+                    ),
                     **(
                         {"evidence_recall": round(self.evidence_recall[system], 4)}
                         if system in self.evidence_recall else {}
@@ -197,10 +225,12 @@ async def build_contexts(
     obsmem_messages = tuple(window.messages)
     obsmem_tokens = counter.count_messages(obsmem_messages)
     truncated = truncate_to(stored, obsmem_tokens, counter)
+    rare = rare_word_context(stored, obsmem_tokens, counter)
     stored = list(with_day_headers(stored))
     contexts = {
         "full": SystemContext("full", tuple(stored), counter.count_messages(stored)),
         "truncate": SystemContext("truncate", truncated, counter.count_messages(truncated)),
+        "rare": SystemContext("rare", rare, counter.count_messages(rare)),
         "obsmem": SystemContext("obsmem", obsmem_messages, obsmem_tokens),
     }
     return CaseContexts(
@@ -209,9 +239,14 @@ async def build_contexts(
     )
 
 
-def score_case(built: CaseContexts) -> list[QuestionResult]:
-    """Score every question of a case whose answer has at least one content token."""
-    vocabularies = {name: context_tokens([ctx.text]) for name, ctx in built.contexts.items()}
+def score_case(built: CaseContexts, against: CaseContexts | None = None) -> list[QuestionResult]:
+    """Score every question of a case whose answer has at least one content token.
+
+    With ``against``, the questions of ``built`` are scored against the contexts of another
+    case: the chance floor (:func:`chance_floor`).
+    """
+    source = against or built
+    vocabularies = {name: context_tokens([ctx.text]) for name, ctx in source.contexts.items()}
     results: list[QuestionResult] = []
     for question in built.case.questions:
         tokens = answer_tokens(question.answer)
@@ -225,14 +260,56 @@ def score_case(built: CaseContexts) -> list[QuestionResult]:
             answer_tokens=tuple(tokens),
             recall={name: token_recall(tokens, vocab) for name, vocab in vocabularies.items()},
             missing={
-                name: tuple(t for t in tokens if t not in vocab) for name, vocab in vocabularies.items()
+                name: tuple(t for t in tokens if not token_present(t, vocab))
+                for name, vocab in vocabularies.items()
             },
             evidence_recall={
                 name: statistics.fmean(token_recall(words, vocab) for words in evidence)
                 for name, vocab in vocabularies.items()
             } if evidence else {},
+            line_match={
+                name: (unit.label, unit.text) if (unit := find_unit(tokens, source.units_of(name))) else None
+                for name in vocabularies
+            },
+            yes_no=is_yes_no(question.answer),
         ))
     return results
+
+
+@dataclass(frozen=True, slots=True)
+class ChanceRow:
+    system: str
+    pairs: int
+    retained_pct: float
+    line_pct: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"system": self.system, "pairs": self.pairs, "retained_pct": round(self.retained_pct, 2),
+                "line_pct": round(self.line_pct, 2)}  # fmt: skip
+
+
+def chance_floor(built: Sequence[CaseContexts]) -> list[ChanceRow]:
+    """Each case's non-yes/no questions scored against every *other* case's contexts.
+
+    A memory that holds an answer to a question about a conversation it never saw holds it by
+    luck (common words, the same dates); this is the floor every figure should be read against.
+    Empty with fewer than two cases.
+    """
+    if len(built) < 2:
+        return []
+    scored: list[QuestionResult] = []
+    for case in built:
+        for other in built:
+            if other is not case:
+                scored.extend(r for r in score_case(case, against=other) if not r.yes_no)
+    if not scored:
+        return []
+    return [
+        ChanceRow(system, len(scored),
+                  100.0 * sum(r.retained(system) for r in scored) / len(scored),
+                  100.0 * sum(r.line_retained(system) for r in scored) / len(scored))
+        for system in SYSTEMS
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +322,13 @@ class SummaryRow:
     context_tokens: float
     compression: float
     evidence_recall: float | None = None
+    line_pct: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
             "category": self.category, "system": self.system, "questions": self.questions,
-            "retained_pct": round(self.retained_pct, 2), "mean_recall": round(self.mean_recall, 4),
+            "retained_pct": round(self.retained_pct, 2), "line_pct": round(self.line_pct, 2),
+            "mean_recall": round(self.mean_recall, 4),
             "context_tokens": round(self.context_tokens, 1), "compression": round(self.compression, 2),
             **(
                 {"evidence_recall": round(self.evidence_recall, 4)}
@@ -259,7 +338,8 @@ class SummaryRow:
 
 
 def summarise(built: Sequence[CaseContexts], results: Sequence[QuestionResult]) -> list[SummaryRow]:
-    """One row per (category, system), categories in first-seen order, then ``overall``.
+    """One row per (category, system), categories in first-seen order, then ``overall``, then
+    ``yes/no`` (yes/no answers count in their category's row but not in ``overall``).
 
     Context tokens are the mean per conversation; compression is total ``full`` tokens over
     the system's total, so a long conversation weighs more, as it costs more.
@@ -268,8 +348,13 @@ def summarise(built: Sequence[CaseContexts], results: Sequence[QuestionResult]) 
     means = {name: totals[name] / max(1, len(built)) for name in SYSTEMS}
     categories = list(dict.fromkeys(r.question.category for r in results))
     rows: list[SummaryRow] = []
-    for category in [*categories, "overall"]:
-        chosen = [r for r in results if category in ("overall", r.question.category)]
+    for category in [*categories, "overall", YES_NO]:
+        if category == "overall":
+            chosen = [r for r in results if not r.yes_no]
+        elif category == YES_NO:
+            chosen = [r for r in results if r.yes_no]
+        else:
+            chosen = [r for r in results if r.question.category == category]
         if not chosen:
             continue
         for system in SYSTEMS:
@@ -277,6 +362,7 @@ def summarise(built: Sequence[CaseContexts], results: Sequence[QuestionResult]) 
             rows.append(SummaryRow(
                 category=category, system=system, questions=len(chosen),
                 retained_pct=100.0 * sum(r.retained(system) for r in chosen) / len(chosen),
+                line_pct=100.0 * sum(r.line_retained(system) for r in chosen) / len(chosen),
                 mean_recall=statistics.fmean(r.recall[system] for r in chosen),
                 context_tokens=means[system],
                 compression=totals["full"] / max(1, totals[system]),

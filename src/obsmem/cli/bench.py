@@ -19,7 +19,7 @@ from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
-from obsmem.bench.run import RetentionReport, run_retention
+from obsmem.bench.run import RetentionCurve, RetentionReport, run_curve, run_retention
 from obsmem.bench.survival import SurvivalReport, run_survival
 from obsmem import ChatModel, ObsmemError
 from obsmem.models import infer_model
@@ -65,6 +65,62 @@ MemoryModelOption = Annotated[
     str | None, typer.Option(help="Observer/Reflector model (default: the offline ones).")
 ]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write every number and question here.")]
+BudgetsOption = Annotated[
+    str | None,
+    typer.Option(help="A curve instead of one point: MESSAGE:OBSERVATION token pairs, comma-separated "
+                      "(e.g. 500:1000,1000:2000,2000:4000); reports the area under retention vs compression."),
+]
+
+
+def _budgets(text: str) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    for item in (piece.strip() for piece in text.split(",")):
+        if not item:
+            continue
+        message, _, observation = item.partition(":")
+        if not (message.isdigit() and observation.isdigit()) or int(message) < 1 or int(observation) < 1:
+            raise typer.BadParameter(f"expected MESSAGE:OBSERVATION token pairs, got {item!r}",
+                                     param_hint="--budgets")  # fmt: skip
+        pairs.append((int(message), int(observation)))
+    if not pairs:
+        raise typer.BadParameter("give at least one MESSAGE:OBSERVATION pair", param_hint="--budgets")
+    return pairs
+
+
+def _curve(cases: list[RetentionCase], dataset: str, budgets: list[tuple[int, int]],
+           memory_model: str | None, out: Path | None) -> None:  # fmt: skip
+    curve = _run(
+        lambda advance: run_curve(cases, budgets, dataset=dataset, memory_model=_model(memory_model),
+                                  on_progress=advance),  # fmt: skip
+        "Replaying at each budget",
+    )
+    _print_curve(curve)
+    if out is not None:
+        out.write_text(json.dumps({**curve.to_json(), "reports": [r.to_json() for r in curve.reports]},
+                                  indent=2), encoding="utf-8")  # fmt: skip
+        console.print(f"wrote {out}")
+
+
+def _print_curve(curve: RetentionCurve) -> None:
+    table = Table(title=f"{curve.dataset}: retention (bag / line %) at each budget")
+    table.add_column("budget", justify="left")
+    systems = [name for name in curve.points[0].systems if name != "full"]
+    for name in systems:
+        table.add_column(name, justify="right")
+    for point in curve.points:
+        table.add_row(f"{point.message_tokens}:{point.observation_tokens}", *(
+            f"{bag:.1f} / {line:.1f} @ {c:.1f}×" for c, bag, line in (point.systems[n] for n in systems)
+        ))  # fmt: skip
+    table.add_section()
+    table.add_row("area (mean over log2 compression)",
+                  *(f"{curve.area(n, 'bag'):.1f} / {curve.area(n):.1f}" for n in systems))  # fmt: skip
+    console.print(table)
+    full = curve.points[0].systems["full"]
+    console.print(f"full context: {full[1]:.1f} % / line {full[2]:.1f} %")
+    if curve.reports and curve.reports[0].chance:
+        console.print("chance floor: " + ", ".join(
+            f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in curve.reports[0].chance
+        ))
 
 
 def _run(work: Callable[[Callable[[int, int], None]], Coroutine[Any, Any, T]], label: str) -> T:
@@ -123,7 +179,7 @@ def _print_retention(report: RetentionReport) -> None:
     table = Table(title=f"{report.dataset}: is the answer still in the context? "
                         f"(--message-tokens {settings.message_tokens} "
                         f"--observation-tokens {settings.observation_tokens})")  # fmt: skip
-    for column in ("category", "system", "n", "retained %", "recall", "tokens", "compression"):
+    for column in ("category", "system", "n", "retained %", "line %", "recall", "tokens", "compression"):
         table.add_column(column, justify="left" if column in ("category", "system") else "right")
     evidence = any(row.evidence_recall is not None for row in report.rows)
     if evidence:
@@ -135,12 +191,16 @@ def _print_retention(report: RetentionReport) -> None:
         last = row.category
         cells = [
             row.category, row.system, str(row.questions), f"{row.retained_pct:.1f}",
-            f"{row.mean_recall:.3f}", f"{row.context_tokens:,.0f}", f"{row.compression:.1f}×",
+            f"{row.line_pct:.1f}", f"{row.mean_recall:.3f}", f"{row.context_tokens:,.0f}", f"{row.compression:.1f}×",
         ]
         if evidence:
             cells.append("" if row.evidence_recall is None else f"{row.evidence_recall:.3f}")
         table.add_row(*cells, style="bold" if row.system == "obsmem" else None)
     console.print(table)
+    if report.chance:
+        console.print("chance floor (questions scored against other conversations' contexts): " + ", ".join(
+            f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in report.chance
+        ))
     if report.qa:
         qa = Table(title=f"question answering — actor {report.qa[0].actor}, judge {report.qa[0].judge}")
         for column in ("system", "questions", "accuracy %", "actor input tokens", "actor output tokens",
@@ -171,6 +231,7 @@ def locomo(
     model: ModelOption = None,
     judge: JudgeOption = None,
     memory_model: MemoryModelOption = None,
+    budgets: BudgetsOption = None,
     json_out: JsonOption = None,
 ) -> None:
     """Replay LoCoMo conversations and check which answers survive in each system's context."""
@@ -181,6 +242,9 @@ def locomo(
         cases = [conversation.case() for conversation in load_locomo(data, chosen)]
     except ObsmemError as exc:
         raise typer.BadParameter(str(exc), param_hint="--data/--conversations") from exc
+    if budgets is not None:
+        _curve(cases, "LoCoMo", _budgets(budgets), memory_model, json_out)
+        return
     _retention(cases, "LoCoMo", message_tokens, observation_tokens, model, judge, memory_model, json_out)
 
 
