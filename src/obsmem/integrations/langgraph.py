@@ -1,0 +1,316 @@
+"""LangGraph's long-term memory (``BaseStore``) over obsmem's knowledge store, ceilings enforced.
+
+::
+
+    from langgraph.graph import StateGraph
+    from obsmem.knowledge import Knowledge
+    from obsmem.integrations.langgraph import KnowledgeBaseStore
+
+    knowledge = Knowledge.sqlite("knowledge.db", actor="my-agent")
+    store = KnowledgeBaseStore(knowledge, scope="org:acme/resource:alice/thread:t1", ceiling="resource")
+    graph = builder.compile(store=store)      # nodes use store.aput / aget / asearch as usual
+
+**Namespaces and scopes.** A namespace opens with the scope it lives in, one segment per level
+(``("org:acme", "resource:alice", "memories")`` lives in ``org:acme/resource:alice``); the rest
+names the collection. A namespace without scope segments lives in the store's own scope cut to
+``default_level`` (``("memories",)`` → ``org:acme/resource:alice`` with the default
+``"resource"``). Pass ``namespace_scope=`` to map namespaces your own way.
+
+**What is enforced.** The store acts from ``scope``: it reads and writes only namespaces whose
+scope that scope sees (itself and its ancestors; a sibling thread or another user is refused
+with :class:`~obsmem.errors.InvalidScopeError`), and every item is a knowledge record whose
+ceiling is ``ceiling``, so a put into a namespace broader than the ceiling is refused by the
+knowledge store itself (:class:`~obsmem.errors.CeilingExceededError`, audited as
+``write-refused``). Searches read through the knowledge store's visibility rules, so they never
+return an item of a scope the store's scope does not see.
+
+**How items are kept.** A namespace is a node (kind ``langgraph-namespace``); an item is a record
+about it whose attribute is the key, text the value as JSON (so knowledge search finds it) and
+metadata the value itself. A put appends a record that supersedes the previous one (history is
+kept, as knowledge records always are); a delete removes the current record. ``query`` searches
+use the knowledge facade's fused lexical + semantic search; ``filter`` matches values by
+equality or ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
+
+The store is async (``abatch``); ``batch`` works from a thread other than the event loop's that
+last ran ``abatch`` (LangGraph runs synchronous nodes of an async graph in threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from obsmem.errors import InvalidInputError, InvalidScopeError
+from obsmem.knowledge import Knowledge, Level, Node, Record, RecordDraft, RecordView, Scope
+
+__all__ = ["NAMESPACE_KIND", "KnowledgeBaseStore", "namespace_scope"]
+
+NAMESPACE_KIND = "langgraph-namespace"
+_LEVELS = ("org", "resource", "thread")
+_META = "langgraph"
+
+
+def namespace_scope(namespace: tuple[str, ...], default: Scope) -> Scope:
+    """The scope a namespace lives in: its leading ``org:``/``resource:``/``thread:`` segments,
+    else ``default``."""
+    ids: list[str] = []
+    for segment, level in zip(namespace, _LEVELS, strict=False):
+        if not segment.startswith(f"{level}:"):
+            break
+        ids.append(segment[len(level) + 1 :])
+    if not ids:
+        return default
+    return Scope(*ids)
+
+
+def _attribute(key: str) -> str:
+    """The record attribute for ``key``: the store casefolds attributes, so keys that are not
+    already in that form are spelled in hex (two keys differing in case stay two items)."""
+    return key if key == key.strip().casefold() and key else "hex:" + key.encode().hex()
+
+
+def _matches(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
+    for field, wanted in conditions.items():
+        actual = value.get(field)
+        if isinstance(wanted, Mapping) and wanted and all(str(k).startswith("$") for k in wanted):
+            for operator, operand in wanted.items():
+                try:
+                    ok = {
+                        "$eq": lambda: actual == operand, "$ne": lambda: actual != operand,
+                        "$gt": lambda: actual > operand, "$gte": lambda: actual >= operand,
+                        "$lt": lambda: actual < operand, "$lte": lambda: actual <= operand,
+                    }[operator]()
+                except KeyError:
+                    raise InvalidInputError(f"filter: unknown operator {operator!r}", argument="filter") from None
+                except TypeError:
+                    ok = False
+                if not ok:
+                    return False
+        elif actual != wanted:
+            return False
+    return True
+
+
+class KnowledgeBaseStore(BaseStore):
+    """A LangGraph ``BaseStore`` over a :class:`~obsmem.knowledge.Knowledge` (see the module docstring).
+
+    ``scope``: the scope the store acts from (``org:…/resource:…[/thread:…]``). ``ceiling``: the
+    broadest level its items may be stored at. ``default_level``: where namespaces without scope
+    segments live. ``namespace_scope``: a custom ``(namespace, default) -> Scope`` mapping.
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        knowledge: Knowledge,
+        *,
+        scope: str | Scope,
+        ceiling: Level | str = Level.RESOURCE,
+        default_level: Level | str | None = None,
+        namespace_scope: Callable[[tuple[str, ...], Scope], Scope] = namespace_scope,
+    ) -> None:
+        if not isinstance(knowledge, Knowledge):
+            raise InvalidInputError(f"knowledge: expected an obsmem Knowledge, got {type(knowledge).__name__}", argument="knowledge")
+        self.knowledge = knowledge
+        self.scope = Scope.parse(scope)
+        self.ceiling = _level(ceiling, "ceiling")
+        level = Level.RESOURCE if default_level is None else _level(default_level, "default_level")
+        self.default_scope = self.scope.at(min(level, self.scope.level))
+        self.namespace_scope = namespace_scope
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- LangGraph's entry points ---------------------------------------------------------------
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        self._loop = asyncio.get_running_loop()
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(await self._get(op))
+            elif isinstance(op, PutOp):
+                await self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(await self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(await self._list_namespaces(op))
+            else:
+                raise InvalidInputError(f"Unknown store operation {type(op).__name__}", argument="ops")
+        return results
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        loop = self._loop
+        if loop is None or not loop.is_running() or _on_loop(loop):
+            raise InvalidInputError(
+                "KnowledgeBaseStore is async: use the a* methods (aget, aput, asearch) or run the graph with "
+                "ainvoke; synchronous calls work from nodes LangGraph runs in threads of an async run",
+                argument="ops",
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
+
+    # -- namespaces --------------------------------------------------------------------------------
+    def _scope_of(self, namespace: tuple[str, ...]) -> Scope:
+        if not namespace or not all(isinstance(s, str) and s for s in namespace):
+            raise InvalidInputError(f"namespace: expected a tuple of non-empty strings, got {namespace!r}", argument="namespace")
+        return self.namespace_scope(tuple(namespace), self.default_scope)
+
+    def _visible(self, namespace: tuple[str, ...]) -> Scope:
+        scope = self._scope_of(namespace)
+        if not self.scope.sees(scope):
+            raise InvalidScopeError(
+                f"Namespace {namespace!r} lives in scope '{scope.key}', which this store (acting from "
+                f"'{self.scope.key}') may not read or write: only its own scope and its ancestors."
+            )
+        return scope
+
+    @staticmethod
+    def _node_name(namespace: tuple[str, ...]) -> str:
+        return "langgraph:" + json.dumps(list(namespace)).encode().hex()
+
+    async def _node(self, namespace: tuple[str, ...], scope: Scope, *, create: bool) -> Node | None:
+        name = self._node_name(namespace)
+        node = await self.knowledge.store.resolve_node(name, scope.key)
+        if node is not None and node.scope == scope.key:
+            return node
+        if not create:
+            return None
+        return await self.knowledge.store.create_node(
+            name, NAMESPACE_KIND, scope.key, actor=self.knowledge.actor, reason="langgraph namespace",
+            content="/".join(namespace), metadata={_META: {"namespace": list(namespace)}},
+        )
+
+    async def _current(
+        self, node: Node, scope: Scope, key: str | None = None, *, superseded: bool = False
+    ) -> list[Record]:
+        """The records of ``node``'s items (of ``key``), current ones only unless ``superseded``."""
+        view = RecordView(include_superseded=superseded)
+        records: list[Record] = []
+        after: str | None = None
+        while True:
+            page = await self.knowledge.store.list_about(node.id, self.scope.key, view=view, after=after, limit=100)
+            records += [
+                r for r in page.items
+                if r.scope == scope.key and _META in r.metadata and (key is None or r.attribute == _attribute(key))
+            ]
+            if page.next_cursor is None:
+                return records
+            after = page.next_cursor
+
+    def _item(self, record: Record, namespace: tuple[str, ...], cls: type[Item] = Item, score: float | None = None) -> Any:
+        meta = record.metadata[_META]
+        created = datetime.fromisoformat(meta["created_at"]) if meta.get("created_at") else record.captured_at
+        if cls is SearchItem:
+            return SearchItem(namespace, meta["key"], dict(meta["value"]), created, record.captured_at, score)
+        return Item(value=dict(meta["value"]), key=meta["key"], namespace=namespace, created_at=created,
+                    updated_at=record.captured_at)
+
+    # -- operations --------------------------------------------------------------------------------
+    async def _get(self, op: GetOp) -> Item | None:
+        scope = self._visible(op.namespace)
+        node = await self._node(op.namespace, scope, create=False)
+        if node is None:
+            return None
+        records = await self._current(node, scope, op.key)
+        return self._item(records[-1], tuple(op.namespace)) if records else None
+
+    async def _put(self, op: PutOp) -> None:
+        scope = self._visible(op.namespace)
+        if op.ttl is not None:
+            raise InvalidInputError("ttl: KnowledgeBaseStore does not support TTLs", argument="ttl")
+        node = await self._node(op.namespace, scope, create=op.value is not None)
+        previous = await self._current(node, scope, op.key) if node is not None else []
+        if op.value is None:  # the whole timeline goes, or an older value would be current again
+            for record in await self._current(node, scope, op.key, superseded=True) if node is not None else []:
+                await self.knowledge.remove(record.id, self.scope.key, reason="langgraph delete")
+            return
+        assert node is not None
+        value = dict(op.value)
+        first = previous[-1] if previous else None
+        created = (first.metadata[_META].get("created_at") or first.captured_at.isoformat()) if first else None
+        text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+        # The store, not the facade: a value is data, so "[[...]]" in it must not create wikilink nodes.
+        draft = RecordDraft(
+            node.id, text, scope.key, max_scope=self.ceiling, attribute=_attribute(op.key),
+            metadata={_META: {"key": op.key, "value": json.loads(json.dumps(value, default=str)), "created_at": created}},
+        )
+        await self.knowledge.store.append_record(draft, actor=self.knowledge.actor, reason="langgraph put")
+
+    async def _namespaces(self) -> list[tuple[Node, tuple[str, ...]]]:
+        found: list[tuple[Node, tuple[str, ...]]] = []
+        after: str | None = None
+        while True:
+            page = await self.knowledge.store.list_nodes(self.scope.key, kind=NAMESPACE_KIND, after=after, limit=100)
+            for node in page.items:
+                meta = node.metadata.get(_META)
+                if isinstance(meta, dict) and isinstance(meta.get("namespace"), list):
+                    found.append((node, tuple(meta["namespace"])))
+            if page.next_cursor is None:
+                return found
+            after = page.next_cursor
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        candidates: dict[str, tuple[Record, tuple[str, ...]]] = {}
+        for node, namespace in await self._namespaces():
+            if namespace[: len(prefix)] != prefix:
+                continue
+            scope = Scope.parse(node.scope)
+            for record in await self._current(node, scope):
+                if _matches(record.metadata[_META]["value"], op.filter or {}):
+                    candidates[record.id] = (record, namespace)
+        ranked: list[tuple[tuple[Record, tuple[str, ...]], float | None]]
+        if op.query:
+            hits = await self.knowledge.search(op.query, self.scope.key, limit=max(50, op.offset + op.limit) * 4)
+            ranked = [(candidates[h.id], h.score) for h in hits if h.kind == "record" and h.id in candidates]
+        else:
+            ranked = [(c, None) for c in sorted(candidates.values(), key=lambda c: c[0].captured_at, reverse=True)]
+        page = ranked[op.offset : op.offset + op.limit]
+        return [self._item(record, namespace, SearchItem, score) for (record, namespace), score in page]
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces = sorted({namespace for _, namespace in await self._namespaces()})
+        for condition in op.match_conditions or ():
+            path = tuple(condition.path)
+
+            def fits(candidate: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+                return len(candidate) >= len(pattern) and all(p == "*" or p == c for p, c in zip(pattern, candidate, strict=False))
+
+            if condition.match_type == "prefix":
+                namespaces = [n for n in namespaces if fits(n, path)]
+            else:
+                namespaces = [n for n in namespaces if fits(n[::-1], path[::-1])]
+        if op.max_depth is not None:
+            namespaces = sorted({n[: op.max_depth] for n in namespaces})
+        return namespaces[op.offset : op.offset + op.limit]
+
+
+def _level(value: object, argument: str) -> Level:
+    if isinstance(value, Level):
+        return value
+    name = value.strip().upper() if isinstance(value, str) else ""
+    if name not in Level.__members__:
+        raise InvalidScopeError(f"Invalid {argument} {value!r}; use one of 'org', 'resource', 'thread'.")
+    return Level[name]
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return getattr(loop, "_thread_id", None) == threading.get_ident()
