@@ -2,14 +2,16 @@
 
 An export is a text file, one JSON object a line::
 
-    {"format": "obsmem-export", "version": 1, "resource_id": "alice", "exported_at": "..."}
+    {"format": "obsmem-export", "version": 1, "resource_id": "alice", "exported_at": "...",
+     "knowledge_scope": "org:acme/resource:alice"}   (the last only when knowledge was exported)
     {"kind": "thread", "data": {...}}            every thread of the resource (title, metadata, version)
     {"kind": "message", "data": {...}}           every message, every part, by seq
     {"kind": "record", "data": {...}}            every generation of every lineage (heads and older)
     {"kind": "working_memory", "data": {...}}    thread and resource working memory
     {"kind": "knowledge_node", "data": {...}}    with a knowledge store: nodes, records (both time
     {"kind": "knowledge_record", "data": {...}}  axes, ceilings, mentions = edges), tombstones and
-    {"kind": "knowledge_tombstone", ...}         the audit log visible from the resource's scope
+    {"kind": "knowledge_tombstone", ...}         forgotten values (digests) and the audit log of the
+    {"kind": "knowledge_forgotten", ...}         resource's scope chain and its threads' scopes
     {"kind": "knowledge_activity", ...}
     {"kind": "end", "data": {"counts": {...}}}   the trailer: a cut file is refused
 
@@ -30,9 +32,15 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
   chunks' spans, retrieval groups' ``range`` and the thread's recorded instructions (that last
   one is a thread update, so such a thread's version ends one above the exported one);
   :attr:`ImportSummary.seqs_preserved` says which happened.
-* Knowledge is exported but not imported: the knowledge store contract stamps ``captured_at``,
-  ``created_at``, revisions and the audit log itself, so an import through it could not keep
-  the "known at" time axis; :func:`import_resource` with ``knowledge`` refuses such a file.
+* Knowledge (with a knowledge store) is every row stored on the resource's knowledge scope
+  chain (its org's) and below it (its threads'), exactly as stored: ids, ``captured_at``,
+  revisions, trust and review state, deletions, tombstones, forgotten values (digests only) and
+  the audit log. :func:`import_resource` writes them back through the knowledge store's
+  restoring write (:meth:`~obsmem.knowledge.store.contract.KnowledgeStore.restore_dump`), in
+  one transaction and before anything else, so knowledge reads (search, ``list_about``,
+  ``get_record``, ``list_activity``) answer as they did; the semantic index is rebuilt from the
+  records on the next drain. A row of the resource's scope whose id the target holds is refused
+  (:class:`ImportConflictError`); an org row the target already holds identically is kept.
 
 An export is read through ordinary reads, not one snapshot: export a resource while nothing
 writes to it (no turn, no background worker) for a consistent file.
@@ -63,12 +71,15 @@ from obsmem.errors import (
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
+    ForgottenValue,
+    KnowledgeDump,
     KnowledgeStore,
     Node,
     Record,
-    RecordView,
     Tombstone,
 )
+from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.tables import under
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
 from obsmem.types import Message, Thread, utcnow
 
@@ -89,7 +100,6 @@ EXPORT_FORMAT = "obsmem-export"
 EXPORT_VERSION = 1
 
 _PAGE = 100
-_ALL_RECORDS = RecordView(include_candidates=True, include_deleted=True, include_superseded=True)
 
 ItemKind = Literal[
     "thread",
@@ -99,10 +109,17 @@ ItemKind = Literal[
     "knowledge_node",
     "knowledge_record",
     "knowledge_tombstone",
+    "knowledge_forgotten",
     "knowledge_activity",
     "end",
 ]
-_KNOWLEDGE_KINDS = ("knowledge_node", "knowledge_record", "knowledge_tombstone", "knowledge_activity")
+_KNOWLEDGE_KINDS = (
+    "knowledge_node",
+    "knowledge_record",
+    "knowledge_tombstone",
+    "knowledge_forgotten",
+    "knowledge_activity",
+)
 
 
 # -- lines -------------------------------------------------------------------------------------------
@@ -115,6 +132,7 @@ class _Header(BaseModel):
     version: int
     resource_id: str
     exported_at: datetime
+    knowledge_scope: str | None = None
 
 
 class _Item(BaseModel):
@@ -147,6 +165,7 @@ _MODELS: dict[str, type[BaseModel]] = {
     "knowledge_node": Node,
     "knowledge_record": Record,
     "knowledge_tombstone": Tombstone,
+    "knowledge_forgotten": ForgottenValue,
     "knowledge_activity": ActivityEvent,
     "end": _End,
 }
@@ -224,38 +243,15 @@ def _knowledge_store(knowledge: Knowledge | KnowledgeStore | None) -> KnowledgeS
 
 
 async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str, BaseModel]]:
-    """What is visible from ``scope``: nodes, every record about them (deleted, superseded and
-    candidate ones too), tombstones and the audit log."""
+    """Every row on ``scope``'s chain and below it, as stored (deleted, superseded, candidate and
+    rejected records, merged nodes, tombstones, forgotten values, the audit log)."""
+    dump = await store.dump_scope(scope)
     items: list[tuple[str, BaseModel]] = []
-    nodes: list[Node] = []
-    after: str | None = None
-    while True:
-        page = await store.list_nodes(scope, after=after, limit=_PAGE)
-        nodes.extend(page.items)
-        if page.next_cursor is None:
-            break
-        after = page.next_cursor
-    items.extend(("knowledge_node", node) for node in nodes)
-    seen: set[str] = set()
-    for node in nodes:
-        after = None
-        while True:
-            records = await store.list_about(node.id, scope, view=_ALL_RECORDS, after=after, limit=_PAGE)
-            for record in records.items:
-                if record.id not in seen:
-                    seen.add(record.id)
-                    items.append(("knowledge_record", record))
-            if records.next_cursor is None:
-                break
-            after = records.next_cursor
-    items.extend(("knowledge_tombstone", t) for t in await store.list_tombstones(scope))
-    after = None
-    while True:
-        events = await store.list_activity(scope, after=after, limit=_PAGE)
-        items.extend(("knowledge_activity", e) for e in events.items)
-        if events.next_cursor is None:
-            break
-        after = events.next_cursor
+    items.extend(("knowledge_node", node) for node in dump.nodes)
+    items.extend(("knowledge_record", record) for record in dump.records)
+    items.extend(("knowledge_tombstone", tombstone) for tombstone in dump.tombstones)
+    items.extend(("knowledge_forgotten", forgotten) for forgotten in dump.forgotten)
+    items.extend(("knowledge_activity", event) for event in dump.events)
     return items
 
 
@@ -310,8 +306,9 @@ async def export_resource(
         if text is not None:
             items.append(("working_memory", WorkingMemoryItem(key=key, text=text)))
     knowledge_store = _knowledge_store(knowledge)
+    scope: str | None = None
     if knowledge_store is not None:
-        scope = knowledge_scope or _default_scope(threads, resource_id)
+        scope = Scope.parse(knowledge_scope).key if knowledge_scope else _default_scope(threads, resource_id)
         items.extend(await _knowledge_items(knowledge_store, scope))
 
     summary = ExportSummary(resource_id=resource_id)
@@ -323,6 +320,8 @@ async def export_resource(
         "resource_id": resource_id,
         "exported_at": utcnow().isoformat(),
     }
+    if scope is not None:
+        header["knowledge_scope"] = scope
     with _writer(out) as handle:
         handle.write(json.dumps(header, ensure_ascii=False) + "\n")
         for kind, model in items:
@@ -338,6 +337,7 @@ async def export_resource(
 class _Parsed:
     resource_id: str
     items: dict[str, list[Any]]
+    knowledge_scope: str | None = None
 
 
 def _problem(exc: ValidationError) -> str:
@@ -389,7 +389,9 @@ def _parse(lines: Iterable[str]) -> _Parsed:
     if counts != end.counts:
         raise ExportFormatError(end_line, f"item counts {counts} differ from the recorded {end.counts}")
     _check_consistent(header.resource_id, items)
-    return _Parsed(resource_id=header.resource_id, items=items)
+    parsed = _Parsed(resource_id=header.resource_id, items=items, knowledge_scope=header.knowledge_scope)
+    _check_knowledge(parsed)
+    return parsed
 
 
 def _check_consistent(resource_id: str, items: dict[str, list[Any]]) -> None:
@@ -431,6 +433,22 @@ def _check_consistent(resource_id: str, items: dict[str, list[Any]]) -> None:
     for number, memory in items["working_memory"]:
         if memory.key not in {f"thread:{t}" for t in thread_ids} | {f"resource:{resource_id}"}:
             raise ExportFormatError(number, f"working memory key '{memory.key}' is not this resource's")
+
+
+def _check_knowledge(parsed: _Parsed, header_line: int = 1) -> None:
+    """Knowledge rows need the scope they were exported from, and must lie on its chain or below it."""
+    found = [(n, row) for kind in _KNOWLEDGE_KINDS for n, row in parsed.items[kind]]
+    if not found:
+        return
+    if parsed.knowledge_scope is None:
+        raise ExportFormatError(header_line, "knowledge items without the header's knowledge_scope")
+    try:
+        scope = Scope.parse(parsed.knowledge_scope)
+    except InvalidInputError as exc:
+        raise ExportFormatError(header_line, f"knowledge_scope: {exc}") from None
+    for number, row in found:
+        if not (scope.sees(row.scope) or under(row.scope, scope.key)):
+            raise ExportFormatError(number, f"knowledge row '{row.id}' lies outside '{scope.key}'")
 
 
 # -- seq mapping ---------------------------------------------------------------------------------------
@@ -530,6 +548,33 @@ def _rename(parsed: _Parsed, into: str) -> None:
         for n, w in items["working_memory"]
     ]
     parsed.resource_id = into
+    if parsed.knowledge_scope is not None:
+        _rename_knowledge(parsed, old, into)
+
+
+def _rename_knowledge(parsed: _Parsed, old: str, into: str) -> None:
+    """Move the knowledge rows of the exported resource's scope (and its threads') onto ``into``."""
+    assert parsed.knowledge_scope is not None
+    exported = Scope.parse(parsed.knowledge_scope)
+    if exported.level < Level.RESOURCE or exported.resource != old:
+        return  # not a resource's scope: nothing in it names the resource
+    source = exported.at(Level.RESOURCE).key
+    target = Scope(exported.org, into).key
+
+    def moved(key: Any) -> Any:
+        if isinstance(key, str) and under(key, source):
+            return target + key[len(source) :]
+        return key
+
+    for kind in _KNOWLEDGE_KINDS:
+        rows = []
+        for number, row in parsed.items[kind]:
+            update: dict[str, Any] = {"scope": moved(row.scope)}
+            if isinstance(row, ActivityEvent) and row.details:
+                update["details"] = {k: moved(v) for k, v in row.details.items()}
+            rows.append((number, row.model_copy(update=update)))
+        parsed.items[kind] = rows
+    parsed.knowledge_scope = moved(exported.key)
 
 
 async def _check_target(store: Store, parsed: _Parsed) -> None:
@@ -616,8 +661,9 @@ async def import_resource(
     a malformed line → :class:`ExportFormatError` naming the line; an unknown format version →
     :class:`ExportVersionError`; a target that already holds the resource, one of its threads,
     messages, lineages or working memories → :class:`ImportConflictError` (so importing twice is
-    refused). Knowledge lines are skipped without ``knowledge``; with it, they are refused with
-    :class:`ImportUnsupportedError` (see the module docs).
+    refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
+    with it, they are written first, exactly (see the module docs); a knowledge row of the
+    resource's scope that the knowledge store already holds → :class:`ImportConflictError`.
     """
     with _reader(source) as lines:
         parsed = _parse(lines)
@@ -627,15 +673,23 @@ async def import_resource(
         _rename(parsed, into_resource)
     items = parsed.items
     knowledge_found = {kind: len(items[kind]) for kind in _KNOWLEDGE_KINDS if items[kind]}
-    if knowledge_found and _knowledge_store(knowledge) is not None:
-        raise ImportUnsupportedError(
-            "This export holds knowledge, which cannot be imported exactly yet: the knowledge store "
-            "stamps capture times, revisions and the audit log itself. Import without a knowledge "
-            "store to import the rest; nothing was imported."
-        )
+    knowledge_store = _knowledge_store(knowledge)
     await _check_target(store, parsed)
 
-    summary = ImportSummary(resource_id=parsed.resource_id, skipped=knowledge_found)
+    summary = ImportSummary(resource_id=parsed.resource_id)
+    if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
+        dump = KnowledgeDump(
+            nodes=[row for _, row in items["knowledge_node"]],
+            records=[row for _, row in items["knowledge_record"]],
+            tombstones=[row for _, row in items["knowledge_tombstone"]],
+            forgotten=[row for _, row in items["knowledge_forgotten"]],
+            events=[row for _, row in items["knowledge_activity"]],
+        )
+        # First, and in one transaction: a conflict here leaves both stores untouched.
+        await knowledge_store.restore_dump(dump, subtree=parsed.knowledge_scope)
+        summary.counts.update(knowledge_found)
+    else:
+        summary.skipped = knowledge_found
     threads = [t for _, t in items["thread"]]
     for thread in threads:
         await store.create_thread(thread)

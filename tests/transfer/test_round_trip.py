@@ -20,7 +20,6 @@ from obsmem.transfer import (
     ExportFormatError,
     ExportVersionError,
     ImportConflictError,
-    ImportUnsupportedError,
     export_resource,
     import_resource,
 )
@@ -211,7 +210,7 @@ async def test_into_resource_moves_everything(tmp_path: Path) -> None:
         assert head is not None and head.resource_id == "carol"
 
 
-async def test_knowledge_is_exported_and_its_import_refused_or_skipped() -> None:
+async def test_knowledge_is_exported_and_imported_or_skipped() -> None:
     async with MemoryStore() as source, MemoryStore() as target, Knowledge.in_memory(actor="t") as knowledge:
         await build_resource(source)
         scope = f"org:acme/resource:{RESOURCE}"
@@ -231,12 +230,17 @@ async def test_knowledge_is_exported_and_its_import_refused_or_skipped() -> None
         assert records[0]["mentions"]  # the edge to Berlin
         assert any(line["kind"] == "knowledge_activity" for line in lines)
 
-        with pytest.raises(ImportUnsupportedError):
+        # Into the knowledge store it came from: its ids are taken, so nothing is imported.
+        with pytest.raises(ImportConflictError, match="knowledge store already holds"):
             await import_resource(target, io.StringIO(text), knowledge=knowledge)
         assert await target.list_all_threads() == []
         summary = await import_resource(target, io.StringIO(text))
         assert summary.skipped["knowledge_record"] == 1
         assert len(await target.list_threads(RESOURCE)) == len(THREADS)
+        async with MemoryStore() as other, Knowledge.in_memory(actor="t") as empty:
+            summary = await import_resource(other, io.StringIO(text), knowledge=empty)
+            assert summary.counts["knowledge_record"] == 1 and not summary.skipped
+            assert await empty.store.get_record(record.id, scope) == await knowledge.store.get_record(record.id, scope)
 
 
 def test_seq_map_moves_cursors_spans_and_group_ranges() -> None:

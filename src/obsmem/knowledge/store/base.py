@@ -14,9 +14,12 @@ from typing import Any, TypeVar
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.errors import ObsmemError
+from obsmem.knowledge.store import erasure
 from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
     ActivityEvent,
+    ForgottenValue,
+    KnowledgeDump,
     LexicalHit,
     MentionTarget,
     Node,
@@ -333,3 +336,24 @@ class TablesKnowledgeStore(ClosingContext):
     async def list_vectors(self, scope_keys: Sequence[str] | None = None) -> list[StoredVector]:
         keys = list(scope_keys) if scope_keys is not None else None
         return await self._transact(False, lambda tables: tables.vectors_in(keys))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        return await self._write(lambda m: erasure.forget_value(m, value, scope, actor=actor, reason=reason))
+
+    async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        return await self._write(lambda m: erasure.purge_scope(m, scope, actor=actor, reason=reason))
+
+    async def list_forgotten(self, scope: str) -> list[ForgottenValue]:
+        keys = Scope.parse(scope).visible_keys()
+        return await self._transact(
+            False, lambda tables: sorted(tables.forgotten_in(keys), key=lambda f: f.id)
+        )
+
+    async def dump_scope(self, scope: str) -> KnowledgeDump:
+        Scope.parse(scope)  # refused before any I/O
+        return await self._transact(False, lambda tables: erasure.dump_scope(tables, scope))
+
+    async def restore_dump(self, dump: KnowledgeDump, *, subtree: str) -> dict[str, int]:
+        Scope.parse(subtree)
+        return await self._write(lambda m: erasure.restore_dump(m, dump, subtree=subtree))

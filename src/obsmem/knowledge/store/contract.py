@@ -30,6 +30,12 @@ caller does:
   record read takes ``as_of`` (fact time) and ``as_known_at`` (capture time). Records about the
   same node, attribute and scope form a timeline: each one's validity ends where the next
   begins (``valid_until``), computed at read time, so nothing is deleted to close it.
+* **Forgetting and purging** are hard deletes. :meth:`KnowledgeStore.forget_value` removes
+  every node, record, tombstone and audit event holding a value (matched inside the text, see
+  :func:`~obsmem.knowledge.store.values.forget_key`) on a scope's chain and subtree, with their
+  outbox entries and vectors, and keeps a :class:`ForgottenValue` (a digest, never the text) that
+  refuses the value's return; :meth:`KnowledgeStore.purge_scope` removes everything stored under
+  a scope. Each leaves one audit event that names no text.
 * **Semantic outbox**: every change that affects a record's vector enqueues an idempotent
   outbox entry; workers claim, complete or release entries with a lease; the vectors
   themselves live in the store under the record's current scope.
@@ -56,8 +62,11 @@ from obsmem.knowledge.store.values import When, check_instant
 __all__ = [
     "DEFAULT_VIEW",
     "DESCRIPTION_LIMIT",
+    "FORGOTTEN_PLACEHOLDER",
     "ActivityAction",
     "ActivityEvent",
+    "ForgottenValue",
+    "KnowledgeDump",
     "KnowledgeStore",
     "LexicalHit",
     "MentionTarget",
@@ -75,6 +84,9 @@ __all__ = [
 ]
 
 DESCRIPTION_LIMIT = 400
+
+FORGOTTEN_PLACEHOLDER = "[forgotten value]"
+"""What a refusal of a forgotten value shows instead of the value."""
 
 T = TypeVar("T")
 
@@ -100,6 +112,12 @@ class ActivityAction(StrEnum):
     RECORD_VERIFIED = "record-verified"
     RECORD_REJECTED = "record-rejected"
     TOMBSTONE_CREATED = "tombstone-created"
+    VALUE_FORGOTTEN = "value-forgotten"
+    """A value was forgotten: its occurrences hard-deleted and a :class:`ForgottenValue` kept.
+    ``details`` holds the counts per kind and the digest, never the value."""
+    SCOPE_PURGED = "scope-purged"
+    """Everything under a scope was hard-deleted; logged at the parent scope (the org for an
+    org), ``details`` names the ``scope`` and the counts."""
     WRITE_REFUSED = "write-refused"
     """A write refused for scope, ceiling, privilege or tombstone reasons; written on its own,
     after the refused write rolled back, at the scope the write acted from. ``details`` names the
@@ -164,7 +182,7 @@ class ActivityEvent(_Frozen):
 
     id: str
     action: ActivityAction
-    subject_type: Literal["node", "record", "tombstone"]
+    subject_type: Literal["node", "record", "tombstone", "scope"]
     subject_id: str
     scope: str
     actor: str
@@ -181,6 +199,22 @@ class Tombstone(_Frozen):
     node_id: str
     scope: str
     value: str  # normalised
+    actor: str
+    reason: str
+    created_at: datetime
+
+
+class ForgottenValue(_Frozen):
+    """A forgotten value, refused in ``scope`` and below for every node, kept without its text.
+
+    ``digest`` is :func:`~obsmem.knowledge.store.values.forgotten_digest` of the value's
+    :func:`~obsmem.knowledge.store.values.forget_key`, ``length`` that key's length.
+    """
+
+    id: str
+    scope: str
+    digest: str
+    length: int
     actor: str
     reason: str
     created_at: datetime
@@ -211,6 +245,27 @@ class StoredVector:
     scope: str
     embedder: str
     vector: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeDump:
+    """Everything a scope's export holds, each list by id: the rows on its chain (its
+    ancestors') and in its subtree (its threads'), exactly as stored."""
+
+    nodes: list[Node] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    tombstones: list[Tombstone] = field(default_factory=list)
+    forgotten: list[ForgottenValue] = field(default_factory=list)
+    events: list[ActivityEvent] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "nodes": len(self.nodes),
+            "records": len(self.records),
+            "tombstones": len(self.tombstones),
+            "forgotten": len(self.forgotten),
+            "events": len(self.events),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,4 +560,43 @@ class KnowledgeStore(Protocol):
 
     async def load_node(self, node_id: str) -> Node | None:
         """The node by id whatever its scope (for the index worker's document text)."""
+        ...
+
+    # -- lifecycle: forgetting, purging, export and restore ----------------------------------------
+    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        """Hard-delete every occurrence of ``value`` on ``scope``'s chain and in its subtree.
+
+        A node whose name holds it goes with its records; a node whose content, description or
+        metadata holds it loses that field; a record, tombstone or audit event holding it
+        anywhere goes, with the record's outbox entries and vectors. A :class:`ForgottenValue`
+        at ``scope`` then refuses (as tombstoned, audited without the text) any later record or
+        node text holding the value in ``scope`` or below. One ``value-forgotten`` event is
+        logged. Returns counts per kind (``nodes``, ``nodes_scrubbed``, ``records``,
+        ``tombstones``, ``events``, ``outbox``, ``vectors``, ``forgotten``).
+        """
+        ...
+
+    async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        """Hard-delete everything stored at ``scope`` or below: nodes, records, tombstones,
+        forgotten values, audit events, outbox entries and vectors; links to purged nodes are
+        dropped from the nodes that remain. One ``scope-purged`` event is logged at the parent
+        scope. Returns counts per kind."""
+        ...
+
+    async def list_forgotten(self, scope: str) -> list[ForgottenValue]:
+        """The forgotten values that apply at ``scope`` (on its chain), by id."""
+        ...
+
+    async def dump_scope(self, scope: str) -> KnowledgeDump:
+        """Every row on ``scope``'s chain and in its subtree, as stored (for export)."""
+        ...
+
+    async def restore_dump(self, dump: KnowledgeDump, *, subtree: str) -> dict[str, int]:
+        """Write ``dump`` back exactly (ids, times, revisions, trust, audit log), in one
+        transaction, and queue every live record for the semantic index.
+
+        A row under ``subtree`` whose id is taken is refused with
+        :class:`~obsmem.errors.ImportConflictError`; a row above it (the org's) that is already
+        stored identically is kept, differently is refused. Returns counts per kind written.
+        """
         ...

@@ -8,7 +8,7 @@ Reads hand out deep copies: mutating a returned object never changes the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from obsmem.errors import StoreClosedError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
+    ForgottenValue,
     Node,
     OutboxEntry,
     Record,
@@ -26,7 +27,7 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 
 __all__ = ["InMemoryKnowledgeStore", "MemoryKnowledgeTables"]
 
@@ -45,7 +46,7 @@ def _clone_vector(vector: StoredVector) -> StoredVector:
 class MemoryKnowledgeTables:
     """:class:`KnowledgeTables` over plain dicts."""
 
-    _TABLES = ("nodes", "records", "events", "tombstones", "outbox", "vectors")
+    _TABLES = ("nodes", "records", "events", "tombstones", "outbox", "vectors", "forgotten_values")
 
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
@@ -54,6 +55,7 @@ class MemoryKnowledgeTables:
         self.tombstones: dict[str, Tombstone] = {}
         self.outbox: dict[str, OutboxEntry] = {}
         self.vectors: dict[str, StoredVector] = {}
+        self.forgotten_values: dict[str, ForgottenValue] = {}
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {name: dict(getattr(self, name)) for name in self._TABLES}
@@ -144,6 +146,68 @@ class MemoryKnowledgeTables:
         return [
             _clone_vector(v) for v in self.vectors.values() if scope_keys is None or v.scope in scope_keys
         ]
+
+    # forgotten values
+    def save_forgotten(self, forgotten: ForgottenValue) -> None:
+        self.forgotten_values[forgotten.id] = _clone(forgotten)
+
+    def forgotten(self, forgotten_id: str) -> ForgottenValue | None:
+        found = self.forgotten_values.get(forgotten_id)
+        return _clone(found) if found else None
+
+    def forgotten_in(self, scope_keys: Sequence[str]) -> list[ForgottenValue]:
+        return [_clone(f) for f in self.forgotten_values.values() if f.scope in scope_keys]
+
+    # lifecycle
+    def event(self, event_id: str) -> ActivityEvent | None:
+        found = self.events.get(event_id)
+        return _clone(found) if found else None
+
+    def tombstone(self, tombstone_id: str) -> Tombstone | None:
+        found = self.tombstones.get(tombstone_id)
+        return _clone(found) if found else None
+
+    def nodes_under(self, scope_key: str) -> list[Node]:
+        return [_clone(n) for n in self.nodes.values() if under(n.scope, scope_key)]
+
+    def records_under(self, scope_key: str) -> list[Record]:
+        return [_clone(r) for r in self.records.values() if under(r.scope, scope_key)]
+
+    def events_under(self, scope_key: str) -> list[ActivityEvent]:
+        return [_clone(e) for e in self.events.values() if under(e.scope, scope_key)]
+
+    def tombstones_under(self, scope_key: str) -> list[Tombstone]:
+        return [_clone(t) for t in self.tombstones.values() if under(t.scope, scope_key)]
+
+    def forgotten_under(self, scope_key: str) -> list[ForgottenValue]:
+        return [_clone(f) for f in self.forgotten_values.values() if under(f.scope, scope_key)]
+
+    def delete_node(self, node_id: str) -> None:
+        self.nodes.pop(node_id, None)
+
+    def delete_record(self, record_id: str) -> None:
+        self.records.pop(record_id, None)
+
+    def delete_event(self, event_id: str) -> None:
+        self.events.pop(event_id, None)
+
+    def delete_tombstone(self, tombstone_id: str) -> None:
+        self.tombstones.pop(tombstone_id, None)
+
+    def delete_forgotten(self, forgotten_id: str) -> None:
+        self.forgotten_values.pop(forgotten_id, None)
+
+    def delete_outbox_for(self, record_ids: Collection[str]) -> int:
+        gone = [key for key, entry in self.outbox.items() if entry.record_id in record_ids]
+        for key in gone:
+            del self.outbox[key]
+        return len(gone)
+
+    def delete_vectors_under(self, scope_key: str) -> int:
+        gone = [key for key, vector in self.vectors.items() if under(vector.scope, scope_key)]
+        for key in gone:
+            del self.vectors[key]
+        return len(gone)
 
 
 class InMemoryKnowledgeStore(TablesKnowledgeStore):

@@ -36,6 +36,7 @@ from obsmem.errors import (
 )
 from obsmem.knowledge.store.contract import (
     DESCRIPTION_LIMIT,
+    FORGOTTEN_PLACEHOLDER,
     ActivityAction,
     ActivityEvent,
     MentionTarget,
@@ -51,7 +52,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.scopes import Level, Scope, check_ceiling_raise, check_within_ceiling
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
-from obsmem.knowledge.store.values import normalise_value, same_value
+from obsmem.knowledge.store.values import forgotten_in, normalise_value, same_value
 
 __all__ = ["KnowledgeMutations", "Refusal", "terminal_node", "tombstone_blocks", "tombstone_refuses"]
 
@@ -141,7 +142,7 @@ class KnowledgeMutations:
     def _event(
         self,
         action: ActivityAction,
-        subject_type: Literal["node", "record", "tombstone"],
+        subject_type: Literal["node", "record", "tombstone", "scope"],
         subject_id: str,
         scope: str,
         actor: str,
@@ -390,6 +391,38 @@ class KnowledgeMutations:
                     actor,
                     reason,
                 )
+        self._check_forgotten(node_id, scope, (text,), operation, subject, actor, reason)
+
+    def _check_forgotten(
+        self,
+        node_id: str,
+        scope: str,
+        texts: Sequence[str | None],
+        operation: str,
+        subject: tuple[Literal["node", "record"], str],
+        actor: str,
+        reason: str,
+    ) -> None:
+        """Refuse texts holding a value forgotten on ``scope``'s chain; neither the error nor
+        its audit event shows the value (:data:`FORGOTTEN_PLACEHOLDER` stands in for it)."""
+        forgotten = self.t.forgotten_in(Scope.parse(scope).visible_keys())
+        if not forgotten:
+            return
+        for text in texts:
+            if not text:
+                continue
+            for entry in forgotten:
+                if forgotten_in(text, [(entry.digest, entry.length)]):
+                    raise self._refuse(
+                        TombstonedValueError(node_id, entry.scope, FORGOTTEN_PLACEHOLDER),
+                        "tombstoned",
+                        operation,
+                        subject[0],
+                        subject[1],
+                        scope,
+                        actor,
+                        reason,
+                    )
 
     def _tombstone(self, node_id: str, scope: str, text: str, actor: str, reason: str) -> Tombstone:
         value = normalise_value(text)
@@ -437,6 +470,15 @@ class KnowledgeMutations:
                     "use another name or read the merged node from a broader scope."
                 )
             return terminal
+        self._check_forgotten(
+            node_id or "(new node)",
+            parsed.key,
+            (name, kind, content, description),
+            "create_node",
+            ("node", node_id or "(new node)"),
+            actor,
+            reason,
+        )
         links = self._mentions(
             mentions, parsed.key, None, "create_node", ("node", node_id or name), actor, reason
         )
@@ -471,6 +513,15 @@ class KnowledgeMutations:
         if node.version != expected_version:
             return None
         _check_description(description)
+        self._check_forgotten(
+            node.id,
+            node.scope,
+            (name, kind, content, description),
+            "update_node",
+            ("node", node.id),
+            actor,
+            reason,
+        )
         changes: dict[str, Any] = {}
         if name is not None and name.strip() != node.name:
             clash = self.t.node_by_name(node.scope, name_key(name))

@@ -30,7 +30,7 @@ optional dependency: this module imports it, so import this module only when it 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,10 +41,10 @@ from pydantic import BaseModel, ValidationError
 
 from obsmem.clock import Clock
 from obsmem.errors import ConfigError, ObsmemError, StorageError
-from obsmem.storage.connection import ConnectionThread
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
+    ForgottenValue,
     Node,
     OutboxEntry,
     Record,
@@ -52,7 +52,13 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables, name_key
+from obsmem.knowledge.store.tables import (
+    FORGOTTEN_NODE_ID,
+    KNOWLEDGE_MIGRATIONS_TABLE,
+    KnowledgeTables,
+    name_key,
+)
+from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import MigrationSet
 from obsmem.storage.postgres.migrations import POSTGRESQL
 from obsmem.storage.postgres.store import redact_url
@@ -120,6 +126,11 @@ def m001_knowledge_initial(conn: Conn) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+# Tombstone rows that are tombstones, and those that are forgotten values (FORGOTTEN_NODE_ID).
+_REAL = " AND node_id <> ''"
+_FORGOTTEN = " AND node_id = ''"
 
 
 def _load(cls: type[M], doc: str) -> M:
@@ -242,7 +253,9 @@ class PostgresKnowledgeTables:
 
     def tombstones_in(self, scope_keys: Sequence[str]) -> list[Tombstone]:
         return self._docs(
-            Tombstone, "SELECT doc FROM knowledge_tombstones WHERE scope = ANY(%s)", (list(scope_keys),)
+            Tombstone,
+            "SELECT doc FROM knowledge_tombstones WHERE scope = ANY(%s) AND node_id <> %s",
+            (list(scope_keys), FORGOTTEN_NODE_ID),
         )
 
     # outbox and vectors
@@ -307,6 +320,96 @@ class PostgresKnowledgeTables:
             )
             for row in self.conn.execute(sql, params)
         ]
+
+    # forgotten values: rows of knowledge_tombstones under FORGOTTEN_NODE_ID (see tables.py)
+    def save_forgotten(self, forgotten: ForgottenValue) -> None:
+        self.conn.execute(
+            "INSERT INTO knowledge_tombstones (id, node_id, scope, doc) VALUES (%s, %s, %s, %s)",
+            (forgotten.id, FORGOTTEN_NODE_ID, forgotten.scope, forgotten.model_dump_json()),
+        )
+
+    def forgotten(self, forgotten_id: str) -> ForgottenValue | None:
+        return self._one(
+            ForgottenValue,
+            "SELECT doc FROM knowledge_tombstones WHERE id = %s AND node_id = %s",
+            (forgotten_id, FORGOTTEN_NODE_ID),
+        )
+
+    def forgotten_in(self, scope_keys: Sequence[str]) -> list[ForgottenValue]:
+        return self._docs(
+            ForgottenValue,
+            "SELECT doc FROM knowledge_tombstones WHERE scope = ANY(%s) AND node_id = %s",
+            (list(scope_keys), FORGOTTEN_NODE_ID),
+        )
+
+    # lifecycle
+    def event(self, event_id: str) -> ActivityEvent | None:
+        return self._one(ActivityEvent, "SELECT doc FROM knowledge_events WHERE id = %s", (event_id,))
+
+    def tombstone(self, tombstone_id: str) -> Tombstone | None:
+        return self._one(
+            Tombstone,
+            "SELECT doc FROM knowledge_tombstones WHERE id = %s AND node_id <> %s",
+            (tombstone_id, FORGOTTEN_NODE_ID),
+        )
+
+    def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
+        return self._docs(
+            cls,
+            f"SELECT doc FROM {table} WHERE (scope = %s OR left(scope, %s) = %s){extra}",
+            (scope_key, len(scope_key) + 1, scope_key + "/"),
+        )
+
+    def nodes_under(self, scope_key: str) -> list[Node]:
+        return self._under(Node, "knowledge_nodes", scope_key)
+
+    def records_under(self, scope_key: str) -> list[Record]:
+        return self._under(Record, "knowledge_records", scope_key)
+
+    def events_under(self, scope_key: str) -> list[ActivityEvent]:
+        return self._under(ActivityEvent, "knowledge_events", scope_key)
+
+    def tombstones_under(self, scope_key: str) -> list[Tombstone]:
+        return self._under(Tombstone, "knowledge_tombstones", scope_key, _REAL)
+
+    def forgotten_under(self, scope_key: str) -> list[ForgottenValue]:
+        return self._under(ForgottenValue, "knowledge_tombstones", scope_key, _FORGOTTEN)
+
+    def delete_node(self, node_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_nodes WHERE id = %s", (node_id,))
+        self.conn.execute("DELETE FROM knowledge_node_mentions WHERE node_id = %s", (node_id,))
+
+    def delete_record(self, record_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_records WHERE id = %s", (record_id,))
+        self.conn.execute("DELETE FROM knowledge_record_mentions WHERE record_id = %s", (record_id,))
+
+    def delete_event(self, event_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_events WHERE id = %s", (event_id,))
+
+    def delete_tombstone(self, tombstone_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM knowledge_tombstones WHERE id = %s AND node_id <> %s",
+            (tombstone_id, FORGOTTEN_NODE_ID),
+        )
+
+    def delete_forgotten(self, forgotten_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM knowledge_tombstones WHERE id = %s AND node_id = %s",
+            (forgotten_id, FORGOTTEN_NODE_ID),
+        )
+
+    def delete_outbox_for(self, record_ids: Collection[str]) -> int:
+        cursor = self.conn.execute(
+            "DELETE FROM knowledge_outbox WHERE (doc::jsonb ->> 'record_id') = ANY(%s)", (list(record_ids),)
+        )
+        return max(cursor.rowcount, 0)
+
+    def delete_vectors_under(self, scope_key: str) -> int:
+        cursor = self.conn.execute(
+            "DELETE FROM knowledge_vectors WHERE (scope = %s OR left(scope, %s) = %s)",
+            (scope_key, len(scope_key) + 1, scope_key + "/"),
+        )
+        return max(cursor.rowcount, 0)
 
 
 def _connection_url(url: str) -> str:

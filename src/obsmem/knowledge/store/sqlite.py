@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +33,7 @@ from obsmem.files import prepare_database_file
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
+    ForgottenValue,
     Node,
     OutboxEntry,
     Record,
@@ -40,7 +41,12 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables, name_key
+from obsmem.knowledge.store.tables import (
+    FORGOTTEN_NODE_ID,
+    KNOWLEDGE_MIGRATIONS_TABLE,
+    KnowledgeTables,
+    name_key,
+)
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
 
@@ -60,7 +66,9 @@ BUSY_RETRIES = 5
 
 
 # The knowledge schema's own version table, so it evolves separately from the message store's.
-KNOWLEDGE_MIGRATIONS: MigrationSet[Conn] = MigrationSet(SQLITE, KNOWLEDGE_MIGRATIONS_TABLE, "sqlite-knowledge")
+KNOWLEDGE_MIGRATIONS: MigrationSet[Conn] = MigrationSet(
+    SQLITE, KNOWLEDGE_MIGRATIONS_TABLE, "sqlite-knowledge"
+)
 
 
 @KNOWLEDGE_MIGRATIONS.register
@@ -96,6 +104,11 @@ def m001_knowledge_initial(conn: Conn) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+# Tombstone rows that are tombstones, and those that are forgotten values (FORGOTTEN_NODE_ID).
+_REAL = " AND node_id <> ''"
+_FORGOTTEN = " AND node_id = ''"
 
 
 def _load(cls: type[M], doc: str) -> M:
@@ -214,8 +227,8 @@ class SQLiteKnowledgeTables:
     def tombstones_in(self, scope_keys: Sequence[str]) -> list[Tombstone]:
         return self._docs(
             Tombstone,
-            f"SELECT doc FROM knowledge_tombstones WHERE scope IN ({_marks(scope_keys)})",
-            scope_keys,
+            f"SELECT doc FROM knowledge_tombstones WHERE scope IN ({_marks(scope_keys)}) AND node_id <> ?",
+            [*scope_keys, FORGOTTEN_NODE_ID],
         )
 
     # outbox and vectors
@@ -274,6 +287,96 @@ class SQLiteKnowledgeTables:
             StoredVector(row[0], row[1], row[2], row[3], np.frombuffer(row[4], dtype=np.float32).copy())
             for row in self.conn.execute(sql, tuple(params))
         ]
+
+    # forgotten values: rows of knowledge_tombstones under FORGOTTEN_NODE_ID (see tables.py)
+    def save_forgotten(self, forgotten: ForgottenValue) -> None:
+        self.conn.execute(
+            "INSERT INTO knowledge_tombstones (id, node_id, scope, doc) VALUES (?, ?, ?, ?)",
+            (forgotten.id, FORGOTTEN_NODE_ID, forgotten.scope, forgotten.model_dump_json()),
+        )
+
+    def forgotten(self, forgotten_id: str) -> ForgottenValue | None:
+        return self._one(
+            ForgottenValue,
+            "SELECT doc FROM knowledge_tombstones WHERE id = ? AND node_id = ?",
+            (forgotten_id, FORGOTTEN_NODE_ID),
+        )
+
+    def forgotten_in(self, scope_keys: Sequence[str]) -> list[ForgottenValue]:
+        return self._docs(
+            ForgottenValue,
+            f"SELECT doc FROM knowledge_tombstones WHERE scope IN ({_marks(scope_keys)}) AND node_id = ?",
+            [*scope_keys, FORGOTTEN_NODE_ID],
+        )
+
+    # lifecycle
+    def event(self, event_id: str) -> ActivityEvent | None:
+        return self._one(ActivityEvent, "SELECT doc FROM knowledge_events WHERE id = ?", (event_id,))
+
+    def tombstone(self, tombstone_id: str) -> Tombstone | None:
+        return self._one(
+            Tombstone,
+            "SELECT doc FROM knowledge_tombstones WHERE id = ? AND node_id <> ?",
+            (tombstone_id, FORGOTTEN_NODE_ID),
+        )
+
+    def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
+        return self._docs(
+            cls,
+            f"SELECT doc FROM {table} WHERE (scope = ? OR substr(scope, 1, ?) = ?){extra}",
+            (scope_key, len(scope_key) + 1, scope_key + "/"),
+        )
+
+    def nodes_under(self, scope_key: str) -> list[Node]:
+        return self._under(Node, "knowledge_nodes", scope_key)
+
+    def records_under(self, scope_key: str) -> list[Record]:
+        return self._under(Record, "knowledge_records", scope_key)
+
+    def events_under(self, scope_key: str) -> list[ActivityEvent]:
+        return self._under(ActivityEvent, "knowledge_events", scope_key)
+
+    def tombstones_under(self, scope_key: str) -> list[Tombstone]:
+        return self._under(Tombstone, "knowledge_tombstones", scope_key, _REAL)
+
+    def forgotten_under(self, scope_key: str) -> list[ForgottenValue]:
+        return self._under(ForgottenValue, "knowledge_tombstones", scope_key, _FORGOTTEN)
+
+    def delete_node(self, node_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_nodes WHERE id = ?", (node_id,))
+        self.conn.execute("DELETE FROM knowledge_node_mentions WHERE node_id = ?", (node_id,))
+
+    def delete_record(self, record_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_records WHERE id = ?", (record_id,))
+        self.conn.execute("DELETE FROM knowledge_record_mentions WHERE record_id = ?", (record_id,))
+
+    def delete_event(self, event_id: str) -> None:
+        self.conn.execute("DELETE FROM knowledge_events WHERE id = ?", (event_id,))
+
+    def delete_tombstone(self, tombstone_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM knowledge_tombstones WHERE id = ? AND node_id <> ?",
+            (tombstone_id, FORGOTTEN_NODE_ID),
+        )
+
+    def delete_forgotten(self, forgotten_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM knowledge_tombstones WHERE id = ? AND node_id = ?", (forgotten_id, FORGOTTEN_NODE_ID)
+        )
+
+    def delete_outbox_for(self, record_ids: Collection[str]) -> int:
+        ids = list(record_ids)
+        cursor = self.conn.execute(
+            f"DELETE FROM knowledge_outbox WHERE json_extract(doc, '$.record_id') IN ({_marks(ids)})", ids
+        )
+        return max(cursor.rowcount, 0)
+
+    def delete_vectors_under(self, scope_key: str) -> int:
+        cursor = self.conn.execute(
+            "DELETE FROM knowledge_vectors WHERE (scope = ? OR substr(scope, 1, ?) = ?)",
+            (scope_key, len(scope_key) + 1, scope_key + "/"),
+        )
+        return max(cursor.rowcount, 0)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -366,6 +469,9 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            # Forgetting and purging are hard deletes: zero the freed pages instead of leaving
+            # the deleted text readable in the file.
+            conn.execute("PRAGMA secure_delete = ON")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StorageError(f"Could not switch {self.path} to WAL mode (got '{mode}').")

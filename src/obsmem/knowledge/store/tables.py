@@ -10,11 +10,12 @@ for SQLite. Every method returns fresh objects; lists carry no particular order 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
+    ForgottenValue,
     Node,
     OutboxEntry,
     Record,
@@ -22,15 +23,25 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 
-__all__ = ["KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key"]
+__all__ = ["FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "under"]
 
 # The knowledge schema's version table, apart from the message store's: the two evolve separately.
 KNOWLEDGE_MIGRATIONS_TABLE = "_obsmem_knowledge_migrations"
+
+FORGOTTEN_NODE_ID = ""
+"""The SQL adapters keep forgotten values in the tombstones table under this node id (no node
+has an empty id; a forgotten value applies to every node), so forgetting needed no schema
+change. Their ``doc`` is a :class:`ForgottenValue`; every tombstone read skips these rows."""
 
 
 def name_key(name: str) -> str:
     """A node's identity within its scope: trimmed, case-insensitive name."""
     return name.strip().casefold()
+
+
+def under(scope: str, key: str) -> bool:
+    """Whether a row stored at ``scope`` lies in the subtree of ``key`` (``key`` or below it)."""
+    return scope == key or scope.startswith(key + "/")
 
 
 class KnowledgeTables(Protocol):
@@ -63,3 +74,25 @@ class KnowledgeTables(Protocol):
     def put_vector(self, vector: StoredVector) -> None: ...
     def delete_vector(self, document_id: str, scope: str | None) -> bool: ...
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]: ...
+
+    # forgotten values (digests only)
+    def save_forgotten(self, forgotten: ForgottenValue) -> None: ...
+    def forgotten(self, forgotten_id: str) -> ForgottenValue | None: ...
+    def forgotten_in(self, scope_keys: Sequence[str]) -> list[ForgottenValue]: ...
+
+    # lifecycle: single-row lookups, subtree listings (see :func:`under`) and hard deletes.
+    # Deleting a node or record also deletes its mention rows; nothing else cascades.
+    def event(self, event_id: str) -> ActivityEvent | None: ...
+    def tombstone(self, tombstone_id: str) -> Tombstone | None: ...
+    def nodes_under(self, scope_key: str) -> list[Node]: ...
+    def records_under(self, scope_key: str) -> list[Record]: ...
+    def events_under(self, scope_key: str) -> list[ActivityEvent]: ...
+    def tombstones_under(self, scope_key: str) -> list[Tombstone]: ...
+    def forgotten_under(self, scope_key: str) -> list[ForgottenValue]: ...
+    def delete_node(self, node_id: str) -> None: ...
+    def delete_record(self, record_id: str) -> None: ...
+    def delete_event(self, event_id: str) -> None: ...
+    def delete_tombstone(self, tombstone_id: str) -> None: ...
+    def delete_forgotten(self, forgotten_id: str) -> None: ...
+    def delete_outbox_for(self, record_ids: Collection[str]) -> int: ...
+    def delete_vectors_under(self, scope_key: str) -> int: ...

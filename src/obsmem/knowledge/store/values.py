@@ -36,12 +36,22 @@ dropped and spacing collapsed. Tombstones are *matched* on two things (:func:`sa
   is a different fact from ``"Jane is vegan"``). Near-duplicates are refused on write; reads
   hide only exact-key matches, so a tombstone never silently hides a differently worded record
   that was stored before it.
+
+Forgetting (:func:`forget_key`, :func:`forgotten_digest`, :func:`forgotten_in`) matches a value
+*inside* a text: the value's key (as above: normalised, letters and digits only) occurring in the
+text's key, so case, spacing, punctuation and invisible characters never hide an occurrence. A
+forgotten value is kept only as a SHA-256 digest of its key (with a domain prefix) and the key's
+length in characters: enough to refuse a later text holding it (hash every window of that length
+of the text's key), never enough to read it back. A digest of a guessable value can be confirmed
+by someone who guesses it; that is the price of refusing it without keeping it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
@@ -54,6 +64,9 @@ __all__ = [
     "InvalidWhenError",
     "When",
     "check_instant",
+    "forget_key",
+    "forgotten_digest",
+    "forgotten_in",
     "near_duplicate",
     "normalise_value",
     "parse_when",
@@ -242,3 +255,36 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
     if value_key(tombstoned) == value_key(value):
         return True
     return near and near_duplicate(tombstoned, value)
+
+
+_FORGOTTEN_DOMAIN = b"obsmem.knowledge.forgotten.v1\x00"
+
+
+def forget_key(value: str) -> str:
+    """What a forgotten value is matched on: its :func:`value_key` ("" when it holds no letter or digit)."""
+    return value_key(value)
+
+
+def forgotten_digest(key: str) -> str:
+    """The stored form of a forgotten value's key: hex SHA-256 under a domain prefix."""
+    return hashlib.sha256(_FORGOTTEN_DOMAIN + key.encode("utf-8")).hexdigest()
+
+
+def forgotten_in(text: str, digests: Iterable[tuple[str, int]]) -> bool:
+    """Whether ``text`` holds a forgotten value given as ``(digest, key length)`` pairs.
+
+    Every window of the text's key as long as a forgotten key is hashed and looked up, so the
+    cost is one hash per character of the text per distinct length.
+    """
+    wanted: dict[int, set[str]] = {}
+    for digest, length in digests:
+        if length > 0:
+            wanted.setdefault(length, set()).add(digest)
+    if not wanted:
+        return False
+    key = value_key(text)
+    for length, found in wanted.items():
+        for start in range(len(key) - length + 1):
+            if forgotten_digest(key[start : start + length]) in found:
+                return True
+    return False

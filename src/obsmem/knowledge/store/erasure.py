@@ -1,0 +1,328 @@
+"""The knowledge store's lifecycle writes: forgetting a value, purging a scope, restoring a dump.
+
+Written once against :class:`KnowledgeTables`, like :mod:`~obsmem.knowledge.store.ops`, and run
+by the adapter in one transaction each, so a failure leaves nothing half-deleted.
+
+Forgetting and purging are *hard* deletes: rows are removed, not marked, because a soft-deleted
+record still holds its text. What remains is an audit event per operation that names no text,
+and (for a forgotten value) a :class:`ForgottenValue`: a digest of the value's key, which
+:meth:`KnowledgeMutations._check_tombstones` matches against later writes
+(:func:`~obsmem.knowledge.store.values.forgotten_in`).
+
+**Reach of a forget.** ``forget_value(value, scope)`` reaches the rows stored at ``scope``, at
+its ancestors (what ``scope`` reads) and below it (its threads), never a sibling's. A value is
+matched inside a text on its :func:`~obsmem.knowledge.store.values.forget_key` (case, spacing,
+punctuation and invisible characters do not hide it), or as a plain substring. Matched are
+the texts a caller wrote, never ids or scope keys: a node's name, kind, content, description and
+metadata; a record's text, attribute, metadata and ``deleted_by``; a tombstone's value, actor
+and reason; an event's actor, reason and details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from obsmem.errors import ImportConflictError, InvalidInputError
+from obsmem.knowledge.store.contract import (
+    ActivityAction,
+    ActivityEvent,
+    ForgottenValue,
+    KnowledgeDump,
+    Node,
+    Record,
+    Tombstone,
+    TrustState,
+    record_document_id,
+)
+from obsmem.knowledge.store.ops import KnowledgeMutations
+from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
+from obsmem.knowledge.store.values import forget_key, forgotten_digest, value_key
+
+__all__ = ["dump_scope", "forget_value", "purge_scope", "restore_dump"]
+
+_FORGET_COUNTS = (
+    "nodes",
+    "nodes_scrubbed",
+    "records",
+    "tombstones",
+    "events",
+    "outbox",
+    "vectors",
+    "forgotten",
+)
+_PURGE_COUNTS = ("nodes", "records", "tombstones", "forgotten", "events", "outbox", "vectors")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, dict keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            yield from _strings(item)
+
+
+class _Matcher:
+    """Whether a text holds the value: its key inside the text's key, or a plain substring."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self.key = forget_key(value)
+
+    def __call__(self, *values: Any) -> bool:
+        for text in _strings(list(values)):
+            if self.value in text or (self.key and self.key in value_key(text)):
+                return True
+        return False
+
+
+def _unique(*groups: Iterable[Any]) -> list[Any]:
+    """Rows from several listings, once each, by id."""
+    seen: dict[str, Any] = {}
+    for group in groups:
+        for row in group:
+            seen.setdefault(row.id, row)
+    return [seen[key] for key in sorted(seen)]
+
+
+def _reach(t: KnowledgeTables, scope: Scope) -> KnowledgeDump:
+    """The rows on ``scope``'s chain and in its subtree."""
+    chain = scope.visible_keys()
+    return KnowledgeDump(
+        nodes=_unique(t.nodes_in(chain), t.nodes_under(scope.key)),
+        records=_unique(t.records_in(chain), t.records_under(scope.key)),
+        tombstones=_unique(t.tombstones_in(chain), t.tombstones_under(scope.key)),
+        forgotten=_unique(t.forgotten_in(chain), t.forgotten_under(scope.key)),
+        events=_unique(t.events_in(chain), t.events_under(scope.key)),
+    )
+
+
+def dump_scope(t: KnowledgeTables, scope: str) -> KnowledgeDump:
+    return _reach(t, Scope.parse(scope))
+
+
+def _drop_mentions(m: KnowledgeMutations, gone: set[str]) -> None:
+    """Remove links to deleted nodes from the nodes and records that remain."""
+    t = m.t
+    for node_id in sorted(gone):
+        for node in t.nodes_mentioning(node_id):
+            if node.id in gone:
+                continue
+            kept = tuple(target for target in node.mentions if target not in gone)
+            t.save_node(
+                node.model_copy(update={"mentions": kept, "version": node.version + 1, "updated_at": m.now})
+            )
+        for record in t.records_mentioning(node_id):
+            kept = tuple(target for target in record.mentions if target not in gone)
+            t.save_record(record.model_copy(update={"mentions": kept}))
+
+
+def _delete_records(m: KnowledgeMutations, records: Iterable[Record], counts: dict[str, int]) -> None:
+    ids = sorted({record.id for record in records})
+    for record_id in ids:
+        m.t.delete_record(record_id)
+        if m.t.delete_vector(record_document_id(record_id), None):
+            counts["vectors"] += 1
+    counts["records"] += len(ids)
+    if ids:
+        counts["outbox"] += m.t.delete_outbox_for(ids)
+
+
+def _check_act(text: str, what: str, holds: _Matcher) -> None:
+    if not text.strip():
+        raise InvalidInputError(f"The {what} is empty; give a non-blank {what}.", argument=what)
+    if holds(text):
+        raise InvalidInputError(
+            f"The {what} of a forget holds the forgotten value itself, so the audit log would keep it; "
+            f"give a {what} that does not.",
+            argument=what,
+        )
+
+
+def forget_value(m: KnowledgeMutations, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("Forgetting needs a non-blank value.", argument="value")
+    target = Scope.parse(scope)
+    holds = _Matcher(value)
+    _check_act(actor, "actor", holds)
+    _check_act(reason, "reason", holds)
+    t = m.t
+    counts = dict.fromkeys(_FORGET_COUNTS, 0)
+    reach = _reach(t, target)
+
+    doomed_nodes = {n.id: n for n in reach.nodes if holds(n.name, n.kind)}
+    for node in reach.nodes:
+        if node.id in doomed_nodes:
+            continue
+        changes: dict[str, Any] = {}
+        if node.content is not None and holds(node.content):
+            changes["content"] = None
+        if node.description is not None and holds(node.description):
+            changes["description"] = None
+        if holds(node.metadata):
+            changes["metadata"] = {k: v for k, v in node.metadata.items() if not holds(k, v)}
+        if changes:
+            t.save_node(node.model_copy(update={**changes, "version": node.version + 1, "updated_at": m.now}))
+            counts["nodes_scrubbed"] += 1
+    doomed_records = [
+        r for r in reach.records if holds(r.text, r.attribute or "", r.metadata, r.deleted_by or "")
+    ]
+    for node_id in doomed_nodes:  # a node's records go with it, wherever they are
+        doomed_records.extend(t.records_about(node_id))
+    _delete_records(m, doomed_records, counts)
+    for node_id in doomed_nodes:
+        t.delete_node(node_id)
+        for tombstone in t.tombstones_for(node_id):
+            t.delete_tombstone(tombstone.id)
+            counts["tombstones"] += 1
+    counts["nodes"] = len(doomed_nodes)
+    _drop_mentions(m, set(doomed_nodes))
+
+    refuse_at = {target.key}
+    for tombstone in reach.tombstones:
+        if tombstone.node_id in doomed_nodes or not holds(tombstone.value, tombstone.actor, tombstone.reason):
+            continue
+        t.delete_tombstone(tombstone.id)
+        counts["tombstones"] += 1
+        if holds(tombstone.value):  # it refused the value above this scope: keep refusing there
+            refuse_at.add(tombstone.scope)
+    for event in reach.events:
+        if holds(event.actor, event.reason, event.details):
+            t.delete_event(event.id)
+            counts["events"] += 1
+
+    digest = forgotten_digest(holds.key) if holds.key else ""
+    subject = m.ids.new()
+    if holds.key:
+        existing = {(f.scope, f.digest): f for f in t.forgotten_in(sorted(refuse_at))}
+        for key in sorted(refuse_at):
+            if (key, digest) in existing:
+                if key == target.key:
+                    subject = existing[(key, digest)].id
+                continue
+            forgotten = ForgottenValue(
+                id=subject if key == target.key else m.ids.new(),
+                scope=key,
+                digest=digest,
+                length=len(holds.key),
+                actor=actor,
+                reason=reason,
+                created_at=m.now,
+            )
+            t.save_forgotten(forgotten)
+            counts["forgotten"] += 1
+    m._event(
+        ActivityAction.VALUE_FORGOTTEN,
+        "tombstone",
+        subject,
+        target.key,
+        actor,
+        reason,
+        details={"digest": digest, "counts": dict(counts)},
+    )
+    return counts
+
+
+def purge_scope(m: KnowledgeMutations, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+    target = Scope.parse(scope)
+    if not actor.strip() or not reason.strip():
+        raise InvalidInputError("A purge needs a non-blank actor and reason.", argument="reason")
+    t = m.t
+    key = target.key
+    counts = dict.fromkeys(_PURGE_COUNTS, 0)
+    nodes = {n.id: n for n in t.nodes_under(key)}
+    records: list[Record] = list(t.records_under(key))
+    for node_id in nodes:  # records about a purged node go too (by the scope rules, all are below)
+        records.extend(t.records_about(node_id))
+    _delete_records(m, records, counts)
+    for node_id in nodes:
+        t.delete_node(node_id)
+        for tombstone in t.tombstones_for(node_id):
+            t.delete_tombstone(tombstone.id)
+            counts["tombstones"] += 1
+    counts["nodes"] = len(nodes)
+    _drop_mentions(m, set(nodes))
+    for tombstone in t.tombstones_under(key):
+        t.delete_tombstone(tombstone.id)
+        counts["tombstones"] += 1
+    for forgotten in t.forgotten_under(key):
+        t.delete_forgotten(forgotten.id)
+        counts["forgotten"] += 1
+    for event in t.events_under(key):
+        t.delete_event(event.id)
+        counts["events"] += 1
+    counts["vectors"] += t.delete_vectors_under(key)
+    # The audit entry stays above the purged scope and names it only by digest: the scope key
+    # holds the resource id, which is what was asked to be gone.
+    parent = target.at(Level(target.level - 1)) if target.level > Level.ORG else target
+    m._event(
+        ActivityAction.SCOPE_PURGED,
+        "scope",
+        forgotten_digest(key),
+        parent.key,
+        actor,
+        reason,
+        details={"level": target.level.label, "counts": dict(counts)},
+    )
+    return counts
+
+
+def _place(existing: Any, row: Any, subtree: str, what: str) -> bool:
+    """Whether to write ``row``: refused if its id is taken under the subtree or taken by a
+    different row above it; skipped if the same row is already stored above it."""
+    if existing is None:
+        return True
+    if under(row.scope, subtree) or existing != row:
+        raise ImportConflictError(f"the knowledge store already holds a {what} '{row.id}'")
+    return False
+
+
+def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) -> dict[str, int]:
+    t = m.t
+    key = Scope.parse(subtree).key
+    counts = dict.fromkeys(("nodes", "records", "tombstones", "forgotten", "events"), 0)
+    nodes: list[Node] = [n for n in dump.nodes if _place(t.node(n.id), n, key, "node")]
+    for node in nodes:
+        clash = t.node_by_name(node.scope, name_key(node.name))
+        if clash is not None and clash.id != node.id:
+            raise ImportConflictError(
+                f"the knowledge store already holds a node named '{node.name}' in '{node.scope}'"
+            )
+    records: list[Record] = [
+        r
+        for r in dump.records
+        if _place(t.record(r.id), r.model_copy(update={"valid_until": None}), key, "record")
+    ]
+    tombstones: list[Tombstone] = [
+        x for x in dump.tombstones if _place(t.tombstone(x.id), x, key, "tombstone")
+    ]
+    forgotten: list[ForgottenValue] = [
+        f for f in dump.forgotten if _place(t.forgotten(f.id), f, key, "forgotten value")
+    ]
+    events: list[ActivityEvent] = [e for e in dump.events if _place(t.event(e.id), e, key, "activity event")]
+    for node in nodes:
+        t.save_node(node)
+    for record in records:
+        t.save_record(record)
+        if record.deleted_at is None and record.trust is not TrustState.REJECTED:
+            m._enqueue(record, "upsert", record.scope)
+    for tombstone in tombstones:
+        t.save_tombstone(tombstone)
+    for value in forgotten:
+        t.save_forgotten(value)
+    for event in events:
+        t.add_event(event)
+    counts.update(
+        nodes=len(nodes),
+        records=len(records),
+        tombstones=len(tombstones),
+        forgotten=len(forgotten),
+        events=len(events),
+    )
+    return counts
