@@ -45,6 +45,7 @@ __all__ = [
     "ToolRule",
     "assert_valid_chat_sequence",
     "assert_valid_responses_input",
+    "last_user_text",
     "request_text",
     "small_memory_config",
     "weather_rule",
@@ -205,6 +206,15 @@ def request_text(body: Any) -> str:
     return "\n".join(t for t in texts if t)
 
 
+def last_user_text(body: Any) -> str:
+    """The text of the newest user message of a Chat Completions or Responses request."""
+    if isinstance(body.get("messages"), list):
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+    else:
+        users = [i for i in _response_items(body) if i["type"] == "message" and i.get("role") == "user"]
+    return _content_text(users[-1].get("content")) if users else ""
+
+
 # -- the model --------------------------------------------------------------------------------------
 
 
@@ -246,6 +256,7 @@ class AgentModel:
     invalid: list[tuple[str, str]] = field(default_factory=list)
     answered: int = 0
     tool_calls: int = 0
+    issued_calls: list[str] = field(default_factory=list)  # the ids of every tool call it made
     _ids: Iterable[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -298,8 +309,11 @@ class AgentModel:
         else:
             with self._lock:
                 self.tool_calls += 1
+            call_id = self._next_id("call")
+            with self._lock:
+                self.issued_calls.append(call_id)
             call = {
-                "id": self._next_id("call"), "type": "function",
+                "id": call_id, "type": "function",
                 "function": {"name": decision[0], "arguments": json.dumps(decision[1])},
             }
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
@@ -351,8 +365,11 @@ class AgentModel:
         else:
             with self._lock:
                 self.tool_calls += 1
+            call_id = self._next_id("call")
+            with self._lock:
+                self.issued_calls.append(call_id)
             item = {
-                "type": "function_call", "id": self._next_id("fc"), "call_id": self._next_id("call"),
+                "type": "function_call", "id": self._next_id("fc"), "call_id": call_id,
                 "name": decision[0], "arguments": json.dumps(decision[1]), "status": "completed",
             }
         input_tokens = len(request_text(body)) // 4 + 1
@@ -405,9 +422,16 @@ class AgentModel:
         return Reply(events=events)
 
 
-def small_memory_config(*, message_tokens: int = 400, reflection_tokens: int = 4000) -> MemoryConfig:
-    """Thresholds small enough that a few dozen short turns are observed by the offline observer."""
+def small_memory_config(
+    *, message_tokens: int = 400, reflection_tokens: int = 4000, buffered: bool = False, retrieval: bool = False
+) -> MemoryConfig:
+    """Thresholds small enough that a few dozen short turns are observed by the offline observer.
+
+    ``buffered``: observe ahead in the background (obsmem's buffering), as in production; else
+    every observation runs at a turn boundary. ``retrieval``: turn on the recall tool.
+    """
     return MemoryConfig(
-        observation=ObservationConfig(message_tokens=message_tokens, buffer_tokens=False),
+        retrieval=retrieval,
+        observation=ObservationConfig(message_tokens=message_tokens, buffer_tokens=0.25 if buffered else False),
         reflection=ReflectionConfig(observation_tokens=reflection_tokens),
     )

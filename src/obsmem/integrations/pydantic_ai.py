@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -216,7 +218,8 @@ def from_pydantic_ai(messages: Sequence[pai.ModelMessage]) -> list[Message]:
     return converted
 
 
-def _from_one(message: pai.ModelMessage) -> list[Message]:
+def _from_one(message: pai.ModelMessage, seed: str | None = None) -> list[Message]:
+    """One pydantic-ai message's obsmem messages; ids from its tag, else ``<seed>-<n>``, else new."""
     dumped = _dump(message)
     parts = dumped.pop("parts")
     metadata = dumped.get("metadata")
@@ -248,7 +251,9 @@ def _from_one(message: pai.ModelMessage) -> list[Message]:
         groups = [("user" if dumped["kind"] == "request" else "assistant",
                    [DataPart(name=_UNKNOWN, data={"empty": True})], [])]
     given = known_ids if isinstance(known_ids, list) and len(known_ids) == len(groups) else [None] * len(groups)
-    ids = [i if isinstance(i, str) and i else new_id() for i in given]
+    ids = [
+        i if isinstance(i, str) and i else (f"{seed}-{n}" if seed else new_id()) for n, i in enumerate(given)
+    ]
     group_key = ids[0]  # stable: the same message converted again keeps its group
     created = _stamp(dumped.get("timestamp")) or _first_stamp(parts) or _NO_TIME
     out = []
@@ -536,12 +541,18 @@ class ObservationalMemory(AbstractCapability[Any]):
         return self._thread
 
     def _new_messages(self, history: Sequence[pai.ModelMessage]) -> list[Message]:
-        """The obsmem messages of history messages not saved yet (tagging them with their ids)."""
+        """The obsmem messages of history messages not saved yet (tagging them with their ids).
+
+        Their ids are derived from the thread and the message's content (timestamps included):
+        an untagged copy of a message saved before (``run_stream`` hands back its own copy of
+        the final response) gets the same ids, so obsmem stores it once.
+        """
         new: list[Message] = []
         for message in history:
             if _ids_of(message) is not None:
                 continue
-            converted = _from_one(message)
+            digest = hashlib.sha256(json.dumps([self._thread_id(), _dump(message)], sort_keys=True).encode())
+            converted = _from_one(message, seed=f"pai-{digest.hexdigest()[:32]}")
             _tag(message, [m.id for m in converted])
             new.extend(converted)
         return new
