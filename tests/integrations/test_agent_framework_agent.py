@@ -1,0 +1,132 @@
+"""Microsoft Agent Framework: an Agent with ObservationalMemoryProvider over a local model server.
+
+The agent is Agent Framework's own (``Agent``, ``OpenAIChatClient`` over real HTTP to
+:class:`tests.integrations.agent_model.AgentModel`, the Responses API); nothing in it is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agent_framework import Agent, InMemoryHistoryProvider, tool
+from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
+
+from obsmem import Memory
+from obsmem.integrations.agent_framework import ObservationalMemoryProvider
+from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
+from tests.models.wire_server import WireServer
+
+pytestmark = pytest.mark.anyio
+
+CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
+INSTRUCTIONS = "You are a travel helper."
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: 4 degrees and snow"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[WireServer, AgentModel]]:
+    model = AgentModel()
+    with WireServer() as wire:
+        wire.responder = model
+        yield wire, model
+
+
+def user_text(turn: int, thread: str) -> str:
+    if turn % 3 == 0:
+        return f"[{thread} {turn}] What is the weather in {CITIES[turn % len(CITIES)]} today?"
+    return f"[{thread} {turn}] I am planning a trip for my sister Anna, she likes museums number {turn}."
+
+
+def make_agent(url: str, provider: ObservationalMemoryProvider) -> Agent[Any]:
+    client = OpenAIChatClient(model="agent-test-model", api_key="test-key", base_url=f"{url}/v1")
+    return Agent(client, INSTRUCTIONS, tools=[get_weather], context_providers=[provider],
+                 default_options={"store": False})
+
+
+def function_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("type") == "function_call"]
+
+
+async def test_sixty_turns_with_tools_are_observed_and_every_request_is_valid(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        provider = ObservationalMemoryProvider(memory, resource_id="user-1")
+        agent = make_agent(wire.url, provider)
+        session = agent.create_session(session_id="t1")
+        for turn in range(60):
+            response = await agent.run(user_text(turn, "t1"), session=session)
+            assert response.text.startswith(("You said:", "The tool said:"))
+        record = await memory.get_record("t1")
+        stored = await memory.list_messages("t1")
+        await memory.settled()
+    assert not any(isinstance(p, InMemoryHistoryProvider) for p in agent.context_providers)  # obsmem is the history
+    assert record is not None and record.active_observations.strip()
+    requests = [r.body for r in wire.requests if r.path.endswith("/responses")]
+    assert model.invalid == [] and model.answered == len(requests) and model.tool_calls == 20
+    observed = [b for b in requests if len(b.get("instructions") or "") > len(INSTRUCTIONS) + 200]
+    assert observed and any("Anna" in b["instructions"] for b in observed)
+    assert all(b["instructions"].startswith(INSTRUCTIONS) for b in requests)
+    # arguments go as JSON text, as the Responses API takes them (also when obsmem rebuilt them)
+    assert all(isinstance(call["arguments"], str) for b in requests for call in function_calls(b))
+    assert len(requests[-1]["input"]) < len(stored) / 4  # the context stays small
+    # the newest input is the last message of every first request of a turn
+    for turn in range(60):
+        first = next(b for b in requests if user_text(turn, "t1") in request_text(b))
+        assert user_text(turn, "t1") in str(first["input"][-1])
+    # raw history in obsmem is complete
+    assert [m.text for m in stored if m.role == "user"] == [user_text(t, "t1") for t in range(60)]
+    assert sum(len(m.tool_calls) for m in stored) == 20
+    assert sum(len(m.tool_results) for m in stored) == 20
+    assert sum(m.role == "assistant" and bool(m.text) for m in stored) == 60
+    assert provider._turns == {}  # every run ended its turn
+
+
+async def test_two_concurrent_sessions_share_one_memory(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        provider = ObservationalMemoryProvider(memory, resource_id="shared")
+        agent = make_agent(wire.url, provider)
+
+        async def talk(thread: str) -> None:
+            session = agent.create_session(session_id=thread)
+            for turn in range(20):
+                await agent.run(user_text(turn, thread), session=session)
+
+        await asyncio.gather(talk("a"), talk("b"))
+        await memory.settled()
+        stored = {t: await memory.list_messages(t) for t in ("a", "b")}
+        records = {t: await memory.get_record(t) for t in ("a", "b")}
+    assert model.invalid == []
+    for thread, messages in stored.items():
+        other = "b" if thread == "a" else "a"
+        assert [m.text for m in messages if m.role == "user"] == [user_text(t, thread) for t in range(20)]
+        assert not any(f"[{other} " in m.text for m in messages)
+        record = records[thread]
+        assert record is not None and record.active_observations.strip()
+    assert provider._turns == {}
+
+
+async def test_chat_completions_client_works_too(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        client = OpenAIChatCompletionClient(model="agent-test-model", api_key="k", base_url=f"{wire.url}/v1")
+        agent = Agent(client, INSTRUCTIONS, tools=[get_weather],
+                      context_providers=[ObservationalMemoryProvider(memory, thread_id="cc")])
+        for turn in range(30):
+            await agent.run(user_text(turn, "cc"))
+        record = await memory.get_record("cc")
+    requests = [r.body for r in wire.requests if r.path.endswith("/chat/completions")]
+    assert len(requests) == 40 and model.invalid == []
+    assert record is not None and record.active_observations.strip()
+    assert any("Anna" in b["messages"][0]["content"] for b in requests if b["messages"][0]["role"] == "system"
+               and len(b["messages"][0]["content"]) > 300)
