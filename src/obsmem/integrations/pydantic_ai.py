@@ -57,12 +57,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from pydantic_ai import messages as pai
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import RunContext, Tool
-from pydantic_ai.toolsets import FunctionToolset
+try:
+    from pydantic_ai import messages as pai
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import RunContext, Tool
+    from pydantic_ai.toolsets import FunctionToolset
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("obsmem.integrations.pydantic_ai needs: pip install 'obsmem[pydantic-ai]'") from exc
 
 from obsmem.errors import ConfigError, InvalidInputError
 from obsmem.memory import Memory

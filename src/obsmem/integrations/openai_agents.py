@@ -1,0 +1,314 @@
+"""obsmem inside the OpenAI Agents SDK: a ``Session`` backed by observational memory.
+
+::
+
+    from agents import Agent, Runner
+    from obsmem import Memory
+    from obsmem.integrations.openai_agents import ObsmemSession
+
+    memory = Memory("sqlite:///memory.db")
+    session = ObsmemSession(memory, session_id="trip", resource_id="user-1")
+    result = await Runner.run(agent, "Hi, I'm planning a trip", session=session)
+    ...
+    await memory.aclose()
+
+The Runner reads the session once per run (:meth:`ObsmemSession.get_items`) and saves what the
+run adds as it goes (:meth:`ObsmemSession.add_items`: the new input first, then each step's
+items). Each of those is an obsmem turn boundary, so memory work happens there:
+
+- ``get_items`` runs the memory work due (observing, reflecting, activating buffered
+  observations) and returns the thread's context as Responses-API items: the application's
+  own system messages, one leading ``developer`` message holding obsmem's instructions and the
+  observations (with its continuation reminder), then the unobserved tail, with every
+  ``function_call`` next to its ``function_call_output``;
+- ``add_items`` saves the items (ids, statuses and ``provider_data`` kept with them) through
+  a turn, so a tool result is checked against its call and buffering can start in the
+  background.
+
+The observed messages are therefore never sent again; the model sees them as observations.
+No ``call_model_input_filter`` is needed. One :class:`~obsmem.Memory` serves any number of
+sessions and concurrent runs; its background work is owned by the memory: ``await
+memory.aclose()``.
+
+:func:`from_agents_items` / :func:`to_agents_items` convert between the SDK's input items and
+obsmem messages, reusing :func:`obsmem.from_openai_responses` / :func:`obsmem.to_openai_responses`.
+Items those converters do not handle (hosted tool calls such as ``web_search_call``,
+``item_reference`` …) are kept as a :class:`~obsmem.DataPart` named ``openai-agents-item``:
+stored, never sent to a model again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from obsmem.convert import from_openai_responses, to_openai_responses
+from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
+from obsmem.memory import Memory
+from obsmem.types import (
+    DataPart,
+    FilePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    parse_messages,
+)
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+
+# The SDK is imported here so a missing extra fails on import, with the command that fixes it.
+try:
+    import agents  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("obsmem.integrations.openai_agents needs: pip install 'obsmem[openai-agents]'") from exc
+
+__all__ = ["ObsmemSession", "from_agents_items", "to_agents_items"]
+
+_META = "openai_agents"
+_UNKNOWN = "openai-agents-item"
+_SUPPORTED = {"message", "function_call", "function_call_output", "reasoning"}
+_EXTRA_KEYS = ("id", "status", "provider_data")
+
+
+def _item(raw: object, index: int) -> dict[str, Any]:
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    dump = getattr(raw, "model_dump", None)
+    if callable(dump):
+        return cast(dict[str, Any], dump(exclude_none=True))
+    raise InvalidInputError(
+        f"Invalid items[{index}]: expected a Responses input item (a dict), got {type(raw).__name__}",
+        argument=f"items[{index}]",
+    )
+
+
+def _kind(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        return "message"
+    return kind if isinstance(kind, str) else None
+
+
+def from_agents_items(
+    items: Sequence[Mapping[str, Any] | object], *, history: Sequence[Message | Mapping[str, Any]] = ()
+) -> list[Message]:
+    """The SDK's input items (``TResponseInputItem``) → obsmem messages.
+
+    Messages, function calls and their outputs, and reasoning go through
+    :func:`obsmem.from_openai_responses` (``history`` names the calls that outputs answer when the
+    calls came earlier); each message keeps its items' ``id``, ``status`` and ``provider_data``
+    in ``metadata["openai_agents"]``, for :func:`to_agents_items`. Other items are kept whole as a
+    data part (never sent to a model).
+    """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise InvalidInputError(
+            f"Invalid items: expected a list of Responses input items, got {type(items).__name__}",
+            argument="items",
+        )
+    known = list(parse_messages(history, "history"))
+    out: list[Message] = []
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if batch:
+            converted = from_openai_responses(batch, history=[*known, *out])
+            out.extend(_with_extras(converted, batch))
+            batch.clear()
+
+    for index, raw in enumerate(items):
+        item = _item(raw, index)
+        if _kind(item) in _SUPPORTED:
+            batch.append(item)
+            continue
+        flush()
+        kept = DataPart(name=_UNKNOWN, data={"item": item})
+        if out and out[-1].role == "assistant":
+            out[-1] = out[-1].model_copy(update={"parts": (*out[-1].parts, kept)})
+        else:
+            out.append(Message(role="assistant", parts=(kept,)))
+    flush()
+    return out
+
+
+def _with_extras(messages: list[Message], items: list[dict[str, Any]]) -> list[Message]:
+    """Each message with the extras of the items it came from (when the item counts line up)."""
+    counts = [len(to_openai_responses([m])) for m in messages]
+    if sum(counts) != len(items):
+        return messages
+    out: list[Message] = []
+    position = 0
+    for message, count in zip(messages, counts, strict=True):
+        extras = [{k: item[k] for k in _EXTRA_KEYS if k in item} for item in items[position:position + count]]
+        position += count
+        if any(extras):
+            message = message.model_copy(update={"metadata": {**message.metadata, _META: {"items": extras}}})
+        out.append(message)
+    return out
+
+
+def to_agents_items(
+    messages: Sequence[Message | Mapping[str, Any]], *, system_role: Literal["system", "developer"] = "system"
+) -> list[TResponseInputItem]:
+    """obsmem messages → the SDK's input items, through :func:`obsmem.to_openai_responses`.
+
+    A message converted by :func:`from_agents_items` gets its items' ``id``, ``status`` and
+    ``provider_data`` back. Data parts (obsmem's markers, kept hosted-tool items) are not sent.
+    """
+    items: list[dict[str, Any]] = []
+    for message in parse_messages(messages, "messages"):
+        converted = to_openai_responses([message], system_role=system_role)
+        meta = message.metadata.get(_META)
+        extras = meta.get("items") if isinstance(meta, dict) else None
+        if isinstance(extras, list) and len(extras) == len(converted):
+            converted = [{**item, **extra} for item, extra in zip(converted, extras, strict=True)]
+        items.extend(_easy_assistant(item) for item in converted)
+    return cast("list[TResponseInputItem]", items)
+
+
+def _easy_assistant(item: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message the API did not produce (no ``id``) in the SDK's easy input form
+    (text content), since an output message item needs the ``id`` and ``status`` it got."""
+    if item.get("type") != "message" or item.get("role") != "assistant" or "id" in item:
+        return item
+    texts = [c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict)]
+    return {"type": "message", "role": "assistant", "content": "\n".join(texts)}
+
+
+def _visible_tail(items: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The newest ``limit`` items, without an output whose call was cut off."""
+    if limit is None:
+        return items
+    tail = items[-limit:] if limit > 0 else []
+    calls = {i.get("call_id") for i in tail if i.get("type") == "function_call"}
+    return [i for i in tail if i.get("type") != "function_call_output" or i.get("call_id") in calls]
+
+
+class ObsmemSession:
+    """An OpenAI Agents SDK ``Session`` kept in obsmem (see the module docstring).
+
+    ``session_id`` is the obsmem thread id, ``resource_id`` the user it belongs to (the thread
+    is created on first use). ``system_role``: the role of the leading observations item
+    (``"developer"``, or ``"system"`` for models that want it). ``model``: the actor's
+    ``provider:model`` id, for obsmem's provider-change activation.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        memory: Memory,
+        session_id: str,
+        resource_id: str,
+        *,
+        system_role: Literal["system", "developer"] = "developer",
+        session_settings: SessionSettings | None = None,
+        model: str | None = None,
+    ) -> None:
+        if not isinstance(memory, Memory):
+            raise ConfigError("memory", f"expected an obsmem Memory, got {type(memory).__name__}")
+        for name, value in (("session_id", session_id), ("resource_id", resource_id)):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(name, f"expected a non-empty string, got {value!r}")
+        if system_role not in ("system", "developer"):
+            raise ConfigError("system_role", f"got {system_role!r}", allowed="'developer' or 'system'")
+        self.memory = memory
+        self.session_id = session_id
+        self.resource_id = resource_id
+        self.system_role: Literal["system", "developer"] = system_role
+        self.session_settings = session_settings
+        self.model = model
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The context for the next run: instructions, observations, and the unobserved tail.
+
+        Runs the memory work due first (a turn boundary). ``limit`` keeps the newest ``limit``
+        items of the tail (the observations item is always first), never an output without
+        its call.
+        """
+        turn = await self.memory.begin_turn(
+            thread_id=self.session_id, resource_id=self.resource_id, model=self.model
+        )
+        try:
+            context = turn.context
+        finally:
+            await turn.end()
+        raw_ids = {m.id for m in context.raw_messages}
+        app_ids = {m.id for m in context.instructions}
+        own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
+        items: list[dict[str, Any]] = [
+            cast(dict[str, Any], item) for item in to_agents_items(context.instructions, system_role=self.system_role)
+        ]
+        if own:
+            items.append({
+                "type": "message", "role": self.system_role,
+                "content": [{"type": "input_text", "text": "\n\n".join(own)}],
+            })
+        tail = [cast(dict[str, Any], item) for item in to_agents_items(context.raw_messages)]
+        return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Save the items a run made (a turn boundary: memory work may run, or start buffering)."""
+        if not items:
+            return
+        raw = [_item(item, index) for index, item in enumerate(items)]
+        calls = {i.get("call_id") for i in raw if _kind(i) == "function_call"}
+        answers_earlier = any(_kind(i) == "function_call_output" and i.get("call_id") not in calls for i in raw)
+        history: list[Message] = []
+        if answers_earlier:
+            try:
+                history = (await self.memory.get_context(self.session_id)).raw_messages
+            except ThreadNotFoundError:
+                history = []
+        messages = from_agents_items(raw, history=history)
+        turn = await self.memory.begin_turn(
+            thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
+        )
+        await turn.end()
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the newest item (the last part group of the newest message)."""
+        try:
+            stored = await self.memory.list_messages(self.session_id)
+        except ThreadNotFoundError:
+            return None
+        for message in reversed(stored):
+            items = [cast(dict[str, Any], i) for i in to_agents_items([message])]
+            if not items:
+                continue
+            popped = items[-1]
+            remaining = _without_item(message, popped)
+            if remaining is None:
+                await self.memory.store.delete_messages([message.id])
+            else:
+                await self.memory.store.save_messages(self.session_id, [remaining])
+            return cast("TResponseInputItem", popped)
+        return None
+
+    async def clear_session(self) -> None:
+        """Delete the thread: its messages and its observations."""
+        await self.memory.delete_thread(self.session_id)
+
+
+def _without_item(message: Message, item: dict[str, Any]) -> Message | None:
+    """``message`` without the parts ``item`` was made of; None when nothing visible is left."""
+    kind = item.get("type")
+    call_id = item.get("call_id")
+
+    def stays(part: object) -> bool:
+        if kind == "function_call":
+            return not (isinstance(part, ToolCallPart) and part.tool_call_id == call_id)
+        if kind == "function_call_output":
+            return not (isinstance(part, ToolResultPart) and part.tool_call_id == call_id)
+        if kind == "reasoning":
+            return not isinstance(part, ReasoningPart)
+        return not isinstance(part, TextPart | FilePart)
+
+    parts = tuple(p for p in message.parts if stays(p))
+    if not [p for p in parts if not isinstance(p, DataPart)]:
+        return None
+    meta = {k: v for k, v in message.metadata.items() if k != _META}
+    return message.model_copy(update={"parts": parts, "metadata": meta})

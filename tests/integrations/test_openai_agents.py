@@ -1,0 +1,184 @@
+"""The OpenAI Agents SDK's real Runner with an obsmem Session, against a local model over real HTTP.
+
+The agent talks to :class:`tests.integrations.agent_model.AgentModel` through the SDK's own
+models (``OpenAIResponsesModel`` and ``OpenAIChatCompletionsModel`` over an ``AsyncOpenAI``
+client; plain and streamed runs); obsmem observes with its offline observer. Nothing of the
+framework is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner, function_tool
+from agents.memory import Session
+from openai import AsyncOpenAI
+
+from obsmem import Memory
+from obsmem.errors import ConfigError
+from obsmem.integrations.openai_agents import ObsmemSession
+from tests.integrations.agent_model import (
+    AgentModel,
+    assert_valid_chat_sequence,
+    assert_valid_responses_input,
+    last_user_text,
+    request_text,
+    small_memory_config,
+)
+from tests.models.wire_server import WireServer
+
+pytestmark = pytest.mark.anyio
+TURNS = 60
+RUN = RunConfig(tracing_disabled=True)  # nothing leaves the machine
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"forecast for {city}: sunny, 24 degrees"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[WireServer, AgentModel]]:
+    with WireServer() as wire:
+        model = AgentModel()
+        wire.responder = model
+        yield wire, model
+
+
+def _agent(wire: WireServer, api: str) -> Agent[Any]:
+    client = AsyncOpenAI(base_url=f"{wire.url}/v1", api_key="test-key")
+    model = (
+        OpenAIResponsesModel("agent-test-model", openai_client=client)
+        if api == "responses"
+        else OpenAIChatCompletionsModel("agent-test-model", openai_client=client)
+    )
+    return Agent(name="travel", instructions="You are a travel assistant.", model=model, tools=[get_weather])
+
+
+def _prompt(thread: str, turn: int) -> str:
+    if turn % 4 == 0:
+        return f"[{thread}] What is the weather in Paris for day {turn}?"
+    return f"[{thread}] I like hiking number {turn} with my dog Rex near Lyon."
+
+
+async def _converse(agent: Agent[Any], wire: WireServer, session: ObsmemSession, turns: int) -> list[str]:
+    outputs: list[str] = []
+    thread = session.session_id
+    for turn in range(turns):
+        prompt = _prompt(thread, turn)
+        before = len(wire.requests)
+        if turn % 2:
+            streamed = Runner.run_streamed(agent, prompt, session=session, run_config=RUN)
+            async for _ in streamed.stream_events():
+                pass
+            outputs.append(str(streamed.final_output))
+        else:
+            result = await Runner.run(agent, prompt, session=session, run_config=RUN)
+            outputs.append(str(result.final_output))
+        # the newest input ends the user messages of every request of this turn
+        mine = [r for r in wire.requests[before:] if thread in request_text(r.body)]
+        assert mine and all(last_user_text(r.body) == prompt for r in mine)
+    return outputs
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+async def test_sixty_turns_with_tools_through_the_runner(server: tuple[WireServer, AgentModel], api: str) -> None:
+    wire, model = server
+    memory = Memory("memory://", config=small_memory_config(buffered=api == "chat"))
+    session = ObsmemSession(memory, "trip", "user-1")
+    assert isinstance(session, Session)  # the SDK's protocol
+    outputs = await _converse(_agent(wire, api), wire, session, TURNS)
+
+    # every request was a valid message sequence for its API (the model refuses invalid ones)
+    assert model.invalid == []
+    for recorded in wire.requests:
+        if api == "chat":
+            assert_valid_chat_sequence(recorded.body)
+        else:
+            assert_valid_responses_input(recorded.body)
+    assert model.tool_calls == TURNS // 4
+
+    # observations were made and the model got them (as the leading developer item); the observed
+    # messages themselves were not sent again
+    record = await memory.get_record("trip")
+    assert record is not None and "hiking number 1 with" in record.active_observations
+    last = wire.requests[-1].body
+    assert "hiking number 1 with" in request_text(last)
+    assert "You said: [trip] I like hiking number 1 with" not in request_text(last)
+    if api == "responses":
+        assert last["input"][0]["role"] == "developer" and "<observations>" in request_text({"input": last["input"][:1]})
+    sizes = [len(r.body.get("messages") or r.body.get("input")) for r in wire.requests]
+    assert max(sizes) < TURNS
+
+    # the raw history is complete: every user, assistant and tool message stored once, in order
+    stored = await memory.list_messages("trip")
+    assert [m.text for m in stored if m.role == "user"] == [_prompt("trip", t) for t in range(TURNS)]
+    assert [m.text for m in stored if m.role == "assistant" and m.text] == outputs
+    calls = [c.tool_call_id for m in stored for c in m.tool_calls]
+    results = [r.tool_call_id for m in stored for r in m.tool_results]
+    assert calls == results == model.issued_calls
+    assert len(stored) == TURNS * 2 + 2 * (TURNS // 4)
+
+    await memory.aclose()
+    assert memory.background.pending == 0
+
+
+async def test_concurrent_runs_share_one_memory(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    memory = Memory("memory://", config=small_memory_config(buffered=True))
+    alpha, beta = ObsmemSession(memory, "alpha", "user-1"), ObsmemSession(memory, "beta", "user-2")
+    outputs = await asyncio.gather(
+        _converse(_agent(wire, "responses"), wire, alpha, 24),
+        _converse(_agent(wire, "chat"), wire, beta, 24),
+    )
+    assert model.invalid == []
+    for recorded in wire.requests:
+        text = request_text(recorded.body)
+        assert not ("[alpha]" in text and "[beta]" in text)
+    for session, said in zip((alpha, beta), outputs, strict=True):
+        stored = await memory.list_messages(session.session_id)
+        assert [m.text for m in stored if m.role == "user"] == [_prompt(session.session_id, t) for t in range(24)]
+        assert [m.text for m in stored if m.role == "assistant" and m.text] == said
+        assert await memory.get_record(session.session_id) is not None
+    await memory.aclose()
+    assert memory.background.pending == 0
+
+
+async def test_session_methods_pop_clear_and_limit() -> None:
+    memory = Memory("memory://")
+    session = ObsmemSession(memory, "t1", "user-1")
+    assert await session.get_items() == []
+    assert await session.pop_item() is None
+    await session.add_items([{"role": "user", "content": "What is the weather in Paris?"}])
+    await session.add_items([
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    ])
+    await session.add_items([{"type": "message", "role": "assistant", "content": "It is sunny."}])
+    items = await session.get_items()
+    assert [i.get("type") for i in items] == ["message", "function_call", "function_call_output", "message"]
+    # a limit never keeps an output without its call
+    assert [i.get("type") for i in await session.get_items(limit=2)] == ["message"]
+    assert [i.get("type") for i in await session.get_items(limit=3)] == ["function_call", "function_call_output", "message"]
+    popped = await session.pop_item()
+    assert popped is not None and popped.get("content") == "It is sunny."
+    popped = await session.pop_item()
+    assert popped is not None and popped.get("type") == "function_call_output"
+    assert [i.get("type") for i in await session.get_items()] == ["message", "function_call"]
+    await session.clear_session()
+    assert await session.get_items() == []
+    await memory.aclose()
+
+
+def test_wrong_options_are_refused() -> None:
+    memory = Memory("memory://")
+    with pytest.raises(ConfigError):
+        ObsmemSession(memory, "", "user-1")
+    with pytest.raises(ConfigError):
+        ObsmemSession("memory://", "t1", "user-1")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        ObsmemSession(memory, "t1", "user-1", system_role="user")  # type: ignore[arg-type]
