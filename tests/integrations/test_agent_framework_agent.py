@@ -7,7 +7,11 @@ The agent is Agent Framework's own (``Agent``, ``OpenAIChatClient`` over real HT
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +25,7 @@ from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
 INSTRUCTIONS = "You are a travel helper."
 
@@ -130,3 +135,18 @@ async def test_chat_completions_client_works_too(server: tuple[WireServer, Agent
     assert record is not None and record.active_observations.strip()
     assert any("Anna" in b["messages"][0]["content"] for b in requests if b["messages"][0]["role"] == "system"
                and len(b["messages"][0]["content"]) > 300)
+
+
+def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "agent_framework_agent.py"), "--base-url", f"{wire.url}/v1",
+         "--model", "agent-test-model"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "test-key"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("user: ") == 10 and done.stdout.count("agent: ") == 10
+    assert "The tool said: Oslo: -2 degrees" in done.stdout
+    observations = done.stdout.split("observations:\n", 1)[1]
+    assert observations.strip() and "(none yet)" not in observations
+    assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13

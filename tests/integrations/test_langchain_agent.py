@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +29,7 @@ from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
 PREAMBLE_WORD = "observations"
 
@@ -160,3 +165,18 @@ async def test_the_middleware_needs_a_thread_id(server: tuple[WireServer, AgentM
         agent = create_agent(model=chat_model(wire.url), middleware=[ObservationalMemoryMiddleware(memory)])
         with pytest.raises(Exception, match="thread id"):
             await agent.ainvoke({"messages": [HumanMessage("hi")]})
+
+
+def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_agent.py"), "--base-url", f"{wire.url}/v1",
+         "--model", "agent-test-model"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "test-key"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("user: ") == 10 and done.stdout.count("agent: ") == 10
+    assert "The tool said: Oslo: -2 degrees" in done.stdout  # the tool ran
+    observations = done.stdout.split("observations:\n", 1)[1]
+    assert observations.strip() and "(none yet)" not in observations
+    assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13

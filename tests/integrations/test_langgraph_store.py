@@ -3,6 +3,9 @@ namespaces map to scopes, ceilings and visibility are enforced by obsmem."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -15,9 +18,12 @@ from obsmem import CeilingExceededError, InvalidScopeError
 from obsmem.knowledge import ActivityAction, Knowledge
 from obsmem.integrations.langgraph import KnowledgeBaseStore, namespace_scope
 from obsmem.knowledge import Scope
+from tests.integrations.agent_model import AgentModel, ToolRule
+from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 ALICE_T1 = "org:acme/resource:alice/thread:t1"
 ALICE_T2 = "org:acme/resource:alice/thread:t2"
 BOB_T1 = "org:acme/resource:bob/thread:t1"
@@ -163,3 +169,25 @@ async def test_items_persist_in_a_sqlite_knowledge_store(tmp_path: Path) -> None
     async with Knowledge.sqlite(path) as knowledge:
         item = await KnowledgeBaseStore(knowledge, scope=ALICE_T2).aget(("memories",), "city")
     assert item is not None and item.value == {"city": "Berlin"}
+
+
+def test_the_example_runs_ten_turns_against_the_local_server() -> None:
+    model = AgentModel(rules=[
+        ToolRule(r"remember that (.+)", "remember", lambda m: {"fact": m.group(1)}),
+        ToolRule(r"what do you know about (\w+)", "recall", lambda m: {"query": m.group(1)}),
+    ])
+    with WireServer() as wire:
+        wire.responder = model
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "langgraph_store.py"), "--base-url", f"{wire.url}/v1",
+             "--model", "agent-test-model"],
+            capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "test-key"},
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("user: ") == 10
+    assert "The tool said: remembered: my sister Anna lives in Lyon" in done.stdout
+    assert "The tool said: my sister Anna lives in Lyon" in done.stdout  # recalled through the store
+    assert "I am allergic to peanuts" in done.stdout.split("what do you know about peanuts?", 1)[1]
+    records = done.stdout.split("knowledge records about Anna:", 1)[1]
+    assert "Anna lives in Lyon" in records
+    assert model.invalid == [] and model.tool_calls == 10
