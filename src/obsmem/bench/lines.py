@@ -9,6 +9,7 @@ day. A unit is what an actor would have to read to answer, so scattering words n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from obsmem.bench.normalize import context_tokens, token_present
 from obsmem.om.text.format import format_date_header, parse_date_header
 from obsmem.types import Message
 
-__all__ = ["ContextUnit", "context_units", "find_unit"]
+__all__ = ["ContextUnit", "context_units", "find_unit", "message_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,17 +54,27 @@ def _observation_units(index: int, text: str) -> list[ContextUnit]:
     return units
 
 
+def message_text(message: Message) -> str:
+    """A message's text with its tool calls and results written out, as a model would see them."""
+    pieces = [message.text] if message.text.strip() else []
+    pieces += [f"[tool call {call.tool_name}] {json.dumps(call.args, default=str, ensure_ascii=False)}" for call in message.tool_calls]
+    pieces += [f"[tool result {result.tool_name}] {json.dumps(result.result, default=str, ensure_ascii=False)}"
+               for result in message.tool_results]  # fmt: skip
+    return "\n".join(pieces)
+
+
 def context_units(messages: Sequence[Message]) -> list[ContextUnit]:
     """The units of a context: system text line by line, any other message whole with its day."""
     units: list[ContextUnit] = []
     for index, message in enumerate(messages):
-        if not message.text.strip():
+        text = message_text(message)
+        if not text.strip():
             continue
         if message.role == "system":
-            units.extend(_observation_units(index, message.text))
+            units.extend(_observation_units(index, text))
         else:
             day = format_date_header(message.created_at.date())
-            units.append(_unit(f"message {index}", f"{day}\n{message.text}"))
+            units.append(_unit(f"message {index}", f"{day}\n{text}"))
     return units
 
 

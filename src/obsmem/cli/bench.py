@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from obsmem.bench.agent import AGENT_SYSTEMS, RATES, AgentReport, AgentSettings, run_agent_bench
+from obsmem.bench.agent_conversations import MIN_TURNS, generate_conversations
 from obsmem.bench.injection import ROLE_SETUPS, InjectionReport, run_injection
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
@@ -27,7 +29,7 @@ from obsmem.models import infer_model
 __all__ = ["bench_app"]
 
 bench_app = typer.Typer(
-    help="Measure what memory keeps (LoCoMo, LongMemEval, fact survival) and what hostile text reaches.", context_settings=HELP_OPTIONS,
+    help="Measure what memory keeps (LoCoMo, LongMemEval, agent sessions, fact survival) and what hostile text reaches.", context_settings=HELP_OPTIONS,
     invoke_without_command=True,
 )  # fmt: skip
 console = Console()
@@ -315,6 +317,59 @@ def survival(
     if json_out is not None:
         json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2), encoding="utf-8")
         console.print(f"wrote {json_out}")
+
+
+@bench_app.command()
+def agent(
+    seed: Annotated[int, typer.Option(help="Seed of the generated conversations.")] = 15,
+    conversations: Annotated[int, typer.Option(min=1, help="How many conversations (domains in turn).")] = 4,
+    turns: Annotated[
+        int | None, typer.Option(min=MIN_TURNS, help="User turns per conversation (default: 200–800, seeded).")
+    ] = None,
+    message_tokens: MessageTokens = 2_000,
+    observation_tokens: ObservationTokens = 4_000,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Observer/Reflector model (default: the offline ones).")
+    ] = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Replay generated assistant sessions (tools, changing facts, tasks, decisions, dates) and
+    check, at checkpoints, what the context an agent gets still holds."""
+    try:
+        settings = AgentSettings(message_tokens=message_tokens, observation_tokens=observation_tokens,
+                                 memory_model=_model(model))  # fmt: skip
+        settings.memory_config()
+        generated = generate_conversations(seed, conversations, turns=turns)
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    report = _run(lambda advance: run_agent_bench(generated, settings, on_progress=advance), "Replaying sessions")
+    _print_agent(report)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {json_out}")
+
+
+def _print_agent(report: AgentReport) -> None:
+    settings = report.settings
+    table = Table(title=f"Agent sessions: what the context holds at checkpoints "
+                        f"(--message-tokens {settings.message_tokens} "
+                        f"--observation-tokens {settings.observation_tokens})")  # fmt: skip
+    table.add_column("rate", justify="left")
+    for system in AGENT_SYSTEMS:
+        table.add_column(system, justify="right")
+    for name, label in RATES:
+        cells = []
+        for system in AGENT_SYSTEMS:
+            value = report.row(system).rates[name]
+            cells.append("–" if value is None else f"{value:.1f}")
+        table.add_row(label, *cells, style="bold" if name in ("latest_value", "stale_leak", "decision") else None)
+    table.add_section()
+    table.add_row("compression", *(f"{report.row(s).compression:.1f}×" for s in AGENT_SYSTEMS))
+    console.print(table)
+    counts = report.row("obsmem").counts
+    console.print(f"{len(report.conversations)} conversation(s), "
+                  f"{sum(len(c.messages) for c in report.conversations):,} messages, probes: "
+                  + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {report.seconds:.1f} s")  # fmt: skip
 
 
 @bench_app.command()
