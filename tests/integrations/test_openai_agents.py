@@ -9,7 +9,11 @@ framework is patched.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +36,7 @@ from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
 TURNS = 60
+ROOT = Path(__file__).resolve().parents[2]
 RUN = RunConfig(tracing_disabled=True)  # nothing leaves the machine
 
 
@@ -182,3 +187,18 @@ def test_wrong_options_are_refused() -> None:
         ObsmemSession("memory://", "t1", "user-1")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         ObsmemSession(memory, "t1", "user-1", system_role="user")  # type: ignore[arg-type]
+
+
+def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "openai_agents_agent.py"), "--base-url", f"{wire.url}/v1",
+         "--model", "agent-test-model"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "test-key"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("user: ") == 10 and done.stdout.count("agent: ") == 10
+    assert "The tool said: Oslo: -2 degrees, light snow" in done.stdout
+    observations = done.stdout.split("observations:\n", 1)[1]
+    assert "Dana" in observations and "(none yet)" not in observations
+    assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13

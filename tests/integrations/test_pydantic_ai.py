@@ -8,9 +8,11 @@ its offline observer. Nothing of the framework is patched.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,7 @@ from tests.integrations.agent_model import (
 from tests.models.wire_server import WireServer
 
 TURNS = 60
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.anyio
 
 
@@ -225,3 +228,18 @@ def test_importing_obsmem_imports_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "pydantic_ai_agent.py"), "--base-url", f"{wire.url}/v1",
+         "--model", "agent-test-model"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "test-key"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("user: ") == 10 and done.stdout.count("agent: ") == 10
+    assert "The tool said: Oslo: -2 degrees, light snow" in done.stdout
+    observations = done.stdout.split("observations:\n", 1)[1]
+    assert "Dana" in observations and "(none yet)" not in observations
+    assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13

@@ -1,0 +1,65 @@
+"""An OpenAI Agents SDK agent with obsmem's observational memory as its Session: ten turns, one tool.
+
+    OPENAI_API_KEY=... python examples/openai_agents_agent.py
+    python examples/openai_agents_agent.py --base-url http://localhost:8000/v1 --model my-model
+
+Needs ``pip install 'obsmem[openai-agents]'``. Any server speaking the OpenAI Responses API works
+(``--base-url`` or ``OPENAI_BASE_URL``). The thresholds are small so that ten short turns are
+already observed. Tracing is off, so nothing but the model calls leaves the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+from openai import AsyncOpenAI
+
+from obsmem import Memory, MemoryConfig, ObservationConfig
+from obsmem.integrations.openai_agents import ObsmemSession
+
+QUESTIONS = [
+    "Hi! I'm Dana and I'm planning a trip to Norway in March.",
+    "What is the weather in Oslo right now?",
+    "My budget is about 2000 euros, and I travel with my brother Sam.",
+    "Sam is vegetarian, please keep that in mind.",
+    "What is the weather in Bergen this week?",
+    "We would like to see fjords and one museum.",
+    "Can you remind me what my budget was?",
+    "What is the weather in Tromso for the northern lights?",
+    "We prefer trains over flights.",
+    "Summarise the plan so far, please.",
+]
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    return f"{city}: -2 degrees, light snow"
+
+
+async def main(base_url: str | None, model: str, turns: int) -> None:
+    client = AsyncOpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "not-needed"))
+    agent = Agent(
+        name="planner", instructions="You are a friendly travel planner.",
+        model=OpenAIResponsesModel(model, openai_client=client), tools=[get_weather],
+    )
+    config = MemoryConfig(observation=ObservationConfig(message_tokens=300, buffer_tokens=False))
+    async with Memory("memory://", config=config) as memory:
+        session = ObsmemSession(memory, session_id="trip", resource_id="dana")
+        for question in (QUESTIONS * 2)[:turns]:
+            result = await Runner.run(agent, question, session=session, run_config=RunConfig(tracing_disabled=True))
+            print(f"user: {question}\nagent: {result.final_output}\n")
+        record = await memory.get_record("trip")
+        print("observations:\n" + (record.active_observations if record else "(none yet)"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"))
+    parser.add_argument("--model", default="gpt-4o-mini")
+    parser.add_argument("--turns", type=int, default=10)
+    args = parser.parse_args()
+    asyncio.run(main(args.base_url, args.model, args.turns))
