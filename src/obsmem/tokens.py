@@ -23,6 +23,7 @@ are cheap arithmetic and are never cached.
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import copy
 import gzip
@@ -498,6 +499,9 @@ class TokenCacheInfo(NamedTuple):
     max_size: int
 
 
+WARM_CHARS = 32_768  # text parts at least this long are counted off the loop by ``warm``
+
+
 class _PartCache:
     """A thread-safe bounded LRU of part costs, shared by a counter and its ``with_model`` copies."""
 
@@ -620,6 +624,18 @@ class TokenCounter:
         if not text:
             return 0
         return self._count(text)
+
+    async def warm(self, messages: Iterable[Message], *, min_chars: int = WARM_CHARS) -> None:
+        """Count the long text parts of ``messages`` in a thread, into the part cache.
+
+        Counting a megabyte takes tens of milliseconds; the engine's counts are synchronous and
+        run on the event loop, so it warms a turn's new input first and those counts are lookups.
+        """
+        if self._cache.max_size == 0:
+            return
+        long = [p for m in messages for p in m.parts if isinstance(p, TextPart) and len(p.text) >= min_chars]
+        if long:
+            await asyncio.to_thread(lambda: [self._part_cost(part) for part in long])
 
     def count_part(self, part: Part) -> int:
         """Tokens of one part, rounded. Messages add unrounded part costs, then round once."""

@@ -1,10 +1,13 @@
 """Memory work never stalls the event loop (issue 12, item 1).
 
-The offline observer and reflector are CPU work: they run in a worker thread, so an application's
-other coroutines (a web server's requests, a UI, a heartbeat) keep running while a megabyte of
-pasted text is observed. The issue asks for a heartbeat that misses no more than 100 ms; the test
-asserts a gap under one second, which does not flake on a loaded machine and still fails where
-the observer runs on the loop (about 5 s for 1 MB).
+The offline observer and reflector are CPU work: large requests run in a child interpreter
+(a thread still shares the interpreter lock: a heartbeat beside them missed 170-340 ms on a
+busy two-core machine), smaller ones in a thread, so an application's other coroutines (a web
+server's requests, a UI, a heartbeat) keep running while a megabyte of pasted text is observed.
+The issue asks for a heartbeat that misses no more than 100 ms (measured: 41-58 ms with the
+machine's load at 2.8). The test checks that the big jobs went to a child and asserts a gap
+under 250 ms, which leaves room for a loaded CI machine and fails where the observer runs on
+the loop (about 5 s for 1 MB).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from datetime import UTC, datetime
 import pytest
 
 from obsmem import Memory, MemoryConfig, ObservationConfig
-from obsmem.om.offline import OfflineObserver, OfflineReflector
+from obsmem.errors import ReflectionError
+from obsmem.om.offline import OfflineObserver, OfflineReflector, offload
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message
@@ -79,6 +83,7 @@ async def test_observing_a_megabyte_message_keeps_the_event_loop_running() -> No
     config = MemoryConfig(observation=ObservationConfig(buffer_tokens=False))
     memory = Memory("memory://", config=config, counter=counter, clock=fake_clock())
     conv = Conversation()
+    before = offload.stats()["in_child"]
     async with memory:
         async with Heartbeat() as beat:
             turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(megabyte_message())])
@@ -87,7 +92,8 @@ async def test_observing_a_megabyte_message_keeps_the_event_loop_running() -> No
         record = await memory.get_record("t1")
         assert record is not None and record.active_observations, "the message was observed meanwhile"
         print(f"heartbeat: {beat.ticks} ticks, longest gap {beat.max_gap * 1000:.0f} ms")
-        assert beat.max_gap < 1.0, f"the event loop stalled for {beat.max_gap:.2f} s"
+        assert offload.stats()["in_child"] > before, "the megabyte was observed in this process"
+        assert beat.max_gap < 0.25, f"the event loop stalled for {beat.max_gap:.2f} s"
 
 
 def observation_request(sentences: int) -> ObservationRequest:
@@ -136,3 +142,42 @@ async def test_small_requests_and_offload_none_stay_on_the_loop() -> None:
     await OfflineObserver(count_tokens=recording_counter(seen), offload_chars=None).observe(observation_request(200))
     await OfflineReflector(count_tokens=recording_counter(seen), offload_chars=None).reflect(reflection_request(200))
     assert seen and set(seen) == {threading.get_ident()}
+
+
+async def test_a_child_and_a_thread_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = TokenCounter()
+    observe, reflect = observation_request(600), reflection_request(600)  # about 48,000 characters each
+    before = offload.stats()
+    in_child = (
+        await OfflineObserver(count_tokens=counter.count_text).observe(observe),
+        await OfflineReflector(count_tokens=counter.count_text).reflect(reflect),
+    )
+    assert offload.stats()["in_child"] == before["in_child"] + 2
+    monkeypatch.setenv("OBSMEM_OFFLINE_PROCESS", "0")
+    in_thread = (
+        await OfflineObserver(count_tokens=counter.count_text).observe(observe),
+        await OfflineReflector(count_tokens=counter.count_text).reflect(reflect),
+    )
+    assert offload.stats()["in_thread"] == before["in_thread"] + 2
+    assert in_child == in_thread
+
+
+async def test_an_error_in_the_child_is_raised_as_in_a_thread() -> None:
+    nothing = ReflectionRequest(observations=" \n" * 20_000, target_tokens=100)  # 40,000 characters, no line
+    with pytest.raises(ReflectionError, match="no observation lines"):
+        await OfflineReflector(count_tokens=TokenCounter().count_text).reflect(nothing)
+
+
+async def test_a_cancelled_job_stops_its_child() -> None:
+    job = asyncio.ensure_future(
+        OfflineObserver(count_tokens=TokenCounter().count_text).observe(observation_request(12_000))
+    )  # about a megabyte: seconds of work
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        if offload.stats()["children"] > 0:
+            break
+    busy = offload.stats()["children"]
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert busy > 0 and offload.stats()["children"] == busy - 1, "the cancelled job's child was killed"

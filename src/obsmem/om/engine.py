@@ -120,6 +120,7 @@ class Engine:
         (activation and starting buffers only touch the store) is done and returned; otherwise
         where it stopped, for :meth:`advance` (``prepared=``) to go on from. A turn runs this
         inline and only the rest under its wait bound, so most boundaries cost no task hand-off."""
+        await self.core.counter.warm(fresh)
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
             step = await self.buffered.step(
@@ -155,6 +156,7 @@ class Engine:
         They are observed at a later boundary. Returns the outcomes and the state after them,
         from which the actor's context is built without reading the store again.
         """
+        await self.core.counter.warm(fresh)
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
             step = await self.buffered.step(

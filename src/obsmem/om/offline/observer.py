@@ -19,7 +19,6 @@ a user or a tool writes can close a block, open a tag or pose as a line of its o
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +69,7 @@ from obsmem.om.offline.patterns import (
     strip_lead_in,
 )
 from obsmem.om.offline.date_phrases import weighed_dates
+from obsmem.om.offline.offload import offload
 from obsmem.om.offline.rules import (
     DateRef,
     assistant_person,
@@ -608,8 +608,10 @@ class OfflineObserver:
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         # Hooks are the caller's coroutines: they run on the loop, after the rules.
-        if self.offload_chars is not None and _request_chars(request) >= self.offload_chars:
-            observations, current_task, suggested, title = await asyncio.to_thread(self._observe, request)
+        if self.offload_chars is not None and (chars := _request_chars(request)) >= self.offload_chars:
+            observations, current_task, suggested, title = await offload(
+                self._observe, request, role="observe", chars=chars, count_tokens=self.count_tokens
+            )
         else:
             observations, current_task, suggested, title = self._observe(request)
         extracted, failures = await _run_hooks(request, observations)

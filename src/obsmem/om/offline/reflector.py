@@ -45,7 +45,6 @@ reflect again. When no level leaves that room, the smallest result under the tar
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import math
 import re
@@ -66,6 +65,7 @@ from obsmem.om.text.format import (
     render_observations,
 )
 from obsmem.om.text.quote import poses_as_structure
+from obsmem.om.offline.offload import offload
 from obsmem.om.offline.participants import (
     fit_participants,
     is_participant_line,
@@ -569,8 +569,8 @@ class OfflineReflector:
     async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
         # ``on_attempt_failed`` is the caller's coroutine: it runs on the loop, once per level
         # climbed past, after the climb.
-        if self.offload_chars is not None and len(request.observations) >= self.offload_chars:
-            ladder = await asyncio.to_thread(self._climb, request)
+        if self.offload_chars is not None and (chars := len(request.observations)) >= self.offload_chars:
+            ladder = await offload(self._climb, request, role="reflect", chars=chars, count_tokens=self.count_tokens)
         else:
             ladder = self._climb(request)
         for failed, _, size in ladder.tried[: ladder.level - ladder.first]:
