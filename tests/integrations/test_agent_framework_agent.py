@@ -18,12 +18,14 @@ import pytest
 from agent_framework import Agent, InMemoryHistoryProvider, tool
 from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 
-from obsmem import Memory
+from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.agent_framework import ObservationalMemoryProvider
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
 from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
+
+BUFFERED = MemoryConfig(observation=ObservationConfig(message_tokens=400))  # buffering on (the default)
 
 ROOT = Path(__file__).resolve().parents[2]
 CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
@@ -98,7 +100,8 @@ async def test_sixty_turns_with_tools_are_observed_and_every_request_is_valid(
 
 async def test_two_concurrent_sessions_share_one_memory(server: tuple[WireServer, AgentModel]) -> None:
     wire, model = server
-    async with Memory("memory://", config=small_memory_config()) as memory:
+    events: list[Any] = []
+    async with Memory("memory://", config=BUFFERED, on_event=events.append) as memory:  # buffers in the background
         provider = ObservationalMemoryProvider(memory, resource_id="shared")
         agent = make_agent(wire.url, provider)
 
@@ -111,6 +114,8 @@ async def test_two_concurrent_sessions_share_one_memory(server: tuple[WireServer
         await memory.settled()
         stored = {t: await memory.list_messages(t) for t in ("a", "b")}
         records = {t: await memory.get_record(t) for t in ("a", "b")}
+    assert memory.background.pending == 0  # closing the Memory left no background task behind
+    assert any(e.kind == "buffer-end" for e in events)  # positive control: background buffering did run
     assert model.invalid == []
     for thread, messages in stored.items():
         other = "b" if thread == "a" else "a"

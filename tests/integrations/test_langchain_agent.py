@@ -22,12 +22,14 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from obsmem import Memory
+from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.langchain import ObservationalMemoryMiddleware
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
 from tests.models.wire_server import WireServer
 
 pytestmark = pytest.mark.anyio
+
+BUFFERED = MemoryConfig(observation=ObservationConfig(message_tokens=400))  # buffering on (the default)
 
 ROOT = Path(__file__).resolve().parents[2]
 CITIES = ["Oslo", "Paris", "Berlin", "Madrid", "Rome", "Lisbon"]
@@ -134,7 +136,8 @@ async def test_a_tool_call_and_its_result_stay_together_after_observation(
 
 async def test_two_concurrent_runs_share_one_memory(server: tuple[WireServer, AgentModel]) -> None:
     wire, model = server
-    async with Memory("memory://", config=small_memory_config()) as memory:
+    events: list[Any] = []
+    async with Memory("memory://", config=BUFFERED, on_event=events.append) as memory:  # buffers in the background
         middleware = ObservationalMemoryMiddleware(memory, resource_id="shared")
         agent = create_agent(model=chat_model(wire.url), tools=[get_weather], middleware=[middleware])
 
@@ -148,6 +151,8 @@ async def test_two_concurrent_runs_share_one_memory(server: tuple[WireServer, Ag
         await memory.settled()
         stored = {t: await memory.list_messages(t) for t in ("a", "b")}
         records = {t: await memory.get_record(t) for t in ("a", "b")}
+    assert memory.background.pending == 0  # closing the Memory left no background task behind
+    assert any(e.kind == "buffer-end" for e in events)  # positive control: background buffering did run
     assert model.invalid == []
     for thread, messages in stored.items():
         other = "b" if thread == "a" else "a"
@@ -180,3 +185,30 @@ def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireS
     observations = done.stdout.split("observations:\n", 1)[1]
     assert observations.strip() and "(none yet)" not in observations
     assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13
+
+
+async def test_a_restarted_middleware_does_not_store_the_checkpointed_history_twice(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    wire, model = server
+    checkpointer = InMemorySaver()
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        for run in range(2):  # a new middleware, as after a process restart, over the same checkpoint
+            agent = create_agent(
+                model=chat_model(wire.url), tools=[get_weather], checkpointer=checkpointer,
+                middleware=[ObservationalMemoryMiddleware(memory, thread_id="r", resource_id="u")],
+            )
+            for turn in range(run * 6, run * 6 + 6):
+                await agent.ainvoke({"messages": [HumanMessage(user_text(turn, "r"))]}, {"configurable": {"thread_id": "r"}})
+        stored = await memory.list_messages("r")
+    assert [m.text for m in stored if m.role == "user"] == [user_text(t, "r") for t in range(12)]
+    assert len({m.id for m in stored}) == len(stored) == 12 + 4 + 4 + 12
+    assert model.invalid == []
+
+
+async def test_a_synchronous_run_is_refused_with_a_clear_error(server: tuple[WireServer, AgentModel]) -> None:
+    wire, _ = server
+    async with Memory("memory://") as memory:
+        agent = create_agent(model=chat_model(wire.url), middleware=[ObservationalMemoryMiddleware(memory, thread_id="s")])
+        with pytest.raises(Exception, match="ainvoke"):
+            await asyncio.to_thread(agent.invoke, {"messages": [HumanMessage("hi")]})
