@@ -300,7 +300,8 @@ def test_knowledge_scopes_follow_the_threads() -> None:
         "org:acme/resource:alice",
         "org:beta/resource:alice",
     ]
-    assert knowledge_scopes(threads) == ["org:acme", "org:beta"]
+    assert knowledge_scopes(threads, default_org=None) == ["org:acme", "org:beta"]
+    assert knowledge_scopes(threads) == ["org:acme", "org:beta", "org:default"]
     assert knowledge_scopes(threads, default_org="home") == ["org:acme", "org:beta", "org:home"]
     assert knowledge_scopes([], resource_id="carol", default_org="home") == ["org:home/resource:carol"]
     assert summed([{"records": 2}, {"records": 1, "nodes": 1}]) == {

@@ -9,7 +9,9 @@ the knowledge store, where both are hard deletes (see :mod:`obsmem.knowledge.sto
 A forgotten value is kept only as a digest, and a later capture holding it is refused as
 tombstoned (:class:`~obsmem.knowledge.capture.CaptureOutcome` ``refused-tombstoned``), with a
 ``write-refused`` audit event that does not show it. :func:`knowledge_scopes` maps Memory's
-arguments (threads, a resource, a thread) onto knowledge scopes.
+arguments (threads, a resource, a thread) onto knowledge scopes, and
+:func:`delete_resource_knowledge` / :func:`forget_in_knowledge` are the one-call forms ``Memory``
+uses, with counts keyed ``knowledge_<kind>``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from obsmem.knowledge.store.contract import KnowledgeStore
 from obsmem.knowledge.store.scopes import Scope
 from obsmem.types import Thread
 
-__all__ = ["forget_value", "knowledge_scopes", "purge_resource", "summed"]
+__all__ = [
+    "DEFAULT_ORG",
+    "delete_resource_knowledge",
+    "forget_in_knowledge",
+    "forget_value",
+    "knowledge_scopes",
+    "purge_resource",
+    "summed",
+]
+
+DEFAULT_ORG = "default"
+"""The org of a thread without ``org_id`` (as the knowledge agents scope it)."""
 
 
 def _store(knowledge: Knowledge | KnowledgeStore) -> KnowledgeStore:
@@ -67,7 +80,7 @@ def knowledge_scopes(
     *,
     thread_id: str | None = None,
     resource_id: str | None = None,
-    default_org: str | None = None,
+    default_org: str | None = DEFAULT_ORG,
 ) -> list[str]:
     """The knowledge scopes a forget reaches, from the threads it covers.
 
@@ -84,7 +97,8 @@ def knowledge_scopes(
             if thread.id == thread_id:
                 scopes.add(Scope(org, thread.resource_id, thread.id).key)
         elif resource_id is not None:
-            scopes.add(Scope(org, resource_id).key)
+            if thread.resource_id == resource_id:
+                scopes.add(Scope(org, resource_id).key)
         else:
             scopes.add(Scope(org).key)
     if not scopes and resource_id is not None and thread_id is None and default_org is not None:
@@ -99,3 +113,40 @@ def summed(counts: Iterable[Mapping[str, int]], prefix: str = "knowledge_") -> d
         for key, value in one.items():
             total[prefix + key] = total.get(prefix + key, 0) + value
     return total
+
+
+async def delete_resource_knowledge(
+    knowledge: Knowledge | KnowledgeStore,
+    resource_id: str,
+    threads: Iterable[Thread],
+    *,
+    default_org: str | None = DEFAULT_ORG,
+    actor: str | None = None,
+    reason: str = "resource deleted",
+) -> dict[str, int]:
+    """Purge the resource's scope in every org its ``threads`` name (``default_org`` for threads
+    without one, or when there are none); counts keyed ``knowledge_<kind>``."""
+    results = []
+    for scope in knowledge_scopes(threads, resource_id=resource_id, default_org=default_org):
+        parsed = Scope.parse(scope)
+        results.append(await purge_resource(knowledge, parsed.org, resource_id, actor=actor, reason=reason))
+    return summed(results)
+
+
+async def forget_in_knowledge(
+    knowledge: Knowledge | KnowledgeStore,
+    value: str,
+    threads: Iterable[Thread],
+    *,
+    thread_id: str | None = None,
+    resource_id: str | None = None,
+    default_org: str | None = DEFAULT_ORG,
+    actor: str | None = None,
+    reason: str = "value forgotten",
+) -> dict[str, int]:
+    """Forget ``value`` in the knowledge scopes of a forget over ``threads`` (see
+    :func:`knowledge_scopes`); counts keyed ``knowledge_<kind>``."""
+    scopes = knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id, default_org=default_org)
+    return summed(
+        [await forget_value(knowledge, value, scope, actor=actor, reason=reason) for scope in scopes]
+    )

@@ -190,7 +190,8 @@ def forget_value(m: KnowledgeMutations, value: str, scope: str, *, actor: str, r
             continue
         t.delete_tombstone(tombstone.id)
         counts["tombstones"] += 1
-        if holds(tombstone.value):  # it refused the value above this scope: keep refusing there
+        if holds(tombstone.value) and target.sees(tombstone.scope):
+            # it refused the value above this scope: keep refusing there
             refuse_at.add(tombstone.scope)
     for event in reach.events:
         if holds(event.actor, event.reason, event.details):

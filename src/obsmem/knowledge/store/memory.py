@@ -79,7 +79,7 @@ class MemoryKnowledgeTables:
         self.nodes[node.id] = _clone(node)
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
-        return [_clone(n) for n in self.nodes.values() if n.scope in scope_keys]
+        return sorted((_clone(n) for n in self.nodes.values() if n.scope in scope_keys), key=lambda n: n.id)
 
     def nodes_mentioning(self, node_id: str) -> list[Node]:
         return [_clone(n) for n in self.nodes.values() if node_id in n.mentions]
@@ -93,10 +93,10 @@ class MemoryKnowledgeTables:
         self.records[record.id] = _clone(record.model_copy(update={"valid_until": None}))
 
     def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
-        return [_clone(r) for r in self.records.values() if r.scope in scope_keys]
+        return sorted((_clone(r) for r in self.records.values() if r.scope in scope_keys), key=lambda r: r.id)
 
     def records_about(self, node_id: str) -> list[Record]:
-        return [_clone(r) for r in self.records.values() if r.node_id == node_id]
+        return sorted((_clone(r) for r in self.records.values() if r.node_id == node_id), key=lambda r: r.id)
 
     def records_mentioning(self, node_id: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if node_id in r.mentions]
@@ -143,9 +143,10 @@ class MemoryKnowledgeTables:
         return True
 
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]:
-        return [
+        found = [
             _clone_vector(v) for v in self.vectors.values() if scope_keys is None or v.scope in scope_keys
         ]
+        return sorted(found, key=lambda v: v.document_id)
 
     # forgotten values
     def save_forgotten(self, forgotten: ForgottenValue) -> None:

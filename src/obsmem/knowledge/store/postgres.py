@@ -187,13 +187,15 @@ class PostgresKnowledgeTables:
         self._replace_mentions("knowledge_node_mentions", "node_id", node.id, node.mentions)
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
-        return self._docs(Node, "SELECT doc FROM knowledge_nodes WHERE scope = ANY(%s)", (list(scope_keys),))
+        return self._docs(
+            Node, "SELECT doc FROM knowledge_nodes WHERE scope = ANY(%s) ORDER BY id", (list(scope_keys),)
+        )
 
     def nodes_mentioning(self, node_id: str) -> list[Node]:
         return self._docs(
             Node,
             "SELECT n.doc FROM knowledge_nodes AS n JOIN knowledge_node_mentions AS m ON m.node_id = n.id "
-            "WHERE m.target_id = %s",
+            "WHERE m.target_id = %s ORDER BY n.id",
             (node_id,),
         )
 
@@ -213,18 +215,20 @@ class PostgresKnowledgeTables:
 
     def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
         return self._docs(
-            Record, "SELECT doc FROM knowledge_records WHERE scope = ANY(%s)", (list(scope_keys),)
+            Record, "SELECT doc FROM knowledge_records WHERE scope = ANY(%s) ORDER BY id", (list(scope_keys),)
         )
 
     def records_about(self, node_id: str) -> list[Record]:
-        return self._docs(Record, "SELECT doc FROM knowledge_records WHERE node_id = %s", (node_id,))
+        return self._docs(
+            Record, "SELECT doc FROM knowledge_records WHERE node_id = %s ORDER BY id", (node_id,)
+        )
 
     def records_mentioning(self, node_id: str) -> list[Record]:
         return self._docs(
             Record,
             "SELECT r.doc FROM knowledge_records AS r "
             "JOIN knowledge_record_mentions AS m ON m.record_id = r.id "
-            "WHERE m.target_id = %s",
+            "WHERE m.target_id = %s ORDER BY r.id",
             (node_id,),
         )
 
@@ -314,6 +318,7 @@ class PostgresKnowledgeTables:
         if scope_keys is not None:
             sql += " WHERE scope = ANY(%s)"
             params = (list(scope_keys),)
+        sql += " ORDER BY document_id"
         return [
             StoredVector(
                 row[0], row[1], row[2], row[3], np.frombuffer(row[4], dtype=_VECTOR_DTYPE).astype(np.float32)
@@ -356,7 +361,7 @@ class PostgresKnowledgeTables:
     def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
         return self._docs(
             cls,
-            f"SELECT doc FROM {table} WHERE (scope = %s OR left(scope, %s) = %s){extra}",
+            f"SELECT doc FROM {table} WHERE (scope = %s OR left(scope, %s) = %s){extra} ORDER BY id",
             (scope_key, len(scope_key) + 1, scope_key + "/"),
         )
 

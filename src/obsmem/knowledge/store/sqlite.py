@@ -157,14 +157,16 @@ class SQLiteKnowledgeTables:
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
         return self._docs(
-            Node, f"SELECT doc FROM knowledge_nodes WHERE scope IN ({_marks(scope_keys)})", scope_keys
+            Node,
+            f"SELECT doc FROM knowledge_nodes WHERE scope IN ({_marks(scope_keys)}) ORDER BY id",
+            scope_keys,
         )
 
     def nodes_mentioning(self, node_id: str) -> list[Node]:
         return self._docs(
             Node,
             "SELECT n.doc FROM knowledge_nodes AS n JOIN knowledge_node_mentions AS m ON m.node_id = n.id "
-            "WHERE m.target_id = ?",
+            "WHERE m.target_id = ? ORDER BY n.id",
             (node_id,),
         )
 
@@ -186,18 +188,22 @@ class SQLiteKnowledgeTables:
 
     def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
         return self._docs(
-            Record, f"SELECT doc FROM knowledge_records WHERE scope IN ({_marks(scope_keys)})", scope_keys
+            Record,
+            f"SELECT doc FROM knowledge_records WHERE scope IN ({_marks(scope_keys)}) ORDER BY id",
+            scope_keys,
         )
 
     def records_about(self, node_id: str) -> list[Record]:
-        return self._docs(Record, "SELECT doc FROM knowledge_records WHERE node_id = ?", (node_id,))
+        return self._docs(
+            Record, "SELECT doc FROM knowledge_records WHERE node_id = ? ORDER BY id", (node_id,)
+        )
 
     def records_mentioning(self, node_id: str) -> list[Record]:
         return self._docs(
             Record,
             "SELECT r.doc FROM knowledge_records AS r "
             "JOIN knowledge_record_mentions AS m ON m.record_id = r.id "
-            "WHERE m.target_id = ?",
+            "WHERE m.target_id = ? ORDER BY r.id",
             (node_id,),
         )
 
@@ -283,6 +289,7 @@ class SQLiteKnowledgeTables:
         if scope_keys is not None:
             sql += f" WHERE scope IN ({_marks(scope_keys)})"
             params = scope_keys
+        sql += " ORDER BY document_id"
         return [
             StoredVector(row[0], row[1], row[2], row[3], np.frombuffer(row[4], dtype=np.float32).copy())
             for row in self.conn.execute(sql, tuple(params))
@@ -323,7 +330,7 @@ class SQLiteKnowledgeTables:
     def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
         return self._docs(
             cls,
-            f"SELECT doc FROM {table} WHERE (scope = ? OR substr(scope, 1, ?) = ?){extra}",
+            f"SELECT doc FROM {table} WHERE (scope = ? OR substr(scope, 1, ?) = ?){extra} ORDER BY id",
             (scope_key, len(scope_key) + 1, scope_key + "/"),
         )
 
