@@ -155,3 +155,24 @@ def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireS
     observations = done.stdout.split("observations:\n", 1)[1]
     assert observations.strip() and "(none yet)" not in observations
     assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13
+
+
+async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        agent = make_agent(wire.url, ObservationalMemoryProvider(memory, resource_id="u"))
+        session = agent.create_session(session_id="s")
+        answers = []
+        for turn in range(30):
+            stream = agent.run(user_text(turn, "s"), session=session, stream=True)
+            chunks = [update.text async for update in stream]
+            final = await stream.get_final_response()
+            assert any(chunks) and final.text.startswith(("You said:", "The tool said:"))
+            answers.append(final.text)
+        stored = await memory.list_messages("s")
+        record = await memory.get_record("s")
+    assert all(r.body.get("stream") for r in wire.requests) and model.invalid == []
+    assert [m.text for m in stored if m.role == "user"] == [user_text(t, "s") for t in range(30)]
+    assert [m.text for m in stored if m.role == "assistant" and m.text] == answers
+    assert sum(len(m.tool_results) for m in stored) == 10
+    assert record is not None and record.active_observations.strip()

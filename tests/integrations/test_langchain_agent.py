@@ -212,3 +212,22 @@ async def test_a_synchronous_run_is_refused_with_a_clear_error(server: tuple[Wir
         agent = create_agent(model=chat_model(wire.url), middleware=[ObservationalMemoryMiddleware(memory, thread_id="s")])
         with pytest.raises(Exception, match="ainvoke"):
             await asyncio.to_thread(agent.invoke, {"messages": [HumanMessage("hi")]})
+
+
+async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        agent = create_agent(
+            model=ChatOpenAI(model="agent-test-model", base_url=f"{wire.url}/v1", api_key="k", streaming=True),  # type: ignore[arg-type]
+            tools=[get_weather], middleware=[ObservationalMemoryMiddleware(memory, thread_id="s", resource_id="u")],
+        )
+        for turn in range(30):
+            tokens = [chunk.text async for chunk, _ in agent.astream(
+                {"messages": [HumanMessage(user_text(turn, "s"))]}, stream_mode="messages")]
+            assert "".join(tokens).strip()
+        stored = await memory.list_messages("s")
+        record = await memory.get_record("s")
+    assert all(r.body.get("stream") for r in wire.requests) and model.invalid == []
+    assert [m.text for m in stored if m.role == "user"] == [user_text(t, "s") for t in range(30)]
+    assert sum(len(m.tool_results) for m in stored) == 10
+    assert record is not None and record.active_observations.strip()
