@@ -19,6 +19,7 @@ from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.contract import (
     FORGOTTEN_PLACEHOLDER,
     ActivityAction,
+    RecordDraft,
     RecordView,
     TrustState,
 )
@@ -320,3 +321,21 @@ async def test_a_tombstone_above_the_forget_keeps_refusing_there(kstore: TablesK
     with pytest.raises(TombstonedValueError):
         await knowledge.append(acme.id, f"Acme owes {SENTINEL}", BOB, reason="again")
     assert scan_knowledge(kstore, SENTINEL) == []
+
+
+async def test_forget_and_purge_each_write_one_event(kstore: TablesKnowledgeStore) -> None:
+    """The conformance vocabulary test's two missing steps (one event per mutation)."""
+    act = {"actor": "tester", "reason": "conformance"}
+    node = await kstore.create_node("Jane", "person", RES, **act)
+    await kstore.append_record(RecordDraft(node.id, "fact", T1), **act)
+    await kstore.append_record(RecordDraft(node.id, "other fact", T2), **act)
+    writes = {
+        ActivityAction.VALUE_FORGOTTEN: lambda: kstore.forget_value("never stored", T1, **act),
+        ActivityAction.SCOPE_PURGED: lambda: kstore.purge_scope(T2, **act),
+    }
+    for expected, write in writes.items():
+        before = {e.id for e in (await kstore.list_activity(T1, limit=1000)).items}
+        await write()
+        new = [e for e in (await kstore.list_activity(T1, limit=1000)).items if e.id not in before]
+        assert [e.action for e in new] == [expected]
+        assert (new[0].actor, new[0].reason) == ("tester", "conformance")
