@@ -86,3 +86,10 @@ def test_a_function_result_is_named_by_its_call_and_an_exception_is_an_error() -
 def test_a_non_message_is_refused_with_its_index() -> None:
     with pytest.raises(InvalidInputError, match=r"messages\[0\]"):
         from_agent_framework(["hello"])  # type: ignore[list-item]
+
+
+def test_the_provider_needs_a_memory() -> None:
+    from obsmem.integrations.agent_framework import ObservationalMemoryProvider
+
+    with pytest.raises(InvalidInputError, match="memory"):
+        ObservationalMemoryProvider("not a memory")  # type: ignore[arg-type]

@@ -178,3 +178,10 @@ def test_importing_obsmem_imports_no_framework() -> None:
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert output[0] == "[]"
     assert output[1] == "True"  # positive control: the integration itself does load LangChain
+
+
+def test_the_middleware_needs_a_memory() -> None:
+    from obsmem.integrations.langchain import ObservationalMemoryMiddleware
+
+    with pytest.raises(InvalidInputError, match="memory"):
+        ObservationalMemoryMiddleware("not a memory")  # type: ignore[arg-type]

@@ -12,9 +12,9 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, GetOp, PutOp
 
-from obsmem import CeilingExceededError, InvalidScopeError
+from obsmem import CeilingExceededError, InvalidInputError, InvalidScopeError
 from obsmem.knowledge import ActivityAction, Knowledge
 from obsmem.integrations.langgraph import KnowledgeBaseStore, namespace_scope
 from obsmem.knowledge import Scope
@@ -191,3 +191,20 @@ def test_the_example_runs_ten_turns_against_the_local_server() -> None:
     records = done.stdout.split("knowledge records about Anna:", 1)[1]
     assert "Anna lives in Lyon" in records
     assert model.invalid == [] and model.tool_calls == 10
+
+
+async def test_bad_arguments_raise_obsmem_errors() -> None:
+    async with Knowledge.in_memory() as knowledge:
+        with pytest.raises(InvalidInputError, match="knowledge"):
+            KnowledgeBaseStore("not knowledge", scope=ALICE_T1)  # type: ignore[arg-type]
+        with pytest.raises(InvalidScopeError):
+            KnowledgeBaseStore(knowledge, scope="alice")
+        with pytest.raises(InvalidScopeError, match="ceiling"):
+            KnowledgeBaseStore(knowledge, scope=ALICE_T1, ceiling="galaxy")
+        store = KnowledgeBaseStore(knowledge, scope=ALICE_T1)
+        with pytest.raises(InvalidInputError, match="namespace"):
+            await store.abatch([GetOp(("",), "k")])  # LangGraph checks puts itself; reads come straight here
+        with pytest.raises(InvalidInputError, match="ttl"):
+            await store.abatch([PutOp(("n",), "k", {"v": 1}, ttl=5.0)])  # aput refuses it before (supports_ttl)
+        with pytest.raises(InvalidInputError, match="async"):
+            store.put(("n",), "k", {"v": 1})  # on the event loop's own thread: would deadlock, refused
