@@ -243,3 +243,25 @@ def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireS
     observations = done.stdout.split("observations:\n", 1)[1]
     assert "Dana" in observations and "(none yet)" not in observations
     assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13
+
+
+async def test_system_prompts_stay_first_when_their_request_is_observed(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    memory = Memory("memory://", config=small_memory_config())
+    provider = OpenAIProvider(base_url=f"{wire.url}/v1", api_key="test-key")
+    agent: Agent[None, str] = Agent(
+        OpenAIChatModel("agent-test-model", provider=provider), system_prompt="Answer as a travel agent.",
+        capabilities=[ObservationalMemory(memory, resource_id="user-1", thread_id="trip")],
+    )
+    history: list[pai.ModelMessage] = []
+    for turn in range(30):
+        result = await agent.run(_prompt("trip", turn), message_history=history)
+        history = result.all_messages()
+    assert (await memory.get_record("trip")) is not None
+    assert model.invalid == []
+    for recorded in wire.requests:
+        first = recorded.body["messages"][0]
+        assert (first["role"], first["content"]) == ("system", "Answer as a travel agent.")
+    # the first user message was observed, so it is no longer sent raw
+    assert _prompt("trip", 1) not in [m.get("content") for m in wire.requests[-1].body["messages"]]
+    await memory.aclose()
