@@ -21,7 +21,7 @@ from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.agent_framework import ObservationalMemoryProvider
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
-from tests.models.wire_server import WireServer
+from tests.models.wire_server import Recorded, Reply, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +176,36 @@ async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, Ag
     assert [m.text for m in stored if m.role == "assistant" and m.text] == answers
     assert sum(len(m.tool_results) for m in stored) == 10
     assert record is not None and record.active_observations.strip()
+
+
+async def test_a_run_that_fails_mid_way_leaves_a_valid_history_for_the_next(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    """The model call after a tool result fails (past the client's retries): the run raises, its
+    turn is ended by the next run, and every later request is still a valid sequence."""
+    wire, model = server
+    failures: list[int] = []
+
+    def flaky(request: Recorded) -> Reply:
+        items = request.body.get("input") or []
+        if items and items[-1].get("type") == "function_call_output" and len(failures) < 5:
+            failures.append(1)
+            return Reply(status=500, json={"error": {"message": "try again"}})
+        return model(request)
+
+    wire.responder = flaky
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        provider = ObservationalMemoryProvider(memory, resource_id="u")
+        agent = make_agent(wire.url, provider)
+        session = agent.create_session(session_id="f")
+        with pytest.raises(Exception, match="try again|500"):
+            await agent.run("What is the weather in Oslo?", session=session)
+        for turn in range(1, 20):
+            assert (await agent.run(user_text(turn, "f"), session=session)).text
+        stored = await memory.list_messages("f")
+        record = await memory.get_record("f")
+    assert failures and model.invalid == []
+    assert [m.text for m in stored if m.role == "user"][1:] == [user_text(t, "f") for t in range(1, 20)]
+    assert sum(len(m.tool_calls) for m in stored) == sum(len(m.tool_results) for m in stored)
+    assert record is not None and record.active_observations.strip()
+    assert provider._turns == {}

@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.langchain import ObservationalMemoryMiddleware
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
-from tests.models.wire_server import WireServer
+from tests.models.wire_server import Recorded, Reply, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -231,3 +231,35 @@ async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, Ag
     assert [m.text for m in stored if m.role == "user"] == [user_text(t, "s") for t in range(30)]
     assert sum(len(m.tool_results) for m in stored) == 10
     assert record is not None and record.active_observations.strip()
+
+
+async def test_a_run_that_fails_mid_way_leaves_a_valid_history_for_the_next(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    """The model call after a tool result fails: the run raises, its turn is ended by the next run,
+    and what was saved (the call and its result) stays a valid sequence for every later request."""
+    wire, model = server
+    failed: list[int] = []
+
+    def flaky(request: Recorded) -> Reply:
+        if request.body["messages"][-1]["role"] == "tool" and not failed:
+            failed.append(len(wire.requests))
+            return Reply(status=500, json={"error": {"message": "try again"}})
+        return model(request)
+
+    wire.responder = flaky
+    async with Memory("memory://", config=small_memory_config()) as memory:
+        middleware = ObservationalMemoryMiddleware(memory, thread_id="f", resource_id="u")
+        agent = create_agent(model=chat_model(wire.url), tools=[get_weather], middleware=[middleware])
+        with pytest.raises(Exception, match="try again"):
+            await agent.ainvoke({"messages": [HumanMessage("What is the weather in Oslo?")]})
+        assert "f" in middleware._runs  # the failed run's turn is still open
+        for turn in range(1, 20):
+            result = await agent.ainvoke({"messages": [HumanMessage(user_text(turn, "f"))]})
+            assert result["messages"][-1].text
+        stored = await memory.list_messages("f")
+        record = await memory.get_record("f")
+    assert failed and model.invalid == []
+    assert sum(len(m.tool_calls) for m in stored) == sum(len(m.tool_results) for m in stored) == 7
+    assert record is not None and record.active_observations.strip()
+    assert middleware._runs == {}
