@@ -67,6 +67,8 @@ async def test_every_mutation_writes_exactly_one_event_from_the_vocabulary(
         ActivityAction.WRITE_REFUSED,
         _refused(kstore.append_record(RecordDraft(jane.id, "Wrong!", T1), **ACT)),
     )
+    await step(ActivityAction.VALUE_FORGOTTEN, kstore.forget_value("never stored", T1, **ACT))
+    await step(ActivityAction.SCOPE_PURGED, kstore.purge_scope(T2, **ACT))
     assert set(seen) | {ActivityAction.RECORD_CREATED} == set(ActivityAction)
 
 
