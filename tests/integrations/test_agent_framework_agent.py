@@ -21,6 +21,7 @@ from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.agent_framework import ObservationalMemoryProvider
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
+from tests.integrations.agent_model_extra import ParallelAgentModel
 from tests.models.wire_server import Recorded, Reply, WireServer
 
 pytestmark = pytest.mark.anyio
@@ -209,3 +210,28 @@ async def test_a_run_that_fails_mid_way_leaves_a_valid_history_for_the_next(
     assert sum(len(m.tool_calls) for m in stored) == sum(len(m.tool_results) for m in stored)
     assert record is not None and record.active_observations.strip()
     assert provider._turns == {}
+
+
+async def test_parallel_tool_calls_stay_with_their_results() -> None:
+    model = ParallelAgentModel()
+    with WireServer() as wire:
+        wire.responder = model
+        async with Memory("memory://", config=small_memory_config(message_tokens=200)) as memory:
+            client = OpenAIChatCompletionClient(model="agent-test-model", api_key="k", base_url=f"{wire.url}/v1")
+            agent = Agent(client, INSTRUCTIONS, tools=[get_weather],
+                          context_providers=[ObservationalMemoryProvider(memory, thread_id="p")])
+            for turn in range(24):
+                await agent.run(f"turn {turn}: weather in {CITIES[turn % 6]} and {CITIES[(turn + 1) % 6]}?")
+            stored = await memory.list_messages("p")
+            record = await memory.get_record("p")
+        requests = [r.body for r in wire.requests]
+    assert model.parallel_calls == 24 and model.invalid == []
+    assert record is not None and record.active_observations.strip()
+    assert sum(len(m.tool_results) for m in stored) == 48
+    observed = [b for b in requests if len(b["messages"][0]["content"]) > len(INSTRUCTIONS) + 200]
+    assert observed
+    for body in observed:
+        for index, message in enumerate(body["messages"]):
+            if message.get("tool_calls"):
+                ids = {c["id"] for c in message["tool_calls"]}
+                assert {m.get("tool_call_id") for m in body["messages"][index + 1 : index + 3]} == ids

@@ -25,6 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.integrations.langchain import ObservationalMemoryMiddleware
 from tests.integrations.agent_model import AgentModel, request_text, small_memory_config
+from tests.integrations.agent_model_extra import ParallelAgentModel
 from tests.models.wire_server import Recorded, Reply, WireServer
 
 pytestmark = pytest.mark.anyio
@@ -263,3 +264,30 @@ async def test_a_run_that_fails_mid_way_leaves_a_valid_history_for_the_next(
     assert sum(len(m.tool_calls) for m in stored) == sum(len(m.tool_results) for m in stored) == 7
     assert record is not None and record.active_observations.strip()
     assert middleware._runs == {}
+
+
+async def test_parallel_tool_calls_stay_with_their_results() -> None:
+    model = ParallelAgentModel()
+    with WireServer() as wire:
+        wire.responder = model
+        async with Memory("memory://", config=small_memory_config(message_tokens=200)) as memory:
+            agent = create_agent(
+                model=chat_model(wire.url), tools=[get_weather],
+                middleware=[ObservationalMemoryMiddleware(memory, thread_id="p", resource_id="u")],
+            )
+            for turn in range(24):
+                await agent.ainvoke({"messages": [HumanMessage(
+                    f"turn {turn}: weather in {CITIES[turn % 6]} and {CITIES[(turn + 1) % 6]}?")]})
+            stored = await memory.list_messages("p")
+            record = await memory.get_record("p")
+        requests = chat_requests(wire)
+    assert model.parallel_calls == 24 and model.invalid == []
+    assert record is not None and record.active_observations.strip()
+    assert sum(len(m.tool_results) for m in stored) == 48
+    observed = [b for b in requests if b["messages"][0]["role"] == "system"]
+    assert observed
+    for body in observed:  # both results follow their calls, or neither is there
+        for index, message in enumerate(body["messages"]):
+            if message.get("tool_calls"):
+                ids = {c["id"] for c in message["tool_calls"]}
+                assert {m.get("tool_call_id") for m in body["messages"][index + 1 : index + 3]} == ids
