@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai import messages as pai
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -264,4 +264,28 @@ async def test_system_prompts_stay_first_when_their_request_is_observed(server: 
         assert (first["role"], first["content"]) == ("system", "Answer as a travel agent.")
     # the first user message was observed, so it is no longer sent raw
     assert _prompt("trip", 1) not in [m.get("content") for m in wire.requests[-1].body["messages"]]
+    await memory.aclose()
+
+
+async def test_an_output_retry_is_sent_saved_and_answered(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    memory = Memory("memory://", config=small_memory_config())
+    agent = _agent(wire, memory, "chat")
+    answers: list[str] = []
+
+    @agent.output_validator
+    def once_more(output: str) -> str:
+        answers.append(output)
+        if len(answers) == 1:
+            raise ModelRetry("Please answer again, in other words.")
+        return output
+
+    result = await agent.run("Hello there", conversation_id="trip")
+    assert model.invalid == [] and len(wire.requests) == 2
+    # the retry feedback (pydantic-ai's own part kind) is the newest input of the second request
+    assert "Please answer again, in other words." in last_user_text(wire.requests[1].body)
+    stored = await memory.list_messages("trip")
+    assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[2].text == "Please answer again, in other words."
+    assert stored[3].text == result.output
     await memory.aclose()

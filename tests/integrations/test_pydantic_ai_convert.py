@@ -2,7 +2,7 @@
 
 - pydantic-ai → obsmem → pydantic-ai gives the same messages (compared in pydantic-ai's own JSON
   form), for text, user prompts with images/documents/binary content, tool calls (dict, JSON
-  string or no args) and tool returns with their ids and outcomes, thinking with signatures,
+  string or no args) and tool returns with their ids and outcomes, retry feedback, thinking with signatures,
   response files, timestamps and provider details; only ``metadata["obsmem_ids"]`` is added;
 - converting again keeps the obsmem ids, so obsmem → pydantic-ai → obsmem is exact;
 - obsmem conversations from anywhere (tests/convert/strategies: parallel calls, results carried
@@ -49,6 +49,13 @@ request_parts = st.one_of(
     st.builds(
         pai.ToolReturnPart, names, json_values, call_ids, timestamp=stamps,
         outcome=st.sampled_from(["success", "failed", "denied"]),
+    ),
+    st.builds(
+        pai.RetryFeedbackPart,
+        st.one_of(texts, st.just([{"type": "missing", "loc": ("city",), "msg": "Field required", "input": {}}])),
+        retry=st.builds(pai.RetryInfo, st.sampled_from(["validation_error", "no_output", "model_retry"]),
+                        attempt=st.none() | st.integers(1, 3)),
+        timestamp=stamps,
     ),
 )
 response_parts = st.one_of(

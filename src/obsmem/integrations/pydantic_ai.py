@@ -170,6 +170,10 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
             tool_call_id=part["tool_call_id"], tool_name=part["tool_name"], result=content, is_error=True
         )
         return "tool", [result], rest
+    if kind == "retry-feedback" and content is not None:
+        if isinstance(content, str):
+            return "user", [TextPart(text=content)], rest
+        return "user", [TextPart(text=json.dumps(content, ensure_ascii=False))], {**rest, "json_content": True}
     return None, [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
 
 
@@ -347,6 +351,15 @@ def _rebuild_request_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]
                 elif isinstance(part, DataPart):
                     content.append(part.data.get("item"))
             return [{**base, "content": content}]
+    if kind == "retry-feedback" and len(parts) == 1 and isinstance(parts[0], TextPart):
+        text = parts[0].text
+        base.pop("json_content", None)
+        if extra.get("json_content"):
+            try:
+                return [{**base, "content": json.loads(text)}]
+            except ValueError:
+                pass
+        return [{**base, "content": text}]
     if kind in ("tool-return", "retry-prompt") and len(parts) == 1 and isinstance(parts[0], ToolResultPart):
         result = parts[0]
         return [{**base, "tool_name": result.tool_name, "tool_call_id": result.tool_call_id, "content": result.result}]
@@ -586,10 +599,13 @@ class ObservationalMemory(AbstractCapability[Any]):
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         new = self._new_messages(result.all_messages())
+        if self._turn is None and new:  # a run that made no model request (nothing else saved it)
+            self._turn = await self.memory.begin_turn(
+                thread_id=self._thread_id(), resource_id=self.resource_id, messages=new
+            )
+            new = []
         if self._turn is not None:
             await self._turn.end(new)
-        elif new:
-            await self.memory.save_messages(self._thread_id(), new)
         return result
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
@@ -650,6 +666,11 @@ def _request_messages(history: Sequence[pai.ModelMessage], raw: Sequence[Message
             emitted.add(index)
             out.append(_kept_part(history[index], raw_ids))
     flush()
+    newest = len(history) - 1
+    if history and newest not in emitted:
+        # The newest input always goes (a request obsmem holds only as data, say); never observed yet.
+        emitted.add(newest)
+        out.append(history[newest])
     for position, old in enumerate(history):
         if position in emitted or not isinstance(old, pai.ModelRequest):
             continue
