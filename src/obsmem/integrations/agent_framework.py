@@ -61,6 +61,7 @@ _ERROR = "obsmem_is_error"
 _FILE = "obsmem_file"
 _RAW_ARGS = "obsmem_raw_arguments"
 _ROLES = ("user", "assistant", "system", "tool")
+_FILE_FIELDS = ("width", "height", "detail", "token_estimate")
 
 
 # -- Agent Framework -> obsmem ----------------------------------------------------------------------
@@ -85,14 +86,16 @@ def _file(content: Content) -> FilePart:
     kept = props.get(_FILE) if isinstance(props.get(_FILE), dict) else {}
     assert isinstance(kept, dict)
     uri = content.uri or ""
-    media_type = content.media_type or (uri[5 : uri.index(";")] if uri.startswith("data:") and ";" in uri else "")
-    fields: dict[str, Any] = {k: kept[k] for k in ("width", "height", "detail", "token_estimate") if k in kept}
+    inline = uri[5 : uri.index(";")] if uri.startswith("data:") and ";" in uri else ""
+    media_type = content.media_type or inline or "application/octet-stream"
+    fields: dict[str, Any] = {k: kept[k] for k in _FILE_FIELDS if k in kept}
     if "url" in kept or "data" in kept:  # obsmem's own attachment, as it was
-        return FilePart(media_type=media_type or "application/octet-stream", url=kept.get("url"),
-                        data=kept.get("data"), filename=content.name, **fields)
+        return FilePart(
+            media_type=media_type, url=kept.get("url"), data=kept.get("data"), filename=content.name, **fields
+        )
     if content.type == "data":
-        return FilePart(media_type=media_type or "application/octet-stream", data=uri, filename=content.name, **fields)
-    return FilePart(media_type=media_type or "application/octet-stream", url=uri, filename=content.name, **fields)
+        return FilePart(media_type=media_type, data=uri, filename=content.name, **fields)
+    return FilePart(media_type=media_type, url=uri, filename=content.name, **fields)
 
 
 def _call_names(history: Iterable[AFMessage | Message]) -> dict[str, str]:
@@ -121,7 +124,9 @@ def from_agent_framework(
     for index, message in enumerate(messages):
         if not isinstance(message, AFMessage):
             where = f"messages[{index}]"
-            raise InvalidInputError(f"{where}: expected an agent_framework Message, got {type(message).__name__}", argument=where)
+            raise InvalidInputError(
+                f"{where}: expected an agent_framework Message, got {type(message).__name__}", argument=where
+            )
     names = _call_names([*history, *messages])
     converted: list[Message] = []
     for index, message in enumerate(messages):
@@ -141,20 +146,23 @@ def from_agent_framework(
             elif content.type == "function_call" and content.call_id and content.name:
                 arguments = content.arguments
                 raw = bool(props.get(_RAW_ARGS)) and isinstance(arguments, str)
-                parts.append(ToolCallPart(tool_call_id=content.call_id, tool_name=content.name,
-                                          args=arguments if raw and isinstance(arguments, str) else _arguments(arguments)))
+                args = arguments if raw and isinstance(arguments, str) else _arguments(arguments)
+                parts.append(ToolCallPart(tool_call_id=content.call_id, tool_name=content.name, args=args))
             elif content.type == "function_result" and content.call_id:
                 result = props[_RESULT] if _RESULT in props else content.result
                 name = props.get(_TOOL) or names.get(content.call_id) or "tool"
                 error = bool(props[_ERROR]) if _ERROR in props else content.exception is not None
-                parts.append(ToolResultPart(tool_call_id=content.call_id, tool_name=str(name), result=result, is_error=error))
+                parts.append(ToolResultPart(
+                    tool_call_id=content.call_id, tool_name=str(name), result=result, is_error=error
+                ))
             elif content.type == "usage":
                 continue  # accounting, not conversation
             else:
                 parts.append(DataPart(name=CONTENT_PART, data=content.to_dict()))
         if not parts:
             parts = [TextPart(text="")]
-        converted.append(Message(id=message.message_id or new_id(), role=role, parts=tuple(parts)))  # type: ignore[arg-type]
+        message_id = message.message_id or new_id()
+        converted.append(Message(id=message_id, role=role, parts=tuple(parts)))  # type: ignore[arg-type]
     return converted
 
 
@@ -162,7 +170,7 @@ def from_agent_framework(
 
 
 def _file_content(part: FilePart) -> Content:
-    kept = {k: getattr(part, k) for k in ("width", "height", "detail", "token_estimate") if getattr(part, k) is not None}
+    kept = {k: getattr(part, k) for k in _FILE_FIELDS if getattr(part, k) is not None}
     if part.url is not None and part.data is None:
         uri = part.url
     else:
@@ -201,7 +209,8 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
                 ))
             rest_kept = [p for p in message.parts if not isinstance(p, ToolResultPart | DataPart) or (
                 isinstance(p, DataPart) and p.name == CONTENT_PART)]
-            converted.append(AFMessage("tool", contents, message_id=message.id if not rest_kept else f"{message.id}#results"))
+            results_id = message.id if not rest_kept else f"{message.id}#results"
+            converted.append(AFMessage("tool", contents, message_id=results_id))
         body: list[Content] = []
         for part in message.parts:
             if isinstance(part, TextPart):
@@ -212,7 +221,7 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
                 body.append(_file_content(part))
             elif isinstance(part, ToolCallPart):  # arguments as JSON text, as the providers take them
                 raw = isinstance(part.args, str)
-                arguments = part.args if isinstance(part.args, str) else json.dumps(part.args, ensure_ascii=False)
+                arguments = part.args if raw else json.dumps(part.args, ensure_ascii=False)
                 body.append(Content.from_function_call(
                     part.tool_call_id, part.tool_name, arguments=arguments,
                     additional_properties={_RAW_ARGS: True} if raw else None,
@@ -242,7 +251,9 @@ class ObservationalMemoryProvider(HistoryProvider):
     ) -> None:
         super().__init__(source_id, load_messages=True, store_inputs=True, store_outputs=True)
         if not isinstance(memory, Memory):
-            raise InvalidInputError(f"memory: expected an obsmem Memory, got {type(memory).__name__}", argument="memory")
+            raise InvalidInputError(
+                f"memory: expected an obsmem Memory, got {type(memory).__name__}", argument="memory"
+            )
         self.memory = memory
         self.thread_id = thread_id
         self.resource_id = resource_id
@@ -252,12 +263,15 @@ class ObservationalMemoryProvider(HistoryProvider):
     def _thread(self, session: AgentSession | None, context: SessionContext) -> str:
         thread = self.thread_id or (session.session_id if session is not None else None) or context.session_id
         if not thread:
-            raise InvalidInputError("ObservationalMemoryProvider needs a thread id: pass thread_id=... or a session",
-                                    argument="thread_id")
+            raise InvalidInputError(
+                "ObservationalMemoryProvider needs a thread id: pass thread_id=... or a session",
+                argument="thread_id",
+            )
         return thread
 
     async def before_run(
-        self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext, state: dict[str, Any]
+        self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext,
+        state: dict[str, Any],
     ) -> None:
         thread = self._thread(session, context)
         stale = self._turns.pop(thread, None)
@@ -279,7 +293,8 @@ class ObservationalMemoryProvider(HistoryProvider):
         context.extend_messages(self, to_agent_framework(history))
 
     async def after_run(
-        self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext, state: dict[str, Any]
+        self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext,
+        state: dict[str, Any],
     ) -> None:
         thread = self._thread(session, context)
         turn = self._turns.pop(thread, None)
@@ -290,7 +305,9 @@ class ObservationalMemoryProvider(HistoryProvider):
             turn = await self.memory.begin_turn(thread_id=thread, resource_id=self.resource_id or thread)
         await turn.end(new)
 
-    async def get_messages(self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any) -> list[AFMessage]:
+    async def get_messages(
+        self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[AFMessage]:
         """The thread's stored messages (all of them, raw), as Agent Framework messages."""
         thread = self.thread_id or session_id
         if not thread:
@@ -298,7 +315,8 @@ class ObservationalMemoryProvider(HistoryProvider):
         return to_agent_framework(await self.memory.list_messages(thread))
 
     async def save_messages(
-        self, session_id: str | None, messages: Sequence[AFMessage], *, state: dict[str, Any] | None = None, **kwargs: Any
+        self, session_id: str | None, messages: Sequence[AFMessage], *, state: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         """Save messages to the thread outside a run (obsmem's ``save_messages``)."""
         thread = self.thread_id or session_id

@@ -62,7 +62,7 @@ __all__ = ["ObservationalMemoryMiddleware", "from_langchain", "to_langchain"]
 BLOCK_PART = "langchain-block"
 #: ``additional_kwargs`` key holding a tool result that is not a string (its content is its JSON).
 RESULT_KEY = "obsmem_result"
-#: ``AIMessage.additional_kwargs`` key holding the order of calls split over tool_calls and invalid_tool_calls.
+#: ``AIMessage.additional_kwargs`` key: the order of calls split over tool_calls and invalid_tool_calls.
 ORDER_KEY = "obsmem_call_order"
 #: ``Message.metadata`` key holding provider payloads of reasoning blocks, by part index.
 METADATA_KEY = "langchain"
@@ -93,7 +93,8 @@ def _file_part(block: dict[str, Any], where: str) -> FilePart:
         if extras.get("data_uri"):
             data = f"data:{mime};base64,{data}"
     if not isinstance(mime, str) or not mime:
-        mime = _guess_mime(url or "", "image/*" if block.get("type") in ("image", "image_url") else "application/octet-stream")
+        image = block.get("type") in ("image", "image_url")
+        mime = _guess_mime(url or "", "image/*" if image else "application/octet-stream")
     return FilePart(
         media_type=mime, url=url, data=data, **{key: extras[key] for key in _FILE_EXTRAS if key in extras},
     )
@@ -110,7 +111,9 @@ def _guess_mime(ref: str, default: str) -> str:
     return default
 
 
-def _content_parts(content: str | list[str | dict[str, Any]], where: str) -> tuple[list[Part], dict[str, Any]]:
+def _content_parts(
+    content: str | list[str | dict[str, Any]], where: str
+) -> tuple[list[Part], dict[str, Any]]:
     """Parts for a message's content, and the blocks that carried more than their part keeps
     (provider ids, annotations, signatures), by part index, to restore on the way back."""
     if isinstance(content, str):
@@ -135,7 +138,8 @@ def _content_parts(content: str | list[str | dict[str, Any]], where: str) -> tup
                 text = "\n".join(
                     str(s.get("text", "")) for s in summary if isinstance(s, dict)
                 ) if isinstance(summary, list) else ""
-            part, plain = ReasoningPart(text=text), set(block) <= {"type", "reasoning"} and kind == "reasoning"
+            part = ReasoningPart(text=text)
+            plain = set(block) <= {"type", "reasoning"} and kind == "reasoning"
         elif kind in (*_FILE_BLOCKS, "image_url"):
             part = _file_part(block, at)
             plain = kind != "image_url" and set(block) <= {"type", "url", "base64", "mime_type", "extras"}
@@ -180,10 +184,14 @@ def from_langchain(
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         if not isinstance(message, BaseMessage):
-            raise InvalidInputError(f"{where}: expected a LangChain BaseMessage, got {type(message).__name__}", argument=where)
+            raise InvalidInputError(
+                f"{where}: expected a LangChain BaseMessage, got {type(message).__name__}", argument=where
+            )
         role = _ROLES.get(message.type)
         if role is None:
-            raise InvalidInputError(f"{where}: unsupported LangChain message type {message.type!r}", argument=where)
+            raise InvalidInputError(
+                f"{where}: unsupported LangChain message type {message.type!r}", argument=where
+            )
         message_id = message.id or new_id()
         if isinstance(message, ToolMessage):
             result: Any = message.content
@@ -191,7 +199,8 @@ def from_langchain(
                 result = message.additional_kwargs[RESULT_KEY]
             name = message.name or names.get(message.tool_call_id) or "tool"
             part = ToolResultPart(
-                tool_call_id=message.tool_call_id, tool_name=name, result=result, is_error=message.status == "error"
+                tool_call_id=message.tool_call_id, tool_name=name, result=result,
+                is_error=message.status == "error",
             )
             converted.append(Message(id=message_id, role="tool", parts=(part,)))
             continue
@@ -202,10 +211,13 @@ def from_langchain(
                 parts.insert(0, ReasoningPart(text=reasoning))
                 payloads = {str(int(k) + 1): v for k, v in payloads.items()}
             for call in message.tool_calls:
-                parts.append(ToolCallPart(tool_call_id=call.get("id") or new_id("call"), tool_name=call["name"], args=call["args"]))
+                parts.append(ToolCallPart(
+                    tool_call_id=call.get("id") or new_id("call"), tool_name=call["name"], args=call["args"]
+                ))
             for bad in message.invalid_tool_calls:
                 parts.append(ToolCallPart(
-                    tool_call_id=bad.get("id") or new_id("call"), tool_name=bad.get("name") or "tool", args=bad.get("args") or "",
+                    tool_call_id=bad.get("id") or new_id("call"), tool_name=bad.get("name") or "tool",
+                    args=bad.get("args") or "",
                 ))
             order = message.additional_kwargs.get(ORDER_KEY)
             if isinstance(order, list):  # valid and invalid calls, interleaved as they were
@@ -216,7 +228,9 @@ def from_langchain(
         if not parts:
             parts = [TextPart(text="")]
         metadata = {METADATA_KEY: {"blocks": payloads}} if payloads else {}
-        converted.append(Message(id=message_id, role=role, parts=tuple(parts), metadata=metadata))  # type: ignore[arg-type]
+        converted.append(
+            Message(id=message_id, role=role, parts=tuple(parts), metadata=metadata)  # type: ignore[arg-type]
+        )
     return converted
 
 
@@ -225,7 +239,9 @@ def from_langchain(
 
 def _file_block(part: FilePart) -> dict[str, Any]:
     block: dict[str, Any] = {"type": _kind_of(part.media_type), "mime_type": part.media_type}
-    extras: dict[str, Any] = {key: getattr(part, key) for key in _FILE_EXTRAS if getattr(part, key) is not None}
+    extras: dict[str, Any] = {
+        key: getattr(part, key) for key in _FILE_EXTRAS if getattr(part, key) is not None
+    }
     if part.url is not None:
         block["url"] = part.url
     if part.data is not None:
@@ -270,8 +286,9 @@ def _content(message: Message) -> tuple[str | list[str | dict[str, Any]], list[T
         if isinstance(payload, dict) and payload.get("type") in _SAME_KIND.get(str(block["type"]), ()):
             block = dict(payload)  # the provider's own block, as it came
         blocks.append(block)
-    if len(blocks) == 1 and isinstance(blocks[0], dict) and set(blocks[0]) == {"type", "text"} and blocks[0]["type"] == "text":
-        return str(blocks[0]["text"]), calls
+    only = blocks[0] if len(blocks) == 1 else None
+    if isinstance(only, dict) and set(only) == {"type", "text"} and only["type"] == "text":
+        return str(only["text"]), calls
     if not blocks:
         return "", calls
     return blocks, calls
@@ -323,7 +340,8 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
                 tool_calls=[{"type": "tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args}
                             for c in calls if isinstance(c.args, dict)],
                 invalid_tool_calls=[
-                    {"type": "invalid_tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args, "error": None}
+                    {"type": "invalid_tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args,
+                     "error": None}
                     for c in calls if isinstance(c.args, str)
                 ],
             ))
@@ -358,11 +376,14 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """
 
     def __init__(
-        self, memory: Memory, *, thread_id: str | None = None, resource_id: str | None = None, model: str | None = None
+        self, memory: Memory, *, thread_id: str | None = None, resource_id: str | None = None,
+        model: str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(memory, Memory):
-            raise InvalidInputError(f"memory: expected an obsmem Memory, got {type(memory).__name__}", argument="memory")
+            raise InvalidInputError(
+                f"memory: expected an obsmem Memory, got {type(memory).__name__}", argument="memory"
+            )
         self.memory = memory
         self.thread_id = thread_id
         self.resource_id = resource_id
@@ -394,7 +415,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 "config={'configurable': {'thread_id': '...'}}",
                 argument="thread_id",
             )
-        resource = self.resource_id or configurable.get("resource_id") or configurable.get("user_id") or thread
+        resource = (
+            self.resource_id or configurable.get("resource_id") or configurable.get("user_id") or thread
+        )
         return thread, str(resource)
 
     def _unsaved(self, run: _Run, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[Message]]:
@@ -410,7 +433,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return None
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
@@ -443,7 +468,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         del self._runs[thread]
         fresh, new = self._unsaved(run, state["messages"])
         if run.turn is None:
-            run.turn = await self.memory.begin_turn(thread_id=thread, resource_id=resource, messages=new, model=self.model)
+            run.turn = await self.memory.begin_turn(
+                thread_id=thread, resource_id=resource, messages=new, model=self.model
+            )
             await run.turn.end()
         else:
             await run.turn.end(new)

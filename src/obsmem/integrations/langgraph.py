@@ -97,7 +97,9 @@ def _matches(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
                         "$lt": lambda: actual < operand, "$lte": lambda: actual <= operand,
                     }[operator]()
                 except KeyError:
-                    raise InvalidInputError(f"filter: unknown operator {operator!r}", argument="filter") from None
+                    raise InvalidInputError(
+                        f"filter: unknown operator {operator!r}", argument="filter"
+                    ) from None
                 except TypeError:
                     ok = False
                 if not ok:
@@ -127,7 +129,10 @@ class KnowledgeBaseStore(BaseStore):
         namespace_scope: Callable[[tuple[str, ...], Scope], Scope] = namespace_scope,
     ) -> None:
         if not isinstance(knowledge, Knowledge):
-            raise InvalidInputError(f"knowledge: expected an obsmem Knowledge, got {type(knowledge).__name__}", argument="knowledge")
+            raise InvalidInputError(
+                f"knowledge: expected an obsmem Knowledge, got {type(knowledge).__name__}",
+                argument="knowledge",
+            )
         self.knowledge = knowledge
         self.scope = Scope.parse(scope)
         self.ceiling = _level(ceiling, "ceiling")
@@ -167,7 +172,9 @@ class KnowledgeBaseStore(BaseStore):
     # -- namespaces --------------------------------------------------------------------------------
     def _scope_of(self, namespace: tuple[str, ...]) -> Scope:
         if not namespace or not all(isinstance(s, str) and s for s in namespace):
-            raise InvalidInputError(f"namespace: expected a tuple of non-empty strings, got {namespace!r}", argument="namespace")
+            raise InvalidInputError(
+                f"namespace: expected a tuple of non-empty strings, got {namespace!r}", argument="namespace"
+            )
         return self.namespace_scope(tuple(namespace), self.default_scope)
 
     def _visible(self, namespace: tuple[str, ...]) -> Scope:
@@ -203,16 +210,21 @@ class KnowledgeBaseStore(BaseStore):
         records: list[Record] = []
         after: str | None = None
         while True:
-            page = await self.knowledge.store.list_about(node.id, self.scope.key, view=view, after=after, limit=100)
+            page = await self.knowledge.store.list_about(
+                node.id, self.scope.key, view=view, after=after, limit=100
+            )
             records += [
                 r for r in page.items
-                if r.scope == scope.key and _META in r.metadata and (key is None or r.attribute == _attribute(key))
+                if r.scope == scope.key and _META in r.metadata
+                and (key is None or r.attribute == _attribute(key))
             ]
             if page.next_cursor is None:
                 return records
             after = page.next_cursor
 
-    def _item(self, record: Record, namespace: tuple[str, ...], cls: type[Item] = Item, score: float | None = None) -> Any:
+    def _item(
+        self, record: Record, namespace: tuple[str, ...], cls: type[Item] = Item, score: float | None = None
+    ) -> Any:
         meta = record.metadata[_META]
         created = datetime.fromisoformat(meta["created_at"]) if meta.get("created_at") else record.captured_at
         if cls is SearchItem:
@@ -236,18 +248,23 @@ class KnowledgeBaseStore(BaseStore):
         node = await self._node(op.namespace, scope, create=op.value is not None)
         previous = await self._current(node, scope, op.key) if node is not None else []
         if op.value is None:  # the whole timeline goes, or an older value would be current again
-            for record in await self._current(node, scope, op.key, superseded=True) if node is not None else []:
+            timeline = await self._current(node, scope, op.key, superseded=True) if node is not None else []
+            for record in timeline:
                 await self.knowledge.remove(record.id, self.scope.key, reason="langgraph delete")
             return
         assert node is not None
         value = dict(op.value)
         first = previous[-1] if previous else None
-        created = (first.metadata[_META].get("created_at") or first.captured_at.isoformat()) if first else None
+        created = None
+        if first is not None:
+            created = first.metadata[_META].get("created_at") or first.captured_at.isoformat()
         text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
         # The store, not the facade: a value is data, so "[[...]]" in it must not create wikilink nodes.
         draft = RecordDraft(
             node.id, text, scope.key, max_scope=self.ceiling, attribute=_attribute(op.key),
-            metadata={_META: {"key": op.key, "value": json.loads(json.dumps(value, default=str)), "created_at": created}},
+            metadata={_META: {
+                "key": op.key, "value": json.loads(json.dumps(value, default=str)), "created_at": created,
+            }},
         )
         await self.knowledge.store.append_record(draft, actor=self.knowledge.actor, reason="langgraph put")
 
@@ -255,7 +272,9 @@ class KnowledgeBaseStore(BaseStore):
         found: list[tuple[Node, tuple[str, ...]]] = []
         after: str | None = None
         while True:
-            page = await self.knowledge.store.list_nodes(self.scope.key, kind=NAMESPACE_KIND, after=after, limit=100)
+            page = await self.knowledge.store.list_nodes(
+                self.scope.key, kind=NAMESPACE_KIND, after=after, limit=100
+            )
             for node in page.items:
                 meta = node.metadata.get(_META)
                 if isinstance(meta, dict) and isinstance(meta.get("namespace"), list):
@@ -276,10 +295,12 @@ class KnowledgeBaseStore(BaseStore):
                     candidates[record.id] = (record, namespace)
         ranked: list[tuple[tuple[Record, tuple[str, ...]], float | None]]
         if op.query:
-            hits = await self.knowledge.search(op.query, self.scope.key, limit=max(50, op.offset + op.limit) * 4)
+            wanted = max(50, op.offset + op.limit) * 4
+            hits = await self.knowledge.search(op.query, self.scope.key, limit=wanted)
             ranked = [(candidates[h.id], h.score) for h in hits if h.kind == "record" and h.id in candidates]
         else:
-            ranked = [(c, None) for c in sorted(candidates.values(), key=lambda c: c[0].captured_at, reverse=True)]
+            newest = sorted(candidates.values(), key=lambda c: c[0].captured_at, reverse=True)
+            ranked = [(c, None) for c in newest]
         page = ranked[op.offset : op.offset + op.limit]
         return [self._item(record, namespace, SearchItem, score) for (record, namespace), score in page]
 
@@ -289,7 +310,9 @@ class KnowledgeBaseStore(BaseStore):
             path = tuple(condition.path)
 
             def fits(candidate: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
-                return len(candidate) >= len(pattern) and all(p == "*" or p == c for p, c in zip(pattern, candidate, strict=False))
+                return len(candidate) >= len(pattern) and all(
+                    p == "*" or p == c for p, c in zip(pattern, candidate, strict=False)
+                )
 
             if condition.match_type == "prefix":
                 namespaces = [n for n in namespaces if fits(n, path)]
