@@ -41,7 +41,8 @@ def get_weather(city: str) -> str:
 
 
 async def main(base_url: str | None, model: str, turns: int) -> None:
-    client = OpenAIChatClient(model=model, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "not-needed"))
+    key = os.environ.get("OPENAI_API_KEY", "not-needed")  # a local server needs none
+    client = OpenAIChatClient(model=model, base_url=base_url, api_key=key)
     config = MemoryConfig(observation=ObservationConfig(message_tokens=300, buffer_tokens=False))
     async with Memory("memory://", config=config) as memory:
         agent = Agent(

@@ -14,6 +14,8 @@ import asyncio
 import os
 
 from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
@@ -41,7 +43,8 @@ def get_weather(city: str) -> str:
 
 
 async def main(base_url: str | None, model: str, turns: int) -> None:
-    chat = ChatOpenAI(model=model, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "not-needed"))  # type: ignore[arg-type]
+    key = os.environ.get("OPENAI_API_KEY", "not-needed")  # a local server needs none
+    chat = ChatOpenAI(model=model, base_url=base_url, api_key=key)  # type: ignore[arg-type]
     config = MemoryConfig(observation=ObservationConfig(message_tokens=300, buffer_tokens=False))
     async with Memory("memory://", config=config) as memory:
         agent = create_agent(
@@ -49,7 +52,8 @@ async def main(base_url: str | None, model: str, turns: int) -> None:
             middleware=[ObservationalMemoryMiddleware(memory, resource_id="dana")],
         )
         for question in (QUESTIONS * 2)[:turns]:
-            result = await agent.ainvoke({"messages": [("user", question)]}, {"configurable": {"thread_id": "trip"}})
+            thread: RunnableConfig = {"configurable": {"thread_id": "trip"}}
+            result = await agent.ainvoke({"messages": [HumanMessage(question)]}, thread)
             print(f"user: {question}\nagent: {result['messages'][-1].text}\n")
         record = await memory.get_record("trip")
         print("observations:\n" + (record.active_observations if record else "(none yet)"))

@@ -16,6 +16,7 @@ import os
 
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
+from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
@@ -54,13 +55,14 @@ async def recall(query: str, runtime: ToolRuntime) -> str:
 
 
 async def main(base_url: str | None, model: str, turns: int) -> None:
-    chat = ChatOpenAI(model=model, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "not-needed"))  # type: ignore[arg-type]
+    key = os.environ.get("OPENAI_API_KEY", "not-needed")  # a local server needs none
+    chat = ChatOpenAI(model=model, base_url=base_url, api_key=key)  # type: ignore[arg-type]
     async with Knowledge.in_memory(actor="langgraph-example") as knowledge:
         store = KnowledgeBaseStore(knowledge, scope="org:demo/resource:dana/thread:t1", ceiling="resource")
         agent = create_agent(chat, tools=[remember, recall], store=store,
                              system_prompt="Use remember and recall to keep facts about the user.")
         for text in (FACTS * 2)[:turns]:
-            result = await agent.ainvoke({"messages": [("user", text)]})
+            result = await agent.ainvoke({"messages": [HumanMessage(text)]})
             print(f"user: {text}\nagent: {result['messages'][-1].text}\n")
         hits = await knowledge.search("Anna", "org:demo/resource:dana")
         print("knowledge records about Anna:", [hit.text for hit in hits if hit.kind == "record"])
