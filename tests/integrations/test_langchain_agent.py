@@ -212,7 +212,7 @@ async def test_a_synchronous_run_is_refused_with_a_clear_error(server: tuple[Wir
     async with Memory("memory://") as memory:
         agent = create_agent(model=chat_model(wire.url), middleware=[ObservationalMemoryMiddleware(memory, thread_id="s")])
         with pytest.raises(Exception, match="ainvoke"):
-            await asyncio.to_thread(agent.invoke, {"messages": [HumanMessage("hi")]})
+            await asyncio.to_thread(lambda: agent.invoke({"messages": [HumanMessage("hi")]}))
 
 
 async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, AgentModel]) -> None:
@@ -223,7 +223,7 @@ async def test_streamed_runs_are_saved_and_observed(server: tuple[WireServer, Ag
             tools=[get_weather], middleware=[ObservationalMemoryMiddleware(memory, thread_id="s", resource_id="u")],
         )
         for turn in range(30):
-            tokens = [chunk.text async for chunk, _ in agent.astream(
+            tokens = [chunk.text async for chunk, _ in agent.astream(  # type: ignore[union-attr]
                 {"messages": [HumanMessage(user_text(turn, "s"))]}, stream_mode="messages")]
             assert "".join(tokens).strip()
         stored = await memory.list_messages("s")

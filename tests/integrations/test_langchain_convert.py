@@ -16,7 +16,7 @@ from obsmem import FilePart, InvalidInputError, Message, ReasoningPart, TextPart
 from obsmem.integrations.langchain import from_langchain, to_langchain
 from tests.convert.strategies import conversations, normal_form
 
-texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
+texts = st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=20)
 ids = st.text(alphabet="abcdefghijklmnop0123456789-_", min_size=1, max_size=12)
 scalars = st.one_of(st.integers(-99, 99), st.text(max_size=6), st.booleans(), st.none())
 json_values = st.one_of(
