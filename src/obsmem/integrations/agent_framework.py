@@ -242,7 +242,9 @@ class ObservationalMemoryProvider(HistoryProvider):
     ``thread_id``: the obsmem thread; default, the session's ``session_id`` (so
     ``agent.create_session(session_id="t1")`` names it). ``resource_id``: the thread's owner when
     obsmem creates it (default: the thread id). ``model``: the actor's ``provider:model`` id.
-    One provider (and one :class:`~obsmem.Memory`) serves concurrent runs on different sessions.
+    One provider (and one :class:`~obsmem.Memory`) serves concurrent runs on different sessions
+    (one run per session at a time). ``get_messages`` / ``save_messages`` read and write the raw
+    thread outside a run.
     """
 
     def __init__(

@@ -371,8 +371,11 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     creates it; default ``configurable["resource_id"]`` or ``user_id``, else the thread id.
     ``model``: the actor's ``provider:model`` id, passed to obsmem's turns.
 
-    One middleware (and one :class:`~obsmem.Memory`) serves concurrent runs on different threads.
-    It is async only: run the agent with ``ainvoke``/``astream``.
+    One middleware (and one :class:`~obsmem.Memory`) serves concurrent runs on different threads
+    (one run per thread at a time, as with LangGraph's checkpointer). It is async only: run the
+    agent with ``ainvoke``/``astream``. With a checkpointer the state keeps every message, but the
+    model only ever gets obsmem's context; a new middleware over an old checkpoint stores nothing
+    twice (messages are matched by id).
     """
 
     def __init__(
