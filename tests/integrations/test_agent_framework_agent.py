@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from agent_framework import Agent, InMemoryHistoryProvider, tool
+from agent_framework import Message as AFMessage
 from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 
 from obsmem import Memory, MemoryConfig, ObservationConfig
@@ -235,3 +236,22 @@ async def test_parallel_tool_calls_stay_with_their_results() -> None:
             if message.get("tool_calls"):
                 ids = {c["id"] for c in message["tool_calls"]}
                 assert {m.get("tool_call_id") for m in body["messages"][index + 1 : index + 3]} == ids
+
+
+async def test_messages_saved_outside_a_run_are_the_next_run_s_history(
+    server: tuple[WireServer, AgentModel],
+) -> None:
+    wire, model = server
+    async with Memory("memory://") as memory:
+        provider = ObservationalMemoryProvider(memory, resource_id="u")
+        assert await provider.get_messages("imported") == []
+        await provider.save_messages("imported", [
+            AFMessage("user", ["My name is Dana."], message_id="m1"),
+            AFMessage("assistant", ["Nice to meet you, Dana."], message_id="m2"),
+        ])
+        assert [m.text for m in await provider.get_messages("imported")] == ["My name is Dana.", "Nice to meet you, Dana."]
+        agent = make_agent(wire.url, provider)
+        await agent.run("What is my name?", session=agent.create_session(session_id="imported"))
+    sent = wire.requests[-1].body["input"]
+    assert "My name is Dana." in str(sent[0]) and "What is my name?" in str(sent[-1])
+    assert model.invalid == []

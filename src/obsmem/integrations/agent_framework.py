@@ -35,7 +35,7 @@ from typing import Any
 from agent_framework import AgentSession, Content, HistoryProvider, SessionContext, SupportsAgentRun
 from agent_framework import Message as AFMessage
 
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
 from obsmem.turn import Turn
 from obsmem.types import (
@@ -314,7 +314,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         thread = self.thread_id or session_id
         if not thread:
             return []
-        return to_agent_framework(await self.memory.list_messages(thread))
+        try:
+            return to_agent_framework(await self.memory.list_messages(thread))
+        except ThreadNotFoundError:
+            return []
 
     async def save_messages(
         self, session_id: str | None, messages: Sequence[AFMessage], *, state: dict[str, Any] | None = None,
@@ -324,6 +327,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         thread = self.thread_id or session_id
         if not thread:
             raise InvalidInputError("save_messages needs a session id or thread_id", argument="session_id")
+        try:
+            await self.memory.get_thread(thread)
+        except ThreadNotFoundError:
+            await self.memory.create_thread(thread, self.resource_id or thread)
         await self.memory.save_messages(thread, _unique_ids(from_agent_framework(messages)))
 
 
