@@ -31,11 +31,13 @@ What a role gets (reference §1.3–§1.5, documented once on ``config._RoleOpti
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
@@ -45,6 +47,7 @@ from obsmem.models.redacting import RedactingModel
 from obsmem.models.retry import RetryPolicy
 from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.extractors import Extractor, working_memory_extractor
+from obsmem.om.markers import find_markers
 from obsmem.om.llm.observer import LLMObserver
 from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.om.offline import OfflineObserver, OfflineReflector
@@ -59,17 +62,27 @@ from obsmem.om.protocols import (
 )
 from obsmem.privacy import ProviderRules, Redactor, provider_of
 from obsmem.tokens import TokenCounter
-from obsmem.types import FilePart, Message, describe_value
+from obsmem.storage.contract import Store
+
+if TYPE_CHECKING:  # the knowledge package (and numpy) loads only when knowledge is used
+    from obsmem.knowledge.agents import AgentRun, AgentSettings, KnowledgeAgents
+    from obsmem.knowledge.store.scopes import Scope as KnowledgeScope
+from obsmem.types import FilePart, Message, Thread, describe_value
 
 __all__ = [
+    "KnowledgeHook",
     "ModelSpec",
     "Roles",
     "WorkingMemoryScope",
     "assemble_roles",
     "check_collaborators",
+    "knowledge_settings",
     "memory_config",
+    "observation_deltas",
     "request_settings",
 ]
+
+logger = logging.getLogger("obsmem")
 
 WorkingMemoryScope = Literal["thread", "resource"]
 
@@ -518,3 +531,172 @@ class _PrivateReflector(_PrivateRole):
             return await self.llm.reflect(request)
         finally:
             _REQUEST.reset(token)
+
+
+# -- the knowledge agents ------------------------------------------------------------------------
+# Memory and Worker both wire the knowledge agents here: the engine reports committed
+# observations and reflections as events, and the committed delta itself is on the cycle's
+# marker (``om-observation-end`` / ``om-activation``, data ``observations``) in the thread's
+# messages. Reading the delta from the markers (not from the event) makes capture durable: a
+# capture that fails, or a process that dies before capturing, leaves the capture lane's cursor
+# where it was, and the next run reads the same markers again.
+
+_CAPTURED_MARKERS = ("om-observation-end", "om-activation")
+_CAPTURE_EVENTS = frozenset({"observation-end", "activation"})
+_REFLECTION_EVENTS = frozenset({"reflection-end", "reflection-activated"})
+_KEEP_CYCLES = 200
+
+
+def knowledge_settings(config: MemoryConfig) -> AgentSettings:
+    """The agents' settings from ``config.knowledge``."""
+    from obsmem.knowledge.agents import AgentSettings
+    from obsmem.knowledge.store.contract import TrustState
+    from obsmem.knowledge.store.scopes import parse_level
+
+    k = config.knowledge
+    return AgentSettings(
+        capture=k.capture, remind=k.remind, curate=k.curate, learn=k.learn, pins=k.pins,
+        trust=TrustState(k.trust), record_level=parse_level(k.record_level), node_level=parse_level(k.node_level),
+        ceiling=parse_level(k.ceiling), capture_pinning=k.capture_pinning, remind_limit=k.remind_limit,
+        remind_tokens=k.remind_tokens, remind_candidates=k.remind_candidates, pins_tokens=k.pins_tokens,
+        max_pins=k.max_pins, curate_after_records=k.curate_after_records, curate_max_age_s=k.curate_max_age_s,
+    )
+
+
+def observation_deltas(messages: Sequence[Message], done: set[str]) -> list[tuple[str, str, int]]:
+    """``(cycle id, observations, seq)`` of each committed delta on ``messages`` not in ``done``."""
+    found: list[tuple[str, str, int]] = []
+    for message in messages:
+        for part in find_markers([message]):
+            if part.name not in _CAPTURED_MARKERS:
+                continue
+            cycle = str(part.data.get("cycle_id") or "")
+            text = part.data.get("observations")
+            if cycle and cycle not in done and isinstance(text, str) and text.strip():
+                found.append((cycle, text, message.seq or 0))
+    return found
+
+
+class KnowledgeHook:
+    """Runs the knowledge agents off the engine's events, as owned background tasks.
+
+    ``spawn`` is the owner's (``BackgroundWork.spawn`` for a Memory, the worker's for a Worker),
+    so ``Memory.settled()`` waits for capture and curation and ``aclose()`` ends them. Requests
+    for one thread coalesce: while a run is going, further events only mark it to run again.
+    Nothing here raises into the engine: failures are logged and kept in ``agents.runs``.
+    """
+
+    def __init__(
+        self,
+        agents: KnowledgeAgents,
+        store: Store,
+        spawn: Callable[[Coroutine[Any, Any, None], str], object],
+        on_error: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.agents = agents
+        self.store = store
+        self._spawn = spawn
+        self._on_error = on_error
+        self._running: set[tuple[str, str]] = set()
+        self._again: set[tuple[str, str]] = set()
+
+    def on_event(self, event: EngineEvent) -> None:
+        if event.kind in _CAPTURE_EVENTS:
+            self.request(event.thread_id, "capture")
+        elif event.kind in _REFLECTION_EVENTS:
+            self.request(event.thread_id, "reflection")
+
+    def request(self, thread_id: str, phase: Literal["capture", "reflection"]) -> None:
+        key = (thread_id, phase)
+        if key in self._running:
+            self._again.add(key)
+            return
+        self._running.add(key)
+        self._spawn(self._loop(key), f"knowledge-{phase}:{thread_id}")
+
+    async def _loop(self, key: tuple[str, str]) -> None:
+        thread_id, phase = key
+        try:
+            while True:
+                self._again.discard(key)
+                try:
+                    if phase == "capture":
+                        await self.capture_thread(thread_id)
+                    else:
+                        await self.reflection_phase(thread_id)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # never into the engine or the turn
+                    logger.warning("knowledge %s for thread %r failed: %s", phase, thread_id, exc)
+                    if self._on_error is not None:
+                        self._on_error(thread_id, f"{phase}: {type(exc).__name__}: {exc}")
+                if key not in self._again:
+                    return
+        finally:
+            self._running.discard(key)
+
+    async def _scope(self, thread_id: str) -> tuple[Thread, KnowledgeScope] | None:
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            return None
+        return thread, self.agents.scope(thread.org_id, thread.resource_id, thread.id)
+
+    async def capture_thread(self, thread_id: str) -> list[AgentRun]:
+        """Capture every committed delta of ``thread_id`` past the capture lane's cursor.
+
+        The cursor (a message seq) and the set of captured cycle ids advance delta by delta,
+        only past deltas whose capture finished; a failure stops there (and raises)."""
+        from obsmem.knowledge.agents import LaneBusyError
+
+        if not self.agents.settings.capture:
+            return []
+        found = await self._scope(thread_id)
+        if found is None:
+            return []
+        thread, scope = found
+        runs: list[AgentRun] = []
+        lane = f"capture:{thread.id}"
+        try:
+            async with self.agents.lanes.hold(lane) as state:
+                after = max(0, int(state.cursor or 0) - 1)  # re-read the last marked message: a
+                done: list[str] = list(state.get("cycles", []))  # later marker may land on it
+                messages = await self.store.list_messages(thread.id, after_seq=after)
+                cursor = int(state.cursor or 0)
+                try:
+                    for cycle, text, seq in observation_deltas(messages, set(done)):
+                        runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
+                        done.append(cycle)
+                        cursor = max(cursor, seq)
+                finally:
+                    if runs:
+                        progressed = state.succeeded(str(cursor), self.agents.clock.now())
+                        await self.agents.lanes.write(lane, progressed.with_extra(cycles=done[-_KEEP_CYCLES:]))
+        except LaneBusyError:
+            self._again.add((thread_id, "capture"))  # another process is capturing: look again
+            return runs
+        if any(run.written for run in runs):
+            await self.agents.lanes.register(self.agents.curator.lane(thread.id))
+            runs.append(await self.agents.curate_if_due(scope, thread.id))
+        return runs
+
+    async def reflection_phase(self, thread_id: str) -> list[AgentRun]:
+        found = await self._scope(thread_id)
+        if found is None:
+            return []
+        await self.capture_thread(thread_id)  # what the reflection condensed is captured first
+        return await self.agents.reflection_phase(found[1], thread_id)
+
+    async def curate_due(self) -> list[AgentRun]:
+        """Curate every registered lane that is due (the worker's idle timer calls this)."""
+        runs: list[AgentRun] = []
+        for lane in await self.agents.lanes.all_lanes():
+            if not lane.startswith("curate:"):
+                continue
+            thread_id = lane.removeprefix("curate:")
+            found = await self._scope(thread_id)
+            if found is None:
+                continue
+            run = await self.agents.curate_if_due(found[1], thread_id)
+            if run.status != "skipped":
+                runs.append(run)
+        return runs

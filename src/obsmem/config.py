@@ -56,6 +56,8 @@ from obsmem.thresholds import (
 )
 
 __all__ = [
+    "KnowledgeConfig",
+    "KnowledgeOptions",
     "MemoryConfig",
     "MemoryOptions",
     "ObservationConfig",
@@ -753,6 +755,43 @@ class RetrievalConfig(_Options):
         return value
 
 
+
+class KnowledgeConfig(_Options):
+    """The knowledge agents (capture, remind, curate, learn) and pins; used with
+    ``Memory(knowledge=Knowledge...)`` only, and each on by default there (offline rules).
+
+    ``trust``: what captured records start as (``"candidate"`` waits for review; remind shows
+    verified records unless ``remind_candidates``). ``record_level`` / ``node_level``: where
+    capture writes, each clamped to ``ceiling`` (the broadest scope a captured record may ever
+    reach). ``remind_limit`` / ``remind_tokens`` bound the reminder; ``pins_tokens`` bounds the
+    pinned block (what does not fit is named in it). Curation runs after every reflection and
+    when ``curate_after_records`` records are uncurated or the oldest has waited
+    ``curate_max_age_s`` (None: no age trigger); ``obsmem worker`` checks every
+    ``curate_interval_s`` seconds while idle.
+    """
+
+    SECTION: ClassVar[str] = "knowledge"
+
+    capture: StrictBool = True
+    remind: StrictBool = True
+    curate: StrictBool = True
+    learn: StrictBool = True
+    pins: StrictBool = True
+    trust: Literal["candidate", "verified"] = "candidate"
+    record_level: Literal["thread", "resource", "org"] = "thread"
+    node_level: Literal["thread", "resource", "org"] = "resource"
+    ceiling: Literal["thread", "resource", "org"] = "resource"
+    capture_pinning: StrictBool = False
+    remind_limit: int = Field(default=3, ge=1, le=20)
+    remind_tokens: int = Field(default=300, ge=50)
+    remind_candidates: StrictBool = False
+    pins_tokens: int = Field(default=400, ge=0)
+    max_pins: int = Field(default=20, ge=1)
+    curate_after_records: int = Field(default=20, ge=0)
+    curate_max_age_s: float | None = Field(default=3600.0, gt=0)
+    curate_interval_s: float = Field(default=60.0, gt=0)
+
+
 class PrivacyOptions(TypedDict, total=False):
     """The keyword arguments of :class:`PrivacyConfig` (what each accepts before validation)."""
 
@@ -932,6 +971,29 @@ class RetrievalOptions(TypedDict, total=False):
     instructions: str | None
 
 
+class KnowledgeOptions(TypedDict, total=False):
+    """The keyword form of :class:`KnowledgeConfig`, so a dict section is type-checked too."""
+
+    capture: bool
+    remind: bool
+    curate: bool
+    learn: bool
+    pins: bool
+    trust: Literal["candidate", "verified"]
+    record_level: Literal["thread", "resource", "org"]
+    node_level: Literal["thread", "resource", "org"]
+    ceiling: Literal["thread", "resource", "org"]
+    capture_pinning: bool
+    remind_limit: int
+    remind_tokens: int
+    remind_candidates: bool
+    pins_tokens: int
+    max_pins: int
+    curate_after_records: int
+    curate_max_age_s: float | None
+    curate_interval_s: float
+
+
 class MemoryOptions(TypedDict, total=False):
     """The keyword arguments of :class:`MemoryConfig`."""
 
@@ -945,6 +1007,7 @@ class MemoryOptions(TypedDict, total=False):
     observation: ObservationConfig | ObservationOptions
     reflection: ReflectionConfig | ReflectionOptions
     retrieval: bool | RetrievalConfig | RetrievalOptions
+    knowledge: KnowledgeConfig | KnowledgeOptions
     privacy: PrivacyConfig | None
 
 
@@ -973,6 +1036,7 @@ class MemoryConfig(_Options):
     observation: ObservationConfig = Field(default_factory=ObservationConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
     privacy: PrivacyConfig | None = None
 
     def __init__(self, /, **options: Unpack[MemoryOptions]) -> None:

@@ -8,12 +8,22 @@ user's data directory and the deterministic offline observer. Nothing needs a ne
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memory_config
+from obsmem.assembly import (
+    KnowledgeHook,
+    ModelSpec,
+    assemble_roles,
+    check_collaborators,
+    knowledge_settings,
+    memory_config,
+)
 from obsmem.background import BackgroundWork, WatchedClock
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
@@ -32,8 +42,10 @@ from obsmem.om.context import (
     build_context,
     drop_obsmem_messages,
     load_instructions,
+    obsmem_message_id,
     remember_instructions,
 )
+from obsmem.om.text.own import MARKER_KEY
 from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.cycle import describe as describe_error
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
@@ -53,6 +65,7 @@ from obsmem.types import (
     DataPart,
     Message,
     Part,
+    TextPart,
     Thread,
     check_choice,
     check_count,
@@ -66,11 +79,16 @@ from obsmem.types import (
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
+    from obsmem.knowledge import Knowledge, Record
+    from obsmem.knowledge.agents import AgentRun, KnowledgeAgents
     from obsmem.vectors import VectorIndex
 
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+logger = logging.getLogger("obsmem")
 
 
 def _has_section(text: str, thread_id: str) -> bool:
@@ -85,6 +103,29 @@ def _without_section(part: Part, thread_id: str) -> Part:
     if not isinstance(observations, str) or not _has_section(observations, thread_id):
         return part
     return part.model_copy(update={"data": {**part.data, "observations": remove_thread(observations, thread_id)}})
+
+
+def _required_text(value: object, argument: str) -> str:
+    """A non-empty string argument (``check_text`` lets None through)."""
+    check_text(value, argument)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"Invalid {argument}: expected some text, got {describe_value(value)}",
+                                argument=argument)
+    return value
+
+
+def _check_knowledge(knowledge: object) -> Knowledge | None:
+    """``knowledge`` if it is a Knowledge facade (or None); anything else is a ConfigError."""
+    if knowledge is None:
+        return None
+    from obsmem.knowledge import Knowledge
+
+    if not isinstance(knowledge, Knowledge):
+        raise ConfigError(
+            "knowledge", f"expected a Knowledge, got {describe_value(knowledge)}",
+            allowed="None or obsmem.knowledge.Knowledge (Knowledge.sqlite(path), Knowledge.in_memory(), ...)",
+        )
+    return knowledge
 
 
 def _seconds(value: object, argument: str, *, positive: bool = False) -> float | None:
@@ -175,6 +216,7 @@ class Memory:
         close_timeout: float | None = 5.0,
         retry: RetryPolicy | None = None,
         model_timeout_s: float | None = MODEL_TIMEOUT_S,
+        knowledge: Knowledge | None = None,
     ) -> None:
         self.config = memory_config(config)
         self.max_turn_wait = _seconds(max_turn_wait, "max_turn_wait")
@@ -201,6 +243,16 @@ class Memory:
             embedder=embedder, vector_index=vector_index,
         )
         self.failure_policy: FailurePolicy = failure_policy
+        self.knowledge = _check_knowledge(knowledge)
+        self.knowledge_agents: KnowledgeAgents | None = None
+        self._knowledge_hook: KnowledgeHook | None = None
+        user_events = on_event
+        if knowledge is not None:
+            def on_event(event: EngineEvent) -> None:
+                if user_events is not None:
+                    user_events(event)
+                if self._knowledge_hook is not None:
+                    self._knowledge_hook.on_event(event)
         if background == "queue" and not self.config.observation.buffering_enabled:
             raise ConfigError(
                 "background", "'queue' hands buffered work to workers, but buffering is off",
@@ -238,6 +290,14 @@ class Memory:
             group_index=self.group_index,
             handoff=self._enqueue if background == "queue" else None,
         )
+        if self.knowledge is not None:
+            from obsmem.knowledge.agents import KnowledgeAgents
+
+            self.knowledge_agents = KnowledgeAgents(
+                self.knowledge, self.store, knowledge_settings(self.config), count_tokens=self.counter.count_text,
+                clock=self.clock,
+            )
+            self._knowledge_hook = KnowledgeHook(self.knowledge_agents, self.store, self.background.spawn)
         self.recaller = Recaller(
             store=self.store, engine=self.engine, counter=self.counter, config=self.config.retrieval,
             group_index=self.group_index,
@@ -627,7 +687,7 @@ class Memory:
         }
         shared = self.config.scope == "resource" and self.config.share_threads_in_resource
         others = await self._other_conversations(thread, record) if shared else []
-        return build_context(
+        context = build_context(
             record,
             unobserved,
             thread_id=thread.id,
@@ -641,6 +701,41 @@ class Memory:
             recall_instructions=self._recall_instructions,
             instructions_without_observations=self.config.retrieval.scope == "resource",
             instructions=await load_instructions(self.store, thread),
+        )
+        if self.knowledge_agents is not None:
+            context = await self._with_knowledge(thread, context)
+        return context
+
+    async def _with_knowledge(self, thread: Thread, context: ContextWindow) -> ContextWindow:
+        """The context with the pinned block and, on a user message, the remind agent's reminder.
+
+        Both are obsmem's own system messages (volatile: they change from turn to turn), placed
+        after obsmem's other system messages; a failure leaves them out and never fails the turn.
+        """
+        assert self.knowledge_agents is not None
+        newest = context.raw_messages[-1] if context.raw_messages else None
+        request = newest.text if newest is not None and newest.role == "user" else None
+        try:
+            scope = self.knowledge_agents.scope(thread.org_id, thread.resource_id, thread.id)
+            blocks = await self.knowledge_agents.context_blocks(request, scope)
+        except Exception as exc:  # e.g. ids a knowledge scope cannot hold: no knowledge, same turn
+            logger.warning("knowledge left out of the context of %r: %s", thread.id, exc)
+            return context
+        added = [
+            Message(
+                id=obsmem_message_id(key, thread.id), role="system", parts=(TextPart(text=text),),
+                created_at=_EPOCH, metadata={MARKER_KEY: key, "obsmem_volatile": True},
+            )
+            for key, text in (("knowledge-pins", blocks.pinned.text), ("knowledge-reminder", blocks.reminder.text))
+            if text
+        ]
+        if not added:
+            return context
+        messages = list(context.messages)
+        at = messages.index(context.raw_messages[0]) if context.raw_messages else len(messages)
+        messages[at:at] = added
+        return dataclasses.replace(
+            context, messages=messages, system_messages=[*context.system_messages, *added]
         )
 
     async def _other_conversations(
@@ -727,6 +822,59 @@ class Memory:
             return await self.recaller.recall(caller, request)
 
         return await dispatch_recall(run, args, token_budget=token_budget)
+
+    # -- knowledge: pins, capture and curation ------------------------------------------------
+    def _agents(self) -> KnowledgeAgents:
+        if self.knowledge_agents is None:
+            raise ConfigError(
+                "knowledge", "this memory has no knowledge store",
+                allowed="Memory(..., knowledge=Knowledge.sqlite(path)) (see obsmem.knowledge)",
+            )
+        return self.knowledge_agents
+
+    async def _knowledge_scope(self, thread_id: str) -> Any:
+        thread = await self.get_thread(thread_id)
+        return self._agents().scope(thread.org_id, thread.resource_id, thread.id)
+
+    async def pin(self, thread_id: str, text: str, *, level: Literal["thread", "resource"] = "resource",
+                  reason: str = "pinned by the user") -> Record:
+        """Pin ``text`` so it is in every context of the thread's resource (``level="thread"``:
+        of this thread only), within ``knowledge.pins_tokens``; clamped to the ceiling."""
+        _required_text(text, "text")
+        check_choice(level, "level", ("thread", "resource"))
+        _required_text(reason, "reason")
+        from obsmem.knowledge.store.scopes import parse_level
+
+        scope = await self._knowledge_scope(thread_id)
+        return await self._agents().pins.pin(text, scope, actor="user", reason=reason, level=parse_level(level))
+
+    async def unpin(self, thread_id: str, record_id: str, *, reason: str = "unpinned by the user") -> Record:
+        check_id(record_id, "record_id")
+        _required_text(reason, "reason")
+        scope = await self._knowledge_scope(thread_id)
+        return await self._agents().pins.unpin(record_id, scope, actor="user", reason=reason)
+
+    async def list_pins(self, thread_id: str) -> list[Record]:
+        """The pins the thread sees, oldest first."""
+        scope = await self._knowledge_scope(thread_id)
+        return await self._agents().pins.list(scope)
+
+    async def capture_knowledge(self, thread_id: str) -> list[AgentRun]:
+        """Capture the thread's committed observations not captured yet (capture normally runs by
+        itself after each observation; this catches up, e.g. after workers observed)."""
+        await self.get_thread(thread_id)
+        self._agents()
+        assert self._knowledge_hook is not None
+        return await self._knowledge_hook.capture_thread(thread_id)
+
+    async def curate_knowledge(self, thread_id: str, *, force: bool = True) -> AgentRun:
+        """Run curation for the thread's lane now (``force=False``: only if its trigger fired
+        and it is not backing off). Returns what the run did."""
+        check_flag(force, "force")
+        scope = await self._knowledge_scope(thread_id)
+        if force:
+            return await self._agents().curate(scope, thread_id, force=True)
+        return await self._agents().curate_if_due(scope, thread_id)
 
     # -- manual operations and inspection -----------------------------------------------------
     async def observe(self, thread_id: str) -> CycleOutcome:

@@ -39,7 +39,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from obsmem.assembly import ModelSpec, assemble_roles, check_collaborators, memory_config
+from obsmem.assembly import (
+    KnowledgeHook,
+    ModelSpec,
+    assemble_roles,
+    check_collaborators,
+    knowledge_settings,
+    memory_config,
+)
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
@@ -55,6 +62,8 @@ from obsmem.types import Thread, check_count, check_flag, check_id, describe_val
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
+    from obsmem.knowledge import Knowledge
+    from obsmem.knowledge.agents import AgentRun
     from obsmem.vectors import VectorIndex
 
 __all__ = ["WORK_KINDS", "WORK_OBSERVE", "WORK_REFLECT", "Worker", "WorkerStats", "enqueue_thread_work"]
@@ -121,6 +130,7 @@ class WorkerStats:
     released: int = 0  # given back: failed, or waiting for another owner's lease
     abandoned: int = 0  # claimed more than max_attempts times
     lost_claims: int = 0  # the claim expired under us and another worker took the item
+    curations: int = 0  # knowledge curation runs the idle timer started (that ran)
 
 
 def default_owner() -> str:
@@ -161,6 +171,7 @@ class Worker:
         vector_index: VectorIndex | None = None,
         retry: RetryPolicy | None = None,
         model_timeout_s: float | None = MODEL_TIMEOUT_S,
+        knowledge: Knowledge | None = None,
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError("retry", f"expected a RetryPolicy, got {describe_value(retry)}",
@@ -224,6 +235,20 @@ class Worker:
             group_index=group_index_for(self.config.retrieval, embedder, vector_index),
             model_timeout_s=None if model_timeout_s is None else float(model_timeout_s),
         )
+        self.knowledge = knowledge
+        self._knowledge: KnowledgeHook | None = None
+        self._last_curation_check: datetime | None = None
+        if knowledge is not None:
+            from obsmem.knowledge import Knowledge
+            from obsmem.knowledge.agents import KnowledgeAgents
+
+            if not isinstance(knowledge, Knowledge):
+                raise ConfigError("knowledge", f"expected a Knowledge, got {describe_value(knowledge)}",
+                                  allowed="None or obsmem.knowledge.Knowledge")
+            agents = KnowledgeAgents(knowledge, store, knowledge_settings(self.config),
+                                     count_tokens=self.counter.count_text, clock=self.clock, owner=self.owner)
+            # The worker runs the agents itself, after each item (never off the engine's events).
+            self._knowledge = KnowledgeHook(agents, store, lambda work, name: work.close())
 
     # -- running --------------------------------------------------------------------------------
     async def run(
@@ -255,6 +280,7 @@ class Worker:
                     backoff = self.poll_interval_s
                 if worked:
                     continue
+                await self.curate_when_idle()
                 if exit_when_idle and backoff == self.poll_interval_s:
                     return
                 with contextlib.suppress(TimeoutError):
@@ -268,6 +294,27 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
         return self.stats
+
+    async def curate_when_idle(self, *, force: bool = False) -> list[AgentRun]:
+        """The idle timer: every ``knowledge.curate_interval_s`` (or now, with ``force``), curate
+        each lane whose count or age trigger fired, so an idle resource is still curated.
+        Failures are the lanes' own (durable backoff); they never stop the worker."""
+        check_flag(force, "force")
+        if self._knowledge is None:
+            return []
+        now = self.clock.now()
+        last = self._last_curation_check
+        interval = self.config.knowledge.curate_interval_s
+        if not force and last is not None and (now - last).total_seconds() < interval:
+            return []
+        self._last_curation_check = now
+        try:
+            runs = await self._knowledge.curate_due()
+        except Exception as exc:  # noqa: BLE001 - a store hiccup: the next tick tries again
+            logger.warning("obsmem worker: idle curation failed: %s", exc)
+            return []
+        self.stats.curations += sum(1 for run in runs if run.status == "ran")
+        return runs
 
     async def run_once(self) -> bool:
         """Claim one due item and run it; False when nothing was due."""
@@ -354,7 +401,22 @@ class Worker:
         finally:
             for task in self._spawned.pop(key):
                 task.cancel()
+        await self._run_knowledge(item, thread)
         return None
+
+    async def _run_knowledge(self, item: WorkItem, thread: Thread) -> None:
+        """Capture what this item committed (and, after reflection work, curate and learn).
+        A failing agent never fails the item: the observations are committed already, and the
+        capture lane's cursor stays put for the next run."""
+        if self._knowledge is None:
+            return
+        try:
+            if item.kind == WORK_REFLECT:
+                await self._knowledge.reflection_phase(thread.id)
+            else:
+                await self._knowledge.capture_thread(thread.id)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("obsmem worker: knowledge agents on %s failed: %s", thread.id, exc)
 
     async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> float | None:
         key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"

@@ -186,6 +186,7 @@ _MEMORY_ARGUMENTS = (
     "close_timeout",
     "retry",
     "model_timeout_s",
+    "knowledge",
 )
 _WORKER_ARGUMENTS = (
     "store",
@@ -208,6 +209,7 @@ _WORKER_ARGUMENTS = (
     "vector_index",
     "retry",
     "model_timeout_s",
+    "knowledge",
 )
 _RECALL_ARGUMENTS = (
     "mode",
@@ -383,6 +385,22 @@ ENTRIES: list[Entry] = [
         "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
     ),
     Entry("Memory.forget", "resource_id", lambda m, v: m.forget("x", resource_id=v), "memory"),
+    # knowledge (issue 16): the fixture memory has no knowledge store, so past the argument checks
+    # these raise ConfigError("knowledge"); the checks themselves come first.
+    Entry("Memory.pin", "thread_id", lambda m, v: m.pin(v, "text"), "memory", names=(*THREAD_WORDS, "knowledge")),
+    Entry("Memory.pin", "text", lambda m, v: m.pin(THREAD, v), "memory", names=("knowledge",)),
+    Entry("Memory.pin", "level", lambda m, v: m.pin(THREAD, "text", level=v), "memory", names=("knowledge",)),
+    Entry("Memory.pin", "reason", lambda m, v: m.pin(THREAD, "text", reason=v), "memory", names=("knowledge",)),
+    Entry("Memory.unpin", "thread_id", lambda m, v: m.unpin(v, "r1"), "memory", names=(*THREAD_WORDS, "knowledge")),
+    Entry("Memory.unpin", "record_id", lambda m, v: m.unpin(THREAD, v), "memory", names=("knowledge",)),
+    Entry("Memory.unpin", "reason", lambda m, v: m.unpin(THREAD, "r1", reason=v), "memory", names=("knowledge",)),
+    Entry("Memory.list_pins", "thread_id", lambda m, v: m.list_pins(v), "memory", names=(*THREAD_WORDS, "knowledge")),
+    Entry("Memory.capture_knowledge", "thread_id", lambda m, v: m.capture_knowledge(v), "memory",
+          names=(*THREAD_WORDS, "knowledge")),
+    Entry("Memory.curate_knowledge", "thread_id", lambda m, v: m.curate_knowledge(v), "memory",
+          names=(*THREAD_WORDS, "knowledge")),
+    Entry("Memory.curate_knowledge", "force", lambda m, v: m.curate_knowledge(THREAD, force=v), "memory", names=("knowledge",)),
+    Entry("Worker.curate_when_idle", "force", lambda m, v: Worker(m.store).curate_when_idle(force=v), "memory"),
     Entry(
         "Memory.save_messages",
         "thread_id",

@@ -1,0 +1,258 @@
+"""The curate agent: walk the uncurated worklist in id order, merge duplicates, supersede
+contradictions with a stated reason, and keep the ``capture-guidance`` node current.
+
+The worklist of a lane (``curate:<thread>``) is every record captured from that thread
+(:meth:`~obsmem.knowledge.store.contract.KnowledgeStore.list_by_source`, oldest id first) after
+the lane's cursor. For each record, in order:
+
+* **duplicate**: another live record about the same node already says it (its words contain the
+  record's, or it is a near-duplicate) → the later one is removed (soft, audited) with the reason
+  ``duplicate of <id>``;
+* **contradiction**, bounded to the same subject (node) *and* attribute, never wider: an older
+  live record with the same attribute and a different value is superseded (removed, soft and
+  audited, with the reason ``superseded by <id>: '<attribute>' changed from … to …``); a
+  record that says which value it corrects (``…, not Kiwi``, ``instead of €2,400``) supersedes
+  the older record holding that value: one with the same attribute, else only the newest one;
+  a re-captured *older* statement is itself superseded by the newer value it contradicts.
+
+**The cursor is fail-closed.** It advances through the last record the run finished and no
+further; a run that finishes nothing (a failure on the first record) advances nothing and counts
+as a failure, like any error, for the lane's durable backoff (1 min doubling to 1 h, in the
+store, see :mod:`.lanes`).
+
+**Triggers** (Gen D): a lane is due when it has at least ``curate_after_records`` uncurated
+records, or when at least one record is uncurated and ``curate_max_age_s`` has passed since the
+cursor last moved (or, with no cursor yet, since the oldest uncurated record was captured).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+from obsmem.clock import Clock, SystemClock
+from obsmem.knowledge.agents.capture import held
+from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings, content_tokens
+from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes, LaneState
+from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, TrustState
+from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
+from obsmem.knowledge.store.values import value_key
+
+__all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due"]
+
+logger = logging.getLogger("obsmem.knowledge")
+
+ACTOR = "curate"
+CAPTURE_GUIDANCE = "capture-guidance"
+RESERVED_NODES = frozenset({"pinned", CAPTURE_GUIDANCE})
+_LIVE = RecordView(include_candidates=True, include_superseded=True)
+_GUIDANCE_LIMIT = 4000
+
+
+def curation_due(
+    state: LaneState, uncurated: Sequence[Record], now: datetime, *, after_records: int, max_age_s: float | None
+) -> str | None:
+    """Why the lane is due now ("count" or "age"), or None. Backoff is checked by the caller."""
+    if not uncurated:
+        return None
+    if after_records > 0 and len(uncurated) >= after_records:
+        return "count"
+    if max_age_s is not None:
+        baseline = state.cursor_updated_at or min(r.captured_at for r in uncurated)
+        if (now - baseline).total_seconds() >= max_age_s:
+            return "age"
+    return None
+
+
+def _mentions_value(text: str, value: str) -> bool:
+    pattern = r"(?<!\w)" + re.escape(value.strip()) + r"(?!\w)"
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+def _order(record: Record) -> tuple[datetime, str]:
+    return (record.valid_from, record.id)
+
+
+class CurateAgent:
+    """Offline curation over one knowledge store; lane state in the main store."""
+
+    name = ACTOR
+
+    def __init__(self, store: KnowledgeStore, lanes: Lanes, settings: AgentSettings,
+                 clock: Clock | None = None) -> None:
+        self.store = store
+        self.lanes = lanes
+        self.settings = settings
+        self.clock = clock or SystemClock()
+
+    @staticmethod
+    def lane(source_thread_id: str) -> str:
+        return f"curate:{source_thread_id}"
+
+    async def worklist(self, context: Scope, source_thread_id: str, after: str | None, limit: int) -> list[Record]:
+        page = await self.store.list_by_source(source_thread_id, context.key, view=ALL_RECORDS, after=after,
+                                               limit=limit)
+        return page.items
+
+    async def due(self, context: Scope, source_thread_id: str) -> str | None:
+        """Whether the lane is due now (trigger met and not backing off); no lease taken."""
+        state = await self.lanes.read(self.lane(source_thread_id))
+        now = self.clock.now()
+        if not state.due(now):
+            return None
+        threshold = self.settings.curate_after_records
+        limit = threshold if threshold > 0 else 1
+        pending = await self.worklist(context, source_thread_id, state.cursor, max(1, limit))
+        return curation_due(state, pending, now, after_records=threshold, max_age_s=self.settings.curate_max_age_s)
+
+    async def run(
+        self, context: Scope, source_thread_id: str, *, force: bool = False, triggered: bool = False
+    ) -> AgentRun:
+        """One curation run of the lane: skipped (busy, backing off, not due), no-op, ran or failed.
+
+        ``triggered``: the caller's own trigger fired (a reflection): the count/age trigger is not
+        checked, the backoff still is. ``force``: neither is (``obsmem`` CLI, tests).
+        """
+        report = AgentRun("curate")
+        lane = self.lane(source_thread_id)
+        try:
+            async with self.lanes.hold(lane) as state:
+                now = self.clock.now()
+                if not force and not state.due(now):
+                    report.status, report.detail = "skipped", "backing off"
+                    return report
+                try:
+                    worklist = await self.worklist(context, source_thread_id, state.cursor, self.settings.curate_batch)
+                    if not force and not triggered:
+                        threshold = self.settings.curate_after_records
+                        why = curation_due(state, worklist, now, after_records=threshold,
+                                           max_age_s=self.settings.curate_max_age_s)
+                        if why is None:
+                            report.status, report.detail = "skipped", "not due"
+                            return report
+                    if not worklist:
+                        report.status, report.detail = "no-op", "nothing uncurated"
+                        return report
+                    finished = await self._walk(worklist, context, report)
+                except Exception as exc:  # the lane backs off; the turn never sees it
+                    finished, report.detail = None, f"{type(exc).__name__}: {exc}"
+                if finished is None:
+                    report.status = "failed"
+                    report.detail = report.detail or "ran but did not advance the cursor"
+                    await self.lanes.write(lane, state.failed(report.detail, self.clock.now()))
+                    return report
+                report.cursor = finished
+                await self.lanes.write(lane, state.succeeded(finished, self.clock.now()))
+                await self.lanes.register(lane)
+                try:
+                    await self._guidance(context)
+                except Exception as exc:  # guidance is advisory; the run stands
+                    logger.warning("capture-guidance not updated: %s", exc)
+                return report
+        except LaneBusyError as busy:
+            report.status, report.detail = "skipped", str(busy)
+            return report
+
+    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
+        """Curate in id order; the id of the last record finished (None: none was)."""
+        finished: str | None = None
+        for record in worklist:
+            try:
+                await self._curate(record, context, report)
+            except Exception as exc:
+                report.detail = f"stopped at {record.id}: {type(exc).__name__}: {exc}"
+                logger.warning("curation %s", report.detail)
+                break
+            finished = record.id
+        return finished
+
+    async def _peers(self, record: Record, context: Scope) -> list[Record]:
+        peers: list[Record] = []
+        after: str | None = None
+        while True:
+            page = await self.store.list_about(record.node_id, context.key, view=_LIVE, after=after, limit=500)
+            peers.extend(p for p in page.items if p.id != record.id)
+            if page.next_cursor is None:
+                return peers
+            after = page.next_cursor
+
+    async def _remove(self, victim: Record, context: Scope, reason: str, report: AgentRun) -> None:
+        await self.store.remove_record(victim.id, context.key, actor=ACTOR, reason=reason)
+        report.removed.append((victim.id, reason))
+
+    async def _curate(self, record: Record, context: Scope, report: AgentRun) -> None:
+        if record.deleted_at is not None or record.trust is TrustState.REJECTED:
+            return
+        node = await self.store.get_node(record.node_id, context.key)
+        if node is None or node.name.casefold() in RESERVED_NODES or node.kind == "skill":
+            return
+        peers = await self._peers(record, context)
+        # 1. duplicates: the later statement of a fact goes, the first one stays.
+        twin = held(record.text, [p for p in peers if _order(p) < _order(record)])
+        if twin is not None:
+            await self._remove(record, context, f"duplicate of {twin.id}: the same fact stated again", report)
+            return
+        for peer in peers:
+            if _order(peer) > _order(record) and peer.deleted_at is None and held(peer.text, [record]) is record:
+                await self._remove(peer, context, f"duplicate of {record.id}: the same fact stated again", report)
+        peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
+        # 2. contradictions on the same subject and attribute.
+        if record.attribute is not None:
+            same = [p for p in peers if p.attribute == record.attribute and value_key(p.text) != value_key(record.text)]
+            newer = [p for p in same if _order(p) > _order(record)]
+            if newer:
+                latest = max(newer, key=_order)
+                await self._remove(record, context, self._because(latest, record), report)
+                return
+            for older in sorted(same, key=_order):
+                await self._remove(older, context, self._because(record, older), report)
+        replaces = record.metadata.get("replaces") or []
+        for value in replaces if isinstance(replaces, list) else []:
+            holders = [p for p in peers if _order(p) < _order(record) and _mentions_value(p.text, str(value))
+                       and p.id not in {r for r, _ in report.removed}]
+            if not holders:
+                continue
+            same_attribute = [p for p in holders if record.attribute is not None and p.attribute == record.attribute]
+            for older in same_attribute or [max(holders, key=_order)]:
+                await self._remove(older, context, self._because(record, older, corrected=str(value)), report)
+
+    @staticmethod
+    def _because(newer: Record, older: Record, corrected: str | None = None) -> str:
+        stated = f" (stated {newer.valid_from.date().isoformat()})"
+        if corrected is not None:
+            return (f"superseded by {newer.id}: the user corrected “{corrected}”: “{older.text}” → "
+                    f"“{newer.text}”{stated}")[:1000]
+        return (f"superseded by {newer.id}: '{newer.attribute}' changed from “{older.text}” to "
+                f"“{newer.text}”{stated}")[:1000]
+
+    async def _guidance(self, context: Scope) -> None:
+        """Keep ``capture-guidance`` listing the attributes in use, so later captures reuse them."""
+        user = await self.store.resolve_node(self.settings.user_node, context.key)
+        if user is None:
+            return
+        attributes: dict[str, int] = {}
+        after: str | None = None
+        while True:
+            page = await self.store.list_about(user.id, context.key, view=_LIVE, after=after, limit=500)
+            for record in page.items:
+                if record.attribute:
+                    attributes[record.attribute] = attributes.get(record.attribute, 0) + 1
+            if page.next_cursor is None:
+                break
+            after = page.next_cursor
+        if not attributes:
+            return
+        names = ", ".join(sorted(attributes))
+        content = (f"Attributes in use for {user.name}: {names}. Give a changed value the same attribute "
+                   "so the new record supersedes the old one; state corrections as '…, not <old value>'.")
+        content = content[:_GUIDANCE_LIMIT]
+        level = clamp_level(Level.RESOURCE, self.settings.ceiling)
+        existing = await self.store.resolve_node(CAPTURE_GUIDANCE, context.key)
+        if existing is None:
+            await self.store.create_node(CAPTURE_GUIDANCE, "document", context.at(level).key, actor=ACTOR,
+                                         reason="curate: capture guidance", content=content)
+        elif existing.content != content:
+            await self.store.update_node(existing.id, existing.version, scope=context.key, actor=ACTOR,
+                                         reason="curate: capture guidance updated", content=content)

@@ -1,0 +1,221 @@
+"""Offline (rules-based) capture: durable facts out of committed observation text.
+
+The offline observer writes what the user said as lines like::
+
+    Date: Mar 4, 2025
+    * 🔴 (08:13) User stated their number is now +49 176 5550 3381.
+
+This module turns such lines into :class:`Proposal` values (node, text, attribute, fact time,
+reason) with plain rules and no model, like the offline observer itself:
+
+* only *stated* facts are captured (``User stated …``); questions, small talk and the
+  assistant's answers are not durable knowledge about the user;
+* a statement is split into clauses on ``;`` and ``, and``; a lead-in before ``: `` is dropped;
+* ``when`` is the moment the conversation anchors: the date heading plus the line's time (a
+  fact stated in the present holds from when it was said), so a fact re-stated later orders
+  after the earlier one whatever order capture runs in;
+* the *attribute* (what the value is the value of) comes from the clause's shape: typed values
+  (email, phone number), ``their/the X is [now] Y``, ``X called Y``, ``Y for X``,
+  ``works as T at E in C``, ``moved/rescheduled the X``; corrections (``… , not Y``, ``instead
+  of Y``) name the value they replace, which curation resolves to the record that holds it.
+
+The rules are deliberately conservative: a clause with no recognisable attribute is still
+captured (attribute None), it just never supersedes anything by itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+__all__ = ["Proposal", "Statement", "propose", "statements"]
+
+_DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
+_LINE = re.compile(r"^\s*[*-]\s*(?:\S{1,3}\s+)?\((\d{1,2}):(\d{2})\)\s+User stated(:)?\s+(.*\S)\s*$")
+_MONTHS = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
+_MEANING = re.compile(r"\s*\((?:meaning|re:)[^()]*\)")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_PHONE = re.compile(r"\+\d[\d ]{6,}\d")
+_OWN = re.compile(r"\b(?:their|my|our|personal)\b", re.IGNORECASE)
+_THIRD = re.compile(r"\b(?:his|her|he|she|he's|she's)\b", re.IGNORECASE)
+_PRONOUN_START = re.compile(r"^(?:they|it|it's|this|that|there|he|she|we|i|you|so|but|and)\b", re.IGNORECASE)
+_STOP_SLOT = re.compile(r"\s+(?:for|of|in|at|on|with|from|to)\s+.*$")
+_VAGUE = frozenset({"mind", "thing", "things", "plan", "idea", "point", "one", "reason", "whole reason"})
+_SYNONYMS = {
+    "number": "phone number", "phone": "phone number", "mobile": "phone number", "phone number": "phone number",
+    "address": "email", "personal address": "email", "email": "email", "personal email": "email",
+    "e-mail": "email", "email address": "email",
+    "title": "job title", "job title": "job title", "role": "job title", "position": "job title",
+    "job": "job title",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One clause the user stated, with the time the conversation said it (if known)."""
+
+    text: str
+    observed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A record to capture: about ``node``, with its ``attribute`` (None: no slot recognised)."""
+
+    node: str
+    kind: str
+    text: str
+    attribute: str | None
+    when: datetime | None
+    reason: str
+    replaces: tuple[str, ...] = ()
+    pin: bool = False
+
+
+def _clean(text: str) -> str:
+    text = _MEANING.sub("", text).strip()
+    return text.rstrip(" .;,")
+
+
+def _clauses(body: str, merged: bool) -> list[str]:
+    parts = body.split("; ") if merged or "; " in body else [body]
+    out: list[str] = []
+    for part in parts:
+        part = _clean(part)
+        if ": " in part:
+            head, _, tail = part.rpartition(": ")
+            if len(tail.split()) >= 3 and not any(ch.isdigit() for ch in head[-3:]):
+                part = tail
+        for clause in re.split(r",\s+and\s+(?=(?:a|an|the|their|put|they|she|he|[A-Z]\w*)\b)", part):
+            clause = clause.strip().rstrip(" .;,")
+            if len(clause.split()) >= 2:
+                out.append(clause)
+    return out
+
+
+def statements(text: str) -> list[Statement]:
+    """The user's stated facts in an observation text, clause by clause, in order."""
+    day: tuple[int, int, int] | None = None
+    found: list[Statement] = []
+    for line in text.splitlines():
+        date = _DATE.match(line)
+        if date:
+            month = _MONTHS.get(date.group(1)[:3].lower())
+            day = (int(date.group(3)), month, int(date.group(2))) if month else None
+            continue
+        match = _LINE.match(line)
+        if not match:
+            continue
+        at: datetime | None = None
+        if day is not None:
+            try:
+                at = datetime(day[0], day[1], day[2], int(match.group(1)), int(match.group(2)), tzinfo=UTC)
+            except ValueError:
+                at = None
+        for clause in _clauses(match.group(4), bool(match.group(3))):
+            found.append(Statement(clause, at))
+    return found
+
+
+def _slot(raw: str) -> str:
+    slot = raw.strip().lower()
+    slot = re.sub(r"^(?:\w+'s\s+)", "", slot)  # "waypoint's background jobs" -> "background jobs"
+    slot = _STOP_SLOT.sub("", slot)
+    slot = re.sub(r"^(?:new|current|old)\s+", "", slot)
+    return _SYNONYMS.get(slot, slot)
+
+
+_SLOT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # "Jonas moved the architecture review, it's now Wednesday at 11:00"
+    (re.compile(r"\b(?:moved|rescheduled|postponed|changed|pushed)\s+(?:the|their|our)\s+([a-z][a-z' ]{2,40}?)"
+                r"(?:,|\s+to\b|\s+it's)", re.IGNORECASE), "{0}"),
+    # "their dog is called Kiki"
+    (re.compile(r"\b(?:their|my|our|the)\s+([a-z][a-z'\- ]{1,30}?)\s+(?:is|are)\s+(?:now\s+)?(?:called|named)\b",
+                re.IGNORECASE), "{0} name"),
+    # "a beagle called Kiwi"
+    (re.compile(r"\b(?:a|an)\s+([a-z][a-z\-]{1,30})\s+(?:called|named)\s+[A-Z]", re.IGNORECASE), "{0} name"),
+    # "their title is now Staff Engineer", "the outbound flight is now March 21"
+    (re.compile(r"\b(?:their|my|our|the)\s+((?:[A-Za-z'\-]+\s){0,3}?[A-Za-z'\-]+)\s+(?:is|are)\s+"),
+     "{0}"),
+    # "she has a trial day there next Friday"
+    (re.compile(r"\b(?:has|have)\s+(?:a|an|the)\s+([a-z][a-z ]{2,30}?)\s+(?:there\s+)?"
+                r"(?:on|next|this|tomorrow|today|in|at)\b", re.IGNORECASE), "{0}"),
+    # "Budget for the whole trip is €2,400"
+    (re.compile(r"^([A-Za-z][a-z'\- ]{2,40}?)\s+(?:is|are)\s+(?:now\s+)?\S"), "{0}"),
+    # "they switched to Dramatiq for Waypoint's background jobs", "Celery for background jobs"
+    (re.compile(r"\b[A-Z][\w.\-]+\s+for\s+((?:[\w']+\s){0,3}?(?:jobs|tasks|storage|caching|queue|queues|"
+                r"messaging|search|hosting|deploys?|deployment|monitoring|logging|auth))\b"), "{0}"),
+)
+
+_CORRECTION = (
+    re.compile(r",\s*not\s+([^,.;]+?)\s*$"),
+    re.compile(r"\binstead of(?: the old)?\s+((?:[^,.;]|[,.](?=\d))+?)(?:,\s|$)"),
+    re.compile(r"\bfrom\s+([^,.;]+?)\s+to\s+[^,.;]+$"),
+)
+
+
+def attribute_of(clause: str) -> str | None:
+    """The attribute a clause gives a value for, or None when no rule recognises one."""
+    for typed, name in ((_EMAIL, "email"), (_PHONE, "phone number")):
+        if typed.search(clause):
+            # the user's own only when the clause says so ("their number", "my personal email")
+            own = _OWN.search(clause) is not None and _THIRD.search(clause) is None
+            return name if own else f"{name} (someone else)"
+    for pattern, template in _SLOT_PATTERNS:
+        match = pattern.search(clause)
+        if match is None:
+            continue
+        raw = match.group(1)
+        if template == "{0}" and pattern.pattern.startswith("^(") and _PRONOUN_START.match(raw):
+            continue
+        slot = _slot(raw)
+        if not slot or any(_PRONOUN_START.fullmatch(word) for word in slot.split()) or slot in _VAGUE:
+            continue
+        return template.format(slot)
+    return None
+
+
+def _work(clause: str, statement: Statement, node: str) -> list[Proposal] | None:
+    """"they work as T at E in C" -> one record per attribute (title, employer, city)."""
+    match = re.search(
+        r"\bwork(?:s|ing)?\s+as\s+(?:an?\s+)?(?P<title>[^,]+?)\s+at\s+(?P<employer>[A-Z][^,]+?)"
+        r"(?:\s+in\s+(?P<city>[A-Z][\w\-]+(?:\s[A-Z][\w\-]+)?))?$",
+        clause,
+    )
+    if match is None:
+        return None
+    reason = f"The user stated it: “{clause}”."
+    found: list[Proposal] = []
+    prefix = re.sub(r"[,;]?\s*(?:and\s+)?(?:they|he|she|i|we)?\s*$", "", clause[: match.start()], flags=re.IGNORECASE)
+    if len(prefix.split()) >= 2:
+        found += propose(Statement(prefix, statement.observed_at), node=node)
+    found += [
+        Proposal(node, "person", f"works as {match['title']}", "job title", statement.observed_at, reason),
+        Proposal(node, "person", f"works at [[{match['employer']}]]", "employer", statement.observed_at, reason),
+    ]
+    if match["city"]:
+        found.append(Proposal(node, "person", f"works in [[{match['city']}]]", "work city",
+                              statement.observed_at, reason))
+    return found
+
+
+def propose(statement: Statement, *, node: str = "User", kind: str = "person") -> list[Proposal]:
+    """The records one stated clause proposes (usually one)."""
+    clause = statement.text
+    worked = _work(clause, statement, node)
+    if worked is not None:
+        return worked
+    replaces: list[str] = []
+    body = clause
+    for pattern in _CORRECTION:
+        match = pattern.search(clause)
+        if match:
+            replaces.append(match.group(1).strip())
+    if replaces and re.search(r",\s*not\s+", clause):
+        body = re.sub(r",\s*not\s+[^,.;]+?\s*$", "", clause)
+    attribute = attribute_of(body)
+    pin = bool(re.search(r"\b(?:always|never)\b", clause, re.IGNORECASE))
+    reason = f"The user stated it: “{clause}”."
+    return [Proposal(node, kind, clause, attribute, statement.observed_at, reason, tuple(replaces), pin)]

@@ -1,0 +1,149 @@
+"""The learn agent: a reusable procedure becomes a ``skill`` node, only with ≥2 distinct supports.
+
+Offline by default. A *procedural* record says how something is always (or never) done:
+``always``, ``never``, ``whenever``, ``every time``, ``each time``. Procedural records about the
+same thing (their content words overlap by at least half) form a group; a group with at least two
+*distinct* records (different ids, not duplicates of one another) is learned as a skill:
+
+* a node of kind ``skill`` named ``skill: <key words>`` (created idempotently);
+* one evidence record per supporting record, linked back to it, with a deterministic id: the
+  first 10 characters of the source record's id (its time) plus 16 Crockford characters of
+  ``sha256(name \\0 source id)``, so a re-run writes nothing twice.
+
+Like curation it walks its lane's worklist (``learn:<thread>``) with a fail-closed cursor, and
+at most one new skill per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from obsmem.clock import Clock, SystemClock
+from obsmem.knowledge.agents.capture import held
+from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings, content_tokens
+from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes
+from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordDraft, RecordView, TrustState
+from obsmem.knowledge.store.ids import ULID_ALPHABET
+from obsmem.knowledge.store.scopes import Scope, clamp_level
+
+__all__ = ["LearnAgent", "evidence_id", "is_procedural"]
+
+ACTOR = "learn"
+_PROCEDURAL = re.compile(r"\b(?:always|never|whenever|every time|each time|every morning|every week)\b",
+                         re.IGNORECASE)
+_LIVE = RecordView(include_candidates=True)
+
+
+def is_procedural(text: str) -> bool:
+    return _PROCEDURAL.search(text) is not None
+
+
+def evidence_id(skill_name: str, source_id: str) -> str:
+    """Deterministic evidence record id: source time prefix + 16 chars of sha256(name\\0source)."""
+    digest = int.from_bytes(hashlib.sha256(f"{skill_name}\0{source_id}".encode()).digest()[:10], "big")
+    tail = "".join(ULID_ALPHABET[(digest >> (5 * i)) & 31] for i in range(16))[::-1]
+    return source_id[:10] + tail
+
+
+def _key(text: str) -> set[str]:
+    return content_tokens(_PROCEDURAL.sub(" ", text))
+
+
+class LearnAgent:
+    name = ACTOR
+
+    def __init__(self, store: KnowledgeStore, lanes: Lanes, settings: AgentSettings,
+                 clock: Clock | None = None) -> None:
+        self.store = store
+        self.lanes = lanes
+        self.settings = settings
+        self.clock = clock or SystemClock()
+
+    @staticmethod
+    def lane(source_thread_id: str) -> str:
+        return f"learn:{source_thread_id}"
+
+    async def run(self, context: Scope, source_thread_id: str) -> AgentRun:
+        report = AgentRun("learn")
+        lane = self.lane(source_thread_id)
+        try:
+            async with self.lanes.hold(lane) as state:
+                now = self.clock.now()
+                if not state.due(now):
+                    report.status, report.detail = "skipped", "backing off"
+                    return report
+                try:
+                    page = await self.store.list_by_source(source_thread_id, context.key, view=ALL_RECORDS,
+                                                           after=state.cursor, limit=self.settings.curate_batch)
+                    worklist = page.items
+                    if not worklist:
+                        report.status = "no-op"
+                        return report
+                    finished: str | None = None
+                    learned = False
+                    for record in worklist:
+                        if not learned and record.deleted_at is None and is_procedural(record.text):
+                            learned = await self._learn_from(record, context, report)
+                        finished = record.id
+                except Exception as exc:
+                    report.status, report.detail = "failed", f"{type(exc).__name__}: {exc}"
+                    await self.lanes.write(lane, state.failed(report.detail, self.clock.now()))
+                    return report
+                report.cursor = finished
+                await self.lanes.write(lane, state.succeeded(finished, self.clock.now()))
+                if not report.written:
+                    report.status = "no-op"
+                return report
+        except LaneBusyError as busy:
+            report.status, report.detail = "skipped", str(busy)
+            return report
+
+    async def _procedural_records(self, record: Record, context: Scope) -> list[Record]:
+        found: list[Record] = []
+        after: str | None = None
+        while True:
+            page = await self.store.list_about(record.node_id, context.key, view=_LIVE, after=after, limit=500)
+            found.extend(r for r in page.items if is_procedural(r.text))
+            if page.next_cursor is None:
+                return found
+            after = page.next_cursor
+
+    async def _learn_from(self, record: Record, context: Scope, report: AgentRun) -> bool:
+        key = _key(record.text)
+        if not key:
+            return False
+        group: list[Record] = []
+        for other in sorted(await self._procedural_records(record, context), key=lambda r: r.id):
+            other_key = _key(other.text)
+            if not other_key or len(key & other_key) * 2 < len(key | other_key):
+                continue
+            if held(other.text, group) is not None:
+                continue  # a duplicate is not a second support
+            group.append(other)
+        if len(group) < 2:
+            return False
+        name = "skill: " + " ".join(sorted(key)[:6])
+        level = clamp_level(self.settings.node_level, self.settings.ceiling)
+        node = await self.store.resolve_node(name, context.key)
+        if node is None:
+            node = await self.store.create_node(
+                name, "skill", context.at(level).key, actor=ACTOR,
+                reason=f"learn: a procedure supported by {len(group)} distinct records",
+                content="Procedure: " + group[-1].text,
+            )
+        wrote = False
+        for source in group:
+            rid = evidence_id(name, source.id)
+            if await self.store.load_record(rid) is not None:
+                continue
+            draft = RecordDraft(
+                node.id, f"Procedure: {source.text}. Evidence source: {source.id}.", source.scope,
+                source_thread_id=f"subconscious:{source.source_thread_id or 'unknown'}:learn",
+                max_scope=source.max_scope, trust=TrustState.CANDIDATE,
+                metadata={"evidence": source.id, "agent": ACTOR}, record_id=rid,
+            )
+            report.written.append(await self.store.append_record(
+                draft, actor=ACTOR, reason=f"learn: evidence for {name} from {source.id}"))
+            wrote = True
+        return wrote

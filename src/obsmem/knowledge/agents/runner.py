@@ -1,0 +1,137 @@
+"""The knowledge agents of one memory (or worker), wired to one knowledge store and one main store.
+
+:class:`KnowledgeAgents` is what ``Memory`` and ``Worker`` hold. It never raises into a turn:
+every entry point catches, logs and reports failures (``AgentRun(status="failed")``), because a
+failing agent must never block a conversation nor lose its observations (those stay in the main
+store; capture's own cursor only moves past what it captured).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from obsmem.clock import Clock, SystemClock
+from obsmem.knowledge.agents.capture import CaptureAgent
+from obsmem.knowledge.agents.common import AgentRun, AgentSettings, thread_scope
+from obsmem.knowledge.agents.curate import CurateAgent
+from obsmem.knowledge.agents.lanes import Lanes
+from obsmem.knowledge.agents.learn import LearnAgent
+from obsmem.knowledge.agents.pins import PinBoard, PinnedBlock
+from obsmem.knowledge.agents.remind import Reminder, RemindAgent
+from obsmem.knowledge.facade import Knowledge
+from obsmem.knowledge.store.scopes import Scope
+from obsmem.storage.contract import Store
+
+__all__ = ["ContextBlocks", "KnowledgeAgents"]
+
+logger = logging.getLogger("obsmem.knowledge")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBlocks:
+    """What the knowledge side adds to one context: pins and a reminder (either may be empty)."""
+
+    pinned: PinnedBlock
+    reminder: Reminder
+    errors: tuple[str, ...] = ()
+
+
+class KnowledgeAgents:
+    """capture, remind, curate, learn and pins over ``knowledge``; lane state in ``store``."""
+
+    def __init__(
+        self,
+        knowledge: Knowledge,
+        store: Store,
+        settings: AgentSettings | None = None,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        clock: Clock | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.knowledge = knowledge
+        self.settings = settings or AgentSettings()
+        self.clock = clock or SystemClock()
+        count = count_tokens or (lambda text: max(1, len(text) // 4))
+        self.lanes = Lanes(store, clock=self.clock, owner=owner)
+        self.capturer = CaptureAgent(knowledge.store, self.settings)
+        self.reminder = RemindAgent(knowledge, self.settings, count)
+        self.curator = CurateAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        self.learner = LearnAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        self.pins = PinBoard(knowledge.store, self.settings, count)
+        self.runs: list[AgentRun] = []
+
+    @staticmethod
+    def scope(org_id: str | None, resource_id: str, thread_id: str) -> Scope:
+        return thread_scope(org_id, resource_id, thread_id)
+
+    def _kept(self, run: AgentRun) -> AgentRun:
+        self.runs.append(run)
+        del self.runs[:-200]
+        if run.status == "failed":
+            logger.warning("knowledge agent %s failed: %s", run.agent, run.detail)
+        return run
+
+    async def capture(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
+        """Capture one committed observation delta (raises only for a store failure, so the
+        caller keeps its cursor where it was)."""
+        if not self.settings.capture:
+            return AgentRun("capture", "skipped", detail="capture is off")
+        return self._kept(await self.capturer.run(observations, context, source_thread_id=source_thread_id))
+
+    async def curate(self, context: Scope, source_thread_id: str, *, force: bool = False,
+                     triggered: bool = False) -> AgentRun:
+        if not self.settings.curate:
+            return AgentRun("curate", "skipped", detail="curate is off")
+        try:
+            run = await self.curator.run(context, source_thread_id, force=force, triggered=triggered)
+        except Exception as exc:  # the lane store itself failed
+            run = AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}")
+        return self._kept(run)
+
+    async def learn(self, context: Scope, source_thread_id: str) -> AgentRun:
+        if not self.settings.learn:
+            return AgentRun("learn", "skipped", detail="learn is off")
+        try:
+            run = await self.learner.run(context, source_thread_id)
+        except Exception as exc:
+            run = AgentRun("learn", "failed", detail=f"{type(exc).__name__}: {exc}")
+        return self._kept(run)
+
+    async def reflection_phase(self, context: Scope, source_thread_id: str) -> list[AgentRun]:
+        """After a reflection commits: curate, then learn; each independent of the other."""
+        return [await self.curate(context, source_thread_id, triggered=True),
+                await self.learn(context, source_thread_id)]
+
+    async def curate_if_due(self, context: Scope, source_thread_id: str) -> AgentRun:
+        """Curate when the lane's count or age trigger fires (and it is not backing off)."""
+        if not self.settings.curate:
+            return AgentRun("curate", "skipped", detail="curate is off")
+        try:
+            why = await self.curator.due(context, source_thread_id)
+        except Exception as exc:
+            return self._kept(AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}"))
+        if why is None:
+            return AgentRun("curate", "skipped", detail="not due")
+        return await self.curate(context, source_thread_id)
+
+    async def context_blocks(self, request: str | None, context: Scope) -> ContextBlocks:
+        """Pins and a reminder for a context; a failure leaves the block out and is reported."""
+        errors: list[str] = []
+        pinned = PinnedBlock("", (), ())
+        reminder = Reminder("", ())
+        if self.settings.pins:
+            try:
+                pinned = await self.pins.render(context)
+            except Exception as exc:
+                errors.append(f"pins: {type(exc).__name__}: {exc}")
+        if self.settings.remind and request:
+            try:
+                reminder = await self.reminder.remind(request, context)
+            except Exception as exc:
+                errors.append(f"remind: {type(exc).__name__}: {exc}")
+        for error in errors:
+            logger.warning("knowledge context block left out: %s", error)
+        return ContextBlocks(pinned, reminder, tuple(errors))
