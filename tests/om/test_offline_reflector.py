@@ -364,7 +364,9 @@ def _facts(rng: random.Random, count: int) -> list[tuple[str, str]]:
         "User stated their favourite {thing} is {v}.",
         "User plans to visit {v} next month (meaning Jul 2025).",
         "User stated they are allergic to {v} pollen.",
-        "User stated their gym locker code is {n}.",
+        # issue 15: one attribute per fact; the same "their gym locker code" stated again with
+        # another number is now (rightly) a newer value that supersedes the older one
+        "User stated their {rel}'s locker code is {n}.",
         "User stated they play chess with {v} every Tuesday.",
     )
     relatives = (

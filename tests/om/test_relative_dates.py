@@ -82,6 +82,19 @@ CASES: list[tuple[str, datetime, list[str]]] = [
     ("I work from home on Fridays.", MON, []),
     ("I have Portuguese lessons on Tuesday evenings.", MON, []),
     ("The Lisbon festival happens every year on June 13.", MON, []),
+    # issue 15: opening hours and weekday spans are every week, never one date
+    ("The pool is open from 7am to 3pm Tuesday to Sunday.", MON, []),
+    ("I volunteer at the library Monday through Thursday.", MON, []),
+    ("The office is staffed between Tuesday and Friday.", MON, []),
+    # issue 15: "a week from <weekday>" counts from the coming one; said on that weekday, it stays
+    ("I have the audit a week from Saturday.", WED, ["meaning Jun 28, 2025"]),
+    ("The visit is two weeks from Friday.", MON, ["meaning Jul 4, 2025"]),
+    ("I have the audit a week from Wednesday.", WED, []),
+    # issue 15: "next week on <weekday>" is that day of next week, even said on that weekday
+    ("I have the demo next week on Wednesday.", WED, ["meaning Jun 25, 2025"]),
+    ("The call is on Friday next week.", WED, ["meaning Jun 27, 2025"]),
+    # issue 15: a past event named by its weekday is the one just gone
+    ("I had the call with Dr. Mirel on Monday, it went fine.", WED, ["meaning Jun 16, 2025"]),
     # …but a birthday or wedding still to come is one particular day
     ("We're celebrating Mia's birthday on June 20.", MON, ["meaning Jun 20, 2025"]),
     ("We're getting married on September 12.", MON, ["meaning Sep 12, 2025"]),

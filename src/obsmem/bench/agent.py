@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 from obsmem.bench.agent_conversations import AgentConversation, Probe
 from obsmem.bench.lines import ContextUnit, context_units
@@ -56,7 +57,18 @@ _SUPERSEDED = re.compile(
     r"replac\w*|instead of|old|outdated|switched from|switching from|not anymore)\b", re.IGNORECASE
 )
 _DONE = re.compile(r"✅|\b(done|completed?|finished|closed|submitted|sent (?:it )?off|resolved)\b", re.IGNORECASE)
-_ISO_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_ISO_DAY = re.compile(r"\b(?P<span>week of |weekend of )?(?P<day>\d{4}-\d{2}-\d{2})\b")
+
+
+def _wrong_days(text: str, expect: Sequence[str]) -> bool:
+    """Whether ``text`` names a day other than the expected one ("week of <Monday>" and
+    "weekend of <Saturday>" name their span, right when the expected day lies in it)."""
+    for match in _ISO_DAY.finditer(normalise_dates(text)):
+        start = date.fromisoformat(match["day"])
+        span = {"week of ": 6, "weekend of ": 1}.get(match["span"] or "", 0)
+        if not any(start <= date.fromisoformat(day) <= start + timedelta(days=span) for day in expect):
+            return True
+    return False
 
 
 def _squash(text: str) -> str:
@@ -121,8 +133,7 @@ def _score(probe: Probe, units: Sequence[_Unit], system: str) -> ProbeResult:
         if not holding:
             return ProbeResult(probe, system, "missing")
         for unit in holding:
-            days = set(_ISO_DAY.findall(normalise_dates(unit.text)))
-            if days - set(probe.expect):
+            if _wrong_days(unit.text, probe.expect):
                 return ProbeResult(probe, system, "wrong", _show(unit))
         right = [u for u in holding if probe.expect and probe.expect[0] in normalise_dates(u.text)]
         return ProbeResult(probe, system, "correct" if right else "as-said", _show((right or holding)[0]))

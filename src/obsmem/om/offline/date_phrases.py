@@ -326,6 +326,21 @@ _MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
 _ORDINAL_BEFORE = re.compile(r"\d(?:st|nd|rd|th)?,?\s*$")
 _SINCE_BEFORE = re.compile(r"\bsince\s+$", re.I)
 _ALREADY_BEFORE = re.compile(r"\b(?:effective|as of|since)\s+$")
+_WD = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+#: "Tuesday to Sunday", "Mon–Fri", "between Monday and Thursday": a span of every week, no one day.
+_RANGE_AFTER = re.compile(rf"\s*(?:to|through|thru|till|until|-|–|—)\s*{_WD}\b", re.I)
+_RANGE_BEFORE = re.compile(
+    rf"\b(?:{_WD}\s*(?:to|through|thru|till|until|-|–|—)|between(?:\s+{_WD}\s+and)?)\s*$", re.I
+)
+#: "from 7am to 3pm Tuesday": opening hours, every week.
+_HOURS_BEFORE = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm)?\s*(?:to|-|–)\s*\d{1,2}(?::\d{2})?\s*(?:am|pm)?\s*$", re.I)
+_MOVED_BEFORE = re.compile(r"\b(?:mov|push|postpon|reschedul|shift|chang|switch|bump|swapp?)\w*\b", re.I)
+#: "a week from Tuesday", "two weeks from Friday": counted from the coming occurrence.
+_WEEKS_FROM_BEFORE = re.compile(r"\b(?P<n>a|one|two|three|\d)\s+weeks?\s+from\s+$", re.I)
+#: "next week on Wednesday" / "on Wednesday next week": that weekday of the next calendar week.
+NEXT_WEEK_ON = re.compile(
+    rf"\bnext\s+week\s+on\s+(?P<wd>{_WD})\b|\b(?:on\s+)?(?P<wd2>{_WD})\s+next\s+week\b", re.I
+)
 _DATE_AFTER = re.compile(
     rf",?\s*(?:(?:morning|afternoon|evening|night),?\s*)?(?:the\s+)?(?:\d|{_MONTH_NAME})"
 )
@@ -394,11 +409,28 @@ def resolve_dates(text: str, anchor: date, context: Sequence[date] = ()) -> list
         add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, -1))
     for m in IN_N.finditer(text):
         add(m.start(), m.end(), _counted(_count(m["n"]), m["unit"].lower(), anchor, 1))
+    for m in NEXT_WEEK_ON.finditer(text):  # one day, before "next week" alone claims the words
+        when = _weekday("next", _WEEKDAYS.index((m["wd"] or m["wd2"]).lower()), anchor, None)
+        add(m.start(), m.end(), f"meaning {format_day(when)}" if when else None)
     for m in PERIOD.finditer(text):
         add(m.start(), m.end(), _period(m["mod"].lower(), m["unit"].lower(), anchor))
     for m in WEEKDAY.finditer(text):
+        if any(taken[m.start() : m.end()]):
+            continue
         if _DATE_AFTER.match(text, m.end(), m.end() + 24):
             continue  # "Saturday, June 21", "Saturday evening, March 22": the explicit date says it
+        moved = _MOVED_BEFORE.search(text, max(0, m.start() - 60), m.start())  # "moved from X to Y"
+        if not moved and (_RANGE_AFTER.match(text, m.end()) or reading.before(_RANGE_BEFORE, m.start())
+                          or reading.before(_HOURS_BEFORE, m.start())):  # fmt: skip
+            continue  # "Tuesday to Sunday", "7am to 3pm Tuesday": every week, no one day
+        if (weeks := _WEEKS_FROM_BEFORE.search(text, max(0, m.start() - 30), m.start())) and m["mod"] is None:
+            wd = _WEEKDAYS.index(m["wd"].lower())
+            if wd != anchor.weekday():  # said on that weekday it could mean either week: left as said
+                count = _count(weeks["n"]) if not weeks["n"].isdigit() else int(weeks["n"])
+                coming = anchor + timedelta(days=(wd - anchor.weekday()) % 7)
+                add(weeks.start(), m.end(), f"meaning {format_day(coming + timedelta(days=7 * count))}")
+            taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
+            continue
         if reading.before(_ORDINAL_BEFORE, m.start()) and _date_before(text, m.start()):
             continue  # "March 21, Friday morning"
         mod = (m["mod"] or "").lower()

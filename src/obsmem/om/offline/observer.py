@@ -19,10 +19,11 @@ a user or a tool writes can close a block, open a tag or pose as a line of its o
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, tzinfo
+from datetime import date, tzinfo
 from typing import Any
 
 from obsmem.om.text.format import (
@@ -54,7 +55,11 @@ from obsmem.om.offline.patterns import (
     PLEASANTRY,
     RECOMMEND,
     REQUEST,
+    CHOICE_TOPIC,
+    DECISION,
     STOPWORDS,
+    SWITCH_LEAD,
+    TASK_FINISHED,
     USER_COMPLETED,
     USER_DONE,
     USER_DONE_SHORT,
@@ -67,6 +72,7 @@ from obsmem.om.offline.patterns import (
     key_terms,
     statement_priority,
     strip_lead_in,
+    task_mentioned,
 )
 from obsmem.om.offline.date_phrases import weighed_dates
 from obsmem.om.offline.offload import offload
@@ -140,6 +146,45 @@ class _Run:
     result: str
     count: int = 1
     folded: bool = False  # its turn's reply, recorded in another line, says what it found
+    key_values: tuple[str, ...] = ()  # "confirmation_code C-Z8MMG6": what a user asks for later
+
+
+#: Result fields whose values a user comes back for: codes, ids, references, totals.
+_KEY_FIELD = re.compile(
+    r"(?:^|_)(?:id|code|number|no|ref|reference|confirmation|tracking|total|amount|price|cost|balance|"
+    r"pin|locator|pnr|invoice|ticket|booking|order|transaction|claim|release)(?:$|_)", re.I
+)
+_CODE_VALUE = re.compile(r"^(?!\d{4}-\d{2}-\d{2}$)(?=[A-Z0-9-]*\d)[A-Z0-9][A-Z0-9-]{4,24}$|^[€$£]\s?\d[\d,.]*$|^\d[\d,.]*\s?[€$£]$")
+
+
+def _key_values(result: Any, limit: int = 4) -> tuple[str, ...]:
+    """The identifiers and amounts in a tool result ("confirmation_code C-Z8MMG6"), at most
+    ``limit``: the values a user asks about days later, which a cut summary must not lose."""
+    found: list[str] = []
+
+    def walk(value: Any, key: str, depth: int) -> None:
+        if len(found) >= limit or depth > 2:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k), depth + 1)
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            text = str(value).strip()
+            if text and len(text) <= 40 and (_CODE_VALUE.match(text) or (key and _KEY_FIELD.search(key)
+                                                                          and re.search(r"\d", text))):
+                found.append(f"{key} {text}".strip())
+
+    walk(_parsed(result), "", 0)
+    return tuple(found)
+
+
+def _parsed(result: Any) -> Any:
+    if isinstance(result, str) and result.strip()[:1] == "{":
+        try:
+            return json.loads(result)
+        except ValueError:
+            return result
+    return result
 
 
 def _lower_first(text: str) -> str:
@@ -177,7 +222,10 @@ class _Cycle:
     def __init__(self, request: ObservationRequest, count_tokens: Callable[[str], int]) -> None:
         self.request = request
         self.count_tokens = count_tokens
-        self.tz: tzinfo = request.timezone or UTC
+        # A message is read on its own clock: the offset it carries, unless the application set
+        # one zone for everyone (``MemoryConfig(timezone=…)``). "In two weeks" said at 00:30 in
+        # Tokyo counts from the Tokyo day, not the UTC one before it.
+        self.tz: tzinfo | None = request.timezone
         self.drafts: list[_Draft] = []
         self.ask: _Ask | None = None  # the user's open question/request
         self.last_ask: _Ask | None = None
@@ -190,6 +238,8 @@ class _Cycle:
         self.turn_start = (-1, 0)  # where the latest user message is: tool runs after it belong to this turn
         self.state: dict[str, str] = {}  # fact key -> latest value, for "(changing from …)"
         self.user_texts: list[str] = []
+        self.finished: list[str] = []  # tasks the user reported finished in this batch
+        self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
         self.between_people = is_participant_conversation(request.messages)
         self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
         self.named: list[list[date]] = []  # the calendar days each message with text names
@@ -225,7 +275,7 @@ class _Cycle:
     # -- messages ------------------------------------------------------------------------------
 
     def feed(self, index: int, message: Message) -> None:
-        local = message.created_at.astimezone(self.tz)
+        local = message.created_at.astimezone(self.tz) if self.tz is not None else message.created_at
         day, time = local.date(), local.strftime("%H:%M")
         text = defuse_lines(message.text).strip()  # data from here on: no tag, no marker
         caption = ""
@@ -283,7 +333,8 @@ class _Cycle:
             if (run.name, run.args, run.result) == (name, args, result):
                 run.count += 1
                 return
-        self.runs.append(_Run(where, day, time, name, args, result))
+        values = () if part.is_error else tuple(defuse(v) for v in _key_values(part.result))
+        self.runs.append(_Run(where, day, time, name, args, result, key_values=values))
 
     # -- user ----------------------------------------------------------------------------------
 
@@ -302,6 +353,15 @@ class _Cycle:
                 r"^(?:(yes|yeah|yep|sure|ok|okay|please do|go ahead)|(no|nope|nah))\b[\s,!.]*", sentence, re.I
             )
             body = INTERJECTION.sub("", sentence).strip()
+            if decided := self._decision(body, text, where, day, time):
+                pending.append(decided)
+                continue
+            if finished := TASK_FINISHED.match(body):
+                task = next(g for g in finished.groups() if g).strip()
+                self.add(where, day, time, PRIORITY_DONE, f"User finished the {third_person(task)}")
+                self.last_topic = None
+                self.finished.append(task)
+                continue
             if USER_DONE.search(body) or (USER_DONE_SHORT.match(body) and len(body.split()) <= 5):
                 if self.last_topic:  # a completion the assistant reported is already a ✅ line
                     self.add(
@@ -320,6 +380,8 @@ class _Cycle:
             body = re.sub(r",?\s*\b(?:by the way|btw)\b,?", "", body, flags=re.I).strip()
             body = strip_lead_in(LABEL.sub("", body))
             ask = self._ask(body, day)
+            if ask is not None and (topic := CHOICE_TOPIC.match(body)):
+                self.choice_topic = topic["k"].lower()
             if ask is None and ": " in body:  # "Now, the rental car: compare prices for …"
                 ask = self._ask(body.rsplit(": ", 1)[1], day)
             if ask:
@@ -349,6 +411,43 @@ class _Cycle:
         else:
             self.ask = _Ask((index, first_ask), day, time, text_, asks[-1][1], all(a[2] for a in asks), words)
         self.last_ask = self.ask
+
+    def _decision(self, body: str, message: str, where: tuple[int, int], day: date,
+                  time: str) -> tuple[tuple[int, int], str, str] | None:  # fmt: skip
+        """A decision, as one 🔴 line that names what it is about when that is known: "User
+        chose X for the hotel", with "(changing from Y)" when it replaces an earlier choice."""
+        switched = bool(SWITCH_LEAD.match(body))
+        plain = SWITCH_LEAD.sub("", body).strip()
+        match = DECISION.match(plain)
+        if match is None:
+            return None
+        if len(plain[match.end() :].strip(" .!,").split()) > 2:
+            return None  # "15:02 it is, booked with seats in coach 12": more than the choice
+        value = next(g for g in match.groups() if g).strip()
+        value = re.sub(r"^(?:the|a|an)\s+(?=[A-Z0-9])", "", value)
+        if not (key_terms(value) or re.search(r"[A-Z0-9]", value)):
+            return None  # "let's go with that", "okay, it is": nothing named
+        switched = switched or "instead" in plain.lower() or plain.lower().startswith(("switch", "change"))
+        kinds = [k.removeprefix("choice for ") for k in self.state if k.startswith("choice for ")]
+        said_for = re.search(r"\bfor\s+(?:the|our|my)\s+([a-z][\w-]*(?:\s+[a-z][\w-]*)?)", message)
+        kind = None
+        if said_for and said_for[1].lower() in kinds:
+            kind = said_for[1].lower()
+        elif self.choice_topic and not switched:
+            kind = self.choice_topic
+        elif switched:  # the earlier choice of the same kind of thing ("… Hotel" for "… Hotel")
+            tail = value.split()[-1].lower()
+            kind = next((k for k in reversed(kinds) if self.state[f"choice for {k}"].split()[-1].lower() == tail),
+                        kinds[-1] if kinds else None)  # fmt: skip
+        self.choice_topic = None
+        if kind is None:  # "15:02 it is" with nothing to say what it chose among: a detail
+            return (where, PRIORITY_MEDIUM if match["c"] else PRIORITY_HIGH, f"User decided on {value}")
+        text = f"User chose {value} for the {kind}"
+        previous = self.state.get(f"choice for {kind}")
+        if previous and previous.lower() != value.lower():
+            text += f" (changing from {previous})"
+        self.state[f"choice for {kind}"] = value
+        return (where, PRIORITY_HIGH, text)
 
     def _ask(self, body: str, anchor: date) -> tuple[str, str, bool] | None:
         """("User asked …", topic, is_request) for a question or a request, else None."""
@@ -538,8 +637,13 @@ class _Cycle:
             )
         self.calls = {}
         by_name: dict[str, list[_Run]] = {}
+        written = "\n".join(d.text for d in self.drafts)
         for run in self.runs:
-            if not run.folded:
+            lost = [v for v in run.key_values if v.split(" ")[-1] not in written]
+            if lost:  # a code or total the reply did not repeat gets its own line, whole
+                line = f"Assistant ran {run.name}({shorten(run.args, 60)}) -> {', '.join(lost)}"
+                self.add(run.order, run.day, run.time, PRIORITY_DONE, line)
+            elif not run.folded:
                 by_name.setdefault(run.name, []).append(run)
         for name, runs in by_name.items():
             if len(runs) >= 3:  # many runs of one tool: one parent line, one child per distinct run
@@ -562,9 +666,11 @@ class _Cycle:
         seen = {normalise(line.text) for g in parse_observations(self.request.previous_observations)
                 for line in g.lines}  # fmt: skip
         groups: list[DateGroup] = []
-        for draft in sorted(self.drafts, key=lambda d: (d.day, d.order)):
+        ordered = sorted(self.drafts, key=lambda d: (d.day, d.order))
+        stale = _replaced_in_batch(ordered, self.finished)
+        for index, draft in enumerate(ordered):
             key = normalise(draft.text)
-            if not key or key in seen:
+            if not key or key in seen or index in stale:
                 continue
             seen.add(key)
             if not groups or groups[-1].day != draft.day:
@@ -573,6 +679,29 @@ class _Cycle:
             groups[-1].lines.append(ObservationLine(one_line(draft.text), draft.priority, draft.time))
             groups[-1].lines.extend(ObservationLine(one_line(c), None, None, 1) for c in draft.children)
         return render_observations(groups)
+
+
+def _replaced_in_batch(drafts: list[_Draft], finished: list[str]) -> set[int]:
+    """Drafts a later draft of the same batch makes stale: a fact whose attribute is stated again
+    (the older line, when it says little else), an ask about a task the user then finished."""
+    stale: set[int] = set()
+    latest: dict[str, int] = {}
+    for index, draft in enumerate(drafts):
+        text = draft.text
+        if text.startswith(("User stated", "User chose")) and not is_plan_text(text):
+            key = fact_key(text)
+            if key is not None:
+                if key.key in latest and len(drafts[latest[key.key]].text) <= 160:
+                    stale.add(latest[key.key])
+                latest[key.key] = index
+    done = [(i, task) for i, d in enumerate(drafts) for task in finished
+            if d.priority == PRIORITY_DONE and d.text.startswith("User finished the ") and task_mentioned(task, d.text)]
+    for index, draft in enumerate(drafts):
+        if draft.priority != PRIORITY_DONE and draft.text.startswith("User asked") and any(
+            i > index and task_mentioned(task, draft.text) for i, task in done
+        ):
+            stale.add(index)
+    return stale
 
 
 def _tool_name(name: str) -> str:

@@ -57,6 +57,33 @@ USER_COMPLETED = re.compile(
     r"published)\b.*)$",
     re.I,
 )
+#: A switch of mind before a decision: "Actually, …", "Change of plan: …", "Scratch that, …".
+SWITCH_LEAD = re.compile(
+    r"^(?:actually|change of plan|scratch that|on second thought|second thoughts|wait|hmm|no)[,:;.!—-]*\s+", re.I
+)
+#: The user decides: "Let's go with X", "I'll take X", "X it is", "switch to X instead".
+DECISION = re.compile(
+    r"^(?:(?:ok(?:ay)?|alright|fine|great|then|so)[,!]?\s+)?(?:"
+    r"(?:let's|let us|we'll|I'll|we will|I will|we're going to|I'm going to)\s+(?:go with|take|pick|choose|book|"
+    r"switch to|use|stick with)\s+(?P<a>[^,.;!?]{2,60}?)|"
+    r"(?:switch|change|go|move)\s+(?:it\s+|that\s+)?(?:to|with)\s+(?P<b>[^,.;!?]{2,60}?)|"
+    r"(?P<c>[^,.;!?]{2,50}?),?\s+it is)(?:\s+instead)?(?=[,.;!?]|$)",
+    re.I,
+)
+#: "Which hotel would you suggest?": what a following decision is about.
+CHOICE_TOPIC = re.compile(
+    r"^which\s+(?P<k>[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2}?)\s+(?:would|should|do|does|is|are|can|to)\b", re.I
+)
+#: The user reports a task finished, naming it: "The Quarvel report is done, I sent it off",
+#: "Finished the packing list, thanks!", "We can close the visa checklist, it's submitted".
+TASK_FINISHED = re.compile(
+    r"^(?:the|my|our)\s+(?P<a>[^,.;!?]{3,60}?)\s+(?:is|are|was|were|has been|have been)\s+"
+    r"(?:now\s+|all\s+|finally\s+)?(?:done|finished|complete|completed|submitted|sent off|wrapped up)\b|"
+    r"^(?:(?:I|we)(?:'ve|\s+have)?\s+)?(?:just\s+|finally\s+)?(?:finished|completed|wrapped up)\s+"
+    r"(?:the|my|our)\s+(?P<b>[^,.;!?]{3,60})|"
+    r"^(?:we|you)\s+can\s+(?:close|mark)\s+(?:the|my|our)\s+(?P<c>[^,.;!?]{3,60}?)(?:\s+as\s+done)?(?=[,.;!?]|$)",
+    re.I,
+)
 REQUEST = re.compile(
     r"^(?:(?:please|pls|kindly)\s+)?(?:can|could|would|will)\s+you\s+(?:please\s+)?(?P<a>.+)$|"
     r"^(?:please|pls|kindly)[,!]?\s+(?P<b>.+)$|"
@@ -430,6 +457,9 @@ _ATTR = (
     r"(?:native|first)\s+language|manager|boss|team|username|handle|website|car|editor|"
     r"operating system|laptop|shoe size|height|weight|blood type|pronouns)"
 )
+#: An open-ended attribute: one to four words, "budget for the trip", "preferred airline".
+_GV = r"(?P<v>(?:[^,;!?()]|,(?=\d{3}))+)"  # a value; "€1,350" keeps its thousands
+_GATTR = r"(?P<k>[a-z][\w-]*(?:\s+(?:for|of)\s+(?:the\s+)?[a-z][\w-]*|\s+[a-z][\w-]*){0,3}?)"
 USER_SUBJECT = re.compile(
     r"\b(?:they|User)\s+(?:\(with others\)\s+)?(?:(?:now|still|currently|also|both|all|just|"
     r"recently|finally|have|had|will|would|are|were|plans? to|wants? to|needs? to|hopes? to|"
@@ -453,9 +483,22 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
         # "their sister is called Ilvana" names the sister, not the user: the key says whose name
         (None, rf"\btheir\s+(?P<k>[\w-]+(?:\s+[\w-]+)?)\s+(?:is|are)\s+(?:called|named)\s+{_V}"),
         ("name", rf"\bthey\s+are\s+(?:called|named)\s+{_V}"),
+        ("choice", r"\bchose\s+(?P<v>[^,;!?()]+?)\s+for\s+the\s+(?P<k>[^,;!?()]+?)(?=\s*\(|[.,;]|$)"),
         ("tool for", rf"\b(?:use[sd]?|using|switched\s+{_OLD}to)\s+(?P<v>[^,;!?()]+?)\s+for\s+{_K}"),
+        # Any attribute at all, when its value is concrete (a name, a number, an address): "the
+        # budget for the trip is €1,350", "use X as their phone number from now on", "new
+        # deployment region: eu-3". A later value of the same attribute supersedes the earlier.
+        ("*", rf"\b(?:switched|changed|updated|set)\s+(?:their|the|our)\s+{_GATTR}\s+{_OLD}to\s+{_GV}"),
+        ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:changed|has changed)\s*,?\s*(?:it(?:'s|\s+is)\s+)?"
+              rf"(?:now\s+)?(?:to\s+)?{_GV}"),
+        ("*", rf"\buse\s+(?P<v>[^,;!?()]+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from|going|for)\b|[,.;!?]|$)"),
+        ("*", rf"\bnew\s+{_GATTR}:\s*{_GV}"),
+        ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:is|are)\s+(?:now\s+|still\s+)?{_GV}"),
     )
 )  # fmt: skip
+#: A concrete value, the only kind the open-ended attribute patterns accept: a capitalised word,
+#: a digit, an address or an amount ("Nurugau Air", "€1,350", "a.b@c.example", "eu-west-3").
+_CONCRETE = re.compile(r"\d|@|[€$£]|\b[A-Z][a-z]")
 STATE_OBJECT = re.compile(
     r"^User stated they (?:now\s+)?(?:use|have|own|drive|prefer|like|love|eat|play|are on|are using|"
     r"are a|are an|are)\s+(?P<v>[^,;!?()]+)",
@@ -523,6 +566,16 @@ def _letter_substrings(tokens: list[str]) -> set[str]:
 
 _NUMBER_RUN = re.compile(r"[\d,.]+")
 _SHORT_RUN = 64
+
+
+def task_mentioned(task: str, text: str) -> bool:
+    """Whether ``text`` is about the finished ``task``: its names when it has any ("the Quarvel
+    report" → Quarvel), else its words in order."""
+    called = names(task)
+    lowered = text.lower()
+    if called:
+        return all(re.search(rf"\b{re.escape(n.lower())}\b", lowered) for n in called)
+    return f" {task.lower()}" in f" {lowered}"
 
 
 def names_and_numbers(text: str) -> list[str]:
@@ -602,8 +655,12 @@ def fact_key(text: str) -> FactKey | None:
         if key in ("residence", "employer", "tool for") and not USER_SUBJECT.search(text[: match.start()]):
             continue  # "Avó lives in Graça" is not where the user lives
         groups = match.groupdict()
-        if key is None:
+        if key == "*" and not _CONCRETE.search(_clip(groups.get("v"))):
+            continue  # "the weather is nice": not an attribute with a value to supersede
+        if key in (None, "*"):
             name = _key_name(groups["k"])
+        elif key == "choice":
+            name = f"choice for {_key_name(groups['k'])}"
         elif key == "tool for":
             name = f"tool for {_clip(groups['k']).lower()}"
         else:

@@ -80,6 +80,7 @@ from obsmem.om.offline.patterns import (
     is_plan_text,
     names_and_numbers,
     state_object,
+    task_mentioned,
 )
 from obsmem.om.offline.rules import (
     MONTHS,
@@ -261,8 +262,34 @@ def _was_value(text: str, old: str) -> bool:
     return bool(value) and value is not None and value.lower() == old and _simple(text, value)
 
 
+_FINISHED = re.compile(r"^User finished the (?P<task>[^()]+?)\.?(?:\s*\(|$)")
+_OPEN_ASK = re.compile(r"^User (?:asked|said|stated|plans|needs|wants)\b")
+
+
+def _finish_tasks(entries: list[_Entry]) -> list[_Entry]:
+    """A task the user reported finished is no longer open: earlier asks and plans about it
+    go, and so do their parts of a "Topics:" line; the ✅ line stays as the record."""
+    finished = [(e.order, m["task"]) for e in entries if (m := _FINISHED.match(e.line.text))]
+    if not finished:
+        return entries
+    out: list[_Entry] = []
+    for entry in entries:
+        text = entry.line.text
+        later = [task for order, task in finished if order > entry.order]
+        if later and entry.line.priority != PRIORITY_DONE:
+            if text.startswith(MERGED):
+                parts = [p for p in _parts(text) if not any(task_mentioned(t, p) for t in later)]
+                if not parts:
+                    continue
+                entry.line = replace(entry.line, text=sentence_end(MERGED + "; ".join(parts)))
+            elif _OPEN_ASK.match(text) and any(task_mentioned(t, text) for t in later):
+                continue
+        out.append(entry)
+    return out
+
+
 def _consolidate(entries: list[_Entry]) -> list[_Entry]:
-    merged = _supersede(_dedupe(entries))
+    merged = _finish_tasks(_supersede(_dedupe(entries)))
     for index, entry in enumerate(merged):
         entry.order = index
     return merged
