@@ -10,7 +10,8 @@ framework speaks, streaming (server-sent events) or not, as the request asks:
 It behaves like a small, deterministic agent model:
 
 * when the newest message is a **tool result**, it answers text quoting that result
-  (``"The tool said: <result>"``);
+  (``"The tool said: <result>"``), unless an ``on_results`` rule matches it (then it calls
+  that rule's tool again: a long loop within one run);
 * when the newest user text matches a :class:`ToolRule` whose tool the request offers, it calls
   that tool (one call, with a fresh id ``call_<n>``);
 * otherwise it answers text that echoes the user's words (``"You said: <text>"``).
@@ -60,11 +61,16 @@ class InvalidSequence(AssertionError):
 
 @dataclass(frozen=True)
 class ToolRule:
-    """Call ``tool`` when the newest user text matches ``pattern``; ``args`` builds the arguments."""
+    """Call ``tool`` when the newest user text matches ``pattern``; ``args`` builds the arguments.
+
+    With ``on_results`` the rule reads the newest tool result instead: a tool whose result
+    matches is called again, so one run chains many calls (a long agent loop).
+    """
 
     pattern: str
     tool: str
     args: Callable[[re.Match[str]], dict[str, Any]]
+    on_results: bool = False
 
 
 def weather_rule(tool: str = "get_weather") -> ToolRule:
@@ -266,12 +272,14 @@ class AgentModel:
 
     def decide(self, turn: _Turn) -> tuple[str, dict[str, Any]] | str:
         """A tool call ``(name, args)`` or the text to answer."""
-        if turn.kind == "tool":
-            return f"The tool said: {turn.text}"
         for rule in self.rules:
+            if rule.on_results != (turn.kind == "tool"):
+                continue
             match = re.search(rule.pattern, turn.text)
             if match and rule.tool in turn.offered_tools:
                 return rule.tool, rule.args(match)
+        if turn.kind == "tool":
+            return f"The tool said: {turn.text}"
         words = " ".join(turn.text.split())
         return f"You said: {words}"
 

@@ -26,6 +26,7 @@ from obsmem.errors import ConfigError
 from obsmem.integrations.openai_agents import ObsmemSession
 from tests.integrations.agent_model import (
     AgentModel,
+    ToolRule,
     assert_valid_chat_sequence,
     assert_valid_responses_input,
     last_user_text,
@@ -70,19 +71,21 @@ def _prompt(thread: str, turn: int) -> str:
     return f"[{thread}] I like hiking number {turn} with my dog Rex near Lyon."
 
 
-async def _converse(agent: Agent[Any], wire: WireServer, session: ObsmemSession, turns: int) -> list[str]:
+async def _converse(
+    agent: Agent[Any], wire: WireServer, session: ObsmemSession, turns: int, config: RunConfig = RUN
+) -> list[str]:
     outputs: list[str] = []
     thread = session.session_id
     for turn in range(turns):
         prompt = _prompt(thread, turn)
         before = len(wire.requests)
         if turn % 2:
-            streamed = Runner.run_streamed(agent, prompt, session=session, run_config=RUN)
+            streamed = Runner.run_streamed(agent, prompt, session=session, run_config=config)
             async for _ in streamed.stream_events():
                 pass
             outputs.append(str(streamed.final_output))
         else:
-            result = await Runner.run(agent, prompt, session=session, run_config=RUN)
+            result = await Runner.run(agent, prompt, session=session, run_config=config)
             outputs.append(str(result.final_output))
         # the newest input ends the user messages of every request of this turn
         mine = [r for r in wire.requests[before:] if thread in request_text(r.body)]
@@ -90,13 +93,18 @@ async def _converse(agent: Agent[Any], wire: WireServer, session: ObsmemSession,
     return outputs
 
 
-@pytest.mark.parametrize("api", ["responses", "chat"])
-async def test_sixty_turns_with_tools_through_the_runner(server: tuple[WireServer, AgentModel], api: str) -> None:
+@pytest.mark.parametrize(
+    ("api", "with_filter"), [("responses", False), ("chat", True)], ids=["responses", "chat-with-input-filter"]
+)
+async def test_sixty_turns_with_tools_through_the_runner(
+    server: tuple[WireServer, AgentModel], api: str, with_filter: bool
+) -> None:
     wire, model = server
     memory = Memory("memory://", config=small_memory_config(buffered=api == "chat"))
     session = ObsmemSession(memory, "trip", "user-1")
     assert isinstance(session, Session)  # the SDK's protocol
-    outputs = await _converse(_agent(wire, api), wire, session, TURNS)
+    config = RunConfig(tracing_disabled=True, call_model_input_filter=session.model_input_filter if with_filter else None)
+    outputs = await _converse(_agent(wire, api), wire, session, TURNS, config)
 
     # every request was a valid message sequence for its API (the model refuses invalid ones)
     assert model.invalid == []
@@ -128,6 +136,7 @@ async def test_sixty_turns_with_tools_through_the_runner(server: tuple[WireServe
     assert calls == results == model.issued_calls
     assert len(stored) == TURNS * 2 + 2 * (TURNS // 4)
 
+    await session.aclose()
     await memory.aclose()
     assert memory.background.pending == 0
 
@@ -202,3 +211,48 @@ def test_the_example_runs_ten_turns_against_the_local_server(server: tuple[WireS
     observations = done.stdout.split("observations:\n", 1)[1]
     assert "Dana" in observations and "(none yet)" not in observations
     assert model.invalid == [] and model.tool_calls == 3 and model.answered == 13
+
+
+@function_tool
+def read_page(page: int) -> str:
+    """Read one page of the book."""
+    ending = f"next page is {page + 1}" if page < 30 else "the end"
+    return f"page {page}: the hero met the baker number {page} in the village of Town{page}; {ending}"
+
+
+@pytest.mark.parametrize("with_filter", [True, False], ids=["model-input-filter", "session-only"])
+async def test_one_long_run_is_observed_between_its_model_calls(
+    server: tuple[WireServer, AgentModel], with_filter: bool
+) -> None:
+    wire, model = server
+    model.rules = [
+        ToolRule(r"read the book", "read_page", lambda m: {"page": 1}),
+        ToolRule(r"next page is (\d+)", "read_page", lambda m: {"page": int(m.group(1))}, on_results=True),
+    ]
+    memory = Memory("memory://", config=small_memory_config())
+    session = ObsmemSession(memory, "book", "user-1")
+    client = AsyncOpenAI(base_url=f"{wire.url}/v1", api_key="test-key")
+    agent: Agent[Any] = Agent(
+        name="reader", model=OpenAIResponsesModel("agent-test-model", openai_client=client), tools=[read_page]
+    )
+    config = RunConfig(tracing_disabled=True, call_model_input_filter=session.model_input_filter if with_filter else None)
+    result = await Runner.run(agent, "Please read the book to me.", session=session, run_config=config, max_turns=40)
+
+    assert model.invalid == [] and model.tool_calls == 30 and len(wire.requests) == 31
+    assert str(result.final_output).startswith("The tool said: page 30:")
+    stored = await memory.list_messages("book")
+    calls = [c.tool_call_id for m in stored for c in m.tool_calls]
+    assert calls == [r.tool_call_id for m in stored for r in m.tool_results] == model.issued_calls
+    last = wire.requests[-1].body["input"]
+    if with_filter:
+        # each call was a turn boundary: the early pages were observed during the run and left the input
+        assert len(last) < 30
+        assert "Town2;" in request_text({"input": last[:1]})  # …and are in the observations item
+        assert "read the book" in request_text({"input": last})  # raw, or once seen, in the observations
+    else:
+        assert len(last) == 61  # the whole loop: memory work waits for the next run
+    # every call's newest item is the result the model has not seen yet
+    for recorded, call_id in zip(wire.requests[1:], model.issued_calls, strict=True):
+        newest = recorded.body["input"][-1]
+        assert (newest["type"], newest["call_id"]) == ("function_call_output", call_id)
+    await memory.aclose()

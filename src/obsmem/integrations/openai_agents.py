@@ -21,14 +21,16 @@ items). Each of those is an obsmem turn boundary, so memory work happens there:
   own system messages, one leading ``developer`` message holding obsmem's instructions and the
   observations (with its continuation reminder), then the unobserved tail, with every
   ``function_call`` next to its ``function_call_output``;
-- ``add_items`` saves the items (ids, statuses and ``provider_data`` kept with them) through
-  a turn, so a tool result is checked against its call and buffering can start in the
-  background.
+- ``add_items`` saves the items (ids, statuses and ``provider_data`` kept with them): the
+  run's input begins an obsmem turn, each later step's items are a step of it, so a tool
+  result is checked against its call and buffering can start in the background.
 
 The observed messages are therefore never sent again; the model sees them as observations.
-No ``call_model_input_filter`` is needed. One :class:`~obsmem.Memory` serves any number of
-sessions and concurrent runs; its background work is owned by the memory: ``await
-memory.aclose()``.
+Within one run the SDK sends what the run started with plus its loop; for long tool loops pass
+``RunConfig(call_model_input_filter=session.model_input_filter)`` and every model call gets the
+turn's current context instead (observed steps of the run leave the input). One
+:class:`~obsmem.Memory` serves any number of sessions (one per conversation) and concurrent
+runs; its background work is owned by the memory: ``await memory.aclose()``.
 
 :func:`from_agents_items` / :func:`to_agents_items` convert between the SDK's input items and
 obsmem messages, reusing :func:`obsmem.from_openai_responses` / :func:`obsmem.to_openai_responses`.
@@ -42,9 +44,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from obsmem import ContextWindow
 from obsmem.convert import from_openai_responses, to_openai_responses
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
+from obsmem.turn import Turn
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -59,6 +63,7 @@ from obsmem.types import (
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
 
 # The SDK is imported here so a missing extra fails on import, with the command that fixes it.
 try:
@@ -178,6 +183,20 @@ def _easy_assistant(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "message", "role": "assistant", "content": "\n".join(texts)}
 
 
+def _item_key(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies an item across the SDK's and obsmem's forms of it."""
+    kind = _kind(item)
+    if kind in ("function_call", "function_call_output"):
+        return (kind, item.get("call_id"))
+    if kind == "message":
+        content = item.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
+        role = item.get("role")
+        return (kind, "system" if role == "developer" else role, content)
+    return (kind, item.get("id"))
+
+
 def _visible_tail(items: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
     """The newest ``limit`` items, without an output whose call was cut off."""
     if limit is None:
@@ -221,14 +240,17 @@ class ObsmemSession:
         self.system_role: Literal["system", "developer"] = system_role
         self.session_settings = session_settings
         self.model = model
+        self._turn: Turn | None = None  # the current run's turn: begun by its input, stepped by its steps
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The context for the next run: instructions, observations, and the unobserved tail.
 
-        Runs the memory work due first (a turn boundary). ``limit`` keeps the newest ``limit``
-        items of the tail (the observations item is always first), never an output without
-        its call.
+        The Runner calls it when a run starts: it ends the previous run's turn and runs the
+        memory work due (a turn's start: the newest user message and what follows it stay raw).
+        ``limit`` keeps the newest ``limit`` items of the tail (the observations item is always
+        first), never an output without its call.
         """
+        await self._end_turn()
         turn = await self.memory.begin_turn(
             thread_id=self.session_id, resource_id=self.resource_id, model=self.model
         )
@@ -236,6 +258,9 @@ class ObsmemSession:
             context = turn.context
         finally:
             await turn.end()
+        return self._items(context, limit)
+
+    def _items(self, context: ContextWindow, limit: int | None = None) -> list[TResponseInputItem]:
         raw_ids = {m.id for m in context.raw_messages}
         app_ids = {m.id for m in context.instructions}
         own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
@@ -250,8 +275,33 @@ class ObsmemSession:
         tail = [cast(dict[str, Any], item) for item in to_agents_items(context.raw_messages)]
         return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
 
+    async def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """A ``RunConfig(call_model_input_filter=...)`` that sends each model call the turn's context.
+
+        Without it, the input is what the run started with plus its loop, so one long run (many
+        tool calls) sends its whole loop. With it, each call gets the context obsmem built when
+        the step before it was saved (:meth:`add_items` is a turn step): what became observed
+        during the run leaves the input and shows as observations. The SDK saves each step before
+        the next call, so that context ends with the input's newest item; when it does not (this
+        session is not the run's), the input is left as it is.
+        """
+        from agents.run_config import ModelInputData
+
+        current = data.model_data
+        original = [_item(item, index) for index, item in enumerate(current.input)]
+        if not original or self._turn is None or self._turn.ended:
+            return current
+        fresh = [cast(dict[str, Any], item) for item in self._items(self._turn.context)]
+        if not fresh or _item_key(fresh[-1]) != _item_key(original[-1]):
+            return current
+        return ModelInputData(input=cast("list[TResponseInputItem]", fresh), instructions=current.instructions)
+
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Save the items a run made (a turn boundary: memory work may run, or start buffering)."""
+        """Save the items a run made, as a turn boundary (memory work may run, or start buffering).
+
+        Items holding user input begin a turn (ending the one before); the items of the steps
+        that follow are that turn's steps.
+        """
         if not items:
             return
         raw = [_item(item, index) for index, item in enumerate(items)]
@@ -264,13 +314,27 @@ class ObsmemSession:
             except ThreadNotFoundError:
                 history = []
         messages = from_agents_items(raw, history=history)
-        turn = await self.memory.begin_turn(
-            thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
-        )
-        await turn.end()
+        user_input = any(m.role == "user" and not m.is_marker_only for m in messages)
+        if user_input or self._turn is None or self._turn.ended:
+            await self._end_turn()
+            self._turn = await self.memory.begin_turn(
+                thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
+            )
+        else:
+            await self._turn.step(messages)
+
+    async def _end_turn(self) -> None:
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            await turn.end()
+
+    async def aclose(self) -> None:
+        """End the open turn (it may start idle buffering). The memory stays open: close it yourself."""
+        await self._end_turn()
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item (the last part group of the newest message)."""
+        await self._end_turn()
         try:
             stored = await self.memory.list_messages(self.session_id)
         except ThreadNotFoundError:
@@ -290,6 +354,7 @@ class ObsmemSession:
 
     async def clear_session(self) -> None:
         """Delete the thread: its messages and its observations."""
+        self._turn = None
         await self.memory.delete_thread(self.session_id)
 
 
