@@ -289,3 +289,33 @@ async def test_an_output_retry_is_sent_saved_and_answered(server: tuple[WireServ
     assert stored[2].text == "Please answer again, in other words."
     assert stored[3].text == result.output
     await memory.aclose()
+
+
+async def test_one_long_run_is_observed_between_its_model_requests(server: tuple[WireServer, AgentModel]) -> None:
+    wire, model = server
+    model.rules = [
+        ToolRule(r"read the book", "read_page", lambda m: {"page": 1}),
+        ToolRule(r"next page is (\d+)", "read_page", lambda m: {"page": int(m.group(1))}, on_results=True),
+    ]
+    memory = Memory("memory://", config=small_memory_config())
+    agent = _agent(wire, memory, "responses")
+
+    @agent.tool_plain
+    def read_page(page: int) -> str:
+        """Read one page of the book."""
+        ending = f"next page is {page + 1}" if page < 30 else "the end"
+        return f"page {page}: the hero met the baker number {page} in the village of Town{page}; {ending}"
+
+    result = await agent.run("Please read the book to me.", conversation_id="book")
+    assert model.invalid == [] and model.tool_calls == 30 and len(wire.requests) == 31
+    assert result.output.startswith("The tool said: page 30:")
+    # each request was a step boundary: early pages were observed during the run and left the input
+    last = wire.requests[-1].body
+    assert len(last["input"]) < 30 and "Town2;" in last["instructions"]
+    for recorded, call_id in zip(wire.requests[1:], model.issued_calls, strict=True):
+        newest = recorded.body["input"][-1]  # the result the model has not seen yet is always sent
+        assert (newest["type"], newest["call_id"]) == ("function_call_output", call_id)
+    stored = await memory.list_messages("book")
+    assert [c.tool_call_id for m in stored for c in m.tool_calls] == model.issued_calls
+    assert [r.tool_call_id for m in stored for r in m.tool_results] == model.issued_calls
+    await memory.aclose()
