@@ -18,7 +18,7 @@ import typer
 from obsmem import ChatModel, MemoryConfig, ObsmemError
 from obsmem.cli.stores import fail, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
-from obsmem.knowledge import migrate_knowledge
+from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.models import infer_model
 from obsmem.storage import Store
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
@@ -92,8 +92,18 @@ def worker(
         typer.Option(callback=lambda name: _one_of("--embedder", [name], tuple(EMBEDDERS))[0],
                      help=f"Embedder for --vectors: {', '.join(EMBEDDERS)}."),
     ] = "default",
+    knowledge: Annotated[
+        str | None,
+        typer.Option(metavar="PATH|URL",
+                     help="The knowledge store (a SQLite file or a postgresql:// URL): capture what the "
+                          "worker observes, and curate idle resources on a timer (config knowledge.*)."),
+    ] = None,
 ) -> None:
     """Run buffering, reflection and group-indexing work for any thread of a shared store.
+
+    With --knowledge, also run the knowledge agents: capture after the worker's observations,
+    curate and learn after its reflections, and, while idle, curate every lane whose count or
+    age trigger fired (every knowledge.curate_interval_s seconds).
 
     Runs until stopped (Ctrl-C) or, with --exit-when-idle, until nothing is due."""
     memory_config = _load_config(config)
@@ -110,13 +120,14 @@ def worker(
         stats = asyncio.run(_run_worker(
             opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
-            embedder=group_embedder, vector_index=group_index,
+            embedder=group_embedder, vector_index=group_index, knowledge=knowledge,
         ))
     except ObsmemError as exc:
         raise fail(str(exc)) from exc
     typer.echo(
         f"worker done: {stats.claimed} claimed, {stats.completed} completed, {stats.released} given back, "
         f"{stats.abandoned} abandoned, {stats.lost_claims} lost claims"
+        + (f", {stats.curations} curations" if knowledge is not None else "")
     )
 
 
@@ -145,22 +156,29 @@ def _group_vectors(
 async def _run_worker(
     opened: Store, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
     poll_s: float, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
-    embedder: Embedder | None = None, vector_index: VectorIndex | None = None,
+    embedder: Embedder | None = None, vector_index: VectorIndex | None = None, knowledge: str | None = None,
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
+    graph: Knowledge | None = None
+    if knowledge is not None:
+        graph = (Knowledge.postgres(knowledge, actor="worker") if knowledge.startswith(POSTGRES_SCHEMES)
+                 else Knowledge.sqlite(knowledge.removeprefix("sqlite:///"), actor="worker"))
     async with opened as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
-                        poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index)
+                        poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
+                        knowledge=graph)
         typer.echo(f"obsmem worker {runner.owner} started", err=True)
         try:
             return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
         finally:
             if vector_index is not None:
                 await vector_index.close()
+            if graph is not None:
+                await graph.close()
 
 
 def migrate(

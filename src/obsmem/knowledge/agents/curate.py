@@ -183,8 +183,10 @@ class CurateAgent:
         report.removed.append((victim.id, reason))
 
     async def _curate(self, record: Record, context: Scope, report: AgentRun) -> None:
-        if record.deleted_at is not None or record.trust is TrustState.REJECTED:
+        current = await self.store.get_record(record.id, context.key, ALL_RECORDS)  # as it is now
+        if current is None or current.deleted_at is not None or current.trust is TrustState.REJECTED:
             return
+        record = current
         node = await self.store.get_node(record.node_id, context.key)
         if node is None or node.name.casefold() in RESERVED_NODES or node.kind == "skill":
             return

@@ -123,7 +123,8 @@ class LearnAgent:
             group.append(other)
         if len(group) < 2:
             return False
-        name = "skill: " + " ".join(sorted(key)[:6])
+        shared = set.intersection(*(_key(r.text) for r in group))  # the group's, not the trigger's
+        name = "skill: " + " ".join(sorted(shared or key)[:6])
         level = clamp_level(self.settings.node_level, self.settings.ceiling)
         node = await self.store.resolve_node(name, context.key)
         if node is None:
