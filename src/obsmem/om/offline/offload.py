@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
 from obsmem.om.offline.rules import estimate_tokens
-from obsmem.tokens import EXACT_ESTIMATOR_ID, TokenCounter
+from obsmem.tokens import TokenCounter
 
-__all__ = ["MAX_CHILDREN", "PROCESS_CHARS", "child_main", "offload", "stats"]
+__all__ = ["LENGTH_ESTIMATE", "MAX_CHILDREN", "PROCESS_CHARS", "Job", "offload", "read_frame", "stats", "write_frame"]
 
 PROCESS_CHARS = 32_768
 MAX_CHILDREN = 2
@@ -53,16 +53,16 @@ PROCESS_ENV = "OBSMEM_OFFLINE_PROCESS"
 Role = Literal["observe", "reflect"]
 T = TypeVar("T")
 
-_LENGTH_ESTIMATE = "length/4"
+LENGTH_ESTIMATE = "length/4"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _CHILD = (
     "import sys; sys.path.insert(0, {root!r}); "
-    "from obsmem.om.offline.offload import child_main; child_main()"
+    "from obsmem.om.offline.child import main; main()"
 )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Job:
+class Job:
     role: Role
     estimator: str
     request: Any
@@ -71,44 +71,14 @@ class _Job:
 def _estimator(count_tokens: Callable[[str], int]) -> str | None:
     """How the child rebuilds ``count_tokens``, or None where it cannot."""
     if count_tokens is estimate_tokens:
-        return _LENGTH_ESTIMATE
+        return LENGTH_ESTIMATE
     owner = getattr(count_tokens, "__self__", None)
     if isinstance(owner, TokenCounter) and getattr(count_tokens, "__func__", None) is TokenCounter.count_text:
         return owner.estimator_id
     return None
 
 
-def _counter(estimator: str) -> Callable[[str], int]:
-    if estimator == _LENGTH_ESTIMATE:
-        return estimate_tokens
-    return TokenCounter(exact=estimator == EXACT_ESTIMATOR_ID).count_text
-
-
-def _work(job: _Job) -> Any:
-    # Imported here: observer and reflector import this module.
-    if job.role == "observe":
-        from obsmem.om.offline.observer import OfflineObserver
-
-        return OfflineObserver(count_tokens=_counter(job.estimator), offload_chars=None)._observe(job.request)
-    from obsmem.om.offline.reflector import OfflineReflector
-
-    return OfflineReflector(count_tokens=_counter(job.estimator), offload_chars=None)._climb(job.request)
-
-
-def child_main() -> None:
-    """The child's side: answer framed jobs until stdin closes."""
-    frames_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything the rules might print goes to stderr, never into a frame
-    source = sys.stdin.buffer
-    while (job := _read_frame(source)) is not None:
-        try:
-            answer: tuple[bool, Any] = (True, _work(pickle.loads(job)))  # noqa: S301 - our parent
-        except Exception as exc:  # the parent reruns the job in a thread to raise it there
-            answer = (False, type(exc).__name__)
-        _write_frame(frames_out, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _read_frame(source: IO[bytes]) -> bytes | None:
+def read_frame(source: IO[bytes]) -> bytes | None:
     header = source.read(8)
     if len(header) < 8:
         return None
@@ -117,7 +87,7 @@ def _read_frame(source: IO[bytes]) -> bytes | None:
     return body if len(body) == size else None
 
 
-def _write_frame(sink: IO[bytes], body: bytes) -> None:
+def write_frame(sink: IO[bytes], body: bytes) -> None:
     sink.write(struct.pack(">Q", len(body)) + body)
     sink.flush()
 
@@ -138,8 +108,8 @@ class _Child:
     def run(self, payload: bytes) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
-            _write_frame(self.process.stdin, payload)
-            body = _read_frame(self.process.stdout)
+            write_frame(self.process.stdin, payload)
+            body = read_frame(self.process.stdout)
         except (OSError, ValueError) as exc:
             raise _ChildFailed(str(exc)) from exc
         if body is None:
@@ -250,7 +220,7 @@ async def offload(
     estimator = _estimator(count_tokens)
     if chars >= PROCESS_CHARS and estimator is not None and _children_allowed():
         try:
-            payload = pickle.dumps(_Job(role, estimator, _sendable(request)), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(Job(role, estimator, _sendable(request)), protocol=pickle.HIGHEST_PROTOCOL)
             result: T = await _in_child(payload)
             _DONE["in_child"] += 1
             return result
