@@ -264,9 +264,8 @@ class ObsmemSession:
         raw_ids = {m.id for m in context.raw_messages}
         app_ids = {m.id for m in context.instructions}
         own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
-        items: list[dict[str, Any]] = [
-            cast(dict[str, Any], item) for item in to_agents_items(context.instructions, system_role=self.system_role)
-        ]
+        instructions = to_agents_items(context.instructions, system_role=self.system_role)
+        items: list[dict[str, Any]] = [cast(dict[str, Any], item) for item in instructions]
         if own:
             items.append({
                 "type": "message", "role": self.system_role,
@@ -294,7 +293,9 @@ class ObsmemSession:
         fresh = [cast(dict[str, Any], item) for item in self._items(self._turn.context)]
         if not fresh or _item_key(fresh[-1]) != _item_key(original[-1]):
             return current
-        return ModelInputData(input=cast("list[TResponseInputItem]", fresh), instructions=current.instructions)
+        return ModelInputData(
+            input=cast("list[TResponseInputItem]", fresh), instructions=current.instructions
+        )
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Save the items a run made, as a turn boundary (memory work may run, or start buffering).
@@ -306,7 +307,9 @@ class ObsmemSession:
             return
         raw = [_item(item, index) for index, item in enumerate(items)]
         calls = {i.get("call_id") for i in raw if _kind(i) == "function_call"}
-        answers_earlier = any(_kind(i) == "function_call_output" and i.get("call_id") not in calls for i in raw)
+        answers_earlier = any(
+            _kind(i) == "function_call_output" and i.get("call_id") not in calls for i in raw
+        )
         history: list[Message] = []
         if answers_earlier:
             try:

@@ -107,7 +107,7 @@ def _stamp(value: object) -> datetime | None:
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = datetime.fromisoformat(value)
         except ValueError:
             return None
         return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
@@ -136,7 +136,8 @@ def _user_item(item: Any) -> tuple[Part, Any]:
     kind = item.get("kind") if isinstance(item, dict) else None
     if kind in _URL_KINDS:
         rest = {k: v for k, v in item.items() if k != "url"}
-        return FilePart(media_type=item.get("media_type") or "application/octet-stream", url=item["url"]), rest
+        media = item.get("media_type") or "application/octet-stream"
+        return FilePart(media_type=media, url=item["url"]), rest
     if kind == "binary":
         rest = {k: v for k, v in item.items() if k != "data"}
         data = _standard_b64(item["data"])
@@ -173,7 +174,8 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
     if kind == "retry-feedback" and content is not None:
         if isinstance(content, str):
             return "user", [TextPart(text=content)], rest
-        return "user", [TextPart(text=json.dumps(content, ensure_ascii=False))], {**rest, "json_content": True}
+        text = json.dumps(content, ensure_ascii=False)
+        return "user", [TextPart(text=text)], {**rest, "json_content": True}
     return None, [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
 
 
@@ -218,7 +220,8 @@ def from_pydantic_ai(messages: Sequence[pai.ModelMessage]) -> list[Message]:
     for index, message in enumerate(messages):
         if not isinstance(message, pai.ModelRequest | pai.ModelResponse):
             raise InvalidInputError(
-                f"Invalid messages[{index}]: expected a ModelRequest or ModelResponse, got {type(message).__name__}",
+                f"Invalid messages[{index}]: expected a ModelRequest or ModelResponse, "
+                f"got {type(message).__name__}",
                 argument=f"messages[{index}]",
             )
         converted.extend(_from_one(message))
@@ -257,7 +260,8 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None) -> list[Messag
         # a message with no parts: kept as a marker so it survives a round trip
         groups = [("user" if dumped["kind"] == "request" else "assistant",
                    [DataPart(name=_UNKNOWN, data={"empty": True})], [])]
-    given = known_ids if isinstance(known_ids, list) and len(known_ids) == len(groups) else [None] * len(groups)
+    fits = isinstance(known_ids, list) and len(known_ids) == len(groups)
+    given = known_ids if fits and isinstance(known_ids, list) else [None] * len(groups)
     ids = [
         i if isinstance(i, str) and i else (f"{seed}-{n}" if seed else new_id()) for n, i in enumerate(given)
     ]
@@ -266,7 +270,9 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None) -> list[Messag
     out = []
     for index, (role, obsmem_parts, extras) in enumerate(groups):
         meta = {_META: {"group": group_key, "message": dumped, "parts": extras}}
-        out.append(Message(id=ids[index], role=role, parts=tuple(obsmem_parts), created_at=created, metadata=meta))
+        out.append(
+            Message(id=ids[index], role=role, parts=tuple(obsmem_parts), created_at=created, metadata=meta)
+        )
     return out
 
 
@@ -288,7 +294,8 @@ def _default_request_part(role: Role, parts: Sequence[Part]) -> list[dict[str, A
         if not items:
             return
         if role == "system":
-            out.extend({"part_kind": "system-prompt", "content": text} for text in items if isinstance(text, str))
+            texts = [text for text in items if isinstance(text, str)]
+            out.extend({"part_kind": "system-prompt", "content": text} for text in texts)
         elif len(items) == 1 and isinstance(items[0], str):
             out.append({"part_kind": "user-prompt", "content": items[0]})
         else:
@@ -362,7 +369,8 @@ def _rebuild_request_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]
         return [{**base, "content": text}]
     if kind in ("tool-return", "retry-prompt") and len(parts) == 1 and isinstance(parts[0], ToolResultPart):
         result = parts[0]
-        return [{**base, "tool_name": result.tool_name, "tool_call_id": result.tool_call_id, "content": result.result}]
+        ids = {"tool_name": result.tool_name, "tool_call_id": result.tool_call_id}
+        return [{**base, **ids, "content": result.result}]
     return []
 
 
@@ -394,8 +402,10 @@ def _default_response_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:
         elif isinstance(part, ReasoningPart):
             out.append({"part_kind": "thinking", "content": part.text})
         elif isinstance(part, ToolCallPart):
-            out.append({"part_kind": "tool-call", "tool_name": part.tool_name, "tool_call_id": part.tool_call_id,
-                        "args": part.args})
+            out.append({
+                "part_kind": "tool-call", "tool_name": part.tool_name, "tool_call_id": part.tool_call_id,
+                "args": part.args,
+            })
         elif isinstance(part, FilePart) and part.data is not None:
             out.append({"part_kind": "file", "content": _file_item(part, {"kind": "binary"})})
         elif isinstance(part, DataPart) and part.name == _UNKNOWN and isinstance(part.data.get("part"), dict):
@@ -544,7 +554,9 @@ class ObservationalMemory(AbstractCapability[Any]):
         async def recall(**args: Any) -> dict[str, Any]:
             return await self.memory.call_recall_tool(self._thread_id(), args)
 
-        tool: Tool[Any] = Tool.from_schema(recall, schema["name"], schema["description"], schema["parameters"])
+        tool: Tool[Any] = Tool.from_schema(
+            recall, schema["name"], schema["description"], schema["parameters"]
+        )
         return FunctionToolset([tool])
 
     # -- the run ----------------------------------------------------------------------------------
@@ -625,7 +637,9 @@ def _model_id(ctx: RunContext[Any]) -> str | None:
     return None
 
 
-def _observation_text(context: Sequence[Message], raw: Sequence[Message], instructions: Sequence[Message]) -> str:
+def _observation_text(
+    context: Sequence[Message], raw: Sequence[Message], instructions: Sequence[Message]
+) -> str:
     """obsmem's own context messages (preamble, observations, reminders) as one instruction text."""
     raw_ids = {m.id for m in raw}
     app_ids = {m.id for m in instructions}
