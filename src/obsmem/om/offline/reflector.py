@@ -21,9 +21,8 @@ are ordered by how safe they are; each level includes the steps of every lower o
    appointment whose dates are days past and that states no durable fact) and consolidate again,
    so a fact that is now down to its value gives way to a newer version; keep at most 4 topic
    parts per old day (2 outside the newest two days), those with the most names and numbers;
-   shorten recent 🟡 lines (not the newest three) to 200 characters; and fold each old day's 🔴
-   user facts into one "User stated: a; b" line. Such a line is read back as one fact per part,
-   so later supersession still sees each fact.
+   shorten recent 🟡 lines (not the newest three) to 200 characters. Facts stay one per line;
+   a "User stated: a; b" line written by an earlier version is read back as one fact per part.
 
 "Old" means everything but the newest lines: a quarter of them at levels 0-2, 15% at level 3,
 10% at level 4 (at least three). 🔴 facts about the user are never dropped by a level, only cut
@@ -335,12 +334,14 @@ def _apply_level(consolidated: list[_Entry], level: int) -> list[_Entry]:
             if entry.old and not _is_medium(entry) and (level >= 4 or len(entry.line.text) > limit):
                 cut = PAST_LIMIT if level >= 4 and _passed(entry.line.text, last) else limit
                 core = fact_core(entry.line.text, cut, 1 if level < 4 else 2, entry.day)
-                entry.line = replace(entry.line, text=core)
+                # level 4: an old fact keeps its day, not its minute (one line per fact, cheaper)
+                entry.line = replace(entry.line, text=core, time=None if level >= 4 else entry.line.time)
         if level >= 4:  # the newest version of each keyed fact, now that lines are down to their facts
             entries = _consolidate(entries)
         entries = _merge_days(entries, sparse, level >= 4)
-    if level >= 4:
-        entries = _merge_facts(entries, sparse)
+    # Facts stay one per line at every level (issue 15): a run-on "User stated: a; b; …" line
+    # hides which fact a date or a change belongs to. _merge_facts remains only to read logs
+    # written by earlier versions (see _entries).
     return entries
 
 
