@@ -65,7 +65,20 @@ def test_a_small_run_observes_and_reflects_and_judges_every_case() -> None:
         assert len(setup.cases) == 6 and all(c.tried for c in setup.cases)
         assert setup.observations > 0 and setup.reflections > 0
     forge = report.setups[1]
-    assert forge.share("control") > 0  # the forging double writes every tool result into the current task
+    assert forge.share("reached") > 0  # the forging double's copies do enter memory, as data
+    # and none of it as structure: not in a control section, not as a line or tag of its own
+    assert (forge.share("unquoted"), forge.share("control"), forge.share("cross_thread")) == (0, 0, 0)
+
+
+def test_llm_doubles_that_copy_their_input_forge_no_structure() -> None:
+    """The echoing, quoting and forging doubles copy hostile text verbatim into observations and
+    control sections; the transcript quotes every content line and the parser keeps markup and
+    transcript lines out of control, so all three stay at 0 (the whole corpus:
+    ``obsmem bench injection``)."""
+    report = anyio.run(lambda: run_injection(setups=["echo", "quote", "forge"], limit=25, channels=["user", "tool"]))
+    for setup in report.setups:
+        assert setup.share("reached") > 0.5, setup.setup
+        assert (setup.share("unquoted"), setup.share("control"), setup.share("cross_thread")) == (0, 0, 0), setup.setup
 
 
 def test_cli_prints_the_table_and_writes_json(tmp_path: Path) -> None:

@@ -25,11 +25,17 @@ spaces or tabs). The order:
    prose around them is the model talking to us, not memory. The reflector falls back further,
    to the whole text, because its input was already memory and dropping it would lose it.
 
+A control section keeps only the model's own lines: a line that reads as a line of the
+transcript it was given (a role label, a ``> `` quoted line of content, a date header) is the
+model copying a user's or a tool's text, and is dropped; a section left empty is absent.
+
 The observations are then *defused* (:func:`~obsmem.om.llm.prompts.defuse`, with the inline
 extractors' slugs and ``extracted-values`` added): every tag-shaped mention of the prompt's or
 the answer's structure, anywhere in a line, keeps its text but has its ``<`` escaped as
 ``&lt;``, so a stored observation can never close a block or open a section when it is shown
-to a model again. Every observation line is capped at :data:`MAX_LINE_CHARS` (a giant pasted
+to a model again; so is the ``<`` of any other tag-shaped token (``<system>``, a chat
+template's ``<|im_start|>``), in the observations and the control sections alike: memory holds
+no markup. Every observation line is capped at :data:`MAX_LINE_CHARS` (a giant pasted
 blob must not flood memory), and ephemeral anchor ids such as ``[O12]`` that context rendering
 may show the model are stripped, because they are only valid for one rendering.
 
@@ -52,6 +58,7 @@ from typing import Any
 from obsmem.om.extractors import Extractor
 from obsmem.om.llm.prompts import HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG, defuse
 from obsmem.om.text.format import parse_date_header
+from obsmem.om.text.transcript import is_transcript_line
 
 __all__ = [
     "MAX_LINE_CHARS",
@@ -73,6 +80,7 @@ ECHOED_FENCES = (HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG)
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
 _ANCHOR = re.compile(r"\[O\d+\]\s?")
+_TAG_SHAPED = re.compile(r"<(?=\||[ \t]*/?[ \t]*[A-Za-z][\w:.-]*(?:[\s/>]|$))", re.MULTILINE)
 EXTRACTED_VALUES_TAG = "extracted-values"
 _OBS_OPEN = re.compile(r"^[ \t]*<observations>", re.MULTILINE)
 _OBS_CLOSE_LINE_START = re.compile(r"^[ \t]*</observations>", re.MULTILINE)
@@ -136,7 +144,7 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
     builtins: dict[str, str | None] = {}
     for slug in BUILTIN_SLUGS:
         value, text = _take_line_start_section(text, slug)
-        builtins[slug] = value
+        builtins[slug] = _own_words(value)
 
     inline = [
         e for e in extractors if e.mode == "inline" and e.slug not in BUILTIN_SLUGS and e.slug != "observations"
@@ -152,7 +160,7 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
         if not observations and whole_text_fallback:
             observations = text
     # Observations are memory, never structure: a tag-shaped mention keeps its text, escaped.
-    observations = defuse(observations, [EXTRACTED_VALUES_TAG, *(e.slug for e in inline)])
+    observations = _markup_defused(defuse(observations, [EXTRACTED_VALUES_TAG, *(e.slug for e in inline)]))
     observations = _trim_blank_lines(truncate_long_lines(strip_anchor_ids(observations)))
 
     return ParsedOutput(
@@ -164,6 +172,28 @@ def _parse(text: str, extractors: Sequence[Extractor], *, whole_text_fallback: b
         extraction_failures=failures,
         found_block=blocks is not None,
     )
+
+
+def _own_words(value: str | None) -> str | None:
+    """A control section's value without the lines the model copied from its input.
+
+    The current task, the suggested response and the title are the model's own summary; a line
+    that reads as a line of the transcript (a role label, a quoted line of content, a date
+    header: :func:`~obsmem.om.text.transcript.is_transcript_line`) is a user's or a tool's text
+    copied through, and a tool's text must never become the actor's task. What is left is
+    defused like the observations; nothing left means no section.
+    """
+    if value is None:
+        return None
+    kept = "\n".join(line for line in value.split("\n") if not is_transcript_line(line)).strip()
+    return _markup_defused(kept) or None
+
+
+def _markup_defused(text: str) -> str:
+    """``text`` with the ``<`` of every tag-shaped token (``<name …>``, ``</name>``, ``<|…|>``)
+    written ``&lt;``: memory is shown to a model as text, so no markup of any kind (a chat
+    template's ``<|im_start|>``, a ``<system>`` tag) survives into it as markup."""
+    return _TAG_SHAPED.sub("&lt;", text) if "<" in text else text
 
 
 def _trim_blank_lines(text: str) -> str:

@@ -22,6 +22,9 @@ The layout spends tokens only where they carry information::
 * tool arguments are outlined (long strings clipped, deep or wide structures elided) and tool
   results are capped at :data:`MAX_RESULT_TOKENS`, because one giant result must not crowd the
   rest of the conversation out of the observer's context;
+* every line of a message's content after its first is quoted (``> ``), so a line break in a
+  user's or a tool's text never starts a line that reads as a label, a date header or an
+  observation line (a model copying its input copies the quote mark too);
 * attachments become numbered placeholders, and data parts (obsmem's own markers, app signals)
   are never shown: they are not conversation;
 * obsmem's own context messages (an application may save what it sent, preamble and reminders
@@ -33,6 +36,7 @@ The layout spends tokens only where they carry information::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
@@ -52,6 +56,8 @@ from obsmem.types import (
 __all__ = [
     "MAX_ARG_TOKENS",
     "MAX_RESULT_TOKENS",
+    "QUOTE_PREFIX",
+    "is_transcript_line",
     "Transcript",
     "format_args",
     "format_transcript",
@@ -65,6 +71,13 @@ MAX_DEPTH = 5
 MAX_CONTAINER_ENTRIES = 20
 MAX_DATA_URI_CHARS = 256
 
+QUOTE_PREFIX = "> "  # leads every line of content after a message's first line
+_TRANSCRIPT_LINE = re.compile(
+    r"[ \t]*(?:>"
+    r"|(?:User|Assistant|System|Tool|Developer)(?: \(\d{1,2}:\d{2} [AP]M\))?:"
+    r"|Tool (?:Call|Result|Error) |Reasoning:|Image: \[|File: \["
+    r"|[A-Z][a-z]{2} \d{1,2} \d{4}:[ \t]*$)"
+)
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 
@@ -120,6 +133,7 @@ def format_transcript(
         if minute != last_minute:
             label += f" ({_clock_label(local)})"
             last_minute = minute
+        lines = _quoted(lines)
         first, rest = lines[0], lines[1:]
         if first.startswith(("Tool ", "Reasoning:", "Image:", "File:")) and rest:
             body = "\n".join(lines)
@@ -127,6 +141,39 @@ def format_transcript(
         else:
             blocks.append("\n".join([f"{header}{label}: {first}", *rest]))
     return Transcript(text="\n\n".join(blocks), attachments=attachments)
+
+
+class _Text(str):
+    """A text part's text: all of it is content (no label of ours leads it)."""
+
+    __slots__ = ()
+
+
+_Entry = str  # a labelled line of ours ("Tool Result x: …") or a _Text
+
+
+def _quoted(entries: list[_Entry]) -> list[str]:
+    """The message's physical lines, every line of content after the first quoted with
+    :data:`QUOTE_PREFIX`: a line break inside a user's or a tool's text never starts a line of
+    the transcript, so nothing a model copies from it reads as a label, a date header or an
+    observation line of its own."""
+    out: list[str] = []
+    for index, entry in enumerate(entries):
+        physical = entry.splitlines() or [""]
+        head = physical[0]
+        if index > 0 and isinstance(entry, _Text):
+            head = QUOTE_PREFIX + head
+        out.append(head)
+        out.extend(QUOTE_PREFIX + line for line in physical[1:])
+    return out
+
+
+def is_transcript_line(line: str) -> bool:
+    """Whether ``line`` reads as a line of the transcript: a role label, a label of ours for a
+    part, a quoted line of content or a date header. An observer's control section (the current
+    task, the suggested response, the title) never holds one: it would be the model copying its
+    input, and that input is other people's text."""
+    return _TRANSCRIPT_LINE.match(line) is not None
 
 
 def _clock_label(moment: datetime) -> str:
@@ -141,12 +188,12 @@ def _part_lines(
     attachments: list[FilePart],
     max_result_tokens: int,
     max_arg_tokens: int,
-) -> list[str]:
-    lines: list[str] = []
+) -> list[_Entry]:
+    lines: list[_Entry] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text.strip():
-                lines.append(part.text.strip())
+                lines.append(_Text(part.text.strip()))
         elif isinstance(part, ReasoningPart):
             if part.text.strip():
                 lines.append(f"Reasoning: {part.text.strip()}")
