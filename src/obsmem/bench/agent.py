@@ -13,7 +13,8 @@ one message with its tool calls and results, :mod:`obsmem.bench.lines`):
 
 * ``fact`` — the latest value is in the context; each stale value is absent, or only in units
   that also hold the latest value or mark it superseded ("changed from", "no longer", "old" …);
-* ``decision`` — the current choice is there, and a switched-away choice is absent or marked;
+* ``decision`` — the current choice is there, and no unit says a switched-away choice was taken
+  (chose, go with, decided …) unless it also holds the current one or marks the change;
 * ``task`` — an open task's name is there; a finished one is never in a unit that does not
   say it is done (the ``<current-task>`` section included);
 * ``tool`` — the value the user is about to ask for (a code, an id, an amount) is there;
@@ -55,6 +56,10 @@ AGENT_SYSTEMS = ("full", "truncate", "latest", "obsmem")
 _SUPERSEDED = re.compile(
     r"\b(superseded|no longer|previously|formerly|used to|changed from|changing from|changed to|"
     r"replac\w*|instead of|old|outdated|switched from|switching from|not anymore)\b", re.IGNORECASE
+)
+_CHOSEN = re.compile(
+    r"\b(?:go(?:ing)? with|went with|take|took|chose|chosen|choice|decided|decision|pick(?:ed)?|it is|"
+    r"settled on|selected|opted|switch(?:ed|ing)? to)\b", re.I
 )
 _DONE = re.compile(r"✅|\b(done|completed?|finished|closed|submitted|sent (?:it )?off|resolved)\b", re.IGNORECASE)
 _ISO_DAY = re.compile(r"\b(?P<span>week of |weekend of )?(?P<day>\d{4}-\d{2}-\d{2})\b")
@@ -144,7 +149,9 @@ def _score(probe: Probe, units: Sequence[_Unit], system: str) -> ProbeResult:
     if probe.expect and not found:
         return ProbeResult(probe, system, "missing")
     for stale in probe.stale:
-        leaked = _leak(stale, probe.expect, units, _SUPERSEDED)
+        # a decision leaks where a unit says the old choice was taken, not where it was offered
+        candidates = [u for u in units if _CHOSEN.search(u.text)] if probe.kind == "decision" else units
+        leaked = _leak(stale, probe.expect, candidates, _SUPERSEDED)
         if leaked is not None:
             return ProbeResult(probe, system, "leak", _show(leaked))
     return ProbeResult(probe, system, "ok", _show(found[0]) if found else "")

@@ -239,13 +239,18 @@ class _Cycle:
         self.state: dict[str, str] = {}  # fact key -> latest value, for "(changing from …)"
         self.user_texts: list[str] = []
         self.finished: list[str] = []  # tasks the user reported finished in this batch
-        self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
         self.between_people = is_participant_conversation(request.messages)
         self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
         self.named: list[list[date]] = []  # the calendar days each message with text names
         self.nearby: list[date] = []  # those of the message being read and the few before it
+        self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
         self._known: list[str] = [request.previous_observations.lower()]
         self._known_text: str | None = None  # "\n".join(self._known), until it grows
+        for group in parse_observations(request.previous_observations)[-1:]:
+            for line in group.lines[-3:]:  # "Which hotel would you suggest?" asked in the last batch
+                if asked := re.match(r"^User asked (which .*)", line.text):
+                    topic = CHOICE_TOPIC.match(asked[1])
+                    self.choice_topic = topic["k"].lower() if topic else self.choice_topic
         for group in parse_observations(request.previous_observations):
             for line in group.lines:
                 key = fact_key(line.text)
@@ -378,6 +383,8 @@ class _Cycle:
                 continue
             body = re.sub(r",\s*(?:by the way|btw),\s*", ", ", body, flags=re.I)  # "X, by the way, Y"
             body = re.sub(r",?\s*\b(?:by the way|btw)\b,?", "", body, flags=re.I).strip()
+            # "New phone number: X" names the attribute in its label: keep it as a statement
+            body = re.sub(r"^new\s+([a-z][\w -]{1,40}?):\s+(?=\S)", r"My \1 is now ", body, flags=re.I)
             body = strip_lead_in(LABEL.sub("", body))
             ask = self._ask(body, day)
             if ask is not None and (topic := CHOICE_TOPIC.match(body)):
@@ -616,7 +623,7 @@ class _Cycle:
             line = f"Assistant {verb} {label + ': ' if label else ''}{listed}"
             self.add((index, 0), day, time, PRIORITY_MEDIUM, f"{line} ({head.rstrip('.')})" if head else line)
             self.last_topic = shorten(label or listed, 80)
-        elif recommending:
+        elif recommending and any(key_terms(s) or len(s.split()) > 6 for s in rest if RECOMMEND.search(s)):
             recs = [s for s in rest if RECOMMEND.search(s)]
             line = f"Assistant recommended: {summarise(recs, ANSWER_LIMIT, frozenset(), known)}"
             self.add((index, 0), day, time, PRIORITY_MEDIUM, _with_missing(line, source, known))

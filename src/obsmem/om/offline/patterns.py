@@ -491,7 +491,7 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
         ("*", rf"\b(?:switched|changed|updated|set)\s+(?:their|the|our)\s+{_GATTR}\s+{_OLD}to\s+{_GV}"),
         ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:changed|has changed)\s*,?\s*(?:it(?:'s|\s+is)\s+)?"
               rf"(?:now\s+)?(?:to\s+)?{_GV}"),
-        ("*", rf"\buse\s+(?P<v>[^,;!?()]+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from|going|for)\b|[,.;!?]|$)"),
+        ("*", rf"\buse\s+(?P<v>(?:[^,;!?()]|,(?=\d{{3}}))+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from|going|for)\b|[,.;!?]|$)"),
         ("*", rf"\bnew\s+{_GATTR}:\s*{_GV}"),
         ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:is|are)\s+(?:now\s+|still\s+)?{_GV}"),
     )
@@ -500,6 +500,7 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
 #: a digit, an address or an amount ("Nurugau Air", "€1,350", "a.b@c.example", "eu-west-3").
 _CONCRETE = re.compile(r"\d|@|[€$£]|\b[A-Z][a-z]")
 STATE_OBJECT = re.compile(
+    r"^User (?:decided on|chose)\s+(?P<d>[^,;!?()]+?)(?:\s+for\s+the\s+[^,;!?()]+)?\.?$|"
     r"^User stated they (?:now\s+)?(?:use|have|own|drive|prefer|like|love|eat|play|are on|are using|"
     r"are a|are an|are)\s+(?P<v>[^,;!?()]+)",
     re.I,
@@ -571,7 +572,7 @@ _SHORT_RUN = 64
 def task_mentioned(task: str, text: str) -> bool:
     """Whether ``text`` is about the finished ``task``: its names when it has any ("the Quarvel
     report" → Quarvel), else its words in order."""
-    called = names(task)
+    called = names(f"finished the {task}")  # a name opening ``task`` is still a name
     lowered = text.lower()
     if called:
         return all(re.search(rf"\b{re.escape(n.lower())}\b", lowered) for n in called)
@@ -682,6 +683,8 @@ def state_object(text: str) -> str | None:
     """The object of a simple state line ("User stated they use Vim" → "Vim"), for matching a
     later "(changing from Vim)"."""
     match = STATE_OBJECT.match(text)
+    if match and match["d"]:
+        return match["d"].strip()
     return _clip(match["v"]) if match else None
 
 
