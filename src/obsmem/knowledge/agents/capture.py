@@ -50,8 +50,9 @@ def held(proposal_text: str, existing: Sequence[Record]) -> Record | None:
             continue  # removed by a person: a tombstone (if any) decides, in the store
         if value_key(record.text) == key or near_duplicate(record.text, proposal_text):
             return record
-        if tokens and tokens <= content_tokens(record.text):
-            return record
+        said = content_tokens(record.text)
+        if tokens and (tokens == said or (len(tokens) >= 3 and tokens <= said)):
+            return record  # two words inside a longer text ("Nadia Kessler" in an address) are no restatement
     return None
 
 

@@ -7,7 +7,8 @@ the lane's cursor. For each record, in order:
 
 * **duplicate**: another live record about the same node already says it (its words contain the
   record's, or it is a near-duplicate) → the later one is removed (soft, audited) with the reason
-  ``duplicate of <id>``;
+  ``duplicate of <id>``; an earlier fragment whose every word the record repeats (and more) goes
+  in favour of the fuller statement;
 * **contradiction**, bounded to the same subject (node) *and* attribute, never wider: an older
   live record with the same attribute and a different value is superseded (removed, soft and
   audited, with the reason ``superseded by <id>: '<attribute>' changed from … to …``); a
@@ -69,6 +70,14 @@ def curation_due(
 def _mentions_value(text: str, value: str) -> bool:
     pattern = r"(?<!\w)" + re.escape(value.strip()) + r"(?!\w)"
     return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+def _fragment(part: Record, whole: Record) -> bool:
+    """Whether every content word of ``part`` is in ``whole`` (and ``whole`` says more)."""
+    if part.attribute is not None and whole.attribute is not None and part.attribute != whole.attribute:
+        return False
+    words = content_tokens(part.text)
+    return len(words) >= 3 and words < content_tokens(whole.text)  # two words ("Nadia Kessler") are a name
 
 
 def _order(record: Record) -> tuple[datetime, str]:
@@ -199,6 +208,9 @@ class CurateAgent:
         for peer in peers:
             if _order(peer) > _order(record) and peer.deleted_at is None and held(peer.text, [record]) is record:
                 await self._remove(peer, context, f"duplicate of {record.id}: the same fact stated again", report)
+            elif _order(peer) < _order(record) and _fragment(peer, record):
+                await self._remove(peer, context, f"duplicate of {record.id}: a fuller statement of the same fact",
+                                   report)
         peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
         # 2. contradictions on the same subject and attribute.
         if record.attribute is not None:
