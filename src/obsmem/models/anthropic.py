@@ -43,7 +43,14 @@ from obsmem.models.transport import (
 from obsmem.profiles import default_max_output_tokens
 from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicModel", "default_max_tokens", "to_anthropic_messages"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "CACHE_CONTROL",
+    "MAX_CACHE_BREAKPOINTS",
+    "AnthropicModel",
+    "default_max_tokens",
+    "to_anthropic_messages",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -100,45 +107,69 @@ def _result_content(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
 
 
-def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """obsmem messages as the Messages API's ``(system, messages)``."""
-    system: list[str] = []
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+"""The marker that ends a cacheable prefix (five-minute cache)."""
+
+MAX_CACHE_BREAKPOINTS = 4
+"""The Messages API refuses a request with more ``cache_control`` markers than this."""
+
+
+def to_anthropic_messages(
+    messages: list[Message], cache_breakpoints: tuple[tuple[int, int], ...] = ()
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """obsmem messages as the Messages API's ``(system, messages)``.
+
+    ``cache_breakpoints`` (``(message index, part index)``, see
+    :class:`~obsmem.models.base.ModelRequest`) put ``cache_control`` on the block made of that
+    part; the first :data:`MAX_CACHE_BREAKPOINTS` that map to a block are used. The system is a
+    string, or a list of text blocks when one of its messages carries a breakpoint.
+    """
+    marks = set(sorted(set(cache_breakpoints))[:MAX_CACHE_BREAKPOINTS])
+    system: list[dict[str, Any]] = []
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role == "system":
             if message.text:
-                system.append(message.text)
+                block: dict[str, Any] = {"type": "text", "text": message.text}
+                if any(m == index for m, _ in marks):
+                    block["cache_control"] = dict(CACHE_CONTROL)
+                system.append(block)
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks: list[dict[str, Any]] = []
-        for part in message.parts:
+        for position, part in enumerate(message.parts):
+            converted: dict[str, Any] | None = None
             if isinstance(part, TextPart) and part.text:
-                blocks.append({"type": "text", "text": part.text})
+                converted = {"type": "text", "text": part.text}
             elif isinstance(part, FilePart):
-                block = _file_block(part)
-                if block is not None:
-                    blocks.append(block)
+                converted = _file_block(part)
             elif isinstance(part, ToolCallPart):
                 args = part.args if isinstance(part.args, dict) else {"input": part.args}
-                blocks.append(
-                    {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": args}
-                )
+                converted = {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": args}
             elif isinstance(part, ToolResultPart):
-                result: dict[str, Any] = {
+                converted = {
                     "type": "tool_result",
                     "tool_use_id": part.tool_call_id,
                     "content": _result_content(part.result),
                 }
                 if part.is_error:
-                    result["is_error"] = True
-                blocks.append(result)
+                    converted["is_error"] = True
+            if converted is None:
+                continue
+            if (index, position) in marks:
+                converted["cache_control"] = dict(CACHE_CONTROL)
+            blocks.append(converted)
         if not blocks:
             continue
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
-    return ("\n\n".join(system) or None), wire
+    if not system:
+        return None, wire
+    if any("cache_control" in block for block in system):
+        return system, wire
+    return "\n\n".join(block["text"] for block in system), wire
 
 
 def _tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -157,11 +188,17 @@ def _tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     return wire
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _usage(raw: object) -> Usage:
+    """Anthropic's ``usage``: ``input_tokens`` excludes the cache reads and writes, which are
+    reported apart; :class:`Usage` counts every input token and says which were cached."""
     if not isinstance(raw, dict):
         return Usage()
-    cached = int(raw.get("cache_creation_input_tokens") or 0) + int(raw.get("cache_read_input_tokens") or 0)
-    return Usage(int(raw.get("input_tokens") or 0) + cached, int(raw.get("output_tokens") or 0))
+    read, written = _int(raw.get("cache_read_input_tokens")), _int(raw.get("cache_creation_input_tokens"))
+    return Usage(_int(raw.get("input_tokens")) + read + written, _int(raw.get("output_tokens")), read, written)
 
 
 @dataclass
@@ -175,8 +212,7 @@ class _Block:
 @dataclass
 class _StreamState:
     blocks: dict[int, _Block] = field(default_factory=dict)
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)  # the latest value of each usage field
     stop_reason: object = None
     stopped: bool = False
     model: str | None = None
@@ -203,7 +239,7 @@ class _StreamState:
                 )
         finish = _finish(self.stop_reason) if self.stopped else "unknown"
         return ModelResponse(
-            "".join(text), tuple(calls), Usage(self.input_tokens, self.output_tokens), finish, self.model
+            "".join(text), tuple(calls), _usage(self.usage), finish, self.model
         )
 
 
@@ -238,7 +274,7 @@ class AnthropicModel:
 
     def build_body(self, messages: list[Message], settings: ModelRequest) -> dict[str, Any]:
         """The exact JSON sent for ``messages``."""
-        system, wire = to_anthropic_messages(messages)
+        system, wire = to_anthropic_messages(messages, settings.cache_breakpoints)
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": settings.max_output_tokens or default_max_tokens(self.model),
@@ -297,8 +333,8 @@ class AnthropicModel:
         if kind == "message_start":
             message = data.get("message") or {}
             state.model = message.get("model")
-            usage = _usage(message.get("usage"))
-            state.input_tokens, state.output_tokens = usage.input_tokens, usage.output_tokens
+            if isinstance(message.get("usage"), dict):
+                state.usage.update(message["usage"])
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
             state.blocks[int(data.get("index", 0))] = _Block(
@@ -320,10 +356,10 @@ class AnthropicModel:
                 state.chars += len(piece)
         elif kind == "message_delta":
             state.stop_reason = (data.get("delta") or {}).get("stop_reason", state.stop_reason)
-            delta_usage = data.get("usage") or {}
-            state.output_tokens = int(delta_usage.get("output_tokens") or state.output_tokens)
-            if delta_usage.get("input_tokens"):
-                state.input_tokens = _usage(delta_usage).input_tokens
+            # Cumulative counts; a field the delta leaves out (or sends as null) keeps its value.
+            delta_usage = data.get("usage")
+            if isinstance(delta_usage, dict):
+                state.usage.update({k: v for k, v in delta_usage.items() if v is not None})
         elif kind == "message_stop":
             state.stopped = True
 

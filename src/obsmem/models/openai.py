@@ -50,9 +50,13 @@ __all__ = [
     "accepts_temperature",
     "completion_error",
     "parse_completion",
+    "parse_usage",
     "to_openai_messages",
     "to_openai_tools",
 ]
+
+CACHE_KEY_PROVIDERS = frozenset({"openai", "azure"})
+"""Providers whose Chat Completions accept ``prompt_cache_key`` (sent when a request has a cache key)."""
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -165,10 +169,37 @@ def _tool_call(call_id: str, name: str, arguments: str) -> ToolCallPart:
     return ToolCallPart(tool_call_id=call_id, tool_name=name, args=args)
 
 
-def _usage(raw: object) -> Usage:
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return 0
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return 0
+
+
+def parse_usage(raw: object) -> Usage:
+    """A ``usage`` object of Chat Completions (``prompt_tokens``, ``prompt_tokens_details.
+    cached_tokens``) or of the Responses API (``input_tokens``, ``input_tokens_details.
+    cached_tokens``) as :class:`Usage`; cache reads that a proxy reports Anthropic's way
+    (``cache_read_input_tokens``, ``cache_creation_input_tokens``, LiteLLM) count too."""
     if not isinstance(raw, dict):
         return Usage()
-    return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+    if "prompt_tokens" in raw or "completion_tokens" in raw:
+        total_in, out = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
+        details = raw.get("prompt_tokens_details")
+    else:
+        total_in, out = _int(raw.get("input_tokens")), _int(raw.get("output_tokens"))
+        details = raw.get("input_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    cached = cached or _int(raw.get("cache_read_input_tokens"))
+    written = _int(raw.get("cache_creation_input_tokens"))
+    if isinstance(details, dict):
+        written = written or _int(details.get("cache_creation_tokens"))
+    return Usage(total_in, out, min(cached, total_in), min(written, max(0, total_in - cached)))
+
+
+_usage = parse_usage
 
 
 @dataclass
@@ -281,8 +312,12 @@ class OpenAIChatModel:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+        send_cache_key: bool | None = None,
     ) -> None:
         self.model = model
+        # Only OpenAI itself is known to accept ``prompt_cache_key``; a strict compatible server
+        # (Groq) refuses unknown fields, so elsewhere it is opt-in.
+        self.send_cache_key = endpoint.provider in CACHE_KEY_PROVIDERS if send_cache_key is None else send_cache_key
         self.name = f"{endpoint.provider}:{model}"
         self.endpoint = endpoint
         self.stream = stream
@@ -300,6 +335,8 @@ class OpenAIChatModel:
             body[self.max_tokens_field] = settings.max_output_tokens
         if settings.tools:
             body["tools"] = to_openai_tools(settings.tools)
+        if settings.cache_key and self.send_cache_key:
+            body["prompt_cache_key"] = settings.cache_key
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
