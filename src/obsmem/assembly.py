@@ -76,6 +76,7 @@ __all__ = [
     "WorkingMemoryScope",
     "assemble_roles",
     "check_collaborators",
+    "knowledge_model",
     "knowledge_settings",
     "memory_config",
     "observation_deltas",
@@ -560,7 +561,18 @@ def knowledge_settings(config: MemoryConfig) -> AgentSettings:
         ceiling=parse_level(k.ceiling), capture_pinning=k.capture_pinning, remind_limit=k.remind_limit,
         remind_tokens=k.remind_tokens, remind_candidates=k.remind_candidates, pins_tokens=k.pins_tokens,
         max_pins=k.max_pins, curate_after_records=k.curate_after_records, curate_max_age_s=k.curate_max_age_s,
+        max_steps=k.max_steps, curate_max_steps=k.curate_max_steps,
     )
+
+
+def knowledge_model(config: MemoryConfig, model: ChatModel | str | None = None) -> ChatModel | None:
+    """The knowledge agents' model: ``model`` if given, else ``config.knowledge.model``; None is offline."""
+    spec = model if model is not None else config.knowledge.model
+    if spec is None or spec == "offline":
+        return None
+    from obsmem.models import infer_model
+
+    return infer_model(spec)
 
 
 def observation_deltas(messages: Sequence[Message], done: set[str]) -> list[tuple[str, str, int]]:

@@ -767,7 +767,9 @@ class KnowledgeConfig(_Options):
     pinned block (what does not fit is named in it). Curation runs after every reflection and
     when ``curate_after_records`` records are uncurated or the oldest has waited
     ``curate_max_age_s`` (None: no age trigger); ``obsmem worker`` checks every
-    ``curate_interval_s`` seconds while idle.
+    ``curate_interval_s`` seconds while idle. ``model`` (a ``"provider:model"`` spec; None: the
+    offline rules) runs the LLM agents, each tool loop bounded by ``max_steps`` model calls
+    (curation by ``curate_max_steps``: its worklist can hold hundreds of records).
     """
 
     SECTION: ClassVar[str] = "knowledge"
@@ -790,6 +792,9 @@ class KnowledgeConfig(_Options):
     curate_after_records: int = Field(default=20, ge=0)
     curate_max_age_s: float | None = Field(default=3600.0, gt=0)
     curate_interval_s: float = Field(default=60.0, gt=0)
+    model: StrictStr | None = None
+    max_steps: int = Field(default=5, ge=1, le=25)
+    curate_max_steps: int = Field(default=50, ge=1, le=500)
 
 
 class PrivacyOptions(TypedDict, total=False):
@@ -992,6 +997,9 @@ class KnowledgeOptions(TypedDict, total=False):
     curate_after_records: int
     curate_max_age_s: float | None
     curate_interval_s: float
+    model: str | None
+    max_steps: int
+    curate_max_steps: int
 
 
 class MemoryOptions(TypedDict, total=False):

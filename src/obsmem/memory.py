@@ -21,6 +21,7 @@ from obsmem.assembly import (
     ModelSpec,
     assemble_roles,
     check_collaborators,
+    knowledge_model,
     knowledge_settings,
     memory_config,
 )
@@ -295,7 +296,7 @@ class Memory:
 
             self.knowledge_agents = KnowledgeAgents(
                 self.knowledge, self.store, knowledge_settings(self.config), count_tokens=self.counter.count_text,
-                clock=self.clock,
+                clock=self.clock, model=knowledge_model(self.config),
             )
             self._knowledge_hook = KnowledgeHook(self.knowledge_agents, self.store, self.background.spawn)
         self.recaller = Recaller(

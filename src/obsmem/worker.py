@@ -44,6 +44,7 @@ from obsmem.assembly import (
     ModelSpec,
     assemble_roles,
     check_collaborators,
+    knowledge_model,
     knowledge_settings,
     memory_config,
 )
@@ -246,7 +247,8 @@ class Worker:
                 raise ConfigError("knowledge", f"expected a Knowledge, got {describe_value(knowledge)}",
                                   allowed="None or obsmem.knowledge.Knowledge")
             agents = KnowledgeAgents(knowledge, store, knowledge_settings(self.config),
-                                     count_tokens=self.counter.count_text, clock=self.clock, owner=self.owner)
+                                     count_tokens=self.counter.count_text, clock=self.clock, owner=self.owner,
+                                     model=knowledge_model(self.config))
             # The worker runs the agents itself, after each item (never off the engine's events).
             self._knowledge = KnowledgeHook(agents, store, lambda work, name: work.close())
 

@@ -85,12 +85,17 @@ class CaptureAgent:
                 return records
             after = page.next_cursor
 
+    async def proposals(self, observations: str, context: Scope, report: AgentRun) -> list[Proposal]:
+        """What to capture from one delta (the offline rules; the LLM agent overrides this)."""
+        found: list[Proposal] = []
+        for statement in statements(observations):
+            found.extend(propose(statement, node=self.settings.user_node))
+        return found
+
     async def run(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
         """Capture the user's stated facts in ``observations`` (one committed delta)."""
         report = AgentRun("capture")
-        proposals: list[Proposal] = []
-        for statement in statements(observations):
-            proposals.extend(propose(statement, node=self.settings.user_node))
+        proposals = await self.proposals(observations, context, report)
         if not proposals:
             report.status = "no-op"
             return report
@@ -114,7 +119,7 @@ class CaptureAgent:
                 node.id,
                 proposal.text,
                 context=context,
-                proposed_level=self.settings.record_level,
+                proposed_level=proposal.level if proposal.level is not None else self.settings.record_level,
                 ceiling=self.settings.ceiling,
                 reason=proposal.reason,
                 actor=ACTOR,

@@ -67,6 +67,8 @@ class AgentSettings:
     curate_max_age_s: float | None = 3600.0
     curate_batch: int = 500
     user_node: str = "User"
+    max_steps: int = 5
+    curate_max_steps: int = 50
 
     def __post_init__(self) -> None:
         for name in ("record_level", "node_level", "ceiling"):

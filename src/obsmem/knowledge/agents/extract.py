@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from obsmem.knowledge.store.scopes import Level
+
 __all__ = ["Proposal", "Statement", "propose", "statements"]
 
 _DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
@@ -72,6 +74,7 @@ class Proposal:
     reason: str
     replaces: tuple[str, ...] = ()
     pin: bool = False
+    level: Level | None = None  # None: the configured record level (always clamped to the ceiling)
 
 
 def _clean(text: str) -> str:

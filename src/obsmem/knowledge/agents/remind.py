@@ -82,6 +82,10 @@ class RemindAgent:
             lines.append(line)
             if len(chosen) >= self.settings.remind_limit:
                 break
+        return await self.render(request, header, lines, chosen)
+
+    async def render(self, request: str, header: str, lines: list[str], chosen: list[Record]) -> Reminder:
+        """The reminder from the chosen excerpts (the LLM agent words it instead)."""
         if not chosen:
             return Reminder("", ())
         sources = tuple(r.id for r in chosen)

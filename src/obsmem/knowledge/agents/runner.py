@@ -22,6 +22,7 @@ from obsmem.knowledge.agents.pins import PinBoard, PinnedBlock
 from obsmem.knowledge.agents.remind import Reminder, RemindAgent
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.scopes import Scope
+from obsmem.models.base import ChatModel
 from obsmem.storage.contract import Store
 
 __all__ = ["ContextBlocks", "KnowledgeAgents"]
@@ -50,15 +51,27 @@ class KnowledgeAgents:
         count_tokens: Callable[[str], int] | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
+        model: ChatModel | None = None,
     ) -> None:
         self.knowledge = knowledge
         self.settings = settings or AgentSettings()
         self.clock = clock or SystemClock()
         count = count_tokens or (lambda text: max(1, len(text) // 4))
         self.lanes = Lanes(store, clock=self.clock, owner=owner)
-        self.capturer = CaptureAgent(knowledge.store, self.settings)
-        self.reminder = RemindAgent(knowledge, self.settings, count)
-        self.curator = CurateAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        self.model = model
+        self.capturer: CaptureAgent
+        self.reminder: RemindAgent
+        self.curator: CurateAgent
+        if model is None:  # offline rules, the default: no key, no network
+            self.capturer = CaptureAgent(knowledge.store, self.settings)
+            self.reminder = RemindAgent(knowledge, self.settings, count)
+            self.curator = CurateAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        else:
+            from obsmem.knowledge.agents.llm import LLMCaptureAgent, LLMCurateAgent, LLMRemindAgent
+
+            self.capturer = LLMCaptureAgent(knowledge.store, self.settings, model, knowledge)
+            self.reminder = LLMRemindAgent(knowledge, self.settings, count, model)
+            self.curator = LLMCurateAgent(knowledge.store, self.lanes, self.settings, model, self.clock)
         self.learner = LearnAgent(knowledge.store, self.lanes, self.settings, self.clock)
         self.pins = PinBoard(knowledge.store, self.settings, count)
         self.runs: list[AgentRun] = []
@@ -79,7 +92,12 @@ class KnowledgeAgents:
         caller keeps its cursor where it was)."""
         if not self.settings.capture:
             return AgentRun("capture", "skipped", detail="capture is off")
-        return self._kept(await self.capturer.run(observations, context, source_thread_id=source_thread_id))
+        try:
+            run = await self.capturer.run(observations, context, source_thread_id=source_thread_id)
+        except Exception as exc:
+            self._kept(AgentRun("capture", "failed", detail=f"{type(exc).__name__}: {exc}"))
+            raise  # the caller keeps its cursor before this delta
+        return self._kept(run)
 
     async def curate(self, context: Scope, source_thread_id: str, *, force: bool = False,
                      triggered: bool = False) -> AgentRun:
