@@ -170,8 +170,9 @@ def _key_values(result: Any, limit: int = 4) -> tuple[str, ...]:
                 walk(v, str(k), depth + 1)
         elif isinstance(value, str | int | float) and not isinstance(value, bool):
             text = str(value).strip()
-            if text and len(text) <= 40 and (_CODE_VALUE.match(text) or (key and _KEY_FIELD.search(key)
-                                                                          and re.search(r"\d", text))):
+            keyed = bool(key and _KEY_FIELD.search(key))
+            if text and len(text) <= 40 and (_CODE_VALUE.match(text) or (keyed and (
+                    re.search(r"\d", text) or re.fullmatch(r"[A-Z0-9][A-Z0-9-]{3,24}", text)))):
                 found.append(f"{key} {text}".strip())
 
     walk(_parsed(result), "", 0)
@@ -644,11 +645,10 @@ class _Cycle:
             )
         self.calls = {}
         by_name: dict[str, list[_Run]] = {}
-        written = "\n".join(d.text for d in self.drafts)
         for run in self.runs:
-            lost = [v for v in run.key_values if v.split(" ")[-1] not in written]
-            if lost:  # a code or total the reply did not repeat gets its own line, whole
-                line = f"Assistant ran {run.name}({shorten(run.args, 60)}) -> {', '.join(lost)}"
+            if run.key_values:  # codes and totals get a line of their own, whole: a reply that
+                # repeats them is condensed with the day's topics later, this line is not
+                line = f"Assistant ran {run.name}({shorten(run.args, 60)}) -> {', '.join(run.key_values)}"
                 self.add(run.order, run.day, run.time, PRIORITY_DONE, line)
             elif not run.folded:
                 by_name.setdefault(run.name, []).append(run)

@@ -92,7 +92,7 @@ from obsmem.om.offline.rules import (
 )
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult
 
-__all__ = ["MAX_LEVEL", "OfflineReflector", "fact_core"]
+__all__ = ["MAX_LEVEL", "OfflineReflector", "consolidate_observations", "fact_core"]
 
 MAX_LEVEL = 4
 #: Observations of at least this many characters are reflected in a thread (see
@@ -292,6 +292,17 @@ def _consolidate(entries: list[_Entry]) -> list[_Entry]:
     for index, entry in enumerate(merged):
         entry.order = index
     return merged
+
+
+def consolidate_observations(text: str) -> str:
+    """Level 0 alone, for observations that just grew: duplicates go, a fact a later line
+    replaced goes, asks about a task the user since finished go. Nothing else changes, so it is
+    safe after every observation cycle (an engine may call it so that a stale value does not
+    wait for the next reflection to disappear). Message-boundary lines are dropped, as in any
+    reflection."""
+    if not text.strip():
+        return text
+    return _render(_consolidate(_entries(text)))
 
 
 def _is_medium(entry: _Entry) -> bool:
