@@ -354,6 +354,8 @@ class ObserveStep:
             timezone=core.timezone,
             now=now,
             instruction=observation.instruction,
+            thread_id=thread.id,
+            resource_id=thread.resource_id,
         )
 
     async def _commit(
@@ -714,6 +716,8 @@ class ReflectStep:
             now=cycle.started_at,
             instruction=core.config.reflection.instruction,
             on_attempt_failed=attempt_failed,
+            thread_id=None if core.resource_scope else thread.id,
+            resource_id=thread.resource_id,
         )
 
     async def _commit(

@@ -18,7 +18,9 @@ Two kinds of bad output are handled differently, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from obsmem.clock import Clock
 from obsmem.errors import DegenerateOutputError
@@ -26,17 +28,69 @@ from obsmem.models.base import ChatModel, ModelRequest, ModelResponse, Usage
 from obsmem.models.retry import RetryPolicy, assert_complete, with_retry
 from obsmem.om.llm.degenerate import degeneracy_report
 from obsmem.om.llm.parsing import parse_observer_output
-from obsmem.om.llm.prompts import observer_system_prompt_v1, observer_user_prompt_v1
+from obsmem.om.llm.prompts import PREVIOUS_TAG, observer_system_prompt_v1, observer_user_prompt_v1
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.om.text.transcript import format_transcript
 from obsmem.types import FilePart, Message, TextPart
 
-__all__ = ["DEGENERATE_REGENERATIONS", "MIN_TITLE_CHARS", "LLMObserver"]
+__all__ = [
+    "BUFFERED_SEPARATOR",
+    "DEGENERATE_REGENERATIONS",
+    "MIN_TITLE_CHARS",
+    "LLMObserver",
+    "cache_key",
+    "cache_settings",
+    "split_stable",
+]
+
+BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
+"""The line between a record's active observations and its buffered chunks in a buffer's prompt
+(the same text as ``om/buffering.py`` writes): the active part before it is the same for every
+buffer of one record, the chunks after it only grow."""
+
 
 DEGENERATE_REGENERATIONS = 1
 """How many times a degenerate answer is asked for again before the cycle is given up."""
 
 MIN_TITLE_CHARS = 3
+
+
+def split_stable(text: str, ends: Sequence[tuple[str, bool]]) -> tuple[str, ...]:
+    """``text`` cut into parts that end where a stable (cacheable) prefix ends.
+
+    Each ``(needle, after)`` of ``ends`` is searched in order, after the previous cut; the cut
+    falls on the line break right after the needle (``after``) or right before it, and that line
+    break is dropped, so the parts joined with ``"\\n"`` (as :attr:`Message.text` and the Chat
+    Completions adapter join text parts) give back ``text`` byte for byte. A needle that is not
+    found, or has no line break where the cut would fall, cuts nothing.
+    """
+    parts: list[str] = []
+    start = 0
+    for needle, after in ends:
+        found = text.find(needle, start)
+        if found < 0:
+            continue
+        cut = found + len(needle) if after else found - 1
+        if cut <= start or cut >= len(text) or text[cut] != "\n":
+            continue
+        parts.append(text[start:cut])
+        start = cut + 1
+    parts.append(text[start:])
+    return tuple(parts)
+
+
+def cache_key(role: str, lineage: str | None) -> str | None:
+    """A stable, opaque prompt-cache key for one role's requests on one thread (or resource)."""
+    if not lineage:
+        return None
+    return f"obsmem-{role}-" + hashlib.sha256(lineage.encode()).hexdigest()[:24]
+
+
+def cache_settings(settings: ModelRequest, stable_parts: int, key: str | None) -> ModelRequest:
+    """``settings`` for ``[system, user]`` whose user message starts with ``stable_parts`` stable
+    parts: a cache breakpoint after the system prompt and after each of them, and the cache key."""
+    breakpoints = ((0, 0), *((1, p) for p in range(stable_parts)))
+    return replace(settings, cache_key=key, cache_breakpoints=breakpoints)
 
 
 class LLMObserver:
@@ -97,11 +151,21 @@ class LLMObserver:
             # Shown in the same zone as the transcript's times, so "tomorrow" resolves consistently.
             now=request.now.astimezone(request.timezone) if request.now and request.timezone else request.now,
         )
-        parts: list[TextPart | FilePart] = [TextPart(text=user_text)]
+        # Stable first: the previous observations (the active part, the same for every request
+        # until the record changes, then the buffered chunks, which only grow), each its own part
+        # so Anthropic can mark it; the task, the time and the new transcript last.
+        pieces = split_stable(user_text, [(BUFFERED_SEPARATOR, False), (f"</{PREVIOUS_TAG}>", True)])
+        parts: list[TextPart | FilePart] = [TextPart(text=piece) for piece in pieces]
         if self.observe_attachments:
             parts.extend(transcript.attachments)
         user = Message(role="user", parts=tuple(parts))
         return [Message.system(system), user]
+
+    def request_settings(self, request: ObservationRequest, messages: list[Message]) -> ModelRequest:
+        """The settings for ``messages``: a cache breakpoint after the system prompt and after each
+        stable part of the request, and a cache key per thread (or resource)."""
+        stable = sum(1 for part in messages[-1].parts if isinstance(part, TextPart)) - 1
+        return cache_settings(self.settings, stable, cache_key("observer", request.thread_id or request.resource_id))
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         messages = self.build_messages(request)
@@ -114,10 +178,11 @@ class LLMObserver:
             1, _non_blank_lines(messages[-1].text) - _non_blank_lines(request.previous_observations)
         )
 
+        settings = self.request_settings(request, messages)
         usage = Usage()
         problem: str | None = None
         for _ in range(1 + DEGENERATE_REGENERATIONS):
-            response = await self._call(messages)
+            response = await self._call(messages, settings)
             usage = usage + response.usage
             problem = degeneracy_report(response.text, input_lines=input_lines)
             if problem is None:
@@ -142,9 +207,9 @@ class LLMObserver:
             usage=usage,
         )
 
-    async def _call(self, messages: list[Message]) -> ModelResponse:
+    async def _call(self, messages: list[Message], settings: ModelRequest) -> ModelResponse:
         async def attempt() -> ModelResponse:
-            return assert_complete(await self.model.request(messages, self.settings))
+            return assert_complete(await self.model.request(messages, settings))
 
         return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)
 

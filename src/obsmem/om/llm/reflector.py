@@ -29,11 +29,12 @@ from obsmem.errors import ReflectionError
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse, Usage
 from obsmem.models.retry import RetryPolicy, assert_complete, with_retry
 from obsmem.om.llm.degenerate import degeneracy_report
+from obsmem.om.llm.observer import cache_key, cache_settings, split_stable
 from obsmem.om.llm.parsing import ParsedOutput, parse_reflector_output
-from obsmem.om.llm.prompts import reflector_system_prompt_v1, reflector_user_prompt_v1
+from obsmem.om.llm.prompts import REFLECT_TAG, reflector_system_prompt_v1, reflector_user_prompt_v1
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult
 from obsmem.profiles import reflection_start_level
-from obsmem.types import Message
+from obsmem.types import Message, TextPart
 
 __all__ = ["MAX_ESCALATIONS", "MAX_LEVEL", "LLMReflector", "compression_start_level"]
 
@@ -100,7 +101,16 @@ class LLMReflector:
             extractors=request.extractors,
             now=request.now,
         )
-        return [Message.system(system), Message.user(user)]
+        # The observations first and on their own (the same for every attempt up the ladder and
+        # for a buffered reflection's retries), the task, level and time after them.
+        pieces = split_stable(user, [(f"</{REFLECT_TAG}>", True)])
+        return [Message.system(system), Message(role="user", parts=tuple(TextPart(text=p) for p in pieces))]
+
+    def request_settings(self, request: ReflectionRequest, messages: list[Message]) -> ModelRequest:
+        """A cache breakpoint after the system prompt and after the observations; a cache key per
+        thread (or resource)."""
+        key = cache_key("reflector", request.thread_id or request.resource_id)
+        return cache_settings(self.settings, len(messages[-1].parts) - 1, key)
 
     async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
         if not request.observations.strip():
@@ -114,7 +124,8 @@ class LLMReflector:
         attempts = 0
         while True:
             attempts += 1
-            response = await self._call(self.build_messages(request, level))
+            messages = self.build_messages(request, level)
+            response = await self._call(messages, self.request_settings(request, messages))
             usage = usage + response.usage
             attempt = self._judge(response.text, request, level, input_tokens)
             if attempt.failure is None and (attempt.output_tokens < request.target_tokens or level >= max_level):
@@ -174,8 +185,8 @@ class LLMReflector:
             f"target {target}), {retry}"
         )
 
-    async def _call(self, messages: list[Message]) -> ModelResponse:
+    async def _call(self, messages: list[Message], settings: ModelRequest) -> ModelResponse:
         async def attempt() -> ModelResponse:
-            return assert_complete(await self.model.request(messages, self.settings))
+            return assert_complete(await self.model.request(messages, settings))
 
         return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)
