@@ -1,11 +1,27 @@
 """Time as an injected dependency: wall clock, monotonic clock and sleeping, behind one protocol.
 
+This module is public API: ``from obsmem.clock import FakeClock``.
+
 obsmem waits (retry backoff), stamps (markers, observation dates) and measures (activation
 TTLs, idle gaps). If each of those called ``datetime.now`` or ``asyncio.sleep`` directly,
 a test of "eight retries over four minutes" would take four minutes and a test of a date
 header would depend on the day it ran. So every component that needs time takes a
 :class:`Clock`: production passes :class:`SystemClock`, tests pass :class:`FakeClock`, whose
 ``sleep`` returns at once and whose time moves only when the test (or a sleep) moves it.
+
+Replaying a recorded conversation on its own time (so "tomorrow" in March 2025 means March,
+and "3 weeks ago" is counted from the conversation's day, not today)::
+
+    from obsmem import Memory
+    from obsmem.clock import FakeClock
+
+    clock = FakeClock(start=messages[0].created_at)
+    memory = Memory("sqlite:///replay.db", clock=clock)
+    async with memory:
+        for message in messages:
+            clock.advance_to(message.created_at)   # time follows the recording
+            turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[message])
+            await turn.end()
 
 Foundation layer: standard library only.
 """
@@ -94,3 +110,13 @@ class FakeClock:
         if seconds < 0:
             raise ValueError(f"FakeClock cannot go backwards (advance({seconds}))")
         self._elapsed += seconds
+
+    def advance_to(self, moment: datetime) -> None:
+        """Move time forward to ``moment`` (timezone-aware), as a replay does before each
+        recorded message. A moment at or before now leaves the clock where it is: time never
+        goes backwards, and two messages stamped out of order do not stop a replay."""
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise ValueError("FakeClock.advance_to needs a timezone-aware datetime")
+        ahead = (moment - self.now()).total_seconds()
+        if ahead > 0:
+            self._elapsed += ahead

@@ -23,6 +23,7 @@ from obsmem import (
     ObservationRecord,
     ReflectionConfig,
 )
+from obsmem.clock import FakeClock
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID, DemoTurn, demo_conversation
 
 __all__ = ["DemoReport", "demo_config", "run_demo"]
@@ -75,15 +76,21 @@ async def run_demo(
     if turns is not None:
         conversation = conversation[:turns]
     events: list[EngineEvent] = []
-    memory = Memory(f"sqlite:///{database}", config=config or demo_config(), model=model, on_event=events.append)
+    # The demo happens in March 2025 and is replayed on its own time: "tomorrow" and "3 days ago"
+    # are counted from the conversation's day, not the day someone runs the demo.
+    clock = FakeClock(start=conversation[0].user.created_at) if conversation else FakeClock()
+    memory = Memory(f"sqlite:///{database}", config=config or demo_config(), model=model,
+                    on_event=events.append, clock=clock)  # fmt: skip
     started = time.perf_counter()
     async with memory:
         await memory.delete_thread(DEMO_THREAD_ID)
         for index, demo_turn in enumerate(conversation):
+            clock.advance_to(demo_turn.user.created_at)
             turn = await memory.begin_turn(
                 thread_id=DEMO_THREAD_ID, resource_id=DEMO_RESOURCE_ID, messages=[demo_turn.user]
             )
             for step in _steps(demo_turn):
+                clock.advance_to(step[-1].created_at)
                 await turn.step(step)
             await turn.end()
             if on_turn is not None:

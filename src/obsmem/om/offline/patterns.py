@@ -491,7 +491,7 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
         ("*", rf"\b(?:switched|changed|updated|set)\s+(?:their|the|our)\s+{_GATTR}\s+{_OLD}to\s+{_GV}"),
         ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:changed|has changed)\s*,?\s*(?:it(?:'s|\s+is)\s+)?"
               rf"(?:now\s+)?(?:to\s+)?{_GV}"),
-        ("*", rf"\buse\s+(?P<v>(?:[^,;!?()]|,(?=\d{{3}}))+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from|going|for)\b|[,.;!?]|$)"),
+        ("*", rf"\buse\s+(?P<v>(?:[^,;!?()]|,(?=\d{{3}}))+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from now|going forward|starting)\b|[,.;!?]|$)"),
         ("*", rf"\bnew\s+{_GATTR}:\s*{_GV}"),
         ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:is|are)\s+(?:now\s+|still\s+)?{_GV}"),
     )
