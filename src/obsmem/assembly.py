@@ -575,18 +575,39 @@ def knowledge_model(config: MemoryConfig, model: ChatModel | str | None = None) 
     return infer_model(spec)
 
 
-def observation_deltas(messages: Sequence[Message], done: set[str]) -> list[tuple[str, str, int]]:
-    """``(cycle id, observations, seq)`` of each committed delta on ``messages`` not in ``done``."""
+def observation_deltas(
+    messages: Sequence[Message], done: set[str], buffered: Mapping[str, str] | None = None
+) -> tuple[list[tuple[str, str, int]], set[str]]:
+    """``(cycle id, observations, seq)`` of each committed delta on ``messages`` not in ``done``,
+    and the ids of activated cycles whose buffered text is not on ``messages``.
+
+    A synchronous observation carries its delta on its ``om-observation-end`` marker; a buffered
+    chunk carries it on its ``om-buffering-end`` marker and is committed by an ``om-activation``
+    marker under the same cycle id (``buffered`` supplies texts from outside ``messages``)."""
+    texts: dict[str, str] = dict(buffered or {})
+    for message in messages:
+        for part in find_markers([message], "om-buffering-end"):
+            text = part.data.get("observations")
+            if isinstance(text, str) and part.data.get("cycle_id"):
+                texts[str(part.data["cycle_id"])] = text
     found: list[tuple[str, str, int]] = []
+    missing: set[str] = set()
     for message in messages:
         for part in find_markers([message]):
             if part.name not in _CAPTURED_MARKERS:
                 continue
             cycle = str(part.data.get("cycle_id") or "")
+            if not cycle or cycle in done:
+                continue
             text = part.data.get("observations")
-            if cycle and cycle not in done and isinstance(text, str) and text.strip():
+            if part.name == "om-activation" and not isinstance(text, str):
+                text = texts.get(cycle)
+                if text is None:
+                    missing.add(cycle)
+                    continue
+            if isinstance(text, str) and text.strip():
                 found.append((cycle, text, message.seq or 0))
-    return found
+    return found, missing
 
 
 class KnowledgeHook:
@@ -595,6 +616,8 @@ class KnowledgeHook:
     ``spawn`` is the owner's (``BackgroundWork.spawn`` for a Memory, the worker's for a Worker),
     so ``Memory.settled()`` waits for capture and curation and ``aclose()`` ends them. Requests
     for one thread coalesce: while a run is going, further events only mark it to run again.
+    With ``handoff`` (a Memory in queue mode) the agents do not run here: each request is put on
+    the store's work queue (kind ``knowledge``) for ``obsmem worker --knowledge`` to run.
     Nothing here raises into the engine: failures are logged and kept in ``agents.runs``.
     """
 
@@ -604,10 +627,12 @@ class KnowledgeHook:
         store: Store,
         spawn: Callable[[Coroutine[Any, Any, None], str], object],
         on_error: Callable[[str, str], None] | None = None,
+        handoff: Callable[[str, bool], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.agents = agents
         self.store = store
         self._spawn = spawn
+        self._handoff = handoff
         self._on_error = on_error
         self._running: set[tuple[str, str]] = set()
         self._again: set[tuple[str, str]] = set()
@@ -619,6 +644,9 @@ class KnowledgeHook:
             self.request(event.thread_id, "reflection")
 
     def request(self, thread_id: str, phase: Literal["capture", "reflection"]) -> None:
+        if self._handoff is not None:  # queue mode: a worker runs the agents
+            self._spawn(self._handoff(thread_id, phase == "reflection"), f"knowledge-enqueue:{thread_id}")
+            return
         key = (thread_id, phase)
         if key in self._running:
             self._again.add(key)
@@ -674,8 +702,12 @@ class KnowledgeHook:
                 done: list[str] = list(state.get("cycles", []))  # later marker may land on it
                 messages = await self.store.list_messages(thread.id, after_seq=after)
                 cursor = int(state.cursor or 0)
+                deltas, missing = observation_deltas(messages, set(done))
+                if missing:  # a chunk buffered before the cursor, activated after it: read it all
+                    deltas, _ = observation_deltas(await self.store.list_messages(thread.id), set(done))
+                    deltas = [d for d in deltas if d[2] > after or d[0] in missing]
                 try:
-                    for cycle, text, seq in observation_deltas(messages, set(done)):
+                    for cycle, text, seq in deltas:
                         runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
                         done.append(cycle)
                         cursor = max(cursor, seq)

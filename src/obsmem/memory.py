@@ -298,7 +298,10 @@ class Memory:
                 self.knowledge, self.store, knowledge_settings(self.config), count_tokens=self.counter.count_text,
                 clock=self.clock, model=knowledge_model(self.config),
             )
-            self._knowledge_hook = KnowledgeHook(self.knowledge_agents, self.store, self.background.spawn)
+            self._knowledge_hook = KnowledgeHook(
+                self.knowledge_agents, self.store, self.background.spawn,
+                handoff=self._enqueue_knowledge if background == "queue" else None,
+            )
         self.recaller = Recaller(
             store=self.store, engine=self.engine, counter=self.counter, config=self.config.retrieval,
             group_index=self.group_index,
@@ -309,6 +312,12 @@ class Memory:
     async def _enqueue(self, thread: Thread, kind: str) -> None:
         """Queue a due buffer for the workers (coalesced with work already waiting)."""
         await self.store.enqueue_work(kind, thread.id, now=self.clock.now())
+
+    async def _enqueue_knowledge(self, thread_id: str, reflection: bool) -> None:
+        """Queue mode: the knowledge agents run on a worker (``obsmem worker --knowledge``)."""
+        await self.store.enqueue_work(
+            "knowledge", thread_id, now=self.clock.now(), payload={"reflection": True} if reflection else None
+        )
 
     # -- lifetime -----------------------------------------------------------------------------
     async def settled(self) -> None:

@@ -67,13 +67,25 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
     from obsmem.knowledge.agents import AgentRun
     from obsmem.vectors import VectorIndex
 
-__all__ = ["WORK_KINDS", "WORK_OBSERVE", "WORK_REFLECT", "Worker", "WorkerStats", "enqueue_thread_work"]
+__all__ = [
+    "WORK_KINDS",
+    "WORK_KNOWLEDGE",
+    "WORK_OBSERVE",
+    "WORK_REFLECT",
+    "Worker",
+    "WorkerStats",
+    "enqueue_thread_work",
+]
 
 logger = logging.getLogger("obsmem")
 
 WORK_OBSERVE = "observe"  # buffer the thread's unbuffered messages into an inactive chunk
 WORK_REFLECT = "reflect"  # buffer (or, past the threshold, activate) a reflection of its observations
 WORK_KINDS = (WORK_OBSERVE, WORK_REFLECT)
+# Run the knowledge agents on the thread (a Memory in queue mode hands them over): capture its
+# committed observations, then curate if due; payload {"reflection": True} also curates and learns.
+WORK_KNOWLEDGE = "knowledge"
+_ALL_KINDS = (*WORK_KINDS, WORK_KNOWLEDGE)
 _BUFFER_LEASE_PREFIX = {WORK_OBSERVE: "buffer-observation", WORK_REFLECT: "buffer-reflection"}
 
 
@@ -82,7 +94,7 @@ def _work_kinds(kinds: object) -> tuple[str, ...] | None:
     if isinstance(kinds, str | bytes) or not isinstance(kinds, Sequence | set | frozenset):
         return None
     chosen = tuple(kinds)
-    if not chosen or not all(isinstance(kind, str) and kind in WORK_KINDS for kind in chosen):
+    if not chosen or not all(isinstance(kind, str) and kind in _ALL_KINDS for kind in chosen):
         return None
     return chosen
 
@@ -104,7 +116,7 @@ async def enqueue_thread_work(
     if chosen is None:
         raise InvalidInputError(
             f"Unknown work kinds in kinds={describe_value(kinds)}; workers run a non-empty list from "
-            f"{list(WORK_KINDS)}.",
+            f"{list(_ALL_KINDS)}.",
             argument="kinds",
         )
     return [await store.enqueue_work(kind, thread_id, now=now) for kind in chosen]
@@ -193,7 +205,7 @@ class Worker:
         chosen_kinds = _work_kinds(kinds)
         if chosen_kinds is None:
             raise ConfigError(
-                "kinds", f"got {describe_value(kinds)}", allowed=f"a non-empty list from {list(WORK_KINDS)}"
+                "kinds", f"got {describe_value(kinds)}", allowed=f"a non-empty list from {list(_ALL_KINDS)}"
             )
         if owner is not None and (not isinstance(owner, str) or not owner):
             raise ConfigError("owner", f"got {describe_value(owner)}", allowed="a non-empty string or None")
@@ -251,6 +263,8 @@ class Worker:
                                      model=knowledge_model(self.config))
             # The worker runs the agents itself, after each item (never off the engine's events).
             self._knowledge = KnowledgeHook(agents, store, lambda work, name: work.close())
+            if kinds is WORK_KINDS:  # the default: a worker with a knowledge store takes its work too
+                self.kinds = (*self.kinds, WORK_KNOWLEDGE)
 
     # -- running --------------------------------------------------------------------------------
     async def run(
@@ -382,6 +396,9 @@ class Worker:
         thread = await self.store.get_thread(item.target)
         if thread is None:
             return None  # deleted meanwhile: nothing left to do
+        if item.kind == WORK_KNOWLEDGE:
+            await self._knowledge_item(item, thread)
+            return None
         wait_s = await self._lease_held_elsewhere(item, thread)
         if wait_s is not None:
             return wait_s
@@ -405,6 +422,17 @@ class Worker:
                 task.cancel()
         await self._run_knowledge(item, thread)
         return None
+
+    async def _knowledge_item(self, item: WorkItem, thread: Thread) -> None:
+        """A ``knowledge`` item: a failure raises, so the item goes back to the queue (with the
+        usual retry delay) and the thread's deltas stay uncaptured until a run succeeds."""
+        if self._knowledge is None:
+            raise ConfigError("knowledge", "this worker has no knowledge store for 'knowledge' work",
+                              allowed="Worker(..., knowledge=Knowledge...) or obsmem worker --knowledge PATH|URL")
+        if item.payload.get("reflection"):
+            await self._knowledge.reflection_phase(thread.id)
+            return
+        await self._knowledge.capture_thread(thread.id)
 
     async def _run_knowledge(self, item: WorkItem, thread: Thread) -> None:
         """Capture what this item committed (and, after reflection work, curate and learn).

@@ -77,3 +77,34 @@ def test_the_worker_command_takes_a_knowledge_store(tmp_path: Path) -> None:
                                       "--exit-when-idle", "--poll", "0.01"])
     assert result.exit_code == 0, result.output
     assert "0 curations" in result.output  # registered, but not due: the age trigger is 600 s
+
+
+@pytest.mark.anyio
+async def test_in_queue_mode_the_agents_run_on_workers(anyio_backend: str) -> None:
+    store = MemoryStore()
+    knowledge = Knowledge.in_memory()
+    queued = MemoryConfig(observation={"message_tokens": 200, "buffer_tokens": 0.25},
+                          reflection={"observation_tokens": 100_000})
+    facts = ["I work as a Senior Backend Engineer at Tessera Logistics in Munich, by the way.",
+             "My phone number is +49 151 5550 7720, please put it in the email signature.",
+             "We have a beagle called Kiwi, she is very good with our daughter Ida."] * 3
+    worker = Worker(store, config=queued, knowledge=knowledge, poll_interval_s=0.01)
+    assert "knowledge" in worker.kinds
+    async with Memory(store, config=queued, knowledge=knowledge, background="queue") as memory:
+        for text in facts:
+            async with memory.turn(thread_id="t1", resource_id="alice", messages=[Message.user(text)]) as turn:
+                await turn.step([Message.assistant("Noted, I will keep that in mind for later.")])
+            await memory.settled()
+            await worker.run(exit_when_idle=True)
+        await memory.observe("t1")
+        await memory.settled()
+        assert memory.knowledge_agents is not None
+        assert [run for run in memory.knowledge_agents.runs if run.agent == "capture"] == []  # not here
+    assert any(item.kind == "knowledge" for item in await store.list_work()) or worker.stats.completed
+    await worker.run(exit_when_idle=True)
+    assert await store.list_work("knowledge") == []
+    user = await knowledge.store.resolve_node("User", "org:default/resource:alice/thread:t1")
+    assert user is not None
+    records = (await knowledge.store.list_about(user.id, "org:default/resource:alice/thread:t1",
+                                                view=RecordView(include_candidates=True))).items
+    assert any("Tessera Logistics" in r.text for r in records)

@@ -112,3 +112,20 @@ async def test_memory_without_knowledge_is_unchanged_and_knowledge_is_checked(an
             await memory.pin("t1", "x")
     with pytest.raises(ConfigError):
         Memory("memory://", knowledge="sqlite:///k.db")  # type: ignore[arg-type]
+
+
+async def test_buffered_chunks_are_captured_when_they_are_activated(anyio_backend: str) -> None:
+    knowledge = Knowledge.in_memory()
+    buffered = MemoryConfig(observation={"message_tokens": 200, "buffer_tokens": 0.25},
+                            reflection={"observation_tokens": 100_000})
+    async with Memory("memory://", config=buffered, knowledge=knowledge) as memory:
+        await converse(memory, "t1", FACTS * 3)
+        record = await memory.get_record("t1")
+        assert record is not None and record.active_observations  # activated from buffered chunks
+        assert memory.knowledge_agents is not None
+        assert any(run.agent == "capture" and run.written for run in memory.knowledge_agents.runs)
+        user = await knowledge.store.resolve_node("User", "org:default/resource:alice/thread:t1")
+        assert user is not None
+        texts = [r.text for r in (await knowledge.store.list_about(
+            user.id, "org:default/resource:alice/thread:t1", view=ALL, limit=100)).items]
+        assert any("Tessera Logistics" in t for t in texts)
