@@ -171,3 +171,33 @@ async def test_llm_remind_cites_sources_and_drops_uncited_text(knowledge: Knowle
     assert (await team.reminder.remind("what is my phone number", scope)).text == ""
     server.script(answer("<no-reminder />"))
     assert (await team.reminder.remind("what is my phone number", scope)).text == ""
+
+
+async def test_llm_learn_needs_two_supports_and_writes_deterministic_evidence(
+    knowledge: Knowledge, store: Store, clock: FakeClock, server: WireServer
+) -> None:
+    from obsmem.knowledge.agents import evidence_id
+
+    team = agents(knowledge, store, clock, server)
+    scope = team.scope("acme", "alice", "t1")
+    user = await knowledge.node("User", "person", scope.at("resource").key)
+    first = await knowledge.append(user.id, "always book an aisle seat", scope.key, reason="s", source_thread_id="t1")
+    second = await knowledge.append(user.id, "when flying, the aisle seat every time", scope.key, reason="s",
+                                    source_thread_id="t1")
+    server.script(
+        calls(("knowledge_record_skill", {"name": "aisle seats", "procedure": "Book aisle seats.",
+                                          "evidence": [first.id]})),
+        calls(("knowledge_record_skill", {"name": "aisle seats", "procedure": "Book aisle seats.",
+                                          "evidence": [first.id, second.id]})),
+        answer(f'<learning-complete through="{second.id}"/>'),
+    )
+    run = await team.learn(scope, "t1")
+    assert run.status == "ran" and run.cursor == second.id
+    assert "two distinct" in server.requests[1].body["messages"][-1]["content"]  # the refusal went back
+    assert sorted(r.id for r in run.written) == sorted(evidence_id("skill: aisle seats", r.id) for r in (first, second))
+    skills = (await knowledge.store.list_nodes(scope.key, kind="skill")).items
+    assert [s.name for s in skills] == ["skill: aisle seats"] and skills[0].content == "Procedure: Book aisle seats."
+    server.script(answer("done, nothing else"))  # no marker: an error, the cursor stays
+    await knowledge.append(user.id, "third", scope.key, reason="s", source_thread_id="t1")
+    failed = await team.learn(scope, "t1")
+    assert failed.status == "failed" and (await team.lanes.read(team.learner.lane("t1"))).cursor == second.id

@@ -80,12 +80,7 @@ class LearnAgent:
                     if not worklist:
                         report.status = "no-op"
                         return report
-                    finished: str | None = None
-                    learned = False
-                    for record in worklist:
-                        if not learned and record.deleted_at is None and is_procedural(record.text):
-                            learned = await self._learn_from(record, context, report)
-                        finished = record.id
+                    finished = await self._walk(worklist, context, report)
                 except Exception as exc:
                     report.status, report.detail = "failed", f"{type(exc).__name__}: {exc}"
                     await self.lanes.write(lane, state.failed(report.detail, self.clock.now()))
@@ -98,6 +93,16 @@ class LearnAgent:
         except LaneBusyError as busy:
             report.status, report.detail = "skipped", str(busy)
             return report
+
+    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
+        """Learn at most one skill from the worklist; the id it finished through."""
+        finished: str | None = None
+        learned = False
+        for record in worklist:
+            if not learned and record.deleted_at is None and is_procedural(record.text):
+                learned = await self._learn_from(record, context, report)
+            finished = record.id
+        return finished
 
     async def _procedural_records(self, record: Record, context: Scope) -> list[Record]:
         found: list[Record] = []
@@ -125,13 +130,25 @@ class LearnAgent:
             return False
         shared = set.intersection(*(_key(r.text) for r in group))  # the group's, not the trigger's
         name = "skill: " + " ".join(sorted(shared or key)[:6])
+        return await self.record_skill(name, "Procedure: " + group[-1].text, group, context, report)
+
+    async def record_skill(self, name: str, procedure: str, group: list[Record], context: Scope,
+                           report: AgentRun) -> bool:
+        """Write the skill node and one evidence record per supporting record (idempotent)."""
+        distinct: list[Record] = []
+        for record in group:
+            if held(record.text, distinct) is None:
+                distinct.append(record)
+        if len(distinct) < 2:
+            raise ValueError("a skill needs at least two distinct supporting records")
+        group = distinct
         level = clamp_level(self.settings.node_level, self.settings.ceiling)
         node = await self.store.resolve_node(name, context.key)
         if node is None:
             node = await self.store.create_node(
                 name, "skill", context.at(level).key, actor=ACTOR,
                 reason=f"learn: a procedure supported by {len(group)} distinct records",
-                content="Procedure: " + group[-1].text,
+                content=procedure[:4000],
             )
         wrote = False
         for source in group:

@@ -36,6 +36,7 @@ from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings
 from obsmem.knowledge.agents.curate import CurateAgent
 from obsmem.knowledge.agents.extract import Proposal
 from obsmem.knowledge.agents.lanes import Lanes
+from obsmem.knowledge.agents.learn import LearnAgent
 from obsmem.knowledge.agents.remind import Reminder, RemindAgent
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView
@@ -52,6 +53,7 @@ __all__ = [
     "CurationMarkerError",
     "LLMCaptureAgent",
     "LLMCurateAgent",
+    "LLMLearnAgent",
     "LLMRemindAgent",
     "LoopResult",
     "Tool",
@@ -92,6 +94,13 @@ knowledge_remove(record_id, because_of, kind, reason) removes (kind "duplicate" 
 because_of is the record that makes it redundant).
 After finishing each record write <curation-complete through="RECORD_ID"/>. Your final answer
 must contain the marker of the last record you finished."""
+
+LEARN_PROMPT = """You are the learn agent. From the records below, find at most ONE reusable
+procedure (how the user wants something done, every time) that at least TWO distinct records
+support. If there is one, call knowledge_record_skill(name, procedure, evidence) with a short
+name, the procedure in one or two sentences, and the ids of the supporting records. Do not
+invent procedures from a single record. Finally write <learning-complete through="RECORD_ID"/>
+with the id of the last worklist record you considered."""
 
 _MARKER = re.compile(r'<curation-complete\s+through="([^"<>]+)"\s*/>')
 _LEARN_MARKER = re.compile(r'<learning-complete\s+through="([^"<>]+)"\s*/>')
@@ -334,3 +343,47 @@ class LLMCurateAgent(CurateAgent):
                 f"curation ran out of steps ({self.settings.curate_max_steps}); the cursor stays where it was"
             )
         return parse_markers(loop.text, ids)
+
+
+class LLMLearnAgent(LearnAgent):
+    """Learning by a model: one skill per run at most, evidence checked and written like offline."""
+
+    def __init__(self, store: KnowledgeStore, lanes: Lanes, settings: AgentSettings, model: ChatModel,
+                 clock: Clock | None = None) -> None:
+        super().__init__(store, lanes, settings, clock)
+        self.model = model
+
+    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
+        ids = [r.id for r in worklist]
+        recorded: list[str] = []
+
+        async def record_skill(args: Mapping[str, Any]) -> Any:
+            if recorded:
+                raise ValueError("one skill per run; it is recorded already")
+            evidence = [str(i) for i in args.get("evidence") or []]
+            group = [r for r in worklist if r.id in set(evidence) and r.deleted_at is None]
+            name = "skill: " + str(args.get("name", "")).strip()[:80]
+            procedure = str(args.get("procedure", "")).strip()
+            if name == "skill: " or not procedure:
+                raise ValueError("a skill needs a name and a procedure")
+            if len(group) < 2:
+                raise ValueError("a skill needs at least two distinct supporting records from the worklist")
+            await self.record_skill(name, "Procedure: " + procedure, group, context, report)
+            recorded.append(name)
+            return {"recorded": name}
+
+        tools = {"knowledge_record_skill": Tool({
+            "name": "knowledge_record_skill",
+            "description": "Record a reusable procedure supported by at least two distinct records.",
+            "parameters": {"type": "object", "properties": {
+                "name": {"type": "string"}, "procedure": {"type": "string"},
+                "evidence": {"type": "array", "items": {"type": "string"}},
+            }, "required": ["name", "procedure", "evidence"]},
+        }, record_skill)}
+        worklist_json = json.dumps([_record_json(r) for r in worklist], ensure_ascii=False)
+        loop = await tool_loop(self.model, LEARN_PROMPT, f"Worklist (id order):\n{worklist_json}", tools,
+                               max_steps=self.settings.max_steps)
+        report.tokens += loop.usage.total_tokens
+        if loop.text is None:
+            raise CurationMarkerError(f"learning ran out of steps ({self.settings.max_steps}); nothing advances")
+        return parse_markers(loop.text, ids, tag="learning-complete")

@@ -72,7 +72,11 @@ class KnowledgeAgents:
             self.capturer = LLMCaptureAgent(knowledge.store, self.settings, model, knowledge)
             self.reminder = LLMRemindAgent(knowledge, self.settings, count, model)
             self.curator = LLMCurateAgent(knowledge.store, self.lanes, self.settings, model, self.clock)
-        self.learner = LearnAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        self.learner: LearnAgent = LearnAgent(knowledge.store, self.lanes, self.settings, self.clock)
+        if model is not None:
+            from obsmem.knowledge.agents.llm import LLMLearnAgent
+
+            self.learner = LLMLearnAgent(knowledge.store, self.lanes, self.settings, model, self.clock)
         self.pins = PinBoard(knowledge.store, self.settings, count)
         self.runs: list[AgentRun] = []
 
