@@ -1,0 +1,116 @@
+"""``obsmem keys create|list|revoke``: the API keys of ``obsmem serve``, in the store's database.
+
+``create`` prints the key once (only its sha256 is stored); ``list`` never shows secrets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import typer
+
+from obsmem import ObsmemError
+from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.stores import describe_store, err_console, fail
+from obsmem.storage import open_store
+
+__all__ = ["keys_app", "register"]
+
+keys_app = typer.Typer(help="API keys for obsmem serve.", context_settings=HELP_OPTIONS,
+                       invoke_without_command=True, add_completion=False)  # fmt: skip
+
+StoreOption = Annotated[
+    str | None, typer.Option(help="The store whose database holds the keys (default: the default SQLite file).")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``keys`` to ``app``."""
+    app.add_typer(keys_app, name="keys")
+
+
+@keys_app.callback()
+def _keys(ctx: typer.Context) -> None:
+    """API keys for obsmem serve."""
+    print_help_when_bare(ctx)
+
+
+def _key_store(store: str | None) -> Any:
+    try:
+        from obsmem.server.keys import key_store_for
+    except ImportError as exc:
+        raise fail(f"keys need the server extra ({exc.name}): pip install 'obsmem[server]'") from None
+    try:
+        opened = open_store(store)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    if opened.url == "memory://":
+        raise fail("memory:// lives inside one process: keys made here would vanish. Use a SQLite file or PostgreSQL.")
+    err_console.print(f"store: {describe_store(opened)}", soft_wrap=True, highlight=False)
+    return key_store_for(opened.url)
+
+
+@keys_app.command()
+def create(
+    org: Annotated[str, typer.Option(help="The org the key belongs to.")],
+    resource: Annotated[str | None, typer.Option(help="Confine the key to this resource (default: the whole org).")] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="Reads only: no writes, turns or deletes.")] = False,
+    admin: Annotated[bool, typer.Option("--admin", help="May also create, list and revoke the org's keys.")] = False,
+    label: Annotated[str | None, typer.Option(help="A note shown by keys list.")] = None,
+    store: StoreOption = None,
+) -> None:
+    """Create a key and print it once; only its hash is stored."""
+    keys = _key_store(store)
+
+    async def run() -> tuple[Any, str]:
+        await keys.setup()
+        made: tuple[Any, str] = await keys.create(org, resource_id=resource, read_only=read_only, admin=admin,
+                                                  label=label)  # fmt: skip
+        return made
+
+    try:
+        key, secret = asyncio.run(run())
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    err_console.print(f"created key {key.key_id} for org {key.org_id}"
+                      + (f", resource {key.resource_id}" if key.resource_id else "")
+                      + (" (read-only)" if key.read_only else "") + (" (admin)" if key.admin else "")
+                      + "; it is shown only now:", highlight=False)  # fmt: skip
+    typer.echo(secret)
+
+
+@keys_app.command("list")
+def list_(
+    org: Annotated[str | None, typer.Option(help="Only this org's keys.")] = None,
+    store: StoreOption = None,
+) -> None:
+    """List keys as JSON lines (never their secrets)."""
+    keys = _key_store(store)
+
+    async def run() -> list[Any]:
+        await keys.setup()
+        found: list[Any] = await keys.list(org)
+        return found
+
+    for key in asyncio.run(run()):
+        typer.echo(json.dumps(key.public()))
+
+
+@keys_app.command()
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (the part after om_, as keys list shows it).")],
+    store: StoreOption = None,
+) -> None:
+    """Revoke a key: it stops working at once."""
+    keys = _key_store(store)
+
+    async def run() -> bool:
+        await keys.setup()
+        done: bool = await keys.revoke(key_id)
+        return done
+
+    if not asyncio.run(run()):
+        raise fail(f"no live key {key_id!r}")
+    err_console.print(f"revoked {key_id}", highlight=False)

@@ -1,0 +1,142 @@
+"""``obsmem serve`` (REST + gateway + MCP over HTTP) and ``obsmem mcp`` (MCP over stdio): thin
+shells over :mod:`obsmem.server`, which needs the ``server`` extra (``pip install 'obsmem[server]'``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from obsmem import MemoryConfig, ObsmemError
+from obsmem.cli.stores import describe_store, err_console, fail
+
+__all__ = ["mcp", "register", "serve"]
+
+UPSTREAM_KEY_ENV = "OBSMEM_UPSTREAM_API_KEY"
+API_KEY_ENV = "OBSMEM_API_KEY"
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(help="The store: a SQLite file (sqlite:////abs.db) or postgresql://… (default: the default SQLite file)."),
+]
+KnowledgeOption = Annotated[
+    str | None, typer.Option(help="A knowledge store (SQLite file or postgresql://…) for search_knowledge/remember.")
+]
+ConfigOption = Annotated[Path | None, typer.Option(help="JSON of MemoryConfig.snapshot() (thresholds, retrieval…).")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` and ``mcp`` to ``app``."""
+    app.command()(serve)
+    app.command("mcp")(mcp)
+
+
+def _server() -> Any:
+    try:
+        import obsmem.server as server
+    except ImportError as exc:
+        raise fail(f"obsmem serve needs the server extra ({exc.name}): pip install 'obsmem[server]'") from None
+    return server
+
+
+def _service(store: str | None, knowledge: str | None, config: Path | None, model: str | None,
+             background: str, settings: Any) -> Any:  # fmt: skip
+    server = _server()
+    options: dict[str, Any] = {"background": background}
+    if config is not None:
+        try:
+            options["config"] = MemoryConfig.from_snapshot(json.loads(config.read_text()))
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot read the memory config {config}: {exc}") from None
+    if model is not None:
+        options["model"] = model
+    knowledge_store = None
+    if knowledge is not None:
+        from obsmem.cli.transfer import open_knowledge
+
+        knowledge_store = open_knowledge(knowledge)
+    try:
+        service = server.Service.open(store, settings=settings, knowledge=knowledge_store, **options)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    err_console.print(f"store: {describe_store(service.memory.store)}", soft_wrap=True, highlight=False)
+    return service
+
+
+def serve(
+    store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8080,
+    upstream: Annotated[
+        str | None, typer.Option(help=f"OpenAI-compatible base URL the gateway forwards to (…/v1); its key: ${UPSTREAM_KEY_ENV}.")
+    ] = None,
+    config: ConfigOption = None,
+    model: Annotated[str | None, typer.Option(metavar="SPEC", help="Observer/reflector model (default: offline).")] = None,
+    background: Annotated[str, typer.Option(help="'local', or 'queue' to leave memory work to obsmem workers.")] = "local",
+    dev: Annotated[bool, typer.Option(help="No API keys (development): listens on 127.0.0.1 only.")] = False,
+    mcp_http: Annotated[bool, typer.Option("--mcp/--no-mcp", help="Serve MCP (streamable HTTP) at /mcp.")] = True,
+) -> None:
+    """Serve memory over HTTP: REST (/api), the OpenAI-compatible gateway (/v1) and MCP (/mcp)."""
+    if background not in ("local", "queue"):
+        raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
+    server = _server()
+    if dev and host != "127.0.0.1":
+        err_console.print(f"[yellow]--dev[/yellow]: ignoring --host {host}", highlight=False)
+    if dev:
+        host = "127.0.0.1"
+        err_console.print("[yellow]dev mode:[/yellow] no API key needed; listening on 127.0.0.1 only.", highlight=False)
+    settings = server.ServerSettings(upstream_url=upstream, upstream_key=os.environ.get(UPSTREAM_KEY_ENV), dev=dev,
+                                     mcp=mcp_http)  # fmt: skip
+    service = _service(store, knowledge, config, model, background, settings)
+    if not dev and not _any_keys(service):
+        err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)
+    import uvicorn
+
+    err_console.print(f"listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
+    uvicorn.run(server.create_app(service, host=host), host=host, port=port, log_level="info")
+
+
+def _any_keys(service: Any) -> bool:
+    async def check() -> bool:
+        await service.keys.setup()
+        return bool(await service.keys.list())
+
+    try:
+        return asyncio.run(check())
+    except Exception:  # the server reports an unusable store when it starts
+        return True
+
+
+def mcp(
+    store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
+    config: ConfigOption = None,
+    model: Annotated[str | None, typer.Option(metavar="SPEC", help="Observer/reflector model (default: offline).")] = None,
+    dev: Annotated[bool, typer.Option(help=f"Without ${API_KEY_ENV}: every org (development only).")] = False,
+) -> None:
+    """Serve the MCP tools over stdio, scoped by the API key in $OBSMEM_API_KEY."""
+    server = _server()
+    from obsmem.server.access import Principal, authenticate
+    from obsmem.server.mcp_server import build_mcp
+
+    service = _service(store, knowledge, config, model, "local", server.ServerSettings(dev=dev))
+
+    async def run() -> None:
+        await service.start()
+        try:
+            token = os.environ.get(API_KEY_ENV) or None
+            principal: Principal = await authenticate(service.keys, token, dev=dev)
+        except ObsmemError as exc:
+            await service.stop()
+            raise fail(f"{exc} (set ${API_KEY_ENV}, or --dev)") from None
+        try:
+            await build_mcp(service, principal).run_stdio_async()
+        finally:
+            await service.stop()
+
+    asyncio.run(run())

@@ -1,0 +1,135 @@
+"""Who is asking, and what they may see: every request is confined to its key's org/resource.
+
+A thread is visible to a key when its ``org_id`` is the key's org and, for a key bound to a
+resource, its ``resource_id`` is that resource. A thread that is not visible is reported exactly
+like one that does not exist (404, the same message), so ids cannot be probed. A resource id
+belongs to one org: the org of its threads. Resource-wide operations (list, delete, export,
+import, forget) check that no thread of the resource belongs to another org, so the store's
+resource-wide calls never reach another tenant's threads.
+
+``--dev`` serves without keys: its principal (``Principal.dev()``) sees every org.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from obsmem import InvalidInputError, Memory, Thread, ThreadNotFoundError
+from obsmem.server.errors import AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
+from obsmem.server.keys import ApiKey, KeyStore
+
+__all__ = ["Principal", "authenticate", "bearer_token"]
+
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller. ``org_id`` None: every org (``--dev`` only); ``resource_id`` None: every resource."""
+
+    key_id: str | None
+    org_id: str | None
+    resource_id: str | None = None
+    read_only: bool = False
+    admin: bool = False
+
+    @classmethod
+    def of(cls, key: ApiKey) -> Principal:
+        return cls(key.key_id, key.org_id, key.resource_id, key.read_only, key.admin)
+
+    @classmethod
+    def dev(cls) -> Principal:
+        return cls(None, None, None, False, True)
+
+    def may_write(self) -> None:
+        if self.read_only:
+            raise PermissionDeniedError("This API key is read-only.")
+
+    def may_manage_keys(self) -> None:
+        if not self.admin:
+            raise PermissionDeniedError("Managing API keys needs an admin key (obsmem keys create --admin).")
+
+    def sees(self, thread: Thread) -> bool:
+        if self.org_id is None:
+            return True
+        if thread.org_id != self.org_id:
+            return False
+        return self.resource_id is None or thread.resource_id == self.resource_id
+
+    def resource(self, resource_id: str | None) -> str:
+        """The resource a request names (default: the key's own); another one is not found."""
+        if resource_id is None:
+            if self.resource_id is None:
+                raise InvalidInputError("This key serves a whole org: name the resource_id", argument="resource_id")
+            return self.resource_id
+        if self.resource_id is not None and resource_id != self.resource_id:
+            raise ResourceNotFoundError(resource_id)
+        return resource_id
+
+    async def thread(self, memory: Memory, thread_id: str) -> Thread:
+        """The thread, if this key may see it; else ThreadNotFoundError, as for a missing one."""
+        thread = await memory.get_thread(thread_id)
+        if not self.sees(thread):
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    async def create_thread(
+        self, memory: Memory, thread_id: str, resource_id: str | None, *, title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[Thread, bool]:
+        """A new thread of this key's org (``True``), or this key's own existing thread of that id
+        and resource (``False``). An id used by anything else is refused without showing it."""
+        resource, _ = await self.resource_threads(memory, resource_id)
+        before = await _existing(memory, thread_id)
+        thread = before or await memory.create_thread(
+            thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
+        )
+        if not self.sees(thread) or thread.resource_id != resource or (
+            before is None and self.org_id is not None and thread.org_id != self.org_id
+        ):
+            raise ThreadIdTakenError(thread_id)
+        return thread, before is None
+
+    async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
+        """The resource (checked) and all its threads; a resource of another org is not found."""
+        resource = self.resource(resource_id)
+        threads: list[Thread] = []
+        while True:
+            page = await memory.list_threads(resource, limit=_PAGE, offset=len(threads))
+            threads.extend(page)
+            if len(page) < _PAGE:
+                break
+        if self.org_id is not None and any(t.org_id != self.org_id for t in threads):
+            raise ResourceNotFoundError(resource)
+        return resource, threads
+
+
+async def _existing(memory: Memory, thread_id: str) -> Thread | None:
+    try:
+        return await memory.get_thread(thread_id)
+    except ThreadNotFoundError:
+        return None
+
+
+def bearer_token(authorization: str | None, api_key_header: str | None = None) -> str | None:
+    """The key from ``Authorization: Bearer …`` (what the openai client sends) or ``X-API-Key``."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    if api_key_header and api_key_header.strip():
+        return api_key_header.strip()
+    return None
+
+
+async def authenticate(keys: KeyStore, token: str | None, *, dev: bool) -> Principal:
+    """The principal for ``token``; in dev mode a request without a key is the dev principal."""
+    if token is None:
+        if dev:
+            return Principal.dev()
+        raise AuthenticationError("This endpoint needs an API key: send 'Authorization: Bearer om_…'.")
+    key = await keys.verify(token)
+    if key is None:
+        raise AuthenticationError("The API key is malformed, unknown or revoked.")
+    return Principal.of(key)

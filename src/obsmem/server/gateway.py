@@ -1,0 +1,330 @@
+"""The OpenAI-compatible memory gateway: ``POST /v1/chat/completions`` and ``POST /v1/responses``.
+
+A client (the official ``openai`` SDK, unmodified: ``base_url=<server>/v1``, ``api_key=<obsmem
+key>``) names its thread in the ``X-Obsmem-Thread`` header or ``metadata["thread_id"]``, and its
+resource in ``X-Obsmem-Resource``, ``metadata["resource_id"]`` or ``user`` (default: the key's
+resource). For each request the gateway
+
+1. saves the new input: the messages after the last assistant message of the request (so a
+   client may send its whole history, or only the new message; earlier answers are in memory
+   already because the gateway saved them). The client's system / developer messages
+   (``instructions`` on the Responses API) are sent along each time and not stored;
+2. builds the context with :meth:`Memory.begin_turn` (observations + raw tail), converted by
+   :mod:`obsmem.convert`;
+3. forwards the request, with the context in place of the history, to the configured upstream
+   (any OpenAI-compatible server) with the *server's* upstream key; the client's key is never
+   sent upstream, and the upstream key never leaves the server;
+4. streams the upstream answer back unchanged (bytes as received), then saves the answer
+   (``turn.end``), which starts memory work in the background (buffered observation and
+   reflection run as Memory's background tasks, or on workers with ``background="queue"``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+import httpx
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import Response, StreamingResponse
+
+from obsmem import (
+    InvalidInputError,
+    Message,
+    ThreadNotFoundError,
+    Turn,
+    from_openai,
+    from_openai_responses,
+    to_openai,
+    to_openai_responses,
+)
+from obsmem.server.access import Principal
+from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError
+from obsmem.server.rest import Caller, ServiceDep
+from obsmem.server.service import Service
+
+__all__ = ["ChatAnswer", "ResponsesAnswer", "router"]
+
+logger = logging.getLogger("obsmem.server.gateway")
+router = APIRouter(prefix="/v1", tags=["gateway"], responses=ERROR_RESPONSES)
+
+_THREAD_KEYS = ("thread_id", "obsmem_thread_id")
+_RESOURCE_KEYS = ("resource_id", "obsmem_resource_id")
+_REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+    }
+}
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise InvalidInputError("The request body is not JSON", argument="body") from None
+    if not isinstance(body, dict):
+        raise InvalidInputError("The request body must be a JSON object", argument="body")
+    return body
+
+
+def _target(body: dict[str, Any], thread_header: str | None, resource_header: str | None) -> tuple[str, str | None]:
+    """The thread and resource a request names; the obsmem keys leave ``metadata`` (not sent upstream)."""
+    metadata = body.get("metadata")
+    named: dict[str, Any] = {}
+    if isinstance(metadata, dict):
+        named = {k: metadata[k] for k in (*_THREAD_KEYS, *_RESOURCE_KEYS) if k in metadata}
+        rest = {k: v for k, v in metadata.items() if k not in named}
+        if rest:
+            body["metadata"] = rest
+        else:
+            body.pop("metadata")
+    thread = thread_header or next((named[k] for k in _THREAD_KEYS if k in named), None)
+    resource = resource_header or next((named[k] for k in _RESOURCE_KEYS if k in named), None) or body.get("user")
+    if not isinstance(thread, str) or not thread.strip() or len(thread) > 200:
+        raise InvalidInputError(
+            "Name the thread: header 'X-Obsmem-Thread' or metadata['thread_id'] (a non-empty string)",
+            argument="thread_id",
+        )
+    if resource is not None and (not isinstance(resource, str) or not resource.strip() or len(resource) > 200):
+        raise InvalidInputError("The resource must be a non-empty string", argument="resource_id")
+    return thread, resource
+
+
+async def _thread(service: Service, principal: Principal, thread_id: str, resource_id: str | None) -> None:
+    """The thread, checked for this key; created in the key's org when it does not exist."""
+    try:
+        await principal.thread(service.memory, thread_id)
+    except ThreadNotFoundError:
+        try:
+            await principal.create_thread(service.memory, thread_id, resource_id)
+        except ThreadIdTakenError:  # another tenant's thread: to this key it does not exist
+            raise ThreadNotFoundError(thread_id) from None
+
+
+def _after_last(items: list[Any], is_answer: Callable[[Any], bool]) -> list[Any]:
+    last = max((i for i, item in enumerate(items) if is_answer(item)), default=-1)
+    return items[last + 1 :]
+
+
+async def _history(service: Service, thread_id: str, needed: bool) -> list[Message]:
+    return await service.memory.list_messages(thread_id) if needed else []
+
+
+def _upstream(service: Service, path: str) -> tuple[str, dict[str, str]]:
+    settings = service.settings
+    if not settings.upstream_url:
+        raise UpstreamError("This server has no upstream model configured (obsmem serve --upstream URL).")
+    headers = {"Content-Type": "application/json"}
+    if settings.upstream_key:
+        headers["Authorization"] = f"Bearer {settings.upstream_key}"
+    return settings.upstream_url.rstrip("/") + path, headers
+
+
+class _Sse:
+    """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on."""
+
+    def __init__(self, on_data: Callable[[Any], None]) -> None:
+        self._buffer = ""
+        self._on_data = on_data
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk.decode("utf-8", errors="replace")
+        *lines, self._buffer = self._buffer.split("\n")
+        for line in lines:
+            line = line.rstrip("\r")
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if not data or data == "[DONE]":
+                continue
+            try:
+                self._on_data(json.loads(data))
+            except ValueError:
+                continue
+
+
+class ChatAnswer:
+    """A Chat Completions answer, from a whole response or assembled from stream chunks."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.message: dict[str, Any] | None = None
+
+    def whole(self, body: Any) -> None:
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            message = choices[0].get("message")
+            self.message = message if isinstance(message, dict) else None
+
+    def chunk(self, data: Any) -> None:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        delta = choices[0].get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+        for call in delta.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            slot = self.calls.setdefault(int(call.get("index", 0)), {
+                "id": "", "type": "function", "function": {"name": "", "arguments": ""}
+            })  # fmt: skip
+            slot["id"] = call.get("id") or slot["id"]
+            function = call.get("function") or {}
+            slot["function"]["name"] += function.get("name") or ""
+            slot["function"]["arguments"] += function.get("arguments") or ""
+
+    def messages(self, history: list[Message]) -> list[Message]:
+        message = self.message
+        if message is None and (self.content or self.calls):
+            message = {"role": "assistant", "content": "".join(self.content) or None}
+            if self.calls:
+                message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        if message is None:
+            return []
+        return from_openai([message], history=history)
+
+
+class ResponsesAnswer:
+    """A Responses API answer: ``output`` of the response, or of the stream's completed event."""
+
+    _KEEP = ("message", "function_call", "reasoning")
+
+    def __init__(self) -> None:
+        self.output: list[Any] | None = None
+
+    def whole(self, body: Any) -> None:
+        output = body.get("output") if isinstance(body, dict) else None
+        if isinstance(output, list):
+            self.output = output
+
+    def chunk(self, data: Any) -> None:
+        if isinstance(data, dict) and data.get("type") == "response.completed":
+            self.whole(data.get("response"))
+
+    def messages(self, history: list[Message]) -> list[Message]:
+        if not self.output:
+            return []
+        kept = [item for item in self.output if isinstance(item, dict) and item.get("type") in self._KEEP]
+        return from_openai_responses(kept, history=history)
+
+
+async def _finish(turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
+    """Save the answer (ending the turn starts memory work); a bad answer is logged, never raised."""
+    try:
+        responses = answer.messages(turn.context.messages)
+    except Exception as exc:
+        logger.warning("the upstream answer could not be converted; saved without it: %s", exc)
+        responses = []
+    await turn.end(responses)
+
+
+async def _forward(
+    service: Service, turn: Turn, path: str, payload: dict[str, Any], answer: ChatAnswer | ResponsesAnswer
+) -> Response:
+    url, headers = _upstream(service, path)
+    assert service.http is not None
+    stream = bool(payload.get("stream"))
+    try:
+        request = service.http.build_request("POST", url, json=payload, headers=headers)
+        upstream = await service.http.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        await turn.end()
+        raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+    if upstream.status_code != 200 or not stream:
+        try:
+            content = await upstream.aread()
+        finally:
+            await upstream.aclose()
+        if upstream.status_code == 200:
+            try:
+                answer.whole(json.loads(content))
+            except ValueError:
+                pass
+            await _finish(turn, answer)
+        else:
+            await turn.end()
+        media = upstream.headers.get("content-type", "application/json")
+        return Response(content, status_code=upstream.status_code, media_type=media)
+
+    reader = _Sse(answer.chunk)
+
+    async def relay() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for chunk in upstream.aiter_raw():
+                reader.feed(chunk)
+                yield chunk
+            reader.feed(b"\n")
+            finished = True
+        finally:
+            await upstream.aclose()
+            if finished:
+                await _finish(turn, answer)
+            else:  # the client went away (or the upstream dropped): save what came, off this task
+                service.spawn(_finish(turn, answer))
+
+    media = upstream.headers.get("content-type", "text/event-stream")
+    return StreamingResponse(relay(), media_type=media, headers={"Cache-Control": "no-cache"})
+
+
+ThreadHeader = Annotated[str | None, Header(alias="X-Obsmem-Thread")]
+ResourceHeader = Annotated[str | None, Header(alias="X-Obsmem-Resource")]
+
+
+@router.post("/chat/completions", openapi_extra=_REQUEST_BODY)
+async def chat_completions(
+    request: Request, principal: Caller, service: ServiceDep, thread: ThreadHeader = None,
+    resource: ResourceHeader = None,
+) -> Response:  # fmt: skip
+    """Chat Completions through memory (streaming or not); the answer is the upstream's, unchanged."""
+    principal.may_write()
+    body = await _body(request)
+    thread_id, resource_id = _target(body, thread, resource)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise InvalidInputError("'messages' must be a list of message objects", argument="messages")
+    system = [m for m in messages if m.get("role") in ("system", "developer")]
+    new = _after_last([m for m in messages if m not in system], lambda m: m.get("role") == "assistant")
+    await _thread(service, principal, thread_id, resource_id)
+    history = await _history(service, thread_id, any(m.get("role") == "tool" for m in new))
+    parsed = from_openai(new, history=history)
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
+    payload = {**body, "messages": [*system, *to_openai(turn.context.messages)]}
+    return await _forward(service, turn, "/chat/completions", payload, ChatAnswer())
+
+
+def _is_answer(item: Any) -> bool:
+    kind = item.get("type", "message" if "role" in item else None)
+    return kind in ("function_call", "reasoning") or (kind == "message" and item.get("role") == "assistant")
+
+
+@router.post("/responses", openapi_extra=_REQUEST_BODY)
+async def responses(
+    request: Request, principal: Caller, service: ServiceDep, thread: ThreadHeader = None,
+    resource: ResourceHeader = None,
+) -> Response:  # fmt: skip
+    """The Responses API through memory (streaming or not); ``previous_response_id`` is replaced
+    by the thread's memory."""
+    principal.may_write()
+    body = await _body(request)
+    thread_id, resource_id = _target(body, thread, resource)
+    raw = body.get("input")
+    items: Any = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise InvalidInputError("'input' must be a string or a list of items", argument="input")
+    system = [i for i in items if i.get("role") in ("system", "developer")]
+    new = _after_last([i for i in items if i not in system], _is_answer)
+    await _thread(service, principal, thread_id, resource_id)
+    history = await _history(service, thread_id, any(i.get("type") == "function_call_output" for i in new))
+    parsed = from_openai_responses(new, history=history)
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
+    payload = {k: v for k, v in body.items() if k != "previous_response_id"}
+    payload["input"] = [*system, *to_openai_responses(turn.context.messages)]
+    return await _forward(service, turn, "/responses", payload, ResponsesAnswer())

@@ -1,0 +1,139 @@
+"""The MCP server (official MCP Python SDK 2.x, ``MCPServer``): memory tools for any MCP client.
+
+Tools: ``recall`` (the thread's conversation and observation groups; retrieval mode),
+``search_knowledge``, ``remember`` (a fact into the knowledge store)
+and ``forget`` (a value, everywhere in a thread or resource). Resource template:
+``obsmem://threads/{thread_id}/observations`` (the thread's current observations).
+
+Scoped by the API key exactly like REST (:mod:`obsmem.server.access`): over streamable HTTP
+(mounted at ``/mcp`` in ``obsmem serve``) each request's ``Authorization: Bearer …`` is checked
+before the SDK sees it and again for each tool call; over stdio (``obsmem mcp``) the key comes
+from ``OBSMEM_API_KEY`` when the process starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from obsmem import InvalidInputError
+from obsmem.server.access import Principal, authenticate, bearer_token
+from obsmem.server.errors import PermissionDeniedError, error_body, status_for
+from obsmem.server.rest import capture_fact, knowledge_scope
+from obsmem.server.service import Service
+
+__all__ = ["build_mcp", "guarded"]
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer:
+    """An MCP server over ``service``. ``principal``: fixed (stdio); None: from each HTTP request."""
+    server: MCPServer = MCPServer(
+        "obsmem", version="0.1.0",
+        instructions="Observational memory: recall earlier conversation, search and add knowledge, forget values.",
+    )  # fmt: skip
+
+    async def caller(ctx: Context) -> Principal:
+        if principal is not None:
+            return principal
+        headers = ctx.headers or {}
+        token = bearer_token(headers.get("authorization"), headers.get("x-api-key"))
+        return await authenticate(service.keys, token, dev=service.settings.dev)
+
+    def need_knowledge() -> Any:
+        if service.knowledge is None:
+            raise InvalidInputError("This server has no knowledge store (obsmem serve --knowledge …)")
+        return service.knowledge
+
+    @server.tool()
+    async def recall(
+        thread_id: str, ctx: Context, query: str | None = None, cursor: str | None = None,
+        group_id: str | None = None, page: int = 1, limit: int = 20,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Look back in a thread's memory: with ``query``, search its observation groups; with
+        ``group_id``, the messages a group covers; with ``cursor``, the conversation from a
+        message id; otherwise the conversation from its start."""
+        who = await caller(ctx)
+        await who.thread(service.memory, thread_id)
+        args: dict[str, Any] = {"page": page, "limit": limit}
+        if query is not None:
+            args |= {"mode": "search", "query": query}
+        for name, value in (("cursor", cursor), ("group_id", group_id)):
+            if value is not None:
+                args[name] = value
+        return await service.memory.call_recall_tool(thread_id, args)
+
+    @server.tool()
+    async def search_knowledge(
+        query: str, ctx: Context, resource_id: str | None = None, limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """Search the knowledge this key may see (its org, or its resource within the org)."""
+        who = await caller(ctx)
+        scope = knowledge_scope(who, resource_id)
+        hits = await need_knowledge().search(query, scope, limit=max(1, min(limit, 100)))
+        return [{"text": h.text, "scope": h.scope, "id": h.id, "node_id": h.node_id, "score": h.score} for h in hits]
+
+    @server.tool()
+    async def remember(
+        text: str, ctx: Context, subject: str = "user", resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        """Remember a fact about ``subject`` in the knowledge store (an explicit request: stored verified)."""
+        who = await caller(ctx)
+        who.may_write()
+        if thread_id is not None:
+            resource_id = (await who.thread(service.memory, thread_id)).resource_id
+        return await capture_fact(service, who, text, subject, resource_id, thread_id)
+
+    @server.tool()
+    async def forget(
+        value: str, ctx: Context, thread_id: str | None = None, resource_id: str | None = None
+    ) -> dict[str, int]:
+        """Forget every occurrence of ``value`` in a thread (or in every thread of the resource)."""
+        who = await caller(ctx)
+        who.may_write()
+        if thread_id is not None:
+            await who.thread(service.memory, thread_id)
+            return await service.memory.forget(value, thread_id=thread_id)
+        if resource_id is None and who.resource_id is None:
+            raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
+        resource, _ = await who.resource_threads(service.memory, resource_id)
+        return await service.memory.forget(value, resource_id=resource)
+
+    @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
+    async def observations(thread_id: str, ctx: Context) -> str:
+        """The thread's current observations (empty until something was observed)."""
+        who = await caller(ctx)
+        await who.thread(service.memory, thread_id)
+        record = await service.memory.get_record(thread_id)
+        return record.active_observations if record else ""
+
+    return server
+
+
+def guarded(app: ASGIApp, service: Service) -> ASGIApp:
+    """``app`` (the MCP streamable HTTP endpoint) behind the API key check: no key, no MCP."""
+
+    async def guard(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                    send: Callable[[Any], Awaitable[None]]) -> None:  # fmt: skip
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            try:
+                await authenticate(
+                    service.keys, bearer_token(headers.get("authorization"), headers.get("x-api-key")),
+                    dev=service.settings.dev,
+                )  # fmt: skip
+            except Exception as exc:
+                status = status_for(exc)
+                body = json.dumps(error_body(type(exc).__name__, str(exc))).encode()
+                await send({"type": "http.response.start", "status": status, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
+                ]})  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guard

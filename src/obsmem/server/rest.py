@@ -1,0 +1,411 @@
+"""The REST API over one :class:`~obsmem.Memory` (``/api/…``), every route confined to its key.
+
+Threads, messages, turns (begin / step / end, each returning the context), context,
+observations and generations, recall, knowledge search, resource delete / export / import, and
+key management for admin keys. Messages are obsmem's own dicts (``{"role", "parts"}``) or, with
+``"format": "openai"``, Chat Completions messages (converted by :mod:`obsmem.convert`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from obsmem import ContextWindow, InvalidInputError, Message, NotFoundError, Thread, from_openai, to_openai
+from obsmem.knowledge import TrustState
+from obsmem.server.access import Principal, authenticate, bearer_token
+from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
+from obsmem.server.service import Service
+from obsmem.transfer import export_resource, import_resource
+
+__all__ = ["context_json", "current_principal", "router", "service_of"]
+
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def service_of(request: Request) -> Service:
+    service = request.app.state.service
+    assert isinstance(service, Service)
+    return service
+
+
+async def current_principal(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Principal:
+    service = service_of(request)
+    return await authenticate(service.keys, bearer_token(authorization, x_api_key), dev=service.settings.dev)
+
+
+Caller = Annotated[Principal, Depends(current_principal)]
+ServiceDep = Annotated[Service, Depends(service_of)]
+
+router = APIRouter(prefix="/api", responses=ERROR_RESPONSES)
+
+
+# -- bodies ---------------------------------------------------------------------------------
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ThreadIn(_Body):
+    id: Id
+    resource_id: Id | None = None
+    title: Annotated[str, Field(max_length=1000)] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class MessagesIn(_Body):
+    messages: Annotated[list[dict[str, Any]], Field(max_length=1000)]
+    format: Literal["obsmem", "openai"] = "obsmem"
+
+
+class TurnIn(MessagesIn):
+    model: Annotated[str, Field(max_length=200)] | None = None
+
+
+class StepIn(MessagesIn):
+    pass
+
+
+class RecallIn(_Body):
+    mode: Literal["messages", "threads", "search"] = "messages"
+    query: Annotated[str, Field(max_length=2000)] | None = None
+    group_id: Id | None = None
+    cursor: Id | None = None
+    target_thread_id: Id | None = None
+    anchor: Literal["start", "end"] = "start"
+    page: Annotated[int, Field(ge=-1000, le=1000)] = 1
+    limit: Annotated[int, Field(ge=1, le=200)] = 20
+    detail: Literal["low", "high"] = "low"
+    token_budget: Annotated[int, Field(ge=0, le=100_000)] = 2000
+
+
+class ImportIn(_Body):
+    export: Annotated[str, Field(min_length=1)]
+    into_resource: Id | None = None
+
+
+class KeyIn(_Body):
+    org_id: Id | None = None
+    resource_id: Id | None = None
+    read_only: bool = False
+    admin: bool = False
+    label: Annotated[str, Field(max_length=200)] | None = None
+
+
+# -- JSON views -----------------------------------------------------------------------------
+def thread_json(thread: Thread) -> dict[str, Any]:
+    return thread.model_dump(mode="json")
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    return message.model_dump(mode="json")
+
+
+def context_json(context: ContextWindow) -> dict[str, Any]:
+    """The context as obsmem messages and as Chat Completions messages, ready to send."""
+    return {
+        "messages": [message_json(m) for m in context.messages],
+        "openai": to_openai(context.messages),
+        "has_observations": context.has_observations,
+        "raw_messages": len(context.raw_messages),
+        "trimmed": context.trimmed,
+    }
+
+
+def _parsed(body: MessagesIn, history: list[Message] | None = None) -> list[Message] | list[dict[str, Any]]:
+    if body.format == "openai":
+        return from_openai(body.messages, history=history or ())
+    return body.messages
+
+
+def _owned(principal: Principal, messages: list[Message] | list[dict[str, Any]], thread: Thread) -> None:
+    """Messages naming a thread must name this one (the store checks it too)."""
+    items: list[Any] = list(messages)
+    for index, message in enumerate(items):
+        named = message.thread_id if isinstance(message, Message) else message.get("thread_id")
+        if named is not None and named != thread.id:
+            raise InvalidInputError(f"messages[{index}] names another thread", argument=f"messages[{index}]")
+
+
+# -- threads --------------------------------------------------------------------------------
+@router.post("/threads", status_code=201, tags=["threads"])
+async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    thread, created = await principal.create_thread(
+        service.memory, body.id, body.resource_id, title=body.title, metadata=body.metadata
+    )
+    if not created:
+        raise ThreadIdTakenError(body.id)
+    return thread_json(thread)
+
+
+@router.get("/threads", tags=["threads"])
+async def list_threads(
+    principal: Caller, service: ServiceDep, resource_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> dict[str, Any]:  # fmt: skip
+    resource, threads = await principal.resource_threads(service.memory, resource_id)
+    page = threads[offset : offset + limit]
+    return {"resource_id": resource, "threads": [thread_json(t) for t in page]}
+
+
+@router.get("/threads/{thread_id}", tags=["threads"])
+async def get_thread(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    return thread_json(await principal.thread(service.memory, thread_id))
+
+
+@router.delete("/threads/{thread_id}", tags=["threads"])
+async def delete_thread(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    await principal.thread(service.memory, thread_id)
+    return {"deleted": await service.memory.delete_thread(thread_id)}
+
+
+# -- messages -------------------------------------------------------------------------------
+@router.post("/threads/{thread_id}/messages", status_code=201, tags=["messages"])
+async def append_messages(thread_id: str, body: MessagesIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    thread = await principal.thread(service.memory, thread_id)
+    history = await service.memory.list_messages(thread_id) if body.format == "openai" else None
+    messages = _parsed(body, history)
+    _owned(principal, messages, thread)
+    saved = await service.memory.save_messages(thread_id, messages)
+    return {"messages": [message_json(m) for m in saved]}
+
+
+@router.get("/threads/{thread_id}/messages", tags=["messages"])
+async def list_messages(
+    thread_id: str, principal: Caller, service: ServiceDep,
+    after_seq: Annotated[int, Query(ge=0, le=2**53)] = 0, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:  # fmt: skip
+    await principal.thread(service.memory, thread_id)
+    page = await service.memory.list_messages(thread_id, after_seq=after_seq, limit=limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    next_seq = page[-1].seq if more and page else None
+    return {"messages": [message_json(m) for m in page], "next_after_seq": next_seq}
+
+
+# -- turns ----------------------------------------------------------------------------------
+@router.post("/threads/{thread_id}/turns", status_code=201, tags=["turns"])
+async def begin_turn(thread_id: str, body: TurnIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    thread = await principal.thread(service.memory, thread_id)
+    history = await service.memory.list_messages(thread_id) if body.format == "openai" else None
+    messages = _parsed(body, history)
+    _owned(principal, messages, thread)
+    turn = await service.memory.begin_turn(thread_id=thread_id, messages=messages, model=body.model)
+    turn_id = await service.hold(turn, principal, thread_id)
+    return {"turn_id": turn_id, "thread_id": thread_id, "context": context_json(turn.context)}
+
+
+@router.post("/turns/{turn_id}/step", tags=["turns"])
+async def step_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    entry = service.held(turn_id, principal)
+    thread = await principal.thread(service.memory, entry.thread_id)
+    messages = _parsed(body, entry.turn.context.messages)
+    _owned(principal, messages, thread)
+    context = await entry.turn.step(messages)
+    return {"turn_id": turn_id, "thread_id": entry.thread_id, "context": context_json(context)}
+
+
+@router.post("/turns/{turn_id}/end", tags=["turns"])
+async def end_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    entry = service.held(turn_id, principal)
+    thread = await principal.thread(service.memory, entry.thread_id)
+    messages = _parsed(body, entry.turn.context.messages)
+    _owned(principal, messages, thread)
+    await service.release(turn_id)
+    await entry.turn.end(messages)
+    context = await service.memory.get_context(entry.thread_id)
+    return {"turn_id": turn_id, "thread_id": entry.thread_id, "context": context_json(context)}
+
+
+# -- context, observations, recall ----------------------------------------------------------
+@router.get("/threads/{thread_id}/context", tags=["memory"])
+async def get_context(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    await principal.thread(service.memory, thread_id)
+    return context_json(await service.memory.get_context(thread_id))
+
+
+@router.get("/threads/{thread_id}/observations", tags=["memory"])
+async def get_observations(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    await principal.thread(service.memory, thread_id)
+    record = await service.memory.get_record(thread_id)
+    return {
+        "thread_id": thread_id,
+        "observations": record.active_observations if record else "",
+        "record": record.model_dump(mode="json") if record else None,
+    }
+
+
+@router.get("/threads/{thread_id}/generations", tags=["memory"])
+async def list_generations(
+    thread_id: str, principal: Caller, service: ServiceDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> dict[str, Any]:
+    await principal.thread(service.memory, thread_id)
+    records = await service.memory.list_generations(thread_id, limit=limit)
+    return {"thread_id": thread_id, "generations": [r.model_dump(mode="json") for r in records]}
+
+
+@router.post("/threads/{thread_id}/recall", tags=["memory"])
+async def recall(thread_id: str, body: RecallIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    await principal.thread(service.memory, thread_id)
+    if body.target_thread_id is not None:
+        await principal.thread(service.memory, body.target_thread_id)
+    result = await service.memory.call_recall_tool(
+        thread_id, body.model_dump(exclude_none=True, exclude={"token_budget"}), token_budget=body.token_budget
+    )
+    return result
+
+
+# -- knowledge ------------------------------------------------------------------------------
+def knowledge_scope(principal: Principal, resource_id: str | None = None) -> str:
+    """The knowledge scope a key reads from: its org, or its resource within the org."""
+    if principal.org_id is None:
+        raise PermissionDeniedError("Knowledge is scoped by org: use an API key (not --dev without one).")
+    resource = resource_id if principal.resource_id is None else principal.resource(resource_id)
+    return f"org:{principal.org_id}" + (f"/resource:{resource}" if resource else "")
+
+
+@router.get("/knowledge/search", tags=["knowledge"])
+async def search_knowledge(
+    principal: Caller, service: ServiceDep, q: Annotated[str, Query(min_length=1, max_length=2000)],
+    resource_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> dict[str, Any]:  # fmt: skip
+    if service.knowledge is None:
+        raise InvalidInputError("This server has no knowledge store (obsmem serve --knowledge …)", argument="q")
+    scope = knowledge_scope(principal, resource_id)
+    hits = await service.knowledge.search(q, scope, limit=limit)
+    return {"scope": scope, "hits": [
+        {"kind": h.kind, "id": h.id, "node_id": h.node_id, "text": h.text, "scope": h.scope, "score": h.score}
+        for h in hits
+    ]}  # fmt: skip
+
+
+class RememberIn(_Body):
+    text: Annotated[str, Field(min_length=1, max_length=10_000)]
+    subject: Annotated[str, Field(min_length=1, max_length=200)] = "user"
+    resource_id: Id | None = None
+    thread_id: Id | None = None
+
+
+@router.post("/knowledge", status_code=201, tags=["knowledge"])
+async def remember(body: RememberIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """Capture a fact about ``subject`` into the knowledge store (verified: an explicit request)."""
+    principal.may_write()
+    resource = body.resource_id
+    if body.thread_id is not None:
+        resource = (await principal.thread(service.memory, body.thread_id)).resource_id
+    return await capture_fact(service, principal, body.text, body.subject, resource, body.thread_id)
+
+
+async def capture_fact(
+    service: Service, principal: Principal, text: str, subject: str, resource_id: str | None, thread_id: str | None
+) -> dict[str, Any]:
+    """One fact into the knowledge store at the key's scope (shared by REST and MCP)."""
+    if service.knowledge is None:
+        raise InvalidInputError("This server has no knowledge store (obsmem serve --knowledge …)", argument="text")
+    if not text.strip():
+        raise InvalidInputError("Nothing to remember: text is empty", argument="text")
+    scope = knowledge_scope(principal, resource_id)
+    node = await service.knowledge.node(subject, "entity", scope, reason="remembered through the service")
+    record = await service.knowledge.append(
+        node.id, text, scope, reason="remembered through the service", source_thread_id=thread_id,
+        trust=TrustState.VERIFIED,
+    )  # fmt: skip
+    return {"id": record.id, "node_id": node.id, "scope": scope, "text": text}
+
+
+# -- resources ------------------------------------------------------------------------------
+@router.delete("/resources/{resource_id}", tags=["resources"])
+async def delete_resource(resource_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    resource, threads = await principal.resource_threads(service.memory, resource_id)
+    if not threads:
+        raise ResourceNotFoundError(resource)
+    return {"resource_id": resource, "deleted": await service.memory.delete_resource(resource)}
+
+
+@router.get("/resources/{resource_id}/export", response_class=PlainTextResponse, tags=["resources"])
+async def export(resource_id: str, principal: Caller, service: ServiceDep) -> PlainTextResponse:
+    resource, threads = await principal.resource_threads(service.memory, resource_id)
+    if not threads:
+        raise ResourceNotFoundError(resource)
+    out = io.StringIO()
+    await export_resource(service.memory.store, resource, out, knowledge=service.knowledge)
+    return PlainTextResponse(out.getvalue(), media_type="application/x-ndjson")
+
+
+def _export_owner(text: str) -> tuple[str, set[str | None]]:
+    """The resource an export holds and the orgs of its threads (read before anything is written)."""
+    resource: str | None = None
+    orgs: set[str | None] = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise InvalidInputError(f"export line {number} is not JSON", argument="export") from None
+        if not isinstance(item, dict):
+            raise InvalidInputError(f"export line {number} is not an object", argument="export")
+        if number == 1:
+            resource = item.get("resource_id") if isinstance(item.get("resource_id"), str) else None
+        elif item.get("kind") == "thread" and isinstance(item.get("data"), dict):
+            orgs.add(item["data"].get("org_id"))
+    if not resource:
+        raise InvalidInputError("the export has no header naming its resource", argument="export")
+    return resource, orgs
+
+
+@router.post("/resources/import", status_code=201, tags=["resources"])
+async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    exported, orgs = _export_owner(body.export)
+    target = body.into_resource or exported
+    await principal.resource_threads(service.memory, target)
+    if principal.org_id is not None and orgs - {principal.org_id}:
+        raise PermissionDeniedError("The export holds threads of another org; this key imports only its own org's.")
+    summary = await import_resource(
+        service.memory.store, io.StringIO(body.export), knowledge=service.knowledge, into_resource=body.into_resource
+    )
+    return {"resource_id": summary.resource_id, "counts": summary.counts, "skipped": summary.skipped}
+
+
+# -- keys (admin) ---------------------------------------------------------------------------
+@router.post("/keys", status_code=201, tags=["keys"])
+async def create_key(body: KeyIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_manage_keys()
+    org = body.org_id if principal.org_id is None else principal.org_id
+    if org is None or (body.org_id is not None and body.org_id != org):
+        raise PermissionDeniedError("An admin key creates keys for its own org only.")
+    key, secret = await service.keys.create(
+        org, resource_id=body.resource_id, read_only=body.read_only, admin=body.admin, label=body.label
+    )
+    return {**key.public(), "secret": secret}
+
+
+@router.get("/keys", tags=["keys"])
+async def list_keys(principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_manage_keys()
+    return {"keys": [k.public() for k in await service.keys.list(principal.org_id)]}
+
+
+@router.delete("/keys/{key_id}", tags=["keys"])
+async def revoke_key(key_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_manage_keys()
+    if not await service.keys.revoke(key_id, org_id=principal.org_id):
+        raise NotFoundError(f"No live key '{key_id}' in this org.")
+    return {"key_id": key_id, "revoked": True}

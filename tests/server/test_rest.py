@@ -1,0 +1,144 @@
+"""The REST API against a live uvicorn server, with httpx: threads, messages, turns, context,
+observations, recall, export/import, keys, the error shape, and auth."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from obsmem.server.keys import SQLiteKeyStore
+from tests.server.conftest import Env
+from tests.server.live import auth
+
+
+def _error(response: httpx.Response, status: int, kind: str) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["type"] == kind and body["error"]["message"]
+    return body["error"]
+
+
+def test_thread_message_turn_roundtrip(env: Env) -> None:
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        created = client.post("/api/threads", json={"id": "rt-1", "title": "first"})
+        assert created.status_code == 201, created.text
+        assert created.json()["resource_id"] == "alice" and created.json()["org_id"] == "acme"
+        assert client.get("/api/threads/rt-1").json()["title"] == "first"
+        assert "rt-1" in [t["id"] for t in client.get("/api/threads").json()["threads"]]
+
+        saved = client.post("/api/threads/rt-1/messages", json={
+            "format": "openai", "messages": [{"role": "user", "content": "I live in Lisbon."}],
+        })  # fmt: skip
+        assert saved.status_code == 201 and saved.json()["messages"][0]["seq"] >= 1
+        page = client.get("/api/threads/rt-1/messages", params={"limit": 1}).json()
+        assert [m["parts"][0]["text"] for m in page["messages"]] == ["I live in Lisbon."]
+
+        begun = client.post("/api/threads/rt-1/turns", json={
+            "format": "openai", "messages": [{"role": "user", "content": "What is my city?"}],
+        })  # fmt: skip
+        assert begun.status_code == 201, begun.text
+        turn_id = begun.json()["turn_id"]
+        wire = begun.json()["context"]["openai"]
+        assert [m["content"] for m in wire if m["role"] == "user"][-2:] == ["I live in Lisbon.", "What is my city?"]
+        stepped = client.post(f"/api/turns/{turn_id}/step", json={
+            "format": "openai", "messages": [{"role": "assistant", "content": "Lisbon."}],
+        })  # fmt: skip
+        assert stepped.status_code == 200 and stepped.json()["context"]["openai"][-1]["content"] == "Lisbon."
+        ended = client.post(f"/api/turns/{turn_id}/end", json={"messages": []})
+        assert ended.status_code == 200
+        _error(client.post(f"/api/turns/{turn_id}/end", json={"messages": []}), 404, "TurnNotFoundError")
+
+        assert len(client.get("/api/threads/rt-1/messages").json()["messages"]) == 3
+        assert client.get("/api/threads/rt-1/context").json()["raw_messages"] == 3
+        observations = client.get("/api/threads/rt-1/observations").json()
+        assert observations["thread_id"] == "rt-1" and isinstance(observations["observations"], str)
+        assert isinstance(client.get("/api/threads/rt-1/generations").json()["generations"], list)
+        recalled = client.post("/api/threads/rt-1/recall", json={"mode": "messages"})
+        assert recalled.status_code == 200, recalled.text
+        assert "Lisbon" in recalled.text
+
+        assert client.delete("/api/threads/rt-1").json() == {"deleted": True}
+        _error(client.get("/api/threads/rt-1"), 404, "ThreadNotFoundError")
+
+
+def test_observations_appear_after_enough_turns(env: Env) -> None:
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        client.post("/api/threads", json={"id": "obs-1"})
+        for number in range(40):
+            text = f"Note {number}: my project Falcon milestone {number} is due on day {number + 1} of the plan."
+            turn = client.post("/api/threads/obs-1/turns", json={
+                "format": "openai", "messages": [{"role": "user", "content": text}],
+            }).json()  # fmt: skip
+            client.post(f"/api/turns/{turn['turn_id']}/end", json={
+                "format": "openai", "messages": [{"role": "assistant", "content": f"Noted milestone {number}."}],
+            })  # fmt: skip
+        env.live.call(env.live.service.settled())
+        observed = client.get("/api/threads/obs-1/observations").json()
+        assert "Falcon" in observed["observations"]
+        context = client.get("/api/threads/obs-1/context").json()
+        assert context["has_observations"] and context["raw_messages"] < 80
+
+
+def test_error_shape_validation_and_unknown_route(env: Env) -> None:
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        error = _error(client.post("/api/threads", json={"id": ""}), 422, "RequestValidationError")
+        assert error["argument"] == "id"
+        _error(client.post("/api/threads", json={"id": "x", "bogus": 1}), 422, "RequestValidationError")
+        _error(client.get("/api/nothing-here"), 404, "NotFoundError")
+        client.post("/api/threads", json={"id": "err-1"})
+        bad = client.post("/api/threads/err-1/messages", json={"messages": [{"role": "user"}]})
+        assert _error(bad, 400, "InvalidInputError")["argument"].startswith("messages[0]")
+        _error(client.post("/api/threads", json={"id": "err-1"}), 409, "ThreadIdTakenError")
+
+
+def test_no_key_bad_key_revoked_key_and_read_only(env: Env) -> None:
+    with httpx.Client(base_url=env.url, timeout=60) as client:
+        _error(client.get("/api/threads"), 401, "AuthenticationError")
+        _error(client.get("/api/threads", headers=auth("om_0123456789abcdef_" + "x" * 43)), 401, "AuthenticationError")
+        _error(client.get("/api/threads", headers=auth("garbage")), 401, "AuthenticationError")
+        _error(client.post("/v1/chat/completions", json={}), 401, "AuthenticationError")
+        assert client.get("/health").status_code == 200
+        assert "/api/threads" in client.get("/openapi.json").json()["paths"]
+
+        ro = auth(env.keys.alice_read_only)
+        assert client.get("/api/threads", headers=ro).status_code == 200
+        _error(client.post("/api/threads", json={"id": "ro-1"}, headers=ro), 403, "PermissionDeniedError")
+
+        admin = auth(env.keys.acme_admin)
+        made = client.post("/api/keys", json={"resource_id": "alice", "label": "temp"}, headers=admin)
+        assert made.status_code == 201, made.text
+        secret, key_id = made.json()["secret"], made.json()["key_id"]
+        assert client.get("/api/threads", headers=auth(secret)).status_code == 200
+        listed = client.get("/api/keys", headers=admin).json()["keys"]
+        assert key_id in [k["key_id"] for k in listed] and all("secret" not in k for k in listed)
+        assert {k["org_id"] for k in listed} == {"acme"}
+        assert client.delete(f"/api/keys/{key_id}", headers=admin).json()["revoked"] is True
+        _error(client.delete(f"/api/keys/{key_id}", headers=admin), 404, "NotFoundError")
+        _error(client.get("/api/threads", headers=auth(secret)), 401, "AuthenticationError")
+        _error(client.post("/api/keys", json={"org_id": "globex"}, headers=admin), 403, "PermissionDeniedError")
+
+
+def test_keys_are_stored_hashed(env: Env) -> None:
+    raw = env.store_path.read_bytes()
+    for key in (env.keys.alice, env.keys.acme_admin):
+        assert key.encode() not in raw and key.rsplit("_", 1)[1].encode() not in raw
+    stored = asyncio.run(SQLiteKeyStore(str(env.store_path)).list("acme"))
+    assert stored and all(len(k.secret_sha256) == 64 for k in stored)
+
+
+def test_export_and_import_a_resource(env: Env) -> None:
+    org = auth(env.keys.acme_org)
+    with httpx.Client(base_url=env.url, headers=org, timeout=60) as client:
+        client.post("/api/threads", json={"id": "ex-1", "resource_id": "erin"})
+        client.post("/api/threads/ex-1/messages", json={"format": "openai", "messages": [
+            {"role": "user", "content": "Erin likes tea."}]})  # fmt: skip
+        exported = client.get("/api/resources/erin/export")
+        assert exported.status_code == 200 and "Erin likes tea." in exported.text
+        deleted = client.delete("/api/resources/erin").json()
+        assert deleted["deleted"]["threads"] == 1 and deleted["deleted"]["messages"] == 1
+        _error(client.get("/api/threads/ex-1"), 404, "ThreadNotFoundError")
+        imported = client.post("/api/resources/import", json={"export": exported.text})
+        assert imported.status_code == 201, imported.text
+        assert client.get("/api/threads/ex-1/messages").json()["messages"][0]["parts"][0]["text"] == "Erin likes tea."
+        _error(client.post("/api/resources/import", json={"export": exported.text}), 409, "ImportConflictError")
