@@ -1,0 +1,112 @@
+"""``obsmem knowledge``: review what the knowledge agents captured.
+
+``pending`` lists the candidates a scope sees (newest first) with the agent's reason;
+``approve`` / ``reject`` decide one record (``--tombstone``: the value may never be captured
+again); ``activity`` shows the audit log. Each decision is one audited mutation with
+``--actor`` (default ``reviewer``) as its actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from obsmem import ObsmemError
+from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.stores import fail
+from obsmem.knowledge import Knowledge
+
+__all__ = ["knowledge_app"]
+
+T = TypeVar("T")
+
+knowledge_app = typer.Typer(
+    help="Review the knowledge store: pending candidates, approve, reject, the audit log.",
+    context_settings=HELP_OPTIONS, invoke_without_command=True,
+)  # fmt: skip
+console = Console()
+
+GraphOption = Annotated[
+    str, typer.Option("--knowledge", "-k", metavar="PATH|URL", help="The knowledge store: a SQLite file or postgresql:// URL.")
+]
+ScopeOption = Annotated[
+    str, typer.Option(help="The scope to act from, e.g. org:default/resource:alice/thread:t1.")
+]
+ActorOption = Annotated[str, typer.Option(help="Who decides (written to the audit log).")]
+
+
+@knowledge_app.callback()
+def _group(ctx: typer.Context) -> None:
+    """Review the knowledge store: pending candidates, approve, reject, the audit log."""
+    print_help_when_bare(ctx)
+
+
+def _open(location: str, actor: str) -> Knowledge:
+    if location.startswith(("postgresql://", "postgres://")):
+        return Knowledge.postgres(location, actor=actor)
+    return Knowledge.sqlite(location.removeprefix("sqlite:///"), actor=actor)
+
+
+def _run(location: str, actor: str, work: Callable[[Knowledge], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with _open(location, actor) as knowledge:
+            return await work(knowledge)
+
+    try:
+        return asyncio.run(main())
+    except ObsmemError as exc:
+        raise fail(str(exc)) from exc
+
+
+@knowledge_app.command()
+def pending(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, typer.Option(min=1)] = 50) -> None:
+    """List the candidates SCOPE sees, newest first, with the reason each was captured."""
+
+    async def work(graph: Knowledge) -> None:
+        page = await graph.review.pending(scope, limit=limit)
+        for record in page.items:
+            reason = str(record.metadata.get("reason", ""))
+            console.print(f"{record.id}  {escape(record.text)}  [dim]({escape(reason)})[/dim]",
+                          soft_wrap=True, highlight=False)  # fmt: skip
+        console.print(f"{len(page.items)} pending", highlight=False)
+
+    _run(knowledge, "reviewer", work)
+
+
+@knowledge_app.command()
+def approve(
+    record_id: Annotated[str, typer.Argument(metavar="RECORD_ID")], knowledge: GraphOption, scope: ScopeOption,
+    reason: Annotated[str, typer.Option(help="Why (audited).")] = "approved", actor: ActorOption = "reviewer",
+) -> None:
+    """Approve a candidate: reads (and the remind agent) return it from now on."""
+    record = _run(knowledge, actor, lambda graph: graph.review.approve(record_id, scope, reason=reason))
+    console.print(f"approved {record.id}", highlight=False)
+
+
+@knowledge_app.command()
+def reject(
+    record_id: Annotated[str, typer.Argument(metavar="RECORD_ID")], knowledge: GraphOption, scope: ScopeOption,
+    reason: Annotated[str, typer.Option(help="Why (audited).")] = "rejected", actor: ActorOption = "reviewer",
+    tombstone: Annotated[bool, typer.Option(help="Also refuse this value if it is captured again.")] = False,
+) -> None:
+    """Reject a candidate (with --tombstone, the value can never be captured again)."""
+    record = _run(knowledge, actor,
+                  lambda graph: graph.review.reject(record_id, scope, reason=reason, tombstone=tombstone))
+    console.print(f"rejected {record.id}" + (" (tombstoned)" if tombstone else ""), highlight=False)
+
+
+@knowledge_app.command()
+def activity(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, typer.Option(min=1)] = 50) -> None:
+    """The audit log SCOPE sees, newest first: action, actor, subject and reason."""
+
+    async def work(graph: Knowledge) -> None:
+        for event in (await graph.store.list_activity(scope, limit=limit)).items:
+            console.print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  {event.action.value:<17} {escape(event.actor):<10} "
+                          f"{event.subject_id}  {escape(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
+
+    _run(knowledge, "reviewer", work)
