@@ -16,6 +16,8 @@ from rich.console import Console
 
 from obsmem import __version__
 from obsmem.cli import demo, forget, threads, transfer, worker
+from obsmem.cli import keys as keys_commands
+from obsmem.cli import serve as serve_commands
 from obsmem.cli.bench import bench_app
 from obsmem.cli.knowledge import knowledge_app
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
@@ -58,6 +60,8 @@ threads.register(app)
 transfer.register(app)
 forget.register(app)
 worker.register(app)
+serve_commands.register(app)
+keys_commands.register(app)
 app.add_typer(bench_app, name="bench")
 app.add_typer(knowledge_app, name="knowledge")
 
