@@ -1,0 +1,215 @@
+"""The gateway driven by the official ``openai`` client, unmodified, pointed at a live uvicorn
+server whose upstream is the local wire-level model server (tests/models/wire_server.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.models.wire_server import Recorded, Reply, openai_text_stream, sse
+from tests.server.conftest import UPSTREAM_KEY, Env, open_env
+from tests.server.live import auth
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    yield from open_env(tmp_path_factory.mktemp("gateway"))
+
+
+def client_for(env: Env, thread: str | None = None) -> openai.OpenAI:
+    headers = {"X-Obsmem-Thread": thread} if thread else {}
+    return openai.OpenAI(base_url=env.url + "/v1", api_key=env.keys.alice, default_headers=headers, max_retries=0)
+
+
+def stored(env: Env, thread: str) -> list[dict[str, Any]]:
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        messages: list[dict[str, Any]] = client.get(f"/api/threads/{thread}/messages").json()["messages"]
+        return messages
+
+
+def texts(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(m["role"], " ".join(p.get("text", "") for p in m["parts"] if p["type"] == "text")) for m in messages]
+
+
+def test_chat_non_streaming_keeps_the_thread_in_memory(env: Env) -> None:
+    client = client_for(env, "g-chat")
+    first = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I live in Porto."}])
+    assert first.choices[0].message.content == "You said: I live in Porto."
+    # the second request carries only the new message: the gateway adds the history from memory
+    second = client.chat.completions.create(
+        model="m", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Where?"}]
+    )
+    assert second.choices[0].message.content == "You said: Where?"
+    sent = env.upstream.requests[-1].body["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("system", "Be brief."), ("user", "I live in Porto."), ("assistant", "You said: I live in Porto."),
+        ("user", "Where?"),
+    ]  # fmt: skip
+    assert texts(stored(env, "g-chat")) == [
+        ("user", "I live in Porto."), ("assistant", "You said: I live in Porto."),
+        ("user", "Where?"), ("assistant", "You said: Where?"),
+    ]  # fmt: skip
+
+
+def test_full_history_resent_is_saved_once(env: Env) -> None:
+    client = client_for(env, "g-full")
+    history: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "one"}]
+    answer = client.chat.completions.create(model="m", messages=history)
+    history += [{"role": "assistant", "content": answer.choices[0].message.content}, {"role": "user", "content": "two"}]
+    client.chat.completions.create(model="m", messages=history)
+    assert texts(stored(env, "g-full")) == [
+        ("user", "one"), ("assistant", "You said: one"), ("user", "two"), ("assistant", "You said: two"),
+    ]  # fmt: skip
+
+
+def test_chat_streaming_is_relayed_unchanged_and_saved(env: Env) -> None:
+    scripted = openai_text_stream("Streaming works fine today")
+    expected = "".join(scripted.events or []).encode()
+    model = env.upstream.responder
+    env.upstream.responder = lambda request: openai_text_stream("Streaming works fine today")
+    try:
+        with httpx.Client(base_url=env.url, timeout=60) as raw:
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "stream please"}]}
+            with raw.stream("POST", "/v1/chat/completions", json=body,
+                            headers={**auth(env.keys.alice), "X-Obsmem-Thread": "g-stream"}) as response:  # fmt: skip
+                assert response.status_code == 200
+                relayed = b"".join(response.iter_raw())
+        assert relayed == expected
+        stream = client_for(env, "g-stream").chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "again"}]
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        assert text == "Streaming works fine today"
+    finally:
+        env.upstream.responder = model
+    assert texts(stored(env, "g-stream")) == [
+        ("user", "stream please"), ("assistant", "Streaming works fine today"),
+        ("user", "again"), ("assistant", "Streaming works fine today"),
+    ]  # fmt: skip
+
+
+def test_streamed_tool_calls_round_trip(env: Env) -> None:
+    client = client_for(env, "g-tools")
+    tools: Any = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }}]  # fmt: skip
+    stream = client.chat.completions.create(
+        model="m", stream=True, tools=tools, messages=[{"role": "user", "content": "What is the weather in Paris?"}]
+    )
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in stream:
+        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+            slot["id"] = call.id or slot["id"]
+            slot["name"] += (call.function.name or "") if call.function else ""
+            slot["arguments"] += (call.function.arguments or "") if call.function else ""
+    assert [c["name"] for c in calls.values()] == ["get_weather"]
+    call_id = calls[0]["id"]
+    # the client sends only the tool result; the call it answers comes from memory
+    final = client.chat.completions.create(
+        model="m", tools=tools, messages=[{"role": "tool", "tool_call_id": call_id, "content": "sunny, 21C"}]
+    )
+    assert final.choices[0].message.content == "The tool said: sunny, 21C"
+    assert not getattr(env.upstream.responder, "invalid", [])
+    roles = [m["role"] for m in stored(env, "g-tools")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_responses_api_streaming_and_not(env: Env) -> None:
+    client = client_for(env, "g-resp")
+    response = client.responses.create(model="m", input="Remember my dog is Rex.", instructions="Be kind.")
+    assert response.output_text == "You said: Remember my dog is Rex."
+    events = list(client.responses.create(model="m", input="And my cat?", stream=True))
+    assert events[-1].type == "response.completed"
+    assert env.upstream.requests[-2].body["instructions"] == "Be kind."
+    sent = env.upstream.requests[-1].body
+    assert "previous_response_id" not in sent and "instructions" not in sent
+    flat = json.dumps(sent["input"])
+    assert "Remember my dog is Rex." in flat and "You said: Remember my dog is Rex." in flat
+    assert texts(stored(env, "g-resp")) == [
+        ("user", "Remember my dog is Rex."), ("assistant", "You said: Remember my dog is Rex."),
+        ("user", "And my cat?"), ("assistant", "You said: And my cat?"),
+    ]  # fmt: skip
+
+
+def test_thread_and_resource_from_metadata_and_user(env: Env) -> None:
+    client = client_for(env)
+    client.chat.completions.create(
+        model="m", user="alice", metadata={"thread_id": "g-meta", "purpose": "test"},
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    sent = env.upstream.requests[-1].body
+    assert sent["metadata"] == {"purpose": "test"}
+    assert texts(stored(env, "g-meta")) == [("user", "hi"), ("assistant", "You said: hi")]
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "no thread"}])
+    assert raised.value.body is not None and "X-Obsmem-Thread" in json.dumps(raised.value.body)
+
+
+def test_upstream_key_never_leaves_and_client_key_never_goes_upstream(env: Env) -> None:
+    seen: list[Recorded] = []
+    model = env.upstream.responder
+    assert model is not None
+
+    def recording(request: Recorded) -> Reply:
+        seen.append(request)
+        return model(request)
+
+    env.upstream.responder = recording
+    try:
+        with httpx.Client(base_url=env.url, timeout=60) as raw:
+            for path, body in (
+                ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "k"}]}),
+                ("/v1/chat/completions", {"model": "m", "stream": True, "messages": [{"role": "user", "content": "k"}]}),
+                ("/v1/responses", {"model": "m", "input": "k"}),
+            ):
+                response = raw.post(path, json=body, headers={**auth(env.keys.alice), "X-Obsmem-Thread": "g-keys"})
+                assert response.status_code == 200
+                assert UPSTREAM_KEY not in response.text and UPSTREAM_KEY not in str(response.headers)
+    finally:
+        env.upstream.responder = model
+    assert len(seen) == 3
+    for request in seen:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        assert headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+        assert env.keys.alice not in json.dumps(request.headers) + json.dumps(request.body)
+
+
+def test_upstream_errors_pass_through_and_the_input_stays_saved(env: Env) -> None:
+    model = env.upstream.responder
+    env.upstream.responder = lambda request: Reply(status=429, json={"error": {"message": "slow down", "type": "rate"}})
+    try:
+        with pytest.raises(openai.RateLimitError):
+            client_for(env, "g-429").chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    finally:
+        env.upstream.responder = model
+    assert texts(stored(env, "g-429")) == [("user", "x")]
+
+
+def test_observations_reach_the_upstream_context(env: Env) -> None:
+    client = client_for(env, "g-long")
+    for number in range(40):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content":
+            f"Fact {number}: the Heron project budget line {number} is {number * 100} euros for the plan."}])  # fmt: skip
+    env.live.call(env.live.service.settled())
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Summarise."}])
+    sent = env.upstream.requests[-1].body["messages"]
+    system = " ".join(m["content"] for m in sent if m["role"] == "system" and isinstance(m["content"], str))
+    assert "Heron" in system  # the observations went upstream as obsmem's system message
+    assert len(sent) < 80  # and the raw tail is shorter than the 81 messages the thread holds
+
+
+def test_streaming_events_split_anywhere_are_parsed(env: Env) -> None:
+    from obsmem.server.gateway import ChatAnswer, _Sse
+
+    answer = ChatAnswer()
+    reader = _Sse(answer.chunk)
+    stream = "".join(openai_text_stream("split into bytes").events or []) + sse({"choices": []})
+    for index in range(0, len(stream), 7):
+        reader.feed(stream[index : index + 7].encode())
+    assert [m.text for m in answer.messages([])] == ["split into bytes"]
