@@ -13,7 +13,11 @@ it makes a new generation. This module holds all of it, as pure functions:
   is activated only where its end splits no call from its result and leaves what the actor has
   not seen yet raw; a chunk that ends between a call and its result is never usable);
 - *what it writes*: :func:`activate_chunks`, :func:`apply_buffered_reflection`,
-  :func:`absorb_covered_chunks`.
+  :func:`absorb_covered_chunks`;
+- *whether buffering pays* (adaptive buffering): :class:`WindowGrowth` and
+  :class:`LatencyEstimate` (what an engine observed), :func:`buffer_overtaken` (a buffer that a
+  synchronous observation would overtake is not started) and :func:`reuse_in_flight` (at
+  ``block_after``, wait for the buffer in flight when it lands sooner than a new call would).
 
 The transitions take the record as stored and return the next one, so the engine can
 compare-and-set the result and, when the write is stale, recompute from the new head:
@@ -23,8 +27,10 @@ chunk that was appended concurrently (it only ever removes the prefix it activat
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -37,7 +43,12 @@ from obsmem.thresholds import Threshold, max_threshold, resolve_retention_floor
 from obsmem.types import Message
 
 __all__ = [
+    "OVERTAKE_MARGIN",
     "ActivatedChunks",
+    "LatencyEstimate",
+    "WindowGrowth",
+    "buffer_overtaken",
+    "reuse_in_flight",
     "ChunkBounds",
     "ThresholdAction",
     "absorb_covered_chunks",
@@ -84,6 +95,86 @@ def threshold_action(
     if buffer_in_flight and block_after is not None and pending < block_after:
         return "wait"
     return "observe"
+
+
+# --------------------------------------------------------------------------------------------
+# Whether a buffer pays for itself (adaptive buffering)
+# --------------------------------------------------------------------------------------------
+
+OVERTAKE_MARGIN = 1.25
+"""Safety factor on the projected growth of the window while a buffer's model call runs."""
+
+
+@dataclass
+class WindowGrowth:
+    """How fast one lineage's window grows, from ``(time, pending tokens)`` samples at its steps.
+
+    Only growth counts: a sample whose window shrank (an observation or activation ran) resets
+    the baseline without adding. The rate is the tokens added over the time the kept samples
+    span (the last ``size``), so a burst of instant turns reads as fast and an actor that thinks
+    for seconds between turns as slow.
+    """
+
+    size: int = 16
+    samples: deque[tuple[float, int]] = field(default_factory=deque)
+    last: tuple[float, int] | None = None
+
+    def note(self, at_s: float, pending: int) -> None:
+        if self.last is not None and pending >= self.last[1]:
+            if not self.samples:
+                self.samples.append((self.last[0], 0))
+            self.samples.append((at_s, pending - self.last[1]))
+            while len(self.samples) > self.size:
+                self.samples.popleft()
+        elif self.last is not None:
+            self.samples.clear()  # the window shrank: start measuring from here
+        self.last = (at_s, pending)
+
+    def rate(self) -> float | None:
+        """Tokens per second, or None before two samples. No time passed but tokens added: inf."""
+        if len(self.samples) < 2:
+            return None
+        added = sum(tokens for _, tokens in list(self.samples)[1:])
+        span = self.samples[-1][0] - self.samples[0][0]
+        if added == 0:
+            return 0.0
+        return math.inf if span <= 0 else added / span
+
+
+@dataclass
+class LatencyEstimate:
+    """The observer's observed latency in seconds: an exponential moving average (``weight`` on
+    the newest call), None until a call finished."""
+
+    weight: float = 0.3
+    value: float | None = None
+
+    def note(self, seconds: float) -> None:
+        seconds = max(0.0, seconds)
+        self.value = seconds if self.value is None else (1 - self.weight) * self.value + self.weight * seconds
+
+
+def buffer_overtaken(
+    pending: int, rate: float | None, latency_s: float | None, block_at: int, margin: float = OVERTAKE_MARGIN
+) -> bool:
+    """Whether a buffer started now, at ``pending`` tokens, would be overtaken: the window is
+    projected to reach ``block_at`` (where a synchronous observation runs) before the buffer's
+    model call returns. Without a measured rate or latency nothing is projected (False)."""
+    if rate is None or latency_s is None or latency_s <= 0 or rate <= 0:
+        return False
+    return pending + rate * latency_s * margin >= block_at
+
+
+def reuse_in_flight(
+    pending: int, threshold: int, in_flight_tokens: int, remaining_s: float, latency_s: float | None
+) -> bool:
+    """At ``block_after`` with a buffer in flight: wait for it (and activate its chunk) rather than
+    observe synchronously, when it lands sooner than a new call (``remaining_s`` against the
+    observed ``latency_s``) and its chunk alone brings the window under ``threshold`` (so no
+    synchronous call follows the wait). Without a measured latency: no (observe, as before)."""
+    if latency_s is None:
+        return False
+    return remaining_s < latency_s and pending - in_flight_tokens < threshold
 
 
 def model_changed(previous: tuple[str, str], current: tuple[str, str]) -> bool:

@@ -40,7 +40,9 @@ from typing import Any
 from obsmem.om import markers
 from obsmem.om.activation import (
     ChunkBounds,
+    WindowGrowth,
     apply_buffered_reflection,
+    buffer_overtaken,
     chunk_fits,
     chunks_to_activate,
     covered_until,
@@ -48,6 +50,7 @@ from obsmem.om.activation import (
     idle_expired,
     model_changed,
     reflection_slice,
+    reuse_in_flight,
     threshold_action,
     usable_chunks,
 )
@@ -128,6 +131,10 @@ class BufferedLifecycle:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._observation_tasks: dict[str, asyncio.Task[None]] = {}
         self._reflection_tasks: dict[str, asyncio.Task[None]] = {}
+        # Adaptive buffering, per lineage: how fast the window grows, and the buffer in flight
+        # (when it started, on the clock, and the message tokens it covers).
+        self._growth: dict[str, WindowGrowth] = {}
+        self._in_flight: dict[str, tuple[float, int]] = {}
 
     @property
     def lease_ttl_s(self) -> float:
@@ -190,6 +197,7 @@ class BufferedLifecycle:
             outcomes, snapshot = list(resume.outcomes), resume.snapshot
         else:
             outcomes, snapshot = [], await self.read(thread)
+            self._note_growth(thread, snapshot)
             if turn_start:
                 early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)
                 outcomes.extend(early)
@@ -217,6 +225,7 @@ class BufferedLifecycle:
         core = self.core
         observation = core.config.observation
         outcomes: list[CycleOutcome] = []
+        waited = False
         for _ in range(_MAX_ACTIVATION_ROUNDS):
             record, pending = snapshot.record, snapshot.pending
             action, threshold, chunks, usable = self._threshold_action(thread, snapshot, unseen)
@@ -239,10 +248,45 @@ class BufferedLifecycle:
                 break
             if inline:
                 return outcomes, snapshot, True
+            task = self._reusable_buffer(thread, snapshot, threshold) if not waited else None
+            if task is not None:
+                # The buffer in flight lands sooner than a new call and its chunk brings the
+                # window under the threshold: wait for it, then activate (the next round).
+                waited = True
+                await asyncio.wait({task})
+                snapshot = await self.read(thread)
+                outcomes.append(
+                    CycleOutcome(
+                        "buffer", applied=True, record=snapshot.record, waited=True,
+                        reason="waited for the buffer in flight instead of observing synchronously",
+                    )
+                )
+                continue
             outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold", unseen=unseen))
             snapshot = await self.read(thread)
             break
         return outcomes, snapshot, False
+
+    def _note_growth(self, thread: Thread, snapshot: Snapshot) -> None:
+        lineage = self.core.lineage(thread)
+        growth = self._growth.get(lineage)
+        if growth is None:
+            growth = self._growth[lineage] = WindowGrowth()
+        growth.note(self.core.clock.now().timestamp(), snapshot.pending)
+
+    def _reusable_buffer(self, thread: Thread, snapshot: Snapshot, threshold: int) -> asyncio.Task[None] | None:
+        """The running buffer of ``thread``'s lineage when :func:`~obsmem.om.activation.reuse_in_flight`
+        says waiting for it beats a synchronous observation, else None."""
+        core = self.core
+        lineage = core.lineage(thread)
+        task = self._observation_tasks.get(lineage)
+        started = self._in_flight.get(lineage)
+        if task is None or task.done() or started is None:
+            return None
+        remaining = max(0.0, (core.observer_latency.value or 0.0) - (core.clock.now().timestamp() - started[0]))
+        if not reuse_in_flight(snapshot.pending, threshold, started[1], remaining, core.observer_latency.value):
+            return None
+        return task
 
     def _reflects_now(self, record: ObservationRecord) -> bool:
         """Whether :meth:`reflection_step` on ``record`` would reflect synchronously (a model call)."""
@@ -401,6 +445,8 @@ class BufferedLifecycle:
                 return False
             if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
                 return False
+            if not above_threshold and self._overtaken(lineage, pending, threshold):
+                return False  # a synchronous observation would overtake it: not worth a call
         if core.backing_off(record, "observation", thread.id) is not None:
             return False  # the observer keeps failing: no buffer (nor a worker's) until its backoff ends
         if self.handoff is not None:
@@ -413,7 +459,17 @@ class BufferedLifecycle:
         task = self.spawn(self._run_buffer(thread, safe), f"buffer:{lineage}")
         if task is not None:
             self._observation_tasks[lineage] = task
+            self._in_flight[lineage] = (core.clock.now().timestamp(), new_tokens)
         return task is not None
+
+    def _overtaken(self, lineage: str, pending: int, threshold: int) -> bool:
+        """Whether a buffer started now would be overtaken by a synchronous observation (at
+        ``block_after``, or at the threshold without one), by this engine's observed window
+        growth and observer latency (:func:`~obsmem.om.activation.buffer_overtaken`)."""
+        growth = self._growth.get(lineage)
+        block_at = self.core.config.observation.resolved_block_after or threshold
+        rate = growth.rate() if growth is not None else None
+        return buffer_overtaken(pending, rate, self.core.observer_latency.value, block_at)
 
     async def _run_buffer(self, thread: Thread, messages: list[Message]) -> None:
         key = f"buffer-observation:{self.core.lineage(thread)}"

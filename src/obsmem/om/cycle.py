@@ -39,6 +39,7 @@ from obsmem.errors import (
 )
 from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
+from obsmem.om.activation import LatencyEstimate
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import EngineEvent
@@ -301,6 +302,8 @@ class Core:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # The config is immutable, so the zone observations are dated in is resolved once.
         self.timezone: tzinfo | None = ZoneInfo(config.timezone) if config.timezone else None
+        # How long this engine's observer calls take (on ``clock``), for adaptive buffering.
+        self.observer_latency = LatencyEstimate()
 
     # -- where things live ----------------------------------------------------------------------
     @property

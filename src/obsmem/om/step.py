@@ -518,7 +518,9 @@ async def observe_in_requests(
         groups = observer_requests(messages, counts, limit, core.counter)
     result: ObservationResult | None = None
     for group in groups:
+        started = core.clock.now()
         answer = await cycle.run(core.observer.observe(request(group, result)))
+        core.observer_latency.note((core.clock.now() - started).total_seconds())
         result = answer if result is None else combine_results(result, answer)
     return result if result is not None else ObservationResult(observations="")
 
