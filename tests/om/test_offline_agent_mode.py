@@ -120,3 +120,13 @@ async def test_recurring_times_never_become_one_date() -> None:
         Message.user("I have piano lessons with Brel on Sundays.", created_at=_at(1)),
     )
     assert lines and not [line for line in lines if "meaning" in line or "estimated" in line]
+
+
+def test_an_answer_cut_for_length_keeps_its_figure() -> None:
+    from obsmem.om.offline.rules import summarise
+
+    answer = ("For the Thursday flight from Berlin to Lisbon, the most convenient option that still leaves "
+              "you time for the airport transfer and a relaxed lunch is Lufthansa via Frankfurt, which "
+              "costs €389 return per person.")  # fmt: skip
+    summary = summarise([answer], 150, frozenset())
+    assert "€389" in summary and len(summary) <= 150

@@ -398,12 +398,36 @@ def summarise(sentences: list[str], limit: int, query: frozenset[str], known: st
     chosen: list[int] = []
     total = 0
     for index in ranked:
-        piece = condense(sentences[index], limit)
+        piece = _condense_keeping_figures(sentences[index], limit)
         if chosen and (total + len(piece) + 1 > limit or points(index) <= 0):
             continue
         chosen.append(index)
         total += len(piece) + 1
-    return " ".join(condense(sentences[i], limit) for i in sorted(chosen))
+    return " ".join(_condense_keeping_figures(sentences[i], limit) for i in sorted(chosen))
+
+
+_FIGURE = re.compile(r"[€$£]\s?\d[\d,.]*|\d[\d,.]*\s?(?:%|€|eur|usd|gbp|km|kg|min|minutes|hours|h)\b|\d[\d,.:]*", re.I)
+
+
+def _condense_keeping_figures(sentence: str, limit: int) -> str:
+    """:func:`condense`, unless the cut would lose a figure ("€189", "35 minutes"): then the
+    clauses holding the figures are kept, in order, and the rest of the sentence goes — an
+    answer cut just before its number is no answer."""
+    piece = condense(sentence, limit)
+    figures = [f.strip() for f in _FIGURE.findall(sentence)]
+    if not piece.endswith("…") or all(f in piece for f in figures):
+        return piece
+    clauses = [c for c in re.split(r"(?<=[,;:])\s+|\s+[—–]\s+", strip_markdown(sentence)) if c.strip()]
+    kept: list[str] = []
+    used = 0
+    for clause in clauses:
+        if any(f in clause for f in figures) or not kept:
+            if used + len(clause) + 1 > limit and kept:
+                break
+            kept.append(clause.strip())
+            used += len(clause) + 1
+    joined = " … ".join(kept) if len(kept) > 1 else (kept[0] if kept else "")
+    return condense(joined, limit) if joined else piece
 
 
 def topic_title(texts: list[str]) -> str | None:
