@@ -13,13 +13,15 @@ from ``OBSMEM_API_KEY`` when the process starts.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
-from obsmem import InvalidInputError
+from obsmem import InvalidInputError, ObsmemError
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import PermissionDeniedError, error_body, status_for
 from obsmem.server.rest import capture_fact, knowledge_scope
@@ -28,6 +30,26 @@ from obsmem.server.service import Service
 __all__ = ["build_mcp", "guarded"]
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
+    """Report obsmem's errors to the client by class and message (the SDK withholds other errors'
+    text): a thread another key owns reads ``ThreadNotFoundError: Thread '…' does not exist``."""
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except ObsmemError as exc:
+                raise error_type(f"{type(exc).__name__}: {exc}") from None
+
+        return cast(_F, run)
+
+    return decorate
 
 
 def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer:
@@ -50,6 +72,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         return service.knowledge
 
     @server.tool()
+    @_reported(ToolError)
     async def recall(
         thread_id: str, ctx: Context, query: str | None = None, cursor: str | None = None,
         group_id: str | None = None, page: int = 1, limit: int = 20,
@@ -68,6 +91,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         return await service.memory.call_recall_tool(thread_id, args)
 
     @server.tool()
+    @_reported(ToolError)
     async def search_knowledge(
         query: str, ctx: Context, resource_id: str | None = None, limit: int = 10
     ) -> list[dict[str, Any]]:
@@ -78,6 +102,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         return [{"text": h.text, "scope": h.scope, "id": h.id, "node_id": h.node_id, "score": h.score} for h in hits]
 
     @server.tool()
+    @_reported(ToolError)
     async def remember(
         text: str, ctx: Context, subject: str = "user", resource_id: str | None = None, thread_id: str | None = None
     ) -> dict[str, Any]:
@@ -89,6 +114,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         return await capture_fact(service, who, text, subject, resource_id, thread_id)
 
     @server.tool()
+    @_reported(ToolError)
     async def forget(
         value: str, ctx: Context, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, int]:
@@ -104,6 +130,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         return await service.memory.forget(value, resource_id=resource)
 
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
+    @_reported(ResourceError)
     async def observations(thread_id: str, ctx: Context) -> str:
         """The thread's current observations (empty until something was observed)."""
         who = await caller(ctx)
@@ -114,17 +141,23 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     return server
 
 
-def guarded(app: ASGIApp, service: Service) -> ASGIApp:
-    """``app`` (the MCP streamable HTTP endpoint) behind the API key check: no key, no MCP."""
+class _Guard:
+    """``app`` (the MCP streamable HTTP endpoint) behind the API key check: no key, no MCP.
 
-    async def guard(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
-                    send: Callable[[Any], Awaitable[None]]) -> None:  # fmt: skip
+    A class, not a function, so Starlette's ``Route`` treats it as an ASGI app."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:  # fmt: skip
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
                 await authenticate(
-                    service.keys, bearer_token(headers.get("authorization"), headers.get("x-api-key")),
-                    dev=service.settings.dev,
+                    self.service.keys, bearer_token(headers.get("authorization"), headers.get("x-api-key")),
+                    dev=self.service.settings.dev,
                 )  # fmt: skip
             except Exception as exc:
                 status = status_for(exc)
@@ -134,6 +167,9 @@ def guarded(app: ASGIApp, service: Service) -> ASGIApp:
                 ]})  # fmt: skip
                 await send({"type": "http.response.body", "body": body})
                 return
-        await app(scope, receive, send)
+        await self.app(scope, receive, send)
 
-    return guard
+
+def guarded(app: ASGIApp, service: Service) -> ASGIApp:
+    """``app`` behind the API key check (see :class:`_Guard`)."""
+    return _Guard(app, service)

@@ -1,0 +1,135 @@
+"""The MCP server driven by the MCP SDK's own client: streamable HTTP (mounted at /mcp in the live
+server) and stdio (``obsmem mcp`` as a subprocess), scoped by the API key like REST."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.integrations.agent_model import small_memory_config
+from tests.server.conftest import Env, open_env
+from tests.server.live import auth
+
+pytestmark = pytest.mark.anyio
+SECRET = "MCP-SECRET-777"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    for env in open_env(tmp_path_factory.mktemp("mcp")):
+        keys = env.keys
+        with httpx.Client(base_url=env.url, timeout=60) as client:
+            for key, thread in ((keys.alice, "m-alice"), (keys.bob, "m-bob"), (keys.globex, "m-carol")):
+                assert client.post("/api/threads", json={"id": thread}, headers=auth(key)).status_code == 201
+            for number in range(30):
+                client.post("/api/threads/m-alice/messages", headers=auth(keys.alice), json={"format": "openai", "messages": [
+                    {"role": "user", "content": f"Item {number}: the Osprey plan step {number} uses {SECRET} code."},
+                    {"role": "assistant", "content": f"Understood step {number}."}]})  # fmt: skip
+            client.get("/api/threads/m-alice/context", headers=auth(keys.alice))
+        env.live.call(env.live.service.memory.observe("m-alice"))
+        yield env
+
+
+def http_client(env: Env, key: str | None) -> Client:
+    headers = auth(key) if key else {}
+    transport = streamable_http_client(env.url + "/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60))
+    return Client(transport)
+
+
+def payload(result: Any) -> Any:
+    assert not result.is_error, result
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content.get("result", content) if isinstance(content, dict) and set(content) == {"result"} else content
+    return json.loads(result.content[0].text)
+
+
+def failed(result: Any) -> str:
+    assert result.is_error, result
+    text: str = " ".join(getattr(c, "text", "") for c in result.content)
+    assert SECRET not in text
+    return text
+
+
+async def test_http_tools_and_resource_for_the_right_key(env: Env) -> None:
+    async with http_client(env, env.keys.alice) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"recall", "search_knowledge", "remember", "forget"} <= names
+        recalled = payload(await client.call_tool("recall", {"thread_id": "m-alice", "limit": 5}))
+        assert SECRET in json.dumps(recalled)
+        remembered = payload(await client.call_tool("remember", {"text": f"Alice's locker is {SECRET}"}))
+        assert remembered["scope"] == "org:acme/resource:alice"
+        hits = payload(await client.call_tool("search_knowledge", {"query": "locker"}))
+        assert any(SECRET in hit["text"] for hit in hits)
+        read = await client.read_resource("obsmem://threads/m-alice/observations")
+        assert "Osprey" in read.contents[0].text
+
+
+async def test_http_other_keys_get_nothing(env: Env) -> None:
+    for key in (env.keys.bob, env.keys.globex):
+        async with http_client(env, key) as client:
+            assert "does not exist" in failed(await client.call_tool("recall", {"thread_id": "m-alice"}))
+            failed(await client.call_tool("recall", {"thread_id": "m-alice", "query": "Osprey"}))
+            failed(await client.call_tool("forget", {"value": SECRET, "thread_id": "m-alice"}))
+            failed(await client.call_tool("forget", {"value": SECRET, "resource_id": "alice"}))
+            failed(await client.call_tool("remember", {"text": "planted", "thread_id": "m-alice"}))
+            failed(await client.call_tool("search_knowledge", {"query": "locker", "resource_id": "alice"}))
+            hits = payload(await client.call_tool("search_knowledge", {"query": "locker"}))
+            assert SECRET not in json.dumps(hits)
+            with pytest.raises(Exception) as raised:
+                await client.read_resource("obsmem://threads/m-alice/observations")
+            assert SECRET not in str(raised.value)
+    # alice's thread still holds the value: the refused forgets changed nothing
+    async with http_client(env, env.keys.alice) as client:
+        assert SECRET in json.dumps(payload(await client.call_tool("recall", {"thread_id": "m-alice", "limit": 5})))
+
+
+async def test_http_without_a_key_is_refused(env: Env) -> None:
+    async with httpx.AsyncClient(timeout=60) as raw:
+        response = await raw.post(env.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert response.status_code == 401 and response.json()["error"]["type"] == "AuthenticationError"
+    with pytest.raises(Exception):
+        async with http_client(env, "om_0123456789abcdef_" + "y" * 43) as client:
+            await client.list_tools()
+
+
+async def test_read_only_key_cannot_forget(env: Env) -> None:
+    async with http_client(env, env.keys.alice_read_only) as client:
+        assert "read-only" in failed(await client.call_tool("forget", {"value": SECRET, "thread_id": "m-alice"}))
+        assert SECRET in json.dumps(payload(await client.call_tool("recall", {"thread_id": "m-alice", "limit": 5})))
+
+
+async def test_forget_in_own_thread(env: Env) -> None:
+    async with http_client(env, env.keys.bob) as client:
+        counts = payload(await client.call_tool("forget", {"value": "hello-never-said", "thread_id": "m-bob"}))
+        assert isinstance(counts, dict)
+
+
+def stdio_params(env: Env, key: str) -> StdioServerParameters:
+    root = Path(__file__).resolve().parents[2]
+    config = env.store_path.parent / "config.json"
+    config.write_text(json.dumps(small_memory_config(retrieval=True).snapshot()))
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "obsmem", "mcp", "--store", f"sqlite:///{env.store_path}",
+                                      "--knowledge", str(env.store_path.parent / "knowledge.db"),
+                                      "--config", str(config)],
+        env={**os.environ, "OBSMEM_API_KEY": key, "PYTHONPATH": str(root / "src")}, cwd=str(root),
+    )  # fmt: skip
+
+
+async def test_stdio_is_scoped_by_the_key(env: Env) -> None:
+    async with Client(stdio_params(env, env.keys.alice)) as client:
+        assert SECRET in json.dumps(payload(await client.call_tool("recall", {"thread_id": "m-alice", "limit": 5})))
+    async with Client(stdio_params(env, env.keys.globex)) as client:
+        assert "does not exist" in failed(await client.call_tool("recall", {"thread_id": "m-alice"}))
+        assert payload(await client.call_tool("recall", {"thread_id": "m-carol", "limit": 5})) is not None
