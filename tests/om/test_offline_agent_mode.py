@@ -130,3 +130,18 @@ def test_an_answer_cut_for_length_keeps_its_figure() -> None:
               "costs €389 return per person.")  # fmt: skip
     summary = summarise([answer], 150, frozenset())
     assert "€389" in summary and len(summary) <= 150
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("My email is new@y.example now.", "(changing from old@x.example)"),
+        ("We went with the Velmi Hotel after all.", "User chose Velmi Hotel for the hotel (changing from Brako Hotel)"),
+        ("I'm done with the Zan report.", "User finished the Zan report"),
+    ],
+)
+async def test_other_wordings_of_changes_decisions_and_completions(said: str, expected: str) -> None:
+    previous = ("Date: Jun 10, 2025\n* 🔴 (09:00) User stated their email address is old@x.example.\n"
+                "* 🔴 (09:02) User chose Brako Hotel for the hotel.")  # fmt: skip
+    lines = await _observe(Message.user(said, created_at=_at(0)), previous=previous)
+    assert expected in "\n".join(lines), lines

@@ -435,7 +435,8 @@ class _Cycle:
         value = re.sub(r"^(?:the|a|an)\s+(?=[A-Z0-9])", "", value)
         if not (key_terms(value) or re.search(r"[A-Z0-9]", value)):
             return None  # "let's go with that", "okay, it is": nothing named
-        switched = switched or "instead" in plain.lower() or plain.lower().startswith(("switch", "change"))
+        lowered = plain.lower()
+        switched = switched or "instead" in lowered or "after all" in lowered or lowered.startswith(("switch", "change"))
         kinds = [k.removeprefix("choice for ") for k in self.state if k.startswith("choice for ")]
         said_for = re.search(r"\bfor\s+(?:the|our|my)\s+([a-z][\w-]*(?:\s+[a-z][\w-]*)?)", message)
         kind = None

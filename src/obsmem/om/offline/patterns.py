@@ -67,6 +67,7 @@ DECISION = re.compile(
     r"(?:let's|let us|we'll|I'll|we will|I will|we're going to|I'm going to)\s+(?:go with|take|pick|choose|book|"
     r"switch to|use|stick with)\s+(?P<a>[^,.;!?]{2,60}?)|"
     r"(?:switch|change|go|move)\s+(?:it\s+|that\s+)?(?:to|with)\s+(?P<b>[^,.;!?]{2,60}?)|"
+    r"(?:we|I)\s+(?:went|are going|'re going|'m going|am going)\s+with\s+(?P<e>[^,.;!?]{2,60}?)(?:\s+after all)?|"
     r"(?P<c>[^,.;!?]{2,50}?),?\s+it is)(?:\s+instead)?(?=[,.;!?]|$)",
     re.I,
 )
@@ -81,7 +82,8 @@ TASK_FINISHED = re.compile(
     r"(?:now\s+|all\s+|finally\s+)?(?:done|finished|complete|completed|submitted|sent off|wrapped up)\b|"
     r"^(?:(?:I|we)(?:'ve|\s+have)?\s+)?(?:just\s+|finally\s+)?(?:finished|completed|wrapped up)\s+"
     r"(?:the|my|our)\s+(?P<b>[^,.;!?]{3,60})|"
-    r"^(?:we|you)\s+can\s+(?:close|mark)\s+(?:the|my|our)\s+(?P<c>[^,.;!?]{3,60}?)(?:\s+as\s+done)?(?=[,.;!?]|$)",
+    r"^(?:we|you)\s+can\s+(?:close|mark)\s+(?:the|my|our)\s+(?P<c>[^,.;!?]{3,60}?)(?:\s+as\s+done)?(?=[,.;!?]|$)|"
+    r"^(?:I'm|I am|we're|we are)\s+(?:all\s+)?(?:done|finished)\s+with\s+(?:the|my|our)\s+(?P<d>[^,.;!?]{3,60})",
     re.I,
 )
 REQUEST = re.compile(
@@ -631,10 +633,17 @@ def _clip(raw: str | None) -> str:
     return raw.strip(" .'\"")
 
 
+#: Names of one attribute said several ways ("email" / "email address"): one key, so either
+#: supersedes the other.
+_KEY_SYNONYMS = {"email address": "email", "phone number": "phone", "mobile number": "phone",
+                 "mobile": "phone", "home address": "address", "postal address": "address"}  # fmt: skip
+
+
 def _key_name(raw: str) -> str:
     key = " ".join(raw.lower().split())
     key = key.replace("favorite", "favourite").replace("colour", "color").replace("e-mail", "email")
-    return key.replace("s' name", "s's name")
+    key = key.replace("s' name", "s's name")
+    return _KEY_SYNONYMS.get(key, key)
 
 
 def is_plan_text(text: str) -> bool:
