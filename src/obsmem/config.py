@@ -761,7 +761,8 @@ class KnowledgeConfig(_Options):
     ``Memory(knowledge=Knowledge...)`` only, and each on by default there (offline rules).
 
     ``trust``: what captured records start as (``"candidate"`` waits for review; remind shows
-    verified records unless ``remind_candidates``). ``record_level`` / ``node_level``: where
+    verified records unless ``remind_candidates``; a turn waits at most ``remind_timeout_s``
+    for pins and the reminder, then goes on without them). ``record_level`` / ``node_level``: where
     capture writes, each clamped to ``ceiling`` (the broadest scope a captured record may ever
     reach). ``remind_limit`` / ``remind_tokens`` bound the reminder; ``pins_tokens`` bounds the
     pinned block (what does not fit is named in it). Curation runs after every reflection and
@@ -787,6 +788,7 @@ class KnowledgeConfig(_Options):
     remind_limit: int = Field(default=3, ge=1, le=20)
     remind_tokens: int = Field(default=300, ge=50)
     remind_candidates: StrictBool = False
+    remind_timeout_s: float = Field(default=2.0, gt=0)
     pins_tokens: int = Field(default=400, ge=0)
     max_pins: int = Field(default=20, ge=1)
     curate_after_records: int = Field(default=20, ge=0)
@@ -992,6 +994,7 @@ class KnowledgeOptions(TypedDict, total=False):
     remind_limit: int
     remind_tokens: int
     remind_candidates: bool
+    remind_timeout_s: float
     pins_tokens: int
     max_pins: int
     curate_after_records: int

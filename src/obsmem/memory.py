@@ -8,6 +8,7 @@ user's data directory and the deterministic offline observer. Nothing needs a ne
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import math
@@ -727,7 +728,13 @@ class Memory:
         request = newest.text if newest is not None and newest.role == "user" else None
         try:
             scope = self.knowledge_agents.scope(thread.org_id, thread.resource_id, thread.id)
-            blocks = await self.knowledge_agents.context_blocks(request, scope)
+            blocks = await asyncio.wait_for(
+                self.knowledge_agents.context_blocks(request, scope), self.config.knowledge.remind_timeout_s
+            )
+        except TimeoutError:  # a slow store or remind model never holds the turn
+            logger.warning("knowledge left out of the context of %r: slower than knowledge.remind_timeout_s",
+                           thread.id)
+            return context
         except Exception as exc:  # e.g. ids a knowledge scope cannot hold: no knowledge, same turn
             logger.warning("knowledge left out of the context of %r: %s", thread.id, exc)
             return context

@@ -12,7 +12,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from obsmem.errors import InvalidInputError
 from obsmem.memory import Memory
@@ -23,6 +23,10 @@ from obsmem.om.recall.tool import ToolFlavor
 from obsmem.storage.contract import ObservationRecord
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread
+
+if TYPE_CHECKING:  # the knowledge package loads only when knowledge is used
+    from obsmem.knowledge import Record
+    from obsmem.knowledge.agents import AgentRun
 
 __all__ = ["SyncMemory", "SyncTurn"]
 
@@ -144,6 +148,20 @@ class SyncMemory:
 
     def forget(self, value: str, *, thread_id: str | None = None, resource_id: str | None = None) -> dict[str, int]:
         return self._portal.call(self._memory.forget(value, thread_id=thread_id, resource_id=resource_id))
+
+    # -- knowledge (Memory(knowledge=...)) ---------------------------------------------------------
+    def pin(self, thread_id: str, text: str, *, level: Literal["thread", "resource"] = "resource",
+            reason: str = "pinned by the user") -> Record:
+        return self._portal.call(self._memory.pin(thread_id, text, level=level, reason=reason))
+
+    def unpin(self, thread_id: str, record_id: str, *, reason: str = "unpinned by the user") -> Record:
+        return self._portal.call(self._memory.unpin(thread_id, record_id, reason=reason))
+
+    def list_pins(self, thread_id: str) -> list[Record]:
+        return self._portal.call(self._memory.list_pins(thread_id))
+
+    def curate_knowledge(self, thread_id: str, *, force: bool = True) -> AgentRun:
+        return self._portal.call(self._memory.curate_knowledge(thread_id, force=force))
 
     def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         return self._portal.call(self._memory.save_messages(thread_id, messages))

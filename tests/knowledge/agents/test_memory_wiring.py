@@ -3,6 +3,7 @@ and a failing agent never blocks a turn nor loses an observation."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -129,3 +130,30 @@ async def test_buffered_chunks_are_captured_when_they_are_activated(anyio_backen
         texts = [r.text for r in (await knowledge.store.list_about(
             user.id, "org:default/resource:alice/thread:t1", view=ALL, limit=100)).items]
         assert any("Tessera Logistics" in t for t in texts)
+
+
+class HangingSearchStore(InMemoryKnowledgeStore):
+    async def search_lexical(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()  # never answers
+
+
+async def test_a_hanging_remind_never_holds_the_turn(anyio_backend: str) -> None:
+    knowledge = Knowledge(HangingSearchStore())
+    async with Memory("memory://", config=config(remind_timeout_s=0.05), knowledge=knowledge) as memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="alice",
+                                       messages=[Message.user("What is my phone number again?")])
+        assert not any(m.metadata.get("obsmem") == "knowledge-reminder" for m in turn.context.messages)
+        assert turn.context.raw_messages[-1].text == "What is my phone number again?"
+        await turn.end()
+
+
+def test_the_sync_facade_pins(tmp_path: Any) -> None:
+    from obsmem import SyncMemory
+
+    with SyncMemory("memory://", knowledge=Knowledge.in_memory()) as memory:
+        memory.create_thread("t1", "alice")
+        pin = memory.pin("t1", "Always answer in German.")
+        assert [p.id for p in memory.list_pins("t1")] == [pin.id]
+        memory.unpin("t1", pin.id)
+        assert memory.list_pins("t1") == []
+        assert memory.curate_knowledge("t1").status == "no-op"

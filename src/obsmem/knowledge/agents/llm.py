@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from obsmem.errors import ObsmemError
+from obsmem.errors import ModelOutputError
 from obsmem.knowledge.agents.capture import CaptureAgent
 from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings
 from obsmem.knowledge.agents.curate import CurateAgent
@@ -108,8 +108,9 @@ _CITED = re.compile(r"\[([0-9A-HJKMNP-TV-Z]{26})\]")
 _FILLER = re.compile(r"^(?:seemed|seems|might be|could be|maybe|possibly)\b.*relevant|^relevant\.?$", re.IGNORECASE)
 
 
-class CurationMarkerError(ObsmemError):
-    """A completion marker that is malformed, missing or names an id outside the worklist."""
+CurationMarkerError = ModelOutputError
+"""What a model's answer that breaks an agent's contract raises (a malformed, missing or foreign
+completion marker; no answer within ``max_steps``): the model's output error, nothing new."""
 
 
 @dataclass(frozen=True, slots=True)
