@@ -697,7 +697,7 @@ class KnowledgeHook:
         runs: list[AgentRun] = []
         lane = f"capture:{thread.id}"
         try:
-            async with self.agents.lanes.hold(lane) as state:
+            async with self.agents.lanes.hold(lane, wait_s=5.0) as state:  # one capture at a time
                 after = max(0, int(state.cursor or 0) - 1)  # re-read the last marked message: a
                 done: list[str] = list(state.get("cycles", []))  # later marker may land on it
                 messages = await self.store.list_messages(thread.id, after_seq=after)
@@ -715,9 +715,8 @@ class KnowledgeHook:
                     if runs:
                         progressed = state.succeeded(str(cursor), self.agents.clock.now())
                         await self.agents.lanes.write(lane, progressed.with_extra(cycles=done[-_KEEP_CYCLES:]))
-        except LaneBusyError:
-            self._again.add((thread_id, "capture"))  # another process is capturing: look again
-            return runs
+        except LaneBusyError:  # another process is capturing this thread; its cursor is durable,
+            return runs          # and the next commit (or a worker's idle pass) catches up
         if any(run.written for run in runs):
             await self.agents.lanes.register(self.agents.curator.lane(thread.id))
             runs.append(await self.agents.curate_if_due(scope, thread.id))
@@ -731,7 +730,8 @@ class KnowledgeHook:
         return await self.agents.reflection_phase(found[1], thread_id)
 
     async def curate_due(self) -> list[AgentRun]:
-        """Curate every registered lane that is due (the worker's idle timer calls this)."""
+        """The worker's idle pass over every registered lane: capture what is still uncaptured
+        (a capture that failed or was busy), then curate the lane if it is due."""
         runs: list[AgentRun] = []
         for lane in await self.agents.lanes.all_lanes():
             if not lane.startswith("curate:"):
@@ -740,6 +740,10 @@ class KnowledgeHook:
             found = await self._scope(thread_id)
             if found is None:
                 continue
+            try:
+                runs += [r for r in await self.capture_thread(thread_id) if r.agent == "capture" and r.written]
+            except Exception as exc:  # the capture lane keeps its cursor; curation still runs
+                logger.warning("knowledge capture catch-up for %r failed: %s", thread_id, exc)
             run = await self.agents.curate_if_due(found[1], thread_id)
             if run.status != "skipped":
                 runs.append(run)

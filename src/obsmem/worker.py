@@ -329,7 +329,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a store hiccup: the next tick tries again
             logger.warning("obsmem worker: idle curation failed: %s", exc)
             return []
-        self.stats.curations += sum(1 for run in runs if run.status == "ran")
+        self.stats.curations += sum(1 for run in runs if run.agent == "curate" and run.status == "ran")
         return runs
 
     async def run_once(self) -> bool:

@@ -13,6 +13,7 @@ advanced clears both. A run that was skipped (not due, lane busy) leaves the sta
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -130,7 +131,7 @@ class Lanes:
     """Lane state in ``store``, serialised per lane by the store's leases."""
 
     def __init__(self, store: Store, *, clock: Clock | None = None, owner: str | None = None,
-                 lease_ttl_s: float = 120.0) -> None:
+                 lease_ttl_s: float = 600.0) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.owner = owner or f"lanes-{uuid.uuid4().hex[:12]}"
@@ -147,12 +148,19 @@ class Lanes:
         await self.store.set_working_memory(self.key(lane), state.dumps())
 
     @asynccontextmanager
-    async def hold(self, lane: str) -> AsyncIterator[LaneState]:
-        """Hold the lane's lease for a run; yields its state. Raises LaneBusyError if held elsewhere."""
+    async def hold(self, lane: str, *, wait_s: float = 0.0) -> AsyncIterator[LaneState]:
+        """Hold the lane's lease for a run; yields its state. Raises LaneBusyError if another
+        holder keeps it for ``wait_s`` (real) seconds more (0: do not wait)."""
         key = self.key(lane)
-        lease = await self.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
-        if lease is None:
-            raise LaneBusyError(f"lane {lane!r} is being run by another process")
+        waited = 0.0
+        while True:
+            lease = await self.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
+            if lease is not None:
+                break
+            if waited >= wait_s:
+                raise LaneBusyError(f"lane {lane!r} is being run by another holder")
+            await asyncio.sleep(0.05)
+            waited += 0.05
         try:
             yield await self.read(lane)
         finally:
@@ -173,7 +181,7 @@ class Lanes:
             lease = await self.store.acquire_lease(key, self.owner, ttl_s=30.0, now=self.clock.now())
             if lease is not None:
                 break
-            await _yield()
+            await asyncio.sleep(0.01)
         else:
             raise LaneBusyError("the lane index stayed busy")
         try:
@@ -185,8 +193,3 @@ class Lanes:
         finally:
             await self.store.release_lease(key, self.owner)
 
-
-async def _yield() -> None:
-    import asyncio
-
-    await asyncio.sleep(0.01)
