@@ -202,7 +202,8 @@ class RetentionCurve:
             ],
             "area": {name: {"bag": round(self.area(name, "bag"), 2), "line": round(self.area(name), 2)}
                      for name in SYSTEMS if name != "full"},
-            "chance": [row.to_json() for row in self.reports[0].chance] if self.reports else [],
+            # the chance floor depends on the contexts' size: one per budget, in the same order
+            "chance": [[row.to_json() for row in report.chance] for report in self.reports],
         }  # fmt: skip
 
 

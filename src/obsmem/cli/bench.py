@@ -119,10 +119,11 @@ def _print_curve(curve: RetentionCurve) -> None:
     console.print(table)
     full = curve.points[0].systems["full"]
     console.print(f"full context: {full[1]:.1f} % / line {full[2]:.1f} %")
-    if curve.reports and curve.reports[0].chance:
-        console.print("chance floor: " + ", ".join(
-            f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in curve.reports[0].chance
-        ))
+    for point, report in zip(curve.points, curve.reports, strict=True):
+        if report.chance:
+            console.print(f"chance floor at {point.message_tokens}:{point.observation_tokens}: " + ", ".join(
+                f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in report.chance
+            ))
 
 
 def _run(work: Callable[[Callable[[int, int], None]], Coroutine[Any, Any, T]], label: str) -> T:
