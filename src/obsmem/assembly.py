@@ -706,6 +706,8 @@ class KnowledgeHook:
                 if missing:  # a chunk buffered before the cursor, activated after it: read it all
                     deltas, _ = observation_deltas(await self.store.list_messages(thread.id), set(done))
                     deltas = [d for d in deltas if d[2] > after or d[0] in missing]
+                if deltas:  # known to the workers' idle pass before anything can fail
+                    await self.agents.lanes.register(self.agents.curator.lane(thread.id))
                 try:
                     for cycle, text, seq in deltas:
                         runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
@@ -718,7 +720,6 @@ class KnowledgeHook:
         except LaneBusyError:  # another process is capturing this thread; its cursor is durable,
             return runs          # and the next commit (or a worker's idle pass) catches up
         if any(run.written for run in runs):
-            await self.agents.lanes.register(self.agents.curator.lane(thread.id))
             runs.append(await self.agents.curate_if_due(scope, thread.id))
         return runs
 

@@ -108,3 +108,32 @@ async def test_in_queue_mode_the_agents_run_on_workers(anyio_backend: str) -> No
     records = (await knowledge.store.list_about(user.id, "org:default/resource:alice/thread:t1",
                                                 view=RecordView(include_candidates=True))).items
     assert any("Tessera Logistics" in r.text for r in records)
+
+
+@pytest.mark.anyio
+async def test_the_idle_pass_captures_what_failed_to_capture(anyio_backend: str) -> None:
+    from obsmem.knowledge import InMemoryKnowledgeStore, RecordDraft
+
+    class Flaky(InMemoryKnowledgeStore):
+        broken = True
+
+        async def append_record(self, draft: RecordDraft, *, actor: str, reason: str) -> object:  # type: ignore[override]
+            if self.broken:
+                raise RuntimeError("knowledge store down")
+            return await super().append_record(draft, actor=actor, reason=reason)
+
+    store = MemoryStore()
+    graph = Flaky()
+    knowledge = Knowledge(graph)
+    async with Memory(store, config=config(), knowledge=knowledge) as memory:
+        async with memory.turn(thread_id="t1", resource_id="alice",
+                               messages=[Message.user("I work as a Staff Engineer at Tessera Logistics.")]) as turn:
+            await turn.step([Message.assistant("Noted.")])
+        await memory.observe("t1")
+        await memory.settled()
+    graph.broken = False  # back up; the conversation is over, no event will come
+    worker = Worker(store, config=config(), knowledge=knowledge, poll_interval_s=0.01)
+    runs = await worker.curate_when_idle()
+    assert any(run.agent == "capture" and run.written for run in runs)
+    user = await graph.resolve_node("User", "org:default/resource:alice/thread:t1")
+    assert user is not None
