@@ -34,7 +34,7 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
     listed = runner.invoke(app, ["keys", "list", "--store", store])
     rows = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
     assert [r["admin"] for r in rows] == [False, True]
-    assert secret.split("_")[2] not in listed.stdout and "sha256" not in listed.stdout
+    assert secret.split("_", 2)[2] not in listed.stdout and "sha256" not in listed.stdout
 
     revoked = runner.invoke(app, ["keys", "revoke", key.key_id, "--store", store])
     assert revoked.exit_code == 0

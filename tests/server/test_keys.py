@@ -64,7 +64,7 @@ def test_sqlite_table_holds_only_hashes(tmp_path: Path) -> None:
 
     secret = asyncio.run(run())
     rows = sqlite3.connect(tmp_path / "k.db").execute("SELECT * FROM obsmem_api_keys").fetchall()
-    assert len(rows) == 1 and secret.split("_")[2] not in repr(rows)
+    assert len(rows) == 1 and secret.split("_", 2)[2] not in repr(rows)
 
 
 def test_two_replicas_on_postgres_share_threads_and_keys(postgres_url: str) -> None:

@@ -122,6 +122,7 @@ def mcp(
     """Serve the MCP tools over stdio, scoped by the API key in $OBSMEM_API_KEY."""
     server = _server()
     from obsmem.server.access import Principal, authenticate
+    from obsmem.server.errors import ServiceError
     from obsmem.server.mcp_server import build_mcp
 
     service = _service(store, knowledge, config, model, "local", server.ServerSettings(dev=dev))
@@ -131,7 +132,7 @@ def mcp(
         try:
             token = os.environ.get(API_KEY_ENV) or None
             principal: Principal = await authenticate(service.keys, token, dev=dev)
-        except ObsmemError as exc:
+        except (ObsmemError, ServiceError) as exc:
             await service.stop()
             raise fail(f"{exc} (set ${API_KEY_ENV}, or --dev)") from None
         try:

@@ -38,6 +38,7 @@ __all__ = [
     "ERROR_RESPONSES",
     "PermissionDeniedError",
     "ResourceNotFoundError",
+    "ServiceError",
     "ThreadIdTakenError",
     "TurnNotFoundError",
     "UpstreamError",
@@ -49,15 +50,20 @@ __all__ = [
 logger = logging.getLogger("obsmem.server")
 
 
-class AuthenticationError(ObsmemError):
+class ServiceError(Exception):
+    """An error of the service itself (never raised by the library, so not an ObsmemError):
+    reported in the same shape, with its class name as ``type``."""
+
+
+class AuthenticationError(ServiceError):
     """No API key, or one that is malformed, unknown or revoked."""
 
 
-class PermissionDeniedError(ObsmemError):
+class PermissionDeniedError(ServiceError):
     """The key is valid but may not do this (read-only, not an admin, another resource)."""
 
 
-class ResourceNotFoundError(NotFoundError):
+class ResourceNotFoundError(ServiceError):
     """A resource this key cannot see (it may not exist, or belong to another tenant)."""
 
     def __init__(self, resource_id: str) -> None:
@@ -65,21 +71,21 @@ class ResourceNotFoundError(NotFoundError):
         super().__init__(f"Resource '{resource_id}' does not exist.")
 
 
-class TurnNotFoundError(NotFoundError):
+class TurnNotFoundError(ServiceError):
     """A turn id this server does not hold open for the key (ended, expired or never begun)."""
 
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"Turn '{turn_id}' is not open on this server (it ended, expired or never began).")
 
 
-class ThreadIdTakenError(ObsmemError):
+class ThreadIdTakenError(ServiceError):
     """A new thread's id is in use (thread ids are unique in a store); nothing of that thread is shown."""
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"Thread id '{thread_id}' is already in use; choose another (unguessable) id.")
 
 
-class UpstreamError(ObsmemError):
+class UpstreamError(ServiceError):
     """The upstream model server could not be reached."""
 
 
@@ -87,6 +93,8 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (AuthenticationError, 401),
     (PermissionDeniedError, 403),
     (NotFoundError, 404),
+    (ResourceNotFoundError, 404),
+    (TurnNotFoundError, 404),
     (ImportConflictError, 409),
     (ThreadIdTakenError, 409),
     (NameConflictError, 409),
@@ -188,6 +196,7 @@ async def _unhandled(_request: Request, error: Exception) -> JSONResponse:
 def install_handlers(app: Any) -> None:
     """Route every failure of ``app`` (a FastAPI app) through the one shape."""
     app.add_exception_handler(ObsmemError, _obsmem_error)
+    app.add_exception_handler(ServiceError, _obsmem_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unhandled)

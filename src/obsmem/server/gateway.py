@@ -14,8 +14,9 @@ resource). For each request the gateway
 3. forwards the request, with the context in place of the history, to the configured upstream
    (any OpenAI-compatible server) with the *server's* upstream key; the client's key is never
    sent upstream, and the upstream key never leaves the server;
-4. streams the upstream answer back unchanged (bytes as received), then saves the answer
-   (``turn.end``), which starts memory work in the background (buffered observation and
+4. streams the upstream answer back unchanged (bytes as received; the last chunk only once the
+   answer is saved, so the next request finds it) and saves it (``turn.end``), which starts memory
+   work in the background (buffered observation and
    reflection run as Memory's background tasks, or on workers with ``background="queue"``).
 """
 
@@ -254,19 +255,26 @@ async def _forward(
     reader = _Sse(answer.chunk)
 
     async def relay() -> AsyncIterator[bytes]:
+        # Each chunk goes on as it came, one behind: the last one (with the closing event) goes
+        # only after the answer is saved, so a client that has the whole answer finds it in
+        # memory on its next request.
         finished = False
+        held: bytes | None = None
         try:
             async for chunk in upstream.aiter_raw():
                 reader.feed(chunk)
-                yield chunk
+                if held is not None:
+                    yield held
+                held = chunk
             reader.feed(b"\n")
             finished = True
         finally:
             await upstream.aclose()
-            if finished:
-                await _finish(turn, answer)
-            else:  # the client went away (or the upstream dropped): save what came, off this task
+            if not finished:  # the client went away (or the upstream dropped): save what came, off this task
                 service.spawn(_finish(turn, answer))
+        await _finish(turn, answer)
+        if held is not None:
+            yield held
 
     media = upstream.headers.get("content-type", "text/event-stream")
     return StreamingResponse(relay(), media_type=media, headers={"Cache-Control": "no-cache"})

@@ -23,7 +23,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from obsmem import InvalidInputError, ObsmemError
 from obsmem.server.access import Principal, authenticate, bearer_token
-from obsmem.server.errors import PermissionDeniedError, error_body, status_for
+from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
 from obsmem.server.rest import capture_fact, knowledge_scope
 from obsmem.server.service import Service
 
@@ -44,7 +44,7 @@ def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
         async def run(*args: Any, **kwargs: Any) -> Any:
             try:
                 return await fn(*args, **kwargs)
-            except ObsmemError as exc:
+            except (ObsmemError, ServiceError) as exc:
                 raise error_type(f"{type(exc).__name__}: {exc}") from None
 
         return cast(_F, run)
