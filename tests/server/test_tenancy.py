@@ -189,3 +189,36 @@ def test_gateway(world: World) -> None:
         _negatives(world, lambda client, key: client.post(path, json={**body, "metadata": {"thread_id": "t-alice"}},
                                                           headers=auth(key)))  # fmt: skip
         assert len(world.env.upstream.requests) == count  # nothing of alice's went upstream for them
+
+
+def test_knowledge_review_queue_and_audit_log(world: World) -> None:
+    alice, org = world.env.keys.alice, world.env.keys.acme_org
+    ids = []
+    for text in (f"Alice prefers window seats {SECRET}", f"Alice's badge is {SECRET}", f"Alice's desk {SECRET}"):
+        made = world.as_(alice, "POST", "/api/knowledge", json={"text": text, "candidate": True})
+        assert made.status_code == 201, made.text
+        ids.append(made.json()["id"])
+    queue = world.as_(alice, "GET", "/api/knowledge/review")
+    assert queue.status_code == 200 and {r["id"] for r in queue.json()["records"]} >= set(ids)
+    _negatives(world, lambda client, key: client.get("/api/knowledge/review", params={"resource_id": "alice"},
+                                                     headers=auth(key)))  # fmt: skip
+    for key in (world.env.keys.bob, world.env.keys.globex):
+        own = world.as_(key, "GET", "/api/knowledge/review")
+        assert own.status_code == 200 and SECRET not in own.text
+    for action, body in (("approve", {}), ("reject", {"tombstone": True}), ("edit", {"text": "planted"})):
+        record = ids[["approve", "reject", "edit"].index(action)]
+        _negatives(world, lambda client, key: client.post(f"/api/knowledge/review/{record}/{action}", json=body,
+                                                          headers=auth(key)))  # fmt: skip
+        # an org key decides only at the org's own scope, not on a resource's record
+        assert world.as_(org, "POST", f"/api/knowledge/review/{record}/{action}", json=body).status_code == 404
+        done = world.as_(alice, "POST", f"/api/knowledge/review/{record}/{action}", json=body)
+        assert done.status_code == 200, done.text
+    hits = world.as_(alice, "GET", "/api/knowledge/search", params={"q": "window seats"}).text
+    assert "window seats" in hits
+    audit = world.as_(alice, "GET", "/api/knowledge/audit")
+    assert audit.status_code == 200 and len(audit.json()["events"]) >= 6
+    _negatives(world, lambda client, key: client.get("/api/knowledge/audit", params={"resource_id": "alice"},
+                                                     headers=auth(key)))  # fmt: skip
+    for key in (world.env.keys.bob, world.env.keys.globex):
+        events = world.as_(key, "GET", "/api/knowledge/audit").text
+        assert SECRET not in events and not any(record in events for record in ids)

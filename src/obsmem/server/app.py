@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from obsmem import __version__
-from obsmem.server import gateway, rest
+from obsmem.server import gateway, knowledge_api, rest
 from obsmem.server.errors import install_handlers
 from obsmem.server.mcp_server import build_mcp, guarded
 from obsmem.server.service import Service
@@ -48,6 +48,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> FastAPI:
     app.state.service = service
     install_handlers(app)
     app.include_router(rest.router)
+    app.include_router(knowledge_api.router)
     app.include_router(gateway.router)
 
     @app.get("/health", tags=["service"])

@@ -299,20 +299,24 @@ class RememberIn(_Body):
     subject: Annotated[str, Field(min_length=1, max_length=200)] = "user"
     resource_id: Id | None = None
     thread_id: Id | None = None
+    candidate: bool = False
 
 
 @router.post("/knowledge", status_code=201, tags=["knowledge"])
 async def remember(body: RememberIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    """Capture a fact about ``subject`` into the knowledge store (verified: an explicit request)."""
+    """Capture a fact about ``subject`` into the knowledge store: verified (an explicit request),
+    or with ``candidate`` a candidate waiting in the review queue."""
     principal.may_write()
     resource = body.resource_id
     if body.thread_id is not None:
         resource = (await principal.thread(service.memory, body.thread_id)).resource_id
-    return await capture_fact(service, principal, body.text, body.subject, resource, body.thread_id)
+    return await capture_fact(service, principal, body.text, body.subject, resource, body.thread_id,
+                              candidate=body.candidate)  # fmt: skip
 
 
 async def capture_fact(
-    service: Service, principal: Principal, text: str, subject: str, resource_id: str | None, thread_id: str | None
+    service: Service, principal: Principal, text: str, subject: str, resource_id: str | None, thread_id: str | None,
+    *, candidate: bool = False,
 ) -> dict[str, Any]:
     """One fact into the knowledge store at the key's scope (shared by REST and MCP)."""
     if service.knowledge is None:
@@ -323,7 +327,7 @@ async def capture_fact(
     node = await service.knowledge.node(subject, "entity", scope, reason="remembered through the service")
     record = await service.knowledge.append(
         node.id, text, scope, reason="remembered through the service", source_thread_id=thread_id,
-        trust=TrustState.VERIFIED,
+        trust=TrustState.CANDIDATE if candidate else TrustState.VERIFIED,
     )  # fmt: skip
     return {"id": record.id, "node_id": node.id, "scope": scope, "text": text}
 

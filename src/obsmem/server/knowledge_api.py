@@ -1,0 +1,108 @@
+"""Knowledge review over REST: the review queue (pending candidates; approve, reject, edit) and
+the audit log, read and changed from the key's knowledge scope only.
+
+A key acts from its scope (``org:<org>`` or ``org:<org>/resource:<resource>``; an org key may
+name a resource of its org). The knowledge store lets a scope see its ancestors' records, so a
+review decision is also refused on a record above the key's own scope: a resource key decides
+only on its resource's (and its threads') records, never on the org's shared ones.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import Field
+
+from obsmem import KnowledgeNotFoundError
+from obsmem.knowledge import Knowledge, Record, RecordView
+from obsmem.server.errors import ERROR_RESPONSES
+from obsmem.server.rest import Caller, Id, ServiceDep, _Body, knowledge_scope
+from obsmem.server.service import Service
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/knowledge", tags=["knowledge"], responses=ERROR_RESPONSES)
+
+ResourceQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+Reason = Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class Decision(_Body):
+    reason: Reason = "reviewed through the service"
+    resource_id: Id | None = None
+
+
+class Rejection(Decision):
+    tombstone: bool = False
+
+
+class Edit(Decision):
+    text: Annotated[str, Field(min_length=1, max_length=10_000)]
+
+
+def _knowledge(service: Service) -> Knowledge:
+    if service.knowledge is None:
+        raise KnowledgeNotFoundError("This server has no knowledge store (obsmem serve --knowledge …)")
+    return service.knowledge
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    return record.model_dump(mode="json")
+
+
+async def _own_record(knowledge: Knowledge, record_id: str, scope: str) -> None:
+    """The record, if it lies at the key's scope or below it; otherwise not found."""
+    view = RecordView(include_candidates=True, include_superseded=True)
+    record = await knowledge.store.get_record(record_id, scope, view)
+    if record is None or not (record.scope == scope or record.scope.startswith(scope + "/")):
+        raise KnowledgeNotFoundError(f"Knowledge record '{record_id}' is not visible from this key.")
+
+
+@router.get("/review")
+async def pending(
+    principal: Caller, service: ServiceDep, resource_id: ResourceQuery = None,
+    after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:  # fmt: skip
+    """Candidates waiting for review, visible from the key's scope, newest first."""
+    scope = knowledge_scope(principal, resource_id)
+    page = await _knowledge(service).review.pending(scope, after=after, limit=limit)
+    mine = [r for r in page.items if r.scope == scope or r.scope.startswith(scope + "/")]
+    return {"scope": scope, "records": [record_json(r) for r in mine], "next_cursor": page.next_cursor}
+
+
+@router.post("/review/{record_id}/approve")
+async def approve(record_id: str, body: Decision, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
+    await _own_record(knowledge, record_id, scope)
+    return record_json(await knowledge.review.approve(record_id, scope, reason=body.reason))
+
+
+@router.post("/review/{record_id}/reject")
+async def reject(record_id: str, body: Rejection, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
+    await _own_record(knowledge, record_id, scope)
+    return record_json(await knowledge.review.reject(record_id, scope, reason=body.reason, tombstone=body.tombstone))
+
+
+@router.post("/review/{record_id}/edit")
+async def edit(record_id: str, body: Edit, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    principal.may_write()
+    knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
+    await _own_record(knowledge, record_id, scope)
+    return record_json(await knowledge.review.edit(record_id, scope, body.text, reason=body.reason))
+
+
+@router.get("/audit")
+async def audit(
+    principal: Caller, service: ServiceDep, resource_id: ResourceQuery = None,
+    after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:  # fmt: skip
+    """The audit log of the key's scope: every change, by whom and why."""
+    scope = knowledge_scope(principal, resource_id)
+    page = await _knowledge(service).store.list_activity(scope, after=after, limit=limit)
+    return {"scope": scope, "events": [e.model_dump(mode="json") for e in page.items], "next_cursor": page.next_cursor}
