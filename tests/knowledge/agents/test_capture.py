@@ -112,3 +112,20 @@ async def test_capture_under_a_thread_ceiling_never_writes_broader(knowledge: Kn
     assert user is not None
     assert await knowledge.store.resolve_node("User", sibling.key) is None
     assert (await knowledge.store.list_about(user.id, sibling.key, view=ALL)).items == []
+
+
+async def test_named_participants_become_their_own_nodes(knowledge: Knowledge, store: Store,
+                                                         clock: FakeClock) -> None:
+    agents = agents_for(knowledge, store, clock)
+    scope = agents.scope("acme", "alice", "t1")
+    delta = observation(
+        "* 🔴 (13:56) Ana: works as a nurse at the city hospital in Porto.",
+        "* 🟡 (13:57) Ben: asked how long.",
+        "* 🔴 (13:58) Topics: hospitals.",
+    )
+    run = await agents.capture(delta, scope, source_thread_id="t1")
+    assert [r.text for r in run.written] == ["works as a nurse at the city hospital in Porto"]
+    ana = await knowledge.store.resolve_node("Ana", scope.key)
+    assert ana is not None and ana.kind == "person"
+    assert {r.node_id for r in run.written} == {ana.id}
+    assert await knowledge.store.resolve_node("Ben", scope.key) is None

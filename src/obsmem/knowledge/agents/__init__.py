@@ -15,6 +15,7 @@ from obsmem.knowledge.agents.curate import CAPTURE_GUIDANCE, CurateAgent, curati
 from obsmem.knowledge.agents.extract import Proposal, Statement, propose, statements
 from obsmem.knowledge.agents.lanes import LANE_PREFIX, LaneBusyError, Lanes, LaneState, backoff_delay
 from obsmem.knowledge.agents.learn import LearnAgent, evidence_id
+from obsmem.knowledge.agents.metrics import KnowledgeScore, score_knowledge
 from obsmem.knowledge.agents.pins import PIN_NODE, PinBoard, PinnedBlock
 from obsmem.knowledge.agents.remind import Reminder, RemindAgent
 from obsmem.knowledge.agents.runner import ContextBlocks, KnowledgeAgents
@@ -29,6 +30,7 @@ __all__ = [
     "ContextBlocks",
     "CurateAgent",
     "KnowledgeAgents",
+    "KnowledgeScore",
     "LaneBusyError",
     "LaneState",
     "Lanes",
@@ -43,6 +45,7 @@ __all__ = [
     "curation_due",
     "evidence_id",
     "propose",
+    "score_knowledge",
     "statements",
     "thread_scope",
 ]

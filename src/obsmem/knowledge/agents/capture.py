@@ -89,7 +89,7 @@ class CaptureAgent:
         """What to capture from one delta (the offline rules; the LLM agent overrides this)."""
         found: list[Proposal] = []
         for statement in statements(observations):
-            found.extend(propose(statement, node=self.settings.user_node))
+            found.extend(propose(statement, node=statement.subject or self.settings.user_node))
         return found
 
     async def run(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:

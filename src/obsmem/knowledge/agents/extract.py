@@ -35,6 +35,9 @@ __all__ = ["Proposal", "Statement", "propose", "statements"]
 
 _DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
 _LINE = re.compile(r"^\s*[*-]\s*(?:\S{1,3}\s+)?\((\d{1,2}):(\d{2})\)\s+User stated(:)?\s+(.*\S)\s*$")
+# With named participants the offline observer writes "* 🔴 (13:56) Ana: works as a nurse …".
+_NAMED = re.compile(r"^\s*[*-]\s*🔴\s+\((\d{1,2}):(\d{2})\)\s+([A-Z][\w.'\-]*(?: [A-Z][\w.'\-]*)?):\s+(.*\S)\s*$")
+_NOT_NAMES = frozenset({"User", "Assistant", "Topics", "Note", "Date"})
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
 _MEANING = re.compile(r"\s*\((?:meaning|re:)[^()]*\)")
@@ -60,6 +63,7 @@ class Statement:
 
     text: str
     observed_at: datetime | None
+    subject: str | None = None  # a named participant; None: the user
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +113,23 @@ def statements(text: str) -> list[Statement]:
             day = (int(date.group(3)), month, int(date.group(2))) if month else None
             continue
         match = _LINE.match(line)
-        if not match:
-            continue
+        subject: str | None = None
+        merged = False
+        if match:
+            merged = bool(match.group(3))
+        else:
+            match = _NAMED.match(line)
+            if not match or match.group(3) in _NOT_NAMES:
+                continue
+            subject = match.group(3)
         at: datetime | None = None
         if day is not None:
             try:
                 at = datetime(day[0], day[1], day[2], int(match.group(1)), int(match.group(2)), tzinfo=UTC)
             except ValueError:
                 at = None
-        for clause in _clauses(match.group(4), bool(match.group(3))):
-            found.append(Statement(clause, at))
+        for clause in _clauses(match.group(4), merged):
+            found.append(Statement(clause, at, subject))
     return found
 
 
