@@ -23,7 +23,8 @@ and "3 weeks ago" is counted from the conversation's day, not today)::
             turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[message])
             await turn.end()
 
-Foundation layer: standard library only.
+Foundation layer: standard library and :mod:`obsmem.errors` only. A bad argument raises
+:class:`~obsmem.errors.InvalidInputError` (a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+from obsmem.errors import InvalidInputError
 
 __all__ = ["Clock", "FakeClock", "SystemClock"]
 
@@ -83,7 +86,9 @@ class FakeClock:
         if start is None:
             start = self.DEFAULT_START
         elif start.tzinfo is None or start.utcoffset() is None:
-            raise ValueError("FakeClock start must be timezone-aware (e.g. datetime(..., tzinfo=UTC))")
+            raise InvalidInputError(
+                "FakeClock start must be timezone-aware (e.g. datetime(..., tzinfo=UTC))", argument="start"
+            )
         self._start = start.astimezone(UTC)
         self._elapsed = 0.0
         self.sleeps: list[float] = []
@@ -108,7 +113,7 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         """Move time forward without sleeping (e.g. "an hour passes between two turns")."""
         if seconds < 0:
-            raise ValueError(f"FakeClock cannot go backwards (advance({seconds}))")
+            raise InvalidInputError(f"FakeClock cannot go backwards (advance({seconds}))", argument="seconds")
         self._elapsed += seconds
 
     def advance_to(self, moment: datetime) -> None:
@@ -116,7 +121,7 @@ class FakeClock:
         recorded message. A moment at or before now leaves the clock where it is: time never
         goes backwards, and two messages stamped out of order do not stop a replay."""
         if moment.tzinfo is None or moment.utcoffset() is None:
-            raise ValueError("FakeClock.advance_to needs a timezone-aware datetime")
+            raise InvalidInputError("FakeClock.advance_to needs a timezone-aware datetime", argument="moment")
         ahead = (moment - self.now()).total_seconds()
         if ahead > 0:
             self._elapsed += ahead
