@@ -129,3 +129,20 @@ async def test_named_participants_become_their_own_nodes(knowledge: Knowledge, s
     assert ana is not None and ana.kind == "person"
     assert {r.node_id for r in run.written} == {ana.id}
     assert await knowledge.store.resolve_node("Ben", scope.key) is None
+
+
+async def test_capture_pinning_pins_standing_rules_and_reports_what_the_budget_refuses(
+    knowledge: Knowledge, store: Store, clock: FakeClock
+) -> None:
+    agents = agents_for(knowledge, store, clock, capture_pinning=True, max_pins=1)
+    scope = agents.scope("acme", "alice", "t1")
+    delta = observation("* 🔴 (09:00) User stated they always want an aisle seat.",
+                        "* 🔴 (09:05) User stated they never fly before 7am.")
+    run = await agents.capture(delta, scope, source_thread_id="t1")
+    pins = await agents.pins.list(scope)
+    assert [p.text for p in pins] == ["they always want an aisle seat"]
+    assert "Capture-time pin dropped: Pin limit reached (1)" in run.detail
+    off = agents_for(knowledge, store, clock)  # capture_pinning off (the default): no pins
+    other = off.scope("acme", "bob", "t9")
+    await off.capture(delta, other, source_thread_id="t9")
+    assert await off.pins.list(other) == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from obsmem.errors import InvalidInputError
 from obsmem.knowledge.capture import capture as capture_record
 from obsmem.knowledge.agents.common import (
     AGENT_ACTORS,
@@ -92,6 +93,20 @@ class CaptureAgent:
             found.extend(propose(statement, node=statement.subject or self.settings.user_node))
         return found
 
+    async def _pin(self, text: str, context: Scope, report: AgentRun) -> None:
+        """``capture_pinning``: a standing rule ("always …", "never …") is also pinned; a pin the
+        budget refuses is reported in the run, never silently dropped."""
+        from obsmem.knowledge.agents.pins import PinBoard
+
+        board = PinBoard(self.store, self.settings, lambda t: max(1, len(t) // 4))
+        if any(pin.text == text for pin in await board.list(context)):
+            return
+        try:
+            report.written.append(await board.pin(text, context, actor=ACTOR, reason="capture: a standing rule"))
+        except InvalidInputError as refused:
+            note = f"Capture-time pin dropped: {refused}"
+            report.detail = f"{report.detail}; {note}" if report.detail else note
+
     async def run(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
         """Capture the user's stated facts in ``observations`` (one committed delta)."""
         report = AgentRun("capture")
@@ -112,8 +127,6 @@ class CaptureAgent:
             metadata: dict[str, object] = {"agent": ACTOR}
             if proposal.replaces:
                 metadata["replaces"] = list(proposal.replaces)
-            if proposal.pin and self.settings.capture_pinning:
-                metadata["pin_requested"] = True
             outcome = await capture_record(
                 self.store,
                 node.id,
@@ -134,6 +147,8 @@ class CaptureAgent:
                 continue
             report.written.append(outcome.record)
             existing[node.id].append(outcome.record)
+            if proposal.pin and self.settings.capture_pinning:
+                await self._pin(proposal.text, context, report)
         if not report.written and not report.refused:
             report.status = "no-op"
         return report
