@@ -213,3 +213,32 @@ def test_streaming_events_split_anywhere_are_parsed(env: Env) -> None:
     for index in range(0, len(stream), 7):
         reader.feed(stream[index : index + 7].encode())
     assert [m.text for m in answer.messages([])] == ["split into bytes"]
+
+
+def test_unreachable_upstream_is_a_502_in_the_error_shape(env: Env) -> None:
+    settings = env.live.service.settings
+    original = settings.upstream_url
+    with httpx.Client() as probe:  # a port nothing listens on: bind, note, close
+        import socket
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        settings.upstream_url = f"http://127.0.0.1:{port}/v1"
+        try:
+            response = probe.post(env.url + "/v1/chat/completions", timeout=60, json={
+                "model": "m", "messages": [{"role": "user", "content": "anyone there?"}]},
+                headers={**auth(env.keys.alice), "X-Obsmem-Thread": "g-down"})  # fmt: skip
+        finally:
+            settings.upstream_url = original
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "UpstreamError" and str(port) not in response.text
+    assert texts(stored(env, "g-down")) == [("user", "anyone there?")]
+
+
+def test_read_only_key_cannot_use_the_gateway(env: Env) -> None:
+    client = openai.OpenAI(base_url=env.url + "/v1", api_key=env.keys.alice_read_only, max_retries=0,
+                           default_headers={"X-Obsmem-Thread": "g-ro"})  # fmt: skip
+    with pytest.raises(openai.PermissionDeniedError):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
