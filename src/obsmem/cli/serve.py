@@ -75,6 +75,9 @@ def serve(
     upstream: Annotated[
         str | None, typer.Option(help=f"OpenAI-compatible base URL the gateway forwards to (…/v1); its key: ${UPSTREAM_KEY_ENV}.")
     ] = None,
+    upstream_kind: Annotated[
+        str, typer.Option(help="'openai' (any OpenAI-compatible server) or 'anthropic' (Messages API, chat only).")
+    ] = "openai",
     config: ConfigOption = None,
     model: Annotated[str | None, typer.Option(metavar="SPEC", help="Observer/reflector model (default: offline).")] = None,
     background: Annotated[str, typer.Option(help="'local', or 'queue' to leave memory work to obsmem workers.")] = "local",
@@ -82,6 +85,8 @@ def serve(
     mcp_http: Annotated[bool, typer.Option("--mcp/--no-mcp", help="Serve MCP (streamable HTTP) at /mcp.")] = True,
 ) -> None:
     """Serve memory over HTTP: REST (/api), the OpenAI-compatible gateway (/v1) and MCP (/mcp)."""
+    if upstream_kind not in ("openai", "anthropic"):
+        raise typer.BadParameter("expected 'openai' or 'anthropic'", param_hint="'--upstream-kind'")
     if background not in ("local", "queue"):
         raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
     server = _server()
@@ -91,7 +96,7 @@ def serve(
         host = "127.0.0.1"
         err_console.print("[yellow]dev mode:[/yellow] no API key needed; listening on 127.0.0.1 only.", highlight=False)
     settings = server.ServerSettings(upstream_url=upstream, upstream_key=os.environ.get(UPSTREAM_KEY_ENV), dev=dev,
-                                     mcp=mcp_http)  # fmt: skip
+                                     mcp=mcp_http, upstream_kind=upstream_kind)  # fmt: skip
     service = _service(store, knowledge, config, model, background, settings)
     if not dev and not _any_keys(service):
         err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)

@@ -13,7 +13,9 @@ resource). For each request the gateway
    :mod:`obsmem.convert`;
 3. forwards the request, with the context in place of the history, to the configured upstream
    (any OpenAI-compatible server) with the *server's* upstream key; the client's key is never
-   sent upstream, and the upstream key never leaves the server;
+   sent upstream, and the upstream key never leaves the server. With ``--upstream-kind anthropic``
+   Chat Completions are translated to and from the Anthropic Messages API
+   (:mod:`obsmem.server.anthropic_upstream`);
 4. streams the upstream answer back unchanged (bytes as received; the last chunk only once the
    answer is saved, so the next request finds it) and saves it (``turn.end``), which starts memory
    work in the background (buffered observation and
@@ -42,6 +44,7 @@ from obsmem import (
     to_openai_responses,
 )
 from obsmem.server.access import Principal
+from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, anthropic_request, chat_completion, completion_stream
 from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError
 from obsmem.server.rest import Caller, ServiceDep
 from obsmem.server.service import Service
@@ -284,6 +287,36 @@ ThreadHeader = Annotated[str | None, Header(alias="X-Obsmem-Thread")]
 ResourceHeader = Annotated[str | None, Header(alias="X-Obsmem-Resource")]
 
 
+async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any], system: list[Message]) -> Response:
+    """Chat Completions over an Anthropic upstream (see :mod:`obsmem.server.anthropic_upstream`)."""
+    settings = service.settings
+    if not settings.upstream_url:
+        raise UpstreamError("This server has no upstream model configured (obsmem serve --upstream URL).")
+    headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+    if settings.upstream_key:
+        headers["x-api-key"] = settings.upstream_key
+    request = anthropic_request(body, [*system, *turn.context.messages])
+    assert service.http is not None
+    try:
+        upstream = await service.http.post(settings.upstream_url.rstrip("/") + "/messages", json=request, headers=headers)
+    except httpx.HTTPError as exc:
+        await turn.end()
+        raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+    if upstream.status_code != 200:
+        await turn.end()
+        return Response(upstream.content, status_code=upstream.status_code,
+                        media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
+    try:
+        completion, saved = chat_completion(upstream.json(), body.get("model"), turn.context.messages)
+    except (ValueError, InvalidInputError) as exc:
+        await turn.end()
+        raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
+    await turn.end(saved)
+    if body.get("stream"):
+        return Response(completion_stream(completion), media_type="text/event-stream")
+    return Response(json.dumps(completion), media_type="application/json")
+
+
 @router.post("/chat/completions", openapi_extra=_REQUEST_BODY)
 async def chat_completions(
     request: Request, principal: Caller, service: ServiceDep, thread: ThreadHeader = None,
@@ -303,6 +336,8 @@ async def chat_completions(
     parsed = from_openai(new, history=history)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
+    if service.settings.upstream_kind == "anthropic":
+        return await _forward_anthropic(service, turn, body, from_openai(system))
     payload = {**body, "messages": [*system, *to_openai(turn.context.messages)]}
     return await _forward(service, turn, "/chat/completions", payload, ChatAnswer())
 
@@ -320,6 +355,11 @@ async def responses(
     """The Responses API through memory (streaming or not); ``previous_response_id`` is replaced
     by the thread's memory."""
     principal.may_write()
+    if service.settings.upstream_kind != "openai":
+        raise InvalidInputError(
+            "This server's upstream is Anthropic: the Responses API needs an OpenAI-compatible one; "
+            "use /v1/chat/completions.", argument="upstream",
+        )  # fmt: skip
     body = await _body(request)
     thread_id, resource_id = _target(body, thread, resource)
     raw = body.get("input")

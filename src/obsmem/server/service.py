@@ -8,7 +8,7 @@ import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -27,11 +27,13 @@ MAX_OPEN_TURNS = 1000
 
 @dataclass(slots=True)
 class ServerSettings:
-    """``upstream_url``: the OpenAI-compatible base URL the gateway forwards to (``…/v1``);
-    ``upstream_key``: its key, sent upstream only. ``dev``: no keys needed (loopback only)."""
+    """``upstream_url``: the base URL the gateway forwards to (``…/v1``); ``upstream_key``: its key,
+    sent upstream only; ``upstream_kind``: ``"openai"`` (any OpenAI-compatible server) or
+    ``"anthropic"`` (Chat Completions translated to the Messages API). ``dev``: no keys needed (loopback only)."""
 
     upstream_url: str | None = None
     upstream_key: str | None = None
+    upstream_kind: Literal["openai", "anthropic"] = "openai"
     dev: bool = False
     upstream_timeout_s: float = 120.0
     mcp: bool = True

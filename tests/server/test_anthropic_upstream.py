@@ -1,0 +1,95 @@
+"""Chat Completions through the gateway to an Anthropic upstream (translated both ways), with the
+official openai client, streaming and not, tools included."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from obsmem.knowledge import Knowledge
+from obsmem.server import ServerSettings, Service
+from tests.integrations.agent_model import small_memory_config
+from tests.models.wire_server import Recorded, Reply, WireServer
+from tests.server.conftest import UPSTREAM_KEY
+from tests.server.live import LiveServer, Keys, live_server, make_keys
+
+
+class Claude:
+    """Answers like the Messages API: a tool_use for weather questions, else an echo."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.ids = itertools.count()
+
+    def __call__(self, request: Recorded) -> Reply:
+        self.requests.append(request)
+        body = request.body
+        last = body["messages"][-1]
+        blocks = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+        result = next((b for b in blocks if b.get("type") == "tool_result"), None)
+        text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if result is not None:
+            content: list[dict[str, Any]] = [{"type": "text", "text": f"The tool said: {result['content']}"}]
+            stop = "end_turn"
+        elif "weather" in text and body.get("tools"):
+            content = [{"type": "tool_use", "id": f"toolu_{next(self.ids)}", "name": "get_weather",
+                        "input": {"city": "Paris"}}]  # fmt: skip
+            stop = "tool_use"
+        else:
+            content, stop = [{"type": "text", "text": f"Claude heard: {text}"}], "end_turn"
+        return Reply(json={"id": f"msg_{next(self.ids)}", "type": "message", "role": "assistant", "model": body["model"],
+                           "content": content, "stop_reason": stop, "usage": {"input_tokens": 11, "output_tokens": 7}})
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, Keys, Claude]]:
+    path: Path = tmp_path_factory.mktemp("anthropic")
+    claude = Claude()
+    with WireServer() as upstream:
+        upstream.responder = claude
+        settings = ServerSettings(upstream_url=upstream.url + "/v1", upstream_key=UPSTREAM_KEY, upstream_kind="anthropic")
+        service = Service.open(f"sqlite:///{path / 'm.db'}", settings=settings, knowledge=Knowledge.sqlite(path / "k.db"),
+                               config=small_memory_config(), max_turn_wait=None)  # fmt: skip
+        keys = make_keys(service)
+        with live_server(service) as live:
+            yield live, keys, claude
+
+
+def test_chat_through_an_anthropic_upstream(served: tuple[LiveServer, Keys, Claude]) -> None:
+    live, keys, claude = served
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=keys.alice, max_retries=0,
+                           default_headers={"X-Obsmem-Thread": "a-1"})  # fmt: skip
+    first = client.chat.completions.create(model="claude-x", messages=[
+        {"role": "system", "content": "Be terse."}, {"role": "user", "content": "I am Ana."}])  # fmt: skip
+    assert first.choices[0].message.content == "Claude heard: I am Ana."
+    assert first.usage is not None and first.usage.total_tokens == 18
+    sent = claude.requests[-1]
+    assert sent.path.endswith("/v1/messages")
+    headers = {k.lower(): v for k, v in sent.headers.items()}
+    assert headers["x-api-key"] == UPSTREAM_KEY and "authorization" not in headers
+    assert sent.body["system"] == [{"type": "text", "text": "Be terse."}]
+
+    stream = client.chat.completions.create(model="claude-x", stream=True,
+                                            messages=[{"role": "user", "content": "Who am I?"}])  # fmt: skip
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Claude heard: Who am I?"
+    roles = [(m["role"], m["content"]) for m in claude.requests[-1].body["messages"]]
+    assert roles[0][0] == "user" and "I am Ana." in json.dumps(roles[0][1])
+    assert [r for r, _ in roles] == ["user", "assistant", "user"]
+
+    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    call = client.chat.completions.create(model="claude-x", tools=tools,
+                                          messages=[{"role": "user", "content": "weather please"}])  # fmt: skip
+    assert call.choices[0].finish_reason == "tool_calls"
+    tool_call = call.choices[0].message.tool_calls[0]  # type: ignore[index]
+    final = client.chat.completions.create(model="claude-x", tools=tools, messages=[
+        {"role": "tool", "tool_call_id": tool_call.id, "content": "sunny"}])  # fmt: skip
+    assert final.choices[0].message.content == "The tool said: sunny"
+
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="claude-x", input="hi")
