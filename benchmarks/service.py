@@ -225,7 +225,9 @@ def main() -> None:
 
             async def make_key() -> str:
                 await keys.setup()
-                return (await keys.create("bench"))[1]
+                made = (await keys.create("bench"))[1]
+                await keys.close()
+                return made
 
             key = asyncio.run(make_key())
             replicas = [

@@ -51,6 +51,7 @@ def test_create_verify_list_revoke(keys: KeyStore) -> None:
             await keys.create("acme", admin=True, read_only=True)
         with pytest.raises(InvalidInputError):
             await keys.create("")
+        await keys.close()
 
     asyncio.run(run())
 
@@ -85,6 +86,7 @@ def test_two_replicas_on_postgres_share_threads_and_keys(postgres_url: str) -> N
             return (await first.keys.create("acme", resource_id="alice"))[1]
 
         secret = asyncio.run(make())
+        asyncio.run(first.keys.close())  # its pool belonged to that loop's threads; reopened on use
         with live_server(first) as a, live_server(second) as b:
             with httpx.Client(timeout=60, headers=auth(secret)) as client:
                 assert client.post(a.url + "/api/threads", json={"id": "pg-1"}).status_code == 201

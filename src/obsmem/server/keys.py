@@ -20,6 +20,7 @@ import hmac
 import re
 import secrets
 import sqlite3
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -256,17 +257,34 @@ class SQLiteKeyStore(KeyStore):
 
 
 class PostgresKeyStore(KeyStore):
-    """The table in the memory store's PostgreSQL database (psycopg, one connection a call)."""
+    """The table in the memory store's PostgreSQL database, over a small psycopg pool (opened on
+    first use, closed by :meth:`close`): a key is checked on every request."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, max_size: int = 4) -> None:
         self.url = url
+        self.max_size = max_size
+        self._pool: Any = None
+        self._opening = threading.Lock()  # one pool, though the first calls come from several threads
 
     def _connect(self) -> Any:
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - the postgres extra is installed with the store
-            raise ConfigError("store", "PostgreSQL keys need psycopg", allowed="pip install 'obsmem[postgres]'") from exc
-        return psycopg.connect(self.url, autocommit=True)
+        with self._opening:
+            return self._pooled().connection()
+
+    def _pooled(self) -> Any:
+        if self._pool is None:
+            try:
+                from psycopg_pool import ConnectionPool
+            except ImportError as exc:  # pragma: no cover - the postgres extra is installed with the store
+                raise ConfigError("store", "PostgreSQL keys need psycopg and psycopg-pool",
+                                  allowed="pip install 'obsmem[postgres]'") from exc  # fmt: skip
+            self._pool = ConnectionPool(self.url, kwargs={"autocommit": True}, min_size=1, max_size=self.max_size,
+                                        open=True)  # fmt: skip
+        return self._pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.close)
 
     def _setup(self) -> None:
         with self._connect() as db:
