@@ -76,6 +76,9 @@ def test_observations_appear_after_enough_turns(env: Env) -> None:
         env.live.call(env.live.service.settled())
         observed = client.get("/api/threads/obs-1/observations").json()
         assert "Falcon" in observed["observations"]
+        used = client.get("/api/resources/alice/usage").json()
+        row = next(r for r in used["per_thread"] if r["thread_id"] == "obs-1")
+        assert row["messages"] == 80 and row["observation_tokens"] > 0 and row["total_tokens_observed"] > 0
         context = client.get("/api/threads/obs-1/context").json()
         assert context["has_observations"] and context["raw_messages"] < 80
 

@@ -66,6 +66,7 @@ READS: dict[str, tuple[str, str, dict[str, object]]] = {
     "generations": ("GET", "/api/threads/t-alice/generations", {}),
     "recall": ("POST", "/api/threads/t-alice/recall", {"json": {"mode": "messages"}}),
     "export": ("GET", "/api/resources/alice/export", {}),
+    "usage": ("GET", "/api/resources/alice/usage", {}),
     "knowledge search of the resource": ("GET", "/api/knowledge/search", {"params": {"q": "vault code", "resource_id": "alice"}}),
 }  # fmt: skip
 

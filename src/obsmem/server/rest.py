@@ -342,6 +342,28 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
     return {"resource_id": resource, "deleted": await service.memory.delete_resource(resource)}
 
 
+@router.get("/resources/{resource_id}/usage", tags=["resources"])
+async def usage(resource_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """What memory holds for a resource: threads, messages, and per thread the observation tokens,
+    tokens observed so far, pending (unobserved) tokens and generations."""
+    resource, threads = await principal.resource_threads(service.memory, resource_id)
+    if not threads:
+        raise ResourceNotFoundError(resource)
+    rows: list[dict[str, Any]] = []
+    for thread in threads:
+        record = await service.memory.get_record(thread.id)
+        generations = await service.memory.list_generations(thread.id, limit=1000)
+        rows.append({
+            "thread_id": thread.id, "messages": await service.memory.store.count_messages(thread.id),
+            "observation_tokens": record.observation_tokens if record else 0,
+            "total_tokens_observed": record.total_tokens_observed if record else 0,
+            "pending_message_tokens": record.pending_message_tokens if record else 0,
+            "generations": len(generations),
+        })  # fmt: skip
+    totals = {key: sum(int(row[key]) for row in rows) for key in ("messages", "total_tokens_observed")}
+    return {"resource_id": resource, "threads": len(rows), **totals, "per_thread": rows}
+
+
 @router.get("/resources/{resource_id}/export", response_class=PlainTextResponse, tags=["resources"])
 async def export(resource_id: str, principal: Caller, service: ServiceDep) -> PlainTextResponse:
     resource, threads = await principal.resource_threads(service.memory, resource_id)
