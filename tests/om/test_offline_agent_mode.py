@@ -145,3 +145,27 @@ async def test_other_wordings_of_changes_decisions_and_completions(said: str, ex
                 "* 🔴 (09:02) User chose Brako Hotel for the hotel.")  # fmt: skip
     lines = await _observe(Message.user(said, created_at=_at(0)), previous=previous)
     assert expected in "\n".join(lines), lines
+
+
+def test_revise_active_drops_only_stale_lines_and_keeps_the_rest_byte_for_byte() -> None:
+    active = (
+        "Date: Jun 10, 2025\n"
+        "* 🔴 (09:00) User stated their phone number is +44 7700 9123 456.\n"
+        "* 🟡 (09:05) Topics: help them put together the Zan packing…; how to pack shoes.\n"
+        "* 🟡 (09:07) User asked the assistant to draft the Zan packing list.\n"
+        "  * -> outline given\n"
+        "\n--- message boundary (2025-06-16T10:00:00+00:00) ---\n\n"
+        "Date: Jun 16, 2025\n"
+        "* 🔴 (10:00) User stated their phone number is now +44 7700 9555 111 (changing from +44 7700 9123 456).\n"
+        "* ✅ (10:09) User finished the Zan packing list.\n"
+    )
+    revised = OfflineObserver().revise_active(active)
+    assert "9123 456." not in revised  # the old value's own line is gone …
+    assert "(changing from +44 7700 9123 456)" in revised  # … the change that names it stays
+    assert "* 🟡 (09:05) Topics: how to pack shoes." in revised
+    assert "draft the Zan" not in revised and "outline given" not in revised
+    assert "--- message boundary (2025-06-16T10:00:00+00:00) ---" in revised
+    assert revised.endswith("* ✅ (10:09) User finished the Zan packing list.\n")
+    assert OfflineObserver().revise_active(revised) == revised  # nothing more to drop
+    unchanged = "Date: Jun 10, 2025\n* 🔴 (09:00) User stated they live in Porto.\n"
+    assert OfflineObserver().revise_active(unchanged) is unchanged

@@ -75,6 +75,7 @@ from obsmem.om.offline.patterns import (
     task_mentioned,
 )
 from obsmem.om.offline.date_phrases import weighed_dates
+from obsmem.om.offline.reflector import drop_superseded
 from obsmem.om.offline.offload import offload
 from obsmem.om.offline.rules import (
     DateRef,
@@ -742,6 +743,13 @@ class OfflineObserver:
     ) -> None:
         self.count_tokens: Callable[[str], int] = count_tokens or estimate_tokens
         self.offload_chars = offload_chars
+
+    def revise_active(self, active_observations: str) -> str:
+        """The active observations without the lines that later lines made stale (an older
+        value of a fact stated again, an ask about a task since finished), everything else
+        unchanged: see :func:`~obsmem.om.offline.reflector.drop_superseded`. An engine may
+        call it after appending a cycle's lines; without it they go at the next reflection."""
+        return drop_superseded(active_observations)
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         # Hooks are the caller's coroutines: they run on the loop, after the rules.

@@ -60,6 +60,9 @@ from obsmem.om.text.format import (
     PRIORITY_MEDIUM,
     DateGroup,
     ObservationLine,
+    is_boundary_line,
+    parse_date_header,
+    parse_line,
     parse_observations,
     render_observations,
 )
@@ -92,7 +95,7 @@ from obsmem.om.offline.rules import (
 )
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult
 
-__all__ = ["MAX_LEVEL", "OfflineReflector", "consolidate_observations", "fact_core"]
+__all__ = ["MAX_LEVEL", "OfflineReflector", "consolidate_observations", "drop_superseded", "fact_core"]
 
 MAX_LEVEL = 4
 #: Observations of at least this many characters are reflected in a thread (see
@@ -303,6 +306,61 @@ def consolidate_observations(text: str) -> str:
     if not text.strip():
         return text
     return _render(_consolidate(_entries(text)))
+
+
+def drop_superseded(text: str) -> str:
+    """``text`` without the lines a later line made stale, everything else byte for byte.
+
+    The same rules as consolidation (:func:`_supersede`, :func:`_finish_tasks`): an older fact
+    whose attribute a later line sets again, an ask or a "Topics:" part about a task the user
+    since finished. Headers, boundaries, order and every other line stay as they are, so it is
+    safe on the active observations after each cycle: a stale value then disappears at once
+    instead of at the next reflection. A date header left with no line goes too.
+    """
+    raw = text.splitlines()
+    entries: list[_Entry] = []
+    day: date | None = None
+    for index, line in enumerate(raw):
+        header = parse_date_header(line)
+        if header is not None:
+            day = header
+            continue
+        if is_boundary_line(line) or not line.strip():
+            continue
+        parsed = parse_line(line)
+        if parsed is not None and parsed.indent == 0 and not parsed.text.startswith(FACTS):
+            entries.append(_Entry(index, day, parsed))
+    original = {e.order: e.line.text for e in entries}  # the rules edit entries in place
+    kept = {e.order: e for e in _finish_tasks(_supersede(entries))}
+    if len(kept) == len(entries) and all(e.line.text == original[order] for order, e in kept.items()):
+        return text
+    out: list[str] = []
+    dropping = False  # the children of a dropped line go with it
+    by_index = {e.order: e for e in entries}
+    for index, line in enumerate(raw):
+        entry = by_index.get(index)
+        if entry is not None:
+            dropping = index not in kept
+            if not dropping and kept[index].line.text != original[index]:
+                line = kept[index].line.render()
+        elif dropping and line.startswith((" ", "\t")) and line.strip():
+            continue
+        else:
+            dropping = False
+        if not dropping:
+            out.append(line)
+    return _without_empty_headers(out, "\n" if text.endswith("\n") else "")
+
+
+def _without_empty_headers(lines: list[str], end: str) -> str:
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if parse_date_header(line) is not None:
+            following = next((n for n in lines[index + 1 :] if n.strip()), "")
+            if not following or parse_date_header(following) is not None or is_boundary_line(following):
+                continue
+        out.append(line)
+    return "\n".join(out) + end
 
 
 def _is_medium(entry: _Entry) -> bool:
