@@ -170,8 +170,20 @@ _CORRECTION = (
 )
 
 
+#: Phrasings whose attribute is not a noun in the clause: "we fly out on the 20th" sets the
+#: outbound flight, "we moved to Berlin" the home city.
+_PHRASED: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:fly|flying|flies)\s+out\b", re.IGNORECASE), "outbound flight"),
+    (re.compile(r"\b(?:fly|flying|flies)\s+back\b", re.IGNORECASE), "return flight"),
+    (re.compile(r"\b(?:moved|relocated)\s+to\s+[A-Z]"), "home city"),
+)
+
+
 def attribute_of(clause: str) -> str | None:
     """The attribute a clause gives a value for, or None when no rule recognises one."""
+    for phrase, attribute in _PHRASED:
+        if phrase.search(clause):
+            return attribute
     for typed, name in ((_EMAIL, "email"), (_PHONE, "phone number")):
         if typed.search(clause):
             # the user's own only when the clause says so ("their number", "my personal email")
