@@ -192,6 +192,14 @@ class Memory:
     raised); ``"warn"`` and ``"continue"`` return the failed :class:`CycleOutcome` instead
     (``"warn"`` logs it). Failed work is never lost: messages stay pending, observations stay.
 
+    ``knowledge`` (a :class:`~obsmem.knowledge.Knowledge`; it stays the caller's: Memory never
+    closes it) turns on the knowledge agents (``config.knowledge``; offline rules unless
+    ``knowledge.model``): capture after every committed observation, pins and a reminder in
+    every context, curate and learn after reflections and when a lane's trigger fires. They run
+    as this memory's background tasks (``settled()`` waits for them; in ``"queue"`` mode they go
+    to the workers as ``knowledge`` work); a failing agent never fails a turn nor loses an
+    observation. See :mod:`obsmem.knowledge.agents`, :meth:`pin`, :meth:`curate_knowledge`.
+
     Every argument is checked here, so a wrong one raises :class:`ConfigError` naming it now
     rather than failing on the first turn; every method raises :class:`InvalidInputError` (or
     another :class:`ObsmemError`) naming the argument at fault.
