@@ -223,3 +223,11 @@ def test_knowledge_review_queue_and_audit_log(world: World) -> None:
     for key in (world.env.keys.bob, world.env.keys.globex):
         events = world.as_(key, "GET", "/api/knowledge/audit").text
         assert SECRET not in events and not any(record in events for record in ids)
+
+
+def test_knowledge_capture_into_another_tenant_is_refused(world: World) -> None:
+    for body in ({"text": "planted fact", "resource_id": "alice"}, {"text": "planted fact", "thread_id": "t-alice"}):
+        _negatives(world, lambda client, key: client.post("/api/knowledge", json=body, headers=auth(key)))
+    hits = world.as_(world.env.keys.alice, "GET", "/api/knowledge/search", params={"q": "planted fact"})
+    assert hits.status_code == 200 and "planted" not in hits.text
+    assert world.as_(world.env.keys.alice, "POST", "/api/knowledge", json={"text": "own fact"}).status_code == 201
