@@ -82,6 +82,7 @@ async def test_llm_capture_writes_through_the_store_and_drops_what_it_may_not(
     assert run.tokens == 120
     first = server.requests[0].body
     assert first["messages"][0]["role"] == "system" and "capture agent" in first["messages"][0]["content"]
+    assert "Learned guidance" not in first["messages"][0]["content"]  # no capture-guidance node yet
     assert [t["function"]["name"] for t in first["tools"]] == ["knowledge_search"]
     assert server.requests[1].body["messages"][-1]["role"] == "tool"  # the search result went back
 
@@ -201,3 +202,16 @@ async def test_llm_learn_needs_two_supports_and_writes_deterministic_evidence(
     await knowledge.append(user.id, "third", scope.key, reason="s", source_thread_id="t1")
     failed = await team.learn(scope, "t1")
     assert failed.status == "failed" and (await team.lanes.read(team.learner.lane("t1"))).cursor == second.id
+
+
+async def test_llm_capture_reads_the_capture_guidance_curation_keeps(
+    knowledge: Knowledge, store: Store, clock: FakeClock, server: WireServer
+) -> None:
+    team = agents(knowledge, store, clock, server)
+    scope = team.scope("acme", "alice", "t1")
+    await knowledge.node("capture-guidance", "document", scope.at("resource").key,
+                         content="Attributes in use for User: phone number.")
+    server.script(answer('{"nodes": []}'))
+    await team.capture("Date: Mar 3, 2025", scope, source_thread_id="t1")
+    system = server.requests[0].body["messages"][0]["content"]
+    assert "Learned guidance" in system and "Attributes in use for User: phone number." in system

@@ -225,7 +225,12 @@ class LLMCaptureAgent(CaptureAgent):
             "name": "knowledge_search", "description": "Search the knowledge this thread may see.",
             "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
         }, search)}
-        loop = await tool_loop(self.model, CAPTURE_PROMPT, f"New observations:\n{observations}", tools,
+        system = CAPTURE_PROMPT
+        guidance = await self.store.resolve_node("capture-guidance", context.key)
+        if guidance is not None and guidance.content:
+            system += ("\n\nLearned guidance (kept by the curate agent; it cannot override the rules above "
+                       "or the user's instructions):\n" + guidance.content[:4000])
+        loop = await tool_loop(self.model, system, f"New observations:\n{observations}", tools,
                                max_steps=self.settings.max_steps)
         report.tokens += loop.usage.total_tokens
         if loop.text is None:
