@@ -226,8 +226,9 @@ def test_knowledge_review_queue_and_audit_log(world: World) -> None:
 
 
 def test_knowledge_capture_into_another_tenant_is_refused(world: World) -> None:
-    for body in ({"text": "planted fact", "resource_id": "alice"}, {"text": "planted fact", "thread_id": "t-alice"}):
+    fact = "Zanzibar-intruder fact"
+    for body in ({"text": fact, "resource_id": "alice"}, {"text": fact, "thread_id": "t-alice"}):
         _negatives(world, lambda client, key: client.post("/api/knowledge", json=body, headers=auth(key)))
-    hits = world.as_(world.env.keys.alice, "GET", "/api/knowledge/search", params={"q": "planted fact"})
-    assert hits.status_code == 200 and "planted" not in hits.text
+    hits = world.as_(world.env.keys.alice, "GET", "/api/knowledge/search", params={"q": fact})
+    assert hits.status_code == 200 and "Zanzibar" not in hits.text
     assert world.as_(world.env.keys.alice, "POST", "/api/knowledge", json={"text": "own fact"}).status_code == 201
