@@ -398,6 +398,11 @@ class Memory:
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id)
+        if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
+            from obsmem.knowledge.lifecycle import knowledge_scopes
+
+            for scope in knowledge_scopes([thread], thread_id=thread.id):
+                await self.knowledge.store.purge_scope(scope, actor=self.knowledge.actor, reason="thread deleted")
         return deleted
 
     async def _forget_thread_sections(self, thread: Thread) -> None:
@@ -432,8 +437,9 @@ class Memory:
         generation of every lineage (its threads' and the resource's), working memory (thread
         and resource keys), retrieval vectors, leases and queued work. Returns counts per kind
         (``threads``, ``messages``, ``records``, ``working_memory``, ``vectors``, ``leases``,
-        ``work_items``). Knowledge lives in its own store: remove it there
-        (``KnowledgeBase.remove(..., tombstone=True)``).
+        ``work_items``). With ``knowledge=``, the resource's knowledge scope (its threads'
+        included) is purged too, a hard delete (``knowledge_<kind>`` counts; see
+        :mod:`obsmem.knowledge.lifecycle`).
 
         Work in flight for a deleted thread never commits (the store reports it ``gone``).
         """
@@ -455,6 +461,10 @@ class Memory:
         counts["leases"] += await self._release_leases(f"resource:{resource_id}")
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
+        if self.knowledge is not None:
+            from obsmem.knowledge.lifecycle import delete_resource_knowledge
+
+            counts.update(await delete_resource_knowledge(self.knowledge, resource_id, threads))
         return counts
 
     @staticmethod
@@ -509,8 +519,10 @@ class Memory:
         so every result keeps its call), observation markers, every line of the live record
         *and of every older generation* holding it, buffered chunks and reflections, per-thread
         states, working memory lines (thread and resource keys), thread titles, and the
-        retrieval vectors of the groups that changed. Returns counts per kind. Knowledge lives
-        in its own store: remove its records there with ``tombstone=True``.
+        retrieval vectors of the groups that changed. With ``knowledge=``, every knowledge node,
+        record and audit event holding the value (in the covered scopes, their ancestors and
+        below) is deleted, and the value is refused if captured again (kept only as a digest).
+        Returns counts per kind.
         """
         check_text(value, "value")
         if not value:
@@ -552,6 +564,12 @@ class Memory:
             else:
                 await self.store.delete_working_memory(key)
             counts["working_memory"] += 1
+        if self.knowledge is not None:
+            from obsmem.knowledge.lifecycle import forget_in_knowledge
+
+            counts.update(
+                await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id)
+            )
         return counts
 
     async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:
