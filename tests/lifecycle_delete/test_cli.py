@@ -9,9 +9,10 @@ from typer.testing import CliRunner
 
 from obsmem import Memory
 from obsmem.cli import app
+from obsmem.knowledge import Knowledge
 from obsmem.types import Message
 
-from .scan import scan_sqlite
+from .scan import KNOWLEDGE_TABLES, MESSAGE_TABLES, scan_sqlite
 
 runner = CliRunner()
 SECRET = "QZXCLISECRET9"
@@ -51,3 +52,32 @@ def test_delete_resource_removes_everything_of_it(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "deleted resource" in result.output and "1 threads" in result.output
     assert [hit for hit in scan_sqlite(path, SECRET) if "RES-" in hit] == []
+
+
+def _plant_knowledge(path: Path, resource: str) -> None:
+    async def run() -> None:
+        async with Knowledge.sqlite(path, actor="tester") as knowledge:
+            jane = await knowledge.node("Jane", "person", f"org:default/resource:{resource}")
+            await knowledge.append(jane.id, f"Jane's code is {SECRET}", f"org:default/resource:{resource}", reason="t")
+
+    asyncio.run(run())
+
+
+def test_forget_and_delete_resource_reach_the_knowledge_store(tmp_path: Path) -> None:
+    path = tmp_path / "cli.db"
+    _plant(path)
+    _plant_knowledge(path, "u2")
+    _plant_knowledge(path, "RES-" + SECRET)
+    without = runner.invoke(app, ["forget", SECRET, "--resource", "u2", "--store", str(path), "--yes"])
+    assert without.exit_code == 0, without.output
+    assert any("knowledge" in hit for hit in scan_sqlite(path, SECRET, KNOWLEDGE_TABLES))  # not asked to
+    result = runner.invoke(
+        app, ["forget", SECRET, "--resource", "u2", "--store", str(path), "--knowledge", str(path), "--yes"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "knowledge_records" in result.output
+    result = runner.invoke(
+        app, ["delete-resource", "RES-" + SECRET, "--store", str(path), "--knowledge", f"sqlite:///{path}", "--yes"]
+    )
+    assert result.exit_code == 0, result.output
+    assert scan_sqlite(path, SECRET, MESSAGE_TABLES + KNOWLEDGE_TABLES) == []

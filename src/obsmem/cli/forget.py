@@ -8,6 +8,8 @@ for confirmation unless ``--yes``; the summary (counts per kind) goes to stdout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 import typer
@@ -15,7 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from obsmem import Memory, ObsmemError
-from obsmem.cli.stores import describe_store, fail, open_reported
+from obsmem.knowledge import Knowledge
+from obsmem.cli.stores import KnowledgeOption, describe_store, fail, open_knowledge, open_reported
 from obsmem.storage import Store, default_store_path
 
 __all__ = ["delete_resource", "forget", "register"]
@@ -40,6 +43,15 @@ def _open(store: str | None) -> Store:
     return open_reported(store if store is not None else str(default_store_path()))
 
 
+@contextlib.asynccontextmanager
+async def _knowledge(url: str | None) -> AsyncIterator[Knowledge | None]:
+    if url is None:
+        yield None
+        return
+    async with open_knowledge(url, actor="obsmem-cli") as graph:
+        yield graph
+
+
 def _confirm(question: str, yes: bool) -> None:
     if not yes and not typer.confirm(question, default=False, err=True):
         raise fail("nothing was changed")
@@ -55,10 +67,13 @@ def forget(
     thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only in this thread.")] = None,
     resource: Annotated[str | None, typer.Option("--resource", "-r", help="Only in this resource.")] = None,
     store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
     yes: YesOption = False,
 ) -> None:
     """Forget every occurrence of VALUE: messages, tool results (replaced by "[forgotten]"),
-    observation lines of the live record and every older generation, markers, working memory."""
+    observation lines of the live record and every older generation, markers, working memory;
+    with --knowledge, every knowledge record, node and audit event holding it (the value is then
+    refused if captured again)."""
     if not value:
         raise fail("VALUE must not be empty")
     opened = _open(store)
@@ -66,8 +81,8 @@ def forget(
     _confirm(f"Forget every occurrence of {value!r} in {where} of {describe_store(opened)}?", yes)
 
     async def run() -> dict[str, int]:
-        async with opened:
-            memory = Memory(opened)
+        async with opened, _knowledge(knowledge) as graph:
+            memory = Memory(opened, knowledge=graph)
             try:
                 return await memory.forget(value, thread_id=thread, resource_id=resource)
             finally:
@@ -83,16 +98,17 @@ def forget(
 def delete_resource(
     resource: Annotated[str, typer.Argument(metavar="RESOURCE", help="The resource (user) id to delete.")],
     store: StoreOption = None,
+    knowledge: KnowledgeOption = None,
     yes: YesOption = False,
 ) -> None:
     """Delete a resource: its threads and messages, every observation generation, working memory,
-    queued work and leases."""
+    queued work and leases; with --knowledge, its knowledge scope too."""
     opened = _open(store)
     _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
 
     async def run() -> dict[str, int]:
-        async with opened:
-            memory = Memory(opened)
+        async with opened, _knowledge(knowledge) as graph:
+            memory = Memory(opened, knowledge=graph)
             try:
                 return await memory.delete_resource(resource)
             finally:

@@ -10,6 +10,7 @@ a folder at the filesystem root, the sign of a missing fourth slash.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from obsmem import ObsmemError
+from obsmem.knowledge import Knowledge
 from obsmem.storage import Store, open_store
 
 __all__ = [
@@ -122,3 +124,18 @@ def open_for_reading(url: str) -> Store:
         raise fail(f"no database at {path}; check the path (sqlite:///rel/path.db is relative to the current "
                    "folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
     return store
+
+
+KnowledgeOption = Annotated[
+    str | None,
+    typer.Option("--knowledge", help="The knowledge store (a SQLite file or a postgresql:// URL; it may be the "
+                                     "same database as --store)."),  # fmt: skip
+]
+
+
+def open_knowledge(url: str, *, actor: str) -> Knowledge:
+    """The knowledge store named by ``--knowledge``: a PostgreSQL URL or a SQLite file (a path or
+    ``sqlite:///`` URL), acting as ``actor`` in its audit log."""
+    if url.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
+        return Knowledge.postgres(url, actor=actor)
+    return Knowledge.sqlite(url.removeprefix("sqlite:///"), actor=actor)

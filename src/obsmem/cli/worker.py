@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from obsmem import ChatModel, MemoryConfig, ObsmemError
-from obsmem.cli.stores import fail, open_reported
+from obsmem.cli.stores import fail, open_knowledge, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
 from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.models import infer_model
@@ -165,8 +165,7 @@ async def _run_worker(
             loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
     graph: Knowledge | None = None
     if knowledge is not None:
-        graph = (Knowledge.postgres(knowledge, actor="worker") if knowledge.startswith(POSTGRES_SCHEMES)
-                 else Knowledge.sqlite(knowledge.removeprefix("sqlite:///"), actor="worker"))
+        graph = open_knowledge(knowledge, actor="worker")
     async with opened as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
                         poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
