@@ -56,7 +56,7 @@ def _service(store: str | None, knowledge: str | None, config: Path | None, mode
         options["model"] = model
     knowledge_store = None
     if knowledge is not None:
-        from obsmem.cli.transfer import open_knowledge
+        from obsmem.cli.stores import open_knowledge
 
         knowledge_store = open_knowledge(knowledge)
     try:

@@ -133,9 +133,17 @@ KnowledgeOption = Annotated[
 ]
 
 
-def open_knowledge(url: str, *, actor: str) -> Knowledge:
-    """The knowledge store named by ``--knowledge``: a PostgreSQL URL or a SQLite file (a path or
-    ``sqlite:///`` URL), acting as ``actor`` in its audit log."""
-    if url.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
-        return Knowledge.postgres(url, actor=actor)
-    return Knowledge.sqlite(url.removeprefix("sqlite:///"), actor=actor)
+def open_knowledge(url: str, *, actor: str = "obsmem-cli") -> Knowledge:
+    """The knowledge store named by ``--knowledge`` (a PostgreSQL URL, or a SQLite file as a path
+    or ``sqlite:///`` URL), acting as ``actor`` in its audit log; then ``knowledge: …`` on stderr
+    (password masked). An unusable URL ends the command with a one-line error."""
+    text = url.strip()
+    try:
+        if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
+            knowledge = Knowledge.postgres(text, actor=actor)
+        else:
+            knowledge = Knowledge.sqlite(text.removeprefix("sqlite:///"), actor=actor)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    err_console.print(f"knowledge: {escape(mask_password(text))}", soft_wrap=True, highlight=False)
+    return knowledge

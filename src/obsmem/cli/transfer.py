@@ -17,12 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from obsmem import ObsmemError
-from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_reported
-from obsmem.knowledge import Knowledge
+from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_knowledge, open_reported
 from obsmem.storage import Store, default_store_path
 from obsmem.transfer import export_resource, import_resource
 
-__all__ = ["export", "import_", "open_knowledge", "register"]
+__all__ = ["export", "import_", "register"]
 
 StoreOption = Annotated[
     str | None,
@@ -39,22 +38,6 @@ def register(app: typer.Typer) -> None:
     """Add ``export`` and ``import`` to ``app``."""
     app.command("export")(export)
     app.command("import")(import_)
-
-
-def open_knowledge(url: str) -> Knowledge:
-    """A knowledge store from a URL or path, reported on stderr like the store."""
-    text = url.strip()
-    try:
-        if text.startswith(("postgresql://", "postgres://")):
-            knowledge = Knowledge.postgres(text)
-        elif text.startswith("sqlite:///"):
-            knowledge = Knowledge.sqlite(text[len("sqlite:///") :])
-        else:
-            knowledge = Knowledge.sqlite(text)
-    except ObsmemError as exc:
-        raise fail(str(exc)) from None
-    err_console.print(f"knowledge: {escape(text)}", soft_wrap=True, highlight=False)
-    return knowledge
 
 
 def _store_url(store: str | None) -> str:
