@@ -169,3 +169,12 @@ def test_revise_active_drops_only_stale_lines_and_keeps_the_rest_byte_for_byte()
     assert OfflineObserver().revise_active(revised) == revised  # nothing more to drop
     unchanged = "Date: Jun 10, 2025\n* 🔴 (09:00) User stated they live in Porto.\n"
     assert OfflineObserver().revise_active(unchanged) is unchanged
+
+
+async def test_an_older_number_said_in_passing_is_no_longer_shown_as_current() -> None:
+    log = ("Date: Jun 10, 2025\n* 🔴 (09:00) User stated they put their number +49 151 5550 7720 in the "
+           "signature of every email.\n\nDate: Jun 16, 2025\n"
+           "* 🔴 (10:00) User stated their number is now +49 176 5550 3381.")  # fmt: skip
+    consolidated = consolidate_observations(log)
+    assert "+49 151 5550 7720" not in consolidated and "(a former phone)" in consolidated
+    assert "signature of every email" in consolidated and "+49 176 5550 3381" in consolidated

@@ -495,11 +495,15 @@ KEY_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = tuple(
               rf"(?:now\s+)?(?:to\s+)?{_GV}"),
         ("*", rf"\buse\s+(?P<v>(?:[^,;!?()]|,(?=\d{{3}}))+?)\s+as\s+(?:their|the|our)\s+{_GATTR}(?=\s+(?:from now|going forward|starting)\b|[,.;!?]|$)"),
         ("*", rf"\bnew\s+{_GATTR}:\s*{_GV}"),
+        # "Budget for the whole trip is €2,400": the attribute opens the statement
+        ("*", rf"^User stated\s+(?P<k>(?-i:[A-Z])[a-z][\w-]*(?:\s+[a-z][\w-]*){{0,4}}?)\s+(?:is|are)\s+(?:now\s+)?{_GV}"),
         ("*", rf"\b(?:their|the|our)\s+{_GATTR}\s+(?:is|are)\s+(?:now\s+|still\s+)?{_GV}"),
     )
 )  # fmt: skip
 #: A concrete value, the only kind the open-ended attribute patterns accept: a capitalised word,
 #: a digit, an address or an amount ("Nurugau Air", "€1,350", "a.b@c.example", "eu-west-3").
+_EMAIL_VALUE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE_VALUE = re.compile(r"\+?\d[\d ()./-]{6,}\d")
 _CONCRETE = re.compile(r"\d|@|[€$£]|\b[A-Z][a-z]")
 STATE_OBJECT = re.compile(
     r"^User (?:decided on|chose)\s+(?P<d>[^,;!?()]+?)(?:\s+for\s+the\s+[^,;!?()]+)?\.?$|"
@@ -678,6 +682,13 @@ def fact_key(text: str) -> FactKey | None:
         value = _clip(groups.get("v"))
         if not value or name.endswith(" "):
             continue
+        if key in (None, "*") and not name.endswith("'s name"):
+            # contact details are one attribute whatever they are called: "their number is
+            # now +49 …" replaces "their phone number is …", "personal address: a@b" an email
+            if _EMAIL_VALUE.fullmatch(value):
+                name = "email"
+            elif _PHONE_VALUE.fullmatch(value):
+                name = "phone"
         negated = bool(
             NEGATION.search(text[max(0, match.start() - 20) : match.start()])
             or re.match(r"(?:quit|left)\b", match.group(0), re.I)

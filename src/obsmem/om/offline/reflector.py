@@ -238,7 +238,17 @@ def _supersede(entries: list[_Entry]) -> list[_Entry]:
                 older, value = latest[key.key]
                 if _simple(older.line.text, value):
                     dropped.add(older.order)
+                elif value and (key.value or "").lower() != value.lower():
+                    _mark_stale(older, value)  # a compound line keeps its other facts
             latest[key.key] = (entry, key.value or key.old or "")
+            typed = _TYPED_VALUES.get(key.key)
+            if typed is not None and key.value:  # an older phone number or email said in passing
+                for older in facts:
+                    for found in typed.findall(older.line.text):
+                        if found.lower() != key.value.lower() and older.order not in dropped:
+                            # the old number or address itself goes; the rest of the line stays
+                            gone = older.line.text.replace(found, f"(a former {key.key})")
+                            older.line = replace(older.line, text=gone)
         changing = _CHANGING.search(text)
         no_longer = _NO_LONGER.match(text)
         if changing or no_longer:
@@ -247,6 +257,8 @@ def _supersede(entries: list[_Entry]) -> list[_Entry]:
                     continue
                 if changing and _was_value(older.line.text, changing["old"]):
                     dropped.add(older.order)
+                elif changing and older.order != entry.order:
+                    _mark_stale(older, changing["old"])
                 elif no_longer:
                     vp = no_longer["vp"].strip().lower()
                     said = _STATE_LEAD.sub("", older.line.text).lower()
@@ -254,6 +266,26 @@ def _supersede(entries: list[_Entry]) -> list[_Entry]:
                         dropped.add(older.order)
         facts.append(entry)
     return [e for e in entries if e.order not in dropped]
+
+
+#: Attributes with one current value whose values can be recognised anywhere in a line.
+_TYPED_VALUES = {
+    "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    "phone": re.compile(r"\+?\d[\d ()./-]{6,}\d"),
+}
+
+
+def _mark_stale(entry: _Entry, old: str) -> None:
+    """Note on a line that says more than one thing that ``old`` in it has since changed: the
+    line stays for its other facts, and no longer reads as if ``old`` were current."""
+    old = old.strip().rstrip(".")
+    text = entry.line.text
+    if not old or len(old) > 60 or f"no longer current: {old.lower()}" in text.lower():
+        return
+    if not re.search(rf"(?<![\w@.-]){re.escape(old)}(?![\w@-])", text, re.I):
+        return
+    body = text.rstrip(". ")
+    entry.line = replace(entry.line, text=f"{body} (no longer current: {old}).")
 
 
 def _was_value(text: str, old: str) -> bool:

@@ -194,11 +194,14 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"[\w°%$€£@]+(?:[.'/:-][\w°%$€£@]+)*", text))
 
 
-_ANNOTATION = re.compile(r"(?:(?<!\s)\s*\((?:meaning|estimated|changing from)\b[^()]*\))+\.?\s*$")
+_ANNOTATION = re.compile(
+    r"(?:(?<!\s)\s*\((?:(?:meaning|estimated|changing from)\b|no longer current:)[^()]*\))+\.?\s*$"
+)
 
 
 def split_annotations(text: str) -> tuple[str, str]:
-    """Split trailing "(meaning …)", "(estimated …)", "(changing from …)" off a line's text."""
+    """Split trailing "(meaning …)", "(estimated …)", "(changing from …)" and "(no longer
+    current: …)" off a line's text."""
     match = _ANNOTATION.search(text)
     if not match:
         return text, ""
