@@ -64,6 +64,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from obsmem.clock import Clock, SystemClock
+from obsmem.redact import redact_secrets
 from obsmem.errors import (
     ConfigError,
     MissingCredentialsError,
@@ -700,7 +701,7 @@ def _out_of_time(
     return ModelUnavailableError(
         f"Gave up on the {what} after {attempts} attempt{'s' if attempts != 1 else ''} and {elapsed:g} s: "
         f"{reason}, which would pass the retry deadline of {budget:g} s (RetryPolicy.max_total_s). "
-        f"Last error: {error}",
+        f"Last error: {redact_secrets(error)}",
         status_code=status,
         retry_after=asked,
     )
@@ -768,7 +769,7 @@ async def with_retry(
                 attempt,
                 policy.max_retries,
                 delay,
-                error,
+                redact_secrets(error),
             )
             if on_retry is not None:
                 on_retry(attempt, error, delay)

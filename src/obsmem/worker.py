@@ -57,6 +57,7 @@ from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
+from obsmem.redact import redact_secrets
 from obsmem.storage.contract import Store, WorkItem
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
@@ -290,7 +291,7 @@ class Worker:
                 except (MigrationError, StoreClosedError):
                     raise  # the store will not get better by waiting
                 except StorageError as exc:  # the database is down or overloaded: wait, then retry
-                    logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs", exc, backoff)
+                    logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs", redact_secrets(exc), backoff)
                     worked, backoff = False, min(backoff * 2, 30.0)
                 else:
                     backoff = self.poll_interval_s
@@ -327,7 +328,7 @@ class Worker:
         try:
             runs = await self._knowledge.curate_due()
         except Exception as exc:  # noqa: BLE001 - a store hiccup: the next tick tries again
-            logger.warning("obsmem worker: idle curation failed: %s", exc)
+            logger.warning("obsmem worker: idle curation failed: %s", redact_secrets(exc))
             return []
         self.stats.curations += sum(1 for run in runs if run.agent == "curate" and run.status == "ran")
         return runs
@@ -361,8 +362,9 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
-            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, exc)
-            await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts), error=f"{type(exc).__name__}: {exc}")
+            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, redact_secrets(exc))
+            await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts),
+                                  error=redact_secrets(f"{type(exc).__name__}: {exc}"))
             return
         finally:
             heartbeat.cancel()
@@ -446,7 +448,7 @@ class Worker:
             else:
                 await self._knowledge.capture_thread(thread.id)
         except Exception as exc:  # noqa: BLE001
-            logger.warning("obsmem worker: knowledge agents on %s failed: %s", thread.id, exc)
+            logger.warning("obsmem worker: knowledge agents on %s failed: %s", thread.id, redact_secrets(exc))
 
     async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> float | None:
         key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"

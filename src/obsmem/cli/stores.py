@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -19,6 +18,7 @@ from rich.markup import escape
 
 from obsmem import ObsmemError
 from obsmem.knowledge import Knowledge
+from obsmem.redact import redact_secrets
 from obsmem.storage import Store, open_store
 
 __all__ = [
@@ -40,22 +40,16 @@ err_console = Console(stderr=True)
 
 
 def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr; the caller raises the returned exit (status 1)."""
-    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    """Print ``error: message`` (its secrets hidden) on stderr; the caller raises the returned
+    exit (status 1)."""
+    err_console.print(f"[red]error:[/red] {escape(redact_secrets(message))}", soft_wrap=True)
     return typer.Exit(1)
 
 
 def mask_password(url: str) -> str:
-    """``url`` with the password of its credentials removed (``user:secret@host`` → ``user@host``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+    """``url`` with its secrets hidden (``user:secret@host`` → ``user@host``, ``password=***``):
+    :func:`obsmem.redact.redact_secrets`, kept here under its old name."""
+    return redact_secrets(url)
 
 
 def sqlite_path(store: Store) -> Path | None:

@@ -20,17 +20,19 @@ from obsmem.cli.stores import fail, open_knowledge, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
 from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.models import infer_model
+from obsmem.redact import redact_secrets
 from obsmem.storage import Store
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
 from obsmem.worker import WORK_KINDS, Worker, WorkerStats
 
-__all__ = ["migrate", "register", "worker"]
+__all__ = ["configure_logging", "migrate", "register", "worker"]
 
 #: ``--embedder`` names; each makes the embedder the worker indexes retrieval groups with.
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "default": default_embedder, "minilm": MiniLMEmbedder, "lexical": LexicalHashEmbedder,
 }
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +48,30 @@ def _one_of(option: str, values: list[str] | None, allowed: tuple[str, ...]) -> 
             choices = ", ".join(repr(name) for name in allowed)
             raise typer.BadParameter(f"{value!r} is not one of {choices}.", param_hint=f"'{option}'")
     return values
+
+
+class _RedactingFilter(logging.Filter):
+    """Hide secrets in every record the handler writes (what obsmem says and what libraries say)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact_secrets(record.getMessage()), None
+        return True
+
+
+def configure_logging(level: str = "info") -> None:
+    """Log obsmem's own lines at ``level`` to stderr, secrets hidden; every other library
+    (httpx, httpcore, psycopg) stays at WARNING: its request lines carry URLs obsmem does not
+    control. Leaves the root logger alone when the host program configured it already."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    for each in root.handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in each.filters):
+            each.addFilter(_RedactingFilter())
+    logging.getLogger("obsmem").setLevel(getattr(logging, level.upper()))
 
 
 def _load_config(path: Path | None) -> MemoryConfig:
@@ -98,6 +124,11 @@ def worker(
                      help="The knowledge store (a SQLite file or a postgresql:// URL): capture what the "
                           "worker observes, and curate idle resources on a timer (config knowledge.*)."),
     ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(callback=lambda name: _one_of("--log-level", [name], LOG_LEVELS)[0],
+                     help=f"obsmem's log level: {', '.join(LOG_LEVELS)} (debug: one line per job)."),
+    ] = "info",
 ) -> None:
     """Run buffering, reflection and group-indexing work for any thread of a shared store.
 
@@ -113,7 +144,7 @@ def worker(
             chat_model = infer_model(model)
         except ObsmemError as exc:
             raise fail(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    configure_logging(log_level)
     group_embedder, group_index = _group_vectors(memory_config, vectors, embedder)
     opened = open_reported(store)
     try:

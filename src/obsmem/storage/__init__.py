@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from obsmem.errors import ConfigError
+from obsmem.redact import redact_secrets
 from obsmem.storage.contract import (
     BufferedChunk,
     BufferedReflection,
@@ -70,13 +71,13 @@ def open_store(url: str | None = None) -> Store:
     if text.startswith("sqlite:///"):
         path = text[len("sqlite:///") :]  # "sqlite:////abs" leaves "/abs"
         if not path:
-            raise ConfigError("store", f"'{url}' names no database file", allowed=ACCEPTED_URLS)
+            raise ConfigError("store", f"'{redact_secrets(url)}' names no database file", allowed=ACCEPTED_URLS)
         return SQLiteStore(Path(path))
     if text.startswith(("postgresql://", "postgres://", "postgresql+")):
         return _postgres_store(text)
     if "://" not in text and text.lower().endswith(_SQLITE_SUFFIXES):
         return SQLiteStore(Path(text))
-    raise ConfigError("store", f"unrecognised store URL '{url}'", allowed=ACCEPTED_URLS)
+    raise ConfigError("store", f"unrecognised store URL '{redact_secrets(url)}'", allowed=ACCEPTED_URLS)
 
 
 def _postgres_store(url: str) -> Store:

@@ -47,6 +47,7 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
+from obsmem.redact import redact_secrets
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.postgres import migrations as postgres_migrations
 from obsmem.storage.postgres import records as postgres_records
@@ -627,10 +628,5 @@ def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
 
 
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}" if ":" in credentials else url
+    """The URL without its password, for messages (:func:`obsmem.redact.redact_secrets`)."""
+    return redact_secrets(url)
