@@ -15,6 +15,7 @@ from obsmem.server import gateway, knowledge_api, rest
 from obsmem.server.errors import install_handlers
 from obsmem.server.mcp_server import build_mcp, guarded
 from obsmem.server.service import Service
+from obsmem.server.ui import install as install_ui
 
 __all__ = ["create_app"]
 
@@ -50,6 +51,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> FastAPI:
     app.include_router(rest.router)
     app.include_router(knowledge_api.router)
     app.include_router(gateway.router)
+    install_ui(app)
 
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:

@@ -1,0 +1,99 @@
+"""Server-rendered HTML for the inspector: one layout, escaping helpers and a small stylesheet.
+
+Every value that comes from a store is escaped with :func:`h` before it reaches a page; pages are
+plain f-strings, with no JavaScript at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from html import escape
+from urllib.parse import quote, urlencode
+
+from fastapi.responses import HTMLResponse
+
+__all__ = ["CSS", "h", "page", "q", "table", "when", "url"]
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
+header{background:#1f2d3d;color:#fff;padding:.5rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header a{color:#cfe3ff}header .who{margin-left:auto;font-size:12px;opacity:.85}
+main{padding:1rem;max-width:1200px}
+a{color:#0b5cad}a:focus,button:focus,input:focus,select:focus,textarea:focus{outline:3px solid #f0a500;outline-offset:1px}
+table{border-collapse:collapse;width:100%;background:#fff}th,td{border:1px solid #dde1e6;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#eef1f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.timeline{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,1fr);gap:1rem}
+.msg{background:#fff;border:1px solid #dde1e6;border-left:4px solid #9aa5b1;margin:.3rem 0;padding:.3rem .5rem}
+.msg.user{border-left-color:#0b5cad}.msg.assistant{border-left-color:#2e8540}.msg.tool{border-left-color:#8a6d3b}
+.msg .meta{font-size:12px;color:#57606a}.msg pre,.ctx pre,.obs pre{white-space:pre-wrap;margin:.2rem 0;font:13px/1.4 ui-monospace,monospace}
+.cov{display:inline-block;font-size:12px;background:#e6f0fb;border-radius:3px;padding:0 .3rem;margin-left:.3rem}
+.cov.none{background:#fdf1dc}
+.marker{display:block;font-size:12px;color:#6f42c1;background:#f3eefc;margin:.15rem 0;padding:0 .3rem}
+.marker.failed{color:#b31d28;background:#fdecee}
+.group{background:#fff;border:1px solid #dde1e6;margin:.3rem 0;padding:.3rem .5rem}
+.group.reflection{border-left:4px solid #6f42c1}.group.observation{border-left:4px solid #0b5cad}
+.ctx section{background:#fff;border:1px solid #dde1e6;margin:.5rem 0;padding:.3rem .6rem}
+.diff .add{background:#e6ffec}.diff .del{background:#ffebe9}.diff pre{margin:0}
+.error{background:#ffebe9;border:1px solid #b31d28;padding:.5rem}
+.ok{background:#e6ffec;border:1px solid #2e8540;padding:.5rem}
+form.inline{display:inline}label{margin-right:.3rem}
+.queue li{background:#fff;border:1px solid #dde1e6;margin:.4rem 0;padding:.4rem;list-style:none}
+.queue{padding:0}
+nav.pager a{margin-right:1rem}
+"""
+
+
+def h(value: object) -> str:
+    """``value`` as HTML text (None is empty)."""
+    return "" if value is None else escape(str(value), quote=True)
+
+
+def q(value: str) -> str:
+    """``value`` as one URL path segment."""
+    return quote(value, safe="")
+
+
+def url(path: str, **params: object) -> str:
+    """``path`` with the non-empty ``params`` as a query string."""
+    kept = {k: str(v) for k, v in params.items() if v is not None and v != ""}
+    return path + ("?" + urlencode(kept) if kept else "")
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, caption: str, numeric: Iterable[int] = ()) -> str:
+    """A table of already-escaped cells; ``numeric`` columns align right."""
+    nums = set(numeric)
+    head = "".join(f'<th scope="col"{" class=num" if i in nums else ""}>{h(t)}</th>' for i, t in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if i in nums else ""}>{c}</td>' for i, c in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    return f"<table><caption>{h(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page(title: str, body: str, *, who: str | None = None, status: int = 200, nav: bool = True) -> HTMLResponse:
+    """One whole page: the header (navigation and who is signed in) and ``body`` (escaped already)."""
+    links = ""
+    if nav:
+        links = (
+            '<nav aria-label="Main"><a href="/ui/threads">Threads</a> · <a href="/ui/knowledge">Knowledge</a> · '
+            '<a href="/ui/knowledge/review">Review queue</a> · <a href="/ui/knowledge/audit">Audit log</a> · '
+            '<a href="/ui/usage">Usage</a></nav>'
+        )
+    signed = ""
+    if who is not None:
+        signed = (
+            f'<span class="who">signed in as {h(who)} '
+            '<form class="inline" method="post" action="/ui/logout"><button type="submit">Sign out</button></form></span>'
+        )
+    html = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{h(title)} · obsmem inspector</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f'<body><header><strong>obsmem inspector</strong>{links}{signed}</header>'
+        f"<main><h1>{h(title)}</h1>{body}</main></body></html>"
+    )
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

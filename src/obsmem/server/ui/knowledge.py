@@ -1,0 +1,253 @@
+"""The inspector's knowledge pages: nodes and records by scope (with the bitemporal view and the
+wikilink neighbourhood of a node), the audit log, and the review queue with its decisions.
+
+Reads and decisions act from the key's knowledge scope (``org:<org>`` or
+``org:<org>/resource:<resource>``), as the REST API's ``/api/knowledge`` does; a decision is taken
+only on a record at or below that scope, and is written to the audit log with the key as actor.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from obsmem import InvalidInputError, KnowledgeNotFoundError
+from obsmem.knowledge import Knowledge, Node, Record, RecordView, ReviewQueue
+from obsmem.server.access import Principal
+from obsmem.server.rest import knowledge_scope
+from obsmem.server.ui.auth import actor, form, principal_of, service_of, who
+from obsmem.server.ui.common import guarded
+from obsmem.server.ui.html import h, page, q, table, url, when
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/ui/knowledge", include_in_schema=False)
+
+_PAGE = 100
+_REASON = "reviewed in the inspector"
+
+
+def _knowledge(request: Request) -> Knowledge:
+    knowledge = service_of(request).knowledge
+    if knowledge is None:
+        raise KnowledgeNotFoundError("This server has no knowledge store (obsmem serve --knowledge …)")
+    return knowledge
+
+
+def _scope(principal: Principal, request: Request, fields: dict[str, str] | None = None) -> str:
+    named = (fields or {}).get("resource_id") or request.query_params.get("resource_id") or None
+    return knowledge_scope(principal, named)
+
+
+def _scope_form(action: str, scope: str, principal: Principal, extra: str = "") -> str:
+    if principal.resource_id is not None and not extra:
+        return f"<p>Scope: <code>{h(scope)}</code></p>"
+    resource = scope.partition("/resource:")[2]
+    readonly = " readonly" if principal.resource_id is not None else ""
+    return (
+        f'<form method="get" action="{h(action)}"><label for="resource_id">Resource (empty: the whole org)</label> '
+        f'<input id="resource_id" name="resource_id" value="{h(resource)}"{readonly}> {extra}'
+        f'<button type="submit">Show</button></form><p>Scope: <code>{h(scope)}</code></p>'
+    )
+
+
+# -- nodes and records ----------------------------------------------------------------------
+@router.get("")
+@guarded
+async def nodes(request: Request) -> Response:
+    principal = await principal_of(request)
+    knowledge = _knowledge(request)
+    scope = _scope(principal, request)
+    prefix = request.query_params.get("name") or None
+    found = await knowledge.store.list_nodes(scope, name_prefix=prefix, after=request.query_params.get("after") or None,
+                                             limit=_PAGE)  # fmt: skip
+    name_input = f'<label for="name">Name starts with</label> <input id="name" name="name" value="{h(prefix or "")}"> '
+    rows = [
+        [f'<a href="{h(url(f"/ui/knowledge/nodes/{q(n.id)}", resource_id=request.query_params.get("resource_id")))}">'
+         f"{h(n.name)}</a>", h(n.kind), f"<code>{h(n.scope)}</code>", h(n.description), h(when(n.updated_at))]
+        for n in found.items
+    ]  # fmt: skip
+    body = _scope_form("/ui/knowledge", scope, principal, name_input) + table(
+        ["Node", "Kind", "Scope", "Description", "Updated"], rows, caption=f"{len(rows)} node(s)"
+    )
+    if found.next_cursor:
+        more = url("/ui/knowledge", resource_id=request.query_params.get("resource_id"), name=prefix,
+                   after=found.next_cursor)  # fmt: skip
+        body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">More nodes</a></nav>'
+    return page("Knowledge", body, who=who(principal))
+
+
+def _date(value: str | None, argument: str) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"{argument} is not a date (YYYY-MM-DD or an ISO time)", argument=argument) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _record_rows(records: list[Record]) -> list[list[str]]:
+    return [
+        [h(r.text), h(r.trust.value if hasattr(r.trust, "value") else r.trust), f"<code>{h(r.scope)}</code>",
+         h(when(r.captured_at)), h(when(r.valid_until)), h(when(r.deleted_at)), h(r.source_thread_id),
+         f"<code>{h(r.id)}</code>"]
+        for r in records
+    ]  # fmt: skip
+
+
+@router.get("/nodes/{node_id}")
+@guarded
+async def node_page(request: Request, node_id: str) -> Response:
+    principal = await principal_of(request)
+    knowledge = _knowledge(request)
+    scope = _scope(principal, request)
+    node = await knowledge.store.get_node(node_id, scope)
+    if node is None:
+        raise KnowledgeNotFoundError(f"Knowledge node '{node_id}' is not visible from this key.")
+    params = request.query_params
+    as_of, known = _date(params.get("as_of"), "as_of"), _date(params.get("as_known_at"), "as_known_at")
+    everything = params.get("all") == "1"
+    view = RecordView(as_of=as_of, as_known_at=known, include_candidates=True, include_deleted=everything,
+                      include_superseded=everything)  # fmt: skip
+    about = await knowledge.store.list_about(node.id, scope, view=view, limit=_PAGE)
+    related = await knowledge.store.list_related(node.id, scope, view=view, limit=_PAGE)
+    mentioning = await knowledge.store.list_mentioning(node.id, scope, view=view, limit=_PAGE)
+    neighbours = await _neighbours(knowledge, scope, node, [*related.items, *mentioning.items])
+    resource = params.get("resource_id")
+    view_form = (
+        f'<form method="get" action="/ui/knowledge/nodes/{h(q(node.id))}">'
+        + (f'<input type="hidden" name="resource_id" value="{h(resource)}">' if resource else "")
+        + f'<label for="as_of">As of</label> <input id="as_of" name="as_of" type="date" value="{h(params.get("as_of") or "")}"> '
+        f'<label for="as_known_at">As known at</label> <input id="as_known_at" name="as_known_at" type="date" '
+        f'value="{h(params.get("as_known_at") or "")}"> <input id="all" name="all" type="checkbox" value="1"'
+        f'{" checked" if everything else ""}> <label for="all">include removed and superseded</label> '
+        '<button type="submit">Apply</button></form>'
+    )  # fmt: skip
+    links = "".join(
+        f'<li><a href="{h(url(f"/ui/knowledge/nodes/{q(n.id)}", resource_id=resource))}">{h(n.name)}</a> ({h(n.kind)})</li>'
+        for n in neighbours
+    )
+    headers = ["Text", "Trust", "Scope", "Captured", "Valid until", "Removed", "Source thread", "Record"]
+    body = (
+        f"<p>{h(node.kind)} <strong>{h(node.name)}</strong> · scope <code>{h(node.scope)}</code> · "
+        f"{h(node.description)}</p>" + view_form
+        + table(headers, _record_rows(about.items), caption="Records about this node")
+        + f'<h2>Wikilinks around this node</h2><ul aria-label="Linked nodes">{links or "<li>none</li>"}</ul>'
+        + table(headers, _record_rows(related.items + mentioning.items), caption="Records linking this node")
+    )  # fmt: skip
+    return page(f"Node {node.name}", body, who=who(principal))
+
+
+async def _neighbours(knowledge: Knowledge, scope: str, node: Node, records: list[Record]) -> list[Node]:
+    ids: list[str] = []
+    for node_id in [*node.mentions, *(r.node_id for r in records), *(m for r in records for m in r.mentions)]:
+        if node_id != node.id and node_id not in ids:
+            ids.append(node_id)
+    found = [await knowledge.store.get_node(node_id, scope) for node_id in ids[:_PAGE]]
+    return [n for n in found if n is not None]
+
+
+# -- the audit log --------------------------------------------------------------------------
+@router.get("/audit")
+@guarded
+async def audit(request: Request) -> Response:
+    principal = await principal_of(request)
+    knowledge = _knowledge(request)
+    scope = _scope(principal, request)
+    found = await knowledge.store.list_activity(scope, after=request.query_params.get("after") or None, limit=_PAGE)
+    rows = [
+        [h(when(e.created_at)), h(e.actor), h(e.action), f"{h(e.subject_type)} <code>{h(e.subject_id)}</code>",
+         f"<code>{h(e.scope)}</code>", h(e.reason)]
+        for e in found.items
+    ]  # fmt: skip
+    body = _scope_form("/ui/knowledge/audit", scope, principal) + table(
+        ["When", "Actor", "Action", "Subject", "Scope", "Reason"], rows, caption="Audit log, newest first"
+    )
+    if found.next_cursor:
+        more = url("/ui/knowledge/audit", resource_id=request.query_params.get("resource_id"), after=found.next_cursor)
+        body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">Older events</a></nav>'
+    return page("Audit log", body, who=who(principal))
+
+
+# -- the review queue -----------------------------------------------------------------------
+def _mine(record: Record, scope: str) -> bool:
+    return record.scope == scope or record.scope.startswith(scope + "/")
+
+
+@router.get("/review")
+@guarded
+async def review(request: Request) -> Response:
+    principal = await principal_of(request)
+    knowledge = _knowledge(request)
+    scope = _scope(principal, request)
+    found = await knowledge.review.pending(scope, limit=_PAGE)
+    mine = [r for r in found.items if _mine(r, scope)]
+    resource = request.query_params.get("resource_id") or ""
+    done = request.query_params.get("done")
+    notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
+    items = "".join(_candidate(r, resource, principal.read_only) for r in mine)
+    body = (
+        notice + _scope_form("/ui/knowledge/review", scope, principal)
+        + f"<p>{len(mine)} candidate(s) waiting. Each decision is written to the audit log as "
+        f"<code>{h(actor(principal))}</code>.</p>"
+        + f'<ul class="queue" aria-label="Candidates">{items or "<li>Nothing to review.</li>"}</ul>'
+    )  # fmt: skip
+    return page("Review queue", body, who=who(principal))
+
+
+def _candidate(record: Record, resource: str, read_only: bool) -> str:
+    rid = h(record.id)
+    base = f"/ui/knowledge/review/{h(q(record.id))}"
+    hidden = f'<input type="hidden" name="resource_id" value="{h(resource)}">'
+    disabled = " disabled" if read_only else ""
+    return (
+        f'<li data-record="{rid}"><p><strong>{h(record.text)}</strong><br><small>scope <code>{h(record.scope)}</code> · '
+        f"captured {h(when(record.captured_at))} · from thread {h(record.source_thread_id or '–')} · "
+        f"record <code>{rid}</code></small></p>"
+        f'<form class="inline" method="post" action="{base}/approve">{hidden}'
+        f'<button type="submit" name="decision" value="approve"{disabled}>Approve</button></form> '
+        f'<form class="inline" method="post" action="{base}/reject">{hidden}'
+        f'<label for="reason-{rid}">Reason</label> <input id="reason-{rid}" name="reason" value="not true"> '
+        f'<input id="tombstone-{rid}" name="tombstone" type="checkbox" value="1" checked> '
+        f'<label for="tombstone-{rid}">tombstone (never capture it again)</label> '
+        f'<button type="submit" name="decision" value="reject"{disabled}>Reject</button></form>'
+        f'<form method="post" action="{base}/edit">{hidden}'
+        f'<label for="text-{rid}">Corrected text</label><br><textarea id="text-{rid}" name="text" rows="2" cols="80">'
+        f'{h(record.text)}</textarea><br><button type="submit" name="decision" value="edit"{disabled}>Save edit</button>'
+        "</form></li>"
+    )
+
+
+@router.post("/review/{record_id}/{decision}")
+@guarded
+async def decide(request: Request, record_id: str, decision: str) -> Response:
+    principal = await principal_of(request)
+    principal.may_write()
+    knowledge = _knowledge(request)
+    fields = await form(request)
+    scope = _scope(principal, request, fields)
+    view = RecordView(include_candidates=True, include_superseded=True)
+    record = await knowledge.store.get_record(record_id, scope, view)
+    if record is None or not _mine(record, scope):
+        raise KnowledgeNotFoundError(f"Knowledge record '{record_id}' is not visible from this key.")
+    queue = ReviewQueue(knowledge.store, actor(principal))
+    reason = (fields.get("reason") or "").strip() or _REASON
+    if decision == "approve":
+        await queue.approve(record_id, scope, reason=reason)
+        done = f"Approved: {record.text}"
+    elif decision == "reject":
+        await queue.reject(record_id, scope, reason=reason, tombstone=fields.get("tombstone") == "1")
+        done = f"Rejected: {record.text}"
+    elif decision == "edit":
+        text = (fields.get("text") or "").strip()
+        if not text:
+            raise InvalidInputError("The corrected text is empty", argument="text")
+        await queue.edit(record_id, scope, text, reason=reason)
+        done = f"Edited: {text}"
+    else:
+        raise KnowledgeNotFoundError(f"No review decision '{decision}'.")
+    back = url("/ui/knowledge/review", resource_id=fields.get("resource_id"), done=done)
+    return RedirectResponse(back, status_code=303)

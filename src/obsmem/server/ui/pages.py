@@ -1,0 +1,461 @@
+"""The inspector's memory pages: login, threads, a thread's timeline, one observation group's
+messages, the context preview, generations (with a diff) and usage. Read-only; every read goes
+through the same checks as the REST API (:class:`~obsmem.server.access.Principal`)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread, parse_groups
+from obsmem.server.access import Principal, authenticate
+from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
+from obsmem.server.ui.auth import COOKIE, form, principal_of, service_of, who
+from obsmem.server.ui.common import guarded, int_param, marker_html, message_text
+from obsmem.server.ui.html import h, page, q, table, url, when
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+TIMELINE_PAGE = 200
+THREADS_PAGE = 100
+GROUP_PAGE = 20
+_GENERATIONS = 200
+
+
+# -- login ----------------------------------------------------------------------------------
+def _login_form(message: str = "", status: int = 200) -> Response:
+    alert = f'<p class="error" role="alert">{h(message)}</p>' if message else ""
+    body = (
+        f"{alert}<form method=\"post\" action=\"/ui/login\">"
+        '<p><label for="key">API key</label> <input id="key" name="key" type="password" autocomplete="off" '
+        'size="60" required placeholder="om_…"></p><p><button type="submit">Sign in</button></p></form>'
+        "<p>The key is kept in an HttpOnly cookie and checked on every page exactly like the REST API's "
+        "<code>Authorization: Bearer</code>: the inspector shows what the key may see and nothing else.</p>"
+    )
+    return page("Sign in", body, nav=False, status=status)
+
+
+@router.get("")
+async def root() -> Response:
+    return RedirectResponse("/ui/threads", status_code=303)
+
+
+@router.get("/login")
+async def login_form() -> Response:
+    return _login_form()
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    key = (await form(request)).get("key", "").strip()
+    try:
+        if not key:
+            raise AuthenticationError("Type an API key.")
+        await authenticate(service_of(request).keys, key, dev=False)
+    except AuthenticationError as error:
+        return _login_form(str(error), status=401)
+    response = RedirectResponse("/ui/threads", status_code=303)
+    secure = request.url.scheme == "https"
+    response.set_cookie(COOKIE, key, httponly=True, samesite="strict", secure=secure, path="/ui")
+    return response
+
+
+@router.post("/logout")
+async def logout() -> Response:
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+# -- threads --------------------------------------------------------------------------------
+def _resource_form(resource: str | None, search: str, principal: Principal) -> str:
+    fixed = principal.resource_id is not None
+    resource_input = (
+        f'<label for="resource_id">Resource</label> <input id="resource_id" name="resource_id" '
+        f'value="{h(resource or "")}"{" readonly" if fixed else ""}> '
+    )
+    return (
+        '<form method="get" action="/ui/threads" role="search">' + resource_input
+        + f'<label for="q">Search threads</label> <input id="q" name="q" type="search" value="{h(search)}" '
+        'placeholder="id or title"> <button type="submit">Search</button></form>'
+    )  # fmt: skip
+
+
+@router.get("/threads")
+@guarded
+async def threads(request: Request) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    params = request.query_params
+    search = (params.get("q") or "").strip()
+    named = params.get("resource_id") or None
+    offset = int_param(params.get("offset"), 0)
+    if named is None and principal.resource_id is None:
+        body = _resource_form(None, search, principal) + (
+            "<p>This key serves a whole org: name the resource whose threads to show.</p>"
+        )
+        return page("Threads", body, who=who(principal))
+    resource, found = await principal.resource_threads(memory, named)
+    if search:
+        needle = search.lower()
+        found = [t for t in found if needle in t.id.lower() or needle in (t.title or "").lower()]
+    found.sort(key=lambda t: t.updated_at, reverse=True)
+    shown = found[offset : offset + THREADS_PAGE]
+    rows = [await _thread_row(memory, thread) for thread in shown]
+    body = _resource_form(resource, search, principal) + table(
+        ["Thread", "Title", "Resource", "Messages", "Observation tokens", "Tokens observed", "Pending tokens",
+         "Generation", "Last activity"],
+        rows, caption=f"{len(found)} thread(s) of resource {resource}", numeric=(3, 4, 5, 6, 7),
+    )  # fmt: skip
+    if offset + THREADS_PAGE < len(found):
+        more = url("/ui/threads", resource_id=named, q=search, offset=offset + THREADS_PAGE)
+        body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">More threads</a></nav>'
+    return page("Threads", body, who=who(principal))
+
+
+async def _thread_row(memory: Memory, thread: Thread) -> list[str]:
+    record = await memory.get_record(thread.id)
+    count = await memory.store.count_messages(thread.id)
+    return [
+        f'<a href="/ui/threads/{h(q(thread.id))}">{h(thread.id)}</a>', h(thread.title), h(thread.resource_id),
+        str(count), str(record.observation_tokens if record else 0), str(record.total_tokens_observed if record else 0),
+        str(record.pending_message_tokens if record else 0), str(record.generation if record else "–"),
+        h(when(thread.updated_at)),
+    ]  # fmt: skip
+
+
+def _thread_nav(thread: Thread) -> str:
+    base = f"/ui/threads/{h(q(thread.id))}"
+    return (
+        f'<nav aria-label="Thread"><a href="{base}">Timeline</a> · <a href="{base}/context">Context preview</a> · '
+        f'<a href="{base}/generations">Generations</a> · resource <code>{h(thread.resource_id)}</code></nav>'
+    )
+
+
+# -- groups ---------------------------------------------------------------------------------
+def _head_groups(record: ObservationRecord | None, thread_id: str) -> list[tuple[ObservationGroup, bool]]:
+    """The groups in the head record: active ones, then buffered (not yet activated) ones."""
+    if record is None:
+        return []
+    active = [(g, True) for g in parse_groups(record.active_observations) if g.thread_id == thread_id]
+    buffered = [
+        (g, False) for chunk in record.buffered_chunks for g in parse_groups(chunk.observations) if g.thread_id == thread_id
+    ]
+    return active + buffered
+
+
+def _group_link(thread_id: str, group: ObservationGroup) -> str:
+    return f"/ui/threads/{q(thread_id)}/groups/{q(group.id)}"
+
+
+# -- the timeline ---------------------------------------------------------------------------
+@router.get("/threads/{thread_id}")
+@guarded
+async def timeline(request: Request, thread_id: str) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    thread = await principal.thread(memory, thread_id)
+    after = int_param(request.query_params.get("after_seq"), 0)
+    record = await memory.get_record(thread_id)
+    cursor = record.cursor(thread_id) if record else 0
+    groups = _head_groups(record, thread_id)
+    total = await memory.store.count_messages(thread_id)
+    batch = await memory.list_messages(thread_id, after_seq=after, limit=TIMELINE_PAGE + 1)
+    more = len(batch) > TIMELINE_PAGE
+    batch = batch[:TIMELINE_PAGE]
+    rows = "".join(_message_row(memory, thread_id, message, groups, cursor) for message in batch)
+    pager = []
+    if after > 0:
+        pager.append(f'<a href="{h(url(f"/ui/threads/{q(thread_id)}"))}">First messages</a>')
+    if more and batch:
+        nxt = url(f"/ui/threads/{q(thread_id)}", after_seq=batch[-1].seq)
+        pager.append(f'<a href="{h(nxt)}" rel="next">Next {TIMELINE_PAGE} messages</a>')
+    side = _groups_column(thread_id, groups)
+    summary = (
+        f"<p>{total} message(s); observed up to seq {cursor}; "
+        f"{sum(1 for _, active in groups if active)} active group(s), {sum(1 for _, a in groups if not a)} buffered. "
+        f"Showing messages after seq {after}.</p>"
+    )
+    body = (
+        _thread_nav(thread) + summary
+        + '<div class="timeline"><section aria-label="Messages"><h2>Messages</h2>'
+        + f'<ol class="messages" style="list-style:none;padding:0">{rows}</ol>'
+        + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
+        + f'<section aria-label="Observation groups"><h2>Observation groups</h2>{side}</section></div>'
+    )  # fmt: skip
+    return page(f"Thread {thread.id}", body, who=who(principal))
+
+
+def _message_row(
+    memory: Memory, thread_id: str, message: Message, groups: list[tuple[ObservationGroup, bool]], cursor: int
+) -> str:
+    seq = message.seq or 0
+    covering = [g for g, _ in groups if g.covers(seq)]
+    if covering:
+        coverage = "".join(
+            f'<a class="cov" href="{h(_group_link(thread_id, g))}" data-group="{h(g.id)}">{h(g.kind)} {h(g.id)}</a>'
+            for g in covering
+        )
+    elif seq <= cursor:
+        coverage = '<span class="cov">observed</span>'
+    else:
+        coverage = '<span class="cov none">not observed yet</span>'
+    text = message_text(message)
+    markers = marker_html(message)
+    tokens = memory.counter.count_message(message)
+    return (
+        f'<li class="msg {h(message.role)}" id="seq-{seq}" data-seq="{seq}" data-id="{h(message.id)}">'
+        f'<div class="meta">#{seq} · {h(message.role)} · {h(when(message.created_at))} · {tokens} tokens {coverage}</div>'
+        + (f"<pre>{text}</pre>" if text else "") + markers + "</li>"
+    )  # fmt: skip
+
+
+def _groups_column(thread_id: str, groups: list[tuple[ObservationGroup, bool]]) -> str:
+    if not groups:
+        return "<p>No observation groups (retrieval mode keeps them; nothing observed yet, or retrieval is off).</p>"
+    items = []
+    for group, active in groups:
+        state = "active" if active else "buffered"
+        jump = url(f"/ui/threads/{q(thread_id)}", after_seq=max(0, group.first_seq - 1)) + f"#seq-{group.first_seq}"
+        first_line = next((line for line in group.body.splitlines() if line.strip()), "")
+        items.append(
+            f'<div class="group {h(group.kind)}" data-group="{h(group.id)}">'
+            f'<a href="{h(_group_link(thread_id, group))}" class="group-link">{h(group.kind)} {h(group.id)}</a> '
+            f"({state}) seq {group.first_seq}–{group.last_seq} · "
+            f'<a href="{h(jump)}">on the timeline</a><br><small>{h(first_line[:160])}</small></div>'
+        )
+    return "".join(items)
+
+
+async def _find_group(memory: Memory, thread_id: str, group_id: str) -> tuple[ObservationGroup, str] | None:
+    record = await memory.get_record(thread_id)
+    for group, active in _head_groups(record, thread_id):
+        if group.id == group_id:
+            return group, "active" if active else "buffered"
+    for generation in await memory.list_generations(thread_id, limit=_GENERATIONS):
+        for group in parse_groups(generation.active_observations):
+            if group.id == group_id and group.thread_id == thread_id:
+                return group, f"generation {generation.generation}"
+    return None
+
+
+@router.get("/threads/{thread_id}/groups/{group_id}")
+@guarded
+async def group_page(request: Request, thread_id: str, group_id: str) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    thread = await principal.thread(memory, thread_id)
+    found = await _find_group(memory, thread_id, group_id)
+    if found is None:
+        raise ResourceNotFoundError(f"observation group {group_id}")
+    group, where = found
+    number = int_param(request.query_params.get("page"), 1, low=1, high=1000)
+    rows, has_next = await _covered(memory, thread_id, group, number)
+    pager = []
+    base = f"/ui/threads/{q(thread_id)}/groups/{q(group_id)}"
+    if number > 1:
+        pager.append(f'<a href="{h(url(base, page=number - 1))}" rel="prev">Previous</a>')
+    if has_next:
+        pager.append(f'<a href="{h(url(base, page=number + 1))}" rel="next">Next</a>')
+    body = (
+        _thread_nav(thread)
+        + f"<p>{h(group.kind)} group <code>{h(group.id)}</code> ({h(where)}) covers seq {group.first_seq}–"
+        f"{group.last_seq}, first message <code>{h(group.first_message_id)}</code>, last "
+        f"<code>{h(group.last_message_id)}</code>.</p>"
+        + f'<section class="obs" aria-label="Observations"><h2>Observations</h2><pre>{h(group.body)}</pre></section>'
+        + '<section aria-label="Covered messages"><h2>The messages it covers</h2>'
+        + f'<ol class="covered" style="list-style:none;padding:0">{"".join(rows)}</ol>'
+        + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
+    )  # fmt: skip
+    return page(f"Observation group {group.id}", body, who=who(principal))
+
+
+async def _covered(memory: Memory, thread_id: str, group: ObservationGroup, number: int) -> tuple[list[str], bool]:
+    """The group's messages, one page: through ``Memory.recall`` (the recall tool's own answer)
+    when retrieval is on, else the thread's conversation messages in the group's span."""
+    if memory.config.retrieval.enabled:
+        result = await memory.recall(
+            thread_id, group_id=group.id, page=number, limit=GROUP_PAGE, detail="high", token_budget=100_000
+        )
+        rows = [
+            f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
+            f'{h(m.role)} · {h(m.created_at)}</div><pre>{h(m.text)}</pre></li>'
+            for m in result.messages
+        ]
+        return rows, result.has_next_page
+    after = group.first_seq - 1 + (number - 1) * GROUP_PAGE
+    batch = [m for m in await memory.list_messages(thread_id, after_seq=after, limit=GROUP_PAGE + 1)
+             if (m.seq or 0) <= group.last_seq]  # fmt: skip
+    rows = [
+        f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
+        f"{h(m.role)} · {h(when(m.created_at))}</div><pre>{message_text(m)}</pre></li>"
+        for m in batch[:GROUP_PAGE]
+    ]
+    return rows, len(batch) > GROUP_PAGE
+
+
+# -- the context preview --------------------------------------------------------------------
+@router.get("/threads/{thread_id}/context")
+@guarded
+async def context_page(request: Request, thread_id: str) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    thread = await principal.thread(memory, thread_id)
+    context = await memory.get_context(thread_id)
+    instructions = {id(m) for m in context.instructions}
+    system = {id(m) for m in context.system_messages}
+    raw = {id(m) for m in context.raw_messages}
+    sections: list[tuple[str, list[tuple[int, Message]]]] = []
+    for index, message in enumerate(context.messages):
+        if id(message) in instructions:
+            name = "Application instructions"
+        elif id(message) in system:
+            name = "obsmem: " + str(message.metadata.get("obsmem") or "system")
+        elif id(message) in raw:
+            name = "Raw messages (not observed yet)"
+        else:
+            name = "Reminders"
+        if sections and sections[-1][0] == name:
+            sections[-1][1].append((index, message))
+        else:
+            sections.append((name, [(index, message)]))
+    total = memory.counter.count_messages(context.messages)
+    parts = []
+    summary_rows = []
+    for number, (name, items) in enumerate(sections):
+        tokens = memory.counter.count_messages([m for _, m in items])
+        summary_rows.append([f'<a href="#section-{number}">{h(name)}</a>', str(len(items)), str(tokens)])
+        shown = "".join(
+            f'<div class="ctx-message" data-index="{index}" data-id="{h(m.id)}" data-role="{h(m.role)}">'
+            f'<div class="meta">[{index}] {h(m.role)} · {memory.counter.count_message(m)} tokens</div>'
+            f'<pre class="ctx-text">{h(m.text)}</pre>'
+            + (f"<pre>{message_text(m)}</pre>" if any(p.type != "text" for p in m.parts) else "")
+            + "</div>"
+            for index, m in items
+        )
+        parts.append(
+            f'<section id="section-{number}" data-section="{h(name)}" data-tokens="{tokens}">'
+            f"<h2>{h(name)} · {tokens} tokens</h2>{shown}</section>"
+        )
+    summary_rows.append(["<strong>Total</strong>", str(len(context.messages)), f"<strong>{total}</strong>"])
+    body = (
+        _thread_nav(thread)
+        + f"<p>Exactly what <code>Memory.get_context</code> returns now: {len(context.messages)} message(s), "
+        f"{total} tokens; observations: {'yes' if context.has_observations else 'no'}; trimmed: {context.trimmed}.</p>"
+        + table(["Section", "Messages", "Tokens"], summary_rows, caption="Tokens per section", numeric=(1, 2))
+        + f'<div class="ctx">{"".join(parts)}</div>'
+    )  # fmt: skip
+    return page(f"Context preview · {thread.id}", body, who=who(principal))
+
+
+# -- generations ----------------------------------------------------------------------------
+@router.get("/threads/{thread_id}/generations")
+@guarded
+async def generations_page(request: Request, thread_id: str) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    thread = await principal.thread(memory, thread_id)
+    records = await memory.list_generations(thread_id, limit=_GENERATIONS)
+    rows = [
+        [str(r.generation), h(r.origin), f"<code>{h(r.id)}</code>", h(when(r.created_at)), str(r.observation_tokens),
+         str(r.total_tokens_observed), "live" if r.is_live else f"superseded by <code>{h(r.superseded_by)}</code>"]
+        for r in records
+    ]  # fmt: skip
+    body = _thread_nav(thread) + table(
+        ["Generation", "Origin", "Record", "Created", "Observation tokens", "Tokens observed", "State"],
+        rows, caption=f"{len(records)} generation(s), newest first", numeric=(0, 4, 5),
+    )  # fmt: skip
+    if len(records) >= 2:
+        by_id = {r.id: r for r in records}
+        older = by_id.get(request.query_params.get("a") or "", records[1])
+        newer = by_id.get(request.query_params.get("b") or "", records[0])
+        body += _diff_form(thread_id, records, older, newer) + _diff(older, newer)
+    return page(f"Generations · {thread.id}", body, who=who(principal))
+
+
+def _diff_form(thread_id: str, records: list[ObservationRecord], older: ObservationRecord, newer: ObservationRecord) -> str:
+    def select(name: str, label: str, chosen: ObservationRecord) -> str:
+        options = "".join(
+            f'<option value="{h(r.id)}"{" selected" if r.id == chosen.id else ""}>generation {r.generation} ({h(r.origin)})</option>'
+            for r in records
+        )
+        return f'<label for="{name}">{label}</label> <select id="{name}" name="{name}">{options}</select> '
+
+    return (
+        f'<h2>Diff</h2><form method="get" action="/ui/threads/{h(q(thread_id))}/generations">'
+        + select("a", "From", older) + select("b", "To", newer) + '<button type="submit">Compare</button></form>'
+    )
+
+
+def _diff(older: ObservationRecord, newer: ObservationRecord) -> str:
+    before = older.active_observations.splitlines()
+    after = newer.active_observations.splitlines()
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    kept = sum(size for _, _, size in matcher.get_matching_blocks())
+    lines: list[str] = []
+    for line in difflib.unified_diff(before, after, lineterm="", n=2):
+        if line.startswith(("---", "+++")):
+            continue
+        cls = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
+        lines.append(f'<pre class="{cls}">{h(line)}</pre>')
+    return (
+        f'<p class="diff-summary">generation {older.generation} → {newer.generation}: kept {kept} line(s), '
+        f"dropped {len(before) - kept}, added {len(after) - kept}; {older.observation_tokens} → "
+        f"{newer.observation_tokens} tokens.</p>"
+        f'<div class="diff">{"".join(lines) or "<p>No differences.</p>"}</div>'
+    )
+
+
+# -- usage ----------------------------------------------------------------------------------
+@router.get("/usage")
+@guarded
+async def usage_page(request: Request) -> Response:
+    principal = await principal_of(request)
+    memory = service_of(request).memory
+    named = request.query_params.get("resource_id") or None
+    if named is None and principal.resource_id is None:
+        body = (
+            '<form method="get" action="/ui/usage"><label for="resource_id">Resource</label> '
+            '<input id="resource_id" name="resource_id"> <button type="submit">Show</button></form>'
+        )
+        return page("Usage", body, who=who(principal))
+    resource, found = await principal.resource_threads(memory, named)
+    rows: list[list[str]] = []
+    data: list[dict[str, Any]] = []
+    for thread in found[:THREADS_PAGE]:
+        record = await memory.get_record(thread.id)
+        count = await memory.store.count_messages(thread.id)
+        generations = len(await memory.list_generations(thread.id, limit=_GENERATIONS))
+        observed = record.total_tokens_observed if record else 0
+        kept = record.observation_tokens if record else 0
+        data.append({"observed": observed, "kept": kept})
+        rows.append([
+            f'<a href="/ui/threads/{h(q(thread.id))}">{h(thread.id)}</a>', str(count), str(observed), str(kept),
+            str(record.pending_message_tokens if record else 0), str(generations),
+            _bar(observed, kept),
+        ])  # fmt: skip
+    body = table(
+        ["Thread", "Messages", "Tokens observed", "Observation tokens", "Pending tokens", "Generations",
+         "Compression (observed vs kept)"],
+        rows, caption=f"Memory held for resource {resource}", numeric=(1, 2, 3, 4, 5),
+    ) + (  # fmt: skip
+        "<p>Model calls per role (tokens, cache hits, latency) are not recorded by any public API yet, "
+        "so this page shows what memory holds, not what it cost.</p>"
+    )
+    return page("Usage", body, who=who(principal))
+
+
+def _bar(observed: int, kept: int) -> str:
+    if observed <= 0:
+        return ""
+    width = max(1, round(100 * kept / observed)) if kept else 0
+    return (
+        f'<span role="img" aria-label="{kept} of {observed} tokens kept" style="display:inline-block;width:120px;'
+        f'background:#e6f0fb"><span style="display:block;width:{min(100, width)}%;height:.8em;background:#0b5cad">'
+        f"</span></span> {round(observed / max(1, kept), 1)}×"
+    )
