@@ -328,7 +328,7 @@ async def context_page(request: Request, thread_id: str) -> Response:
     parts = []
     summary_rows = []
     for number, (name, items) in enumerate(sections):
-        tokens = memory.counter.count_messages([m for _, m in items])
+        tokens = sum(memory.counter.count_message(m) for _, m in items)
         summary_rows.append([f'<a href="#section-{number}">{h(name)}</a>', str(len(items)), str(tokens)])
         shown = "".join(
             f'<div class="ctx-message" data-index="{index}" data-id="{h(m.id)}" data-role="{h(m.role)}">'
@@ -342,7 +342,9 @@ async def context_page(request: Request, thread_id: str) -> Response:
             f'<section id="section-{number}" data-section="{h(name)}" data-tokens="{tokens}">'
             f"<h2>{h(name)} · {tokens} tokens</h2>{shown}</section>"
         )
-    summary_rows.append(["<strong>Total</strong>", str(len(context.messages)), f"<strong>{total}</strong>"])
+    overhead = total - sum(memory.counter.count_message(m) for m in context.messages)
+    summary_rows.append(["Conversation overhead", "", f'<span data-overhead="{overhead}">{overhead}</span>'])
+    summary_rows.append(["<strong>Total</strong>", str(len(context.messages)), f'<strong data-total="{total}">{total}</strong>'])
     body = (
         _thread_nav(thread)
         + f"<p>Exactly what <code>Memory.get_context</code> returns now: {len(context.messages)} message(s), "
@@ -398,9 +400,7 @@ def _diff(older: ObservationRecord, newer: ObservationRecord) -> str:
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     kept = sum(size for _, _, size in matcher.get_matching_blocks())
     lines: list[str] = []
-    for line in difflib.unified_diff(before, after, lineterm="", n=2):
-        if line.startswith(("---", "+++")):
-            continue
+    for line in list(difflib.unified_diff(before, after, lineterm="", n=2))[2:]:  # past the two file headers
         cls = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
         lines.append(f'<pre class="{cls}">{h(line)}</pre>')
     return (
