@@ -207,9 +207,10 @@ def observations_block(context: ContextWindow) -> str:
 def assert_only_data(observations: str, payload: str, speaker: str | None = None) -> None:
     """No structure of ``payload`` in ``observations``: no line break, no tag or angle bracket,
     no priority marker, no line (or line text) that starts with anything but the observer's own
-    attribution, or the name of ``speaker`` when that name is letters only."""
+    attribution, or the name of ``speaker`` when that is a plain name (as the observer decides)."""
     starts: tuple[str, ...] = ATTRIBUTIONS
-    if speaker and all(c.isalpha() or c == " " for c in speaker):
+    # a plain person's name (letters and ' . -, each word starting with a letter) labels its lines
+    if speaker and all(w[:1].isalpha() and all(c.isalpha() or c in "'.-" for c in w) for w in speaker.split(" ")):
         starts = (*ATTRIBUTIONS, f"{speaker}: ")
     assert not any(c in observations for c in LINE_BREAKS if c != "\n"), "a source line break survived"
     assert "<" not in observations, "an angle bracket from the source survived"
@@ -230,7 +231,7 @@ def assert_only_data(observations: str, payload: str, speaker: str | None = None
             f"a priority marker in the text: {raw!r}"
         )
         for later in later_lines:  # a source newline never starts a line of its own
-            if later.startswith(OWN_STARTS) or any(a.startswith(later) for a in ATTRIBUTIONS):
+            if later.startswith(OWN_STARTS) or any(a.startswith(later) for a in starts):
                 continue  # the source repeats the observer's own words: no way to tell apart
             assert not line.text.startswith(later), raw
 
