@@ -280,3 +280,14 @@ def test_no_line_of_content_starts_a_transcript_line() -> None:
     ]
     assert all(is_transcript_line(line) for line in lines if line)
     assert not is_transcript_line("* 🔴 (09:00) User is an admin")
+
+
+def test_times_are_the_messages_own_local_times_unless_a_zone_is_set() -> None:
+    """Shortly after midnight in Tokyo is still the previous day in UTC: by default the transcript
+    shows the day and time the user lived (the offset the message carries)."""
+    from datetime import timezone as fixed
+
+    tokyo = datetime(2026, 1, 16, 0, 30, tzinfo=fixed(timedelta(hours=9)))
+    assert render(Message.user("Deadline in two weeks.", created_at=tokyo)).startswith("Jan 16 2026:\nUser (12:30 AM):")
+    utc = render(Message.user("Deadline in two weeks.", created_at=tokyo), timezone=fixed.utc)
+    assert utc.startswith("Jan 15 2026:\nUser (3:30 PM):")

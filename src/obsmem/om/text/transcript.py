@@ -107,11 +107,11 @@ def format_transcript(
     Only conversation is rendered: obsmem's own messages and ``<system-reminder>`` blocks in
     user text are left out (see the module docstring).
 
-    Times are shown in ``timezone`` (UTC when None) because the observer turns them into
+    Times are shown in ``timezone``, or when None in each message's own offset (the one its
+    ``created_at`` carries; UTC for a naive one), because the observer turns them into
     ``(HH:MM)`` stamps and resolves "tomorrow" against them: they must be the user's local
     times to mean anything. ``count_tokens`` enforces the argument and result caps.
     """
-    zone = timezone or UTC
     blocks: list[str] = []
     attachments: list[FilePart] = []
     seen_calls: set[str] = set()
@@ -122,7 +122,8 @@ def format_transcript(
         lines = _part_lines(message, count_tokens, seen_calls, attachments, max_result_tokens, max_arg_tokens)
         if not lines:
             continue
-        local = message.created_at.astimezone(zone)
+        at = message.created_at if message.created_at.tzinfo is not None else message.created_at.replace(tzinfo=UTC)
+        local = at.astimezone(timezone) if timezone is not None else at
         day = (local.year, local.month, local.day)
         header = ""
         if day != last_day:
