@@ -17,6 +17,7 @@ from rich.table import Table
 from obsmem.bench.agent import AGENT_SYSTEMS, RATES, AgentReport, AgentSettings, run_agent_bench
 from obsmem.bench.agent_conversations import MIN_TURNS, generate_conversations
 from obsmem.bench.injection import ROLE_SETUPS, InjectionReport, run_injection
+from obsmem.bench.knowledge import run_knowledge_bench
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.bench.longmemeval import load_longmemeval
@@ -249,6 +250,51 @@ def locomo(
         _curve(cases, "LoCoMo", _budgets(budgets), memory_model, json_out)
         return
     _retention(cases, "LoCoMo", message_tokens, observation_tokens, model, judge, memory_model, json_out)
+
+
+@bench_app.command()
+def knowledge(
+    data: Annotated[
+        Path | None,
+        typer.Option(envvar=LOCOMO_ENV, show_envvar=True,
+                     help="A LoCoMo JSON file, e.g. locomo10.json (read in place, never copied)."),
+    ] = None,
+    conversations: Annotated[
+        str | None, typer.Option(help="Comma-separated sample ids (default: all).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Run the LLM knowledge agents with this model (default: offline agents).")
+    ] = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Facts the knowledge agents capture from LoCoMo: recall and precision against the QA
+    evidence, duplicates per fact, contradictions left live, tokens per agent."""
+    if data is None:
+        raise MissingLocomoData(LOCOMO_SOURCE)
+    chosen = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    try:
+        rows = asyncio.run(run_knowledge_bench(data, conversations=chosen, model=model))
+    except ObsmemError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data/--conversations/--model") from exc
+    table = Table("conversation", "facts", "records", "recall", "precision", "dup/fact", "contradictions", "tokens",
+                  title=f"Knowledge capture ({'offline agents' if model is None else model})")
+    for row in rows:
+        score = row.score
+        table.add_row(row.conversation, str(score.facts), str(score.records), f"{score.recall:.2f}",
+                      f"{score.precision:.2f}", f"{score.duplicates_per_fact:.2f}", str(score.contradictions_live),
+                      str(sum(score.tokens.values())))
+    if rows:
+        facts = sum(r.score.facts for r in rows)
+        records = sum(r.score.records for r in rows)
+        recall = sum(r.score.recall * r.score.facts for r in rows) / facts if facts else 0.0
+        precision = sum(r.score.precision * r.score.records for r in rows) / records if records else 0.0
+        table.add_row("all", str(facts), str(records), f"{recall:.2f}", f"{precision:.2f}", "",
+                      str(sum(r.score.contradictions_live for r in rows)),
+                      str(sum(sum(r.score.tokens.values()) for r in rows)))
+    console.print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps([row.as_dict() for row in rows], indent=2), encoding="utf-8")
+        console.print(f"wrote {json_out}")
 
 
 @bench_app.command()
