@@ -19,7 +19,7 @@ EXAMPLES = re.findall(r"```python\n(.*?)```", README_TEXT, re.S)
 
 #: Module paths a user may import; everything else under obsmem is an implementation detail.
 PUBLIC_MODULES = re.compile(
-    r"obsmem(\.(models(\.\w+)?|embeddings|vectors|knowledge(\.lifecycle)?|storage|integrations\.\w+))?"
+    r"obsmem(\.(models(\.\w+)?|embeddings|vectors|knowledge(\.lifecycle)?|storage|clock|integrations\.\w+))?"
 )
 _IMPORT = re.compile(r"^\s*(?:from\s+(obsmem[\w.]*)\s+import\b|import\s+(obsmem[\w.]*))", re.M)
 

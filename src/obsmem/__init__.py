@@ -7,8 +7,10 @@ Everything public is re-exported here: :class:`Memory` and its configuration, th
 types, every error in :mod:`obsmem.errors`, and what a custom Observer or Reflector needs
 (the protocols and their request/result types). The documented sub-packages are public too:
 ``obsmem.models`` (and ``obsmem.models.<vendor>``, ``obsmem.models.testing``),
-``obsmem.embeddings``, ``obsmem.vectors``, ``obsmem.knowledge`` and ``obsmem.storage``. Every
-other module path is an implementation detail.
+``obsmem.embeddings``, ``obsmem.vectors``, ``obsmem.knowledge`` (and
+``obsmem.knowledge.lifecycle``), ``obsmem.storage``, ``obsmem.clock`` (``FakeClock`` for replays
+and tests) and ``obsmem.integrations.<framework>`` (each behind its extra). Every other module
+path is an implementation detail.
 """
 
 from obsmem.config import MemoryConfig as MemoryConfig

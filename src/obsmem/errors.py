@@ -380,4 +380,5 @@ class ImportConflictError(StorageError):
 
 
 class ImportUnsupportedError(StorageError):
-    """The file holds something this import cannot write exactly (knowledge, for now)."""
+    """The file holds something this import cannot write exactly (kept for callers that catch it;
+    knowledge is imported since the knowledge store gained its restoring write)."""
