@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -142,7 +143,7 @@ class WorkerStats:
     claimed: int = 0
     completed: int = 0
     released: int = 0  # given back: failed, or waiting for another owner's lease
-    abandoned: int = 0  # claimed more than max_attempts times
+    abandoned: int = 0  # failed max_attempts times (or its workers kept dying): moved to the dead-letter table
     lost_claims: int = 0  # the claim expired under us and another worker took the item
     curations: int = 0  # knowledge curation runs the idle timer started (that ran)
 
@@ -349,11 +350,12 @@ class Worker:
                 f"Invalid item: expected a WorkItem (from store.claim_work), got {describe_value(item)}",
                 argument="item",
             )
-        if item.attempts > self.max_attempts:
-            logger.error("obsmem worker: dropping %s work on %s after %d attempts (last error: %s)",
-                         item.kind, item.target, item.attempts - 1, item.last_error)
-            if await self.store.complete_work(item):
-                self.stats.abandoned += 1
+        started = time.monotonic()
+        if item.attempts > self.max_attempts:  # its earlier claims ended without an answer: workers died on it
+            error = item.last_error or (
+                f"claimed {item.attempts - 1} times by workers that stopped before finishing (claims expired)"
+            )
+            self._log_job(item, started, await self._bury(item, error=error))
             return
         current = [item]
         heartbeat = asyncio.create_task(self._heartbeat(current), name=f"obsmem:heartbeat:{item.id}")
@@ -362,26 +364,55 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
-            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, redact_secrets(exc))
-            await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts),
-                                  error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+            error = redact_secrets(f"{type(exc).__name__}: {exc}")
+            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, error)
+            if item.attempts >= self.max_attempts:
+                outcome = await self._bury(current[0], error=error)
+            else:
+                outcome = await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts), error=error)
+                outcome = "failed" if outcome == "released" else outcome
+            self._log_job(item, started, outcome)
             return
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-        if wait_s is not None:
-            await self._give_back(current[0], delay_s=wait_s, error=None)
+        if wait_s is not None:  # only waiting (another owner's live lease): not an attempt
+            outcome = await self._give_back(current[0], delay_s=wait_s, error=None, count_attempt=False)
+            outcome = "waiting" if outcome == "released" else outcome
         elif await self.store.complete_work(current[0]):
             self.stats.completed += 1
+            outcome = "completed"
         else:
             self.stats.lost_claims += 1
+            outcome = "lost-claim"
+        self._log_job(item, started, outcome)
 
-    async def _give_back(self, item: WorkItem, *, delay_s: float, error: str | None) -> None:
-        if await self.store.release_work(item, now=self.clock.now(), delay_s=delay_s, error=error):
+    def _log_job(self, item: WorkItem, started: float, outcome: str) -> None:
+        logger.debug("obsmem worker: job %s %s on %s outcome=%s in %.3f s (attempt %d)",
+                     item.id, item.kind, item.target, outcome, time.monotonic() - started, item.attempts)
+
+    async def _give_back(
+        self, item: WorkItem, *, delay_s: float, error: str | None, count_attempt: bool = True
+    ) -> str:
+        if await self.store.release_work(
+            item, now=self.clock.now(), delay_s=delay_s, error=error, count_attempt=count_attempt
+        ):
             self.stats.released += 1
-        else:
+            return "released"
+        self.stats.lost_claims += 1
+        return "lost-claim"
+
+    async def _bury(self, item: WorkItem, *, error: str | None) -> str:
+        """Move work that keeps failing to the dead-letter table (``obsmem queue`` lists it)."""
+        if not await self.store.bury_work(item, now=self.clock.now(), error=error):
             self.stats.lost_claims += 1
+            return "lost-claim"
+        logger.error("obsmem worker: %s work on %s failed %d times; moved to the dead-letter queue "
+                     "(obsmem queue retry %d requeues it); last error: %s",
+                     item.kind, item.target, item.attempts, item.id, redact_secrets(error))
+        self.stats.abandoned += 1
+        return "dead-lettered"
 
     async def _heartbeat(self, current: list[WorkItem]) -> None:
         while True:
@@ -456,7 +487,9 @@ class Worker:
         now = self.clock.now()
         if lease is None or lease.is_expired(now) or lease.owner == self.engine_owner:
             return None
-        return max(0.05, min((lease.expires_at - now).total_seconds(), 5 * self.poll_interval_s))
+        # Wait for the lease's expiry: a live holder renews it (and its buffer then covers the
+        # thread), a dead one's lease runs out and this item takes the work over.
+        return max(0.05, (lease.expires_at - now).total_seconds())
 
     @property
     def engine_owner(self) -> str | None:

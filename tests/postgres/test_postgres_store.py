@@ -30,7 +30,7 @@ from ..postgres_fixtures import PostgresServer, database_url, postgres_server  #
 
 ALL = POSTGRES_MIGRATIONS.names()
 TABLES = {"_obsmem_migrations", "threads", "messages", "observation_records", "working_memory", "leases",
-          "lease_tokens", "work_items", "vectors"}
+          "lease_tokens", "work_items", "vectors", "dead_work"}
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def tables(url: str) -> set[str]:
 
 
 def test_blank_database_is_migrated_once(blank_url: str) -> None:
-    assert ALL == ["m001_initial", "m002_vectors"]
+    assert ALL == ["m001_initial", "m002_vectors", "m003_dead_work"]
     assert pending_migrations(blank_url) == ALL
     assert tables(blank_url) == set()  # pending() only reads
     assert migrate_database(blank_url) == ALL
@@ -116,7 +116,7 @@ def test_migrate_command(blank_url: str) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
     assert dry.exit_code == 0
-    assert "3 migration(s) pending: m001_initial, m002_vectors, m001_knowledge_initial" in dry.output
+    assert "4 migration(s) pending: m001_initial, m002_vectors, m003_dead_work, m001_knowledge_initial" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert done.exit_code == 0 and "3 migration(s) applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])

@@ -128,7 +128,11 @@ async def test_a_worker_killed_mid_buffer_is_taken_over(postgres_url: str, tmp_p
         assert await early.run_once() is True
         assert (early.stats.claimed, early.stats.completed, early.stats.released) == (1, 0, 1)
         (waiting,) = await store.list_work()
-        assert waiting.claimed_by is None and waiting.attempts == 2
+        # A's claim counted (A died on it); B's hand-back did not (issue 22: waiting is not failing),
+        # and the item waits for the lease's expiry.
+        assert waiting.claimed_by is None and waiting.attempts == 1
+        final = await store.get_lease("buffer-observation:thread:t1")  # A's last renewal
+        assert final is not None and abs((waiting.available_at - final.expires_at).total_seconds()) < 0.001
 
         # A worker whose clock reads 15 minutes later sees A's lease expired, as it will be
         # then: it takes the lease over, buffers every message and completes the item.
@@ -163,6 +167,8 @@ async def test_work_that_keeps_killing_its_workers_is_dropped() -> None:
         assert await worker.run_once() is True  # the fourth claim is over the limit
         assert (worker.stats.abandoned, worker.stats.completed) == (1, 0)
         assert await store.list_work() == []
+        [dead] = await store.list_dead_work()  # kept, with why, never silently deleted
+        assert dead.target == "t1" and dead.attempts == 4
         head = await store.get_head("thread:t1")
         assert head is None or head.buffered_chunks == ()  # dropped, not run
 

@@ -193,14 +193,25 @@ EXPECTED_SCHEMA = {
         "claim_expires_us": "INTEGER",
         "last_error": "TEXT",
     },
+    "dead_work": {  # m004
+        "id": "INTEGER",
+        "kind": "TEXT",
+        "target": "TEXT",
+        "payload": "TEXT",
+        "enqueued_at": "TEXT",
+        "attempts": "INTEGER",
+        "last_error": "TEXT",
+        "failed_at": "TEXT",
+    },
 }
-ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries", "m003_work_queue"]
+ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work"]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
     "messages_by_thread": "messages",
     "observation_records_one_head": "observation_records",
     "observation_records_by_lineage": "observation_records",
     "work_items_one_waiting": "work_items",
+    "dead_work_by_target": "dead_work",
 }
 
 

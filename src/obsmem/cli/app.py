@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from obsmem import __version__
-from obsmem.cli import demo, forget, threads, transfer, worker
+from obsmem.cli import demo, forget, queue, threads, transfer, worker
 from obsmem.cli import keys as keys_commands
 from obsmem.cli import serve as serve_commands
 from obsmem.cli.bench import bench_app
@@ -60,6 +60,7 @@ threads.register(app)
 transfer.register(app)
 forget.register(app)
 worker.register(app)
+queue.register(app)
 serve_commands.register(app)
 keys_commands.register(app)
 app.add_typer(bench_app, name="bench")

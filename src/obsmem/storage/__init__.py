@@ -21,6 +21,7 @@ from obsmem.redact import redact_secrets
 from obsmem.storage.contract import (
     BufferedChunk,
     BufferedReflection,
+    DeadWork,
     Lease,
     ObservationRecord,
     Store,
@@ -35,6 +36,7 @@ from obsmem.storage.sqlite.store import SQLiteStore, default_data_dir, default_s
 __all__ = [
     "BufferedChunk",
     "BufferedReflection",
+    "DeadWork",
     "Lease",
     "MemoryStore",
     "ObservationRecord",

@@ -68,6 +68,7 @@ __all__ = [
     "BufferedChunk",
     "BufferedReflection",
     "ClosingContext",
+    "DeadWork",
     "Lease",
     "ObservationRecord",
     "Store",
@@ -220,6 +221,26 @@ class WorkItem(BaseModel):
 
     def claim_expired(self, now: datetime) -> bool:
         return self.claim_expires_at is not None and self.claim_expires_at <= now
+
+
+class DeadWork(BaseModel):
+    """A work item moved out of the queue because it kept failing (``Store.bury_work``).
+
+    Kept, never silently deleted: ``id``, ``kind``, ``target``, ``payload`` and ``enqueued_at``
+    are the item's, ``attempts`` the claims it used, ``last_error`` its last failure and
+    ``failed_at`` when it was buried. ``retry_dead_work`` queues it again.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    kind: str
+    target: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    enqueued_at: datetime
+    attempts: int = 0
+    last_error: str | None = None
+    failed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,13 +539,34 @@ class Store(Protocol):
         ...
 
     async def release_work(
-        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None,
+        count_attempt: bool = True,
     ) -> bool:
         """Give a claimed item back to wait until ``now + delay_s`` (e.g. after a failure).
 
         Only for the current claim (else False). If another item with the same kind and target
-        is already waiting, the two coalesce into the waiting one.
+        is already waiting, the two coalesce into the waiting one. With ``count_attempt=False``
+        the hand-back is not a failure (the work had to wait, e.g. for another owner's lease):
+        the claim's attempt is given back and ``error`` is ignored (the last real error stays).
         """
+        ...
+
+    async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
+        """Move a claimed item that keeps failing to the dead-letter table, with ``error`` as
+        its last error (``None``: keep the item's ``last_error``) and ``failed_at = now``.
+
+        Only for the current claim (else False, nothing changes).
+        """
+        ...
+
+    async def list_dead_work(self, kind: str | None = None) -> list[DeadWork]:
+        """The buried items (of ``kind``, or all), by id."""
+        ...
+
+    async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
+        """Queue a buried item again, due at ``now`` with fresh attempts, and remove it from the
+        dead-letter table; it coalesces into an item already waiting for the same kind and
+        target, like ``enqueue_work``. None when there is no such buried item."""
         ...
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
@@ -533,6 +575,7 @@ class Store(Protocol):
 
     async def delete_work(self, target: str) -> int:
         """Delete every queued item for ``target`` (any kind, waiting or claimed); how many went.
+        Its buried items (``list_dead_work``) are deleted too, without being counted.
 
         A worker holding one of them then finds its claim gone (``complete_work`` → False).
         """

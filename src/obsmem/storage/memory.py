@@ -41,9 +41,11 @@ from obsmem.storage.contract import (
     WriteResult,
     lineage_key,
 )
+from obsmem.storage.contract import DeadWork
 from obsmem.storage.rules import (
     acquired_lease,
     advanced_threads,
+    buried_work,
     check_cursors_forward,
     check_limit,
     check_lineage,
@@ -54,6 +56,7 @@ from obsmem.storage.rules import (
     is_claimable,
     lease_expiry,
     merge_parts,
+    released_attempts,
     renewed_lease,
     rewritten_generation,
     work_available_at,
@@ -101,6 +104,7 @@ class MemoryStore(ClosingContext):
         self._lease_tokens = itertools.count(1)  # store-wide, so tokens never repeat or go back
         self._work: dict[int, WorkItem] = {}
         self._work_ids = itertools.count(1)
+        self._dead: dict[int, DeadWork] = {}
         self._claim_tokens = itertools.count(1)
 
     async def close(self) -> None:
@@ -514,26 +518,50 @@ class MemoryStore(ClosingContext):
         return True
 
     async def release_work(
-        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None,
+        count_attempt: bool = True,
     ) -> bool:
         self._open()
         available_at = work_available_at(item.kind, item.target, now, delay_s)
         stored = self._work.get(item.id)
         if stored is None or not holds_claim(stored, item):
             return False
+        attempts, last_error = released_attempts(stored, error, count_attempt)
         del self._work[item.id]
         waiting = self._waiting(stored.kind, stored.target)
         if waiting is not None:  # coalesce: one waiting item per (kind, target)
             self._work[waiting.id] = waiting.model_copy(
                 update={"available_at": min(waiting.available_at, available_at),
-                        "attempts": max(waiting.attempts, stored.attempts), "last_error": error}
+                        "attempts": max(waiting.attempts, attempts), "last_error": last_error}
             )
             return True
         self._work[item.id] = stored.model_copy(
             update={"claimed_by": None, "claim_token": None, "claim_expires_at": None,
-                    "available_at": available_at, "last_error": error}
+                    "available_at": available_at, "attempts": attempts, "last_error": last_error}
         )
         return True
+
+    async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
+        self._open()
+        stored = self._work.get(item.id)
+        if stored is None or not holds_claim(stored, item):
+            return False
+        self._dead[item.id] = buried_work(stored, now, error)
+        del self._work[item.id]
+        return True
+
+    async def list_dead_work(self, kind: str | None = None) -> list[DeadWork]:
+        self._open()
+        return [self._dead[i] for i in sorted(self._dead) if kind is None or self._dead[i].kind == kind]
+
+    async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
+        self._open()
+        dead = self._dead.get(dead_id)
+        if dead is None:
+            return None
+        item = await self.enqueue_work(dead.kind, dead.target, now=now, payload=dict(dead.payload))
+        del self._dead[dead_id]
+        return item
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         self._open()
@@ -544,6 +572,8 @@ class MemoryStore(ClosingContext):
         ids = [i for i, item in self._work.items() if item.target == target]
         for item_id in ids:
             del self._work[item_id]
+        for dead_id in [i for i, dead in self._dead.items() if dead.target == target]:
+            del self._dead[dead_id]
         return len(ids)
 
 

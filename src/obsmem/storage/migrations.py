@@ -176,3 +176,22 @@ def m003_work_queue(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m004_dead_work(conn: sqlite3.Connection) -> None:
+    # Work items that kept failing, moved out of the queue with their last error (bury_work);
+    # kept until retried (retry_dead_work) or their thread is forgotten (delete_work).
+    conn.execute(
+        """CREATE TABLE dead_work (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            enqueued_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            last_error TEXT,
+            failed_at TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX dead_work_by_target ON dead_work (target)")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from obsmem.errors import InvalidInputError, StorageError
-from obsmem.storage.contract import Lease, ObservationRecord, WorkItem, lineage_key
+from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem, lineage_key
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
     "check_lineage",
     "check_message_owner",
     "check_same_identity",
+    "buried_work",
+    "released_attempts",
     "claim_expiry",
     "holds_claim",
     "is_claimable",
@@ -255,4 +257,26 @@ def holds_claim(stored: WorkItem, item: WorkItem) -> bool:
         item.claim_token is not None
         and stored.claim_token == item.claim_token
         and stored.claimed_by == item.claimed_by
+    )
+
+
+def released_attempts(stored: WorkItem, error: str | None, count_attempt: bool) -> tuple[int, str | None]:
+    """The ``(attempts, last_error)`` a release stores for the claimed item ``stored``.
+
+    A counted release (a failure) keeps the claim's attempt and records ``error``; an uncounted
+    hand-back (the work only had to wait) gives the attempt back and keeps the last real error."""
+    if isinstance(count_attempt, bool) is False:
+        raise InvalidInputError(f"release_work: count_attempt must be True or False, got {count_attempt!r}.")
+    if count_attempt:
+        return stored.attempts, error
+    return max(0, stored.attempts - 1), stored.last_error
+
+
+def buried_work(stored: WorkItem, now: datetime, error: str | None) -> DeadWork:
+    """The dead-letter row ``bury_work`` stores for the claimed item ``stored``."""
+    _check_now(now, f"Burying work '{stored.kind}' on '{stored.target}'")
+    return DeadWork(
+        id=stored.id, kind=stored.kind, target=stored.target, payload=dict(stored.payload),
+        enqueued_at=stored.enqueued_at, attempts=stored.attempts,
+        last_error=error if error is not None else stored.last_error, failed_at=now,
     )

@@ -172,3 +172,22 @@ def m002_vectors(conn: Conn) -> None:
         )""",
         "CREATE INDEX vectors_by_namespace ON vectors (namespace, dims)",
     ])
+
+
+@POSTGRES_MIGRATIONS.register
+def m003_dead_work(conn: Conn) -> None:
+    """Work items that kept failing, moved out of the queue with their last error
+    (``bury_work``); kept until retried (``retry_dead_work``) or their thread is forgotten."""
+    _run(conn, [
+        """CREATE TABLE dead_work (
+            id BIGINT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            enqueued_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            last_error TEXT,
+            failed_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX dead_work_by_target ON dead_work (target)",
+    ])

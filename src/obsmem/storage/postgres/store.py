@@ -54,6 +54,7 @@ from obsmem.storage.postgres import records as postgres_records
 from obsmem.storage.postgres import work as postgres_work
 from obsmem.storage.contract import (
     ClosingContext,
+    DeadWork,
     Lease,
     ObservationRecord,
     WorkItem,
@@ -590,20 +591,33 @@ class PostgresStore(ClosingContext):
         return await self._run(lambda conn: postgres_work.complete(conn, item), transaction=False)
 
     async def release_work(
-        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None,
+        count_attempt: bool = True,
     ) -> bool:
         available_at = work_available_at(item.kind, item.target, now, delay_s)
-        return await self._run(lambda conn: postgres_work.release(conn, item, available_at, error))
+        return await self._run(lambda conn: postgres_work.release(conn, item, available_at, error, count_attempt))
+
+    async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
+        work_available_at(item.kind, item.target, now, 0.0)  # checks now
+        return await self._run(lambda conn: postgres_work.bury(conn, item, now, error))
+
+    async def list_dead_work(self, kind: str | None = None) -> list[DeadWork]:
+        return await self._read(lambda conn: postgres_work.list_dead(conn, kind))
+
+    async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
+        work_available_at("retry", str(dead_id), now, 0.0)  # checks now
+        return await self._run(lambda conn: postgres_work.retry_dead(conn, dead_id, now))
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: postgres_work.list_items(conn, kind))
 
     async def delete_work(self, target: str) -> int:
         async def op(conn: Conn) -> int:
+            await conn.execute("DELETE FROM dead_work WHERE target = %s", (target,))
             cur = await conn.execute("DELETE FROM work_items WHERE target = %s", (target,))
             return cur.rowcount
 
-        return await self._run(op, transaction=False)
+        return await self._run(op)
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:

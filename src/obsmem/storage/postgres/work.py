@@ -19,10 +19,10 @@ import psycopg
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import WorkItem
-from obsmem.storage.rules import holds_claim
+from obsmem.storage.contract import DeadWork, WorkItem
+from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
-__all__ = ["claim", "complete", "enqueue", "list_items", "release", "renew"]
+__all__ = ["bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead"]
 
 Conn = psycopg.AsyncConnection[Any]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -118,10 +118,13 @@ async def complete(conn: Conn, item: WorkItem) -> bool:
     return cur.rowcount > 0
 
 
-async def release(conn: Conn, item: WorkItem, available_at: datetime, error: str | None) -> bool:
+async def release(
+    conn: Conn, item: WorkItem, available_at: datetime, error: str | None, count_attempt: bool = True
+) -> bool:
     stored = await _get(conn, item.id)
     if stored is None or not holds_claim(stored, item):
         return False
+    attempts, error = released_attempts(stored, error, count_attempt)
     waiting = await _one(
         conn,
         f"SELECT {_COLUMNS} FROM work_items WHERE kind = %s AND target = %s AND claimed_by IS NULL FOR UPDATE",
@@ -133,17 +136,65 @@ async def release(conn: Conn, item: WorkItem, available_at: datetime, error: str
         await conn.execute(
             "UPDATE work_items SET available_at = %s, available_us = %s, attempts = %s, last_error = %s "
             "WHERE id = %s",
-            (due.isoformat(), _us(due), max(waiting.attempts, stored.attempts), error, waiting.id),
+            (due.isoformat(), _us(due), max(waiting.attempts, attempts), error, waiting.id),
         )
         return True
     # If an enqueue adds a waiting item between our read and this update, the unique index
     # refuses the update and the store retries the whole release, which then coalesces.
     await conn.execute(
         "UPDATE work_items SET claimed_by = NULL, claim_token = NULL, claim_expires_at = NULL, "
-        "claim_expires_us = NULL, available_at = %s, available_us = %s, last_error = %s WHERE id = %s",
-        (available_at.isoformat(), _us(available_at), error, item.id),
+        "claim_expires_us = NULL, available_at = %s, available_us = %s, attempts = %s, last_error = %s "
+        "WHERE id = %s",
+        (available_at.isoformat(), _us(available_at), attempts, error, item.id),
     )
     return True
+
+
+_DEAD_COLUMNS = "id, kind, target, payload, enqueued_at, attempts, last_error, failed_at"
+
+
+def _dead(row: Sequence[Any]) -> DeadWork:
+    data = dict(zip([c.strip() for c in _DEAD_COLUMNS.split(",")], row))
+    try:
+        data["payload"] = json.loads(data["payload"])
+        return DeadWork.model_validate(data)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise StorageError(
+            f"A dead-lettered work item could not be decoded (table dead_work, row id {data.get('id')!r}): {exc}"
+        ) from exc
+
+
+async def bury(conn: Conn, item: WorkItem, now: datetime, error: str | None) -> bool:
+    stored = await _get(conn, item.id)
+    if stored is None or not holds_claim(stored, item):
+        return False
+    dead = buried_work(stored, now, error)
+    await conn.execute(
+        f"INSERT INTO dead_work ({_DEAD_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (id) DO UPDATE SET attempts = excluded.attempts, last_error = excluded.last_error, "
+        "failed_at = excluded.failed_at",
+        (dead.id, dead.kind, dead.target, json.dumps(dead.payload), dead.enqueued_at.isoformat(), dead.attempts,
+         dead.last_error, dead.failed_at.isoformat()),
+    )
+    await conn.execute("DELETE FROM work_items WHERE id = %s", (item.id,))
+    return True
+
+
+async def list_dead(conn: Conn, kind: str | None) -> list[DeadWork]:
+    if kind is None:
+        cur = await conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work ORDER BY id")
+    else:
+        cur = await conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work WHERE kind = %s ORDER BY id", (kind,))
+    return [_dead(row) for row in await cur.fetchall()]
+
+
+async def retry_dead(conn: Conn, dead_id: int, now: datetime) -> WorkItem | None:
+    cur = await conn.execute(f"DELETE FROM dead_work WHERE id = %s RETURNING {_DEAD_COLUMNS}", (dead_id,))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    dead = _dead(row)
+    return await enqueue(conn, dead.kind, dead.target, now, now, dict(dead.payload))
 
 
 async def list_items(conn: Conn, kind: str | None) -> list[WorkItem]:

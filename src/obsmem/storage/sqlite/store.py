@@ -54,6 +54,7 @@ from obsmem.storage import migrations
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.contract import (
     ClosingContext,
+    DeadWork,
     Lease,
     ObservationRecord,
     WorkItem,
@@ -727,16 +728,29 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(lambda conn: sqlite_work.complete(conn, item))
 
     async def release_work(
-        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None
+        self, item: WorkItem, *, now: datetime, delay_s: float = 0.0, error: str | None = None,
+        count_attempt: bool = True,
     ) -> bool:
         available_at = work_available_at(item.kind, item.target, now, delay_s)
-        return await self._write(lambda conn: sqlite_work.release(conn, item, available_at, error))
+        return await self._write(lambda conn: sqlite_work.release(conn, item, available_at, error, count_attempt))
+
+    async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
+        work_available_at(item.kind, item.target, now, 0.0)  # checks now
+        return await self._write(lambda conn: sqlite_work.bury(conn, item, now, error))
+
+    async def list_dead_work(self, kind: str | None = None) -> list[DeadWork]:
+        return await self._read(lambda conn: sqlite_work.list_dead(conn, kind))
+
+    async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
+        work_available_at("retry", str(dead_id), now, 0.0)  # checks now
+        return await self._write(lambda conn: sqlite_work.retry_dead(conn, dead_id, now))
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: sqlite_work.list_items(conn, kind))
 
     async def delete_work(self, target: str) -> int:
         def op(conn: Conn) -> int:
+            conn.execute("DELETE FROM dead_work WHERE target = ?", (target,))
             return conn.execute("DELETE FROM work_items WHERE target = ?", (target,)).rowcount
 
         return await self._write(op)

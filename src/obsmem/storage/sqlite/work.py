@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import WorkItem
+from obsmem.storage.contract import DeadWork, WorkItem
 from obsmem.storage.sqlite.leases import next_token
-from obsmem.storage.rules import holds_claim
+from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
-__all__ = ["claim", "complete", "enqueue", "list_items", "release", "renew"]
+__all__ = ["bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead"]
 
 Conn = sqlite3.Connection
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -126,20 +126,69 @@ def complete(conn: Conn, item: WorkItem) -> bool:
     return True
 
 
-def release(conn: Conn, item: WorkItem, available_at: datetime, error: str | None) -> bool:
+def release(
+    conn: Conn, item: WorkItem, available_at: datetime, error: str | None, count_attempt: bool = True
+) -> bool:
     stored = _get(conn, item.id)
     if stored is None or not holds_claim(stored, item):
         return False
+    attempts, last_error = released_attempts(stored, error, count_attempt)
     waiting = _waiting(conn, stored.kind, stored.target)
     if waiting is not None:  # coalesce into the item already waiting
         conn.execute("DELETE FROM work_items WHERE id = ?", (item.id,))
         due = min(waiting.available_at, available_at)
         _set(conn, waiting.id, available_at=due.isoformat(), available_us=_us(due),
-             attempts=max(waiting.attempts, stored.attempts), last_error=error)
+             attempts=max(waiting.attempts, attempts), last_error=last_error)
         return True
     _set(conn, item.id, claimed_by=None, claim_token=None, claim_expires_at=None, claim_expires_us=None,
-         available_at=available_at.isoformat(), available_us=_us(available_at), last_error=error)
+         available_at=available_at.isoformat(), available_us=_us(available_at), attempts=attempts,
+         last_error=last_error)
     return True
+
+
+_DEAD_COLUMNS = "id, kind, target, payload, enqueued_at, attempts, last_error, failed_at"
+
+
+def _dead(row: sqlite3.Row) -> DeadWork:
+    data = dict(row)
+    try:
+        data["payload"] = json.loads(data["payload"])
+        return DeadWork.model_validate(data)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise StorageError(
+            f"A dead-lettered work item could not be decoded (table dead_work, row id {data.get('id')!r}): {exc}"
+        ) from exc
+
+
+def bury(conn: Conn, item: WorkItem, now: datetime, error: str | None) -> bool:
+    stored = _get(conn, item.id)
+    if stored is None or not holds_claim(stored, item):
+        return False
+    dead = buried_work(stored, now, error)
+    conn.execute(
+        f"INSERT OR REPLACE INTO dead_work ({_DEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (dead.id, dead.kind, dead.target, json.dumps(dead.payload), dead.enqueued_at.isoformat(), dead.attempts,
+         dead.last_error, dead.failed_at.isoformat()),
+    )
+    conn.execute("DELETE FROM work_items WHERE id = ?", (item.id,))
+    return True
+
+
+def list_dead(conn: Conn, kind: str | None) -> list[DeadWork]:
+    if kind is None:
+        rows = conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work ORDER BY id")
+    else:
+        rows = conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work WHERE kind = ? ORDER BY id", (kind,))
+    return [_dead(row) for row in rows]
+
+
+def retry_dead(conn: Conn, dead_id: int, now: datetime) -> WorkItem | None:
+    row = conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work WHERE id = ?", (dead_id,)).fetchone()
+    if row is None:
+        return None
+    dead = _dead(row)
+    conn.execute("DELETE FROM dead_work WHERE id = ?", (dead_id,))
+    return enqueue(conn, dead.kind, dead.target, now, now, dict(dead.payload))
 
 
 def list_items(conn: Conn, kind: str | None) -> list[WorkItem]:

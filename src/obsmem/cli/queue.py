@@ -1,0 +1,135 @@
+"""``obsmem queue``: what the workers have to do, and the work that kept failing.
+
+``obsmem queue --store URL`` prints the queue's depth by kind (waiting, due now, claimed,
+expired claims, the oldest item's age), the dead-letter table (each buried item with its
+attempts and last error) and the leases (buffers in flight, and expired ones a dead process
+left); ``--json`` prints the same as one JSON document. ``obsmem queue retry ID`` queues a
+dead-lettered item again with fresh attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from obsmem import ObsmemError
+from obsmem.cli.groups import HELP_OPTIONS
+from obsmem.cli.stores import fail, open_for_reading
+from obsmem.redact import redact_secrets
+from obsmem.storage import Store
+
+__all__ = ["queue_app", "queue_snapshot", "register"]
+
+queue_app = typer.Typer(
+    help="The work queue: depth by kind and age, claims, dead-lettered work, leases.",
+    context_settings=HELP_OPTIONS, invoke_without_command=True, add_completion=False,
+)  # fmt: skip
+
+StoreOption = Annotated[str | None, typer.Option(help="The shared store (a SQLite file or a postgresql:// URL).")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``queue`` (and ``queue retry``) to ``app``."""
+    app.add_typer(queue_app, name="queue")
+
+
+async def queue_snapshot(store: Store, now: datetime | None = None) -> dict[str, Any]:
+    """The queue as a document: ``kinds`` (per kind: waiting, due, claimed, expired_claims,
+    oldest_age_s), ``dead`` (buried items), ``leases`` (key, owner, expires_in_s)."""
+    now = now or datetime.now(UTC)
+    kinds: dict[str, dict[str, Any]] = {}
+    for item in await store.list_work():
+        row = kinds.setdefault(item.kind, {"waiting": 0, "due": 0, "claimed": 0, "expired_claims": 0,
+                                           "oldest_age_s": 0.0})  # fmt: skip
+        if item.claimed_by is None:
+            row["waiting"] += 1
+            row["due"] += item.available_at <= now
+        else:
+            row["claimed"] += 1
+            row["expired_claims"] += item.claim_expired(now)
+        row["oldest_age_s"] = max(row["oldest_age_s"], round((now - item.enqueued_at).total_seconds(), 1))
+    dead = [
+        {"id": d.id, "kind": d.kind, "target": d.target, "attempts": d.attempts,
+         "failed_at": d.failed_at.isoformat(), "last_error": redact_secrets(d.last_error or "")}
+        for d in await store.list_dead_work()
+    ]  # fmt: skip
+    leases = [
+        {"key": lease.key, "owner": lease.owner, "expires_in_s": round((lease.expires_at - now).total_seconds(), 1)}
+        for lease in await store.list_leases()
+    ]
+    return {"kinds": kinds, "dead": dead, "leases": leases}
+
+
+def _show(snapshot: dict[str, Any]) -> None:
+    kinds: dict[str, dict[str, Any]] = snapshot["kinds"]
+    waiting = sum(row["waiting"] for row in kinds.values())
+    claimed = sum(row["claimed"] for row in kinds.values())
+    typer.echo(f"queue: {waiting} waiting, {claimed} claimed")
+    if kinds:
+        typer.echo(f"  {'kind':<10} {'waiting':>7} {'due':>5} {'claimed':>7} {'expired':>7} {'oldest':>9}")
+        for kind, row in sorted(kinds.items()):
+            typer.echo(f"  {kind:<10} {row['waiting']:>7} {row['due']:>5} {row['claimed']:>7} "
+                       f"{row['expired_claims']:>7} {row['oldest_age_s']:>8.1f}s")  # fmt: skip
+    typer.echo(f"dead-letter: {len(snapshot['dead'])}")
+    for dead in snapshot["dead"]:
+        typer.echo(f"  {dead['id']:>6} {dead['kind']:<10} {dead['target']}  attempts={dead['attempts']}  "
+                   f"failed_at={dead['failed_at']}  last error: {dead['last_error'] or '-'}")  # fmt: skip
+    leases = snapshot["leases"]
+    expired = sum(1 for lease in leases if lease["expires_in_s"] <= 0)
+    typer.echo(f"leases: {len(leases)} ({expired} expired)")
+    for lease in leases:
+        state = "expired" if lease["expires_in_s"] <= 0 else f"expires in {lease['expires_in_s']:.1f}s"
+        typer.echo(f"  {lease['key']}  {lease['owner']}  {state}")
+
+
+def _run_on(url: str, work: Any) -> Any:
+    store = open_for_reading(url)
+
+    async def run() -> Any:
+        async with store:
+            return await work(store)
+
+    try:
+        return asyncio.run(run())
+    except ObsmemError as exc:
+        raise fail(str(exc)) from exc
+
+
+@queue_app.callback()
+def queue(
+    ctx: typer.Context,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Show the work queue: depth by kind and age, claims, dead-lettered work and leases."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if store is None:
+        raise fail("pass --store URL (the store the workers share)")
+    snapshot = _run_on(store, queue_snapshot)
+    if as_json:
+        typer.echo(json.dumps(snapshot, indent=2))
+    else:
+        _show(snapshot)
+
+
+@queue_app.command()
+def retry(
+    dead_id: Annotated[int, typer.Argument(metavar="ID", help="The dead-lettered item's id (obsmem queue).")],
+    store: StoreOption = None,
+) -> None:
+    """Queue a dead-lettered item again, due now, with fresh attempts."""
+    if store is None:
+        raise fail("pass --store URL (the store the workers share)")
+
+    async def work(opened: Store) -> Any:
+        return await opened.retry_dead_work(dead_id, now=datetime.now(UTC))
+
+    item = _run_on(store, work)
+    if item is None:
+        raise fail(f"no dead-lettered item {dead_id} (obsmem queue lists them)")
+    typer.echo(f"queued again: {item.kind} work on {item.target} (item {item.id})")
