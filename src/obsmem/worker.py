@@ -146,6 +146,8 @@ class WorkerStats:
     abandoned: int = 0  # failed max_attempts times (or its workers kept dying): moved to the dead-letter table
     lost_claims: int = 0  # the claim expired under us and another worker took the item
     curations: int = 0  # knowledge curation runs the idle timer started (that ran)
+    drained: bool = False  # run(drain=True) found the queue empty and no lease held
+    timed_out: bool = False  # run(timeout_s=...) ran out of time
 
 
 def default_owner() -> str:
@@ -270,21 +272,31 @@ class Worker:
 
     # -- running --------------------------------------------------------------------------------
     async def run(
-        self, *, stop: asyncio.Event | None = None, max_items: int | None = None, exit_when_idle: bool = False
+        self, *, stop: asyncio.Event | None = None, max_items: int | None = None, exit_when_idle: bool = False,
+        drain: bool = False, timeout_s: float | None = None,
     ) -> WorkerStats:
-        """Claim and run work until ``stop`` is set, ``max_items`` are done, or (with
-        ``exit_when_idle``) the queue has nothing due."""
+        """Claim and run work until ``stop`` is set, ``max_items`` are done, (with
+        ``exit_when_idle``) the queue has nothing due, or (with ``drain``) the queue holds no work
+        of this worker's kinds and no buffer lease is held: work waiting for a later time, claims
+        of dead workers (taken over once they expire) and live leases are waited out.
+
+        ``timeout_s`` bounds the run in seconds of real time; then ``stats.timed_out`` is True
+        (with ``drain``: work was left). ``stats.drained`` says whether a drain finished."""
         if stop is not None and not isinstance(stop, asyncio.Event):
             raise InvalidInputError(
                 f"Invalid stop: expected an asyncio.Event, got {describe_value(stop)}", argument="stop"
             )
         check_count(max_items, "max_items", optional=True)
         check_flag(exit_when_idle, "exit_when_idle")
+        check_flag(drain, "drain")
+        if timeout_s is not None:
+            _positive_number(timeout_s, "timeout_s")
         stop = stop or asyncio.Event()
+        done = asyncio.Event()  # one drain loop saw the queue empty: the others stop too
 
         async def loop() -> None:
             backoff = self.poll_interval_s
-            while not stop.is_set():
+            while not stop.is_set() and not done.is_set():
                 if max_items is not None and self.stats.claimed >= max_items:
                     return
                 try:
@@ -299,19 +311,44 @@ class Worker:
                 if worked:
                     continue
                 await self.curate_when_idle()
-                if exit_when_idle and backoff == self.poll_interval_s:
+                if drain and backoff == self.poll_interval_s:
+                    try:
+                        if await self.drained():
+                            self.stats.drained = True
+                            done.set()
+                            return
+                    except (MigrationError, StoreClosedError):
+                        raise
+                    except StorageError as exc:
+                        logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs",
+                                       redact_secrets(exc), backoff)
+                elif exit_when_idle and backoff == self.poll_interval_s:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
 
         loops = [asyncio.create_task(loop(), name=f"obsmem:worker-loop:{n}") for n in range(self.concurrency)]
         try:
-            await asyncio.gather(*loops)
+            await asyncio.wait_for(asyncio.gather(*loops), timeout_s)
+        except TimeoutError:
+            self.stats.timed_out = True
         finally:  # one loop failing (or our caller cancelling) stops them all, and waits for them
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
         return self.stats
+
+    async def drained(self) -> bool:
+        """True when the queue holds no work of this worker's kinds (waiting, due later or
+        claimed) and no buffer lease is held (an unexpired one, by anyone)."""
+        for kind in self.kinds:
+            if await self.store.list_work(kind):
+                return False
+        now = self.clock.now()
+        for prefix in _BUFFER_LEASE_PREFIX.values():
+            if any(not lease.is_expired(now) for lease in await self.store.list_leases(prefix + ":")):
+                return False
+        return True
 
     async def curate_when_idle(self, *, force: bool = False) -> list[AgentRun]:
         """The idle timer: every ``knowledge.curate_interval_s`` (or now, with ``force``), curate

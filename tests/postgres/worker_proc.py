@@ -1,6 +1,6 @@
 """A worker process for the crash test (run as a script, not collected).
 
-    python worker_proc.py <store url> <signal dir>
+    python worker_proc.py <store url> <signal dir> [<buffer lease seconds>]
 
 Runs one :class:`obsmem.worker.Worker` whose observer, when called, writes ``<signal dir>/blocked``
 and then waits forever: the test kills this process with SIGKILL while it is in the middle of a
@@ -45,4 +45,8 @@ async def main(url: str, signal_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 3:  # a shorter buffer lease, so a test waits out the dead worker's lease sooner
+        import obsmem.om.buffering
+
+        obsmem.om.buffering.LEASE_TTL_S = float(sys.argv[3])
     asyncio.run(main(sys.argv[1], Path(sys.argv[2])))

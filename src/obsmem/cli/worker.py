@@ -103,6 +103,15 @@ def worker(
         int | None, typer.Option(min=1, help="Stop after claiming this many items.")
     ] = None,
     exit_when_idle: Annotated[bool, typer.Option(help="Stop as soon as nothing is due.")] = False,
+    drain: Annotated[
+        bool,
+        typer.Option(help="Stop only when the queue is empty and no buffer lease is held: wait out delayed "
+                          "work and live leases, take over the expired claims of dead workers."),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0.01, metavar="S", help="Stop after S seconds; with --drain, exit 1 if work is left."),
+    ] = None,
     kind: Annotated[
         list[str] | None,
         typer.Option(callback=lambda kinds: _one_of("--kind", kinds, WORK_KINDS), metavar="KIND",
@@ -151,15 +160,20 @@ def worker(
         stats = asyncio.run(_run_worker(
             opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
-            embedder=group_embedder, vector_index=group_index, knowledge=knowledge,
+            embedder=group_embedder, vector_index=group_index, knowledge=knowledge, drain=drain,
+            timeout_s=timeout,
         ))
     except ObsmemError as exc:
         raise fail(str(exc)) from exc
     typer.echo(
         f"worker done: {stats.claimed} claimed, {stats.completed} completed, {stats.released} given back, "
-        f"{stats.abandoned} abandoned, {stats.lost_claims} lost claims"
+        f"{stats.abandoned} dead-lettered, {stats.lost_claims} lost claims"
         + (f", {stats.curations} curations" if knowledge is not None else "")
+        + (", drained" if stats.drained else "")
     )
+    if drain and not stats.drained:
+        raise fail(f"the queue was not drained{f' within {timeout:g} s' if stats.timed_out else ''}: "
+                   "see obsmem queue --store URL")
 
 
 def _group_vectors(
@@ -188,6 +202,7 @@ async def _run_worker(
     opened: Store, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
     poll_s: float, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
     embedder: Embedder | None = None, vector_index: VectorIndex | None = None, knowledge: str | None = None,
+    drain: bool = False, timeout_s: float | None = None,
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -203,7 +218,8 @@ async def _run_worker(
                         knowledge=graph)
         typer.echo(f"obsmem worker {runner.owner} started", err=True)
         try:
-            return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle)
+            return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle, drain=drain,
+                                    timeout_s=timeout_s)
         finally:
             if vector_index is not None:
                 await vector_index.close()
