@@ -100,6 +100,10 @@ class Roles:
     reflector: Reflector
     reflector_start_level: int
     extractors: tuple[Extractor, ...]
+    #: With ``config.privacy``: text bound for the knowledge store, redacted (same placeholders as
+    #: the roles' requests), and a model wrapped in the same boundary for another role.
+    redact: Callable[[str], str] | None = None
+    guard: Callable[[ChatModel, str], ChatModel] | None = None
 
 
 def memory_config(config: MemoryConfig | MemoryOptions | Mapping[str, Any] | None) -> MemoryConfig:
@@ -175,7 +179,12 @@ def assemble_roles(
         inline = isinstance(built_observer, LLMObserver | _PrivateObserver)
         all_extractors.append(working_memory_extractor("inline" if inline else "hook"))
     _check_extractors(all_extractors)
-    return Roles(built_observer, built_reflector, start_level, tuple(all_extractors))
+    if boundary is None:
+        return Roles(built_observer, built_reflector, start_level, tuple(all_extractors))
+    return Roles(
+        built_observer, built_reflector, start_level, tuple(all_extractors),
+        redact=boundary.redact_for_knowledge, guard=boundary.wrap,
+    )
 
 
 def request_settings(
@@ -432,6 +441,14 @@ class _Boundary:
 
         return RedactingModel(chat, self.redactor, on_redacted=redacted)
 
+    def redact_for_knowledge(self, text: str) -> str:
+        """``text`` redacted before the knowledge agents read or store it (event ``redaction``
+        with role ``knowledge`` when anything was replaced)."""
+        redacted = self.redactor.redact(text)
+        if redacted.counts:
+            self.emit("redaction", "", role="knowledge", model="knowledge-store", counts=dict(redacted.counts))
+        return redacted.text
+
     def emit(self, kind: str, thread_id: str, **data: Any) -> None:
         if self.on_event is not None:
             self.on_event(EngineEvent(kind=cast(Any, kind), thread_id=thread_id, data=data))
@@ -565,14 +582,18 @@ def knowledge_settings(config: MemoryConfig) -> AgentSettings:
     )
 
 
-def knowledge_model(config: MemoryConfig, model: ChatModel | str | None = None) -> ChatModel | None:
-    """The knowledge agents' model: ``model`` if given, else ``config.knowledge.model``; None is offline."""
+def knowledge_model(
+    config: MemoryConfig, model: ChatModel | str | None = None, *, roles: Roles | None = None
+) -> ChatModel | None:
+    """The knowledge agents' model: ``model`` if given, else ``config.knowledge.model``; None is
+    offline. With ``roles`` built under a privacy boundary, the model is wrapped in it."""
     spec = model if model is not None else config.knowledge.model
     if spec is None or spec == "offline":
         return None
     from obsmem.models import infer_model
 
-    return infer_model(spec)
+    chat = infer_model(spec)
+    return roles.guard(chat, "knowledge") if roles is not None and roles.guard is not None else chat
 
 
 def observation_deltas(

@@ -305,7 +305,7 @@ class Memory:
 
             self.knowledge_agents = KnowledgeAgents(
                 self.knowledge, self.store, knowledge_settings(self.config), count_tokens=self.counter.count_text,
-                clock=self.clock, model=knowledge_model(self.config),
+                clock=self.clock, model=knowledge_model(self.config, roles=roles), redact=roles.redact,
             )
             self._knowledge_hook = KnowledgeHook(
                 self.knowledge_agents, self.store, self.background.spawn,
@@ -889,7 +889,10 @@ class Memory:
         from obsmem.knowledge.store.scopes import parse_level
 
         scope = await self._knowledge_scope(thread_id)
-        return await self._agents().pins.pin(text, scope, actor="user", reason=reason, level=parse_level(level))
+        agents = self._agents()
+        if agents.redact is not None:  # the privacy boundary holds for what the user pins too
+            text = agents.redact(text)
+        return await agents.pins.pin(text, scope, actor="user", reason=reason, level=parse_level(level))
 
     async def unpin(self, thread_id: str, record_id: str, *, reason: str = "unpinned by the user") -> Record:
         check_id(record_id, "record_id")

@@ -52,8 +52,11 @@ class KnowledgeAgents:
         clock: Clock | None = None,
         owner: str | None = None,
         model: ChatModel | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.knowledge = knowledge
+        #: The privacy boundary for text bound for the store (observation deltas, pins); None: off.
+        self.redact = redact
         self.settings = settings or AgentSettings()
         self.clock = clock or SystemClock()
         count = count_tokens or (lambda text: max(1, len(text) // 4))
@@ -96,6 +99,8 @@ class KnowledgeAgents:
         caller keeps its cursor where it was)."""
         if not self.settings.capture:
             return AgentRun("capture", "skipped", detail="capture is off")
+        if self.redact is not None:
+            observations = self.redact(observations)
         try:
             run = await self.capturer.run(observations, context, source_thread_id=source_thread_id)
         except Exception as exc:
