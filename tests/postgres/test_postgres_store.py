@@ -118,7 +118,7 @@ def test_migrate_command(blank_url: str) -> None:
     assert dry.exit_code == 0
     assert "4 migration(s) pending: m001_initial, m002_vectors, m003_dead_work, m001_knowledge_initial" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
-    assert done.exit_code == 0 and "3 migration(s) applied" in done.output
+    assert done.exit_code == 0 and "4 migration(s) applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert again.exit_code == 0 and "0 migration(s) applied" in again.output
 

@@ -19,7 +19,7 @@ from rich.markup import escape
 from obsmem import ObsmemError
 from obsmem.knowledge import Knowledge
 from obsmem.redact import redact_secrets
-from obsmem.storage import Store, open_store
+from obsmem.storage import Store, open_store, postgres_url
 
 __all__ = [
     "SQLITE_PREFIX",
@@ -90,13 +90,12 @@ def relative_url_hint(url: str, *, root: Path = Path("/")) -> str | None:
     )
 
 
-def open_reported(url: str) -> Store:
-    """``open_store(url)``, then ``store: …`` on stderr (and the hint for a doubtful relative URL).
-
-    An unusable URL ends the command with a one-line error.
+def open_reported(url: str, **options: object) -> Store:
+    """``open_store(url, **options)``, then ``store: …`` on stderr (and the hint for a doubtful
+    relative URL). An unusable URL ends the command with a one-line error.
     """
     try:
-        store = open_store(url)
+        store = open_store(url, **options)
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     err_console.print(f"store: {escape(describe_store(store))}", soft_wrap=True, highlight=False)
@@ -133,8 +132,8 @@ def open_knowledge(url: str, *, actor: str = "obsmem-cli") -> Knowledge:
     (password masked). An unusable URL ends the command with a one-line error."""
     text = url.strip()
     try:
-        if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
-            knowledge = Knowledge.postgres(text, actor=actor)
+        if text.startswith(("postgres://", "postgresql://", "postgresql+")):
+            knowledge = Knowledge.postgres(postgres_url(text)[0], actor=actor)
         else:
             knowledge = Knowledge.sqlite(text.removeprefix("sqlite:///"), actor=actor)
     except ObsmemError as exc:

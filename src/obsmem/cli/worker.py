@@ -21,7 +21,7 @@ from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, def
 from obsmem.knowledge import Knowledge, migrate_knowledge
 from obsmem.models import infer_model
 from obsmem.redact import redact_secrets
-from obsmem.storage import Store
+from obsmem.storage import Store, postgres_url
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
 from obsmem.worker import WORK_KINDS, Worker, WorkerStats
 
@@ -31,7 +31,7 @@ __all__ = ["configure_logging", "migrate", "register", "worker"]
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "default": default_embedder, "minilm": MiniLMEmbedder, "lexical": LexicalHashEmbedder,
 }
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -133,6 +133,17 @@ def worker(
                      help="The knowledge store (a SQLite file or a postgresql:// URL): capture what the "
                           "worker observes, and curate idle resources on a timer (config knowledge.*)."),
     ] = None,
+    pool_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="PostgreSQL: most pooled connections (default 10; the URL's pool_max_size)."),
+    ] = None,
+    statement_timeout: Annotated[
+        float | None,
+        typer.Option(min=0.001, metavar="S", help="PostgreSQL: statement_timeout in seconds (default 30)."),
+    ] = None,
+    lock_timeout: Annotated[
+        float | None, typer.Option(min=0.001, metavar="S", help="PostgreSQL: lock_timeout in seconds (default 10).")
+    ] = None,
     log_level: Annotated[
         str,
         typer.Option(callback=lambda name: _one_of("--log-level", [name], LOG_LEVELS)[0],
@@ -155,7 +166,8 @@ def worker(
             raise fail(str(exc)) from None
     configure_logging(log_level)
     group_embedder, group_index = _group_vectors(memory_config, vectors, embedder)
-    opened = open_reported(store)
+    opened = open_reported(store, pool_max_size=pool_size, statement_timeout_s=statement_timeout,
+                           lock_timeout_s=lock_timeout)  # fmt: skip
     try:
         stats = asyncio.run(_run_worker(
             opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
@@ -191,7 +203,7 @@ def _group_vectors(
     if location.startswith(POSTGRES_SCHEMES):
         from obsmem.vectors import PostgresVectorIndex  # imports psycopg, an optional dependency
 
-        index = PostgresVectorIndex(location, dimensions=chosen.dimensions, space=chosen.name)
+        index = PostgresVectorIndex(postgres_url(location)[0], dimensions=chosen.dimensions, space=chosen.name)
     else:
         index = SQLiteVectorIndex(location.removeprefix("sqlite:///"), dimensions=chosen.dimensions,
                                   space=chosen.name)  # fmt: skip

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -40,8 +42,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ValidationError
 
 from obsmem.errors import (
+    ConfigError,
     InvalidInputError,
     MessageNotFoundError,
+    MigrationError,
     ObsmemError,
     StorageError,
     StoreClosedError,
@@ -71,9 +75,10 @@ from obsmem.storage.rules import (
 )
 from obsmem.types import DataPart, Message, Thread
 
-__all__ = ["PostgresStore", "migrate_database", "pending_migrations", "redact_url"]
+__all__ = ["MIGRATE_MODES", "PostgresStore", "migrate_database", "migrate_mode", "pending_migrations", "redact_url"]
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Conn = psycopg.AsyncConnection[Any]
 
@@ -125,22 +130,39 @@ class PostgresStore(ClosingContext):
     """A :class:`~obsmem.storage.contract.Store` in a PostgreSQL database.
 
     Constructing it does no I/O. The first operation opens the pool (``min_size`` to
-    ``max_size`` connections) and applies pending migrations; an unreachable server or a schema
-    written by a newer obsmem surfaces as :class:`~obsmem.errors.StorageError` /
-    :class:`~obsmem.errors.MigrationError` from that first call.
+    ``max_size`` connections) and, by ``migrate``, brings the schema up to date: ``"auto"``
+    (or True, the default) applies pending migrations, ``"check"`` only reads them and raises
+    :class:`~obsmem.errors.MigrationError` naming them when the schema is behind (so the
+    application's database user needs no DDL rights; run ``obsmem migrate``), ``"never"`` (or
+    False) does neither. An unreachable server or a schema written by a newer obsmem surfaces
+    as :class:`~obsmem.errors.StorageError` / :class:`~obsmem.errors.MigrationError` from that
+    first call.
+
+    Operating it: every pooled connection is checked before use (a connection the server
+    dropped in a restart is replaced, not handed out); a lost connection or an unreachable
+    server is retried with backoff for up to ``retry_s`` seconds (never a write whose commit may
+    have happened); each session gets ``statement_timeout_s`` and ``lock_timeout_s`` (None: the
+    server's setting), so a locked table fails a call in seconds instead of hanging it; errors
+    name their cause (the server is unreachable, a timeout, the pool is exhausted).
     """
 
     url: str
 
     def __init__(
         self, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout_s: float = 15.0,
-        migrate: bool = True,
+        migrate: bool | str = True, statement_timeout_s: float | None = 30.0, lock_timeout_s: float | None = 10.0,
+        retry_s: float = 10.0,
     ) -> None:
         self.url = url
-        self.min_size = min_size
-        self.max_size = max_size
-        self.connect_timeout_s = connect_timeout_s
-        self.migrate_on_open = migrate
+        self.min_size = _whole("min_size", min_size, minimum=0)
+        self.max_size = _whole("max_size", max_size, minimum=max(1, self.min_size))
+        self.connect_timeout_s = _seconds("connect_timeout_s", connect_timeout_s)
+        self.migrate_mode = migrate_mode(migrate)
+        self.migrate_on_open = self.migrate_mode == "auto"
+        self.statement_timeout_s = None if statement_timeout_s is None else _seconds("statement_timeout_s",
+                                                                                     statement_timeout_s)
+        self.lock_timeout_s = None if lock_timeout_s is None else _seconds("lock_timeout_s", lock_timeout_s)
+        self.retry_s = _seconds("retry_s", retry_s, allow_zero=True)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._closed = False
@@ -178,11 +200,21 @@ class PostgresStore(ClosingContext):
 
     async def _open(self) -> AsyncConnectionPool[Conn]:
         where = redact_url(self.url)
-        if self.migrate_on_open:
+        if self.migrate_mode == "auto":
             await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s)
+        elif self.migrate_mode == "check":
+            behind = await asyncio.to_thread(pending_migrations, self.url, self.connect_timeout_s)
+            if behind:
+                raise MigrationError(
+                    f"The PostgreSQL schema at {where} is behind this obsmem: {len(behind)} migration(s) "
+                    f"pending ({', '.join(behind)}). Run: obsmem migrate --store URL (as a user with DDL "
+                    "rights), or open the store with migrate='auto'."
+                )
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self.url, min_size=self.min_size, max_size=self.max_size, open=False,
             kwargs={"autocommit": True}, timeout=self.connect_timeout_s, name="obsmem",
+            configure=self._configure, check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=max(60.0, self.retry_s),
         )
         try:
             await pool.open(wait=True, timeout=self.connect_timeout_s)
@@ -195,33 +227,84 @@ class PostgresStore(ClosingContext):
         self._pool = pool
         return pool
 
+    async def _configure(self, conn: Conn) -> None:
+        """Each new session: the statement and lock timeouts (autocommit, so they persist)."""
+        for name, seconds in (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s)):
+            if seconds is not None:
+                await conn.execute(f"SET {name} = {int(seconds * 1000)}")
+
     async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transaction: bool = True) -> T:
         """Run ``fn`` on a pooled connection (in one transaction unless ``transaction=False``);
-        retry the whole of it after a lost race."""
-        pool = await self._connections()
+        retry the whole of it after a lost race, and after a lost connection or an unreachable
+        server (with backoff, for up to ``retry_s``) unless a commit may have happened."""
+        where = redact_url(self.url)
         delay = 0.005
-        for attempt in range(RETRIES):
+        conflicts = 0
+        reconnect_delay = 0.05
+        deadline = asyncio.get_running_loop().time() + self.retry_s
+        while True:
+            pool = await self._connections()
+            committing = False
             try:
                 async with pool.connection() as conn:
                     if not transaction:
                         return await fn(conn)
                     async with conn.transaction():
-                        return await fn(conn)
+                        result = await fn(conn)
+                        committing = True
+                    return result
             except ObsmemError:
                 raise
             except _RETRYABLE as exc:
-                if attempt == RETRIES - 1:
-                    raise StorageError(f"PostgreSQL store {redact_url(self.url)} kept conflicting: {exc}") from exc
+                conflicts += 1
+                if conflicts == RETRIES:
+                    raise StorageError(f"PostgreSQL store {where} kept conflicting: {exc}") from exc
                 await asyncio.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.2)
-            except PoolTimeout as exc:
-                raise StorageError(
-                    f"No PostgreSQL connection became free within {self.connect_timeout_s}s "
-                    f"({redact_url(self.url)}); raise max_size or the server's max_connections."
-                ) from exc
+            except (pg_errors.QueryCanceled, pg_errors.LockNotAvailable) as exc:
+                raise StorageError(self._timeout_message(exc)) from exc
+            except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if not isinstance(exc, PoolTimeout) and not _connection_lost(exc):
+                    raise StorageError(f"PostgreSQL store {where} failed: {exc}") from exc
+                if committing:  # the connection went during COMMIT: the write may have been applied
+                    raise StorageError(
+                        f"The connection to PostgreSQL at {where} was lost while committing; the write may or "
+                        f"may not have been applied (retry it; every obsmem write is safe to repeat): {exc}"
+                    ) from exc
+                now = asyncio.get_running_loop().time()
+                if now + reconnect_delay > deadline:
+                    raise StorageError(await self._unavailable_message(exc)) from exc
+                logger.debug("obsmem: PostgreSQL at %s unavailable (%s); retrying in %.2fs",
+                             where, redact_secrets(exc), reconnect_delay)
+                await asyncio.sleep(reconnect_delay * (1 + random.random() / 2))
+                reconnect_delay = min(reconnect_delay * 2, 2.0)
             except psycopg.Error as exc:
-                raise StorageError(f"PostgreSQL store {redact_url(self.url)} failed: {exc}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise StorageError(f"PostgreSQL store {where} failed: {exc}") from exc
+
+    def _timeout_message(self, exc: psycopg.Error) -> str:
+        where = redact_url(self.url)
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            return (f"PostgreSQL at {where}: a lock was not granted within lock_timeout "
+                    f"({self.lock_timeout_s}s; another session holds it): {exc}")  # fmt: skip
+        return (f"PostgreSQL at {where}: a statement was cancelled (statement_timeout {self.statement_timeout_s}s, "
+                f"or an administrator): {exc}")  # fmt: skip
+
+    async def _unavailable_message(self, exc: BaseException) -> str:
+        """Why no connection: the server cannot be reached (its own error), or the pool is full."""
+        where = redact_url(self.url)
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(min(self.connect_timeout_s, 5)))
+            )
+        except psycopg.Error as cause:
+            return (f"Cannot reach PostgreSQL at {where} (retried for {self.retry_s:g}s): {redact_secrets(cause)}. "
+                    "Check that the server is running and reachable.")  # fmt: skip
+        await probe.close()
+        if isinstance(exc, PoolTimeout):
+            return (f"No PostgreSQL connection became free within {self.connect_timeout_s}s ({where}): all "
+                    f"{self.max_size} pooled connections are busy; raise max_size (pool_max_size) or the "
+                    "server's max_connections.")  # fmt: skip
+        return f"The connection to PostgreSQL at {where} kept failing (retried for {self.retry_s:g}s): {exc}"
 
     async def _read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
         # Reads run in autocommit: one statement is atomic by itself, and skipping BEGIN/COMMIT
@@ -639,6 +722,45 @@ def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
             return postgres_migrations.pending(conn)
     except psycopg.Error as exc:
         raise StorageError(f"Cannot read the migrations of {redact_url(url)}: {exc}") from exc
+
+
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """A lost or refused connection (worth retrying), as opposed to an error in the statement."""
+    state = exc.sqlstate
+    if state is None:  # raised by the client: the connection broke or could not be made
+        return True
+    return state.startswith(_CONNECTION_STATES[0]) or state in _CONNECTION_STATES[1:]
+
+
+MIGRATE_MODES = ("auto", "check", "never")
+
+
+def migrate_mode(value: object) -> str:
+    """``migrate=`` as one of :data:`MIGRATE_MODES` (True is "auto", False "never")."""
+    if value is True:
+        return "auto"
+    if value is False:
+        return "never"
+    if isinstance(value, str) and value in MIGRATE_MODES:
+        return value
+    raise ConfigError("migrate", f"got {value!r}", allowed="'auto' (or True), 'check', 'never' (or False)")
+
+
+def _whole(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(name, f"got {value!r}", allowed=f"a whole number >= {minimum}")
+    return value
+
+
+def _seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (
+        value == 0 and not allow_zero
+    ):
+        raise ConfigError(name, f"got {value!r}", allowed="a finite number of seconds" + (" >= 0" if allow_zero else " > 0"))
+    return float(value)
 
 
 def redact_url(url: str) -> str:
