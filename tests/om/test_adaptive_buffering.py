@@ -1,6 +1,7 @@
 """Adaptive buffering, the pure parts: the window's growth rate, the observer's latency, and the
-two decisions (start no buffer a synchronous observation would overtake; at ``block_after``,
-reuse the buffer in flight when it lands sooner than a new call)."""
+decisions (start a buffer at the last step that still lands before the threshold; start no
+buffer a synchronous observation would overtake; at ``block_after``, reuse the buffer in flight
+when it lands sooner than a new call)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from obsmem.om.activation import (
     OVERTAKE_MARGIN,
     LatencyEstimate,
     WindowGrowth,
+    buffer_due,
     buffer_overtaken,
     reuse_in_flight,
 )
@@ -21,27 +23,31 @@ def test_growth_rate_counts_only_growth_over_the_time_spanned() -> None:
     growth = WindowGrowth()
     assert growth.rate() is None
     growth.note(0.0, 100)
-    assert growth.rate() is None  # one sample: no rate yet
+    assert growth.rate() is None  # one sample: no interval yet
     growth.note(1.0, 300)
     growth.note(2.0, 500)
     assert growth.rate() == pytest.approx(200.0)
     growth.note(3.0, 500)  # a step that added nothing still spans time
     assert growth.rate() == pytest.approx(400 / 3)
-    growth.note(4.0, 50)  # an observation shrank the window: measuring starts again
-    assert growth.rate() is None
-    growth.note(4.0, 350)  # tokens added with no time passing: as fast as can be
-    assert growth.rate() == math.inf
-    growth.note(5.0, 350)
-    assert growth.rate() == pytest.approx(300.0)
+    # An observation shrank the window (and took 5 s): neither its time nor its removal counts.
+    growth.note(8.0, 50)
+    assert growth.rate() == pytest.approx(400 / 3)
+    growth.note(8.0, 350)  # tokens added with no time passing add to the rate
+    assert growth.rate() == pytest.approx(700 / 3)
+    fast = WindowGrowth()
+    fast.note(1.0, 0)
+    fast.note(1.0, 250)
+    assert fast.rate() == math.inf
 
 
 def test_growth_keeps_only_the_last_samples() -> None:
     growth = WindowGrowth(size=4)
     for second in range(10):  # slow at first ...
         growth.note(float(second), 10 * second)
-    for step in range(1, 5):  # ... then 1,000 tokens a second
+    for step in range(1, 5):  # ... then 1,000 tokens a second: only the last 4 intervals count
         growth.note(9.0 + step, 90 + 1000 * step)
     assert growth.rate() == pytest.approx(1000.0)
+    assert len(growth.samples) == 4
 
 
 def test_growth_without_additions_is_zero() -> None:
@@ -100,3 +106,30 @@ def test_reuse_in_flight_table(
     pending: int, threshold: int, in_flight: int, remaining: float, latency: float | None, reuse: bool, why: str
 ) -> None:
     assert reuse_in_flight(pending, threshold, in_flight, remaining, latency) is reuse, why
+
+
+@pytest.mark.parametrize(
+    ("unbuffered", "rate", "latency", "step", "due", "why"),
+    [
+        (600, None, 1.0, 250, None, "no rate: the fixed buffer_tokens interval decides"),
+        (600, 200.0, None, 250, None, "no latency: the fixed interval decides"),
+        (600, 200.0, 0.0, 250, None, "an instant observer: the fixed interval decides"),
+        (600, 220.0, 1.0, 250, False, "far from the threshold: a later step still lands in time"),
+        (2400, 220.0, 1.0, 250, False, "2400 + 250 + 275 < 3000: next step is still in time"),
+        (2500, 220.0, 1.0, 250, True, "2500 + 250 + 275 >= 3000: the last step that lands in time"),
+        (2990, 0.0, 1.0, 0, False, "nothing grows: never due"),
+        (600, 40_000.0, 1.0, 250, True, "instant actor: due at once (and then overtaken)"),
+    ],
+)
+def test_buffer_due_table(
+    unbuffered: int, rate: float | None, latency: float | None, step: int, due: bool | None, why: str
+) -> None:
+    assert buffer_due(unbuffered, 3000, rate, latency, step) is due, why
+
+
+def test_largest_step() -> None:
+    growth = WindowGrowth()
+    assert growth.largest_step() == 0
+    for at, pending in ((0.0, 0), (1.0, 210), (1.1, 230), (2.0, 480), (2.1, 100), (3.0, 300)):
+        growth.note(at, pending)
+    assert growth.largest_step() == 250

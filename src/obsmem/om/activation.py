@@ -47,6 +47,7 @@ __all__ = [
     "ActivatedChunks",
     "LatencyEstimate",
     "WindowGrowth",
+    "buffer_due",
     "buffer_overtaken",
     "reuse_in_flight",
     "ChunkBounds",
@@ -109,10 +110,11 @@ OVERTAKE_MARGIN = 1.25
 class WindowGrowth:
     """How fast one lineage's window grows, from ``(time, pending tokens)`` samples at its steps.
 
-    Only growth counts: a sample whose window shrank (an observation or activation ran) resets
-    the baseline without adding. The rate is the tokens added over the time the kept samples
-    span (the last ``size``), so a burst of instant turns reads as fast and an actor that thinks
-    for seconds between turns as slow.
+    Each step after the first adds ``(seconds since the previous step, tokens added)``; a step
+    whose window shrank (an observation or activation ran in between) only moves the baseline,
+    so neither the time that work took nor the tokens it removed count. The rate is the tokens
+    added over the time of the last ``size`` intervals: a burst of instant turns reads as fast,
+    an actor that thinks for seconds between turns as slow.
     """
 
     size: int = 16
@@ -121,21 +123,21 @@ class WindowGrowth:
 
     def note(self, at_s: float, pending: int) -> None:
         if self.last is not None and pending >= self.last[1]:
-            if not self.samples:
-                self.samples.append((self.last[0], 0))
-            self.samples.append((at_s, pending - self.last[1]))
+            self.samples.append((max(0.0, at_s - self.last[0]), pending - self.last[1]))
             while len(self.samples) > self.size:
                 self.samples.popleft()
-        elif self.last is not None:
-            self.samples.clear()  # the window shrank: start measuring from here
         self.last = (at_s, pending)
 
+    def largest_step(self) -> int:
+        """The most tokens one kept interval added (0 before any)."""
+        return max((tokens for _, tokens in self.samples), default=0)
+
     def rate(self) -> float | None:
-        """Tokens per second, or None before two samples. No time passed but tokens added: inf."""
-        if len(self.samples) < 2:
+        """Tokens per second, or None before any interval. No time passed but tokens added: inf."""
+        if not self.samples:
             return None
-        added = sum(tokens for _, tokens in list(self.samples)[1:])
-        span = self.samples[-1][0] - self.samples[0][0]
+        added = sum(tokens for _, tokens in self.samples)
+        span = sum(seconds for seconds, _ in self.samples)
         if added == 0:
             return 0.0
         return math.inf if span <= 0 else added / span
@@ -163,6 +165,26 @@ def buffer_overtaken(
     if rate is None or latency_s is None or latency_s <= 0 or rate <= 0:
         return False
     return pending + rate * latency_s * margin >= block_at
+
+
+def buffer_due(
+    pending: int,
+    threshold: int,
+    rate: float | None,
+    latency_s: float | None,
+    step_tokens: int,
+    margin: float = OVERTAKE_MARGIN,
+) -> bool | None:
+    """The adaptive interval: whether this is the last step at which a buffer started can land
+    before the window reaches ``threshold`` (the next step may add ``step_tokens``, and the window
+    grows by ``rate × latency_s × margin`` while the call runs). Starting later risks a wait;
+    starting earlier spends calls that each re-send the prompt for a sliver of history.
+
+    None without a measured rate and latency (the caller keeps the fixed ``buffer_tokens`` interval).
+    """
+    if rate is None or latency_s is None or latency_s <= 0:
+        return None
+    return pending + step_tokens + rate * latency_s * margin >= threshold
 
 
 def reuse_in_flight(

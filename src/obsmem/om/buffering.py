@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -39,9 +40,11 @@ from typing import Any
 
 from obsmem.om import markers
 from obsmem.om.activation import (
+    OVERTAKE_MARGIN,
     ChunkBounds,
     WindowGrowth,
     apply_buffered_reflection,
+    buffer_due,
     buffer_overtaken,
     chunk_fits,
     chunks_to_activate,
@@ -134,7 +137,7 @@ class BufferedLifecycle:
         # Adaptive buffering, per lineage: how fast the window grows, and the buffer in flight
         # (when it started, on the clock, and the message tokens it covers).
         self._growth: dict[str, WindowGrowth] = {}
-        self._in_flight: dict[str, tuple[float, int]] = {}
+        self._in_flight: dict[str, tuple[float, int]] = {}  # (time.monotonic() at start, tokens)
 
     @property
     def lease_ttl_s(self) -> float:
@@ -248,12 +251,14 @@ class BufferedLifecycle:
                 break
             if inline:
                 return outcomes, snapshot, True
-            task = self._reusable_buffer(thread, snapshot, threshold) if not waited else None
-            if task is not None:
+            reusable = self._reusable_buffer(thread, snapshot, threshold) if not waited else None
+            if reusable is not None:
                 # The buffer in flight lands sooner than a new call and its chunk brings the
-                # window under the threshold: wait for it, then activate (the next round).
+                # window under the threshold: wait for it (no longer than it should take; a
+                # late one is overtaken after all), then activate (the next round).
+                task, remaining = reusable
                 waited = True
-                await asyncio.wait({task})
+                await asyncio.wait({task}, timeout=remaining * OVERTAKE_MARGIN)
                 snapshot = await self.read(thread)
                 outcomes.append(
                     CycleOutcome(
@@ -274,19 +279,23 @@ class BufferedLifecycle:
             growth = self._growth[lineage] = WindowGrowth()
         growth.note(self.core.clock.now().timestamp(), snapshot.pending)
 
-    def _reusable_buffer(self, thread: Thread, snapshot: Snapshot, threshold: int) -> asyncio.Task[None] | None:
-        """The running buffer of ``thread``'s lineage when :func:`~obsmem.om.activation.reuse_in_flight`
-        says waiting for it beats a synchronous observation, else None."""
+    def _reusable_buffer(
+        self, thread: Thread, snapshot: Snapshot, threshold: int
+    ) -> tuple[asyncio.Task[None], float] | None:
+        """The running buffer of ``thread``'s lineage and the real seconds it should still take,
+        when :func:`~obsmem.om.activation.reuse_in_flight` says waiting for it beats a
+        synchronous observation, else None. Real time: the wait is real."""
         core = self.core
         lineage = core.lineage(thread)
         task = self._observation_tasks.get(lineage)
         started = self._in_flight.get(lineage)
-        if task is None or task.done() or started is None:
+        latency = core.observer_latency_real.value
+        if task is None or task.done() or started is None or latency is None:
             return None
-        remaining = max(0.0, (core.observer_latency.value or 0.0) - (core.clock.now().timestamp() - started[0]))
-        if not reuse_in_flight(snapshot.pending, threshold, started[1], remaining, core.observer_latency.value):
+        remaining = max(0.0, latency - (time.monotonic() - started[0]))
+        if not reuse_in_flight(snapshot.pending, threshold, started[1], remaining, latency):
             return None
-        return task
+        return task, remaining
 
     def _reflects_now(self, record: ObservationRecord) -> bool:
         """Whether :meth:`reflection_step` on ``record`` would reflect synchronously (a model call)."""
@@ -441,8 +450,13 @@ class BufferedLifecycle:
         if boundary and pending < boundary / 2:
             boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
         if not idle:
-            if not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
+            # What stored chunks cover is activated at the threshold: only the rest needs a buffer.
+            buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
+            due = None if above_threshold else self._due(lineage, max(0, pending - buffered), threshold)
+            if due is None and not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
                 return False
+            if due is False:
+                return False  # a later step still lands in time: one call covers more
             if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
                 return False
             if not above_threshold and self._overtaken(lineage, pending, threshold):
@@ -456,11 +470,20 @@ class BufferedLifecycle:
         claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
         if claim.status != "applied":
             return False
-        task = self.spawn(self._run_buffer(thread, safe), f"buffer:{lineage}")
+        task = self.spawn(self._run_buffer(thread, safe, pending), f"buffer:{lineage}")
         if task is not None:
             self._observation_tasks[lineage] = task
-            self._in_flight[lineage] = (core.clock.now().timestamp(), new_tokens)
+            self._in_flight[lineage] = (time.monotonic(), new_tokens)
         return task is not None
+
+    def _due(self, lineage: str, pending: int, threshold: int) -> bool | None:
+        """The adaptive interval (:func:`~obsmem.om.activation.buffer_due`); None without estimates."""
+        growth = self._growth.get(lineage)
+        if growth is None:
+            return None
+        return buffer_due(
+            pending, threshold, growth.rate(), self.core.observer_latency.value, growth.largest_step()
+        )
 
     def _overtaken(self, lineage: str, pending: int, threshold: int) -> bool:
         """Whether a buffer started now would be overtaken by a synchronous observation (at
@@ -471,11 +494,11 @@ class BufferedLifecycle:
         rate = growth.rate() if growth is not None else None
         return buffer_overtaken(pending, rate, self.core.observer_latency.value, block_at)
 
-    async def _run_buffer(self, thread: Thread, messages: list[Message]) -> None:
+    async def _run_buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
         key = f"buffer-observation:{self.core.lineage(thread)}"
-        await self._leased(key, lambda: self._buffer(thread, messages))
+        await self._leased(key, lambda: self._buffer(thread, messages, window))
 
-    async def _buffer(self, thread: Thread, messages: list[Message]) -> None:
+    async def _buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
         failure never reaches the actor: the messages stay pending, and a start marker it wrote
         is always closed (failed, cancelled, or dropped at landing)."""
@@ -501,7 +524,9 @@ class BufferedLifecycle:
                 await cycle.mark(
                     markers.buffering_start_marker, tokens_to_buffer=message_tokens, config=core.marker_config(record)
                 )
-                cycle.emit("buffer-start", tokens=message_tokens)
+                # window_tokens: the unobserved window when the buffer was claimed (benchmarks
+                # count buffers thrown away that started past the threshold).
+                cycle.emit("buffer-start", tokens=message_tokens, window_tokens=window)
                 counts = [core.counter.count_message(m) for m in messages]
 
                 def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
@@ -518,7 +543,7 @@ class BufferedLifecycle:
                     first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                     created_at=messages[-1].created_at, extracted=dict(result.extracted),
                 )
-                await self._land(cycle, thread, chunk)
+                await self._land(cycle, thread, chunk, window)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -534,12 +559,12 @@ class BufferedLifecycle:
         if calling:  # the observer failed (not the store): it backs off, for every process
             await self.core.back_off(thread, "observation", exc)
 
-    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk) -> None:
+    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, window: int = 0) -> None:
         """Append a finished chunk, index it and close its cycle (or report it dropped)."""
         core = self.core
         stored = await self._append_chunk(thread, chunk)
         if stored is None:
-            cycle.emit("buffer-dropped")
+            cycle.emit("buffer-dropped", window_tokens=window)
             return
         await core.reindex(thread.resource_id, "", chunk.observations)
         await cycle.mark(

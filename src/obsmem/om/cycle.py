@@ -302,8 +302,11 @@ class Core:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # The config is immutable, so the zone observations are dated in is resolved once.
         self.timezone: tzinfo | None = ZoneInfo(config.timezone) if config.timezone else None
-        # How long this engine's observer calls take (on ``clock``), for adaptive buffering.
+        # How long this engine's observer calls take, for adaptive buffering: on ``clock`` (set
+        # against the window's growth, measured on the same clock) and in real seconds (to bound
+        # a real wait for a buffer in flight).
         self.observer_latency = LatencyEstimate()
+        self.observer_latency_real = LatencyEstimate()
 
     # -- where things live ----------------------------------------------------------------------
     @property

@@ -10,6 +10,7 @@ drops its result when another writer already covered the same messages. The back
 from __future__ import annotations
 
 import asyncio
+import time
 import dataclasses
 import logging
 import uuid
@@ -518,9 +519,10 @@ async def observe_in_requests(
         groups = observer_requests(messages, counts, limit, core.counter)
     result: ObservationResult | None = None
     for group in groups:
-        started = core.clock.now()
+        started, started_real = core.clock.now(), time.monotonic()
         answer = await cycle.run(core.observer.observe(request(group, result)))
         core.observer_latency.note((core.clock.now() - started).total_seconds())
+        core.observer_latency_real.note(time.monotonic() - started_real)
         result = answer if result is None else combine_results(result, answer)
     return result if result is not None else ObservationResult(observations="")
 
