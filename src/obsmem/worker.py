@@ -226,6 +226,9 @@ class Worker:
         self.owner = owner or default_owner()
         self.kinds = chosen_kinds
         self.stats = WorkerStats()
+        # Readiness, for a health endpoint: did the last claim reach the store (None: not tried yet)?
+        self.store_ok: bool | None = None
+        self.last_store_error: str | None = None
         self._spawned: dict[int, list[asyncio.Task[None]]] = {}
         if model is not None and (observer is not None or reflector is not None):
             # Kept from before assembly was shared: ``model`` fills the role not given.
@@ -301,12 +304,15 @@ class Worker:
                     return
                 try:
                     worked = await self.run_once()
-                except (MigrationError, StoreClosedError):
+                except (MigrationError, StoreClosedError) as exc:
+                    self.store_ok, self.last_store_error = False, redact_secrets(exc)
                     raise  # the store will not get better by waiting
                 except StorageError as exc:  # the database is down or overloaded: wait, then retry
+                    self.store_ok, self.last_store_error = False, redact_secrets(exc)
                     logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs", redact_secrets(exc), backoff)
                     worked, backoff = False, min(backoff * 2, 30.0)
                 else:
+                    self.store_ok = True
                     backoff = self.poll_interval_s
                 if worked:
                     continue

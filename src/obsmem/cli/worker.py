@@ -9,7 +9,10 @@ import contextlib
 import json
 import logging
 import signal
+import threading
+import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Annotated
 
@@ -144,6 +147,12 @@ def worker(
     lock_timeout: Annotated[
         float | None, typer.Option(min=0.001, metavar="S", help="PostgreSQL: lock_timeout in seconds (default 10).")
     ] = None,
+    health: Annotated[
+        str | None,
+        typer.Option(metavar="[HOST:]PORT",
+                     help="Serve liveness (GET /livez) and readiness (GET /readyz: the store answers) over HTTP "
+                          "on PORT (127.0.0.1 unless HOST is given, e.g. 0.0.0.0:8080)."),
+    ] = None,
     log_level: Annotated[
         str,
         typer.Option(callback=lambda name: _one_of("--log-level", [name], LOG_LEVELS)[0],
@@ -173,7 +182,7 @@ def worker(
             opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
             embedder=group_embedder, vector_index=group_index, knowledge=knowledge, drain=drain,
-            timeout_s=timeout,
+            timeout_s=timeout, health=_health_address(health),
         ))
     except ObsmemError as exc:
         raise fail(str(exc)) from exc
@@ -186,6 +195,71 @@ def worker(
     if drain and not stats.drained:
         raise fail(f"the queue was not drained{f' within {timeout:g} s' if stats.timed_out else ''}: "
                    "see obsmem queue --store URL")
+
+
+class _Health:
+    """What ``--health`` answers: alive while the event loop ticks, ready while the store answers."""
+
+    STALL_S = 30.0  # the event loop did not tick for this long: the process is stuck
+
+    def __init__(self, runner: Worker) -> None:
+        self.runner = runner
+        self.tick = time.monotonic()
+
+    async def tick_forever(self) -> None:
+        while True:
+            self.tick = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    def answer(self, path: str) -> tuple[int, dict[str, object]]:
+        stats = self.runner.stats
+        alive = time.monotonic() - self.tick < self.STALL_S
+        ready = alive and self.runner.store_ok is True
+        body: dict[str, object] = {
+            "owner": self.runner.owner, "alive": alive, "ready": ready,
+            "last_store_error": self.runner.last_store_error,
+            "claimed": stats.claimed, "completed": stats.completed, "released": stats.released,
+            "dead_lettered": stats.abandoned, "lost_claims": stats.lost_claims,
+        }  # fmt: skip
+        if path in ("/livez", "/healthz"):
+            return (200 if alive else 503), body
+        if path == "/readyz":
+            return (200 if ready else 503), body
+        return 404, {"error": "GET /livez or /readyz"}
+
+
+def _health_address(value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise fail(f"--health expects [HOST:]PORT (e.g. 8080 or 0.0.0.0:8080), got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _serve_health(address: tuple[str, int], probe: _Health) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            status, body = probe.answer(self.path.split("?", 1)[0])
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes are not logged
+            pass
+
+    try:
+        server = ThreadingHTTPServer(address, Handler)
+    except OSError as exc:
+        raise fail(f"cannot serve --health on {address[0]}:{address[1]}: {exc}") from exc
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="obsmem-worker-health", daemon=True).start()
+    host, port = server.server_address[:2]
+    typer.echo(f"health: http://{host!s}:{port}/livez and /readyz", err=True)
+    return server
 
 
 def _group_vectors(
@@ -214,7 +288,7 @@ async def _run_worker(
     opened: Store, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
     poll_s: float, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
     embedder: Embedder | None = None, vector_index: VectorIndex | None = None, knowledge: str | None = None,
-    drain: bool = False, timeout_s: float | None = None,
+    drain: bool = False, timeout_s: float | None = None, health: tuple[str, int] | None = None,
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -229,10 +303,17 @@ async def _run_worker(
                         poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
                         knowledge=graph)
         typer.echo(f"obsmem worker {runner.owner} started", err=True)
+        probe = _Health(runner)
+        server = _serve_health(health, probe) if health is not None else None
+        ticking = asyncio.create_task(probe.tick_forever(), name="obsmem:worker-health-tick")
         try:
             return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle, drain=drain,
                                     timeout_s=timeout_s)
         finally:
+            ticking.cancel()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
             if vector_index is not None:
                 await vector_index.close()
             if graph is not None:
