@@ -177,3 +177,15 @@ def test_worker_calling_a_model_with_credentials_in_its_url_logs_no_secret(
     assert "worker done" in output and " 0 completed" not in output, output
     assert "HTTP Request" not in output  # httpx's INFO lines are not raised by obsmem
     assert SENTINEL not in output
+
+
+def test_model_errors_never_echo_a_credential_in_the_base_url() -> None:
+    from obsmem.models import infer_model
+
+    with pytest.raises(ConfigError) as info:
+        infer_model(f"nosuchprovider:m@http://u:{SENTINEL}@127.0.0.1:1/v1")
+    assert SENTINEL not in str(info.value)
+    with pytest.raises(ConfigError) as info:  # until the parser keeps '@http://user:pw@host' whole
+        infer_model(f"openai-compatible:m@http://u:{SENTINEL}@127.0.0.1:1/v1", env={})
+    assert SENTINEL not in str(info.value)
+

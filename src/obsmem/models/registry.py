@@ -40,6 +40,7 @@ from obsmem.models.base import ChatModel
 from obsmem.models.openai import OpenAIChatModel
 from obsmem.models.transport import Endpoint
 from obsmem.profiles import split_spec
+from obsmem.redact import redact_secrets
 
 __all__ = [
     "CompatibleServer",
@@ -87,7 +88,7 @@ class CompatibleServer:
         if not base_url:
             raise ConfigError(
                 "model",
-                f"'{self.provider}:{spec.model}' has no base URL",
+                f"'{redact_secrets(f'{self.provider}:{spec.model}')}' has no base URL",
                 allowed=f"'{self.provider}:<model>@http://host:port/v1' or the variable {self.base_url_env}",
             )
         if self.provider == "ollama" and not spec.base_url:
@@ -171,7 +172,7 @@ def parse_spec(spec: str) -> ModelSpec:
     if parts is None:
         raise ConfigError(
             "model",
-            f"'{spec}' is not a model spec",
+            f"'{redact_secrets(spec)}' is not a model spec",
             allowed=f"'provider:model' with provider one of {', '.join(known_providers())}, or 'offline'",
         )
     return ModelSpec(*parts)
@@ -194,6 +195,6 @@ def infer_model(
     factory = _PROVIDERS.get(parsed.provider)
     if factory is None:
         raise ConfigError(
-            "model", f"unknown provider '{parsed.provider}' in '{spec}'", allowed=", ".join(known_providers())
+            "model", f"unknown provider '{parsed.provider}' in '{redact_secrets(spec)}'", allowed=", ".join(known_providers())
         )
     return factory(parsed, os.environ if env is None else env, client)

@@ -63,6 +63,7 @@ from obsmem._http import (
 )
 from obsmem.errors import ConfigError, ModelError, ModelRequestError, ModelUnavailableError, ResponseTooLargeError
 from obsmem.models.sse import ServerSentEvent, parse_sse
+from obsmem.redact import redact_secrets
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -149,7 +150,7 @@ class Endpoint:
 
     def __repr__(self) -> str:
         return (
-            f"Endpoint(provider={self.provider!r}, base_url={self.base_url!r}, "
+            f"Endpoint(provider={self.provider!r}, base_url={redact_secrets(self.base_url)!r}, "
             f"headers={SecretHeaders(self.headers)!r}, key_env={self.key_env!r})"
         )
 
@@ -199,10 +200,10 @@ def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError, timeout_s: float)
             if cause.local
             else "check that the server is reachable"
         )
-        message = f"{endpoint.provider} connection failed at {endpoint.base_url} (connection refused); {fix}."
+        message = f"{endpoint.provider} connection failed at {redact_secrets(endpoint.base_url)} (connection refused); {fix}."
     else:
         message = (
-            f"{endpoint.provider} connection failed at {endpoint.base_url} "
+            f"{endpoint.provider} connection failed at {redact_secrets(endpoint.base_url)} "
             f"({type(exc).__name__}: {redact(str(exc), endpoint.secrets())}); "
             "check that the server is reachable. The call will be retried."
         )
