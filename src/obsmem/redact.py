@@ -27,7 +27,8 @@ MASK = "***"
 _URL = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
 _KEYS = r"(?:ssl)?password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|token|secret"
 _KEY_VALUE = re.compile(
-    rf"(?P<key>(?<![A-Za-z0-9_])(?:{_KEYS}))(?P<eq>\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#,)'\"]+)",
+    rf"(?P<key>(?<![A-Za-z0-9_])(?:{_KEYS}))(?P<eq>\s*=\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#,)'\"]+)",
     re.IGNORECASE,
 )
 

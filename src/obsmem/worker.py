@@ -309,7 +309,8 @@ class Worker:
                     raise  # the store will not get better by waiting
                 except StorageError as exc:  # the database is down or overloaded: wait, then retry
                     self.store_ok, self.last_store_error = False, redact_secrets(exc)
-                    logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs", redact_secrets(exc), backoff)
+                    logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs",
+                                   redact_secrets(exc), backoff)
                     worked, backoff = False, min(backoff * 2, 30.0)
                 else:
                     self.store_ok = True

@@ -195,6 +195,7 @@ def infer_model(
     factory = _PROVIDERS.get(parsed.provider)
     if factory is None:
         raise ConfigError(
-            "model", f"unknown provider '{parsed.provider}' in '{redact_secrets(spec)}'", allowed=", ".join(known_providers())
+            "model", f"unknown provider '{parsed.provider}' in '{redact_secrets(spec)}'",
+            allowed=", ".join(known_providers()),
         )
     return factory(parsed, os.environ if env is None else env, client)

@@ -200,7 +200,8 @@ def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError, timeout_s: float)
             if cause.local
             else "check that the server is reachable"
         )
-        message = f"{endpoint.provider} connection failed at {redact_secrets(endpoint.base_url)} (connection refused); {fix}."
+        where = redact_secrets(endpoint.base_url)
+        message = f"{endpoint.provider} connection failed at {where} (connection refused); {fix}."
     else:
         message = (
             f"{endpoint.provider} connection failed at {redact_secrets(endpoint.base_url)} "

@@ -75,7 +75,9 @@ from obsmem.storage.rules import (
 )
 from obsmem.types import DataPart, Message, Thread
 
-__all__ = ["MIGRATE_MODES", "PostgresStore", "migrate_database", "migrate_mode", "pending_migrations", "redact_url"]
+__all__ = [
+    "MIGRATE_MODES", "PostgresStore", "migrate_database", "migrate_mode", "pending_migrations", "redact_url",
+]
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -229,7 +231,8 @@ class PostgresStore(ClosingContext):
 
     async def _configure(self, conn: Conn) -> None:
         """Each new session: the statement and lock timeouts (autocommit, so they persist)."""
-        for name, seconds in (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s)):
+        timeouts = (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s))
+        for name, seconds in timeouts:
             if seconds is not None:
                 await conn.execute(f"SET {name} = {int(seconds * 1000)}")
 
@@ -759,7 +762,8 @@ def _seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (
         value == 0 and not allow_zero
     ):
-        raise ConfigError(name, f"got {value!r}", allowed="a finite number of seconds" + (" >= 0" if allow_zero else " > 0"))
+        bound = " >= 0" if allow_zero else " > 0"
+        raise ConfigError(name, f"got {value!r}", allowed=f"a finite number of seconds{bound}")
     return float(value)
 
 
