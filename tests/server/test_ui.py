@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
@@ -130,6 +131,13 @@ def test_timeline_shows_coverage_markers_and_a_groups_messages(alice: Page, ui: 
         if group.first_seq <= (m.seq or 0) <= group.last_seq and m.role != "system" and not m.is_marker_only
     ]  # fmt: skip
     assert seen == expected_ids
+    recalled: list[str] = []  # the recall tool's answer for the group: the same messages
+    for number in range(1, 1000):
+        answer = run(ui, ui.memory.recall(DEMO_THREAD, group_id=group.id, page=number, limit=20))
+        recalled += [m.id for m in answer.messages]
+        if not answer.has_next_page:
+            break
+    assert seen == recalled
     assert seen[0] == group.first_message_id and seen[-1] == group.last_message_id
 
 
@@ -279,3 +287,51 @@ def test_usage_page(alice: Page, ui: UiEnv) -> None:
     row = alice.locator("tbody tr", has=alice.get_by_role("link", name=DEMO_THREAD))
     count = run(ui, ui.memory.store.count_messages(DEMO_THREAD))
     assert int(row.locator("td").nth(1).inner_text()) == count
+
+
+# -- the same keys and checks as the REST API, without a browser ---------------------------------
+def _client(ui: UiEnv, key: str | None) -> httpx.Client:
+    cookies = {"obsmem_ui_key": key} if key else {}
+    return httpx.Client(base_url=ui.url, cookies=cookies, follow_redirects=False, timeout=60)
+
+
+@pytest.mark.parametrize("key", [None, "om_nope_nope"])
+def test_every_page_without_a_working_key_goes_to_the_login_form(ui: UiEnv, key: str | None) -> None:
+    with _client(ui, key) as client:
+        for path in PAGES:
+            response = client.get(path)
+            assert response.status_code == 303 and response.headers["location"] == "/ui/login", path
+        posted = client.post(f"/ui/knowledge/review/{ui.candidates[0]}/approve", data={})
+        assert posted.status_code == 303 and posted.headers["location"] == "/ui/login"
+
+
+def test_a_read_only_key_sees_the_queue_but_cannot_decide(ui: UiEnv) -> None:
+    with _client(ui, ui.keys.alice_read_only) as client:
+        queue = client.get("/ui/knowledge/review")
+        assert queue.status_code == 200 and "disabled" in queue.text
+        refused = client.post(f"/ui/knowledge/review/{ui.candidates[3]}/approve", data={})
+        assert refused.status_code == 403 and "read-only" in refused.text
+    pending = run(ui, ui.live.service.knowledge.review.pending("org:acme/resource:alice"))  # type: ignore[union-attr]
+    assert ui.candidates[3] in {r.id for r in pending.items}  # still waiting
+
+
+def test_an_org_key_names_the_resource(ui: UiEnv) -> None:
+    with _client(ui, ui.keys.acme_org) as client:
+        asked = client.get("/ui/threads")
+        assert asked.status_code == 200 and "name the resource" in asked.text and DEMO_THREAD not in asked.text
+        shown = client.get("/ui/threads", params={"resource_id": "alice"})
+        assert f"/ui/threads/{DEMO_THREAD}" in shown.text
+        assert client.get(f"/ui/threads/{DEMO_THREAD}").status_code == 200
+    with _client(ui, ui.keys.globex) as client:  # another org's resource is not found, as over REST
+        assert client.get("/ui/threads", params={"resource_id": "alice"}).status_code == 404
+
+
+def test_stored_text_is_escaped(context: BrowserContext, ui: UiEnv) -> None:
+    title = '<img src=x onerror="document.title=1">"&'
+    with httpx.Client(base_url=ui.url, headers={"Authorization": f"Bearer {ui.keys.alice}"}) as client:
+        client.post("/api/threads", json={"id": "escaped", "resource_id": "alice", "title": title}).raise_for_status()
+    page = context.new_page()
+    sign_in(page, ui.url, ui.keys.alice)
+    row = page.locator("tbody tr", has=page.get_by_role("link", name="escaped", exact=True))
+    assert row.locator("td").nth(1).inner_text() == title
+    assert page.locator("img").count() == 0

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from obsmem import Memory, Message
+from obsmem import Memory, MemoryConfig, Message
 from obsmem.demo.conversation import demo_conversation
 from obsmem.knowledge import Knowledge
 from obsmem.server import ServerSettings, Service
@@ -66,17 +66,18 @@ async def load_demo(memory: Memory, thread_id: str, resource_id: str, org_id: st
 
 
 @contextmanager
-def open_ui_env(path: Path, *, turns: int = 40) -> Iterator[UiEnv]:
+def open_ui_env(path: Path, *, turns: int = 40, config: MemoryConfig | None = None) -> Iterator[UiEnv]:
     service = Service.open(
         f"sqlite:///{path / 'memory.db'}", settings=ServerSettings(), knowledge=Knowledge.sqlite(path / "knowledge.db"),
-        config=small_memory_config(retrieval=True), max_turn_wait=None,
+        config=config or small_memory_config(retrieval=True), max_turn_wait=None,
     )  # fmt: skip
     keys = make_keys(service)
     with live_server(service) as live:
         live.call(load_demo(service.memory, DEMO_THREAD, "alice", "acme", turns=turns))
         candidates = []
         with httpx.Client(base_url=live.url, headers=auth(keys.alice)) as client:
-            for text in ("Nadia prefers aisle seats", "Nadia's cat is called Pixel", "Nadia dislikes Lisbon"):
+            for text in ("Nadia prefers aisle seats", "Nadia's cat is called Pixel", "Nadia dislikes Lisbon",
+                         "Nadia drinks oat milk"):
                 made = client.post("/api/knowledge", json={"text": text, "subject": "Nadia", "candidate": True})
                 made.raise_for_status()
                 candidates.append(made.json()["id"])

@@ -16,7 +16,7 @@ from obsmem.server.ui.auth import SignInNeeded
 from obsmem.server.ui.html import h, page
 from obsmem.types import DataPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["guarded", "int_param", "marker_html", "message_text"]
+__all__ = ["folded_text", "guarded", "int_param", "marker_html", "message_plain", "message_text"]
 
 P = ParamSpec("P")
 _SHOWN_CHARS = 2000
@@ -53,20 +53,39 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + f"… ({len(text) - _SHOWN_CHARS} more chars)"
 
 
-def message_text(message: Message) -> str:
-    """What a message says, tool calls and results included, as escaped HTML (markers left out)."""
+def message_plain(message: Message) -> str:
+    """What a message says, tool calls and results included, as plain text (markers left out)."""
     out: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            out.append(h(_short(part.text)))
+            out.append(_short(part.text))
         elif isinstance(part, ToolCallPart):
-            out.append(f"→ {h(part.tool_name)}({h(_short(part.args))})")
+            out.append(f"→ {part.tool_name}({_short(part.args)})")
         elif isinstance(part, ToolResultPart):
             flag = " [error]" if part.is_error else ""
-            out.append(f"← {h(part.tool_name)}{flag}: {h(_short(part.result))}")
+            out.append(f"← {part.tool_name}{flag}: {_short(part.result)}")
         elif not isinstance(part, DataPart):
-            out.append(f"[{h(part.type)}]")
+            out.append(f"[{part.type}]")
     return "\n".join(out)
+
+
+def message_text(message: Message) -> str:
+    """:func:`message_plain` as escaped HTML."""
+    return h(message_plain(message))
+
+
+def folded_text(message: Message, shown: int) -> str:
+    """The message's text as HTML: its first ``shown`` characters, the rest folded away in a
+    ``<details>`` (the browser opens it; nothing is laid out until then)."""
+    text = message_plain(message)
+    if not text:
+        return ""
+    if len(text) <= shown:
+        return f"<pre>{h(text)}</pre>"
+    return (
+        f"<pre>{h(text[:shown])}…</pre><details><summary>{len(text) - shown} more characters</summary>"
+        f"<pre>{h(text[shown:])}</pre></details>"
+    )
 
 
 _MARKER_FIELDS = ("cycle_id", "tokens_observed", "observation_tokens", "tokens", "duration_ms", "error", "chunks")

@@ -24,7 +24,9 @@ a{color:#0b5cad}a:focus,button:focus,input:focus,select:focus,textarea:focus{out
 table{border-collapse:collapse;width:100%;background:#fff}th,td{border:1px solid #dde1e6;padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{background:#eef1f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .timeline{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,1fr);gap:1rem}
-.msg{background:#fff;border:1px solid #dde1e6;border-left:4px solid #9aa5b1;margin:.3rem 0;padding:.3rem .5rem}
+.msg{background:#fff;border:1px solid #dde1e6;border-left:4px solid #9aa5b1;margin:.3rem 0;padding:.3rem .5rem;
+content-visibility:auto;contain-intrinsic-size:auto 6rem}
+.msg details summary{font-size:12px;color:#57606a;cursor:pointer}
 .msg.user{border-left-color:#0b5cad}.msg.assistant{border-left-color:#2e8540}.msg.tool{border-left-color:#8a6d3b}
 .msg .meta{font-size:12px;color:#57606a}.msg pre,.ctx pre,.obs pre{white-space:pre-wrap;margin:.2rem 0;font:13px/1.4 ui-monospace,monospace}
 .cov{display:inline-block;font-size:12px;background:#e6f0fb;border-radius:3px;padding:0 .3rem;margin-left:.3rem}

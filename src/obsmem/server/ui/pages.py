@@ -14,14 +14,15 @@ from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread,
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
 from obsmem.server.ui.auth import COOKIE, form, principal_of, service_of, who
-from obsmem.server.ui.common import guarded, int_param, marker_html, message_text
+from obsmem.server.ui.common import folded_text, guarded, int_param, marker_html, message_text
 from obsmem.server.ui.html import h, page, q, table, url, when
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
-TIMELINE_PAGE = 200
+TIMELINE_PAGE = 100
+SHOWN_CHARS = 400
 THREADS_PAGE = 100
 GROUP_PAGE = 20
 _GENERATIONS = 200
@@ -205,13 +206,13 @@ def _message_row(
         coverage = '<span class="cov">observed</span>'
     else:
         coverage = '<span class="cov none">not observed yet</span>'
-    text = message_text(message)
+    text = folded_text(message, SHOWN_CHARS)
     markers = marker_html(message)
     tokens = memory.counter.count_message(message)
     return (
         f'<li class="msg {h(message.role)}" id="seq-{seq}" data-seq="{seq}" data-id="{h(message.id)}">'
         f'<div class="meta">#{seq} · {h(message.role)} · {h(when(message.created_at))} · {tokens} tokens {coverage}</div>'
-        + (f"<pre>{text}</pre>" if text else "") + markers + "</li>"
+        + text + markers + "</li>"
     )  # fmt: skip
 
 
@@ -222,7 +223,8 @@ def _groups_column(thread_id: str, groups: list[tuple[ObservationGroup, bool]]) 
     for group, active in groups:
         state = "active" if active else "buffered"
         jump = url(f"/ui/threads/{q(thread_id)}", after_seq=max(0, group.first_seq - 1)) + f"#seq-{group.first_seq}"
-        first_line = next((line for line in group.body.splitlines() if line.strip()), "")
+        lines = [line.strip() for line in group.body.splitlines() if line.strip()]
+        first_line = next((line for line in lines if line.startswith("*")), lines[0] if lines else "")
         items.append(
             f'<div class="group {h(group.kind)}" data-group="{h(group.id)}">'
             f'<a href="{h(_group_link(thread_id, group))}" class="group-link">{h(group.kind)} {h(group.id)}</a> '
@@ -254,14 +256,19 @@ async def group_page(request: Request, thread_id: str, group_id: str) -> Respons
     if found is None:
         raise ResourceNotFoundError(f"observation group {group_id}")
     group, where = found
-    number = int_param(request.query_params.get("page"), 1, low=1, high=1000)
-    rows, has_next = await _covered(memory, thread_id, group, number)
-    pager = []
+    after = max(group.first_seq - 1, int_param(request.query_params.get("after_seq"), 0))
+    covered, next_after = await _covered(memory, thread_id, group, after)
     base = f"/ui/threads/{q(thread_id)}/groups/{q(group_id)}"
-    if number > 1:
-        pager.append(f'<a href="{h(url(base, page=number - 1))}" rel="prev">Previous</a>')
-    if has_next:
-        pager.append(f'<a href="{h(url(base, page=number + 1))}" rel="next">Next</a>')
+    pager = []
+    if after > group.first_seq - 1:
+        pager.append(f'<a href="{h(base)}">First messages</a>')
+    if next_after is not None:
+        pager.append(f'<a href="{h(url(base, after_seq=next_after))}" rel="next">Next</a>')
+    rows = "".join(
+        f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
+        f"{h(m.role)} · {h(when(m.created_at))}</div>{folded_text(m, 2000)}</li>"
+        for m in covered
+    )
     body = (
         _thread_nav(thread)
         + f"<p>{h(group.kind)} group <code>{h(group.id)}</code> ({h(where)}) covers seq {group.first_seq}–"
@@ -269,34 +276,24 @@ async def group_page(request: Request, thread_id: str, group_id: str) -> Respons
         f"<code>{h(group.last_message_id)}</code>.</p>"
         + f'<section class="obs" aria-label="Observations"><h2>Observations</h2><pre>{h(group.body)}</pre></section>'
         + '<section aria-label="Covered messages"><h2>The messages it covers</h2>'
-        + f'<ol class="covered" style="list-style:none;padding:0">{"".join(rows)}</ol>'
+        + f'<ol class="covered" style="list-style:none;padding:0">{rows}</ol>'
         + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
     )  # fmt: skip
     return page(f"Observation group {group.id}", body, who=who(principal))
 
 
-async def _covered(memory: Memory, thread_id: str, group: ObservationGroup, number: int) -> tuple[list[str], bool]:
-    """The group's messages, one page: through ``Memory.recall`` (the recall tool's own answer)
-    when retrieval is on, else the thread's conversation messages in the group's span."""
-    if memory.config.retrieval.enabled:
-        result = await memory.recall(
-            thread_id, group_id=group.id, page=number, limit=GROUP_PAGE, detail="high", token_budget=100_000
-        )
-        rows = [
-            f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
-            f'{h(m.role)} · {h(m.created_at)}</div><pre>{h(m.text)}</pre></li>'
-            for m in result.messages
-        ]
-        return rows, result.has_next_page
-    after = group.first_seq - 1 + (number - 1) * GROUP_PAGE
-    batch = [m for m in await memory.list_messages(thread_id, after_seq=after, limit=GROUP_PAGE + 1)
-             if (m.seq or 0) <= group.last_seq]  # fmt: skip
-    rows = [
-        f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
-        f"{h(m.role)} · {h(when(m.created_at))}</div><pre>{message_text(m)}</pre></li>"
-        for m in batch[:GROUP_PAGE]
-    ]
-    return rows, len(batch) > GROUP_PAGE
+async def _covered(
+    memory: Memory, thread_id: str, group: ObservationGroup, after: int
+) -> tuple[list[Message], int | None]:
+    """One page of the messages the group covers: the thread's conversation messages (not system
+    or marker-only ones) whose ``seq`` lies in the group's span, as ``recall`` answers for it;
+    and the ``after_seq`` of the next page (None on the last). Read page by page, so a
+    reflection group spanning thousands of messages costs one page per request."""
+    batch = await memory.list_messages(thread_id, after_seq=after, limit=GROUP_PAGE)
+    inside = [m for m in batch if (m.seq or 0) <= group.last_seq]
+    covered = [m for m in inside if m.role != "system" and not m.is_marker_only]
+    more = len(batch) == GROUP_PAGE and len(inside) == len(batch) and (inside[-1].seq or 0) < group.last_seq
+    return covered, (inside[-1].seq if more else None)
 
 
 # -- the context preview --------------------------------------------------------------------
