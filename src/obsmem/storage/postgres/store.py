@@ -239,7 +239,13 @@ class PostgresStore(ClosingContext):
     async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transaction: bool = True) -> T:
         """Run ``fn`` on a pooled connection (in one transaction unless ``transaction=False``);
         retry the whole of it after a lost race, and after a lost connection or an unreachable
-        server (with backoff, for up to ``retry_s``) unless a commit may have happened."""
+        server (with backoff, for up to ``retry_s``), unless the connection went during COMMIT.
+
+        A statement cut off by a lost connection is rolled back by the server; the one case
+        where it may have been applied, a reply lost after the commit, is safe to repeat for
+        the single-statement (autocommit) writes: each is a compare-and-set or fenced by a
+        token, so a repeat answers "stale" / False, as after a lost race. A multi-statement
+        transaction whose COMMIT was cut off is not repeated: that error says so."""
         where = redact_url(self.url)
         delay = 0.005
         conflicts = 0
@@ -269,10 +275,10 @@ class PostgresStore(ClosingContext):
             except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if not isinstance(exc, PoolTimeout) and not _connection_lost(exc):
                     raise StorageError(f"PostgreSQL store {where} failed: {exc}") from exc
-                if committing:  # the connection went during COMMIT: the write may have been applied
+                if committing:  # the connection went during COMMIT: the transaction may have been applied
                     raise StorageError(
-                        f"The connection to PostgreSQL at {where} was lost while committing; the write may or "
-                        f"may not have been applied (retry it; every obsmem write is safe to repeat): {exc}"
+                        f"The connection to PostgreSQL at {where} was lost while committing; the write may "
+                        f"or may not have been applied: {exc}"
                     ) from exc
                 now = asyncio.get_running_loop().time()
                 if now + reconnect_delay > deadline:
