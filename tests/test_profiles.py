@@ -308,3 +308,12 @@ def test_embedding_dimensions(model: str, expected: tuple[int | None, bool]) -> 
 )
 def test_accepts_temperature(model: str, expected: bool) -> None:
     assert accepts_temperature(model) is expected
+
+
+def test_a_base_url_with_credentials_is_split_at_its_start() -> None:
+    """The credentials' ``@`` belongs to the URL: the model name ends at the first ``@http(s)://``."""
+    from obsmem.profiles import split_base_url
+
+    assert split_base_url("m@http://user:pw@host/v1") == ("m", "http://user:pw@host/v1")
+    assert split_base_url("team@org/model@https://h:8000/v1") == ("team@org/model", "https://h:8000/v1")
+    assert split_base_url("name@with-at") == ("name@with-at", None)

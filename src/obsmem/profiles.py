@@ -122,12 +122,13 @@ def bare_model(model: str) -> str:
 def split_base_url(model: str) -> tuple[str, str | None]:
     """``"llama3@http://host:8000/v1"`` → ``("llama3", "http://host:8000/v1")``.
 
-    Only a trailing ``@http://…`` or ``@https://…`` is a base URL; any other ``@`` is part of
-    the model name.
+    The first ``@http://`` or ``@https://`` starts the base URL (which may itself hold
+    ``user:password@`` credentials); any other ``@`` is part of the model name.
     """
-    head, at, tail = model.rpartition("@")
-    if at and tail.startswith(("http://", "https://")):
-        return head, tail
+    starts = [i for i in (model.find("@http://"), model.find("@https://")) if i >= 0]
+    if starts:
+        first = min(starts)
+        return model[:first], model[first + 1 :]
     return model, None
 
 

@@ -48,6 +48,7 @@ from psycopg import sql
 
 from obsmem.errors import ConfigError, ObsmemError, StorageError
 from obsmem.migrations import POSTGRESQL, MigrationSet
+from obsmem.redact import redact_secrets
 
 from .base import (
     VectorHit,
@@ -162,12 +163,8 @@ def like_prefix(prefix: str) -> str:
 
 
 def redact_password(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    return f"{scheme}://{credentials.split(':', 1)[0]}@{host}"
+    """``url`` without its password (user info or ``?password=``), for error messages."""
+    return redact_secrets(url)
 
 
 class PostgresVectorIndex:
