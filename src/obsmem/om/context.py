@@ -31,9 +31,10 @@ a provider's wire format), and an application that saves what it sent has them d
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
@@ -233,13 +234,34 @@ def _observation_messages(
     preamble = f"{PREAMBLE}\n\n{recall_instructions}" if recall_instructions else PREAMBLE
     messages = [_system(preamble, "preamble", thread_id)]
     for index, chunk in enumerate(chunks):
-        text = annotate_observations(optimize_for_context(chunk), now)
-        if recall_instructions:
-            text = lift_above_headings(text, is_gap_line)
+        text = _rendered(chunk, now, bool(recall_instructions))
         opener = "<observations>\n" if index == 0 else ""
         closer = "\n</observations>" if index == len(chunks) - 1 else ""
         messages.append(_system(f"{opener}{text}{closer}", f"observations-{index}", thread_id))
     return messages
+
+
+_RENDERED: OrderedDict[tuple[str, date, bool], str] = OrderedDict()
+_RENDERED_MAX = 256
+
+
+def _rendered(chunk: str, now: datetime, lift: bool) -> str:
+    """One observation chunk as the actor sees it. The rendering depends only on the chunk, the
+    day of ``now`` (:func:`annotate_observations` reads nothing else of it) and ``lift``, so it
+    is kept (the newest :data:`_RENDERED_MAX`): the stored observations change only when memory
+    works, while every step renders them."""
+    key = (chunk, now.date(), lift)
+    text = _RENDERED.get(key)
+    if text is not None:
+        _RENDERED.move_to_end(key)
+        return text
+    text = annotate_observations(optimize_for_context(chunk), now)
+    if lift:
+        text = lift_above_headings(text, is_gap_line)
+    _RENDERED[key] = text
+    while len(_RENDERED) > _RENDERED_MAX:
+        _RENDERED.popitem(last=False)
+    return text
 
 
 def _hint_messages(
