@@ -6,7 +6,9 @@ bundled demo conversation through the Turn API until the thread holds ``--messag
 (each replay with fresh ids, shifted two weeks later), then loads every page ``--runs`` times:
 
 * server: the full HTTP response read by httpx (what the server spends, plus loopback);
-* browser: navigation to ``load`` in headless Chromium (Playwright; parse, style and layout too).
+* browser: navigation start to the end of the ``load`` event in headless Chromium, as the page's
+  own Performance API reports it (parse, style and layout included); and Playwright's
+  ``page.goto`` wall time beside it.
 
 The median and the worst run are printed per page, against the target of 300 ms.
 
@@ -39,6 +41,8 @@ from tests.server.ui_env import CHROMIUM, UiEnv, open_ui_env, sign_in  # noqa: E
 
 THREAD = "long-thread"
 TARGET_MS = 300.0
+#: The browser's own navigation timing: from the request's start to the end of the load event.
+NAVIGATION_MS = "performance.getEntriesByType('navigation')[0].loadEventEnd"
 #: The demo's own thresholds (``obsmem demo``): an observation every ~2k message tokens, a
 #: reflection past 3k observation tokens; retrieval on, so observation groups are kept.
 CONFIG = MemoryConfig(
@@ -116,6 +120,7 @@ def main() -> None:
         }
         server: dict[str, list[float]] = {}
         browser_ms: dict[str, list[float]] = {}
+        wall_ms: dict[str, list[float]] = {}
         with httpx.Client(base_url=env.url, cookies={"obsmem_ui_key": env.keys.alice}, timeout=60) as client:
             for name, path in pages.items():
                 if not path:
@@ -135,23 +140,28 @@ def main() -> None:
                 if not path:
                     continue
                 page.goto(env.url + path)
-                times = []
+                times, walls = [], []
                 for _ in range(runs):
                     t0 = time.perf_counter()
                     page.goto(env.url + path, wait_until="load")
-                    times.append((time.perf_counter() - t0) * 1000)
+                    walls.append((time.perf_counter() - t0) * 1000)
+                    times.append(float(page.evaluate(NAVIGATION_MS)))
                 browser_ms[name] = times
+                wall_ms[name] = walls
             browser.close()
     print(f"\nthread: {count} messages, {len(groups)} active observation groups, {generations} generations "
           f"(loaded in {loaded_s:.0f} s); {runs} runs per page after one warm-up; target {TARGET_MS:.0f} ms\n")  # fmt: skip
-    header = f"{'page':<24} {'server p50':>11} {'server max':>11} {'browser p50':>12} {'browser max':>12}  target"
+    header = (f"{'page':<24} {'server p50':>11} {'server max':>11} {'browser p50':>12} {'browser max':>12} "
+              f"{'goto p50':>10}  target")  # fmt: skip
     print(header)
     print("-" * len(header))
     for name in server:
-        s, b = server[name], browser_ms[name]
+        s, b, w = server[name], browser_ms[name], wall_ms[name]
         ok = "ok" if max(statistics.median(s), statistics.median(b)) < TARGET_MS else "OVER"
         print(f"{name:<24} {statistics.median(s):>9.1f}ms {max(s):>9.1f}ms {statistics.median(b):>10.1f}ms "
-              f"{max(b):>10.1f}ms  {ok}")  # fmt: skip
+              f"{max(b):>10.1f}ms {statistics.median(w):>8.1f}ms  {ok}")  # fmt: skip
+    print("\nserver: the whole response read by httpx; browser: navigation start to the end of the load event "
+          "(Performance API); goto: Playwright's page.goto wall time, its own round trips included.")
 
 
 if __name__ == "__main__":

@@ -202,21 +202,23 @@ def _candidate(record: Record, resource: str, read_only: bool) -> str:
     rid = h(record.id)
     base = f"/ui/knowledge/review/{h(q(record.id))}"
     hidden = f'<input type="hidden" name="resource_id" value="{h(resource)}">'
-    disabled = " disabled" if read_only else ""
+    button = (" disabled" if read_only else "") + f' aria-describedby="text-of-{rid}"'
     return (
-        f'<li data-record="{rid}"><p><strong>{h(record.text)}</strong><br><small>scope <code>{h(record.scope)}</code> · '
+        f'<li data-record="{rid}"><p><strong id="text-of-{rid}">{h(record.text)}</strong><br><small>scope <code>{h(record.scope)}</code> · '
         f"captured {h(when(record.captured_at))} · from thread {h(record.source_thread_id or '–')} · "
         f"record <code>{rid}</code></small></p>"
         f'<form class="inline" method="post" action="{base}/approve">{hidden}'
-        f'<button type="submit" name="decision" value="approve"{disabled}>Approve</button></form> '
+        f'<button type="submit" name="decision" value="approve"{button}>Approve</button></form> '
         f'<form class="inline" method="post" action="{base}/reject">{hidden}'
-        f'<label for="reason-{rid}">Reason</label> <input id="reason-{rid}" name="reason" value="not true"> '
-        f'<input id="tombstone-{rid}" name="tombstone" type="checkbox" value="1" checked> '
+        f'<label for="reason-{rid}">Reason</label> <input id="reason-{rid}" name="reason" value="not true" aria-describedby="text-of-{rid}"> '
+        f'<input id="tombstone-{rid}" name="tombstone" type="checkbox" value="1" checked '
+        f'aria-describedby="text-of-{rid}"> '
         f'<label for="tombstone-{rid}">tombstone (never capture it again)</label> '
-        f'<button type="submit" name="decision" value="reject"{disabled}>Reject</button></form>'
+        f'<button type="submit" name="decision" value="reject"{button}>Reject</button></form>'
         f'<form method="post" action="{base}/edit">{hidden}'
-        f'<label for="text-{rid}">Corrected text</label><br><textarea id="text-{rid}" name="text" rows="2" cols="80">'
-        f'{h(record.text)}</textarea><br><button type="submit" name="decision" value="edit"{disabled}>Save edit</button>'
+        f'<label for="text-{rid}">Corrected text</label><br><textarea id="text-{rid}" name="text" rows="2" cols="80" '
+        f'aria-describedby="text-of-{rid}">'
+        f'{h(record.text)}</textarea><br><button type="submit" name="decision" value="edit"{button}>Save edit</button>'
         "</form></li>"
     )
 

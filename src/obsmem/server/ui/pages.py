@@ -26,6 +26,7 @@ SHOWN_CHARS = 400
 THREADS_PAGE = 100
 GROUP_PAGE = 20
 _GENERATIONS = 200
+GENERATIONS_LISTED = 50
 
 
 # -- login ----------------------------------------------------------------------------------
@@ -360,14 +361,17 @@ async def generations_page(request: Request, thread_id: str) -> Response:
     memory = service_of(request).memory
     thread = await principal.thread(memory, thread_id)
     records = await memory.list_generations(thread_id, limit=_GENERATIONS)
+    listed = records[:GENERATIONS_LISTED]
     rows = [
         [str(r.generation), h(r.origin), f"<code>{h(r.id)}</code>", h(when(r.created_at)), str(r.observation_tokens),
          str(r.total_tokens_observed), "live" if r.is_live else f"superseded by <code>{h(r.superseded_by)}</code>"]
-        for r in records
+        for r in listed
     ]  # fmt: skip
+    more = len(records) >= _GENERATIONS
+    caption = f"The newest {len(listed)} of {len(records)}{'+' if more else ''} generation(s); the From and To lists below hold them all"
     body = _thread_nav(thread) + table(
         ["Generation", "Origin", "Record", "Created", "Observation tokens", "Tokens observed", "State"],
-        rows, caption=f"{len(records)} generation(s), newest first", numeric=(0, 4, 5),
+        rows, caption=caption, numeric=(0, 4, 5),
     )  # fmt: skip
     if len(records) >= 2:
         by_id = {r.id: r for r in records}
