@@ -28,7 +28,14 @@ delay is never part of it. A turn *waited* when it waited on a memory model call
 (``turn.waited`` for obsmem; a summarisation for the baseline).
 
 Targets: buffered mode lets at most 1 % of turns wait, and its p99 overhead is at most 10× the
-raw SQLite p99. Everything comes from one run on a shared machine: expect noise.
+raw SQLite p99. Issue 18's rows (``targets.issue18`` in ``--json``) depend on the setting. With an
+actor delay (realistic): buffered waits ≤ 1 %, observer input tokens ≤ 2× synchronous, and
+billed-equivalent observer tokens ≤ 1.3× synchronous, from replaying each system's observer
+requests through a provider-style prefix cache (1,024-token minimum, 128-token steps, 5-minute
+TTL, cached tokens at 10 %). With an instant actor: buffered waits ≤ synchronous waits, observer
+calls and tokens ≤ 1.05× synchronous, and no buffer thrown away that started with the window
+past ``message_tokens``. In both: the overhead of turns that did not wait, p50 and p99, ≤ 3× the
+raw SQLite persist-and-read. Everything comes from one run on a shared machine: expect noise.
 
 Run time is about ``turns × (actor delay + ~30 ms)`` plus the synchronous systems' waits
 (roughly 0.1 × turns × model delay): the default run takes about 19 minutes, ``--quick``
