@@ -54,6 +54,7 @@ from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.models.retry import RetryPolicy
 from obsmem.om.cycle import MODEL_TIMEOUT_S
+from obsmem.om.buffering import LEASE_TTL_S
 from obsmem.om.engine import Engine, EngineEvent
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
@@ -180,6 +181,7 @@ class Worker:
         owner: str | None = None,
         kinds: Sequence[str] = WORK_KINDS,
         claim_ttl_s: float = 60.0,
+        lease_ttl_s: float = LEASE_TTL_S,
         poll_interval_s: float = 1.0,
         max_attempts: int = 5,
         concurrency: int = 1,
@@ -214,6 +216,7 @@ class Worker:
         if owner is not None and (not isinstance(owner, str) or not owner):
             raise ConfigError("owner", f"got {describe_value(owner)}", allowed="a non-empty string or None")
         self.claim_ttl_s = _positive_number(claim_ttl_s, "claim_ttl_s")
+        self.lease_ttl_s = _positive_number(lease_ttl_s, "lease_ttl_s")
         self.poll_interval_s = _positive_number(poll_interval_s, "poll_interval_s")
         self.max_attempts = _whole_at_least_one(max_attempts, "max_attempts")
         self.concurrency = _whole_at_least_one(concurrency, "concurrency")
@@ -254,6 +257,7 @@ class Worker:
             # retrieval with vectors: the groups this worker writes are indexed like the app's
             group_index=group_index_for(self.config.retrieval, embedder, vector_index),
             model_timeout_s=None if model_timeout_s is None else float(model_timeout_s),
+            buffer_lease_ttl_s=self.lease_ttl_s,
         )
         self.knowledge = knowledge
         self._knowledge: KnowledgeHook | None = None

@@ -201,6 +201,7 @@ _WORKER_ARGUMENTS = (
     "owner",
     "kinds",
     "claim_ttl_s",
+    "lease_ttl_s",
     "poll_interval_s",
     "max_attempts",
     "concurrency",

@@ -92,3 +92,22 @@ def test_drain_after_a_killed_worker_ends_with_an_empty_queue(tmp_path: Path) ->
     waiting, dead, covered = asyncio.run(state(db))
     assert (waiting, dead) == (0, 0)
     assert covered == set(ids)  # the dead worker's thread too: every message buffered, none lost
+
+
+def test_the_buffer_lease_time_is_an_option() -> None:
+    """``Worker(lease_ttl_s=...)`` / ``obsmem worker --lease-ttl``: a dead worker's buffer lease
+    frees after that long (the default stays 60 s); a non-positive value is a ConfigError."""
+    import pytest
+    from typer.testing import CliRunner
+
+    from obsmem.cli import app
+    from obsmem.errors import ConfigError
+    from obsmem.storage import MemoryStore
+    from obsmem.worker import Worker
+
+    worker = Worker(MemoryStore(), lease_ttl_s=5)
+    assert worker.engine.buffered is not None and worker.engine.buffered.lease_ttl_s == 5
+    assert Worker(MemoryStore()).engine.buffered.lease_ttl_s == 60  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="lease_ttl_s"):
+        Worker(MemoryStore(), lease_ttl_s=0)
+    assert "--lease-ttl" in CliRunner().invoke(app, ["worker", "--help"], terminal_width=200).output

@@ -101,6 +101,10 @@ def worker(
     claim_ttl: Annotated[
         float, typer.Option(min=1.0, help="Seconds a claim lasts without a heartbeat.")
     ] = 60.0,
+    lease_ttl: Annotated[
+        float, typer.Option(min=1.0, help="Seconds a buffer lease lasts without a heartbeat (a dead worker's "
+                                          "buffer is taken over after this).")
+    ] = 60.0,
     poll: Annotated[float, typer.Option(min=0.01, help="Seconds between polls of an empty queue.")] = 1.0,
     max_items: Annotated[
         int | None, typer.Option(min=1, help="Stop after claiming this many items.")
@@ -179,7 +183,7 @@ def worker(
                            lock_timeout_s=lock_timeout)  # fmt: skip
     try:
         stats = asyncio.run(_run_worker(
-            opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, poll_s=poll,
+            opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, lease_ttl_s=lease_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
             embedder=group_embedder, vector_index=group_index, knowledge=knowledge, drain=drain,
             timeout_s=timeout, health=_health_address(health),
@@ -286,7 +290,7 @@ def _group_vectors(
 
 async def _run_worker(
     opened: Store, config: MemoryConfig, model: ChatModel | None, *, concurrency: int, claim_ttl_s: float,
-    poll_s: float, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
+    poll_s: float, lease_ttl_s: float = 60.0, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
     embedder: Embedder | None = None, vector_index: VectorIndex | None = None, knowledge: str | None = None,
     drain: bool = False, timeout_s: float | None = None, health: tuple[str, int] | None = None,
 ) -> WorkerStats:
@@ -300,7 +304,7 @@ async def _run_worker(
         graph = open_knowledge(knowledge, actor="worker")
     async with opened as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
-                        poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
+                        lease_ttl_s=lease_ttl_s, poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
                         knowledge=graph)
         typer.echo(f"obsmem worker {runner.owner} started", err=True)
         probe = _Health(runner)

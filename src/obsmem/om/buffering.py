@@ -122,8 +122,10 @@ class BufferedLifecycle:
         reflection: ReflectStep,
         spawn: Spawn,
         handoff: Handoff | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
     ) -> None:
         self.core = core
+        self._lease_ttl_s = lease_ttl_s
         self.observation = observation
         self.activation = activation
         self.reflection = reflection
@@ -144,8 +146,8 @@ class BufferedLifecycle:
         """How long a buffer lease lasts unless renewed. The holder renews it every third of
         that (:meth:`_heartbeat`) for as long as its model call runs, so a live buffer keeps
         its lease however slow the model, and a crashed process's lease is free again within
-        a minute instead of after the model timeout."""
-        return LEASE_TTL_S
+        a minute (by default) instead of after the model timeout."""
+        return self._lease_ttl_s
 
     async def _heartbeat(self, key: str) -> None:
         """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work

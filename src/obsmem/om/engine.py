@@ -26,7 +26,7 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
-from obsmem.om.buffering import BufferedLifecycle, Handoff, Paused, Spawn, StepResult
+from obsmem.om.buffering import LEASE_TTL_S, BufferedLifecycle, Handoff, Paused, Spawn, StepResult
 from obsmem.om.cycle import CommitPolicy, Core
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -88,6 +88,7 @@ class Engine:
         spawn: Spawn | None = None,
         group_index: GroupIndex | None = None,
         handoff: Handoff | None = None,
+        buffer_lease_ttl_s: float = LEASE_TTL_S,
         commit_policy: CommitPolicy | None = None,
     ) -> None:
         self.core = Core(
@@ -105,7 +106,7 @@ class Engine:
         if spawn is not None and config.observation.buffering_enabled:
             self.buffered = BufferedLifecycle(
                 self.core, observation=self.observation, activation=self.activation, reflection=self.reflection,
-                spawn=spawn, handoff=handoff,
+                spawn=spawn, handoff=handoff, lease_ttl_s=buffer_lease_ttl_s,
             )
 
     async def advance_if_quiet(
