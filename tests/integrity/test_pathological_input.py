@@ -42,10 +42,13 @@ def _cpu_seconds(work: Callable[[], object]) -> float:
 
 
 def _growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> float:
-    """CPU time for input ``make(4 * n)`` over that for ``make(n)``."""
+    """CPU time for input ``make(4 * n)`` over that for ``make(n)``, each the least of three runs
+    (one short run on a busy machine can take twice its time: the least is the work itself)."""
     small, large = make(n), make(4 * n)
     run(small)  # warm-up: compiled patterns, imports
-    return _cpu_seconds(lambda: run(large)) / max(_cpu_seconds(lambda: run(small)), 1e-4)
+    small_s = min(_cpu_seconds(lambda: run(small)) for _ in range(3))
+    large_s = min(_cpu_seconds(lambda: run(large)) for _ in range(3))
+    return large_s / max(small_s, 1e-4)
 
 
 def _repeat(unit: str) -> Callable[[int], str]:
