@@ -45,12 +45,13 @@ from obsmem.om.context import (
     ContextWindow,
     drop_obsmem_messages,
     latest_instructions,
+    model_visible,
     remember_instructions,
 )
 from obsmem.om.engine import CycleOutcome, Engine, Prepared
 from obsmem.om.selection import observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.types import DataPart, Message, Thread, parse_messages
+from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
 
@@ -113,6 +114,7 @@ class Turn:
         # stored messages newer than it were saved by a boundary that failed: they are input.
         self._seen_seq: int | None = None
         self._input_saved = False
+        self._input_user: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
 
@@ -252,7 +254,35 @@ class Turn:
         return [m for m in messages if m.id not in copies], sorted(copies.values(), key=lambda m: m.seq or 0)
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
-        """Run the memory work due now and return the context built from the state it left."""
+        """Run the memory work due now and return the context built from the state it left; the
+        turn's input stays in view (see :meth:`_with_input`)."""
+        if turn_start:
+            users = [m for m in saved if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)]
+            self._input_user = users[-1] if users else None
+        return self._with_input(await self._advance_inner(saved, turn_start=turn_start))
+
+    def _with_input(self, context: ContextWindow) -> ContextWindow:
+        """``context`` with the turn's newest user message in front of the raw tail when a later
+        step observed it: in a tool loop the model still reads the question it is answering
+        (the observation keeps it too; the cursor does not move back). Not for an input above a
+        tenth of ``message_tokens`` (a pasted log): its observation stands in for it there."""
+        user = self._input_user
+        if user is None or not context.has_observations or any(m.id == user.id for m in context.raw_messages):
+            return context
+        core = self._engine.core
+        if core.counter.count_message(user) > core.config.observation.message_tokens // 10:
+            return context  # a pasted log: its observation stands in for it (the window stays bounded)
+        shown = model_visible(user)
+        if shown is None:
+            return context
+        at = len(context.messages) - len(context.raw_messages)
+        return dataclasses.replace(
+            context,
+            messages=[*context.messages[:at], shown, *context.messages[at:]],
+            raw_messages=[shown, *context.raw_messages],
+        )
+
+    async def _advance_inner(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         engine = self._engine
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
