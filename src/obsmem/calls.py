@@ -1,0 +1,135 @@
+"""Who is calling a memory model, and what one call cost: the record every model call leaves.
+
+Two things are shared by everything that watches model calls (the cost ledger, OpenTelemetry):
+
+* :func:`call_scope` / :func:`current_scope`: a context variable that the engine, the knowledge
+  agents and the worker set around their work (``role``, ``thread_id``, ``resource_id``,
+  ``operation``), so a model wrapper deep below knows whom a call was for without changing the
+  :class:`~obsmem.models.base.ChatModel` protocol. Scopes nest: an inner scope keeps every field
+  the outer one set and it does not set itself.
+* :class:`ModelCall`: one finished call (or a failed one), as the wrapper that timed it reports it
+  to its sinks and to the process-wide listeners (:func:`add_listener`). A listener must be quick
+  and must not raise: an exception is logged and swallowed, never surfaced to the model's caller.
+
+No text of any message is ever part of a scope or a call record.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
+
+__all__ = [
+    "CallOutcome",
+    "CallScope",
+    "ModelCall",
+    "add_listener",
+    "call_scope",
+    "current_scope",
+    "notify",
+    "remove_listener",
+]
+
+log = logging.getLogger("obsmem.calls")
+
+CallOutcome = Literal["ok", "error", "timeout", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallScope:
+    """What the current memory work is: its role (observer, reflector, agent name ...) and ids."""
+
+    role: str | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
+    operation: str | None = None
+
+
+_SCOPE: contextvars.ContextVar[CallScope] = contextvars.ContextVar("obsmem_call_scope", default=CallScope())
+
+
+def current_scope() -> CallScope:
+    """The scope set by the innermost :func:`call_scope` around the running code (all ``None`` outside)."""
+    return _SCOPE.get()
+
+
+@contextmanager
+def call_scope(
+    *,
+    role: str | None = None,
+    thread_id: str | None = None,
+    resource_id: str | None = None,
+    operation: str | None = None,
+) -> Iterator[CallScope]:
+    """Set the fields given (the others stay as the enclosing scope set them) for the ``with`` body."""
+    outer = _SCOPE.get()
+    changes = {
+        name: value
+        for name, value in (
+            ("role", role),
+            ("thread_id", thread_id),
+            ("resource_id", resource_id),
+            ("operation", operation),
+        )
+        if value is not None
+    }
+    scope = replace(outer, **changes) if changes else outer
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One memory model call: who made it, which model, what it cost, how long it took, how it ended.
+
+    ``kind`` is ``chat`` or ``embedding``. Token counts are the provider's (0 when it reported none;
+    an embedding call has only input tokens). ``started_at`` is wall-clock UTC; ``latency_s`` is
+    measured on a monotonic clock. ``error_type`` is the exception's class name for a failed call.
+    """
+
+    role: str
+    model: str
+    started_at: datetime
+    latency_s: float
+    outcome: CallOutcome = "ok"
+    kind: Literal["chat", "embedding"] = "chat"
+    thread_id: str | None = None
+    resource_id: str | None = None
+    operation: str | None = None
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    error_type: str | None = None
+
+
+_LISTENERS: list[Callable[[ModelCall], None]] = []
+
+
+def add_listener(listener: Callable[[ModelCall], None]) -> None:
+    """Hear every model call any obsmem model wrapper in this process finishes (idempotent)."""
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
+
+def remove_listener(listener: Callable[[ModelCall], None]) -> None:
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
+def notify(call: ModelCall, sinks: tuple[Callable[[ModelCall], None], ...] = ()) -> None:
+    """Give ``call`` to ``sinks`` and then to the process-wide listeners; never raises."""
+    for listener in (*sinks, *_LISTENERS):
+        try:
+            listener(call)
+        except Exception:  # a watcher must never break a model call
+            log.exception("a model-call listener failed")
