@@ -20,14 +20,16 @@ import contextvars
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "CallOutcome",
     "CallScope",
     "ModelCall",
+    "UsageReport",
+    "UsageRow",
     "add_listener",
     "call_scope",
     "current_scope",
@@ -133,3 +135,65 @@ def notify(call: ModelCall, sinks: tuple[Callable[[ModelCall], None], ...] = ())
             listener(call)
         except Exception:  # a watcher must never break a model call
             log.exception("a model-call listener failed")
+
+
+UsageField = Literal["day", "role", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Model calls summed over one group: a UTC ``day`` (``YYYY-MM-DD``), a ``role`` and a ``model``.
+
+    A field is ``None`` when the row sums over it (see :meth:`UsageReport.by`). ``latency_s`` is
+    the summed latency (divide by ``calls`` for the mean). ``cost_usd`` is the estimate from the
+    price table for the calls whose model has a price; ``unpriced_calls`` counts those without one.
+    """
+
+    day: str | None = None
+    role: str | None = None
+    model: str | None = None
+    calls: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    def __add__(self, other: UsageRow) -> UsageRow:
+        values: dict[str, Any] = {
+            name: getattr(self, name) if getattr(self, name) == getattr(other, name) else None for name in _KEYS
+        }
+        values.update(
+            {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name not in _KEYS}
+        )
+        return UsageRow(**values)
+
+
+_KEYS: tuple[UsageField, ...] = ("day", "role", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """What the cost ledger holds for a filter: one row per (day, role, model), ordered by them."""
+
+    rows: tuple[UsageRow, ...] = ()
+
+    def total(self) -> UsageRow:
+        """Everything summed (every key ``None``)."""
+        total = UsageRow()
+        for row in self.rows:
+            total = total + replace(row, day=None, role=None, model=None)
+        return total
+
+    def by(self, *keys: UsageField) -> tuple[UsageRow, ...]:
+        """Rows summed over the keys not named, ordered by the named ones (``by("role")``, ``by("day", "role")``)."""
+        groups: dict[tuple[str | None, ...], UsageRow] = {}
+        for row in self.rows:
+            dropped: dict[str, Any] = {key: None for key in _KEYS if key not in keys}
+            kept = replace(row, **dropped)
+            group = tuple(getattr(kept, key) for key in _KEYS)
+            groups[group] = groups[group] + kept if group in groups else kept
+        return tuple(groups[group] for group in sorted(groups, key=lambda g: tuple("" if v is None else v for v in g)))
