@@ -38,6 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
+from obsmem.om.receipts import Receipt, context_hash, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
@@ -53,6 +54,7 @@ from obsmem.om.text.own import (
     strip_system_reminders,
 )
 from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, TextPart, Thread, ToolCallPart
 
 __all__ = [
@@ -95,6 +97,9 @@ class ContextWindow:
     #: How many of the oldest raw messages were left out because memory work fell behind (the
     #: turn stopped waiting at ``max_turn_wait``); they stay pending and are observed later.
     trimmed: int = 0
+    #: What this context was made of (:mod:`obsmem.om.receipts`); None only for a context built
+    #: by hand.
+    receipt: Receipt | None = None
 
     @property
     def prefix_text(self) -> str:
@@ -411,13 +416,15 @@ def build_context(
     recall_instructions: str | None = None,
     instructions_without_observations: bool = False,
     instructions: Sequence[Message] | None = None,
+    counter: TokenCounter | None = None,
 ) -> ContextWindow:
     """Assemble the context for one model call from a record and the unobserved messages.
 
     ``instructions`` are the application's system messages (:func:`load_instructions`); None
     means none were recorded, and the last run of system messages among ``unobserved`` is used.
     Neither system messages nor obsmem's own messages (saved back by an application) appear in
-    the raw tail.
+    the raw tail. The context's receipt counts each section's tokens with ``counter`` (none
+    without one).
     """
     kept = drop_obsmem_messages(unobserved)
     conversation = [
@@ -460,7 +467,37 @@ def build_context(
             )
         )
     messages.extend(raw)
+    receipt = Receipt(
+        thread_id=thread_id,
+        context_hash=context_hash(messages),
+        record_id=record.id if record is not None and has_observations else None,
+        generation=record.generation if record is not None and has_observations else None,
+        groups=receipt_groups(record, thread_id, shared=shared) if has_observations else (),
+        raw_message_ids=tuple(m.id for m in raw if not is_obsmem_message(m)),
+        section_tokens=_section_tokens(counter, leading, system, messages[len(leading) + len(system):]),
+        created_at=now,
+    )
     return ContextWindow(
         messages=messages, system_messages=system, raw_messages=raw, has_observations=has_observations,
-        instructions=leading,
+        instructions=leading, receipt=receipt,
     )
+
+
+def _section_tokens(
+    counter: TokenCounter | None, instructions: Sequence[Message], system: Sequence[Message], rest: Sequence[Message]
+) -> dict[str, int]:
+    """Tokens per section of a context: the application's instructions, the observations
+    (obsmem's stable system messages), the volatile sections, the continuation and the raw tail."""
+    if counter is None:
+        return {}
+    stable = [m for m in system if not m.metadata.get("obsmem_volatile")]
+    volatile = [m for m in system if m.metadata.get("obsmem_volatile")]
+    continuation = [m for m in rest if m.metadata.get(MARKER_KEY) == "continuation"]
+    tail = [m for m in rest if m.metadata.get(MARKER_KEY) != "continuation"]
+    return {
+        "instructions": counter.count_messages(instructions),
+        "observations": counter.count_messages(stable),
+        "sections": counter.count_messages(volatile),
+        "continuation": counter.count_messages(continuation),
+        "raw": counter.count_messages(tail),
+    }

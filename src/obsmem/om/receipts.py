@@ -1,0 +1,180 @@
+"""Receipts: what memory a context was made of, kept so an answer can be traced back later.
+
+Every context obsmem builds carries a :class:`Receipt`: the generation (record id and number)
+whose observations it showed, the observation groups shown with the message range each covers,
+the raw messages of the tail, the knowledge records and pins added, the tokens of each section
+and a SHA-256 hash of the rendered messages. A turn stores the receipt its reply was made from
+on the reply (``metadata["obsmem_receipt"]``), so "which memory produced this answer" can be
+asked long after: groups name their thread and ``seq`` span, raw messages are never deleted by
+memory work and older generations are kept, so an old receipt resolves after any number of
+later reflections (:func:`resolve_groups`).
+
+Groups: in retrieval mode the stored observations carry provenance groups (one per observation
+cycle, merged by reflection), and the receipt lists those it showed. Without retrieval mode
+observations carry no finer provenance than each thread's observation cursor, so the receipt
+has one ``coverage`` group per thread shown, covering that thread's messages up to its cursor.
+
+A receipt holds ids, numbers and a hash, never message text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from obsmem.om.sections import visible_sections
+from obsmem.om.text.groups import parse_groups
+from obsmem.om.text.own import MARKER_KEY
+from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.types import Message
+
+__all__ = [
+    "RECEIPT_KEY",
+    "Receipt",
+    "ReceiptGroup",
+    "context_hash",
+    "receipt_groups",
+    "resolve_groups",
+]
+
+#: Where a reply stores the receipt of the context it was made from: ``metadata[RECEIPT_KEY]``.
+RECEIPT_KEY = "obsmem_receipt"
+
+GroupKind = Literal["observation", "reflection", "coverage"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptGroup:
+    """Observations shown, and the conversation messages of ``thread_id`` they were made from:
+    those with ``first_seq <= seq <= last_seq`` (system messages never are)."""
+
+    id: str
+    thread_id: str
+    first_seq: int
+    last_seq: int
+    kind: GroupKind = "observation"
+
+    def data(self) -> list[Any]:
+        return [self.id, self.thread_id, self.first_seq, self.last_seq, self.kind]
+
+    @staticmethod
+    def from_data(data: Sequence[Any]) -> ReceiptGroup:
+        kind = str(data[4]) if len(data) > 4 else "observation"
+        return ReceiptGroup(
+            str(data[0]), str(data[1]), int(data[2]), int(data[3]),
+            kind if kind in ("observation", "reflection", "coverage") else "observation",  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What one context was made of (see the module docstring). ``id`` is the first 16 hex digits
+    of ``context_hash``: two contexts with the same receipt id showed the model the same messages."""
+
+    thread_id: str | None
+    context_hash: str
+    record_id: str | None = None
+    generation: int | None = None
+    groups: tuple[ReceiptGroup, ...] = ()
+    raw_message_ids: tuple[str, ...] = ()
+    knowledge_record_ids: tuple[str, ...] = ()
+    pin_ids: tuple[str, ...] = ()
+    section_tokens: Mapping[str, int] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return self.context_hash[:16]
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.section_tokens.values())
+
+    def data(self) -> dict[str, Any]:
+        """The receipt as JSON-ready data (what a reply stores under :data:`RECEIPT_KEY`)."""
+        return {
+            "v": 1,
+            "id": self.id,
+            "thread_id": self.thread_id,
+            "hash": self.context_hash,
+            "record_id": self.record_id,
+            "generation": self.generation,
+            "groups": [g.data() for g in self.groups],
+            "raw": list(self.raw_message_ids),
+            "knowledge": list(self.knowledge_record_ids),
+            "pins": list(self.pin_ids),
+            "tokens": dict(self.section_tokens),
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+    @staticmethod
+    def from_data(data: Mapping[str, Any]) -> Receipt:
+        created = data.get("created_at")
+        return Receipt(
+            thread_id=data.get("thread_id"),
+            context_hash=str(data["hash"]),
+            record_id=data.get("record_id"),
+            generation=data.get("generation"),
+            groups=tuple(ReceiptGroup.from_data(g) for g in data.get("groups", ())),
+            raw_message_ids=tuple(str(i) for i in data.get("raw", ())),
+            knowledge_record_ids=tuple(str(i) for i in data.get("knowledge", ())),
+            pin_ids=tuple(str(i) for i in data.get("pins", ())),
+            section_tokens={str(k): int(v) for k, v in dict(data.get("tokens", {})).items()},
+            created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
+        )
+
+
+def context_hash(messages: Iterable[Message]) -> str:
+    """SHA-256 over what a model is shown of ``messages``: each role and each part (not ids,
+    timestamps or metadata), so equal hashes mean the model saw the same thing."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(b"\x1emessage\x1f" + message.role.encode())
+        for part in message.parts:
+            digest.update(b"\x1f" + part.model_dump_json().encode())
+    return digest.hexdigest()
+
+
+def receipt_groups(record: ObservationRecord | None, thread_id: str | None, *, shared: bool) -> tuple[ReceiptGroup, ...]:
+    """The groups of ``record``'s observations that ``thread_id``'s context shows (see module docstring)."""
+    if record is None or not record.active_observations.strip():
+        return ()
+    visible = record.active_observations
+    if record.scope == "resource":
+        visible = visible_sections(visible, thread_id, shared=shared)
+    groups = parse_groups(visible)
+    if groups:
+        return tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in groups)
+    shown = record.threads if shared or record.scope == "thread" else {
+        key: state for key, state in record.threads.items() if key == thread_id
+    }
+    return tuple(
+        ReceiptGroup(f"{record.id}:{key}", key, 1, state.cursor, "coverage")
+        for key, state in sorted(shown.items())
+        if state.cursor > 0
+    )
+
+
+def is_conversation(message: Message) -> bool:
+    """Whether ``message`` is one a group can cover: not a system message, not one of obsmem's."""
+    return message.role != "system" and not isinstance(message.metadata.get(MARKER_KEY), str)
+
+
+async def resolve_groups(store: Store, receipt: Receipt) -> dict[str, list[Message]]:
+    """Each group of ``receipt`` (by id) with the stored messages it covers, in seq order.
+
+    A group of a deleted thread resolves to no messages. Reads one page per group.
+    """
+    resolved: dict[str, list[Message]] = {}
+    for group in receipt.groups:
+        if await store.get_thread(group.thread_id) is None:
+            resolved[group.id] = []
+            continue
+        messages = await store.list_messages(
+            group.thread_id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1
+        )
+        resolved[group.id] = [m for m in messages if is_conversation(m)]
+    return resolved
