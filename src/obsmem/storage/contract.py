@@ -47,6 +47,11 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   (its worker crashed or stalled) makes the item claimable again. ``complete_work`` removes it,
   ``release_work`` puts it back to wait (after a failure). As with leases, the store never reads
   a clock: ``now`` is the caller's.
+* **A cost ledger.** ``record_model_calls`` appends one row per memory model call (a
+  :class:`~obsmem.calls.ModelCall`: role, model, token counts, latency, outcome, the thread and
+  resource ids; never any text). ``usage_rows`` sums them per UTC day, role and model in the
+  store (SQL ``GROUP BY`` where there is SQL), filtered by thread, resource and a time window;
+  ``delete_model_calls`` removes a thread's or a resource's rows (deleting data deletes them).
 * **Seq is commit order within a thread.** ``seq`` values are unique store-wide and increase;
   within one thread a message that commits later always has a higher ``seq`` (adapters whose
   writers run concurrently serialise the writers of one thread), so a reader that saw ``seq = n``
@@ -55,6 +60,7 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -62,6 +68,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from obsmem.calls import ModelCall, UsageRow
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
@@ -579,4 +586,34 @@ class Store(Protocol):
 
         A worker holding one of them then finds its claim gone (``complete_work`` → False).
         """
+        ...
+
+    # -- cost ledger -----------------------------------------------------------------------
+    async def record_model_calls(self, calls: Sequence[ModelCall]) -> int:
+        """Append one ledger row per call (in one transaction); how many were written.
+
+        A row holds the call's role, model, kind, operation, thread and resource ids, token
+        counts, latency, outcome, error type and finish reason, and its start time; no text.
+        """
+        ...
+
+    async def usage_rows(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        """The ledger summed per (UTC day of ``started_at``, role, model), ordered by them.
+
+        Only calls of ``thread_id`` and/or ``resource_id`` (both: both must match) that started
+        at or after ``since`` and before ``until`` count. ``cost_usd`` / ``unpriced_calls`` stay
+        0: prices are applied above the store. ``failed`` counts calls whose outcome is not
+        ``ok``. A naive ``since`` / ``until`` → InvalidInputError.
+        """
+        ...
+
+    async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        """Delete the ledger rows of ``thread_id`` or of ``resource_id`` (one of them); how many went."""
         ...

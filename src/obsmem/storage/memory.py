@@ -22,17 +22,20 @@ arguments) live in :mod:`obsmem.storage.rules`, so the rules exist once.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from obsmem.calls import ModelCall, UsageRow
 from obsmem.errors import (
     InvalidInputError,
     MessageNotFoundError,
     StoreClosedError,
     ThreadNotFoundError,
 )
+from obsmem.storage.ledger import check_target, check_window, matches, sum_calls
 from obsmem.storage.contract import (
     ClosingContext,
     Lease,
@@ -106,6 +109,7 @@ class MemoryStore(ClosingContext):
         self._work_ids = itertools.count(1)
         self._dead: dict[int, DeadWork] = {}
         self._claim_tokens = itertools.count(1)
+        self._model_calls: list[ModelCall] = []
 
     async def close(self) -> None:
         self._closed = True
@@ -575,6 +579,38 @@ class MemoryStore(ClosingContext):
         for dead_id in [i for i, dead in self._dead.items() if dead.target == target]:
             del self._dead[dead_id]
         return len(ids)
+
+    # -- cost ledger --------------------------------------------------------------------------
+    async def record_model_calls(self, calls: Sequence[ModelCall]) -> int:
+        self._open()
+        self._model_calls.extend(calls)
+        return len(calls)
+
+    async def usage_rows(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        self._open()
+        check_window(since, until)
+        return sum_calls(
+            c for c in self._model_calls if matches(c, thread_id, resource_id, since, until)
+        )
+
+    async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        self._open()
+        check_target(thread_id, resource_id)
+        kept = [
+            c for c in self._model_calls
+            if not ((thread_id is not None and c.thread_id == thread_id)
+                    or (resource_id is not None and c.resource_id == resource_id))
+        ]
+        gone = len(self._model_calls) - len(kept)
+        self._model_calls = kept
+        return gone
 
 
 def _seq(message: Message) -> int:

@@ -195,3 +195,36 @@ def m004_dead_work(conn: sqlite3.Connection) -> None:
         )"""
     )
     conn.execute("CREATE INDEX dead_work_by_target ON dead_work (target)")
+
+
+@SQLITE_MIGRATIONS.register
+def m005_model_calls(conn: sqlite3.Connection) -> None:
+    # The cost ledger: one row per memory model call, no text. ``day`` is the UTC day the call
+    # started (the report groups by it); ``started_us`` filters by time whatever the offset.
+    statements = [
+        """CREATE TABLE model_calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            started_at TEXT NOT NULL,
+            started_us INTEGER NOT NULL,
+            day TEXT NOT NULL,
+            role TEXT NOT NULL,
+            model TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            operation TEXT,
+            thread_id TEXT,
+            resource_id TEXT,
+            input_tokens INTEGER NOT NULL,
+            cached_input_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            latency_s REAL NOT NULL,
+            outcome TEXT NOT NULL,
+            error_type TEXT,
+            finish_reason TEXT
+        )""",
+        "CREATE INDEX model_calls_by_resource ON model_calls (resource_id, started_us)",
+        "CREATE INDEX model_calls_by_thread ON model_calls (thread_id, started_us)",
+        "CREATE INDEX model_calls_by_time ON model_calls (started_us)",
+    ]
+    for statement in statements:
+        conn.execute(statement)

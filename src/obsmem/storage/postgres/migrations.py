@@ -191,3 +191,34 @@ def m003_dead_work(conn: Conn) -> None:
         )""",
         "CREATE INDEX dead_work_by_target ON dead_work (target)",
     ])
+
+
+@POSTGRES_MIGRATIONS.register
+def m004_model_calls(conn: Conn) -> None:
+    """The cost ledger: one row per memory model call, no text. ``day`` is the UTC day the call
+    started (the report groups by it); ``started_us`` filters by time."""
+    _run(conn, [
+        """CREATE TABLE model_calls (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            started_us BIGINT NOT NULL,
+            day TEXT NOT NULL,
+            role TEXT NOT NULL,
+            model TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            operation TEXT,
+            thread_id TEXT,
+            resource_id TEXT,
+            input_tokens BIGINT NOT NULL,
+            cached_input_tokens BIGINT NOT NULL,
+            cache_write_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            latency_s DOUBLE PRECISION NOT NULL,
+            outcome TEXT NOT NULL,
+            error_type TEXT,
+            finish_reason TEXT
+        )""",
+        "CREATE INDEX model_calls_by_resource ON model_calls (resource_id, started_us)",
+        "CREATE INDEX model_calls_by_thread ON model_calls (thread_id, started_us)",
+        "CREATE INDEX model_calls_by_time ON model_calls (started_us)",
+    ])

@@ -51,7 +51,9 @@ from obsmem.errors import (
     StoreClosedError,
     ThreadNotFoundError,
 )
+from obsmem.calls import ModelCall, UsageRow
 from obsmem.redact import redact_secrets
+from obsmem.storage import ledger
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.postgres import migrations as postgres_migrations
 from obsmem.storage.postgres import records as postgres_records
@@ -710,6 +712,44 @@ class PostgresStore(ClosingContext):
             return cur.rowcount
 
         return await self._run(op)
+
+    # -- cost ledger (SQL in obsmem.storage.ledger) ---------------------------------------------
+    async def record_model_calls(self, calls: Sequence[ModelCall]) -> int:
+        """One transaction (a ledger batch is never repeated after a cut-off COMMIT: see _run)."""
+        rows = [ledger.insert_params(call) for call in calls]
+
+        async def op(conn: Conn) -> int:
+            async with conn.cursor() as cur:
+                await cur.executemany(ledger.insert_sql("%s"), rows)
+            return len(rows)
+
+        return await self._run(op) if rows else 0
+
+    async def usage_rows(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        ledger.check_window(since, until)
+        sql, params = ledger.usage_sql("%s", thread_id, resource_id, since, until)
+
+        async def op(conn: Conn) -> list[UsageRow]:
+            cur = await conn.execute(sql, params)
+            return [ledger.usage_row(tuple(r)) for r in await cur.fetchall()]
+
+        return await self._read(op)
+
+    async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        sql, params = ledger.delete_sql("%s", thread_id, resource_id)
+
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute(sql, params)
+            return cur.rowcount
+
+        return await self._run(op, transaction=False)
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:

@@ -34,7 +34,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,8 +49,9 @@ from obsmem.errors import (
     StorageError,
     ThreadNotFoundError,
 )
+from obsmem.calls import ModelCall, UsageRow
 from obsmem.files import prepare_database_file
-from obsmem.storage import migrations
+from obsmem.storage import ledger, migrations
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.contract import (
     ClosingContext,
@@ -754,6 +755,32 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return conn.execute("DELETE FROM work_items WHERE target = ?", (target,)).rowcount
 
         return await self._write(op)
+
+    # -- cost ledger (SQL in obsmem.storage.ledger) ---------------------------------------------
+    async def record_model_calls(self, calls: Sequence[ModelCall]) -> int:
+        rows = [ledger.insert_params(call) for call in calls]
+
+        def op(conn: Conn) -> int:
+            conn.executemany(ledger.insert_sql("?"), rows)
+            return len(rows)
+
+        return await self._write(op) if rows else 0
+
+    async def usage_rows(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        ledger.check_window(since, until)
+        sql, params = ledger.usage_sql("?", thread_id, resource_id, since, until)
+        return await self._read(lambda conn: [ledger.usage_row(tuple(r)) for r in conn.execute(sql, params)])
+
+    async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        sql, params = ledger.delete_sql("?", thread_id, resource_id)
+        return await self._write(lambda conn: conn.execute(sql, params).rowcount)
 
 
 def _check_page(limit: int | None, offset: int) -> None:

@@ -1,0 +1,220 @@
+"""The cost ledger: one row per memory model call, written off the turn's path.
+
+The rows (``model_calls`` in SQLite and PostgreSQL) are :class:`~obsmem.calls.ModelCall`
+records: role, model, kind, operation, thread and resource ids, token counts, latency, outcome.
+No text of any message is ever stored, so a row is bounded (a few hundred bytes) and forgetting
+a value never has to look into the ledger; deleting a thread or a resource deletes its rows
+(:meth:`Store.delete_model_calls <obsmem.storage.contract.Store.delete_model_calls>`).
+
+:class:`LedgerWriter` is the sink a :class:`~obsmem.models.metered.MeteredModel` reports to. It
+only appends to a buffer in the model call's path; one owned background task (started with the
+owner's ``spawn``, so ``Memory.settled()`` waits for it) writes the buffer to the store in
+batches. :meth:`LedgerWriter.flush` writes what is left (``Memory.aclose()`` calls it before the
+store closes). A failed write is logged and its rows dropped: the ledger never fails memory work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from obsmem.calls import ModelCall, UsageRow
+from obsmem.errors import InvalidInputError
+
+__all__ = ["LedgerWriter", "call_day", "check_window", "insert_sql", "micros", "sum_calls", "usage_sql"]
+
+log = logging.getLogger("obsmem.ledger")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: At most this many rows per store write.
+BATCH = 500
+#: Calls buffered beyond this many while the store is slow are dropped (and logged), so a store
+#: that stopped answering cannot make the buffer grow without bound.
+MAX_BUFFERED = 50_000
+
+
+def micros(value: datetime) -> int:
+    """``value`` as integer microseconds since the epoch (rows are filtered by this column)."""
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def call_day(call: ModelCall) -> str:
+    """The UTC day (``YYYY-MM-DD``) a call started on: the ledger's grouping key."""
+    return call.started_at.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            raise InvalidInputError(f"Invalid {name}: expected a timezone-aware datetime, got {value!r}",
+                                    argument=name)
+
+
+def check_target(thread_id: str | None, resource_id: str | None) -> None:
+    if (thread_id is None) == (resource_id is None):
+        raise InvalidInputError("Deleting ledger rows needs exactly one of thread_id and resource_id",
+                                argument="thread_id")
+
+
+def matches(
+    call: ModelCall, thread_id: str | None, resource_id: str | None, since: datetime | None, until: datetime | None
+) -> bool:
+    """Whether ``call`` passes a :meth:`usage_rows` filter (for stores without SQL)."""
+    return (
+        (thread_id is None or call.thread_id == thread_id)
+        and (resource_id is None or call.resource_id == resource_id)
+        and (since is None or call.started_at >= since)
+        and (until is None or call.started_at < until)
+    )
+
+
+def sum_calls(calls: Iterable[ModelCall]) -> list[UsageRow]:
+    """Calls summed per (day, role, model), ordered by them: what the SQL stores' GROUP BY returns."""
+    groups: dict[tuple[str, str, str], UsageRow] = {}
+    for call in calls:
+        key = (call_day(call), call.role, call.model)
+        row = UsageRow(
+            day=key[0], role=key[1], model=key[2], calls=1, failed=int(call.outcome != "ok"),
+            input_tokens=call.input_tokens, cached_input_tokens=call.cached_input_tokens,
+            cache_write_tokens=call.cache_write_tokens, output_tokens=call.output_tokens, latency_s=call.latency_s,
+        )
+        groups[key] = groups[key] + row if key in groups else row
+    return [groups[key] for key in sorted(groups)]
+
+
+# -- SQL shared by the SQLite and PostgreSQL adapters (``ph`` is the placeholder: ? or %s) ----------
+
+_COLUMNS = (
+    "started_at", "started_us", "day", "role", "model", "kind", "operation", "thread_id", "resource_id",
+    "input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "latency_s", "outcome",
+    "error_type", "finish_reason",
+)
+
+
+def insert_sql(ph: str) -> str:
+    return f"INSERT INTO model_calls ({', '.join(_COLUMNS)}) VALUES ({', '.join([ph] * len(_COLUMNS))})"
+
+
+def insert_params(call: ModelCall) -> tuple[Any, ...]:
+    return (
+        call.started_at.isoformat(), micros(call.started_at), call_day(call), call.role, call.model, call.kind,
+        call.operation, call.thread_id, call.resource_id, int(call.input_tokens), int(call.cached_input_tokens),
+        int(call.cache_write_tokens), int(call.output_tokens), float(call.latency_s), call.outcome,
+        call.error_type, call.finish_reason,
+    )
+
+
+def usage_sql(
+    ph: str, thread_id: str | None, resource_id: str | None, since: datetime | None, until: datetime | None
+) -> tuple[str, list[Any]]:
+    """The GROUP BY query for ``usage_rows`` and its parameters."""
+    where: list[str] = []
+    params: list[Any] = []
+    for clause, value in (
+        (f"thread_id = {ph}", thread_id),
+        (f"resource_id = {ph}", resource_id),
+        (f"started_us >= {ph}", None if since is None else micros(since)),
+        (f"started_us < {ph}", None if until is None else micros(until)),
+    ):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    sql = (
+        "SELECT day, role, model, COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 0 ELSE 1 END), SUM(input_tokens), "
+        "SUM(cached_input_tokens), SUM(cache_write_tokens), SUM(output_tokens), SUM(latency_s) FROM model_calls"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + " GROUP BY day, role, model ORDER BY day, role, model"
+    )
+    return sql, params
+
+
+def usage_row(row: Sequence[Any]) -> UsageRow:
+    day, role, model, calls, failed, inp, cached, written, out, latency = row
+    return UsageRow(
+        day=str(day), role=str(role), model=str(model), calls=int(calls), failed=int(failed),
+        input_tokens=int(inp), cached_input_tokens=int(cached), cache_write_tokens=int(written),
+        output_tokens=int(out), latency_s=float(latency),
+    )
+
+
+def delete_sql(ph: str, thread_id: str | None, resource_id: str | None) -> tuple[str, tuple[str]]:
+    check_target(thread_id, resource_id)
+    if thread_id is not None:
+        return f"DELETE FROM model_calls WHERE thread_id = {ph}", (thread_id,)
+    assert resource_id is not None
+    return f"DELETE FROM model_calls WHERE resource_id = {ph}", (resource_id,)
+
+
+class LedgerWriter:
+    """Buffers :class:`ModelCall` records and writes them to a store in the background.
+
+    ``spawn(coroutine, name)`` starts an owned task (``BackgroundWork.spawn``); it may return
+    None once its owner is closed, and the calls then wait for :meth:`flush`. ``write`` is the
+    store's ``record_model_calls``. Calls the ledger does not keep: an ``offline`` model's (it
+    makes no model call) never reach here, since only metered models report.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[Sequence[ModelCall]], Coroutine[Any, Any, int]],
+        spawn: Callable[[Coroutine[Any, Any, None], str], object] | None = None,
+    ) -> None:
+        self._write = write
+        self._spawn = spawn
+        self._buffer: list[ModelCall] = []
+        self._writing = False
+        self.written = 0
+        self.dropped = 0
+        self._listeners: list[Callable[[ModelCall], None]] = []
+
+    def listen(self, listener: Callable[[ModelCall], None]) -> None:
+        """Also hear every call as it is recorded (the budget's running sums)."""
+        self._listeners.append(listener)
+
+    def __call__(self, call: ModelCall) -> None:
+        """The sink: buffer ``call`` and make sure a writer task is on its way (never raises)."""
+        for listener in self._listeners:
+            try:
+                listener(call)
+            except Exception:
+                log.exception("a ledger listener failed")
+        if len(self._buffer) >= MAX_BUFFERED:
+            self.dropped += 1
+            log.warning("obsmem ledger: buffer full (%d calls), a call was not recorded", MAX_BUFFERED)
+            return
+        self._buffer.append(call)
+        if self._writing or self._spawn is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): flush() writes it later
+            return
+        self._writing = True
+        if self._spawn(self._drain(), "ledger-write") is None:
+            self._writing = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    async def _drain(self) -> None:
+        try:
+            await self.flush()
+        finally:
+            self._writing = False
+
+    async def flush(self) -> None:
+        """Write every buffered call now (failures are logged and the rows dropped)."""
+        while self._buffer:
+            batch, self._buffer = self._buffer[:BATCH], self._buffer[BATCH:]
+            try:
+                self.written += await self._write(batch)
+            except asyncio.CancelledError:
+                self._buffer[:0] = batch  # left for the next flush
+                raise
+            except Exception as exc:  # the ledger never fails memory work
+                self.dropped += len(batch)
+                log.warning("obsmem ledger: %d model call(s) could not be recorded: %s", len(batch), exc)
