@@ -40,6 +40,7 @@ from pydantic import (
 )
 
 from obsmem.errors import ConfigError
+from obsmem.profiles import ModelPrice
 from obsmem.privacy import PII_CATEGORIES, ProviderRules, compile_pattern
 from obsmem.thresholds import (
     ActivationTTLSetting,
@@ -799,6 +800,56 @@ class KnowledgeConfig(_Options):
     curate_max_steps: int = Field(default=50, ge=1, le=500)
 
 
+class ModelPriceConfig(BaseModel):
+    """One model's price for the cost ledger: USD per 1M tokens (``MemoryConfig.prices``).
+
+    ``cached_input`` (a prompt-cache read) and ``cache_write`` default to ``input``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+    def price(self) -> ModelPrice:
+        cached = self.input if self.cached_input is None else self.cached_input
+        write = self.input if self.cache_write is None else self.cache_write
+        return ModelPrice(self.input, cached, write, self.output)
+
+
+class BudgetConfig(_Options):
+    """A spending limit per resource for memory's model calls (off unless ``MemoryConfig(budget=...)``).
+
+    ``max_cost_usd`` (estimated from the price table, :mod:`obsmem.profiles`, and
+    ``MemoryConfig.prices``; calls of unpriced models count 0 USD) and/or ``max_tokens`` (input +
+    output tokens of every recorded call) per resource per ``period``: ``"day"`` (the UTC day),
+    ``"month"`` (the UTC calendar month) or ``"total"``. When a resource's sum reaches a limit,
+    its observations and reflections use the offline observer/reflector until the period ends
+    (event ``budget-exceeded``, once per resource and period); memory keeps working.
+
+    The sum is read from the cost ledger at most once per ``check_interval_s`` seconds per
+    resource (cached in between, and raised by the calls this process records meanwhile), so
+    another process's calls are seen within that interval, and a burst may overshoot a limit
+    by the calls already under way.
+    """
+
+    SECTION: ClassVar[str] = "budget"
+
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    period: Literal["day", "month", "total"] = "day"
+    check_interval_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_limit(self) -> Self:
+        if self.max_cost_usd is None and self.max_tokens is None:
+            raise ConfigError("budget", "a budget needs max_cost_usd or max_tokens",
+                              allowed="budget={'max_cost_usd': 5.0} or {'max_tokens': 2_000_000}")
+        return self
+
+
 class PrivacyOptions(TypedDict, total=False):
     """The keyword arguments of :class:`PrivacyConfig` (what each accepts before validation)."""
 
@@ -1020,6 +1071,8 @@ class MemoryOptions(TypedDict, total=False):
     retrieval: bool | RetrievalConfig | RetrievalOptions
     knowledge: KnowledgeConfig | KnowledgeOptions
     privacy: PrivacyConfig | None
+    prices: Mapping[str, ModelPriceConfig]
+    budget: BudgetConfig | None
 
 
 # --- end of the generated keyword forms ---
@@ -1035,6 +1088,13 @@ class MemoryConfig(_Options):
     Idle activation (``activate_after_idle``) and ``activate_on_provider_change`` set here are
     inherited by ``observation`` unless it sets its own (``False`` there turns inheritance
     off); ``reflection`` never inherits them.
+
+    The cost ledger (``Memory.usage``, ``obsmem usage``): ``prices`` adds or overrides model
+    prices, ``{"openai:gpt-4o-mini": {"input": 0.15, "output": 0.6, "cached_input": 0.075}}``
+    (USD per 1M tokens; a key is a model id, its bare name, or a prefix of the bare name, see
+    :func:`obsmem.profiles.model_price`); the built-in table is an estimate as of
+    :data:`obsmem.profiles.PRICES_AS_OF`. ``budget`` (a :class:`BudgetConfig`; None: no limit)
+    degrades a resource's memory work to the offline roles once it spent its budget.
     """
 
     scope: Literal["thread", "resource"] = "thread"
@@ -1049,6 +1109,8 @@ class MemoryConfig(_Options):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
     privacy: PrivacyConfig | None = None
+    prices: dict[str, ModelPriceConfig] = Field(default_factory=dict)
+    budget: BudgetConfig | None = None
 
     def __init__(self, /, **options: Unpack[MemoryOptions]) -> None:
         # Declared so that type checkers accept a dict for a section (``observation={...}``).
@@ -1091,6 +1153,10 @@ class MemoryConfig(_Options):
                 allowed="False, or True together with observation.buffer_tokens=False",
             )
         return self
+
+    def price_overrides(self) -> dict[str, ModelPrice]:
+        """``prices`` as :class:`~obsmem.profiles.ModelPrice` values, for the cost estimates."""
+        return {model: price.price() for model, price in self.prices.items()}
 
     # ---- thresholds ------------------------------------------------------------------------
 

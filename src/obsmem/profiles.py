@@ -41,13 +41,17 @@ __all__ = [
     "AttachmentBilling",
     "BillingFamily",
     "ModelId",
+    "ModelPrice",
     "OpenAIImageRule",
+    "PRICES_AS_OF",
     "ToolFlavor",
     "accepts_temperature",
     "attachment_billing",
     "bare_model",
     "default_max_output_tokens",
     "embedding_dimensions",
+    "estimate_cost",
+    "model_price",
     "parse_model_id",
     "prompt_cache_ttl",
     "provider_name",
@@ -376,3 +380,123 @@ def embedding_dimensions(model: str) -> tuple[int | None, bool]:
     """An OpenAI embedding model's native vector size (None if unknown) and whether the API
     can shorten its vectors on request (the ``dimensions`` parameter)."""
     return _EMBEDDING_DIMENSIONS.get(model), model.startswith(_SHORTENABLE_EMBEDDINGS_PREFIX)
+
+
+# --------------------------------------------------------------------------------------------
+# Prices (the cost ledger's estimates)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """USD per 1M tokens: uncached input, cached input (a prompt-cache read), cache write, output.
+
+    ``input_tokens`` in a :class:`~obsmem.models.base.Usage` count every input token, so a call
+    costs ``(input - cached - cache_write) * input + cached * cached_input + cache_write *
+    cache_write + output * output``, over 1M.
+    """
+
+    input: float
+    cached_input: float
+    cache_write: float
+    output: float
+
+    def cost(self, input_tokens: int, cached_input_tokens: int, cache_write_tokens: int, output_tokens: int) -> float:
+        uncached = max(0, input_tokens - cached_input_tokens - cache_write_tokens)
+        return (
+            uncached * self.input + cached_input_tokens * self.cached_input + cache_write_tokens * self.cache_write
+            + output_tokens * self.output
+        ) / 1_000_000
+
+
+#: The day the built-in prices were read from the providers' price pages. They are estimates:
+#: providers change prices, and batch, regional or negotiated prices differ. Override them with
+#: ``MemoryConfig(prices={...})``.
+PRICES_AS_OF = "2025-11-01"
+
+
+def _p(inp: float, cached: float, out: float, write: float | None = None) -> ModelPrice:
+    return ModelPrice(inp, cached, inp if write is None else write, out)
+
+
+# Keyed by the bare model name's prefix (the longest prefix wins, so "gpt-4o-mini-2024-07-18" is
+# gpt-4o-mini's, not gpt-4o's). OpenAI bills a cache write at the input price; Anthropic's 5-minute
+# cache write costs 1.25x input and a read 0.1x.
+_PRICES: dict[str, ModelPrice] = {
+    # OpenAI
+    "gpt-5": _p(1.25, 0.125, 10.0),
+    "gpt-5.1": _p(1.25, 0.125, 10.0),
+    "gpt-5-mini": _p(0.25, 0.025, 2.0),
+    "gpt-5-nano": _p(0.05, 0.005, 0.40),
+    "gpt-4.1": _p(2.0, 0.50, 8.0),
+    "gpt-4.1-mini": _p(0.40, 0.10, 1.60),
+    "gpt-4.1-nano": _p(0.10, 0.025, 0.40),
+    "gpt-4o": _p(2.50, 1.25, 10.0),
+    "gpt-4o-mini": _p(0.15, 0.075, 0.60),
+    "o3": _p(2.0, 0.50, 8.0),
+    "o3-mini": _p(1.10, 0.55, 4.40),
+    "o4-mini": _p(1.10, 0.275, 4.40),
+    "text-embedding-3-small": _p(0.02, 0.02, 0.0),
+    "text-embedding-3-large": _p(0.13, 0.13, 0.0),
+    # Anthropic
+    "claude-opus-4-5": _p(5.0, 0.50, 25.0, 6.25),
+    "claude-opus-4-1": _p(15.0, 1.50, 75.0, 18.75),
+    "claude-opus-4": _p(15.0, 1.50, 75.0, 18.75),
+    "claude-sonnet-4-5": _p(3.0, 0.30, 15.0, 3.75),
+    "claude-sonnet-4": _p(3.0, 0.30, 15.0, 3.75),
+    "claude-3-7-sonnet": _p(3.0, 0.30, 15.0, 3.75),
+    "claude-3-5-sonnet": _p(3.0, 0.30, 15.0, 3.75),
+    "claude-haiku-4-5": _p(1.0, 0.10, 5.0, 1.25),
+    "claude-3-5-haiku": _p(0.80, 0.08, 4.0, 1.0),
+    "claude-3-haiku": _p(0.25, 0.03, 1.25, 0.30),
+    # Google
+    "gemini-2.5-pro": _p(1.25, 0.31, 10.0),
+    "gemini-2.5-flash": _p(0.30, 0.075, 2.50),
+    "gemini-2.5-flash-lite": _p(0.10, 0.025, 0.40),
+}
+
+
+def _price_key(model: str) -> str:
+    bare = bare_model(split_base_url(model)[0])
+    if bare.startswith("openai-text-embedding"):  # OpenAIEmbedder's name: openai-<model>-<dims>
+        bare = bare.removeprefix("openai-")
+    return bare
+
+
+def model_price(model: str, overrides: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
+    """The price of ``model`` (a ``provider:model`` id or a bare name); None when unknown.
+
+    ``overrides`` (``MemoryConfig.prices``) come first: a key equal to the id as written, or to
+    its bare name, or a prefix of the bare name (longest wins). Then the built-in table, by the
+    longest prefix of the bare name that ends at a word boundary (``-``, ``.`` or the end).
+    """
+    bare = _price_key(model)
+    if overrides:
+        if model in overrides:
+            return overrides[model]
+        found = _longest({_price_key(k): v for k, v in overrides.items()}, bare)
+        if found is not None:
+            return found
+    return _longest(_PRICES, bare)
+
+
+def _longest(table: Mapping[str, ModelPrice], bare: str) -> ModelPrice | None:
+    best: str | None = None
+    for key in table:
+        if bare == key or (bare.startswith(key) and bare[len(key)] in "-.@:_"):
+            if key == bare:
+                return table[key]
+            if best is None or len(key) > len(best):
+                best = key
+    return table[best] if best is not None else None
+
+
+def estimate_cost(
+    model: str, input_tokens: int, cached_input_tokens: int, cache_write_tokens: int, output_tokens: int,
+    overrides: Mapping[str, ModelPrice] | None = None,
+) -> float | None:
+    """USD for one model's tokens at the table's (or the overrides') price; None when unpriced."""
+    price = model_price(model, overrides)
+    if price is None:
+        return None
+    return price.cost(input_tokens, cached_input_tokens, cache_write_tokens, output_tokens)

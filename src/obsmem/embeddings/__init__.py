@@ -4,6 +4,7 @@
 * ``MiniLMEmbedder`` — all-MiniLM-L6-v2 int8 ONNX, offline (extra ``obsmem[embeddings]``).
 * ``OpenAIEmbedder`` — OpenAI's ``/v1/embeddings`` (or a compatible server) over httpx.
 * ``LexicalHashEmbedder`` — hashed words and word pairs; no dependency beyond numpy.
+* ``MeteredEmbedder`` — wraps an embedder and reports each call to the cost ledger.
 * ``default_embedder()`` — MiniLM when its extra is installed, else the lexical fallback.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from .base import Embedder, EmbeddingMatrix, normalise_rows
 from .default import EmbedderChoice, choose_default_embedder, default_embedder
 from .lexical import LexicalHashEmbedder
+from .metered import MeteredEmbedder
 from .minilm import MINILM_MODEL_SHA256, MINILM_VOCAB_SHA256, MiniLMEmbedder, minilm_available
 from .openai import OpenAIEmbedder
 
@@ -20,6 +22,7 @@ __all__ = [
     "EmbedderChoice",
     "EmbeddingMatrix",
     "LexicalHashEmbedder",
+    "MeteredEmbedder",
     "MINILM_MODEL_SHA256",
     "MINILM_VOCAB_SHA256",
     "MiniLMEmbedder",

@@ -18,6 +18,7 @@ from obsmem.models.base import ChatModel, FinishReason, ModelRequest, ModelRespo
 
 if TYPE_CHECKING:
     from obsmem.models.anthropic import AnthropicModel
+    from obsmem.models.metered import MeteredModel
     from obsmem.models.openai import OpenAIChatModel
     from obsmem.models.registry import infer_model, known_providers, parse_spec, register_provider
     from obsmem.models.tiers import ModelByInputTokens
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AnthropicModel": "obsmem.models.anthropic",
     "OpenAIChatModel": "obsmem.models.openai",
+    "MeteredModel": "obsmem.models.metered",
     "infer_model": "obsmem.models.registry",
     "known_providers": "obsmem.models.registry",
     "parse_spec": "obsmem.models.registry",
@@ -45,6 +47,7 @@ __all__ = [
     "ChatModel",
     "Endpoint",
     "FinishReason",
+    "MeteredModel",
     "ModelByInputTokens",
     "ModelRequest",
     "ModelResponse",
