@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from obsmem.om.offline.observer import OfflineObserver
+from obsmem.om.offline.observer import OfflineObserver, revise
 from obsmem.om.offline.offload import LENGTH_ESTIMATE, Job, read_frame, write_frame
 from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.offline.rules import estimate_tokens
@@ -34,6 +34,8 @@ def work(job: Job) -> Any:
     count = _counter(job.estimator)
     if job.role == "observe":
         return OfflineObserver(count_tokens=count, offload_chars=None)._observe(job.request)
+    if job.role == "revise":
+        return revise(job.request)
     return OfflineReflector(count_tokens=count, offload_chars=None)._climb(job.request)
 
 

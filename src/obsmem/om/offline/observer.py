@@ -75,7 +75,7 @@ from obsmem.om.offline.patterns import (
     task_mentioned,
 )
 from obsmem.om.offline.date_phrases import weighed_dates
-from obsmem.om.offline.reflector import drop_superseded
+from obsmem.om.offline.reflector import drop_superseded, drop_superseded_by, stale_signals
 from obsmem.om.offline.offload import offload
 from obsmem.om.offline.rules import (
     DateRef,
@@ -100,7 +100,7 @@ from obsmem.om.offline.rules import (
 from obsmem.om.protocols import ObservationRequest, ObservationResult
 from obsmem.types import FilePart, Message, ToolCallPart, ToolResultPart
 
-__all__ = ["OfflineObserver"]
+__all__ = ["OfflineObserver", "Revision", "revise"]
 
 ANSWER_LIMIT = 150  # a condensed answer
 LIST_LIMIT = 240  # the items of a listed answer, each reduced to name + distinguishing attribute
@@ -722,6 +722,23 @@ def _times(count: int) -> str:
     return f" (ran {count} times)" if count > 1 else ""
 
 
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """A job for :func:`revise` (pickled to a child interpreter for a large record)."""
+
+    active: str
+    new: str
+
+    def needed(self) -> bool:
+        """Whether the new lines can make any older line stale (reads only ``new``)."""
+        return bool(self.active.strip()) and stale_signals(self.new)
+
+
+def revise(job: Revision) -> str:
+    """``job.active`` without the lines ``job.new`` makes stale (see :meth:`OfflineObserver.revise`)."""
+    return drop_superseded_by(job.active, job.new)
+
+
 class OfflineObserver:
     """A deterministic, rules-based :class:`~obsmem.om.protocols.Observer` (no model calls).
 
@@ -744,12 +761,29 @@ class OfflineObserver:
         self.count_tokens: Callable[[str], int] = count_tokens or estimate_tokens
         self.offload_chars = offload_chars
 
-    def revise_active(self, active_observations: str) -> str:
+    def revise_active(self, active_observations: str, new_observations: str | None = None) -> str:
         """The active observations without the lines that later lines made stale (an older
         value of a fact stated again, an ask about a task since finished), everything else
-        unchanged: see :func:`~obsmem.om.offline.reflector.drop_superseded`. An engine may
-        call it after appending a cycle's lines; without it they go at the next reflection."""
-        return drop_superseded(active_observations)
+        unchanged.
+
+        With ``new_observations`` (a cycle's lines, about to be appended), only what they state
+        is checked against the older lines (:func:`~obsmem.om.offline.reflector.drop_superseded_by`):
+        nothing to read beyond them in most cycles, one cheap pass otherwise. Without it, the
+        whole text is checked against itself (:func:`~obsmem.om.offline.reflector.drop_superseded`).
+        Without either, stale lines go at the next reflection."""
+        if new_observations is None:
+            return drop_superseded(active_observations)
+        return drop_superseded_by(active_observations, new_observations)
+
+    async def revise(self, active_observations: str, new_observations: str) -> str:
+        """:meth:`revise_active` with ``new_observations``, off the event loop for a large record
+        (from ``offload_chars`` characters: a thread, or a child interpreter, as for
+        :meth:`observe`). The engine appends ``new_observations`` to what this returns."""
+        job = Revision(active_observations, new_observations)
+        chars = len(active_observations)
+        if self.offload_chars is not None and chars >= self.offload_chars and job.needed():
+            return await offload(revise, job, role="revise", chars=chars, count_tokens=self.count_tokens)
+        return revise(job)
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         # Hooks are the caller's coroutines: they run on the loop, after the rules.

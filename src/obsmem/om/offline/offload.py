@@ -50,7 +50,7 @@ MAX_CHILDREN = 2
 # Set to "0" to keep every job in a thread (a sandbox that forbids child processes, say).
 PROCESS_ENV = "OBSMEM_OFFLINE_PROCESS"
 
-Role = Literal["observe", "reflect"]
+Role = Literal["observe", "reflect", "revise"]
 T = TypeVar("T")
 
 LENGTH_ESTIMATE = "length/4"
@@ -208,8 +208,10 @@ def _children_allowed() -> bool:
 
 def _sendable(request: Any) -> Any:
     """The request without its hooks (callables run on the loop, and need not pickle)."""
-    hooks = {name: None for name in ("on_attempt_failed",) if hasattr(request, name)}
-    return dataclasses.replace(request, extractors=(), **hooks)
+    hooks: dict[str, Any] = {name: None for name in ("on_attempt_failed",) if hasattr(request, name)}
+    if hasattr(request, "extractors"):
+        hooks["extractors"] = ()
+    return dataclasses.replace(request, **hooks) if hooks else request
 
 
 async def offload(

@@ -44,6 +44,7 @@ reflect again. When no level leaves that room, the smallest result under the tar
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -78,8 +79,10 @@ from obsmem.om.offline.patterns import (
     CLOCK_OR_DAY,
     DURABLE,
     IDENTITY,
+    FactKey,
     fact_key,
     is_plan_text,
+    names,
     names_and_numbers,
     state_object,
     task_mentioned,
@@ -95,7 +98,10 @@ from obsmem.om.offline.rules import (
 )
 from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResult
 
-__all__ = ["MAX_LEVEL", "OfflineReflector", "consolidate_observations", "drop_superseded", "fact_core"]
+__all__ = [
+    "MAX_LEVEL", "OfflineReflector", "consolidate_observations", "drop_superseded", "drop_superseded_by", "fact_core",
+    "stale_signals",
+]
 
 MAX_LEVEL = 4
 #: Observations of at least this many characters are reflected in a thread (see
@@ -384,14 +390,166 @@ def drop_superseded(text: str) -> str:
     return _without_empty_headers(out, "\n" if text.endswith("\n") else "")
 
 
-def _without_empty_headers(lines: list[str], end: str) -> str:
+@dataclass(slots=True)
+class _Signals:
+    """What a batch of new lines says that can make an older line stale."""
+
+    keys: dict[str, str] = field(default_factory=dict)  # fact key -> its newest value
+    typed: list[tuple[str, re.Pattern[str], str]] = field(default_factory=list)  # key, pattern, value
+    changing: list[str] = field(default_factory=list)  # "(changing from X)": X
+    no_longer: list[str] = field(default_factory=list)  # "no longer <vp>": vp, lowercased
+    finished: list[Callable[[str], bool]] = field(default_factory=list)  # is a text about it
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.typed or self.changing or self.no_longer or self.finished)
+
+
+def _is_fact(text: str) -> bool:
+    return text.startswith("User") and not text.startswith("User asked") and not is_plan_text(text)
+
+
+def _about_task(task: str) -> Callable[[str], bool]:
+    """:func:`task_mentioned` for one task, its names found once (it is asked of many lines)."""
+    called = [re.compile(rf"\b{re.escape(n.lower())}\b") for n in names(f"finished the {task}")]
+    needle = f" {task.lower()}"
+    if called:
+        return lambda text: all(p.search(text.lower()) for p in called)
+    return lambda text: needle in f" {text.lower()}"
+
+
+def _signals(new: str) -> _Signals:
+    """The stale-making statements among ``new``'s top-level lines (linear in ``new``)."""
+    found = _Signals()
+    for raw in new.splitlines():
+        if "User" not in raw:
+            continue
+        parsed = parse_line(raw)
+        if parsed is None or parsed.indent > 0:
+            continue
+        text = parsed.text
+        if (finished := _FINISHED.match(text)) is not None:
+            found.finished.append(_about_task(finished["task"]))
+        if not _is_fact(text):
+            continue
+        key = _fact_key(text)
+        if key is not None:
+            found.keys[key.key] = key.value or ""
+            typed = _TYPED_VALUES.get(key.key)
+            if typed is not None and key.value:
+                found.typed.append((key.key, typed, key.value))
+        if (changing := _CHANGING.search(text)) is not None:
+            found.changing.append(changing["old"])
+        if (no_longer := _NO_LONGER.match(text)) is not None:
+            found.no_longer.append(no_longer["vp"].strip().lower())
+    return found
+
+
+def stale_signals(new: str) -> bool:
+    """Whether ``new`` states anything that can make an older line stale (a fact, a change, a
+    finished task): when not, :func:`drop_superseded_by` returns the older text unchanged."""
+    return bool(_signals(new))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _fact_key(text: str) -> FactKey | None:
+    """:func:`fact_key`, remembered: the older lines of a record are asked again at every cycle,
+    so each distinct line pays for its patterns once per process."""
+    return fact_key(text)
+
+
+def _revised(line: ObservationLine, signals: _Signals) -> ObservationLine | None:
+    """``line`` (an older top-level line) as the newer statements leave it: None when they
+    made it stale, else with a superseded value removed or marked. The rules of
+    :func:`_supersede` and :func:`_finish_tasks`, asked of one line."""
+    text = line.text
+    if signals.finished and line.priority != PRIORITY_DONE:
+        if text.startswith(MERGED):
+            parts = _parts(text)
+            kept = [p for p in parts if not any(about(p) for about in signals.finished)]
+            if not kept:
+                return None
+            if len(kept) != len(parts):
+                line = replace(line, text=sentence_end(MERGED + "; ".join(kept)))
+        elif _OPEN_ASK.match(text) and any(about(text) for about in signals.finished):
+            return None
+    text = line.text
+    if not _is_fact(text):
+        return line
+    entry = _Entry(0, None, line)
+    if signals.keys and (key := _fact_key(text)) is not None and key.key in signals.keys:
+        value = key.value or key.old or ""
+        newer = signals.keys[key.key]
+        if _simple(text, value):
+            return None
+        if value and newer.lower() != value.lower():
+            _mark_stale(entry, value)
+    for name, typed, value in signals.typed:
+        for found in typed.findall(entry.line.text):
+            if found.lower() != value.lower():
+                entry.line = replace(entry.line, text=entry.line.text.replace(found, f"(a former {name})"))
+    if entry.line.text.startswith("User stated"):
+        for old in signals.changing:
+            if _was_value(entry.line.text, old):
+                return None
+            _mark_stale(entry, old)
+        for vp in signals.no_longer:
+            said = _STATE_LEAD.sub("", entry.line.text).lower()
+            if said.startswith(vp) and _simple(entry.line.text, vp):
+                return None
+    return entry.line
+
+
+def drop_superseded_by(older: str, new: str) -> str:
+    """``older`` without the lines that the ``new`` lines make stale, everything else byte for byte.
+
+    The incremental form of :func:`drop_superseded`, for an engine appending ``new`` (one
+    cycle's lines) to ``older`` (the active observations): the older lines already went through
+    it when they were new, so only what ``new`` states can make one of them stale now. When
+    ``new`` states no fact, change or finished task (most cycles) ``older`` itself comes back
+    after reading ``new`` alone; otherwise one pass over ``older``, each line asked a
+    dictionary and a few string tests (:func:`fact_key` is remembered per line text). Section
+    tags, boundaries, headers and order stay; a date header left with no line goes.
+    """
+    signals = _signals(new)
+    if not signals:
+        return older
+    raw = older.splitlines()
     out: list[str] = []
-    for index, line in enumerate(lines):
-        if parse_date_header(line) is not None:
-            following = next((n for n in lines[index + 1 :] if n.strip()), "")
-            if not following or parse_date_header(following) is not None or is_boundary_line(following):
-                continue
+    changed = False
+    dropping = False  # the children of a dropped line go with it
+    for line in raw:
+        if dropping and line.startswith((" ", "\t")) and line.strip():
+            continue
+        dropping = False
+        if "User" in line or MERGED in line:
+            parsed = parse_line(line)
+            if parsed is not None and parsed.indent == 0 and not parsed.text.startswith(FACTS):
+                revised = _revised(parsed, signals)
+                if revised is None:
+                    dropping = changed = True
+                    continue
+                if revised.text != parsed.text:
+                    line, changed = revised.render(), True
         out.append(line)
+    if not changed:
+        return older
+    return _without_empty_headers(out, "\n" if older.endswith("\n") else "")
+
+
+def _without_empty_headers(lines: list[str], end: str) -> str:
+    """``lines`` without date headers that no line follows (before the next header, boundary
+    or the end). One pass from the end: linear however many headers there are."""
+    out: list[str] = []
+    following = ""  # the next non-blank line after the one being looked at
+    for line in reversed(lines):
+        if parse_date_header(line) is not None and (
+            not following or parse_date_header(following) is not None or is_boundary_line(following)
+        ):
+            continue
+        out.append(line)
+        if line.strip():
+            following = line
+    out.reverse()
     return "\n".join(out) + end
 
 
