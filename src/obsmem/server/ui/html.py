@@ -7,13 +7,22 @@ plain f-strings, with no JavaScript at all.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from urllib.parse import quote, urlencode
 
 from fastapi.responses import HTMLResponse
 
-__all__ = ["CSS", "h", "page", "q", "table", "when", "url"]
+__all__ = ["CSS", "Session", "csrf_input", "h", "page", "q", "table", "when", "url"]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Who is signed in (shown in the header) and the CSRF token every form of the page carries."""
+
+    who: str
+    csrf: str
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
@@ -77,7 +86,12 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, caption: str
     return f"<table><caption>{h(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def page(title: str, body: str, *, who: str | None = None, status: int = 200, nav: bool = True) -> HTMLResponse:
+def csrf_input(token: str) -> str:
+    """The hidden field that carries the CSRF token in a state-changing form."""
+    return f'<input type="hidden" name="csrf_token" value="{h(token)}">'
+
+
+def page(title: str, body: str, *, who: Session | None = None, status: int = 200, nav: bool = True) -> HTMLResponse:
     """One whole page: the header (navigation and who is signed in) and ``body`` (escaped already)."""
     links = ""
     if nav:
@@ -89,8 +103,9 @@ def page(title: str, body: str, *, who: str | None = None, status: int = 200, na
     signed = ""
     if who is not None:
         signed = (
-            f'<span class="who">signed in as {h(who)} '
-            '<form class="inline" method="post" action="/ui/logout"><button type="submit">Sign out</button></form></span>'
+            f'<span class="who">signed in as {h(who.who)} '
+            f'<form class="inline" method="post" action="/ui/logout">{csrf_input(who.csrf)}'
+            '<button type="submit">Sign out</button></form></span>'
         )
     html = (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{h(title)} · obsmem inspector</title>'

@@ -14,12 +14,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from obsmem import InvalidInputError, KnowledgeNotFoundError
-from obsmem.knowledge import Knowledge, Node, Record, RecordView, ReviewQueue
+from obsmem.knowledge import Knowledge, Record, RecordView, ReviewQueue
 from obsmem.server.access import Principal
 from obsmem.server.rest import knowledge_scope
-from obsmem.server.ui.auth import actor, form, principal_of, service_of, who
+from obsmem.server.ui.auth import actor, checked_form, csrf_token, principal_of, service_of, session
 from obsmem.server.ui.common import guarded
-from obsmem.server.ui.html import h, page, q, table, url, when
+from obsmem.server.ui.graph import graph_svg, neighbourhood
+from obsmem.server.ui.html import csrf_input, h, page, q, table, url, when
 
 __all__ = ["router"]
 
@@ -76,7 +77,7 @@ async def nodes(request: Request) -> Response:
         more = url("/ui/knowledge", resource_id=request.query_params.get("resource_id"), name=prefix,
                    after=found.next_cursor)  # fmt: skip
         body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">More nodes</a></nav>'
-    return page("Knowledge", body, who=who(principal))
+    return page("Knowledge", body, who=session(request, principal))
 
 
 def _date(value: str | None, argument: str) -> datetime | None:
@@ -115,7 +116,7 @@ async def node_page(request: Request, node_id: str) -> Response:
     about = await knowledge.store.list_about(node.id, scope, view=view, limit=_PAGE)
     related = await knowledge.store.list_related(node.id, scope, view=view, limit=_PAGE)
     mentioning = await knowledge.store.list_mentioning(node.id, scope, view=view, limit=_PAGE)
-    neighbours = await _neighbours(knowledge, scope, node, [*related.items, *mentioning.items])
+    graph = await neighbourhood(knowledge, scope, node, view)
     resource = params.get("resource_id")
     view_form = (
         f'<form method="get" action="/ui/knowledge/nodes/{h(q(node.id))}">'
@@ -126,28 +127,28 @@ async def node_page(request: Request, node_id: str) -> Response:
         f'{" checked" if everything else ""}> <label for="all">include removed and superseded</label> '
         '<button type="submit">Apply</button></form>'
     )  # fmt: skip
+
+    def link(node_id: str) -> str:
+        return url(f"/ui/knowledge/nodes/{q(node_id)}", resource_id=resource, as_of=params.get("as_of"),
+                   as_known_at=params.get("as_known_at"), all="1" if everything else None)  # fmt: skip
+
+    names = {n.id: n.name for n in graph.nodes}
     links = "".join(
-        f'<li><a href="{h(url(f"/ui/knowledge/nodes/{q(n.id)}", resource_id=resource))}">{h(n.name)}</a> ({h(n.kind)})</li>'
-        for n in neighbours
-    )
+        f'<li data-node="{h(n.id)}"><a href="{h(link(n.id))}">{h(n.name)}</a> ({h(n.kind)}, '
+        + ("linked to this node" if n.hop == 1 else f"two hops, via {h(names.get(n.parent or '', ''))}") + ")</li>"
+        for n in graph.nodes[1:]
+    ) + (f"<li>+{graph.more} more linked node(s) not shown</li>" if graph.more else "")
     headers = ["Text", "Trust", "Scope", "Captured", "Valid until", "Removed", "Source thread", "Record"]
     body = (
         f"<p>{h(node.kind)} <strong>{h(node.name)}</strong> · scope <code>{h(node.scope)}</code> · "
         f"{h(node.description)}</p>" + view_form
         + table(headers, _record_rows(about.items), caption="Records about this node")
-        + f'<h2>Wikilinks around this node</h2><ul aria-label="Linked nodes">{links or "<li>none</li>"}</ul>'
+        + '<h2 id="graph-heading">Wikilinks around this node</h2>'
+        + (f'<figure aria-labelledby="graph-heading">{graph_svg(graph, link)}</figure>' if graph.edges else "")
+        + f'<ul aria-label="Linked nodes">{links or "<li>none</li>"}</ul>'
         + table(headers, _record_rows(related.items + mentioning.items), caption="Records linking this node")
     )  # fmt: skip
-    return page(f"Node {node.name}", body, who=who(principal))
-
-
-async def _neighbours(knowledge: Knowledge, scope: str, node: Node, records: list[Record]) -> list[Node]:
-    ids: list[str] = []
-    for node_id in [*node.mentions, *(r.node_id for r in records), *(m for r in records for m in r.mentions)]:
-        if node_id != node.id and node_id not in ids:
-            ids.append(node_id)
-    found = [await knowledge.store.get_node(node_id, scope) for node_id in ids[:_PAGE]]
-    return [n for n in found if n is not None]
+    return page(f"Node {node.name}", body, who=session(request, principal))
 
 
 # -- the audit log --------------------------------------------------------------------------
@@ -169,7 +170,7 @@ async def audit(request: Request) -> Response:
     if found.next_cursor:
         more = url("/ui/knowledge/audit", resource_id=request.query_params.get("resource_id"), after=found.next_cursor)
         body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">Older events</a></nav>'
-    return page("Audit log", body, who=who(principal))
+    return page("Audit log", body, who=session(request, principal))
 
 
 # -- the review queue -----------------------------------------------------------------------
@@ -188,20 +189,20 @@ async def review(request: Request) -> Response:
     resource = request.query_params.get("resource_id") or ""
     done = request.query_params.get("done")
     notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
-    items = "".join(_candidate(r, resource, principal.read_only) for r in mine)
+    items = "".join(_candidate(r, resource, principal.read_only, csrf_token(request)) for r in mine)
     body = (
         notice + _scope_form("/ui/knowledge/review", scope, principal)
         + f"<p>{len(mine)} candidate(s) waiting. Each decision is written to the audit log as "
         f"<code>{h(actor(principal))}</code>.</p>"
         + f'<ul class="queue" aria-label="Candidates">{items or "<li>Nothing to review.</li>"}</ul>'
     )  # fmt: skip
-    return page("Review queue", body, who=who(principal))
+    return page("Review queue", body, who=session(request, principal))
 
 
-def _candidate(record: Record, resource: str, read_only: bool) -> str:
+def _candidate(record: Record, resource: str, read_only: bool, csrf: str) -> str:
     rid = h(record.id)
     base = f"/ui/knowledge/review/{h(q(record.id))}"
-    hidden = f'<input type="hidden" name="resource_id" value="{h(resource)}">'
+    hidden = f'<input type="hidden" name="resource_id" value="{h(resource)}">' + csrf_input(csrf)
     button = (" disabled" if read_only else "") + f' aria-describedby="text-of-{rid}"'
     return (
         f'<li data-record="{rid}"><p><strong id="text-of-{rid}">{h(record.text)}</strong><br><small>scope <code>{h(record.scope)}</code> · '
@@ -229,7 +230,7 @@ async def decide(request: Request, record_id: str, decision: str) -> Response:
     principal = await principal_of(request)
     principal.may_write()
     knowledge = _knowledge(request)
-    fields = await form(request)
+    fields = await checked_form(request)  # 403 before anything is read or changed
     scope = _scope(principal, request, fields)
     view = RecordView(include_candidates=True, include_superseded=True)
     record = await knowledge.store.get_record(record_id, scope, view)

@@ -11,11 +11,24 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread, parse_groups
+from obsmem.calls import UsageReport
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
-from obsmem.server.ui.auth import COOKIE, form, principal_of, service_of, who
+from obsmem.server.ui.auth import (
+    COOKIE,
+    LOGIN_COOKIE,
+    checked_form,
+    form,
+    login_nonce,
+    login_token_matches,
+    principal_of,
+    remember_login_nonce,
+    service_of,
+    session,
+)
 from obsmem.server.ui.common import folded_text, guarded, int_param, marker_html, message_text
-from obsmem.server.ui.html import h, page, q, table, url, when
+from obsmem.server.ui.html import csrf_input, h, page, q, table, url, when
+from obsmem.server.ui.usage import usage_chart_svg, usage_table
 
 __all__ = ["router"]
 
@@ -30,16 +43,19 @@ GENERATIONS_LISTED = 50
 
 
 # -- login ----------------------------------------------------------------------------------
-def _login_form(message: str = "", status: int = 200) -> Response:
+def _login_form(request: Request, message: str = "", status: int = 200) -> Response:
     alert = f'<p class="error" role="alert">{h(message)}</p>' if message else ""
+    nonce = login_nonce()
     body = (
-        f"{alert}<form method=\"post\" action=\"/ui/login\">"
+        f"{alert}<form method=\"post\" action=\"/ui/login\">{csrf_input(nonce)}"
         '<p><label for="key">API key</label> <input id="key" name="key" type="password" autocomplete="off" '
         'size="60" required placeholder="om_…"></p><p><button type="submit">Sign in</button></p></form>'
         "<p>The key is kept in an HttpOnly cookie and checked on every page exactly like the REST API's "
         "<code>Authorization: Bearer</code>: the inspector shows what the key may see and nothing else.</p>"
     )
-    return page("Sign in", body, nav=False, status=status)
+    response = page("Sign in", body, nav=False, status=status)
+    remember_login_nonce(response, request, nonce)
+    return response
 
 
 @router.get("")
@@ -48,27 +64,33 @@ async def root() -> Response:
 
 
 @router.get("/login")
-async def login_form() -> Response:
-    return _login_form()
+async def login_form(request: Request) -> Response:
+    return _login_form(request)
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    key = (await form(request)).get("key", "").strip()
+    fields = await form(request)
+    if not login_token_matches(request, fields):
+        return _login_form(request, "The sign-in form expired or did not come from this server: sign in again.", 403)
+    key = fields.get("key", "").strip()
     try:
         if not key:
             raise AuthenticationError("Type an API key.")
         await authenticate(service_of(request).keys, key, dev=False)
     except AuthenticationError as error:
-        return _login_form(str(error), status=401)
+        return _login_form(request, str(error), status=401)
     response = RedirectResponse("/ui/threads", status_code=303)
     secure = request.url.scheme == "https"
     response.set_cookie(COOKIE, key, httponly=True, samesite="strict", secure=secure, path="/ui")
+    response.delete_cookie(LOGIN_COOKIE, path="/ui")
     return response
 
 
 @router.post("/logout")
-async def logout() -> Response:
+@guarded
+async def logout(request: Request) -> Response:
+    await checked_form(request)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
     return response
@@ -101,7 +123,7 @@ async def threads(request: Request) -> Response:
         body = _resource_form(None, search, principal) + (
             "<p>This key serves a whole org: name the resource whose threads to show.</p>"
         )
-        return page("Threads", body, who=who(principal))
+        return page("Threads", body, who=session(request, principal))
     resource, found = await principal.resource_threads(memory, named)
     if search:
         needle = search.lower()
@@ -117,7 +139,7 @@ async def threads(request: Request) -> Response:
     if offset + THREADS_PAGE < len(found):
         more = url("/ui/threads", resource_id=named, q=search, offset=offset + THREADS_PAGE)
         body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">More threads</a></nav>'
-    return page("Threads", body, who=who(principal))
+    return page("Threads", body, who=session(request, principal))
 
 
 async def _thread_row(memory: Memory, thread: Thread) -> list[str]:
@@ -190,7 +212,7 @@ async def timeline(request: Request, thread_id: str) -> Response:
         + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
         + f'<section aria-label="Observation groups"><h2>Observation groups</h2>{side}</section></div>'
     )  # fmt: skip
-    return page(f"Thread {thread.id}", body, who=who(principal))
+    return page(f"Thread {thread.id}", body, who=session(request, principal))
 
 
 def _message_row(
@@ -280,7 +302,7 @@ async def group_page(request: Request, thread_id: str, group_id: str) -> Respons
         + f'<ol class="covered" style="list-style:none;padding:0">{rows}</ol>'
         + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
     )  # fmt: skip
-    return page(f"Observation group {group.id}", body, who=who(principal))
+    return page(f"Observation group {group.id}", body, who=session(request, principal))
 
 
 async def _covered(
@@ -350,7 +372,7 @@ async def context_page(request: Request, thread_id: str) -> Response:
         + table(["Section", "Messages", "Tokens"], summary_rows, caption="Tokens per section", numeric=(1, 2))
         + f'<div class="ctx">{"".join(parts)}</div>'
     )  # fmt: skip
-    return page(f"Context preview · {thread.id}", body, who=who(principal))
+    return page(f"Context preview · {thread.id}", body, who=session(request, principal))
 
 
 # -- generations ----------------------------------------------------------------------------
@@ -378,7 +400,7 @@ async def generations_page(request: Request, thread_id: str) -> Response:
         older = by_id.get(request.query_params.get("a") or "", records[1])
         newer = by_id.get(request.query_params.get("b") or "", records[0])
         body += _diff_form(thread_id, records, older, newer) + _diff(older, newer)
-    return page(f"Generations · {thread.id}", body, who=who(principal))
+    return page(f"Generations · {thread.id}", body, who=session(request, principal))
 
 
 def _diff_form(thread_id: str, records: list[ObservationRecord], older: ObservationRecord, newer: ObservationRecord) -> str:
@@ -424,7 +446,7 @@ async def usage_page(request: Request) -> Response:
             '<form method="get" action="/ui/usage"><label for="resource_id">Resource</label> '
             '<input id="resource_id" name="resource_id"> <button type="submit">Show</button></form>'
         )
-        return page("Usage", body, who=who(principal))
+        return page("Usage", body, who=session(request, principal))
     resource, found = await principal.resource_threads(memory, named)
     rows: list[list[str]] = []
     data: list[dict[str, Any]] = []
@@ -444,11 +466,23 @@ async def usage_page(request: Request) -> Response:
         ["Thread", "Messages", "Tokens observed", "Observation tokens", "Pending tokens", "Generations",
          "Compression (observed vs kept)"],
         rows, caption=f"Memory held for resource {resource}", numeric=(1, 2, 3, 4, 5),
-    ) + (  # fmt: skip
-        "<p>Model calls per role (tokens, cache hits, latency) are not recorded by any public API yet, "
-        "so this page shows what memory holds, not what it cost.</p>"
+    )  # fmt: skip
+    body += await _model_calls(memory, resource)
+    return page("Usage", body, who=session(request, principal))
+
+
+async def _model_calls(memory: Memory, resource: str) -> str:
+    """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``)."""
+    usage = getattr(memory, "usage", None)  # the cost ledger (issue 18) is landing: until then, say so
+    if usage is None:
+        return "<p>Model calls per role are not recorded by this version (no cost ledger yet).</p>"
+    report: UsageReport = await usage(resource_id=resource)
+    return (
+        '<section aria-labelledby="calls-heading"><h2 id="calls-heading">Model calls per role</h2>'
+        f"<figure>{usage_chart_svg(report)}<figcaption>Calls, tokens and mean latency per UTC day and role "
+        "(the table below holds the same numbers).</figcaption></figure>"
+        f"{usage_table(report)}</section>"
     )
-    return page("Usage", body, who=who(principal))
 
 
 def _bar(observed: int, kept: int) -> str:
