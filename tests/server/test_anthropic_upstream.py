@@ -15,7 +15,7 @@ import pytest
 from obsmem.knowledge import Knowledge
 from obsmem.server import ServerSettings, Service
 from tests.integrations.agent_model import small_memory_config
-from tests.models.wire_server import Recorded, Reply, WireServer
+from tests.models.wire_server import Recorded, Reply, WireServer, sse
 from tests.server.conftest import UPSTREAM_KEY
 from tests.server.live import LiveServer, Keys, live_server, make_keys
 
@@ -43,8 +43,43 @@ class Claude:
             stop = "tool_use"
         else:
             content, stop = [{"type": "text", "text": f"Claude heard: {text}"}], "end_turn"
-        return Reply(json={"id": f"msg_{next(self.ids)}", "type": "message", "role": "assistant", "model": body["model"],
-                           "content": content, "stop_reason": stop, "usage": {"input_tokens": 11, "output_tokens": 7}})
+        message = {"id": f"msg_{next(self.ids)}", "type": "message", "role": "assistant", "model": body["model"],
+                   "content": content, "stop_reason": stop, "usage": {"input_tokens": 11, "output_tokens": 7}}
+        return Reply(events=anthropic_events(message)) if body.get("stream") else Reply(json=message)
+
+
+def anthropic_events(message: dict[str, Any]) -> list[str]:
+    """``message`` as the Messages API streams it: text in 4-character deltas, tool input JSON in
+    3-character pieces, a thinking block that must not be forwarded, pings in between."""
+    events = [sse({"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                         "usage": {"input_tokens": 11, "output_tokens": 0}}},
+                  "message_start"), sse({"type": "ping"}, "ping")]  # fmt: skip
+    blocks = [{"type": "thinking", "thinking": "secret plan"}, *message["content"]]
+    for index, block in enumerate(blocks):
+        if block["type"] == "thinking":
+            events.append(sse({"type": "content_block_start", "index": index,
+                               "content_block": {"type": "thinking", "thinking": ""}}, "content_block_start"))  # fmt: skip
+            events.append(sse({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}, "content_block_delta"))  # fmt: skip
+        elif block["type"] == "text":
+            events.append(sse({"type": "content_block_start", "index": index,
+                               "content_block": {"type": "text", "text": ""}}, "content_block_start"))  # fmt: skip
+            text = block["text"]
+            for start in range(0, len(text), 4):
+                events.append(sse({"type": "content_block_delta", "index": index,
+                                   "delta": {"type": "text_delta", "text": text[start:start + 4]}}, "content_block_delta"))  # fmt: skip
+        else:
+            events.append(sse({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}, "content_block_start"))  # fmt: skip
+            arguments = json.dumps(block["input"])
+            for start in range(0, len(arguments), 3):
+                events.append(sse({"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": arguments[start:start + 3]}}, "content_block_delta"))  # fmt: skip
+        events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    events.append(sse({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]},
+                       "usage": {"output_tokens": 7}}, "message_delta"))  # fmt: skip
+    events.append(sse({"type": "message_stop"}, "message_stop"))
+    return events
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +128,59 @@ def test_chat_through_an_anthropic_upstream(served: tuple[LiveServer, Keys, Clau
 
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model="claude-x", input="hi")
+
+
+def test_a_streamed_anthropic_answer_arrives_incrementally_and_is_saved(
+    served: tuple[LiveServer, Keys, Claude],
+) -> None:
+    live, keys, claude = served
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=keys.alice, max_retries=0,
+                           default_headers={"X-Obsmem-Thread": "a-stream"})  # fmt: skip
+    chunks = list(client.chat.completions.create(
+        model="claude-x", stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "Tell me about the lighthouse keeper."}]))  # fmt: skip
+    assert claude.requests[-1].body["stream"] is True
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(texts) > 5  # one chunk per upstream delta, not the answer in one piece
+    assert "".join(texts) == "Claude heard: Tell me about the lighthouse keeper."
+    assert "secret plan" not in json.dumps([c.model_dump() for c in chunks])
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 18
+
+    # the streamed answer was saved: the next request's history carries it
+    client.chat.completions.create(model="claude-x", messages=[{"role": "user", "content": "thanks"}])
+    assert "Claude heard: Tell me about the lighthouse keeper." in json.dumps(claude.requests[-1].body["messages"])
+
+    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    client = client.with_options(default_headers={"X-Obsmem-Thread": "a-stream-tools"})
+    streamed = list(client.chat.completions.create(model="claude-x", tools=tools, stream=True,
+                                                   messages=[{"role": "user", "content": "weather please"}]))  # fmt: skip
+    calls = [call for c in streamed if c.choices for call in c.choices[0].delta.tool_calls or []]
+    assert calls[0].function is not None and calls[0].function.name == "get_weather" and calls[0].id
+    assert json.loads("".join(call.function.arguments or "" for call in calls if call.function)) == {"city": "Paris"}
+    assert [c.choices[0].finish_reason for c in streamed if c.choices][-1] == "tool_calls"
+
+    # the streamed tool call was saved: its result continues the thread
+    final = client.chat.completions.create(model="claude-x", tools=tools, messages=[
+        {"role": "tool", "tool_call_id": calls[0].id, "content": "sunny"}])  # fmt: skip
+    assert final.choices[0].message.content == "The tool said: sunny"
+    history = json.dumps(claude.requests[-1].body["messages"])
+    assert '"get_weather"' in history and "Paris" in history
+
+
+def test_an_oversized_upstream_answer_is_refused(
+    served: tuple[LiveServer, Keys, Claude], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from obsmem.server import gateway
+
+    live, keys, claude = served
+    monkeypatch.setattr(gateway, "MAX_UPSTREAM_BYTES", 64)
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=keys.alice, max_retries=0,
+                           default_headers={"X-Obsmem-Thread": "a-big"})  # fmt: skip
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="claude-x", messages=[{"role": "user", "content": "hello there"}])
+    assert raised.value.status_code == 502
+    stream = client.chat.completions.create(model="claude-x", stream=True,
+                                            messages=[{"role": "user", "content": "hello again"}])  # fmt: skip
+    received = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert received == ""  # cut before the first event completed

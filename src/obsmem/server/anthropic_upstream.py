@@ -2,9 +2,9 @@
 
 The context goes out as an Anthropic Messages request (:func:`obsmem.convert.to_anthropic`;
 function tools become Anthropic tools), and the answer comes back as a Chat Completion
-(:func:`obsmem.convert.from_anthropic`, then :func:`~obsmem.convert.to_openai`). The upstream is
-asked without streaming; a streaming client gets the translated answer as one content chunk, a
-finish chunk and ``[DONE]``, so the OpenAI client's stream API works, though not incrementally.
+(:func:`obsmem.convert.from_anthropic`, then :func:`~obsmem.convert.to_openai`). A streaming
+client gets a streaming upstream request, translated event by event (:class:`AnthropicStream`):
+text and tool-call arguments reach the client as the upstream sends them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from obsmem import InvalidInputError, Message, from_anthropic, to_anthropic, to_openai
 
-__all__ = ["ANTHROPIC_VERSION", "anthropic_request", "chat_completion", "completion_stream"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicStream", "anthropic_request", "chat_completion", "sse_chunk"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -72,17 +72,113 @@ def chat_completion(answer: dict[str, Any], model: Any, history: list[Message]) 
     }, saved  # fmt: skip
 
 
-def completion_stream(completion: dict[str, Any]) -> bytes:
-    """``completion`` as Chat Completions stream events (one delta, the finish, ``[DONE]``)."""
-    choice = completion["choices"][0]
-    message = choice["message"]
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
-    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
-            "model": completion["model"]}  # fmt: skip
-    events = [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
-    ]
-    return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+class AnthropicStream:
+    """Translates an Anthropic Messages stream into Chat Completions chunks, event by event.
+
+    :meth:`event` takes one server-sent event (its name and parsed data) and returns the chunks
+    to send on: the role on ``message_start``, each text delta as a content delta, each
+    ``tool_use`` block as a tool call (its name first, then its arguments as they arrive), and the
+    finish reason on ``message_stop`` (with a usage chunk when the client asked for one). Thinking
+    blocks are not forwarded. :meth:`answer` is the whole message as a non-streaming response
+    would have carried it, for saving.
+    """
+
+    def __init__(self, model: Any, *, include_usage: bool = False) -> None:
+        self.model = model
+        self.include_usage = include_usage
+        self.id = "anthropic"
+        self.created = int(time.time())
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.tool_index: dict[int, int] = {}
+        self.stop_reason: str | None = None
+        self.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.finished = False
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": f"chatcmpl-{self.id}", "object": "chat.completion.chunk", "created": self.created,
+                "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+
+    def event(self, name: str, data: Any) -> list[dict[str, Any]]:
+        if not isinstance(data, dict):
+            return []
+        kind = data.get("type", name)
+        if kind == "message_start":
+            message = _dict(data.get("message"))
+            self.id = str(message.get("id") or self.id)
+            self.model = message.get("model") or self.model
+            self._usage(message.get("usage"))
+            return [self._chunk({"role": "assistant", "content": ""})]
+        index = data.get("index")
+        if kind == "content_block_start" and isinstance(index, int):
+            block = _dict(data.get("content_block"))
+            if block.get("type") == "tool_use":
+                self.blocks[index] = {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "json": []}
+                position = self.tool_index[index] = len(self.tool_index)
+                call = {"index": position, "id": block.get("id"), "type": "function",
+                        "function": {"name": block.get("name") or "", "arguments": ""}}  # fmt: skip
+                return [self._chunk({"tool_calls": [call]})]
+            if block.get("type") == "text":
+                text = str(block.get("text") or "")
+                self.blocks[index] = {"type": "text", "text": [text]}
+                return [self._chunk({"content": text})] if text else []
+            return []
+        if kind == "content_block_delta" and isinstance(index, int) and index in self.blocks:
+            delta = _dict(data.get("delta"))
+            block = self.blocks[index]
+            if delta.get("type") == "text_delta" and block["type"] == "text":
+                text = str(delta.get("text") or "")
+                block["text"].append(text)
+                return [self._chunk({"content": text})] if text else []
+            if delta.get("type") == "input_json_delta" and block["type"] == "tool_use":
+                partial = str(delta.get("partial_json") or "")
+                block["json"].append(partial)
+                call = {"index": self.tool_index[index], "function": {"arguments": partial}}
+                return [self._chunk({"tool_calls": [call]})] if partial else []
+            return []
+        if kind == "message_delta":
+            delta = _dict(data.get("delta"))
+            self.stop_reason = delta.get("stop_reason") or self.stop_reason
+            self._usage(data.get("usage"))
+            return []
+        if kind == "message_stop" and not self.finished:
+            self.finished = True
+            chunks = [self._chunk({}, _FINISH.get(str(self.stop_reason), "stop"))]
+            if self.include_usage:
+                prompt, completion = self.usage["input_tokens"], self.usage["output_tokens"]
+                chunks.append({**self._chunk({}), "choices": [],
+                               "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                         "total_tokens": prompt + completion}})  # fmt: skip
+            return chunks
+        return []
+
+    def _usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            for key in ("input_tokens", "output_tokens"):
+                if isinstance(usage.get(key), int):
+                    self.usage[key] = usage[key]
+
+    def answer(self) -> dict[str, Any]:
+        """The message so far, shaped like a Messages API response (tool inputs parsed; an input
+        cut off mid-stream becomes ``{}``)."""
+        content: list[dict[str, Any]] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block["type"] == "text":
+                content.append({"type": "text", "text": "".join(block["text"])})
+                continue
+            try:
+                arguments = json.loads("".join(block["json"]) or "{}")
+            except ValueError:
+                arguments = {}
+            content.append({"type": "tool_use", "id": block["id"], "name": block["name"],
+                            "input": arguments if isinstance(arguments, dict) else {}})  # fmt: skip
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                "stop_reason": self.stop_reason, "usage": dict(self.usage)}  # fmt: skip
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def sse_chunk(chunk: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(chunk)}\n\n".encode()

@@ -44,7 +44,8 @@ from obsmem import (
     to_openai_responses,
 )
 from obsmem.server.access import Principal
-from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, anthropic_request, chat_completion, completion_stream
+from obsmem.models.sse import parse_sse
+from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, AnthropicStream, anthropic_request, chat_completion, sse_chunk
 from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError
 from obsmem.server.rest import Caller, ServiceDep
 from obsmem.server.service import Service
@@ -53,6 +54,12 @@ __all__ = ["ChatAnswer", "ResponsesAnswer", "router"]
 
 logger = logging.getLogger("obsmem.server.gateway")
 router = APIRouter(prefix="/v1", tags=["gateway"], responses=ERROR_RESPONSES)
+
+#: The most an upstream answer may carry (a whole response, or a stream in all); past it a
+#: response is refused (502) and a stream is cut, like a dropped connection.
+MAX_UPSTREAM_BYTES = 32 * 1024 * 1024
+#: The longest line a streamed answer may hold.
+MAX_LINE_BYTES = 4 * 1024 * 1024
 
 _THREAD_KEYS = ("thread_id", "obsmem_thread_id")
 _RESOURCE_KEYS = ("resource_id", "obsmem_resource_id")
@@ -131,14 +138,23 @@ class _Sse:
     """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on."""
 
     def __init__(self, on_data: Callable[[Any], None]) -> None:
-        self._buffer = ""
+        self._pending = bytearray()
         self._on_data = on_data
 
     def feed(self, chunk: bytes) -> None:
-        self._buffer += chunk.decode("utf-8", errors="replace")
-        *lines, self._buffer = self._buffer.split("\n")
-        for line in lines:
-            line = line.rstrip("\r")
+        # Only the new bytes are searched for line ends (linear in the stream however it is split);
+        # a line longer than MAX_LINE_BYTES is dropped, not kept growing.
+        start = 0
+        lines: list[bytes] = []
+        while (end := chunk.find(b"\n", start)) != -1:
+            lines.append(bytes(self._pending + chunk[start:end]))
+            self._pending.clear()
+            start = end + 1
+        self._pending += chunk[start:]
+        if len(self._pending) > MAX_LINE_BYTES:
+            self._pending.clear()
+        for raw in lines:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
@@ -241,7 +257,10 @@ async def _forward(
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
     if upstream.status_code != 200 or not stream:
         try:
-            content = await upstream.aread()
+            content = await _read_bounded(upstream)
+        except (httpx.HTTPError, UpstreamError):
+            await turn.end()
+            raise
         finally:
             await upstream.aclose()
         if upstream.status_code == 200:
@@ -263,19 +282,26 @@ async def _forward(
         # memory on its next request.
         finished = False
         held: bytes | None = None
+        total = 0
         try:
             async for chunk in upstream.aiter_raw():
+                total += len(chunk)
+                if total > MAX_UPSTREAM_BYTES:
+                    logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)
+                    break
                 reader.feed(chunk)
                 if held is not None:
                     yield held
                 held = chunk
-            reader.feed(b"\n")
-            finished = True
+            else:
+                reader.feed(b"\n")
+                finished = True
         finally:
             await upstream.aclose()
             if not finished:  # the client went away (or the upstream dropped): save what came, off this task
                 service.spawn(_finish(turn, answer))
-        await _finish(turn, answer)
+        if finished:
+            await _finish(turn, answer)
         if held is not None:
             yield held
 
@@ -296,25 +322,111 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     if settings.upstream_key:
         headers["x-api-key"] = settings.upstream_key
     request = anthropic_request(body, [*system, *turn.context.messages])
+    stream = bool(body.get("stream"))
+    if stream:
+        request["stream"] = True
     assert service.http is not None
     try:
-        upstream = await service.http.post(settings.upstream_url.rstrip("/") + "/messages", json=request, headers=headers)
+        sent = service.http.build_request("POST", settings.upstream_url.rstrip("/") + "/messages", json=request,
+                                          headers=headers)  # fmt: skip
+        upstream = await service.http.send(sent, stream=True)
     except httpx.HTTPError as exc:
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
-    if upstream.status_code != 200:
-        await turn.end()
-        return Response(upstream.content, status_code=upstream.status_code,
-                        media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
-    try:
-        completion, saved = chat_completion(upstream.json(), body.get("model"), turn.context.messages)
-    except (ValueError, InvalidInputError) as exc:
-        await turn.end()
-        raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
-    await turn.end(saved)
-    if body.get("stream"):
-        return Response(completion_stream(completion), media_type="text/event-stream")
-    return Response(json.dumps(completion), media_type="application/json")
+    if upstream.status_code != 200 or not stream:
+        try:
+            content = await _read_bounded(upstream)
+        except (httpx.HTTPError, UpstreamError):
+            await turn.end()
+            raise
+        finally:
+            await upstream.aclose()
+        if upstream.status_code != 200:
+            await turn.end()
+            return Response(content, status_code=upstream.status_code,
+                            media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
+        try:
+            completion, saved = chat_completion(json.loads(content), body.get("model"), turn.context.messages)
+        except (ValueError, InvalidInputError) as exc:
+            await turn.end()
+            raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
+        await turn.end(saved)
+        return Response(json.dumps(completion), media_type="application/json")
+
+    options = body.get("stream_options")
+    translator = AnthropicStream(body.get("model"), include_usage=isinstance(options, dict)
+                                 and options.get("include_usage") is True)  # fmt: skip
+
+    async def save() -> None:
+        try:
+            _, saved = chat_completion(translator.answer(), body.get("model"), turn.context.messages)
+        except (ValueError, InvalidInputError) as exc:
+            logger.warning("the upstream answer could not be converted; saved without it: %s", exc)
+            saved = []
+        await turn.end(saved)
+
+    async def relay() -> AsyncIterator[bytes]:
+        # Like the OpenAI relay: the finish goes out only after the answer is saved.
+        finished = False
+        try:
+            async for event in parse_sse(_bounded_lines(upstream)):
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    continue
+                if isinstance(data, dict) and data.get("type") == "error":
+                    logger.warning("the Anthropic upstream reported an error mid-stream")
+                    break
+                chunks = translator.event(event.event, data)
+                if translator.finished:
+                    await save()
+                    finished = True
+                for chunk in chunks:
+                    yield sse_chunk(chunk)
+                if finished:
+                    break
+        finally:
+            await upstream.aclose()
+            if not finished:  # cut stream or a client that went away: save what came, off this task
+                service.spawn(save())
+        if finished:
+            yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _read_bounded(upstream: httpx.Response) -> bytes:
+    """The whole body of a non-streaming upstream answer, refused past :data:`MAX_UPSTREAM_BYTES`."""
+    body = bytearray()
+    async for chunk in upstream.aiter_raw():
+        body += chunk
+        if len(body) > MAX_UPSTREAM_BYTES:
+            raise UpstreamError(f"The upstream answer is larger than {MAX_UPSTREAM_BYTES} bytes.")
+    return bytes(body)
+
+
+async def _bounded_lines(upstream: httpx.Response) -> AsyncIterator[str]:
+    """The lines of a streamed upstream answer; ends (as a cut stream) past
+    :data:`MAX_UPSTREAM_BYTES` in all or :data:`MAX_LINE_BYTES` in one line."""
+    pending = bytearray()
+    total = 0
+    async for chunk in upstream.aiter_raw():
+        total += len(chunk)
+        if total > MAX_UPSTREAM_BYTES:
+            logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)
+            return
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            pending += chunk[start:end]
+            yield pending.decode("utf-8", errors="replace")
+            pending.clear()
+            start = end + 1
+        pending += chunk[start:]
+        if len(pending) > MAX_LINE_BYTES:
+            logger.warning("an upstream stream line passed %d bytes; cut", MAX_LINE_BYTES)
+            return
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
 
 
 @router.post("/chat/completions", openapi_extra=_REQUEST_BODY)
