@@ -19,6 +19,7 @@ Two kinds of bad output are handled differently, on purpose:
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -40,6 +41,7 @@ __all__ = [
     "LLMObserver",
     "cache_key",
     "cache_settings",
+    "local_now",
     "split_stable",
 ]
 
@@ -91,6 +93,23 @@ def cache_settings(settings: ModelRequest, stable_parts: int, key: str | None) -
     parts: a cache breakpoint after the system prompt and after each of them, and the cache key."""
     breakpoints = ((0, 0), *((1, p) for p in range(stable_parts)))
     return replace(settings, cache_key=key, cache_breakpoints=breakpoints)
+
+
+def local_now(request: ObservationRequest) -> datetime | None:
+    """The request's "now" on the clock the transcript is shown in: ``request.timezone`` when the
+    application set one, else the offset of the newest message that carries one (the transcript
+    shows each message in its own offset), so "today" and "tomorrow" are the user's days, not
+    UTC's: "in two weeks" said at 00:30 in Tokyo counts from the Tokyo day. The offline observer
+    reads dates the same way."""
+    now = request.now
+    if now is None:
+        return None
+    if request.timezone is not None:
+        return now.astimezone(request.timezone)
+    for message in reversed(request.messages):
+        if message.created_at.tzinfo is not None and message.created_at.utcoffset() is not None:
+            return now.astimezone(message.created_at.tzinfo)
+    return now
 
 
 class LLMObserver:
@@ -149,7 +168,7 @@ class LLMObserver:
             continuation_hints=request.continuation_hints,
             want_title=request.want_title,
             # Shown in the same zone as the transcript's times, so "tomorrow" resolves consistently.
-            now=request.now.astimezone(request.timezone) if request.now and request.timezone else request.now,
+            now=local_now(request),
         )
         # Stable first: the previous observations (the active part, the same for every request
         # until the record changes, then the buffered chunks, which only grow), each its own part
