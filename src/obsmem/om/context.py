@@ -473,7 +473,7 @@ def build_context(
         record_id=record.id if record is not None and has_observations else None,
         generation=record.generation if record is not None and has_observations else None,
         groups=receipt_groups(record, thread_id, shared=shared) if has_observations else (),
-        raw_message_ids=tuple(m.id for m in raw if not is_obsmem_message(m)),
+        raw_message_ids=tuple(m.id for m in raw if MARKER_KEY not in m.metadata),
         section_tokens=_section_tokens(counter, leading, system, messages[len(leading) + len(system):]),
         created_at=now,
     )

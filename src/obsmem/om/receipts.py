@@ -29,7 +29,7 @@ from obsmem.om.sections import visible_sections
 from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.types import Message
+from obsmem.types import Message, TextPart
 
 __all__ = [
     "RECEIPT_KEY",
@@ -134,7 +134,10 @@ def context_hash(messages: Iterable[Message]) -> str:
     for message in messages:
         digest.update(b"\x1emessage\x1f" + message.role.encode())
         for part in message.parts:
-            digest.update(b"\x1f" + part.model_dump_json().encode())
+            if isinstance(part, TextPart):  # the common case, without a JSON dump
+                digest.update(b"\x1ftext\x1f" + part.text.encode("utf-8", "surrogatepass"))
+            else:
+                digest.update(b"\x1f" + part.model_dump_json().encode())
     return digest.hexdigest()
 
 
