@@ -586,6 +586,7 @@ class TokenCounter:
         self.estimator_id: str = EXACT_ESTIMATOR_ID if exact else HEURISTIC_ESTIMATOR_ID
         self._count: Callable[[str], int] = _count_o200k if exact else _estimate_heuristic
         self._cache = _PartCache(cache_size)
+        self._roles: dict[str, int] = {}
         self._provider = provider
         self._model = model
         self._context = attachment_billing(provider, model)
@@ -637,12 +638,20 @@ class TokenCounter:
         if long:
             await asyncio.to_thread(lambda: [self._part_cost(part) for part in long])
 
+    def _role_tokens(self, role: str) -> int:
+        """A role's tokens (four roles, counted once per counter: no tokenizer call per message)."""
+        try:
+            return self._roles[role]
+        except KeyError:
+            count = self._roles[role] = self.count_text(role)
+            return count
+
     def count_part(self, part: Part) -> int:
         """Tokens of one part, rounded. Messages add unrounded part costs, then round once."""
         return _round_half_up(self._part_cost(part))
 
     def count_message(self, message: Message) -> int:
-        cost = self.count_text(message.role) + TOKENS_PER_MESSAGE
+        cost = self._role_tokens(message.role) + TOKENS_PER_MESSAGE
         for part in message.parts:
             cost += self._part_cost(part)
         return _round_half_up(cost)
