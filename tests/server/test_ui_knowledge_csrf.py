@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from obsmem.knowledge import Knowledge, Node, RecordView, TrustState
 from obsmem.server.ui.html import when
+from tests.server.test_ui import _UNLABELLED, _focus
 from tests.server.ui_env import CHROMIUM, UiEnv, open_ui_env, sign_in
 
 SCOPE = "org:acme/resource:alice"
@@ -154,6 +155,12 @@ def test_the_graph_draws_two_hops_and_follows_the_date_view(alice: Page, ui: UiE
     # the list stays, for screen readers: every drawn neighbour, with how it is linked
     listed = alice.get_by_role("list", name="Linked nodes").locator("li").all_inner_texts()
     assert "Lisbon (node, linked to this node)" in listed and "Portugal (node, two hops, via Lisbon)" in listed
+    assert alice.evaluate(_UNLABELLED) == []
+    _focus(alice, f'svg.graph a.node[data-node="{portugal.id}"]')  # every node is reachable with Tab
+    with alice.expect_navigation():
+        alice.keyboard.press("Enter")
+    assert alice.locator("h1").inner_text() == "Node Portugal"
+    alice.go_back()
 
     _apply(alice, as_of="2021-06-01")  # as of then, Nadia lived in Paris
     drawn = _drawn(alice)

@@ -61,7 +61,7 @@ def test_a_single_day_sums_models_per_role() -> None:
         ("mean_latency_s", "observer"): 1.0, ("mean_latency_s", "reflector"): 2.5,
     }  # fmt: skip
     heights = {(b["measure"], b["role"]): float(b["height"]) for b in bars(root)}
-    assert heights[("calls", "observer")] == 90.0 and heights[("calls", "reflector")] == 45.0  # the panel's peak is full
+    assert heights[("calls", "observer")] == 70.0 and heights[("calls", "reflector")] == 35.0  # the panel's peak is full
     assert heights[("cached_input_tokens", "reflector")] == 0.0
     titles = [b["title"] for b in bars(root) if b["measure"] == "mean_latency_s"]
     assert "2026-12-01 · reflector: 2.50 s mean latency" in titles

@@ -66,10 +66,14 @@ async def load_demo(memory: Memory, thread_id: str, resource_id: str, org_id: st
 
 
 @contextmanager
-def open_ui_env(path: Path, *, turns: int = 40, config: MemoryConfig | None = None) -> Iterator[UiEnv]:
+def open_ui_env(
+    path: Path, *, turns: int = 40, config: MemoryConfig | None = None, **memory_options: Any
+) -> Iterator[UiEnv]:
+    """A live server over a SQLite store holding ``turns`` demo turns; ``memory_options`` go to
+    ``Memory`` (an ``observer=`` model, say)."""
     service = Service.open(
         f"sqlite:///{path / 'memory.db'}", settings=ServerSettings(), knowledge=Knowledge.sqlite(path / "knowledge.db"),
-        config=config or small_memory_config(retrieval=True), max_turn_wait=None,
+        config=config or small_memory_config(retrieval=True), max_turn_wait=None, **memory_options,
     )  # fmt: skip
     keys = make_keys(service)
     with live_server(service) as live:

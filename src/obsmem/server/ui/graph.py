@@ -154,6 +154,22 @@ def _short(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
+def _label_at(x: float, y: float, radius: float, hop: int) -> tuple[float, float, str]:
+    """Where a node's name goes, clear of its edges (which run along the spokes): under the
+    centre; beside a first-hop node (across its spoke, whose outer end leads to the second hop);
+    past a second-hop node, away from the centre."""
+    if hop == 0:
+        return x, round(y + radius + 14, 1), "middle"
+    theta = math.atan2(y - HEIGHT / 2, x - WIDTH / 2)
+    if hop == 1:
+        theta += math.pi / 2
+    dx, dy = math.cos(theta), math.sin(theta)
+    anchor = "start" if dx > 0.3 else "end" if dx < -0.3 else "middle"
+    lx = x + dx * (radius + 4)
+    ly = y + dy * (radius + 4) + (4 if abs(dy) <= 0.7 else 12 if dy > 0 else -2)
+    return round(lx, 1), round(ly, 1), anchor
+
+
 def graph_svg(graph: Graph, link: Callable[[str], str]) -> str:
     """The graph as an inline ``<svg>`` (``link(node_id)`` is each node's page)."""
     where = radial_layout(graph.nodes)
@@ -191,14 +207,16 @@ def graph_svg(graph: Graph, link: Callable[[str], str]) -> str:
         x, y = where[node.id]
         radius = 16 if node.hop == 0 else 11 if node.hop == 1 else 8
         where_from = "this node" if node.hop == 0 else f"{node.hop} hop(s) away"
+        tx, ty, anchor = _label_at(x, y, radius, node.hop)
         out.append(
             f'<a class="node" href="{h(link(node.id))}" data-node="{h(node.id)}" data-hop="{node.hop}" '
             f'aria-label="{h(node.name)} ({h(node.kind)}, {where_from})">'
             f"<title>{h(node.name)} ({h(node.kind)}, {where_from})</title>"
             f'<circle cx="{x}" cy="{y}" r="{radius}" fill="{_colour(node.kind, kinds)}" '
             f'stroke="{"#f0a500" if node.hop == 0 else "#fff"}" stroke-width="3"/>'
-            f'<text x="{x}" y="{round(y + radius + 13, 1)}" text-anchor="middle" font-size="12" fill="#1b1f24" '
-            f'font-weight="{"bold" if node.hop == 0 else "normal"}">{h(_short(node.name, 22))}</text></a>'
+            f'<text x="{tx}" y="{ty}" text-anchor="{anchor}" font-size="12" fill="#1b1f24" paint-order="stroke" '
+            f'stroke="#f6f7f9" stroke-width="4" font-weight="{"bold" if node.hop == 0 else "normal"}">'
+            f"{h(_short(node.name, 22))}</text></a>"
         )
     if graph.more:
         out.append(f'<text x="{WIDTH - 8}" y="{HEIGHT - 8}" text-anchor="end" font-size="12" fill="#57606a">'

@@ -19,7 +19,7 @@ __all__ = ["MEASURES", "Measure", "usage_chart_svg", "usage_table"]
 
 WIDTH = 760
 _LEFT, _RIGHT, _TOP = 70, 10, 34
-_PANEL, _GAP = 90, 46
+_PANEL, _GAP = 70, 40
 _COLOURS = ("#0b5cad", "#2e8540", "#8a6d3b", "#6f42c1", "#b31d28", "#1b7c83", "#d4622a", "#57606a")
 
 
@@ -47,6 +47,10 @@ MEASURES: tuple[Measure, ...] = (
 def _number(value: float) -> str:
     if value == int(value):
         return f"{int(value):,}"
+    if value < 0.001:
+        return "<0.001"
+    if value < 1:
+        return f"{value:.3f}"
     return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
 
 
@@ -131,7 +135,7 @@ def usage_table(report: UsageReport) -> str:
     rows = report.by("day", "role")
     cells = [
         [h(row.day), h(row.role or "(none)"), _number(row.calls), _number(row.failed), _number(row.input_tokens),
-         _number(row.cached_input_tokens), _number(row.output_tokens), f"{_mean_latency(row):.2f}",
+         _number(row.cached_input_tokens), _number(row.output_tokens), _number(round(_mean_latency(row), 3)),
          f"{row.cost_usd:.4f}" + (f" (+{row.unpriced_calls} unpriced)" if row.unpriced_calls else "")]
         for row in rows
     ]  # fmt: skip
@@ -139,7 +143,7 @@ def usage_table(report: UsageReport) -> str:
         total = report.total()
         cells.append(
             ["<strong>Total</strong>", "", _number(total.calls), _number(total.failed), _number(total.input_tokens),
-             _number(total.cached_input_tokens), _number(total.output_tokens), f"{_mean_latency(total):.2f}",
+             _number(total.cached_input_tokens), _number(total.output_tokens), _number(round(_mean_latency(total), 3)),
              f"{total.cost_usd:.4f}" + (f" (+{total.unpriced_calls} unpriced)" if total.unpriced_calls else "")]
         )  # fmt: skip
     return table(
