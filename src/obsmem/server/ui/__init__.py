@@ -2,7 +2,10 @@
 
 Threads, a thread's timeline with its observation coverage and lifecycle markers, the messages
 behind one observation group, the context preview, generations and their diff, knowledge (nodes,
-records, the audit log and the review queue) and usage. No JavaScript, no build step.
+records with a date view, the wikilink graph around a node, the audit log and the review queue)
+and usage (with the chart of model calls per role). No JavaScript, no build step: the graph and
+the chart are SVG drawn on the server (:mod:`.graph`, :mod:`.usage`). Every state-changing form
+carries a CSRF token (:mod:`.auth`).
 """
 
 from __future__ import annotations

@@ -467,12 +467,14 @@ async def usage_page(request: Request) -> Response:
          "Compression (observed vs kept)"],
         rows, caption=f"Memory held for resource {resource}", numeric=(1, 2, 3, 4, 5),
     )  # fmt: skip
-    body += await _model_calls(memory, resource)
+    body += await _model_calls(memory, resource) if found else "<p>This resource has no threads.</p>"
     return page("Usage", body, who=session(request, principal))
 
 
 async def _model_calls(memory: Memory, resource: str) -> str:
-    """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``)."""
+    """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``).
+    Asked only for a resource with threads, all in the key's org (``resource_threads`` checks),
+    so the ledger's rows for that resource id are the org's own."""
     usage = getattr(memory, "usage", None)  # the cost ledger (issue 18) is landing: until then, say so
     if usage is None:
         return "<p>Model calls per role are not recorded by this version (no cost ledger yet).</p>"
