@@ -13,7 +13,11 @@ and tests) and ``obsmem.integrations.<framework>`` (each behind its extra). Ever
 path is an implementation detail.
 """
 
+from obsmem.calls import UsageReport as UsageReport
+from obsmem.calls import UsageRow as UsageRow
+from obsmem.config import BudgetConfig as BudgetConfig
 from obsmem.config import MemoryConfig as MemoryConfig
+from obsmem.config import ModelPriceConfig as ModelPriceConfig
 from obsmem.config import ObservationConfig as ObservationConfig
 from obsmem.config import PrivacyConfig as PrivacyConfig
 from obsmem.config import PrivacyOptions as PrivacyOptions
@@ -104,6 +108,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AttemptFailed",
+    "BudgetConfig",
     "CeilingExceededError",
     "CeilingLoweredError",
     "ChatModel",
@@ -135,6 +140,7 @@ __all__ = [
     "MissingCredentialsError",
     "ModelError",
     "ModelOutputError",
+    "ModelPriceConfig",
     "ModelRequest",
     "ModelRequestError",
     "ModelResponse",
@@ -180,6 +186,8 @@ __all__ = [
     "Turn",
     "UnresolvedMentionError",
     "Usage",
+    "UsageReport",
+    "UsageRow",
     "__version__",
     "from_anthropic",
     "from_openai",

@@ -39,12 +39,14 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from obsmem.calls import ModelCall, call_scope
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
 from obsmem.errors import ConfigError, PrivacyError
-from obsmem.models.base import ChatModel
+from obsmem.models.base import ChatModel, ModelRequest, ModelResponse
+from obsmem.models.metered import metered
 from obsmem.models.redacting import RedactingModel
-from obsmem.models.retry import RetryPolicy
+from obsmem.models.retry import RetryPolicy, assert_complete, with_retry
 from obsmem.models.tiers import ModelByInputTokens
 from obsmem.om.extractors import Extractor, working_memory_extractor
 from obsmem.om.markers import find_markers
@@ -63,6 +65,7 @@ from obsmem.om.protocols import (
 from obsmem.privacy import ProviderRules, Redactor, provider_of
 from obsmem.tokens import TokenCounter
 from obsmem.storage.contract import Store
+from obsmem.storage.ledger import LedgerBudget
 
 if TYPE_CHECKING:  # the knowledge package (and numpy) loads only when knowledge is used
     from obsmem.knowledge.agents import AgentRun, AgentSettings, KnowledgeAgents
@@ -104,6 +107,10 @@ class Roles:
     #: the roles' requests), and a model wrapped in the same boundary for another role.
     redact: Callable[[str], str] | None = None
     guard: Callable[[ChatModel, str], ChatModel] | None = None
+    #: Where the models built here report their calls (the cost ledger), and the budget that
+    #: sends a resource's observations and reflections to the offline roles once it is spent.
+    sinks: tuple[Callable[[ModelCall], None], ...] = ()
+    budget: LedgerBudget | None = None
 
 
 def memory_config(config: MemoryConfig | MemoryOptions | Mapping[str, Any] | None) -> MemoryConfig:
@@ -142,6 +149,8 @@ def assemble_roles(
     clock: Clock,
     retry: RetryPolicy | None = None,
     on_event: Callable[[EngineEvent], None] | None = None,
+    sinks: tuple[Callable[[ModelCall], None], ...] = (),
+    budget: LedgerBudget | None = None,
 ) -> Roles:
     """The observer, reflector, reflection start level and extractors for ``config``.
 
@@ -152,6 +161,12 @@ def assemble_roles(
     here retry transient model errors (None: :class:`RetryPolicy`'s defaults); roles given as
     Observer / Reflector objects keep their own. ``on_event`` hears the privacy boundary's
     ``redaction`` and ``privacy-fallback`` events (pass the engine's listener).
+
+    Every model built here is metered (:mod:`obsmem.models.metered`): each call is reported to
+    ``sinks`` (the cost ledger) and to the process-wide listeners, with the role and the
+    request's thread and resource as its scope. With ``budget``, a request for a resource that
+    has spent its budget goes to the offline role instead (event ``budget-exceeded``, once per
+    resource and period).
     """
     if model is not None and (observer is not None or reflector is not None):
         raise ConfigError(
@@ -163,9 +178,10 @@ def assemble_roles(
         config, model, observer, reflector
     )
     boundary = _Boundary(config.privacy, counter, on_event) if config.privacy is not None else None
-    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock, retry, boundary)
+    routes = _Routes(boundary, budget, on_event, sinks)
+    built_observer = _observer(observer_spec, observer_from, config.observation, counter, clock, retry, routes)
     built_reflector, start_level = _reflector(
-        reflector_spec, reflector_from, config.reflection, counter, clock, retry, boundary
+        reflector_spec, reflector_from, config.reflection, counter, clock, retry, routes
     )
     if isinstance(extractors, str | bytes | Mapping) or not isinstance(extractors, Iterable):
         raise ConfigError("extractors", f"expected a list of Extractor, got {describe_value(extractors)}",
@@ -176,14 +192,14 @@ def assemble_roles(
             raise ConfigError("extractors", f"expected Extractor objects, got {describe_value(extractor)}",
                               allowed="a list of obsmem.Extractor")
     if config.observation.manage_working_memory:
-        inline = isinstance(built_observer, LLMObserver | _PrivateObserver)
+        inline = isinstance(built_observer, LLMObserver | _RoutedObserver)
         all_extractors.append(working_memory_extractor("inline" if inline else "hook"))
     _check_extractors(all_extractors)
     if boundary is None:
-        return Roles(built_observer, built_reflector, start_level, tuple(all_extractors))
+        return Roles(built_observer, built_reflector, start_level, tuple(all_extractors), sinks=sinks, budget=budget)
     return Roles(
         built_observer, built_reflector, start_level, tuple(all_extractors),
-        redact=boundary.redact_for_knowledge, guard=boundary.wrap,
+        redact=boundary.redact_for_knowledge, guard=boundary.wrap, sinks=sinks, budget=budget,
     )
 
 
@@ -251,7 +267,7 @@ def _chat_model(
 
 def _observer(
     spec: Observer | ModelSpec, argument: str, role: ObservationConfig, counter: TokenCounter, clock: Clock,
-    retry: RetryPolicy | None, boundary: _Boundary | None = None,
+    retry: RetryPolicy | None, routes: _Routes,
 ) -> Observer:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineObserver(count_tokens=counter.count_text)
@@ -264,6 +280,7 @@ def _observer(
         )
     chat = _chat_model(spec, argument, "Observer", counter)
     temperature, limit = request_settings(role, chat)
+    boundary = routes.boundary
     observer = _AttachmentFilteringObserver(
         boundary.wrap(chat, "observation") if boundary is not None else chat,
         role,
@@ -272,15 +289,16 @@ def _observer(
         temperature=temperature,
         max_output_tokens=limit,
         retry=retry,
+        calls=routes.meter(chat, "observer", "observation"),
     )
-    if boundary is None:
+    if not routes.routed:
         return observer
-    return _PrivateObserver(observer, OfflineObserver(count_tokens=counter.count_text), chat, boundary)
+    return _RoutedObserver(observer, OfflineObserver(count_tokens=counter.count_text), chat, routes)
 
 
 def _reflector(
     spec: Reflector | ModelSpec, argument: str, role: ReflectionConfig, counter: TokenCounter, clock: Clock,
-    retry: RetryPolicy | None, boundary: _Boundary | None = None,
+    retry: RetryPolicy | None, routes: _Routes,
 ) -> tuple[Reflector, int]:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineReflector(count_tokens=counter.count_text), 1
@@ -293,13 +311,14 @@ def _reflector(
         )
     chat = _chat_model(spec, argument, "Reflector", counter)
     temperature, limit = request_settings(role, chat)
-    reflector: Reflector = LLMReflector(
+    boundary = routes.boundary
+    reflector: Reflector = _ScopedReflector(
         boundary.wrap(chat, "reflection") if boundary is not None else chat,
         count_tokens=counter.count_text, temperature=temperature, max_output_tokens=limit, clock=clock,
-        retry_policy=retry,
+        retry_policy=retry, calls=routes.meter(chat, "reflector", "reflection"),
     )
-    if boundary is not None:
-        reflector = _PrivateReflector(reflector, OfflineReflector(count_tokens=counter.count_text), chat, boundary)
+    if routes.routed:
+        reflector = _RoutedReflector(reflector, OfflineReflector(count_tokens=counter.count_text), chat, routes)
     named = chat.tiers[-1][1] if isinstance(chat, ModelByInputTokens) else chat
     return reflector, compression_start_level(named.name)
 
@@ -378,6 +397,7 @@ class _AttachmentFilteringObserver(LLMObserver):
         temperature: float | None,
         max_output_tokens: int | None,
         retry: RetryPolicy | None = None,
+        calls: ChatModel | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -389,6 +409,20 @@ class _AttachmentFilteringObserver(LLMObserver):
             observe_attachments=role.observe_attachments is not False,
         )
         self._forwards = role.forwards_attachment
+        # What requests go to: ``model`` metered (and behind the same boundary); ``model`` stays
+        # the configured one, for whoever inspects the observer.
+        self._calls = calls if calls is not None else model
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        thread_id, resource_id = request_scope(request)
+        with call_scope(role="observer", thread_id=thread_id, resource_id=resource_id):
+            return await super().observe(request)
+
+    async def _call(self, messages: list[Message], settings: ModelRequest) -> ModelResponse:
+        async def attempt() -> ModelResponse:
+            return assert_complete(await self._calls.request(messages, settings))
+
+        return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)
 
     def _allowed(self, part: FilePart) -> bool:
         # An image sent under a generic type (a .png as application/octet-stream) is an image.
@@ -401,6 +435,58 @@ class _AttachmentFilteringObserver(LLMObserver):
         *head, user = messages
         parts = tuple(part for part in user.parts if not isinstance(part, FilePart) or self._allowed(part))
         return [*head, user.model_copy(update={"parts": parts})]
+
+
+class _ScopedReflector(LLMReflector):
+    """The LLM reflector, its requests sent through the metered model, its calls scoped."""
+
+    def __init__(self, model: ChatModel, *, calls: ChatModel | None = None, **options: Any) -> None:
+        super().__init__(model, **options)
+        self._calls = calls if calls is not None else model
+
+    async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        thread_id, resource_id = request_scope(request)
+        with call_scope(role="reflector", thread_id=thread_id, resource_id=resource_id):
+            return await super().reflect(request)
+
+    async def _call(self, messages: list[Message], settings: ModelRequest) -> ModelResponse:
+        async def attempt() -> ModelResponse:
+            return assert_complete(await self._calls.request(messages, settings))
+
+        return await with_retry(attempt, policy=self.retry_policy, clock=self.clock)
+
+
+def request_scope(request: ObservationRequest | ReflectionRequest) -> tuple[str | None, str | None]:
+    """The thread and resource a request is for, as its model calls are recorded: the ids it
+    carries, else those of its messages (the thread only when they all belong to one)."""
+    scopes = _scopes(request) or []
+    thread_id = getattr(request, "thread_id", None)
+    if thread_id is None:
+        threads = {t for t, _ in scopes if t}
+        thread_id = next(iter(threads)) if len(threads) == 1 else None
+    resource_id = getattr(request, "resource_id", None) or next((r for _, r in scopes if r), None)
+    return thread_id, resource_id
+
+
+class _Routes:
+    """What the LLM roles are wrapped in: metering (always), the privacy boundary and the budget."""
+
+    def __init__(
+        self, boundary: _Boundary | None, budget: LedgerBudget | None,
+        on_event: Callable[[EngineEvent], None] | None, sinks: tuple[Callable[[ModelCall], None], ...],
+    ) -> None:
+        self.boundary = boundary
+        self.budget = budget
+        self.on_event = on_event
+        self.sinks = sinks
+
+    @property
+    def routed(self) -> bool:
+        return self.boundary is not None or self.budget is not None
+
+    def meter(self, chat: ChatModel, role: str, boundary_role: str) -> ChatModel:
+        calls = metered(chat, role=role, sinks=self.sinks)
+        return self.boundary.wrap(calls, boundary_role) if self.boundary is not None else calls
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,36 +578,47 @@ def _describe_scopes(scopes: list[Scope] | None) -> str:
     )
 
 
-class _PrivateRole:
-    def __init__(self, chat: ChatModel, boundary: _Boundary, role: str) -> None:
+class _RoutedRole:
+    """Where a request goes: the LLM role, or the offline one when the privacy boundary forbids
+    its provider for the request's scope, or when the request's resource has spent its budget."""
+
+    def __init__(self, chat: ChatModel, routes: _Routes, role: str) -> None:
         self.chat = chat
-        self.boundary = boundary
+        self.routes = routes
+        self.boundary = routes.boundary
         self.role = role
 
-    def _route(self, request: ObservationRequest | ReflectionRequest) -> tuple[bool, str]:
+    async def _route(self, request: ObservationRequest | ReflectionRequest) -> tuple[bool, str]:
         """Whether the model may see the request, and the thread id its events name."""
         scopes = _scopes(request)
         thread_id = next((t for t, _ in scopes or [] if t), "")
-        provider = self.boundary.forbidden(self.chat, scopes)
-        if provider is None:
-            return True, thread_id
-        if self.boundary.strict:
-            raise PrivacyError(role=self.role, provider=provider, scope=_describe_scopes(scopes))
-        self.boundary.emit("privacy-fallback", thread_id, role=self.role, provider=provider, to="offline")
-        return False, thread_id
+        if self.boundary is not None:
+            provider = self.boundary.forbidden(self.chat, scopes)
+            if provider is not None:
+                if self.boundary.strict:
+                    raise PrivacyError(role=self.role, provider=provider, scope=_describe_scopes(scopes))
+                self.boundary.emit("privacy-fallback", thread_id, role=self.role, provider=provider, to="offline")
+                return False, thread_id
+        budget = self.routes.budget
+        if budget is not None:
+            resources = {r for _, r in scopes or [] if r}
+            for resource_id in sorted(resources):
+                if await budget.exceeded(resource_id):
+                    return False, thread_id
+        return True, thread_id
 
 
-class _PrivateObserver(_PrivateRole):
-    """The LLM observer for scopes whose provider is allowed, the offline one for the others."""
+class _RoutedObserver(_RoutedRole):
+    """The LLM observer for allowed requests, the offline one for the others."""
 
-    def __init__(self, llm: LLMObserver, offline: Observer, chat: ChatModel, boundary: _Boundary) -> None:
-        super().__init__(chat, boundary, "observation")
+    def __init__(self, llm: LLMObserver, offline: Observer, chat: ChatModel, routes: _Routes) -> None:
+        super().__init__(chat, routes, "observation")
         self.llm = llm
         self.offline = offline
         self.name = llm.name
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
-        allowed, thread_id = self._route(request)
+        allowed, thread_id = await self._route(request)
         if not allowed:
             return await self.offline.observe(request)
         token = _REQUEST.set((self.role, thread_id))
@@ -531,17 +628,17 @@ class _PrivateObserver(_PrivateRole):
             _REQUEST.reset(token)
 
 
-class _PrivateReflector(_PrivateRole):
-    """The LLM reflector for scopes whose provider is allowed, the offline one for the others."""
+class _RoutedReflector(_RoutedRole):
+    """The LLM reflector for allowed requests, the offline one for the others."""
 
-    def __init__(self, llm: Reflector, offline: Reflector, chat: ChatModel, boundary: _Boundary) -> None:
-        super().__init__(chat, boundary, "reflection")
+    def __init__(self, llm: Reflector, offline: Reflector, chat: ChatModel, routes: _Routes) -> None:
+        super().__init__(chat, routes, "reflection")
         self.llm = llm
         self.offline = offline
         self.name = llm.name
 
     async def reflect(self, request: ReflectionRequest) -> ReflectionResult:
-        allowed, thread_id = self._route(request)
+        allowed, thread_id = await self._route(request)
         if not allowed:
             return await self.offline.reflect(request)
         token = _REQUEST.set((self.role, thread_id))
@@ -549,6 +646,16 @@ class _PrivateReflector(_PrivateRole):
             return await self.llm.reflect(request)
         finally:
             _REQUEST.reset(token)
+
+
+def budget_events(on_event: Callable[[EngineEvent], None] | None) -> Callable[[str, dict[str, Any]], None]:
+    """The budget's ``on_exceeded``, reported as an event ``budget-exceeded`` (thread id empty)."""
+
+    def exceeded(resource_id: str, data: dict[str, Any]) -> None:
+        if on_event is not None:
+            on_event(EngineEvent(kind=cast(Any, "budget-exceeded"), thread_id="", data=data))
+
+    return exceeded
 
 
 # -- the knowledge agents ------------------------------------------------------------------------
@@ -586,13 +693,16 @@ def knowledge_model(
     config: MemoryConfig, model: ChatModel | str | None = None, *, roles: Roles | None = None
 ) -> ChatModel | None:
     """The knowledge agents' model: ``model`` if given, else ``config.knowledge.model``; None is
-    offline. With ``roles`` built under a privacy boundary, the model is wrapped in it."""
+    offline. With ``roles``, the model is metered (its calls reach ``roles.sinks``, role
+    ``knowledge`` unless the agents' scope names one) and, under a privacy boundary, wrapped in it."""
     spec = model if model is not None else config.knowledge.model
     if spec is None or spec == "offline":
         return None
     from obsmem.models import infer_model
 
     chat = infer_model(spec)
+    if roles is not None:
+        chat = metered(chat, role="knowledge", sinks=roles.sinks)
     return roles.guard(chat, "knowledge") if roles is not None and roles.guard is not None else chat
 
 
@@ -731,7 +841,8 @@ class KnowledgeHook:
                     await self.agents.lanes.register(self.agents.curator.lane(thread.id))
                 try:
                     for cycle, text, seq in deltas:
-                        runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
+                        with call_scope(role="capture", thread_id=thread.id, resource_id=thread.resource_id):
+                            runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
                         done.append(cycle)
                         cursor = max(cursor, seq)
                 finally:
@@ -741,7 +852,8 @@ class KnowledgeHook:
         except LaneBusyError:  # another process is capturing this thread; its cursor is durable,
             return runs          # and the next commit (or a worker's idle pass) catches up
         if any(run.written for run in runs):
-            runs.append(await self.agents.curate_if_due(scope, thread.id))
+            with call_scope(role="curate", thread_id=thread.id, resource_id=thread.resource_id):
+                runs.append(await self.agents.curate_if_due(scope, thread.id))
         return runs
 
     async def reflection_phase(self, thread_id: str) -> list[AgentRun]:
@@ -749,7 +861,8 @@ class KnowledgeHook:
         if found is None:
             return []
         await self.capture_thread(thread_id)  # what the reflection condensed is captured first
-        return await self.agents.reflection_phase(found[1], thread_id)
+        with call_scope(thread_id=thread_id, resource_id=found[0].resource_id, operation="reflection"):
+            return await self.agents.reflection_phase(found[1], thread_id)
 
     async def curate_due(self) -> list[AgentRun]:
         """The worker's idle pass over every registered lane: capture what is still uncaptured
@@ -766,7 +879,8 @@ class KnowledgeHook:
                 runs += [r for r in await self.capture_thread(thread_id) if r.agent == "capture" and r.written]
             except Exception as exc:  # the capture lane keeps its cursor; curation still runs
                 logger.warning("knowledge capture catch-up for %r failed: %s", thread_id, exc)
-            run = await self.agents.curate_if_due(found[1], thread_id)
+            with call_scope(role="curate", thread_id=thread_id, resource_id=found[0].resource_id):
+                run = await self.agents.curate_if_due(found[1], thread_id)
             if run.status != "skipped":
                 runs.append(run)
         return runs

@@ -14,19 +14,21 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from obsmem.assembly import (
     KnowledgeHook,
     ModelSpec,
     assemble_roles,
+    budget_events,
     check_collaborators,
     knowledge_model,
     knowledge_settings,
     memory_config,
 )
 from obsmem.background import BackgroundWork, WatchedClock
+from obsmem.calls import UsageReport, call_scope
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
 from obsmem.errors import (
@@ -60,6 +62,7 @@ from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructio
 from obsmem.om.sections import remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord, lineage_key
+from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved
@@ -140,6 +143,19 @@ def _seconds(value: object, argument: str, *, positive: bool = False) -> float |
     if value < 0 or (positive and value == 0):
         raise ConfigError(argument, f"{value!r} is out of range", allowed=allowed)
     return float(value)
+
+
+def _instant(value: object, argument: str) -> datetime | None:
+    """A ``since`` / ``until`` bound: an aware datetime, or a date (its UTC midnight)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        check_window(value, None) if argument == "since" else check_window(None, value)
+        return value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    raise InvalidInputError(f"Invalid {argument}: expected a datetime or a date, got {describe_value(value)}",
+                            argument=argument)
 
 
 class Memory:
@@ -268,6 +284,11 @@ class Memory:
                 "background", "'queue' hands buffered work to workers, but buffering is off",
                 allowed="'local', or turn buffering on (observation.buffer_tokens)",
             )
+        if embedder is not None:
+            from obsmem.embeddings.metered import MeteredEmbedder
+
+            embedder = MeteredEmbedder(embedder, sinks=(lambda call: self.ledger(call),),
+                                       count_tokens=(counter or TokenCounter()).count_text)
         self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         # A store passed in belongs to the caller; one built here from a URL belongs to Memory.
         self._owns_store = isinstance(store, str | None)
@@ -276,9 +297,24 @@ class Memory:
         # Memory work sleeps on a watched clock, so a turn waiting for it hears at once when it
         # is about to wait past the turn's bound (see obsmem.background).
         work_clock = WatchedClock(self.clock)
+        # The cost ledger: every model call of the roles built here (and of the knowledge agents'
+        # model and the embedder) is buffered and written to the store by a background task.
+        self.ledger = LedgerWriter(
+            lambda calls: self.store.record_model_calls(calls), lambda work, name: self.background.spawn(work, name)
+        )
+        self.budget: LedgerBudget | None = None
+        if self.config.budget is not None:
+            self.budget = LedgerBudget(
+                self.config.budget,
+                lambda resource_id, since: self._ledger_rows(resource_id=resource_id, since=since),
+                self.clock, prices=self.config.price_overrides(), on_exceeded=budget_events(on_event),
+                unwritten=self.ledger.unwritten,
+            )
+            self.ledger.listen(self.budget.record)
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=work_clock, retry=retry, on_event=on_event,
+            counter=self.counter, clock=work_clock, retry=retry, on_event=on_event, sinks=(self.ledger,),
+            budget=self.budget,
         )
         self.extractors = roles.extractors
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
@@ -330,8 +366,10 @@ class Memory:
 
     # -- lifetime -----------------------------------------------------------------------------
     async def settled(self) -> None:
-        """Wait until no background memory work (buffered observation or reflection) is running."""
+        """Wait until no background memory work (buffered observation or reflection) is running,
+        and the cost ledger has written every call recorded so far."""
         await self.background.settled()
+        await self.ledger.flush()
 
     async def aclose(self, *, cancel: bool = False) -> None:
         """Finish (or with ``cancel=True``, cancel) background work, then close the store.
@@ -344,6 +382,7 @@ class Memory:
         if not cancel:
             await self.background.settled(timeout=self.close_timeout)
         await self.background.aclose(timeout=self.close_timeout)
+        await self.ledger.flush()  # what the cancelled writer left, before the store closes
         if self._owns_store:
             await self.store.close()
 
@@ -386,7 +425,7 @@ class Memory:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too — the live head, every older generation, and the observation markers of the
         resource's other threads — so nothing the thread said stays in memory. Its working
-        memory (thread key), queued work and leases go as well.
+        memory (thread key), queued work, leases and cost-ledger rows go as well.
 
         The thread goes first: an observation or reflection still in flight for it is then
         refused by the store (``gone``) and never commits, in thread or resource scope."""
@@ -437,7 +476,7 @@ class Memory:
         generation of every lineage (its threads' and the resource's), working memory (thread
         and resource keys), retrieval vectors, leases and queued work. Returns counts per kind
         (``threads``, ``messages``, ``records``, ``working_memory``, ``vectors``, ``leases``,
-        ``work_items``). With ``knowledge=``, the resource's knowledge scope (its threads'
+        ``work_items``, ``model_calls``: the cost ledger's rows for the resource and its threads). With ``knowledge=``, the resource's knowledge scope (its threads'
         included) is purged too, a hard delete (``knowledge_<kind>`` counts; see
         :mod:`obsmem.knowledge.lifecycle`).
 
@@ -445,7 +484,7 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         counts = dict.fromkeys(
-            ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items"), 0
+            ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items", "model_calls"), 0
         )
         threads = await self._all_threads(resource_id)
         for thread in threads:
@@ -459,6 +498,8 @@ class Memory:
         counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
         counts["work_items"] += await self.store.delete_work(resource_id)
         counts["leases"] += await self._release_leases(f"resource:{resource_id}")
+        await self.ledger.flush()
+        counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -474,11 +515,13 @@ class Memory:
     async def _drop_thread_data(self, thread_id: str) -> dict[str, int]:
         """What outlives a deleted thread in the store: its lineage (when the thread row went
         first), working memory, queued work and leases."""
+        await self.ledger.flush()  # calls still buffered for the thread are deleted with it
         return {
             "records": await self.store.delete_lineage(lineage_key("thread", thread_id, "")),
             "working_memory": int(await self.store.delete_working_memory(f"thread:{thread_id}")),
             "work_items": await self.store.delete_work(thread_id),
             "leases": await self._release_leases(f"thread:{thread_id}", thread_id=thread_id),
+            "model_calls": await self.store.delete_model_calls(thread_id=thread_id),
         }
 
     async def _release_leases(self, lineage: str, *, thread_id: str | None = None) -> int:
@@ -522,7 +565,8 @@ class Memory:
         retrieval vectors of the groups that changed. With ``knowledge=``, every knowledge node,
         record and audit event holding the value (in the covered scopes, their ancestors and
         below) is deleted, and the value is refused if captured again (kept only as a digest).
-        Returns counts per kind.
+        The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
+        :meth:`delete_thread` and :meth:`delete_resource` delete its rows. Returns counts per kind.
         """
         check_text(value, "value")
         if not value:
@@ -960,6 +1004,40 @@ class Memory:
     async def get_working_memory(self, thread_id: str) -> str | None:
         thread = await self.get_thread(thread_id)
         return await self.store.get_working_memory(self.engine.working_memory_key(thread))
+
+    # -- the cost ledger -----------------------------------------------------------------------
+    async def usage(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+    ) -> UsageReport:
+        """What memory's model calls cost: the cost ledger summed per UTC day, role and model.
+
+        Every call of the observer, reflector, knowledge agents and embedder that this memory (or a
+        worker on the same store) made is recorded, success or failure, with its tokens (cached
+        and cache-write included), latency and outcome; the offline roles make no model call and
+        leave no row. ``thread_id`` / ``resource_id`` filter (both: both must match); ``since``
+        (inclusive) and ``until`` (exclusive) bound the call's start (a ``date`` is its UTC
+        midnight). ``cost_usd`` is an estimate from the price table (:mod:`obsmem.profiles`, as of
+        :data:`~obsmem.profiles.PRICES_AS_OF`) and ``config.prices``; ``unpriced_calls`` counts the
+        calls of models without a price. ``.total()``, ``.by("role")``, ``.by("day", "role")``.
+        """
+        check_id(thread_id, "thread_id", optional=True)
+        check_id(resource_id, "resource_id", optional=True)
+        await self.ledger.flush()
+        rows = await self._ledger_rows(
+            thread_id=thread_id, resource_id=resource_id, since=_instant(since, "since"), until=_instant(until, "until")
+        )
+        return usage_report(rows, self.config.price_overrides())
+
+    async def _ledger_rows(
+        self, *, thread_id: str | None = None, resource_id: str | None = None, since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Any]:
+        return await self.store.usage_rows(thread_id=thread_id, resource_id=resource_id, since=since, until=until)
 
     async def _thread_for_turn(self, thread_id: str, resource_id: str | None) -> Thread:
         thread = await self.store.get_thread(thread_id)

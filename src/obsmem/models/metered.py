@@ -75,9 +75,11 @@ class MeteredModel(WrapperModel):
 
 def metered(chat: ChatModel, *, role: str, sinks: tuple[CallSink, ...] = ()) -> ChatModel:
     """``chat`` metered; for tiers (:class:`ModelByInputTokens`) each tier is metered, so a row
-    names the tier's model (the one that was billed), and the tiers object keeps its name."""
-    if isinstance(chat, MeteredModel):
-        return chat
+    names the tier's model (the one that was billed), and the tiers object keeps its name. A model
+    metered already is not metered twice: a copy of it reports to ``sinks`` too."""
+    if isinstance(chat, MeteredModel):  # metered already (by the application): add the sinks it lacks
+        extra = tuple(sink for sink in sinks if sink not in chat.sinks)
+        return MeteredModel(chat.wrapped, role=chat.role, sinks=chat.sinks + extra) if extra else chat
     if isinstance(chat, ModelByInputTokens):
         tiers = copy.copy(chat)
         tiers.tiers = tuple((bound, metered(model, role=role, sinks=sinks)) for bound, model in chat.tiers)

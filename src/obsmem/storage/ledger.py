@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from obsmem.calls import ModelCall, UsageRow
+from obsmem.calls import ModelCall, UsageReport, UsageRow
+from obsmem.clock import Clock
+from obsmem.config import BudgetConfig
 from obsmem.errors import InvalidInputError
+from obsmem.profiles import ModelPrice, estimate_cost
 
-__all__ = ["LedgerWriter", "call_day", "check_window", "insert_sql", "micros", "sum_calls", "usage_sql"]
+__all__ = ["LedgerBudget", "LedgerWriter", "usage_report", "call_day", "check_window", "insert_sql", "micros", "sum_calls", "usage_sql"]
 
 log = logging.getLogger("obsmem.ledger")
 
@@ -165,6 +169,7 @@ class LedgerWriter:
         self._write = write
         self._spawn = spawn
         self._buffer: list[ModelCall] = []
+        self._in_flight: list[ModelCall] = []
         self._writing = False
         self.written = 0
         self.dropped = 0
@@ -200,6 +205,10 @@ class LedgerWriter:
     def pending(self) -> int:
         return len(self._buffer)
 
+    def unwritten(self) -> list[ModelCall]:
+        """The calls recorded but not yet known written (buffered, or in a write under way)."""
+        return [*self._in_flight, *self._buffer]
+
     async def _drain(self) -> None:
         try:
             await self.flush()
@@ -210,6 +219,7 @@ class LedgerWriter:
         """Write every buffered call now (failures are logged and the rows dropped)."""
         while self._buffer:
             batch, self._buffer = self._buffer[:BATCH], self._buffer[BATCH:]
+            self._in_flight.extend(batch)
             try:
                 self.written += await self._write(batch)
             except asyncio.CancelledError:
@@ -218,3 +228,135 @@ class LedgerWriter:
             except Exception as exc:  # the ledger never fails memory work
                 self.dropped += len(batch)
                 log.warning("obsmem ledger: %d model call(s) could not be recorded: %s", len(batch), exc)
+            finally:
+                for call in batch:
+                    self._in_flight.remove(call)
+
+
+# -- prices and the report ------------------------------------------------------------------------
+
+
+def priced(row: UsageRow, overrides: Mapping[str, ModelPrice] | None = None) -> UsageRow:
+    """``row`` with its cost estimated (``unpriced_calls`` = its calls when the model has no price)."""
+    cost = estimate_cost(
+        row.model or "", row.input_tokens, row.cached_input_tokens, row.cache_write_tokens, row.output_tokens,
+        overrides,
+    )
+    if cost is None:
+        return dataclasses.replace(row, cost_usd=0.0, unpriced_calls=row.calls)
+    return dataclasses.replace(row, cost_usd=cost, unpriced_calls=0)
+
+
+def usage_report(rows: Iterable[UsageRow], overrides: Mapping[str, ModelPrice] | None = None) -> UsageReport:
+    """The store's rows, priced, as the report ``Memory.usage`` and ``obsmem usage`` give."""
+    return UsageReport(tuple(priced(row, overrides) for row in rows))
+
+
+# -- the budget -----------------------------------------------------------------------------------
+
+UsageRows = Callable[[str, datetime | None], Awaitable[list[UsageRow]]]
+
+
+def period_start(period: str, now: datetime) -> datetime | None:
+    """Where the budget period holding ``now`` began (UTC): the day, the month; None for ``total``."""
+    utc = now.astimezone(UTC)
+    if period == "day":
+        return utc.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "month":
+        return utc.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return None
+
+
+@dataclasses.dataclass(slots=True)
+class _Spent:
+    period: datetime | None
+    read_at: float
+    tokens: int
+    cost: float
+
+
+class LedgerBudget:
+    """Whether a resource has spent its :class:`~obsmem.config.BudgetConfig` in the current period.
+
+    The period's sum is read from the ledger (``rows(resource_id, since)``) at most once per
+    ``config.check_interval_s`` seconds per resource (monotonic time of ``clock``); in between, the
+    calls this process records (:meth:`record`, a :class:`LedgerWriter` listener) are added to it.
+    A read adds the calls the writer holds but has not written yet (``unwritten``), so a call is
+    never missed; one whose write commits during the read may count twice (a little early, never late).
+    ``on_exceeded(resource_id, details)`` is called once per resource and period when a limit is
+    first found reached. A failing ledger read counts as not exceeded (logged): the budget never
+    fails memory work.
+    """
+
+    def __init__(
+        self,
+        config: BudgetConfig,
+        rows: UsageRows,
+        clock: Clock,
+        *,
+        prices: Mapping[str, ModelPrice] | None = None,
+        on_exceeded: Callable[[str, dict[str, Any]], None] | None = None,
+        unwritten: Callable[[], Iterable[ModelCall]] | None = None,
+    ) -> None:
+        self.config = config
+        self._unwritten = unwritten
+        self._rows = rows
+        self._clock = clock
+        self._prices = prices
+        self._on_exceeded = on_exceeded
+        self._spent: dict[str, _Spent] = {}
+        self._told: set[tuple[str, datetime | None]] = set()
+        self.reads = 0
+
+    def record(self, call: ModelCall) -> None:
+        spent = self._spent.get(call.resource_id or "")
+        if call.resource_id is None or spent is None:
+            return
+        spent.tokens += call.input_tokens + call.output_tokens
+        spent.cost += estimate_cost(
+            call.model, call.input_tokens, call.cached_input_tokens, call.cache_write_tokens, call.output_tokens,
+            self._prices,
+        ) or 0.0
+
+    async def spent(self, resource_id: str) -> tuple[int, float]:
+        """Tokens and estimated USD the resource spent in the current period (cached, see above)."""
+        since = period_start(self.config.period, self._clock.now())
+        cached = self._spent.get(resource_id)
+        now = self._clock.monotonic()
+        if cached is None or cached.period != since or now - cached.read_at >= self.config.check_interval_s:
+            self.reads += 1
+            pending = [
+                c for c in (self._unwritten() if self._unwritten is not None else ())
+                if c.resource_id == resource_id and (since is None or c.started_at >= since)
+            ]
+            rows = usage_report(await self._rows(resource_id, since), self._prices).total()
+            cached = _Spent(since, now, rows.input_tokens + rows.output_tokens, rows.cost_usd)
+            self._spent[resource_id] = cached
+            for call in pending:
+                self.record(call)
+        return cached.tokens, cached.cost
+
+    async def exceeded(self, resource_id: str | None) -> bool:
+        if not resource_id:
+            return False
+        try:
+            tokens, cost = await self.spent(resource_id)
+        except Exception as exc:
+            log.warning("obsmem budget: the ledger could not be read for %r: %s", resource_id, exc)
+            return False
+        limits = self.config
+        over = (limits.max_tokens is not None and tokens >= limits.max_tokens) or (
+            limits.max_cost_usd is not None and cost >= limits.max_cost_usd
+        )
+        if over:
+            period = period_start(limits.period, self._clock.now())
+            if (resource_id, period) not in self._told:
+                self._told.add((resource_id, period))
+                if self._on_exceeded is not None:
+                    self._on_exceeded(resource_id, {
+                        "resource_id": resource_id, "period": limits.period,
+                        "since": period.isoformat() if period is not None else None,
+                        "tokens": tokens, "cost_usd": round(cost, 6), "max_tokens": limits.max_tokens,
+                        "max_cost_usd": limits.max_cost_usd, "to": "offline",
+                    })
+        return over
