@@ -16,7 +16,7 @@ from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
 from obsmem.storage import MemoryStore, SQLiteStore, Store
 from obsmem.storage.postgres.store import PostgresStore
 
-MESSAGE_TABLES = ("messages", "observation_records")
+MESSAGE_TABLES = ("messages", "observation_records", "model_calls")
 KNOWLEDGE_TABLES = (
     "knowledge_nodes",
     "knowledge_records",
