@@ -34,10 +34,12 @@ de-duplicates by content, since a user may well say the same thing twice.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+from obsmem import telemetry
 from obsmem.background import BackgroundWork
 from obsmem.errors import InvalidInputError, ObsmemError, StorageError
 from obsmem.om.buffering import StepResult
@@ -117,6 +119,8 @@ class Turn:
         self._input_user: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
+        # Seconds the current boundary waited on memory model work (for the wait/overhead metrics).
+        self._wait_s = 0.0
 
     @classmethod
     async def start(
@@ -133,8 +137,9 @@ class Turn:
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
             max_wait=max_wait,
         )
-        async with turn._boundary("begin_turn"):
+        async with turn._traced("begin_turn") as span, turn._boundary("begin_turn"):
             saved = await turn._save(parse_messages(messages, "messages"))
+            span.set("obsmem.messages", len(saved))
             turn.context = await turn._advance(saved, turn_start=True)
         return turn
 
@@ -163,8 +168,9 @@ class Turn:
         parsed = parse_messages(responses, "responses")
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
-        async with self._boundary("step"):
+        async with self._traced("step") as span, self._boundary("step"):
             saved = await self._save(parsed)
+            span.set("obsmem.messages", len(saved))
             context = await self._advance(saved)
         self.steps += 1
         self.context = context
@@ -175,19 +181,46 @@ class Turn:
         parsed = parse_messages(responses, "responses")
         if self.ended:
             return
-        if parsed:
-            async with self._boundary("end"):
-                await self._save(parsed)
-        self.ended = True
-        buffered = self._engine.buffered
-        if buffered is not None and self._engine.config.observation.buffer_on_idle:
-            await buffered.maybe_start_buffer(self.thread, idle=True)
+        async with self._traced("end") as span:
+            if parsed:
+                async with self._boundary("end"):
+                    span.set("obsmem.messages", len(await self._save(parsed)))
+            self.ended = True
+            if self.waited:
+                telemetry.record_turn_waited()
+            buffered = self._engine.buffered
+            if buffered is not None and self._engine.config.observation.buffer_on_idle:
+                await buffered.maybe_start_buffer(self.thread, idle=True)
 
     async def __aenter__(self) -> Turn:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.end()
+
+    @asynccontextmanager
+    async def _traced(self, call: str) -> AsyncIterator[telemetry.Span]:
+        """The boundary's span (``obsmem.<call>``) and its overhead and wait metrics."""
+        if not telemetry.enabled():
+            yield telemetry.span(call)
+            return
+        self._wait_s = 0.0
+        began = time.perf_counter()
+        attributes = {**telemetry.ids(self.thread.id, self.thread.resource_id), "obsmem.step": self.steps}
+        with telemetry.span(f"obsmem.{call}", attributes) as span:
+            outcomes = len(self.outcomes)
+            try:
+                yield span
+            finally:
+                new = self.outcomes[outcomes:]
+                span.update({
+                    "obsmem.outcomes": len(new),
+                    "obsmem.applied": sum(1 for outcome in new if outcome.applied),
+                    "obsmem.waited": self._wait_s > 0 or any(outcome.waited for outcome in new),
+                    "obsmem.wait_s": round(self._wait_s, 6),
+                    "obsmem.trimmed": self.trimmed,
+                })
+                telemetry.record_boundary(call, time.perf_counter() - began, self._wait_s)
 
     @asynccontextmanager
     async def _boundary(self, call: str) -> AsyncIterator[None]:
@@ -304,7 +337,10 @@ class Turn:
         key = f"turn:{thread.id}"
         result: StepResult | None = None
         if self._background is None or self._wait_left is None:
+            began = time.perf_counter()
             result = await work()
+            if any(outcome.waited for outcome in result.outcomes):
+                self._wait_s += time.perf_counter() - began
         else:
             if not self._background.running(key):
                 # Most boundaries are quiet (nothing in them can wait on a model): they run
@@ -340,6 +376,8 @@ class Turn:
         assert self._background is not None and self._wait_left is not None
         waited = await self._background.within(key, work, self._wait_left)
         self._wait_left = max(0.0, self._wait_left - waited.waited_s)
+        if waited.value is None or any(outcome.waited for outcome in waited.value.outcomes):
+            self._wait_s += waited.waited_s  # it waited on a model call (or until its bound)
         if waited.done:
             return waited.value
         self.waited_out += 1

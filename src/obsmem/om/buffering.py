@@ -57,7 +57,9 @@ from obsmem.om.activation import (
     threshold_action,
     usable_chunks,
 )
-from obsmem.om.cycle import Core, Cycle, without_backoff
+from obsmem import telemetry
+from obsmem.telemetry import log_fields
+from obsmem.om.cycle import Core, Cycle, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
@@ -504,12 +506,20 @@ class BufferedLifecycle:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
         failure never reaches the actor: the messages stay pending, and a start marker it wrote
         is always closed (failed, cancelled, or dropped at landing)."""
+        with traced("obsmem.buffer", thread, "observer", kind="observation", window_tokens=window) as span:
+            await self._buffer_now(thread, messages, window, span)
+
+    async def _buffer_now(
+        self, thread: Thread, messages: list[Message], window: int, span: telemetry.Span
+    ) -> None:
         core = self.core
         cycle = core.cycle("buffer", thread, None, None)
         message_tokens = sum(core.counter.count_message(m) for m in messages)
         try:
             record = await core.head(thread)
         except Exception as exc:  # the store failed: nothing began, nothing to close
+            span.fail(exc)
+            span.set("obsmem.outcome", "failed")
             await self._buffer_failed(cycle, thread, exc, message_tokens, calling=False)
             return
         # Another engine may have buffered or observed some of these while we waited for the
@@ -517,6 +527,7 @@ class BufferedLifecycle:
         covered = covered_until(record, thread.id)
         messages = [m for m in messages if (m.seq or 0) > covered]
         if not messages:
+            span.set("obsmem.outcome", "already covered")
             return
         message_tokens = sum(core.counter.count_message(m) for m in messages)
         cycle = dataclasses.replace(cycle, record_id=record.id, target=markers.marker_target(messages))
@@ -534,6 +545,7 @@ class BufferedLifecycle:
                 def request(group: list[Message], earlier: ObservationResult | None) -> ObservationRequest:
                     return self._buffer_request(thread, record, group, cycle, earlier)
 
+                span.update({"obsmem.messages": len(messages), "obsmem.input_tokens": message_tokens})
                 calling = True
                 result = await observe_in_requests(core, cycle, messages, counts, request)
                 calling = False
@@ -545,29 +557,34 @@ class BufferedLifecycle:
                     first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                     created_at=messages[-1].created_at, extracted=dict(result.extracted),
                 )
-                await self._land(cycle, thread, chunk, window)
+                span.set("obsmem.output_tokens", chunk.observation_tokens)
+                landed = await self._land(cycle, thread, chunk, window)
+                span.set("obsmem.outcome", "landed" if landed else "dropped")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                span.fail(exc)
+                span.set("obsmem.outcome", "failed")
                 await self._buffer_failed(cycle, thread, exc, message_tokens, calling=calling)
 
     async def _buffer_failed(
         self, cycle: Cycle, thread: Thread, exc: Exception, message_tokens: int, *, calling: bool
     ) -> None:
         """Report a failed buffer and close its cycle; the messages stay pending."""
-        logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc)
+        logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc,
+                       extra=log_fields(thread.id, "buffer", exc))
         cycle.emit("buffer-failed", error=str(exc))
         await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
         if calling:  # the observer failed (not the store): it backs off, for every process
             await self.core.back_off(thread, "observation", exc)
 
-    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, window: int = 0) -> None:
-        """Append a finished chunk, index it and close its cycle (or report it dropped)."""
+    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, window: int = 0) -> bool:
+        """Append a finished chunk, index it and close its cycle (or report it dropped: False)."""
         core = self.core
         stored = await self._append_chunk(thread, chunk)
         if stored is None:
             cycle.emit("buffer-dropped", window_tokens=window)
-            return
+            return False
         await core.reindex(thread.resource_id, "", chunk.observations)
         await cycle.mark(
             markers.buffering_end_marker, record_id=stored.id, completed_at=cycle.now(),
@@ -576,6 +593,7 @@ class BufferedLifecycle:
             observations=chunk.observations or None,
         )
         cycle.emit("buffer-end", tokens=chunk.message_tokens, output_tokens=chunk.observation_tokens)
+        return True
 
     def _buffer_request(
         self,
@@ -669,6 +687,15 @@ class BufferedLifecycle:
     ) -> CycleOutcome | None:
         """Make the stored buffered reflection the next generation (None when there is none, or
         when an early trigger's guards do not hold on the stored head)."""
+        with traced("obsmem.activate", thread, trigger=triggered_by, kind="reflection") as span:
+            outcome = await self._activate_reflection(thread, triggered_by)
+            if outcome is None:
+                span.update({"obsmem.applied": False, "obsmem.outcome": "not activated"})
+            else:
+                telemetry.record_outcome(span, outcome)
+            return outcome
+
+    async def _activate_reflection(self, thread: Thread, triggered_by: str) -> CycleOutcome | None:
         core = self.core
         early = triggered_by != "threshold"
         buffer_activation = core.config.reflection.buffer_activation or 0.5
@@ -724,6 +751,12 @@ class BufferedLifecycle:
     async def _reflect(self, thread: Thread, record: ObservationRecord) -> None:
         """Condense the leading slice of ``record``'s observations (under the lease) and store
         the result on the head, if the head still begins with that slice."""
+        with traced(
+            "obsmem.buffer", thread, "reflector", kind="reflection", generation=record.generation
+        ) as span:
+            await self._reflect_now(thread, record, span)
+
+    async def _reflect_now(self, thread: Thread, record: ObservationRecord, span: telemetry.Span) -> None:
         core = self.core
         config = core.config
         calling = False
@@ -731,8 +764,11 @@ class BufferedLifecycle:
             budget = core.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
             text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
             if not text.strip():
+                span.set("obsmem.outcome", "nothing to reflect")
                 return
             input_tokens = core.counter.count_text(text)
+            span.set("obsmem.input_tokens", input_tokens)
+            telemetry.record_buffer_started("reflection")
             request = ReflectionRequest(
                 observations=text,
                 target_tokens=max(1, round(0.75 * input_tokens)),
@@ -754,12 +790,20 @@ class BufferedLifecycle:
                 tokens=core.counter.count_text(result.observations), input_tokens=input_tokens,
                 line_count=line_count, created_at=core.clock.now(),
             )
+            span.set("obsmem.output_tokens", buffered.tokens)
             if await self._store_reflection(thread, record, text, buffered):
+                span.set("obsmem.outcome", "stored")
                 core.emit("reflection-buffered", thread.id, tokens=input_tokens, output_tokens=buffered.tokens)
+            else:
+                span.set("obsmem.outcome", "dropped")
+                telemetry.record_event("buffer-dropped-reflection", {})
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the boundary stays, so the same input is not retried in a loop
-            logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc)
+            span.fail(exc)
+            span.set("obsmem.outcome", "failed")
+            logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc,
+                           extra=log_fields(thread.id, "buffered-reflection", exc))
             core.emit("reflection-failed", thread.id, error=str(exc))
             if calling:
                 await core.back_off(thread, "reflection", exc)

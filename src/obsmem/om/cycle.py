@@ -22,12 +22,14 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
+from obsmem import calls, telemetry
+from obsmem.telemetry import log_fields
 from obsmem.clock import Clock
 from obsmem.config import MAX_FAILURE_BACKOFF_S, MemoryConfig
 from obsmem.errors import (
@@ -61,6 +63,7 @@ __all__ = [
     "CommitPolicy",
     "Core",
     "Cycle",
+    "traced",
     "Written",
     "backoff_wait_s",
     "commit",
@@ -456,7 +459,8 @@ class Core:
         try:
             done = await self.commit(lambda: self.stored_head(thread), compose, write)
         except ObsmemError as exc_store:  # the failure is already reported; the backoff is a saving
-            logger.warning("obsmem: could not record the %s backoff of thread %s: %s", role, thread.id, exc_store)
+            logger.warning("obsmem: could not record the %s backoff of thread %s: %s", role, thread.id, exc_store,
+                           extra=log_fields(thread.id, role, exc_store))
             return None
         if not done.applied or done.proposal is None:
             return None
@@ -491,7 +495,7 @@ class Core:
             try:
                 await self.store.release_lease(key, owner)
             except ObsmemError as exc:  # it expires by itself; never a reason to lose the work
-                logger.warning("obsmem: could not release the lease %s: %s", key, exc)
+                logger.warning("obsmem: could not release the lease %s: %s", key, exc, extra=log_fields(None, "lease", exc))
 
     async def _heartbeat(self, key: str, owner: str) -> None:
         """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
@@ -510,7 +514,8 @@ class Core:
         try:
             await self.store.add_message_parts(target.id, list(parts))
         except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
-            logger.warning("obsmem: could not persist markers %s: %s", [p.name for p in parts], exc)
+            logger.warning("obsmem: could not persist markers %s: %s", [p.name for p in parts], exc,
+                           extra=log_fields(None, "markers", exc))
 
     def marker_config(self, record: ObservationRecord) -> markers.MarkerConfig:
         return markers.MarkerConfig(
@@ -520,6 +525,7 @@ class Core:
         )
 
     def emit(self, kind: Any, thread_id: str, /, **data: Any) -> None:
+        telemetry.record_event(kind, data)
         if self.on_event is not None:
             self.on_event(EngineEvent(kind=kind, thread_id=thread_id, data=data))
 
@@ -544,6 +550,19 @@ class Core:
         """A new cycle of ``kind`` over ``thread``, started now, on ``record`` (None: not read yet)."""
         cycle_id = markers.new_cycle_id(_ID_PREFIX[kind])
         return Cycle(self, kind, cycle_id, thread.id, record.id if record else "", self.clock.now(), target)
+
+
+@contextlib.contextmanager
+def traced(
+    name: str, thread: Thread, role: str | None = None, **attributes: telemetry.AttributeValue | None
+) -> Iterator[telemetry.Span]:
+    """One operation's span (``name``, with the thread's ids and ``attributes`` under ``obsmem.``)
+    and, with ``role``, the call scope its model calls are metered under."""
+    named = {f"obsmem.{key}": value for key, value in attributes.items()}
+    with contextlib.ExitStack() as stack:
+        if role is not None:
+            stack.enter_context(calls.call_scope(role=role, thread_id=thread.id, resource_id=thread.resource_id))
+        yield stack.enter_context(telemetry.span(name, {**telemetry.ids(thread.id, thread.resource_id), **named}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -639,7 +658,8 @@ class Cycle:
         try:
             await self.mark_failed(error, tokens_attempted)
         except Exception as exc:  # closing is best effort; the first error wins
-            logger.warning("obsmem: could not close cycle %s: %s", self.id, exc)
+            logger.warning("obsmem: could not close cycle %s: %s", self.id, exc,
+                           extra=log_fields(self.thread_id, self.kind, exc))
 
     def emit(self, kind: Any, **data: Any) -> None:
         self.core.emit(kind, self.thread_id, cycle_id=self.id, **data)

@@ -33,7 +33,9 @@ from obsmem.om.activation import (
     drop_chunks,
     usable_chunks,
 )
-from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, without_backoff
+from obsmem import telemetry
+from obsmem.telemetry import log_fields
+from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -102,6 +104,20 @@ class ActivateStep:
         head when the write is stale, so a chunk appended meanwhile is kept, and the cursor
         only moves forward.
         """
+        with traced("obsmem.activate", thread, trigger=triggered_by) as span:
+            outcome = await self._activate(thread, count, triggered_by, extra, window, unseen)
+            telemetry.record_outcome(span, outcome)
+            return outcome
+
+    async def _activate(
+        self,
+        thread: Thread,
+        count: int | None,
+        triggered_by: ActivationTrigger,
+        extra: dict[str, Any] | None,
+        window: Sequence[Message] | None,
+        unseen: Unseen,
+    ) -> CycleOutcome:
         core = self.core
         first: ObservationRecord | None = None
         if window is None:  # read the window only when there is a chunk to judge by it
@@ -122,6 +138,7 @@ class ActivateStep:
                 logger.warning(
                     "obsmem: dropping %d buffered chunk(s) of thread %s that end between a tool call and its "
                     "result; their messages stay pending", mine - broken_from, thread.id,
+                    extra=log_fields(thread.id, "activation"),
                 )
             return activate_chunks(kept, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text)
 
@@ -204,6 +221,13 @@ class ObserveStep:
         plan = await self._plan(thread, force, unseen)
         if isinstance(plan, CycleOutcome):
             return plan
+        with traced("obsmem.observe", thread, "observer", trigger=trigger, forced=force) as span:
+            outcome = await self._leased_run(thread, plan, force, unseen)
+            telemetry.record_outcome(span, outcome)
+            return outcome
+
+    async def _leased_run(self, thread: Thread, plan: _Plan, force: bool, unseen: Unseen) -> CycleOutcome:
+        core = self.core
         # One process observes a thread at a time: another that finds the same messages due
         # makes no model call and goes on with the stored record (it never waits here, so a
         # turn's bound holds); the next boundary sees what the holder committed. A forced
@@ -213,9 +237,10 @@ class ObserveStep:
                 return _held_elsewhere("observation", plan.record)
             head = await core.stored_head(thread)
             if head is None or (head.id, head.version) != (plan.record.id, plan.record.version):
-                plan = await self._plan(thread, force, unseen)  # it changed before we held the lease
-                if isinstance(plan, CycleOutcome):
-                    return plan
+                replanned = await self._plan(thread, force, unseen)  # it changed before we held the lease
+                if isinstance(replanned, CycleOutcome):
+                    return replanned
+                plan = replanned
             return await self._run(thread, plan)
 
     async def _plan(self, thread: Thread, force: bool, unseen: Unseen) -> _Plan | CycleOutcome:
@@ -497,7 +522,8 @@ class ObserveStep:
                 "will be observed on the next cycle (set failure_policy='warn' to keep the turn going)."
             ) from exc
         if core.failure_policy == "warn" or degenerate:
-            logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, describe(exc))
+            logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, describe(exc),
+                           extra=log_fields(thread.id, "observation", exc))
         return CycleOutcome("observation", False, record, input_tokens=batch_tokens, error=exc, reason="failed")
 
 
@@ -643,7 +669,7 @@ class ReflectStep:
                 return not_due
             outcome = await self._reflect(
                 thread, record, target=core.reflection_threshold(), start_level=core.reflector_start_level,
-                guidance=None,
+                guidance=None, trigger="threshold",
             )
         return dataclasses.replace(outcome, waited=True)
 
@@ -671,10 +697,25 @@ class ReflectStep:
             if not record.active_observations.strip():
                 return CycleOutcome("reflection", False, record, reason="nothing to reflect")
             return await self._reflect(
-                thread, record, target=core.reflection_threshold(), start_level=0, guidance=guidance
+                thread, record, target=core.reflection_threshold(), start_level=0, guidance=guidance,
+                trigger="manual",
             )
 
     async def _reflect(
+        self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None,
+        trigger: str,
+    ) -> CycleOutcome:
+        with traced(
+            "obsmem.reflect", thread, "reflector", trigger=trigger, generation=record.generation,
+            start_level=start_level,
+        ) as span:
+            outcome = await self._reflect_now(
+                thread, record, target=target, start_level=start_level, guidance=guidance
+            )
+            telemetry.record_outcome(span, outcome)
+            return outcome
+
+    async def _reflect_now(
         self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None
     ) -> CycleOutcome:
         core = self.core
@@ -818,7 +859,8 @@ class ReflectStep:
             raise exc
         await self._suppress(thread, record, input_tokens)
         await self.core.back_off(thread, "reflection", exc)
-        logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, describe(exc))
+        logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, describe(exc),
+                       extra=log_fields(thread.id, "reflection", exc))
         return CycleOutcome("reflection", False, record, input_tokens=input_tokens, error=exc, reason="failed")
 
     async def _suppress(self, thread: Thread, record: ObservationRecord, at_tokens: int) -> None:

@@ -9,9 +9,11 @@ store; capture's own cursor only moves past what it captured).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from obsmem import calls, telemetry
 from obsmem.clock import Clock, SystemClock
 from obsmem.knowledge.agents.capture import CaptureAgent
 from obsmem.knowledge.agents.common import AgentRun, AgentSettings, thread_scope
@@ -28,6 +30,25 @@ from obsmem.storage.contract import Store
 __all__ = ["ContextBlocks", "KnowledgeAgents"]
 
 logger = logging.getLogger("obsmem.knowledge")
+
+
+@contextmanager
+def _agent_run(agent: str, context: Scope, source_thread_id: str | None = None) -> Iterator[telemetry.Span]:
+    """One agent run: the call scope its model calls are metered under (``role=agent``) and its
+    span (``obsmem.agent``, with the agent's name and the scope's ids; never the text it handles)."""
+    thread_id = source_thread_id or context.thread
+    with calls.call_scope(role=agent, thread_id=thread_id, resource_id=context.resource), telemetry.span(
+        "obsmem.agent", {"obsmem.agent": agent, **telemetry.ids(thread_id, context.resource)}
+    ) as span:
+        yield span
+
+
+def _ran(span: telemetry.Span, run: AgentRun) -> AgentRun:
+    span.update({"obsmem.outcome": run.status, "obsmem.written": len(run.written),
+                 "obsmem.removed": len(run.removed), "obsmem.tokens": run.tokens})
+    if run.status == "failed":
+        span.fail("AgentFailed")
+    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +112,8 @@ class KnowledgeAgents:
         self.runs.append(run)
         del self.runs[:-200]
         if run.status == "failed":
-            logger.warning("knowledge agent %s failed: %s", run.agent, run.detail)
+            logger.warning("knowledge agent %s failed: %s", run.agent, run.detail,
+                           extra={"obsmem_agent": run.agent, "obsmem_status": run.status})
         return run
 
     async def capture(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
@@ -101,31 +123,34 @@ class KnowledgeAgents:
             return AgentRun("capture", "skipped", detail="capture is off")
         if self.redact is not None:
             observations = self.redact(observations)
-        try:
-            run = await self.capturer.run(observations, context, source_thread_id=source_thread_id)
-        except Exception as exc:
-            self._kept(AgentRun("capture", "failed", detail=f"{type(exc).__name__}: {exc}"))
-            raise  # the caller keeps its cursor before this delta
-        return self._kept(run)
+        with _agent_run("capture", context, source_thread_id) as span:
+            try:
+                run = await self.capturer.run(observations, context, source_thread_id=source_thread_id)
+            except Exception as exc:
+                _ran(span, self._kept(AgentRun("capture", "failed", detail=f"{type(exc).__name__}: {exc}")))
+                raise  # the caller keeps its cursor before this delta
+            return _ran(span, self._kept(run))
 
     async def curate(self, context: Scope, source_thread_id: str, *, force: bool = False,
                      triggered: bool = False) -> AgentRun:
         if not self.settings.curate:
             return AgentRun("curate", "skipped", detail="curate is off")
-        try:
-            run = await self.curator.run(context, source_thread_id, force=force, triggered=triggered)
-        except Exception as exc:  # the lane store itself failed
-            run = AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}")
-        return self._kept(run)
+        with _agent_run("curate", context, source_thread_id) as span:
+            try:
+                run = await self.curator.run(context, source_thread_id, force=force, triggered=triggered)
+            except Exception as exc:  # the lane store itself failed
+                run = AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}")
+            return _ran(span, self._kept(run))
 
     async def learn(self, context: Scope, source_thread_id: str) -> AgentRun:
         if not self.settings.learn:
             return AgentRun("learn", "skipped", detail="learn is off")
-        try:
-            run = await self.learner.run(context, source_thread_id)
-        except Exception as exc:
-            run = AgentRun("learn", "failed", detail=f"{type(exc).__name__}: {exc}")
-        return self._kept(run)
+        with _agent_run("learn", context, source_thread_id) as span:
+            try:
+                run = await self.learner.run(context, source_thread_id)
+            except Exception as exc:
+                run = AgentRun("learn", "failed", detail=f"{type(exc).__name__}: {exc}")
+            return _ran(span, self._kept(run))
 
     async def reflection_phase(self, context: Scope, source_thread_id: str) -> list[AgentRun]:
         """After a reflection commits: curate, then learn; each independent of the other."""
@@ -155,10 +180,14 @@ class KnowledgeAgents:
             except Exception as exc:
                 errors.append(f"pins: {type(exc).__name__}: {exc}")
         if self.settings.remind and request:
-            try:
-                reminder = await self.reminder.remind(request, context)
-            except Exception as exc:
-                errors.append(f"remind: {type(exc).__name__}: {exc}")
+            with _agent_run("remind", context) as span:
+                try:
+                    reminder = await self.reminder.remind(request, context)
+                    span.set("obsmem.outcome", "ran")
+                except Exception as exc:
+                    errors.append(f"remind: {type(exc).__name__}: {exc}")
+                    span.fail(exc)
+                    span.set("obsmem.outcome", "failed")
         for error in errors:
-            logger.warning("knowledge context block left out: %s", error)
+            logger.warning("knowledge context block left out: %s", error, extra={"obsmem_error": error.split(":")[0]})
         return ContextBlocks(pinned, reminder, tuple(errors))

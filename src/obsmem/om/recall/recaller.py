@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from obsmem import telemetry
 from obsmem.config import RetrievalConfig
 from obsmem.errors import ConfigError, InvalidInputError, RecallNotFoundError
 from obsmem.om.group_index import GroupIndex, resource_namespace, thread_namespace
@@ -128,6 +129,23 @@ class Recaller:
         self.group_index = group_index
 
     async def recall(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        """Answer ``request`` for ``caller`` (an ``obsmem.recall`` span: mode, detail, page, limit
+        and what came back, by counts; never the query nor any text)."""
+        attributes = {
+            **telemetry.ids(caller.id, caller.resource_id),
+            "obsmem.recall.mode": request.mode, "obsmem.recall.detail": request.detail,
+            "obsmem.recall.page": request.page, "obsmem.recall.limit": request.limit,
+        }
+        with telemetry.span("obsmem.recall", attributes) as span:
+            result = await self._recall(caller, request)
+            span.update({
+                "obsmem.recall.messages": len(result.messages), "obsmem.recall.threads": len(result.threads),
+                "obsmem.recall.groups": len(result.groups), "obsmem.recall.truncated": result.truncated,
+                "obsmem.recall.tokens": result.tokens,
+            })
+            return result
+
+    async def _recall(self, caller: Thread, request: RecallRequest) -> RecallResult:
         if not self.config.enabled:
             raise ConfigError(
                 "retrieval", "recall needs retrieval mode, which is off", allowed="retrieval=True"
