@@ -11,9 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+from starlette.requests import Request
+
 from obsmem.knowledge import Knowledge, Node, RecordView, TrustState
+from obsmem.server.ui.auth import csrf_token
 from obsmem.server.ui.html import when
 from tests.server.test_ui import _UNLABELLED, _focus
 from tests.server.ui_env import CHROMIUM, UiEnv, open_ui_env, sign_in
@@ -277,3 +281,16 @@ def test_the_login_form_needs_its_own_nonce(ui: UiEnv) -> None:
     with httpx.Client(base_url=ui.url, follow_redirects=False, timeout=60) as fresh:  # a nonce without its cookie
         refused = fresh.post("/ui/login", data={"key": ui.keys.alice, "csrf_token": nonce})
         assert refused.status_code == 403
+
+
+def test_the_token_is_bound_to_the_session_cookie_and_without_one_to_the_app() -> None:
+    def request(app: FastAPI, cookie: str | None = None) -> Request:
+        headers = [(b"cookie", f"obsmem_ui_key={cookie}".encode())] if cookie else []
+        return Request({"type": "http", "method": "GET", "path": "/", "headers": headers, "app": app})
+
+    app, other = FastAPI(), FastAPI()
+    # a key's token is the same in every worker process (no server state), and differs per key
+    assert csrf_token(request(app, "om_a")) == csrf_token(request(other, "om_a")) != csrf_token(request(app, "om_b"))
+    # under --dev there is no cookie: the token is keyed by a random secret of the app
+    assert csrf_token(request(app)) == csrf_token(request(app)) != csrf_token(request(other))
+    assert csrf_token(request(app)) != csrf_token(request(app, "om_a"))

@@ -5,6 +5,7 @@ through the same checks as the REST API (:class:`~obsmem.server.access.Principal
 from __future__ import annotations
 
 import difflib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -467,21 +468,36 @@ async def usage_page(request: Request) -> Response:
          "Compression (observed vs kept)"],
         rows, caption=f"Memory held for resource {resource}", numeric=(1, 2, 3, 4, 5),
     )  # fmt: skip
-    body += await _model_calls(memory, resource) if found else "<p>This resource has no threads.</p>"
+    days = int_param(request.query_params.get("days"), 30, low=0, high=3660)  # 0: all of it
+    body += await _model_calls(memory, resource, named, days) if found else "<p>This resource has no threads.</p>"
     return page("Usage", body, who=session(request, principal))
 
 
-async def _model_calls(memory: Memory, resource: str) -> str:
+USAGE_WINDOWS = (7, 30, 90, 365, 0)
+
+
+async def _model_calls(memory: Memory, resource: str, named: str | None, days: int) -> str:
     """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``).
     Asked only for a resource with threads, all in the key's org (``resource_threads`` checks),
     so the ledger's rows for that resource id are the org's own."""
     usage = getattr(memory, "usage", None)  # the cost ledger (issue 18) is landing: until then, say so
     if usage is None:
         return "<p>Model calls per role are not recorded by this version (no cost ledger yet).</p>"
-    report: UsageReport = await usage(resource_id=resource)
+    since = datetime.now(UTC).date() - timedelta(days=days - 1) if days else None
+    report: UsageReport = await usage(resource_id=resource, since=since)
+    options = "".join(
+        f'<option value="{d}"{" selected" if d == days else ""}>{f"the last {d} days" if d else "all of it"}</option>'
+        for d in sorted({*USAGE_WINDOWS, days}, key=lambda d: d or 10**9)
+    )
+    window = (
+        '<form method="get" action="/ui/usage">'
+        + (f'<input type="hidden" name="resource_id" value="{h(named)}">' if named else "")
+        + f'<label for="days">Days</label> <select id="days" name="days">{options}</select> '
+        '<button type="submit">Show</button></form>'
+    )
     return (
-        '<section aria-labelledby="calls-heading"><h2 id="calls-heading">Model calls per role</h2>'
-        f"<figure>{usage_chart_svg(report)}<figcaption>Calls, tokens and mean latency per UTC day and role "
+        '<section aria-labelledby="calls-heading"><h2 id="calls-heading">Model calls per role</h2>' + window
+        + f"<figure>{usage_chart_svg(report)}<figcaption>Calls, tokens and mean latency per UTC day and role "
         "(the table below holds the same numbers).</figcaption></figure>"
         f"{usage_table(report)}</section>"
     )
