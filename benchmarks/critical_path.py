@@ -37,6 +37,14 @@ calls and tokens ≤ 1.05× synchronous, and no buffer thrown away that started 
 past ``message_tokens``. In both: the overhead of turns that did not wait, p50 and p99, ≤ 3× the
 raw SQLite persist-and-read. Everything comes from one run on a shared machine: expect noise.
 
+``--otel`` adds a fourth process, ``obsmem buffered + OpenTelemetry``: the buffered system with
+the OpenTelemetry SDK installed as the global tracer and meter provider (every span goes through
+a ``SimpleSpanProcessor`` to an exporter that only counts it; metrics aggregate in an
+``InMemoryMetricReader``), so obsmem records every span and metric as it would in production
+minus the network. Target: its per-turn overhead p50 within 10 % of the buffered system's
+(``targets.otel_overhead_p50_vs_disabled`` in ``--json``). Needs ``obsmem[otel]`` and
+``opentelemetry-sdk``.
+
 Run time is about ``turns × (actor delay + ~30 ms)`` plus the synchronous systems' waits
 (roughly 0.1 × turns × model delay): the default run takes about 19 minutes, ``--quick``
 (200 turns) about 4, ``--actor-delay-s 0`` about 3.
@@ -84,10 +92,12 @@ from obsmem.tokens import TokenCounter
 from obsmem.types import Message
 
 SYSTEMS = ("buffered", "synchronous", "baseline")
+ALL_SYSTEMS = (*SYSTEMS, "otel")  # "otel" runs only with --otel
 LABELS = {
     "buffered": "obsmem buffered",
     "synchronous": "obsmem synchronous",
     "baseline": "summarise-on-overflow",
+    "otel": "obsmem buffered + OpenTelemetry",
 }
 THREAD_ID = "bench-thread"
 RESOURCE_ID = "bench-user"
@@ -102,6 +112,8 @@ MAX_BILLED_VS_SYNC = 1.3  # billed-equivalent (cached prefix at CACHED_PRICE) / 
 MAX_CALLS_TOKENS_VS_SYNC_INSTANT = 1.05
 # Both: per-turn overhead p50 and p99 at most this times the raw SQLite persist-and-read.
 MAX_OVERHEAD_VS_RAW = 3.0
+# Issue 21: the per-turn overhead p50 with OpenTelemetry recording, at most this times without.
+MAX_OTEL_OVERHEAD_RATIO = 1.10
 # The providers' prompt caches, as replayed (OpenAI's automatic caching; Anthropic's minimum and
 # TTL are the same for its Sonnet/Opus models): prefixes from 1,024 tokens in 128-token steps,
 # kept 5 minutes after their last use, read at 10 % of the input price.
@@ -702,10 +714,57 @@ async def run_baseline(args: argparse.Namespace, conversation: Conversation, fol
 # Orchestration
 # --------------------------------------------------------------------------------------------
 
+def install_otel() -> Callable[[], dict[str, int]]:
+    """The OpenTelemetry SDK as the global providers, exporting nowhere (spans are counted);
+    returns what was recorded so far (spans by name, metric points)."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    spans: Counter[str] = Counter()
+
+    class Counting(SpanExporter):
+        def export(self, batch: Any) -> SpanExportResult:
+            spans.update(span.name.split(" ")[0] for span in batch)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Counting()))
+    trace.set_tracer_provider(provider)
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+
+    def recorded() -> dict[str, int]:
+        data = reader.get_metrics_data()
+        points = sum(
+            len(metric.data.data_points)
+            for resource in (data.resource_metrics if data else ())
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+        )
+        return {**{f"spans:{name}": count for name, count in sorted(spans.items())}, "metric_points": points}
+
+    return recorded
+
+
+async def run_obsmem_otel(args: argparse.Namespace, conversation: Conversation, folder: Path) -> dict[str, Any]:
+    recorded = install_otel()
+    from obsmem import telemetry
+
+    if not telemetry.enabled():
+        raise SystemExit("--otel needs the OpenTelemetry API (pip install 'obsmem[otel]' opentelemetry-sdk)")
+    result = await run_obsmem(args, conversation, folder, buffered=True)
+    result["otel"] = recorded()
+    return result
+
+
 RUNNERS: dict[str, Callable[..., Any]] = {
     "buffered": lambda a, c, f: run_obsmem(a, c, f, buffered=True),
     "synchronous": lambda a, c, f: run_obsmem(a, c, f, buffered=False),
     "baseline": run_baseline,
+    "otel": run_obsmem_otel,
 }
 
 
@@ -763,7 +822,7 @@ def run_all(args: argparse.Namespace, systems: list[str]) -> dict[str, dict[str,
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    systems = [s for s in SYSTEMS if s in args.systems]
+    systems = [s for s in ALL_SYSTEMS if s in args.systems]
     started = time.perf_counter()
     results = run_all(args, systems)
     counter = TokenCounter()
@@ -859,6 +918,11 @@ _ISSUE18_LABELS = {
 
 def targets(results: dict[str, dict[str, Any]], actor_delay_s: float = 1.0) -> dict[str, Any]:
     out: dict[str, Any] = {"issue18": issue18_targets(results, actor_delay_s)}
+    if "otel" in results and "buffered" in results:
+        on, off = results["otel"]["overhead_ms"]["p50"], results["buffered"]["overhead_ms"]["p50"]
+        out["otel_overhead_p50_vs_disabled"] = _check(
+            _ratio(on, off), MAX_OTEL_OVERHEAD_RATIO, enabled_ms=on, disabled_ms=off
+        )
     buffered = results.get("buffered")
     if buffered is not None:
         share = buffered["waited_share"]
@@ -878,7 +942,7 @@ def targets(results: dict[str, dict[str, Any]], actor_delay_s: float = 1.0) -> d
             "value": buffered["overhead_ms"]["p50"] / buffered["raw_reference_ms"]["p50"]
         }
     counts = {}
-    for system in ("buffered", "synchronous", "baseline"):
+    for system in ALL_SYSTEMS:
         if system in results:
             r = results[system]
             counts[system] = {
@@ -928,12 +992,12 @@ def render(results: dict[str, Any]) -> None:
         "messages intact",
     ):
         work.add_column(column, justify="left" if column == "system" else "right")
-    for key in SYSTEMS:
+    for key in ALL_SYSTEMS:
         if key not in systems:
             continue
         r = systems[key]
         observations = str(r["observations"])
-        if key == "buffered":
+        if key in ("buffered", "otel"):
             observations += f" ({r['activations']} activ., {r['sync_observations']} sync)"
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["wait_reasons"].items()))
         waited = f"{r['waited_turns']} ({100 * r['waited_share']:.1f} %)" + (
@@ -978,7 +1042,7 @@ def render(results: dict[str, Any]) -> None:
         "actor woken late p99 / max",
     ):
         latency.add_column(column, justify="left" if column == "system" else "right")
-    for key in SYSTEMS:
+    for key in ALL_SYSTEMS:
         if key not in systems:
             continue
         r = systems[key]
@@ -1039,6 +1103,14 @@ def render(results: dict[str, Any]) -> None:
             "",
             "",
         )
+    if "otel_overhead_p50_vs_disabled" in t:
+        c = t["otel_overhead_p50_vs_disabled"]
+        checks.add_row(
+            "issue 21 — buffered: overhead p50 with OpenTelemetry / without",
+            f"{c['value']:.3f}× ({_ms(c['enabled_ms'])} ms vs {_ms(c['disabled_ms'])} ms)",
+            f"≤ {c['limit']:.2f}×",
+            _verdict(c["pass"]),
+        )
     for key, c in t.get("issue18", {}).items():
         value, limit = c["value"], c["limit"]
         shown = (
@@ -1058,10 +1130,17 @@ def render(results: dict[str, Any]) -> None:
         )
     console.print(checks)
 
-    for key in SYSTEMS:
+    for key in ALL_SYSTEMS:
         profile = systems.get(key, {}).get("profile")
         if profile:
             render_profile(console, LABELS[key], profile)
+
+    recorded = systems.get("otel", {}).get("otel")
+    if recorded:
+        console.print(
+            "OpenTelemetry recorded (obsmem buffered + OpenTelemetry): "
+            + ", ".join(f"{key} {value:,}" for key, value in recorded.items())
+        )
 
     s = settings
     console.print(
@@ -1166,13 +1245,20 @@ def main() -> None:
         action="store_true",
         help="count and time obsmem's store calls per turn and list the slowest turns",
     )
-    parser.add_argument("--worker", choices=SYSTEMS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="also run the buffered system with the OpenTelemetry SDK recording (issue 21's overhead target)",
+    )
+    parser.add_argument("--worker", choices=ALL_SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--start-offset-s", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.turns = 200
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.otel and "otel" not in args.systems:
+        args.systems.append("otel")
     logging.basicConfig(level=logging.WARNING)
     if args.worker:
         result = run_one(args.worker, args)
