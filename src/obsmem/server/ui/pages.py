@@ -12,7 +12,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread, parse_groups
-from obsmem.calls import UsageReport
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
 from obsmem.server.ui.auth import (
@@ -480,11 +479,8 @@ async def _model_calls(memory: Memory, resource: str, named: str | None, days: i
     """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``).
     Asked only for a resource with threads, all in the key's org (``resource_threads`` checks),
     so the ledger's rows for that resource id are the org's own."""
-    usage = getattr(memory, "usage", None)  # the cost ledger (issue 18) is landing: until then, say so
-    if usage is None:
-        return "<p>Model calls per role are not recorded by this version (no cost ledger yet).</p>"
     since = datetime.now(UTC).date() - timedelta(days=days - 1) if days else None
-    report: UsageReport = await usage(resource_id=resource, since=since)
+    report = await memory.usage(resource_id=resource, since=since)
     options = "".join(
         f'<option value="{d}"{" selected" if d == days else ""}>{f"the last {d} days" if d else "all of it"}</option>'
         for d in sorted({*USAGE_WINDOWS, days}, key=lambda d: d or 10**9)
