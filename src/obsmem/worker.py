@@ -44,6 +44,7 @@ from obsmem.assembly import (
     KnowledgeHook,
     ModelSpec,
     assemble_roles,
+    budget_events,
     check_collaborators,
     knowledge_model,
     knowledge_settings,
@@ -61,6 +62,7 @@ from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.redact import redact_secrets
 from obsmem.storage.contract import Store, WorkItem
+from obsmem.storage.ledger import LedgerBudget, LedgerWriter
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
 
@@ -238,10 +240,27 @@ class Worker:
             observer = model if observer is None else observer
             reflector = model if reflector is None else reflector
             model = None
+        # The cost ledger: the worker's model calls are recorded like the application's, written
+        # after each item (and when a run ends); the budget is the application's, per resource.
+        self.ledger = LedgerWriter(store.record_model_calls)
+        self.budget: LedgerBudget | None = None
+        if self.config.budget is not None:
+            self.budget = LedgerBudget(
+                self.config.budget,
+                lambda resource_id, since: store.usage_rows(resource_id=resource_id, since=since),
+                self.clock, prices=self.config.price_overrides(), on_exceeded=budget_events(on_event),
+                unwritten=self.ledger.unwritten,
+            )
+            self.ledger.listen(self.budget.record)
         roles = assemble_roles(
             self.config, model=model, observer=observer, reflector=reflector, extractors=extractors,
-            counter=self.counter, clock=self.clock, retry=retry, on_event=on_event,
+            counter=self.counter, clock=self.clock, retry=retry, on_event=on_event, sinks=(self.ledger,),
+            budget=self.budget,
         )
+        if embedder is not None:
+            from obsmem.embeddings.metered import MeteredEmbedder
+
+            embedder = MeteredEmbedder(embedder, sinks=(self.ledger,), count_tokens=self.counter.count_text)
         self.engine = Engine(
             store=store,
             observer=roles.observer,
@@ -269,9 +288,11 @@ class Worker:
             if not isinstance(knowledge, Knowledge):
                 raise ConfigError("knowledge", f"expected a Knowledge, got {describe_value(knowledge)}",
                                   allowed="None or obsmem.knowledge.Knowledge")
+            # The privacy boundary holds here as in Memory: captured text is redacted before the
+            # knowledge store, and the agents' model is behind the same boundary (and metered).
             agents = KnowledgeAgents(knowledge, store, knowledge_settings(self.config),
                                      count_tokens=self.counter.count_text, clock=self.clock, owner=self.owner,
-                                     model=knowledge_model(self.config))
+                                     model=knowledge_model(self.config, roles=roles), redact=roles.redact)
             # The worker runs the agents itself, after each item (never off the engine's events).
             self._knowledge = KnowledgeHook(agents, store, lambda work, name: work.close())
             if kinds is WORK_KINDS:  # the default: a worker with a knowledge store takes its work too
@@ -347,6 +368,7 @@ class Worker:
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+            await self.ledger.flush()
         return self.stats
 
     async def drained(self) -> bool:
@@ -388,7 +410,10 @@ class Worker:
         if not items:
             return False
         self.stats.claimed += 1
-        await self.process(items[0])
+        try:
+            await self.process(items[0])
+        finally:
+            await self.ledger.flush()  # the item's model calls, before the next claim
         return True
 
     async def process(self, item: WorkItem) -> None:
