@@ -1,6 +1,6 @@
 """The ``obsmem`` Typer app: ``--version``/``version`` here, and the commands of :mod:`obsmem.cli.demo`,
 :mod:`obsmem.cli.threads` (``threads``, ``show``),
-:mod:`obsmem.cli.transfer` (``export``, ``import``), :mod:`obsmem.cli.worker` (``worker``, ``migrate``)
+:mod:`obsmem.cli.transfer` (``export``, ``import``), :mod:`obsmem.cli.usage` (``usage``), :mod:`obsmem.cli.worker` (``worker``, ``migrate``)
 and :mod:`obsmem.cli.bench` (``bench …``).
 
 ``-h`` is ``--help`` everywhere (subcommands inherit the context setting), and a bare group
@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from obsmem import __version__
-from obsmem.cli import demo, forget, queue, threads, transfer, worker
+from obsmem.cli import demo, forget, queue, threads, transfer, usage, worker
 from obsmem.cli import keys as keys_commands
 from obsmem.cli import serve as serve_commands
 from obsmem.cli.bench import bench_app
@@ -61,6 +61,7 @@ transfer.register(app)
 forget.register(app)
 worker.register(app)
 queue.register(app)
+usage.register(app)
 serve_commands.register(app)
 keys_commands.register(app)
 app.add_typer(bench_app, name="bench")
