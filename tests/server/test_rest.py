@@ -145,3 +145,40 @@ def test_export_and_import_a_resource(env: Env) -> None:
         assert imported.status_code == 201, imported.text
         assert client.get("/api/threads/ex-1/messages").json()["messages"][0]["parts"][0]["text"] == "Erin likes tea."
         _error(client.post("/api/resources/import", json={"export": exported.text}), 409, "ImportConflictError")
+
+
+def test_usage_reports_the_cost_ledger_per_resource_and_thread_within_tenancy(env: Env) -> None:
+    from datetime import UTC, datetime
+
+    from obsmem.calls import ModelCall
+
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        client.post("/api/threads", json={"id": "led-1"})
+        client.post("/api/threads", json={"id": "led-2"})
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.bob), timeout=60) as client:
+        client.post("/api/threads", json={"id": "led-bob"})
+    now = datetime.now(UTC)
+
+    def call(thread: str, resource: str, tokens: int) -> ModelCall:
+        return ModelCall(role="observer", model="openai:gpt-4o-mini", started_at=now, latency_s=0.2,
+                         thread_id=thread, resource_id=resource, input_tokens=tokens, output_tokens=10)
+
+    store = env.live.service.memory.store
+    env.live.call(store.record_model_calls([call("led-1", "alice", 1000), call("led-2", "alice", 500),
+                                            call("led-bob", "bob", 7000)]))
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        used = client.get("/api/resources/alice/usage").json()
+        assert "per_thread" in used and used["ledger"]["prices_as_of"]  # what it returned before stays
+        assert used["ledger"]["total"]["calls"] == 2 and used["ledger"]["total"]["input_tokens"] == 1500  # not bob's
+        assert used["ledger"]["total"]["cost_usd"] > 0
+        assert all(row["role"] for row in used["ledger"]["by_role"])
+        thread = client.get("/api/threads/led-2/usage").json()
+        assert thread["thread_id"] == "led-2" and thread["ledger"]["total"]["input_tokens"] == 500
+        later = client.get("/api/threads/led-2/usage", params={"since": "2999-01-01"}).json()
+        assert later["ledger"]["total"]["calls"] == 0
+        _error(client.get("/api/threads/led-2/usage", params={"since": "yesterday"}), 400, "InvalidInputError")
+        # another resource's thread and usage stay out of reach
+        assert client.get("/api/threads/led-bob/usage").status_code in (403, 404)
+        assert client.get("/api/resources/bob/usage").status_code in (403, 404)
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice_read_only), timeout=60) as client:
+        assert client.get("/api/threads/led-1/usage").json()["ledger"]["total"]["input_tokens"] == 1000

@@ -8,16 +8,20 @@ key management for admin keys. Messages are obsmem's own dicts (``{"role", "part
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from obsmem import UsageReport
 from obsmem import ContextWindow, InvalidInputError, Message, NotFoundError, Thread, from_openai, to_openai
 from obsmem.knowledge import TrustState
+from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
@@ -342,10 +346,52 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
     return {"resource_id": resource, "deleted": await service.memory.delete_resource(resource)}
 
 
+Since = Annotated[str | None, Query(max_length=40, description="From this UTC day (2025-03-01) or ISO instant.")]
+Until = Annotated[str | None, Query(max_length=40, description="Before this UTC day or ISO instant.")]
+
+
+def _instant(text: str | None, argument: str) -> datetime | date | None:
+    if text is None:
+        return None
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text)
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(f"Invalid {argument}: {text!r} is not a date or an ISO datetime",
+                                argument=argument) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def ledger_json(report: UsageReport) -> dict[str, Any]:
+    """The cost ledger's report: rows per (UTC day, role, model), the total, the prices' date."""
+    return {
+        "rows": [dataclasses.asdict(row) for row in report.rows],
+        "by_role": [dataclasses.asdict(row) for row in report.by("role")],
+        "total": dataclasses.asdict(report.total()),
+        "prices_as_of": PRICES_AS_OF,
+    }
+
+
+@router.get("/threads/{thread_id}/usage", tags=["threads"])
+async def thread_usage(
+    thread_id: str, principal: Caller, service: ServiceDep, since: Since = None, until: Until = None
+) -> dict[str, Any]:
+    """What the thread's memory model calls cost (the cost ledger; estimates)."""
+    thread = await principal.thread(service.memory, thread_id)
+    report = await service.memory.usage(
+        thread_id=thread.id, since=_instant(since, "since"), until=_instant(until, "until")
+    )
+    return {"thread_id": thread.id, "ledger": ledger_json(report)}
+
+
 @router.get("/resources/{resource_id}/usage", tags=["resources"])
-async def usage(resource_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+async def usage(
+    resource_id: str, principal: Caller, service: ServiceDep, since: Since = None, until: Until = None
+) -> dict[str, Any]:
     """What memory holds for a resource: threads, messages, and per thread the observation tokens,
-    tokens observed so far, pending (unobserved) tokens and generations."""
+    tokens observed so far, pending (unobserved) tokens and generations; and under ``ledger``
+    what its memory model calls cost (the cost ledger, ``since`` / ``until`` bounding it)."""
     resource, threads = await principal.resource_threads(service.memory, resource_id)
     if not threads:
         raise ResourceNotFoundError(resource)
@@ -361,7 +407,10 @@ async def usage(resource_id: str, principal: Caller, service: ServiceDep) -> dic
             "generations": len(generations),
         })  # fmt: skip
     totals = {key: sum(int(row[key]) for row in rows) for key in ("messages", "total_tokens_observed")}
-    return {"resource_id": resource, "threads": len(rows), **totals, "per_thread": rows}
+    report = await service.memory.usage(
+        resource_id=resource, since=_instant(since, "since"), until=_instant(until, "until")
+    )
+    return {"resource_id": resource, "threads": len(rows), **totals, "per_thread": rows, "ledger": ledger_json(report)}
 
 
 @router.get("/resources/{resource_id}/export", response_class=PlainTextResponse, tags=["resources"])
