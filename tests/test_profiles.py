@@ -317,3 +317,50 @@ def test_a_base_url_with_credentials_is_split_at_its_start() -> None:
     assert split_base_url("m@http://user:pw@host/v1") == ("m", "http://user:pw@host/v1")
     assert split_base_url("team@org/model@https://h:8000/v1") == ("team@org/model", "https://h:8000/v1")
     assert split_base_url("name@with-at") == ("name@with-at", None)
+
+
+# -- prices (the cost ledger's estimates, issue 18) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("openai:gpt-4o-mini", (0.15, 0.075, 0.15, 0.60)),
+        ("openai:gpt-4o-mini-2024-07-18", (0.15, 0.075, 0.15, 0.60)),  # a dated snapshot: its family
+        ("openai:gpt-4o", (2.50, 1.25, 2.50, 10.0)),  # not gpt-4o-mini's (the longest prefix wins)
+        ("openai.responses:gpt-4.1-nano", (0.10, 0.025, 0.10, 0.40)),
+        ("openrouter:openai/gpt-5-mini", (0.25, 0.025, 0.25, 2.0)),
+        ("gpt-5.1-codex", (1.25, 0.125, 1.25, 10.0)),
+        ("anthropic:claude-sonnet-4-5-20250929", (3.0, 0.30, 3.75, 15.0)),  # cache write 1.25x, read 0.1x
+        ("anthropic:claude-sonnet-4-20250514", (3.0, 0.30, 3.75, 15.0)),
+        ("anthropic:claude-haiku-4-5", (1.0, 0.10, 1.25, 5.0)),
+        ("anthropic:claude-opus-4-5", (5.0, 0.50, 6.25, 25.0)),
+        ("openai-text-embedding-3-small-1536", (0.02, 0.02, 0.02, 0.0)),  # OpenAIEmbedder's name
+    ],
+)
+def test_model_price(model: str, expected: tuple[float, float, float, float]) -> None:
+    from obsmem.profiles import model_price
+
+    price = model_price(model)
+    assert price is not None
+    assert (price.input, price.cached_input, price.cache_write, price.output) == expected
+
+
+@pytest.mark.parametrize("model", ["test:scripted", "acme:mystery", "ollama:llama3.1:8b", "", "gpt-4oz"])
+def test_a_model_without_a_price_has_none(model: str) -> None:
+    from obsmem.profiles import estimate_cost, model_price
+
+    assert model_price(model) is None
+    assert estimate_cost(model, 1000, 0, 0, 100) is None
+
+
+def test_cost_bills_cached_and_written_tokens_at_their_prices_and_overrides_win() -> None:
+    from obsmem.profiles import ModelPrice, estimate_cost
+
+    # 1M input of which 400k cached and 100k written, 200k output, at Sonnet 4.5's prices
+    cost = estimate_cost("anthropic:claude-sonnet-4-5", 1_000_000, 400_000, 100_000, 200_000)
+    assert cost == pytest.approx(0.5 * 3.0 + 0.4 * 0.30 + 0.1 * 3.75 + 0.2 * 15.0)
+    mine = {"acme:mystery": ModelPrice(1.0, 0.5, 1.0, 4.0), "gpt-4o": ModelPrice(9.0, 9.0, 9.0, 9.0)}
+    assert estimate_cost("acme:mystery", 2_000_000, 1_000_000, 0, 1_000_000, mine) == pytest.approx(5.5)
+    assert estimate_cost("openai:gpt-4o-2024-08-06", 1_000_000, 0, 0, 0, mine) == pytest.approx(9.0)
+    assert estimate_cost("openai:gpt-4o-mini", 1_000_000, 0, 0, 0, mine) == pytest.approx(0.15)  # not gpt-4o's

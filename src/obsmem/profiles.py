@@ -466,29 +466,30 @@ def _price_key(model: str) -> str:
 def model_price(model: str, overrides: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
     """The price of ``model`` (a ``provider:model`` id or a bare name); None when unknown.
 
-    ``overrides`` (``MemoryConfig.prices``) come first: a key equal to the id as written, or to
-    its bare name, or a prefix of the bare name (longest wins). Then the built-in table, by the
-    longest prefix of the bare name that ends at a word boundary (``-``, ``.`` or the end).
+    A key matches when it is the id as written, or the bare name, or a prefix of the bare name
+    ending at a word boundary (``gpt-4o`` matches ``gpt-4o-2024-08-06`` and ``gpt-4o-mini``). Of
+    the built-in table and ``overrides`` (``MemoryConfig.prices``) together, the longest matching
+    key wins, an override on a tie: an override for ``gpt-4o`` does not reprice ``gpt-4o-mini``,
+    which the table names more precisely.
     """
+    if overrides and model in overrides:
+        return overrides[model]
     bare = _price_key(model)
-    if overrides:
-        if model in overrides:
-            return overrides[model]
-        found = _longest({_price_key(k): v for k, v in overrides.items()}, bare)
-        if found is not None:
-            return found
-    return _longest(_PRICES, bare)
+    mine = _longest({_price_key(k): v for k, v in (overrides or {}).items()}, bare)
+    table = _longest(_PRICES, bare)
+    if mine is None or (table is not None and len(table[0]) > len(mine[0])):
+        return table[1] if table is not None else None
+    return mine[1]
 
 
-def _longest(table: Mapping[str, ModelPrice], bare: str) -> ModelPrice | None:
+def _longest(table: Mapping[str, ModelPrice], bare: str) -> tuple[str, ModelPrice] | None:
     best: str | None = None
     for key in table:
-        if bare == key or (bare.startswith(key) and bare[len(key)] in "-.@:_"):
-            if key == bare:
-                return table[key]
-            if best is None or len(key) > len(best):
-                best = key
-    return table[best] if best is not None else None
+        if bare == key:
+            return key, table[key]
+        if bare.startswith(key) and bare[len(key)] in "-.@:_" and (best is None or len(key) > len(best)):
+            best = key
+    return (best, table[best]) if best is not None else None
 
 
 def estimate_cost(

@@ -15,6 +15,9 @@ An export is a text file, one JSON object a line::
     {"kind": "knowledge_activity", ...}
     {"kind": "end", "data": {"counts": {...}}}   the trailer: a cut file is refused
 
+The cost ledger (``Memory.usage``) is not exported: it is an account of what this deployment's
+model calls cost, not memory, so an import starts the target's ledger for the resource empty.
+
 Every item is the pydantic model's JSON dump, so nothing is lost. :func:`import_resource`
 validates the whole file before it writes anything, so a malformed line (named by its number),
 an unknown major version or a resource the target already holds leaves the target untouched.

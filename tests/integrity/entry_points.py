@@ -386,6 +386,11 @@ ENTRIES: list[Entry] = [
         "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
     ),
     Entry("Memory.forget", "resource_id", lambda m, v: m.forget("x", resource_id=v), "memory"),
+    # the cost ledger (issue 18)
+    Entry("Memory.usage", "thread_id", lambda m, v: m.usage(thread_id=v), "memory"),
+    Entry("Memory.usage", "resource_id", lambda m, v: m.usage(resource_id=v), "memory"),
+    Entry("Memory.usage", "since", lambda m, v: m.usage(since=v), "memory"),
+    Entry("Memory.usage", "until", lambda m, v: m.usage(until=v), "memory"),
     # knowledge (issue 16): the fixture memory has no knowledge store, so past the argument checks
     # these raise ConfigError("knowledge"); the checks themselves come first.
     Entry("Memory.pin", "thread_id", lambda m, v: m.pin(v, "text"), "memory", names=(*THREAD_WORDS, "knowledge")),
