@@ -12,7 +12,10 @@ It follows the house pattern of :mod:`obsmem.storage.sqlite.store`:
   separate from the message store's table so the two can share a file or not.
 
 Each row keeps the full model as JSON in ``doc`` plus the few columns it is looked up by, so
-the rules in :mod:`~obsmem.knowledge.store.ops` see exactly what the in-memory adapter sees.
+the rules in :mod:`~obsmem.knowledge.store.ops` see exactly what the in-memory adapter sees. The
+queries themselves are shared with the PostgreSQL adapter in
+:mod:`~obsmem.knowledge.store.sql_tables` (:data:`~obsmem.knowledge.store.sql_tables.SQLITE_DIALECT`);
+this module keeps the connection, the transactions and the migrations.
 """
 
 from __future__ import annotations
@@ -20,33 +23,17 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
-
-import numpy as np
-from pydantic import BaseModel, ValidationError
 
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError, StorageError
 from obsmem.files import prepare_database_file
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import (
-    ActivityEvent,
-    ForgottenValue,
-    Node,
-    OutboxEntry,
-    Record,
-    StoredVector,
-    Tombstone,
-)
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import (
-    FORGOTTEN_NODE_ID,
-    KNOWLEDGE_MIGRATIONS_TABLE,
-    KnowledgeTables,
-    name_key,
-)
+from obsmem.knowledge.store.sql_tables import SQLITE_DIALECT, SqlKnowledgeTables
+from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
 
@@ -58,7 +45,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
 Conn = sqlite3.Connection
 
 BUSY_TIMEOUT_S = 10.0
@@ -106,284 +92,11 @@ def m001_knowledge_initial(conn: Conn) -> None:
         conn.execute(statement)
 
 
-# Tombstone rows that are tombstones, and those that are forgotten values (FORGOTTEN_NODE_ID).
-_REAL = " AND node_id <> ''"
-_FORGOTTEN = " AND node_id = ''"
-
-
-def _load(cls: type[M], doc: str) -> M:
-    try:
-        return cls.model_validate_json(doc)
-    except ValidationError as exc:
-        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
-
-
-def _marks(values: Sequence[str]) -> str:
-    return ", ".join("?" for _ in values) or "NULL"
-
-
-class SQLiteKnowledgeTables:
+class SQLiteKnowledgeTables(SqlKnowledgeTables):
     """:class:`KnowledgeTables` over one connection inside an open transaction."""
 
     def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-
-    def _docs(self, cls: type[M], sql: str, params: Sequence[object] = ()) -> list[M]:
-        return [_load(cls, row[0]) for row in self.conn.execute(sql, tuple(params))]
-
-    def _one(self, cls: type[M], sql: str, params: Sequence[object]) -> M | None:
-        found = self._docs(cls, sql, params)
-        return found[0] if found else None
-
-    # nodes
-    def node(self, node_id: str) -> Node | None:
-        return self._one(Node, "SELECT doc FROM knowledge_nodes WHERE id = ?", (node_id,))
-
-    def node_by_name(self, scope_key: str, key: str) -> Node | None:
-        return self._one(
-            Node, "SELECT doc FROM knowledge_nodes WHERE scope = ? AND name_key = ?", (scope_key, key)
-        )
-
-    def save_node(self, node: Node) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO knowledge_nodes (id, scope, name_key, doc) VALUES (?, ?, ?, ?)",
-            (node.id, node.scope, name_key(node.name), node.model_dump_json()),
-        )
-        self.conn.execute("DELETE FROM knowledge_node_mentions WHERE node_id = ?", (node.id,))
-        self.conn.executemany(
-            "INSERT INTO knowledge_node_mentions (node_id, target_id) VALUES (?, ?)",
-            [(node.id, target) for target in node.mentions],
-        )
-
-    def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
-        return self._docs(
-            Node,
-            f"SELECT doc FROM knowledge_nodes WHERE scope IN ({_marks(scope_keys)}) ORDER BY id",
-            scope_keys,
-        )
-
-    def nodes_mentioning(self, node_id: str) -> list[Node]:
-        return self._docs(
-            Node,
-            "SELECT n.doc FROM knowledge_nodes AS n JOIN knowledge_node_mentions AS m ON m.node_id = n.id "
-            "WHERE m.target_id = ? ORDER BY n.id",
-            (node_id,),
-        )
-
-    # records
-    def record(self, record_id: str) -> Record | None:
-        return self._one(Record, "SELECT doc FROM knowledge_records WHERE id = ?", (record_id,))
-
-    def save_record(self, record: Record) -> None:
-        stored = record.model_copy(update={"valid_until": None})
-        self.conn.execute(
-            "INSERT OR REPLACE INTO knowledge_records (id, node_id, scope, doc) VALUES (?, ?, ?, ?)",
-            (stored.id, stored.node_id, stored.scope, stored.model_dump_json()),
-        )
-        self.conn.execute("DELETE FROM knowledge_record_mentions WHERE record_id = ?", (stored.id,))
-        self.conn.executemany(
-            "INSERT INTO knowledge_record_mentions (record_id, target_id) VALUES (?, ?)",
-            [(stored.id, target) for target in stored.mentions],
-        )
-
-    def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
-        return self._docs(
-            Record,
-            f"SELECT doc FROM knowledge_records WHERE scope IN ({_marks(scope_keys)}) ORDER BY id",
-            scope_keys,
-        )
-
-    def records_about(self, node_id: str) -> list[Record]:
-        return self._docs(
-            Record, "SELECT doc FROM knowledge_records WHERE node_id = ? ORDER BY id", (node_id,)
-        )
-
-    def records_mentioning(self, node_id: str) -> list[Record]:
-        return self._docs(
-            Record,
-            "SELECT r.doc FROM knowledge_records AS r "
-            "JOIN knowledge_record_mentions AS m ON m.record_id = r.id "
-            "WHERE m.target_id = ? ORDER BY r.id",
-            (node_id,),
-        )
-
-    # audit log and tombstones
-    def add_event(self, event: ActivityEvent) -> None:
-        self.conn.execute(
-            "INSERT INTO knowledge_events (id, scope, doc) VALUES (?, ?, ?)",
-            (event.id, event.scope, event.model_dump_json()),
-        )
-
-    def events_in(self, scope_keys: Sequence[str]) -> list[ActivityEvent]:
-        return self._docs(
-            ActivityEvent,
-            f"SELECT doc FROM knowledge_events WHERE scope IN ({_marks(scope_keys)})",
-            scope_keys,
-        )
-
-    def save_tombstone(self, tombstone: Tombstone) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO knowledge_tombstones (id, node_id, scope, doc) VALUES (?, ?, ?, ?)",
-            (tombstone.id, tombstone.node_id, tombstone.scope, tombstone.model_dump_json()),
-        )
-
-    def tombstones_for(self, node_id: str) -> list[Tombstone]:
-        return self._docs(Tombstone, "SELECT doc FROM knowledge_tombstones WHERE node_id = ?", (node_id,))
-
-    def tombstones_in(self, scope_keys: Sequence[str]) -> list[Tombstone]:
-        return self._docs(
-            Tombstone,
-            f"SELECT doc FROM knowledge_tombstones WHERE scope IN ({_marks(scope_keys)}) AND node_id <> ?",
-            [*scope_keys, FORGOTTEN_NODE_ID],
-        )
-
-    # outbox and vectors
-    def outbox_key_exists(self, idempotency_key: str) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM knowledge_outbox WHERE idempotency_key = ?", (idempotency_key,)
-        ).fetchone()
-        return row is not None
-
-    def save_outbox(self, entry: OutboxEntry) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO knowledge_outbox (id, idempotency_key, status, doc) VALUES (?, ?, ?, ?)",
-            (entry.id, entry.idempotency_key, entry.status, entry.model_dump_json()),
-        )
-
-    def open_outbox(self) -> list[OutboxEntry]:
-        return self._docs(
-            OutboxEntry, "SELECT doc FROM knowledge_outbox WHERE status != 'completed' ORDER BY id"
-        )
-
-    def all_outbox(self) -> list[OutboxEntry]:
-        return self._docs(OutboxEntry, "SELECT doc FROM knowledge_outbox ORDER BY id")
-
-    def put_vector(self, vector: StoredVector) -> None:
-        data = np.ascontiguousarray(vector.vector, dtype=np.float32)
-        self.conn.execute(
-            "INSERT OR REPLACE INTO knowledge_vectors "
-            "(document_id, record_id, scope, embedder, dimensions, vector) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                vector.document_id,
-                vector.record_id,
-                vector.scope,
-                vector.embedder,
-                int(data.shape[0]),
-                data.tobytes(),
-            ),
-        )
-
-    def delete_vector(self, document_id: str, scope: str | None) -> bool:
-        if scope is None:
-            cursor = self.conn.execute("DELETE FROM knowledge_vectors WHERE document_id = ?", (document_id,))
-        else:
-            cursor = self.conn.execute(
-                "DELETE FROM knowledge_vectors WHERE document_id = ? AND scope = ?", (document_id, scope)
-            )
-        return cursor.rowcount > 0
-
-    def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]:
-        sql = "SELECT document_id, record_id, scope, embedder, vector FROM knowledge_vectors"
-        params: Sequence[str] = ()
-        if scope_keys is not None:
-            sql += f" WHERE scope IN ({_marks(scope_keys)})"
-            params = scope_keys
-        sql += " ORDER BY document_id"
-        return [
-            StoredVector(row[0], row[1], row[2], row[3], np.frombuffer(row[4], dtype=np.float32).copy())
-            for row in self.conn.execute(sql, tuple(params))
-        ]
-
-    # forgotten values: rows of knowledge_tombstones under FORGOTTEN_NODE_ID (see tables.py)
-    def save_forgotten(self, forgotten: ForgottenValue) -> None:
-        self.conn.execute(
-            "INSERT INTO knowledge_tombstones (id, node_id, scope, doc) VALUES (?, ?, ?, ?)",
-            (forgotten.id, FORGOTTEN_NODE_ID, forgotten.scope, forgotten.model_dump_json()),
-        )
-
-    def forgotten(self, forgotten_id: str) -> ForgottenValue | None:
-        return self._one(
-            ForgottenValue,
-            "SELECT doc FROM knowledge_tombstones WHERE id = ? AND node_id = ?",
-            (forgotten_id, FORGOTTEN_NODE_ID),
-        )
-
-    def forgotten_in(self, scope_keys: Sequence[str]) -> list[ForgottenValue]:
-        return self._docs(
-            ForgottenValue,
-            f"SELECT doc FROM knowledge_tombstones WHERE scope IN ({_marks(scope_keys)}) AND node_id = ?",
-            [*scope_keys, FORGOTTEN_NODE_ID],
-        )
-
-    # lifecycle
-    def event(self, event_id: str) -> ActivityEvent | None:
-        return self._one(ActivityEvent, "SELECT doc FROM knowledge_events WHERE id = ?", (event_id,))
-
-    def tombstone(self, tombstone_id: str) -> Tombstone | None:
-        return self._one(
-            Tombstone,
-            "SELECT doc FROM knowledge_tombstones WHERE id = ? AND node_id <> ?",
-            (tombstone_id, FORGOTTEN_NODE_ID),
-        )
-
-    def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
-        return self._docs(
-            cls,
-            f"SELECT doc FROM {table} WHERE (scope = ? OR substr(scope, 1, ?) = ?){extra} ORDER BY id",
-            (scope_key, len(scope_key) + 1, scope_key + "/"),
-        )
-
-    def nodes_under(self, scope_key: str) -> list[Node]:
-        return self._under(Node, "knowledge_nodes", scope_key)
-
-    def records_under(self, scope_key: str) -> list[Record]:
-        return self._under(Record, "knowledge_records", scope_key)
-
-    def events_under(self, scope_key: str) -> list[ActivityEvent]:
-        return self._under(ActivityEvent, "knowledge_events", scope_key)
-
-    def tombstones_under(self, scope_key: str) -> list[Tombstone]:
-        return self._under(Tombstone, "knowledge_tombstones", scope_key, _REAL)
-
-    def forgotten_under(self, scope_key: str) -> list[ForgottenValue]:
-        return self._under(ForgottenValue, "knowledge_tombstones", scope_key, _FORGOTTEN)
-
-    def delete_node(self, node_id: str) -> None:
-        self.conn.execute("DELETE FROM knowledge_nodes WHERE id = ?", (node_id,))
-        self.conn.execute("DELETE FROM knowledge_node_mentions WHERE node_id = ?", (node_id,))
-
-    def delete_record(self, record_id: str) -> None:
-        self.conn.execute("DELETE FROM knowledge_records WHERE id = ?", (record_id,))
-        self.conn.execute("DELETE FROM knowledge_record_mentions WHERE record_id = ?", (record_id,))
-
-    def delete_event(self, event_id: str) -> None:
-        self.conn.execute("DELETE FROM knowledge_events WHERE id = ?", (event_id,))
-
-    def delete_tombstone(self, tombstone_id: str) -> None:
-        self.conn.execute(
-            "DELETE FROM knowledge_tombstones WHERE id = ? AND node_id <> ?",
-            (tombstone_id, FORGOTTEN_NODE_ID),
-        )
-
-    def delete_forgotten(self, forgotten_id: str) -> None:
-        self.conn.execute(
-            "DELETE FROM knowledge_tombstones WHERE id = ? AND node_id = ?", (forgotten_id, FORGOTTEN_NODE_ID)
-        )
-
-    def delete_outbox_for(self, record_ids: Collection[str]) -> int:
-        ids = list(record_ids)
-        cursor = self.conn.execute(
-            f"DELETE FROM knowledge_outbox WHERE json_extract(doc, '$.record_id') IN ({_marks(ids)})", ids
-        )
-        return max(cursor.rowcount, 0)
-
-    def delete_vectors_under(self, scope_key: str) -> int:
-        cursor = self.conn.execute(
-            "DELETE FROM knowledge_vectors WHERE (scope = ? OR substr(scope, 1, ?) = ?)",
-            (scope_key, len(scope_key) + 1, scope_key + "/"),
-        )
-        return max(cursor.rowcount, 0)
+        super().__init__(conn, SQLITE_DIALECT)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:

@@ -5,7 +5,9 @@ bitemporal reads) are identical for every adapter, so they live in
 :mod:`~obsmem.knowledge.store.ops` and :mod:`~obsmem.knowledge.store.reads`, written
 against this small synchronous protocol. An adapter only stores and fetches rows, and wraps
 each operation in a transaction: a snapshot for the in-memory adapter, ``BEGIN IMMEDIATE``
-for SQLite. Every method returns fresh objects; lists carry no particular order unless stated.
+for SQLite, an advisory lock for PostgreSQL. The two SQL adapters share one implementation,
+:class:`~obsmem.knowledge.store.sql_tables.SqlKnowledgeTables`, over a dialect. Every method
+returns fresh objects; lists carry no particular order unless stated.
 """
 
 from __future__ import annotations

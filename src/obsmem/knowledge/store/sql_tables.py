@@ -1,0 +1,396 @@
+"""The row-level queries of both SQL knowledge adapters, written once over a small dialect.
+
+:mod:`~obsmem.knowledge.store.sqlite` and :mod:`~obsmem.knowledge.store.postgres` keep the same
+tables and ask them the same questions; :class:`SqlKnowledgeTables` is that one
+:class:`~obsmem.knowledge.store.tables.KnowledgeTables`, over a connection inside a transaction
+the adapter has opened. What the two SQL dialects spell differently is a :class:`SqlDialect`
+(:data:`SQLITE_DIALECT`, :data:`POSTGRES_DIALECT`): the placeholder (queries here are written
+with ``?``), "column in a list", the upsert, replacing a row's mention rows, how ``name_key`` is
+stored (PostgreSQL keeps bytes, see its module), a prefix match, reading a field of the JSON
+``doc``, and the byte order of stored vectors. Connections, transactions and migrations stay in
+each adapter's module.
+
+Each row keeps the full model as JSON in ``doc`` plus the few columns it is looked up by, so the
+rules in :mod:`~obsmem.knowledge.store.ops` see exactly what the in-memory adapter sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from obsmem.errors import StorageError
+from obsmem.knowledge.store import contract as c
+from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key
+
+__all__ = [
+    "POSTGRES_DIALECT",
+    "SQLITE_DIALECT",
+    "SqlConnection",
+    "SqlDialect",
+    "SqlKnowledgeTables",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SqlCursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SqlConnection(Protocol):
+    """What the tables need of a connection: ``sqlite3.Connection`` and psycopg's both fit."""
+
+    def execute(self, sql: str, params: Sequence[Any], /) -> SqlCursor: ...
+
+
+class SqlDialect:
+    """How one SQL dialect spells what the knowledge queries need; the SQLite spelling is the default."""
+
+    placeholder = "?"
+    vector_dtype: np.dtype[np.float32] = np.dtype(np.float32)
+    """The stored vector's bytes: SQLite keeps the machine's float32, PostgreSQL little-endian."""
+
+    def sql(self, text: str) -> str:
+        """``text``, written with ``?`` placeholders (and no other ``?``), in this dialect."""
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    def in_list(self, column: str, values: Sequence[str]) -> tuple[str, list[object]]:
+        """A condition that ``column`` is one of ``values`` (none: false), and its parameters."""
+        return f"{column} IN ({', '.join('?' for _ in values) or 'NULL'})", list(values)
+
+    def upsert(self, table: str, columns: Sequence[str], key: str) -> str:
+        """Insert a row of ``columns``, replacing the row with the same ``key``."""
+        marks = ", ".join("?" for _ in columns)
+        return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+    def replace_mentions(
+        self, conn: SqlConnection, table: str, owner_column: str, owner_id: str, targets: Sequence[str]
+    ) -> None:
+        """Make ``targets`` the mention rows of ``owner_id`` (one insert a target: a repeated target
+        violates the primary key)."""
+        conn.execute(self.sql(f"DELETE FROM {table} WHERE {owner_column} = ?"), (owner_id,))
+        insert = self.sql(f"INSERT INTO {table} ({owner_column}, target_id) VALUES (?, ?)")
+        for target in targets:
+            conn.execute(insert, (owner_id, target))
+
+    def name_key(self, key: str) -> object:
+        """The stored form of a :func:`~obsmem.knowledge.store.tables.name_key`."""
+        return key
+
+    def prefix(self, column: str) -> str:
+        """The first ``?`` characters of ``column``."""
+        return f"substr({column}, 1, ?)"
+
+    def json_field(self, column: str, field: str) -> str:
+        """The text of top-level ``field`` of the JSON document in ``column``."""
+        return f"json_extract({column}, '$.{field}')"
+
+
+class PostgresDialect(SqlDialect):
+    """PostgreSQL's spelling (psycopg's ``%s`` placeholders, arrays for lists, ``bytea`` name keys)."""
+
+    placeholder = "%s"
+    vector_dtype = np.dtype("<f4")
+
+    def in_list(self, column: str, values: Sequence[str]) -> tuple[str, list[object]]:
+        return f"{column} = ANY(?)", [list(values)]
+
+    def upsert(self, table: str, columns: Sequence[str], key: str) -> str:
+        marks = ", ".join("?" for _ in columns)
+        updates = ", ".join(f"{col} = EXCLUDED.{col}" for col in columns if col != key)
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+            f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+        )
+
+    def replace_mentions(
+        self, conn: SqlConnection, table: str, owner_column: str, owner_id: str, targets: Sequence[str]
+    ) -> None:
+        conn.execute(self.sql(f"DELETE FROM {table} WHERE {owner_column} = ?"), (owner_id,))
+        if targets:
+            conn.execute(
+                self.sql(
+                    f"INSERT INTO {table} ({owner_column}, target_id) SELECT ?, unnest(?::text[]) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                (owner_id, list(targets)),
+            )
+
+    def name_key(self, key: str) -> object:
+        return key.encode("utf-8")  # bytea: a name may hold a NUL character
+
+    def prefix(self, column: str) -> str:
+        return f"left({column}, ?)"
+
+    def json_field(self, column: str, field: str) -> str:
+        return f"({column}::jsonb ->> '{field}')"
+
+
+SQLITE_DIALECT = SqlDialect()
+POSTGRES_DIALECT = PostgresDialect()
+
+# The columns of each table rows are upserted into; the first is the key.
+_ROW_COLUMNS = {
+    "knowledge_nodes": ("id", "scope", "name_key", "doc"),
+    "knowledge_records": ("id", "node_id", "scope", "doc"),
+    "knowledge_tombstones": ("id", "node_id", "scope", "doc"),
+    "knowledge_outbox": ("id", "idempotency_key", "status", "doc"),
+    "knowledge_vectors": ("document_id", "record_id", "scope", "embedder", "dimensions", "vector"),
+}
+# Tombstone rows that are tombstones, and those that are forgotten values (FORGOTTEN_NODE_ID).
+_REAL = f" AND node_id <> '{FORGOTTEN_NODE_ID}'"
+_FORGOTTEN = f" AND node_id = '{FORGOTTEN_NODE_ID}'"
+
+
+def _load(cls: type[M], doc: str) -> M:
+    try:
+        return cls.model_validate_json(doc)
+    except ValidationError as exc:
+        raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
+
+
+class SqlKnowledgeTables:
+    """:class:`~obsmem.knowledge.store.tables.KnowledgeTables` over one connection inside an open
+    transaction, in ``dialect``."""
+
+    def __init__(self, conn: SqlConnection, dialect: SqlDialect) -> None:
+        self.conn = conn
+        self.dialect = dialect
+
+    def _execute(self, sql: str, params: Sequence[object] = ()) -> SqlCursor:
+        return self.conn.execute(self.dialect.sql(sql), tuple(params))
+
+    def _docs(self, cls: type[M], sql: str, params: Sequence[object] = ()) -> list[M]:
+        return [_load(cls, row[0]) for row in self._execute(sql, params)]
+
+    def _one(self, cls: type[M], sql: str, params: Sequence[object]) -> M | None:
+        found = self._docs(cls, sql, params)
+        return found[0] if found else None
+
+    def _in(self, cls: type[M], sql: str, scope_keys: Sequence[str]) -> list[M]:
+        """``sql`` with ``{scope}`` standing for "scope is one of ``scope_keys``"."""
+        condition, params = self.dialect.in_list("scope", scope_keys)
+        return self._docs(cls, sql.format(scope=condition), params)
+
+    def _upsert(self, table: str, values: Sequence[object]) -> None:
+        columns = _ROW_COLUMNS[table]
+        self._execute(self.dialect.upsert(table, columns, columns[0]), values)
+
+    # nodes
+    def node(self, node_id: str) -> c.Node | None:
+        return self._one(c.Node, "SELECT doc FROM knowledge_nodes WHERE id = ?", (node_id,))
+
+    def node_by_name(self, scope_key: str, key: str) -> c.Node | None:
+        return self._one(
+            c.Node,
+            "SELECT doc FROM knowledge_nodes WHERE scope = ? AND name_key = ?",
+            (scope_key, self.dialect.name_key(key)),
+        )
+
+    def save_node(self, node: c.Node) -> None:
+        self._upsert(
+            "knowledge_nodes",
+            (node.id, node.scope, self.dialect.name_key(name_key(node.name)), node.model_dump_json()),
+        )
+        self.dialect.replace_mentions(self.conn, "knowledge_node_mentions", "node_id", node.id, node.mentions)
+
+    def nodes_in(self, scope_keys: Sequence[str]) -> list[c.Node]:
+        return self._in(c.Node, "SELECT doc FROM knowledge_nodes WHERE {scope} ORDER BY id", scope_keys)
+
+    def nodes_mentioning(self, node_id: str) -> list[c.Node]:
+        return self._docs(
+            c.Node,
+            "SELECT n.doc FROM knowledge_nodes AS n JOIN knowledge_node_mentions AS m ON m.node_id = n.id "
+            "WHERE m.target_id = ? ORDER BY n.id",
+            (node_id,),
+        )
+
+    # records
+    def record(self, record_id: str) -> c.Record | None:
+        return self._one(c.Record, "SELECT doc FROM knowledge_records WHERE id = ?", (record_id,))
+
+    def save_record(self, record: c.Record) -> None:
+        stored = record.model_copy(update={"valid_until": None})
+        self._upsert("knowledge_records", (stored.id, stored.node_id, stored.scope, stored.model_dump_json()))
+        self.dialect.replace_mentions(
+            self.conn, "knowledge_record_mentions", "record_id", stored.id, stored.mentions
+        )
+
+    def records_in(self, scope_keys: Sequence[str]) -> list[c.Record]:
+        return self._in(c.Record, "SELECT doc FROM knowledge_records WHERE {scope} ORDER BY id", scope_keys)
+
+    def records_about(self, node_id: str) -> list[c.Record]:
+        return self._docs(
+            c.Record, "SELECT doc FROM knowledge_records WHERE node_id = ? ORDER BY id", (node_id,)
+        )
+
+    def records_mentioning(self, node_id: str) -> list[c.Record]:
+        return self._docs(
+            c.Record,
+            "SELECT r.doc FROM knowledge_records AS r "
+            "JOIN knowledge_record_mentions AS m ON m.record_id = r.id "
+            "WHERE m.target_id = ? ORDER BY r.id",
+            (node_id,),
+        )
+
+    # audit log and tombstones
+    def add_event(self, event: c.ActivityEvent) -> None:
+        self._execute(
+            "INSERT INTO knowledge_events (id, scope, doc) VALUES (?, ?, ?)",
+            (event.id, event.scope, event.model_dump_json()),
+        )
+
+    def events_in(self, scope_keys: Sequence[str]) -> list[c.ActivityEvent]:
+        return self._in(c.ActivityEvent, "SELECT doc FROM knowledge_events WHERE {scope}", scope_keys)
+
+    def save_tombstone(self, tombstone: c.Tombstone) -> None:
+        self._upsert(
+            "knowledge_tombstones",
+            (tombstone.id, tombstone.node_id, tombstone.scope, tombstone.model_dump_json()),
+        )
+
+    def tombstones_for(self, node_id: str) -> list[c.Tombstone]:
+        return self._docs(c.Tombstone, "SELECT doc FROM knowledge_tombstones WHERE node_id = ?", (node_id,))
+
+    def tombstones_in(self, scope_keys: Sequence[str]) -> list[c.Tombstone]:
+        return self._in(c.Tombstone, "SELECT doc FROM knowledge_tombstones WHERE {scope}" + _REAL, scope_keys)
+
+    # outbox and vectors
+    def outbox_key_exists(self, idempotency_key: str) -> bool:
+        row = self._execute(
+            "SELECT 1 FROM knowledge_outbox WHERE idempotency_key = ?", (idempotency_key,)
+        ).fetchone()
+        return row is not None
+
+    def save_outbox(self, entry: c.OutboxEntry) -> None:
+        self._upsert(
+            "knowledge_outbox", (entry.id, entry.idempotency_key, entry.status, entry.model_dump_json())
+        )
+
+    def open_outbox(self) -> list[c.OutboxEntry]:
+        return self._docs(
+            c.OutboxEntry, "SELECT doc FROM knowledge_outbox WHERE status <> 'completed' ORDER BY id"
+        )
+
+    def all_outbox(self) -> list[c.OutboxEntry]:
+        return self._docs(c.OutboxEntry, "SELECT doc FROM knowledge_outbox ORDER BY id")
+
+    def put_vector(self, vector: c.StoredVector) -> None:
+        data = np.ascontiguousarray(vector.vector, dtype=self.dialect.vector_dtype)
+        self._upsert(
+            "knowledge_vectors",
+            (
+                vector.document_id,
+                vector.record_id,
+                vector.scope,
+                vector.embedder,
+                int(data.shape[0]),
+                data.tobytes(),
+            ),
+        )
+
+    def delete_vector(self, document_id: str, scope: str | None) -> bool:
+        if scope is None:
+            cursor = self._execute("DELETE FROM knowledge_vectors WHERE document_id = ?", (document_id,))
+        else:
+            cursor = self._execute(
+                "DELETE FROM knowledge_vectors WHERE document_id = ? AND scope = ?", (document_id, scope)
+            )
+        return cursor.rowcount > 0
+
+    def vectors_in(self, scope_keys: Sequence[str] | None) -> list[c.StoredVector]:
+        sql = "SELECT document_id, record_id, scope, embedder, vector FROM knowledge_vectors"
+        params: list[object] = []
+        if scope_keys is not None:
+            condition, params = self.dialect.in_list("scope", scope_keys)
+            sql += f" WHERE {condition}"
+        sql += " ORDER BY document_id"
+        dtype = self.dialect.vector_dtype
+        return [
+            c.StoredVector(
+                row[0], row[1], row[2], row[3], np.frombuffer(row[4], dtype=dtype).astype(np.float32)
+            )
+            for row in self._execute(sql, params)
+        ]
+
+    # forgotten values: rows of knowledge_tombstones under FORGOTTEN_NODE_ID (see tables.py)
+    def save_forgotten(self, forgotten: c.ForgottenValue) -> None:
+        self._execute(
+            "INSERT INTO knowledge_tombstones (id, node_id, scope, doc) VALUES (?, ?, ?, ?)",
+            (forgotten.id, FORGOTTEN_NODE_ID, forgotten.scope, forgotten.model_dump_json()),
+        )
+
+    def forgotten(self, forgotten_id: str) -> c.ForgottenValue | None:
+        sql = "SELECT doc FROM knowledge_tombstones WHERE id = ?" + _FORGOTTEN
+        return self._one(c.ForgottenValue, sql, (forgotten_id,))
+
+    def forgotten_in(self, scope_keys: Sequence[str]) -> list[c.ForgottenValue]:
+        sql = "SELECT doc FROM knowledge_tombstones WHERE {scope}" + _FORGOTTEN
+        return self._in(c.ForgottenValue, sql, scope_keys)
+
+    # lifecycle
+    def event(self, event_id: str) -> c.ActivityEvent | None:
+        return self._one(c.ActivityEvent, "SELECT doc FROM knowledge_events WHERE id = ?", (event_id,))
+
+    def tombstone(self, tombstone_id: str) -> c.Tombstone | None:
+        sql = "SELECT doc FROM knowledge_tombstones WHERE id = ?" + _REAL
+        return self._one(c.Tombstone, sql, (tombstone_id,))
+
+    def _subtree(self, scope_key: str) -> tuple[str, tuple[object, ...]]:
+        """The condition that ``scope`` is ``scope_key`` or below it (see ``tables.under``)."""
+        condition = f"(scope = ? OR {self.dialect.prefix('scope')} = ?)"
+        return condition, (scope_key, len(scope_key) + 1, scope_key + "/")
+
+    def _under(self, cls: type[M], table: str, scope_key: str, extra: str = "") -> list[M]:
+        condition, params = self._subtree(scope_key)
+        return self._docs(cls, f"SELECT doc FROM {table} WHERE {condition}{extra} ORDER BY id", params)
+
+    def nodes_under(self, scope_key: str) -> list[c.Node]:
+        return self._under(c.Node, "knowledge_nodes", scope_key)
+
+    def records_under(self, scope_key: str) -> list[c.Record]:
+        return self._under(c.Record, "knowledge_records", scope_key)
+
+    def events_under(self, scope_key: str) -> list[c.ActivityEvent]:
+        return self._under(c.ActivityEvent, "knowledge_events", scope_key)
+
+    def tombstones_under(self, scope_key: str) -> list[c.Tombstone]:
+        return self._under(c.Tombstone, "knowledge_tombstones", scope_key, _REAL)
+
+    def forgotten_under(self, scope_key: str) -> list[c.ForgottenValue]:
+        return self._under(c.ForgottenValue, "knowledge_tombstones", scope_key, _FORGOTTEN)
+
+    def delete_node(self, node_id: str) -> None:
+        self._execute("DELETE FROM knowledge_nodes WHERE id = ?", (node_id,))
+        self._execute("DELETE FROM knowledge_node_mentions WHERE node_id = ?", (node_id,))
+
+    def delete_record(self, record_id: str) -> None:
+        self._execute("DELETE FROM knowledge_records WHERE id = ?", (record_id,))
+        self._execute("DELETE FROM knowledge_record_mentions WHERE record_id = ?", (record_id,))
+
+    def delete_event(self, event_id: str) -> None:
+        self._execute("DELETE FROM knowledge_events WHERE id = ?", (event_id,))
+
+    def delete_tombstone(self, tombstone_id: str) -> None:
+        self._execute("DELETE FROM knowledge_tombstones WHERE id = ?" + _REAL, (tombstone_id,))
+
+    def delete_forgotten(self, forgotten_id: str) -> None:
+        self._execute("DELETE FROM knowledge_tombstones WHERE id = ?" + _FORGOTTEN, (forgotten_id,))
+
+    def delete_outbox_for(self, record_ids: Collection[str]) -> int:
+        record_id = self.dialect.json_field("doc", "record_id")
+        condition, params = self.dialect.in_list(record_id, list(record_ids))
+        cursor = self._execute(f"DELETE FROM knowledge_outbox WHERE {condition}", params)
+        return max(cursor.rowcount, 0)
+
+    def delete_vectors_under(self, scope_key: str) -> int:
+        condition, params = self._subtree(scope_key)
+        cursor = self._execute(f"DELETE FROM knowledge_vectors WHERE {condition}", params)
+        return max(cursor.rowcount, 0)
