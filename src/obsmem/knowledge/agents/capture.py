@@ -127,6 +127,8 @@ class CaptureAgent:
             metadata: dict[str, object] = {"agent": ACTOR}
             if proposal.replaces:
                 metadata["replaces"] = list(proposal.replaces)
+            if proposal.value is not None:
+                metadata["value"] = proposal.value
             outcome = await capture_record(
                 self.store,
                 node.id,

@@ -15,6 +15,7 @@ __all__ = [
     "AGENT_ACTORS",
     "AgentSettings",
     "AgentRun",
+    "EVERYDAY_WORDS",
     "content_tokens",
     "thread_scope",
 ]
@@ -31,6 +32,29 @@ _STOPWORDS = frozenset(
     "what which who whom when where why how do does did done have has had will would can could "
     "should shall may might must not no yes so if then than too very just also about again "
     "now new old still user stated said asked".split()
+)
+
+
+#: Everyday words that are rare in a small store but say nothing about which fact is meant
+#: ("Big first day. Good night!" is not about "their first day at the Berlin office").
+EVERYDAY_WORDS = frozenset(
+    "day days night nights morning mornings evening evenings afternoon today tomorrow yesterday tonight week "
+    "weeks weekend month months year years time times first second third last next one two three four five "
+    "good great bad big small little long short high low right left best better worse more most less much many "
+    "lot lots some any every all each other same different own really actually maybe please thanks thank sorry "
+    "okay ok yeah hi hello hey get got gets getting go goes going went gone come comes coming came make makes "
+    "made making take takes taking took know knows knew think thinks thought want wants wanted need needs "
+    "needed like likes liked love loved say says see sees saw look looks looked let lets keep keeps kept put "
+    "give gave find found tell told ask asked work works worked working feel feels felt try tried use used "
+    "start started end ended back home way thing things stuff people person man woman kid kids everything "
+    "something nothing anything everyone someone anyone there here up down out off over under again ever "
+    "even only well still already soon later early late ago since until while before after around quick "
+    "quickly new old big tiny whole half full free open close done ready sure fine nice cool fun happy "
+    "since because anyway up bit once both near between out only all set just into onto through across along "
+    "among per via yet though although however whether either neither few several such etc "
+    "means mean put puts bring brings brought call calls start starts take takes want wants "
+    "monday tuesday wednesday thursday friday saturday sunday january february march april june july "
+    "august september october november december".split()
 )
 
 

@@ -1,5 +1,6 @@
 """The curate agent: walk the uncurated worklist in id order, merge duplicates, supersede
-contradictions with a stated reason, and keep the ``capture-guidance`` node current.
+contradictions with a stated reason, remove stale plans, and keep the ``capture-guidance`` node
+current.
 
 The worklist of a lane (``curate:<thread>``) is every record captured from that thread
 (:meth:`~obsmem.knowledge.store.contract.KnowledgeStore.list_by_source`, oldest id first) after
@@ -9,12 +10,27 @@ the lane's cursor. For each record, in order:
   record's, or it is a near-duplicate) → the later one is removed (soft, audited) with the reason
   ``duplicate of <id>``; an earlier fragment whose every word the record repeats (and more) goes
   in favour of the fuller statement;
+* **near-duplicate**: two records on the same node with the same attribute (and value), the same
+  numbers, no negation or "done" on one side only, sharing at least three content words beyond
+  everyday ones that make up two thirds of the shorter record's → the one with fewer content
+  words goes (``duplicate of <id>: a near-duplicate of the same fact (…)``);
 * **contradiction**, bounded to the same subject (node) *and* attribute, never wider: an older
   live record with the same attribute and a different value is superseded (removed, soft and
   audited, with the reason ``superseded by <id>: '<attribute>' changed from … to …``); a
   record that says which value it corrects (``…, not Kiwi``, ``instead of €2,400``) supersedes
   the older record holding that value: one with the same attribute, else only the newest one;
-  a re-captured *older* statement is itself superseded by the newer value it contradicts.
+  a re-captured *older* statement is itself superseded by the newer value it contradicts. Two
+  records whose capture named the same value of a category attribute (``metadata["value"]``:
+  "work from Berlin", "first day at the Berlin office", both work city ``berlin``) are one value,
+  not a change. Capture gives categories of the user's own one attribute (a daily drink, a work
+  city, see :mod:`.extract`), so "their fuel is coffee" → "they switched to green tea" is a change;
+* **stale** (soft, audited): a record that says a plan or task is finished ("the Anmeldung at
+  the Bürgeramt is done", "… is cancelled", "… called off"; not "not done yet") removes each
+  *older* record on the same node that states a plan (a time or "will", "need to", "next week",
+  "scheduled", …) and is linked to it by the same attribute, or, when either has none, by at
+  least two shared content words besides the plan/done words. The reason is ``stale: <id> says
+  it is done: “<plan>” → “<done>” (stated <date>)``. A plain fact (no plan wording) is never
+  stale by this rule, and nothing is removed for its age alone: a dated fact may stay true.
 
 **The cursor is fail-closed.** It advances through the last record the run finished and no
 further; a run that finishes nothing (a failure on the first record) advances nothing and counts
@@ -35,7 +51,7 @@ from datetime import datetime
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.knowledge.agents.capture import held
-from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings, content_tokens
+from obsmem.knowledge.agents.common import ALL_RECORDS, EVERYDAY_WORDS, AgentRun, AgentSettings, content_tokens
 from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes, LaneState
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
@@ -82,6 +98,78 @@ def _fragment(part: Record, whole: Record) -> bool:
 
 def _order(record: Record) -> tuple[datetime, str]:
     return (record.valid_from, record.id)
+
+
+_NEGATION = frozenset({"not", "no", "never", "n't", "without"})
+_DIGITS = re.compile(r"\d+")
+#: A record that says a plan or task is finished ("the Anmeldung is done", "cancelled the
+#: dentist"); "not done yet" / "still not finished" say the opposite.
+_DONE = re.compile(r"\b(?:done|finished|completed|cancel(?:l)?ed|called\s+off|ticked\s+off|taken\s+care\s+of|"
+                   r"no\s+longer\s+(?:needed|happening))\b", re.IGNORECASE)
+_NOT_DONE = re.compile(r"\b(?:not|n't|never|yet\s+to\s+be)\s+(?:\w+\s+)?(?:done|finished|completed|cancel)"
+                       r"|\bnot\s+yet\b", re.IGNORECASE)
+#: A record that states a plan, a task or an appointment (something that happens at a time).
+_PLAN = re.compile(r"\b(?:will|going\s+to|plans?\s+to|planning|planned|scheduled|booked|need(?:s)?\s+to|"
+                   r"ha(?:ve|s)\s+to|tomorrow|tonight|next\s+\w+|this\s+(?:monday|tuesday|wednesday|thursday|"
+                   r"friday|saturday|sunday|weekend|week|evening|afternoon|morning)|on\s+(?:monday|tuesday|"
+                   r"wednesday|thursday|friday|saturday|sunday)|(?:at|by)\s+\d{1,2}(?::\d{2})?)\b", re.IGNORECASE)
+_MARKERS = frozenset({"done", "finished", "completed", "cancelled", "canceled", "called", "off", "ticked", "taken",
+                      "care", "longer", "needed", "happening", "will", "going", "plan", "plans", "planning",
+                      "planned", "scheduled", "booked", "need", "needs", "tomorrow", "tonight", "next", "week",
+                      "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend"})
+
+
+def _finishes(done: Record, plan: Record) -> bool:
+    """Whether ``done`` says that ``plan`` (a plan or task on the same node) is finished.
+
+    Bounded like supersession: the plan must state a plan (a time, "will", "need to", …) and
+    be linked to the done record by the same attribute, or by at least two shared content
+    words besides the plan and done words themselves ("the Anmeldung appointment on Monday" →
+    "the Anmeldung appointment is done"). A plain fact is never stale by this rule.
+    """
+    if not _PLAN.search(plan.text) or _DONE.search(plan.text):
+        return False
+    if done.attribute is not None and plan.attribute is not None:
+        return done.attribute == plan.attribute
+    shared = (content_tokens(done.text) & content_tokens(plan.text)) - _MARKERS
+    return len(shared) >= 2
+
+
+def _same_value(first: Record, second: Record) -> bool:
+    """Whether both records name the same value of their attribute ("work from Berlin", "the Berlin office")."""
+    a, b = first.metadata.get("value"), second.metadata.get("value")
+    return isinstance(a, str) and a == b
+
+
+def _near(first: Record, second: Record) -> bool:
+    """Whether two records on one node say nearly the same thing: not different attributes (or values
+    of one attribute), the same numbers, no negation on one side only, and at least three shared
+    content words, not counting everyday ones ("last", "week", "made"), that make up two thirds or
+    more of the shorter record's; a plan and the
+    record that says it is done are never near-duplicates."""
+    if first.attribute != second.attribute:
+        return False
+    if first.attribute is not None and not _same_value(first, second):
+        return False
+    if set(_DIGITS.findall(first.text)) != set(_DIGITS.findall(second.text)):
+        return False
+    a, b = content_tokens(first.text) - EVERYDAY_WORDS, content_tokens(second.text) - EVERYDAY_WORDS
+    if (_NEGATION & _words(first.text)) != (_NEGATION & _words(second.text)):
+        return False
+    if bool(_DONE.search(first.text)) != bool(_DONE.search(second.text)):
+        return False  # "the Anmeldung is done" is news about the plan, not the plan again
+    shared = a & b
+    return len(shared) >= 3 and 3 * len(shared) >= 2 * min(len(a), len(b))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[\w']+", text.casefold().replace("n't", " n't")))
+
+
+def _fuller(first: Record, second: Record) -> bool:
+    """Whether ``first`` is the one to keep of two near-duplicates (more content words; then the earlier)."""
+    a, b = len(content_tokens(first.text)), len(content_tokens(second.text))
+    return a > b or (a == b and _order(first) < _order(second))
 
 
 class CurateAgent:
@@ -212,9 +300,20 @@ class CurateAgent:
                 await self._remove(peer, context, f"duplicate of {record.id}: a fuller statement of the same fact",
                                    report)
         peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
+        # 1b. near-duplicates: the shorter of two records that say nearly the same thing goes.
+        for peer in sorted(peers, key=_order):
+            if not _near(peer, record):
+                continue
+            keep, drop = (record, peer) if _fuller(record, peer) else (peer, record)
+            await self._remove(drop, context, f"duplicate of {keep.id}: a near-duplicate of the same fact "
+                               f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", report)
+            if drop is record:
+                return
+        peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
         # 2. contradictions on the same subject and attribute.
         if record.attribute is not None:
-            same = [p for p in peers if p.attribute == record.attribute and value_key(p.text) != value_key(record.text)]
+            same = [p for p in peers if p.attribute == record.attribute and value_key(p.text) != value_key(record.text)
+                    and not _same_value(p, record)]
             newer = [p for p in same if _order(p) > _order(record)]
             if newer:
                 latest = max(newer, key=_order)
@@ -231,6 +330,14 @@ class CurateAgent:
             same_attribute = [p for p in holders if record.attribute is not None and p.attribute == record.attribute]
             for older in same_attribute or [max(holders, key=_order)]:
                 await self._remove(older, context, self._because(record, older, corrected=str(value)), report)
+        # 3. stale plans: an older plan or task on this node that this record says is done.
+        if _DONE.search(record.text) and not _NOT_DONE.search(record.text):
+            gone = {r for r, _ in report.removed}
+            for plan in sorted(peers, key=_order):
+                if plan.id not in gone and _order(plan) < _order(record) and _finishes(record, plan):
+                    await self._remove(plan, context, (
+                        f"stale: {record.id} says it is done: “{plan.text}” → “{record.text}” "
+                        f"(stated {record.valid_from.date().isoformat()})")[:1000], report)
 
     @staticmethod
     def _because(newer: Record, older: Record, corrected: str | None = None) -> str:

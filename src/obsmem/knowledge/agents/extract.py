@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from obsmem.knowledge.store.scopes import Level
 
-__all__ = ["Proposal", "Statement", "propose", "statements"]
+__all__ = ["Proposal", "Statement", "attribute_of", "propose", "statements", "value_of"]
 
 _DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
 _LINE = re.compile(r"^\s*[*-]\s*(?:\S{1,3}\s+)?\((\d{1,2}):(\d{2})\)\s+User stated(:)?\s+(.*\S)\s*$")
@@ -79,6 +79,7 @@ class Proposal:
     replaces: tuple[str, ...] = ()
     pin: bool = False
     level: Level | None = None  # None: the configured record level (always clamped to the ceiling)
+    value: str | None = None  # the attribute's value, where a rule names it (see :func:`value_of`)
 
 
 def _clean(text: str) -> str:
@@ -170,13 +171,41 @@ _CORRECTION = (
 )
 
 
+#: Drinks a person's daily habit names ("their fuel is coffee", "they switched to green tea").
+_DRINK = (r"(?:(?:green|black|herbal|mint|iced|chai|oolong|jasmine)\s+)?(?:tea|coffee|flat\s+whites?|espressos?|"
+          r"lattes?|cappuccinos?|matcha|decaf|mate|kombucha|americanos?)")
+
 #: Phrasings whose attribute is not a noun in the clause: "we fly out on the 20th" sets the
-#: outbound flight, "we moved to Berlin" the home city.
+#: outbound flight, "we moved to Berlin" the home city. Each names a *category* of the user's
+#: own (a drink habit, a work place), so a later value of the same category supersedes the
+#: earlier one: "their fuel is coffee" → "they switched to green tea" (daily drink); "works in
+#: Munich" → "their first day at the Berlin office" (work city). A clause about someone else
+#: ("Priya works in the Berlin office") starts with their name and matches none of them.
 _PHRASED: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:fly|flying|flies)\s+out\b", re.IGNORECASE), "outbound flight"),
     (re.compile(r"\b(?:fly|flying|flies)\s+back\b", re.IGNORECASE), "return flight"),
     (re.compile(r"\b(?:moved|relocated)\s+to\s+[A-Z]"), "home city"),
+    (re.compile(r"^(?:they|their|i|my)\b[^,;]*?\b(?:(?:fuel|drink|usual drink|daily drink|go-to drink)\s+(?:is|are)"
+                r"|drinks?|switched\s+(?:over\s+)?to|changed\s+to|went\s+back\s+to)\s+(?:now\s+)?"
+                + _DRINK + r"\b", re.IGNORECASE), "daily drink"),
+    (re.compile(r"\b(?:their|my)\s+(?:first\s+)?day\s+at\s+the\s+[A-Z][\w\-]+\s+office\b"), "work city"),
+    (re.compile(r"^(?:they|i)\b[^,;]*?\bwork(?:s|ing)?\s+(?:from|out\s+of)\s+[A-Z][\w\-]+\b"), "work city"),
 )
+
+#: The value a category attribute holds, when the clause names it (curation compares these:
+#: "work from Berlin" and "first day at the Berlin office" are one value, not a change).
+_VALUES: dict[str, re.Pattern[str]] = {
+    "daily drink": re.compile(r"\b(" + _DRINK + r")\b", re.IGNORECASE),
+    "work city": re.compile(r"\b(?:at\s+the\s+|from\s+|out\s+of\s+|in\s+(?:\[\[)?)([A-Z][\w\-]+)"),
+    "home city": re.compile(r"\bto\s+([A-Z][\w\-]+)"),
+}
+
+
+def value_of(attribute: str | None, clause: str) -> str | None:
+    """The value of a category ``attribute`` the clause names (normalised), or None."""
+    pattern = _VALUES.get(attribute or "")
+    match = pattern.search(clause) if pattern is not None else None
+    return re.sub(r"\s+", " ", match.group(1)).casefold() if match else None
 
 
 def attribute_of(clause: str) -> str | None:
@@ -223,7 +252,7 @@ def _work(clause: str, statement: Statement, node: str) -> list[Proposal] | None
     ]
     if match["city"]:
         found.append(Proposal(node, "person", f"works in [[{match['city']}]]", "work city",
-                              statement.observed_at, reason))
+                              statement.observed_at, reason, value=match["city"].casefold()))
     return found
 
 
@@ -244,4 +273,5 @@ def propose(statement: Statement, *, node: str = "User", kind: str = "person") -
     attribute = attribute_of(body)
     pin = bool(re.search(r"\b(?:always|never)\b", clause, re.IGNORECASE))
     reason = f"The user stated it: “{clause}”."
-    return [Proposal(node, kind, clause, attribute, statement.observed_at, reason, tuple(replaces), pin)]
+    return [Proposal(node, kind, clause, attribute, statement.observed_at, reason, tuple(replaces), pin,
+                     value=value_of(attribute, body))]

@@ -2,9 +2,22 @@
 
 Offline by default. It searches what the thread's scope may see (the store's visibility filter:
 its own thread, its resource, its organisation; never a sibling thread or another resource),
-fusing lexical and semantic ranking (:meth:`obsmem.knowledge.Knowledge.search`), keeps only
-hits that share at least two content words with the request (one for a one-word request: a
-semantic neighbour or a single common name alone is not evidence of relevance), and renders at most ``remind_limit`` excerpts within ``remind_tokens`` tokens::
+fusing lexical and semantic ranking (:meth:`obsmem.knowledge.Knowledge.search`), and speaks
+only when a record is relevant to *this* turn beyond shared common words. A hit is kept when
+
+* it shares at least two content words with the request, not counting everyday words
+  (``EVERYDAY_WORDS``: "first", "day", "night", "since") or bare numbers (one for a one-word
+  request: a semantic neighbour alone is not evidence of relevance), and
+* at least one shared word is *specific*: a word of the record's attribute ("phone number"
+  for "what is my phone number?"), or a rare word: one at most ``_RARE`` of the candidate
+  records contain. The conversation's own hub words (the partner's name, the home city) are
+  in many records, so sharing them alone ("Tomás sent me a photo") reminds of nothing; and
+* it was not already shown in the thread's last ``_REPEAT_TURNS`` turns (distinct requests;
+  the same request asked again, e.g. a context rebuilt within one turn, gets the same
+  reminder). This memory is per process and bounded (``_THREADS`` threads): another process
+  may repeat a reminder once, which costs tokens, never correctness.
+
+It renders at most ``remind_limit`` excerpts within ``remind_tokens`` tokens::
 
     <remembered>
     Possibly relevant knowledge from earlier conversations (check before relying on it):
@@ -18,10 +31,11 @@ store adapter bug cannot leak a sibling's record into a context.
 
 from __future__ import annotations
 
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from obsmem.knowledge.agents.common import AgentSettings, content_tokens
+from obsmem.knowledge.agents.common import EVERYDAY_WORDS, AgentSettings, content_tokens
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import Record, RecordView
 from obsmem.knowledge.store.scopes import Scope
@@ -29,6 +43,10 @@ from obsmem.knowledge.store.scopes import Scope
 __all__ = ["Reminder", "RemindAgent"]
 
 _EXCERPT_CHARS = 200
+_RARE = 2  # a shared word in at most this many candidate records is specific to them
+_REPEAT_TURNS = 5  # a record shown in the thread's last 5 turns is not shown again
+_THREADS = 1024  # threads whose recent reminders are remembered (least recently reminded dropped)
+_CANDIDATES = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +65,23 @@ class RemindAgent:
         self.knowledge = knowledge
         self.settings = settings
         self.count = count_tokens
+        # per thread scope: the last turns' (request, shown record ids), newest last
+        self._recent: OrderedDict[str, deque[tuple[str, frozenset[str]]]] = OrderedDict()
+
+    def _shown_before(self, key: str, request: str) -> set[str]:
+        """Records shown in the thread's recent turns other than this request's own."""
+        turns = self._recent.get(key, ())
+        return {rid for asked, ids in turns if asked != request for rid in ids}
+
+    def _remember(self, key: str, request: str, shown: tuple[str, ...]) -> None:
+        turns = self._recent.pop(key, None) or deque(maxlen=_REPEAT_TURNS)
+        if turns and turns[-1][0] == request:
+            turns[-1] = (request, turns[-1][1] | frozenset(shown))
+        else:
+            turns.append((request, frozenset(shown)))
+        self._recent[key] = turns
+        while len(self._recent) > _THREADS:
+            self._recent.popitem(last=False)
 
     async def remind(self, request: str, context: Scope, *, exclude_source_after: str | None = None) -> Reminder:
         """A reminder for ``request`` from what ``context`` may see, or an empty one."""
@@ -55,19 +90,31 @@ class RemindAgent:
             return Reminder("", ())
         view = RecordView(include_candidates=self.settings.remind_candidates)
         query = " ".join(sorted(wanted))  # the request's content words: "what is my …" matches everything
-        hits = await self.knowledge.search(query, context.key, view=view, limit=max(20, 5 * self.settings.remind_limit))
+        hits = await self.knowledge.search(query, context.key, view=view,
+                                           limit=max(_CANDIDATES, 5 * self.settings.remind_limit))
+        visible = [h.record for h in hits if h.record is not None and context.sees(h.record.scope)
+                   and h.record.deleted_at is None]
+        said_by = {r.id: content_tokens(r.text) for r in visible}
+        frequency = {word: sum(1 for words in said_by.values() if word in words) for word in wanted}
+        repeated = self._shown_before(context.key, request)
+        meaningful = {w for w in wanted if w not in EVERYDAY_WORDS and not w.isdigit()}
+        if not meaningful:
+            self._remember(context.key, request, ())
+            return Reminder("", ())
         names: dict[str, str] = {}
         chosen: list[Record] = []
         lines: list[str] = []
         header = "Possibly relevant knowledge from earlier conversations (check before relying on it):"
         budget = self.settings.remind_tokens - self.count(header) - 20
-        for hit in hits:
-            record = hit.record
-            if record is None or not context.sees(record.scope) or record.deleted_at is not None:
-                continue
-            said = content_tokens(f"{record.text} {record.attribute or ''}")
-            if len(wanted & said) < min(2, len(wanted)):
+        for record in visible:
+            if record.id in repeated:
+                continue  # shown a few turns ago: still in view, no need to interrupt again
+            named = content_tokens(record.attribute or "")
+            shared = {w for w in wanted & (said_by[record.id] | named) if w not in EVERYDAY_WORDS and not w.isdigit()}
+            if len(shared) < min(2, len(meaningful)):
                 continue  # one shared word ("Berlin") is not a reason to interrupt
+            if not shared & named and all(frequency.get(word, 0) > _RARE for word in shared):
+                continue  # only the conversation's common words ("Tomás", "Berlin") in common
             if record.node_id not in names:
                 node = await self.knowledge.store.get_node(record.node_id, context.key)
                 names[record.node_id] = node.name if node is not None else "?"
@@ -82,6 +129,7 @@ class RemindAgent:
             lines.append(line)
             if len(chosen) >= self.settings.remind_limit:
                 break
+        self._remember(context.key, request, tuple(r.id for r in chosen))
         return await self.render(request, header, lines, chosen)
 
     async def render(self, request: str, header: str, lines: list[str], chosen: list[Record]) -> Reminder:
