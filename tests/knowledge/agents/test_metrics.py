@@ -32,3 +32,19 @@ def test_scores_recall_precision_duplicates_contradictions_and_tokens() -> None:
     assert score.contradictions_live == 2  # dog name (two wordings) and home city
     assert score.tokens == {"capture": 120, "remind": 0, "curate": 30, "learn": 0}
     assert not covers("the weather was nice", "nice to meet you")
+
+
+def test_restated_counts_one_fact_stated_twice_on_one_node_only() -> None:
+    live = [
+        record("1", "their dog is called Kiki", "dog name"),
+        record("2", "the dog is called Kiki, a beagle", "dog name"),  # the first one's words and more
+        record("3", "their dog is called Kiki", "dog name", node="n2"),  # another node: not a repeat
+        record("4", "they rehearse with a small group of dancers after work"),  # another fact of one turn
+        record("5", "they do all kinds of dances, from contemporary to hip-hop"),
+    ]
+    evidence = ["I rehearse with a small group of dancers after work; we do all kinds of dances, "
+                "from contemporary to hip-hop"]
+    score = score_knowledge(live, evidence)
+    assert score.restated == 1
+    assert score.duplicates_per_fact == 1.0  # two facts of one turn count here, not in `restated`
+    assert score.as_dict()["restated"] == 1

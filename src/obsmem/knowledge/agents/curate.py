@@ -57,7 +57,7 @@ from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, 
 from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
 from obsmem.knowledge.store.values import value_key
 
-__all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due"]
+__all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due", "same_fact"]
 
 logger = logging.getLogger("obsmem.knowledge")
 
@@ -160,6 +160,16 @@ def _near(first: Record, second: Record) -> bool:
         return False  # "the Anmeldung is done" is news about the plan, not the plan again
     shared = a & b
     return len(shared) >= 3 and 3 * len(shared) >= 2 * min(len(a), len(b))
+
+
+def same_fact(first: Record, second: Record) -> bool:
+    """Whether curation treats two records on one node as one fact stated twice (a restatement,
+    a fragment of the other, or a near-duplicate)."""
+    if first.node_id != second.node_id:
+        return False
+    if held(first.text, [second]) is not None or held(second.text, [first]) is not None:
+        return True
+    return _fragment(first, second) or _fragment(second, first) or _near(first, second)
 
 
 def _words(text: str) -> set[str]:
