@@ -121,3 +121,24 @@ async def test_a_large_record_is_revised_off_the_event_loop() -> None:
     assert offload_module.stats()["in_child"] + offload_module.stats()["in_thread"] == (
         after["in_child"] + after["in_thread"]
     )
+
+
+def test_activation_appends_buffered_chunks_to_the_revised_observations() -> None:
+    """An engine revising before activation passes the revised text; the chunks follow it."""
+    from obsmem.om.activation import activate_chunks, chunks_to_take
+    from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
+
+    chunk = BufferedChunk(id="c1", cycle_id="y1", thread_id="t1", observations=NEW, observation_tokens=40,
+                          message_ids=("m1",), message_tokens=90, first_seq=1, last_seq=3, created_at=AT)  # fmt: skip
+    record = ObservationRecord(
+        id="r", lineage="thread:t1", scope="thread", thread_id="t1", resource_id="u1",
+        active_observations=OLDER, threads={"t1": ThreadState(cursor=0)}, buffered_chunks=(chunk,),
+    )  # fmt: skip
+    taken = chunks_to_take(record, "t1", 1)
+    assert taken == (chunk,)
+    older = drop_superseded_by(OLDER, "\n".join(c.observations for c in taken))
+    moved = activate_chunks(record, "t1", 1, now=AT, count_tokens=len, older=older)
+    assert moved.record.active_observations == append_with_boundary(older, NEW, AT)
+    assert "ana@old.example" not in moved.record.active_observations
+    plain = activate_chunks(record, "t1", 1, now=AT, count_tokens=len)
+    assert plain.record.active_observations == append_with_boundary(OLDER, NEW, AT)  # as before

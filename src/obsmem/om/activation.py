@@ -54,6 +54,7 @@ __all__ = [
     "ThresholdAction",
     "absorb_covered_chunks",
     "activate_chunks",
+    "chunks_to_take",
     "activation_floor",
     "apply_buffered_reflection",
     "chunk_fits",
@@ -454,18 +455,22 @@ def activate_chunks(
     *,
     now: datetime,
     count_tokens: Callable[[str], int],
+    older: str | None = None,
 ) -> ActivatedChunks:
     """Move the first ``count`` chunks of this thread into the active observations.
+
+    ``older`` replaces the record's active observations the chunks are appended to: the caller
+    may pass them revised (the lines the chunks make stale gone, see
+    :func:`chunks_to_take` and ``OfflineObserver.revise``); None appends to them as they are.
 
     Hints (current task, suggested response) were written for an older window, and buffered
     chunks carry none, so activation clears them; the next synchronous cycle sets fresh ones.
     """
-    mine = [c for c in record.buffered_chunks if c.thread_id == thread_id]
-    taken = tuple(mine[:count])
+    taken = chunks_to_take(record, thread_id, count)
     if not taken:
         return ActivatedChunks(record, (), 0, 0, ())
     taken_ids = {c.id for c in taken}
-    active = record.active_observations
+    active = record.active_observations if older is None else older
     for chunk in taken:
         active = append_with_boundary(active, chunk.observations, chunk.created_at)
     state = record.threads.get(thread_id, ThreadState())
@@ -500,6 +505,12 @@ def activate_chunks(
         observation_tokens=sum(c.observation_tokens for c in taken),
         message_ids=tuple(mid for c in taken for mid in c.message_ids),
     )
+
+
+def chunks_to_take(record: ObservationRecord, thread_id: str, count: int) -> tuple[BufferedChunk, ...]:
+    """The chunks :func:`activate_chunks` moves for ``count`` (a caller revising the active
+    observations against their lines reads them here)."""
+    return tuple([c for c in record.buffered_chunks if c.thread_id == thread_id][:count])
 
 
 def absorb_covered_chunks(
