@@ -41,6 +41,7 @@ __all__ = [
     "enabled",
     "hash_id",
     "ids",
+    "log_failure",
     "log_fields",
     "record_boundary",
     "record_event",
@@ -87,6 +88,7 @@ def _version() -> str:
 class _Options:
     hash_ids: bool
     salt: str
+    enabled: bool = True
 
 
 _OPTIONS = _Options(
@@ -95,12 +97,15 @@ _OPTIONS = _Options(
 )
 
 
-def configure(*, hash_ids: bool | None = None, salt: str | None = None) -> None:
-    """Set the privacy options for the whole process (``None`` keeps the current value).
+def configure(*, hash_ids: bool | None = None, salt: str | None = None, enabled: bool | None = None) -> None:
+    """Set the options for the whole process (``None`` keeps the current value).
 
     ``hash_ids``: record thread and resource ids as a stable SHA-256 prefix instead of the ids;
-    ``salt``: prefixed to each id before hashing (the default is ``OBSMEM_OTEL_HASH_SALT`` or empty).
+    ``salt``: prefixed to each id before hashing (the default is ``OBSMEM_OTEL_HASH_SALT`` or empty);
+    ``enabled``: False records nothing even with OpenTelemetry installed (default True).
     """
+    if enabled is not None:
+        _OPTIONS.enabled = bool(enabled)
     if hash_ids is not None:
         _OPTIONS.hash_ids = bool(hash_ids)
     if salt is not None:
@@ -142,6 +147,26 @@ def log_fields(
         fields["obsmem_error_type"] = type(error).__name__
     fields.update({f"obsmem_{key}": value for key, value in more.items()})
     return fields
+
+
+def log_failure(
+    logger: logging.Logger, what: str, *args: Any, error: BaseException | str, thread_id: str | None = None,
+    operation: str | None = None, **more: Any,
+) -> None:
+    """Log a failure by the logging rule: at WARNING ``what`` (a %-format over ``args``: ids and
+    counts only) with the error's type; the error's own text (which may quote a message or a
+    model's output) only at DEBUG. Both records carry :func:`log_fields`."""
+    if isinstance(error, str):  # "Type: text" as AgentRun.detail and describe() write it
+        prefix = error.split(":", 1)[0].strip()
+        kind = prefix if prefix.isidentifier() else "error"
+    else:
+        kind = type(error).__name__
+    fields = log_fields(thread_id, operation, error if isinstance(error, BaseException) else None, **more)
+    if isinstance(error, str):
+        fields["obsmem_error_type"] = kind
+    logger.warning(what + " (%s)", *args, kind, extra=fields)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(what + ": %s", *args, error, extra=fields)
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,6 +241,8 @@ _STATE: Any = _UNLOADED
 
 def _otel() -> _Otel | None:
     global _STATE
+    if not _OPTIONS.enabled:
+        return None
     state = _STATE
     if state is _UNLOADED:
         try:
@@ -230,7 +257,8 @@ def _otel() -> _Otel | None:
 
 
 def enabled() -> bool:
-    """Whether the OpenTelemetry API is importable (spans and metrics are recorded)."""
+    """Whether spans and metrics are recorded: the OpenTelemetry API is importable and
+    :func:`configure` did not turn telemetry off."""
     return _otel() is not None
 
 

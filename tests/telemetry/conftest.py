@@ -54,10 +54,10 @@ class Otel:
                 if scope.scope.name != "obsmem":
                     continue
                 for metric in scope.metrics:
-                    for point in metric.data.data_points:  # type: ignore[attr-defined]
+                    for point in metric.data.data_points:
                         value = getattr(point, "value", None)
                         if value is None:
-                            value = point.sum
+                            value = getattr(point, "sum")  # a histogram
                         points.setdefault(metric.name, []).append((dict(point.attributes or {}), float(value)))
         return points
 
@@ -91,4 +91,4 @@ def otel(_providers: Otel) -> Iterator[Otel]:
     finally:
         _providers.collector.on = False
         _providers.collector.spans.clear()
-        telemetry.configure(hash_ids=False, salt="")
+        telemetry.configure(hash_ids=False, salt="", enabled=True)

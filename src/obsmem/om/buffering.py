@@ -58,7 +58,7 @@ from obsmem.om.activation import (
     usable_chunks,
 )
 from obsmem import telemetry
-from obsmem.telemetry import log_fields
+from obsmem.telemetry import log_failure
 from obsmem.om.cycle import Core, Cycle, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
@@ -571,8 +571,8 @@ class BufferedLifecycle:
         self, cycle: Cycle, thread: Thread, exc: Exception, message_tokens: int, *, calling: bool
     ) -> None:
         """Report a failed buffer and close its cycle; the messages stay pending."""
-        logger.warning("obsmem: buffered observation of thread %s failed: %s", thread.id, exc,
-                       extra=log_fields(thread.id, "buffer", exc))
+        log_failure(logger, "obsmem: buffered observation of thread %s failed", thread.id, error=exc,
+                    thread_id=thread.id, operation="buffer")
         cycle.emit("buffer-failed", error=str(exc))
         await cycle.mark_failed(f"{type(exc).__name__}: {exc}", message_tokens, record_id="")
         if calling:  # the observer failed (not the store): it backs off, for every process
@@ -802,8 +802,8 @@ class BufferedLifecycle:
         except Exception as exc:  # the boundary stays, so the same input is not retried in a loop
             span.fail(exc)
             span.set("obsmem.outcome", "failed")
-            logger.warning("obsmem: buffered reflection of thread %s failed: %s", thread.id, exc,
-                           extra=log_fields(thread.id, "buffered-reflection", exc))
+            log_failure(logger, "obsmem: buffered reflection of thread %s failed", thread.id, error=exc,
+                        thread_id=thread.id, operation="buffered-reflection")
             core.emit("reflection-failed", thread.id, error=str(exc))
             if calling:
                 await core.back_off(thread, "reflection", exc)

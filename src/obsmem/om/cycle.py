@@ -29,7 +29,7 @@ from typing import Any, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from obsmem import calls, telemetry
-from obsmem.telemetry import log_fields
+from obsmem.telemetry import log_failure
 from obsmem.clock import Clock
 from obsmem.config import MAX_FAILURE_BACKOFF_S, MemoryConfig
 from obsmem.errors import (
@@ -459,8 +459,8 @@ class Core:
         try:
             done = await self.commit(lambda: self.stored_head(thread), compose, write)
         except ObsmemError as exc_store:  # the failure is already reported; the backoff is a saving
-            logger.warning("obsmem: could not record the %s backoff of thread %s: %s", role, thread.id, exc_store,
-                           extra=log_fields(thread.id, role, exc_store))
+            log_failure(logger, "obsmem: could not record the %s backoff of thread %s", role, thread.id,
+                        error=exc_store, thread_id=thread.id, operation=role)
             return None
         if not done.applied or done.proposal is None:
             return None
@@ -495,7 +495,7 @@ class Core:
             try:
                 await self.store.release_lease(key, owner)
             except ObsmemError as exc:  # it expires by itself; never a reason to lose the work
-                logger.warning("obsmem: could not release the lease %s: %s", key, exc, extra=log_fields(None, "lease", exc))
+                log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
 
     async def _heartbeat(self, key: str, owner: str) -> None:
         """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
@@ -514,8 +514,8 @@ class Core:
         try:
             await self.store.add_message_parts(target.id, list(parts))
         except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
-            logger.warning("obsmem: could not persist markers %s: %s", [p.name for p in parts], exc,
-                           extra=log_fields(None, "markers", exc))
+            log_failure(logger, "obsmem: could not persist markers %s", [p.name for p in parts], error=exc,
+                        operation="markers")
 
     def marker_config(self, record: ObservationRecord) -> markers.MarkerConfig:
         return markers.MarkerConfig(
@@ -658,8 +658,8 @@ class Cycle:
         try:
             await self.mark_failed(error, tokens_attempted)
         except Exception as exc:  # closing is best effort; the first error wins
-            logger.warning("obsmem: could not close cycle %s: %s", self.id, exc,
-                           extra=log_fields(self.thread_id, self.kind, exc))
+            log_failure(logger, "obsmem: could not close cycle %s", self.id, error=exc, thread_id=self.thread_id,
+                        operation=self.kind)
 
     def emit(self, kind: Any, **data: Any) -> None:
         self.core.emit(kind, self.thread_id, cycle_id=self.id, **data)

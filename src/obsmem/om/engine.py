@@ -28,7 +28,7 @@ from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
 from obsmem.om.buffering import LEASE_TTL_S, BufferedLifecycle, Handoff, Paused, Spawn, StepResult
 from obsmem.om.cycle import CommitPolicy, Core
-from obsmem.telemetry import log_fields
+from obsmem.telemetry import log_failure
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
@@ -237,8 +237,8 @@ class Engine:
             try:
                 await core.group_index.remove_thread(thread.resource_id, thread.id)
             except ObsmemError as exc:
-                logger.warning("obsmem: could not remove the vectors of thread %s: %s", thread.id, exc,
-                               extra=log_fields(thread.id, "forget", exc))
+                log_failure(logger, "obsmem: could not remove the vectors of thread %s", thread.id, error=exc,
+                            thread_id=thread.id, operation="forget")
         if not core.resource_scope:
             return
 

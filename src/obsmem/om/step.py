@@ -34,7 +34,7 @@ from obsmem.om.activation import (
     usable_chunks,
 )
 from obsmem import telemetry
-from obsmem.telemetry import log_fields
+from obsmem.telemetry import log_failure, log_fields
 from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
@@ -522,8 +522,8 @@ class ObserveStep:
                 "will be observed on the next cycle (set failure_policy='warn' to keep the turn going)."
             ) from exc
         if core.failure_policy == "warn" or degenerate:
-            logger.warning("obsmem: observation of thread %s failed, messages stay pending: %s", thread.id, describe(exc),
-                           extra=log_fields(thread.id, "observation", exc))
+            log_failure(logger, "obsmem: observation of thread %s failed, messages stay pending", thread.id,
+                        error=exc, thread_id=thread.id, operation="observation")
         return CycleOutcome("observation", False, record, input_tokens=batch_tokens, error=exc, reason="failed")
 
 
@@ -859,8 +859,8 @@ class ReflectStep:
             raise exc
         await self._suppress(thread, record, input_tokens)
         await self.core.back_off(thread, "reflection", exc)
-        logger.warning("obsmem: reflection of thread %s failed, observations kept: %s", thread.id, describe(exc),
-                       extra=log_fields(thread.id, "reflection", exc))
+        log_failure(logger, "obsmem: reflection of thread %s failed, observations kept", thread.id, error=exc,
+                    thread_id=thread.id, operation="reflection")
         return CycleOutcome("reflection", False, record, input_tokens=input_tokens, error=exc, reason="failed")
 
     async def _suppress(self, thread: Thread, record: ObservationRecord, at_tokens: int) -> None:

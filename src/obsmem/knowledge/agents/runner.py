@@ -112,8 +112,8 @@ class KnowledgeAgents:
         self.runs.append(run)
         del self.runs[:-200]
         if run.status == "failed":
-            logger.warning("knowledge agent %s failed: %s", run.agent, run.detail,
-                           extra={"obsmem_agent": run.agent, "obsmem_status": run.status})
+            telemetry.log_failure(logger, "knowledge agent %s failed", run.agent, error=run.detail or "failed",
+                                  operation=run.agent)
         return run
 
     async def capture(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
@@ -189,5 +189,7 @@ class KnowledgeAgents:
                     span.fail(exc)
                     span.set("obsmem.outcome", "failed")
         for error in errors:
-            logger.warning("knowledge context block left out: %s", error, extra={"obsmem_error": error.split(":")[0]})
+            block, _, detail = error.partition(": ")
+            telemetry.log_failure(logger, "knowledge context block %s left out", block, error=detail,
+                                  operation=block)
         return ContextBlocks(pinned, reminder, tuple(errors))
