@@ -411,3 +411,35 @@ async def test_telemetry_can_be_turned_off_with_the_api_installed(otel: Otel) ->
     with telemetry.span("obsmem.step", telemetry.ids("t1")):
         pass
     assert [s.name for s in otel.spans] == ["obsmem.step"]
+
+
+async def test_a_worker_traces_the_same_operations(otel: Otel) -> None:
+    # Memory queues its memory work (background="queue"); a Worker on the same store runs it.
+    # Its spans are the same (observe / buffer with the observer's chat spans under them); with no
+    # turn around them they are roots here (the worker's own item has no span yet).
+    from obsmem.storage import MemoryStore
+    from obsmem.worker import Worker
+
+    store = MemoryStore()
+    config = MemoryConfig(observation={"message_tokens": 300}, reflection={"observation_tokens": 100_000})
+    async with Memory(store, config=config, background="queue", observer=FunctionModel(_observer)) as memory:
+        for i in range(30):
+            turn = await memory.begin_turn(
+                thread_id="t1", resource_id="r1",
+                messages=[Message.user(f"{SENTINEL} question {i}: what should I plant next to the tomatoes?")],
+            )
+            await turn.step([Message.assistant(f"{SENTINEL} answer {i}: beans, watered daily, loose soil.")])
+            await turn.end()
+    before = {s.context.span_id for s in otel.spans}
+    worker = Worker(store, config=config, observer=FunctionModel(_observer, name="test:worker-observer"),
+                    poll_interval_s=0.01)
+    await worker.run(exit_when_idle=True)
+    spans = [s for s in otel.spans if s.context.span_id not in before]
+    chats = [s for s in spans if s.name == "chat test:worker-observer"]
+    assert chats, "the worker observed"
+    by_id = {s.context.span_id: s for s in spans}
+    for chat in chats:
+        assert chat.parent is not None and by_id[chat.parent.span_id].name in ("obsmem.observe", "obsmem.buffer")
+        assert (chat.attributes or {})["obsmem.role"] == "observer"
+        assert (chat.attributes or {})["obsmem.thread_id"] == "t1"
+    assert all(SENTINEL not in t for s in spans for t in _texts(s))
