@@ -227,3 +227,21 @@ async def test_the_budget_reads_the_ledger_at_most_once_per_interval() -> None:
     tokens, _ = await memory.budget.spent("r1")  # the cached sum grew with the calls recorded since
     assert memory.budget.reads == 1
     assert tokens == sum(u.input_tokens + u.output_tokens for u in observer.usages + reflector.usages)
+
+
+async def test_a_failing_ledger_write_is_logged_and_never_fails_memory_work(caplog: pytest.LogCaptureFixture) -> None:
+    from obsmem.storage import MemoryStore
+
+    class BrokenLedger(MemoryStore):
+        async def record_model_calls(self, calls: Any) -> int:
+            raise RuntimeError("the ledger table is locked")
+
+    memory, observer, reflector = memory_with(BrokenLedger())
+    async with memory:
+        await converse(memory, "t1", "r1", 30)
+        record = await memory.get_record("t1")
+        report = await memory.usage()
+    assert len(observer.usages) >= 2 and record is not None and record.observation_tokens > 0
+    assert report.total().calls == 0
+    assert memory.ledger.dropped == len(observer.usages) + len(reflector.usages)  # every call, none raised
+    assert any("could not be recorded" in r.getMessage() for r in caplog.records)
