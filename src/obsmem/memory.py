@@ -720,10 +720,13 @@ class Memory:
         except ObsmemError as exc:
             input_not_saved(exc, "begin_turn")
             raise
-        return await Turn.start(
-            thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model,
-            background=self.background, max_wait=self.max_turn_wait,
-        )
+        # Model calls of the turn's memory work (and of the background work it starts, which
+        # copies this context) are recorded for the thread and resource (the cost ledger).
+        with call_scope(thread_id=thread.id, resource_id=thread.resource_id):
+            return await Turn.start(
+                thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model,
+                background=self.background, max_wait=self.max_turn_wait,
+            )
 
     @asynccontextmanager
     async def turn(
@@ -883,7 +886,9 @@ class Memory:
             query=query, page=page, limit=limit, detail=detail, token_budget=token_budget,
             char_offset=char_offset,
         )
-        return await self.recaller.recall(caller, request)
+        # a query's embedding call is the recall's, for the caller's thread and resource (ledger)
+        with call_scope(role="recall", thread_id=caller.id, resource_id=caller.resource_id):
+            return await self.recaller.recall(caller, request)
 
     def recall_tool(self, *, flavor: ToolFlavor = "generic") -> dict[str, Any]:
         """The ``recall`` tool definition (JSON schema) for this memory's retrieval options."""
