@@ -51,6 +51,7 @@ from obsmem.om.context import (
     remember_instructions,
 )
 from obsmem.om.engine import CycleOutcome, Engine, Prepared
+from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
@@ -258,7 +259,7 @@ class Turn:
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else None
             await self._engine.check_input(self.thread, messages, tail=tail)
-            saved = await self._store.save_messages(self.thread.id, messages)
+            saved = await self._store.save_messages(self.thread.id, self._with_receipt(messages))
         self._input_saved = True
         seen = self._seen_seq
         unseen = [] if seen is None else [m for m in copies if (m.seq or 0) > seen]
@@ -268,6 +269,20 @@ class Turn:
         instructions = fresh if messages or seen is not None else copies
         self.thread = await remember_instructions(self._store, self.thread, instructions)
         return fresh
+
+    def _with_receipt(self, messages: list[Message]) -> list[Message]:
+        """The assistant messages among ``messages`` carry the receipt of the context the turn last
+        handed the actor (what they were made from), under ``metadata["obsmem_receipt"]``."""
+        receipt = self.context.receipt
+        if receipt is None or not self.context.messages:
+            return messages
+        data = receipt.data()
+        return [
+            m.model_copy(update={"metadata": {**m.metadata, RECEIPT_KEY: data}})
+            if m.role == "assistant" and RECEIPT_KEY not in m.metadata
+            else m
+            for m in messages
+        ]
 
     async def _split_copies(self, messages: list[Message]) -> tuple[list[Message], list[Message]]:
         """``messages`` split into those to save, and the copies of messages already stored in
@@ -309,11 +324,10 @@ class Turn:
         if shown is None:
             return context
         at = len(context.messages) - len(context.raw_messages)
-        return dataclasses.replace(
-            context,
-            messages=[*context.messages[:at], shown, *context.messages[at:]],
-            raw_messages=[shown, *context.raw_messages],
-        )
+        messages = [*context.messages[:at], shown, *context.messages[at:]]
+        raw = [shown, *context.raw_messages]
+        receipt = context.receipt.revised(messages, raw, counter=core.counter) if context.receipt else None
+        return dataclasses.replace(context, messages=messages, raw_messages=raw, receipt=receipt)
 
     async def _advance_inner(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
         engine = self._engine

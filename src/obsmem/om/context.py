@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.receipts import Receipt, context_hash, receipt_groups
+from obsmem.om.receipts import Receipt, context_hash, raw_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
@@ -474,6 +474,7 @@ def build_context(
         generation=record.generation if record is not None and has_observations else None,
         groups=receipt_groups(record, thread_id, shared=shared) if has_observations else (),
         raw_message_ids=tuple(m.id for m in raw if MARKER_KEY not in m.metadata),
+        raw_span=raw_span(raw),
         section_tokens=_section_tokens(counter, leading, system, messages[len(leading) + len(system):]),
         created_at=now,
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -29,15 +29,18 @@ from obsmem.om.sections import visible_sections
 from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.types import Message, TextPart
+from obsmem.tokens import TokenCounter
+from obsmem.types import DataPart, Message, TextPart
 
 __all__ = [
     "RECEIPT_KEY",
     "Receipt",
     "ReceiptGroup",
     "context_hash",
+    "raw_span",
     "receipt_groups",
     "resolve_groups",
+    "resolve_raw",
 ]
 
 #: Where a reply stores the receipt of the context it was made from: ``metadata[RECEIPT_KEY]``.
@@ -80,6 +83,10 @@ class Receipt:
     generation: int | None = None
     groups: tuple[ReceiptGroup, ...] = ()
     raw_message_ids: tuple[str, ...] = ()
+    #: The raw tail as (thread id, first seq, last seq), when it is one span of one thread.
+    raw_span: tuple[str, int, int] | None = None
+    #: Raw message ids shown outside ``raw_span`` (the turn's question shown again in a tool loop).
+    raw_outside: tuple[str, ...] = ()
     knowledge_record_ids: tuple[str, ...] = ()
     pin_ids: tuple[str, ...] = ()
     section_tokens: Mapping[str, int] = field(default_factory=dict)
@@ -89,9 +96,43 @@ class Receipt:
     def id(self) -> str:
         return self.context_hash[:16]
 
+    #: Stored receipts list raw message ids only up to this many; a longer tail is kept as its span.
+    MAX_STORED_RAW_IDS = 32
+
     @property
     def total_tokens(self) -> int:
         return sum(self.section_tokens.values())
+
+    def revised(
+        self,
+        messages: Sequence[Message],
+        raw_messages: Sequence[Message],
+        *,
+        counter: TokenCounter | None = None,
+        added: Sequence[Message] = (),
+        knowledge_record_ids: Sequence[str] | None = None,
+        pin_ids: Sequence[str] | None = None,
+    ) -> Receipt:
+        """This receipt for a context changed after it was built (the turn's input shown again,
+        knowledge blocks added): the hash and raw ids follow ``messages`` / ``raw_messages``;
+        with ``counter`` the raw tail is counted again and ``added`` messages count as ``knowledge``."""
+        tokens = dict(self.section_tokens)
+        if counter is not None and tokens:
+            tokens["raw"] = counter.count_messages(raw_messages)
+            if added:
+                tokens["knowledge"] = tokens.get("knowledge", 0) + counter.count_messages(added)
+        return replace(
+            self,
+            context_hash=context_hash(messages),
+            raw_message_ids=tuple(m.id for m in raw_messages if MARKER_KEY not in m.metadata),
+            raw_outside=tuple(
+                m.id for m in raw_messages
+                if MARKER_KEY not in m.metadata and (m.id in self.raw_outside or m.id not in self.raw_message_ids)
+            ),
+            knowledge_record_ids=self.knowledge_record_ids if knowledge_record_ids is None else tuple(knowledge_record_ids),
+            pin_ids=self.pin_ids if pin_ids is None else tuple(pin_ids),
+            section_tokens=tokens,
+        )
 
     def data(self) -> dict[str, Any]:
         """The receipt as JSON-ready data (what a reply stores under :data:`RECEIPT_KEY`)."""
@@ -103,7 +144,12 @@ class Receipt:
             "record_id": self.record_id,
             "generation": self.generation,
             "groups": [g.data() for g in self.groups],
-            "raw": list(self.raw_message_ids),
+            "raw": list(self.raw_message_ids)
+            if self.raw_span is None or len(self.raw_message_ids) <= self.MAX_STORED_RAW_IDS
+            else [],
+            "raw_span": list(self.raw_span) if self.raw_span is not None else None,
+            "raw_outside": list(self.raw_outside),
+            "raw_count": len(self.raw_message_ids),
             "knowledge": list(self.knowledge_record_ids),
             "pins": list(self.pin_ids),
             "tokens": dict(self.section_tokens),
@@ -120,11 +166,29 @@ class Receipt:
             generation=data.get("generation"),
             groups=tuple(ReceiptGroup.from_data(g) for g in data.get("groups", ())),
             raw_message_ids=tuple(str(i) for i in data.get("raw", ())),
+            raw_span=_span(data.get("raw_span")),
+            raw_outside=tuple(str(i) for i in data.get("raw_outside", ())),
             knowledge_record_ids=tuple(str(i) for i in data.get("knowledge", ())),
             pin_ids=tuple(str(i) for i in data.get("pins", ())),
             section_tokens={str(k): int(v) for k, v in dict(data.get("tokens", {})).items()},
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
         )
+
+
+def _span(value: Any) -> tuple[str, int, int] | None:
+    if isinstance(value, list | tuple) and len(value) == 3:
+        return str(value[0]), int(value[1]), int(value[2])
+    return None
+
+
+def raw_span(raw: Sequence[Message]) -> tuple[str, int, int] | None:
+    """(thread, first seq, last seq) of a raw tail that is one thread's stored messages, else None."""
+    shown = [m for m in raw if MARKER_KEY not in m.metadata]
+    if not shown or any(m.seq is None or m.thread_id != shown[0].thread_id for m in shown):
+        return None
+    seqs = [m.seq or 0 for m in shown]
+    thread = shown[0].thread_id
+    return (thread, min(seqs), max(seqs)) if thread is not None else None
 
 
 def context_hash(messages: Iterable[Message]) -> str:
@@ -162,8 +226,27 @@ def receipt_groups(record: ObservationRecord | None, thread_id: str | None, *, s
 
 
 def is_conversation(message: Message) -> bool:
-    """Whether ``message`` is one a group can cover: not a system message, not one of obsmem's."""
-    return message.role != "system" and not isinstance(message.metadata.get(MARKER_KEY), str)
+    """Whether ``message`` is one a group can cover: not a system message, not one of obsmem's,
+    not one of nothing but data parts (markers)."""
+    return (
+        message.role != "system"
+        and not isinstance(message.metadata.get(MARKER_KEY), str)
+        and any(not isinstance(part, DataPart) for part in message.parts)
+    )
+
+
+async def resolve_raw(store: Store, receipt: Receipt) -> list[Message]:
+    """The raw tail's messages as stored (by id, or from the span a long tail is stored as)."""
+    if receipt.raw_message_ids:
+        return await store.get_messages(list(receipt.raw_message_ids))
+    outside = await store.get_messages(list(receipt.raw_outside)) if receipt.raw_outside else []
+    if receipt.raw_span is None:
+        return outside
+    thread_id, first, last = receipt.raw_span
+    if await store.get_thread(thread_id) is None:
+        return outside
+    inside = await store.list_messages(thread_id, after_seq=first - 1, before_seq=last + 1)
+    return sorted([*outside, *(m for m in inside if is_conversation(m))], key=lambda m: m.seq or 0)
 
 
 async def resolve_groups(store: Store, receipt: Receipt) -> dict[str, list[Message]]:
