@@ -6,7 +6,6 @@ latency and outcome; ``Memory.usage`` sums them per day, role and model with a c
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -158,7 +157,7 @@ async def test_a_failing_call_is_recorded_with_its_outcome() -> None:
 
 
 async def test_thread_resource_and_time_filters_isolate() -> None:
-    memory, observer, _ = memory_with()
+    memory, _, _ = memory_with()
     async with memory:
         await converse(memory, "a1", "alice", 20)
         await converse(memory, "b1", "bob", 20)
@@ -194,7 +193,7 @@ async def test_the_budget_degrades_to_the_offline_roles_once_and_memory_keeps_wo
         observation={"message_tokens": 300, "buffer_tokens": False}, reflection={"observation_tokens": 400},
         budget=BudgetConfig(max_tokens=2500, period="day", check_interval_s=0),
     )
-    memory, observer, _ = memory_with(config=config, on_event=events.append)
+    memory, _, _ = memory_with(config=config, on_event=events.append)
     async with memory:
         await converse(memory, "t1", "r1", 60)
         at_limit = (await memory.usage(resource_id="r1")).total()

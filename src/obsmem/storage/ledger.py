@@ -28,7 +28,17 @@ from obsmem.config import BudgetConfig
 from obsmem.errors import InvalidInputError
 from obsmem.profiles import ModelPrice, estimate_cost
 
-__all__ = ["LedgerBudget", "LedgerWriter", "usage_report", "call_day", "check_window", "insert_sql", "micros", "sum_calls", "usage_sql"]
+__all__ = [
+    "LedgerBudget",
+    "LedgerWriter",
+    "call_day",
+    "check_window",
+    "insert_sql",
+    "micros",
+    "sum_calls",
+    "usage_report",
+    "usage_sql",
+]
 
 log = logging.getLogger("obsmem.ledger")
 
