@@ -477,8 +477,8 @@ class Memory:
         and resource keys), retrieval vectors, leases and queued work. Returns counts per kind
         (``threads``, ``messages``, ``records``, ``working_memory``, ``vectors``, ``leases``,
         ``work_items``, ``model_calls``: the cost ledger's rows of the resource and its threads).
-        With ``knowledge=``, the resource's knowledge scope (its threads' included) is purged too, a hard delete (``knowledge_<kind>`` counts; see
-        :mod:`obsmem.knowledge.lifecycle`).
+        With ``knowledge=``, the resource's knowledge scope (its threads' included) is purged
+        too, a hard delete (``knowledge_<kind>`` counts; see :mod:`obsmem.knowledge.lifecycle`).
 
         Work in flight for a deleted thread never commits (the store reports it ``gone``).
         """
