@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from obsmem.clock import Clock, SystemClock
 from obsmem.errors import ObsmemError
+from obsmem import telemetry
 
 __all__ = ["BackgroundWork", "Waited", "WatchedClock"]
 
@@ -177,7 +178,9 @@ class BackgroundWork:
         error = task.exception()
         if error is not None:
             self.errors.append(error)
-            logger.error("obsmem background task %s failed: %r", task.get_name(), error, exc_info=error)
+            logger.error("obsmem background task %s failed (%s)", task.get_name(), type(error).__name__,
+                         extra={"obsmem_error_type": type(error).__name__})
+            logger.debug("obsmem background task %s failed", task.get_name(), exc_info=error)
 
     @property
     def pending(self) -> int:
@@ -239,7 +242,7 @@ class BackgroundWork:
             if not keyed.detached:
                 keyed.error = exc  # the waiter raises it
             elif isinstance(exc, ObsmemError):  # reported already (events, markers); nobody to raise it to
-                logger.warning("obsmem: memory work %s failed after its turn went on: %s", key, exc)
+                telemetry.log_failure(logger, "obsmem: memory work %s failed after its turn went on", key, error=exc)
             else:
                 raise
         finally:

@@ -87,6 +87,7 @@ async def capture(
             reason=reason,
         )
     except TombstonedValueError as refused:
-        logger.info("knowledge capture refused: %s", refused)
+        logger.info("knowledge capture refused: a tombstoned value in scope %s", scope,
+                    extra={"obsmem_operation": "capture"})
         return CaptureOutcome("refused-tombstoned", scope, level != wanted, None, str(refused))
     return CaptureOutcome("captured", scope, level != wanted, record)

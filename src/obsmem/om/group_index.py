@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote
 from obsmem.config import RetrievalConfig
 from obsmem.errors import ConfigError
 from obsmem.om.text.groups import ObservationGroup, parse_groups, strip_groups
+from obsmem import telemetry
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
@@ -175,11 +176,9 @@ class GroupIndex:
                 await self.remove(resource_id, removed)
                 return
             except Exception as exc:  # an index outage must not undo or fail the memory write
-                logger.warning(
-                    "obsmem: indexing observation groups failed (attempt %d of %d): %s",
-                    attempt + 1,
-                    _ATTEMPTS,
-                    exc,
+                telemetry.log_failure(
+                    logger, "obsmem: indexing observation groups failed (attempt %d of %d)", attempt + 1, _ATTEMPTS,
+                    error=exc, operation="index",
                 )
 
     async def search(self, query: str, *, namespace_prefix: str, k: int) -> list[GroupHit]:

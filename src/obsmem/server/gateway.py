@@ -44,6 +44,7 @@ from obsmem import (
     to_openai_responses,
 )
 from obsmem.server.access import Principal
+from obsmem import telemetry
 from obsmem.models.sse import parse_sse
 from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, AnthropicStream, anthropic_request, chat_completion, sse_chunk
 from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError
@@ -238,7 +239,8 @@ async def _finish(turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
     try:
         responses = answer.messages(turn.context.messages)
     except Exception as exc:
-        logger.warning("the upstream answer could not be converted; saved without it: %s", exc)
+        telemetry.log_failure(logger, "the upstream answer could not be converted; saved without it",
+                              error=exc, operation="gateway")
         responses = []
     await turn.end(responses)
 
@@ -361,7 +363,8 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         try:
             _, saved = chat_completion(translator.answer(), body.get("model"), turn.context.messages)
         except (ValueError, InvalidInputError) as exc:
-            logger.warning("the upstream answer could not be converted; saved without it: %s", exc)
+            telemetry.log_failure(logger, "the upstream answer could not be converted; saved without it",
+                                  error=exc, operation="gateway")
             saved = []
         await turn.end(saved)
 

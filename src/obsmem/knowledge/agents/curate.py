@@ -56,6 +56,7 @@ from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes, LaneState
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
 from obsmem.knowledge.store.values import value_key
+from obsmem import telemetry
 
 __all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due", "same_fact"]
 
@@ -256,7 +257,7 @@ class CurateAgent:
                 try:
                     await self._guidance(context)
                 except Exception as exc:  # guidance is advisory; the run stands
-                    logger.warning("capture-guidance not updated: %s", exc)
+                    telemetry.log_failure(logger, "capture-guidance not updated", error=exc, operation="curate")
                 return report
         except LaneBusyError as busy:
             report.status, report.detail = "skipped", str(busy)
@@ -270,7 +271,7 @@ class CurateAgent:
                 await self._curate(record, context, report)
             except Exception as exc:
                 report.detail = f"stopped at {record.id}: {type(exc).__name__}: {exc}"
-                logger.warning("curation %s", report.detail)
+                telemetry.log_failure(logger, "curation stopped at %s", record.id, error=exc, operation="curate")
                 break
             finished = record.id
         return finished
