@@ -30,7 +30,7 @@ from ..postgres_fixtures import PostgresServer, database_url, postgres_server  #
 
 ALL = POSTGRES_MIGRATIONS.names()
 TABLES = {"_obsmem_migrations", "threads", "messages", "observation_records", "working_memory", "leases",
-          "lease_tokens", "work_items", "vectors", "dead_work"}
+          "lease_tokens", "work_items", "vectors", "dead_work", "model_calls"}
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def tables(url: str) -> set[str]:
 
 
 def test_blank_database_is_migrated_once(blank_url: str) -> None:
-    assert ALL == ["m001_initial", "m002_vectors", "m003_dead_work"]
+    assert ALL == ["m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls"]
     assert pending_migrations(blank_url) == ALL
     assert tables(blank_url) == set()  # pending() only reads
     assert migrate_database(blank_url) == ALL
@@ -116,9 +116,9 @@ def test_migrate_command(blank_url: str) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
     assert dry.exit_code == 0
-    assert "4 migration(s) pending: m001_initial, m002_vectors, m003_dead_work, m001_knowledge_initial" in dry.output
+    assert "5 migration(s) pending: m001_initial, m002_vectors, m003_dead_work, m004_model_calls, m001_knowledge_initial" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
-    assert done.exit_code == 0 and "4 migration(s) applied" in done.output
+    assert done.exit_code == 0 and "5 migration(s) applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert again.exit_code == 0 and "0 migration(s) applied" in again.output
 

@@ -67,6 +67,7 @@ READS: dict[str, tuple[str, str, dict[str, object]]] = {
     "recall": ("POST", "/api/threads/t-alice/recall", {"json": {"mode": "messages"}}),
     "export": ("GET", "/api/resources/alice/export", {}),
     "usage": ("GET", "/api/resources/alice/usage", {}),
+    "thread usage": ("GET", "/api/threads/t-alice/usage", {}),
     "knowledge search of the resource": ("GET", "/api/knowledge/search", {"params": {"q": "vault code", "resource_id": "alice"}}),
 }  # fmt: skip
 

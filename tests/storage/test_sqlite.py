@@ -203,8 +203,30 @@ EXPECTED_SCHEMA = {
         "last_error": "TEXT",
         "failed_at": "TEXT",
     },
+    "model_calls": {  # m005
+        "id": "INTEGER",
+        "started_at": "TEXT",
+        "started_us": "INTEGER",
+        "day": "TEXT",
+        "role": "TEXT",
+        "model": "TEXT",
+        "kind": "TEXT",
+        "operation": "TEXT",
+        "thread_id": "TEXT",
+        "resource_id": "TEXT",
+        "input_tokens": "INTEGER",
+        "cached_input_tokens": "INTEGER",
+        "cache_write_tokens": "INTEGER",
+        "output_tokens": "INTEGER",
+        "latency_s": "REAL",
+        "outcome": "TEXT",
+        "error_type": "TEXT",
+        "finish_reason": "TEXT",
+    },
 }
-ALL_MIGRATIONS = ["m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work"]
+ALL_MIGRATIONS = [
+    "m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
+]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
     "messages_by_thread": "messages",
@@ -212,6 +234,9 @@ EXPECTED_INDEXES = {
     "observation_records_by_lineage": "observation_records",
     "work_items_one_waiting": "work_items",
     "dead_work_by_target": "dead_work",
+    "model_calls_by_resource": "model_calls",
+    "model_calls_by_thread": "model_calls",
+    "model_calls_by_time": "model_calls",
 }
 
 
