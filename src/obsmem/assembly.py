@@ -653,7 +653,7 @@ def budget_events(on_event: Callable[[EngineEvent], None] | None) -> Callable[[s
 
     def exceeded(resource_id: str, data: dict[str, Any]) -> None:
         if on_event is not None:
-            on_event(EngineEvent(kind=cast(Any, "budget-exceeded"), thread_id="", data=data))
+            on_event(EngineEvent(kind="budget-exceeded", thread_id="", data=data))
 
     return exceeded
 

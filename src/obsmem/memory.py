@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import contextlib
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -56,6 +57,8 @@ from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
+from obsmem.om.receipts import RECEIPT_KEY, Receipt, resolve_groups, resolve_raw
+from obsmem.om.status import ThreadStatus, thread_status
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
@@ -279,6 +282,18 @@ class Memory:
                     user_events(event)
                 if self._knowledge_hook is not None:
                     self._knowledge_hook.on_event(event)
+        # Memory.watch wakes at once on this process's own memory events for the thread it watches.
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+        heard = on_event
+
+        def watched(event: EngineEvent) -> None:
+            if heard is not None:
+                heard(event)
+            for waiter in self._watchers.get(event.thread_id, ()):
+                waiter.set()
+
+        on_event = watched
+
         if background == "queue" and not self.config.observation.buffering_enabled:
             raise ConfigError(
                 "background", "'queue' hands buffered work to workers, but buffering is off",
@@ -785,6 +800,7 @@ class Memory:
             recall_instructions=self._recall_instructions,
             instructions_without_observations=self.config.retrieval.scope == "resource",
             instructions=await load_instructions(self.store, thread),
+            counter=self.counter,
         )
         if self.knowledge_agents is not None:
             context = await self._with_knowledge(thread, context)
@@ -824,8 +840,15 @@ class Memory:
         messages = list(context.messages)
         at = messages.index(context.raw_messages[0]) if context.raw_messages else len(messages)
         messages[at:at] = added
+        receipt = context.receipt
+        if receipt is not None:
+            receipt = receipt.revised(
+                messages, context.raw_messages, counter=self.counter, added=added,
+                knowledge_record_ids=blocks.reminder.sources if blocks.reminder.text else (),
+                pin_ids=blocks.pinned.shown if blocks.pinned.text else (),
+            )
         return dataclasses.replace(
-            context, messages=messages, system_messages=[*context.system_messages, *added]
+            context, messages=messages, system_messages=[*context.system_messages, *added], receipt=receipt
         )
 
     async def _other_conversations(
@@ -1043,6 +1066,63 @@ class Memory:
         until: datetime | None = None,
     ) -> list[Any]:
         return await self.store.usage_rows(thread_id=thread_id, resource_id=resource_id, since=since, until=until)
+
+    # -- what it is doing, and what an answer was made from ------------------------------------
+    async def status(self, thread_id: str) -> ThreadStatus:
+        """The thread's memory state now, read from the store (so the same in every process):
+        window tokens against the thresholds, buffered observations and what they cover, memory
+        work in flight (held leases), a due or buffered reflection, backoff, and the ``phase``.
+        See :mod:`obsmem.om.status`. Unknown thread → :class:`~obsmem.errors.ThreadNotFoundError`."""
+        check_id(thread_id, "thread_id")
+        return await thread_status(self.engine.core, await self.get_thread(thread_id))
+
+    async def watch(self, thread_id: str, *, interval_s: float = 0.5) -> AsyncIterator[ThreadStatus]:
+        """Yield the thread's :meth:`status` now and again each time it changes (``checked_at``
+        aside), forever: break out of the loop to stop. The store is read every ``interval_s``
+        seconds, and at once when this process's memory work reports an event for the thread, so
+        work done by other processes (workers) shows within ``interval_s``."""
+        check_id(thread_id, "thread_id")
+        interval = _seconds(interval_s, "interval_s", positive=True)
+        assert interval is not None
+        thread = await self.get_thread(thread_id)
+        woken = asyncio.Event()
+        self._watchers.setdefault(thread_id, set()).add(woken)
+        try:
+            previous: ThreadStatus | None = None
+            while True:
+                woken.clear()
+                current = await thread_status(self.engine.core, thread)
+                if not current.same_state(previous):
+                    previous = current
+                    yield current
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), interval)
+        finally:
+            waiters = self._watchers.get(thread_id)
+            if waiters is not None:
+                waiters.discard(woken)
+                if not waiters:
+                    del self._watchers[thread_id]
+
+    async def receipt(self, message_id: str) -> Receipt | None:
+        """The receipt of the context an assistant message was made from (stored with it by the
+        turn: ``metadata["obsmem_receipt"]``); None when the message has none (it was not saved
+        through a turn, or it is not a reply) or does not exist."""
+        check_id(message_id, "message_id")
+        found = await self.store.get_messages([message_id])
+        data = found[0].metadata.get(RECEIPT_KEY) if found else None
+        return Receipt.from_data(data) if isinstance(data, dict) else None
+
+    async def receipt_sources(self, receipt: Receipt) -> dict[str, list[Message]]:
+        """What a receipt's context was made of, as stored now: each observation group's id with
+        the exact messages it covers, and ``"raw"`` with the raw tail's messages. Raw messages are
+        never deleted by memory work, so this resolves after any number of later reflections; the
+        messages of a thread deleted since resolve to nothing."""
+        if not isinstance(receipt, Receipt):
+            raise InvalidInputError(f"expected a Receipt, got {describe_value(receipt)}", argument="receipt")
+        sources = await resolve_groups(self.store, receipt)
+        sources["raw"] = await resolve_raw(self.store, receipt)
+        return sources
 
     async def _thread_for_turn(self, thread_id: str, resource_id: str | None) -> Thread:
         thread = await self.store.get_thread(thread_id)

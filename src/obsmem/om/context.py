@@ -495,10 +495,13 @@ def _section_tokens(
     volatile = [m for m in system if m.metadata.get("obsmem_volatile")]
     continuation = [m for m in rest if m.metadata.get(MARKER_KEY) == "continuation"]
     tail = [m for m in rest if m.metadata.get(MARKER_KEY) != "continuation"]
+    def count(messages: Sequence[Message]) -> int:  # per message; the conversation's own overhead is not a section's
+        return sum(counter.count_message(m) for m in messages)
+
     return {
-        "instructions": counter.count_messages(instructions),
-        "observations": counter.count_messages(stable),
-        "sections": counter.count_messages(volatile),
-        "continuation": counter.count_messages(continuation),
-        "raw": counter.count_messages(tail),
+        "instructions": count(instructions),
+        "observations": count(stable),
+        "sections": count(volatile),
+        "continuation": count(continuation),
+        "raw": count(tail),
     }

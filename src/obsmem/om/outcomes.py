@@ -43,6 +43,6 @@ class EngineEvent:
                   "buffer-failed", "buffer-dropped", "reflection-buffered", "reflection-activated",
                   "observation-backoff", "observation-backoff-skipped", "reflection-backoff",
                   "reflection-backoff-skipped", "context-trimmed", "turn-wait-exceeded", "redaction",
-                  "privacy-fallback"]
+                  "privacy-fallback", "budget-exceeded"]
     thread_id: str
     data: dict[str, Any]

@@ -29,7 +29,7 @@ from obsmem.om.sections import visible_sections
 from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.storage.contract import ObservationRecord, Store
-from obsmem.tokens import TokenCounter
+from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
 from obsmem.types import DataPart, Message, TextPart
 
 __all__ = [
@@ -101,7 +101,8 @@ class Receipt:
 
     @property
     def total_tokens(self) -> int:
-        return sum(self.section_tokens.values())
+        """The sections' tokens plus the conversation's own overhead: the whole context's count."""
+        return sum(self.section_tokens.values()) + (TOKENS_PER_CONVERSATION if self.section_tokens else 0)
 
     def revised(
         self,
@@ -118,9 +119,9 @@ class Receipt:
         with ``counter`` the raw tail is counted again and ``added`` messages count as ``knowledge``."""
         tokens = dict(self.section_tokens)
         if counter is not None and tokens:
-            tokens["raw"] = counter.count_messages(raw_messages)
+            tokens["raw"] = sum(counter.count_message(m) for m in raw_messages)
             if added:
-                tokens["knowledge"] = tokens.get("knowledge", 0) + counter.count_messages(added)
+                tokens["knowledge"] = tokens.get("knowledge", 0) + sum(counter.count_message(m) for m in added)
         return replace(
             self,
             context_hash=context_hash(messages),
