@@ -499,6 +499,9 @@ class TokenCacheInfo(NamedTuple):
     max_size: int
 
 
+#: Where a message keeps its parts' cost (see ``TokenCounter._parts_cost``): not a field.
+_MEMO_KEY = "_obsmem_parts_cost"
+
 WARM_CHARS = 32_768  # text parts at least this long are counted off the loop by ``warm``
 
 
@@ -651,10 +654,32 @@ class TokenCounter:
         return _round_half_up(self._part_cost(part))
 
     def count_message(self, message: Message) -> int:
-        cost = self._role_tokens(message.role) + TOKENS_PER_MESSAGE
-        for part in message.parts:
+        return _round_half_up(self._role_tokens(message.role) + TOKENS_PER_MESSAGE + self._parts_cost(message))
+
+    def _parts_cost(self, message: Message) -> float:
+        """The unrounded cost of ``message``'s parts. A message of text, reasoning and data parts
+        only (immutable content: its count cannot change while its parts tuple is the same
+        object) keeps its cost on itself, under :data:`_MEMO_KEY`, for this estimator: a step
+        counts the same messages several times (the window, the buffer, the context's
+        sections), and each count after the first is a lookup. Files (priced per actor model)
+        and tool parts (whose arguments and results are mutable data) are counted through the
+        part cache every time."""
+        parts = message.parts
+        if self._cache.max_size == 0:
+            return sum(self._part_cost(part) for part in parts)
+        memo = message.__dict__.get(_MEMO_KEY)
+        if memo is not None and memo[0] is parts and memo[1] == self.estimator_id:
+            return float(memo[2])
+        cost = 0.0
+        memoizable = True
+        for part in parts:
             cost += self._part_cost(part)
-        return _round_half_up(cost)
+            memoizable = memoizable and isinstance(part, TextPart | ReasoningPart | DataPart)
+        if memoizable:
+            # Not a field: pydantic leaves it out of dumps, equality and repr; a copy with other
+            # parts (model_copy) carries it, but with another parts tuple it is never read.
+            message.__dict__[_MEMO_KEY] = (parts, self.estimator_id, cost)
+        return cost
 
     def count_messages(self, messages: Iterable[Message]) -> int:
         """Sum of the messages plus the conversation overhead; 0 for no messages at all."""

@@ -443,6 +443,18 @@ class BufferedLifecycle:
         threshold = core.message_threshold(record)
         if pending >= threshold and not above_threshold:
             return False
+        boundary = record.buffer_boundary_tokens
+        if boundary and pending < boundary / 2:
+            boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
+        if not idle:
+            # What stored chunks cover is activated at the threshold: only the rest needs a buffer.
+            # (These checks only read numbers: most steps stop here, before the window is scanned.)
+            buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
+            due = None if above_threshold else self._due(lineage, max(0, pending - buffered), threshold)
+            if due is None and not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
+                return False
+            if due is False:
+                return False  # a later step still lands in time: one call covers more
         covered = covered_until(record, thread.id)
         candidates = [m for m in messages if (m.seq or 0) > covered]
         cuts = valid_cuts(candidates)
@@ -450,17 +462,7 @@ class BufferedLifecycle:
             return False
         safe = candidates[: cuts[-1]]
         new_tokens = sum(core.counter.count_message(m) for m in safe)
-        boundary = record.buffer_boundary_tokens
-        if boundary and pending < boundary / 2:
-            boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
         if not idle:
-            # What stored chunks cover is activated at the threshold: only the rest needs a buffer.
-            buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
-            due = None if above_threshold else self._due(lineage, max(0, pending - buffered), threshold)
-            if due is None and not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
-                return False
-            if due is False:
-                return False  # a later step still lands in time: one call covers more
             if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
                 return False
             if not above_threshold and self._overtaken(lineage, pending, threshold):

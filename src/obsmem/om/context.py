@@ -40,6 +40,7 @@ from typing import Any
 from obsmem.om.cycle import CommitPolicy, Written, commit
 from obsmem.om.receipts import Receipt, context_hash, raw_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
+from obsmem.om.selection import plain_conversation
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
@@ -426,7 +427,8 @@ def build_context(
     the raw tail. The context's receipt counts each section's tokens with ``counter`` (none
     without one).
     """
-    kept = drop_obsmem_messages(unobserved)
+    # Usually the step's window, already without obsmem's own messages: checked, not dropped again.
+    kept = list(unobserved) if plain_conversation(unobserved) else drop_obsmem_messages(unobserved)
     conversation = [
         visible for message in kept if message.role != "system" and (visible := model_visible(message)) is not None
     ]
