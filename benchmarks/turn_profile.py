@@ -31,7 +31,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ class CallCounter:
 
     def __init__(self, store: Any) -> None:
         self.calls: Counter[str] = Counter()
-        self.by_method: Counter[str] = Counter()
+        self.by_method: dict[str, float] = defaultdict(float)
         self.seconds = 0.0
         for name in dir(type(store)):
             if not name.startswith("_") and inspect.iscoroutinefunction(getattr(type(store), name)):

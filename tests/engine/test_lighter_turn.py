@@ -1,0 +1,122 @@
+"""A lighter turn (issue 18): the shortcuts a step takes give exactly what the full rules give.
+
+* :func:`~obsmem.om.selection.plain_conversation` lets a step skip
+  :func:`~obsmem.om.text.own.drop_obsmem_messages` and
+  :func:`~obsmem.om.text.own.conversation_view`: wherever it says yes, they return the same
+  objects in the same order.
+* A message keeps its parts' token cost on itself (text, reasoning and data parts only): every
+  count equals a fresh counter's, also after a copy with other parts or another role, and the
+  memo never shows in equality, dumps or repr.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from obsmem.om.context import build_context
+from obsmem.om.selection import observable_messages, plain_conversation
+from obsmem.om.text.own import CONTINUATION, MARKER_KEY, conversation_messages, drop_obsmem_messages
+from obsmem.tokens import TokenCounter
+from obsmem.types import DataPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
+_GAP = "<system-reminder>3 hours later — Mon Jun 16 2025 12:00 UTC</system-reminder>"
+
+#: One of each kind a window can hold, obsmem's own messages (with and without the marker)
+#: among them.
+SAMPLES: list[Message] = [
+    Message.user("hello"),
+    Message.assistant("hi there"),
+    Message.user("note <system-reminder>from a framework</system-reminder> the rest"),
+    Message.user(CONTINUATION),
+    Message.user(_GAP),
+    Message(role="user", parts=(TextPart(text=CONTINUATION), TextPart(text="and a question"))),
+    Message.system("You are a helpful assistant."),
+    Message.system("<observations>\n* a line\n</observations>"),
+    Message.system("* a middle chunk, no marker"),
+    Message.assistant("from a context", metadata={MARKER_KEY: "continuation"}),
+    Message.assistant("app metadata", metadata={MARKER_KEY: {"instructions": {}}}),
+    Message(role="assistant", parts=(DataPart(name="om-observation-start", data={"cycle_id": "c"}),)),
+    Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "x"}),)),
+    Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="search", result="found"),)),
+    Message(role="assistant", parts=(ReasoningPart(text="thinking"), TextPart(text="answer"))),
+    Message.user("<system-reminder>unclosed"),
+]
+
+
+def _windows() -> list[list[Message]]:
+    """Every ordered pair and triple of samples, and each sample alone."""
+    pairs = itertools.permutations(SAMPLES, 2)
+    triples = itertools.islice(itertools.permutations(SAMPLES, 3), 0, None, 7)
+    return [[m] for m in SAMPLES] + [list(p) for p in pairs] + [list(t) for t in triples]
+
+
+def test_plain_conversation_means_the_full_rules_change_nothing() -> None:
+    plain = 0
+    for window in _windows():
+        full = [m for m in conversation_messages(window) if m.role != "system" and not m.is_marker_only]
+        assert observable_messages(window) == full
+        if plain_conversation(window):
+            plain += 1
+            assert [id(m) for m in drop_obsmem_messages(window)] == [id(m) for m in window]
+            assert [id(m) for m in conversation_messages(window)] == [id(m) for m in window]
+    assert plain > 20  # the shortcut is taken for ordinary windows
+
+
+@pytest.mark.parametrize(
+    "message",
+    [SAMPLES[2], SAMPLES[3], SAMPLES[4], SAMPLES[5], SAMPLES[6], SAMPLES[9], SAMPLES[15]],
+    ids=["reminder-in-text", "continuation", "gap", "merged-continuation", "system", "marked", "unclosed"],
+)
+def test_what_the_full_rules_may_change_is_never_plain(message: Message) -> None:
+    assert not plain_conversation([Message.user("a"), message])
+
+
+def test_context_from_a_plain_window_equals_the_full_rules() -> None:
+    window = [m.model_copy(update={"seq": i + 1, "thread_id": "t"}) for i, m in enumerate(SAMPLES[:2] + SAMPLES[12:15])]
+    assert plain_conversation(window)
+    now = SAMPLES[0].created_at
+    shortcut = build_context(None, window, thread_id="t", now=now, counter=TokenCounter())
+    # The same window with a system message in front takes the full path; the raw tail is the same.
+    full = build_context(None, [SAMPLES[6], *window], thread_id="t", now=now, counter=TokenCounter())
+    assert shortcut.raw_messages == full.raw_messages
+    assert shortcut.receipt is not None and full.receipt is not None
+    assert shortcut.receipt.raw_message_ids == full.receipt.raw_message_ids
+    assert shortcut.receipt.section_tokens["raw"] == full.receipt.section_tokens["raw"]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_message_counted_twice_counts_the_same_as_fresh(exact: bool) -> None:
+    counter = TokenCounter(exact=exact)
+    for message in SAMPLES:
+        first = counter.count_message(message)
+        assert counter.count_message(message) == first == TokenCounter(exact=exact, cache_size=0).count_message(message)
+        # A copy with other parts or another role is counted for what it holds now.
+        longer = message.model_copy(update={"parts": (*message.parts, TextPart(text="one more sentence here"))})
+        assert counter.count_message(longer) == TokenCounter(exact=exact, cache_size=0).count_message(longer)
+        as_system = message.model_copy(update={"role": "system"})
+        assert counter.count_message(as_system) == TokenCounter(exact=exact, cache_size=0).count_message(as_system)
+
+
+def test_the_memo_follows_the_estimator_and_never_shows() -> None:
+    message = Message.user("The shipment to Lisbon left on Tuesday, invoice 4471 is filed.")
+    twin = Message(**{name: getattr(message, name) for name in type(message).model_fields})
+    exact, heuristic = TokenCounter(exact=True), TokenCounter(exact=False)
+    assert exact.count_message(message) == TokenCounter(exact=True, cache_size=0).count_message(message)
+    assert heuristic.count_message(message) == TokenCounter(exact=False, cache_size=0).count_message(message)
+    assert exact.count_message(message) == TokenCounter(exact=True, cache_size=0).count_message(message)
+    assert message == twin and twin == message
+    assert message.model_dump() == twin.model_dump()
+    assert repr(message) == repr(twin)
+
+
+def test_tool_parts_are_counted_from_their_content_every_time() -> None:
+    """Tool arguments are data that could change in place; such messages keep no memo."""
+    message = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c", tool_name="search", args={"q": "x"}),))
+    counter = TokenCounter()
+    before = counter.count_message(message)
+    call = message.parts[0]
+    assert isinstance(call, ToolCallPart) and isinstance(call.args, dict)
+    call.args["q"] = "a much longer query with many more words in it than before"
+    assert counter.count_message(message) > before
