@@ -30,6 +30,7 @@ from obsmem.om.activation import (
     ChunkBounds,
     absorb_covered_chunks,
     activate_chunks,
+    chunks_to_take,
     drop_chunks,
     usable_chunks,
 )
@@ -140,7 +141,11 @@ class ActivateStep:
                     "result; their messages stay pending", mine - broken_from, thread.id,
                     extra=log_fields(thread.id, "activation"),
                 )
-            return activate_chunks(kept, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text)
+            new = "\n".join(c.observations for c in chunks_to_take(kept, thread.id, take))
+            return activate_chunks(
+                kept, thread.id, take, now=core.clock.now(), count_tokens=core.counter.count_text,
+                older=await revised_active(core, kept, thread, new),
+            )
 
         async def write(record: ObservationRecord, activated: ActivatedChunks) -> Written[ObservationRecord]:
             return await core.update(record, activated.record)
@@ -404,6 +409,8 @@ class ObserveStep:
             absorbed = absorb_covered_chunks(head, thread.id, through_seq=batch[-1].seq or 0, cursor=cursor)
             if absorbed is None:
                 return None
+            older = await revised_active(core, absorbed, thread, result.observations)
+            absorbed = absorbed.model_copy(update={"active_observations": older})
             return self._compose(absorbed, thread, batch, batch_tokens, pending_before, result)
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
@@ -565,6 +572,18 @@ def recent_lines(text: str, max_chars: int = RECENT_OUTPUT_CHARS) -> str:
         return text
     start = text.find("\n", len(text) - max_chars)
     return text[start + 1:] if start >= 0 else text[-max_chars:]
+
+
+async def revised_active(core: Core, record: ObservationRecord, thread: Thread, new: str) -> str:
+    """The active observations without the lines that ``new`` (the lines about to be appended)
+    makes stale, where the observer can tell (``OfflineObserver.revise``: linear, off the loop
+    for a large record); as they are otherwise, and in resource scope, whose sections belong to
+    other threads. Raw messages are never touched."""
+    revise = getattr(core.observer, "revise", None)
+    if revise is None or core.resource_scope or not new.strip():
+        return record.active_observations
+    revised: str = await revise(record.active_observations, new)
+    return revised
 
 
 def combine_results(first: ObservationResult, then: ObservationResult) -> ObservationResult:
