@@ -105,9 +105,9 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     scope: Literal["thread", "resource"] = "resource" if core.resource_scope else "thread"
     record = await store.get_head(lineage)
     cursor = record.cursor(thread.id) if record is not None else 0
-    unobserved = observable_messages(await store.list_messages(thread.id, after_seq=cursor))
-    conversation = [m for m in unobserved if m.role != "system"]
-    window = core.counter.count_messages(conversation)
+    # the window as the engine weighs it against its thresholds: each unobserved message's count
+    conversation = observable_messages(await store.list_messages(thread.id, after_seq=cursor))
+    window = sum(core.counter.count_message(m) for m in conversation)
     in_flight: dict[str, datetime] = {}
     for kind in _WORK:
         for lease in await store.list_leases(f"{kind}:{lineage}"):
