@@ -525,6 +525,12 @@ class _PartCache:
             self._entries.move_to_end(key)
             return value
 
+    def hit(self, count: int) -> None:
+        """Count ``count`` lookups answered without the table (a message's kept cost)."""
+        if count:
+            with self._lock:
+                self.hits += count
+
     def put(self, key: tuple[str, str, bytes], value: float) -> None:
         with self._lock:
             self._entries[key] = value
@@ -669,16 +675,21 @@ class TokenCounter:
             return sum(self._part_cost(part) for part in parts)
         memo = message.__dict__.get(_MEMO_KEY)
         if memo is not None and memo[0] is parts and memo[1] == self.estimator_id:
+            self._cache.hit(memo[3])  # the text parts' counts were found, as the part cache finds them
             return float(memo[2])
         cost = 0.0
         memoizable = True
+        texts = 0
         for part in parts:
             cost += self._part_cost(part)
-            memoizable = memoizable and isinstance(part, TextPart | ReasoningPart | DataPart)
+            if isinstance(part, TextPart):
+                texts += 1
+            elif not isinstance(part, ReasoningPart | DataPart):
+                memoizable = False
         if memoizable:
             # Not a field: pydantic leaves it out of dumps, equality and repr; a copy with other
             # parts (model_copy) carries it, but with another parts tuple it is never read.
-            message.__dict__[_MEMO_KEY] = (parts, self.estimator_id, cost)
+            message.__dict__[_MEMO_KEY] = (parts, self.estimator_id, cost, texts)
         return cost
 
     def count_messages(self, messages: Iterable[Message]) -> int:
