@@ -95,3 +95,49 @@ def test_sync_recall_returns_a_groups_messages() -> None:
         answer = memory.call_recall_tool("t1", {"group_id": group.id})
         assert "error" not in answer and answer["messages"]
         assert memory.recall_tool()["name"] == "recall"
+
+
+def test_sync_status_watch_receipt_and_usage_match_the_async_api() -> None:
+    from obsmem import MemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig
+    from obsmem.om.receipts import RECEIPT_KEY
+
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=300, buffer_tokens=False),
+        reflection=ReflectionConfig(observation_tokens=100_000),
+        retrieval=RetrievalConfig(enabled=True),
+    )
+    conv = Conversation()
+    with SyncMemory("memory://", config=config, clock=fake_clock()) as memory:
+        memory.create_thread("t1", "u1")
+        watching = memory.watch("t1", interval_s=0.01)
+        first = next(watching)
+        assert first.phase == "idle" and first.window_tokens == 0 and first.record_id is None
+        for user_text, reply in chat_turns(20):
+            turn = memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(user_text)])
+            turn.step([conv.assistant(reply)])
+            turn.end()
+        changed = next(watching)  # the state changed since the first status: the next one comes
+        assert not changed.same_state(first) and changed.record_id is not None
+        watching.close()
+        status = memory.status("t1")
+        record = memory.get_record("t1")
+        assert record is not None and status.record_id == record.id and status.generation == record.generation
+        assert status.observation_tokens == record.observation_tokens > 0
+
+        reply = [m for m in memory.list_messages("t1") if m.role == "assistant"][-1]
+        assert RECEIPT_KEY in reply.metadata
+        receipt = memory.receipt(reply.id)
+        assert receipt is not None and receipt.data() == reply.metadata[RECEIPT_KEY]
+        assert receipt.groups, "retrieval mode: the reply's context showed observation groups"
+        sources = memory.receipt_sources(receipt)
+        assert set(sources) == {g.id for g in receipt.groups} | {"raw"}
+        for group in receipt.groups:
+            assert sources[group.id] and all(group.first_seq <= (m.seq or 0) <= group.last_seq for m in sources[group.id])
+        assert sorted(m.id for m in sources["raw"]) == sorted(receipt.raw_message_ids)
+        assert memory.receipt("no-such-message") is None
+        with pytest.raises(InvalidInputError):
+            memory.receipt_sources("not a receipt")  # type: ignore[arg-type]
+
+        report = memory.usage(thread_id="t1")
+        assert report.total().calls == 0  # the offline roles make no model call
+        assert memory.usage(resource_id="u1").rows == report.rows

@@ -11,15 +11,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from obsmem.calls import UsageReport
 from obsmem.errors import InvalidInputError
 from obsmem.memory import Memory
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor
+from obsmem.om.receipts import Receipt
+from obsmem.om.status import ThreadStatus
 from obsmem.storage.contract import ObservationRecord
 from obsmem.turn import Turn
 from obsmem.types import Message, Thread
@@ -54,6 +58,10 @@ class _Portal:
                 "SyncMemory was called from inside a running event loop; use obsmem.Memory with await instead."
             )
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def closed(self) -> bool:
+        return self._loop.is_closed()
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -229,6 +237,52 @@ class SyncMemory:
     ) -> dict[str, Any]:
         """:meth:`Memory.call_recall_tool`, blocking: answer one ``recall`` tool call."""
         return self._portal.call(self._memory.call_recall_tool(thread_id, args, token_budget=token_budget))
+
+    # -- status, receipts, usage (issue 21) ------------------------------------------------------
+    def usage(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+    ) -> UsageReport:
+        """:meth:`Memory.usage`, blocking: the cost ledger summed per UTC day, role and model."""
+        return self._portal.call(
+            self._memory.usage(thread_id=thread_id, resource_id=resource_id, since=since, until=until)
+        )
+
+    def status(self, thread_id: str) -> ThreadStatus:
+        """:meth:`Memory.status`, blocking: the thread's memory state now."""
+        return self._portal.call(self._memory.status(thread_id))
+
+    def watch(self, thread_id: str, *, interval_s: float = 0.5) -> Iterator[ThreadStatus]:
+        """:meth:`Memory.watch` as a blocking generator: the status now, then again each time it
+        changes, forever (each ``next`` blocks until a change). Break out of the loop (or
+        ``close()`` the generator) to stop watching."""
+        # Memory.watch is an async generator: aclose() ends it (and its wake-up registration)
+        stream = cast(AsyncGenerator[ThreadStatus, None], self._memory.watch(thread_id, interval_s=interval_s))
+        try:
+            while True:
+                try:
+                    yield self._portal.call(_next(stream))
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self._portal.closed:
+                self._portal.call(stream.aclose())
+
+    def receipt(self, message_id: str) -> Receipt | None:
+        """:meth:`Memory.receipt`, blocking: the receipt an assistant reply was made from."""
+        return self._portal.call(self._memory.receipt(message_id))
+
+    def receipt_sources(self, receipt: Receipt) -> dict[str, list[Message]]:
+        """:meth:`Memory.receipt_sources`, blocking: each group's messages and the raw tail's."""
+        return self._portal.call(self._memory.receipt_sources(receipt))
+
+
+async def _next(stream: AsyncIterator[T]) -> T:
+    return await stream.__anext__()
 
 
 def _close_quietly(portal: _Portal, memory: Memory) -> None:
