@@ -39,6 +39,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from obsmem import telemetry
 from obsmem.calls import ModelCall, call_scope
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
@@ -798,7 +799,8 @@ class KnowledgeHook:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # never into the engine or the turn
-                    logger.warning("knowledge %s for thread %r failed: %s", phase, thread_id, exc)
+                    telemetry.log_failure(logger, "knowledge %s for thread %r failed", phase, thread_id, error=exc,
+                                          thread_id=thread_id, operation=phase)
                     if self._on_error is not None:
                         self._on_error(thread_id, f"{phase}: {type(exc).__name__}: {exc}")
                 if key not in self._again:
@@ -878,7 +880,8 @@ class KnowledgeHook:
             try:
                 runs += [r for r in await self.capture_thread(thread_id) if r.agent == "capture" and r.written]
             except Exception as exc:  # the capture lane keeps its cursor; curation still runs
-                logger.warning("knowledge capture catch-up for %r failed: %s", thread_id, exc)
+                telemetry.log_failure(logger, "knowledge capture catch-up for %r failed", thread_id, error=exc,
+                                      thread_id=thread_id, operation="capture")
             with call_scope(role="curate", thread_id=thread_id, resource_id=found[0].resource_id):
                 run = await self.agents.curate_if_due(found[1], thread_id)
             if run.status != "skipped":

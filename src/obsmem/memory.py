@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from obsmem import telemetry
 from obsmem.assembly import (
     KnowledgeHook,
     ModelSpec,
@@ -825,7 +826,8 @@ class Memory:
                            thread.id)
             return context
         except Exception as exc:  # e.g. ids a knowledge scope cannot hold: no knowledge, same turn
-            logger.warning("knowledge left out of the context of %r: %s", thread.id, exc)
+            telemetry.log_failure(logger, "knowledge left out of the context of %r", thread.id, error=exc,
+                                  thread_id=thread.id, operation="remind")
             return context
         added = [
             Message(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from obsmem import telemetry
 from obsmem.assembly import (
     KnowledgeHook,
     ModelSpec,
@@ -399,7 +400,8 @@ class Worker:
         try:
             runs = await self._knowledge.curate_due()
         except Exception as exc:  # noqa: BLE001 - a store hiccup: the next tick tries again
-            logger.warning("obsmem worker: idle curation failed: %s", redact_secrets(exc))
+            telemetry.log_failure(logger, "obsmem worker: idle curation failed", error=redact_secrets(exc),
+                                  operation="curate")
             return []
         self.stats.curations += sum(1 for run in runs if run.agent == "curate" and run.status == "ran")
         return runs
@@ -438,7 +440,8 @@ class Worker:
             raise
         except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
             error = redact_secrets(f"{type(exc).__name__}: {exc}")
-            logger.warning("obsmem worker: %s work on %s failed: %s", item.kind, item.target, error)
+            telemetry.log_failure(logger, "obsmem worker: %s work on %s failed", item.kind, item.target, error=error,
+                                  thread_id=item.target, operation=item.kind)
             if item.attempts >= self.max_attempts:
                 outcome = await self._bury(current[0], error=error)
             else:
@@ -481,9 +484,12 @@ class Worker:
         if not await self.store.bury_work(item, now=self.clock.now(), error=error):
             self.stats.lost_claims += 1
             return "lost-claim"
+        kind = error.split(":", 1)[0].strip() if error else "error"  # "Type: text": the type only above DEBUG
         logger.error("obsmem worker: %s work on %s failed %d times; moved to the dead-letter queue "
-                     "(obsmem queue retry %d requeues it); last error: %s",
-                     item.kind, item.target, item.attempts, item.id, redact_secrets(error))
+                     "(obsmem queue retry %d requeues it; obsmem queue shows the last error); last error type: %s",
+                     item.kind, item.target, item.attempts, item.id, kind if kind.isidentifier() else "error",
+                     extra=telemetry.log_fields(item.target, item.kind))
+        logger.debug("obsmem worker: dead-lettered %s work on %s: %s", item.kind, item.target, redact_secrets(error))
         self.stats.abandoned += 1
         return "dead-lettered"
 
@@ -552,7 +558,8 @@ class Worker:
             else:
                 await self._knowledge.capture_thread(thread.id)
         except Exception as exc:  # noqa: BLE001
-            logger.warning("obsmem worker: knowledge agents on %s failed: %s", thread.id, redact_secrets(exc))
+            telemetry.log_failure(logger, "obsmem worker: knowledge agents on %s failed", thread.id,
+                                  error=redact_secrets(exc), thread_id=thread.id, operation="knowledge")
 
     async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> float | None:
         key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"
