@@ -133,3 +133,35 @@ async def test_stdio_is_scoped_by_the_key(env: Env) -> None:
     async with Client(stdio_params(env, env.keys.globex)) as client:
         assert "does not exist" in failed(await client.call_tool("recall", {"thread_id": "m-alice"}))
         assert payload(await client.call_tool("recall", {"thread_id": "m-carol", "limit": 5})) is not None
+
+
+async def test_http_memory_status_and_receipt_tools(env: Env) -> None:
+    memory = env.live.service.memory
+    async with httpx.AsyncClient(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as rest:
+        turn = (await rest.post("/api/threads/m-alice/turns", json={
+            "format": "openai", "messages": [{"role": "user", "content": "Which Osprey step is next?"}]})).json()  # fmt: skip
+        ended = await rest.post(f"/api/turns/{turn['turn_id']}/end", json={"messages": [
+            {"id": "m-alice-mcp-reply", "role": "assistant", "parts": [{"type": "text", "text": "Step 30."}]}]})  # fmt: skip
+        assert ended.status_code == 200, ended.text
+    async with http_client(env, env.keys.alice) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"memory_status", "receipt"} <= names
+        status = payload(await client.call_tool("memory_status", {"thread_id": "m-alice"}))
+        expected = env.live.call(memory.status("m-alice")).data()
+        assert {k: v for k, v in status.items() if k != "checked_at"} == {
+            k: v for k, v in expected.items() if k != "checked_at"}
+        assert status["record_id"] is not None and status["phase"]
+        made = payload(await client.call_tool("receipt", {"message_id": "m-alice-mcp-reply", "resolve": True}))
+        receipt = env.live.call(memory.receipt("m-alice-mcp-reply"))
+        sources = env.live.call(memory.receipt_sources(receipt))
+        assert made["receipt"] == receipt.data() and made["thread_id"] == "m-alice"
+        assert [g["id"] for g in made["groups"]] == [g.id for g in receipt.groups]
+        for group in made["groups"]:
+            assert [m["id"] for m in group["messages"]] == [m.id for m in sources[group["id"]]]
+        assert [m["id"] for m in made["raw"]] == [m.id for m in sources["raw"]]
+        assert "MessageNotFoundError" in failed(await client.call_tool("receipt", {"message_id": "no-such"}))
+    for key in (env.keys.bob, env.keys.globex):
+        async with http_client(env, key) as client:
+            assert "does not exist" in failed(await client.call_tool("memory_status", {"thread_id": "m-alice"}))
+            refused = failed(await client.call_tool("receipt", {"message_id": "m-alice-mcp-reply"}))
+            assert "MessageNotFoundError" in refused and "Step 30" not in refused

@@ -15,6 +15,7 @@ from tests.server.conftest import Env
 from tests.server.live import auth
 
 SECRET = "ALICE-SECRET-4242"
+REPLY = "m-alice-reply"
 Call = Callable[[httpx.Client, str], httpx.Response]
 
 
@@ -40,6 +41,13 @@ def world(env: Env) -> Iterator[World]:
             w.as_(key, "POST", f"/api/threads/{thread}/messages", json={
                 "format": "openai", "messages": [{"role": "user", "content": "hello"}]})  # fmt: skip
         assert w.as_(keys.alice, "POST", "/api/knowledge", json={"text": f"Alice's vault code is {SECRET}"}).status_code == 201
+        # a reply saved through a turn keeps its receipt (GET /api/messages/{id}/receipt)
+        turn = w.as_(keys.alice, "POST", "/api/threads/t-alice/turns", json={"messages": [
+            {"role": "user", "parts": [{"type": "text", "text": "What is my vault code?"}]}]})  # fmt: skip
+        assert turn.status_code == 201, turn.text
+        ended = w.as_(keys.alice, "POST", f"/api/turns/{turn.json()['turn_id']}/end", json={"messages": [
+            {"id": REPLY, "role": "assistant", "parts": [{"type": "text", "text": "It is in your notes."}]}]})  # fmt: skip
+        assert ended.status_code == 200, ended.text
         yield w
 
 
@@ -68,6 +76,9 @@ READS: dict[str, tuple[str, str, dict[str, object]]] = {
     "export": ("GET", "/api/resources/alice/export", {}),
     "usage": ("GET", "/api/resources/alice/usage", {}),
     "thread usage": ("GET", "/api/threads/t-alice/usage", {}),
+    "status": ("GET", "/api/threads/t-alice/status", {}),
+    "status stream": ("GET", "/api/threads/t-alice/status/stream", {"params": {"max_s": 0.2}}),
+    "receipt": ("GET", f"/api/messages/{REPLY}/receipt", {"params": {"resolve": "true", "text": "true"}}),
     "knowledge search of the resource": ("GET", "/api/knowledge/search", {"params": {"q": "vault code", "resource_id": "alice"}}),
 }  # fmt: skip
 
@@ -77,7 +88,7 @@ def test_reads(world: World, name: str) -> None:
     method, path, kwargs = READS[name]
     positive = world.as_(world.env.keys.alice, method, path, **kwargs)
     assert positive.status_code == 200, positive.text
-    if name in ("list messages", "context", "recall", "export", "knowledge search of the resource"):
+    if name in ("list messages", "context", "recall", "export", "knowledge search of the resource", "receipt"):
         assert SECRET in positive.text
     _negatives(world, lambda client, key: client.request(method, path, headers=auth(key), **kwargs))  # type: ignore[arg-type]
 

@@ -1,8 +1,10 @@
 """The MCP server (official MCP Python SDK 2.x, ``MCPServer``): memory tools for any MCP client.
 
 Tools: ``recall`` (the thread's conversation and observation groups; retrieval mode),
-``search_knowledge``, ``remember`` (a fact into the knowledge store)
-and ``forget`` (a value, everywhere in a thread or resource). Resource template:
+``search_knowledge``, ``remember`` (a fact into the knowledge store), ``forget`` (a value,
+everywhere in a thread or resource), ``memory_status`` (a thread's memory state now, as
+``GET /api/threads/{id}/status``) and ``receipt`` (what the context a reply was made from held,
+as ``GET /api/messages/{id}/receipt``). Resource template:
 ``obsmem://threads/{thread_id}/observations`` (the thread's current observations).
 
 Scoped by the API key exactly like REST (:mod:`obsmem.server.access`): over streamable HTTP
@@ -24,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from obsmem import InvalidInputError, ObsmemError
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
-from obsmem.server.rest import capture_fact, knowledge_scope
+from obsmem.server.rest import capture_fact, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
 
 __all__ = ["build_mcp", "guarded"]
@@ -128,6 +130,26 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
             raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
         resource, _ = await who.resource_threads(service.memory, resource_id)
         return await service.memory.forget(value, resource_id=resource)
+
+    @server.tool()
+    @_reported(ToolError)
+    async def memory_status(thread_id: str, ctx: Context) -> dict[str, Any]:
+        """A thread's memory state now: ``phase`` (idle, buffering, observation-due, observing,
+        reflecting, backoff ...), the message window against its thresholds, buffered
+        observations with the seq span each covers, memory work in flight and backoff."""
+        who = await caller(ctx)
+        await who.thread(service.memory, thread_id)
+        return (await service.memory.status(thread_id)).data()
+
+    @server.tool()
+    @_reported(ToolError)
+    async def receipt(message_id: str, ctx: Context, resolve: bool = False) -> dict[str, Any]:
+        """What the context an assistant reply was made from held: the generation, observation
+        groups with their seq spans, raw messages, knowledge records, pins and tokens per section.
+        ``resolve``: each group's covered messages and the raw messages, as ids and seqs."""
+        who = await caller(ctx)
+        message, found = await visible_receipt(who, service.memory, message_id)
+        return await receipt_json(who, service.memory, message, found, resolve=resolve)
 
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
     @_reported(ResourceError)

@@ -1,33 +1,42 @@
 """The REST API over one :class:`~obsmem.Memory` (``/api/…``), every route confined to its key.
 
 Threads, messages, turns (begin / step / end, each returning the context), context,
-observations and generations, recall, knowledge search, resource delete / export / import, and
-key management for admin keys. Messages are obsmem's own dicts (``{"role", "parts"}``) or, with
+observations and generations, recall, knowledge search, resource delete / export / import,
+key management for admin keys, a thread's memory status (and a server-sent event stream of it)
+and the receipt of the context a reply was made from. Messages are obsmem's own dicts (``{"role", "parts"}``) or, with
 ``"format": "openai"``, Chat Completions messages (converted by :mod:`obsmem.convert`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from obsmem import UsageReport
-from obsmem import ContextWindow, InvalidInputError, Message, NotFoundError, Thread, from_openai, to_openai
+from obsmem import (
+    ContextWindow, InvalidInputError, Memory, Message, MessageNotFoundError, NotFoundError, Thread, from_openai, to_openai,
+)
 from obsmem.knowledge import TrustState
+from obsmem.om.receipts import Receipt
+from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
 from obsmem.transfer import export_resource, import_resource
 
-__all__ = ["context_json", "current_principal", "router", "service_of"]
+__all__ = [
+    "context_json", "current_principal", "receipt_json", "router", "service_of", "visible_message", "visible_receipt",
+]
 
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -271,6 +280,150 @@ async def recall(thread_id: str, body: RecallIn, principal: Caller, service: Ser
         thread_id, body.model_dump(exclude_none=True, exclude={"token_budget"}), token_budget=body.token_budget
     )
     return result
+
+
+# -- status and receipts (issue 21) ---------------------------------------------------------
+#: The longest a status stream stays open (its ``max_s``); a client reconnects for more.
+STREAM_MAX_S = 3600.0
+#: A comment line this often keeps an idle status stream (and the proxies on its way) open.
+KEEPALIVE_S = 15.0
+
+
+@router.get("/threads/{thread_id}/status", tags=["memory"])
+async def thread_status(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """The thread's memory state now (``Memory.status``): ``phase``, the window against its
+    thresholds, buffered observations with their seq spans, memory work in flight, backoff."""
+    await principal.thread(service.memory, thread_id)
+    return (await service.memory.status(thread_id)).data()
+
+
+def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
+    head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id is not None else "")
+    return head + "data: " + json.dumps(data, separators=(",", ":")) + "\n\n"
+
+
+async def status_events(
+    memory: Memory, thread_id: str, *, max_s: float, interval_s: float, keepalive_s: float = KEEPALIVE_S
+) -> AsyncIterator[str]:
+    """Server-sent events from ``Memory.watch``: a ``status`` event now and at each change, a
+    comment every ``keepalive_s`` while nothing changes, and an ``end`` event after ``max_s``.
+    The watch runs in its own task (cancelled when the stream ends or the client goes away)."""
+    changes: asyncio.Queue[ThreadStatus] = asyncio.Queue()
+
+    async def pump() -> None:
+        async for status in memory.watch(thread_id, interval_s=interval_s):
+            await changes.put(status)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_s
+    watcher = loop.create_task(pump())
+    count = 0
+    try:
+        while (left := deadline - loop.time()) > 0 and not watcher.done():
+            try:
+                status = await asyncio.wait_for(changes.get(), min(left, keepalive_s))
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            count += 1
+            yield _sse("status", status.data(), count)
+        failed = watcher.done() and not watcher.cancelled() and watcher.exception() is not None
+        yield _sse("end", {"reason": "error" if failed else "max_s", "events": count})
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+@router.get(
+    "/threads/{thread_id}/status/stream", tags=["memory"], response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events: status, end"}},
+)  # fmt: skip
+async def thread_status_stream(
+    thread_id: str, principal: Caller, service: ServiceDep,
+    max_s: Annotated[float, Query(gt=0, le=STREAM_MAX_S, description="Close the stream after this many seconds.")] = 60.0,
+    interval_s: Annotated[float, Query(ge=0.05, le=60, description="Read the store this often.")] = 0.5,
+) -> StreamingResponse:  # fmt: skip
+    """The thread's status as server-sent events (``Memory.watch``): an ``event: status`` with the
+    same data as ``GET …/status`` now and at each change, until ``max_s`` seconds have passed
+    (then ``event: end``) or the client goes away."""
+    await principal.thread(service.memory, thread_id)
+    return StreamingResponse(
+        status_events(service.memory, thread_id, max_s=max_s, interval_s=interval_s),
+        media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )  # fmt: skip
+
+
+async def visible_message(principal: Principal, memory: Memory, message_id: str) -> Message:
+    """The message, if this key may see its thread; else MessageNotFoundError, as for a missing one."""
+    found = await memory.store.get_messages([message_id]) if message_id else []
+    if not found or found[0].thread_id is None:
+        raise MessageNotFoundError(message_id)
+    thread = await memory.store.get_thread(found[0].thread_id)
+    if thread is None or not principal.sees(thread):
+        raise MessageNotFoundError(message_id)
+    return found[0]
+
+
+async def visible_receipt(principal: Principal, memory: Memory, message_id: str) -> tuple[Message, Receipt]:
+    """The message and the receipt of the context it was made from (404 when it has none)."""
+    message = await visible_message(principal, memory, message_id)
+    receipt = await memory.receipt(message.id)
+    if receipt is None:
+        raise NotFoundError(
+            f"Message '{message_id}' has no receipt (only a reply saved through a turn keeps one)."
+        )
+    return message, receipt
+
+
+def _message_ref(message: Message, text: bool) -> dict[str, Any]:
+    ref: dict[str, Any] = {"id": message.id, "thread_id": message.thread_id, "seq": message.seq, "role": message.role}
+    if text:
+        ref["text"] = message.text
+    return ref
+
+
+async def receipt_json(
+    principal: Principal, memory: Memory, message: Message, receipt: Receipt, *, resolve: bool = False,
+    text: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The receipt's data; with ``resolve`` each group's covered messages and the raw tail's as
+    ids and seqs (``text``: with their text). Messages of threads the key may not see (none in
+    practice: a context shows only its own resource's threads) are left out."""
+    out: dict[str, Any] = {
+        "message_id": message.id, "thread_id": message.thread_id, "receipt": receipt.data(),
+        "total_tokens": receipt.total_tokens,
+    }  # fmt: skip
+    if resolve:
+        sources = await memory.receipt_sources(receipt)
+        seen: dict[str, bool] = {}
+
+        async def allowed(m: Message) -> bool:
+            if m.thread_id is None:
+                return False
+            if m.thread_id not in seen:
+                thread = await memory.store.get_thread(m.thread_id)
+                seen[m.thread_id] = thread is not None and principal.sees(thread)
+            return seen[m.thread_id]
+
+        out["groups"] = [
+            {"id": g.id, "thread_id": g.thread_id, "first_seq": g.first_seq, "last_seq": g.last_seq, "kind": g.kind,
+             "messages": [_message_ref(m, text) for m in sources.get(g.id, []) if await allowed(m)]}
+            for g in receipt.groups
+        ]  # fmt: skip
+        out["raw"] = [_message_ref(m, text) for m in sources.get("raw", []) if await allowed(m)]
+    return out
+
+
+@router.get("/messages/{message_id}/receipt", tags=["memory"])
+async def message_receipt(
+    message_id: str, principal: Caller, service: ServiceDep, resolve: bool = False, text: bool = False
+) -> dict[str, Any]:
+    """What the context an assistant reply was made from held (``Memory.receipt``): generation,
+    observation groups with their seq spans, raw messages, knowledge records, pins, tokens per
+    section and the context's hash. ``resolve=true``: each group's covered messages and the raw
+    messages (``Memory.receipt_sources``) as ids and seqs; ``text=true``: with their text."""
+    message, receipt = await visible_receipt(principal, service.memory, message_id)
+    return await receipt_json(principal, service.memory, message, receipt, resolve=resolve, text=text)
 
 
 # -- knowledge ------------------------------------------------------------------------------
