@@ -52,6 +52,7 @@ form.inline{display:inline}label{margin-right:.3rem}
 .queue li{background:#fff;border:1px solid #dde1e6;margin:.4rem 0;padding:.4rem;list-style:none}
 .queue{padding:0}
 nav.pager a{margin-right:1rem}
+.status{background:#fff;border:1px solid #dde1e6;padding:.4rem .7rem;margin:.5rem 0}.status dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .8rem;margin:.3rem 0}.status dt{font-weight:600}.status dd{margin:0}.bar{position:relative;display:inline-block;width:260px;height:.9em;background:#e6f0fb;vertical-align:middle;border:1px solid #c5d6ea}.bar .fill{display:block;height:100%;background:#0b5cad}.bar .fill.over{background:#b35900}.bar .tick{position:absolute;top:-2px;bottom:-2px;width:2px;background:#1b1f24}.phase{display:inline-block;padding:0 .4rem;border-radius:3px;background:#eef1f4;font-weight:600}.cov.buffered{background:#fff3c4}.msg.buffered{border-right:4px solid #e0b400}a.receipt-link{font-size:12px;margin-left:.4rem}.rgroup{background:#fff;border:1px solid #dde1e6;margin:.4rem 0;padding:.3rem .6rem}.rgroup.reflection{border-left:4px solid #6f42c1}.rgroup.observation{border-left:4px solid #0b5cad}.rgroup.coverage{border-left:4px solid #57606a}.seqs a{margin-right:.35rem;font-size:12px}
 """
 
 

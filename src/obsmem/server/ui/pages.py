@@ -1,10 +1,12 @@
-"""The inspector's memory pages: login, threads, a thread's timeline, one observation group's
+"""The inspector's memory pages: login, threads, a thread's timeline (with the memory status panel
+and each reply's "made from" link, :mod:`.receipts`), one observation group's
 messages, the context preview, generations (with a diff) and usage. Read-only; every read goes
 through the same checks as the REST API (:class:`~obsmem.server.access.Principal`)."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread, parse_groups
+from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
 from obsmem.server.ui.auth import (
@@ -28,6 +31,7 @@ from obsmem.server.ui.auth import (
 )
 from obsmem.server.ui.common import folded_text, guarded, int_param, marker_html, message_text
 from obsmem.server.ui.html import csrf_input, h, page, q, table, url, when
+from obsmem.server.ui.receipts import buffered_spans, receipt_link, status_panel
 from obsmem.server.ui.usage import usage_chart_svg, usage_table
 
 __all__ = ["router"]
@@ -192,7 +196,9 @@ async def timeline(request: Request, thread_id: str) -> Response:
     batch = await memory.list_messages(thread_id, after_seq=after, limit=TIMELINE_PAGE + 1)
     more = len(batch) > TIMELINE_PAGE
     batch = batch[:TIMELINE_PAGE]
-    rows = "".join(_message_row(memory, thread_id, message, groups, cursor) for message in batch)
+    status = await memory.status(thread_id)
+    spans = buffered_spans(status)
+    rows = "".join(_message_row(memory, thread_id, message, groups, cursor, spans) for message in batch)
     pager = []
     if after > 0:
         pager.append(f'<a href="{h(url(f"/ui/threads/{q(thread_id)}"))}">First messages</a>')
@@ -206,7 +212,7 @@ async def timeline(request: Request, thread_id: str) -> Response:
         f"Showing messages after seq {after}.</p>"
     )
     body = (
-        _thread_nav(thread) + summary
+        _thread_nav(thread) + status_panel(status) + summary
         + '<div class="timeline"><section aria-label="Messages"><h2>Messages</h2>'
         + f'<ol class="messages" style="list-style:none;padding:0">{rows}</ol>'
         + f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav></section>'
@@ -216,10 +222,12 @@ async def timeline(request: Request, thread_id: str) -> Response:
 
 
 def _message_row(
-    memory: Memory, thread_id: str, message: Message, groups: list[tuple[ObservationGroup, bool]], cursor: int
+    memory: Memory, thread_id: str, message: Message, groups: list[tuple[ObservationGroup, bool]], cursor: int,
+    buffered: Sequence[tuple[str, int, int]] = (),
 ) -> str:
     seq = message.seq or 0
     covering = [g for g, _ in groups if g.covers(seq)]
+    chunk = next((chunk_id for chunk_id, first, last in buffered if first <= seq <= last), None)
     if covering:
         coverage = "".join(
             f'<a class="cov" href="{h(_group_link(thread_id, g))}" data-group="{h(g.id)}">{h(g.kind)} {h(g.id)}</a>'
@@ -229,12 +237,18 @@ def _message_row(
         coverage = '<span class="cov">observed</span>'
     else:
         coverage = '<span class="cov none">not observed yet</span>'
+    if chunk is not None:
+        coverage += f'<span class="cov buffered" data-chunk="{h(chunk)}">buffered, waiting for activation</span>'
+    if isinstance(message.metadata.get(RECEIPT_KEY), dict):
+        coverage += f'<a class="receipt-link" href="{h(receipt_link(message.id))}">made from</a>'
     text = folded_text(message, SHOWN_CHARS)
     markers = marker_html(message)
     tokens = memory.counter.count_message(message)
+    marked = " buffered" if chunk is not None else ""
     return (
-        f'<li class="msg {h(message.role)}" id="seq-{seq}" data-seq="{seq}" data-id="{h(message.id)}">'
-        f'<div class="meta">#{seq} · {h(message.role)} · {h(when(message.created_at))} · {tokens} tokens {coverage}</div>'
+        f'<li class="msg {h(message.role)}{marked}" id="seq-{seq}" data-seq="{seq}" data-id="{h(message.id)}"'
+        + (f' data-chunk="{h(chunk)}"' if chunk is not None else "")
+        + f'><div class="meta">#{seq} · {h(message.role)} · {h(when(message.created_at))} · {tokens} tokens {coverage}</div>'
         + text + markers + "</li>"
     )  # fmt: skip
 
