@@ -1,7 +1,7 @@
 """Screenshots of the inspector's main pages (``obsmem serve`` → ``/ui``), for the README.
 
 Starts a live server on loopback holding the first turns of the bundled demo conversation (the
-offline observer, retrieval mode on, knowledge candidates and a few wikilinked facts about Nadia),
+offline observer, retrieval mode and buffering on, knowledge candidates and a few wikilinked facts about Nadia),
 signs in with a resource key through the login form in the system Chromium (Playwright, headless)
 and saves one PNG per page. The usage page needs model calls, which the offline observer does not
 make: it is shot on a second server whose observer is a scripted model reporting token usage.
@@ -26,16 +26,18 @@ from typing import Any
 from playwright.sync_api import sync_playwright
 
 from obsmem import parse_groups
+from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.knowledge import Knowledge
 from obsmem.models import Usage
 from obsmem.models.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests.integrations.agent_model import small_memory_config  # noqa: E402
 from tests.server.ui_env import CHROMIUM, DEMO_THREAD, UiEnv, open_ui_env, sign_in  # noqa: E402
 
 SCOPE = "org:acme/resource:alice"
-PAGES = ("threads", "timeline", "group", "context", "generations", "review", "audit", "graph", "usage")
+PAGES = ("threads", "timeline", "receipt", "group", "context", "generations", "review", "audit", "graph", "usage")
 FACTS = (  # (subject, text, attribute): the wikilinks make the graph on Nadia's page
     ("Nadia", "Nadia lives in [[Lisbon]]", "home"),
     ("Nadia", "Nadia works at [[Acme Robotics]]", "employer"),
@@ -85,14 +87,19 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     wanted = set(args.pages)
     if wanted - {"usage"}:
-        with tempfile.TemporaryDirectory() as tmp, open_ui_env(Path(tmp), turns=min(400, args.turns)) as env:
+        config = small_memory_config(retrieval=True, buffered=True)  # buffered: the status panel shows a chunk
+        with tempfile.TemporaryDirectory() as tmp, open_ui_env(Path(tmp), turns=min(400, args.turns), config=config) as env:
             record = env.live.call(env.memory.get_record(DEMO_THREAD))
+            messages = env.live.call(env.memory.list_messages(DEMO_THREAD))
+            replies = [m for m in messages if m.role == "assistant" and isinstance(m.metadata.get(RECEIPT_KEY), dict)]
+            reply = next((m for m in reversed(replies) if m.metadata[RECEIPT_KEY]["groups"]), replies[-1])
             group = parse_groups(record.active_observations)[-1]
             assert env.live.service.knowledge is not None
             nadia = env.live.call(add_facts(env.live.service.knowledge))
             shots = {
                 "threads": "/ui/threads",
                 "timeline": f"/ui/threads/{DEMO_THREAD}",
+                "receipt": f"/ui/messages/{reply.id}/receipt",
                 "group": f"/ui/threads/{DEMO_THREAD}/groups/{group.id}",
                 "context": f"/ui/threads/{DEMO_THREAD}/context",
                 "generations": f"/ui/threads/{DEMO_THREAD}/generations",
