@@ -29,10 +29,23 @@ async def _pin_and_talk(env: UiEnv) -> str:
     return reply.id
 
 
+async def _until_a_chunk_waits(env: UiEnv) -> None:
+    """Talk on (bounded) until a buffered chunk waits for activation: whether the last demo turn
+    left one depends on where the window stood when the background buffer ran."""
+    for number in range(30):
+        if (await env.memory.status(DEMO_THREAD)).buffered:
+            return
+        turn = await env.memory.begin_turn(thread_id=DEMO_THREAD, messages=[
+            Message.user(f"Note {number}: the Berlin flat viewing moved to slot {number}, bring the documents.")])  # fmt: skip
+        await turn.end([Message.assistant(f"Noted slot {number}.")])
+        await env.memory.settled()
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
     config = small_memory_config(retrieval=True, buffered=True)
     with open_ui_env(tmp_path_factory.mktemp("ui-receipts"), turns=60, config=config) as env:
+        env.live.call(_until_a_chunk_waits(env))
         yield env
 
 
