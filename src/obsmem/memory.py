@@ -1085,7 +1085,8 @@ class Memory:
         work done by other processes (workers) shows within ``interval_s``."""
         check_id(thread_id, "thread_id")
         interval = _seconds(interval_s, "interval_s", positive=True)
-        assert interval is not None
+        if interval is None:
+            raise ConfigError("interval_s", "got None", allowed="a number of seconds > 0")
         thread = await self.get_thread(thread_id)
         woken = asyncio.Event()
         self._watchers.setdefault(thread_id, set()).add(woken)
@@ -1121,7 +1122,7 @@ class Memory:
         never deleted by memory work, so this resolves after any number of later reflections; the
         messages of a thread deleted since resolve to nothing."""
         if not isinstance(receipt, Receipt):
-            raise InvalidInputError(f"expected a Receipt, got {describe_value(receipt)}", argument="receipt")
+            raise InvalidInputError(f"receipt: expected a Receipt, got {describe_value(receipt)}", argument="receipt")
         sources = await resolve_groups(self.store, receipt)
         sources["raw"] = await resolve_raw(self.store, receipt)
         return sources

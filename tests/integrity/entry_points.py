@@ -163,6 +163,22 @@ def _sync_step(memory: SyncMemory, value: Any, *, end: bool = False) -> None:
         turn.end()
 
 
+def _first(stream: Any) -> Any:
+    """A sync generator's first item; the generator is closed after."""
+    try:
+        return next(stream)
+    finally:
+        stream.close()
+
+
+async def _first_async(stream: Any) -> Any:
+    """An async iterator's first item; it is closed after."""
+    try:
+        return await stream.__anext__()
+    finally:
+        await stream.aclose()
+
+
 def _unique() -> str:
     return f"t-{uuid.uuid4().hex}"
 
@@ -391,6 +407,21 @@ ENTRIES: list[Entry] = [
     Entry("Memory.usage", "resource_id", lambda m, v: m.usage(resource_id=v), "memory"),
     Entry("Memory.usage", "since", lambda m, v: m.usage(since=v), "memory"),
     Entry("Memory.usage", "until", lambda m, v: m.usage(until=v), "memory"),
+    # status and receipts (issue 21)
+    Entry("Memory.status", "thread_id", lambda m, v: m.status(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.watch", "thread_id", lambda m, v: _first_async(m.watch(v)), "memory", names=THREAD_WORDS),
+    Entry("Memory.watch", "interval_s", lambda m, v: _first_async(m.watch(THREAD, interval_s=v)), "memory"),
+    Entry("Memory.receipt", "message_id", lambda m, v: m.receipt(v), "memory"),
+    Entry("Memory.receipt_sources", "receipt", lambda m, v: m.receipt_sources(v), "memory"),
+    Entry("SyncMemory.status", "thread_id", lambda s, v: s.status(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.watch", "thread_id", lambda s, v: _first(s.watch(v)), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.watch", "interval_s", lambda s, v: _first(s.watch(THREAD, interval_s=v)), "sync"),
+    Entry("SyncMemory.receipt", "message_id", lambda s, v: s.receipt(v), "sync"),
+    Entry("SyncMemory.receipt_sources", "receipt", lambda s, v: s.receipt_sources(v), "sync"),
+    Entry("SyncMemory.usage", "thread_id", lambda s, v: s.usage(thread_id=v), "sync"),
+    Entry("SyncMemory.usage", "resource_id", lambda s, v: s.usage(resource_id=v), "sync"),
+    Entry("SyncMemory.usage", "since", lambda s, v: s.usage(since=v), "sync"),
+    Entry("SyncMemory.usage", "until", lambda s, v: s.usage(until=v), "sync"),
     # knowledge (issue 16): the fixture memory has no knowledge store, so past the argument checks
     # these raise ConfigError("knowledge"); the checks themselves come first.
     Entry("Memory.pin", "thread_id", lambda m, v: m.pin(v, "text"), "memory", names=(*THREAD_WORDS, "knowledge")),
