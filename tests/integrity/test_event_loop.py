@@ -2,24 +2,30 @@
 
 The offline observer and reflector are CPU work: large requests run in a child interpreter
 (a thread still shares the interpreter lock: a heartbeat beside them missed 170-340 ms on a
-busy two-core machine), smaller ones in a thread, so an application's other coroutines (a web
-server's requests, a UI, a heartbeat) keep running while a megabyte of pasted text is observed.
-The issue asks for a heartbeat that misses no more than 100 ms (measured: 41-58 ms with the
-machine's load at 2.8). The test checks that the big jobs went to a child and asserts a gap
-under 250 ms, which leaves room for a loaded CI machine and fails where the observer runs on
-the loop (about 5 s for 1 MB).
+busy two-core machine), smaller ones in a thread, and the token counter counts a turn's long
+new text in a thread (``TokenCounter.warm``) so the engine's counts on the loop are lookups. An
+application's other coroutines (a web server's requests, a UI, a heartbeat) keep running while
+a megabyte of pasted text is observed.
+
+The tests check that mechanism, deterministically: no heavy routine (the observer's rules, the
+reflector's ladder, the revision of the record, a token count) ever runs on the event loop's
+thread with a large text, and the megabyte went to a child. The heartbeat itself (the issue's
+target: no gap over 100 ms) is *measured*, not asserted: ``benchmarks/event_loop.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+import obsmem.om.offline.observer as observer_module
+import obsmem.om.offline.reflector as reflector_module
 from obsmem import Memory, MemoryConfig, ObservationConfig
 from obsmem.errors import ReflectionError
 from obsmem.om.offline import OfflineObserver, OfflineReflector, offload
@@ -37,6 +43,8 @@ SENTENCES = (
     "Can you check whether the Berlin office still uses the old VPN gateway?",
     "I moved to Munich in 2019 and I work as a data engineer at Helio since then.",
 )
+HEAVY_CHARS = offload.PROCESS_CHARS  # from here the offload sends the rules to a child (~0.15 s of work)
+OUTPUT_WORK_ON_LOOP = {"the record's revision", "a token count"}
 
 
 def megabyte_message(chars: int = 1_000_000) -> str:
@@ -44,56 +52,91 @@ def megabyte_message(chars: int = 1_000_000) -> str:
     return ("Here is everything from my notes:\n" + body * (chars // len(body) + 1))[:chars] + "\nWhat now?"
 
 
-class Heartbeat:
-    """Ticks every 10 ms and remembers the longest time between two ticks."""
+@contextmanager
+def heavy_work_on(loop_thread: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
+    """Records each call, in this process, of a heavy routine with ``HEAVY_CHARS`` or more
+    characters that ran on ``loop_thread`` (name, characters): what stalls the loop for its
+    whole duration. Work in a child interpreter runs none of these wrappers: it is off the loop."""
+    found: list[tuple[str, int]] = []
 
-    def __init__(self) -> None:
-        self.max_gap = 0.0
-        self.ticks = 0
-        self.last = time.perf_counter()
-        self._task: asyncio.Task[None] | None = None
+    def watch(name: str, original: Callable[..., Any], size: Callable[..., int]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            chars = size(*args)
+            if chars >= HEAVY_CHARS and threading.get_ident() == loop_thread:
+                found.append((name, chars))
+            return original(*args, **kwargs)
 
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self.max_gap = max(self.max_gap, now - self.last)
-        self.last = now
+        return wrapper
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            self._tick()
-            self.ticks += 1
-
-    async def __aenter__(self) -> Heartbeat:
-        self.last = time.perf_counter()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._tick()  # the time since the last tick counts too (a loop blocked to the end never ticks)
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+    monkeypatch.setattr(OfflineObserver, "_observe", watch(
+        "the observer's rules", OfflineObserver._observe, lambda _self, request: observer_module._request_chars(request)))
+    monkeypatch.setattr(OfflineReflector, "_climb", watch(
+        "the reflector's ladder", OfflineReflector._climb, lambda _self, request: len(request.observations)))
+    monkeypatch.setattr(observer_module, "revise", watch(
+        "the record's revision", observer_module.revise, lambda job: len(job.active) + len(job.new)))
+    monkeypatch.setattr(TokenCounter, "count_text", watch(
+        "a token count", TokenCounter.count_text, lambda _self, text: len(text or "")))
+    yield found
 
 
-async def test_observing_a_megabyte_message_keeps_the_event_loop_running() -> None:
+async def converse(text: str) -> tuple[bool, dict[str, int]]:
+    """One turn with ``text`` through a Memory that observes synchronously: whether the record
+    got observations, and the offload stats' change."""
     counter = TokenCounter()
     counter.count_text("warm the table up")  # the first count loads the o200k table (~0.3 s)
     config = MemoryConfig(observation=ObservationConfig(buffer_tokens=False))
     memory = Memory("memory://", config=config, counter=counter, clock=fake_clock())
     conv = Conversation()
-    before = offload.stats()["in_child"]
+    before = offload.stats()
     async with memory:
-        async with Heartbeat() as beat:
-            turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(megabyte_message())])
-            await turn.step([conv.assistant("Let us go through it.")])
-            await turn.end()
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user(text)])
+        await turn.step([conv.assistant("Let us go through it.")])
+        await turn.end()
         record = await memory.get_record("t1")
-        assert record is not None and record.active_observations, "the message was observed meanwhile"
-        print(f"heartbeat: {beat.ticks} ticks, longest gap {beat.max_gap * 1000:.0f} ms")
-        assert offload.stats()["in_child"] > before, "the megabyte was observed in this process"
-        assert beat.max_gap < 0.25, f"the event loop stalled for {beat.max_gap:.2f} s"
+    after = offload.stats()
+    return bool(record and record.active_observations), {k: after[k] - before[k] for k in ("in_child", "in_thread")}
+
+
+async def test_observing_a_megabyte_message_runs_no_heavy_work_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = megabyte_message()
+    with heavy_work_on(threading.get_ident(), monkeypatch) as on_loop:
+        observed, moved = await converse(message)
+    assert observed, "the message was observed"
+    assert moved["in_child"] >= 1, f"the megabyte was observed in this process ({moved})"
+    on_input = [(name, chars) for name, chars in on_loop if name not in OUTPUT_WORK_ON_LOOP]
+    assert on_input == [], f"the message was read on the event loop's thread: {on_input}"
+    assert ("a token count", len(message)) not in on_loop, "the message was counted on the loop (not warmed)"
+    print(f"heavy work on the loop's thread: {on_loop}")
+    # Known, and left on the loop for now: work on the observer's *output* (the new observations,
+    # about a quarter of the input): the record's revision reads them where the record was empty,
+    # and the engine counts their tokens twice (om/step.py). About 50 ms for a megabyte's output;
+    # benchmarks/event_loop.py measures the heartbeat beside it. Nothing else may join them.
+    assert {name for name, _ in on_loop} <= OUTPUT_WORK_ON_LOOP, on_loop
+
+
+async def test_the_check_finds_heavy_work_that_runs_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: with the offload and the warm-up run inline (a regression that
+    puts the rules back on the loop), it reports the observer's rules and the token count."""
+
+    async def inline(work: Callable[[Any], Any], request: Any, **_: object) -> Any:
+        return work(request)
+
+    async def warm_inline(self: TokenCounter, messages: Any, **_: object) -> None:
+        for message in messages:
+            self.count_message(message)
+
+    monkeypatch.setattr(observer_module, "offload", inline)
+    monkeypatch.setattr(reflector_module, "offload", inline)
+    monkeypatch.setattr(TokenCounter, "warm", warm_inline)
+    message = megabyte_message(200_000)
+    with heavy_work_on(threading.get_ident(), monkeypatch) as on_loop:
+        observed, moved = await converse(message)
+    assert observed and moved == {"in_child": 0, "in_thread": 0}
+    assert "the observer's rules" in {name for name, _ in on_loop}, on_loop
+    assert ("a token count", len(message)) in on_loop, on_loop
+    assert {name for name, _ in on_loop} - OUTPUT_WORK_ON_LOOP, "the test above would pass"
 
 
 def observation_request(sentences: int) -> ObservationRequest:

@@ -8,7 +8,6 @@ touch: numbers, dates, prices, invoice ids, UUIDs, versions, times, code.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +17,9 @@ from hypothesis import strategies as st
 from obsmem.config import MemoryConfig, PrivacyConfig
 from obsmem.errors import ConfigError
 from obsmem.privacy import PII_CATEGORIES, SECRET_CATEGORIES, ProviderRules, Redactor, compile_pattern, provider_of
+
+from tests.integrity.work_count import GROWTH_BOUND
+from tests.integrity.work_count import growth as work_growth
 
 KEY = b"test-key-not-a-secret"
 REDACTOR = Redactor(KEY, pii=PII_CATEGORIES)
@@ -276,18 +278,10 @@ def test_redaction_never_raises_and_is_idempotent(text: str) -> None:
     assert sum(once.counts.values()) == len(PLACEHOLDER.findall(once.text)) - len(PLACEHOLDER.findall(text))
 
 
-# -- linear time: CPU-time growth for 4x the input (no wall-clock limit; see tests/integrity) -----
-
-GROWTH_BOUND = 8.0
-
-
-def _cpu(work: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        work()
-        best = min(best, time.process_time() - start)
-    return best
+# -- linear work: growth of the work counted for 4x the input (no time asserted; see tests/integrity) --
+# Counted work sees the Python side of redaction (per match, per placeholder, per candidate);
+# a pattern backtracking inside the regex engine is measured by CPU time in
+# ``benchmarks/pathological.py --check`` (these shapes are its ``redact:`` shapes).
 
 
 def _repeat(unit: str) -> Callable[[int], str]:
@@ -318,8 +312,5 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_redaction_is_linear(shape: str) -> None:
-    make, n = SHAPES[shape], 10_000
-    small, large = make(n), make(4 * n)
-    REDACTOR.redact(small)
-    growth = _cpu(lambda: REDACTOR.redact(large)) / max(_cpu(lambda: REDACTOR.redact(small)), 1e-4)
-    assert growth < GROWTH_BOUND, f"{shape}: {growth:.1f}x for 4x the input"
+    growth = work_growth(REDACTOR.redact, SHAPES[shape], 10_000)
+    assert growth < GROWTH_BOUND, f"{shape}: {growth:.1f}x the work for 4x the input"

@@ -1,0 +1,79 @@
+"""Linearity by counting work, not timing it (the project rule: no timed assertions in tests).
+
+:func:`work` runs a routine under :func:`sys.settrace` and counts interpreter events: every
+Python function call (a frame, wherever its code lives) and every line executed outside the
+standard library (obsmem, the tests, installed packages). For pure-Python work the count is
+deterministic: the same input gives the same count on an idle machine and on a loaded one.
+:func:`growth` is the count for ``make(4 * n)`` over that for ``make(n)``: linear work grows
+about 4×, quadratic about 16×; the tests bound it by 8, as the CPU-time tests did.
+
+What the counts cannot see: work inside one C call (a regular expression backtracking, one
+``str.count`` over the whole text). A C routine called once per character or per clause *is*
+seen (one call, one line each); a quadratic regex is not. Those costs stay measured by CPU time
+in ``benchmarks/pathological.py --check``. ``tests/integrity/test_work_count.py`` shows this
+counter fails a deliberately quadratic variant of the routines the tests check.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+GROWTH_BOUND = 8.0  # for 4× the input: linear ≈ 4, quadratic ≈ 16
+
+_STDLIB = tuple(
+    path for path in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]} if path
+)
+
+
+def _counted_lines(filename: str) -> bool:
+    return "site-packages" in filename or not filename.startswith(_STDLIB)
+
+
+def work(run: Callable[[str], object], text: str) -> int:
+    """Calls plus non-stdlib lines executed by ``run(text)`` (on this thread)."""
+    events = 0
+    lines: dict[str, bool] = {}
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        if event == "line":
+            events += 1
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        events += 1
+        filename = frame.f_code.co_filename
+        counted = lines.get(filename)
+        if counted is None:
+            counted = lines[filename] = _counted_lines(filename)
+        return local if counted else None
+
+    if sys.gettrace() is not None:  # a debugger or coverage: their tracer would be replaced
+        raise RuntimeError("work() needs sys.settrace to itself")
+    threading.settrace(on_call)  # threads started inside count too (none do with offload off)
+    sys.settrace(on_call)
+    try:
+        run(text)
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+    return events
+
+
+def growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> float:
+    """Work for ``make(4 * n)`` over work for ``make(n)``, after one untraced warm-up run on
+    ``make(n // 4)`` (imports, compiled patterns and caches filled by a first call are not the
+    input's work; a smaller text leaves the measured texts themselves uncached)."""
+    run(make(max(n // 4, 1)))
+    small = work(run, make(n))
+    return work(run, make(4 * n)) / max(small, 1)
+
+
+def repeat(unit: str) -> Callable[[int], str]:
+    return lambda size: (unit * (size // len(unit) + 1))[:size]
