@@ -39,7 +39,7 @@ class CountingObserver(OfflineObserver):
         self.hold_buffers: asyncio.Event | None = None
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
-        if request.continuation_hints:
+        if not request.buffered:
             self.sync_calls += 1
         else:
             self.buffer_calls += 1
@@ -340,7 +340,7 @@ async def test_a_failing_idle_buffer_never_reaches_the_caller() -> None:
 async def test_continue_policy_keeps_the_tail_pending_when_the_sync_observation_fails() -> None:
     class BrokenSync(CountingObserver):
         async def observe(self, request: ObservationRequest) -> ObservationResult:
-            if request.continuation_hints:
+            if not request.buffered:
                 raise RuntimeError("sync path down")
             raise RuntimeError("buffers down too")
 

@@ -223,7 +223,7 @@ class HeldObserver(OfflineObserver):
         self.buffer_calls = 0
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
-        if not request.continuation_hints:
+        if request.buffered:
             self.buffer_calls += 1
             self.started.set()
             await self.release.wait()
@@ -263,7 +263,7 @@ async def test_a_buffer_landing_inside_a_sync_batch_is_replaced_not_the_other_wa
             self.memory: Memory | None = None
 
         async def observe(self, request: ObservationRequest) -> ObservationResult:
-            if request.continuation_hints and self.memory is not None:
+            if not request.buffered and self.memory is not None:
                 self.release.set()  # the held buffer lands while the synchronous call runs
                 for _ in range(200):
                     await asyncio.sleep(0)

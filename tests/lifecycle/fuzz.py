@@ -160,7 +160,7 @@ class HeldObserver(OfflineObserver):
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         self.fuzz.check_request(self.agent, request)
-        if not request.continuation_hints:  # a buffered (background) call
+        if request.buffered:  # a buffered (background) call
             seqs = [m.seq for m in request.messages]
             await self.fuzz.hold(self.agent, "observation", f"seq {seqs[0]}-{seqs[-1]}" if seqs else "")
         elif self.fuzz.fail_next_sync:
@@ -415,7 +415,7 @@ class LifecycleFuzz:
         """A batch is a contiguous run of observable messages and never splits a call from its result."""
         ids = [m.id for m in request.messages]
         seqs = [m.seq or 0 for m in request.messages]
-        kind = "buffered" if not request.continuation_hints else "sync"
+        kind = "buffered" if request.buffered else "sync"
         if seqs != sorted(set(seqs)):
             self.violation(f"{agent} {kind} observation got messages out of order: {ids}")
         if seqs:

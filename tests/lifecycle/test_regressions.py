@@ -58,7 +58,7 @@ class HeldBuffers(OfflineObserver):
         self.buffered = 0
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
-        if not request.continuation_hints:
+        if request.buffered:
             self.buffered += 1
             await self.release.wait()
         return await super().observe(request)

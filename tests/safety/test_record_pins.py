@@ -42,11 +42,11 @@ class ScriptedObserver:
 
     @property
     def sync_requests(self) -> list[ObservationRequest]:
-        return [r for r in self.requests if r.continuation_hints]
+        return [r for r in self.requests if not r.buffered]
 
     @property
     def buffer_requests(self) -> list[ObservationRequest]:
-        return [r for r in self.requests if not r.continuation_hints]
+        return [r for r in self.requests if r.buffered]
 
 
 class ScriptedReflector:
@@ -250,7 +250,7 @@ async def test_a_synchronous_reflection_stores_the_reflected_text_as_a_new_gener
 
 
 def _buffering_answer(request: ObservationRequest, n: int) -> ObservationResult:
-    if request.continuation_hints:  # the synchronous (manual) cycle
+    if not request.buffered:  # the synchronous (manual) cycle
         return ObservationResult(
             observations="* 🔴 (09:01) User started the migration.", current_task="Walk through the steps",
             suggested_response="Ask which step is next", thread_title="Orders migration",
@@ -297,7 +297,7 @@ async def test_buffered_chunks_store_their_observer_output_and_activation_applie
                 checked_chunks.add(chunk.id)
                 request_index, request = next(
                     (n, r) for n, r in enumerate(observer.requests, start=1)
-                    if not r.continuation_hints and tuple(m.id for m in r.messages) == chunk.message_ids
+                    if r.buffered and tuple(m.id for m in r.messages) == chunk.message_ids
                 )
                 answer = _buffering_answer(request, request_index)
                 assert chunk.thread_id == "t1"

@@ -54,6 +54,7 @@ __all__ = [
     "ThresholdAction",
     "absorb_covered_chunks",
     "activate_chunks",
+    "buffered_hints",
     "chunks_to_take",
     "activation_floor",
     "apply_buffered_reflection",
@@ -463,8 +464,11 @@ def activate_chunks(
     may pass them revised (the lines the chunks make stale gone, see
     :func:`chunks_to_take` and ``OfflineObserver.revise``); None appends to them as they are.
 
-    Hints (current task, suggested response) were written for an older window, and buffered
-    chunks carry none, so activation clears them; the next synchronous cycle sets fresh ones.
+    The thread's hints (current task, suggested response) become the newest activated chunk's
+    that has any: its observer wrote them for the moment of its last message, told the hints as
+    they stood at its first (:func:`buffered_hints`). The thread's own hints were written for
+    an older window, so a chunk without any (one stored by an older version, or hints off)
+    clears them; the next synchronous cycle sets fresh ones.
     """
     taken = chunks_to_take(record, thread_id, count)
     if not taken:
@@ -477,11 +481,12 @@ def activate_chunks(
     extracted = dict(state.extracted)
     for chunk in taken:
         extracted.update(chunk.extracted)
+    hinted = next((c for c in reversed(taken) if c.current_task), None)
     new_state = state.model_copy(
         update={
             "cursor": max(state.cursor, taken[-1].last_seq),
-            "current_task": None,
-            "suggested_response": None,
+            "current_task": hinted.current_task if hinted else None,
+            "suggested_response": hinted.suggested_response if hinted else None,
             "extracted": extracted,
         }
     )
@@ -511,6 +516,15 @@ def chunks_to_take(record: ObservationRecord, thread_id: str, count: int) -> tup
     """The chunks :func:`activate_chunks` moves for ``count`` (a caller revising the active
     observations against their lines reads them here)."""
     return tuple([c for c in record.buffered_chunks if c.thread_id == thread_id][:count])
+
+
+def buffered_hints(record: ObservationRecord, thread_id: str, state: ThreadState) -> tuple[str | None, str | None]:
+    """The hints as they stand after everything already observed or buffered for a thread: the
+    newest of its chunks that has any, else the thread's (what a new buffer is told)."""
+    for chunk in reversed(record.buffered_chunks):
+        if chunk.thread_id == thread_id and chunk.current_task:
+            return chunk.current_task, chunk.suggested_response
+    return state.current_task, state.suggested_response
 
 
 def absorb_covered_chunks(

@@ -46,6 +46,7 @@ from obsmem.om.activation import (
     apply_buffered_reflection,
     buffer_due,
     buffer_overtaken,
+    buffered_hints,
     chunk_fits,
     chunks_to_activate,
     covered_until,
@@ -558,6 +559,7 @@ class BufferedLifecycle:
                     message_ids=tuple(m.id for m in messages), message_tokens=message_tokens,
                     first_seq=messages[0].seq or 0, last_seq=messages[-1].seq or 0,
                     created_at=messages[-1].created_at, extracted=dict(result.extracted),
+                    current_task=result.current_task, suggested_response=result.suggested_response,
                 )
                 span.set("obsmem.output_tokens", chunk.observation_tokens)
                 landed = await self._land(cycle, thread, chunk, window)
@@ -619,15 +621,23 @@ class BufferedLifecycle:
             previous, None if budget is False else int(budget), core.counter.count_text
         )
         state = record.threads.get(thread.id, ThreadState())
+        hints = core.config.observation.continuation_hints
+        # the hints as of the buffer's first message: the newest chunk's, else the thread's
+        task, suggested = buffered_hints(record, thread.id, state)
+        if earlier is not None and earlier.current_task:
+            task, suggested = earlier.current_task, earlier.suggested_response
         return ObservationRequest(
             messages=messages,
             previous_observations=truncated.text,
             previous_truncated=truncated.truncated,
+            current_task=task if hints else None,
+            suggested_response=suggested if hints else None,
             thread_title=thread.title or state.thread_title,
             extracted={**state.extracted, **(earlier.extracted if earlier else {})},
             extractors=core.extractors,
-            continuation_hints=False,
+            continuation_hints=hints,
             want_title=False,
+            buffered=True,
             timezone=core.timezone,
             now=cycle.started_at,
             thread_id=thread.id,

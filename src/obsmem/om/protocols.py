@@ -34,7 +34,9 @@ class ObservationRequest:
 
     ``previous_observations`` is what the observer may look at to avoid repeating itself
     (already truncated to the configured budget by the engine). ``continuation_hints``
-    false means a buffered cycle: no current-task / suggested-response are asked for.
+    false means no current-task / suggested-response are asked for. ``buffered`` says the cycle
+    runs early, in the background (its result is stored as a chunk and activated later); a
+    buffered cycle asks for hints too, told the hints as they stood at its first message.
     """
 
     messages: Sequence[Message]
@@ -47,6 +49,7 @@ class ObservationRequest:
     extractors: Sequence[Extractor] = ()
     continuation_hints: bool = True
     want_title: bool = False
+    buffered: bool = False
     timezone: tzinfo | None = None
     now: datetime | None = None
     instruction: str | None = None

@@ -122,6 +122,10 @@ class BufferedChunk(BaseModel):
     last_seq: int
     created_at: datetime = Field(default_factory=utcnow)
     extracted: dict[str, Any] = Field(default_factory=dict)
+    #: The continuation hints the buffer's observer wrote for the moment of ``last_seq``
+    #: (None: it wrote none); activation makes the newest chunk's hints the thread's.
+    current_task: str | None = None
+    suggested_response: str | None = None
 
 
 class BufferedReflection(BaseModel):

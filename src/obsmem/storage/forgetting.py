@@ -95,6 +95,10 @@ def _chunk(chunk: BufferedChunk, value: str, count: Callable[[str], int]) -> Buf
             "observations": observations,
             "observation_tokens": count(observations) if observations != chunk.observations else chunk.observation_tokens,
             "extracted": {k: v for k, v in chunk.extracted.items() if not contains(v, value) and value not in k},
+            "current_task": None if chunk.current_task and value in chunk.current_task else chunk.current_task,
+            "suggested_response": (
+                None if chunk.suggested_response and value in chunk.suggested_response else chunk.suggested_response
+            ),
         }
     )
 
