@@ -54,15 +54,14 @@ def work(run: Callable[[str], object], text: str) -> int:
             counted = lines[filename] = _counted_lines(filename)
         return local if counted else None
 
-    if sys.gettrace() is not None:  # a debugger or coverage: their tracer would be replaced
-        raise RuntimeError("work() needs sys.settrace to itself")
+    previous, previous_threads = sys.gettrace(), threading.gettrace()  # a debugger's or coverage's: back after
     threading.settrace(on_call)  # threads started inside count too (none do with offload off)
     sys.settrace(on_call)
     try:
         run(text)
     finally:
-        sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        sys.settrace(previous)
+        threading.settrace(previous_threads)  # type: ignore[arg-type,unused-ignore]
     return events
 
 
