@@ -744,6 +744,17 @@ class Memory:
                 background=self.background, max_wait=self.max_turn_wait,
             )
 
+    async def resume_turn(self, *, thread_id: str, model: str | None = None) -> Turn:
+        """A turn begun by another process (a server replica, a worker of a web app) continued
+        here: ``step`` and ``end`` work as on the turn that began it (:meth:`Turn.resume`). The
+        thread must exist (:class:`~obsmem.errors.ThreadNotFoundError`)."""
+        check_id(thread_id, "thread_id")
+        check_text(model, "model")
+        return await Turn.resume(
+            await self.get_thread(thread_id), engine=self.engine, store=self.store, contexts=self, model=model,
+            background=self.background, max_wait=self.max_turn_wait,
+        )
+
     @asynccontextmanager
     async def turn(
         self, *, thread_id: str, resource_id: str | None = None,

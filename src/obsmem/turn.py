@@ -144,6 +144,28 @@ class Turn:
             turn.context = await turn._advance(saved, turn_start=True)
         return turn
 
+    @classmethod
+    async def resume(
+        cls, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts, model: str | None = None,
+        background: BackgroundWork | None = None, max_wait: float | None = None,
+    ) -> Turn:
+        """Continue a turn begun elsewhere (another process or server replica): its state is
+        rebuilt from the store, so ``step`` and ``end`` work as on the turn that began it. The
+        turn's question is the thread's newest user message (among its last 64 messages); the
+        context is the thread's current one. Nothing is saved and no memory work runs here."""
+        turn = cls(
+            thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
+            max_wait=max_wait,
+        )
+        recent = await store.list_messages(thread.id, limit=64, newest_first=True)
+        turn._seen_seq = (recent[0].seq or 0) if recent else 0
+        turn._input_user = next(
+            (m for m in recent if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)),
+            None,
+        )
+        turn.context = turn._with_input(await contexts.context_for(thread))
+        return turn
+
     @property
     def waited(self) -> bool:
         """Whether this turn waited on a memory model call (sync observation or reflection), or

@@ -223,7 +223,7 @@ async def begin_turn(thread_id: str, body: TurnIn, principal: Caller, service: S
 @router.post("/turns/{turn_id}/step", tags=["turns"])
 async def step_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
-    entry = service.held(turn_id, principal)
+    entry = await service.held(turn_id, principal)
     thread = await principal.thread(service.memory, entry.thread_id)
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)
@@ -234,7 +234,7 @@ async def step_turn(turn_id: str, body: StepIn, principal: Caller, service: Serv
 @router.post("/turns/{turn_id}/end", tags=["turns"])
 async def end_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
-    entry = service.held(turn_id, principal)
+    entry = await service.held(turn_id, principal)
     thread = await principal.thread(service.memory, entry.thread_id)
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)

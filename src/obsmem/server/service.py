@@ -4,6 +4,8 @@ upstream client for the gateway and the turns begun over REST that have not ende
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import secrets
 import time
 from collections.abc import Coroutine
@@ -91,6 +93,11 @@ class Service:
         await self.keys.close()
 
     # -- REST turns --------------------------------------------------------------------------
+    # A REST turn is open in the store, not only in the replica that began it: a lease
+    # ``rest-turn:<turn id>`` (owner: the beginning key's org and resource, renewed by each step)
+    # says it is open, and the turn id carries its thread, so any replica on the same store can
+    # continue it (``Memory.resume_turn``). Ending it (anywhere) releases the lease; a replica
+    # still holding the turn object then finds no lease and answers 404 like the others.
     async def _end_quietly(self, turn_id: str) -> None:
         entry = self.turns.pop(turn_id, None)
         if entry is not None:
@@ -98,6 +105,7 @@ class Service:
                 await entry.turn.end()
             except Exception:  # an abandoned turn: its input is saved; ending it only starts memory work
                 pass
+            await self._close_lease(turn_id)
 
     async def _expire(self) -> None:
         now = time.monotonic()
@@ -109,23 +117,67 @@ class Service:
 
     async def hold(self, turn: Turn, principal: Principal, thread_id: str) -> str:
         await self._expire()
-        turn_id = "turn_" + secrets.token_urlsafe(12)
+        encoded = base64.urlsafe_b64encode(thread_id.encode("utf-8")).decode("ascii").rstrip("=")
+        turn_id = f"turn_{secrets.token_urlsafe(12)}.{encoded}"
+        store = self.memory.store
+        lease = await store.acquire_lease(_turn_key(turn_id), _owner(principal), ttl_s=TURN_TTL_S,
+                                          now=self.memory.clock.now())  # fmt: skip
+        if lease is None:  # a fresh random id: cannot be held already
+            raise TurnNotFoundError(turn_id)
         self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
         return turn_id
 
-    def held(self, turn_id: str, principal: Principal) -> OpenTurn:
-        """The open turn, only for the key that began it (or a key of the same scope)."""
-        entry = self.turns.get(turn_id)
-        if entry is None or (
-            principal.org_id is not None
-            and (entry.principal.org_id, entry.principal.resource_id) != (principal.org_id, principal.resource_id)
-        ):
+    async def held(self, turn_id: str, principal: Principal) -> OpenTurn:
+        """The open turn, only for the key that began it (or a key of the same scope), on any
+        replica of the store: one this replica does not hold is resumed from the store."""
+        store, now = self.memory.store, self.memory.clock.now()
+        lease = await store.get_lease(_turn_key(turn_id))
+        if lease is None or lease.is_expired(now):
+            self.turns.pop(turn_id, None)
             raise TurnNotFoundError(turn_id)
+        if principal.org_id is not None and lease.owner != _owner(principal):
+            raise TurnNotFoundError(turn_id)
+        entry = self.turns.get(turn_id)
+        if entry is None:
+            thread_id = _thread_of(turn_id)
+            if thread_id is None:
+                raise TurnNotFoundError(turn_id)
+            await self._expire()
+            turn = await self.memory.resume_turn(thread_id=thread_id)
+            entry = self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
+        await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
         return entry
 
     async def release(self, turn_id: str) -> None:
         self.turns.pop(turn_id, None)
+        await self._close_lease(turn_id)
+
+    async def _close_lease(self, turn_id: str) -> None:
+        key = _turn_key(turn_id)
+        lease = await self.memory.store.get_lease(key)
+        if lease is not None:
+            await self.memory.store.release_lease(key, lease.owner)
 
     async def settled(self) -> None:
         await asyncio.sleep(0)
         await self.memory.settled()
+
+
+def _turn_key(turn_id: str) -> str:
+    return f"rest-turn:{turn_id}"
+
+
+def _owner(principal: Principal) -> str:
+    """The scope a REST turn belongs to (the key that began it: its org and resource)."""
+    return json.dumps([principal.org_id, principal.resource_id])
+
+
+def _thread_of(turn_id: str) -> str | None:
+    """The thread a turn id names (``turn_<random>.<base64url thread id>``), or None."""
+    _, dot, encoded = turn_id.partition(".")
+    if not dot or not encoded:
+        return None
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
