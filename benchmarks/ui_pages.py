@@ -21,6 +21,7 @@ Needs ``pip install playwright`` and a Chromium at ``--chromium`` (default /usr/
 from __future__ import annotations
 
 import argparse
+import re
 import logging
 import statistics
 import sys
@@ -107,6 +108,11 @@ def main() -> None:
         groups = parse_groups(record.active_observations)
         generations = len(env.live.call(env.memory.list_generations(THREAD, limit=1000)))
         middle = count // 2
+        recent = env.live.call(env.memory.store.list_messages(THREAD, limit=50, newest_first=True))
+        replied = next((m.id for m in recent if m.role == "assistant" and "obsmem_receipt" in m.metadata), None)
+        with httpx.Client(base_url=env.url, cookies={"obsmem_ui_key": env.keys.alice}, timeout=60) as client:
+            listing = client.get("/ui/knowledge").text
+        nodes = re.findall(r'href="(/ui/knowledge/nodes/[^"?]+)', listing)
         pages = {
             "threads": "/ui/threads",
             "timeline (first page)": f"/ui/threads/{THREAD}",
@@ -114,7 +120,9 @@ def main() -> None:
             "observation group": f"/ui/threads/{THREAD}/groups/{groups[-1].id}" if groups else "",
             "context preview": f"/ui/threads/{THREAD}/context",
             "generations + diff": f"/ui/threads/{THREAD}/generations",
-            "usage": "/ui/usage",
+            "usage (with the ledger chart)": "/ui/usage",
+            "reply's receipt": f"/ui/messages/{replied}/receipt" if replied else "",
+            "knowledge node + graph": nodes[0] if nodes else "",
             "review queue": "/ui/knowledge/review",
             "audit log": "/ui/knowledge/audit",
         }
