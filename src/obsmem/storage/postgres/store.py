@@ -54,6 +54,7 @@ from obsmem.errors import (
 from obsmem.calls import ModelCall, UsageRow
 from obsmem.redact import redact_secrets
 from obsmem.storage import ledger
+from obsmem.storage.decoded import DecodedMessages
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.postgres import migrations as postgres_migrations
 from obsmem.storage.postgres import records as postgres_records
@@ -168,6 +169,7 @@ class PostgresStore(ClosingContext):
         self.lock_timeout_s = None if lock_timeout_s is None else _seconds("lock_timeout_s", lock_timeout_s)
         self.retry_s = _seconds("retry_s", retry_s, allow_zero=True)
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._decoded = DecodedMessages()
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._closed = False
 
@@ -411,10 +413,18 @@ class PostgresStore(ClosingContext):
         return await self._run(op, transaction=False)
 
     # -- messages ---------------------------------------------------------------------------------
-    @staticmethod
-    async def _select_messages(conn: Conn, ids: list[str]) -> dict[str, Message]:
+    def _message(self, row: Sequence[Any]) -> Message:
+        """The message a ``_MESSAGE_SELECT`` row holds, decoded once per distinct content."""
+        key = tuple(row)
+        message = self._decoded.get(key)
+        if message is None:
+            message = _message(row)
+            self._decoded.put(key, message, json.dumps(message.metadata))
+        return message
+
+    async def _select_messages(self, conn: Conn, ids: list[str]) -> dict[str, Message]:
         cur = await conn.execute(f"{_MESSAGE_SELECT} WHERE m.id = ANY(%s)", (list(dict.fromkeys(ids)),))
-        return {m.id: m for m in map(_message, await cur.fetchall())}
+        return {m.id: m for m in map(self._message, await cur.fetchall())}
 
     async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
         """New messages go in with one statement that locks the thread's row before drawing their
@@ -507,7 +517,7 @@ class PostgresStore(ClosingContext):
 
         async def op(conn: Conn) -> list[Message]:
             cur = await conn.execute(sql, params)
-            found = [_message(row) for row in await cur.fetchall()]
+            found = [self._message(row) for row in await cur.fetchall()]
             if not found:
                 await self._require_thread(conn, thread_id)
             return found
@@ -519,7 +529,7 @@ class PostgresStore(ClosingContext):
             cur = await conn.execute(
                 f"{_MESSAGE_SELECT} WHERE t.resource_id = %s AND m.seq > %s ORDER BY m.seq", (resource_id, after_seq)
             )
-            return [_message(row) for row in await cur.fetchall()]
+            return [self._message(row) for row in await cur.fetchall()]
 
         return await self._read(op)
 
@@ -542,7 +552,7 @@ class PostgresStore(ClosingContext):
                 row = await cur.fetchone()
                 if row is None:
                     raise MessageNotFoundError(message_id)
-                stored = _message(row)
+                stored = self._message(row)
                 merged = merge_parts(stored.parts, parts)
                 if len(merged) == len(stored.parts):
                     return stored

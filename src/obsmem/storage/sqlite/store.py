@@ -53,6 +53,7 @@ from obsmem.calls import ModelCall, UsageRow
 from obsmem.files import prepare_database_file
 from obsmem.storage import ledger, migrations
 from obsmem.storage.connection import ConnectionThread
+from obsmem.storage.decoded import DecodedMessages
 from obsmem.storage.contract import (
     ClosingContext,
     DeadWork,
@@ -215,6 +216,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.busy_timeout = busy_timeout
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
+        self._decoded = DecodedMessages()  # used only on the worker thread
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -395,20 +397,30 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(op)
 
     # -- messages -------------------------------------------------------------------------------
-    @staticmethod
-    def _select_messages(conn: Conn, ids: list[str]) -> dict[str, Message]:
+    def _message(self, row: sqlite3.Row) -> Message:
+        """The message a ``_MESSAGE_SELECT`` row holds, decoded once per distinct content."""
+        key = tuple(row)
+        message = self._decoded.get(key)
+        if message is None:
+            message = _model(Message, row)
+            self._decoded.put(key, message, row["metadata"])
+        return message
+
+    def _select_messages(self, conn: Conn, ids: list[str]) -> dict[str, Message]:
         found: dict[str, Message] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), _IN_CHUNK):
             chunk = unique[start : start + _IN_CHUNK]
             marks = ", ".join("?" for _ in chunk)
             for row in conn.execute(f"{_MESSAGE_SELECT} WHERE m.id IN ({marks})", chunk):
-                found[row["id"]] = _model(Message, row)
+                found[row["id"]] = self._message(row)
         return found
 
     async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
         def op(conn: Conn) -> list[Message]:
             thread = self._require_thread(conn, thread_id)
+            stored: dict[str, Message] = {}
+            rewritten: list[str] = []
             for message in messages:
                 check_message_owner(message, thread)
                 row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message.id,)).fetchone()
@@ -419,7 +431,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                     )
                 values = _columns(message)
                 if row is None:
-                    conn.execute(
+                    cursor = conn.execute(
                         "INSERT INTO messages (id, thread_id, role, parts, created_at, metadata) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
                         (
@@ -431,12 +443,19 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                             values["metadata"],
                         ),
                     )
+                    stored[message.id] = message.model_copy(
+                        update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
+                    )
                 else:  # same id again: keep seq and created_at, replace the content
                     conn.execute(
                         "UPDATE messages SET role = ?, parts = ?, metadata = ? WHERE id = ?",
                         (values["role"], values["parts"], values["metadata"], message.id),
                     )
-            stored = self._select_messages(conn, [m.id for m in messages])
+                    rewritten.append(message.id)
+            # New rows are built from what was written (its seq is the rowid just drawn); only
+            # rewritten ones, which keep their stored seq and created_at, are read back.
+            if rewritten:
+                stored.update(self._select_messages(conn, rewritten))
             return [stored[m.id] for m in messages]
 
         return await self._write(op)
@@ -463,7 +482,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         def op(conn: Conn) -> list[Message]:
             self._require_thread(conn, thread_id)
-            return [_model(Message, row) for row in conn.execute(sql, params)]
+            return [self._message(row) for row in conn.execute(sql, params)]
 
         return await self._read(op)
 
@@ -473,7 +492,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 f"{_MESSAGE_SELECT} WHERE t.resource_id = ? AND m.seq > ? ORDER BY m.seq",
                 (resource_id, after_seq),
             )
-            return [_model(Message, row) for row in rows]
+            return [self._message(row) for row in rows]
 
         return await self._read(op)
 

@@ -1,0 +1,101 @@
+"""A bounded cache of decoded message rows, keyed by the row's full stored content.
+
+Decoding a stored message (JSON text to validated pydantic models) is the main cost of reading
+a raw tail, and a turn reads the same tail several times. The SQL stores therefore remember the
+message each row decoded to, keyed by *everything* the row holds (seq, id, thread, role, the
+parts and metadata text, created_at, resource): a cached message is a pure function of its key,
+so any change to a row (an upsert with new parts or metadata, a move, a rewrite by another
+process) is simply a miss, and a rolled-back write can leave nothing wrong behind.
+
+Sharing is safe only for what nobody can change. :class:`~obsmem.types.Message` and its parts
+are frozen models, but ``Message.metadata`` and some part fields (tool-call ``args``, a tool
+result, ``DataPart.data``) are plain dicts a caller could mutate. So:
+
+* only messages whose every part is immutable in fact are cached (text, reasoning and file
+  parts; tool calls whose ``args`` is a string; tool results whose ``result`` is a string,
+  integer, bool or None); the others are decoded afresh on every read;
+* every hit returns a new :class:`Message` with a new ``metadata`` dict decoded from the stored
+  text, so no two readers ever hold the same mutable object.
+
+Bounded by entries and by stored characters; least recently used goes first. One cache per
+store object; each store uses it from one thread at a time (SQLite's worker thread, or the
+event loop for PostgreSQL), and a race would cost a miss, never a wrong message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from obsmem.types import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = ["DecodedMessages", "shareable"]
+
+CAPACITY = 8192  # messages
+MAX_CHARS = 8_000_000  # stored characters held, all entries together
+_EMPTY = "{}"
+_SCALARS = (type(None), str, int, bool)  # no float: inf and nan do not survive JSON
+
+
+def shareable(message: Message) -> bool:
+    """Whether every part of ``message`` is immutable in fact (so it may be shared)."""
+    for part in message.parts:
+        if isinstance(part, TextPart | ReasoningPart | FilePart):
+            continue
+        if isinstance(part, ToolCallPart) and isinstance(part.args, str):
+            continue
+        if isinstance(part, ToolResultPart):
+            result = part.result
+            if type(result) in _SCALARS:
+                continue
+        return False
+    return True
+
+
+class DecodedMessages:
+    """Row content → decoded message; see the module docstring for what is shared."""
+
+    def __init__(self, *, capacity: int = CAPACITY, max_chars: int = MAX_CHARS) -> None:
+        self._capacity = capacity
+        self._max_chars = max_chars
+        self._entries: dict[tuple[Any, ...], tuple[Message, str, int]] = {}
+        self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[Any, ...]) -> Message | None:
+        """A fresh copy of the message ``key`` decoded to, or None when not remembered."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self._entries[key] = entry  # now the most recently used
+        message, metadata, _ = entry
+        return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
+
+    def put(self, key: tuple[Any, ...], message: Message, metadata: str) -> None:
+        """Remember that ``key`` decodes to ``message`` (whose metadata is stored as ``metadata``).
+
+        ``message`` must equal what decoding ``key`` gives; it is kept only when shareable, and
+        the cache keeps its own metadata (the text), never ``message.metadata`` itself.
+        """
+        if not shareable(message):
+            return
+        size = sum(len(v) for v in key if isinstance(v, str))
+        if size > self._max_chars // 64:  # one huge row would push out everything else
+            return
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._chars -= old[2]
+        self._entries[key] = (message.model_copy(update={"metadata": {}}), metadata, size)
+        self._chars += size
+        while len(self._entries) > self._capacity or self._chars > self._max_chars:
+            try:
+                oldest = next(iter(self._entries))
+                self._chars -= self._entries.pop(oldest)[2]
+            except (StopIteration, KeyError, RuntimeError):  # emptied or changed meanwhile
+                break
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._chars = 0
