@@ -16,6 +16,7 @@ import itertools
 import pytest
 
 from obsmem.om.context import build_context
+from obsmem.om.text import own
 from obsmem.om.selection import observable_messages, plain_conversation
 from obsmem.om.text.own import CONTINUATION, MARKER_KEY, conversation_messages, drop_obsmem_messages
 from obsmem.tokens import TokenCounter
@@ -62,6 +63,21 @@ def test_plain_conversation_means_the_full_rules_change_nothing() -> None:
             assert [id(m) for m in drop_obsmem_messages(window)] == [id(m) for m in window]
             assert [id(m) for m in conversation_messages(window)] == [id(m) for m in window]
     assert plain > 20  # the shortcut is taken for ordinary windows
+
+
+def test_the_own_text_shortcuts_return_what_the_full_rules_return() -> None:
+    plain = 0
+    for window in _windows():
+        assert drop_obsmem_messages(window) == own._drop_obsmem_messages(window)
+        assert drop_obsmem_messages(iter(window)) == own._drop_obsmem_messages(window)
+        assert conversation_messages(window) == own._conversation_messages(window)
+        if plain_conversation(window):
+            plain += 1
+            assert [id(m) for m in own._drop_obsmem_messages(window)] == [id(m) for m in window]
+            assert [id(m) for m in own._conversation_messages(window)] == [id(m) for m in window]
+            returned = drop_obsmem_messages(window)
+            assert returned is not window  # a new list: the caller's is never shared
+    assert plain > 20
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsmem.errors import InvalidInputError
-from obsmem.om.text.own import MARKER_KEY, conversation_messages
+from obsmem.om.text.own import conversation_messages, plain_conversation
 from obsmem.tokens import TokenCounter
 from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart
 
@@ -55,33 +55,6 @@ def observable_messages(messages: Sequence[Message]) -> list[Message]:
     if plain_conversation(messages):  # the common case: nothing of obsmem's to drop or cut
         return [m for m in messages if not m.is_marker_only]
     return [m for m in conversation_messages(messages) if m.role != "system" and not m.is_marker_only]
-
-
-#: How every reminder of obsmem's (and every block :func:`~obsmem.om.text.own.conversation_view`
-#: cuts) begins; a user text without it can be neither.
-_REMINDER_OPEN = "<system-reminder>"
-
-
-def plain_conversation(messages: Sequence[Message]) -> bool:
-    """Whether :func:`~obsmem.om.text.own.drop_obsmem_messages` and
-    :func:`~obsmem.om.text.own.conversation_view` would return every message of ``messages`` as
-    it is (the same objects, in order), checked without running them: no system message, no
-    message with obsmem's marker, and no user text part holding a ``<system-reminder>`` block.
-
-    Those rules recognise obsmem's own messages by the marker, by a system message's text, and
-    by a user text that is (or holds) a reminder, which always contains that opening tag. A
-    step reads the window once and builds the context from it; this keeps the second pass
-    (and the first, on an ordinary window) to a scan of roles and tags.
-    """
-    for message in messages:
-        role = message.role
-        if role == "system" or isinstance(message.metadata.get(MARKER_KEY), str):
-            return False
-        if role == "user":
-            for part in message.parts:
-                if isinstance(part, TextPart) and _REMINDER_OPEN in part.text:
-                    return False
-    return True
 
 
 def is_boundary(message: Message) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "conversation_view",
     "drop_obsmem_messages",
     "is_obsmem_message",
+    "plain_conversation",
     "strip_system_reminders",
 ]
 
@@ -154,6 +155,29 @@ def _without_own_parts(message: Message) -> Message | None:
     return message.model_copy(update={"parts": parts}) if parts else None
 
 
+def plain_conversation(messages: Sequence[Message]) -> bool:
+    """Whether :func:`drop_obsmem_messages`, :func:`conversation_view` and so
+    :func:`conversation_messages` would return every message of ``messages`` as it is (the same
+    objects, in order), checked without running them: no system message, no message with
+    obsmem's marker, and no user text part holding a ``<system-reminder>`` block.
+
+    Those rules recognise obsmem's own messages by the marker, by a system message's text, and
+    by a user text that is (or holds) a reminder, which always contains the opening tag (in one
+    part: ``Message.text`` joins parts with a newline, which the tag does not contain). A step
+    reads the window once and builds the context from it; this keeps the second pass (and the
+    first, on an ordinary window) to a scan of roles and tags.
+    """
+    for message in messages:
+        role = message.role
+        if role == "system" or isinstance(message.metadata.get(MARKER_KEY), str):
+            return False
+        if role == "user":
+            for part in message.parts:
+                if isinstance(part, TextPart) and _OPEN in part.text:
+                    return False
+    return True
+
+
 def drop_obsmem_messages(messages: Iterable[Message]) -> list[Message]:
     """``messages`` without obsmem's own (what to keep when an application saves what it sent).
 
@@ -163,6 +187,14 @@ def drop_obsmem_messages(messages: Iterable[Message]) -> list[Message]:
     middle observation chunk that lost its marker still goes with the run it belongs to. A user
     message loses the text parts that are obsmem's reminders (and goes when nothing is left).
     """
+    messages = list(messages)
+    if plain_conversation(messages):  # the common case: nothing to drop or cut
+        return messages
+    return _drop_obsmem_messages(messages)
+
+
+def _drop_obsmem_messages(messages: Iterable[Message]) -> list[Message]:
+    """:func:`drop_obsmem_messages` by its full rules (no shortcut)."""
     kept: list[Message] = []
     in_own_run = False
     for message in messages:
@@ -202,4 +234,11 @@ def conversation_view(message: Message) -> Message | None:
 def conversation_messages(messages: Sequence[Message]) -> list[Message]:
     """What of ``messages`` an observer may read: :func:`drop_obsmem_messages`, then
     :func:`conversation_view` of each (messages left with nothing are dropped)."""
-    return [view for view in map(conversation_view, drop_obsmem_messages(messages)) if view is not None]
+    if plain_conversation(messages):  # the common case: every message is conversation as it is
+        return list(messages)
+    return _conversation_messages(messages)
+
+
+def _conversation_messages(messages: Sequence[Message]) -> list[Message]:
+    """:func:`conversation_messages` by its full rules (no shortcut)."""
+    return [view for view in map(conversation_view, _drop_obsmem_messages(messages)) if view is not None]
