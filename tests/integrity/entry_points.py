@@ -469,6 +469,8 @@ ENTRIES: list[Entry] = [
         MESSAGES,
     ),
     Entry("Memory.begin_turn", "model", lambda m, v: m.begin_turn(thread_id=THREAD, model=v), "memory"),
+    Entry("Memory.resume_turn", "thread_id", lambda m, v: m.resume_turn(thread_id=v), "memory", names=THREAD_WORDS),
+    Entry("Memory.resume_turn", "model", lambda m, v: m.resume_turn(thread_id=THREAD, model=v), "memory"),
     Entry(
         "Memory.turn", "thread_id", lambda m, v: _turn_with(m, thread_id=v, resource_id=RESOURCE), "memory"
     ),
@@ -677,6 +679,7 @@ NOT_FUZZED = {
     "Memory.__aexit__": "exception info from the interpreter",
     "Turn": "built by Memory.begin_turn, never by the application",
     "Turn.start": "built by Memory.begin_turn, never by the application",
+    "Turn.resume": "built by Memory.resume_turn, never by the application",
     "Turn.__aenter__": "no arguments",
     "Turn.__aexit__": "exception info from the interpreter",
     "SyncMemory.close": "no arguments",
