@@ -22,7 +22,7 @@ import pytest
 from obsmem.om.extractors import Extractor
 from obsmem.om.llm.parsing import parse_observer_output, parse_reflector_output
 from obsmem.om.offline.observer import OfflineObserver
-from obsmem.om.offline.reflector import OfflineReflector
+from obsmem.om.offline.reflector import OfflineReflector, fact_core
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.privacy import PII_CATEGORIES, Redactor
 from obsmem.types import Message
@@ -102,6 +102,14 @@ def test_offline_observer_is_linear_in_messages() -> None:
 def test_offline_reflector_is_linear(shape: str) -> None:
     growth = _growth(_reflect, OBSERVER_SHAPES[shape], 2_500)
     assert growth < GROWTH_BOUND, f"{shape}: 4x the observations took {growth:.1f}x the work"
+
+
+@pytest.mark.parametrize("unit", ["Jun 18, 2025 ", "1, ", "Alice, Bob "])
+def test_a_fact_line_with_many_dates_names_or_numbers_is_shortened_in_linear_work(unit: str) -> None:
+    """``fact_core`` scored each clause against every name and number of its line: a line of k
+    dates cost k² checks (1.1 s at 40 KB; found by ``benchmarks/pathological.py --check``)."""
+    growth = _growth(lambda text: fact_core("User stated " + text, 100, 2), _repeat(unit), 2_000)
+    assert growth < GROWTH_BOUND, f"{unit!r}: 4x the line took {growth:.1f}x the work"
 
 
 _INLINE = (Extractor(name="mood", instructions="the user's mood", mode="inline"),)

@@ -55,6 +55,7 @@ from obsmem.om.selection import (
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, ThreadState
+from obsmem.tokens import WARM_CHARS, TokenCounter
 from obsmem.types import Message, Thread
 
 __all__ = [
@@ -411,7 +412,9 @@ class ObserveStep:
                 return None
             older = await revised_active(core, absorbed, thread, result.observations)
             absorbed = absorbed.model_copy(update={"active_observations": older})
-            return self._compose(absorbed, thread, batch, batch_tokens, pending_before, result)
+            composed = self._compose(absorbed, thread, batch, batch_tokens, pending_before, result)
+            tokens = await count_off_loop(core.counter, composed.active_observations)
+            return composed.model_copy(update={"observation_tokens": tokens})
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
         if done.status == "gone":
@@ -433,7 +436,7 @@ class ObserveStep:
         stored, base = done.current, done.base
         await self._after_observation(thread, result)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
-        output_tokens = core.counter.count_text(result.observations)
+        output_tokens = await count_off_loop(core.counter, result.observations)
         await cycle.mark(
             markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
             tokens_observed=batch_tokens, observation_tokens=output_tokens,
@@ -474,7 +477,7 @@ class ObserveStep:
         return record.model_copy(
             update={
                 "active_observations": active,
-                "observation_tokens": core.counter.count_text(active),
+                "observation_tokens": 0,  # counted off the loop by the caller (count_off_loop)
                 "total_tokens_observed": record.total_tokens_observed + batch_tokens,
                 "pending_message_tokens": max(0, pending_before - batch_tokens),
                 "threads": {**record.threads, thread.id: new_state},
@@ -572,6 +575,14 @@ def recent_lines(text: str, max_chars: int = RECENT_OUTPUT_CHARS) -> str:
         return text
     start = text.find("\n", len(text) - max_chars)
     return text[start + 1:] if start >= 0 else text[-max_chars:]
+
+
+async def count_off_loop(counter: TokenCounter, text: str) -> int:
+    """Tokens of ``text``; a long one (from ``WARM_CHARS`` characters: the observations of a
+    pasted megabyte) is counted in a thread, so the event loop never stalls on it."""
+    if len(text) < WARM_CHARS:
+        return counter.count_text(text)
+    return await asyncio.to_thread(counter.count_text, text)
 
 
 async def revised_active(core: Core, record: ObservationRecord, thread: Thread, new: str) -> str:
@@ -789,7 +800,7 @@ class ReflectStep:
     ) -> CycleOutcome:
         core = self.core
         input_tokens = snapshot.observation_tokens
-        output_tokens = core.counter.count_text(result.observations)
+        output_tokens = await count_off_loop(core.counter, result.observations)
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
             return self._compose(snapshot, head, result, output_tokens, target)

@@ -779,6 +779,8 @@ class OfflineObserver:
         """:meth:`revise_active` with ``new_observations``, off the event loop for a large record
         (from ``offload_chars`` characters: a thread, or a child interpreter, as for
         :meth:`observe`). The engine appends ``new_observations`` to what this returns."""
+        if not active_observations.strip():
+            return active_observations  # nothing older to revise (the first observation of a record)
         job = Revision(active_observations, new_observations)
         chars = len(active_observations)
         if self.offload_chars is not None and chars >= self.offload_chars and job.needed():

@@ -729,6 +729,8 @@ def fact_core(text: str, limit: int, floor: int = 1, day: date | None = None) ->
     head = lead.group(0) if lead else ""
     clauses, seps = _clauses(body[len(head) :])
     terms = [t.lower().rstrip(",.;:") for t in names_and_numbers(body)]
+    if len(terms) > _MAX_TERMS:  # a pathological line (hundreds of dates or numbers): each term once, at
+        terms = list(dict.fromkeys(terms))[:_MAX_TERMS]  # most _MAX_TERMS of them, so scoring stays linear
     scores = [_score(c, terms) for c in clauses]
     # "…the review, it's now Wednesday": an anaphoric clause keeps the clause it points back to
     needs = {i - 1 for i in range(1, len(clauses)) if _ANAPHOR.match(clauses[i]) and scores[i] > 0}
@@ -741,6 +743,11 @@ def fact_core(text: str, limit: int, floor: int = 1, day: date | None = None) ->
     if day is not None and notes and len(keep) < len(clauses):
         notes = _notes_still_meant(notes, core, day)
     return sentence_end(f"{head}{core} {notes}".strip())
+
+
+#: The most names and numbers a line's clauses are scored against (each clause is checked for
+#: each term: without a bound a line of k dates costs k² checks).
+_MAX_TERMS = 64
 
 
 def _fit(keep: list[int], clauses: list[str], seps: list[str], scores: list[int], needs: set[int],
