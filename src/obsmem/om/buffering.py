@@ -180,10 +180,10 @@ class BufferedLifecycle:
 
     # -- the step ---------------------------------------------------------------------------
     async def read(self, thread: Thread) -> Snapshot:
-        """The head and the thread's unobserved messages, read together (two store calls)."""
+        """The head and the thread's unobserved messages, read together (one store call when
+        the store reads a window natively, else two)."""
         core = self.core
-        record = await core.head(thread)
-        messages = await core.unobserved(record, thread.id)
+        record, messages = await core.window(thread)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
     async def step(

@@ -83,6 +83,7 @@ __all__ = [
     "WorkItem",
     "WriteResult",
     "lineage_key",
+    "read_window",
 ]
 
 
@@ -621,3 +622,19 @@ class Store(Protocol):
     async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
         """Delete the ledger rows of ``thread_id`` or of ``resource_id`` (one of them); how many went."""
         ...
+
+
+async def read_window(store: Store, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
+    """The live head of ``lineage`` and ``thread_id``'s messages after its cursor, by seq.
+
+    With no head, every message of the thread (cursor 0). Unknown thread → ThreadNotFoundError
+    (as from ``list_messages``). A store may read both in one snapshot with a method of the same
+    name, ``read_window(lineage, thread_id)``; it is optional (not part of :class:`Store`), so a
+    store without it keeps working: this composes ``get_head`` and ``list_messages``.
+    """
+    native = getattr(store, "read_window", None)
+    if native is not None:
+        window: tuple[ObservationRecord | None, list[Message]] = await native(lineage, thread_id)
+        return window
+    head = await store.get_head(lineage)
+    return head, await store.list_messages(thread_id, after_seq=head.cursor(thread_id) if head else 0)

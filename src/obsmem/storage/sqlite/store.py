@@ -583,6 +583,22 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def get_head(self, lineage: str) -> ObservationRecord | None:
         return await self._read(lambda conn: self._head(conn, lineage))
 
+    async def read_window(self, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
+        """:func:`~obsmem.storage.contract.read_window` in one read transaction (one snapshot)."""
+
+        def op(conn: Conn) -> tuple[ObservationRecord | None, list[Message]]:
+            head = self._head(conn, lineage)
+            rows = conn.execute(
+                f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq",
+                (thread_id, head.cursor(thread_id) if head else 0),
+            )
+            messages = [self._message(row) for row in rows]
+            if not messages:
+                self._require_thread(conn, thread_id)
+            return head, messages
+
+        return await self._read(op)
+
     async def get_record(self, record_id: str) -> ObservationRecord | None:
         return await self._read(lambda conn: self._record(conn, record_id))
 
