@@ -481,8 +481,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             params.append(limit)
 
         def op(conn: Conn) -> list[Message]:
-            self._require_thread(conn, thread_id)
-            return [self._message(row) for row in conn.execute(sql, params)]
+            found = [self._message(row) for row in conn.execute(sql, params)]
+            if not found:  # a row found proves its thread exists (the query joins threads)
+                self._require_thread(conn, thread_id)
+            return found
 
         return await self._read(op)
 
