@@ -31,8 +31,8 @@ from obsmem.types import FilePart, Message, ReasoningPart, TextPart, ToolCallPar
 
 __all__ = ["DecodedMessages", "shareable"]
 
-CAPACITY = 8192  # messages
-MAX_CHARS = 8_000_000  # stored characters held, all entries together
+CAPACITY = 16_384  # messages
+MAX_CHARS = 16_000_000  # stored characters held, all entries together (tens of MB at most)
 _EMPTY = "{}"
 _SCALARS = (type(None), str, int, bool)  # no float: inf and nan do not survive JSON
 
