@@ -133,6 +133,7 @@ def main() -> None:
             for name, path in pages.items():
                 if not path:
                     continue
+                print(f"timing {name}: {path}", file=sys.stderr, flush=True)
                 client.get(path).raise_for_status()  # warm-up
                 times = []
                 for _ in range(runs):

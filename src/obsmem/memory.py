@@ -1127,14 +1127,18 @@ class Memory:
         data = found[0].metadata.get(RECEIPT_KEY) if found else None
         return Receipt.from_data(data) if isinstance(data, dict) else None
 
-    async def receipt_sources(self, receipt: Receipt) -> dict[str, list[Message]]:
+    async def receipt_sources(self, receipt: Receipt, *, per_group: int | None = None) -> dict[str, list[Message]]:
         """What a receipt's context was made of, as stored now: each observation group's id with
         the exact messages it covers, and ``"raw"`` with the raw tail's messages. Raw messages are
         never deleted by memory work, so this resolves after any number of later reflections; the
-        messages of a thread deleted since resolve to nothing."""
+        messages of a thread deleted since resolve to nothing. Reflection groups can each span most
+        of a long thread: ``per_group`` reads only the first messages of each (for a display)."""
         if not isinstance(receipt, Receipt):
             raise InvalidInputError(f"receipt: expected a Receipt, got {describe_value(receipt)}", argument="receipt")
-        sources = await resolve_groups(self.store, receipt)
+        if per_group is not None and (isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1):
+            raise InvalidInputError(f"per_group: expected None or an integer >= 1, got {describe_value(per_group)}",
+                                    argument="per_group")  # fmt: skip
+        sources = await resolve_groups(self.store, receipt, per_group=per_group)
         sources["raw"] = await resolve_raw(self.store, receipt)
         return sources
 

@@ -179,6 +179,12 @@ async def _first_async(stream: Any) -> Any:
         await stream.aclose()
 
 
+async def _per_group(memory: Any, value: Any) -> Any:
+    from obsmem.om.receipts import Receipt
+
+    return await memory.receipt_sources(Receipt(thread_id=THREAD, context_hash="0" * 64), per_group=value)
+
+
 def _unique() -> str:
     return f"t-{uuid.uuid4().hex}"
 
@@ -413,6 +419,7 @@ ENTRIES: list[Entry] = [
     Entry("Memory.watch", "interval_s", lambda m, v: _first_async(m.watch(THREAD, interval_s=v)), "memory"),
     Entry("Memory.receipt", "message_id", lambda m, v: m.receipt(v), "memory"),
     Entry("Memory.receipt_sources", "receipt", lambda m, v: m.receipt_sources(v), "memory"),
+    Entry("Memory.receipt_sources", "per_group", lambda m, v: _per_group(m, v), "memory"),
     Entry("SyncMemory.status", "thread_id", lambda s, v: s.status(v), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.watch", "thread_id", lambda s, v: _first(s.watch(v)), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.watch", "interval_s", lambda s, v: _first(s.watch(THREAD, interval_s=v)), "sync"),

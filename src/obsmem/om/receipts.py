@@ -250,8 +250,10 @@ async def resolve_raw(store: Store, receipt: Receipt) -> list[Message]:
     return sorted([*outside, *(m for m in inside if is_conversation(m))], key=lambda m: m.seq or 0)
 
 
-async def resolve_groups(store: Store, receipt: Receipt) -> dict[str, list[Message]]:
-    """Each group of ``receipt`` (by id) with the stored messages it covers, in seq order.
+async def resolve_groups(store: Store, receipt: Receipt, *, per_group: int | None = None) -> dict[str, list[Message]]:
+    """Each group of ``receipt`` (by id) with the stored messages it covers, in seq order (with
+    ``per_group``, only the first messages of each group's span: reflection groups may span
+    most of a thread, and a receipt shows dozens of them).
 
     A group of a deleted thread resolves to no messages. Reads one page per group.
     """
@@ -261,7 +263,7 @@ async def resolve_groups(store: Store, receipt: Receipt) -> dict[str, list[Messa
             resolved[group.id] = []
             continue
         messages = await store.list_messages(
-            group.thread_id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1
+            group.thread_id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1, limit=per_group
         )
         resolved[group.id] = [m for m in messages if is_conversation(m)]
     return resolved

@@ -149,7 +149,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         ``resolve``: each group's covered messages and the raw messages, as ids and seqs."""
         who = await caller(ctx)
         message, found = await visible_receipt(who, service.memory, message_id)
-        return await receipt_json(who, service.memory, message, found, resolve=resolve)
+        return await receipt_json(who, service.memory, message, found, resolve=resolve, per_group=200)
 
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
     @_reported(ResourceError)

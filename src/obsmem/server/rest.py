@@ -384,7 +384,7 @@ def _message_ref(message: Message, text: bool) -> dict[str, Any]:
 
 async def receipt_json(
     principal: Principal, memory: Memory, message: Message, receipt: Receipt, *, resolve: bool = False,
-    text: bool = False,
+    text: bool = False, per_group: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The receipt's data; with ``resolve`` each group's covered messages and the raw tail's as
     ids and seqs (``text``: with their text). Messages of threads the key may not see (none in
@@ -394,7 +394,7 @@ async def receipt_json(
         "total_tokens": receipt.total_tokens,
     }  # fmt: skip
     if resolve:
-        sources = await memory.receipt_sources(receipt)
+        sources = await memory.receipt_sources(receipt, per_group=None if per_group is None else per_group + 1)
         seen: dict[str, bool] = {}
 
         async def allowed(m: Message) -> bool:
@@ -407,7 +407,8 @@ async def receipt_json(
 
         out["groups"] = [
             {"id": g.id, "thread_id": g.thread_id, "first_seq": g.first_seq, "last_seq": g.last_seq, "kind": g.kind,
-             "messages": [_message_ref(m, text) for m in sources.get(g.id, []) if await allowed(m)]}
+             "messages": [_message_ref(m, text) for m in sources.get(g.id, [])[:per_group] if await allowed(m)],
+             "truncated": per_group is not None and len(sources.get(g.id, [])) > per_group}
             for g in receipt.groups
         ]  # fmt: skip
         out["raw"] = [_message_ref(m, text) for m in sources.get("raw", []) if await allowed(m)]
@@ -416,14 +417,17 @@ async def receipt_json(
 
 @router.get("/messages/{message_id}/receipt", tags=["memory"])
 async def message_receipt(
-    message_id: str, principal: Caller, service: ServiceDep, resolve: bool = False, text: bool = False
+    message_id: str, principal: Caller, service: ServiceDep, resolve: bool = False, text: bool = False,
+    per_group: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> dict[str, Any]:
     """What the context an assistant reply was made from held (``Memory.receipt``): generation,
     observation groups with their seq spans, raw messages, knowledge records, pins, tokens per
     section and the context's hash. ``resolve=true``: each group's covered messages and the raw
-    messages (``Memory.receipt_sources``) as ids and seqs; ``text=true``: with their text."""
+    messages (``Memory.receipt_sources``) as ids and seqs; ``text=true``: with their text. A group
+    lists at most ``per_group`` messages (the first of its span; ``truncated`` says when more)."""
     message, receipt = await visible_receipt(principal, service.memory, message_id)
-    return await receipt_json(principal, service.memory, message, receipt, resolve=resolve, text=text)
+    return await receipt_json(principal, service.memory, message, receipt, resolve=resolve, text=text,
+                              per_group=per_group)  # fmt: skip
 
 
 # -- knowledge ------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ async def receipt_page(request: Request, message_id: str) -> Response:
     memory = service_of(request).memory
     message, receipt = await visible_receipt(principal, memory, message_id)
     thread = await principal.thread(memory, message.thread_id or "")
-    sources = await memory.receipt_sources(receipt)
+    sources = await memory.receipt_sources(receipt, per_group=LISTED_PER_GROUP + 1)  # bounded: spans overlap
     seen: dict[str, bool] = {}
     groups = []
     for index, group in enumerate(receipt.groups):
@@ -203,12 +203,12 @@ async def receipt_page(request: Request, message_id: str) -> Response:
             f'<a href="{h(timeline_link(m.thread_id or "", m.seq))}" data-id="{h(m.id)}">#{m.seq}</a>'
             for m in covered[:LISTED_PER_GROUP]
         )
-        more = f" … and {len(covered) - LISTED_PER_GROUP} more" if len(covered) > LISTED_PER_GROUP else ""
+        more = " … and more (open the group)" if len(covered) > LISTED_PER_GROUP else ""
         groups.append(
-            f'<div class="rgroup {h(group.kind)}" data-group="{h(group.id)}" data-count="{len(covered)}">'
+            f'<div class="rgroup {h(group.kind)}" data-group="{h(group.id)}">'
             f'<a class="group-link" href="{h(_group_page_link(message.id, index))}">{h(group.kind)} {h(group.id)}</a> '
-            f"· thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq} · "
-            f'{len(covered)} message(s)<div class="seqs">{seqs}{h(more)}</div></div>'
+            f"· thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq}"
+            f'<div class="seqs">{seqs}{h(more)}</div></div>'
         )
     raw = await _visible(principal, memory, sources.get("raw", []), seen)
     tokens = [[h(name), str(count)] for name, count in receipt.section_tokens.items()]
