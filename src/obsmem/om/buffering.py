@@ -180,10 +180,10 @@ class BufferedLifecycle:
 
     # -- the step ---------------------------------------------------------------------------
     async def read(self, thread: Thread) -> Snapshot:
-        """The head and the thread's unobserved messages, read together (one store call when
-        the store reads a window natively, else two)."""
+        """The head and the thread's unobserved messages, read together (two store calls)."""
         core = self.core
-        record, messages = await core.window(thread)
+        record = await core.head(thread)
+        messages = await core.unobserved(record, thread.id)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
     async def step(

@@ -50,7 +50,7 @@ from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
-from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key, read_window
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
 
@@ -376,15 +376,6 @@ class Core:
     async def stored_head(self, thread: Thread) -> ObservationRecord | None:
         """The live record as stored, or None (never creates one)."""
         return await self.store.get_head(self.lineage(thread))
-
-    async def window(self, thread: Thread) -> tuple[ObservationRecord, list[Message]]:
-        """The live record (created on first use) and the thread's unobserved messages, read
-        together: one store call (one snapshot) when the store reads a window natively."""
-        head, stored = await read_window(self.store, self.lineage(thread), thread.id)
-        if head is None:  # first use: create the record, then read after its cursor
-            record = await self.head(thread)
-            return record, await self.unobserved(record, thread.id)
-        return head, observable_messages(stored)
 
     async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
         stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))
