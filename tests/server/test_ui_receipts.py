@@ -99,11 +99,9 @@ def test_a_replys_receipt_leads_to_exactly_the_messages_each_group_covers(alice:
     alice.wait_for_url(f"**/ui/messages/{reply.id}/receipt")
     assert alice.locator("#receipt-id").inner_text() == receipt.id
     assert alice.locator("#generation").get_attribute("data-generation") == str(receipt.generation)
-    # each group with the first messages of its span (bounded: reflection groups may span the thread)
-    shown = alice.locator(".rgroup").evaluate_all(
-        "els => els.map(e => [e.dataset.group, [...e.querySelectorAll('.seqs a')].map(a => a.dataset.id)])"
-    )
-    assert shown == [[g.id, [m.id for m in sources[g.id][:40]]] for g in receipt.groups]
+    # each group with its span (its messages are on its own page: reflection groups may span the thread)
+    shown = alice.locator(".rgroup").evaluate_all("els => els.map(e => e.dataset.group)")
+    assert shown == [g.id for g in receipt.groups]
     assert _ids(alice, "ol.raw li.msg") == [m.id for m in sources["raw"]]
     assert alice.locator("input[name=csrf_token]").count() == 1  # the sign-out form, as on every page
     # click a reflection group → exactly the messages it covers (page by page)

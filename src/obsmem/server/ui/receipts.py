@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from obsmem import Memory, Message
-from obsmem.om.receipts import Receipt, ReceiptGroup
+from obsmem.om.receipts import Receipt, ReceiptGroup, is_conversation
 from obsmem.om.status import ThreadStatus
 from obsmem.server.access import Principal
 from obsmem.server.errors import ResourceNotFoundError
@@ -35,7 +35,6 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 #: Messages listed per page on a receipt group's page; on the receipt page, per group.
 GROUP_MESSAGES = 100
-LISTED_PER_GROUP = 40
 _EXCERPT = 160
 
 
@@ -194,21 +193,20 @@ async def receipt_page(request: Request, message_id: str) -> Response:
     memory = service_of(request).memory
     message, receipt = await visible_receipt(principal, memory, message_id)
     thread = await principal.thread(memory, message.thread_id or "")
-    sources = await memory.receipt_sources(receipt, per_group=LISTED_PER_GROUP + 1)  # bounded: spans overlap
+    # Only the raw tail is read here: a receipt shows dozens of groups and reflection groups may
+    # each span most of the thread, so a group's messages are on its own page (paged).
+    sources = await memory.receipt_sources(dataclasses.replace(receipt, groups=()))
     seen: dict[str, bool] = {}
     groups = []
     for index, group in enumerate(receipt.groups):
-        covered = await _visible(principal, memory, sources.get(group.id, []), seen)
-        seqs = "".join(
-            f'<a href="{h(timeline_link(m.thread_id or "", m.seq))}" data-id="{h(m.id)}">#{m.seq}</a>'
-            for m in covered[:LISTED_PER_GROUP]
+        span = (
+            f'<a href="{h(timeline_link(group.thread_id, group.first_seq))}">#{group.first_seq}</a>–'
+            f'<a href="{h(timeline_link(group.thread_id, group.last_seq))}">#{group.last_seq}</a>'
         )
-        more = " … and more (open the group)" if len(covered) > LISTED_PER_GROUP else ""
         groups.append(
             f'<div class="rgroup {h(group.kind)}" data-group="{h(group.id)}">'
             f'<a class="group-link" href="{h(_group_page_link(message.id, index))}">{h(group.kind)} {h(group.id)}</a> '
-            f"· thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq}"
-            f'<div class="seqs">{seqs}{h(more)}</div></div>'
+            f"· thread <code>{h(group.thread_id)}</code> · seq {span}</div>"
         )
     raw = await _visible(principal, memory, sources.get("raw", []), seen)
     tokens = [[h(name), str(count)] for name, count in receipt.section_tokens.items()]
@@ -250,26 +248,26 @@ async def receipt_group_page(request: Request, message_id: str, index: str) -> R
     if not 0 <= number < len(receipt.groups):
         raise ResourceNotFoundError(f"group {index} of receipt {receipt.id}")
     group = receipt.groups[number]
-    alone = _only(receipt, group)
-    covered = await _visible(principal, memory, (await memory.receipt_sources(alone)).get(group.id, []), {})
-    offset = int_param(request.query_params.get("offset"), 0)
-    shown = covered[offset : offset + GROUP_MESSAGES]
+    # A page at a time, by seq: a reflection group may span most of a long thread.
+    after = max(group.first_seq - 1, int_param(request.query_params.get("after_seq"), 0, low=0))
+    read = await memory.list_messages(group.thread_id, after_seq=after, limit=GROUP_MESSAGES + 1)
+    inside = [m for m in read if (m.seq or 0) <= group.last_seq]
+    more = len(inside) > GROUP_MESSAGES
+    page_messages = [m for m in inside[:GROUP_MESSAGES] if is_conversation(m)]
+    shown = await _visible(principal, memory, page_messages, {})
     base = _group_page_link(message.id, number)
     pager = []
-    if offset > 0:
+    if after > group.first_seq - 1:
         pager.append(f'<a href="{h(base)}">First messages</a>')
-    if offset + GROUP_MESSAGES < len(covered):
-        pager.append(f'<a href="{h(url(base, offset=offset + GROUP_MESSAGES))}" rel="next">Next</a>')
+    if more:
+        last = inside[GROUP_MESSAGES - 1].seq or 0
+        pager.append(f'<a href="{h(url(base, after_seq=last))}" rel="next">Next</a>')
     body = (
         f'<nav aria-label="Receipt"><a href="{h(receipt_link(message.id))}">Back to the receipt</a> · '
         f'<a href="{h(timeline_link(group.thread_id, group.first_seq))}">the span on the timeline</a></nav>'
-        f"<p>{_group_summary(group)}: {len(covered)} message(s), as <code>Memory.receipt_sources</code> resolves it.</p>"
+        f"<p>{_group_summary(group)}: the conversation messages of that span, as <code>Memory.receipt_sources</code> resolves it.</p>"
         f'<ol class="covered" style="list-style:none;padding:0">{"".join(_message_item(m) for m in shown)}</ol>'
         f'<nav class="pager" aria-label="Pages">{"".join(pager)}</nav>'
     )
     return page(f"Receipt {receipt.id} · {group.kind} group {group.id}", body, who=session(request, principal))
 
-
-def _only(receipt: Receipt, group: ReceiptGroup) -> Receipt:
-    """``receipt`` narrowed to one group and no raw tail (resolving it reads only that group)."""
-    return dataclasses.replace(receipt, groups=(group,), raw_message_ids=(), raw_span=None, raw_outside=())
