@@ -258,13 +258,7 @@ async def _forward(
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
     if upstream.status_code != 200 or not stream:
-        try:
-            content = await _read_bounded(upstream)
-        except (httpx.HTTPError, UpstreamError):
-            await turn.end()
-            raise
-        finally:
-            await upstream.aclose()
+        content = await _whole(upstream, turn)
         if upstream.status_code == 200:
             try:
                 answer.whole(json.loads(content))
@@ -336,13 +330,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
     if upstream.status_code != 200 or not stream:
-        try:
-            content = await _read_bounded(upstream)
-        except (httpx.HTTPError, UpstreamError):
-            await turn.end()
-            raise
-        finally:
-            await upstream.aclose()
+        content = await _whole(upstream, turn)
         if upstream.status_code != 200:
             await turn.end()
             return Response(content, status_code=upstream.status_code,
@@ -396,6 +384,17 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             yield b"data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _whole(upstream: httpx.Response, turn: Turn) -> bytes:
+    """The whole (bounded) answer, the response closed; a failed read ends the turn first."""
+    try:
+        return await _read_bounded(upstream)
+    except (httpx.HTTPError, UpstreamError):
+        await turn.end()
+        raise
+    finally:
+        await upstream.aclose()
 
 
 async def _read_bounded(upstream: httpx.Response) -> bytes:
