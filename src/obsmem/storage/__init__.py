@@ -15,7 +15,9 @@ may carry the store's own options as query parameters, so that every entry point
 (``Memory(url)``, ``obsmem worker``, ``obsmem migrate``) takes them the same way: ``migrate``
 (``auto``, ``check``, ``never``), ``pool_min_size``, ``pool_max_size``, ``statement_timeout_s``,
 ``lock_timeout_s`` (``none``: the server's), ``retry_s``. They are removed before the URL reaches
-libpq; keyword arguments of :func:`open_store` override them.
+libpq; keyword arguments of :func:`open_store` override them. A SQLite URL takes ``migrate`` the
+same way (``sqlite:///data/om.db?migrate=check``): ``check`` refuses a database whose schema is
+behind, or that does not exist, and creates nothing; ``never`` does not look.
 
 Every store is an async context manager: ``async with open_store() as store: ...``.
 """
@@ -72,8 +74,8 @@ _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 def open_store(url: str | None = None, **options: object) -> Store:
     """Build the store a URL names. Does no I/O; the store opens its file on first use.
 
-    ``options`` (PostgreSQL only; also accepted as URL query parameters, see the module):
-    ``migrate``, ``pool_min_size``, ``pool_max_size``, ``statement_timeout_s``,
+    ``options`` (also accepted as URL query parameters, see the module): ``migrate`` (SQLite and
+    PostgreSQL), and for PostgreSQL ``pool_min_size``, ``pool_max_size``, ``statement_timeout_s``,
     ``lock_timeout_s``, ``retry_s``."""
     unknown = sorted(set(options) - set(STORE_OPTIONS))
     if unknown:
@@ -88,18 +90,29 @@ def open_store(url: str | None = None, **options: object) -> Store:
     text = url.strip()
     if text.startswith(("postgresql://", "postgres://", "postgresql+")):
         return _postgres_store(text, given)
-    if given and set(given) != {"migrate"} or given.get("migrate", "auto") not in ("auto", True):
-        raise ConfigError("store", f"{', '.join(sorted(given))} apply to PostgreSQL stores only",
+    if text.startswith("sqlite:///") and "?" in text:  # sqlite:///path?migrate=check
+        text, _, query = text.partition("?")
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if name not in STORE_OPTIONS:
+                raise ConfigError("store", f"unknown option {name!r} in '{redact_secrets(url)}'",
+                                  allowed=", ".join(STORE_OPTIONS))  # fmt: skip
+            given.setdefault(name, _option_value(name, value))
+    if given and set(given) != {"migrate"}:
+        raise ConfigError("store", f"{', '.join(sorted(set(given) - {'migrate'}))} apply to PostgreSQL stores only",
                           allowed="a postgresql:// URL, or no such option")  # fmt: skip
+    migrate = given.get("migrate", "auto")
     if text == "memory://":
+        if migrate not in ("auto", True):
+            raise ConfigError("store", "migrate applies to SQLite and PostgreSQL stores only",
+                              allowed="a sqlite:/// or postgresql:// URL")  # fmt: skip
         return MemoryStore()
     if text.startswith("sqlite:///"):
         path = text[len("sqlite:///") :]  # "sqlite:////abs" leaves "/abs"
         if not path:
             raise ConfigError("store", f"'{redact_secrets(url)}' names no database file", allowed=ACCEPTED_URLS)
-        return SQLiteStore(Path(path))
+        return SQLiteStore(Path(path), migrate=migrate)
     if "://" not in text and text.lower().endswith(_SQLITE_SUFFIXES):
-        return SQLiteStore(Path(text))
+        return SQLiteStore(Path(text), migrate=migrate)
     raise ConfigError("store", f"unrecognised store URL '{redact_secrets(url)}'", allowed=ACCEPTED_URLS)
 
 

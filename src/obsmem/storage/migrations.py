@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from obsmem.errors import ConfigError
 from obsmem.migrations import (
     MIGRATIONS_TABLE,
     SQLITE,
@@ -29,12 +30,31 @@ __all__ = [
     "MigrationSet",
     "SQLConnection",
     "SQLiteDialect",
+    "MIGRATE_MODES",
     "migrate",
+    "migrate_mode",
     "pending",
 ]
 
 
 SQLITE_MIGRATIONS: MigrationSet[sqlite3.Connection] = MigrationSet(SQLITE)
+
+
+MIGRATE_MODES = ("auto", "check", "never")
+"""How a store opened by an application treats its schema: ``auto`` applies pending migrations,
+``check`` only reads them and refuses a schema that is behind (the application's database user
+needs no DDL rights: run ``obsmem migrate``), ``never`` does neither."""
+
+
+def migrate_mode(value: object) -> str:
+    """``migrate=`` as one of :data:`MIGRATE_MODES` (True is "auto", False "never")."""
+    if value is True:
+        return "auto"
+    if value is False:
+        return "never"
+    if isinstance(value, str) and value in MIGRATE_MODES:
+        return value
+    raise ConfigError("migrate", f"got {value!r}", allowed="'auto' (or True), 'check', 'never' (or False)")
 
 
 def pending(conn: sqlite3.Connection) -> list[str]:

@@ -56,6 +56,7 @@ from obsmem.redact import redact_secrets
 from obsmem.storage import ledger
 from obsmem.storage.decoded import DecodedMessages
 from obsmem.storage.postgres import leases as postgres_leases
+from obsmem.storage.migrations import MIGRATE_MODES, migrate_mode
 from obsmem.storage.postgres import migrations as postgres_migrations
 from obsmem.storage.postgres import records as postgres_records
 from obsmem.storage.postgres import work as postgres_work
@@ -794,18 +795,6 @@ def _connection_lost(exc: psycopg.Error) -> bool:
     return state.startswith(_CONNECTION_STATES[0]) or state in _CONNECTION_STATES[1:]
 
 
-MIGRATE_MODES = ("auto", "check", "never")
-
-
-def migrate_mode(value: object) -> str:
-    """``migrate=`` as one of :data:`MIGRATE_MODES` (True is "auto", False "never")."""
-    if value is True:
-        return "auto"
-    if value is False:
-        return "never"
-    if isinstance(value, str) and value in MIGRATE_MODES:
-        return value
-    raise ConfigError("migrate", f"got {value!r}", allowed="'auto' (or True), 'check', 'never' (or False)")
 
 
 def _whole(name: str, value: object, *, minimum: int) -> int:

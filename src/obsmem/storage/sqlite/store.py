@@ -43,6 +43,7 @@ import platformdirs
 from pydantic import BaseModel, ValidationError
 
 from obsmem.errors import (
+    MigrationError,
     InvalidInputError,
     MessageNotFoundError,
     ObsmemError,
@@ -202,18 +203,25 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     (0-byte) file is refused with :class:`~obsmem.errors.StorageError` naming it, since obsmem
     never leaves one and opening it would silently start a new memory in place of a lost one;
     only an explicit :meth:`migrate` initialises it. See :func:`prepare_database_file`.
+
+    ``migrate``: ``"auto"`` (or True, the default) applies pending migrations on first use;
+    ``"check"`` refuses a database whose schema is behind (or missing) with
+    :class:`~obsmem.errors.MigrationError` naming the pending migrations, and creates nothing
+    (run ``obsmem migrate --store URL``); ``"never"`` (or False) does neither.
     """
 
     url: str
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = BUSY_TIMEOUT_S
+        self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = BUSY_TIMEOUT_S,
+        migrate: object = "auto",
     ) -> None:
         self.path = (
             Path(path).expanduser().absolute() if path is not None else default_store_path().absolute()
         )
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
+        self.migrate_mode = migrations.migrate_mode(migrate)
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
         self._decoded = DecodedMessages()  # used only on the worker thread
@@ -257,6 +265,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     def _connection(self) -> Conn:
         if self._conn is not None:
             return self._conn
+        if self.migrate_mode != "auto" and not self.path.exists():
+            raise MigrationError(
+                f"There is no obsmem database at {self.path} (the store was opened with "
+                f"migrate='{self.migrate_mode}', which creates nothing). Run: obsmem migrate --store "
+                f"sqlite:///{self.path}, or open the store with migrate='auto'."
+            )
         self._prepare_file()
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
@@ -266,7 +280,14 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             if str(mode).lower() != "wal":
                 raise StorageError(f"Could not switch {self.path} to WAL mode (got '{mode}').")
             conn.execute("PRAGMA foreign_keys = ON")
-            migrations.migrate(conn)
+            if self.migrate_mode == "auto":
+                migrations.migrate(conn)
+            elif self.migrate_mode == "check" and (behind := migrations.pending(conn)):
+                raise MigrationError(
+                    f"The SQLite schema at {self.path} is behind this obsmem: {len(behind)} migration(s) "
+                    f"pending ({', '.join(behind)}). Run: obsmem migrate --store sqlite:///{self.path}, "
+                    "or open the store with migrate='auto'."
+                )
         except BaseException:
             conn.close()
             raise
