@@ -192,7 +192,7 @@ class Turn:
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
         async with self._traced("step") as span, self._boundary("step"):
-            saved = await self._save(parsed)
+            saved = await self._save(parsed, "responses")
             span.set("obsmem.messages", len(saved))
             context = await self._advance(saved)
         self.steps += 1
@@ -207,7 +207,7 @@ class Turn:
         async with self._traced("end") as span:
             if parsed:
                 async with self._boundary("end"):
-                    span.set("obsmem.messages", len(await self._save(parsed)))
+                    span.set("obsmem.messages", len(await self._save(parsed, "responses")))
             self.ended = True
             if self.waited:
                 telemetry.record_turn_waited()
@@ -260,7 +260,7 @@ class Turn:
             error = StorageError(f"{call} failed: {type(exc).__name__}: {exc}")
             raise _annotated(error, call, saved=self._input_saved) from exc
 
-    async def _save(self, messages: list[Message]) -> list[Message]:
+    async def _save(self, messages: list[Message], argument: str = "messages") -> list[Message]:
         """Save a boundary's input; return it as stored (with seqs), the messages the actor has
         not seen yet. Copies of stored messages are not saved again: sending the context back
         must neither re-order the input nor strip stored markers. Copies a failed boundary of
@@ -280,7 +280,7 @@ class Turn:
             # (also after a boundary failed past its save: the store holds more than the context).
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else None
-            await self._engine.check_input(self.thread, messages, tail=tail)
+            await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
             saved = await self._store.save_messages(self.thread.id, self._with_receipt(messages))
         self._input_saved = True
         seen = self._seen_seq

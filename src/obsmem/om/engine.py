@@ -204,7 +204,8 @@ class Engine:
         return await self.reflection.reflect(thread, guidance=guidance)
 
     async def check_input(
-        self, thread: Thread, new: Sequence[Message], *, tail: Sequence[Message] | None = None
+        self, thread: Thread, new: Sequence[Message], *, tail: Sequence[Message] | None = None,
+        argument: str = "messages",
     ) -> None:
         """Raise InvalidInputError when saving ``new`` on ``thread`` would put a tool result
         before its call or a message between a call and its result (see
@@ -218,7 +219,7 @@ class Engine:
             return
         if tail is None:
             tail = await self._tail(thread)
-        check_input_sequence(tail, new)
+        check_input_sequence(tail, new, argument=argument)
 
     async def _tail(self, thread: Thread) -> list[Message]:
         """The thread's stored messages from its newest boundary message on, oldest first."""

@@ -339,7 +339,7 @@ def _soft_end(text: str, pos: int, end: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) -> None:
+def check_input_sequence(existing: Sequence[Message], new: Sequence[Message], *, argument: str = "messages") -> None:
     """Raise :class:`InvalidInputError` when saving ``new`` after ``existing`` (the thread's
     stored messages, oldest first; its tail from the last message with text, a file or a call
     is enough) would break the order providers require.
@@ -350,6 +350,7 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
     non-assistant message is refused too. System and marker-only messages are not checked,
     and messages already in ``existing`` (re-sent by id) keep their place and are skipped.
     ``existing`` is taken as it is: an old call that was never answered does not block.
+    ``argument`` names ``new`` in the error (``messages``, or ``responses`` for a turn's step).
     """
     # Only the messages from the newest boundary on decide what is waiting (a boundary ends
     # every earlier call); the rest is read only to word a refusal ("already answered").
@@ -369,9 +370,10 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
     for index, message in enumerate(new):
         if message.id in known or message.role == "system" or message.is_marker_only:
             continue
-        where = f"messages[{index}] ({message.role}, id {message.id!r})"
+        where = f"{argument}[{index}] ({message.role}, id {message.id!r})"
         if message.tool_calls and message.role != "assistant":
-            raise InvalidInputError(f"{where} carries a tool call; only assistant messages call tools.")
+            raise InvalidInputError(f"{where} carries a tool call; only assistant messages call tools.",
+                                    argument=argument)  # fmt: skip
         own = {c.tool_call_id for c in message.tool_calls}
         for result in message.tool_results:
             if result.tool_call_id in own:
@@ -381,14 +383,16 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message]) ->
                 raise InvalidInputError(
                     f"{where} holds the result of tool call {result.tool_call_id!r}, but no call with that id "
                     f"is waiting for a result (it {state}). A result must follow its call, before any other "
-                    "message."
+                    "message.",
+                    argument=argument,
                 )
             answered.add(result.tool_call_id)
         if is_boundary(message) and waiting:
             raise InvalidInputError(
                 f"{where} comes while tool calls {sorted(waiting)} still wait for their results. Save every "
                 "result of a step's calls first (one tool message per result, or several results in one "
-                "message), then the next message."
+                "message), then the next message.",
+                argument=argument,
             )
         if is_boundary(message):
             waiting = {call.tool_call_id: message.id for call in message.tool_calls}
