@@ -125,3 +125,17 @@ async def test_status_of_an_unknown_thread_is_a_typed_error() -> None:
     async with Memory() as memory:
         with pytest.raises(ThreadNotFoundError):
             await memory.status("nope")
+
+
+async def test_a_thread_does_not_show_the_work_of_a_thread_whose_id_extends_its_own() -> None:
+    from datetime import timedelta
+
+    async with Memory("memory://") as memory:
+        await memory.create_thread("t1", resource_id="r")
+        await memory.create_thread("t10", resource_id="r")
+        now = memory.clock.now()
+        lease = await memory.store.acquire_lease("buffer-observation:thread:t10", "someone", ttl_s=60, now=now)
+        assert lease is not None
+        assert (await memory.status("t10")).in_flight == {"buffer-observation": lease.expires_at}
+        assert (await memory.status("t1")).in_flight == {}
+        assert lease.expires_at - now == timedelta(seconds=60)

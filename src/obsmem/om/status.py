@@ -110,10 +110,12 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     window = sum(core.counter.count_message(m) for m in conversation)
     in_flight: dict[str, datetime] = {}
     for kind in _WORK:
-        for lease in await store.list_leases(f"{kind}:{lineage}"):
-            if not lease.is_expired(now) and (kind != "sync-observation" or not core.resource_scope
-                                              or lease.key.endswith(f":{thread.id}")):
-                in_flight[kind] = max(lease.expires_at, in_flight.get(kind, lease.expires_at))
+        # the exact key (a prefix read also returns "thread:t10" for "thread:t1"); a synchronous
+        # observation in resource scope holds one lease per thread
+        wanted = f"{kind}:{lineage}" + (f":{thread.id}" if kind == "sync-observation" and core.resource_scope else "")
+        for lease in await store.list_leases(wanted):
+            if lease.key == wanted and not lease.is_expired(now):
+                in_flight[kind] = lease.expires_at
     message_threshold = core.message_threshold(record) if record is not None else _threshold(core)
     reflection_threshold = core.reflection_threshold()
     block_after = config.observation.resolved_block_after
