@@ -407,7 +407,11 @@ class Redactor:
     ``(name, regex)`` pairs, applied first.
     """
 
-    MAX_PASSES = 4
+    #: Passes over the text until nothing more is found. A value glued to the one before it
+    #: (``npm_…npm_…sk-…``) is found only once its neighbour became a placeholder, one per pass;
+    #: redacting stops at this many (a chain longer than that keeps its tail: one more redaction
+    #: finds it). Ordinary text takes one pass, or two.
+    MAX_PASSES = 64
 
     def __init__(
         self,

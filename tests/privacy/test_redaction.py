@@ -314,3 +314,12 @@ SHAPES: dict[str, Callable[[int], str]] = {
 def test_redaction_is_linear(shape: str) -> None:
     growth = work_growth(REDACTOR.redact, SHAPES[shape], 10_000)
     assert growth < GROWTH_BOUND, f"{shape}: {growth:.1f}x the work for 4x the input"
+
+
+def test_secrets_glued_to_each_other_are_all_redacted_in_one_call() -> None:
+    """Each glued value is found only once its neighbour became a placeholder (one per pass): with
+    4 passes the tail of a chain of 5 stayed in clear (found by Hypothesis in CI; fails on main)."""
+    chain = ("npm_" + "0" * 36) * 20 + "sk-00000000011223345678"
+    once = REDACTOR.redact(chain)
+    assert "npm_0" not in once.text and "sk-0000" not in once.text
+    assert REDACTOR.redact(once.text).text == once.text
