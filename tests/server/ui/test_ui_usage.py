@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import httpx
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from obsmem.calls import UsageReport
 from obsmem.models import Usage
 from obsmem.models.testing import ScriptedModel
-from tests.server.ui_env import CHROMIUM, UiEnv, open_ui_env, sign_in
+from tests.server.ui_env import UiEnv, open_ui_env, sign_in
 
 OBSERVATIONS = "<observations>\nDate: Jun 15, 2025\n* 🔴 (09:01) User talked about their trip.\n</observations>"
 PER_CALL = Usage(input_tokens=1200, output_tokens=80, cached_input_tokens=500)
@@ -28,13 +28,11 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
 
 
 @pytest.fixture(scope="module")
-def page(ui: UiEnv) -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        opened = browser.new_page()
-        sign_in(opened, ui.url, ui.keys.alice)
-        yield opened
-        browser.close()
+def page(browser: Browser, ui: UiEnv) -> Iterator[Page]:
+    opened = browser.new_page()  # one signed-in page for the module (the browser: this folder's conftest)
+    sign_in(opened, ui.url, ui.keys.alice)
+    yield opened
+    opened.close()
 
 
 def test_the_usage_chart_shows_the_observers_calls(page: Page, ui: UiEnv) -> None:

@@ -6,15 +6,15 @@ resolves it to; the panel shows what ``Memory.status`` says; other tenants get 4
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import BrowserContext, Page
 
 from obsmem import Message
 from obsmem.om.receipts import RECEIPT_KEY
 from tests.integrations.agent_model import small_memory_config
-from tests.server.ui_env import CHROMIUM, DEMO_THREAD, UiEnv, open_ui_env, sign_in
+from tests.server.ui.helpers import run
+from tests.server.ui_env import DEMO_THREAD, UiEnv, open_ui_env, sign_in
 
 PIN = "Nadia's passport number ends in 4711"
 
@@ -47,32 +47,6 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
     with open_ui_env(tmp_path_factory.mktemp("ui-receipts"), turns=60, config=config) as env:
         env.live.call(_until_a_chunk_waits(env))
         yield env
-
-
-@pytest.fixture(scope="module")
-def browser(ui: UiEnv) -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    made = browser.new_context()
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def alice(context: BrowserContext, ui: UiEnv) -> Page:
-    page = context.new_page()
-    sign_in(page, ui.url, ui.keys.alice)
-    return page
-
-
-def run(ui: UiEnv, coroutine: Any) -> Any:
-    return ui.live.call(coroutine)
 
 
 def _reply_after_reflections(ui: UiEnv) -> Message:

@@ -12,15 +12,15 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Page
 
 from starlette.requests import Request
 
 from obsmem.knowledge import Knowledge, Node, RecordView, TrustState
 from obsmem.server.ui.auth import csrf_token
 from obsmem.server.ui.html import when
-from tests.server.test_ui import _UNLABELLED, _focus
-from tests.server.ui_env import CHROMIUM, UiEnv, open_ui_env, sign_in
+from tests.server.ui.helpers import UNLABELLED, focus
+from tests.server.ui_env import UiEnv, open_ui_env
 
 SCOPE = "org:acme/resource:alice"
 CROWD = 40
@@ -55,28 +55,6 @@ def facts(ui: UiEnv) -> dict[str, Any]:
         return {"nadia": nadia, "hub": hub, "paris": paris.id, "lisbon": lisbon.id, "city": city}
 
     return dict(ui.live.call(make()))
-
-
-@pytest.fixture(scope="module")
-def browser(ui: UiEnv) -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    made = browser.new_context()
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def alice(context: BrowserContext, ui: UiEnv) -> Page:
-    page = context.new_page()
-    sign_in(page, ui.url, ui.keys.alice)
-    return page
 
 
 def _knowledge(ui: UiEnv) -> Knowledge:
@@ -159,8 +137,8 @@ def test_the_graph_draws_two_hops_and_follows_the_date_view(alice: Page, ui: UiE
     # the list stays, for screen readers: every drawn neighbour, with how it is linked
     listed = alice.get_by_role("list", name="Linked nodes").locator("li").all_inner_texts()
     assert "Lisbon (node, linked to this node)" in listed and "Portugal (node, two hops, via Lisbon)" in listed
-    assert alice.evaluate(_UNLABELLED) == []
-    _focus(alice, f'svg.graph a.node[data-node="{portugal.id}"]')  # every node is reachable with Tab
+    assert alice.evaluate(UNLABELLED) == []
+    focus(alice, f'svg.graph a.node[data-node="{portugal.id}"]')  # every node is reachable with Tab
     with alice.expect_navigation():
         alice.keyboard.press("Enter")
     assert alice.locator("h1").inner_text() == "Node Portugal"

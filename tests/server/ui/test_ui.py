@@ -6,16 +6,15 @@ knowledge and the review queue (by keyboard), labels, and tenancy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import BrowserContext, Page
 
 from obsmem import parse_groups
 from obsmem.knowledge import RecordView, TrustState
-from obsmem.server.keys import parse_secret
-from tests.server.ui_env import CHROMIUM, DEMO_THREAD, UiEnv, open_ui_env, sign_in
+from tests.server.ui.helpers import UNLABELLED, focus, key_id, run
+from tests.server.ui_env import DEMO_THREAD, UiEnv, open_ui_env, sign_in
 
 PAGES = [
     "/ui/threads", f"/ui/threads/{DEMO_THREAD}", f"/ui/threads/{DEMO_THREAD}/context",
@@ -28,39 +27,6 @@ PAGES = [
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
     with open_ui_env(tmp_path_factory.mktemp("ui"), turns=60) as env:
         yield env
-
-
-@pytest.fixture(scope="module")
-def browser(ui: UiEnv) -> Iterator[Browser]:
-    # after ``ui``: the server is set up with asyncio.run, which Playwright's loop would block
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    made = browser.new_context()
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def alice(context: BrowserContext, ui: UiEnv) -> Page:
-    page = context.new_page()
-    sign_in(page, ui.url, ui.keys.alice)
-    return page
-
-
-def key_id(secret: str) -> str:
-    parsed = parse_secret(secret)
-    assert parsed is not None
-    return parsed[0]
-
-
-def run(ui: UiEnv, coroutine: Any) -> Any:
-    return ui.live.call(coroutine)
 
 
 # -- sign-in and threads ----------------------------------------------------------------------
@@ -184,15 +150,6 @@ def test_generations_list_and_diff(alice: Page, ui: UiEnv) -> None:
 
 
 # -- knowledge and the review queue ------------------------------------------------------------
-def _focus(page: Page, selector: str) -> None:
-    """Tab through the page until ``selector`` has the focus (the keyboard path a user takes)."""
-    for _ in range(300):
-        page.keyboard.press("Tab")
-        if page.evaluate(f"document.activeElement === document.querySelector({selector!r})"):
-            return
-    raise AssertionError(f"{selector} is not reachable with Tab")
-
-
 def test_review_queue_by_keyboard_changes_the_store_and_audits_the_key(alice: Page, ui: UiEnv) -> None:
     knowledge = ui.live.service.knowledge
     assert knowledge is not None
@@ -201,14 +158,14 @@ def test_review_queue_by_keyboard_changes_the_store_and_audits_the_key(alice: Pa
     approve_id, reject_id = ui.candidates[0], ui.candidates[1]
     alice.goto(ui.url + "/ui/knowledge/review")
     assert alice.locator(f'li[data-record="{approve_id}"]').count() == 1
-    _focus(alice, f'li[data-record="{approve_id}"] button[value="approve"]')
+    focus(alice, f'li[data-record="{approve_id}"] button[value="approve"]')
     with alice.expect_navigation():
         alice.keyboard.press("Enter")
     assert "Approved" in alice.get_by_role("status").inner_text()
     assert run(ui, knowledge.store.get_record(approve_id, scope, view)).trust == TrustState.VERIFIED
     assert alice.locator(f'li[data-record="{approve_id}"]').count() == 0
 
-    _focus(alice, f'li[data-record="{reject_id}"] input[name="reason"]')
+    focus(alice, f'li[data-record="{reject_id}"] input[name="reason"]')
     alice.keyboard.press("Control+A")
     alice.keyboard.type("she never said that")
     with alice.expect_navigation():
@@ -253,19 +210,13 @@ def test_knowledge_nodes_and_records(alice: Page, ui: UiEnv) -> None:
 
 
 # -- accessibility and tenancy ---------------------------------------------------------------------
-_UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
-  .filter(e => e.type !== 'hidden')
-  .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
-  .map(e => e.outerHTML)"""
-
-
 def test_every_form_control_is_labelled(alice: Page, ui: UiEnv) -> None:
     record = run(ui, ui.memory.get_record(DEMO_THREAD))
     group = parse_groups(record.active_observations)[0]
     for path in [*PAGES, f"/ui/threads/{DEMO_THREAD}/groups/{group.id}", "/ui/login"]:
         response = alice.goto(ui.url + path)
         assert response is not None and response.status == 200, path
-        assert alice.evaluate(_UNLABELLED) == [], path
+        assert alice.evaluate(UNLABELLED) == [], path
         assert alice.locator("h1").count() == 1 and alice.locator("html[lang]").count() == 1
     # in the review queue, every control also names the candidate it acts on
     alice.goto(ui.url + "/ui/knowledge/review")
