@@ -778,9 +778,7 @@ class Memory:
                 f"Invalid thread: expected a Thread (from memory.get_thread), got {describe_value(thread)}",
                 argument="thread",
             )
-        record = await self.store.get_head(self.engine.lineage(thread))
-        after = record.cursor(thread.id) if record else 0
-        unobserved = await self.store.list_messages(thread.id, after_seq=after)
+        record, unobserved = await self.engine.core.stored_window(thread)
         return await self.context_from(thread, record, unobserved)
 
     async def context_from(

@@ -52,7 +52,7 @@ from obsmem.om.context import (
 )
 from obsmem.om.engine import CycleOutcome, Engine, Prepared
 from obsmem.om.receipts import RECEIPT_KEY
-from obsmem.om.selection import observable_messages, pending_tool_call_ids
+from obsmem.om.selection import is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -139,9 +139,12 @@ class Turn:
             max_wait=max_wait,
         )
         async with turn._traced("begin_turn") as span, turn._boundary("begin_turn"):
-            saved = await turn._save(parse_messages(messages, "messages"))
+            # The window as it stood before the input: it checks the input's tool sequence, and
+            # with the input added it is the boundary's first read (one store call for both).
+            before = await engine.core.stored_window(thread)
+            saved = await turn._save(parse_messages(messages, "messages"), before=before[1])
             span.set("obsmem.messages", len(saved))
-            turn.context = await turn._advance(saved, turn_start=True)
+            turn.context = await turn._advance(saved, turn_start=True, stored=_extended(before, saved))
         return turn
 
     @classmethod
@@ -260,13 +263,16 @@ class Turn:
             error = StorageError(f"{call} failed: {type(exc).__name__}: {exc}")
             raise _annotated(error, call, saved=self._input_saved) from exc
 
-    async def _save(self, messages: list[Message], argument: str = "messages") -> list[Message]:
+    async def _save(
+        self, messages: list[Message], argument: str = "messages", *, before: Sequence[Message] | None = None
+    ) -> list[Message]:
         """Save a boundary's input; return it as stored (with seqs), the messages the actor has
         not seen yet. Copies of stored messages are not saved again: sending the context back
         must neither re-order the input nor strip stored markers. Copies a failed boundary of
         this turn saved (newer than anything the last completed boundary knew of) are input all
         the same, and so is a batch of nothing but copies (a retried ``begin_turn``) for the
-        instructions it carries."""
+        instructions it carries. ``before``: the thread's unobserved messages as stored just now,
+        a tail for the input check when they hold a boundary message (else the store is read)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
         copies: list[Message] = []
         # "Save what I sent": copies of stored messages are not new input (one message alone is
@@ -279,7 +285,7 @@ class Turn:
             # one (what the actor saw; a waiting call is never observed away), else the store's
             # (also after a boundary failed past its save: the store holds more than the context).
             current = self.context.messages and not self.context.trimmed and self._context_current
-            tail = self.context.raw_messages if current else None
+            tail = self.context.raw_messages if current else _tail_of(before)
             await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
             saved = await self._store.save_messages(self.thread.id, self._with_receipt(messages))
         self._input_saved = True
@@ -323,13 +329,14 @@ class Turn:
         copies = {m.id: stored[m.id] for m in messages if same(m)}
         return [m for m in messages if m.id not in copies], sorted(copies.values(), key=lambda m: m.seq or 0)
 
-    async def _advance(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
+    async def _advance(self, saved: list[Message], *, turn_start: bool = False, stored: Window | None = None) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left; the
-        turn's input stays in view (see :meth:`_with_input`)."""
+        turn's input stays in view (see :meth:`_with_input`). ``stored``: the record and the
+        unobserved messages as stored, with ``saved`` (read by the caller), else read here."""
         if turn_start:
             users = [m for m in saved if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)]
             self._input_user = users[-1] if users else None
-        return self._with_input(await self._advance_inner(saved, turn_start=turn_start))
+        return self._with_input(await self._advance_inner(saved, turn_start=turn_start, stored=stored))
 
     def _with_input(self, context: ContextWindow) -> ContextWindow:
         """``context`` with the turn's newest user message in front of the raw tail when a later
@@ -351,14 +358,19 @@ class Turn:
         receipt = context.receipt.revised(messages, raw, counter=core.counter) if context.receipt else None
         return dataclasses.replace(context, messages=messages, raw_messages=raw, receipt=receipt)
 
-    async def _advance_inner(self, saved: list[Message], *, turn_start: bool = False) -> ContextWindow:
+    async def _advance_inner(
+        self, saved: list[Message], *, turn_start: bool = False, stored: Window | None = None
+    ) -> ContextWindow:
         engine = self._engine
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
             # prefix before the call may start.
             if engine.buffered is not None:
                 await engine.buffered.maybe_start_buffer(self.thread, idle=False)
-            context = await self._contexts.context_for(self.thread)
+            if stored is not None and engine.buffered is None:
+                context = await self._contexts.context_from(self.thread, *stored)
+            else:  # a buffer may have started: read what it left
+                context = await self._contexts.context_for(self.thread)
             self._saw(saved, context.raw_messages)
             return context
         thread = self.thread
@@ -383,7 +395,7 @@ class Turn:
                 # inline, with no bound to keep and no task hand-off; the others go on from
                 # that read.
                 quiet = await engine.advance_if_quiet(
-                    thread, turn_start=turn_start, actor_model=self.model, fresh=saved
+                    thread, turn_start=turn_start, actor_model=self.model, fresh=saved, stored=stored
                 )
                 result, prepared = (quiet, None) if isinstance(quiet, StepResult) else (None, quiet)
             if result is None:
@@ -455,3 +467,28 @@ def input_not_saved(error: ObsmemError, call: str) -> ObsmemError:
 def _visible(message: Message) -> list[object]:
     """What a provider sees of a message: its parts without obsmem's data parts (markers)."""
     return [p for p in message.parts if not isinstance(p, DataPart)]
+
+
+Window = tuple[ObservationRecord | None, list[Message]]
+
+
+def _extended(before: Window, saved: Sequence[Message]) -> Window:
+    """``before`` (a record and its thread's messages after the cursor, as stored) with the
+    messages ``saved`` since, by seq; a message already in it (saved by a failed boundary and
+    saved again) is not repeated."""
+    record, messages = before
+    known = {m.id for m in messages}
+    added = [m for m in saved if m.id not in known]
+    if not added:
+        return before
+    return record, sorted([*messages, *added], key=lambda m: m.seq or 0)
+
+
+def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
+    """``messages`` (the stored messages after the cursor) as the tail for the input check
+    (:meth:`~obsmem.om.engine.Engine.check_input`) when they hold a boundary message; None
+    (read the store) otherwise."""
+    if not messages:
+        return None
+    observable = observable_messages(messages)
+    return observable if any(is_boundary(m) for m in observable) else None

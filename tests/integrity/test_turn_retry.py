@@ -80,9 +80,11 @@ def several() -> list[Message]:
     ]
 
 
-# The calls a begin_turn makes after saving its input (the instructions' compare-and-set only
-# when the input holds a system message).
-AFTER_SAVE = ["save_messages", "get_head", "list_messages", "get_messages", "update_thread"]
+# The calls a quiet begin_turn makes after saving its input (the instructions' compare-and-set
+# only when the input holds a system message). The window is read before the save (it checks
+# the input), so a quiet boundary reads nothing after it; memory work does (see
+# test_begin_turn_retried_after_its_memory_work_failed).
+AFTER_SAVE = ["save_messages", "get_messages", "update_thread"]
 BEGIN_CASES = [
     pytest.param(method, inputs, id=f"{method}-{inputs.__name__}")
     for method in AFTER_SAVE
@@ -171,12 +173,12 @@ async def test_begin_turn_failing_before_the_save_says_nothing_was_saved(tmp_pat
 async def test_an_untyped_failure_after_the_save_comes_out_typed(tmp_path: Path) -> None:
     memory, store = await open_memory(tmp_path)
     before = await history(memory)
-    store.fail("get_head", error=RuntimeError)
-    error = await fail_once(lambda: memory.begin_turn(thread_id="t1", messages=one()))
+    store.fail("get_messages", error=RuntimeError)
+    error = await fail_once(lambda: memory.begin_turn(thread_id="t1", messages=several()))
     assert isinstance(error, StorageError)
     assert getattr(error, "input_saved", None) is True
-    turn = await memory.begin_turn(thread_id="t1", messages=one())
-    assert await history(memory) == before + ["in-user"]
+    turn = await memory.begin_turn(thread_id="t1", messages=several())
+    assert await history(memory) == before + [m.id for m in several()]
     await turn.end()
     await memory.aclose()
     await store.close()
@@ -187,7 +189,7 @@ async def test_messages_built_again_are_new_messages(tmp_path: Path) -> None:
     built separately with the same text are two messages; nothing is de-duplicated by content."""
     memory, store = await open_memory(tmp_path)
     before = await history(memory)
-    store.fail("get_head")
+    store.fail("save_messages")
     first = Message.user("hi")
     await fail_once(lambda: memory.begin_turn(thread_id="t1", messages=[first]))
     again = Message.user("hi")
@@ -211,7 +213,7 @@ def call_and_result() -> list[Message]:
 
 STEP_CASES = [
     pytest.param(method, responses, id=f"{method}-{responses.__name__}")
-    for method in ("save_messages", "get_head", "list_messages")
+    for method in ("save_messages", "read_window")
     for responses in (one_response, call_and_result)
 ]
 
@@ -250,14 +252,14 @@ async def test_a_tool_result_retried_alone_is_accepted(tmp_path: Path) -> None:
     call, result = call_and_result()
     await turn.step([call])
     before = await history(memory)
-    store.fail("get_head")
+    store.fail("read_window")
     error = await fail_once(lambda: turn.step([result]))
     assert getattr(error, "input_saved", None) is True
     context = await turn.step([result])
     assert await history(memory) == before + [result.id]
     assert context_ids(context.messages).count(result.id) == 1
     # A new turn retried with the same result (say, after the process restarted) is accepted too.
-    store.fail("get_head")
+    store.fail("read_window")
     await fail_once(lambda: turn.step([Message.user("ok", id="later")]))
     again = await memory.begin_turn(thread_id="t1", messages=[Message.user("ok", id="later")])
     assert await history(memory) == [*before, result.id, "later"]
@@ -277,7 +279,7 @@ async def test_a_retried_step_keeps_its_input_raw_when_observation_runs(tmp_path
     turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[asked])
     call = conv.call("c1", city="Munich")
     result = conv.result("c1", {"forecast": [f"day {n}: sunny, 21 degrees, light wind" for n in range(30)]})
-    store.fail("get_head")
+    store.fail("read_window")
     await fail_once(lambda: turn.step([call, result]))
 
     context = await turn.step([call, result])
@@ -298,6 +300,32 @@ async def test_begin_turn_failing_to_create_its_thread_says_nothing_was_saved(tm
     assert getattr(error, "input_saved", None) is False
     turn = await memory.begin_turn(thread_id="t2", resource_id="u1", messages=one())
     assert [m.id for m in await memory.list_messages("t2")] == ["in-user"]
+    await turn.end()
+    await memory.aclose()
+    await store.close()
+
+
+@pytest.mark.parametrize("method", ["get_head", "update_record", "list_messages"])
+async def test_begin_turn_retried_after_its_memory_work_failed(tmp_path: Path, method: str) -> None:
+    """A begin_turn whose window is over the threshold observes after saving its input; a
+    failure of that work leaves the input saved, and the retry stores it once, in its place."""
+    store = FailingStore(tmp_path / "retry.db")
+    memory = Memory(store, config=small_config(message_tokens=400), clock=fake_clock())
+    conv = Conversation()
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("Plan my week in Munich.")])
+    # end() saves without memory work: the next boundary finds the window over the threshold.
+    await turn.end([conv.assistant("Here is the plan: " + " ".join(FACTS * 8))])
+    before = await history(memory)
+    store.fail(method)
+    asked = Message.user("And the weekend?", id="in-weekend")
+    error = await fail_once(lambda: memory.begin_turn(thread_id="t1", messages=[asked]))
+    assert store.failed, f"{method} was never called after the save"
+    assert_says_saved(error, method)
+
+    turn = await memory.begin_turn(thread_id="t1", messages=[asked])
+    assert any(o.applied for o in turn.outcomes), "the retry was meant to observe"
+    assert await history(memory) == [*before, asked.id]
+    assert context_ids(turn.context.messages).count(asked.id) == 1
     await turn.end()
     await memory.aclose()
     await store.close()

@@ -179,16 +179,19 @@ class BufferedLifecycle:
             await core.store.release_lease(key, self.owner)
 
     # -- the step ---------------------------------------------------------------------------
-    async def read(self, thread: Thread) -> Snapshot:
-        """The head and the thread's unobserved messages, read together (two store calls)."""
+    async def read(
+        self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None
+    ) -> Snapshot:
+        """The head and the thread's unobserved messages, read together (one store call; see
+        :meth:`~obsmem.om.cycle.Core.window` for ``stored``)."""
         core = self.core
-        record = await core.head(thread)
-        messages = await core.unobserved(record, thread.id)
+        record, messages = await core.window(thread, stored)
         return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
 
     async def step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,
         inline: bool = False, resume: Paused | None = None,
+        stored: tuple[ObservationRecord | None, list[Message]] | None = None,
     ) -> StepResult | Paused:
         """One step boundary. Reads once, and re-reads only after this step wrote something, so
         an ordinary turn costs a couple of store calls (the snapshot also builds the context).
@@ -200,11 +203,14 @@ class BufferedLifecycle:
         model (a synchronous observation or reflection): then return :class:`Paused`, for a
         later call with ``resume=`` to go on from. A turn runs its boundaries inline and only
         the rest under its wait bound: most boundaries never reach a model, and cost no task
-        hand-off. Without ``inline`` the result is always a :class:`StepResult`."""
+        hand-off. Without ``inline`` the result is always a :class:`StepResult`.
+
+        ``stored``: the step's first read, done by the caller (a turn reads the window before
+        saving its input, and adds what it saved: see :meth:`~obsmem.om.cycle.Core.window`)."""
         if resume is not None:
             outcomes, snapshot = list(resume.outcomes), resume.snapshot
         else:
-            outcomes, snapshot = [], await self.read(thread)
+            outcomes, snapshot = [], await self.read(thread, stored)
             self._note_growth(thread, snapshot)
             if turn_start:
                 early, wrote = await self.early_activation(thread, actor_model, snapshot, unseen)

@@ -50,7 +50,7 @@ from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
-from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key, read_window
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
 
@@ -380,6 +380,25 @@ class Core:
     async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
         stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))
         return observable_messages(stored)
+
+    async def stored_window(self, thread: Thread) -> tuple[ObservationRecord | None, list[Message]]:
+        """The live record as stored (None: none yet; never creates one) and the thread's
+        messages after its cursor as stored (every message without a record), read together:
+        one store call, one snapshot where the store can (:func:`~obsmem.storage.contract.read_window`)."""
+        return await read_window(self.store, self.lineage(thread), thread.id)
+
+    async def window(
+        self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None
+    ) -> tuple[ObservationRecord, list[Message]]:
+        """The live record (created on first use) and the thread's unobserved messages: from
+        ``stored`` (a :meth:`stored_window`, perhaps extended by messages saved since) when given,
+        else read now."""
+        record, messages = stored if stored is not None else await self.stored_window(thread)
+        if record is None:
+            record = await self.head(thread)
+            cursor = record.cursor(thread.id)
+            messages = [m for m in messages if (m.seq or 0) > cursor]
+        return record, observable_messages(messages)
 
     async def last_activity(self, thread: Thread) -> datetime | None:
         """When the thread's newest assistant message was written (what idleness counts from)."""

@@ -117,21 +117,24 @@ class Engine:
         turn_start: bool = False,
         actor_model: str | None = None,
         fresh: Sequence[Message] = (),
+        stored: tuple[ObservationRecord | None, list[Message]] | None = None,
     ) -> StepResult | Prepared:
         """:meth:`advance` up to its first memory model call: a boundary that needs none
         (activation and starting buffers only touch the store) is done and returned; otherwise
         where it stopped, for :meth:`advance` (``prepared=``) to go on from. A turn runs this
-        inline and only the rest under its wait bound, so most boundaries cost no task hand-off."""
+        inline and only the rest under its wait bound, so most boundaries cost no task hand-off.
+
+        ``stored``: the boundary's first read, done by the caller (see
+        :meth:`~obsmem.om.cycle.Core.window`); read here when None."""
         await self.core.counter.warm(fresh)
         unseen = Unseen.of(fresh, turn_start=turn_start)
         if self.buffered is not None:
             step = await self.buffered.step(
-                thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen, inline=True
+                thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen, inline=True, stored=stored
             )
             return step if isinstance(step, StepResult) else Prepared(step)
         core = self.core
-        record = await core.head(thread)
-        messages = await core.unobserved(record, thread.id)
+        record, messages = await core.window(thread, stored)
         pending = core.counter.count_messages(messages) if messages else 0
         if (
             pending < core.message_threshold(record)
@@ -171,8 +174,8 @@ class Engine:
         reflected = await self.reflection.maybe_reflect(thread)
         if reflected.applied or reflected.error is not None:
             outcomes.append(reflected)
-        record = await self.core.head(thread)
-        return StepResult(outcomes, record, await self.core.unobserved(record, thread.id))
+        record, messages = await self.core.window(thread)
+        return StepResult(outcomes, record, messages)
 
     # -- the transitions ----------------------------------------------------------------------
     async def maybe_observe(self, thread: Thread) -> CycleOutcome:
