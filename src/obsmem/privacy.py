@@ -14,7 +14,9 @@ cannot be brute-forced back to a low-entropy value such as a phone number.
 Every detector is a regex that starts at a boundary of its own character class (so a long run
 of token characters offers one start, not one per character) and uses bounded repetition, or a
 plain scan (private keys); redaction is linear in the text. Placeholders already in the text
-are left alone, and the text between them is scanned again until nothing new is found, so
+are left alone. A value glued to the one before it is found where the scan restarts right after
+its neighbour's placeholder, and the text around a replaced value is swept again until nothing
+new is found (only that text: a chain of glued values of any length costs linear work), so
 redaction is idempotent: ``redact(redact(t).text).text == redact(t).text``.
 
 **Provider allow-list.** :class:`ProviderRules` maps scope patterns to the providers allowed to
@@ -78,16 +80,21 @@ class Detector:
             return
         assert self.pattern is not None
         for match in self.pattern.finditer(text):
-            start, end = match.span()
-            groups = match.re.groupindex
-            for name in ("value", "value2", "value3"):
-                if name in groups and match.group(name) is not None:
-                    start, end = match.span(name)
-                    break
+            start, end = _value_span(match)
             if end <= start:
                 continue
             if self.check is None or self.check(text[start:end]):
                 yield start, end
+
+
+def _value_span(match: re.Match[str]) -> tuple[int, int]:
+    """The span of the group named ``value`` (else ``value2``/``value3``) when it matched, else
+    of the whole match."""
+    groups = match.re.groupindex
+    for name in ("value", "value2", "value3"):
+        if name in groups and match.group(name) is not None:
+            return match.span(name)
+    return match.span()
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,6 +364,23 @@ _PII_DETECTORS: dict[str, tuple[Detector, ...]] = {
 #: The PII categories a :class:`Redactor` can be asked for, in the order they are applied.
 PII_CATEGORIES: tuple[str, ...] = tuple(_PII_DETECTORS)
 
+#: A built-in pattern's opening ``(?<![...])``: "no token character just before". Right after a
+#: placeholder that always holds (a placeholder ends with ``]``, in none of those classes), so
+#: there the pattern is tried without it; see :meth:`Redactor._restart`.
+_LEFT_BOUNDARY = re.compile(r"\(\?<!\[(?:\\.|[^\]\\])+\]\)")
+
+
+def _fresh(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
+    return None if pattern is None else re.compile(_LEFT_BOUNDARY.sub("", pattern.pattern), pattern.flags)
+
+
+#: Each built-in detector's pattern as it applies right after a placeholder (custom patterns are
+#: tried there as written; scans, which need no left boundary, are not tried there at all).
+_FRESH: dict[int, re.Pattern[str] | None] = {
+    id(detector): _fresh(detector.pattern)
+    for detector in (*SECRET_DETECTORS, *(d for group in _PII_DETECTORS.values() for d in group))
+}
+
 
 # --------------------------------------------------------------------------------------------
 # Custom patterns
@@ -407,12 +431,6 @@ class Redactor:
     ``(name, regex)`` pairs, applied first.
     """
 
-    #: Passes over the text until nothing more is found. A value glued to the one before it
-    #: (``npm_…npm_…sk-…``) is found only once its neighbour became a placeholder, one per pass;
-    #: redacting stops at this many (a chain longer than that keeps its tail: one more redaction
-    #: finds it). Ordinary text takes one pass, or two.
-    MAX_PASSES = 64
-
     def __init__(
         self,
         key: bytes,
@@ -437,6 +455,11 @@ class Redactor:
                 detectors.extend(_PII_DETECTORS[category])
         self._key = key
         self.detectors: tuple[Detector, ...] = tuple(detectors)
+        self._anchored: tuple[tuple[Detector, re.Pattern[str]], ...] = tuple(
+            (detector, pattern)
+            for detector in detectors
+            if (pattern := _FRESH.get(id(detector), detector.pattern)) is not None
+        )
         self.categories: tuple[str, ...] = tuple(dict.fromkeys(d.category for d in detectors))
         names = "|".join(re.escape(category) for category in self.categories) or "(?!)"
         self._placeholder = re.compile(rf"\[REDACTED:(?:{names}):[0-9a-f]{{{PLACEHOLDER_HEX}}}\]")
@@ -447,44 +470,97 @@ class Redactor:
         return f"[REDACTED:{category}:{digest.hexdigest()[:PLACEHOLDER_HEX]}]"
 
     def redact(self, text: str) -> Redacted:
-        """``text`` with every detected value replaced, and the counts per category."""
+        """``text`` with every detected value replaced, and the counts per category.
+
+        One sweep runs every detector over the text outside placeholders. A value glued to the
+        one before it (``npm_…npm_…sk-…``: no token starts inside a run of token characters) can
+        be found only once its neighbour is a placeholder, so the sweep restarts right after
+        each value it replaces (:meth:`_restart`) and takes a chain of any length as it goes.
+        The text around a replaced value now stands alone and is swept once more, and only that
+        text, until a sweep changes nothing: the result is a fixed point (idempotent), and each
+        character is scanned a bounded number of times (linear work, for any input).
+        """
         if not self.detectors or not text:
             return Redacted(text)
         counts: Counter[str] = Counter()
-        for _ in range(self.MAX_PASSES):
-            text, found = self._pass(text)
-            if not found:
-                break
-            counts.update(found)
-        return Redacted(text, dict(counts))
-
-    def _pass(self, text: str) -> tuple[str, Counter[str]]:
-        """One pass of every detector over the text outside placeholders."""
-        found: Counter[str] = Counter()
-        segments: list[tuple[str, bool]] = []  # (text, is a placeholder)
+        segments: list[tuple[str, int]] = []
         last = 0
         for match in self._placeholder.finditer(text):
-            segments.append((text[last:match.start()], False))
-            segments.append((match.group(), True))
+            segments += [(text[last:match.start()], _DIRTY), (match.group(), _PLACEHOLDER)]
             last = match.end()
-        segments.append((text[last:], False))
+        segments.append((text[last:], _DIRTY))
+        while any(kind == _DIRTY for _, kind in segments):
+            segments = self._sweep(segments, counts)
+        return Redacted("".join(segment for segment, _ in segments), dict(counts))
+
+    def _sweep(self, segments: list[tuple[str, int]], counts: Counter[str]) -> list[tuple[str, int]]:
+        """Every detector, in order, over the dirty segments and the pieces they split into;
+        then a restart right after each new placeholder. Unsplit dirty segments come back clean,
+        new pieces dirty."""
         for detector in self.detectors:
-            updated: list[tuple[str, bool]] = []
-            for segment, protected in segments:
-                if protected or not segment:
-                    updated.append((segment, protected))
+            updated: list[tuple[str, int]] = []
+            for segment, kind in segments:
+                if kind not in (_DIRTY, _PIECE) or not segment:
+                    updated.append((segment, kind))
                     continue
                 cursor = 0
                 for start, end in detector.spans(segment):
                     if start < cursor:
                         continue
-                    updated.append((segment[cursor:start], False))
-                    updated.append((self.placeholder(detector.category, segment[start:end]), True))
-                    found[detector.category] += 1
+                    placeholder = self._replace(detector, segment[start:end], counts)
+                    updated += [(segment[cursor:start], _PIECE), (placeholder, _NEW)]
                     cursor = end
-                updated.append((segment[cursor:], False))
+                updated.append((segment[cursor:], _PIECE) if cursor else (segment, kind))
             segments = updated
-        return "".join(segment for segment, _ in segments), found
+        swept: list[tuple[str, int]] = []
+        after_new = False
+        for segment, kind in segments:
+            if kind == _PIECE and after_new:
+                swept += self._restart(segment, counts)
+            else:
+                swept.append((segment, _SETTLED[kind] if segment or kind == _NEW else _CLEAN))
+            after_new = kind == _NEW
+        return swept
+
+    def _restart(self, segment: str, counts: Counter[str]) -> list[tuple[str, int]]:
+        """``segment`` (text right after a new placeholder), its leading chain of glued values
+        replaced: at each start, the first detector (in order) that matches there, until none
+        does. What is left is dirty (the next sweep scans it whole)."""
+        pieces: list[tuple[str, int]] = []
+        clear = position = 0
+        while position < len(segment):
+            found = self._anchored_at(segment, position)
+            if found is None:
+                break
+            detector, start, end = found
+            placeholder = self._replace(detector, segment[start:end], counts)
+            pieces += [(segment[clear:start], _DIRTY), (placeholder, _PLACEHOLDER)]
+            clear = position = end
+        pieces.append((segment[clear:], _DIRTY))
+        return [(piece, _CLEAN if kind == _DIRTY and not piece else kind) for piece, kind in pieces]
+
+    def _anchored_at(self, segment: str, position: int) -> tuple[Detector, int, int] | None:
+        """The first detector with a value in a match starting at ``position``, and its span."""
+        for detector, pattern in self._anchored:
+            match = pattern.match(segment, position)
+            if match is None:
+                continue
+            start, end = _value_span(match)
+            if end > start and (detector.check is None or detector.check(segment[start:end])):
+                return detector, start, end
+        return None
+
+    def _replace(self, detector: Detector, value: str, counts: Counter[str]) -> str:
+        counts[detector.category] += 1
+        return self.placeholder(detector.category, value)
+
+
+#: Segment kinds while redacting: text still to sweep (``_DIRTY``), a piece split off in this
+#: sweep (swept by the detectors after the one that split it, dirty for the next sweep), text no
+#: detector finds anything in (``_CLEAN``), a placeholder made in this sweep (``_NEW``) or before.
+_DIRTY, _PIECE, _CLEAN, _NEW, _PLACEHOLDER = range(5)
+#: What each kind is once a sweep is over.
+_SETTLED = {_DIRTY: _CLEAN, _PIECE: _DIRTY, _CLEAN: _CLEAN, _NEW: _PLACEHOLDER, _PLACEHOLDER: _PLACEHOLDER}
 
 
 # --------------------------------------------------------------------------------------------

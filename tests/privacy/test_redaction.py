@@ -8,7 +8,7 @@ touch: numbers, dates, prices, invoice ids, UUIDs, versions, times, code.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from obsmem.config import MemoryConfig, PrivacyConfig
 from obsmem.errors import ConfigError
-from obsmem.privacy import PII_CATEGORIES, SECRET_CATEGORIES, ProviderRules, Redactor, compile_pattern, provider_of
+from obsmem.privacy import (
+    PII_CATEGORIES,
+    SECRET_CATEGORIES,
+    Detector,
+    ProviderRules,
+    Redactor,
+    compile_pattern,
+    provider_of,
+)
 
 from tests.integrity.work_count import GROWTH_BOUND
 from tests.integrity.work_count import growth as work_growth
@@ -323,3 +331,73 @@ def test_secrets_glued_to_each_other_are_all_redacted_in_one_call() -> None:
     once = REDACTOR.redact(chain)
     assert "npm_0" not in once.text and "sk-0000" not in once.text
     assert REDACTOR.redact(once.text).text == once.text
+
+
+# -- glued chains: one sweep, whatever their length ------------------------------------------------
+#: Values that end where their pattern ends (a fixed length, no look-ahead): glued one after
+#: another, each starts right where the one before it ends, inside one run of token characters.
+#: In turn, each kind's detector runs before the one of the kind before it, so a pass over the
+#: text (every detector once) could take one value of the chain, no more.
+_GLUABLE: list[Callable[[int], str]] = [
+    lambda i: f"shpat_{i:032x}",
+    lambda i: f"dop_v1_{i:064x}",
+    lambda i: f"npm_{i:036d}",
+    lambda i: f"AIza{i:035d}",
+]
+
+
+def _glued_chain(length: int) -> tuple[str, list[str]]:
+    """``length`` distinct values glued together, the kinds in turn, and an OpenAI key at the end."""
+    values = [_GLUABLE[i % len(_GLUABLE)](i) for i in range(length)] + ["sk-00000000011223345678"]
+    return "".join(values), values
+
+
+def test_a_chain_of_a_hundred_glued_secrets_is_all_redacted() -> None:
+    """Each value of a glued chain starts a token only once its neighbour is a placeholder; the
+    sweep restarts there. Repeated passes (64 at most) left the tail of a chain of 100 in clear."""
+    chain, values = _glued_chain(100)
+    once = REDACTOR.redact(f"token list: {chain} (rotated)")
+    assert [value for value in values if value in once.text] == []
+    assert once.counts == {"npm_token": 25, "shopify_token": 25, "digitalocean_token": 25, "google_key": 25,
+                           "openai_key": 1}  # fmt: skip
+    assert once.text.startswith("token list: [REDACTED:") and once.text.endswith("] (rotated)")
+    assert REDACTOR.redact(once.text).text == once.text
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(_GLUABLE) - 1), st.integers(0, 10**30)), min_size=1, max_size=100),
+    st.sampled_from(["", " ", "id=", "x "]),
+)
+def test_any_glued_chain_is_all_redacted(kinds: list[tuple[int, int]], before: str) -> None:
+    values = [_GLUABLE[kind](number) for kind, number in kinds]
+    once = REDACTOR.redact(before + "".join(values))
+    assert [value for value in values if value in once.text] == []
+    assert sum(once.counts.values()) == len(values)
+    assert REDACTOR.redact(once.text).text == once.text
+
+
+def test_a_glued_chain_is_scanned_a_fixed_number_of_times_whatever_its_length(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted, not timed: each detector scans the text outside placeholders (``Detector.spans``)
+    as often for a chain of 400 as for a chain of 4 (a pass per glued value scanned it 100 times
+    more), and the work counted under ``sys.settrace`` grows linearly with the chain."""
+    scans = 0
+    spans = Detector.spans
+
+    def counted(self: Detector, text: str) -> Iterator[tuple[int, int]]:
+        nonlocal scans
+        scans += 1
+        return spans(self, text)
+
+    monkeypatch.setattr(Detector, "spans", counted)
+    per_length: dict[int, int] = {}
+    for length in (4, 40, 400):
+        scans = 0
+        REDACTOR.redact("keys: " + _glued_chain(length)[0])
+        per_length[length] = scans
+    assert per_length[4] == per_length[40] == per_length[400] <= 3 * len(REDACTOR.detectors), per_length
+    monkeypatch.undo()
+    growth = work_growth(REDACTOR.redact, lambda size: _glued_chain(size // 45)[0], 45 * 16)
+    assert growth < GROWTH_BOUND, f"{growth:.1f}x the work for a chain 4x as long"
