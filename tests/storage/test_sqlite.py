@@ -13,9 +13,10 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import platformdirs
 import pytest
@@ -30,6 +31,7 @@ from obsmem.storage import (
     open_store,
 )
 from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE, SQLITE_MIGRATIONS, MigrationSet
+from obsmem.storage.sqlite import store as sqlite_store
 from obsmem.types import Message, Thread
 
 LINEAGE = "thread:t1"
@@ -423,28 +425,55 @@ async def test_database_from_a_newer_obsmem_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_busy_database_is_retried_then_reported(tmp_path: Path) -> None:
+async def test_busy_database_is_retried_then_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A locked database is retried a fixed number of times with a doubling pause, then reported.
+
+    The store's pauses are recorded instead of slept (and the first one is held until the test
+    has released the lock), so nothing here depends on how fast the machine is: the bound is the
+    number of retries and the sum of their pauses, not a measured time."""
     path = tmp_path / "om.db"
     await seeded(path)
+    pauses: list[float] = []
+    backing_off, go_on = threading.Event(), threading.Event()
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) > 100:  # a retry loop without end
+            raise RuntimeError(f"the store retried a locked database {len(pauses)} times")
+        backing_off.set()
+        go_on.wait()
+
+    monkeypatch.setattr(sqlite_store, "time", SimpleNamespace(sleep=pause))
     blocker = blank_connection(path)
     try:
         async with SQLiteStore(path, busy_timeout=0.01) as store:
-            blocker.execute("BEGIN IMMEDIATE")  # hold the write lock for a moment
+            blocker.execute("BEGIN IMMEDIATE")  # hold the write lock until the store backs off
             pending = asyncio.ensure_future(store.set_working_memory("k", "waited"))
-            await asyncio.sleep(0.15)
-            assert not pending.done()
+            backed_off = asyncio.ensure_future(asyncio.to_thread(backing_off.wait))
+            try:
+                await asyncio.wait({pending, backed_off}, return_when=asyncio.FIRST_COMPLETED)
+                assert not pending.done(), f"the write gave up at once: {pending.exception()!r}"
+            finally:
+                backing_off.set()  # frees the waiting thread whatever happened
             blocker.execute("COMMIT")
+            go_on.set()
             await pending  # retried after the lock went away
             assert await store.get_working_memory("k") == "waited"
+            assert pauses == [0.05]
 
+            pauses.clear()
             blocker.execute("BEGIN IMMEDIATE")  # now hold it past every retry
-            started = time.monotonic()
             with pytest.raises(StorageError, match="locked"):
                 await store.set_working_memory("k", "never")
-            assert time.monotonic() - started < 5
+            assert pauses == [0.05 * 2**n for n in range(sqlite_store.BUSY_RETRIES - 1)]
+            # each try waits at most busy_timeout inside SQLite: the whole wait stays short
+            assert sum(pauses) + sqlite_store.BUSY_RETRIES * store.busy_timeout < 5
             blocker.execute("ROLLBACK")
             assert await store.get_working_memory("k") == "waited"
     finally:
+        go_on.set()
         blocker.close()
 
 
@@ -473,18 +502,14 @@ async def test_two_stores_on_one_file_share_compare_and_set(tmp_path: Path) -> N
 
 WORKER = textwrap.dedent(
     """
-    import asyncio, json, sys, time
-    from pathlib import Path
+    import asyncio, json, sys
     from obsmem.storage import SQLiteStore
 
-    async def main(db: str, me: str, sync_dir: str, mode: str, rounds: int) -> None:
-        sync = Path(sync_dir)
+    async def main(db: str, me: str, mode: str, rounds: int) -> None:
         async with SQLiteStore(db) as store:
             head = await store.get_head("thread:t1")  # every worker reads version 1 first
-            (sync / f"ready-{me}").touch()
-            deadline = time.monotonic() + 60
-            while not (sync / "go").exists() and time.monotonic() < deadline:
-                await asyncio.sleep(0.002)
+            print("ready", flush=True)
+            sys.stdin.readline()  # "go", once every worker has read
             if mode == "increment":
                 retries = 0
                 for _ in range(rounds):
@@ -507,20 +532,21 @@ WORKER = textwrap.dedent(
                 result = await store.create_generation(head, successor, expected_version=head.version)
             print(json.dumps({"status": result.status, "id": result.record.id if result.record else None}))
 
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
     """
 )
 
 
 def run_workers(tmp_path: Path, mode: str, count: int = 2, rounds: int = 0) -> list[dict[str, object]]:
+    """Start ``count`` workers, let them all read, then let them all write (a pipe handshake:
+    each says "ready" on stdout and waits for "go" on stdin, so no wait is timed)."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    sync = tmp_path / "sync"
-    sync.mkdir()
     db = tmp_path / "om.db"
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(db), str(i), str(sync), mode, str(rounds)],
+            [sys.executable, str(script), str(db), str(i), mode, str(rounds)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -528,12 +554,15 @@ def run_workers(tmp_path: Path, mode: str, count: int = 2, rounds: int = 0) -> l
         for i in range(count)
     ]
     try:
-        deadline = time.monotonic() + 60
-        while not all((sync / f"ready-{i}").exists() for i in range(count)):
-            assert time.monotonic() < deadline, "workers did not start"
-            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-            time.sleep(0.01)
-        (sync / "go").touch()
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":  # an empty line: it exited before reading
+                p.kill()
+                raise AssertionError(f"a worker did not start: {p.communicate()[1][-3000:]}")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
         outputs = [p.communicate(timeout=120) for p in procs]
     finally:
         for p in procs:
