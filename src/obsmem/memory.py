@@ -47,6 +47,7 @@ from obsmem.om.context import (
     ContextWindow,
     build_context,
     drop_obsmem_messages,
+    forget_rendered,
     load_instructions,
     obsmem_message_id,
     remember_instructions,
@@ -450,6 +451,7 @@ class Memory:
         if thread is None:
             return False
         deleted = await self.store.delete_thread(thread_id)
+        forget_rendered()  # no rendering of its observations stays in this process
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id)
@@ -516,6 +518,7 @@ class Memory:
         counts["leases"] += await self._release_leases(f"resource:{resource_id}")
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
+        forget_rendered()
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -630,6 +633,7 @@ class Memory:
             counts.update(
                 await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id)
             )
+        forget_rendered()
         return counts
 
     async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:

@@ -514,6 +514,18 @@ class _PartCache:
         self.misses = 0
         self._entries: OrderedDict[tuple[str, str, bytes], float] = OrderedDict()
         self._lock = threading.Lock()
+        # Parts tuples whose cost is known, by identity (see ``TokenCounter._parts_cost``): the
+        # entry holds the tuple itself, so its id is not reused while the entry lives.
+        self.by_parts: dict[int, tuple[tuple[Any, ...], str, float, int]] = {}
+
+    def remember_parts(self, parts: tuple[Any, ...], estimator_id: str, cost: float, texts: int) -> None:
+        """Note the cost of an immutable ``parts`` tuple (bounded: the oldest half goes when full)."""
+        table = self.by_parts
+        with self._lock:
+            if len(table) >= max(self.max_size // 4, 1):
+                for key in list(table)[: len(table) // 2]:
+                    del table[key]
+            table[id(parts)] = (parts, estimator_id, cost, texts)
 
     def get(self, key: tuple[str, str, bytes]) -> float | None:
         with self._lock:
@@ -674,6 +686,12 @@ class TokenCounter:
         if self._cache.max_size == 0:
             return sum(self._part_cost(part) for part in parts)
         memo = message.__dict__.get(_MEMO_KEY)
+        if memo is None or memo[0] is not parts:
+            # A copy of a message already counted (a store hands out copies that share the
+            # parts tuple of the message it decoded once) finds it by the tuple's identity.
+            memo = self._cache.by_parts.get(id(parts))
+            if memo is not None and memo[0] is parts:
+                message.__dict__[_MEMO_KEY] = memo
         if memo is not None and memo[0] is parts and memo[1] == self.estimator_id:
             self._cache.hit(memo[3])  # the text parts' counts were found, as the part cache finds them
             return float(memo[2])
@@ -690,6 +708,7 @@ class TokenCounter:
             # Not a field: pydantic leaves it out of dumps, equality and repr; a copy with other
             # parts (model_copy) carries it, but with another parts tuple it is never read.
             message.__dict__[_MEMO_KEY] = (parts, self.estimator_id, cost, texts)
+            self._cache.remember_parts(parts, self.estimator_id, cost, texts)
         return cost
 
     def count_messages(self, messages: Iterable[Message]) -> int:

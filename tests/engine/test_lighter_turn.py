@@ -136,3 +136,45 @@ def test_tool_parts_are_counted_from_their_content_every_time() -> None:
     assert isinstance(call, ToolCallPart) and isinstance(call.args, dict)
     call.args["q"] = "a much longer query with many more words in it than before"
     assert counter.count_message(message) > before
+
+
+def test_a_copy_sharing_the_parts_is_counted_by_lookup_and_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store hands out copies of a message it decoded once (same parts tuple): a copy's count
+    is found by the tuple's identity (no part hashed again) and equals a fresh count."""
+    from obsmem import tokens
+
+    counter = TokenCounter(exact=False)
+    original = Message.user("the harbour invoice for batch 7 is due on Friday " * 20)
+    first = counter.count_message(original)
+    copy = original.model_copy(update={"metadata": {"x": 1}})
+    copy.__dict__.pop("_obsmem_parts_cost", None)  # as decoded afresh: no memo of its own
+    fresh = TokenCounter(exact=False).count_message(Message.user(original.text))
+    hashed: list[object] = []
+    digest = tokens._part_digest
+    monkeypatch.setattr(tokens, "_part_digest", lambda part: hashed.append(part) or digest(part))
+    assert counter.count_message(copy) == first == fresh
+    assert hashed == []
+    # A message with other parts (same text, another tuple) is counted, not looked up wrongly.
+    other = Message.user("short")
+    assert counter.count_message(other) == TokenCounter(exact=False).count_message(other)
+
+
+def test_contexts_built_from_the_same_record_share_no_mutable_metadata() -> None:
+    """The observation messages are kept between steps; each context gets its own copies."""
+    from datetime import UTC, datetime
+
+    from obsmem.storage.contract import ObservationRecord
+
+    record = ObservationRecord(
+        id="omr_1", lineage="thread:t1", scope="thread", thread_id="t1", resource_id="u1",
+        active_observations="Date: Dec 1, 2026\n* 🔴 (09:00) User works on the harbour invoices.",
+    )
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    first = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
+    second = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
+    assert [m.text for m in first.system_messages] == [m.text for m in second.system_messages]
+    first.system_messages[0].metadata["mutated"] = True
+    assert all("mutated" not in m.metadata for m in second.system_messages)
+    third = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
+    assert all("mutated" not in m.metadata for m in third.system_messages)
+    assert third.receipt is not None and third.receipt.context_hash == second.receipt.context_hash  # type: ignore[union-attr]

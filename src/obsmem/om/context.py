@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.receipts import Receipt, context_hash, raw_span, receipt_groups
+from obsmem.om.receipts import Receipt, context_hash, forget_groups, raw_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.selection import plain_conversation
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
@@ -65,6 +65,7 @@ __all__ = [
     "ContextWindow",
     "build_context",
     "drop_obsmem_messages",
+    "forget_rendered",
     "hints_superseded",
     "is_obsmem_message",
     "latest_instructions",
@@ -208,14 +209,12 @@ def observation_system_messages(
         visible = record.active_observations
         if record.scope == "resource":
             visible = visible_sections(visible, thread_id, shared=shared)
-    chunks = split_on_boundaries(visible) if visible.strip() else []
-    if recall_instructions:  # group tags become headings; empty groups (and chunks) vanish
-        chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
+    prefix = _prefix(visible, now, recall_instructions, thread_id)
     messages: list[Message] = []
-    if not chunks and recall_instructions and instructions_without_observations:
+    if not prefix and recall_instructions and instructions_without_observations:
         messages.append(_system(recall_instructions, "recall-instructions", thread_id))
-    if chunks:
-        messages.extend(_observation_messages(chunks, now, recall_instructions, thread_id))
+    if prefix:
+        messages.extend(prefix)
         # Other conversations change with every message there, so they come after the stable
         # observation prefix, with the other volatile sections.
         others = _other_conversations_block(other_conversations) if shared else None
@@ -231,6 +230,39 @@ def observation_system_messages(
         text = f"<working-memory>\n{working_memory.strip()}\n</working-memory>"
         messages.append(_system(text, "working-memory", thread_id, volatile=True))
     return messages
+
+
+_PREFIXES: OrderedDict[tuple[str, date, str | None, str | None], tuple[Message, ...]] = OrderedDict()
+_PREFIXES_MAX = 64
+
+
+def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread_id: str | None) -> list[Message]:
+    """The preamble and observation messages for the observations ``visible`` (none when there
+    are none), as new copies of the ones last built from the same arguments: they depend only on
+    them (and the day of ``now``), and every step shows them, while the stored observations
+    change only when memory works (the newest :data:`_PREFIXES_MAX` are kept). A copy shares
+    its text with the kept message, so its token count is a lookup."""
+    key = (visible, now.date(), recall_instructions, thread_id)
+    kept = _PREFIXES.get(key)
+    if kept is None:
+        chunks = split_on_boundaries(visible) if visible.strip() else []
+        if recall_instructions:  # group tags become headings; empty groups (and chunks) vanish
+            chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
+        kept = tuple(_observation_messages(chunks, now, recall_instructions, thread_id)) if chunks else ()
+        _PREFIXES[key] = kept
+        while len(_PREFIXES) > _PREFIXES_MAX:
+            _PREFIXES.popitem(last=False)
+    else:
+        _PREFIXES.move_to_end(key)
+    return [m.model_copy(update={"metadata": dict(m.metadata)}) for m in kept]
+
+
+def forget_rendered() -> None:
+    """Drop every kept rendering of observations (:func:`_prefix`, :func:`_rendered`): after a
+    delete, no text of the deleted observations stays in this process's memory."""
+    _PREFIXES.clear()
+    _RENDERED.clear()
+    forget_groups()
 
 
 def _observation_messages(

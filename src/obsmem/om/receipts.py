@@ -20,6 +20,7 @@ A receipt holds ids, numbers and a hash, never message text.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -37,6 +38,7 @@ __all__ = [
     "Receipt",
     "ReceiptGroup",
     "context_hash",
+    "forget_groups",
     "raw_span",
     "receipt_groups",
     "resolve_groups",
@@ -206,6 +208,29 @@ def context_hash(messages: Iterable[Message]) -> str:
     return digest.hexdigest()
 
 
+_GROUPS: OrderedDict[str, tuple[ReceiptGroup, ...]] = OrderedDict()
+_GROUPS_MAX = 64
+
+
+def _groups(visible: str) -> tuple[ReceiptGroup, ...]:
+    """The groups of the observations ``visible``, kept for the newest :data:`_GROUPS_MAX` texts:
+    every step's receipt lists them, and the text changes only when memory works."""
+    kept = _GROUPS.get(visible)
+    if kept is None:
+        kept = tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in parse_groups(visible))
+        _GROUPS[visible] = kept
+        while len(_GROUPS) > _GROUPS_MAX:
+            _GROUPS.popitem(last=False)
+    else:
+        _GROUPS.move_to_end(visible)
+    return kept
+
+
+def forget_groups() -> None:
+    """Drop the kept groups (after a delete: no observation text stays in memory here)."""
+    _GROUPS.clear()
+
+
 def receipt_groups(record: ObservationRecord | None, thread_id: str | None, *, shared: bool) -> tuple[ReceiptGroup, ...]:
     """The groups of ``record``'s observations that ``thread_id``'s context shows (see module docstring)."""
     if record is None or not record.active_observations.strip():
@@ -213,9 +238,9 @@ def receipt_groups(record: ObservationRecord | None, thread_id: str | None, *, s
     visible = record.active_observations
     if record.scope == "resource":
         visible = visible_sections(visible, thread_id, shared=shared)
-    groups = parse_groups(visible)
+    groups = _groups(visible)
     if groups:
-        return tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in groups)
+        return groups
     shown = record.threads if shared or record.scope == "thread" else {
         key: state for key, state in record.threads.items() if key == thread_id
     }
