@@ -4,38 +4,20 @@ the in-memory store, every stored generation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Literal
 
 import pytest
 
 from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
-from obsmem.storage import MemoryStore, SQLiteStore, Store
+from obsmem.storage import Store
 from obsmem.storage.forgetting import FORGOTTEN
-from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import Message, ToolCallPart, ToolResultPart
 
-from ..postgres_fixtures import postgres_server, postgres_url  # noqa: F401
 from .scan import scan
 
 pytestmark = pytest.mark.anyio
 
 SENTINEL = "QZXSENTINEL42"
-ADAPTERS = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(params=ADAPTERS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str) -> AsyncIterator[Store]:
-    adapter: Store
-    if request.param == "memory":
-        adapter = MemoryStore()
-    elif request.param == "sqlite":
-        adapter = SQLiteStore(tmp_path / "forget.db")
-    else:
-        adapter = PostgresStore(request.getfixturevalue("postgres_url"), migrate=False)
-    async with adapter:
-        yield adapter
 
 
 def config(scope: Literal["thread", "resource"] = "thread") -> MemoryConfig:

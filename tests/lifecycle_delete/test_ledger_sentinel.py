@@ -4,38 +4,21 @@ adapter (the ledger's ``model_calls`` included) holds them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
 from obsmem.models.base import ModelRequest, ModelResponse, Usage
 from obsmem.models.testing import FunctionModel
-from obsmem.storage import MemoryStore, SQLiteStore, Store
-from obsmem.storage.postgres.store import PostgresStore
+from obsmem.storage import Store
 from obsmem.types import Message
 
-from ..postgres_fixtures import postgres_server, postgres_url  # noqa: F401
 from .scan import scan
 
 pytestmark = pytest.mark.anyio
 
 THREAD = "THR-QZXLEDGER17"
 RESOURCE = "RES-QZXLEDGER18"
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str) -> AsyncIterator[Store]:
-    adapter: Store
-    if request.param == "memory":
-        adapter = MemoryStore()
-    elif request.param == "sqlite":
-        adapter = SQLiteStore(tmp_path / "ledger.db")
-    else:
-        adapter = PostgresStore(request.getfixturevalue("postgres_url"), migrate=False)
-    async with adapter:
-        yield adapter
 
 
 def observer(messages: list[Message], settings: ModelRequest | None) -> ModelResponse:
