@@ -787,6 +787,7 @@ class BufferedLifecycle:
             input_tokens = core.counter.count_text(text)
             span.set("obsmem.input_tokens", input_tokens)
             telemetry.record_buffer_started("reflection")
+            zone = await core.reflection_zone(thread, record)
             request = ReflectionRequest(
                 observations=text,
                 target_tokens=max(1, round(0.75 * input_tokens)),
@@ -797,6 +798,7 @@ class BufferedLifecycle:
                 instruction=config.reflection.instruction,
                 thread_id=None if core.resource_scope else thread.id,
                 resource_id=thread.resource_id,
+                timezone=zone,
             )
             calling = True
             result = await core.timed(core.reflector.reflect(request), "buffered reflection")

@@ -343,6 +343,25 @@ class Core:
             observations = visible_sections(observations, thread.id, shared=self.config.share_threads_in_resource)
         return strip_groups(observations) if self.retrieval else observations
 
+    def zone_of(self, newest: Message | None) -> tzinfo | None:
+        """The zone a reflector states "now" in: ``MemoryConfig.timezone`` when set, else the
+        own offset of ``newest`` (the newest observed message), else None (UTC)."""
+        if self.timezone is not None:
+            return self.timezone
+        if newest is None or newest.created_at.utcoffset() is None:
+            return None
+        return newest.created_at.tzinfo
+
+    async def reflection_zone(self, thread: Thread, record: ObservationRecord) -> tzinfo | None:
+        """:meth:`zone_of` the thread's newest observed message (one read, none with a configured zone)."""
+        if self.timezone is not None:
+            return self.timezone
+        cursor = record.cursor(thread.id)
+        if cursor <= 0:
+            return None
+        newest = await self.store.list_messages(thread.id, before_seq=cursor + 1, limit=1, newest_first=True)
+        return self.zone_of(newest[0] if newest else None)
+
     def message_threshold(self, record: ObservationRecord) -> int:
         return self.config.effective_message_threshold(record.observation_tokens)
 

@@ -87,7 +87,8 @@ class AttemptFailed:
 class ReflectionRequest:
     """One reflection's input: the observations to condense toward ``target_tokens``, starting
     at compression level ``start_level``; ``on_attempt_failed`` hears of each level that did
-    not compress enough."""
+    not compress enough. ``timezone`` is the zone "now" is stated in (the engine sets it from
+    ``MemoryConfig.timezone``, else from the newest observed message's own offset; None: UTC)."""
 
     observations: str
     target_tokens: int
@@ -101,6 +102,7 @@ class ReflectionRequest:
     on_attempt_failed: Callable[[AttemptFailed], Awaitable[None]] | None = None
     thread_id: str | None = None
     resource_id: str | None = None
+    timezone: tzinfo | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, Literal
 
 from obsmem.errors import (
@@ -749,14 +749,15 @@ class ReflectStep:
         self, thread: Thread, record: ObservationRecord, *, target: int, start_level: int, guidance: str | None
     ) -> CycleOutcome:
         core = self.core
-        cycle = core.cycle("reflection", thread, record, await self._anchor(thread, record))
+        anchor, newest = await self._anchor(thread, record)
+        cycle = core.cycle("reflection", thread, record, anchor)
         input_tokens = record.observation_tokens
         async with cycle.closing(input_tokens):  # however it ends, its start marker is closed
             await cycle.mark(
                 markers.observation_start_marker, tokens_to_observe=input_tokens, config=core.marker_config(record)
             )
             cycle.emit("reflection-start", tokens=input_tokens)
-            request = self._request(cycle, thread, record, target, start_level, guidance)
+            request = self._request(cycle, thread, record, target, start_level, guidance, core.zone_of(newest))
             try:
                 result = await cycle.run(core.reflector.reflect(request))
                 if not result.observations.strip():
@@ -769,7 +770,7 @@ class ReflectStep:
 
     def _request(
         self, cycle: Cycle, thread: Thread, record: ObservationRecord, target: int, start_level: int,
-        guidance: str | None,
+        guidance: str | None, zone: tzinfo | None = None,
     ) -> ReflectionRequest:
         core = self.core
 
@@ -793,6 +794,7 @@ class ReflectStep:
             on_attempt_failed=attempt_failed,
             thread_id=None if core.resource_scope else thread.id,
             resource_id=thread.resource_id,
+            timezone=zone,
         )
 
     async def _commit(
@@ -904,10 +906,11 @@ class ReflectStep:
 
         await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
 
-    async def _anchor(self, thread: Thread, record: ObservationRecord) -> Message | None:
-        """Reflection markers go on the newest observed assistant message of the thread."""
+    async def _anchor(self, thread: Thread, record: ObservationRecord) -> tuple[Message | None, Message | None]:
+        """Reflection markers go on the newest observed assistant message of the thread; the
+        newest observed message (any role) gives "now" its zone. One read for both."""
         cursor = record.cursor(thread.id)
         if cursor <= 0:
-            return None
+            return None, None
         recent = await self.core.store.list_messages(thread.id, before_seq=cursor + 1, limit=50, newest_first=True)
-        return next((m for m in recent if m.role == "assistant"), None)
+        return next((m for m in recent if m.role == "assistant"), None), (recent[0] if recent else None)

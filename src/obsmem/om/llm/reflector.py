@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from obsmem.clock import Clock
 from obsmem.errors import ReflectionError
@@ -36,7 +37,7 @@ from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResu
 from obsmem.profiles import reflection_start_level
 from obsmem.types import Message, TextPart
 
-__all__ = ["MAX_ESCALATIONS", "MAX_LEVEL", "LLMReflector", "compression_start_level"]
+__all__ = ["MAX_ESCALATIONS", "MAX_LEVEL", "LLMReflector", "compression_start_level", "local_now"]
 
 MAX_LEVEL = 4
 MAX_ESCALATIONS = 3
@@ -50,6 +51,14 @@ def compression_start_level(model_name: str) -> int:
     the engine passes that.
     """
     return reflection_start_level(model_name)
+
+
+def local_now(request: ReflectionRequest) -> datetime | None:
+    """The request's "now" on the user's clock: in ``request.timezone`` when set (the engine sets
+    the configured zone, else the newest observed message's own offset), else as given."""
+    if request.now is None or request.timezone is None:
+        return request.now
+    return request.now.astimezone(request.timezone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +108,7 @@ class LLMReflector:
             guidance=request.guidance,
             extracted=request.extracted,
             extractors=request.extractors,
-            now=request.now,
+            now=local_now(request),
         )
         # The observations first and on their own (the same for every attempt up the ladder and
         # for a buffered reflection's retries), the task, level and time after them.
