@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -256,6 +256,13 @@ def _otel() -> _Otel | None:
     return state  # type: ignore[no-any-return]
 
 
+def _with_metrics(record: Callable[[_Otel], object]) -> None:
+    """``record(otel)`` when telemetry is on; when it is off, nothing (not even an import)."""
+    otel = _otel()
+    if otel is not None:
+        record(otel)
+
+
 def enabled() -> bool:
     """Whether spans and metrics are recorded: the OpenTelemetry API is importable and
     :func:`configure` did not turn telemetry off."""
@@ -366,9 +373,10 @@ def record_outcome(current: Span, outcome: Any) -> None:
 # --------------------------------------------------------------------------------------------
 
 def _on_model_call(call: calls.ModelCall) -> None:
-    otel = _otel()
-    if otel is None:
-        return
+    _with_metrics(lambda otel: _record_model_call(otel, call))
+
+
+def _record_model_call(otel: _Otel, call: calls.ModelCall) -> None:
     operation = "embeddings" if call.kind == "embedding" else "chat"
     attributes: dict[str, AttributeValue] = {
         GEN_AI_OPERATION_NAME: operation,
@@ -447,33 +455,27 @@ def _count(kind: str, data: Mapping[str, Any], otel: _Otel) -> None:
 
 def record_event(kind: str, data: Mapping[str, Any]) -> None:
     """Count an engine event (``EngineEvent.kind`` and its data) in the metrics."""
-    otel = _otel()
-    if otel is not None:
-        _count(kind, data, otel)
+    _with_metrics(lambda otel: _count(kind, data, otel))
 
 
 def record_buffer_started(kind: str) -> None:
     """A background buffer of ``kind`` (``observation`` / ``reflection``) was started."""
-    otel = _otel()
-    if otel is not None:
-        otel.buffers_started.add(1, {"obsmem.kind": kind})
+    _with_metrics(lambda otel: otel.buffers_started.add(1, {"obsmem.kind": kind}))
 
 
 def record_boundary(boundary: str, duration_s: float, wait_s: float) -> None:
     """One turn boundary (``begin_turn`` / ``step`` / ``end``): its overhead (``duration_s`` less
     ``wait_s``) and, when it waited, the wait."""
-    otel = _otel()
-    if otel is None:
-        return
-    attributes = {"obsmem.boundary": boundary}
-    otel.overhead.record(max(0.0, duration_s - wait_s), attributes)
-    if wait_s > 0:
-        otel.turn_wait.record(wait_s, attributes)
+
+    def record(otel: _Otel) -> None:
+        attributes = {"obsmem.boundary": boundary}
+        otel.overhead.record(max(0.0, duration_s - wait_s), attributes)
+        if wait_s > 0:
+            otel.turn_wait.record(wait_s, attributes)
+
+    _with_metrics(record)
 
 
 def record_turn_waited() -> None:
     """A turn ended that waited on memory model work at one of its boundaries."""
-    otel = _otel()
-    if otel is not None:
-        otel.turns_waited.add(1)
-
+    _with_metrics(lambda otel: otel.turns_waited.add(1))

@@ -443,3 +443,37 @@ async def test_a_worker_traces_the_same_operations(otel: Otel) -> None:
         assert (chat.attributes or {})["obsmem.role"] == "observer"
         assert (chat.attributes or {})["obsmem.thread_id"] == "t1"
     assert all(SENTINEL not in t for s in spans for t in _texts(s))
+
+
+def test_each_record_function_feeds_its_instrument(otel: Otel) -> None:
+    """The public ``record_*`` helpers, called directly: each adds what it says to its instrument
+    (and ``enabled=False`` turns every one of them off)."""
+    names = ("obsmem.buffers.started", "obsmem.turn.waited", "obsmem.turn.overhead", "obsmem.turn.wait.duration",
+             "obsmem.turn.wait_exceeded")  # fmt: skip
+
+    def totals() -> dict[str, float]:
+        return {
+            "reflection buffers": otel.total("obsmem.buffers.started", obsmem__kind="reflection"),
+            "observation buffers": otel.total("obsmem.buffers.started", obsmem__kind="observation"),
+            **{name: otel.total(name) for name in names[1:]},
+        }
+
+    before = totals()
+    telemetry.record_buffer_started("reflection")
+    telemetry.record_event("buffer-start", {})
+    telemetry.record_event("turn-wait-exceeded", {"waited_s": 0.5})
+    telemetry.record_turn_waited()
+    telemetry.record_boundary("step", 0.75, 0.5)  # 0.25 s of overhead, 0.5 s of waiting
+    telemetry.record_boundary("end", 0.25, 0.0)  # no wait: no wait recorded
+    after = totals()
+    assert {key: after[key] - before[key] for key in after} == pytest.approx({
+        "reflection buffers": 1, "observation buffers": 1, "obsmem.turn.waited": 1,
+        "obsmem.turn.overhead": 0.5, "obsmem.turn.wait.duration": 0.5, "obsmem.turn.wait_exceeded": 1,
+    })  # fmt: skip
+
+    telemetry.configure(enabled=False)
+    telemetry.record_buffer_started("reflection")
+    telemetry.record_turn_waited()
+    telemetry.record_boundary("step", 1.0, 1.0)
+    telemetry.record_event("turn-wait-exceeded", {})
+    assert totals() == after
