@@ -8,9 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -91,6 +91,11 @@ async def test_two_workers_drain_the_queue_for_every_thread(any_store: Store) ->
             await check_thread(store, thread_id, "u1", expected_ids=ids)
 
 
+def _said_blocked(stdout: IO[str]) -> bool:
+    """Whether the worker said "blocked" before its stdout ended."""
+    return "blocked\n" in iter(stdout.readline, "")
+
+
 async def test_a_worker_killed_mid_buffer_is_taken_over(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
     store = PostgresStore(postgres_url)
     try:
@@ -103,18 +108,18 @@ async def test_a_worker_killed_mid_buffer_is_taken_over(postgres_url: str, tmp_p
         proc = subprocess.Popen([sys.executable, str(WORKER_PROC), postgres_url, str(signals)],  # noqa: ASYNC220
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 60
-            while not (signals / "blocked").exists():
-                assert proc.poll() is None, f"worker A exited early: {proc.communicate()[1][-3000:]}"
-                assert time.monotonic() < deadline, "worker A never reached the observer"
-                await asyncio.sleep(0.05)
+            assert proc.stdout is not None
+            # Worker A says "blocked" from inside the observer (its stdout ends if it exits first).
+            if not await asyncio.to_thread(_said_blocked, proc.stdout):
+                raise AssertionError(f"worker A exited early: {proc.communicate()[1][-3000:]}")
             owner_a = (signals / "owner").read_text()
             (claimed,) = await store.list_work()
             assert claimed.id == item.id and claimed.claimed_by == "worker-A" and claimed.attempts == 1
             lease = await store.get_lease("buffer-observation:thread:t1")
             assert lease is not None and lease.owner == owner_a
         finally:
-            os.kill(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
         head = await store.get_head("thread:t1")

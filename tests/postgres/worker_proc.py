@@ -2,9 +2,10 @@
 
     python worker_proc.py <store url> <signal dir> [<buffer lease seconds>]
 
-Runs one :class:`obsmem.worker.Worker` whose observer, when called, writes ``<signal dir>/blocked``
-and then waits forever: the test kills this process with SIGKILL while it is in the middle of a
-buffer, holding the work item's claim and the thread's buffer lease.
+Runs one :class:`obsmem.worker.Worker` whose observer, when called, writes ``<signal dir>/blocked``,
+says ``blocked`` on stdout (the test waits for that line, not for time to pass) and then waits
+forever: the test kills this process with SIGKILL while it is in the middle of a buffer, holding
+the work item's claim and the thread's buffer lease.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class BlockingObserver:
 
     async def observe(self, request: ObservationRequest) -> ObservationResult:
         (self.signal_dir / "blocked").write_text(str(len(request.messages)))
+        print("blocked", flush=True)
         await asyncio.Event().wait()  # until killed
         return await self.inner.observe(request)  # pragma: no cover
 

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -137,17 +136,13 @@ WORKER = textwrap.dedent(
     """
     import asyncio, json, sys, time
     from datetime import datetime
-    from pathlib import Path
     from obsmem.storage import SQLiteStore
 
-    async def main(db: str, me: str, sync_dir: str, now: str, mode: str) -> None:
-        sync = Path(sync_dir)
+    async def main(db: str, me: str, now: str, mode: str) -> None:
         async with SQLiteStore(db) as store:
             await store.get_lease("warm-up")  # open and migrate before the race
-            (sync / f"ready-{me}").touch()
-            deadline = time.monotonic() + 60
-            while not (sync / "go").exists() and time.monotonic() < deadline:
-                await asyncio.sleep(0.002)
+            print("ready", flush=True)
+            sys.stdin.readline()  # "go", once every worker is ready
             lease = await store.acquire_lease(
                 "obs:thread:t1", f"proc-{me}", ttl_s=30, now=datetime.fromisoformat(now)
             )
@@ -155,7 +150,7 @@ WORKER = textwrap.dedent(
             if mode == "crash":  # hold the lease and die without releasing or closing
                 time.sleep(600)
 
-    asyncio.run(main(*sys.argv[1:6]))
+    asyncio.run(main(*sys.argv[1:5]))
     """
 )
 
@@ -163,13 +158,14 @@ WORKER = textwrap.dedent(
 def start_workers(
     tmp_path: Path, db: Path, now: datetime, count: int, mode: str = "race"
 ) -> list[subprocess.Popen[str]]:
+    """``count`` workers, each past its warm-up, then all let go at once (a pipe handshake: each
+    says "ready" on stdout and waits for "go" on stdin, so no wait is timed)."""
     script = tmp_path / "lease_worker.py"
     script.write_text(WORKER)
-    sync = tmp_path / f"sync-{time.monotonic_ns()}"
-    sync.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(db), str(i), str(sync), now.isoformat(), mode],
+            [sys.executable, str(script), str(db), str(i), now.isoformat(), mode],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -177,12 +173,15 @@ def start_workers(
         for i in range(count)
     ]
     try:
-        deadline = time.monotonic() + 60
-        while not all((sync / f"ready-{i}").exists() for i in range(count)):
-            assert time.monotonic() < deadline, "workers did not start"
-            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-            time.sleep(0.01)
-        (sync / "go").touch()
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":  # an empty line: it exited before the race
+                p.kill()
+                raise AssertionError(f"a worker did not start: {p.communicate()[1][-3000:]}")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
     except BaseException:
         for p in procs:
             p.kill()
