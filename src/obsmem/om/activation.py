@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Literal
 
 from obsmem.errors import InvalidInputError
+from obsmem.om.sections import section_safe_line_count
 from obsmem.om.selection import Unseen, safe_cursor_seqs, valid_cuts
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.groups import group_safe_line_count
@@ -549,12 +550,15 @@ def absorb_covered_chunks(
     return head
 
 
-def reflection_slice(active: str, observation_tokens: int, budget_tokens: float) -> tuple[str, int]:
+def reflection_slice(
+    active: str, observation_tokens: int, budget_tokens: float, *, sections: bool = False
+) -> tuple[str, int]:
     """The leading lines a background reflection condenses, and how many there are.
 
     ``lines = min(floor(budget / average tokens per line), all lines)``: the slice that will be
     reflected is about ``budget`` tokens, so lines appended while it runs are kept verbatim.
-    Observation groups (retrieval mode) are never cut in two.
+    Observation groups (retrieval mode) are never cut in two, nor (``sections``: resource
+    scope) a thread's section: the slice is whole sections.
     """
     lines = active.split("\n")
     if not lines or observation_tokens <= 0:
@@ -563,6 +567,8 @@ def reflection_slice(active: str, observation_tokens: int, budget_tokens: float)
     count = min(len(lines), max(1, int(budget_tokens // max(average, 1e-9))))
     # In retrieval mode the slice ends between groups, never inside one (a no-op without groups).
     count = group_safe_line_count(lines, count)
+    if sections:  # groups sit inside sections: a cut between sections is between groups too
+        count = section_safe_line_count(lines, count)
     return "\n".join(lines[:count]), count
 
 

@@ -315,7 +315,7 @@ class BufferedLifecycle:
         tokens = record.observation_tokens
         if tokens < core.reflection_threshold():
             return False
-        if not config.reflection_buffering_enabled or core.resource_scope:
+        if not config.reflection_buffering_enabled:
             return True
         block_after = config.reflection_block_after
         return record.buffered_reflection is None and block_after is not None and tokens >= block_after
@@ -407,7 +407,7 @@ class BufferedLifecycle:
         activate a stored buffered reflection below the threshold, when the guards of
         :func:`~obsmem.om.activation.early_reflection_allowed` hold. Never reflects synchronously."""
         config = self.core.config
-        if not config.reflection_buffering_enabled or self.core.resource_scope:
+        if not config.reflection_buffering_enabled:
             return None
         if config.reflection.activate_on_provider_change and self._changed(previous, actor_model):
             return await self.activate_reflection(thread, triggered_by="provider_change")
@@ -681,8 +681,7 @@ class BufferedLifecycle:
         core = self.core
         config = core.config
         threshold = core.reflection_threshold()
-        if not config.reflection_buffering_enabled or core.resource_scope:
-            # Resource scope reflects per thread section, which a line slice would cut across.
+        if not config.reflection_buffering_enabled:
             if record.observation_tokens < threshold:
                 return None
             return _reported(await self.reflection.maybe_reflect(thread))
@@ -780,7 +779,11 @@ class BufferedLifecycle:
         calling = False
         try:
             budget = core.reflection_threshold() * (config.reflection.buffer_activation or 0.5)
-            text, line_count = reflection_slice(record.active_observations, record.observation_tokens, budget)
+            # Resource scope: the slice is whole thread sections (the reflector condenses each
+            # section on its own, and the successor keeps every line in its thread's section).
+            text, line_count = reflection_slice(
+                record.active_observations, record.observation_tokens, budget, sections=core.resource_scope
+            )
             if not text.strip():
                 span.set("obsmem.outcome", "nothing to reflect")
                 return

@@ -18,7 +18,7 @@ observer's nor a reflector's output can close a section or open another thread's
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from obsmem.models.base import Usage
@@ -28,6 +28,7 @@ from obsmem.om.protocols import ReflectionRequest, ReflectionResult, Reflector
 __all__ = [
     "SectionedReflector",
     "remove_thread",
+    "section_safe_line_count",
     "split_sections",
     "strip_section_syntax",
     "visible_sections",
@@ -146,6 +147,33 @@ def _tidy(pieces: list[tuple[str | None, str]]) -> str:
     while cleaned and cleaned[-1][0] is None and is_boundary_line(cleaned[-1][1]):
         cleaned.pop()
     return join_sections(cleaned)
+
+
+def section_safe_line_count(lines: Sequence[str], count: int) -> int:
+    """``count`` moved so that ``lines[:count]`` does not end inside a thread's section.
+
+    Used when a background reflection in resource scope takes the leading lines of the
+    observations: the slice must be whole sections, so the reflector (per section) and the
+    successor (the reflection, then the lines after the slice) keep every line in its thread's
+    section. The cut moves back to before the open section; if that leaves nothing, it moves
+    forward to that section's end.
+    """
+    count = max(0, min(count, len(lines)))
+    open_at: int | None = None
+    for index in range(count):
+        line = lines[index]
+        if open_at is None and "<thread" in line and _opened(line) is not None:
+            open_at = index
+        elif open_at is not None and _CLOSE.match(line):
+            open_at = None
+    if open_at is None:
+        return count
+    if open_at > 0:
+        return open_at
+    for index in range(count, len(lines)):
+        if _CLOSE.match(lines[index]):
+            return index + 1
+    return len(lines)
 
 
 def visible_sections(text: str, thread_id: str | None, *, shared: bool) -> str:
