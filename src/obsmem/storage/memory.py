@@ -310,6 +310,18 @@ class MemoryStore(ClosingContext):
         head = self._head(lineage)
         return _copy(head) if head else None
 
+    async def read_window(self, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
+        """:func:`~obsmem.storage.contract.read_window` with no await between its two reads (one
+        snapshot: nothing else runs on the event loop meanwhile)."""
+        self._open()
+        self._thread(thread_id)
+        head = self._head(lineage)
+        after = head.cursor(thread_id) if head else 0
+        messages = [
+            _copy(m) for m in (self._messages[i] for i in self._thread_messages[thread_id]) if _seq(m) > after
+        ]
+        return (_copy(head) if head else None), messages
+
     async def get_record(self, record_id: str) -> ObservationRecord | None:
         self._open()
         record = self._records.get(record_id)

@@ -49,7 +49,7 @@ from obsmem.storage.rules import (
 )
 
 __all__ = [
-    "create", "create_generation", "delete_lineage", "get", "head", "list_generations", "rewrite", "update",
+    "create", "create_generation", "decode", "delete_lineage", "get", "head", "list_generations", "rewrite", "update",
 ]
 
 Conn = psycopg.AsyncConnection[Any]
@@ -80,6 +80,11 @@ async def head(conn: Conn, lineage: str) -> ObservationRecord | None:
     cur = await conn.execute(f"{_SELECT} WHERE lineage = %s AND superseded_by IS NULL", (lineage,))
     row = await cur.fetchone()
     return _record(row) if row else None
+
+
+def decode(row: Sequence[Any]) -> ObservationRecord:
+    """The record a ``(version, superseded_by, doc)`` row holds."""
+    return _record(row)
 
 
 async def get(conn: Conn, record_id: str) -> ObservationRecord | None:

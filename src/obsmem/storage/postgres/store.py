@@ -32,6 +32,8 @@ import json
 import logging
 import math
 import random
+import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -89,10 +91,31 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 Conn = psycopg.AsyncConnection[Any]
 
 RETRIES = 8
+# A pooled connection idle longer than this is checked (an empty query) before use; one used more
+# recently is handed out as it is. A connection that still turns out dead fails its statement with
+# a lost-connection error, and _run then checks the whole pool and retries.
+CHECK_IDLE_S = 1.0
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MESSAGE_SELECT = (
     "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
+)
+# read_window in one statement (one snapshot, one round trip): row kind 0 is the live head
+# (version, superseded_by, doc), kind 1 a message after the head's cursor for the thread (the
+# _MESSAGE_SELECT columns), kind 2 says the thread exists. The cursor is read from the head's
+# document by the server, as ObservationRecord.cursor reads it (threads -> id -> cursor, else 0).
+_WINDOW_SELECT = (
+    "WITH head AS (SELECT version, superseded_by, doc FROM observation_records "
+    "  WHERE lineage = %(lineage)s AND superseded_by IS NULL) "
+    "SELECT 0 AS kind, NULL::bigint AS seq, NULL::text, NULL::text, version, superseded_by, doc FROM head "
+    "UNION ALL "
+    "SELECT 1, m.seq, m.thread_id, t.resource_id, NULL, NULL, m.doc "
+    "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id "
+    "WHERE m.thread_id = %(thread)s AND m.seq > COALESCE("
+    "  (SELECT (doc::json -> 'threads' -> %(thread)s ->> 'cursor')::bigint FROM head), 0) "
+    "UNION ALL "
+    "SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL FROM threads WHERE id = %(thread)s "
+    "ORDER BY kind, seq"
 )
 
 
@@ -170,6 +193,8 @@ class PostgresStore(ClosingContext):
         self.lock_timeout_s = None if lock_timeout_s is None else _seconds("lock_timeout_s", lock_timeout_s)
         self.retry_s = _seconds("retry_s", retry_s, allow_zero=True)
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self.check_idle_s = CHECK_IDLE_S  # see _check
+        self._used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._decoded = DecodedMessages()
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._closed = False
@@ -220,7 +245,7 @@ class PostgresStore(ClosingContext):
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self.url, min_size=self.min_size, max_size=self.max_size, open=False,
             kwargs={"autocommit": True}, timeout=self.connect_timeout_s, name="obsmem",
-            configure=self._configure, check=AsyncConnectionPool.check_connection,
+            configure=self._configure, check=self._check,
             reconnect_timeout=max(60.0, self.retry_s),
         )
         try:
@@ -233,6 +258,16 @@ class PostgresStore(ClosingContext):
             ) from exc
         self._pool = pool
         return pool
+
+    async def _check(self, conn: Conn) -> None:
+        """Before a pooled connection is handed out: one idle for ``check_idle_s`` or more (or
+        never used) is checked with an empty query, so one the server dropped in a restart is
+        replaced; a busy process reuses its connections within milliseconds and skips the round
+        trip (one per store call otherwise). One that died meanwhile fails its statement, and
+        ``_run`` checks the pool and retries."""
+        used = self._used.get(conn)
+        if used is None or time.monotonic() - used >= self.check_idle_s:
+            await AsyncConnectionPool.check_connection(conn)
 
     async def _configure(self, conn: Conn) -> None:
         """Each new session: the statement and lock timeouts (autocommit, so they persist)."""
@@ -249,12 +284,18 @@ class PostgresStore(ClosingContext):
         A statement cut off by a lost connection is rolled back by the server; the one case
         where it may have been applied, a reply lost after the commit, is safe to repeat for
         the single-statement (autocommit) writes: each is a compare-and-set or fenced by a
-        token, so a repeat answers "stale" / False, as after a lost race. A multi-statement
-        transaction whose COMMIT was cut off is not repeated: that error says so."""
+        token, so a repeat answers "stale" / False, as after a lost race; a repeated enqueue
+        coalesces with the item the first one wrote, and a repeated claim claims the next item
+        while the first, never answered, expires and is taken over (as when a worker dies). A
+        multi-statement transaction whose COMMIT was cut off is not repeated: that error says so.
+
+        The first lost connection of a call checks every idle pooled connection (replacing the
+        dead: a server restart kills them all) and retries at once; later ones back off."""
         where = redact_url(self.url)
         delay = 0.005
         conflicts = 0
         reconnect_delay = 0.05
+        checked = False
         deadline = asyncio.get_running_loop().time() + self.retry_s
         while True:
             pool = await self._connections()
@@ -262,10 +303,12 @@ class PostgresStore(ClosingContext):
             try:
                 async with pool.connection() as conn:
                     if not transaction:
-                        return await fn(conn)
-                    async with conn.transaction():
                         result = await fn(conn)
-                        committing = True
+                    else:
+                        async with conn.transaction():
+                            result = await fn(conn)
+                            committing = True
+                    self._used[conn] = time.monotonic()
                     return result
             except ObsmemError:
                 raise
@@ -285,6 +328,12 @@ class PostgresStore(ClosingContext):
                         f"The connection to PostgreSQL at {where} was lost while committing; the write may "
                         f"or may not have been applied: {exc}"
                     ) from exc
+                if not isinstance(exc, PoolTimeout) and not checked:
+                    # A pooled connection the server dropped (a restart): check the idle ones,
+                    # replacing the dead, and retry at once.
+                    checked = True
+                    await pool.check()
+                    continue
                 now = asyncio.get_running_loop().time()
                 if now + reconnect_delay > deadline:
                     raise StorageError(await self._unavailable_message(exc)) from exc
@@ -590,6 +639,28 @@ class PostgresStore(ClosingContext):
     async def get_head(self, lineage: str) -> ObservationRecord | None:
         return await self._read(lambda conn: postgres_records.head(conn, lineage))
 
+    async def read_window(self, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
+        """:func:`~obsmem.storage.contract.read_window` in one statement: one snapshot and one
+        round trip for the head, the messages after its cursor and whether the thread exists."""
+
+        async def op(conn: Conn) -> tuple[ObservationRecord | None, list[Message]]:
+            cur = await conn.execute(_WINDOW_SELECT, {"lineage": lineage, "thread": thread_id})
+            head: ObservationRecord | None = None
+            messages: list[Message] = []
+            exists = False
+            for kind, *row in await cur.fetchall():
+                if kind == 0:
+                    head = postgres_records.decode(row[3:])
+                elif kind == 1:
+                    messages.append(self._message((*row[:3], row[5])))
+                else:
+                    exists = True
+            if not exists:
+                raise ThreadNotFoundError(thread_id)
+            return head, messages
+
+        return await self._read(op)
+
     async def get_record(self, record_id: str) -> ObservationRecord | None:
         return await self._read(lambda conn: postgres_records.get(conn, record_id))
 
@@ -632,7 +703,10 @@ class PostgresStore(ClosingContext):
     # -- leases (SQL in postgres_leases) ----------------------------------------------------------
     async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         expires_at = lease_expiry(key, owner, ttl_s, now)
-        return await self._run(lambda conn: postgres_leases.acquire(conn, key, owner, now, expires_at))
+        # Its own transaction, pipelined (two round trips; see postgres_leases.acquire).
+        return await self._run(
+            lambda conn: postgres_leases.acquire(conn, key, owner, now, expires_at), transaction=False
+        )
 
     async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         expires_at = lease_expiry(key, owner, ttl_s, now)
@@ -679,14 +753,20 @@ class PostgresStore(ClosingContext):
         delay_s: float = 0.0,
     ) -> WorkItem:
         available_at = work_available_at(kind, target, now, delay_s)
-        return await self._run(lambda conn: postgres_work.enqueue(conn, kind, target, now, available_at, payload))
+        # One statement (insert or coalesce), atomic by itself: no BEGIN/COMMIT round trips.
+        return await self._run(
+            lambda conn: postgres_work.enqueue(conn, kind, target, now, available_at, payload), transaction=False
+        )
 
     async def claim_work(
         self, owner: str, *, ttl_s: float, now: datetime, kinds: tuple[str, ...] | None = None, limit: int = 1
     ) -> list[WorkItem]:
         expires_at = claim_expiry(owner, ttl_s, now)
         check_limit(limit)
-        return await self._run(lambda conn: postgres_work.claim(conn, owner, now, expires_at, kinds, limit))
+        # One statement (pick with SKIP LOCKED, then update), atomic by itself: no BEGIN/COMMIT.
+        return await self._run(
+            lambda conn: postgres_work.claim(conn, owner, now, expires_at, kinds, limit), transaction=False
+        )
 
     async def renew_work(self, item: WorkItem, *, ttl_s: float, now: datetime) -> WorkItem | None:
         expires_at = claim_expiry(item.claimed_by or "", ttl_s, now)
