@@ -455,9 +455,10 @@ class Redactor:
                 detectors.extend(_PII_DETECTORS[category])
         self._key = key
         self.detectors: tuple[Detector, ...] = tuple(detectors)
-        self._anchored: tuple[tuple[Detector, re.Pattern[str]], ...] = tuple(
-            (detector, pattern)
-            for detector in detectors
+        #: (index, detector, pattern as it applies right after a placeholder) for a restart
+        self._anchored: tuple[tuple[int, Detector, re.Pattern[str]], ...] = tuple(
+            (index, detector, pattern)
+            for index, detector in enumerate(detectors)
             if (pattern := _FRESH.get(id(detector), detector.pattern)) is not None
         )
         self.categories: tuple[str, ...] = tuple(dict.fromkeys(d.category for d in detectors))
@@ -477,77 +478,84 @@ class Redactor:
         be found only once its neighbour is a placeholder, so the sweep restarts right after
         each value it replaces (:meth:`_restart`) and takes a chain of any length as it goes.
         The text around a replaced value now stands alone and is swept once more, and only that
-        text, until a sweep changes nothing: the result is a fixed point (idempotent), and each
-        character is scanned a bounded number of times (linear work, for any input).
+        text, until a sweep changes nothing: the result is a fixed point (idempotent). A glued
+        chain goes in the first sweep whatever its length (the second finds nothing in what is
+        left), so its work is linear in its length, not one pass over the text per value.
         """
         if not self.detectors or not text:
             return Redacted(text)
         counts: Counter[str] = Counter()
-        segments: list[tuple[str, int]] = []
+        segments: list[_Segment] = []
         last = 0
         for match in self._placeholder.finditer(text):
-            segments += [(text[last:match.start()], _DIRTY), (match.group(), _PLACEHOLDER)]
+            segments += [(text[last:match.start()], _DIRTY, -1), (match.group(), _PLACEHOLDER, -1)]
             last = match.end()
-        segments.append((text[last:], _DIRTY))
-        while any(kind == _DIRTY for _, kind in segments):
+        segments.append((text[last:], _DIRTY, -1))
+        while any(kind == _DIRTY for _, kind, _ in segments):
             segments = self._sweep(segments, counts)
-        return Redacted("".join(segment for segment, _ in segments), dict(counts))
+        return Redacted("".join(segment for segment, _, _ in segments), dict(counts))
 
-    def _sweep(self, segments: list[tuple[str, int]], counts: Counter[str]) -> list[tuple[str, int]]:
+    def _sweep(self, segments: list[_Segment], counts: Counter[str]) -> list[_Segment]:
         """Every detector, in order, over the dirty segments and the pieces they split into;
         then a restart right after each new placeholder. Unsplit dirty segments come back clean,
         new pieces dirty."""
-        for detector in self.detectors:
-            updated: list[tuple[str, int]] = []
-            for segment, kind in segments:
+        for index, detector in enumerate(self.detectors):
+            updated: list[_Segment] = []
+            for segment, kind, by in segments:
                 if kind not in (_DIRTY, _PIECE) or not segment:
-                    updated.append((segment, kind))
+                    updated.append((segment, kind, by))
                     continue
                 cursor = 0
                 for start, end in detector.spans(segment):
                     if start < cursor:
                         continue
                     placeholder = self._replace(detector, segment[start:end], counts)
-                    updated += [(segment[cursor:start], _PIECE), (placeholder, _NEW)]
+                    updated += [(segment[cursor:start], _PIECE, -1), (placeholder, _NEW, index)]
                     cursor = end
-                updated.append((segment[cursor:], _PIECE) if cursor else (segment, kind))
+                updated.append((segment[cursor:], _PIECE, -1) if cursor else (segment, kind, by))
             segments = updated
-        swept: list[tuple[str, int]] = []
-        after_new = False
-        for segment, kind in segments:
-            if kind == _PIECE and after_new:
-                swept += self._restart(segment, counts)
+        swept: list[_Segment] = []
+        made_by = -1  # the detector that made the placeholder just before (-1: none new)
+        for segment, kind, by in segments:
+            if kind == _PIECE and made_by >= 0:
+                swept += self._restart(segment, made_by, counts)
             else:
-                swept.append((segment, _SETTLED[kind] if segment or kind == _NEW else _CLEAN))
-            after_new = kind == _NEW
+                swept.append((segment, _SETTLED[kind] if segment or kind == _NEW else _CLEAN, -1))
+            made_by = by if kind == _NEW else -1
         return swept
 
-    def _restart(self, segment: str, counts: Counter[str]) -> list[tuple[str, int]]:
-        """``segment`` (text right after a new placeholder), its leading chain of glued values
-        replaced: at each start, the first detector (in order) that matches there, until none
-        does. What is left is dirty (the next sweep scans it whole)."""
-        pieces: list[tuple[str, int]] = []
+    def _restart(self, segment: str, made_by: int, counts: Counter[str]) -> list[_Segment]:
+        """``segment`` (text right after a placeholder the detector ``made_by`` just made), its
+        leading chain of glued values replaced: at each start, the first detector that matches
+        there, until none does. What is left is dirty (the next sweep scans it whole).
+
+        The detectors are tried from the one after the maker of the placeholder before, round to
+        the maker itself: the order in which the detectors would meet that text if the sweep
+        simply went on (the later ones in this sweep, the earlier ones in the next)."""
+        pieces: list[_Segment] = []
         clear = position = 0
         while position < len(segment):
-            found = self._anchored_at(segment, position)
+            found = self._anchored_at(segment, position, made_by)
             if found is None:
                 break
-            detector, start, end = found
-            placeholder = self._replace(detector, segment[start:end], counts)
-            pieces += [(segment[clear:start], _DIRTY), (placeholder, _PLACEHOLDER)]
+            made_by, start, end = found
+            placeholder = self._replace(self.detectors[made_by], segment[start:end], counts)
+            pieces += [(segment[clear:start], _DIRTY, -1), (placeholder, _PLACEHOLDER, -1)]
             clear = position = end
-        pieces.append((segment[clear:], _DIRTY))
-        return [(piece, _CLEAN if kind == _DIRTY and not piece else kind) for piece, kind in pieces]
+        pieces.append((segment[clear:], _DIRTY, -1))
+        return [(piece, _CLEAN if kind == _DIRTY and not piece else kind, -1) for piece, kind, _ in pieces]
 
-    def _anchored_at(self, segment: str, position: int) -> tuple[Detector, int, int] | None:
-        """The first detector with a value in a match starting at ``position``, and its span."""
-        for detector, pattern in self._anchored:
+    def _anchored_at(self, segment: str, position: int, after: int) -> tuple[int, int, int] | None:
+        """The index of the first detector (from the one after ``after``, round) with a value in a
+        match starting at ``position``, and the value's span."""
+        split = next((i for i, (index, _, _) in enumerate(self._anchored) if index > after), len(self._anchored))
+        for index, detector, pattern in (*self._anchored[split:], *self._anchored[:split]):
             match = pattern.match(segment, position)
             if match is None:
                 continue
             start, end = _value_span(match)
             if end > start and (detector.check is None or detector.check(segment[start:end])):
-                return detector, start, end
+                return index, start, end
         return None
 
     def _replace(self, detector: Detector, value: str, counts: Counter[str]) -> str:
@@ -555,6 +563,9 @@ class Redactor:
         return self.placeholder(detector.category, value)
 
 
+#: A segment while redacting: its text, its kind, and (a placeholder made in this sweep) the
+#: index of the detector that made it, else -1.
+_Segment = tuple[str, int, int]
 #: Segment kinds while redacting: text still to sweep (``_DIRTY``), a piece split off in this
 #: sweep (swept by the detectors after the one that split it, dirty for the next sweep), text no
 #: detector finds anything in (``_CLEAN``), a placeholder made in this sweep (``_NEW``) or before.
