@@ -48,6 +48,7 @@ from obsmem.errors import (
     MessageNotFoundError,
     ObsmemError,
     StorageError,
+    StoreClosedError,
     ThreadNotFoundError,
 )
 from obsmem.calls import ModelCall, UsageRow
@@ -77,6 +78,7 @@ from obsmem.storage.rules import (
     rewritten_generation,
     work_available_at,
 )
+from obsmem.storage.sqlite import inline
 from obsmem.storage.sqlite import leases as sqlite_leases
 from obsmem.storage.sqlite import work as sqlite_work
 from obsmem.types import DataPart, Message, Thread
@@ -167,6 +169,17 @@ def _update(conn: Conn, table: str, key: str, values: dict[str, Any]) -> None:
     conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = :{key}", values)
 
 
+def _check_small(rows: Sequence[sqlite3.Row]) -> None:
+    """Raise ``TooLarge`` for rows above an inline read's bounds (:mod:`~obsmem.storage.sqlite.inline`)."""
+    if len(rows) > inline.MAX_ROWS:
+        raise inline.TooLarge()
+    chars = 0
+    for row in rows:
+        chars += sum(len(v) for v in row if isinstance(v, str))
+        if chars > inline.MAX_CHARS:
+            raise inline.TooLarge()
+
+
 def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
     conn.execute(begin)
     try:
@@ -224,7 +237,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.migrate_mode = migrations.migrate_mode(migrate)
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._decoded = DecodedMessages()  # used only on the worker thread
+        self._decoded = DecodedMessages()  # on the worker thread, and by inline reads
+        self._inline = inline.InlineReader()  # a turn's small reads, where they are called
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -239,6 +253,17 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         # A deferred transaction gives a multi-statement read one consistent snapshot.
         return await self._call(lambda conn: _transaction(conn, "BEGIN", fn))
+
+    async def _small_read(self, fn: Callable[[Conn, bool], T]) -> T:
+        """A read a turn makes on every step: done here when :mod:`~obsmem.storage.sqlite.inline`
+        allows (``fn(conn, True)`` raises ``TooLarge`` above its bounds), else on the worker
+        thread (``fn(conn, False)``)."""
+        if self._closed:
+            raise StoreClosedError()
+        result = self._inline.run(lambda conn: fn(conn, True))
+        if result is not inline.MISS:
+            return result  # type: ignore[return-value]
+        return await self._read(lambda conn: fn(conn, False))
 
     def _run(self, fn: Callable[[Conn], T]) -> T:
         delay = 0.05
@@ -292,9 +317,14 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             conn.close()
             raise
         self._conn = conn
+        try:
+            self._inline.attach(inline.open_reader(str(self.path)))
+        except sqlite3.Error:  # reads then all go through this thread
+            pass
         return conn
 
     def _close_connection(self) -> None:
+        self._inline.close()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -363,7 +393,13 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(op)
 
     async def get_thread(self, thread_id: str) -> Thread | None:
-        return await self._read(lambda conn: self._get_thread(conn, thread_id))
+        def op(conn: Conn, bounded: bool) -> Thread | None:
+            row = conn.execute("SELECT * FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            if bounded:
+                _check_small([row] if row else [])
+            return _model(Thread, row) if row else None
+
+        return await self._small_read(op)
 
     async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
         _check_page(limit, offset)
@@ -609,18 +645,24 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def read_window(self, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
         """:func:`~obsmem.storage.contract.read_window` in one read transaction (one snapshot)."""
 
-        def op(conn: Conn) -> tuple[ObservationRecord | None, list[Message]]:
-            head = self._head(conn, lineage)
-            rows = conn.execute(
-                f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq",
-                (thread_id, head.cursor(thread_id) if head else 0),
-            )
-            messages = [self._message(row) for row in rows]
+        def op(conn: Conn, bounded: bool) -> tuple[ObservationRecord | None, list[Message]]:
+            row = conn.execute(
+                "SELECT * FROM observation_records WHERE lineage = ? AND superseded_by IS NULL", (lineage,)
+            ).fetchone()
+            head = _model(ObservationRecord, row) if row else None
+            query = f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq"
+            after = head.cursor(thread_id) if head else 0
+            if bounded:
+                rows = conn.execute(f"{query} LIMIT ?", (thread_id, after, inline.MAX_ROWS + 1)).fetchall()
+                _check_small([row, *rows] if row else rows)
+            else:
+                rows = conn.execute(query, (thread_id, after)).fetchall()
+            messages = [self._message(r) for r in rows]
             if not messages:
                 self._require_thread(conn, thread_id)
             return head, messages
 
-        return await self._read(op)
+        return await self._small_read(op)
 
     async def get_record(self, record_id: str) -> ObservationRecord | None:
         return await self._read(lambda conn: self._record(conn, record_id))
