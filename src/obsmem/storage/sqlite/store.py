@@ -21,7 +21,10 @@ Design choices, and why:
   event loop. A single-thread executor owns the connection (it is created on that thread, and
   ``sqlite3`` enforces that only its thread uses it), and it serialises this store's
   operations, so two coroutines never share a half-finished transaction. A cancelled caller
-  does not interrupt the worker: the operation still commits or rolls back as a whole.
+  does not interrupt the worker: the operation still commits or rolls back as a whole. The
+  one exception: the two reads a turn makes on every step (its thread, its window) run where
+  they are called, on a read-only connection that never waits and refuses large results
+  (:mod:`obsmem.storage.sqlite.inline`); whatever it refuses goes to the worker thread.
 * **JSON columns** hold parts, metadata, per-thread states and buffered chunks; rows round-trip
   through ``model_dump(mode="json")`` and ``model_validate``, so what comes back equals what
   went in. Datetimes keep their UTC offset.
