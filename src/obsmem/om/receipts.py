@@ -20,6 +20,7 @@ A receipt holds ids, numbers and a hash, never message text.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -280,15 +281,46 @@ async def resolve_groups(store: Store, receipt: Receipt, *, per_group: int | Non
     ``per_group``, only the first messages of each group's span: reflection groups may span
     most of a thread, and a receipt shows dozens of them).
 
-    A group of a deleted thread resolves to no messages. Reads one page per group.
+    A group of a deleted thread resolves to no messages. With ``per_group`` it reads one short
+    page per group; without it, each thread's messages under the union of its groups' spans
+    once (groups that overlap share the message objects), so the work is linear in the messages
+    covered however the spans overlap.
     """
     resolved: dict[str, list[Message]] = {}
-    for group in receipt.groups:
-        if await store.get_thread(group.thread_id) is None:
-            resolved[group.id] = []
+    threads: dict[str, bool] = {}
+    for thread_id in dict.fromkeys(g.thread_id for g in receipt.groups):
+        threads[thread_id] = await store.get_thread(thread_id) is not None
+    if per_group is not None:
+        for group in receipt.groups:
+            if not threads[group.thread_id]:
+                resolved[group.id] = []
+                continue
+            messages = await store.list_messages(
+                group.thread_id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1, limit=per_group
+            )
+            resolved[group.id] = [m for m in messages if is_conversation(m)]
+        return resolved
+    for thread_id, alive in threads.items():
+        groups = [g for g in receipt.groups if g.thread_id == thread_id]
+        if not alive:
+            resolved.update((g.id, []) for g in groups)
             continue
-        messages = await store.list_messages(
-            group.thread_id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1, limit=per_group
-        )
-        resolved[group.id] = [m for m in messages if is_conversation(m)]
-    return resolved
+        covered: list[Message] = []
+        for first, last in _union(sorted((g.first_seq, g.last_seq) for g in groups)):
+            page = await store.list_messages(thread_id, after_seq=first - 1, before_seq=last + 1)
+            covered.extend(m for m in page if is_conversation(m))
+        seqs = [m.seq or 0 for m in covered]
+        for group in groups:
+            resolved[group.id] = covered[bisect_left(seqs, group.first_seq) : bisect_right(seqs, group.last_seq)]
+    return {group.id: resolved[group.id] for group in receipt.groups}
+
+
+def _union(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted (first, last) spans merged where they overlap or touch."""
+    merged: list[tuple[int, int]] = []
+    for first, last in spans:
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
