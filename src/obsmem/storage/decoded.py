@@ -18,13 +18,14 @@ result, ``DataPart.data``) are plain dicts a caller could mutate. So:
   text, so no two readers ever hold the same mutable object.
 
 Bounded by entries and by stored characters; least recently used goes first. One cache per
-store object; each store uses it from one thread at a time (SQLite's worker thread, or the
-event loop for PostgreSQL), and a race would cost a miss, never a wrong message.
+store object, used from its worker thread and the event loop (SQLite's inline reads) or the
+event loop alone (PostgreSQL); a lock keeps the table and its size consistent.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from obsmem.types import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -60,16 +61,18 @@ class DecodedMessages:
         self._max_chars = max_chars
         self._entries: dict[tuple[Any, ...], tuple[Message, str, int]] = {}
         self._chars = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, key: tuple[Any, ...]) -> Message | None:
         """A fresh copy of the message ``key`` decoded to, or None when not remembered."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return None
-        self._entries[key] = entry  # now the most recently used
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._entries[key] = entry  # now the most recently used
         message, metadata, _ = entry
         return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
 
@@ -84,18 +87,18 @@ class DecodedMessages:
         size = sum(len(v) for v in key if isinstance(v, str))
         if size > self._max_chars // 64:  # one huge row would push out everything else
             return
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self._chars -= old[2]
-        self._entries[key] = (message.model_copy(update={"metadata": {}}), metadata, size)
-        self._chars += size
-        while len(self._entries) > self._capacity or self._chars > self._max_chars:
-            try:
+        kept = (message.model_copy(update={"metadata": {}}), metadata, size)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= old[2]
+            self._entries[key] = kept
+            self._chars += size
+            while self._entries and (len(self._entries) > self._capacity or self._chars > self._max_chars):
                 oldest = next(iter(self._entries))
                 self._chars -= self._entries.pop(oldest)[2]
-            except (StopIteration, KeyError, RuntimeError):  # emptied or changed meanwhile
-                break
 
     def clear(self) -> None:
-        self._entries.clear()
-        self._chars = 0
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
