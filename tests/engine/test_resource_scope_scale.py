@@ -14,9 +14,11 @@ from obsmem.clock import FakeClock
 from obsmem.models.testing import ScriptedModel
 from obsmem.om.llm.reflector import LLMReflector
 from obsmem.om.activation import reflection_slice
+from obsmem.om.offline.observer import OfflineObserver
 from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.outcomes import EngineEvent
-from obsmem.om.protocols import ReflectionRequest, ReflectionResult
+from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest, ReflectionResult
+from obsmem.om.selection import MAX_OTHER_THREADS, choose_other_threads
 from obsmem.om.sections import split_sections
 from obsmem.om.text.format import is_boundary_line
 
@@ -180,3 +182,173 @@ def test_a_resource_scope_reflection_slice_is_whole_sections() -> None:
         closed = sum(1 for line in taken.split("\n") if line == "</thread>")
         assert opened == closed >= 1
     assert reflection_slice(text, len(lines), 3, sections=False)[1] == 3  # thread scope: lines as before
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Observer batching across the threads of a resource
+# --------------------------------------------------------------------------------------------
+
+
+class RecordingObserver:
+    """The offline observer, recording each request: the thread it is for, the threads its
+    messages come from, and their message tokens."""
+
+    def __init__(self) -> None:
+        self.inner = OfflineObserver()
+        self.name = "recording"
+        self.requests: list[tuple[str | None, set[str | None], list[str]]] = []
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        self.requests.append(
+            (request.thread_id, {m.thread_id for m in request.messages}, [m.id for m in request.messages])
+        )
+        return await self.inner.observe(request)
+
+
+def sync_resource_config(*, shared: bool = False, max_tokens_per_batch: int = 10_000) -> MemoryConfig:
+    return MemoryConfig(
+        scope="resource", share_threads_in_resource=shared,
+        observation=ObservationConfig(message_tokens=400, buffer_tokens=False,
+                                      max_tokens_per_batch=max_tokens_per_batch),
+        reflection=ReflectionConfig(observation_tokens=100_000),
+    )
+
+
+async def chat(memory: Memory, conv: Conversation, thread_id: str, turns: int, topic: str) -> None:
+    for user_text, reply in chat_turns(turns):
+        turn = await memory.begin_turn(thread_id=thread_id, resource_id="u1",
+                                       messages=[conv.user(f"[{topic}] {user_text}")])
+        await turn.step([conv.assistant(f"[{topic}] {reply}")])
+        await turn.end()
+    await memory.settled()
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+async def test_a_due_observation_takes_the_other_threads_that_are_nearly_due_along(buffered: bool) -> None:
+    """``home`` holds more than half the threshold (not due on its own); ``work``'s observation
+    observes it in the same cycle, in requests of its own, into its own section, with its cursor
+    (main: ``home`` stayed unobserved until its own turn reached the threshold)."""
+    observer = RecordingObserver()
+    config = buffered_resource_config(observation_tokens=100_000) if buffered else sync_resource_config()
+    memory = Memory("memory://", config=config, clock=fake_clock(), observer=observer)
+    async with memory:
+        conv = Conversation()
+        await chat(memory, conv, "home", 4, "home")
+        head = await memory.store.get_head("resource:u1")
+        assert head is None or head.cursor("home") == 0, "home is not due on its own"
+        await chat(memory, conv, "work", 8, "work")
+        head = await memory.store.get_head("resource:u1")
+        assert head is not None
+        assert head.cursor("home") > 0, "home was observed in work's cycle"
+        assert head.cursor("work") > 0
+        home_ids = {m.id for m in await memory.store.list_messages("home")}
+        for request_thread, message_threads, _ in observer.requests:
+            assert message_threads == {request_thread}, "one thread's transcript per request"
+        observed_home = [ids for tid, _, ids in observer.requests if tid == "home"]
+        assert observed_home and set().union(*observed_home) <= home_ids
+        newest_home_user = [m for m in await memory.store.list_messages("home") if m.role == "user"][-1]
+        assert head.cursor("home") < (newest_home_user.seq or 0), "home's newest user message stays raw"
+        sections = {tid: body for tid, body in split_sections(head.active_observations) if tid is not None}
+        assert "[home]" in sections["home"] and "[home]" not in sections["work"]
+
+
+async def test_a_resource_with_many_threads_observes_a_bounded_number_per_cycle() -> None:
+    """Ten siblings are each past half the threshold; one due observation of ``work`` takes at
+    most ``max_tokens_per_batch`` tokens of them (and at most MAX_OTHER_THREADS threads), the
+    largest first; the rest wait."""
+    observer = RecordingObserver()
+    events: list[EngineEvent] = []
+    memory = Memory("memory://", config=sync_resource_config(max_tokens_per_batch=600), clock=fake_clock(),
+                    observer=observer, on_event=events.append)
+    async with memory:
+        conv = Conversation()
+        for i in range(10):
+            await chat(memory, conv, f"side{i}", 4, f"side{i}")
+        assert not observer.requests, "no sibling is due on its own"
+        for _ in range(12):  # up to work's first observation cycle
+            await chat(memory, conv, "work", 1, "work")
+            head = await memory.store.get_head("resource:u1")
+            assert head is not None
+            if head.cursor("work") > 0:
+                break
+        assert head.cursor("work") > 0
+        joined = {tid for tid, _, _ in observer.requests if tid != "work"}
+        assert 1 <= len(joined) <= MAX_OTHER_THREADS
+        side_tokens = {e.thread_id: e.data["tokens"] for e in events if e.kind == "observation-start"}
+        assert set(side_tokens) == joined | {"work"}
+        del side_tokens["work"]
+        assert sum(side_tokens.values()) <= 600, side_tokens
+        assert sum(1 for i in range(10) if head.cursor(f"side{i}") == 0) >= 10 - MAX_OTHER_THREADS
+
+
+def test_choose_other_threads_takes_safe_prefixes_largest_first_within_the_cap() -> None:
+    conv = Conversation()
+    pending = [conv.assistant("looking it up"), conv.call("c1"), conv.result("c1", 20), conv.assistant("and now"),
+               conv.call("c2")]
+    chatty = [conv.user("one"), conv.assistant("two"), conv.user("three"), conv.assistant("four")]
+    for seq, message in enumerate([*pending, *chatty], start=1):
+        message.__dict__["seq"] = seq  # stored messages carry a seq
+    windows = {"tools": pending, "chatty": chatty}
+    counts = {"tools": [10] * len(pending), "chatty": [30] * len(chatty)}
+    chosen = choose_other_threads(windows, counts, minimum=1, max_tokens=1000)
+    by_thread = {p.thread_id: p for p in chosen}
+    assert [m.id for m in by_thread["tools"].messages] == [m.id for m in pending[:4]], "the pending call stays"
+    assert [m.id for m in by_thread["chatty"].messages] == [m.id for m in chatty[:2]], "the newest user stays raw"
+    assert [p.thread_id for p in chosen] == ["tools", "chatty"], "ordered by oldest message"
+    # the cap: the largest (chatty, 60 tokens) first; tools' longest prefix that fits the rest
+    capped = choose_other_threads(windows, counts, minimum=1, max_tokens=80)
+    assert {p.thread_id: p.tokens for p in capped} == {"chatty": 60, "tools": 10}
+    assert choose_other_threads(windows, counts, minimum=50, max_tokens=1000)[0].thread_id == "chatty"
+    assert len(choose_other_threads(windows, counts, minimum=1, max_tokens=1000, max_threads=1)) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# 2. With sharing on, the other threads shown in a context count toward its threshold
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+async def test_with_sharing_the_other_conversations_count_toward_the_threshold(buffered: bool) -> None:
+    """Three threads take turns; each one's context shows the others' unobserved messages. Their
+    tokens count toward the threshold, so a context (raw messages + the other-conversations
+    block) stays within the threshold and one turn (main: up to ~980 tokens at a 400 threshold,
+    each thread observing only when its own messages reached it)."""
+    config = (
+        MemoryConfig(scope="resource", share_threads_in_resource=True,
+                     observation=ObservationConfig(message_tokens=400),
+                     reflection=ReflectionConfig(observation_tokens=100_000))
+        if buffered else sync_resource_config(shared=True)
+    )
+    memory = Memory("memory://", config=config, clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await chat(memory, conv, "a", 6, "a")
+        sizes: list[int] = []
+        for _ in range(8):
+            for tid in ("a", "b", "c"):
+                await chat(memory, conv, tid, 1, tid)
+                context = await memory.get_context(tid)
+                raw = memory.counter.count_messages(context.raw_messages)
+                block = sum(
+                    memory.counter.count_text(m.text) for m in context.system_messages
+                    if "START_OTHER_CONVERSATIONS_BLOCK" in m.text
+                )
+                sizes.append(raw + block)
+        assert any(size > 0 for size in sizes)
+        assert max(sizes) <= 400 + 100, sizes  # the threshold and one turn (~85 tokens)
+        head = await memory.store.get_head("resource:u1")
+        assert head is not None and head.cursor("b") > 0 and head.cursor("c") > 0
+
+
+async def test_the_block_counts_only_when_sharing_is_on() -> None:
+    """Without sharing nothing of the other threads is shown, so nothing of them counts: a thread
+    below its threshold is not observed because a sibling is large."""
+    observer = RecordingObserver()
+    memory = Memory("memory://", config=sync_resource_config(shared=False), clock=fake_clock(), observer=observer)
+    async with memory:
+        conv = Conversation()
+        await chat(memory, conv, "a", 6, "a")
+        await chat(memory, conv, "b", 2, "b")
+        before = len(observer.requests)
+        await chat(memory, conv, "a", 1, "a")
+        assert len(observer.requests) == before, "a's own window is below the threshold: no cycle"

@@ -64,7 +64,14 @@ from obsmem.om.cycle import Core, Cycle, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
-from obsmem.om.step import ActivateStep, ObserveStep, ReflectStep, observe_in_requests, recent_lines
+from obsmem.om.step import (
+    ActivateStep,
+    ObserveStep,
+    ReflectStep,
+    observe_in_requests,
+    read_other_threads,
+    recent_lines,
+)
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
 from obsmem.profiles import parse_model_id
@@ -186,7 +193,10 @@ class BufferedLifecycle:
         :meth:`~obsmem.om.cycle.Core.window` for ``stored``)."""
         core = self.core
         record, messages = await core.window(thread, stored)
-        return Snapshot(record, messages, core.counter.count_messages(messages) if messages else 0)
+        pending = core.counter.count_messages(messages) if messages else 0
+        if core.sharing:  # the other threads shown in this thread's context count toward its threshold
+            pending += (await read_other_threads(core, thread, record)).block_tokens
+        return Snapshot(record, messages, pending)
 
     async def step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,
@@ -509,7 +519,31 @@ class BufferedLifecycle:
 
     async def _run_buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
         key = f"buffer-observation:{self.core.lineage(thread)}"
-        await self._leased(key, lambda: self._buffer(thread, messages, window))
+
+        async def work() -> None:
+            await self._buffer(thread, messages, window)
+            if self.core.resource_scope:
+                await self._buffer_others(thread)
+
+        await self._leased(key, work)
+
+    async def _buffer_others(self, thread: Thread) -> None:
+        """Resource scope: the other threads that are due join this buffer's cycle, observed
+        and committed with their cursors (:meth:`~obsmem.om.step.ObserveStep.observe_others`;
+        with sharing on, only those with at least a buffer interval unobserved, so a buffer
+        never makes a call for a sibling's last few messages). Never raises: the messages stay
+        pending."""
+        core = self.core
+        buffer_tokens = core.config.observation.resolved_buffer_tokens or 1
+        try:
+            record = await core.head(thread)
+            minimum = min_new_tokens_for_buffer(buffer_tokens) if core.sharing else None
+            await self.observation.observe_others(thread, record, minimum=minimum)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_failure(logger, "obsmem: observing the other threads of %s failed", thread.id, error=exc,
+                        thread_id=thread.id, operation="buffer")
 
     async def _buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer

@@ -316,6 +316,11 @@ class Core:
     def resource_scope(self) -> bool:
         return self.config.scope == "resource"
 
+    @property
+    def sharing(self) -> bool:
+        """Resource scope with ``share_threads_in_resource``: a thread's context shows the others."""
+        return self.resource_scope and self.config.share_threads_in_resource
+
     def lineage(self, thread: Thread) -> str:
         return lineage_key(self.config.scope, thread.id, thread.resource_id)
 

@@ -35,7 +35,7 @@ from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.sections import remove_thread
 from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages, valid_cuts
-from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
+from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, read_other_threads
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
@@ -136,6 +136,8 @@ class Engine:
         core = self.core
         record, messages = await core.window(thread, stored)
         pending = core.counter.count_messages(messages) if messages else 0
+        if core.sharing:  # the other threads shown in this thread's context count toward its threshold
+            pending += (await read_other_threads(core, thread, record)).block_tokens
         if (
             pending < core.message_threshold(record)
             and record.observation_tokens < core.reflection_threshold()

@@ -33,8 +33,12 @@ from obsmem.tokens import TokenCounter
 from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart
 
 __all__ = [
+    "MAX_OTHER_THREADS",
     "NOTHING_UNSEEN",
+    "OTHER_THREAD_SHARE",
+    "OtherPrefix",
     "Unseen",
+    "choose_other_threads",
     "check_input_sequence",
     "is_boundary",
     "observable_messages",
@@ -225,6 +229,74 @@ def observation_batches(
         batches.append((start, stop))
         start = stop
     return batches
+
+
+# --------------------------------------------------------------------------------------------
+# Resource scope: which other threads of the resource join a thread's observation cycle
+# --------------------------------------------------------------------------------------------
+
+#: Without sharing, another thread joins a cycle only with at least this share of the message
+#: threshold unobserved (it would be due soon on its own; one cycle then does both).
+OTHER_THREAD_SHARE = 0.5
+#: At most this many other threads join one cycle (each costs at least one observer request).
+MAX_OTHER_THREADS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class OtherPrefix:
+    """The messages of another thread of the resource that one cycle observes, with their tokens."""
+
+    thread_id: str
+    messages: list[Message]
+    counts: list[int]
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.counts)
+
+
+def choose_other_threads(
+    windows: dict[str, list[Message]],
+    counts: dict[str, list[int]],
+    *,
+    minimum: int,
+    max_tokens: int,
+    max_threads: int = MAX_OTHER_THREADS,
+) -> list[OtherPrefix]:
+    """The other threads (``windows``: each one's unobserved messages, ``counts`` their tokens)
+    that join a cycle, and the prefix of each it observes.
+
+    Each thread offers its safe prefix only: never a call whose result may still come, nor its
+    newest user message and what follows it (that thread's actor may not have seen it yet). A
+    thread joins when that prefix holds at least ``minimum`` tokens. The largest threads come
+    first (as the original picks them), at most ``max_threads`` of them and ``max_tokens``
+    message tokens in all (``observation.max_tokens_per_batch``: a thread too large for the room
+    left joins with the longest prefix that fits). The result is ordered by oldest message.
+    """
+    offers: list[tuple[int, str, list[int]]] = []
+    protect = Unseen(newest_user=True)
+    for thread_id, messages in windows.items():
+        cuts = protect.cuts(messages)
+        if not cuts:
+            continue
+        tokens = sum(counts[thread_id][: cuts[-1]])
+        if tokens > 0 and tokens >= minimum:
+            offers.append((tokens, thread_id, cuts))
+    offers.sort(key=lambda offer: (-offer[0], offer[1]))
+    chosen: list[OtherPrefix] = []
+    room = max_tokens
+    for _, thread_id, cuts in offers:
+        if len(chosen) >= max_threads or room <= 0:
+            break
+        thread_counts = counts[thread_id]
+        fitting = [c for c in cuts if sum(thread_counts[:c]) <= room]
+        if not fitting:
+            continue
+        cut = fitting[-1]
+        prefix = OtherPrefix(thread_id, list(windows[thread_id][:cut]), list(thread_counts[:cut]))
+        chosen.append(prefix)
+        room -= prefix.tokens
+    return sorted(chosen, key=lambda prefix: (prefix.messages[0].seq or 0, prefix.thread_id))
 
 
 # --------------------------------------------------------------------------------------------

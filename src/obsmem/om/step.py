@@ -45,9 +45,14 @@ from obsmem.om.protocols import (
     ReflectionRequest,
     ReflectionResult,
 )
+from obsmem.om.context import _other_conversations_block as other_conversations_block
 from obsmem.om.selection import (
     NOTHING_UNSEEN,
+    OTHER_THREAD_SHARE,
+    OtherPrefix,
     Unseen,
+    choose_other_threads,
+    observable_messages,
     observation_batches,
     observer_requests,
     select_observation_prefix,
@@ -62,10 +67,12 @@ __all__ = [
     "ActivateStep",
     "ActivationTrigger",
     "ObserveStep",
+    "OtherThreads",
     "ReflectStep",
     "Trigger",
     "combine_results",
     "observe_in_requests",
+    "read_other_threads",
     "recent_lines",
 ]
 
@@ -229,8 +236,98 @@ class ObserveStep:
             return plan
         with traced("obsmem.observe", thread, "observer", trigger=trigger, forced=force) as span:
             outcome = await self._leased_run(thread, plan, force, unseen)
+            if core.resource_scope and not force and (outcome.applied or plan.cut == 0):
+                # Resource scope: the other threads that are due join this cycle (bounded).
+                record = outcome.record or plan.record
+                others = await self.observe_others(thread, record, plan.others)
+                outcome = _joined(outcome, others)
             telemetry.record_outcome(span, outcome)
             return outcome
+
+    async def observe_others(
+        self, thread: Thread, record: ObservationRecord, others: OtherThreads | None = None, *, minimum: int | None = None
+    ) -> list[CycleOutcome]:
+        """Resource scope: observe, in the cycle of ``thread``, the other threads of its resource
+        that :func:`~obsmem.om.selection.choose_other_threads` picks: with sharing on, any with
+        a safe prefix of at least ``minimum`` tokens (default 1: their messages are in this
+        thread's context and count toward its threshold); without, those with at least
+        ``OTHER_THREAD_SHARE`` of the threshold unobserved. At most ``MAX_OTHER_THREADS`` threads
+        and ``observation.max_tokens_per_batch`` message tokens per cycle. A thread's own buffered
+        chunks are activated first (no model call) and only what they leave is observed; a thread
+        held by another observer is left out, and nothing is observed while the observer backs off.
+
+        Each thread's messages go to the observer in their own requests (one thread's transcript
+        per request, so its lines go into its section) and are committed with that thread's
+        cursor by compare-and-set, as its own observation would be. ``others``: the other
+        threads' windows already read with ``record`` (read here otherwise: one store call).
+        A failure of another thread's observation is reported on its cycle and never raised here.
+        """
+        core = self.core
+        if not core.resource_scope or core.backing_off(record, "observation", thread.id) is not None:
+            return []
+        if others is None:
+            others = await read_other_threads(core, thread, record)
+        chosen = self._choose(record, others, minimum)
+        if not chosen:
+            return []
+        outcomes = await asyncio.gather(*(self._observe_other(thread, record, prefix) for prefix in chosen))
+        return [o for o in outcomes if o is not None]
+
+    def _choose(self, record: ObservationRecord, others: OtherThreads, minimum: int | None) -> list[OtherPrefix]:
+        core = self.core
+        windows = {tid: ms for tid, ms in others.windows.items() if ms}
+        if not windows:
+            return []
+        counts = {tid: [core.counter.count_message(m) for m in ms] for tid, ms in windows.items()}
+        threshold = core.message_threshold(record)
+        if minimum is None:
+            minimum = 1 if core.sharing else max(1, round(threshold * OTHER_THREAD_SHARE))
+        return choose_other_threads(
+            windows, counts, minimum=minimum, max_tokens=core.config.observation.max_tokens_per_batch
+        )
+
+    async def _observe_other(
+        self, thread: Thread, record: ObservationRecord, prefix: OtherPrefix
+    ) -> CycleOutcome | None:
+        core = self.core
+        other = await core.store.get_thread(prefix.thread_id)
+        if other is None or other.resource_id != thread.resource_id:
+            return None  # deleted meanwhile (or moved): nothing of it is written
+        async with core.leased(_lease_key("observation", core, other)) as held:
+            if not held:
+                return None
+            head = await core.stored_head(other)
+            if head is None or head.cursor(other.id) != record.cursor(other.id):
+                return None  # observed meanwhile: that work stands
+            activated: CycleOutcome | None = None
+            if any(c.thread_id == other.id for c in head.buffered_chunks):
+                # Its own buffers cover the first of these messages: activate them (no model
+                # call), then observe only what they left.
+                activated = await self.activation.activate(
+                    other, count=None, triggered_by="threshold", unseen=Unseen(newest_user=True)
+                )
+                head = await core.stored_head(other)
+                if head is None or any(c.thread_id == other.id for c in head.buffered_chunks):
+                    return activated
+                cursor = head.cursor(other.id)
+                rest = [(m, n) for m, n in zip(prefix.messages, prefix.counts, strict=True) if (m.seq or 0) > cursor]
+                if not rest:
+                    return activated
+                prefix = OtherPrefix(other.id, [m for m, _ in rest], [n for _, n in rest])
+            # Its model calls are metered and traced for that thread (the cost ledger).
+            with traced("obsmem.observe", other, "observer", trigger="other-thread", joined=thread.id) as span:
+                try:
+                    outcome = await self._observe_batch(
+                        other, head, prefix.messages, prefix.counts, prefix.tokens, prefix.tokens
+                    )
+                except (asyncio.CancelledError, OperationAbortedError):
+                    raise
+                except ObservationError as exc:  # reported on its own cycle; this thread's turn goes on
+                    outcome = CycleOutcome(
+                        "observation", False, head, input_tokens=prefix.tokens, error=exc, reason="failed"
+                    )
+                telemetry.record_outcome(span, outcome)
+                return outcome
 
     async def _leased_run(self, thread: Thread, plan: _Plan, force: bool, unseen: Unseen) -> CycleOutcome:
         core = self.core
@@ -259,18 +356,22 @@ class ObserveStep:
         counts = [core.counter.count_message(m) for m in messages]
         pending = sum(counts)
         threshold = core.message_threshold(record)
-        if not messages or (not force and pending < threshold):
+        # With sharing on, the other threads' unobserved messages are in this thread's context
+        # (the other-conversations block): their tokens count toward its threshold.
+        others = await read_other_threads(core, thread, record) if core.sharing and not force else None
+        shown = others.block_tokens if others is not None else 0
+        if (not messages and not shown) or (not force and pending + shown < threshold):
             return CycleOutcome("observation", False, record, reason="below threshold")
         cuts = unseen.cuts(messages)
         cut = select_observation_prefix(
             messages,
             counts,
             retention_floor=core.config.observation.retention_floor,
-            threshold=threshold,
+            threshold=max(1, threshold - shown),
             force=force,
             cuts=cuts,
-        )
-        if cut == 0:
+        ) if messages else 0
+        if cut == 0 and (others is None or not self._choose(record, others, None)):
             return CycleOutcome(
                 "observation", False, record,
                 reason="no safe prefix (a tool call waits for its result, or the actor has not seen the input yet)",
@@ -279,12 +380,14 @@ class ObserveStep:
             backoff = core.backing_off(record, "observation", thread.id)
             if backoff is not None:
                 return _backing_off("observation", record, backoff)
-        return _Plan(record, messages, counts, pending, cuts, cut)
+        return _Plan(record, messages, counts, pending, cuts, cut, others)
 
     async def _run(self, thread: Thread, plan: _Plan) -> CycleOutcome:
         """Observe the planned prefix, one batch (one commit) at a time."""
         core = self.core
         record, messages, counts, pending = plan.record, plan.messages, plan.counts, plan.pending
+        if plan.cut == 0:  # only other threads are due (resource scope, sharing on)
+            return CycleOutcome("observation", False, record, reason="nothing of this thread's own is due")
         batches = observation_batches(plan.cuts, counts, plan.cut, core.config.observation.max_tokens_per_batch)
         outcomes: list[CycleOutcome] = []
         for start, stop in batches:
@@ -622,6 +725,57 @@ class _Plan:
     pending: int
     cuts: Sequence[int]
     cut: int
+    others: OtherThreads | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OtherThreads:
+    """Resource scope: the unobserved messages of the resource's other threads (by thread id,
+    as of one record), and the tokens of the other-conversations block they make in this
+    thread's context (0 unless sharing is on and the context shows the block)."""
+
+    windows: dict[str, list[Message]]
+    block_tokens: int = 0
+
+
+async def read_other_threads(core: Core, thread: Thread, record: ObservationRecord) -> OtherThreads:
+    """The other threads of ``thread``'s resource after their cursors in ``record``: one store call.
+
+    The block's tokens are counted on the block as the context renders it (the same selection
+    as ``Memory``'s other-conversations: no system or marker-only message), and only when the
+    context shows it (sharing on, and observations to show it with)."""
+    by_thread: dict[str, list[Message]] = {}
+    for message in await core.store.list_resource_messages(thread.resource_id):
+        tid = message.thread_id
+        if tid is None or tid == thread.id or message.role == "system" or message.is_marker_only:
+            continue
+        if (message.seq or 0) <= record.cursor(tid):
+            continue
+        by_thread.setdefault(tid, []).append(message)
+    ordered = sorted(by_thread.items())
+    tokens = 0
+    if core.sharing and record.active_observations.strip():
+        block = other_conversations_block(ordered)
+        tokens = core.counter.count_text(block) if block else 0
+    return OtherThreads({tid: observable_messages(ms) for tid, ms in ordered}, tokens)
+
+
+def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
+    """A thread's observation and the other threads' that joined its cycle, as one outcome."""
+    applied = [o for o in others if o.applied]
+    if not applied:
+        return own
+    parts = [own, *applied] if own.applied else applied
+    records = [o.record for o in parts if o.record is not None]
+    newest = max(records, key=lambda r: (r.generation, r.version)) if records else own.record
+    return CycleOutcome(
+        "observation", True, newest,
+        messages=sum(o.messages for o in parts),
+        input_tokens=sum(o.input_tokens for o in parts),
+        output_tokens=sum(o.output_tokens for o in parts),
+        error=own.error, reason=own.reason if own.applied else "",
+        waited=True,
+    )
 
 
 def _lease_key(operation: Literal["observation", "reflection"], core: Core, thread: Thread) -> str:
