@@ -178,3 +178,22 @@ def test_contexts_built_from_the_same_record_share_no_mutable_metadata() -> None
     third = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
     assert all("mutated" not in m.metadata for m in third.system_messages)
     assert third.receipt is not None and third.receipt.context_hash == second.receipt.context_hash  # type: ignore[union-attr]
+
+
+def test_a_kept_message_digest_follows_the_parts_and_the_role() -> None:
+    """context_hash keeps each text message's digest on it: a copy with other parts or another
+    role hashes afresh, equal content hashes equal, and the memo never shows."""
+    from obsmem.om.receipts import context_hash, message_digest
+
+    first = Message.user("the harbour invoice")
+    digest = message_digest(first)
+    assert message_digest(Message.user("the harbour invoice")) == digest
+    assert message_digest(first.model_copy(update={"parts": (TextPart(text="another"),)})) != digest
+    assert message_digest(first.model_copy(update={"role": "assistant"})) != digest
+    assert message_digest(first.model_copy(update={"metadata": {"x": 1}})) == digest
+    assert first == Message.user("the harbour invoice", id=first.id, created_at=first.created_at)
+    assert "_obsmem_digest" not in first.model_dump_json() and "_obsmem_digest" not in repr(first)
+    call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "x"}),))
+    before = context_hash([first, call])
+    call.parts[0].args["q"] = "y"  # type: ignore[index]  # mutable arguments: never kept
+    assert context_hash([first, call]) != before

@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.receipts import Receipt, context_hash, forget_groups, raw_span, receipt_groups
+from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, raw_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.selection import plain_conversation
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
@@ -249,6 +249,8 @@ def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread
         if recall_instructions:  # group tags become headings; empty groups (and chunks) vanish
             chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
         kept = tuple(_observation_messages(chunks, now, recall_instructions, thread_id)) if chunks else ()
+        for message in kept:
+            message_digest(message)  # kept on the message: its copies hash by lookup
         _PREFIXES[key] = kept
         while len(_PREFIXES) > _PREFIXES_MAX:
             _PREFIXES.popitem(last=False)

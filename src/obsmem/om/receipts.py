@@ -40,6 +40,7 @@ __all__ = [
     "ReceiptGroup",
     "context_hash",
     "forget_groups",
+    "message_digest",
     "raw_span",
     "receipt_groups",
     "resolve_groups",
@@ -196,17 +197,39 @@ def raw_span(raw: Sequence[Message]) -> tuple[str, int, int] | None:
 
 
 def context_hash(messages: Iterable[Message]) -> str:
-    """SHA-256 over what a model is shown of ``messages``: each role and each part (not ids,
-    timestamps or metadata), so equal hashes mean the model saw the same thing."""
+    """SHA-256 over what a model is shown of ``messages`` (the digest of each message's role and
+    parts, not ids, timestamps or metadata: :func:`message_digest`), so equal hashes mean the
+    model saw the same thing."""
     digest = hashlib.sha256()
     for message in messages:
-        digest.update(b"\x1emessage\x1f" + message.role.encode())
-        for part in message.parts:
-            if isinstance(part, TextPart):  # the common case, without a JSON dump
-                digest.update(b"\x1ftext\x1f" + part.text.encode("utf-8", "surrogatepass"))
-            else:
-                digest.update(b"\x1f" + part.model_dump_json().encode())
+        digest.update(message_digest(message))
     return digest.hexdigest()
+
+
+#: Where a message of text parts keeps its digest (not a field; see ``TokenCounter._parts_cost``).
+_DIGEST_KEY = "_obsmem_digest"
+
+
+def message_digest(message: Message) -> bytes:
+    """SHA-256 of a message's role and parts. A message of text parts only keeps it on itself
+    (valid while its parts tuple is the same object, which copies share): the observation
+    messages every step shows are hashed once."""
+    parts = message.parts
+    memo = message.__dict__.get(_DIGEST_KEY)
+    if memo is not None and memo[0] is parts and memo[1] == message.role:
+        return bytes(memo[2])
+    digest = hashlib.sha256(b"\x1emessage\x1f" + message.role.encode())
+    plain = True
+    for part in parts:
+        if isinstance(part, TextPart):  # the common case, without a JSON dump
+            digest.update(b"\x1ftext\x1f" + part.text.encode("utf-8", "surrogatepass"))
+        else:
+            plain = False
+            digest.update(b"\x1f" + part.model_dump_json().encode())
+    value = digest.digest()
+    if plain:
+        message.__dict__[_DIGEST_KEY] = (parts, message.role, value)
+    return value
 
 
 _GROUPS: OrderedDict[str, tuple[ReceiptGroup, ...]] = OrderedDict()
