@@ -352,3 +352,33 @@ async def test_the_block_counts_only_when_sharing_is_on() -> None:
         before = len(observer.requests)
         await chat(memory, conv, "a", 1, "a")
         assert len(observer.requests) == before, "a's own window is below the threshold: no cycle"
+
+
+async def test_a_buffered_reflection_states_now_on_the_users_clock_too() -> None:
+    """The background reflection's request carries the zone as well (resource scope, messages in
+    +09:00): "now" is 23:xx in Tokyo, not 14:xx UTC (main: no background reflection in resource
+    scope, and the reflector stated UTC)."""
+    start = datetime(2025, 6, 15, 14, 0, tzinfo=timezone.utc)
+    model = ScriptedModel([SHORT], repeat_last=True)
+    clock = FakeClock(start + timedelta(minutes=50))
+    memory = Memory("memory://", config=buffered_resource_config(), clock=clock,
+                    reflector=LLMReflector(model, count_tokens=len))
+    async with memory:
+        conv = Conversation(start)
+        for _ in range(3):
+            for topic in ("work", "home"):
+                for user_text, reply in chat_turns(8):
+                    user = conv.user(f"[{topic}] {user_text}")
+                    assistant = conv.assistant(f"[{topic}] {reply}")
+                    turn = await memory.begin_turn(
+                        thread_id=topic, resource_id="u1",
+                        messages=[user.model_copy(update={"created_at": user.created_at.astimezone(TOKYO)})],
+                    )
+                    await turn.step([assistant.model_copy(update={"created_at": assistant.created_at.astimezone(TOKYO)})])
+                    await turn.end()
+                    await memory.settled()
+            if model.requests:
+                break
+    assert model.requests, "a background reflection ran"
+    line = _now_line(model)
+    assert "23:50" in line and "UTC+09:00" in line, line
