@@ -229,6 +229,11 @@ class ObserveStep:
 
         What ``unseen`` names (the input the actor has not been shown yet) stays raw, and the
         prefix never ends between a call and its result (:mod:`obsmem.om.selection`).
+
+        Resource scope: with ``share_threads_in_resource`` the other threads' unobserved messages
+        shown in this thread's context (the other-conversations block) count toward its
+        threshold, and a threshold observation takes the resource's other due threads along
+        (:meth:`observe_others`). A manual (forced) observation observes this thread only.
         """
         core = self.core
         plan = await self._plan(thread, force, unseen)
@@ -780,7 +785,8 @@ def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
 
 def _lease_key(operation: Literal["observation", "reflection"], core: Core, thread: Thread) -> str:
     """The lease a synchronous step holds while it calls its model: reflection per record
-    (lineage), observation per thread (threads of one resource are observed independently)."""
+    (lineage), observation per thread (in resource scope a cycle that takes other threads along
+    holds each one's lease while it observes it: :meth:`ObserveStep.observe_others`)."""
     key = f"sync-{operation}:{core.lineage(thread)}"
     return f"{key}:{thread.id}" if operation == "observation" and core.resource_scope else key
 
