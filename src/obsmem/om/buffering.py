@@ -67,6 +67,7 @@ from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, val
 from obsmem.om.step import (
     ActivateStep,
     ObserveStep,
+    OtherThreads,
     ReflectStep,
     observe_in_requests,
     read_other_threads,
@@ -100,6 +101,7 @@ class Snapshot:
     record: ObservationRecord
     messages: list[Message]
     pending: int
+    others: OtherThreads | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,9 @@ class StepResult:
     outcomes: list[CycleOutcome]
     record: ObservationRecord
     messages: list[Message]
+    #: Resource scope with sharing on: the other threads as read with ``record`` (their
+    #: other-conversations block counted toward the threshold); None when not read.
+    others: OtherThreads | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +199,11 @@ class BufferedLifecycle:
         core = self.core
         record, messages = await core.window(thread, stored)
         pending = core.counter.count_messages(messages) if messages else 0
+        others = None
         if core.sharing:  # the other threads shown in this thread's context count toward its threshold
-            pending += (await read_other_threads(core, thread, record)).block_tokens
-        return Snapshot(record, messages, pending)
+            others = await read_other_threads(core, thread, record)
+            pending += others.block_tokens
+        return Snapshot(record, messages, pending, others)
 
     async def step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,
@@ -236,7 +243,7 @@ class BufferedLifecycle:
             outcomes.append(reflected)
             snapshot = await self.read(thread)
         await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
-        return StepResult(outcomes, snapshot.record, snapshot.messages)
+        return StepResult(outcomes, snapshot.record, snapshot.messages, snapshot.others)
 
     async def threshold_step(
         self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN, *, inline: bool = False

@@ -136,14 +136,16 @@ class Engine:
         core = self.core
         record, messages = await core.window(thread, stored)
         pending = core.counter.count_messages(messages) if messages else 0
+        others = None
         if core.sharing:  # the other threads shown in this thread's context count toward its threshold
-            pending += (await read_other_threads(core, thread, record)).block_tokens
+            others = await read_other_threads(core, thread, record)
+            pending += others.block_tokens
         if (
             pending < core.message_threshold(record)
             and record.observation_tokens < core.reflection_threshold()
             and not any(c.thread_id == thread.id for c in record.buffered_chunks)
         ):
-            return StepResult([], record, messages)
+            return StepResult([], record, messages, others)
         return Prepared(None)
 
     async def advance(

@@ -741,6 +741,9 @@ class OtherThreads:
 
     windows: dict[str, list[Message]]
     block_tokens: int = 0
+    #: The messages the other-conversations block is rendered from, by thread id in id order
+    #: (what ``Memory`` shows with sharing on; read with the same record, so reusable for it).
+    shown: tuple[tuple[str, list[Message]], ...] = ()
 
 
 async def read_other_threads(core: Core, thread: Thread, record: ObservationRecord) -> OtherThreads:
@@ -762,7 +765,7 @@ async def read_other_threads(core: Core, thread: Thread, record: ObservationReco
     if core.sharing and record.active_observations.strip():
         block = other_conversations_block(ordered)
         tokens = core.counter.count_text(block) if block else 0
-    return OtherThreads({tid: observable_messages(ms) for tid, ms in ordered}, tokens)
+    return OtherThreads({tid: observable_messages(ms) for tid, ms in ordered}, tokens, tuple(ordered))
 
 
 def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
