@@ -197,3 +197,29 @@ def test_the_instructions_rule_is_documented_in_the_context_module() -> None:
     doc = " ".join((context.__doc__ or "").split())
     assert "The application's instructions" in doc
     assert "most recent call that passed any" in doc
+
+
+async def test_a_prompt_sent_anew_every_turn_is_recorded_once_and_leads_every_context() -> None:
+    """Most applications send their system prompt with every call (a new message each time). The
+    thread records it once (no write per turn); every context leads with it exactly once, also
+    after observation moved the cursor past it; a changed prompt is recorded and shown."""
+    clock = FakeClock(START)
+    chat = Chat(clock)
+    async with Memory("memory://", config=config(), clock=clock) as memory:
+        versions: list[int] = []
+        for i in range(20):
+            turn = await memory.begin_turn(
+                thread_id="t", resource_id="u", messages=[chat.system(PROMPT, f"prompt-{i}"), chat.user(fact(i))]
+            )
+            assert instructions_of(turn.context) == [PROMPT], i
+            assert instructions_of(await turn.step([chat.assistant(f"Noted, tip {i}.")])) == [PROMPT], i
+            await turn.end()
+            versions.append((await memory.get_thread("t")).version)
+        record = await memory.get_record("t")
+        assert record is not None and record.cursor("t") > 1, "observation ran"
+        assert len(set(versions)) == 1, versions  # recorded by the first turn only
+        turn = await memory.begin_turn(thread_id="t", messages=[chat.system(SECOND, "changed"), chat.user("Hi.")])
+        assert instructions_of(turn.context) == [SECOND]
+        await turn.end([chat.assistant("Hello!")])
+        assert (await memory.get_thread("t")).version > versions[-1]
+        assert instructions_of(await memory.get_context("t")) == [SECOND]

@@ -393,7 +393,9 @@ async def remember_instructions(
     among them) go to ``thread.metadata["obsmem"]["instructions"]``, compare-and-set: a
     concurrent save of older instructions (lower seq) never overwrites newer ones. Returns the
     thread as stored (unchanged, without a write, when ``saved`` holds no system message or
-    the same ones are recorded already).
+    the same ones are recorded already, or the recorded ones are still stored with the same
+    role and parts: an application that sends its system prompt anew on every turn, with new
+    ids, costs a read, not a write).
     """
     instructions = latest_instructions(saved)
     if not instructions:
@@ -410,6 +412,8 @@ async def remember_instructions(
             recorded_seq = recorded.get("seq")
             if recorded.get("ids") == ids or (isinstance(recorded_seq, int) and recorded_seq > seq):
                 return None
+            if await _same_as_recorded(store, current, recorded, instructions):
+                return None
         own = current.metadata.get(MARKER_KEY)
         merged = {**(own if isinstance(own, dict) else {}), _INSTRUCTIONS: {"ids": ids, "seq": seq}}
         return current.model_copy(update={"metadata": {**current.metadata, MARKER_KEY: merged}})
@@ -422,6 +426,20 @@ async def remember_instructions(
 
     done = await commit(read, compose, write, policy=policy or CommitPolicy(), first=thread)
     return done.current if done.current is not None else thread
+
+
+async def _same_as_recorded(
+    store: Store, thread: Thread, recorded: dict[str, Any], instructions: Sequence[Message]
+) -> bool:
+    """Whether the instructions recorded on ``thread`` are all still stored, with the role and
+    parts of ``instructions``, in the same order (then recording these changes nothing shown)."""
+    ids = [i for i in recorded.get("ids", []) if isinstance(i, str)]
+    if len(ids) != len(instructions):
+        return False
+    stored = {m.id: m for m in await store.get_messages(ids) if m.role == "system" and m.thread_id == thread.id}
+    if len(stored) != len(ids):
+        return False
+    return [message_digest(stored[i]) for i in ids] == [message_digest(m) for m in instructions]
 
 
 async def load_instructions(store: Store, thread: Thread) -> list[Message] | None:

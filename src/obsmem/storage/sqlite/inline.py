@@ -3,7 +3,7 @@
 Every SQLite call of a store runs on the store's worker thread (see the store's docstring), so
 that nothing blocks the event loop. A hand-off to that thread and back costs little on an idle
 machine, but it is two thread wake-ups, and on a loaded one each waits for a CPU: a turn's
-reads (its thread, and the window its context is built from) paid more for the hand-offs than
+reads (its thread, the window its context is built from, the application's instructions) paid more for the hand-offs than
 for the reads. So the few reads a turn makes on every step may run where they are called,
 when all of this holds — otherwise they go to the worker thread as before:
 

@@ -22,8 +22,8 @@ Design choices, and why:
   ``sqlite3`` enforces that only its thread uses it), and it serialises this store's
   operations, so two coroutines never share a half-finished transaction. A cancelled caller
   does not interrupt the worker: the operation still commits or rolls back as a whole. The
-  one exception: the two reads a turn makes on every step (its thread, its window) run where
-  they are called, on a read-only connection that never waits and refuses large results
+  one exception: the small reads a turn makes on every step (its thread, its window, its
+  instructions) run where they are called, on a read-only connection that never waits and refuses large results
   (:mod:`obsmem.storage.sqlite.inline`); whatever it refuses goes to the worker thread.
 * **JSON columns** hold parts, metadata, per-thread states and buffered chunks; rows round-trip
   through ``model_dump(mode="json")`` and ``model_validate``, so what comes back equals what
@@ -559,11 +559,20 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._read(op)
 
     async def get_messages(self, message_ids: list[str]) -> list[Message]:
-        def op(conn: Conn) -> list[Message]:
-            found = self._select_messages(conn, message_ids)
+        def op(conn: Conn, bounded: bool) -> list[Message]:
+            if bounded:  # a few ids (a turn's instructions, the copies an application sent back)
+                unique = list(dict.fromkeys(message_ids))
+                if len(unique) > inline.MAX_ROWS:
+                    raise inline.TooLarge()
+                marks = ", ".join("?" for _ in unique)
+                rows = conn.execute(f"{_MESSAGE_SELECT} WHERE m.id IN ({marks})", unique).fetchall() if unique else []
+                _check_small(rows)
+                found = {row["id"]: self._message(row) for row in rows}
+            else:
+                found = self._select_messages(conn, message_ids)
             return sorted(found.values(), key=lambda m: m.seq or 0)
 
-        return await self._read(op)
+        return await self._small_read(op)
 
     async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
         def op(conn: Conn) -> Message:
