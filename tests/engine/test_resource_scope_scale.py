@@ -19,6 +19,7 @@ from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.outcomes import EngineEvent
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest, ReflectionResult
 from obsmem.om.selection import MAX_OTHER_THREADS, choose_other_threads
+from obsmem.om.step import read_other_threads
 from obsmem.om.sections import split_sections
 from obsmem.om.text.format import is_boundary_line
 
@@ -382,3 +383,34 @@ async def test_a_buffered_reflection_states_now_on_the_users_clock_too() -> None
     assert model.requests, "a background reflection ran"
     line = _now_line(model)
     assert "23:50" in line and "UTC+09:00" in line, line
+
+
+async def test_reading_the_other_threads_from_the_smallest_cursor_misses_no_thread() -> None:
+    """The other threads are read from the smallest cursor on once every thread has one; a thread
+    that has none yet (new, never observed) makes it read them all, so it is never missed."""
+    memory = Memory("memory://", config=sync_resource_config(shared=True), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        await chat(memory, conv, "a", 6, "a")
+        await chat(memory, conv, "b", 6, "b")
+        thread_a = await memory.get_thread("a")
+        head = await memory.store.get_head("resource:u1")
+        assert head is not None and head.cursor("a") > 0 and head.cursor("b") > 0
+        reads: list[int] = []
+        list_resource_messages = memory.store.list_resource_messages
+
+        async def spy(resource_id: str, *, after_seq: int = 0) -> list[Message]:
+            reads.append(after_seq)
+            return await list_resource_messages(resource_id, after_seq=after_seq)
+
+        memory.store.list_resource_messages = spy  # type: ignore[method-assign]
+        others = await read_other_threads(memory.engine.core, thread_a, head)
+        assert reads[-1] == head.cursor("b"), "every other thread has a cursor: read from the smallest"
+        assert set(others.windows) == {"b"}
+        await chat(memory, conv, "c", 1, "c")  # new: no cursor yet
+        others = await read_other_threads(memory.engine.core, thread_a, head)
+        assert reads[-1] == 0, "a thread without a cursor: read everything"
+        assert set(others.windows) == {"b", "c"} and others.windows["c"]
+        b_unobserved = [m for m in await memory.store.list_messages("b") if (m.seq or 0) > head.cursor("b")]
+        assert [m.id for m in others.windows["b"]] == [m.id for m in b_unobserved if not m.is_marker_only]
+        assert others.block_tokens > 0
