@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -204,3 +205,57 @@ def test_a_relatives_name_is_not_the_users_name() -> None:
     assert sister is not None and dog is not None and own is not None
     assert len({sister.key, dog.key, own.key}) == 3  # so none supersedes another
     assert own.key == "name"
+
+
+# -- issue 15: LoCoMo mode (what a long talk between people keeps) ------------------------------
+
+
+def test_a_feeling_about_nothing_named_is_not_a_note() -> None:
+    # two words nobody recorded, said in the first person, but neither says what happened
+    assert said("It was so awesome, I really loved it!") is None
+    assert said("I felt so proud and grateful.") is None
+    # what happened stays, with or without the feeling around it
+    kept = said("It was so awesome, I joined a pottery class downtown!")
+    assert kept is not None and "joined pottery class downtown" in kept
+    assert said("I spent the afternoon baking bread.") == "Melanie: spent afternoon baking bread"
+
+
+def test_note_style_drops_colour_but_keeps_what_happened() -> None:
+    assert telegraphic("Melanie: it was really awesome, ran a charity race; so proud") == (
+        "Melanie: ran charity race; proud"
+    )
+
+
+def test_fit_weighs_what_happened_over_how_it_felt() -> None:
+    # the feeling is the shorter note and its words are as rare, so by rarity per token alone it
+    # would outrank the event; a note made of feeling words is worth nothing to keep
+    entries = [
+        _Entry(DAY, ObservationLine("Mel: felt proud grateful; joined pottery class at downtown studio.", PRIORITY_HIGH)),
+    ]
+    fitted = fit_participants(entries, excess_tokens=3, count_tokens=estimate_tokens)
+    assert [e.line.text for e in fitted] == ["Mel: joined pottery class at downtown studio."]
+
+
+def _day_message(role: str, text: str, name: str, minute: int, day: int = 8) -> Message:
+    return Message(role=role, parts=({"type": "text", "text": text},),  # type: ignore[arg-type]
+                   created_at=datetime(2023, 5, day, 13, minute, tzinfo=UTC), metadata={"name": name})  # fmt: skip
+
+
+async def test_a_speakers_notes_of_one_day_share_one_line() -> None:
+    messages = [
+        _day_message("user", "I adopted a puppy called Rex on Saturday.", "Caroline", 0),
+        _day_message("assistant", "I signed up for a pottery class downtown.", "Melanie", 1),
+        _day_message("user", "I taught Rex to sit and fetch a ball.", "Caroline", 2),
+        _day_message("assistant", "My daughter Ida starts school in September.", "Melanie", 3),
+        _day_message("user", "I start my counseling course next week.", "Caroline", 0, day=9),
+    ]
+    result = await OfflineObserver().observe(ObservationRequest(messages=messages, timezone=UTC))
+    lines = [line for line in result.observations.splitlines() if line.startswith("*")]
+    assert len(lines) == 3  # Caroline and Melanie on May 8, Caroline on May 9
+    caroline = next(line for line in lines if "adopted puppy" in line)
+    assert "Caroline: adopted puppy called Rex" in caroline and "; taught Rex sit fetch ball" in caroline
+    melanie = next(line for line in lines if "Melanie:" in line)
+    assert "pottery class" in melanie and "Ida starts school in September" in melanie
+    # the day dates what people told each other: no clock time on their lines
+    assert not any(re.match(r"^\* \S+ \(\d\d:\d\d\)", line) for line in lines)
+    assert "counseling course next week" in lines[-1] and "May 9" not in lines[-1]

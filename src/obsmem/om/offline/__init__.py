@@ -27,9 +27,10 @@ reasoning and data parts are dropped.
 
 **Conversations between named people.** When the assistant side of a batch carries a
 speaker's name (``metadata["name"]``), the talk is people telling each other about their lives,
-not a user and an agent: each message becomes at most one line about its speaker ("Melanie:
+not a user and an agent: each message gives at most one note about its speaker ("Melanie:
 ran charity race for mental health last Saturday (meaning May 20, 2023)"), in note style, with
-questions, greetings, reactions and remarks about the listener dropped. See
+questions, greetings, reactions, remarks about the listener and feelings about nothing named
+dropped; a speaker's notes of one day share one line, without a clock time. See
 :mod:`obsmem.om.offline.participants`.
 
 **Hostile text stays data.** Observations become a system message of the actor's context, so

@@ -218,6 +218,9 @@ def _annotate(text: str, notes: list[str]) -> str:
     return " ".join([text, *(f"({n})" for n in dict.fromkeys(notes))])
 
 
+_SPEAKER_RANK = {PRIORITY_HIGH: 3, PRIORITY_MEDIUM: 2, PRIORITY_LOW: 1}
+
+
 class _Cycle:
     """The state of one observe() call: drafts, the open question, tool calls in flight."""
 
@@ -243,6 +246,8 @@ class _Cycle:
         self.finished: list[str] = []  # tasks the user reported finished in this batch
         self.between_people = is_participant_conversation(request.messages)
         self.speakers = sorted({n for m in request.messages if (n := speaker_name(m))})
+        # a named speaker's line of a day, and the notes still to join to it
+        self.speaker_days: dict[tuple[date, str], tuple[_Draft, list[str]]] = {}
         self.named: list[list[date]] = []  # the calendar days each message with text names
         self.nearby: list[date] = []  # those of the message being read and the few before it
         self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
@@ -319,7 +324,7 @@ class _Cycle:
                 text, speaker, day, self.known(), self.count_tokens, listeners, context=self.nearby
             )
             if line is not None:
-                self.add((index, 1), day, time, line.priority, line.text)
+                self._speaker_note(speaker, (index, 1), day, line.priority, line.text)
             return
         if message.role == "user":
             self.user_texts.append(text)
@@ -327,6 +332,28 @@ class _Cycle:
             self._learn(text)
         elif message.role == "assistant":
             self._assistant(text, index, day, time)
+
+    def _speaker_note(self, speaker: str, order: tuple[int, int], day: date, priority: str, text: str) -> None:
+        """One line per named speaker and day of a batch: the speaker's later notes of the day join
+        their first line ("Melanie: a; b"), so a line's head is paid once, as the reflector's merge
+        of an old day does (:func:`~obsmem.om.offline.participants.merge_speaker_days`). The
+        line carries no clock time: between people the day is what dates what they said."""
+        day_line = self.speaker_days.get((day, speaker))
+        if day_line is None:
+            self.speaker_days[(day, speaker)] = (self.add(order, day, "", priority, text), [])
+            return
+        draft, more = day_line
+        _, _, notes = text.partition(": ")
+        more.append(notes)  # joined once, when the batch is rendered: linear in the notes
+        if _SPEAKER_RANK[priority] > _SPEAKER_RANK[draft.priority]:
+            draft.priority = priority
+        self._learn(notes)
+
+    def _join_speaker_days(self) -> None:
+        for draft, more in self.speaker_days.values():
+            if more:
+                draft.text = sentence_end("; ".join([draft.text.rstrip("."), *more]))
+                more.clear()
 
     def _tool_result(self, part: ToolResultPart, where: tuple[int, int], day: date, time: str) -> None:
         call = self.calls.pop(part.tool_call_id, None)
@@ -672,6 +699,7 @@ class _Cycle:
                 self.add(run.order, run.day, run.time, PRIORITY_MEDIUM, line)
 
     def render(self) -> str:
+        self._join_speaker_days()
         seen = {normalise(line.text) for g in parse_observations(self.request.previous_observations)
                 for line in g.lines}  # fmt: skip
         groups: list[DateGroup] = []

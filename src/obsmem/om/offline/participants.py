@@ -12,7 +12,15 @@ health last Saturday (meaning May 20, 2023)".
 What a sentence is worth follows the user rules (:func:`statement_priority`): durable facts,
 changes and dated events are 🔴; narration that brings at least two words nobody has recorded
 yet is 🟡, so the reflector folds it into a day's topics before it touches a fact; the rest
-(reactions, repetition, small talk) is dropped.
+(reactions, repetition, small talk) is dropped, and so is a sentence that names fewer than two
+things beyond how the speaker felt about them ("it was so awesome, I love it") unless it holds a
+name, a number or a date.
+
+Words of feeling and evaluation (:data:`EVALUATIVE`: "awesome", "felt", "proud", "love" …) are
+what a chat between people is mostly made of and what a later question least often asks for:
+what someone did, got, made, named or planned is what they remember. So they count for nothing
+when a note's worth is weighed, and the pure colour among them ("awesome", "really", "so")
+goes from a note altogether.
 """
 
 from __future__ import annotations
@@ -39,7 +47,9 @@ from obsmem.om.offline.rules import condense, resolve_dates, split_sentences, th
 from obsmem.types import Message
 
 __all__ = [
+    "EVALUATIVE",
     "ParticipantLine",
+    "concrete_words",
     "fit_participants",
     "merge_speaker_days",
     "is_participant_conversation",
@@ -73,6 +83,34 @@ _GLUE = frozenset(
     was were be been being am has have had do does did will would can could should shall may might
     must to of and so as just that's it's i'm i've i'll he she his her him we us our you your""".split()
 )
+#: Words of feeling and evaluation, and the light verbs around them: a note made only of these
+#: says how the speaker felt, not what happened, so they add nothing to what a note is worth.
+EVALUATIVE = frozenset(
+    """awesome amazing great good nice cool fun funny fantastic wonderful lovely beautiful gorgeous stunning
+    incredible super special perfect best better worse worst bad terrible horrible hard tough easy crazy wild
+    insane love loved loves loving like liked likes enjoy enjoyed enjoying enjoys hate hated glad happy happier
+    happiest sad proud excited exciting thrilled grateful thankful blessed blessing lucky appreciate
+    appreciated appreciates feel feels felt feeling feelings emotion emotions emotional touching touched
+    heartwarming heart hearts inspiring inspired inspiration inspire inspires motivating motivated motivation
+    motivates meaningful rewarding fulfilling empowering powerful important matter matters mean means meant
+    worth stressful stressed stress nervous scared afraid worried worry worries anxious overwhelming
+    overwhelmed relieved relief calm relaxing relaxed peaceful peace joy joyful support supportive supported
+    supporting encourage encouraged encouragement hope hoping hopes wish wishes dream dreams reminder remind
+    reminds reminded reminding moment moments memories memory experience experiences journey thing things
+    stuff lot lots much really totally definitely always never ever sure kind kinda sorta way ways time times
+    life day days cheer vibe vibes think thought know knew guess believe believed sounds sound seem seems
+    seemed look looks looked keep keeps kept make makes making made get gets getting got go going gone went
+    come came coming""".split()
+)
+#: The evaluative words that are pure colour: a note in note style drops them.
+_COLOUR = frozenset(
+    """awesome amazing great cool nice fun wonderful incredible fantastic super stunning lovely crazy wild
+    insane special perfect really so very totally definitely kinda sorta pretty quite stuff lot lots much even
+    truly absolutely literally honestly such yeah yep wow oh""".split()
+)
+#: A sentence is kept only when it names at least this many things beyond how the speaker felt
+#: (words outside :data:`EVALUATIVE`), unless it holds a name, a number or a date.
+CONCRETE_WORDS = 2
 _NAMES_TOO = frozenset({"May", "Will", "Mae"})  # capitalised, these are a month or a name
 _WORD_OR_GAP = re.compile(r"(\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|[A-Za-z][A-Za-z'’-]*|\S+)(\s*)")
 _RANK = {PRIORITY_HIGH: 3, PRIORITY_MEDIUM: 2, PRIORITY_LOW: 1}
@@ -120,8 +158,9 @@ def is_participant_line(text: str) -> bool:
 
 
 def telegraphic(text: str) -> str:
-    """Note style for an old participant line: pronouns, auxiliaries and linking words go, while
-    every content word, number, bracketed note and quoted title stays in order.
+    """Note style for an old participant line: pronouns, auxiliaries, linking words and pure
+    colour ("awesome", "really") go, while every other word, number, bracketed note and quoted
+    title stays in order.
 
     "Melanie: ran charity race for mental health; it was like therapy for them" →
     "Melanie: ran charity race for mental health; like therapy for". An answer is made of
@@ -137,7 +176,8 @@ def _notes(text: str, start: int = 0) -> str:
     out: list[str] = []
     for match in _WORD_OR_GAP.finditer(text, start):
         word, gap = match.group(1), match.group(2)
-        if word.lower().rstrip(",;:") in _GLUE and word.rstrip(",;:") not in _NAMES_TOO:
+        bare = word.lower().rstrip(",;:!")
+        if (bare in _GLUE or bare in _COLOUR) and word.rstrip(",;:") not in _NAMES_TOO:
             if word[-1] in ",;:" and out:
                 out[-1] = out[-1].rstrip() + word[-1] + " "
             continue
@@ -186,6 +226,8 @@ def participant_line(
             continue  # about the listener: a reaction to what they said, which is theirs to record
         if _REACTION.match(body) and not terms and not found:
             continue
+        if not (terms or found) and len(concrete_words(body)) < CONCRETE_WORDS:
+            continue  # "it was so awesome, I loved it": a feeling about nothing it names
         priority = statement_priority(body, found, known)
         words = [w for w in content_words(body) if w not in known and w not in fresh]
         if not words and not found:
@@ -264,11 +306,18 @@ def merge_speaker_days(entries: list[Entry]) -> list[Entry]:
     return out
 
 
+def concrete_words(text: str) -> list[str]:
+    """The content words of ``text`` that say what happened or what it was about, not how the
+    speaker felt about it (:data:`EVALUATIVE` words left out)."""
+    return [word for word in content_words(text) if word not in EVALUATIVE]
+
+
 def _part_value(part: str, frequency: dict[str, int]) -> float:
-    """What a note is worth keeping: a resolved date, names and numbers, and its words weighted
-    by rarity, so a note whose words the rest of the log repeats is worth little."""
+    """What a note is worth keeping: a resolved date, names and numbers, and its concrete words
+    (:func:`concrete_words`) weighted by rarity, so a note whose words the rest of the log
+    repeats, or that only says how someone felt, is worth little."""
     dated = 4 if "(meaning" in part or "(estimated" in part else 0
-    words = set(content_words(part))
+    words = set(concrete_words(part))
     rare = sum(1 / frequency.get(word, 1) for word in words)
     return dated + 2 * len(names_and_numbers(part)) + 2 * rare
 
