@@ -14,6 +14,10 @@ Two measurements on the embedded SQLite store (a file in a temporary folder), of
    is timed; turns that waited for memory work are reported apart and left out of the medians
    (they measure the observer, not the turn).
 
+3. With ``--shared``, the same threads with ``share_threads_in_resource=True`` (informational, no
+   target): every boundary reads the other threads' unobserved messages (their block counts
+   toward the threshold) and every context shows them.
+
 Prints a table with PASS/FAIL, or JSON with ``--json``. Timing is wall clock on this machine;
 quote medians and ratios from one run.
 """
@@ -30,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from obsmem import Memory, Message
+from obsmem import Memory, MemoryConfig, Message
 from obsmem.storage import open_store
 from obsmem.storage.contract import ObservationRecord, ThreadState, lineage_key
 
@@ -82,8 +86,13 @@ async def _seed(memory: Memory, thread_id: str, resource_id: str, n: int, tail: 
         raise RuntimeError(f"seeding the record of {thread_id} failed")
 
 
-def _config(scope: str) -> dict[str, Any]:
-    return {"scope": scope, "observation": {"message_tokens": 30_000}, "reflection": {"observation_tokens": 40_000}}
+def _config(scope: str, shared: bool = False) -> MemoryConfig:
+    config: dict[str, Any] = {
+        "scope": scope, "observation": {"message_tokens": 30_000}, "reflection": {"observation_tokens": 40_000}
+    }
+    if shared:
+        config["share_threads_in_resource"] = True
+    return MemoryConfig.model_validate(config)
 
 
 async def _time_thread(memory: Memory, thread_id: str, repeats: int) -> dict[str, list[float]]:
@@ -135,12 +144,12 @@ async def thread_length(long_n: int, tail: int, repeats: int) -> dict[str, Any]:
     }
 
 
-async def resource_threads(threads: int, history: int, tail: int, rounds: int) -> dict[str, Any]:
+async def resource_threads(threads: int, history: int, tail: int, rounds: int, shared: bool = False) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for count in (1, threads):
         with tempfile.TemporaryDirectory() as folder:
             store = open_store(f"sqlite:///{Path(folder) / 'scale.db'}")
-            async with Memory(store, config=_config("resource")) as memory:
+            async with Memory(store, config=_config("resource", shared)) as memory:
                 ids = [f"t{i}" for i in range(count)]
                 for thread_id in ids:
                     await _seed(memory, thread_id, "r", history, tail, "resource")
@@ -181,15 +190,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds over the resource's threads")
     parser.add_argument("--quick", action="store_true", help="a smaller run (10,000 messages, 10 threads)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--shared", action="store_true",
+        help="also time the resource's threads with share_threads_in_resource=True (informational: each "
+        "context shows, and each boundary counts, the other threads' unobserved messages)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.long, args.threads, args.repeats = 10_000, 10, 15
 
     async def run() -> dict[str, Any]:
-        return {
+        result = {
             "thread_length": await thread_length(args.long, args.tail, args.repeats),
             "resource_threads": await resource_threads(args.threads, args.history, args.tail, args.rounds),
         }
+        if args.shared:
+            result["resource_threads_shared"] = await resource_threads(
+                args.threads, args.history, args.tail, args.rounds, shared=True
+            )
+        return result
 
     result = asyncio.run(run())
     if args.json:
@@ -215,6 +234,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['turn_p50_ms']:>12} {row['turn_p99_ms']:>12}"
         )
     print(f"turn ratio {resource['turn_ratio']} (≤ 2.0): {'PASS' if resource['turn_pass'] else 'FAIL'}")
+    shared = result.get("resource_threads_shared")
+    if shared is not None:
+        print()
+        print("Turn time, threads of one resource, share_threads_in_resource=True (informational)")
+        print(f"{'threads':>8} {'timed':>6} {'waited':>7} {'turn p50 ms':>12} {'turn p99 ms':>12}")
+        for row in shared["rows"].values():
+            print(
+                f"{row['threads']:>8} {row['turns_timed']:>6} {row['turns_waited']:>7} "
+                f"{row['turn_p50_ms']:>12} {row['turn_p99_ms']:>12}"
+            )
+        print(f"turn ratio {shared['turn_ratio']} (informational)")
     return 0
 
 

@@ -19,7 +19,8 @@ from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.outcomes import EngineEvent
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest, ReflectionResult
 from obsmem.om.selection import MAX_OTHER_THREADS, choose_other_threads
-from obsmem.om.step import read_other_threads
+from obsmem.om.context import _other_conversations_block as other_conversations_block
+from obsmem.om.step import other_block_tokens, read_other_threads
 from obsmem.om.sections import split_sections
 from obsmem.om.text.format import is_boundary_line
 
@@ -414,3 +415,21 @@ async def test_reading_the_other_threads_from_the_smallest_cursor_misses_no_thre
         b_unobserved = [m for m in await memory.store.list_messages("b") if (m.seq or 0) > head.cursor("b")]
         assert [m.id for m in others.windows["b"]] == [m.id for m in b_unobserved if not m.is_marker_only]
         assert others.block_tokens > 0
+
+
+async def test_the_block_tokens_match_the_rendered_block_and_are_remembered_per_thread() -> None:
+    memory = Memory("memory://", config=sync_resource_config(shared=True), clock=fake_clock())
+    async with memory:
+        conv = Conversation()
+        others = [
+            (f"t{i}", [conv.user(f"[t{i}] {u}") if j % 2 == 0 else conv.assistant(f"[t{i}] {u}")
+                       for j, (u, _) in enumerate(chat_turns(i + 1))])
+            for i in range(5)
+        ]
+        core = memory.engine.core
+        exact = memory.counter.count_text(other_conversations_block(others) or "")
+        counted = other_block_tokens(core, others)
+        assert abs(counted - exact) <= 2 * len(others), (counted, exact)
+        remembered = len(core.other_block_memo)
+        assert other_block_tokens(core, others) == counted and len(core.other_block_memo) == remembered
+        assert other_block_tokens(core, []) == 0

@@ -22,6 +22,7 @@ import os
 import random
 import socket
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
@@ -310,6 +311,9 @@ class Core:
         # a real wait for a buffer in flight).
         self.observer_latency = LatencyEstimate()
         self.observer_latency_real = LatencyEstimate()
+        # Resource scope with sharing: the other-conversations block's tokens per thread, by
+        # that thread's shown messages (see obsmem.om.step.other_block_tokens).
+        self.other_block_memo: OrderedDict[tuple[str, tuple[tuple[str, str, str], ...]], int] = OrderedDict()
 
     # -- where things live ----------------------------------------------------------------------
     @property

@@ -58,6 +58,7 @@ from obsmem.om.selection import (
     select_observation_prefix,
 )
 from obsmem.om.text.format import append_with_boundary
+from obsmem.om.text.own import OTHER_CONVERSATIONS
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, ThreadState
 from obsmem.tokens import WARM_CHARS, TokenCounter
@@ -785,9 +786,43 @@ async def read_other_threads(core: Core, thread: Thread, record: ObservationReco
     ordered = sorted(by_thread.items())
     tokens = 0
     if core.sharing and record.active_observations.strip():
-        block = other_conversations_block(ordered)
-        tokens = core.counter.count_text(block) if block else 0
+        tokens = other_block_tokens(core, ordered)
     return OtherThreads({tid: observable_messages(ms) for tid, ms in ordered}, tokens, tuple(ordered))
+
+
+_BLOCK_FRAME = "\n".join([OTHER_CONVERSATIONS, "START_OTHER_CONVERSATIONS_BLOCK", "END_OTHER_CONVERSATIONS_BLOCK"])
+#: How many threads' block tokens an engine remembers (by the thread's shown messages).
+_BLOCK_MEMO = 512
+
+
+def other_block_tokens(core: Core, others: Sequence[tuple[str, list[Message]]]) -> int:
+    """The tokens of the other-conversations block ``others`` render to (0 when it renders to
+    nothing): its frame once, and each thread's part as the block renders it alone, remembered
+    by that thread's messages (id, role, text), so a boundary only renders and counts the threads
+    that changed since the last one (within a token or two of counting the joined block)."""
+    memo = core.other_block_memo
+    total = 0
+    for thread_id, messages in others:
+        key = (thread_id, tuple((m.id, m.role, m.text) for m in messages))
+        tokens = memo.get(key)
+        if tokens is None:
+            alone = other_conversations_block([(thread_id, messages)])
+            tokens = max(0, core.counter.count_text(alone) - _frame_tokens(core)) if alone else 0
+            memo[key] = tokens
+            while len(memo) > _BLOCK_MEMO:
+                memo.popitem(last=False)
+        else:
+            memo.move_to_end(key)
+        total += tokens
+    return total + _frame_tokens(core) if total else 0
+
+
+def _frame_tokens(core: Core) -> int:
+    key = ("", ())
+    tokens = core.other_block_memo.get(key)
+    if tokens is None:
+        tokens = core.other_block_memo[key] = core.counter.count_text(_BLOCK_FRAME)
+    return tokens
 
 
 def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
