@@ -433,3 +433,41 @@ async def test_the_block_tokens_match_the_rendered_block_and_are_remembered_per_
         remembered = len(core.other_block_memo)
         assert other_block_tokens(core, others) == counted and len(core.other_block_memo) == remembered
         assert other_block_tokens(core, []) == 0
+
+
+async def test_a_synchronous_cycle_leaves_the_other_threads_to_a_running_buffer() -> None:
+    """While a buffer of the resource holds its lease (here: another process's), a synchronous
+    observation observes its own thread only; the buffer takes the others along when it lands
+    (observing them first would throw its call away). Once the lease is free they join again."""
+    observer = RecordingObserver()
+    config = MemoryConfig(
+        scope="resource",
+        observation=ObservationConfig(message_tokens=400, block_after=1.0),
+        reflection=ReflectionConfig(observation_tokens=100_000),
+    )
+    clock = fake_clock()
+    memory = Memory("memory://", config=config, clock=clock, observer=observer)
+    async with memory:
+        conv = Conversation()
+        await chat(memory, conv, "home", 4, "home")
+        head = await memory.store.get_head("resource:u1")
+        assert head is not None and head.cursor("home") == 0, "home is not due on its own"
+        held = await memory.store.acquire_lease("buffer-observation:resource:u1", "elsewhere", ttl_s=3600,
+                                                now=clock.now())
+        assert held is not None
+        for _ in range(12):
+            await chat(memory, conv, "work", 1, "work")
+            head = await memory.store.get_head("resource:u1")
+            assert head is not None
+            if head.cursor("work") > 0:
+                break
+        assert head.cursor("work") > 0, "work observed synchronously (no buffer could run)"
+        assert head.cursor("home") == 0, "home left to the running buffer"
+        await memory.store.release_lease("buffer-observation:resource:u1", "elsewhere")
+        for _ in range(12):
+            await chat(memory, conv, "work", 1, "work")
+            head = await memory.store.get_head("resource:u1")
+            assert head is not None
+            if head.cursor("home") > 0:
+                break
+        assert head.cursor("home") > 0, "with the lease free, home joins a cycle again"

@@ -69,6 +69,7 @@ from obsmem.om.step import (
     ObserveStep,
     OtherThreads,
     ReflectStep,
+    buffer_lease_key,
     observe_in_requests,
     read_other_threads,
     recent_lines,
@@ -525,7 +526,7 @@ class BufferedLifecycle:
         return buffer_overtaken(pending, rate, self.core.observer_latency.value, block_at)
 
     async def _run_buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
-        key = f"buffer-observation:{self.core.lineage(thread)}"
+        key = buffer_lease_key(self.core.lineage(thread))
 
         async def work() -> None:
             await self._buffer(thread, messages, window)

@@ -71,6 +71,7 @@ __all__ = [
     "OtherThreads",
     "ReflectStep",
     "Trigger",
+    "buffer_lease_key",
     "combine_results",
     "observe_in_requests",
     "read_other_threads",
@@ -243,12 +244,24 @@ class ObserveStep:
         with traced("obsmem.observe", thread, "observer", trigger=trigger, forced=force) as span:
             outcome = await self._leased_run(thread, plan, force, unseen)
             if core.resource_scope and not force and (outcome.applied or plan.cut == 0):
-                # Resource scope: the other threads that are due join this cycle (bounded).
-                record = outcome.record or plan.record
-                others = await self.observe_others(thread, record, plan.others)
-                outcome = _joined(outcome, others)
+                # Resource scope: the other threads that are due join this cycle (bounded),
+                # unless a buffer of the resource runs: it takes them along when it lands
+                # (observing them here would overtake it and throw its call away).
+                if not await self._buffer_running(thread):
+                    record = outcome.record or plan.record
+                    others = await self.observe_others(thread, record, plan.others)
+                    outcome = _joined(outcome, others)
             telemetry.record_outcome(span, outcome)
             return outcome
+
+    async def _buffer_running(self, thread: Thread) -> bool:
+        """Whether a buffer of ``thread``'s lineage holds its lease now, in any process (one
+        store call, only with buffering on)."""
+        core = self.core
+        if not core.config.observation.buffering_enabled:
+            return False
+        lease = await core.store.get_lease(buffer_lease_key(core.lineage(thread)))
+        return lease is not None and not lease.is_expired(core.clock.now())
 
     async def observe_others(
         self, thread: Thread, record: ObservationRecord, others: OtherThreads | None = None, *, minimum: int | None = None
@@ -841,6 +854,12 @@ def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
         error=own.error, reason=own.reason if own.applied else "",
         waited=True,
     )
+
+
+def buffer_lease_key(lineage: str) -> str:
+    """The lease an observation buffer of ``lineage`` holds while it runs (one per lineage: in
+    resource scope one buffer per resource at a time, which takes the other due threads along)."""
+    return f"buffer-observation:{lineage}"
 
 
 def _lease_key(operation: Literal["observation", "reflection"], core: Core, thread: Thread) -> str:
