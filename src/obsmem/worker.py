@@ -20,7 +20,12 @@ buffers with in-process locks only, which do nothing across machines):
   duplicate a message: a chunk that no longer continues the stored coverage is dropped.
 * **A lease held elsewhere is waited out, not ignored.** If another owner holds the thread's
   buffer lease (a live worker, or a dead one whose lease has not expired), the item goes back
-  to the queue until then instead of completing having done nothing.
+  to the queue until then instead of completing having done nothing (not counted as an
+  attempt). A worker that ran an item of the thread, and so released the lease it held, wakes
+  that waiting item (``Store.wake_work``): it is due at once, not at the lease's expiry, and
+  the next free worker takes it. A waiter that finds the lease gone right after handing its
+  item back wakes it itself, so a release between its look at the lease and its hand-back is
+  never missed. Only a dead holder's lease is waited out to its expiry.
 * **Poison work is bounded.** An item claimed more than ``max_attempts`` times (it keeps
   killing its workers) is dropped with an error in the log.
 """
@@ -62,7 +67,7 @@ from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.redact import redact_secrets
-from obsmem.storage.contract import Store, WorkItem
+from obsmem.storage.contract import Lease, Store, WorkItem
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
@@ -149,6 +154,7 @@ class WorkerStats:
     released: int = 0  # given back: failed, or waiting for another owner's lease
     abandoned: int = 0  # failed max_attempts times (or its workers kept dying): moved to the dead-letter table
     lost_claims: int = 0  # the claim expired under us and another worker took the item
+    woken: int = 0  # items of a thread waiting for the lease this worker released, made due at once
     curations: int = 0  # knowledge curation runs the idle timer started (that ran)
     drained: bool = False  # run(drain=True) found the queue empty and no lease held
     timed_out: bool = False  # run(timeout_s=...) ran out of time
@@ -435,15 +441,21 @@ class Worker:
         current = [item]
         heartbeat = asyncio.create_task(self._heartbeat(current), name=f"obsmem:heartbeat:{item.id}")
         try:
-            wait_s = await self._perform(item)
+            held = await self._perform(item)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
             error = redact_secrets(f"{type(exc).__name__}: {exc}")
             telemetry.log_failure(logger, "obsmem worker: %s work on %s failed", item.kind, item.target, error=error,
                                   thread_id=item.target, operation=item.kind)
+            # The lease our work held is released. An item waiting for it has our kind and
+            # target: a failed item given back coalesces into it (both are retried after the
+            # failure's backoff, so no wake: it would cut that short); a buried one does not,
+            # and the waiter, new work that never failed, is woken.
             if item.attempts >= self.max_attempts:
                 outcome = await self._bury(current[0], error=error)
+                if outcome == "dead-lettered":
+                    await self._wake(item)
             else:
                 outcome = await self._give_back(current[0], delay_s=min(60.0, 2.0 ** item.attempts), error=error)
                 outcome = "failed" if outcome == "released" else outcome
@@ -453,16 +465,55 @@ class Worker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-        if wait_s is not None:  # only waiting (another owner's live lease): not an attempt
+        if held is not None:  # only waiting (another owner's live lease): not an attempt
+            wait_s = max(0.05, (held.expires_at - self.clock.now()).total_seconds())
             outcome = await self._give_back(current[0], delay_s=wait_s, error=None, count_attempt=False)
+            if outcome == "released":
+                await self._wake_if_released(item, held)
             outcome = "waiting" if outcome == "released" else outcome
-        elif await self.store.complete_work(current[0]):
-            self.stats.completed += 1
-            outcome = "completed"
         else:
-            self.stats.lost_claims += 1
-            outcome = "lost-claim"
+            await self._wake(item)  # the lease its work held is released: the thread's waiter goes now
+            if await self.store.complete_work(current[0]):
+                self.stats.completed += 1
+                outcome = "completed"
+            else:
+                self.stats.lost_claims += 1
+                outcome = "lost-claim"
         self._log_job(item, started, outcome)
+
+    async def _wake(self, item: WorkItem) -> bool:
+        """After ``item``'s work ran (and the buffer lease it took, if any, was released): the
+        item of its kind and thread that was handed back to wait for that lease is due now.
+        Not an attempt and no new work: a woken item that finds nothing to do completes. A store
+        error here only costs the waiter its wait (until the lease's expiry): it is logged."""
+        if item.kind not in _BUFFER_LEASE_PREFIX:
+            return False
+        try:
+            woken = await self.store.wake_work(item.kind, item.target, now=self.clock.now())
+        except (MigrationError, StoreClosedError):
+            raise
+        except StorageError as exc:
+            logger.warning("obsmem worker: could not wake %s work on %s waiting for its lease (%s)",
+                           item.kind, item.target, redact_secrets(exc))
+            return False
+        if woken:
+            self.stats.woken += 1
+        return woken
+
+    async def _wake_if_released(self, item: WorkItem, held: Lease) -> None:
+        """``item`` was just handed back to wait for ``held``: if that lease is gone already
+        (released between our look at it and the hand-back, when its holder found nothing
+        waiting to wake), wake the item ourselves so that it does not wait for the expiry."""
+        try:
+            lease = await self.store.get_lease(held.key)
+        except (MigrationError, StoreClosedError):
+            raise
+        except StorageError as exc:  # the item stays handed back until the lease's expiry
+            logger.warning("obsmem worker: could not look at the lease %s work on %s waits for (%s)",
+                           item.kind, item.target, redact_secrets(exc))
+            return
+        if lease is None or lease.token != held.token or lease.is_expired(self.clock.now()):
+            await self._wake(item)
 
     def _log_job(self, item: WorkItem, started: float, outcome: str) -> None:
         logger.debug("obsmem worker: job %s %s on %s outcome=%s in %.3f s (attempt %d)",
@@ -503,17 +554,17 @@ class Worker:
             current[0] = renewed
 
     # -- the work -------------------------------------------------------------------------------
-    async def _perform(self, item: WorkItem) -> float | None:
-        """Do the item's work; returns seconds to wait and retry, or None when done."""
+    async def _perform(self, item: WorkItem) -> Lease | None:
+        """Do the item's work; returns another owner's live lease to wait for, or None when done."""
         thread = await self.store.get_thread(item.target)
         if thread is None:
             return None  # deleted meanwhile: nothing left to do
         if item.kind == WORK_KNOWLEDGE:
             await self._knowledge_item(item, thread)
             return None
-        wait_s = await self._lease_held_elsewhere(item, thread)
-        if wait_s is not None:
-            return wait_s
+        held = await self._lease_held_elsewhere(item, thread)
+        if held is not None:
+            return held
         key = id(asyncio.current_task())
         self._spawned[key] = []
         try:
@@ -561,15 +612,17 @@ class Worker:
             telemetry.log_failure(logger, "obsmem worker: knowledge agents on %s failed", thread.id,
                                   error=redact_secrets(exc), thread_id=thread.id, operation="knowledge")
 
-    async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> float | None:
+    async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> Lease | None:
+        """Another owner's live buffer lease on the item's thread (its lineage), or None.
+
+        The item waits for its expiry: a live holder renews it and, when its work is done,
+        releases it and wakes the item (:meth:`_wake`); a dead one's lease runs out and this
+        item takes the work over."""
         key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"
         lease = await self.store.get_lease(key)
-        now = self.clock.now()
-        if lease is None or lease.is_expired(now) or lease.owner == self.engine_owner:
+        if lease is None or lease.is_expired(self.clock.now()) or lease.owner == self.engine_owner:
             return None
-        # Wait for the lease's expiry: a live holder renews it (and its buffer then covers the
-        # thread), a dead one's lease runs out and this item takes the work over.
-        return max(0.05, (lease.expires_at - now).total_seconds())
+        return lease
 
     @property
     def engine_owner(self) -> str | None:

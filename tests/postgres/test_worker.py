@@ -158,6 +158,15 @@ async def test_a_worker_killed_mid_buffer_is_taken_over(postgres_url: str, tmp_p
         await store.close()
 
 
+async def test_work_waiting_for_a_workers_lease_runs_when_it_is_released(postgres_url: str) -> None:  # noqa: F811
+    """Two workers with a pool each (as two processes): B's item waits for A's buffer lease and
+    is due at once when A releases it (tests/worker/test_lease_wake.py has the scenario)."""
+    from ..worker.test_lease_wake import two_workers_on_one_thread
+
+    async with PostgresStore(postgres_url) as store_a, PostgresStore(postgres_url) as store_b:
+        await two_workers_on_one_thread(store_a, store_b)
+
+
 async def test_work_that_keeps_killing_its_workers_is_dropped() -> None:
     from obsmem.clock import FakeClock
 

@@ -45,8 +45,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   ``(kind, target)``: enqueueing again coalesces into it), ``claim_work`` hands each waiting item
   to exactly one claimer with a fencing ``claim_token`` and an expiry, and a claim that expires
   (its worker crashed or stalled) makes the item claimable again. ``complete_work`` removes it,
-  ``release_work`` puts it back to wait (after a failure). As with leases, the store never reads
-  a clock: ``now`` is the caller's.
+  ``release_work`` puts it back to wait (after a failure, or until another owner's lease
+  expires), and ``wake_work`` makes a waiting item due at once (the lease it waited for was
+  released). As with leases, the store never reads a clock: ``now`` is the caller's.
 * **A cost ledger.** ``record_model_calls`` appends one row per memory model call (a
   :class:`~obsmem.calls.ModelCall`: role, model, token counts, latency, outcome, the thread and
   resource ids; never any text). ``usage_rows`` sums them per UTC day, role and model in the
@@ -560,6 +561,18 @@ class Store(Protocol):
         is already waiting, the two coalesce into the waiting one. With ``count_attempt=False``
         the hand-back is not a failure (the work had to wait, e.g. for another owner's lease):
         the claim's attempt is given back and ``error`` is ignored (the last real error stays).
+        """
+        ...
+
+    async def wake_work(self, kind: str, target: str, *, now: datetime) -> bool:
+        """Make the item of ``kind`` on ``target`` that waits for a later time due at ``now``.
+
+        For the owner of a lease that was just released: work handed back to wait for that lease
+        (``release_work(..., count_attempt=False)``, due at the lease's expiry) is claimable at
+        once instead. Only the waiting (unclaimed) item is touched, and only its ``available_at``:
+        attempts, last error and payload stay, claimed items are left alone, and nothing is
+        added. False when no item of ``kind`` on ``target`` waits for a time after ``now``.
+        Empty kind/target or a naive ``now`` → InvalidInputError.
         """
         ...
 

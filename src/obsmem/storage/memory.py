@@ -557,6 +557,15 @@ class MemoryStore(ClosingContext):
         )
         return True
 
+    async def wake_work(self, kind: str, target: str, *, now: datetime) -> bool:
+        self._open()
+        now = work_available_at(kind, target, now, 0.0)  # checks the arguments
+        waiting = self._waiting(kind, target)
+        if waiting is None or waiting.available_at <= now:
+            return False
+        self._work[waiting.id] = waiting.model_copy(update={"available_at": now})
+        return True
+
     async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
         self._open()
         stored = self._work.get(item.id)

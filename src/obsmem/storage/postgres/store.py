@@ -782,6 +782,11 @@ class PostgresStore(ClosingContext):
         available_at = work_available_at(item.kind, item.target, now, delay_s)
         return await self._run(lambda conn: postgres_work.release(conn, item, available_at, error, count_attempt))
 
+    async def wake_work(self, kind: str, target: str, *, now: datetime) -> bool:
+        now = work_available_at(kind, target, now, 0.0)  # checks the arguments
+        # One statement, atomic by itself: no BEGIN/COMMIT round trips.
+        return await self._run(lambda conn: postgres_work.wake(conn, kind, target, now), transaction=False)
+
     async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
         work_available_at(item.kind, item.target, now, 0.0)  # checks now
         return await self._run(lambda conn: postgres_work.bury(conn, item, now, error))

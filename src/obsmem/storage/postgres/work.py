@@ -22,7 +22,9 @@ from obsmem.errors import StorageError
 from obsmem.storage.contract import DeadWork, WorkItem
 from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
-__all__ = ["bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead"]
+__all__ = [
+    "bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead", "wake",
+]
 
 Conn = psycopg.AsyncConnection[Any]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -148,6 +150,17 @@ async def release(
         (available_at.isoformat(), _us(available_at), attempts, error, item.id),
     )
     return True
+
+
+async def wake(conn: Conn, kind: str, target: str, now: datetime) -> bool:
+    """The waiting item of ``kind`` on ``target`` due later than ``now`` becomes due at ``now``
+    (one statement; a claim racing it either sees the old time or the new one)."""
+    cur = await conn.execute(
+        "UPDATE work_items SET available_at = %(now)s, available_us = %(now_us)s "
+        "WHERE kind = %(kind)s AND target = %(target)s AND claimed_by IS NULL AND available_us > %(now_us)s",
+        {"now": now.isoformat(), "now_us": _us(now), "kind": kind, "target": target},
+    )
+    return cur.rowcount > 0
 
 
 _DEAD_COLUMNS = "id, kind, target, payload, enqueued_at, attempts, last_error, failed_at"

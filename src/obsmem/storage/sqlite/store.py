@@ -847,6 +847,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         available_at = work_available_at(item.kind, item.target, now, delay_s)
         return await self._write(lambda conn: sqlite_work.release(conn, item, available_at, error, count_attempt))
 
+    async def wake_work(self, kind: str, target: str, *, now: datetime) -> bool:
+        now = work_available_at(kind, target, now, 0.0)  # checks the arguments
+        return await self._write(lambda conn: sqlite_work.wake(conn, kind, target, now))
+
     async def bury_work(self, item: WorkItem, *, now: datetime, error: str | None = None) -> bool:
         work_available_at(item.kind, item.target, now, 0.0)  # checks now
         return await self._write(lambda conn: sqlite_work.bury(conn, item, now, error))

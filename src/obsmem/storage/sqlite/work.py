@@ -21,7 +21,9 @@ from obsmem.storage.contract import DeadWork, WorkItem
 from obsmem.storage.sqlite.leases import next_token
 from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
-__all__ = ["bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead"]
+__all__ = [
+    "bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead", "wake",
+]
 
 Conn = sqlite3.Connection
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -144,6 +146,16 @@ def release(
          available_at=available_at.isoformat(), available_us=_us(available_at), attempts=attempts,
          last_error=last_error)
     return True
+
+
+def wake(conn: Conn, kind: str, target: str, now: datetime) -> bool:
+    """The waiting item of ``kind`` on ``target`` due later than ``now`` becomes due at ``now``."""
+    cursor = conn.execute(
+        "UPDATE work_items SET available_at = ?, available_us = ? "
+        "WHERE kind = ? AND target = ? AND claimed_by IS NULL AND available_us > ?",
+        (now.isoformat(), _us(now), kind, target, _us(now)),
+    )
+    return cursor.rowcount > 0
 
 
 _DEAD_COLUMNS = "id, kind, target, payload, enqueued_at, attempts, last_error, failed_at"
