@@ -229,16 +229,17 @@ def test_note_style_drops_colour_but_keeps_what_happened() -> None:
 def test_fit_weighs_what_happened_over_how_it_felt() -> None:
     # the feeling is the shorter note and its words are as rare, so by rarity per token alone it
     # would outrank the event; a note made of feeling words is worth nothing to keep
-    entries = [
-        _Entry(DAY, ObservationLine("Mel: felt proud grateful; joined pottery class at downtown studio.", PRIORITY_HIGH)),
-    ]
+    text = "Mel: felt proud grateful; joined pottery class at downtown studio."
+    line = ObservationLine(text, PRIORITY_HIGH)
+    entries = [_Entry(DAY, line)]
     fitted = fit_participants(entries, excess_tokens=3, count_tokens=estimate_tokens)
     assert [e.line.text for e in fitted] == ["Mel: joined pottery class at downtown studio."]
 
 
 def _day_message(role: str, text: str, name: str, minute: int, day: int = 8) -> Message:
+    when = datetime(2023, 5, day, 13, minute, tzinfo=UTC)
     return Message(role=role, parts=({"type": "text", "text": text},),  # type: ignore[arg-type]
-                   created_at=datetime(2023, 5, day, 13, minute, tzinfo=UTC), metadata={"name": name})  # fmt: skip
+                   created_at=when, metadata={"name": name})  # fmt: skip
 
 
 async def test_a_speakers_notes_of_one_day_share_one_line() -> None:

@@ -333,7 +333,9 @@ class _Cycle:
         elif message.role == "assistant":
             self._assistant(text, index, day, time)
 
-    def _speaker_note(self, speaker: str, order: tuple[int, int], day: date, priority: str, text: str) -> None:
+    def _speaker_note(
+        self, speaker: str, order: tuple[int, int], day: date, priority: str, text: str
+    ) -> None:
         """One line per named speaker and day of a batch: the speaker's later notes of the day join
         their first line ("Melanie: a; b"), so a line's head is paid once, as the reflector's merge
         of an old day does (:func:`~obsmem.om.offline.participants.merge_speaker_days`). The

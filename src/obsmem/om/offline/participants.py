@@ -88,7 +88,8 @@ _GLUE = frozenset(
 EVALUATIVE = frozenset(
     """awesome amazing great good nice cool fun funny fantastic wonderful lovely beautiful gorgeous stunning
     incredible super special perfect best better worse worst bad terrible horrible hard tough easy crazy wild
-    insane love loved loves loving like liked likes enjoy enjoyed enjoying enjoys hate hated glad happy happier
+    insane love loved loves loving like liked likes enjoy enjoyed enjoying enjoys hate hated glad happy
+    happier
     happiest sad proud excited exciting thrilled grateful thankful blessed blessing lucky appreciate
     appreciated appreciates feel feels felt feeling feelings emotion emotions emotional touching touched
     heartwarming heart hearts inspiring inspired inspiration inspire inspires motivating motivated motivation
