@@ -789,11 +789,12 @@ async def read_other_threads(core: Core, thread: Thread, record: ObservationReco
     context shows it (sharing on, and observations to show it with)."""
     by_thread: dict[str, list[Message]] = {}
     after = await _observed_by_all(core, thread, record)
+    cursors = {tid: state.cursor for tid, state in record.threads.items()}
     for message in await core.store.list_resource_messages(thread.resource_id, after_seq=after):
         tid = message.thread_id
-        if tid is None or tid == thread.id or message.role == "system" or message.is_marker_only:
+        if tid is None or tid == thread.id or (message.seq or 0) <= cursors.get(tid, 0):
             continue
-        if (message.seq or 0) <= record.cursor(tid):
+        if message.role == "system" or message.is_marker_only:
             continue
         by_thread.setdefault(tid, []).append(message)
     ordered = sorted(by_thread.items())
