@@ -203,3 +203,25 @@ async def test_remind_needs_a_specific_match_and_does_not_repeat_itself(
     for question in ["one", "two", "three", "four", "five"]:
         await agent.remind(f"unrelated question {question} about the weather", scope)
     assert (await agent.remind("Did Brandt Umzüge answer about the piano?", scope)).sources == (ids["movers"],)
+
+
+def test_statements_read_a_speakers_day_line_with_or_without_a_clock_time() -> None:
+    """The offline observer writes one line per named speaker and day, without a clock time
+    ("* 🔴 Ana: …; …"); older records carry one. Both give the speaker's clauses, dated by the
+    day header (main read only the timed form: a new record captured nothing)."""
+    from obsmem.knowledge.agents.extract import statements
+
+    text = (
+        "Date: Jun 16, 2025\n"
+        "* 🔴 Ana: works as a nurse at the Lisbon clinic; adopted a cat called Miso.\n"
+        "* 🔴 (13:56) Ben: moved to Porto last spring.\n"
+    )
+    found = statements(text)
+    assert [(s.subject, s.text) for s in found] == [
+        ("Ana", "works as a nurse at the Lisbon clinic"),
+        ("Ana", "adopted a cat called Miso"),
+        ("Ben", "moved to Porto last spring"),
+    ]
+    assert [s.observed_at.isoformat() if s.observed_at else None for s in found] == [
+        "2025-06-16T00:00:00+00:00", "2025-06-16T00:00:00+00:00", "2025-06-16T13:56:00+00:00",
+    ]

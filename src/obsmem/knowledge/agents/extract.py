@@ -35,8 +35,12 @@ __all__ = ["Proposal", "Statement", "attribute_of", "propose", "statements", "va
 
 _DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
 _LINE = re.compile(r"^\s*[*-]\s*(?:\S{1,3}\s+)?\((\d{1,2}):(\d{2})\)\s+User stated(:)?\s+(.*\S)\s*$")
-# With named participants the offline observer writes "* 🔴 (13:56) Ana: works as a nurse …".
-_NAMED = re.compile(r"^\s*[*-]\s*🔴\s+\((\d{1,2}):(\d{2})\)\s+([A-Z][\w.'\-]*(?: [A-Z][\w.'\-]*)?):\s+(.*\S)\s*$")
+# With named participants the offline observer writes one line per speaker and day, without a
+# clock time ("* 🔴 Ana: works as a nurse …; adopted a cat"); older records have one
+# ("* 🔴 (13:56) Ana: …").
+_NAMED = re.compile(
+    r"^\s*[*-]\s*🔴\s+(?:\((\d{1,2}):(\d{2})\)\s+)?([A-Z][\w.'\-]*(?: [A-Z][\w.'\-]*)?):\s+(.*\S)\s*$"
+)
 _NOT_NAMES = frozenset({"User", "Assistant", "Topics", "Note", "Date"})
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
@@ -125,8 +129,9 @@ def statements(text: str) -> list[Statement]:
             subject = match.group(3)
         at: datetime | None = None
         if day is not None:
+            hour, minute = (int(match.group(1)), int(match.group(2))) if match.group(1) else (0, 0)
             try:
-                at = datetime(day[0], day[1], day[2], int(match.group(1)), int(match.group(2)), tzinfo=UTC)
+                at = datetime(day[0], day[1], day[2], hour, minute, tzinfo=UTC)
             except ValueError:
                 at = None
         for clause in _clauses(match.group(4), merged):
