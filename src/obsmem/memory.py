@@ -61,6 +61,7 @@ from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.receipts import RECEIPT_KEY, Receipt, resolve_groups, resolve_raw
 from obsmem.om.status import ThreadStatus, thread_status
+from obsmem.om.step import read_other_threads
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
@@ -786,9 +787,12 @@ class Memory:
         return await self.context_from(thread, record, unobserved)
 
     async def context_from(
-        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]
+        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message],
+        *, others: Sequence[tuple[str, Sequence[Message]]] | None = None,
     ) -> ContextWindow:
-        """The context for a record and the thread's messages after its cursor (a consistent read)."""
+        """The context for a record and the thread's messages after its cursor (a consistent read).
+        ``others``: the resource's other threads' unobserved messages as read with ``record``
+        (sharing on; a step read them already), else read here."""
         working_memory = None
         if self.config.observation.manage_working_memory:
             working_memory = await self.store.get_working_memory(self.engine.working_memory_key(thread))
@@ -799,7 +803,10 @@ class Memory:
             if state is not None and e.include_previous and not e.builtin and e.slug in state.extracted
         }
         shared = self.config.scope == "resource" and self.config.share_threads_in_resource
-        others = await self._other_conversations(thread, record) if shared else []
+        if not shared:
+            others = []
+        elif others is None:
+            others = await self._other_conversations(thread, record)
         context = build_context(
             record,
             unobserved,
@@ -868,17 +875,13 @@ class Memory:
 
     async def _other_conversations(
         self, thread: Thread, record: ObservationRecord | None
-    ) -> list[tuple[str, list[Message]]]:
-        """Unobserved messages of the resource's other threads (shown only when sharing is on)."""
-        by_thread: dict[str, list[Message]] = {}
-        for message in await self.store.list_resource_messages(thread.resource_id):
-            tid = message.thread_id
-            if tid is None or tid == thread.id or message.role == "system" or message.is_marker_only:
-                continue
-            if record is not None and (message.seq or 0) <= record.cursor(tid):
-                continue
-            by_thread.setdefault(tid, []).append(message)
-        return sorted(by_thread.items())
+    ) -> Sequence[tuple[str, Sequence[Message]]]:
+        """Unobserved messages of the resource's other threads (shown only when sharing is on,
+        with observations to show them with: none without a record), read from their cursors
+        (:func:`~obsmem.om.step.read_other_threads`), not from the start of the resource."""
+        if record is None:
+            return []
+        return (await read_other_threads(self.engine.core, thread, record)).shown
 
     # -- retrieval: the recall tool --------------------------------------------------------------
     async def recall(

@@ -70,7 +70,8 @@ class TurnContexts(Protocol):
         ...
 
     async def context_from(
-        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]
+        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message],
+        *, others: Sequence[tuple[str, Sequence[Message]]] | None = None,
     ) -> ContextWindow:
         """The context for ``record`` and the thread's messages after its cursor (one consistent read)."""
         ...
@@ -405,7 +406,8 @@ class Turn:
         if result is not None:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0
-            context = await self._contexts.context_from(thread, result.record, result.messages)
+            shown = result.others.shown if result.others is not None else None
+            context = await self._contexts.context_from(thread, result.record, result.messages, others=shown)
             self._saw(saved, result.messages, result.record.cursor(thread.id))
             return context
         # The work goes on in the background: the actor sees what is stored, the raw window cut

@@ -19,7 +19,7 @@ from obsmem.om.offline.reflector import OfflineReflector
 from obsmem.om.outcomes import EngineEvent
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest, ReflectionResult
 from obsmem.om.selection import MAX_OTHER_THREADS, choose_other_threads
-from obsmem.om.context import _other_conversations_block as other_conversations_block
+from obsmem.om.context import other_conversations_block
 from obsmem.om.step import other_block_tokens, read_other_threads
 from obsmem.om.sections import split_sections
 from obsmem.om.text.format import is_boundary_line

@@ -72,6 +72,7 @@ __all__ = [
     "load_instructions",
     "model_visible",
     "obsmem_message_id",
+    "other_conversations_block",
     "observation_system_messages",
     "remember_instructions",
 ]
@@ -133,7 +134,7 @@ def _system(text: str, key: str, thread_id: str | None, *, volatile: bool = Fals
 _OTHER_PART_CHARS = 500
 
 
-def _other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) -> str | None:
+def other_conversations_block(others: Sequence[tuple[str, Sequence[Message]]]) -> str | None:
     blocks: list[str] = []
     for thread_id, messages in others:
         lines = []
@@ -217,7 +218,7 @@ def observation_system_messages(
         messages.extend(prefix)
         # Other conversations change with every message there, so they come after the stable
         # observation prefix, with the other volatile sections.
-        others = _other_conversations_block(other_conversations) if shared else None
+        others = other_conversations_block(other_conversations) if shared else None
         if others:
             messages.append(_system(others, "other-conversations", thread_id, volatile=True))
         state = record.threads.get(thread_id) if record is not None and thread_id else None

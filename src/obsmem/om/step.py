@@ -45,7 +45,7 @@ from obsmem.om.protocols import (
     ReflectionRequest,
     ReflectionResult,
 )
-from obsmem.om.context import _other_conversations_block as other_conversations_block
+from obsmem.om.context import other_conversations_block
 from obsmem.om.selection import (
     NOTHING_UNSEEN,
     OTHER_THREAD_SHARE,
