@@ -242,6 +242,9 @@ class Worker:
         self.store_ok: bool | None = None
         self.last_store_error: str | None = None
         self._spawned: dict[int, list[asyncio.Task[None]]] = {}
+        # Buffer lease keys one of this worker's loops holds for an item in progress (they
+        # share the engine, so its lease owner): another loop's item of the thread waits.
+        self._holding: set[str] = set()
         if model is not None and (observer is not None or reflector is not None):
             # Kept from before assembly was shared: ``model`` fills the role not given.
             observer = model if observer is None else observer
@@ -562,7 +565,7 @@ class Worker:
         if item.kind == WORK_KNOWLEDGE:
             await self._knowledge_item(item, thread)
             return None
-        held = await self._lease_held_elsewhere(item, thread)
+        taken, held = await self._take_lease(item, thread)
         if held is not None:
             return held
         key = id(asyncio.current_task())
@@ -583,6 +586,9 @@ class Worker:
         finally:
             for task in self._spawned.pop(key):
                 task.cancel()
+            if taken is not None:  # the engine released it when its work ended; this is for when none ran
+                self._holding.discard(taken)
+                await self.store.release_lease(taken, self.engine_owner or "")
         await self._run_knowledge(item, thread)
         return None
 
@@ -612,17 +618,38 @@ class Worker:
             telemetry.log_failure(logger, "obsmem worker: knowledge agents on %s failed", thread.id,
                                   error=redact_secrets(exc), thread_id=thread.id, operation="knowledge")
 
-    async def _lease_held_elsewhere(self, item: WorkItem, thread: Thread) -> Lease | None:
-        """Another owner's live buffer lease on the item's thread (its lineage), or None.
+    async def _take_lease(self, item: WorkItem, thread: Thread) -> tuple[str | None, Lease | None]:
+        """Take the item's buffer lease on its thread (its lineage) before the engine runs:
+        ``(key, None)`` when this worker holds it now, ``(None, lease)`` when another owner's
+        live buffer holds it (the item waits for it), ``(None, None)`` without buffering.
 
-        The item waits for its expiry: a live holder renews it and, when its work is done,
-        releases it and wakes the item (:meth:`_wake`); a dead one's lease runs out and this
-        item takes the work over."""
+        Taken first, not by the engine's buffer after it reserved its range by compare-and-set
+        on the head: in that gap a second worker saw no lease, then found the range reserved
+        or the lease taken, and completed its item having done nothing, leaving the messages
+        it was asked about unbuffered. The engine's buffer renews the lease (same owner) and
+        releases it when its work ends. Another loop of this worker on the same thread holds
+        the same owner's lease: it is waited for like another process's (``_holding``).
+
+        The item waits for the lease's expiry: a live holder renews it and, when its work is
+        done, releases it and wakes the item (:meth:`_wake`); a dead one's lease runs out and
+        this item takes the work over."""
         key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"
-        lease = await self.store.get_lease(key)
-        if lease is None or lease.is_expired(self.clock.now()) or lease.owner == self.engine_owner:
-            return None
-        return lease
+        owner = self.engine_owner
+        lease: Lease | None = None
+        for _ in range(3):  # a lease released between our two looks: try again
+            if owner is not None and key not in self._holding:
+                mine = await self.store.acquire_lease(key, owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
+                if mine is not None and key not in self._holding:
+                    self._holding.add(key)
+                    return key, None
+            lease = await self.store.get_lease(key)
+            if owner is None:  # buffering off: the engine takes no lease; only wait for a live one
+                break
+            if lease is not None and not lease.is_expired(self.clock.now()):
+                return None, lease
+        if lease is None or lease.is_expired(self.clock.now()):
+            return None, None  # no live lease (or one released each time we looked): the engine takes its own
+        return None, lease
 
     @property
     def engine_owner(self) -> str | None:

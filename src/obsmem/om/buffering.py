@@ -452,7 +452,23 @@ class BufferedLifecycle:
         unless ``above_threshold``: a worker that fell behind a queue-mode application still
         buffers, and the application activates the chunk on its next step instead of observing
         synchronously at ``block_after``.
+
+        A worker (``above_threshold``) holds the buffer lease before it asks: its reservation
+        on the head can only lose to a write by another engine that does not run this buffer
+        (an application's step, or its reservation, whose buffer then finds the lease held and
+        skips), so it reads again and retries, rather than leave the messages unbuffered.
         """
+        for _ in range(3 if above_threshold else 1):
+            started = await self._start_buffer(thread, idle=idle, snapshot=snapshot, above_threshold=above_threshold)
+            if started is not None:
+                return started
+            snapshot = None  # the reservation lost a compare-and-set: read the head again
+        return False
+
+    async def _start_buffer(
+        self, thread: Thread, *, idle: bool, snapshot: Snapshot | None, above_threshold: bool
+    ) -> bool | None:
+        """:meth:`maybe_start_buffer` once: None when the reservation lost its compare-and-set."""
         core = self.core
         buffer_tokens = core.config.observation.resolved_buffer_tokens
         if buffer_tokens is None:
@@ -500,7 +516,7 @@ class BufferedLifecycle:
         # Claim the interval in storage so no other engine starts the same buffer.
         claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
         if claim.status != "applied":
-            return False
+            return None
         task = self.spawn(self._run_buffer(thread, safe, pending), f"buffer:{lineage}")
         if task is not None:
             self._observation_tasks[lineage] = task
