@@ -18,8 +18,11 @@ buffers with in-process locks only, which do nothing across machines):
   leases and commit by compare-and-set on the head record. Two workers on one thread, or a
   worker racing the application's own step, can waste a model call but never lose or
   duplicate a message: a chunk that no longer continues the stored coverage is dropped.
-* **A lease held elsewhere is waited out, not ignored.** If another owner holds the thread's
-  buffer lease (a live worker, or a dead one whose lease has not expired), the item goes back
+* **A lease held elsewhere is waited out, not ignored.** A worker takes the thread's buffer
+  lease before its engine reads the window and reserves the range (not after, where another
+  worker's item could find neither a lease nor a range left, and complete undone). If another
+  owner holds it (a live worker, another loop of this worker, or a dead one whose lease has not
+  expired), the item goes back
   to the queue until then instead of completing having done nothing (not counted as an
   attempt). A worker that ran an item of the thread, and so released the lease it held, wakes
   that waiting item (``Store.wake_work``): it is due at once, not at the lease's expiry, and
