@@ -22,9 +22,8 @@ buffers with in-process locks only, which do nothing across machines):
   lease before its engine reads the window and reserves the range (not after, where another
   worker's item could find neither a lease nor a range left, and complete undone). If another
   owner holds it (a live worker, another loop of this worker, or a dead one whose lease has not
-  expired), the item goes back
-  to the queue until then instead of completing having done nothing (not counted as an
-  attempt). A worker that ran an item of the thread, and so released the lease it held, wakes
+  expired), the item goes back to the queue until then instead of completing having done
+  nothing (not counted as an attempt). A worker that ran an item of the thread, and so released the lease it held, wakes
   that waiting item (``Store.wake_work``): it is due at once, not at the lease's expiry, and
   the next free worker takes it. A waiter that finds the lease gone right after handing its
   item back wakes it itself, so a release between its look at the lease and its hand-back is
