@@ -105,6 +105,21 @@ class Snapshot:
     others: OtherThreads | None = None
 
 
+async def read_snapshot(
+    core: Core, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None
+) -> Snapshot:
+    """The head and the thread's unobserved messages, read together (one store call; see
+    :meth:`~obsmem.om.cycle.Core.window` for ``stored``), and the tokens pending: the window's,
+    and with sharing on the other-conversations block's (:func:`~obsmem.om.step.read_other_threads`)."""
+    record, messages = await core.window(thread, stored)
+    pending = core.counter.count_messages(messages) if messages else 0
+    others = None
+    if core.sharing:  # the other threads shown in this thread's context count toward its threshold
+        others = await read_other_threads(core, thread, record)
+        pending += others.block_tokens
+    return Snapshot(record, messages, pending, others)
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What a step did, and the state after it (from which the actor's context is built)."""
@@ -195,16 +210,8 @@ class BufferedLifecycle:
     async def read(
         self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None
     ) -> Snapshot:
-        """The head and the thread's unobserved messages, read together (one store call; see
-        :meth:`~obsmem.om.cycle.Core.window` for ``stored``)."""
-        core = self.core
-        record, messages = await core.window(thread, stored)
-        pending = core.counter.count_messages(messages) if messages else 0
-        others = None
-        if core.sharing:  # the other threads shown in this thread's context count toward its threshold
-            others = await read_other_threads(core, thread, record)
-            pending += others.block_tokens
-        return Snapshot(record, messages, pending, others)
+        """:func:`read_snapshot` of this lifecycle's core."""
+        return await read_snapshot(self.core, thread, stored)
 
     async def step(
         self, thread: Thread, *, turn_start: bool, actor_model: str | None, unseen: Unseen = NOTHING_UNSEEN,

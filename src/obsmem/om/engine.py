@@ -26,7 +26,7 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
-from obsmem.om.buffering import LEASE_TTL_S, BufferedLifecycle, Handoff, Paused, Spawn, StepResult
+from obsmem.om.buffering import LEASE_TTL_S, BufferedLifecycle, Handoff, Paused, Spawn, StepResult, read_snapshot
 from obsmem.om.cycle import CommitPolicy, Core
 from obsmem.telemetry import log_failure
 from obsmem.om.extractors import Extractor
@@ -35,7 +35,7 @@ from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.sections import remove_thread
 from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages, valid_cuts
-from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, read_other_threads
+from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
@@ -134,14 +134,10 @@ class Engine:
             )
             return step if isinstance(step, StepResult) else Prepared(step)
         core = self.core
-        record, messages = await core.window(thread, stored)
-        pending = core.counter.count_messages(messages) if messages else 0
-        others = None
-        if core.sharing:  # the other threads shown in this thread's context count toward its threshold
-            others = await read_other_threads(core, thread, record)
-            pending += others.block_tokens
+        snapshot = await read_snapshot(core, thread, stored)
+        record, messages, others = snapshot.record, snapshot.messages, snapshot.others
         if (
-            pending < core.message_threshold(record)
+            snapshot.pending < core.message_threshold(record)
             and record.observation_tokens < core.reflection_threshold()
             and not any(c.thread_id == thread.id for c in record.buffered_chunks)
         ):
