@@ -73,7 +73,9 @@ class TurnContexts(Protocol):
         self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message],
         *, others: Sequence[tuple[str, Sequence[Message]]] | None = None,
     ) -> ContextWindow:
-        """The context for ``record`` and the thread's messages after its cursor (one consistent read)."""
+        """The context for ``record`` and the thread's messages after its cursor (one consistent read).
+        ``others`` (passed only in resource scope with sharing on): the other threads' unobserved
+        messages the step read with ``record``, to show instead of reading them again."""
         ...
 
 
@@ -406,8 +408,12 @@ class Turn:
         if result is not None:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0
-            shown = result.others.shown if result.others is not None else None
-            context = await self._contexts.context_from(thread, result.record, result.messages, others=shown)
+            if result.others is None:
+                context = await self._contexts.context_from(thread, result.record, result.messages)
+            else:  # resource scope, sharing on: the other threads the step read, reused
+                context = await self._contexts.context_from(
+                    thread, result.record, result.messages, others=result.others.shown
+                )
             self._saw(saved, result.messages, result.record.cursor(thread.id))
             return context
         # The work goes on in the background: the actor sees what is stored, the raw window cut
