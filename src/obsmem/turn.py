@@ -482,14 +482,14 @@ Window = tuple[ObservationRecord | None, list[Message]]
 
 def _extended(before: Window, saved: Sequence[Message]) -> Window:
     """``before`` (a record and its thread's messages after the cursor, as stored) with the
-    messages ``saved`` since, by seq; a message already in it (saved by a failed boundary and
-    saved again) is not repeated."""
+    messages ``saved`` since, by seq; a message already in it (saved again with the same id: a
+    retried boundary, or new content for it) appears once, as saved."""
     record, messages = before
-    known = {m.id for m in messages}
-    added = [m for m in saved if m.id not in known]
-    if not added:
+    if not saved:
         return before
-    return record, sorted([*messages, *added], key=lambda m: m.seq or 0)
+    fresh = {m.id: m for m in saved}
+    kept = [m for m in messages if m.id not in fresh]
+    return record, sorted([*kept, *fresh.values()], key=lambda m: m.seq or 0)
 
 
 def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:

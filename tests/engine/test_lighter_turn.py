@@ -197,3 +197,20 @@ def test_a_kept_message_digest_follows_the_parts_and_the_role() -> None:
     before = context_hash([first, call])
     call.parts[0].args["q"] = "y"  # type: ignore[index]  # mutable arguments: never kept
     assert context_hash([first, call]) != before
+
+
+@pytest.mark.anyio
+async def test_a_message_saved_again_with_new_content_shows_as_saved(tmp_path: object) -> None:
+    """begin_turn reads the window before saving and adds what it saved: a stored message sent
+    again (same id) with new content is shown as saved, once, in its place."""
+    from obsmem import Memory
+
+    async with Memory("memory://") as memory:
+        first = Message.user("my budget is 100 EUR", id="u1")
+        turn = await memory.begin_turn(thread_id="t", resource_id="r", messages=[first])
+        await turn.end([Message.assistant("Noted.", id="a1")])
+        edited = Message.user("my budget is 120 EUR", id="u1")
+        turn = await memory.begin_turn(thread_id="t", messages=[edited, Message.user("and now?", id="u2")])
+        texts = [(m.id, m.text) for m in turn.context.raw_messages]
+        await turn.end()
+    assert texts == [("u1", "my budget is 120 EUR"), ("a1", "Noted."), ("u2", "and now?")]
