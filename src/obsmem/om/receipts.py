@@ -19,9 +19,9 @@ A receipt holds ids, numbers and a hash, never message text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -232,27 +232,16 @@ def message_digest(message: Message) -> bytes:
     return value
 
 
-_GROUPS: OrderedDict[str, tuple[ReceiptGroup, ...]] = OrderedDict()
-_GROUPS_MAX = 64
-
-
+@functools.lru_cache(maxsize=64)
 def _groups(visible: str) -> tuple[ReceiptGroup, ...]:
-    """The groups of the observations ``visible``, kept for the newest :data:`_GROUPS_MAX` texts:
-    every step's receipt lists them, and the text changes only when memory works."""
-    kept = _GROUPS.get(visible)
-    if kept is None:
-        kept = tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in parse_groups(visible))
-        _GROUPS[visible] = kept
-        while len(_GROUPS) > _GROUPS_MAX:
-            _GROUPS.popitem(last=False)
-    else:
-        _GROUPS.move_to_end(visible)
-    return kept
+    """The groups of the observations ``visible``, kept for the newest 64 texts: every step's
+    receipt lists them, and the text changes only when memory works."""
+    return tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in parse_groups(visible))
 
 
 def forget_groups() -> None:
     """Drop the kept groups (after a delete: no observation text stays in memory here)."""
-    _GROUPS.clear()
+    _groups.cache_clear()
 
 
 def receipt_groups(record: ObservationRecord | None, thread_id: str | None, *, shared: bool) -> tuple[ReceiptGroup, ...]:
