@@ -453,6 +453,7 @@ class Memory:
             return False
         deleted = await self.store.delete_thread(thread_id)
         forget_rendered()  # no rendering of its observations stays in this process
+        self.engine.core.windows.forget()  # nor a kept window of its messages
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id)
@@ -520,6 +521,7 @@ class Memory:
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
         forget_rendered()
+        self.engine.core.windows.forget()
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -635,6 +637,7 @@ class Memory:
                 await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id)
             )
         forget_rendered()
+        self.engine.core.windows.forget()
         return counts
 
     async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:

@@ -501,6 +501,8 @@ class TokenCacheInfo(NamedTuple):
 
 #: Where a message keeps its parts' cost (see ``TokenCounter._parts_cost``): not a field.
 _MEMO_KEY = "_obsmem_parts_cost"
+#: Where a message keeps its whole count, beside its parts' cost (see ``TokenCounter.count_message``).
+_COUNT_KEY = "_obsmem_count"
 
 WARM_CHARS = 32_768  # text parts at least this long are counted off the loop by ``warm``
 
@@ -672,7 +674,18 @@ class TokenCounter:
         return _round_half_up(self._part_cost(part))
 
     def count_message(self, message: Message) -> int:
-        return _round_half_up(self._role_tokens(message.role) + TOKENS_PER_MESSAGE + self._parts_cost(message))
+        # A message whose parts' cost is kept on it keeps its count too (keyed like that cost,
+        # and by role): a window's messages are counted at every boundary, by one lookup.
+        kept = message.__dict__.get(_COUNT_KEY)
+        parts = message.parts
+        if kept is not None and kept[0] is parts and kept[1] == self.estimator_id and kept[2] == message.role:
+            self._cache.hit(kept[4])
+            return int(kept[3])
+        count = _round_half_up(self._role_tokens(message.role) + TOKENS_PER_MESSAGE + self._parts_cost(message))
+        memo = message.__dict__.get(_MEMO_KEY)
+        if memo is not None and memo[0] is parts and memo[1] == self.estimator_id:
+            message.__dict__[_COUNT_KEY] = (parts, self.estimator_id, message.role, count, memo[3])
+        return count
 
     def _parts_cost(self, message: Message) -> float:
         """The unrounded cost of ``message``'s parts. A message of text, reasoning and data parts

@@ -120,6 +120,8 @@ class Turn:
         # stored messages newer than it were saved by a boundary that failed: they are input.
         self._seen_seq: int | None = None
         self._input_saved = False
+        # The thread's window just after the last save, when the save knew it (no read needed).
+        self._saved_window: Window | None = None
         self._input_user: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
@@ -200,7 +202,7 @@ class Turn:
         async with self._traced("step") as span, self._boundary("step"):
             saved = await self._save(parsed, "responses")
             span.set("obsmem.messages", len(saved))
-            context = await self._advance(saved)
+            context = await self._advance(saved, stored=self._saved_window)
         self.steps += 1
         self.context = context
         return self.context
@@ -283,6 +285,7 @@ class Turn:
         if len(messages) > 1 or (messages and not self._context_current):
             messages, copies = await self._split_copies(messages)
         saved: list[Message] = []
+        self._saved_window = None
         if messages:
             # Checked before anything is stored, against the last context's raw tail when there is
             # one (what the actor saw; a waiting call is never observed away), else the store's
@@ -290,7 +293,8 @@ class Turn:
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else _tail_of(before)
             await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
-            saved = await self._store.save_messages(self.thread.id, self._with_receipt(messages))
+            saved, window = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
+            self._saved_window = window
         self._input_saved = True
         seen = self._seen_seq
         unseen = [] if seen is None else [m for m in copies if (m.seq or 0) > seen]

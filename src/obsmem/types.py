@@ -246,7 +246,10 @@ class Message(_Model):
     @property
     def is_marker_only(self) -> bool:
         """True when every part is a data part: such a message has nothing for a model."""
-        return all(isinstance(p, DataPart) for p in self.parts)
+        for part in self.parts:  # a loop, not all(...): read for every message of every window
+            if not isinstance(part, DataPart):
+                return False
+        return True
 
 
 class Thread(_Model):

@@ -22,6 +22,7 @@ from obsmem import Memory, Message
 from obsmem.errors import ObsmemError, StorageError
 from obsmem.om.context import load_instructions
 from obsmem.storage import SQLiteStore
+from obsmem.storage.contract import WindowMark
 
 from tests.engine.helpers import FACTS, Conversation, fake_clock, small_config
 
@@ -46,6 +47,10 @@ class FailingStore(SQLiteStore):
         self.armed, self.calls, self.failed = False, 0, False
         if method == "save_messages":
             return
+        if method == "read_window":
+            # A store that marks its windows reads nothing after a quiet save (the engine keeps
+            # the window it read): without marks every boundary reads, and that read fails here.
+            self.read_window_marked = self.window_mark = self.save_messages_marked = None  # type: ignore[assignment]
         real = getattr(super(), method)
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
@@ -60,12 +65,22 @@ class FailingStore(SQLiteStore):
 
     async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
         saved = await super().save_messages(thread_id, messages)
+        self._saved()
+        return saved
+
+    async def save_messages_marked(
+        self, thread_id: str, messages: list[Message], lineage: str
+    ) -> tuple[list[Message], WindowMark, WindowMark]:
+        marked = await super().save_messages_marked(thread_id, messages, lineage)
+        self._saved()
+        return marked
+
+    def _saved(self) -> None:
         if self.method is not None and not self.failed:
             if self.method == "save_messages":
                 self.failed = True
                 raise self.error("injected failure of save_messages (after it committed)")
             self.armed = True
-        return saved
 
 
 def one() -> list[Message]:

@@ -135,6 +135,7 @@ EXPECTED_SCHEMA = {
         "created_us": "INTEGER",
         "updated_at": "TEXT",
         "version": "INTEGER",
+        "message_rev": "INTEGER",  # m006
     },
     "messages": {
         "seq": "INTEGER",
@@ -228,6 +229,7 @@ EXPECTED_SCHEMA = {
 }
 ALL_MIGRATIONS = [
     "m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
+    "m006_message_rev",
 ]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",

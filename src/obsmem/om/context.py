@@ -320,6 +320,11 @@ def _hint_messages(
 
 def model_visible(message: Message) -> Message | None:
     """The message without data parts (markers); None when nothing is left for a model."""
+    for part in message.parts:
+        if isinstance(part, DataPart):
+            break
+    else:
+        return message  # the common case, checked without building a tuple
     parts = tuple(p for p in message.parts if not isinstance(p, DataPart))
     if not parts:
         return None
@@ -371,8 +376,8 @@ def _last_system_run(kept: Sequence[Message]) -> list[Message]:
             if ended:
                 run, ended = [], False
             run.append(message)
-        elif not message.is_marker_only:
-            ended = bool(run)
+        elif run and not message.is_marker_only:
+            ended = True
     return latest_instructions(run)
 
 

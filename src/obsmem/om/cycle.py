@@ -51,7 +51,8 @@ from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
-from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key, read_window
+from obsmem.om.windows import Windows
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
 
@@ -314,6 +315,8 @@ class Core:
         # Resource scope with sharing: the other-conversations block's tokens per thread, by
         # that thread's shown messages (see obsmem.om.step.other_block_tokens).
         self.other_block_memo: OrderedDict[tuple[str, tuple[tuple[str, str, str], ...]], int] = OrderedDict()
+        # The threads' windows as this engine last read or wrote them, each with its store mark.
+        self.windows = Windows(store)
 
     # -- where things live ----------------------------------------------------------------------
     @property
@@ -412,8 +415,16 @@ class Core:
     async def stored_window(self, thread: Thread) -> tuple[ObservationRecord | None, list[Message]]:
         """The live record as stored (None: none yet; never creates one) and the thread's
         messages after its cursor as stored (every message without a record), read together:
-        one store call, one snapshot where the store can (:func:`~obsmem.storage.contract.read_window`)."""
-        return await read_window(self.store, self.lineage(thread), thread.id)
+        one store call, one snapshot where the store can (:func:`~obsmem.storage.contract.read_window`);
+        a window kept by :attr:`windows` whose mark still holds is not read again."""
+        return await self.windows.read(self.lineage(thread), thread.id)
+
+    async def save_messages(
+        self, thread: Thread, messages: list[Message]
+    ) -> tuple[list[Message], tuple[ObservationRecord | None, list[Message]] | None]:
+        """``Store.save_messages`` into ``thread``; the messages as stored, and the thread's
+        window just after the save when known without a read (see :class:`~obsmem.om.windows.Windows`)."""
+        return await self.windows.save(self.lineage(thread), thread.id, messages)
 
     async def window(
         self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None

@@ -82,9 +82,13 @@ __all__ = [
     "Store",
     "ThreadState",
     "WorkItem",
+    "WindowMark",
     "WriteResult",
     "lineage_key",
+    "read_marked_window",
     "read_window",
+    "save_marked",
+    "window_mark",
 ]
 
 
@@ -651,3 +655,49 @@ async def read_window(store: Store, lineage: str, thread_id: str) -> tuple[Obser
         return window
     head = await store.get_head(lineage)
     return head, await store.list_messages(thread_id, after_seq=head.cursor(thread_id) if head else 0)
+
+
+WindowMark = tuple[int, str | None, int | None]
+"""What a thread's window was read at: the thread's message revision (one more for every message
+row of the thread inserted, updated or deleted, by any path) and the live head's id and version
+(``None, None``: no head). Two reads of one window with the same mark read the same thing, so a
+reader that kept what it read may use it again while the mark stays (:mod:`obsmem.om.windows`).
+Optional: a store that cannot mark its windows simply lacks the methods below, and every
+window is read afresh."""
+
+
+async def read_marked_window(
+    store: Store, lineage: str, thread_id: str
+) -> tuple[ObservationRecord | None, list[Message], WindowMark | None]:
+    """:func:`read_window` and the window's mark, read in one snapshot (native method
+    ``read_window_marked(lineage, thread_id)``); the mark is None when the store cannot mark."""
+    native = getattr(store, "read_window_marked", None)
+    if native is not None:
+        marked: tuple[ObservationRecord | None, list[Message], WindowMark] = await native(lineage, thread_id)
+        return marked
+    head, messages = await read_window(store, lineage, thread_id)
+    return head, messages, None
+
+
+async def window_mark(store: Store, lineage: str, thread_id: str) -> WindowMark | None:
+    """The window's mark now (native method ``window_mark(lineage, thread_id)``, a read of one
+    row); None when the store cannot mark or the thread is unknown (read the window then)."""
+    native = getattr(store, "window_mark", None)
+    if native is None:
+        return None
+    mark: WindowMark | None = await native(lineage, thread_id)
+    return mark
+
+
+async def save_marked(
+    store: Store, lineage: str, thread_id: str, messages: list[Message]
+) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
+    """``save_messages`` and the window's mark just before and just after it, in its transaction
+    (native method ``save_messages_marked(thread_id, messages, lineage)``): when the mark before is
+    the one a reader kept, the reader's window plus what was saved is the window at the mark
+    after. Both marks are None when the store cannot mark."""
+    native = getattr(store, "save_messages_marked", None)
+    if native is not None:
+        marked: tuple[list[Message], WindowMark, WindowMark] = await native(thread_id, messages, lineage)
+        return marked
+    return await store.save_messages(thread_id, messages), None, None

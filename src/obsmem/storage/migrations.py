@@ -248,3 +248,25 @@ def m005_model_calls(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m006_message_rev(conn: sqlite3.Connection) -> None:
+    # A thread's message revision: one more for every message row of the thread inserted,
+    # updated or deleted, by whatever path (triggers, so no write can forget it). With the
+    # head's id and version it marks a thread's window: a reader that kept a window and finds
+    # the same mark knows nothing in it changed (obsmem.om.windows).
+    statements = [
+        "ALTER TABLE threads ADD COLUMN message_rev INTEGER NOT NULL DEFAULT 0",
+        """CREATE TRIGGER messages_rev_insert AFTER INSERT ON messages BEGIN
+            UPDATE threads SET message_rev = message_rev + 1 WHERE id = NEW.thread_id;
+        END""",
+        """CREATE TRIGGER messages_rev_update AFTER UPDATE ON messages BEGIN
+            UPDATE threads SET message_rev = message_rev + 1 WHERE id IN (NEW.thread_id, OLD.thread_id);
+        END""",
+        """CREATE TRIGGER messages_rev_delete AFTER DELETE ON messages BEGIN
+            UPDATE threads SET message_rev = message_rev + 1 WHERE id = OLD.thread_id;
+        END""",
+    ]
+    for statement in statements:
+        conn.execute(statement)

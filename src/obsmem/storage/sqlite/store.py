@@ -64,6 +64,7 @@ from obsmem.storage.contract import (
     DeadWork,
     Lease,
     ObservationRecord,
+    WindowMark,
     WorkItem,
     WriteResult,
     lineage_key,
@@ -98,7 +99,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _JSON_COLUMNS = frozenset(
     {"metadata", "parts", "threads", "buffered_chunks", "buffered_reflection", "config"}
 )
-_STORE_ONLY_COLUMNS = frozenset({"pk", "created_us"})
+_STORE_ONLY_COLUMNS = frozenset({"pk", "created_us", "message_rev"})
 _MESSAGE_SELECT = (
     "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
     "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
@@ -181,6 +182,16 @@ def _check_small(rows: Sequence[sqlite3.Row]) -> None:
         chars += sum(len(v) for v in row if isinstance(v, str))
         if chars > inline.MAX_CHARS:
             raise inline.TooLarge()
+
+
+def _mark(conn: Conn, lineage: str, thread_id: str) -> WindowMark | None:
+    """The window's mark (:data:`~obsmem.storage.contract.WindowMark`); None: no such thread."""
+    row = conn.execute(
+        "SELECT t.message_rev, r.id, r.version FROM threads AS t LEFT JOIN observation_records AS r "
+        "ON r.lineage = ? AND r.superseded_by IS NULL WHERE t.id = ?",
+        (lineage, thread_id),
+    ).fetchone()
+    return None if row is None else (int(row[0]), row[1], row[2])
 
 
 def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
@@ -477,48 +488,63 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return found
 
     async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
-        def op(conn: Conn) -> list[Message]:
-            thread = self._require_thread(conn, thread_id)
-            stored: dict[str, Message] = {}
-            rewritten: list[str] = []
-            for message in messages:
-                check_message_owner(message, thread)
-                row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message.id,)).fetchone()
-                if row is not None and row["thread_id"] != thread_id:
-                    raise InvalidInputError(
-                        f"Message '{message.id}' already belongs to another thread; "
-                        f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
-                    )
-                values = _columns(message)
-                if row is None:
-                    cursor = conn.execute(
-                        "INSERT INTO messages (id, thread_id, role, parts, created_at, metadata) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (
-                            message.id,
-                            thread_id,
-                            values["role"],
-                            values["parts"],
-                            values["created_at"],
-                            values["metadata"],
-                        ),
-                    )
-                    stored[message.id] = message.model_copy(
-                        update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
-                    )
-                else:  # same id again: keep seq and created_at, replace the content
-                    conn.execute(
-                        "UPDATE messages SET role = ?, parts = ?, metadata = ? WHERE id = ?",
-                        (values["role"], values["parts"], values["metadata"], message.id),
-                    )
-                    rewritten.append(message.id)
-            # New rows are built from what was written (its seq is the rowid just drawn); only
-            # rewritten ones, which keep their stored seq and created_at, are read back.
-            if rewritten:
-                stored.update(self._select_messages(conn, rewritten))
-            return [stored[m.id] for m in messages]
+        return await self._write(lambda conn: self._save(conn, thread_id, messages))
+
+    async def save_messages_marked(
+        self, thread_id: str, messages: list[Message], lineage: str
+    ) -> tuple[list[Message], WindowMark, WindowMark]:
+        """:func:`~obsmem.storage.contract.save_marked`: the save and the window's marks around
+        it, in one write transaction."""
+
+        def op(conn: Conn) -> tuple[list[Message], WindowMark, WindowMark]:
+            before = _mark(conn, lineage, thread_id)
+            saved = self._save(conn, thread_id, messages)
+            after = _mark(conn, lineage, thread_id)
+            assert before is not None and after is not None  # _save required the thread
+            return saved, before, after
 
         return await self._write(op)
+
+    def _save(self, conn: Conn, thread_id: str, messages: list[Message]) -> list[Message]:
+        thread = self._require_thread(conn, thread_id)
+        stored: dict[str, Message] = {}
+        rewritten: list[str] = []
+        for message in messages:
+            check_message_owner(message, thread)
+            row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message.id,)).fetchone()
+            if row is not None and row["thread_id"] != thread_id:
+                raise InvalidInputError(
+                    f"Message '{message.id}' already belongs to another thread; "
+                    f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
+                )
+            values = _columns(message)
+            if row is None:
+                cursor = conn.execute(
+                    "INSERT INTO messages (id, thread_id, role, parts, created_at, metadata) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        message.id,
+                        thread_id,
+                        values["role"],
+                        values["parts"],
+                        values["created_at"],
+                        values["metadata"],
+                    ),
+                )
+                stored[message.id] = message.model_copy(
+                    update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
+                )
+            else:  # same id again: keep seq and created_at, replace the content
+                conn.execute(
+                    "UPDATE messages SET role = ?, parts = ?, metadata = ? WHERE id = ?",
+                    (values["role"], values["parts"], values["metadata"], message.id),
+                )
+                rewritten.append(message.id)
+        # New rows are built from what was written (its seq is the rowid just drawn); only
+        # rewritten ones, which keep their stored seq and created_at, are read back.
+        if rewritten:
+            stored.update(self._select_messages(conn, rewritten))
+        return [stored[m.id] for m in messages]
 
     async def list_messages(
         self,
@@ -656,25 +682,44 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     async def read_window(self, lineage: str, thread_id: str) -> tuple[ObservationRecord | None, list[Message]]:
         """:func:`~obsmem.storage.contract.read_window` in one read transaction (one snapshot)."""
+        return await self._small_read(lambda conn, bounded: self._window(conn, bounded, lineage, thread_id))
 
-        def op(conn: Conn, bounded: bool) -> tuple[ObservationRecord | None, list[Message]]:
-            row = conn.execute(
-                "SELECT * FROM observation_records WHERE lineage = ? AND superseded_by IS NULL", (lineage,)
-            ).fetchone()
-            head = _model(ObservationRecord, row) if row else None
-            query = f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq"
-            after = head.cursor(thread_id) if head else 0
-            if bounded:
-                rows = conn.execute(f"{query} LIMIT ?", (thread_id, after, inline.MAX_ROWS + 1)).fetchall()
-                _check_small([row, *rows] if row else rows)
-            else:
-                rows = conn.execute(query, (thread_id, after)).fetchall()
-            messages = [self._message(r) for r in rows]
-            if not messages:
-                self._require_thread(conn, thread_id)
-            return head, messages
+    async def read_window_marked(
+        self, lineage: str, thread_id: str
+    ) -> tuple[ObservationRecord | None, list[Message], WindowMark]:
+        """:func:`~obsmem.storage.contract.read_marked_window`: the window and its mark, one snapshot."""
+
+        def op(conn: Conn, bounded: bool) -> tuple[ObservationRecord | None, list[Message], WindowMark]:
+            head, messages = self._window(conn, bounded, lineage, thread_id)
+            row = conn.execute("SELECT message_rev FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            if row is None:
+                raise ThreadNotFoundError(thread_id)
+            return head, messages, (int(row[0]), head.id if head else None, head.version if head else None)
 
         return await self._small_read(op)
+
+    async def window_mark(self, lineage: str, thread_id: str) -> WindowMark | None:
+        """:func:`~obsmem.storage.contract.window_mark`: one indexed row, read inline."""
+        return await self._small_read(lambda conn, bounded: _mark(conn, lineage, thread_id))
+
+    def _window(
+        self, conn: Conn, bounded: bool, lineage: str, thread_id: str
+    ) -> tuple[ObservationRecord | None, list[Message]]:
+        row = conn.execute(
+            "SELECT * FROM observation_records WHERE lineage = ? AND superseded_by IS NULL", (lineage,)
+        ).fetchone()
+        head = _model(ObservationRecord, row) if row else None
+        query = f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq"
+        after = head.cursor(thread_id) if head else 0
+        if bounded:
+            rows = conn.execute(f"{query} LIMIT ?", (thread_id, after, inline.MAX_ROWS + 1)).fetchall()
+            _check_small([row, *rows] if row else rows)
+        else:
+            rows = conn.execute(query, (thread_id, after)).fetchall()
+        messages = [self._message(r) for r in rows]
+        if not messages:
+            self._require_thread(conn, thread_id)
+        return head, messages
 
     async def get_record(self, record_id: str) -> ObservationRecord | None:
         return await self._read(lambda conn: self._record(conn, record_id))

@@ -1,0 +1,122 @@
+"""A turn does not read its thread again when nothing changed, and sees every change when
+something did (issue 18, "a lighter turn").
+
+On SQLite an engine keeps the window (record and unobserved messages) it last read or wrote with
+the store's mark for it (:mod:`obsmem.om.windows`): a quiet boundary reads one mark row instead of
+the window, and a step whose save finds the kept mark reads nothing. Here a second ``Memory`` on
+the same file (another process, in effect) changes the thread between the first one's boundaries
+— a new message, an edited one, a forgotten one, an observation — and every change is in the
+first one's next context.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
+from obsmem.om.context import ContextWindow
+
+pytestmark = pytest.mark.anyio
+
+QUIET = MemoryConfig(
+    observation=ObservationConfig(message_tokens=30_000, buffer_tokens=False),
+    reflection=ReflectionConfig(observation_tokens=40_000),
+)
+
+
+def texts(context: ContextWindow) -> str:
+    return "\n".join(m.text for m in context.messages)
+
+
+def observed(context: ContextWindow) -> str:
+    return "\n".join(m.text for m in context.system_messages)
+
+
+def counting(memory: Memory) -> Counter[str]:
+    """Count the store calls ``memory`` makes (wrapping its store object's methods)."""
+    calls: Counter[str] = Counter()
+    store = memory.store
+    for name in ("read_window", "read_window_marked", "window_mark", "list_messages", "save_messages",
+                 "save_messages_marked"):
+        real = getattr(store, name)
+
+        def wrapped(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        setattr(store, name, wrapped)
+    return calls
+
+
+async def test_a_quiet_turn_reads_a_mark_not_the_window(tmp_path: Path) -> None:
+    memory = Memory(f"sqlite:///{tmp_path / 'w.db'}", config=QUIET)
+    for i in range(3):
+        async with await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user(f"q{i}")]) as turn:
+            await turn.step([Message.assistant(f"a{i}")])
+    calls = counting(memory)
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("q3")])
+    context = await turn.step([Message.assistant("a3")])
+    await turn.end()
+    assert calls == Counter(window_mark=1, save_messages_marked=2), calls
+    assert [m.text for m in context.messages] == [f"{r}{i}" for i in range(4) for r in "qa"]
+    await memory.aclose()
+
+
+async def test_another_writers_changes_are_in_the_next_context(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    mine, other = Memory(url, config=QUIET), Memory(url, config=QUIET)
+    first = Message.user("My locker code is 4417.", id="m-first")
+    async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[first]) as turn:
+        await turn.step([Message.assistant("Noted: 4417.", id="m-reply")])
+    async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("And my desk is 12.")]) as turn:
+        await turn.step([Message.assistant("Desk 12, noted.")])
+
+    # Between two turns: an edit, a forgotten value, a new message, all by the other writer.
+    await other.save_messages("t1", [first.model_copy(update={"parts": Message.user("My locker code is 9902.").parts})])
+    await other.forget("Desk 12", thread_id="t1")
+    await other.save_messages("t1", [Message.user("(from the web app) Call me Sam.")])
+    turn = await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("What do you know?")])
+    shown = texts(turn.context)
+    assert "9902" in shown and "4417" not in shown.split("Noted")[0]
+    assert "Desk 12" not in shown and "Call me Sam" in shown
+
+    # Between a turn's begin and its step: the other writer's message is in the step's context.
+    await other.save_messages("t1", [Message.user("(from the web app) I prefer mornings.")])
+    context = await turn.step([Message.assistant("Here is what I know.")])
+    assert "I prefer mornings" in texts(context)
+    await turn.end()
+    await mine.aclose()
+    await other.aclose()
+
+
+async def test_an_observation_made_elsewhere_is_in_the_next_step(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=30_000, buffer_tokens=False),
+        reflection=ReflectionConfig(observation_tokens=40_000),
+    )
+    mine, other = Memory(url, config=config), Memory(url, config=config)
+
+    async def talk(i: int) -> None:
+        text = f"On day {i} the shipment to Rotterdam number {1000 + i} was delayed by the customs office."
+        async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user(text)]) as turn:
+            await turn.step([Message.assistant(f"Understood, shipment {1000 + i} delayed.")])
+
+    await talk(0)
+    assert (await mine.observe("t1")).applied  # a head, kept by ``mine`` with its version
+    for i in (1, 2, 3):
+        await talk(i)
+    turn = await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("Anything else?")])
+    assert "1000" in observed(turn.context) and "1002" not in observed(turn.context)
+    assert (await other.observe("t1")).applied
+    context = await turn.step([Message.assistant("Let me check.")])
+    # The record the other writer moved on is the one shown, and what it observed left the tail.
+    assert "1002" in observed(context)
+    assert not any("1002" in m.text for m in context.raw_messages)
+    await turn.end()
+    await mine.aclose()
+    await other.aclose()

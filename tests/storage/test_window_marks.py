@@ -1,0 +1,88 @@
+"""Window marks (:data:`~obsmem.storage.contract.WindowMark`) on SQLite: the mark moves with every
+change to what a thread's window holds, by any path, and two reads at one mark read the same
+window. A store without marks (memory, PostgreSQL) answers None and is read every time."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from obsmem.storage import MemoryStore, ObservationRecord, SQLiteStore, ThreadState
+from obsmem.storage.contract import read_marked_window, read_window, save_marked, window_mark
+from obsmem.types import DataPart, Message, Thread
+
+pytestmark = pytest.mark.anyio
+
+LINEAGE = "thread:t1"
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+async def _store(tmp_path: Path) -> SQLiteStore:
+    store = SQLiteStore(tmp_path / "marks.db")
+    await store.create_thread(Thread(id="t1", resource_id="u1"))
+    await store.create_thread(Thread(id="t2", resource_id="u1"))
+    return store
+
+
+async def test_every_change_to_a_window_moves_its_mark(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    marks = [await window_mark(store, LINEAGE, "t1")]
+
+    async def moved() -> None:
+        mark = await window_mark(store, LINEAGE, "t1")
+        assert mark is not None and mark not in marks, marks
+        marks.append(mark)
+
+    one, two = await store.save_messages("t1", [Message.user("one"), Message.user("two")])
+    await moved()
+    await store.save_messages("t1", [one.model_copy(update={"parts": Message.user("one, edited").parts})])
+    await moved()  # the same id saved again with new content
+    await store.add_message_parts(two.id, [DataPart(name="marker", data={"x": 1})])
+    await moved()
+    await store.delete_messages([two.id])
+    await moved()
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=one.seq or 0)},
+        )
+    )
+    await moved()  # a head appeared
+    assert created.record is not None
+    await store.update_record(created.record.model_copy(update={"active_observations": "* x"}), expected_version=1)
+    await moved()  # the head moved on
+    # Another thread's messages, and a write by hand (another program), are seen as they are.
+    await store.save_messages("t2", [Message.user("elsewhere")])
+    assert await window_mark(store, LINEAGE, "t1") == marks[-1]
+    with sqlite3.connect(tmp_path / "marks.db") as conn:
+        conn.execute("UPDATE messages SET parts = parts WHERE thread_id = 't1'")
+    await moved()
+    assert await window_mark(store, LINEAGE, "nobody") is None
+    await store.close()
+
+
+async def test_one_mark_one_window_and_a_marked_save_knows_the_window_after_it(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    await store.save_messages("t1", [Message.user("a")])
+    head, messages, mark = await read_marked_window(store, LINEAGE, "t1")
+    assert (head, messages) == await read_window(store, LINEAGE, "t1")
+    assert mark == await window_mark(store, LINEAGE, "t1")
+
+    saved, before, after = await save_marked(store, LINEAGE, "t1", [Message.assistant("b")])
+    assert before == mark and after != mark
+    again = await read_marked_window(store, LINEAGE, "t1")
+    assert again == (head, [*messages, *saved], after)
+    await store.close()
+
+
+async def test_a_store_without_marks_answers_none(tmp_path: Path) -> None:
+    store = MemoryStore()
+    await store.create_thread(Thread(id="t1", resource_id="u1"))
+    assert await window_mark(store, LINEAGE, "t1") is None
+    saved, before, after = await save_marked(store, LINEAGE, "t1", [Message.user("a")])
+    assert (before, after) == (None, None) and [m.text for m in saved] == ["a"]
+    head, messages, mark = await read_marked_window(store, LINEAGE, "t1")
+    assert head is None and messages == saved and mark is None
