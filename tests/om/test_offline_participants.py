@@ -37,14 +37,14 @@ def said(text: str, *, known: str = "", name: str = "Melanie") -> str | None:
     [
         (
             "I ran a charity race for mental health last Saturday.",
-            "Melanie: ran charity race for mental health last Saturday (meaning May 6, 2023)",
+            "Melanie: ran charity race mental health last Saturday (meaning May 6, 2023)",
         ),
         ("Thanks, Caroline! That sounds amazing.", None),  # a reaction addressed to the listener
         ("What got you into running?", None),  # a question states nothing
         ("Your painting is so beautiful, Caroline!", None),  # about the listener: theirs to record
         (
             "I'm training for the Lisbon marathon in May.",
-            "Melanie: training for Lisbon marathon in May (meaning May 2023)",
+            "Melanie: training Lisbon marathon May (meaning May 2023)",
         ),
         ("Haha yeah.", None),
     ],
@@ -76,14 +76,14 @@ def test_a_name_or_date_makes_a_fact_and_bare_narration_a_topic() -> None:
     [
         (
             "Melanie: they signed up for a pottery class; it is like therapy for them (meaning Jul 2, 2023).",
-            "Melanie: signed up for pottery class; like therapy for (meaning Jul 2, 2023).",
+            "Melanie: signed up pottery class; like therapy (meaning Jul 2, 2023).",
         ),
         (
             'Caroline: they loved "The Art of Being" by the author',
             'Caroline: loved "The Art of Being" by author',
         ),
-        ("Ben: the race is in May and Will is coming", "Ben: race in May Will coming"),
-        ("User stated they live in Berlin", "User stated live in Berlin"),  # callers choose which lines
+        ("Ben: the race is in May and Will is coming", "Ben: race May Will coming"),
+        ("User stated they live in Berlin", "User stated live Berlin"),  # callers choose which lines
     ],
 )
 def test_telegraphic(text: str, expected: str) -> None:
@@ -256,7 +256,7 @@ async def test_a_speakers_notes_of_one_day_share_one_line() -> None:
     caroline = next(line for line in lines if "adopted puppy" in line)
     assert "Caroline: adopted puppy called Rex" in caroline and "; taught Rex sit fetch ball" in caroline
     melanie = next(line for line in lines if "Melanie:" in line)
-    assert "pottery class" in melanie and "Ida starts school in September" in melanie
+    assert "pottery class" in melanie and "Ida starts school September" in melanie
     # the day dates what people told each other: no clock time on their lines
     assert not any(re.match(r"^\* \S+ \(\d\d:\d\d\)", line) for line in lines)
     assert "counseling course next week" in lines[-1] and "May 9" not in lines[-1]

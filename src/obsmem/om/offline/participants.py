@@ -76,12 +76,17 @@ _ARTICLES = re.compile(r"\b(?:a|an|the)\s+", re.I)
 _LEAD_SUBJECT = re.compile(r"^(?:they|so|and|but|well|also|oh|yeah)\s+", re.I)
 _IMAGE = re.compile(r"\[shares an image:\s*(?:(?:a|an)\s+)?(?:photo|picture|image)\s+of\s+", re.I)
 _SPEAKER_HEAD = re.compile(r"^(?!User\b|Assistant\b|Topics\b)([A-Z][A-Za-z'.-]+(?: [A-Z][A-Za-z'.-]+)?): ")
-#: Words a note can lose and still say the same: pronouns, auxiliaries, linking words. Negations,
-#: numbers and prepositions that carry meaning ("with", "for", "from") stay.
+#: Words a note can lose and a reader still gets the same facts: pronouns, auxiliaries, linking
+#: words and the common prepositions ("ran charity race mental health last Saturday"), the words a
+#: search for what happened skips anyway. Negations, numbers, "only", the particles of a phrasal
+#: verb ("signed up", "gave up", "worked out") and "by" (who made what) stay.
 _GLUE = frozenset(
     """a an the they them their theirs it its it's this that these those there which who whom is are
     was were be been being am has have had do does did will would can could should shall may might
-    must to of and so as just that's it's i'm i've i'll he she his her him we us our you your""".split()
+    must to of and so as just that's it's i'm i've i'll he she his her him we us our you your
+    in on at for with about from into or if but because while then than also too again once here
+    all any both each few more most other some such own same what when where why how myself
+    yourself themselves itself i me my""".split()
 )
 #: Words of feeling and evaluation, and the light verbs around them: a note made only of these
 #: says how the speaker felt, not what happened, so they add nothing to what a note is worth.
