@@ -120,3 +120,49 @@ async def test_an_observation_made_elsewhere_is_in_the_next_step(tmp_path: Path)
     await turn.end()
     await mine.aclose()
     await other.aclose()
+
+
+async def test_after_its_own_observation_a_turn_reads_a_mark_and_shows_what_it_wrote(tmp_path: Path) -> None:
+    memory = Memory(f"sqlite:///{tmp_path / 'w.db'}", config=QUIET)
+    for i in range(3):
+        text = f"Invoice {4400 + i} for the harbour crane repair was approved by Dana on Monday."
+        async with await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user(text)]) as turn:
+            await turn.step([Message.assistant(f"Noted invoice {4400 + i}.")])
+    assert (await memory.observe("t1")).applied  # this engine's own write of the head
+    calls = counting(memory)
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("Which invoices?")])
+    # (The input check reads the thread's newest messages: the window holds none after it.)
+    assert calls["window_mark"] == 1 and not calls["read_window_marked"] and not calls["read_window"], calls
+    assert "4402" in observed(turn.context)
+    assert [m.text for m in turn.context.raw_messages] == ["Which invoices?"]
+    await turn.end()
+    await memory.aclose()
+
+
+async def test_a_kept_window_is_always_what_a_read_finds(tmp_path: Path) -> None:
+    """Buffering, activation and their markers all write while turns run: after
+    every boundary, the window the engine keeps equals a plain read of the store."""
+    from obsmem.storage.contract import read_window
+
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=600), reflection=ReflectionConfig(observation_tokens=2000)
+    )
+    memory = Memory(f"sqlite:///{tmp_path / 'w.db'}", config=config)
+    core = memory.engine.core
+    lineage = "thread:t1"
+    checked = 0
+    for i in range(40):
+        text = f"Day {i}: crate {7000 + i} left the Antwerp depot for Lyon, driver Noor, pallet count {i % 7 + 2}."
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user(text)])
+        await turn.step([Message.assistant(f"Logged crate {7000 + i}.")])
+        await turn.end()
+        await memory.settled()
+        if (lineage, "t1") in core.windows._kept:
+            kept = core.windows._kept[(lineage, "t1")][1]
+            assert kept == await read_window(memory.store, lineage, "t1"), i
+            checked += 1
+    record = await memory.get_record("t1")
+    assert record is not None and record.observation_tokens > 0 and checked >= 30  # observed, mostly kept
+    marked = [m for m in await memory.list_messages("t1") if any(p.type == "data" for p in m.parts)]
+    assert marked  # markers were written on messages along the way
+    await memory.aclose()

@@ -402,6 +402,8 @@ class Core:
         result = await self.store.create_record(fresh)
         if result.record is None:
             raise ThreadNotFoundError(thread.id)
+        if result.applied:
+            self.windows.wrote(result.record)
         return result.record
 
     async def stored_head(self, thread: Thread) -> ObservationRecord | None:
@@ -458,13 +460,19 @@ class Core:
 
     async def update(self, current: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
         """Compare-and-set ``proposed`` over ``current`` (same record, next version)."""
-        return Written.of(await self.store.update_record(proposed, expected_version=current.version))
+        return self._wrote(await self.store.update_record(proposed, expected_version=current.version))
 
     async def new_generation(
         self, current: ObservationRecord, successor: ObservationRecord
     ) -> Written[ObservationRecord]:
         """Compare-and-set: retire ``current`` and make ``successor`` the head."""
-        return Written.of(await self.store.create_generation(current, successor, expected_version=current.version))
+        return self._wrote(await self.store.create_generation(current, successor, expected_version=current.version))
+
+    def _wrote(self, result: WriteResult) -> Written[ObservationRecord]:
+        """A head write's result; the kept windows follow a head this engine wrote."""
+        if result.applied and result.record is not None:
+            self.windows.wrote(result.record)
+        return Written.of(result)
 
     async def reindex(self, resource_id: str, before: str, after: str) -> None:
         """Retrieval with vectors: make the group index follow a committed change of text."""
@@ -570,7 +578,11 @@ class Core:
         if target is None or not parts:
             return
         try:
-            await self.store.add_message_parts(target.id, list(parts))
+            if target.thread_id is None:  # not a stored message: no window holds it
+                await self.store.add_message_parts(target.id, list(parts))
+            else:
+                lineage = lineage_key(self.config.scope, target.thread_id, target.resource_id or "")
+                await self.windows.add_parts(lineage, target.id, list(parts))
         except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
             log_failure(logger, "obsmem: could not persist markers %s", [p.name for p in parts], error=exc,
                         operation="markers")

@@ -31,11 +31,12 @@ from obsmem.storage.contract import (
     ObservationRecord,
     Store,
     WindowMark,
+    add_parts_marked,
     read_marked_window,
     save_marked,
     window_mark,
 )
-from obsmem.types import Message
+from obsmem.types import DataPart, Message
 
 __all__ = ["Window", "Windows"]
 
@@ -54,6 +55,7 @@ class Windows:
         self._capacity = capacity
         self._kept: OrderedDict[tuple[str, str], tuple[WindowMark, Window]] = OrderedDict()
         self._messages = 0  # in all kept windows
+        self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -88,21 +90,55 @@ class Windows:
         self._keep(key, after, (head, extended))
         return saved, (head, list(extended))
 
+    async def add_parts(self, lineage: str, message_id: str, parts: list[DataPart]) -> Message:
+        """``Store.add_message_parts`` (markers on a message); a kept window that was current just
+        before it holds the message as written after it."""
+        message, before, after = await add_parts_marked(self._store, lineage, message_id, parts)
+        key = (lineage, message.thread_id or "")
+        kept = self._kept.get(key)
+        if kept is None:
+            return message
+        if before is None or after is None or kept[0] != before:
+            self._drop(key)
+            return message
+        head, window = kept[1]
+        self._keep(key, after, (head, [message if m.id == message.id else m for m in window]))
+        return message
+
+    def wrote(self, head: ObservationRecord) -> None:
+        """This engine just made ``head`` the live head of its lineage (a compare-and-set write
+        that applied). A write of the head changes no message, so each kept window of the
+        lineage is still the window for its message revision with this head: its messages after
+        the head's cursor (cursors never move backward), under the mark with the head's id and
+        version. If anything else changed meanwhile (a message, or a later write of the head),
+        the store's mark differs from that one and the window is read."""
+        for thread_id in list(self._threads.get(head.lineage, ())):
+            key = (head.lineage, thread_id)
+            mark, (_, messages) = self._kept[key]
+            cursor = head.cursor(thread_id)
+            self._keep(key, (mark[0], head.id, head.version), (head, [m for m in messages if (m.seq or 0) > cursor]))
+
     def forget(self) -> None:
         """Drop every kept window (after a delete: no deleted text stays in this process)."""
         self._kept.clear()
+        self._threads.clear()
         self._messages = 0
 
     def _drop(self, key: tuple[str, str]) -> None:
         old = self._kept.pop(key, None)
         if old is not None:
             self._messages -= len(old[1][1])
+            threads = self._threads[key[0]]
+            threads.discard(key[1])
+            if not threads:
+                del self._threads[key[0]]
 
     def _keep(self, key: tuple[str, str], mark: WindowMark | None, window: Window) -> None:
         self._drop(key)
         if mark is None or len(window[1]) > MAX_MESSAGES:
             return
         self._kept[key] = (mark, window)
+        self._threads.setdefault(key[0], set()).add(key[1])
         self._messages += len(window[1])
         while self._messages > self._capacity:
             self._drop(next(iter(self._kept)))

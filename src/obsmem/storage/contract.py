@@ -84,6 +84,7 @@ __all__ = [
     "WorkItem",
     "WindowMark",
     "WriteResult",
+    "add_parts_marked",
     "lineage_key",
     "read_marked_window",
     "read_window",
@@ -701,3 +702,16 @@ async def save_marked(
         marked: tuple[list[Message], WindowMark, WindowMark] = await native(thread_id, messages, lineage)
         return marked
     return await store.save_messages(thread_id, messages), None, None
+
+
+async def add_parts_marked(
+    store: Store, lineage: str, message_id: str, parts: list[DataPart]
+) -> tuple[Message, WindowMark | None, WindowMark | None]:
+    """``add_message_parts`` and the mark of the message's thread's window just before and just
+    after it, in its transaction (native method ``add_message_parts_marked(message_id, parts,
+    lineage)``); both None when the store cannot mark."""
+    native = getattr(store, "add_message_parts_marked", None)
+    if native is not None:
+        marked: tuple[Message, WindowMark | None, WindowMark | None] = await native(message_id, parts, lineage)
+        return marked
+    return await store.add_message_parts(message_id, parts), None, None

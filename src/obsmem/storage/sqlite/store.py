@@ -601,20 +601,32 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._small_read(op)
 
     async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
-        def op(conn: Conn) -> Message:
-            stored = self._select_messages(conn, [message_id]).get(message_id)
-            if stored is None:
-                raise MessageNotFoundError(message_id)
-            merged = merge_parts(stored.parts, parts)
-            if len(merged) == len(stored.parts):
-                return stored
-            updated = stored.model_copy(update={"parts": merged})
-            conn.execute(
-                "UPDATE messages SET parts = ? WHERE id = ?", (_columns(updated)["parts"], message_id)
-            )
-            return self._select_messages(conn, [message_id])[message_id]
+        return await self._write(lambda conn: self._add_parts(conn, message_id, parts))
+
+    async def add_message_parts_marked(
+        self, message_id: str, parts: list[DataPart], lineage: str
+    ) -> tuple[Message, WindowMark | None, WindowMark | None]:
+        """:func:`~obsmem.storage.contract.add_parts_marked`: the write and the marks of its
+        thread's window around it, in one write transaction."""
+
+        def op(conn: Conn) -> tuple[Message, WindowMark | None, WindowMark | None]:
+            row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+            before = _mark(conn, lineage, row[0]) if row is not None else None
+            message = self._add_parts(conn, message_id, parts)
+            return message, before, _mark(conn, lineage, message.thread_id or "")
 
         return await self._write(op)
+
+    def _add_parts(self, conn: Conn, message_id: str, parts: list[DataPart]) -> Message:
+        stored = self._select_messages(conn, [message_id]).get(message_id)
+        if stored is None:
+            raise MessageNotFoundError(message_id)
+        merged = merge_parts(stored.parts, parts)
+        if len(merged) == len(stored.parts):
+            return stored
+        updated = stored.model_copy(update={"parts": merged})
+        conn.execute("UPDATE messages SET parts = ? WHERE id = ?", (_columns(updated)["parts"], message_id))
+        return self._select_messages(conn, [message_id])[message_id]
 
     async def delete_messages(self, message_ids: list[str]) -> int:
         def op(conn: Conn) -> int:
