@@ -59,6 +59,7 @@ from obsmem.om.activation import (
     usable_chunks,
 )
 from obsmem import telemetry
+from obsmem.errors import ObsmemError
 from obsmem.telemetry import log_failure
 from obsmem.om.cycle import Core, Cycle, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
@@ -520,11 +521,17 @@ class BufferedLifecycle:
         if self.handoff is not None:
             await self.handoff(thread, "observe")
             return False
-        # Claim the interval in storage so no other engine starts the same buffer.
-        claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
-        if claim.status != "applied":
-            return None
-        task = self.spawn(self._run_buffer(thread, safe, pending), f"buffer:{lineage}")
+        # Claim the interval in storage so no other engine starts the same buffer. A worker
+        # claims here (it retries a lost claim); a turn leaves the claim to the buffer's task,
+        # so a boundary that starts a buffer makes no write (a lost claim there just means
+        # another engine buffers these messages, or the next boundary looks again).
+        if above_threshold:
+            claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
+            if claim.status != "applied":
+                return None
+            task = self.spawn(self._run_buffer(thread, safe, pending), f"buffer:{lineage}")
+        else:
+            task = self.spawn(self._claim_and_run_buffer(thread, record, safe, pending), f"buffer:{lineage}")
         if task is not None:
             self._observation_tasks[lineage] = task
             self._in_flight[lineage] = (time.monotonic(), new_tokens)
@@ -547,6 +554,20 @@ class BufferedLifecycle:
         block_at = self.core.config.observation.resolved_block_after or threshold
         rate = growth.rate() if growth is not None else None
         return buffer_overtaken(pending, rate, self.core.observer_latency.value, block_at)
+
+    async def _claim_and_run_buffer(
+        self, thread: Thread, record: ObservationRecord, messages: list[Message], window: int
+    ) -> None:
+        """:meth:`_run_buffer` once the interval is claimed over ``record`` (compare-and-set);
+        nothing when the claim is lost or fails (the messages stay pending)."""
+        try:
+            claim = await self.core.update(record, record.model_copy(update={"buffer_boundary_tokens": window}))
+        except ObsmemError as exc:
+            log_failure(logger, "obsmem: could not claim a buffer of %s", thread.id, error=exc,
+                        thread_id=thread.id, operation="buffer")
+            return
+        if claim.status == "applied":
+            await self._run_buffer(thread, messages, window)
 
     async def _run_buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
         key = buffer_lease_key(self.core.lineage(thread))
