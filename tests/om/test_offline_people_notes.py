@@ -70,3 +70,17 @@ async def test_reflection_between_people_keeps_what_fits_not_half_of_it() -> Non
     assert 0.5 * target < size <= 0.85 * target
     assert "Town59x1" in result.observations  # the newest lines keep their detail
 
+
+
+async def test_a_word_is_new_unless_recorded_as_a_word() -> None:
+    # "art" sits inside "partner" and "ring" inside "bring", but neither was recorded: the note
+    # brings two new words and is kept
+    previous = "Date: May 8, 2023\n* 🔴 Melanie: partner will bring charcoal."
+    messages = [
+        _said("I made a ring and some art with charcoal.", "Melanie", 5),
+        _said("Nice.", "Caroline", 6),
+    ]
+    result = await OfflineObserver().observe(
+        ObservationRequest(messages=messages, previous_observations=previous, timezone=UTC)
+    )
+    assert "Melanie: made ring art charcoal" in result.observations

@@ -200,6 +200,20 @@ def _without_vocatives(sentence: str, listeners: Sequence[str]) -> str:
     return sentence
 
 
+def _recorded(word: str, known: str) -> bool:
+    """True when ``word`` is already in ``known`` as a word, not merely inside one: "art" is not
+    recorded by "party", nor "ring" by "bring"."""
+    start = known.find(word)
+    size = len(word)
+    while start >= 0:
+        before = known[start - 1] if start else " "
+        after = known[start + size] if start + size < len(known) else " "
+        if not (before.isalnum() or after.isalnum()):
+            return True
+        start = known.find(word, start + 1)
+    return False
+
+
 def participant_line(
     text: str,
     name: str,
@@ -235,7 +249,7 @@ def participant_line(
         if not (terms or found) and len(concrete_words(body)) < CONCRETE_WORDS:
             continue  # "it was so awesome, I loved it": a feeling about nothing it names
         priority = statement_priority(body, found, known)
-        words = [w for w in content_words(body) if w not in known and w not in fresh]
+        words = [w for w in content_words(body) if not _recorded(w, known) and w not in fresh]
         if not words and not found:
             continue  # nothing nobody has recorded yet
         if priority == PRIORITY_HIGH and not (terms or found or len(words) >= 3):
