@@ -677,10 +677,29 @@ class TokenCounter:
         # A message whose parts' cost is kept on it keeps its count too (keyed like that cost,
         # and by role): a window's messages are counted at every boundary, by one lookup.
         kept = message.__dict__.get(_COUNT_KEY)
-        parts = message.parts
-        if kept is not None and kept[0] is parts and kept[1] == self.estimator_id and kept[2] == message.role:
+        if kept is not None and kept[0] is message.parts and kept[1] == self.estimator_id and kept[2] == message.role:
             self._cache.hit(kept[4])
             return int(kept[3])
+        return self._count_afresh(message)
+
+    def count_each(self, messages: Iterable[Message]) -> int:
+        """The sum of :meth:`count_message` over ``messages`` (no conversation overhead): kept
+        counts are summed in one pass, and the cache's hits noted once."""
+        total = 0
+        hits = 0
+        estimator = self.estimator_id
+        for message in messages:
+            kept = message.__dict__.get(_COUNT_KEY)
+            if kept is not None and kept[0] is message.parts and kept[1] == estimator and kept[2] == message.role:
+                total += kept[3]
+                hits += kept[4]
+            else:
+                total += self._count_afresh(message)
+        self._cache.hit(hits)
+        return total
+
+    def _count_afresh(self, message: Message) -> int:
+        parts = message.parts
         count = _round_half_up(self._role_tokens(message.role) + TOKENS_PER_MESSAGE + self._parts_cost(message))
         memo = message.__dict__.get(_MEMO_KEY)
         if memo is not None and memo[0] is parts and memo[1] == self.estimator_id:
@@ -726,12 +745,8 @@ class TokenCounter:
 
     def count_messages(self, messages: Iterable[Message]) -> int:
         """Sum of the messages plus the conversation overhead; 0 for no messages at all."""
-        total = 0
-        seen = False
-        for message in messages:
-            total += self.count_message(message)
-            seen = True
-        return total + TOKENS_PER_CONVERSATION if seen else 0
+        listed = messages if isinstance(messages, list | tuple) else list(messages)
+        return self.count_each(listed) + TOKENS_PER_CONVERSATION if listed else 0
 
     def _part_cost(self, part: Part) -> float:
         if isinstance(part, DataPart | ReasoningPart):

@@ -556,7 +556,7 @@ def _section_tokens(
     continuation = [m for m in rest if m.metadata.get(MARKER_KEY) == "continuation"]
     tail = [m for m in rest if m.metadata.get(MARKER_KEY) != "continuation"]
     def count(messages: Sequence[Message]) -> int:  # per message; the conversation's own overhead is not a section's
-        return sum(counter.count_message(m) for m in messages)
+        return counter.count_each(messages)
 
     return {
         "instructions": count(instructions),
