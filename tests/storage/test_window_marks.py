@@ -86,3 +86,19 @@ async def test_a_store_without_marks_answers_none(tmp_path: Path) -> None:
     assert (before, after) == (None, None) and [m.text for m in saved] == ["a"]
     head, messages, mark = await read_marked_window(store, LINEAGE, "t1")
     assert head is None and messages == saved and mark is None
+
+
+async def test_a_thread_deleted_and_created_again_never_has_an_old_mark(tmp_path: Path) -> None:
+    """Same id, same number of writes, no head: still another thread, so another mark (a kept
+    window of the deleted thread must never be taken for the new one's)."""
+    store = await _store(tmp_path)
+    await store.save_messages("t1", [Message.user("my old address is 4 Elm Row"), Message.user("b")])
+    old = await window_mark(store, LINEAGE, "t1")
+    assert await store.delete_thread("t1")
+    assert await window_mark(store, LINEAGE, "t1") is None
+    await store.create_thread(Thread(id="t1", resource_id="u1"))
+    await store.save_messages("t1", [Message.user("a"), Message.user("b")])
+    new = await window_mark(store, LINEAGE, "t1")
+    assert new is not None and old is not None and new != old
+    assert new[1:] == old[1:]  # what differs is the thread itself
+    await store.close()

@@ -3,7 +3,7 @@
 A turn reads its thread's *window* (the live head and the messages after the thread's cursor)
 at every boundary. Most boundaries find it as the last one left it, plus the messages the turn
 saved itself; reading and decoding it again is most of a quiet boundary's cost. Where the store
-can mark its windows (:data:`~obsmem.storage.contract.WindowMark`: the thread's message
+can mark its windows (:data:`~obsmem.storage.contract.WindowMark`: the thread's row, its message
 revision, bumped by every write or delete of one of its messages by any process, and the head's
 id and version), an engine keeps the window it last read or wrote with its mark:
 
@@ -116,7 +116,7 @@ class Windows:
             key = (head.lineage, thread_id)
             mark, (_, messages) = self._kept[key]
             cursor = head.cursor(thread_id)
-            self._keep(key, (mark[0], head.id, head.version), (head, [m for m in messages if (m.seq or 0) > cursor]))
+            self._keep(key, (*mark[:2], head.id, head.version), (head, [m for m in messages if (m.seq or 0) > cursor]))
 
     def forget(self) -> None:
         """Drop every kept window (after a delete: no deleted text stays in this process)."""

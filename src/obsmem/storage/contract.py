@@ -658,10 +658,11 @@ async def read_window(store: Store, lineage: str, thread_id: str) -> tuple[Obser
     return head, await store.list_messages(thread_id, after_seq=head.cursor(thread_id) if head else 0)
 
 
-WindowMark = tuple[int, str | None, int | None]
-"""What a thread's window was read at: the thread's message revision (one more for every message
-row of the thread inserted, updated or deleted, by any path) and the live head's id and version
-(``None, None``: no head). Two reads of one window with the same mark read the same thing, so a
+WindowMark = tuple[int, int, str | None, int | None]
+"""What a thread's window was read at: the thread's row (never reused: a thread deleted and
+created again with the same id is another thread), its message revision (one more for every
+message row of the thread inserted, updated or deleted, by any path) and the live head's id and
+version (``None, None``: no head). Two reads of one window with the same mark read the same thing, so a
 reader that kept what it read may use it again while the mark stays (:mod:`obsmem.om.windows`).
 Optional: a store that cannot mark its windows simply lacks the methods below, and every
 window is read afresh."""

@@ -25,6 +25,11 @@ Design choices, and why:
   one exception: the small reads a turn makes on every step (its thread, its window, its
   instructions) run where they are called, on a read-only connection that never waits and refuses large results
   (:mod:`obsmem.storage.sqlite.inline`); whatever it refuses goes to the worker thread.
+* **Window marks** (:data:`~obsmem.storage.contract.WindowMark`): triggers give each thread a
+  message revision, one more for every insert, update or delete of one of its messages, by any
+  connection or program. With the thread's row key (never reused) and the live head's id and
+  version it marks a thread's window; the
+  engine keeps the window it read or wrote and reads one row to check it (:mod:`obsmem.om.windows`).
 * **JSON columns** hold parts, metadata, per-thread states and buffered chunks; rows round-trip
   through ``model_dump(mode="json")`` and ``model_validate``, so what comes back equals what
   went in. Datetimes keep their UTC offset.
@@ -187,11 +192,11 @@ def _check_small(rows: Sequence[sqlite3.Row]) -> None:
 def _mark(conn: Conn, lineage: str, thread_id: str) -> WindowMark | None:
     """The window's mark (:data:`~obsmem.storage.contract.WindowMark`); None: no such thread."""
     row = conn.execute(
-        "SELECT t.message_rev, r.id, r.version FROM threads AS t LEFT JOIN observation_records AS r "
+        "SELECT t.pk, t.message_rev, r.id, r.version FROM threads AS t LEFT JOIN observation_records AS r "
         "ON r.lineage = ? AND r.superseded_by IS NULL WHERE t.id = ?",
         (lineage, thread_id),
     ).fetchone()
-    return None if row is None else (int(row[0]), row[1], row[2])
+    return None if row is None else (int(row[0]), int(row[1]), row[2], row[3])
 
 
 def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
@@ -703,10 +708,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         def op(conn: Conn, bounded: bool) -> tuple[ObservationRecord | None, list[Message], WindowMark]:
             head, messages = self._window(conn, bounded, lineage, thread_id)
-            row = conn.execute("SELECT message_rev FROM threads WHERE id = ?", (thread_id,)).fetchone()
-            if row is None:
+            mark = _mark(conn, lineage, thread_id)  # the same snapshot
+            if mark is None:
                 raise ThreadNotFoundError(thread_id)
-            return head, messages, (int(row[0]), head.id if head else None, head.version if head else None)
+            return head, messages, mark
 
         return await self._small_read(op)
 
