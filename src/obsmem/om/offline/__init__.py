@@ -30,8 +30,12 @@ speaker's name (``metadata["name"]``), the talk is people telling each other abo
 not a user and an agent: each message gives at most one note about its speaker ("Melanie:
 ran charity race for mental health last Saturday (meaning May 20, 2023)"), in note style, with
 questions, greetings, reactions, remarks about the listener and feelings about nothing named
-dropped; a speaker's notes of one day share one line, without a clock time. See
-:mod:`obsmem.om.offline.participants`.
+dropped; a speaker's notes of one day share one line, without a clock time. Notes are terse:
+articles, pronouns, auxiliaries, linking words and common prepositions go, names, numbers,
+dates, negations and content words stay ("Melanie: ran charity race mental health last Saturday
+(meaning May 20, 2023)"). Reflecting such a log aims at 85% of the target rather than half,
+dropping the notes worth least per token (rare words, names, numbers, dates) only as far as the
+budget needs. See :mod:`obsmem.om.offline.participants`.
 
 **Hostile text stays data.** Observations become a system message of the actor's context, so
 everything the rules copy from users, tools, file names and a speaker's ``name`` is defused on
