@@ -430,6 +430,7 @@ class Memory:
         check_id(thread_id, "thread_id")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
+            self.engine.core.windows.discard(thread_id)  # deleted elsewhere: keep none of its text
             raise ThreadNotFoundError(thread_id)
         return thread
 
@@ -1160,6 +1161,7 @@ class Memory:
                     argument="resource_id",
                 )
             return thread
+        self.engine.core.windows.discard(thread_id)  # deleted elsewhere, perhaps: keep none of its text
         if resource_id is None:
             raise ThreadNotFoundError(thread_id)
         return await self.create_thread(thread_id, resource_id)

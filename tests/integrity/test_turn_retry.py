@@ -22,7 +22,6 @@ from obsmem import Memory, Message
 from obsmem.errors import ObsmemError, StorageError
 from obsmem.om.context import load_instructions
 from obsmem.storage import SQLiteStore
-from obsmem.storage.contract import WindowMark
 
 from tests.engine.helpers import FACTS, Conversation, fake_clock, small_config
 
@@ -48,9 +47,10 @@ class FailingStore(SQLiteStore):
         if method == "save_messages":
             return
         if method == "read_window":
-            # A store that marks its windows reads nothing after a quiet save (the engine keeps
-            # the window it read): without marks every boundary reads, and that read fails here.
-            self.read_window_marked = self.window_mark = self.save_messages_marked = None  # type: ignore[assignment]
+            # Windows are read with their marks (read_window_marked): here, without them, as a
+            # store that cannot mark reads them. (This store overrides save_messages, so it
+            # keeps no window: every boundary reads, and that read fails here.)
+            self.read_window_marked = self.window_mark = None  # type: ignore[assignment]
         real = getattr(super(), method)
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
@@ -67,13 +67,6 @@ class FailingStore(SQLiteStore):
         saved = await super().save_messages(thread_id, messages)
         self._saved()
         return saved
-
-    async def save_messages_marked(
-        self, thread_id: str, messages: list[Message], lineage: str
-    ) -> tuple[list[Message], WindowMark, WindowMark]:
-        marked = await super().save_messages_marked(thread_id, messages, lineage)
-        self._saved()
-        return marked
 
     def _saved(self) -> None:
         if self.method is not None and not self.failed:

@@ -11,6 +11,7 @@ first one's next context.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
+from obsmem.errors import ThreadNotFoundError
 from obsmem.om.context import ContextWindow
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +168,135 @@ async def test_a_kept_window_is_always_what_a_read_finds(tmp_path: Path) -> None
     marked = [m for m in await memory.list_messages("t1") if any(p.type == "data" for p in m.parts)]
     assert marked  # markers were written on messages along the way
     await memory.aclose()
+
+
+# -- found by a hostile review of the kept windows (each failed before its fix) ------------------
+
+
+async def test_the_apps_own_objects_are_never_kept_and_a_contexts_messages_are_read_only(tmp_path: Path) -> None:
+    """An app that changes its own message objects after saving them (a reused dict, a tool
+    call's arguments) does not change what later contexts show: they show what was stored. A
+    context's messages are shared by later contexts, so they refuse changes."""
+    from obsmem.types import ToolCallPart, ToolResultPart
+
+    memory = Memory(f"sqlite:///{tmp_path / 'w.db'}", config=QUIET)
+    user = Message.user("book a table", metadata={"channel": "web"})
+    call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="book", args={"people": 2}),))
+    result = Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="book", result={"ok": True}),))
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[user])
+    await turn.step([call])
+    user.metadata["channel"] = "changed by the app"
+    call.parts[0].args["people"] = 99  # type: ignore[index]
+    context = await turn.step([result])
+    shown = {m.id: m for m in context.messages}
+    assert shown[user.id].metadata == {"channel": "web"}
+    assert shown[call.id].tool_calls[0].args == {"people": 2}
+    with pytest.raises(TypeError):
+        shown[user.id].metadata["seen"] = True
+    with pytest.raises(TypeError):
+        shown[call.id].tool_calls[0].args["people"] = 3  # type: ignore[index]
+    copy = shown[user.id].model_copy(deep=True)
+    copy.metadata["seen"] = True  # a deep copy is the app's to change
+    again = {m.id: m for m in (await memory.get_context("t1")).messages}
+    assert again[user.id].metadata == {"channel": "web"}
+    await turn.end()
+    await memory.aclose()
+
+
+async def test_a_steps_context_holds_what_json_kept_as_a_read_would(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from obsmem.types import ToolCallPart, ToolResultPart
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    memory = Memory(url, config=QUIET)
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("rows?")])
+    call = Message(
+        role="assistant", metadata={"tags": ("a", "b")},
+        parts=(ToolCallPart(tool_call_id="c1", tool_name="rows", args={"ids": (1, 2)}),),
+    )
+    result = Message(
+        role="tool", parts=(ToolResultPart(
+            tool_call_id="c1", tool_name="rows", result={"when": datetime(2025, 5, 1, tzinfo=UTC), "rows": (1, 2)}
+        ),),
+    )
+    await turn.step([call])
+    context = await turn.step([result])
+    fresh = Memory(url, config=QUIET)
+    read = await fresh.get_context("t1")
+    assert [m.model_dump() for m in context.raw_messages] == [m.model_dump() for m in read.raw_messages]
+    assert json.dumps([m.tool_results[0].result for m in context.raw_messages if m.tool_results])  # JSON, as stored
+    await turn.end()
+    await memory.aclose()
+    await fresh.aclose()
+
+
+async def test_a_store_subclass_that_saves_its_own_way_is_called(tmp_path: Path) -> None:
+    import re
+
+    from obsmem.storage import SQLiteStore
+
+    class Redacting(SQLiteStore):
+        async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+            clean = [
+                m.model_copy(update={"parts": Message.user(re.sub(r"(\d{4} ){3}\d{4}", "[card]", m.text)).parts})
+                for m in messages
+            ]
+            return await super().save_messages(thread_id, clean)
+
+    memory = Memory(Redacting(tmp_path / "w.db"), config=QUIET)
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("card 4111 1111 1111 1111")])
+    context = await turn.step([Message.assistant("ok")])
+    assert [m.text for m in await memory.list_messages("t1")] == ["card [card]", "ok"]
+    assert "4111" not in texts(context) and "4111" not in texts(turn.context)
+    await turn.end()
+    await memory.aclose()
+
+
+async def test_a_head_made_anew_after_a_reset_elsewhere_shows_every_message(tmp_path: Path) -> None:
+    """Another process deletes the thread's observations (its lineage) while the thread stays;
+    this engine then makes a fresh head (cursor 0): every message is unobserved again, none is
+    lost from the window this engine kept (a head written over another head than the kept one's
+    is no reason to keep the window)."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    admin, mine = Memory(url, config=QUIET), Memory(url, config=QUIET)
+    for i in range(3):
+        async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user(f"invoice {4400 + i}")]) as turn:
+            await turn.step([Message.assistant(f"noted {4400 + i}")])
+    assert (await mine.observe("t1")).applied
+    async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("and 4500?")]) as turn:
+        assert [m.text for m in turn.context.raw_messages] == ["and 4500?"]
+    await admin.store.delete_lineage("thread:t1")
+    await mine.reflect("t1")  # makes a fresh head before it reads
+    raw = [m.text for m in (await mine.get_context("t1")).raw_messages]
+    assert raw == [m.text for m in (await admin.get_context("t1")).raw_messages]
+    assert "invoice 4400" in raw and len(raw) == 7
+    await admin.aclose()
+    await mine.aclose()
+
+
+async def test_a_thread_deleted_elsewhere_leaves_no_kept_text(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    mine, other = Memory(url, config=QUIET), Memory(url, config=QUIET)
+    async with await mine.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("my PIN is 1234")]) as turn:
+        await turn.step([Message.assistant("ok")])
+    assert len(mine.engine.core.windows) == 1
+    await other.delete_thread("t1")
+    with pytest.raises(ThreadNotFoundError):
+        await mine.get_context("t1")
+    assert len(mine.engine.core.windows) == 0
+    await mine.aclose()
+    await other.aclose()
+
+
+def test_kept_windows_are_bounded_by_characters_too() -> None:
+    from obsmem.om.windows import Windows
+    from obsmem.storage import MemoryStore
+
+    windows = Windows(MemoryStore(), max_chars=10_000)
+    big = [Message.user("x" * 3_000, id=f"m{i}").model_copy(update={"seq": i + 1}) for i in range(3)]
+    for n in range(4):
+        windows._keep(("thread:t", f"t{n}"), (1, 1, None, None), (None, list(big[:1])))
+    assert len(windows) == 3  # 3 × 3,000 characters fit in 10,000; the oldest went
+    windows._keep(("thread:t", "huge"), (1, 1, None, None), (None, [Message.user("y" * 20_000)]))
+    assert len(windows) == 3 and ("thread:t", "huge") not in windows._kept

@@ -403,7 +403,7 @@ class Core:
         if result.record is None:
             raise ThreadNotFoundError(thread.id)
         if result.applied:
-            self.windows.wrote(result.record)
+            self.windows.wrote(result.record, None)
         return result.record
 
     async def stored_head(self, thread: Thread) -> ObservationRecord | None:
@@ -460,18 +460,20 @@ class Core:
 
     async def update(self, current: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
         """Compare-and-set ``proposed`` over ``current`` (same record, next version)."""
-        return self._wrote(await self.store.update_record(proposed, expected_version=current.version))
+        return self._wrote(await self.store.update_record(proposed, expected_version=current.version), current)
 
     async def new_generation(
         self, current: ObservationRecord, successor: ObservationRecord
     ) -> Written[ObservationRecord]:
         """Compare-and-set: retire ``current`` and make ``successor`` the head."""
-        return self._wrote(await self.store.create_generation(current, successor, expected_version=current.version))
+        return self._wrote(
+            await self.store.create_generation(current, successor, expected_version=current.version), current
+        )
 
-    def _wrote(self, result: WriteResult) -> Written[ObservationRecord]:
-        """A head write's result; the kept windows follow a head this engine wrote."""
+    def _wrote(self, result: WriteResult, over: ObservationRecord) -> Written[ObservationRecord]:
+        """A head write's result; the kept windows follow a head this engine wrote over ``over``."""
         if result.applied and result.record is not None:
-            self.windows.wrote(result.record)
+            self.windows.wrote(result.record, over)
         return Written.of(result)
 
     async def reindex(self, resource_id: str, before: str, after: str) -> None:

@@ -18,14 +18,20 @@ mark is a read. So this is a cache, not a lock: several engines, in one process 
 share a store, and each keeps its own. A store without marks (PostgreSQL, memory) reads every
 time, as before.
 
-Kept messages are shared by the contexts built from them (as every message a store returns is
-a frozen model): treat a context's messages as read-only, ``metadata`` dicts included.
+Kept messages are shared by the contexts built from them, so they are made read-only in full:
+besides the frozen models, their ``metadata``, tool-call arguments, tool results and data parts
+are read-only dicts and lists (changing one raises ``TypeError``; ``model_copy(deep=True)`` gives
+a plain, changeable copy). Only messages as the store returns them are kept (a save keeps the
+rows it wrote, decoded, never the caller's objects). Bounded by messages and by characters.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from obsmem.storage.contract import (
     ObservationRecord,
@@ -36,25 +42,30 @@ from obsmem.storage.contract import (
     save_marked,
     window_mark,
 )
-from obsmem.types import DataPart, Message
+from obsmem.errors import ThreadNotFoundError
+from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["Window", "Windows"]
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
 CAPACITY = 16_384  # messages in all kept windows; the least recently used window goes first
+MAX_CHARS = 16_000_000  # characters of content in all kept windows (tens of MB at most)
 MAX_MESSAGES = 512  # a longer window is not kept (read afresh: it is rare, and large)
+MAX_WINDOW_CHARS = MAX_CHARS // 16  # nor a window this large (a few big attachments)
 
 
 class Windows:
     """The windows one engine read or wrote last, by (lineage, thread)."""
 
-    def __init__(self, store: Store, *, capacity: int = CAPACITY) -> None:
-        """``capacity``: messages in all kept windows together."""
+    def __init__(self, store: Store, *, capacity: int = CAPACITY, max_chars: int = MAX_CHARS) -> None:
+        """``capacity``: messages in all kept windows together; ``max_chars``: their characters."""
         self._store = store
         self._capacity = capacity
-        self._kept: OrderedDict[tuple[str, str], tuple[WindowMark, Window]] = OrderedDict()
+        self._max_chars = max_chars
+        self._kept: OrderedDict[tuple[str, str], tuple[WindowMark, Window, int]] = OrderedDict()
         self._messages = 0  # in all kept windows
+        self._chars = 0
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
 
     def __len__(self) -> int:
@@ -69,7 +80,12 @@ class Windows:
                 self._kept.move_to_end(key)
                 head, messages = kept[1]
                 return head, list(messages)
-        head, messages, mark = await read_marked_window(self._store, lineage, thread_id)
+            self._drop(key)  # stale (or its thread is gone): none of it stays
+        try:
+            head, messages, mark = await read_marked_window(self._store, lineage, thread_id)
+        except ThreadNotFoundError:
+            self._drop(key)
+            raise
         self._keep(key, mark, (head, messages))
         return head, list(messages)
 
@@ -105,29 +121,40 @@ class Windows:
         self._keep(key, after, (head, [message if m.id == message.id else m for m in window]))
         return message
 
-    def wrote(self, head: ObservationRecord) -> None:
-        """This engine just made ``head`` the live head of its lineage (a compare-and-set write
-        that applied). A write of the head changes no message, so each kept window of the
-        lineage is still the window for its message revision with this head: its messages after
-        the head's cursor (cursors never move backward), under the mark with the head's id and
-        version. If anything else changed meanwhile (a message, or a later write of the head),
-        the store's mark differs from that one and the window is read."""
+    def wrote(self, head: ObservationRecord, over: ObservationRecord | None) -> None:
+        """This engine just made ``head`` the live head of its lineage, by a compare-and-set
+        write over ``over`` (None: it created the lineage's first head). A head write changes no
+        message, and a compare-and-set never moves a cursor backward, so a kept window read at
+        ``over`` is the window at ``head`` for the same messages: those after ``head``'s cursor,
+        under the mark with ``head``'s id and version. A window kept at any other head is
+        dropped (what happened between is unknown). If anything changed since (a message, a
+        later write), the store's mark differs from the new one and the window is read."""
+        base = (over.id, over.version) if over is not None else (None, None)
         for thread_id in list(self._threads.get(head.lineage, ())):
             key = (head.lineage, thread_id)
-            mark, (_, messages) = self._kept[key]
+            mark, (_, messages), _ = self._kept[key]
+            if mark[2:] != base:
+                self._drop(key)
+                continue
             cursor = head.cursor(thread_id)
             self._keep(key, (*mark[:2], head.id, head.version), (head, [m for m in messages if (m.seq or 0) > cursor]))
+
+    def discard(self, thread_id: str) -> None:
+        """Drop the kept windows of ``thread_id`` (found deleted)."""
+        for key in [k for k in self._kept if k[1] == thread_id]:
+            self._drop(key)
 
     def forget(self) -> None:
         """Drop every kept window (after a delete: no deleted text stays in this process)."""
         self._kept.clear()
         self._threads.clear()
-        self._messages = 0
+        self._messages = self._chars = 0
 
     def _drop(self, key: tuple[str, str]) -> None:
         old = self._kept.pop(key, None)
         if old is not None:
             self._messages -= len(old[1][1])
+            self._chars -= old[2]
             threads = self._threads[key[0]]
             threads.discard(key[1])
             if not threads:
@@ -135,12 +162,17 @@ class Windows:
 
     def _keep(self, key: tuple[str, str], mark: WindowMark | None, window: Window) -> None:
         self._drop(key)
-        if mark is None or len(window[1]) > MAX_MESSAGES:
+        messages = window[1]
+        if mark is None or len(messages) > MAX_MESSAGES:
             return
-        self._kept[key] = (mark, window)
+        chars = sum(_read_only(m) for m in messages)
+        if chars > min(MAX_WINDOW_CHARS, self._max_chars):
+            return
+        self._kept[key] = (mark, window, chars)
         self._threads.setdefault(key[0], set()).add(key[1])
-        self._messages += len(window[1])
-        while self._messages > self._capacity:
+        self._messages += len(messages)
+        self._chars += chars
+        while self._messages > self._capacity or self._chars > self._max_chars:
             self._drop(next(iter(self._kept)))
 
 
@@ -150,3 +182,93 @@ def _extended(window: Sequence[Message], saved: Sequence[Message], cursor: int) 
     fresh = {m.id: m for m in saved}
     kept = [m for m in window if m.id not in fresh]
     return sorted([*kept, *(m for m in fresh.values() if (m.seq or 0) > cursor)], key=lambda m: m.seq or 0)
+
+
+# -- read-only messages ------------------------------------------------------------------------
+
+_READ_ONLY = "_obsmem_read_only"  # on a kept message: its characters (not a field)
+
+
+def _read_only(message: Message) -> int:
+    """Make a message the store returned (so nobody else holds it) read-only in full, once; its
+    characters of content (what the bound counts)."""
+    done = message.__dict__.get(_READ_ONLY)
+    if done is not None:
+        return int(done)
+    chars = 0
+    for part in message.parts:
+        if isinstance(part, TextPart | ReasoningPart):
+            chars += len(part.text)
+        elif isinstance(part, FilePart):
+            chars += len(part.data or "") + len(part.url or "")
+        elif isinstance(part, ToolCallPart):
+            part.__dict__["args"] = _frozen(part.args)
+            chars += _size(part.args)
+        elif isinstance(part, ToolResultPart):
+            part.__dict__["result"] = _frozen(part.result)
+            chars += _size(part.result)
+        elif isinstance(part, DataPart):
+            part.__dict__["data"] = _frozen(part.data)
+            chars += _size(part.data)
+    message.__dict__["metadata"] = _frozen(message.metadata)
+    chars += _size(message.metadata) if message.metadata else 0
+    message.__dict__[_READ_ONLY] = chars
+    return chars
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    try:
+        return len(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return 1_000
+
+
+def _refuse(*_: Any, **__: Any) -> NoReturn:
+    raise TypeError(
+        "This message is shared by obsmem's contexts and is read-only; "
+        "change a copy (message.model_copy(deep=True))."
+    )
+
+
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses changes (copies of it are plain dicts)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+
+class ReadOnlyList(list[Any]):
+    """A list that refuses changes (copies of it are plain lists)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` with every dict and list in it read-only (new containers; the rest as it is)."""
+    if isinstance(value, dict) and not isinstance(value, ReadOnlyDict):
+        return ReadOnlyDict({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list) and not isinstance(value, ReadOnlyList):
+        return ReadOnlyList(_frozen(v) for v in value)
+    return value

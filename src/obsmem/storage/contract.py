@@ -700,7 +700,7 @@ async def save_marked(
     after. Both marks are None when the store cannot mark."""
     native = getattr(store, "save_messages_marked", None)
     if native is not None:
-        marked: tuple[list[Message], WindowMark, WindowMark] = await native(thread_id, messages, lineage)
+        marked: tuple[list[Message], WindowMark | None, WindowMark | None] = await native(thread_id, messages, lineage)
         return marked
     return await store.save_messages(thread_id, messages), None, None
 

@@ -109,6 +109,7 @@ _MESSAGE_SELECT = (
     "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
     "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
 )
+_MESSAGE_COLUMNS = ("seq", "id", "thread_id", "role", "parts", "created_at", "metadata", "resource_id")
 _IN_CHUNK = 500  # stay far below SQLite's bound-parameter limit
 
 
@@ -145,7 +146,7 @@ def _columns(model: BaseModel) -> dict[str, Any]:
 _TABLES = {"Thread": "threads", "Message": "messages", "ObservationRecord": "observation_records"}
 
 
-def _model(cls: type[ModelT], row: sqlite3.Row) -> ModelT:
+def _model(cls: type[ModelT], row: sqlite3.Row | dict[str, Any]) -> ModelT:
     data: dict[str, Any] = {}
     fields = dict(row)
     where = f"table {_TABLES.get(cls.__name__, cls.__name__)}, row id {fields.get('id', fields.get('pk'))!r}"
@@ -473,13 +474,15 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(op)
 
     # -- messages -------------------------------------------------------------------------------
-    def _message(self, row: sqlite3.Row) -> Message:
-        """The message a ``_MESSAGE_SELECT`` row holds, decoded once per distinct content."""
+    def _message(self, row: sqlite3.Row | tuple[Any, ...]) -> Message:
+        """The message a ``_MESSAGE_SELECT`` row (or its values, in that order) holds, decoded
+        once per distinct content."""
         key = tuple(row)
         message = self._decoded.get(key)
         if message is None:
-            message = _model(Message, row)
-            self._decoded.put(key, message, row["metadata"])
+            fields = dict(zip(_MESSAGE_COLUMNS, key, strict=True))
+            message = _model(Message, fields)
+            self._decoded.put(key, message, fields["metadata"])
         return message
 
     def _select_messages(self, conn: Conn, ids: list[str]) -> dict[str, Message]:
@@ -497,20 +500,26 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     async def save_messages_marked(
         self, thread_id: str, messages: list[Message], lineage: str
-    ) -> tuple[list[Message], WindowMark, WindowMark]:
+    ) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
         """:func:`~obsmem.storage.contract.save_marked`: the save and the window's marks around
-        it, in one write transaction."""
+        it, in one write transaction; the new rows as a read would give them."""
+        if type(self).save_messages is not SQLiteStore.save_messages:
+            # A subclass that saves its own way (redacting, say) is called as it is: no marks.
+            return await self.save_messages(thread_id, messages), None, None
 
-        def op(conn: Conn) -> tuple[list[Message], WindowMark, WindowMark]:
+        def op(conn: Conn) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages)
+            saved = self._save(conn, thread_id, messages, decoded=True)
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             return saved, before, after
 
         return await self._write(op)
 
-    def _save(self, conn: Conn, thread_id: str, messages: list[Message]) -> list[Message]:
+    def _save(self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False) -> list[Message]:
+        """Save ``messages``; return them as stored: copies of the input with their seq, or with
+        ``decoded`` as a read would give them (from the JSON written: nothing of the caller's
+        objects, no value JSON does not keep)."""
         thread = self._require_thread(conn, thread_id)
         stored: dict[str, Message] = {}
         rewritten: list[str] = []
@@ -536,9 +545,15 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                         values["metadata"],
                     ),
                 )
-                stored[message.id] = message.model_copy(
-                    update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
-                )
+                if decoded:
+                    stored[message.id] = self._message((
+                        cursor.lastrowid, message.id, thread_id, values["role"], values["parts"],
+                        values["created_at"], values["metadata"], thread.resource_id,
+                    ))
+                else:
+                    stored[message.id] = message.model_copy(
+                        update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
+                    )
             else:  # same id again: keep seq and created_at, replace the content
                 conn.execute(
                     "UPDATE messages SET role = ?, parts = ?, metadata = ? WHERE id = ?",
@@ -613,6 +628,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     ) -> tuple[Message, WindowMark | None, WindowMark | None]:
         """:func:`~obsmem.storage.contract.add_parts_marked`: the write and the marks of its
         thread's window around it, in one write transaction."""
+
+        if type(self).add_message_parts is not SQLiteStore.add_message_parts:
+            return await self.add_message_parts(message_id, parts), None, None  # a subclass's own way
 
         def op(conn: Conn) -> tuple[Message, WindowMark | None, WindowMark | None]:
             row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message_id,)).fetchone()
