@@ -53,6 +53,7 @@ from obsmem.om.context import (
 from obsmem.om.engine import CycleOutcome, Engine, Prepared
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import is_boundary, observable_messages, pending_tool_call_ids
+from obsmem.om.windows import extended
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -489,11 +490,7 @@ def _extended(before: Window, saved: Sequence[Message]) -> Window:
     messages ``saved`` since, by seq; a message already in it (saved again with the same id: a
     retried boundary, or new content for it) appears once, as saved."""
     record, messages = before
-    if not saved:
-        return before
-    fresh = {m.id: m for m in saved}
-    kept = [m for m in messages if m.id not in fresh]
-    return record, sorted([*kept, *fresh.values()], key=lambda m: m.seq or 0)
+    return (record, extended(messages, saved)) if saved else before
 
 
 def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:

@@ -45,7 +45,7 @@ from obsmem.storage.contract import (
 from obsmem.errors import ThreadNotFoundError
 from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["Window", "Windows"]
+__all__ = ["Window", "Windows", "extended"]
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
@@ -102,9 +102,9 @@ class Windows:
             self._drop(key)
             return saved, None
         head, window = kept[1]
-        extended = _extended(window, saved, head.cursor(thread_id) if head else 0)
-        self._keep(key, after, (head, extended))
-        return saved, (head, list(extended))
+        grown = extended(window, saved, head.cursor(thread_id) if head else 0)
+        self._keep(key, after, (head, grown))
+        return saved, (head, list(grown))
 
     async def add_parts(self, lineage: str, message_id: str, parts: list[DataPart]) -> Message:
         """``Store.add_message_parts`` (markers on a message); a kept window that was current just
@@ -176,12 +176,15 @@ class Windows:
             self._drop(next(iter(self._kept)))
 
 
-def _extended(window: Sequence[Message], saved: Sequence[Message], cursor: int) -> list[Message]:
-    """``window`` (the messages after ``cursor``) with ``saved`` written since: a message saved
-    again replaces its old copy; one at or below the cursor (observed already) is not in a window."""
+def extended(window: Sequence[Message], saved: Sequence[Message], cursor: int | None = None) -> list[Message]:
+    """``window`` with ``saved`` written since, by seq: a message saved again replaces its old
+    copy. With ``cursor`` (the window's), one at or below it (observed already) is left out."""
+    if not saved:
+        return list(window)
     fresh = {m.id: m for m in saved}
     kept = [m for m in window if m.id not in fresh]
-    return sorted([*kept, *(m for m in fresh.values() if (m.seq or 0) > cursor)], key=lambda m: m.seq or 0)
+    added = fresh.values() if cursor is None else [m for m in fresh.values() if (m.seq or 0) > cursor]
+    return sorted([*kept, *added], key=lambda m: m.seq or 0)
 
 
 # -- read-only messages ------------------------------------------------------------------------
