@@ -12,6 +12,7 @@ from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_MEDIUM, ObservationLin
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.offline.participants import (
     fit_participants,
+    general_rarity,
     is_participant_conversation,
     is_participant_line,
     merge_speaker_days,
@@ -234,6 +235,21 @@ def test_fit_weighs_what_happened_over_how_it_felt() -> None:
     entries = [_Entry(DAY, line)]
     fitted = fit_participants(entries, excess_tokens=3, count_tokens=estimate_tokens)
     assert [e.line.text for e in fitted] == ["Mel: joined pottery class at downtown studio."]
+
+
+def test_fit_keeps_the_note_in_uncommon_words() -> None:
+    # by rarity in the log alone the second note is worth more (four words nobody repeats against
+    # three); but "found", "place", "near" and "work" are everyday English, and a violin and an
+    # aunt are what a later question asks about
+    line = ObservationLine("Mel: bought violin from aunt; found place near work.", PRIORITY_HIGH)
+    fitted = fit_participants([_Entry(DAY, line)], excess_tokens=3, count_tokens=estimate_tokens)
+    assert [e.line.text for e in fitted] == ["Mel: bought violin from aunt."]
+
+
+def test_general_rarity_ranks_everyday_words_below_specific_ones() -> None:
+    assert general_rarity("work") < general_rarity("near") < general_rarity("violin")
+    assert general_rarity("kundalini") == 1.0  # several tokens: rare
+    assert all(0.1 <= general_rarity(word) <= 1.0 for word in ("the", "know", "aunt", "zzxq"))
 
 
 def _day_message(role: str, text: str, name: str, minute: int, day: int = 8) -> Message:

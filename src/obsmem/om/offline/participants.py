@@ -25,12 +25,15 @@ goes from a note altogether.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Protocol, TypeVar
 
+from obsmem.errors import ObsmemError
 from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM, ObservationLine
 from obsmem.om.text.quote import speaker_label
 from obsmem.om.offline.patterns import (
@@ -51,6 +54,7 @@ __all__ = [
     "ParticipantLine",
     "concrete_words",
     "fit_participants",
+    "general_rarity",
     "merge_speaker_days",
     "is_participant_conversation",
     "is_participant_line",
@@ -265,7 +269,7 @@ def participant_line(
         said = _telegraphic(third_person(body))
         if len(said) > SENTENCE_LIMIT or count_tokens(said) > SENTENCE_LIMIT // 3:
             said = condense(said, SENTENCE_LIMIT).rstrip(" .")
-        fresh_notes = [note for note in found if note not in notes]
+        fresh_notes = [note for note in dict.fromkeys(found) if note not in notes]
         notes.extend(fresh_notes)  # each date note once, after the sentence it resolves
         kept.append(" ".join([said, *(f"({note})" for note in fresh_notes)]))
     if not kept:
@@ -332,13 +336,45 @@ def concrete_words(text: str) -> list[str]:
     return [word for word in content_words(text) if word not in EVALUATIVE]
 
 
+#: A word's general rarity is read from its rank in the o200k BPE vocabulary: byte-pair merges
+#: are learned most frequent first, so a word that is one token of a low rank ("know", "get")
+#: is common English and one of a high rank ("violin", "aunt"), or several tokens, is not.
+#: Ranks up to :data:`COMMON_RANK` count as common, from :data:`RARE_RANK` as rare, log-scaled
+#: between; a common word keeps :data:`COMMON_WEIGHT` of its worth.
+COMMON_RANK = 1_000
+RARE_RANK = 100_000
+COMMON_WEIGHT = 0.1
+
+
+@functools.lru_cache(maxsize=16_384)
+def general_rarity(word: str) -> float:
+    """How uncommon ``word`` (lowercase) is in English at large, from 0.1 to 1.0.
+
+    What a conversation repeats is already discounted by :func:`_part_value`; this adds what
+    no single log can tell: "makes", "bit" and "easier" say less than "violin", "aunt" or
+    "Spanish" however rarely the speakers use them. Read from the o200k vocabulary (see
+    :data:`COMMON_RANK`); without tiktoken every word counts in full.
+    """
+    try:
+        from obsmem.tokens import o200k_encoding
+
+        ranks = o200k_encoding().encode_ordinary(" " + word)
+    except (ImportError, ObsmemError):
+        return 1.0
+    if len(ranks) != 1:
+        return 1.0  # no single token: rare enough to be split
+    share = (math.log(max(ranks[0], 1)) - math.log(COMMON_RANK)) / (math.log(RARE_RANK) - math.log(COMMON_RANK))
+    return min(1.0, max(COMMON_WEIGHT, share))
+
+
 def _part_value(part: str, frequency: dict[str, int]) -> float:
     """What a note is worth keeping: a resolved date, names and numbers, and its concrete words
-    (:func:`concrete_words`) weighted by rarity, so a note whose words the rest of the log
-    repeats, or that only says how someone felt, is worth little."""
+    (:func:`concrete_words`) weighted by rarity, in the log (a note whose words the rest of the
+    log repeats is worth little) and in English at large (:func:`general_rarity`), so a note
+    that only says how someone felt, or in the commonest words, is worth little."""
     dated = 4 if "(meaning" in part or "(estimated" in part else 0
     words = set(concrete_words(part))
-    rare = sum(1 / frequency.get(word, 1) for word in words)
+    rare = sum(general_rarity(word) / frequency.get(word, 1) for word in words)
     return dated + 2 * len(names_and_numbers(part)) + 2 * rare
 
 
