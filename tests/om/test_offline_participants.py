@@ -199,6 +199,27 @@ async def test_reflection_of_a_long_talk_fits_its_goal() -> None:
     assert "Place39x3" in result.observations  # the newest lines keep their detail
 
 
+async def test_an_old_medium_speaker_line_is_not_cut_at_a_length() -> None:
+    # a 🟡 line of a named speaker holds several notes; cutting it at 100 characters, as an old
+    # 🟡 user line is cut, dropped the notes at its end whatever they were worth
+    lines = []
+    start = date(2023, 1, 1)
+    for day in range(12):
+        when = start + timedelta(days=day)
+        lines.append(f"Date: {when.strftime('%b')} {when.day}, {when.year}")
+        for speaker in ("Ana", "Ben"):
+            lines.append(
+                f"* 🟡 {speaker}: talked about the weather, the local news and the garden fence; "
+                f"walked to the corner shop for bread, cheese and milk; bought a new kite called "
+                f"Zephyr{day}{speaker}"
+            )
+    result = await OfflineReflector(count_tokens=estimate_tokens).reflect(
+        ReflectionRequest(observations="\n".join(lines), target_tokens=1_000)
+    )
+    assert result.level >= 2 and estimate_tokens(result.observations) <= 1_000
+    assert "Zephyr0Ana" in result.observations and "Zephyr0Ben" in result.observations
+
+
 def test_a_relatives_name_is_not_the_users_name() -> None:
     sister = fact_key("User stated their sister is called Ilvana")
     dog = fact_key("User stated their dog is named Brixton")

@@ -31,7 +31,8 @@ survive many generations of reflection.
 
 **A conversation between named people** (see :mod:`obsmem.om.offline.participants`) is
 handled differently, because each person narrates far more than any budget holds: from level 2
-an old speaker line fades to note style (pronouns, auxiliaries and linking words go), from
+an old speaker line fades to note style (pronouns, auxiliaries and linking words go; it is
+never cut at a length, as a 🟡 user line is, which would drop the notes at its end), from
 level 3 each old day's lines of one speaker become one line instead of "Topics", and when
 level 4 is still over the goal the notes worth least per token (few rare words, no name,
 number or date) are dropped until it fits. This is the one place the offline reflector drops
@@ -586,10 +587,13 @@ def _apply_level(consolidated: list[_Entry], level: int) -> list[_Entry]:
             if entry.old:
                 entry.children = []
                 if is_participant_line(entry.line.text):  # an old conversation fades to notes
+                    # and is never cut at a length: each note is weighed on its own at the top
+                    # level (fit_participants), where a cut would drop the notes at the end
                     entry.line = replace(entry.line, text=telegraphic(entry.line.text))
-                if _is_medium(entry) and not entry.line.text.startswith(MERGED):
+                elif _is_medium(entry) and not entry.line.text.startswith(MERGED):
                     entry.line = replace(entry.line, text=sentence_end(shorten(entry.line.text, SHORT_LIMIT)))
-            elif level >= 4 and entry.order < newest and _is_medium(entry):  # recent, not the newest
+            elif level >= 4 and entry.order < newest and _is_medium(entry) and not is_participant_line(entry.line.text):
+                # recent, not the newest
                 entry.line = replace(entry.line, text=sentence_end(shorten(entry.line.text, RECENT_LIMIT)))
     if level >= 3:
         limit = FACT_LIMIT if level == 3 else TIGHT_FACT_LIMIT
