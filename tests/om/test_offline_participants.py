@@ -271,6 +271,11 @@ def test_general_rarity_ranks_everyday_words_below_specific_ones() -> None:
     assert general_rarity("work") < general_rarity("near") < general_rarity("violin")
     assert general_rarity("kundalini") == 1.0  # several tokens: rare
     assert all(0.1 <= general_rarity(word) <= 1.0 for word in ("the", "know", "aunt", "zzxq"))
+    # a contraction is split into several tokens, but "it'll" and "couldn't" are no rare words;
+    # a possessive is as rare as its noun
+    assert general_rarity("it'll") == general_rarity("couldn't") == 0.1
+    assert general_rarity("here's") == general_rarity("here") < 0.5
+    assert general_rarity("violin's") == general_rarity("violin")
 
 
 def _day_message(role: str, text: str, name: str, minute: int, day: int = 8) -> Message:

@@ -353,8 +353,13 @@ def general_rarity(word: str) -> float:
     What a conversation repeats is already discounted by :func:`_part_value`; this adds what
     no single log can tell: "makes", "bit" and "easier" say less than "violin", "aunt" or
     "Spanish" however rarely the speakers use them. Read from the o200k vocabulary (see
-    :data:`COMMON_RANK`); without tiktoken every word counts in full.
+    :data:`COMMON_RANK`); without tiktoken every word counts in full. A word with an apostrophe
+    is read by its stem ("nature's" as "nature", "it'll" as "it"), a negated auxiliary ("can't")
+    as common: they are split into several tokens without being rare.
     """
+    stem, apostrophe, _ = word.replace("’", "'").partition("'")
+    if apostrophe:  # "can't", "it'll", "here's": an auxiliary or a pronoun; "nature's": a noun
+        return COMMON_WEIGHT if stem.endswith("n") and word.endswith("t") else general_rarity(stem)
     try:
         from obsmem.tokens import o200k_encoding
 
