@@ -831,6 +831,18 @@ class Memory:
             context = await self._with_knowledge(thread, context)
         return context
 
+    async def speculative_context(
+        self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]
+    ) -> ContextWindow | None:
+        """:meth:`context_from`, for a turn to build while its save reaches the disk (see
+        :class:`~obsmem.turn.TurnContexts`); None where building it does more than read the
+        store (knowledge agents may call a model) or needs the step's own read (other threads
+        shown, in resource scope with sharing on)."""
+        shared = self.config.scope == "resource" and self.config.share_threads_in_resource
+        if self.knowledge_agents is not None or shared:
+            return None
+        return await self.context_from(thread, record, unobserved)
+
     async def _with_knowledge(self, thread: Thread, context: ContextWindow) -> ContextWindow:
         """The context with the pinned block and, on a user message, the remind agent's reminder.
 

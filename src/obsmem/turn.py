@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -78,6 +78,10 @@ class TurnContexts(Protocol):
         ``others`` (passed only in resource scope with sharing on): the other threads' unobserved
         messages the step read with ``record``, to show instead of reading them again."""
         ...
+
+    # Optional: ``async def speculative_context(thread, record, unobserved) -> ContextWindow | None``,
+    # ``context_from`` for a boundary to build while its save reaches the disk (used only when
+    # the memory work leaves that window as it was); None where it should not be built ahead.
 
 
 class Turn:
@@ -128,6 +132,9 @@ class Turn:
         self._context_current = True
         # Seconds the current boundary waited on memory model work (for the wait/overhead metrics).
         self._wait_s = 0.0
+        # The commit of the boundary's save while it reaches the disk (see _save): awaited
+        # before the boundary writes or observes anything, and before it returns.
+        self._commit: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     async def start(
@@ -148,9 +155,10 @@ class Turn:
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
             before = await engine.core.stored_window(thread)
-            saved = await turn._save(parse_messages(messages, "messages"), before=before[1])
+            saved = await turn._save(parse_messages(messages, "messages"), before=before[1], early=True)
             span.set("obsmem.messages", len(saved))
             turn.context = await turn._advance(saved, turn_start=True, stored=_extended(before, saved))
+            await turn._committed()
         return turn
 
     @classmethod
@@ -201,9 +209,10 @@ class Turn:
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
         async with self._traced("step") as span, self._boundary("step"):
-            saved = await self._save(parsed, "responses")
+            saved = await self._save(parsed, "responses", early=True)
             span.set("obsmem.messages", len(saved))
             context = await self._advance(saved, stored=self._saved_window)
+            await self._committed()
         self.steps += 1
         self.context = context
         return self.context
@@ -260,17 +269,36 @@ class Turn:
         self._input_saved = False
         try:
             yield
-        except ObsmemError as exc:
+        except BaseException as exc:
+            await self._settle()  # the save's commit, if still on its way: it says whether the input is stored
+            if not isinstance(exc, Exception):
+                raise
+            if not isinstance(exc, ObsmemError):
+                self._context_current = self._context_current and not self._input_saved
+                error = StorageError(f"{call} failed: {type(exc).__name__}: {exc}")
+                raise _annotated(error, call, saved=self._input_saved) from exc
             self._context_current = self._context_current and not self._input_saved
             _annotated(exc, call, saved=self._input_saved)
             raise
-        except Exception as exc:  # a collaborator's untyped error (a custom store, say): typed here
-            self._context_current = self._context_current and not self._input_saved
-            error = StorageError(f"{call} failed: {type(exc).__name__}: {exc}")
-            raise _annotated(error, call, saved=self._input_saved) from exc
+
+    async def _committed(self) -> None:
+        """Wait for the boundary's save to be stored (see :meth:`_save`); raises its error."""
+        commit, self._commit = self._commit, None
+        if commit is not None:
+            await commit()
+            self._input_saved = True
+
+    async def _settle(self) -> None:
+        """:meth:`_committed` on a failed boundary's way out: its error was the boundary's own, or
+        the save failed and ``input_saved`` stays False."""
+        try:
+            await self._committed()
+        except BaseException:  # noqa: S110 - the boundary's own error is the one raised
+            pass
 
     async def _save(
-        self, messages: list[Message], argument: str = "messages", *, before: Sequence[Message] | None = None
+        self, messages: list[Message], argument: str = "messages", *, before: Sequence[Message] | None = None,
+        early: bool = False,
     ) -> list[Message]:
         """Save a boundary's input; return it as stored (with seqs), the messages the actor has
         not seen yet. Copies of stored messages are not saved again: sending the context back
@@ -278,7 +306,11 @@ class Turn:
         this turn saved (newer than anything the last completed boundary knew of) are input all
         the same, and so is a batch of nothing but copies (a retried ``begin_turn``) for the
         instructions it carries. ``before``: the thread's unobserved messages as stored just now,
-        a tail for the input check when they hold a boundary message (else the store is read)."""
+        a tail for the input check when they hold a boundary message (else the store is read).
+
+        ``early``: return once the messages are written, before they are durable; the caller
+        then awaits :meth:`_committed` before anything is written or observed from them (what
+        only reads them, building a context, may run meanwhile: the disk syncs as it does)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
         copies: list[Message] = []
         # "Save what I sent": copies of stored messages are not new input (one message alone is
@@ -294,15 +326,21 @@ class Turn:
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else _tail_of(before)
             await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
-            saved, window = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
+            saved, window, self._commit = await self._engine.core.save_messages(
+                self.thread, self._with_receipt(messages)
+            )
             self._saved_window = window
-        self._input_saved = True
+        if not early:
+            await self._committed()
+        self._input_saved = self._commit is None
         seen = self._seen_seq
         unseen = [] if seen is None else [m for m in copies if (m.seq or 0) > seen]
         fresh = sorted([*saved, *unseen], key=lambda m: m.seq or 0)
         # A retry re-records the instructions its failed call may not have; the record is
         # compare-and-set by seq, so an older call's instructions never replace newer ones.
         instructions = fresh if messages or seen is not None else copies
+        if self._commit is not None and any(m.role == "system" for m in instructions):
+            await self._committed()  # recording them writes: only what is stored
         self.thread = await remember_instructions(self._store, self.thread, instructions)
         return fresh
 
@@ -370,6 +408,12 @@ class Turn:
         self, saved: list[Message], *, turn_start: bool = False, stored: Window | None = None
     ) -> ContextWindow:
         engine = self._engine
+        speculative: _Speculative | None = None
+        if self._commit is not None:
+            # The save is still reaching the disk: build the context a quiet boundary returns
+            # meanwhile (it only reads), then wait for the commit before any memory work.
+            speculative = await self._speculate(saved, stored)
+            await self._committed()
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
             # prefix before the call may start.
@@ -414,7 +458,10 @@ class Turn:
             self.outcomes.extend(result.outcomes)
             self.trimmed = 0
             if result.others is None:
-                context = await self._contexts.context_from(thread, result.record, result.messages)
+                if speculative is not None and speculative.holds(result):
+                    context = speculative.context  # nothing changed the window: the same inputs
+                else:
+                    context = await self._contexts.context_from(thread, result.record, result.messages)
             else:  # resource scope, sharing on: the other threads the step read, reused
                 context = await self._contexts.context_from(
                     thread, result.record, result.messages, others=result.others.shown
@@ -430,6 +477,21 @@ class Turn:
         context = await self._contexts.context_from(thread, record, trim.kept)
         self._saw(saved, unobserved, record.cursor(thread.id) if record is not None else 0)
         return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
+
+    async def _speculate(self, saved: list[Message], stored: Window | None) -> _Speculative | None:
+        """The context built from ``stored`` (the window with what this boundary saved), for
+        when memory work leaves the window as it is; None where that cannot be known now (no
+        head yet, a call waiting for its result) or the memory does not build contexts ahead
+        (``contexts.speculative_context`` missing or None)."""
+        build = getattr(self._contexts, "speculative_context", None)
+        if build is None or stored is None or stored[0] is None or (saved and pending_tool_call_ids(saved[-1:])):
+            return None
+        record, messages = stored[0], observable_messages(stored[1])
+        try:
+            context = await build(self.thread, record, messages)
+        except Exception:  # built again after the memory work, where a real failure surfaces
+            return None
+        return None if context is None else _Speculative(record, messages, context)
 
     async def _within(self, key: str, work: Callable[[], Coroutine[Any, Any, StepResult]]) -> StepResult | None:
         """``work`` under what is left of the turn's wait bound; None when the bound ran out
@@ -493,11 +555,32 @@ def _extended(before: Window, saved: Sequence[Message]) -> Window:
     return (record, extended(messages, saved)) if saved else before
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Speculative:
+    """A context built ahead from a window (see :meth:`Turn._speculate`)."""
+
+    record: ObservationRecord
+    messages: list[Message]
+    context: ContextWindow
+
+    def holds(self, result: StepResult) -> bool:
+        """Whether the step left exactly the window this context was built from."""
+        return (
+            result.record is self.record
+            and len(result.messages) == len(self.messages)
+            and all(a is b for a, b in zip(result.messages, self.messages, strict=True))
+        )
+
+
 def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
     """``messages`` (the stored messages after the cursor) as the tail for the input check
     (:meth:`~obsmem.om.engine.Engine.check_input`) when they hold a boundary message; None
     (read the store) otherwise."""
-    if not messages:
-        return None
-    observable = observable_messages(messages)
-    return observable if any(is_boundary(m) for m in observable) else None
+    # Read backwards up to the newest boundary message (what the check needs: see
+    # check_input_sequence); each message's observable view depends on that message alone.
+    newest_first: list[Message] = []
+    for message in reversed(messages or ()):
+        newest_first.extend(observable_messages([message]))
+        if newest_first and is_boundary(newest_first[-1]):
+            return newest_first[::-1]
+    return None

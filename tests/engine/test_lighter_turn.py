@@ -161,7 +161,8 @@ def test_a_copy_sharing_the_parts_is_counted_by_lookup_and_counts_the_same(monke
 
 
 def test_contexts_built_from_the_same_record_share_no_mutable_metadata() -> None:
-    """The observation messages are kept between steps; each context gets its own copies."""
+    """The observation messages are kept between steps and shared read-only: changing one's
+    metadata raises (a copy is changeable), and no other context ever sees a change."""
     from datetime import UTC, datetime
 
     from obsmem.storage.contract import ObservationRecord
@@ -174,7 +175,10 @@ def test_contexts_built_from_the_same_record_share_no_mutable_metadata() -> None
     first = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
     second = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
     assert [m.text for m in first.system_messages] == [m.text for m in second.system_messages]
-    first.system_messages[0].metadata["mutated"] = True
+    with pytest.raises(TypeError, match="read-only"):
+        first.system_messages[0].metadata["mutated"] = True
+    changed = first.system_messages[0].model_copy(deep=True)
+    changed.metadata["mutated"] = True
     assert all("mutated" not in m.metadata for m in second.system_messages)
     third = build_context(record, [Message.user("hi")], thread_id="t1", now=now)
     assert all("mutated" not in m.metadata for m in third.system_messages)

@@ -681,6 +681,7 @@ ENTRIES: list[Entry] = [
 #: Public methods (and arguments) that take no caller values worth fuzzing, with the reason.
 NOT_FUZZED = {
     "Memory.context_from": "the TurnContexts port: Turn passes what it just read from the store",
+    "Memory.speculative_context": "the TurnContexts port: Turn passes what it just saved",
     "Memory.settled": "no arguments",
     "Memory.__aenter__": "no arguments",
     "Memory.__aexit__": "exception info from the interpreter",

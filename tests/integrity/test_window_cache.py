@@ -43,7 +43,7 @@ def counting(memory: Memory) -> Counter[str]:
     calls: Counter[str] = Counter()
     store = memory.store
     for name in ("read_window", "read_window_marked", "window_mark", "list_messages", "save_messages",
-                 "save_messages_marked"):
+                 "save_messages_marked", "save_messages_marked_early"):
         real = getattr(store, name)
 
         def wrapped(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
@@ -63,7 +63,7 @@ async def test_a_quiet_turn_reads_a_mark_not_the_window(tmp_path: Path) -> None:
     turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("q3")])
     context = await turn.step([Message.assistant("a3")])
     await turn.end()
-    assert calls == Counter(window_mark=1, save_messages_marked=2), calls
+    assert calls == Counter(window_mark=1, save_messages_marked_early=2), calls
     assert [m.text for m in context.messages] == [f"{r}{i}" for i in range(4) for r in "qa"]
     await memory.aclose()
 

@@ -216,7 +216,7 @@ class ProbeStore:
                 raise
             if name == "save_messages":
                 fuzz.mirror(result)
-            elif name == "save_messages_marked":  # a save that also reports the window's marks
+            elif name in ("save_messages_marked", "save_messages_marked_early"):  # a save with the window's marks
                 fuzz.mirror(result[0])
             elif name in _WRITES and result.applied and result.record is not None:
                 fuzz.check_write(name, result.record)

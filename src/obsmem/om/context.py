@@ -41,6 +41,7 @@ from obsmem.om.cycle import CommitPolicy, Written, commit
 from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, raw_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.selection import plain_conversation
+from obsmem.om.windows import ReadOnlyDict
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
@@ -243,10 +244,11 @@ _PREFIXES_MAX = 64
 
 def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread_id: str | None) -> list[Message]:
     """The preamble and observation messages for the observations ``visible`` (none when there
-    are none), as new copies of the ones last built from the same arguments: they depend only on
-    them (and the day of ``now``), and every step shows them, while the stored observations
-    change only when memory works (the newest :data:`_PREFIXES_MAX` are kept). A copy shares
-    its text with the kept message, so its token count is a lookup."""
+    are none): the ones last built from the same arguments, shared, since they depend only on
+    them (and the day of ``now``), every step shows them, and the stored observations change
+    only when memory works (the newest :data:`_PREFIXES_MAX` are kept). Shared read-only, as a
+    context's stored messages are (their metadata is a read-only dict): their token counts and
+    digests are lookups."""
     key = (visible, now.date(), recall_instructions, thread_id)
     kept = _PREFIXES.get(key)
     if kept is None:
@@ -255,13 +257,14 @@ def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread
             chunks = [shown for shown in (render_for_context(c) for c in chunks) if shown.strip()]
         kept = tuple(_observation_messages(chunks, now, recall_instructions, thread_id)) if chunks else ()
         for message in kept:
-            message_digest(message)  # kept on the message: its copies hash by lookup
+            message.__dict__["metadata"] = ReadOnlyDict(message.metadata)  # shared by every context
+            message_digest(message)  # kept on the message: hashed once
         _PREFIXES[key] = kept
         while len(_PREFIXES) > _PREFIXES_MAX:
             _PREFIXES.popitem(last=False)
     else:
         _PREFIXES.move_to_end(key)
-    return [m.model_copy(update={"metadata": dict(m.metadata)}) for m in kept]
+    return list(kept)
 
 
 def forget_rendered() -> None:
@@ -325,7 +328,7 @@ def _hint_messages(
 def model_visible(message: Message) -> Message | None:
     """The message without data parts (markers); None when nothing is left for a model."""
     for part in message.parts:
-        if isinstance(part, DataPart):
+        if part.type == "data":  # not isinstance: read for every message of every context
             break
     else:
         return message  # the common case, checked without building a tuple
@@ -490,7 +493,8 @@ def build_context(
     without one).
     """
     # Usually the step's window, already without obsmem's own messages: checked, not dropped again.
-    kept = list(unobserved) if plain_conversation(unobserved) else drop_obsmem_messages(unobserved)
+    plain = plain_conversation(unobserved)
+    kept = list(unobserved) if plain else drop_obsmem_messages(unobserved)
     conversation = [
         visible for message in kept if message.role != "system" and (visible := model_visible(message)) is not None
     ]
@@ -507,7 +511,10 @@ def build_context(
         instructions_without_observations=instructions_without_observations,
         tail=conversation,
     )
-    leading = _last_system_run(kept) if instructions is None else list(instructions)
+    if instructions is not None:
+        leading = list(instructions)
+    else:  # a plain window holds no system message at all
+        leading = [] if plain else _last_system_run(kept)
     leading = [shown for shown in map(model_visible, leading) if shown is not None]
     raw: list[Message] = []
     previous: Message | None = None

@@ -423,9 +423,11 @@ class Core:
 
     async def save_messages(
         self, thread: Thread, messages: list[Message]
-    ) -> tuple[list[Message], tuple[ObservationRecord | None, list[Message]] | None]:
-        """``Store.save_messages`` into ``thread``; the messages as stored, and the thread's
-        window just after the save when known without a read (see :class:`~obsmem.om.windows.Windows`)."""
+    ) -> tuple[list[Message], tuple[ObservationRecord | None, list[Message]] | None, Callable[[], Awaitable[None]]]:
+        """``Store.save_messages`` into ``thread``; the messages as stored, the thread's window
+        just after the save when known without a read, and the save's commit, to await before
+        anything is written from what was saved or it is handed out as stored (see
+        :meth:`~obsmem.om.windows.Windows.save`)."""
         return await self.windows.save(self.lineage(thread), thread.id, messages)
 
     async def window(

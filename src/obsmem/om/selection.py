@@ -64,7 +64,13 @@ def observable_messages(messages: Sequence[Message]) -> list[Message]:
 def is_boundary(message: Message) -> bool:
     """Whether every earlier call must be answered before ``message`` (what providers enforce):
     it says something, shows something, or calls something."""
-    return any(isinstance(p, TextPart | FilePart | ToolCallPart) for p in message.parts)
+    for part in message.parts:  # by ``type``: read for messages of every window
+        if part.type in _BOUNDARY_PARTS:
+            return True
+    return False
+
+
+_BOUNDARY_PARTS = frozenset({"text", "file", "tool-call"})
 
 
 def pending_tool_call_ids(messages: Sequence[Message]) -> set[str]:

@@ -27,10 +27,11 @@ rows it wrote, decoded, never the caller's objects). Bounded by messages and by 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
 
 from obsmem.storage.contract import (
@@ -39,13 +40,13 @@ from obsmem.storage.contract import (
     WindowMark,
     add_parts_marked,
     read_marked_window,
-    save_marked,
+    save_marked_early,
     window_mark,
 )
 from obsmem.errors import ThreadNotFoundError
 from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["Window", "Windows", "extended"]
+__all__ = ["ReadOnlyDict", "ReadOnlyList", "Window", "Windows", "extended"]
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
@@ -91,20 +92,51 @@ class Windows:
 
     async def save(
         self, lineage: str, thread_id: str, messages: list[Message]
-    ) -> tuple[list[Message], Window | None]:
-        """Save ``messages`` (``Store.save_messages``); return them as stored, and the window
-        after the save when it is known without a read (the kept window was current just before
-        it), else None."""
-        saved, before, after = await save_marked(self._store, lineage, thread_id, messages)
+    ) -> tuple[list[Message], Window | None, Callable[[], Awaitable[None]]]:
+        """Save ``messages`` (``Store.save_messages``); return them as stored, the window after
+        the save when it is known without a read (the kept window was current just before it),
+        else None, and the save's commit: this returns once the rows are written, before they
+        are durable (:func:`~obsmem.storage.contract.save_marked_early`), so the caller can build
+        a context from them while the disk syncs. Awaiting ``commit()`` waits for the save to be
+        stored (raising its error when it was not) and only then keeps the new window: until
+        it is durable, no reader of this engine is handed what might not be stored."""
+        saved, before, after, done = await save_marked_early(self._store, lineage, thread_id, messages)
         key = (lineage, thread_id)
         kept = self._kept.get(key)
         if before is None or after is None or kept is None or kept[0] != before:
             self._drop(key)
-            return saved, None
+            return saved, None, self._commit(key, done, None)
         head, window = kept[1]
-        grown = extended(window, saved, head.cursor(thread_id) if head else 0)
-        self._keep(key, after, (head, grown))
-        return saved, (head, list(grown))
+        cursor = head.cursor(thread_id) if head else 0
+        last = (window[-1].seq or 0) if window else cursor
+        if all((m.seq or 0) > last for m in saved) and [m.seq or 0 for m in saved] == sorted(m.seq or 0 for m in saved):
+            # The common case: new messages after the window (their seqs are new, so none of
+            # them is already in it): appended, and only their characters counted.
+            grown = [*window, *saved]
+            chars: int | None = kept[2] + sum(_read_only(m) for m in saved)
+        else:
+            grown = extended(window, saved, cursor)
+            chars = None
+        return saved, (head, list(grown)), self._commit(key, done, (kept, after, (head, grown), chars))
+
+    def _commit(
+        self, key: tuple[str, str], done: asyncio.Future[None],
+        keep: tuple[tuple[WindowMark, Window, int], WindowMark, Window, int | None] | None,
+    ) -> Callable[[], Awaitable[None]]:
+        """The commit of a save (see :meth:`save`): ``keep`` is what to keep once it is durable
+        (the window kept before the save, the mark after it, the window and its characters), kept
+        only if nothing replaced that window meanwhile (a read or a write of this engine)."""
+
+        async def commit() -> None:
+            try:
+                await done
+            except BaseException:
+                self._drop(key)
+                raise
+            if keep is not None and self._kept.get(key) is keep[0]:
+                self._keep(key, keep[1], keep[2], keep[3])
+
+        return commit
 
     async def add_parts(self, lineage: str, message_id: str, parts: list[DataPart]) -> Message:
         """``Store.add_message_parts`` (markers on a message); a kept window that was current just
@@ -160,12 +192,15 @@ class Windows:
             if not threads:
                 del self._threads[key[0]]
 
-    def _keep(self, key: tuple[str, str], mark: WindowMark | None, window: Window) -> None:
+    def _keep(self, key: tuple[str, str], mark: WindowMark | None, window: Window, chars: int | None = None) -> None:
+        """Keep ``window`` under ``mark`` (its messages made read-only); ``chars``: their
+        characters when known (a kept window's plus those of the messages appended to it)."""
         self._drop(key)
         messages = window[1]
         if mark is None or len(messages) > MAX_MESSAGES:
             return
-        chars = sum(_read_only(m) for m in messages)
+        if chars is None:
+            chars = sum(_read_only(m) for m in messages)
         if chars > min(MAX_WINDOW_CHARS, self._max_chars):
             return
         self._kept[key] = (mark, window, chars)

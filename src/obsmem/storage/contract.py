@@ -61,6 +61,7 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -89,6 +90,7 @@ __all__ = [
     "read_marked_window",
     "read_window",
     "save_marked",
+    "save_marked_early",
     "window_mark",
 ]
 
@@ -703,6 +705,28 @@ async def save_marked(
         marked: tuple[list[Message], WindowMark | None, WindowMark | None] = await native(thread_id, messages, lineage)
         return marked
     return await store.save_messages(thread_id, messages), None, None
+
+
+async def save_marked_early(
+    store: Store, lineage: str, thread_id: str, messages: list[Message]
+) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]]:
+    """:func:`save_marked`, returning as soon as the rows are written in the save's transaction,
+    before its commit has reached the disk: the fourth value is the commit, a future that
+    completes when the save is durable, or fails with the save's error (then nothing of it is
+    stored). The caller may do work that only *reads* what was returned meanwhile (build a
+    context from it), and must await the commit before it writes anything derived from it or
+    returns it as saved. Native method ``save_messages_marked_early(thread_id, messages,
+    lineage)``; any other store saves in full first (the commit is then already done)."""
+    native = getattr(store, "save_messages_marked_early", None)
+    if native is not None:
+        early: tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] = await native(
+            thread_id, messages, lineage
+        )
+        return early
+    saved, before, after = await save_marked(store, lineage, thread_id, messages)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return saved, before, after, done
 
 
 async def add_parts_marked(

@@ -173,7 +173,7 @@ def plain_conversation(messages: Sequence[Message]) -> bool:
             return False
         if role == "user":
             for part in message.parts:
-                if isinstance(part, TextPart) and _OPEN in part.text:
+                if part.type == "text" and _OPEN in part.text:
                     return False
     return True
 

@@ -38,6 +38,7 @@ Design choices, and why:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -213,6 +214,11 @@ def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
             except sqlite3.Error:  # never mask the original error
                 pass
         raise
+
+
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -515,6 +521,57 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return saved, before, after
 
         return await self._write(op)
+
+    async def save_messages_marked_early(
+        self, thread_id: str, messages: list[Message], lineage: str
+    ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]]:
+        """:func:`~obsmem.storage.contract.save_marked_early`: the new rows and the marks, handed
+        back as soon as they are written in the save's transaction; the commit (the disk's
+        fsync, most of a save's time) goes on on the worker thread meanwhile, and the returned
+        future completes with it. One job on the worker thread, as a save always was: whatever
+        is queued after it runs after the commit."""
+        loop = asyncio.get_running_loop()
+        if type(self).save_messages is not SQLiteStore.save_messages:
+            saved = await self.save_messages(thread_id, messages)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return saved, None, None, done
+        if self._closed:
+            raise StoreClosedError()
+        early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
+        sent = False
+
+        def job(conn: Conn) -> None:
+            nonlocal sent
+            if sent:  # a busy commit is not retried once the rows went out: the save failed
+                raise StorageError(f"SQLite store {self.path}: the save's commit failed (database busy)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = _mark(conn, lineage, thread_id)
+                saved = self._save(conn, thread_id, messages, decoded=True)
+                after = _mark(conn, lineage, thread_id)
+                assert before is not None and after is not None  # _save required the thread
+                sent = True
+                loop.call_soon_threadsafe(_resolve, early, (saved, before, after))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # never mask the original error
+                        pass
+                raise
+
+        commit: asyncio.Future[None] = loop.run_in_executor(self._executor, self._run, job)
+
+        def settled(done: asyncio.Future[None]) -> None:
+            error = done.exception() if not done.cancelled() else StoreClosedError()
+            if error is not None and not early.done():
+                early.set_exception(error)  # failed before the rows went out: nothing was stored
+
+        commit.add_done_callback(settled)
+        saved, before, after = await early
+        return saved, before, after, commit
 
     def _save(self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False) -> list[Message]:
         """Save ``messages``; return them as stored: copies of the input with their seq, or with
