@@ -19,12 +19,15 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple, Protocol
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem, lineage_key
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
+    "Owner",
+    "ThreadOwner",
     "acquired_lease",
     "advanced_threads",
     "check_cursors_forward",
@@ -112,7 +115,24 @@ def rewritten_generation(stored: ObservationRecord, record: ObservationRecord) -
     )
 
 
-def check_message_owner(message: Message, thread: Thread) -> None:
+class ThreadOwner(NamedTuple):
+    """A thread's id and resource, read without the rest of its row (a save needs no more)."""
+
+    id: str
+    resource_id: str
+
+
+class Owner(Protocol):
+    """What :func:`check_message_owner` reads of a thread (a :class:`~obsmem.types.Thread` will do)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def resource_id(self) -> str: ...
+
+
+def check_message_owner(message: Message, thread: Owner) -> None:
     """A message saved into a thread may not claim to belong to another thread or resource."""
     if message.thread_id is not None and message.thread_id != thread.id:
         raise InvalidInputError(

@@ -80,6 +80,7 @@ from obsmem.storage.rules import (
     check_cursors_forward,
     check_limit,
     check_lineage,
+    ThreadOwner,
     check_message_owner,
     check_same_identity,
     claim_expiry,
@@ -577,7 +578,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         """Save ``messages``; return them as stored: copies of the input with their seq, or with
         ``decoded`` as a read would give them (from the JSON written: nothing of the caller's
         objects, no value JSON does not keep)."""
-        thread = self._require_thread(conn, thread_id)
+        row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(thread_id)
+        thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
         stored: dict[str, Message] = {}
         rewritten: list[str] = []
         for message in messages:
