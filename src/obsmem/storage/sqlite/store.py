@@ -542,26 +542,19 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
         sent = False
 
-        def job(conn: Conn) -> None:
+        def op(conn: Conn) -> None:  # the transaction's body: the rows go out before its COMMIT
             nonlocal sent
+            before = _mark(conn, lineage, thread_id)
+            saved = self._save(conn, thread_id, messages, decoded=True)
+            after = _mark(conn, lineage, thread_id)
+            assert before is not None and after is not None  # _save required the thread
+            sent = True
+            loop.call_soon_threadsafe(_resolve, early, (saved, before, after))
+
+        def job(conn: Conn) -> None:
             if sent:  # a busy commit is not retried once the rows went out: the save failed
                 raise StorageError(f"SQLite store {self.path}: the save's commit failed (database busy)")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                before = _mark(conn, lineage, thread_id)
-                saved = self._save(conn, thread_id, messages, decoded=True)
-                after = _mark(conn, lineage, thread_id)
-                assert before is not None and after is not None  # _save required the thread
-                sent = True
-                loop.call_soon_threadsafe(_resolve, early, (saved, before, after))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:  # never mask the original error
-                        pass
-                raise
+            _transaction(conn, "BEGIN IMMEDIATE", op)
 
         commit: asyncio.Future[None] = loop.run_in_executor(self._executor, self._run, job)
 
