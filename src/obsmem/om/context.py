@@ -92,9 +92,9 @@ class ContextWindow:
     observations, then ``raw_messages`` (with a gap reminder before a late user message when
     temporal markers are on).
 
-    The stored messages in it may be shared with later contexts (:mod:`obsmem.om.windows`): they
-    are read-only, their ``metadata`` and tool data included (``TypeError`` on a change); change
-    a copy (``message.model_copy(deep=True)``).
+    The stored messages in it, and obsmem's preamble and observation messages, may be shared
+    with later contexts (:mod:`obsmem.om.windows`): they are read-only, their ``metadata`` and
+    tool data included (``TypeError`` on a change); change a copy (``message.model_copy(deep=True)``).
     """
 
     messages: list[Message]
