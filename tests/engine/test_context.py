@@ -136,7 +136,7 @@ def test_the_applications_instructions_lead_the_context_and_the_prefix() -> None
     keys = [m.metadata.get("obsmem") for m in window.messages]
     assert keys == [None, "preamble", "observations-0", "current-task", "suggested-response", "continuation", None]
     assert window.messages[0].text == PROMPT.text
-    assert window.prefix_text.startswith(PROMPT.text + "\n\n" + "The observations below")
+    assert window.prefix_text.startswith(PROMPT.text + "\n\n" + "Your memory of the earlier conversation")
     other = build_context(
         record_with(OBS, current_task="Something else"), [conv.user("hi"), conv.assistant("yo")],
         thread_id="t1", now=START, instructions=[PROMPT], working_memory="Name: Kari",

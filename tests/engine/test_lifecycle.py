@@ -159,4 +159,4 @@ async def test_prefix_is_byte_stable_across_steps_without_observation(memory: Me
     first = turn.context.prefix_text
     context = await turn.step([conv.assistant("ok")])
     assert context.prefix_text == first
-    assert first.startswith("The observations below")
+    assert first.startswith("Your memory of the earlier conversation")

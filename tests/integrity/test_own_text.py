@@ -33,8 +33,8 @@ START = datetime(2025, 6, 16, 9, 0, tzinfo=UTC)
 REMINDER = "<system-reminder>The user told us they live in Reykjavik (XYZZY-4411) and prefer trains.</system-reminder>"
 # Phrases only obsmem's own messages contain.
 OWN_PHRASES = (
-    "The observations below are your memory",
-    "Continue the conversation naturally",
+    "Your memory of the earlier conversation",
+    "Continue naturally and answer the latest message",
     "system-reminder",
     "XYZZY",
     "Reykjavik",

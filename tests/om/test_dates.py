@@ -202,7 +202,9 @@ def test_future_intent_needs_whole_words(text: str) -> None:
     assert "likely already happened" not in annotate_observations(text, NOW)
 
 
-def test_headers_get_relative_phrases_and_gap_lines() -> None:
+def test_recent_and_newest_headers_get_relative_phrases_and_no_gap_lines() -> None:
+    """The newest header (the anchor for "now") and those of the last two weeks say how long
+    ago; older ones stay absolute, and no gap line is written between them (their dates say it)."""
     text = "\n".join(
         [
             "Date: Apr 1, 2025",
@@ -228,32 +230,23 @@ def test_headers_get_relative_phrases_and_gap_lines() -> None:
     )
     assert annotate_observations(text, NOW) == "\n".join(
         [
-            "Date: Apr 1, 2025 (2 months ago)",
+            "Date: Apr 1, 2025",
             "* a",
             "",
-            "[1 month later]",
-            "",
-            "Date: May 10, 2025 (1 month ago)",
+            "Date: May 10, 2025",
             "* b",
             "",
-            "Date: May 11, 2025 (1 month ago)",
+            "Date: May 11, 2025",
             "* c",
             "",
-            "Date: May 11, 2025 (1 month ago)",
+            "Date: May 11, 2025",
             "* c2",
             "",
-            "[3 days later]",
-            "",
-            "Date: May 14, 2025 (1 month ago)",
+            "Date: May 14, 2025",
             "* d",
             "",
-            "[2 weeks later]",
-            "",
-            "Date: May 28, 2025 (2 weeks ago)",
+            "Date: May 28, 2025",
             "* e",
-            "",
-            "[2 weeks later]",
-            "",
             "Date: Jun 15, 2025 (today)",
             "* f",
         ]
@@ -280,14 +273,26 @@ def test_date_gap_line(earlier: date, later: date, line: str | None) -> None:
         assert is_gap_line(line)
 
 
-def test_boundary_lines_pass_through_and_gap_goes_after_them() -> None:
+def test_an_only_old_header_is_still_the_anchor() -> None:
+    text = "Date: Jan 3, 2024\n* a\n\nDate: Jan 9, 2024\n* b"
+    assert annotate_observations(text, NOW) == "Date: Jan 3, 2024\n* a\n\nDate: Jan 9, 2024 (1 year ago)\n* b"
+
+
+def test_a_gap_line_written_by_an_earlier_version_is_dropped() -> None:
+    text = "Date: Jun 1, 2025 (2 weeks ago)\n* a\n\n[1 week later]\n\nDate: Jun 10, 2025\n* b"
+    assert annotate_observations(text, NOW) == (
+        "Date: Jun 1, 2025 (2 weeks ago)\n* a\n\nDate: Jun 10, 2025 (5 days ago)\n* b"
+    )
+
+
+def test_boundary_lines_pass_through() -> None:
     boundary = boundary_line(datetime(2025, 6, 1, 9, 30, tzinfo=timezone.utc))
     text = f"Date: Jun 1, 2025\n* a (meaning June 1, 2025)\n\n{boundary}\n\nDate: Jun 10, 2025\n* b"
     out = annotate_observations(text, NOW)
     assert boundary in out.split("\n")
     assert out == (
         "Date: Jun 1, 2025 (2 weeks ago)\n* a (meaning June 1, 2025 - 2 weeks ago)\n\n"
-        f"{boundary}\n\n[1 week later]\n\nDate: Jun 10, 2025 (5 days ago)\n* b"
+        f"{boundary}\n\nDate: Jun 10, 2025 (5 days ago)\n* b"
     )
 
 
@@ -307,8 +312,9 @@ Date: Jun 14, 2025
 def test_annotation_is_idempotent() -> None:
     once = annotate_observations(SAMPLE, NOW)
     assert annotate_observations(once, NOW) == once
-    assert once.count("[3 weeks later]") == 1
-    assert once.count("(3 weeks ago)") == 1
+    assert "later]" not in once
+    assert once.count("Date: May 20, 2025\n") == 1  # older than two weeks and not the newest
+    assert once.count("(5 days ago)") == 1 and once.count("(yesterday)") == 1
     assert once.count(" - 2 weeks ago") == 1
 
 
@@ -342,7 +348,7 @@ def test_annotation_is_linear_on_a_large_log() -> None:
     text = "\n".join(lines)
     out = annotate_observations(text, datetime(2200, 1, 1))
     assert out.count("likely already happened") == 20_000
-    assert out.count("[2 days later]") == 19_999
+    assert out.count(" ago)") == 1  # the newest header only: the rest are years old
 
 
 # --- optimize_for_context ---------------------------------------------------------------------
@@ -385,7 +391,7 @@ def test_optimize_then_annotate_equals_annotate_then_optimize() -> None:
     noisy = SAMPLE.replace("User likes", "[O3] User -> likes").replace("Booked", "[pref] Booked")
     rendered = prepare_observations_for_context(noisy, NOW)
     assert rendered == optimize_for_context(annotate_observations(noisy, NOW))
-    assert "[3 weeks later]" in rendered
+    assert "(yesterday)" in rendered and " - 2 weeks ago" in rendered
     assert "🟡" not in rendered and "[O3]" not in rendered and "->" not in rendered
     assert prepare_observations_for_context(rendered, NOW) == rendered
 

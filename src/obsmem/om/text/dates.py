@@ -2,8 +2,12 @@
 
 The actor reads its memory as text. Absolute dates alone are a poor signal for a model ("did the
 trip on May 30 already happen?"), so just before observations are shown they are annotated with
-relative phrases computed against *now* ("2 weeks ago", "in 3 days"), and long silences between
-date groups are made explicit with gap lines ("[3 weeks later]"). The stored text is never
+relative phrases computed against *now*: every dated event ("(meaning May 30, 2023 - 2 weeks
+ago)"), the newest date header (the reader's anchor for "now") and the headers of the last
+:data:`RECENT_HEADER_DAYS` days ("yesterday", "3 days ago"). Older headers stay absolute: with
+the anchor a model places them, and a phrase on each of them cost tokens on every call and
+changed every day (so did the "[3 weeks later]" lines the original put between headers, which the
+headers' own dates make redundant: they are no longer written). The stored text is never
 annotated: the annotation goes stale every day, and a byte-stable store keeps prompt caching and
 diffs meaningful.
 
@@ -230,6 +234,9 @@ _FUTURE_INTENT = re.compile(
     r"\b(?:will|plan(?:s|ning)? to|looking forward to|going to|intends? to|wants? to|needs? to|about to)\b",
     re.IGNORECASE,
 )
+#: Date headers this many days old or newer keep a relative phrase (besides the newest one).
+RECENT_HEADER_DAYS: Final = 14
+
 _HEADER_PARTS = re.compile(r"(?P<head>\s*Date:\s*[A-Za-z]+\.?\s+\d{1,2},?\s+\d{4})(?P<rest>.*)")
 _HEADER_ANNOTATION = re.compile(rf"\s*\({_RELATIVE}\)\s*")
 _GAP_LINE = re.compile(r"\[(?:\d+ days|1 week|\d+ weeks|1 month|\d+ months) later\]")
@@ -280,15 +287,16 @@ def _annotate_meaning(line: str, today: date) -> str:
     return _MEANING.sub(replace, line)
 
 
-def _annotate_header(line: str, day: date, today: date) -> str:
-    """Append (or refresh) the relative phrase of a date header; unknown suffixes are left alone."""
+def _annotate_header(line: str, day: date, today: date, *, relative: bool = True) -> str:
+    """Append (or refresh) the relative phrase of a date header, or with ``relative`` False
+    remove one; unknown suffixes are left alone."""
     match = _HEADER_PARTS.fullmatch(line)
     if match is None:
         return line
     rest = match["rest"]
     if rest.strip() and not _HEADER_ANNOTATION.fullmatch(rest):
         return line
-    return f"{match['head']} ({relative_day_phrase(day, today)})"
+    return f"{match['head']} ({relative_day_phrase(day, today)})" if relative else match["head"]
 
 
 def _drop_trailing_gap_line(out: list[str]) -> None:
@@ -313,34 +321,27 @@ def annotate_observations(text: str, now: datetime) -> str:
        ``(meaning <date> - <relative>)``; when the date is past and the line shows future intent
        ("will", "plans to", "going to", ...) ``, likely already happened`` is added, because a
        plan whose date has passed is usually done and the model should not treat it as pending.
-    2. ``Date: Mon D, YYYY`` headers get `` (<relative>)`` appended.
-    3. A gap line (``[3 days later]``, ``[2 weeks later]``, ``[1 month later]``, ...) goes between
-       consecutive date headers more than one day apart, so long silences are visible.
+    2. The newest ``Date: Mon D, YYYY`` header, and every header of the last
+       :data:`RECENT_HEADER_DAYS` days, gets `` (<relative>)`` appended; older headers stay
+       absolute (see the module docstring).
 
-    Safe to re-apply: existing annotations are recognised and refreshed against the new ``now``,
-    never doubled (a gap-shaped line directly before a header, blank lines aside, counts as an
-    earlier annotation's and is regenerated). Message-boundary lines pass through untouched.
+    Safe to re-apply: existing annotations are recognised and refreshed against the new ``now``
+    (or removed from a header that is no longer recent), never doubled; a gap line an earlier
+    version wrote before a header is dropped. Message-boundary lines pass through untouched.
     Linear in the text length.
     """
     today = now.date()
+    lines = text.split("\n")
+    days = [None if is_boundary_line(line) else parse_date_header(line) for line in lines]
+    newest = max((day for day in days if day is not None), default=None)
+    recent = today - timedelta(days=RECENT_HEADER_DAYS)
     out: list[str] = []
-    previous_day: date | None = None
-    for line in text.split("\n"):
-        if is_boundary_line(line):
-            out.append(line)
-            continue
-        day = parse_date_header(line)
+    for line, day in zip(lines, days, strict=True):
         if day is None:
-            out.append(_annotate_meaning(line, today))
+            out.append(line if is_boundary_line(line) else _annotate_meaning(line, today))
             continue
         _drop_trailing_gap_line(out)
-        gap = date_gap_line(previous_day, day) if previous_day is not None else None
-        if gap is not None:
-            if out and out[-1].strip():
-                out.append("")
-            out.extend((gap, ""))
-        out.append(_annotate_header(line, day, today))
-        previous_day = day
+        out.append(_annotate_header(line, day, today, relative=day == newest or day >= recent))
     return "\n".join(out)
 
 

@@ -45,28 +45,21 @@ MARKER_KEY: Final = "obsmem"
 """The metadata key that marks obsmem's own context messages (its value names the part)."""
 
 PREAMBLE: Final = """\
-The observations below are your memory of earlier conversation with this user. They were
-written from the conversation as it happened and are your only record of it.
-
-How to use them:
-- Personalise your answers with the specific details recorded here; avoid generic advice when
-  the memory says something concrete.
-- When facts conflict, the most recent observation wins. Watch for changes of state
-  ("moved to", "switched to", "changing from ...").
-- A planned action whose date has passed probably happened, unless something says otherwise;
-  when it matters, ask rather than assume.
-- What the user stated about themselves is authoritative. Something the assistant suggested only
-  counts if the user adopted it; what the assistant did is a record of what happened.
-- The user's most recent message has the highest priority.
-- Text inside <system-reminder> tags is guidance for you; never mention it."""
+Your memory of the earlier conversation with this user: observations written as it happened,
+your only record of it.
+- Use its specific details rather than generic advice.
+- When facts conflict, the newest wins; watch for changes ("moved to", "switched to").
+- A plan whose date has passed probably happened; ask when it matters.
+- What the user says about themselves is authoritative; an assistant's suggestion counts only if
+  the user adopted it.
+- The user's latest message comes first. Never mention text in <system-reminder> tags."""
 
 CONTINUATION: Final = """\
 <system-reminder>
-Continue the conversation naturally and answer the latest message. The earlier part of this
-conversation is summarised in your memory above; use it as background and pick up unfinished
-work only where it helps. If a suggested response is present, follow it naturally. Do not
-mention memory, summaries, context handling or missing messages. Everything after this reminder
-is newer than your memory and takes priority over it.
+Continue naturally and answer the latest message, with the memory above as background (pick up
+unfinished work only where it helps; follow a suggested response if present). Do not mention
+memory, summaries or missing messages. Everything after this is newer than the memory and takes
+priority.
 </system-reminder>"""
 
 OTHER_CONVERSATIONS: Final = """\
