@@ -293,7 +293,7 @@ class Turn:
         the save failed and ``input_saved`` stays False."""
         try:
             await self._committed()
-        except BaseException:  # noqa: S110 - the boundary's own error is the one raised
+        except Exception:  # noqa: S110 - the boundary's own error is the one raised (a cancellation is not swallowed)
             pass
 
     async def _save(
@@ -576,11 +576,9 @@ def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
     """``messages`` (the stored messages after the cursor) as the tail for the input check
     (:meth:`~obsmem.om.engine.Engine.check_input`) when they hold a boundary message; None
     (read the store) otherwise."""
-    # Read backwards up to the newest boundary message (what the check needs: see
-    # check_input_sequence); each message's observable view depends on that message alone.
-    newest_first: list[Message] = []
-    for message in reversed(messages or ()):
-        newest_first.extend(observable_messages([message]))
-        if newest_first and is_boundary(newest_first[-1]):
-            return newest_first[::-1]
-    return None
+    # All of them, not only the newest end: a message re-sent by id (an old tool result
+    # shortened, say) is known by the whole window, and a refusal says "already answered".
+    if not messages:
+        return None
+    observable = observable_messages(messages)
+    return observable if any(is_boundary(m) for m in observable) else None

@@ -108,10 +108,11 @@ class Windows:
             return saved, None, self._commit(key, done, None)
         head, window = kept[1]
         cursor = head.cursor(thread_id) if head else 0
-        last = (window[-1].seq or 0) if window else cursor
-        if all((m.seq or 0) > last for m in saved) and [m.seq or 0 for m in saved] == sorted(m.seq or 0 for m in saved):
-            # The common case: new messages after the window (their seqs are new, so none of
-            # them is already in it): appended, and only their characters counted.
+        seqs = [m.seq or 0 for m in saved]
+        if all(a < b for a, b in zip([(window[-1].seq or 0) if window else cursor, *seqs], seqs)):
+            # The common case: new messages after the window, each once (strictly increasing
+            # seqs above the window's: none of them is in it, nor twice in the batch): appended,
+            # and only their characters counted.
             grown = [*window, *saved]
             chars: int | None = kept[2] + sum(_read_only(m) for m in saved)
         else:
