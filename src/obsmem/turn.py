@@ -127,6 +127,8 @@ class Turn:
         self._input_saved = False
         # The thread's window just after the last save, when the save knew it (no read needed).
         self._saved_window: Window | None = None
+        # Whether that save found the window changed by another writer since it was read.
+        self._window_stale = False
         self._input_user: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
@@ -157,7 +159,11 @@ class Turn:
             before = await engine.core.stored_window(thread)
             saved = await turn._save(parse_messages(messages, "messages"), before=before[1], early=True)
             span.set("obsmem.messages", len(saved))
-            turn.context = await turn._advance(saved, turn_start=True, stored=_extended(before, saved))
+            stored: Window | None = turn._saved_window
+            if stored is None and not turn._window_stale:
+                stored = _extended(before, saved)  # the first read, with the input
+            # (unless the save's marks said another writer changed the window since: read again)
+            turn.context = await turn._advance(saved, turn_start=True, stored=stored)
             await turn._committed()
         return turn
 
@@ -319,6 +325,7 @@ class Turn:
             messages, copies = await self._split_copies(messages)
         saved: list[Message] = []
         self._saved_window = None
+        self._window_stale = False
         if messages:
             # Checked before anything is stored, against the last context's raw tail when there is
             # one (what the actor saw; a waiting call is never observed away), else the store's
@@ -330,6 +337,7 @@ class Turn:
                 self.thread, self._with_receipt(messages)
             )
             self._saved_window = window
+            self._window_stale = self._engine.core.windows.stale  # read with the save, before any other await
         if not early:
             await self._committed()
         self._input_saved = self._commit is None

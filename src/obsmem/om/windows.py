@@ -68,6 +68,9 @@ class Windows:
         self._messages = 0  # in all kept windows
         self._chars = 0
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
+        #: Whether the last save found the kept window changed since it was kept (another
+        #: writer's message, say): the window read before the save is stale then.
+        self.stale = False
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -103,6 +106,7 @@ class Windows:
         saved, before, after, done = await save_marked_early(self._store, lineage, thread_id, messages)
         key = (lineage, thread_id)
         kept = self._kept.get(key)
+        self.stale = before is not None and kept is not None and kept[0] != before
         if before is None or after is None or kept is None or kept[0] != before:
             self._drop(key)
             return saved, None, self._commit(key, done, None)
