@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -179,19 +180,22 @@ def test_fit_drops_the_least_valuable_notes_and_never_a_user_fact() -> None:
     assert emptied == []  # a line left with no note goes
 
 
-async def test_reflection_of_a_long_talk_fits_its_goal() -> None:
+def _talk(days: int, notes: Callable[[int], list[str]]) -> str:
+    """Observations of ``days`` days from Jan 1, 2023: each day's header, then ``notes(day)``."""
     lines = []
-    start = date(2023, 1, 1)
-    for day in range(40):
-        when = start + timedelta(days=day)
+    for day in range(days):
+        when = date(2023, 1, 1) + timedelta(days=day)
         lines.append(f"Date: {when.strftime('%b')} {when.day}, {when.year}")
-        for n in range(4):
-            speaker = ("Ana", "Ben")[n % 2]
-            lines.append(
-                f"* 🔴 (10:0{n}) {speaker}: told story number {day}-{n} about trip to Place{day}x{n} "
-                f"with friend Person{day}y{n} and it was lovely"
-            )
-    observations = "\n".join(lines)
+        lines.extend(notes(day))
+    return "\n".join(lines)
+
+
+async def test_reflection_of_a_long_talk_fits_its_goal() -> None:
+    observations = _talk(40, lambda day: [
+        f"* 🔴 (10:0{n}) {('Ana', 'Ben')[n % 2]}: told story number {day}-{n} about trip to Place{day}x{n} "
+        f"with friend Person{day}y{n} and it was lovely"
+        for n in range(4)
+    ])
     result = await OfflineReflector(count_tokens=estimate_tokens).reflect(
         ReflectionRequest(observations=observations, target_tokens=2_000)
     )
@@ -202,19 +206,14 @@ async def test_reflection_of_a_long_talk_fits_its_goal() -> None:
 async def test_an_old_medium_speaker_line_is_not_cut_at_a_length() -> None:
     # a 🟡 line of a named speaker holds several notes; cutting it at 100 characters, as an old
     # 🟡 user line is cut, dropped the notes at its end whatever they were worth
-    lines = []
-    start = date(2023, 1, 1)
-    for day in range(12):
-        when = start + timedelta(days=day)
-        lines.append(f"Date: {when.strftime('%b')} {when.day}, {when.year}")
-        for speaker in ("Ana", "Ben"):
-            lines.append(
-                f"* 🟡 {speaker}: talked about the weather, the local news and the garden fence; "
-                f"walked to the corner shop for bread, cheese and milk; bought a new kite called "
-                f"Zephyr{day}{speaker}"
-            )
+    observations = _talk(12, lambda day: [
+        f"* 🟡 {speaker}: talked about the weather, the local news and the garden fence; "
+        f"walked to the corner shop for bread, cheese and milk; bought a new kite called "
+        f"Zephyr{day}{speaker}"
+        for speaker in ("Ana", "Ben")
+    ])
     result = await OfflineReflector(count_tokens=estimate_tokens).reflect(
-        ReflectionRequest(observations="\n".join(lines), target_tokens=1_000)
+        ReflectionRequest(observations=observations, target_tokens=1_000)
     )
     assert result.level >= 2 and estimate_tokens(result.observations) <= 1_000
     assert "Zephyr0Ana" in result.observations and "Zephyr0Ben" in result.observations
