@@ -86,6 +86,7 @@ __all__ = [
     "WindowMark",
     "WriteResult",
     "add_parts_marked",
+    "committed",
     "lineage_key",
     "read_marked_window",
     "read_window",
@@ -724,9 +725,15 @@ async def save_marked_early(
         )
         return early
     saved, before, after = await save_marked(store, lineage, thread_id, messages)
+    return saved, before, after, committed()
+
+
+def committed() -> asyncio.Future[None]:
+    """The commit of a save that is durable already (what :func:`save_marked_early` hands back
+    for a store that saves in full first)."""
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     done.set_result(None)
-    return saved, before, after, done
+    return done
 
 
 async def add_parts_marked(

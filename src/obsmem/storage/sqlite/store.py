@@ -73,6 +73,7 @@ from obsmem.storage.contract import (
     WindowMark,
     WorkItem,
     WriteResult,
+    committed,
     lineage_key,
 )
 from obsmem.storage.rules import (
@@ -533,10 +534,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         is queued after it runs after the commit."""
         loop = asyncio.get_running_loop()
         if type(self).save_messages is not SQLiteStore.save_messages:
-            saved = await self.save_messages(thread_id, messages)
-            done: asyncio.Future[None] = loop.create_future()
-            done.set_result(None)
-            return saved, None, None, done
+            return await self.save_messages(thread_id, messages), None, None, committed()
         if self._closed:
             raise StoreClosedError()
         early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
