@@ -204,6 +204,45 @@ def _without_vocatives(sentence: str, listeners: Sequence[str]) -> str:
     return sentence
 
 
+#: A statement whose subject is left out, as people write in a chat: "Just started aerial yoga",
+#: "Been busy volunteering at the shelter", "Went camping last weekend". The speaker did it.
+_ELLIPTICAL = re.compile(
+    r"^(?:(?:just|finally|recently|also|still|lately|then|already)\s+)*(?:been|went|got|took|made|bought|"
+    r"saw|met|gave|ran|won|lost|found|built|wrote|began|drove|flew|ate|sang|taught|brought|sold|"
+    r"spent|had|did|tried|started|finished|joined|visited|adopted|signed|picked|moved|learned|learnt|"
+    r"baked|cooked|painted|played|watched|booked|ordered|received|launched|opened|organi[sz]ed|"
+    r"volunteered|attended|completed|graduated|travel(?:l)?ed|hiked|decided|planned|planning|"
+    r"working|doing|taking|learning|reading|playing|volunteering|training|practicing|practising)\b",
+    re.I,
+)
+_CLAUSE = re.compile(r"\s*(?:[,;:—–]|\s-+|-+\s)\s*")
+_ASKS = re.compile(r"^(?:what|what's|which|where|where's|when|who|who's|whose|why|how|how's|is|are|am|was|"
+                   r"were|do|does|did|can|could|should|would|will|have|has|had|isn't|aren't|don't|"
+                   r"doesn't|didn't|wanna|want|ever|any|anything|right|huh|eh)\b", re.I)
+
+
+def _own_statement(body: str) -> str:
+    """The part of a sentence that states something of the speaker's own.
+
+    A statement that ends in a question keeps what comes before it ("I made this bowl in class
+    last week, what do you think?" → "I made this bowl in class last week"); a sentence that
+    opens as a question is dropped whole. A sentence that also speaks to the listener keeps
+    its clauses that speak of the speaker ("Wanted to tell you - I took a writing class").
+    """
+    pieces = _CLAUSE.split(body)
+    if body.endswith("?"):
+        if _ASKS.match(pieces[0]) or len(pieces) == 1:
+            return ""
+        while pieces and (_ASKS.match(pieces[-1]) or pieces[-1].endswith("?")):
+            pieces.pop()  # the question at the end
+        body = ", ".join(pieces)
+    if len(pieces) > 1 and _SECOND_PERSON.search(body):
+        own = [p for p in pieces if not _SECOND_PERSON.search(p)]
+        if own and any(_FIRST_PERSON.search(p) or _ELLIPTICAL.match(p) for p in own):
+            body = ", ".join(own)
+    return body.strip(" ,;:-")
+
+
 def _recorded(word: str, known: str) -> bool:
     """True when ``word`` is already in ``known`` as a word, not merely inside one: "art" is not
     recorded by "party", nor "ring" by "bring"."""
@@ -240,13 +279,15 @@ def participant_line(
     fresh: set[str] = set()
     for sentence in split_sentences(text):
         body = INTERJECTION.sub("", _without_vocatives(sentence, listeners)).strip().lstrip(",;: ")
-        if not body or body.endswith("?") or _is_filler(body) or PLEASANTRY.search(body):
+        body = _own_statement(body)
+        if not body or _is_filler(body) or PLEASANTRY.search(body):
             continue
         for pattern, repl in CONTRACTIONS:
             body = pattern.sub(repl, body)
         found = [r.note for r in resolve_dates(body, anchor, context)]
         terms = key_terms(body)
-        if _SECOND_PERSON.search(body) and not (found or _FIRST_PERSON.search(body) and terms):
+        first_person = bool(_FIRST_PERSON.search(body) or _ELLIPTICAL.match(body))
+        if _SECOND_PERSON.search(body) and not (found or first_person and terms):
             continue  # about the listener: a reaction to what they said, which is theirs to record
         if _REACTION.match(body) and not terms and not found:
             continue
@@ -259,7 +300,7 @@ def participant_line(
         if priority == PRIORITY_HIGH and not (terms or found or len(words) >= 3):
             priority = PRIORITY_MEDIUM  # "I love it": a feeling about nothing in particular
         if priority is None or priority == PRIORITY_LOW:
-            if len(words) < NOVEL_WORDS or not (_FIRST_PERSON.search(body) or terms):
+            if len(words) < NOVEL_WORDS or not (first_person or terms):
                 continue
             # something with a name, a number or a title is a fact about their life; the rest
             # is what they talked about
