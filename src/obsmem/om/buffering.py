@@ -277,7 +277,8 @@ class BufferedLifecycle:
                     pending, observation.resolved_block_after,
                 )
                 outcome = await self.activation.activate(
-                    thread, count=count, triggered_by="threshold", window=snapshot.messages, unseen=unseen
+                    thread, count=count, triggered_by="threshold", window=snapshot.messages, unseen=unseen,
+                    head=record,
                 )
                 outcomes.append(outcome)
                 before = (record.cursor(thread.id), len(chunks))

@@ -104,6 +104,7 @@ class ActivateStep:
         extra: dict[str, Any] | None = None,
         window: Sequence[Message] | None = None,
         unseen: Unseen = NOTHING_UNSEEN,
+        head: ObservationRecord | None = None,
     ) -> CycleOutcome:
         """Activate the first ``count`` stored chunks of a thread (all when None), as far as
         :func:`~obsmem.om.activation.usable_chunks` allows: never past a point that splits a
@@ -111,12 +112,14 @@ class ActivateStep:
         activated (they end between a call and its result) are dropped in the same write.
 
         ``window`` is the thread's observable messages after the cursor, read with the head
-        (read here when not given). Works on the stored head and composes again onto the new
-        head when the write is stale, so a chunk appended meanwhile is kept, and the cursor
-        only moves forward.
+        (read here when not given); ``head``, the record read with it (the first value composed
+        onto; read here when not given). Works on the stored head and composes again onto the
+        new head when the write is stale, so a chunk appended meanwhile is kept, and the cursor
+        only moves forward. The markers go on the covered messages as ``window`` holds them
+        (read when it does not hold them all).
         """
         with traced("obsmem.activate", thread, trigger=triggered_by) as span:
-            outcome = await self._activate(thread, count, triggered_by, extra, window, unseen)
+            outcome = await self._activate(thread, count, triggered_by, extra, window, unseen, head)
             telemetry.record_outcome(span, outcome)
             return outcome
 
@@ -128,9 +131,10 @@ class ActivateStep:
         extra: dict[str, Any] | None,
         window: Sequence[Message] | None,
         unseen: Unseen,
+        head: ObservationRecord | None = None,
     ) -> CycleOutcome:
         core = self.core
-        first: ObservationRecord | None = None
+        first = head if window is not None else None
         if window is None:  # read the window only when there is a chunk to judge by it
             first = await core.head(thread)
             if not any(c.thread_id == thread.id for c in first.buffered_chunks):
@@ -170,7 +174,7 @@ class ActivateStep:
         activated, stored = done.proposal, done.current
         if not activated.chunks:
             return CycleOutcome("activation", False, stored, reason="dropped chunks that split a call from its result")
-        await self._mark(thread, stored, activated, triggered_by, extra)
+        await self._mark(thread, stored, activated, triggered_by, extra, window)
         core.emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
                   triggered_by=triggered_by)
         return CycleOutcome(
@@ -185,10 +189,14 @@ class ActivateStep:
         activated: ActivatedChunks,
         triggered_by: ActivationTrigger,
         extra: dict[str, Any] | None,
+        window: Sequence[Message],
     ) -> None:
-        """One activation marker per chunk, under the cycle id of the buffer that made it."""
+        """One activation marker per chunk, under the cycle id of the buffer that made it, on the
+        newest covered assistant message (``window`` holds the covered messages, else they are read)."""
         core = self.core
-        covered = await core.store.get_messages(list(activated.message_ids))
+        covered = _covered(window, activated.message_ids)
+        if covered is None:
+            covered = await core.store.get_messages(list(activated.message_ids))
         now = core.clock.now()
         await core.mark(
             markers.marker_target(covered),
@@ -203,6 +211,16 @@ class ActivateStep:
                 for chunk in activated.chunks
             ),
         )
+
+
+def _covered(window: Sequence[Message], ids: Sequence[str]) -> list[Message] | None:
+    """The messages ``ids`` names as ``window`` holds them, in seq order; None unless it holds
+    every one (a chunk of messages observed before the window was read)."""
+    wanted = set(ids)
+    found = [m for m in window if m.id in wanted]
+    if len(found) != len(wanted):
+        return None
+    return sorted(found, key=lambda m: m.seq or 0)
 
 
 # --------------------------------------------------------------------------------------------
