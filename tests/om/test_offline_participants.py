@@ -141,7 +141,7 @@ class _Entry:
     old: bool = True
 
 
-def test_merge_folds_one_speakers_old_day_and_keeps_the_highest_priority() -> None:
+def test_merge_folds_one_speakers_old_day_into_one_unmarked_line() -> None:
     entries = [
         _Entry(DAY, ObservationLine("Mel: baked bread", PRIORITY_MEDIUM, "10:00")),
         _Entry(DAY, ObservationLine("Ana: went hiking", PRIORITY_MEDIUM, "10:01")),
@@ -156,7 +156,9 @@ def test_merge_folds_one_speakers_old_day_and_keeps_the_highest_priority() -> No
         "Mel: recent line",
         "Mel: next day.",
     ]
-    assert merged[0].line.priority == PRIORITY_HIGH
+    # a merged old day holds notes of every worth, weighed one by one from here on: no mark
+    assert [e.line.priority for e in merged] == [None, None, PRIORITY_MEDIUM, None]
+    assert merged[0].line.render() == "* Mel: baked bread; adopted dog Rex."
 
 
 def test_fit_drops_the_least_valuable_notes_and_never_a_user_fact() -> None:

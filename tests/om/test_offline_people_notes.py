@@ -84,3 +84,18 @@ async def test_a_word_is_new_unless_recorded_as_a_word() -> None:
         ObservationRequest(messages=messages, previous_observations=previous, timezone=UTC)
     )
     assert "Melanie: made ring art charcoal" in result.observations
+
+
+async def test_reflected_days_between_people_carry_no_priority_mark() -> None:
+    # an old day's merged speaker line is weighed note by note, not by a mark: the two tokens
+    # of "🔴" on every line go to notes instead
+    observations = _people_log(60)
+    assert observations.count("🔴") == 120
+    target = estimate_tokens(observations) // 2
+    result = await OfflineReflector(count_tokens=estimate_tokens).reflect(
+        ReflectionRequest(observations=observations, target_tokens=target)
+    )
+    lines = [line for line in result.observations.splitlines() if line.startswith("*")]
+    unmarked = [line for line in lines if re.match(r"^\* (?:Ana|Ben): ", line)]
+    assert len(unmarked) >= len(lines) - 12  # all but the newest lines, kept as they were
+    assert "* Ana: visited Town0x0" in result.observations or "Town0x0" not in result.observations

@@ -344,7 +344,9 @@ def merge_speaker_days(entries: list[Entry]) -> list[Entry]:
     """Fold each day's old lines of one named speaker into one note-style line.
 
     "Melanie: a" and "Melanie: b" on one old day become "Melanie: a; b", paying the line
-    overhead once; the line is 🔴 when any part was. Other lines pass through unchanged.
+    overhead once. The line carries no priority mark: it gathers a day's notes of every worth,
+    and from here on what it keeps is weighed note by note (:func:`fit_participants`), so a
+    mark would say nothing and cost two tokens on every line. Other lines pass through unchanged.
     """
     firsts: dict[tuple[date | None, str], Entry] = {}
     out: list[Entry] = []
@@ -359,15 +361,12 @@ def merge_speaker_days(entries: list[Entry]) -> list[Entry]:
             firsts[key] = entry
             # an old day's notes need no clock time: the day heading dates them
             notes = "; ".join(dict.fromkeys(parts))
-            entry.line = replace(entry.line, text=f"{speaker}: {notes}.", time=None)
+            entry.line = replace(entry.line, text=f"{speaker}: {notes}.", time=None, priority=None)
             out.append(entry)
             continue
         _, had = _split(first.line.text)
-        high = PRIORITY_HIGH in (entry.line.priority, first.line.priority)
         merged = "; ".join(dict.fromkeys([*had, *parts]))
-        first.line = replace(
-            first.line, text=f"{speaker}: {merged}.", priority=PRIORITY_HIGH if high else first.line.priority
-        )
+        first.line = replace(first.line, text=f"{speaker}: {merged}.", priority=None)
     return out
 
 
