@@ -417,10 +417,16 @@ class Turn:
     ) -> ContextWindow:
         engine = self._engine
         speculative: _Speculative | None = None
+        quiet: StepResult | None = None
         if self._commit is not None:
             # The save is still reaching the disk: build the context a quiet boundary returns
-            # meanwhile (it only reads), then wait for the commit before any memory work.
+            # meanwhile (it only reads), and tell whether the boundary is quiet (that only
+            # decides); then wait for the commit before any memory work.
             speculative = await self._speculate(saved, stored)
+            if speculative is not None and stored is not None:
+                quiet = await engine.quiet_step(
+                    self.thread, turn_start=turn_start, actor_model=self.model, fresh=saved, stored=stored
+                )
             await self._committed()
         if saved and pending_tool_call_ids(saved[-1:]):
             # The call and its result must be observed together; only buffering of the safe
@@ -450,14 +456,16 @@ class Turn:
             if any(outcome.waited for outcome in result.outcomes):
                 self._wait_s += time.perf_counter() - began
         else:
-            if not self._background.running(key):
+            if quiet is not None and not self._background.running(key):
+                result = quiet  # known quiet while the save committed: nothing to do
+            elif not self._background.running(key):
                 # Most boundaries are quiet (nothing in them can wait on a model): they run
                 # inline, with no bound to keep and no task hand-off; the others go on from
                 # that read.
-                quiet = await engine.advance_if_quiet(
+                inline = await engine.advance_if_quiet(
                     thread, turn_start=turn_start, actor_model=self.model, fresh=saved, stored=stored
                 )
-                result, prepared = (quiet, None) if isinstance(quiet, StepResult) else (None, quiet)
+                result, prepared = (inline, None) if isinstance(inline, StepResult) else (None, inline)
             if result is None:
                 result = await self._within(key, work)
                 if result is None and prepared is not None and prepared.paused is not None:

@@ -11,16 +11,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
+from obsmem.clock import FakeClock
+from obsmem.om.buffering import StepResult
 from obsmem.om.context import build_context
 from obsmem.om.text import own
 from obsmem.om.selection import observable_messages, plain_conversation
 from obsmem.om.text.own import CONTINUATION, MARKER_KEY, conversation_messages, drop_obsmem_messages
 from obsmem.tokens import TokenCounter
-from obsmem.types import DataPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from obsmem.types import DataPart, Message, ReasoningPart, TextPart, Thread, ToolCallPart, ToolResultPart
 
 _GAP = "<system-reminder>3 hours later — Mon Jun 16 2025 12:00 UTC</system-reminder>"
 
@@ -219,3 +226,97 @@ async def test_a_message_saved_again_with_new_content_shows_as_saved(tmp_path: o
         texts = [(m.id, m.text) for m in turn.context.raw_messages]
         await turn.end()
     assert texts == [("u1", "my budget is 120 EUR"), ("a1", "Noted."), ("u2", "and now?")]
+
+
+# --------------------------------------------------------------------------------------------
+# A boundary known quiet while its save commits is one the full step leaves alone
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path: Path) -> None:
+    """A turn on SQLite decides, while its save reaches the disk, whether the boundary is quiet
+    (``Engine.quiet_step``: no read, no write) and then skips the step. Over a real buffered
+    loop with tool calls, model switches, idle gaps, activations and reflections, every boundary
+    it called quiet is one the full step (``advance_if_quiet``, run on the same state) leaves
+    exactly as it is: no outcome, the same head, the same window, no store write, no work started."""
+    clock = FakeClock(datetime(2025, 6, 15, 9, 0, tzinfo=UTC))
+    config = MemoryConfig(
+        observation=ObservationConfig(message_tokens=700),
+        reflection=ReflectionConfig(observation_tokens=900),
+    )
+    memory = Memory(f"sqlite:///{tmp_path / 'quiet.db'}", config=config, clock=clock)
+    engine = memory.engine
+    predict, full = engine.quiet_step, engine.advance_if_quiet
+    writes = _WriteCounter(memory.store)
+    lifecycle = engine.buffered
+    assert lifecycle is not None
+    spawn, spawned = lifecycle.spawn, [0]
+
+    def counted_spawn(*args: Any, **kwargs: Any) -> Any:
+        spawned[0] += 1
+        return spawn(*args, **kwargs)
+
+    lifecycle.spawn = counted_spawn
+    checked: list[bool] = []
+    mismatches: list[str] = []
+
+    async def checked_quiet(thread: Thread, **kwargs: Any) -> StepResult | None:
+        quiet = await predict(thread, **kwargs)
+        if quiet is not None:
+            before = (writes.count, spawned[0])
+            step = await full(thread, **kwargs)
+            if not isinstance(step, StepResult) or step.outcomes or (writes.count, spawned[0]) != before:
+                mismatches.append(f"predicted quiet, the step did {step!r}")
+            elif step.record is not quiet.record or [m.id for m in step.messages] != [m.id for m in quiet.messages]:
+                mismatches.append("predicted quiet, the step left another window")
+        checked.append(quiet is not None)
+        return quiet
+
+    engine.quiet_step = checked_quiet  # type: ignore[method-assign]
+    models = ["openai:gpt-4o", "openai:gpt-4o", "anthropic:claude-sonnet-4-5", None]
+    try:
+        for i in range(90):
+            clock.advance(3 * 3600 if i % 13 == 12 else 120)
+            text = f"turn {i}: the shipment {i * 37} to Lisbon leaves on pier {i % 9}; " + "details " * 25
+            turn = await memory.begin_turn(
+                thread_id="t", resource_id="r", messages=[Message.user(text)], model=models[(i // 17) % 4]
+            )
+            if i % 5 == 0:
+                call = Message(role="assistant", parts=(ToolCallPart(tool_call_id=f"c{i}", tool_name="track", args={"n": i}),))
+                await turn.step([call])
+                result = Message(role="tool", parts=(ToolResultPart(tool_call_id=f"c{i}", tool_name="track", result=f"pier {i}"),))
+                await turn.step([result])
+            await turn.step([Message.assistant(f"noted {i}: " + "the invoice is filed " * 8)])
+            await turn.end()
+            await asyncio.sleep(0)
+            if i % 7 == 0:
+                await memory.settled()
+        events = await memory.list_generations("t")
+    finally:
+        await memory.aclose()
+    assert mismatches == []
+    assert checked.count(True) > 60  # most boundaries were known quiet
+    assert checked.count(False) > 10  # and the others went through the step (activations, buffers)
+    assert len(events) > 1  # the loop reflected: the check saw more than one generation
+
+
+class _WriteCounter:
+    """Counts the store's write calls (wrapped on the instance)."""
+
+    WRITES = ("update_record", "create_record", "create_generation", "add_message_parts", "add_message_parts_marked",
+              "save_messages", "save_messages_marked", "save_messages_marked_early", "update_thread", "acquire_lease")
+
+    def __init__(self, store: Any) -> None:
+        self.count = 0
+        for name in self.WRITES:
+            method = getattr(store, name, None)
+            if method is not None:
+                setattr(store, name, self._counted(method))
+
+    def _counted(self, method: Any) -> Any:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return await method(*args, **kwargs)
+
+        return counted

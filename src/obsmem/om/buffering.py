@@ -34,6 +34,7 @@ import os
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -253,6 +254,82 @@ class BufferedLifecycle:
             snapshot = await self.read(thread)
         await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
         return StepResult(outcomes, snapshot.record, snapshot.messages, snapshot.others)
+
+    def quiet(self, thread: Thread, snapshot: Snapshot, *, turn_start: bool, actor_model: str | None) -> bool:
+        """Whether :meth:`step` (``inline``) on ``snapshot`` would do nothing but note the window's
+        growth: no early activation, nothing at the threshold, no reflection, no buffer to start.
+        Decided from the record's numbers and this lifecycle's own bookkeeping alone (no read, no
+        write), so a turn can tell while its save reaches the disk; False whenever any of those
+        might act (then :meth:`step` decides, as always). True notes the growth, as :meth:`step`
+        would have."""
+        core = self.core
+        record, pending = snapshot.record, snapshot.pending
+        if turn_start and not self._early_quiet(thread, record, actor_model):
+            return False
+        threshold = core.message_threshold(record)
+        if pending >= threshold or not self._reflection_quiet(record):
+            return False
+        lineage = core.lineage(thread)
+        growth = self._growth.get(lineage)
+        trial = WindowGrowth(growth.size, deque(growth.samples), growth.last) if growth is not None else WindowGrowth()
+        trial.note(core.clock.now().timestamp(), pending)
+        if not self._buffer_quiet(thread, snapshot, threshold, trial):
+            return False
+        self._growth[lineage] = trial
+        return True
+
+    def _early_quiet(self, thread: Thread, record: ObservationRecord, actor_model: str | None) -> bool:
+        """Whether :meth:`early_activation` on ``record`` does nothing, known without a read: no
+        new model to remember, no provider change to act on, and no idle timeout to check (that
+        reads the thread's last activity) for stored chunks or a buffered reflection."""
+        config = self.core.config
+        previous = record.metadata.get("last_model")
+        if actor_model and previous != actor_model:
+            return False
+        provider, model = parse_model_id(actor_model)
+        if any(c.thread_id == thread.id for c in record.buffered_chunks) and (
+            (config.observation_activate_on_provider_change and self._changed(previous, actor_model))
+            or (config.observation_activate_after_idle and config.observation_activation_ttl(provider, model) is not None)
+        ):
+            return False
+        return record.buffered_reflection is None or not config.reflection_buffering_enabled or not (
+            (config.reflection.activate_on_provider_change and self._changed(previous, actor_model))
+            or config.reflection_activation_ttl(provider, model) is not None
+        )
+
+    def _reflection_quiet(self, record: ObservationRecord) -> bool:
+        """Whether :meth:`reflection_step` on ``record`` returns at once (see :meth:`quiet`)."""
+        core = self.core
+        tokens = record.observation_tokens
+        if tokens >= core.reflection_threshold():
+            return False
+        start = core.config.reflection.buffer_start_tokens
+        return (
+            not core.config.reflection_buffering_enabled
+            or start is None
+            or tokens < start
+            or record.buffered_reflection is not None
+        )
+
+    def _buffer_quiet(self, thread: Thread, snapshot: Snapshot, threshold: int, growth: WindowGrowth) -> bool:
+        """Whether :meth:`maybe_start_buffer` (not idle) on ``snapshot`` returns False before it
+        scans the window: :meth:`_start_buffer`'s first checks, on ``growth`` (see :meth:`quiet`)."""
+        core = self.core
+        buffer_tokens = core.config.observation.resolved_buffer_tokens
+        running = self._observation_tasks.get(core.lineage(thread))
+        record, pending = snapshot.record, snapshot.pending
+        if buffer_tokens is None or (running is not None and not running.done()) or not snapshot.messages:
+            return True
+        boundary = record.buffer_boundary_tokens
+        if boundary and pending < boundary / 2:
+            boundary = 0
+        buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
+        due = buffer_due(
+            max(0, pending - buffered), threshold, growth.rate(), core.observer_latency.value, growth.largest_step()
+        )
+        if due is None:
+            return not should_trigger_buffer(pending, boundary, buffer_tokens, threshold)
+        return due is False
 
     async def threshold_step(
         self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN, *, inline: bool = False

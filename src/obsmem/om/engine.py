@@ -26,7 +26,16 @@ from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
 from obsmem.errors import ObsmemError
 from obsmem.models.retry import FailurePolicy
-from obsmem.om.buffering import LEASE_TTL_S, BufferedLifecycle, Handoff, Paused, Spawn, StepResult, read_snapshot
+from obsmem.om.buffering import (
+    LEASE_TTL_S,
+    BufferedLifecycle,
+    Handoff,
+    Paused,
+    Snapshot,
+    Spawn,
+    StepResult,
+    read_snapshot,
+)
 from obsmem.om.cycle import CommitPolicy, Core
 from obsmem.telemetry import log_failure
 from obsmem.om.extractors import Extractor
@@ -143,6 +152,40 @@ class Engine:
         ):
             return StepResult([], record, messages, others)
         return Prepared(None)
+
+    async def quiet_step(
+        self,
+        thread: Thread,
+        *,
+        turn_start: bool = False,
+        actor_model: str | None = None,
+        fresh: Sequence[Message] = (),
+        stored: tuple[ObservationRecord | None, list[Message]],
+    ) -> StepResult | None:
+        """:meth:`advance_if_quiet` for a boundary that is sure to be quiet, decided without the
+        store: the result it would return (nothing done, the window as ``stored``), or None when
+        it might do anything (then call :meth:`advance_if_quiet`). No read and no write, so a
+        turn asks while its save still reaches the disk; writes must wait for that, decisions
+        need not. ``stored``: as for :meth:`advance_if_quiet` (a head is needed: None without one)."""
+        core = self.core
+        record = stored[0]
+        if record is None or core.sharing:
+            return None  # a first head to create, or other threads to read: the step decides
+        await core.counter.warm(fresh)
+        messages = observable_messages(stored[1])
+        pending = core.counter.count_messages(messages) if messages else 0
+        if self.buffered is not None:
+            quiet = self.buffered.quiet(
+                thread, Snapshot(record, messages, pending), turn_start=turn_start, actor_model=actor_model
+            )
+            return StepResult([], record, messages) if quiet else None
+        if (
+            pending < core.message_threshold(record)
+            and record.observation_tokens < core.reflection_threshold()
+            and not any(c.thread_id == thread.id for c in record.buffered_chunks)
+        ):
+            return StepResult([], record, messages)
+        return None
 
     async def advance(
         self,

@@ -32,7 +32,6 @@ from obsmem.om.text.format import is_boundary_line, parse_date_header
 
 __all__ = [
     "annotate_observations",
-    "date_gap_line",
     "gap_text",
     "is_gap_line",
     "optimize_for_context",
@@ -245,24 +244,6 @@ _GAP_LINE = re.compile(r"\[(?:\d+ days|1 week|\d+ weeks|1 month|\d+ months) late
 def is_gap_line(line: str) -> bool:
     """True for a date-gap line such as ``[3 days later]`` (as inserted by the annotation)."""
     return _GAP_LINE.fullmatch(line.strip()) is not None
-
-
-def date_gap_line(earlier: date, later: date) -> str | None:
-    """The gap line between two date headers, or None when they are at most one day apart.
-
-    Uses the same day/week cut-offs as :func:`relative_day_phrase`, but counts every longer
-    silence in months ("[14 months later]"): the format allows only days, weeks and months.
-    """
-    days = (later - earlier).days
-    if days <= 1:
-        return None
-    if days < WEEK_FROM:
-        words = _plural(days, "day")
-    elif days < MONTH_FROM:
-        words = _plural(days // 7, "week")
-    else:
-        words = _plural(days // 30, "month")
-    return f"[{words} later]"
 
 
 def _annotate_meaning(line: str, today: date) -> str:
