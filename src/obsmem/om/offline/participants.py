@@ -412,12 +412,19 @@ def general_rarity(word: str) -> float:
     return min(1.0, max(COMMON_WEIGHT, share))
 
 
+#: What a note's resolved date adds to its worth (a name or a number adds 2).
+DATE_WORTH = 8
+
+
 def _part_value(part: str, frequency: dict[str, int]) -> float:
     """What a note is worth keeping: a resolved date, names and numbers, and its concrete words
     (:func:`concrete_words`) weighted by rarity, in the log (a note whose words the rest of the
     log repeats is worth little) and in English at large (:func:`general_rarity`), so a note
-    that only says how someone felt, or in the commonest words, is worth little."""
-    dated = 4 if "(meaning" in part or "(estimated" in part else 0
+    that only says how someone felt, or in the commonest words, is worth little. A resolved date
+    counts as much as four names: it is an answer in itself (when something happened), and its
+    note ("(meaning May 20, 2023)") costs about ten tokens, so at less a dated event would lose
+    to an undated note of the same words."""
+    dated = DATE_WORTH if "(meaning" in part or "(estimated" in part else 0
     words = set(concrete_words(part))
     rare = sum(general_rarity(word) / frequency.get(word, 1) for word in words)
     return dated + 2 * len(names_and_numbers(part)) + 2 * rare
