@@ -59,3 +59,21 @@ def test_what_the_speaker_states_of_their_own_life_is_kept(text: str, contains: 
 )
 def test_questions_and_words_to_the_listener_are_not_notes(text: str) -> None:
     assert said(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "contains"),
+    [
+        (
+            "Here's my latest work. [shares an image: a photo of a painting of a sunset with a palm tree]",
+            "[photo: painting sunset palm tree]",
+        ),
+        (
+            "I painted this last week. [shares an image: a photography of a sign for a new arrival]",
+            "[photo: sign new arrival]",
+        ),
+    ],
+)
+def test_what_a_shared_photo_shows_is_written_in_notes_too(text: str, contains: str) -> None:
+    result = said(text)
+    assert result is not None and contains in result

@@ -78,7 +78,9 @@ _INTENSIFIERS = re.compile(
 )
 _ARTICLES = re.compile(r"\b(?:a|an|the)\s+", re.I)
 _LEAD_SUBJECT = re.compile(r"^(?:they|so|and|but|well|also|oh|yeah)\s+", re.I)
-_IMAGE = re.compile(r"\[shares an image:\s*(?:(?:a|an)\s+)?(?:photo|picture|image)\s+of\s+", re.I)
+_IMAGE = re.compile(
+    r"\[shares an image:\s*(?:(?:a|an)\s+)?(?:photo(?:graph(?:y)?)?|picture|image)\s+of\s+(?:(?:a|an|the)\s+)?", re.I
+)
 _SPEAKER_HEAD = re.compile(r"^(?!User\b|Assistant\b|Topics\b)([A-Z][A-Za-z'.-]+(?: [A-Z][A-Za-z'.-]+)?): ")
 #: Words a note can lose and a reader still gets the same facts: pronouns, auxiliaries, linking
 #: words and the common prepositions ("ran charity race mental health last Saturday"), the words a
@@ -186,6 +188,8 @@ def _notes(text: str, start: int = 0) -> str:
     out: list[str] = []
     for match in _WORD_OR_GAP.finditer(text, start):
         word, gap = match.group(1), match.group(2)
+        if word.startswith("[photo: ") and word.endswith("]"):  # what a shared photo shows, in notes too
+            word = "[photo: " + _notes(word[len("[photo: ") : -1]) + "]"
         bare = word.lower().rstrip(",;:!")
         if (bare in _GLUE or bare in _COLOUR) and word.rstrip(",;:") not in _NAMES_TOO:
             if word[-1] in ",;:" and out:
