@@ -333,11 +333,10 @@ class Turn:
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else _tail_of(before)
             await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
-            saved, window, self._commit = await self._engine.core.save_messages(
-                self.thread, self._with_receipt(messages)
+            done = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
+            saved, self._saved_window, self._commit, self._window_stale = (
+                done.messages, done.window, done.commit, done.stale
             )
-            self._saved_window = window
-            self._window_stale = self._engine.core.windows.stale  # read with the save, before any other await
         if not early:
             await self._committed()
         self._input_saved = self._commit is None

@@ -51,7 +51,7 @@ from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
-from obsmem.om.windows import Windows
+from obsmem.om.windows import Saved, Windows
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
@@ -421,13 +421,11 @@ class Core:
         a window kept by :attr:`windows` whose mark still holds is not read again."""
         return await self.windows.read(self.lineage(thread), thread.id)
 
-    async def save_messages(
-        self, thread: Thread, messages: list[Message]
-    ) -> tuple[list[Message], tuple[ObservationRecord | None, list[Message]] | None, Callable[[], Awaitable[None]]]:
-        """``Store.save_messages`` into ``thread``; the messages as stored, the thread's window
-        just after the save when known without a read, and the save's commit, to await before
-        anything is written from what was saved or it is handed out as stored (see
-        :meth:`~obsmem.om.windows.Windows.save`)."""
+    async def save_messages(self, thread: Thread, messages: list[Message]) -> Saved:
+        """``Store.save_messages`` into ``thread``: the messages as stored, the thread's window
+        just after the save when known without a read, the save's commit, to await before
+        anything is written from what was saved or it is handed out as stored, and whether a
+        window read before the save is stale (see :meth:`~obsmem.om.windows.Windows.save`)."""
         return await self.windows.save(self.lineage(thread), thread.id, messages)
 
     async def window(

@@ -32,6 +32,7 @@ import copy
 import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from obsmem.storage.contract import (
@@ -46,7 +47,7 @@ from obsmem.storage.contract import (
 from obsmem.errors import ThreadNotFoundError
 from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["ReadOnlyDict", "ReadOnlyList", "Window", "Windows", "extended"]
+__all__ = ["ReadOnlyDict", "ReadOnlyList", "Saved", "Window", "Windows", "extended"]
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
@@ -54,6 +55,23 @@ CAPACITY = 16_384  # messages in all kept windows; the least recently used windo
 MAX_CHARS = 16_000_000  # characters of content in all kept windows (tens of MB at most)
 MAX_MESSAGES = 512  # a longer window is not kept (read afresh: it is rare, and large)
 MAX_WINDOW_CHARS = MAX_CHARS // 16  # nor a window this large (a few big attachments)
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """What :meth:`Windows.save` did."""
+
+    #: The messages as stored.
+    messages: list[Message]
+    #: The window just after the save when it is known without a read (the kept window was
+    #: current just before it), else None.
+    window: Window | None
+    #: The save's commit, to await before anything is written from what was saved or it is
+    #: handed out as stored.
+    commit: Callable[[], Awaitable[None]]
+    #: Whether the kept window had changed since it was kept (another writer's message, say):
+    #: a window the caller read before the save is stale then.
+    stale: bool
 
 
 class Windows:
@@ -68,9 +86,6 @@ class Windows:
         self._messages = 0  # in all kept windows
         self._chars = 0
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
-        #: Whether the last save found the kept window changed since it was kept (another
-        #: writer's message, say): the window read before the save is stale then.
-        self.stale = False
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -93,23 +108,20 @@ class Windows:
         self._keep(key, mark, (head, messages))
         return head, list(messages)
 
-    async def save(
-        self, lineage: str, thread_id: str, messages: list[Message]
-    ) -> tuple[list[Message], Window | None, Callable[[], Awaitable[None]]]:
-        """Save ``messages`` (``Store.save_messages``); return them as stored, the window after
-        the save when it is known without a read (the kept window was current just before it),
-        else None, and the save's commit: this returns once the rows are written, before they
-        are durable (:func:`~obsmem.storage.contract.save_marked_early`), so the caller can build
-        a context from them while the disk syncs. Awaiting ``commit()`` waits for the save to be
-        stored (raising its error when it was not) and only then keeps the new window: until
-        it is durable, no reader of this engine is handed what might not be stored."""
+    async def save(self, lineage: str, thread_id: str, messages: list[Message]) -> Saved:
+        """Save ``messages`` (``Store.save_messages``): see :class:`Saved`. This returns once
+        the rows are written, before they are durable
+        (:func:`~obsmem.storage.contract.save_marked_early`), so the caller can build a context
+        from them while the disk syncs. Awaiting ``commit()`` waits for the save to be stored
+        (raising its error when it was not) and only then keeps the new window: until it is
+        durable, no reader of this engine is handed what might not be stored."""
         saved, before, after, done = await save_marked_early(self._store, lineage, thread_id, messages)
         key = (lineage, thread_id)
         kept = self._kept.get(key)
-        self.stale = before is not None and kept is not None and kept[0] != before
+        stale = before is not None and kept is not None and kept[0] != before
         if before is None or after is None or kept is None or kept[0] != before:
             self._drop(key)
-            return saved, None, self._commit(key, done, None)
+            return Saved(saved, None, self._commit(key, done, None), stale)
         head, window = kept[1]
         cursor = head.cursor(thread_id) if head else 0
         seqs = [m.seq or 0 for m in saved]
@@ -122,7 +134,7 @@ class Windows:
         else:
             grown = extended(window, saved, cursor)
             chars = None
-        return saved, (head, list(grown)), self._commit(key, done, (kept, after, (head, grown), chars))
+        return Saved(saved, (head, list(grown)), self._commit(key, done, (kept, after, (head, grown), chars)), stale)
 
     def _commit(
         self, key: tuple[str, str], done: asyncio.Future[None],
