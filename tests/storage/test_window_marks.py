@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from obsmem.storage import MemoryStore, ObservationRecord, SQLiteStore, ThreadState
-from obsmem.storage.contract import read_marked_window, read_window, save_marked, window_mark
+from obsmem.errors import StorageError
+from obsmem.storage.contract import read_marked_window, read_window, save_marked, update_record_marking, window_mark
 from obsmem.types import DataPart, Message, Thread
 
 pytestmark = pytest.mark.anyio
@@ -101,4 +102,81 @@ async def test_a_thread_deleted_and_created_again_never_has_an_old_mark(tmp_path
     new = await window_mark(store, LINEAGE, "t1")
     assert new is not None and old is not None and new != old
     assert new[1:] == old[1:]  # what differs is the thread itself
+    await store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+async def test_a_head_write_with_markers_is_one_write_and_never_lost_to_them(tmp_path: Path, kind: str) -> None:
+    """``update_record_marking``: on SQLite the compare-and-set and the markers on a covered message
+    commit together (the window's marks around the markers returned); a stale write writes
+    neither; a message gone, or markers that fail, never undo the record. A store without the
+    native method writes the record alone and says so (no message)."""
+    store: SQLiteStore | MemoryStore = await _store(tmp_path) if kind == "sqlite" else MemoryStore()
+    if kind == "memory":
+        await store.create_thread(Thread(id="t1", resource_id="u1"))
+    (one,) = await store.save_messages("t1", [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
+        )
+    )
+    assert created.record is not None
+    marker = DataPart(name="om-activation", data={"cycle_id": "c1"})
+    head = created.record.model_copy(update={"active_observations": "* one", "threads": {"t1": ThreadState(cursor=one.seq or 0)}})
+    before_all = await window_mark(store, LINEAGE, "t1")
+
+    result, message, before, after = await update_record_marking(
+        store, head, expected_version=1, message_id=one.id, parts=[marker], lineage=LINEAGE
+    )
+    assert result.status == "applied" and result.record is not None and result.record.version == 2
+    stored = (await store.get_messages([one.id]))[0]
+    if kind == "sqlite":
+        assert message == stored and marker in stored.parts
+        assert before is not None and before != before_all  # the head moved first
+        assert after == await window_mark(store, LINEAGE, "t1") and after != before
+    else:  # no native method: the record alone, and the caller writes the markers
+        assert (message, before, after) == (None, None, None) and marker not in stored.parts
+
+    # Stale: neither the record nor the markers.
+    other = DataPart(name="om-activation", data={"cycle_id": "c2"})
+    stale, message, _, _ = await update_record_marking(
+        store, head, expected_version=1, message_id=one.id, parts=[other], lineage=LINEAGE
+    )
+    assert stale.status == "stale" and message is None
+    assert other not in (await store.get_messages([one.id]))[0].parts
+
+    # The message is gone: the record is written all the same.
+    assert result.record is not None
+    gone, message, _, _ = await update_record_marking(
+        store, result.record.model_copy(update={"active_observations": "* two"}), expected_version=2,
+        message_id="msg-nobody", parts=[other], lineage=LINEAGE,
+    )
+    assert gone.status == "applied" and message is None
+    assert gone.record is not None and gone.record.active_observations == "* two"
+    await store.close()
+
+
+async def test_markers_that_fail_never_undo_the_head_write(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    (one,) = await store.save_messages("t1", [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
+        )
+    )
+    assert created.record is not None
+
+    def failing(conn: object, message_id: str, parts: list[DataPart]) -> Message:
+        raise StorageError("the parts could not be written")
+
+    store._add_parts = failing  # type: ignore[method-assign,assignment]
+    result, message, _, _ = await update_record_marking(
+        store, created.record.model_copy(update={"active_observations": "* kept"}), expected_version=1,
+        message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
+    )
+    assert result.status == "applied" and message is None
+    head = await store.get_head(LINEAGE)
+    assert head is not None and head.active_observations == "* kept" and head.version == 2
     await store.close()

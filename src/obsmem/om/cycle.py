@@ -52,7 +52,14 @@ from obsmem.om.sections import SectionedReflector, visible_sections, wrap_sectio
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
 from obsmem.om.windows import Saved, Windows
-from obsmem.storage.contract import ObservationRecord, Store, ThreadState, WriteResult, lineage_key
+from obsmem.storage.contract import (
+    ObservationRecord,
+    Store,
+    ThreadState,
+    WriteResult,
+    lineage_key,
+    update_record_marking,
+)
 from obsmem.tokens import TokenCounter
 from obsmem.types import DataPart, Message, Thread
 
@@ -461,6 +468,30 @@ class Core:
     async def update(self, current: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
         """Compare-and-set ``proposed`` over ``current`` (same record, next version)."""
         return self._wrote(await self.store.update_record(proposed, expected_version=current.version), current)
+
+    async def update_marking(
+        self, current: ObservationRecord, proposed: ObservationRecord, target: Message | None, parts: Sequence[DataPart]
+    ) -> Written[ObservationRecord]:
+        """:meth:`update`, and when it applies, :meth:`mark` of ``parts`` on ``target``: in one
+        write where the store can (:func:`~obsmem.storage.contract.update_record_marking`: one
+        commit for both), else one after the other. The markers never undo the record."""
+        if target is None or target.thread_id is None or not parts:
+            written = await self.update(current, proposed)
+            if written.status == "applied":
+                await self.mark(target, *parts)
+            return written
+        lineage = lineage_key(self.config.scope, target.thread_id, target.resource_id or "")
+        result, message, before, after = await update_record_marking(
+            self.store, proposed, expected_version=current.version, message_id=target.id, parts=list(parts),
+            lineage=lineage,
+        )
+        written = self._wrote(result, current)
+        if written.status == "applied":
+            if message is None:
+                await self.mark(target, *parts)  # not written with the record: written (or logged) as always
+            else:
+                self.windows.parts_added(lineage, message, before, after)
+        return written
 
     async def new_generation(
         self, current: ObservationRecord, successor: ObservationRecord

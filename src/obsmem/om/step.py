@@ -62,7 +62,7 @@ from obsmem.om.text.own import OTHER_CONVERSATIONS
 from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import ObservationRecord, ThreadState
 from obsmem.tokens import WARM_CHARS, TokenCounter
-from obsmem.types import Message, Thread
+from obsmem.types import DataPart, Message, Thread
 
 __all__ = [
     "ActivateStep",
@@ -162,7 +162,9 @@ class ActivateStep:
             )
 
         async def write(record: ObservationRecord, activated: ActivatedChunks) -> Written[ObservationRecord]:
-            return await core.update(record, activated.record)
+            # The activation markers go with the write (one commit where the store can).
+            target, parts = await self._markers(thread, record, activated, triggered_by, extra, window)
+            return await core.update_marking(record, activated.record, target, parts)
 
         done = await core.commit(lambda: core.head(thread), compose, write, first=first)
         if done.status == "declined":
@@ -174,7 +176,6 @@ class ActivateStep:
         activated, stored = done.proposal, done.current
         if not activated.chunks:
             return CycleOutcome("activation", False, stored, reason="dropped chunks that split a call from its result")
-        await self._mark(thread, stored, activated, triggered_by, extra, window)
         core.emit("activation", thread.id, chunks=len(activated.chunks), tokens=activated.message_tokens,
                   triggered_by=triggered_by)
         return CycleOutcome(
@@ -182,35 +183,33 @@ class ActivateStep:
             activated.observation_tokens,
         )
 
-    async def _mark(
+    async def _markers(
         self,
         thread: Thread,
-        stored: ObservationRecord,
+        record: ObservationRecord,
         activated: ActivatedChunks,
         triggered_by: ActivationTrigger,
         extra: dict[str, Any] | None,
         window: Sequence[Message],
-    ) -> None:
-        """One activation marker per chunk, under the cycle id of the buffer that made it, on the
-        newest covered assistant message (``window`` holds the covered messages, else they are read)."""
+    ) -> tuple[Message | None, list[DataPart]]:
+        """The activation markers of writing ``activated`` over ``record``: one per chunk, under
+        the cycle id of the buffer that made it, for the newest covered assistant message
+        (``window`` holds the covered messages, else they are read)."""
         core = self.core
         covered = _covered(window, activated.message_ids)
         if covered is None:
             covered = await core.store.get_messages(list(activated.message_ids))
         now = core.clock.now()
-        await core.mark(
-            markers.marker_target(covered),
-            *(
-                markers.activation_marker(
-                    cycle_id=chunk.cycle_id, operation="observation", record_id=stored.id,
-                    thread_id=thread.id, activated_at=now, chunks_activated=1,
-                    tokens_activated=chunk.message_tokens, observation_tokens=chunk.observation_tokens,
-                    messages_activated=len(chunk.message_ids), generation=stored.generation,
-                    config=core.marker_config(stored), triggered_by=triggered_by, extra=extra,
-                )
-                for chunk in activated.chunks
-            ),
-        )
+        return markers.marker_target(covered), [
+            markers.activation_marker(
+                cycle_id=chunk.cycle_id, operation="observation", record_id=record.id,
+                thread_id=thread.id, activated_at=now, chunks_activated=1,
+                tokens_activated=chunk.message_tokens, observation_tokens=chunk.observation_tokens,
+                messages_activated=len(chunk.message_ids), generation=record.generation,
+                config=core.marker_config(activated.record), triggered_by=triggered_by, extra=extra,
+            )
+            for chunk in activated.chunks
+        ]
 
 
 def _covered(window: Sequence[Message], ids: Sequence[str]) -> list[Message] | None:

@@ -159,16 +159,21 @@ class Windows:
         """``Store.add_message_parts`` (markers on a message); a kept window that was current just
         before it holds the message as written after it."""
         message, before, after = await add_parts_marked(self._store, lineage, message_id, parts)
+        self.parts_added(lineage, message, before, after)
+        return message
+
+    def parts_added(self, lineage: str, message: Message, before: WindowMark | None, after: WindowMark | None) -> None:
+        """Parts were added to ``message`` (as written now), between the marks ``before`` and
+        ``after`` of its window: a kept window that was current just before holds it as written."""
         key = (lineage, message.thread_id or "")
         kept = self._kept.get(key)
         if kept is None:
-            return message
+            return
         if before is None or after is None or kept[0] != before:
             self._drop(key)
-            return message
+            return
         head, window = kept[1]
         self._keep(key, after, (head, [message if m.id == message.id else m for m in window]))
-        return message
 
     def wrote(self, head: ObservationRecord, over: ObservationRecord | None) -> None:
         """This engine just made ``head`` the live head of its lineage, by a compare-and-set

@@ -736,6 +736,26 @@ def committed() -> asyncio.Future[None]:
     return done
 
 
+async def update_record_marking(
+    store: Store, record: ObservationRecord, *, expected_version: int, message_id: str, parts: list[DataPart],
+    lineage: str,
+) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+    """``update_record`` and, when it applies, ``add_message_parts`` (markers of the write on one
+    of the messages it covers) in one transaction, with the marks of the message's window just
+    before and after the parts: native method ``update_record_marking(record, expected_version=,
+    message_id=, parts=, lineage=)``. The message is None when the parts were not written (the
+    message is gone, they failed, or the store has no such method: then only the compare-and-set
+    ran, and the caller writes the parts as it would, :func:`add_parts_marked`). A failure of the
+    parts never undoes the record."""
+    native = getattr(store, "update_record_marking", None)
+    if native is not None:
+        marked: tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None] = await native(
+            record, expected_version=expected_version, message_id=message_id, parts=parts, lineage=lineage
+        )
+        return marked
+    return await store.update_record(record, expected_version=expected_version), None, None, None
+
+
 async def add_parts_marked(
     store: Store, lineage: str, message_id: str, parts: list[DataPart]
 ) -> tuple[Message, WindowMark | None, WindowMark | None]:

@@ -840,25 +840,57 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(op)
 
     async def update_record(self, record: ObservationRecord, *, expected_version: int) -> WriteResult:
-        def op(conn: Conn) -> WriteResult:
-            stored = self._record(conn, record.id)
-            if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, record):
-                return WriteResult(status="gone", record=None)
-            check_same_identity(stored, record)
-            if not stored.is_live or stored.version != expected_version:
-                return self._stale(conn, stored.lineage)
-            check_cursors_forward(stored, record)
-            updated = record.model_copy(
-                update={
-                    "version": expected_version + 1,
-                    "superseded_by": None,
-                    "created_at": stored.created_at,
-                }
-            )
-            _update(conn, "observation_records", "id", _columns(updated))
-            return WriteResult(status="applied", record=self._record(conn, record.id))
+        return await self._write(lambda conn: self._update_record(conn, record, expected_version))
+
+    async def update_record_marking(
+        self, record: ObservationRecord, *, expected_version: int, message_id: str, parts: list[DataPart], lineage: str
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """:func:`~obsmem.storage.contract.update_record_marking`: the compare-and-set and, when it
+        applies, the parts on the message with the marks of its window around them, in one write
+        transaction (one commit)."""
+        if (
+            type(self).update_record is not SQLiteStore.update_record
+            or type(self).add_message_parts is not SQLiteStore.add_message_parts
+        ):
+            return await self.update_record(record, expected_version=expected_version), None, None, None
+
+        def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+            result = self._update_record(conn, record, expected_version)
+            if result.status != "applied":
+                return result, None, None, None
+            row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                return result, None, None, None  # the message is gone: the record is written all the same
+            before = _mark(conn, lineage, row[0])
+            conn.execute("SAVEPOINT obsmem_parts")
+            try:
+                message = self._add_parts(conn, message_id, parts)
+            except ObsmemError:  # the parts, not the record, failed: the record is written all the same
+                conn.execute("ROLLBACK TO obsmem_parts")
+                conn.execute("RELEASE obsmem_parts")
+                return result, None, None, None
+            conn.execute("RELEASE obsmem_parts")
+            return result, message, before, _mark(conn, lineage, message.thread_id or "")
 
         return await self._write(op)
+
+    def _update_record(self, conn: Conn, record: ObservationRecord, expected_version: int) -> WriteResult:
+        stored = self._record(conn, record.id)
+        if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, record):
+            return WriteResult(status="gone", record=None)
+        check_same_identity(stored, record)
+        if not stored.is_live or stored.version != expected_version:
+            return self._stale(conn, stored.lineage)
+        check_cursors_forward(stored, record)
+        updated = record.model_copy(
+            update={
+                "version": expected_version + 1,
+                "superseded_by": None,
+                "created_at": stored.created_at,
+            }
+        )
+        _update(conn, "observation_records", "id", _columns(updated))
+        return WriteResult(status="applied", record=self._record(conn, record.id))
 
     async def create_generation(
         self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
