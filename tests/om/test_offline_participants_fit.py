@@ -40,3 +40,24 @@ def test_one_note_must_go_and_the_one_that_tells_least_goes(kept: str, dropped: 
         entries = [_Entry(DAY, ObservationLine(f"Mel: {'; '.join(notes)}."))]
         fitted = fit_participants(entries, excess_tokens=1, count_tokens=estimate_tokens)
         assert [e.line.text for e in fitted] == [f"Mel: {kept}."]
+
+
+def test_only_the_newest_lines_keep_every_note() -> None:
+    # the reflector keeps its recent window in detail; between people only the newest few lines
+    # need every note, so a recent line's chatter goes before an older day's event
+    entries = [
+        _Entry(DAY, ObservationLine("Mel: adopted puppy named Rex (meaning May 6, 2023).")),
+        _Entry(DAY, ObservationLine("Ana: felt so grateful for everything lately; bought kayak."), old=False),
+        *(
+            _Entry(DAY, ObservationLine(f"{name}: felt so grateful for everything lately."), old=False)
+            for name in ("Mel", "Ana", "Mel")
+        ),
+    ]
+    fitted = fit_participants(entries, excess_tokens=1, count_tokens=estimate_tokens)
+    assert [e.line.text for e in fitted] == [
+        "Mel: adopted puppy named Rex (meaning May 6, 2023).",
+        "Ana: bought kayak.",
+        "Mel: felt so grateful for everything lately.",  # the newest three: whole
+        "Ana: felt so grateful for everything lately.",
+        "Mel: felt so grateful for everything lately.",
+    ]

@@ -67,6 +67,8 @@ __all__ = [
 SENTENCE_LIMIT = 160
 #: How much a note's length counts against its value when choosing what to keep.
 DENSITY_POWER = 1.0
+#: The newest speaker lines, which keep every note however tight the budget.
+NEWEST_KEPT = 3
 #: A sentence is kept when it brings at least this many words not recorded yet.
 NOVEL_WORDS = 2
 _FIRST_PERSON = re.compile(r"\b(?:I|my|me|mine|we|our|us)\b", re.I)
@@ -437,12 +439,15 @@ def _part_value(part: str, frequency: dict[str, int]) -> float:
 def fit_participants(
     entries: list[Entry], excess_tokens: int, count_tokens: Callable[[str], int]
 ) -> list[Entry]:
-    """Free about ``excess_tokens`` by dropping the least valuable notes of old speaker lines.
+    """Free about ``excess_tokens`` by dropping the least valuable notes of speaker lines.
 
     A talk between people holds far more than any memory budget; when every other level has
     been applied and the log is still too big, the notes worth least (:func:`_part_value`; on
-    a tie, the older) go first. A line left with no note goes too. The user's own 🔴 facts
-    (lines that are not a named participant's) are never touched.
+    a tie, the older) go first. A line left with no note goes too. Of the lines the reflector
+    keeps in detail (not ``old``), only the newest :data:`NEWEST_KEPT` are kept whole; the rest
+    are weighed like older lines: what was just said is also in the raw messages after the
+    memory, and a recent line's chatter should not outlast an older day's event. The user's
+    own 🔴 facts (lines that are not a named participant's) are never touched.
     """
     frequency: dict[str, int] = {}
     for entry in entries:
@@ -451,8 +456,10 @@ def fit_participants(
             for word in set(content_words(piece)):
                 frequency[word] = frequency.get(word, 0) + 1
     candidates: list[tuple[float, int, int, str]] = []  # (value, order, entry index, part)
+    speaking = [index for index, entry in enumerate(entries) if is_participant_line(entry.line.text)]
+    newest = set(speaking[-NEWEST_KEPT:])
     for index, entry in enumerate(entries):
-        if entry.old and is_participant_line(entry.line.text):
+        if is_participant_line(entry.line.text) and (entry.old or index not in newest):
             for part in _split(entry.line.text)[1]:
                 density = _part_value(part, frequency) / max(1, count_tokens(part)) ** DENSITY_POWER
                 candidates.append((density, index, len(candidates), part))
