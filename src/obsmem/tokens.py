@@ -166,10 +166,52 @@ _WHITESPACE_SLICE = 100_000
 _LONG_WHITESPACE = re.compile(rf"(?<!\s)\s{{{_WHITESPACE_SLICE},}}")  # anchored at a run's start: linear
 
 
+# Long texts with many lines (observations, above all: counted again whenever a line is added or
+# dropped) are counted line by line, each line's count kept: o200k's pre-tokenizer never joins
+# a newline with what follows it when that is not whitespace and not "/" (see
+# :func:`_line_segments`), so the sum over such segments is the text's count, exactly.
+_SEGMENTED_FROM = 2_048  # characters: shorter texts are one tokenizer call
+_SEGMENT_MAX_CHARS = 1_024  # longer segments are counted, not kept
+_SEGMENTS_KEPT = 8_192  # kept segment counts (at most ~8 MB of text); all dropped when full
+_segment_counts: dict[str, int] = {}
+
+
+def _line_segments(text: str) -> list[str]:
+    """``text`` cut after each newline that is followed by a character that is neither
+    whitespace nor "/" (each cut keeps its newline): no o200k pre-token spans such a cut. The
+    pieces that may end in a newline (``[\\r\\n/]*`` after punctuation, ``\\s*[\\r\\n]+``,
+    ``\\s+``) stop before such a character, and none that may start after it reaches back
+    across the newline. Python's ``isspace`` covers Unicode's White_Space (and a few more, where
+    not cutting is the safe side)."""
+    lines = text.split("\n")
+    segments: list[str] = []
+    start = 0
+    for index in range(1, len(lines)):
+        following = lines[index]
+        if following and not following[0].isspace() and following[0] != "/":
+            segments.append("\n".join(lines[start:index]) + "\n")
+            start = index
+    segments.append("\n".join(lines[start:]))
+    return segments
+
+
 def _count_o200k(text: str) -> int:
     # encode_ordinary == encode(disallowed_special=()): a user who pastes "<|endoftext|>"
     # gets it counted as text instead of an exception.
     encode = o200k_encoding().encode_ordinary
+    if _SEGMENTED_FROM <= len(text) < _WHITESPACE_SLICE and "\n" in text:
+        total = 0
+        kept = _segment_counts
+        for segment in _line_segments(text):
+            count = kept.get(segment)
+            if count is None:
+                count = len(encode(segment))
+                if len(segment) <= _SEGMENT_MAX_CHARS:
+                    if len(kept) >= _SEGMENTS_KEPT:
+                        kept.clear()
+                    kept[segment] = count
+            total += count
+        return total
     if len(text) < _WHITESPACE_SLICE:
         return len(encode(text))
     total, start = 0, 0
