@@ -29,6 +29,7 @@ import copy
 import gzip
 import hashlib
 import importlib.resources
+import itertools
 import json
 import math
 import re
@@ -171,9 +172,10 @@ _LONG_WHITESPACE = re.compile(rf"(?<!\s)\s{{{_WHITESPACE_SLICE},}}")  # anchored
 # a newline with what follows it when that is not whitespace and not "/" (see
 # :func:`_line_segments`), so the sum over such segments is the text's count, exactly.
 _SEGMENTED_FROM = 2_048  # characters: shorter texts are one tokenizer call
-_SEGMENT_MAX_CHARS = 1_024  # longer segments are counted, not kept
-_SEGMENTS_KEPT = 8_192  # kept segment counts (at most ~8 MB of text); all dropped when full
-_segment_counts: dict[str, int] = {}
+_SEGMENT_MAX_CHARS = 512  # longer segments are counted, not kept
+_SEGMENTS_KEPT = 4_096  # kept segment counts (at most 2M characters, ~8 MB); the older half goes when full
+_SEGMENTS_PER_TEXT = _SEGMENTS_KEPT // 4  # a text of more segments is one tokenizer call (no churn)
+_segment_counts: dict[str, int] = {}  # insertion-ordered: the first keys are the oldest
 
 
 def _line_segments(text: str) -> list[str]:
@@ -195,23 +197,38 @@ def _line_segments(text: str) -> list[str]:
     return segments
 
 
+def _count_segments(segments: list[str], encode: Callable[[str], list[int]]) -> int:
+    """The o200k count of ``segments`` joined (see :func:`_line_segments`), from the kept counts."""
+    total = 0
+    kept = _segment_counts
+    for segment in segments:
+        count = kept.get(segment)
+        if count is None:
+            count = len(encode(segment))
+            if len(segment) <= _SEGMENT_MAX_CHARS:
+                if len(kept) >= _SEGMENTS_KEPT:
+                    _drop_older_half(kept)
+                kept[segment] = count
+        total += count
+    return total
+
+
+def _drop_older_half(kept: dict[str, int]) -> None:
+    try:
+        for key in list(itertools.islice(kept, len(kept) // 2)):
+            kept.pop(key, None)
+    except RuntimeError:  # another thread changed it meanwhile: start again
+        kept.clear()
+
+
 def _count_o200k(text: str) -> int:
     # encode_ordinary == encode(disallowed_special=()): a user who pastes "<|endoftext|>"
     # gets it counted as text instead of an exception.
     encode = o200k_encoding().encode_ordinary
     if _SEGMENTED_FROM <= len(text) < _WHITESPACE_SLICE and "\n" in text:
-        total = 0
-        kept = _segment_counts
-        for segment in _line_segments(text):
-            count = kept.get(segment)
-            if count is None:
-                count = len(encode(segment))
-                if len(segment) <= _SEGMENT_MAX_CHARS:
-                    if len(kept) >= _SEGMENTS_KEPT:
-                        kept.clear()
-                    kept[segment] = count
-            total += count
-        return total
+        segments = _line_segments(text)
+        if len(segments) <= _SEGMENTS_PER_TEXT:
+            return _count_segments(segments, encode)
     if len(text) < _WHITESPACE_SLICE:
         return len(encode(text))
     total, start = 0, 0

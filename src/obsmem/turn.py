@@ -50,7 +50,7 @@ from obsmem.om.context import (
     model_visible,
     remember_instructions,
 )
-from obsmem.om.engine import CycleOutcome, Engine, Prepared
+from obsmem.om.engine import CycleOutcome, Engine, Prepared, Quiet
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import extended
@@ -416,13 +416,14 @@ class Turn:
     ) -> ContextWindow:
         engine = self._engine
         speculative: _Speculative | None = None
-        quiet: StepResult | None = None
+        quiet: Quiet | None = None
         if self._commit is not None:
             # The save is still reaching the disk: build the context a quiet boundary returns
             # meanwhile (it only reads), and tell whether the boundary is quiet (that only
             # decides); then wait for the commit before any memory work.
             speculative = await self._speculate(saved, stored)
-            if speculative is not None and stored is not None:
+            decides_inline = self._background is not None and self._wait_left is not None  # see below
+            if speculative is not None and stored is not None and decides_inline:
                 quiet = await engine.quiet_step(
                     self.thread, turn_start=turn_start, actor_model=self.model, fresh=saved, stored=stored
                 )
@@ -456,7 +457,8 @@ class Turn:
                 self._wait_s += time.perf_counter() - began
         else:
             if quiet is not None and not self._background.running(key):
-                result = quiet  # known quiet while the save committed: nothing to do
+                quiet.taken()  # known quiet while the save committed: nothing to do
+                result = quiet.result
             elif not self._background.running(key):
                 # Most boundaries are quiet (nothing in them can wait on a model): they run
                 # inline, with no bound to keep and no task hand-off; the others go on from

@@ -189,7 +189,7 @@ class HeldReflector(OfflineReflector):
 # The store proxy: yields (in-memory mode), mirrors messages, checks every applied write
 # ------------------------------------------------------------------------------------------------
 
-_WRITES = ("update_record", "create_generation", "create_record")
+_WRITES = ("update_record", "update_record_marking", "create_generation", "create_record")
 
 
 class ProbeStore:
@@ -218,6 +218,9 @@ class ProbeStore:
                 fuzz.mirror(result)
             elif name in ("save_messages_marked", "save_messages_marked_early"):  # a save with the window's marks
                 fuzz.mirror(result[0])
+            elif name == "update_record_marking":  # a head write with its markers: (result, message, marks)
+                if result[0].applied and result[0].record is not None:
+                    fuzz.check_write("update_record", result[0].record)
             elif name in _WRITES and result.applied and result.record is not None:
                 fuzz.check_write(name, result.record)
             await fuzz.maybe_yield()

@@ -180,3 +180,66 @@ async def test_markers_that_fail_never_undo_the_head_write(tmp_path: Path) -> No
     head = await store.get_head(LINEAGE)
     assert head is not None and head.active_observations == "* kept" and head.version == 2
     await store.close()
+
+
+async def test_markers_sqlite_refuses_never_undo_the_head_write(tmp_path: Path) -> None:
+    """A real SQLite error in the markers' part of the write (here a trigger that refuses any
+    change to a message's parts) leaves the head written: the markers alone are left out."""
+    store = await _store(tmp_path)
+    (one,) = await store.save_messages("t1", [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
+        )
+    )
+    assert created.record is not None
+    with sqlite3.connect(tmp_path / "marks.db") as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_parts BEFORE UPDATE OF parts ON messages BEGIN SELECT RAISE(ABORT, 'parts refused'); END"
+        )
+    result, message, _, _ = await update_record_marking(
+        store, created.record.model_copy(update={"active_observations": "* kept"}), expected_version=1,
+        message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
+    )
+    assert result.status == "applied" and message is None
+    head = await store.get_head(LINEAGE)
+    assert head is not None and head.active_observations == "* kept" and head.version == 2
+    assert (await store.get_messages([one.id]))[0].parts == one.parts
+    await store.close()
+
+
+async def test_a_store_method_replaced_on_the_instance_is_never_bypassed(tmp_path: Path) -> None:
+    """The combined writes stand in for ``update_record`` / ``add_message_parts`` / ``save_messages``
+    only while those are the store's own: one replaced on the instance (a wrapper, a test's
+    failure injection) is called."""
+    store = await _store(tmp_path)
+    (one,) = await store.save_messages("t1", [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
+        )
+    )
+    assert created.record is not None
+    calls: list[str] = []
+    update, save = store.update_record, store.save_messages
+
+    async def wrapped_update(record: ObservationRecord, *, expected_version: int) -> object:
+        calls.append("update_record")
+        return await update(record, expected_version=expected_version)
+
+    async def wrapped_save(thread_id: str, messages: list[Message]) -> list[Message]:
+        calls.append("save_messages")
+        return await save(thread_id, messages)
+
+    store.update_record = wrapped_update  # type: ignore[method-assign,assignment]
+    store.save_messages = wrapped_save  # type: ignore[method-assign]
+    result, message, _, _ = await update_record_marking(
+        store, created.record.model_copy(update={"active_observations": "* x"}), expected_version=1,
+        message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
+    )
+    assert result.status == "applied" and message is None  # the replaced method wrote; the caller marks
+    await save_marked(store, LINEAGE, "t1", [Message.user("two")])
+    assert calls == ["update_record", "save_messages"]
+    await store.close()

@@ -52,15 +52,24 @@ def test_a_long_text_is_counted_exactly_and_its_lines_are_kept() -> None:
 
 
 def test_the_kept_counts_stay_bounded() -> None:
+    """The kept counts never pass their bound (the older half goes when full, the newest stay);
+    a text of more segments than a quarter of it is counted in one call and keeps nothing, so one
+    huge log never flushes what the observations keep; long segments are counted, not kept."""
     tokens._segment_counts.clear()
     counter = TokenCounter(exact=True)
     for n in range(12):
-        text = "\n".join(f"line {n}-{i} " + "x" * (i % 50) for i in range(1_000))
+        text = "\n".join(f"line {n}-{i} " + "x" * (i % 50) for i in range(900))
         assert counter.count_text(text) == _count(text)
         assert len(tokens._segment_counts) <= tokens._SEGMENTS_KEPT
-    long_line = "\n".join(["y " * 1_000, "z"] * 3)  # segments above the kept length are counted, not kept
+    newest = "line 11-899 " + "x" * (899 % 50)
+    assert newest in tokens._segment_counts  # the newest survive a drop
+    before = dict(tokens._segment_counts)
+    huge = "\n".join(f"entry {i}" for i in range(tokens._SEGMENTS_PER_TEXT + 10))
+    assert counter.count_text(huge) == _count(huge)
+    assert tokens._segment_counts == before
+    long_lines = "\n".join(["y " * 1_000, "z"] * 3)
     tokens._segment_counts.clear()
-    assert counter.count_text(long_line) == _count(long_line)
+    assert counter.count_text(long_lines) == _count(long_lines)
     assert all(len(s) <= tokens._SEGMENT_MAX_CHARS for s in tokens._segment_counts)
 
 

@@ -255,28 +255,33 @@ class BufferedLifecycle:
         await self.maybe_start_buffer(thread, idle=False, snapshot=snapshot)
         return StepResult(outcomes, snapshot.record, snapshot.messages, snapshot.others)
 
-    def quiet(self, thread: Thread, snapshot: Snapshot, *, turn_start: bool, actor_model: str | None) -> bool:
+    def quiet(
+        self, thread: Thread, snapshot: Snapshot, *, turn_start: bool, actor_model: str | None
+    ) -> Callable[[], None] | None:
         """Whether :meth:`step` (``inline``) on ``snapshot`` would do nothing but note the window's
         growth: no early activation, nothing at the threshold, no reflection, no buffer to start.
         Decided from the record's numbers and this lifecycle's own bookkeeping alone (no read, no
-        write), so a turn can tell while its save reaches the disk; False whenever any of those
-        might act (then :meth:`step` decides, as always). True notes the growth, as :meth:`step`
-        would have."""
+        write, no change), so a turn can tell while its save reaches the disk; None whenever any
+        of those might act (then :meth:`step` decides, as always). When quiet: what notes the
+        growth as :meth:`step` would have, for the caller to call if it skips the step."""
         core = self.core
         record, pending = snapshot.record, snapshot.pending
         if turn_start and not self._early_quiet(thread, record, actor_model):
-            return False
+            return None
         threshold = core.message_threshold(record)
         if pending >= threshold or not self._reflection_quiet(record):
-            return False
+            return None
         lineage = core.lineage(thread)
         growth = self._growth.get(lineage)
         trial = WindowGrowth(growth.size, deque(growth.samples), growth.last) if growth is not None else WindowGrowth()
         trial.note(core.clock.now().timestamp(), pending)
         if not self._buffer_quiet(thread, snapshot, threshold, trial):
-            return False
-        self._growth[lineage] = trial
-        return True
+            return None
+
+        def keep() -> None:
+            self._growth[lineage] = trial
+
+        return keep
 
     def _early_quiet(self, thread: Thread, record: ObservationRecord, actor_model: str | None) -> bool:
         """Whether :meth:`early_activation` on ``record`` does nothing, known without a read: no

@@ -73,6 +73,15 @@ class Trim:
     limit: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """A boundary known quiet (:meth:`Engine.quiet_step`): the step's result, and ``taken``, to
+    call when the caller skips the step on it (it notes what the step would have noted)."""
+
+    result: StepResult
+    taken: Callable[[], None]
+
+
 class Engine:
     """One engine over one store: the transitions, the step boundary, and the parts they share.
 
@@ -161,12 +170,13 @@ class Engine:
         actor_model: str | None = None,
         fresh: Sequence[Message] = (),
         stored: tuple[ObservationRecord | None, list[Message]],
-    ) -> StepResult | None:
+    ) -> Quiet | None:
         """:meth:`advance_if_quiet` for a boundary that is sure to be quiet, decided without the
         store: the result it would return (nothing done, the window as ``stored``), or None when
-        it might do anything (then call :meth:`advance_if_quiet`). No read and no write, so a
-        turn asks while its save still reaches the disk; writes must wait for that, decisions
-        need not. ``stored``: as for :meth:`advance_if_quiet` (a head is needed: None without one)."""
+        it might do anything (then call :meth:`advance_if_quiet`). No read, no write and no
+        change, so a turn asks while its save still reaches the disk (writes must wait for that,
+        decisions need not), and calls :meth:`Quiet.taken` when it skips the step on it.
+        ``stored``: as for :meth:`advance_if_quiet` (a head is needed: None without one)."""
         core = self.core
         record = stored[0]
         if record is None or core.sharing:
@@ -175,16 +185,16 @@ class Engine:
         messages = observable_messages(stored[1])
         pending = core.counter.count_messages(messages) if messages else 0
         if self.buffered is not None:
-            quiet = self.buffered.quiet(
+            keep = self.buffered.quiet(
                 thread, Snapshot(record, messages, pending), turn_start=turn_start, actor_model=actor_model
             )
-            return StepResult([], record, messages) if quiet else None
+            return None if keep is None else Quiet(StepResult([], record, messages), keep)
         if (
             pending < core.message_threshold(record)
             and record.observation_tokens < core.reflection_threshold()
             and not any(c.thread_id == thread.id for c in record.buffered_chunks)
         ):
-            return StepResult([], record, messages)
+            return Quiet(StepResult([], record, messages), lambda: None)
         return None
 
     async def advance(

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from obsmem.errors import (
     DegenerateOutputError,
+    ObsmemError,
     ObservationError,
     OperationAbortedError,
     ReflectionError,
@@ -198,7 +199,12 @@ class ActivateStep:
         core = self.core
         covered = _covered(window, activated.message_ids)
         if covered is None:
-            covered = await core.store.get_messages(list(activated.message_ids))
+            try:
+                covered = await core.store.get_messages(list(activated.message_ids))
+            except ObsmemError as exc:  # a marker is a record of work, never a reason to lose it
+                log_failure(logger, "obsmem: activation markers left out for %s", thread.id, error=exc,
+                            thread_id=thread.id, operation="markers")
+                return None, []
         now = core.clock.now()
         return markers.marker_target(covered), [
             markers.activation_marker(

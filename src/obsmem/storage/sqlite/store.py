@@ -282,6 +282,11 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         # A deferred transaction gives a multi-statement read one consistent snapshot.
         return await self._call(lambda conn: _transaction(conn, "BEGIN", fn))
 
+    def _own(self, *names: str) -> bool:
+        """Whether the methods ``names`` are this class's own on this store (not a subclass's,
+        nor replaced on the instance): only then may a combined write stand in for them."""
+        return all(getattr(getattr(self, name), "__func__", None) is getattr(SQLiteStore, name) for name in names)
+
     async def _small_read(self, fn: Callable[[Conn, bool], T]) -> T:
         """A read a turn makes on every step: done here when :mod:`~obsmem.storage.sqlite.inline`
         allows (``fn(conn, True)`` raises ``TooLarge`` above its bounds), else on the worker
@@ -511,7 +516,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
         """:func:`~obsmem.storage.contract.save_marked`: the save and the window's marks around
         it, in one write transaction; the new rows as a read would give them."""
-        if type(self).save_messages is not SQLiteStore.save_messages:
+        if not self._own("save_messages"):
             # A subclass that saves its own way (redacting, say) is called as it is: no marks.
             return await self.save_messages(thread_id, messages), None, None
 
@@ -533,7 +538,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         future completes with it. One job on the worker thread, as a save always was: whatever
         is queued after it runs after the commit."""
         loop = asyncio.get_running_loop()
-        if type(self).save_messages is not SQLiteStore.save_messages:
+        if not self._own("save_messages"):
             return await self.save_messages(thread_id, messages), None, None, committed()
         if self._closed:
             raise StoreClosedError()
@@ -681,7 +686,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         """:func:`~obsmem.storage.contract.add_parts_marked`: the write and the marks of its
         thread's window around it, in one write transaction."""
 
-        if type(self).add_message_parts is not SQLiteStore.add_message_parts:
+        if not self._own("add_message_parts"):
             return await self.add_message_parts(message_id, parts), None, None  # a subclass's own way
 
         def op(conn: Conn) -> tuple[Message, WindowMark | None, WindowMark | None]:
@@ -848,10 +853,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         """:func:`~obsmem.storage.contract.update_record_marking`: the compare-and-set and, when it
         applies, the parts on the message with the marks of its window around them, in one write
         transaction (one commit)."""
-        if (
-            type(self).update_record is not SQLiteStore.update_record
-            or type(self).add_message_parts is not SQLiteStore.add_message_parts
-        ):
+        if not self._own("update_record", "add_message_parts"):
             return await self.update_record(record, expected_version=expected_version), None, None, None
 
         def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
@@ -865,7 +867,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             conn.execute("SAVEPOINT obsmem_parts")
             try:
                 message = self._add_parts(conn, message_id, parts)
-            except ObsmemError:  # the parts, not the record, failed: the record is written all the same
+            except (ObsmemError, sqlite3.Error):
+                if not conn.in_transaction:
+                    raise  # SQLite undid the whole transaction (a full disk, an I/O error): nothing is written
+                # The parts, not the record, failed: the record is written all the same.
                 conn.execute("ROLLBACK TO obsmem_parts")
                 conn.execute("RELEASE obsmem_parts")
                 return result, None, None, None
