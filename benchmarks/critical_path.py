@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -333,6 +334,7 @@ class StoreProbe:
                 setattr(store, name, self._wrap(name, getattr(store, name)))
 
     def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)  # transparent: the store's combined writes still stand in for it
         async def probed(*args: Any, **kwargs: Any) -> Any:
             mine = asyncio.current_task() is self.main
             start = time.perf_counter()

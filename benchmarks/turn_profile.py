@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import inspect
 import json
 import pstats
@@ -65,6 +66,7 @@ class CallCounter:
                 setattr(store, name, self._wrap(name, getattr(store, name)))
 
     def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)  # transparent: the store's combined writes still stand in for it
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
             start = time.perf_counter()

@@ -4,6 +4,7 @@ window. A store without marks (memory, PostgreSQL) answers None and is read ever
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,4 +243,23 @@ async def test_a_store_method_replaced_on_the_instance_is_never_bypassed(tmp_pat
     assert result.status == "applied" and message is None  # the replaced method wrote; the caller marks
     await save_marked(store, LINEAGE, "t1", [Message.user("two")])
     assert calls == ["update_record", "save_messages"]
+    await store.close()
+
+
+async def test_a_watching_wrapper_keeps_the_combined_writes(tmp_path: Path) -> None:
+    """A wrapper that names what it wraps (``functools.wraps``: a counter, a timer) only watches:
+    the combined save still runs (with the window's marks), and the wrapper is not called."""
+    store = await _store(tmp_path)
+    calls: list[str] = []
+    save = store.save_messages
+
+    @functools.wraps(save)
+    async def watched(thread_id: str, messages: list[Message]) -> list[Message]:
+        calls.append("save_messages")
+        return await save(thread_id, messages)
+
+    store.save_messages = watched  # type: ignore[method-assign]
+    saved, before, after = await save_marked(store, LINEAGE, "t1", [Message.user("one")])
+    assert before is not None and after is not None and after != before and saved[0].seq
+    assert calls == []
     await store.close()
