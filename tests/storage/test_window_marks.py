@@ -115,16 +115,9 @@ async def test_a_head_write_with_markers_is_one_write_and_never_lost_to_them(tmp
     store: SQLiteStore | MemoryStore = await _store(tmp_path) if kind == "sqlite" else MemoryStore()
     if kind == "memory":
         await store.create_thread(Thread(id="t1", resource_id="u1"))
-    (one,) = await store.save_messages("t1", [Message.assistant("one")])
-    created = await store.create_record(
-        ObservationRecord(
-            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
-            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
-        )
-    )
-    assert created.record is not None
+    one, head = await _message_and_head(store)
     marker = DataPart(name="om-activation", data={"cycle_id": "c1"})
-    head = created.record.model_copy(update={"active_observations": "* one", "threads": {"t1": ThreadState(cursor=one.seq or 0)}})
+    head = head.model_copy(update={"active_observations": "* one", "threads": {"t1": ThreadState(cursor=one.seq or 0)}})
     before_all = await window_mark(store, LINEAGE, "t1")
 
     result, message, before, after = await update_record_marking(
@@ -158,54 +151,31 @@ async def test_a_head_write_with_markers_is_one_write_and_never_lost_to_them(tmp
     await store.close()
 
 
-async def test_markers_that_fail_never_undo_the_head_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("failure", ["store error", "sqlite error"])
+async def test_markers_that_fail_never_undo_the_head_write(tmp_path: Path, failure: str) -> None:
+    """The markers' part of the write fails, by obsmem's own error or by a real SQLite error (a
+    trigger that refuses any change to a message's parts): the head is written all the same,
+    the markers alone are left out."""
     store = await _store(tmp_path)
-    (one,) = await store.save_messages("t1", [Message.assistant("one")])
-    created = await store.create_record(
-        ObservationRecord(
-            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
-            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
-        )
-    )
-    assert created.record is not None
+    one, head = await _message_and_head(store)
+    if failure == "store error":
+        def failing(conn: object, message_id: str, parts: list[DataPart]) -> Message:
+            raise StorageError("the parts could not be written")
 
-    def failing(conn: object, message_id: str, parts: list[DataPart]) -> Message:
-        raise StorageError("the parts could not be written")
-
-    store._add_parts = failing  # type: ignore[method-assign,assignment]
+        store._add_parts = failing  # type: ignore[method-assign,assignment]
+    else:
+        with sqlite3.connect(tmp_path / "marks.db") as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse_parts BEFORE UPDATE OF parts ON messages "
+                "BEGIN SELECT RAISE(ABORT, 'parts refused'); END"
+            )
     result, message, _, _ = await update_record_marking(
-        store, created.record.model_copy(update={"active_observations": "* kept"}), expected_version=1,
+        store, head.model_copy(update={"active_observations": "* kept"}), expected_version=1,
         message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
     )
     assert result.status == "applied" and message is None
-    head = await store.get_head(LINEAGE)
-    assert head is not None and head.active_observations == "* kept" and head.version == 2
-    await store.close()
-
-
-async def test_markers_sqlite_refuses_never_undo_the_head_write(tmp_path: Path) -> None:
-    """A real SQLite error in the markers' part of the write (here a trigger that refuses any
-    change to a message's parts) leaves the head written: the markers alone are left out."""
-    store = await _store(tmp_path)
-    (one,) = await store.save_messages("t1", [Message.assistant("one")])
-    created = await store.create_record(
-        ObservationRecord(
-            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
-            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
-        )
-    )
-    assert created.record is not None
-    with sqlite3.connect(tmp_path / "marks.db") as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse_parts BEFORE UPDATE OF parts ON messages BEGIN SELECT RAISE(ABORT, 'parts refused'); END"
-        )
-    result, message, _, _ = await update_record_marking(
-        store, created.record.model_copy(update={"active_observations": "* kept"}), expected_version=1,
-        message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
-    )
-    assert result.status == "applied" and message is None
-    head = await store.get_head(LINEAGE)
-    assert head is not None and head.active_observations == "* kept" and head.version == 2
+    stored = await store.get_head(LINEAGE)
+    assert stored is not None and stored.active_observations == "* kept" and stored.version == 2
     assert (await store.get_messages([one.id]))[0].parts == one.parts
     await store.close()
 
@@ -215,14 +185,7 @@ async def test_a_store_method_replaced_on_the_instance_is_never_bypassed(tmp_pat
     only while those are the store's own: one replaced on the instance (a wrapper, a test's
     failure injection) is called."""
     store = await _store(tmp_path)
-    (one,) = await store.save_messages("t1", [Message.assistant("one")])
-    created = await store.create_record(
-        ObservationRecord(
-            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
-            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
-        )
-    )
-    assert created.record is not None
+    one, head = await _message_and_head(store)
     calls: list[str] = []
     update, save = store.update_record, store.save_messages
 
@@ -237,7 +200,7 @@ async def test_a_store_method_replaced_on_the_instance_is_never_bypassed(tmp_pat
     store.update_record = wrapped_update  # type: ignore[method-assign,assignment]
     store.save_messages = wrapped_save  # type: ignore[method-assign]
     result, message, _, _ = await update_record_marking(
-        store, created.record.model_copy(update={"active_observations": "* x"}), expected_version=1,
+        store, head.model_copy(update={"active_observations": "* x"}), expected_version=1,
         message_id=one.id, parts=[DataPart(name="om-activation", data={"cycle_id": "c1"})], lineage=LINEAGE,
     )
     assert result.status == "applied" and message is None  # the replaced method wrote; the caller marks
@@ -263,3 +226,16 @@ async def test_a_watching_wrapper_keeps_the_combined_writes(tmp_path: Path) -> N
     assert before is not None and after is not None and after != before and saved[0].seq
     assert calls == []
     await store.close()
+
+
+async def _message_and_head(store: SQLiteStore | MemoryStore) -> tuple[Message, ObservationRecord]:
+    """An assistant message in t1 and the lineage's first head (cursor 0)."""
+    (one,) = await store.save_messages("t1", [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id="om-1", lineage=LINEAGE, scope="thread", thread_id="t1", resource_id="u1",
+            created_at=T0, updated_at=T0, threads={"t1": ThreadState(cursor=0)},
+        )
+    )
+    assert created.record is not None
+    return one, created.record

@@ -151,16 +151,19 @@ class Engine:
                 thread, turn_start=turn_start, actor_model=actor_model, unseen=unseen, inline=True, stored=stored
             )
             return step if isinstance(step, StepResult) else Prepared(step)
+        snapshot = await read_snapshot(self.core, thread, stored)
+        if self._synchronous_quiet(thread, snapshot.record, snapshot.pending):
+            return StepResult([], snapshot.record, snapshot.messages, snapshot.others)
+        return Prepared(None)
+
+    def _synchronous_quiet(self, thread: Thread, record: ObservationRecord, pending: int) -> bool:
+        """Without buffering: whether a step on ``record`` with ``pending`` tokens does nothing."""
         core = self.core
-        snapshot = await read_snapshot(core, thread, stored)
-        record, messages, others = snapshot.record, snapshot.messages, snapshot.others
-        if (
-            snapshot.pending < core.message_threshold(record)
+        return (
+            pending < core.message_threshold(record)
             and record.observation_tokens < core.reflection_threshold()
             and not any(c.thread_id == thread.id for c in record.buffered_chunks)
-        ):
-            return StepResult([], record, messages, others)
-        return Prepared(None)
+        )
 
     async def quiet_step(
         self,
@@ -189,11 +192,7 @@ class Engine:
                 thread, Snapshot(record, messages, pending), turn_start=turn_start, actor_model=actor_model
             )
             return None if keep is None else Quiet(StepResult([], record, messages), keep)
-        if (
-            pending < core.message_threshold(record)
-            and record.observation_tokens < core.reflection_threshold()
-            and not any(c.thread_id == thread.id for c in record.buffered_chunks)
-        ):
+        if self._synchronous_quiet(thread, record, pending):
             return Quiet(StepResult([], record, messages), lambda: None)
         return None
 
