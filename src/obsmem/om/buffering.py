@@ -275,7 +275,7 @@ class BufferedLifecycle:
         growth = self._growth.get(lineage)
         trial = WindowGrowth(growth.size, deque(growth.samples), growth.last) if growth is not None else WindowGrowth()
         trial.note(core.clock.now().timestamp(), pending)
-        if not self._buffer_quiet(thread, snapshot, threshold, trial):
+        if not self._declines_buffer(thread, snapshot, trial, idle=False, above_threshold=False):
             return None
 
         def keep() -> None:
@@ -316,25 +316,37 @@ class BufferedLifecycle:
             or record.buffered_reflection is not None
         )
 
-    def _buffer_quiet(self, thread: Thread, snapshot: Snapshot, threshold: int, growth: WindowGrowth) -> bool:
-        """Whether :meth:`maybe_start_buffer` (not idle) on ``snapshot`` returns False before it
-        scans the window: :meth:`_start_buffer`'s first checks, on ``growth`` (see :meth:`quiet`)."""
+    def _declines_buffer(
+        self, thread: Thread, snapshot: Snapshot, growth: WindowGrowth | None, *, idle: bool, above_threshold: bool
+    ) -> bool:
+        """Whether :meth:`_start_buffer` on ``snapshot`` stops at its first checks, which only read
+        numbers (most steps stop here, before the window is scanned): no buffering, a buffer
+        running, nothing to buffer, the window past the threshold, or not due yet by the window's
+        ``growth`` (the adaptive interval) or else the fixed ``buffer_tokens`` one."""
         core = self.core
         buffer_tokens = core.config.observation.resolved_buffer_tokens
         running = self._observation_tasks.get(core.lineage(thread))
-        record, pending = snapshot.record, snapshot.pending
-        if buffer_tokens is None or (running is not None and not running.done()) or not snapshot.messages:
+        if buffer_tokens is None or (running is not None and not running.done()):
             return True
+        record, pending = snapshot.record, snapshot.pending
+        threshold = core.message_threshold(record)
+        if not snapshot.messages or (pending >= threshold and not above_threshold):
+            return True
+        if idle:
+            return False
         boundary = record.buffer_boundary_tokens
         if boundary and pending < boundary / 2:
-            boundary = 0
+            boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
+        # What stored chunks cover is activated at the threshold: only the rest needs a buffer.
         buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
-        due = buffer_due(
-            max(0, pending - buffered), threshold, growth.rate(), core.observer_latency.value, growth.largest_step()
-        )
+        due = None
+        if not above_threshold and growth is not None:
+            due = buffer_due(
+                max(0, pending - buffered), threshold, growth.rate(), core.observer_latency.value, growth.largest_step()
+            )
         if due is None:
             return not should_trigger_buffer(pending, boundary, buffer_tokens, threshold)
-        return due is False
+        return due is False  # False: a later step still lands in time, one call covers more
 
     async def threshold_step(
         self, thread: Thread, snapshot: Snapshot, unseen: Unseen = NOTHING_UNSEEN, *, inline: bool = False
@@ -562,31 +574,17 @@ class BufferedLifecycle:
         """:meth:`maybe_start_buffer` once: None when the reservation lost its compare-and-set."""
         core = self.core
         buffer_tokens = core.config.observation.resolved_buffer_tokens
-        if buffer_tokens is None:
-            return False
         lineage = core.lineage(thread)
         running = self._observation_tasks.get(lineage)
-        if running is not None and not running.done():
-            return False
+        if buffer_tokens is None or (running is not None and not running.done()):
+            return False  # (before the read)
         snapshot = snapshot or await self.read(thread)
+        if self._declines_buffer(
+            thread, snapshot, self._growth.get(lineage), idle=idle, above_threshold=above_threshold
+        ):
+            return False
         record, messages, pending = snapshot.record, snapshot.messages, snapshot.pending
-        if not messages:
-            return False
         threshold = core.message_threshold(record)
-        if pending >= threshold and not above_threshold:
-            return False
-        boundary = record.buffer_boundary_tokens
-        if boundary and pending < boundary / 2:
-            boundary = 0  # the window shrank (activation elsewhere): the old boundary is stale
-        if not idle:
-            # What stored chunks cover is activated at the threshold: only the rest needs a buffer.
-            # (These checks only read numbers: most steps stop here, before the window is scanned.)
-            buffered = sum(c.message_tokens for c in record.buffered_chunks if c.thread_id == thread.id)
-            due = None if above_threshold else self._due(lineage, max(0, pending - buffered), threshold)
-            if due is None and not should_trigger_buffer(pending, boundary, buffer_tokens, threshold):
-                return False
-            if due is False:
-                return False  # a later step still lands in time: one call covers more
         covered = covered_until(record, thread.id)
         candidates = [m for m in messages if (m.seq or 0) > covered]
         cuts = valid_cuts(candidates)
@@ -619,15 +617,6 @@ class BufferedLifecycle:
             self._observation_tasks[lineage] = task
             self._in_flight[lineage] = (time.monotonic(), new_tokens)
         return task is not None
-
-    def _due(self, lineage: str, pending: int, threshold: int) -> bool | None:
-        """The adaptive interval (:func:`~obsmem.om.activation.buffer_due`); None without estimates."""
-        growth = self._growth.get(lineage)
-        if growth is None:
-            return None
-        return buffer_due(
-            pending, threshold, growth.rate(), self.core.observer_latency.value, growth.largest_step()
-        )
 
     def _overtaken(self, lineage: str, pending: int, threshold: int) -> bool:
         """Whether a buffer started now would be overtaken by a synchronous observation (at

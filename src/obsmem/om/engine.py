@@ -31,7 +31,6 @@ from obsmem.om.buffering import (
     BufferedLifecycle,
     Handoff,
     Paused,
-    Snapshot,
     Spawn,
     StepResult,
     read_snapshot,
@@ -185,15 +184,13 @@ class Engine:
         if record is None or core.sharing:
             return None  # a first head to create, or other threads to read: the step decides
         await core.counter.warm(fresh)
-        messages = observable_messages(stored[1])
-        pending = core.counter.count_messages(messages) if messages else 0
+        snapshot = await read_snapshot(core, thread, stored)  # no read: a head given, no other threads
+        quiet = StepResult([], snapshot.record, snapshot.messages)
         if self.buffered is not None:
-            keep = self.buffered.quiet(
-                thread, Snapshot(record, messages, pending), turn_start=turn_start, actor_model=actor_model
-            )
-            return None if keep is None else Quiet(StepResult([], record, messages), keep)
-        if self._synchronous_quiet(thread, record, pending):
-            return Quiet(StepResult([], record, messages), lambda: None)
+            keep = self.buffered.quiet(thread, snapshot, turn_start=turn_start, actor_model=actor_model)
+            return None if keep is None else Quiet(quiet, keep)
+        if self._synchronous_quiet(thread, snapshot.record, snapshot.pending):
+            return Quiet(quiet, lambda: None)
         return None
 
     async def advance(
