@@ -248,7 +248,7 @@ class Turn:
     @asynccontextmanager
     async def _traced(self, call: str) -> AsyncIterator[telemetry.Span]:
         """The boundary's span (``obsmem.<call>``) and its overhead and wait metrics."""
-        if not telemetry.enabled():
+        if not telemetry.recording():
             yield telemetry.span(call)
             return
         self._wait_s = 0.0
