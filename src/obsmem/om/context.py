@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, raw_span, receipt_groups
+from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.selection import plain_conversation
 from obsmem.om.windows import ReadOnlyDict
@@ -527,8 +527,9 @@ def build_context(
         previous = message
     has_observations = any(m.metadata.get(MARKER_KEY) == "preamble" for m in system)
     messages = [*leading, *system]
+    continuation: list[Message] = []
     if has_observations:
-        messages.append(
+        continuation.append(
             Message(
                 id=obsmem_message_id("continuation", thread_id),
                 role="user",
@@ -537,16 +538,18 @@ def build_context(
                 metadata={MARKER_KEY: "continuation"},
             )
         )
+        messages.extend(continuation)
     messages.extend(raw)
+    shown_ids, span = _raw_ids_and_span(raw)
     receipt = Receipt(
         thread_id=thread_id,
         context_hash=context_hash(messages),
         record_id=record.id if record is not None and has_observations else None,
         generation=record.generation if record is not None and has_observations else None,
         groups=receipt_groups(record, thread_id, shared=shared) if has_observations else (),
-        raw_message_ids=tuple(m.id for m in raw if MARKER_KEY not in m.metadata),
-        raw_span=raw_span(raw),
-        section_tokens=_section_tokens(counter, leading, system, messages[len(leading) + len(system):]),
+        raw_message_ids=shown_ids,
+        raw_span=span,
+        section_tokens=_section_tokens(counter, leading, system, continuation, raw),
         created_at=now,
     )
     return ContextWindow(
@@ -555,8 +558,33 @@ def build_context(
     )
 
 
+def _raw_ids_and_span(raw: Sequence[Message]) -> tuple[tuple[str, ...], tuple[str, int, int] | None]:
+    """The ids of the stored messages a raw tail shows (not obsmem's reminders) and their span
+    (:func:`~obsmem.om.receipts.raw_span`), in one pass: read for every context."""
+    ids: list[str] = []
+    thread: str | None = None
+    low = high = 0
+    spanned = True
+    for message in raw:
+        if MARKER_KEY in message.metadata:
+            continue
+        ids.append(message.id)
+        seq = message.seq
+        if not spanned:
+            continue
+        if seq is None or (len(ids) > 1 and message.thread_id != thread):
+            spanned = False
+        elif len(ids) == 1:
+            thread, low, high = message.thread_id, seq, seq
+        else:
+            low, high = min(low, seq), max(high, seq)
+    span = (thread, low, high) if spanned and ids and thread is not None else None
+    return tuple(ids), span
+
+
 def _section_tokens(
-    counter: TokenCounter | None, instructions: Sequence[Message], system: Sequence[Message], rest: Sequence[Message]
+    counter: TokenCounter | None, instructions: Sequence[Message], system: Sequence[Message],
+    continuation: Sequence[Message], tail: Sequence[Message],
 ) -> dict[str, int]:
     """Tokens per section of a context: the application's instructions, the observations
     (obsmem's stable system messages), the volatile sections, the continuation and the raw tail."""
@@ -564,8 +592,6 @@ def _section_tokens(
         return {}
     stable = [m for m in system if not m.metadata.get("obsmem_volatile")]
     volatile = [m for m in system if m.metadata.get("obsmem_volatile")]
-    continuation = [m for m in rest if m.metadata.get(MARKER_KEY) == "continuation"]
-    tail = [m for m in rest if m.metadata.get(MARKER_KEY) != "continuation"]
     def count(messages: Sequence[Message]) -> int:  # per message; the conversation's own overhead is not a section's
         return counter.count_each(messages)
 
