@@ -565,19 +565,24 @@ def _raw_ids_and_span(raw: Sequence[Message]) -> tuple[tuple[str, ...], tuple[st
     thread: str | None = None
     low = high = 0
     spanned = True
+    first = True
     for message in raw:
         if MARKER_KEY in message.metadata:
             continue
         ids.append(message.id)
-        seq = message.seq
         if not spanned:
             continue
-        if seq is None or (len(ids) > 1 and message.thread_id != thread):
+        seq = message.seq
+        if seq is None:
             spanned = False
-        elif len(ids) == 1:
-            thread, low, high = message.thread_id, seq, seq
-        else:
-            low, high = min(low, seq), max(high, seq)
+        elif first:
+            thread, low, high, first = message.thread_id, seq, seq, False
+        elif message.thread_id != thread:
+            spanned = False
+        elif seq < low:
+            low = seq
+        elif seq > high:
+            high = seq
     span = (thread, low, high) if spanned and ids and thread is not None else None
     return tuple(ids), span
 
