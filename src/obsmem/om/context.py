@@ -45,7 +45,7 @@ from obsmem.om.windows import ReadOnlyDict
 from obsmem.om.text.dates import annotate_observations, gap_text, is_gap_line, optimize_for_context
 from obsmem.om.text.format import split_on_boundaries
 from obsmem.om.text.groups import lift_above_headings, render_for_context
-from obsmem.om.text.quote import defuse
+from obsmem.om.text.quote import defuse, defuse_lines
 from obsmem.om.text.own import (
     CONTINUATION,
     MARKER_KEY,
@@ -230,10 +230,10 @@ def observation_system_messages(
         if include_hints and state is not None and not hints_superseded(state.current_task, tail):
             messages.extend(_hint_messages(state.current_task, state.suggested_response, thread_id))
         for slug, value in sorted((extracted or {}).items()):
-            text = f"<{slug}>\n{value}\n</{slug}>"
+            text = f"<{slug}>\n{defuse_lines(str(value))}\n</{slug}>"  # a model's words: data
             messages.append(_system(text, f"extracted-{slug}", thread_id, volatile=True))
     if working_memory and working_memory.strip():
-        text = f"<working-memory>\n{working_memory.strip()}\n</working-memory>"
+        text = f"<working-memory>\n{defuse_lines(working_memory.strip())}\n</working-memory>"
         messages.append(_system(text, "working-memory", thread_id, volatile=True))
     return messages
 

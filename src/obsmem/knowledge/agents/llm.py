@@ -43,6 +43,7 @@ from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView
 from obsmem.knowledge.store.scopes import Scope, parse_level
 from obsmem.knowledge.store.values import parse_when
 from obsmem.models.base import ChatModel, ModelRequest, Usage
+from obsmem.quoting import defuse_lines
 from obsmem.types import Message, ToolCallPart, ToolResultPart
 from obsmem.clock import Clock
 
@@ -285,7 +286,7 @@ class LLMRemindAgent(RemindAgent):
         cited = [i for i in dict.fromkeys(_CITED.findall(text)) if i in by_id][:5]
         if not cited:
             return Reminder("", ())  # an uncited reminder is not evidence: nothing reaches the actor
-        body = f"{text}\nSources: {', '.join(cited)}"
+        body = f"{defuse_lines(text)}\nSources: {', '.join(cited)}"  # its words, never tags (it quotes records)
         return Reminder(f"<remembered>\n{body}\n</remembered>", tuple(cited), tuple(by_id[i] for i in cited))
 
 

@@ -19,6 +19,7 @@ from obsmem.errors import InvalidInputError
 from obsmem.knowledge.agents.common import AgentSettings
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
+from obsmem.quoting import defuse
 
 __all__ = ["PIN_NODE", "PinBoard", "PinnedBlock"]
 
@@ -97,7 +98,7 @@ class PinBoard:
         dropped: list[str] = []
         used = 0
         for pin in pins:
-            line = f"  • {{id: {pin.id}}} {pin.text}"
+            line = f"  • {{id: {pin.id}}} {defuse(pin.text)}"  # data: one line, no tag
             cost = self.count(line)
             if dropped or used + cost > budget:
                 dropped.append(pin.id)
@@ -105,7 +106,7 @@ class PinBoard:
             used += cost
             shown.append(pin)
         lines = [f"<pinned-knowledge count=\"{len(shown)}\">",
-                 *(f"  • {{id: {p.id}}} {p.text}" for p in shown)]
+                 *(f"  • {{id: {p.id}}} {defuse(p.text)}" for p in shown)]
         if dropped:
             lines.append(
                 f"  ({len(dropped)} more pinned record(s) did not fit the {budget}-token pin budget: "

@@ -39,6 +39,7 @@ from obsmem.knowledge.agents.common import EVERYDAY_WORDS, AgentSettings, conten
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import Record, RecordView
 from obsmem.knowledge.store.scopes import Scope
+from obsmem.quoting import defuse
 
 __all__ = ["Reminder", "RemindAgent"]
 
@@ -118,9 +119,10 @@ class RemindAgent:
             if record.node_id not in names:
                 node = await self.knowledge.store.get_node(record.node_id, context.key)
                 names[record.node_id] = node.name if node is not None else "?"
-            text = record.text if len(record.text) <= _EXCERPT_CHARS else record.text[: _EXCERPT_CHARS - 1] + "…"
+            # Stored text is data: one line of the block, no tag (it may close the block otherwise).
+            text = defuse(record.text if len(record.text) <= _EXCERPT_CHARS else record.text[: _EXCERPT_CHARS - 1] + "…")
             stated = f" (stated {record.when.start.date().isoformat()})" if record.when is not None else ""
-            line = f"- [[{names[record.node_id]}]] {text}{stated}"
+            line = f"- [[{defuse(names[record.node_id])}]] {text}{stated}"
             cost = self.count(line)
             if cost > budget:
                 continue

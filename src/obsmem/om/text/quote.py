@@ -28,11 +28,14 @@ only ever stands inside an attributed line. A speaker's name that could pose as 
 name is quoted as well (:func:`speaker_label`).
 
 Pure functions, linear in the text length (:meth:`str.translate`, no regular expressions).
+:func:`defuse` itself lives in :mod:`obsmem.quoting` (the knowledge blocks use it too).
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+from obsmem.quoting import LINE_BREAKS, PRIORITY_MARKERS, defuse, defuse_lines
 
 __all__ = [
     "LINE_BREAKS",
@@ -44,17 +47,8 @@ __all__ = [
     "speaker_label",
 ]
 
-#: The characters :meth:`str.splitlines` breaks a line at.
-LINE_BREAKS: Final = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_PRIORITY_MARKERS: Final = "🔴🟡🟢✅"
-_CONTROLS: Final = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
-
+_PRIORITY_MARKERS: Final = PRIORITY_MARKERS
 _ONE_LINE: Final = str.maketrans({ord(c): " " for c in LINE_BREAKS})
-_DEFUSE_TABLE: dict[int, str | None] = {code: " " for code in _CONTROLS}
-_DEFUSE_TABLE.update({ord(c): " " for c in LINE_BREAKS})
-_DEFUSE_TABLE.update({ord("<"): "‹", ord(">"): "›"})
-_DEFUSE_TABLE.update({ord(c): None for c in _PRIORITY_MARKERS})
-_DEFUSE: Final = str.maketrans(_DEFUSE_TABLE)
 _QUOTE_MARKS: Final = str.maketrans({"“": '"', "”": '"'})
 
 #: Words a speaker's name may not hold: a name made of them would read as a role or a label
@@ -66,21 +60,6 @@ RESERVED_NAMES: Final = frozenset(
 )
 NAME_LIMIT: Final = 40  # the longest name written as it is
 QUOTED_NAME_LIMIT: Final = 60  # a quoted name is cut to this many characters
-
-
-def defuse(text: str) -> str:
-    """``text`` as data: one line, no angle bracket, no priority marker (see the module doc)."""
-    return text.translate(_DEFUSE)
-
-
-def defuse_lines(text: str) -> str:
-    """:func:`defuse` each line of ``text`` and join them with ``\\n``.
-
-    For rules that read a message's line structure (sentences, list items, code blocks) before
-    it is rewritten into observation lines; whatever they keep must still pass
-    :func:`one_line`.
-    """
-    return "\n".join(defuse(line) for line in text.splitlines())
 
 
 def one_line(text: str) -> str:
