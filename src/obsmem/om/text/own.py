@@ -15,7 +15,8 @@ it (:func:`drop_obsmem_messages`).
 
 ``<system-reminder>`` blocks are guidance for the model (obsmem's reminders, or notes an agent
 framework injects into user messages), not something the user said: they are cut out of user
-text before observation (:func:`conversation_view`).
+text before observation (:func:`conversation_view`), whatever the tags' case, spacing or
+attributes (:func:`strip_system_reminders`).
 
 Pure functions, linear in the text length.
 """
@@ -67,8 +68,13 @@ The following comes from this user's other conversations. It is reference only: 
 context, do not continue those conversations here, and do not assume this conversation has
 seen it."""
 
-_OPEN: Final = "<system-reminder>"
-_CLOSE: Final = "</system-reminder>"
+# A ``<system-reminder>`` opening tag in any spelling a model would read as one: any case,
+# whitespace after ``<``, and whitespace or attributes before ``>`` ("<SYSTEM-REMINDER>",
+# "<system-reminder >", '<system-reminder kind="note">'). _OPEN_START finds where one may begin;
+# the tag runs to the next ``>`` (found with str.find, so that many openings without a ``>`` are
+# scanned once, not once each). "<system-reminders>" or "<system-reminder-x>" is another tag.
+_OPEN_START: Final = re.compile(r"<\s*system-reminder(?![\w-])", re.IGNORECASE)
+_CLOSE_TAG: Final = re.compile(r"<\s*/\s*system-reminder\s*>", re.IGNORECASE)
 
 # How obsmem's system messages begin (or, for the last observation chunk, end).
 _SYSTEM_OPENINGS: Final = (
@@ -88,28 +94,49 @@ _BLANK_RUN: Final = re.compile(r"\n{3,}")
 def strip_system_reminders(text: str) -> str:
     """``text`` without its ``<system-reminder>…</system-reminder>`` blocks.
 
-    A block without its closing tag is left as it is (it is not a block). When something was
-    cut, the blank lines it leaves collapse and the ends are trimmed; otherwise ``text`` comes
-    back unchanged. Linear: every character is looked at a bounded number of times.
+    The tags are recognised in any case, with whitespace after ``<`` and whitespace or
+    attributes before ``>`` (``<SYSTEM-REMINDER>``, ``<system-reminder >``,
+    ``<system-reminder kind="note">``, ``</ system-reminder >``); a self-closing
+    ``<system-reminder/>`` is only a tag (it goes). A block runs from its opening tag to the
+    next closing tag. An opening without a closing tag after it is not a block and is left as
+    it is (what follows it is the user's text: it is observed, as data), and so is a closing tag
+    without an opening. When something was cut, the blank lines it leaves collapse and the ends
+    are trimmed; otherwise ``text`` comes back unchanged. Linear: each search starts where the
+    previous one ended, and no search runs again over text it passed.
     """
-    start = text.find(_OPEN)
-    if start == -1:
+    opening = _OPEN_START.search(text)
+    if opening is None:
         return text
     pieces: list[str] = []
     position = 0
     cut = False
-    while start != -1:
-        end = text.find(_CLOSE, start + len(_OPEN))
-        if end == -1:
+    while opening is not None:
+        tag_end = text.find(">", opening.end())
+        if tag_end == -1:  # no ">" left: neither this nor any later opening is a tag
             break
-        pieces.append(text[position:start])
-        position = end + len(_CLOSE)
+        if text[tag_end - 1] == "/":  # "<system-reminder/>": an empty block, only the tag goes
+            pieces.append(text[position : opening.start()])
+            position = tag_end + 1
+            cut = True
+            opening = _OPEN_START.search(text, position)
+            continue
+        closing = _CLOSE_TAG.search(text, tag_end + 1)
+        if closing is None:  # no closing tag after it: no later opening has one either
+            break
+        pieces.append(text[position : opening.start()])
+        position = closing.end()
         cut = True
-        start = text.find(_OPEN, position)
+        opening = _OPEN_START.search(text, position)
     if not cut:
         return text
     pieces.append(text[position:])
     return _BLANK_RUN.sub("\n\n", "".join(pieces)).strip()
+
+
+def _may_hold_reminder(text: str) -> bool:
+    """Whether :func:`strip_system_reminders` may change ``text`` (never False when it would):
+    a cheap test for the start of an opening tag in any spelling."""
+    return "<" in text and _OPEN_START.search(text) is not None
 
 
 def is_obsmem_message(message: Message) -> bool:
@@ -155,8 +182,9 @@ def plain_conversation(messages: Sequence[Message]) -> bool:
     obsmem's marker, and no user text part holding a ``<system-reminder>`` block.
 
     Those rules recognise obsmem's own messages by the marker, by a system message's text, and
-    by a user text that is (or holds) a reminder, which always contains the opening tag (in one
-    part: ``Message.text`` joins parts with a newline, which the tag does not contain). A step
+    by a user text that is (or holds) a reminder, which always contains the start of an opening
+    tag, ``<system-reminder`` in some spelling (in one part: ``Message.text`` joins parts with a
+    newline, and obsmem's own reminders have none inside their opening tag). A step
     reads the window once and builds the context from it; this keeps the second pass (and the
     first, on an ordinary window) to a scan of roles and tags.
     """
@@ -166,7 +194,7 @@ def plain_conversation(messages: Sequence[Message]) -> bool:
             return False
         if role == "user":
             for part in message.parts:
-                if part.type == "text" and _OPEN in part.text:
+                if part.type == "text" and _may_hold_reminder(part.text):
                     return False
     return True
 
@@ -209,7 +237,9 @@ def conversation_view(message: Message) -> Message | None:
     left; a user message loses its ``<system-reminder>`` blocks (a text part left empty goes)."""
     if is_obsmem_message(message):
         return None
-    if message.role != "user" or not any(isinstance(p, TextPart) and _OPEN in p.text for p in message.parts):
+    if message.role != "user" or not any(
+        isinstance(p, TextPart) and _may_hold_reminder(p.text) for p in message.parts
+    ):
         return message
     parts: list[Part] = []
     for part in message.parts:
