@@ -673,7 +673,7 @@ class BufferedLifecycle:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
         failure never reaches the actor: the messages stay pending, and a start marker it wrote
         is always closed (failed, cancelled, or dropped at landing)."""
-        with traced("obsmem.buffer", thread, "observer", kind="observation", window_tokens=window) as span:
+        with traced("obsmem.buffer", thread, kind="observation", window_tokens=window) as span:
             await self._buffer_now(thread, messages, window, span)
 
     async def _buffer_now(
@@ -927,7 +927,7 @@ class BufferedLifecycle:
         """Condense the leading slice of ``record``'s observations (under the lease) and store
         the result on the head, if the head still begins with that slice."""
         with traced(
-            "obsmem.buffer", thread, "reflector", kind="reflection", generation=record.generation
+            "obsmem.buffer", thread, kind="reflection", generation=record.generation
         ) as span:
             await self._reflect_now(thread, record, span)
 

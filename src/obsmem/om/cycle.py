@@ -656,15 +656,14 @@ class Core:
 
 
 @contextlib.contextmanager
-def traced(
-    name: str, thread: Thread, role: str | None = None, **attributes: telemetry.AttributeValue | None
-) -> Iterator[telemetry.Span]:
+def traced(name: str, thread: Thread, **attributes: telemetry.AttributeValue | None) -> Iterator[telemetry.Span]:
     """One operation's span (``name``, with the thread's ids and ``attributes`` under ``obsmem.``)
-    and, with ``role``, the call scope its model calls are metered under."""
+    and the call scope of its model calls: the thread's ids. No role: each metered model names
+    its own (the observer's calls book as ``observer``, the embeddings of a re-index made
+    during the operation as ``embedding``)."""
     named = {f"obsmem.{key}": value for key, value in attributes.items()}
     with contextlib.ExitStack() as stack:
-        if role is not None:
-            stack.enter_context(calls.call_scope(role=role, thread_id=thread.id, resource_id=thread.resource_id))
+        stack.enter_context(calls.call_scope(thread_id=thread.id, resource_id=thread.resource_id))
         yield stack.enter_context(telemetry.span(name, {**telemetry.ids(thread.id, thread.resource_id), **named}))
 
 

@@ -264,7 +264,7 @@ class ObserveStep:
         plan = await self._plan(thread, force, unseen)
         if isinstance(plan, CycleOutcome):
             return plan
-        with traced("obsmem.observe", thread, "observer", trigger=trigger, forced=force) as span:
+        with traced("obsmem.observe", thread, trigger=trigger, forced=force) as span:
             outcome = await self._leased_run(thread, plan, force, unseen)
             if core.resource_scope and not force and (outcome.applied or plan.cut == 0):
                 # Resource scope: the other threads that are due join this cycle (bounded),
@@ -357,7 +357,7 @@ class ObserveStep:
                     return activated
                 prefix = OtherPrefix(other.id, [m for m, _ in rest], [n for _, n in rest])
             # Its model calls are metered and traced for that thread (the cost ledger).
-            with traced("obsmem.observe", other, "observer", trigger="other-thread", joined=thread.id) as span:
+            with traced("obsmem.observe", other, trigger="other-thread", joined=thread.id) as span:
                 try:
                     outcome = await self._observe_batch(
                         other, head, prefix.messages, prefix.counts, prefix.tokens, prefix.tokens
@@ -999,7 +999,7 @@ class ReflectStep:
         trigger: str,
     ) -> CycleOutcome:
         with traced(
-            "obsmem.reflect", thread, "reflector", trigger=trigger, generation=record.generation,
+            "obsmem.reflect", thread, trigger=trigger, generation=record.generation,
             start_level=start_level,
         ) as span:
             outcome = await self._reflect_now(
