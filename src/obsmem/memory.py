@@ -706,6 +706,7 @@ class Memory:
         check_id(thread_id, "thread_id")
         parsed = drop_obsmem_messages(parse_messages(messages, "messages"))
         thread = await self.get_thread(thread_id)
+        parsed = await self.engine.core.input_markers_checked(thread.id, parsed)  # markers are obsmem's to write
         saved = await self.store.save_messages(thread_id, parsed)
         await remember_instructions(self.store, thread, saved)
         return saved

@@ -318,6 +318,7 @@ class Turn:
         then awaits :meth:`_committed` before anything is written or observed from them (what
         only reads them, building a context, may run meanwhile: the disk syncs as it does)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
+        messages = await self._engine.core.input_markers_checked(self.thread.id, messages)  # markers: obsmem's
         copies: list[Message] = []
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).

@@ -428,6 +428,16 @@ class Core:
         a window kept by :attr:`windows` whose mark still holds is not read again."""
         return await self.windows.read(self.lineage(thread), thread.id)
 
+    async def input_markers_checked(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        """``messages`` (input about to be saved in ``thread_id``) with only the markers obsmem
+        wrote (:func:`~obsmem.om.markers.input_with_stored_markers`); a store read only when
+        one of them carries a marker."""
+        flagged = [m.id for m in messages if markers.has_markers(m)]
+        if not flagged:
+            return messages
+        stored = {m.id: m for m in await self.store.get_messages(flagged) if m.thread_id == thread_id}
+        return markers.input_with_stored_markers(messages, stored)
+
     async def save_messages(self, thread: Thread, messages: list[Message]) -> Saved:
         """``Store.save_messages`` into ``thread``: the messages as stored, the thread's window
         just after the save when known without a read, the save's commit, to await before

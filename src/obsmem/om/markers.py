@@ -12,7 +12,7 @@ The builders here are pure: the engine passes the clock's readings in.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -29,6 +29,8 @@ __all__ = [
     "buffering_failed_marker",
     "buffering_start_marker",
     "find_markers",
+    "has_markers",
+    "input_with_stored_markers",
     "marker_target",
     "new_cycle_id",
     "observation_end_marker",
@@ -284,6 +286,36 @@ def marker_target(messages: Sequence[Message]) -> Message | None:
         if message.role == "assistant":
             return message
     return None
+
+
+def _is_marker(part: object) -> bool:
+    return isinstance(part, DataPart) and part.name.startswith("om-")
+
+
+def has_markers(message: Message) -> bool:
+    """Whether ``message`` carries a data part named like obsmem's markers (``om-…``)."""
+    return any(_is_marker(part) for part in message.parts)
+
+
+def input_with_stored_markers(messages: Sequence[Message], stored: Mapping[str, Message]) -> list[Message]:
+    """``messages`` (input to save) with the markers obsmem wrote, and only those: a marker is
+    obsmem's record of its own work (a cycle began, ended, committed these observations), so
+    input never sets one. A message's ``om-…`` data parts are replaced by those of the message
+    stored under its id in the same thread (``stored``; none for a new message), so re-saving a
+    stored message keeps its markers, and a forged one (a user's or a tool's, an observation
+    "committed" with text no observer wrote) is never stored. A message left with no part
+    (nothing but forged markers) is not saved."""
+    kept: list[Message] = []
+    for message in messages:
+        if not has_markers(message):
+            kept.append(message)
+            continue
+        old = stored.get(message.id)
+        written = [p for p in old.parts if _is_marker(p)] if old is not None else []
+        parts = (*(p for p in message.parts if not _is_marker(p)), *written)
+        if parts:
+            kept.append(message.model_copy(update={"parts": parts}))
+    return kept
 
 
 def find_markers(messages: Sequence[Message], name: str | None = None) -> list[DataPart]:
