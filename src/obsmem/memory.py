@@ -741,6 +741,7 @@ class Memory:
         check_id(resource_id, "resource_id", optional=True)
         check_text(model, "model")
         parsed = parse_messages(messages, "messages")
+        await self.engine.core.counter.ready()  # the tokenizer's table, off the loop (first turn only)
         try:
             thread = await self._thread_for_turn(thread_id, resource_id)
         except ObsmemError as exc:
@@ -788,6 +789,7 @@ class Memory:
                 f"Invalid thread: expected a Thread (from memory.get_thread), got {describe_value(thread)}",
                 argument="thread",
             )
+        await self.engine.core.counter.ready()
         record, unobserved = await self.engine.core.stored_window(thread)
         return await self.context_from(thread, record, unobserved)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import contextlib
 import copy
 import gzip
 import hashlib
@@ -32,6 +33,7 @@ import importlib.resources
 import itertools
 import json
 import math
+import os
 import re
 import threading
 import urllib.parse
@@ -106,6 +108,37 @@ _O200K_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 _encoding_lock = threading.Lock()
 _encoding: tiktoken.Encoding | None = None
+_preload_started = False
+
+
+def _after_fork_in_child() -> None:
+    # A fork while another thread built the table copies a held lock: the child starts afresh.
+    global _encoding_lock, _preload_started
+    if _encoding is None:
+        _encoding_lock = threading.Lock()
+        _preload_started = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def preload_o200k() -> None:
+    """Start building the o200k table in a daemon thread, once per process (no-op once built).
+
+    The build holds the interpreter lock for part of its ~0.3 s (tiktoken's constructor), so
+    whatever thread does it, an event loop running meanwhile waits: a counter starts it when it
+    is made (an application's start-up), so the first turn finds it built. A failure here is
+    silent: the first count raises it."""
+    global _preload_started
+    if _encoding is not None or _preload_started:
+        return
+    _preload_started = True
+
+    def build() -> None:
+        with contextlib.suppress(Exception):
+            o200k_encoding()
+
+    threading.Thread(target=build, name="obsmem-o200k", daemon=True).start()
 
 
 def decode_bpe_ranks(compressed: bytes, *, source: str = _BPE_RESOURCE) -> dict[bytes, int]:
@@ -667,6 +700,8 @@ class TokenCounter:
             )
         self.estimator_id: str = EXACT_ESTIMATOR_ID if exact else HEURISTIC_ESTIMATOR_ID
         self._count: Callable[[str], int] = _count_o200k if exact else _estimate_heuristic
+        if exact:
+            preload_o200k()
         self._cache = _PartCache(cache_size)
         self._roles: dict[str, int] = {}
         self._provider = provider
@@ -707,6 +742,13 @@ class TokenCounter:
         if not text:
             return 0
         return self._count(text)
+
+    async def ready(self) -> None:
+        """Load the tokenizer's table (about 0.3 s, once per process) in a thread when this
+        counter needs it and it is not loaded yet: a process's first turn does not hold up the
+        event loop with it. Afterwards one check."""
+        if _encoding is None and self._count is _count_o200k:
+            await asyncio.to_thread(o200k_encoding)  # waits for a preload under way (one build)
 
     async def warm(self, messages: Iterable[Message], *, min_chars: int = WARM_CHARS) -> None:
         """Count the long text parts of ``messages`` in a thread, into the part cache.

@@ -699,9 +699,14 @@ async def observe_in_requests(
     else:
         groups = observer_requests(messages, counts, limit, core.counter)
     result: ObservationResult | None = None
+    pieces = len(groups) > 1
     for group in groups:
+        # Building a request truncates the previous observations to their budget; in pieces (a
+        # huge message) each request also shows the cycle's output so far, tens of kilobytes to
+        # read and count for every piece: off the loop then.
+        built = await asyncio.to_thread(request, group, result) if pieces else request(group, result)
         started, started_real = core.clock.now(), time.monotonic()
-        answer = await cycle.run(core.observer.observe(request(group, result)))
+        answer = await cycle.run(core.observer.observe(built))
         core.observer_latency.note((core.clock.now() - started).total_seconds())
         core.observer_latency_real.note(time.monotonic() - started_real)
         result = answer if result is None else combine_results(result, answer)

@@ -864,8 +864,9 @@ def _one_line(hint: str | None) -> str | None:
 
 
 def _request_chars(request: ObservationRequest) -> int:
-    """About how many characters the rules will read in ``request`` (what their time follows)."""
-    total = 0
+    """About how many characters the rules will read in ``request`` (what their time follows):
+    the messages, and the previous observations (parsed for the dates and facts they hold)."""
+    total = len(request.previous_observations or "")
     for message in request.messages:
         for part in message.parts:
             if isinstance(part, ToolCallPart):
