@@ -119,7 +119,8 @@ def _after_fork_in_child() -> None:
         _preload_started = False
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork elsewhere)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def preload_o200k() -> None:

@@ -109,3 +109,26 @@ def test_the_tokenizer_table_is_first_loaded_off_the_event_loop(call: str) -> No
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "OFF-LOOP", done.stdout
+
+
+FORK_WHILE_BUILDING = """
+import os, sys
+import obsmem.tokens as tokens
+tokens._encoding_lock.acquire()  # as if the preload thread were building the table at the fork
+pid = os.fork()
+if pid == 0:
+    encoding = tokens.o200k_encoding()  # the child builds its own: no lock copied held
+    os._exit(0 if encoding.encode_ordinary("hello world") else 1)
+_, status = os.waitpid(pid, 0)
+print("CHILD", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+def test_a_fork_while_the_table_is_built_does_not_deadlock_the_child() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_BUILDING], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "CHILD 0", done.stdout
