@@ -255,6 +255,10 @@ class _Otel:
         """Whether a metric recorded now may be kept (a meter provider is set)."""
         return not isinstance(self.metrics.get_meter_provider(), self.silent_meters)
 
+    def recording(self) -> bool:
+        """Whether a span or a metric recorded now may be kept (either provider is set)."""
+        return self.tracing() or self.metering()
+
 
 _UNLOADED: Any = object()
 _STATE: Any = _UNLOADED
@@ -296,7 +300,7 @@ def recording() -> bool:
     nothing, so obsmem then makes no span objects and no metric calls (a turn boundary's spans
     and metrics cost about a tenth of its time); an SDK set up later is used from then on."""
     otel = _otel()
-    return otel is not None and (otel.tracing() or otel.metering())
+    return otel is not None and otel.recording()
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,7 +408,7 @@ def record_outcome(current: Span, outcome: Any) -> None:
 
 def _on_model_call(call: calls.ModelCall) -> None:
     otel = _otel()  # a span and metrics: either provider may be the one that is set
-    if otel is not None and (otel.tracing() or otel.metering()):
+    if otel is not None and otel.recording():
         _record_model_call(otel, call)
 
 

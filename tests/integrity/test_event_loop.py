@@ -51,22 +51,31 @@ def megabyte_message(chars: int = 1_000_000) -> str:
     return ("Here is everything from my notes:\n" + body * (chars // len(body) + 1))[:chars] + "\nWhat now?"
 
 
+def loop_watcher(
+    loop_thread: int, found: list[tuple[str, int]], threshold: int
+) -> Callable[[str, Callable[..., Any], Callable[..., int]], Callable[..., Any]]:
+    """``watch(name, routine, size)``: ``routine`` wrapped to note (name, characters) in ``found``
+    when a call of ``size(*args)`` characters or more runs on ``loop_thread``."""
+
+    def watch(name: str, original: Callable[..., Any], size: Callable[..., int]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            chars = size(*args)
+            if chars >= threshold and threading.get_ident() == loop_thread:
+                found.append((name, chars))
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    return watch
+
+
 @contextmanager
 def heavy_work_on(loop_thread: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
     """Records each call, in this process, of a heavy routine with ``HEAVY_CHARS`` or more
     characters that ran on ``loop_thread`` (name, characters): what stalls the loop for its
     whole duration. Work in a child interpreter runs none of these wrappers: it is off the loop."""
     found: list[tuple[str, int]] = []
-
-    def watch(name: str, original: Callable[..., Any], size: Callable[..., int]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            chars = size(*args)
-            if chars >= HEAVY_CHARS and threading.get_ident() == loop_thread:
-                found.append((name, chars))
-            return original(*args, **kwargs)
-
-        return wrapper
-
+    watch = loop_watcher(loop_thread, found, HEAVY_CHARS)
     monkeypatch.setattr(OfflineObserver, "_observe", watch(
         "the observer's rules", OfflineObserver._observe, lambda _self, request: observer_module._request_chars(request)))
     monkeypatch.setattr(OfflineReflector, "_climb", watch(

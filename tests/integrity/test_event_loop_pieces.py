@@ -13,9 +13,8 @@ from __future__ import annotations
 import random
 import string
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
@@ -25,7 +24,7 @@ from obsmem.om.offline import OfflineObserver
 from obsmem.om.offline.observer import OFFLOAD_CHARS
 from obsmem.om.protocols import ObservationRequest
 
-from tests.integrity.test_event_loop import converse
+from tests.integrity.test_event_loop import converse, loop_watcher
 
 pytestmark = pytest.mark.anyio
 
@@ -39,16 +38,7 @@ def _work_chars(request: ObservationRequest) -> int:
 @contextmanager
 def work_on(loop_thread: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
     found: list[tuple[str, int]] = []
-
-    def watch(name: str, original: Callable[..., Any], size: Callable[..., int]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            chars = size(*args)
-            if chars >= OFFLOAD_CHARS and threading.get_ident() == loop_thread:
-                found.append((name, chars))
-            return original(*args, **kwargs)
-
-        return wrapper
-
+    watch = loop_watcher(loop_thread, found, OFFLOAD_CHARS)
     monkeypatch.setattr(OfflineObserver, "_observe", watch(
         "the observer's rules", OfflineObserver._observe, lambda _self, request: _work_chars(request)))
     for module in (step_module, buffering_module):

@@ -1,4 +1,4 @@
-"""The context's one-pass raw ids and span equal the receipts module's rules, for any tail."""
+"""The one-pass raw ids and span of a context's receipt equal the rule written plainly, for any tail."""
 
 from __future__ import annotations
 
@@ -7,12 +7,21 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obsmem.om.context import _raw_ids_and_span
-from obsmem.om.receipts import raw_span
+from obsmem.om.receipts import raw_ids_and_span, raw_span
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.types import Message, TextPart
 
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _plain_span(raw: list[Message]) -> tuple[str, int, int] | None:
+    """The rule, plainly: the shown messages (no marker) all have a seq and one thread."""
+    shown = [m for m in raw if MARKER_KEY not in m.metadata]
+    if not shown or any(m.seq is None or m.thread_id != shown[0].thread_id for m in shown):
+        return None
+    seqs = [m.seq or 0 for m in shown]
+    thread = shown[0].thread_id
+    return (thread, min(seqs), max(seqs)) if thread is not None else None
 
 _messages = st.lists(
     st.tuples(
@@ -38,9 +47,9 @@ def _tail(specs: list[tuple[str | None, int | None, bool]]) -> list[Message]:
 @given(_messages)
 def test_one_pass_equals_the_rules(specs: list[tuple[str | None, int | None, bool]]) -> None:
     tail = _tail(specs)
-    ids, span = _raw_ids_and_span(tail)
+    ids, span = raw_ids_and_span(tail)
     assert ids == tuple(m.id for m in tail if MARKER_KEY not in m.metadata)
-    assert span == raw_span(tail)
+    assert span == _plain_span(tail) == raw_span(tail)
 
 
 def test_a_table_of_tails() -> None:
@@ -54,4 +63,4 @@ def test_a_table_of_tails() -> None:
         ([("t1", 9, False), (None, 4, False)], (("m0", "m1"), None)),
     ]
     for specs, wanted in cases:
-        assert _raw_ids_and_span(_tail(specs)) == wanted, specs
+        assert raw_ids_and_span(_tail(specs)) == wanted, specs

@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from obsmem.om.cycle import CommitPolicy, Written, commit
-from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, receipt_groups
+from obsmem.om.receipts import Receipt, context_hash, forget_groups, message_digest, raw_ids_and_span, receipt_groups
 from obsmem.om.sections import escape_thread_id, visible_sections
 from obsmem.om.selection import plain_conversation
 from obsmem.om.windows import ReadOnlyDict
@@ -540,7 +540,7 @@ def build_context(
         )
         messages.extend(continuation)
     messages.extend(raw)
-    shown_ids, span = _raw_ids_and_span(raw)
+    shown_ids, span = raw_ids_and_span(raw)
     receipt = Receipt(
         thread_id=thread_id,
         context_hash=context_hash(messages),
@@ -556,35 +556,6 @@ def build_context(
         messages=messages, system_messages=system, raw_messages=raw, has_observations=has_observations,
         instructions=leading, receipt=receipt,
     )
-
-
-def _raw_ids_and_span(raw: Sequence[Message]) -> tuple[tuple[str, ...], tuple[str, int, int] | None]:
-    """The ids of the stored messages a raw tail shows (not obsmem's reminders) and their span
-    (:func:`~obsmem.om.receipts.raw_span`), in one pass: read for every context."""
-    ids: list[str] = []
-    thread: str | None = None
-    low = high = 0
-    spanned = True
-    first = True
-    for message in raw:
-        if MARKER_KEY in message.metadata:
-            continue
-        ids.append(message.id)
-        if not spanned:
-            continue
-        seq = message.seq
-        if seq is None:
-            spanned = False
-        elif first:
-            thread, low, high, first = message.thread_id, seq, seq, False
-        elif message.thread_id != thread:
-            spanned = False
-        elif seq < low:
-            low = seq
-        elif seq > high:
-            high = seq
-    span = (thread, low, high) if spanned and ids and thread is not None else None
-    return tuple(ids), span
 
 
 def _section_tokens(

@@ -41,6 +41,7 @@ __all__ = [
     "context_hash",
     "forget_groups",
     "message_digest",
+    "raw_ids_and_span",
     "raw_span",
     "receipt_groups",
     "resolve_groups",
@@ -188,12 +189,37 @@ def _span(value: Any) -> tuple[str, int, int] | None:
 
 def raw_span(raw: Sequence[Message]) -> tuple[str, int, int] | None:
     """(thread, first seq, last seq) of a raw tail that is one thread's stored messages, else None."""
-    shown = [m for m in raw if MARKER_KEY not in m.metadata]
-    if not shown or any(m.seq is None or m.thread_id != shown[0].thread_id for m in shown):
-        return None
-    seqs = [m.seq or 0 for m in shown]
-    thread = shown[0].thread_id
-    return (thread, min(seqs), max(seqs)) if thread is not None else None
+    return raw_ids_and_span(raw)[1]
+
+
+def raw_ids_and_span(raw: Sequence[Message]) -> tuple[tuple[str, ...], tuple[str, int, int] | None]:
+    """The ids of the stored messages a raw tail shows (not obsmem's reminders, which carry the
+    marker) and :func:`raw_span`: the thread and the lowest and highest seq when every shown
+    message has a seq and all are of one thread, else None. One pass: read for every context."""
+    ids: list[str] = []
+    thread: str | None = None
+    low = high = 0
+    spanned = True
+    first = True
+    for message in raw:
+        if MARKER_KEY in message.metadata:
+            continue
+        ids.append(message.id)
+        if not spanned:
+            continue
+        seq = message.seq
+        if seq is None:
+            spanned = False
+        elif first:
+            thread, low, high, first = message.thread_id, seq, seq, False
+        elif message.thread_id != thread:
+            spanned = False
+        elif seq < low:
+            low = seq
+        elif seq > high:
+            high = seq
+    span = (thread, low, high) if spanned and ids and thread is not None else None
+    return tuple(ids), span
 
 
 def context_hash(messages: Iterable[Message]) -> str:

@@ -95,6 +95,7 @@ class PinBoard:
             return PinnedBlock("", (), ())
         budget = self.settings.pins_tokens
         shown: list[Record] = []
+        shown_lines: list[str] = []
         dropped: list[str] = []
         used = 0
         for pin in pins:
@@ -105,8 +106,8 @@ class PinBoard:
                 continue
             used += cost
             shown.append(pin)
-        lines = [f"<pinned-knowledge count=\"{len(shown)}\">",
-                 *(f"  • {{id: {p.id}}} {defuse(p.text)}" for p in shown)]
+            shown_lines.append(line)
+        lines = [f"<pinned-knowledge count=\"{len(shown)}\">", *shown_lines]
         if dropped:
             lines.append(
                 f"  ({len(dropped)} more pinned record(s) did not fit the {budget}-token pin budget: "

@@ -47,7 +47,6 @@ __all__ = [
     "speaker_label",
 ]
 
-_PRIORITY_MARKERS: Final = PRIORITY_MARKERS
 _ONE_LINE: Final = str.maketrans({ord(c): " " for c in LINE_BREAKS})
 _QUOTE_MARKS: Final = str.maketrans({"“": '"', "”": '"'})
 
@@ -105,7 +104,7 @@ def speaker_label(name: str) -> str:
     return f"Participant {quote(name, QUOTED_NAME_LIMIT)}"
 
 
-_STRUCTURE_STARTS: Final = ("*", "-", "#", "(", "[", "‹", "›", "|", "`", "=", *_PRIORITY_MARKERS)
+_STRUCTURE_STARTS: Final = ("*", "-", "#", "(", "[", "‹", "›", "|", "`", "=", *PRIORITY_MARKERS)
 
 
 def poses_as_structure(text: str) -> bool:
