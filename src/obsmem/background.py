@@ -193,6 +193,37 @@ class BackgroundWork:
         keyed = self._keyed.get(key)
         return keyed is not None and keyed.task is not None and not keyed.task.done()
 
+    def queue(self, key: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``work()`` under ``key`` once the work running under it now is done, nobody
+        waiting for it (a failure is logged). It holds the key at once: :meth:`within` and
+        :meth:`finished` for ``key`` wait for both. Refused (nothing runs) once closed."""
+        if self._closed:
+            return
+        previous = self._keyed.get(key)
+        loop = asyncio.get_running_loop()
+        keyed = _Keyed(_Waiters(parent=self._waiters), loop.create_future())
+        keyed.detached = True
+        keyed.gate.set_result(None)
+
+        async def run() -> None:
+            if previous is not None:
+                await self._wait(previous, None)
+            await self._run_keyed(keyed, key, work)
+
+        keyed.task = loop.create_task(run(), name=f"obsmem:{key}", context=self._context(keyed.waiters))
+        self._keyed[key] = keyed
+        self._own(keyed.task)
+
+    async def finished(self, key: str, budget: float | None) -> bool:
+        """Wait for the work running under ``key`` (started by :meth:`within`) at most ``budget``
+        seconds of the clock (None: as long as it takes); whether it is done (True when none
+        runs). Its result and its failure are its starter's, not reported here."""
+        keyed = self._keyed.get(key)
+        if keyed is None:
+            return True
+        deadline = None if budget is None else self.clock.monotonic() + max(0.0, budget)
+        return await self._wait(keyed, deadline)
+
     async def within(
         self, key: str, work: Callable[[], Coroutine[Any, Any, T]], budget: float | None
     ) -> Waited[T]:

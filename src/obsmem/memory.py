@@ -71,7 +71,7 @@ from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines
 from obsmem.tokens import TokenCounter
-from obsmem.turn import Turn, input_not_saved
+from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
     DataPart,
     Message,
@@ -779,8 +779,14 @@ class Memory:
             await turn.end()
 
     async def get_context(self, thread_id: str) -> ContextWindow:
-        """The messages an actor should see now, for use without the Turn API."""
-        return await self.context_for(await self.get_thread(thread_id))
+        """The messages an actor should see now, for use without the Turn API: the context from
+        what is stored, once memory work a turn of this thread left running (``end`` starts what
+        falls due after the turn's last messages) is done, or after ``max_turn_wait`` seconds, as
+        a turn would wait. Nothing else runs here: the work itself happens at turn boundaries,
+        :meth:`observe` and :meth:`reflect`."""
+        thread = await self.get_thread(thread_id)
+        await self.background.finished(work_key(thread.id), self.max_turn_wait)
+        return await self.context_for(thread)
 
     async def context_for(self, thread: Thread) -> ContextWindow:
         """The context for ``thread`` from what is stored now."""

@@ -60,6 +60,12 @@ from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_me
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
 
 
+def work_key(thread_id: str) -> str:
+    """The key a turn's memory work on ``thread_id`` runs under in the memory's background work:
+    one at a time per thread; a later boundary (or ``Memory.get_context``) waits for it."""
+    return f"turn:{thread_id}"
+
+
 class TurnContexts(Protocol):
     """What a turn asks of the memory that runs it: the actor's context for a thread.
 
@@ -224,20 +230,50 @@ class Turn:
         return self.context
 
     async def end(self, responses: Sequence[Message | dict[str, Any]] = ()) -> None:
-        """Close the turn, saving any final messages. Idempotent."""
+        """Close the turn, saving any final messages. Idempotent. Memory work those messages make
+        due starts here, in the background (see :meth:`_work_after_end`): ``end`` does not wait
+        for it unless the memory has no wait bound (``max_turn_wait=None``)."""
         parsed = parse_messages(responses, "responses")
         if self.ended:
             return
         async with self._traced("end") as span:
             if parsed:
                 async with self._boundary("end"):
-                    span.set("obsmem.messages", len(await self._save(parsed, "responses")))
+                    saved = await self._save(parsed, "responses")
+                    span.set("obsmem.messages", len(saved))
+                    await self._work_after_end(saved)
             self.ended = True
             if self.waited:
                 telemetry.record_turn_waited()
             buffered = self._engine.buffered
             if buffered is not None and self._engine.config.observation.buffer_on_idle:
                 await buffered.maybe_start_buffer(self.thread, idle=True)
+
+    async def _work_after_end(self, saved: list[Message]) -> None:
+        """The memory work due once the turn's last messages are stored (a large tool result
+        answered in ``end``, say) runs now, not at the next boundary: that boundary, or a
+        ``get_context`` meanwhile, would otherwise find the window past its threshold. With a wait
+        bound it is queued in the background under the turn's key, after the turn's work still
+        running there (the next boundary of the thread waits for it as for any turn work, within
+        its own bound) and ``end`` does not wait; without one it runs here. A quiet end (nothing due, known from the save's window
+        without a read) starts nothing; the actor has seen everything, so nothing stays unseen."""
+        engine, thread, model = self._engine, self.thread, self.model
+        if not saved or pending_tool_call_ids(saved[-1:]):
+            return  # a call waiting for its result is observed with it, later
+        stored = self._saved_window
+        if stored is not None:
+            quiet = await engine.quiet_step(thread, actor_model=model, stored=stored)
+            if quiet is not None:
+                quiet.taken()
+                return
+
+        async def work() -> StepResult:
+            return await engine.advance(thread, actor_model=model)
+
+        if self._background is None or self._wait_left is None:
+            self.outcomes.extend((await work()).outcomes)
+        else:
+            self._background.queue(work_key(thread.id), work)
 
     async def __aenter__(self) -> Turn:
         return self
@@ -449,7 +485,7 @@ class Turn:
                 thread, turn_start=turn_start, actor_model=self.model, fresh=saved, prepared=prepared
             )
 
-        key = f"turn:{thread.id}"
+        key = work_key(thread.id)
         result: StepResult | None = None
         if self._background is None or self._wait_left is None:
             began = time.perf_counter()

@@ -321,8 +321,10 @@ async def test_begin_turn_retried_after_its_memory_work_failed(tmp_path: Path, m
     memory = Memory(store, config=small_config(message_tokens=400), clock=fake_clock())
     conv = Conversation()
     turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("Plan my week in Munich.")])
-    # end() saves without memory work: the next boundary finds the window over the threshold.
-    await turn.end([conv.assistant("Here is the plan: " + " ".join(FACTS * 8))])
+    # save_messages runs no memory work (end() would start it): the next boundary finds the
+    # window over the threshold.
+    await turn.end()
+    await memory.save_messages("t1", [conv.assistant("Here is the plan: " + " ".join(FACTS * 8))])
     before = await history(memory)
     store.fail(method)
     asked = Message.user("And the weekend?", id="in-weekend")

@@ -133,6 +133,22 @@ def test_writes_into_another_tenants_thread_are_refused_and_change_nothing(world
     assert positive.status_code == 201
 
 
+def test_another_tenants_message_id_is_refused_showing_nothing_of_it(world: World) -> None:
+    """Message ids are unique in a store: an id in use is refused whoever holds it (the README
+    says so, and that the refusal tells the id exists); nothing of its message, thread or org
+    is shown, and the message is unchanged."""
+    before = _alice_messages(world)
+    keys = world.env.keys
+    for key, thread in ((keys.bob, "t-bob"), (keys.globex, "t-carol")):
+        body = {"messages": [{"id": REPLY, "role": "assistant", "parts": [{"type": "text", "text": "overwritten"}]}]}
+        taken = world.as_(key, "POST", f"/api/threads/{thread}/messages", json=body)
+        assert taken.status_code == 400, taken.text
+        assert set(taken.json()) == {"error"}
+        for secret in (SECRET, "t-alice", "acme", "in your notes"):  # the id itself is the caller's own input
+            assert secret not in taken.text, (secret, taken.text)
+    assert _alice_messages(world) == before
+
+
 def test_turns_begun_by_one_key_are_invisible_to_others(world: World) -> None:
     alice = world.env.keys.alice
     begun = world.as_(alice, "POST", "/api/threads/t-alice/turns", json={

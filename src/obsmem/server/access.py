@@ -7,6 +7,10 @@ belongs to one org: the org of its threads. Resource-wide operations (list, dele
 import, forget) check that no thread of the resource belongs to another org, so the store's
 resource-wide calls never reach another tenant's threads.
 
+Thread and message ids are unique in a store, across orgs: an id in use is refused (a new
+thread: 409; a message: 400) showing nothing of what holds it, though the refusal tells the id
+exists; unguessable ids (obsmem's own are random) keep that from telling anyone anything.
+
 ``--dev`` serves without keys: its principal (``Principal.dev()``) sees every org.
 """
 
