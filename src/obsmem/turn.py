@@ -163,7 +163,7 @@ class Turn:
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
             before = await engine.core.stored_window(thread)
-            saved = await turn._save(parse_messages(messages, "messages"), before=before[1], early=True)
+            saved = await turn._save(parse_messages(messages, "messages"), before=before[1], early=True, close_calls=True)
             span.set("obsmem.messages", len(saved))
             stored: Window | None = turn._saved_window
             if stored is None and not turn._window_stale:
@@ -340,7 +340,7 @@ class Turn:
 
     async def _save(
         self, messages: list[Message], argument: str = "messages", *, before: Sequence[Message] | None = None,
-        early: bool = False,
+        early: bool = False, close_calls: bool = False,
     ) -> list[Message]:
         """Save a boundary's input; return it as stored (with seqs), the messages the actor has
         not seen yet. Copies of stored messages are not saved again: sending the context back
@@ -352,7 +352,10 @@ class Turn:
 
         ``early``: return once the messages are written, before they are durable; the caller
         then awaits :meth:`_committed` before anything is written or observed from them (what
-        only reads them, building a context, may run meanwhile: the disk syncs as it does)."""
+        only reads them, building a context, may run meanwhile: the disk syncs as it does).
+
+        ``close_calls`` (a turn's start): tool calls still waiting when the input says something
+        are closed first, each answered as unanswered (see the engine's ``check_input``)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
         messages = await self._engine.core.input_markers_checked(self.thread.id, messages)  # markers: obsmem's
         copies: list[Message] = []
@@ -369,7 +372,9 @@ class Turn:
             # (also after a boundary failed past its save: the store holds more than the context).
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else _tail_of(before)
-            await self._engine.check_input(self.thread, messages, tail=tail, argument=argument)
+            messages = await self._engine.check_input(
+                self.thread, messages, tail=tail, argument=argument, close_calls=close_calls
+            )
             done = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
             saved, self._saved_window, self._commit, self._window_stale = (
                 done.messages, done.window, done.commit, done.stale

@@ -42,7 +42,14 @@ from obsmem.om.group_index import GroupIndex
 from obsmem.om.outcomes import CycleOutcome, EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.sections import remove_thread
-from obsmem.om.selection import Unseen, check_input_sequence, is_boundary, observable_messages, valid_cuts
+from obsmem.om.selection import (
+    Unseen,
+    check_input_sequence,
+    close_waiting_calls,
+    is_boundary,
+    observable_messages,
+    valid_cuts,
+)
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
@@ -257,21 +264,27 @@ class Engine:
 
     async def check_input(
         self, thread: Thread, new: Sequence[Message], *, tail: Sequence[Message] | None = None,
-        argument: str = "messages",
-    ) -> None:
+        argument: str = "messages", close_calls: bool = False,
+    ) -> list[Message]:
         """Raise InvalidInputError when saving ``new`` on ``thread`` would put a tool result
         before its call or a message between a call and its result (see
-        :func:`~obsmem.om.selection.check_input_sequence`). Call it *before* saving.
+        :func:`~obsmem.om.selection.check_input_sequence`). Call it *before* saving; save what
+        it returns: ``new``, and with ``close_calls`` (a turn's start) the calls still waiting
+        when ``new`` says something answered as unanswered
+        (:func:`~obsmem.om.selection.close_waiting_calls`).
 
         ``tail`` is the thread's stored messages from the newest message with text, a file or a
         call on (a turn's last context's raw messages will do); without it the tail is read
         from the store, newest first, until such a message is found.
         """
         if not new:
-            return
+            return []
         if tail is None:
             tail = await self._tail(thread)
+        if close_calls:
+            new = close_waiting_calls(tail, new)
         check_input_sequence(tail, new, argument=argument)
+        return list(new)
 
     async def _tail(self, thread: Thread) -> list[Message]:
         """The thread's stored messages from its newest boundary message on, oldest first."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from obsmem.errors import InvalidInputError
 from obsmem.om.text.own import conversation_messages, plain_conversation
 from obsmem.tokens import TokenCounter
-from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart
+from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "MAX_OTHER_THREADS",
@@ -38,8 +38,10 @@ __all__ = [
     "OTHER_THREAD_SHARE",
     "OtherPrefix",
     "Unseen",
+    "UNANSWERED",
     "choose_other_threads",
     "check_input_sequence",
+    "close_waiting_calls",
     "is_boundary",
     "observable_messages",
     "observation_batches",
@@ -478,6 +480,61 @@ def check_input_sequence(existing: Sequence[Message], new: Sequence[Message], *,
             if result.tool_call_id in own:
                 waiting.pop(result.tool_call_id, None)
                 answered.add(result.tool_call_id)
+
+
+#: The result obsmem gives a call that a new turn left without one (:func:`close_waiting_calls`).
+UNANSWERED = (
+    "No result: the conversation went on to a new user message before this tool call was answered "
+    "(the tool may not have run)."
+)
+
+
+def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> list[Message]:
+    """``new`` (a turn's input) with a tool message put before each of its messages that says,
+    shows or calls something (:func:`is_boundary`) while tool calls still wait for results,
+    answering every one of them: one :class:`~obsmem.types.ToolResultPart` per call,
+    ``is_error`` set and the text :data:`UNANSWERED`, in the calls' order. ``new`` as it is when
+    no call waits at such a message.
+
+    A user who leaves a tool call unanswered (an approval never given, a tool that raised and
+    was not retried) and says something else starts a new turn: the call cannot be answered in a
+    valid place any more, and a call without a result is refused by providers. The closing
+    message keeps the thread a valid sequence (:func:`check_input_sequence` accepts what this
+    returns, unless a result has no waiting call) and tells the model, and the observer, that no
+    result came. The calls may be stored (``existing``) or in ``new`` (a framework re-sending a
+    history whose call never got a result). Results given before such a message answer their
+    calls as usual; messages already in ``existing`` (re-sent by id) and system and marker-only
+    messages are skipped, as the check does.
+    """
+    newest_first: list[Message] = []
+    for message in reversed(existing):
+        newest_first.extend(observable_messages([message]))
+        if newest_first and is_boundary(newest_first[-1]):
+            break
+    waiting = list(_replay(newest_first[::-1])[0])  # call ids, oldest first
+    names = {c.tool_call_id: c.tool_name for m in newest_first for c in m.tool_calls}
+    known = {m.id for m in existing}
+    out: list[Message] = []
+    for message in new:
+        if message.id in known or message.role == "system" or message.is_marker_only:
+            out.append(message)
+            continue
+        own = {c.tool_call_id for c in message.tool_calls}
+        answered = {r.tool_call_id for r in message.tool_results if r.tool_call_id not in own}
+        waiting = [call_id for call_id in waiting if call_id not in answered]
+        if is_boundary(message):
+            if waiting:
+                parts = tuple(
+                    ToolResultPart(tool_call_id=call_id, tool_name=names[call_id], result=UNANSWERED, is_error=True)
+                    for call_id in waiting
+                )
+                out.append(Message(role="tool", parts=parts, metadata={"obsmem_unanswered": True}))
+            waiting = []
+        answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
+        waiting += [c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered_here]
+        names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})
+        out.append(message)
+    return out
 
 
 def _replay(messages: Sequence[Message]) -> tuple[dict[str, str], set[str]]:
