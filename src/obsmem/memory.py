@@ -65,7 +65,7 @@ from obsmem.om.step import read_other_threads
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
-from obsmem.om.sections import remove_thread, split_sections
+from obsmem.om.sections import remove_thread, split_sections, visible_sections
 from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
@@ -1066,6 +1066,19 @@ class Memory:
     async def get_record(self, thread_id: str) -> ObservationRecord | None:
         thread = await self.get_thread(thread_id)
         return await self.store.get_head(self.engine.lineage(thread))
+
+    async def get_observations(self, thread_id: str) -> str:
+        """The observations ``thread_id``'s context shows (empty until something was observed): in
+        resource scope without ``share_threads_in_resource``, only its own sections and the
+        resource's unsectioned text, never another thread's. (:meth:`get_record` is the whole
+        record, which in resource scope is the resource's.)"""
+        record = await self.get_record(thread_id)
+        if record is None:
+            return ""
+        if record.scope != "resource":
+            return record.active_observations
+        shared = self.config.scope == "resource" and self.config.share_threads_in_resource
+        return visible_sections(record.active_observations, thread_id, shared=shared)
 
     async def list_generations(self, thread_id: str, *, limit: int = 100) -> list[ObservationRecord]:
         check_count(limit, "limit")

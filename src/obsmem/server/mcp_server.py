@@ -154,11 +154,11 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
     @_reported(ResourceError)
     async def observations(thread_id: str, ctx: Context) -> str:
-        """The thread's current observations (empty until something was observed)."""
+        """The thread's current observations, as its context shows them (empty until something
+        was observed; in resource scope without sharing, never another thread's)."""
         who = await caller(ctx)
         await who.thread(service.memory, thread_id)
-        record = await service.memory.get_record(thread_id)
-        return record.active_observations if record else ""
+        return await service.memory.get_observations(thread_id)
 
     return server
 

@@ -257,7 +257,7 @@ async def get_observations(thread_id: str, principal: Caller, service: ServiceDe
     record = await service.memory.get_record(thread_id)
     return {
         "thread_id": thread_id,
-        "observations": record.active_observations if record else "",
+        "observations": await service.memory.get_observations(thread_id),  # what its context shows
         "record": record.model_dump(mode="json") if record else None,
     }
 
