@@ -1073,8 +1073,11 @@ class Memory:
         resource's unsectioned text, never another thread's. (:meth:`get_record` is the whole
         record, which in resource scope is the resource's.)"""
         record = await self.get_record(thread_id)
-        if record is None:
-            return ""
+        return self.observations_shown(record, thread_id) if record is not None else ""
+
+    def observations_shown(self, record: ObservationRecord, thread_id: str) -> str:
+        """The part of ``record``'s observations (the head or any generation of ``thread_id``'s
+        lineage) that ``thread_id``'s context shows: see :meth:`get_observations`."""
         if record.scope != "resource":
             return record.active_observations
         shared = self.config.scope == "resource" and self.config.share_threads_in_resource

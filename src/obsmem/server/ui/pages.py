@@ -6,7 +6,7 @@ through the same checks as the REST API (:class:`~obsmem.server.access.Principal
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -413,7 +413,9 @@ async def generations_page(request: Request, thread_id: str) -> Response:
         by_id = {r.id: r for r in records}
         older = by_id.get(request.query_params.get("a") or "", records[1])
         newer = by_id.get(request.query_params.get("b") or "", records[0])
-        body += _diff_form(thread_id, records, older, newer) + _diff(older, newer)
+        body += _diff_form(thread_id, records, older, newer) + _diff(
+            older, newer, lambda record: memory.observations_shown(record, thread.id)
+        )
     return page(f"Generations · {thread.id}", body, who=session(request, principal))
 
 
@@ -431,9 +433,11 @@ def _diff_form(thread_id: str, records: list[ObservationRecord], older: Observat
     )
 
 
-def _diff(older: ObservationRecord, newer: ObservationRecord) -> str:
-    before = older.active_observations.splitlines()
-    after = newer.active_observations.splitlines()
+def _diff(older: ObservationRecord, newer: ObservationRecord, shown: Callable[[ObservationRecord], str]) -> str:
+    """The line diff of two generations' observations as ``shown`` gives them (what the thread's
+    context shows: in resource scope without sharing, never another thread's sections)."""
+    before = shown(older).splitlines()
+    after = shown(newer).splitlines()
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     kept = sum(size for _, _, size in matcher.get_matching_blocks())
     lines: list[str] = []
