@@ -361,6 +361,7 @@ class Turn:
         copies: list[Message] = []
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
+        sent = [m.id for m in messages]  # the call's order, for its instructions
         if len(messages) > 1 or (messages and not self._context_current):
             messages, copies = await self._split_copies(messages)
         saved: list[Message] = []
@@ -388,6 +389,15 @@ class Turn:
         # A retry re-records the instructions its failed call may not have; the record is
         # compare-and-set by seq, so an older call's instructions never replace newer ones.
         instructions = fresh if messages or seen is not None else copies
+        if messages and any(m.role == "system" for m in copies):
+            # System messages sent again (copies) with new input are this call's instructions
+            # too, in the order sent: a framework keeps every system message of its state.
+            known = {m.id for m in instructions}
+            place = {id_: index for index, id_ in enumerate(sent)}
+            instructions = sorted(
+                [*instructions, *(m for m in copies if m.role == "system" and m.id not in known)],
+                key=lambda m: place.get(m.id, len(place)),
+            )
         if self._commit is not None and any(m.role == "system" for m in instructions):
             await self._committed()  # recording them writes: only what is stored
         self.thread = await remember_instructions(self._store, self.thread, instructions)

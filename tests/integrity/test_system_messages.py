@@ -223,3 +223,21 @@ async def test_a_prompt_sent_anew_every_turn_is_recorded_once_and_leads_every_co
         await turn.end([chat.assistant("Hello!")])
         assert (await memory.get_thread("t")).version > versions[-1]
         assert instructions_of(await memory.get_context("t")) == [SECOND]
+
+
+async def test_system_messages_sent_again_with_a_new_one_are_all_instructions() -> None:
+    """A framework that keeps every system message in its state (LangChain) sends the earlier
+    one again (same id: a copy of a stored message) with a new one: both are the call's
+    instructions, in the order sent. Before, a copy did not count: the new one replaced it."""
+    clock = FakeClock(START)
+    chat = Chat(clock)
+    async with Memory("memory://", config=config(), clock=clock) as memory:
+        prompt = chat.system(PROMPT, "p1")
+        turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[prompt, chat.user(FACTS[0])])
+        await turn.end([chat.assistant("Good to know.")])
+        turn = await memory.begin_turn(thread_id="t", messages=[prompt, chat.system(SECOND, "p2"), chat.user("Hi again.")])
+        assert instructions_of(turn.context) == [PROMPT, SECOND]
+        await turn.end([chat.assistant("Hello!")])
+        assert instructions_of(await memory.get_context("t")) == [PROMPT, SECOND]
+        # the stored thread holds each system message once
+        assert [m.id for m in await memory.list_messages("t") if m.role == "system"] == ["p1", "p2"]
