@@ -65,6 +65,16 @@ def chat_requests(server: WireServer) -> list[dict[str, Any]]:
     return [r.body for r in server.requests if r.path.endswith("/chat/completions")]
 
 
+def leading_system(body: dict[str, Any]) -> list[str]:
+    """The contents of a request's leading system messages (the app's prompt, then obsmem's)."""
+    lead: list[str] = []
+    for message in body["messages"]:
+        if message["role"] not in ("system", "developer"):
+            break
+        lead.append(message["content"])
+    return lead
+
+
 async def test_sixty_turns_with_tools_are_observed_and_every_request_is_valid(
     server: tuple[WireServer, AgentModel],
 ) -> None:
@@ -84,16 +94,15 @@ async def test_sixty_turns_with_tools_are_observed_and_every_request_is_valid(
         stored = await memory.list_messages("t1")
         await memory.settled()
 
-    # observations were made, and the model saw them (in the system message it received)
+    # observations were made, and the model saw them (in the system messages after the app's prompt)
     assert record is not None and record.active_observations.strip()
     requests = chat_requests(wire)
     assert model.invalid == [] and model.answered == len(requests)
     assert model.tool_calls == 20
-    with_observations = [b for b in requests if b["messages"][0]["role"] in ("system", "developer")
-                         and "You are a travel helper." in b["messages"][0]["content"]
-                         and len(b["messages"][0]["content"]) > len("You are a travel helper.") + 200]
+    with_observations = [b for b in requests if leading_system(b)[:1] == ["You are a travel helper."]
+                         and len("".join(leading_system(b)[1:])) > 200]
     assert with_observations, "no request carried obsmem's observations"
-    assert any("Anna" in b["messages"][0]["content"] for b in with_observations)
+    assert any("Anna" in "".join(leading_system(b)[1:]) for b in with_observations)
     # the context stays small: the last request holds far fewer messages than the history
     assert len(requests[-1]["messages"]) < len(stored) / 4
     # raw history in obsmem is complete: 60 user messages, 20 calls, 20 results, 80 answers

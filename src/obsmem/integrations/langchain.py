@@ -11,11 +11,19 @@
         await agent.ainvoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
 
 The middleware replaces ``SummarizationMiddleware``. Before every model call it saves the
-messages of the agent's state obsmem has not seen (by message id) and sends the model obsmem's
-context instead of the whole history: the agent's system prompt followed by the observations
-(one system message), then the unobserved raw tail, as the original LangChain message objects.
-A tool call is never separated from its result (obsmem never observes one without the other)
-and the newest input stays raw. After the run, the final answer is saved and the turn ends.
+messages of the agent's state obsmem has not seen and sends the model obsmem's context instead of
+the whole history: after the request's system prompt (the agent's ``system_prompt``, or what a
+middleware such as ``@dynamic_prompt`` sets, in any order: obsmem leaves it alone), every system
+message of the state (each is an instruction of the app's), then obsmem's observations (one system
+message), then the unobserved raw tail, as the original LangChain message objects. A tool call is
+never separated from its result (obsmem never observes one without the other) and the newest
+input stays raw, whatever its content blocks. After the run, the final answer is saved and the
+turn ends.
+
+A LangChain message id (often the provider's, ``chatcmpl-…``, which may repeat) is not obsmem's
+id as it is: obsmem's is derived from it, the thread and the message's content
+(:func:`~obsmem.integrations._ids.scoped_id`), so a repeated id loses no message, the same id in
+another thread is another message, and history sent again is stored once.
 
 :func:`to_langchain` / :func:`from_langchain` convert messages both ways, keeping ids, tool
 calls and results (ids, names, errors), reasoning and attachments (see each function).
@@ -41,7 +49,9 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from obsmem import ContextWindow
 from obsmem.errors import InvalidInputError
+from obsmem.integrations._ids import scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn
 from obsmem.types import (
@@ -111,11 +121,54 @@ def _guess_mime(ref: str, default: str) -> str:
     return default
 
 
+def _stand_in(block: dict[str, Any]) -> TextPart | FilePart:
+    """The part that stands for a block obsmem has no part for, in a user's message: its text
+    when it carries one (``text-plain``, a ``non_standard`` value's text, an Anthropic text
+    ``document``), else a file with what the block says of its type, location and data (an
+    Anthropic ``document``, an OpenAI ``input_audio`` or ``file``). The block itself is kept beside
+    it (the message's metadata) and is what goes back to LangChain."""
+    kind = block.get("type")
+    own = block.get(kind) if isinstance(kind, str) else None  # {"type": "input_audio", "input_audio": {...}}
+    inner = [block, *(v for v in (block.get("source"), own, block.get("value")) if isinstance(v, dict))]
+    for where in inner:
+        if isinstance(where.get("text"), str):
+            return TextPart(text=where["text"])
+        if where.get("type") == "text" and isinstance(where.get("data"), str):
+            return TextPart(text=where["data"])
+    mime = url = data = name = None
+    for where in inner:
+        nested = where is not block and where is own
+        mime = mime or _text_of(where, "mime_type", "media_type")
+        url = url or _text_of(where, "url", "file_url")
+        name = name or _text_of(where, "filename", "title")
+        data = data or _text_of(where, "base64", "file_data")
+        if data is None and (nested or where.get("type") == "base64"):
+            data = _text_of(where, "data")
+        audio = _text_of(where, "format")
+        if mime is None and audio is not None and isinstance(kind, str) and "audio" in kind:
+            mime = f"audio/{audio}"
+    mime = mime or _guess_mime(data if data and data.startswith("data:") else url or name or "",
+                               "application/octet-stream")
+    return FilePart(media_type=mime, url=url, data=data, filename=name)
+
+
+def _text_of(where: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = where.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _content_parts(
-    content: str | list[str | dict[str, Any]], where: str
+    content: str | list[str | dict[str, Any]], where: str, *, stand_ins: bool = False
 ) -> tuple[list[Part], dict[str, Any]]:
     """Parts for a message's content, and the blocks that carried more than their part keeps
-    (provider ids, annotations, signatures), by part index, to restore on the way back."""
+    (provider ids, annotations, signatures), by part index, to restore on the way back.
+
+    ``stand_ins`` (a user's message): a block obsmem has no part for gets a part that stands for
+    it (:func:`_stand_in`), so obsmem shows the message and its observer knows of it; else
+    it is kept in a data part (never shown)."""
     if isinstance(content, str):
         return ([TextPart(text=content)] if content else []), {}
     parts: list[Part] = []
@@ -145,6 +198,8 @@ def _content_parts(
             plain = kind != "image_url" and set(block) <= {"type", "url", "base64", "mime_type", "extras"}
         elif kind in ("tool_call", "tool_call_chunk", "invalid_tool_call"):
             continue  # also in AIMessage.tool_calls, where they are read
+        elif stand_ins:
+            part, plain = _stand_in(block), False
         else:
             part, plain = DataPart(name=BLOCK_PART, data=dict(block)), True
         if not plain:
@@ -176,8 +231,11 @@ def from_langchain(
     attachments (``image``/``file``/``audio``/``video`` and ``image_url`` blocks) become parts;
     ``tool_calls`` (and ``invalid_tool_calls``, raw arguments kept) become tool-call parts with
     their ids; a ``ToolMessage`` becomes a tool result (``status="error"`` → ``is_error``), named
-    by ``name`` or by its call in ``messages`` / ``history``. A block obsmem has no part for is kept
-    whole in a data part (stored, never shown to a model by obsmem, restored by :func:`to_langchain`).
+    by ``name`` or by its call in ``messages`` / ``history``. A block obsmem has no part for
+    (``document``, ``input_audio``, ``text-plain``, ``non_standard``, ...) is kept whole in the
+    message's metadata and restored by :func:`to_langchain`; in a user's message a part stands for
+    it (its text, or a file with its media type and data), so obsmem shows the message and its
+    observer knows of the block; elsewhere it is kept in a data part (never shown to a model).
     """
     names = _call_names([*history, *messages])
     converted: list[Message] = []
@@ -204,7 +262,7 @@ def from_langchain(
             )
             converted.append(Message(id=message_id, role="tool", parts=(part,)))
             continue
-        parts, payloads = _content_parts(message.content, where)
+        parts, payloads = _content_parts(message.content, where, stand_ins=role == "user")
         if isinstance(message, AIMessage):
             reasoning = message.additional_kwargs.get("reasoning_content")
             if isinstance(reasoning, str) and reasoning:
@@ -283,8 +341,11 @@ def _content(message: Message) -> tuple[str | list[str | dict[str, Any]], list[T
         if block is None:
             continue
         payload = payloads.get(str(index))
-        if isinstance(payload, dict) and payload.get("type") in _SAME_KIND.get(str(block["type"]), ()):
-            block = dict(payload)  # the provider's own block, as it came
+        if isinstance(payload, dict) and (
+            payload.get("type") in _SAME_KIND.get(str(block["type"]), ())
+            or (isinstance(part, TextPart | FilePart) and _stand_in(payload) == part)
+        ):
+            block = dict(payload)  # the provider's own block, as it came (or the one the part stands for)
         blocks.append(block)
     only = blocks[0] if len(blocks) == 1 else None
     if isinstance(only, dict) and set(only) == {"type", "text"} and only["type"] == "text":
@@ -309,7 +370,8 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
     attachment in ``extras``). Tool calls go to ``AIMessage.tool_calls`` (raw-string arguments to
     ``invalid_tool_calls``); each tool result becomes a ``ToolMessage`` with its call's id and the
     tool's name (a result that is not a string is sent as JSON and kept in
-    ``additional_kwargs["obsmem_result"]``), placed before the rest of its message. obsmem's data
+    ``additional_kwargs["obsmem_result"]``), placed before the rest of its message. A part that
+    stands for a LangChain block obsmem has no part for goes back as that block. obsmem's data
     parts (markers) never go; a message of nothing else is left out.
     """
     converted: list[AnyMessage] = []
@@ -355,9 +417,21 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
 # -- the middleware ---------------------------------------------------------------------------------
 
 
+def _key(thread: str, message: BaseMessage) -> str | None:
+    """obsmem's id for a LangChain message with an id: per thread and per content."""
+    if not message.id:
+        return None
+    content: list[Any] = [message.type, message.content, message.additional_kwargs]
+    if isinstance(message, AIMessage):
+        content += [message.tool_calls, message.invalid_tool_calls]
+    elif isinstance(message, ToolMessage):
+        content += [message.tool_call_id, message.status]
+    return scoped_id("langchain", thread, message.id, content)
+
+
 @dataclass
 class _Run:
-    """One agent run on a thread: its obsmem turn and the state message ids saved so far."""
+    """One agent run on a thread: its obsmem turn and the obsmem ids of the messages saved so far."""
 
     turn: Turn | None = None
     saved: set[str] = field(default_factory=set)
@@ -375,7 +449,13 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     (one run per thread at a time, as with LangGraph's checkpointer). It is async only: run the
     agent with ``ainvoke``/``astream``. With a checkpointer the state keeps every message, but the
     model only ever gets obsmem's context; a new middleware over an old checkpoint stores nothing
-    twice (messages are matched by id).
+    twice (messages are matched by id and content).
+
+    The model's system prompt (``request.system_message``) is left as the agent or another
+    middleware sets it, before or after this one; obsmem's observations come as a system
+    message of their own right after it (with the state's system messages), so a
+    ``@dynamic_prompt`` cannot drop them. All leading system messages are consecutive, as
+    providers that take one system prompt need (langchain-anthropic joins them).
     """
 
     def __init__(
@@ -392,7 +472,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.resource_id = resource_id
         self.model = model
         self._runs: dict[str, _Run] = {}
-        # Per thread, the state message ids already in obsmem (a checkpointed state holds them all).
+        # Per thread, the obsmem ids of the state's messages already in obsmem (see _key; a
+        # checkpointed state holds them all).
         self._saved: dict[str, set[str]] = {}
 
     def _run(self, thread: str) -> _Run:
@@ -423,9 +504,30 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         return thread, str(resource)
 
-    def _unsaved(self, run: _Run, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[Message]]:
-        fresh = [m for m in messages if not (m.id and m.id in run.saved)]
-        return fresh, from_langchain(fresh, history=messages)
+    def _unsaved(
+        self, thread: str, run: _Run, messages: Sequence[AnyMessage]
+    ) -> tuple[list[Message], dict[str, AnyMessage]]:
+        """The obsmem messages to pass for ``messages`` (the request's or the state's): those not
+        saved yet, and every system message (the application's instructions of this call, see
+        :meth:`_system_messages`); and the originals by obsmem id.
+
+        A message's obsmem id comes from its LangChain id, its thread and its content
+        (:func:`~obsmem.integrations._ids.scoped_id`): a provider's id (``chatcmpl-…``) may repeat,
+        in a thread or across threads, and is never obsmem's as it is. A message without an id
+        gets a new one."""
+        keys = [_key(thread, m) for m in messages]
+        chosen = [
+            (m, key) for m, key in zip(messages, keys, strict=True)
+            if key is None or key not in run.saved or isinstance(m, SystemMessage)
+        ]
+        converted = from_langchain([m for m, _ in chosen], history=messages)
+        new = [
+            c if key is None else c.model_copy(update={"id": key})
+            for (_, key), c in zip(chosen, converted, strict=True)
+        ]
+        originals: dict[str, AnyMessage] = {key: m for m, key in zip(messages, keys, strict=True) if key}
+        originals.update({c.id: m for (m, key), c in zip(chosen, new, strict=True) if key is None})
+        return new, originals
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         thread, _ = self._ids()
@@ -442,7 +544,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
-        fresh, new = self._unsaved(run, request.messages)
+        new, originals = self._unsaved(thread, run, request.messages)
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
                 thread_id=thread, resource_id=resource, messages=new, model=self.model
@@ -450,26 +552,42 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             context = run.turn.context
         else:
             context = await run.turn.step(new)
-        run.saved.update(m.id for m in fresh if m.id)
-        originals = {m.id: m for m in request.messages if m.id}
-        lead = [m for m in context.messages[: len(context.instructions) + len(context.system_messages)]]
-        texts = [str(request.system_message.text)] if request.system_message is not None else []
-        texts += [m.text for m in lead if m.role == "system"]
+        run.saved.update(m.id for m in new)
+        head = self._system_messages(request, context)
         body: list[AnyMessage] = []
-        for message in context.messages[len(lead):]:
+        for message in context.messages[len(context.instructions) + len(context.system_messages):]:
             original = originals.get(message.id)
             if original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str):
                 body.append(original)
             else:
                 body.extend(to_langchain([message]))
-        system = SystemMessage(content="\n\n".join(t for t in texts if t)) if any(texts) else None
-        return await handler(request.override(system_message=system, messages=body))
+        # request.system_message stays the app's (the agent's system_prompt, or what a middleware
+        # such as @dynamic_prompt sets, before or after this one): obsmem's part is a message.
+        return await handler(request.override(messages=[*head, *body]))
+
+    @staticmethod
+    def _system_messages(request: ModelRequest[Any], context: ContextWindow) -> list[AnyMessage]:
+        """The system messages that lead the model's messages (after ``request.system_message``):
+        the application's instructions, then obsmem's (observations and its instructions, one
+        message).
+
+        The application's are every system message of the request (of the agent's state: in
+        LangChain each is an instruction of the app's), in order; when the request has none (an
+        agent without a checkpointer given no system message this run), those of the last call
+        that had any, as obsmem keeps them (the context's instructions)."""
+        apps: list[AnyMessage] = [m for m in request.messages if isinstance(m, SystemMessage)]
+        if not apps:
+            apps = to_langchain(context.instructions)
+        own = "\n\n".join(m.text for m in context.system_messages if m.text)
+        if own:
+            apps.append(SystemMessage(content=own, id=context.system_messages[0].id))
+        return apps
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
-        fresh, new = self._unsaved(run, state["messages"])
+        new, _ = self._unsaved(thread, run, state["messages"])
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
                 thread_id=thread, resource_id=resource, messages=new, model=self.model
@@ -477,7 +595,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             await run.turn.end()
         else:
             await run.turn.end(new)
-        run.saved.update(m.id for m in fresh if m.id)
+        run.saved.update(m.id for m in new)
         return None
 
     def wrap_model_call(
