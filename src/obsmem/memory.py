@@ -1067,6 +1067,16 @@ class Memory:
         thread = await self.get_thread(thread_id)
         return await self.store.get_head(self.engine.lineage(thread))
 
+    async def get_instructions(self, thread_id: str) -> list[Message]:
+        """The application's instructions recorded for ``thread_id`` (the system messages of the
+        most recent call that passed any), as stored; empty when none are recorded (a missing
+        thread is one that has none)."""
+        try:
+            thread = await self.get_thread(thread_id)
+        except ThreadNotFoundError:
+            return []
+        return await load_instructions(self.store, thread) or []
+
     async def get_observations(self, thread_id: str) -> str:
         """The observations ``thread_id``'s context shows (empty until something was observed): in
         resource scope without ``share_threads_in_resource``, only its own sections and the

@@ -239,5 +239,7 @@ async def test_system_messages_sent_again_with_a_new_one_are_all_instructions() 
         assert instructions_of(turn.context) == [PROMPT, SECOND]
         await turn.end([chat.assistant("Hello!")])
         assert instructions_of(await memory.get_context("t")) == [PROMPT, SECOND]
+        assert [m.text for m in await memory.get_instructions("t")] == [PROMPT, SECOND]
+        assert await memory.get_instructions("no-such-thread") == []
         # the stored thread holds each system message once
         assert [m.id for m in await memory.list_messages("t") if m.role == "system"] == ["p1", "p2"]

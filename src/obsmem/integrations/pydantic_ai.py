@@ -20,7 +20,9 @@ What :class:`ObservationalMemory` does in a run (one obsmem turn per agent run):
   thread's unobserved tail instead of the whole history: messages already observed are pruned
   from the request (never from the run's history), a tool call is never separated from its
   return, and the newest input is always kept. The thread's older unobserved messages are
-  included too, so a run needs no ``message_history``;
+  included too, so a run needs no ``message_history``. The agent's system prompt (the system
+  prompts the conversation opens with) leads every request, as without obsmem; it is stored
+  once, and again only when it changes (the thread's instructions are its latest version);
 - the observations (and obsmem's continuation reminder) go into the request's instructions,
   after the agent's own;
 - ``after_run`` saves the final response and ends the turn (which may start idle buffering);
@@ -30,7 +32,10 @@ What :class:`ObservationalMemory` does in a run (one obsmem turn per agent run):
 
 Messages are matched to what obsmem stored by the ids kept in each pydantic-ai message's
 ``metadata["obsmem_ids"]``: pass a run's messages back (``message_history=result.all_messages()``)
-and nothing is stored twice. Pass copies made some other way and they are new messages.
+and nothing is stored twice. Pass copies made some other way and they are new messages. A
+``message_history`` from another conversation (another thread's messages) is new to this one: the
+model gets it, and it is stored in this thread, once, before the new input (under ids of this
+thread; the messages keep their tag, so the conversation they came from still knows them).
 
 One :class:`~obsmem.Memory` serves any number of concurrent runs (each run gets its own capability
 instance through ``for_run``); its background work is owned by the memory: ``await memory.aclose()``.
@@ -39,11 +44,14 @@ instance through ``for_run``); its background work is owned by the memory: ``awa
 obsmem :class:`~obsmem.Message`. A ``ModelRequest`` becomes one obsmem message per run of parts of
 one role (system prompts → ``system``; user prompts → ``user``; tool returns and tool retry
 prompts → ``tool``); a ``ModelResponse`` one ``assistant`` message (text, tool calls, thinking →
-reasoning, files). What obsmem's parts do not hold (timestamps, provider details, signatures,
-usage …) is kept in ``metadata["pydantic_ai"]``, so pydantic-ai → obsmem → pydantic-ai gives the
-same messages (tool return content comes back as its JSON form). Parts obsmem has no type for
-(pydantic-ai's internal deltas, native tool parts …) travel as a :class:`~obsmem.DataPart` named
-``pydantic-ai-part``, which obsmem never shows a model.
+reasoning, files). In a user prompt, text items of any kind (``TextContent``,
+``StructuredContent`` …) become text parts (the text a model is sent, so it is observed), an
+``UploadedFile`` a file part named by its file id, and items with nothing to read (``CachePoint``)
+no part. What obsmem's parts do not hold (timestamps, provider details, signatures, metadata,
+structured values, usage …) is kept in ``metadata["pydantic_ai"]``, so pydantic-ai → obsmem →
+pydantic-ai gives the same messages (tool return content comes back as its JSON form), in later
+turns too. Parts obsmem has no type for (pydantic-ai's internal deltas, native tool parts …)
+travel as a :class:`~obsmem.DataPart` named ``pydantic-ai-part``, which obsmem never shows a model.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -129,11 +137,22 @@ def _urlsafe_b64(data: str) -> str:
         return data
 
 
-def _user_item(item: Any) -> tuple[Part, Any]:
-    """One item of a user prompt's content → an obsmem part and what else it needs back."""
+def _user_item(item: Any) -> tuple[Part | None, Any]:
+    """One item of a user prompt's content → an obsmem part (None: it has none) and what else it
+    needs back.
+
+    Text items of any kind (``TextContent``, ``StructuredContent`` …: a string ``content``, the
+    text a model is sent) become text parts, their other fields kept; an ``UploadedFile`` becomes
+    a file part named by its file id; an item with nothing for a model to read (a ``CachePoint``)
+    is kept whole with its neighbours, as no part.
+    """
     if isinstance(item, str):
         return TextPart(text=item), {"item": "str"}
     kind = item.get("kind") if isinstance(item, dict) else None
+    if kind == "uploaded-file" and isinstance(item.get("file_id"), str) and item["file_id"]:
+        media = item.get("media_type") or "application/octet-stream"
+        rest = {k: v for k, v in item.items() if k != "file_id"}
+        return FilePart(media_type=media, filename=item["file_id"]), rest
     if kind in _URL_KINDS:
         rest = {k: v for k, v in item.items() if k != "url"}
         media = item.get("media_type") or "application/octet-stream"
@@ -142,7 +161,15 @@ def _user_item(item: Any) -> tuple[Part, Any]:
         rest = {k: v for k, v in item.items() if k != "data"}
         data = _standard_b64(item["data"])
         return FilePart(media_type=item.get("media_type") or "application/octet-stream", data=data), rest
-    return DataPart(name=_UNKNOWN, data={"item": item}), {"item": "unknown"}
+    if isinstance(item, dict) and isinstance(item.get("content"), str):
+        rest = {k: v for k, v in item.items() if k != "content"}
+        return TextPart(text=item["content"]), {"item": "text", "rest": rest}
+    return None, {"item": "inline", "value": item}
+
+
+def _inline(extra: Any) -> bool:
+    """Whether a user item's extras hold the item itself (it has no obsmem part)."""
+    return isinstance(extra, dict) and extra.get("item") == "inline"
 
 
 def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[str, Any]]:
@@ -156,8 +183,9 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
         if isinstance(content, str):
             return "user", [TextPart(text=content)], {**rest, "items": None}
         converted = [_user_item(item) for item in content or []]
-        if converted:
-            return "user", [p for p, _ in converted], {**rest, "items": [extra for _, extra in converted]}
+        made = [p for p, _ in converted if p is not None]
+        if made:  # (a prompt of items with no part at all is kept as data, below)
+            return "user", made, {**rest, "items": [extra for _, extra in converted]}
     if kind == "tool-return" and part.get("tool_call_id") and part.get("tool_name"):
         rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
         error = part.get("outcome") in ("failed", "denied", "retried")
@@ -228,8 +256,9 @@ def from_pydantic_ai(messages: Sequence[pai.ModelMessage]) -> list[Message]:
     return converted
 
 
-def _from_one(message: pai.ModelMessage, seed: str | None = None) -> list[Message]:
-    """One pydantic-ai message's obsmem messages; ids from its tag, else ``<seed>-<n>``, else new."""
+def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: bool = True) -> list[Message]:
+    """One pydantic-ai message's obsmem messages; ids from its tag (unless ``keep_ids`` is False),
+    else ``<seed>-<n>``, else new."""
     dumped = _dump(message)
     parts = dumped.pop("parts")
     metadata = dumped.get("metadata")
@@ -260,7 +289,7 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None) -> list[Messag
         # a message with no parts: kept as a marker so it survives a round trip
         groups = [("user" if dumped["kind"] == "request" else "assistant",
                    [DataPart(name=_UNKNOWN, data={"empty": True})], [])]
-    fits = isinstance(known_ids, list) and len(known_ids) == len(groups)
+    fits = keep_ids and isinstance(known_ids, list) and len(known_ids) == len(groups)
     given = known_ids if fits and isinstance(known_ids, list) else [None] * len(groups)
     ids = [
         i if isinstance(i, str) and i else (f"{seed}-{n}" if seed else new_id()) for n, i in enumerate(given)
@@ -323,6 +352,8 @@ def _tool_return(part: ToolResultPart) -> dict[str, Any]:
 
 def _file_item(part: FilePart, extra: dict[str, Any]) -> dict[str, Any]:
     kind = extra.get("kind")
+    if kind == "uploaded-file" and part.data is None and part.url is None and part.filename:
+        return {**extra, "file_id": part.filename, "media_type": part.media_type}
     if part.data is not None:
         data = part.data
         if data.startswith("data:") and "," in data:
@@ -348,11 +379,18 @@ def _rebuild_request_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]
         items = extra.get("items")
         if items is None and len(parts) == 1 and isinstance(parts[0], TextPart):
             return [{**base, "content": parts[0].text}]
-        if isinstance(items, list) and len(items) == len(parts):
+        if isinstance(items, list) and sum(1 for item in items if not _inline(item)) == len(parts):
             content: list[Any] = []
-            for item, part in zip(items, parts, strict=True):
+            remaining = iter(parts)
+            for item in items:
+                if _inline(item):
+                    content.append(item.get("value"))
+                    continue
+                part = next(remaining)
                 if isinstance(part, TextPart):
-                    content.append(part.text)
+                    is_typed = isinstance(item, dict) and item.get("item") == "text"  # TextContent …
+                    typed = item.get("rest") if is_typed else None
+                    content.append({**typed, "content": part.text} if isinstance(typed, dict) else part.text)
                 elif isinstance(part, FilePart):
                     content.append(_file_item(part, item))
                 elif isinstance(part, DataPart):
@@ -417,14 +455,20 @@ def _parts_from_extras(message: Message, response: bool) -> list[Any] | None:
     """The message's pydantic-ai part dicts from its recorded extras; None when they no longer fit."""
     meta = message.metadata.get(_META)
     extras = meta.get("parts") if isinstance(meta, dict) else None
-    if not isinstance(extras, list):
+    if not isinstance(extras, list) or not all(isinstance(e, dict) for e in extras):
         return None
-    if sum(int(e.get("span", 0)) for e in extras if isinstance(e, dict)) != len(message.parts):
-        return None
+    spans = [int(e.get("span", 0)) for e in extras]
+    if sum(spans) != len(message.parts):
+        # A context's messages come without their data parts (parts obsmem has no type for):
+        # those pydantic-ai parts are left out, the others rebuilt.
+        if any(isinstance(p, DataPart) for p in message.parts):
+            return None
+        spans = [0 if e.get("unknown") else span for e, span in zip(extras, spans, strict=True)]
+        if sum(spans) != len(message.parts):
+            return None
     out: list[Any] = []
     position = 0
-    for extra in extras:
-        span = int(extra.get("span", 0))
+    for extra, span in zip(extras, spans, strict=True):
         chunk = list(message.parts[position:position + span])
         position += span
         rebuilt = _rebuild_response_part(extra, chunk) if response else _rebuild_request_part(extra, chunk)
@@ -523,6 +567,12 @@ class ObservationalMemory(AbstractCapability[Any]):
     model: str | None = None
     _turn: Turn | None = field(default=None, init=False, repr=False)
     _thread: str | None = field(default=None, init=False, repr=False)
+    # Per run: where each obsmem id met in the history is stored (its thread; None: nowhere),
+    # the ids this thread gives messages of other threads (by their tag), and the thread's
+    # recorded instructions (read once, when the run first passes a system prompt).
+    _where: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    _adopted: dict[tuple[str, ...], list[str]] = field(default_factory=dict, init=False, repr=False)
+    _instructions: list[Message] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, Memory):
@@ -568,28 +618,95 @@ class ObservationalMemory(AbstractCapability[Any]):
             )
         return self._thread
 
-    def _new_messages(self, history: Sequence[pai.ModelMessage]) -> list[Message]:
-        """The obsmem messages of history messages not saved yet (tagging them with their ids).
+    def _ids_here(self, message: pai.ModelMessage) -> list[str] | None:
+        """The ids of ``message``'s obsmem messages in this run's thread (None: not saved yet)."""
+        tag = _ids_of(message)
+        return None if tag is None else self._adopted.get(tuple(tag), tag)
 
-        Their ids are derived from the thread and the message's content (timestamps included):
-        an untagged copy of a message saved before (``run_stream`` hands back its own copy of
-        the final response) gets the same ids, so obsmem stores it once.
+    async def _locate(self, ids: Sequence[str]) -> None:
+        """Learn which thread each of ``ids`` is stored in (one read for those not known yet)."""
+        unknown = list(dict.fromkeys(i for i in ids if i not in self._where))
+        if not unknown:
+            return
+        found = {m.id: m.thread_id for m in await self.memory.store.get_messages(unknown)}
+        for obsmem_id in unknown:
+            self._where[obsmem_id] = found.get(obsmem_id)
+
+    async def _new_messages(self, history: Sequence[pai.ModelMessage]) -> list[Message]:
+        """The obsmem messages of history messages not saved in this thread yet, in order.
+
+        An untagged message is tagged with its new ids, derived from the thread and the message's
+        content (timestamps included): an untagged copy of a message saved before (``run_stream``
+        hands back its own copy of the final response) gets the same ids, so obsmem stores it once.
+        Its system prompts, when they are the thread's recorded instructions, take their ids:
+        the same instructions passed again are not stored again.
+
+        A tagged message whose ids are stored in another thread (a ``message_history`` from
+        another conversation) is new here: it is saved under ids derived from this thread and its
+        tag (the same every time, so it is saved once), and keeps its tag for its own thread.
+        A tagged message whose ids are stored nowhere yet is saved under them.
         """
+        thread = self._thread_id()
+        await self._locate([i for message in history for i in _ids_of(message) or []])
+        foreign: dict[int, list[Message]] = {}
+        for position, message in enumerate(history):
+            tag = _ids_of(message)
+            if tag is not None and any(self._where.get(i) not in (None, thread) for i in tag):
+                digest = hashlib.sha256(json.dumps([thread, tag]).encode()).hexdigest()[:32]
+                converted = _from_one(message, seed=f"pai-{digest}", keep_ids=False)
+                foreign[position] = await self._as_recorded(converted)
+                self._adopted[tuple(tag)] = [m.id for m in foreign[position]]
+        await self._locate([m.id for converted in foreign.values() for m in converted])
         new: list[Message] = []
-        for message in history:
-            if _ids_of(message) is not None:
-                continue
-            digest = hashlib.sha256(json.dumps([self._thread_id(), _dump(message)], sort_keys=True).encode())
-            converted = _from_one(message, seed=f"pai-{digest.hexdigest()[:32]}")
-            _tag(message, [m.id for m in converted])
+        for position, message in enumerate(history):
+            ids = self._ids_here(message)
+            if ids is not None and all(self._where.get(i) == thread for i in ids):
+                continue  # saved in this thread
+            if position in foreign:
+                converted = foreign[position]
+            elif ids is not None:  # tagged, never saved (a failed save, or converted by hand)
+                converted = _from_one(message)
+                if [m.id for m in converted] != ids:  # a tag that does not fit it: the new ids are its own
+                    _tag(message, [m.id for m in converted])
+            else:
+                key = json.dumps([thread, _dump(message)], sort_keys=True)
+                seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+                converted = await self._as_recorded(_from_one(message, seed=seed))
+                _tag(message, [m.id for m in converted])
+            for obsmem_message in converted:
+                self._where[obsmem_message.id] = thread
             new.extend(converted)
         return new
+
+    async def _as_recorded(self, converted: list[Message]) -> list[Message]:
+        """``converted`` with its system messages under the ids of the thread's recorded
+        instructions when they are those instructions (same parts, in order): saving them
+        again then stores nothing (the core keeps copies of stored messages out)."""
+        systems = [m for m in converted if m.role == "system"]
+        if not systems:
+            return converted
+        if self._instructions is None:
+            self._instructions = await self._recorded_instructions()
+        recorded = self._instructions
+        if len(recorded) != len(systems) or any(
+            _shown(old) != _shown(now) for old, now in zip(recorded, systems, strict=True)
+        ):
+            self._instructions = systems  # new instructions: what this save records
+            return converted
+        ids = {now.id: old.id for old, now in zip(recorded, systems, strict=True)}
+        return [m.model_copy(update={"id": ids[m.id]}) if m.id in ids else m for m in converted]
+
+    async def _recorded_instructions(self) -> list[Message]:
+        """The thread's instructions as the core recorded them (``Memory.get_instructions``: the
+        system messages of the latest call that passed any), all still stored; none otherwise
+        (then the system prompt is stored again, as new instructions, which is never wrong)."""
+        return await self.memory.get_instructions(self._thread_id())
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         history = list(request_context.messages)
-        new = self._new_messages(history)
+        new = await self._new_messages(history)
         if self._turn is None or self._turn.ended:
             model = self.model or _model_id(ctx)
             self._turn = await self.memory.begin_turn(
@@ -598,7 +715,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         else:
             await self._turn.step(new)
         context = self._turn.context
-        request_context.messages = _request_messages(history, context.raw_messages)
+        request_context.messages = _request_messages(history, context.raw_messages, self._ids_here)
         extra = _observation_text(context.messages, context.raw_messages, context.instructions)
         if extra:
             parameters = request_context.model_request_parameters
@@ -610,7 +727,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         return request_context
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        new = self._new_messages(result.all_messages())
+        new = await self._new_messages(result.all_messages())
         if self._turn is None and new:  # a run that made no model request (nothing else saved it)
             self._turn = await self.memory.begin_turn(
                 thread_id=self._thread_id(), resource_id=self.resource_id, messages=new
@@ -647,23 +764,33 @@ def _observation_text(
     return "\n\n".join(texts)
 
 
-def _request_messages(history: Sequence[pai.ModelMessage], raw: Sequence[Message]) -> list[pai.ModelMessage]:
+def _shown(message: Message) -> tuple[Part, ...]:
+    """What a model is shown of a message: its parts without data parts (markers)."""
+    return tuple(p for p in message.parts if not isinstance(p, DataPart))
+
+
+def _request_messages(
+    history: Sequence[pai.ModelMessage], raw: Sequence[Message],
+    ids_of: Callable[[pai.ModelMessage], list[str] | None] = _ids_of,
+) -> list[pai.ModelMessage]:
     """What the model gets: the unobserved tail, as the run's own messages where it has them.
 
-    ``raw`` is obsmem's unobserved tail in order. A history message whose obsmem messages are all
-    in it is sent as it is; one only partly in it is sent with the parts of the others left out;
-    one not in it at all (observed) is pruned, except its system prompts, which lead the request.
-    Raw messages that no history message holds (earlier runs of the thread) are converted back.
+    ``raw`` is obsmem's unobserved tail in order; ``ids_of`` gives a history message's obsmem
+    ids in this thread. A history message whose obsmem messages are all in it is sent as it
+    is; one only partly in it is sent with the parts of the others left out; one not in it at
+    all (observed) is pruned, except its system prompts. Raw messages that no history message
+    holds (earlier runs of the thread) are converted back. The system prompts the conversation
+    opens with (and those of pruned requests) lead the request, as pydantic-ai sends them
+    without obsmem: never after earlier turns, where a model would read them as user text.
     """
     owner: dict[str, int] = {}
     for position, message in enumerate(history):
-        for obsmem_id in _ids_of(message) or []:
+        for obsmem_id in ids_of(message) or []:
             owner[obsmem_id] = position
     raw_ids = {m.id for m in raw}
     out: list[pai.ModelMessage] = []
     emitted: set[int] = set()
     pending: list[Message] = []
-    kept_system: list[pai.ModelRequestPart] = []
 
     def flush() -> None:
         if pending:
@@ -678,28 +805,46 @@ def _request_messages(history: Sequence[pai.ModelMessage], raw: Sequence[Message
         flush()
         if index not in emitted:
             emitted.add(index)
-            out.append(_kept_part(history[index], raw_ids))
+            out.append(_kept_part(history[index], ids_of(history[index]) or [], raw_ids))
     flush()
     newest = len(history) - 1
     if history and newest not in emitted:
         # The newest input always goes (a request obsmem holds only as data, say); never observed yet.
         emitted.add(newest)
         out.append(history[newest])
+    lead: list[pai.ModelRequestPart] = []
+    if history and isinstance(history[0], pai.ModelRequest):
+        for part in history[0].parts:  # the standing system prompt, as pydantic-ai tells it
+            if not isinstance(part, pai.SystemPromptPart) or part.scope == "request":
+                break
+            lead.append(part)
     for position, old in enumerate(history):
         if position in emitted or not isinstance(old, pai.ModelRequest):
             continue
-        kept_system.extend(p for p in old.parts if isinstance(p, pai.SystemPromptPart))
-    if kept_system:
-        if out and isinstance(out[0], pai.ModelRequest):
-            out[0] = dataclasses.replace(out[0], parts=[*kept_system, *out[0].parts])
-        else:
-            out.insert(0, pai.ModelRequest(parts=kept_system))
-    return out
+        lead.extend(
+            p for p in old.parts
+            if isinstance(p, pai.SystemPromptPart) and p.scope != "request" and all(p is not q for q in lead)
+        )
+    if not lead:
+        return out
+    moved = {id(p) for p in lead}
+    rest: list[pai.ModelMessage] = []
+    for message in out:
+        if isinstance(message, pai.ModelRequest) and any(id(p) in moved for p in message.parts):
+            parts = [p for p in message.parts if id(p) not in moved]
+            if not parts:
+                continue
+            message = dataclasses.replace(message, parts=parts)
+        rest.append(message)
+    if rest and isinstance(rest[0], pai.ModelRequest):
+        rest[0] = dataclasses.replace(rest[0], parts=[*lead, *rest[0].parts])
+    else:
+        rest.insert(0, pai.ModelRequest(parts=lead))
+    return rest
 
 
-def _kept_part(message: pai.ModelMessage, raw_ids: set[str]) -> pai.ModelMessage:
+def _kept_part(message: pai.ModelMessage, ids: list[str], raw_ids: set[str]) -> pai.ModelMessage:
     """``message`` with only the parts whose obsmem message is unobserved (itself when all are)."""
-    ids = _ids_of(message) or []
     if all(i in raw_ids for i in ids):
         return message
     converted = _from_one(message)  # the same split as when it was saved: part spans per obsmem message
