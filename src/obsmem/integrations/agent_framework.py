@@ -20,22 +20,40 @@ context: the observations as instructions, then the continuation reminder and th
 raw tail as context messages (the input follows them, as Agent Framework places it). With
 ``OpenAIChatClient`` (the Responses API) pass ``default_options={"store": False}``, so that obsmem,
 not the service, keeps the conversation. A tool call
-is never separated from its result and the newest input is never observed away. After the run
-it saves the response (the tool calls, their results and the answer) and ends the turn.
+is never separated from its result and the newest input is never observed away. Within the run
+each step of the tool loop (the calls and the results of the tools that ran) is saved before the
+next model call, so a run that fails later leaves what ran stored. After the run it saves the
+rest of the response (the answer) and ends the turn. Ids the framework or the model server gives
+(``message_id``, e.g. ``chatcmpl-…``) are not obsmem's ids: see :class:`ObservationalMemoryProvider`.
+Contents obsmem has no part for (``hosted_file`` …) are kept and given back in later runs.
 
 :func:`to_agent_framework` / :func:`from_agent_framework` convert messages both ways.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from agent_framework import AgentSession, Content, HistoryProvider, SessionContext, SupportsAgentRun
+from agent_framework import (
+    AgentSession,
+    ChatContext,
+    ChatMiddleware,
+    ChatMiddlewareLayer,
+    Content,
+    FunctionInvocationContext,
+    FunctionMiddleware,
+    HistoryProvider,
+    SessionContext,
+    SupportsAgentRun,
+)
 from agent_framework import Message as AFMessage
 
 from obsmem.errors import InvalidInputError, ThreadNotFoundError
+from obsmem.integrations._ids import scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn
 from obsmem.types import (
@@ -52,8 +70,14 @@ from obsmem.types import (
 
 __all__ = ["ObservationalMemoryProvider", "from_agent_framework", "to_agent_framework"]
 
-#: A content obsmem has no part for, kept whole (its ``to_dict()``), never shown to a model by obsmem.
+#: A content that drives Agent Framework's own flow (an approval asked or given, a consent),
+#: kept whole (its ``to_dict()``) in a data part: stored, never given back to a run.
 CONTENT_PART = "agent-framework-content"
+#: Message metadata key: the other contents obsmem has no part for, each kept whole with the
+#: placeholder text part that stands for it (``[{"text": ..., "content": to_dict()}, ...]``).
+CONTENTS_KEY = "agent_framework_contents"
+_CONTROL = frozenset({"function_approval_request", "function_approval_response", "oauth_consent_request"})
+_FRAMEWORK = "agent-framework"
 #: ``additional_properties`` keys obsmem writes on contents, to come back exactly.
 _RESULT = "obsmem_result"
 _TOOL = "obsmem_tool_name"
@@ -110,16 +134,28 @@ def _call_names(history: Iterable[AFMessage | Message]) -> dict[str, str]:
     return names
 
 
+def _placeholder(content: Content) -> str:
+    """The text that stands for a content obsmem has no part for (what an observer reads of it)."""
+    data = content.to_dict()
+    refs = [str(data[k]) for k in ("name", "file_id", "vector_store_id", "call_id", "message") if data.get(k)]
+    return f"[{content.type}: {', '.join(refs)}]" if refs else f"[{content.type}]"
+
+
 def from_agent_framework(
     messages: Sequence[AFMessage], *, history: Iterable[AFMessage | Message] = ()
 ) -> list[Message]:
     """obsmem messages for Agent Framework messages, in order.
 
-    ``message_id`` becomes the obsmem id (a new id when absent). ``text``, ``text_reasoning``,
+    ``message_id`` becomes the obsmem id (a new id when absent; :class:`ObservationalMemoryProvider`
+    derives its own ids from it, per thread and content). ``text``, ``text_reasoning``,
     ``data``/``uri`` (attachments), ``function_call`` (call id, name, arguments) and
     ``function_result`` (call id, result, an ``exception`` as ``is_error``; the tool's name from
-    its call in ``messages`` / ``history``) become parts; any other content is kept whole in a
-    data part, stored but never shown to a model by obsmem, and restored by :func:`to_agent_framework`.
+    its call in ``messages`` / ``history``) become parts. Approval and consent requests and
+    responses (Agent Framework's own flow) are kept whole in a data part: stored, never given
+    back. Any other content (``hosted_file``, ``hosted_vector_store``, ``error``, hosted tool
+    calls …) becomes a text part naming it (``[hosted_file: file-…]``, what an observer reads)
+    and is kept whole in ``metadata["agent_framework_contents"]``: :func:`to_agent_framework`
+    gives the content itself back in its place.
     """
     for index, message in enumerate(messages):
         if not isinstance(message, AFMessage):
@@ -135,6 +171,7 @@ def from_agent_framework(
         if role not in _ROLES:
             raise InvalidInputError(f"{where}: unsupported role {role!r}", argument=where)
         parts: list[Part] = []
+        kept: list[dict[str, Any]] = []
         for content in message.contents:
             props = dict(content.additional_properties or {})
             if content.type == "text":
@@ -157,12 +194,19 @@ def from_agent_framework(
                 ))
             elif content.type == "usage":
                 continue  # accounting, not conversation
-            else:
+            elif content.type in _CONTROL:
                 parts.append(DataPart(name=CONTENT_PART, data=content.to_dict()))
+            else:
+                text = _placeholder(content)
+                parts.append(TextPart(text=text))
+                kept.append({"text": text, "content": content.to_dict()})
         if not parts:
             parts = [TextPart(text="")]
         message_id = message.message_id or new_id()
-        converted.append(Message(id=message_id, role=role, parts=tuple(parts)))  # type: ignore[arg-type]
+        metadata = {CONTENTS_KEY: kept} if kept else {}
+        converted.append(Message(
+            id=message_id, role=role, parts=tuple(parts), metadata=metadata  # type: ignore[arg-type]
+        ))
     return converted
 
 
@@ -190,7 +234,8 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
     as a dict, or the raw string) and results (``function_result``, in a ``tool`` message placed
     before the rest of its message; the tool's name, a result that is not a string and
     ``is_error`` are kept in ``additional_properties``, which Agent Framework never sends).
-    obsmem's data parts (markers) never go; a message of nothing else is left out.
+    A content :func:`from_agent_framework` kept whole comes back in place of the text part that
+    stands for it. obsmem's data parts (markers) never go; a message of nothing else is left out.
     """
     converted: list[AFMessage] = []
     for message in messages:
@@ -212,8 +257,12 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
             results_id = message.id if not rest_kept else f"{message.id}#results"
             converted.append(AFMessage("tool", contents, message_id=results_id))
         body: list[Content] = []
+        kept = _kept_contents(message)
         for part in message.parts:
             if isinstance(part, TextPart):
+                if kept and kept[0]["text"] == part.text:
+                    body.append(Content.from_dict(kept.pop(0)["content"]))
+                    continue
                 body.append(Content.from_text(part.text))
             elif isinstance(part, ReasoningPart):
                 body.append(Content.from_text_reasoning(text=part.text))
@@ -233,6 +282,14 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
     return converted
 
 
+def _kept_contents(message: Message) -> list[dict[str, Any]]:
+    entries = message.metadata.get(CONTENTS_KEY)
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("text"), str)
+            and isinstance(e.get("content"), dict)]
+
+
 # -- the provider -----------------------------------------------------------------------------------
 
 
@@ -245,6 +302,20 @@ class ObservationalMemoryProvider(HistoryProvider):
     One provider (and one :class:`~obsmem.Memory`) serves concurrent runs on different sessions
     (one run per session at a time). ``get_messages`` / ``save_messages`` read and write the raw
     thread outside a run.
+
+    Message ids: a ``message_id`` comes from the framework or the model server (``chatcmpl-…``,
+    which a server may repeat), so it is not obsmem's id: the stored message's id is derived
+    from the thread, that id and the message's content. The same message sent again (an
+    application re-sending its conversation, or the messages ``get_messages`` returned) is
+    stored once; another message with a repeated id, or the same id in another thread, is
+    another message.
+
+    Tool loops: the provider adds a chat middleware to each run that saves each step of the
+    loop (the calls and the results of the tools that ran) before the next model call, as a
+    step of the run's turn. A model call that fails after a tool ran thus leaves the call and
+    its result stored. With a chat client built without Agent Framework's chat-middleware layer
+    (all of its own clients have it) a function middleware stores each call and its result as
+    the tool returns instead (the call alone, without the text the model sent with it).
     """
 
     def __init__(
@@ -261,6 +332,9 @@ class ObservationalMemoryProvider(HistoryProvider):
         self.resource_id = resource_id
         self.model = model
         self._turns: dict[str, Turn] = {}
+        self._saved: dict[str, Counter[str]] = {}  # per thread: the run's messages stored so far
+        self._tool_runs: dict[str, set[str]] = {}  # per thread: calls _RunTools stored (no chat layer)
+        self._locks: dict[str, asyncio.Lock] = {}  # per thread: one save of a run at a time
 
     def _thread(self, session: AgentSession | None, context: SessionContext) -> str:
         thread = self.thread_id or (session.session_id if session is not None else None) or context.session_id
@@ -277,21 +351,31 @@ class ObservationalMemoryProvider(HistoryProvider):
     ) -> None:
         thread = self._thread(session, context)
         stale = self._turns.pop(thread, None)
+        self._saved.pop(thread, None)
+        self._tool_runs.pop(thread, None)
         if stale is not None:  # a run that failed before its end
             await stale.end()
-        new = _unique_ids(from_agent_framework(context.input_messages))
+        inputs = list(context.input_messages)
+        new = await self._own_ids(thread, inputs, from_agent_framework(inputs))
         turn = await self.memory.begin_turn(
             thread_id=thread, resource_id=self.resource_id or thread, messages=new, model=self.model
         )
         self._turns[thread] = turn
+        self._saved[thread] = Counter(_key(m) for m in inputs)
+        client = getattr(agent, "client", None)
+        if client is None or isinstance(client, ChatMiddlewareLayer):
+            context.extend_middleware(self.source_id, _RunSteps(self, thread, turn))
+        else:  # a client without the chat-middleware layer: each tool that runs is stored as it ran
+            self._tool_runs[thread] = set()
+            context.extend_middleware(self.source_id, _RunTools(self, thread, turn))
         window = turn.context
         lead = len(window.instructions) + len(window.system_messages)
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
-        inputs = {m.id for m in new}
+        input_ids = {m.id for m in new}
         # the input itself follows the context messages (Agent Framework appends it)
-        history = [m for m in window.messages[lead:] if m.id not in inputs]
+        history = [m for m in window.messages[lead:] if m.id not in input_ids]
         context.extend_messages(self, to_agent_framework(history))
 
     async def after_run(
@@ -300,12 +384,106 @@ class ObservationalMemoryProvider(HistoryProvider):
     ) -> None:
         thread = self._thread(session, context)
         turn = self._turns.pop(thread, None)
+        saved = self._saved.pop(thread, Counter())
+        tool_runs = self._tool_runs.pop(thread, set())
+        self._locks.pop(thread, None)  # the run's steps are over
         response = context.response
         messages = list(response.messages) if response is not None and response.messages else []
-        new = _unique_ids(from_agent_framework(messages, history=context.input_messages))
-        if turn is None:
+        unsaved = [m for m in messages if not _take(saved, _key(m))]  # the steps saved them already
+        unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
+        history = [*context.get_messages(), *context.input_messages, *messages]
+        new = await self._own_ids(thread, unsaved, from_agent_framework(unsaved, history=history), made=True)
+        if turn is None or turn.ended:
             turn = await self.memory.begin_turn(thread_id=thread, resource_id=self.resource_id or thread)
         await turn.end(new)
+
+    async def _save_step(self, thread: str, turn: Turn, sent: Sequence[AFMessage]) -> None:
+        """Before a model call of a run: save what the run added since its last save (the tool
+        calls and the results of the tools that ran), as a step of the run's turn."""
+        if self._turns.get(thread) is not turn or turn.ended:
+            return  # not this run's (it ended, or another run began)
+        async with self._locks.setdefault(thread, asyncio.Lock()):
+            saved = self._saved.setdefault(thread, Counter())
+            left = Counter(saved)
+            fresh = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
+            if not fresh:
+                return
+            new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
+            await turn.step(new)
+            saved.update(_key(m) for m in fresh)
+
+    async def _save_tool_run(
+        self, thread: str, turn: Turn, call_id: str, name: str, arguments: Any, result: Any, error: str | None
+    ) -> None:
+        """A tool that ran (a client without the chat-middleware layer): its call, unless the
+        thread holds it already (an approved call), and its result, as a step of the run's turn."""
+        if self._turns.get(thread) is not turn or turn.ended:
+            return
+        async with self._locks.setdefault(thread, asyncio.Lock()):
+            held = any(c.tool_call_id == call_id for m in turn.context.raw_messages for c in m.tool_calls)
+            args = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments or {})
+            made: list[AFMessage] = []
+            if not held:
+                call = Content.from_function_call(call_id, name, arguments=json.dumps(args, default=str))
+                made.append(AFMessage("assistant", [call]))
+            outcome = Content.from_function_result(call_id, result=result, exception=error)
+            made.append(AFMessage("tool", [outcome]))
+            new = from_agent_framework(made, history=[AFMessage("assistant", [
+                Content.from_function_call(call_id, name, arguments="{}")])])
+            await turn.step(new)
+            self._tool_runs.setdefault(thread, set()).add(call_id)
+
+    async def _own_ids(
+        self, thread: str, originals: Sequence[AFMessage], messages: list[Message], *, made: bool = False
+    ) -> list[Message]:
+        """``messages`` (converted from ``originals``, one each) with obsmem's ids.
+
+        A message the thread stores already, sent again with the id obsmem gave it, keeps it.
+        Any other ``message_id`` gives way to an id derived from the thread, that id and the
+        content (the n-th such message of a batch: its n-th variant), so a message sent again
+        is stored once. ``made``: what the model made in this run, new whatever its id and
+        content: it takes the first variant the thread does not hold (a server that repeats
+        ``chatcmpl-1`` and an answer it gave before still adds a message)."""
+        bases: list[str | None] = []
+        for original, message in zip(originals, messages, strict=True):
+            content = [message.role, [c.to_dict() for c in original.contents]]
+            bases.append(json.dumps([original.message_id, content], sort_keys=True, default=str)
+                         if original.message_id else None)
+        counts = Counter(b for b in bases if b is not None)
+        spare = 8 if made else 0
+        variants = {
+            base: [_variant(thread, original.message_id or "", base, n) for n in range(counts[base] + spare)]
+            for base, original in zip(bases, originals, strict=True) if base is not None
+        }
+        wanted = [m.message_id for m in originals if m.message_id]
+        wanted += [v for vs in variants.values() for v in vs]
+        stored = {m.id: m for m in await self.memory.store.get_messages(wanted)} if wanted else {}
+        taken = {i for i, m in stored.items() if m.thread_id == thread}
+        seen: Counter[str] = Counter()
+        out: list[Message] = []
+        for original, message, base in zip(originals, messages, bases, strict=True):
+            framework_id = original.message_id
+            if not framework_id or base is None:
+                out.append(message)
+                continue
+            old = stored.get(framework_id)
+            if old is not None and old.thread_id == thread and _same(old, message):
+                out.append(_as_stored(message, old))  # obsmem's own id, sent back
+                continue
+            if made:
+                free = [v for v in variants[base] if v not in taken]
+                chosen = free[0] if free else new_id()
+                taken.add(chosen)
+                out.append(message.model_copy(update={"id": chosen}))
+                continue
+            chosen = variants[base][seen[base]]
+            seen[base] += 1
+            old = stored.get(chosen)
+            if old is not None and old.thread_id == thread and _same(old, message):
+                out.append(_as_stored(message, old))
+            else:
+                out.append(message.model_copy(update={"id": chosen if old is None else new_id()}))
+        return _unique_ids(out)
 
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -331,11 +509,106 @@ class ObservationalMemoryProvider(HistoryProvider):
             await self.memory.get_thread(thread)
         except ThreadNotFoundError:
             await self.memory.create_thread(thread, self.resource_id or thread)
-        await self.memory.save_messages(thread, _unique_ids(from_agent_framework(messages)))
+        converted = await self._own_ids(thread, messages, from_agent_framework(messages))
+        await self.memory.save_messages(thread, converted)
+
+
+class _RunSteps(ChatMiddleware):
+    """One run's chat middleware: saves the run's tool-loop steps before each model call."""
+
+    def __init__(self, provider: ObservationalMemoryProvider, thread: str, turn: Turn) -> None:
+        self.provider = provider
+        self.thread = thread
+        self.turn = turn
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await self.provider._save_step(self.thread, self.turn, list(context.messages))
+        await call_next()
+
+
+class _RunTools(FunctionMiddleware):
+    """One run's function middleware, for a client without the chat-middleware layer: stores
+    each tool call and its result as the tool returns (or raises)."""
+
+    def __init__(self, provider: ObservationalMemoryProvider, thread: str, turn: Turn) -> None:
+        self.provider = provider
+        self.thread = thread
+        self.turn = turn
+
+    async def process(
+        self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        call_id = context.metadata.get("call_id")
+        try:
+            await call_next()
+        except Exception as exc:
+            if isinstance(call_id, str):
+                await self.provider._save_tool_run(
+                    self.thread, self.turn, call_id, context.function.name, context.arguments,
+                    f"Error: {exc}", type(exc).__name__,
+                )
+            raise
+        if isinstance(call_id, str):
+            await self.provider._save_tool_run(
+                self.thread, self.turn, call_id, context.function.name, context.arguments, context.result,
+                None,
+            )
+
+
+def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
+    """``message`` without the calls and results of ``call_ids`` (stored as their tools ran)."""
+    if not call_ids:
+        return message
+    kept = [c for c in message.contents
+            if not (c.type in ("function_call", "function_result") and c.call_id in call_ids)]
+    if len(kept) == len(message.contents):
+        return message
+    if not [c for c in kept if c.type != "usage"]:
+        return None
+    return AFMessage(message.role, kept, message_id=message.message_id,
+                     additional_properties=dict(message.additional_properties or {}))
+
+
+def _variant(thread: str, framework_id: str, base: str, n: int) -> str:
+    return scoped_id(_FRAMEWORK, thread, framework_id, base if n == 0 else [base, n])
+
+
+def _as_stored(message: Message, stored: Message) -> Message:
+    """``message`` under ``stored``'s id with its visible parts: a copy of it, for obsmem."""
+    data = tuple(p for p in message.parts if isinstance(p, DataPart))
+    visible = tuple(p for p in stored.parts if not isinstance(p, DataPart))
+    return message.model_copy(update={"id": stored.id, "parts": (*visible, *data)})
+
+
+def _key(message: AFMessage) -> str:
+    """What identifies a run's message between the model calls and the response."""
+    contents = [c.to_dict(exclude={"additional_properties"}) for c in message.contents if c.type != "usage"]
+    return json.dumps([str(message.role), message.message_id, contents], sort_keys=True, default=str)
+
+
+def _take(counter: Counter[str], key: str) -> bool:
+    if counter[key] > 0:
+        counter[key] -= 1
+        return True
+    return False
+
+
+def _attributed(message: AFMessage) -> bool:
+    """A context message a provider added (not the run's input, nor what the run made)."""
+    return bool((message.additional_properties or {}).get("_attribution"))
+
+
+def _same(stored: Message, message: Message) -> bool:
+    """``message`` is ``stored`` sent again: same role, same visible parts (a tool result's name
+    aside, which a result sent without its call cannot know)."""
+    def visible(m: Message) -> list[Part]:
+        return [p.model_copy(update={"tool_name": ""}) if isinstance(p, ToolResultPart) else p
+                for p in m.parts if not isinstance(p, DataPart)]
+    return stored.role == message.role and visible(stored) == visible(message)
 
 
 def _unique_ids(messages: list[Message]) -> list[Message]:
-    """Providers reuse a response id for several messages: each stored message needs its own."""
+    """Two messages of one batch with the same id (and content): each stored message needs its own."""
     seen: set[str] = set()
     unique = []
     for message in messages:

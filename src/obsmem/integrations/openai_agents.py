@@ -77,6 +77,7 @@ _META = "openai_agents"
 _UNKNOWN = "openai-agents-item"
 _SUPPORTED = {"message", "function_call", "function_call_output", "reasoning"}
 _EXTRA_KEYS = ("id", "status", "provider_data")
+_CONTENT = "_obsmem_original_content"  # a message item's content as the SDK gave it (see _convertible)
 
 
 def _item(raw: object, index: int) -> dict[str, Any]:
@@ -106,8 +107,11 @@ def from_agents_items(
     Messages, function calls and their outputs, and reasoning go through
     :func:`obsmem.from_openai_responses` (``history`` names the calls that outputs answer when the
     calls came earlier); each message keeps its items' ``id``, ``status`` and ``provider_data``
-    in ``metadata["openai_agents"]``, for :func:`to_agents_items`. Other items are kept whole as a
-    data part (never sent to a model).
+    in ``metadata["openai_agents"]``, for :func:`to_agents_items`. A message's content parts the
+    converter does not take (``input_file`` or ``input_image`` by ``file_id``, ``input_audio`` …)
+    become a text naming them (``[input_file: file-…]``, what an observer reads), and the
+    message's content is kept as it was in the same metadata: :func:`to_agents_items` gives it
+    back whole. Other items are kept whole as a data part (never sent to a model).
     """
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
         raise InvalidInputError(
@@ -127,7 +131,7 @@ def from_agents_items(
     for index, raw in enumerate(items):
         item = _item(raw, index)
         if _kind(item) in _SUPPORTED:
-            batch.append(item)
+            batch.append(_convertible(item))
             continue
         flush()
         kept = DataPart(name=_UNKNOWN, data={"item": item})
@@ -139,6 +143,49 @@ def from_agents_items(
     return out
 
 
+def _convertible(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` as :func:`obsmem.from_openai_responses` takes it: a message's content parts that
+    it does not (``input_file`` / ``input_image`` by ``file_id``, ``input_audio``, any other)
+    become a text naming them, and the original content is kept under ``_CONTENT``."""
+    content = item.get("content")
+    if _kind(item) != "message" or not isinstance(content, list):
+        return item
+    role = item.get("role")
+    parts = [p if _takes(p, role) else _stand_in(p, role) for p in content]
+    if all(a is b for a, b in zip(parts, content, strict=True)):
+        return item
+    return {**item, "content": parts, _CONTENT: content}
+
+
+def _takes(part: object, role: object) -> bool:
+    """Whether the Responses converter takes this content part (in a message of ``role``)."""
+    if not isinstance(part, Mapping):
+        return True  # refused by the converter with its own message
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "refusal"):
+        return True
+    if role == "assistant":
+        return False
+    if kind == "input_image":
+        return isinstance(part.get("image_url"), str) and bool(part["image_url"])
+    if kind == "input_file":
+        return isinstance(part.get("file_data"), str) or isinstance(part.get("file_url"), str)
+    return False
+
+
+def _stand_in(part: Mapping[str, Any], role: object) -> dict[str, Any]:
+    """The text that stands for a content part obsmem has no part for (what an observer reads)."""
+    refs = [
+        part[k] for k in ("filename", "file_id", "file_url", "image_url")
+        if isinstance(part.get(k), str) and part[k] and not part[k].startswith("data:")
+    ]
+    audio = part.get("input_audio")
+    if isinstance(audio, Mapping) and isinstance(audio.get("format"), str):
+        refs.append(audio["format"])
+    name = f"{part.get('type')}: {', '.join(refs)}" if refs else str(part.get("type"))
+    return {"type": "output_text" if role == "assistant" else "input_text", "text": f"[{name}]"}
+
+
 def _with_extras(messages: list[Message], items: list[dict[str, Any]]) -> list[Message]:
     """Each message with the extras of the items it came from (when the item counts line up)."""
     counts = [len(to_openai_responses([m])) for m in messages]
@@ -147,7 +194,11 @@ def _with_extras(messages: list[Message], items: list[dict[str, Any]]) -> list[M
     out: list[Message] = []
     position = 0
     for message, count in zip(messages, counts, strict=True):
-        extras = [{k: item[k] for k in _EXTRA_KEYS if k in item} for item in items[position:position + count]]
+        extras = [
+            {k: item[k] for k in _EXTRA_KEYS if k in item}
+            | ({"content": item[_CONTENT]} if _CONTENT in item else {})
+            for item in items[position:position + count]
+        ]
         position += count
         if any(extras):
             message = message.model_copy(update={"metadata": {**message.metadata, _META: {"items": extras}}})
@@ -161,7 +212,8 @@ def to_agents_items(
     """obsmem messages → the SDK's input items, through :func:`obsmem.to_openai_responses`.
 
     A message converted by :func:`from_agents_items` gets its items' ``id``, ``status`` and
-    ``provider_data`` back. Data parts (obsmem's markers, kept hosted-tool items) are not sent.
+    ``provider_data`` back (and its content as given, when it held parts obsmem names in text).
+    Data parts (obsmem's markers, kept hosted-tool items) are not sent.
     """
     items: list[dict[str, Any]] = []
     for message in parse_messages(messages, "messages"):
@@ -336,22 +388,44 @@ class ObsmemSession:
         await self._end_turn()
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the newest item (the last part group of the newest message)."""
+        """Remove the newest item from the thread and return it (the SDK's "undo").
+
+        The newest item is the last item of the newest stored message that gives one (its last
+        part group). A tool call never stays without its result: popping a
+        ``function_call_output`` removes the ``function_call`` it answers too (other calls of
+        the same step keep theirs), and returns the output. A call still waiting for its result
+        is popped alone. An assistant message left with nothing but reasoning goes whole.
+
+        Unlike memory work, which never deletes a raw message, this is the user's explicit
+        request: the parts go from the stored messages, and a message left empty is deleted.
+        Observations already made from them stay.
+        """
         await self._end_turn()
         try:
             stored = await self.memory.list_messages(self.session_id)
         except ThreadNotFoundError:
             return None
-        for message in reversed(stored):
+        for index in range(len(stored) - 1, -1, -1):
+            message = stored[index]
             items = [cast(dict[str, Any], i) for i in to_agents_items([message])]
             if not items:
                 continue
             popped = items[-1]
-            remaining = _without_item(message, popped)
-            if remaining is None:
-                await self.memory.store.delete_messages([message.id])
-            else:
-                await self.memory.store.save_messages(self.session_id, [remaining])
+            changed: dict[str, Message | None] = {message.id: _without_item(message, popped)}
+            call_id = popped.get("call_id")
+            if popped.get("type") == "function_call_output":
+                for earlier in reversed(stored[: index + 1]):
+                    current = changed.get(earlier.id, earlier)
+                    if current is not None and any(c.tool_call_id == call_id for c in current.tool_calls):
+                        call = {"type": "function_call", "call_id": call_id}
+                        changed[earlier.id] = _without_item(current, call)
+                        break
+            kept = [m for m in changed.values() if m is not None]
+            if kept:
+                await self.memory.store.save_messages(self.session_id, kept)
+            gone = [i for i, m in changed.items() if m is None]
+            if gone:
+                await self.memory.store.delete_messages(gone)
             return cast("TResponseInputItem", popped)
         return None
 
@@ -376,7 +450,7 @@ def _without_item(message: Message, item: dict[str, Any]) -> Message | None:
         return not isinstance(part, TextPart | FilePart)
 
     parts = tuple(p for p in message.parts if stays(p))
-    if not [p for p in parts if not isinstance(p, DataPart)]:
-        return None
+    if not [p for p in parts if not isinstance(p, DataPart | ReasoningPart)]:
+        return None  # nothing left to send (reasoning alone is no item the API takes)
     meta = {k: v for k, v in message.metadata.items() if k != _META}
     return message.model_copy(update={"parts": parts, "metadata": meta})
