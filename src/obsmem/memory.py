@@ -65,7 +65,7 @@ from obsmem.om.step import read_other_threads
 from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
-from obsmem.om.sections import remove_thread, split_sections, visible_sections
+from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
@@ -1083,15 +1083,7 @@ class Memory:
         resource's unsectioned text, never another thread's. (:meth:`get_record` is the whole
         record, which in resource scope is the resource's.)"""
         record = await self.get_record(thread_id)
-        return self.observations_shown(record, thread_id) if record is not None else ""
-
-    def observations_shown(self, record: ObservationRecord, thread_id: str) -> str:
-        """The part of ``record``'s observations (the head or any generation of ``thread_id``'s
-        lineage) that ``thread_id``'s context shows: see :meth:`get_observations`."""
-        if record.scope != "resource":
-            return record.active_observations
-        shared = self.config.scope == "resource" and self.config.share_threads_in_resource
-        return visible_sections(record.active_observations, thread_id, shared=shared)
+        return observations_shown(record, thread_id, self.config) if record is not None else ""
 
     async def list_generations(self, thread_id: str, *, limit: int = 100) -> list[ObservationRecord]:
         check_count(limit, "limit")

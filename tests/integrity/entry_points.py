@@ -516,6 +516,8 @@ ENTRIES: list[Entry] = [
     Entry("Memory.reflect", "thread_id", lambda m, v: m.reflect(v), "memory", names=THREAD_WORDS),
     Entry("Memory.reflect", "guidance", lambda m, v: m.reflect(THREAD, guidance=v), "memory"),
     Entry("Memory.get_record", "thread_id", lambda m, v: m.get_record(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.get_observations", "thread_id", lambda m, v: m.get_observations(v), "memory", names=THREAD_WORDS),
+    Entry("Memory.get_instructions", "thread_id", lambda m, v: m.get_instructions(v), "memory", names=THREAD_WORDS),
     Entry(
         "Memory.list_generations",
         "thread_id",

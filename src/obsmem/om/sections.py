@@ -21,12 +21,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from obsmem.config import MemoryConfig
 from obsmem.models.base import Usage
 from obsmem.om.text.format import is_boundary_line
 from obsmem.om.protocols import ReflectionRequest, ReflectionResult, Reflector
+from obsmem.storage.contract import ObservationRecord
 
 __all__ = [
     "SectionedReflector",
+    "observations_shown",
     "remove_thread",
     "section_safe_line_count",
     "split_sections",
@@ -181,6 +184,16 @@ def visible_sections(text: str, thread_id: str | None, *, shared: bool) -> str:
     if shared or thread_id is None:
         return text
     return _tidy([(tid, body) for tid, body in split_sections(text) if tid in (None, thread_id)])
+
+
+def observations_shown(record: ObservationRecord, thread_id: str, config: MemoryConfig) -> str:
+    """The part of ``record``'s observations (a lineage's head or any of its generations) that
+    ``thread_id``'s context shows under ``config``: all of it in thread scope; in resource scope
+    without ``share_threads_in_resource``, only the thread's own sections and unsectioned text."""
+    if record.scope != "resource":
+        return record.active_observations
+    shared = config.scope == "resource" and config.share_threads_in_resource
+    return visible_sections(record.active_observations, thread_id, shared=shared)
 
 
 def remove_thread(text: str, thread_id: str) -> str:

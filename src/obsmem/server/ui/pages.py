@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread, parse_groups
 from obsmem.om.receipts import RECEIPT_KEY
+from obsmem.om.sections import observations_shown
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
 from obsmem.server.ui.auth import (
@@ -414,7 +415,7 @@ async def generations_page(request: Request, thread_id: str) -> Response:
         older = by_id.get(request.query_params.get("a") or "", records[1])
         newer = by_id.get(request.query_params.get("b") or "", records[0])
         body += _diff_form(thread_id, records, older, newer) + _diff(
-            older, newer, lambda record: memory.observations_shown(record, thread.id)
+            older, newer, lambda record: observations_shown(record, thread.id, memory.config)
         )
     return page(f"Generations · {thread.id}", body, who=session(request, principal))
 
