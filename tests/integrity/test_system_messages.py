@@ -243,3 +243,30 @@ async def test_system_messages_sent_again_with_a_new_one_are_all_instructions() 
         assert await memory.get_instructions("no-such-thread") == []
         # the stored thread holds each system message once
         assert [m.id for m in await memory.list_messages("t") if m.role == "system"] == ["p1", "p2"]
+
+
+async def test_a_stored_system_prompt_sent_again_becomes_the_instructions_again() -> None:
+    """An app that switches its prompt back (A, then B, then A again: A's stored message sent
+    again) or edits a prompt in place (same id, new text) gets what it sent. Before, the
+    instructions record refused any set whose newest message was older than the recorded one's,
+    so a copy of A (older than B) never came back, and the edited A was stored but B stayed."""
+    clock = FakeClock(START)
+    chat = Chat(clock)
+    async with Memory("memory://", config=config(), clock=clock) as memory:
+        first, second = chat.system(PROMPT, "p1"), chat.system(SECOND, "p2")
+        calls: list[tuple[list[Message], list[str]]] = [
+            ([first], [PROMPT]),
+            ([second], [SECOND]),
+            ([first], [PROMPT]),  # switched back: A's stored message sent again
+            ([], [PROMPT]),
+            ([second, first], [SECOND, PROMPT]),
+            ([first, first], [PROMPT]),
+            ([chat.system(PROMPT + " Be brief.", "p1")], [PROMPT + " Be brief."]),  # edited in place
+        ]
+        for number, (sent, expected) in enumerate(calls):
+            turn = await memory.begin_turn(
+                thread_id="t", resource_id="u", messages=[*sent, chat.user(f"Question {number}.")]
+            )
+            assert instructions_of(turn.context) == expected, number
+            await turn.end([chat.assistant("Fine.")])
+            assert instructions_of(await memory.get_context("t")) == expected, number

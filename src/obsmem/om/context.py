@@ -403,8 +403,8 @@ async def remember_instructions(
     """Record on ``thread`` the application's instructions among ``saved`` (what one call stored).
 
     When ``saved`` holds system messages of the application, their ids (and the highest seq
-    among them) go to ``thread.metadata["obsmem"]["instructions"]``, compare-and-set: a
-    concurrent save of older instructions (lower seq) never overwrites newer ones. Returns the
+    in ``saved``: the call's newest message) go to ``thread.metadata["obsmem"]["instructions"]``,
+    compare-and-set: a concurrent older call (lower seq) never overwrites a newer one's. Returns the
     thread as stored (unchanged, without a write, when ``saved`` holds no system message or
     the same ones are recorded already, or the recorded ones are still stored with the same
     role and parts: an application that sends its system prompt anew on every turn, with new
@@ -414,7 +414,10 @@ async def remember_instructions(
     if not instructions:
         return thread
     ids = [m.id for m in instructions]
-    seq = max(m.seq or 0 for m in instructions)
+    # The call's newest message, not its instructions' newest: a stored prompt sent again (an app
+    # switching back to it, or a framework sending all its system messages) is older than the
+    # recorded ones but is this call's; only a call older than the recording one is refused.
+    seq = max(m.seq or 0 for m in saved)
 
     async def read() -> Thread | None:
         return await store.get_thread(thread.id)
