@@ -52,12 +52,16 @@ from obsmem.om.context import (
 )
 from obsmem.om.engine import CycleOutcome, Engine, Prepared, Quiet
 from obsmem.om.receipts import RECEIPT_KEY
-from obsmem.om.selection import is_boundary, observable_messages, pending_tool_call_ids
+from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import extended
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
+
+
+#: How far back (messages) a late tool result looks for the closing message of its call.
+LATE_RESULT_WINDOW = 500
 
 
 def work_key(thread_id: str) -> str:
@@ -373,9 +377,18 @@ class Turn:
             # (also after a boundary failed past its save: the store holds more than the context).
             current = self.context.messages and not self.context.trimmed and self._context_current
             tail = self.context.raw_messages if current else _tail_of(before)
-            messages = await self._engine.check_input(
-                self.thread, messages, tail=tail, argument=argument, close_calls=close_calls
-            )
+            try:
+                messages = await self._engine.check_input(
+                    self.thread, messages, tail=tail, argument=argument, close_calls=close_calls
+                )
+            except InvalidInputError:
+                # A result refused as "already answered" may be an approval given after a new turn
+                # closed its call (answered as unanswered): it takes that answer's place instead.
+                messages = await self._answer_late(messages)
+                messages = await self._engine.check_input(
+                    self.thread, messages, tail=None, argument=argument, close_calls=close_calls
+                )
+        if messages:
             done = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
             saved, self._saved_window, self._commit, self._window_stale = (
                 done.messages, done.window, done.commit, done.stale
@@ -402,6 +415,20 @@ class Turn:
             await self._committed()  # recording them writes: only what is stored
         self.thread = await remember_instructions(self._store, self.thread, instructions)
         return fresh
+
+    async def _answer_late(self, messages: list[Message]) -> list[Message]:
+        """``messages`` without the real results of calls that a closing message of the thread
+        answered as unanswered (:func:`~obsmem.om.selection.answer_late`): each is saved in its
+        unanswered part's place (the closing message re-saved by id), so the result stays right
+        after its call. Looks among the thread's newest :data:`LATE_RESULT_WINDOW` messages;
+        raises nothing itself (the check that follows refuses what is still out of place)."""
+        if not any(m.tool_results for m in messages):
+            return messages
+        recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
+        kept, closings = answer_late(recent[::-1], messages)
+        if closings:
+            await self._store.save_messages(self.thread.id, closings)
+        return kept
 
     def _with_receipt(self, messages: list[Message]) -> list[Message]:
         """The assistant messages among ``messages`` carry the receipt of the context the turn last

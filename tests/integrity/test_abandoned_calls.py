@@ -20,7 +20,7 @@ import pytest
 
 from obsmem import InvalidInputError, Memory, Message
 from obsmem.convert.openai import to_openai
-from obsmem.om.selection import UNANSWERED, check_input_sequence, close_waiting_calls
+from obsmem.om.selection import ANSWERED_LATE_KEY, UNANSWERED, answer_late, check_input_sequence, close_waiting_calls
 from obsmem.types import ToolCallPart, ToolResultPart
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +121,51 @@ async def test_within_a_turn_a_message_between_a_call_and_its_result_is_still_re
             await turn.step([Message.assistant("while we wait…")])
         await turn.step([_result("c1")])
         await turn.end()
+
+
+async def test_an_approval_given_after_the_user_went_on_takes_the_unanswered_place() -> None:
+    """The user went on (the call was closed as unanswered), then the app resumes the first run
+    with the approval: the tool ran, and its real result is what memory keeps, right after its
+    call. Before, the result was refused ("already answered"): the run failed after the tool had
+    run and memory kept "may not have run"."""
+    async with Memory("memory://") as memory:
+        turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("delete /tmp/x")])
+        call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="del1", tool_name="delete_file", args={}),))
+        await turn.step([call])
+        await turn.end()
+        turn = await memory.begin_turn(thread_id="t", messages=[Message.user("never mind")])
+        await turn.end([Message.assistant("OK, I won't.")])
+
+        approved = Message(role="tool", parts=(ToolResultPart(tool_call_id="del1", tool_name="delete_file", result="deleted"),))
+        turn = await memory.begin_turn(thread_id="t", messages=[approved])  # the resumed run
+        context = await turn.step([Message.assistant("Done: /tmp/x is deleted.")])
+        await turn.end()
+        stored = await memory.list_messages("t")
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant", "assistant"]
+        result = stored[2].tool_results[0]
+        assert (result.tool_call_id, result.result, result.is_error) == ("del1", "deleted", False)
+        wire = to_openai(context.messages)
+        at = next(i for i, m in enumerate(wire) if m.get("tool_calls"))
+        assert wire[at + 1] == {"role": "tool", "tool_call_id": "del1", "content": "deleted"}
+        assert sum(1 for m in wire if m["role"] == "tool") == 1
+
+        # the same result sent again (a framework re-sending its run) stores nothing and raises nothing
+        turn = await memory.begin_turn(thread_id="t", messages=[approved, Message.user("thanks")])
+        await turn.end()
+        assert [m.role for m in await memory.list_messages("t")][-2:] == ["assistant", "user"]
+        assert len(await memory.list_messages("t")) == 7
+
+
+def test_late_results_are_put_in_place_by_a_pure_rule() -> None:
+    closing = close_waiting_calls([_call("a", "b")], [Message.user("hm")])[0]
+    late_a = Message(role="tool", parts=(ToolResultPart(tool_call_id="a", tool_name="tool_a", result="A!"),))
+    other = _result("zzz")
+    kept, updated = answer_late([_call("a", "b"), closing, Message.user("hm")], [late_a, other])
+    assert kept == [other] and len(updated) == 1
+    assert [(r.tool_call_id, r.result, r.is_error) for r in updated[0].tool_results] == [
+        ("a", "A!", False), ("b", UNANSWERED, True),
+    ]
+    assert updated[0].id == closing.id and updated[0].metadata[ANSWERED_LATE_KEY] == ["a"]
+    again, none = answer_late([updated[0]], [late_a])
+    assert again == [] and none == []
+    assert answer_late([Message.user("hi")], [late_a]) == ([late_a], [])

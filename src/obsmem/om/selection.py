@@ -38,7 +38,10 @@ __all__ = [
     "OTHER_THREAD_SHARE",
     "OtherPrefix",
     "Unseen",
+    "ANSWERED_LATE_KEY",
     "UNANSWERED",
+    "UNANSWERED_KEY",
+    "answer_late",
     "choose_other_threads",
     "check_input_sequence",
     "close_waiting_calls",
@@ -489,6 +492,12 @@ UNANSWERED = (
 )
 
 
+#: Metadata of a closing message (:func:`close_waiting_calls`): it is obsmem's; and the calls
+#: whose real result came later and took their unanswered part's place (:func:`answer_late`).
+UNANSWERED_KEY = "obsmem_unanswered"
+ANSWERED_LATE_KEY = "obsmem_answered_late"
+
+
 def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> list[Message]:
     """``new`` (a turn's input) with a tool message put before each of its messages that says,
     shows or calls something (:func:`is_boundary`) while tool calls still wait for results,
@@ -528,13 +537,52 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
                     ToolResultPart(tool_call_id=call_id, tool_name=names[call_id], result=UNANSWERED, is_error=True)
                     for call_id in waiting
                 )
-                out.append(Message(role="tool", parts=parts, metadata={"obsmem_unanswered": True}))
+                out.append(Message(role="tool", parts=parts, metadata={UNANSWERED_KEY: True}))
             waiting = []
         answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
         waiting += [c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered_here]
         names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})
         out.append(message)
     return out
+
+
+def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """The real results in ``new`` of calls a closing message in ``existing`` answered as
+    unanswered (:func:`close_waiting_calls`: an approval given after the user went on), put in
+    their place: returns ``new`` without them (a message left with nothing goes) and the closing
+    messages with each such part replaced by the real result (to save again, by id, where they
+    are). A result for a call answered that way already (the same message sent again) is
+    dropped. The thread stays a valid sequence (each result right after its call) and keeps
+    what the tool returned instead of "no result"."""
+    closings: dict[str, Message] = {}  # call id -> the closing message that answers it
+    for message in existing:
+        if message.role == "tool" and message.metadata.get(UNANSWERED_KEY):
+            for result in message.tool_results:
+                closings[result.tool_call_id] = message
+    if not closings:
+        return list(new), []
+    updated: dict[str, Message] = {}
+    out: list[Message] = []
+    for message in new:
+        late = [r for r in message.tool_results if r.tool_call_id in closings]
+        if not late:
+            out.append(message)
+            continue
+        for result in late:
+            closing = updated.get(closings[result.tool_call_id].id, closings[result.tool_call_id])
+            answered = list(closing.metadata.get(ANSWERED_LATE_KEY) or [])
+            if result.tool_call_id in answered:
+                continue  # sent again: its result is in place already
+            parts = tuple(
+                result if isinstance(p, ToolResultPart) and p.tool_call_id == result.tool_call_id else p
+                for p in closing.parts
+            )
+            metadata = {**closing.metadata, ANSWERED_LATE_KEY: [*answered, result.tool_call_id]}
+            updated[closing.id] = closing.model_copy(update={"parts": parts, "metadata": metadata})
+        rest = tuple(p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id in closings))
+        if rest:
+            out.append(message.model_copy(update={"parts": rest}))
+    return out, list(updated.values())
 
 
 def _replay(messages: Sequence[Message]) -> tuple[dict[str, str], set[str]]:
