@@ -6,6 +6,9 @@ Before the fix the MCP resource returned the resource's whole record text, so re
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 from mcp import Client
 
@@ -14,6 +17,7 @@ from obsmem.config import ObservationConfig
 from obsmem.server import ServerSettings, Service
 from obsmem.server.access import Principal
 from obsmem.server.mcp_server import build_mcp
+from tests.server.live import auth, live_server, make_keys
 
 pytestmark = pytest.mark.anyio
 
@@ -53,3 +57,26 @@ async def test_the_observations_of_a_thread_are_what_its_context_shows(share: bo
         assert text == own
     finally:
         await service.stop()
+
+
+def test_rest_shows_a_thread_no_other_threads_observations(tmp_path: Path) -> None:
+    """Over a live server: ``GET /observations`` (its ``observations`` text and its ``record``)
+    and ``GET /generations`` of thread ``work`` hold nothing of thread ``health`` in resource scope
+    without sharing. Before, ``record`` and the generations were the resource's whole records."""
+    service = Service.open(
+        f"sqlite:///{tmp_path / 'memory.db'}", settings=ServerSettings(), config=_config(False), max_turn_wait=None
+    )
+    keys = make_keys(service)
+    with live_server(service) as live:
+        live.call(_two_threads(service.memory))
+        with httpx.Client(base_url=live.url, headers=auth(keys.alice), timeout=60) as client:
+            observations = client.get("/api/threads/work/observations")
+            generations = client.get("/api/threads/work/generations")
+            health = client.get("/api/threads/health/observations")
+    assert observations.status_code == generations.status_code == health.status_code == 200
+    assert "HEALTH-SECRET" in health.text  # the other thread's own read shows it
+    for response in (observations, generations):
+        assert "WORK-SECRET" in response.text and "HEALTH-SECRET" not in response.text, response.url
+    record = observations.json()["record"]
+    assert set(record["threads"]) == {"work"}
+    assert all(chunk["thread_id"] == "work" for chunk in record["buffered_chunks"])

@@ -27,11 +27,13 @@ from obsmem import (
 )
 from obsmem.knowledge import TrustState
 from obsmem.om.receipts import Receipt
+from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
+from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import export_resource, import_resource
 
 __all__ = [
@@ -258,8 +260,22 @@ async def get_observations(thread_id: str, principal: Caller, service: ServiceDe
     return {
         "thread_id": thread_id,
         "observations": await service.memory.get_observations(thread_id),  # what its context shows
-        "record": record.model_dump(mode="json") if record else None,
+        "record": _record_json(record, thread_id, service) if record else None,
     }
+
+
+def _record_json(record: ObservationRecord, thread_id: str, service: Service) -> dict[str, Any]:
+    """``record`` as ``thread_id`` may read it: in resource scope without sharing, only its own
+    observations, per-thread state and buffered chunks (the record is the resource's)."""
+    config = service.memory.config
+    if record.scope != "resource" or config.share_threads_in_resource:
+        return record.model_dump(mode="json")
+    shown = record.model_copy(update={
+        "active_observations": observations_shown(record, thread_id, config),
+        "threads": {k: v for k, v in record.threads.items() if k == thread_id},
+        "buffered_chunks": tuple(c for c in record.buffered_chunks if c.thread_id == thread_id),
+    })  # fmt: skip
+    return shown.model_dump(mode="json")
 
 
 @router.get("/threads/{thread_id}/generations", tags=["memory"])
@@ -268,7 +284,7 @@ async def list_generations(
 ) -> dict[str, Any]:
     await principal.thread(service.memory, thread_id)
     records = await service.memory.list_generations(thread_id, limit=limit)
-    return {"thread_id": thread_id, "generations": [r.model_dump(mode="json") for r in records]}
+    return {"thread_id": thread_id, "generations": [_record_json(r, thread_id, service) for r in records]}
 
 
 @router.post("/threads/{thread_id}/recall", tags=["memory"])
