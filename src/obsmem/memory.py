@@ -782,11 +782,19 @@ class Memory:
         """The messages an actor should see now, for use without the Turn API: the context from
         what is stored, once memory work a turn of this thread left running (``end`` starts what
         falls due after the turn's last messages) is done, or after ``max_turn_wait`` seconds, as
-        a turn would wait. Nothing else runs here: the work itself happens at turn boundaries,
+        a turn would wait (then the raw window is cut as a turn's is: ``context.trimmed`` says how
+        many messages were left out, still pending). Nothing else runs here: the work itself happens at turn boundaries,
         :meth:`observe` and :meth:`reflect`."""
         thread = await self.get_thread(thread_id)
-        await self.background.finished(work_key(thread.id), self.max_turn_wait)
-        return await self.context_for(thread)
+        if await self.background.finished(work_key(thread.id), self.max_turn_wait):
+            return await self.context_for(thread)
+        # The work goes on: what is stored, the raw window cut as a turn's is then (what is left
+        # out stays pending; the newest user message and what follows it stay).
+        await self.engine.core.counter.ready()
+        record, unobserved = await self.engine.core.stored_window(thread)
+        trim = self.engine.trim_window(thread, record, unobserved)
+        context = await self.context_from(thread, record, trim.kept)
+        return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
 
     async def context_for(self, thread: Thread) -> ContextWindow:
         """The context for ``thread`` from what is stored now."""

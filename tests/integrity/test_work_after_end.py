@@ -117,3 +117,26 @@ async def test_a_quiet_end_observes_nothing(buffered: bool) -> None:
         await memory.settled()
         assert [e.kind for e in events if e.kind.startswith(("observation", "buffer", "activation"))] == []
         assert [m.role for m in (await memory.get_context("t")).raw_messages] == ["user", "assistant"]
+
+
+async def test_get_context_past_its_wait_cuts_the_raw_window_as_a_turn_would() -> None:
+    """When the turn's work is still running after ``max_turn_wait``, ``get_context`` returns
+    what is stored with the raw window cut to the engine's limit, as a turn's context is (the
+    newest user message and what follows it always stay). Before, it returned every raw byte."""
+    gate = asyncio.Event()
+
+    async def held(messages: list[Message], settings: object = None) -> str:
+        await gate.wait()
+        return "<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User exported 1,500 rows.\n</observations>"
+
+    async with Memory("memory://", config=_config(False), observer=FunctionModel(held), max_turn_wait=0.2) as memory:
+        await _export_turn(memory, "t")
+        turn = await memory.begin_turn(thread_id="t", messages=[Message.user("thanks, which city were they in?")])
+        assert turn.trimmed  # the turn went on without its work: its window was cut
+        await turn.end([Message.assistant("Lisbon.")])
+        context = await asyncio.wait_for(memory.get_context("t"), timeout=30)
+        assert context.trimmed and _raw_chars(context.raw_messages) < 10_000, context.trimmed
+        assert [m.text for m in context.raw_messages][-2:] == ["thanks, which city were they in?", "Lisbon."]
+        gate.set()
+        await memory.settled()
+        assert len(await memory.list_messages("t")) == 6  # nothing lost
