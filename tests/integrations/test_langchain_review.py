@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRequest, dynamic_prompt
+from langchain.agents.middleware import ModelRequest, after_model, dynamic_prompt
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -215,6 +215,141 @@ async def test_history_sent_again_with_repeated_ids_is_stored_once() -> None:
     expected = [text for turn in range(4) for text in (f"question {turn}", f"answer number {turn + 1}")]
     assert [m.text for m in stored] == expected
     assert len({m.id for m in stored}) == len(stored)
+
+
+def the_conversation(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    return [(m.type, str(m.text)) for m in messages if not isinstance(m, SystemMessage)]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_a_provider_that_repeats_its_message_id_and_its_answer_loses_no_answer(checkpointed: bool) -> None:
+    """The server repeats ``chatcmpl-1`` and the answer is the same text each time: each answer is
+    a message of its own, and the model never gets two user messages in a row."""
+    model = recording(lambda messages: AIMessage("ok", id="chatcmpl-1"))
+    async with Memory("memory://") as memory:
+        agent = create_agent(
+            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")],
+            checkpointer=InMemorySaver() if checkpointed else None,
+        )
+        for question in ["first question", "second question", "third question"]:
+            await agent.ainvoke({"messages": [HumanMessage(question)]}, config("c"))
+        stored = await memory.list_messages("c")
+    assert [(m.role, m.text) for m in stored] == [
+        ("user", "first question"), ("assistant", "ok"), ("user", "second question"), ("assistant", "ok"),
+        ("user", "third question"), ("assistant", "ok"),
+    ]
+    assert the_conversation(model.requests[-1]) == [
+        ("human", "first question"), ("ai", "ok"), ("human", "second question"), ("ai", "ok"),
+        ("human", "third question"),
+    ]
+
+
+async def test_history_sent_again_with_repeated_ids_and_answers_is_stored_once() -> None:
+    """A stateless handler (a new agent and middleware per request, the client sends the whole
+    history back): the server repeats its id and its answer; each answer is stored, once."""
+    model = recording(lambda messages: AIMessage("ok", id="chatcmpl-1"))
+    history: list[BaseMessage] = []
+    async with Memory("memory://") as memory:
+        for turn in range(4):
+            agent = create_agent(model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+            state: Any = {"messages": [*history, HumanMessage(f"question {turn}")]}
+            result = await agent.ainvoke(state, config("c"))
+            history = result["messages"]
+        stored = await memory.list_messages("c")
+    assert [m.text for m in stored] == [text for turn in range(4) for text in (f"question {turn}", "ok")]
+    assert the_conversation(model.requests[-1]) == [
+        pair for turn in range(4) for pair in (("human", f"question {turn}"), ("ai", "ok"))
+    ][:-1]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_an_edited_message_replaces_its_earlier_version(checkpointed: bool) -> None:
+    """The user corrects an earlier message (same LangChain id, new text; LangGraph's state
+    replaces it by id): the model gets the corrected message only, where the original was, and
+    obsmem stores it in place."""
+    model = recording()
+    async with Memory("memory://") as memory:
+        agent = create_agent(
+            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")],
+            checkpointer=InMemorySaver() if checkpointed else None,
+        )
+        first = await agent.ainvoke({"messages": [HumanMessage("I live in Paris", id="h1")]}, config("c"))
+        edited: list[BaseMessage] = [
+            HumanMessage("I live in Rome", id="h1"), HumanMessage("where do I live?", id="h2"),
+        ]
+        if not checkpointed:  # the app sends its history back, corrected
+            edited.insert(1, first["messages"][-1])
+        state: Any = {"messages": edited}
+        await agent.ainvoke(state, config("c"))
+        stored = await memory.list_messages("c")
+    assert the_conversation(model.requests[-1]) == [
+        ("human", "I live in Rome"), ("ai", "ok"), ("human", "where do I live?"),
+    ]
+    assert [m.text for m in stored] == ["I live in Rome", "ok", "where do I live?", "ok"]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_answers_a_middleware_rewrites_under_a_repeated_id_are_not_edits(checkpointed: bool) -> None:
+    """A middleware after the model rewrites each answer under its id (as a redacting one does)
+    and the server repeats its id: each answer is a new message, none takes an earlier's place."""
+    count = [0]
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        count[0] += 1
+        return AIMessage(f"call 555-000{count[0]}", id="chatcmpl-1")
+
+    @after_model
+    def redact(state: Any, runtime: Any) -> dict[str, Any]:
+        last = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))  # the model's answer
+        return {"messages": [AIMessage(str(last.text).replace("555-", "[phone] "), id=last.id)]}
+
+    model = recording(answer)
+    async with Memory("memory://") as memory:
+        agent = create_agent(
+            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u"), redact],
+            checkpointer=InMemorySaver() if checkpointed else None,
+        )
+        for question in ["q1", "q2", "q3"]:
+            await agent.ainvoke({"messages": [HumanMessage(question)]}, config("c"))
+        stored = await memory.list_messages("c")
+    assert [m.text for m in stored if m.role == "user"] == ["q1", "q2", "q3"]
+    assert [m.text for m in stored if m.role == "assistant"][-1] == "call [phone] 0003"
+    assert len([m for m in stored if m.role == "assistant"]) == 3
+
+
+async def test_an_edit_undone_is_stored_undone() -> None:
+    """Paris, corrected to Rome, corrected back to Paris (same id each time): obsmem keeps what
+    the state says, in the message's place."""
+    model = recording()
+    async with Memory("memory://") as memory:
+        agent = create_agent(
+            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")], checkpointer=InMemorySaver(),
+        )
+        for text, question in [("I live in Paris", "hi"), ("I live in Rome", "really?"), ("I live in Paris", "sure?")]:
+            state: Any = {"messages": [HumanMessage(text, id="h1"), HumanMessage(question)]}
+            await agent.ainvoke(state, config("c"))
+        stored = await memory.list_messages("c")
+    assert [m.text for m in stored] == ["I live in Paris", "hi", "ok", "really?", "ok", "sure?", "ok"]
+    assert the_conversation(model.requests[-1])[0] == ("human", "I live in Paris")
+
+
+async def test_an_edit_of_a_message_observed_already_reaches_the_model() -> None:
+    """The earlier version is in the observations, no longer raw: the correction is not saved
+    in its place (where the model would never see it) but as a new message."""
+    model = recording(lambda messages: AIMessage("noted, " + "fine " * 30))
+    async with Memory("memory://", config=small_memory_config(message_tokens=200)) as memory:
+        agent = create_agent(
+            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")], checkpointer=InMemorySaver(),
+        )
+        await agent.ainvoke({"messages": [HumanMessage("I live in Paris", id="h1")]}, config("c"))
+        for turn in range(8):
+            await agent.ainvoke({"messages": [HumanMessage(f"turn {turn}: " + "y " * 30)]}, config("c"))
+        record = await memory.get_record("c")
+        assert record is not None and record.cursor("c") > 1  # "I live in Paris" is observed
+        state: Any = {"messages": [HumanMessage("I live in Rome", id="h1"), HumanMessage("where do I live?")]}
+        await agent.ainvoke(state, config("c"))
+    sent = the_conversation(model.requests[-1])
+    assert sent[-2:] == [("human", "I live in Rome"), ("human", "where do I live?")]
 
 
 # -- 3. a @dynamic_prompt middleware beside obsmem ---------------------------------------------------

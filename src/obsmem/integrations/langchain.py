@@ -23,7 +23,11 @@ turn ends.
 A LangChain message id (often the provider's, ``chatcmpl-…``, which may repeat) is not obsmem's
 id as it is: obsmem's is derived from it, the thread and the message's content
 (:func:`~obsmem.integrations._ids.scoped_id`), so a repeated id loses no message, the same id in
-another thread is another message, and history sent again is stored once.
+another thread is another message, and history sent again is stored once. An answer of the model
+is a message of its own even when the server repeats both its id and its text. A message of the
+state with the id of one saved earlier and other content (LangGraph replaces a message by id: an
+edit) is saved in the earlier one's place while that one is unobserved, so the model gets the edited
+message only; once observed, the edit is saved as a new message.
 
 :func:`to_langchain` / :func:`from_langchain` convert messages both ways, keeping ids, tool
 calls and results (ids, names, errors), reasoning and attachments (see each function).
@@ -417,24 +421,63 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
 # -- the middleware ---------------------------------------------------------------------------------
 
 
-def _key(thread: str, message: BaseMessage) -> str | None:
-    """obsmem's id for a LangChain message with an id: per thread and per content."""
-    if not message.id:
-        return None
+def _said(message: BaseMessage) -> list[Any]:
+    """What a LangChain message says (its type and content): the same message sent again says it."""
     content: list[Any] = [message.type, message.content, message.additional_kwargs]
     if isinstance(message, AIMessage):
         content += [message.tool_calls, message.invalid_tool_calls]
     elif isinstance(message, ToolMessage):
         content += [message.tool_call_id, message.status]
-    return scoped_id("langchain", thread, message.id, content)
+    return content
+
+
+def _variant(thread: str, message: BaseMessage, n: int) -> str:
+    """The ``n``-th obsmem id for a LangChain message with an id: per thread, per content (the
+    ``n``-th message of a thread with that id and content)."""
+    content = _said(message)
+    return scoped_id("langchain", thread, str(message.id), content if n == 0 else [content, n])
+
+
+def _key(thread: str, message: BaseMessage) -> str | None:
+    """What tells a LangChain message with an id from another (its first obsmem id)."""
+    return _variant(thread, message, 0) if message.id else None
+
+
+@dataclass
+class _Known:
+    """What the middleware knows of a thread: the obsmem ids of the state's messages saved, the
+    obsmem id of each LangChain id's latest version, the ids an edited message was saved under
+    instead of its own (:func:`_variant`: the version it replaced), and what a message saved
+    under another id than its own holds (its own id)."""
+
+    saved: set[str] = field(default_factory=set)
+    latest: dict[str, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    holds: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class _Run:
-    """One agent run on a thread: its obsmem turn and the obsmem ids of the messages saved so far."""
+    """One agent run on a thread: its obsmem turn, what is known of the thread, and the model's
+    answers of this run (by :func:`_key`: the obsmem id each was given, ``None`` before it is)."""
 
+    known: _Known
     turn: Turn | None = None
-    saved: set[str] = field(default_factory=set)
+    made: dict[str, list[str | None]] = field(default_factory=dict)
+    #: The LangChain ids of the model's answers of this run (a message with one is no edit).
+    answered: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Plan:
+    """The obsmem messages to pass for a list of LangChain messages, the originals by obsmem id,
+    and what the middleware knows once they are saved."""
+
+    new: list[Message]
+    originals: dict[str, AnyMessage]
+    ids: list[tuple[BaseMessage, str | None, str | None]]
+    made: dict[str, list[str | None]]
+    aliases: dict[str, str]
 
 
 class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -449,7 +492,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     (one run per thread at a time, as with LangGraph's checkpointer). It is async only: run the
     agent with ``ainvoke``/``astream``. With a checkpointer the state keeps every message, but the
     model only ever gets obsmem's context; a new middleware over an old checkpoint stores nothing
-    twice (messages are matched by id and content).
+    twice (messages are matched by id and content). An edit (a message of the state replaced by
+    id) is known as one by the middleware that saved the earlier version (another saves it as a
+    new message).
 
     The model's system prompt (``request.system_message``) is left as the agent or another
     middleware sets it, before or after this one; obsmem's observations come as a system
@@ -472,14 +517,14 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.resource_id = resource_id
         self.model = model
         self._runs: dict[str, _Run] = {}
-        # Per thread, the obsmem ids of the state's messages already in obsmem (see _key; a
-        # checkpointed state holds them all).
-        self._saved: dict[str, set[str]] = {}
+        # Per thread, what is known of the state's messages already in obsmem (a checkpointed
+        # state holds them all).
+        self._known: dict[str, _Known] = {}
 
     def _run(self, thread: str) -> _Run:
         run = self._runs.get(thread)
         if run is None:
-            run = self._runs[thread] = _Run(saved=self._saved.setdefault(thread, set()))
+            run = self._runs[thread] = _Run(known=self._known.setdefault(thread, _Known()))
         return run
 
     @property
@@ -504,30 +549,130 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         return thread, str(resource)
 
-    def _unsaved(
-        self, thread: str, run: _Run, messages: Sequence[AnyMessage]
-    ) -> tuple[list[Message], dict[str, AnyMessage]]:
+    async def _unsaved(self, thread: str, run: _Run, messages: Sequence[AnyMessage]) -> _Plan:
         """The obsmem messages to pass for ``messages`` (the request's or the state's): those not
         saved yet, and every system message (the application's instructions of this call, see
         :meth:`_system_messages`); and the originals by obsmem id.
 
         A message's obsmem id comes from its LangChain id, its thread and its content
-        (:func:`~obsmem.integrations._ids.scoped_id`): a provider's id (``chatcmpl-…``) may repeat,
-        in a thread or across threads, and is never obsmem's as it is. A message without an id
-        gets a new one."""
-        keys = [_key(thread, m) for m in messages]
+        (:func:`_variant`): a provider's id (``chatcmpl-…``) may repeat, in a thread or across
+        threads, and is never obsmem's as it is. The n-th message of ``messages`` with the same id
+        and content is its n-th variant, so history sent again is stored once; an answer the
+        model gave in this run (the last of them in ``messages``: LangGraph's state may have put
+        it in the place of an earlier one of the same id) is new whatever its id and content, and
+        takes the first variant the thread does not hold. A message whose LangChain id this
+        middleware saved with other content, the earlier version no longer in ``messages``, was
+        edited (LangGraph replaces a message by id): it is saved in place of that version while
+        that one is unobserved (:meth:`_unobserved`), else as a new message; so is a message
+        saved in place of another edited again (back). A message without an id gets a new one."""
+        known = run.known
+        ids: list[str | None] = [None] * len(messages)
+        variants: list[str | None] = [None] * len(messages)  # each one's own id (before an edit's)
+        places: dict[str, list[int]] = {}
+        for index, message in enumerate(messages):
+            key = _key(thread, message)
+            if key is not None:
+                places.setdefault(key, []).append(index)
+        made = {key: list(given) for key, given in run.made.items()}
+        answers: list[tuple[int, str, int]] = []  # (place, key, the answer's index in made[key])
+        for key, at in places.items():
+            mine = min(len(made.get(key, [])), len(at))
+            for n, index in enumerate(at[: len(at) - mine]):
+                variant = variants[index] = _variant(thread, messages[index], n)
+                ids[index] = known.aliases.get(variant, variant)
+            for k, index in enumerate(at[len(at) - mine:]):
+                answers.append((index, key, len(made[key]) - mine + k))
+        aliases: dict[str, str] = {}
+        current = {i for i in ids if i is not None}
+        mine_at = {index for index, _, _ in answers}
+        edits: dict[int, str] = {}
+        for index, message in enumerate(messages):
+            own, its = ids[index], variants[index]
+            if own is None or its is None or index in mine_at or isinstance(message, SystemMessage):
+                continue
+            if own in known.saved:
+                if known.holds.get(own, own) != its:  # saved with other content: edited again
+                    edits[index] = own
+                continue
+            before = None if message.id in run.answered else known.latest.get(str(message.id))
+            if before is not None and before != own and before in known.saved and before not in current:
+                edits[index] = before
+        in_place = await self._unobserved(thread, edits)
+        for index, before in edits.items():
+            its = variants[index]
+            assert its is not None
+            if index not in in_place:  # the earlier version is observed: the edit is a new message
+                if ids[index] == before:  # ... and its own id holds the earlier version
+                    fresh = await self._free(thread, known, messages[index], {*current, *aliases.values()})
+                    ids[index] = aliases[its] = fresh
+                    current.add(fresh)
+                continue
+            if its != before:
+                aliases[its] = before  # an edit: in place of the version it replaces
+            ids[index] = before
+            current.add(before)
+        for index, key, n in answers:
+            given = made[key][n]
+            if given is None:
+                given = made[key][n] = await self._free(thread, known, messages[index], {*current, *aliases})
+            ids[index] = variants[index] = given
+            current.add(given)
+        edited = set(in_place.values())
         chosen = [
-            (m, key) for m, key in zip(messages, keys, strict=True)
-            if key is None or key not in run.saved or isinstance(m, SystemMessage)
+            (m, own) for m, own in zip(messages, ids, strict=True)
+            if own is None or own not in known.saved or own in edited or isinstance(m, SystemMessage)
         ]
         converted = from_langchain([m for m, _ in chosen], history=messages)
         new = [
-            c if key is None else c.model_copy(update={"id": key})
-            for (_, key), c in zip(chosen, converted, strict=True)
+            c if own is None else c.model_copy(update={"id": own})
+            for (_, own), c in zip(chosen, converted, strict=True)
         ]
-        originals: dict[str, AnyMessage] = {key: m for m, key in zip(messages, keys, strict=True) if key}
-        originals.update({c.id: m for (m, key), c in zip(chosen, new, strict=True) if key is None})
-        return new, originals
+        originals: dict[str, AnyMessage] = {own: m for m, own in zip(messages, ids, strict=True) if own}
+        originals.update({c.id: m for (m, own), c in zip(chosen, new, strict=True) if own is None})
+        return _Plan(new=new, originals=originals, ids=list(zip(messages, ids, variants, strict=True)),
+                     made=made, aliases=aliases)
+
+    async def _unobserved(self, thread: str, edits: dict[int, str]) -> dict[int, str]:
+        """Of ``edits`` (a message's place, the obsmem id of the version it replaces), those whose
+        version is stored in ``thread`` and not observed yet: the edit takes its place. One observed
+        already is in the observations as it was; the edit is saved as a new message, so the
+        model gets it."""
+        if not edits:
+            return {}
+        record = await self.memory.get_record(thread)
+        cursor = record.cursor(thread) if record is not None else 0
+        stored = {m.id: m for m in await self.memory.store.get_messages(sorted(set(edits.values())))}
+        return {
+            index: before for index, before in edits.items()
+            if (old := stored.get(before)) is not None and old.thread_id == thread and (old.seq or 0) > cursor
+        }
+
+    async def _free(self, thread: str, known: _Known, message: BaseMessage, taken: set[str]) -> str:
+        """The first variant of ``message`` the thread does not hold (an answer of the model)."""
+        start = 0
+        while start < 64:
+            batch = [_variant(thread, message, n) for n in range(start, start + 8)]
+            stored = {m.id for m in await self.memory.store.get_messages(batch)}
+            for variant in batch:
+                if variant not in stored and variant not in known.saved and variant not in taken \
+                        and variant not in known.aliases:
+                    return variant
+            start += 8
+        return new_id()
+
+    @staticmethod
+    def _saved_now(run: _Run, plan: _Plan) -> None:
+        """Record that ``plan``'s messages are saved."""
+        run.known.saved.update(m.id for m in plan.new)
+        run.known.aliases.update(plan.aliases)
+        run.made = plan.made
+        for message, own, variant in plan.ids:
+            if message.id and own is not None and variant is not None:
+                run.known.latest[str(message.id)] = own
+                if own == variant:
+                    run.known.holds.pop(own, None)
+                else:
+                    run.known.holds[own] = variant
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         thread, _ = self._ids()
@@ -544,7 +689,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
-        new, originals = self._unsaved(thread, run, request.messages)
+        plan = await self._unsaved(thread, run, request.messages)
+        new, originals = plan.new, plan.originals
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
                 thread_id=thread, resource_id=resource, messages=new, model=self.model
@@ -552,7 +698,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             context = run.turn.context
         else:
             context = await run.turn.step(new)
-        run.saved.update(m.id for m in new)
+        self._saved_now(run, plan)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
         for message in context.messages[len(context.instructions) + len(context.system_messages):]:
@@ -563,7 +709,15 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 body.extend(to_langchain([message]))
         # request.system_message stays the app's (the agent's system_prompt, or what a middleware
         # such as @dynamic_prompt sets, before or after this one): obsmem's part is a message.
-        return await handler(request.override(messages=[*head, *body]))
+        response = await handler(request.override(messages=[*head, *body]))
+        # The model's answer is new, whatever its id and content (a server may repeat both).
+        answers = response.result if isinstance(response, ModelResponse) else [response]
+        for answer in answers:
+            key = _key(thread, answer)
+            if key is not None:
+                run.made.setdefault(key, []).append(None)
+                run.answered.add(str(answer.id))
+        return response
 
     @staticmethod
     def _system_messages(request: ModelRequest[Any], context: ContextWindow) -> list[AnyMessage]:
@@ -587,7 +741,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
-        new, _ = self._unsaved(thread, run, state["messages"])
+        plan = await self._unsaved(thread, run, state["messages"])
+        new = plan.new
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
                 thread_id=thread, resource_id=resource, messages=new, model=self.model
@@ -595,7 +750,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             await run.turn.end()
         else:
             await run.turn.end(new)
-        run.saved.update(m.id for m in new)
+        self._saved_now(run, plan)
         return None
 
     def wrap_model_call(
