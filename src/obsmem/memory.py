@@ -783,8 +783,8 @@ class Memory:
         what is stored, once memory work a turn of this thread left running (``end`` starts what
         falls due after the turn's last messages) is done, or after ``max_turn_wait`` seconds, as
         a turn would wait (then the raw window is cut as a turn's is: ``context.trimmed`` says how
-        many messages were left out, still pending). Nothing else runs here: the work itself happens at turn boundaries,
-        :meth:`observe` and :meth:`reflect`."""
+        many messages were left out, still pending). Nothing else runs here: the work itself
+        happens at turn boundaries, :meth:`observe` and :meth:`reflect`."""
         thread = await self.get_thread(thread_id)
         if await self.background.finished(work_key(thread.id), self.max_turn_wait):
             return await self.context_for(thread)

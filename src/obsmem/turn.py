@@ -167,7 +167,9 @@ class Turn:
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
             before = await engine.core.stored_window(thread)
-            saved = await turn._save(parse_messages(messages, "messages"), before=before[1], early=True, close_calls=True)
+            saved = await turn._save(
+                parse_messages(messages, "messages"), before=before[1], early=True, close_calls=True
+            )
             span.set("obsmem.messages", len(saved))
             stored: Window | None = turn._saved_window
             if stored is None and not turn._window_stale:
@@ -259,8 +261,9 @@ class Turn:
         ``get_context`` meanwhile, would otherwise find the window past its threshold. With a wait
         bound it is queued in the background under the turn's key, after the turn's work still
         running there (the next boundary of the thread waits for it as for any turn work, within
-        its own bound) and ``end`` does not wait; without one it runs here. A quiet end (nothing due, known from the save's window
-        without a read) starts nothing; the actor has seen everything, so nothing stays unseen."""
+        its own bound) and ``end`` does not wait; without one it runs here. A quiet end (nothing
+        due, known from the save's window without a read) starts nothing; the actor has seen
+        everything, so nothing stays unseen."""
         engine, thread, model = self._engine, self.thread, self.model
         if not saved or pending_tool_call_ids(saved[-1:]):
             return  # a call waiting for its result is observed with it, later

@@ -21,5 +21,7 @@ __all__ = ["scoped_id"]
 def scoped_id(framework: str, thread_id: str, framework_id: str, content: Any) -> str:
     """obsmem's id for the message ``framework_id`` of ``framework`` in ``thread_id`` whose
     content (anything JSON can write, keys sorted; other values by ``str``) is ``content``."""
-    body = json.dumps([framework, thread_id, framework_id, content], sort_keys=True, default=str, ensure_ascii=False)
+    body = json.dumps(
+        [framework, thread_id, framework_id, content], sort_keys=True, default=str, ensure_ascii=False
+    )
     return f"msg_{hashlib.sha256(body.encode('utf-8')).hexdigest()[:32]}"

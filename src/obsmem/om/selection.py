@@ -37,10 +37,10 @@ __all__ = [
     "NOTHING_UNSEEN",
     "OTHER_THREAD_SHARE",
     "OtherPrefix",
-    "Unseen",
-    "ANSWERED_LATE_KEY",
     "UNANSWERED",
     "UNANSWERED_KEY",
+    "ANSWERED_LATE_KEY",
+    "Unseen",
     "answer_late",
     "choose_other_threads",
     "check_input_sequence",
@@ -534,7 +534,9 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
         if is_boundary(message):
             if waiting:
                 parts = tuple(
-                    ToolResultPart(tool_call_id=call_id, tool_name=names[call_id], result=UNANSWERED, is_error=True)
+                    ToolResultPart(
+                        tool_call_id=call_id, tool_name=names[call_id], result=UNANSWERED, is_error=True
+                    )
                     for call_id in waiting
                 )
                 out.append(Message(role="tool", parts=parts, metadata={UNANSWERED_KEY: True}))
@@ -579,7 +581,9 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
             )
             metadata = {**closing.metadata, ANSWERED_LATE_KEY: [*answered, result.tool_call_id]}
             updated[closing.id] = closing.model_copy(update={"parts": parts, "metadata": metadata})
-        rest = tuple(p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id in closings))
+        rest = tuple(
+            p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id in closings)
+        )
         if rest:
             out.append(message.model_copy(update={"parts": rest}))
     return out, list(updated.values())

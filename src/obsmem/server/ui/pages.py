@@ -434,7 +434,9 @@ def _diff_form(thread_id: str, records: list[ObservationRecord], older: Observat
     )
 
 
-def _diff(older: ObservationRecord, newer: ObservationRecord, shown: Callable[[ObservationRecord], str]) -> str:
+def _diff(
+    older: ObservationRecord, newer: ObservationRecord, shown: Callable[[ObservationRecord], str]
+) -> str:
     """The line diff of two generations' observations as ``shown`` gives them (what the thread's
     context shows: in resource scope without sharing, never another thread's sections)."""
     before = shown(older).splitlines()
