@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from obsmem import Memory, MemoryConfig, ObservationConfig
+from obsmem import Memory, MemoryConfig, Message, ObservationConfig
 from obsmem.integrations.langchain import ObservationalMemoryMiddleware, from_langchain, to_langchain
 from obsmem.types import DataPart, FilePart, TextPart
 
@@ -164,11 +164,8 @@ def numbered_answers() -> Callable[[list[BaseMessage]], AIMessage]:
     return answer
 
 
-@pytest.mark.parametrize("checkpointed", [False, True])
-async def test_a_provider_that_repeats_its_message_id_loses_no_answer(checkpointed: bool) -> None:
-    """(With a checkpointer LangGraph's state itself replaces the earlier answer of the same id;
-    obsmem keeps the conversation as it happened and sends it to the model.)"""
-    model = recording(numbered_answers())
+async def _three_questions(model: Any, checkpointed: bool) -> list[Message]:
+    """Three runs of an agent with obsmem's middleware on thread ``c``; what obsmem stored."""
     async with Memory("memory://") as memory:
         agent = create_agent(
             model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")],
@@ -176,7 +173,15 @@ async def test_a_provider_that_repeats_its_message_id_loses_no_answer(checkpoint
         )
         for question in ["first question", "second question", "third question"]:
             await agent.ainvoke({"messages": [HumanMessage(question)]}, config("c"))
-        stored = await memory.list_messages("c")
+        return await memory.list_messages("c")
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_a_provider_that_repeats_its_message_id_loses_no_answer(checkpointed: bool) -> None:
+    """(With a checkpointer LangGraph's state itself replaces the earlier answer of the same id;
+    obsmem keeps the conversation as it happened and sends it to the model.)"""
+    model = recording(numbered_answers())
+    stored = await _three_questions(model, checkpointed)
     assert [m.text for m in stored] == [
         "first question", "answer number 1", "second question", "answer number 2", "third question", "answer number 3",
     ]
@@ -200,10 +205,9 @@ async def test_the_same_provider_id_in_another_users_thread_does_not_fail_that_r
         assert all(m.resource_id == user for m in messages)
 
 
-async def test_history_sent_again_with_repeated_ids_is_stored_once() -> None:
-    """A stateless handler: a new agent and middleware per request, the client sends the whole
-    history back each time; the provider repeats its message id."""
-    model = recording(numbered_answers())
+async def _stateless_handler(model: Any) -> list[Message]:
+    """Four requests, each with a new agent and middleware, the client sending the whole history
+    back each time (``question 0`` … ``question 3``); what obsmem stored."""
     history: list[BaseMessage] = []
     async with Memory("memory://") as memory:
         for turn in range(4):
@@ -211,7 +215,13 @@ async def test_history_sent_again_with_repeated_ids_is_stored_once() -> None:
             state: Any = {"messages": [*history, HumanMessage(f"question {turn}")]}
             result = await agent.ainvoke(state, config("c"))
             history = result["messages"]
-        stored = await memory.list_messages("c")
+        return await memory.list_messages("c")
+
+
+async def test_history_sent_again_with_repeated_ids_is_stored_once() -> None:
+    """A stateless handler: a new agent and middleware per request, the client sends the whole
+    history back each time; the provider repeats its message id."""
+    stored = await _stateless_handler(recording(numbered_answers()))
     expected = [text for turn in range(4) for text in (f"question {turn}", f"answer number {turn + 1}")]
     assert [m.text for m in stored] == expected
     assert len({m.id for m in stored}) == len(stored)
@@ -226,14 +236,7 @@ async def test_a_provider_that_repeats_its_message_id_and_its_answer_loses_no_an
     """The server repeats ``chatcmpl-1`` and the answer is the same text each time: each answer is
     a message of its own, and the model never gets two user messages in a row."""
     model = recording(lambda messages: AIMessage("ok", id="chatcmpl-1"))
-    async with Memory("memory://") as memory:
-        agent = create_agent(
-            model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")],
-            checkpointer=InMemorySaver() if checkpointed else None,
-        )
-        for question in ["first question", "second question", "third question"]:
-            await agent.ainvoke({"messages": [HumanMessage(question)]}, config("c"))
-        stored = await memory.list_messages("c")
+    stored = await _three_questions(model, checkpointed)
     assert [(m.role, m.text) for m in stored] == [
         ("user", "first question"), ("assistant", "ok"), ("user", "second question"), ("assistant", "ok"),
         ("user", "third question"), ("assistant", "ok"),
@@ -248,14 +251,7 @@ async def test_history_sent_again_with_repeated_ids_and_answers_is_stored_once()
     """A stateless handler (a new agent and middleware per request, the client sends the whole
     history back): the server repeats its id and its answer; each answer is stored, once."""
     model = recording(lambda messages: AIMessage("ok", id="chatcmpl-1"))
-    history: list[BaseMessage] = []
-    async with Memory("memory://") as memory:
-        for turn in range(4):
-            agent = create_agent(model, middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
-            state: Any = {"messages": [*history, HumanMessage(f"question {turn}")]}
-            result = await agent.ainvoke(state, config("c"))
-            history = result["messages"]
-        stored = await memory.list_messages("c")
+    stored = await _stateless_handler(model)
     assert [m.text for m in stored] == [text for turn in range(4) for text in (f"question {turn}", "ok")]
     assert the_conversation(model.requests[-1]) == [
         pair for turn in range(4) for pair in (("human", f"question {turn}"), ("ai", "ok"))
