@@ -438,11 +438,6 @@ def _variant(thread: str, message: BaseMessage, n: int) -> str:
     return scoped_id("langchain", thread, str(message.id), content if n == 0 else [content, n])
 
 
-def _key(thread: str, message: BaseMessage) -> str | None:
-    """What tells a LangChain message with an id from another (its first obsmem id)."""
-    return _variant(thread, message, 0) if message.id else None
-
-
 @dataclass
 class _Known:
     """What the middleware knows of a thread: the obsmem ids of the state's messages saved, the
@@ -459,13 +454,30 @@ class _Known:
 @dataclass
 class _Run:
     """One agent run on a thread: its obsmem turn, what is known of the thread, and the model's
-    answers of this run (by :func:`_key`: the obsmem id each was given, ``None`` before it is)."""
+    answers of this run (by :meth:`key`: the obsmem id each was given, ``None`` before it is)."""
 
     known: _Known
     turn: Turn | None = None
     made: dict[str, list[str | None]] = field(default_factory=dict)
     #: The LangChain ids of the model's answers of this run (a message with one is no edit).
     answered: set[str] = field(default_factory=set)
+    #: :func:`_variant` of a state message object met in this run, by ``(id(object), n)``: every
+    #: model call of a run passes the same objects, so each is hashed once a run, not once a call.
+    variants: dict[tuple[int, int], tuple[BaseMessage, str]] = field(default_factory=dict)
+
+    def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
+        """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
+        hit = self.variants.get((id(message), n))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = _variant(thread, message, n)
+        self.variants[(id(message), n)] = (message, value)
+        return value
+
+    def key(self, thread: str, message: BaseMessage) -> str | None:
+        """What tells a LangChain message with an id from another (its first obsmem id, its
+        :func:`_variant` 0); None without an id."""
+        return self.variant(thread, message) if message.id else None
 
 
 @dataclass
@@ -570,7 +582,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         variants: list[str | None] = [None] * len(messages)  # each one's own id (before an edit's)
         places: dict[str, list[int]] = {}
         for index, message in enumerate(messages):
-            key = _key(thread, message)
+            key = run.key(thread, message)
             if key is not None:
                 places.setdefault(key, []).append(index)
         made = {key: list(given) for key, given in run.made.items()}
@@ -578,7 +590,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for key, at in places.items():
             mine = min(len(made.get(key, [])), len(at))
             for n, index in enumerate(at[: len(at) - mine]):
-                variant = variants[index] = _variant(thread, messages[index], n)
+                variant = variants[index] = run.variant(thread, messages[index], n)
                 ids[index] = known.aliases.get(variant, variant)
             for k, index in enumerate(at[len(at) - mine:]):
                 answers.append((index, key, len(made[key]) - mine + k))
@@ -713,7 +725,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # The model's answer is new, whatever its id and content (a server may repeat both).
         answers = response.result if isinstance(response, ModelResponse) else [response]
         for answer in answers:
-            key = _key(thread, answer)
+            key = run.key(thread, answer)
             if key is not None:
                 run.made.setdefault(key, []).append(None)
                 run.answered.add(str(answer.id))
