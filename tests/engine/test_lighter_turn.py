@@ -21,6 +21,7 @@ import pytest
 
 from obsmem import Memory, MemoryConfig, ObservationConfig, ReflectionConfig
 from obsmem.clock import FakeClock
+from obsmem.models.testing import FunctionModel
 from obsmem.om.buffering import StepResult
 from obsmem.om.engine import Quiet
 from obsmem.om.context import build_context
@@ -234,19 +235,32 @@ async def test_a_message_saved_again_with_new_content_shows_as_saved(tmp_path: o
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("slow_observer", [False, True])
 @pytest.mark.anyio
-async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path: Path) -> None:
+async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path: Path, slow_observer: bool) -> None:
     """A turn on SQLite decides, while its save reaches the disk, whether the boundary is quiet
     (``Engine.quiet_step``: no read, no write) and then skips the step. Over a real buffered
     loop with tool calls, model switches, idle gaps, activations and reflections, every boundary
     it called quiet is one the full step (``advance_if_quiet``, run on the same state) leaves
-    exactly as it is: no outcome, the same head, the same window, no store write, no work started."""
+    exactly as it is: no outcome, the same head, the same window, no store write, no work started.
+    With a slow observer (each call takes 15 minutes of the memory's clock) adaptive buffering
+    declines buffers a synchronous observation would overtake: those boundaries are quiet too."""
     clock = FakeClock(datetime(2025, 6, 15, 9, 0, tzinfo=UTC))
     config = MemoryConfig(
         observation=ObservationConfig(message_tokens=700),
         reflection=ReflectionConfig(observation_tokens=900),
     )
-    memory = Memory(f"sqlite:///{tmp_path / 'quiet.db'}", config=config, clock=clock)
+    observer: Any = "offline"
+    if slow_observer:
+        calls = [0]
+
+        def slow(messages: list[Message], settings: object) -> str:
+            calls[0] += 1
+            clock.advance(900)
+            return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (09:00) User tracks shipment batch {calls[0]}.\n</observations>"
+
+        observer = FunctionModel(slow, name="test:slow-observer")
+    memory = Memory(f"sqlite:///{tmp_path / 'quiet.db'}", config=config, clock=clock, observer=observer)
     engine = memory.engine
     predict, full = engine.quiet_step, engine.advance_if_quiet
     writes = _WriteCounter(memory.store)
@@ -280,6 +294,14 @@ async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path
         return quiet
 
     engine.quiet_step = checked_quiet  # type: ignore[method-assign]
+    overtaken, declined_overtaken = lifecycle._overtaken, [0]
+
+    def counted_overtaken(*args: Any) -> bool:
+        declined = overtaken(*args)
+        declined_overtaken[0] += declined
+        return declined
+
+    lifecycle._overtaken = counted_overtaken  # type: ignore[method-assign]
     models = ["openai:gpt-4o", "openai:gpt-4o", "anthropic:claude-sonnet-4-5", None]
     try:
         for i in range(90):
@@ -303,6 +325,8 @@ async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path
         await memory.aclose()
     assert mismatches == []
     assert checked.count(True) > 25  # many boundaries were known quiet (this loop buffers and activates often)
+    if slow_observer:
+        assert declined_overtaken[0] > 0  # the loop reached boundaries where a buffer was declined as overtaken
     assert checked.count(False) > 10  # and the others went through the step (activations, buffers)
     assert len(events) > 1  # the loop reflected: the check saw more than one generation
 

@@ -275,8 +275,8 @@ class BufferedLifecycle:
         growth = self._growth.get(lineage)
         trial = WindowGrowth(growth.size, deque(growth.samples), growth.last) if growth is not None else WindowGrowth()
         trial.note(core.clock.now().timestamp(), pending)
-        if not self._declines_buffer(thread, snapshot, trial, idle=False, above_threshold=False):
-            return None
+        if self._buffer_plan(thread, snapshot, trial, idle=False, above_threshold=False) is not None:
+            return None  # a buffer may start (or a backoff be reported): the step decides
 
         def keep() -> None:
             self._growth[lineage] = trial
@@ -579,24 +579,11 @@ class BufferedLifecycle:
         if buffer_tokens is None or (running is not None and not running.done()):
             return False  # (before the read)
         snapshot = snapshot or await self.read(thread)
-        if self._declines_buffer(
-            thread, snapshot, self._growth.get(lineage), idle=idle, above_threshold=above_threshold
-        ):
+        plan = self._buffer_plan(thread, snapshot, self._growth.get(lineage), idle=idle, above_threshold=above_threshold)
+        if plan is None:
             return False
-        record, messages, pending = snapshot.record, snapshot.messages, snapshot.pending
-        threshold = core.message_threshold(record)
-        covered = covered_until(record, thread.id)
-        candidates = [m for m in messages if (m.seq or 0) > covered]
-        cuts = valid_cuts(candidates)
-        if not cuts:
-            return False
-        safe = candidates[: cuts[-1]]
-        new_tokens = sum(core.counter.count_message(m) for m in safe)
-        if not idle:
-            if new_tokens < min_new_tokens_for_buffer(buffer_tokens):
-                return False
-            if not above_threshold and self._overtaken(lineage, pending, threshold):
-                return False  # a synchronous observation would overtake it: not worth a call
+        safe, new_tokens = plan
+        record, pending = snapshot.record, snapshot.pending
         if core.backing_off(record, "observation", thread.id) is not None:
             return False  # the observer keeps failing: no buffer (nor a worker's) until its backoff ends
         if self.handoff is not None:
@@ -618,11 +605,37 @@ class BufferedLifecycle:
             self._in_flight[lineage] = (time.monotonic(), new_tokens)
         return task is not None
 
-    def _overtaken(self, lineage: str, pending: int, threshold: int) -> bool:
+    def _buffer_plan(
+        self, thread: Thread, snapshot: Snapshot, growth: WindowGrowth | None, *, idle: bool, above_threshold: bool
+    ) -> tuple[list[Message], int] | None:
+        """What :meth:`_start_buffer` would buffer from ``snapshot`` (the safe run of unbuffered
+        messages and its tokens), or None where it stops before its backoff check: declined by
+        :meth:`_declines_buffer`, no safe cut, too little new, or overtaken (by ``growth``, the
+        window's growth as noted at this step). Pure: it reads numbers and the snapshot only, so
+        :meth:`quiet` asks it too (a step that would only decline a buffer is quiet)."""
+        core = self.core
+        if self._declines_buffer(thread, snapshot, growth, idle=idle, above_threshold=above_threshold):
+            return None
+        record, pending = snapshot.record, snapshot.pending
+        covered = covered_until(record, thread.id)
+        candidates = [m for m in snapshot.messages if (m.seq or 0) > covered]
+        cuts = valid_cuts(candidates)
+        if not cuts:
+            return None
+        safe = candidates[: cuts[-1]]
+        new_tokens = sum(core.counter.count_message(m) for m in safe)
+        if not idle:
+            buffer_tokens = core.config.observation.resolved_buffer_tokens
+            if buffer_tokens is None or new_tokens < min_new_tokens_for_buffer(buffer_tokens):
+                return None
+            if not above_threshold and self._overtaken(growth, pending, core.message_threshold(record)):
+                return None  # a synchronous observation would overtake it: not worth a call
+        return safe, new_tokens
+
+    def _overtaken(self, growth: WindowGrowth | None, pending: int, threshold: int) -> bool:
         """Whether a buffer started now would be overtaken by a synchronous observation (at
-        ``block_after``, or at the threshold without one), by this engine's observed window
-        growth and observer latency (:func:`~obsmem.om.activation.buffer_overtaken`)."""
-        growth = self._growth.get(lineage)
+        ``block_after``, or at the threshold without one), by the window's ``growth`` and this
+        engine's observer latency (:func:`~obsmem.om.activation.buffer_overtaken`)."""
         block_at = self.core.config.observation.resolved_block_after or threshold
         rate = growth.rate() if growth is not None else None
         return buffer_overtaken(pending, rate, self.core.observer_latency.value, block_at)
