@@ -267,6 +267,33 @@ def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread
     return list(kept)
 
 
+_CONTINUATIONS: OrderedDict[str | None, Message] = OrderedDict()
+_CONTINUATIONS_MAX = 256
+
+
+def _continuation(thread_id: str | None) -> Message:
+    """The continuation reminder of ``thread_id``'s contexts: the same text every step, so one
+    message per thread is kept (the newest :data:`_CONTINUATIONS_MAX`) and shared read-only, as
+    the observation messages are; its digest and token count are computed once, not per step."""
+    kept = _CONTINUATIONS.get(thread_id)
+    if kept is None:
+        kept = Message(
+            id=obsmem_message_id("continuation", thread_id),
+            role="user",
+            parts=(TextPart(text=CONTINUATION),),
+            created_at=_EPOCH,
+            metadata={MARKER_KEY: "continuation"},
+        )
+        kept.__dict__["metadata"] = ReadOnlyDict(kept.metadata)
+        message_digest(kept)
+        _CONTINUATIONS[thread_id] = kept
+        while len(_CONTINUATIONS) > _CONTINUATIONS_MAX:
+            _CONTINUATIONS.popitem(last=False)
+    else:
+        _CONTINUATIONS.move_to_end(thread_id)
+    return kept
+
+
 def forget_rendered() -> None:
     """Drop every kept rendering of observations (:func:`_prefix`, :func:`_rendered`): after a
     delete, no text of the deleted observations stays in this process's memory."""
@@ -532,15 +559,7 @@ def build_context(
     messages = [*leading, *system]
     continuation: list[Message] = []
     if has_observations:
-        continuation.append(
-            Message(
-                id=obsmem_message_id("continuation", thread_id),
-                role="user",
-                parts=(TextPart(text=CONTINUATION),),
-                created_at=_EPOCH,
-                metadata={MARKER_KEY: "continuation"},
-            )
-        )
+        continuation.append(_continuation(thread_id))
         messages.extend(continuation)
     messages.extend(raw)
     shown_ids, span = raw_ids_and_span(raw)
