@@ -30,7 +30,7 @@ _STDLIB = tuple(
 )
 
 
-def _counted_lines(filename: str) -> bool:
+def counted_lines(filename: str) -> bool:
     return "site-packages" in filename or not filename.startswith(_STDLIB)
 
 
@@ -51,7 +51,7 @@ def work(run: Callable[[str], object], text: str) -> int:
         filename = frame.f_code.co_filename
         counted = lines.get(filename)
         if counted is None:
-            counted = lines[filename] = _counted_lines(filename)
+            counted = lines[filename] = counted_lines(filename)
         return local if counted else None
 
     previous, previous_threads = sys.gettrace(), threading.gettrace()  # a debugger's or coverage's: back after

@@ -365,8 +365,9 @@ class Engine:
             return Trim(list(unobserved), limit=limit)
         removed_tokens, cut = 0, 0
         for candidate in cuts:  # the smallest cut that fits, else the largest one allowed
+            # A running sum (the cuts rise): one pass over the window, however many cuts it has.
+            removed_tokens += sum(counts[cut:candidate])
             cut = candidate
-            removed_tokens = sum(counts[:cut])
             if total - removed_tokens <= limit:
                 break
         removed = unobserved[:cut]

@@ -1,0 +1,137 @@
+"""A thread whose memory is far behind: a turn that goes on without its memory work cuts the raw
+window in work linear in the window (the project rule: no input makes a code path superlinear).
+
+The window grows past any threshold when memory cannot keep up: a provider down for hours, or a
+long history imported at once. A boundary that stops waiting for that work (``max_turn_wait``)
+hands the actor the stored window cut to the engine's limit, choosing the smallest cut that fits
+among every place the window may be cut. Before the fix each candidate cut summed all the
+message counts before it again: 16,000 pending messages took 0.6 s of the event loop per turn,
+and 4× the messages about 11× the time.
+
+Work is counted, not timed (:mod:`tests.integrity.work_count`). The sums happen inside ``sum()``,
+one C call the trace does not see, so the counter here is a :class:`TokenCounter` whose counts
+are an ``int`` that adds through Python (a user's own counter, passed to ``Memory(counter=…)``):
+every addition of two counts is one traced call, wherever it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable
+from types import FrameType
+from typing import Any, TypeVar
+
+from obsmem import Memory, MemoryConfig
+from obsmem.models.testing import FunctionModel
+from obsmem.tokens import TokenCounter
+from obsmem.types import Message
+
+from tests.integrity.work_count import GROWTH_BOUND, counted_lines, work
+
+T = TypeVar("T")
+
+
+class _Count(int):
+    """A token count whose additions are traced calls."""
+
+    def __add__(self, other: Any) -> int:
+        return int(self) + int(other)
+
+    def __radd__(self, other: Any) -> int:
+        return int(other) + int(self)
+
+
+class TracedCounter(TokenCounter):
+    def count_message(self, message: Message) -> int:
+        return _Count(super().count_message(message))
+
+
+def _history(size: int) -> list[Message]:
+    return [
+        Message.user(f"Question {i}: what about the {i}th invoice?")
+        if i % 2 == 0
+        else Message.assistant(f"The {i}th invoice is settled, nothing more to do.")
+        for i in range(size)
+    ]
+
+
+def _turn_behind(size: int) -> tuple[int, int]:
+    """Begin a turn on a thread ``size`` messages behind, its observer held (the work never ends
+    within the bound): the work of ``begin_turn`` on the loop's thread, and how many raw
+    messages its context left out."""
+
+    async def held(messages: list[Message], settings: object) -> str:
+        await asyncio.Event().wait()  # a provider that never answers
+        return ""
+
+    async def scenario() -> tuple[int, int]:
+        config = MemoryConfig().replace(observation={"message_tokens": 500, "buffer_tokens": False})
+        memory = Memory(
+            "memory://", config=config, observer=FunctionModel(held), reflector="offline",
+            counter=TracedCounter(), max_turn_wait=0.05,
+        )
+        try:
+            await memory.create_thread("t1", resource_id="u1")
+            await memory.save_messages("t1", _history(size))
+            question = Message.user("And the newest invoice?")
+            events, turn = await _traced(
+                memory.begin_turn(thread_id="t1", resource_id="u1", messages=[question])
+            )
+            assert turn.context.raw_messages[-1].id == question.id, "the question is in the context"
+            return events, turn.trimmed
+        finally:
+            await memory.aclose(cancel=True)
+
+    return asyncio.run(scenario())
+
+
+async def _traced(call: Awaitable[T]) -> tuple[int, T]:
+    """Await ``call`` with the interpreter's events on this thread counted (calls, and lines
+    outside the standard library, as :func:`~tests.integrity.work_count.work` counts them): the
+    turn and whatever else the event loop runs meanwhile."""
+    events = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        if event == "line":
+            events += 1
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        events += 1
+        return local if counted_lines(frame.f_code.co_filename) else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        result = await call
+    finally:
+        sys.settrace(previous)
+    return events, result
+
+
+def test_a_turn_far_behind_cuts_its_window_in_linear_work() -> None:
+    size = 1000
+    _turn_behind(size // 4)  # warm-up: imports and first-call caches are not the window's work
+    small, trimmed_small = _turn_behind(size)
+    large, trimmed_large = _turn_behind(4 * size)
+    assert trimmed_large > trimmed_small > 0
+    growth = large / small
+    assert growth < GROWTH_BOUND, f"4x the pending messages took {growth:.1f}x the work"
+
+
+def test_the_traced_count_sees_a_sum_over_each_prefix() -> None:
+    """The counter's additions are traced: summing every prefix (quadratic) is seen as such."""
+
+    def prefixes(text: str) -> None:
+        counts = [_Count(1) for _ in text]
+        for cut in range(len(counts)):
+            sum(counts[:cut])
+
+    def once(text: str) -> None:
+        sum(_Count(1) for _ in text)
+
+    assert work(prefixes, "x" * 800) / work(prefixes, "x" * 200) > GROWTH_BOUND
+    assert work(once, "x" * 800) / work(once, "x" * 200) < GROWTH_BOUND
