@@ -6,7 +6,8 @@ long history imported at once. A boundary that stops waiting for that work (``ma
 hands the actor the stored window cut to the engine's limit, choosing the smallest cut that fits
 among every place the window may be cut. Before the fix each candidate cut summed all the
 message counts before it again: 16,000 pending messages took 0.6 s of the event loop per turn,
-and 4× the messages about 11× the time.
+and 4× the messages about 11× the time. In resource scope, another thread far behind that joins a
+cycle had the same flaw (the longest prefix that fits the batch was found by summing each prefix).
 
 Work is counted, not timed (:mod:`tests.integrity.work_count`). The sums happen inside ``sum()``,
 one C call the trace does not see, so the counter here is a :class:`TokenCounter` whose counts
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 
 from obsmem import Memory, MemoryConfig
 from obsmem.models.testing import FunctionModel
+from obsmem.om.selection import choose_other_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message
 
@@ -135,3 +137,24 @@ def test_the_traced_count_sees_a_sum_over_each_prefix() -> None:
 
     assert work(prefixes, "x" * 800) / work(prefixes, "x" * 200) > GROWTH_BOUND
     assert work(once, "x" * 800) / work(once, "x" * 200) < GROWTH_BOUND
+
+
+def _other_threads(size: str) -> object:
+    """Resource scope with sharing on: another thread ``len(size)`` messages behind offers its
+    prefix to a cycle with room for about half of it."""
+    messages = [
+        m.model_copy(update={"seq": i + 1, "thread_id": "t2"})
+        for i, m in enumerate(_history(len(size)) + [Message.user("The newest question")])
+    ]
+    counts = [_Count(10) for _ in messages]
+    return choose_other_threads(
+        {"t2": messages}, {"t2": counts}, minimum=1, max_tokens=5 * len(messages)
+    )
+
+
+def test_another_thread_far_behind_joins_a_cycle_in_linear_work() -> None:
+    """The longest prefix of another thread that fits the room is found in one pass over it."""
+    chosen = _other_threads("x" * 400)
+    assert isinstance(chosen, list) and len(chosen) == 1 and 0 < len(chosen[0].messages) < 401
+    growth = work(_other_threads, "x" * 1600) / work(_other_threads, "x" * 400)
+    assert growth < GROWTH_BOUND, f"4x the other thread's messages took {growth:.1f}x the work"

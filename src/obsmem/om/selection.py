@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from obsmem.errors import InvalidInputError
 from obsmem.om.text.own import conversation_messages, plain_conversation
@@ -300,7 +301,8 @@ def choose_other_threads(
         if len(chosen) >= max_threads or room <= 0:
             break
         thread_counts = counts[thread_id]
-        fitting = [c for c in cuts if sum(thread_counts[:c]) <= room]
+        before = [0, *accumulate(thread_counts)]  # tokens before each index: one pass, not one per cut
+        fitting = [c for c in cuts if before[c] <= room]
         if not fitting:
             continue
         cut = fitting[-1]
