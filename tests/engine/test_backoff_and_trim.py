@@ -136,3 +136,23 @@ def test_a_cut_never_separates_a_call_from_its_result_nor_takes_instructions_or_
     keep = [window[5]]
     kept = [m.id for m in eng.trim_window(THREAD, None, window, keep=keep).kept]
     assert all(m.id in kept for m in window[5:])
+
+
+def test_the_kept_conversation_begins_with_a_user_turn_when_a_cut_allows_it() -> None:
+    conv = Conversation()
+    # Long questions, short replies: the smallest cut that fits falls before a reply; the cut
+    # taken is the next one, which begins an exchange.
+    window = stored([m for _ in range(8) for m in (conv.user(LONG), conv.assistant("Noted."))] + [conv.user("now?")])
+    eng = engine(message_tokens=150)
+    trim = eng.trim_window(THREAD, None, window)
+    assert trim.trimmed > 0 and trim.kept[0].role == "user"
+    smallest = next(
+        cut for cut in range(1, len(window))
+        if sum(eng.counter.count_message(m) for m in window[cut:]) <= trim.limit
+    )
+    assert window[smallest].role == "assistant", "the case this test is about"
+    assert trim.trimmed == smallest + 1, "one message more than the smallest cut, no more"
+    # No user message at all (a tool loop's replies): any cut, as before.
+    replies = stored([conv.assistant(LONG) for _ in range(8)])
+    only = eng.trim_window(THREAD, None, replies)
+    assert only.trimmed > 0 and only.kept[0].role == "assistant"

@@ -348,8 +348,10 @@ class Engine:
 
         Never cut: the newest user message and everything after it, the messages in ``keep``
         (this boundary's input) and after them, system messages (the application's
-        instructions), and a tool call apart from its result. A cut is reported as a
-        ``context-trimmed`` event; the messages left out stay pending, to be observed later.
+        instructions), and a tool call apart from its result. The cut falls before a user
+        message when one allows it, so the kept conversation begins with a user turn. A cut is
+        reported as a ``context-trimmed`` event; the messages left out stay pending, to be
+        observed later.
         """
         limit = self.raw_limit(record)
         counts = [0 if m.role == "system" else self.counter.count_message(m) for m in unobserved]
@@ -361,6 +363,9 @@ class Engine:
         kept_ids = {m.id for m in keep}
         stop = min([stop, *(i for i, m in enumerate(unobserved) if m.id in kept_ids)])
         cuts = [cut for cut in valid_cuts(unobserved) if cut <= stop]
+        # The kept tail begins an exchange (a user message) when some cut allows it: Anthropic's
+        # API on Bedrock and Vertex refuses a conversation that starts with an assistant turn.
+        cuts = [cut for cut in cuts if cut < len(unobserved) and unobserved[cut].role == "user"] or cuts
         if not cuts:
             return Trim(list(unobserved), limit=limit)
         removed_tokens, cut = 0, 0
