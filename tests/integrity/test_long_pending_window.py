@@ -18,10 +18,7 @@ every addition of two counts is one traced call, wherever it happens.
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Awaitable
-from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 from obsmem import Memory, MemoryConfig
 from obsmem.models.testing import FunctionModel
@@ -29,9 +26,7 @@ from obsmem.om.selection import choose_other_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message
 
-from tests.integrity.work_count import GROWTH_BOUND, counted_lines, work
-
-T = TypeVar("T")
+from tests.integrity.work_count import GROWTH_BOUND, async_work, work
 
 
 class _Count(int):
@@ -77,7 +72,7 @@ def _turn_behind(size: int) -> tuple[int, int]:
             await memory.create_thread("t1", resource_id="u1")
             await memory.save_messages("t1", _history(size))
             question = Message.user("And the newest invoice?")
-            events, turn = await _traced(
+            events, turn = await async_work(
                 memory.begin_turn(thread_id="t1", resource_id="u1", messages=[question])
             )
             assert turn.context.raw_messages[-1].id == question.id, "the question is in the context"
@@ -86,32 +81,6 @@ def _turn_behind(size: int) -> tuple[int, int]:
             await memory.aclose(cancel=True)
 
     return asyncio.run(scenario())
-
-
-async def _traced(call: Awaitable[T]) -> tuple[int, T]:
-    """Await ``call`` with the interpreter's events on this thread counted (calls, and lines
-    outside the standard library, as :func:`~tests.integrity.work_count.work` counts them): the
-    turn and whatever else the event loop runs meanwhile."""
-    events = 0
-
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        if event == "line":
-            events += 1
-        return local
-
-    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        events += 1
-        return local if counted_lines(frame.f_code.co_filename) else None
-
-    previous = sys.gettrace()
-    sys.settrace(on_call)
-    try:
-        result = await call
-    finally:
-        sys.settrace(previous)
-    return events, result
 
 
 def test_a_turn_far_behind_cuts_its_window_in_linear_work() -> None:
@@ -146,7 +115,7 @@ def _other_threads(size: str) -> object:
         m.model_copy(update={"seq": i + 1, "thread_id": "t2"})
         for i, m in enumerate(_history(len(size)) + [Message.user("The newest question")])
     ]
-    counts = [_Count(10) for _ in messages]
+    counts: list[int] = [_Count(10) for _ in messages]
     return choose_other_threads(
         {"t2": messages}, {"t2": counts}, minimum=1, max_tokens=5 * len(messages)
     )

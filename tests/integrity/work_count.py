@@ -19,9 +19,11 @@ from __future__ import annotations
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 GROWTH_BOUND = 8.0  # for 4× the input: linear ≈ 4, quadratic ≈ 16
 
@@ -76,3 +78,28 @@ def growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> 
 
 def repeat(unit: str) -> Callable[[int], str]:
     return lambda size: (unit * (size // len(unit) + 1))[:size]
+
+
+async def async_work(call: Awaitable[T]) -> tuple[int, T]:
+    """:func:`work` for a coroutine: await ``call`` with this thread's events counted (the call
+    and whatever else the event loop runs meanwhile), and return the count with the result."""
+    events = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        if event == "line":
+            events += 1
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        events += 1
+        return local if counted_lines(frame.f_code.co_filename) else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        result = await call
+    finally:
+        sys.settrace(previous)
+    return events, result

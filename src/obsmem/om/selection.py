@@ -229,17 +229,18 @@ def observation_batches(
     prefix_sums = [0]
     for count in token_counts[:end]:
         prefix_sums.append(prefix_sums[-1] + count)
-    stops = [c for c in cuts if 0 < c <= end]
-    if not stops or stops[-1] != end:
-        stops.append(end)
+    stops = sorted({c for c in cuts if 0 < c <= end} | {end})
     batches: list[tuple[int, int]] = []
-    start = 0
+    start, at = 0, 0  # stops[at] is the first stop after start
+    # One pass over the stops (counts are never negative: the stops that fit after a start are
+    # the first ones after it): the furthest that fits, else the next one alone.
     while start < end:
-        later = [c for c in stops if c > start]
-        fitting = [c for c in later if prefix_sums[c] - prefix_sums[start] <= max_tokens]
-        stop = fitting[-1] if fitting else later[0]
+        last = at
+        while last + 1 < len(stops) and prefix_sums[stops[last + 1]] - prefix_sums[start] <= max_tokens:
+            last += 1
+        stop = stops[last]
         batches.append((start, stop))
-        start = stop
+        start, at = stop, last + 1
     return batches
 
 
@@ -522,7 +523,9 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
         newest_first.extend(observable_messages([message]))
         if newest_first and is_boundary(newest_first[-1]):
             break
-    waiting = list(_replay(newest_first[::-1])[0])  # call ids, oldest first
+    # The call ids still waiting, oldest first (a dict as an ordered set: an answer removes its
+    # call at once, however many calls wait).
+    waiting = dict.fromkeys(_replay(newest_first[::-1])[0])
     names = {c.tool_call_id: c.tool_name for m in newest_first for c in m.tool_calls}
     known = {m.id for m in existing}
     out: list[Message] = []
@@ -531,8 +534,9 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
             out.append(message)
             continue
         own = {c.tool_call_id for c in message.tool_calls}
-        answered = {r.tool_call_id for r in message.tool_results if r.tool_call_id not in own}
-        waiting = [call_id for call_id in waiting if call_id not in answered]
+        for result in message.tool_results:
+            if result.tool_call_id not in own:
+                waiting.pop(result.tool_call_id, None)
         if is_boundary(message):
             if waiting:
                 parts = tuple(
@@ -542,9 +546,9 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
                     for call_id in waiting
                 )
                 out.append(Message(role="tool", parts=parts, metadata={UNANSWERED_KEY: True}))
-            waiting = []
+            waiting = {}
         answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
-        waiting += [c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered_here]
+        waiting.update(dict.fromkeys(c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered_here))
         names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})
         out.append(message)
     return out
@@ -565,7 +569,10 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
                 closings[result.tool_call_id] = message
     if not closings:
         return list(new), []
-    updated: dict[str, Message] = {}
+    # Per closing message (by id, in the order first answered): the call ids answered late
+    # (those it recorded, then these) and the results that take their places. Each closing
+    # message is rebuilt once at the end, however many of its calls are answered here.
+    answers: dict[str, tuple[Message, list[str], set[str], dict[str, ToolResultPart]]] = {}
     out: list[Message] = []
     for message in new:
         late = [r for r in message.tool_results if r.tool_call_id in closings]
@@ -573,22 +580,30 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
             out.append(message)
             continue
         for result in late:
-            closing = updated.get(closings[result.tool_call_id].id, closings[result.tool_call_id])
-            answered = list(closing.metadata.get(ANSWERED_LATE_KEY) or [])
-            if result.tool_call_id in answered:
+            closing = closings[result.tool_call_id]
+            entry = answers.get(closing.id)
+            if entry is None:
+                recorded = list(closing.metadata.get(ANSWERED_LATE_KEY) or [])
+                entry = (closing, recorded, set(recorded), {})
+            if result.tool_call_id in entry[2]:
                 continue  # sent again: its result is in place already
-            parts = tuple(
-                result if isinstance(p, ToolResultPart) and p.tool_call_id == result.tool_call_id else p
-                for p in closing.parts
-            )
-            metadata = {**closing.metadata, ANSWERED_LATE_KEY: [*answered, result.tool_call_id]}
-            updated[closing.id] = closing.model_copy(update={"parts": parts, "metadata": metadata})
+            entry[1].append(result.tool_call_id)
+            entry[2].add(result.tool_call_id)
+            entry[3][result.tool_call_id] = result
+            answers.setdefault(closing.id, entry)
         rest = tuple(
             p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id in closings)
         )
         if rest:
             out.append(message.model_copy(update={"parts": rest}))
-    return out, list(updated.values())
+    updated = []
+    for closing, answered, _, results in answers.values():
+        parts = tuple(
+            results.get(p.tool_call_id, p) if isinstance(p, ToolResultPart) else p for p in closing.parts
+        )
+        metadata = {**closing.metadata, ANSWERED_LATE_KEY: answered}
+        updated.append(closing.model_copy(update={"parts": parts, "metadata": metadata}))
+    return out, updated
 
 
 def _replay(messages: Sequence[Message]) -> tuple[dict[str, str], set[str]]:
