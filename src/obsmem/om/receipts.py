@@ -127,13 +127,14 @@ class Receipt:
             tokens["raw"] = sum(counter.count_message(m) for m in raw_messages)
             if added:
                 tokens["knowledge"] = tokens.get("knowledge", 0) + sum(counter.count_message(m) for m in added)
+        outside, shown = set(self.raw_outside), set(self.raw_message_ids)  # one lookup per message
         return replace(
             self,
             context_hash=context_hash(messages),
             raw_message_ids=tuple(m.id for m in raw_messages if MARKER_KEY not in m.metadata),
             raw_outside=tuple(
                 m.id for m in raw_messages
-                if MARKER_KEY not in m.metadata and (m.id in self.raw_outside or m.id not in self.raw_message_ids)
+                if MARKER_KEY not in m.metadata and (m.id in outside or m.id not in shown)
             ),
             knowledge_record_ids=self.knowledge_record_ids if knowledge_record_ids is None else tuple(knowledge_record_ids),
             pin_ids=self.pin_ids if pin_ids is None else tuple(pin_ids),
