@@ -270,6 +270,13 @@ def billed_equivalent(model: FunctionModel, times: list[float]) -> dict[str, Any
 # --------------------------------------------------------------------------------------------
 
 
+#: The raw references' INSERT of one or two rows (built once: the reference times SQLite, not this).
+_RAW_INSERT = {
+    n: "INSERT INTO messages (thread_id, role, content, created_at) VALUES " + ", ".join(["(?, ?, ?, ?)"] * n)
+    for n in (1, 2)
+}
+
+
 class RawReference:
     """The floor any persistent memory pays per turn: insert the turn's two messages into a plain
     ``sqlite3`` table in WAL mode (one transaction, default synchronous=FULL like obsmem's store)
@@ -295,11 +302,15 @@ class RawReference:
 
     def persist_and_read(self, user: str, reply: str) -> None:
         start = time.perf_counter()
+        self._save_and_read(("user", user), ("assistant", reply))
+        self.times.append(time.perf_counter() - start)
+
+    def _save_and_read(self, *messages: tuple[str, str]) -> None:
+        """Insert ``messages`` (role, text) in one transaction, then read the last ``read_n``."""
         now = time.strftime("%Y-%m-%dT%H:%M:%S")
         self.conn.execute("BEGIN")
         self.conn.execute(
-            "INSERT INTO messages (thread_id, role, content, created_at) VALUES (?, ?, ?, ?), (?, ?, ?, ?)",
-            (THREAD_ID, "user", user, now, THREAD_ID, "assistant", reply, now),
+            _RAW_INSERT[len(messages)], [value for role, text in messages for value in (THREAD_ID, role, text, now)]
         )
         self.conn.execute("COMMIT")
         rows = self.conn.execute(
@@ -308,7 +319,6 @@ class RawReference:
             (THREAD_ID, self.read_n),
         ).fetchall()
         assert rows
-        self.times.append(time.perf_counter() - start)
 
     def close(self) -> dict[str, Any]:
         self.conn.close()
@@ -323,24 +333,10 @@ class RawTwoCommits(RawReference):
     stored), where :class:`RawReference` commits both messages at once. Timed as one number per
     turn (both halves), run right after :class:`RawReference`."""
 
-    def _save_and_read(self, role: str, text: str) -> None:
-        self.conn.execute("BEGIN")
-        self.conn.execute(
-            "INSERT INTO messages (thread_id, role, content, created_at) VALUES (?, ?, ?, ?)",
-            (THREAD_ID, role, text, time.strftime("%Y-%m-%dT%H:%M:%S")),
-        )
-        self.conn.execute("COMMIT")
-        rows = self.conn.execute(
-            "SELECT seq, role, content, created_at FROM messages WHERE thread_id = ? "
-            "ORDER BY seq DESC LIMIT ?",
-            (THREAD_ID, self.read_n),
-        ).fetchall()
-        assert rows
-
     def persist_and_read(self, user: str, reply: str) -> None:
         start = time.perf_counter()
-        self._save_and_read("user", user)
-        self._save_and_read("assistant", reply)
+        self._save_and_read(("user", user))
+        self._save_and_read(("assistant", reply))
         self.times.append(time.perf_counter() - start)
 
 
@@ -1132,30 +1128,17 @@ def render(results: dict[str, Any]) -> None:
         )
     if "buffered" in systems:
         raw = systems["buffered"]["raw_reference_ms"]
-        latency.add_row(
-            f"raw SQLite (buffered process: insert 2, read last {raw['read_n']})",
-            _ms(raw["p50"]),
-            _ms(raw["p90"]),
-            _ms(raw["p99"]),
-            _ms(raw["max"]),
-            "",
-            "",
-            "",
-            "",
-        )
+        references = [(f"raw SQLite (buffered process: insert 2, read last {raw['read_n']})", raw)]
         two = systems["buffered"].get("raw_two_commits_ms")
         if two is not None:
-            latency.add_row(
+            references.append((
                 f"raw SQLite, two commits (buffered process: each message committed, then the last "
                 f"{two['read_n']} read; no target)",
-                _ms(two["p50"]),
-                _ms(two["p90"]),
-                _ms(two["p99"]),
-                _ms(two["max"]),
-                "",
-                "",
-                "",
-                "",
+                two,
+            ))
+        for label, stats in references:
+            latency.add_row(
+                label, _ms(stats["p50"]), _ms(stats["p90"]), _ms(stats["p99"]), _ms(stats["max"]), "", "", "", ""
             )
     console.print(latency)
 

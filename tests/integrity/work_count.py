@@ -36,35 +36,39 @@ def counted_lines(filename: str) -> bool:
     return "site-packages" in filename or not filename.startswith(_STDLIB)
 
 
+class _Events:
+    """The trace function :func:`work` and :func:`async_work` install, and its count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lines: dict[str, bool] = {}
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.count += 1
+        return self._local
+
+    def on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        self.count += 1
+        filename = frame.f_code.co_filename
+        counted = self._lines.get(filename)
+        if counted is None:
+            counted = self._lines[filename] = counted_lines(filename)
+        return self._local if counted else None
+
+
 def work(run: Callable[[str], object], text: str) -> int:
     """Calls plus non-stdlib lines executed by ``run(text)`` (on this thread)."""
-    events = 0
-    lines: dict[str, bool] = {}
-
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        if event == "line":
-            events += 1
-        return local
-
-    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        events += 1
-        filename = frame.f_code.co_filename
-        counted = lines.get(filename)
-        if counted is None:
-            counted = lines[filename] = counted_lines(filename)
-        return local if counted else None
-
+    events = _Events()
     previous, previous_threads = sys.gettrace(), threading.gettrace()  # a debugger's or coverage's: back after
-    threading.settrace(on_call)  # threads started inside count too (none do with offload off)
-    sys.settrace(on_call)
+    threading.settrace(events.on_call)  # threads started inside count too (none do with offload off)
+    sys.settrace(events.on_call)
     try:
         run(text)
     finally:
         sys.settrace(previous)
         threading.settrace(previous_threads)  # type: ignore[arg-type,unused-ignore]
-    return events
+    return events.count
 
 
 def growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> float:
@@ -83,23 +87,11 @@ def repeat(unit: str) -> Callable[[int], str]:
 async def async_work(call: Awaitable[T]) -> tuple[int, T]:
     """:func:`work` for a coroutine: await ``call`` with this thread's events counted (the call
     and whatever else the event loop runs meanwhile), and return the count with the result."""
-    events = 0
-
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        if event == "line":
-            events += 1
-        return local
-
-    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal events
-        events += 1
-        return local if counted_lines(frame.f_code.co_filename) else None
-
+    events = _Events()
     previous = sys.gettrace()
-    sys.settrace(on_call)
+    sys.settrace(events.on_call)
     try:
         result = await call
     finally:
         sys.settrace(previous)
-    return events, result
+    return events.count, result
