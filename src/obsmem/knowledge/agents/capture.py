@@ -11,7 +11,9 @@ tombstones, trust and the audit log apply to it:
   anchors), its ``attribute`` and, for a correction, the values it replaces;
 * a fact already held (same node, a record whose words contain the new one's, or a
   near-duplicate) is not written again; records an *agent* removed count as held, so a
-  superseded value is never resurrected by re-reading old observations;
+  superseded value is never resurrected by re-reading old observations. A run reads a node's
+  records once and indexes what each says (:class:`FactIndex`): a proposal is compared only
+  with the records that share its key, its words or its rarest tokens, not with every record;
 * a value the user tombstoned is refused by the store, which audits the refusal
   (``write-refused``, actor ``capture``); the run reports it.
 """
@@ -19,7 +21,8 @@ tombstones, trust and the audit log apply to it:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.capture import capture as capture_record
@@ -33,9 +36,9 @@ from obsmem.knowledge.agents.common import (
 from obsmem.knowledge.agents.extract import Proposal, propose, statements
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record
 from obsmem.knowledge.store.scopes import Scope, clamp_level
-from obsmem.knowledge.store.values import near_duplicate, value_key
+from obsmem.knowledge.store.values import NEAR_DUPLICATE_JACCARD, near_duplicate, near_duplicate_tokens, value_key
 
-__all__ = ["CaptureAgent", "held"]
+__all__ = ["CaptureAgent", "FactIndex", "Said", "held"]
 
 logger = logging.getLogger("obsmem.knowledge")
 
@@ -55,6 +58,186 @@ def held(proposal_text: str, existing: Sequence[Record]) -> Record | None:
         if tokens and (tokens == said or (len(tokens) >= 3 and tokens <= said)):
             return record  # two words inside a longer text ("Nadia Kessler" in an address) are no restatement
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What one text says, worked out once: its exact key, its content words and the tokens
+    :func:`~obsmem.knowledge.store.values.near_duplicate` compares."""
+
+    text: str
+    key: str
+    words: frozenset[str]
+    tokens: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> Said:
+        tokens = frozenset(near_duplicate_tokens(text))
+        return cls(text, value_key(text), frozenset(content_tokens(text)), tokens)
+
+    def holds(self, other: Said) -> bool:
+        """Whether a record saying this already holds ``other`` (the test of :func:`held`)."""
+        if self.key == other.key or self.near(other):
+            return True
+        tokens = other.words
+        return bool(tokens) and (tokens == self.words or (len(tokens) >= 3 and tokens <= self.words))
+
+    def near(self, other: Said) -> bool:
+        """``near_duplicate(self.text, other.text)``, its token-set similarity from the stored tokens."""
+        a, b = self.tokens, other.tokens
+        if not a or not b or len(a & b) / len(a | b) < NEAR_DUPLICATE_JACCARD:
+            return False
+        return near_duplicate(self.text, other.text)  # the same test, negations included, on a rare pair
+
+
+def _rarest_first(counts: dict[str, set[int]]) -> Callable[[str], tuple[int, str]]:
+    return lambda word: (len(counts.get(word, ())), word)
+
+
+class FactIndex:
+    """Records indexed by what they say, so that many :func:`held` questions over one set of
+    records cost a few look-ups each instead of one comparison with every record.
+
+    Each record's key, content words and near-duplicate tokens are computed once. A record that
+    holds a text has its exact key or word set (dict look-ups), contains all its words (an
+    intersection of the word postings), or is a near-duplicate; a near-duplicate (token-set
+    similarity of at least 3/4) shares at least one of the text's ``m - ceil(3m/4) + 1`` rarest
+    tokens, so only records listed under those are compared. Answers are those of :func:`held`
+    over the records in the order they were added; records removed later are dropped from the
+    index (:meth:`discard`).
+    """
+
+    def __init__(self, records: Iterable[Record] = ()) -> None:
+        self._records: list[Record | None] = []
+        self._said: list[Said | None] = []
+        self._at: dict[str, int] = {}
+        self._by_key: dict[str, set[int]] = {}
+        self._by_words: dict[frozenset[str], set[int]] = {}
+        self._word: dict[str, set[int]] = {}  # content word -> positions
+        self._token: dict[str, set[int]] = {}  # near-duplicate token -> positions
+        self._rarest: dict[str, set[int]] = {}  # a record of 3+ words, under the rarest of them
+        self._sign: dict[int, str] = {}
+        self.extend(records)
+
+    # -- building --------------------------------------------------------------------------------
+    def extend(self, records: Iterable[Record]) -> None:
+        """Add records in order (each signed under its rarest word among all of them)."""
+        added = [self._index(record) for record in records]
+        for position in added:
+            if position is not None:
+                self._signed(position)
+
+    def add(self, record: Record) -> None:
+        position = self._index(record)
+        if position is not None:
+            self._signed(position)
+
+    def _index(self, record: Record) -> int | None:
+        position = len(self._records)
+        self._records.append(record)
+        self._at[record.id] = position
+        if record.deleted_at is not None and record.deleted_by not in AGENT_ACTORS:
+            self._said.append(None)  # removed by a person: a tombstone (if any) decides, in the store
+            return None
+        said = Said.of(record.text)
+        self._said.append(said)
+        self._by_key.setdefault(said.key, set()).add(position)
+        self._by_words.setdefault(said.words, set()).add(position)
+        for word in said.words:
+            self._word.setdefault(word, set()).add(position)
+        for token in said.tokens:
+            self._token.setdefault(token, set()).add(position)
+        return position
+
+    def _signed(self, position: int) -> None:
+        said = self._said[position]
+        if said is not None and len(said.words) >= 3:
+            sign = min(said.words, key=_rarest_first(self._word))
+            self._rarest.setdefault(sign, set()).add(position)
+            self._sign[position] = sign
+
+    def discard(self, record_id: str) -> None:
+        """Forget a record (removed since it was read): it holds nothing any more."""
+        position = self._at.pop(record_id, None)
+        if position is None:
+            return
+        said = self._said[position]
+        self._records[position] = self._said[position] = None
+        if said is None:
+            return
+        self._by_key[said.key].discard(position)
+        self._by_words[said.words].discard(position)
+        for word in said.words:
+            self._word[word].discard(position)
+        for token in said.tokens:
+            self._token[token].discard(position)
+        sign = self._sign.pop(position, None)
+        if sign is not None:
+            self._rarest[sign].discard(position)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def position(self, record_id: str) -> int | None:
+        return self._at.get(record_id)
+
+    def record(self, position: int) -> Record | None:
+        return self._records[position]
+
+    def said(self, position: int) -> Said | None:
+        return self._said[position]
+
+    def live(self) -> list[int]:
+        """The positions of the records still indexed, in the order they were added."""
+        return [position for position, said in enumerate(self._said) if said is not None]
+
+    def holder(self, text: str | Said, accept: Callable[[Record], bool] | None = None) -> Record | None:
+        """:func:`held`: the first record (in the order added, and ``accept``-ed) that holds ``text``."""
+        wanted = text if isinstance(text, Said) else Said.of(text)
+        found = set(self._by_key.get(wanted.key, ()))
+        if wanted.words:
+            found |= self._by_words.get(wanted.words, set())
+            if len(wanted.words) >= 3:
+                found |= self._containing(wanted.words)
+        found |= self.near(wanted)
+        for position in sorted(found):
+            record, said = self._records[position], self._said[position]
+            if record is None or said is None or (accept is not None and not accept(record)):
+                continue
+            if said.holds(wanted):
+                return record
+        return None
+
+    def held_by(self, holder: Said) -> set[int]:
+        """Positions of the records whose text ``holder`` holds (``held(text, [holder's record])``)."""
+        found = set(self._by_key.get(holder.key, ())) | self.near(holder) | self.parts(holder.words)
+        if holder.words:
+            found |= self._by_words.get(holder.words, set())
+        return {p for p in found if (said := self._said[p]) is not None and holder.holds(said)}
+
+    def parts(self, words: frozenset[str]) -> set[int]:
+        """Positions of the records of three or more content words, every one of them in ``words``."""
+        found: set[int] = set()
+        for word in words:
+            for position in self._rarest.get(word, ()):
+                said = self._said[position]
+                if said is not None and said.words <= words:
+                    found.add(position)
+        return found
+
+    def _containing(self, words: frozenset[str]) -> set[int]:
+        postings = [self._word.get(word) for word in words]
+        if not postings or any(p is None for p in postings):
+            return set()
+        ordered = sorted((p for p in postings if p is not None), key=len)
+        return ordered[0].intersection(*ordered[1:])
+
+    def near(self, wanted: Said) -> set[int]:
+        """Positions that may be near-duplicates of ``wanted`` (all of them are among these)."""
+        tokens = wanted.tokens
+        if not tokens:
+            return set()
+        m = len(tokens)
+        probes = sorted(tokens, key=_rarest_first(self._token))[: m - (3 * m + 3) // 4 + 1]
+        return set().union(*(self._token.get(token, ()) for token in probes))
 
 
 class CaptureAgent:
@@ -115,13 +298,13 @@ class CaptureAgent:
             report.status = "no-op"
             return report
         nodes: dict[str, Node] = {}
-        existing: dict[str, list[Record]] = {}
+        existing: dict[str, FactIndex] = {}  # each node's records, read once a run, with what this run adds
         for proposal in proposals:
             node = nodes.get(proposal.node)
             if node is None:
                 node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context)
-                existing[node.id] = await self._existing(node, context)
-            if held(proposal.text, existing[node.id]) is not None:
+                existing[node.id] = FactIndex(await self._existing(node, context))
+            if existing[node.id].holder(proposal.text) is not None:
                 report.skipped += 1
                 continue
             metadata: dict[str, object] = {"agent": ACTOR}
@@ -148,7 +331,7 @@ class CaptureAgent:
                 report.refused.append(proposal.text)
                 continue
             report.written.append(outcome.record)
-            existing[node.id].append(outcome.record)
+            existing[node.id].add(outcome.record)
             if proposal.pin and self.settings.capture_pinning:
                 await self._pin(proposal.text, context, report)
         if not report.written and not report.refused:

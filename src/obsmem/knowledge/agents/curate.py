@@ -32,6 +32,17 @@ the lane's cursor. For each record, in order:
   it is done: “<plan>” → “<done>” (stated <date>)``. A plain fact (no plan wording) is never
   stale by this rule, and nothing is removed for its age alone: a dated fact may stay true.
 
+**Linear in the worklist.** A run reads each node's live records once and keeps that list
+current as it removes records; what each record says (its key, words, numbers, plan or done
+wording) is worked out once and indexed, so each record is compared only with the peers that
+share its words, never with every peer. Before any removal that relies on a peer (the peer
+removed, or the peer a record is removed for), the peer is read again: if someone else changed
+it meanwhile, the node is read afresh and the record curated again from that read, as a run
+that read every record's peers anew would have. A worklist record the list lacks although it is
+live, or holds at another revision, makes the node be read again too. A record that only
+*appears* on a node during a run (another thread's capture writing it, say) is not among the peers
+of that run's later records; the next run that reads the node compares it.
+
 **The cursor is fail-closed.** It advances through the last record the run finished and no
 further; a run that finishes nothing (a failure on the first record) advances nothing and counts
 as a failure, like any error, for the lane's durable backoff (1 min doubling to 1 h, in the
@@ -46,16 +57,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from obsmem.clock import Clock, SystemClock
-from obsmem.knowledge.agents.capture import held
+from obsmem.knowledge.agents.capture import FactIndex, Said, held
 from obsmem.knowledge.agents.common import ALL_RECORDS, EVERYDAY_WORDS, AgentRun, AgentSettings, content_tokens
 from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes, LaneState
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
-from obsmem.knowledge.store.values import value_key
 from obsmem import telemetry
 
 __all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due", "same_fact"]
@@ -120,22 +132,6 @@ _MARKERS = frozenset({"done", "finished", "completed", "cancelled", "canceled", 
                       "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend"})
 
 
-def _finishes(done: Record, plan: Record) -> bool:
-    """Whether ``done`` says that ``plan`` (a plan or task on the same node) is finished.
-
-    Bounded like supersession: the plan must state a plan (a time, "will", "need to", …) and
-    be linked to the done record by the same attribute, or by at least two shared content
-    words besides the plan and done words themselves ("the Anmeldung appointment on Monday" →
-    "the Anmeldung appointment is done"). A plain fact is never stale by this rule.
-    """
-    if not _PLAN.search(plan.text) or _DONE.search(plan.text):
-        return False
-    if done.attribute is not None and plan.attribute is not None:
-        return done.attribute == plan.attribute
-    shared = (content_tokens(done.text) & content_tokens(plan.text)) - _MARKERS
-    return len(shared) >= 2
-
-
 def _same_value(first: Record, second: Record) -> bool:
     """Whether both records name the same value of their attribute ("work from Berlin", "the Berlin office")."""
     a, b = first.metadata.get("value"), second.metadata.get("value")
@@ -177,10 +173,191 @@ def _words(text: str) -> set[str]:
     return set(re.findall(r"[\w']+", text.casefold().replace("n't", " n't")))
 
 
-def _fuller(first: Record, second: Record) -> bool:
-    """Whether ``first`` is the one to keep of two near-duplicates (more content words; then the earlier)."""
-    a, b = len(content_tokens(first.text)), len(content_tokens(second.text))
-    return a > b or (a == b and _order(first) < _order(second))
+# -- one run's view of a node: each record's traits worked out once, indexed by its words ----------
+
+@dataclass(frozen=True, slots=True)
+class _Traits:
+    """What the rules above compare of one record, worked out once a run."""
+
+    said: Said
+    attribute: str | None
+    order: tuple[datetime, str]
+    bare: frozenset[str]  # content words less everyday ones (:func:`_near`)
+    group: tuple[object, ...] | None  # what near-duplicates must share (:func:`_near`); None: near nothing
+    plan: bool  # states a plan not said to be done (:meth:`finishes`)
+    topic: frozenset[str]  # content words less plan and done words (:meth:`finishes`)
+
+    @classmethod
+    def of(cls, record: Record, said: Said | None = None) -> _Traits:
+        said = said or Said.of(record.text)
+        done = bool(_DONE.search(record.text))
+        digits = frozenset(_DIGITS.findall(record.text))
+        negations = frozenset(_NEGATION & _words(record.text))
+        value = record.metadata.get("value") if record.attribute is not None else None
+        group = None if record.attribute is not None and not isinstance(value, str) else (
+            record.attribute, value, digits, negations, done)
+        return cls(said, record.attribute, _order(record), frozenset(said.words - EVERYDAY_WORDS), group,
+                   bool(_PLAN.search(record.text)) and not done, frozenset(said.words - _MARKERS))
+
+    def fragment_of(self, whole: _Traits) -> bool:
+        """:func:`_fragment` (``self`` the part)."""
+        if self.attribute is not None and whole.attribute is not None and self.attribute != whole.attribute:
+            return False
+        return len(self.said.words) >= 3 and self.said.words < whole.said.words
+
+    def near(self, other: _Traits) -> bool:
+        """:func:`_near`: the same attribute, value, numbers, negations and done-ness, and enough
+        shared words."""
+        if self.group is None or self.group != other.group:
+            return False
+        shared = self.bare & other.bare
+        return len(shared) >= 3 and 3 * len(shared) >= 2 * min(len(self.bare), len(other.bare))
+
+    def fuller(self, other: _Traits) -> bool:
+        """Whether ``self`` is the one to keep of two near-duplicates (more content words; then the
+        earlier)."""
+        a, b = len(self.said.words), len(other.said.words)
+        return a > b or (a == b and self.order < other.order)
+
+    def finishes(self, plan: _Traits) -> bool:
+        """Whether a record of ``self`` (saying a plan or task is done) says that ``plan`` (a record
+        on the same node) is finished.
+
+        Bounded like supersession: the plan must state a plan (a time, "will", "need to", …) and
+        be linked to the done record by the same attribute, or by at least two shared content
+        words besides the plan and done words themselves ("the Anmeldung appointment on Monday" →
+        "the Anmeldung appointment is done"). A plain fact is never stale by this rule.
+        """
+        if not plan.plan:
+            return False
+        if self.attribute is not None and plan.attribute is not None:
+            return self.attribute == plan.attribute
+        return len(self.topic & plan.topic) >= 2
+
+
+def _rarest(postings: dict[str, set[int]], words: frozenset[str], count: int) -> set[int]:
+    """The positions listed under the ``count`` words of ``words`` with the fewest."""
+    probes = sorted(words, key=lambda word: (len(postings.get(word, ())), word))[:count]
+    return set().union(*(postings.get(word, ()) for word in probes))
+
+
+class _Peers:
+    """The live records about one node as one run read them, kept current as the run removes them."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.facts = FactIndex(records)
+        self._loaded = records
+        self._traits: list[_Traits] = []
+        self._by_attribute: dict[str, set[int]] = {}
+        self._near_words: dict[tuple[object, ...], dict[str, set[int]]] = {}
+        self._plans_by_attribute: dict[str, set[int]] = {}
+        self._plan_words: dict[str, set[int]] = {}
+        self._texts: tuple[str, list[int]] | None = None
+        for position, record in enumerate(records):
+            traits = _Traits.of(record, self.facts.said(position))
+            self._traits.append(traits)
+            for postings in self._postings(traits):
+                postings.add(position)
+
+    def _postings(self, traits: _Traits) -> Iterator[set[int]]:
+        """Every curation index a record with ``traits`` is listed in."""
+        if traits.attribute is not None:
+            yield self._by_attribute.setdefault(traits.attribute, set())
+        if traits.group is not None:
+            words = self._near_words.setdefault(traits.group, {})
+            for word in traits.bare:
+                yield words.setdefault(word, set())
+        if traits.plan:
+            if traits.attribute is not None:
+                yield self._plans_by_attribute.setdefault(traits.attribute, set())
+            for word in traits.topic:
+                yield self._plan_words.setdefault(word, set())
+
+    def get(self, record_id: str) -> Record | None:
+        position = self.facts.position(record_id)
+        return None if position is None else self.facts.record(position)
+
+    def record(self, position: int) -> Record:
+        record = self.facts.record(position)
+        assert record is not None, "a removed record is never a peer"
+        return record
+
+    def traits(self, position: int) -> _Traits:
+        return self._traits[position]
+
+    def describe(self, record: Record) -> tuple[int | None, _Traits]:
+        """``record``'s position among these (None: not one of them) and its traits."""
+        position = self.facts.position(record.id)
+        return position, (self._traits[position] if position is not None else _Traits.of(record))
+
+    def discard(self, record_id: str) -> None:
+        position = self.facts.position(record_id)
+        if position is None:
+            return
+        self.facts.discard(record_id)
+        for postings in self._postings(self._traits[position]):
+            postings.discard(position)
+
+    def _by_order(self, found: set[int], skip: int | None) -> list[int]:
+        found.discard(-1 if skip is None else skip)
+        return sorted(found, key=lambda position: self._traits[position].order)
+
+    def near(self, mine: _Traits, skip: int | None) -> list[int]:
+        """The peers :func:`_near` pairs with a record of ``mine``, by :func:`_order`: only those
+        sharing one of its ``n - 2`` rarest words can share three."""
+        words = self._near_words.get(mine.group) if mine.group is not None else None
+        if not words or len(mine.bare) < 3:
+            return []
+        found = _rarest(words, mine.bare, len(mine.bare) - 2)
+        return [p for p in self._by_order(found, skip) if self._traits[p].near(mine)]
+
+    def with_attribute(self, attribute: str, skip: int | None) -> list[int]:
+        """The peers with ``attribute``, in the order read."""
+        return sorted(self._by_attribute.get(attribute, set()) - {-1 if skip is None else skip})
+
+    def finished_by(self, mine: _Traits, skip: int | None) -> list[int]:
+        """The plans a record of ``mine`` finishes (:meth:`_Traits.finishes`), by :func:`_order`: those
+        with its attribute, or sharing one of its ``n - 1`` rarest words (two are needed)."""
+        found: set[int] = set()
+        if mine.attribute is not None:
+            found |= self._plans_by_attribute.get(mine.attribute, set())
+        if len(mine.topic) >= 2:
+            found |= _rarest(self._plan_words, mine.topic, len(mine.topic) - 1)
+        return [p for p in self._by_order(found, skip) if mine.finishes(self._traits[p])]
+
+    def mentioning(self, value: str, skip: int | None) -> list[int]:
+        """The peers :func:`_mentions_value` finds ``value`` in, in the order read: one search
+        over their texts joined by NULs, which no term matched here can span."""
+        term = value.strip()
+        live = self.facts.live()
+        if not term or "\x00" in term:
+            return [p for p in live if p != skip and _mentions_value(self.record(p).text, value)]
+        if self._texts is None:
+            starts, at = [], 0
+            for record in self._loaded:
+                starts.append(at)
+                at += len(record.text) + 1
+            self._texts = ("\x00".join(record.text for record in self._loaded), starts)
+        joined, starts = self._texts
+        pattern = re.compile(r"(?<!\w)" + re.escape(term) + r"(?!\w)", re.IGNORECASE)
+        found = dict.fromkeys(bisect_right(starts, match.start()) - 1 for match in pattern.finditer(joined))
+        return [p for p in found if p != skip and self.facts.record(p) is not None]
+
+
+@dataclass
+class _Run:
+    """What one curation run keeps from record to record: each node's peers, and what it removed."""
+
+    nodes: dict[str, _Peers] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+
+
+class _Changed(Exception):
+    """A peer changed under the run (someone else wrote it): curate the record again from a fresh read."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self.node_id = node_id
 
 
 class CurateAgent:
@@ -194,6 +371,7 @@ class CurateAgent:
         self.lanes = lanes
         self.settings = settings
         self.clock = clock or SystemClock()
+        self._runs: dict[int, _Run] = {}  # by the id of the run's report, while its walk lasts
 
     @staticmethod
     def lane(source_thread_id: str) -> str:
@@ -266,31 +444,61 @@ class CurateAgent:
     async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
         """Curate in id order; the id of the last record finished (None: none was)."""
         finished: str | None = None
-        for record in worklist:
-            try:
-                await self._curate(record, context, report)
-            except Exception as exc:
-                report.detail = f"stopped at {record.id}: {type(exc).__name__}: {exc}"
-                telemetry.log_failure(logger, "curation stopped at %s", record.id, error=exc, operation="curate")
-                break
-            finished = record.id
+        self._runs[id(report)] = _Run(removed={r for r, _ in report.removed})  # kept from record to record
+        try:
+            for record in worklist:
+                try:
+                    await self._curate(record, context, report)
+                except Exception as exc:
+                    report.detail = f"stopped at {record.id}: {type(exc).__name__}: {exc}"
+                    telemetry.log_failure(logger, "curation stopped at %s", record.id, error=exc, operation="curate")
+                    break
+                finished = record.id
+        finally:
+            del self._runs[id(report)]
         return finished
 
-    async def _peers(self, record: Record, context: Scope) -> list[Record]:
-        peers: list[Record] = []
+    async def _about(self, node_id: str, context: Scope) -> list[Record]:
+        """The live records about a node (candidates and superseded ones included), in the store's order."""
+        records: list[Record] = []
         after: str | None = None
         while True:
-            page = await self.store.list_about(record.node_id, context.key, view=_LIVE, after=after, limit=500)
-            peers.extend(p for p in page.items if p.id != record.id)
+            page = await self.store.list_about(node_id, context.key, view=_LIVE, after=after, limit=500)
+            records.extend(page.items)
             if page.next_cursor is None:
-                return peers
+                return records
             after = page.next_cursor
+
+    async def _peers(self, record: Record, context: Scope) -> list[Record]:
+        return [p for p in await self._about(record.node_id, context) if p.id != record.id]
 
     async def _remove(self, victim: Record, context: Scope, reason: str, report: AgentRun) -> None:
         await self.store.remove_record(victim.id, context.key, actor=ACTOR, reason=reason)
         report.removed.append((victim.id, reason))
 
+    async def _node_peers(self, record: Record, node_id: str, context: Scope, run: _Run) -> _Peers:
+        """The node's live records as this run holds them; read (again) the first time, and when
+        ``record`` (just read) shows that someone else wrote the node since."""
+        peers = run.nodes.get(node_id)
+        if peers is not None:
+            held_here = peers.get(record.id)
+            if held_here is not None and held_here.revision == record.revision:
+                return peers
+            if held_here is None and await self.store.get_record(record.id, context.key, _LIVE) is None:
+                return peers  # not live (a tombstone hides it): no peer of any record, as when it was read
+        peers = run.nodes[node_id] = _Peers(await self._about(record.node_id, context))
+        return peers
+
     async def _curate(self, record: Record, context: Scope, report: AgentRun) -> None:
+        run = self._runs.get(id(report)) or _Run(removed={r for r, _ in report.removed})
+        try:
+            await self._curate_once(record, context, report, run, confirm=True)
+        except _Changed as changed:  # someone else wrote a peer it relied on: again, from a fresh read
+            run.nodes.pop(changed.node_id, None)
+            await self._curate_once(record, context, report, run, confirm=False)
+
+    async def _curate_once(self, record: Record, context: Scope, report: AgentRun, run: _Run, *,
+                           confirm: bool) -> None:
         current = await self.store.get_record(record.id, context.key, ALL_RECORDS)  # as it is now
         if current is None or current.deleted_at is not None or current.trust is TrustState.REJECTED:
             return
@@ -298,57 +506,70 @@ class CurateAgent:
         node = await self.store.get_node(record.node_id, context.key)
         if node is None or node.name.casefold() in RESERVED_NODES or node.kind == "skill":
             return
-        peers = await self._peers(record, context)
+        peers = await self._node_peers(record, node.id, context, run)
+        me, mine = peers.describe(record)
+
+        async def remove(victim: Record, reason: str, keeper: Record) -> None:
+            if confirm:  # the peers were read earlier in the run: is each one it relies on unchanged?
+                for other in (victim, keeper):
+                    if other.id != record.id:
+                        now = await self.store.get_record(other.id, context.key, _LIVE)
+                        if now is None or now.revision != other.revision:
+                            raise _Changed(node.id)
+            await self._remove(victim, context, reason, report)
+            run.removed.add(victim.id)
+            peers.discard(victim.id)
+
         # 1. duplicates: the later statement of a fact goes, the first one stays.
-        twin = held(record.text, [p for p in peers if _order(p) < _order(record)])
+        twin = peers.facts.holder(mine.said, accept=lambda p: p.id != record.id and _order(p) < mine.order)
         if twin is not None:
-            await self._remove(record, context, f"duplicate of {twin.id}: the same fact stated again", report)
+            await remove(record, f"duplicate of {twin.id}: the same fact stated again", twin)
             return
-        for peer in peers:
-            if _order(peer) > _order(record) and peer.deleted_at is None and held(peer.text, [record]) is record:
-                await self._remove(peer, context, f"duplicate of {record.id}: the same fact stated again", report)
-            elif _order(peer) < _order(record) and _fragment(peer, record):
-                await self._remove(peer, context, f"duplicate of {record.id}: a fuller statement of the same fact",
-                                   report)
-        peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
+        restated = peers.facts.held_by(mine.said) | peers.facts.parts(mine.said.words)
+        restated.discard(-1 if me is None else me)
+        for position in sorted(restated):  # in the order read, as the peers were walked
+            peer, theirs = peers.record(position), peers.traits(position)
+            if theirs.order > mine.order and peer.deleted_at is None and mine.said.holds(theirs.said):
+                await remove(peer, f"duplicate of {record.id}: the same fact stated again", record)
+            elif theirs.order < mine.order and theirs.fragment_of(mine):
+                await remove(peer, f"duplicate of {record.id}: a fuller statement of the same fact", record)
         # 1b. near-duplicates: the shorter of two records that say nearly the same thing goes.
-        for peer in sorted(peers, key=_order):
-            if not _near(peer, record):
-                continue
-            keep, drop = (record, peer) if _fuller(record, peer) else (peer, record)
-            await self._remove(drop, context, f"duplicate of {keep.id}: a near-duplicate of the same fact "
-                               f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", report)
+        for position in peers.near(mine, me):
+            peer, theirs = peers.record(position), peers.traits(position)
+            keep, drop = (record, peer) if mine.fuller(theirs) else (peer, record)
+            await remove(drop, f"duplicate of {keep.id}: a near-duplicate of the same fact "
+                         f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", keep)
             if drop is record:
                 return
-        peers = [p for p in peers if p.id not in {r for r, _ in report.removed}]
         # 2. contradictions on the same subject and attribute.
         if record.attribute is not None:
-            same = [p for p in peers if p.attribute == record.attribute and value_key(p.text) != value_key(record.text)
-                    and not _same_value(p, record)]
-            newer = [p for p in same if _order(p) > _order(record)]
+            same = [peers.record(p) for p in peers.with_attribute(record.attribute, me)
+                    if peers.traits(p).said.key != mine.said.key and not _same_value(peers.record(p), record)]
+            newer = [p for p in same if _order(p) > mine.order]
             if newer:
                 latest = max(newer, key=_order)
-                await self._remove(record, context, self._because(latest, record), report)
+                await remove(record, self._because(latest, record), latest)
                 return
             for older in sorted(same, key=_order):
-                await self._remove(older, context, self._because(record, older), report)
+                await remove(older, self._because(record, older), record)
         replaces = record.metadata.get("replaces") or []
         for value in replaces if isinstance(replaces, list) else []:
-            holders = [p for p in peers if _order(p) < _order(record) and _mentions_value(p.text, str(value))
-                       and p.id not in {r for r, _ in report.removed}]
+            holders = [peers.record(p) for p in peers.mentioning(str(value), me)
+                       if peers.traits(p).order < mine.order and peers.record(p).id not in run.removed]
             if not holders:
                 continue
             same_attribute = [p for p in holders if record.attribute is not None and p.attribute == record.attribute]
             for older in same_attribute or [max(holders, key=_order)]:
-                await self._remove(older, context, self._because(record, older, corrected=str(value)), report)
+                await remove(older, self._because(record, older, corrected=str(value)), record)
         # 3. stale plans: an older plan or task on this node that this record says is done.
         if _DONE.search(record.text) and not _NOT_DONE.search(record.text):
-            gone = {r for r, _ in report.removed}
-            for plan in sorted(peers, key=_order):
-                if plan.id not in gone and _order(plan) < _order(record) and _finishes(record, plan):
-                    await self._remove(plan, context, (
+            gone = set(run.removed)
+            for position in peers.finished_by(mine, me):
+                plan = peers.record(position)
+                if plan.id not in gone and peers.traits(position).order < mine.order:
+                    await remove(plan, (
                         f"stale: {record.id} says it is done: “{plan.text}” → “{record.text}” "
-                        f"(stated {record.valid_from.date().isoformat()})")[:1000], report)
+                        f"(stated {record.valid_from.date().isoformat()})")[:1000], record)
 
     @staticmethod
     def _because(newer: Record, older: Record, corrected: str | None = None) -> str:

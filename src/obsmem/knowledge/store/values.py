@@ -68,6 +68,7 @@ __all__ = [
     "forgotten_digest",
     "forgotten_in",
     "near_duplicate",
+    "near_duplicate_tokens",
     "normalise_value",
     "parse_when",
     "same_value",
@@ -234,7 +235,8 @@ def value_key(text: str) -> str:
     return "".join(ch for ch in normalise_value(text) if ch.isalnum())
 
 
-def _tokens(text: str) -> set[str]:
+def near_duplicate_tokens(text: str) -> set[str]:
+    """The tokens :func:`near_duplicate` compares (a negation's "n't" kept as a token of its own)."""
     folded = normalise_value(text).replace("\u2019", "'")
     words = set(_WORD.findall(folded.replace("n't", " ")))
     return words | {"n't"} if "n't" in folded else words
@@ -242,7 +244,7 @@ def _tokens(text: str) -> set[str]:
 
 def near_duplicate(first: str, second: str, threshold: float = NEAR_DUPLICATE_JACCARD) -> bool:
     """Whether two values are the same fact trivially reworded (token-set Jaccard, negation-aware)."""
-    a, b = _tokens(first), _tokens(second)
+    a, b = near_duplicate_tokens(first), near_duplicate_tokens(second)
     if not a or not b:
         return False
     if (a ^ b) & _NEGATIONS:
