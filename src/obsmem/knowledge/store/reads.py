@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -68,6 +69,7 @@ class KnowledgeReads:
     def __init__(self, tables: KnowledgeTables) -> None:
         self.t = tables
         self._about: dict[str, list[Record]] = {}
+        self._timeline_cache: dict[tuple[str, datetime | None], dict[tuple[str, str], list[tuple[datetime, str]]]] = {}
 
     def _records_about(self, node_id: str) -> list[Record]:
         if node_id not in self._about:
@@ -92,25 +94,34 @@ class KnowledgeReads:
         trust = _trust_at(record, known_at)
         return trust is TrustState.VERIFIED or (trust is TrustState.CANDIDATE and view.include_candidates)
 
+    def _timelines(self, node_id: str, known_at: datetime | None) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
+        """The node's timelines as known at ``known_at``: per (attribute, scope), the (fact time,
+        id) of its live records, in order. Built once per node and time in a snapshot, in one
+        pass over the node's records, so a read's records find their successors by bisection."""
+        key = (node_id, known_at)
+        timelines = self._timeline_cache.get(key)
+        if timelines is None:
+            timeline_view = RecordView(as_known_at=known_at)
+            tombstones = self.t.tombstones_for(node_id)
+            timelines = {}
+            for other in self._records_about(node_id):
+                if other.attribute is not None and self._alive(other, timeline_view, tombstones):
+                    timelines.setdefault((other.attribute, other.scope), []).append((other.valid_from, other.id))
+            for line in timelines.values():
+                line.sort()
+            self._timeline_cache[key] = timelines
+        return timelines
+
     def _timeline_end(self, record: Record, view: RecordView) -> tuple[datetime | None, bool]:
         """(end of validity, whether a known newer record superseded it)."""
         end = record.when.end if record.when is not None else None
         if record.attribute is None:
             return end, False
-        timeline_view = RecordView(as_known_at=view.as_known_at)
-        tombstones = self.t.tombstones_for(record.node_id)
-        peers = [
-            other
-            for other in self._records_about(record.node_id)
-            if other.attribute == record.attribute
-            and other.scope == record.scope
-            and self._alive(other, timeline_view, tombstones)
-        ]
-        peers.sort(key=lambda r: (r.valid_from, r.id))
-        later = [p for p in peers if (p.valid_from, p.id) > (record.valid_from, record.id)]
-        if not later:
+        line = self._timelines(record.node_id, view.as_known_at).get((record.attribute, record.scope), [])
+        later = bisect_right(line, (record.valid_from, record.id))
+        if later == len(line):
             return end, False
-        successor_start = later[0].valid_from
+        successor_start = line[later][0]
         return (successor_start if end is None else min(end, successor_start)), True
 
     def visible_records(self, scope: str, view: RecordView, records: Iterable[Record]) -> list[Record]:
