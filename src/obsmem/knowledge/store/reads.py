@@ -35,7 +35,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
-from obsmem.knowledge.store.values import normalise_value
+from obsmem.knowledge.store.values import normalise_value, value_key
 
 __all__ = ["KnowledgeReads", "check_limit"]
 
@@ -69,6 +69,7 @@ class KnowledgeReads:
     def __init__(self, tables: KnowledgeTables) -> None:
         self.t = tables
         self._about: dict[str, list[Record]] = {}
+        self._tombstone_cache: dict[str, dict[str, list[Tombstone]]] = {}
         self._timeline_cache: dict[tuple[str, datetime | None], dict[tuple[str, str], list[tuple[datetime, str]]]] = {}
 
     def _records_about(self, node_id: str) -> list[Record]:
@@ -77,7 +78,19 @@ class KnowledgeReads:
         return self._about[node_id]
 
     # -- the one visibility filter -------------------------------------------------------------
-    def _alive(self, record: Record, view: RecordView, tombstones: list[Tombstone]) -> bool:
+    def _tombstones(self, node_id: str) -> dict[str, list[Tombstone]]:
+        """The node's tombstones by value key, read once a snapshot: a record is checked only
+        against the tombstones of its own value (reads hide exact-key matches only), so a node
+        with many tombstones is read in linear work."""
+        by_key = self._tombstone_cache.get(node_id)
+        if by_key is None:
+            by_key = {}
+            for tombstone in self.t.tombstones_for(node_id):
+                by_key.setdefault(value_key(tombstone.value), []).append(tombstone)
+            self._tombstone_cache[node_id] = by_key
+        return by_key
+
+    def _alive(self, record: Record, view: RecordView) -> bool:
         """Known, not deleted, trusted enough and not tombstoned, as of ``view.as_known_at``."""
         known_at = view.as_known_at
         if known_at is not None and record.captured_at > known_at:
@@ -86,9 +99,10 @@ class KnowledgeReads:
             if _known(record.deleted_at, known_at):
                 return False
             value = normalise_value(record.text)
+            same_key = self._tombstones(record.node_id).get(value_key(value), ())
             if any(
                 _known(t.created_at, known_at) and tombstone_blocks(t, record.node_id, record.scope, value)
-                for t in tombstones
+                for t in same_key
             ):
                 return False
         trust = _trust_at(record, known_at)
@@ -102,10 +116,9 @@ class KnowledgeReads:
         timelines = self._timeline_cache.get(key)
         if timelines is None:
             timeline_view = RecordView(as_known_at=known_at)
-            tombstones = self.t.tombstones_for(node_id)
             timelines = {}
             for other in self._records_about(node_id):
-                if other.attribute is not None and self._alive(other, timeline_view, tombstones):
+                if other.attribute is not None and self._alive(other, timeline_view):
                     timelines.setdefault((other.attribute, other.scope), []).append((other.valid_from, other.id))
             for line in timelines.values():
                 line.sort()
@@ -126,13 +139,11 @@ class KnowledgeReads:
 
     def visible_records(self, scope: str, view: RecordView, records: Iterable[Record]) -> list[Record]:
         query = Scope.parse(scope)
-        tombstones_by_node: dict[str, list[Tombstone]] = {}
         result: list[Record] = []
         for record in records:
             if not query.sees(record.scope):
                 continue
-            tombstones = tombstones_by_node.setdefault(record.node_id, self.t.tombstones_for(record.node_id))
-            if not self._alive(record, view, tombstones):
+            if not self._alive(record, view):
                 continue
             valid_until, superseded = self._timeline_end(record, view)
             if view.as_of is None:
