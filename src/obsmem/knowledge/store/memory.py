@@ -124,10 +124,15 @@ class MemoryKnowledgeTables:
     def save_outbox(self, entry: OutboxEntry) -> None:
         self.outbox[entry.id] = _clone(entry)
 
-    def open_outbox(self) -> list[OutboxEntry]:
-        return sorted(
-            (_clone(e) for e in self.outbox.values() if e.status != "completed"), key=lambda e: e.id
+    def open_outbox(self, after: str | None = None, limit: int | None = None) -> list[OutboxEntry]:
+        found = sorted(
+            (e for e in self.outbox.values() if e.status != "completed" and (after is None or e.id > after)),
+            key=lambda e: e.id,
         )
+        return [_clone(e) for e in found[:limit]]
+
+    def outbox_entries(self, entry_ids: Collection[str]) -> list[OutboxEntry]:
+        return [_clone(self.outbox[i]) for i in dict.fromkeys(entry_ids) if i in self.outbox]
 
     def all_outbox(self) -> list[OutboxEntry]:
         return [_clone(e) for e in self.outbox.values()]

@@ -28,6 +28,8 @@ from obsmem.knowledge.store.tables import KnowledgeTables
 
 __all__ = ["claim_outbox", "finish_outbox", "lease_of"]
 
+_PAGE = 100  # open entries a claim reads at a time (at least twice its limit)
+
 
 def lease_of(lease_seconds: float) -> timedelta:
     """``lease_seconds`` as a duration (at most :attr:`timedelta.max`), or
@@ -52,23 +54,34 @@ def claim_outbox(
     lease = lease_of(lease_seconds)
     blocked: set[str] = set()
     claimed: list[OutboxEntry] = []
-    for entry in tables.open_outbox():
-        if entry.document_id in blocked:
-            continue
-        blocked.add(entry.document_id)
-        expired = entry.claimed_at is not None and now - entry.claimed_at >= lease
-        eligible = entry.available_at <= now and (entry.status == "pending" or expired)
-        if eligible and len(claimed) < limit:
-            taken = entry.model_copy(
-                update={
-                    "status": "processing",
-                    "claimed_at": now,
-                    "claimed_by": worker_id,
-                    "attempts": entry.attempts + 1,
-                }
-            )
-            tables.save_outbox(taken)
-            claimed.append(taken)
+    page_size = max(2 * limit, _PAGE)
+    after: str | None = None
+    while len(claimed) < limit:
+        # Oldest first, a page at a time, stopping once ``limit`` are claimed: a claim reads the
+        # open entries ahead of what it takes (held by others, or waiting to retry), never the
+        # whole backlog nor the completed history.
+        page = tables.open_outbox(after, page_size)
+        for entry in page:
+            if len(claimed) == limit:
+                break
+            if entry.document_id in blocked:
+                continue
+            blocked.add(entry.document_id)
+            expired = entry.claimed_at is not None and now - entry.claimed_at >= lease
+            if entry.available_at <= now and (entry.status == "pending" or expired):
+                taken = entry.model_copy(
+                    update={
+                        "status": "processing",
+                        "claimed_at": now,
+                        "claimed_by": worker_id,
+                        "attempts": entry.attempts + 1,
+                    }
+                )
+                tables.save_outbox(taken)
+                claimed.append(taken)
+        if len(page) < page_size:
+            break
+        after = page[-1].id
     return claimed
 
 
@@ -82,10 +95,9 @@ def finish_outbox(
     retry_at: datetime | None = None,
 ) -> int:
     """Complete (or release) the listed entries this worker holds; returns how many changed."""
-    wanted = set(entry_ids)
     changed = 0
-    for entry in tables.open_outbox():
-        if entry.id not in wanted or entry.status != "processing" or entry.claimed_by != worker_id:
+    for entry in tables.outbox_entries(entry_ids):
+        if entry.status != "processing" or entry.claimed_by != worker_id:
             continue
         if complete:
             update: dict[str, Any] = {"status": "completed", "completed_at": now}

@@ -27,6 +27,7 @@ from obsmem.knowledge.store import contract as c
 from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key
 
 __all__ = [
+    "OPEN_OUTBOX",
     "POSTGRES_DIALECT",
     "SQLITE_DIALECT",
     "SqlConnection",
@@ -144,6 +145,10 @@ _ROW_COLUMNS = {
     "knowledge_outbox": ("id", "idempotency_key", "status", "doc"),
     "knowledge_vectors": ("document_id", "record_id", "scope", "embedder", "dimensions", "vector"),
 }
+OPEN_OUTBOX = "SELECT doc FROM knowledge_outbox WHERE status <> 'completed' AND id > ? ORDER BY id"
+"""Open outbox entries after an id (``LIMIT ?`` appended for a page), in the order and under the
+condition of the partial index ``knowledge_outbox_open``, so a page reads only what it returns."""
+
 # Tombstone rows that are tombstones, and those that are forgotten values (FORGOTTEN_NODE_ID).
 _REAL = f" AND node_id <> '{FORGOTTEN_NODE_ID}'"
 _FORGOTTEN = f" AND node_id = '{FORGOTTEN_NODE_ID}'"
@@ -274,10 +279,14 @@ class SqlKnowledgeTables:
             "knowledge_outbox", (entry.id, entry.idempotency_key, entry.status, entry.model_dump_json())
         )
 
-    def open_outbox(self) -> list[c.OutboxEntry]:
-        return self._docs(
-            c.OutboxEntry, "SELECT doc FROM knowledge_outbox WHERE status <> 'completed' ORDER BY id"
-        )
+    def open_outbox(self, after: str | None = None, limit: int | None = None) -> list[c.OutboxEntry]:
+        if limit is None:
+            return self._docs(c.OutboxEntry, OPEN_OUTBOX, [after or ""])
+        return self._docs(c.OutboxEntry, OPEN_OUTBOX + " LIMIT ?", [after or "", limit])
+
+    def outbox_entries(self, entry_ids: Collection[str]) -> list[c.OutboxEntry]:
+        condition, params = self.dialect.in_list("id", list(dict.fromkeys(entry_ids)))
+        return self._docs(c.OutboxEntry, f"SELECT doc FROM knowledge_outbox WHERE {condition} ORDER BY id", params)
 
     def all_outbox(self) -> list[c.OutboxEntry]:
         return self._docs(c.OutboxEntry, "SELECT doc FROM knowledge_outbox ORDER BY id")

@@ -92,6 +92,15 @@ def m001_knowledge_initial(conn: Conn) -> None:
         conn.execute(statement)
 
 
+@KNOWLEDGE_MIGRATIONS.register
+def m002_knowledge_open_outbox(conn: Conn) -> None:
+    """Open outbox entries in id order without the completed ones (PostgreSQL's index from the
+    start): a claim walks ``status <> 'completed' ORDER BY id`` from where it is, where the old
+    (status, id) index made every claim scan and sort the whole outbox, completed history included."""
+    conn.execute("DROP INDEX IF EXISTS knowledge_outbox_open")
+    conn.execute("CREATE INDEX knowledge_outbox_open ON knowledge_outbox (id) WHERE status <> 'completed'")
+
+
 class SQLiteKnowledgeTables(SqlKnowledgeTables):
     """:class:`KnowledgeTables` over one connection inside an open transaction."""
 
