@@ -101,12 +101,38 @@ class MemoryKnowledgeTables:
     def records_mentioning(self, node_id: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if node_id in r.mentions]
 
+    def records_page(
+        self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
+        trust: str | None = None, source_thread_id: str | None = None,
+    ) -> list[Record]:
+        found = sorted(
+            (
+                r
+                for r in self.records.values()
+                if r.scope in scope_keys
+                and (trust is None or r.trust == trust)
+                and (source_thread_id is None or r.source_thread_id == source_thread_id)
+                and (after is None or (r.id < after if newest_first else r.id > after))
+            ),
+            key=lambda r: r.id,
+            reverse=newest_first,
+        )
+        return [_clone(r) for r in found[:limit]]
+
     # audit log and tombstones
     def add_event(self, event: ActivityEvent) -> None:
         self.events[event.id] = _clone(event)
 
     def events_in(self, scope_keys: Sequence[str]) -> list[ActivityEvent]:
         return [_clone(e) for e in self.events.values() if e.scope in scope_keys]
+
+    def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[ActivityEvent]:
+        found = sorted(
+            (e for e in self.events.values() if e.scope in scope_keys and (before is None or e.id < before)),
+            key=lambda e: e.id,
+            reverse=True,
+        )
+        return [_clone(e) for e in found[:limit]]
 
     def save_tombstone(self, tombstone: Tombstone) -> None:
         self.tombstones[tombstone.id] = _clone(tombstone)

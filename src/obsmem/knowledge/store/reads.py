@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from obsmem.errors import InvalidInputError
@@ -196,28 +196,49 @@ class KnowledgeReads:
         self, source_thread_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
         """Oldest first (the curation worklist); ``after`` means ids greater than it."""
-        check_limit(limit)
         keys = Scope.parse(scope).visible_keys()
-        mine = [r for r in self.t.records_in(keys) if r.source_thread_id == source_thread_id]
-        ordered = sorted(self.visible_records(scope, view, mine), key=lambda r: r.id)
-        if after is not None:
-            ordered = [r for r in ordered if r.id > after]
-        items = ordered[:limit]
-        return Page(items, items[-1].id if len(items) == limit and len(ordered) > limit else None)
+
+        def fetch(cursor: str | None, n: int) -> list[Record]:
+            return self.t.records_page(
+                keys, after=cursor, newest_first=False, limit=n, source_thread_id=source_thread_id
+            )
+
+        return self._visible_page(fetch, scope, view, after, limit)
 
     def candidates(self, scope: str, after: str | None, limit: int) -> Page[Record]:
         keys = Scope.parse(scope).visible_keys()
         view = RecordView(include_candidates=True, include_superseded=True)
-        pending = [r for r in self.t.records_in(keys) if r.trust is TrustState.CANDIDATE]
-        return self._newest_first(self.visible_records(scope, view, pending), after, limit)
+
+        def fetch(cursor: str | None, n: int) -> list[Record]:
+            return self.t.records_page(keys, after=cursor, newest_first=True, limit=n, trust=TrustState.CANDIDATE.value)
+
+        return self._visible_page(fetch, scope, view, after, limit)
+
+    def _visible_page(
+        self, fetch: Callable[[str | None, int], list[Record]], scope: str, view: RecordView,
+        after: str | None, limit: int,
+    ) -> Page[Record]:
+        """A page of the visible records ``fetch(cursor, n)`` yields in page order, ``n`` at a time
+        from beyond ``cursor``: it reads about what it shows (more only where records are hidden),
+        never the scope's whole history."""
+        check_limit(limit)
+        chunk = max(2 * limit, 64)
+        shown: list[Record] = []
+        cursor = after
+        while len(shown) <= limit:
+            rows = fetch(cursor, chunk)
+            shown.extend(self.visible_records(scope, view, rows))
+            if len(rows) < chunk:
+                break
+            cursor = rows[-1].id
+        items = shown[:limit]
+        return Page(items, items[-1].id if len(shown) > limit else None)
 
     def activity(self, scope: str, after: str | None, limit: int) -> Page[ActivityEvent]:
         check_limit(limit)
-        events = sorted(self.t.events_in(Scope.parse(scope).visible_keys()), key=lambda e: e.id, reverse=True)
-        if after is not None:
-            events = [e for e in events if e.id < after]
+        events = self.t.events_page(Scope.parse(scope).visible_keys(), after, limit + 1)
         items = events[:limit]
-        return Page(items, items[-1].id if len(items) == limit and len(events) > limit else None)
+        return Page(items, items[-1].id if len(events) > limit else None)
 
     # -- nodes ---------------------------------------------------------------------------------
     def node(self, node_id: str, scope: str) -> Node | None:

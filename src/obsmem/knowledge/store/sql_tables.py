@@ -245,6 +245,22 @@ class SqlKnowledgeTables:
             (node_id,),
         )
 
+    def records_page(
+        self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
+        trust: str | None = None, source_thread_id: str | None = None,
+    ) -> list[c.Record]:
+        condition, params = self.dialect.in_list("scope", scope_keys)
+        for field, value in (("trust", trust), ("source_thread_id", source_thread_id)):
+            if value is not None:
+                condition += f" AND {self.dialect.json_field('doc', field)} = ?"
+                params.append(value)
+        if after is not None:
+            condition += " AND id < ?" if newest_first else " AND id > ?"
+            params.append(after)
+        order = "id DESC" if newest_first else "id"
+        sql = f"SELECT doc FROM knowledge_records WHERE {condition} ORDER BY {order} LIMIT ?"
+        return self._docs(c.Record, sql, [*params, limit])
+
     # audit log and tombstones
     def add_event(self, event: c.ActivityEvent) -> None:
         self._execute(
@@ -254,6 +270,14 @@ class SqlKnowledgeTables:
 
     def events_in(self, scope_keys: Sequence[str]) -> list[c.ActivityEvent]:
         return self._in(c.ActivityEvent, "SELECT doc FROM knowledge_events WHERE {scope}", scope_keys)
+
+    def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[c.ActivityEvent]:
+        condition, params = self.dialect.in_list("scope", scope_keys)
+        if before is not None:
+            condition += " AND id < ?"
+            params.append(before)
+        sql = f"SELECT doc FROM knowledge_events WHERE {condition} ORDER BY id DESC LIMIT ?"
+        return self._docs(c.ActivityEvent, sql, [*params, limit])
 
     def save_tombstone(self, tombstone: c.Tombstone) -> None:
         self._upsert(
