@@ -21,7 +21,7 @@ import pytest
 from obsmem.knowledge import SQLiteKnowledgeStore
 from obsmem.knowledge.store.contract import RecordDraft, TrustState
 
-from tests.integrity.work_count import work
+from tests.integrity.work_count import GROWTH_BOUND, work
 
 RES = "org:acme/resource:alice"
 Read = Callable[[SQLiteKnowledgeStore], Awaitable[list[Any]]]
@@ -89,3 +89,83 @@ def test_a_page_does_not_read_the_scopes_whole_history(tmp_path: Path, read: Rea
     large, found = _page_work(tmp_path / "400.db", read)
     assert found == expected
     assert large / small < 1.5, f"4x the history took {large / small:.1f}x the work for one page"
+
+
+def _fill_node(path: Path, history: int) -> None:
+    """A "User" node with ``history`` plain records and a five-record ``lives_in`` timeline, and a
+    "Team" node whose records mention the user as often; then three newest records of each kind."""
+
+    async def fill() -> None:
+        async with SQLiteKnowledgeStore(path) as store:
+            user = await store.create_node("User", "person", RES, actor="t", reason="r")
+            team = await store.create_node("Team", "group", RES, actor="t", reason="r")
+            for i in range(5):
+                draft = RecordDraft(user.id, f"lives in city {i}", RES, attribute="lives_in")
+                await store.append_record(draft, actor="t", reason="r")
+            for label in [f"old {i}" for i in range(history)] + [f"newest {i}" for i in range(3)]:
+                await store.append_record(RecordDraft(user.id, f"user {label}", RES), actor="t", reason="r")
+                draft = RecordDraft(team.id, f"team {label}", RES, mentions=[user.id])
+                await store.append_record(draft, actor="t", reason="r")
+
+    asyncio.run(fill())
+
+
+async def _user(store: SQLiteKnowledgeStore) -> str:
+    node = await store.resolve_node("User", RES)
+    assert node is not None
+    return node.id
+
+
+async def _about(store: SQLiteKnowledgeStore) -> list[Any]:
+    return [r.text for r in (await store.list_about(await _user(store), RES, limit=3)).items]
+
+
+async def _mentioning(store: SQLiteKnowledgeStore) -> list[Any]:
+    return [r.text for r in (await store.list_mentioning(await _user(store), RES, limit=3)).items]
+
+
+async def _related(store: SQLiteKnowledgeStore) -> list[Any]:
+    return [r.text for r in (await store.list_related(await _user(store), RES, limit=4)).items]
+
+
+async def _about_all_pages(store: SQLiteKnowledgeStore) -> list[Any]:
+    """Every page of a node (what the knowledge agents do, 500 at a time): pages after the first
+    start from their cursor."""
+    user, after, texts = await _user(store), None, []
+    while True:
+        page = await store.list_about(user, RES, after=after, limit=50)
+        texts.extend(r.text for r in page.items)
+        if page.next_cursor is None:
+            return [len(texts), texts[:1], texts[-1:]]
+        after = page.next_cursor
+
+
+@pytest.mark.parametrize(
+    ("read", "expected"),
+    [
+        (_about, ["user newest 2", "user newest 1", "user newest 0"]),
+        (_mentioning, ["team newest 2", "team newest 1", "team newest 0"]),
+        (_related, ["team newest 2", "user newest 2", "team newest 1", "user newest 1"]),
+    ],
+    ids=["about", "mentioning", "related"],
+)
+def test_a_page_about_a_node_does_not_read_all_it_knows(tmp_path: Path, read: Read, expected: list[Any]) -> None:
+    for history in (100, 400):
+        _fill_node(tmp_path / f"{history}.db", history)
+    _page_work(tmp_path / "100.db", read)
+    small, found = _page_work(tmp_path / "100.db", read)
+    assert found == expected
+    large, found = _page_work(tmp_path / "400.db", read)
+    assert found == expected
+    assert large / small < 1.5, f"4x what the node knows took {large / small:.1f}x the work for one page"
+
+
+def test_paging_through_a_node_is_linear_in_what_it_knows(tmp_path: Path) -> None:
+    for history in (100, 400):
+        _fill_node(tmp_path / f"{history}.db", history)
+    _page_work(tmp_path / "100.db", _about_all_pages)
+    small, found = _page_work(tmp_path / "100.db", _about_all_pages)
+    assert found == [104, ["user newest 2"], ["lives in city 4"]]  # the timeline's newest only
+    large, found = _page_work(tmp_path / "400.db", _about_all_pages)
+    assert found == [404, ["user newest 2"], ["lives in city 4"]]
+    assert large / small < GROWTH_BOUND, f"4x what the node knows took {large / small:.1f}x the work"

@@ -101,6 +101,23 @@ class MemoryKnowledgeTables:
     def records_mentioning(self, node_id: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if node_id in r.mentions]
 
+    def records_about_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
+        return self._newest(lambda r: r.node_id == node_id, before, limit)
+
+    def records_mentioning_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
+        return self._newest(lambda r: node_id in r.mentions, before, limit)
+
+    def _newest(self, wanted: Callable[[Record], bool], before: str | None, limit: int) -> list[Record]:
+        found = sorted(
+            (r for r in self.records.values() if wanted(r) and (before is None or r.id < before)),
+            key=lambda r: r.id,
+            reverse=True,
+        )
+        return [_clone(r) for r in found[:limit]]
+
+    def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
+        return [_clone(r) for r in self.records.values() if r.node_id == node_id and r.attribute == attribute]
+
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
         trust: str | None = None, source_thread_id: str | None = None,

@@ -43,7 +43,7 @@ from obsmem.clock import Clock
 from obsmem.errors import ConfigError, ObsmemError, StorageError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.sql_tables import POSTGRES_DIALECT, SqlKnowledgeTables
+from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, POSTGRES_DIALECT, SqlKnowledgeTables
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import MigrationSet
@@ -110,6 +110,14 @@ def m001_knowledge_initial(conn: Conn) -> None:
         "CREATE INDEX knowledge_vectors_by_scope ON knowledge_vectors (scope)",
     ]
     for statement in statements:
+        conn.execute(statement)
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m002_knowledge_pages_by_node(conn: Conn) -> None:
+    """A node's records and the records mentioning it in id order, so a page of them walks an
+    index from its cursor instead of reading (and sorting) all the node knows."""
+    for statement in NODE_PAGE_INDEXES:
         conn.execute(statement)
 
 

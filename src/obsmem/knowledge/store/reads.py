@@ -58,6 +58,21 @@ def _trust_at(record: Record, known_at: datetime | None) -> TrustState:
     return record.trust
 
 
+Fetch = Callable[[str | None, int], tuple[list[Record], str | None]]
+"""A page source: (``n`` rows in page order from beyond a cursor, the cursor after them or None
+when there are no more)."""
+
+
+def _stream(fetch: Callable[[str | None, int], list[Record]]) -> Fetch:
+    """A :data:`Fetch` over a query that returns at most ``n`` rows beyond its cursor."""
+
+    def page(cursor: str | None, n: int) -> tuple[list[Record], str | None]:
+        rows = fetch(cursor, n)
+        return rows, (rows[-1].id if len(rows) == n else None)
+
+    return page
+
+
 def sort_key(node: Node) -> tuple[str, str]:
     """Nodes list by case-insensitive name, then id."""
     return (name_key(node.name), node.id)
@@ -68,14 +83,8 @@ class KnowledgeReads:
 
     def __init__(self, tables: KnowledgeTables) -> None:
         self.t = tables
-        self._about: dict[str, list[Record]] = {}
         self._tombstone_cache: dict[str, dict[str, list[Tombstone]]] = {}
-        self._timeline_cache: dict[tuple[str, datetime | None], dict[tuple[str, str], list[tuple[datetime, str]]]] = {}
-
-    def _records_about(self, node_id: str) -> list[Record]:
-        if node_id not in self._about:
-            self._about[node_id] = self.t.records_about(node_id)
-        return self._about[node_id]
+        self._timeline_cache: dict[tuple[str, str, datetime | None], dict[str, list[tuple[datetime, str]]]] = {}
 
     # -- the one visibility filter -------------------------------------------------------------
     def _tombstones(self, node_id: str) -> dict[str, list[Tombstone]]:
@@ -108,18 +117,19 @@ class KnowledgeReads:
         trust = _trust_at(record, known_at)
         return trust is TrustState.VERIFIED or (trust is TrustState.CANDIDATE and view.include_candidates)
 
-    def _timelines(self, node_id: str, known_at: datetime | None) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
-        """The node's timelines as known at ``known_at``: per (attribute, scope), the (fact time,
-        id) of its live records, in order. Built once per node and time in a snapshot, in one
-        pass over the node's records, so a read's records find their successors by bisection."""
-        key = (node_id, known_at)
+    def _timelines(self, node_id: str, attribute: str, known_at: datetime | None) -> dict[str, list[tuple[datetime, str]]]:
+        """The node's timelines of ``attribute`` as known at ``known_at``: per scope, the (fact
+        time, id) of its live records, in order. Built once per node, attribute and time in a
+        snapshot from that attribute's records only, so a read's records find their successors
+        by bisection and a page reads the timelines it shows, not all the node knows."""
+        key = (node_id, attribute, known_at)
         timelines = self._timeline_cache.get(key)
         if timelines is None:
             timeline_view = RecordView(as_known_at=known_at)
             timelines = {}
-            for other in self._records_about(node_id):
-                if other.attribute is not None and self._alive(other, timeline_view):
-                    timelines.setdefault((other.attribute, other.scope), []).append((other.valid_from, other.id))
+            for other in self.t.attribute_records(node_id, attribute):
+                if other.attribute == attribute and self._alive(other, timeline_view):
+                    timelines.setdefault(other.scope, []).append((other.valid_from, other.id))
             for line in timelines.values():
                 line.sort()
             self._timeline_cache[key] = timelines
@@ -130,7 +140,7 @@ class KnowledgeReads:
         end = record.when.end if record.when is not None else None
         if record.attribute is None:
             return end, False
-        line = self._timelines(record.node_id, view.as_known_at).get((record.attribute, record.scope), [])
+        line = self._timelines(record.node_id, record.attribute, view.as_known_at).get(record.scope, [])
         later = bisect_right(line, (record.valid_from, record.id))
         if later == len(line):
             return end, False
@@ -155,15 +165,6 @@ class KnowledgeReads:
         return result
 
     # -- pages ---------------------------------------------------------------------------------
-    @staticmethod
-    def _newest_first(records: list[Record], after: str | None, limit: int) -> Page[Record]:
-        check_limit(limit)
-        ordered = sorted({r.id: r for r in records}.values(), key=lambda r: r.id, reverse=True)
-        if after is not None:
-            ordered = [r for r in ordered if r.id < after]
-        items = ordered[:limit]
-        return Page(items, items[-1].id if len(items) == limit and len(ordered) > limit else None)
-
     def record(self, record_id: str, scope: str, view: RecordView) -> Record | None:
         found = self.t.record(record_id)
         if found is None:
@@ -174,23 +175,43 @@ class KnowledgeReads:
     def about(
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
+        check_limit(limit)
         node = terminal_node(self.t, node_id)
-        records = self.t.records_about(node.id) if node else []
-        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+        if node is None:
+            return Page([], None)
+        return self._visible_page(_stream(lambda c, n: self.t.records_about_page(node.id, c, n)), scope, view, after, limit)
 
     def mentioning(
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
+        check_limit(limit)
         node = terminal_node(self.t, node_id)
-        records = self.t.records_mentioning(node.id) if node else []
-        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+        if node is None:
+            return Page([], None)
+        fetch = _stream(lambda c, n: self.t.records_mentioning_page(node.id, c, n))
+        return self._visible_page(fetch, scope, view, after, limit)
 
     def related(
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
+        """The records about the node and those mentioning it, newest first, each once."""
+        check_limit(limit)
         node = terminal_node(self.t, node_id)
-        records = (self.t.records_about(node.id) + self.t.records_mentioning(node.id)) if node else []
-        return self._newest_first(self.visible_records(scope, view, records), after, limit)
+        if node is None:
+            return Page([], None)
+        target = node.id
+
+        def fetch(cursor: str | None, n: int) -> tuple[list[Record], str | None]:
+            about = self.t.records_about_page(target, cursor, n)
+            mentioning = self.t.records_mentioning_page(target, cursor, n)
+            # Below the older of the two full batches' last ids a batch may be missing records:
+            # the merge stops there, and the next one starts there.
+            full = [batch[-1].id for batch in (about, mentioning) if len(batch) == n]
+            floor = max(full) if full else None
+            merged = sorted({r.id: r for r in [*about, *mentioning]}.values(), key=lambda r: r.id, reverse=True)
+            return [r for r in merged if floor is None or r.id >= floor], floor
+
+        return self._visible_page(fetch, scope, view, after, limit)
 
     def by_source(
         self, source_thread_id: str, scope: str, view: RecordView, after: str | None, limit: int
@@ -203,7 +224,7 @@ class KnowledgeReads:
                 keys, after=cursor, newest_first=False, limit=n, source_thread_id=source_thread_id
             )
 
-        return self._visible_page(fetch, scope, view, after, limit)
+        return self._visible_page(_stream(fetch), scope, view, after, limit)
 
     def candidates(self, scope: str, after: str | None, limit: int) -> Page[Record]:
         keys = Scope.parse(scope).visible_keys()
@@ -212,25 +233,23 @@ class KnowledgeReads:
         def fetch(cursor: str | None, n: int) -> list[Record]:
             return self.t.records_page(keys, after=cursor, newest_first=True, limit=n, trust=TrustState.CANDIDATE.value)
 
-        return self._visible_page(fetch, scope, view, after, limit)
+        return self._visible_page(_stream(fetch), scope, view, after, limit)
 
     def _visible_page(
-        self, fetch: Callable[[str | None, int], list[Record]], scope: str, view: RecordView,
-        after: str | None, limit: int,
+        self, fetch: Fetch, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
-        """A page of the visible records ``fetch(cursor, n)`` yields in page order, ``n`` at a time
-        from beyond ``cursor``: it reads about what it shows (more only where records are hidden),
-        never the scope's whole history."""
+        """A page of the visible records ``fetch(cursor, n)`` yields in page order, about ``n`` at
+        a time from beyond ``cursor`` (with the cursor to go on from, None at the end): it reads
+        about what it shows (more only where records are hidden), never all there is."""
         check_limit(limit)
         chunk = max(2 * limit, 64)
         shown: list[Record] = []
         cursor = after
         while len(shown) <= limit:
-            rows = fetch(cursor, chunk)
+            rows, cursor = fetch(cursor, chunk)
             shown.extend(self.visible_records(scope, view, rows))
-            if len(rows) < chunk:
+            if cursor is None:
                 break
-            cursor = rows[-1].id
         items = shown[:limit]
         return Page(items, items[-1].id if len(shown) > limit else None)
 

@@ -27,6 +27,7 @@ from obsmem.knowledge.store import contract as c
 from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key
 
 __all__ = [
+    "NODE_PAGE_INDEXES",
     "OPEN_OUTBOX",
     "POSTGRES_DIALECT",
     "SQLITE_DIALECT",
@@ -145,6 +146,15 @@ _ROW_COLUMNS = {
     "knowledge_outbox": ("id", "idempotency_key", "status", "doc"),
     "knowledge_vectors": ("document_id", "record_id", "scope", "embedder", "dimensions", "vector"),
 }
+NODE_PAGE_INDEXES = (
+    # (node_id, id) and (target_id, record_id) take the place of the single-column indexes
+    "DROP INDEX IF EXISTS knowledge_records_by_node",
+    "CREATE INDEX knowledge_records_by_node ON knowledge_records (node_id, id)",
+    "DROP INDEX IF EXISTS knowledge_record_mentions_by_target",
+    "CREATE INDEX knowledge_record_mentions_by_target ON knowledge_record_mentions (target_id, record_id)",
+)
+"""The indexes a page of a node's records walks (a migration of each SQL adapter)."""
+
 OPEN_OUTBOX = "SELECT doc FROM knowledge_outbox WHERE status <> 'completed' AND id > ? ORDER BY id"
 """Open outbox entries after an id (``LIMIT ?`` appended for a page), in the order and under the
 condition of the partial index ``knowledge_outbox_open``, so a page reads only what it returns."""
@@ -244,6 +254,25 @@ class SqlKnowledgeTables:
             "WHERE m.target_id = ? ORDER BY r.id",
             (node_id,),
         )
+
+    def records_about_page(self, node_id: str, before: str | None, limit: int) -> list[c.Record]:
+        # Walks the index (node_id, id) backwards: reads the page, not the node.
+        bound, params = ("", [node_id]) if before is None else (" AND id < ?", [node_id, before])
+        sql = f"SELECT doc FROM knowledge_records WHERE node_id = ?{bound} ORDER BY node_id DESC, id DESC LIMIT ?"
+        return self._docs(c.Record, sql, [*params, limit])
+
+    def records_mentioning_page(self, node_id: str, before: str | None, limit: int) -> list[c.Record]:
+        # Walks the mentions' index (target_id, record_id) backwards, one record lookup a row.
+        bound, params = ("", [node_id]) if before is None else (" AND m.record_id < ?", [node_id, before])
+        sql = (
+            "SELECT r.doc FROM knowledge_record_mentions AS m JOIN knowledge_records AS r ON r.id = m.record_id "
+            f"WHERE m.target_id = ?{bound} ORDER BY m.target_id DESC, m.record_id DESC LIMIT ?"
+        )
+        return self._docs(c.Record, sql, [*params, limit])
+
+    def attribute_records(self, node_id: str, attribute: str) -> list[c.Record]:
+        sql = f"SELECT doc FROM knowledge_records WHERE node_id = ? AND {self.dialect.json_field('doc', 'attribute')} = ?"
+        return self._docs(c.Record, sql, (node_id, attribute))
 
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,

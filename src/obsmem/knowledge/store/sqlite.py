@@ -32,7 +32,7 @@ from obsmem.errors import ObsmemError, StorageError
 from obsmem.files import prepare_database_file
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.sql_tables import SQLITE_DIALECT, SqlKnowledgeTables
+from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT, SqlKnowledgeTables
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
@@ -99,6 +99,14 @@ def m002_knowledge_open_outbox(conn: Conn) -> None:
     (status, id) index made every claim scan and sort the whole outbox, completed history included."""
     conn.execute("DROP INDEX IF EXISTS knowledge_outbox_open")
     conn.execute("CREATE INDEX knowledge_outbox_open ON knowledge_outbox (id) WHERE status <> 'completed'")
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m003_knowledge_pages_by_node(conn: Conn) -> None:
+    """A node's records and the records mentioning it in id order, so a page of them walks an
+    index from its cursor instead of reading (and sorting) all the node knows."""
+    for statement in NODE_PAGE_INDEXES:
+        conn.execute(statement)
 
 
 class SQLiteKnowledgeTables(SqlKnowledgeTables):
