@@ -70,6 +70,7 @@ from obsmem.storage import ACCEPTED_URLS, Store, open_store
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines
+from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
@@ -561,16 +562,7 @@ class Memory:
         return released
 
     async def _all_threads(self, resource_id: str | None) -> list[Thread]:
-        found: list[Thread] = []
-        while True:
-            page = (
-                await self.store.list_threads(resource_id, limit=500, offset=len(found))
-                if resource_id is not None
-                else await self.store.list_all_threads(limit=500, offset=len(found))
-            )
-            found.extend(page)
-            if len(page) < 500:
-                return found
+        return await all_threads(self.store, resource_id)
 
     async def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None

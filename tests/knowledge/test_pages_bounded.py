@@ -131,7 +131,8 @@ async def _related(store: SQLiteKnowledgeStore) -> list[Any]:
 async def _about_all_pages(store: SQLiteKnowledgeStore) -> list[Any]:
     """Every page of a node (what the knowledge agents do, 500 at a time): pages after the first
     start from their cursor."""
-    user, after, texts = await _user(store), None, []
+    user, after = await _user(store), None
+    texts: list[str] = []
     while True:
         page = await store.list_about(user, RES, after=after, limit=50)
         texts.extend(r.text for r in page.items)

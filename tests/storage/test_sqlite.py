@@ -229,10 +229,11 @@ EXPECTED_SCHEMA = {
 }
 ALL_MIGRATIONS = [
     "m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-    "m006_message_rev",
+    "m006_message_rev", "m007_threads_by_creation",
 ]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
+    "threads_by_creation": "threads",  # m007
     "messages_by_thread": "messages",
     "observation_records_one_head": "observation_records",
     "observation_records_by_lineage": "observation_records",

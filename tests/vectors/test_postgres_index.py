@@ -273,4 +273,6 @@ async def test_the_tables_are_a_migrated_schema_of_their_own(postgres_url: str) 
         steps = [row[0] for row in conn.execute(f"SELECT name FROM {VECTOR_MIGRATIONS_TABLE} ORDER BY name")]
         store_steps = [row[0] for row in conn.execute("SELECT name FROM _obsmem_migrations ORDER BY name")]
     assert steps == POSTGRES_VECTOR_MIGRATIONS.names() == ["m001_vector_tables", "m002_pgvector_rows"]
-    assert store_steps == ["m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls"]  # the store's schema is untouched
+    assert store_steps == [
+        "m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls", "m005_threads_by_creation",
+    ]  # the store's schema is untouched

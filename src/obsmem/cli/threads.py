@@ -24,6 +24,7 @@ from obsmem import DataPart, Message, ObsmemError, Thread
 from obsmem.cli.render import clip, render_message
 from obsmem.cli.stores import describe_store, fail, open_for_reading
 from obsmem.storage import ObservationRecord, Store, lineage_key
+from obsmem.storage.paging import all_threads
 
 __all__ = ["register", "show", "threads"]
 
@@ -101,15 +102,7 @@ async def _all_generations(store: Store, lineage: str) -> list[ObservationRecord
 
 async def _all_threads(store: Store, resource_id: str | None) -> list[Thread]:
     """A resource's threads, or with ``resource_id`` None every thread in the store; oldest first."""
-    found: list[Thread] = []
-    while True:
-        if resource_id is None:
-            page = await store.list_all_threads(limit=PAGE, offset=len(found))
-        else:
-            page = await store.list_threads(resource_id, limit=PAGE, offset=len(found))
-        found += page
-        if len(page) < PAGE:
-            return found
+    return await all_threads(store, resource_id, page=PAGE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -335,16 +335,28 @@ class Store(Protocol):
 
     async def get_thread(self, thread_id: str) -> Thread | None: ...
 
-    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
-        """Threads of a resource, oldest first."""
+    async def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
+        """Threads of a resource, oldest first; ``after`` as in :meth:`list_all_threads`."""
         ...
 
-    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_all_threads(
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         """Every thread of every resource, oldest first (``created_at``, then insertion order).
 
         For tools that show what a store holds (``obsmem threads`` without ``--resource``); an
         engine serving a user lists that user's threads with :meth:`list_threads`. Negative
         ``limit`` or ``offset`` → InvalidInputError.
+
+        ``after``: the id of the last thread of the previous page. The page holds the threads
+        that follow it in this order (``offset`` counts from there), read from an index at that
+        point, so a page costs the same however far in it is, and a thread created or deleted
+        between pages neither hides nor repeats another (with ``offset`` alone, deleting a thread
+        already read skips the first thread of the next page). A thread of that id that no
+        longer exists → ThreadNotFoundError: :func:`obsmem.storage.paging.all_threads` then pages
+        on from an earlier thread of the page.
         """
         ...
 

@@ -143,18 +143,35 @@ class MemoryStore(ClosingContext):
         thread = self._threads.get(thread_id)
         return _copy(thread) if thread else None
 
-    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         self._open()
-        threads = sorted(
-            (t for t in self._threads.values() if t.resource_id == resource_id),
-            key=lambda t: (t.created_at, self._thread_order[t.id]),
-        )
-        return [_copy(t) for t in _page(threads, limit, offset)]
+        in_resource = [t for t in self._threads.values() if t.resource_id == resource_id]
+        return self._thread_page(in_resource, limit, offset, after)
 
-    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_all_threads(
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         self._open()
-        threads = sorted(self._threads.values(), key=lambda t: (t.created_at, self._thread_order[t.id]))
-        return [_copy(t) for t in _page(threads, limit, offset)]
+        return self._thread_page(list(self._threads.values()), limit, offset, after)
+
+    def _thread_page(
+        self, threads: list[Thread], limit: int, offset: int, after: str | None
+    ) -> list[Thread]:
+        """A page of ``threads`` in the listing order (created_at, then insertion order), starting
+        after the thread ``after`` when given."""
+        _page([], limit, offset)  # refuses a negative limit or offset before anything else
+
+        def key(thread: Thread) -> tuple[datetime, int]:
+            return thread.created_at, self._thread_order[thread.id]
+
+        if after is not None:
+            cursor = self._threads.get(after)
+            if cursor is None:
+                raise ThreadNotFoundError(after)
+            threads = [t for t in threads if key(t) > key(cursor)]
+        return [_copy(t) for t in _page(sorted(threads, key=key), limit, offset)]
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         self._open()

@@ -270,3 +270,11 @@ def m006_message_rev(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m007_threads_by_creation(conn: sqlite3.Connection) -> None:
+    # The order every thread is listed in (list_all_threads): a page is read from this index at
+    # its cursor instead of scanning and sorting the whole table for every page. IF NOT EXISTS,
+    # as in PostgreSQL's step: an index built ahead by hand is kept.
+    conn.execute("CREATE INDEX IF NOT EXISTS threads_by_creation ON threads (created_us, pk)")

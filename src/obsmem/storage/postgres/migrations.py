@@ -222,3 +222,15 @@ def m004_model_calls(conn: Conn) -> None:
         "CREATE INDEX model_calls_by_thread ON model_calls (thread_id, started_us)",
         "CREATE INDEX model_calls_by_time ON model_calls (started_us)",
     ])
+
+
+@POSTGRES_MIGRATIONS.register
+def m005_threads_by_creation(conn: Conn) -> None:
+    """The order every thread is listed in (``list_all_threads``): a page is read from this index
+    at its cursor instead of scanning and sorting the whole table for every page.
+
+    A plain build in the step's transaction: writes to ``threads`` wait while it runs. Where that
+    matters (a large, busy table), build it beforehand with ``CREATE INDEX CONCURRENTLY
+    threads_by_creation ON threads (created_us, pk)``; the step then finds it and only records itself.
+    """
+    _run(conn, ["CREATE INDEX IF NOT EXISTS threads_by_creation ON threads (created_us, pk)"])

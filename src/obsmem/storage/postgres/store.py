@@ -55,7 +55,7 @@ from obsmem.errors import (
 )
 from obsmem.calls import ModelCall, UsageRow
 from obsmem.redact import redact_secrets
-from obsmem.storage import ledger
+from obsmem.storage import ledger, paging
 from obsmem.storage.decoded import DecodedMessages
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.migrations import MIGRATE_MODES, migrate_mode
@@ -100,19 +100,33 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MESSAGE_SELECT = (
     "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
 )
+# A thread's messages with after < seq <= last: the bounds are row comparisons on (thread_id, seq),
+# not ``thread_id = %s``, so that only the messages_by_thread index can serve them, in order and
+# from the first wanted row. With an equality the planner may instead walk messages_pkey (seq)
+# and filter out other threads' messages whenever the thread holds more than a few percent of
+# the table (it assumes the thread's rows are spread evenly over seq): the newest 10 messages
+# of a thread whose messages are older than the others' then read every newer message. Only
+# messages_by_thread gives rows in (thread_id, seq) order, which ORDER BY asks for below.
+_THREAD_MESSAGES = (
+    "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM threads AS t, messages AS m "
+    "WHERE t.id = %(thread)s AND (m.thread_id, m.seq) > (%(thread)s, %(after)s) "
+    "AND (m.thread_id, m.seq) <= (%(thread)s, %(last)s)"
+)
+_SEQ_MIN, _SEQ_MAX = -(2**63), 2**63 - 1  # bigint: the type of seq, and of a bound an index of seq takes
 # read_window in one statement (one snapshot, one round trip): row kind 0 is the live head
 # (version, superseded_by, doc), kind 1 a message after the head's cursor for the thread (the
-# _MESSAGE_SELECT columns), kind 2 says the thread exists. The cursor is read from the head's
-# document by the server, as ObservationRecord.cursor reads it (threads -> id -> cursor, else 0).
+# _MESSAGE_SELECT columns, bounded as in _THREAD_MESSAGES), kind 2 says the thread exists. The
+# cursor is read from the head's document by the server, as ObservationRecord.cursor reads it
+# (threads -> id -> cursor, else 0).
 _WINDOW_SELECT = (
     "WITH head AS (SELECT version, superseded_by, doc FROM observation_records "
     "  WHERE lineage = %(lineage)s AND superseded_by IS NULL) "
     "SELECT 0 AS kind, NULL::bigint AS seq, NULL::text, NULL::text, version, superseded_by, doc FROM head "
     "UNION ALL "
-    "SELECT 1, m.seq, m.thread_id, t.resource_id, NULL, NULL, m.doc "
-    "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id "
-    "WHERE m.thread_id = %(thread)s AND m.seq > COALESCE("
-    "  (SELECT (doc::json -> 'threads' -> %(thread)s ->> 'cursor')::bigint FROM head), 0) "
+    "SELECT 1, m.seq, m.thread_id, t.resource_id, NULL, NULL, m.doc FROM threads AS t, messages AS m "
+    "WHERE t.id = %(thread)s AND (m.thread_id, m.seq) > (%(thread)s, COALESCE("
+    "  (SELECT (doc::json -> 'threads' -> %(thread)s ->> 'cursor')::bigint FROM head), 0)) "
+    f"AND (m.thread_id, m.seq) <= (%(thread)s, {_SEQ_MAX}) "
     "UNION ALL "
     "SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL FROM threads WHERE id = %(thread)s "
     "ORDER BY kind, seq"
@@ -145,6 +159,14 @@ def _load(cls: type[ModelT], doc: str, **columns: Any) -> ModelT:
 def _message(row: Sequence[Any]) -> Message:
     seq, thread_id, resource_id, doc = row
     return _load(Message, doc, seq=seq, thread_id=thread_id, resource_id=resource_id)
+
+
+def _seq_bounds(after_seq: int, before_seq: int | None) -> tuple[int, int]:
+    """``after_seq < seq < before_seq`` as ``after < seq <= last`` within a bigint's range: a bound
+    beyond it selects what it did (seqs are positive bigints) and stays a bigint, so the index
+    takes it (a larger integer goes to the server as ``numeric``, which no index of seq takes)."""
+    last = _SEQ_MAX if before_seq is None else before_seq - 1
+    return min(max(after_seq, _SEQ_MIN), _SEQ_MAX), min(max(last, _SEQ_MIN), _SEQ_MAX)
 
 
 def _check_page(limit: int | None, offset: int) -> None:
@@ -411,29 +433,29 @@ class PostgresStore(ClosingContext):
     async def get_thread(self, thread_id: str) -> Thread | None:
         return await self._read(lambda conn: self._get_thread(conn, thread_id))
 
-    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         _check_page(limit, offset)
+        return await self._read(lambda conn: self._thread_page(conn, resource_id, limit, offset, after))
 
-        async def op(conn: Conn) -> list[Thread]:
-            cur = await conn.execute(
-                "SELECT version, doc FROM threads WHERE resource_id = %s ORDER BY created_us, pk "
-                "LIMIT %s OFFSET %s",
-                (resource_id, limit, offset),
-            )
-            return [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
-
-        return await self._read(op)
-
-    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_all_threads(
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         _check_page(limit, offset)
+        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after))
 
-        async def op(conn: Conn) -> list[Thread]:
-            cur = await conn.execute(
-                "SELECT version, doc FROM threads ORDER BY created_us, pk LIMIT %s OFFSET %s", (limit, offset)
-            )
-            return [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
-
-        return await self._read(op)
+    @classmethod
+    async def _thread_page(
+        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None
+    ) -> list[Thread]:
+        """A page of threads (:func:`~obsmem.storage.paging.thread_page_sql`) in one statement; a
+        second only when the page is empty, to tell the end of the listing from a missing cursor."""
+        cur = await conn.execute(*paging.thread_page_sql("%s", "version, doc", resource_id, after, limit, offset))
+        page = [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
+        if not page and after is not None:
+            await cls._require_thread(conn, after)
+        return page
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         async def op(conn: Conn) -> Thread | None:
@@ -555,15 +577,10 @@ class PostgresStore(ClosingContext):
         newest_first: bool = False,
     ) -> list[Message]:
         _check_page(limit, 0)
-        sql = f"{_MESSAGE_SELECT} WHERE m.thread_id = %s AND m.seq > %s"
-        params: list[Any] = [thread_id, after_seq]
-        if before_seq is not None:
-            sql += " AND m.seq < %s"
-            params.append(before_seq)
-        sql += " ORDER BY m.seq DESC" if newest_first else " ORDER BY m.seq"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        after, last = _seq_bounds(after_seq, before_seq)
+        params: dict[str, Any] = {"thread": thread_id, "after": after, "last": last, "limit": limit}
+        order = " ORDER BY m.thread_id DESC, m.seq DESC" if newest_first else " ORDER BY m.thread_id, m.seq"
+        sql = _THREAD_MESSAGES + order + (" LIMIT %(limit)s" if limit is not None else "")
 
         async def op(conn: Conn) -> list[Message]:
             cur = await conn.execute(sql, params)

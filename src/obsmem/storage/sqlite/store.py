@@ -62,7 +62,7 @@ from obsmem.errors import (
 )
 from obsmem.calls import ModelCall, UsageRow
 from obsmem.files import prepare_database_file
-from obsmem.storage import ledger, migrations
+from obsmem.storage import ledger, migrations, paging
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.decoded import DecodedMessages
 from obsmem.storage.contract import (
@@ -442,28 +442,27 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         return await self._small_read(op)
 
-    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         _check_page(limit, offset)
+        return await self._read(lambda conn: self._thread_page(conn, resource_id, limit, offset, after))
 
-        def op(conn: Conn) -> list[Thread]:
-            rows = conn.execute(
-                "SELECT * FROM threads WHERE resource_id = ? ORDER BY created_us, pk LIMIT ? OFFSET ?",
-                (resource_id, limit, offset),
-            )
-            return [_model(Thread, row) for row in rows]
-
-        return await self._read(op)
-
-    async def list_all_threads(self, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_all_threads(
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
         _check_page(limit, offset)
+        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after))
 
-        def op(conn: Conn) -> list[Thread]:
-            rows = conn.execute(
-                "SELECT * FROM threads ORDER BY created_us, pk LIMIT ? OFFSET ?", (limit, offset)
-            )
-            return [_model(Thread, row) for row in rows]
-
-        return await self._read(op)
+    @classmethod
+    def _thread_page(
+        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None
+    ) -> list[Thread]:
+        """A page of threads (:func:`~obsmem.storage.paging.thread_page_sql`)."""
+        rows = conn.execute(*paging.thread_page_sql("?", "*", resource_id, after, limit, offset)).fetchall()
+        if not rows and after is not None:  # the end of the listing, or no thread to page after?
+            cls._require_thread(conn, after)
+        return [_model(Thread, row) for row in rows]
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         def op(conn: Conn) -> Thread | None:
