@@ -435,11 +435,19 @@ class Memory:
             raise ThreadNotFoundError(thread_id)
         return thread
 
-    async def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
+    async def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
+        """A resource's threads, oldest first. ``after``: the id of the last thread of the
+        previous page, to read the next from an index there (a cost that does not grow with how
+        far in the page is, and a thread deleted between pages skips no other); ``offset`` counts
+        from it. A thread ``after`` that no longer exists raises ThreadNotFoundError."""
         check_id(resource_id, "resource_id")
         check_count(limit, "limit")
         check_count(offset, "offset")
-        return await self.store.list_threads(resource_id, limit=limit, offset=offset)
+        if after is not None:
+            check_id(after, "after")
+        return await self.store.list_threads(resource_id, limit=limit, offset=offset, after=after)
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared

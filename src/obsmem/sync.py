@@ -145,8 +145,10 @@ class SyncMemory:
     def get_thread(self, thread_id: str) -> Thread:
         return self._portal.call(self._memory.get_thread(thread_id))
 
-    def list_threads(self, resource_id: str, *, limit: int = 100, offset: int = 0) -> list[Thread]:
-        return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset))
+    def list_threads(
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> list[Thread]:
+        return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset, after=after))
 
     def delete_thread(self, thread_id: str) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id))

@@ -84,6 +84,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import under
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
+from obsmem.storage.paging import all_threads
 from obsmem.types import Message, Thread, utcnow
 
 __all__ = [
@@ -223,12 +224,7 @@ def _reader(source: TextIO | Iterable[str] | str | os.PathLike[str]) -> Iterator
 
 
 async def _threads(store: Store, resource_id: str) -> list[Thread]:
-    threads: list[Thread] = []
-    while True:
-        page = await store.list_threads(resource_id, limit=_PAGE, offset=len(threads))
-        threads.extend(page)
-        if len(page) < _PAGE:
-            return threads
+    return await all_threads(store, resource_id, page=_PAGE)
 
 
 async def _generations(store: Store, lineage: str) -> list[ObservationRecord]:

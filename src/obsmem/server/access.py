@@ -22,6 +22,7 @@ from typing import Any
 from obsmem import InvalidInputError, Memory, Thread, ThreadNotFoundError
 from obsmem.server.errors import AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.keys import ApiKey, KeyStore
+from obsmem.storage.paging import all_threads
 
 __all__ = ["Principal", "authenticate", "bearer_token"]
 
@@ -98,12 +99,7 @@ class Principal:
     async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
         """The resource (checked) and all its threads; a resource of another org is not found."""
         resource = self.resource(resource_id)
-        threads: list[Thread] = []
-        while True:
-            page = await memory.list_threads(resource, limit=_PAGE, offset=len(threads))
-            threads.extend(page)
-            if len(page) < _PAGE:
-                break
+        threads = await all_threads(memory.store, resource, page=_PAGE)
         if self.org_id is not None and any(t.org_id != self.org_id for t in threads):
             raise ResourceNotFoundError(resource)
         return resource, threads

@@ -42,6 +42,7 @@ from obsmem.om.recall.render import (
 )
 from obsmem.om.selection import observable_messages
 from obsmem.storage.contract import Store
+from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
 
@@ -185,13 +186,7 @@ class Recaller:
     async def _candidate_threads(self, caller: Thread) -> list[Thread]:
         threads = [caller]
         if self.config.scope == "resource":
-            offset = 0
-            while True:
-                page = await self.store.list_threads(caller.resource_id, limit=100, offset=offset)
-                threads.extend(t for t in page if t.id != caller.id)
-                if len(page) < 100:
-                    break
-                offset += 100
+            threads.extend(t for t in await all_threads(self.store, caller.resource_id) if t.id != caller.id)
         return threads
 
     async def _group_in_lineage(self, lineage: str, group_id: str) -> ObservationGroup | None:
