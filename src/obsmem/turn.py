@@ -476,10 +476,12 @@ class Turn:
     def _with_input(self, context: ContextWindow) -> ContextWindow:
         """``context`` with the turn's newest user message in front of the raw tail when a later
         step observed it: in a tool loop the model still reads the question it is answering
-        (the observation keeps it too; the cursor does not move back). Not for an input above a
-        tenth of ``message_tokens`` (a pasted log): its observation stands in for it there."""
+        (the observation keeps it too; the cursor does not move back). Whether or not the context
+        holds observations: an observation may have written nothing for it (an observer that
+        found nothing to note, a new thread's first cycle). Not for an input above a tenth of
+        ``message_tokens`` (a pasted log): its observation stands in for it there."""
         user = self._input_user
-        if user is None or not context.has_observations or any(m.id == user.id for m in context.raw_messages):
+        if user is None or any(m.id == user.id for m in context.raw_messages):
             return context
         core = self._engine.core
         if core.counter.count_message(user) > core.config.observation.message_tokens // 10:

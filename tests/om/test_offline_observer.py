@@ -1061,3 +1061,34 @@ async def test_long_degenerate_text_is_observed_into_a_bounded_record(text: str)
     # benchmarks/pathological.py's (`python benchmarks/pathological.py` prints the growth ratios).
     result = await observe(user(text))
     assert len(result.observations) < 2_000, "a degenerate message is not copied into memory"
+
+
+@pytest.mark.parametrize(
+    ("said", "line"),
+    [
+        ("Go through the page and list every broken link.", "User asked the assistant to go through the page and list every broken link"),
+        ("Keep it under 200 words.", "User asked the assistant to keep it under 200 words"),
+        ("Crawl all pages and summarise", "User asked the assistant to crawl all pages and summarise"),
+        ("Try the other endpoint.", "User asked the assistant to try the other endpoint"),
+        ("Double-check the totals in the March invoice.", "User asked the assistant to double-check the totals in the March invoice"),
+    ],
+)
+async def test_an_instruction_whose_verb_no_list_names_is_kept_as_a_request(said: str, line: str) -> None:
+    """A user's instruction was dropped as a remark that names nothing (found by a tool loop whose
+    question was observed alone: the model then had neither the question nor a line for it)."""
+    result = await observe(user(said))
+    assert [text.split(") ", 1)[1].rstrip(".") for text in lines_of(result.observations)] == [line]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Running the tests takes forever.",
+        "Watched the game last night.",
+        "Back from dinner. Even my old school friend Lisa came down from Regensburg.",
+        "Yesterday the build broke.",
+    ],
+)
+async def test_narration_shaped_like_an_instruction_is_not_a_request(said: str) -> None:
+    result = await observe(user(said))
+    assert not any("asked the assistant" in text for text in lines_of(result.observations))

@@ -54,6 +54,7 @@ from obsmem.om.offline.patterns import (
     PLAN_VERB,
     PLEASANTRY,
     RECOMMEND,
+    IMPERATIVE,
     REQUEST,
     CHOICE_TOPIC,
     DECISION,
@@ -417,7 +418,7 @@ class _Cycle:
             # "New phone number: X" names the attribute in its label: keep it as a statement
             body = re.sub(r"^new\s+([a-z][\w -]{1,40}?):\s+(?=\S)", r"My \1 is now ", body, flags=re.I)
             body = strip_lead_in(LABEL.sub("", body))
-            ask = self._ask(body, day)
+            ask = self._ask(body, day, leading=sub == 1)
             if ask is not None and (topic := CHOICE_TOPIC.match(body)):
                 self.choice_topic = topic["k"].lower()
             if ask is None and ": " in body:  # "Now, the rental car: compare prices for …"
@@ -488,8 +489,10 @@ class _Cycle:
         self.state[f"choice for {kind}"] = value
         return (where, PRIORITY_HIGH, text)
 
-    def _ask(self, body: str, anchor: date) -> tuple[str, str, bool] | None:
-        """("User asked …", topic, is_request) for a question or a request, else None."""
+    def _ask(self, body: str, anchor: date, *, leading: bool = False) -> tuple[str, str, bool] | None:
+        """("User asked …", topic, is_request) for a question or a request, else None. A
+        ``leading`` sentence (a message's first) may also be an instruction whose verb no list
+        names (:data:`IMPERATIVE`); later in a message that shape is too often narration."""
         plain = body.rstrip("?!. ")
         notes = [r.note for r in self.dates(body, anchor)]
         found: tuple[str, str, bool] | None = None
@@ -502,6 +505,11 @@ class _Cycle:
         elif match := REQUEST.match(plain):
             task = third_person(next(g for g in match.groups() if g))
             task = task[0].lower() + task[1:] if task.split(" ", 1)[0].istitle() else task
+            found = (f"User asked the assistant to {shorten(task, ASK_LIMIT)}", task, True)
+        elif leading and (match := IMPERATIVE.match(plain)) and not body.endswith("?"):
+            task = third_person(match["x"])
+            verb = task.split(" ", 1)[0]
+            task = task[0].lower() + task[1:] if verb[1:] == verb[1:].lower() else task  # never "NASA"
             found = (f"User asked the assistant to {shorten(task, ASK_LIMIT)}", task, True)
         elif WH.match(body):
             topic = third_person(plain)

@@ -101,6 +101,29 @@ REQUEST = re.compile(
     r"(?!\s+(?:is|are|was|were|went|has|had|looks|seems|will|would|got|did|does)\b).+)$",
     re.I,
 )
+# An instruction whose verb is not in REQUEST's list ("Go through the page …", "Keep it short",
+# "Crawl all pages and summarise"): a first word that is no pronoun, article, auxiliary, time or
+# discourse word, then (after an optional particle) an object. Checked after REQUEST and before a
+# statement is weighed, so a request is never dropped as a remark that names nothing.
+_NOT_A_VERB = (
+    r"i|we|you|he|she|it|they|this|that|these|those|there|here|the|a|an|my|our|your|his|her|their|its|"
+    r"some|any|all|every|each|both|no|not|none|what|which|where|when|who|why|how|whose|if|and|but|or|so|"
+    r"because|since|then|now|today|tonight|yesterday|tomorrow|also|maybe|perhaps|just|still|again|"
+    r"sometimes|usually|always|never|actually|honestly|basically|anyway|well|oh|hmm|yes|no|ok|okay|"
+    r"thanks|thank|sorry|hello|hi|hey|is|are|was|were|am|be|been|do|does|did|have|has|had|can|could|"
+    r"should|would|will|shall|may|might|must|let's|lets|sounds|seems|looks|everything|nothing|"
+    r"something|someone|everyone|nobody|one|two|three|last|next|first|yesterday's|today's|even|"
+    r"really|only|already|almost|mostly|probably|definitely|finally|later|earlier|once|twice|back"
+)
+IMPERATIVE = re.compile(
+    rf"^(?!(?:{_NOT_A_VERB})\b)"
+    r"(?!(?!bring|sing|ring|swing|sting|string)[a-z-]+ing\b)(?![a-z-]+[^e]ed\b)"  # "Running the …", "Watched the …"
+    r"(?P<x>[a-z][a-z-]{1,20}\s+"
+    r"(?:(?:through|over|into|out|up|down|back|on|off|about|with|around|across|along)\s+)?"
+    r"(?:the|a|an|all|every|each|it|them|this|that|these|those|my|our|your|me|us|some|any|both|"
+    r"everything|anything)\b[^?]*)$",
+    re.I,
+)
 HOW_DO_I = re.compile(r"^how\s+(?:do|can|should|would|could)\s+(?:I|we)\s+(?P<x>.+?)\??$", re.I)
 WH = re.compile(r"^(?:what|what's|which|where|where's|when|who|who's|whom|whose|why|how|how's)\b", re.I)
 AUX = re.compile(
