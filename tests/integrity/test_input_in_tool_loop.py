@@ -31,7 +31,7 @@ async def test_a_step_that_observes_the_question_still_shows_it() -> None:
                                                             result="sunny, 24 degrees " * 120),))
         context = await turn.step([result])
         record = await memory.get_record("t")
-        assert record is not None and record.cursor("t") >= (await memory.list_messages("t"))[-3].seq, (
+        assert record is not None and record.cursor("t") >= ((await memory.list_messages("t"))[-3].seq or 0), (
             "the long result made the step observe the question (the case under test)")
         users = [m for m in context.messages if m.role == "user" and m.id == question.id]
         assert users, "the question is not in the context of the step that answers it"
@@ -73,7 +73,7 @@ async def test_a_fresh_threads_question_stays_in_view_when_its_observation_is_em
 
 
 @pytest.mark.parametrize("buffer", [False, 0.2], ids=["synchronous", "buffered"])
-async def test_a_fresh_threads_question_stays_in_view_with_the_offline_observer(buffer: object) -> None:
+async def test_a_fresh_threads_question_stays_in_view_with_the_offline_observer(buffer: float | bool) -> None:
     config = MemoryConfig(observation={"message_tokens": 200, "buffer_tokens": buffer})
     async with Memory("memory://", config=config) as memory:
         await _question_kept_on_a_fresh_thread(memory)
