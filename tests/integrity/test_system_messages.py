@@ -270,3 +270,41 @@ async def test_a_stored_system_prompt_sent_again_becomes_the_instructions_again(
             assert instructions_of(turn.context) == expected, number
             await turn.end([chat.assistant("Fine.")])
             assert instructions_of(await memory.get_context("t")) == expected, number
+
+
+APP_PROMPTS = {
+    "working-memory first": "<working-memory>\nAPP-RULE-2: customer tier is gold\n</working-memory>\nYou are SupportBot.",
+    "current-task tag": "<current-task>APP-RULE-3: help the user reset their router</current-task>",
+    "ends with observations": (
+        "You are SupportBot. APP-RULE-4: be brief.\nKnown facts from our CRM:\n<observations>\nplan=gold\n</observations>"
+    ),
+    "observations first": "<observations>APP-RULE-5: the customer's CRM notes</observations>\nAnswer briefly.",
+}
+
+
+@pytest.mark.parametrize("prompt", list(APP_PROMPTS.values()), ids=list(APP_PROMPTS))
+async def test_an_app_prompt_shaped_like_obsmem_sections_is_kept(prompt: str) -> None:
+    """An app that injects its own memory or CRM block in tags obsmem also uses: its prompt was
+    taken for obsmem's text (as after a wire round trip) and dropped: the model never saw it."""
+    async with Memory("memory://", config=config()) as memory:
+        turn = await memory.begin_turn(thread_id="t", resource_id="r",
+                                       messages=[Message.system(prompt), Message.user("hello, I need help")])
+        rule = "APP-RULE-" + prompt.split("APP-RULE-")[1][:1]
+        assert any(rule in m.text for m in turn.context.messages), "the model does not see the app's prompt"
+        await turn.end([Message.assistant("Happy to help.")])
+        assert [m.text for m in await memory.get_instructions("t")] == [prompt]
+        turn = await memory.begin_turn(thread_id="t", messages=[Message.user("still there?")])
+        assert turn.context.messages[0].text == prompt, "the prompt leads the next context"
+        await turn.end([Message.assistant("Yes.")])
+
+
+@pytest.mark.parametrize("tag", ["my-app-tag", "observations-0", "preamble"])
+async def test_a_user_message_whose_metadata_says_obsmem_but_is_not_obsmems_is_kept(tag: str) -> None:
+    """The marker counts only on a message with obsmem's own id (README: "with ids of their
+    thread"); an app's message carrying the key with a string value was silently thrown away."""
+    async with Memory("memory://", config=config()) as memory:
+        question = Message.user("My flight is LH 123, can you check it?", metadata={"obsmem": tag})
+        turn = await memory.begin_turn(thread_id="t", resource_id="r", messages=[question])
+        assert any(m.id == question.id for m in turn.context.messages), "the model does not see the question"
+        await turn.end([Message.assistant("Checking.")])
+        assert [m.id for m in await memory.list_messages("t")][0] == question.id, "the question was not stored"

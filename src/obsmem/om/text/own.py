@@ -76,16 +76,15 @@ seen it."""
 _OPEN_START: Final = re.compile(r"<\s*system-reminder(?![\w-])", re.IGNORECASE)
 _CLOSE_TAG: Final = re.compile(r"<\s*/\s*system-reminder\s*>", re.IGNORECASE)
 
-# How obsmem's system messages begin (or, for the last observation chunk, end).
-_SYSTEM_OPENINGS: Final = (
-    PREAMBLE.split("\n", 1)[0],
-    OTHER_CONVERSATIONS.split("\n", 1)[0],
-    "<observations>",
-    "<current-task>",
-    "<suggested-response>",
-    "<working-memory>",
-)
-_SYSTEM_ENDING: Final = "</observations>"
+# How obsmem's system messages read after a wire round trip took their marker. A context's
+# obsmem system messages form one run that opens with the preamble (observations, hints and
+# extracted sections follow it) or the other-conversations block; only the working memory and
+# the hints may stand alone, and obsmem writes each of those as one whole tagged block. So an
+# application's prompt that merely uses the same tags ("<working-memory>…</working-memory>
+# You are …", a CRM block ending in "</observations>") is never taken for obsmem's.
+_RUN_OPENINGS: Final = (PREAMBLE.split("\n", 1)[0], OTHER_CONVERSATIONS.split("\n", 1)[0])
+_WHOLE_SECTIONS: Final = ("current-task", "suggested-response", "working-memory")
+_OWN_ID_PREFIX: Final = "om-"  # obsmem_message_id: every message obsmem writes into a context
 # A temporal-gap reminder: "<system-reminder>3 hours later — Mon Jun 16 2025 12:00 UTC</system-reminder>".
 _GAP_REMINDER: Final = re.compile(r"<system-reminder>[^<>\n]{1,80} later — [^<>\n]{0,80}</system-reminder>")
 _BLANK_RUN: Final = re.compile(r"\n{3,}")
@@ -142,20 +141,33 @@ def _may_hold_reminder(text: str) -> bool:
 def is_obsmem_message(message: Message) -> bool:
     """Whether ``message`` is one obsmem wrote into a context (never conversation).
 
-    True for a message carrying the marker (``metadata["obsmem"]``), and for one that lost it
-    on a trip through a provider's wire format but still reads as obsmem's: a system message
-    that opens like the preamble, an observation chunk, the other-conversations block or a
-    volatile section (``<current-task>``, ``<suggested-response>``, ``<working-memory>``), or
-    closes the observations; a user message that is exactly the continuation reminder or a
-    temporal-gap reminder.
+    True for a message carrying the marker (``metadata["obsmem"]``) on an id obsmem gave it
+    (``om-…``: an application's message that happens to use the key is the application's), and
+    for one that lost both on a trip through a provider's wire format but still reads as
+    obsmem's: a system message that opens like the preamble or the other-conversations block,
+    or is exactly one volatile section as obsmem writes it (``<current-task>``,
+    ``<suggested-response>``, ``<working-memory>`` block and nothing else); a user message that
+    is exactly the continuation reminder or a temporal-gap reminder. The observation chunks
+    after the preamble go with its run (:func:`drop_obsmem_messages`). An application prompt
+    that is exactly such a section block is indistinguishable after a round trip that drops ids
+    and metadata; one with anything around the block is the application's.
     """
-    if isinstance(message.metadata.get(MARKER_KEY), str):
+    if isinstance(message.metadata.get(MARKER_KEY), str) and message.id.startswith(_OWN_ID_PREFIX):
         return True
     if message.role == "system":
-        text = message.text.strip()
-        return text.startswith(_SYSTEM_OPENINGS) or text.endswith(_SYSTEM_ENDING)
+        return _is_own_system_text(message.text.strip())
     if message.role == "user":
         return _is_own_user_text(message.text)
+    return False
+
+
+def _is_own_system_text(text: str) -> bool:
+    if text.startswith(_RUN_OPENINGS):
+        return True
+    for tag in _WHOLE_SECTIONS:
+        opening, closing = f"<{tag}>\n", f"\n</{tag}>"
+        if text.startswith(opening) and text.endswith(closing) and text.find(f"</{tag}>") == len(text) - len(closing) + 1:
+            return True  # exactly one block, as obsmem writes it, and nothing around it
     return False
 
 
