@@ -66,10 +66,10 @@ from obsmem.om.recall.recaller import Recaller, RecallRequest
 from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, RecallResult
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
 from obsmem.om.sections import observations_shown, remove_thread, split_sections
-from obsmem.storage import ACCEPTED_URLS, Store, open_store
+from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
-from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines
+from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines, holds
 from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved, work_key
@@ -472,7 +472,19 @@ class Memory:
 
             for scope in knowledge_scopes([thread], thread_id=thread.id):
                 await self.knowledge.store.purge_scope(scope, actor=self.knowledge.actor, reason="thread deleted")
+        await self._truncate_log()
         return deleted
+
+    async def _truncate_log(self) -> None:
+        """After an erase: the SQLite store's write-ahead log moved into the file and truncated,
+        so the old versions of the pages the erase changed are not left in the ``-wal`` file
+        (:mod:`obsmem.storage.sqlite.wal`; the SQLite knowledge store does the same after its
+        purges and forgets). Other stores keep no such log."""
+        if isinstance(self.store, SQLiteStore) and not await self.store.truncate_wal():
+            logger.info(
+                "Another connection is reading %s: its write-ahead log still holds the erased pages "
+                "until the store's next write after that read ends.", self.store.path,
+            )
 
     async def _forget_thread_sections(self, thread: Thread) -> None:
         """Resource scope: the deleted thread's sections out of the older generations of the
@@ -538,6 +550,7 @@ class Memory:
             from obsmem.knowledge.lifecycle import delete_resource_knowledge
 
             counts.update(await delete_resource_knowledge(self.knowledge, resource_id, threads))
+        await self._truncate_log()
         return counts
 
     @staticmethod
@@ -575,7 +588,9 @@ class Memory:
     async def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, int]:
-        """Forget every occurrence of ``value`` (a plain, case-sensitive substring).
+        """Forget every occurrence of ``value`` (a case-sensitive substring, in every spelling
+        obsmem stores it in: as written in messages, quoted as data in observations, generations
+        and context, ``<`` as ``‹`` or ``&lt;``; see :mod:`obsmem.storage.forgetting`).
 
         Scope: ``thread_id`` → that thread's messages and the records it reads (in resource
         scope the shared record: its lines containing the value go, whichever thread they came
@@ -589,7 +604,10 @@ class Memory:
         record and audit event holding the value (in the covered scopes, their ancestors and
         below) is deleted, and the value is refused if captured again (kept only as a digest).
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
-        :meth:`delete_thread` and :meth:`delete_resource` delete its rows. Returns counts per kind.
+        :meth:`delete_thread` and :meth:`delete_resource` delete its rows. With a SQLite store
+        the write-ahead log is truncated before it returns, so the erased text is not left in
+        the ``-wal`` file either (as after :meth:`delete_thread` and :meth:`delete_resource`).
+        Returns counts per kind.
         """
         check_text(value, "value")
         if not value:
@@ -623,7 +641,7 @@ class Memory:
             await self._forget_in_lineage(lineage, owner, value, counts)
         for key in sorted(keys):
             text = await self.store.get_working_memory(key)
-            if text is None or value not in text:
+            if text is None or not holds(text, value):
                 continue
             kept = forget_lines(text, value)
             if kept.strip():
@@ -639,6 +657,7 @@ class Memory:
             )
         forget_rendered()
         self.engine.core.windows.forget()
+        await self._truncate_log()
         return counts
 
     async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:
@@ -652,13 +671,15 @@ class Memory:
                 counts["parts"] += 1
         if gone:
             counts["messages"] += await self.store.delete_messages(gone)
-        if (thread.title is not None and value in thread.title) or contains(thread.metadata, value):
+        if (thread.title is not None and holds(thread.title, value)) or contains(thread.metadata, value):
             for _ in range(5):
                 current = await self.store.get_thread(thread.id)
                 if current is None:
                     break
-                title = None if current.title is not None and value in current.title else current.title
-                metadata = {k: v for k, v in current.metadata.items() if not contains(v, value) and value not in k}
+                title = None if current.title is not None and holds(current.title, value) else current.title
+                metadata = {
+                    k: v for k, v in current.metadata.items() if not contains(v, value) and not holds(k, value)
+                }
                 cleaned = current.model_copy(update={"title": title, "metadata": metadata})
                 if await self.store.update_thread(cleaned, expected_version=current.version) is not None:
                     counts["threads"] += 1

@@ -1,9 +1,16 @@
 """What forgetting a value does to stored data: pure functions over messages, records and text.
 
 ``Memory.forget`` reads every place a value can be stored and writes back what these functions
-return. A value is matched as a plain, case-sensitive substring of the stored text (after JSON
-encoding for structured data), so what a sentinel scan of the database finds is exactly what
-forgetting removes.
+return. A value is matched as a case-sensitive substring of the stored text, **in every spelling
+obsmem stores it in** (:func:`holds`): messages keep it as written, while observations, older
+generations and the context built from them keep it quoted as data (:func:`obsmem.quoting.defuse`:
+``<`` and ``>`` as ``‹`` and ``›``, a line break, tab or control character as a space, no
+priority marker), an LLM observer's markup escape writes a tag's ``<`` as ``&lt;``, and a
+quotation writes “…” marks as ``"``. Both sides are brought to one canonical spelling
+(:func:`canonical`) before the substring test, so ``forget("pa<ss>wd")`` finds
+``pa‹ss›wd`` and ``pa&lt;ss>wd`` as well. Structured data (tool arguments, metadata, data parts)
+is matched string by string (keys included), not on its JSON encoding, so a quote mark or a
+backslash in the value is found although JSON escapes it.
 
 * **Text** (observations, working memory, buffered chunks): every *line* containing the value
   goes; the other lines stay as they were.
@@ -17,45 +24,110 @@ forgetting removes.
 * **Records**: the active observations, buffered chunks and reflection, and every per-thread
   state (current task, suggested response, title, extracted values) are cleaned line by line
   or field by field; metadata keys whose JSON holds the value go.
+
+Limits: a value cut by truncation (a long line shortened with "…") or reworded by an observer
+("my" → "User's") is not found in its cut or reworded form; a value spanning several lines of
+a text (working memory) is found only where it was written on one line (a message part, an
+observation quoted onto one line).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
+import re
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from typing import Any, Final
 
+from obsmem.quoting import defuse
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
 from obsmem.types import Message, Part, ToolCallPart, ToolResultPart
 
-__all__ = ["FORGOTTEN", "contains", "forget_in_message", "forget_in_record", "forget_lines"]
+__all__ = [
+    "FORGOTTEN", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines", "holds",
+]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
 FORGOTTEN = "[forgotten]"
 
+# The escapes obsmem (an LLM observer's markup escape, an attribute) or a model writes for the
+# characters the quoting rule touches; "&amp;" last, so "&amp;lt;" stays "&lt;".
+_ENTITIES: Final = (
+    ("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#x27;", "'"), ("&#39;", "'"), ("&amp;", "&"),
+)
+_QUOTE_MARKS: Final = str.maketrans({"\u201c": '"', "\u201d": '"'})
+_SPACES: Final = re.compile(r"\s{2,}|[^\S ]")  # a run of whitespace (a lone space is already one)
+
+
+def canonical(text: str) -> str:
+    """``text`` in the one spelling every stored form of it shares: entities unescaped, then
+    :func:`~obsmem.quoting.defuse` (angle brackets as look-alikes, line breaks and control
+    characters as spaces, no priority marker), typographic quote marks as ``"``, and every run
+    of whitespace as one space. Linear in the text length."""
+    if "&" in text:
+        for entity, char in _ENTITIES:
+            text = text.replace(entity, char)
+    return _SPACES.sub(" ", defuse(text).translate(_QUOTE_MARKS))
+
+
+@lru_cache(maxsize=64)
+def _needle(value: str) -> str | None:
+    """What a stored text's canonical spelling is searched for; None when the value's own is
+    blank (a value of priority markers or whitespace alone: only its exact spelling matches)."""
+    needle = canonical(value)
+    return needle if needle.strip() else None
+
+
+def holds(text: str, value: str) -> bool:
+    """Whether ``text`` holds ``value`` in any spelling obsmem stores it in (see the module doc)."""
+    if value in text:
+        return True
+    needle = _needle(value)
+    return needle is not None and needle in canonical(text)
+
+
+def _strings(data: object) -> Iterator[str]:
+    """Every string of a JSON-like value (dict keys included; other scalars as JSON writes them)."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for key, item in data.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(data, list | tuple | set | frozenset):
+        for item in data:
+            yield from _strings(item)
+    elif isinstance(data, bool) or data is None:
+        yield "true" if data is True else "false" if data is False else "null"
+    else:
+        yield str(data)
+
 
 def contains(data: object, value: str) -> bool:
-    """Whether ``value`` occurs in ``data`` (a string, or anything JSON encodes)."""
+    """Whether ``value`` occurs in ``data`` (a string, or any string inside a JSON-like value),
+    in any spelling obsmem stores it in."""
     if isinstance(data, str):
-        return value in data
-    return value in json.dumps(data, default=str, ensure_ascii=False)
+        return holds(data, value)
+    texts = list(_strings(data))
+    # One pass over all of them first (a line break between two texts is a space in canonical
+    # spelling, so whatever one text holds the joined text holds too); each text only on a hit.
+    return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
 
 
 def forget_lines(text: str, value: str) -> str:
-    """``text`` without the lines that contain ``value``."""
-    if value not in text:
+    """``text`` without the lines that contain ``value`` (in any stored spelling)."""
+    if not holds(text, value):
         return text
-    return "\n".join(line for line in text.split("\n") if value not in line)
+    return "\n".join(line for line in text.split("\n") if not holds(line, value))
 
 
 def _part(part: Part, value: str) -> Part | None:
     """The part with ``value`` forgotten; None when the part goes."""
     if isinstance(part, ToolCallPart):
-        if contains(part.args, value) or value in part.tool_name:
+        if contains(part.args, value) or holds(part.tool_name, value):
             return part.model_copy(update={"args": FORGOTTEN})
         return part
     if isinstance(part, ToolResultPart):
-        if contains(part.result, value) or value in part.tool_name:
+        if contains(part.result, value) or holds(part.tool_name, value):
             return part.model_copy(update={"result": FORGOTTEN})
         return part
     return None if contains(part.model_dump(mode="json"), value) else part
@@ -66,7 +138,7 @@ def forget_in_message(message: Message, value: str) -> Message | None:
     if not contains(message.model_dump(mode="json"), value):
         return message
     parts = [kept for part in message.parts if (kept := _part(part, value)) is not None]
-    metadata = {k: v for k, v in message.metadata.items() if not contains(v, value) and value not in k}
+    metadata = _clean(message.metadata, value)
     if not parts:
         return None
     if tuple(parts) == message.parts and metadata == message.metadata:
@@ -74,16 +146,18 @@ def forget_in_message(message: Message, value: str) -> Message | None:
     return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
 
 
-def _state(state: ThreadState, value: str) -> ThreadState:
-    def text(field: str | None) -> str | None:
-        return None if field is not None and value in field else field
+def _field(text: str | None, value: str) -> str | None:
+    """A one-piece text field: None when it holds ``value``."""
+    return None if text is not None and holds(text, value) else text
 
+
+def _state(state: ThreadState, value: str) -> ThreadState:
     return state.model_copy(
         update={
-            "current_task": text(state.current_task),
-            "suggested_response": text(state.suggested_response),
-            "thread_title": text(state.thread_title),
-            "extracted": {k: v for k, v in state.extracted.items() if not contains(v, value) and value not in k},
+            "current_task": _field(state.current_task, value),
+            "suggested_response": _field(state.suggested_response, value),
+            "thread_title": _field(state.thread_title, value),
+            "extracted": _clean(state.extracted, value),
         }
     )
 
@@ -94,17 +168,15 @@ def _chunk(chunk: BufferedChunk, value: str, count: Callable[[str], int]) -> Buf
         update={
             "observations": observations,
             "observation_tokens": count(observations) if observations != chunk.observations else chunk.observation_tokens,
-            "extracted": {k: v for k, v in chunk.extracted.items() if not contains(v, value) and value not in k},
-            "current_task": None if chunk.current_task and value in chunk.current_task else chunk.current_task,
-            "suggested_response": (
-                None if chunk.suggested_response and value in chunk.suggested_response else chunk.suggested_response
-            ),
+            "extracted": _clean(chunk.extracted, value),
+            "current_task": _field(chunk.current_task, value),
+            "suggested_response": _field(chunk.suggested_response, value),
         }
     )
 
 
 def _clean(data: dict[str, Any], value: str) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if not contains(v, value) and value not in k}
+    return {k: v for k, v in data.items() if not contains(v, value) and not holds(k, value)}
 
 
 def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str], int]) -> ObservationRecord:
@@ -113,7 +185,7 @@ def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str
         return record
     active = forget_lines(record.active_observations, value)
     reflection = record.buffered_reflection
-    if reflection is not None and value in reflection.text:
+    if reflection is not None and holds(reflection.text, value):
         reflection = None
     cleaned = record.model_copy(
         update={

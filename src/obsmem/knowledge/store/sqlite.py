@@ -16,6 +16,11 @@ the rules in :mod:`~obsmem.knowledge.store.ops` see exactly what the in-memory a
 queries themselves are shared with the PostgreSQL adapter in
 :mod:`~obsmem.knowledge.store.sql_tables` (:data:`~obsmem.knowledge.store.sql_tables.SQLITE_DIALECT`);
 this module keeps the connection, the transactions and the migrations.
+
+Forgetting a value and purging a scope are hard deletes: ``secure_delete`` zeroes the space
+they free, and each ends by truncating the write-ahead log, so the erased text is not left in
+the ``-wal`` file either (:mod:`obsmem.storage.sqlite.wal`: the bound when another connection
+keeps the log, and the retry after later writes).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT,
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
+from obsmem.storage.sqlite.wal import truncate_wal
 
 __all__ = [
     "KNOWLEDGE_MIGRATIONS",
@@ -144,6 +150,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         self.busy_timeout = busy_timeout
         self._start_thread("obsmem-knowledge")
         self._conn: Conn | None = None  # touched only on the worker thread
+        self._wal_pending = False  # a truncation a reader refused: retried after each write (worker thread)
 
     def __repr__(self) -> str:
         return f"SQLiteKnowledgeStore({str(self.path)!r})"
@@ -151,6 +158,32 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     async def _transact(self, write: bool, fn: Callable[[KnowledgeTables], T]) -> T:
         begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         return await self._on_thread(self._run, begin, fn)
+
+    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        counts = await super().forget_value(value, scope, actor=actor, reason=reason)
+        await self.truncate_wal()
+        return counts
+
+    async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        counts = await super().purge_scope(scope, actor=actor, reason=reason)
+        await self.truncate_wal()
+        return counts
+
+    async def truncate_wal(self) -> bool:
+        """Move the write-ahead log into the database file and truncate it to zero bytes (done
+        after every :meth:`forget_value` and :meth:`purge_scope`). Returns False when another
+        connection's read snapshot kept the log after a bounded wait (under a second); the
+        truncation is then retried, without waiting, after each later write until it succeeds."""
+        return await self._on_thread(self._truncate_wal)
+
+    def _truncate_wal(self) -> bool:
+        try:
+            self._wal_pending = not truncate_wal(self._connection(), busy_timeout_s=self.busy_timeout)
+        except OSError as exc:
+            raise StorageError(f"Knowledge store {self.path} cannot be opened: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"Knowledge store {self.path} failed: {exc}") from exc
+        return not self._wal_pending
 
     async def migrate(self, *, dry_run: bool = False) -> list[str]:
         """Apply (or, with ``dry_run``, list) the pending knowledge migrations of the file."""
@@ -179,7 +212,6 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                 try:
                     result = fn(SQLiteKnowledgeTables(conn))
                     conn.execute("COMMIT")
-                    return result
                 except BaseException:
                     if conn.in_transaction:
                         try:
@@ -187,6 +219,9 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                         except sqlite3.Error:  # never mask the original error
                             pass
                     raise
+                if self._wal_pending and begin == "BEGIN IMMEDIATE":
+                    self._retry_truncation(conn)
+                return result
             except ObsmemError:
                 raise
             except OSError as exc:
@@ -198,6 +233,13 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                     continue
                 raise StorageError(f"Knowledge store {self.path} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retry_truncation(self, conn: Conn) -> None:
+        """After a committed write: the log truncation an erase left pending, tried without waiting."""
+        try:
+            self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout, wait=False)
+        except sqlite3.Error:  # the write committed: report it so, and try again next time
+            pass
 
     def _connection(self) -> Conn:
         if self._conn is not None:

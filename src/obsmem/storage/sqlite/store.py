@@ -33,6 +33,10 @@ Design choices, and why:
 * **JSON columns** hold parts, metadata, per-thread states and buffered chunks; rows round-trip
   through ``model_dump(mode="json")`` and ``model_validate``, so what comes back equals what
   went in. Datetimes keep their UTC offset.
+* **Hard deletes leave no bytes behind.** ``secure_delete`` zeroes the space a delete or an
+  update frees, and after an erase (``Memory.forget``, ``delete_thread``, ``delete_resource``)
+  :meth:`SQLiteStore.truncate_wal` moves the log into the file and truncates it, so the erased
+  text is not left in the ``-wal`` file either (:mod:`obsmem.storage.sqlite.wal`).
 * **Errors are translated at the boundary**: callers only ever see obsmem errors.
 """
 
@@ -93,6 +97,7 @@ from obsmem.storage.rules import (
 from obsmem.storage.sqlite import inline
 from obsmem.storage.sqlite import leases as sqlite_leases
 from obsmem.storage.sqlite import work as sqlite_work
+from obsmem.storage.sqlite.wal import truncate_wal
 from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["SQLiteStore", "default_data_dir", "default_store_path", "prepare_database_file"]
@@ -265,6 +270,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.migrate_mode = migrations.migrate_mode(migrate)
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
+        self._wal_pending = False  # a truncation a reader refused: retried after each write (worker thread)
         self._decoded = DecodedMessages()  # on the worker thread, and by inline reads
         self._inline = inline.InlineReader()  # a turn's small reads, where they are called
 
@@ -276,7 +282,31 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._on_thread(self._run, fn)
 
     async def _write(self, fn: Callable[[Conn], T]) -> T:
-        return await self._call(lambda conn: _transaction(conn, "BEGIN IMMEDIATE", fn))
+        return await self._call(lambda conn: self._written(conn, _transaction(conn, "BEGIN IMMEDIATE", fn)))
+
+    def _written(self, conn: Conn, result: T) -> T:
+        """After a committed write: the log truncation an erase left pending, tried without waiting."""
+        if self._wal_pending:
+            try:
+                self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout, wait=False)
+            except sqlite3.Error:  # the write committed: report it so, and try again next time
+                pass
+        return result
+
+    async def truncate_wal(self) -> bool:
+        """Move the write-ahead log into the database file and truncate it to zero bytes, so the
+        old versions of the pages an erase changed are not left in the ``-wal`` file.
+
+        ``Memory.forget``, ``delete_thread`` and ``delete_resource`` call it when they are done.
+        Returns False when another connection's read snapshot kept the log after a bounded wait
+        (under a second, see :mod:`obsmem.storage.sqlite.wal`): the truncation is then retried,
+        without waiting, after each later write of this store until it succeeds."""
+
+        def op(conn: Conn) -> bool:
+            self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout)
+            return not self._wal_pending
+
+        return await self._call(op)
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         # A deferred transaction gives a multi-statement read one consistent snapshot.
@@ -342,6 +372,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            # Forgetting and deleting are hard deletes: zero the space they free instead of
+            # leaving the deleted text readable in the file's free pages and cells.
+            conn.execute("PRAGMA secure_delete = ON")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StorageError(f"Could not switch {self.path} to WAL mode (got '{mode}').")
