@@ -586,7 +586,8 @@ class Memory:
         return await all_threads(self.store, resource_id)
 
     async def forget(
-        self, value: str, *, thread_id: str | None = None, resource_id: str | None = None
+        self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,
+        knowledge_within: str | None = None,
     ) -> dict[str, int]:
         """Forget every occurrence of ``value`` (a case-sensitive substring, in every spelling
         obsmem stores it in: as written in messages, quoted as data in observations, generations
@@ -602,7 +603,10 @@ class Memory:
         states, working memory lines (thread and resource keys), thread titles, and the
         retrieval vectors of the groups that changed. With ``knowledge=``, every knowledge node,
         record and audit event holding the value (in the covered scopes, their ancestors and
-        below) is deleted, and the value is refused if captured again (kept only as a digest).
+        below) is deleted, and the value is refused if captured again (kept only as a digest);
+        ``knowledge_within`` (a knowledge scope, ``org:acme/resource:alice``) stops that at the
+        ancestors broader than it, e.g. the org's records a caller confined to one resource may
+        not change (InvalidInputError when a covered scope is not within it).
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
         :meth:`delete_thread` and :meth:`delete_resource` delete its rows. With a SQLite store
         the write-ahead log is truncated before it returns, so the erased text is not left in
@@ -623,6 +627,17 @@ class Memory:
             threads = [thread]
         else:
             threads = await self._all_threads(resource_id)
+        check_id(knowledge_within, "knowledge_within", optional=True)
+        if knowledge_within is not None and self.knowledge is not None:  # refused before anything is deleted
+            from obsmem.knowledge.lifecycle import knowledge_scopes
+            from obsmem.knowledge.store.scopes import Scope
+
+            ceiling = Scope.parse(knowledge_within)
+            outside = [s for s in knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id)
+                       if not ceiling.contains(s)]  # fmt: skip
+            if outside:
+                raise InvalidInputError(f"Invalid knowledge_within: the forget covers '{outside[0]}', which is not "
+                                        f"within '{knowledge_within}'", argument="knowledge_within")  # fmt: skip
         counts = dict.fromkeys(("messages", "parts", "records", "generations", "working_memory", "threads"), 0)
         lineages: dict[str, str] = {}
         keys: set[str] = set()
@@ -653,7 +668,8 @@ class Memory:
             from obsmem.knowledge.lifecycle import forget_in_knowledge
 
             counts.update(
-                await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id)
+                await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id,
+                                          within=knowledge_within)  # fmt: skip
             )
         forget_rendered()
         self.engine.core.windows.forget()

@@ -156,8 +156,12 @@ class SyncMemory:
     def delete_resource(self, resource_id: str) -> dict[str, int]:
         return self._portal.call(self._memory.delete_resource(resource_id))
 
-    def forget(self, value: str, *, thread_id: str | None = None, resource_id: str | None = None) -> dict[str, int]:
-        return self._portal.call(self._memory.forget(value, thread_id=thread_id, resource_id=resource_id))
+    def forget(
+        self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,
+        knowledge_within: str | None = None,
+    ) -> dict[str, int]:
+        return self._portal.call(self._memory.forget(value, thread_id=thread_id, resource_id=resource_id,
+                                                     knowledge_within=knowledge_within))  # fmt: skip
 
     # -- knowledge (Memory(knowledge=...)) ---------------------------------------------------------
     def pin(self, thread_id: str, text: str, *, level: Literal["thread", "resource"] = "resource",

@@ -409,6 +409,7 @@ ENTRIES: list[Entry] = [
         "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
     ),
     Entry("Memory.forget", "resource_id", lambda m, v: m.forget("x", resource_id=v), "memory"),
+    Entry("Memory.forget", "knowledge_within", lambda m, v: m.forget("x", resource_id=RESOURCE, knowledge_within=v), "memory"),
     # the cost ledger (issue 18)
     Entry("Memory.usage", "thread_id", lambda m, v: m.usage(thread_id=v), "memory"),
     Entry("Memory.usage", "resource_id", lambda m, v: m.usage(resource_id=v), "memory"),
@@ -597,6 +598,7 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.forget", "value", lambda s, v: s.forget(v), "sync"),
     Entry("SyncMemory.forget", "thread_id", lambda s, v: s.forget("x", thread_id=v), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.forget", "resource_id", lambda s, v: s.forget("x", resource_id=v), "sync"),
+    Entry("SyncMemory.forget", "knowledge_within", lambda s, v: s.forget("x", resource_id=RESOURCE, knowledge_within=v), "sync"),
     Entry(
         "SyncMemory.save_messages",
         "thread_id",

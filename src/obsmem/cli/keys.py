@@ -57,7 +57,9 @@ def create(
     org: Annotated[str, typer.Option(help="The org the key belongs to.")],
     resource: Annotated[str | None, typer.Option(help="Confine the key to this resource (default: the whole org).")] = None,
     read_only: Annotated[bool, typer.Option("--read-only", help="Reads only: no writes, turns or deletes.")] = False,
-    admin: Annotated[bool, typer.Option("--admin", help="May also create, list and revoke the org's keys.")] = False,
+    admin: Annotated[bool, typer.Option("--admin", help=(
+        "May also create, list and revoke the org's keys (with --resource: that resource's keys only)."
+    ))] = False,
     label: Annotated[str | None, typer.Option(help="A note shown by keys list.")] = None,
     store: StoreOption = None,
 ) -> None:

@@ -69,10 +69,14 @@ async def forget_value(
     *,
     actor: str | None = None,
     reason: str = "value forgotten",
+    within: str | None = None,
 ) -> dict[str, int]:
     """Hard-delete every node, record, tombstone and audit event holding ``value`` on ``scope``'s
-    chain and below it, and refuse its return in ``scope`` and below. Returns counts per kind."""
-    return await _store(knowledge).forget_value(value, scope, actor=_actor(knowledge, actor), reason=reason)
+    chain (at or below ``within``, when given) and below it, and refuse its return in ``scope``
+    and below. Returns counts per kind."""
+    return await _store(knowledge).forget_value(
+        value, scope, actor=_actor(knowledge, actor), reason=reason, within=within
+    )
 
 
 def knowledge_scopes(
@@ -143,10 +147,12 @@ async def forget_in_knowledge(
     default_org: str | None = DEFAULT_ORG,
     actor: str | None = None,
     reason: str = "value forgotten",
+    within: str | None = None,
 ) -> dict[str, int]:
     """Forget ``value`` in the knowledge scopes of a forget over ``threads`` (see
-    :func:`knowledge_scopes`); counts keyed ``knowledge_<kind>``."""
+    :func:`knowledge_scopes`), up to ``within`` (see :func:`forget_value`); counts keyed
+    ``knowledge_<kind>``."""
     scopes = knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id, default_org=default_org)
     return summed(
-        [await forget_value(knowledge, value, scope, actor=actor, reason=reason) for scope in scopes]
+        [await forget_value(knowledge, value, scope, actor=actor, reason=reason, within=within) for scope in scopes]
     )

@@ -11,6 +11,11 @@ Thread and message ids are unique in a store, across orgs: an id in use is refus
 thread: 409; a message: 400) showing nothing of what holds it, though the refusal tells the id
 exists; unguessable ids (obsmem's own are random) keep that from telling anyone anything.
 
+Key management reaches no further than the admin key doing it: an org admin key lists, creates
+and revokes every key of its org; an admin key bound to a resource, only keys bound to that same
+resource, so it can never mint a key broader than itself. A key it may not manage is reported
+exactly like one that does not exist.
+
 ``--dev`` serves without keys: its principal (``Principal.dev()``) sees every org.
 """
 
@@ -54,6 +59,29 @@ class Principal:
     def may_manage_keys(self) -> None:
         if not self.admin:
             raise PermissionDeniedError("Managing API keys needs an admin key (obsmem keys create --admin).")
+
+    def manages(self, key: ApiKey) -> bool:
+        """Whether this admin key may list or revoke ``key``: a key of its org and, when this key
+        is bound to a resource, one bound to that same resource (never a broader one)."""
+        if self.org_id is None:
+            return True
+        if key.org_id != self.org_id:
+            return False
+        return self.resource_id is None or key.resource_id == self.resource_id
+
+    def may_create_key(self, org_id: str | None, resource_id: str | None) -> str:
+        """The org of a new key for ``org_id`` (None: this key's own) and ``resource_id`` (None:
+        the whole org), when this admin key reaches that far; PermissionDeniedError otherwise."""
+        self.may_manage_keys()
+        org = org_id if self.org_id is None else self.org_id
+        if org is None or (org_id is not None and org_id != org):
+            raise PermissionDeniedError("An admin key creates keys for its own org only.")
+        if self.resource_id is not None and resource_id != self.resource_id:
+            raise PermissionDeniedError(
+                f"This admin key is bound to resource '{self.resource_id}': it creates keys for that "
+                f"resource only (send resource_id '{self.resource_id}'); an org admin key creates others."
+            )
+        return org
 
     def sees(self, thread: Thread) -> bool:
         if self.org_id is None:

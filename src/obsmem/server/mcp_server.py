@@ -2,9 +2,9 @@
 
 Tools: ``recall`` (the thread's conversation and observation groups; retrieval mode),
 ``search_knowledge``, ``remember`` (a fact into the knowledge store), ``forget`` (a value,
-everywhere in a thread or resource), ``memory_status`` (a thread's memory state now, as
-``GET /api/threads/{id}/status``) and ``receipt`` (what the context a reply was made from held,
-as ``GET /api/messages/{id}/receipt``). Resource template:
+everywhere in a thread or resource and in the knowledge the key may change), ``memory_status``
+(a thread's memory state now, as ``GET /api/threads/{id}/status``) and ``receipt`` (what the
+context a reply was made from held, as ``GET /api/messages/{id}/receipt``). Resource template:
 ``obsmem://threads/{thread_id}/observations`` (the thread's current observations).
 
 Scoped by the API key exactly like REST (:mod:`obsmem.server.access`): over streamable HTTP
@@ -120,16 +120,20 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     async def forget(
         value: str, ctx: Context, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, int]:
-        """Forget every occurrence of ``value`` in a thread (or in every thread of the resource)."""
+        """Forget every occurrence of ``value`` in a thread (or in every thread of the resource),
+        and in the knowledge this key may change: its resource's, or its org's for an org key."""
         who = await caller(ctx)
         who.may_write()
+        # Memory.forget alone also reaches the knowledge of the scopes above the thread (the org's,
+        # shared by every resource); a key bound to a resource may not change those records.
+        within = None if who.org_id is None else knowledge_scope(who)
         if thread_id is not None:
             await who.thread(service.memory, thread_id)
-            return await service.memory.forget(value, thread_id=thread_id)
+            return await service.memory.forget(value, thread_id=thread_id, knowledge_within=within)
         if resource_id is None and who.resource_id is None:
             raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
         resource, _ = await who.resource_threads(service.memory, resource_id)
-        return await service.memory.forget(value, resource_id=resource)
+        return await service.memory.forget(value, resource_id=resource, knowledge_within=within)
 
     @server.tool()
     @_reported(ToolError)

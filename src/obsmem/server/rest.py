@@ -635,10 +635,8 @@ async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dic
 # -- keys (admin) ---------------------------------------------------------------------------
 @router.post("/keys", status_code=201, tags=["keys"])
 async def create_key(body: KeyIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    principal.may_manage_keys()
-    org = body.org_id if principal.org_id is None else principal.org_id
-    if org is None or (body.org_id is not None and body.org_id != org):
-        raise PermissionDeniedError("An admin key creates keys for its own org only.")
+    """A new key, shown once. An admin key bound to a resource creates keys of that resource only."""
+    org = principal.may_create_key(body.org_id, body.resource_id)
     key, secret = await service.keys.create(
         org, resource_id=body.resource_id, read_only=body.read_only, admin=body.admin, label=body.label
     )
@@ -647,13 +645,18 @@ async def create_key(body: KeyIn, principal: Caller, service: ServiceDep) -> dic
 
 @router.get("/keys", tags=["keys"])
 async def list_keys(principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """The keys this admin key manages: its org's, or its resource's when it is bound to one."""
     principal.may_manage_keys()
-    return {"keys": [k.public() for k in await service.keys.list(principal.org_id)]}
+    return {"keys": [k.public() for k in await service.keys.list(principal.org_id) if principal.manages(k)]}
 
 
 @router.delete("/keys/{key_id}", tags=["keys"])
 async def revoke_key(key_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """Revoke a key this admin key manages; any other is reported like a missing one."""
     principal.may_manage_keys()
-    if not await service.keys.revoke(key_id, org_id=principal.org_id):
+    key = await service.keys.get(key_id)
+    # a key's org and resource never change, so checking before the compare-and-set is safe
+    managed = key is not None and principal.manages(key)
+    if not managed or not await service.keys.revoke(key_id, org_id=principal.org_id):
         raise NotFoundError(f"No live key '{key_id}' in this org.")
     return {"key_id": key_id, "revoked": True}

@@ -338,8 +338,12 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._transact(False, lambda tables: tables.vectors_in(keys))
 
     # -- lifecycle -----------------------------------------------------------------------------
-    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
-        return await self._write(lambda m: erasure.forget_value(m, value, scope, actor=actor, reason=reason))
+    async def forget_value(
+        self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
+    ) -> dict[str, int]:
+        return await self._write(
+            lambda m: erasure.forget_value(m, value, scope, actor=actor, reason=reason, within=within)
+        )
 
     async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
         return await self._write(lambda m: erasure.purge_scope(m, scope, actor=actor, reason=reason))

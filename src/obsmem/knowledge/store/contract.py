@@ -563,8 +563,12 @@ class KnowledgeStore(Protocol):
         ...
 
     # -- lifecycle: forgetting, purging, export and restore ----------------------------------------
-    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
-        """Hard-delete every occurrence of ``value`` on ``scope``'s chain and in its subtree.
+    async def forget_value(
+        self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
+    ) -> dict[str, int]:
+        """Hard-delete every occurrence of ``value`` on ``scope``'s chain and in its subtree;
+        with ``within`` (a scope containing ``scope``), only on the part of the chain at or below
+        ``within``: the rows of broader scopes stay (InvalidInputError if ``scope`` is not in it).
 
         A node whose name holds it goes with its records; a node whose content, description or
         metadata holds it loses that field; a record, tombstone or audit event holding it

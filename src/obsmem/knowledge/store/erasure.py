@@ -10,7 +10,9 @@ and (for a forgotten value) a :class:`ForgottenValue`: a digest of the value's k
 (:func:`~obsmem.knowledge.store.values.forgotten_in`).
 
 **Reach of a forget.** ``forget_value(value, scope)`` reaches the rows stored at ``scope``, at
-its ancestors (what ``scope`` reads) and below it (its threads), never a sibling's. A value is
+its ancestors (what ``scope`` reads) and below it (its threads), never a sibling's. With
+``within`` (a scope containing ``scope``), the ancestors broader than ``within`` are left alone:
+a caller that may change only a resource's knowledge forgets there without touching the org's. A value is
 matched inside a text on its :func:`~obsmem.knowledge.store.values.forget_key` (case, spacing,
 punctuation and invisible characters do not hide it), or as a plain substring. Matched are
 the texts a caller wrote, never ids or scope keys: a node's name, kind, content, description and
@@ -91,9 +93,9 @@ def _unique(*groups: Iterable[Any]) -> list[Any]:
     return [seen[key] for key in sorted(seen)]
 
 
-def _reach(t: KnowledgeTables, scope: Scope) -> KnowledgeDump:
-    """The rows on ``scope``'s chain and in its subtree."""
-    chain = scope.visible_keys()
+def _reach(t: KnowledgeTables, scope: Scope, within: Scope | None = None) -> KnowledgeDump:
+    """The rows on ``scope``'s chain (up to ``within``, when given) and in its subtree."""
+    chain = [key for key in scope.visible_keys() if within is None or within.contains(key)]
     return KnowledgeDump(
         nodes=_unique(t.nodes_in(chain), t.nodes_under(scope.key)),
         records=_unique(t.records_in(chain), t.records_under(scope.key)),
@@ -145,16 +147,22 @@ def _check_act(text: str, what: str, holds: _Matcher) -> None:
         )
 
 
-def forget_value(m: KnowledgeMutations, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+def forget_value(
+    m: KnowledgeMutations, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
+) -> dict[str, int]:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("Forgetting needs a non-blank value.", argument="value")
     target = Scope.parse(scope)
+    ceiling = None if within is None else Scope.parse(within)
+    if ceiling is not None and not ceiling.contains(target):
+        raise InvalidInputError(f"The scope '{scope}' is not within '{within}': forget in a scope at or below it.",
+                                argument="within")  # fmt: skip
     holds = _Matcher(value)
     _check_act(actor, "actor", holds)
     _check_act(reason, "reason", holds)
     t = m.t
     counts = dict.fromkeys(_FORGET_COUNTS, 0)
-    reach = _reach(t, target)
+    reach = _reach(t, target, ceiling)
 
     doomed_nodes = {n.id: n for n in reach.nodes if holds(n.name, n.kind)}
     for node in reach.nodes:

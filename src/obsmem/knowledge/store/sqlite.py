@@ -159,8 +159,10 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         return await self._on_thread(self._run, begin, fn)
 
-    async def forget_value(self, value: str, scope: str, *, actor: str, reason: str) -> dict[str, int]:
-        counts = await super().forget_value(value, scope, actor=actor, reason=reason)
+    async def forget_value(
+        self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
+    ) -> dict[str, int]:
+        counts = await super().forget_value(value, scope, actor=actor, reason=reason, within=within)
         await self.truncate_wal()
         return counts
 
