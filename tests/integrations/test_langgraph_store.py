@@ -208,3 +208,29 @@ async def test_bad_arguments_raise_obsmem_errors() -> None:
             await store.abatch([PutOp(("n",), "k", {"v": 1}, ttl=5.0)])  # aput refuses it before (supports_ttl)
         with pytest.raises(InvalidInputError, match="async"):
             store.put(("n",), "k", {"v": 1})  # on the event loop's own thread: would deadlock, refused
+
+
+async def test_a_delete_leaves_no_copy_of_the_value_in_the_database(tmp_path: Path) -> None:
+    """LangGraph's delete means the item is gone: a user who asks an agent to delete a stored
+    secret must not find it in the database file, its log or the audit trail. Before the fix the
+    delete was a soft remove: every version stayed in the file and in the audit events."""
+    secret = "SSN-078-05-1120-DELETEME"
+    path = tmp_path / "lg.db"
+    async with Knowledge.sqlite(path) as knowledge:
+        store = KnowledgeBaseStore(knowledge, scope=ALICE_T1, ceiling="resource")
+        await store.aput(("memories",), "ssn", {"text": f"my ssn is {secret}"})
+        await store.aput(("memories",), "ssn", {"text": f"updated: ssn {secret} (confirmed)"})
+        await store.aput(("memories",), "color", {"text": "blue"})
+        await store.adelete(("memories",), "ssn")
+        assert await store.aget(("memories",), "ssn") is None
+        assert [i.key for i in await store.asearch(("memories",))] == ["color"]
+        events = (await knowledge.store.list_activity("org:acme/resource:alice", limit=1000)).items
+        assert not [e.action for e in events if secret in e.model_dump_json()], "the audit log keeps the value"
+        assert ActivityAction.RECORD_DELETED in {e.action for e in events}, "the delete itself is audited"
+        on_disk = {f.name: f.read_bytes().count(secret.encode()) for f in tmp_path.iterdir()}
+        assert not any(on_disk.values()), f"copies of the deleted value while open: {on_disk}"
+        await store.aput(("memories",), "ssn", {"text": "a new value under the same key"})
+        again = await store.aget(("memories",), "ssn")
+        assert again is not None and again.value == {"text": "a new value under the same key"}
+    on_disk = {f.name: f.read_bytes().count(secret.encode()) for f in tmp_path.iterdir()}
+    assert not any(on_disk.values()), f"copies of the deleted value after closing: {on_disk}"

@@ -27,7 +27,8 @@ return an item of a scope the store's scope does not see.
 **How items are kept.** A namespace is a node (kind ``langgraph-namespace``); an item is a record
 about it whose attribute is the key, text the value as JSON (so knowledge search finds it) and
 metadata the value itself. A put appends a record that supersedes the previous one (history is
-kept, as knowledge records always are); a delete removes the current record. ``query`` searches
+kept while the item lives); a delete erases the item with its history: the records are
+hard-deleted (:meth:`~obsmem.knowledge.Knowledge.erase`), no copy of the value stays. ``query`` searches
 use the knowledge facade's fused lexical + semantic search; ``filter`` matches values by
 equality or ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
 
@@ -249,8 +250,8 @@ class KnowledgeBaseStore(BaseStore):
         previous = await self._current(node, scope, op.key) if node is not None else []
         if op.value is None:  # the whole timeline goes, or an older value would be current again
             timeline = await self._current(node, scope, op.key, superseded=True) if node is not None else []
-            for record in timeline:
-                await self.knowledge.remove(record.id, self.scope.key, reason="langgraph delete")
+            if timeline:  # hard: a deleted item (a secret the user asked to drop) keeps no copy
+                await self.knowledge.erase([record.id for record in timeline], self.scope.key, reason="langgraph delete")
             return
         assert node is not None
         value = dict(op.value)

@@ -8,7 +8,7 @@ own call, reachable as :attr:`Knowledge.store`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -214,6 +214,10 @@ class Knowledge:
         return await self.store.remove_record(
             record_id, scope, actor=self.actor, reason=reason, tombstone=tombstone
         )
+
+    async def erase(self, record_ids: Sequence[str], scope: str, *, reason: str) -> dict[str, int]:
+        """Hard-delete records (:meth:`KnowledgeStore.erase_records`): no history keeps them."""
+        return await self.store.erase_records(record_ids, scope, actor=self.actor, reason=reason)
 
     async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:
         return await self.store.rescope_record(record_id, scope, new_scope, actor=self.actor, reason=reason)

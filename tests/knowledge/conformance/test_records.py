@@ -204,3 +204,21 @@ async def test_paging_newest_first_and_by_source_oldest_first(
     rest = await kstore.list_by_source("t1", RES, limit=3, after=oldest.next_cursor)
     assert [r.id for r in rest.items] == made[3:]
     assert rest.next_cursor is None
+
+
+async def test_erase_hard_deletes_records_and_their_history(kstore: TablesKnowledgeStore) -> None:
+    jane = await kstore.create_node("Jane", "person", RES, **ACT)
+    draft = RecordDraft(jane.id, "Jane's PIN is 4321", RES, trust=TrustState.CANDIDATE)
+    secret = await kstore.append_record(draft, **ACT)
+    await kstore.set_trust(secret.id, RES, TrustState.VERIFIED, **ACT)
+    kept = await kstore.append_record(RecordDraft(jane.id, "Jane likes tea", RES), **ACT)
+    with pytest.raises(KnowledgeNotFoundError):  # another thread's caller may not erase a resource record it cannot see
+        await kstore.erase_records([secret.id], "org:acme/resource:bob", **ACT)
+    counts = await kstore.erase_records([secret.id, secret.id], RES, **ACT)
+    assert counts["records"] == 1 and counts["events"] == 2  # its creation and its trust change
+    assert await kstore.load_record(secret.id) is None and await kstore.load_record(kept.id) is not None
+    events = (await kstore.list_activity(RES, limit=1000)).items
+    about = [e for e in events if e.subject_id == secret.id]
+    assert [(e.action, e.details) for e in about] == [("record-deleted", {"erased": True})]
+    assert "4321" not in "".join(e.model_dump_json() for e in events)
+    assert all(e.record_id != secret.id for e in await kstore.list_outbox(include_completed=True))

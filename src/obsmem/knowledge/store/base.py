@@ -345,6 +345,11 @@ class TablesKnowledgeStore(ClosingContext):
             lambda m: erasure.forget_value(m, value, scope, actor=actor, reason=reason, within=within)
         )
 
+    async def erase_records(
+        self, record_ids: Sequence[str], scope: str, *, actor: str, reason: str
+    ) -> dict[str, int]:
+        return await self._write(lambda m: erasure.erase_records(m, record_ids, scope, actor=actor, reason=reason))
+
     async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
         return await self._write(lambda m: erasure.purge_scope(m, scope, actor=actor, reason=reason))
 

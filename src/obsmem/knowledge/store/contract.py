@@ -580,6 +580,16 @@ class KnowledgeStore(Protocol):
         """
         ...
 
+    async def erase_records(
+        self, record_ids: Sequence[str], scope: str, *, actor: str, reason: str
+    ) -> dict[str, int]:
+        """Hard-delete these records (each visible to ``scope``, else refused as a removal is):
+        their rows, vectors, outbox entries and the audit events about them. One
+        ``record-deleted`` event per record stays, marked ``erased`` and holding no text. Where
+        :meth:`remove_record` keeps the record (soft delete, history), this keeps nothing.
+        Returns counts per kind."""
+        ...
+
     async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
         """Hard-delete everything stored at ``scope`` or below: nodes, records, tombstones,
         forgotten values, audit events, outbox entries and vectors; links to purged nodes are

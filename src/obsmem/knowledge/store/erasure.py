@@ -42,7 +42,7 @@ from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 from obsmem.knowledge.store.values import forget_key, forgotten_digest, value_key
 
-__all__ = ["dump_scope", "forget_value", "purge_scope", "restore_dump"]
+__all__ = ["dump_scope", "erase_records", "forget_value", "purge_scope", "restore_dump"]
 
 _FORGET_COUNTS = (
     "nodes",
@@ -235,6 +235,29 @@ def forget_value(
         reason,
         details={"digest": digest, "counts": dict(counts)},
     )
+    return counts
+
+
+def erase_records(
+    m: KnowledgeMutations, record_ids: Iterable[str], scope: str, *, actor: str, reason: str
+) -> dict[str, int]:
+    """Hard-delete the records (each visible to ``scope``, as for a removal), their vectors,
+    outbox entries and the audit events about them; one ``record-deleted`` event each (marked
+    ``erased``, holding no text) stays. What a caller's "delete" means where history must not
+    keep the value (LangGraph's ``BaseStore.delete``); a removal (``remove_record``) keeps it."""
+    if not reason.strip():
+        raise InvalidInputError("The reason is empty; give a non-blank reason.", argument="reason")
+    records = [m._visible_record(rid, scope, "erase_records", actor, reason) for rid in dict.fromkeys(record_ids)]
+    counts = dict.fromkeys(("records", "events", "outbox", "vectors"), 0)
+    ids = {record.id for record in records}
+    for event in m.t.events_in(sorted({record.scope for record in records})):
+        if event.subject_type == "record" and event.subject_id in ids:  # a trust change or rescope may quote it
+            m.t.delete_event(event.id)
+            counts["events"] += 1
+    _delete_records(m, records, counts)
+    for record in records:
+        m._event(ActivityAction.RECORD_DELETED, "record", record.id, record.scope, actor, reason,
+                 details={"erased": True})  # fmt: skip
     return counts
 
 

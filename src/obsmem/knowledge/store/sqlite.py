@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -163,6 +163,13 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
     ) -> dict[str, int]:
         counts = await super().forget_value(value, scope, actor=actor, reason=reason, within=within)
+        await self.truncate_wal()
+        return counts
+
+    async def erase_records(
+        self, record_ids: Sequence[str], scope: str, *, actor: str, reason: str
+    ) -> dict[str, int]:
+        counts = await super().erase_records(record_ids, scope, actor=actor, reason=reason)
         await self.truncate_wal()
         return counts
 
