@@ -501,6 +501,7 @@ class Turn:
         engine = self._engine
         speculative: _Speculative | None = None
         quiet: Quiet | None = None
+        await engine.core.counter.warm(saved)  # a pasted megabyte counted in a thread: every count below is a lookup
         if self._commit is not None:
             # The save is still reaching the disk: build the context a quiet boundary returns
             # meanwhile (it only reads), and tell whether the boundary is quiet (that only

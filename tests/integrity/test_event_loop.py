@@ -224,3 +224,23 @@ async def test_a_cancelled_job_stops_its_child() -> None:
     with pytest.raises(asyncio.CancelledError):
         await job
     assert busy > 0 and offload.stats()["children"] == busy - 1, "the cancelled job's child was killed"
+
+
+async def test_a_megabyte_message_is_counted_off_the_loop_while_its_save_commits(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """On SQLite a turn builds its context while the save still reaches the disk (a speculative
+    context, before the engine's step): that build counted the new megabyte on the event loop
+    (found by a hostile user: 110-150 ms stalls pasting a 1 MB log)."""
+    counter = TokenCounter()
+    counter.count_text("warm the table up")
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", counter=counter, clock=fake_clock())
+    conv = Conversation()
+    async with memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[conv.user("Hello there.")])
+        await turn.end([conv.assistant("Hi!")])
+        with heavy_work_on(threading.get_ident(), monkeypatch) as on_loop:
+            turn = await memory.begin_turn(thread_id="t1", messages=[conv.user(megabyte_message())])
+            await turn.end([conv.assistant("Let us go through it.")])
+            await memory.settled()
+    assert on_loop == [], f"heavy work ran on the event loop's thread: {on_loop}"
