@@ -44,6 +44,12 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
   ``get_record``, ``list_activity``) answer as they did; the semantic index is rebuilt from the
   records on the next drain. A row of the resource's scope whose id the target holds is refused
   (:class:`ImportConflictError`); an org row the target already holds identically is kept.
+* ``knowledge_reach`` confines an import to what its caller may write (the service passes its
+  key's scope): rows at or under the reach are restored; a row above it (its org's, for a
+  resource) is accepted only when the target already holds it identically, and is then left as
+  stored, so an export re-imports whole while nothing new or changed lands above the reach; any
+  other row (new or changed above it, or outside its chain) refuses the whole file with
+  :class:`KnowledgeReachError` before anything is written.
 
 An export is read through ordinary reads, not one snapshot: export a resource while nothing
 writes to it (no turn, no background worker) for a consistent file.
@@ -96,6 +102,7 @@ __all__ = [
     "ImportConflictError",
     "ImportSummary",
     "ImportUnsupportedError",
+    "KnowledgeReachError",
     "export_resource",
     "import_resource",
 ]
@@ -124,6 +131,14 @@ _KNOWLEDGE_KINDS = (
     "knowledge_forgotten",
     "knowledge_activity",
 )
+
+
+class KnowledgeReachError(InvalidInputError):
+    """A knowledge row of an export lies beyond the ``knowledge_reach`` it is imported with."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {problem}. Nothing was imported.", argument="source")
 
 
 # -- lines -------------------------------------------------------------------------------------------
@@ -241,11 +256,14 @@ def _knowledge_store(knowledge: Knowledge | KnowledgeStore | None) -> KnowledgeS
     return knowledge.store if isinstance(knowledge, Knowledge) else knowledge
 
 
-async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str, BaseModel]]:
+_KnowledgeRow = Node | Record | Tombstone | ForgottenValue | ActivityEvent
+
+
+async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str, _KnowledgeRow]]:
     """Every row on ``scope``'s chain and below it, as stored (deleted, superseded, candidate and
     rejected records, merged nodes, tombstones, forgotten values, the audit log)."""
     dump = await store.dump_scope(scope)
-    items: list[tuple[str, BaseModel]] = []
+    items: list[tuple[str, _KnowledgeRow]] = []
     items.extend(("knowledge_node", node) for node in dump.nodes)
     items.extend(("knowledge_record", record) for record in dump.records)
     items.extend(("knowledge_tombstone", tombstone) for tombstone in dump.tombstones)
@@ -576,6 +594,40 @@ def _rename_knowledge(parsed: _Parsed, old: str, into: str) -> None:
     parsed.knowledge_scope = moved(exported.key)
 
 
+def _comparable(row: BaseModel) -> BaseModel:
+    # a record's valid_until is filled in by reads, never stored (the store compares it the same way)
+    return row.model_copy(update={"valid_until": None}) if isinstance(row, Record) else row
+
+
+async def _confine_knowledge(parsed: _Parsed, store: KnowledgeStore, reach: Scope) -> None:
+    """Keep only the knowledge rows at or under ``reach`` to write; a row above it must be held
+    identically already (it is then left as stored); any other row refuses the import."""
+    beyond = [
+        (kind, number, row)
+        for kind in _KNOWLEDGE_KINDS
+        for number, row in parsed.items[kind]
+        if not under(row.scope, reach.key)
+    ]
+    if not beyond:
+        return
+    stored = {(kind, row.id): _comparable(row) for kind, row in await _knowledge_items(store, reach.key)}
+    for kind, number, row in beyond:
+        if not reach.sees(row.scope):
+            raise KnowledgeReachError(
+                number, f"knowledge row '{row.id}' at '{row.scope}' lies outside '{reach.key}'"
+            )
+        if stored.get((kind, row.id)) != _comparable(row):
+            raise KnowledgeReachError(
+                number,
+                f"knowledge row '{row.id}' at '{row.scope}' lies above '{reach.key}' and the store does not "
+                f"hold it as the export does; this import writes only at '{reach.key}' and below, and takes "
+                "rows above it only unchanged (import it with a key of that scope)",
+            )
+    # rows above the reach are held as they are: the restoring write never sees them
+    for kind in _KNOWLEDGE_KINDS:
+        parsed.items[kind] = [(n, row) for n, row in parsed.items[kind] if under(row.scope, reach.key)]
+
+
 async def _check_target(store: Store, parsed: _Parsed) -> None:
     if await store.list_threads(parsed.resource_id, limit=1):
         raise ImportConflictError(f"the store already holds threads of resource '{parsed.resource_id}'")
@@ -650,11 +702,14 @@ async def import_resource(
     *,
     knowledge: Knowledge | KnowledgeStore | None = None,
     into_resource: str | None = None,
+    knowledge_reach: str | None = None,
 ) -> ImportSummary:
     """Read an export written by :func:`export_resource` into ``store``.
 
     ``source``: a text stream, lines, or a file path. ``into_resource``: import under another
     resource id (thread and message ids stay, so the target must not hold them).
+    ``knowledge_reach``: the knowledge scope the caller may write (see the module docs); a row
+    beyond it → :class:`KnowledgeReachError`, before anything is written.
 
     Nothing is written unless the whole file is valid and the target holds none of it:
     a malformed line → :class:`ExportFormatError` naming the line; an unknown format version →
@@ -673,6 +728,8 @@ async def import_resource(
     items = parsed.items
     knowledge_found = {kind: len(items[kind]) for kind in _KNOWLEDGE_KINDS if items[kind]}
     knowledge_store = _knowledge_store(knowledge)
+    if knowledge_reach is not None and knowledge_store is not None and parsed.knowledge_scope is not None:
+        await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
     await _check_target(store, parsed)
 
     summary = ImportSummary(resource_id=parsed.resource_id)

@@ -34,7 +34,7 @@ from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
-from obsmem.transfer import export_resource, import_resource
+from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
 
 __all__ = [
     "context_json", "current_principal", "receipt_json", "router", "service_of", "visible_message", "visible_receipt",
@@ -620,15 +620,23 @@ def _export_owner(text: str) -> tuple[str, set[str | None]]:
 
 @router.post("/resources/import", status_code=201, tags=["resources"])
 async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """Import an export. Its knowledge goes no further than the key: a resource key writes its
+    resource's rows, and its org's only as they are already stored (so its own export comes back
+    whole); an org key writes its org's."""
     principal.may_write()
     exported, orgs = _export_owner(body.export)
     target = body.into_resource or exported
     await principal.resource_threads(service.memory, target)
     if principal.org_id is not None and orgs - {principal.org_id}:
         raise PermissionDeniedError("The export holds threads of another org; this key imports only its own org's.")
-    summary = await import_resource(
-        service.memory.store, io.StringIO(body.export), knowledge=service.knowledge, into_resource=body.into_resource
-    )
+    reach = None if principal.org_id is None else knowledge_scope(principal)
+    try:
+        summary = await import_resource(
+            service.memory.store, io.StringIO(body.export), knowledge=service.knowledge,
+            into_resource=body.into_resource, knowledge_reach=reach,
+        )  # fmt: skip
+    except KnowledgeReachError as exc:
+        raise PermissionDeniedError(str(exc)) from None
     return {"resource_id": summary.resource_id, "counts": summary.counts, "skipped": summary.skipped}
 
 
