@@ -242,3 +242,77 @@ def test_read_only_key_cannot_use_the_gateway(env: Env) -> None:
                            default_headers={"X-Obsmem-Thread": "g-ro"})  # fmt: skip
     with pytest.raises(openai.PermissionDeniedError):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+
+
+def test_another_end_user_naming_a_taken_thread_id_is_refused(env: Env) -> None:
+    """An org key serves many end users; the thread id comes from the client. Bob naming the id of
+    Alice's thread was put into her thread, and the upstream got her conversation (found by a
+    hostile review: "My bank PIN is 4321" sent along with Bob's question)."""
+    org = openai.OpenAI(base_url=env.url + "/v1", api_key=env.keys.acme_org,
+                        default_headers={"X-Obsmem-Thread": "g-shared"}, max_retries=0)  # fmt: skip
+    org.chat.completions.create(model="m", user="alice", messages=[{"role": "user", "content": "My bank PIN is 4321"}])
+    before = len(env.upstream.requests)
+    for how in ({"user": "bob"}, {"extra_headers": {"X-Obsmem-Resource": "bob"}}):
+        with pytest.raises(openai.APIStatusError) as raised:
+            org.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "What do you know about me?"}], **how
+            )
+        assert raised.value.status_code == 409, raised.value.body
+    assert len(env.upstream.requests) == before, "the upstream was called with the other user's thread"
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.acme_org), timeout=60) as client:
+        messages = client.get("/api/threads/g-shared/messages").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"], "Bob's message went into Alice's thread"
+    again = org.chat.completions.create(model="m", user="alice", messages=[{"role": "user", "content": "and?"}])
+    assert again.choices[0].message.content == "You said: and?"
+
+
+def test_a_streamed_answer_with_several_choices_saves_the_first(env: Env) -> None:
+    """``n=2`` streamed: the client gets both choices; what is stored (and what later contexts
+    show) was both choices' words interleaved."""
+
+    def two_choices(request: Any) -> Reply:
+        def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": index, "delta": delta, "finish_reason": finish}
+            return sse({"object": "chat.completion.chunk", "model": "m", "choices": [choice]})
+
+        events = [chunk(i, {"role": "assistant", "content": ""}) for i in (0, 1)]
+        for word in ("says:", "hello", "there"):
+            events += [chunk(0, {"content": f" {word}"}), chunk(1, {"content": f" {word}"})]
+        events = [chunk(0, {"content": "CHOICE0"}), chunk(1, {"content": "CHOICE1"}), *events]
+        events += [chunk(0, {}, "stop"), chunk(1, {}, "stop"), "data: [DONE]\n\n"]
+        return Reply(events=events)
+
+    model = env.upstream.responder
+    env.upstream.responder = two_choices
+    try:
+        stream = client_for(env, "g-n2").chat.completions.create(
+            model="m", n=2, stream=True, messages=[{"role": "user", "content": "hello"}]
+        )
+        got: dict[int, str] = {}
+        for chunk in stream:
+            for choice in chunk.choices:
+                got[choice.index] = got.get(choice.index, "") + (choice.delta.content or "")
+    finally:
+        env.upstream.responder = model
+    assert got == {0: "CHOICE0 says: hello there", 1: "CHOICE1 says: hello there"}
+    assert texts(stored(env, "g-n2")) == [("user", "hello"), ("assistant", "CHOICE0 says: hello there")]
+
+
+def test_a_history_sent_on_a_new_thread_is_kept(env: Env) -> None:
+    """A client moving onto the gateway (or starting a new thread id) with the conversation it
+    already has: the gateway saved only the last message and the upstream got nothing else."""
+    history: list[Any] = [{"role": "system", "content": "Be brief."}]
+    for i in range(5):
+        history += [{"role": "user", "content": f"Fact {i}: my locker is number {100 + i}."},
+                    {"role": "assistant", "content": f"Noted locker {100 + i}."}]  # fmt: skip
+    history.append({"role": "user", "content": "Which lockers did I mention?"})
+    client_for(env, "g-moved").chat.completions.create(model="m", messages=history)
+    sent = env.upstream.requests[-1].body["messages"]
+    assert [m["content"] for m in sent if m["role"] != "system"] == [m["content"] for m in history[1:]]
+    assert texts(stored(env, "g-moved")) == [
+        *((m["role"], m["content"]) for m in history[1:]), ("assistant", "You said: Which lockers did I mention?"),
+    ]
+    history += [{"role": "assistant", "content": "You said: Which lockers did I mention?"},
+                {"role": "user", "content": "Thanks."}]  # fmt: skip
+    client_for(env, "g-moved").chat.completions.create(model="m", messages=history)
+    assert len(stored(env, "g-moved")) == 14, "the history is saved once, not again on the next request"

@@ -7,7 +7,10 @@ resource). For each request the gateway
 
 1. saves the new input: the messages after the last assistant message of the request (so a
    client may send its whole history, or only the new message; earlier answers are in memory
-   already because the gateway saved them). The client's system / developer messages
+   already because the gateway saved them). On a thread that holds nothing yet the whole
+   history is saved (a client moving onto the gateway keeps its conversation). A thread id
+   taken by another resource than the request names is refused (409), as over REST. The
+   client's system / developer messages
    (``instructions`` on the Responses API) are sent along each time and not stored;
 2. builds the context with :meth:`Memory.begin_turn` (observations + raw tail), converted by
    :mod:`obsmem.convert`;
@@ -106,9 +109,14 @@ def _target(body: dict[str, Any], thread_header: str | None, resource_header: st
 
 
 async def _thread(service: Service, principal: Principal, thread_id: str, resource_id: str | None) -> None:
-    """The thread, checked for this key; created in the key's org when it does not exist."""
+    """The thread, checked for this key; created in the key's org when it does not exist. A
+    thread of another resource than the request names (an org key serving many end users, each
+    naming a thread id) is refused as REST refuses it (ThreadIdTakenError): never another end
+    user's conversation sent upstream, nor this one saved into theirs."""
     try:
-        await principal.thread(service.memory, thread_id)
+        thread = await principal.thread(service.memory, thread_id)
+        if resource_id is not None and thread.resource_id != principal.resource(resource_id):
+            raise ThreadIdTakenError(thread_id)
     except ThreadNotFoundError:
         try:
             await principal.create_thread(service.memory, thread_id, resource_id)
@@ -119,6 +127,16 @@ async def _thread(service: Service, principal: Principal, thread_id: str, resour
 def _after_last(items: list[Any], is_answer: Callable[[Any], bool]) -> list[Any]:
     last = max((i for i, item in enumerate(items) if is_answer(item)), default=-1)
     return items[last + 1 :]
+
+
+async def _unsaved(service: Service, thread_id: str, conversation: list[Any], new: list[Any]) -> list[Any]:
+    """What of a request to save: ``new`` (after the last answer: earlier answers are in memory,
+    the gateway saved them), or the whole ``conversation`` when it carries a history on a thread
+    that holds nothing yet (a client moving onto the gateway, a new thread id), which would
+    otherwise be lost."""
+    if len(new) == len(conversation) or await service.memory.store.list_messages(thread_id, limit=1):
+        return new
+    return conversation
 
 
 async def _history(service: Service, thread_id: str, needed: bool) -> list[Message]:
@@ -183,9 +201,12 @@ class ChatAnswer:
 
     def chunk(self, data: Any) -> None:
         choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list):
             return
-        delta = choices[0].get("delta") or {}
+        first = [c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0]  # n > 1: the first is kept
+        if not first:
+            return
+        delta = first[0].get("delta") or {}
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
         for call in delta.get("tool_calls") or []:
@@ -444,8 +465,10 @@ async def chat_completions(
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise InvalidInputError("'messages' must be a list of message objects", argument="messages")
     system = [m for m in messages if m.get("role") in ("system", "developer")]
-    new = _after_last([m for m in messages if m not in system], lambda m: m.get("role") == "assistant")
+    conversation = [m for m in messages if m not in system]
+    new = _after_last(conversation, lambda m: m.get("role") == "assistant")
     await _thread(service, principal, thread_id, resource_id)
+    new = await _unsaved(service, thread_id, conversation, new)
     history = await _history(service, thread_id, any(m.get("role") == "tool" for m in new))
     parsed = from_openai(new, history=history)
     model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -481,8 +504,10 @@ async def responses(
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise InvalidInputError("'input' must be a string or a list of items", argument="input")
     system = [i for i in items if i.get("role") in ("system", "developer")]
-    new = _after_last([i for i in items if i not in system], _is_answer)
+    conversation = [i for i in items if i not in system]
+    new = _after_last(conversation, _is_answer)
     await _thread(service, principal, thread_id, resource_id)
+    new = await _unsaved(service, thread_id, conversation, new)
     history = await _history(service, thread_id, any(i.get("type") == "function_call_output" for i in new))
     parsed = from_openai_responses(new, history=history)
     model = body.get("model") if isinstance(body.get("model"), str) else None
