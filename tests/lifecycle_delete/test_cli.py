@@ -81,3 +81,20 @@ def test_forget_and_delete_resource_reach_the_knowledge_store(tmp_path: Path) ->
     )
     assert result.exit_code == 0, result.output
     assert scan_sqlite(path, SECRET, MESSAGE_TABLES + KNOWLEDGE_TABLES) == []
+
+
+def test_a_mistyped_store_path_is_refused_not_created(tmp_path: Path) -> None:
+    """``delete-resource`` or ``forget`` on a path with a typo created an empty database there and
+    reported the deletion done (0 threads): the real data stayed, and the operator believed it gone."""
+    typo = tmp_path / "typo.db"
+    for args in (["delete-resource", "alice"], ["forget", SECRET]):
+        result = runner.invoke(app, [*args, "--store", str(typo), "--yes"])
+        assert result.exit_code != 0 and "no database at" in result.output, result.output
+        assert not typo.exists(), "an empty database was created"
+
+
+def test_deleting_a_resource_the_store_does_not_hold_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "cli.db"
+    _plant(path)
+    result = runner.invoke(app, ["delete-resource", "RES-typo", "--store", str(path), "--yes"])
+    assert result.exit_code == 0 and "holds no thread of resource 'RES-typo'" in result.output, result.output

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from obsmem import Memory, ObsmemError
 from obsmem.knowledge import Knowledge
-from obsmem.cli.stores import KnowledgeOption, describe_store, fail, open_knowledge, open_reported
+from obsmem.cli.stores import KnowledgeOption, describe_store, fail, open_for_reading, open_knowledge
 from obsmem.storage import Store, default_store_path
 
 __all__ = ["delete_resource", "forget", "register"]
@@ -40,7 +40,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _open(store: str | None) -> Store:
-    return open_reported(store if store is not None else str(default_store_path()))
+    """The store to erase in; a SQLite file that does not exist is refused (opening it would
+    create an empty one, and a typo in the path would report an erase that never happened)."""
+    return open_for_reading(store if store is not None else str(default_store_path()))
 
 
 @contextlib.asynccontextmanager
@@ -119,3 +121,6 @@ def delete_resource(
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     _summary(f"deleted resource '{resource}'", counts)
+    if not counts.get("threads"):
+        console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape(resource)}' "
+                      "(check the id)", soft_wrap=True, highlight=False)  # fmt: skip
