@@ -13,7 +13,6 @@ first thread of it was skipped).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,30 +21,18 @@ import psycopg
 import pytest
 
 from obsmem.errors import ThreadNotFoundError
-from obsmem.storage import MemoryStore, SQLiteStore, Store, migrations
+from obsmem.storage import SQLiteStore, Store, migrations
 from obsmem.storage.migrations import MIGRATIONS_TABLE, SQLITE, MigrationSet
 from obsmem.storage.paging import all_threads
 from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import Thread
 
+from tests.conformance.conftest import store  # noqa: F401 - the three stores, one fixture
+
 from .plans import SentToPostgres, SentToSQLite, pg_nodes, pg_outline, pg_plan, pg_rows_read, sqlite_plan
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-ADAPTERS = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(params=ADAPTERS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str) -> AsyncIterator[Store]:
-    adapter: Store
-    if request.param == "memory":
-        adapter = MemoryStore()
-    elif request.param == "sqlite":
-        adapter = SQLiteStore(tmp_path / "paging.db")
-    else:
-        adapter = PostgresStore(request.getfixturevalue("postgres_url"), migrate=False)
-    async with adapter:
-        yield adapter
 
 
 async def _page_with_cursor(store: Store, resource_id: str | None, limit: int) -> list[str]:
