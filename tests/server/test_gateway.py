@@ -316,3 +316,24 @@ def test_a_history_sent_on_a_new_thread_is_kept(env: Env) -> None:
                 {"role": "user", "content": "Thanks."}]  # fmt: skip
     client_for(env, "g-moved").chat.completions.create(model="m", messages=history)
     assert len(stored(env, "g-moved")) == 14, "the history is saved once, not again on the next request"
+
+
+def test_a_retried_request_saves_its_input_once(env: Env) -> None:
+    """The ``openai`` client retries a failed request as it was (a 429, a dropped connection):
+    the input, saved by the failed attempt, was saved again, and every later context showed the
+    question twice."""
+    model = env.upstream.responder
+    env.upstream.responder = lambda request: Reply(status=429, json={"error": {"message": "slow down", "type": "rate"}})
+    request: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Book the 9:40 train."}]
+    try:
+        with pytest.raises(openai.RateLimitError):
+            client_for(env, "g-retry").chat.completions.create(model="m", messages=request)
+    finally:
+        env.upstream.responder = model
+    answer = client_for(env, "g-retry").chat.completions.create(model="m", messages=request)
+    assert answer.choices[0].message.content == "You said: Book the 9:40 train."
+    sent = env.upstream.requests[-1].body["messages"]
+    assert [m["content"] for m in sent] == ["sys", "Book the 9:40 train."]
+    assert texts(stored(env, "g-retry")) == [("user", "Book the 9:40 train."), ("assistant", "You said: Book the 9:40 train.")]
+    client_for(env, "g-retry").chat.completions.create(model="m", messages=[{"role": "user", "content": "Book the 9:40 train."}])
+    assert len(stored(env, "g-retry")) == 4, "the same words after an answer are a new message"

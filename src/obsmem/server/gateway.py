@@ -8,7 +8,8 @@ resource). For each request the gateway
 1. saves the new input: the messages after the last assistant message of the request (so a
    client may send its whole history, or only the new message; earlier answers are in memory
    already because the gateway saved them). On a thread that holds nothing yet the whole
-   history is saved (a client moving onto the gateway keeps its conversation). A thread id
+   history is saved (a client moving onto the gateway keeps its conversation); a retried
+   request whose input the thread already ends with, unanswered, saves nothing again. A thread id
    taken by another resource than the request names is refused (409), as over REST. The
    client's system / developer messages
    (``instructions`` on the Responses API) are sent along each time and not stored;
@@ -137,6 +138,21 @@ async def _unsaved(service: Service, thread_id: str, conversation: list[Any], ne
     if len(new) == len(conversation) or await service.memory.store.list_messages(thread_id, limit=1):
         return new
     return conversation
+
+
+async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> list[Message]:
+    """The stored copies of ``parsed`` when the thread ends with exactly that input, unanswered:
+    a client retrying a request whose attempt saved it and then failed (a 429, a dropped
+    connection; the ``openai`` client retries by itself). Passed as copies, they are not saved
+    again. The same words after an answer are a new message."""
+    if not parsed:
+        return parsed
+    tail = (await service.memory.store.list_messages(thread_id, limit=len(parsed), newest_first=True))[::-1]
+    same = len(tail) == len(parsed) and all(
+        old.role == new.role and [p.model_dump() for p in old.parts] == [p.model_dump() for p in new.parts]
+        for old, new in zip(tail, parsed, strict=True)
+    )
+    return tail if same else parsed
 
 
 async def _history(service: Service, thread_id: str, needed: bool) -> list[Message]:
@@ -470,7 +486,7 @@ async def chat_completions(
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
     history = await _history(service, thread_id, any(m.get("role") == "tool" for m in new))
-    parsed = from_openai(new, history=history)
+    parsed = await _retried(service, thread_id, from_openai(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
     if service.settings.upstream_kind == "anthropic":
@@ -509,7 +525,7 @@ async def responses(
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
     history = await _history(service, thread_id, any(i.get("type") == "function_call_output" for i in new))
-    parsed = from_openai_responses(new, history=history)
+    parsed = await _retried(service, thread_id, from_openai_responses(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
     payload = {k: v for k, v in body.items() if k != "previous_response_id"}
