@@ -35,6 +35,7 @@ from obsmem.errors import ConfigError as ConfigError
 from obsmem.errors import DegenerateOutputError as DegenerateOutputError
 from obsmem.errors import DescriptionTooLongError as DescriptionTooLongError
 from obsmem.errors import ExportFormatError as ExportFormatError
+from obsmem.errors import KnowledgeReachError as KnowledgeReachError
 from obsmem.errors import ExportVersionError as ExportVersionError
 from obsmem.errors import ImportConflictError as ImportConflictError
 from obsmem.errors import ImportUnsupportedError as ImportUnsupportedError
@@ -131,6 +132,7 @@ __all__ = [
     "InvalidScopeError",
     "InvalidWhenError",
     "KnowledgeNotFoundError",
+    "KnowledgeReachError",
     "LeaseLostError",
     "Memory",
     "MemoryConfig",

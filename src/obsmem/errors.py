@@ -10,6 +10,7 @@ generic handlers keep working. Every message says what was wrong and what to do 
     ├── ConfigError(ValueError)              an option has a value outside its allowed range
     ├── InvalidInputError(ValueError)        a message, part or argument is malformed
     │   ├── ExportFormatError                a line of an export file is malformed (its number)
+    │   ├── KnowledgeReachError              an imported knowledge row beyond the importer's scope
 │   │   └── ExportVersionError           an export format version this release cannot read
 │   ├── InvalidScopeError                a knowledge scope string or id is malformed
     │   ├── CeilingExceededError             a record would sit above its ceiling
@@ -53,10 +54,10 @@ __all__ = [
     "CeilingExceededError",
     "CeilingLoweredError",
     "ConfigError",
-    "ExportFormatError",
-    "ExportVersionError",
     "DegenerateOutputError",
     "DescriptionTooLongError",
+    "ExportFormatError",
+    "ExportVersionError",
     "ImportConflictError",
     "ImportUnsupportedError",
     "IncompleteResponseError",
@@ -65,6 +66,7 @@ __all__ = [
     "InvalidScopeError",
     "InvalidWhenError",
     "KnowledgeNotFoundError",
+    "KnowledgeReachError",
     "LeaseLostError",
     "MessageNotFoundError",
     "MigrationError",
@@ -128,6 +130,15 @@ class InvalidInputError(ObsmemError, ValueError):
     def __init__(self, message: str, *, argument: str | None = None) -> None:
         self.argument = argument
         super().__init__(message)
+
+
+class KnowledgeReachError(InvalidInputError):
+    """A knowledge row of an imported export lies beyond the ``knowledge_reach`` the import may
+    write (:func:`obsmem.transfer.import_resource`); nothing was imported."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {problem}. Nothing was imported.", argument="source")
 
 
 class NotFoundError(ObsmemError, LookupError):

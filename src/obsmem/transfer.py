@@ -75,6 +75,7 @@ from obsmem.errors import (
     ImportConflictError,
     ImportUnsupportedError,
     InvalidInputError,
+    KnowledgeReachError,
     StorageError,
 )
 from obsmem.knowledge import Knowledge
@@ -131,14 +132,6 @@ _KNOWLEDGE_KINDS = (
     "knowledge_forgotten",
     "knowledge_activity",
 )
-
-
-class KnowledgeReachError(InvalidInputError):
-    """A knowledge row of an export lies beyond the ``knowledge_reach`` it is imported with."""
-
-    def __init__(self, line: int, problem: str) -> None:
-        self.line = line
-        super().__init__(f"line {line}: {problem}. Nothing was imported.", argument="source")
 
 
 # -- lines -------------------------------------------------------------------------------------------

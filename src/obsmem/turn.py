@@ -481,7 +481,7 @@ class Turn:
         found nothing to note, a new thread's first cycle). Not for an input above a tenth of
         ``message_tokens`` (a pasted log): its observation stands in for it there."""
         user = self._input_user
-        if user is None or any(m.id == user.id for m in context.raw_messages):
+        if user is None or any(m.id == user.id for m in context.messages):  # (a port may leave raw_messages empty)
             return context
         core = self._engine.core
         if core.counter.count_message(user) > core.config.observation.message_tokens // 10:
