@@ -44,6 +44,7 @@ from obsmem.types import Message, Part, ToolCallPart, ToolResultPart
 
 __all__ = [
     "FORGOTTEN", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines", "holds",
+    "json_strings",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
@@ -85,17 +86,20 @@ def holds(text: str, value: str) -> bool:
     return needle is not None and needle in canonical(text)
 
 
-def _strings(data: object) -> Iterator[str]:
-    """Every string of a JSON-like value (dict keys included; other scalars as JSON writes them)."""
+def json_strings(data: object, *, scalars: bool = True) -> Iterator[str]:
+    """Every string of a JSON-like value, dict keys included; with ``scalars``, the other scalars
+    too, as JSON writes them (the knowledge store's forget matches strings only)."""
     if isinstance(data, str):
         yield data
     elif isinstance(data, dict):
         for key, item in data.items():
             yield str(key)
-            yield from _strings(item)
+            yield from json_strings(item, scalars=scalars)
     elif isinstance(data, list | tuple | set | frozenset):
         for item in data:
-            yield from _strings(item)
+            yield from json_strings(item, scalars=scalars)
+    elif not scalars:
+        return
     elif isinstance(data, bool) or data is None:
         yield "true" if data is True else "false" if data is False else "null"
     else:
@@ -107,7 +111,7 @@ def contains(data: object, value: str) -> bool:
     in any spelling obsmem stores it in."""
     if isinstance(data, str):
         return holds(data, value)
-    texts = list(_strings(data))
+    texts = list(json_strings(data))
     # One pass over all of them first (a line break between two texts is a space in canonical
     # spelling, so whatever one text holds the joined text holds too); each text only on a hit.
     return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)

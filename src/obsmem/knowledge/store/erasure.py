@@ -22,7 +22,7 @@ and reason; an event's actor, reason and details.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from obsmem.errors import ImportConflictError, InvalidInputError
@@ -41,6 +41,7 @@ from obsmem.knowledge.store.ops import KnowledgeMutations
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 from obsmem.knowledge.store.values import forget_key, forgotten_digest, value_key
+from obsmem.storage.forgetting import json_strings
 
 __all__ = ["dump_scope", "erase_records", "forget_value", "purge_scope", "restore_dump"]
 
@@ -57,19 +58,6 @@ _FORGET_COUNTS = (
 _PURGE_COUNTS = ("nodes", "records", "tombstones", "forgotten", "events", "outbox", "vectors")
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """Every string in a JSON-like value, dict keys included."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from _strings(item)
-    elif isinstance(value, list | tuple | set):
-        for item in value:
-            yield from _strings(item)
-
-
 class _Matcher:
     """Whether a text holds the value: its key inside the text's key, or a plain substring."""
 
@@ -78,7 +66,7 @@ class _Matcher:
         self.key = forget_key(value)
 
     def __call__(self, *values: Any) -> bool:
-        for text in _strings(list(values)):
+        for text in json_strings(list(values), scalars=False):
             if self.value in text or (self.key and self.key in value_key(text)):
                 return True
         return False
