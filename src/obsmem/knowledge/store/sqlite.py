@@ -41,7 +41,7 @@ from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT,
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
-from obsmem.storage.sqlite.wal import truncate_wal
+from obsmem.storage.sqlite.wal import LogTruncation
 
 __all__ = [
     "KNOWLEDGE_MIGRATIONS",
@@ -150,7 +150,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         self.busy_timeout = busy_timeout
         self._start_thread("obsmem-knowledge")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._wal_pending = False  # a truncation a reader refused: retried after each write (worker thread)
+        self._log = LogTruncation(busy_timeout)  # used on the worker thread
 
     def __repr__(self) -> str:
         return f"SQLiteKnowledgeStore({str(self.path)!r})"
@@ -187,12 +187,11 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
 
     def _truncate_wal(self) -> bool:
         try:
-            self._wal_pending = not truncate_wal(self._connection(), busy_timeout_s=self.busy_timeout)
+            return self._log.now(self._connection())
         except OSError as exc:
             raise StorageError(f"Knowledge store {self.path} cannot be opened: {exc}") from exc
         except sqlite3.Error as exc:
             raise StorageError(f"Knowledge store {self.path} failed: {exc}") from exc
-        return not self._wal_pending
 
     async def migrate(self, *, dry_run: bool = False) -> list[str]:
         """Apply (or, with ``dry_run``, list) the pending knowledge migrations of the file."""
@@ -228,8 +227,8 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                         except sqlite3.Error:  # never mask the original error
                             pass
                     raise
-                if self._wal_pending and begin == "BEGIN IMMEDIATE":
-                    self._retry_truncation(conn)
+                if begin == "BEGIN IMMEDIATE":
+                    self._log.after_write(conn)
                 return result
             except ObsmemError:
                 raise
@@ -242,13 +241,6 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                     continue
                 raise StorageError(f"Knowledge store {self.path} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _retry_truncation(self, conn: Conn) -> None:
-        """After a committed write: the log truncation an erase left pending, tried without waiting."""
-        try:
-            self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout, wait=False)
-        except sqlite3.Error:  # the write committed: report it so, and try again next time
-            pass
 
     def _connection(self) -> Conn:
         if self._conn is not None:

@@ -97,7 +97,7 @@ from obsmem.storage.rules import (
 from obsmem.storage.sqlite import inline
 from obsmem.storage.sqlite import leases as sqlite_leases
 from obsmem.storage.sqlite import work as sqlite_work
-from obsmem.storage.sqlite.wal import truncate_wal
+from obsmem.storage.sqlite.wal import LogTruncation
 from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["SQLiteStore", "default_data_dir", "default_store_path", "prepare_database_file"]
@@ -270,7 +270,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.migrate_mode = migrations.migrate_mode(migrate)
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
-        self._wal_pending = False  # a truncation a reader refused: retried after each write (worker thread)
+        self._log = LogTruncation(self.busy_timeout)  # used on the worker thread
         self._decoded = DecodedMessages()  # on the worker thread, and by inline reads
         self._inline = inline.InlineReader()  # a turn's small reads, where they are called
 
@@ -285,12 +285,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._call(lambda conn: self._written(conn, _transaction(conn, "BEGIN IMMEDIATE", fn)))
 
     def _written(self, conn: Conn, result: T) -> T:
-        """After a committed write: the log truncation an erase left pending, tried without waiting."""
-        if self._wal_pending:
-            try:
-                self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout, wait=False)
-            except sqlite3.Error:  # the write committed: report it so, and try again next time
-                pass
+        self._log.after_write(conn)
         return result
 
     async def truncate_wal(self) -> bool:
@@ -301,12 +296,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         Returns False when another connection's read snapshot kept the log after a bounded wait
         (under a second, see :mod:`obsmem.storage.sqlite.wal`): the truncation is then retried,
         without waiting, after each later write of this store until it succeeds."""
-
-        def op(conn: Conn) -> bool:
-            self._wal_pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout)
-            return not self._wal_pending
-
-        return await self._call(op)
+        return await self._call(self._log.now)
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         # A deferred transaction gives a multi-statement read one consistent snapshot.

@@ -26,7 +26,7 @@ import sqlite3
 import time
 from typing import Final
 
-__all__ = ["PAUSE_S", "TRIES", "WAIT_S", "truncate_wal"]
+__all__ = ["PAUSE_S", "TRIES", "WAIT_S", "LogTruncation", "truncate_wal"]
 
 TRIES: Final = 3
 WAIT_S: Final = 0.25  # the busy handler's wait within one try
@@ -57,6 +57,28 @@ def truncate_wal(conn: sqlite3.Connection, *, busy_timeout_s: float, wait: bool 
         return False
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+
+
+class LogTruncation:
+    """A store's log truncation (on its connection's thread): :meth:`now` after an erase, and,
+    while a reader kept the log, :meth:`after_write` retries it without waiting."""
+
+    def __init__(self, busy_timeout_s: float) -> None:
+        self.busy_timeout_s = busy_timeout_s
+        self.pending = False
+
+    def now(self, conn: sqlite3.Connection) -> bool:
+        """:func:`truncate_wal`; False (and pending) when a reader kept the log."""
+        self.pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout_s)
+        return not self.pending
+
+    def after_write(self, conn: sqlite3.Connection) -> None:
+        """After a committed write: the pending truncation, one try that never waits."""
+        if self.pending:
+            try:
+                self.pending = not truncate_wal(conn, busy_timeout_s=self.busy_timeout_s, wait=False)
+            except sqlite3.Error:  # the write committed: report it so, and try again next time
+                pass
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
