@@ -8,7 +8,7 @@ Reads hand out deep copies: mutating a returned object never changes the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -37,6 +37,21 @@ M = TypeVar("M", bound=BaseModel)
 
 def _clone(model: M) -> M:
     return model.model_copy(deep=True)
+
+
+R = TypeVar("R", Record, ActivityEvent, OutboxEntry)
+
+
+def _page(rows: Iterable[R], wanted: Callable[[R], bool], after: str | None, limit: int | None, *,
+          newest_first: bool) -> list[R]:  # fmt: skip
+    """Copies of at most ``limit`` of the ``wanted`` rows in id order (``newest_first``:
+    descending), beyond ``after`` in that order."""
+    found = sorted(
+        (r for r in rows if wanted(r) and (after is None or (r.id < after if newest_first else r.id > after))),
+        key=lambda r: r.id,
+        reverse=newest_first,
+    )
+    return [_clone(r) for r in found[:limit]]
 
 
 def _clone_vector(vector: StoredVector) -> StoredVector:
@@ -102,18 +117,10 @@ class MemoryKnowledgeTables:
         return [_clone(r) for r in self.records.values() if node_id in r.mentions]
 
     def records_about_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
-        return self._newest(lambda r: r.node_id == node_id, before, limit)
+        return _page(self.records.values(), lambda r: r.node_id == node_id, before, limit, newest_first=True)
 
     def records_mentioning_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
-        return self._newest(lambda r: node_id in r.mentions, before, limit)
-
-    def _newest(self, wanted: Callable[[Record], bool], before: str | None, limit: int) -> list[Record]:
-        found = sorted(
-            (r for r in self.records.values() if wanted(r) and (before is None or r.id < before)),
-            key=lambda r: r.id,
-            reverse=True,
-        )
-        return [_clone(r) for r in found[:limit]]
+        return _page(self.records.values(), lambda r: node_id in r.mentions, before, limit, newest_first=True)
 
     def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if r.node_id == node_id and r.attribute == attribute]
@@ -122,19 +129,14 @@ class MemoryKnowledgeTables:
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
         trust: str | None = None, source_thread_id: str | None = None,
     ) -> list[Record]:
-        found = sorted(
-            (
-                r
-                for r in self.records.values()
-                if r.scope in scope_keys
+        def wanted(r: Record) -> bool:
+            return (
+                r.scope in scope_keys
                 and (trust is None or r.trust == trust)
                 and (source_thread_id is None or r.source_thread_id == source_thread_id)
-                and (after is None or (r.id < after if newest_first else r.id > after))
-            ),
-            key=lambda r: r.id,
-            reverse=newest_first,
-        )
-        return [_clone(r) for r in found[:limit]]
+            )
+
+        return _page(self.records.values(), wanted, after, limit, newest_first=newest_first)
 
     # audit log and tombstones
     def add_event(self, event: ActivityEvent) -> None:
@@ -144,12 +146,7 @@ class MemoryKnowledgeTables:
         return [_clone(e) for e in self.events.values() if e.scope in scope_keys]
 
     def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[ActivityEvent]:
-        found = sorted(
-            (e for e in self.events.values() if e.scope in scope_keys and (before is None or e.id < before)),
-            key=lambda e: e.id,
-            reverse=True,
-        )
-        return [_clone(e) for e in found[:limit]]
+        return _page(self.events.values(), lambda e: e.scope in scope_keys, before, limit, newest_first=True)
 
     def save_tombstone(self, tombstone: Tombstone) -> None:
         self.tombstones[tombstone.id] = _clone(tombstone)
@@ -168,11 +165,7 @@ class MemoryKnowledgeTables:
         self.outbox[entry.id] = _clone(entry)
 
     def open_outbox(self, after: str | None = None, limit: int | None = None) -> list[OutboxEntry]:
-        found = sorted(
-            (e for e in self.outbox.values() if e.status != "completed" and (after is None or e.id > after)),
-            key=lambda e: e.id,
-        )
-        return [_clone(e) for e in found[:limit]]
+        return _page(self.outbox.values(), lambda e: e.status != "completed", after, limit, newest_first=False)
 
     def outbox_entries(self, entry_ids: Collection[str]) -> list[OutboxEntry]:
         return [_clone(self.outbox[i]) for i in dict.fromkeys(entry_ids) if i in self.outbox]
