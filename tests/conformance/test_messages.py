@@ -142,6 +142,32 @@ async def test_list_resource_messages_spans_threads_by_seq(store: Store) -> None
     assert await store.list_resource_messages("nobody") == []
 
 
+async def test_resource_messages_after_each_threads_cursor(store: Store) -> None:
+    """Each thread from its own cursor on (a thread not named: whole), the excluded thread and
+    other resources never, by seq; a cursor for a thread of another resource reads nothing."""
+    for tid, rid in (("t1", "r1"), ("t2", "r1"), ("t3", "r1"), ("me", "r1"), ("x", "r2")):
+        await thread(store, tid, rid)
+    t1 = await store.save_messages("t1", [Message.user("t1-a"), Message.user("t1-b")])
+    await store.save_messages("t2", [Message.user("t2-a")])
+    await store.save_messages("me", [Message.user("me-a")])
+    await store.save_messages("x", [Message.user("x-a")])
+    t2 = await store.save_messages("t2", [Message.user("t2-b")])
+    await store.save_messages("t3", [Message.user("t3-a")])
+    await store.save_messages("t1", [Message.user("t1-c")])
+    cursors = {"t1": t1[1].seq or 0, "t2": t2[0].seq or 0, "me": 0, "x": 0}
+    found = await store.list_resource_messages_after("r1", cursors, exclude_thread_id="me")
+    assert texts(found) == ["t3-a", "t1-c"]  # t2 observed to its end; t3 named by no cursor: whole
+    assert [m.seq for m in found] == sorted(m.seq or 0 for m in found)
+    assert all(m.resource_id == "r1" for m in found)
+    everything = await store.list_resource_messages_after("r1", {})
+    assert texts(everything) == texts(await store.list_resource_messages("r1"))
+    assert texts(await store.list_resource_messages_after("r1", {"t1": 0}, exclude_thread_id="t2")) == [
+        "t1-a", "t1-b", "me-a", "t3-a", "t1-c",
+    ]
+    assert await store.list_resource_messages_after("r2", {"x": 10**12}) == []
+    assert await store.list_resource_messages_after("nobody", {"t1": 0}) == []
+
+
 async def test_get_messages_returns_existing_in_seq_order(store: Store) -> None:
     await thread(store)
     saved = await store.save_messages("t1", [Message.user(str(i), id=f"m{i}") for i in range(3)])

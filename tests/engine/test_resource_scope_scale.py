@@ -5,6 +5,7 @@ and the reflector's "now" on the user's clock (issue 15 leftover)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -386,9 +387,10 @@ async def test_a_buffered_reflection_states_now_on_the_users_clock_too() -> None
     assert "23:50" in line and "UTC+09:00" in line, line
 
 
-async def test_reading_the_other_threads_from_the_smallest_cursor_misses_no_thread() -> None:
-    """The other threads are read from the smallest cursor on once every thread has one; a thread
-    that has none yet (new, never observed) makes it read them all, so it is never missed."""
+async def test_the_other_threads_are_read_from_their_own_cursors_and_none_is_missed() -> None:
+    """The other threads are read in one store call, each from its own cursor in the record (a
+    thread without one, new or never observed, whole): nothing observed is read again, and no
+    thread is missed."""
     memory = Memory("memory://", config=sync_resource_config(shared=True), clock=fake_clock())
     async with memory:
         conv = Conversation()
@@ -397,20 +399,19 @@ async def test_reading_the_other_threads_from_the_smallest_cursor_misses_no_thre
         thread_a = await memory.get_thread("a")
         head = await memory.store.get_head("resource:u1")
         assert head is not None and head.cursor("a") > 0 and head.cursor("b") > 0
-        reads: list[int] = []
-        list_resource_messages = memory.store.list_resource_messages
+        reads: list[tuple[dict[str, int], str | None]] = []
+        read_after = memory.store.list_resource_messages_after
 
-        async def spy(resource_id: str, *, after_seq: int = 0) -> list[Message]:
-            reads.append(after_seq)
-            return await list_resource_messages(resource_id, after_seq=after_seq)
+        async def spy(resource_id: str, cursors: Mapping[str, int], *, exclude_thread_id: str | None = None) -> list[Message]:
+            reads.append((dict(cursors), exclude_thread_id))
+            return await read_after(resource_id, cursors, exclude_thread_id=exclude_thread_id)
 
-        memory.store.list_resource_messages = spy  # type: ignore[method-assign]
+        memory.store.list_resource_messages_after = spy  # type: ignore[method-assign]
         others = await read_other_threads(memory.engine.core, thread_a, head)
-        assert reads[-1] == head.cursor("b"), "every other thread has a cursor: read from the smallest"
+        assert reads == [({"a": head.cursor("a"), "b": head.cursor("b")}, "a")], "one call, every cursor"
         assert set(others.windows) == {"b"}
         await chat(memory, conv, "c", 1, "c")  # new: no cursor yet
         others = await read_other_threads(memory.engine.core, thread_a, head)
-        assert reads[-1] == 0, "a thread without a cursor: read everything"
         assert set(others.windows) == {"b", "c"} and others.windows["c"]
         b_unobserved = [m for m in await memory.store.list_messages("b") if (m.seq or 0) > head.cursor("b")]
         assert [m.id for m in others.windows["b"]] == [m.id for m in b_unobserved if not m.is_marker_only]

@@ -788,37 +788,18 @@ class OtherThreads:
     shown: tuple[tuple[str, list[Message]], ...] = ()
 
 
-#: Up to this many threads a resource's threads are listed to bound the read of their messages.
-_LISTED_THREADS = 200
-
-
-async def _observed_by_all(core: Core, thread: Thread, record: ObservationRecord) -> int:
-    """A seq every other thread of the resource has observed up to: the smallest of their cursors,
-    when every one of them has one in ``record`` (else 0). A thread created after the listing
-    only holds messages saved after it, past every cursor in ``record`` (read before), so none is
-    missed. One store call, spared when ``record`` has no cursor (nothing observed: all is read)."""
-    newest = max((state.cursor for state in record.threads.values()), default=0)
-    if newest <= 0:
-        return 0
-    listed = await core.store.list_threads(thread.resource_id, limit=_LISTED_THREADS)
-    others = [t for t in listed if t.id != thread.id]
-    if len(listed) >= _LISTED_THREADS or any(t.id not in record.threads for t in others):
-        return 0
-    return min(record.cursor(t.id) for t in others) if others else newest
-
-
 async def read_other_threads(core: Core, thread: Thread, record: ObservationRecord) -> OtherThreads:
     """The other threads of ``thread``'s resource after their cursors in ``record``: one store
-    call for their messages (from the smallest cursor on when every thread has one, after one
-    more call listing the threads: :func:`_observed_by_all`).
+    call, which reads only those messages (never what a thread's cursor has passed, however long
+    the resource's history; a thread ``record`` has no cursor for yet is read whole).
 
     The block's tokens are counted on the block as the context renders it (the same selection
     as ``Memory``'s other-conversations: no system or marker-only message), and only when the
     context shows it (sharing on, and observations to show it with)."""
     by_thread: dict[str, list[Message]] = {}
-    after = await _observed_by_all(core, thread, record)
     cursors = {tid: state.cursor for tid, state in record.threads.items()}
-    for message in await core.store.list_resource_messages(thread.resource_id, after_seq=after):
+    read = await core.store.list_resource_messages_after(thread.resource_id, cursors, exclude_thread_id=thread.id)
+    for message in read:
         tid = message.thread_id
         if tid is None or tid == thread.id or (message.seq or 0) <= cursors.get(tid, 0):
             continue

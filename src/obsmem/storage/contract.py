@@ -62,7 +62,7 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -399,6 +399,16 @@ class Store(Protocol):
 
     async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
         """Every message of every thread of a resource with ``seq > after_seq``, by seq."""
+        ...
+
+    async def list_resource_messages_after(
+        self, resource_id: str, cursors: Mapping[str, int], *, exclude_thread_id: str | None = None
+    ) -> list[Message]:
+        """The messages of the resource's threads (but ``exclude_thread_id``) each newer than its
+        thread's cursor: ``seq > cursors[thread_id]``, or every message of a thread ``cursors``
+        does not name; by seq. Reads those rows only (a thread's messages newer than its cursor,
+        from an index on ``(thread_id, seq)``), never what lies at or below a cursor: memory's
+        per-turn read of what it has not observed of a resource's other threads."""
         ...
 
     async def get_messages(self, message_ids: list[str]) -> list[Message]:

@@ -22,7 +22,7 @@ arguments) live in :mod:`obsmem.storage.rules`, so the rules exist once.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -260,6 +260,22 @@ class MemoryStore(ClosingContext):
     async def list_resource_messages(self, resource_id: str, *, after_seq: int = 0) -> list[Message]:
         self._open()
         found = [m for m in self._messages.values() if m.resource_id == resource_id and _seq(m) > after_seq]
+        return [_copy(m) for m in sorted(found, key=_seq)]
+
+    async def list_resource_messages_after(
+        self, resource_id: str, cursors: Mapping[str, int], *, exclude_thread_id: str | None = None
+    ) -> list[Message]:
+        self._open()
+        found: list[Message] = []
+        for thread_id, thread in self._threads.items():
+            if thread.resource_id != resource_id or thread_id == exclude_thread_id:
+                continue
+            cursor = cursors.get(thread_id, 0)
+            ids = self._thread_messages.get(thread_id, [])
+            start = len(ids)  # ids are in seq order: walk back over the newer ones only
+            while start > 0 and _seq(self._messages[ids[start - 1]]) > cursor:
+                start -= 1
+            found.extend(self._messages[i] for i in ids[start:])
         return [_copy(m) for m in sorted(found, key=_seq)]
 
     async def get_messages(self, message_ids: list[str]) -> list[Message]:

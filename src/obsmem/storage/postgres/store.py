@@ -34,7 +34,7 @@ import math
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -113,6 +113,23 @@ _THREAD_MESSAGES = (
     "AND (m.thread_id, m.seq) <= (%(thread)s, %(last)s)"
 )
 _SEQ_MIN, _SEQ_MAX = -(2**63), 2**63 - 1  # bigint: the type of seq, and of a bound an index of seq takes
+# list_resource_messages_after: the named threads (ids and cursors, two arrays) from their cursor
+# on, then the resource's other threads whole; each part a range of messages_by_thread per thread
+# (row-comparison bounds, as in _THREAD_MESSAGES), so nothing at or below a cursor is read.
+_RESOURCE_MESSAGES_AFTER = (
+    "SELECT m.seq, m.thread_id, t.resource_id, m.doc "
+    "FROM unnest(%(ids)s::text[], %(after)s::bigint[]) AS c (thread_id, after) "
+    "JOIN threads AS t ON t.id = c.thread_id "
+    "JOIN messages AS m ON (m.thread_id, m.seq) > (c.thread_id, c.after) "
+    f"AND (m.thread_id, m.seq) <= (c.thread_id, {_SEQ_MAX}) "
+    "WHERE t.resource_id = %(resource)s AND t.id IS DISTINCT FROM %(exclude)s "
+    "UNION ALL "
+    "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM threads AS t "
+    f"JOIN messages AS m ON (m.thread_id, m.seq) > (t.id, {_SEQ_MIN}) AND (m.thread_id, m.seq) <= (t.id, {_SEQ_MAX}) "
+    "WHERE t.resource_id = %(resource)s AND t.id IS DISTINCT FROM %(exclude)s "
+    "AND NOT (t.id = ANY (%(ids)s::text[])) "
+    "ORDER BY 1"
+)
 # read_window in one statement (one snapshot, one round trip): row kind 0 is the live head
 # (version, superseded_by, doc), kind 1 a message after the head's cursor for the thread (the
 # _MESSAGE_SELECT columns, bounded as in _THREAD_MESSAGES), kind 2 says the thread exists. The
@@ -596,6 +613,21 @@ class PostgresStore(ClosingContext):
             cur = await conn.execute(
                 f"{_MESSAGE_SELECT} WHERE t.resource_id = %s AND m.seq > %s ORDER BY m.seq", (resource_id, after_seq)
             )
+            return [self._message(row) for row in await cur.fetchall()]
+
+        return await self._read(op)
+
+    async def list_resource_messages_after(
+        self, resource_id: str, cursors: Mapping[str, int], *, exclude_thread_id: str | None = None
+    ) -> list[Message]:
+        named = list(cursors)
+        params = {
+            "ids": named, "after": [int(cursors[t]) for t in named], "resource": resource_id,
+            "exclude": exclude_thread_id,
+        }
+
+        async def op(conn: Conn) -> list[Message]:
+            cur = await conn.execute(_RESOURCE_MESSAGES_AFTER, params)
             return [self._message(row) for row in await cur.fetchall()]
 
         return await self._read(op)

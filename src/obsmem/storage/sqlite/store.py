@@ -47,7 +47,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,6 +116,21 @@ _STORE_ONLY_COLUMNS = frozenset({"pk", "created_us", "message_rev"})
 _MESSAGE_SELECT = (
     "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
     "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
+)
+# list_resource_messages_after: the threads ?1 names (a JSON object, thread id -> cursor) from
+# their cursor on, then the resource's other threads whole; each part an index range per thread
+# (messages_by_thread), so nothing at or below a cursor is read. The IN list is built once. CROSS
+# JOIN keeps the threads outside: with statistics saying a resource's threads hold most messages,
+# the planner would otherwise scan all of them; and a small threads table would be scanned whole.
+_RESOURCE_MESSAGES_AFTER = (
+    "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
+    "FROM json_each(?1) AS c CROSS JOIN threads AS t CROSS JOIN messages AS m "
+    "WHERE t.id = c.key AND m.thread_id = c.key AND m.seq > c.value AND t.resource_id = ?2 AND c.key IS NOT ?3 "
+    "UNION ALL "
+    "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
+    "FROM threads AS t INDEXED BY threads_by_resource CROSS JOIN messages AS m WHERE m.thread_id = t.id AND "
+    "t.resource_id = ?2 AND t.id IS NOT ?3 AND t.id NOT IN (SELECT key FROM json_each(?1)) "
+    "ORDER BY 1"
 )
 _MESSAGE_COLUMNS = ("seq", "id", "thread_id", "role", "parts", "created_at", "metadata", "resource_id")
 _IN_CHUNK = 500  # stay far below SQLite's bound-parameter limit
@@ -687,6 +702,17 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 f"{_MESSAGE_SELECT} WHERE t.resource_id = ? AND m.seq > ? ORDER BY m.seq",
                 (resource_id, after_seq),
             )
+            return [self._message(row) for row in rows]
+
+        return await self._read(op)
+
+    async def list_resource_messages_after(
+        self, resource_id: str, cursors: Mapping[str, int], *, exclude_thread_id: str | None = None
+    ) -> list[Message]:
+        named = json.dumps({thread_id: int(cursor) for thread_id, cursor in cursors.items()})
+
+        def op(conn: Conn) -> list[Message]:
+            rows = conn.execute(_RESOURCE_MESSAGES_AFTER, (named, resource_id, exclude_thread_id))
             return [self._message(row) for row in rows]
 
         return await self._read(op)
