@@ -427,12 +427,19 @@ class Memory:
         )
         return await self.store.create_thread(thread)
 
-    async def get_thread(self, thread_id: str) -> Thread:
+    async def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread:
+        """The thread ``thread_id``. ``resource_id``: the user the caller acts for; a thread of
+        another resource is refused as a turn refuses it (:class:`InvalidInputError` naming
+        ``resource_id``), so a session bound to one user never reaches another's thread."""
         check_id(thread_id, "thread_id")
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             self.engine.core.windows.discard(thread_id)  # deleted elsewhere: keep none of its text
             raise ThreadNotFoundError(thread_id)
+        if resource_id is not None and thread.resource_id != resource_id:
+            raise _another_resource(thread_id, resource_id)
         return thread
 
     async def list_threads(
@@ -1239,14 +1246,18 @@ class Memory:
         thread = await self.store.get_thread(thread_id)
         if thread is not None:
             if resource_id is not None and thread.resource_id != resource_id:
-                raise InvalidInputError(
-                    f"Thread '{thread_id}' belongs to another resource, not to the resource_id given "
-                    f"('{resource_id}'). Use a new thread id for this resource.",
-                    argument="resource_id",
-                )
+                raise _another_resource(thread_id, resource_id)
             return thread
         self.engine.core.windows.discard(thread_id)  # deleted elsewhere, perhaps: keep none of its text
         if resource_id is None:
             raise ThreadNotFoundError(thread_id)
         return await self.create_thread(thread_id, resource_id)
 
+
+def _another_resource(thread_id: str, resource_id: str) -> InvalidInputError:
+    """The refusal of a thread that belongs to another resource than ``resource_id``."""
+    return InvalidInputError(
+        f"Thread '{thread_id}' belongs to another resource, not to the resource_id given "
+        f"('{resource_id}'). Use a new thread id for this resource.",
+        argument="resource_id",
+    )

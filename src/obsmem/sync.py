@@ -142,8 +142,8 @@ class SyncMemory:
             self._memory.create_thread(thread_id, resource_id, title=title, metadata=metadata, org_id=org_id)
         )
 
-    def get_thread(self, thread_id: str) -> Thread:
-        return self._portal.call(self._memory.get_thread(thread_id))
+    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread:
+        return self._portal.call(self._memory.get_thread(thread_id, resource_id=resource_id))
 
     def list_threads(
         self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None

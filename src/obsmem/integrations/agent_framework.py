@@ -301,7 +301,8 @@ class ObservationalMemoryProvider(HistoryProvider):
     obsmem creates it (default: the thread id). ``model``: the actor's ``provider:model`` id.
     One provider (and one :class:`~obsmem.Memory`) serves concurrent runs on different sessions
     (one run per session at a time). ``get_messages`` / ``save_messages`` read and write the raw
-    thread outside a run.
+    thread outside a run; like a run, they refuse a thread of another resource
+    (:class:`~obsmem.errors.InvalidInputError`).
 
     Message ids: a ``message_id`` comes from the framework or the model server (``chatcmpl-…``,
     which a server may repeat), so it is not obsmem's id: the stored message's id is derived
@@ -493,6 +494,7 @@ class ObservationalMemoryProvider(HistoryProvider):
         if not thread:
             return []
         try:
+            await self.memory.get_thread(thread, resource_id=self.resource_id or thread)  # a run's owner only
             return to_agent_framework(await self.memory.list_messages(thread))
         except ThreadNotFoundError:
             return []
@@ -506,7 +508,7 @@ class ObservationalMemoryProvider(HistoryProvider):
         if not thread:
             raise InvalidInputError("save_messages needs a session id or thread_id", argument="session_id")
         try:
-            await self.memory.get_thread(thread)
+            await self.memory.get_thread(thread, resource_id=self.resource_id or thread)  # a run's owner only
         except ThreadNotFoundError:
             await self.memory.create_thread(thread, self.resource_id or thread)
         converted = await self._own_ids(thread, messages, from_agent_framework(messages))

@@ -365,6 +365,7 @@ class ObsmemSession:
         history: list[Message] = []
         if answers_earlier:
             try:
+                await self.memory.get_thread(self.session_id, resource_id=self.resource_id)
                 history = (await self.memory.get_context(self.session_id)).raw_messages
             except ThreadNotFoundError:
                 history = []
@@ -398,10 +399,12 @@ class ObsmemSession:
 
         Unlike memory work, which never deletes a raw message, this is the user's explicit
         request: the parts go from the stored messages, and a message left empty is deleted.
-        Observations already made from them stay.
+        Observations already made from them stay. A thread of another resource is refused
+        (:class:`~obsmem.errors.InvalidInputError`), as :meth:`get_items` refuses it.
         """
         await self._end_turn()
         try:
+            await self.memory.get_thread(self.session_id, resource_id=self.resource_id)  # this user's only
             stored = await self.memory.list_messages(self.session_id)
         except ThreadNotFoundError:
             return None
@@ -430,8 +433,13 @@ class ObsmemSession:
         return None
 
     async def clear_session(self) -> None:
-        """Delete the thread: its messages and its observations."""
+        """Delete the thread: its messages and its observations. A thread of another resource is
+        refused (:class:`~obsmem.errors.InvalidInputError`), as :meth:`get_items` refuses it."""
         self._turn = None
+        try:
+            await self.memory.get_thread(self.session_id, resource_id=self.resource_id)
+        except ThreadNotFoundError:
+            return
         await self.memory.delete_thread(self.session_id)
 
 
