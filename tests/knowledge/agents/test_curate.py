@@ -205,3 +205,31 @@ async def test_duplicates_written_by_other_writers_are_merged(knowledge: Knowled
     assert run.removed == [(again.id, f"duplicate of {first.id}: the same fact stated again")]
     live = {r.id for r in (await knowledge.store.list_about(user.id, scope.key)).items}
     assert live == {first.id, other.id}
+
+
+async def test_the_capture_guidance_names_no_attribute_of_a_thread_private_record(
+    knowledge: Knowledge, store: Store, clock: FakeClock
+) -> None:
+    """The guidance node lives at resource level: an attribute only a thread-private record uses
+    (``max_scope="thread"``) is the record's own word and stays out of it; and an org-level
+    guidance node is never rewritten with one resource's attributes."""
+    agents = agents_for(knowledge, store, clock)
+    scope = agents.scope("acme", "alice", "t1")
+    await agents.capture(DAY1, scope, source_thread_id="t1")
+    user = await knowledge.store.resolve_node("User", scope.key)
+    assert user is not None
+    await knowledge.append(user.id, "takes zx-secret pills", scope.key, reason="private", max_scope="thread",
+                           attribute="zx secret medication", source_thread_id="t1")
+    await agents.curate(scope, "t1", force=True)
+    guidance = await knowledge.store.resolve_node("capture-guidance", scope.key)
+    assert guidance is not None and guidance.content is not None
+    assert "phone number" in guidance.content
+    assert "zx" not in guidance.content, guidance.content
+    assert guidance.scope == scope.at("resource").key
+
+    # Bob's resource in the same org, with an org-level guidance node the org wrote.
+    org_node = await knowledge.node("capture-guidance", "document", "org:acme", content="The org's guidance.")
+    bob = agents.scope("acme", "bob", "b1")
+    await agents.capture(DAY1, bob, source_thread_id="b1")
+    await agents.curate(bob, "b1", force=True)
+    assert (await knowledge.store.load_node(org_node.id)).content == "The org's guidance."  # type: ignore[union-attr]

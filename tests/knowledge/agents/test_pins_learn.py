@@ -82,3 +82,23 @@ async def test_learn_needs_two_distinct_supports_and_is_idempotent(knowledge: Kn
     evidence = (await knowledge.store.list_about(skills[0].id, scope.key,
                                                  view=RecordView(include_candidates=True))).items
     assert len(evidence) == 2
+
+
+async def test_a_skill_learned_from_thread_private_records_stays_in_their_thread(
+    knowledge: Knowledge, store: Store, clock: FakeClock
+) -> None:
+    """Found by a hostile review: two records an application wrote with ``max_scope="thread"``
+    became a resource-level skill node whose name and content were their text, readable from
+    every other thread of the user. A skill goes no broader than its narrowest support."""
+    user = await knowledge.node("User", "person", "org:acme/resource:alice")
+    for text in ("I always take my ZX-secret medication pills before breakfast",
+                 "I always swallow ZX-secret medication pills early, before coffee"):
+        await knowledge.append(user.id, text, T1.key, reason="private to this thread", max_scope="thread",
+                               source_thread_id="t1")
+    agents = agents_for(knowledge, store, clock)
+    report = await agents.learn(T1, "t1")
+    assert len(report.written) == 2, report
+    skills = (await knowledge.store.list_nodes(T1.key, kind="skill")).items
+    assert len(skills) == 1 and skills[0].scope == T1.key
+    from_sibling = (await knowledge.store.list_nodes(T2.key)).items
+    assert not [n for n in from_sibling if "zx" in (n.content or "").lower() or "zx" in n.name.lower()]

@@ -585,12 +585,14 @@ class CurateAgent:
         user = await self.store.resolve_node(self.settings.user_node, context.key)
         if user is None:
             return
+        # The node shows the attributes to its whole scope: only records whose ceiling reaches it.
+        level = clamp_level(Level.RESOURCE, self.settings.ceiling)
         attributes: dict[str, int] = {}
         after: str | None = None
         while True:
             page = await self.store.list_about(user.id, context.key, view=_LIVE, after=after, limit=500)
             for record in page.items:
-                if record.attribute:
+                if record.attribute and record.max_scope <= level:
                     attributes[record.attribute] = attributes.get(record.attribute, 0) + 1
             if page.next_cursor is None:
                 break
@@ -601,8 +603,9 @@ class CurateAgent:
         content = (f"Attributes in use for {user.name}: {names}. Give a changed value the same attribute "
                    "so the new record supersedes the old one; state corrections as '…, not <old value>'.")
         content = content[:_GUIDANCE_LIMIT]
-        level = clamp_level(Level.RESOURCE, self.settings.ceiling)
         existing = await self.store.resolve_node(CAPTURE_GUIDANCE, context.key)
+        if existing is not None and Scope.parse(existing.scope).level < level:
+            existing = None  # a broader one (the org's) is not this resource's to rewrite: ours goes beside it
         if existing is None:
             await self.store.create_node(CAPTURE_GUIDANCE, "document", context.at(level).key, actor=ACTOR,
                                          reason="curate: capture guidance", content=content)

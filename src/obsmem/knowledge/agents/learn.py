@@ -142,7 +142,9 @@ class LearnAgent:
         if len(distinct) < 2:
             raise ValueError("a skill needs at least two distinct supporting records")
         group = distinct
-        level = clamp_level(self.settings.node_level, self.settings.ceiling)
+        # The node shows the records' words (its name, its procedure): no broader than the
+        # narrowest ceiling among them, whatever the agent's own ceiling allows.
+        level = max(clamp_level(self.settings.node_level, self.settings.ceiling), *(r.max_scope for r in group))
         node = await self.store.resolve_node(name, context.key)
         if node is None:
             node = await self.store.create_node(
