@@ -23,9 +23,12 @@ class ReviewQueue:
         self.store = store
         self.actor = actor
 
-    async def pending(self, scope: str, *, after: str | None = None, limit: int = 100) -> Page[Record]:
-        """Candidates visible from ``scope``, newest first."""
-        return await self.store.list_candidates(scope, after=after, limit=limit)
+    async def pending(
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
+    ) -> Page[Record]:
+        """Candidates visible from ``scope``, newest first; ``within``: only those stored at
+        ``scope`` itself, the ones a reviewer acting there decides on (not its ancestors')."""
+        return await self.store.list_candidates(scope, after=after, limit=limit, within=within)
 
     async def approve(self, record_id: str, scope: str, *, reason: str) -> Record:
         return await self.store.set_trust(

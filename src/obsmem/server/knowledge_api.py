@@ -65,11 +65,10 @@ async def pending(
     after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:  # fmt: skip
-    """Candidates waiting for review, visible from the key's scope, newest first."""
+    """Candidates waiting for review at the key's scope (the ones it decides on), newest first."""
     scope = knowledge_scope(principal, resource_id)
-    page = await _knowledge(service).review.pending(scope, after=after, limit=limit)
-    mine = [r for r in page.items if r.scope == scope or r.scope.startswith(scope + "/")]
-    return {"scope": scope, "records": [record_json(r) for r in mine], "next_cursor": page.next_cursor}
+    page = await _knowledge(service).review.pending(scope, after=after, limit=limit, within=True)
+    return {"scope": scope, "records": [record_json(r) for r in page.items], "next_cursor": page.next_cursor}
 
 
 @router.post("/review/{record_id}/approve")

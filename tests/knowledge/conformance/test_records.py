@@ -222,3 +222,22 @@ async def test_erase_hard_deletes_records_and_their_history(kstore: TablesKnowle
     assert [(e.action, e.details) for e in about] == [("record-deleted", {"erased": True})]
     assert "4321" not in "".join(e.model_dump_json() for e in events)
     assert all(e.record_id != secret.id for e in await kstore.list_outbox(include_completed=True))
+
+
+async def test_candidates_within_a_scope_leave_its_ancestors_out_and_page(kstore: TablesKnowledgeStore) -> None:
+    """``within``: the candidates stored at the scope itself, paged by the cursor; many newer ones
+    of an ancestor (which a reviewer of the scope does not decide on) never fill its pages."""
+    acme = await kstore.create_node("Acme", "org", ORG, **ACT)
+    jane = await kstore.create_node("Jane", "person", RES, **ACT)
+    own = [
+        (await kstore.append_record(RecordDraft(jane.id, f"Jane fact {i}", RES, trust=TrustState.CANDIDATE), **ACT)).id
+        for i in range(3)
+    ]
+    for i in range(5):
+        await kstore.append_record(RecordDraft(acme.id, f"Acme fact {i}", ORG, trust=TrustState.CANDIDATE), **ACT)
+    assert len((await kstore.list_candidates(RES)).items) == 8  # visible: the org's too
+    first = await kstore.list_candidates(RES, limit=2, within=True)
+    assert [r.id for r in first.items] == own[::-1][:2] and first.next_cursor is not None
+    rest = await kstore.list_candidates(RES, after=first.next_cursor, limit=2, within=True)
+    assert [r.id for r in rest.items] == own[:1] and rest.next_cursor is None
+    assert {r.scope for r in (await kstore.list_candidates(ORG, within=True)).items} == {ORG}

@@ -282,9 +282,9 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._read(lambda r: r.by_source(source_thread_id, scope, view, after, limit))
 
     async def list_candidates(
-        self, scope: str, *, after: str | None = None, limit: int = 100
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
     ) -> Page[Record]:
-        return await self._read(lambda r: r.candidates(scope, after, limit))
+        return await self._read(lambda r: r.candidates(scope, after, limit, within=within))
 
     async def search_lexical(
         self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 20

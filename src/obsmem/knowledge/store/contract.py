@@ -524,8 +524,11 @@ class KnowledgeStore(Protocol):
     ) -> Page[Record]: ...
 
     async def list_candidates(
-        self, scope: str, *, after: str | None = None, limit: int = 100
-    ) -> Page[Record]: ...
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
+    ) -> Page[Record]:
+        """Candidates visible from ``scope``, newest first; ``within``: only those stored at
+        ``scope`` itself (what a reviewer of that scope decides on), not its ancestors'."""
+        ...
 
     async def search_lexical(
         self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 20

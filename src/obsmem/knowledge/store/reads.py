@@ -226,8 +226,10 @@ class KnowledgeReads:
 
         return self._visible_page(_stream(fetch), scope, view, after, limit)
 
-    def candidates(self, scope: str, after: str | None, limit: int) -> Page[Record]:
+    def candidates(self, scope: str, after: str | None, limit: int, *, within: bool = False) -> Page[Record]:
         keys = Scope.parse(scope).visible_keys()
+        if within:
+            keys = keys[:1]  # the scope itself (narrow → broad)
         view = RecordView(include_candidates=True, include_superseded=True)
 
         def fetch(cursor: str | None, n: int) -> list[Record]:

@@ -184,18 +184,25 @@ async def review(request: Request) -> Response:
     principal = await principal_of(request)
     knowledge = _knowledge(request)
     scope = _scope(principal, request)
-    found = await knowledge.review.pending(scope, limit=_PAGE)
+    # The candidates stored at the key's scope, the ones it decides on (its ancestors' never fill the page).
+    found = await knowledge.review.pending(
+        scope, after=request.query_params.get("after") or None, limit=_PAGE, within=True
+    )
     mine = [r for r in found.items if _mine(r, scope)]
     resource = request.query_params.get("resource_id") or ""
     done = request.query_params.get("done")
     notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
     items = "".join(_candidate(r, resource, principal.read_only, csrf_token(request)) for r in mine)
+    where = " on this page" if found.next_cursor or request.query_params.get("after") else ""
     body = (
         notice + _scope_form("/ui/knowledge/review", scope, principal)
-        + f"<p>{len(mine)} candidate(s) waiting. Each decision is written to the audit log as "
+        + f"<p>{len(mine)} candidate(s) waiting{where}. Each decision is written to the audit log as "
         f"<code>{h(actor(principal))}</code>.</p>"
         + f'<ul class="queue" aria-label="Candidates">{items or "<li>Nothing to review.</li>"}</ul>'
     )  # fmt: skip
+    if found.next_cursor:
+        more = url("/ui/knowledge/review", resource_id=request.query_params.get("resource_id"), after=found.next_cursor)
+        body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">Next candidates</a></nav>'
     return page("Review queue", body, who=session(request, principal))
 
 
