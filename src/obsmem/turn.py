@@ -471,7 +471,31 @@ class Turn:
         if turn_start:
             users = [m for m in saved if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)]
             self._input_user = users[-1] if users else None
-        return self._with_input(await self._advance_inner(saved, turn_start=turn_start, stored=stored))
+        context = await self._advance_inner(saved, turn_start=turn_start, stored=stored)
+        return self._with_input(self._with_unseen(context, saved))
+
+    def _with_unseen(self, context: ContextWindow, saved: Sequence[Message]) -> ContextWindow:
+        """``context`` with the messages this boundary saved in front of its raw tail when they
+        are not in it, whatever their size: another writer of the thread (a process running a
+        turn at the same time) observed them after they were stored, and the model has not seen
+        them yet. This process's own memory work never observes them at their boundary. A
+        context a port built its own way (no receipt) is left as it is."""
+        if context.receipt is None or not saved:
+            return context
+        ids = {m.id for m in context.messages}
+        missing = [
+            shown for m in saved if m.role != "system" and m.id not in ids and (shown := model_visible(m)) is not None
+        ]
+        return self._in_front_of_raw(context, missing) if missing else context
+
+    def _in_front_of_raw(self, context: ContextWindow, messages: list[Message]) -> ContextWindow:
+        """``context`` with ``messages`` placed before its raw tail (its receipt revised)."""
+        at = len(context.messages) - len(context.raw_messages)
+        shown = [*context.messages[:at], *messages, *context.messages[at:]]
+        raw = [*messages, *context.raw_messages]
+        counter = self._engine.core.counter
+        receipt = context.receipt.revised(shown, raw, counter=counter) if context.receipt else None
+        return dataclasses.replace(context, messages=shown, raw_messages=raw, receipt=receipt)
 
     def _with_input(self, context: ContextWindow) -> ContextWindow:
         """``context`` with the turn's newest user message in front of the raw tail when a later
@@ -487,13 +511,7 @@ class Turn:
         if core.counter.count_message(user) > core.config.observation.message_tokens // 10:
             return context  # a pasted log: its observation stands in for it (the window stays bounded)
         shown = model_visible(user)
-        if shown is None:
-            return context
-        at = len(context.messages) - len(context.raw_messages)
-        messages = [*context.messages[:at], shown, *context.messages[at:]]
-        raw = [shown, *context.raw_messages]
-        receipt = context.receipt.revised(messages, raw, counter=core.counter) if context.receipt else None
-        return dataclasses.replace(context, messages=messages, raw_messages=raw, receipt=receipt)
+        return context if shown is None else self._in_front_of_raw(context, [shown])
 
     async def _advance_inner(
         self, saved: list[Message], *, turn_start: bool = False, stored: Window | None = None

@@ -1,0 +1,95 @@
+"""A turn's input stays in its context when another process observes it first.
+
+Found by a hostile review on PostgreSQL (6 processes × 40 turns on one thread): 7 turns got a
+context without their own input. Another process's turn began right after the input was saved
+and observed it (to that turn it is just an older message); the turn then built its context from
+what was stored, where the input was observed, and put it back only when it was at most a tenth
+of ``message_tokens`` (the rule for a question at a tool loop's later steps). The model never saw
+a longer input. The README: "The input of the current turn (and the newest user message in any
+case) is never observed away before the model has seen it: it stays raw in this step's context".
+
+Here two ``Memory`` objects on one SQLite file stand for the two processes; the other one's turns
+run right after this turn's save is committed, before this turn builds its context, and observe
+past its input. On main both cases failed: the context held only the other process's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from obsmem import Memory, Message
+from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = MemoryConfig(
+    observation=ObservationConfig(message_tokens=300, buffer_tokens=False),
+    reflection=ReflectionConfig(observation_tokens=100_000),
+)
+LONG_INPUT = (
+    "Here is the incident report: the Lisbon warehouse lost power at 03:10, the backup generator "
+    "failed to start, and the cold room reached 9 degrees by 04:00; the night manager moved the "
+    "vaccines to the Porto truck at 04:20. Which shipments are affected?"
+)
+
+
+def _after_save(memory: Memory, then: Callable[[], Awaitable[None]]) -> None:
+    """Run ``then`` once each save of ``memory`` has committed, before the save returns."""
+    store: Any = memory.store
+    save = store.save_messages_marked_early
+
+    async def saved_then(*args: Any, **kwargs: Any) -> Any:
+        rows, before, after, commit = await save(*args, **kwargs)
+        await commit
+        await then()
+        return rows, before, after, commit
+
+    store.save_messages_marked_early = saved_then
+
+
+async def _history(memory: Memory, turns: int) -> None:
+    for i in range(turns):
+        turn = await memory.begin_turn(
+            thread_id="t", resource_id="u", messages=[Message.user(f"note {i}: the pallet count is {i * 3}")]
+        )
+        await turn.end([Message.assistant(f"noted {i}")])
+
+
+@pytest.mark.parametrize("where", ["begin_turn", "step"])
+async def test_the_input_is_in_the_context_when_another_process_observed_it(tmp_path: Path, where: str) -> None:
+    path = f"sqlite:///{tmp_path / 'm.db'}"
+    async with Memory(path, config=CONFIG) as mine, Memory(path, config=CONFIG) as other:
+        await _history(mine, 20)
+        fired: list[str] = []
+
+        async def other_process_turn() -> None:
+            if fired:
+                return
+            fired.append("x")
+            for k in range(6):  # enough that its observation passes this turn's input
+                turn = await other.begin_turn(
+                    thread_id="t", resource_id="u", messages=[Message.user(f"Also {k}: when is the audit? " * 3)]
+                )
+                await turn.end([Message.assistant("At nine.")])
+
+        if where == "begin_turn":
+            _after_save(mine, other_process_turn)
+            turn = await mine.begin_turn(thread_id="t", resource_id="u", messages=[Message.user(LONG_INPUT)])
+            shown = [m.text for m in turn.context.raw_messages]
+            assert fired, "the other process's turn ran"
+            assert LONG_INPUT in shown, f"the turn's own input is not in its context: {shown}"
+        else:
+            turn = await mine.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("Check the report.")])
+            _after_save(mine, other_process_turn)
+            context = await turn.step([Message.assistant(LONG_INPUT)])
+            shown = [m.text for m in context.raw_messages]
+            assert fired, "the other process's turn ran"
+            assert LONG_INPUT in shown, f"the step's own messages are not in its context: {shown}"
+        stored = {m.text: m.seq for m in await mine.list_messages("t")}
+        record = await mine.get_record("t")
+        assert record is not None and record.cursor("t") > (stored[LONG_INPUT] or 0), "the other process observed it"
+        await turn.end()
