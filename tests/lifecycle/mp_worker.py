@@ -8,12 +8,11 @@ buffering on, runs ``turns`` turns on the shared thread (a user message ``p{n}-u
 assistant reply ``p{n}-a{i}``), waits for its background work and closes. Prints one JSON line
 with what it did; exits non-zero on any error.
 
-An :class:`~obsmem.errors.ObservationError` from ``begin_turn``/``step`` ("the store kept changing
-underneath; the messages stay pending") is what the engine reports when its synchronous
-observation lost the compare-and-set to other processes on every attempt. It is a documented,
-recoverable outcome, so the worker does what an application would: it repeats the call (saving
-a message again is idempotent by id) and counts it in ``contention_retries``. Anything else, or
-five losses in a row, fails the run.
+A synchronous observation that lost the compare-and-set to other processes on every attempt no
+longer raises (the turn goes on, the messages stay pending: see
+tests/integrity/test_observation_contention.py). The worker still repeats a call that raises
+:class:`~obsmem.errors.ObservationError` (saving a message again is idempotent by id) and counts
+it in ``contention_retries``, which should stay 0. Anything else, or five in a row, fails the run.
 """
 
 from __future__ import annotations

@@ -573,11 +573,17 @@ class ObserveStep:
             )
             return CycleOutcome("observation", False, done.current, reason="superseded by a concurrent observation")
         if done.status == "exhausted" or done.current is None or done.base is None:
-            error = ObservationError(
-                f"Could not commit the observation of thread '{thread.id}' after {core.commit_policy.attempts} "
-                "attempts; the store kept changing underneath. The messages stay pending."
+            # Other writers (processes on the same store) won every compare-and-set: nothing
+            # failed here, so the turn goes on, whatever the failure policy; the messages stay
+            # pending and a later boundary observes them.
+            reason = (
+                f"not committed: other writers changed the record on all {core.commit_policy.attempts} attempts; "
+                "the messages stay pending"
             )
-            return await self._failed(cycle, thread, done.current or record, batch_tokens, error, back_off=False)
+            await cycle.mark_failed(reason, batch_tokens, record_id=(done.current or record).id)
+            cycle.emit("observation-failed", error=reason)
+            logger.warning("obsmem: observation of thread %s %s", thread.id, reason)
+            return CycleOutcome("observation", False, done.current or record, input_tokens=batch_tokens, reason=reason)
         stored, base = done.current, done.base
         await self._after_observation(thread, result)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
@@ -657,17 +663,15 @@ class ObserveStep:
 
     async def _failed(
         self, cycle: Cycle, thread: Thread, record: ObservationRecord, batch_tokens: int, exc: BaseException,
-        *, back_off: bool = True,
     ) -> CycleOutcome:
-        """A failed observation: closing marker, event, and (for a model failure, not a store that
-        kept changing) the role's durable backoff; then raise or return per the failure policy."""
+        """A failed observation: closing marker, event, and the role's durable backoff; then raise
+        or return per the failure policy."""
         core = self.core
         await cycle.mark_failed(describe(exc), batch_tokens, record_id=record.id)
         cycle.emit("observation-failed", error=describe(exc))
         if isinstance(exc, OperationAbortedError):
             raise exc
-        if back_off:
-            await core.back_off(thread, "observation", exc)
+        await core.back_off(thread, "observation", exc)
         degenerate = isinstance(exc, DegenerateOutputError)
         if core.failure_policy == "throw" and not degenerate:
             if isinstance(exc, ObservationError):
