@@ -78,6 +78,13 @@ def serve(
     upstream_kind: Annotated[
         str, typer.Option(help="'openai' (any OpenAI-compatible server) or 'anthropic' (Messages API, chat only).")
     ] = "openai",
+    upstream_timeout_s: Annotated[
+        float, typer.Option(help="Seconds the gateway waits for one read from the upstream (connect, each piece).")
+    ] = 120.0,
+    upstream_total_timeout_s: Annotated[
+        float, typer.Option(help="Seconds one upstream answer may take in all; past it a stream ends with an error "
+                                 "event and a whole answer gets 504.")
+    ] = 600.0,
     config: ConfigOption = None,
     model: Annotated[str | None, typer.Option(metavar="SPEC", help="Observer/reflector model (default: offline).")] = None,
     background: Annotated[str, typer.Option(help="'local', or 'queue' to leave memory work to obsmem workers.")] = "local",
@@ -89,6 +96,10 @@ def serve(
         raise typer.BadParameter("expected 'openai' or 'anthropic'", param_hint="'--upstream-kind'")
     if background not in ("local", "queue"):
         raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
+    for value, hint in ((upstream_timeout_s, "'--upstream-timeout-s'"),
+                        (upstream_total_timeout_s, "'--upstream-total-timeout-s'")):  # fmt: skip
+        if not value > 0:
+            raise typer.BadParameter("expected a number of seconds above 0", param_hint=hint)
     server = _server()
     if dev and host != "127.0.0.1":
         err_console.print(f"[yellow]--dev[/yellow]: ignoring --host {host}", highlight=False)
@@ -96,7 +107,8 @@ def serve(
         host = "127.0.0.1"
         err_console.print("[yellow]dev mode:[/yellow] no API key needed; listening on 127.0.0.1 only.", highlight=False)
     settings = server.ServerSettings(upstream_url=upstream, upstream_key=os.environ.get(UPSTREAM_KEY_ENV), dev=dev,
-                                     mcp=mcp_http, upstream_kind=upstream_kind)  # fmt: skip
+                                     mcp=mcp_http, upstream_kind=upstream_kind, upstream_timeout_s=upstream_timeout_s,
+                                     upstream_total_timeout_s=upstream_total_timeout_s)  # fmt: skip
     service = _service(store, knowledge, config, model, background, settings)
     if not dev and not _any_keys(service):
         err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)

@@ -158,8 +158,9 @@ class AnthropicStream:
                     self.usage[key] = usage[key]
 
     def answer(self) -> dict[str, Any]:
-        """The message so far, shaped like a Messages API response (tool inputs parsed; an input
-        cut off mid-stream becomes ``{}``)."""
+        """The message so far, shaped like a Messages API response, tool inputs parsed. A tool
+        call whose input is not a whole JSON object (cut off, e.g. at ``max_tokens``) is left out:
+        never saved as a call its arguments did not finish."""
         content: list[dict[str, Any]] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
@@ -169,9 +170,10 @@ class AnthropicStream:
             try:
                 arguments = json.loads("".join(block["json"]) or "{}")
             except ValueError:
-                arguments = {}
-            content.append({"type": "tool_use", "id": block["id"], "name": block["name"],
-                            "input": arguments if isinstance(arguments, dict) else {}})  # fmt: skip
+                continue
+            if not isinstance(arguments, dict):
+                continue
+            content.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments})
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": self.stop_reason, "usage": dict(self.usage)}  # fmt: skip
 

@@ -24,10 +24,21 @@ resource). For each request the gateway
    answer is saved, so the next request finds it) and saves it (``turn.end``), which starts memory
    work in the background (buffered observation and
    reflection run as Memory's background tasks, or on workers with ``background="queue"``).
+
+A streamed answer is saved only when it completed: on Chat Completions choice 0 got a
+``finish_reason`` or ``[DONE]`` came, on the Responses API ``response.completed`` or
+``response.incomplete`` (saved as the same answer not streamed would be), over an Anthropic
+upstream ``message_stop``. A stream cut off, failed upstream, past the deadline or holding an
+event the gateway cannot read (relayed all the same: the relay never breaks on an event's shape)
+saves no answer, so the client's retry of the same request is a retry (its input saved once).
+One upstream exchange is bounded in all by ``upstream_total_timeout_s`` (each read by
+``upstream_timeout_s``): past it a stream ends with an error event (``data: {"error": …}``, which
+the ``openai`` client raises) and a whole answer is answered 504.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -35,7 +46,7 @@ from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from obsmem import (
     InvalidInputError,
@@ -51,14 +62,23 @@ from obsmem.server.access import Principal
 from obsmem import telemetry
 from obsmem.models.sse import parse_sse
 from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, AnthropicStream, anthropic_request, chat_completion, sse_chunk
-from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError
+from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError, error_body
 from obsmem.server.rest import Caller, ServiceDep
 from obsmem.server.service import Service
 
-__all__ = ["ChatAnswer", "ResponsesAnswer", "router"]
+__all__ = ["ChatAnswer", "ResponsesAnswer", "UpstreamTimeoutError", "router"]
 
 logger = logging.getLogger("obsmem.server.gateway")
-router = APIRouter(prefix="/v1", tags=["gateway"], responses=ERROR_RESPONSES)
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    504: {**ERROR_RESPONSES[502], "description": "The upstream did not answer within upstream_total_timeout_s"},
+}
+router = APIRouter(prefix="/v1", tags=["gateway"], responses=_RESPONSES)
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The upstream did not finish its answer within the server's ``upstream_total_timeout_s``
+    (answered 504; in a stream, sent as its last event)."""
 
 #: The most an upstream answer may carry (a whole response, or a stream in all); past it a
 #: response is refused (502) and a stream is cut, like a dropped connection.
@@ -172,9 +192,10 @@ def _upstream(service: Service, path: str) -> tuple[str, dict[str, str]]:
 class _Sse:
     """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on."""
 
-    def __init__(self, on_data: Callable[[Any], None]) -> None:
+    def __init__(self, on_data: Callable[[Any], None], on_done: Callable[[], None] = lambda: None) -> None:
         self._pending = bytearray()
         self._on_data = on_data
+        self._on_done = on_done
 
     def feed(self, chunk: bytes) -> None:
         # Only the new bytes are searched for line ends (linear in the stream however it is split);
@@ -193,6 +214,8 @@ class _Sse:
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
+            if data == "[DONE]":
+                self._on_done()
             if not data or data == "[DONE]":
                 continue
             try:
@@ -201,13 +224,41 @@ class _Sse:
                 continue
 
 
+class _Unreadable(Exception):
+    """A streamed event whose shape the answer accumulator cannot read."""
+
+
+class _Call:
+    """One streamed tool call: its pieces kept in lists and joined once (linear in the deltas)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name: list[str] = []
+        self.arguments: list[str] = []
+
+    def wire(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function",
+                "function": {"name": "".join(self.name), "arguments": "".join(self.arguments)}}  # fmt: skip
+
+
 class ChatAnswer:
-    """A Chat Completions answer, from a whole response or assembled from stream chunks."""
+    """A Chat Completions answer, from a whole response or assembled from stream chunks.
+
+    A streamed answer is saveable once complete (choice 0 got a ``finish_reason``, or ``[DONE]``
+    came) and only if every event of choice 0 could be read: an event of another shape (a
+    ``delta`` that is not an object, a tool call ``index`` that is not an integer, a ``name``
+    that is not a string…) marks it unreadable, and nothing of it is saved rather than a
+    possibly wrong answer. The relay forwards such events unchanged all the same.
+    """
 
     def __init__(self) -> None:
         self.content: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, _Call] = {}
         self.message: dict[str, Any] | None = None
+        self.complete = False
+        self.unreadable = False
 
     def whole(self, body: Any) -> None:
         choices = body.get("choices") if isinstance(body, dict) else None
@@ -215,33 +266,82 @@ class ChatAnswer:
             message = choices[0].get("message")
             self.message = message if isinstance(message, dict) else None
 
+    def done(self) -> None:
+        """``[DONE]`` came: the stream completed."""
+        self.complete = True
+
     def chunk(self, data: Any) -> None:
+        if self.unreadable:
+            return
+        try:
+            self._read(data)
+        except _Unreadable as exc:
+            self.unreadable = True
+            logger.warning("an upstream stream event could not be read (%s); relayed, but the answer is not saved",
+                           exc)  # fmt: skip
+
+    def _read(self, data: Any) -> None:
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list):
             return
         first = [c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0]  # n > 1: the first is kept
         if not first:
             return
-        delta = first[0].get("delta") or {}
-        if isinstance(delta.get("content"), str):
-            self.content.append(delta["content"])
-        for call in delta.get("tool_calls") or []:
-            if not isinstance(call, dict):
-                continue
-            slot = self.calls.setdefault(int(call.get("index", 0)), {
-                "id": "", "type": "function", "function": {"name": "", "arguments": ""}
-            })  # fmt: skip
-            slot["id"] = call.get("id") or slot["id"]
-            function = call.get("function") or {}
-            slot["function"]["name"] += function.get("name") or ""
-            slot["function"]["arguments"] += function.get("arguments") or ""
+        delta = first[0].get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise _Unreadable("'delta' is not an object")
+        content = delta.get("content")
+        if isinstance(content, str):
+            self.content.append(content)
+        elif content is not None:
+            raise _Unreadable("'content' is not a string")
+        calls = delta.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise _Unreadable("'tool_calls' is not a list")
+        for call in calls or []:
+            self._call(call)
+        if first[0].get("finish_reason") is not None:
+            self.complete = True
+
+    def _call(self, call: Any) -> None:
+        if not isinstance(call, dict):
+            raise _Unreadable("a tool call is not an object")
+        index = call.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _Unreadable("a tool call's 'index' is not an integer")
+        function = call.get("function")
+        if function is None:
+            function = {}
+        if not isinstance(function, dict):
+            raise _Unreadable("a tool call's 'function' is not an object")
+        call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+        if any(value is not None and not isinstance(value, str) for value in (call_id, name, arguments)):
+            raise _Unreadable("a tool call's 'id', 'name' or 'arguments' is not a string")
+        slot = self.calls.get(index)
+        if slot is None:
+            slot = self.calls[index] = _Call()
+        slot.id = call_id or slot.id
+        if name:
+            slot.name.append(name)
+        if arguments:
+            slot.arguments.append(arguments)
+
+    def unsaved(self) -> str | None:
+        """Why a streamed answer that came is not saved (None: it is, or nothing came)."""
+        if self.message is not None or not (self.content or self.calls or self.unreadable):
+            return None
+        if self.unreadable:
+            return "an event of it could not be read"
+        return None if self.complete else "the stream ended before the answer was complete"
 
     def messages(self, history: list[Message]) -> list[Message]:
         message = self.message
-        if message is None and (self.content or self.calls):
+        if message is None and (self.content or self.calls) and self.unsaved() is None:
             message = {"role": "assistant", "content": "".join(self.content) or None}
             if self.calls:
-                message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+                message["tool_calls"] = [self.calls[i].wire() for i in sorted(self.calls)]
         if message is None:
             return []
         return from_openai([message], history=history)
@@ -261,8 +361,16 @@ class ResponsesAnswer:
             self.output = output
 
     def chunk(self, data: Any) -> None:
-        if isinstance(data, dict) and data.get("type") == "response.completed":
+        # the stream's two terminal events that carry an answer; response.incomplete (e.g. at
+        # max_output_tokens) is saved as the same response not streamed is saved
+        if isinstance(data, dict) and data.get("type") in ("response.completed", "response.incomplete"):
             self.whole(data.get("response"))
+
+    def done(self) -> None:
+        pass
+
+    def unsaved(self) -> str | None:
+        return None
 
     def messages(self, history: list[Message]) -> list[Message]:
         if not self.output:
@@ -273,6 +381,9 @@ class ResponsesAnswer:
 
 async def _finish(turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
     """Save the answer (ending the turn starts memory work); a bad answer is logged, never raised."""
+    reason = answer.unsaved()
+    if reason is not None:
+        logger.warning("the upstream answer is not saved: %s", reason)
     try:
         responses = answer.messages(turn.context.messages)
     except Exception as exc:
@@ -288,14 +399,22 @@ async def _forward(
     url, headers = _upstream(service, path)
     assert service.http is not None
     stream = bool(payload.get("stream"))
+    deadline = _deadline(service)
     try:
         request = service.http.build_request("POST", url, json=payload, headers=headers)
-        upstream = await service.http.send(request, stream=True)
+        async with asyncio.timeout_at(deadline):
+            upstream = await service.http.send(request, stream=True)
+    except TimeoutError:
+        await turn.end()
+        return _timed_out(service)
     except httpx.HTTPError as exc:
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
     if upstream.status_code != 200 or not stream:
-        content = await _whole(upstream, turn)
+        try:
+            content = await _whole(upstream, turn, deadline)
+        except TimeoutError:
+            return _timed_out(service)
         if upstream.status_code == 200:
             try:
                 answer.whole(json.loads(content))
@@ -307,17 +426,18 @@ async def _forward(
         media = upstream.headers.get("content-type", "application/json")
         return Response(content, status_code=upstream.status_code, media_type=media)
 
-    reader = _Sse(answer.chunk)
+    reader = _Sse(answer.chunk, answer.done)
 
     async def relay() -> AsyncIterator[bytes]:
         # Each chunk goes on as it came, one behind: the last one (with the closing event) goes
         # only after the answer is saved, so a client that has the whole answer finds it in
         # memory on its next request.
         finished = False
+        expired = False
         held: bytes | None = None
         total = 0
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in _until(deadline, upstream.aiter_raw()):
                 total += len(chunk)
                 if total > MAX_UPSTREAM_BYTES:
                     logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)
@@ -329,10 +449,20 @@ async def _forward(
             else:
                 reader.feed(b"\n")
                 finished = True
+        except TimeoutError:
+            expired = True
         finally:
             await upstream.aclose()
-            if not finished:  # the client went away (or the upstream dropped): save what came, off this task
+            if not finished and not expired:
+                # the client went away (or the upstream dropped): the answer is saved, off this
+                # task, only if it completed
                 service.spawn(_finish(turn, answer))
+        if expired:  # nothing of this answer is saved; the client is told
+            await turn.end()
+            if held is not None:
+                yield held
+            yield _error_event(_timeout_error(service))
+            return
         if finished:
             await _finish(turn, answer)
         if held is not None:
@@ -359,15 +489,23 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     if stream:
         request["stream"] = True
     assert service.http is not None
+    deadline = _deadline(service)
     try:
         sent = service.http.build_request("POST", settings.upstream_url.rstrip("/") + "/messages", json=request,
                                           headers=headers)  # fmt: skip
-        upstream = await service.http.send(sent, stream=True)
+        async with asyncio.timeout_at(deadline):
+            upstream = await service.http.send(sent, stream=True)
+    except TimeoutError:
+        await turn.end()
+        return _timed_out(service)
     except httpx.HTTPError as exc:
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
     if upstream.status_code != 200 or not stream:
-        content = await _whole(upstream, turn)
+        try:
+            content = await _whole(upstream, turn, deadline)
+        except TimeoutError:
+            return _timed_out(service)
         if upstream.status_code != 200:
             await turn.end()
             return Response(content, status_code=upstream.status_code,
@@ -385,6 +523,12 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                                  and options.get("include_usage") is True)  # fmt: skip
 
     async def save() -> None:
+        """Save the answer if the stream completed (``message_stop``); a cut one saves nothing."""
+        if not translator.finished:
+            if translator.blocks:
+                logger.warning("the upstream answer is not saved: the stream ended before the answer was complete")
+            await turn.end()
+            return
         try:
             _, saved = chat_completion(translator.answer(), body.get("model"), turn.context.messages)
         except (ValueError, InvalidInputError) as exc:
@@ -394,16 +538,20 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         await turn.end(saved)
 
     async def relay() -> AsyncIterator[bytes]:
-        # Like the OpenAI relay: the finish goes out only after the answer is saved.
+        # Like the OpenAI relay: the finish goes out only after the answer is saved. An error
+        # event of the upstream, or the deadline, ends the stream with an error event for the
+        # client, and nothing of the answer is saved.
         finished = False
+        failure: UpstreamError | None = None
         try:
-            async for event in parse_sse(_bounded_lines(upstream)):
+            async for event in parse_sse(_bounded_lines(upstream, deadline)):
                 try:
                     data = json.loads(event.data)
                 except ValueError:
                     continue
                 if isinstance(data, dict) and data.get("type") == "error":
-                    logger.warning("the Anthropic upstream reported an error mid-stream")
+                    failure = _anthropic_failure(data.get("error"))
+                    logger.warning("the Anthropic upstream reported an error mid-stream: %s", failure)
                     break
                 chunks = translator.event(event.event, data)
                 if translator.finished:
@@ -413,43 +561,92 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                     yield sse_chunk(chunk)
                 if finished:
                     break
+        except TimeoutError:
+            failure = _timeout_error(service)
         finally:
             await upstream.aclose()
-            if not finished:  # cut stream or a client that went away: save what came, off this task
+            if not finished and failure is None:  # cut stream or a client that went away: off this task
                 service.spawn(save())
-        if finished:
+        if failure is not None:
+            await turn.end()
+            yield _error_event(failure)
+        elif finished:
             yield b"data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-async def _whole(upstream: httpx.Response, turn: Turn) -> bytes:
-    """The whole (bounded) answer, the response closed; a failed read ends the turn first."""
+def _deadline(service: Service) -> float:
+    """When (event-loop time) one upstream exchange begun now must be over."""
+    return asyncio.get_running_loop().time() + service.settings.upstream_total_timeout_s
+
+
+async def _until(deadline: float, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` until ``deadline`` (event-loop time); past it :class:`TimeoutError`, however
+    steadily they come (keep-alive comments, a body a byte at a time)."""
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        yield chunk
+
+
+def _timeout_error(service: Service) -> UpstreamTimeoutError:
+    limit = service.settings.upstream_total_timeout_s
+    return UpstreamTimeoutError(
+        f"The upstream model server did not finish its answer within {limit:g} s (upstream_total_timeout_s)."
+    )
+
+
+def _timed_out(service: Service) -> Response:
+    """A whole answer past the deadline: 504, in obsmem's error shape."""
+    error = _timeout_error(service)
+    return JSONResponse(error_body(type(error).__name__, str(error)), status_code=504)
+
+
+def _error_event(error: UpstreamError) -> bytes:
+    """The last event of a stream that failed: ``data: {"error": …}`` (which the ``openai`` client
+    raises as an APIError). It opens with a blank line, ending any event the upstream left half sent."""
+    return b"\n\ndata: " + json.dumps(error_body(type(error).__name__, str(error))).encode() + b"\n\n"
+
+
+def _anthropic_failure(error: Any) -> UpstreamError:
+    detail = error if isinstance(error, dict) else {}
+    kind, message = detail.get("type"), detail.get("message")
+    said = ": ".join(str(part) for part in (kind, message) if part) or "no detail"
+    return UpstreamError(f"The upstream model server failed mid-answer ({said}).")
+
+
+async def _whole(upstream: httpx.Response, turn: Turn, deadline: float) -> bytes:
+    """The whole (bounded) answer, the response closed; a failed read (or the deadline) ends the turn first."""
     try:
-        return await _read_bounded(upstream)
-    except (httpx.HTTPError, UpstreamError):
+        return await _read_bounded(upstream, deadline)
+    except (httpx.HTTPError, UpstreamError, TimeoutError):
         await turn.end()
         raise
     finally:
         await upstream.aclose()
 
 
-async def _read_bounded(upstream: httpx.Response) -> bytes:
+async def _read_bounded(upstream: httpx.Response, deadline: float) -> bytes:
     """The whole body of a non-streaming upstream answer, refused past :data:`MAX_UPSTREAM_BYTES`."""
     body = bytearray()
-    async for chunk in upstream.aiter_raw():
+    async for chunk in _until(deadline, upstream.aiter_raw()):
         body += chunk
         if len(body) > MAX_UPSTREAM_BYTES:
             raise UpstreamError(f"The upstream answer is larger than {MAX_UPSTREAM_BYTES} bytes.")
     return bytes(body)
 
 
-async def _bounded_lines(upstream: httpx.Response) -> AsyncIterator[str]:
+async def _bounded_lines(upstream: httpx.Response, deadline: float) -> AsyncIterator[str]:
     """The lines of a streamed upstream answer; ends (as a cut stream) past
-    :data:`MAX_UPSTREAM_BYTES` in all or :data:`MAX_LINE_BYTES` in one line."""
+    :data:`MAX_UPSTREAM_BYTES` in all or :data:`MAX_LINE_BYTES` in one line, and raises
+    :class:`TimeoutError` past ``deadline``."""
     pending = bytearray()
     total = 0
-    async for chunk in upstream.aiter_raw():
+    async for chunk in _until(deadline, upstream.aiter_raw()):
         total += len(chunk)
         if total > MAX_UPSTREAM_BYTES:
             logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)

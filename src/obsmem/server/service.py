@@ -31,13 +31,19 @@ MAX_OPEN_TURNS = 1000
 class ServerSettings:
     """``upstream_url``: the base URL the gateway forwards to (``…/v1``); ``upstream_key``: its key,
     sent upstream only; ``upstream_kind``: ``"openai"`` (any OpenAI-compatible server) or
-    ``"anthropic"`` (Chat Completions translated to the Messages API). ``dev``: no keys needed (loopback only)."""
+    ``"anthropic"`` (Chat Completions translated to the Messages API). ``dev``: no keys needed (loopback only).
+    ``upstream_timeout_s``: the longest the gateway waits for one read from the upstream (connecting,
+    the headers, each piece of the body); ``upstream_total_timeout_s``: the longest one upstream
+    exchange may take in all, from the request to the answer's last byte (a stream kept alive with
+    comments, a body sent a byte at a time). Past it a streamed answer ends with an error event and
+    a whole one is answered 504; nothing of that answer is saved."""
 
     upstream_url: str | None = None
     upstream_key: str | None = None
     upstream_kind: Literal["openai", "anthropic"] = "openai"
     dev: bool = False
     upstream_timeout_s: float = 120.0
+    upstream_total_timeout_s: float = 600.0
     mcp: bool = True
 
 
