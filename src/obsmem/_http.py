@@ -57,6 +57,7 @@ import logging
 import random
 import socket
 import time
+import zlib
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -77,10 +78,12 @@ from obsmem.errors import (
 )
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "KEY_REFUSED_STATUSES",
     "SecretHeaders",
     "capped_lines",
+    "decoded",
     "header_secrets",
     "mask_secret",
     "read_capped",
@@ -301,6 +304,60 @@ async def read_capped(
             raise too_large(what, limit)
         parts.append(chunk)
     return b"".join(parts)
+
+
+#: The content encodings obsmem asks a server for (``Accept-Encoding``) and reads: it decodes them
+#: itself, a bounded step at a time (:func:`decoded`), never through the HTTP client's decoder.
+ACCEPT_ENCODING = "gzip, deflate"
+#: The most one decompression step may produce: a few kilobytes of compressed body cannot turn
+#: into gigabytes before the byte limit of :func:`read_capped` / :func:`capped_lines` counts them.
+_INFLATE_STEP = 256 * 1024
+
+
+async def decoded(
+    raw: AsyncIterable[bytes], content_encoding: str | None, *, what: str
+) -> AsyncIterator[bytes]:
+    """The body ``raw`` (as it came off the wire) decoded as ``content_encoding`` says, in pieces
+    of at most 256 KiB, so the caller's byte limit counts decoded bytes as they are made (a
+    decompression bomb stops at the limit, having held about that much). gzip and deflate are
+    read (what :data:`ACCEPT_ENCODING` asks for); any other encoding, or more than one, is
+    refused with :class:`~obsmem.errors.ModelRequestError` (a server that ignores
+    ``Accept-Encoding``), and a body that does not decode fails as a cut body does
+    (:class:`~obsmem.errors.ModelUnavailableError`)."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        async for chunk in raw:
+            yield chunk
+        return
+    if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise ModelRequestError(
+            f"{what} answered with Content-Encoding {content_encoding!r}, which obsmem does not read "
+            f"(it asks for {ACCEPT_ENCODING}); configure the server to send one of those, or none."
+        )
+    gzip_format = codings[0] != "deflate"
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if gzip_format else zlib.MAX_WBITS)
+    started = False
+    try:
+        async for chunk in raw:
+            data = chunk
+            while data and not inflater.eof:
+                try:
+                    piece = inflater.decompress(data, _INFLATE_STEP)
+                except zlib.error:
+                    if gzip_format or started:
+                        raise
+                    # "deflate" sent raw, without the zlib wrapper (some servers do)
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    piece = inflater.decompress(data, _INFLATE_STEP)
+                started = True
+                data = inflater.unconsumed_tail
+                if piece:
+                    yield piece
+        if rest := inflater.flush():  # every input byte went through decompress: little or nothing is left
+            yield rest
+    except zlib.error as exc:
+        raise ModelUnavailableError(f"{what} sent a {codings[0]} body that does not decode ({exc}).") from exc
 
 
 async def read_prefix(chunks: AsyncIterable[bytes], limit: int) -> bytes:
@@ -757,8 +814,13 @@ async def with_retry(
                 refusals += 1
                 if refusals > policy.refused_retries(local=refusal.local):
                     raise
-            delay = policy.delay_for(attempt, rng, retry_after=_retry_after(error))
+            asked = _retry_after(error)
+            delay = policy.delay_for(attempt, rng, retry_after=asked)
             elapsed, budget = clock.monotonic() - started, policy.max_total_s
+            # A server that asks for more than the deadline leaves: fail now, not after max_delay_s
+            # (which would send the request again long before the server said it may).
+            if budget is not None and asked is not None and elapsed + asked > budget:
+                delay = asked
             if budget is not None and elapsed + delay > budget:
                 raise _out_of_time(
                     error, what=what, attempts=attempt, elapsed=elapsed, delay=delay, budget=budget

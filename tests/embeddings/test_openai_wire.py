@@ -110,12 +110,21 @@ async def test_retry_after_is_a_floor_and_every_wait_is_capped_at_30_s(openai_se
     openai_server.script(
         Reply(429, {"error": {"message": "slow"}}, {"retry-after-ms": "1"}),
         Reply(429, {"error": {"message": "slower"}}, {"retry-after": "12"}),
-        Reply(429, {"error": {"message": "slowest"}}, {"retry-after": "3600"}),
+        Reply(429, {"error": {"message": "slowest"}}, {"retry-after": "200"}),
     )
     clock = FakeClock()
     async with embedder(openai_server, max_retries=3, backoff_s=0.5, clock=clock) as client:
         await client.embed(["x"])
     assert clock.sleeps == [0.5, 12.0, 30.0]
+
+
+async def test_a_retry_after_past_the_retry_deadline_fails_at_once(openai_server: FakeOpenAI) -> None:
+    openai_server.script(Reply(429, {"error": {"message": "come back tomorrow"}}, {"retry-after": "86400"}))
+    clock = FakeClock()
+    async with embedder(openai_server, max_retries=3, backoff_s=0.5, clock=clock) as client:
+        with pytest.raises(ModelUnavailableError, match="86400"):
+            await client.embed(["x"])
+    assert clock.sleeps == []
 
 
 async def test_a_refused_connection_is_retried_then_unavailable() -> None:

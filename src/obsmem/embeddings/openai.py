@@ -14,6 +14,7 @@ request or key is :class:`ModelRequestError`; an answer that is not the document
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import logging
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from obsmem._http import (
+    ACCEPT_ENCODING,
     RetryPolicy,
     SecretHeaders,
+    decoded,
     error_detail,
     parse_retry_after,
     read_capped,
@@ -231,23 +234,28 @@ class OpenAIEmbedder:
 
     async def _embed_batch(self, batch: list[str]) -> EmbeddingMatrix:
         client = self._http()
-        headers = SecretHeaders({"Content-Type": "application/json"})  # its repr masks the key
+        # its repr masks the key; the encodings asked for are decoded here, bounded (never by httpx)
+        headers = SecretHeaders({"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING})
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = f"{self.base_url}/embeddings"
         httpx_module = importlib.import_module("httpx")
+        what = f"The embeddings server at {url}"
         try:
-            request = client.stream("POST", url, json=self._request_body(batch), headers=headers)
-            async with request as response:
-                if response.status_code >= 400:
-                    raise await self._status_error(response, url)
-                content = await read_capped(
-                    response.aiter_bytes(),
-                    self.max_response_bytes,
-                    what=f"The embeddings server at {url}",
-                    headers=response.headers,
-                )
-        except httpx_module.TimeoutException as exc:
+            # timeout_s bounds the whole request too, not only each read: a server that sends a
+            # byte a second never holds a recall or a reindex for longer
+            async with asyncio.timeout(self.timeout_s):
+                request = client.stream("POST", url, json=self._request_body(batch), headers=headers)
+                async with request as response:
+                    if response.status_code >= 400:
+                        raise await self._status_error(response, url)
+                    content = await read_capped(
+                        decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=what),
+                        self.max_response_bytes,
+                        what=what,
+                        headers=response.headers,
+                    )
+        except (httpx_module.TimeoutException, TimeoutError) as exc:
             raise ModelUnavailableError(
                 f"The embeddings request to {url} timed out after {self.timeout_s} s; it will be "
                 "retried. Raise timeout_s if the server is just slow."
@@ -262,7 +270,8 @@ class OpenAIEmbedder:
     async def _status_error(self, response: httpx.Response, url: str) -> Exception:
         """The error for an error status; the key is masked in the server's explanation."""
         status = response.status_code
-        start = await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)
+        raw = decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=url)
+        start = await read_prefix(raw, _ERROR_BODY_BYTES)
         detail = redact(_error_detail(start), self._secrets())
         refused = f"The embeddings server at {url} refused the request ({status}): {detail}"
         return status_error(
@@ -282,7 +291,7 @@ class OpenAIEmbedder:
 
         try:
             payload = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to decode
             raise malformed("the body is not JSON") from exc
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):

@@ -34,6 +34,7 @@ from obsmem.models.transport import (
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
+    answer_shape,
     check_response_limit,
     malformed,
     output_char_limit,
@@ -295,9 +296,10 @@ class AnthropicModel:
         settings = settings or ModelRequest()
         body = self.build_body(messages, settings)
         timeout_s = settings.timeout_s or self.timeout_s
-        if body.get("stream"):
-            return await self._streamed(body, timeout_s, settings.max_output_tokens)
-        return self._parse(await self._caller.post_json("v1/messages", body, timeout_s=timeout_s))
+        with answer_shape(self.endpoint):
+            if body.get("stream"):
+                return await self._streamed(body, timeout_s, settings.max_output_tokens)
+            return self._parse(await self._caller.post_json("v1/messages", body, timeout_s=timeout_s))
 
     async def _streamed(
         self, body: dict[str, Any], timeout_s: float, max_output_tokens: int | None = None
@@ -311,7 +313,7 @@ class AnthropicModel:
                     continue
                 try:
                     data = json.loads(event.data)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:
                     raise malformed(self.endpoint, "a stream event that is not valid JSON") from exc
                 if event.event == JSON_BODY_EVENT:  # the server ignored ``stream`` and sent one body
                     return self._parse(data)

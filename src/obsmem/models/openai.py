@@ -35,6 +35,7 @@ from obsmem.models.transport import (
     JSON_BODY_EVENT,
     Endpoint,
     HttpCaller,
+    answer_shape,
     check_response_limit,
     malformed,
     output_char_limit,
@@ -247,7 +248,7 @@ class StreamState:
 def _json(text: str, endpoint: Endpoint) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise malformed(endpoint, "a body that is not valid JSON") from exc
 
 
@@ -347,11 +348,12 @@ class OpenAIChatModel:
         settings = settings or ModelRequest()
         body = self.build_body(messages, settings)
         timeout_s = settings.timeout_s or self.timeout_s
-        if body.get("stream"):
-            return await self._streamed(body, timeout_s, settings.max_output_tokens)
-        return parse_completion(
-            await self._caller.post_json("chat/completions", body, timeout_s=timeout_s), self.endpoint
-        )
+        with answer_shape(self.endpoint):
+            if body.get("stream"):
+                return await self._streamed(body, timeout_s, settings.max_output_tokens)
+            return parse_completion(
+                await self._caller.post_json("chat/completions", body, timeout_s=timeout_s), self.endpoint
+            )
 
     async def _streamed(
         self, body: dict[str, Any], timeout_s: float, max_output_tokens: int | None = None
@@ -369,7 +371,7 @@ class OpenAIChatModel:
                     break
                 try:
                     chunk = json.loads(event.data)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:
                     raise malformed(self.endpoint, "a stream event that is not valid JSON") from exc
                 if not isinstance(chunk, dict):
                     raise malformed(self.endpoint, "a stream event that is not a JSON object")

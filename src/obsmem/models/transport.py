@@ -39,8 +39,8 @@ cannot be stranded on a closed event loop (``asyncio.run`` per CLI command, sync
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +48,12 @@ import httpx
 
 from obsmem import _http
 from obsmem._http import (
+    ACCEPT_ENCODING,
     DEFAULT_MAX_RESPONSE_BYTES,
     RefusedConnection,
     SecretHeaders,
     capped_lines,
+    decoded,
     error_detail,
     header_secrets,
     read_capped,
@@ -145,8 +147,12 @@ class Endpoint:
         return header_secrets(self.headers)
 
     def request_headers(self) -> SecretHeaders:
-        """``headers`` as httpx gets them: a dict whose ``repr`` masks the key."""
-        return SecretHeaders(self.headers)
+        """``headers`` as httpx gets them: a dict whose ``repr`` masks the key, asking for the
+        encodings obsmem decodes itself, bounded (:func:`obsmem._http.decoded`)."""
+        headers = SecretHeaders(self.headers)
+        if not any(name.lower() == "accept-encoding" for name in headers):
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
+        return headers
 
     def __repr__(self) -> str:
         return (
@@ -218,6 +224,17 @@ def malformed(endpoint: Endpoint, what: str) -> ModelUnavailableError:
     return ModelUnavailableError(f"{endpoint.provider} returned {what}; the call will be retried.")
 
 
+@contextmanager
+def answer_shape(endpoint: Endpoint) -> Iterator[None]:
+    """Reading an answer: one of an unexpected shape (a list where an object belongs, a string
+    for ``choices``, JSON nested too deep to decode) fails as malformed JSON does, retryable,
+    never as a raw ``TypeError`` or ``RecursionError``."""
+    try:
+        yield
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        raise malformed(endpoint, f"an answer of an unexpected shape ({type(exc).__name__})") from exc
+
+
 class HttpCaller:
     """Sends JSON requests to one :class:`Endpoint` and maps every failure to obsmem's errors.
 
@@ -242,7 +259,7 @@ class HttpCaller:
             self.endpoint,
             response.status_code,
             response.headers,
-            self._masked(await read_prefix(response.aiter_bytes(), _ERROR_BODY_BYTES)),
+            self._masked(await read_prefix(self._decoded(response), _ERROR_BODY_BYTES)),
         )
 
     def _masked(self, body: bytes) -> bytes:
@@ -251,9 +268,14 @@ class HttpCaller:
             return body
         return redact(body.decode("utf-8", errors="replace"), secrets).encode()
 
+    def _decoded(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The body as it comes, decoded here a bounded step at a time (never by httpx, whose
+        decoder expands a whole network read at once, on the event loop)."""
+        return decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=self.endpoint.provider)
+
     async def _body(self, response: httpx.Response) -> bytes:
         return await read_capped(
-            response.aiter_bytes(),
+            self._decoded(response),
             self.max_response_bytes,
             what=self.endpoint.provider,
             headers=response.headers,
@@ -290,7 +312,7 @@ class HttpCaller:
             raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside
         try:
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep to decode
             raise malformed(self.endpoint, "a body that is not valid JSON") from exc
 
     async def stream_events(
@@ -320,7 +342,7 @@ class HttpCaller:
                     yield ServerSentEvent(JSON_BODY_EVENT, whole)
                     return
                 lines = capped_lines(
-                    response.aiter_bytes(),
+                    self._decoded(response),
                     self.max_response_bytes,
                     what=self.endpoint.provider,
                     headers=response.headers,
