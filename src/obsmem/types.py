@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numbers
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -311,7 +311,9 @@ def parse_messages(value: object, argument: str = "messages") -> list[Message]:
     messages = []
     for index, item in enumerate(value):
         where = f"{argument}[{index}]"
+        _check_part_count(item, where)  # before a dict's parts are validated one by one
         message = parse_message(item, argument=where)
+        _check_part_count(message, where)
         check_json(message.metadata, f"{where}.metadata")
         for number, part in enumerate(message.parts):
             data = {ToolCallPart: "args", ToolResultPart: "result", DataPart: "data"}.get(type(part))
@@ -319,6 +321,22 @@ def parse_messages(value: object, argument: str = "messages") -> list[Message]:
                 check_json(getattr(part, data), f"{where}.parts[{number}].{data}")
         messages.append(message)
     return messages
+
+
+#: The most parts one message saved through obsmem may have (parallel tool calls, images and
+#: text together stay far below it); a message of hundreds of thousands of tiny parts would hold
+#: the event loop while every part is counted and rendered.
+MAX_MESSAGE_PARTS = 10_000
+
+
+def _check_part_count(item: object, where: str) -> None:
+    parts = item.parts if isinstance(item, Message) else item.get("parts") if isinstance(item, Mapping) else None
+    if isinstance(parts, Sized) and len(parts) > MAX_MESSAGE_PARTS:
+        raise InvalidInputError(
+            f"Invalid {where}: {len(parts)} parts, more than one message may have ({MAX_MESSAGE_PARTS}); "
+            "split it into several messages.",
+            argument=where.split("[")[0],
+        )
 
 
 def check_json(value: object, argument: str) -> None:
