@@ -155,12 +155,21 @@ async def test_the_loop_honours_retry_after_as_a_floor_within_the_cap() -> None:
     call, _ = scripted(
         ModelUnavailableError("slow", status_code=429, retry_after=0.1),
         ModelUnavailableError("slower", status_code=429, retry_after=30),
-        ModelUnavailableError("way slower", status_code=429, retry_after=900),
+        ModelUnavailableError("way slower", status_code=429, retry_after=200),
         "ok",
     )
     clock = FakeClock()
     await with_retry(call, policy=NO_JITTER, clock=clock)
-    assert clock.sleeps == [1.0, 30.0, 120.0]
+    assert clock.sleeps == [1.0, 30.0, 120.0]  # 200 s fits the 300 s deadline: capped at max_delay_s
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_past_the_deadline_fails_at_once_without_waiting() -> None:
+    call, calls = scripted(ModelUnavailableError("way slower", status_code=429, retry_after=900), "ok")
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailableError, match="asked to wait 900 s"):
+        await with_retry(call, policy=NO_JITTER, clock=clock)
+    assert clock.sleeps == [] and len(calls) == 1
 
 
 @pytest.mark.anyio

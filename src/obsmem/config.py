@@ -738,7 +738,9 @@ class RetrievalConfig(_Options):
     reference defaults to resource), matching ``share_threads_in_resource=False``: one
     conversation never reads another unless the application says so. ``vector`` also embeds
     each group for ``mode="search"``; it needs ``Memory(embedder=..., vector_index=...)``.
-    ``instructions`` are appended to the recall instructions the actor sees.
+    ``index_timeout_s`` (10 s) bounds indexing one committed change of the observations (an
+    embeddings server that never answers cannot hold memory work; the groups it missed are left
+    out of the index, logged). ``instructions`` are appended to the recall instructions the actor sees.
     """
 
     SECTION: ClassVar[str] = "retrieval"
@@ -746,6 +748,7 @@ class RetrievalConfig(_Options):
     enabled: StrictBool = False
     scope: Literal["thread", "resource"] = "thread"
     vector: StrictBool = False
+    index_timeout_s: float = Field(default=10.0, gt=0)
     instructions: StrictStr | None = None
 
     @field_validator("instructions", mode="before")
@@ -1026,6 +1029,7 @@ class RetrievalOptions(TypedDict, total=False):
     enabled: bool
     scope: Literal["thread", "resource"]
     vector: bool
+    index_timeout_s: float
     instructions: str | None
 
 

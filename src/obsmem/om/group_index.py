@@ -17,6 +17,7 @@ is logged and retried once; a missed group is simply not found by search.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ def _chunks(text: str) -> list[str]:
 class GroupIndex:
     """Embeds groups into a vector index and searches them. Built by ``Memory``, given to the engine."""
 
-    def __init__(self, embedder: Embedder, index: VectorIndex) -> None:
+    def __init__(self, embedder: Embedder, index: VectorIndex, *, timeout_s: float | None = None) -> None:
         if embedder.dimensions != index.dimensions:
             raise ConfigError(
                 "retrieval.vector",
@@ -120,6 +121,7 @@ class GroupIndex:
             )
         self.embedder = embedder
         self.index = index
+        self.timeout_s = timeout_s  # bounds one sync in all (None: no bound)
 
     async def add(self, resource_id: str, groups: Sequence[ObservationGroup]) -> None:
         """Embed and store ``groups`` (replacing what their keys held)."""
@@ -162,8 +164,18 @@ class GroupIndex:
     async def sync(self, resource_id: str, before: str, after: str) -> None:
         """Make the index follow a change of observation text: new groups in, gone groups out.
 
-        Failures are logged, never raised: the committed memory matters more than its index.
+        Failures are logged, never raised: the committed memory matters more than its index. The
+        whole sync is bounded by ``timeout_s`` (an embedder that never answers cannot hold the
+        memory work that called it).
         """
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._sync(resource_id, before, after)
+        except TimeoutError:
+            logger.warning("obsmem: indexing observation groups gave up after %s s; they are left out of the index",
+                           self.timeout_s)
+
+    async def _sync(self, resource_id: str, before: str, after: str) -> None:
         old = {g.id: g for g in parse_groups(before)}
         new = {g.id: g for g in parse_groups(after)}
         added = [g for gid, g in new.items() if gid not in old]
@@ -216,4 +228,4 @@ def group_index_for(
             allowed="embedder=LexicalHashEmbedder(), vector_index=InMemoryVectorIndex(384), "
             "or retrieval={'vector': False}",
         )
-    return GroupIndex(embedder, vector_index)
+    return GroupIndex(embedder, vector_index, timeout_s=retrieval.index_timeout_s)
