@@ -90,6 +90,23 @@ def serve(
     background: Annotated[str, typer.Option(help="'local', or 'queue' to leave memory work to obsmem workers.")] = "local",
     dev: Annotated[bool, typer.Option(help="No API keys (development): listens on 127.0.0.1 only.")] = False,
     mcp_http: Annotated[bool, typer.Option("--mcp/--no-mcp", help="Serve MCP (streamable HTTP) at /mcp.")] = True,
+    max_body_bytes: Annotated[
+        int, typer.Option(min=1, help="Largest request body in bytes; a larger one gets 413 before "
+                                      "it is read or its key checked.")
+    ] = 32 * 1024 * 1024,
+    max_import_bytes: Annotated[
+        int, typer.Option(min=1, help="Largest body of POST /api/resources/import (an export), in bytes.")
+    ] = 64 * 1024 * 1024,
+    body_timeout_s: Annotated[
+        float, typer.Option(help="Seconds a request body may take to arrive after its headers; past it: 408.")
+    ] = 60.0,
+    timeout_keep_alive_s: Annotated[
+        int, typer.Option(min=1, help="Seconds an idle connection is kept open between requests.")
+    ] = 5,
+    limit_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Most connections at once; past it a request gets 503 "
+                                             "(default: no limit; keep it under the open-file limit).")
+    ] = None,
 ) -> None:
     """Serve memory over HTTP: REST (/api), the OpenAI-compatible gateway (/v1) and MCP (/mcp)."""
     if upstream_kind not in ("openai", "anthropic"):
@@ -97,7 +114,8 @@ def serve(
     if background not in ("local", "queue"):
         raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
     for value, hint in ((upstream_timeout_s, "'--upstream-timeout-s'"),
-                        (upstream_total_timeout_s, "'--upstream-total-timeout-s'")):  # fmt: skip
+                        (upstream_total_timeout_s, "'--upstream-total-timeout-s'"),
+                        (body_timeout_s, "'--body-timeout-s'")):  # fmt: skip
         if not value > 0:
             raise typer.BadParameter("expected a number of seconds above 0", param_hint=hint)
     server = _server()
@@ -108,14 +126,19 @@ def serve(
         err_console.print("[yellow]dev mode:[/yellow] no API key needed; listening on 127.0.0.1 only.", highlight=False)
     settings = server.ServerSettings(upstream_url=upstream, upstream_key=os.environ.get(UPSTREAM_KEY_ENV), dev=dev,
                                      mcp=mcp_http, upstream_kind=upstream_kind, upstream_timeout_s=upstream_timeout_s,
-                                     upstream_total_timeout_s=upstream_total_timeout_s)  # fmt: skip
+                                     upstream_total_timeout_s=upstream_total_timeout_s,
+                                     max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
+                                     body_timeout_s=body_timeout_s)  # fmt: skip
     service = _service(store, knowledge, config, model, background, settings)
     if not dev and not _any_keys(service):
         err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)
     import uvicorn
 
     err_console.print(f"listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
-    uvicorn.run(server.create_app(service, host=host), host=host, port=port, log_level="info")
+    # uvicorn bounds idle connections (timeout_keep_alive) and, when asked, how many are open;
+    # the request body's size and time are bounded by the app (obsmem.server.limits).
+    uvicorn.run(server.create_app(service, host=host), host=host, port=port, log_level="info",
+                timeout_keep_alive=timeout_keep_alive_s, limit_concurrency=limit_concurrency)  # fmt: skip
 
 
 def _any_keys(service: Any) -> bool:

@@ -13,6 +13,7 @@ from starlette.routing import Route
 from obsmem import __version__
 from obsmem.server import gateway, knowledge_api, rest
 from obsmem.server.errors import install_handlers
+from obsmem.server.limits import BodyLimits
 from obsmem.server.mcp_server import build_mcp, guarded
 from obsmem.server.service import Service
 from obsmem.server.ui import install as install_ui
@@ -63,4 +64,12 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> FastAPI:
             Route("/mcp", endpoint=guarded(endpoint.app, service), methods=["GET", "POST", "DELETE"],
                   include_in_schema=False)  # fmt: skip
         )
+    # Added last, so it is the outermost of the app's middleware (only Starlette's catch-all for
+    # exceptions, which runs nothing before the app, is outside it): a body over the limit is
+    # refused before any route, key check or body parsing runs.
+    settings = service.settings
+    app.add_middleware(
+        BodyLimits, max_body_bytes=settings.max_body_bytes, max_import_bytes=settings.max_import_bytes,
+        body_timeout_s=settings.body_timeout_s,
+    )  # fmt: skip
     return app

@@ -3,7 +3,8 @@
 Every error body is ``{"error": {"type": <obsmem error class>, "message": ..., "argument": ...}}``
 (``argument`` only when the error names one). The status follows the class: 401 no or bad key,
 403 a key that may not do this, 404 anything not found *or not visible to the key* (the two
-are indistinguishable by design), 409 conflicts, 400/422 bad input, 502 the model or upstream
+are indistinguishable by design), 409 conflicts, 400/422 bad input, 408 a request body that did
+not arrive in time, 413 one over the size limit, 502 the model or upstream
 failed, 503 storage trouble, 500 anything else (reported as ``InternalError``, never with its
 traceback).
 """
@@ -35,6 +36,8 @@ from obsmem.errors import (
 
 __all__ = [
     "AuthenticationError",
+    "BodyTimeoutError",
+    "BodyTooLargeError",
     "ERROR_RESPONSES",
     "PermissionDeniedError",
     "ResourceNotFoundError",
@@ -85,6 +88,15 @@ class ThreadIdTakenError(ServiceError):
         super().__init__(f"Thread id '{thread_id}' is already in use; choose another (unguessable) id.")
 
 
+class BodyTooLargeError(ServiceError):
+    """The request body is over the server's limit (``max_body_bytes``, or ``max_import_bytes`` for
+    an import); answered before the body is read and before the key is checked."""
+
+
+class BodyTimeoutError(ServiceError):
+    """The request body did not all arrive within the server's ``body_timeout_s``."""
+
+
 class UpstreamError(ServiceError):
     """The upstream model server could not be reached."""
 
@@ -99,6 +111,8 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ThreadIdTakenError, 409),
     (NameConflictError, 409),
     (LeaseLostError, 409),
+    (BodyTooLargeError, 413),
+    (BodyTimeoutError, 408),
     (InvalidInputError, 400),
     (ConfigError, 400),
     (PrivacyError, 400),
@@ -144,9 +158,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"description": description, "content": {"application/json": {"schema": _ERROR_SCHEMA}}}
     for status, description in (
         (400, "Invalid input"), (401, "No valid API key"), (403, "Not allowed for this key"),
-        (404, "Not found, or not visible to this key"), (409, "Conflict"),
-        (422, "Request validation failed"), (502, "The model or the upstream failed"),
-        (503, "Storage unavailable"),
+        (404, "Not found, or not visible to this key"), (408, "The request body did not arrive in time"),
+        (409, "Conflict"), (413, "The request body is over the size limit"),
+        (422, "Request validation failed"),
+        (502, "The model or the upstream failed"), (503, "Storage unavailable"),
     )
 }  # fmt: skip
 

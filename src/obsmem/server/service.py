@@ -25,6 +25,9 @@ __all__ = ["OpenTurn", "ServerSettings", "Service"]
 #: Turns begun over REST and never ended are ended (and forgotten) after this long.
 TURN_TTL_S = 600.0
 MAX_OPEN_TURNS = 1000
+#: The default bounds on a request body (``ServerSettings.max_body_bytes`` / ``max_import_bytes``).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -36,7 +39,14 @@ class ServerSettings:
     the headers, each piece of the body); ``upstream_total_timeout_s``: the longest one upstream
     exchange may take in all, from the request to the answer's last byte (a stream kept alive with
     comments, a body sent a byte at a time). Past it a streamed answer ends with an error event and
-    a whole one is answered 504; nothing of that answer is saved."""
+    a whole one is answered 504; nothing of that answer is saved.
+
+    ``max_body_bytes``: the largest request body (32 MiB: the size of Anthropic's own request
+    limit); one declared larger is answered 413 before it is read or its key is checked, and one
+    sent without a length is cut at the limit. ``max_import_bytes``: the same for
+    ``POST /api/resources/import`` (64 MiB), whose export is larger than any other request.
+    ``body_timeout_s``: the longest a request's body may take to arrive after its headers;
+    past it the request is answered 408 (see :mod:`obsmem.server.limits`)."""
 
     upstream_url: str | None = None
     upstream_key: str | None = None
@@ -45,6 +55,9 @@ class ServerSettings:
     upstream_timeout_s: float = 120.0
     upstream_total_timeout_s: float = 600.0
     mcp: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_import_bytes: int = MAX_IMPORT_BYTES
+    body_timeout_s: float = 60.0
 
 
 @dataclass(slots=True)

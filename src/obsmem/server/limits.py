@@ -1,0 +1,150 @@
+"""Bounds on what one request may send to ``obsmem serve``, enforced before anything else runs.
+
+:class:`BodyLimits` is a pure ASGI middleware (it never buffers a body):
+
+* a ``Content-Length`` over the limit is answered 413 at once: no key is checked and no byte of
+  the body is read;
+* a body sent without a length (chunked) is counted as it arrives; once it passes the limit the
+  app is handed nothing more (it sees the client leave) and the client gets 413;
+* a body that has not all arrived ``body_timeout_s`` after the request's headers is answered 408
+  (uvicorn has no such timeout: its ``timeout_keep_alive`` covers only idle connections between
+  requests);
+* an answer given while part of the request's body is still unread (a route that reads none, or
+  one of the refusals above) closes the connection, so nobody keeps it open by trickling the rest.
+
+The limit is ``max_body_bytes``, except for ``POST /api/resources/import`` (an export is larger
+than any other request), which gets ``max_import_bytes``. Refusals use the service's error shape
+(``BodyTooLargeError``, ``BodyTimeoutError``) and name the setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from obsmem.errors import ConfigError
+from obsmem.server.errors import BodyTimeoutError, BodyTooLargeError, ServiceError, error_body, status_for
+
+__all__ = ["IMPORT_PATH", "BodyLimits"]
+
+#: The one route with its own, larger body limit (``max_import_bytes``).
+IMPORT_PATH = "/api/resources/import"
+_CLOSE = (b"connection", b"close")
+_DISCONNECT: Message = {"type": "http.disconnect"}
+
+
+def _positive(value: float, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(name, f"expected a number above 0, got {value!r}")
+
+
+class BodyLimits:
+    """Wraps ``app`` (see the module's docstring); settings are those of
+    :class:`~obsmem.server.service.ServerSettings` of the same names."""
+
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, max_import_bytes: int, body_timeout_s: float
+    ) -> None:
+        _positive(max_body_bytes, "max_body_bytes")
+        _positive(max_import_bytes, "max_import_bytes")
+        _positive(body_timeout_s, "body_timeout_s")
+        self.app = app
+        self.max_body_bytes = int(max_body_bytes)
+        self.max_import_bytes = int(max_import_bytes)
+        self.body_timeout_s = float(body_timeout_s)
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        path: str = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        if scope.get("method") == "POST" and path.rstrip("/") == IMPORT_PATH:
+            return self.max_import_bytes, "max_import_bytes"
+        return self.max_body_bytes, "max_body_bytes"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit, setting = self._limit(scope)
+        declared: int | None = None
+        chunked = False
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = None
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        if declared is not None and declared > limit:
+            await _refuse(send, _too_large(limit, setting))
+            return
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_timeout_s
+        body_done = not chunked and not declared
+        received = 0
+        refusal: ServiceError | None = None
+        started = False
+
+        async def guarded_receive() -> Message:
+            nonlocal body_done, received, refusal
+            if refusal is not None:
+                return dict(_DISCONNECT)
+            if body_done:  # past the body: the wait for a disconnect (a stream) has no deadline
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                refusal = BodyTimeoutError(
+                    f"The request body did not arrive within {self.body_timeout_s:g} s "
+                    "(body_timeout_s; obsmem serve --body-timeout-s)."
+                )
+                return dict(_DISCONNECT)
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    refusal = _too_large(limit, setting)
+                    return dict(_DISCONNECT)
+                if not message.get("more_body", False):
+                    body_done = True
+            else:  # the client left
+                body_done = True
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refusal is not None and not started:
+                return  # the app's answer to a body it never got whole: ours goes instead
+            if message["type"] == "http.response.start" and not started:
+                started = True
+                if not body_done:
+                    message = {**message, "headers": [*message.get("headers", ()), _CLOSE]}
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        except Exception:
+            if refusal is None or started:
+                raise
+        if refusal is not None and not started:
+            await _refuse(send, refusal)
+
+
+def _too_large(limit: int, setting: str) -> BodyTooLargeError:
+    option = setting.replace("_", "-")
+    return BodyTooLargeError(
+        f"The request body is larger than {limit} bytes ({setting}; obsmem serve --{option})."
+    )
+
+
+async def _refuse(send: Send, error: ServiceError) -> None:
+    body = json.dumps(error_body(type(error).__name__, str(error))).encode()
+    await send({
+        "type": "http.response.start", "status": status_for(error),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), _CLOSE],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
