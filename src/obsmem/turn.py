@@ -486,6 +486,18 @@ class Turn:
         missing = [
             shown for m in saved if m.role != "system" and m.id not in ids and (shown := model_visible(m)) is not None
         ]
+        if not missing:
+            return context
+        if any(m.tool_results for m in missing):
+            # A result whose call an earlier step saved: the call went with it, so the step before's
+            # context (which showed the call) gives it back, and what followed it there.
+            present = {m.id for m in missing} | ids
+            earlier = [m for m in self.context.raw_messages if m.id not in present]
+            needed = {r.tool_call_id for m in missing for r in m.tool_results}
+            start = next((i for i, m in enumerate(earlier) if any(c.tool_call_id in needed for c in m.tool_calls)), None)
+            if start is not None:
+                missing = [*earlier[start:], *missing]
+        missing = _whole_pairs(missing, context.messages)
         return self._in_front_of_raw(context, missing) if missing else context
 
     def _in_front_of_raw(self, context: ContextWindow, messages: list[Message]) -> ContextWindow:
@@ -690,6 +702,19 @@ class _Speculative:
             and len(result.messages) == len(self.messages)
             and all(a is b for a, b in zip(result.messages, self.messages, strict=True))
         )
+
+
+def _whole_pairs(messages: Sequence[Message], context: Sequence[Message]) -> list[Message]:
+    """``messages`` (to go in front of ``context``'s raw tail), or only those without tool parts
+    when any of them would leave a tool call without its result or a result without its call
+    there (every provider refuses those). What is left out was observed: its observation stands in."""
+    calls = {c.tool_call_id for m in (*context, *messages) for c in m.tool_calls}
+    results = {r.tool_call_id for m in (*context, *messages) for r in m.tool_results}
+    if all(c.tool_call_id in results for m in messages for c in m.tool_calls) and all(
+        r.tool_call_id in calls for m in messages for r in m.tool_results
+    ):
+        return list(messages)
+    return [m for m in messages if not m.tool_calls and not m.tool_results]
 
 
 def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:

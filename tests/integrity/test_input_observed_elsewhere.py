@@ -93,3 +93,39 @@ async def test_the_input_is_in_the_context_when_another_process_observed_it(tmp_
         record = await mine.get_record("t")
         assert record is not None and record.cursor("t") > (stored[LONG_INPUT] or 0), "the other process observed it"
         await turn.end()
+
+
+async def test_a_tool_result_observed_elsewhere_never_comes_back_without_its_call(tmp_path: Path) -> None:
+    """The call was saved at the step before; another process observed the call and its result
+    once the result was stored. The result alone in front of the raw tail would be a result
+    without its call (refused by every provider): the pair's observation stands in for it."""
+    from obsmem import ToolCallPart, ToolResultPart
+
+    path = f"sqlite:///{tmp_path / 'm.db'}"
+    async with Memory(path, config=CONFIG) as mine, Memory(path, config=CONFIG) as other:
+        await _history(mine, 20)
+        fired: list[str] = []
+
+        async def other_process_turns() -> None:
+            if fired:
+                return
+            fired.append("x")
+            for k in range(6):
+                turn = await other.begin_turn(
+                    thread_id="t", resource_id="u", messages=[Message.user(f"Also {k}: when is the audit? " * 3)]
+                )
+                await turn.end([Message.assistant("At nine.")])
+
+        turn = await mine.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("Look up the report.")])
+        call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="lookup", args={"q": "r"}),))
+        await turn.step([call])
+        _after_save(mine, other_process_turns)
+        result = Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="lookup", result=LONG_INPUT),))
+        context = await turn.step([result])
+        assert fired
+        calls_before: set[str] = set()
+        for message in context.messages:
+            for part in message.tool_results:
+                assert part.tool_call_id in calls_before, f"a tool result without its call: {part.tool_call_id}"
+            calls_before |= {c.tool_call_id for c in message.tool_calls}
+        await turn.end()
