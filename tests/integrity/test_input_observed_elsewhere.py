@@ -129,3 +129,38 @@ async def test_a_tool_result_observed_elsewhere_never_comes_back_without_its_cal
                 assert part.tool_call_id in calls_before, f"a tool result without its call: {part.tool_call_id}"
             calls_before |= {c.tool_call_id for c in message.tool_calls}
         await turn.end()
+
+
+def _call(cid: str) -> Message:
+    from obsmem import ToolCallPart
+
+    return Message(role="assistant", parts=(ToolCallPart(tool_call_id=cid, tool_name="t"),))
+
+
+def _result(cid: str) -> Message:
+    from obsmem import ToolResultPart
+
+    return Message(role="tool", parts=(ToolResultPart(tool_call_id=cid, tool_name="t", result="ok"),))
+
+
+@pytest.mark.parametrize(
+    ("messages", "context", "kept"),
+    [
+        (["text"], [], ["text"]),
+        (["call:a", "result:a", "text"], [], ["call:a", "result:a", "text"]),
+        (["result:a", "text"], ["call:a"], ["result:a", "text"]),  # its call is shown already
+        (["result:a", "text"], [], ["text"]),  # its call is nowhere: the result stays out
+        (["call:a", "text"], [], ["text"]),  # a call without its result stays out too
+        (["call:a", "result:a", "result:b"], [], []),  # any broken pair: every tool message stays out
+    ],
+)
+def test_re_shown_messages_keep_whole_pairs(messages: list[str], context: list[str], kept: list[str]) -> None:
+    from obsmem.turn import _whole_pairs
+
+    def made(spec: str) -> Message:
+        kind, _, cid = spec.partition(":")
+        return _call(cid) if kind == "call" else _result(cid) if kind == "result" else Message.user(spec)
+
+    built = [made(s) for s in messages]
+    out = _whole_pairs(built, [made(s) for s in context])
+    assert [messages[built.index(m)] for m in out] == kept
