@@ -203,7 +203,7 @@ async def test_the_loop_logs_on_the_given_logger_and_names_the_call(
     with caplog.at_level(logging.WARNING, logger="obsmem.test_http"):
         await with_retry(call, policy=NO_JITTER, clock=FakeClock(), what="embeddings request", logger=log)
     assert [(r.name, r.getMessage()) for r in caplog.records] == [
-        ("obsmem.test_http", "Transient embeddings request error, retry 1 of 8 in 1.0 s: rate limited")
+        ("obsmem.test_http", "Transient embeddings request error, retry 1 of 8 in 1.0 s: ModelUnavailableError")
     ]
 
 

@@ -825,14 +825,15 @@ async def with_retry(
                 raise _out_of_time(
                     error, what=what, attempts=attempt, elapsed=elapsed, delay=delay, budget=budget
                 ) from error
-            logger.warning(
-                "Transient %s error, retry %d of %d in %.1f s: %s",
-                what.removesuffix(" call"),
-                attempt,
-                policy.max_retries,
-                delay,
-                redact_secrets(error),
-            )
+            # At WARNING the error's type and status only: a provider's message may quote the
+            # request (the user's text) or the key. Its text goes to DEBUG, as log_failure does.
+            status = getattr(error, "status_code", None)
+            kind = type(error).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+            label = what.removesuffix(" call")
+            logger.warning("Transient %s error, retry %d of %d in %.1f s: %s", label, attempt, policy.max_retries,
+                           delay, kind)  # fmt: skip
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("Transient %s error, retry %d: %s", label, attempt, redact_secrets(error))
             if on_retry is not None:
                 on_retry(attempt, error, delay)
             await _backoff(delay, clock, abort, what)

@@ -386,8 +386,8 @@ async def test_on_retry_sees_attempt_error_and_delay(caplog: pytest.LogCaptureFi
         )
     assert seen == [(1, errors[0], 1.0), (2, errors[1], 2.0)]
     assert [r.getMessage() for r in caplog.records] == [
-        "Transient model error, retry 1 of 8 in 1.0 s: rate limited #1",
-        "Transient model error, retry 2 of 8 in 2.0 s: rate limited #2",
+        "Transient model error, retry 1 of 8 in 1.0 s: ModelUnavailableError (HTTP 429)",
+        "Transient model error, retry 2 of 8 in 2.0 s: ModelUnavailableError (HTTP 429)",
     ]
 
 
