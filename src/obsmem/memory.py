@@ -336,6 +336,7 @@ class Memory:
             budget=self.budget,
         )
         self.extractors = roles.extractors
+        self._redact = roles.redact
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.background = BackgroundWork(work_clock)
         self.engine = Engine(
@@ -1057,9 +1058,15 @@ class Memory:
 
         scope = await self._knowledge_scope(thread_id)
         agents = self._agents()
-        if agents.redact is not None:  # the privacy boundary holds for what the user pins too
-            text = agents.redact(text)
+        text = self.redacted(text)  # the privacy boundary holds for what the user pins too
         return await agents.pins.pin(text, scope, actor="user", reason=reason, level=parse_level(level))
+
+    def redacted(self, text: str) -> str:
+        """``text`` as the privacy boundary (``config.privacy``) lets it be stored in knowledge:
+        redacted when privacy is on, else as given. Pins go through it; so does what a client
+        asks the server to remember."""
+        _required_text(text, "text")
+        return self._redact(text) if self._redact is not None else text
 
     async def unpin(self, thread_id: str, record_id: str, *, reason: str = "unpinned by the user") -> Record:
         check_id(record_id, "record_id")

@@ -436,6 +436,7 @@ ENTRIES: list[Entry] = [
     # these raise ConfigError("knowledge"); the checks themselves come first.
     Entry("Memory.pin", "thread_id", lambda m, v: m.pin(v, "text"), "memory", names=(*THREAD_WORDS, "knowledge")),
     Entry("Memory.pin", "text", lambda m, v: m.pin(THREAD, v), "memory", names=("knowledge",)),
+    Entry("Memory.redacted", "text", lambda m, v: m.redacted(v), "memory"),
     Entry("Memory.pin", "level", lambda m, v: m.pin(THREAD, "text", level=v), "memory", names=("knowledge",)),
     Entry("Memory.pin", "reason", lambda m, v: m.pin(THREAD, "text", reason=v), "memory", names=("knowledge",)),
     Entry("Memory.unpin", "thread_id", lambda m, v: m.unpin(v, "r1"), "memory", names=(*THREAD_WORDS, "knowledge")),

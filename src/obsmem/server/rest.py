@@ -501,6 +501,7 @@ async def capture_fact(
     if not text.strip():
         raise InvalidInputError("Nothing to remember: text is empty", argument="text")
     scope = knowledge_scope(principal, resource_id)
+    text = service.memory.redacted(text)  # the privacy boundary, as for a pin
     node = await service.knowledge.node(subject, "entity", scope, reason="remembered through the service")
     record = await service.knowledge.append(
         node.id, text, scope, reason="remembered through the service", source_thread_id=thread_id,
