@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from obsmem.config import MemoryConfig
+from obsmem.config import MemoryConfig, PrivacyConfig
 from obsmem.knowledge import Knowledge
 from obsmem.server import ServerSettings, Service
 from tests.server.live import auth, live_server, make_keys
@@ -23,7 +23,7 @@ EMAIL = "alice.private@example.org"
 
 def test_a_remembered_fact_is_redacted_before_it_is_stored(tmp_path: Path) -> None:
     knowledge = Knowledge.sqlite(tmp_path / "k.db")
-    config = MemoryConfig(privacy={"redact_pii": ["email"]})
+    config = MemoryConfig(privacy=PrivacyConfig(redact_pii=["email"]))
     service = Service.open(f"sqlite:///{tmp_path / 'm.db'}", settings=ServerSettings(mcp=False), knowledge=knowledge,
                            config=config)
     keys = make_keys(service)
