@@ -322,6 +322,17 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             + _ASSIGN + r"""["']?(?P<value>[A-Za-z0-9_\-+/=.~]{16,512})"""),
         _high_entropy,
     ),
+    # A quoted value assigned to a key-like name, whatever it looks like: what structured data
+    # (tool-call arguments, JSON) gives as ``"api_key": "…"`` and a transcript as ``api_key: "…"``,
+    # the text form of the redacting wrapper's key-name rule. Unquoted values ("max tokens: 4096")
+    # keep needing the entropy floor above.
+    Detector(
+        "secret",
+        _re(r"(?<![A-Za-z0-9])(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:secret|token|api_?key|apikey|access_?key|private_?key"
+            r"|credential|signing_?key|authorization)[A-Za-z0-9_-]{0,20})"
+            + _ASSIGN + r"""(?:"(?P<value>[^"\r\n]{1,512})"|'(?P<value2>[^'\r\n]{1,512})')"""),
+        _password_value,
+    ),
 )
 
 SECRET_CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(detector.category for detector in SECRET_DETECTORS))
