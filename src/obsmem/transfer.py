@@ -223,9 +223,25 @@ def _writer(out: TextIO | str | os.PathLike[str]) -> Iterator[TextIO]:
 def _reader(source: TextIO | Iterable[str] | str | os.PathLike[str]) -> Iterator[Iterable[str]]:
     if isinstance(source, str | os.PathLike):
         with Path(source).open(encoding="utf-8") as handle:
-            yield handle
+            yield _utf8_lines(handle)
     else:
         yield source
+
+
+def _utf8_lines(handle: Iterable[str]) -> Iterator[str]:
+    """The lines of a file opened as UTF-8; bytes that are not UTF-8 are an :class:`ExportFormatError`
+    at the line being read (the decoder reads ahead, so at that line or just before it)."""
+    lines = iter(handle)
+    number = 0
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise ExportFormatError(number + 1, "not UTF-8 text") from None
+        number += 1
+        yield line
 
 
 # -- export ------------------------------------------------------------------------------------------

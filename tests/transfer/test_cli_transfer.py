@@ -87,3 +87,20 @@ def test_a_broken_file_is_refused_in_one_line_and_nothing_written(tmp_path: Path
     assert asyncio.run(threads()) == 0
     missing = runner.invoke(app, ["export", "-r", "nobody", "--store", str(source)])
     assert missing.exit_code == 1 and "No threads for resource 'nobody'" in " ".join(missing.stderr.split())
+
+
+def test_a_file_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Found by a hostile review: a binary file, or a valid header followed by bytes that are not
+    UTF-8, ended ``obsmem import`` with a raw ``UnicodeDecodeError`` traceback (exit 1), where the
+    same bytes on stdin gave ``error: line 1: not JSON``."""
+    source, target, dump = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "alice.jsonl"
+    _source(source)
+    assert runner.invoke(app, ["export", "-r", RESOURCE, "--store", str(source), "-o", str(dump)]).exit_code == 0
+    header = dump.read_bytes().split(b"\n", 1)[0]
+    for name, content in (("binary.jsonl", b"\xff\xfe\x00garbage"), ("header-then-bad.jsonl", header + b"\n\xff\xfe\n")):
+        broken = tmp_path / name
+        broken.write_bytes(content)
+        result = runner.invoke(app, ["import", str(broken), "--store", str(target)])
+        assert result.exit_code == 1, result.output
+        assert "not UTF-8" in " ".join(result.stderr.split()), result.stderr
+        assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
