@@ -179,11 +179,17 @@ async def _history(service: Service, thread_id: str, needed: bool) -> list[Messa
     return await service.memory.list_messages(thread_id) if needed else []
 
 
+#: What the gateway asks its upstream for: an unencoded body. It relays the bytes as they come,
+#: under its own headers, and reads them to save the answer; httpx's default (gzip, deflate, …)
+#: would have real upstreams compress them.
+IDENTITY = "identity"
+
+
 def _upstream(service: Service, path: str) -> tuple[str, dict[str, str]]:
     settings = service.settings
     if not settings.upstream_url:
         raise UpstreamError("This server has no upstream model configured (obsmem serve --upstream URL).")
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "Accept-Encoding": IDENTITY}
     if settings.upstream_key:
         headers["Authorization"] = f"Bearer {settings.upstream_key}"
     return settings.upstream_url.rstrip("/") + path, headers
@@ -410,6 +416,7 @@ async def _forward(
     except httpx.HTTPError as exc:
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+    await _unencoded(upstream, turn)
     if upstream.status_code != 200 or not stream:
         try:
             content = await _whole(upstream, turn, deadline)
@@ -481,7 +488,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     settings = service.settings
     if not settings.upstream_url:
         raise UpstreamError("This server has no upstream model configured (obsmem serve --upstream URL).")
-    headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+    headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION, "Accept-Encoding": IDENTITY}
     if settings.upstream_key:
         headers["x-api-key"] = settings.upstream_key
     request = anthropic_request(body, [*system, *turn.context.messages])
@@ -501,6 +508,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     except httpx.HTTPError as exc:
         await turn.end()
         raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+    await _unencoded(upstream, turn)
     if upstream.status_code != 200 or not stream:
         try:
             content = await _whole(upstream, turn, deadline)
@@ -574,6 +582,17 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             yield b"data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _unencoded(upstream: httpx.Response, turn: Turn) -> None:
+    """Refuse (502) an upstream answer compressed though the gateway asked for none: its bytes
+    are relayed as they come, and could be read neither by the client nor to save the answer."""
+    encoding = upstream.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", IDENTITY):
+        return
+    await upstream.aclose()
+    await turn.end()
+    raise UpstreamError(f"The upstream model server sent a {encoding!r}-encoded answer though asked for none.")
 
 
 def _deadline(service: Service) -> float:
