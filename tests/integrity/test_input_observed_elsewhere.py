@@ -51,6 +51,22 @@ def _after_save(memory: Memory, then: Callable[[], Awaitable[None]]) -> None:
     store.save_messages_marked_early = saved_then
 
 
+def _other_process(other: Memory, fired: list[str]) -> Callable[[], Awaitable[None]]:
+    """The other process's turns, once: enough that its observation passes this turn's input."""
+
+    async def turns() -> None:
+        if fired:
+            return
+        fired.append("x")
+        for k in range(6):
+            turn = await other.begin_turn(
+                thread_id="t", resource_id="u", messages=[Message.user(f"Also {k}: when is the audit? " * 3)]
+            )
+            await turn.end([Message.assistant("At nine.")])
+
+    return turns
+
+
 async def _history(memory: Memory, turns: int) -> None:
     for i in range(turns):
         turn = await memory.begin_turn(
@@ -65,16 +81,7 @@ async def test_the_input_is_in_the_context_when_another_process_observed_it(tmp_
     async with Memory(path, config=CONFIG) as mine, Memory(path, config=CONFIG) as other:
         await _history(mine, 20)
         fired: list[str] = []
-
-        async def other_process_turn() -> None:
-            if fired:
-                return
-            fired.append("x")
-            for k in range(6):  # enough that its observation passes this turn's input
-                turn = await other.begin_turn(
-                    thread_id="t", resource_id="u", messages=[Message.user(f"Also {k}: when is the audit? " * 3)]
-                )
-                await turn.end([Message.assistant("At nine.")])
+        other_process_turn = _other_process(other, fired)
 
         if where == "begin_turn":
             _after_save(mine, other_process_turn)
@@ -105,16 +112,7 @@ async def test_a_tool_result_observed_elsewhere_never_comes_back_without_its_cal
     async with Memory(path, config=CONFIG) as mine, Memory(path, config=CONFIG) as other:
         await _history(mine, 20)
         fired: list[str] = []
-
-        async def other_process_turns() -> None:
-            if fired:
-                return
-            fired.append("x")
-            for k in range(6):
-                turn = await other.begin_turn(
-                    thread_id="t", resource_id="u", messages=[Message.user(f"Also {k}: when is the audit? " * 3)]
-                )
-                await turn.end([Message.assistant("At nine.")])
+        other_process_turns = _other_process(other, fired)
 
         turn = await mine.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("Look up the report.")])
         call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="lookup", args={"q": "r"}),))

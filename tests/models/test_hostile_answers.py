@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import threading
 import time
 import tracemalloc
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -42,6 +41,7 @@ from obsmem.models.retry import RetryPolicy, with_retry
 from obsmem.models.transport import Endpoint
 from obsmem.types import Message
 
+from ..loopback import serving
 from .wire_server import Reply, WireServer, sse
 
 pytestmark = pytest.mark.anyio
@@ -126,15 +126,8 @@ class _Trickle(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def trickle() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Trickle) as url:
+        yield url + "/v1"
 
 
 async def test_an_embeddings_request_is_bounded_in_all_by_its_timeout(trickle: str) -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import openai
 import pytest
 
 from obsmem.server import ServerSettings, Service
+from tests.loopback import serving
 from tests.server.live import auth, live_server, make_keys
 
 ANSWER = {
@@ -58,15 +58,8 @@ class _Compressing(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def upstream() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Compressing)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Compressing) as url:
+        yield url + "/v1"
 
 
 def test_an_upstream_that_compresses_what_it_may_still_gives_a_readable_saved_answer(
@@ -101,19 +94,12 @@ class _AlwaysCompressing(_Compressing):
 
 
 def test_an_upstream_that_compresses_anyway_is_refused_not_relayed(tmp_path: Path) -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _AlwaysCompressing)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    with serving(_AlwaysCompressing) as url:
         service = Service.open(f"sqlite:///{tmp_path / 'm.db'}", max_turn_wait=None,
-                               settings=ServerSettings(upstream_url=url, upstream_key="sk-up"))  # fmt: skip
+                               settings=ServerSettings(upstream_url=url + "/v1", upstream_key="sk-up"))  # fmt: skip
         keys = make_keys(service)
         with live_server(service) as live, httpx.Client(base_url=live.url, timeout=30) as http:
             response = http.post("/v1/chat/completions", headers={**auth(keys.alice), "X-Obsmem-Thread": "enc2"},
                                  json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
             assert response.status_code == 502, response.text
             assert "encoded" in response.json()["error"]["message"]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
