@@ -33,7 +33,7 @@ async def test_a_retry_warning_holds_no_error_text(caplog: pytest.LogCaptureFixt
             raise ModelUnavailableError(TEXT, status_code=503)
         return "ok"
 
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG, logger="obsmem.models.retry"):  # its own level, whatever another test set
         assert await with_retry(call, policy=RetryPolicy(jitter=0.0), clock=FakeClock()) == "ok"
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == ["Transient model error, retry 1 of 8 in 1.0 s: ModelUnavailableError (HTTP 503)"]
