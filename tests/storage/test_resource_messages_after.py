@@ -18,7 +18,9 @@ from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import Message, Thread
 
 from .plans import SentToPostgres, SentToSQLite, pg_outline, pg_plan, pg_rows_read, sqlite_plan
-from .test_thread_message_reads import LONG, T0, _fill_postgres, _fill_sqlite
+from .test_thread_message_reads import (
+    LONG, T0, _postgres_store_with_a_long_old_thread, _sqlite_store_with_a_long_old_thread,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -40,11 +42,7 @@ def _cursors() -> dict[str, int]:
 async def test_postgres_reads_only_the_messages_after_each_cursor(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with PostgresStore(postgres_url) as store:
-        await store.create_thread(Thread(id="long", resource_id="r1", created_at=T0))
-        for i in range(3):
-            await store.create_thread(Thread(id=f"other-{i}", resource_id="r2", created_at=T0))
-    _fill_postgres(postgres_url)
+    await _postgres_store_with_a_long_old_thread(postgres_url)
     sent = SentToPostgres(monkeypatch)
     async with PostgresStore(postgres_url) as store:
         await _threads_of_r1(store)
@@ -60,11 +58,7 @@ async def test_sqlite_reads_only_the_messages_after_each_cursor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "om.db"
-    async with SQLiteStore(path) as store:
-        await store.create_thread(Thread(id="long", resource_id="r1", created_at=T0))
-        for i in range(3):
-            await store.create_thread(Thread(id=f"other-{i}", resource_id="r2", created_at=T0))
-    _fill_sqlite(path)
+    await _sqlite_store_with_a_long_old_thread(path)
     async with SQLiteStore(path) as store:
         await _threads_of_r1(store)
     sent = SentToSQLite(monkeypatch)

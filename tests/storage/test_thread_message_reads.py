@@ -128,15 +128,19 @@ def _fill_sqlite(path: Path) -> None:
     conn.close()
 
 
-async def test_sqlite_reads_a_large_old_threads_messages_from_its_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "om.db"
+async def _sqlite_store_with_a_long_old_thread(path: Path) -> None:
     async with SQLiteStore(path) as store:
         await store.create_thread(Thread(id="long", resource_id="r1", created_at=T0))
         for i in range(3):
             await store.create_thread(Thread(id=f"other-{i}", resource_id="r2", created_at=T0))
     _fill_sqlite(path)
+
+
+async def test_sqlite_reads_a_large_old_threads_messages_from_its_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "om.db"
+    await _sqlite_store_with_a_long_old_thread(path)
     sent = SentToSQLite(monkeypatch)
     async with SQLiteStore(path) as store:
         newest = await store.list_messages("long", newest_first=True, limit=10)

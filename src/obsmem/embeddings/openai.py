@@ -270,7 +270,8 @@ class OpenAIEmbedder:
     async def _status_error(self, response: httpx.Response, url: str) -> Exception:
         """The error for an error status; the key is masked in the server's explanation."""
         status = response.status_code
-        raw = decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=url)
+        what = f"The embeddings server at {url}"
+        raw = decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=what)
         start = await read_prefix(raw, _ERROR_BODY_BYTES)
         detail = redact(_error_detail(start), self._secrets())
         refused = f"The embeddings server at {url} refused the request ({status}): {detail}"

@@ -188,7 +188,7 @@ async def review(request: Request) -> Response:
     found = await knowledge.review.pending(
         scope, after=request.query_params.get("after") or None, limit=_PAGE, within=True
     )
-    mine = [r for r in found.items if _mine(r, scope)]
+    mine = found.items  # all at the key's scope (within=True)
     resource = request.query_params.get("resource_id") or ""
     done = request.query_params.get("done")
     notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
