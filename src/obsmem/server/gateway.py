@@ -77,11 +77,11 @@ router = APIRouter(prefix="/v1", tags=["gateway"], responses=_RESPONSES)
 
 
 class UpstreamTimeoutError(UpstreamError):
-    """The upstream did not finish its answer within the server's ``upstream_total_timeout_s``
-    (answered 504; in a stream, sent as its last event)."""
+    """The upstream did not finish its answer within the server's ``upstream_total_timeout_s``,
+    or sent nothing for ``upstream_timeout_s`` (answered 504; in a stream, sent as its last event)."""
 
 #: The most an upstream answer may carry (a whole response, or a stream in all); past it a
-#: response is refused (502) and a stream is cut, like a dropped connection.
+#: response is refused (502) and a stream ends with an error event.
 MAX_UPSTREAM_BYTES = 32 * 1024 * 1024
 #: The longest line a streamed answer may hold.
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -334,6 +334,10 @@ class ChatAnswer:
         if arguments:
             slot.arguments.append(arguments)
 
+    def completed(self) -> bool:
+        """Whether the whole answer came (a whole response, or a stream to its end)."""
+        return self.message is not None or (self.complete and not self.unreadable)
+
     def unsaved(self) -> str | None:
         """Why a streamed answer that came is not saved (None: it is, or nothing came)."""
         if self.message is not None or not (self.content or self.calls or self.unreadable):
@@ -375,6 +379,10 @@ class ResponsesAnswer:
     def done(self) -> None:
         pass
 
+    def completed(self) -> bool:
+        """Whether the whole answer came (a response, or a stream's terminal event with it)."""
+        return self.output is not None
+
     def unsaved(self) -> str | None:
         return None
 
@@ -412,16 +420,18 @@ async def _forward(
             upstream = await service.http.send(request, stream=True)
     except TimeoutError:
         await turn.end()
-        return _timed_out(service)
+        return _refused(_timeout_error(service))
     except httpx.HTTPError as exc:
         await turn.end()
-        raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+        return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     if upstream.status_code != 200 or not stream:
         try:
             content = await _whole(upstream, turn, deadline)
         except TimeoutError:
-            return _timed_out(service)
+            return _refused(_timeout_error(service))
+        except httpx.HTTPError as exc:
+            return _refused(_failure(service, exc))
         if upstream.status_code == 200:
             try:
                 answer.whole(json.loads(content))
@@ -438,16 +448,19 @@ async def _forward(
     async def relay() -> AsyncIterator[bytes]:
         # Each chunk goes on as it came, one behind: the last one (with the closing event) goes
         # only after the answer is saved, so a client that has the whole answer finds it in
-        # memory on its next request.
+        # memory on its next request. A read that fails part-way (the deadline, a stalled or
+        # dropped upstream, the size limit) ends the stream with an error event, and nothing
+        # of the answer is saved, unless the whole answer had come before it.
         finished = False
-        expired = False
+        failure: UpstreamError | None = None
         held: bytes | None = None
         total = 0
         try:
             async for chunk in _until(deadline, upstream.aiter_raw()):
                 total += len(chunk)
                 if total > MAX_UPSTREAM_BYTES:
-                    logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)
+                    failure = _too_large()
+                    logger.warning("the upstream stream passed %d bytes; ended with an error", MAX_UPSTREAM_BYTES)
                     break
                 reader.feed(chunk)
                 if held is not None:
@@ -457,20 +470,21 @@ async def _forward(
                 reader.feed(b"\n")
                 finished = True
         except TimeoutError:
-            expired = True
+            failure = _timeout_error(service)
+        except httpx.HTTPError as exc:
+            failure = _failure(service, exc)
         finally:
             await upstream.aclose()
-            if not finished and not expired:
-                # the client went away (or the upstream dropped): the answer is saved, off this
-                # task, only if it completed
+            if not finished and failure is None:
+                # the client went away: the answer is saved, off this task, only if it completed
                 service.spawn(_finish(turn, answer))
-        if expired:  # nothing of this answer is saved; the client is told
+        if failure is not None and not answer.completed():
             await turn.end()
             if held is not None:
                 yield held
-            yield _error_event(_timeout_error(service))
+            yield _error_event(failure)
             return
-        if finished:
+        if finished or failure is not None:  # (a failure after the whole answer came: it stands)
             await _finish(turn, answer)
         if held is not None:
             yield held
@@ -504,16 +518,18 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             upstream = await service.http.send(sent, stream=True)
     except TimeoutError:
         await turn.end()
-        return _timed_out(service)
+        return _refused(_timeout_error(service))
     except httpx.HTTPError as exc:
         await turn.end()
-        raise UpstreamError(f"The upstream model server failed: {type(exc).__name__}") from None
+        return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     if upstream.status_code != 200 or not stream:
         try:
             content = await _whole(upstream, turn, deadline)
         except TimeoutError:
-            return _timed_out(service)
+            return _refused(_timeout_error(service))
+        except httpx.HTTPError as exc:
+            return _refused(_failure(service, exc))
         if upstream.status_code != 200:
             await turn.end()
             return Response(content, status_code=upstream.status_code,
@@ -547,9 +563,12 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
 
     async def relay() -> AsyncIterator[bytes]:
         # Like the OpenAI relay: the finish goes out only after the answer is saved. An error
-        # event of the upstream, or the deadline, ends the stream with an error event for the
-        # client, and nothing of the answer is saved.
+        # event of the upstream, a read that fails part-way (the deadline, a stalled or dropped
+        # upstream, a size limit), or a stream that ends before ``message_stop`` ends the stream
+        # with an error event for the client (this stream is the gateway's own translation: it
+        # knows the answer is unfinished), and nothing of the answer is saved.
         finished = False
+        ended = False
         failure: UpstreamError | None = None
         try:
             async for event in parse_sse(_bounded_lines(upstream, deadline)):
@@ -569,12 +588,21 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                     yield sse_chunk(chunk)
                 if finished:
                     break
+            else:
+                ended = True
         except TimeoutError:
             failure = _timeout_error(service)
+        except httpx.HTTPError as exc:
+            failure = _failure(service, exc)
+        except UpstreamError as exc:  # a size limit (_bounded_lines)
+            failure = exc
         finally:
             await upstream.aclose()
-            if not finished and failure is None:  # cut stream or a client that went away: off this task
+            if not finished and not ended and failure is None:  # a client that went away: off this task
                 service.spawn(save())
+        if ended and not finished:
+            failure = UpstreamError("The upstream stream ended before the answer was complete (no message_stop).")
+            logger.warning("the upstream answer is not saved: the stream ended before the answer was complete")
         if failure is not None:
             await turn.end()
             yield _error_event(failure)
@@ -619,10 +647,27 @@ def _timeout_error(service: Service) -> UpstreamTimeoutError:
     )
 
 
-def _timed_out(service: Service) -> Response:
-    """A whole answer past the deadline: 504, in obsmem's error shape."""
-    error = _timeout_error(service)
-    return JSONResponse(error_body(type(error).__name__, str(error)), status_code=504)
+def _read_timeout_error(service: Service) -> UpstreamTimeoutError:
+    limit = service.settings.upstream_timeout_s
+    return UpstreamTimeoutError(f"The upstream model server sent nothing for {limit:g} s (upstream_timeout_s).")
+
+
+def _failure(service: Service, exc: httpx.HTTPError) -> UpstreamError:
+    """What the client is told of a failed exchange with the upstream (the text names httpx's
+    error type only: the upstream's address stays on the server)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return _read_timeout_error(service)
+    return UpstreamError(f"The upstream model server failed: {type(exc).__name__}")
+
+
+def _too_large() -> UpstreamError:
+    return UpstreamError(f"The upstream answer is larger than {MAX_UPSTREAM_BYTES} bytes.")
+
+
+def _refused(error: UpstreamError) -> Response:
+    """A whole answer that could not be had: 504 past a timeout, else 502, in obsmem's error shape."""
+    status = 504 if isinstance(error, UpstreamTimeoutError) else 502
+    return JSONResponse(error_body(type(error).__name__, str(error)), status_code=status)
 
 
 def _error_event(error: UpstreamError) -> bytes:
@@ -655,21 +700,21 @@ async def _read_bounded(upstream: httpx.Response, deadline: float) -> bytes:
     async for chunk in _until(deadline, upstream.aiter_raw()):
         body += chunk
         if len(body) > MAX_UPSTREAM_BYTES:
-            raise UpstreamError(f"The upstream answer is larger than {MAX_UPSTREAM_BYTES} bytes.")
+            raise _too_large()
     return bytes(body)
 
 
 async def _bounded_lines(upstream: httpx.Response, deadline: float) -> AsyncIterator[str]:
-    """The lines of a streamed upstream answer; ends (as a cut stream) past
-    :data:`MAX_UPSTREAM_BYTES` in all or :data:`MAX_LINE_BYTES` in one line, and raises
+    """The lines of a streamed upstream answer; raises :class:`UpstreamError` past
+    :data:`MAX_UPSTREAM_BYTES` in all or :data:`MAX_LINE_BYTES` in one line, and
     :class:`TimeoutError` past ``deadline``."""
     pending = bytearray()
     total = 0
     async for chunk in _until(deadline, upstream.aiter_raw()):
         total += len(chunk)
         if total > MAX_UPSTREAM_BYTES:
-            logger.warning("the upstream stream passed %d bytes; cut", MAX_UPSTREAM_BYTES)
-            return
+            logger.warning("the upstream stream passed %d bytes; ended with an error", MAX_UPSTREAM_BYTES)
+            raise _too_large()
         start = 0
         while (end := chunk.find(b"\n", start)) != -1:
             pending += chunk[start:end]
@@ -678,8 +723,8 @@ async def _bounded_lines(upstream: httpx.Response, deadline: float) -> AsyncIter
             start = end + 1
         pending += chunk[start:]
         if len(pending) > MAX_LINE_BYTES:
-            logger.warning("an upstream stream line passed %d bytes; cut", MAX_LINE_BYTES)
-            return
+            logger.warning("an upstream stream line passed %d bytes; ended with an error", MAX_LINE_BYTES)
+            raise UpstreamError(f"A line of the upstream stream is longer than {MAX_LINE_BYTES} bytes.")
     if pending:
         yield pending.decode("utf-8", errors="replace")
 

@@ -1,0 +1,140 @@
+"""The gateway when reading the upstream's answer fails part-way, seen from the user's side: the
+official ``openai`` client (or raw httpx) against a live gateway whose upstream is a real local
+HTTP server that stalls, or sends more than the gateway takes, or ends an Anthropic stream early.
+
+What the gateway promises (README, "Run obsmem as a service"): a whole answer the upstream does
+not deliver in time is a 504, and a stream that fails part-way ends with an error event (which the
+``openai`` client raises), never a clean end; nothing of an unfinished answer is saved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from obsmem.server import gateway as gateway_module
+from tests.server.test_gateway_streams import (
+    README,
+    Answer,
+    Gateway,
+    chunk,
+    claude_start,
+    claude_text,
+    open_gateway,
+    texts,
+)
+
+#: One read may wait this long; the whole exchange far longer, so only the read timeout can fire.
+READ_S, TOTAL_S = 0.5, 60.0
+
+
+@pytest.fixture(scope="module", params=["openai", "anthropic"])
+def stalling(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    yield from open_gateway(tmp_path_factory.mktemp(f"stall-{request.param}"), upstream_kind=request.param,
+                            upstream_timeout_s=READ_S, upstream_total_timeout_s=TOTAL_S)  # fmt: skip
+
+
+def _then_silence(first: list[bytes], seconds: float = 3.0) -> Iterator[bytes]:
+    """``first``, then nothing for ``seconds`` (past the read timeout), then the connection closes."""
+    yield from first
+    time.sleep(seconds)
+
+
+def _kind(gateway: Gateway) -> str:
+    return gateway.live.service.settings.upstream_kind
+
+
+def _start(gateway: Gateway, text: str) -> list[bytes]:
+    """The opening of a streamed answer saying ``text``, in the upstream's own format."""
+    if _kind(gateway) == "anthropic":
+        return [*claude_start(), *claude_text(0, text)]
+    return [chunk({"role": "assistant", "content": text})]
+
+
+def test_a_whole_answer_stalling_past_the_read_timeout_is_a_504(stalling: Gateway) -> None:
+    """On main: 500 (an internal error: httpx's ReadTimeout escaped the gateway), not the 504 a
+    gateway answers when its upstream does not deliver in time."""
+    stalling.upstream.respond = lambda path, body: Answer(_then_silence([b'{"id": "x", ']), media="application/json")
+    thread = f"w-{_kind(stalling)}"
+    with stalling.raw(thread) as client:
+        response = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 504, response.text
+    error = response.json()["error"]
+    assert error["type"] == "UpstreamTimeoutError"
+    assert f"{READ_S:g} s" in error["message"] and "upstream_timeout_s" in error["message"]
+    assert texts(stalling.stored(thread)) == [("user", "hi")]
+
+
+def test_a_stream_stalling_past_the_read_timeout_ends_with_an_error_event(stalling: Gateway) -> None:
+    """On main: the gateway's relay died on httpx's ReadTimeout and dropped the connection; the
+    client saw no error event (the ``openai`` client raised a connection error, or nothing)."""
+    stalling.upstream.respond = lambda path, body: Answer(_then_silence(_start(stalling, "Let me think")))
+    thread = f"s-{_kind(stalling)}"
+    received = []
+    with pytest.raises(openai.APIError) as raised:
+        for piece in stalling.client(thread).chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "hi"}]
+        ):
+            received.append(piece)
+    assert raised.value.body is not None, f"not an error event: {raised.value!r}"
+    assert "UpstreamTimeoutError" in str(raised.value.body) and "upstream_timeout_s" in raised.value.message
+    assert [c.choices[0].delta.content for c in received if c.choices and c.choices[0].delta.content] == ["Let me think"]
+    assert texts(stalling.stored(thread)) == [("user", "hi")]
+
+
+@pytest.fixture(scope="module", params=["openai", "anthropic"])
+def capped(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    yield from open_gateway(tmp_path_factory.mktemp(f"cap-{request.param}"), upstream_kind=request.param)
+
+
+def test_a_stream_past_the_size_limit_ends_with_an_error_event(
+    capped: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On main: the gateway stopped relaying at its limit and ended the stream as if the answer
+    were over: the client got a truncated answer and no error."""
+    limit = 64 * 1024
+    monkeypatch.setattr(gateway_module, "MAX_UPSTREAM_BYTES", limit)
+    words = "word " * 200  # 1 KB a piece: 100 pieces pass the limit
+    if _kind(capped) == "anthropic":
+        pieces = [*claude_start(), *claude_text(0, *([words] * 100))]
+    else:
+        pieces = [chunk({"role": "assistant", "content": ""}), *(chunk({"content": words}) for _ in range(100))]
+    capped.upstream.respond = lambda path, body: Answer(pieces)  # the upstream would go on: never finished here
+    thread = f"c-{_kind(capped)}"
+    with pytest.raises(openai.APIError) as raised:
+        for _ in capped.client(thread).chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "write a lot"}]
+        ):
+            pass
+    assert raised.value.body is not None, f"not an error event: {raised.value!r}"
+    assert str(limit) in raised.value.message
+    assert texts(capped.stored(thread)) == [("user", "write a lot")]
+
+
+@pytest.fixture(scope="module")
+def anthropic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    yield from open_gateway(tmp_path_factory.mktemp("early-anthropic"), upstream_kind="anthropic")
+
+
+def test_an_anthropic_stream_ending_before_message_stop_ends_with_an_error_event(anthropic: Gateway) -> None:
+    """The gateway writes this stream (translated from Anthropic's events), so it knows the answer
+    never finished (an OpenAI upstream's stream is relayed byte for byte, as the upstream ended it).
+    On main: the stream ended cleanly (no finish_reason, no error) and the client took 'Half' for
+    the whole answer."""
+    anthropic.upstream.respond = lambda path, body: Answer([*claude_start(), *claude_text(0, "Half")])
+    with pytest.raises(openai.APIError) as raised:
+        for _ in anthropic.client("a-early").chat.completions.create(
+            model="claude", stream=True, messages=[{"role": "user", "content": "Tell me"}]
+        ):
+            pass
+    assert raised.value.body is not None and "before the answer was complete" in raised.value.message
+    assert texts(anthropic.stored("a-early")) == [("user", "Tell me")]
+
+
+def test_the_readme_tells_what_a_failed_read_gives() -> None:
+    section = " ".join(README.split()).lower()
+    assert "a stream that fails part-way" in section and "ends with an error event" in section
