@@ -1,7 +1,8 @@
 """What one request may send to ``obsmem serve``: a body over ``--max-body-bytes`` is answered 413
 before it is read (or, sent without a length, as soon as it passes the limit), an import has its
 own ``--max-import-bytes``, and a body that stops arriving is answered 408 after
-``--body-timeout-s`` — all before the API key is checked, since the body comes first.
+``--body-timeout-s``; a request to the keyed routes (``/api``, ``/v1``) without a valid key is
+answered 401 before any byte of its body is read.
 
 The server runs as ``obsmem serve`` in a subprocess with small limits (1 MiB, 4 MiB for imports,
 a 1 s body timeout); the clients are httpx and, where the test needs to control what is sent and
@@ -213,17 +214,14 @@ def test_an_import_has_its_own_larger_limit(server: Server) -> None:
     assert f"{IMPORT_LIMIT} bytes" in error["message"]
 
 
-@pytest.mark.parametrize("with_key", [False, True])
-def test_a_body_that_stops_arriving_is_answered_408(server: Server, with_key: bool) -> None:
+def test_a_body_that_stops_arriving_is_answered_408(server: Server) -> None:
     """A body under the limit whose bytes stop coming (a slow upload): 408 once ``--body-timeout-s``
-    has passed, and the connection is closed, key or no key.
+    has passed, and the connection is closed. (Without a valid key: 401 at once, below.)
 
     On main: the server waited for the body forever ("no answer within 30 s"), holding the connection."""
     sock = _connect(server)
     try:
-        headers = {"Content-Type": "application/json", "Content-Length": "1000"}
-        if with_key:
-            headers.update(server.auth())
+        headers = {"Content-Type": "application/json", "Content-Length": "1000", **server.auth()}
         sock.sendall(_head("/api/threads/t1/messages", headers) + b'{"messages": [')
         status, response_headers, body = _read_response(sock)
         assert status == 408
@@ -232,6 +230,42 @@ def test_a_body_that_stops_arriving_is_answered_408(server: Server, with_key: bo
         assert response_headers.get("connection") == "close" and _closed_after(sock)
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize("key", ["none", "wrong secret", "malformed"])
+@pytest.mark.parametrize("path", ["/api/resources/import", "/api/threads/t1/messages", "/v1/chat/completions"])
+def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(
+    server: Server, key: str, path: str
+) -> None:
+    """Only the headers are sent: a request without a valid key is answered 401 then and there, and
+    the connection is closed, so a client without a key cannot make the server take in a body
+    (up to 64 MiB for an import; many at once).
+
+    On main: the body came first: the server waited for it and answered 408 after
+    ``--body-timeout-s`` (``assert 408 == 401``); given the body, it read all of it before the 401."""
+    headers = {"Content-Type": "application/json", "Content-Length": str(LIMIT // 2)}  # under every limit
+    if key == "wrong secret":
+        headers["Authorization"] = f"Bearer {server.key[:-4]}{'aaaa' if not server.key.endswith('aaaa') else 'bbbb'}"
+    elif key == "malformed":
+        headers["Authorization"] = "Bearer not-a-key"
+    sock = _connect(server)
+    try:
+        sock.sendall(_head(path, headers))  # the headers only: none of the body
+        status, response_headers, body = _read_response(sock)
+        assert status == 401, body
+        assert _error(body)["type"] == "AuthenticationError"
+        assert response_headers.get("www-authenticate") == "Bearer"
+        assert response_headers.get("connection") == "close" and _closed_after(sock)
+    finally:
+        sock.close()
+
+
+def test_a_request_with_a_valid_key_still_gets_its_body_read(server: Server) -> None:
+    """The key checked before the body is the one the route uses (passed on main too)."""
+    ok = httpx.post(server.url + "/api/threads", json={"id": "t-keyed"}, headers=server.auth(), timeout=60)
+    assert ok.status_code == 201, ok.text
+    listed = httpx.get(server.url + "/api/threads", headers=server.auth(), timeout=60)
+    assert "t-keyed" in listed.text
 
 
 def test_an_answer_to_a_body_left_unread_closes_the_connection(server: Server) -> None:

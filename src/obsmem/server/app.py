@@ -3,6 +3,7 @@ the OpenAPI document (``/openapi.json``) and ``/health``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -12,8 +13,9 @@ from starlette.routing import Route
 
 from obsmem import __version__
 from obsmem.server import gateway, knowledge_api, rest
+from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import install_handlers
-from obsmem.server.limits import BodyLimits
+from obsmem.server.limits import BodyLimits, KeyFirst
 from obsmem.server.mcp_server import build_mcp, guarded
 from obsmem.server.service import Service
 from obsmem.server.ui import install as install_ui
@@ -64,12 +66,20 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> FastAPI:
             Route("/mcp", endpoint=guarded(endpoint.app, service), methods=["GET", "POST", "DELETE"],
                   include_in_schema=False)  # fmt: skip
         )
+    # The key of a request with a body is checked before the body is read (inside the body
+    # limits: a body declared over the limit is refused first, without a key lookup).
+    settings = service.settings
+    app.add_middleware(KeyFirst, authenticate=None if settings.dev else functools.partial(_principal, service))
     # Added last, so it is the outermost of the app's middleware (only Starlette's catch-all for
     # exceptions, which runs nothing before the app, is outside it): a body over the limit is
     # refused before any route, key check or body parsing runs.
-    settings = service.settings
     app.add_middleware(
         BodyLimits, max_body_bytes=settings.max_body_bytes, max_import_bytes=settings.max_import_bytes,
         body_timeout_s=settings.body_timeout_s,
     )  # fmt: skip
     return app
+
+
+async def _principal(service: Service, authorization: str | None, api_key: str | None) -> Principal:
+    """The principal of a request's key headers (as the routes' own check finds it), for :class:`KeyFirst`."""
+    return await authenticate(service.keys, bearer_token(authorization, api_key), dev=False)

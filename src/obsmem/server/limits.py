@@ -15,21 +15,34 @@
 The limit is ``max_body_bytes``, except for ``POST /api/resources/import`` (an export is larger
 than any other request), which gets ``max_import_bytes``. Refusals use the service's error shape
 (``BodyTooLargeError``, ``BodyTimeoutError``) and name the setting.
+
+:class:`KeyFirst` checks the API key of a request with a body to the keyed routes (``/api/…``,
+``/v1/…``) before any byte of the body is read (a route that declares a body model has it read
+and parsed before its key dependency runs): without a valid key the answer is 401 and the
+connection closes, so a client without a key cannot make the server take in a body. The
+principal found goes to the route in the request's state (:data:`PRINCIPAL_STATE`), so the key
+is looked up once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from obsmem.errors import ConfigError
 from obsmem.server.errors import BodyTimeoutError, BodyTooLargeError, ServiceError, error_body, status_for
 
-__all__ = ["IMPORT_PATH", "BodyLimits"]
+__all__ = ["IMPORT_PATH", "PRINCIPAL_STATE", "BodyLimits", "KeyFirst"]
 
 #: The one route with its own, larger body limit (``max_import_bytes``).
 IMPORT_PATH = "/api/resources/import"
+#: Where :class:`KeyFirst` leaves the principal of a request it checked (``scope["state"]``).
+PRINCIPAL_STATE = "obsmem_principal"
+#: The routes every request to which needs an API key.
+KEYED_PREFIXES = ("/api/", "/v1/")
 _CLOSE = (b"connection", b"close")
 _DISCONNECT: Message = {"type": "http.disconnect"}
 
@@ -55,11 +68,7 @@ class BodyLimits:
         self.body_timeout_s = float(body_timeout_s)
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
-        path: str = scope.get("path", "")
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        if scope.get("method") == "POST" and path.rstrip("/") == IMPORT_PATH:
+        if scope.get("method") == "POST" and _route_path(scope).rstrip("/") == IMPORT_PATH:
             return self.max_import_bytes, "max_import_bytes"
         return self.max_body_bytes, "max_body_bytes"
 
@@ -134,6 +143,48 @@ class BodyLimits:
             await _refuse(send, refusal)
 
 
+class KeyFirst:
+    """Wraps ``app`` (see the module's docstring). ``authenticate(authorization, x_api_key)``
+    returns the principal of a request's key headers or raises the service's 401 error; None:
+    the server needs no key (``--dev``), and nothing is checked here."""
+
+    def __init__(
+        self, app: ASGIApp, *, authenticate: Callable[[str | None, str | None], Awaitable[object]] | None
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.authenticate is None or scope["type"] != "http" or not _route_path(scope).startswith(KEYED_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        headers: dict[bytes, bytes] = dict(scope.get("headers", ()))
+        length = headers.get(b"content-length", b"").strip()
+        if length in (b"", b"0") and b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            await self.app(scope, receive, send)  # no body to keep out: the route checks the key
+            return
+        authorization, api_key = (headers.get(name) for name in (b"authorization", b"x-api-key"))
+        try:
+            principal = await self.authenticate(
+                None if authorization is None else authorization.decode("latin-1"),
+                None if api_key is None else api_key.decode("latin-1"),
+            )  # fmt: skip
+        except ServiceError as exc:
+            if status_for(exc) != 401:
+                raise
+            await _refuse(send, exc)
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
+        await self.app(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The request's path inside the app (without a ``root_path`` the server runs under)."""
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 def _too_large(limit: int, setting: str) -> BodyTooLargeError:
     option = setting.replace("_", "-")
     return BodyTooLargeError(
@@ -143,8 +194,9 @@ def _too_large(limit: int, setting: str) -> BodyTooLargeError:
 
 async def _refuse(send: Send, error: ServiceError) -> None:
     body = json.dumps(error_body(type(error).__name__, str(error))).encode()
-    await send({
-        "type": "http.response.start", "status": status_for(error),
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), _CLOSE],
-    })  # fmt: skip
+    status = status_for(error)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), _CLOSE]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))  # as the routes' own 401 says
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
