@@ -90,3 +90,28 @@ def test_serve_without_dev_needs_a_key(tmp_path: Path) -> None:
         assert listed.status_code == 200 and listed.json() == {"resource_id": "r", "threads": []}
     finally:
         _stop(process)
+
+
+def test_keys_create_refuses_an_empty_org_or_resource_before_touching_the_store(tmp_path: Path) -> None:
+    """``keys create --org ''`` (or whitespace, or such a ``--resource``) is refused in one line,
+    exit 1, no key, and the store is left alone: no database file appears at a mistyped path.
+
+    On main the key store refused it (no key was made), but only after the store was opened and
+    its key table made, so a new ``k.db`` with an empty ``obsmem_api_keys`` was left behind and the
+    message named the Python argument: ``AssertionError: store: sqlite …/k.db`` /
+    ``error: Invalid org_id: expected a non-empty string of at most 200 characters`` /
+    ``assert (2 == 1)`` (two stderr lines, the store already opened)."""
+    db = tmp_path / "k.db"
+    runner = CliRunner()
+    for args, option in (
+        (["--org", ""], "--org"), (["--org", "   "], "--org"),
+        (["--org", "acme", "--resource", ""], "--resource"),
+        (["--org", "acme", "--resource", " \t"], "--resource"),
+    ):  # fmt: skip
+        result = runner.invoke(app, ["keys", "create", *args, "--store", str(db)])
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and option in lines[0], result.stderr
+        assert "Traceback" not in result.output and result.stdout == ""
+        assert not db.exists()

@@ -165,3 +165,35 @@ async def test_http_memory_status_and_receipt_tools(env: Env) -> None:
             assert "does not exist" in failed(await client.call_tool("memory_status", {"thread_id": "m-alice"}))
             refused = failed(await client.call_tool("receipt", {"message_id": "m-alice-mcp-reply"}))
             assert "MessageNotFoundError" in refused and "Step 30" not in refused
+
+
+async def test_recall_page_is_documented_and_answers_the_page_it_returns(env: Env) -> None:
+    """A negative ``page`` is not an echoed mistake: as in the library's recall tool schema ("-1
+    reads the other way") and REST (``page`` from -1000), page -1 is the first page read from the
+    other end (the thread's last messages; with a cursor, those before it), -2 the one before it;
+    page 0 is read as 1 and answered as 1. The MCP tool now tells its clients so.
+
+    On main the paging already held, but the tool said nothing about ``page`` (no description;
+    its docstring: "otherwise the conversation from its start"), so ``"page": -1`` in an answer read
+    as an invalid value echoed back: ``AssertionError: assert '-1' in ''``."""
+    async with http_client(env, env.keys.alice) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "recall")
+        assert "-1" in tool.input_schema["properties"]["page"].get("description", "")
+        assert "page" in (tool.description or "")
+
+        def seqs(answer: dict[str, Any]) -> list[int]:
+            return [m["seq"] for m in answer["messages"]]
+
+        async def recall(page: int) -> dict[str, Any]:
+            answer: dict[str, Any] = payload(await client.call_tool(
+                "recall", {"thread_id": "m-alice", "limit": 3, "page": page}))  # fmt: skip
+            assert "error" not in answer, answer
+            return answer
+
+        first, zero, last, before_last = await recall(1), await recall(0), await recall(-1), await recall(-2)
+        assert (first["page"], zero["page"], last["page"], before_last["page"]) == (1, 1, -1, -2)
+        assert seqs(zero) == seqs(first) == sorted(seqs(first)) and seqs(first)[0] == 1
+        stored = await client.call_tool("recall", {"thread_id": "m-alice", "limit": 3, "page": 1000})
+        assert payload(stored)["messages"] == [] and payload(stored)["page"] == 1000
+        assert seqs(last) and seqs(before_last) and max(seqs(before_last)) < min(seqs(last))
+        assert min(seqs(last)) > max(seqs(first)) and last["has_next_page"] and not last["has_prev_page"]

@@ -104,3 +104,29 @@ def test_a_file_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
         assert result.exit_code == 1, result.output
         assert "not UTF-8" in " ".join(result.stderr.split()), result.stderr
         assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_an_empty_into_resource_is_refused_and_nothing_imported(tmp_path: Path) -> None:
+    """``import --into-resource ''`` (or whitespace only) is refused in one ``error:`` line, exit 1,
+    no traceback, and the target holds nothing: it never falls back to the exported resource.
+
+    On main this already held (the test passes there; the reported silent fallback does not
+    reproduce): ``import_resource`` refuses the value with
+    ``error: into_resource must be a non-empty string.`` before anything is written."""
+    source, target, dump = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "alice.jsonl"
+    _source(source)
+    exported = runner.invoke(app, ["export", "-r", RESOURCE, "--store", str(source), "-o", str(dump)])
+    assert exported.exit_code == 0, exported.output
+    for value in ("", "   ", "\t"):
+        result = runner.invoke(app, ["import", str(dump), "--store", str(target), "--into-resource", value])
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "into_resource" in errors[0], result.stderr
+        assert "Traceback" not in result.output and "imported" not in result.stdout
+
+    async def threads() -> int:
+        async with SQLiteStore(target) as store:
+            return len(await store.list_all_threads())
+
+    assert not target.exists() or asyncio.run(threads()) == 0

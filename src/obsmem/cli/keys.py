@@ -64,6 +64,11 @@ def create(
     store: StoreOption = None,
 ) -> None:
     """Create a key and print it once; only its hash is stored."""
+    # refused here, before the store is opened: a refused key leaves no database file behind
+    if not org.strip():
+        raise fail("--org must not be empty: name the org the key belongs to")
+    if resource is not None and not resource.strip():
+        raise fail("--resource must not be empty: name the resource, or leave it out for the whole org")
     keys = _key_store(store)
 
     async def run() -> tuple[Any, str]:

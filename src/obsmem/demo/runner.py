@@ -16,6 +16,7 @@ from obsmem import (
     ChatModel,
     ContextWindow,
     EngineEvent,
+    InvalidInputError,
     Memory,
     MemoryConfig,
     Message,
@@ -70,6 +71,10 @@ async def run_demo(
 ) -> DemoReport:
     """Replay the demo conversation into a fresh thread in ``database``; return the numbers.
 
+    A ``demo-thread`` an earlier run left there is replaced; one the demo did not make (of another
+    resource, or of an org) is left alone and :class:`InvalidInputError` ends the run before
+    anything changes.
+
     ``model`` (a ChatModel or a ``provider:model`` spec) observes and reflects; None is offline.
     """
     conversation: list[DemoTurn] = demo_conversation()
@@ -83,7 +88,7 @@ async def run_demo(
                     on_event=events.append, clock=clock)  # fmt: skip
     started = time.perf_counter()
     async with memory:
-        await memory.delete_thread(DEMO_THREAD_ID)
+        await _clear_own_demo_thread(memory, database)
         for index, demo_turn in enumerate(conversation):
             clock.advance_to(demo_turn.user.created_at)
             turn = await memory.begin_turn(
@@ -117,6 +122,22 @@ async def run_demo(
         context=context,
         model=_model_name(model),
     )
+
+
+async def _clear_own_demo_thread(memory: Memory, database: Path) -> None:
+    """Delete the demo thread a previous run left in ``database``; a thread of that id that the
+    demo did not make (another resource, or an org) is someone's data: refuse, deleting nothing."""
+    thread = await memory.store.get_thread(DEMO_THREAD_ID)
+    if thread is None:
+        return
+    if thread.resource_id != DEMO_RESOURCE_ID or thread.org_id is not None:
+        owner = f"resource '{thread.resource_id}'" + (f" of org '{thread.org_id}'" if thread.org_id else "")
+        raise InvalidInputError(
+            f"{database} already holds a thread '{DEMO_THREAD_ID}' of {owner}; the demo replaces only "
+            f"its own (of resource '{DEMO_RESOURCE_ID}'), so it changed nothing. Use another database.",
+            argument="database",
+        )
+    await memory.delete_thread(DEMO_THREAD_ID)
 
 
 async def _all_generations(memory: Memory) -> list[ObservationRecord]:

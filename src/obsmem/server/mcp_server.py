@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from pydantic import Field
 
 from obsmem import InvalidInputError, ObsmemError
 from obsmem.server.access import Principal, authenticate, bearer_token
@@ -35,6 +36,12 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any]
 
 
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+#: ``recall``'s ``page``, as the library's recall tool and REST read it (0 is read as 1).
+_RECALL_PAGE = (
+    "1 (default), 2, 3 … read on; -1, -2 … read the other way: without a cursor or group_id, from the "
+    "thread's latest messages back; with a cursor, back from just before it."
+)
 
 
 def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
@@ -77,11 +84,14 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @_reported(ToolError)
     async def recall(
         thread_id: str, ctx: Context, query: str | None = None, cursor: str | None = None,
-        group_id: str | None = None, page: int = 1, limit: int = 20,
+        group_id: str | None = None, page: Annotated[int, Field(description=_RECALL_PAGE)] = 1,
+        limit: int = 20,
     ) -> dict[str, Any]:  # fmt: skip
         """Look back in a thread's memory: with ``query``, search its observation groups; with
         ``group_id``, the messages a group covers; with ``cursor``, the conversation from a
-        message id; otherwise the conversation from its start."""
+        message id; otherwise the conversation from its start. ``page`` 2, 3 … read on; -1, -2 …
+        read the other way (from the latest messages, or back from the cursor); the answer's
+        ``page`` is the page it holds."""
         who = await caller(ctx)
         await who.thread(service.memory, thread_id)
         args: dict[str, Any] = {"page": page, "limit": limit}
