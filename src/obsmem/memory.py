@@ -650,7 +650,6 @@ class Memory:
         lineages: dict[str, str] = {}
         keys: set[str] = set()
         for thread in threads:
-            await self._forget_in_thread(thread, value, counts)
             lineages[lineage_key("thread", thread.id, thread.resource_id)] = thread.resource_id
             keys.add(f"thread:{thread.id}")
             if thread_id is None or self.config.scope == "resource":
@@ -660,6 +659,12 @@ class Memory:
         if resource_id is not None:
             lineages[lineage_key("resource", None, resource_id)] = resource_id
             keys.add(f"resource:{resource_id}")
+        # Fenced before any message changes: an observation or buffer that read them before this
+        # forget commits nothing (see obsmem.om.cycle.ERASURES_KEY); its messages stay pending.
+        for lineage in sorted(lineages):
+            await self.engine.core.fence_erasure(lineage)
+        for thread in threads:
+            await self._forget_in_thread(thread, value, counts)
         for lineage, owner in sorted(lineages.items()):
             await self._forget_in_lineage(lineage, owner, value, counts)
         for key in sorted(keys):

@@ -304,7 +304,7 @@ async def test_a_boundary_known_quiet_is_one_the_full_step_leaves_alone(tmp_path
     lifecycle._overtaken = counted_overtaken  # type: ignore[method-assign]
     models = ["openai:gpt-4o", "openai:gpt-4o", "anthropic:claude-sonnet-4-5", None]
     try:
-        for i in range(90):
+        for i in range(110):
             clock.advance(3 * 3600 if i % 13 == 12 else 120)
             text = f"turn {i}: the shipment {i * 37} to Lisbon leaves on pier {i % 9}; " + "details " * 25
             turn = await memory.begin_turn(

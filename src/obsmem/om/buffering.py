@@ -62,7 +62,7 @@ from obsmem.om.activation import (
 from obsmem import telemetry
 from obsmem.errors import ObsmemError
 from obsmem.telemetry import log_failure
-from obsmem.om.cycle import Core, Cycle, traced, without_backoff
+from obsmem.om.cycle import Core, Cycle, Written, erasures, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
@@ -80,7 +80,7 @@ from obsmem.om.text.truncation import truncate_previous_observations
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
 from obsmem.profiles import parse_model_id
 from obsmem.thresholds import min_new_tokens_for_buffer, should_trigger_buffer
-from obsmem.types import Message, Thread
+from obsmem.types import DataPart, Message, Thread
 
 __all__ = ["BufferedLifecycle", "Handoff", "Paused", "Snapshot", "Spawn", "StepResult"]
 
@@ -597,7 +597,7 @@ class BufferedLifecycle:
             claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
             if claim.status != "applied":
                 return None
-            task = self.spawn(self._run_buffer(thread, safe, pending), f"buffer:{lineage}")
+            task = self.spawn(self._run_buffer(thread, safe, erasures(record), pending), f"buffer:{lineage}")
         else:
             task = self.spawn(self._claim_and_run_buffer(thread, record, safe, pending), f"buffer:{lineage}")
         if task is not None:
@@ -652,13 +652,15 @@ class BufferedLifecycle:
                         thread_id=thread.id, operation="buffer")
             return
         if claim.status == "applied":
-            await self._run_buffer(thread, messages, window)
+            await self._run_buffer(thread, messages, erasures(record), window)
 
-    async def _run_buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
+    async def _run_buffer(self, thread: Thread, messages: list[Message], fence: int, window: int = 0) -> None:
+        """Buffer ``messages``, read under the erasure count ``fence`` (see
+        :data:`~obsmem.om.cycle.ERASURES_KEY`: the count of the record read with them, or before)."""
         key = buffer_lease_key(self.core.lineage(thread))
 
         async def work() -> None:
-            await self._buffer(thread, messages, window)
+            await self._buffer(thread, messages, fence, window)
             if self.core.resource_scope:
                 await self._buffer_others(thread)
 
@@ -682,15 +684,15 @@ class BufferedLifecycle:
             log_failure(logger, "obsmem: observing the other threads of %s failed", thread.id, error=exc,
                         thread_id=thread.id, operation="buffer")
 
-    async def _buffer(self, thread: Thread, messages: list[Message], window: int = 0) -> None:
+    async def _buffer(self, thread: Thread, messages: list[Message], fence: int, window: int = 0) -> None:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
         failure never reaches the actor: the messages stay pending, and a start marker it wrote
         is always closed (failed, cancelled, or dropped at landing)."""
         with traced("obsmem.buffer", thread, kind="observation", window_tokens=window) as span:
-            await self._buffer_now(thread, messages, window, span)
+            await self._buffer_now(thread, messages, fence, window, span)
 
     async def _buffer_now(
-        self, thread: Thread, messages: list[Message], window: int, span: telemetry.Span
+        self, thread: Thread, messages: list[Message], fence: int, window: int, span: telemetry.Span
     ) -> None:
         core = self.core
         cycle = core.cycle("buffer", thread, None, None)
@@ -701,6 +703,9 @@ class BufferedLifecycle:
             span.fail(exc)
             span.set("obsmem.outcome", "failed")
             await self._buffer_failed(cycle, thread, exc, message_tokens, calling=False)
+            return
+        if erasures(record) != fence:  # a forget changed the messages since they were read
+            span.set("obsmem.outcome", "changed by a forget")
             return
         # Another engine may have buffered or observed some of these while we waited for the
         # lease: observe only what is still uncovered, or nothing.
@@ -739,7 +744,7 @@ class BufferedLifecycle:
                     current_task=result.current_task, suggested_response=result.suggested_response,
                 )
                 span.set("obsmem.output_tokens", chunk.observation_tokens)
-                landed = await self._land(cycle, thread, chunk, window)
+                landed = await self._land(cycle, thread, chunk, fence, window)
                 span.set("obsmem.outcome", "landed" if landed else "dropped")
             except asyncio.CancelledError:
                 raise
@@ -759,20 +764,14 @@ class BufferedLifecycle:
         if calling:  # the observer failed (not the store): it backs off, for every process
             await self.core.back_off(thread, "observation", exc)
 
-    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, window: int = 0) -> bool:
-        """Append a finished chunk, index it and close its cycle (or report it dropped: False)."""
+    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, fence: int, window: int = 0) -> bool:
+        """Append a finished chunk (its end marker with it), index it (or report it dropped: False)."""
         core = self.core
-        stored = await self._append_chunk(thread, chunk)
+        stored = await self._append_chunk(thread, chunk, fence, cycle)
         if stored is None:
             cycle.emit("buffer-dropped", window_tokens=window)
             return False
         await core.reindex(thread.resource_id, "", chunk.observations)
-        await cycle.mark(
-            markers.buffering_end_marker, record_id=stored.id, completed_at=cycle.now(),
-            tokens_buffered=chunk.message_tokens,
-            buffered_tokens=sum(c.observation_tokens for c in stored.buffered_chunks),
-            observations=chunk.observations or None,
-        )
         cycle.emit("buffer-end", tokens=chunk.message_tokens, output_tokens=chunk.observation_tokens)
         return True
 
@@ -822,11 +821,19 @@ class BufferedLifecycle:
             instruction=core.config.observation.instruction,
         )
 
-    async def _append_chunk(self, thread: Thread, chunk: BufferedChunk) -> ObservationRecord | None:
-        """Append ``chunk`` to the stored head if it continues the coverage exactly."""
+    async def _append_chunk(
+        self, thread: Thread, chunk: BufferedChunk, fence: int, cycle: Cycle
+    ) -> ObservationRecord | None:
+        """Append ``chunk`` to the stored head if it continues the coverage exactly and no forget
+        began since its messages were read (erasure count ``fence``); its end marker (which
+        quotes the chunk) goes in the same write where the store can, so a forget fenced later
+        finds both and one fenced earlier finds neither."""
         core = self.core
+        end: DataPart | None = None
 
         async def compose(record: ObservationRecord) -> ObservationRecord | None:
+            if erasures(record) != fence:
+                return None  # the chunk may hold what a forget erased: dropped, the messages stay pending
             covered = covered_until(record, thread.id)
             if covered >= chunk.last_seq:
                 return None  # everything it covers was observed or buffered meanwhile
@@ -844,8 +851,22 @@ class BufferedLifecycle:
                 }
             )
 
-        done = await core.commit(lambda: core.stored_head(thread), compose, core.update)
-        return done.current if done.applied else None
+        async def write(record: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
+            nonlocal end
+            end = cycle.part(
+                markers.buffering_end_marker, record_id=proposed.id, completed_at=cycle.now(),
+                tokens_buffered=chunk.message_tokens,
+                buffered_tokens=sum(c.observation_tokens for c in proposed.buffered_chunks),
+                observations=chunk.observations or None,
+            )  # fmt: skip
+            return await core.update_marking(record, proposed, cycle.target, [end])
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, write)
+        if not done.applied:
+            return None
+        if end is not None:
+            cycle.noted(end)
+        return done.current
 
     # -- reflection ---------------------------------------------------------------------------
     async def reflection_step(self, thread: Thread, record: ObservationRecord) -> CycleOutcome | None:

@@ -38,6 +38,7 @@ from obsmem.errors import (
     ObservationError,
     ObsmemError,
     ReflectionError,
+    StorageError,
     ThreadNotFoundError,
 )
 from obsmem.models.retry import FailurePolicy
@@ -65,6 +66,7 @@ from obsmem.types import DataPart, Message, Thread
 
 __all__ = [
     "BACKOFF_KEY",
+    "ERASURES_KEY",
     "MODEL_TIMEOUT_S",
     "Backoff",
     "BackoffRole",
@@ -77,6 +79,7 @@ __all__ = [
     "backoff_wait_s",
     "commit",
     "describe",
+    "erasures",
     "without_backoff",
 ]
 
@@ -191,6 +194,26 @@ async def commit(
         if attempt + 1 < policy.attempts:  # no pause after the last try: nothing follows it
             await policy.sleep(policy.pause_s(attempt))
     return Commit("exhausted", current, base=base)
+
+
+# --------------------------------------------------------------------------------------------
+# The erasure fence: work begun before a forget never commits what the forget erased
+# --------------------------------------------------------------------------------------------
+
+#: Where a record counts the erasures (``Memory.forget``) that changed its lineage's messages:
+#: ``metadata[ERASURES_KEY]``, carried to every later generation. A forget raises it (a
+#: compare-and-set on the head, :meth:`Core.fence_erasure`) *before* it changes any message, so
+#: an observation or a buffer whose messages were read under a lower count was read before the
+#: forget, and may hold what it erased: it is not committed (its messages stay pending and are
+#: observed again as stored now). Kept in the record, not in a process: it fences every engine
+#: on the store.
+ERASURES_KEY = "obsmem_erasures"
+
+
+def erasures(record: ObservationRecord | None) -> int:
+    """The erasure count of ``record`` (0 for none, or a value that cannot be read)."""
+    value = record.metadata.get(ERASURES_KEY) if record is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,6 +439,21 @@ class Core:
     async def stored_head(self, thread: Thread) -> ObservationRecord | None:
         """The live record as stored, or None (never creates one)."""
         return await self.store.get_head(self.lineage(thread))
+
+    async def fence_erasure(self, lineage: str) -> None:
+        """Raise ``lineage``'s erasure count (see :data:`ERASURES_KEY`) before its messages are
+        changed by a forget; no head, nothing to fence (no work has read a window under it)."""
+        policy = self.commit_policy
+        for attempt in range(policy.attempts * 4):
+            head = await self.store.get_head(lineage)
+            if head is None:
+                return
+            fenced = head.model_copy(update={"metadata": {**head.metadata, ERASURES_KEY: erasures(head) + 1}})
+            written = await self.store.update_record(fenced, expected_version=head.version)
+            if written.status != "stale":
+                return
+            await policy.sleep(policy.pause_s(min(attempt, policy.attempts - 1)))
+        raise StorageError(f"Could not fence '{lineage}' for a forget: other writers kept changing it; run it again.")
 
     async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
         stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))
@@ -727,6 +765,13 @@ class Cycle:
     async def mark(self, build: Callable[..., DataPart], **fields: Any) -> None:
         """Persist the marker ``build`` makes from this cycle's ids and ``fields``
         (``record_id`` in ``fields`` names a record other than the one the cycle began on)."""
+        part = self.part(build, **fields)
+        self.noted(part)
+        await self.core.mark(self.target, part)
+
+    def part(self, build: Callable[..., DataPart], **fields: Any) -> DataPart:
+        """The marker :meth:`mark` would write (for one written with a record: see
+        :meth:`Core.update_marking`; call :meth:`noted` once it is)."""
         base: dict[str, Any] = {
             "cycle_id": self.id,
             "operation": _OPERATION[self.kind],
@@ -734,13 +779,15 @@ class Cycle:
             "thread_id": self.thread_id,
             "started_at": self.started_at,
         }
-        part = build(**{**base, **fields})
+        return build(**{**base, **fields})
+
+    def noted(self, part: DataPart) -> None:
+        """Note that ``part`` (one of this cycle's markers) was written: it opens or closes the cycle."""
         if part.data.get("cycle_id") == self.id:
             if part.name in markers.OPENING:
                 self.log.opened = True
             elif part.name in markers.CLOSING:
                 self.log.closed = True
-        await self.core.mark(self.target, part)
 
     async def mark_failed(self, error: str, tokens_attempted: int, **fields: Any) -> None:
         """The closing marker of a cycle that did not commit."""

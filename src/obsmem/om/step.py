@@ -37,7 +37,7 @@ from obsmem.om.activation import (
 )
 from obsmem import telemetry
 from obsmem.telemetry import log_failure, log_fields
-from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, traced, without_backoff
+from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, erasures, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -341,6 +341,8 @@ class ObserveStep:
             head = await core.stored_head(other)
             if head is None or head.cursor(other.id) != record.cursor(other.id):
                 return None  # observed meanwhile: that work stands
+            if erasures(head) != erasures(record):
+                return None  # a forget changed the messages since they were read: they stay pending
             activated: CycleOutcome | None = None
             if any(c.thread_id == other.id for c in head.buffered_chunks):
                 # Its own buffers cover the first of these messages: activate them (no model
@@ -550,8 +552,16 @@ class ObserveStep:
         messages first wins (its work stands, whatever it did not cover stays pending)."""
         core = self.core
         cursor = record.cursor(thread.id)
+        fence = erasures(record)  # the batch was read under this count (its record was read first)
+        erased = False
+        output_tokens = await count_off_loop(core.counter, result.observations)
+        end: DataPart | None = None
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
+            nonlocal erased
+            if erasures(head) != fence:  # a forget began since the batch was read: it may hold what went
+                erased = True
+                return None
             absorbed = absorb_covered_chunks(head, thread.id, through_seq=batch[-1].seq or 0, cursor=cursor)
             if absorbed is None:
                 return None
@@ -561,7 +571,24 @@ class ObserveStep:
             tokens = await count_off_loop(core.counter, composed.active_observations)
             return composed.model_copy(update={"observation_tokens": tokens})
 
-        done = await core.commit(lambda: core.stored_head(thread), compose, core.update, first=record)
+        async def write(head: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
+            # The end marker (it quotes the observations) goes with the record, in one write where
+            # the store can: a forget fenced after it finds both, one fenced before finds neither.
+            nonlocal end
+            end = cycle.part(
+                markers.observation_end_marker, record_id=head.id, completed_at=cycle.now(),
+                tokens_observed=batch_tokens, observation_tokens=output_tokens,
+                observations=result.observations or None, current_task=result.current_task,
+                suggested_response=result.suggested_response, extracted_values=result.extracted,
+                extraction_failures=result.extraction_failures,
+            )  # fmt: skip
+            return await core.update_marking(head, proposed, cycle.target, [end])
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, write, first=record)
+        if done.status == "declined" and erased:
+            reason = "a forget changed the stored messages while they were observed; they stay pending"
+            await cycle.mark_failed(reason, batch_tokens, record_id=(done.base or record).id)
+            return CycleOutcome("observation", False, done.current, reason=reason)
         if done.status == "gone":
             await cycle.mark_failed("the thread was deleted during observation", batch_tokens, record_id=record.id)
             return CycleOutcome("observation", False, None, reason="thread deleted during observation")
@@ -585,16 +612,10 @@ class ObserveStep:
             logger.warning("obsmem: observation of thread %s %s", thread.id, reason)
             return CycleOutcome("observation", False, done.current or record, input_tokens=batch_tokens, reason=reason)
         stored, base = done.current, done.base
+        if end is not None:
+            cycle.noted(end)
         await self._after_observation(thread, result)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
-        output_tokens = await count_off_loop(core.counter, result.observations)
-        await cycle.mark(
-            markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
-            tokens_observed=batch_tokens, observation_tokens=output_tokens,
-            observations=result.observations or None, current_task=result.current_task,
-            suggested_response=result.suggested_response, extracted_values=result.extracted,
-            extraction_failures=result.extraction_failures,
-        )
         cycle.emit("observation-end", tokens=batch_tokens, output_tokens=output_tokens, messages=len(batch))
         return CycleOutcome("observation", True, stored, len(batch), batch_tokens, output_tokens)
 
@@ -1056,8 +1077,11 @@ class ReflectStep:
         core = self.core
         input_tokens = snapshot.observation_tokens
         output_tokens = await count_off_loop(core.counter, result.observations)
+        fence = erasures(snapshot)
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
+            if erasures(head) != fence:  # a forget began since the snapshot: its result may hold what went
+                return None
             return self._compose(snapshot, head, result, output_tokens, target)
 
         done = await core.commit(lambda: core.stored_head(thread), compose, core.new_generation, first=snapshot)
@@ -1079,10 +1103,13 @@ class ReflectStep:
             return CycleOutcome("reflection", False, done.current, reason="store kept changing; reflection dropped")
         stored, base = done.current, done.base
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        # The marker quotes the reflection unless a forget began since it committed (that forget
+        # erases the new generation; a quote written now could miss its pass over the messages).
+        quoted = erasures(await core.stored_head(thread)) == fence
         await cycle.mark(
             markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
-            tokens_observed=input_tokens, observation_tokens=output_tokens, observations=result.observations,
-            suggested_response=result.suggested_response,
+            tokens_observed=input_tokens, observation_tokens=output_tokens,
+            observations=result.observations if quoted else None, suggested_response=result.suggested_response,
         )
         cycle.emit("reflection-end", tokens=input_tokens, output_tokens=output_tokens, generation=stored.generation)
         return CycleOutcome("reflection", True, stored, 0, input_tokens, output_tokens)

@@ -1,0 +1,119 @@
+"""``Memory.forget(value)`` while an observation (synchronous or buffered) already holds the
+value in its model call: the observation must not bring it back when it commits.
+
+A real loop through the public API on SQLite: the offline observer, wrapped so that a call whose
+messages hold the value waits on a gate the test opens (a slow LLM observer, without timing);
+``forget`` runs while the call waits; then the gate opens, the work settles and the conversation
+goes on. The value must be nowhere: the observations, the context, every generation, every
+message part (the cycle markers included), the database file's bytes. The messages that
+observation covered stay pending and are observed again from what is stored now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message, TextPart
+from obsmem.om.offline.observer import OfflineObserver
+from obsmem.om.protocols import ObservationRequest, ObservationResult
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "ZEBRAQUUX42"
+FILLER = [
+    "We talked about the weather in Lisbon and the train schedule for Monday.",
+    "I need to buy groceries: apples, bread, oat milk and coffee beans.",
+    "My sister Ana is visiting next weekend, she likes hiking in Sintra.",
+    "Remind me to call the dentist about the appointment on Thursday at 3pm.",
+    "The project deadline moved to the 14th, and the budget review is on Friday.",
+]
+
+
+class GatedObserver(OfflineObserver):
+    """The offline observer; a call (a buffer's, or a synchronous one's: ``buffered``) whose
+    messages hold ``needle`` waits for ``gate``."""
+
+    def __init__(self, needle: str, *, buffered: bool) -> None:
+        super().__init__()
+        self.needle, self.buffered = needle, buffered
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def observe(self, request: ObservationRequest) -> ObservationResult:
+        if request.buffered == self.buffered and any(self.needle in (m.text or "") for m in request.messages):
+            self.entered.set()
+            await self.gate.wait()
+        return await super().observe(request)
+
+
+async def _turn(memory: Memory, i: int, *texts: str) -> None:
+    said = Message(role="user", parts=tuple(TextPart(text=t) for t in texts))
+    async with memory.turn(thread_id="t1", resource_id="alice", messages=[said]) as turn:
+        await turn.step([Message.assistant(f"Noted {i}. " + FILLER[(i + 2) % 5])])
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["synchronous", "buffered"])
+@pytest.mark.parametrize("whole", [True, False], ids=["message-deleted", "part-removed"])
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["same-memory", "another-memory"])
+async def test_a_value_forgotten_while_an_observation_holds_it_stays_forgotten(
+    tmp_path: Path, buffered: bool, whole: bool, elsewhere: bool
+) -> None:
+    """``whole``: the value is the message's only part (forget deletes the message), else one of
+    two (forget removes that part; the message stays, with the same seq). ``elsewhere``: the
+    forget runs on another ``Memory`` over the same file (another process, as far as obsmem is
+    concerned: nothing in memory is shared).
+
+    On main (synchronous): ``forget`` returned ``{'messages': 1}`` and the store was clean at that
+    moment, but the observation committed afterwards: the value was back in ``get_observations``,
+    in every context, in generations [5, 4, 3, 2] and in an ``om-observation-end`` marker. On main
+    (buffered, part removed): the chunk landed with the value ('ZEBRAQUUX42' in the observations)."""
+    path = tmp_path / "m.db"
+    observer = GatedObserver(SECRET, buffered=buffered)
+    config = MemoryConfig(
+        # (buffers take the messages well before a 400-token threshold; 120 observes them at once)
+        observation={"message_tokens": 400, "buffer_tokens": 0.2} if buffered else {"message_tokens": 120, "buffer_tokens": False},
+        reflection={"observation_tokens": 200},
+    )
+    memory = Memory(f"sqlite:///{path}", observer=observer, config=config)
+    for i in range(6):
+        await _turn(memory, i, f"Turn {i}: " + FILLER[i % 5])
+    await memory.settled()
+    secret = [f"My locker code is {SECRET}. " + FILLER[1]] if whole else [f"My locker code is {SECRET}.", FILLER[1]]
+    tasks = [asyncio.create_task(_turn(memory, 100, *secret))]
+    i = 101
+    while not observer.entered.is_set() and i < 140:  # turns go on until an observation holds the value
+        await asyncio.sleep(0.02)
+        if tasks[-1].done() and not observer.entered.is_set():
+            tasks.append(asyncio.create_task(_turn(memory, i, f"Turn {i}: " + FILLER[i % 5])))
+            i += 1
+    assert observer.entered.is_set(), "no observation took the message holding the value"
+    if elsewhere:
+        async with Memory(f"sqlite:///{path}", config=config) as other:
+            counts = await other.forget(SECRET)
+    else:
+        counts = await memory.forget(SECRET)
+    assert counts["messages"] + counts["parts"] >= 1
+    observer.gate.set()
+    await asyncio.gather(*tasks)
+    await memory.settled()
+    for j in range(200, 206):
+        await _turn(memory, j, f"Turn {j}: " + FILLER[j % 5])
+    await memory.settled()
+
+    observations = await memory.get_observations("t1")
+    context = await memory.get_context("t1")
+    generations = await memory.list_generations("t1", limit=1000)
+    messages = await memory.list_messages("t1")
+    assert SECRET not in observations
+    assert not [m.id for m in context.messages if SECRET in m.text]
+    assert [g.generation for g in generations if SECRET in g.active_observations] == []
+    assert [g.generation for g in generations if any(SECRET in c.observations for c in g.buffered_chunks)] == []
+    assert [(m.id, p.type) for m in messages for p in m.parts if SECRET in p.model_dump_json()] == []
+    # the conversation around it is still observed: nothing was lost but the value
+    assert "Sintra" in observations or "groceries" in observations
+    await memory.aclose()
+    held = [f.name for f in tmp_path.iterdir() if f.is_file() and SECRET.encode() in f.read_bytes()]
+    assert held == []
