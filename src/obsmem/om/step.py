@@ -152,8 +152,9 @@ class ActivateStep:
             kept = drop_chunks(record, thread.id, broken_from)
             if broken_from < mine:
                 logger.warning(
-                    "obsmem: dropping %d buffered chunk(s) of thread %s that end between a tool call and its "
-                    "result; their messages stay pending", mine - broken_from, thread.id,
+                    "obsmem: dropping %d buffered chunk(s) of thread %s that no longer end at a valid cut of "
+                    "the window (between a tool call and its result, or at a message deleted since); their "
+                    "messages stay pending", mine - broken_from, thread.id,
                     extra=log_fields(thread.id, "activation"),
                 )
             new = "\n".join(c.observations for c in chunks_to_take(kept, thread.id, take))
