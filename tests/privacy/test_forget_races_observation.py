@@ -12,6 +12,7 @@ observation covered stay pending and are observed again from what is stored now.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,9 @@ class GatedObserver(OfflineObserver):
         return await super().observe(request)
 
 
-async def _turn(memory: Memory, i: int, *texts: str) -> None:
+async def _turn(memory: Memory, i: int, *texts: str, thread: str = "t1") -> None:
     said = Message(role="user", parts=tuple(TextPart(text=t) for t in texts))
-    async with memory.turn(thread_id="t1", resource_id="alice", messages=[said]) as turn:
+    async with memory.turn(thread_id=thread, resource_id="alice", messages=[said]) as turn:
         await turn.step([Message.assistant(f"Noted {i}. " + FILLER[(i + 2) % 5])])
 
 
@@ -71,27 +72,42 @@ async def test_a_value_forgotten_while_an_observation_holds_it_stays_forgotten(
     in every context, in generations [5, 4, 3, 2] and in an ``om-observation-end`` marker. On main
     (buffered, part removed): the chunk landed with the value ('ZEBRAQUUX42' in the observations)."""
     path = tmp_path / "m.db"
+    await _race(f"sqlite:///{path}", buffered=buffered, whole=whole, elsewhere=elsewhere)
+    held = [f.name for f in tmp_path.iterdir() if f.is_file() and SECRET.encode() in f.read_bytes()]
+    assert held == []
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["synchronous", "buffered"])
+async def test_on_postgresql_a_value_forgotten_while_an_observation_holds_it_stays_forgotten(
+    postgres_url: str, buffered: bool
+) -> None:
+    """The same race on PostgreSQL, the forget run by another ``Memory`` (the deployment where
+    processes race). On main: the value came back in the observations ('ZEBRAQUUX42' in them)."""
+    await _race(postgres_url, buffered=buffered, whole=False, elsewhere=True, thread=f"t-{uuid.uuid4().hex[:8]}")
+
+
+async def _race(url: str, *, buffered: bool, whole: bool, elsewhere: bool, thread: str = "t1") -> None:
     observer = GatedObserver(SECRET, buffered=buffered)
     config = MemoryConfig(
         # (buffers take the messages well before a 400-token threshold; 120 observes them at once)
         observation={"message_tokens": 400, "buffer_tokens": 0.2} if buffered else {"message_tokens": 120, "buffer_tokens": False},
         reflection={"observation_tokens": 200},
     )
-    memory = Memory(f"sqlite:///{path}", observer=observer, config=config)
+    memory = Memory(url, observer=observer, config=config)
     for i in range(6):
-        await _turn(memory, i, f"Turn {i}: " + FILLER[i % 5])
+        await _turn(memory, i, f"Turn {i}: " + FILLER[i % 5], thread=thread)
     await memory.settled()
     secret = [f"My locker code is {SECRET}. " + FILLER[1]] if whole else [f"My locker code is {SECRET}.", FILLER[1]]
-    tasks = [asyncio.create_task(_turn(memory, 100, *secret))]
+    tasks = [asyncio.create_task(_turn(memory, 100, *secret, thread=thread))]
     i = 101
     while not observer.entered.is_set() and i < 140:  # turns go on until an observation holds the value
         await asyncio.sleep(0.02)
         if tasks[-1].done() and not observer.entered.is_set():
-            tasks.append(asyncio.create_task(_turn(memory, i, f"Turn {i}: " + FILLER[i % 5])))
+            tasks.append(asyncio.create_task(_turn(memory, i, f"Turn {i}: " + FILLER[i % 5], thread=thread)))
             i += 1
     assert observer.entered.is_set(), "no observation took the message holding the value"
     if elsewhere:
-        async with Memory(f"sqlite:///{path}", config=config) as other:
+        async with Memory(url, config=config) as other:
             counts = await other.forget(SECRET)
     else:
         counts = await memory.forget(SECRET)
@@ -100,13 +116,13 @@ async def test_a_value_forgotten_while_an_observation_holds_it_stays_forgotten(
     await asyncio.gather(*tasks)
     await memory.settled()
     for j in range(200, 206):
-        await _turn(memory, j, f"Turn {j}: " + FILLER[j % 5])
+        await _turn(memory, j, f"Turn {j}: " + FILLER[j % 5], thread=thread)
     await memory.settled()
 
-    observations = await memory.get_observations("t1")
-    context = await memory.get_context("t1")
-    generations = await memory.list_generations("t1", limit=1000)
-    messages = await memory.list_messages("t1")
+    observations = await memory.get_observations(thread)
+    context = await memory.get_context(thread)
+    generations = await memory.list_generations(thread, limit=1000)
+    messages = await memory.list_messages(thread)
     assert SECRET not in observations
     assert not [m.id for m in context.messages if SECRET in m.text]
     assert [g.generation for g in generations if SECRET in g.active_observations] == []
@@ -115,5 +131,3 @@ async def test_a_value_forgotten_while_an_observation_holds_it_stays_forgotten(
     # the conversation around it is still observed: nothing was lost but the value
     assert "Sintra" in observations or "groceries" in observations
     await memory.aclose()
-    held = [f.name for f in tmp_path.iterdir() if f.is_file() and SECRET.encode() in f.read_bytes()]
-    assert held == []

@@ -67,6 +67,7 @@ from obsmem.storage.contract import (
     DeadWork,
     Lease,
     ObservationRecord,
+    WindowMark,
     WorkItem,
     WriteResult,
 )
@@ -641,30 +642,29 @@ class PostgresStore(ClosingContext):
 
     async def add_message_parts(self, message_id: str, parts: list[DataPart]) -> Message:
         """Optimistic: merge into what was read, write only if the document is still that one."""
+        return await self._run(lambda conn: self._add_parts(conn, message_id, parts), transaction=False)
 
-        async def op(conn: Conn) -> Message:
-            for _ in range(20):
-                cur = await conn.execute(
-                    "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m "
-                    "JOIN threads AS t ON t.id = m.thread_id WHERE m.id = %s", (message_id,)
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise MessageNotFoundError(message_id)
-                stored = self._message(row)
-                merged = merge_parts(stored.parts, parts)
-                if len(merged) == len(stored.parts):
-                    return stored
-                updated = stored.model_copy(update={"parts": merged})
-                written = await conn.execute(
-                    "UPDATE messages SET doc = %s WHERE id = %s AND doc = %s",
-                    (_doc(updated, exclude={"seq", "thread_id", "resource_id"}), message_id, row[3]),
-                )
-                if written.rowcount == 1:
-                    return updated
-            raise StorageError(f"Adding parts to message '{message_id}' kept losing races with other writers.")
-
-        return await self._run(op, transaction=False)
+    async def _add_parts(self, conn: Conn, message_id: str, parts: list[DataPart]) -> Message:
+        for _ in range(20):
+            cur = await conn.execute(
+                "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m "
+                "JOIN threads AS t ON t.id = m.thread_id WHERE m.id = %s", (message_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise MessageNotFoundError(message_id)
+            stored = self._message(row)
+            merged = merge_parts(stored.parts, parts)
+            if len(merged) == len(stored.parts):
+                return stored
+            updated = stored.model_copy(update={"parts": merged})
+            written = await conn.execute(
+                "UPDATE messages SET doc = %s WHERE id = %s AND doc = %s",
+                (_doc(updated, exclude={"seq", "thread_id", "resource_id"}), message_id, row[3]),
+            )
+            if written.rowcount == 1:
+                return updated
+        raise StorageError(f"Adding parts to message '{message_id}' kept losing races with other writers.")
 
     async def delete_messages(self, message_ids: list[str]) -> int:
         async def op(conn: Conn) -> int:
@@ -727,6 +727,33 @@ class PostgresStore(ClosingContext):
         return await self._run(
             lambda conn: postgres_records.update(conn, record, expected_version), transaction=False
         )
+
+    async def update_record_marking(
+        self, record: ObservationRecord, *, expected_version: int, message_id: str, parts: list[DataPart], lineage: str
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """:func:`~obsmem.storage.contract.update_record_marking`: the compare-and-set and, when it
+        applies, the parts on the message, in one transaction (the parts under a savepoint: a
+        message gone, or parts that fail, never undo the record). No window marks (this store
+        keeps none): the caller's kept window of that thread is read again."""
+
+        async def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+            result = await postgres_records.update(conn, record, expected_version)
+            if result.status != "applied":
+                return result, None, None, None
+            try:
+                async with conn.transaction():  # a savepoint
+                    message = await self._add_parts(conn, message_id, parts)
+            except (ObsmemError, psycopg.Error) as exc:
+                if isinstance(exc, psycopg.OperationalError) or (
+                    conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS
+                ):
+                    raise  # the connection or the whole transaction failed: nothing is written
+                if not isinstance(exc, MessageNotFoundError):
+                    logger.warning("obsmem: markers left out of a record write: %s", type(exc).__name__)
+                return result, None, None, None
+            return result, message, None, None
+
+        return await self._run(op)
 
     async def create_generation(
         self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
