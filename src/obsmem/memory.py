@@ -461,7 +461,13 @@ class Memory:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too — the live head, every older generation, and the observation markers of the
         resource's other threads — so nothing the thread said stays in memory. Its working
-        memory (thread key), queued work, leases and cost-ledger rows go as well.
+        memory goes as well: the thread key, and the resource key (``working_memory_scope=
+        "resource"``), which the observer rewrites whole from every thread of the user, so no line
+        of it can be told to be another thread's: it is deleted, and the next observation of one
+        of the user's other threads writes it again. Its queued work, leases, cost-ledger rows and
+        knowledge-agent lanes go too. With ``knowledge=``, its own knowledge scope (the records
+        it alone saw) is purged, and the resource's ``capture-guidance`` node lists no attribute
+        that only the thread's records carried.
 
         The thread goes first: an observation or reflection still in flight for it is then
         refused by the store (``gone``) and never commits, in thread or resource scope."""
@@ -474,12 +480,16 @@ class Memory:
         self.engine.core.windows.forget()  # nor a kept window of its messages
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
-        await self._drop_thread_data(thread_id)
+        await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
         if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
-            from obsmem.knowledge.lifecycle import knowledge_scopes
+            from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance
+            from obsmem.knowledge.store.scopes import Scope
 
             for scope in knowledge_scopes([thread], thread_id=thread.id):
                 await self.knowledge.store.purge_scope(scope, actor=self.knowledge.actor, reason="thread deleted")
+            user_node = self.knowledge_agents.settings.user_node if self.knowledge_agents is not None else "User"
+            await prune_capture_guidance(self.knowledge, Scope(thread.org_id or DEFAULT_ORG, thread.resource_id).key,
+                                         user_node=user_node)  # fmt: skip
         await self._truncate_log()
         return deleted
 
@@ -521,29 +531,41 @@ class Memory:
                 if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
                     await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
 
-    async def delete_resource(self, resource_id: str) -> dict[str, int]:
+    async def delete_resource(self, resource_id: str, *, knowledge_within: str | None = None) -> dict[str, int]:
         """Delete everything stored for a resource: every thread (its messages and markers), every
         generation of every lineage (its threads' and the resource's), working memory (thread
-        and resource keys), retrieval vectors, leases and queued work. Returns counts per kind
-        (``threads``, ``messages``, ``records``, ``working_memory``, ``vectors``, ``leases``,
-        ``work_items``, ``model_calls``: the cost ledger's rows of the resource and its threads).
-        With ``knowledge=``, the resource's knowledge scope (its threads' included) is purged
-        too, a hard delete (``knowledge_<kind>`` counts; see :mod:`obsmem.knowledge.lifecycle`).
+        and resource keys, and the knowledge agents' lanes of its threads), retrieval vectors,
+        leases and queued work. Returns counts per kind (``threads``, ``messages``, ``records``,
+        ``working_memory``, ``vectors``, ``leases``, ``work_items``, ``model_calls``: the cost
+        ledger's rows of the resource and its threads). With ``knowledge=``, the resource's
+        knowledge scope (its threads' included) is purged too, a hard delete (``knowledge_<kind>``
+        counts; see :mod:`obsmem.knowledge.lifecycle`): in every org its threads name and every
+        org the knowledge store holds it in, so a resource whose threads are all deleted already
+        still loses its knowledge. ``knowledge_within`` (a knowledge scope, ``org:acme`` or
+        ``org:acme/resource:alice``) confines that purge to the scopes inside it, for a caller that
+        may reach one org only: the same resource id's knowledge in another org stays
+        (InvalidInputError, before anything is deleted, when one of its threads is outside it).
 
         Work in flight for a deleted thread never commits (the store reports it ``gone``).
         """
         check_id(resource_id, "resource_id")
+        check_id(knowledge_within, "knowledge_within", optional=True)
         counts = dict.fromkeys(
             ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items", "model_calls"), 0
         )
         threads = await self._all_threads(resource_id)
+        if self.knowledge is not None:  # refused before anything is deleted
+            from obsmem.knowledge.lifecycle import erasure_scopes
+
+            await erasure_scopes(self.knowledge, threads, resource_id=resource_id, within=knowledge_within,
+                                 fallback=knowledge_within is None, operation="delete")  # fmt: skip
         for thread in threads:
             counts["messages"] += await self.store.count_messages(thread.id)
             lineage = lineage_key("thread", thread.id, "")
             counts["records"] += len(await self.store.list_generations(lineage, limit=_MAX_PAGE))
             if await self.store.delete_thread(thread.id):
                 counts["threads"] += 1
-            counts.update(self._summed(counts, await self._drop_thread_data(thread.id)))
+            counts.update(self._summed(counts, await self._drop_thread_data(thread.id, resource_id=resource_id)))
         counts["records"] += await self.store.delete_lineage(lineage_key("resource", None, resource_id))
         counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
         counts["work_items"] += await self.store.delete_work(resource_id)
@@ -557,7 +579,7 @@ class Memory:
         if self.knowledge is not None:
             from obsmem.knowledge.lifecycle import delete_resource_knowledge
 
-            counts.update(await delete_resource_knowledge(self.knowledge, resource_id, threads))
+            counts.update(await delete_resource_knowledge(self.knowledge, resource_id, threads, within=knowledge_within))
         await self._truncate_log()
         return counts
 
@@ -565,17 +587,35 @@ class Memory:
     def _summed(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
         return {key: counts[key] + value for key, value in more.items()}
 
-    async def _drop_thread_data(self, thread_id: str) -> dict[str, int]:
+    async def _drop_thread_data(self, thread_id: str, *, resource_id: str | None = None) -> dict[str, int]:
         """What outlives a deleted thread in the store: its lineage (when the thread row went
-        first), working memory, queued work and leases."""
+        first), working memory (its own key; with ``resource_id``, the resource's, which the
+        thread's facts may be in, unattributed; and the knowledge agents' lanes of the thread),
+        queued work and leases."""
         await self.ledger.flush()  # calls still buffered for the thread are deleted with it
+        working_memory = int(await self.store.delete_working_memory(f"thread:{thread_id}"))
+        if resource_id is not None:
+            working_memory += int(await self.store.delete_working_memory(f"resource:{resource_id}"))
+        working_memory += await self._drop_lanes(thread_id)
         return {
             "records": await self.store.delete_lineage(lineage_key("thread", thread_id, "")),
-            "working_memory": int(await self.store.delete_working_memory(f"thread:{thread_id}")),
+            "working_memory": working_memory,
             "work_items": await self.store.delete_work(thread_id),
             "leases": await self._release_leases(f"thread:{thread_id}", thread_id=thread_id),
             "model_calls": await self.store.delete_model_calls(thread_id=thread_id),
         }
+
+    async def _drop_lanes(self, thread_id: str) -> int:
+        """The knowledge agents' lane rows of a deleted thread (kept in this store whether or not
+        this memory runs the agents: a worker may have); a busy lane index is logged, not raised."""
+        from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes
+
+        lanes = self.knowledge_agents.lanes if self.knowledge_agents is not None else Lanes(self.store, clock=self.clock)
+        try:
+            return await lanes.forget_thread(thread_id)
+        except LaneBusyError as exc:
+            logger.warning("obsmem: the knowledge lane index of deleted thread %s was left: %s", thread_id, exc)
+            return 0
 
     async def _release_leases(self, lineage: str, *, thread_id: str | None = None) -> int:
         """Release the leases taken for ``lineage`` (and, for a thread, its per-thread keys in a
@@ -611,10 +651,14 @@ class Memory:
         states, working memory lines (thread and resource keys), thread titles, and the
         retrieval vectors of the groups that changed. With ``knowledge=``, every knowledge node,
         record and audit event holding the value (in the covered scopes, their ancestors and
-        below) is deleted, and the value is refused if captured again (kept only as a digest);
+        below) is deleted, and the value is refused if captured again (kept only as a digest).
+        The covered scopes are the threads' and, for a resource or the whole store, every scope
+        the knowledge store holds for it (the resource's in each org; each org's), so the
+        knowledge of a user whose threads are all deleted is reached too.
         ``knowledge_within`` (a knowledge scope, ``org:acme/resource:alice``) stops that at the
         ancestors broader than it, e.g. the org's records a caller confined to one resource may
-        not change (InvalidInputError when a covered scope is not within it).
+        not change, and reaches no stored scope outside it (another org's); InvalidInputError
+        when a scope of the covered threads is not within it.
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
         :meth:`delete_thread` and :meth:`delete_resource` delete its rows. With a SQLite store
         the write-ahead log is truncated before it returns, so the erased text is not left in
@@ -637,15 +681,10 @@ class Memory:
             threads = await self._all_threads(resource_id)
         check_id(knowledge_within, "knowledge_within", optional=True)
         if knowledge_within is not None and self.knowledge is not None:  # refused before anything is deleted
-            from obsmem.knowledge.lifecycle import knowledge_scopes
-            from obsmem.knowledge.store.scopes import Scope
+            from obsmem.knowledge.lifecycle import erasure_scopes
 
-            ceiling = Scope.parse(knowledge_within)
-            outside = [s for s in knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id)
-                       if not ceiling.contains(s)]  # fmt: skip
-            if outside:
-                raise InvalidInputError(f"Invalid knowledge_within: the forget covers '{outside[0]}', which is not "
-                                        f"within '{knowledge_within}'", argument="knowledge_within")  # fmt: skip
+            await erasure_scopes(self.knowledge, threads, thread_id=thread_id, resource_id=resource_id,
+                                 within=knowledge_within)  # fmt: skip
         counts = dict.fromkeys(("messages", "parts", "records", "generations", "working_memory", "threads"), 0)
         lineages: dict[str, str] = {}
         keys: set[str] = set()

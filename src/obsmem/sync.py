@@ -153,8 +153,8 @@ class SyncMemory:
     def delete_thread(self, thread_id: str) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id))
 
-    def delete_resource(self, resource_id: str) -> dict[str, int]:
-        return self._portal.call(self._memory.delete_resource(resource_id))
+    def delete_resource(self, resource_id: str, *, knowledge_within: str | None = None) -> dict[str, int]:
+        return self._portal.call(self._memory.delete_resource(resource_id, knowledge_within=knowledge_within))
 
     def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,

@@ -405,6 +405,9 @@ ENTRIES: list[Entry] = [
     Entry("Memory.list_threads", "after", lambda m, v: m.list_threads(RESOURCE, after=v), "memory"),
     Entry("Memory.delete_thread", "thread_id", lambda m, v: m.delete_thread(v), "memory"),
     Entry("Memory.delete_resource", "resource_id", lambda m, v: m.delete_resource(v), "memory"),
+    # another resource than the fixture's: a valid value would delete it for the entries after this one
+    Entry("Memory.delete_resource", "knowledge_within",
+          lambda m, v: m.delete_resource("fixture-gone-7f3a", knowledge_within=v), "memory"),
     Entry("Memory.forget", "value", lambda m, v: m.forget(v), "memory"),
     Entry(
         "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
@@ -585,6 +588,8 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.list_threads", "after", lambda s, v: s.list_threads(RESOURCE, after=v), "sync"),
     Entry("SyncMemory.delete_thread", "thread_id", lambda s, v: s.delete_thread(v), "sync"),
     Entry("SyncMemory.delete_resource", "resource_id", lambda s, v: s.delete_resource(v), "sync"),
+    Entry("SyncMemory.delete_resource", "knowledge_within",
+          lambda s, v: s.delete_resource("fixture-gone-7f3a", knowledge_within=v), "sync"),
     Entry("SyncMemory.pin", "thread_id", lambda s, v: s.pin(v, "text"), "sync", names=(*THREAD_WORDS, "knowledge")),
     Entry("SyncMemory.pin", "text", lambda s, v: s.pin(THREAD, v), "sync", names=("knowledge",)),
     Entry("SyncMemory.pin", "level", lambda s, v: s.pin(THREAD, "x", level=v), "sync", names=("knowledge",)),

@@ -12,12 +12,20 @@ tombstoned (:class:`~obsmem.knowledge.capture.CaptureOutcome` ``refused-tombston
 arguments (threads, a resource, a thread) onto knowledge scopes, and
 :func:`delete_resource_knowledge` / :func:`forget_in_knowledge` are the one-call forms ``Memory``
 uses, with counts keyed ``knowledge_<kind>``.
+
+**What an erasure reaches.** The threads alone do not name every scope: a user whose threads were
+all deleted (or whose knowledge came through ``remember``) still has knowledge. So a resource's
+erasure also reaches that resource's scope in every org the knowledge store holds rows for, and a
+whole-store forget every org's scope (:func:`stored_scopes`, :func:`erasure_scopes`). A caller
+confined by ``within`` (an API key's org or resource) reaches only the stored scopes inside it:
+another org's knowledge under the same resource id is neither erased nor revealed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from obsmem.errors import InvalidInputError
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import KnowledgeStore
 from obsmem.knowledge.store.scopes import Scope
@@ -26,10 +34,13 @@ from obsmem.types import Thread
 __all__ = [
     "DEFAULT_ORG",
     "delete_resource_knowledge",
+    "erasure_scopes",
     "forget_in_knowledge",
     "forget_value",
     "knowledge_scopes",
+    "prune_capture_guidance",
     "purge_resource",
+    "stored_scopes",
     "summed",
 ]
 
@@ -85,12 +96,15 @@ def knowledge_scopes(
     thread_id: str | None = None,
     resource_id: str | None = None,
     default_org: str | None = DEFAULT_ORG,
+    fallback: bool = True,
 ) -> list[str]:
     """The knowledge scopes a forget reaches, from the threads it covers.
 
     ``thread_id``: that thread's scope; ``resource_id``: the resource's scope in each org its
     threads name; neither: each org's scope (the whole store). A thread without ``org_id`` is in
-    ``default_org``, and skipped when there is none (its knowledge scope is unknown).
+    ``default_org``, and skipped when there is none (its knowledge scope is unknown). With
+    ``fallback``, a resource none of whose threads is given gets its scope in ``default_org``.
+    The threads only: :func:`erasure_scopes` adds what the knowledge store holds.
     """
     scopes: set[str] = set()
     for thread in threads:
@@ -105,9 +119,56 @@ def knowledge_scopes(
                 scopes.add(Scope(org, resource_id).key)
         else:
             scopes.add(Scope(org).key)
-    if not scopes and resource_id is not None and thread_id is None and default_org is not None:
+    if fallback and not scopes and resource_id is not None and thread_id is None and default_org is not None:
         scopes.add(Scope(default_org, resource_id).key)
     return sorted(scopes)
+
+
+async def stored_scopes(
+    knowledge: Knowledge | KnowledgeStore, *, resource_id: str | None = None, within: str | None = None
+) -> list[str]:
+    """The scopes the knowledge store holds rows for, whatever threads are left: with
+    ``resource_id``, that resource's scope (``org:<org>/resource:<id>``) in each org holding a row
+    at it or below it; without, each such org's scope (``org:<org>``). ``within``: only those
+    inside that scope (a caller confined to an org or a resource sees no other org's)."""
+    ceiling = Scope.parse(within) if within is not None else None
+    found: set[str] = set()
+    for key in await _store(knowledge).list_scopes(resource=resource_id):
+        stored = Scope.parse(key)
+        found.add(Scope(stored.org, resource_id).key if resource_id is not None else Scope(stored.org).key)
+    return sorted(scope for scope in found if ceiling is None or ceiling.contains(scope))
+
+
+async def erasure_scopes(
+    knowledge: Knowledge | KnowledgeStore,
+    threads: Iterable[Thread],
+    *,
+    thread_id: str | None = None,
+    resource_id: str | None = None,
+    within: str | None = None,
+    default_org: str | None = DEFAULT_ORG,
+    fallback: bool = True,
+    operation: str = "forget",
+) -> list[str]:
+    """The knowledge scopes an erasure (a forget, a resource delete) reaches: those its
+    ``threads`` name (:func:`knowledge_scopes`) and, unless it is one thread's, those the knowledge
+    store holds (:func:`stored_scopes`, inside ``within`` when given). With ``fallback`` and none
+    found, a resource's scope in ``default_org``. InvalidInputError (naming ``knowledge_within``)
+    when a scope its threads name is not inside ``within``: call it before erasing anything."""
+    threads = list(threads)
+    found = set(knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id, default_org=default_org,
+                                 fallback=False))  # fmt: skip
+    if thread_id is None:
+        found.update(await stored_scopes(knowledge, resource_id=resource_id, within=within))
+    if not found and fallback:
+        found.update(knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id, default_org=default_org))
+    if within is not None:
+        ceiling = Scope.parse(within)
+        outside = sorted(scope for scope in found if not ceiling.contains(scope))
+        if outside:
+            raise InvalidInputError(f"Invalid knowledge_within: the {operation} covers '{outside[0]}', which is not "
+                                    f"within '{within}'", argument="knowledge_within")  # fmt: skip
+    return sorted(found)
 
 
 def summed(counts: Iterable[Mapping[str, int]], prefix: str = "knowledge_") -> dict[str, int]:
@@ -127,11 +188,15 @@ async def delete_resource_knowledge(
     default_org: str | None = DEFAULT_ORG,
     actor: str | None = None,
     reason: str = "resource deleted",
+    within: str | None = None,
 ) -> dict[str, int]:
     """Purge the resource's scope in every org its ``threads`` name (``default_org`` for threads
-    without one, or when there are none); counts keyed ``knowledge_<kind>``."""
+    without one) and in every org the knowledge store holds it in (inside ``within`` when given;
+    with neither and no ``within``, in ``default_org``); counts keyed ``knowledge_<kind>``."""
     results = []
-    for scope in knowledge_scopes(threads, resource_id=resource_id, default_org=default_org):
+    scopes = await erasure_scopes(knowledge, threads, resource_id=resource_id, within=within, default_org=default_org,
+                                  fallback=within is None, operation="delete")  # fmt: skip
+    for scope in scopes:
         parsed = Scope.parse(scope)
         results.append(await purge_resource(knowledge, parsed.org, resource_id, actor=actor, reason=reason))
     return summed(results)
@@ -149,10 +214,55 @@ async def forget_in_knowledge(
     reason: str = "value forgotten",
     within: str | None = None,
 ) -> dict[str, int]:
-    """Forget ``value`` in the knowledge scopes of a forget over ``threads`` (see
-    :func:`knowledge_scopes`), up to ``within`` (see :func:`forget_value`); counts keyed
-    ``knowledge_<kind>``."""
-    scopes = knowledge_scopes(threads, thread_id=thread_id, resource_id=resource_id, default_org=default_org)
+    """Forget ``value`` in the knowledge scopes of a forget over ``threads`` and of what the
+    knowledge store holds (see :func:`erasure_scopes`), up to ``within`` (see
+    :func:`forget_value`); counts keyed ``knowledge_<kind>``."""
+    scopes = await erasure_scopes(knowledge, threads, thread_id=thread_id, resource_id=resource_id, within=within,
+                                  default_org=default_org)  # fmt: skip
     return summed(
         [await forget_value(knowledge, value, scope, actor=actor, reason=reason, within=within) for scope in scopes]
     )
+
+
+_GUIDANCE_LIST_END = ". Give a changed value"
+"""Where the attribute list of the curate agent's ``capture-guidance`` content ends."""
+
+
+async def prune_capture_guidance(
+    knowledge: Knowledge | KnowledgeStore,
+    scope: str,
+    *,
+    user_node: str = "User",
+    actor: str | None = None,
+    reason: str = "thread deleted: capture guidance pruned",
+) -> bool:
+    """After a thread's scope was purged: drop from the ``capture-guidance`` node stored at
+    ``scope`` (its resource's) every attribute that no record about the user node left on the
+    scope's chain or below it carries, so nothing the deleted thread alone taught stays listed
+    there. Content it cannot read as the curate agent writes it is cleared (the guidance is
+    advisory; the next curation writes it again). Returns whether the node changed."""
+    from obsmem.knowledge.agents.curate import CAPTURE_GUIDANCE
+
+    store = _store(knowledge)
+    for _ in range(5):
+        guidance = await store.resolve_node(CAPTURE_GUIDANCE, scope)
+        if guidance is None or guidance.scope != scope or not guidance.content:
+            return False
+        user = await store.resolve_node(user_node, scope)
+        in_use: set[str] = set()
+        if user is not None:
+            dump = await store.dump_scope(scope)
+            in_use = {r.attribute for r in dump.records if r.attribute and r.node_id == user.id}
+        content = ""
+        head = f"Attributes in use for {user.name}: " if user is not None else None
+        end = guidance.content.find(_GUIDANCE_LIST_END)
+        if head is not None and guidance.content.startswith(head) and end >= len(head):
+            kept = [name for name in guidance.content[len(head):end].split(", ") if name in in_use]
+            content = head + ", ".join(kept) + guidance.content[end:] if kept else ""
+        if content == guidance.content:
+            return False
+        written = await store.update_node(guidance.id, guidance.version, scope=scope, actor=_actor(knowledge, actor),
+                                          reason=reason, content=content)  # fmt: skip
+        if written is not None:
+            return True
+    return False

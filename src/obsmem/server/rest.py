@@ -517,11 +517,20 @@ async def capture_fact(
 # -- resources ------------------------------------------------------------------------------
 @router.delete("/resources/{resource_id}", tags=["resources"])
 async def delete_resource(resource_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """Delete a resource: its threads and everything stored for them, and its knowledge in the
+    key's org (only there: the same id's knowledge in another org is another tenant's). A
+    resource whose threads are all deleted but that still has knowledge in the key's org is
+    deleted too; one with neither is not found (404), whatever another org holds."""
+    from obsmem.knowledge.lifecycle import stored_scopes
+
     principal.may_write()
     resource, threads = await principal.resource_threads(service.memory, resource_id)
-    if not threads:
+    within = None if principal.org_id is None else f"org:{principal.org_id}/resource:{resource}"
+    knowledge = service.memory.knowledge
+    if not threads and (knowledge is None or not await stored_scopes(knowledge, resource_id=resource, within=within)):
         raise ResourceNotFoundError(resource)
-    return {"resource_id": resource, "deleted": await service.memory.delete_resource(resource)}
+    deleted = await service.memory.delete_resource(resource, knowledge_within=within)
+    return {"resource_id": resource, "deleted": deleted}
 
 
 Since = Annotated[str | None, Query(max_length=40, description="From this UTC day (2025-03-01) or ISO instant.")]

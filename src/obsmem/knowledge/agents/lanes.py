@@ -4,7 +4,8 @@ A *lane* is one agent on one source thread (``curate:t1``, ``capture:t1``). Its 
 the main store (the storage contract's key/value "working memory", under the reserved prefix
 :data:`LANE_PREFIX`), and every read-modify-write of it holds the store lease of the same name,
 so two processes (an application and an ``obsmem worker``) see one state and never interleave
-their updates. Nothing here is process-local.
+their updates. Nothing here is process-local. A deleted thread's lanes go with it
+(:meth:`Lanes.forget_thread`, called by ``Memory.delete_thread`` and ``delete_resource``).
 
 Backoff: a failed run (including a run that ran but did not advance its cursor) sets
 ``failures += 1`` and ``next_attempt_at = now + min(60 s * 2**(failures-1), 1 h)``; a run that
@@ -28,6 +29,7 @@ from obsmem.storage.contract import Store
 __all__ = [
     "BACKOFF_MAX_S",
     "BACKOFF_START_S",
+    "LANE_AGENTS",
     "LANE_PREFIX",
     "LaneBusyError",
     "LaneState",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 LANE_PREFIX = "obsmem:knowledge:lane:"
+LANE_AGENTS = ("capture", "curate", "learn")
+"""The agents that keep a lane per source thread (``<agent>:<thread id>``)."""
 BACKOFF_START_S = 60.0
 BACKOFF_MAX_S = 3600.0
 
@@ -174,8 +178,9 @@ class Lanes:
         names = json.loads(index) if index else []
         return {name: await self.read(name) for name in names}
 
-    async def register(self, lane: str) -> None:
-        """Add ``lane`` to the lane index (under its own lease) so a worker can find it."""
+    @asynccontextmanager
+    async def _index(self) -> AsyncIterator[list[str]]:
+        """The lane index's names, under the index's own lease (LaneBusyError if it stays busy)."""
         key = LANE_PREFIX + "index"
         for _ in range(50):
             lease = await self.store.acquire_lease(key, self.owner, ttl_s=30.0, now=self.clock.now())
@@ -186,10 +191,29 @@ class Lanes:
             raise LaneBusyError("the lane index stayed busy")
         try:
             text = await self.store.get_working_memory(key)
-            names: list[str] = json.loads(text) if text else []
-            if lane not in names:
-                names.append(lane)
-                await self.store.set_working_memory(key, json.dumps(sorted(names)))
+            yield json.loads(text) if text else []
         finally:
             await self.store.release_lease(key, self.owner)
+
+    async def register(self, lane: str) -> None:
+        """Add ``lane`` to the lane index (under its own lease) so a worker can find it."""
+        async with self._index() as names:
+            if lane not in names:
+                await self.store.set_working_memory(LANE_PREFIX + "index", json.dumps(sorted([*names, lane])))
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete a deleted thread's lanes: each agent's state (cursor, failures, the observation
+        cycles it captured) and its names in the lane index. Returns the rows deleted (an index
+        left empty counts as one)."""
+        gone = 0
+        for agent in LANE_AGENTS:
+            gone += int(await self.store.delete_working_memory(self.key(f"{agent}:{thread_id}")))
+        async with self._index() as names:
+            kept = [name for name in names if name.partition(":")[2] != thread_id]
+            if len(kept) != len(names):
+                if kept:
+                    await self.store.set_working_memory(LANE_PREFIX + "index", json.dumps(sorted(kept)))
+                else:
+                    gone += int(await self.store.delete_working_memory(LANE_PREFIX + "index"))
+        return gone
 

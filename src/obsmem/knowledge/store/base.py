@@ -359,6 +359,16 @@ class TablesKnowledgeStore(ClosingContext):
             False, lambda tables: sorted(tables.forgotten_in(keys), key=lambda f: f.id)
         )
 
+    async def list_scopes(self, *, resource: str | None = None) -> list[str]:
+        if resource is not None:
+            Scope("org", resource)  # refused before any I/O
+
+        def wanted(key: str) -> bool:
+            return resource is None or Scope.parse(key).resource == resource
+
+        keys = await self._transact(False, lambda tables: tables.scope_keys(resource))
+        return sorted(key for key in keys if wanted(key))
+
     async def dump_scope(self, scope: str) -> KnowledgeDump:
         Scope.parse(scope)  # refused before any I/O
         return await self._transact(False, lambda tables: erasure.dump_scope(tables, scope))

@@ -600,6 +600,13 @@ class KnowledgeStore(Protocol):
         scope. Returns counts per kind."""
         ...
 
+    async def list_scopes(self, *, resource: str | None = None) -> list[str]:
+        """Every scope key at which a row is stored (a node, record, tombstone, forgotten value,
+        audit event or vector), sorted; with ``resource``, only that resource's scopes in every
+        org (``org:<any>/resource:<resource>`` and its threads'). What an erasure reaches once the
+        resource has no live thread left to name its orgs (:mod:`obsmem.knowledge.lifecycle`)."""
+        ...
+
     async def list_forgotten(self, scope: str) -> list[ForgottenValue]:
         """The forgotten values that apply at ``scope`` (on its chain), by id."""
         ...

@@ -251,6 +251,11 @@ class MemoryKnowledgeTables:
             del self.vectors[key]
         return len(gone)
 
+    def scope_keys(self, resource: str | None) -> set[str]:
+        rows: list[Iterable[Any]] = [self.nodes.values(), self.records.values(), self.events.values(),
+                                     self.tombstones.values(), self.forgotten_values.values(), self.vectors.values()]
+        return {row.scope for table in rows for row in table}
+
 
 class InMemoryKnowledgeStore(TablesKnowledgeStore):
     """A :class:`~obsmem.knowledge.store.contract.KnowledgeStore` that lives in this process.

@@ -456,3 +456,13 @@ class SqlKnowledgeTables:
         condition, params = self._subtree(scope_key)
         cursor = self._execute(f"DELETE FROM knowledge_vectors WHERE {condition}", params)
         return max(cursor.rowcount, 0)
+
+    def scope_keys(self, resource: str | None) -> set[str]:
+        condition, params = "", []
+        if resource is not None:  # a filter to read less; SQLite's LIKE ignores ASCII case: the caller filters exactly
+            escaped = resource.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+            condition = " WHERE scope LIKE ? ESCAPE '!' OR scope LIKE ? ESCAPE '!'"
+            params = [f"org:%/resource:{escaped}", f"org:%/resource:{escaped}/thread:%"]
+        tables = ("knowledge_nodes", "knowledge_records", "knowledge_tombstones", "knowledge_events", "knowledge_vectors")
+        sql = " UNION ".join(f"SELECT DISTINCT scope FROM {table}{condition}" for table in tables)
+        return {row[0] for row in self._execute(sql, params * len(tables))}
