@@ -43,7 +43,7 @@ from obsmem import telemetry
 from obsmem.calls import ModelCall, call_scope
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
-from obsmem.errors import ConfigError, PrivacyError
+from obsmem.errors import ConfigError, PrivacyError, ThreadNotFoundError
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse
 from obsmem.models.metered import metered
 from obsmem.models.redacting import RedactingModel
@@ -814,11 +814,121 @@ class KnowledgeHook:
             return None
         return thread, self.agents.scope(thread.org_id, thread.resource_id, thread.id)
 
+    # -- a thread deleted while its knowledge is written ---------------------------------------
+    # ``Memory.delete_thread`` / ``delete_resource`` delete the thread in the main store first and
+    # purge its knowledge scope after. An agent run that found the thread at its start may still
+    # be writing when that purge runs, and a write landing after the purge would outlive the
+    # delete. So every run is fenced by the main store, in whatever process it runs: the thread
+    # (this one: same scope, same creation) is looked up before each delta and after each run, and
+    # a run that finds it gone stops and takes back what may have landed after the purge
+    # (:meth:`_withdraw`). Check-then-write leaves a window; the look-up *after* the writes closes
+    # it: a purge that ran before a write was preceded by the thread's deletion, which that
+    # look-up then sees. No process-local lock is involved.
+
+    async def _alive(self, thread: Thread) -> bool:
+        """Whether ``thread`` is still stored as the run found it (a thread deleted and created
+        again under its id is another thread)."""
+        now = await self.store.get_thread(thread.id)
+        return (
+            now is not None
+            and now.resource_id == thread.resource_id
+            and now.org_id == thread.org_id
+            and now.created_at == thread.created_at
+        )
+
+    async def _org_mark(self, scope: KnowledgeScope) -> str | None:
+        """The newest audit event of the scope's org (ids sort in creation order): a purge of the
+        resource logged later than this happened while the run was going."""
+        from obsmem.knowledge.store.scopes import Level
+
+        page = await self.agents.knowledge.store.list_activity(scope.at(Level.ORG).key, limit=1)
+        return page.items[0].id if page.items else None
+
+    async def _resource_purged_since(self, scope: KnowledgeScope, mark: str | None) -> bool:
+        """Whether the resource's knowledge scope was purged after ``mark`` (its ``scope-purged``
+        event, at the org, names the scope by digest)."""
+        from obsmem.knowledge.store.contract import ActivityAction
+        from obsmem.knowledge.store.scopes import Level
+        from obsmem.knowledge.store.values import forgotten_digest
+
+        store = self.agents.knowledge.store
+        digest = forgotten_digest(scope.at(Level.RESOURCE).key)
+        after: str | None = None
+        while True:
+            page = await store.list_activity(scope.at(Level.ORG).key, after=after, limit=100)
+            for event in page.items:  # newest first
+                if mark is not None and event.id <= mark:
+                    return False
+                if event.action is ActivityAction.SCOPE_PURGED and event.subject_id == digest:
+                    return True
+            if page.next_cursor is None:
+                return False
+            after = page.next_cursor
+
+    async def _withdraw(self, thread: Thread, scope: KnowledgeScope, mark: str | None, runs: Sequence[AgentRun]) -> None:
+        """The thread was deleted while agents wrote its knowledge: redo the delete's purge.
+
+        * the resource was purged since the run began and has no thread left (``delete_resource``):
+          its whole knowledge scope again, so nothing written after that purge (a node created
+          again, a record, a refused write's audit event) stays under it;
+        * otherwise, unless a thread of the same scope exists again: the thread's scope (what
+          ``delete_thread`` purges);
+        * and the records these runs wrote that are still there (a broader level, or a thread
+          created again under this id), erased.
+
+        A purge that has not run yet (the delete is still going) runs after these writes and
+        takes them with it."""
+        from obsmem.knowledge.agents.common import ALL_RECORDS
+        from obsmem.knowledge.store.scopes import Level
+
+        knowledge = self.agents.knowledge
+        store, actor = knowledge.store, knowledge.actor
+        if not await self.store.list_threads(thread.resource_id, limit=1) and await self._resource_purged_since(
+            scope, mark
+        ):
+            await store.purge_scope(scope.at(Level.RESOURCE).key, actor=actor, reason="resource deleted")
+            return
+        now = await self.store.get_thread(thread.id)
+        if now is None or self.agents.scope(now.org_id, now.resource_id, now.id).key != scope.key:
+            await store.purge_scope(scope.key, actor=actor, reason="thread deleted")
+        written = dict.fromkeys(record.id for run in runs for record in run.written)
+        left = [rid for rid in written if await store.get_record(rid, scope.key, ALL_RECORDS) is not None]
+        if left:
+            await store.erase_records(left, scope.key, actor=actor, reason="thread deleted")
+
+    async def _fenced(
+        self, thread: Thread, scope: KnowledgeScope, mark: str | None, runs: list[AgentRun],
+        work: Callable[[], Coroutine[Any, Any, list[AgentRun]]],
+    ) -> bool:
+        """Run ``work`` (its runs added to ``runs``) unless the thread is gone; after it (or its
+        failure), withdraw what it wrote if the thread went meanwhile. False: the thread is gone
+        (the failure a delete caused is not raised).
+
+        Gone before ``work``: nothing to withdraw, since every earlier write of this run was
+        followed by a look-up that found the thread, so the delete's purge comes after it."""
+        if not await self._alive(thread):
+            return False
+        try:
+            runs.extend(await work())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if await self._alive(thread):
+                raise
+            await self._withdraw(thread, scope, mark, runs)
+            return False
+        if not await self._alive(thread):
+            await self._withdraw(thread, scope, mark, runs)
+            return False
+        return True
+
     async def capture_thread(self, thread_id: str) -> list[AgentRun]:
         """Capture every committed delta of ``thread_id`` past the capture lane's cursor.
 
         The cursor (a message seq) and the set of captured cycle ids advance delta by delta,
-        only past deltas whose capture finished; a failure stops there (and raises)."""
+        only past deltas whose capture finished; a failure stops there (and raises). A thread
+        deleted meanwhile stops the capture, and what it wrote is taken back (see
+        :meth:`_withdraw`)."""
         from obsmem.knowledge.agents import LaneBusyError
 
         if not self.agents.settings.capture:
@@ -827,7 +937,9 @@ class KnowledgeHook:
         if found is None:
             return []
         thread, scope = found
+        mark = await self._org_mark(scope)
         runs: list[AgentRun] = []
+        alive = True
         lane = f"capture:{thread.id}"
         try:
             async with self.agents.lanes.hold(lane, wait_s=5.0) as state:  # one capture at a time
@@ -841,30 +953,54 @@ class KnowledgeHook:
                     deltas = [d for d in deltas if d[2] > after or d[0] in missing]
                 if deltas:  # known to the workers' idle pass before anything can fail
                     await self.agents.lanes.register(self.agents.curator.lane(thread.id))
+                captured: list[AgentRun] = []
                 try:
                     for cycle, text, seq in deltas:
-                        with call_scope(role="capture", thread_id=thread.id, resource_id=thread.resource_id):
-                            runs.append(await self.agents.capture(text, scope, source_thread_id=thread.id))
+
+                        async def one(text: str = text) -> list[AgentRun]:
+                            with call_scope(role="capture", thread_id=thread.id, resource_id=thread.resource_id):
+                                return [await self.agents.capture(text, scope, source_thread_id=thread.id)]
+
+                        alive = await self._fenced(thread, scope, mark, captured, one)
+                        if not alive:
+                            break
                         done.append(cycle)
                         cursor = max(cursor, seq)
                 finally:
-                    if runs:
+                    runs.extend(captured)
+                    if captured and alive:  # a deleted thread's lane is not written again
                         progressed = state.succeeded(str(cursor), self.agents.clock.now())
                         await self.agents.lanes.write(lane, progressed.with_extra(cycles=done[-_KEEP_CYCLES:]))
         except LaneBusyError:  # another process is capturing this thread; its cursor is durable,
             return runs          # and the next commit (or a worker's idle pass) catches up
-        if any(run.written for run in runs):
-            with call_scope(role="curate", thread_id=thread.id, resource_id=thread.resource_id):
-                runs.append(await self.agents.curate_if_due(scope, thread.id))
+        except ThreadNotFoundError:  # deleted before its messages were read: nothing to capture
+            if await self._alive(thread):
+                raise
+            return runs
+        if alive and any(run.written for run in runs):
+
+            async def curate() -> list[AgentRun]:
+                with call_scope(role="curate", thread_id=thread.id, resource_id=thread.resource_id):
+                    return [await self.agents.curate_if_due(scope, thread.id)]
+
+            await self._fenced(thread, scope, mark, runs, curate)
         return runs
 
     async def reflection_phase(self, thread_id: str) -> list[AgentRun]:
         found = await self._scope(thread_id)
         if found is None:
             return []
+        thread, scope = found
+        mark = await self._org_mark(scope)
         await self.capture_thread(thread_id)  # what the reflection condensed is captured first
-        with call_scope(thread_id=thread_id, resource_id=found[0].resource_id, operation="reflection"):
-            return await self.agents.reflection_phase(found[1], thread_id)
+
+        async def phase() -> list[AgentRun]:
+            with call_scope(thread_id=thread_id, resource_id=thread.resource_id, operation="reflection"):
+                return await self.agents.reflection_phase(scope, thread_id)
+
+        runs: list[AgentRun] = []
+        await self._fenced(thread, scope, mark, runs, phase)
+        return runs
 
     async def curate_due(self) -> list[AgentRun]:
         """The worker's idle pass over every registered lane: capture what is still uncaptured
@@ -877,13 +1013,19 @@ class KnowledgeHook:
             found = await self._scope(thread_id)
             if found is None:
                 continue
+            thread, scope = found
+            mark = await self._org_mark(scope)
             try:
                 runs += [r for r in await self.capture_thread(thread_id) if r.agent == "capture" and r.written]
             except Exception as exc:  # the capture lane keeps its cursor; curation still runs
                 telemetry.log_failure(logger, "knowledge capture catch-up for %r failed", thread_id, error=exc,
                                       thread_id=thread_id, operation="capture")
-            with call_scope(role="curate", thread_id=thread_id, resource_id=found[0].resource_id):
-                run = await self.agents.curate_if_due(found[1], thread_id)
-            if run.status != "skipped":
-                runs.append(run)
+
+            async def curate(scope: KnowledgeScope = scope, thread: Thread = thread) -> list[AgentRun]:
+                with call_scope(role="curate", thread_id=thread.id, resource_id=thread.resource_id):
+                    return [await self.agents.curate_if_due(scope, thread.id)]
+
+            curated: list[AgentRun] = []
+            await self._fenced(thread, scope, mark, curated, curate)
+            runs += [run for run in curated if run.status != "skipped"]
         return runs

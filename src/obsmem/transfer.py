@@ -50,6 +50,17 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
   stored, so an export re-imports whole while nothing new or changed lands above the reach; any
   other row (new or changed above it, or outside its chain) refuses the whole file with
   :class:`KnowledgeReachError` before anything is written.
+* A value forgotten after the export does not come back. With a knowledge store, every item is
+  checked against the forgotten values (digests) it keeps on the chain of the scopes the import
+  writes at (a value forgotten at a scope reaches what that scope reads and what lies below it,
+  as the forget did), and what holds one is left out as the forget would have
+  removed it: a message's text part (a tool call's arguments or result become ``[forgotten]``; a
+  message left empty is not imported), an observation or working-memory line, a field, a
+  knowledge row (a node named by it with its records). :attr:`ImportSummary.forgotten` counts
+  them. The knowledge store's restoring write refuses a row holding a forgotten value itself
+  (:class:`~obsmem.errors.TombstonedValueError`, nothing written), so a forget landing during the
+  import cannot be undone by it. Without a knowledge store there is nothing to check against:
+  the message store keeps no trace of a forgotten value.
 
 An export is read through ordinary reads, not one snapshot: export a resource while nothing
 writes to it (no turn, no background worker) for a consistent file.
@@ -60,7 +71,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -88,11 +99,15 @@ from obsmem.knowledge.store.contract import (
     Record,
     Tombstone,
 )
+from obsmem.knowledge.store.erasure import forgettable_texts
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import under
-from obsmem.storage.contract import ObservationRecord, Store, lineage_key
+from obsmem.knowledge.store.values import forgotten_in
+from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
+from obsmem.storage.forgetting import FORGOTTEN, json_strings
 from obsmem.storage.paging import all_threads
-from obsmem.types import Message, Thread, utcnow
+from obsmem.tokens import TokenCounter
+from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -197,13 +212,18 @@ class ImportSummary:
 
     ``seqs_preserved``: every message got the seq it had in the export (else they were
     renumbered in order and every reference to them mapped). ``skipped``: items read but not
-    written (knowledge lines when no knowledge store was given).
+    written (knowledge lines when no knowledge store was given). ``forgotten``: what was left out
+    or cut because it holds a value forgotten in the knowledge store after the export (see
+    :func:`import_resource`), per kind: ``message`` (dropped), ``part`` (a message cut),
+    ``record`` / ``working_memory`` / ``thread`` (lines or fields cut), ``knowledge_<kind>``
+    (rows left out; ``knowledge_node_scrubbed``: a node's field cut).
     """
 
     resource_id: str
     counts: dict[str, int] = field(default_factory=dict)
     seqs_preserved: bool = True
     skipped: dict[str, int] = field(default_factory=dict)
+    forgotten: dict[str, int] = field(default_factory=dict)
 
 
 def _line(kind: str, model: BaseModel) -> str:
@@ -553,6 +573,269 @@ class _SeqMap:
         return thread.model_copy(update={"metadata": metadata})
 
 
+# -- forgotten values ----------------------------------------------------------------------------------
+# An export written before a forget still holds the value. The forget left its digest in the
+# knowledge store (a ForgottenValue, the only trace of it anywhere), and a forgotten value "cannot
+# come back": so an import applies the forget again to everything it is about to write, with the
+# knowledge store's own matching (obsmem.knowledge.store.values.forgotten_in) and the forget's
+# granularity (obsmem.storage.forgetting for messages, observations and working memory; the
+# knowledge store's forget_value for knowledge rows). A value forgotten at a scope reaches what
+# that scope reads and what lies below it, as the forget did.
+
+_Hit = Callable[[str], bool]
+
+
+def _scope_key(org: str | None, resource: str, thread: str | None = None) -> str:
+    """The knowledge scope Memory's knowledge uses for a thread (or resource); an id a scope cannot
+    hold falls back to the broader level (no knowledge was ever stored below it)."""
+    from obsmem.knowledge.lifecycle import DEFAULT_ORG
+
+    org = org or DEFAULT_ORG
+    chain: list[tuple[str, ...]] = [(org, resource, thread)] if thread is not None else []
+    for ids in [*chain, (org, resource), (org,)]:
+        try:
+            return Scope(*ids).key
+        except InvalidInputError:
+            continue
+    return Scope(DEFAULT_ORG).key
+
+
+class _Forgotten:
+    """The forgotten values an import checks against, and what it left out because of them."""
+
+    def __init__(self, values: Iterable[ForgottenValue]) -> None:
+        unique = {value.id: value for value in values if value.length > 0}
+        self.values = [(Scope.parse(v.scope), v.digest, v.length) for v in unique.values()]
+        self._at: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+        self.counts: dict[str, int] = {}
+
+    def count(self, kind: str, n: int = 1) -> None:
+        if n:
+            self.counts[kind] = self.counts.get(kind, 0) + n
+
+    def at(self, *scopes: str) -> _Hit:
+        """Whether a text holds a value forgotten where it reaches any of ``scopes``."""
+        key = tuple(sorted(set(scopes)))
+        digests = self._at.get(key)
+        if digests is None:
+            here = [Scope.parse(scope) for scope in key]
+            digests = self._at[key] = sorted(
+                {(d, n) for where, d, n in self.values for s in here if s.sees(where) or where.sees(s)}
+            )
+        found = digests
+        return lambda text: bool(found) and forgotten_in(text, found)
+
+
+async def _forgotten_values(store: KnowledgeStore, parsed: _Parsed) -> _Forgotten:
+    """The knowledge store's forgotten values on the chain of every scope the import writes at.
+
+    The export's own forgotten values are not needed here: its rows are what the source kept
+    after those forgets (the restoring write still refuses a row holding one)."""
+    items = parsed.items
+    scopes = {row.scope for kind in _KNOWLEDGE_KINDS for _, row in items[kind]}
+    scopes |= {_scope_key(t.org_id, t.resource_id, t.id) for _, t in items["thread"]}
+    scopes |= {_scope_key(t.org_id, t.resource_id) for _, t in items["thread"]}
+    values: list[ForgottenValue] = []
+    for scope in sorted(scopes):
+        values.extend(await store.list_forgotten(scope))
+    return _Forgotten(values)
+
+
+def _holds(hit: _Hit, data: object) -> bool:
+    return any(hit(text) for text in json_strings(data))
+
+
+def _kept_lines(text: str, hit: _Hit) -> str:
+    if not hit(text):
+        return text
+    return "\n".join(line for line in text.split("\n") if not hit(line))
+
+
+def _kept_field(text: str | None, hit: _Hit) -> str | None:
+    return None if text is not None and hit(text) else text
+
+
+def _kept_data(data: dict[str, Any], hit: _Hit) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if not hit(k) and not _holds(hit, v)}
+
+
+def _part_without(part: Part, hit: _Hit) -> Part | None:
+    """As :func:`obsmem.storage.forgetting.forget_in_message` treats a part: a tool call or result
+    keeps its pairing (its arguments or result become ``[forgotten]``); any other part goes."""
+    if isinstance(part, ToolCallPart):
+        return part.model_copy(update={"args": FORGOTTEN}) if _holds(hit, part.args) or hit(part.tool_name) else part
+    if isinstance(part, ToolResultPart):
+        return part.model_copy(update={"result": FORGOTTEN}) if _holds(hit, part.result) or hit(part.tool_name) else part
+    return None if _holds(hit, part.model_dump(mode="json")) else part
+
+
+def _message_without(message: Message, hit: _Hit) -> Message | None:
+    if not _holds(hit, message.model_dump(mode="json")):
+        return message
+    parts = [kept for part in message.parts if (kept := _part_without(part, hit)) is not None]
+    metadata = _kept_data(message.metadata, hit)
+    if not parts:
+        return None
+    if tuple(parts) == message.parts and metadata == message.metadata:
+        return message  # only in an id: not text
+    return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
+
+
+def _record_without(record: ObservationRecord, hit: _Hit, count: Callable[[str], int]) -> ObservationRecord:
+    """As :func:`obsmem.storage.forgetting.forget_in_record`: lines, fields and data keys go."""
+    if not _holds(hit, record.model_dump(mode="json")):
+        return record
+    active = _kept_lines(record.active_observations, hit)
+    reflection = record.buffered_reflection
+    if reflection is not None and hit(reflection.text):
+        reflection = None
+
+    def state(value: ThreadState) -> ThreadState:
+        return value.model_copy(update={
+            "current_task": _kept_field(value.current_task, hit),
+            "suggested_response": _kept_field(value.suggested_response, hit),
+            "thread_title": _kept_field(value.thread_title, hit),
+            "extracted": _kept_data(value.extracted, hit),
+        })  # fmt: skip
+
+    def chunk(value: BufferedChunk) -> BufferedChunk:
+        observations = _kept_lines(value.observations, hit)
+        return value.model_copy(update={
+            "observations": observations,
+            "observation_tokens": count(observations) if observations != value.observations else value.observation_tokens,
+            "extracted": _kept_data(value.extracted, hit),
+            "current_task": _kept_field(value.current_task, hit),
+            "suggested_response": _kept_field(value.suggested_response, hit),
+        })  # fmt: skip
+
+    cleaned = record.model_copy(update={
+        "active_observations": active,
+        "observation_tokens": count(active) if active != record.active_observations else record.observation_tokens,
+        "threads": {tid: state(value) for tid, value in record.threads.items()},
+        "buffered_chunks": tuple(chunk(c) for c in record.buffered_chunks),
+        "buffered_reflection": reflection,
+        "config": _kept_data(record.config, hit),
+        "metadata": _kept_data(record.metadata, hit),
+    })  # fmt: skip
+    return record if cleaned == record else cleaned
+
+
+def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
+    """Apply the forgotten values to the parsed items before anything is written."""
+    items = parsed.items
+    threads = {t.id: t for _, t in items["thread"]}
+    resource_scopes = sorted({_scope_key(t.org_id, t.resource_id) for t in threads.values()}) or [
+        _scope_key(None, parsed.resource_id)
+    ]
+
+    def thread_hit(thread_id: str | None) -> _Hit:
+        thread = threads.get(thread_id or "")
+        if thread is None:
+            return forgotten.at(*resource_scopes)
+        return forgotten.at(_scope_key(thread.org_id, thread.resource_id, thread.id))
+
+    kept_threads = []
+    for number, thread in items["thread"]:
+        hit = thread_hit(thread.id)
+        title = _kept_field(thread.title, hit)
+        metadata = _kept_data(thread.metadata, hit)
+        if title != thread.title or metadata != thread.metadata:
+            forgotten.count("thread")
+            thread = thread.model_copy(update={"title": title, "metadata": metadata})
+        kept_threads.append((number, thread))
+    items["thread"] = kept_threads
+
+    kept_messages = []
+    for number, message in items["message"]:
+        kept = _message_without(message, thread_hit(message.thread_id))
+        if kept is None:
+            forgotten.count("message")
+            continue
+        if kept is not message:
+            forgotten.count("part")
+        kept_messages.append((number, kept))
+    items["message"] = kept_messages
+
+    counter: TokenCounter | None = None
+
+    def count(text: str) -> int:
+        nonlocal counter
+        counter = counter or TokenCounter()
+        return counter.count_text(text)
+
+    kept_records = []
+    for number, record in items["record"]:
+        hit = thread_hit(record.thread_id) if record.scope == "thread" else forgotten.at(*resource_scopes)
+        cleaned = _record_without(record, hit, count)
+        if cleaned is not record:
+            forgotten.count("record")
+        kept_records.append((number, cleaned))
+    items["record"] = kept_records
+
+    kept_memory = []
+    for number, memory in items["working_memory"]:
+        thread_id = memory.key.removeprefix("thread:") if memory.key.startswith("thread:") else None
+        hit = thread_hit(thread_id) if thread_id is not None else forgotten.at(*resource_scopes)
+        text = _kept_lines(memory.text, hit)
+        if text != memory.text:
+            forgotten.count("working_memory")
+            if not text.strip():
+                continue
+            memory = memory.model_copy(update={"text": text})
+        kept_memory.append((number, memory))
+    items["working_memory"] = kept_memory
+
+    _leave_out_forgotten_knowledge(parsed, forgotten)
+
+
+def _leave_out_forgotten_knowledge(parsed: _Parsed, forgotten: _Forgotten) -> None:
+    """As the knowledge store's forget: a node named by the value goes with its records and
+    tombstones; a node's content, description or metadata holding it is cut; a record, tombstone
+    or audit event holding it goes; links to a node that went are dropped."""
+    items = parsed.items
+
+    def holds(row: Node | Record | Tombstone | ActivityEvent, *texts: Any) -> bool:
+        hit = forgotten.at(row.scope)
+        return any(hit(text) for text in json_strings(list(texts), scalars=False))
+
+    gone = {node.id for _, node in items["knowledge_node"] if holds(node, node.name, node.kind)}
+    nodes = []
+    for number, node in items["knowledge_node"]:
+        if node.id in gone:
+            forgotten.count("knowledge_node")
+            continue
+        changes: dict[str, Any] = {}
+        if node.content is not None and holds(node, node.content):
+            changes["content"] = None
+        if node.description is not None and holds(node, node.description):
+            changes["description"] = None
+        if holds(node, node.metadata):
+            changes["metadata"] = {k: v for k, v in node.metadata.items() if not holds(node, k, v)}
+        if changes:
+            forgotten.count("knowledge_node_scrubbed")
+        if any(target in gone for target in node.mentions):
+            changes["mentions"] = tuple(target for target in node.mentions if target not in gone)
+        nodes.append((number, node.model_copy(update=changes) if changes else node))
+    items["knowledge_node"] = nodes
+    records = []
+    for number, record in items["knowledge_record"]:
+        if record.node_id in gone or holds(record, *forgettable_texts(record)):
+            forgotten.count("knowledge_record")
+            continue
+        if any(target in gone for target in record.mentions):
+            record = record.model_copy(update={"mentions": tuple(t for t in record.mentions if t not in gone)})
+        records.append((number, record))
+    items["knowledge_record"] = records
+    for kind in ("knowledge_tombstone", "knowledge_activity"):
+        rows = []
+        for number, row in items[kind]:
+            if (isinstance(row, Tombstone) and row.node_id in gone) or holds(row, *forgettable_texts(row)):
+                forgotten.count(kind)
+                continue
+            rows.append((number, row))
+        items[kind] = rows
+
+
 # -- import --------------------------------------------------------------------------------------------
 
 
@@ -727,6 +1010,9 @@ async def import_resource(
     refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
     with it, they are written first, exactly (see the module docs); a knowledge row of the
     resource's scope that the knowledge store already holds → :class:`ImportConflictError`.
+    With ``knowledge``, what holds a value forgotten there after the export is left out (see the
+    module docs and :attr:`ImportSummary.forgotten`); a forget landing during the import →
+    :class:`~obsmem.errors.TombstonedValueError`, nothing written.
     """
     with _reader(source) as lines:
         parsed = _parse(lines)
@@ -737,11 +1023,24 @@ async def import_resource(
     items = parsed.items
     knowledge_found = {kind: len(items[kind]) for kind in _KNOWLEDGE_KINDS if items[kind]}
     knowledge_store = _knowledge_store(knowledge)
+    summary = ImportSummary(resource_id=parsed.resource_id)
+    if knowledge_store is not None:
+        # A forget after the export: its value stays out (before the reach check, so a row the
+        # forget removed from the store is not taken for a changed one).
+        forgotten = await _forgotten_values(knowledge_store, parsed)
+        if forgotten.values:
+            _leave_out_forgotten(parsed, forgotten)
+            summary.forgotten = forgotten.counts
+            for kind in _KNOWLEDGE_KINDS:
+                left = knowledge_found.get(kind, 0) - forgotten.counts.get(kind, 0)
+                if left > 0:
+                    knowledge_found[kind] = left
+                else:
+                    knowledge_found.pop(kind, None)
     if knowledge_reach is not None and knowledge_store is not None and parsed.knowledge_scope is not None:
         await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
     await _check_target(store, parsed)
 
-    summary = ImportSummary(resource_id=parsed.resource_id)
     if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
         dump = KnowledgeDump(
             nodes=[row for _, row in items["knowledge_node"]],

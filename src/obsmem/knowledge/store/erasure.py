@@ -23,10 +23,11 @@ and reason; an event's actor, reason and details.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
-from obsmem.errors import ImportConflictError, InvalidInputError
+from obsmem.errors import ImportConflictError, InvalidInputError, TombstonedValueError
 from obsmem.knowledge.store.contract import (
+    FORGOTTEN_PLACEHOLDER,
     ActivityAction,
     ActivityEvent,
     ForgottenValue,
@@ -40,10 +41,10 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ops import KnowledgeMutations
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
-from obsmem.knowledge.store.values import forget_key, forgotten_digest, value_key
+from obsmem.knowledge.store.values import forget_key, forgotten_digest, forgotten_in, value_key
 from obsmem.storage.forgetting import json_strings
 
-__all__ = ["dump_scope", "erase_records", "forget_value", "purge_scope", "restore_dump"]
+__all__ = ["dump_scope", "erase_records", "forget_value", "forgettable_texts", "purge_scope", "restore_dump"]
 
 _FORGET_COUNTS = (
     "nodes",
@@ -293,6 +294,60 @@ def purge_scope(m: KnowledgeMutations, scope: str, *, actor: str, reason: str) -
     return counts
 
 
+def forgettable_texts(row: Node | Record | Tombstone | ActivityEvent) -> tuple[Any, ...]:
+    """The texts of a row a forget matches (what :func:`forget_value` reads of each kind)."""
+    if isinstance(row, Node):
+        return (row.name, row.kind, row.content or "", row.description or "", row.metadata)
+    if isinstance(row, Record):
+        return (row.text, row.attribute or "", row.metadata, row.deleted_by or "")
+    if isinstance(row, Tombstone):
+        return (row.value, row.actor, row.reason)
+    return (row.actor, row.reason, row.details)
+
+
+def _refuse_forgotten(
+    m: KnowledgeMutations,
+    rows: list[Node | Record | Tombstone | ActivityEvent],
+    restored: Iterable[ForgottenValue],
+    subtree: str,
+) -> None:
+    """A restored row holding a value forgotten on its scope's chain (stored, or restored with it)
+    is refused as tombstoned, like any other write of it; nothing of the restore is written."""
+    extra = list(restored)
+    seen: dict[str, list[ForgottenValue]] = {}
+    for row in rows:
+        if row.scope not in seen:
+            keys = Scope.parse(row.scope).visible_keys()
+            seen[row.scope] = [*m.t.forgotten_in(keys), *(f for f in extra if f.scope in keys)]
+        applying = seen[row.scope]
+        if not applying:
+            continue
+        texts = list(json_strings(list(forgettable_texts(row)), scalars=False))
+        for entry in applying:
+            if any(forgotten_in(text, [(entry.digest, entry.length)]) for text in texts):
+                kind: Literal["node", "record", "tombstone"] = "record"
+                node_id, subject = row.id, row.id
+                if isinstance(row, Record):
+                    node_id = row.node_id
+                elif isinstance(row, Node):
+                    kind = "node"
+                elif isinstance(row, Tombstone):
+                    kind, node_id = "tombstone", row.node_id
+                else:  # an audit event: refused as the write it records
+                    kind = "record" if row.subject_type == "record" else "node"
+                    node_id = subject = row.subject_id
+                raise m._refuse(
+                    TombstonedValueError(node_id, entry.scope, FORGOTTEN_PLACEHOLDER),
+                    "tombstoned",
+                    "restore_dump",
+                    kind,
+                    subject,
+                    subtree,
+                    "restore",
+                    "refused: a restored row holds a forgotten value",
+                )
+
+
 def _place(existing: Any, row: Any, subtree: str, what: str) -> bool:
     """Whether to write ``row``: refused if its id is taken under the subtree or taken by a
     different row above it; skipped if the same row is already stored above it."""
@@ -326,6 +381,7 @@ def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) ->
         f for f in dump.forgotten if _place(t.forgotten(f.id), f, key, "forgotten value")
     ]
     events: list[ActivityEvent] = [e for e in dump.events if _place(t.event(e.id), e, key, "activity event")]
+    _refuse_forgotten(m, [*nodes, *records, *tombstones, *events], dump.forgotten, key)
     for node in nodes:
         t.save_node(node)
     for record in records:

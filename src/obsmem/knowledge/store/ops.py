@@ -60,6 +60,9 @@ Refusal = Literal["not-visible", "scope", "ceiling", "privilege", "tombstoned"]
 
 _MAX_MERGE_CHAIN = 10_000
 
+_REFUSED_FORGOTTEN = "refused: the text holds a forgotten value"
+"""A refused write's audit reason when the caller's own reason holds the forgotten value."""
+
 
 def terminal_node(tables: KnowledgeTables, node_id: str) -> Node | None:
     """Follow ``merged_into`` pointers to the node that absorbed ``node_id`` (or itself)."""
@@ -404,10 +407,14 @@ class KnowledgeMutations:
         reason: str,
     ) -> None:
         """Refuse texts holding a value forgotten on ``scope``'s chain; neither the error nor
-        its audit event shows the value (:data:`FORGOTTEN_PLACEHOLDER` stands in for it)."""
+        its audit event shows the value (:data:`FORGOTTEN_PLACEHOLDER` stands in for it). The
+        caller's reason and actor go into that event only when they do not hold it either (a
+        capture's reason quotes what the user said): otherwise the reason names why the write
+        was refused and the actor is the placeholder."""
         forgotten = self.t.forgotten_in(Scope.parse(scope).visible_keys())
         if not forgotten:
             return
+        digests = [(entry.digest, entry.length) for entry in forgotten]
         for text in texts:
             if not text:
                 continue
@@ -420,8 +427,8 @@ class KnowledgeMutations:
                         subject[0],
                         subject[1],
                         scope,
-                        actor,
-                        reason,
+                        FORGOTTEN_PLACEHOLDER if forgotten_in(actor, digests) else actor,
+                        _REFUSED_FORGOTTEN if forgotten_in(reason, digests) else reason,
                     )
 
     def _tombstone(self, node_id: str, scope: str, text: str, actor: str, reason: str) -> Tombstone:
