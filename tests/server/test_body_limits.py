@@ -40,8 +40,8 @@ WAIT_S = 30  # how long a raw-socket read waits for an answer (a bound, not an a
 
 
 class Server:
-    def __init__(self, url: str, key: str) -> None:
-        self.url, self.key = url, key
+    def __init__(self, url: str, key: str, store: str = "") -> None:
+        self.url, self.key, self.store = url, key, store
         self.host, port = url.removeprefix("http://").split(":")
         self.port = int(port)
 
@@ -76,7 +76,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # drain the log, so the server never blocks on a full pipe
     threading.Thread(target=lambda: [None for _ in process.stdout or ()], daemon=True).start()
     try:
-        served = Server(url, key)
+        served = Server(url, key, store)
         made_thread = httpx.post(url + "/api/threads", json={"id": "t1"}, headers=served.auth(), timeout=60)
         assert made_thread.status_code == 201, made_thread.text
         yield served
@@ -258,6 +258,36 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(
         assert response_headers.get("connection") == "close" and _closed_after(sock)
     finally:
         sock.close()
+
+
+def test_a_key_revoked_while_its_request_body_arrives_is_refused(server: Server, tmp_path: Path) -> None:
+    """The key is checked before the body and again once it is in: revoking it (``obsmem keys
+    revoke``) between two chunks of a body gets the request 401, as a revoked key always does.
+
+    On main (after the check before the body was added, which handed its principal to the route):
+    ``assert 201 == 401``, the thread created with a key revoked a moment before."""
+    from obsmem.server.keys import parse_secret
+
+    made = CliRunner().invoke(cli, ["keys", "create", "--org", "acme", "--resource", "alice", "--store", server.store])
+    assert made.exit_code == 0, made.output
+    key = made.stdout.strip().splitlines()[-1]
+    parsed = parse_secret(key)
+    assert parsed is not None
+    body = json.dumps({"id": "t-revoked", "resource_id": "alice"}).encode()
+    half = len(body) // 2
+    sock = _connect(server)
+    try:
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+        sock.sendall(_head("/api/threads", headers) + b"%x\r\n" % half + body[:half] + b"\r\n")
+        revoked = CliRunner().invoke(cli, ["keys", "revoke", parsed[0], "--store", server.store])
+        assert revoked.exit_code == 0, revoked.output
+        sock.sendall(b"%x\r\n" % (len(body) - half) + body[half:] + b"\r\n0\r\n\r\n")
+        status, _, answer = _read_response(sock)
+        assert status == 401, answer
+    finally:
+        sock.close()
+    listed = httpx.get(server.url + "/api/threads", headers=server.auth(), timeout=60)
+    assert "t-revoked" not in listed.text
 
 
 def test_a_request_with_a_valid_key_still_gets_its_body_read(server: Server) -> None:

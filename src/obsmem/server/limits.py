@@ -19,9 +19,8 @@ than any other request), which gets ``max_import_bytes``. Refusals use the servi
 :class:`KeyFirst` checks the API key of a request with a body to the keyed routes (``/api/…``,
 ``/v1/…``) before any byte of the body is read (a route that declares a body model has it read
 and parsed before its key dependency runs): without a valid key the answer is 401 and the
-connection closes, so a client without a key cannot make the server take in a body. The
-principal found goes to the route in the request's state (:data:`PRINCIPAL_STATE`), so the key
-is looked up once.
+connection closes, so a client without a key cannot make the server take in a body. The route
+checks the key again once the body is in (a key revoked while the body arrived is refused).
 """
 
 from __future__ import annotations
@@ -35,12 +34,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from obsmem.errors import ConfigError
 from obsmem.server.errors import BodyTimeoutError, BodyTooLargeError, ServiceError, error_body, status_for
 
-__all__ = ["IMPORT_PATH", "PRINCIPAL_STATE", "BodyLimits", "KeyFirst"]
+__all__ = ["IMPORT_PATH", "BodyLimits", "KeyFirst"]
 
 #: The one route with its own, larger body limit (``max_import_bytes``).
 IMPORT_PATH = "/api/resources/import"
-#: Where :class:`KeyFirst` leaves the principal of a request it checked (``scope["state"]``).
-PRINCIPAL_STATE = "obsmem_principal"
 #: The routes every request to which needs an API key.
 KEYED_PREFIXES = ("/api/", "/v1/")
 _CLOSE = (b"connection", b"close")
@@ -145,8 +142,8 @@ class BodyLimits:
 
 class KeyFirst:
     """Wraps ``app`` (see the module's docstring). ``authenticate(authorization, x_api_key)``
-    returns the principal of a request's key headers or raises the service's 401 error; None:
-    the server needs no key (``--dev``), and nothing is checked here."""
+    checks a request's key headers (raising the service's 401 error); None: the server needs no
+    key (``--dev``), and nothing is checked here."""
 
     def __init__(
         self, app: ASGIApp, *, authenticate: Callable[[str | None, str | None], Awaitable[object]] | None
@@ -165,7 +162,7 @@ class KeyFirst:
             return
         authorization, api_key = (headers.get(name) for name in (b"authorization", b"x-api-key"))
         try:
-            principal = await self.authenticate(
+            await self.authenticate(
                 None if authorization is None else authorization.decode("latin-1"),
                 None if api_key is None else api_key.decode("latin-1"),
             )  # fmt: skip
@@ -174,7 +171,6 @@ class KeyFirst:
                 raise
             await _refuse(send, exc)
             return
-        scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
         await self.app(scope, receive, send)
 
 

@@ -32,7 +32,6 @@ from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
-from obsmem.server.limits import PRINCIPAL_STATE
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
@@ -55,10 +54,7 @@ async def current_principal(
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    checked = request.scope.get("state", {}).get(PRINCIPAL_STATE)
-    if isinstance(checked, Principal):  # KeyFirst checked this request's key before its body came
-        return checked
-    service = service_of(request)
+    service = service_of(request)  # (checked again after KeyFirst's check: revoked meanwhile is revoked)
     return await authenticate(service.keys, bearer_token(authorization, x_api_key), dev=service.settings.dev)
 
 
