@@ -698,24 +698,29 @@ class Memory:
         if resource_id is not None:
             lineages[lineage_key("resource", None, resource_id)] = resource_id
             keys.add(f"resource:{resource_id}")
-        # Fenced before any message changes: an observation or buffer that read them before this
-        # forget commits nothing (see obsmem.om.cycle.ERASURES_KEY); its messages stay pending.
-        for lineage in sorted(lineages):
-            await self.engine.core.fence_erasure(lineage)
-        for thread in threads:
-            await self._forget_in_thread(thread, value, counts)
-        for lineage, owner in sorted(lineages.items()):
-            await self._forget_in_lineage(lineage, owner, value, counts)
-        for key in sorted(keys):
-            text = await self.store.get_working_memory(key)
-            if text is None or not holds(text, value):
-                continue
-            kept = forget_lines(text, value)
-            if kept.strip():
-                await self.store.set_working_memory(key, kept)
-            else:
-                await self.store.delete_working_memory(key)
-            counts["working_memory"] += 1
+        # Fenced before any message changes and until the forget is done: an observation, buffer
+        # or reflection that read the messages before or during it commits nothing (see
+        # obsmem.om.cycle.ERASURES_KEY); its messages stay pending.
+        core = self.engine.core
+        fenced = [lineage for lineage in sorted(lineages) if await core.begin_erasure(lineage)]
+        try:
+            for thread in threads:
+                await self._forget_in_thread(thread, value, counts)
+            for lineage, owner in sorted(lineages.items()):
+                await self._forget_in_lineage(lineage, owner, value, counts)
+            for key in sorted(keys):
+                text = await self.store.get_working_memory(key)
+                if text is None or not holds(text, value):
+                    continue
+                kept = forget_lines(text, value)
+                if kept.strip():
+                    await self.store.set_working_memory(key, kept)
+                else:
+                    await self.store.delete_working_memory(key)
+                counts["working_memory"] += 1
+        finally:
+            for lineage in fenced:
+                await core.end_erasure(lineage)
         if self.knowledge is not None:
             from obsmem.knowledge.lifecycle import forget_in_knowledge
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,73 @@ async def _race(url: str, *, buffered: bool, whole: bool, elsewhere: bool, threa
     # the conversation around it is still observed: nothing was lost but the value
     assert "Sintra" in observations or "groceries" in observations
     await memory.aclose()
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["synchronous", "buffered"])
+async def test_an_observation_begun_while_a_forget_runs_commits_nothing_of_the_value(
+    tmp_path: Path, buffered: bool
+) -> None:
+    """The other order: the forget has begun (it fenced the record) but has not reached the
+    thread's messages yet (a forget over a large store walks many threads first; here its pass
+    over the messages waits on a gate, standing in for that walk) when an observation reads the
+    window, value included, and calls its model. The forget then finishes; the observation's
+    result must not bring the value back.
+
+    On main (with the fence raised once, before the messages change): the value was back in the
+    observations, generation 0 and a data marker part (found by a hostile review); buffered, the
+    buffer took the value into its model call and its chunk was committed."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    config = MemoryConfig(
+        observation={"message_tokens": 400, "buffer_tokens": 0.2} if buffered else {"message_tokens": 300, "buffer_tokens": False},
+        reflection={"observation_tokens": 5000},
+    )
+    observer = GatedObserver(SECRET, buffered=buffered)
+    memory = Memory(url, observer=observer, config=config)
+    for i in range(3):
+        await _turn(memory, i, f"Turn {i}: " + FILLER[i % 5])
+    await memory.settled()
+    await _turn(memory, 50, f"My locker code is {SECRET}.", FILLER[1])  # below the threshold: pending
+    await memory.settled()
+    other = Memory(url, config=config)
+    fenced, go = asyncio.Event(), asyncio.Event()
+    walk = other._forget_in_thread
+
+    async def slow_walk(*args: Any) -> None:
+        fenced.set()
+        await go.wait()
+        await walk(*args)
+
+    other._forget_in_thread = slow_walk  # type: ignore[method-assign]
+    forgetting = asyncio.create_task(other.forget(SECRET))
+    await fenced.wait()
+    tasks: list[asyncio.Task[None]] = []
+    i = 60
+    while not observer.entered.is_set() and i < 90:  # turns go on until an observation holds the value
+        tasks.append(asyncio.create_task(_turn(memory, i, f"Turn {i}: " + FILLER[i % 5] + " " + FILLER[(i + 1) % 5])))
+        i += 1
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if observer.entered.is_set() or tasks[-1].done():
+                break
+    if not buffered:  # a buffer sees the forget running and makes no call; an observation calls, then commits nothing
+        assert observer.entered.is_set(), "no observation took the message holding the value"
+    go.set()
+    await forgetting
+    observer.gate.set()
+    await asyncio.gather(*tasks)
+    await memory.settled()
+    for j in range(200, 206):
+        await _turn(memory, j, f"Turn {j}: " + FILLER[j % 5])
+    await memory.settled()
+    observations = await memory.get_observations("t1")
+    generations = await memory.list_generations("t1", limit=1000)
+    messages = await memory.list_messages("t1")
+    await memory.aclose()
+    await other.aclose()
+    assert SECRET not in observations
+    assert [g.generation for g in generations if SECRET in g.active_observations] == []
+    assert [g.generation for g in generations if any(SECRET in c.observations for c in g.buffered_chunks)] == []
+    assert [(m.id, p.type) for m in messages for p in m.parts if SECRET in p.model_dump_json()] == []
+    assert "groceries" in observations or "Sintra" in observations  # the rest is observed once the forget is done
+    held = [f.name for f in tmp_path.iterdir() if f.is_file() and SECRET.encode() in f.read_bytes()]
+    assert held == []

@@ -62,7 +62,7 @@ from obsmem.om.activation import (
 from obsmem import telemetry
 from obsmem.errors import ObsmemError
 from obsmem.telemetry import log_failure
-from obsmem.om.cycle import Core, Cycle, Written, erasures, traced, without_backoff
+from obsmem.om.cycle import Core, Cycle, Fence, Written, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import ObservationRequest, ObservationResult, ReflectionRequest
 from obsmem.om.selection import NOTHING_UNSEEN, Unseen, observable_messages, valid_cuts
@@ -597,7 +597,8 @@ class BufferedLifecycle:
             claim = await core.update(record, record.model_copy(update={"buffer_boundary_tokens": pending}))
             if claim.status != "applied":
                 return None
-            task = self.spawn(self._run_buffer(thread, safe, erasures(record), pending), f"buffer:{lineage}")
+            task = self.spawn(self._run_buffer(thread, safe, Fence.of(record, core.clock.now()), pending),
+                              f"buffer:{lineage}")  # fmt: skip
         else:
             task = self.spawn(self._claim_and_run_buffer(thread, record, safe, pending), f"buffer:{lineage}")
         if task is not None:
@@ -652,11 +653,11 @@ class BufferedLifecycle:
                         thread_id=thread.id, operation="buffer")
             return
         if claim.status == "applied":
-            await self._run_buffer(thread, messages, erasures(record), window)
+            await self._run_buffer(thread, messages, Fence.of(record, self.core.clock.now()), window)
 
-    async def _run_buffer(self, thread: Thread, messages: list[Message], fence: int, window: int = 0) -> None:
-        """Buffer ``messages``, read under the erasure count ``fence`` (see
-        :data:`~obsmem.om.cycle.ERASURES_KEY`: the count of the record read with them, or before)."""
+    async def _run_buffer(self, thread: Thread, messages: list[Message], fence: Fence, window: int = 0) -> None:
+        """Buffer ``messages``, read under ``fence`` (see :data:`~obsmem.om.cycle.ERASURES_KEY`:
+        the fence of the record read with them, or before)."""
         key = buffer_lease_key(self.core.lineage(thread))
 
         async def work() -> None:
@@ -684,7 +685,7 @@ class BufferedLifecycle:
             log_failure(logger, "obsmem: observing the other threads of %s failed", thread.id, error=exc,
                         thread_id=thread.id, operation="buffer")
 
-    async def _buffer(self, thread: Thread, messages: list[Message], fence: int, window: int = 0) -> None:
+    async def _buffer(self, thread: Thread, messages: list[Message], fence: Fence, window: int = 0) -> None:
         """Observe ``messages`` into a chunk (under the buffer's lease) and append it. A buffer
         failure never reaches the actor: the messages stay pending, and a start marker it wrote
         is always closed (failed, cancelled, or dropped at landing)."""
@@ -692,7 +693,7 @@ class BufferedLifecycle:
             await self._buffer_now(thread, messages, fence, window, span)
 
     async def _buffer_now(
-        self, thread: Thread, messages: list[Message], fence: int, window: int, span: telemetry.Span
+        self, thread: Thread, messages: list[Message], fence: Fence, window: int, span: telemetry.Span
     ) -> None:
         core = self.core
         cycle = core.cycle("buffer", thread, None, None)
@@ -704,7 +705,7 @@ class BufferedLifecycle:
             span.set("obsmem.outcome", "failed")
             await self._buffer_failed(cycle, thread, exc, message_tokens, calling=False)
             return
-        if erasures(record) != fence:  # a forget changed the messages since they were read
+        if not fence.holds(record):  # a forget ran when or since the messages were read
             span.set("obsmem.outcome", "changed by a forget")
             return
         # Another engine may have buffered or observed some of these while we waited for the
@@ -764,7 +765,7 @@ class BufferedLifecycle:
         if calling:  # the observer failed (not the store): it backs off, for every process
             await self.core.back_off(thread, "observation", exc)
 
-    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, fence: int, window: int = 0) -> bool:
+    async def _land(self, cycle: Cycle, thread: Thread, chunk: BufferedChunk, fence: Fence, window: int = 0) -> bool:
         """Append a finished chunk (its end marker with it), index it (or report it dropped: False)."""
         core = self.core
         stored = await self._append_chunk(thread, chunk, fence, cycle)
@@ -822,17 +823,17 @@ class BufferedLifecycle:
         )
 
     async def _append_chunk(
-        self, thread: Thread, chunk: BufferedChunk, fence: int, cycle: Cycle
+        self, thread: Thread, chunk: BufferedChunk, fence: Fence, cycle: Cycle
     ) -> ObservationRecord | None:
         """Append ``chunk`` to the stored head if it continues the coverage exactly and no forget
-        began since its messages were read (erasure count ``fence``); its end marker (which
+        ran when or since its messages were read (``fence``); its end marker (which
         quotes the chunk) goes in the same write where the store can, so a forget fenced later
         finds both and one fenced earlier finds neither."""
         core = self.core
         end: DataPart | None = None
 
         async def compose(record: ObservationRecord) -> ObservationRecord | None:
-            if erasures(record) != fence:
+            if not fence.holds(record):
                 return None  # the chunk may hold what a forget erased: dropped, the messages stay pending
             covered = covered_until(record, thread.id)
             if covered >= chunk.last_seq:

@@ -66,7 +66,11 @@ from obsmem.types import DataPart, Message, Thread
 
 __all__ = [
     "BACKOFF_KEY",
+    "ERASED_KEY",
+    "ERASING_AT_KEY",
     "ERASURES_KEY",
+    "ERASURE_ABANDONED_S",
+    "Fence",
     "MODEL_TIMEOUT_S",
     "Backoff",
     "BackoffRole",
@@ -200,20 +204,57 @@ async def commit(
 # The erasure fence: work begun before a forget never commits what the forget erased
 # --------------------------------------------------------------------------------------------
 
-#: Where a record counts the erasures (``Memory.forget``) that changed its lineage's messages:
-#: ``metadata[ERASURES_KEY]``, carried to every later generation. A forget raises it (a
-#: compare-and-set on the head, :meth:`Core.fence_erasure`) *before* it changes any message, so
-#: an observation or a buffer whose messages were read under a lower count was read before the
-#: forget, and may hold what it erased: it is not committed (its messages stay pending and are
-#: observed again as stored now). Kept in the record, not in a process: it fences every engine
-#: on the store.
+#: Where a record counts the erasures (``Memory.forget``) of its lineage's messages, carried to
+#: every later generation: ``metadata[ERASURES_KEY]`` how many began, ``[ERASED_KEY]`` how many
+#: ended, ``[ERASING_AT_KEY]`` when the latest began. A forget raises the first (a
+#: compare-and-set on the head, :meth:`Core.begin_erasure`) *before* it changes any message, and
+#: the second once it is done (:meth:`Core.end_erasure`, however it ends). Work on the messages
+#: (an observation, a buffer, a reflection) reads the record first (:meth:`Fence.of`) and commits
+#: only if no forget was running then and none began since (:meth:`Fence.holds`): otherwise what
+#: it read may hold what a forget erased, so it commits nothing (its messages stay pending and
+#: are observed again as stored now). Kept in the record, not in a process: it fences every
+#: engine on the store. A forget whose process died never ends: after ``ERASURE_ABANDONED_S``
+#: it no longer holds work back.
 ERASURES_KEY = "obsmem_erasures"
+ERASED_KEY = "obsmem_erased"
+ERASING_AT_KEY = "obsmem_erasing_at"
+ERASURE_ABANDONED_S = 900.0
+
+
+def _count(record: ObservationRecord | None, key: str) -> int:
+    value = record.metadata.get(key) if record is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def erasures(record: ObservationRecord | None) -> int:
-    """The erasure count of ``record`` (0 for none, or a value that cannot be read)."""
-    value = record.metadata.get(ERASURES_KEY) if record is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """How many erasures of ``record``'s lineage began (0 for none, or a value that cannot be read)."""
+    return _count(record, ERASURES_KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The erasures of a lineage as work on its messages read them (see :data:`ERASURES_KEY`)."""
+
+    began: int
+    running: bool
+
+    @staticmethod
+    def of(record: ObservationRecord | None, now: datetime) -> Fence:
+        """The fence of ``record``, read before the messages the work reads with it."""
+        began = erasures(record)
+        running = began > _count(record, ERASED_KEY)
+        if running and record is not None:
+            try:
+                since = datetime.fromisoformat(str(record.metadata.get(ERASING_AT_KEY)))
+                running = since.tzinfo is None or (now - since).total_seconds() < ERASURE_ABANDONED_S
+            except ValueError:
+                pass
+        return Fence(began, running)
+
+    def holds(self, head: ObservationRecord | None) -> bool:
+        """Whether work read under this fence may commit onto ``head``: no forget was running when
+        it read, and none began since."""
+        return not self.running and erasures(head) == self.began
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,18 +481,28 @@ class Core:
         """The live record as stored, or None (never creates one)."""
         return await self.store.get_head(self.lineage(thread))
 
-    async def fence_erasure(self, lineage: str) -> None:
-        """Raise ``lineage``'s erasure count (see :data:`ERASURES_KEY`) before its messages are
-        changed by a forget; no head, nothing to fence (no work has read a window under it)."""
+    async def begin_erasure(self, lineage: str) -> bool:
+        """A forget begins on ``lineage`` (see :data:`ERASURES_KEY`), before it changes any of
+        its messages. False: the lineage has no head (nothing to fence)."""
+        now = self.clock.now().isoformat()
+        return await self._fence(
+            lineage, lambda head: {ERASURES_KEY: erasures(head) + 1, ERASING_AT_KEY: now}
+        )
+
+    async def end_erasure(self, lineage: str) -> None:
+        """The forget begun by :meth:`begin_erasure` on ``lineage`` is done (or failed)."""
+        await self._fence(lineage, lambda head: {ERASED_KEY: min(erasures(head), _count(head, ERASED_KEY) + 1)})
+
+    async def _fence(self, lineage: str, change: Callable[[ObservationRecord], dict[str, Any]]) -> bool:
         policy = self.commit_policy
         for attempt in range(policy.attempts * 4):
             head = await self.store.get_head(lineage)
             if head is None:
-                return
-            fenced = head.model_copy(update={"metadata": {**head.metadata, ERASURES_KEY: erasures(head) + 1}})
+                return False
+            fenced = head.model_copy(update={"metadata": {**head.metadata, **change(head)}})
             written = await self.store.update_record(fenced, expected_version=head.version)
             if written.status != "stale":
-                return
+                return written.status == "applied"
             await policy.sleep(policy.pause_s(min(attempt, policy.attempts - 1)))
         raise StorageError(f"Could not fence '{lineage}' for a forget: other writers kept changing it; run it again.")
 

@@ -37,7 +37,7 @@ from obsmem.om.activation import (
 )
 from obsmem import telemetry
 from obsmem.telemetry import log_failure, log_fields
-from obsmem.om.cycle import Backoff, Core, Cycle, Written, describe, erasures, traced, without_backoff
+from obsmem.om.cycle import Backoff, Core, Cycle, Fence, Written, describe, traced, without_backoff
 from obsmem.om.outcomes import CycleOutcome
 from obsmem.om.protocols import (
     AttemptFailed,
@@ -342,8 +342,8 @@ class ObserveStep:
             head = await core.stored_head(other)
             if head is None or head.cursor(other.id) != record.cursor(other.id):
                 return None  # observed meanwhile: that work stands
-            if erasures(head) != erasures(record):
-                return None  # a forget changed the messages since they were read: they stay pending
+            if not Fence.of(record, core.clock.now()).holds(head):
+                return None  # a forget ran while or since the messages were read: they stay pending
             activated: CycleOutcome | None = None
             if any(c.thread_id == other.id for c in head.buffered_chunks):
                 # Its own buffers cover the first of these messages: activate them (no model
@@ -553,14 +553,14 @@ class ObserveStep:
         messages first wins (its work stands, whatever it did not cover stays pending)."""
         core = self.core
         cursor = record.cursor(thread.id)
-        fence = erasures(record)  # the batch was read under this count (its record was read first)
+        fence = Fence.of(record, core.clock.now())  # the batch was read after its record
         erased = False
         output_tokens = await count_off_loop(core.counter, result.observations)
         end: DataPart | None = None
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
             nonlocal erased
-            if erasures(head) != fence:  # a forget began since the batch was read: it may hold what went
+            if not fence.holds(head):  # a forget ran when or since the batch was read: it may hold what went
                 erased = True
                 return None
             absorbed = absorb_covered_chunks(head, thread.id, through_seq=batch[-1].seq or 0, cursor=cursor)
@@ -1078,10 +1078,10 @@ class ReflectStep:
         core = self.core
         input_tokens = snapshot.observation_tokens
         output_tokens = await count_off_loop(core.counter, result.observations)
-        fence = erasures(snapshot)
+        fence = Fence.of(snapshot, core.clock.now())
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
-            if erasures(head) != fence:  # a forget began since the snapshot: its result may hold what went
+            if not fence.holds(head):  # a forget ran when or since the snapshot: its result may hold what went
                 return None
             return self._compose(snapshot, head, result, output_tokens, target)
 
@@ -1106,7 +1106,7 @@ class ReflectStep:
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
         # The marker quotes the reflection unless a forget began since it committed (that forget
         # erases the new generation; a quote written now could miss its pass over the messages).
-        quoted = erasures(await core.stored_head(thread)) == fence
+        quoted = fence.holds(await core.stored_head(thread))
         await cycle.mark(
             markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
             tokens_observed=input_tokens, observation_tokens=output_tokens,
