@@ -11,11 +11,11 @@ stops right before one chosen write, the test deletes, then opens the gate.
 
 On main (before the fix), with both stores in SQLite (the in-memory stores fail the same way):
 
-* ``test_delete_thread_while_capture_writes``: ``AssertionError: knowledge still holds the value
+* ``test_a_delete_while_capture_writes[thread]``: ``AssertionError: knowledge still holds the value
   after delete_thread: ['knowledge_records: ...their locker code is ZEBRAQUUX42...',
   'knowledge_events: ...']`` and a thread created again as ``t1`` for alice is served "their locker
   code is ZEBRAQUUX42" by ``knowledge.search``.
-* ``test_delete_resource_while_capture_writes``: ``AssertionError: knowledge still holds the value
+* ``test_a_delete_while_capture_writes[resource]``: ``AssertionError: knowledge still holds the value
   after delete_resource: ['knowledge_events: ...write-refused... "reason": "The user stated it: “My
   locker code is ZEBRAQUUX42”."...']`` (the refused write's audit event quotes the value).
 * ``test_delete_resource_before_capture_resolves_its_node``: the capture creates the ``User`` node
@@ -165,34 +165,24 @@ async def _rows_under(kstore: KnowledgeStore, scope: str) -> list[str]:
     return [f"{type(r).__name__} {r.id} at {r.scope}" for r in rows if under(r.scope, scope)]
 
 
-async def test_delete_thread_while_capture_writes(setup: Setup) -> None:
+@pytest.mark.parametrize("deleted", ["thread", "resource"])
+async def test_a_delete_while_capture_writes(setup: Setup, deleted: str) -> None:
+    """The capture is about to write its first record (its node resolved) when the thread or the
+    whole resource is deleted."""
     await _talk(setup.memory)
     gate = Gate("append_record", SECRET)
-    await _observe_with_gate(setup, gate)  # the capture is about to write the first record
+    await _observe_with_gate(setup, gate)
 
-    assert await setup.memory.delete_thread("t1")
+    if deleted == "thread":
+        assert await setup.memory.delete_thread("t1")
+    else:
+        await setup.memory.delete_resource("alice")
     gate.opened.set()
     await setup.memory.settled()
 
     leftovers = setup.leftovers()
-    assert leftovers == [], f"knowledge still holds the value after delete_thread: {leftovers}"
-    assert await _rows_under(setup.kstore, THREAD_SCOPE) == []
-    assert setup.memory_leftovers() == []
-    assert await _served_to_a_new_t1(setup) == []
-
-
-async def test_delete_resource_while_capture_writes(setup: Setup) -> None:
-    await _talk(setup.memory)
-    gate = Gate("append_record", SECRET)
-    await _observe_with_gate(setup, gate)  # the node is resolved; the record write is next
-
-    await setup.memory.delete_resource("alice")
-    gate.opened.set()
-    await setup.memory.settled()
-
-    leftovers = setup.leftovers()
-    assert leftovers == [], f"knowledge still holds the value after delete_resource: {leftovers}"
-    assert await _rows_under(setup.kstore, RESOURCE_SCOPE) == []
+    assert leftovers == [], f"knowledge still holds the value after delete_{deleted}: {leftovers}"
+    assert await _rows_under(setup.kstore, THREAD_SCOPE if deleted == "thread" else RESOURCE_SCOPE) == []
     assert setup.memory_leftovers() == []
     assert await _served_to_a_new_t1(setup) == []
 
