@@ -136,6 +136,8 @@ def test_cli_import_after_a_forget_leaves_the_forgotten_value_out(tmp_path: Path
     result = runner.invoke(app, ["import", str(export), "--store", str(db), "--knowledge", str(kdb)])
     assert result.exit_code == 0, result.output
     assert "imported resource 'alice'" in result.stdout
+    # the user is told what was left out (on main after the import fix: nothing said so)
+    assert "left out (forgotten since the export):" in " ".join(result.stdout.split())
 
     leftovers = _leftovers(db, kdb)
     assert leftovers == [], f"the import brought the forgotten value back: {leftovers}"

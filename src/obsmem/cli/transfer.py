@@ -110,6 +110,10 @@ def import_(
             line += " (message seqs renumbered in order; references mapped)"
         if summary.skipped:
             line += "; skipped (no --knowledge): " + ", ".join(f"{n} {k}" for k, n in summary.skipped.items())
+        if summary.forgotten:
+            line += "; left out (forgotten since the export): " + ", ".join(
+                f"{n} {k}" for k, n in summary.forgotten.items()
+            )
         return line
 
     try:

@@ -647,7 +647,8 @@ async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dic
         )  # fmt: skip
     except KnowledgeReachError as exc:
         raise PermissionDeniedError(str(exc)) from None
-    return {"resource_id": summary.resource_id, "counts": summary.counts, "skipped": summary.skipped}
+    return {"resource_id": summary.resource_id, "counts": summary.counts, "skipped": summary.skipped,
+            "forgotten": summary.forgotten}  # fmt: skip
 
 
 # -- keys (admin) ---------------------------------------------------------------------------
