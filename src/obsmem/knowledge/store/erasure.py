@@ -323,6 +323,9 @@ def _refuse_forgotten(
         if not applying:
             continue
         texts = list(json_strings(list(forgettable_texts(row)), scalars=False))
+        # one pass per distinct length over all of them; the entry that matched is looked for only then
+        if not any(forgotten_in(text, [(f.digest, f.length) for f in applying]) for text in texts):
+            continue
         for entry in applying:
             if any(forgotten_in(text, [(entry.digest, entry.length)]) for text in texts):
                 kind: Literal["node", "record", "tombstone"] = "record"
