@@ -494,17 +494,15 @@ class Core:
         await self._fence(lineage, lambda head: {ERASED_KEY: min(erasures(head), _count(head, ERASED_KEY) + 1)})
 
     async def _fence(self, lineage: str, change: Callable[[ObservationRecord], dict[str, Any]]) -> bool:
-        policy = self.commit_policy
-        for attempt in range(policy.attempts * 4):
-            head = await self.store.get_head(lineage)
-            if head is None:
-                return False
-            fenced = head.model_copy(update={"metadata": {**head.metadata, **change(head)}})
-            written = await self.store.update_record(fenced, expected_version=head.version)
-            if written.status != "stale":
-                return written.status == "applied"
-            await policy.sleep(policy.pause_s(min(attempt, policy.attempts - 1)))
-        raise StorageError(f"Could not fence '{lineage}' for a forget: other writers kept changing it; run it again.")
+        """``change`` the head's fence keys by compare-and-set (:meth:`commit`, retried)."""
+
+        async def compose(head: ObservationRecord) -> ObservationRecord:
+            return head.model_copy(update={"metadata": {**head.metadata, **change(head)}})
+
+        done = await self.commit(lambda: self.store.get_head(lineage), compose, self.update)
+        if done.status == "exhausted":
+            raise StorageError(f"Could not fence '{lineage}' for a forget: other writers kept changing it; run it again.")
+        return done.applied
 
     async def unobserved(self, record: ObservationRecord, thread_id: str) -> list[Message]:
         stored = await self.store.list_messages(thread_id, after_seq=record.cursor(thread_id))

@@ -554,14 +554,11 @@ class ObserveStep:
         core = self.core
         cursor = record.cursor(thread.id)
         fence = Fence.of(record, core.clock.now())  # the batch was read after its record
-        erased = False
         output_tokens = await count_off_loop(core.counter, result.observations)
         end: DataPart | None = None
 
         async def compose(head: ObservationRecord) -> ObservationRecord | None:
-            nonlocal erased
             if not fence.holds(head):  # a forget ran when or since the batch was read: it may hold what went
-                erased = True
                 return None
             absorbed = absorb_covered_chunks(head, thread.id, through_seq=batch[-1].seq or 0, cursor=cursor)
             if absorbed is None:
@@ -586,7 +583,7 @@ class ObserveStep:
             return await core.update_marking(head, proposed, cycle.target, [end])
 
         done = await core.commit(lambda: core.stored_head(thread), compose, write, first=record)
-        if done.status == "declined" and erased:
+        if done.status == "declined" and not fence.holds(done.current):
             reason = "a forget changed the stored messages while they were observed; they stay pending"
             await cycle.mark_failed(reason, batch_tokens, record_id=(done.base or record).id)
             return CycleOutcome("observation", False, done.current, reason=reason)
