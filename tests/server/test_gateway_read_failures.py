@@ -25,6 +25,7 @@ from tests.server.test_gateway_streams import (
     claude_start,
     claude_text,
     open_gateway,
+    sse,
     texts,
 )
 
@@ -133,6 +134,63 @@ def test_an_anthropic_stream_ending_before_message_stop_ends_with_an_error_event
             pass
     assert raised.value.body is not None and "before the answer was complete" in raised.value.message
     assert texts(anthropic.stored("a-early")) == [("user", "Tell me")]
+
+
+@pytest.fixture(scope="module")
+def relaying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    yield from open_gateway(tmp_path_factory.mktemp("early-openai"), upstream_kind="openai")
+
+
+def test_an_openai_stream_ending_before_its_answer_is_complete_ends_with_an_error_event(relaying: Gateway) -> None:
+    """An OpenAI upstream whose stream ends cleanly with neither a ``finish_reason`` nor ``[DONE]``
+    (a proxy that timed out, a server that crashed between chunks) did not finish its answer.
+    On main: the bytes were relayed as they came and the stream ended cleanly, so the client took
+    'Half an' for the whole answer (only the Anthropic path said otherwise)."""
+    relaying.upstream.respond = lambda path, body: Answer([chunk({"role": "assistant", "content": "Half an"})])
+    received: list[str] = []
+    with pytest.raises(openai.APIError) as raised:
+        for piece in relaying.client("o-early").chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "Tell me"}]
+        ):
+            received += [piece.choices[0].delta.content or ""] if piece.choices else []
+    assert raised.value.body is not None, f"not an error event: {raised.value!r}"
+    assert "before the answer was complete" in raised.value.message
+    assert "".join(received) == "Half an"  # what came was relayed, unchanged
+    assert texts(relaying.stored("o-early")) == [("user", "Tell me")]
+
+
+def test_a_responses_stream_ending_before_its_terminal_event_ends_with_an_error_event(relaying: Gateway) -> None:
+    """The same on the Responses API: no ``response.completed``, ``response.incomplete``,
+    ``response.failed`` or ``error`` event came. On main: a clean end after the half answer."""
+    created = {"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []}
+    relaying.upstream.respond = lambda path, body: Answer([
+        sse({"type": "response.created", "response": created}, "response.created"),
+        sse({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+             "delta": "Your flight leaves"}, "response.output_text.delta"),
+    ])  # fmt: skip
+    events: list[str] = []
+    with pytest.raises(openai.APIError) as raised:
+        for event in relaying.client("r-early").responses.create(model="m", input="When?", stream=True):
+            events.append(event.type)
+    assert raised.value.body is not None and "before the answer was complete" in raised.value.message
+    assert events == ["response.created", "response.output_text.delta"]
+    assert texts(relaying.stored("r-early")) == [("user", "When?")]
+
+
+def test_a_responses_stream_that_failed_upstream_gets_no_second_error(relaying: Gateway) -> None:
+    """A stream whose upstream said it failed (``response.failed``) ended: the client has the
+    upstream's own word, relayed as it came, and no error of the gateway's after it.
+    (Passed on main too: it keeps the check above from firing on a finished stream.)"""
+    failed = {"id": "resp_2", "object": "response", "status": "failed", "model": "m", "output": [],
+              "error": {"code": "server_error", "message": "the model crashed"}}  # fmt: skip
+    relaying.upstream.respond = lambda path, body: Answer([
+        sse({"type": "response.created", "response": {**failed, "status": "in_progress", "error": None}},
+            "response.created"),
+        sse({"type": "response.failed", "response": failed}, "response.failed"),
+    ])  # fmt: skip
+    events = [e.type for e in relaying.client("r-failed").responses.create(model="m", input="Go", stream=True)]
+    assert events == ["response.created", "response.failed"]
+    assert texts(relaying.stored("r-failed")) == [("user", "Go")]
 
 
 def test_the_readme_tells_what_a_failed_read_gives() -> None:

@@ -33,7 +33,9 @@ event the gateway cannot read (relayed all the same: the relay never breaks on a
 saves no answer, so the client's retry of the same request is a retry (its input saved once).
 One upstream exchange is bounded in all by ``upstream_total_timeout_s`` (each read by
 ``upstream_timeout_s``): past it a stream ends with an error event (``data: {"error": …}``, which
-the ``openai`` client raises) and a whole answer is answered 504.
+the ``openai`` client raises) and a whole answer is answered 504. A stream the upstream closes
+before its answer's end (no ``finish_reason``, ``[DONE]`` or terminal Responses event) ends with
+the same error event after what came.
 """
 
 from __future__ import annotations
@@ -265,6 +267,7 @@ class ChatAnswer:
         self.message: dict[str, Any] | None = None
         self.complete = False
         self.unreadable = False
+        self._finished = False  # a finish_reason came on choice 0 (read however its event is shaped)
 
     def whole(self, body: Any) -> None:
         choices = body.get("choices") if isinstance(body, dict) else None
@@ -276,7 +279,14 @@ class ChatAnswer:
         """``[DONE]`` came: the stream completed."""
         self.complete = True
 
+    def ended(self) -> bool:
+        """Whether the stream said its answer is over (``[DONE]``, or choice 0's
+        ``finish_reason``), whether or not its events could be read."""
+        return self.complete or self._finished
+
     def chunk(self, data: Any) -> None:
+        if not self._finished:
+            self._finished = _finish_reason_in(data)
         if self.unreadable:
             return
         try:
@@ -362,8 +372,12 @@ class ResponsesAnswer:
 
     _KEEP = ("message", "function_call", "reasoning")
 
+    #: The events after which a stream has nothing more to say.
+    _TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
+
     def __init__(self) -> None:
         self.output: list[Any] | None = None
+        self._ended = False
 
     def whole(self, body: Any) -> None:
         output = body.get("output") if isinstance(body, dict) else None
@@ -373,11 +387,17 @@ class ResponsesAnswer:
     def chunk(self, data: Any) -> None:
         # the stream's two terminal events that carry an answer; response.incomplete (e.g. at
         # max_output_tokens) is saved as the same response not streamed is saved
-        if isinstance(data, dict) and data.get("type") in ("response.completed", "response.incomplete"):
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind in ("response.completed", "response.incomplete"):
             self.whole(data.get("response"))
+        self._ended = self._ended or kind in self._TERMINAL
 
     def done(self) -> None:
-        pass
+        self._ended = True
+
+    def ended(self) -> bool:
+        """Whether the stream came to one of its terminal events (or ``[DONE]``)."""
+        return self._ended
 
     def completed(self) -> bool:
         """Whether the whole answer came (a response, or a stream's terminal event with it)."""
@@ -478,6 +498,11 @@ async def _forward(
             if not finished and failure is None:
                 # the client went away: the answer is saved, off this task, only if it completed
                 service.spawn(_finish(turn, answer))
+        if finished and not answer.ended():
+            # The upstream closed its stream cleanly, but the answer never said it was over:
+            # the client hears it was cut (relayed as it came, the stream's end is not the answer's).
+            failure = UpstreamError("The upstream stream ended before the answer was complete.")
+            logger.warning("the upstream stream ended before its answer was complete; ended with an error")
         if failure is not None and not answer.completed():
             await turn.end()
             if held is not None:
@@ -668,6 +693,14 @@ def _refused(error: UpstreamError) -> Response:
     """A whole answer that could not be had: 504 past a timeout, else 502, in obsmem's error shape."""
     status = 504 if isinstance(error, UpstreamTimeoutError) else 502
     return JSONResponse(error_body(type(error).__name__, str(error)), status_code=status)
+
+
+def _finish_reason_in(data: Any) -> bool:
+    """Whether a Chat Completions chunk gives choice 0 a ``finish_reason``."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list):
+        return False
+    return any(isinstance(c, dict) and c.get("index", 0) == 0 and c.get("finish_reason") is not None for c in choices)
 
 
 def _error_event(error: UpstreamError) -> bytes:
