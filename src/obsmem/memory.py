@@ -659,6 +659,8 @@ class Memory:
         ancestors broader than it, e.g. the org's records a caller confined to one resource may
         not change, and reaches no stored scope outside it (another org's); InvalidInputError
         when a scope of the covered threads is not within it.
+        A thread in scope that has no observation record yet gets one (empty): the fence that
+        keeps an observation running meanwhile from committing the value is kept on it.
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
         :meth:`delete_thread` and :meth:`delete_resource` delete its rows. With a SQLite store
         the write-ahead log is truncated before it returns, so the erased text is not left in
@@ -702,6 +704,11 @@ class Memory:
         # or reflection that read the messages before or during it commits nothing (see
         # obsmem.om.cycle.ERASURES_KEY); its messages stay pending.
         core = self.engine.core
+        for thread in threads:
+            # A thread never observed gets its record now: the fence is kept on it, and its first
+            # observation (in this process or another) creates it or finds it, never misses it.
+            with contextlib.suppress(ThreadNotFoundError):
+                await core.head(thread)
         fenced = [lineage for lineage in sorted(lineages) if await core.begin_erasure(lineage)]
         try:
             for thread in threads:
