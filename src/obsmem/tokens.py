@@ -650,6 +650,57 @@ class _PartCache:
             return TokenCacheInfo(self.hits, self.misses, len(self._entries), self.max_size)
 
 
+def _immutable_tool_part(part: Part) -> bool:
+    """A tool call whose arguments, or a tool result whose result, is a string: frozen like a
+    text part (parts are frozen models; a dict or list payload could change in place), so its
+    count may be kept on its message. A tool that read a file returns a string, often large:
+    each count after the first is then a lookup, not the payload's JSON hashed again."""
+    if isinstance(part, ToolResultPart):
+        return isinstance(part.result, str)
+    return isinstance(part, ToolCallPart) and isinstance(part.args, str)
+
+
+def _long_part(part: Part, min_chars: int) -> bool:
+    """Whether ``part`` holds ``min_chars`` characters or more of what is counted: a text, or a
+    tool call's arguments or a tool result (a file read, a web page: as large as any paste)."""
+    if isinstance(part, TextPart):
+        return len(part.text) >= min_chars
+    if isinstance(part, ToolCallPart):
+        return _holds_at_least(part.args, min_chars)
+    if isinstance(part, ToolResultPart):
+        return _holds_at_least(part.result, min_chars)
+    return False
+
+
+def _holds_at_least(value: Any, chars: int) -> bool:
+    """Whether ``value`` (a JSON-like payload) holds about ``chars`` characters or more: its
+    strings' lengths, one for any other item. Stops as soon as it knows, so the walk is bounded
+    by ``chars`` items however large the payload."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            seen += len(item)
+        elif isinstance(item, dict):
+            seen += 1
+            for key, inner in item.items():
+                stack.append(inner)
+                if isinstance(key, str):
+                    seen += len(key)
+                if seen >= chars:
+                    return True
+        elif isinstance(item, list | tuple):
+            seen += 1
+            stack.extend(item)
+            if len(stack) >= chars:
+                return True
+        else:
+            seen += 1
+        if seen >= chars:
+            return True
+    return False
+
+
 def _part_digest(part: Part) -> bytes:
     """A content hash of the part: equal digests must mean equal counts.
 
@@ -759,7 +810,7 @@ class TokenCounter:
         """
         if self._cache.max_size == 0:
             return
-        long = [p for m in messages for p in m.parts if isinstance(p, TextPart) and len(p.text) >= min_chars]
+        long = [p for m in messages for p in m.parts if _long_part(p, min_chars)]
         if long:
             await asyncio.to_thread(lambda: [self._part_cost(part) for part in long])
 
@@ -813,9 +864,9 @@ class TokenCounter:
         only (immutable content: its count cannot change while its parts tuple is the same
         object) keeps its cost on itself, under :data:`_MEMO_KEY`, for this estimator: a step
         counts the same messages several times (the window, the buffer, the context's
-        sections), and each count after the first is a lookup. Files (priced per actor model)
-        and tool parts (whose arguments and results are mutable data) are counted through the
-        part cache every time."""
+        sections), and each count after the first is a lookup. So does a tool part whose payload
+        is a string (:func:`_immutable_tool_part`). Files (priced per actor model) and tool parts
+        with a dict or list payload (mutable data) are counted through the part cache every time."""
         parts = message.parts
         if self._cache.max_size == 0:
             return sum(self._part_cost(part) for part in parts)
@@ -834,7 +885,7 @@ class TokenCounter:
         texts = 0
         for part in parts:
             cost += self._part_cost(part)
-            if isinstance(part, TextPart):
+            if isinstance(part, TextPart) or _immutable_tool_part(part):
                 texts += 1
             elif not isinstance(part, ReasoningPart | DataPart):
                 memoizable = False

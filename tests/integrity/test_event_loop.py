@@ -244,3 +244,33 @@ async def test_a_megabyte_message_is_counted_off_the_loop_while_its_save_commits
             await turn.end([conv.assistant("Let us go through it.")])
             await memory.settled()
     assert on_loop == [], f"heavy work ran on the event loop's thread: {on_loop}"
+
+
+@pytest.mark.parametrize("shape", ["text result", "json result", "call arguments"])
+async def test_a_megabyte_tool_payload_is_counted_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, shape: str
+) -> None:
+    """A tool that reads a file or a web page returns a megabyte: the step that saves its result
+    (or the call carrying megabyte arguments) counts it in a thread, as it does a pasted text.
+    Found by a hostile user driving pydantic-ai, LangChain and the OpenAI Agents SDK through
+    their obsmem integrations (a heartbeat beside them missed 300-600 ms per turn). On main:
+    ``warm`` counted text parts only, so 'a token count' of the megabyte ran on the loop."""
+    from obsmem.types import ToolCallPart, ToolResultPart
+
+    counter = TokenCounter()
+    counter.count_text("warm the table up")
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", counter=counter, clock=fake_clock())
+    big = megabyte_message()
+    payload: Any = {"path": "notes.txt", "lines": big.splitlines()} if shape == "json result" else big
+    args: Any = {"content": big} if shape == "call arguments" else {"path": "notes.txt"}
+    async with memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("Read my notes.")])
+        with heavy_work_on(threading.get_ident(), monkeypatch) as on_loop:
+            call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="read", args=args),))
+            await turn.step([call])
+            result = "saved" if shape == "call arguments" else payload
+            await turn.step([Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="read",
+                                                                         result=result),))])  # fmt: skip
+            await turn.end([Message.assistant("Done.")])
+            await memory.settled()
+    assert on_loop == [], f"heavy work ran on the event loop's thread: {on_loop}"
