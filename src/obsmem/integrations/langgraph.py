@@ -21,8 +21,9 @@ scope that scope sees (itself and its ancestors; a sibling thread or another use
 with :class:`~obsmem.errors.InvalidScopeError`), and every item is a knowledge record whose
 ceiling is ``ceiling``, so a put into a namespace broader than the ceiling is refused by the
 knowledge store itself (:class:`~obsmem.errors.CeilingExceededError`, audited as
-``write-refused``). Searches read through the knowledge store's visibility rules, so they never
-return an item of a scope the store's scope does not see.
+``write-refused``); a delete there is refused with the same error by this store, before it
+touches the knowledge store (not audited). Searches read through the knowledge store's
+visibility rules, so they never return an item of a scope the store's scope does not see.
 
 **How items are kept.** A namespace is a node (kind ``langgraph-namespace``); an item is a record
 about it whose attribute is the key, text the value as JSON (so knowledge search finds it) and
@@ -57,7 +58,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from obsmem.errors import InvalidInputError, InvalidScopeError
+from obsmem.errors import CeilingExceededError, InvalidInputError, InvalidScopeError
 from obsmem.knowledge import Knowledge, Level, Node, Record, RecordDraft, RecordView, Scope
 
 __all__ = ["NAMESPACE_KIND", "KnowledgeBaseStore", "namespace_scope"]
@@ -246,6 +247,14 @@ class KnowledgeBaseStore(BaseStore):
         scope = self._visible(op.namespace)
         if op.ttl is not None:
             raise InvalidInputError("ttl: KnowledgeBaseStore does not support TTLs", argument="ttl")
+        if op.value is None and scope.level < self.ceiling:
+            # A delete is a write: beyond the ceiling it is refused as a put there is (by the
+            # knowledge store), else a resource-level store could erase org-wide items.
+            raise CeilingExceededError(
+                f"Namespace {tuple(op.namespace)!r} lives in scope '{scope.key}', broader than this "
+                f"store's {self.ceiling.label} ceiling: it may delete items at {self.ceiling.label} "
+                "level or narrower only, as it may put them."
+            )
         node = await self._node(op.namespace, scope, create=op.value is not None)
         previous = await self._current(node, scope, op.key) if node is not None else []
         if op.value is None:  # the whole timeline goes, or an older value would be current again
