@@ -100,6 +100,10 @@ def serve(
     body_timeout_s: Annotated[
         float, typer.Option(help="Seconds a request body may take to arrive after its headers; past it: 408.")
     ] = 60.0,
+    header_timeout_s: Annotated[
+        float, typer.Option(help="Seconds a request's headers may take to arrive (from its first byte, or from "
+                                 "when the connection opened); past it the connection is closed.")
+    ] = 30.0,
     timeout_keep_alive_s: Annotated[
         int, typer.Option(min=1, help="Seconds an idle connection is kept open between requests.")
     ] = 5,
@@ -115,7 +119,8 @@ def serve(
         raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
     for value, hint in ((upstream_timeout_s, "'--upstream-timeout-s'"),
                         (upstream_total_timeout_s, "'--upstream-total-timeout-s'"),
-                        (body_timeout_s, "'--body-timeout-s'")):  # fmt: skip
+                        (body_timeout_s, "'--body-timeout-s'"),
+                        (header_timeout_s, "'--header-timeout-s'")):  # fmt: skip
         if not value > 0:
             raise typer.BadParameter("expected a number of seconds above 0", param_hint=hint)
     server = _server()
@@ -134,11 +139,15 @@ def serve(
         err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)
     import uvicorn
 
+    from obsmem.server.limits import header_bounded_h11
+
     err_console.print(f"listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
     # uvicorn bounds idle connections (timeout_keep_alive) and, when asked, how many are open;
-    # the request body's size and time are bounded by the app (obsmem.server.limits).
+    # the headers' time by its h11 protocol with a bound (obsmem.server.limits.header_bounded_h11),
+    # the request body's size and time by the app (obsmem.server.limits).
     uvicorn.run(server.create_app(service, host=host), host=host, port=port, log_level="info",
-                timeout_keep_alive=timeout_keep_alive_s, limit_concurrency=limit_concurrency)  # fmt: skip
+                timeout_keep_alive=timeout_keep_alive_s, limit_concurrency=limit_concurrency,
+                http=header_bounded_h11(header_timeout_s))  # fmt: skip
 
 
 def _any_keys(service: Any) -> bool:

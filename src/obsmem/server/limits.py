@@ -12,6 +12,12 @@
 * an answer given while part of the request's body is still unread (a route that reads none, or
   one of the refusals above) closes the connection, so nobody keeps it open by trickling the rest.
 
+:func:`header_bounded_h11` is uvicorn's HTTP/1.1 protocol with a bound on headers: a connection
+whose request headers have not all arrived ``header_timeout_s`` after its first byte (or, on a new
+connection, after it opened) is closed. uvicorn has none: a client trickling header bytes, or
+opening connections and sending nothing, holds each connection (a file descriptor) for as long as
+it likes. The body's own bound (``body_timeout_s``, above) starts where this one ends.
+
 The limit is ``max_body_bytes``, except for ``POST /api/resources/import`` (an export is larger
 than any other request), which gets ``max_import_bytes``. Refusals use the service's error shape
 (``BodyTooLargeError``, ``BodyTimeoutError``) and name the setting.
@@ -27,14 +33,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from obsmem.errors import ConfigError
 from obsmem.server.errors import BodyTimeoutError, BodyTooLargeError, ServiceError, error_body, status_for
 
-__all__ = ["IMPORT_PATH", "BodyLimits", "KeyFirst"]
+__all__ = ["IMPORT_PATH", "BodyLimits", "KeyFirst", "header_bounded_h11"]
 
 #: The one route with its own, larger body limit (``max_import_bytes``).
 IMPORT_PATH = "/api/resources/import"
@@ -196,3 +204,54 @@ async def _refuse(send: Send, error: ServiceError) -> None:
         headers.append((b"www-authenticate", b"Bearer"))  # as the routes' own 401 says
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+_log = logging.getLogger("obsmem.server")
+
+
+def header_bounded_h11(header_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol closing a connection whose request headers take longer than
+    ``header_timeout_s`` (see the module's docstring); pass it as ``uvicorn.run(..., http=...)``."""
+    _positive(header_timeout_s, "header_timeout_s")
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderBoundH11(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a new connection's first request, however long before its first byte
+
+        def data_received(self, data: bytes) -> None:
+            if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+                self._arm()  # the first byte of the next request on a kept-alive connection
+            before = self.cycle
+            super().data_received(data)
+            if self.cycle is not before:  # a request's headers are all in: the body has its own bound
+                self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                _log.info("closed a connection from %s: its request headers took over %s s (--header-timeout-s)",
+                          _peer(self.client), header_timeout_s)  # fmt: skip
+                self.transport.close()
+
+    return HeaderBoundH11
+
+
+def _peer(client: Any) -> str:
+    return f"{client[0]}:{client[1]}" if isinstance(client, tuple) and len(client) == 2 else "a client"
