@@ -58,6 +58,7 @@ from obsmem.storage.contract import (
     Store,
     ThreadState,
     WriteResult,
+    create_generation_marking,
     lineage_key,
     update_record_marking,
 )
@@ -597,6 +598,36 @@ class Core:
         return self._wrote(
             await self.store.create_generation(current, successor, expected_version=current.version), current
         )
+
+    async def new_generation_marking(
+        self, current: ObservationRecord, successor: ObservationRecord, target: Message | None,
+        parts: Sequence[DataPart], *, fence: Fence,
+    ) -> Written[ObservationRecord]:
+        """:meth:`new_generation`, and when it applies, :meth:`mark` of ``parts`` on ``target``: in
+        one write where the store can (:func:`~obsmem.storage.contract.create_generation_marking`),
+        else one after the other (as :meth:`update_marking`). Written after, the markers quote
+        nothing (no ``observations``) once ``fence`` no longer holds: a forget begun since the
+        generation may have passed the messages already."""
+        lineage = current.lineage
+        message: Message | None = None
+        if target is None or target.thread_id is None or not parts:
+            result = await self.store.create_generation(current, successor, expected_version=current.version)
+        else:
+            lineage = lineage_key(self.config.scope, target.thread_id, target.resource_id or "")
+            result, message, before, after = await create_generation_marking(
+                self.store, current, successor, expected_version=current.version, message_id=target.id,
+                parts=list(parts), lineage=lineage,
+            )
+        written = self._wrote(result, current)
+        if written.status == "applied":
+            if message is not None:
+                self.windows.parts_added(lineage, message, before, after)
+            else:
+                if not fence.holds(await self.store.get_head(current.lineage)):
+                    parts = [p.model_copy(update={"data": {k: v for k, v in p.data.items() if k != "observations"}})
+                             for p in parts]  # fmt: skip
+                await self.mark(target, *parts)
+        return written
 
     def _wrote(self, result: WriteResult, over: ObservationRecord) -> Written[ObservationRecord]:
         """A head write's result; the kept windows follow a head this engine wrote over ``over``."""

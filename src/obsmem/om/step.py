@@ -1082,7 +1082,20 @@ class ReflectStep:
                 return None
             return self._compose(snapshot, head, result, output_tokens, target)
 
-        done = await core.commit(lambda: core.stored_head(thread), compose, core.new_generation, first=snapshot)
+        end: DataPart | None = None
+
+        async def write(head: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
+            # The end marker (it quotes the reflection) goes with the new generation, in one write
+            # where the store can: a forget fenced after it finds both, one fenced before finds neither.
+            nonlocal end
+            end = cycle.part(
+                markers.observation_end_marker, record_id=head.id, completed_at=cycle.now(),
+                tokens_observed=input_tokens, observation_tokens=output_tokens,
+                observations=result.observations, suggested_response=result.suggested_response,
+            )  # fmt: skip
+            return await core.new_generation_marking(head, proposed, cycle.target, [end], fence=fence)
+
+        done = await core.commit(lambda: core.stored_head(thread), compose, write, first=snapshot)
         if done.status == "declined":
             # The start marker gets its closing marker, so the log never shows a dangling cycle.
             await cycle.mark_failed(
@@ -1100,15 +1113,9 @@ class ReflectStep:
             )
             return CycleOutcome("reflection", False, done.current, reason="store kept changing; reflection dropped")
         stored, base = done.current, done.base
+        if end is not None:
+            cycle.noted(end)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
-        # The marker quotes the reflection unless a forget began since it committed (that forget
-        # erases the new generation; a quote written now could miss its pass over the messages).
-        quoted = fence.holds(await core.stored_head(thread))
-        await cycle.mark(
-            markers.observation_end_marker, record_id=base.id, completed_at=cycle.now(),
-            tokens_observed=input_tokens, observation_tokens=output_tokens,
-            observations=result.observations if quoted else None, suggested_response=result.suggested_response,
-        )
         cycle.emit("reflection-end", tokens=input_tokens, output_tokens=output_tokens, generation=stored.generation)
         return CycleOutcome("reflection", True, stored, 0, input_tokens, output_tokens)
 

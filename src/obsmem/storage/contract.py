@@ -86,6 +86,7 @@ __all__ = [
     "WindowMark",
     "WriteResult",
     "add_parts_marked",
+    "create_generation_marking",
     "committed",
     "lineage_key",
     "read_marked_window",
@@ -776,6 +777,26 @@ async def update_record_marking(
         )
         return marked
     return await store.update_record(record, expected_version=expected_version), None, None, None
+
+
+async def create_generation_marking(
+    store: Store, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int,
+    message_id: str, parts: list[DataPart], lineage: str,
+) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+    """``create_generation`` and, when it applies, ``add_message_parts`` (the markers of the
+    reflection that made it, on one of the messages of its thread) in one transaction, as
+    :func:`update_record_marking` does for a record update: native method
+    ``create_generation_marking(current, successor, expected_version=, message_id=, parts=,
+    lineage=)``. The message is None when the parts were not written with it (then the caller
+    writes them as it would). A failure of the parts never undoes the generation."""
+    native = getattr(store, "create_generation_marking", None)
+    if native is not None:
+        marked: tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None] = await native(
+            current, successor, expected_version=expected_version, message_id=message_id, parts=parts,
+            lineage=lineage,
+        )
+        return marked
+    return await store.create_generation(current, successor, expected_version=expected_version), None, None, None
 
 
 async def add_parts_marked(

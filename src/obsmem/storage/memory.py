@@ -52,6 +52,7 @@ from obsmem.storage.rules import (
     check_cursors_forward,
     check_limit,
     check_lineage,
+    check_successor,
     check_message_owner,
     check_same_identity,
     claim_expiry,
@@ -402,13 +403,7 @@ class MemoryStore(ClosingContext):
         self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
     ) -> WriteResult:
         self._open()
-        check_lineage(successor)
-        if successor.lineage != current.lineage or successor.id == current.id:
-            raise InvalidInputError(
-                "A successor must continue the same lineage under a new id "
-                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
-                f"in '{successor.lineage}')."
-            )
+        check_successor(current, successor)
         stored = self._records.get(current.id)
         if stored is None or self._gone(stored) or self._adds_for_deleted_thread(stored, successor):
             return WriteResult(status="gone", record=None)

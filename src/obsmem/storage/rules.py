@@ -26,6 +26,7 @@ from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem
 from obsmem.types import DataPart, Message, Part, Thread
 
 __all__ = [
+    "check_successor",
     "Owner",
     "ThreadOwner",
     "acquired_lease",
@@ -60,6 +61,18 @@ def check_lineage(record: ObservationRecord) -> None:
         raise InvalidInputError(
             f"Record '{record.id}' has lineage '{record.lineage}' but its scope and ids give "
             f"'{expected}'. Build it with lineage_key(scope, thread_id, resource_id)."
+        )
+
+
+def check_successor(current: ObservationRecord, successor: ObservationRecord) -> None:
+    """A new generation continues ``current``'s lineage under a new id (and a lineage its scope
+    and ids give)."""
+    check_lineage(successor)
+    if successor.lineage != current.lineage or successor.id == current.id:
+        raise InvalidInputError(
+            "A successor must continue the same lineage under a new id "
+            f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
+            f"in '{successor.lineage}')."
         )
 
 

@@ -74,6 +74,7 @@ from obsmem.storage.contract import (
 from obsmem.storage.rules import (
     check_limit,
     check_lineage,
+    check_successor,
     check_message_owner,
     claim_expiry,
     lease_expiry,
@@ -737,34 +738,50 @@ class PostgresStore(ClosingContext):
         keeps none): the caller's kept window of that thread is read again."""
 
         async def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
-            result = await postgres_records.update(conn, record, expected_version)
-            if result.status != "applied":
-                return result, None, None, None
-            try:
-                async with conn.transaction():  # a savepoint
-                    message = await self._add_parts(conn, message_id, parts)
-            except (ObsmemError, psycopg.Error) as exc:
-                if isinstance(exc, psycopg.OperationalError) or (
-                    conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS
-                ):
-                    raise  # the connection or the whole transaction failed: nothing is written
-                if not isinstance(exc, MessageNotFoundError):
-                    logger.warning("obsmem: markers left out of a record write: %s", type(exc).__name__)
-                return result, None, None, None
-            return result, message, None, None
+            return await self._marking(conn, await postgres_records.update(conn, record, expected_version),
+                                       message_id, parts)  # fmt: skip
 
         return await self._run(op)
+
+    async def create_generation_marking(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int, message_id: str,
+        parts: list[DataPart], lineage: str,
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """:func:`~obsmem.storage.contract.create_generation_marking`: the new generation and, when
+        it applies, the parts on the message, in one transaction (the parts under a savepoint, as
+        :meth:`update_record_marking`)."""
+        check_successor(current, successor)
+
+        async def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+            result = await postgres_records.create_generation(conn, current, successor, expected_version)
+            return await self._marking(conn, result, message_id, parts)
+
+        return await self._run(op)
+
+    async def _marking(
+        self, conn: Conn, result: WriteResult, message_id: str, parts: list[DataPart]
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """After a head write (``result``) in ``conn``'s transaction: when it applied, ``parts`` on
+        the message under a savepoint (a message gone, or parts that fail, never undo the write)."""
+        if result.status != "applied":
+            return result, None, None, None
+        try:
+            async with conn.transaction():  # a savepoint
+                message = await self._add_parts(conn, message_id, parts)
+        except (ObsmemError, psycopg.Error) as exc:
+            if isinstance(exc, psycopg.OperationalError) or (
+                conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS
+            ):
+                raise  # the connection or the whole transaction failed: nothing is written
+            if not isinstance(exc, MessageNotFoundError):
+                logger.warning("obsmem: markers left out of a record write: %s", type(exc).__name__)
+            return result, None, None, None
+        return result, message, None, None
 
     async def create_generation(
         self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
     ) -> WriteResult:
-        check_lineage(successor)
-        if successor.lineage != current.lineage or successor.id == current.id:
-            raise InvalidInputError(
-                "A successor must continue the same lineage under a new id "
-                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
-                f"in '{successor.lineage}')."
-            )
+        check_successor(current, successor)
         return await self._run(
             lambda conn: postgres_records.create_generation(conn, current, successor, expected_version),
             transaction=False,

@@ -85,6 +85,7 @@ from obsmem.storage.rules import (
     check_cursors_forward,
     check_limit,
     check_lineage,
+    check_successor,
     ThreadOwner,
     check_message_owner,
     check_same_identity,
@@ -913,27 +914,50 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return await self.update_record(record, expected_version=expected_version), None, None, None
 
         def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
-            result = self._update_record(conn, record, expected_version)
-            if result.status != "applied":
-                return result, None, None, None
-            row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message_id,)).fetchone()
-            if row is None:
-                return result, None, None, None  # the message is gone: the record is written all the same
-            before = _mark(conn, lineage, row[0])
-            conn.execute("SAVEPOINT obsmem_parts")
-            try:
-                message = self._add_parts(conn, message_id, parts)
-            except (ObsmemError, sqlite3.Error):
-                if not conn.in_transaction:
-                    raise  # SQLite undid the whole transaction (a full disk, an I/O error): nothing is written
-                # The parts, not the record, failed: the record is written all the same.
-                conn.execute("ROLLBACK TO obsmem_parts")
-                conn.execute("RELEASE obsmem_parts")
-                return result, None, None, None
-            conn.execute("RELEASE obsmem_parts")
-            return result, message, before, _mark(conn, lineage, message.thread_id or "")
+            return self._marking(conn, self._update_record(conn, record, expected_version), message_id, parts, lineage)
 
         return await self._write(op)
+
+    async def create_generation_marking(
+        self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int, message_id: str,
+        parts: list[DataPart], lineage: str,
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """:func:`~obsmem.storage.contract.create_generation_marking`: the new generation and, when
+        it applies, the parts on the message with the marks of its window around them, in one
+        write transaction (one commit)."""
+        if not self._own("create_generation", "add_message_parts"):
+            return await self.create_generation(current, successor, expected_version=expected_version), None, None, None
+        check_successor(current, successor)
+
+        def op(conn: Conn) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+            result = self._create_generation(conn, current, successor, expected_version)
+            return self._marking(conn, result, message_id, parts, lineage)
+
+        return await self._write(op)
+
+    def _marking(
+        self, conn: Conn, result: WriteResult, message_id: str, parts: list[DataPart], lineage: str
+    ) -> tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]:
+        """After a head write (``result``) in ``conn``'s transaction: when it applied, ``parts`` on
+        the message, under a savepoint (parts that fail never undo the write)."""
+        if result.status != "applied":
+            return result, None, None, None
+        row = conn.execute("SELECT thread_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return result, None, None, None  # the message is gone: the record is written all the same
+        before = _mark(conn, lineage, row[0])
+        conn.execute("SAVEPOINT obsmem_parts")
+        try:
+            message = self._add_parts(conn, message_id, parts)
+        except (ObsmemError, sqlite3.Error):
+            if not conn.in_transaction:
+                raise  # SQLite undid the whole transaction (a full disk, an I/O error): nothing is written
+            # The parts, not the record, failed: the record is written all the same.
+            conn.execute("ROLLBACK TO obsmem_parts")
+            conn.execute("RELEASE obsmem_parts")
+            return result, None, None, None
+        conn.execute("RELEASE obsmem_parts")
+        return result, message, before, _mark(conn, lineage, message.thread_id or "")
 
     def _update_record(self, conn: Conn, record: ObservationRecord, expected_version: int) -> WriteResult:
         stored = self._record(conn, record.id)
@@ -956,34 +980,29 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def create_generation(
         self, current: ObservationRecord, successor: ObservationRecord, *, expected_version: int
     ) -> WriteResult:
-        check_lineage(successor)
-        if successor.lineage != current.lineage or successor.id == current.id:
-            raise InvalidInputError(
-                "A successor must continue the same lineage under a new id "
-                f"(current '{current.id}' in '{current.lineage}', successor '{successor.id}' "
-                f"in '{successor.lineage}')."
-            )
+        check_successor(current, successor)
+        return await self._write(lambda conn: self._create_generation(conn, current, successor, expected_version))
 
-        def op(conn: Conn) -> WriteResult:
-            stored = self._record(conn, current.id)
-            if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, successor):
-                return WriteResult(status="gone", record=None)
-            if stored.lineage != current.lineage:
-                raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
-            if not stored.is_live or stored.version != expected_version:
-                return self._stale(conn, stored.lineage)
-            check_cursors_forward(stored, successor)
-            # Retire first: the one-live-head unique index forbids two heads even for a moment.
-            conn.execute(
-                "UPDATE observation_records SET superseded_by = ?, version = version + 1 WHERE id = ?",
-                (successor.id, stored.id),
-            )
-            new_head = successor.model_copy(
-                update={"generation": stored.generation + 1, "version": 1, "superseded_by": None}
-            )
-            return WriteResult(status="applied", record=self._insert_record(conn, new_head))
-
-        return await self._write(op)
+    def _create_generation(
+        self, conn: Conn, current: ObservationRecord, successor: ObservationRecord, expected_version: int
+    ) -> WriteResult:
+        stored = self._record(conn, current.id)
+        if stored is None or self._gone(conn, stored) or self._adds_for_deleted_thread(conn, stored, successor):
+            return WriteResult(status="gone", record=None)
+        if stored.lineage != current.lineage:
+            raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
+        if not stored.is_live or stored.version != expected_version:
+            return self._stale(conn, stored.lineage)
+        check_cursors_forward(stored, successor)
+        # Retire first: the one-live-head unique index forbids two heads even for a moment.
+        conn.execute(
+            "UPDATE observation_records SET superseded_by = ?, version = version + 1 WHERE id = ?",
+            (successor.id, stored.id),
+        )
+        new_head = successor.model_copy(
+            update={"generation": stored.generation + 1, "version": 1, "superseded_by": None}
+        )
+        return WriteResult(status="applied", record=self._insert_record(conn, new_head))
 
     async def delete_lineage(self, lineage: str) -> int:
         def op(conn: Conn) -> int:
