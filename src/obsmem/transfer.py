@@ -81,6 +81,7 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from obsmem.errors import (
+    CeilingExceededError,
     ExportFormatError,
     ExportVersionError,
     ImportConflictError,
@@ -100,7 +101,7 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.erasure import forgettable_texts
-from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.scopes import Level, Scope, check_within_ceiling
 from obsmem.knowledge.store.tables import under
 from obsmem.knowledge.store.values import forgotten_in
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
@@ -495,6 +496,12 @@ def _check_knowledge(parsed: _Parsed, header_line: int = 1) -> None:
     for number, row in found:
         if not (scope.sees(row.scope) or under(row.scope, scope.key)):
             raise ExportFormatError(number, f"knowledge row '{row.id}' lies outside '{scope.key}'")
+    for number, row in parsed.items["knowledge_record"]:
+        # a record kept broader than its own ceiling is not one obsmem writes (an edited export)
+        try:
+            check_within_ceiling(row.scope, row.max_scope)
+        except CeilingExceededError as exc:
+            raise ExportFormatError(number, f"knowledge record '{row.id}': {exc}") from None
 
 
 # -- seq mapping ---------------------------------------------------------------------------------------
