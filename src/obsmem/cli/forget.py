@@ -14,10 +14,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from obsmem import Memory, ObsmemError
 from obsmem.knowledge import Knowledge
+from obsmem.cli.render import escape
 from obsmem.cli.stores import KnowledgeOption, describe_store, fail, open_for_reading, open_knowledge
 from obsmem.storage import Store, default_store_path
 

@@ -14,10 +14,10 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.render import escape
 from obsmem.cli.stores import fail
 from obsmem.knowledge import Knowledge
 

@@ -8,15 +8,30 @@ obsmem's own markers (data parts) are left to the markers table. Long pieces are
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+from rich.markup import escape as escape_markup
 
 from obsmem import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["clip", "render_message", "render_part"]
+__all__ = ["clip", "escape", "render_message", "render_part"]
 
 #: How much of one argument value, one tool result, or one reasoning block is shown.
 VALUE_CHARS = 80
 RESULT_CHARS = 240
+
+
+#: What a terminal takes as a command, not text: C0 controls but tab and newline (ESC, CR, BEL,
+#: backspace, ...), DEL and the C1 controls (CSI included).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape(text: str) -> str:
+    """``text`` from a store, safe to print with Rich: its markup escaped and each terminal
+    control character shown as ``\\xNN`` (text is data: an escape sequence a user or a tool
+    put in a message never moves the reader's cursor, recolours a line or makes a link)."""
+    return escape_markup(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
 
 
 def clip(text: str, limit: int) -> str:

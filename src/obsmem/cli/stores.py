@@ -14,9 +14,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from obsmem import ObsmemError
+from obsmem.cli.render import escape
 from obsmem.knowledge import Knowledge
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store, open_store, postgres_url
@@ -140,3 +140,4 @@ def open_knowledge(url: str, *, actor: str = "obsmem-cli") -> Knowledge:
         raise fail(str(exc)) from None
     err_console.print(f"knowledge: {escape(mask_password(text))}", soft_wrap=True, highlight=False)
     return knowledge
+

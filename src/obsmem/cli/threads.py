@@ -17,11 +17,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from obsmem import DataPart, Message, ObsmemError, Thread
-from obsmem.cli.render import clip, render_message
+from obsmem.cli.render import clip, escape, render_message
 from obsmem.cli.stores import describe_store, fail, open_for_reading
 from obsmem.storage import ObservationRecord, Store, lineage_key
 from obsmem.storage.paging import all_threads

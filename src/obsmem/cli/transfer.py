@@ -14,9 +14,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from obsmem import ObsmemError
+from obsmem.cli.render import escape
 from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_knowledge, open_reported
 from obsmem.storage import Store, default_store_path
 from obsmem.transfer import export_resource, import_resource
