@@ -31,6 +31,7 @@ store adapter bug cannot leak a sibling's record into a context.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from obsmem.knowledge.agents.common import EVERYDAY_WORDS, AgentSettings, conten
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import Record, RecordView
 from obsmem.knowledge.store.scopes import Scope
+from obsmem.knowledge.store.values import normalise_value
 from obsmem.quoting import defuse
 
 __all__ = ["Reminder", "RemindAgent"]
@@ -48,6 +50,11 @@ _RARE = 2  # a shared word in at most this many candidate records is specific to
 _REPEAT_TURNS = 5  # a record shown in the thread's last 5 turns is not shown again
 _THREADS = 1024  # threads whose recent reminders are remembered (least recently reminded dropped)
 _CANDIDATES = 50
+#: The most words of a request the reminder searches for: its first and last halves of these
+#: (a pasted log's question comes before or after it). Bounds the search's work (each word is
+#: looked for in every visible record) whatever the message's size.
+QUERY_WORDS = 64
+_WORDS = re.compile(r"[^\W_]+")  # the words of a normalised text, in order (as content_tokens finds them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +93,7 @@ class RemindAgent:
 
     async def remind(self, request: str, context: Scope, *, exclude_source_after: str | None = None) -> Reminder:
         """A reminder for ``request`` from what ``context`` may see, or an empty one."""
-        wanted = content_tokens(request)
+        wanted = _query_words(request)
         if not wanted:
             return Reminder("", ())
         view = RecordView(include_candidates=self.settings.remind_candidates)
@@ -141,3 +148,14 @@ class RemindAgent:
         sources = tuple(r.id for r in chosen)
         body = "\n".join([header, *lines, "Sources: " + ", ".join(sources)])
         return Reminder(f"<remembered>\n{body}\n</remembered>", sources, tuple(chosen))
+
+
+def _query_words(request: str) -> set[str]:
+    """The request's content words (:func:`content_tokens`), at most :data:`QUERY_WORDS` of them:
+    the first and last distinct ones in the order they are said."""
+    wanted = content_tokens(request)
+    if len(wanted) <= QUERY_WORDS:
+        return wanted
+    ordered = list(dict.fromkeys(w for w in _WORDS.findall(normalise_value(request)) if w in wanted))
+    half = QUERY_WORDS // 2
+    return {*ordered[:half], *ordered[-half:]}
