@@ -4,7 +4,10 @@ the audit log, read and changed from the key's knowledge scope only.
 A key acts from its scope (``org:<org>`` or ``org:<org>/resource:<resource>``; an org key may
 name a resource of its org). The knowledge store lets a scope see its ancestors' records, so a
 review decision is also refused on a record above the key's own scope: a resource key decides
-only on its resource's (and its threads') records, never on the org's shared ones.
+only on its resource's (and its threads') records, never on the org's shared ones. Capture
+writes at thread scope, so a resource key's queue, decisions and audit log cover its threads'
+scopes too (never a sibling resource's); an org key's cover the org's own scope (or the resource
+it names, with that resource's threads).
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 
 from obsmem import KnowledgeNotFoundError
-from obsmem.knowledge import Knowledge, Record, RecordView
+from obsmem.knowledge import Knowledge, Level, Record, RecordView, Scope
 from obsmem.server.errors import ERROR_RESPONSES
 from obsmem.server.rest import Caller, Id, ServiceDep, _Body, knowledge_scope
 from obsmem.server.service import Service
 
-__all__ = ["router"]
+__all__ = ["own_record", "router"]
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"], responses=ERROR_RESPONSES)
 
@@ -51,12 +54,19 @@ def record_json(record: Record) -> dict[str, Any]:
     return record.model_dump(mode="json")
 
 
-async def _own_record(knowledge: Knowledge, record_id: str, scope: str) -> None:
-    """The record, if it lies at the key's scope or below it; otherwise not found."""
+async def own_record(knowledge: Knowledge, record_id: str, scope: str) -> Record:
+    """The record a key acting at ``scope`` decides on: one stored at ``scope`` itself or, for a
+    resource scope, at one of its threads (read as that thread sees it); otherwise not found.
+    Decide at the returned record's own scope: a resource scope does not see its threads."""
     view = RecordView(include_candidates=True, include_superseded=True)
     record = await knowledge.store.get_record(record_id, scope, view)
+    if record is None and Scope.parse(scope).level is Level.RESOURCE:
+        stored = await knowledge.store.load_record(record_id)
+        if stored is not None and stored.scope.startswith(scope + "/"):
+            record = await knowledge.store.get_record(record_id, stored.scope, view)
     if record is None or not (record.scope == scope or record.scope.startswith(scope + "/")):
         raise KnowledgeNotFoundError(f"Knowledge record '{record_id}' is not visible from this key.")
+    return record
 
 
 @router.get("/review")
@@ -65,9 +75,11 @@ async def pending(
     after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:  # fmt: skip
-    """Candidates waiting for review at the key's scope (the ones it decides on), newest first."""
+    """Candidates waiting for review at the key's scope and, for a resource, its threads' (the ones
+    it decides on), newest first."""
     scope = knowledge_scope(principal, resource_id)
-    page = await _knowledge(service).review.pending(scope, after=after, limit=limit, within=True)
+    store = _knowledge(service).store
+    page = await store.list_candidates(scope, after=after, limit=limit, within=True, threads=True)
     return {"scope": scope, "records": [record_json(r) for r in page.items], "next_cursor": page.next_cursor}
 
 
@@ -75,24 +87,24 @@ async def pending(
 async def approve(record_id: str, body: Decision, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
-    await _own_record(knowledge, record_id, scope)
-    return record_json(await knowledge.review.approve(record_id, scope, reason=body.reason))
+    own = (await own_record(knowledge, record_id, scope)).scope
+    return record_json(await knowledge.review.approve(record_id, own, reason=body.reason))
 
 
 @router.post("/review/{record_id}/reject")
 async def reject(record_id: str, body: Rejection, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
-    await _own_record(knowledge, record_id, scope)
-    return record_json(await knowledge.review.reject(record_id, scope, reason=body.reason, tombstone=body.tombstone))
+    own = (await own_record(knowledge, record_id, scope)).scope
+    return record_json(await knowledge.review.reject(record_id, own, reason=body.reason, tombstone=body.tombstone))
 
 
 @router.post("/review/{record_id}/edit")
 async def edit(record_id: str, body: Edit, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
-    await _own_record(knowledge, record_id, scope)
-    return record_json(await knowledge.review.edit(record_id, scope, body.text, reason=body.reason))
+    own = (await own_record(knowledge, record_id, scope)).scope
+    return record_json(await knowledge.review.edit(record_id, own, body.text, reason=body.reason))
 
 
 @router.get("/audit")
@@ -101,7 +113,8 @@ async def audit(
     after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:  # fmt: skip
-    """The audit log of the key's scope: every change, by whom and why."""
+    """The audit log of the key's scope (its ancestors' and, for a resource, its threads' too):
+    every change, by whom and why."""
     scope = knowledge_scope(principal, resource_id)
-    page = await _knowledge(service).store.list_activity(scope, after=after, limit=limit)
+    page = await _knowledge(service).store.list_activity(scope, after=after, limit=limit, threads=True)
     return {"scope": scope, "events": [e.model_dump(mode="json") for e in page.items], "next_cursor": page.next_cursor}

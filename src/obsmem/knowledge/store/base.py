@@ -282,9 +282,10 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._read(lambda r: r.by_source(source_thread_id, scope, view, after, limit))
 
     async def list_candidates(
-        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False,
+        threads: bool = False,
     ) -> Page[Record]:
-        return await self._read(lambda r: r.candidates(scope, after, limit, within=within))
+        return await self._read(lambda r: r.candidates(scope, after, limit, within=within, threads=threads))
 
     async def search_lexical(
         self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 20
@@ -292,9 +293,9 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._read(lambda r: r.search(query, scope, view, limit))
 
     async def list_activity(
-        self, scope: str, *, after: str | None = None, limit: int = 100
+        self, scope: str, *, after: str | None = None, limit: int = 100, threads: bool = False
     ) -> Page[ActivityEvent]:
-        return await self._read(lambda r: r.activity(scope, after, limit))
+        return await self._read(lambda r: r.activity(scope, after, limit, threads=threads))
 
     # -- outbox and vectors ----------------------------------------------------------------------
     async def claim_outbox(

@@ -524,10 +524,13 @@ class KnowledgeStore(Protocol):
     ) -> Page[Record]: ...
 
     async def list_candidates(
-        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False,
+        threads: bool = False,
     ) -> Page[Record]:
         """Candidates visible from ``scope``, newest first; ``within``: only those stored at
-        ``scope`` itself (what a reviewer of that scope decides on), not its ancestors'."""
+        ``scope`` itself (what a reviewer of that scope decides on), not its ancestors';
+        ``threads``: for a resource scope, also those stored at its threads' scopes (what capture
+        writes; a resource's reviewer decides on them too). Never a sibling's."""
         ...
 
     async def search_lexical(
@@ -535,8 +538,11 @@ class KnowledgeStore(Protocol):
     ) -> list[LexicalHit]: ...
 
     async def list_activity(
-        self, scope: str, *, after: str | None = None, limit: int = 100
-    ) -> Page[ActivityEvent]: ...
+        self, scope: str, *, after: str | None = None, limit: int = 100, threads: bool = False
+    ) -> Page[ActivityEvent]:
+        """The audit events stored at ``scope`` and its ancestors, newest first; ``threads``: for
+        a resource scope, also those of its threads' scopes. Never a sibling's."""
+        ...
 
     # -- semantic outbox and vectors -------------------------------------------------------------
     async def claim_outbox(

@@ -54,6 +54,11 @@ def _page(rows: Iterable[R], wanted: Callable[[R], bool], after: str | None, lim
     return [_clone(r) for r in found[:limit]]
 
 
+def _at(scope: str, scope_keys: Sequence[str], below: str | None) -> bool:
+    """Whether a row stored at ``scope`` is at one of ``scope_keys`` or strictly below ``below``."""
+    return scope in scope_keys or (below is not None and scope.startswith(below + "/"))
+
+
 def _clone_vector(vector: StoredVector) -> StoredVector:
     return replace(vector, vector=vector.vector.copy())
 
@@ -127,11 +132,11 @@ class MemoryKnowledgeTables:
 
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
-        trust: str | None = None, source_thread_id: str | None = None,
+        trust: str | None = None, source_thread_id: str | None = None, below: str | None = None,
     ) -> list[Record]:
         def wanted(r: Record) -> bool:
             return (
-                r.scope in scope_keys
+                _at(r.scope, scope_keys, below)
                 and (trust is None or r.trust == trust)
                 and (source_thread_id is None or r.source_thread_id == source_thread_id)
             )
@@ -145,8 +150,10 @@ class MemoryKnowledgeTables:
     def events_in(self, scope_keys: Sequence[str]) -> list[ActivityEvent]:
         return [_clone(e) for e in self.events.values() if e.scope in scope_keys]
 
-    def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[ActivityEvent]:
-        return _page(self.events.values(), lambda e: e.scope in scope_keys, before, limit, newest_first=True)
+    def events_page(
+        self, scope_keys: Sequence[str], before: str | None, limit: int, below: str | None = None
+    ) -> list[ActivityEvent]:
+        return _page(self.events.values(), lambda e: _at(e.scope, scope_keys, below), before, limit, newest_first=True)
 
     def save_tombstone(self, tombstone: Tombstone) -> None:
         self.tombstones[tombstone.id] = _clone(tombstone)

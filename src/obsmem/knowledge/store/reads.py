@@ -33,8 +33,8 @@ from obsmem.knowledge.store.contract import (
     TrustState,
 )
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
-from obsmem.knowledge.store.scopes import Scope
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key
+from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 from obsmem.knowledge.store.values import normalise_value, value_key
 
 __all__ = ["KnowledgeReads", "check_limit"]
@@ -71,6 +71,12 @@ def _stream(fetch: Callable[[str | None, int], list[Record]]) -> Fetch:
         return rows, (rows[-1].id if len(rows) == n else None)
 
     return page
+
+
+def _threads_of(query: Scope) -> str | None:
+    """The key whose strict subtree holds ``query``'s threads: a resource's own key (an org or a
+    thread scope has no threads of its own, so None)."""
+    return query.key if query.level is Level.RESOURCE else None
 
 
 def sort_key(node: Node) -> tuple[str, str]:
@@ -147,11 +153,15 @@ class KnowledgeReads:
         successor_start = line[later][0]
         return (successor_start if end is None else min(end, successor_start)), True
 
-    def visible_records(self, scope: str, view: RecordView, records: Iterable[Record]) -> list[Record]:
+    def visible_records(
+        self, scope: str, view: RecordView, records: Iterable[Record], *, below: bool = False
+    ) -> list[Record]:
+        """The records visible from ``scope``; ``below``: also those stored below it, each as its
+        own scope sees it (a reviewer's view of its threads; every rule but scope still applies)."""
         query = Scope.parse(scope)
         result: list[Record] = []
         for record in records:
-            if not query.sees(record.scope):
+            if not (query.sees(record.scope) or (below and under(record.scope, scope))):
                 continue
             if not self._alive(record, view):
                 continue
@@ -226,19 +236,25 @@ class KnowledgeReads:
 
         return self._visible_page(_stream(fetch), scope, view, after, limit)
 
-    def candidates(self, scope: str, after: str | None, limit: int, *, within: bool = False) -> Page[Record]:
-        keys = Scope.parse(scope).visible_keys()
+    def candidates(
+        self, scope: str, after: str | None, limit: int, *, within: bool = False, threads: bool = False
+    ) -> Page[Record]:
+        query = Scope.parse(scope)
+        keys = query.visible_keys()
         if within:
             keys = keys[:1]  # the scope itself (narrow → broad)
+        below = _threads_of(query) if threads else None
         view = RecordView(include_candidates=True, include_superseded=True)
 
         def fetch(cursor: str | None, n: int) -> list[Record]:
-            return self.t.records_page(keys, after=cursor, newest_first=True, limit=n, trust=TrustState.CANDIDATE.value)
+            return self.t.records_page(
+                keys, after=cursor, newest_first=True, limit=n, trust=TrustState.CANDIDATE.value, below=below
+            )
 
-        return self._visible_page(_stream(fetch), scope, view, after, limit)
+        return self._visible_page(_stream(fetch), scope, view, after, limit, below=below is not None)
 
     def _visible_page(
-        self, fetch: Fetch, scope: str, view: RecordView, after: str | None, limit: int
+        self, fetch: Fetch, scope: str, view: RecordView, after: str | None, limit: int, *, below: bool = False
     ) -> Page[Record]:
         """A page of the visible records ``fetch(cursor, n)`` yields in page order, about ``n`` at
         a time from beyond ``cursor`` (with the cursor to go on from, None at the end): it reads
@@ -249,15 +265,16 @@ class KnowledgeReads:
         cursor = after
         while len(shown) <= limit:
             rows, cursor = fetch(cursor, chunk)
-            shown.extend(self.visible_records(scope, view, rows))
+            shown.extend(self.visible_records(scope, view, rows, below=below))
             if cursor is None:
                 break
         items = shown[:limit]
         return Page(items, items[-1].id if len(shown) > limit else None)
 
-    def activity(self, scope: str, after: str | None, limit: int) -> Page[ActivityEvent]:
+    def activity(self, scope: str, after: str | None, limit: int, *, threads: bool = False) -> Page[ActivityEvent]:
         check_limit(limit)
-        events = self.t.events_page(Scope.parse(scope).visible_keys(), after, limit + 1)
+        query = Scope.parse(scope)
+        events = self.t.events_page(query.visible_keys(), after, limit + 1, _threads_of(query) if threads else None)
         items = events[:limit]
         return Page(items, items[-1].id if len(events) > limit else None)
 

@@ -194,6 +194,14 @@ class SqlKnowledgeTables:
         condition, params = self.dialect.in_list("scope", scope_keys)
         return self._docs(cls, sql.format(scope=condition), params)
 
+    def _at(self, scope_keys: Sequence[str], below: str | None) -> tuple[str, list[object]]:
+        """The condition that ``scope`` is one of ``scope_keys`` or strictly below ``below``."""
+        condition, params = self.dialect.in_list("scope", scope_keys)
+        if below is None:
+            return condition, params
+        prefix = below + "/"
+        return f"({condition} OR {self.dialect.prefix('scope')} = ?)", [*params, len(prefix), prefix]
+
     def _upsert(self, table: str, values: Sequence[object]) -> None:
         columns = _ROW_COLUMNS[table]
         self._execute(self.dialect.upsert(table, columns, columns[0]), values)
@@ -276,9 +284,9 @@ class SqlKnowledgeTables:
 
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
-        trust: str | None = None, source_thread_id: str | None = None,
+        trust: str | None = None, source_thread_id: str | None = None, below: str | None = None,
     ) -> list[c.Record]:
-        condition, params = self.dialect.in_list("scope", scope_keys)
+        condition, params = self._at(scope_keys, below)
         for field, value in (("trust", trust), ("source_thread_id", source_thread_id)):
             if value is not None:
                 condition += f" AND {self.dialect.json_field('doc', field)} = ?"
@@ -300,8 +308,10 @@ class SqlKnowledgeTables:
     def events_in(self, scope_keys: Sequence[str]) -> list[c.ActivityEvent]:
         return self._in(c.ActivityEvent, "SELECT doc FROM knowledge_events WHERE {scope}", scope_keys)
 
-    def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[c.ActivityEvent]:
-        condition, params = self.dialect.in_list("scope", scope_keys)
+    def events_page(
+        self, scope_keys: Sequence[str], before: str | None, limit: int, below: str | None = None
+    ) -> list[c.ActivityEvent]:
+        condition, params = self._at(scope_keys, below)
         if before is not None:
             condition += " AND id < ?"
             params.append(before)

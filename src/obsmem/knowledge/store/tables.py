@@ -71,17 +71,21 @@ class KnowledgeTables(Protocol):
         ...
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
-        trust: str | None = None, source_thread_id: str | None = None,
+        trust: str | None = None, source_thread_id: str | None = None, below: str | None = None,
     ) -> list[Record]:
-        """At most ``limit`` records stored at ``scope_keys`` (with that trust, from that thread),
-        in id order (``newest_first``: descending) beyond ``after``: a page reads what it shows."""
+        """At most ``limit`` records stored at ``scope_keys`` (with ``below``: or strictly below
+        that scope key; with that trust, from that thread), in id order (``newest_first``:
+        descending) beyond ``after``: a page reads what it shows."""
         ...
 
     # audit log and tombstones
     def add_event(self, event: ActivityEvent) -> None: ...
     def events_in(self, scope_keys: Sequence[str]) -> list[ActivityEvent]: ...
-    def events_page(self, scope_keys: Sequence[str], before: str | None, limit: int) -> list[ActivityEvent]:
-        """At most ``limit`` events stored at ``scope_keys``, newest first, older than ``before``."""
+    def events_page(
+        self, scope_keys: Sequence[str], before: str | None, limit: int, below: str | None = None
+    ) -> list[ActivityEvent]:
+        """At most ``limit`` events stored at ``scope_keys`` (with ``below``: or strictly below that
+        scope key), newest first, older than ``before``."""
         ...
     def save_tombstone(self, tombstone: Tombstone) -> None: ...
     def tombstones_for(self, node_id: str) -> list[Tombstone]: ...

@@ -3,7 +3,8 @@ wikilink neighbourhood of a node), the audit log, and the review queue with its 
 
 Reads and decisions act from the key's knowledge scope (``org:<org>`` or
 ``org:<org>/resource:<resource>``), as the REST API's ``/api/knowledge`` does; a decision is taken
-only on a record at or below that scope, and is written to the audit log with the key as actor.
+only on a record at that scope or (a resource's) one of its threads', and is written to the audit
+log with the key as actor. The queue and the audit log cover a resource's threads too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.responses import RedirectResponse, Response
 from obsmem import InvalidInputError, KnowledgeNotFoundError
 from obsmem.knowledge import Knowledge, Record, RecordView, ReviewQueue
 from obsmem.server.access import Principal
+from obsmem.server.knowledge_api import own_record
 from obsmem.server.rest import knowledge_scope
 from obsmem.server.ui.auth import actor, checked_form, csrf_token, principal_of, service_of, session
 from obsmem.server.ui.common import guarded
@@ -158,7 +160,9 @@ async def audit(request: Request) -> Response:
     principal = await principal_of(request)
     knowledge = _knowledge(request)
     scope = _scope(principal, request)
-    found = await knowledge.store.list_activity(scope, after=request.query_params.get("after") or None, limit=_PAGE)
+    found = await knowledge.store.list_activity(
+        scope, after=request.query_params.get("after") or None, limit=_PAGE, threads=True
+    )
     rows = [
         [h(when(e.created_at)), h(e.actor), h(e.action), f"{h(e.subject_type)} <code>{h(e.subject_id)}</code>",
          f"<code>{h(e.scope)}</code>", h(e.reason)]
@@ -174,21 +178,18 @@ async def audit(request: Request) -> Response:
 
 
 # -- the review queue -----------------------------------------------------------------------
-def _mine(record: Record, scope: str) -> bool:
-    return record.scope == scope or record.scope.startswith(scope + "/")
-
-
 @router.get("/review")
 @guarded
 async def review(request: Request) -> Response:
     principal = await principal_of(request)
     knowledge = _knowledge(request)
     scope = _scope(principal, request)
-    # The candidates stored at the key's scope, the ones it decides on (its ancestors' never fill the page).
-    found = await knowledge.review.pending(
-        scope, after=request.query_params.get("after") or None, limit=_PAGE, within=True
+    # The candidates stored at the key's scope and its threads', the ones it decides on (its
+    # ancestors' never fill the page).
+    found = await knowledge.store.list_candidates(
+        scope, after=request.query_params.get("after") or None, limit=_PAGE, within=True, threads=True
     )
-    mine = found.items  # all at the key's scope (within=True)
+    mine = found.items  # all at the key's scope or its threads' (within=True, threads=True)
     resource = request.query_params.get("resource_id") or ""
     done = request.query_params.get("done")
     notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
@@ -239,10 +240,8 @@ async def decide(request: Request, record_id: str, decision: str) -> Response:
     knowledge = _knowledge(request)
     fields = await checked_form(request)  # 403 before anything is read or changed
     scope = _scope(principal, request, fields)
-    view = RecordView(include_candidates=True, include_superseded=True)
-    record = await knowledge.store.get_record(record_id, scope, view)
-    if record is None or not _mine(record, scope):
-        raise KnowledgeNotFoundError(f"Knowledge record '{record_id}' is not visible from this key.")
+    record = await own_record(knowledge, record_id, scope)  # not found unless at the scope or its threads
+    scope = record.scope  # decided where it is stored: a resource scope does not see its threads
     queue = ReviewQueue(knowledge.store, actor(principal))
     reason = (fields.get("reason") or "").strip() or _REASON
     if decision == "approve":
