@@ -34,7 +34,7 @@ from obsmem.knowledge.agents.common import (
     content_tokens,
 )
 from obsmem.knowledge.agents.extract import Proposal, propose, statements
-from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record
+from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, TrustState
 from obsmem.knowledge.store.scopes import Scope, clamp_level
 from obsmem.knowledge.store.values import NEAR_DUPLICATE_JACCARD, near_duplicate, near_duplicate_tokens, value_key
 
@@ -276,16 +276,23 @@ class CaptureAgent:
             found.extend(propose(statement, node=statement.subject or self.settings.user_node))
         return found
 
-    async def _pin(self, text: str, context: Scope, report: AgentRun) -> None:
+    async def _pin(self, record: Record, context: Scope, report: AgentRun) -> None:
         """``capture_pinning``: a standing rule ("always …", "never …") is also pinned; a pin the
-        budget refuses is reported in the run, never silently dropped."""
+        budget refuses is reported in the run, never silently dropped. Only a *trusted* record is
+        pinned (a candidate waits for review: a pin is in every context, which reads leave
+        candidates out of), and the pin names its record, so it goes when the record is rejected
+        or removed (:meth:`PinBoard.list`)."""
         from obsmem.knowledge.agents.pins import PinBoard
 
+        if record.trust is not TrustState.VERIFIED:
+            return
+        text = record.text
         board = PinBoard(self.store, self.settings, lambda t: max(1, len(t) // 4))
         if any(pin.text == text for pin in await board.list(context)):
             return
         try:
-            report.written.append(await board.pin(text, context, actor=ACTOR, reason="capture: a standing rule"))
+            report.written.append(await board.pin(text, context, actor=ACTOR, reason="capture: a standing rule",
+                                                  source=record.id))
         except InvalidInputError as refused:
             note = f"Capture-time pin dropped: {refused}"
             report.detail = f"{report.detail}; {note}" if report.detail else note
@@ -333,7 +340,7 @@ class CaptureAgent:
             report.written.append(outcome.record)
             existing[node.id].add(outcome.record)
             if proposal.pin and self.settings.capture_pinning:
-                await self._pin(proposal.text, context, report)
+                await self._pin(outcome.record, context, report)
         if not report.written and not report.refused:
             report.status = "no-op"
         return report

@@ -143,10 +143,13 @@ class LearnAgent:
             raise ValueError("a skill needs at least two distinct supporting records")
         group = distinct
         # The node shows the records' words (its name, its procedure): no broader than the
-        # narrowest ceiling among them, whatever the agent's own ceiling allows.
-        level = max(clamp_level(self.settings.node_level, self.settings.ceiling), *(r.max_scope for r in group))
+        # narrowest ceiling among them, whatever the agent's own ceiling allows, nor than the
+        # narrowest scope they are stored at (a thread's records make a skill of that thread only,
+        # which its siblings never see and delete_thread's purge of its scope removes).
+        level = max(clamp_level(self.settings.node_level, self.settings.ceiling),
+                    *(r.max_scope for r in group), *(Scope.parse(r.scope).level for r in group))
         node = await self.store.resolve_node(name, context.key)
-        if node is None:
+        if node is None or Scope.parse(node.scope).level > level:  # a thread's skill is not the resource's
             node = await self.store.create_node(
                 name, "skill", context.at(level).key, actor=ACTOR,
                 reason=f"learn: a procedure supported by {len(group)} distinct records",

@@ -3,7 +3,10 @@
 Pins are records on a reserved node named ``pinned`` (kind ``system``), written and removed
 through the store like any record (actor ``pins``, or the user's name), so the audit log,
 ceilings and tombstones apply. A pin is written at resource level (thread level under a
-thread ceiling), and the node is found narrow → broad like any node.
+thread ceiling). Only the records :meth:`PinBoard.pin` wrote (metadata ``pin``) are pins: a
+fact a client remembered about a node it named "pinned" is a fact, never a pin, and so never
+passes ``max_pins``. A pin capture made repeats its record (metadata ``pin_source``) and is
+left out once that record is rejected or removed.
 
 The rendered block keeps pins oldest first while they fit ``pins_tokens``; what does not fit
 is *reported*: named in the block (so the actor knows pins were left out) and returned in
@@ -24,6 +27,9 @@ from obsmem.quoting import defuse
 __all__ = ["PIN_NODE", "PinBoard", "PinnedBlock"]
 
 PIN_NODE = "pinned"
+PIN_KIND = "system"
+PIN_MARK = "pin"  # the metadata key :meth:`PinBoard.pin` sets: only such records are pins
+PIN_SOURCE = "pin_source"  # the record a captured pin repeats
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,18 +49,36 @@ class PinBoard:
         self.settings = settings
         self.count = count_tokens
 
-    async def _node(self, context: Scope, *, create: bool, actor: str) -> Node | None:
-        found = await self.store.resolve_node(PIN_NODE, context.key)
-        if found is not None or not create:
-            return found
+    async def _nodes(self, context: Scope) -> list[Node]:
+        """Every node named ``pinned`` that ``context`` sees, broad → narrow (any kind: a client
+        may have named an entity so; only the records :meth:`pin` wrote on them are pins). A name
+        is one node per scope: one lookup per level of the chain (by name, never a listing of
+        every node the scope sees: this runs for every context)."""
+        found: dict[str, Node] = {}
+        for level in range(Level.ORG, context.level + 1):
+            node = await self.store.resolve_node(PIN_NODE, context.at(Level(level)).key)
+            if node is not None:
+                found[node.id] = node
+        return sorted(found.values(), key=lambda n: (Scope.parse(n.scope).level, n.kind != PIN_KIND, n.id))
+
+    async def _node(self, context: Scope, *, actor: str) -> Node:
+        """The pin board's node: a ``system`` node named ``pinned`` at resource level (thread
+        level under a thread ceiling), created if there is none."""
         level = clamp_level(Level.RESOURCE, self.settings.ceiling)
-        return await self.store.create_node(
-            PIN_NODE, "system", context.at(level).key, actor=actor, reason="pins: the pinned set"
+        usable = [n for n in await self._nodes(context) if Scope.parse(n.scope).level <= level]
+        for node in usable:
+            if node.kind == PIN_KIND:
+                return node
+        created = await self.store.create_node(
+            PIN_NODE, PIN_KIND, context.at(level).key, actor=actor, reason="pins: the pinned set"
         )
+        return created  # an entity a client named "pinned" there already: pins are told by metadata
 
     async def pin(self, text: str, context: Scope, *, actor: str = "pins", reason: str = "pinned",
-                  level: Level | None = None) -> Record:
-        """Pin ``text`` (at resource level unless ``level``; clamped to the ceiling)."""
+                  level: Level | None = None, source: str | None = None) -> Record:
+        """Pin ``text`` (at resource level unless ``level``; clamped to the ceiling). ``source``:
+        the record the pin repeats (capture's), so the pin goes when that record is rejected or
+        removed."""
         if not text.strip():
             raise InvalidInputError("A pin needs some text.", argument="text")
         current = await self.list(context)
@@ -62,31 +86,47 @@ class PinBoard:
             raise InvalidInputError(
                 f"Pin limit reached ({self.settings.max_pins}); unpin something first.", argument="text"
             )
-        node = await self._node(context, create=True, actor=actor)
-        assert node is not None
+        node = await self._node(context, actor=actor)
         wanted = clamp_level(level if level is not None else Level.RESOURCE, self.settings.ceiling)
         scope = context.at(wanted).key
+        metadata: dict[str, object] = {PIN_MARK: True}
+        if source is not None:
+            metadata[PIN_SOURCE] = source
         draft = RecordDraft(node.id, text.strip(), scope, max_scope=self.settings.ceiling,
-                            trust=TrustState.VERIFIED, metadata={"pin": True})
+                            trust=TrustState.VERIFIED, metadata=metadata)
         return await self.store.append_record(draft, actor=actor, reason=reason)
 
     async def unpin(self, record_id: str, context: Scope, *, actor: str = "pins", reason: str = "unpinned") -> Record:
         return await self.store.remove_record(record_id, context.key, actor=actor, reason=reason)
 
+    @staticmethod
+    def is_pin(record: Record) -> bool:
+        """Whether :meth:`pin` wrote ``record`` (a fact merely *about* a node named ``pinned``,
+        say through ``remember``, is not a pin)."""
+        return record.metadata.get(PIN_MARK) is True
+
+    async def _source_stands(self, record: Record) -> bool:
+        """A pin that repeats a record stands while that record is live and verified."""
+        source = record.metadata.get(PIN_SOURCE)
+        if source is None:
+            return True
+        held = await self.store.load_record(str(source))
+        return held is not None and held.deleted_at is None and held.trust is TrustState.VERIFIED
+
     async def list(self, context: Scope) -> list[Record]:
         """The pins ``context`` sees, oldest first."""
-        node = await self._node(context, create=False, actor="pins")
-        if node is None:
-            return []
-        pins: list[Record] = []
-        after: str | None = None
-        while True:
-            page = await self.store.list_about(node.id, context.key, after=after, limit=500)
-            pins.extend(page.items)
-            if page.next_cursor is None:
-                break
-            after = page.next_cursor
-        return sorted(pins, key=lambda r: r.id)
+        pins: dict[str, Record] = {}
+        for node in await self._nodes(context):
+            after: str | None = None
+            while True:
+                page = await self.store.list_about(node.id, context.key, after=after, limit=500)
+                for record in page.items:
+                    if self.is_pin(record) and await self._source_stands(record):
+                        pins[record.id] = record
+                if page.next_cursor is None:
+                    break
+                after = page.next_cursor
+        return sorted(pins.values(), key=lambda r: r.id)
 
     async def render(self, context: Scope) -> PinnedBlock:
         """The pinned block within ``pins_tokens``; pins that do not fit are named, not hidden."""
