@@ -134,7 +134,7 @@ async def test_named_participants_become_their_own_nodes(knowledge: Knowledge, s
 async def test_capture_pinning_pins_standing_rules_and_reports_what_the_budget_refuses(
     knowledge: Knowledge, store: Store, clock: FakeClock
 ) -> None:
-    # Trusted captures (a candidate is pinned only once reviewed: tests/knowledge/test_hostile10_fixes.py)
+    # Trusted captures (a candidate is pinned only once reviewed: tests/knowledge/test_learned_skills_and_pins.py)
     agents = agents_for(knowledge, store, clock, capture_pinning=True, max_pins=1, trust="verified")
     scope = agents.scope("acme", "alice", "t1")
     delta = observation("* 🔴 (09:00) User stated they always want an aisle seat.",
