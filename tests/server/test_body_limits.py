@@ -49,17 +49,17 @@ class Server:
         return {"Authorization": f"Bearer {self.key}"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    store = f"sqlite:///{tmp_path_factory.mktemp('limits') / 'm.db'}"
+def serve(folder: Path, *options: str) -> Iterator[Server]:
+    """A real ``obsmem serve`` process on a new SQLite store in ``folder``, with ``options``, and
+    a key for acme/alice made first. The process ends when the generator closes."""
+    store = f"sqlite:///{folder / 'm.db'}"
     made = CliRunner().invoke(
         cli, ["keys", "create", "--org", "acme", "--resource", "alice", "--store", store]
     )
     assert made.exit_code == 0, made.output
     key = made.stdout.strip().splitlines()[-1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "obsmem", "serve", "--store", store, "--port", "0", "--no-mcp",
-         "--max-body-bytes", str(LIMIT), "--max-import-bytes", str(IMPORT_LIMIT), "--body-timeout-s", "1"],
+        [sys.executable, "-m", "obsmem", "serve", "--store", store, "--port", "0", "--no-mcp", *options],
         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )  # fmt: skip
@@ -76,13 +76,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # drain the log, so the server never blocks on a full pipe
     threading.Thread(target=lambda: [None for _ in process.stdout or ()], daemon=True).start()
     try:
-        served = Server(url, key, store)
-        made_thread = httpx.post(url + "/api/threads", json={"id": "t1"}, headers=served.auth(), timeout=60)
-        assert made_thread.status_code == 201, made_thread.text
-        yield served
+        yield Server(url, key, store)
     finally:
         process.terminate()
         process.wait(60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    for served in serve(tmp_path_factory.mktemp("limits"), "--max-body-bytes", str(LIMIT),
+                        "--max-import-bytes", str(IMPORT_LIMIT), "--body-timeout-s", "1"):  # fmt: skip
+        made_thread = httpx.post(served.url + "/api/threads", json={"id": "t1"}, headers=served.auth(), timeout=60)
+        assert made_thread.status_code == 201, made_thread.text
+        yield served
 
 
 # -- a raw HTTP/1.1 exchange --------------------------------------------------------------------

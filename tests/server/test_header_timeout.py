@@ -9,52 +9,20 @@ connection, with a header timeout of 1 s, so a server without the bound fails th
 
 from __future__ import annotations
 
-import os
-import re
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from obsmem.cli.app import app as cli
-from tests.server.test_body_limits import ROOT, WAIT_S, Server, _closed_after, _head, _read_response
+from tests.server.test_body_limits import ROOT, WAIT_S, Server, _closed_after, _head, _read_response, serve
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    store = f"sqlite:///{tmp_path_factory.mktemp('headers') / 'm.db'}"
-    made = CliRunner().invoke(cli, ["keys", "create", "--org", "acme", "--resource", "alice", "--store", store])
-    assert made.exit_code == 0, made.output
-    key = made.stdout.strip().splitlines()[-1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "obsmem", "serve", "--store", store, "--port", "0", "--no-mcp",
-         "--header-timeout-s", "1", "--timeout-keep-alive-s", "60"],
-        cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
-    assert process.stdout is not None
-    lines: list[str] = []
-    url = None
-    for line in process.stdout:  # ends when the process exits, so a failed start cannot hang
-        lines.append(line)
-        found = re.search(r"Uvicorn running on (http://\S+)", line)
-        if found:
-            url = found.group(1)
-            break
-    assert url is not None, "".join(lines)
-    threading.Thread(target=lambda: [None for _ in process.stdout or ()], daemon=True).start()
-    try:
-        yield Server(url, key, store)
-    finally:
-        process.terminate()
-        process.wait(60)
+    yield from serve(tmp_path_factory.mktemp("headers"), "--header-timeout-s", "1", "--timeout-keep-alive-s", "60")
 
 
 def _connect(server: Server) -> socket.socket:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from obsmem.storage import ObservationRecord, ThreadState
+from obsmem.storage import ObservationRecord, Store, ThreadState
 from obsmem.storage.contract import update_record_marking
 from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import DataPart, Message, Thread
@@ -22,20 +22,28 @@ pytestmark = pytest.mark.anyio
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 
+async def _seeded(store: Store, *, cursor: bool) -> tuple[str, Message, ObservationRecord]:
+    """A new thread with one message, and its record (observed through that message: ``cursor``)."""
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    lineage = f"thread:{thread}"
+    await store.create_thread(Thread(id=thread, resource_id="u1"))
+    (one,) = await store.save_messages(thread, [Message.assistant("one")])
+    created = await store.create_record(
+        ObservationRecord(
+            id=f"om-{thread}", lineage=lineage, scope="thread", thread_id=thread, resource_id="u1",
+            created_at=T0, updated_at=T0, threads={thread: ThreadState(cursor=(one.seq or 0) if cursor else 0)},
+            active_observations="* one\n* two" if cursor else "",
+        )
+    )
+    assert created.record is not None
+    return lineage, one, created.record
+
+
 async def test_a_head_write_with_markers_is_one_transaction_and_never_lost_to_them(postgres_url: str) -> None:
     async with PostgresStore(postgres_url) as store:
-        thread = f"t-{uuid.uuid4().hex[:8]}"
-        lineage = f"thread:{thread}"
-        await store.create_thread(Thread(id=thread, resource_id="u1"))
-        (one,) = await store.save_messages(thread, [Message.assistant("one")])
-        created = await store.create_record(
-            ObservationRecord(
-                id=f"om-{thread}", lineage=lineage, scope="thread", thread_id=thread, resource_id="u1",
-                created_at=T0, updated_at=T0, threads={thread: ThreadState(cursor=0)},
-            )
-        )
-        assert created.record is not None
-        head = created.record.model_copy(
+        lineage, one, record = await _seeded(store, cursor=False)
+        thread = one.thread_id or ""
+        head = record.model_copy(
             update={"active_observations": "* one", "threads": {thread: ThreadState(cursor=one.seq or 0)}}
         )
         marker = DataPart(name="om-observation-end", data={"cycle_id": "c1", "observations": "* one"})
@@ -79,19 +87,8 @@ async def test_a_new_generation_with_markers_is_one_transaction(
 
     store = PostgresStore(postgres_url) if kind == "postgres" else SQLiteStore(Path(str(tmp_path)) / "m.db")
     async with store:
-        thread = f"t-{uuid.uuid4().hex[:8]}"
-        lineage = f"thread:{thread}"
-        await store.create_thread(Thread(id=thread, resource_id="u1"))
-        (one,) = await store.save_messages(thread, [Message.assistant("one")])
-        created = await store.create_record(
-            ObservationRecord(
-                id=f"om-{thread}", lineage=lineage, scope="thread", thread_id=thread, resource_id="u1",
-                created_at=T0, updated_at=T0, threads={thread: ThreadState(cursor=one.seq or 0)},
-                active_observations="* one\n* two",
-            )
-        )
-        assert created.record is not None
-        current = created.record
+        lineage, one, current = await _seeded(store, cursor=True)
+        thread = one.thread_id or ""
         successor = current.model_copy(update={"id": f"om2-{thread}", "active_observations": "* one and two"})
         marker = DataPart(name="om-observation-end", data={"cycle_id": "r1", "observations": "* one and two"})
 
