@@ -8,6 +8,7 @@ Reads hand out deep copies: mutating a returned object never changes the store.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
 
 __all__ = ["InMemoryKnowledgeStore", "MemoryKnowledgeTables"]
 
@@ -100,6 +101,21 @@ class MemoryKnowledgeTables:
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
         return sorted((_clone(n) for n in self.nodes.values() if n.scope in scope_keys), key=lambda n: n.id)
+
+    def nodes_page(
+        self, scope_keys: Sequence[str], *, after: tuple[str, str] | None, prefix: str | None, limit: int
+    ) -> list[Node]:
+        found = heapq.nsmallest(
+            limit,
+            (
+                n for n in self.nodes.values()
+                if n.scope in scope_keys
+                and (after is None or node_order(n) > after)
+                and (prefix is None or name_key(n.name).startswith(prefix))
+            ),
+            key=node_order,
+        )
+        return [_clone(n) for n in found]  # a scan, as everything here; only the page is copied
 
     def nodes_mentioning(self, node_id: str) -> list[Node]:
         return [_clone(n) for n in self.nodes.values() if node_id in n.mentions]

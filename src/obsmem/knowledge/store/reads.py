@@ -34,7 +34,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
+from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
 from obsmem.knowledge.store.values import normalise_value, value_key
 
 __all__ = ["KnowledgeReads", "check_limit"]
@@ -79,9 +79,19 @@ def _threads_of(query: Scope) -> str | None:
     return query.key if query.level is Level.RESOURCE else None
 
 
-def sort_key(node: Node) -> tuple[str, str]:
-    """Nodes list by case-insensitive name, then id."""
-    return (name_key(node.name), node.id)
+#: The most nodes one read of a :meth:`KnowledgeReads.nodes` page asks each scope level for.
+_MAX_NODE_CHUNK = 1_000
+
+
+def _node_cursor(after: str) -> tuple[str, str]:
+    """A ``next_cursor`` of :meth:`KnowledgeReads.nodes`: a JSON list of a name key and an id."""
+    try:
+        value = json.loads(after)
+    except (ValueError, TypeError):
+        value = None
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        raise InvalidInputError(f"Invalid node cursor {after!r}; pass a next_cursor from list_nodes.")
+    return (value[0], value[1])
 
 
 class KnowledgeReads:
@@ -296,29 +306,25 @@ class KnowledgeReads:
     def nodes(
         self, scope: str, name_prefix: str | None, kind: str | None, after: str | None, limit: int
     ) -> Page[Node]:
+        """A page of the nodes ``scope`` sees, in :func:`~obsmem.knowledge.store.tables.node_order`, after ``after`` (a
+        ``next_cursor``). It reads about what it shows: the tables' pages from the cursor on,
+        more of them only while merged nodes or other kinds leave this page short."""
         check_limit(limit)
         prefix = name_key(name_prefix) if name_prefix else None
-        nodes = sorted(
-            (
-                n
-                for n in self.t.nodes_in(Scope.parse(scope).visible_keys())
-                if n.merged_into is None
-                and (prefix is None or name_key(n.name).startswith(prefix))
-                and (kind is None or n.kind == kind)
-            ),
-            key=sort_key,
-        )
-        if after is not None:
-            try:
-                cursor = tuple(json.loads(after))
-            except (ValueError, TypeError):
-                raise InvalidInputError(
-                    f"Invalid node cursor {after!r}; pass a next_cursor from list_nodes."
-                ) from None
-            nodes = [n for n in nodes if sort_key(n) > cursor]
-        items = nodes[:limit]
-        more = len(items) == limit and len(nodes) > limit
-        return Page(items, json.dumps(list(sort_key(items[-1]))) if more else None)
+        keys = Scope.parse(scope).visible_keys()
+        cursor = _node_cursor(after) if after is not None else None
+        items: list[Node] = []
+        want = limit + 1  # one more than the page tells whether there is a next one
+        while True:
+            chunk = self.t.nodes_page(keys, after=cursor, prefix=prefix, limit=want)
+            items += [n for n in chunk if n.merged_into is None and (kind is None or n.kind == kind)]
+            if len(items) > limit or len(chunk) < want:
+                break
+            cursor = node_order(chunk[-1])
+            want = min(want * 2, _MAX_NODE_CHUNK)  # a sparse kind: fewer, larger reads
+        more = len(items) > limit
+        items = items[:limit]
+        return Page(items, json.dumps(list(node_order(items[-1]))) if more else None)
 
     # -- lexical search ------------------------------------------------------------------------
     def search(self, query: str, scope: str, view: RecordView, limit: int) -> list[LexicalHit]:

@@ -16,6 +16,7 @@ rules in :mod:`~obsmem.knowledge.store.ops` see exactly what the in-memory adapt
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from obsmem.errors import StorageError
 from obsmem.knowledge.store import contract as c
-from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key
+from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key, node_order
 
 __all__ = [
     "NODE_PAGE_INDEXES",
@@ -226,6 +227,33 @@ class SqlKnowledgeTables:
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[c.Node]:
         return self._in(c.Node, "SELECT doc FROM knowledge_nodes WHERE {scope} ORDER BY id", scope_keys)
+
+    def nodes_page(
+        self, scope_keys: Sequence[str], *, after: tuple[str, str] | None, prefix: str | None, limit: int
+    ) -> list[c.Node]:
+        # A name key is unique within a scope: each scope key's run, in name-key order from the
+        # cursor's (or the prefix) on, is one range of the (scope, name_key) index. One more
+        # than the page per run, since the cursor's own node may head it. The runs are merged.
+        low = max(after[0] if after is not None else "", prefix or "")
+        runs = [
+            self._docs(
+                c.Node,
+                "SELECT doc FROM knowledge_nodes WHERE scope = ? AND name_key >= ? ORDER BY name_key LIMIT ?",
+                (key, self.dialect.name_key(low), limit + 1),
+            )
+            for key in dict.fromkeys(scope_keys)
+        ]
+        page: list[c.Node] = []
+        for node in heapq.merge(*runs, key=node_order):
+            if len(page) == limit:
+                break
+            order = node_order(node)
+            if after is not None and order <= after:
+                continue
+            if prefix is not None and not order[0].startswith(prefix):
+                break  # the keys that start with the prefix are one run of the order, and it is past
+            page.append(node)
+        return page
 
     def nodes_mentioning(self, node_id: str) -> list[c.Node]:
         return self._docs(

@@ -25,7 +25,9 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 
-__all__ = ["FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "under"]
+__all__ = [
+    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "node_order", "under",
+]
 
 # The knowledge schema's version table, apart from the message store's: the two evolve separately.
 KNOWLEDGE_MIGRATIONS_TABLE = "_obsmem_knowledge_migrations"
@@ -41,6 +43,11 @@ def name_key(name: str) -> str:
     return name.strip().casefold()
 
 
+def node_order(node: Node) -> tuple[str, str]:
+    """The order nodes are listed in: case-insensitive name (its :func:`name_key`), then id."""
+    return (name_key(node.name), node.id)
+
+
 def under(scope: str, key: str) -> bool:
     """Whether a row stored at ``scope`` lies in the subtree of ``key`` (``key`` or below it)."""
     return scope == key or scope.startswith(key + "/")
@@ -52,6 +59,14 @@ class KnowledgeTables(Protocol):
     def node_by_name(self, scope_key: str, name_key: str) -> Node | None: ...
     def save_node(self, node: Node) -> None: ...
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]: ...
+    def nodes_page(
+        self, scope_keys: Sequence[str], *, after: tuple[str, str] | None, prefix: str | None, limit: int
+    ) -> list[Node]:
+        """At most ``limit`` nodes stored at ``scope_keys`` (merged ones too) in
+        :func:`node_order` beyond ``after``; with ``prefix``: only those whose name key starts
+        with it. A page reads about what it returns (the SQL adapters walk the
+        ``(scope, name_key)`` index of each scope key from the cursor on)."""
+        ...
     def nodes_mentioning(self, node_id: str) -> list[Node]: ...
 
     # records
