@@ -27,7 +27,7 @@ from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.migrate import migrate_knowledge
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex, reciprocal_rank_fusion
-from obsmem.knowledge.wikilinks import extract_wikilinks, resolve_mentions
+from obsmem.knowledge.wikilinks import MAX_LINKS, extract_wikilinks, resolve_mentions
 from obsmem.knowledge.store.contract import (
     ActivityAction,
     ActivityEvent,
@@ -57,6 +57,7 @@ __all__ = [
     "KnowledgeHit",
     "KnowledgeStore",
     "Level",
+    "MAX_LINKS",
     "Node",
     "Page",
     "PostgresKnowledgeStore",

@@ -8,27 +8,39 @@ trimmed, deduplicated case-insensitively (first spelling wins) and ``[[Name|labe
 Resolution turns names into :data:`~obsmem.knowledge.store.contract.MentionTarget` values:
 each name is looked up narrow → broad along ``resolution_scope``'s own chain (never a sibling
 thread); a name found nowhere becomes a node to create in ``default_scope``, inside the same
-write as the text that mentions it.
+write as the text that mentions it. Only the first :data:`MAX_LINKS` distinct names of a text
+resolve: the others stay plain text (a warning counts them), so one pasted text never makes
+hundreds of nodes (a 10,000-character REST fact could make about 900; a pasted pandas
+notebook makes a "link" of every ``df[["a", "b"]]``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 from obsmem.errors import InvalidInputError, UnresolvedMentionError
 from obsmem.knowledge.store.contract import KnowledgeStore, MentionTarget, NewNodeMention
 from obsmem.knowledge.store.scopes import Scope
 
-__all__ = ["extract_wikilinks", "resolve_mentions"]
+__all__ = ["MAX_LINKS", "extract_wikilinks", "resolve_mentions"]
+
+logger = logging.getLogger(__name__)
 
 _LINK = re.compile(r"\[\[([^\[\]]+)\]\]")
 
+MAX_LINKS = 64
+"""The most distinct links of one text that resolve (mentions, and nodes created for them)."""
 
-def extract_wikilinks(text: str) -> list[str]:
-    """Unique link names in order of first appearance (case-insensitive, first spelling wins)."""
+
+def extract_wikilinks(text: str, *, limit: int | None = None) -> list[str]:
+    """Unique link names in order of first appearance (case-insensitive, first spelling wins);
+    with ``limit``, the scan stops once it has found that many."""
     seen: set[str] = set()
     names: list[str] = []
     for match in _LINK.finditer(text):
+        if limit is not None and len(names) >= limit:
+            break
         name = match.group(1).split("|", 1)[0].strip()
         key = name.casefold()
         if name and key not in seen:
@@ -45,9 +57,14 @@ async def resolve_mentions(
     ``default_scope`` must lie on ``resolution_scope``'s chain, so an auto-created node is
     always visible from where it was mentioned.
     """
-    names = extract_wikilinks(text or "")
+    names = extract_wikilinks(text or "", limit=MAX_LINKS + 1)
     if not names:
         return []
+    if len(names) > MAX_LINKS:
+        names = names[:MAX_LINKS]
+        left = len(extract_wikilinks(text or "")) - MAX_LINKS
+        logger.warning("%d [[links]] of a text left unresolved: only the first %d resolve", left, MAX_LINKS,
+                       extra={"obsmem_operation": "remember"})
     if resolution_scope is None:
         raise UnresolvedMentionError(
             f"The text links to {names!r} but no resolution scope was given; pass resolution_scope "
