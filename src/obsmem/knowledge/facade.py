@@ -17,6 +17,7 @@ from obsmem.clock import Clock
 from obsmem.embeddings import Embedder, LexicalHashEmbedder
 from obsmem.errors import ConfigError
 from obsmem.knowledge.capture import CaptureOutcome, capture
+from obsmem.knowledge.repeats import ANY_RECORD, drop_repeats, repeating
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
 from obsmem.knowledge.wikilinks import resolve_mentions
@@ -211,13 +212,22 @@ class Knowledge:
         )
 
     async def remove(self, record_id: str, scope: str, *, reason: str, tombstone: bool = False) -> Record:
-        return await self.store.remove_record(
+        """Remove a record, and the pins that repeat it (:mod:`obsmem.knowledge.repeats`)."""
+        removed = await self.store.remove_record(
             record_id, scope, actor=self.actor, reason=reason, tombstone=tombstone
         )
+        await drop_repeats(self.store, removed, actor=self.actor, reason=reason)
+        return removed
 
     async def erase(self, record_ids: Sequence[str], scope: str, *, reason: str) -> dict[str, int]:
-        """Hard-delete records (:meth:`KnowledgeStore.erase_records`): no history keeps them."""
-        return await self.store.erase_records(record_ids, scope, actor=self.actor, reason=reason)
+        """Hard-delete records (:meth:`KnowledgeStore.erase_records`): no history keeps them,
+        nor a pin that repeats one (erased with them)."""
+        ids = list(record_ids)
+        for record_id in list(ids):
+            record = await self.store.get_record(record_id, scope, ANY_RECORD)
+            if record is not None:
+                ids += [pin.id for pin in await repeating(self.store, record) if pin.id not in ids]
+        return await self.store.erase_records(ids, scope, actor=self.actor, reason=reason)
 
     async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:
         return await self.store.rescope_record(record_id, scope, new_scope, actor=self.actor, reason=reason)

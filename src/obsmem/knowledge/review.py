@@ -10,6 +10,7 @@ losing both.
 from __future__ import annotations
 
 from obsmem.errors import KnowledgeNotFoundError
+from obsmem.knowledge.repeats import drop_repeats
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordDraft, RecordView, TrustState
 
@@ -65,5 +66,6 @@ class ReviewQueue:
             mentions=mentions,
         )
         replacement = await self.store.append_record(corrected, actor=self.actor, reason=reason)
-        await self.store.remove_record(original.id, scope, actor=self.actor, reason=reason)
+        removed = await self.store.remove_record(original.id, scope, actor=self.actor, reason=reason)
+        await drop_repeats(self.store, removed, actor=self.actor, reason=reason)  # they repeat the old text
         return replacement

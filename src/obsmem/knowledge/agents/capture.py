@@ -35,7 +35,7 @@ from obsmem.knowledge.agents.common import (
 )
 from obsmem.knowledge.agents.extract import Proposal, propose, statements
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, TrustState
-from obsmem.knowledge.store.scopes import Scope, clamp_level
+from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
 from obsmem.knowledge.store.values import NEAR_DUPLICATE_JACCARD, near_duplicate, near_duplicate_tokens, value_key
 
 __all__ = ["CaptureAgent", "FactIndex", "Said", "held"]
@@ -280,19 +280,25 @@ class CaptureAgent:
         """``capture_pinning``: a standing rule ("always …", "never …") is also pinned; a pin the
         budget refuses is reported in the run, never silently dropped. Only a *trusted* record is
         pinned (a candidate waits for review: a pin is in every context, which reads leave
-        candidates out of), and the pin names its record, so it goes when the record is rejected
-        or removed (:meth:`PinBoard.list`)."""
+        candidates out of), at the record's own level (never broader: a thread's record is no
+        sibling's pin), and the pin names its record, so it goes when the record is rejected,
+        removed or erased (:mod:`obsmem.knowledge.repeats`)."""
         from obsmem.knowledge.agents.pins import PinBoard
 
         if record.trust is not TrustState.VERIFIED:
             return
+        level = Scope.parse(record.scope).level
+        if level < Level.RESOURCE:
+            return  # an org-wide record: a pin is never broader than a resource
         text = record.text
         board = PinBoard(self.store, self.settings, lambda t: max(1, len(t) // 4))
         if any(pin.text == text for pin in await board.list(context)):
             return
         try:
+            # In the record's own scope: a thread's rule is pinned for that thread (its siblings
+            # never see it), and goes with the thread.
             report.written.append(await board.pin(text, context, actor=ACTOR, reason="capture: a standing rule",
-                                                  source=record.id))
+                                                  level=level, source=record.id))
         except InvalidInputError as refused:
             note = f"Capture-time pin dropped: {refused}"
             report.detail = f"{report.detail}; {note}" if report.detail else note

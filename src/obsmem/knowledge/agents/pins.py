@@ -5,8 +5,9 @@ through the store like any record (actor ``pins``, or the user's name), so the a
 ceilings and tombstones apply. A pin is written at resource level (thread level under a
 thread ceiling). Only the records :meth:`PinBoard.pin` wrote (metadata ``pin``) are pins: a
 fact a client remembered about a node it named "pinned" is a fact, never a pin, and so never
-passes ``max_pins``. A pin capture made repeats its record (metadata ``pin_source``) and is
-left out once that record is rejected or removed.
+passes ``max_pins``. A pin capture made repeats its record (metadata ``pin_source``), in that
+record's scope, and goes with it (:mod:`obsmem.knowledge.repeats`); until then it is left out
+once that record is rejected or removed some other way.
 
 The rendered block keeps pins oldest first while they fit ``pins_tokens``; what does not fit
 is *reported*: named in the block (so the actor knows pins were left out) and returned in
@@ -20,16 +21,14 @@ from dataclasses import dataclass
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.agents.common import AgentSettings
+from obsmem.knowledge.repeats import PIN_MARK, PIN_NODE, PIN_SOURCE
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
 from obsmem.quoting import defuse
 
 __all__ = ["PIN_NODE", "PinBoard", "PinnedBlock"]
 
-PIN_NODE = "pinned"
 PIN_KIND = "system"
-PIN_MARK = "pin"  # the metadata key :meth:`PinBoard.pin` sets: only such records are pins
-PIN_SOURCE = "pin_source"  # the record a captured pin repeats
 
 
 @dataclass(frozen=True, slots=True)
