@@ -84,3 +84,25 @@ async def test_a_delete_beyond_the_ceiling_is_refused_and_keeps_the_item(tmp_pat
         await org.abatch([PutOp(POLICIES, "p1", None)])
         assert await org.aget(POLICIES, "p1") is None
         assert await alice.aget(POLICIES, "p1") is None
+
+
+async def test_a_put_refused_beyond_the_ceiling_leaves_no_namespace_behind(tmp_path: Path) -> None:
+    """On main the refused put had already created the namespace's node in the org scope (kind
+    ``langgraph-namespace``, named after the namespace): every org member's
+    ``list_namespaces`` then listed ``("org:acme", "drafts")``, which holds nothing."""
+    async with Knowledge.sqlite(tmp_path / "lg.db") as knowledge:
+        org = KnowledgeBaseStore(knowledge, scope=ORG, ceiling="org")
+        alice = KnowledgeBaseStore(knowledge, scope=ALICE_T1, ceiling="resource")
+        with pytest.raises(CeilingExceededError):
+            await alice.aput(("org:acme", "drafts"), "d1", {"text": "a draft for everyone"})
+        assert (await knowledge.store.list_nodes(ORG, kind=NAMESPACE_KIND)).items == []
+        assert await org.alist_namespaces() == []
+        # Into an existing namespace there, as into a missing one: refused by the knowledge
+        # store, and audited both times.
+        await org.aput(POLICIES, "p1", {"text": "expenses need approval"})
+        with pytest.raises(CeilingExceededError):
+            await alice.aput(POLICIES, "p1", {"text": "no approval needed"})
+        refused = [e for e in (await knowledge.store.list_activity(ORG, limit=100)).items
+                   if e.action.value == "write-refused"]
+        assert len(refused) == 2
+        assert await org.alist_namespaces() == [POLICIES]

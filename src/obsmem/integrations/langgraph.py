@@ -21,8 +21,9 @@ scope that scope sees (itself and its ancestors; a sibling thread or another use
 with :class:`~obsmem.errors.InvalidScopeError`), and every item is a knowledge record whose
 ceiling is ``ceiling``, so a put into a namespace broader than the ceiling is refused by the
 knowledge store itself (:class:`~obsmem.errors.CeilingExceededError`, audited as
-``write-refused``); a delete there is refused with the same error by this store, before it
-touches the knowledge store (not audited). Searches read through the knowledge store's
+``write-refused``), and leaves nothing there (no namespace node is made for it); a delete
+there is refused with the same error by this store, before it touches the knowledge store
+(not audited). Searches read through the knowledge store's
 visibility rules, so they never return an item of a scope the store's scope does not see.
 
 **How items are kept.** A namespace is a node (kind ``langgraph-namespace``); an item is a record
@@ -255,14 +256,14 @@ class KnowledgeBaseStore(BaseStore):
                 f"store's {self.ceiling.label} ceiling: it may delete items at {self.ceiling.label} "
                 "level or narrower only, as it may put them."
             )
-        node = await self._node(op.namespace, scope, create=op.value is not None)
+        beyond = scope.level < self.ceiling
+        node = await self._node(op.namespace, scope, create=op.value is not None and not beyond)
         previous = await self._current(node, scope, op.key) if node is not None else []
         if op.value is None:  # the whole timeline goes, or an older value would be current again
             timeline = await self._current(node, scope, op.key, superseded=True) if node is not None else []
             if timeline:  # hard: a deleted item (a secret the user asked to drop) keeps no copy
                 await self.knowledge.erase([record.id for record in timeline], self.scope.key, reason="langgraph delete")
             return
-        assert node is not None
         value = dict(op.value)
         first = previous[-1] if previous else None
         created = None
@@ -270,8 +271,12 @@ class KnowledgeBaseStore(BaseStore):
             created = first.metadata[_META].get("created_at") or first.captured_at.isoformat()
         text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
         # The store, not the facade: a value is data, so "[[...]]" in it must not create wikilink nodes.
+        # Beyond the ceiling no namespace node is made (it would outlive the refusal): the
+        # knowledge store refuses the record by its ceiling before it looks for the node, and
+        # audits it, under the namespace's node name when there is no node.
         draft = RecordDraft(
-            node.id, text, scope.key, max_scope=self.ceiling, attribute=_attribute(op.key),
+            node.id if node is not None else self._node_name(op.namespace), text, scope.key,
+            max_scope=self.ceiling, attribute=_attribute(op.key),
             metadata={_META: {
                 "key": op.key, "value": json.loads(json.dumps(value, default=str)), "created_at": created,
             }},
