@@ -804,6 +804,11 @@ class Memory:
         raise StorageError(f"Forgetting in '{lineage}' kept racing with other writers; run it again.")
 
     async def save_messages(self, thread_id: str, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+        """Store messages in an existing thread as given, in order (a history imported, a
+        backfill): no memory work runs, and their tool sequence is not checked. A turn
+        (:meth:`begin_turn`, ``step``) checks it: a tool result whose call a later message
+        closed as unanswered takes that answer's place there, where saved here it is stored
+        after the newest message, a second result for its call."""
         check_id(thread_id, "thread_id")
         parsed = drop_obsmem_messages(parse_messages(messages, "messages"))
         thread = await self.get_thread(thread_id)

@@ -379,6 +379,11 @@ class Turn:
             # one (what the actor saw; a waiting call is never observed away), else the store's
             # (also after a boundary failed past its save: the store holds more than the context).
             current = self.context.messages and not self.context.trimmed and self._context_current
+            if current and any(m.tool_results for m in messages) and await self._written_since():
+                # Another turn of the thread wrote since (it may have closed the call this result
+                # answers): the result is checked against the thread as stored, not this turn's
+                # context, so a late one takes its unanswered place (below), never a second one.
+                current = False
             tail = self.context.raw_messages if current else _tail_of(before)
             try:
                 messages = await self._engine.check_input(
@@ -418,6 +423,14 @@ class Turn:
             await self._committed()  # recording them writes: only what is stored
         self.thread = await remember_instructions(self._store, self.thread, instructions)
         return fresh
+
+    async def _written_since(self) -> bool:
+        """Whether the thread holds a message newer than any this turn's last boundary knew of
+        (another turn, or another process, wrote since): one read of the window's mark when the
+        kept window still holds."""
+        record, unobserved = await self._engine.core.stored_window(self.thread)
+        newest = max((m.seq or 0 for m in unobserved), default=record.cursor(self.thread.id) if record else 0)
+        return newest > (self._seen_seq or 0)
 
     async def _answer_late(self, messages: list[Message]) -> list[Message]:
         """``messages`` without the real results of calls that a closing message of the thread

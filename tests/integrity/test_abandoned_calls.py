@@ -169,3 +169,33 @@ def test_late_results_are_put_in_place_by_a_pure_rule() -> None:
     again, none = answer_late([updated[0]], [late_a])
     assert again == [] and none == []
     assert answer_late([Message.user("hi")], [late_a]) == ([late_a], [])
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+async def test_an_approval_sent_through_the_turn_that_made_the_call_takes_the_unanswered_place(
+    url: str, tmp_path: object
+) -> None:
+    """The same approval, sent through the *first* turn (still open: the app kept its Turn while
+    the user went on in a new one). On main that turn checked the result against its own,
+    stale context, where the call still waited: the result was stored after the new user
+    message, a second result for the call, and every later context held it as an orphan
+    (``to_openai``: ``[user, assistant(call), tool, user, tool]``, which OpenAI refuses)."""
+    store = url if url == "memory://" else f"sqlite:///{tmp_path}/m.db"
+    async with Memory(store) as memory:
+        first = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("deploy it")])
+        await first.step([Message(role="assistant", parts=(ToolCallPart(tool_call_id="d1", tool_name="deploy"),))])
+        second = await memory.begin_turn(thread_id="t", messages=[Message.user("meanwhile, the weather?")])
+        approved = Message(role="tool", parts=(ToolResultPart(tool_call_id="d1", tool_name="deploy", result="deployed"),))
+        context = await first.step([approved])
+        stored = await memory.list_messages("t")
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "user"]  # on main: a 2nd tool message
+        result = stored[2].tool_results[0]
+        assert (result.tool_call_id, result.result, result.is_error) == ("d1", "deployed", False)
+        for shown in (context.messages, (await second.step([Message.assistant("Sunny.")])).messages,
+                      (await memory.get_context("t")).messages):
+            wire = to_openai(shown)
+            at = next(i for i, m in enumerate(wire) if m.get("tool_calls"))
+            assert wire[at + 1] == {"role": "tool", "tool_call_id": "d1", "content": "deployed"}
+            assert sum(1 for m in wire if m["role"] == "tool") == 1
+        await first.end()
+        await second.end()
