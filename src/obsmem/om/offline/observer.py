@@ -99,6 +99,7 @@ from obsmem.om.offline.rules import (
     topic_title,
 )
 from obsmem.om.protocols import ObservationRequest, ObservationResult
+from obsmem.om.sections import visible_sections
 from obsmem.types import FilePart, Message, ToolCallPart, ToolResultPart
 
 __all__ = ["OfflineObserver", "Revision", "revise"]
@@ -259,7 +260,11 @@ class _Cycle:
                 if asked := re.match(r"^User asked (which .*)", line.text):
                     topic = CHOICE_TOPIC.match(asked[1])
                     self.choice_topic = topic["k"].lower() if topic else self.choice_topic
-        for group in parse_observations(request.previous_observations):
+        # "(changing from …)" values come from this thread's own lines only: with threads
+        # sharing a resource, a sibling's lines are shown here, and copying a sibling's value
+        # into this thread's memory would keep it after that sibling is deleted.
+        own = visible_sections(request.previous_observations, request.thread_id, shared=False)
+        for group in parse_observations(own):
             for line in group.lines:
                 key = fact_key(line.text)
                 if key and line.text.startswith("User") and not is_plan_text(line.text):
