@@ -11,7 +11,9 @@ strings chosen by the caller or generated here; ``created_at`` is always timezon
 
 from __future__ import annotations
 
+import json
 import numbers
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sized
 from datetime import UTC, datetime
@@ -315,12 +317,37 @@ def parse_messages(value: object, argument: str = "messages") -> list[Message]:
         message = parse_message(item, argument=where)
         _check_part_count(message, where)
         check_json(message.metadata, f"{where}.metadata")
+        check_unicode((message.id, message.metadata), f"{where}")
         for number, part in enumerate(message.parts):
             data = {ToolCallPart: "args", ToolResultPart: "result", DataPart: "data"}.get(type(part))
             if data is not None:
                 check_json(getattr(part, data), f"{where}.parts[{number}].{data}")
+            check_unicode(list(part.__dict__.values()), f"{where}.parts[{number}]")
         messages.append(message)
     return messages
+
+
+#: A UTF-16 surrogate code point: in a Python string always a lone one (a pair decodes to one
+#: character), which is no Unicode text: UTF-8 cannot encode it, so no JSON answer, provider
+#: request or export could carry it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(value: object, argument: str) -> None:
+    """Refuse a string anywhere in ``value`` (dict keys too) that holds a lone surrogate
+    (``"\\ud800"`` in JSON): stored, it would make every answer that shows it fail to encode."""
+    if value is None or isinstance(value, int | float | bool):
+        return
+    # A container is searched as its JSON (written in C, surrogates kept as they are), not
+    # walked here: a tool result of a hundred thousand strings is one search.
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise InvalidInputError(
+            f"Invalid {argument}: text holding a lone surrogate (U+{ord(found.group()):04X}), which is "
+            "not Unicode text; encode the text as UTF-8 first.",
+            argument=argument.split("[")[0],
+        )
 
 
 #: The most parts one message saved through obsmem may have (parallel tool calls, images and

@@ -197,3 +197,27 @@ async def test_recall_page_is_documented_and_answers_the_page_it_returns(env: En
         assert payload(stored)["messages"] == [] and payload(stored)["page"] == 1000
         assert seqs(last) and seqs(before_last) and max(seqs(before_last)) < min(seqs(last))
         assert min(seqs(last)) > max(seqs(first)) and last["has_next_page"] and not last["has_prev_page"]
+
+
+async def test_tool_arguments_have_the_rest_api_bounds(env: Env) -> None:
+    """Found by a hostile review: on main MCP ``remember`` stored a 2,000,000-character text and a
+    300,000-character subject (REST refuses text over 10,000 and a subject over 200 with 422),
+    and every later knowledge search of the resource returned megabytes. Every tool argument now
+    has the bounds of its REST counterpart, checked before anything runs."""
+    async with http_client(env, env.keys.alice) as client:
+        too_long = {
+            "remember": [{"text": "x" * 10_001}, {"text": "fine", "subject": "s" * 201}, {"text": ""}],
+            "recall": [{"thread_id": "m-alice", "limit": 201}, {"thread_id": "m-alice", "page": 1001},
+                       {"thread_id": "m-alice", "limit": 0}, {"thread_id": "m-alice", "query": "q" * 2001},
+                       {"thread_id": "t" * 201}],
+            "search_knowledge": [{"query": "q" * 2001}, {"query": "locker", "limit": 101}],
+            "forget": [{"value": "v" * 10_001, "thread_id": "m-alice"}, {"value": "", "thread_id": "m-alice"}],
+            "memory_status": [{"thread_id": "t" * 201}],
+            "receipt": [{"message_id": "m" * 201}],
+        }
+        for tool, calls in too_long.items():
+            for arguments in calls:
+                text = failed(await client.call_tool(tool, arguments))
+                assert len(text) < 2_000, (tool, len(text))  # a refusal does not echo the argument back
+        remembered = payload(await client.call_tool("remember", {"text": "y" * 10_000, "subject": "s" * 200}))
+        assert len(remembered["text"]) == 10_000  # the bound itself is taken

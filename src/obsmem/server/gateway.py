@@ -101,6 +101,8 @@ _REQUEST_BODY = {
 async def _body(request: Request) -> dict[str, Any]:
     try:
         body = await request.json()
+    except RecursionError:  # nested past Python's recursion limit: refused, not a 500 with its traceback
+        raise InvalidInputError("The request body is JSON nested too deeply", argument="body") from None
     except ValueError:
         raise InvalidInputError("The request body is not JSON", argument="body") from None
     if not isinstance(body, dict):

@@ -27,8 +27,12 @@ from pydantic import Field
 from obsmem import InvalidInputError, ObsmemError
 from obsmem.server.access import Principal, authenticate, bearer_token
 from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
-from obsmem.server.rest import capture_fact, knowledge_scope, receipt_json, visible_receipt
+from obsmem.server.rest import Id, capture_fact, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
+
+# The bounds of the REST API's arguments (obsmem.server.rest): a tool takes no more than a route.
+Query = Annotated[str, Field(min_length=1, max_length=2000)]
+Fact = Annotated[str, Field(min_length=1, max_length=10_000)]
 
 __all__ = ["build_mcp", "guarded"]
 
@@ -83,9 +87,10 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.tool()
     @_reported(ToolError)
     async def recall(
-        thread_id: str, ctx: Context, query: str | None = None, cursor: str | None = None,
-        group_id: str | None = None, page: Annotated[int, Field(description=_RECALL_PAGE)] = 1,
-        limit: int = 20,
+        thread_id: Id, ctx: Context, query: Query | None = None, cursor: Id | None = None,
+        group_id: Id | None = None,
+        page: Annotated[int, Field(ge=-1000, le=1000, description=_RECALL_PAGE)] = 1,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> dict[str, Any]:  # fmt: skip
         """Look back in a thread's memory: with ``query``, search its observation groups; with
         ``group_id``, the messages a group covers; with ``cursor``, the conversation from a
@@ -105,7 +110,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.tool()
     @_reported(ToolError)
     async def search_knowledge(
-        query: str, ctx: Context, resource_id: str | None = None, limit: int = 10
+        query: Query, ctx: Context, resource_id: Id | None = None, limit: Annotated[int, Field(ge=1, le=100)] = 10
     ) -> list[dict[str, Any]]:
         """Search the knowledge this key may see (its org, or its resource within the org)."""
         who = await caller(ctx)
@@ -116,7 +121,8 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.tool()
     @_reported(ToolError)
     async def remember(
-        text: str, ctx: Context, subject: str = "user", resource_id: str | None = None, thread_id: str | None = None
+        text: Fact, ctx: Context, subject: Annotated[str, Field(min_length=1, max_length=200)] = "user",
+        resource_id: Id | None = None, thread_id: Id | None = None,
     ) -> dict[str, Any]:
         """Remember a fact about ``subject`` in the knowledge store (an explicit request: stored verified)."""
         who = await caller(ctx)
@@ -128,7 +134,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.tool()
     @_reported(ToolError)
     async def forget(
-        value: str, ctx: Context, thread_id: str | None = None, resource_id: str | None = None
+        value: Fact, ctx: Context, thread_id: Id | None = None, resource_id: Id | None = None
     ) -> dict[str, int]:
         """Forget every occurrence of ``value`` in a thread (or in every thread of the resource),
         and in the knowledge this key may change: its resource's, or its org's for an org key."""
@@ -147,7 +153,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
 
     @server.tool()
     @_reported(ToolError)
-    async def memory_status(thread_id: str, ctx: Context) -> dict[str, Any]:
+    async def memory_status(thread_id: Id, ctx: Context) -> dict[str, Any]:
         """A thread's memory state now: ``phase`` (idle, buffering, observation-due, observing,
         reflecting, backoff ...), the message window against its thresholds, buffered
         observations with the seq span each covers, memory work in flight and backoff."""
@@ -157,7 +163,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
 
     @server.tool()
     @_reported(ToolError)
-    async def receipt(message_id: str, ctx: Context, resolve: bool = False) -> dict[str, Any]:
+    async def receipt(message_id: Id, ctx: Context, resolve: bool = False) -> dict[str, Any]:
         """What the context an assistant reply was made from held: the generation, observation
         groups with their seq spans, raw messages, knowledge records, pins and tokens per section.
         ``resolve``: each group's covered messages and the raw messages, as ids and seqs."""
@@ -167,7 +173,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
 
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
     @_reported(ResourceError)
-    async def observations(thread_id: str, ctx: Context) -> str:
+    async def observations(thread_id: Id, ctx: Context) -> str:
         """The thread's current observations, as its context shows them (empty until something
         was observed; in resource scope without sharing, never another thread's)."""
         who = await caller(ctx)
