@@ -10,7 +10,6 @@ block), so an erase left the erased text in the pin.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ from obsmem import Memory, MemoryConfig, Message
 from obsmem.config import KnowledgeConfig
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.repeats import ANY_RECORD
+from tests.knowledge.test_learned_skills_and_pins import _say
+from tests.knowledge.test_learned_skills_and_pins import knowledge as knowledge  # the fixture: a SQLite Knowledge
 
 pytestmark = pytest.mark.anyio
 
@@ -34,24 +35,10 @@ def _config() -> MemoryConfig:
     )
 
 
-async def _say(memory: Memory, thread: str, text: str) -> None:
-    async with memory.turn(thread_id=thread, resource_id="alice", messages=[Message.user(text)]) as turn:
-        await turn.step([Message.assistant("Noted.")])
-    await memory.observe(thread)
-    await memory.settled()
-
-
 async def _pinned_block(memory: Memory, thread: str) -> str:
     turn = await memory.begin_turn(thread_id=thread, resource_id="alice", messages=[Message.user("refunds?")])
     await turn.end()
     return "".join(m.text for m in turn.context.messages if m.metadata.get("obsmem") == "knowledge-pins")
-
-
-@pytest.fixture
-async def knowledge(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Knowledge]:
-    facade = Knowledge.sqlite(tmp_path / "k.db", actor="reviewer")
-    yield facade
-    await facade.close()
 
 
 async def test_a_threads_rule_is_pinned_for_that_thread_only_and_goes_with_it(
