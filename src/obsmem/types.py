@@ -317,12 +317,14 @@ def parse_messages(value: object, argument: str = "messages") -> list[Message]:
         message = parse_message(item, argument=where)
         _check_part_count(message, where)
         check_json(message.metadata, f"{where}.metadata")
-        check_unicode((message.id, message.metadata), f"{where}")
+        check_unicode(message.id, f"{where}.id")
+        check_unicode(message.metadata, f"{where}.metadata")
         for number, part in enumerate(message.parts):
             data = {ToolCallPart: "args", ToolResultPart: "result", DataPart: "data"}.get(type(part))
             if data is not None:
                 check_json(getattr(part, data), f"{where}.parts[{number}].{data}")
-            check_unicode(list(part.__dict__.values()), f"{where}.parts[{number}]")
+            for value in part.__dict__.values():  # text searched as it is, data as its JSON
+                check_unicode(value, f"{where}.parts[{number}]")
         messages.append(message)
     return messages
 
@@ -336,8 +338,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def check_unicode(value: object, argument: str) -> None:
     """Refuse a string anywhere in ``value`` (dict keys too) that holds a lone surrogate
     (``"\\ud800"`` in JSON): stored, it would make every answer that shows it fail to encode."""
-    if value is None or isinstance(value, int | float | bool):
-        return
+    if not value or isinstance(value, int | float | bool):
+        return  # nothing, or no text
     # A container is searched as its JSON (written in C, surrogates kept as they are), not
     # walked here: a tool result of a hundred thousand strings is one search.
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -12,15 +12,19 @@ review queue need nothing of the agents.
 from __future__ import annotations
 
 from obsmem.errors import KnowledgeNotFoundError
-from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView
+from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordView
 from obsmem.knowledge.store.scopes import Level, Scope
 
-__all__ = ["ANY_RECORD", "PIN_MARK", "PIN_NODE", "PIN_SOURCE", "drop_repeats", "repeating"]
+__all__ = [
+    "ANY_RECORD", "PIN_KIND", "PIN_MARK", "PIN_NODE", "PIN_SOURCE", "drop_repeats", "pin_nodes", "pins_seen",
+    "repeating",
+]
 
 #: A view of every record, whatever its trust, removal or validity (to find one to erase).
 ANY_RECORD = RecordView(include_candidates=True, include_deleted=True, include_superseded=True)
 
 PIN_NODE = "pinned"
+PIN_KIND = "system"
 PIN_MARK = "pin"  # the metadata key PinBoard.pin sets: only such records are pins
 PIN_SOURCE = "pin_source"  # the record a captured pin repeats
 
@@ -28,28 +32,38 @@ PIN_SOURCE = "pin_source"  # the record a captured pin repeats
 _PAGE = 500
 
 
-async def repeating(store: KnowledgeStore, record: Record) -> list[Record]:
-    """The live pins that repeat ``record``: on the ``pinned`` nodes of its scope's chain (a
-    pin is never narrower than the scope its record is read from), read from that scope."""
-    chain = Scope.parse(record.scope)
-    seen: set[str] = set()
-    found: list[Record] = []
-    for level in range(Level.ORG, chain.level + 1):
-        node = await store.resolve_node(PIN_NODE, chain.at(Level(level)).key)
-        if node is None or node.id in seen:
-            continue
-        seen.add(node.id)
+async def pin_nodes(store: KnowledgeStore, scope: Scope) -> list[Node]:
+    """Every node named ``pinned`` that ``scope`` sees, broad → narrow, the ``system`` one first
+    at a level (any kind: a client may have named an entity so; only the records
+    :class:`~obsmem.knowledge.agents.pins.PinBoard` wrote on them are pins). A name is one node
+    per scope: one lookup per level of the chain, never a listing of every node the scope sees
+    (this runs for every context)."""
+    found: dict[str, Node] = {}
+    for level in range(Level.ORG, scope.level + 1):
+        node = await store.resolve_node(PIN_NODE, scope.at(Level(level)).key)
+        if node is not None:
+            found[node.id] = node
+    return sorted(found.values(), key=lambda n: (Scope.parse(n.scope).level, n.kind != PIN_KIND, n.id))
+
+
+async def pins_seen(store: KnowledgeStore, scope: Scope) -> list[Record]:
+    """The live pins ``scope`` sees (records with metadata ``pin``), in id order (oldest first)."""
+    pins: dict[str, Record] = {}
+    for node in await pin_nodes(store, scope):
         after: str | None = None
         while True:
-            page = await store.list_about(node.id, record.scope, after=after, limit=_PAGE)
-            found += [
-                r for r in page.items
-                if r.metadata.get(PIN_MARK) is True and r.metadata.get(PIN_SOURCE) == record.id
-            ]
+            page = await store.list_about(node.id, scope.key, after=after, limit=_PAGE)
+            pins.update((r.id, r) for r in page.items if r.metadata.get(PIN_MARK) is True)
             if page.next_cursor is None:
                 break
             after = page.next_cursor
-    return found
+    return sorted(pins.values(), key=lambda r: r.id)
+
+
+async def repeating(store: KnowledgeStore, record: Record) -> list[Record]:
+    """The live pins that repeat ``record``: among those its scope sees (a pin is never
+    narrower than the scope its record is read from)."""
+    return [r for r in await pins_seen(store, Scope.parse(record.scope)) if r.metadata.get(PIN_SOURCE) == record.id]
 
 
 async def drop_repeats(store: KnowledgeStore, record: Record, *, actor: str, reason: str) -> None:

@@ -57,6 +57,7 @@ from obsmem.storage.contract import (
     ObservationRecord,
     Store,
     ThreadState,
+    WindowMark,
     WriteResult,
     create_generation_marking,
     lineage_key,
@@ -573,23 +574,14 @@ class Core:
         """:meth:`update`, and when it applies, :meth:`mark` of ``parts`` on ``target``: in one
         write where the store can (:func:`~obsmem.storage.contract.update_record_marking`: one
         commit for both), else one after the other. The markers never undo the record."""
-        if target is None or target.thread_id is None or not parts:
-            written = await self.update(current, proposed)
-            if written.status == "applied":
-                await self.mark(target, *parts)
-            return written
-        lineage = lineage_key(self.config.scope, target.thread_id, target.resource_id or "")
-        result, message, before, after = await update_record_marking(
-            self.store, proposed, expected_version=current.version, message_id=target.id, parts=list(parts),
-            lineage=lineage,
+        return await self._write_marking(
+            current, target, parts,
+            lambda: self.store.update_record(proposed, expected_version=current.version),
+            lambda message_id, lineage: update_record_marking(
+                self.store, proposed, expected_version=current.version, message_id=message_id, parts=list(parts),
+                lineage=lineage,
+            ),
         )
-        written = self._wrote(result, current)
-        if written.status == "applied":
-            if message is None:
-                await self.mark(target, *parts)  # not written with the record: written (or logged) as always
-            else:
-                self.windows.parts_added(lineage, message, before, after)
-        return written
 
     async def new_generation(
         self, current: ObservationRecord, successor: ObservationRecord
@@ -608,25 +600,44 @@ class Core:
         else one after the other (as :meth:`update_marking`). Written after, the markers quote
         nothing (no ``observations``) once ``fence`` no longer holds: a forget begun since the
         generation may have passed the messages already."""
-        lineage = current.lineage
-        message: Message | None = None
+        return await self._write_marking(
+            current, target, parts,
+            lambda: self.store.create_generation(current, successor, expected_version=current.version),
+            lambda message_id, lineage: create_generation_marking(
+                self.store, current, successor, expected_version=current.version, message_id=message_id,
+                parts=list(parts), lineage=lineage,
+            ),
+            fence=fence,
+        )
+
+    async def _write_marking(
+        self, current: ObservationRecord, target: Message | None, parts: Sequence[DataPart],
+        plain: Callable[[], Awaitable[WriteResult]],
+        marked: Callable[
+            [str, str], Awaitable[tuple[WriteResult, Message | None, WindowMark | None, WindowMark | None]]
+        ],
+        *, fence: Fence | None = None,
+    ) -> Written[ObservationRecord]:
+        """A head write over ``current`` (``marked`` with the target message's id and window
+        lineage, or ``plain`` without a target) and the markers ``parts`` on ``target``: written
+        with it when the store did, else after it once it applied, then quoting nothing when
+        ``fence`` (if any) no longer holds."""
         if target is None or target.thread_id is None or not parts:
-            result = await self.store.create_generation(current, successor, expected_version=current.version)
+            result, message, before, after = await plain(), None, None, None
+            lineage = current.lineage
         else:
             lineage = lineage_key(self.config.scope, target.thread_id, target.resource_id or "")
-            result, message, before, after = await create_generation_marking(
-                self.store, current, successor, expected_version=current.version, message_id=target.id,
-                parts=list(parts), lineage=lineage,
-            )
+            result, message, before, after = await marked(target.id, lineage)
         written = self._wrote(result, current)
-        if written.status == "applied":
-            if message is not None:
-                self.windows.parts_added(lineage, message, before, after)
-            else:
-                if not fence.holds(await self.store.get_head(current.lineage)):
-                    parts = [p.model_copy(update={"data": {k: v for k, v in p.data.items() if k != "observations"}})
-                             for p in parts]  # fmt: skip
-                await self.mark(target, *parts)
+        if written.status != "applied":
+            return written
+        if message is not None:
+            self.windows.parts_added(lineage, message, before, after)
+            return written
+        if fence is not None and not fence.holds(await self.store.get_head(current.lineage)):
+            parts = [p.model_copy(update={"data": {k: v for k, v in p.data.items() if k != "observations"}})
+                     for p in parts]  # fmt: skip
+        await self.mark(target, *parts)  # not written with the head: written (or logged) as always
         return written
 
     def _wrote(self, result: WriteResult, over: ObservationRecord) -> Written[ObservationRecord]:

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from obsmem import KnowledgeNotFoundError
 from obsmem.knowledge import Knowledge, Level, Record, RecordView, Scope
+from obsmem.knowledge.store.tables import under
 from obsmem.server.errors import ERROR_RESPONSES
 from obsmem.server.rest import Caller, Id, ServiceDep, _Body, knowledge_scope
 from obsmem.server.service import Service
@@ -64,7 +65,7 @@ async def own_record(knowledge: Knowledge, record_id: str, scope: str) -> Record
         stored = await knowledge.store.load_record(record_id)
         if stored is not None and stored.scope.startswith(scope + "/"):
             record = await knowledge.store.get_record(record_id, stored.scope, view)
-    if record is None or not (record.scope == scope or record.scope.startswith(scope + "/")):
+    if record is None or not under(record.scope, scope):
         raise KnowledgeNotFoundError(f"Knowledge record '{record_id}' is not visible from this key.")
     return record
 

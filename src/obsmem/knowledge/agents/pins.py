@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.agents.common import AgentSettings
-from obsmem.knowledge.repeats import PIN_MARK, PIN_NODE, PIN_SOURCE
+from obsmem.knowledge.repeats import PIN_KIND, PIN_MARK, PIN_NODE, PIN_SOURCE, pin_nodes, pins_seen
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
 from obsmem.quoting import defuse
 
 __all__ = ["PIN_NODE", "PinBoard", "PinnedBlock"]
 
-PIN_KIND = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,23 +47,11 @@ class PinBoard:
         self.settings = settings
         self.count = count_tokens
 
-    async def _nodes(self, context: Scope) -> list[Node]:
-        """Every node named ``pinned`` that ``context`` sees, broad → narrow (any kind: a client
-        may have named an entity so; only the records :meth:`pin` wrote on them are pins). A name
-        is one node per scope: one lookup per level of the chain (by name, never a listing of
-        every node the scope sees: this runs for every context)."""
-        found: dict[str, Node] = {}
-        for level in range(Level.ORG, context.level + 1):
-            node = await self.store.resolve_node(PIN_NODE, context.at(Level(level)).key)
-            if node is not None:
-                found[node.id] = node
-        return sorted(found.values(), key=lambda n: (Scope.parse(n.scope).level, n.kind != PIN_KIND, n.id))
-
     async def _node(self, context: Scope, *, actor: str) -> Node:
         """The pin board's node: a ``system`` node named ``pinned`` at resource level (thread
         level under a thread ceiling), created if there is none."""
         level = clamp_level(Level.RESOURCE, self.settings.ceiling)
-        usable = [n for n in await self._nodes(context) if Scope.parse(n.scope).level <= level]
+        usable = [n for n in await pin_nodes(self.store, context) if Scope.parse(n.scope).level <= level]
         for node in usable:
             if node.kind == PIN_KIND:
                 return node
@@ -98,12 +85,6 @@ class PinBoard:
     async def unpin(self, record_id: str, context: Scope, *, actor: str = "pins", reason: str = "unpinned") -> Record:
         return await self.store.remove_record(record_id, context.key, actor=actor, reason=reason)
 
-    @staticmethod
-    def is_pin(record: Record) -> bool:
-        """Whether :meth:`pin` wrote ``record`` (a fact merely *about* a node named ``pinned``,
-        say through ``remember``, is not a pin)."""
-        return record.metadata.get(PIN_MARK) is True
-
     async def _source_stands(self, record: Record) -> bool:
         """A pin that repeats a record stands while that record is live and verified."""
         source = record.metadata.get(PIN_SOURCE)
@@ -113,19 +94,8 @@ class PinBoard:
         return held is not None and held.deleted_at is None and held.trust is TrustState.VERIFIED
 
     async def list(self, context: Scope) -> list[Record]:
-        """The pins ``context`` sees, oldest first."""
-        pins: dict[str, Record] = {}
-        for node in await self._nodes(context):
-            after: str | None = None
-            while True:
-                page = await self.store.list_about(node.id, context.key, after=after, limit=500)
-                for record in page.items:
-                    if self.is_pin(record) and await self._source_stands(record):
-                        pins[record.id] = record
-                if page.next_cursor is None:
-                    break
-                after = page.next_cursor
-        return sorted(pins.values(), key=lambda r: r.id)
+        """The pins ``context`` sees, oldest first (a captured pin while its record stands)."""
+        return [pin for pin in await pins_seen(self.store, context) if await self._source_stands(pin)]
 
     async def render(self, context: Scope) -> PinnedBlock:
         """The pinned block within ``pins_tokens``; pins that do not fit are named, not hidden."""
