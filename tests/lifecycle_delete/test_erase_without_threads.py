@@ -164,7 +164,7 @@ async def test_delete_thread_drops_capture_guidance_learnt_only_in_it(stores: St
     settings["knowledge"] = {"record_level": "thread", "trust": "verified"}
     memory = Memory(stores.store, config=MemoryConfig(**settings), max_turn_wait=None,
                     knowledge=Knowledge(stores.knowledge, actor="tester"))  # fmt: skip
-    for thread, said in (("t2", "My favourite colour is teal."), ("t1", "My locker code is 5512.")):
+    for thread, said in (("t2", "My favourite colour is teal."), ("t1", "My locker code is LKQZ-5512.")):
         await memory.create_thread(thread, "alice")
         for i in range(4):
             text = said if i == 1 else f"Turn {i}: the project deadline moved to the 14th."
@@ -176,13 +176,15 @@ async def test_delete_thread_drops_capture_guidance_learnt_only_in_it(stores: St
     scope = "org:default/resource:alice"
     before = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, scope)
     assert before is not None and before.scope == scope and "locker code" in (before.content or ""), before
+    assert stores.scan("LKQZ-5512"), "the value is stored before the delete"
 
     assert await memory.delete_thread("t1")
 
     after = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, scope)
     assert after is None or "locker code" not in (after.content or "")
     assert stores.scan("locker code") == []
-    assert stores.scan("5512") == []
+    # a value no timestamp or id can hold ("5512" alone once matched a timestamp's microseconds)
+    assert stores.scan("LKQZ-5512") == []
     await memory.aclose()
 
 
