@@ -4,6 +4,7 @@ bounds, busy or in use goes to the worker thread, complete."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from pathlib import Path
@@ -152,3 +153,119 @@ async def test_a_turn_sees_what_another_process_committed(tmp_path: Path) -> Non
     await turn.end()
     await first.aclose()
     await second.aclose()
+
+
+# -- saves written here (SQLiteStore._save_here): only the commit goes to another thread ---------
+
+
+class Handoffs:
+    """Counts the jobs handed to the store's worker thread."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.count = 0
+        real = store._executor.submit
+
+        def submit(*args: object, **kwargs: object) -> object:
+            self.count += 1
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        store._executor.submit = submit  # type: ignore[method-assign]
+
+
+async def test_a_turns_saves_are_written_here_and_read_back_as_the_worker_thread_writes(tmp_path: Path) -> None:
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}")
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("warm up")])
+    await turn.end([Message.assistant("ok")])
+    store = memory.store
+    assert isinstance(store, SQLiteStore)
+    handoffs = Handoffs(store)
+    turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("a question")])
+    context = await turn.step([Message.assistant("an answer", metadata={"k": [1, "two"]})])
+    await turn.end()
+    assert handoffs.count == 0  # neither save, nor any read, went through the worker thread
+    stored = await memory.list_messages("t1")
+    assert [m.text for m in stored] == ["warm up", "ok", "a question", "an answer"]
+    assert [m.seq for m in stored] == sorted({m.seq for m in stored})
+    assert stored[-1].metadata["k"] == [1, "two"]
+    shown = {m.id: m for m in context.raw_messages}
+    assert all(shown[m.id].model_dump() == m.model_dump() for m in stored if m.id in shown)  # as a read gives them
+    await memory.aclose()
+
+
+async def test_a_save_while_another_process_writes_waits_on_the_worker_thread_not_the_loop(tmp_path: Path) -> None:
+    """Another connection holds the write lock: the save is not written here (that would wait
+    for the lock on the event loop); it waits on the worker thread, the loop runs meanwhile, and
+    it is stored once the other write ends."""
+    path = tmp_path / "m.db"
+    memory = Memory(f"sqlite:///{path}")
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("warm up")])
+    await turn.end()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    pending = asyncio.create_task(memory.begin_turn(thread_id="t1", messages=[Message.user("while locked")]))
+    ticks = 0
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert not pending.done() and ticks == 5  # the loop ran while the save waited for the lock
+    other.execute("COMMIT")
+    other.close()
+    turn = await pending
+    assert [m.text for m in turn.context.raw_messages][-1] == "while locked"
+    await turn.end()
+    assert [m.text for m in await memory.list_messages("t1")] == ["warm up", "while locked"]
+    await memory.aclose()
+
+
+async def test_saves_from_two_event_loops_share_the_connection_safely(tmp_path: Path) -> None:
+    """Two threads, each with its own event loop, save through one store at once: a save written
+    here claims the connection, and the other thread's jobs wait for its commit (none runs
+    inside its transaction). Every message is stored once, in each thread's order."""
+    store = SQLiteStore(tmp_path / "m.db")
+    await store.create_thread(Thread(id="t1", resource_id="u1"))
+    await store.create_thread(Thread(id="t2", resource_id="u1"))
+    failures: list[BaseException] = []
+
+    def writer(thread_id: str) -> None:
+        async def run() -> None:
+            for i in range(60):
+                saved, _, _, commit = await store.save_messages_marked_early(
+                    thread_id, [Message.user(f"{thread_id}-{i}")], f"thread:{thread_id}"
+                )
+                await commit
+                assert saved[0].text == f"{thread_id}-{i}"
+                if i % 7 == 0:  # a worker-thread job between the saves
+                    await store.list_messages(thread_id, limit=3, newest_first=True)
+
+        try:
+            asyncio.run(run())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("t1", "t2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        await asyncio.to_thread(t.join)
+    assert failures == []
+    for thread_id in ("t1", "t2"):
+        assert [m.text for m in await store.list_messages(thread_id)] == [f"{thread_id}-{i}" for i in range(60)]
+    await store.close()
+
+
+async def test_a_save_above_the_inline_bounds_is_written_whole_on_the_worker_thread(tmp_path: Path) -> None:
+    store = await _store(tmp_path, messages=0)
+    await store.get_thread("t1")
+    handoffs = Handoffs(store)
+    big = "y" * (inline.MAX_CHARS + 10)
+    saved, _, _, commit = await store.save_messages_marked_early(
+        "t1", [Message.user("small"), Message.user(big)], "thread:t1"
+    )
+    await commit
+    assert handoffs.count == 1 and [len(m.text) for m in saved] == [5, len(big)]
+    many = [Message.user(f"m{i}") for i in range(inline.MAX_ROWS + 1)]
+    saved, _, _, commit = await store.save_messages_marked_early("t1", many, "thread:t1")
+    await commit
+    assert handoffs.count == 2 and len(saved) == len(many)
+    assert len(await store.list_messages("t1")) == 2 + len(many)
+    await store.close()

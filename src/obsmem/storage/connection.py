@@ -4,11 +4,18 @@ SQLite connections (and the knowledge store's synchronous psycopg connection) mu
 the thread that made them, and their calls block. So each such adapter runs every operation on
 its own single thread, in submission order, and closes the connection there after the calls
 already queued have finished. This mixin is that plumbing, shared by the adapters that need it.
+
+An adapter may also *claim* the connection while its thread is idle (nothing queued or
+running, :meth:`ConnectionThread._claim_idle`) and use it where it is called, with no hand-off;
+it then ends the claim on a second thread (:meth:`ConnectionThread._finish_claim`: a commit that
+waits for the disk) or drops it. Until then every job of the thread waits for the connection,
+so none runs inside the claimant's transaction, whichever thread queued it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -32,7 +39,11 @@ class ConnectionThread:
 
     def _start_thread(self, name: str) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-commit")
         self._closed = False
+        self._jobs = 0  # queued or running on the thread, plus a claim (see _claim_idle)
+        self._jobs_lock = threading.Lock()
+        self._conn_lock = threading.Lock()  # held by the job or the claim using the connection
 
     def _close_connection(self) -> None:
         raise NotImplementedError
@@ -40,7 +51,56 @@ class ConnectionThread:
     async def _on_thread(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreClosedError()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._submit(fn, *args)
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` queued on the thread (counted until it has run)."""
+        with self._jobs_lock:
+            self._jobs += 1
+        try:
+            return asyncio.get_running_loop().run_in_executor(self._executor, self._job, fn, args)
+        except BaseException:
+            self._done()
+            raise
+
+    def _job(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            with self._conn_lock:  # waits for a claim to end (see _claim_idle)
+                return fn(*args)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._jobs_lock:
+            self._jobs -= 1
+
+    def _claim_idle(self) -> bool:
+        """Claim the connection when nothing is queued or running on its thread: True, and until
+        the claim ends (:meth:`_finish_claim`, :meth:`_drop_claim`) the caller alone uses it;
+        jobs queued meanwhile wait, and run after the claim's end. False (nothing claimed) when
+        the thread has work or the connection is closing. Never waits."""
+        with self._jobs_lock:
+            if self._jobs or self._closed or not self._conn_lock.acquire(blocking=False):
+                return False
+            self._jobs = 1
+            return True
+
+    def _drop_claim(self) -> None:
+        """End a claim here (the connection left as it was found: no open transaction)."""
+        self._conn_lock.release()
+        self._done()
+
+    def _finish_claim(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """End a claim with ``fn()`` on a second thread (a commit, which waits for the disk): the
+        jobs queued meanwhile run once it returns."""
+
+        def finish() -> T:
+            try:
+                return fn()
+            finally:
+                self._drop_claim()
+
+        return asyncio.get_running_loop().run_in_executor(self._finisher, finish)  # raises: still claimed
 
     async def close(self) -> None:
         """Close the connection after the operations already queued have finished. Idempotent."""
@@ -48,6 +108,7 @@ class ConnectionThread:
             return
         self._closed = True
         try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_connection)
+            await self._submit(self._close_connection)
         finally:
             self._executor.shutdown(wait=False)
+            self._finisher.shutdown(wait=False)

@@ -17,7 +17,9 @@ when all of this holds — otherwise they go to the worker thread as before:
 * **Never waited for**: the connection is used by one caller at a time (a lock taken without
   blocking); a caller that finds it in use (another event loop's thread) goes to the worker.
 
-Writes never run here: a commit waits for the disk (fsync) and for other writers.
+Writes never run on this connection: a commit waits for the disk (fsync) and for other
+writers. (A turn's save may write its rows on the caller's thread through the store's own
+connection, never waiting either, and commit on another thread: ``SQLiteStore._save_here``.)
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ Design choices, and why:
   does not interrupt the worker: the operation still commits or rolls back as a whole. The
   one exception: the small reads a turn makes on every step (its thread, its window, its
   instructions) run where they are called, on a read-only connection that never waits and refuses large results
-  (:mod:`obsmem.storage.sqlite.inline`); whatever it refuses goes to the worker thread.
+  (:mod:`obsmem.storage.sqlite.inline`); whatever it refuses goes to the worker thread. And a
+  turn's save, when the worker thread is idle, writes its rows where it is called (the write
+  lock taken without waiting, the same bounds) and hands only the commit, which waits for the
+  disk, to a second thread (:meth:`SQLiteStore._save_here`); the worker's jobs wait for it.
 * **Window marks** (:data:`~obsmem.storage.contract.WindowMark`): triggers give each thread a
   message revision, one more for every insert, update or delete of one of its messages, by any
   connection or program. With the thread's row key (never reused) and the live head's id and
@@ -231,12 +234,16 @@ def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
         conn.execute("COMMIT")
         return result
     except BaseException:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:  # never mask the original error
-                pass
+        _roll_back(conn)
         raise
+
+
+def _roll_back(conn: Conn) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # never mask the original error
+            pass
 
 
 def _resolve(future: asyncio.Future[Any], value: Any) -> None:
@@ -374,7 +381,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 f"sqlite:///{self.path}, or open the store with migrate='auto'."
             )
         self._prepare_file()
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        # Used by one thread at a time: the worker, or a claim (see save_messages_marked_early).
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
@@ -588,6 +596,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return await self.save_messages(thread_id, messages), None, None, committed()
         if self._closed:
             raise StoreClosedError()
+        here = self._save_here(thread_id, messages, lineage)
+        if here is not None:
+            return here
         early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
         sent = False
 
@@ -605,7 +616,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 raise StorageError(f"SQLite store {self.path}: the save's commit failed (database busy)")
             _transaction(conn, "BEGIN IMMEDIATE", op)
 
-        commit: asyncio.Future[None] = loop.run_in_executor(self._executor, self._run, job)
+        commit: asyncio.Future[None] = self._submit(self._run, job)
 
         def settled(done: asyncio.Future[None]) -> None:
             error = done.exception() if not done.cancelled() else StoreClosedError()
@@ -616,10 +627,65 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         saved, before, after = await early
         return saved, before, after, commit
 
-    def _save(self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False) -> list[Message]:
+    def _save_here(
+        self, thread_id: str, messages: list[Message], lineage: str
+    ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] | None:
+        """:meth:`save_messages_marked_early` without a hand-off to the worker thread, or None
+        when it cannot be done here (then the worker thread saves as it always did).
+
+        When the worker thread is idle the connection is claimed (see
+        :class:`~obsmem.storage.connection.ConnectionThread`) and the rows are written here: the
+        write lock taken without waiting (a busy timeout of 0: another writer holding it sends
+        the save to the worker thread, which waits for it), at most a window's worth of rows
+        (the inline reads' bounds), no disk sync. Only the ``COMMIT``, which waits for the disk,
+        runs on a second thread, and the claim ends with it: every job queued meanwhile runs
+        after the commit, as after a save on the worker thread. What runs here is Python work
+        that would hold the interpreter lock on the worker thread all the same, and page writes
+        bounded like an inline read's."""
+        conn = self._conn
+        if conn is None or len(messages) > inline.MAX_ROWS or not self._claim_idle():
+            return None
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            before = _mark(conn, lineage, thread_id)
+            saved = self._save(conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS)
+            after = _mark(conn, lineage, thread_id)
+        except BaseException as exc:
+            _roll_back(conn)
+            self._drop_claim()
+            if isinstance(exc, sqlite3.Error | inline.TooLarge):
+                return None  # busy, or anything else: the worker thread saves (and reports a real error)
+            raise
+        assert before is not None and after is not None  # _save required the thread
+
+        def commit() -> None:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _roll_back(conn)
+                raise StorageError(f"SQLite store {self.path}: the save's commit failed: {exc}") from exc
+            self._log.after_write(conn)
+
+        try:
+            done: asyncio.Future[None] = self._finish_claim(commit)
+        except BaseException:
+            _roll_back(conn)
+            self._drop_claim()
+            raise StoreClosedError() from None
+        return saved, before, after, done
+
+    def _save(
+        self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False,
+        max_chars: int | None = None,
+    ) -> list[Message]:
         """Save ``messages``; return them as stored: copies of the input with their seq, or with
         ``decoded`` as a read would give them (from the JSON written: nothing of the caller's
-        objects, no value JSON does not keep)."""
+        objects, no value JSON does not keep). ``max_chars``: raise ``TooLarge`` before writing
+        a message that brings the characters written above it."""
         row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is None:
             raise ThreadNotFoundError(thread_id)
@@ -635,6 +701,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                     f"it cannot also be saved into thread '{thread_id}'. Give it a new id."
                 )
             values = _columns(message)
+            if max_chars is not None:
+                max_chars -= len(values["parts"]) + len(values["metadata"] or "")
+                if max_chars < 0:
+                    raise inline.TooLarge()
             if row is None:
                 cursor = conn.execute(
                     "INSERT INTO messages (id, thread_id, role, parts, created_at, metadata) "
