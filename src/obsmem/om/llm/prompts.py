@@ -22,6 +22,7 @@ Two choices go beyond the reference design:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -233,6 +234,7 @@ def _name_pattern(name: str) -> str:
     return _GAP.join(chars)
 
 
+@functools.lru_cache(maxsize=32)  # the extractors' tags are configuration: a few sets, each compiled once
 def _tag_pattern(names: frozenset[str]) -> re.Pattern[str]:
     alternatives = "|".join(_name_pattern(n) for n in sorted(names, key=len, reverse=True))
     # An opening bracket, any slashes or backslashes, then a known name not followed by more name.
