@@ -668,8 +668,11 @@ class Memory:
         Returns counts per kind.
         """
         check_text(value, "value")
-        if not value:
-            raise InvalidInputError("Invalid value: forgetting needs a non-empty string", argument="value")
+        if not value.strip():  # " " is in nearly every message: forgetting it would empty the memory
+            raise InvalidInputError(
+                "Invalid value: forgetting needs a non-empty string that is not blank (whitespace only)",
+                argument="value",
+            )
         check_id(thread_id, "thread_id", optional=True)
         check_id(resource_id, "resource_id", optional=True)
         if thread_id is not None:

@@ -91,6 +91,7 @@ from obsmem.errors import (
     StorageError,
 )
 from obsmem.knowledge import Knowledge
+from obsmem.knowledge.lifecycle import DEFAULT_ORG
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
     ForgottenValue,
@@ -303,8 +304,10 @@ async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str,
 
 
 def _default_scope(threads: list[Thread], resource_id: str) -> str:
-    orgs = {t.org_id for t in threads}
-    if len(orgs) != 1 or None in orgs:
+    """The knowledge scope of the resource's threads: a thread without an org is in
+    :data:`~obsmem.knowledge.lifecycle.DEFAULT_ORG`, as Memory's knowledge agents put it."""
+    orgs = {t.org_id or DEFAULT_ORG for t in threads}
+    if len(orgs) != 1:
         raise InvalidInputError(
             f"The threads of resource '{resource_id}' do not name one organisation "
             f"({sorted(str(o) for o in orgs)}), so its knowledge scope is unknown: pass "
@@ -326,7 +329,8 @@ async def export_resource(
 
     ``out``: a text stream or a file path. ``knowledge_scope``: the knowledge scope the resource's
     knowledge is read from (default ``org:<org_id>/resource:<resource_id>`` from the threads'
-    ``org_id``; required when they have none); everything visible from it (its ancestors' too)
+    ``org_id``, ``org:default`` for threads without one; required when they name several);
+    everything visible from it (its ancestors' too)
     is exported. A resource without threads is refused with
     :class:`~obsmem.errors.InvalidInputError` (most likely a mistyped id).
     """

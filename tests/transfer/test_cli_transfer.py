@@ -130,3 +130,40 @@ def test_an_empty_into_resource_is_refused_and_nothing_imported(tmp_path: Path) 
             return len(await store.list_all_threads())
 
     assert not target.exists() or asyncio.run(threads()) == 0
+
+
+def test_export_and_import_with_knowledge_for_a_user_without_an_org(tmp_path: Path) -> None:
+    """``Memory()`` makes threads without an org, and their knowledge lives in ``org:default``
+    (what Memory's knowledge agents use). On main ``obsmem export --knowledge`` refused every such
+    user ("do not name one organisation … pass knowledge_scope=", an option the CLI does not
+    have), so the README's round trip with knowledge could not be run from the command line."""
+    from obsmem import Memory, Message
+    from obsmem.knowledge import Knowledge
+
+    source, kfile = tmp_path / "m.db", tmp_path / "k.db"
+    target, ktarget, dump = tmp_path / "t.db", tmp_path / "kt.db", tmp_path / "alice.jsonl"
+
+    async def seed() -> str:
+        async with Memory(f"sqlite:///{source}") as memory, Knowledge.sqlite(kfile, actor="t") as knowledge:
+            await memory.create_thread("t1", "alice")
+            await memory.save_messages("t1", [Message.user("I moved to Berlin.")])
+            scope = "org:default/resource:alice"
+            node = await knowledge.node("Alice", "person", scope)
+            record = await knowledge.append(node.id, "Alice lives in Berlin", scope, reason="said so")
+            return record.id
+
+    record_id = asyncio.run(seed())
+    exported = runner.invoke(
+        app, ["export", "-r", "alice", "--store", str(source), "--knowledge", str(kfile), "-o", str(dump)]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert "1 knowledge_record" in exported.stderr
+    imported = runner.invoke(app, ["import", str(dump), "--store", str(target), "--knowledge", str(ktarget)])
+    assert imported.exit_code == 0, imported.output
+
+    async def check() -> None:
+        async with Knowledge.sqlite(ktarget, actor="t") as knowledge:
+            found = await knowledge.store.get_record(record_id, "org:default/resource:alice")
+            assert found is not None and found.text == "Alice lives in Berlin"
+
+    asyncio.run(check())

@@ -50,7 +50,7 @@ async def _knowledge(url: str | None) -> AsyncIterator[Knowledge | None]:
     if url is None:
         yield None
         return
-    async with open_knowledge(url, actor="obsmem-cli") as graph:
+    async with open_knowledge(url, actor="obsmem-cli", existing=True) as graph:
         yield graph
 
 
@@ -76,8 +76,8 @@ def forget(
     observation lines of the live record and every older generation, markers, working memory;
     with --knowledge, every knowledge record, node and audit event holding it (the value is then
     refused if captured again)."""
-    if not value:
-        raise fail("VALUE must not be empty")
+    if not value.strip():
+        raise fail("VALUE must not be empty or blank: name the text to forget")
     opened = _open(store)
     where = f"thread '{thread}'" if thread else f"resource '{resource}'" if resource else "every thread"
     _confirm(f"Forget every occurrence of {value!r} in {where} of {describe_store(opened)}?", yes)

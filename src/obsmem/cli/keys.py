@@ -13,7 +13,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.stores import describe_store, err_console, fail
+from obsmem.cli.stores import describe_store, err_console, fail, sqlite_path
 from obsmem.storage import open_store
 
 __all__ = ["keys_app", "register"]
@@ -37,7 +37,9 @@ def _keys(ctx: typer.Context) -> None:
     print_help_when_bare(ctx)
 
 
-def _key_store(store: str | None) -> Any:
+def _key_store(store: str | None, *, existing: bool = True) -> Any:
+    """The key store in ``store``; with ``existing`` (reading or revoking keys) a SQLite file that
+    does not exist is refused, not created."""
     try:
         from obsmem.server.keys import key_store_for
     except ImportError as exc:
@@ -48,6 +50,10 @@ def _key_store(store: str | None) -> Any:
         raise fail(str(exc)) from None
     if opened.url == "memory://":
         raise fail("memory:// lives inside one process: keys made here would vanish. Use a SQLite file or PostgreSQL.")
+    path = sqlite_path(opened)
+    if existing and path is not None and not path.is_file():
+        raise fail(f"no database at {path}; check the path (sqlite:///rel/path.db is relative to the current "
+                   "folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
     err_console.print(f"store: {describe_store(opened)}", soft_wrap=True, highlight=False)
     return key_store_for(opened.url)
 
@@ -69,7 +75,7 @@ def create(
         raise fail("--org must not be empty: name the org the key belongs to")
     if resource is not None and not resource.strip():
         raise fail("--resource must not be empty: name the resource, or leave it out for the whole org")
-    keys = _key_store(store)
+    keys = _key_store(store, existing=False)
 
     async def run() -> tuple[Any, str]:
         await keys.setup()

@@ -18,7 +18,7 @@ from rich.console import Console
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.cli.render import escape
-from obsmem.cli.stores import fail
+from obsmem.cli.stores import fail, open_knowledge
 from obsmem.knowledge import Knowledge
 
 __all__ = ["knowledge_app"]
@@ -47,9 +47,7 @@ def _group(ctx: typer.Context) -> None:
 
 
 def _open(location: str, actor: str) -> Knowledge:
-    if location.startswith(("postgresql://", "postgres://")):
-        return Knowledge.postgres(location, actor=actor)
-    return Knowledge.sqlite(location.removeprefix("sqlite:///"), actor=actor)
+    return open_knowledge(location, actor=actor, existing=True)  # review reads: a missing file is a typo
 
 
 def _run(location: str, actor: str, work: Callable[[Knowledge], Awaitable[T]]) -> T:

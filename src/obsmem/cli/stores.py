@@ -126,16 +126,22 @@ KnowledgeOption = Annotated[
 ]
 
 
-def open_knowledge(url: str, *, actor: str = "obsmem-cli") -> Knowledge:
+def open_knowledge(url: str, *, actor: str = "obsmem-cli", existing: bool = False) -> Knowledge:
     """The knowledge store named by ``--knowledge`` (a PostgreSQL URL, or a SQLite file as a path
     or ``sqlite:///`` URL), acting as ``actor`` in its audit log; then ``knowledge: …`` on stderr
-    (password masked). An unusable URL ends the command with a one-line error."""
+    (password masked). An unusable URL ends the command with a one-line error, and so does, with
+    ``existing`` (a command that reads or erases), a SQLite file that does not exist: opening it
+    would create an empty one, and a typo in the path would report an erase that never happened."""
     text = url.strip()
     try:
         if text.startswith(("postgres://", "postgresql://", "postgresql+")):
             knowledge = Knowledge.postgres(postgres_url(text)[0], actor=actor)
         else:
-            knowledge = Knowledge.sqlite(text.removeprefix("sqlite:///"), actor=actor)
+            path = Path(text.removeprefix("sqlite:///")).expanduser()
+            if existing and not path.is_file():
+                raise fail(f"no knowledge store at {path.absolute()}; check the path (sqlite:///rel/path.db is "
+                           "relative to the current folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
+            knowledge = Knowledge.sqlite(path, actor=actor)
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     err_console.print(f"knowledge: {escape(mask_password(text))}", soft_wrap=True, highlight=False)

@@ -55,7 +55,7 @@ def export(
     """Export one resource (threads, messages, every observation generation, working memory,
     and its knowledge with --knowledge) as versioned JSON lines."""
     opened = open_for_reading(_store_url(store))
-    graph = open_knowledge(knowledge) if knowledge is not None else None
+    graph = open_knowledge(knowledge, existing=True) if knowledge is not None else None
 
     async def run(target: Store) -> dict[str, int]:
         async with target:

@@ -89,6 +89,7 @@ async def run_demo(
     started = time.perf_counter()
     async with memory:
         await _clear_own_demo_thread(memory, database)
+        await memory.create_thread(DEMO_THREAD_ID, DEMO_RESOURCE_ID, metadata={DEMO_MARK: True})
         for index, demo_turn in enumerate(conversation):
             clock.advance_to(demo_turn.user.created_at)
             turn = await memory.begin_turn(
@@ -124,17 +125,26 @@ async def run_demo(
     )
 
 
+#: On the demo's own thread (its metadata): what a later run may replace.
+DEMO_MARK = "obsmem_demo"
+
+
 async def _clear_own_demo_thread(memory: Memory, database: Path) -> None:
     """Delete the demo thread a previous run left in ``database``; a thread of that id that the
-    demo did not make (another resource, or an org) is someone's data: refuse, deleting nothing."""
+    demo did not make is someone's data: refuse, deleting nothing. The demo's own carries
+    :data:`DEMO_MARK` (one an older obsmem made, unmarked, starts with the demo's first message)."""
     thread = await memory.store.get_thread(DEMO_THREAD_ID)
     if thread is None:
         return
-    if thread.resource_id != DEMO_RESOURCE_ID or thread.org_id is not None:
+    own = thread.resource_id == DEMO_RESOURCE_ID and thread.org_id is None
+    if own and thread.metadata.get(DEMO_MARK) is not True:
+        first = await memory.store.list_messages(DEMO_THREAD_ID, limit=1)
+        own = bool(first) and first[0].text == demo_conversation()[0].user.text
+    if not own:
         owner = f"resource '{thread.resource_id}'" + (f" of org '{thread.org_id}'" if thread.org_id else "")
         raise InvalidInputError(
-            f"{database} already holds a thread '{DEMO_THREAD_ID}' of {owner}; the demo replaces only "
-            f"its own (of resource '{DEMO_RESOURCE_ID}'), so it changed nothing. Use another database.",
+            f"{database} already holds a thread '{DEMO_THREAD_ID}' of {owner} that the demo did not make; "
+            "the demo replaces only its own, so it changed nothing. Use another database.",
             argument="database",
         )
     await memory.delete_thread(DEMO_THREAD_ID)

@@ -199,6 +199,8 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
 
     def _migrate(self, dry_run: bool) -> list[str]:
         try:
+            if dry_run:
+                return self._pending_in_file()
             prepare_database_file(self.path, allow_empty=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
@@ -209,6 +211,20 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                 conn.close()
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot migrate the knowledge tables in {self.path}: {exc}") from exc
+
+    def _pending_in_file(self) -> list[str]:
+        """The steps a migration would apply, writing nothing (no folder, no file, no WAL files):
+        a missing file has them all pending; an existing one is read as the main store's dry run
+        reads it (read-only, or immutable when no other connection has it open)."""
+        if not self.path.exists():
+            return KNOWLEDGE_MIGRATIONS.names()
+        in_use = self.path.with_name(self.path.name + "-wal").exists()
+        uri = f"{self.path.as_uri()}?{'mode=ro' if in_use else 'immutable=1'}"
+        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            return [m.name for m in KNOWLEDGE_MIGRATIONS.pending(conn)]
+        finally:
+            conn.close()
 
     # -- worker thread -------------------------------------------------------------------------
     def _run(self, begin: str, fn: Callable[[KnowledgeTables], T]) -> T:

@@ -381,7 +381,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 f"sqlite:///{self.path}, or open the store with migrate='auto'."
             )
         self._prepare_file()
-        # Used by one thread at a time: the worker, or a claim (see save_messages_marked_early).
+        # Used by one thread at a time: the worker, or a claim (see _save_here).
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row

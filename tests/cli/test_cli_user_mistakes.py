@@ -1,0 +1,122 @@
+"""A user's slips at the command line end in one clear line and change nothing (hostile review,
+helper-100): a mistyped knowledge path, a blank value to forget, a demo database that holds the
+user's own ``demo-thread``, a dry run of ``migrate``.
+
+On main each of these "succeeded": ``forget``/``delete-resource``/``knowledge pending``/``export``
+with a mistyped ``--knowledge`` created an empty knowledge file and reported 0 records erased
+(the real store kept them), ``keys list`` created the store file, ``forget " "`` removed 603 of
+818 messages, ``demo --db`` deleted the user's own ``demo-thread`` of ``demo-user``, and
+``migrate --dry-run`` created the database file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from obsmem import InvalidInputError, Memory, Message
+from obsmem.cli import app
+
+runner = CliRunner()
+
+
+def _seed(db: Path, thread: str = "t1", resource: str = "alice", text: str = "Alice's notes about Kessler.") -> None:
+    async def seed() -> None:
+        async with Memory(f"sqlite:///{db}") as memory:
+            await memory.create_thread(thread, resource)
+            await memory.save_messages(thread, [Message.user(text), Message.assistant("Noted.")])
+
+    asyncio.run(seed())
+
+
+def _texts(db: Path, thread: str = "t1") -> list[str]:
+    async def read() -> list[str]:
+        async with Memory(f"sqlite:///{db}") as memory:
+            return [m.text for m in await memory.list_messages(thread)]
+
+    return asyncio.run(read())
+
+
+def _refused(result: object, needle: str) -> None:
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # type: ignore[attr-defined]
+    assert len(errors) == 1 and needle in errors[0], result.stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["forget", "Kessler", "--yes"],
+        ["delete-resource", "alice", "--yes"],
+        ["export", "-r", "alice", "-o", "-"],
+    ],
+)
+def test_a_mistyped_knowledge_path_is_refused_not_created(tmp_path: Path, command: list[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    typo = tmp_path / "knowlege.db"
+    result = runner.invoke(app, [*command, "--store", str(db), "--knowledge", str(typo)])
+    _refused(result, "no knowledge store at")
+    assert not typo.exists()
+    assert _texts(db) == ["Alice's notes about Kessler.", "Noted."]  # nothing erased either
+
+
+@pytest.mark.parametrize("command", [["pending"], ["activity"]])
+def test_knowledge_review_of_a_missing_file_is_refused_not_created(tmp_path: Path, command: list[str]) -> None:
+    typo = tmp_path / "knowlege.db"
+    result = runner.invoke(app, ["knowledge", *command, "-k", str(typo), "--scope", "org:default/resource:alice"])
+    _refused(result, "no knowledge store at")
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("command", [["keys", "list"], ["keys", "revoke", "k_abc"]])
+def test_keys_of_a_missing_store_are_refused_not_created(tmp_path: Path, command: list[str]) -> None:
+    pytest.importorskip("fastapi")
+    typo = tmp_path / "typo.db"
+    result = runner.invoke(app, [*command, "--store", str(typo)])
+    _refused(result, "no database at")
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("value", [" ", "\t\n", "  "])
+def test_a_blank_value_is_not_forgotten(tmp_path: Path, value: str) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    result = runner.invoke(app, ["forget", value, "--store", str(db), "--yes"])
+    _refused(result, "VALUE")
+    assert _texts(db) == ["Alice's notes about Kessler.", "Noted."]
+
+    async def library() -> None:
+        async with Memory(f"sqlite:///{db}") as memory:
+            with pytest.raises(InvalidInputError, match="blank"):
+                await memory.forget(value)
+
+    asyncio.run(library())
+    assert _texts(db) == ["Alice's notes about Kessler.", "Noted."]
+
+
+def test_demo_refuses_a_demo_thread_of_demo_user_it_did_not_make(tmp_path: Path) -> None:
+    db = tmp_path / "mine.db"
+    _seed(db, thread="demo-thread", resource="demo-user", text="My own ZEBRA-991 notes.")
+    result = runner.invoke(app, ["demo", "--db", str(db), "--turns", "3", "--no-context"])
+    _refused(result, "'demo-thread'")
+    assert _texts(db, "demo-thread") == ["My own ZEBRA-991 notes.", "Noted."]
+    again = tmp_path / "demo.db"  # its own thread it still replaces, run after run
+    for _ in range(2):
+        assert runner.invoke(app, ["demo", "--db", str(again), "--turns", "3", "--no-context"]).exit_code == 0
+
+
+def test_migrate_dry_run_creates_nothing(tmp_path: Path) -> None:
+    fresh = tmp_path / "sub" / "fresh.db"
+    result = runner.invoke(app, ["migrate", "--store", f"sqlite:///{fresh}", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "pending" in result.stdout and "knowledge" in result.stdout
+    assert not fresh.exists() and not fresh.parent.exists()
+    db = tmp_path / "m.db"
+    _seed(db)
+    assert runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}"]).exit_code == 0
+    again = runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}", "--dry-run"])
+    assert again.exit_code == 0 and again.stdout.startswith("0 migration(s) pending"), again.output
