@@ -120,3 +120,56 @@ def test_migrate_dry_run_creates_nothing(tmp_path: Path) -> None:
     assert runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}"]).exit_code == 0
     again = runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}", "--dry-run"])
     assert again.exit_code == 0 and again.stdout.startswith("0 migration(s) pending"), again.output
+
+
+@pytest.mark.parametrize("command", [["show"], ["threads", "--resource"], ["export", "-r"], ["usage", "--thread"]])
+def test_an_argument_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    """On main: a 217-line ``UnicodeEncodeError: … surrogates not allowed`` traceback."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "m.db"
+    _seed(db)
+    argv = [sys.executable, "-m", "obsmem.cli", *command, b"bad\xff", "--store", str(db)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)  # noqa: S603 - our own CLI
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "not UTF-8" in done.stderr, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [done.stderr.strip()]
+
+
+def test_a_key_store_in_a_new_folder_is_made_private(tmp_path: Path) -> None:
+    """On main ``keys create --store new/k.db`` failed ("unable to open database file"), and
+    ``obsmem serve`` on such a store died at startup with a 61-line traceback; a key store the
+    key commands created took the umask's mode (0644), not the memory store's 0600."""
+    pytest.importorskip("fastapi")
+    db = tmp_path / "new" / "k.db"
+    result = runner.invoke(app, ["keys", "create", "--org", "acme", "--store", str(db)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("om_")
+    assert db.stat().st_mode & 0o777 == 0o600 and db.parent.stat().st_mode & 0o777 == 0o700
+    listed = runner.invoke(app, ["keys", "list", "--store", str(db)])
+    assert listed.exit_code == 0 and '"org_id": "acme"' in listed.stdout, listed.output
+
+
+@pytest.mark.parametrize("bench", ["locomo", "longmemeval", "knowledge"])
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"[1, 2]", None])
+def test_bench_data_a_user_gets_wrong_is_one_line(tmp_path: Path, bench: str, content: bytes | None) -> None:
+    """On main: ``UnicodeDecodeError``, ``AttributeError: 'int' object has no attribute 'get'`` and
+    ``IsADirectoryError`` tracebacks (None: --data names a folder)."""
+    data = tmp_path / "data.json"
+    if content is None:
+        data.mkdir()
+    else:
+        data.write_bytes(content)
+    result = runner.invoke(app, ["bench", bench, "--data", str(data)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    assert "--data" in result.output
+
+
+def test_bench_json_in_a_missing_folder_is_refused_before_the_run(tmp_path: Path) -> None:
+    """On main: a ``FileNotFoundError`` traceback, after the whole run."""
+    out = tmp_path / "missing" / "a.json"
+    result = runner.invoke(app, ["bench", "survival", "--json", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in " ".join(result.output.split()) and not out.parent.exists()

@@ -17,8 +17,14 @@ def read_json_list(path: Path, dataset: str, items: str) -> list[Any]:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InvalidInputError(f"{dataset} file {path} does not exist; pass --data PATH") from exc
+    except IsADirectoryError as exc:
+        raise InvalidInputError(f"{dataset} path {path} is a folder; pass the JSON file in it") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{dataset} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"{dataset} file {path} cannot be read: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{dataset} file {path} is not valid JSON: {exc}") from exc
-    if not isinstance(raw, list):
-        raise InvalidInputError(f"{dataset} file {path} must hold a JSON list of {items}")
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise InvalidInputError(f"{dataset} file {path} must hold a JSON list of {items} (JSON objects)")
     return raw

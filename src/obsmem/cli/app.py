@@ -9,12 +9,14 @@ and :mod:`obsmem.cli.bench` (``bench …``).
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from obsmem import __version__
+from obsmem.cli.render import escape
 from obsmem.cli import demo, forget, queue, threads, transfer, usage, worker
 from obsmem.cli import keys as keys_commands
 from obsmem.cli import serve as serve_commands
@@ -69,5 +71,17 @@ app.add_typer(knowledge_app, name="knowledge")
 
 
 def main() -> None:
-    """The ``obsmem`` console script (also ``python -m obsmem``)."""
+    """The ``obsmem`` console script (also ``python -m obsmem``). An argument that is not UTF-8
+    (bytes a shell passed as they were) is refused in one line, before any command runs: ids,
+    values and paths are read as UTF-8 text, and such an argument would fail deep inside."""
+    for index, argument in enumerate(sys.argv[1:], start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            Console(stderr=True).print(
+                f"[red]error:[/red] argument {index} ({escape(shown)}) is not UTF-8 text; obsmem reads ids, "
+                "values and paths as UTF-8.", soft_wrap=True, highlight=False,
+            )
+            raise SystemExit(2) from None
     app()

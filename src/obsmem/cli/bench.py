@@ -67,7 +67,17 @@ JudgeOption = Annotated[str | None, typer.Option(help="Judge model (default: the
 MemoryModelOption = Annotated[
     str | None, typer.Option(help="Observer/Reflector model (default: the offline ones).")
 ]
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Write every number and question here.")]
+def _writable(path: Path | None) -> Path | None:
+    """``--json``: checked before the run (which may take long), not when it is over."""
+    if path is not None and (path.is_dir() or not path.absolute().parent.is_dir()):
+        problem = "is a folder" if path.is_dir() else "is in a folder that does not exist"
+        raise typer.BadParameter(f"{path} {problem}; name a file in an existing folder")
+    return path
+
+
+JsonOption = Annotated[
+    Path | None, typer.Option("--json", help="Write every number and question here.", callback=_writable)
+]
 BudgetsOption = Annotated[
     str | None,
     typer.Option(help="A curve instead of one point: MESSAGE:OBSERVATION token pairs, comma-separated "

@@ -25,9 +25,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 import builtins
+from pathlib import Path
 from typing import Any
 
 from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.files import prepare_database_file
 
 __all__ = [
     "ApiKey",
@@ -209,6 +211,7 @@ class SQLiteKeyStore(KeyStore):
         return connection
 
     def _setup(self) -> None:
+        prepare_database_file(Path(self.path))  # a new store: its folder 0700 and file 0600, as the memory's
         with self._connect() as db:
             db.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} (key_id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, "
