@@ -269,3 +269,36 @@ async def test_a_save_above_the_inline_bounds_is_written_whole_on_the_worker_thr
     assert handoffs.count == 2 and len(saved) == len(many)
     assert len(await store.list_messages("t1")) == 2 + len(many)
     await store.close()
+
+
+async def test_a_turn_cancelled_during_its_save_leaves_the_store_usable(tmp_path: Path) -> None:
+    """A caller's timeout around ``begin_turn`` or ``step`` (``asyncio.wait_for``, a request
+    timeout, a TaskGroup sibling failing) cancels the wait for a save's commit. Before this fix,
+    when that happened before the commit thread had started the commit, the commit never ran:
+    the save's transaction stayed open, every later call of the store hung and every other
+    process got "database is locked" (hostile review helper-99: 4 of 4 runs). The commit now
+    runs whatever happens to its waiter."""
+    path = tmp_path / "m.db"
+    memory = Memory(f"sqlite:///{path}")
+    turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[Message.user("hello")])
+    await turn.end([Message.assistant("hi")])
+    timeouts = 0
+    for i in range(120):
+        try:
+            turn = await asyncio.wait_for(
+                memory.begin_turn(thread_id="t1", messages=[Message.user(f"q{i}")]), timeout=0.0004 * (i % 8 + 1)
+            )
+            await asyncio.wait_for(turn.step([Message.assistant(f"a{i}")]), timeout=0.0004 * (i % 5 + 1))
+            await turn.end()
+        except TimeoutError:
+            timeouts += 1
+        # the store still answers (a hang would end the test here, not at the end)
+        await asyncio.wait_for(memory.list_messages("t1", limit=1), timeout=30)
+    assert timeouts  # the timeouts did hit saves in flight
+    other = sqlite3.connect(path, timeout=30)
+    other.execute("BEGIN IMMEDIATE")  # no transaction of the store's is left open
+    other.execute("ROLLBACK")
+    other.close()
+    texts = [m.text for m in await memory.list_messages("t1")]
+    assert texts[:2] == ["hello", "hi"] and len(texts) == len(set(texts))  # each stored once, if at all
+    await memory.aclose()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from obsmem.errors import StoreClosedError
@@ -54,14 +54,17 @@ class ConnectionThread:
         return await self._submit(fn, *args)
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """``fn(*args)`` queued on the thread (counted until it has run)."""
+        """``fn(*args)`` queued on the thread, counted until it has run, or until it is cancelled
+        before it started (its caller was cancelled: it never runs then)."""
         with self._jobs_lock:
             self._jobs += 1
         try:
-            return asyncio.get_running_loop().run_in_executor(self._executor, self._job, fn, args)
+            job = self._executor.submit(self._job, fn, args)
         except BaseException:
             self._done()
             raise
+        job.add_done_callback(lambda done: self._done() if done.cancelled() else None)
+        return asyncio.wrap_future(job)
 
     def _job(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
@@ -92,7 +95,9 @@ class ConnectionThread:
 
     def _finish_claim(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """End a claim with ``fn()`` on a second thread (a commit, which waits for the disk): the
-        jobs queued meanwhile run once it returns."""
+        jobs queued meanwhile run once it returns. It runs whatever happens to the returned
+        future: cancelling that (a caller's timeout) only stops the waiting, never the commit,
+        which holds the connection (and the database's write lock) until it has run."""
 
         def finish() -> T:
             try:
@@ -100,7 +105,18 @@ class ConnectionThread:
             finally:
                 self._drop_claim()
 
-        return asyncio.get_running_loop().run_in_executor(self._finisher, finish)  # raises: still claimed
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        job = self._finisher.submit(finish)  # raises (shut down): still claimed, the caller drops it
+
+        def report(ran: Future[T]) -> None:
+            try:
+                loop.call_soon_threadsafe(_settle, done, ran)
+            except RuntimeError:  # the loop is closed: nobody waits
+                pass
+
+        job.add_done_callback(report)
+        return done
 
     async def close(self) -> None:
         """Close the connection after the operations already queued have finished. Idempotent."""
@@ -112,3 +128,14 @@ class ConnectionThread:
         finally:
             self._executor.shutdown(wait=False)
             self._finisher.shutdown(wait=False)
+
+
+def _settle(done: asyncio.Future[T], ran: Future[T]) -> None:
+    """``done`` (on its loop) as ``ran`` ended, unless its waiter gave up (cancelled) already."""
+    if done.done():
+        return
+    error = ran.exception()
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(ran.result())
