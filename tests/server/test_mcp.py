@@ -221,3 +221,21 @@ async def test_tool_arguments_have_the_rest_api_bounds(env: Env) -> None:
                 assert len(text) < 2_000, (tool, len(text))  # a refusal does not echo the argument back
         remembered = payload(await client.call_tool("remember", {"text": "y" * 10_000, "subject": "s" * 200}))
         assert len(remembered["text"]) == 10_000  # the bound itself is taken
+
+
+async def test_tools_that_could_only_fail_are_not_listed(env: Env) -> None:
+    """``obsmem mcp`` without ``--knowledge`` and without retrieval mode: on main it listed
+    ``search_knowledge``, ``remember`` and ``recall``, each of which then always failed ("no
+    knowledge store", "the recall tool needs retrieval mode"): a client's model was offered tools
+    it could never use. Now only what works is listed."""
+    root = Path(__file__).resolve().parents[2]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "obsmem", "mcp", "--store", f"sqlite:///{env.store_path}"],
+        env={**os.environ, "OBSMEM_API_KEY": env.keys.alice, "PYTHONPATH": str(root / "src")}, cwd=str(root),
+    )  # fmt: skip
+    async with Client(params) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"forget", "memory_status", "receipt"} <= names
+        assert not names & {"recall", "search_knowledge", "remember"}, names
+        status = payload(await client.call_tool("memory_status", {"thread_id": "m-alice"}))
+        assert status["thread_id"] == "m-alice"

@@ -84,7 +84,15 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
             raise InvalidInputError("This server has no knowledge store (obsmem serve --knowledge …)")
         return service.knowledge
 
-    @server.tool()
+    # A tool that could only fail is not listed: recall needs retrieval mode, search_knowledge
+    # and remember a knowledge store (obsmem serve --knowledge …).
+    retrieval = service.memory.config.retrieval.enabled
+    knowledge = service.knowledge is not None
+
+    def tool(listed: bool) -> Callable[[_F], _F]:
+        return server.tool() if listed else (lambda fn: fn)
+
+    @tool(retrieval)
     @_reported(ToolError)
     async def recall(
         thread_id: Id, ctx: Context, query: Query | None = None, cursor: Id | None = None,
@@ -107,7 +115,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
                 args[name] = value
         return await service.memory.call_recall_tool(thread_id, args)
 
-    @server.tool()
+    @tool(knowledge)
     @_reported(ToolError)
     async def search_knowledge(
         query: Query, ctx: Context, resource_id: Id | None = None, limit: Annotated[int, Field(ge=1, le=100)] = 10
@@ -118,7 +126,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         hits = await need_knowledge().search(query, scope, limit=max(1, min(limit, 100)))
         return [{"text": h.text, "scope": h.scope, "id": h.id, "node_id": h.node_id, "score": h.score} for h in hits]
 
-    @server.tool()
+    @tool(knowledge)
     @_reported(ToolError)
     async def remember(
         text: Fact, ctx: Context, subject: Annotated[str, Field(min_length=1, max_length=200)] = "user",
