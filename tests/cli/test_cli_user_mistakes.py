@@ -173,3 +173,32 @@ def test_bench_json_in_a_missing_folder_is_refused_before_the_run(tmp_path: Path
     result = runner.invoke(app, ["bench", "survival", "--json", str(out)])
     assert result.exit_code == 2, result.output
     assert "does not exist" in " ".join(result.output.split()) and not out.parent.exists()
+
+
+@pytest.mark.parametrize("command", [["forget", "Kessler"], ["delete-resource", "alice"]])
+def test_an_erase_says_when_a_reader_keeps_the_erased_text_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Another process reading the file (an export, a long listing) keeps SQLite from truncating
+    its write-ahead log: the erased text stays in ``-wal``. On main the CLI said nothing (exit 0,
+    counts only) and, being one-shot, never retried (helper-99 #3, 3 of 3 runs). Now it retries
+    for a while and then says so."""
+    import sqlite3
+
+    from obsmem.cli import forget as forget_command
+
+    monkeypatch.setattr(forget_command, "WAL_RETRY_S", 0.6)
+    db = tmp_path / "m.db"
+    _seed(db)
+    reader = sqlite3.connect(db)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot held open
+    try:
+        result = runner.invoke(app, [*command, "--store", str(db), "--yes"])
+    finally:
+        reader.close()
+    assert result.exit_code == 0, result.output
+    assert "still holds the erased text" in " ".join(result.stderr.split()), result.stderr
+    _seed(tmp_path / "quiet.db")
+    quiet = runner.invoke(app, [*command, "--store", str(tmp_path / "quiet.db"), "--yes"])
+    assert quiet.exit_code == 0 and "write-ahead log" not in quiet.stderr, quiet.output

@@ -18,7 +18,7 @@ from rich.console import Console
 from obsmem import Memory, ObsmemError
 from obsmem.knowledge import Knowledge
 from obsmem.cli.render import escape
-from obsmem.cli.stores import KnowledgeOption, describe_store, fail, open_for_reading, open_knowledge
+from obsmem.cli.stores import KnowledgeOption, describe_store, err_console, fail, open_for_reading, open_knowledge
 from obsmem.storage import Store, default_store_path
 
 __all__ = ["delete_resource", "forget", "register"]
@@ -54,6 +54,35 @@ async def _knowledge(url: str | None) -> AsyncIterator[Knowledge | None]:
         yield graph
 
 
+#: How long an erase from the command line keeps trying to truncate the SQLite write-ahead log
+#: while another connection's read holds it (a one-shot command has no later write to retry at).
+WAL_RETRY_S = 10.0
+
+
+async def _log_truncated(store: Store) -> bool:
+    """After an erase: whether the SQLite store's ``-wal`` file no longer holds the erased pages
+    (True for other stores), retrying for up to :data:`WAL_RETRY_S` while a reader keeps it."""
+    truncate = getattr(store, "truncate_wal", None)
+    if truncate is None:
+        return True
+    deadline = asyncio.get_running_loop().time() + WAL_RETRY_S
+    while not await truncate():
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.5)
+    return True
+
+
+def _warn_log_kept(store: Store, truncated: bool) -> None:
+    if not truncated:
+        err_console.print(
+            f"[yellow]warning:[/yellow] another connection is reading {escape(describe_store(store))}: its "
+            "write-ahead log (the -wal file) still holds the erased text until that read ends and a process "
+            "writes to the file, or every connection closes. Run the command again then to clear it now.",
+            soft_wrap=True, highlight=False,
+        )
+
+
 def _confirm(question: str, yes: bool) -> None:
     if not yes and not typer.confirm(question, default=False, err=True):
         raise fail("nothing was changed")
@@ -82,19 +111,21 @@ def forget(
     where = f"thread '{thread}'" if thread else f"resource '{resource}'" if resource else "every thread"
     _confirm(f"Forget every occurrence of {value!r} in {where} of {describe_store(opened)}?", yes)
 
-    async def run() -> dict[str, int]:
+    async def run() -> tuple[dict[str, int], bool]:
         async with opened, _knowledge(knowledge) as graph:
             memory = Memory(opened, knowledge=graph)
             try:
-                return await memory.forget(value, thread_id=thread, resource_id=resource)
+                counts = await memory.forget(value, thread_id=thread, resource_id=resource)
+                return counts, await _log_truncated(opened)
             finally:
                 await memory.aclose()
 
     try:
-        counts = asyncio.run(run())
+        counts, truncated = asyncio.run(run())
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     _summary(f"forgot {value!r} in {where}", counts)
+    _warn_log_kept(opened, truncated)
 
 
 def delete_resource(
@@ -108,19 +139,21 @@ def delete_resource(
     opened = _open(store)
     _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
 
-    async def run() -> dict[str, int]:
+    async def run() -> tuple[dict[str, int], bool]:
         async with opened, _knowledge(knowledge) as graph:
             memory = Memory(opened, knowledge=graph)
             try:
-                return await memory.delete_resource(resource)
+                counts = await memory.delete_resource(resource)
+                return counts, await _log_truncated(opened)
             finally:
                 await memory.aclose()
 
     try:
-        counts = asyncio.run(run())
+        counts, truncated = asyncio.run(run())
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     _summary(f"deleted resource '{resource}'", counts)
+    _warn_log_kept(opened, truncated)
     if not counts.get("threads"):
         console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape(resource)}' "
                       "(check the id)", soft_wrap=True, highlight=False)  # fmt: skip
