@@ -182,3 +182,20 @@ def test_usage_reports_the_cost_ledger_per_resource_and_thread_within_tenancy(en
         assert client.get("/api/resources/bob/usage").status_code in (403, 404)
     with httpx.Client(base_url=env.url, headers=auth(env.keys.alice_read_only), timeout=60) as client:
         assert client.get("/api/threads/led-1/usage").json()["ledger"]["total"]["input_tokens"] == 1000
+
+
+def test_ending_a_turn_needs_no_body_fields(env: Env) -> None:
+    """``end`` has nothing to save when the reply went through ``step``: ``{}`` ends the turn (as
+    ``turn.end()`` does). On main it answered 422 "messages: Field required" (helper-100)."""
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        assert client.post("/api/threads", json={"id": "rt-end"}).status_code == 201
+        begun = client.post("/api/threads/rt-end/turns", json={
+            "format": "openai", "messages": [{"role": "user", "content": "Hello?"}],
+        })  # fmt: skip
+        turn_id = begun.json()["turn_id"]
+        assert client.post(f"/api/turns/{turn_id}/step", json={
+            "format": "openai", "messages": [{"role": "assistant", "content": "Hi."}],
+        }).status_code == 200  # fmt: skip
+        ended = client.post(f"/api/turns/{turn_id}/end", json={})
+        assert ended.status_code == 200, ended.text
+        assert len(client.get("/api/threads/rt-end/messages").json()["messages"]) == 2

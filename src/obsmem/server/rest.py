@@ -89,6 +89,10 @@ class StepIn(MessagesIn):
     pass
 
 
+class EndIn(MessagesIn):
+    messages: Annotated[list[dict[str, Any]], Field(max_length=1000)] = []  # the reply may have gone through step
+
+
 class RecallIn(_Body):
     mode: Literal["messages", "threads", "search"] = "messages"
     query: Annotated[str, Field(max_length=2000)] | None = None
@@ -234,7 +238,7 @@ async def step_turn(turn_id: str, body: StepIn, principal: Caller, service: Serv
 
 
 @router.post("/turns/{turn_id}/end", tags=["turns"])
-async def end_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+async def end_turn(turn_id: str, body: EndIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     entry = await service.held(turn_id, principal)
     thread = await principal.thread(service.memory, entry.thread_id)
