@@ -94,14 +94,14 @@ def _summary(what: str, counts: dict[str, int]) -> None:
 
 
 def forget(
-    value: Annotated[str, typer.Argument(metavar="VALUE", help="The text to forget (case-sensitive substring).")],
+    value: Annotated[str, typer.Argument(metavar="VALUE", help="The text to forget (case-sensitive; a message text part holding it is removed whole).")],
     thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only in this thread.")] = None,
     resource: Annotated[str | None, typer.Option("--resource", "-r", help="Only in this resource.")] = None,
     store: StoreOption = None,
     knowledge: KnowledgeOption = None,
     yes: YesOption = False,
 ) -> None:
-    """Forget every occurrence of VALUE: messages, tool results (replaced by "[forgotten]"),
+    """Forget every occurrence of VALUE: messages, tool results (replaced by "\\[forgotten]"),
     observation lines of the live record and every older generation, markers, working memory;
     with --knowledge, every knowledge record, node and audit event holding it (the value is then
     refused if captured again)."""
