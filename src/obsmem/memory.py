@@ -668,7 +668,7 @@ class Memory:
         Returns counts per kind.
         """
         check_text(value, "value")
-        if not value.strip():  # " " is in nearly every message: forgetting it would empty the memory
+        if not value or not value.strip():  # " " is in nearly every message: forgetting it would empty the memory
             raise InvalidInputError(
                 "Invalid value: forgetting needs a non-empty string that is not blank (whitespace only)",
                 argument="value",
