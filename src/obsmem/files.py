@@ -20,7 +20,7 @@ from pathlib import Path
 
 from obsmem.errors import StorageError
 
-__all__ = ["empty_file_error", "make_private_dirs", "prepare_database_file"]
+__all__ = ["empty_file_error", "make_private_dirs", "prepare_database_file", "untouched_reader"]
 
 
 def make_private_dirs(folder: Path) -> None:
@@ -102,3 +102,15 @@ def _create_database_file(path: Path, page_size: int | None) -> None:
             staging.with_name(staging.name + suffix).unlink(missing_ok=True)
     if path.stat().st_size == 0:  # pragma: no cover - someone else put an empty file there
         raise empty_file_error(path)
+
+
+def untouched_reader(path: Path, timeout: float) -> sqlite3.Connection | None:
+    """A connection that reads ``path`` and writes nothing (no folder, no file, no WAL files), for a
+    migration's dry run; None when the file does not exist. It is opened read-only, and read as
+    immutable when no other connection has it open (no ``-wal`` file beside it), since even a
+    read-only connection to a WAL database would leave ``-wal`` and ``-shm`` behind."""
+    if not path.exists():
+        return None
+    in_use = path.with_name(path.name + "-wal").exists()
+    uri = f"{path.as_uri()}?{'mode=ro' if in_use else 'immutable=1'}"
+    return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)

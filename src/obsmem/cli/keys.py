@@ -13,7 +13,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.stores import describe_store, err_console, fail, sqlite_path
+from obsmem.cli.stores import describe_store, err_console, fail, missing_file, sqlite_path
 from obsmem.storage import open_store
 
 __all__ = ["keys_app", "register"]
@@ -52,8 +52,7 @@ def _key_store(store: str | None, *, existing: bool = True) -> Any:
         raise fail("memory:// lives inside one process: keys made here would vanish. Use a SQLite file or PostgreSQL.")
     path = sqlite_path(opened)
     if existing and path is not None and not path.is_file():
-        raise fail(f"no database at {path}; check the path (sqlite:///rel/path.db is relative to the current "
-                   "folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
+        raise missing_file(path)
     err_console.print(f"store: {describe_store(opened)}", soft_wrap=True, highlight=False)
     return key_store_for(opened.url)
 

@@ -27,6 +27,7 @@ __all__ = [
     "err_console",
     "fail",
     "mask_password",
+    "missing_file",
     "open_for_reading",
     "open_reported",
     "relative_url_hint",
@@ -114,9 +115,15 @@ def open_for_reading(url: str) -> Store:
     store = open_reported(url)
     path = sqlite_path(store)
     if path is not None and not path.is_file():
-        raise fail(f"no database at {path}; check the path (sqlite:///rel/path.db is relative to the current "
-                   "folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
+        raise missing_file(path)
     return store
+
+
+def missing_file(path: Path, what: str = "database") -> typer.Exit:
+    """The refusal of a SQLite file that does not exist, where a command reads or erases (opening
+    it would create an empty one, and a typo would report work that never happened)."""
+    return fail(f"no {what} at {path.absolute()}; check the path (sqlite:///rel/path.db is relative to the "
+                "current folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
 
 
 KnowledgeOption = Annotated[
@@ -139,8 +146,7 @@ def open_knowledge(url: str, *, actor: str = "obsmem-cli", existing: bool = Fals
         else:
             path = Path(text.removeprefix("sqlite:///")).expanduser()
             if existing and not path.is_file():
-                raise fail(f"no knowledge store at {path.absolute()}; check the path (sqlite:///rel/path.db is "
-                           "relative to the current folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
+                raise missing_file(path, "knowledge store")
             knowledge = Knowledge.sqlite(path, actor=actor)
     except ObsmemError as exc:
         raise fail(str(exc)) from None

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError, StorageError
-from obsmem.files import prepare_database_file
+from obsmem.files import prepare_database_file, untouched_reader
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT, SqlKnowledgeTables
@@ -213,14 +213,11 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
             raise StorageError(f"Cannot migrate the knowledge tables in {self.path}: {exc}") from exc
 
     def _pending_in_file(self) -> list[str]:
-        """The steps a migration would apply, writing nothing (no folder, no file, no WAL files):
-        a missing file has them all pending; an existing one is read as the main store's dry run
-        reads it (read-only, or immutable when no other connection has it open)."""
-        if not self.path.exists():
+        """The steps a migration would apply, writing nothing (:func:`~obsmem.files.untouched_reader`):
+        a missing file has them all pending."""
+        conn = untouched_reader(self.path, self.busy_timeout)
+        if conn is None:
             return KNOWLEDGE_MIGRATIONS.names()
-        in_use = self.path.with_name(self.path.name + "-wal").exists()
-        uri = f"{self.path.as_uri()}?{'mode=ro' if in_use else 'immutable=1'}"
-        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None)
         try:
             return [m.name for m in KNOWLEDGE_MIGRATIONS.pending(conn)]
         finally:

@@ -68,7 +68,7 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.calls import ModelCall, UsageRow
-from obsmem.files import prepare_database_file
+from obsmem.files import prepare_database_file, untouched_reader
 from obsmem.storage import ledger, migrations, paging
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.decoded import DecodedMessages
@@ -441,17 +441,11 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             raise StorageError(f"Cannot migrate the SQLite store {self.path}: {exc}") from exc
 
     def _pending_in_file(self) -> list[str]:
-        """The steps a migration would apply, writing nothing: no folder, no file, no WAL files.
-
-        A missing file has every step pending. An existing one is opened read-only; when no
-        other connection has it open (no ``-wal`` file beside it) it is read as immutable, since
-        even a read-only connection to a WAL database would leave ``-wal`` and ``-shm`` behind.
-        """
-        if not self.path.exists():
+        """The steps a migration would apply, writing nothing (:func:`~obsmem.files.untouched_reader`):
+        a missing file has every step pending."""
+        conn = untouched_reader(self.path, self.busy_timeout)
+        if conn is None:
             return migrations.SQLITE_MIGRATIONS.names()
-        in_use = self.path.with_name(self.path.name + "-wal").exists()
-        uri = f"{self.path.as_uri()}?{'mode=ro' if in_use else 'immutable=1'}"
-        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None)
         try:
             return migrations.pending(conn)
         finally:
