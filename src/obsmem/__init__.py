@@ -65,6 +65,7 @@ from obsmem.errors import ResponseTooLargeError as ResponseTooLargeError
 from obsmem.errors import StaleSemanticIndexError as StaleSemanticIndexError
 from obsmem.errors import StorageError as StorageError
 from obsmem.errors import StoreClosedError as StoreClosedError
+from obsmem.errors import ThreadChangedError as ThreadChangedError
 from obsmem.errors import ThreadNotFoundError as ThreadNotFoundError
 from obsmem.errors import TombstonedValueError as TombstonedValueError
 from obsmem.errors import UnresolvedMentionError as UnresolvedMentionError
@@ -180,6 +181,7 @@ __all__ = [
     "SyncMemory",
     "TextPart",
     "Thread",
+    "ThreadChangedError",
     "ThreadNotFoundError",
     "TokenCounter",
     "TombstonedValueError",

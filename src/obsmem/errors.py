@@ -28,6 +28,7 @@ generic handlers keep working. Every message says what was wrong and what to do 
     │   ├── MigrationError
     │   ├── StoreClosedError
     │   ├── LeaseLostError
+    │   ├── ThreadChangedError               a save guarded by ``after_seq`` found a newer message
     │   ├── NameConflictError                a node rename onto an existing name in its scope
     │   ├── ImportConflictError              the target store already holds the imported resource
 │   ├── ImportUnsupportedError           an export item this import cannot write exactly
@@ -45,7 +46,8 @@ generic handlers keep working. Every message says what was wrong and what to do 
     ├── PrivacyError                         a scope's text may not go to the configured model
     └── OperationAbortedError                the caller aborted the operation
 
-A stale compare-and-set is *not* an error: storage reports it as a result.
+A stale compare-and-set is *not* an error: storage reports it as a result. The one exception is
+``save_messages(after_seq=...)`` (whose result is the messages saved): ``ThreadChangedError``.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ __all__ = [
     "StaleSemanticIndexError",
     "StorageError",
     "StoreClosedError",
+    "ThreadChangedError",
     "ThreadNotFoundError",
     "TombstonedValueError",
     "UnresolvedMentionError",
@@ -198,6 +201,21 @@ class StoreClosedError(StorageError):
 
 class LeaseLostError(StorageError):
     """A lease on a piece of background work expired and another worker took it over."""
+
+
+class ThreadChangedError(StorageError):
+    """``save_messages(..., after_seq=N)`` found a message newer than ``N`` in the thread (another
+    turn or process wrote meanwhile): nothing was saved. Read the thread again, check the
+    messages' place against it, and save with the new newest seq. A turn does this itself."""
+
+    def __init__(self, thread_id: str, after_seq: int, newest: int) -> None:
+        super().__init__(
+            f"Thread '{thread_id}' changed: it holds message seq {newest}, newer than {after_seq}, the newest the "
+            "save was checked against; nothing was saved."
+        )
+        self.thread_id = thread_id
+        self.after_seq = after_seq
+        self.newest = newest
 
 
 class ModelError(ObsmemError):

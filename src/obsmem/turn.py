@@ -33,15 +33,18 @@ de-duplicates by content, since a user may well say the same thing twice.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from obsmem import telemetry
 from obsmem.background import BackgroundWork
-from obsmem.errors import InvalidInputError, ObsmemError, StorageError
+from obsmem.errors import InvalidInputError, ObsmemError, StorageError, ThreadChangedError
 from obsmem.om.buffering import StepResult
 from obsmem.om.context import (
     ContextWindow,
@@ -53,7 +56,7 @@ from obsmem.om.context import (
 from obsmem.om.engine import CycleOutcome, Engine, Prepared, Quiet
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
-from obsmem.om.windows import extended
+from obsmem.om.windows import Saved, extended
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -62,6 +65,14 @@ __all__ = ["Turn", "TurnContexts", "input_not_saved"]
 
 #: How far back (messages) a late tool result looks for the closing message of its call.
 LATE_RESULT_WINDOW = 500
+
+#: Saves a boundary tries when other writers of its thread keep landing between its check and
+#: its save (each try reads the thread's tail again); then ``ThreadChangedError`` is raised.
+SAVE_ATTEMPTS = 16
+#: The first retry waits up to this long (random), each later one up to twice the one before,
+#: at most :data:`SAVE_BACKOFF_MAX_S`: a boundary gives up after about 0.4 s of waits at most.
+SAVE_BACKOFF_S = 0.001
+SAVE_BACKOFF_MAX_S = 0.032
 
 
 def work_key(thread_id: str) -> str:
@@ -134,6 +145,13 @@ class Turn:
         # The newest seq of the thread the turn's last completed boundary knew of. Copies of
         # stored messages newer than it were saved by a boundary that failed: they are input.
         self._seen_seq: int | None = None
+        # The tool calls this turn saved (its model's): only the turn answers them. A call of
+        # another turn of the thread still waiting when this one goes on is closed as unanswered.
+        self._own_calls: set[str] = set()
+        # A context that left out another turn's waiting calls, and its raw tail before the cut.
+        self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
+        # The seq of the turn's first stored input: what is newer was saved while it ran.
+        self._began_seq: int | None = None
         self._input_saved = False
         # The thread's window just after the last save, when the save knew it (no read needed).
         self._saved_window: Window | None = None
@@ -194,6 +212,7 @@ class Turn:
         )
         recent = await store.list_messages(thread.id, limit=64, newest_first=True)
         turn._seen_seq = (recent[0].seq or 0) if recent else 0
+        turn._own_calls = pending_tool_call_ids(recent[::-1])  # the calls the turn's model made
         turn._input_user = next(
             (m for m in recent if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)),
             None,
@@ -217,7 +236,10 @@ class Turn:
         Raises :class:`~obsmem.errors.InvalidInputError`, before anything is saved, for a tool
         result whose call is not waiting (never made, or already answered) and for any message
         between a tool call and its result. obsmem's own context messages passed back (a
-        common "save what I sent" pattern) are dropped, never stored.
+        common "save what I sent" pattern) are dropped, never stored. Another turn of the
+        thread running at the same time is no reason to refuse: its waiting calls are closed as
+        unanswered, and its messages saved meanwhile are checked against (see
+        :meth:`_checked_save`).
 
         Any other failure raises an ObsmemError with ``input_saved`` and leaves the turn as it
         was: call ``step`` again with the same messages (same ids) to retry; they are stored
@@ -362,7 +384,8 @@ class Turn:
         only reads them, building a context, may run meanwhile: the disk syncs as it does).
 
         ``close_calls`` (a turn's start): tool calls still waiting when the input says something
-        are closed first, each answered as unanswered (see the engine's ``check_input``)."""
+        are closed first, each answered as unanswered (see the engine's ``check_input``); later
+        boundaries close only the calls of other turns of the thread (see :meth:`_checked_save`)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
         messages = await self._engine.core.input_markers_checked(self.thread.id, messages)  # markers: obsmem's
         copies: list[Message] = []
@@ -375,32 +398,16 @@ class Turn:
         self._saved_window = None
         self._window_stale = False
         if messages:
-            # Checked before anything is stored, against the last context's raw tail when there is
-            # one (what the actor saw; a waiting call is never observed away), else the store's
-            # (also after a boundary failed past its save: the store holds more than the context).
-            current = self.context.messages and not self.context.trimmed and self._context_current
-            if current and any(m.tool_results for m in messages) and await self._written_since():
-                # Another turn of the thread wrote since (it may have closed the call this result
-                # answers): the result is checked against the thread as stored, not this turn's
-                # context, so a late one takes its unanswered place (below), never a second one.
-                current = False
-            tail = self.context.raw_messages if current else _tail_of(before)
-            try:
-                messages = await self._engine.check_input(
-                    self.thread, messages, tail=tail, argument=argument, close_calls=close_calls
+            done = await self._checked_save(messages, argument=argument, before=before, begins=close_calls)
+            if done is None:
+                messages = []  # a late result took its unanswered place: nothing new stored
+            else:
+                saved, self._saved_window, self._commit, self._window_stale = (
+                    done.messages, done.window, done.commit, done.stale
                 )
-            except InvalidInputError:
-                # A result refused as "already answered" may be an approval given after a new turn
-                # closed its call (answered as unanswered): it takes that answer's place instead.
-                messages = await self._answer_late(messages)
-                messages = await self._engine.check_input(
-                    self.thread, messages, tail=None, argument=argument, close_calls=close_calls
-                )
-        if messages:
-            done = await self._engine.core.save_messages(self.thread, self._with_receipt(messages))
-            saved, self._saved_window, self._commit, self._window_stale = (
-                done.messages, done.window, done.commit, done.stale
-            )
+                self._own_calls.update(c.tool_call_id for m in saved for c in m.tool_calls)
+                if close_calls and self._began_seq is None and saved:
+                    self._began_seq = min(m.seq or 0 for m in saved)
         if not early:
             await self._committed()
         self._input_saved = self._commit is None
@@ -424,13 +431,73 @@ class Turn:
         self.thread = await remember_instructions(self._store, self.thread, instructions)
         return fresh
 
-    async def _written_since(self) -> bool:
-        """Whether the thread holds a message newer than any this turn's last boundary knew of
-        (another turn, or another process, wrote since): one read of the window's mark when the
-        kept window still holds."""
-        record, unobserved = await self._engine.core.stored_window(self.thread)
-        newest = max((m.seq or 0 for m in unobserved), default=record.cursor(self.thread.id) if record else 0)
-        return newest > (self._seen_seq or 0)
+    async def _checked_save(
+        self, messages: list[Message], *, argument: str, before: Sequence[Message] | None, begins: bool
+    ) -> Saved | None:
+        """Check the place of ``messages`` in the thread, then save them there; None when
+        nothing was left to save (a late result took its unanswered place instead).
+
+        The check runs against the last context's raw tail (what the actor saw; a waiting call
+        is never observed away) when it is current, else against ``before`` (the thread's
+        unobserved messages as stored just now) when they hold a boundary message, else against
+        the store's tail. The save is guarded by the newest seq that view knew of (the store's
+        ordering guard): when another turn of the thread (a task, a process, a replica) wrote
+        since, nothing is saved and the check runs again against the store's tail, so no message
+        ever lands between a tool call and its result. Calls another turn left waiting are
+        closed as unanswered when this turn goes on (``begins``: a new turn closes every waiting
+        call); their real results take that answer's place (:meth:`_answer_late`). This turn's
+        own calls are its model's to answer: a message before their results is refused.
+
+        Turns of this process saving in one thread take turns here (:func:`_saving`): not for
+        safety (the store's guard is that, across processes too) but so that two of them with no
+        model call between their saves do not keep beating each other's retries.
+        """
+        thread = self.thread
+        view: tuple[Sequence[Message], int] | None = None
+        if self.context.messages and not self.context.trimmed and self._context_current and self._seen_seq is not None:
+            cut = self._cut_from
+            view = (cut[1] if cut is not None and cut[0] is self.context else self.context.raw_messages, self._seen_seq)
+        elif (tail := _tail_of(before)) is not None:
+            assert before is not None
+            view = (tail, max(m.seq or 0 for m in before))
+        keep = () if begins else self._own_calls | {c.tool_call_id for m in messages for c in m.tool_calls}
+        async with _saving(self._store, thread.id):
+            return await self._check_and_save(messages, argument=argument, view=view, keep=keep)
+
+    async def _check_and_save(
+        self, messages: list[Message], *, argument: str, view: tuple[Sequence[Message], int] | None,
+        keep: Collection[str],
+    ) -> Saved | None:
+        """:meth:`_checked_save`'s tries: check against ``view`` (else the store's tail), save
+        guarded by its newest seq, and on ``ThreadChangedError`` read the tail and try again."""
+        engine, thread = self._engine, self.thread
+        for attempt in range(SAVE_ATTEMPTS):
+            tail, newest = view if view is not None else await engine.stored_tail(thread)
+            view = None  # a retry reads the store
+            try:
+                checked = await engine.check_input(
+                    thread, messages, tail=tail, argument=argument, close_calls=True, keep=keep
+                )
+            except InvalidInputError:
+                # A result refused as "already answered" may be an approval given after a new turn
+                # (or another turn of the thread) closed its call as unanswered: it takes that
+                # answer's place instead.
+                messages = await self._answer_late(messages)
+                tail, newest = await engine.stored_tail(thread)
+                checked = await engine.check_input(
+                    thread, messages, tail=tail, argument=argument, close_calls=True, keep=keep
+                )
+            if not checked:
+                return None
+            try:
+                return await engine.core.save_messages(thread, self._with_receipt(checked), after_seq=newest)
+            except ThreadChangedError:
+                if attempt + 1 == SAVE_ATTEMPTS:
+                    raise
+                # Two writers keeping step (two turns with no model call between their saves) would
+                # each lose the race to the other again: a short random wait breaks the step.
+                await asyncio.sleep(random.uniform(0, min(SAVE_BACKOFF_S * 2**attempt, SAVE_BACKOFF_MAX_S)))  # noqa: S311
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def _answer_late(self, messages: list[Message]) -> list[Message]:
         """``messages`` without the real results of calls that a closing message of the thread
@@ -485,7 +552,34 @@ class Turn:
             users = [m for m in saved if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)]
             self._input_user = users[-1] if users else None
         context = await self._advance_inner(saved, turn_start=turn_start, stored=stored)
-        return self._with_input(self._with_unseen(context, saved))
+        return self._without_others_waiting(self._with_input(self._with_unseen(context, saved)))
+
+    def _without_others_waiting(self, context: ContextWindow) -> ContextWindow:
+        """``context`` without the tool calls another turn of the thread, running at the same
+        time, left waiting at its end since this turn began (and the results of theirs already
+        in): that turn is still running them, and a call with no result is refused by every
+        provider. They come back in this turn's later contexts
+        once answered, or closed as unanswered by this turn's next save."""
+        raw, began = context.raw_messages, self._began_seq
+        if began is None or not raw or not raw[-1].tool_calls and raw[-1].role != "tool":
+            return context  # the common end: a message with no call, nothing waits
+        others = pending_tool_call_ids(raw) - self._own_calls
+        # Only calls made since this turn began: one waiting from before it (an approval asked
+        # in an earlier turn) is this turn's to answer, and stays in view.
+        at = next(
+            (i for i, m in enumerate(raw) if (m.seq or 0) > began and any(c.tool_call_id in others for c in m.tool_calls)),
+            None,
+        )
+        if at is None:
+            return context
+        dropped = {m.id for m in raw[at:]}
+        shown = [m for m in context.messages if m.id not in dropped]
+        kept = list(raw[:at])
+        counter = self._engine.core.counter
+        receipt = context.receipt.revised(shown, kept, counter=counter) if context.receipt else None
+        cut = dataclasses.replace(context, messages=shown, raw_messages=kept, receipt=receipt)
+        self._cut_from = (cut, raw)  # the input check of the next boundary needs the calls left out
+        return cut
 
     def _with_unseen(self, context: ContextWindow, saved: Sequence[Message]) -> ContextWindow:
         """``context`` with the messages this boundary saved in front of its raw tail when they
@@ -740,3 +834,21 @@ def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
         return None
     observable = observable_messages(messages)
     return observable if any(is_boundary(m) for m in observable) else None
+
+
+#: The locks of :func:`_saving`, while some turn holds or waits for one.
+_SAVE_LOCKS: weakref.WeakValueDictionary[tuple[asyncio.AbstractEventLoop, int, str], asyncio.Lock] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _saving(store: Store, thread_id: str) -> asyncio.Lock:
+    """The lock the turns of this event loop take to check and save in ``thread_id`` of
+    ``store``, one at a time. Fairness only: a turn that lost the store's ordering guard to another
+    turn of this process reads again and saves while that one waits, instead of losing to it
+    again and again. Correctness never rests on it (other processes do not see it)."""
+    key = (asyncio.get_running_loop(), id(store), thread_id)
+    lock = _SAVE_LOCKS.get(key)
+    if lock is None:
+        lock = _SAVE_LOCKS[key] = asyncio.Lock()
+    return lock

@@ -527,12 +527,13 @@ class Core:
         stored = {m.id: m for m in await self.store.get_messages(flagged) if m.thread_id == thread_id}
         return markers.input_with_stored_markers(messages, stored)
 
-    async def save_messages(self, thread: Thread, messages: list[Message]) -> Saved:
+    async def save_messages(self, thread: Thread, messages: list[Message], *, after_seq: int | None = None) -> Saved:
         """``Store.save_messages`` into ``thread``: the messages as stored, the thread's window
         just after the save when known without a read, the save's commit, to await before
         anything is written from what was saved or it is handed out as stored, and whether a
-        window read before the save is stale (see :meth:`~obsmem.om.windows.Windows.save`)."""
-        return await self.windows.save(self.lineage(thread), thread.id, messages)
+        window read before the save is stale (see :meth:`~obsmem.om.windows.Windows.save`).
+        ``after_seq``: the store's ordering guard (see ``Store.save_messages``)."""
+        return await self.windows.save(self.lineage(thread), thread.id, messages, after_seq=after_seq)
 
     async def window(
         self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None = None

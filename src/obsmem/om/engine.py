@@ -17,7 +17,7 @@ reflector, counter and clock; it never builds them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, Literal
@@ -264,14 +264,14 @@ class Engine:
 
     async def check_input(
         self, thread: Thread, new: Sequence[Message], *, tail: Sequence[Message] | None = None,
-        argument: str = "messages", close_calls: bool = False,
+        argument: str = "messages", close_calls: bool = False, keep: Collection[str] = (),
     ) -> list[Message]:
         """Raise InvalidInputError when saving ``new`` on ``thread`` would put a tool result
         before its call or a message between a call and its result (see
         :func:`~obsmem.om.selection.check_input_sequence`). Call it *before* saving; save what
-        it returns: ``new``, and with ``close_calls`` (a turn's start) the calls still waiting
-        when ``new`` says something answered as unanswered
-        (:func:`~obsmem.om.selection.close_waiting_calls`).
+        it returns: ``new``, and with ``close_calls`` the calls still waiting when ``new`` says
+        something answered as unanswered (:func:`~obsmem.om.selection.close_waiting_calls`),
+        except those in ``keep`` (a turn's own calls: its model must answer them).
 
         ``tail`` is the thread's stored messages from the newest message with text, a file or a
         call on (a turn's last context's raw messages will do); without it the tail is read
@@ -280,20 +280,22 @@ class Engine:
         if not new:
             return []
         if tail is None:
-            tail = await self._tail(thread)
+            tail, _ = await self.stored_tail(thread)
         if close_calls:
-            new = close_waiting_calls(tail, new)
+            new = close_waiting_calls(tail, new, keep=keep)
         check_input_sequence(tail, new, argument=argument)
         return list(new)
 
-    async def _tail(self, thread: Thread) -> list[Message]:
-        """The thread's stored messages from its newest boundary message on, oldest first."""
+    async def stored_tail(self, thread: Thread) -> tuple[list[Message], int]:
+        """The thread's stored messages from its newest boundary message on, oldest first (the
+        tail :meth:`check_input` checks against), and the newest seq of the thread as read with
+        them (0: no message), for the save's ordering guard."""
         limit = 8
         while True:
             newest = await self.core.store.list_messages(thread.id, limit=limit, newest_first=True)
             observable = observable_messages(newest)
             if len(newest) < limit or any(is_boundary(m) for m in observable):
-                return list(reversed(observable))
+                return list(reversed(observable)), (newest[0].seq or 0) if newest else 0
             limit *= 4
 
     async def forget_thread(self, thread: Thread) -> None:

@@ -24,7 +24,7 @@ before its call, or anything between a call and its result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -501,7 +501,7 @@ UNANSWERED_KEY = "obsmem_unanswered"
 ANSWERED_LATE_KEY = "obsmem_answered_late"
 
 
-def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> list[Message]:
+def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message], *, keep: Collection[str] = ()) -> list[Message]:
     """``new`` (a turn's input) with a tool message put before each of its messages that says,
     shows or calls something (:func:`is_boundary`) while tool calls still wait for results,
     answering every one of them: one :class:`~obsmem.types.ToolResultPart` per call,
@@ -517,6 +517,10 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
     history whose call never got a result). Results given before such a message answer their
     calls as usual; messages already in ``existing`` (re-sent by id) and system and marker-only
     messages are skipped, as the check does.
+
+    ``keep``: call ids never closed here (a turn's own calls, made by its model, which must answer
+    them: :func:`check_input_sequence` refuses what comes before their results, as ever); the
+    others are another turn's, left waiting in the thread (see ``Turn``).
     """
     newest_first: list[Message] = []
     for message in reversed(existing):
@@ -538,15 +542,16 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message]) -> 
             if result.tool_call_id not in own:
                 waiting.pop(result.tool_call_id, None)
         if is_boundary(message):
-            if waiting:
+            closed = [call_id for call_id in waiting if call_id not in keep]
+            if closed:
                 parts = tuple(
                     ToolResultPart(
                         tool_call_id=call_id, tool_name=names[call_id], result=UNANSWERED, is_error=True
                     )
-                    for call_id in waiting
+                    for call_id in closed
                 )
                 out.append(Message(role="tool", parts=parts, metadata={UNANSWERED_KEY: True}))
-            waiting = {}
+            waiting = {call_id: None for call_id in waiting if call_id in keep}
         answered_here = {r.tool_call_id for r in message.tool_results if r.tool_call_id in own}
         waiting.update(dict.fromkeys(c.tool_call_id for c in message.tool_calls if c.tool_call_id not in answered_here))
         names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})

@@ -108,14 +108,20 @@ class Windows:
         self._keep(key, mark, (head, messages))
         return head, list(messages)
 
-    async def save(self, lineage: str, thread_id: str, messages: list[Message]) -> Saved:
+    async def save(
+        self, lineage: str, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+    ) -> Saved:
         """Save ``messages`` (``Store.save_messages``): see :class:`Saved`. This returns once
         the rows are written, before they are durable
         (:func:`~obsmem.storage.contract.save_marked_early`), so the caller can build a context
         from them while the disk syncs. Awaiting ``commit()`` waits for the save to be stored
         (raising its error when it was not) and only then keeps the new window: until it is
-        durable, no reader of this engine is handed what might not be stored."""
-        saved, before, after, done = await save_marked_early(self._store, lineage, thread_id, messages)
+        durable, no reader of this engine is handed what might not be stored. ``after_seq``: the
+        store's ordering guard (``ThreadChangedError``, nothing saved, when the thread holds a
+        newer message)."""
+        saved, before, after, done = await save_marked_early(
+            self._store, lineage, thread_id, messages, after_seq=after_seq
+        )
         key = (lineage, thread_id)
         kept = self._kept.get(key)
         stale = before is not None and kept is not None and kept[0] != before

@@ -20,6 +20,11 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 * **Messages are never lost or duplicated.** ``save_messages`` is idempotent by message id:
   saving the same id again updates its parts in place and keeps its ``seq``. The store assigns
   ``seq`` from one monotonically increasing counter, so insertion order is total.
+* **Ordering guard.** ``save_messages(..., after_seq=N)`` saves only while the thread's newest
+  message is ``N`` or older, checked in the save's transaction; else it raises
+  :class:`~obsmem.errors.ThreadChangedError` and saves nothing (the one stale outcome that is an
+  exception: the save's result is its messages). Turns save this way, so two turns of one thread
+  (in one process or many) never put a message between a tool call and its result.
 * **Write guard.** Once a thread is deleted, writes to its observation records report
   ``status="gone"``; nothing is resurrected. In resource scope, a write that adds observations
   for a deleted thread (moves its cursor forward or adds a buffered chunk of it) reports
@@ -373,12 +378,21 @@ class Store(Protocol):
         ...
 
     # -- messages ------------------------------------------------------------------------
-    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+    async def save_messages(
+        self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+    ) -> list[Message]:
         """Upsert by id and return the stored messages (with ``seq``, ``thread_id``, ``resource_id``).
 
         A new id gets the next ``seq``. An existing id in the same thread keeps its ``seq``
         and ``created_at``; its role, parts and metadata are replaced. An existing id in a
         *different* thread raises InvalidInputError. Unknown thread → ThreadNotFoundError.
+
+        ``after_seq`` (an ordering guard): the newest ``seq`` of the thread the caller checked
+        its messages' place against (0: an empty thread). When the thread holds a newer message
+        at the moment of the save, nothing is saved and :class:`~obsmem.errors.ThreadChangedError`
+        is raised; checked in the save's own transaction, so of several savers that checked
+        against the same newest message exactly one succeeds. A turn saves this way: a tool
+        result lands right after its call, or the turn reads the thread again.
         """
         ...
 
@@ -718,21 +732,26 @@ async def window_mark(store: Store, lineage: str, thread_id: str) -> WindowMark 
 
 
 async def save_marked(
-    store: Store, lineage: str, thread_id: str, messages: list[Message]
+    store: Store, lineage: str, thread_id: str, messages: list[Message], *, after_seq: int | None = None
 ) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
     """``save_messages`` and the window's mark just before and just after it, in its transaction
-    (native method ``save_messages_marked(thread_id, messages, lineage)``): when the mark before is
-    the one a reader kept, the reader's window plus what was saved is the window at the mark
-    after. Both marks are None when the store cannot mark."""
+    (native method ``save_messages_marked(thread_id, messages, lineage, after_seq=None)``): when the
+    mark before is the one a reader kept, the reader's window plus what was saved is the window at
+    the mark after. Both marks are None when the store cannot mark. ``after_seq``: the ordering
+    guard of :meth:`Store.save_messages` (passed on only when set, so a store written before it
+    keeps working for every other save)."""
+    guard: dict[str, int] = {} if after_seq is None else {"after_seq": after_seq}
     native = getattr(store, "save_messages_marked", None)
     if native is not None:
-        marked: tuple[list[Message], WindowMark | None, WindowMark | None] = await native(thread_id, messages, lineage)
+        marked: tuple[list[Message], WindowMark | None, WindowMark | None] = await native(
+            thread_id, messages, lineage, **guard
+        )
         return marked
-    return await store.save_messages(thread_id, messages), None, None
+    return await store.save_messages(thread_id, messages, **guard), None, None
 
 
 async def save_marked_early(
-    store: Store, lineage: str, thread_id: str, messages: list[Message]
+    store: Store, lineage: str, thread_id: str, messages: list[Message], *, after_seq: int | None = None
 ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]]:
     """:func:`save_marked`, returning as soon as the rows are written in the save's transaction,
     before its commit has reached the disk: the fourth value is the commit, a future that
@@ -740,14 +759,16 @@ async def save_marked_early(
     stored). The caller may do work that only *reads* what was returned meanwhile (build a
     context from it), and must await the commit before it writes anything derived from it or
     returns it as saved. Native method ``save_messages_marked_early(thread_id, messages,
-    lineage)``; any other store saves in full first (the commit is then already done)."""
+    lineage, after_seq=None)``; any other store saves in full first (the commit is then already
+    done). ``after_seq``: as for :func:`save_marked`."""
+    guard: dict[str, int] = {} if after_seq is None else {"after_seq": after_seq}
     native = getattr(store, "save_messages_marked_early", None)
     if native is not None:
         early: tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] = await native(
-            thread_id, messages, lineage
+            thread_id, messages, lineage, **guard
         )
         return early
-    saved, before, after = await save_marked(store, lineage, thread_id, messages)
+    saved, before, after = await save_marked(store, lineage, thread_id, messages, after_seq=after_seq)
     return saved, before, after, committed()
 
 

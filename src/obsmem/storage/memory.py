@@ -33,6 +33,7 @@ from obsmem.errors import (
     InvalidInputError,
     MessageNotFoundError,
     StoreClosedError,
+    ThreadChangedError,
     ThreadNotFoundError,
 )
 from obsmem.storage.ledger import check_target, check_window, matches, sum_calls
@@ -207,9 +208,16 @@ class MemoryStore(ClosingContext):
         return thread
 
     # -- messages --------------------------------------------------------------------------------
-    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+    async def save_messages(
+        self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+    ) -> list[Message]:
         self._open()
         thread = self._thread(thread_id)
+        if after_seq is not None:
+            ids = self._thread_messages[thread_id]
+            newest = _seq(self._messages[ids[-1]]) if ids else 0
+            if newest > after_seq:
+                raise ThreadChangedError(thread_id, after_seq, newest)
         for message in messages:  # validate the whole batch before writing any of it
             check_message_owner(message, thread)
             existing = self._messages.get(message.id)

@@ -51,6 +51,7 @@ from obsmem.errors import (
     ObsmemError,
     StorageError,
     StoreClosedError,
+    ThreadChangedError,
     ThreadNotFoundError,
 )
 from obsmem.calls import ModelCall, UsageRow
@@ -517,13 +518,33 @@ class PostgresStore(ClosingContext):
         cur = await conn.execute(f"{_MESSAGE_SELECT} WHERE m.id = ANY(%s)", (list(dict.fromkeys(ids)),))
         return {m.id: m for m in map(self._message, await cur.fetchall())}
 
-    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+    async def save_messages(
+        self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+    ) -> list[Message]:
         """New messages go in with one statement that locks the thread's row before drawing their
         seqs (so seq follows commit order within the thread) and commits at once; no lock is held
-        while this process does anything else. Re-saved ids are updated in place."""
+        while this process does anything else. Re-saved ids are updated in place.
 
-        async def op(conn: Conn) -> list[Message]:
-            thread = await self._require_thread(conn, thread_id)
+        With ``after_seq`` (the ordering guard) the save is one transaction: the thread's row is
+        locked first, then its newest message is read (a statement of its own, so it sees every
+        save that held the lock before), then the rows are written."""
+
+        async def guarded(conn: Conn) -> list[Message]:
+            assert after_seq is not None
+            async with conn.transaction():
+                thread = await self._require_thread(conn, thread_id, "FOR NO KEY UPDATE")
+                cur = await conn.execute(
+                    "SELECT seq FROM messages WHERE thread_id = %s ORDER BY seq DESC LIMIT 1", (thread_id,)
+                )
+                row = await cur.fetchone()
+                newest = row[0] if row is not None else 0
+                if newest > after_seq:
+                    raise ThreadChangedError(thread_id, after_seq, newest)
+                return await op(conn, thread)
+
+        async def op(conn: Conn, thread: Thread | None = None) -> list[Message]:
+            if thread is None:
+                thread = await self._require_thread(conn, thread_id)
             for message in messages:
                 check_message_owner(message, thread)
             existing = await self._select_messages(conn, [m.id for m in messages])
@@ -547,7 +568,7 @@ class PostgresStore(ClosingContext):
             async with conn.transaction():
                 return await self._write_messages(conn, thread, messages, fresh, existing)
 
-        return await self._run(op, transaction=False)
+        return await self._run(op if after_seq is None else guarded, transaction=False)
 
     @staticmethod
     async def _write_messages(

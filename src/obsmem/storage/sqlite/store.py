@@ -46,6 +46,7 @@ Design choices, and why:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import sqlite3
@@ -65,6 +66,7 @@ from obsmem.errors import (
     ObsmemError,
     StorageError,
     StoreClosedError,
+    ThreadChangedError,
     ThreadNotFoundError,
 )
 from obsmem.calls import ModelCall, UsageRow
@@ -236,6 +238,17 @@ def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
     except BaseException:
         _roll_back(conn)
         raise
+
+
+def _check_newest(conn: Conn, thread_id: str, after_seq: int) -> None:
+    """Raise ThreadChangedError when ``thread_id`` holds a message newer than ``after_seq``
+    (one step down the thread's (thread_id, seq) index)."""
+    row = conn.execute(
+        "SELECT seq FROM messages WHERE thread_id = ? ORDER BY seq DESC LIMIT 1", (thread_id,)
+    ).fetchone()
+    newest = row[0] if row is not None else 0
+    if newest > after_seq:
+        raise ThreadChangedError(thread_id, after_seq, newest)
 
 
 def _roll_back(conn: Conn) -> None:
@@ -556,21 +569,34 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 found[row["id"]] = self._message(row)
         return found
 
-    async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
-        return await self._write(lambda conn: self._save(conn, thread_id, messages))
+    async def save_messages(
+        self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+    ) -> list[Message]:
+        return await self._write(lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq))
+
+    async def _save_overridden(self, thread_id: str, messages: list[Message], after_seq: int | None) -> list[Message]:
+        """A subclass that saves its own way (redacting, say) is called as it is, with the
+        ordering guard when it takes one; one that does not gets the guard checked just before
+        its save (not in its transaction: it chose its own)."""
+        if after_seq is None:
+            return await self.save_messages(thread_id, messages)
+        if "after_seq" in inspect.signature(self.save_messages).parameters:
+            return await self.save_messages(thread_id, messages, after_seq=after_seq)
+        await self._read(lambda conn: _check_newest(conn, thread_id, after_seq))
+        return await self.save_messages(thread_id, messages)
 
     async def save_messages_marked(
-        self, thread_id: str, messages: list[Message], lineage: str
+        self, thread_id: str, messages: list[Message], lineage: str, *, after_seq: int | None = None
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
         """:func:`~obsmem.storage.contract.save_marked`: the save and the window's marks around
         it, in one write transaction; the new rows as a read would give them."""
         if not self._own("save_messages"):
             # A subclass that saves its own way (redacting, say) is called as it is: no marks.
-            return await self.save_messages(thread_id, messages), None, None
+            return await self._save_overridden(thread_id, messages, after_seq), None, None
 
         def op(conn: Conn) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True)
+            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq)
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             return saved, before, after
@@ -578,7 +604,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._write(op)
 
     async def save_messages_marked_early(
-        self, thread_id: str, messages: list[Message], lineage: str
+        self, thread_id: str, messages: list[Message], lineage: str, *, after_seq: int | None = None
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]]:
         """:func:`~obsmem.storage.contract.save_marked_early`: the new rows and the marks, handed
         back as soon as they are written in the save's transaction; the commit (the disk's
@@ -587,10 +613,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         is queued after it runs after the commit."""
         loop = asyncio.get_running_loop()
         if not self._own("save_messages"):
-            return await self.save_messages(thread_id, messages), None, None, committed()
+            return await self._save_overridden(thread_id, messages, after_seq), None, None, committed()
         if self._closed:
             raise StoreClosedError()
-        here = self._save_here(thread_id, messages, lineage)
+        here = self._save_here(thread_id, messages, lineage, after_seq)
         if here is not None:
             return here
         early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
@@ -599,7 +625,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         def op(conn: Conn) -> None:  # the transaction's body: the rows go out before its COMMIT
             nonlocal sent
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True)
+            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq)
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             sent = True
@@ -622,7 +648,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return saved, before, after, commit
 
     def _save_here(
-        self, thread_id: str, messages: list[Message], lineage: str
+        self, thread_id: str, messages: list[Message], lineage: str, after_seq: int | None
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] | None:
         """:meth:`save_messages_marked_early` without a hand-off to the worker thread, or None
         when it cannot be done here (then the worker thread saves as it always did).
@@ -646,7 +672,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS)
+            saved = self._save(
+                conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS, after_seq=after_seq
+            )
             after = _mark(conn, lineage, thread_id)
         except BaseException as exc:
             _roll_back(conn)
@@ -674,15 +702,18 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     def _save(
         self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False,
-        max_chars: int | None = None,
+        max_chars: int | None = None, after_seq: int | None = None,
     ) -> list[Message]:
         """Save ``messages``; return them as stored: copies of the input with their seq, or with
         ``decoded`` as a read would give them (from the JSON written: nothing of the caller's
         objects, no value JSON does not keep). ``max_chars``: raise ``TooLarge`` before writing
-        a message that brings the characters written above it."""
+        a message that brings the characters written above it. ``after_seq``: the ordering
+        guard (:meth:`~obsmem.storage.contract.Store.save_messages`), in the write transaction."""
         row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is None:
             raise ThreadNotFoundError(thread_id)
+        if after_seq is not None:
+            _check_newest(conn, thread_id, after_seq)
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
         stored: dict[str, Message] = {}
         rewritten: list[str] = []

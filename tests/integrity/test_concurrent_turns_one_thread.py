@@ -1,0 +1,203 @@
+"""Two turns running tool loops on the same thread at once keep the thread a valid sequence.
+
+Two browser tabs of one chat, a double-submitted request, two server replicas: two turns of one
+thread, each running a tool loop. Every provider refuses a history where a message comes
+between a tool call and its result, so the stored thread must stay a valid sequence whatever
+the interleaving, and no turn may be refused for a result its own model asked for.
+
+On main (c81f0cc) each turn checked its input against its own view of the thread, not inside
+the store's save. ``test_two_tool_loops_interleaved_step_by_step`` stored turn B's call between
+turn A's call and its result, then refused A's result ("no call with that id is waiting");
+``test_two_tool_loops_racing`` left 10-17 sequence violations and 2-3 refused results in 40
+turns on SQLite (the README said "one turn at a time per thread" instead).
+
+Now a turn's save is a compare-and-set on the thread's newest message: when another turn wrote
+since the turn's view, nothing is saved, the turn reads the thread again and checks again.
+Calls another turn left waiting are closed as unanswered (as ``begin_turn`` always did), and
+their real results, when they come, take that answer's place, right after their call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from obsmem import Memory, Message
+from obsmem.errors import InvalidInputError
+from obsmem.types import ToolCallPart, ToolResultPart
+
+pytestmark = pytest.mark.anyio
+
+STORES = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=STORES)
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Memory]:
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'om.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    async with Memory(url) as memory:
+        yield memory
+
+
+def call(call_id: str) -> Message:
+    return Message(role="assistant", parts=(ToolCallPart(tool_call_id=call_id, tool_name="lookup", args={}),))
+
+
+def result(call_id: str, text: str) -> Message:
+    return Message(role="tool", parts=(ToolResultPart(tool_call_id=call_id, tool_name="lookup", result=text),))
+
+
+def violations(messages: list[Message]) -> list[str]:
+    """What a provider would refuse: a result whose call is not waiting, a message between a
+    call and its result, a call never answered."""
+    bad: list[str] = []
+    waiting: set[str] = set()
+    for message in messages:
+        if message.role == "tool":
+            for part in message.tool_results:
+                if part.tool_call_id not in waiting:
+                    bad.append(f"seq {message.seq}: result for {part.tool_call_id}, which is not waiting")
+                waiting.discard(part.tool_call_id)
+            continue
+        if waiting:
+            bad.append(f"seq {message.seq} ({message.role}) while {sorted(waiting)} wait")
+            waiting.clear()
+        waiting |= {c.tool_call_id for c in message.tool_calls}
+    if waiting:
+        bad.append(f"never answered: {sorted(waiting)}")
+    return bad
+
+
+def answers(messages: list[Message]) -> dict[str, object]:
+    """Each call's stored answer (the real result, or obsmem's "no result")."""
+    return {part.tool_call_id: part.result for m in messages for part in m.tool_results}
+
+
+async def test_two_tool_loops_interleaved_step_by_step(memory: Memory) -> None:
+    a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("weather in Oslo?")])
+    b = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("and in Rome?")])
+    await a.step([call("oslo")])
+    await b.step([call("rome")])  # A's call still waits: B's call may not land before its result
+    await a.step([result("oslo", "4 C, rain")])
+    await b.step([result("rome", "19 C, sun")])
+    await a.end([Message.assistant("Oslo: 4 C and rain.")])
+    await b.end([Message.assistant("Rome: 19 C and sunny.")])
+
+    stored = await memory.list_messages("chat")
+    assert violations(stored) == []
+    # Each turn's real result is stored, right after its own call (none refused, none lost).
+    assert answers(stored) == {"oslo": "4 C, rain", "rome": "19 C, sun"}
+    assert [m.text for m in stored if m.role in ("user", "assistant") and m.text] == [
+        "weather in Oslo?", "and in Rome?", "Oslo: 4 C and rain.", "Rome: 19 C and sunny.",
+    ]
+    # The context each turn hands its model is a valid sequence too.
+    for turn in (a, b):
+        assert violations([m for m in turn.context.raw_messages if m.role != "system"]) == []
+
+
+async def test_a_turn_still_refuses_its_own_model_skipping_a_result(memory: Memory) -> None:
+    """The guard closes *other* turns' waiting calls, never this turn's: its own model talking
+    past its own call is the app's bug, refused as before, with nothing stored."""
+    turn = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("weather?")])
+    await turn.step([call("mine")])
+    with pytest.raises(InvalidInputError, match="still wait for their results") as caught:
+        await turn.step([Message.assistant("never mind the tool")])
+    assert getattr(caught.value, "input_saved", None) is False
+    assert [m.text for m in await memory.list_messages("chat")] == ["weather?", ""]
+
+
+async def writer(memory: Memory, who: str, turns: int, errors: list[str], *, latency_s: float = 0.0) -> None:
+    """``turns`` turns of one tool call each; ``latency_s``: the most a model or tool call takes
+    (random), 0 for none at all."""
+    rng = random.Random(who)
+
+    async def model() -> None:
+        await asyncio.sleep(rng.uniform(0, latency_s))
+
+    for i in range(turns):
+        tag = f"{who}{i}"
+        try:
+            turn = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user(f"q {tag}")])
+            await model()
+            await turn.step([call(tag)])
+            await model()
+            await turn.step([result(tag, f"r {tag}")])
+            await model()
+            await turn.end([Message.assistant(f"a {tag}")])
+        except Exception as exc:  # noqa: BLE001 - every refusal is a finding here
+            errors.append(f"{tag}: {type(exc).__name__}: {exc}")
+
+
+async def test_two_tool_loops_racing(memory: Memory) -> None:
+    errors: list[str] = []
+    await asyncio.gather(writer(memory, "p", 20, errors), writer(memory, "q", 20, errors))
+    stored = await memory.list_messages("chat")
+    assert errors == []
+    assert violations(stored) == []
+    assert answers(stored) == {f"{w}{i}": f"r {w}{i}" for w in "pq" for i in range(20)}
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    sys.path.insert(0, sys.argv[3])
+    from test_concurrent_turns_one_thread import writer
+    from obsmem import Memory
+
+    async def main() -> None:
+        errors = []
+        async with Memory(sys.argv[1]) as memory:
+            await memory.get_context("chat")  # connected and warm before the start
+            await asyncio.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # both start together
+            await writer(memory, sys.argv[2], 30, errors, latency_s=0.005)
+        print("\\n".join(errors))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("adapter", ["sqlite", "postgres"])
+async def test_two_processes_running_tool_loops_on_one_thread(
+    adapter: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each model and tool call takes up to 5 ms here: with none at all, two processes saving
+    without a pause can keep one of them losing the guard's race past its tries (it then raises
+    ``ThreadChangedError``, nothing saved, safe to retry); real model calls leave gaps."""
+    url = f"sqlite:///{tmp_path / 'om.db'}" if adapter == "sqlite" else request.getfixturevalue("postgres_url")
+    async with Memory(url) as memory:  # the thread exists before both start (and the schema)
+        first = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("hello")])
+        await first.end([Message.assistant("hi")])
+    script = tmp_path / "writer.py"
+    script.write_text(SCRIPT)
+    here = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    start = time.time() + 8  # both processes imported and connected by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, who, here, str(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            text=True,
+        )
+        for who in "pq"
+    ]
+    outs = [proc.communicate(timeout=120) for proc in procs]
+    async with Memory(url) as memory:
+        stored = await memory.list_messages("chat")
+    assert violations(stored) == []
+    for proc, (out, err) in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+        assert out.strip() == "", out
+    assert answers(stored) == {f"{w}{i}": f"r {w}{i}" for w in "pq" for i in range(30)}
