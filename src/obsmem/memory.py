@@ -1239,10 +1239,15 @@ class Memory:
         """
         check_id(thread_id, "thread_id", optional=True)
         check_id(resource_id, "resource_id", optional=True)
+        start, end = _instant(since, "since"), _instant(until, "until")
+        if start is not None and end is not None and start >= end:
+            raise InvalidInputError(
+                f"since ({start.isoformat()}) is not before until ({end.isoformat()}): no call can fall in that "
+                "window (until is exclusive; a day is its UTC midnight). Swapped?",
+                argument="since",
+            )
         await self.ledger.flush()
-        rows = await self._ledger_rows(
-            thread_id=thread_id, resource_id=resource_id, since=_instant(since, "since"), until=_instant(until, "until")
-        )
+        rows = await self._ledger_rows(thread_id=thread_id, resource_id=resource_id, since=start, until=end)
         return usage_report(rows, self.config.price_overrides())
 
     async def _ledger_rows(

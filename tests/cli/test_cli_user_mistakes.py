@@ -202,3 +202,39 @@ def test_an_erase_says_when_a_reader_keeps_the_erased_text_in_the_log(
     _seed(tmp_path / "quiet.db")
     quiet = runner.invoke(app, [*command, "--store", str(tmp_path / "quiet.db"), "--yes"])
     assert quiet.exit_code == 0 and "write-ahead log" not in quiet.stderr, quiet.output
+
+
+@pytest.mark.parametrize(("since", "until"), [("2025-03-05", "2025-03-01"), ("2025-03-05", "2025-03-05")])
+def test_a_usage_window_that_ends_before_it_starts_is_refused(tmp_path: Path, since: str, until: str) -> None:
+    """On main ``usage --since 2025-03-05 --until 2025-03-01`` printed an empty table with exit 0
+    (and ``Memory.usage`` returned nothing): a swapped pair read as "no calls"."""
+    db = tmp_path / "m.db"
+    _seed(db)
+    result = runner.invoke(app, ["usage", "--store", str(db), "--since", since, "--until", until])
+    _refused(result, "--since")
+
+    async def api() -> None:
+        from datetime import date
+
+        async with Memory(f"sqlite:///{db}") as memory:
+            with pytest.raises(InvalidInputError, match="since"):
+                await memory.usage(since=date.fromisoformat(since), until=date.fromisoformat(until))
+
+    asyncio.run(api())
+
+
+@pytest.mark.parametrize("upstream", ["not-a-url", "ftp://models.example/v1", "http://"])
+def test_serve_refuses_an_upstream_that_is_not_an_http_url(tmp_path: Path, upstream: str) -> None:
+    """On main ``obsmem serve --upstream not-a-url`` started the server; every gateway request
+    then failed. It now exits 2 before starting, naming the option (a subprocess with a time
+    limit: on main the server would simply keep running)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "obsmem", "serve", "--dev", "--port", "0", "--store", str(tmp_path / "s.db"),
+         "--upstream", upstream],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--upstream" in done.stderr and "Traceback" not in done.stderr

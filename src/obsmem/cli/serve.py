@@ -67,6 +67,17 @@ def _service(store: str | None, knowledge: str | None, config: Path | None, mode
     return service
 
 
+def _http_url(text: str) -> bool:
+    """Whether ``text`` is an http(s) URL with a host (what the gateway can forward to)."""
+    import httpx
+
+    try:
+        url = httpx.URL(text.strip())
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return url.scheme in ("http", "https") and bool(url.host)
+
+
 def serve(
     store: StoreOption = None,
     knowledge: KnowledgeOption = None,
@@ -117,6 +128,11 @@ def serve(
         raise typer.BadParameter("expected 'openai' or 'anthropic'", param_hint="'--upstream-kind'")
     if background not in ("local", "queue"):
         raise typer.BadParameter("expected 'local' or 'queue'", param_hint="'--background'")
+    if upstream is not None and not _http_url(upstream):
+        raise typer.BadParameter(
+            "expected an http:// or https:// base URL with a host, e.g. https://api.openai.com/v1",
+            param_hint="'--upstream'",
+        )
     for value, hint in ((upstream_timeout_s, "'--upstream-timeout-s'"),
                         (upstream_total_timeout_s, "'--upstream-total-timeout-s'"),
                         (body_timeout_s, "'--body-timeout-s'"),

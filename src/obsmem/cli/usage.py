@@ -44,6 +44,11 @@ def _when(text: str | None, option: str) -> datetime | date | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _utc(value: datetime | date) -> datetime:
+    """A ``--since`` / ``--until`` bound as an instant (a day: its UTC midnight)."""
+    return value if isinstance(value, datetime) else datetime(value.year, value.month, value.day, tzinfo=UTC)
+
+
 def _rows(report: UsageReport, by: str | None) -> tuple[UsageRow, ...]:
     return report.rows if by is None else report.by(by)  # type: ignore[arg-type]
 
@@ -88,6 +93,8 @@ def usage(
         except (OSError, ValueError) as exc:
             raise fail(f"cannot read the memory config {config}: {exc}") from None
     start, end = _when(since, "--since"), _when(until, "--until")
+    if start is not None and end is not None and _utc(start) >= _utc(end):
+        raise fail(f"--since {since} is not before --until {until}: no call falls in that window (--until is exclusive)")
     opened = open_for_reading(store)
 
     async def read() -> UsageReport:
