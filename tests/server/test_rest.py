@@ -199,3 +199,16 @@ def test_ending_a_turn_needs_no_body_fields(env: Env) -> None:
         ended = client.post(f"/api/turns/{turn_id}/end", json={})
         assert ended.status_code == 200, ended.text
         assert len(client.get("/api/threads/rt-end/messages").json()["messages"]) == 2
+
+
+def test_a_missing_thread_says_how_to_create_it_over_rest(env: Env) -> None:
+    """On main the 404 said "create it with memory.create_thread(...) or start a turn with a
+    resource_id", neither of which a REST client can do (REST turns take no resource_id)."""
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as client:
+        for response in (
+            client.get("/api/threads/nope-1"),
+            client.post("/api/threads/nope-1/turns", json={"messages": [{"role": "user", "parts": [
+                {"type": "text", "text": "hi"}]}]}),
+        ):
+            message = str(_error(response, 404, "ThreadNotFoundError")["message"])
+            assert "POST /api/threads" in message and "memory.create_thread" not in message, message

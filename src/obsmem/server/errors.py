@@ -32,6 +32,8 @@ from obsmem.errors import (
     PrivacyError,
     ReflectionError,
     StorageError,
+    ThreadChangedError,
+    ThreadNotFoundError,
 )
 
 __all__ = [
@@ -111,6 +113,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ThreadIdTakenError, 409),
     (NameConflictError, 409),
     (LeaseLostError, 409),
+    (ThreadChangedError, 409),
     (BodyTooLargeError, 413),
     (BodyTimeoutError, 408),
     (InvalidInputError, 400),
@@ -173,8 +176,12 @@ def _respond(error: Exception) -> JSONResponse:
         return JSONResponse(error_body("InternalError", "The server failed; see its log."), status_code=500)
     argument = getattr(error, "argument", None)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    message = str(error)
+    if isinstance(error, ThreadNotFoundError):  # the library's advice names Python calls
+        message = (f"Thread '{error.thread_id}' does not exist (or is not visible to this key). Create it with "
+                   "POST /api/threads {\"id\": ..., \"resource_id\": ...}.")  # fmt: skip
     return JSONResponse(
-        error_body(type(error).__name__, str(error), argument if isinstance(argument, str) else None),
+        error_body(type(error).__name__, message, argument if isinstance(argument, str) else None),
         status_code=status, headers=headers,
     )  # fmt: skip
 
