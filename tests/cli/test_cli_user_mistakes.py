@@ -238,3 +238,11 @@ def test_serve_refuses_an_upstream_that_is_not_an_http_url(tmp_path: Path, upstr
     )
     assert done.returncode == 2, done.stderr
     assert "--upstream" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_worker_on_a_private_memory_store_is_refused() -> None:
+    """On main ``obsmem worker --store memory://`` ran (and with --exit-when-idle reported
+    "0 claimed" and exit 0): a store private to the worker's own process, which no application
+    can write to, so the worker could never have work."""
+    result = runner.invoke(app, ["worker", "--store", "memory://", "--exit-when-idle"])
+    _refused(result, "memory://")

@@ -3,6 +3,8 @@ options (migrate mode, pool size, timeouts) ride on the URL or on keywords, chec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -65,6 +67,6 @@ def test_migrate_accepts_every_postgres_url_form(scheme: str) -> None:
     assert ":pw@" not in result.output  # and the password is not echoed
 
 
-def test_worker_pool_options_are_postgres_only() -> None:
-    result = CliRunner().invoke(app, ["worker", "--store", "memory://", "--pool-size", "3", "--exit-when-idle"])
+def test_worker_pool_options_are_postgres_only(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["worker", "--store", str(tmp_path / "w.db"), "--pool-size", "3", "--exit-when-idle"])
     assert result.exit_code == 1 and "PostgreSQL" in result.output

@@ -170,6 +170,9 @@ def worker(
     age trigger fired (every knowledge.curate_interval_s seconds).
 
     Runs until stopped (Ctrl-C) or, with --exit-when-idle, until nothing is due."""
+    if store.strip() == "memory://":
+        raise fail("memory:// lives inside one process: no application can write work into this worker's. "
+                   "Point --store at the store the applications use (a SQLite file or a postgresql:// URL).")  # fmt: skip
     memory_config = _load_config(config)
     chat_model: ChatModel | None = None
     if model is not None and model != "offline":
