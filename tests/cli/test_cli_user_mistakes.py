@@ -246,3 +246,11 @@ def test_a_worker_on_a_private_memory_store_is_refused() -> None:
     can write to, so the worker could never have work."""
     result = runner.invoke(app, ["worker", "--store", "memory://", "--exit-when-idle"])
     _refused(result, "memory://")
+
+
+def test_importing_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    """On main ``obsmem import <folder>`` said "no export file at <folder>", which exists."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    result = runner.invoke(app, ["import", str(folder), "--store", str(tmp_path / "m.db")])
+    _refused(result, "is a folder")

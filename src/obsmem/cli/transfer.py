@@ -91,6 +91,8 @@ def import_(
     ] = None,
 ) -> None:
     """Import an export into a store that does not hold its resource (validated first; all or nothing)."""
+    if file != "-" and Path(file).is_dir():
+        raise fail(f"{Path(file).resolve()} is a folder; pass the export file itself (obsmem export -o FILE wrote one)")
     if file != "-" and not Path(file).is_file():
         raise fail(f"no export file at {Path(file).resolve()}")
     opened = open_reported(_store_url(store))
