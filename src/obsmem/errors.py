@@ -28,7 +28,7 @@ generic handlers keep working. Every message says what was wrong and what to do 
     │   ├── MigrationError
     │   ├── StoreClosedError
     │   ├── LeaseLostError
-    │   ├── ThreadChangedError               a save guarded by ``after_seq`` found a newer message
+    │   ├── ThreadChangedError               a save guarded by ``after_seq`` found a newer tool message
     │   ├── NameConflictError                a node rename onto an existing name in its scope
     │   ├── ImportConflictError              the target store already holds the imported resource
 │   ├── ImportUnsupportedError           an export item this import cannot write exactly
@@ -204,14 +204,15 @@ class LeaseLostError(StorageError):
 
 
 class ThreadChangedError(StorageError):
-    """``save_messages(..., after_seq=N)`` found a message newer than ``N`` in the thread (another
-    turn or process wrote meanwhile): nothing was saved. Read the thread again, check the
-    messages' place against it, and save with the new newest seq. A turn does this itself."""
+    """``save_messages(..., after_seq=N)`` found a message newer than ``N`` in the thread that calls
+    or answers a tool (another turn or process wrote meanwhile): nothing was saved. Read the
+    thread again, check the messages' place against it, and save with the new newest seq. A
+    turn does this itself."""
 
     def __init__(self, thread_id: str, after_seq: int, newest: int) -> None:
         super().__init__(
-            f"Thread '{thread_id}' changed: it holds message seq {newest}, newer than {after_seq}, the newest the "
-            "save was checked against; nothing was saved."
+            f"Thread '{thread_id}' changed: message seq {newest}, newer than {after_seq} (the newest the save was "
+            "checked against), calls or answers a tool; nothing was saved."
         )
         self.thread_id = thread_id
         self.after_seq = after_seq

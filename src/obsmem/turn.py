@@ -152,6 +152,8 @@ class Turn:
         self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
         # The seq of the turn's first stored input: what is newer was saved while it ran.
         self._began_seq: int | None = None
+        # Whether the boundary's save read the thread again (its first view was stale).
+        self._reread = False
         self._input_saved = False
         # The thread's window just after the last save, when the save knew it (no read needed).
         self._saved_window: Window | None = None
@@ -213,6 +215,7 @@ class Turn:
         recent = await store.list_messages(thread.id, limit=64, newest_first=True)
         turn._seen_seq = (recent[0].seq or 0) if recent else 0
         turn._own_calls = pending_tool_call_ids(recent[::-1])  # the calls the turn's model made
+        turn._began_seq = turn._seen_seq  # calls made after this are another turn's
         turn._input_user = next(
             (m for m in recent if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)),
             None,
@@ -402,8 +405,10 @@ class Turn:
             if done is None:
                 messages = []  # a late result took its unanswered place: nothing new stored
             else:
+                # A save that had to read the thread again (another turn wrote a tool message since
+                # the view it began from) makes that view stale, whatever the store could tell.
                 saved, self._saved_window, self._commit, self._window_stale = (
-                    done.messages, done.window, done.commit, done.stale
+                    done.messages, done.window, done.commit, done.stale or self._reread
                 )
                 self._own_calls.update(c.tool_call_id for m in saved for c in m.tool_calls)
                 if close_calls and self._began_seq is None and saved:
@@ -471,8 +476,10 @@ class Turn:
         """:meth:`_checked_save`'s tries: check against ``view`` (else the store's tail), save
         guarded by its newest seq, and on ``ThreadChangedError`` read the tail and try again."""
         engine, thread = self._engine, self.thread
+        self._reread = False
         for attempt in range(SAVE_ATTEMPTS):
             tail, newest = view if view is not None else await engine.stored_tail(thread)
+            self._reread = self._reread or (view is None and attempt > 0)
             view = None  # a retry reads the store
             try:
                 checked = await engine.check_input(
@@ -483,6 +490,7 @@ class Turn:
                 # (or another turn of the thread) closed its call as unanswered: it takes that
                 # answer's place instead.
                 messages = await self._answer_late(messages)
+                self._reread = True
                 tail, newest = await engine.stored_tail(thread)
                 checked = await engine.check_input(
                     thread, messages, tail=tail, argument=argument, close_calls=True, keep=keep
@@ -511,6 +519,7 @@ class Turn:
         kept, closings = answer_late(recent[::-1], messages)
         if closings:
             await self._store.save_messages(self.thread.id, closings)
+            self._input_saved = True  # (some of) the input is stored: a failure after this says so
         return kept
 
     def _with_receipt(self, messages: list[Message]) -> list[Message]:

@@ -28,11 +28,14 @@ import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from obsmem import Memory, Message
 from obsmem.errors import InvalidInputError
+from obsmem.storage import MemoryStore, SQLiteStore
+from obsmem.storage.postgres.store import PostgresStore
 from obsmem.types import ToolCallPart, ToolResultPart
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +204,91 @@ async def test_two_processes_running_tool_loops_on_one_thread(
         assert proc.returncode == 0, err[-2000:]
         assert out.strip() == "", out
     assert answers(stored) == {f"{w}{i}": f"r {w}{i}" for w in "pq" for i in range(30)}
+
+
+def racing_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A store of ``kind`` on which another turn's message lands once, just before the next
+    guarded save (between a turn's first read of the thread and its save)."""
+    base: type
+    if kind == "memory":
+        base, args = MemoryStore, ()
+    elif kind == "sqlite":
+        base, args = SQLiteStore, (tmp_path / "race.db",)
+    else:
+        base, args = PostgresStore, (request.getfixturevalue("postgres_url"),)
+
+    class Racing(base):  # type: ignore[misc, valid-type]
+        other: list[Message] | None = None
+
+        async def save_messages(
+            self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
+        ) -> list[Message]:
+            if after_seq is not None and self.other is not None:
+                other, self.other = self.other, None
+                await base.save_messages(self, thread_id, other)
+            return await base.save_messages(self, thread_id, messages, after_seq=after_seq)  # type: ignore[no-any-return]
+
+    return Racing(*args)
+
+
+@pytest.mark.parametrize("kind", STORES)
+async def test_a_call_landing_while_a_turn_begins_is_never_half_shown(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Hostile review (helper-101): tab B's model called a tool between tab A's first read and
+    its save. A's save was refused and retried (closing B's call), but A's context was built from
+    the first read plus what it saved: B's "no result" answer without B's call, which a provider
+    refuses (memory and PostgreSQL stores, and SQLite subclasses: no window marks)."""
+    store = racing_store(kind, tmp_path, request)
+    async with Memory(store) as memory:
+        b = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab B: weather?")])
+        store.other = [call("b1")]
+        a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab A: hello")])
+        assert violations([m for m in a.context.messages if m.role != "system"]) == []
+        assert a.context.messages[-1].text == "tab A: hello"
+        await b.step([result("b1", "sunny")])  # takes its unanswered place
+        assert violations(await memory.list_messages("chat")) == []
+
+
+async def test_a_resumed_turn_leaves_out_calls_another_turn_made_since(tmp_path: Path) -> None:
+    """Hostile review (helper-101): a turn resumed on another replica showed its model another
+    turn's call still waiting (no result: refused by every provider)."""
+    url = f"sqlite:///{tmp_path / 'om.db'}"
+    async with Memory(url) as one, Memory(url) as two:
+        await one.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab A")])
+        a = await two.resume_turn(thread_id="chat")
+        await a.step([call("a1")])
+        b = await one.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab B")])  # closes a1
+        await b.step([call("b1")])  # B's tool runs
+        context = await a.step([result("a1", "done")])  # takes a1's unanswered place
+        assert violations([m for m in context.raw_messages if m.role != "system"]) == []
+        assert "b1" not in {c.tool_call_id for m in context.messages for c in m.tool_calls}
+        assert answers(await one.list_messages("chat")) == {"a1": "done"}
+
+
+async def test_a_store_written_before_the_guard_still_works() -> None:
+    """Hostile review (helper-101): a store whose ``save_messages`` has the old signature (a
+    subclass, a delegating wrapper) failed every turn with "unexpected keyword argument
+    'after_seq'". It now gets the guard as a read just before its save."""
+
+    class Auditing(MemoryStore):
+        async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:  # type: ignore[override]
+            return await super().save_messages(thread_id, messages)
+
+    class Wrapper:
+        def __init__(self, inner: MemoryStore) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        async def save_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+            return await self._inner.save_messages(thread_id, messages)
+
+    for store in (Auditing(), Wrapper(MemoryStore())):
+        async with Memory(store) as memory:  # type: ignore[arg-type]
+            turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hi")])
+            await turn.step([call("c1")])
+            await turn.step([result("c1", "r")])
+            await turn.end([Message.assistant("done")])
+            assert [m.role for m in await memory.list_messages("t")] == ["user", "assistant", "tool", "assistant"]

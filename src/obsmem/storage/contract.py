@@ -20,11 +20,15 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 * **Messages are never lost or duplicated.** ``save_messages`` is idempotent by message id:
   saving the same id again updates its parts in place and keeps its ``seq``. The store assigns
   ``seq`` from one monotonically increasing counter, so insertion order is total.
-* **Ordering guard.** ``save_messages(..., after_seq=N)`` saves only while the thread's newest
-  message is ``N`` or older, checked in the save's transaction; else it raises
-  :class:`~obsmem.errors.ThreadChangedError` and saves nothing (the one stale outcome that is an
-  exception: the save's result is its messages). Turns save this way, so two turns of one thread
-  (in one process or many) never put a message between a tool call and its result.
+* **Ordering guard.** ``save_messages(..., after_seq=N)`` saves only while no message of the
+  thread newer than ``N`` calls or answers a tool, checked in the save's transaction; else it
+  raises :class:`~obsmem.errors.ThreadChangedError` and saves nothing (the one stale outcome that
+  is an exception: the save's result is its messages). Turns save this way, so two turns of one
+  thread (in one process or many) never put a message between a tool call and its result.
+  Newer messages without tool parts do not count: the place of a batch checked against the
+  thread before them is still right after them (no call can wait across such a message, since
+  its own save closed or was refused by any call waiting before it), so turns writing plain
+  messages never hold each other up.
 * **Write guard.** Once a thread is deleted, writes to its observation records report
   ``status="gone"``; nothing is resurrected. In resource scope, a write that adds observations
   for a deleted thread (moves its cursor forward or adds a buffered chunk of it) reports
@@ -67,7 +71,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import inspect
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -76,6 +82,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from obsmem.calls import ModelCall, UsageRow
+from obsmem.errors import ThreadChangedError
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
@@ -389,10 +396,13 @@ class Store(Protocol):
 
         ``after_seq`` (an ordering guard): the newest ``seq`` of the thread the caller checked
         its messages' place against (0: an empty thread). When the thread holds a newer message
-        at the moment of the save, nothing is saved and :class:`~obsmem.errors.ThreadChangedError`
-        is raised; checked in the save's own transaction, so of several savers that checked
-        against the same newest message exactly one succeeds. A turn saves this way: a tool
-        result lands right after its call, or the turn reads the thread again.
+        that calls or answers a tool at the moment of the save, nothing is saved and
+        :class:`~obsmem.errors.ThreadChangedError` is raised; checked in the save's own
+        transaction, so of several savers of tool messages that checked against the same newest
+        message exactly one succeeds. A turn saves this way: a tool result lands right after its
+        call, or the turn reads the thread again. A store written before the guard (no
+        ``after_seq`` parameter) still works: the guard is then checked with a read just before
+        its save (not atomic with it).
         """
         ...
 
@@ -747,7 +757,42 @@ async def save_marked(
             thread_id, messages, lineage, **guard
         )
         return marked
+    if after_seq is not None and not takes_guard(store.save_messages):
+        await check_guard(store, thread_id, after_seq)
+        return await store.save_messages(thread_id, messages), None, None
     return await store.save_messages(thread_id, messages, **guard), None, None
+
+
+def takes_guard(save: Callable[..., object]) -> bool:
+    """Whether a ``save_messages`` method takes ``after_seq`` (a store written before the
+    ordering guard does not)."""
+    function = getattr(save, "__func__", save)
+    try:
+        known = _TAKES_GUARD.get(function)
+    except TypeError:  # not weakly referable: not kept
+        known = None
+    if known is None:
+        try:
+            parameters = list(inspect.signature(save).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        known = any(p.name == "after_seq" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        try:
+            _TAKES_GUARD[function] = known
+        except TypeError:
+            pass
+    return known
+
+
+_TAKES_GUARD: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+async def check_guard(store: Store, thread_id: str, after_seq: int) -> None:
+    """The ordering guard for a store whose ``save_messages`` does not take it: a read of the
+    thread's messages newer than ``after_seq`` just before the save (not in its transaction)."""
+    for message in reversed(await store.list_messages(thread_id, after_seq=after_seq)):
+        if message.tool_calls or message.tool_results:
+            raise ThreadChangedError(thread_id, after_seq, message.seq or 0)
 
 
 async def save_marked_early(

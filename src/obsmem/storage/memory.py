@@ -213,11 +213,13 @@ class MemoryStore(ClosingContext):
     ) -> list[Message]:
         self._open()
         thread = self._thread(thread_id)
-        if after_seq is not None:
-            ids = self._thread_messages[thread_id]
-            newest = _seq(self._messages[ids[-1]]) if ids else 0
-            if newest > after_seq:
-                raise ThreadChangedError(thread_id, after_seq, newest)
+        if after_seq is not None:  # the ordering guard: a newer message that calls or answers a tool
+            for message_id in reversed(self._thread_messages[thread_id]):
+                newer = self._messages[message_id]
+                if _seq(newer) <= after_seq:
+                    break
+                if newer.tool_calls or newer.tool_results:
+                    raise ThreadChangedError(thread_id, after_seq, _seq(newer))
         for message in messages:  # validate the whole batch before writing any of it
             check_message_owner(message, thread)
             existing = self._messages.get(message.id)

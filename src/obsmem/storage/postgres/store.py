@@ -526,20 +526,23 @@ class PostgresStore(ClosingContext):
         while this process does anything else. Re-saved ids are updated in place.
 
         With ``after_seq`` (the ordering guard) the save is one transaction: the thread's row is
-        locked first, then its newest message is read (a statement of its own, so it sees every
-        save that held the lock before), then the rows are written."""
+        locked first, then its newer messages that call or answer a tool are looked for (a
+        statement of its own, so it sees every save that held the lock before; the document's
+        text names a ``tool_call_id`` only for such parts, text quoting one is escaped), then the
+        rows are written."""
 
         async def guarded(conn: Conn) -> list[Message]:
             assert after_seq is not None
             async with conn.transaction():
                 thread = await self._require_thread(conn, thread_id, "FOR NO KEY UPDATE")
                 cur = await conn.execute(
-                    "SELECT seq FROM messages WHERE thread_id = %s ORDER BY seq DESC LIMIT 1", (thread_id,)
+                    "SELECT seq FROM messages WHERE thread_id = %s AND seq > %s AND doc::text LIKE %s "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (thread_id, after_seq, '%"tool_call_id": %'),
                 )
                 row = await cur.fetchone()
-                newest = row[0] if row is not None else 0
-                if newest > after_seq:
-                    raise ThreadChangedError(thread_id, after_seq, newest)
+                if row is not None:  # a newer message that calls or answers a tool
+                    raise ThreadChangedError(thread_id, after_seq, row[0])
                 return await op(conn, thread)
 
         async def op(conn: Conn, thread: Thread | None = None) -> list[Message]:

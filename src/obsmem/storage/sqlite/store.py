@@ -46,7 +46,6 @@ Design choices, and why:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import sqlite3
@@ -84,6 +83,7 @@ from obsmem.storage.contract import (
     WriteResult,
     committed,
     lineage_key,
+    takes_guard,
 )
 from obsmem.storage.rules import (
     advanced_threads,
@@ -241,14 +241,21 @@ def _transaction(conn: Conn, begin: str, fn: Callable[[Conn], T]) -> T:
 
 
 def _check_newest(conn: Conn, thread_id: str, after_seq: int) -> None:
-    """Raise ThreadChangedError when ``thread_id`` holds a message newer than ``after_seq``
-    (one step down the thread's (thread_id, seq) index)."""
+    """The ordering guard (:meth:`~obsmem.storage.contract.Store.save_messages`): raise
+    ThreadChangedError when ``thread_id`` holds a message newer than ``after_seq`` that calls or
+    answers a tool (its parts name a ``tool_call_id``; text merely quoting one is JSON-escaped
+    and never matches, and a false match would only cost the caller a re-check). A step down the
+    thread's (thread_id, seq) index, then the few newer rows."""
     row = conn.execute(
-        "SELECT seq FROM messages WHERE thread_id = ? ORDER BY seq DESC LIMIT 1", (thread_id,)
+        "SELECT seq FROM messages WHERE thread_id = ? AND seq > ? AND parts LIKE ? ORDER BY seq DESC LIMIT 1",
+        (thread_id, after_seq, _TOOL_PART),
     ).fetchone()
-    newest = row[0] if row is not None else 0
-    if newest > after_seq:
-        raise ThreadChangedError(thread_id, after_seq, newest)
+    if row is not None:
+        raise ThreadChangedError(thread_id, after_seq, row[0])
+
+
+#: What a stored message's parts hold when it calls or answers a tool (json.dumps's spelling).
+_TOOL_PART = '%"tool_call_id": %'
 
 
 def _roll_back(conn: Conn) -> None:
@@ -580,7 +587,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         its save (not in its transaction: it chose its own)."""
         if after_seq is None:
             return await self.save_messages(thread_id, messages)
-        if "after_seq" in inspect.signature(self.save_messages).parameters:
+        if takes_guard(self.save_messages):
             return await self.save_messages(thread_id, messages, after_seq=after_seq)
         await self._read(lambda conn: _check_newest(conn, thread_id, after_seq))
         return await self.save_messages(thread_id, messages)
