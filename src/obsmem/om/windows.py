@@ -118,7 +118,7 @@ class Windows:
         (raising its error when it was not) and only then keeps the new window: until it is
         durable, no reader of this engine is handed what might not be stored. ``after_seq``: the
         store's ordering guard (``ThreadChangedError``, nothing saved, when the thread holds a
-        newer message)."""
+        newer message that calls or answers a tool)."""
         saved, before, after, done = await save_marked_early(
             self._store, lineage, thread_id, messages, after_seq=after_seq
         )
