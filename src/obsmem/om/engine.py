@@ -88,6 +88,16 @@ class Quiet:
     taken: Callable[[], None]
 
 
+def _may_close(tail: Sequence[Message], new: Sequence[Message]) -> bool:
+    """Whether :func:`close_waiting_calls` could close anything: a call in ``new``, or a tail whose
+    last conversation message is not one that says something and calls nothing (after such a
+    message no call waits). The common boundary skips the walk."""
+    if any(m.tool_calls for m in new):
+        return True
+    last = next((m for m in reversed(tail) if m.role != "system" and not m.is_marker_only), None)
+    return last is not None and (bool(last.tool_calls) or not is_boundary(last))
+
+
 class Engine:
     """One engine over one store: the transitions, the step boundary, and the parts they share.
 
@@ -281,7 +291,7 @@ class Engine:
             return []
         if tail is None:
             tail, _ = await self.stored_tail(thread)
-        if close_calls:
+        if close_calls and _may_close(tail, new):
             new = close_waiting_calls(tail, new, keep=keep)
         check_input_sequence(tail, new, argument=argument)
         return list(new)

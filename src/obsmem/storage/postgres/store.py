@@ -536,9 +536,9 @@ class PostgresStore(ClosingContext):
             async with conn.transaction():
                 thread = await self._require_thread(conn, thread_id, "FOR NO KEY UPDATE")
                 cur = await conn.execute(
-                    "SELECT seq FROM messages WHERE thread_id = %s AND seq > %s AND doc::text LIKE %s "
+                    "SELECT seq FROM messages WHERE thread_id = %s AND seq > %s AND strpos(doc, %s) > 0 "
                     "ORDER BY seq DESC LIMIT 1",
-                    (thread_id, after_seq, '%"tool_call_id": %'),
+                    (thread_id, after_seq, '"tool_call_id": '),
                 )
                 row = await cur.fetchone()
                 if row is not None:  # a newer message that calls or answers a tool

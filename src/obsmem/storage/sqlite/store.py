@@ -247,15 +247,16 @@ def _check_newest(conn: Conn, thread_id: str, after_seq: int) -> None:
     and never matches, and a false match would only cost the caller a re-check). A step down the
     thread's (thread_id, seq) index, then the few newer rows."""
     row = conn.execute(
-        "SELECT seq FROM messages WHERE thread_id = ? AND seq > ? AND parts LIKE ? ORDER BY seq DESC LIMIT 1",
+        "SELECT seq FROM messages WHERE thread_id = ? AND seq > ? AND instr(parts, ?) > 0 ORDER BY seq DESC LIMIT 1",
         (thread_id, after_seq, _TOOL_PART),
     ).fetchone()
     if row is not None:
         raise ThreadChangedError(thread_id, after_seq, row[0])
 
 
-#: What a stored message's parts hold when it calls or answers a tool (json.dumps's spelling).
-_TOOL_PART = '%"tool_call_id": %'
+#: What a stored message's parts hold when it calls or answers a tool (json.dumps's spelling;
+#: found with instr, a plain substring search: LIKE took four times as long).
+_TOOL_PART = '"tool_call_id": '
 
 
 def _roll_back(conn: Conn) -> None:
