@@ -152,8 +152,10 @@ class Turn:
         self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
         # The seq of the turn's first stored input: what is newer was saved while it ran.
         self._began_seq: int | None = None
-        # Whether the boundary's save read the thread again (its first view was stale).
+        # Whether the boundary's save read the thread again (its first view was stale), and the
+        # newest seq of the view its check ran against.
         self._reread = False
+        self._view_newest = 0
         self._input_saved = False
         # The thread's window just after the last save, when the save knew it (no read needed).
         self._saved_window: Window | None = None
@@ -192,9 +194,12 @@ class Turn:
             )
             span.set("obsmem.messages", len(saved))
             stored: Window | None = turn._saved_window
-            if stored is None and not turn._window_stale:
+            record, unobserved = before
+            known = max((m.seq or 0 for m in unobserved), default=record.cursor(thread.id) if record else 0)
+            if stored is None and not turn._window_stale and turn._view_newest <= known:
                 stored = _extended(before, saved)  # the first read, with the input
-            # (unless the save's marks said another writer changed the window since: read again)
+            # (unless the save's marks said another writer changed the window since, or its check
+            # saw messages the first read did not: read again)
             turn.context = await turn._advance(saved, turn_start=True, stored=stored)
             await turn._committed()
         return turn
@@ -476,7 +481,7 @@ class Turn:
         """:meth:`_checked_save`'s tries: check against ``view`` (else the store's tail), save
         guarded by its newest seq, and on ``ThreadChangedError`` read the tail and try again."""
         engine, thread = self._engine, self.thread
-        self._reread = False
+        self._reread, self._view_newest = False, 0
         for attempt in range(SAVE_ATTEMPTS):
             tail, newest = view if view is not None else await engine.stored_tail(thread)
             self._reread = self._reread or (view is None and attempt > 0)
@@ -498,7 +503,9 @@ class Turn:
             if not checked:
                 return None
             try:
-                return await engine.core.save_messages(thread, self._with_receipt(checked), after_seq=newest)
+                done = await engine.core.save_messages(thread, self._with_receipt(checked), after_seq=newest)
+                self._view_newest = newest
+                return done
             except ThreadChangedError:
                 if attempt + 1 == SAVE_ATTEMPTS:
                     raise

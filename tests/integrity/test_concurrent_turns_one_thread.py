@@ -292,3 +292,28 @@ async def test_a_store_written_before_the_guard_still_works() -> None:
             await turn.step([result("c1", "r")])
             await turn.end([Message.assistant("done")])
             assert [m.role for m in await memory.list_messages("t")] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_call_landing_before_a_turn_reads_the_tail_is_never_half_shown() -> None:
+    """Final read: a thread whose unobserved messages hold nothing that says something (here only
+    the app's system prompt) makes ``begin_turn`` read the store's tail for its check. Another
+    turn's call landing between the turn's first read and that one was closed by the check, but
+    the context was built from the first read: the "no result" answer without its call."""
+
+    class Landing(MemoryStore):
+        other: list[Message] | None = None
+
+        async def list_messages(self, thread_id: str, **options: Any) -> list[Message]:
+            if self.other is not None and options.get("newest_first"):
+                other, self.other = self.other, None
+                await MemoryStore.save_messages(self, thread_id, other)
+            return await super().list_messages(thread_id, **options)
+
+    store = Landing()
+    async with Memory(store) as memory:
+        await memory.create_thread("chat", "u1")
+        await memory.save_messages("chat", [Message.system("You are terse.")])
+        store.other = [call("b1")]
+        a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab A: hello")])
+        assert violations([m for m in a.context.messages if m.role != "system"]) == []
+        assert violations(await memory.list_messages("chat")) == []
