@@ -748,8 +748,7 @@ async def save_marked(
     (native method ``save_messages_marked(thread_id, messages, lineage, after_seq=None)``): when the
     mark before is the one a reader kept, the reader's window plus what was saved is the window at
     the mark after. Both marks are None when the store cannot mark. ``after_seq``: the ordering
-    guard of :meth:`Store.save_messages` (passed on only when set, so a store written before it
-    keeps working for every other save)."""
+    guard of :meth:`Store.save_messages` (see :func:`save_guarded` for a store without marks)."""
     guard: dict[str, int] = {} if after_seq is None else {"after_seq": after_seq}
     native = getattr(store, "save_messages_marked", None)
     if native is not None:
@@ -757,10 +756,19 @@ async def save_marked(
             thread_id, messages, lineage, **guard
         )
         return marked
-    if after_seq is not None and not takes_guard(store.save_messages):
-        await check_guard(store, thread_id, after_seq)
-        return await store.save_messages(thread_id, messages), None, None
-    return await store.save_messages(thread_id, messages, **guard), None, None
+    return await save_guarded(store, thread_id, messages, after_seq), None, None
+
+
+async def save_guarded(store: Store, thread_id: str, messages: list[Message], after_seq: int | None) -> list[Message]:
+    """``store.save_messages`` with the ordering guard ``after_seq`` (when set): passed on when
+    the method takes it, else checked with a read just before the save (:func:`check_guard`;
+    a store written before the guard keeps working)."""
+    if after_seq is None:
+        return await store.save_messages(thread_id, messages)
+    if takes_guard(store.save_messages):
+        return await store.save_messages(thread_id, messages, after_seq=after_seq)
+    await check_guard(store, thread_id, after_seq)
+    return await store.save_messages(thread_id, messages)
 
 
 def takes_guard(save: Callable[..., object]) -> bool:

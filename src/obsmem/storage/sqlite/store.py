@@ -83,7 +83,7 @@ from obsmem.storage.contract import (
     WriteResult,
     committed,
     lineage_key,
-    takes_guard,
+    save_guarded,
 )
 from obsmem.storage.rules import (
     advanced_threads,
@@ -582,17 +582,6 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     ) -> list[Message]:
         return await self._write(lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq))
 
-    async def _save_overridden(self, thread_id: str, messages: list[Message], after_seq: int | None) -> list[Message]:
-        """A subclass that saves its own way (redacting, say) is called as it is, with the
-        ordering guard when it takes one; one that does not gets the guard checked just before
-        its save (not in its transaction: it chose its own)."""
-        if after_seq is None:
-            return await self.save_messages(thread_id, messages)
-        if takes_guard(self.save_messages):
-            return await self.save_messages(thread_id, messages, after_seq=after_seq)
-        await self._read(lambda conn: _check_newest(conn, thread_id, after_seq))
-        return await self.save_messages(thread_id, messages)
-
     async def save_messages_marked(
         self, thread_id: str, messages: list[Message], lineage: str, *, after_seq: int | None = None
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
@@ -600,7 +589,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         it, in one write transaction; the new rows as a read would give them."""
         if not self._own("save_messages"):
             # A subclass that saves its own way (redacting, say) is called as it is: no marks.
-            return await self._save_overridden(thread_id, messages, after_seq), None, None
+            # With the ordering guard when it takes one, else checked just before its save.
+            return await save_guarded(self, thread_id, messages, after_seq), None, None
 
         def op(conn: Conn) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
             before = _mark(conn, lineage, thread_id)
@@ -621,7 +611,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         is queued after it runs after the commit."""
         loop = asyncio.get_running_loop()
         if not self._own("save_messages"):
-            return await self._save_overridden(thread_id, messages, after_seq), None, None, committed()
+            return await save_guarded(self, thread_id, messages, after_seq), None, None, committed()
         if self._closed:
             raise StoreClosedError()
         here = self._save_here(thread_id, messages, lineage, after_seq)
