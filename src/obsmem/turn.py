@@ -36,7 +36,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import logging
 import time
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
 from contextlib import asynccontextmanager
@@ -62,9 +64,18 @@ from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_me
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
 
+_logger = logging.getLogger("obsmem.turn")
+
 
 #: How far back (messages) a late tool result looks for the closing message of its call.
 LATE_RESULT_WINDOW = 500
+
+#: A late tool result rewrites its call's closing message under a lease of the thread held at
+#: most this long (it expires by itself if its holder dies) ...
+LATE_LEASE_TTL_S = 10.0
+#: ... and waits at most this long for another holder (longer than the TTL: a dead holder's
+#: lease runs out first).
+LATE_LEASE_WAIT_S = 12.0
 
 #: Saves a boundary tries when other writers of its thread keep landing between its check and
 #: its save (each try reads the thread's tail again); then ``ThreadChangedError`` is raised.
@@ -524,10 +535,48 @@ class Turn:
             return messages
         recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
         kept, closings = answer_late(recent[::-1], messages)
-        if closings:
-            await self._store.save_messages(self.thread.id, closings)
-            self._input_saved = True  # (some of) the input is stored: a failure after this says so
+        if not closings:
+            return kept  # the common case: every result follows its call
+        # Rewriting a closing message is a read-modify-write of one row: two results for calls
+        # of the same closing message, saved at once (two replicas, two tasks), would each
+        # rewrite it from the same read and the second would put the first's "no result" back.
+        # So it runs under the thread's late-result lease, reading the row again inside it.
+        async with self._late_result_lease():
+            recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
+            kept, closings = answer_late(recent[::-1], messages)
+            if closings:
+                await self._store.save_messages(self.thread.id, closings)
+                self._input_saved = True  # (some of) the input is stored: a failure after this says so
         return kept
+
+    @asynccontextmanager
+    async def _late_result_lease(self) -> AsyncIterator[None]:
+        """Hold the store lease that orders the rewrites of this thread's closing messages (see
+        :meth:`_answer_late`), waiting for another holder at most :data:`LATE_LEASE_WAIT_S`
+        (a holder that died frees it when it expires, after :data:`LATE_LEASE_TTL_S`). Raises
+        :class:`~obsmem.errors.StorageError` (nothing saved; the step can be retried) when it
+        stays held."""
+        store, clock = self._store, self._engine.core.clock
+        key, owner = f"late-results:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
+        deadline = time.monotonic() + LATE_LEASE_WAIT_S
+        pause = SAVE_BACKOFF_S
+        while await store.acquire_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()) is None:
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"Another writer of thread '{self.thread.id}' kept its tool results' lease for "
+                    f"{LATE_LEASE_WAIT_S:g} s; nothing was saved: retry the step."
+                )
+            await asyncio.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, SAVE_BACKOFF_MAX_S)
+        try:
+            yield
+        finally:
+            try:
+                await store.release_lease(key, owner)
+            except ObsmemError as exc:  # it expires by itself
+                telemetry.log_failure(
+                    _logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease"
+                )
 
     def _with_receipt(self, messages: list[Message]) -> list[Message]:
         """The assistant messages among ``messages`` carry the receipt of the context the turn last
