@@ -116,6 +116,62 @@ def test_a_stream_past_the_size_limit_ends_with_an_error_event(
     assert texts(capped.stored(thread)) == [("user", "write a lot")]
 
 
+def paced(data: bytes, size: int) -> Iterator[bytes]:
+    """``data`` in pieces of ``size`` bytes, a short pause after each: every read of the gateway
+    ends where a piece ends, whatever the event boundaries (an upstream's TCP segments do)."""
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+        time.sleep(0.003)
+
+
+@pytest.fixture(scope="module")
+def relayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """An OpenAI upstream: its stream is relayed as it comes (an Anthropic one the gateway writes
+    itself, event by event)."""
+    yield from open_gateway(tmp_path_factory.mktemp("relayed"), upstream_kind="openai")
+
+
+def test_a_stream_cut_at_the_size_limit_never_relays_half_an_event(
+    relayed: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upstream's bytes come in reads that end inside its events. On main (64264f1) the
+    gateway relayed every read as it came, so at the limit the client got the start of an event
+    and then the error event on the same line: the openai client failed on broken JSON
+    (JSONDecodeError: Unterminated string) instead of raising the gateway's error. Now only whole
+    events are relayed; the one the limit cut goes, and the error event follows."""
+    limit = 64 * 1024
+    monkeypatch.setattr(gateway_module, "MAX_UPSTREAM_BYTES", limit)
+    words = "word " * 200
+    body = b"".join([chunk({"role": "assistant", "content": ""}), *(chunk({"content": words}) for _ in range(100))])
+    relayed.upstream.respond = lambda path, body_: Answer(paced(body, 1000))  # events are ~1,090 bytes
+    thread = "cut-events"
+    with pytest.raises(openai.APIError) as raised:
+        for _ in relayed.client(thread).chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "write a lot"}]
+        ):
+            pass
+    assert raised.value.body is not None, f"not an error event: {raised.value!r}"
+    assert str(limit) in raised.value.message
+    assert texts(relayed.stored(thread)) == [("user", "write a lot")]
+
+
+def test_a_stream_in_reads_that_end_inside_events_is_relayed_whole(relayed: Gateway) -> None:
+    """The same pacing on an answer under the limit: every event reaches the client, in order."""
+    pieces = [chunk({"role": "assistant", "content": ""}), *(chunk({"content": f"part {i}. "}) for i in range(40)),
+              chunk({}, finish="stop"), sse("[DONE]")]  # fmt: skip
+    relayed.upstream.respond = lambda path, body_: Answer(paced(b"".join(pieces), 37))
+    thread = "paced-whole"
+    got = "".join(
+        part.choices[0].delta.content or ""
+        for part in relayed.client(thread).chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "count"}]
+        )
+        if part.choices
+    )
+    assert got == "".join(f"part {i}. " for i in range(40))
+    assert texts(relayed.stored(thread)) == [("user", "count"), ("assistant", got)]
+
+
 @pytest.fixture(scope="module")
 def anthropic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     yield from open_gateway(tmp_path_factory.mktemp("early-anthropic"), upstream_kind="anthropic")

@@ -199,6 +199,34 @@ def _upstream(service: Service, path: str) -> tuple[str, dict[str, str]]:
     return settings.upstream_url.rstrip("/") + path, headers
 
 
+class _WholeEvents:
+    """The relayed stream cut after its last whole event (a blank line ends one: ``\\n\\n``,
+    ``\\r\\n\\r\\n`` or ``\\r\\r``), so an upstream read that ends inside an event never sends
+    half of it on. Each byte is searched once (a few bytes back, for an ending split across
+    reads), and the part held back is appended to, never copied whole per read."""
+
+    _ENDINGS = (b"\r\n\r\n", b"\n\n", b"\r\r")
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Add ``chunk``; return what is now whole (possibly nothing)."""
+        pending = self._pending
+        start = max(0, len(pending) - 3)
+        pending += chunk
+        end = max((at + len(e) for e in self._ENDINGS if (at := pending.rfind(e, start)) >= 0), default=-1)
+        if end < 0:
+            return b""
+        ready = bytes(pending[:end])
+        del pending[:end]
+        return ready
+
+    def rest(self) -> bytes:
+        rest, self._pending = bytes(self._pending), bytearray()
+        return rest
+
+
 class _Sse:
     """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on."""
 
@@ -477,6 +505,7 @@ async def _forward(
         failure: UpstreamError | None = None
         held: bytes | None = None
         total = 0
+        events = _WholeEvents()  # only whole events go on: a failure never leaves half of one
         try:
             async for chunk in _until(deadline, upstream.aiter_raw()):
                 total += len(chunk)
@@ -485,12 +514,18 @@ async def _forward(
                     logger.warning("the upstream stream passed %d bytes; ended with an error", MAX_UPSTREAM_BYTES)
                     break
                 reader.feed(chunk)
+                ready = events.feed(chunk)
+                if not ready:
+                    continue
                 if held is not None:
                     yield held
-                held = chunk
+                held = ready
             else:
                 reader.feed(b"\n")
                 finished = True
+                rest = events.rest()  # a last event without its blank line: the stream's end ends it
+                if rest:
+                    held = rest if held is None else held + rest
         except TimeoutError:
             failure = _timeout_error(service)
         except httpx.HTTPError as exc:
