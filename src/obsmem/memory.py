@@ -864,15 +864,25 @@ class Memory:
                 background=self.background, max_wait=self.max_turn_wait,
             )
 
-    async def resume_turn(self, *, thread_id: str, model: str | None = None) -> Turn:
+    async def resume_turn(self, *, thread_id: str, model: str | None = None, since_seq: int | None = None) -> Turn:
         """A turn begun by another process (a server replica, a worker of a web app) continued
         here: ``step`` and ``end`` work as on the turn that began it (:meth:`Turn.resume`). The
-        thread must exist (:class:`~obsmem.errors.ThreadNotFoundError`)."""
+        thread must exist (:class:`~obsmem.errors.ThreadNotFoundError`).
+
+        ``since_seq``: the turn's ``began_seq`` where it began. Pass it when several turns of the
+        thread may run at once (two tabs): the resumed turn then tells its own tool calls from
+        another turn's. Without it, every call waiting now is taken for the turn's own."""
         check_id(thread_id, "thread_id")
         check_text(model, "model")
+        if since_seq is not None and (isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 1):
+            raise InvalidInputError(
+                f"since_seq: expected None or a message seq (an integer >= 1, turn.began_seq), got "
+                f"{describe_value(since_seq)}",
+                argument="since_seq",
+            )
         return await Turn.resume(
             await self.get_thread(thread_id), engine=self.engine, store=self.store, contexts=self, model=model,
-            background=self.background, max_wait=self.max_turn_wait,
+            background=self.background, max_wait=self.max_turn_wait, since_seq=since_seq,
         )
 
     @asynccontextmanager

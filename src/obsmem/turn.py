@@ -67,6 +67,9 @@ __all__ = ["Turn", "TurnContexts", "input_not_saved"]
 _logger = logging.getLogger("obsmem.turn")
 
 
+#: How many of the thread's newest messages a resumed turn reads (and of its own, from its start).
+RESUME_WINDOW = 64
+
 #: How far back (messages) a late tool result looks for the closing message of its call.
 LATE_RESULT_WINDOW = 500
 
@@ -163,6 +166,8 @@ class Turn:
         self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
         # The seq of the turn's first stored input: what is newer was saved while it ran.
         self._began_seq: int | None = None
+        # The seq of the turn's first message (its input), for resuming it elsewhere (began_seq).
+        self._since: int | None = None
         # Whether the boundary's save read the thread again (its first view was stale), and the
         # newest seq of the view its check ran against.
         self._reread = False
@@ -218,26 +223,57 @@ class Turn:
     @classmethod
     async def resume(
         cls, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts, model: str | None = None,
-        background: BackgroundWork | None = None, max_wait: float | None = None,
+        background: BackgroundWork | None = None, max_wait: float | None = None, since_seq: int | None = None,
     ) -> Turn:
         """Continue a turn begun elsewhere (another process or server replica): its state is
         rebuilt from the store, so ``step`` and ``end`` work as on the turn that began it. The
-        turn's question is the thread's newest user message (among its last 64 messages); the
-        context is the thread's current one. Nothing is saved and no memory work runs here."""
+        context is the thread's current one. Nothing is saved and no memory work runs here.
+
+        ``since_seq``: the seq of the turn's first message (:attr:`began_seq` where it began).
+        The turn's question is then its first user message that says something, and its own
+        calls are those still waiting among its messages up to the next turn's input (a user
+        message that says something): a call another turn of the thread (another tab) made
+        since is that turn's, left out of this turn's contexts while it runs. Without it, the
+        question is the thread's newest user message (among its last 64 messages) and every
+        call waiting now is the turn's own (one turn of the thread at a time)."""
         turn = cls(
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
             max_wait=max_wait,
         )
-        recent = await store.list_messages(thread.id, limit=64, newest_first=True)
-        turn._seen_seq = (recent[0].seq or 0) if recent else 0
-        turn._own_calls = pending_tool_call_ids(recent[::-1])  # the calls the turn's model made
+        recent = (await store.list_messages(thread.id, limit=RESUME_WINDOW, newest_first=True))[::-1]
+        turn._seen_seq = (recent[-1].seq or 0) if recent else 0
+        waiting = pending_tool_call_ids(recent)
+        turn._own_calls = waiting  # the calls the turn's model made
         turn._began_seq = turn._seen_seq  # calls made after this are another turn's
-        turn._input_user = next(
-            (m for m in recent if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)),
-            None,
-        )
-        turn.context = turn._with_input(await contexts.context_for(thread))
+        turn._input_user = next((m for m in reversed(recent) if _is_input(m)), None)
+        if since_seq is not None and recent:
+            since = max(since_seq, 1)
+            turn._since = since
+            mine = [m for m in recent if (m.seq or 0) >= since]
+            if not mine or (mine[0].seq or 0) > since:  # the turn is longer than the window: read its start
+                mine = await store.list_messages(thread.id, after_seq=since - 1, limit=RESUME_WINDOW)
+            question = next((m for m in mine if _is_input(m)), None)
+            if question is not None:
+                nxt = next((m for m in mine if (m.seq or 0) > (question.seq or 0) and _is_input(m)), None)
+                until = (nxt.seq or 0) if nxt is not None else None
+                made = {
+                    c.tool_call_id
+                    for m in recent
+                    if (m.seq or 0) >= since and (until is None or (m.seq or 0) < until)
+                    for c in m.tool_calls
+                }
+                turn._own_calls = waiting & made
+                turn._began_seq = since - 1  # what others made since the turn began is theirs
+                turn._input_user = question
+        turn.context = turn._without_others_waiting(turn._with_input(await contexts.context_for(thread)))
         return turn
+
+    @property
+    def began_seq(self) -> int | None:
+        """The seq of the first message this turn saved (its input), None before it saved one:
+        what :meth:`~obsmem.memory.Memory.resume_turn` takes (``since_seq``) to continue this turn
+        elsewhere, knowing its own tool calls from those of other turns of the thread."""
+        return self._since
 
     @property
     def waited(self) -> bool:
@@ -429,6 +465,7 @@ class Turn:
                 self._own_calls.update(c.tool_call_id for m in saved for c in m.tool_calls)
                 if close_calls and self._began_seq is None and saved:
                     self._began_seq = min(m.seq or 0 for m in saved)
+                    self._since = self._began_seq
         if not early:
             await self._committed()
         self._input_saved = self._commit is None
@@ -822,6 +859,11 @@ class Turn:
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
         return observable_messages(await self._store.list_messages(thread.id))
+
+
+def _is_input(message: Message) -> bool:
+    """Whether ``message`` is a turn's input: a user message that says or shows something."""
+    return message.role == "user" and any(isinstance(p, TextPart | FilePart) for p in message.parts)
 
 
 def _annotated(error: ObsmemError, call: str, *, saved: bool) -> ObsmemError:

@@ -485,6 +485,7 @@ ENTRIES: list[Entry] = [
     Entry("Memory.begin_turn", "model", lambda m, v: m.begin_turn(thread_id=THREAD, model=v), "memory"),
     Entry("Memory.resume_turn", "thread_id", lambda m, v: m.resume_turn(thread_id=v), "memory", names=THREAD_WORDS),
     Entry("Memory.resume_turn", "model", lambda m, v: m.resume_turn(thread_id=THREAD, model=v), "memory"),
+    Entry("Memory.resume_turn", "since_seq", lambda m, v: m.resume_turn(thread_id=THREAD, since_seq=v), "memory"),
     Entry(
         "Memory.turn", "thread_id", lambda m, v: _turn_with(m, thread_id=v, resource_id=RESOURCE), "memory"
     ),

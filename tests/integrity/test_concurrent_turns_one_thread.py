@@ -317,3 +317,40 @@ async def test_a_call_landing_before_a_turn_reads_the_tail_is_never_half_shown()
         a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab A: hello")])
         assert violations([m for m in a.context.messages if m.role != "system"]) == []
         assert violations(await memory.list_messages("chat")) == []
+
+
+async def test_a_turn_resumed_where_it_began_keeps_its_own_calls_apart(tmp_path: Path) -> None:
+    """Two tabs, and tab A's turn continued on another replica after tab B's call: with the
+    seq it began at (``turn.began_seq``) the resumed turn knows B's call is not its own, so its
+    context leaves it out and its answer is not refused while B's tool runs. Failed before
+    ``since_seq`` (the resumed turn took B's call for its own: 'still wait for their results')."""
+    url = f"sqlite:///{tmp_path / 'om.db'}"
+    async with Memory(url) as one, Memory(url) as two:
+        a = await one.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab A")])
+        assert a.began_seq == 1
+        await a.step([call("a1")])
+        b = await one.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("tab B")])  # closes a1
+        await b.step([call("b1")])  # B's tool runs
+        resumed = await two.resume_turn(thread_id="chat", since_seq=a.began_seq)
+        assert resumed.began_seq == a.began_seq
+        assert "b1" not in {c.tool_call_id for m in resumed.context.messages for c in m.tool_calls}
+        context = await resumed.step([result("a1", "done")])  # takes a1's unanswered place
+        assert "b1" not in {c.tool_call_id for m in context.messages for c in m.tool_calls}
+        await resumed.end([Message.assistant("A's answer")])  # closes B's running call, as any turn going on does
+        await b.step([result("b1", "B's result")])  # which takes its place when it comes
+        stored = await one.list_messages("chat")
+        assert violations(stored) == []
+        assert answers(stored) == {"a1": "done", "b1": "B's result"}
+        assert "A's answer" in [m.text for m in stored]
+
+
+async def test_resume_turn_checks_since_seq(tmp_path: Path) -> None:
+    async with Memory(f"sqlite:///{tmp_path / 'om.db'}") as memory:
+        await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("hi")])
+        for bad in (0, -1, True, "1", 1.0):
+            with pytest.raises(InvalidInputError, match="since_seq"):
+                await memory.resume_turn(thread_id="chat", since_seq=bad)  # type: ignore[arg-type]
+        # a seq past the thread's end (a forged id): nothing is the turn's own, nothing breaks
+        resumed = await memory.resume_turn(thread_id="chat", since_seq=10_000)
+        await resumed.end([Message.assistant("ok")])
+        assert [m.text for m in await memory.list_messages("chat")] == ["hi", "ok"]

@@ -138,6 +138,8 @@ class Service:
         await self._expire()
         encoded = base64.urlsafe_b64encode(thread_id.encode("utf-8")).decode("ascii").rstrip("=")
         turn_id = f"turn_{secrets.token_urlsafe(12)}.{encoded}"
+        if turn.began_seq is not None:  # where the turn began: a replica resuming it knows its own calls
+            turn_id += f".{turn.began_seq}"
         store = self.memory.store
         lease = await store.acquire_lease(_turn_key(turn_id), _owner(principal), ttl_s=TURN_TTL_S,
                                           now=self.memory.clock.now())  # fmt: skip
@@ -158,11 +160,11 @@ class Service:
             raise TurnNotFoundError(turn_id)
         entry = self.turns.get(turn_id)
         if entry is None:
-            thread_id = _thread_of(turn_id)
+            thread_id, since_seq = _thread_of(turn_id), _began_of(turn_id)
             if thread_id is None:
                 raise TurnNotFoundError(turn_id)
             await self._expire()
-            turn = await self.memory.resume_turn(thread_id=thread_id)
+            turn = await self.memory.resume_turn(thread_id=thread_id, since_seq=since_seq)
             entry = self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
         await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
         return entry
@@ -192,11 +194,18 @@ def _owner(principal: Principal) -> str:
 
 
 def _thread_of(turn_id: str) -> str | None:
-    """The thread a turn id names (``turn_<random>.<base64url thread id>``), or None."""
+    """The thread a turn id names (``turn_<random>.<base64url thread id>[.<began seq>]``), or None."""
     _, dot, encoded = turn_id.partition(".")
+    encoded = encoded.partition(".")[0]
     if not dot or not encoded:
         return None
     try:
         return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def _began_of(turn_id: str) -> int | None:
+    """The seq the turn began at, when its id carries one (ids from before it do not)."""
+    began = turn_id.split(".")[2:3]
+    return int(began[0]) if began and began[0].isascii() and began[0].isdigit() and int(began[0]) >= 1 else None
