@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 import logging
+import random
 import time
 import uuid
 import weakref

@@ -208,4 +208,6 @@ def _thread_of(turn_id: str) -> str | None:
 def _began_of(turn_id: str) -> int | None:
     """The seq the turn began at, when its id carries one (ids from before it do not)."""
     began = turn_id.split(".")[2:3]
-    return int(began[0]) if began and began[0].isascii() and began[0].isdigit() and int(began[0]) >= 1 else None
+    if not began or not began[0].isascii() or not began[0].isdigit() or len(began[0]) > 18:
+        return None
+    return int(began[0]) or None
