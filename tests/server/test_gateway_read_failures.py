@@ -105,15 +105,21 @@ def test_a_stream_past_the_size_limit_ends_with_an_error_event(
     else:
         pieces = [chunk({"role": "assistant", "content": ""}), *(chunk({"content": words}) for _ in range(100))]
     capped.upstream.respond = lambda path, body: Answer(pieces)  # the upstream would go on: never finished here
-    thread = f"c-{_kind(capped)}"
+    _ends_with_the_limit_error(capped, f"c-{_kind(capped)}", limit)
+
+
+def _ends_with_the_limit_error(gateway: Gateway, thread: str, limit: int) -> None:
+    """A streamed request through ``gateway`` ends with the gateway's error event naming
+    ``limit`` (an ``openai.APIError`` with a body, not a broken stream), and only the request's
+    user message is saved."""
     with pytest.raises(openai.APIError) as raised:
-        for _ in capped.client(thread).chat.completions.create(
+        for _ in gateway.client(thread).chat.completions.create(
             model="m", stream=True, messages=[{"role": "user", "content": "write a lot"}]
         ):
             pass
     assert raised.value.body is not None, f"not an error event: {raised.value!r}"
     assert str(limit) in raised.value.message
-    assert texts(capped.stored(thread)) == [("user", "write a lot")]
+    assert texts(gateway.stored(thread)) == [("user", "write a lot")]
 
 
 def paced(data: bytes, size: int) -> Iterator[bytes]:
@@ -144,15 +150,7 @@ def test_a_stream_cut_at_the_size_limit_never_relays_half_an_event(
     words = "word " * 200
     body = b"".join([chunk({"role": "assistant", "content": ""}), *(chunk({"content": words}) for _ in range(100))])
     relayed.upstream.respond = lambda path, body_: Answer(paced(body, 1000))  # events are ~1,090 bytes
-    thread = "cut-events"
-    with pytest.raises(openai.APIError) as raised:
-        for _ in relayed.client(thread).chat.completions.create(
-            model="m", stream=True, messages=[{"role": "user", "content": "write a lot"}]
-        ):
-            pass
-    assert raised.value.body is not None, f"not an error event: {raised.value!r}"
-    assert str(limit) in raised.value.message
-    assert texts(relayed.stored(thread)) == [("user", "write a lot")]
+    _ends_with_the_limit_error(relayed, "cut-events", limit)
 
 
 def test_a_stream_in_reads_that_end_inside_events_is_relayed_whole(relayed: Gateway) -> None:
