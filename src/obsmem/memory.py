@@ -426,7 +426,16 @@ class Memory:
             id=thread_id, resource_id=resource_id, title=title, metadata={} if metadata is None else metadata,
             org_id=org_id,
         )
-        return await self.store.create_thread(thread)
+        created = await self.store.create_thread(thread)  # an existing thread of that id comes back as it is
+        if created.resource_id != resource_id:
+            raise _another_resource(thread_id, resource_id)  # never another user's thread, title or metadata
+        if org_id is not None and created.org_id != org_id:
+            raise InvalidInputError(
+                f"Thread '{thread_id}' belongs to another org, not to the org_id given ('{org_id}'). "
+                "Use a new thread id.",
+                argument="org_id",
+            )
+        return created
 
     async def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread:
         """The thread ``thread_id``. ``resource_id``: the user the caller acts for; a thread of
@@ -482,14 +491,14 @@ class Memory:
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
         if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
-            from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance
-            from obsmem.knowledge.store.scopes import Scope
+            from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance, scope_key
 
             for scope in knowledge_scopes([thread], thread_id=thread.id):
                 await self.knowledge.store.purge_scope(scope, actor=self.knowledge.actor, reason="thread deleted")
             user_node = self.knowledge_agents.settings.user_node if self.knowledge_agents is not None else "User"
-            await prune_capture_guidance(self.knowledge, Scope(thread.org_id or DEFAULT_ORG, thread.resource_id).key,
-                                         user_node=user_node)  # fmt: skip
+            resource_scope = scope_key(thread.org_id or DEFAULT_ORG, thread.resource_id)
+            if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
+                await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node)
         await self._truncate_log()
         return deleted
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import KnowledgeStore
-from obsmem.knowledge.store.scopes import Scope
+from obsmem.knowledge.store.scopes import InvalidScopeError, Scope
 from obsmem.types import Thread
 
 __all__ = [
@@ -113,15 +113,31 @@ def knowledge_scopes(
             continue
         if thread_id is not None:
             if thread.id == thread_id:
-                scopes.add(Scope(org, thread.resource_id, thread.id).key)
+                scopes.add(_key(org, thread.resource_id, thread.id))
         elif resource_id is not None:
             if thread.resource_id == resource_id:
-                scopes.add(Scope(org, resource_id).key)
+                scopes.add(_key(org, resource_id))
         else:
-            scopes.add(Scope(org).key)
+            scopes.add(_key(org))
     if fallback and not scopes and resource_id is not None and thread_id is None and default_org is not None:
-        scopes.add(Scope(default_org, resource_id).key)
+        scopes.add(_key(default_org, resource_id))
+    scopes.discard("")
     return sorted(scopes)
+
+
+def _key(org: str, resource_id: str | None = None, thread_id: str | None = None) -> str:
+    """The knowledge scope's key; "" for ids no knowledge scope can hold (a thread id with a '/'
+    or a space, which ``Memory`` takes): nothing was ever stored under them, so an erase has
+    nothing there to reach (capture refuses such a scope, and says so in the log)."""
+    try:
+        return Scope(org, resource_id, thread_id).key
+    except InvalidScopeError:
+        return ""
+
+
+def scope_key(org: str, resource_id: str | None = None, thread_id: str | None = None) -> str | None:
+    """:func:`_key` for callers: None for ids no knowledge scope can hold."""
+    return _key(org, resource_id, thread_id) or None
 
 
 async def stored_scopes(
