@@ -592,12 +592,15 @@ class Turn:
         :meth:`_answer_late`), waiting for another holder at most :data:`LATE_LEASE_WAIT_S`
         (a holder that died frees it when it expires, after :data:`LATE_LEASE_TTL_S`). Raises
         :class:`~obsmem.errors.StorageError` (nothing saved; the step can be retried) when it
-        stays held."""
+        stays held. Renewed while held (a save slower than the TTL keeps it); a cancelled step
+        leaves none behind: an acquire still on its way is released when it lands, and the
+        release itself runs to its end whatever cancels the step."""
         store, clock = self._store, self._engine.core.clock
-        key, owner = f"late-results:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
+        # The key ends with the thread's lineage, so deleting the thread releases it too.
+        key, owner = f"late-results:thread:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
         deadline = time.monotonic() + LATE_LEASE_WAIT_S
         pause = SAVE_BACKOFF_S
-        while await store.acquire_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()) is None:
+        while not await _acquired(store, key, owner, clock):
             if time.monotonic() >= deadline:
                 raise StorageError(
                     f"Another writer of thread '{self.thread.id}' kept its tool results' lease for "
@@ -605,15 +608,14 @@ class Turn:
                 )
             await asyncio.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, SAVE_BACKOFF_MAX_S)
+        beat = asyncio.get_running_loop().create_task(_renew(store, key, owner, clock), name=f"obsmem:lease:{key}")
         try:
             yield
         finally:
-            try:
-                await store.release_lease(key, owner)
-            except ObsmemError as exc:  # it expires by itself
-                telemetry.log_failure(
-                    _logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease"
-                )
+            beat.cancel()
+            release = _in_background(_released(store, key, owner))  # runs to its end, even if this is cancelled
+            await asyncio.gather(beat, return_exceptions=True)
+            await asyncio.shield(release)
 
     def _with_receipt(self, messages: list[Message]) -> list[Message]:
         """The assistant messages among ``messages`` carry the receipt of the context the turn last
@@ -859,6 +861,49 @@ class Turn:
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
         return observable_messages(await self._store.list_messages(thread.id))
+
+
+#: Tasks that must run to their end whatever cancels the turn that started them (a lease's
+#: release): referenced here until done.
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    task = asyncio.get_running_loop().create_task(work)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return task
+
+
+async def _acquired(store: Store, key: str, owner: str, clock: Any) -> bool:
+    """Try the lease once. The store's write runs to its end even when the caller is cancelled
+    meanwhile (a store's worker thread does not stop), so the acquire runs as its own task: a
+    cancelled caller leaves it to release the lease if it lands."""
+    attempt = _in_background(store.acquire_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()))
+    try:
+        return await asyncio.shield(attempt) is not None
+    except asyncio.CancelledError:
+        attempt.add_done_callback(
+            lambda done: None if done.cancelled() or done.exception() is not None or done.result() is None
+            else _in_background(_released(store, key, owner))
+        )
+        raise
+
+
+async def _renew(store: Store, key: str, owner: str, clock: Any) -> None:
+    """Keep the lease while its holder works (a save waiting on a busy database may take as long
+    as the TTL); stops when lost or cancelled."""
+    while True:
+        await asyncio.sleep(LATE_LEASE_TTL_S / 3)
+        if await store.renew_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()) is None:
+            return
+
+
+async def _released(store: Store, key: str, owner: str) -> None:
+    try:
+        await store.release_lease(key, owner)
+    except ObsmemError as exc:  # it expires by itself
+        telemetry.log_failure(_logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
 
 
 def _is_input(message: Message) -> bool:

@@ -21,6 +21,7 @@ import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from obsmem import Memory, Message
@@ -90,12 +91,64 @@ async def test_a_late_result_waits_for_the_lease_within_its_bound(
         a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("Oslo?")])
         await a.step([calls("oslo")])
         await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("another tab")])
-        held = await memory.store.acquire_lease("late-results:chat", "stuck", ttl_s=60, now=SystemClock().now())
+        held = await memory.store.acquire_lease("late-results:thread:chat", "stuck", ttl_s=60, now=SystemClock().now())
         assert held is not None
         with pytest.raises(StorageError, match="retry the step") as caught:
             await a.step([result("oslo", "4 C")])
         assert getattr(caught.value, "input_saved", None) is False
         assert "no result" in str(answers(await memory.list_messages("chat"))["oslo"]).lower()
-        assert await memory.store.release_lease("late-results:chat", "stuck")
+        assert await memory.store.release_lease("late-results:thread:chat", "stuck")
         await a.step([result("oslo", "4 C")])  # the same step again
         assert answers(await memory.list_messages("chat")) == {"oslo": "4 C"}
+
+
+async def test_the_late_result_lease_never_outlives_its_step(tmp_path: Path) -> None:
+    """Hostile review (helper-102) of the lease: a step cancelled by an anyio cancel scope (a web
+    framework's timeout) while rewriting the closing message left the lease held, so the thread's
+    next late result waited its 10 s TTL; and deleting the thread left the lease row, naming the
+    thread, in the store for good. Now the release runs to its end whatever cancels the step, and
+    the key ends with the thread's lineage, so delete_thread releases it."""
+    from obsmem.clock import SystemClock
+    from obsmem.storage import SQLiteStore
+
+    gate = asyncio.Event()
+
+    class SlowDisk(SQLiteStore):
+        """A store whose rewrites of stored messages (the closing message) wait for ``gate``."""
+
+        async def save_messages(self, thread_id: str, messages: list[Message], **kwargs: object) -> list[Message]:
+            if any(m.metadata.get("obsmem_answered_late") for m in messages) and not gate.is_set():
+                await gate.wait()
+            return await super().save_messages(thread_id, messages, **kwargs)  # type: ignore[arg-type]
+
+    async with Memory(SlowDisk(tmp_path / "om.db")) as memory:
+        a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("Oslo and Rome?")])
+        await a.step([calls("oslo", "rome")])
+        await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("another tab")])
+        scope = anyio.CancelScope()
+
+        async def step_within_a_deadline() -> None:  # as anyio.move_on_after (a web framework's timeout) runs it
+            with scope:
+                await a.step([result("oslo", "4 C")])
+
+        stuck = asyncio.create_task(step_within_a_deadline())
+        while not [lease for lease in await memory.store.list_leases() if lease.key.startswith("late-results:")]:
+            await asyncio.sleep(0.01)  # the step holds the lease, its rewrite waiting on the disk
+        scope.cancel()
+        await asyncio.gather(stuck, return_exceptions=True)
+        gate.set()
+        for _ in range(100):  # the release finishes on its own
+            if not [lease for lease in await memory.store.list_leases() if lease.key.startswith("late-results:")]:
+                break
+            await asyncio.sleep(0.01)
+        assert [lease.key for lease in await memory.store.list_leases() if lease.key.startswith("late-results:")] == []
+        resumed = await memory.resume_turn(thread_id="chat")
+        began = asyncio.get_running_loop().time()
+        await resumed.step([result("rome", "19 C")])  # no 10 s wait for a leftover lease
+        assert asyncio.get_running_loop().time() - began < 5
+        assert answers(await memory.list_messages("chat"))["rome"] == "19 C"
+
+        held = await memory.store.acquire_lease("late-results:thread:chat", "crashed", ttl_s=60, now=SystemClock().now())
+        assert held is not None  # a replica died holding it
+        await memory.delete_thread("chat")
+        assert [lease.key for lease in await memory.store.list_leases() if "chat" in lease.key] == []
