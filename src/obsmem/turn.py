@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import random
 import time
 import uuid
@@ -51,10 +50,10 @@ from obsmem.om.buffering import StepResult
 from obsmem.om.context import (
     ContextWindow,
     drop_obsmem_messages,
-    latest_instructions,
     model_visible,
     remember_instructions,
 )
+from obsmem.om import leasing
 from obsmem.om.engine import CycleOutcome, Engine, Prepared, Quiet
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
@@ -63,8 +62,6 @@ from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
-
-_logger = logging.getLogger("obsmem.turn")
 
 
 #: How many of the thread's newest messages a resumed turn reads (and of its own, from its start).
@@ -600,7 +597,7 @@ class Turn:
         key, owner = f"late-results:thread:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
         deadline = time.monotonic() + LATE_LEASE_WAIT_S
         pause = SAVE_BACKOFF_S
-        while not await _acquired(store, key, owner, clock):
+        while not await leasing.acquired(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
             if time.monotonic() >= deadline:
                 raise StorageError(
                     f"Another writer of thread '{self.thread.id}' kept its tool results' lease for "
@@ -608,14 +605,8 @@ class Turn:
                 )
             await asyncio.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, SAVE_BACKOFF_MAX_S)
-        beat = asyncio.get_running_loop().create_task(_renew(store, key, owner, clock), name=f"obsmem:lease:{key}")
-        try:
+        async with leasing.holding(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
             yield
-        finally:
-            beat.cancel()
-            release = _in_background(_released(store, key, owner))  # runs to its end, even if this is cancelled
-            await asyncio.gather(beat, return_exceptions=True)
-            await asyncio.shield(release)
 
     def _with_receipt(self, messages: list[Message]) -> list[Message]:
         """The assistant messages among ``messages`` carry the receipt of the context the turn last
@@ -861,49 +852,6 @@ class Turn:
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
         return observable_messages(await self._store.list_messages(thread.id))
-
-
-#: Tasks that must run to their end whatever cancels the turn that started them (a lease's
-#: release): referenced here until done.
-_BACKGROUND: set[asyncio.Task[Any]] = set()
-
-
-def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-    task = asyncio.get_running_loop().create_task(work)
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
-    return task
-
-
-async def _acquired(store: Store, key: str, owner: str, clock: Any) -> bool:
-    """Try the lease once. The store's write runs to its end even when the caller is cancelled
-    meanwhile (a store's worker thread does not stop), so the acquire runs as its own task: a
-    cancelled caller leaves it to release the lease if it lands."""
-    attempt = _in_background(store.acquire_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()))
-    try:
-        return await asyncio.shield(attempt) is not None
-    except asyncio.CancelledError:
-        attempt.add_done_callback(
-            lambda done: None if done.cancelled() or done.exception() is not None or done.result() is None
-            else _in_background(_released(store, key, owner))
-        )
-        raise
-
-
-async def _renew(store: Store, key: str, owner: str, clock: Any) -> None:
-    """Keep the lease while its holder works (a save waiting on a busy database may take as long
-    as the TTL); stops when lost or cancelled."""
-    while True:
-        await asyncio.sleep(LATE_LEASE_TTL_S / 3)
-        if await store.renew_lease(key, owner, ttl_s=LATE_LEASE_TTL_S, now=clock.now()) is None:
-            return
-
-
-async def _released(store: Store, key: str, owner: str) -> None:
-    try:
-        await store.release_lease(key, owner)
-    except ObsmemError as exc:  # it expires by itself
-        telemetry.log_failure(_logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
 
 
 def _is_input(message: Message) -> bool:

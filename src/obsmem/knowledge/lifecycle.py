@@ -106,38 +106,32 @@ def knowledge_scopes(
     ``fallback``, a resource none of whose threads is given gets its scope in ``default_org``.
     The threads only: :func:`erasure_scopes` adds what the knowledge store holds.
     """
-    scopes: set[str] = set()
+    scopes: set[str | None] = set()
     for thread in threads:
         org = thread.org_id or default_org
         if org is None:
             continue
         if thread_id is not None:
             if thread.id == thread_id:
-                scopes.add(_key(org, thread.resource_id, thread.id))
+                scopes.add(scope_key(org, thread.resource_id, thread.id))
         elif resource_id is not None:
             if thread.resource_id == resource_id:
-                scopes.add(_key(org, resource_id))
+                scopes.add(scope_key(org, resource_id))
         else:
-            scopes.add(_key(org))
+            scopes.add(scope_key(org))
     if fallback and not scopes and resource_id is not None and thread_id is None and default_org is not None:
-        scopes.add(_key(default_org, resource_id))
-    scopes.discard("")
-    return sorted(scopes)
+        scopes.add(scope_key(default_org, resource_id))
+    return sorted(key for key in scopes if key is not None)
 
 
-def _key(org: str, resource_id: str | None = None, thread_id: str | None = None) -> str:
-    """The knowledge scope's key; "" for ids no knowledge scope can hold (a thread id with a '/'
+def scope_key(org: str, resource_id: str | None = None, thread_id: str | None = None) -> str | None:
+    """The knowledge scope's key; None for ids no knowledge scope can hold (a thread id with a '/'
     or a space, which ``Memory`` takes): nothing was ever stored under them, so an erase has
     nothing there to reach (capture refuses such a scope, and says so in the log)."""
     try:
         return Scope(org, resource_id, thread_id).key
     except InvalidScopeError:
-        return ""
-
-
-def scope_key(org: str, resource_id: str | None = None, thread_id: str | None = None) -> str | None:
-    """:func:`_key` for callers: None for ids no knowledge scope can hold."""
-    return _key(org, resource_id, thread_id) or None
+        return None
 
 
 async def stored_scopes(

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from obsmem.om import markers
+from obsmem.om import leasing, markers
 from obsmem.om.activation import (
     OVERTAKE_MARGIN,
     ChunkBounds,
@@ -177,36 +177,19 @@ class BufferedLifecycle:
     @property
     def lease_ttl_s(self) -> float:
         """How long a buffer lease lasts unless renewed. The holder renews it every third of
-        that (:meth:`_heartbeat`) for as long as its model call runs, so a live buffer keeps
+        that (:func:`~obsmem.om.leasing.holding`) for as long as its model call runs, so a live buffer keeps
         its lease however slow the model, and a crashed process's lease is free again within
         a minute (by default) instead of after the model timeout."""
         return self._lease_ttl_s
 
-    async def _heartbeat(self, key: str) -> None:
-        """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
-        happening now, and a virtual clock in tests must not spin this loop."""
-        while True:
-            await asyncio.sleep(self.lease_ttl_s / 3)
-            renewed = await self.core.store.renew_lease(
-                key, self.owner, ttl_s=self.lease_ttl_s, now=self.core.clock.now()
-            )
-            if renewed is None:  # lost (expired meanwhile, or taken over): the CAS guards the rest
-                return
-
     async def _leased(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run ``work`` while holding the lease ``key`` (renewed as it runs); skip it when the
-        lease is held elsewhere."""
+        """Run ``work`` while holding the lease ``key`` (renewed as it runs, released at its end
+        whatever ends it: see :mod:`obsmem.om.leasing`); skip it when the lease is held elsewhere."""
         core = self.core
-        lease = await core.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=core.clock.now())
-        if lease is None:
+        if not await leasing.acquired(core.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=core.clock):
             return
-        beat = asyncio.get_running_loop().create_task(self._heartbeat(key), name=f"obsmem:lease:{key}")
-        try:
+        async with leasing.holding(core.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=core.clock):
             await work()
-        finally:
-            beat.cancel()
-            await asyncio.gather(beat, return_exceptions=True)
-            await core.store.release_lease(key, self.owner)
 
     # -- the step ---------------------------------------------------------------------------
     async def read(

@@ -42,7 +42,7 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.models.retry import FailurePolicy
-from obsmem.om import markers
+from obsmem.om import leasing, markers
 from obsmem.om.activation import LatencyEstimate
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -721,29 +721,14 @@ class Core:
         compare-and-set, so a holder that lost its lease (it expired) is still safe.
         """
         owner = f"{self.owner}:{uuid.uuid4().hex[:8]}"
-        lease = await self.store.acquire_lease(key, owner, ttl_s=STEP_LEASE_TTL_S, now=self.clock.now())
-        if lease is None:
+        if not await leasing.acquired(self.store, key, owner, ttl_s=STEP_LEASE_TTL_S, clock=self.clock):
             yield False
             return
-        beat = asyncio.get_running_loop().create_task(self._heartbeat(key, owner), name=f"obsmem:lease:{key}")
-        try:
+        # Released at the body's end whatever ends it: an anyio cancel scope (a request's
+        # deadline) cancels every await of a cleanup, and a lease left held would make every
+        # turn of the thread skip its observation for the TTL.
+        async with leasing.holding(self.store, key, owner, ttl_s=STEP_LEASE_TTL_S, clock=self.clock):
             yield True
-        finally:
-            beat.cancel()
-            await asyncio.gather(beat, return_exceptions=True)
-            try:
-                await self.store.release_lease(key, owner)
-            except ObsmemError as exc:  # it expires by itself; never a reason to lose the work
-                log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
-
-    async def _heartbeat(self, key: str, owner: str) -> None:
-        """Renew ``key`` until cancelled or lost. Real time on purpose: the lease guards work
-        happening now, and a virtual clock in tests must not spin this loop."""
-        while True:
-            await asyncio.sleep(STEP_LEASE_TTL_S / 3)
-            renewed = await self.store.renew_lease(key, owner, ttl_s=STEP_LEASE_TTL_S, now=self.clock.now())
-            if renewed is None:  # lost (expired meanwhile, or taken over): the compare-and-set guards the rest
-                return
 
     # -- bookkeeping ----------------------------------------------------------------------------
     async def mark(self, target: Message | None, *parts: DataPart) -> None:

@@ -1,0 +1,87 @@
+"""Holding a store lease for a piece of work: taken once, renewed while the work runs, released
+at its end whatever ends it.
+
+Memory work is often run inside someone else's deadline: a web app's request under
+``anyio.move_on_after``, a framework's timeout. anyio cancels *every* ``await`` inside a
+cancelled scope, a cleanup's too, so a release written as ``finally: await release()`` never
+runs there, and the lease stays held for its whole TTL (every other holder skips or waits
+meanwhile). Here the release runs as its own task, started before the cleanup's first
+``await``, and goes to its end; an acquire still on its way when its caller is cancelled is
+released when it lands (a store's write runs to its end on its worker thread all the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+from obsmem.clock import Clock
+from obsmem.errors import ObsmemError
+from obsmem.storage.contract import Store
+from obsmem.telemetry import log_failure
+
+__all__ = ["acquired", "holding", "run_to_end"]
+
+logger = logging.getLogger(__name__)
+
+#: Tasks that must run to their end whatever cancels the work that started them (a lease's
+#: release): referenced here until done (the loop keeps only weak references to tasks).
+_RUNNING: set[asyncio.Task[Any]] = set()
+
+
+def run_to_end(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """``work`` as a task of its own, which nothing that cancels its starter cancels."""
+    task = asyncio.get_running_loop().create_task(work)
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    return task
+
+
+async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> bool:
+    """Try the lease ``key`` once for ``owner``: True when taken. A caller cancelled while the
+    store's write is on its way leaves the attempt to release the lease if it lands."""
+    attempt = run_to_end(store.acquire_lease(key, owner, ttl_s=ttl_s, now=clock.now()))
+    try:
+        return await asyncio.shield(attempt) is not None
+    except asyncio.CancelledError:
+        attempt.add_done_callback(
+            lambda done: None
+            if done.cancelled() or done.exception() is not None or done.result() is None
+            else run_to_end(_released(store, key, owner))
+        )
+        raise
+
+
+@contextlib.asynccontextmanager
+async def holding(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> AsyncIterator[None]:
+    """The ``async with`` body under the lease ``key``, which ``owner`` has just taken
+    (:func:`acquired`): renewed every third of ``ttl_s`` while the body runs (in real time, on
+    purpose: the lease guards work happening now, and a virtual clock in tests must not spin
+    the renewals), released at the body's end, whatever ends it."""
+    beat = asyncio.get_running_loop().create_task(_renew(store, key, owner, ttl_s, clock), name=f"obsmem:lease:{key}")
+    try:
+        yield
+    finally:
+        beat.cancel()
+        release = run_to_end(_released(store, key, owner))  # before any await: it runs even if this is cancelled
+        await asyncio.gather(beat, return_exceptions=True)
+        await asyncio.shield(release)
+
+
+async def _renew(store: Store, key: str, owner: str, ttl_s: float, clock: Clock) -> None:
+    """Renew ``key`` until cancelled or lost (expired meanwhile, or taken over: what the holder
+    writes stays compare-and-set, so a holder that lost its lease is still safe)."""
+    while True:
+        await asyncio.sleep(ttl_s / 3)
+        if await store.renew_lease(key, owner, ttl_s=ttl_s, now=clock.now()) is None:
+            return
+
+
+async def _released(store: Store, key: str, owner: str) -> None:
+    try:
+        await store.release_lease(key, owner)
+    except ObsmemError as exc:  # it expires by itself: never a reason to lose the work
+        log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
