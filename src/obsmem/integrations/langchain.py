@@ -431,6 +431,19 @@ def _said(message: BaseMessage) -> list[Any]:
     return content
 
 
+def _result_keys(messages: Sequence[BaseMessage]) -> dict[int, str]:
+    """For each ``ToolMessage`` of ``messages`` (by place): what it says, whatever its id (its
+    call, content and status; the n-th such result of ``messages`` is told by n)."""
+    keys: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            said = json.dumps(_said(message), sort_keys=True, default=str, ensure_ascii=False)
+            keys[index] = f"{seen.get(said, 0)}:{said}"
+            seen[said] = seen.get(said, 0) + 1
+    return keys
+
+
 def _variant(thread: str, message: BaseMessage, n: int) -> str:
     """The ``n``-th obsmem id for a LangChain message with an id: per thread, per content (the
     ``n``-th message of a thread with that id and content)."""
@@ -449,6 +462,8 @@ class _Known:
     latest: dict[str, str] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
     holds: dict[str, str] = field(default_factory=dict)
+    #: Tool results saved without a LangChain id (by :func:`_result_key`): the obsmem id each got.
+    bare: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -490,6 +505,9 @@ class _Plan:
     ids: list[tuple[BaseMessage, str | None, str | None]]
     made: dict[str, list[str | None]]
     aliases: dict[str, str]
+    #: Tool results without a LangChain id saved now (key → obsmem id), and keys matched now.
+    bare: dict[str, str] = field(default_factory=dict)
+    matched: set[str] = field(default_factory=set)
 
 
 class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -595,8 +613,29 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             for k, index in enumerate(at[len(at) - mine:]):
                 answers.append((index, key, len(made[key]) - mine + k))
         aliases: dict[str, str] = {}
+        # LangChain's agent answers a malformed call of the model (``invalid_tool_calls``) itself:
+        # it adds the ToolMessage to the model's request without an id, and to the state, where
+        # LangGraph gives it one. The result saved without an id is that message: its id stays.
+        result_keys = _result_keys(messages) if known.bare or any(
+            isinstance(m, ToolMessage) and not m.id for m in messages) else {}
+        bare: dict[str, str] = {}
+        matched: set[str] = set()
+        for index, result_key in result_keys.items():
+            message, own = messages[index], ids[index]
+            if not message.id:
+                if result_key in known.bare:
+                    ids[index] = known.bare[result_key]  # saved already (an earlier call of the run)
+                else:
+                    ids[index] = bare[result_key] = new_id()
+            elif own is not None and own not in known.saved and result_key in known.bare:
+                ids[index] = known.bare[result_key]
+                matched.add(result_key)
+                own_variant = variants[index]
+                if own_variant is not None:
+                    aliases[own_variant] = known.bare[result_key]
         current = {i for i in ids if i is not None}
         mine_at = {index for index, _, _ in answers}
+        mine_at |= {index for index, key in result_keys.items() if key in matched}
         edits: dict[int, str] = {}
         for index, message in enumerate(messages):
             own, its = ids[index], variants[index]
@@ -642,7 +681,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         originals: dict[str, AnyMessage] = {own: m for m, own in zip(messages, ids, strict=True) if own}
         originals.update({c.id: m for (m, own), c in zip(chosen, new, strict=True) if own is None})
         return _Plan(new=new, originals=originals, ids=list(zip(messages, ids, variants, strict=True)),
-                     made=made, aliases=aliases)
+                     made=made, aliases=aliases, bare=bare, matched=matched)
 
     async def _unobserved(self, thread: str, edits: dict[int, str]) -> dict[int, str]:
         """Of ``edits`` (a message's place, the obsmem id of the version it replaces), those whose
@@ -677,6 +716,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Record that ``plan``'s messages are saved."""
         run.known.saved.update(m.id for m in plan.new)
         run.known.aliases.update(plan.aliases)
+        run.known.bare.update(plan.bare)
+        for result_key in plan.matched:  # the result has its LangChain id now: known by it
+            run.known.bare.pop(result_key, None)
         run.made = plan.made
         for message, own, variant in plan.ids:
             if message.id and own is not None and variant is not None:
