@@ -53,11 +53,11 @@ from obsmem.om.context import (
     model_visible,
     remember_instructions,
 )
-from obsmem.om import leasing
 from obsmem.om.engine import CycleOutcome, Engine, Prepared, Quiet
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import Saved, extended
+from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 

@@ -108,3 +108,36 @@ async def test_a_cancelled_reflection_leaves_no_lease(tmp_path: Path) -> None:
         await memory.reflect("chat")  # runs: nothing holds the thread's lease
         record = await memory.get_record("chat")
         assert record is not None and record.generation == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_cancelled_curation_leaves_its_lane_free(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The knowledge agents' lanes: a curation run cancelled the same way left its lane's lease
+    held for its TTL (600 s) where the store's release is a query a cancellation stops
+    (PostgreSQL), so every curation of the thread in those ten minutes was "skipped: lane ... is
+    being run by another holder"."""
+    from obsmem.knowledge import Knowledge
+    from obsmem.storage import SQLiteStore
+    from obsmem.storage.postgres.store import PostgresStore
+
+    gate = asyncio.Event()
+    base: type = SQLiteStore if backend == "sqlite" else PostgresStore
+
+    class SlowLaneState(base):  # type: ignore[misc]
+        """A store whose read of a curation lane's state (right after its lease is taken) waits for ``gate``."""
+
+        async def get_working_memory(self, key: str) -> str | None:
+            if "lane:curate" in key and not gate.is_set():
+                await gate.wait()
+            return await super().get_working_memory(key)  # type: ignore[no-any-return]
+
+    store = SlowLaneState(tmp_path / "m.db" if backend == "sqlite" else request.getfixturevalue("postgres_url"))
+    async with Memory(store, knowledge=Knowledge.in_memory()) as memory:
+        await memory.create_thread("t1", "alice")
+        await cancelled_while_the_model_works(memory, lambda: memory.curate_knowledge("t1"))
+        gate.set()
+        assert await settled(memory) == []
+        run = await memory.curate_knowledge("t1")
+        assert run.status != "skipped", run.detail

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from obsmem.om import leasing, markers
+from obsmem.om import markers
 from obsmem.om.activation import (
     OVERTAKE_MARGIN,
     ChunkBounds,
@@ -77,6 +77,7 @@ from obsmem.om.step import (
     recent_lines,
 )
 from obsmem.om.text.truncation import truncate_previous_observations
+from obsmem.storage import leasing
 from obsmem.storage.contract import BufferedChunk, BufferedReflection, ObservationRecord, ThreadState
 from obsmem.profiles import parse_model_id
 from obsmem.thresholds import min_new_tokens_for_buffer, should_trigger_buffer
@@ -177,14 +178,14 @@ class BufferedLifecycle:
     @property
     def lease_ttl_s(self) -> float:
         """How long a buffer lease lasts unless renewed. The holder renews it every third of
-        that (:func:`~obsmem.om.leasing.holding`) for as long as its model call runs, so a live buffer keeps
+        that (:func:`~obsmem.storage.leasing.holding`) for as long as its model call runs, so a live buffer keeps
         its lease however slow the model, and a crashed process's lease is free again within
         a minute (by default) instead of after the model timeout."""
         return self._lease_ttl_s
 
     async def _leased(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while holding the lease ``key`` (renewed as it runs, released at its end
-        whatever ends it: see :mod:`obsmem.om.leasing`); skip it when the lease is held elsewhere."""
+        whatever ends it: see :mod:`obsmem.storage.leasing`); skip it when the lease is held elsewhere."""
         core = self.core
         if not await leasing.acquired(core.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=core.clock):
             return

@@ -42,7 +42,7 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.models.retry import FailurePolicy
-from obsmem.om import leasing, markers
+from obsmem.om import markers
 from obsmem.om.activation import LatencyEstimate
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -53,6 +53,7 @@ from obsmem.om.sections import SectionedReflector, visible_sections, wrap_sectio
 from obsmem.om.selection import observable_messages
 from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
 from obsmem.om.windows import Saved, Windows
+from obsmem.storage import leasing
 from obsmem.storage.contract import (
     ObservationRecord,
     Store,

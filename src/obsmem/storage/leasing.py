@@ -56,18 +56,24 @@ async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: C
 
 
 @contextlib.asynccontextmanager
-async def holding(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> AsyncIterator[None]:
+async def holding(
+    store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock, renew: bool = True
+) -> AsyncIterator[None]:
     """The ``async with`` body under the lease ``key``, which ``owner`` has just taken
     (:func:`acquired`): renewed every third of ``ttl_s`` while the body runs (in real time, on
     purpose: the lease guards work happening now, and a virtual clock in tests must not spin
-    the renewals), released at the body's end, whatever ends it."""
-    beat = asyncio.get_running_loop().create_task(_renew(store, key, owner, ttl_s, clock), name=f"obsmem:lease:{key}")
+    the renewals; not with ``renew=False``), released at the body's end, whatever ends it."""
+    beat = None
+    if renew:
+        beat = asyncio.get_running_loop().create_task(_renew(store, key, owner, ttl_s, clock), name=f"obsmem:lease:{key}")
     try:
         yield
     finally:
-        beat.cancel()
+        if beat is not None:
+            beat.cancel()
         release = run_to_end(_released(store, key, owner))  # before any await: it runs even if this is cancelled
-        await asyncio.gather(beat, return_exceptions=True)
+        if beat is not None:
+            await asyncio.gather(beat, return_exceptions=True)
         await asyncio.shield(release)
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from obsmem.clock import Clock, SystemClock
+from obsmem.storage import leasing
 from obsmem.storage.contract import Store
 
 __all__ = [
@@ -157,18 +158,15 @@ class Lanes:
         holder keeps it for ``wait_s`` (real) seconds more (0: do not wait)."""
         key = self.key(lane)
         waited = 0.0
-        while True:
-            lease = await self.store.acquire_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
-            if lease is not None:
-                break
+        while not await leasing.acquired(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock):
             if waited >= wait_s:
                 raise LaneBusyError(f"lane {lane!r} is being run by another holder")
             await asyncio.sleep(0.05)
             waited += 0.05
-        try:
+        # Released at the run's end whatever ends it (a request's deadline cancelling every
+        # await of the cleanup left the lane held for its TTL).
+        async with leasing.holding(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock, renew=False):
             yield await self.read(lane)
-        finally:
-            await self.store.release_lease(key, self.owner)
 
     async def all_lanes(self) -> dict[str, LaneState]:
         """Every lane with a stored state (for ``obsmem worker`` and inspection)."""
@@ -183,17 +181,14 @@ class Lanes:
         """The lane index's names, under the index's own lease (LaneBusyError if it stays busy)."""
         key = LANE_PREFIX + "index"
         for _ in range(50):
-            lease = await self.store.acquire_lease(key, self.owner, ttl_s=30.0, now=self.clock.now())
-            if lease is not None:
+            if await leasing.acquired(self.store, key, self.owner, ttl_s=30.0, clock=self.clock):
                 break
             await asyncio.sleep(0.01)
         else:
             raise LaneBusyError("the lane index stayed busy")
-        try:
+        async with leasing.holding(self.store, key, self.owner, ttl_s=30.0, clock=self.clock, renew=False):
             text = await self.store.get_working_memory(key)
             yield json.loads(text) if text else []
-        finally:
-            await self.store.release_lease(key, self.owner)
 
     async def register(self, lane: str) -> None:
         """Add ``lane`` to the lane index (under its own lease) so a worker can find it."""
