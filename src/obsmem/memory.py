@@ -503,14 +503,16 @@ class Memory:
         return deleted
 
     async def _truncate_log(self) -> None:
-        """After an erase: the SQLite store's write-ahead log moved into the file and truncated,
-        so the old versions of the pages the erase changed are not left in the ``-wal`` file
+        """After an erase: the SQLite store's file rebuilt (``VACUUM``: no stale copy left in a
+        page's unused space) and its write-ahead log moved into the file and truncated, so the old
+        versions of the pages the erase changed are not left in the ``-wal`` file either
         (:mod:`obsmem.storage.sqlite.wal`; the SQLite knowledge store does the same after its
-        purges and forgets). Other stores keep no such log."""
+        purges and forgets). Other stores keep no such file."""
         if isinstance(self.store, SQLiteStore) and not await self.store.truncate_wal():
             logger.info(
-                "Another connection is reading %s: its write-ahead log still holds the erased pages "
-                "until the store's next write after that read ends.", self.store.path,
+                "Another connection kept %s busy (a writer held off the rebuild, or a reader kept the "
+                "write-ahead log): the erased pages stay in the file or its log until the store's next "
+                "write after that ends.", self.store.path,
             )
 
     async def _forget_thread_sections(self, thread: Thread) -> None:

@@ -18,9 +18,11 @@ queries themselves are shared with the PostgreSQL adapter in
 this module keeps the connection, the transactions and the migrations.
 
 Forgetting a value and purging a scope are hard deletes: ``secure_delete`` zeroes the space
-they free, and each ends by truncating the write-ahead log, so the erased text is not left in
-the ``-wal`` file either (:mod:`obsmem.storage.sqlite.wal`: the bound when another connection
-keeps the log, and the retry after later writes).
+they free, and each ends by rebuilding the file (``VACUUM``: SQLite's page balancing leaves
+stale copies of moved rows in pages' unused space, where no delete reaches) and truncating the
+write-ahead log, so the erased text is not left in the file or the ``-wal`` file either
+(:mod:`obsmem.storage.sqlite.wal`: the cost, the bound when another connection keeps the file
+busy, and the retry after later writes).
 """
 
 from __future__ import annotations
