@@ -94,3 +94,63 @@ async def test_a_malformed_call_beside_a_valid_one_ends_its_run() -> None:
     assert [m.role for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
     assert sorted(r.tool_call_id for m in stored for r in m.tool_results) == ["bad1", "good1"]
     assert sorted(results(model.requests[-1])) == ["bad1", "good1"]
+
+
+# -- pydantic-ai: a run that ends with a request (an output tool's return) ---------------------
+
+from pydantic import BaseModel  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    ModelMessage,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+
+from obsmem.integrations.pydantic_ai import ObservationalMemory  # noqa: E402
+
+
+class City(BaseModel):
+    city: str
+
+
+async def test_structured_output_with_the_runs_messages_passed_back() -> None:
+    """``output_type=City`` ends each run with the output tool's return (a request); pydantic-ai
+    merges it with the next run's prompt, dropping the messages' metadata (obsmem's ids). The third
+    run raised InvalidInputError ('holds the result of tool call ... already answered')."""
+    requests: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(list(messages))
+        last = messages[-1].parts[-1]
+        n = len(requests)
+        if isinstance(last, UserPromptPart) and "weather" in str(last.content):
+            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Oslo"}, tool_call_id=f"w{n}")])
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"city": "Oslo"}, tool_call_id=f"o{n}")])
+
+    async with Memory("memory://") as memory:
+        agent = Agent(FunctionModel(model), output_type=City,
+                      capabilities=[ObservationalMemory(memory, resource_id="u")])
+
+        @agent.tool_plain
+        def weather(city: str) -> str:
+            return f"{city}: snow"
+
+        history = None
+        outputs = []
+        for question in ("weather in Oslo?", "and the weather tomorrow?", "thanks", "bye"):
+            result = await agent.run(question, conversation_id="c1", message_history=history)
+            history = result.all_messages()
+            outputs.append(result.output)
+        stored = await memory.list_messages("c1")
+    assert outputs == [City(city="Oslo")] * 4
+    assert [m.text for m in stored if m.role == "user"] == [
+        "weather in Oslo?", "and the weather tomorrow?", "thanks", "bye"
+    ]
+    results = [r.tool_call_id for m in stored for r in m.tool_results]
+    assert len(results) == len(set(results)) == 6  # every result once: w1 o2, w3 o4, o5, o6
+    sent = [p for m in requests[-1] for p in m.parts]
+    calls = {p.tool_call_id for p in sent if isinstance(p, ToolCallPart)}
+    assert calls == {p.tool_call_id for p in sent if isinstance(p, ToolReturnPart)}

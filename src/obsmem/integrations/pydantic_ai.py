@@ -256,9 +256,12 @@ def from_pydantic_ai(messages: Sequence[pai.ModelMessage]) -> list[Message]:
     return converted
 
 
-def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: bool = True) -> list[Message]:
+def _from_one(
+    message: pai.ModelMessage, seed: str | None = None, *, keep_ids: bool = True, thread: str | None = None
+) -> list[Message]:
     """One pydantic-ai message's obsmem messages; ids from its tag (unless ``keep_ids`` is False),
-    else ``<seed>-<n>``, else new."""
+    else ``<seed>-<n>``, else new. With ``thread`` (and ``seed``), a request's obsmem messages
+    take ids derived from the thread and their own parts instead (see :func:`_part_ids`)."""
     dumped = _dump(message)
     parts = dumped.pop("parts")
     metadata = dumped.get("metadata")
@@ -268,6 +271,7 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: b
         rest_metadata = {k: v for k, v in metadata.items() if k != IDS_KEY}
         dumped["metadata"] = rest_metadata or None
     groups: list[tuple[Role, list[Part], list[dict[str, Any]]]] = []
+    sources: list[list[dict[str, Any]]] = []  # a request's part dicts, per group
     if dumped["kind"] == "response":
         obsmem_parts: list[Part] = []
         extras: list[dict[str, Any]] = []
@@ -283,8 +287,10 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: b
             if groups and (role is None or role == groups[-1][0]):
                 groups[-1][1].extend(made)
                 groups[-1][2].append(entry)
+                sources[-1].append(part)
             else:
                 groups.append((role or "user", list(made), [entry]))
+                sources.append([part])
     if not groups or not groups[0][1]:
         # a message with no parts: kept as a marker so it survives a round trip
         groups = [("user" if dumped["kind"] == "request" else "assistant",
@@ -294,6 +300,8 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: b
     ids = [
         i if isinstance(i, str) and i else (f"{seed}-{n}" if seed else new_id()) for n, i in enumerate(given)
     ]
+    if seed and thread is not None and not fits and len(sources) == len(groups):
+        ids = _part_ids(thread, sources)
     group_key = ids[0]  # stable: the same message converted again keeps its group
     created = _stamp(dumped.get("timestamp")) or _first_stamp(parts) or _NO_TIME
     out = []
@@ -303,6 +311,20 @@ def _from_one(message: pai.ModelMessage, seed: str | None = None, *, keep_ids: b
             Message(id=ids[index], role=role, parts=tuple(obsmem_parts), created_at=created, metadata=meta)
         )
     return out
+
+
+def _part_ids(thread: str, sources: list[list[dict[str, Any]]]) -> list[str]:
+    """The ids of an untagged request's obsmem messages, one per group of parts: derived from the
+    thread and the group's parts (each with its own timestamp), not from the request as a whole.
+    pydantic-ai merges consecutive requests into a new one without their metadata (a run that
+    ends with an output tool's return, then the next run's prompt): each group of the merged
+    request gets the id it was saved under as a request of its own, so it is not saved twice."""
+    return [
+        "pai-" + hashlib.sha256(
+            json.dumps([thread, group], sort_keys=True, default=str).encode()
+        ).hexdigest()[:32] + "-0"
+        for group in sources
+    ]
 
 
 def _first_stamp(parts: list[dict[str, Any]]) -> datetime | None:
@@ -671,7 +693,7 @@ class ObservationalMemory(AbstractCapability[Any]):
             else:
                 key = json.dumps([thread, _dump(message)], sort_keys=True)
                 seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
-                converted = await self._as_recorded(_from_one(message, seed=seed))
+                converted = await self._as_recorded(_from_one(message, seed=seed, thread=thread))
                 _tag(message, [m.id for m in converted])
             for obsmem_message in converted:
                 self._where[obsmem_message.id] = thread
