@@ -154,3 +154,19 @@ async def test_structured_output_with_the_runs_messages_passed_back() -> None:
     sent = [p for m in requests[-1] for p in m.parts]
     calls = {p.tool_call_id for p in sent if isinstance(p, ToolCallPart)}
     assert calls == {p.tool_call_id for p in sent if isinstance(p, ToolReturnPart)}
+
+
+async def test_a_malformed_tool_call_survives_a_new_middleware_over_the_checkpoint() -> None:
+    """A new middleware object (a restart, or one agent per request) over the same checkpoint
+    knows the answered malformed call by the id it was stored under."""
+    model = MalformedOnce(requests=[])
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "t3"}}
+    async with Memory("memory://") as memory:
+        for question in ("look it up", "hello again", "after a restart"):
+            agent = create_agent(model, tools=[lookup], middleware=[ObservationalMemoryMiddleware(memory)],
+                                 checkpointer=saver)
+            await agent.ainvoke({"messages": [HumanMessage(question)]}, config)
+        stored = await memory.list_messages("t3")
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant", "user", "assistant"]
+    assert results(model.requests[-1]) == ["bad1"]

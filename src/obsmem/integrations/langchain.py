@@ -431,17 +431,23 @@ def _said(message: BaseMessage) -> list[Any]:
     return content
 
 
-def _result_keys(messages: Sequence[BaseMessage]) -> dict[int, str]:
-    """For each ``ToolMessage`` of ``messages`` (by place): what it says, whatever its id (its
-    call, content and status; the n-th such result of ``messages`` is told by n)."""
+def _result_keys(messages: Sequence[BaseMessage], wanted: Callable[[int, ToolMessage], bool]) -> dict[int, str]:
+    """For the ``ToolMessage`` s of ``messages`` that ``wanted`` picks (by place): what each says,
+    whatever its id (its call, content and status; the n-th result of its call in ``messages``)."""
     keys: dict[int, str] = {}
     seen: dict[str, int] = {}
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):
-            said = json.dumps(_said(message), sort_keys=True, default=str, ensure_ascii=False)
-            keys[index] = f"{seen.get(said, 0)}:{said}"
-            seen[said] = seen.get(said, 0) + 1
+            n = seen.get(message.tool_call_id, 0)
+            seen[message.tool_call_id] = n + 1
+            if wanted(index, message):
+                keys[index] = json.dumps([n, _said(message)], sort_keys=True, default=str, ensure_ascii=False)
     return keys
+
+
+def _bare_id(thread: str, result_key: str) -> str:
+    """The obsmem id of a tool result LangChain handed over without an id (see :func:`_result_keys`)."""
+    return scoped_id("langchain", thread, "", ["tool-result", result_key])
 
 
 def _variant(thread: str, message: BaseMessage, n: int) -> str:
@@ -462,7 +468,7 @@ class _Known:
     latest: dict[str, str] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
     holds: dict[str, str] = field(default_factory=dict)
-    #: Tool results saved without a LangChain id (by :func:`_result_key`): the obsmem id each got.
+    #: Tool results saved without a LangChain id (by :func:`_result_keys`): the obsmem id each got.
     bare: dict[str, str] = field(default_factory=dict)
 
 
@@ -615,24 +621,34 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         aliases: dict[str, str] = {}
         # LangChain's agent answers a malformed call of the model (``invalid_tool_calls``) itself:
         # it adds the ToolMessage to the model's request without an id, and to the state, where
-        # LangGraph gives it one. The result saved without an id is that message: its id stays.
-        result_keys = _result_keys(messages) if known.bare or any(
-            isinstance(m, ToolMessage) and not m.id for m in messages) else {}
+        # LangGraph gives it one. Saved without an id, it gets an id from what it says; once it has
+        # a LangChain id, it is known as that result (by this middleware, or by the stored id).
+        result_keys = _result_keys(
+            messages, lambda i, m: not m.id or (ids[i] is not None and ids[i] not in known.saved)
+        )
+        looked = {
+            key: _bare_id(thread, key) for i, key in result_keys.items()
+            if messages[i].id and key not in known.bare
+        }
+        stored_bare = {
+            m.id for m in await self.memory.store.get_messages(sorted(set(looked.values())))
+            if m.thread_id == thread
+        } if looked else set()
         bare: dict[str, str] = {}
         matched: set[str] = set()
         for index, result_key in result_keys.items():
-            message, own = messages[index], ids[index]
-            if not message.id:
-                if result_key in known.bare:
-                    ids[index] = known.bare[result_key]  # saved already (an earlier call of the run)
-                else:
-                    ids[index] = bare[result_key] = new_id()
-            elif own is not None and own not in known.saved and result_key in known.bare:
-                ids[index] = known.bare[result_key]
+            if not messages[index].id:
+                ids[index] = bare[result_key] = known.bare.get(result_key) or _bare_id(thread, result_key)
+                continue
+            target = known.bare.get(result_key)
+            if target is None and looked.get(result_key) in stored_bare:
+                target = looked[result_key]
+            if target is not None:
+                ids[index] = target
                 matched.add(result_key)
                 own_variant = variants[index]
                 if own_variant is not None:
-                    aliases[own_variant] = known.bare[result_key]
+                    aliases[own_variant] = target
         current = {i for i in ids if i is not None}
         mine_at = {index for index, _, _ in answers}
         mine_at |= {index for index, key in result_keys.items() if key in matched}
