@@ -21,6 +21,7 @@ exactly like one that does not exist.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +30,25 @@ from obsmem.server.errors import AuthenticationError, PermissionDeniedError, Res
 from obsmem.server.keys import ApiKey, KeyStore
 from obsmem.storage.paging import all_threads
 
-__all__ = ["Principal", "authenticate", "bearer_token"]
+__all__ = ["Principal", "addressable", "authenticate", "bearer_token"]
 
 _PAGE = 1000
+
+#: An id the service makes (a thread's, a resource's): what a knowledge scope segment accepts
+#: (obsmem.knowledge.store.scopes), so every route can name it in its path (no '/') and its
+#: knowledge has a scope (no whitespace or control characters).
+_ADDRESSABLE = re.compile(r"^[^\s/\x00-\x1f]+$")
+
+
+def addressable(value: str, argument: str) -> str:
+    """``value``, when the service can address it later; InvalidInputError (400) otherwise."""
+    if not _ADDRESSABLE.match(value):
+        raise InvalidInputError(
+            f"Invalid {argument} {value!r}: an id is non-empty and holds no '/', whitespace or control "
+            "characters (the API names it in its paths and in knowledge scopes).",
+            argument=argument,
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +93,8 @@ class Principal:
         org = org_id if self.org_id is None else self.org_id
         if org is None or (org_id is not None and org_id != org):
             raise PermissionDeniedError("An admin key creates keys for its own org only.")
+        if resource_id is not None:
+            addressable(resource_id, "resource_id")
         if self.resource_id is not None and resource_id != self.resource_id:
             raise PermissionDeniedError(
                 f"This admin key is bound to resource '{self.resource_id}': it creates keys for that "
@@ -115,6 +134,9 @@ class Principal:
         and resource (``False``). An id used by anything else is refused without showing it."""
         resource, _ = await self.resource_threads(memory, resource_id)
         before = await _existing(memory, thread_id)
+        if before is None:  # a new id must be one every route (and its knowledge scope) can name
+            addressable(thread_id, "id")
+            addressable(resource, "resource_id")
         thread = before or await memory.create_thread(
             thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
         )

@@ -30,7 +30,7 @@ from obsmem.om.receipts import Receipt
 from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
-from obsmem.server.access import Principal, authenticate, bearer_token
+from obsmem.server.access import Principal, addressable, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
@@ -456,6 +456,8 @@ def knowledge_scope(principal: Principal, resource_id: str | None = None) -> str
     if principal.org_id is None:
         raise PermissionDeniedError("Knowledge is scoped by org: use an API key (not --dev without one).")
     resource = resource_id if principal.resource_id is None else principal.resource(resource_id)
+    if resource:  # one segment: 'alice/thread:t1' would name a thread's scope, not a resource's
+        addressable(resource, "resource_id")
     return f"org:{principal.org_id}" + (f"/resource:{resource}" if resource else "")
 
 

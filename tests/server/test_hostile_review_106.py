@@ -1,0 +1,82 @@
+"""Hostile review (helper-106) of the REST API, as a client: ids the service cannot address later,
+and a resource id that reaches into a thread's knowledge scope."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import Env
+from tests.server.live import auth
+
+
+@pytest.fixture(scope="module")
+def client(env: Env) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=env.url, timeout=60) as http:
+        yield http
+
+
+def _as(client: httpx.Client, key: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    return client.request(method, path, headers=auth(key), **kwargs)
+
+
+def _thread_ids(client: httpx.Client, key: str, resource: str | None = None) -> list[str]:
+    params = {"resource_id": resource} if resource else {}
+    listed = _as(client, key, "GET", "/api/threads", params=params)
+    return [t["id"] for t in listed.json()["threads"]] if listed.status_code == 200 else []
+
+
+@pytest.mark.parametrize("thread_id", ["notes/2024", "a b", "tab\tid", "nul\x00id", "line\nbreak"])
+def test_a_thread_id_the_api_could_not_address_is_refused_not_created(
+    env: Env, client: httpx.Client, thread_id: str
+) -> None:
+    """A thread id with '/' was created (201) and then every /api/threads/{id} route answered
+    404 (the '/' splits the path): the client could neither read nor delete what it had made.
+    Whitespace and control characters made ids no knowledge scope accepts."""
+    made = _as(client, env.keys.alice, "POST", "/api/threads", json={"id": thread_id})
+    assert made.status_code == 400, made.text
+    assert set(made.json()) == {"error"} and made.json()["error"]["argument"] == "id"
+    assert thread_id not in _thread_ids(client, env.keys.alice)
+
+
+@pytest.mark.parametrize("resource_id", ["team/alice", "x/thread:y", "two words", "ctl\x01"])
+def test_a_resource_id_the_api_could_not_address_is_refused_not_created(
+    env: Env, client: httpx.Client, resource_id: str
+) -> None:
+    """An org key created a thread in resource 'team/alice' (201); /api/resources/{id}/… could
+    never name it, and its knowledge scope was not a valid scope."""
+    made = _as(client, env.keys.acme_org, "POST", "/api/threads", json={"id": "r-odd", "resource_id": resource_id})
+    assert made.status_code == 400, made.text
+    assert made.json()["error"]["argument"] == "resource_id"
+    assert _as(client, env.keys.acme_org, "GET", "/api/threads/r-odd").status_code == 404
+
+
+def test_an_existing_thread_keeps_answering_and_a_plain_id_is_still_created(env: Env, client: httpx.Client) -> None:
+    made = _as(client, env.keys.alice, "POST", "/api/threads", json={"id": "plain:id.with-punct_1"})
+    assert made.status_code == 201, made.text
+    again = _as(client, env.keys.alice, "POST", "/api/threads", json={"id": "plain:id.with-punct_1"})
+    assert again.status_code in (200, 201, 409), again.text
+    assert _as(client, env.keys.alice, "GET", "/api/threads/plain:id.with-punct_1").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    [
+        ("GET", "/api/knowledge/review", {"params": {"resource_id": "alice/thread:t-x"}}),
+        ("GET", "/api/knowledge/audit", {"params": {"resource_id": "alice/thread:t-x"}}),
+        ("GET", "/api/knowledge/search", {"params": {"q": "fact", "resource_id": "alice/thread:t-x"}}),
+        ("POST", "/api/knowledge", {"json": {"text": "a fact", "resource_id": "alice/thread:t-x"}}),
+    ],
+)
+def test_a_resource_id_never_names_a_deeper_knowledge_scope(
+    env: Env, client: httpx.Client, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
+    """resource_id 'alice/thread:t-x' was read as the thread scope org:acme/resource:alice/thread:t-x
+    (200, and a fact written there: 201): a resource id is one segment, never a path."""
+    answer = _as(client, env.keys.acme_org, method, path, **kwargs)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["argument"] == "resource_id"
+    assert "thread:t-x" not in answer.json()["error"].get("scope", "")
