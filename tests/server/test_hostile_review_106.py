@@ -1,5 +1,6 @@
 """Hostile review (helper-106) of the REST API, as a client: ids the service cannot address later,
-and a resource id that reaches into a thread's knowledge scope."""
+a resource id that reaches into a thread's knowledge scope, and who the knowledge audit log says
+acted."""
 
 from __future__ import annotations
 
@@ -80,3 +81,34 @@ def test_a_resource_id_never_names_a_deeper_knowledge_scope(
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["argument"] == "resource_id"
     assert "thread:t-x" not in answer.json()["error"].get("scope", "")
+
+
+def _key_id(env: Env, secret: str) -> str:
+    key = env.live.call(env.live.service.keys.verify(secret))
+    assert key is not None
+    return str(key.key_id)
+
+
+def _events(client: httpx.Client, key: str, record_id: str) -> list[dict[str, Any]]:
+    events = _as(client, key, "GET", "/api/knowledge/audit", params={"limit": 500}).json()["events"]
+    return [e for e in events if e["subject_id"] == record_id]
+
+
+def test_review_decisions_and_captures_through_rest_are_audited_as_the_key(env: Env, client: httpx.Client) -> None:
+    """The audit log answered 'obsmem' as the actor of every REST approve / reject / edit and of
+    every fact remembered through the API, whoever's key did it (the inspector writes key:<id>):
+    the log could not say who approved what."""
+    alice = _key_id(env, env.keys.alice)
+    made = []
+    for text in ("Alice likes tea (audit-106)", "Alice owns a cat (audit-106)", "Alice lives in Oslo (audit-106)"):
+        answer = _as(client, env.keys.alice, "POST", "/api/knowledge", json={"text": text, "candidate": True})
+        assert answer.status_code == 201, answer.text
+        made.append(answer.json()["id"])
+    for record_id, (action, body) in zip(made, (("approve", {}), ("reject", {"reason": "wrong"}),
+                                               ("edit", {"text": "Alice lives in Bergen (audit-106)"})), strict=True):  # fmt: skip
+        decided = _as(client, env.keys.alice, "POST", f"/api/knowledge/review/{record_id}/{action}", json=body)
+        assert decided.status_code == 200, decided.text
+    for record_id in made:
+        events = _events(client, env.keys.alice, record_id)
+        assert len(events) >= 2, events  # created, then decided
+        assert {e["actor"] for e in events} == {f"key:{alice}"}, events

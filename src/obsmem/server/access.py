@@ -69,6 +69,11 @@ class Principal:
     def dev(cls) -> Principal:
         return cls(None, None, None, False, True)
 
+    @property
+    def actor(self) -> str:
+        """Who this key is in the knowledge audit log: ``key:<key id>`` (``dev`` under ``--dev``)."""
+        return f"key:{self.key_id}" if self.key_id else "dev"
+
     def may_write(self) -> None:
         if self.read_only:
             raise PermissionDeniedError("This API key is read-only.")

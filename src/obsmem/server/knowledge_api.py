@@ -7,7 +7,8 @@ review decision is also refused on a record above the key's own scope: a resourc
 only on its resource's (and its threads') records, never on the org's shared ones. Capture
 writes at thread scope, so a resource key's queue, decisions and audit log cover its threads'
 scopes too (never a sibling resource's); an org key's cover the org's own scope (or the resource
-it names, with that resource's threads).
+it names, with that resource's threads). Every change is written to the audit log with the key
+as actor (``key:<key id>``), as the inspector writes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 
 from obsmem import KnowledgeNotFoundError
-from obsmem.knowledge import Knowledge, Level, Record, RecordView, Scope
+from obsmem.knowledge import Knowledge, Level, Record, RecordView, ReviewQueue, Scope
 from obsmem.knowledge.store.tables import under
 from obsmem.server.errors import ERROR_RESPONSES
 from obsmem.server.rest import Caller, Id, ServiceDep, _Body, knowledge_scope
@@ -89,7 +90,8 @@ async def approve(record_id: str, body: Decision, principal: Caller, service: Se
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
     own = (await own_record(knowledge, record_id, scope)).scope
-    return record_json(await knowledge.review.approve(record_id, own, reason=body.reason))
+    queue = ReviewQueue(knowledge.store, principal.actor)  # audited as the key, as in the inspector
+    return record_json(await queue.approve(record_id, own, reason=body.reason))
 
 
 @router.post("/review/{record_id}/reject")
@@ -97,7 +99,8 @@ async def reject(record_id: str, body: Rejection, principal: Caller, service: Se
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
     own = (await own_record(knowledge, record_id, scope)).scope
-    return record_json(await knowledge.review.reject(record_id, own, reason=body.reason, tombstone=body.tombstone))
+    queue = ReviewQueue(knowledge.store, principal.actor)
+    return record_json(await queue.reject(record_id, own, reason=body.reason, tombstone=body.tombstone))
 
 
 @router.post("/review/{record_id}/edit")
@@ -105,7 +108,8 @@ async def edit(record_id: str, body: Edit, principal: Caller, service: ServiceDe
     principal.may_write()
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
     own = (await own_record(knowledge, record_id, scope)).scope
-    return record_json(await knowledge.review.edit(record_id, own, body.text, reason=body.reason))
+    queue = ReviewQueue(knowledge.store, principal.actor)
+    return record_json(await queue.edit(record_id, own, body.text, reason=body.reason))
 
 
 @router.get("/audit")

@@ -25,7 +25,7 @@ from obsmem import UsageReport
 from obsmem import (
     ContextWindow, InvalidInputError, Memory, Message, MessageNotFoundError, NotFoundError, Thread, from_openai, to_openai,
 )
-from obsmem.knowledge import TrustState
+from obsmem.knowledge import Knowledge, TrustState
 from obsmem.om.receipts import Receipt
 from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
@@ -37,7 +37,7 @@ from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
 
 __all__ = [
-    "context_json", "current_principal", "receipt_json", "router", "service_of", "visible_message", "visible_receipt",
+    "acting", "context_json", "current_principal", "receipt_json", "router", "service_of", "visible_message", "visible_receipt",
 ]
 
 Id = Annotated[str, Field(min_length=1, max_length=200)]
@@ -497,6 +497,12 @@ async def remember(body: RememberIn, principal: Caller, service: ServiceDep) -> 
                               candidate=body.candidate)  # fmt: skip
 
 
+def acting(knowledge: Knowledge, principal: Principal) -> Knowledge:
+    """``knowledge`` writing as ``principal`` (``key:<key id>``) in the audit log, as the
+    inspector does: what a key changes through the API is never logged as the service's own."""
+    return Knowledge(knowledge.store, embedder=knowledge.embedder, actor=principal.actor)
+
+
 async def capture_fact(
     service: Service, principal: Principal, text: str, subject: str, resource_id: str | None, thread_id: str | None,
     *, candidate: bool = False,
@@ -508,8 +514,9 @@ async def capture_fact(
         raise InvalidInputError("Nothing to remember: text is empty", argument="text")
     scope = knowledge_scope(principal, resource_id)
     text = service.memory.redacted(text)  # the privacy boundary, as for a pin
-    node = await service.knowledge.node(subject, "entity", scope, reason="remembered through the service")
-    record = await service.knowledge.append(
+    knowledge = acting(service.knowledge, principal)
+    node = await knowledge.node(subject, "entity", scope, reason="remembered through the service")
+    record = await knowledge.append(
         node.id, text, scope, reason="remembered through the service", source_thread_id=thread_id,
         trust=TrustState.CANDIDATE if candidate else TrustState.VERIFIED,
     )  # fmt: skip

@@ -85,7 +85,7 @@ async def principal_of(request: Request) -> Principal:
 
 def actor(principal: Principal) -> str:
     """The identity written to the knowledge audit log for what this key does in the inspector."""
-    return f"key:{principal.key_id}" if principal.key_id else "dev"
+    return principal.actor
 
 
 def who(principal: Principal) -> str:
