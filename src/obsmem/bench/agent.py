@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from obsmem.bench.agent_conversations import AgentConversation, Probe
-from obsmem.bench.lines import ContextUnit, context_units
+from obsmem.bench.lines import context_units
 from obsmem.bench.normalize import normalise_dates
 from obsmem.bench.retention import truncate_to
 from obsmem.clock import FakeClock

@@ -88,7 +88,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from obsmem.clock import FakeClock
 from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig

@@ -35,7 +35,6 @@ calls and results (ids, names, errors), reasoning and attachments (see each func
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field

@@ -31,7 +31,7 @@ from itertools import accumulate
 from obsmem.errors import InvalidInputError
 from obsmem.om.text.own import conversation_messages, plain_conversation
 from obsmem.tokens import TokenCounter
-from obsmem.types import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from obsmem.types import FilePart, Message, Part, TextPart, ToolResultPart
 
 __all__ = [
     "MAX_OTHER_THREADS",

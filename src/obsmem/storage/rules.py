@@ -23,7 +23,7 @@ from typing import NamedTuple, Protocol
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem, lineage_key
-from obsmem.types import DataPart, Message, Part, Thread
+from obsmem.types import DataPart, Message, Part
 
 __all__ = [
     "check_successor",

@@ -44,7 +44,7 @@ from obsmem.knowledge.store.scopes import Scope, parse_level
 from obsmem.knowledge.store.values import parse_when
 from obsmem.models.base import ChatModel, ModelRequest, Usage
 from obsmem.quoting import defuse_lines
-from obsmem.types import Message, ToolCallPart, ToolResultPart
+from obsmem.types import Message, ToolResultPart
 from obsmem.clock import Clock
 
 __all__ = [
