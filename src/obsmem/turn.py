@@ -516,8 +516,24 @@ class Turn:
             assert before is not None
             view = (tail, max(m.seq or 0 for m in before))
         keep = () if begins else self._own_calls | {c.tool_call_id for m in messages for c in m.tool_calls}
-        async with _saving(self._store, thread.id):
-            return await self._check_and_save(messages, argument=argument, view=view, keep=keep)
+        deadline = time.monotonic() + LATE_LEASE_WAIT_S
+        pause = SAVE_BACKOFF_S
+        while True:
+            async with _saving(self._store, thread.id):
+                try:
+                    return await self._check_and_save(messages, argument=argument, view=view, keep=keep)
+                except _LeaseBusy:
+                    pass  # nothing saved: wait for the lease outside the lock, then check again
+            # Another writer holds the thread's late-result lease (see _answer_late). The other
+            # turns of this thread in this process save meanwhile: the wait is this step's alone.
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"Another writer of thread '{thread.id}' kept its tool results' lease for "
+                    f"{LATE_LEASE_WAIT_S:g} s; nothing was saved: retry the step."
+                )
+            await asyncio.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, SAVE_BACKOFF_MAX_S)
+            view = None  # the thread changed meanwhile, perhaps: check against the store's tail
 
     async def _check_and_save(
         self, messages: list[Message], *, argument: str, view: tuple[Sequence[Message], int] | None,
@@ -586,25 +602,17 @@ class Turn:
     @asynccontextmanager
     async def _late_result_lease(self) -> AsyncIterator[None]:
         """Hold the store lease that orders the rewrites of this thread's closing messages (see
-        :meth:`_answer_late`), waiting for another holder at most :data:`LATE_LEASE_WAIT_S`
-        (a holder that died frees it when it expires, after :data:`LATE_LEASE_TTL_S`). Raises
-        :class:`~obsmem.errors.StorageError` (nothing saved; the step can be retried) when it
-        stays held. Renewed while held (a save slower than the TTL keeps it); a cancelled step
-        leaves none behind: an acquire still on its way is released when it lands, and the
-        release itself runs to its end whatever cancels the step."""
+        :meth:`_answer_late`); :class:`_LeaseBusy` (nothing done) when another holder has it:
+        :meth:`_checked_save` waits for it outside the process's save lock of the thread, at most
+        :data:`LATE_LEASE_WAIT_S` (a holder that died frees it when it expires, after
+        :data:`LATE_LEASE_TTL_S`). Renewed while held (a save slower than the TTL keeps it); a
+        cancelled step leaves none behind: an acquire still on its way is released when it lands,
+        and the release itself runs to its end whatever cancels the step."""
         store, clock = self._store, self._engine.core.clock
         # The key ends with the thread's lineage, so deleting the thread releases it too.
         key, owner = f"late-results:thread:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
-        deadline = time.monotonic() + LATE_LEASE_WAIT_S
-        pause = SAVE_BACKOFF_S
-        while not await leasing.acquired(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
-            if time.monotonic() >= deadline:
-                raise StorageError(
-                    f"Another writer of thread '{self.thread.id}' kept its tool results' lease for "
-                    f"{LATE_LEASE_WAIT_S:g} s; nothing was saved: retry the step."
-                )
-            await asyncio.sleep(random.uniform(pause / 2, pause))
-            pause = min(pause * 2, SAVE_BACKOFF_MAX_S)
+        if not await leasing.acquired(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
+            raise _LeaseBusy()
         async with leasing.holding(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
             yield
 
@@ -940,6 +948,10 @@ def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
 _SAVE_LOCKS: weakref.WeakValueDictionary[tuple[asyncio.AbstractEventLoop, int, str], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
+
+
+class _LeaseBusy(Exception):
+    """Another writer holds the thread's late-result lease: nothing was saved; wait, then check again."""
 
 
 def _saving(store: Store, thread_id: str) -> asyncio.Lock:

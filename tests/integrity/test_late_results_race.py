@@ -150,3 +150,37 @@ async def test_the_late_result_lease_never_outlives_its_step(tmp_path: Path) -> 
         assert held is not None  # a replica died holding it
         await memory.delete_thread("chat")
         assert [lease.key for lease in await memory.store.list_leases() if "chat" in lease.key] == []
+
+
+async def test_another_tab_saves_while_a_late_result_waits_for_the_lease(tmp_path: Path) -> None:
+    """While one tab's late result waits for the thread's late-result lease (a replica holds it,
+    stuck mid-rewrite), another tab of the same thread in this process goes on: its turn saves
+    and gets its context at once. On main (8397ce8) the wait ran inside the process's save lock
+    of the thread, so the other tab's begin_turn waited too, up to ``LATE_LEASE_WAIT_S`` (12 s)."""
+    from obsmem.clock import SystemClock
+    from obsmem.storage import SQLiteStore
+
+    waiting = asyncio.Event()
+
+    class Watched(SQLiteStore):
+        async def acquire_lease(self, key: str, owner: str, **kwargs: object) -> object:
+            held = await super().acquire_lease(key, owner, **kwargs)  # type: ignore[arg-type]
+            if key.startswith("late-results:") and owner != "stuck" and held is None:
+                waiting.set()  # a step found the lease held: it waits for it
+            return held
+
+    async with Memory(Watched(tmp_path / "om.db")) as memory:
+        a = await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("Oslo?")])
+        await a.step([calls("oslo")])
+        await memory.begin_turn(thread_id="chat", resource_id="u1", messages=[Message.user("another tab")])
+        stuck = await memory.store.acquire_lease("late-results:thread:chat", "stuck", ttl_s=60, now=SystemClock().now())
+        assert stuck is not None
+        late = asyncio.create_task(a.step([result("oslo", "4 C")]))
+        await waiting.wait()
+        b = await memory.begin_turn(thread_id="chat", messages=[Message.user("a third tab asks: and Rome?")])
+        assert b.context.raw_messages[-1].text == "a third tab asks: and Rome?"
+        assert not late.done()  # the late result still waits for the lease; the other tab did not
+        assert await memory.store.release_lease("late-results:thread:chat", "stuck")
+        await late
+        assert answers(await memory.list_messages("chat")) == {"oslo": "4 C"}
+        await b.end()
