@@ -112,3 +112,15 @@ def test_review_decisions_and_captures_through_rest_are_audited_as_the_key(env: 
         events = _events(client, env.keys.alice, record_id)
         assert len(events) >= 2, events  # created, then decided
         assert {e["actor"] for e in events} == {f"key:{alice}"}, events
+
+
+def test_an_import_holding_json_nested_too_deeply_is_a_clean_400(env: Env, client: httpx.Client) -> None:
+    """An export line nested 100,000 deep answered 500 InternalError (a RecursionError while the
+    route read the export's owner) and the connection was reset for the next request."""
+    header = '{"format": "obsmem-export", "version": 1, "resource_id": "alice"}'
+    export = header + "\n" + "[" * 100_000 + "]" * 100_000
+    answer = _as(client, env.keys.alice, "POST", "/api/resources/import", json={"export": export})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["argument"] == "export"
+    assert "Traceback" not in answer.text
+    assert _as(client, env.keys.alice, "GET", "/api/threads").status_code == 200

@@ -628,6 +628,8 @@ def _export_owner(text: str) -> tuple[str, set[str | None]]:
             continue
         try:
             item = json.loads(line)
+        except RecursionError:  # nested past Python's limit: refused, not a 500 (and the import never reads it)
+            raise InvalidInputError(f"export line {number} is JSON nested too deeply", argument="export") from None
         except ValueError:
             raise InvalidInputError(f"export line {number} is not JSON", argument="export") from None
         if not isinstance(item, dict):
