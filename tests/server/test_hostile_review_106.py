@@ -124,3 +124,11 @@ def test_an_import_holding_json_nested_too_deeply_is_a_clean_400(env: Env, clien
     assert answer.json()["error"]["argument"] == "export"
     assert "Traceback" not in answer.text
     assert _as(client, env.keys.alice, "GET", "/api/threads").status_code == 200
+
+
+def test_the_gateway_still_takes_a_thread_id_with_a_slash(env: Env, client: httpx.Client) -> None:
+    """The REST refusal of unaddressable ids stays in REST: a gateway client naming its thread
+    'user/1/chat' (it never reads it through /api/threads/{id}) keeps working."""
+    answer = client.post("/v1/chat/completions", headers={**auth(env.keys.alice), "X-Obsmem-Thread": "user/1/chat"},
+                         json={"model": "m", "messages": [{"role": "user", "content": "hello"}]})  # fmt: skip
+    assert answer.status_code == 200, answer.text

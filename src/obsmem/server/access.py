@@ -139,9 +139,6 @@ class Principal:
         and resource (``False``). An id used by anything else is refused without showing it."""
         resource, _ = await self.resource_threads(memory, resource_id)
         before = await _existing(memory, thread_id)
-        if before is None:  # a new id must be one every route (and its knowledge scope) can name
-            addressable(thread_id, "id")
-            addressable(resource, "resource_id")
         thread = before or await memory.create_thread(
             thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
         )

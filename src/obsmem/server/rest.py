@@ -158,6 +158,11 @@ def _owned(principal: Principal, messages: list[Message] | list[dict[str, Any]],
 @router.post("/threads", status_code=201, tags=["threads"])
 async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
+    # an id every /api/threads/{id} route (and the knowledge scope) can name: 'a/b' would be
+    # created and then never read or deleted here. (The gateway keeps taking any id it names.)
+    addressable(body.id, "id")
+    if body.resource_id is not None:
+        addressable(body.resource_id, "resource_id")
     thread, created = await principal.create_thread(
         service.memory, body.id, body.resource_id, title=body.title, metadata=body.metadata
     )
