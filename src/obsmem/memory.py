@@ -466,7 +466,7 @@ class Memory:
             check_id(after, "after")
         return await self.store.list_threads(resource_id, limit=limit, offset=offset, after=after)
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too — the live head, every older generation, and the observation markers of the
         resource's other threads — so nothing the thread said stays in memory. Its working
@@ -476,11 +476,14 @@ class Memory:
         of the user's other threads writes it again. Its queued work, leases, cost-ledger rows and
         knowledge-agent lanes go too. With ``knowledge=``, its own knowledge scope (the records
         it alone saw) is purged, and the resource's ``capture-guidance`` node lists no attribute
-        that only the thread's records carried.
+        that only the thread's records carried; ``actor`` is who the knowledge audit log says did
+        it (default: the knowledge store's ``actor``).
 
         The thread goes first: an observation or reflection still in flight for it is then
         refused by the store (``gone``) and never commits, in thread or resource scope."""
         check_id(thread_id, "thread_id")
+        if actor is not None:
+            _required_text(actor, "actor")
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             return False
@@ -493,12 +496,13 @@ class Memory:
         if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
             from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance, scope_key
 
+            who = actor or self.knowledge.actor
             for scope in knowledge_scopes([thread], thread_id=thread.id):
-                await self.knowledge.store.purge_scope(scope, actor=self.knowledge.actor, reason="thread deleted")
+                await self.knowledge.store.purge_scope(scope, actor=who, reason="thread deleted")
             user_node = self.knowledge_agents.settings.user_node if self.knowledge_agents is not None else "User"
             resource_scope = scope_key(thread.org_id or DEFAULT_ORG, thread.resource_id)
             if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
-                await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node)
+                await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node, actor=actor)
         await self._truncate_log()
         return deleted
 
@@ -542,7 +546,9 @@ class Memory:
                 if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
                     await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
 
-    async def delete_resource(self, resource_id: str, *, knowledge_within: str | None = None) -> dict[str, int]:
+    async def delete_resource(
+        self, resource_id: str, *, knowledge_within: str | None = None, actor: str | None = None
+    ) -> dict[str, int]:
         """Delete everything stored for a resource: every thread (its messages and markers), every
         generation of every lineage (its threads' and the resource's), working memory (thread
         and resource keys, and the knowledge agents' lanes of its threads), retrieval vectors,
@@ -556,11 +562,15 @@ class Memory:
         ``org:acme/resource:alice``) confines that purge to the scopes inside it, for a caller that
         may reach one org only: the same resource id's knowledge in another org stays
         (InvalidInputError, before anything is deleted, when one of its threads is outside it).
+        ``actor`` is who the knowledge audit log says purged it (default: the knowledge store's
+        ``actor``).
 
         Work in flight for a deleted thread never commits (the store reports it ``gone``).
         """
         check_id(resource_id, "resource_id")
         check_id(knowledge_within, "knowledge_within", optional=True)
+        if actor is not None:
+            _required_text(actor, "actor")
         counts = dict.fromkeys(
             ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items", "model_calls"), 0
         )
@@ -590,7 +600,10 @@ class Memory:
         if self.knowledge is not None:
             from obsmem.knowledge.lifecycle import delete_resource_knowledge
 
-            counts.update(await delete_resource_knowledge(self.knowledge, resource_id, threads, within=knowledge_within))
+            purged = await delete_resource_knowledge(
+                self.knowledge, resource_id, threads, within=knowledge_within, actor=actor
+            )
+            counts.update(purged)
         await self._truncate_log()
         return counts
 
@@ -646,7 +659,7 @@ class Memory:
 
     async def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,
-        knowledge_within: str | None = None,
+        knowledge_within: str | None = None, actor: str | None = None,
     ) -> dict[str, int]:
         """Forget every occurrence of ``value`` (a case-sensitive substring, in every spelling
         obsmem stores it in: as written in messages, quoted as data in observations, generations
@@ -669,7 +682,9 @@ class Memory:
         ``knowledge_within`` (a knowledge scope, ``org:acme/resource:alice``) stops that at the
         ancestors broader than it, e.g. the org's records a caller confined to one resource may
         not change, and reaches no stored scope outside it (another org's); InvalidInputError
-        when a scope of the covered threads is not within it.
+        when a scope of the covered threads is not within it. ``actor`` is who the knowledge audit
+        log says forgot it (default: the knowledge store's ``actor``; like the reason, it may not
+        hold the value).
         A thread in scope that has no observation record yet gets one (empty): the fence that
         keeps an observation running meanwhile from committing the value is kept on it.
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
@@ -686,6 +701,8 @@ class Memory:
             )
         check_id(thread_id, "thread_id", optional=True)
         check_id(resource_id, "resource_id", optional=True)
+        if actor is not None:
+            _required_text(actor, "actor")
         if thread_id is not None:
             thread = await self.get_thread(thread_id)
             if resource_id is not None and thread.resource_id != resource_id:
@@ -747,7 +764,7 @@ class Memory:
 
             counts.update(
                 await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id,
-                                          within=knowledge_within)  # fmt: skip
+                                          within=knowledge_within, actor=actor)  # fmt: skip
             )
         forget_rendered()
         self.engine.core.windows.forget()

@@ -150,18 +150,24 @@ class SyncMemory:
     ) -> list[Thread]:
         return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset, after=after))
 
-    def delete_thread(self, thread_id: str) -> bool:
-        return self._portal.call(self._memory.delete_thread(thread_id))
+    def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
+        return self._portal.call(self._memory.delete_thread(thread_id, actor=actor))
 
-    def delete_resource(self, resource_id: str, *, knowledge_within: str | None = None) -> dict[str, int]:
-        return self._portal.call(self._memory.delete_resource(resource_id, knowledge_within=knowledge_within))
+    def delete_resource(
+        self, resource_id: str, *, knowledge_within: str | None = None, actor: str | None = None
+    ) -> dict[str, int]:
+        return self._portal.call(
+            self._memory.delete_resource(resource_id, knowledge_within=knowledge_within, actor=actor)
+        )
 
     def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,
-        knowledge_within: str | None = None,
+        knowledge_within: str | None = None, actor: str | None = None,
     ) -> dict[str, int]:
-        return self._portal.call(self._memory.forget(value, thread_id=thread_id, resource_id=resource_id,
-                                                     knowledge_within=knowledge_within))  # fmt: skip
+        return self._portal.call(self._memory.forget(
+            value, thread_id=thread_id, resource_id=resource_id, knowledge_within=knowledge_within,
+            actor=actor,
+        ))  # fmt: skip
 
     # -- knowledge (Memory(knowledge=...)) ---------------------------------------------------------
     def pin(self, thread_id: str, text: str, *, level: Literal["thread", "resource"] = "resource",

@@ -404,16 +404,22 @@ ENTRIES: list[Entry] = [
     Entry("Memory.list_threads", "offset", lambda m, v: m.list_threads(RESOURCE, offset=v), "memory"),
     Entry("Memory.list_threads", "after", lambda m, v: m.list_threads(RESOURCE, after=v), "memory"),
     Entry("Memory.delete_thread", "thread_id", lambda m, v: m.delete_thread(v), "memory"),
+    # (a thread that does not exist: a valid actor would delete the fixture's thread)
+    Entry("Memory.delete_thread", "actor",
+          lambda m, v: m.delete_thread("fixture-gone-7f3a", actor=v), "memory"),
     Entry("Memory.delete_resource", "resource_id", lambda m, v: m.delete_resource(v), "memory"),
     # another resource than the fixture's: a valid value would delete it for the entries after this one
     Entry("Memory.delete_resource", "knowledge_within",
           lambda m, v: m.delete_resource("fixture-gone-7f3a", knowledge_within=v), "memory"),
+    Entry("Memory.delete_resource", "actor",
+          lambda m, v: m.delete_resource("fixture-gone-7f3a", actor=v), "memory"),
     Entry("Memory.forget", "value", lambda m, v: m.forget(v), "memory"),
     Entry(
         "Memory.forget", "thread_id", lambda m, v: m.forget("x", thread_id=v), "memory", names=THREAD_WORDS
     ),
     Entry("Memory.forget", "resource_id", lambda m, v: m.forget("x", resource_id=v), "memory"),
     Entry("Memory.forget", "knowledge_within", lambda m, v: m.forget("x", resource_id=RESOURCE, knowledge_within=v), "memory"),
+    Entry("Memory.forget", "actor", lambda m, v: m.forget("x", resource_id=RESOURCE, actor=v), "memory"),
     # the cost ledger (issue 18)
     Entry("Memory.usage", "thread_id", lambda m, v: m.usage(thread_id=v), "memory"),
     Entry("Memory.usage", "resource_id", lambda m, v: m.usage(resource_id=v), "memory"),
@@ -588,9 +594,13 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.list_threads", "offset", lambda s, v: s.list_threads(RESOURCE, offset=v), "sync"),
     Entry("SyncMemory.list_threads", "after", lambda s, v: s.list_threads(RESOURCE, after=v), "sync"),
     Entry("SyncMemory.delete_thread", "thread_id", lambda s, v: s.delete_thread(v), "sync"),
+    Entry("SyncMemory.delete_thread", "actor",
+          lambda s, v: s.delete_thread("fixture-gone-7f3a", actor=v), "sync"),
     Entry("SyncMemory.delete_resource", "resource_id", lambda s, v: s.delete_resource(v), "sync"),
     Entry("SyncMemory.delete_resource", "knowledge_within",
           lambda s, v: s.delete_resource("fixture-gone-7f3a", knowledge_within=v), "sync"),
+    Entry("SyncMemory.delete_resource", "actor",
+          lambda s, v: s.delete_resource("fixture-gone-7f3a", actor=v), "sync"),
     Entry("SyncMemory.pin", "thread_id", lambda s, v: s.pin(v, "text"), "sync", names=(*THREAD_WORDS, "knowledge")),
     Entry("SyncMemory.pin", "text", lambda s, v: s.pin(THREAD, v), "sync", names=("knowledge",)),
     Entry("SyncMemory.pin", "level", lambda s, v: s.pin(THREAD, "x", level=v), "sync", names=("knowledge",)),
@@ -608,6 +618,7 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.forget", "thread_id", lambda s, v: s.forget("x", thread_id=v), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.forget", "resource_id", lambda s, v: s.forget("x", resource_id=v), "sync"),
     Entry("SyncMemory.forget", "knowledge_within", lambda s, v: s.forget("x", resource_id=RESOURCE, knowledge_within=v), "sync"),
+    Entry("SyncMemory.forget", "actor", lambda s, v: s.forget("x", resource_id=RESOURCE, actor=v), "sync"),
     Entry(
         "SyncMemory.save_messages",
         "thread_id",

@@ -151,13 +151,15 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         # Memory.forget alone also reaches the knowledge of the scopes above the thread (the org's,
         # shared by every resource); a key bound to a resource may not change those records.
         within = None if who.org_id is None else knowledge_scope(who)
+        actor = who.actor  # audited as the key, as REST deletes and review decisions are
         if thread_id is not None:
             await who.thread(service.memory, thread_id)
-            return await service.memory.forget(value, thread_id=thread_id, knowledge_within=within)
+            return await service.memory.forget(value, thread_id=thread_id, knowledge_within=within,
+                                               actor=actor)  # fmt: skip
         if resource_id is None and who.resource_id is None:
             raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
         resource, _ = await who.resource_threads(service.memory, resource_id)
-        return await service.memory.forget(value, resource_id=resource, knowledge_within=within)
+        return await service.memory.forget(value, resource_id=resource, knowledge_within=within, actor=actor)
 
     @server.tool()
     @_reported(ToolError)

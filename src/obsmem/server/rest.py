@@ -190,7 +190,7 @@ async def get_thread(thread_id: str, principal: Caller, service: ServiceDep) -> 
 async def delete_thread(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     await principal.thread(service.memory, thread_id)
-    return {"deleted": await service.memory.delete_thread(thread_id)}
+    return {"deleted": await service.memory.delete_thread(thread_id, actor=principal.actor)}
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -543,7 +543,7 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
     knowledge = service.memory.knowledge
     if not threads and (knowledge is None or not await stored_scopes(knowledge, resource_id=resource, within=within)):
         raise ResourceNotFoundError(resource)
-    deleted = await service.memory.delete_resource(resource, knowledge_within=within)
+    deleted = await service.memory.delete_resource(resource, knowledge_within=within, actor=principal.actor)
     return {"resource_id": resource, "deleted": deleted}
 
 
