@@ -298,13 +298,13 @@ async def list_generations(
 
 @router.post("/threads/{thread_id}/recall", tags=["memory"])
 async def recall(thread_id: str, body: RecallIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """``Memory.recall``: a failure answers its status in the API's error shape (the recall
+    *tool* answers ``{"error": ...}`` with a result, for a model to correct itself)."""
     await principal.thread(service.memory, thread_id)
     if body.target_thread_id is not None:
         await principal.thread(service.memory, body.target_thread_id)
-    result = await service.memory.call_recall_tool(
-        thread_id, body.model_dump(exclude_none=True, exclude={"token_budget"}), token_budget=body.token_budget
-    )
-    return result
+    result = await service.memory.recall(thread_id, **body.model_dump(exclude_none=True))
+    return result.as_dict()
 
 
 # -- status and receipts (issue 21) ---------------------------------------------------------
