@@ -541,7 +541,8 @@ class KnowledgeStore(Protocol):
         self, scope: str, *, after: str | None = None, limit: int = 100, threads: bool = False
     ) -> Page[ActivityEvent]:
         """The audit events stored at ``scope`` and its ancestors, newest first; ``threads``: for
-        a resource scope, also those of its threads' scopes. Never a sibling's."""
+        a resource scope, also those of its threads' scopes. Never a sibling's. ``after`` is the
+        ``next_cursor`` of the page before (anything else: InvalidInputError naming ``after``)."""
         ...
 
     # -- semantic outbox and vectors -------------------------------------------------------------

@@ -32,6 +32,7 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
     TrustState,
 )
+from obsmem.knowledge.store.ids import ULID_ALPHABET
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
@@ -92,6 +93,22 @@ def _node_cursor(after: str) -> tuple[str, str]:
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise InvalidInputError(f"Invalid node cursor {after!r}; pass a next_cursor from list_nodes.")
     return (value[0], value[1])
+
+
+_ULID_CHARS = frozenset(ULID_ALPHABET)
+
+
+def _event_cursor(after: str) -> str:
+    """A ``next_cursor`` of :meth:`KnowledgeReads.activity`: the id (a ULID) of the last event of
+    the page before. Anything else would be compared with the ids as it is and answer a page from
+    some arbitrary point (most often the start) as if the cursor had been honoured."""
+    if not (isinstance(after, str) and len(after) == 26 and after[0] <= "7" and set(after) <= _ULID_CHARS):
+        shown = after[:40] + "…" if isinstance(after, str) and len(after) > 40 else after
+        raise InvalidInputError(
+            f"Invalid after: {shown!r} is not an audit log cursor; pass the next_cursor of the page before.",
+            argument="after",
+        )
+    return after
 
 
 class KnowledgeReads:
@@ -284,7 +301,8 @@ class KnowledgeReads:
     def activity(self, scope: str, after: str | None, limit: int, *, threads: bool = False) -> Page[ActivityEvent]:
         check_limit(limit)
         query = Scope.parse(scope)
-        events = self.t.events_page(query.visible_keys(), after, limit + 1, _threads_of(query) if threads else None)
+        before = _event_cursor(after) if after is not None else None
+        events = self.t.events_page(query.visible_keys(), before, limit + 1, _threads_of(query) if threads else None)
         items = events[:limit]
         return Page(items, items[-1].id if len(events) > limit else None)
 
