@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import io
 import json
+import math
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
@@ -155,6 +156,24 @@ def _owned(principal: Principal, messages: list[Message] | list[dict[str, Any]],
 
 
 # -- threads --------------------------------------------------------------------------------
+def _finite(data: object, argument: str) -> None:
+    """Refuse NaN and ±Infinity anywhere in ``data`` (a request body's JSON, which Python's reader
+    takes though they are not JSON): stored, they would come back as null, the data changed."""
+    pending = [data]
+    while pending:  # not recursive: the body's nesting is the client's to choose
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(
+                f"Invalid {argument}: {item} is not a JSON number (NaN and Infinity cannot be stored); "
+                "send a finite number, a string or null.",
+                argument=argument,
+            )
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+
+
 @router.post("/threads", status_code=201, tags=["threads"])
 async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
@@ -163,6 +182,7 @@ async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) 
     addressable(body.id, "id")
     if body.resource_id is not None:
         addressable(body.resource_id, "resource_id")
+    _finite(body.metadata, "metadata")
     thread, created = await principal.create_thread(
         service.memory, body.id, body.resource_id, title=body.title, metadata=body.metadata
     )
