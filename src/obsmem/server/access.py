@@ -3,9 +3,12 @@
 A thread is visible to a key when its ``org_id`` is the key's org and, for a key bound to a
 resource, its ``resource_id`` is that resource. A thread that is not visible is reported exactly
 like one that does not exist (404, the same message), so ids cannot be probed. A resource id
-belongs to one org: the org of its threads. Resource-wide operations (list, delete, export,
-import, forget) check that no thread of the resource belongs to another org, so the store's
-resource-wide calls never reach another tenant's threads.
+belongs to one org: the org of its threads; before it has any, the org of the live keys bound
+to it (a key bound to a resource claims it, so another org cannot take it over by creating the
+first thread and lock that key out). Resource-wide operations (list, delete, export, import,
+forget) and new threads check that, so the store's resource-wide calls never reach another
+tenant's threads; and a key of one org is never bound to a resource another org holds (409, like
+a thread id in use).
 
 Thread and message ids are unique in a store, across orgs: an id in use is refused (a new
 thread: 409; a message: 400) showing nothing of what holds it, though the refusal tells the id
@@ -22,11 +25,17 @@ exactly like one that does not exist.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from obsmem import InvalidInputError, Memory, Thread, ThreadNotFoundError
-from obsmem.server.errors import AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
+from obsmem.server.errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    ResourceNotFoundError,
+    ResourceTakenError,
+    ThreadIdTakenError,
+)
 from obsmem.server.keys import ApiKey, KeyStore
 from obsmem.storage.paging import all_threads
 
@@ -60,10 +69,12 @@ class Principal:
     resource_id: str | None = None
     read_only: bool = False
     admin: bool = False
+    #: The key store (for the resources other orgs' keys claim); None: claims are not checked.
+    keys: KeyStore | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def of(cls, key: ApiKey) -> Principal:
-        return cls(key.key_id, key.org_id, key.resource_id, key.read_only, key.admin)
+    def of(cls, key: ApiKey, keys: KeyStore | None = None) -> Principal:
+        return cls(key.key_id, key.org_id, key.resource_id, key.read_only, key.admin, keys)
 
     @classmethod
     def dev(cls) -> Principal:
@@ -154,7 +165,22 @@ class Principal:
         threads = await all_threads(memory.store, resource, page=_PAGE)
         if self.org_id is not None and any(t.org_id != self.org_id for t in threads):
             raise ResourceNotFoundError(resource)
+        if not threads and self.org_id is not None and self.keys is not None:
+            # No thread yet: the resource is the org's whose live keys are bound to it, if any
+            # (once it has threads, theirs: keys made before this rule cannot lock its owner out).
+            if await self.keys.resource_orgs(resource) - {self.org_id}:
+                raise ResourceNotFoundError(resource)
         return resource, threads
+
+    async def may_bind(self, memory: Memory, keys: KeyStore, org_id: str, resource_id: str | None) -> None:
+        """A new key of ``org_id`` bound to ``resource_id``: refused (:class:`ResourceTakenError`)
+        when another org holds that resource, by a thread of it or a live key bound to it."""
+        if resource_id is None:
+            return
+        if await keys.resource_orgs(resource_id) - {org_id}:
+            raise ResourceTakenError(resource_id)
+        if any(t.org_id != org_id for t in await all_threads(memory.store, resource_id, page=_PAGE)):
+            raise ResourceTakenError(resource_id)
 
 
 async def _existing(memory: Memory, thread_id: str) -> Thread | None:
@@ -184,4 +210,4 @@ async def authenticate(keys: KeyStore, token: str | None, *, dev: bool) -> Princ
     key = await keys.verify(token)
     if key is None:
         raise AuthenticationError("The API key is malformed, unknown or revoked.")
-    return Principal.of(key)
+    return Principal.of(key, keys)

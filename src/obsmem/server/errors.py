@@ -43,6 +43,7 @@ __all__ = [
     "ERROR_RESPONSES",
     "PermissionDeniedError",
     "ResourceNotFoundError",
+    "ResourceTakenError",
     "ServiceError",
     "ThreadIdTakenError",
     "TurnNotFoundError",
@@ -90,6 +91,16 @@ class ThreadIdTakenError(ServiceError):
         super().__init__(f"Thread id '{thread_id}' is already in use; choose another (unguessable) id.")
 
 
+class ResourceTakenError(ServiceError):
+    """A key of one org bound to a resource another org holds (its threads, or a live key bound to
+    it): resource ids are unique in a store, across orgs, like thread ids."""
+
+    argument = "resource_id"
+
+    def __init__(self, resource_id: str) -> None:
+        super().__init__(f"Resource id '{resource_id}' is already in use by another org; choose another id.")
+
+
 class BodyTooLargeError(ServiceError):
     """The request body is over the server's limit (``max_body_bytes``, or ``max_import_bytes`` for
     an import); answered before the body is read and before the key is checked."""
@@ -111,6 +122,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (TurnNotFoundError, 404),
     (ImportConflictError, 409),
     (ThreadIdTakenError, 409),
+    (ResourceTakenError, 409),
     (NameConflictError, 409),
     (LeaseLostError, 409),
     (ThreadChangedError, 409),

@@ -154,6 +154,11 @@ class KeyStore(ABC):
         """Revoke a live key (of ``org_id`` when given). False: no such live key."""
         return await asyncio.to_thread(self._revoke, key_id, org_id, datetime.now(UTC))
 
+    async def resource_orgs(self, resource_id: str) -> set[str]:
+        """The orgs of the live keys bound to ``resource_id``: a key bound to a resource claims it
+        for its org (see :mod:`obsmem.server.access`). One indexed read."""
+        return await asyncio.to_thread(self._resource_orgs, resource_id)
+
     async def close(self) -> None:
         return None
 
@@ -171,6 +176,9 @@ class KeyStore(ABC):
 
     @abstractmethod
     def _revoke(self, key_id: str, org_id: str | None, now: datetime) -> bool: ...
+
+    @abstractmethod
+    def _resource_orgs(self, resource_id: str) -> set[str]: ...
 
 
 class MemoryKeyStore(KeyStore):
@@ -198,6 +206,9 @@ class MemoryKeyStore(KeyStore):
         self._keys[key_id] = replace(key, revoked_at=now)
         return True
 
+    def _resource_orgs(self, resource_id: str) -> set[str]:
+        return {k.org_id for k in self._keys.values() if k.resource_id == resource_id and not k.revoked}
+
 
 class SQLiteKeyStore(KeyStore):
     """The table in the memory store's SQLite file."""
@@ -218,6 +229,7 @@ class SQLiteKeyStore(KeyStore):
                 "org_id TEXT NOT NULL, resource_id TEXT, read_only INTEGER NOT NULL, admin INTEGER NOT NULL, "
                 "label TEXT, created_at TEXT NOT NULL, revoked_at TEXT)"
             )
+            db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_resource ON {TABLE} (resource_id)")
         db.close()
 
     def _insert(self, key: ApiKey) -> None:
@@ -258,6 +270,14 @@ class SQLiteKeyStore(KeyStore):
         db.close()
         return changed
 
+    def _resource_orgs(self, resource_id: str) -> set[str]:
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT DISTINCT org_id FROM {TABLE} WHERE resource_id = ? AND revoked_at IS NULL", (resource_id,)
+            ).fetchall()
+        db.close()
+        return {row[0] for row in rows}
+
 
 class PostgresKeyStore(KeyStore):
     """The table in the memory store's PostgreSQL database, over a small psycopg pool (opened on
@@ -296,6 +316,7 @@ class PostgresKeyStore(KeyStore):
                 "org_id TEXT NOT NULL, resource_id TEXT, read_only BOOLEAN NOT NULL, admin BOOLEAN NOT NULL, "
                 "label TEXT, created_at TIMESTAMPTZ NOT NULL, revoked_at TIMESTAMPTZ)"
             )
+            db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_resource ON {TABLE} (resource_id)")
 
     def _insert(self, key: ApiKey) -> None:
         with self._connect() as db:
@@ -326,6 +347,13 @@ class PostgresKeyStore(KeyStore):
                 (now, key_id, org_id, org_id),
             )
             return bool(cursor.rowcount == 1)
+
+    def _resource_orgs(self, resource_id: str) -> set[str]:
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT DISTINCT org_id FROM {TABLE} WHERE resource_id = %s AND revoked_at IS NULL", (resource_id,)
+            ).fetchall()
+        return {row[0] for row in rows}
 
 
 def key_store_for(store_url: str) -> KeyStore:

@@ -696,6 +696,7 @@ async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dic
 async def create_key(body: KeyIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     """A new key, shown once. An admin key bound to a resource creates keys of that resource only."""
     org = principal.may_create_key(body.org_id, body.resource_id)
+    await principal.may_bind(service.memory, service.keys, org, body.resource_id)
     key, secret = await service.keys.create(
         org, resource_id=body.resource_id, read_only=body.read_only, admin=body.admin, label=body.label
     )
