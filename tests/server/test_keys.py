@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +52,28 @@ def test_create_verify_list_revoke(keys: KeyStore) -> None:
             await keys.create("acme", admin=True, read_only=True)
         with pytest.raises(InvalidInputError):
             await keys.create("")
+        await keys.close()
+
+    asyncio.run(run())
+
+
+def test_resource_orgs_are_the_orgs_of_the_live_keys_bound_to_it(keys: KeyStore) -> None:
+    """What claims a resource before it has a thread (see obsmem.server.access)."""
+    dave, erin = f"dave-{uuid.uuid4().hex}", f"erin-{uuid.uuid4().hex}"  # (the PostgreSQL table is shared)
+
+    async def run() -> None:
+        await keys.setup()
+        assert await keys.resource_orgs(dave) == set()
+        acme, _ = await keys.create("acme", resource_id=dave)
+        await keys.create("acme", resource_id=dave, read_only=True)
+        globex, _ = await keys.create("globex", resource_id=dave)
+        await keys.create("initech")  # org-wide: claims no resource
+        await keys.create("initech", resource_id=erin)
+        assert await keys.resource_orgs(dave) == {"acme", "globex"}
+        assert await keys.revoke(globex.key_id)
+        assert await keys.resource_orgs(dave) == {"acme"}  # a revoked key claims nothing
+        assert await keys.resource_orgs(erin) == {"initech"}
+        assert await keys.resource_orgs("o'; DROP TABLE obsmem_api_keys; --") == set()
         await keys.close()
 
     asyncio.run(run())
