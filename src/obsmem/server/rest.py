@@ -460,7 +460,7 @@ async def receipt_json(
     return out
 
 
-@router.get("/messages/{message_id}/receipt", tags=["memory"])
+@router.get("/messages/{message_id:path}/receipt", tags=["memory"])
 async def message_receipt(
     message_id: str, principal: Caller, service: ServiceDep, resolve: bool = False, text: bool = False,
     per_group: Annotated[int, Query(ge=1, le=1000)] = 200,

@@ -138,3 +138,28 @@ def test_other_tenants_get_404_for_a_receipt(context: BrowserContext, ui: UiEnv)
         response = page.goto(ui.url + path)
         assert response is not None and response.status == 404, path
         assert reply.text not in page.content()
+
+
+async def _talk_with_reply_id(env: UiEnv, reply_id: str) -> None:
+    turn = await env.memory.begin_turn(thread_id=DEMO_THREAD, messages=[Message.user("And the flat's address?")])
+    await turn.end([Message.assistant("Torstrasse 12.").model_copy(update={"id": reply_id})])
+    await env.memory.settled()
+
+
+def test_a_reply_whose_id_holds_a_slash_opens_its_receipt(alice: Page, ui: UiEnv) -> None:
+    """A client's own message ids may hold '/' ('chat/7/reply'): the link quotes it (%2F), which the
+    server decodes back to '/' before routing, so the receipt page (and its groups' pages) were a
+    404 for such a reply."""
+    reply_id = "chat/7/reply"
+    run(ui, _talk_with_reply_id(ui, reply_id))
+    receipt = run(ui, ui.memory.receipt(reply_id))
+    assert receipt is not None
+    reply = next(m for m in run(ui, ui.memory.list_messages(DEMO_THREAD)) if m.id == reply_id)
+    alice.goto(ui.url + f"/ui/threads/{DEMO_THREAD}?after_seq={(reply.seq or 1) - 1}")
+    with alice.expect_navigation():
+        alice.locator(f'li.msg[data-id="{reply_id}"] a.receipt-link').click()
+    assert alice.locator("#receipt-id").inner_text() == receipt.id
+    if receipt.groups:
+        with alice.expect_navigation():
+            alice.locator(f'.rgroup[data-group="{receipt.groups[0].id}"] a.group-link').click()
+        assert alice.locator("ol.covered li.msg").count() > 0

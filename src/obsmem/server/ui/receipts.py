@@ -186,7 +186,7 @@ def _group_summary(group: ReceiptGroup) -> str:
     return f"{group.kind} group <code>{h(group.id)}</code> · thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq}"
 
 
-@router.get("/messages/{message_id}/receipt")
+@router.get("/messages/{message_id:path}/receipt")
 @guarded
 async def receipt_page(request: Request, message_id: str) -> Response:
     principal = await principal_of(request)
@@ -237,7 +237,7 @@ async def receipt_page(request: Request, message_id: str) -> Response:
     return page(f"Made from · receipt {receipt.id}", body, who=session(request, principal))
 
 
-@router.get("/messages/{message_id}/receipt/groups/{index}")
+@router.get("/messages/{message_id:path}/receipt/groups/{index}")
 @guarded
 async def receipt_group_page(request: Request, message_id: str, index: str) -> Response:
     """One group of a receipt: exactly the messages it covers (``Memory.receipt_sources``), a page at a time."""
