@@ -683,8 +683,10 @@ class Memory:
         ancestors broader than it, e.g. the org's records a caller confined to one resource may
         not change, and reaches no stored scope outside it (another org's); InvalidInputError
         when a scope of the covered threads is not within it. ``actor`` is who the knowledge audit
-        log says forgot it (default: the knowledge store's ``actor``; like the reason, it may not
-        hold the value).
+        log says forgot it (default: the knowledge store's ``actor``). With ``knowledge=``, neither
+        it nor the audit's reason (``"value forgotten"``) may hold the value, which the audit log
+        would then keep: InvalidInputError before anything is erased (so a value such as
+        ``"forgotten"`` cannot be forgotten there).
         A thread in scope that has no observation record yet gets one (empty): the fence that
         keeps an observation running meanwhile from committing the value is kept on it.
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
@@ -713,6 +715,10 @@ class Memory:
         else:
             threads = await self._all_threads(resource_id)
         check_id(knowledge_within, "knowledge_within", optional=True)
+        if self.knowledge is not None:  # an audit actor holding the value: refused before anything is erased
+            from obsmem.knowledge.lifecycle import check_forget
+
+            check_forget(self.knowledge, value, actor=actor)
         if knowledge_within is not None and self.knowledge is not None:  # refused before anything is deleted
             from obsmem.knowledge.lifecycle import erasure_scopes
 

@@ -28,11 +28,14 @@ from collections.abc import Iterable, Mapping
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import KnowledgeStore
+from obsmem.knowledge.store.erasure import check_forget_act
 from obsmem.knowledge.store.scopes import InvalidScopeError, Scope
 from obsmem.types import Thread
 
 __all__ = [
     "DEFAULT_ORG",
+    "FORGET_REASON",
+    "check_forget",
     "delete_resource_knowledge",
     "erasure_scopes",
     "forget_in_knowledge",
@@ -46,6 +49,10 @@ __all__ = [
 
 DEFAULT_ORG = "default"
 """The org of a thread without ``org_id`` (as the knowledge agents scope it)."""
+
+
+FORGET_REASON = "value forgotten"
+"""The reason a forget's audit events give (see :func:`forget_value`)."""
 
 
 def _store(knowledge: Knowledge | KnowledgeStore) -> KnowledgeStore:
@@ -79,7 +86,7 @@ async def forget_value(
     scope: str,
     *,
     actor: str | None = None,
-    reason: str = "value forgotten",
+    reason: str = FORGET_REASON,
     within: str | None = None,
 ) -> dict[str, int]:
     """Hard-delete every node, record, tombstone and audit event holding ``value`` on ``scope``'s
@@ -88,6 +95,14 @@ async def forget_value(
     return await _store(knowledge).forget_value(
         value, scope, actor=_actor(knowledge, actor), reason=reason, within=within
     )
+
+
+def check_forget(
+    knowledge: Knowledge | KnowledgeStore, value: str, *, actor: str | None = None, reason: str = FORGET_REASON
+) -> None:
+    """Raise the InvalidInputError :func:`forget_value` would raise for ``actor`` or ``reason``
+    (blank, or holding ``value``: the audit log would keep it) before anything is erased."""
+    check_forget_act(value, actor=_actor(knowledge, actor), reason=reason)
 
 
 def knowledge_scopes(
@@ -221,7 +236,7 @@ async def forget_in_knowledge(
     resource_id: str | None = None,
     default_org: str | None = DEFAULT_ORG,
     actor: str | None = None,
-    reason: str = "value forgotten",
+    reason: str = FORGET_REASON,
     within: str | None = None,
 ) -> dict[str, int]:
     """Forget ``value`` in the knowledge scopes of a forget over ``threads`` and of what the

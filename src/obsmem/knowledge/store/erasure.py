@@ -44,7 +44,7 @@ from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 from obsmem.knowledge.store.values import forget_key, forgotten_digest, forgotten_in, value_key
 from obsmem.storage.forgetting import json_strings
 
-__all__ = ["dump_scope", "erase_records", "forget_value", "forgettable_texts", "purge_scope", "restore_dump"]
+__all__ = ["check_forget_act", "dump_scope", "erase_records", "forget_value", "forgettable_texts", "purge_scope", "restore_dump"]
 
 _FORGET_COUNTS = (
     "nodes",
@@ -134,6 +134,15 @@ def _check_act(text: str, what: str, holds: _Matcher) -> None:
             f"give a {what} that does not.",
             argument=what,
         )
+
+
+def check_forget_act(value: str, *, actor: str, reason: str) -> None:
+    """What :func:`forget_value` refuses before it changes anything, for a caller that erases
+    elsewhere first (``Memory.forget``: messages and observations, then knowledge): an actor or a
+    reason that is blank or holds the value (the audit log would keep it)."""
+    holds = _Matcher(value)
+    _check_act(actor, "actor", holds)
+    _check_act(reason, "reason", holds)
 
 
 def forget_value(
