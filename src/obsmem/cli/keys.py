@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+import sqlite3
+from collections.abc import Coroutine
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.render import escape
 from obsmem.cli.stores import describe_store, err_console, fail, missing_file, sqlite_path
 from obsmem.storage import open_store
 
@@ -26,9 +29,33 @@ StoreOption = Annotated[
 ]
 
 
+T = TypeVar("T")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``keys`` to ``app``."""
     app.add_typer(keys_app, name="keys")
+
+
+def _store_errors() -> tuple[type[Exception], ...]:
+    """What the key store raises when its database fails: it speaks to SQLite and PostgreSQL
+    directly, so their drivers' errors (a damaged file, a server that does not answer) as they are."""
+    errors: tuple[type[Exception], ...] = (OSError, sqlite3.Error)
+    try:
+        import psycopg  # an optional dependency, there only for PostgreSQL stores
+    except ImportError:
+        return errors
+    return (*errors, psycopg.Error)
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    """Run one key store call; a store that fails ends the command in one line (secrets hidden)."""
+    try:
+        return asyncio.run(work)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    except _store_errors() as exc:
+        raise fail(f"the key store failed: {exc}") from None
 
 
 @keys_app.callback()
@@ -53,7 +80,7 @@ def _key_store(store: str | None, *, existing: bool = True) -> Any:
     path = sqlite_path(opened)
     if existing and path is not None and not path.is_file():
         raise missing_file(path)
-    err_console.print(f"store: {describe_store(opened)}", soft_wrap=True, highlight=False)
+    err_console.print(f"store: {escape(describe_store(opened))}", soft_wrap=True, highlight=False)
     return key_store_for(opened.url)
 
 
@@ -82,12 +109,10 @@ def create(
                                                   label=label)  # fmt: skip
         return made
 
-    try:
-        key, secret = asyncio.run(run())
-    except ObsmemError as exc:
-        raise fail(str(exc)) from None
-    err_console.print(f"created key {key.key_id} for org {key.org_id}"
-                      + (f", resource {key.resource_id}" if key.resource_id else "")
+    key, secret = _run(run())
+    # the key is stored now: an org or resource that reads as markup ("[/]") must not stop its secret
+    err_console.print(f"created key {key.key_id} for org {escape(key.org_id)}"
+                      + (f", resource {escape(key.resource_id)}" if key.resource_id else "")
                       + (" (read-only)" if key.read_only else "") + (" (admin)" if key.admin else "")
                       + "; it is shown only now:", highlight=False)  # fmt: skip
     typer.echo(secret)
@@ -106,7 +131,7 @@ def list_(
         found: list[Any] = await keys.list(org)
         return found
 
-    for key in asyncio.run(run()):
+    for key in _run(run()):
         typer.echo(json.dumps(key.public()))
 
 
@@ -123,6 +148,6 @@ def revoke(
         done: bool = await keys.revoke(key_id)
         return done
 
-    if not asyncio.run(run()):
+    if not _run(run()):
         raise fail(f"no live key {key_id!r}")
-    err_console.print(f"revoked {key_id}", highlight=False)
+    err_console.print(f"revoked {escape(key_id)}", highlight=False)
