@@ -411,6 +411,8 @@ def _parse(lines: Iterable[str]) -> _Parsed:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ExportFormatError(number, f"not JSON ({exc.msg})") from None
+        except RecursionError:  # nested past Python's limit: no export is, and it must not escape as a crash
+            raise ExportFormatError(number, "JSON nested too deeply") from None
         if not isinstance(value, dict):
             raise ExportFormatError(number, "not a JSON object")
         if header is None:
@@ -427,8 +429,11 @@ def _parse(lines: Iterable[str]) -> _Parsed:
         try:
             item = _Item.model_validate(value)
             model = _MODELS[item.kind].model_validate(item.data)
+            model.model_dump(mode="json")  # as a store writes it: valid but too deep to write is refused now
         except ValidationError as exc:
             raise ExportFormatError(number, _problem(exc)) from None
+        except ValueError as exc:  # pydantic's serializer: "Maximum serialization depth exceeded"
+            raise ExportFormatError(number, f"cannot be stored ({exc})") from None
         items[item.kind].append((number, model))
         ended = item.kind == "end"
     if header is None:

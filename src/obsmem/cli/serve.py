@@ -50,7 +50,7 @@ def _service(store: str | None, knowledge: str | None, config: Path | None, mode
     if config is not None:
         try:
             options["config"] = MemoryConfig.from_snapshot(json.loads(config.read_text()))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
             raise fail(f"cannot read the memory config {config}: {exc}") from None
     if model is not None:
         options["model"] = model

@@ -90,7 +90,7 @@ def usage(
     if config is not None:
         try:
             memory_config = MemoryConfig.from_snapshot(json.loads(config.read_text()))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
             raise fail(f"cannot read the memory config {config}: {exc}") from None
     start, end = _when(since, "--since"), _when(until, "--until")
     if start is not None and end is not None and _utc(start) >= _utc(end):

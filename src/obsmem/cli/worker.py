@@ -82,7 +82,7 @@ def _load_config(path: Path | None) -> MemoryConfig:
         return MemoryConfig()
     try:
         return MemoryConfig.from_snapshot(json.loads(path.read_text()))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
         raise fail(
             f"cannot read the memory config {path}: {exc}. Write it with json.dumps(config.snapshot())."
         ) from exc
