@@ -126,7 +126,10 @@ def postgres_url(url: str) -> tuple[str, dict[str, object]]:
     text = url.strip()
     if text.startswith("postgresql+"):  # SQLAlchemy-style "postgresql+psycopg://": libpq wants the plain form
         text = "postgresql://" + text.split("://", 1)[1]
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # "Invalid IPv6 URL": a host with "[" and no "]"
+        raise ConfigError("store", f"'{redact_secrets(text)}' is not a URL ({exc})", allowed=ACCEPTED_URLS) from None
     kept, found = [], {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in STORE_OPTIONS:
