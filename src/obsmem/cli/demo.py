@@ -4,6 +4,7 @@ draws the report; the replay and every number in it come from the library."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -112,6 +113,14 @@ def _print_report(console: Console, report: DemoReport, *, show_context: bool, k
         table.add_row("database", str(report.database))
     console.print(table)
     if kept:
-        console.print(f"Look inside: obsmem threads --store {report.database} --resource {DEMO_RESOURCE_ID}\n"
-                      f"             obsmem show {DEMO_THREAD_ID} --store {report.database}",
+        store = _store_argument(report.database)
+        console.print(f"Look inside: obsmem threads --store {store} --resource {DEMO_RESOURCE_ID}\n"
+                      f"             obsmem show {DEMO_THREAD_ID} --store {store}",
                       markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+
+
+def _store_argument(database: Path) -> str:
+    """``--store`` for ``database`` as a shell takes it: a plain path only where ``--store`` reads
+    one (``.db``, ``.sqlite``, ``.sqlite3``), else its ``sqlite:////abs`` URL; quoted when needed."""
+    plain = database.suffix.lower() in (".db", ".sqlite", ".sqlite3")
+    return shlex.quote(str(database) if plain else f"sqlite:///{database}")
