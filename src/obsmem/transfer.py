@@ -40,8 +40,8 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
   revisions, trust and review state, deletions, tombstones, forgotten values (digests only) and
   the audit log. :func:`import_resource` writes them back through the knowledge store's
   restoring write (:meth:`~obsmem.knowledge.store.contract.KnowledgeStore.restore_dump`), in
-  one transaction and before anything else, so knowledge reads (search, ``list_about``,
-  ``get_record``, ``list_activity``) answer as they did; the semantic index is rebuilt from the
+  one transaction, after the memory (which a refusal there takes back), so knowledge reads
+  (search, ``list_about``, ``get_record``, ``list_activity``) answer as they did; the semantic index is rebuilt from the
   records on the next drain. A row of the resource's scope whose id the target holds is refused
   (:class:`ImportConflictError`); an org row the target already holds identically is kept.
 * ``knowledge_reach`` confines an import to what its caller may write (the service passes its
@@ -68,13 +68,15 @@ writes to it (no turn, no background worker) for a consistent file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -1024,11 +1026,12 @@ async def import_resource(
     :class:`ExportVersionError`; a target that already holds the resource, one of its threads,
     messages, lineages or working memories → :class:`ImportConflictError` (so importing twice is
     refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
-    with it, they are written first, exactly (see the module docs); a knowledge row of the
+    with it, they are written last, exactly (see the module docs); a knowledge row of the
     resource's scope that the knowledge store already holds → :class:`ImportConflictError`.
     With ``knowledge``, what holds a value forgotten there after the export is left out (see the
     module docs and :attr:`ImportSummary.forgotten`); a forget landing during the import →
-    :class:`~obsmem.errors.TombstonedValueError`, nothing written.
+    :class:`~obsmem.errors.TombstonedValueError`, nothing written. An import that fails or is
+    interrupted (a cancelled task, Ctrl-C) once it began writing takes back what it wrote.
     """
     with _reader(source) as lines:
         parsed = _parse(lines)
@@ -1057,21 +1060,45 @@ async def import_resource(
         await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
     await _check_target(store, parsed)
 
-    if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
-        dump = KnowledgeDump(
-            nodes=[row for _, row in items["knowledge_node"]],
-            records=[row for _, row in items["knowledge_record"]],
-            tombstones=[row for _, row in items["knowledge_tombstone"]],
-            forgotten=[row for _, row in items["knowledge_forgotten"]],
-            events=[row for _, row in items["knowledge_activity"]],
-        )
-        # First, and in one transaction: a conflict here leaves both stores untouched.
-        await knowledge_store.restore_dump(dump, subtree=parsed.knowledge_scope)
-        summary.counts.update(knowledge_found)
-    else:
-        summary.skipped = knowledge_found
+    written = _Written()
+    try:
+        await _write_memory(store, items, summary, written)
+        if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
+            dump = KnowledgeDump(
+                nodes=[row for _, row in items["knowledge_node"]],
+                records=[row for _, row in items["knowledge_record"]],
+                tombstones=[row for _, row in items["knowledge_tombstone"]],
+                forgotten=[row for _, row in items["knowledge_forgotten"]],
+                events=[row for _, row in items["knowledge_activity"]],
+            )
+            # Last, and in one transaction: a conflict here leaves the knowledge store untouched,
+            # and the memory written above is taken back.
+            await knowledge_store.restore_dump(dump, subtree=parsed.knowledge_scope)
+            summary.counts.update(knowledge_found)
+        else:
+            summary.skipped = knowledge_found
+    except BaseException:  # a failure or an interruption (Ctrl-C, a cancelled task): all or nothing
+        await _take_back(store, written)
+        raise
+    return summary
+
+
+@dataclass(slots=True)
+class _Written:
+    """What an import has written to the memory store so far, to take back if it cannot finish."""
+
+    threads: list[str] = field(default_factory=list)
+    lineages: list[str] = field(default_factory=list)
+    working_memory: list[str] = field(default_factory=list)
+
+
+async def _write_memory(
+    store: Store, items: dict[str, list[Any]], summary: ImportSummary, written: _Written
+) -> None:
+    """The threads, messages, lineages and working memory of the export, each noted in ``written``."""
     threads = [t for _, t in items["thread"]]
     for thread in threads:
+        written.threads.append(thread.id)  # before the write: one cut off after its commit is taken back too
         await store.create_thread(thread)
     seqs = await _save_messages(store, [m for _, m in items["message"]])
     summary.seqs_preserved = seqs.identity
@@ -1084,11 +1111,25 @@ async def import_resource(
     chains: dict[str, list[ObservationRecord]] = {}
     for _, record in items["record"]:
         chains.setdefault(record.lineage, []).append(seqs.record(record))
-    for chain in chains.values():
+    for lineage, chain in chains.items():
+        written.lineages.append(lineage)
         await _write_lineage(store, chain)
     for _, memory in items["working_memory"]:
+        written.working_memory.append(memory.key)
         await store.set_working_memory(memory.key, memory.text)
     for kind in ("thread", "message", "record", "working_memory"):
         if items[kind]:
             summary.counts[kind] = len(items[kind])
-    return summary
+
+
+async def _take_back(store: Store, written: _Written) -> None:
+    """Remove what an unfinished import wrote. Safe: the target held none of it (checked before
+    the first write). Best effort: the store may be what failed; its own error is the one raised."""
+    undo: list[Callable[[], Awaitable[object]]] = [
+        *(partial(store.delete_working_memory, key) for key in written.working_memory),
+        *(partial(store.delete_lineage, lineage) for lineage in written.lineages),
+        *(partial(store.delete_thread, thread_id) for thread_id in written.threads),
+    ]
+    for step in undo:
+        with contextlib.suppress(Exception):
+            await step()

@@ -1,0 +1,65 @@
+"""``obsmem import`` is all or nothing, interrupted too (hostile review, helper-108).
+
+Before the fix: Ctrl-C after the import's first writes (a real run: SIGINT 0.2 s into importing
+the demo's 818 messages) left the thread and its messages without their observations, and the
+same command run again was refused (``the store already holds threads of resource``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import asyncio
+
+import pytest
+from typer.testing import CliRunner
+
+from obsmem import Memory, Message
+from obsmem.cli import app
+from obsmem.storage.sqlite.store import SQLiteStore
+
+runner = CliRunner()
+
+
+def _seed(db: Path, thread: str = "t1", resource: str = "alice") -> None:
+    async def seed() -> None:
+        async with Memory(f"sqlite:///{db}") as memory:
+            await memory.create_thread(thread, resource)
+            await memory.save_messages(thread, [Message.user("Alice lives in Kathmandu."), Message.assistant("Noted.")])
+            await memory.observe(thread)
+
+    asyncio.run(seed())
+
+
+def _threads_of(db: Path, resource: str) -> list[str]:
+    async def read() -> list[str]:
+        async with Memory(f"sqlite:///{db}") as memory:
+            return [t.id for t in await memory.list_threads(resource)]
+
+    return asyncio.run(read())
+
+
+def test_an_import_interrupted_after_its_first_writes_can_be_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the messages are written (here: as the observation records are), as a user
+    presses it during a large import: nothing of the resource stays, and the same command then
+    imports it whole."""
+    source = tmp_path / "source.db"
+    _seed(source)
+    export = tmp_path / "alice.jsonl"
+    assert runner.invoke(app, ["export", "-r", "alice", "--store", str(source), "-o", str(export)]).exit_code == 0
+    target = tmp_path / "target.db"
+    real_create_record = SQLiteStore.create_record
+
+    async def interrupted(self: SQLiteStore, *args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "create_record", interrupted)
+    result = runner.invoke(app, ["import", str(export), "--store", str(target)])
+    assert result.exit_code != 0
+    assert _threads_of(target, "alice") == []  # all or nothing, interrupted too
+
+    monkeypatch.setattr(SQLiteStore, "create_record", real_create_record)
+    again = runner.invoke(app, ["import", str(export), "--store", str(target)])
+    assert again.exit_code == 0, again.output
+    assert _threads_of(target, "alice") == ["t1"]
