@@ -1,17 +1,17 @@
 """JSON nested past Python's limit, where the command line reads JSON (hostile review, helper-108).
 
 Before the fix: ``obsmem import`` of an export line nested 100,000 deep, and ``usage --config`` /
-``worker --config`` / ``serve --config`` of such a file, answered with a ``RecursionError``
-traceback; an export whose message metadata was nested 300 deep passed the import's validation,
+``worker --config`` / ``serve --config`` / ``bench locomo|longmemeval --data`` of such a file,
+answered with a ``RecursionError`` traceback; an export whose message metadata was nested 300 deep passed the import's validation,
 then the store could not write it (``ValueError: Maximum serialization depth exceeded``, a
 traceback) after the thread was written: a thread without its messages was left behind.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -76,3 +76,13 @@ def test_an_import_too_deep_to_store_is_refused_before_anything_is_written(tmp_p
     result = runner.invoke(app, ["import", str(export), "--store", str(target)])
     _refused(result, f"line {number + 1}")
     assert not target.exists()  # nothing written: no thread without its messages
+
+
+@pytest.mark.parametrize("benchmark", ["locomo", "longmemeval"])
+def test_a_benchmark_file_nested_too_deeply_is_refused_in_one_line(tmp_path: Path, benchmark: str) -> None:
+    data = tmp_path / "data.json"
+    data.write_text("[" * 100_000)
+    result = runner.invoke(app, ["bench", benchmark, "--data", str(data)])
+    assert result.exit_code == 2, result.output  # a usage error naming --data, as for any bad file
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "nested too deeply" in result.output

@@ -6,8 +6,8 @@ Before the fix: those two commands failed for a file not ending in ``.db`` / ``.
 
 from __future__ import annotations
 
-from pathlib import Path
 import shlex
+from pathlib import Path
 
 from typer.testing import CliRunner
 

@@ -7,8 +7,8 @@ same command run again was refused (``the store already holds threads of resourc
 
 from __future__ import annotations
 
-from pathlib import Path
 import asyncio
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -25,6 +25,8 @@ def read_json_list(path: Path, dataset: str, items: str) -> list[Any]:
         raise InvalidInputError(f"{dataset} file {path} cannot be read: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{dataset} file {path} is not valid JSON: {exc}") from exc
+    except RecursionError:  # nested past Python's limit: no dataset is
+        raise InvalidInputError(f"{dataset} file {path} is not valid JSON: nested too deeply") from None
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise InvalidInputError(f"{dataset} file {path} must hold a JSON list of {items} (JSON objects)")
     return raw
