@@ -68,6 +68,7 @@ writes to it (no turn, no background worker) for a consistent file.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -109,6 +110,7 @@ from obsmem.knowledge.store.tables import under
 from obsmem.knowledge.store.values import forgotten_in
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
+from obsmem.storage.leasing import run_to_end
 from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
@@ -1078,7 +1080,9 @@ async def import_resource(
         else:
             summary.skipped = knowledge_found
     except BaseException:  # a failure or an interruption (Ctrl-C, a cancelled task): all or nothing
-        await _take_back(store, written)
+        undo = run_to_end(_take_back(store, written))  # a task of its own: a cancel scope's next
+        with contextlib.suppress(asyncio.CancelledError):  # cancellation does not stop it midway
+            await asyncio.shield(undo)
         raise
     return summary
 
@@ -1099,7 +1103,10 @@ async def _write_memory(
     threads = [t for _, t in items["thread"]]
     for thread in threads:
         written.threads.append(thread.id)  # before the write: one cut off after its commit is taken back too
-        await store.create_thread(thread)
+        made = await store.create_thread(thread)  # (a thread of that id returned as it is, when one exists)
+        if made.resource_id != thread.resource_id or made.created_at != thread.created_at:
+            written.threads.pop()  # another writer's, made since the check: never taken back
+            raise ImportConflictError(f"the store already holds a thread '{thread.id}'")
     seqs = await _save_messages(store, [m for _, m in items["message"]])
     summary.seqs_preserved = seqs.identity
     for thread in threads:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from obsmem import Memory, Message
+from obsmem import Memory, Message, Thread
 from obsmem.cli import app
 from obsmem.storage.sqlite.store import SQLiteStore
 
@@ -63,3 +64,36 @@ def test_an_import_interrupted_after_its_first_writes_can_be_run_again(
     again = runner.invoke(app, ["import", str(export), "--store", str(target)])
     assert again.exit_code == 0, again.output
     assert _threads_of(target, "alice") == ["t1"]
+
+
+def test_an_import_never_takes_back_a_thread_another_writer_made_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer creates a thread of the export's id between the import's check and its
+    write (the store's create_thread then returns that thread as it is): the import is refused,
+    and what it takes back is its own only, never the other writer's thread and messages."""
+    source = tmp_path / "source.db"
+    _seed(source)
+    export = tmp_path / "alice.jsonl"
+    assert runner.invoke(app, ["export", "-r", "alice", "--store", str(source), "-o", str(export)]).exit_code == 0
+    target = tmp_path / "target.db"
+    real_create_thread = SQLiteStore.create_thread
+
+    async def raced(self: SQLiteStore, thread: Any) -> Any:
+        if thread.id == "t1" and await self.get_thread("t1") is None:  # the other writer, first
+            await real_create_thread(self, Thread(id="t1", resource_id="bob"))
+            await self.save_messages("t1", [Message.user("Bob's own words.")])
+        return await real_create_thread(self, thread)
+
+    monkeypatch.setattr(SQLiteStore, "create_thread", raced)
+    result = runner.invoke(app, ["import", str(export), "--store", str(target)])
+    assert result.exit_code != 0
+    monkeypatch.setattr(SQLiteStore, "create_thread", real_create_thread)
+    assert _threads_of(target, "bob") == ["t1"]  # the other writer's thread is still there
+    assert "already holds a thread 't1'" in result.output, result.output
+
+    async def texts() -> list[str]:
+        async with Memory(f"sqlite:///{target}") as memory:
+            return [m.text for m in await memory.list_messages("t1")]
+
+    assert asyncio.run(texts()) == ["Bob's own words."]
