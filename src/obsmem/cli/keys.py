@@ -105,6 +105,10 @@ def create(
 
     async def run() -> tuple[Any, str]:
         await keys.setup()
+        if resource is not None and await keys.resource_orgs(resource) - {org}:
+            # Two orgs' keys on one resource would lock each other out of it (see obsmem.server.access).
+            raise fail(f"resource {resource!r} is already bound to a key of another org: resource ids are "
+                       "unique across orgs; choose another id")  # fmt: skip
         made: tuple[Any, str] = await keys.create(org, resource_id=resource, read_only=read_only, admin=admin,
                                                   label=label)  # fmt: skip
         return made
