@@ -98,6 +98,10 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
+#: The leases obsmem takes for a lineage's work, each keyed ``<kind>:<lineage>`` (the steps and
+#: buffers of obsmem.om, the worker's buffers, a turn's late tool results); in resource scope each
+#: thread's synchronous observation also holds ``sync-observation:<lineage>:<thread id>``.
+_LINEAGE_LEASES = ("buffer-observation", "buffer-reflection", "sync-observation", "sync-reflection", "late-results")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
@@ -590,7 +594,9 @@ class Memory:
         counts["records"] += await self.store.delete_lineage(lineage_key("resource", None, resource_id))
         counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
         counts["work_items"] += await self.store.delete_work(resource_id)
-        counts["leases"] += await self._release_leases(f"resource:{resource_id}")
+        counts["leases"] += await self._release_leases(
+            lineage_key("resource", None, resource_id), resource_id=resource_id, thread_ids=[t.id for t in threads]
+        )
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
         forget_rendered()
@@ -625,7 +631,9 @@ class Memory:
             "records": await self.store.delete_lineage(lineage_key("thread", thread_id, "")),
             "working_memory": working_memory,
             "work_items": await self.store.delete_work(thread_id),
-            "leases": await self._release_leases(f"thread:{thread_id}", thread_id=thread_id),
+            "leases": await self._release_leases(
+                lineage_key("thread", thread_id, ""), resource_id=resource_id, thread_ids=[thread_id]
+            ),
             "model_calls": await self.store.delete_model_calls(thread_id=thread_id),
         }
 
@@ -641,16 +649,20 @@ class Memory:
             logger.warning("obsmem: the knowledge lane index of deleted thread %s was left: %s", thread_id, exc)
             return 0
 
-    async def _release_leases(self, lineage: str, *, thread_id: str | None = None) -> int:
-        """Release the leases taken for ``lineage`` (and, for a thread, its per-thread keys in a
-        resource's lineage); holders still working find their compare-and-set refused."""
+    async def _release_leases(
+        self, lineage: str, *, resource_id: str | None = None, thread_ids: Sequence[str] = ()
+    ) -> int:
+        """Release the leases taken for ``lineage`` (and, in ``resource_id``'s lineage, the
+        per-thread observation leases of ``thread_ids``); holders still working find their
+        compare-and-set refused. By exact key: another thread or resource whose id begins with
+        this one's and a ':' (``chat`` and ``chat:2``) keeps its leases, which a live holder needs."""
+        keys = {f"{kind}:{lineage}" for kind in _LINEAGE_LEASES}
+        if resource_id is not None:
+            resource = lineage_key("resource", None, resource_id)
+            keys.update(f"sync-observation:{resource}:{thread_id}" for thread_id in thread_ids)
         released = 0
         for lease in await self.store.list_leases():
-            key = lease.key
-            ours = key.endswith(f":{lineage}") or f":{lineage}:" in key or key == lineage
-            if not ours and thread_id is not None:
-                ours = key.startswith("sync-observation:resource:") and key.endswith(f":{thread_id}")
-            if ours and await self.store.release_lease(key, lease.owner):
+            if lease.key in keys and await self.store.release_lease(lease.key, lease.owner):
                 released += 1
         return released
 
