@@ -593,7 +593,8 @@ class Memory:
             counts.update(self._summed(counts, await self._drop_thread_data(thread.id, resource_id=resource_id)))
         counts["records"] += await self.store.delete_lineage(lineage_key("resource", None, resource_id))
         counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
-        counts["work_items"] += await self.store.delete_work(resource_id)
+        # Work is queued per thread (each went with its thread above); none is keyed by the resource's
+        # id, which may well be another user's thread id.
         counts["leases"] += await self._release_leases(
             lineage_key("resource", None, resource_id), resource_id=resource_id, thread_ids=[t.id for t in threads]
         )
