@@ -100,6 +100,10 @@ WORK_KINDS = (WORK_OBSERVE, WORK_REFLECT)
 WORK_KNOWLEDGE = "knowledge"
 _ALL_KINDS = (*WORK_KINDS, WORK_KNOWLEDGE)
 _BUFFER_LEASE_PREFIX = {WORK_OBSERVE: "buffer-observation", WORK_REFLECT: "buffer-reflection"}
+#: Seconds a run meant to end (``exit_when_idle``, ``drain``) retries a store that keeps failing
+#: before it raises the store's error (``Worker.run(store_patience_s=...)``). A worker run without
+#: them retries for as long as it runs: it rides a database restart out.
+STORE_PATIENCE_S = 60.0
 
 
 def _work_kinds(kinds: object) -> tuple[str, ...] | None:
@@ -313,7 +317,7 @@ class Worker:
     # -- running --------------------------------------------------------------------------------
     async def run(
         self, *, stop: asyncio.Event | None = None, max_items: int | None = None, exit_when_idle: bool = False,
-        drain: bool = False, timeout_s: float | None = None,
+        drain: bool = False, timeout_s: float | None = None, store_patience_s: float = STORE_PATIENCE_S,
     ) -> WorkerStats:
         """Claim and run work until ``stop`` is set, ``max_items`` are done, (with
         ``exit_when_idle``) the queue has nothing due, or (with ``drain``) the queue holds no work
@@ -321,7 +325,11 @@ class Worker:
         of dead workers (taken over once they expire) and live leases are waited out.
 
         ``timeout_s`` bounds the run in seconds of real time; then ``stats.timed_out`` is True
-        (with ``drain``: work was left). ``stats.drained`` says whether a drain finished."""
+        (with ``drain``: work was left). ``stats.drained`` says whether a drain finished.
+
+        A store that fails (``StorageError``: down, overloaded, a damaged file) is retried with
+        backoff; with ``exit_when_idle`` or ``drain`` (a run meant to end) its error is raised once
+        it has failed for ``store_patience_s`` seconds with no success between."""
         if stop is not None and not isinstance(stop, asyncio.Event):
             raise InvalidInputError(
                 f"Invalid stop: expected an asyncio.Event, got {describe_value(stop)}", argument="stop"
@@ -331,11 +339,13 @@ class Worker:
         check_flag(drain, "drain")
         if timeout_s is not None:
             _positive_number(timeout_s, "timeout_s")
+        _positive_number(store_patience_s, "store_patience_s")
         stop = stop or asyncio.Event()
         done = asyncio.Event()  # one drain loop saw the queue empty: the others stop too
 
         async def loop() -> None:
             backoff = self.poll_interval_s
+            failing_since: float | None = None  # when the store's current run of failures began
             while not stop.is_set() and not done.is_set():
                 if max_items is not None and self.stats.claimed >= max_items:
                     return
@@ -346,12 +356,16 @@ class Worker:
                     raise  # the store will not get better by waiting
                 except StorageError as exc:  # the database is down or overloaded: wait, then retry
                     self.store_ok, self.last_store_error = False, redact_secrets(exc)
+                    now = time.monotonic()
+                    failing_since = now if failing_since is None else failing_since
+                    if (exit_when_idle or drain) and now - failing_since >= store_patience_s:
+                        raise  # a run meant to end does not wait on the store forever
                     logger.warning("obsmem worker: the store failed (%s); retrying in %.1fs",
                                    redact_secrets(exc), backoff)
                     worked, backoff = False, min(backoff * 2, 30.0)
                 else:
                     self.store_ok = True
-                    backoff = self.poll_interval_s
+                    backoff, failing_since = self.poll_interval_s, None
                 if worked:
                     continue
                 await self.curate_when_idle()

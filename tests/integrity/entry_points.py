@@ -565,6 +565,12 @@ ENTRIES: list[Entry] = [
     ),
     Entry("Worker.run", "drain", lambda m, v: Worker(m.store).run(max_items=0, drain=v), "memory"),
     Entry("Worker.run", "timeout_s", lambda m, v: Worker(m.store).run(max_items=0, timeout_s=v), "memory"),
+    Entry(
+        "Worker.run",
+        "store_patience_s",
+        lambda m, v: Worker(m.store).run(max_items=0, store_patience_s=v),
+        "memory",
+    ),
     Entry("Worker.process", "item", lambda m, v: Worker(m.store).process(v), "memory"),
     # -- SyncMemory methods (the same checks, reached through the portal) -------------------------
     Entry("SyncMemory.create_thread", "thread_id", lambda s, v: s.create_thread(v, RESOURCE), "sync"),

@@ -26,7 +26,7 @@ from obsmem.models import infer_model
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store, postgres_url
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
-from obsmem.worker import WORK_KINDS, Worker, WorkerStats
+from obsmem.worker import STORE_PATIENCE_S, WORK_KINDS, Worker, WorkerStats
 
 __all__ = ["configure_logging", "migrate", "register", "worker"]
 
@@ -119,6 +119,12 @@ def worker(
         float | None,
         typer.Option(min=0.01, metavar="S", help="Stop after S seconds; with --drain, exit 1 if work is left."),
     ] = None,
+    store_patience: Annotated[
+        float,
+        typer.Option(min=0.01, metavar="S", help="With --exit-when-idle or --drain: exit 1 (the store's error) once "
+                                                  "the store has kept failing for S seconds. Without them the "
+                                                  "worker retries the store for as long as it runs."),
+    ] = STORE_PATIENCE_S,
     kind: Annotated[
         list[str] | None,
         typer.Option(callback=lambda kinds: _one_of("--kind", kinds, WORK_KINDS), metavar="KIND",
@@ -189,7 +195,7 @@ def worker(
             opened, memory_config, chat_model, concurrency=concurrency, claim_ttl_s=claim_ttl, lease_ttl_s=lease_ttl, poll_s=poll,
             max_items=max_items, exit_when_idle=exit_when_idle, kinds=tuple(kind or WORK_KINDS),
             embedder=group_embedder, vector_index=group_index, knowledge=knowledge, drain=drain,
-            timeout_s=timeout, health=_health_address(health),
+            timeout_s=timeout, health=_health_address(health), store_patience_s=store_patience,
         ))
     except ObsmemError as exc:
         raise fail(str(exc)) from exc
@@ -296,6 +302,7 @@ async def _run_worker(
     poll_s: float, lease_ttl_s: float = 60.0, max_items: int | None, exit_when_idle: bool, kinds: tuple[str, ...],
     embedder: Embedder | None = None, vector_index: VectorIndex | None = None, knowledge: str | None = None,
     drain: bool = False, timeout_s: float | None = None, health: tuple[str, int] | None = None,
+    store_patience_s: float = STORE_PATIENCE_S,
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -315,7 +322,7 @@ async def _run_worker(
         ticking = asyncio.create_task(probe.tick_forever(), name="obsmem:worker-health-tick")
         try:
             return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle, drain=drain,
-                                    timeout_s=timeout_s)
+                                    timeout_s=timeout_s, store_patience_s=store_patience_s)
         finally:
             ticking.cancel()
             if server is not None:
