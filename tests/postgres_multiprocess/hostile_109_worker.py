@@ -74,6 +74,8 @@ async def lockstep_tools(url: str, n: int, folder: Path, turns: int) -> dict[str
                 text=f"Process {n} asks {i}: I keep {i} ferrets named Pip{i} and my flat is on floor {i + n}."),))
             turn = await memory.begin_turn(thread_id=thread, resource_id=RESOURCE, messages=[user])
             done.append(user.id)
+            if user.id not in [m.id for m in turn.context.messages]:
+                errors.append(f"{user.id} is not in its own turn's context")
             await phase(f"{i}-begun")
             cid = f"c{n}-{i}"
             await turn.step([call(cid, f"p{n}-call{i}")])
@@ -140,37 +142,6 @@ async def observing_turn(url: str, n: int, folder: Path, extra: int) -> dict[str
     return {"errors": errors, "context": context}
 
 
-async def outage_turn(url: str, n: int, folder: Path, extra: int) -> dict[str, Any]:
-    """A turn through two outages: the server goes away while the turn observes (after its input
-    was saved), and again before a step. Each failure is reported (type, ``input_saved``); the
-    turn then retries the failed call with the same messages once the server is back."""
-    report: dict[str, Any] = {}
-    async with sync_memory(url, n, folder, max_turn_wait=None) as memory:
-        user = Message(id=f"p{n}-u", role="user", parts=(TextPart(text=f"Process {n} asks again."),))
-        try:
-            turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[user])
-            report["begin"] = "ok"
-        except ObsmemError as exc:
-            report["begin"] = [type(exc).__name__, exc.input_saved, str(exc)[:300]]
-            mark(folder, f"failed-{n}")
-            await await_for(folder, "up-1")
-            turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[user])
-        mark(folder, f"begun-{n}")
-        await await_for(folder, "down-2")
-        answer = Message(id=f"p{n}-a", role="assistant", parts=(TextPart(text=f"Answer {n}."),))
-        try:
-            await turn.step([answer])
-            report["step"] = "ok"
-        except ObsmemError as exc:
-            report["step"] = [type(exc).__name__, exc.input_saved, str(exc)[:300]]
-            mark(folder, f"failed2-{n}")
-            await await_for(folder, "up-2")
-            await turn.step([answer])
-        await turn.end()
-        report["context"] = [m.id for m in (await memory.get_context(THREAD)).messages]
-    return report
-
-
 def two_calls(mid: str) -> Message:
     return Message(id=mid, role="assistant", parts=tuple(
         ToolCallPart(tool_call_id=c, tool_name="lookup", args={"q": c}) for c in ("c1", "c2")
@@ -224,7 +195,7 @@ async def late_second(url: str, n: int, folder: Path, extra: int) -> dict[str, A
     return {}
 
 
-SCENARIOS = {"late_first": late_first, "late_second": late_second, "outage_turn": outage_turn, "lockstep_tools": lockstep_tools, "observing_turn": observing_turn}
+SCENARIOS = {"late_first": late_first, "late_second": late_second, "lockstep_tools": lockstep_tools, "observing_turn": observing_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
