@@ -9,37 +9,17 @@ traceback) after the thread was written: a thread without its messages was left 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from obsmem import Memory, Message
 from obsmem.cli import app
+from tests.cli.hostile_108 import refused as _refused
+from tests.cli.hostile_108 import seed as _seed
 
 runner = CliRunner()
-
-
-def _seed(db: Path, thread: str = "t1", resource: str = "alice") -> None:
-    async def seed() -> None:
-        async with Memory(f"sqlite:///{db}") as memory:
-            await memory.create_thread(thread, resource)
-            await memory.save_messages(thread, [Message.user("Alice lives in Kathmandu."), Message.assistant("Noted.")])
-            await memory.observe(thread)
-
-    asyncio.run(seed())
-
-
-def _refused(result: object, needle: str) -> None:
-    """Status 1, one ``error:`` line holding ``needle``, no exception but the exit."""
-    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
-    exception = result.exception  # type: ignore[attr-defined]
-    assert exception is None or isinstance(exception, SystemExit), repr(exception)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # type: ignore[attr-defined]
-    assert len(errors) == 1 and needle in errors[0], result.stderr  # type: ignore[attr-defined]
-    assert "Traceback" not in result.output  # type: ignore[attr-defined]
 
 
 def test_an_import_nested_too_deeply_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -17,18 +17,9 @@ from typer.testing import CliRunner
 from obsmem import Memory, Message, Thread
 from obsmem.cli import app
 from obsmem.storage.sqlite.store import SQLiteStore
+from tests.cli.hostile_108 import seed as _seed
 
 runner = CliRunner()
-
-
-def _seed(db: Path, thread: str = "t1", resource: str = "alice") -> None:
-    async def seed() -> None:
-        async with Memory(f"sqlite:///{db}") as memory:
-            await memory.create_thread(thread, resource)
-            await memory.save_messages(thread, [Message.user("Alice lives in Kathmandu."), Message.assistant("Noted.")])
-            await memory.observe(thread)
-
-    asyncio.run(seed())
 
 
 def _threads_of(db: Path, resource: str) -> list[str]:

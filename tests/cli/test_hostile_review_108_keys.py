@@ -14,18 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from obsmem.cli import app
+from tests.cli.hostile_108 import refused as _refused
 
 runner = CliRunner()
-
-
-def _refused(result: object, needle: str) -> None:
-    """Status 1, one ``error:`` line holding ``needle``, no exception but the exit."""
-    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
-    exception = result.exception  # type: ignore[attr-defined]
-    assert exception is None or isinstance(exception, SystemExit), repr(exception)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # type: ignore[attr-defined]
-    assert len(errors) == 1 and needle in errors[0], result.stderr  # type: ignore[attr-defined]
-    assert "Traceback" not in result.output  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
