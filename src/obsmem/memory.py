@@ -67,6 +67,7 @@ from obsmem.om.recall.render import DEFAULT_TOKEN_BUDGET, Detail, RecallMode, Re
 from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructions, recall_tool_schema
 from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
+from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines, holds
@@ -98,10 +99,6 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
-#: The leases obsmem takes for a lineage's work, each keyed ``<kind>:<lineage>`` (the steps and
-#: buffers of obsmem.om, the worker's buffers, a turn's late tool results); in resource scope each
-#: thread's synchronous observation also holds ``sync-observation:<lineage>:<thread id>``.
-_LINEAGE_LEASES = ("buffer-observation", "buffer-reflection", "sync-observation", "sync-reflection", "late-results")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
@@ -657,10 +654,11 @@ class Memory:
         per-thread observation leases of ``thread_ids``); holders still working find their
         compare-and-set refused. By exact key: another thread or resource whose id begins with
         this one's and a ':' (``chat`` and ``chat:2``) keeps its leases, which a live holder needs."""
-        keys = {f"{kind}:{lineage}" for kind in _LINEAGE_LEASES}
+        keys = {leasing.lineage_lease(kind, lineage) for kind in leasing.LINEAGE_LEASE_KINDS}
         if resource_id is not None:
             resource = lineage_key("resource", None, resource_id)
-            keys.update(f"sync-observation:{resource}:{thread_id}" for thread_id in thread_ids)
+            own = leasing.lineage_lease(leasing.SYNC_OBSERVATION, resource)
+            keys.update(f"{own}:{thread_id}" for thread_id in thread_ids)
         released = 0
         for lease in await self.store.list_leases():
             if lease.key in keys and await self.store.release_lease(lease.key, lease.owner):

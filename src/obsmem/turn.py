@@ -58,7 +58,7 @@ from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
-from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.storage.contract import ObservationRecord, Store, lineage_key
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved"]
@@ -609,8 +609,9 @@ class Turn:
         cancelled step leaves none behind: an acquire still on its way is released when it lands,
         and the release itself runs to its end whatever cancels the step."""
         store, clock = self._store, self._engine.core.clock
-        # The key ends with the thread's lineage, so deleting the thread releases it too.
-        key, owner = f"late-results:thread:{self.thread.id}", f"turn:{uuid.uuid4().hex}"
+        # A lineage lease of the thread (deleting the thread releases it too).
+        key = leasing.lineage_lease(leasing.LATE_RESULTS, lineage_key("thread", self.thread.id, ""))
+        owner = f"turn:{uuid.uuid4().hex}"
         if not await leasing.acquired(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):
             raise _LeaseBusy()
         async with leasing.holding(store, key, owner, ttl_s=LATE_LEASE_TTL_S, clock=clock):

@@ -69,6 +69,7 @@ from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.redact import redact_secrets
+from obsmem.storage import leasing
 from obsmem.storage.contract import Lease, Store, WorkItem
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter
 from obsmem.tokens import TokenCounter
@@ -99,7 +100,7 @@ WORK_KINDS = (WORK_OBSERVE, WORK_REFLECT)
 # committed observations, then curate if due; payload {"reflection": True} also curates and learns.
 WORK_KNOWLEDGE = "knowledge"
 _ALL_KINDS = (*WORK_KINDS, WORK_KNOWLEDGE)
-_BUFFER_LEASE_PREFIX = {WORK_OBSERVE: "buffer-observation", WORK_REFLECT: "buffer-reflection"}
+_BUFFER_LEASE_PREFIX = {WORK_OBSERVE: leasing.BUFFER_OBSERVATION, WORK_REFLECT: leasing.BUFFER_REFLECTION}
 #: Seconds a run meant to end (``exit_when_idle``, ``drain``) retries a store that keeps failing
 #: before it raises the store's error (``Worker.run(store_patience_s=...)``). A worker run without
 #: them retries for as long as it runs: it rides a database restart out.
@@ -649,7 +650,7 @@ class Worker:
         The item waits for the lease's expiry: a live holder renews it and, when its work is
         done, releases it and wakes the item (:meth:`_wake`); a dead one's lease runs out and
         this item takes the work over."""
-        key = f"{_BUFFER_LEASE_PREFIX[item.kind]}:{self.engine.lineage(thread)}"
+        key = leasing.lineage_lease(_BUFFER_LEASE_PREFIX[item.kind], self.engine.lineage(thread))
         owner = self.engine_owner
         lease: Lease | None = None
         for _ in range(3):  # a lease released between our two looks: try again

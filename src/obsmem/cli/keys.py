@@ -105,7 +105,7 @@ def create(
 
     async def run() -> tuple[Any, str]:
         await keys.setup()
-        if resource is not None and await keys.resource_orgs(resource) - {org}:
+        if resource is not None and await keys.claimed_by_another(resource, org):
             # Two orgs' keys on one resource would lock each other out of it (see obsmem.server.access).
             raise fail(f"resource {resource!r} is already bound to a key of another org: resource ids are "
                        "unique across orgs; choose another id")  # fmt: skip

@@ -939,7 +939,7 @@ class BufferedLifecycle:
         return task is not None
 
     async def _run_reflection(self, thread: Thread, record: ObservationRecord) -> None:
-        key = f"buffer-reflection:{self.core.lineage(thread)}"
+        key = leasing.lineage_lease(leasing.BUFFER_REFLECTION, self.core.lineage(thread))
         await self._leased(key, lambda: self._reflect(thread, record))
 
     async def _reflect(self, thread: Thread, record: ObservationRecord) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from obsmem.om.cycle import Backoff, Core
 from obsmem.om.selection import observable_messages
+from obsmem.storage import leasing
 from obsmem.types import Thread
 
 __all__ = ["BufferedStatus", "Phase", "ThreadStatus", "thread_status"]
@@ -32,7 +33,7 @@ Phase = Literal[
     "buffering", "idle",
 ]
 
-_WORK = ("sync-observation", "sync-reflection", "buffer-observation", "buffer-reflection")
+_WORK = (leasing.SYNC_OBSERVATION, leasing.SYNC_REFLECTION, leasing.BUFFER_OBSERVATION, leasing.BUFFER_REFLECTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,9 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     for kind in _WORK:
         # the exact key (a prefix read also returns "thread:t10" for "thread:t1"); a synchronous
         # observation in resource scope holds one lease per thread
-        wanted = f"{kind}:{lineage}" + (f":{thread.id}" if kind == "sync-observation" and core.resource_scope else "")
+        wanted = leasing.lineage_lease(kind, lineage) + (
+            f":{thread.id}" if kind == leasing.SYNC_OBSERVATION and core.resource_scope else ""
+        )
         for lease in await store.list_leases(wanted):
             if lease.key == wanted and not lease.is_expired(now):
                 in_flight[kind] = lease.expires_at

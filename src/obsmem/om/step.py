@@ -61,6 +61,7 @@ from obsmem.om.selection import (
 from obsmem.om.text.format import append_with_boundary
 from obsmem.om.text.own import OTHER_CONVERSATIONS
 from obsmem.om.text.truncation import truncate_previous_observations
+from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, ThreadState
 from obsmem.tokens import WARM_CHARS, TokenCounter
 from obsmem.types import DataPart, Message, Thread
@@ -892,14 +893,15 @@ def _joined(own: CycleOutcome, others: Sequence[CycleOutcome]) -> CycleOutcome:
 def buffer_lease_key(lineage: str) -> str:
     """The lease an observation buffer of ``lineage`` holds while it runs (one per lineage: in
     resource scope one buffer per resource at a time, which takes the other due threads along)."""
-    return f"buffer-observation:{lineage}"
+    return leasing.lineage_lease(leasing.BUFFER_OBSERVATION, lineage)
 
 
 def _lease_key(operation: Literal["observation", "reflection"], core: Core, thread: Thread) -> str:
     """The lease a synchronous step holds while it calls its model: reflection per record
     (lineage), observation per thread (in resource scope a cycle that takes other threads along
     holds each one's lease while it observes it: :meth:`ObserveStep.observe_others`)."""
-    key = f"sync-{operation}:{core.lineage(thread)}"
+    kind = leasing.SYNC_OBSERVATION if operation == "observation" else leasing.SYNC_REFLECTION
+    key = leasing.lineage_lease(kind, core.lineage(thread))
     return f"{key}:{thread.id}" if operation == "observation" and core.resource_scope else key
 
 

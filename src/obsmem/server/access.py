@@ -168,7 +168,7 @@ class Principal:
         if not threads and self.org_id is not None and self.keys is not None:
             # No thread yet: the resource is the org's whose live keys are bound to it, if any
             # (once it has threads, theirs: keys made before this rule cannot lock its owner out).
-            if await self.keys.resource_orgs(resource) - {self.org_id}:
+            if await self.keys.claimed_by_another(resource, self.org_id):
                 raise ResourceNotFoundError(resource)
         return resource, threads
 
@@ -177,7 +177,7 @@ class Principal:
         when another org holds that resource, by a thread of it or a live key bound to it."""
         if resource_id is None:
             return
-        if await keys.resource_orgs(resource_id) - {org_id}:
+        if await keys.claimed_by_another(resource_id, org_id):
             raise ResourceTakenError(resource_id)
         if any(t.org_id != org_id for t in await all_threads(memory.store, resource_id, page=_PAGE)):
             raise ResourceTakenError(resource_id)

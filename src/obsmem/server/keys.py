@@ -159,6 +159,10 @@ class KeyStore(ABC):
         for its org (see :mod:`obsmem.server.access`). One indexed read."""
         return await asyncio.to_thread(self._resource_orgs, resource_id)
 
+    async def claimed_by_another(self, resource_id: str, org_id: str) -> bool:
+        """Whether a live key of an org other than ``org_id`` is bound to ``resource_id``."""
+        return bool(await self.resource_orgs(resource_id) - {org_id})
+
     async def close(self) -> None:
         return None
 

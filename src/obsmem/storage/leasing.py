@@ -23,9 +23,37 @@ from obsmem.errors import ObsmemError
 from obsmem.storage.contract import Store
 from obsmem.telemetry import log_failure
 
-__all__ = ["acquired", "holding", "run_to_end"]
+__all__ = [
+    "BUFFER_OBSERVATION",
+    "BUFFER_REFLECTION",
+    "LATE_RESULTS",
+    "LINEAGE_LEASE_KINDS",
+    "SYNC_OBSERVATION",
+    "SYNC_REFLECTION",
+    "acquired",
+    "holding",
+    "lineage_lease",
+    "run_to_end",
+]
 
 logger = logging.getLogger(__name__)
+
+#: The kinds of lease taken for a lineage's work, each keyed ``<kind>:<lineage>``
+#: (:func:`lineage_lease`): a synchronous step (in resource scope an observation holds one per
+#: thread, ``<kind>:<lineage>:<thread id>``), a buffer (the engine's or a worker's), and a turn's
+#: rewrite of late tool results. Deleting a thread or a resource releases exactly these keys.
+SYNC_OBSERVATION = "sync-observation"
+SYNC_REFLECTION = "sync-reflection"
+BUFFER_OBSERVATION = "buffer-observation"
+BUFFER_REFLECTION = "buffer-reflection"
+LATE_RESULTS = "late-results"
+LINEAGE_LEASE_KINDS = (SYNC_OBSERVATION, SYNC_REFLECTION, BUFFER_OBSERVATION, BUFFER_REFLECTION, LATE_RESULTS)
+
+
+def lineage_lease(kind: str, lineage: str) -> str:
+    """The key of the ``kind`` lease (one of :data:`LINEAGE_LEASE_KINDS`) of ``lineage``."""
+    return f"{kind}:{lineage}"
+
 
 #: Tasks that must run to their end whatever cancels the work that started them (a lease's
 #: release): referenced here until done (the loop keeps only weak references to tasks).
