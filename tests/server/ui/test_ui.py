@@ -89,8 +89,9 @@ def test_timeline_shows_coverage_markers_and_a_groups_messages(alice: Page, ui: 
         more = alice.get_by_role("link", name="Next", exact=True)
         if more.count() == 0:
             break
-        with alice.expect_navigation():
-            more.click()
+        # Follow the link by its address: a click's navigation event was once missed under load
+        # (30 s timeout in CI) though the page had moved; the test is about what each page lists.
+        alice.goto(more.evaluate("a => a.href"))
     messages = run(ui, ui.memory.list_messages(DEMO_THREAD))
     expected_ids = [
         m.id for m in messages
