@@ -657,8 +657,7 @@ class Memory:
         keys = {leasing.lineage_lease(kind, lineage) for kind in leasing.LINEAGE_LEASE_KINDS}
         if resource_id is not None:
             resource = lineage_key("resource", None, resource_id)
-            own = leasing.lineage_lease(leasing.SYNC_OBSERVATION, resource)
-            keys.update(f"{own}:{thread_id}" for thread_id in thread_ids)
+            keys.update(leasing.thread_observation_lease(resource, thread_id) for thread_id in thread_ids)
         released = 0
         for lease in await self.store.list_leases():
             if lease.key in keys and await self.store.release_lease(lease.key, lease.owner):

@@ -113,9 +113,10 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     for kind in _WORK:
         # the exact key (a prefix read also returns "thread:t10" for "thread:t1"); a synchronous
         # observation in resource scope holds one lease per thread
-        wanted = leasing.lineage_lease(kind, lineage) + (
-            f":{thread.id}" if kind == leasing.SYNC_OBSERVATION and core.resource_scope else ""
-        )
+        if kind == leasing.SYNC_OBSERVATION and core.resource_scope:
+            wanted = leasing.thread_observation_lease(lineage, thread.id)
+        else:
+            wanted = leasing.lineage_lease(kind, lineage)
         for lease in await store.list_leases(wanted):
             if lease.key == wanted and not lease.is_expired(now):
                 in_flight[kind] = lease.expires_at

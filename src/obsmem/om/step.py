@@ -900,9 +900,12 @@ def _lease_key(operation: Literal["observation", "reflection"], core: Core, thre
     """The lease a synchronous step holds while it calls its model: reflection per record
     (lineage), observation per thread (in resource scope a cycle that takes other threads along
     holds each one's lease while it observes it: :meth:`ObserveStep.observe_others`)."""
-    kind = leasing.SYNC_OBSERVATION if operation == "observation" else leasing.SYNC_REFLECTION
-    key = leasing.lineage_lease(kind, core.lineage(thread))
-    return f"{key}:{thread.id}" if operation == "observation" and core.resource_scope else key
+    lineage = core.lineage(thread)
+    if operation == "reflection":
+        return leasing.lineage_lease(leasing.SYNC_REFLECTION, lineage)
+    if core.resource_scope:
+        return leasing.thread_observation_lease(lineage, thread.id)
+    return leasing.lineage_lease(leasing.SYNC_OBSERVATION, lineage)
 
 
 def _held_elsewhere(operation: Literal["observation", "reflection"], record: ObservationRecord) -> CycleOutcome:

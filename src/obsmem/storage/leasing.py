@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -34,13 +35,14 @@ __all__ = [
     "holding",
     "lineage_lease",
     "run_to_end",
+    "thread_observation_lease",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: The kinds of lease taken for a lineage's work, each keyed ``<kind>:<lineage>``
 #: (:func:`lineage_lease`): a synchronous step (in resource scope an observation holds one per
-#: thread, ``<kind>:<lineage>:<thread id>``), a buffer (the engine's or a worker's), and a turn's
+#: thread, :func:`thread_observation_lease`), a buffer (the engine's or a worker's), and a turn's
 #: rewrite of late tool results. Deleting a thread or a resource releases exactly these keys.
 SYNC_OBSERVATION = "sync-observation"
 SYNC_REFLECTION = "sync-reflection"
@@ -53,6 +55,14 @@ LINEAGE_LEASE_KINDS = (SYNC_OBSERVATION, SYNC_REFLECTION, BUFFER_OBSERVATION, BU
 def lineage_lease(kind: str, lineage: str) -> str:
     """The key of the ``kind`` lease (one of :data:`LINEAGE_LEASE_KINDS`) of ``lineage``."""
     return f"{kind}:{lineage}"
+
+
+def thread_observation_lease(lineage: str, thread_id: str) -> str:
+    """The key of the lease a synchronous observation holds per thread in resource scope:
+    ``sync-observation:<lineage>:<thread id quoted>``. The thread id is percent-quoted (no ':'
+    left in it), so the last ':' ends the lineage: resource ``a`` with thread ``b:c`` and
+    resource ``a:b`` with thread ``c`` have two keys, as do threads ``y:z`` and ``y%3Az``."""
+    return f"{lineage_lease(SYNC_OBSERVATION, lineage)}:{urllib.parse.quote(thread_id, safe='')}"
 
 
 #: Tasks that must run to their end whatever cancels the work that started them (a lease's
