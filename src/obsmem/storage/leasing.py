@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import urllib.parse
+import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -78,9 +79,19 @@ def run_to_end(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
     return task
 
 
+#: Leases this process could not release (the store was down, or locked by another writer):
+#: per store, key → owner. The next attempt at the same key releases it first, by its owner (a
+#: lease someone took since is left alone), so a release lost to an outage does not hold this
+#: process's next step of that lineage for the lease's whole TTL. Other processes wait it out.
+_UNRELEASED: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> bool:
     """Try the lease ``key`` once for ``owner``: True when taken. A caller cancelled while the
     store's write is on its way leaves the attempt to release the lease if it lands."""
+    left = _UNRELEASED.get(store, {}).get(key)
+    if left is not None:
+        await asyncio.shield(run_to_end(_released(store, key, left)))
     attempt = run_to_end(store.acquire_lease(key, owner, ttl_s=ttl_s, now=clock.now()))
     try:
         return await asyncio.shield(attempt) is not None
@@ -128,4 +139,9 @@ async def _released(store: Store, key: str, owner: str) -> None:
     try:
         await store.release_lease(key, owner)
     except ObsmemError as exc:  # it expires by itself: never a reason to lose the work
+        _UNRELEASED.setdefault(store, {})[key] = owner  # released at this key's next attempt
         log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
+    else:
+        left = _UNRELEASED.get(store)
+        if left is not None and left.get(key) == owner:
+            del left[key]
