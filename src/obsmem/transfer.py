@@ -401,6 +401,16 @@ def _problem(exc: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"
 
 
+class _NotJSON(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> object:
+    """Python's JSON reader takes NaN and ±Infinity, which are no JSON (no export holds them):
+    refused, not stored as null."""
+    raise _NotJSON(f"{name} is not a JSON number")
+
+
 def _parse(lines: Iterable[str]) -> _Parsed:
     header: _Header | None = None
     items: dict[str, list[Any]] = {kind: [] for kind in _MODELS}
@@ -412,9 +422,11 @@ def _parse(lines: Iterable[str]) -> _Parsed:
         if ended:
             raise ExportFormatError(number, "content after the end line")
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise ExportFormatError(number, f"not JSON ({exc.msg})") from None
+        except _NotJSON as exc:
+            raise ExportFormatError(number, f"not JSON ({exc})") from None
         except RecursionError:  # nested past Python's limit: no export is, and it must not escape as a crash
             raise ExportFormatError(number, "JSON nested too deeply") from None
         if not isinstance(value, dict):

@@ -12,6 +12,7 @@ strings chosen by the caller or generated here; ``created_at`` is always timezon
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import re
 import uuid
@@ -38,6 +39,7 @@ __all__ = [
     "ToolResultPart",
     "check_choice",
     "check_count",
+    "check_finite",
     "check_flag",
     "check_id",
     "check_json",
@@ -319,6 +321,7 @@ def parse_messages(value: object, argument: str = "messages") -> list[Message]:
         check_json(message.metadata, f"{where}.metadata")
         check_unicode(message.id, f"{where}.id")
         check_unicode(message.metadata, f"{where}.metadata")
+        check_storable_message(message, where)
         for number, part in enumerate(message.parts):
             data = {ToolCallPart: "args", ToolResultPart: "result", DataPart: "data"}.get(type(part))
             if data is not None:
@@ -383,6 +386,47 @@ def check_json(value: object, argument: str) -> None:
         raise InvalidInputError(
             f"Invalid {argument}: it must be JSON-serializable data to be stored ({exc})", argument=argument
         ) from None
+
+
+def check_finite(value: object, argument: str) -> None:
+    """Refuse NaN, Infinity and -Infinity anywhere in ``value`` (at any depth, in whatever
+    pydantic writes as JSON): they are no JSON number, so a store would keep them as null (the
+    caller's data silently changed), or, in memory, as they are: one store unlike the others."""
+    pending = [value]
+    while pending:  # not recursive: the nesting is the caller's to choose
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidInputError(
+                    f"Invalid {argument}: {item} is not a JSON number (NaN and Infinity cannot be stored); "
+                    "send a finite number, a string or null.",
+                    argument=argument,
+                )
+        elif isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+        elif item is not None and not isinstance(item, str | int | bytes):
+            try:  # a model, a dataclass …: what a store writes of it
+                pending.append(to_jsonable_python(item))
+            except (PydanticSerializationError, ValueError, TypeError, RecursionError):
+                pass  # not JSON at all: check_json says so
+
+
+def check_storable_thread(thread: Thread) -> None:
+    """What every store refuses of a thread it is given to keep: a non-finite number in its
+    metadata (see :func:`check_finite`)."""
+    check_finite(thread.metadata, "metadata")
+
+
+def check_storable_message(message: Message, where: str = "message") -> None:
+    """What every store refuses of a message it is given to keep: a non-finite number in its
+    metadata or in a data part's data (see :func:`check_finite`). A tool call's arguments and a
+    tool's result are not checked here."""
+    check_finite(message.metadata, f"{where}.metadata")
+    for number, part in enumerate(message.parts):
+        if isinstance(part, DataPart):
+            check_finite(part.data, f"{where}.parts[{number}].data")
 
 
 # -- checks of plain arguments, shared by the public entry points -----------------------------------

@@ -40,3 +40,21 @@ def test_finite_numbers_in_thread_metadata_are_kept(client: httpx.Client) -> Non
     made = client.post("/api/threads", content=body)
     assert made.status_code == 201, made.text
     assert client.get("/api/threads/finite-1").json()["metadata"] == {"big": 1e308, "small": -0.5}
+
+
+@pytest.mark.parametrize(
+    ("thread_id", "message", "argument"),
+    [("msg-nan-1", '{"role": "user", "parts": [{"type": "text", "text": "a"}], "metadata": {"score": NaN}}',
+      "messages[0].metadata"),
+     ("msg-nan-2", '{"role": "user", "parts": [{"type": "data", "name": "app-x", "data": {"n": [Infinity]}}]}',
+      "messages[0].parts[0].data")],
+)  # fmt: skip
+def test_a_non_finite_number_in_a_saved_message_is_a_400_naming_the_field(
+    client: httpx.Client, thread_id: str, message: str, argument: str
+) -> None:
+    assert client.post("/api/threads", json={"id": thread_id}).status_code == 201
+    saved = client.post(f"/api/threads/{thread_id}/messages", content=f'{{"messages": [{message}]}}')
+    assert saved.status_code == 400, saved.text
+    error = saved.json()["error"]
+    assert error["type"] == "InvalidInputError" and error["argument"] == argument, error
+    assert client.get(f"/api/threads/{thread_id}/messages").json()["messages"] == []

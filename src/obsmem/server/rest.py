@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import io
 import json
-import math
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
@@ -36,6 +35,7 @@ from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, Resourc
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
+from obsmem.types import check_finite
 
 __all__ = [
     "acting", "context_json", "current_principal", "receipt_json", "router", "service_of", "visible_message", "visible_receipt",
@@ -156,24 +156,6 @@ def _owned(principal: Principal, messages: list[Message] | list[dict[str, Any]],
 
 
 # -- threads --------------------------------------------------------------------------------
-def _finite(data: object, argument: str) -> None:
-    """Refuse NaN and ±Infinity anywhere in ``data`` (a request body's JSON, which Python's reader
-    takes though they are not JSON): stored, they would come back as null, the data changed."""
-    pending = [data]
-    while pending:  # not recursive: the body's nesting is the client's to choose
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise InvalidInputError(
-                f"Invalid {argument}: {item} is not a JSON number (NaN and Infinity cannot be stored); "
-                "send a finite number, a string or null.",
-                argument=argument,
-            )
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-
-
 @router.post("/threads", status_code=201, tags=["threads"])
 async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
@@ -182,7 +164,7 @@ async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) 
     addressable(body.id, "id")
     if body.resource_id is not None:
         addressable(body.resource_id, "resource_id")
-    _finite(body.metadata, "metadata")
+    check_finite(body.metadata, "metadata")  # before the access check creates anything
     thread, created = await principal.create_thread(
         service.memory, body.id, body.resource_id, title=body.title, metadata=body.metadata
     )

@@ -343,7 +343,10 @@ class Store(Protocol):
 
     # -- threads -------------------------------------------------------------------------
     async def create_thread(self, thread: Thread) -> Thread:
-        """Insert a thread; if one with this id exists, return it unchanged (idempotent)."""
+        """Insert a thread; if one with this id exists, return it unchanged (idempotent).
+
+        NaN or ±Infinity in its metadata → InvalidInputError naming ``metadata``, nothing written
+        (:func:`~obsmem.storage.rules.check_storable`; so does :meth:`update_thread`)."""
         ...
 
     async def get_thread(self, thread_id: str) -> Thread | None: ...
@@ -393,6 +396,8 @@ class Store(Protocol):
         A new id gets the next ``seq``. An existing id in the same thread keeps its ``seq``
         and ``created_at``; its role, parts and metadata are replaced. An existing id in a
         *different* thread raises InvalidInputError. Unknown thread → ThreadNotFoundError.
+        NaN or ±Infinity in a message's metadata or a data part's data → InvalidInputError naming
+        it (``messages[1].metadata``), nothing of the batch written (so :meth:`add_message_parts`).
 
         ``after_seq`` (an ordering guard): the newest ``seq`` of the thread the caller checked
         its messages' place against (0: an empty thread). When the thread holds a newer message

@@ -55,6 +55,7 @@ from obsmem.storage.rules import (
     check_lineage,
     check_successor,
     check_message_owner,
+    check_storable,
     check_same_identity,
     claim_expiry,
     holds_claim,
@@ -132,6 +133,7 @@ class MemoryStore(ClosingContext):
     # -- threads ---------------------------------------------------------------------------------
     async def create_thread(self, thread: Thread) -> Thread:
         self._open()
+        check_storable(thread)
         existing = self._threads.get(thread.id)
         if existing is not None:
             return _copy(existing)
@@ -177,6 +179,7 @@ class MemoryStore(ClosingContext):
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         self._open()
+        check_storable(thread)
         stored = self._threads.get(thread.id)
         if stored is None or stored.version != expected_version:
             return None
@@ -213,6 +216,7 @@ class MemoryStore(ClosingContext):
     ) -> list[Message]:
         self._open()
         thread = self._thread(thread_id)
+        check_storable(messages=messages)
         if after_seq is not None:  # the ordering guard: a newer message that calls or answers a tool
             for message_id in reversed(self._thread_messages[thread_id]):
                 newer = self._messages[message_id]

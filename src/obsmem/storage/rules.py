@@ -6,8 +6,9 @@ answers:
 
 * **records**: a record's lineage matches its scope and ids, an update never changes which
   lineage or generation a record is, and per-thread cursors only move forward;
-* **messages**: a message belongs to the thread it is saved into, and appended markers are
-  de-duplicated (:func:`merge_parts`);
+* **threads and messages**: no non-finite number in what is kept (:func:`check_storable`), a
+  message belongs to the thread it is saved into, and appended markers are de-duplicated
+  (:func:`merge_parts`);
 * **leases**: the arguments of a lease call, and who may take or renew a lease;
 * **the work queue**: the arguments of a call, when an item is claimable and which claim is
   current.
@@ -23,7 +24,15 @@ from typing import NamedTuple, Protocol
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem, lineage_key
-from obsmem.types import DataPart, Message, Part
+from obsmem.types import (
+    DataPart,
+    Message,
+    Part,
+    Thread,
+    check_finite,
+    check_storable_message,
+    check_storable_thread,
+)
 
 __all__ = [
     "check_successor",
@@ -36,6 +45,7 @@ __all__ = [
     "check_lineage",
     "check_message_owner",
     "check_same_identity",
+    "check_storable",
     "buried_work",
     "released_attempts",
     "claim_expiry",
@@ -145,6 +155,16 @@ class Owner(Protocol):
     def resource_id(self) -> str: ...
 
 
+def check_storable(thread: Thread | None = None, messages: Iterable[Message] = ()) -> None:
+    """Refuse, before anything is written, a thread or messages holding what no store keeps as
+    it is: NaN or ±Infinity in thread or message metadata or in a data part's data (SQLite and
+    PostgreSQL would write null, the in-memory store the number)."""
+    if thread is not None:
+        check_storable_thread(thread)
+    for index, message in enumerate(messages):
+        check_storable_message(message, f"messages[{index}]")
+
+
 def check_message_owner(message: Message, thread: Owner) -> None:
     """A message saved into a thread may not claim to belong to another thread or resource."""
     if message.thread_id is not None and message.thread_id != thread.id:
@@ -172,9 +192,13 @@ def merge_parts(existing: Iterable[Part], new: Iterable[DataPart]) -> tuple[Part
     ``(name, cycle_id)`` exists; one without a cycle id is a duplicate only when an identical
     part exists. Either way a retried append is a no-op.
     """
+    added = list(new)
+    for number, part in enumerate(added):  # nothing appended holds a number no store keeps
+        if isinstance(part, DataPart):
+            check_finite(part.data, f"parts[{number}].data")
     parts: list[Part] = list(existing)
     keys = {key for p in parts if isinstance(p, DataPart) and (key := _part_key(p)) is not None}
-    for part in new:
+    for part in added:
         if not isinstance(part, DataPart):
             raise InvalidInputError(
                 f"add_message_parts only appends data parts (markers), got a '{part.type}' part."

@@ -77,6 +77,7 @@ from obsmem.storage.rules import (
     check_lineage,
     check_successor,
     check_message_owner,
+    check_storable,
     claim_expiry,
     lease_expiry,
     merge_parts,
@@ -440,6 +441,8 @@ class PostgresStore(ClosingContext):
         return thread
 
     async def create_thread(self, thread: Thread) -> Thread:
+        check_storable(thread)
+
         async def op(conn: Conn) -> Thread:
             await conn.execute(
                 "INSERT INTO threads (id, resource_id, created_us, version, doc) VALUES (%s, %s, %s, %s, %s) "
@@ -478,6 +481,8 @@ class PostgresStore(ClosingContext):
         return page
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        check_storable(thread)
+
         async def op(conn: Conn) -> Thread | None:
             stored = await self._get_thread(conn, thread.id, "FOR NO KEY UPDATE")
             if stored is None or stored.version != expected_version:
@@ -548,6 +553,7 @@ class PostgresStore(ClosingContext):
         async def op(conn: Conn, thread: Thread | None = None) -> list[Message]:
             if thread is None:
                 thread = await self._require_thread(conn, thread_id)
+            check_storable(messages=messages)
             for message in messages:
                 check_message_owner(message, thread)
             existing = await self._select_messages(conn, [m.id for m in messages])

@@ -96,6 +96,7 @@ from obsmem.storage.rules import (
     check_successor,
     ThreadOwner,
     check_message_owner,
+    check_storable,
     check_same_identity,
     claim_expiry,
     lease_expiry,
@@ -493,6 +494,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return thread
 
     async def create_thread(self, thread: Thread) -> Thread:
+        check_storable(thread)
+
         def op(conn: Conn) -> Thread:
             existing = self._get_thread(conn, thread.id)
             if existing is None:
@@ -534,6 +537,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return [_model(Thread, row) for row in rows]
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
+        check_storable(thread)
+
         def op(conn: Conn) -> Thread | None:
             stored = self._get_thread(conn, thread.id)
             if stored is None or stored.version != expected_version:
@@ -717,6 +722,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is None:
             raise ThreadNotFoundError(thread_id)
+        check_storable(messages=messages)
         if after_seq is not None:
             _check_newest(conn, thread_id, after_seq)
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
