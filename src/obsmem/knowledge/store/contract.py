@@ -285,7 +285,7 @@ MentionTarget = str | NewNodeMention
 class RecordDraft:
     """A record to append: what the caller decides; the store stamps the rest.
 
-    The store assigns ``captured_at``, the revision and (unless ``record_id`` is given) the id,
+    The store assigns ``captured_at``, the revision and (unless ``record_id``, a ULID, is given) the id,
     normalises ``attribute``, adds the mutation's ``reason`` to ``metadata`` and turns
     ``mentions`` (node ids, or :class:`NewNodeMention` to create in the same transaction) into
     node ids. ``max_scope`` is the ceiling: ``scope`` must lie within it.
@@ -483,6 +483,8 @@ class KnowledgeStore(Protocol):
     async def list_tombstones(self, scope: str) -> list[Tombstone]: ...
 
     # -- record reads --------------------------------------------------------------------------
+    # A record listing's ``after`` is the ``next_cursor`` of the page before (a record id);
+    # anything else is refused (InvalidInputError naming ``after``).
     async def list_about(
         self,
         node_id: str,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from obsmem.clock import Clock, SystemClock
 
-__all__ = ["ULID_ALPHABET", "UlidGenerator", "decode_ulid_time", "encode_ulid"]
+__all__ = ["ULID_ALPHABET", "UlidGenerator", "decode_ulid_time", "encode_ulid", "is_ulid"]
 
 ULID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _RANDOM_BITS = 80
@@ -33,6 +33,15 @@ def encode_ulid(value: int) -> str:
         chars.append(ULID_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+_ULID_CHARS = frozenset(ULID_ALPHABET)
+
+
+def is_ulid(value: object) -> bool:
+    """Whether ``value`` is a ULID as :class:`UlidGenerator` writes it (26 characters of the
+    alphabet, upper case, the first at most '7'): the ids the knowledge listings page by."""
+    return isinstance(value, str) and len(value) == 26 and value[0] <= "7" and set(value) <= _ULID_CHARS
 
 
 def decode_ulid_time(ulid: str) -> datetime:

@@ -49,7 +49,7 @@ from obsmem.knowledge.store.contract import (
     TrustState,
     record_document_id,
 )
-from obsmem.knowledge.store.ids import UlidGenerator
+from obsmem.knowledge.store.ids import UlidGenerator, is_ulid
 from obsmem.knowledge.store.scopes import Level, Scope, check_ceiling_raise, check_within_ceiling
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
 from obsmem.knowledge.store.values import forgotten_in, normalise_value, same_value
@@ -649,6 +649,12 @@ class KnowledgeMutations:
         self._check_tombstones(
             node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason
         )
+        if draft.record_id is not None and not is_ulid(draft.record_id):
+            raise InvalidInputError(  # the listings page by record id: one of another shape could not
+                f"Invalid record_id: {draft.record_id[:40]!r} is not a ULID "
+                "(26 characters, as the store issues).",
+                argument="record_id",
+            )
         if draft.record_id is not None and self.t.record(draft.record_id) is not None:
             raise InvalidInputError(f"A knowledge record with id '{draft.record_id}' already exists.")
         record = Record(

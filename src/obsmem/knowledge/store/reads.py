@@ -32,7 +32,7 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
     TrustState,
 )
-from obsmem.knowledge.store.ids import ULID_ALPHABET
+from obsmem.knowledge.store.ids import is_ulid
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
@@ -91,24 +91,32 @@ def _node_cursor(after: str) -> tuple[str, str]:
     except (ValueError, TypeError):
         value = None
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise InvalidInputError(f"Invalid node cursor {after!r}; pass a next_cursor from list_nodes.")
+        raise InvalidInputError(
+            f"Invalid node cursor {_shown(after)!r}; pass a next_cursor from list_nodes.", argument="after"
+        )
     return (value[0], value[1])
 
 
-_ULID_CHARS = frozenset(ULID_ALPHABET)
+def _shown(after: object) -> object:
+    return after[:40] + "…" if isinstance(after, str) and len(after) > 40 else after
 
 
-def _event_cursor(after: str) -> str:
-    """A ``next_cursor`` of :meth:`KnowledgeReads.activity`: the id (a ULID) of the last event of
-    the page before. Anything else would be compared with the ids as it is and answer a page from
-    some arbitrary point (most often the start) as if the cursor had been honoured."""
-    if not (isinstance(after, str) and len(after) == 26 and after[0] <= "7" and set(after) <= _ULID_CHARS):
-        shown = after[:40] + "…" if isinstance(after, str) and len(after) > 40 else after
+def _id_cursor(after: str, listing: str) -> str:
+    """A ``next_cursor`` of a listing paged by id (the audit log's events, the record listings):
+    the id (a ULID) of the last item of the page before. Anything else would be compared with the
+    ids as it is and answer a page from some arbitrary point (most often the start, or nothing)
+    as if the cursor had been honoured."""
+    if not is_ulid(after):
         raise InvalidInputError(
-            f"Invalid after: {shown!r} is not an audit log cursor; pass the next_cursor of the page before.",
+            f"Invalid after: {_shown(after)!r} is not {listing} cursor; "
+            "pass the next_cursor of the page before.",
             argument="after",
         )
     return after
+
+
+def _record_cursor(after: str | None) -> str | None:
+    return None if after is None else _id_cursor(after, "a record listing")
 
 
 class KnowledgeReads:
@@ -213,6 +221,7 @@ class KnowledgeReads:
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
         check_limit(limit)
+        _record_cursor(after)  # refused even where the node is gone
         node = terminal_node(self.t, node_id)
         if node is None:
             return Page([], None)
@@ -222,6 +231,7 @@ class KnowledgeReads:
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int
     ) -> Page[Record]:
         check_limit(limit)
+        _record_cursor(after)  # refused even where the node is gone
         node = terminal_node(self.t, node_id)
         if node is None:
             return Page([], None)
@@ -233,6 +243,7 @@ class KnowledgeReads:
     ) -> Page[Record]:
         """The records about the node and those mentioning it, newest first, each once."""
         check_limit(limit)
+        _record_cursor(after)  # refused even where the node is gone
         node = terminal_node(self.t, node_id)
         if node is None:
             return Page([], None)
@@ -289,7 +300,7 @@ class KnowledgeReads:
         check_limit(limit)
         chunk = max(2 * limit, 64)
         shown: list[Record] = []
-        cursor = after
+        cursor = _record_cursor(after)
         while len(shown) <= limit:
             rows, cursor = fetch(cursor, chunk)
             shown.extend(self.visible_records(scope, view, rows, below=below))
@@ -301,7 +312,7 @@ class KnowledgeReads:
     def activity(self, scope: str, after: str | None, limit: int, *, threads: bool = False) -> Page[ActivityEvent]:
         check_limit(limit)
         query = Scope.parse(scope)
-        before = _event_cursor(after) if after is not None else None
+        before = _id_cursor(after, "an audit log") if after is not None else None
         events = self.t.events_page(query.visible_keys(), before, limit + 1, _threads_of(query) if threads else None)
         items = events[:limit]
         return Page(items, items[-1].id if len(events) > limit else None)
