@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import contextlib
 import math
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -99,6 +101,12 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
+# An erase under way, kept in the store's key-value rows (as the knowledge lanes are) until it is
+# done: a process killed midway leaves it, and the same call made again finishes the erase
+# (``delete_thread`` after the thread's row went, ``delete_resource`` after some of its threads'
+# rows went). Only ids: ``thread:<id>`` -> its resource and org; ``resource:<id>`` -> the
+# threads (id -> org) a delete of it, or of one of its threads, has begun to delete.
+_ERASING = "obsmem:erasing:"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
@@ -481,14 +489,21 @@ class Memory:
         it (default: the knowledge store's ``actor``).
 
         The thread goes first: an observation or reflection still in flight for it is then
-        refused by the store (``gone``) and never commits, in thread or resource scope."""
+        refused by the store (``gone``) and never commits, in thread or resource scope. A delete
+        cut off midway (its process killed) is finished by calling it again (True then), or by
+        ``delete_resource`` of its resource: it is noted in the store until it is done."""
         check_id(thread_id, "thread_id")
         if actor is not None:
             _required_text(actor, "actor")
         thread = await self.store.get_thread(thread_id)
-        if thread is None:
-            return False
-        deleted = await self.store.delete_thread(thread_id)
+        resumed = False
+        if thread is None:  # gone; unless a delete of it was cut off midway (its process died): finish that
+            thread = await self._erasing_thread(thread_id)
+            if thread is None:
+                return False
+            resumed = True
+        await self._begin_erasing(thread)
+        deleted = await self.store.delete_thread(thread_id) or resumed
         forget_rendered()  # no rendering of its observations stays in this process
         self.engine.core.windows.forget()  # nor a kept window of its messages
         await self.engine.forget_thread(thread)
@@ -504,8 +519,67 @@ class Memory:
             resource_scope = scope_key(thread.org_id or DEFAULT_ORG, thread.resource_id)
             if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
                 await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node, actor=actor)
+        await self._end_erasing(thread.resource_id, [thread.id])  # (before the truncation: the note holds ids)
         await self._truncate_log()
         return deleted
+
+    @staticmethod
+    def _erasing_key(kind: Literal["thread", "resource"], ident: str) -> str:
+        return f"{_ERASING}{kind}:{urllib.parse.quote(ident, safe='')}"
+
+    async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
+        text = await self.store.get_working_memory(self._erasing_key(kind, ident))
+        if text is None:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError:  # not ours after all (a hand-edited row): nothing to finish
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    async def _erasing_thread(self, thread_id: str) -> Thread | None:
+        """The thread a delete cut off midway was deleting (its row already gone), else None."""
+        data = await self._erasing_json("thread", thread_id)
+        resource_id, org_id = data.get("resource_id"), data.get("org_id")
+        if not isinstance(resource_id, str) or not resource_id or not (org_id is None or isinstance(org_id, str)):
+            return None
+        return Thread(id=thread_id, resource_id=resource_id, org_id=org_id)
+
+    async def _erasing_threads(self, resource_id: str) -> list[Thread]:
+        """The threads of ``resource_id`` a delete cut off midway had begun to delete."""
+        threads = (await self._erasing_json("resource", resource_id)).get("threads")
+        if not isinstance(threads, dict):
+            return []
+        return [
+            Thread(id=tid, resource_id=resource_id, org_id=org)
+            for tid, org in sorted(threads.items())
+            if isinstance(tid, str) and tid and (org is None or isinstance(org, str))
+        ]
+
+    async def _begin_erasing(self, *threads: Thread) -> None:
+        """Note, before anything of ``threads`` (of one resource) is deleted, that they are being
+        deleted: under their ids and in their resource's list."""
+        if not threads:
+            return
+        resource_id = threads[0].resource_id
+        listed = {t.id: t.org_id for t in await self._erasing_threads(resource_id)}
+        listed.update((t.id, t.org_id) for t in threads)
+        await self.store.set_working_memory(self._erasing_key("resource", resource_id), json.dumps({"threads": listed}))
+        for thread in threads:
+            await self.store.set_working_memory(
+                self._erasing_key("thread", thread.id), json.dumps({"resource_id": resource_id, "org_id": thread.org_id})
+            )
+
+    async def _end_erasing(self, resource_id: str, thread_ids: Sequence[str], *, whole: bool = False) -> None:
+        """The deletes :meth:`_begin_erasing` noted are done (``whole``: the resource's)."""
+        for thread_id in thread_ids:
+            await self.store.delete_working_memory(self._erasing_key("thread", thread_id))
+        left = {t.id: t.org_id for t in await self._erasing_threads(resource_id) if t.id not in thread_ids}
+        key = self._erasing_key("resource", resource_id)
+        if left and not whole:
+            await self.store.set_working_memory(key, json.dumps({"threads": left}))
+        else:
+            await self.store.delete_working_memory(key)
 
     async def _truncate_log(self) -> None:
         """After an erase: the SQLite store's file rebuilt (``VACUUM``: no stale copy left in a
@@ -576,13 +650,17 @@ class Memory:
             ("threads", "messages", "records", "working_memory", "vectors", "leases", "work_items", "model_calls"), 0
         )
         threads = await self._all_threads(resource_id)
+        # and those whose rows a delete cut off midway (its process died) had deleted already
+        threads += [t for t in await self._erasing_threads(resource_id) if t.id not in {u.id for u in threads}]
         if self.knowledge is not None:  # refused before anything is deleted
             from obsmem.knowledge.lifecycle import erasure_scopes
 
             await erasure_scopes(self.knowledge, threads, resource_id=resource_id, within=knowledge_within,
                                  fallback=knowledge_within is None, operation="delete")  # fmt: skip
+        await self._begin_erasing(*threads)
         for thread in threads:
-            counts["messages"] += await self.store.count_messages(thread.id)
+            with contextlib.suppress(ThreadNotFoundError):  # (a thread whose row a cut-off delete took)
+                counts["messages"] += await self.store.count_messages(thread.id)
             lineage = lineage_key("thread", thread.id, "")
             counts["records"] += len(await self.store.list_generations(lineage, limit=_MAX_PAGE))
             if await self.store.delete_thread(thread.id):
@@ -608,6 +686,7 @@ class Memory:
                 self.knowledge, resource_id, threads, within=knowledge_within, actor=actor
             )
             counts.update(purged)
+        await self._end_erasing(resource_id, [t.id for t in threads], whole=True)
         await self._truncate_log()
         return counts
 
