@@ -18,7 +18,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS
-from obsmem.cli.stores import fail, open_for_reading
+from obsmem.cli.stores import fail, json_errors, open_for_reading
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store
 
@@ -96,7 +96,7 @@ def _run_on(url: str, work: Any) -> Any:
     try:
         return asyncio.run(run())
     except ObsmemError as exc:
-        raise fail(str(exc)) from exc
+        raise fail(str(exc), error=exc) from exc
 
 
 @queue_app.callback()
@@ -105,12 +105,14 @@ def queue(
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
-    """Show the work queue: depth by kind and age, claims, dead-lettered work and leases."""
+    """Show the work queue: depth by kind and age, claims, dead-lettered work and leases. With
+    ``--json``, a failure is a JSON document too (``{"error": …}``, exit status 1)."""
     if ctx.invoked_subcommand is not None:
         return
-    if store is None:
-        raise fail("pass --store URL (the store the workers share)")
-    snapshot = _run_on(store, queue_snapshot)
+    with json_errors(as_json):
+        if store is None:
+            raise fail("pass --store URL (the store the workers share)", argument="--store")
+        snapshot = _run_on(store, queue_snapshot)
     if as_json:
         typer.echo(json.dumps(snapshot, indent=2))
     else:

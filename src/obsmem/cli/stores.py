@@ -9,6 +9,10 @@ a folder at the filesystem root, the sign of a missing fourth slash.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +30,7 @@ __all__ = [
     "describe_store",
     "err_console",
     "fail",
+    "json_errors",
     "mask_password",
     "missing_file",
     "open_for_reading",
@@ -40,10 +45,37 @@ SQLITE_PREFIX = "sqlite:///"
 err_console = Console(stderr=True)
 
 
-def fail(message: str) -> typer.Exit:
+#: Whether the running command was asked for ``--json`` (see :func:`json_errors`).
+_json_errors: ContextVar[bool] = ContextVar("obsmem_cli_json_errors", default=False)
+
+
+@contextmanager
+def json_errors(enabled: bool) -> Iterator[None]:
+    """Within it (a command run with ``--json`` when ``enabled``), :func:`fail` also prints the
+    error as the command's one JSON document on stdout: ``{"error": {"type", "message"[,
+    "argument"]}}``, the REST API's error shape, so a script piping the output into jq reads an
+    error, not empty input. ``type`` is the obsmem error's class; the command's own refusals (an
+    option, a path) are ``InvalidInputError``, as bad input is over REST."""
+    token = _json_errors.set(enabled)
+    try:
+        yield
+    finally:
+        _json_errors.reset(token)
+
+
+def fail(message: str, *, error: ObsmemError | None = None, argument: str | None = None) -> typer.Exit:
     """Print ``error: message`` (its secrets hidden) on stderr; the caller raises the returned
-    exit (status 1)."""
-    err_console.print(f"[red]error:[/red] {escape(redact_secrets(message))}", soft_wrap=True)
+    exit (status 1). ``error``: the obsmem error it reports; ``argument``: the option at fault
+    (both for the JSON document :func:`json_errors` prints)."""
+    text = redact_secrets(message)
+    err_console.print(f"[red]error:[/red] {escape(text)}", soft_wrap=True)
+    if _json_errors.get():
+        kind = type(error).__name__ if error is not None else "InvalidInputError"
+        body: dict[str, str] = {"type": kind, "message": text}
+        named = argument if argument is not None else getattr(error, "argument", None)
+        if isinstance(named, str):
+            body["argument"] = named
+        typer.echo(json.dumps({"error": body}, indent=2, ensure_ascii=False))
     return typer.Exit(1)
 
 
@@ -98,7 +130,7 @@ def open_reported(url: str, **options: object) -> Store:
     try:
         store = open_store(url, **options)
     except ObsmemError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), error=exc) from None
     err_console.print(f"store: {escape(describe_store(store))}", soft_wrap=True, highlight=False)
     hint = relative_url_hint(url)
     if hint is not None:

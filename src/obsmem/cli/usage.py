@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from obsmem import Memory, MemoryConfig, ObsmemError, UsageReport, UsageRow
-from obsmem.cli.stores import fail, open_for_reading
+from obsmem.cli.stores import fail, json_errors, open_for_reading
 from obsmem.profiles import PRICES_AS_OF
 
 __all__ = ["register", "usage_document"]
@@ -40,7 +40,8 @@ def _when(text: str | None, option: str) -> datetime | date | None:
             return date.fromisoformat(text.strip())
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise fail(f"{option} {text!r} is not a date (2025-03-01) or an ISO datetime (2025-03-01T12:00:00Z)") from None
+        raise fail(f"{option} {text!r} is not a date (2025-03-01) or an ISO datetime (2025-03-01T12:00:00Z)",
+                   argument=option) from None  # fmt: skip
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
@@ -83,18 +84,28 @@ def usage(
     config: Annotated[Path | None, typer.Option(help="JSON of MemoryConfig.snapshot(), for its prices.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
-    """Show what memory's model calls cost (the cost ledger), per day, role and model."""
+    """Show what memory's model calls cost (the cost ledger), per day, role and model. With
+    ``--json``, a failure is a JSON document too (``{"error": …}``, exit status 1)."""
+    with json_errors(as_json):
+        _usage(store, thread, resource, since, until, by, config, as_json)
+
+
+def _usage(
+    store: str | None, thread: str | None, resource: str | None, since: str | None, until: str | None,
+    by: str | None, config: Path | None, as_json: bool,
+) -> None:  # fmt: skip
     if store is None:
-        raise fail("pass --store URL (the store memory writes to)")
+        raise fail("pass --store URL (the store memory writes to)", argument="--store")
     memory_config = None
     if config is not None:
         try:
             memory_config = MemoryConfig.from_snapshot(json.loads(config.read_text()))
         except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
-            raise fail(f"cannot read the memory config {config}: {exc}") from None
+            raise fail(f"cannot read the memory config {config}: {exc}", argument="--config") from None
     start, end = _when(since, "--since"), _when(until, "--until")
     if start is not None and end is not None and _utc(start) >= _utc(end):
-        raise fail(f"--since {since} is not before --until {until}: no call falls in that window (--until is exclusive)")
+        raise fail(f"--since {since} is not before --until {until}: no call falls in that window (--until is exclusive)",
+                   argument="--since")  # fmt: skip
     opened = open_for_reading(store)
 
     async def read() -> UsageReport:
@@ -108,7 +119,7 @@ def usage(
     try:
         report = asyncio.run(read())
     except ObsmemError as exc:
-        raise fail(str(exc)) from exc
+        raise fail(str(exc), error=exc) from exc
     if as_json:
         typer.echo(json.dumps(usage_document(report, by, thread_id=thread, resource_id=resource, since=since,
                                              until=until), indent=2))  # fmt: skip
