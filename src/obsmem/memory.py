@@ -835,7 +835,10 @@ class Memory:
             # observation (in this process or another) creates it or finds it, never misses it.
             with contextlib.suppress(ThreadNotFoundError):
                 await core.head(thread)
-        fenced = [lineage for lineage in sorted(lineages) if await core.begin_erasure(lineage)]
+        fenced: dict[str, str] = {}
+        for lineage in sorted(lineages):
+            if (token := await core.begin_erasure(lineage)) is not None:
+                fenced[lineage] = token
         try:
             for thread in threads:
                 await self._forget_in_thread(thread, value, counts)
@@ -852,8 +855,8 @@ class Memory:
                     await self.store.delete_working_memory(key)
                 counts["working_memory"] += 1
         finally:
-            for lineage in fenced:
-                await core.end_erasure(lineage)
+            for lineage, token in fenced.items():
+                await core.end_erasure(lineage, token)
         if self.knowledge is not None:
             from obsmem.knowledge.lifecycle import forget_in_knowledge
 

@@ -71,6 +71,7 @@ __all__ = [
     "BACKOFF_KEY",
     "ERASED_KEY",
     "ERASING_AT_KEY",
+    "ERASING_KEY",
     "ERASURES_KEY",
     "ERASURE_ABANDONED_S",
     "Fence",
@@ -217,16 +218,44 @@ async def commit(
 #: it read may hold what a forget erased, so it commits nothing (its messages stay pending and
 #: are observed again as stored now). Kept in the record, not in a process: it fences every
 #: engine on the store. A forget whose process died never ends: after ``ERASURE_ABANDONED_S``
-#: it no longer holds work back.
+#: it no longer holds work back. Which forgets are running is ``metadata[ERASING_KEY]``: each
+#: one's own mark (a token, when it began), taken off by its own end, so a dead forget's mark
+#: lapses ``ERASURE_ABANDONED_S`` after *it* began, whatever forgets run after it (the counts
+#: alone would say one is running for good, counted from the latest start). A record written
+#: before that key existed is read by the counts.
 ERASURES_KEY = "obsmem_erasures"
 ERASED_KEY = "obsmem_erased"
 ERASING_AT_KEY = "obsmem_erasing_at"
+ERASING_KEY = "obsmem_erasing"
 ERASURE_ABANDONED_S = 900.0
 
 
 def _count(record: ObservationRecord | None, key: str) -> int:
     value = record.metadata.get(key) if record is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _began(value: object) -> datetime | None:
+    try:
+        since = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return since if since.tzinfo is not None else None
+
+
+def _lapsed(value: object, now: datetime) -> bool:
+    """Whether a forget that began at ``value`` (an ISO time) no longer holds work back."""
+    since = _began(value)
+    return since is not None and (now - since).total_seconds() >= ERASURE_ABANDONED_S
+
+
+def running_erasures(record: ObservationRecord | None) -> dict[str, str] | None:
+    """The marks of the forgets running on ``record``'s lineage (token -> when it began); None
+    for a record written before they were kept (then the counts tell)."""
+    value = record.metadata.get(ERASING_KEY) if record is not None else None
+    if not isinstance(value, dict):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def erasures(record: ObservationRecord | None) -> int:
@@ -245,6 +274,9 @@ class Fence:
     def of(record: ObservationRecord | None, now: datetime) -> Fence:
         """The fence of ``record``, read before the messages the work reads with it."""
         began = erasures(record)
+        marks = running_erasures(record)
+        if marks is not None:
+            return Fence(began, any(not _lapsed(at, now) for at in marks.values()))
         running = began > _count(record, ERASED_KEY)
         if running and record is not None:
             try:
@@ -484,17 +516,34 @@ class Core:
         """The live record as stored, or None (never creates one)."""
         return await self.store.get_head(self.lineage(thread))
 
-    async def begin_erasure(self, lineage: str) -> bool:
+    async def begin_erasure(self, lineage: str) -> str | None:
         """A forget begins on ``lineage`` (see :data:`ERASURES_KEY`), before it changes any of
-        its messages. False: the lineage has no head (nothing to fence)."""
+        its messages: its mark, for :meth:`end_erasure`. None: the lineage has no head (nothing
+        to fence)."""
         now = self.clock.now().isoformat()
-        return await self._fence(
-            lineage, lambda head: {ERASURES_KEY: erasures(head) + 1, ERASING_AT_KEY: now}
+        token = uuid.uuid4().hex
+        fenced = await self._fence(
+            lineage,
+            lambda head: {
+                ERASURES_KEY: erasures(head) + 1,
+                ERASING_AT_KEY: now,
+                ERASING_KEY: {**(running_erasures(head) or {}), token: now},
+            },
         )
+        return token if fenced else None
 
-    async def end_erasure(self, lineage: str) -> None:
-        """The forget begun by :meth:`begin_erasure` on ``lineage`` is done (or failed)."""
-        await self._fence(lineage, lambda head: {ERASED_KEY: min(erasures(head), _count(head, ERASED_KEY) + 1)})
+    async def end_erasure(self, lineage: str, token: str | None = None) -> None:
+        """The forget begun by :meth:`begin_erasure` on ``lineage`` (its mark ``token``) is done
+        (or failed): its mark comes off, with those of dead forgets that have lapsed."""
+        now = self.clock.now()
+
+        def change(head: ObservationRecord) -> dict[str, Any]:
+            marks = {
+                k: at for k, at in (running_erasures(head) or {}).items() if k != token and not _lapsed(at, now)
+            }
+            return {ERASED_KEY: min(erasures(head), _count(head, ERASED_KEY) + 1), ERASING_KEY: marks}
+
+        await self._fence(lineage, change)
 
     async def _fence(self, lineage: str, change: Callable[[ObservationRecord], dict[str, Any]]) -> bool:
         """``change`` the head's fence keys by compare-and-set (:meth:`commit`, retried)."""
