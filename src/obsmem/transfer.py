@@ -73,6 +73,7 @@ import contextlib
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ from obsmem.errors import (
     InvalidInputError,
     KnowledgeReachError,
     StorageError,
+    ThreadNotFoundError,
 )
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.lifecycle import DEFAULT_ORG
@@ -1072,9 +1074,16 @@ async def import_resource(
                     knowledge_found.pop(kind, None)
     if knowledge_reach is not None and knowledge_store is not None and parsed.knowledge_scope is not None:
         await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
+    await _take_back_cut_off(store, parsed)
     await _check_target(store, parsed)
 
     written = _Written()
+    note = _importing_key(parsed.resource_id)
+    await store.set_working_memory(note, json.dumps({  # what it will write, kept until it is done
+        "threads": [t.id for _, t in items["thread"]],
+        "lineages": sorted({r.lineage for _, r in items["record"]}),
+        "working_memory": [w.key for _, w in items["working_memory"]],
+    }))
     try:
         await _write_memory(store, items, summary, written)
         if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
@@ -1092,11 +1101,54 @@ async def import_resource(
         else:
             summary.skipped = knowledge_found
     except BaseException:  # a failure or an interruption (Ctrl-C, a cancelled task): all or nothing
-        undo = run_to_end(_take_back(store, written))  # a task of its own: a cancel scope's next
+        undo = run_to_end(_take_back(store, written, note=note))  # a task of its own: a cancel scope's next
         with contextlib.suppress(asyncio.CancelledError):  # cancellation does not stop it midway
             await asyncio.shield(undo)
         raise
+    await store.delete_working_memory(note)
     return summary
+
+
+#: An import under way, noted in the store's key-value rows (as an erase under way is) before its
+#: first write and removed once it is done: ``obsmem:importing:<resource id>`` -> the threads,
+#: lineages and working-memory keys it writes. An import whose process died midway (SIGKILL, the
+#: OOM killer) leaves it, and the next import of that resource takes back what it wrote first.
+_IMPORTING = "obsmem:importing:"
+
+
+def _importing_key(resource_id: str) -> str:
+    return _IMPORTING + urllib.parse.quote(resource_id, safe="")
+
+
+async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
+    """What an import of this resource left when its process died midway, taken back (all or
+    nothing across a crash too), unless the threads it wrote have been used since (a message that
+    is not in this export): that is refused, naming the leftover import, and nothing is changed."""
+    note = _importing_key(parsed.resource_id)
+    text = await store.get_working_memory(note)
+    if text is None:
+        return
+    try:
+        data = json.loads(text)
+        written = _Written(
+            threads=[str(t) for t in data["threads"]],
+            lineages=[str(lineage) for lineage in data["lineages"]],
+            working_memory=[str(k) for k in data["working_memory"]],
+        )
+    except (ValueError, KeyError, TypeError):
+        raise ImportConflictError(f"the store holds an unreadable note of an import ('{note}')") from None
+    exported = {m.id for _, m in parsed.items["message"]}
+    for thread_id in written.threads:
+        try:
+            stored = await store.list_messages(thread_id)
+        except ThreadNotFoundError:
+            continue
+        if any(m.id not in exported for m in stored):
+            raise ImportConflictError(
+                f"an import of resource '{parsed.resource_id}' was cut off midway and its thread "
+                f"'{thread_id}' has been used since (delete the resource to import it again)"
+            )
+    await _take_back(store, written, note=note)
 
 
 @dataclass(slots=True)
@@ -1141,13 +1193,15 @@ async def _write_memory(
             summary.counts[kind] = len(items[kind])
 
 
-async def _take_back(store: Store, written: _Written) -> None:
-    """Remove what an unfinished import wrote. Safe: the target held none of it (checked before
-    the first write). Best effort: the store may be what failed; its own error is the one raised."""
+async def _take_back(store: Store, written: _Written, *, note: str | None = None) -> None:
+    """Remove what an unfinished import wrote, then its ``note`` (see :data:`_IMPORTING`). Safe:
+    the target held none of it (checked before the first write). Best effort: the store may be
+    what failed; its own error is the one raised."""
     undo: list[Callable[[], Awaitable[object]]] = [
         *(partial(store.delete_working_memory, key) for key in written.working_memory),
         *(partial(store.delete_lineage, lineage) for lineage in written.lineages),
         *(partial(store.delete_thread, thread_id) for thread_id in written.threads),
+        *((partial(store.delete_working_memory, note),) if note is not None else ()),
     ]
     for step in undo:
         with contextlib.suppress(Exception):

@@ -166,6 +166,8 @@ async def main(scenario: str, db: str) -> None:
                 if (FOLDER / "at").exists():  # the point is in a background task: stop the loop too
                     await stop_here("observer")
         raise AssertionError(f"{scenario}: never reached its point")
+    if scenario == "import":
+        await import_cut_off(db)
     memory = Memory(url, config=config(buffered=False, scope=scope), max_turn_wait=None)
     async with memory:
         await seed(memory)
@@ -198,6 +200,21 @@ async def main(scenario: str, db: str) -> None:
             hang_method(*_target(memory, point), point)
             await memory.forget(SECRET, resource_id="alice")
         raise AssertionError(f"{scenario}: never reached its point")
+
+
+async def import_cut_off(db: str) -> None:
+    """Seed ``<folder>/source.db``, export the user to ``<folder>/alice.jsonl`` and import it into
+    ``db``, stopping after the import's second message save (threads and some messages written)."""
+    from obsmem.storage import SQLiteStore
+    from obsmem.transfer import export_resource, import_resource
+
+    async with Memory(f"sqlite:///{FOLDER / 'source.db'}", config=config(buffered=False), max_turn_wait=None) as memory:
+        await seed(memory)
+        await export_resource(memory.store, "alice", FOLDER / "alice.jsonl")
+    target = SQLiteStore(db)
+    hang_method(target, "save_messages", "import", before=False, on_call=2)
+    await import_resource(target, FOLDER / "alice.jsonl")
+    raise AssertionError("import: never reached its point")
 
 
 def _target(memory: Memory, point: str) -> tuple[Any, str]:
