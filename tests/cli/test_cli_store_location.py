@@ -27,7 +27,7 @@ def test_migrate_prints_the_absolute_sqlite_path(tmp_path: Path, monkeypatch: py
     result = runner.invoke(app, ["migrate", "--store", "nested/plain.db"])
     assert result.exit_code == 0, result.output
     assert f"store: sqlite {tmp_path / 'nested' / 'plain.db'}" in result.stderr
-    assert "migration(s) applied" in result.stdout
+    assert "migrations applied" in result.stdout
 
 
 def test_a_relative_url_that_looks_absolute_is_resolved_and_questioned(

@@ -119,7 +119,7 @@ def test_migrate_dry_run_creates_nothing(tmp_path: Path) -> None:
     _seed(db)
     assert runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}"]).exit_code == 0
     again = runner.invoke(app, ["migrate", "--store", f"sqlite:///{db}", "--dry-run"])
-    assert again.exit_code == 0 and again.stdout.startswith("0 migration(s) pending"), again.output
+    assert again.exit_code == 0 and again.stdout.startswith("0 migrations pending"), again.output
 
 
 @pytest.mark.parametrize("command", [["show"], ["threads", "--resource"], ["export", "-r"], ["usage", "--thread"]])

@@ -20,6 +20,7 @@ from obsmem.bench.injection import ROLE_SETUPS, InjectionReport, run_injection
 from obsmem.bench.knowledge import run_knowledge_bench
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.render import counted
 from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
 from obsmem.bench.run import RetentionCurve, RetentionReport, run_curve, run_retention
@@ -226,8 +227,8 @@ def _print_retention(report: RetentionReport) -> None:
                 f"{s.actor_output_tokens:,.0f}", f"{s.actor_seconds:.2f}", f"{s.judge_seconds:.2f}",
             )
         console.print(qa)
-    console.print(f"{len(report.built)} conversation(s), {len(report.results)} scored questions, "
-                  f"{report.seconds:.1f} s")  # fmt: skip
+    console.print(f"{counted(len(report.built), 'conversation')}, "
+                  f"{counted(len(report.results), 'scored question')}, {report.seconds:.1f} s")  # fmt: skip
 
 
 @bench_app.command()
@@ -424,8 +425,8 @@ def _print_agent(report: AgentReport) -> None:
     table.add_row("compression", *(f"{report.row(s).compression:.1f}×" for s in AGENT_SYSTEMS))
     console.print(table)
     counts = report.row("obsmem").counts
-    console.print(f"{len(report.conversations)} conversation(s), "
-                  f"{sum(len(c.messages) for c in report.conversations):,} messages, probes: "
+    console.print(f"{counted(len(report.conversations), 'conversation')}, "
+                  f"{counted(sum(len(c.messages) for c in report.conversations), 'message')}, probes: "
                   + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {report.seconds:.1f} s")  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from obsmem import Memory, ObsmemError
 from obsmem.knowledge import Knowledge
-from obsmem.cli.render import escape
+from obsmem.cli.render import counted, escape, escape_id
 from obsmem.cli.stores import KnowledgeOption, describe_store, err_console, fail, open_for_reading, open_knowledge
 from obsmem.storage import Store, default_store_path
 
@@ -89,7 +89,7 @@ def _confirm(question: str, yes: bool) -> None:
 
 
 def _summary(what: str, counts: dict[str, int]) -> None:
-    console.print(f"{escape(what)}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+    console.print(f"{escape_id(what)}: " + ", ".join(counted(n, kind) for kind, n in counts.items()),
                   soft_wrap=True, highlight=False)  # fmt: skip
 
 
@@ -155,5 +155,5 @@ def delete_resource(
     _summary(f"deleted resource '{resource}'", counts)
     _warn_log_kept(opened, truncated)
     if not counts.get("threads"):
-        console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape(resource)}' "
+        console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape_id(resource)}' "
                       "(check the id)", soft_wrap=True, highlight=False)  # fmt: skip

@@ -15,7 +15,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import escape
+from obsmem.cli.render import escape, escape_id
 from obsmem.cli.stores import describe_store, err_console, fail, missing_file, sqlite_path
 from obsmem.storage import open_store
 
@@ -115,8 +115,8 @@ def create(
 
     key, secret = _run(run())
     # the key is stored now: an org or resource that reads as markup ("[/]") must not stop its secret
-    err_console.print(f"created key {key.key_id} for org {escape(key.org_id)}"
-                      + (f", resource {escape(key.resource_id)}" if key.resource_id else "")
+    err_console.print(f"created key {key.key_id} for org {escape_id(key.org_id)}"
+                      + (f", resource {escape_id(key.resource_id)}" if key.resource_id else "")
                       + (" (read-only)" if key.read_only else "") + (" (admin)" if key.admin else "")
                       + "; it is shown only now:", highlight=False)  # fmt: skip
     typer.echo(secret)
@@ -154,4 +154,4 @@ def revoke(
 
     if not _run(run()):
         raise fail(f"no live key {key_id!r}")
-    err_console.print(f"revoked {escape(key_id)}", highlight=False)
+    err_console.print(f"revoked {escape_id(key_id)}", highlight=False)

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import escape
+from obsmem.cli.render import escape, escape_id
 from obsmem.cli.stores import fail, open_knowledge
 from obsmem.knowledge import Knowledge
 
@@ -69,7 +69,7 @@ def pending(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, ty
         page = await graph.review.pending(scope, limit=limit)
         for record in page.items:
             reason = str(record.metadata.get("reason", ""))
-            console.print(f"{record.id}  {escape(record.text)}  [dim]({escape(reason)})[/dim]",
+            console.print(f"{escape_id(record.id)}  {escape(record.text)}  [dim]({escape(reason)})[/dim]",
                           soft_wrap=True, highlight=False)  # fmt: skip
         console.print(f"{len(page.items)} pending", highlight=False)
 
@@ -83,7 +83,7 @@ def approve(
 ) -> None:
     """Approve a candidate: reads (and the remind agent) return it from now on."""
     record = _run(knowledge, actor, lambda graph: graph.review.approve(record_id, scope, reason=reason))
-    console.print(f"approved {record.id}", highlight=False)
+    console.print(f"approved {escape_id(record.id)}", highlight=False)
 
 
 @knowledge_app.command()
@@ -95,7 +95,7 @@ def reject(
     """Reject a candidate (with --tombstone, the value can never be captured again)."""
     record = _run(knowledge, actor,
                   lambda graph: graph.review.reject(record_id, scope, reason=reason, tombstone=tombstone))
-    console.print(f"rejected {record.id}" + (" (tombstoned)" if tombstone else ""), highlight=False)
+    console.print(f"rejected {escape_id(record.id)}" + (" (tombstoned)" if tombstone else ""), highlight=False)
 
 
 @knowledge_app.command()
@@ -104,7 +104,7 @@ def activity(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, t
 
     async def work(graph: Knowledge) -> None:
         for event in (await graph.store.list_activity(scope, limit=limit)).items:
-            console.print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  {event.action.value:<17} {escape(event.actor):<10} "
-                          f"{event.subject_id}  {escape(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
+            console.print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  {event.action.value:<17} {escape_id(event.actor):<10} "
+                          f"{escape_id(event.subject_id)}  {escape(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
 
     _run(knowledge, "reviewer", work)

@@ -18,6 +18,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS
+from obsmem.cli.render import one_line
 from obsmem.cli.stores import fail, json_errors, open_for_reading
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store
@@ -72,18 +73,19 @@ def _show(snapshot: dict[str, Any]) -> None:
     if kinds:
         typer.echo(f"  {'kind':<10} {'waiting':>7} {'due':>5} {'claimed':>7} {'expired':>7} {'oldest':>9}")
         for kind, row in sorted(kinds.items()):
-            typer.echo(f"  {kind:<10} {row['waiting']:>7} {row['due']:>5} {row['claimed']:>7} "
+            typer.echo(f"  {one_line(kind):<10} {row['waiting']:>7} {row['due']:>5} {row['claimed']:>7} "
                        f"{row['expired_claims']:>7} {row['oldest_age_s']:>8.1f}s")  # fmt: skip
     typer.echo(f"dead-letter: {len(snapshot['dead'])}")
     for dead in snapshot["dead"]:
-        typer.echo(f"  {dead['id']:>6} {dead['kind']:<10} {dead['target']}  attempts={dead['attempts']}  "
-                   f"failed_at={dead['failed_at']}  last error: {dead['last_error'] or '-'}")  # fmt: skip
+        typer.echo(f"  {dead['id']:>6} {one_line(dead['kind']):<10} {one_line(dead['target'])}  "
+                   f"attempts={dead['attempts']}  failed_at={dead['failed_at']}  "
+                   f"last error: {one_line(dead['last_error']) or '-'}")  # fmt: skip
     leases = snapshot["leases"]
     expired = sum(1 for lease in leases if lease["expires_in_s"] <= 0)
     typer.echo(f"leases: {len(leases)} ({expired} expired)")
     for lease in leases:
         state = "expired" if lease["expires_in_s"] <= 0 else f"expires in {lease['expires_in_s']:.1f}s"
-        typer.echo(f"  {lease['key']}  {lease['owner']}  {state}")
+        typer.echo(f"  {one_line(lease['key'])}  {one_line(lease['owner'])}  {state}")
 
 
 def _run_on(url: str, work: Any) -> Any:

@@ -15,7 +15,7 @@ from rich.markup import escape as escape_markup
 
 from obsmem import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["clip", "escape", "render_message", "render_part"]
+__all__ = ["clip", "counted", "escape", "escape_id", "one_line", "render_message", "render_part"]
 
 #: How much of one argument value, one tool result, or one reasoning block is shown.
 VALUE_CHARS = 80
@@ -32,6 +32,35 @@ def escape(text: str) -> str:
     control character shown as ``\\xNN`` (text is data: an escape sequence a user or a tool
     put in a message never moves the reader's cursor, recolours a line or makes a link)."""
     return escape_markup(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
+#: Every control character, newline and tab included.
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str) -> str:
+    """``text`` (an id, a key, an error from a store) as plain text on one line: every control
+    character, newline and tab included, shown as ``\\xNN``, so a newline in a thread id never
+    makes a second table row or line, and nothing reaches the terminal as a command."""
+    return _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def escape_id(text: str) -> str:
+    """:func:`one_line`, safe to print with Rich (its markup escaped)."""
+    return escape_markup(one_line(text))
+
+
+#: Count nouns that take no plural ``s`` (export and erase summaries use these keys).
+_UNCOUNTED = frozenset({"working_memory", "knowledge_forgotten", "knowledge_activity"})
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun`` in the number ``n`` asks for: ``1 message``, ``2 messages``. ``noun``
+    may be given singular or plural (``messages``, ``thread``, ``knowledge_records``)."""
+    if noun in _UNCOUNTED:
+        return f"{n:,} {noun}"
+    singular = noun[:-1] if noun.endswith("s") else noun
+    return f"{n:,} {singular if n == 1 else singular + 's'}"
 
 
 def clip(text: str, limit: int) -> str:

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from obsmem import DataPart, Message, ObsmemError, Thread
-from obsmem.cli.render import clip, escape, render_message
+from obsmem.cli.render import clip, counted, escape, escape_id, one_line, render_message
 from obsmem.cli.stores import describe_store, fail, open_for_reading
 from obsmem.storage import ObservationRecord, Store, lineage_key
 from obsmem.storage.paging import all_threads
@@ -170,10 +170,10 @@ def threads(
     rows = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource))
     console = _console()
     if not rows:
-        whose = f"for resource '{escape(resource)}'" if resource is not None else "in this store"
+        whose = f"for resource '{escape_id(resource)}'" if resource is not None else "in this store"
         console.print(f"no threads {whose}", highlight=False)
         return
-    title = "All threads" if resource is None else f"Threads of {escape(resource)}"
+    title = "All threads" if resource is None else f"Threads of {escape_id(resource)}"
     # No vertical rules: the ids stay whole, on one line, in an 80-column terminal.
     table = Table(title=title, caption="observed, pending: message tokens",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fmt: skip
@@ -184,7 +184,7 @@ def threads(
     for row in rows:
         head = row.memory.head
         table.add_row(
-            escape(row.memory.thread.id), escape(row.memory.thread.resource_id), f"{row.messages:,}",
+            escape_id(row.memory.thread.id), escape_id(row.memory.thread.resource_id), f"{row.messages:,}",
             _tokens(head.total_tokens_observed if head else None),
             _tokens(head.pending_message_tokens if head else None), str(row.generations), _when(row.updated),
         )  # fmt: skip
@@ -201,7 +201,7 @@ def show(
     opened = open_for_reading(store)
     view = _read(opened, lambda reading: _thread_view(reading, thread_id))
     if view is None:
-        raise fail(f"no thread '{thread_id}' in {describe_store(opened)}")
+        raise fail(f"no thread '{one_line(thread_id)}' in {describe_store(opened)}")
     console = _console()
     for table in (_state_table(view), _observations_table(view.memory.head), _tail_table(view, tail),
                   _generations_table(view.generations), _markers_table(view.messages, markers)):  # fmt: skip
@@ -210,10 +210,10 @@ def show(
 
 def _state_table(view: ThreadView) -> Table:
     thread, head = view.memory.thread, view.memory.head
-    table = Table(title=f"Thread {escape(thread.id)}", show_header=False)
+    table = Table(title=f"Thread {escape_id(thread.id)}", show_header=False)
     table.add_column("field")
     table.add_column("value")
-    table.add_row("resource", escape(thread.resource_id))
+    table.add_row("resource", escape_id(thread.resource_id))
     if thread.title:
         table.add_row("title", escape(thread.title))
     table.add_row("created", _when(thread.created_at))
@@ -221,15 +221,15 @@ def _state_table(view: ThreadView) -> Table:
     if head is None:
         table.add_row("memory", "nothing observed yet")
     else:
-        table.add_row("lineage", f"{escape(head.lineage)} ({head.scope} scope), generation {head.generation}")
-        table.add_row("head record", escape(head.id))
+        table.add_row("lineage", f"{escape_id(head.lineage)} ({head.scope} scope), generation {head.generation}")
+        table.add_row("head record", escape_id(head.id))
         table.add_row("observation tokens", f"{head.observation_tokens:,}")
         table.add_row("observed tokens", f"{head.total_tokens_observed:,}")
         table.add_row("pending tokens", f"{head.pending_message_tokens:,}")
         if head.buffered_chunks:
             covered = sum(len(chunk.message_ids) for chunk in head.buffered_chunks)
-            table.add_row("buffered", f"{len(head.buffered_chunks)} chunk(s) over {covered} message(s), "
-                                      "not yet active")  # fmt: skip
+            table.add_row("buffered", f"{counted(len(head.buffered_chunks), 'chunk')} over "
+                                      f"{counted(covered, 'message')}, not yet active")  # fmt: skip
         state = head.threads.get(thread.id)
         if state is not None and state.current_task:
             table.add_row("current task", escape(state.current_task))
@@ -243,7 +243,7 @@ def _observations_table(head: ObservationRecord | None) -> Table:
         return Table(title="Observations (none yet)")
     lines = [line for line in head.active_observations.splitlines() if line.strip()]
     table = Table(title=f"Observations (generation {head.generation}, {head.observation_tokens:,} tokens, "
-                        f"{len(lines)} lines)")  # fmt: skip
+                        f"{counted(len(lines), 'line')})")  # fmt: skip
     table.add_column("#", justify="right")
     table.add_column("observation", overflow="fold")
     for number, line in enumerate(lines, 1):
@@ -254,7 +254,7 @@ def _observations_table(head: ObservationRecord | None) -> Table:
 def _tail_table(view: ThreadView, limit: int) -> Table:
     tail = view.tail
     shown = tail[-limit:] if limit else []
-    title = f"Unobserved tail ({len(tail)} messages after seq {view.memory.cursor}"
+    title = f"Unobserved tail ({counted(len(tail), 'message')} after seq {view.memory.cursor}"
     if len(shown) < len(tail):
         title += f"; showing the newest {len(shown)}; {len(tail) - len(shown)} older"
     table = Table(title=title + ")")
@@ -322,6 +322,6 @@ def _markers_table(messages: list[Message], limit: int) -> Table:
                          overflow="fold" if column == "details" else "ellipsis")  # fmt: skip
     for message, part in shown:
         cycle = str(part.data.get("cycle_id", ""))
-        table.add_row(str(message.seq), part.name.removeprefix("om-"), escape(cycle[:12]),
+        table.add_row(str(message.seq), escape_id(part.name.removeprefix("om-")), escape_id(cycle[:12]),
                       _marker_time(part.data), escape(_marker_details(part.data)))  # fmt: skip
     return table

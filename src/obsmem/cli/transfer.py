@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from obsmem import ObsmemError
-from obsmem.cli.render import escape
+from obsmem.cli.render import counted, escape, escape_id
 from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_knowledge, open_reported
 from obsmem.storage import Store, default_store_path
 from obsmem.transfer import export_resource, import_resource
@@ -76,8 +76,8 @@ def export(
         raise fail(str(exc)) from None
     where = "stdout" if output == "-" else str(Path(output).resolve())
     err_console.print(
-        f"exported resource '{escape(resource)}' from {escape(describe_store(opened))} to {escape(where)}: "
-        + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+        f"exported resource '{escape_id(resource)}' from {escape(describe_store(opened))} to {escape(where)}: "
+        + ", ".join(counted(n, kind) for kind, n in counts.items()),
         soft_wrap=True, highlight=False,
     )  # fmt: skip
 
@@ -106,15 +106,15 @@ def import_(
             finally:
                 if graph is not None:
                     await graph.close()
-        counts = ", ".join(f"{n} {kind}" for kind, n in summary.counts.items())
+        counts = ", ".join(counted(n, kind) for kind, n in summary.counts.items())
         line = f"imported resource '{summary.resource_id}' into {describe_store(target)}: {counts}"
         if not summary.seqs_preserved:
             line += " (message seqs renumbered in order; references mapped)"
         if summary.skipped:
-            line += "; skipped (no --knowledge): " + ", ".join(f"{n} {k}" for k, n in summary.skipped.items())
+            line += "; skipped (no --knowledge): " + ", ".join(counted(n, k) for k, n in summary.skipped.items())
         if summary.forgotten:
             line += "; left out (forgotten since the export): " + ", ".join(
-                f"{n} {k}" for k, n in summary.forgotten.items()
+                counted(n, k) for k, n in summary.forgotten.items()
             )
         return line
 
@@ -122,4 +122,4 @@ def import_(
         line = asyncio.run(run(opened))
     except (ObsmemError, OSError) as exc:
         raise fail(str(exc)) from None
-    Console().print(escape(line), soft_wrap=True, highlight=False)
+    Console().print(escape_id(line), soft_wrap=True, highlight=False)  # one line, whatever the ids hold

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from obsmem import Memory, MemoryConfig, ObsmemError, UsageReport, UsageRow
+from obsmem.cli.render import one_line
 from obsmem.cli.stores import fail, json_errors, open_for_reading
 from obsmem.profiles import PRICES_AS_OF
 
@@ -128,7 +129,7 @@ def _usage(
              f"{'output':>10} {'latency':>9}  cost"  # fmt: skip
     typer.echo(header)
     for row in _rows(report, by):
-        label = " / ".join(part for part in (row.day, row.role, row.model) if part is not None)
+        label = one_line(" / ".join(part for part in (row.day, row.role, row.model) if part is not None))
         typer.echo(_line(row, label))
     typer.echo(_line(report.total(), "total"))
     typer.echo(f"costs are estimates from the price table as of {PRICES_AS_OF} (and --config prices)")

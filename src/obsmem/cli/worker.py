@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from obsmem import ChatModel, MemoryConfig, ObsmemError
+from obsmem.cli.render import counted
 from obsmem.cli.stores import fail, open_knowledge, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
 from obsmem.knowledge import Knowledge, migrate_knowledge
@@ -351,7 +352,7 @@ def migrate(
     except ObsmemError as exc:
         raise fail(str(exc)) from exc
     verb = "pending" if dry_run else "applied"
-    typer.echo(f"{len(names)} migration(s) {verb}" + (": " + ", ".join(names) if names else ""))
+    typer.echo(f"{counted(len(names), 'migration')} {verb}" + (": " + ", ".join(names) if names else ""))
 
 
 async def _migrate(store: Store, *, dry_run: bool) -> list[str]:
