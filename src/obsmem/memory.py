@@ -502,6 +502,7 @@ class Memory:
             if thread is None:
                 return False
             resumed = True
+        await self._note_erase()
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
         forget_rendered()  # no rendering of its observations stays in this process
@@ -581,6 +582,13 @@ class Memory:
         else:
             await self.store.delete_working_memory(key)
 
+    async def _note_erase(self) -> None:
+        """Before an erase changes anything: the SQLite store notes it until :meth:`_truncate_log`
+        is done, so a process killed in between has the files cleaned when the store is next
+        opened (:meth:`SQLiteStore.note_erase`)."""
+        if isinstance(self.store, SQLiteStore):
+            await self.store.note_erase()
+
     async def _truncate_log(self) -> None:
         """After an erase: the SQLite store's file rebuilt (``VACUUM``: no stale copy left in a
         page's unused space) and its write-ahead log moved into the file and truncated, so the old
@@ -657,6 +665,7 @@ class Memory:
 
             await erasure_scopes(self.knowledge, threads, resource_id=resource_id, within=knowledge_within,
                                  fallback=knowledge_within is None, operation="delete")  # fmt: skip
+        await self._note_erase()
         await self._begin_erasing(*threads)
         for thread in threads:
             with contextlib.suppress(ThreadNotFoundError):  # (a thread whose row a cut-off delete took)
@@ -835,6 +844,7 @@ class Memory:
             # observation (in this process or another) creates it or finds it, never misses it.
             with contextlib.suppress(ThreadNotFoundError):
                 await core.head(thread)
+        await self._note_erase()
         fenced: dict[str, str] = {}
         for lineage in sorted(lineages):
             if (token := await core.begin_erasure(lineage)) is not None:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from obsmem import Memory
+from obsmem import Memory, Message
 
 from .crash_child import SECRET, config
-from .harness import kill_at
+from .harness import in_files, kill_at
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +104,21 @@ async def test_a_finished_delete_leaves_no_note(tmp_path: Path, scope: str) -> N
         await memory.delete_resource("alice")
         assert erasing_rows(db) == []
         assert tables_holding(db, "alice") == {}
+
+
+@pytest.mark.parametrize("scenario", ["delete-thread:truncate", "forget:truncate", "delete-resource:truncate"])
+async def test_an_erase_killed_before_its_files_were_cleaned_is_cleaned_when_the_store_opens(
+    tmp_path: Path, scenario: str
+) -> None:
+    """Killed after every row was erased and before the file was rebuilt and its log truncated:
+    the old pages, with the erased text, are in the ``-wal`` file. The app restarted and running
+    (not calling the erase again) must not keep them there."""
+    db = killed(tmp_path, scenario)
+    assert tables_holding(db, SECRET) == {}
+    assert in_files(db.parent, SECRET)  # the kill left the old pages in the log
+
+    async with Memory(f"sqlite:///{db}", config=config(buffered=False), max_turn_wait=None) as memory:
+        turn = await memory.begin_turn(thread_id="t3", resource_id="bob", messages=[Message.user("Hello again.")])
+        await turn.end([Message.assistant("Hi.")])
+
+        assert in_files(db.parent, SECRET) == {}

@@ -144,6 +144,9 @@ _RESOURCE_MESSAGES_AFTER = (
 )
 _MESSAGE_COLUMNS = ("seq", "id", "thread_id", "role", "parts", "created_at", "metadata", "resource_id")
 _IN_CHUNK = 500  # stay far below SQLite's bound-parameter limit
+#: The ``working_memory`` row that says an erase has begun and its files are not cleaned yet
+#: (:meth:`SQLiteStore.note_erase`).
+ERASE_NOTE = "obsmem:erase-unfinished"
 
 
 def default_data_dir() -> Path:
@@ -346,8 +349,39 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         either step from running after a bounded wait (a writer holding the lock, a read
         snapshot holding the log; under a second each, see :mod:`obsmem.storage.sqlite.wal`):
         that step is then retried, without waiting, after each later write of this store until
-        it succeeds."""
-        return await self._call(self._log.now)
+        it succeeds. Done, it takes off the note :meth:`note_erase` left."""
+        return await self._call(self._cleaned)
+
+    async def note_erase(self) -> None:
+        """An erase begins: noted in the file (a row of ``working_memory`` under
+        :data:`ERASE_NOTE`, no text of the erase) until :meth:`truncate_wal` has rebuilt the file
+        and truncated its log. A process killed in between (SIGKILL, the OOM killer) leaves the
+        note, and the next open of the file does that clean-up first: the erased text is not left
+        in the ``-wal`` file (or a page's unused space) while the restarted app runs."""
+
+        def op(conn: Conn) -> None:
+            conn.execute(
+                "INSERT INTO working_memory (key, text, updated_at) VALUES (?, '', ?) ON CONFLICT (key) DO NOTHING",
+                (ERASE_NOTE, datetime.now(UTC).isoformat()),
+            )
+
+        await self._write(op)
+
+    def _cleaned(self, conn: Conn) -> bool:
+        """:meth:`LogTruncation.now`, and when both steps were done, the erase note off."""
+        if not self._log.now(conn):
+            return False
+        _transaction(conn, "BEGIN IMMEDIATE", lambda c: c.execute("DELETE FROM working_memory WHERE key = ?", (ERASE_NOTE,)))
+        return True
+
+    def _finish_cut_off_erase(self, conn: Conn) -> None:
+        """At open: the clean-up of an erase whose process died before it (see :meth:`note_erase`)."""
+        try:
+            noted = conn.execute("SELECT 1 FROM working_memory WHERE key = ?", (ERASE_NOTE,)).fetchone()
+            if noted is not None:
+                self._cleaned(conn)  # kept busy by another connection: retried after the next writes
+        except sqlite3.Error:  # (a schema this obsmem does not migrate here: nothing to finish)
+            pass
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         # A deferred transaction gives a multi-statement read one consistent snapshot.
@@ -430,6 +464,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                     f"pending ({', '.join(behind)}). Run: obsmem migrate --store sqlite:///{self.path}, "
                     "or open the store with migrate='auto'."
                 )
+            self._finish_cut_off_erase(conn)
         except BaseException:
             conn.close()
             raise
