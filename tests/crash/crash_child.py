@@ -99,6 +99,7 @@ async def turn(memory: Memory, thread_id: str, i: int, *, secret: bool = False, 
     write("inflight.json", [user.id])
     t = await memory.begin_turn(thread_id=thread_id, resource_id="alice", messages=[user])
     saved.append(user.id)
+    write("saved.json", saved)
     if user.id not in [m.id for m in t.context.messages]:
         raise AssertionError(f"{user.id} is not in its own turn's context")
     replies = [Message(id=f"{thread_id}-a{i}", role="assistant", parts=Message.assistant(
