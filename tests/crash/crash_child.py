@@ -169,6 +169,8 @@ async def main(scenario: str, db: str) -> None:
         raise AssertionError(f"{scenario}: never reached its point")
     if scenario == "import":
         await import_cut_off(db)
+    if scenario == "late-result":
+        await late_result_cut_off(url)
     memory = Memory(url, config=config(buffered=False, scope=scope), max_turn_wait=None)
     async with memory:
         await seed(memory)
@@ -201,6 +203,25 @@ async def main(scenario: str, db: str) -> None:
             hang_method(*_target(memory, point), point)
             await memory.forget(SECRET, resource_id="alice")
         raise AssertionError(f"{scenario}: never reached its point")
+
+
+LATE_RESULT = Message(id="late-r", role="tool", parts=(
+    ToolResultPart(tool_call_id="late-call", tool_name="lookup", result="Pip has 3 ferret friends"),))
+
+
+async def late_result_cut_off(url: str) -> None:
+    """A tool call left waiting, closed as unanswered by the next turn, whose real result then
+    comes: stopped right after the rewrite that puts it in the closing answer's place committed
+    (its lease still held)."""
+    async with Memory(url, config=config(buffered=False), max_turn_wait=None) as memory:
+        t = await memory.begin_turn(thread_id="t1", resource_id="alice", messages=[Message.user("Look up Pip.")])
+        await t.step([Message(id="late-c", role="assistant", parts=(
+            ToolCallPart(tool_call_id="late-call", tool_name="lookup", args={"q": "Pip"}),))])
+        await t.end()
+        t = await memory.begin_turn(thread_id="t1", resource_id="alice", messages=[Message.user("Never mind.")])
+        hang_method(memory.store, "save_messages", "late-result", before=False)
+        await t.step([LATE_RESULT])
+    raise AssertionError("late-result: never reached its point")
 
 
 async def import_cut_off(db: str) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from obsmem import Memory, Message
 
-from .crash_child import SECRET, config
+from .crash_child import LATE_RESULT, SECRET, config
 from .harness import kill_at, read
 from .test_crash_erase import erasing_rows, tables_holding
 
@@ -93,3 +93,23 @@ async def test_an_erase_killed_midway_is_finished_by_calling_it_again(tmp_path: 
             assert tables_holding(db, "alice") == {}
         assert tables_holding(db, SECRET) == {}
         assert erasing_rows(db) == []
+
+
+async def test_killed_right_after_a_late_tool_result_took_its_place(tmp_path: Path) -> None:
+    """The rewrite is one save: after the restart the call is answered once, by the real result,
+    and the app sending the result again (its step never returned) stores nothing twice."""
+    db = tmp_path / "db" / "m.db"
+    db.parent.mkdir()
+    kill_at("late-result", db, tmp_path / "run")
+
+    async with Memory(f"sqlite:///{db}", config=config(buffered=False), max_turn_wait=2.0) as memory:
+        def answers(messages: list[Message]) -> list[object]:
+            return [r.result for m in messages for r in m.tool_results if r.tool_call_id == "late-call"]
+
+        assert answers(await memory.list_messages("t1")) == ["Pip has 3 ferret friends"]
+        turn = await memory.resume_turn(thread_id="t1")
+        await turn.step([LATE_RESULT])  # sent again
+        await turn.end([Message.assistant("Pip has three friends.")])
+        stored = await memory.list_messages("t1")
+        assert answers(stored) == ["Pip has 3 ferret friends"]
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
