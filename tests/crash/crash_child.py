@@ -156,10 +156,26 @@ async def main(scenario: str, db: str) -> None:
     url = f"sqlite:///{db}"
     scope = "resource" if scenario.endswith("@resource") else "thread"
     scenario = scenario.removesuffix("@resource")
-    if scenario in ("sync-observe", "buffer-observe", "reflect"):
-        observer = HangingObserver(1 if scenario != "reflect" else None)
+    if scenario.startswith("activation"):
+        # Inside a buffer activation: before its write, or right after it committed.
+        from obsmem.om.step import ActivateStep
+
+        original = ActivateStep._activate
+
+        async def activate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if scenario == "activation:before":
+                await stop_here("activation")
+            outcome = await original(self, *args, **kwargs)
+            if outcome.applied:
+                await stop_here("activation")
+            return outcome
+
+        ActivateStep._activate = activate  # type: ignore[method-assign]
+        scenario = "buffer-observe-free"
+    if scenario in ("sync-observe", "buffer-observe", "reflect", "buffer-observe-free"):
+        observer = HangingObserver(1 if scenario in ("sync-observe", "buffer-observe") else None)
         reflector = HangingReflector(1 if scenario == "reflect" else None)
-        memory = Memory(url, config=config(buffered=scenario == "buffer-observe", scope=scope),
+        memory = Memory(url, config=config(buffered=scenario.startswith("buffer-observe"), scope=scope),
                         observer=observer, reflector=reflector, max_turn_wait=None)
         async with memory:
             for i in range(40):

@@ -54,14 +54,17 @@ async def check_after_restart(memory: Memory, run: Path) -> None:
     assert status.unobserved_messages == 0
 
 
-@pytest.mark.parametrize("scenario", ["sync-observe", "buffer-observe", "reflect", "begin-save"])
+@pytest.mark.parametrize(
+    "scenario", ["sync-observe", "buffer-observe", "reflect", "begin-save", "activation:before", "activation:after"]
+)
 async def test_killed_in_memory_work_the_restarted_app_goes_on(tmp_path: Path, scenario: str) -> None:
     db = tmp_path / "db" / "m.db"
     db.parent.mkdir()
     run = tmp_path / "run"
     kill_at(scenario, db, run)
 
-    async with Memory(f"sqlite:///{db}", config=config(buffered=scenario == "buffer-observe"), max_turn_wait=2.0) as memory:
+    async with Memory(f"sqlite:///{db}", config=config(buffered=scenario.startswith(("buffer", "activation"))),
+                      max_turn_wait=2.0) as memory:
         await check_after_restart(memory, run)
 
 
