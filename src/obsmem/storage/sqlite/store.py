@@ -371,7 +371,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         """:meth:`LogTruncation.now`, and when both steps were done, the erase note off."""
         if not self._log.now(conn):
             return False
-        _transaction(conn, "BEGIN IMMEDIATE", lambda c: c.execute("DELETE FROM working_memory WHERE key = ?", (ERASE_NOTE,)))
+        try:
+            _transaction(conn, "BEGIN IMMEDIATE", lambda c: c.execute("DELETE FROM working_memory WHERE key = ?", (ERASE_NOTE,)))
+        except sqlite3.Error:  # (busy: the note stays, and the next open cleans once more; the files are clean)
+            pass
         return True
 
     def _finish_cut_off_erase(self, conn: Conn) -> None:
