@@ -187,6 +187,8 @@ async def main(scenario: str, db: str) -> None:
         await import_cut_off(db)
     if scenario == "late-result":
         await late_result_cut_off(url)
+    if scenario == "worker":
+        await worker_cut_off(url)
     memory = Memory(url, config=config(buffered=False, scope=scope), max_turn_wait=None)
     async with memory:
         await seed(memory)
@@ -238,6 +240,29 @@ async def late_result_cut_off(url: str) -> None:
         hang_method(memory.store, "save_messages", "late-result", before=False)
         await t.step([LATE_RESULT])
     raise AssertionError("late-result: never reached its point")
+
+
+#: The worker's claim and buffer lease in the worker scenario: short, so that the test's
+#: restarted worker takes the dead one's work over within its bounded wait.
+WORKER_TTL_S = 2.0
+
+
+async def worker_cut_off(url: str) -> None:
+    """Turns hand their buffers to the queue (``background="queue"``); a worker claims one and is
+    stopped inside its observer's model call."""
+    from obsmem.storage import open_store
+    from obsmem.worker import Worker
+
+    memory = Memory(url, config=config(buffered=True), max_turn_wait=None, background="queue")
+    async with memory:
+        for i in range(3):
+            await turn(memory, "t1", i)
+    store = open_store(url)
+    worker = Worker(store, config=config(buffered=True), observer=HangingObserver(1),
+                    claim_ttl_s=WORKER_TTL_S, lease_ttl_s=WORKER_TTL_S)
+    while await worker.run_once():
+        pass
+    raise AssertionError("worker: never reached its point")
 
 
 async def import_cut_off(db: str) -> None:

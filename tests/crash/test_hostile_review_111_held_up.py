@@ -116,3 +116,37 @@ async def test_killed_right_after_a_late_tool_result_took_its_place(tmp_path: Pa
         stored = await memory.list_messages("t1")
         assert answers(stored) == ["Pip has 3 ferret friends"]
         assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+async def test_a_worker_killed_in_its_model_call_has_its_work_taken_over(tmp_path: Path) -> None:
+    """A worker (``background="queue"``) SIGKILLed inside a buffer's model call: a worker started
+    afterwards claims the item once the dead one's claim and lease expire (short here), and the
+    buffer is made once; nothing goes to the dead letters."""
+    import asyncio
+    import time
+
+    from obsmem.storage import open_store
+    from obsmem.worker import Worker
+
+    from .crash_child import WORKER_TTL_S
+
+    db = tmp_path / "db" / "m.db"
+    db.parent.mkdir()
+    kill_at("worker", db, tmp_path / "run")
+
+    store = open_store(f"sqlite:///{db}")
+    try:
+        worker = Worker(store, config=config(buffered=True), claim_ttl_s=WORKER_TTL_S, lease_ttl_s=WORKER_TTL_S)
+        deadline = time.monotonic() + 120  # a bound on the wait for the dead claim to expire, not a timing claim
+        while not await worker.drained():
+            assert time.monotonic() < deadline, "the dead worker's item was never taken over"
+            if not await worker.run_once():
+                await asyncio.sleep(0.05)
+        assert worker.stats.completed == 1
+        assert await store.list_dead_work() == []
+    finally:
+        await store.close()
+    async with Memory(f"sqlite:///{db}", config=config(buffered=True)) as memory:
+        status = await memory.status("t1")
+        assert len(status.buffered) == 1
+        assert (status.buffered[0].first_seq, status.buffered[0].last_seq) == (1, 6)
