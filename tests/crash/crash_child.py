@@ -90,12 +90,17 @@ def config(*, buffered: bool, scope: str = "thread") -> MemoryConfig:
 saved: list[str] = []
 
 
+def user_message(thread_id: str, i: int, *, secret: bool = False) -> Message:
+    note = f" My card is {SECRET}." if secret else ""
+    return Message(id=f"{thread_id}-u{i}", role="user", parts=Message.user(
+        f"Turn {i} of {thread_id}: I moved to Berlin in {2000 + i}, my sister Ada lives in Oslo and "
+        f"I keep {i} ferrets named Pip{i}.{note}").parts)
+
+
 async def turn(memory: Memory, thread_id: str, i: int, *, secret: bool = False, tools: bool = False) -> None:
     """One user turn: the input, an assistant reply (with a tool call and its result)."""
     note = f" My card is {SECRET}." if secret else ""
-    user = Message(id=f"{thread_id}-u{i}", role="user", parts=Message.user(
-        f"Turn {i} of {thread_id}: I moved to Berlin in {2000 + i}, my sister Ada lives in Oslo and "
-        f"I keep {i} ferrets named Pip{i}.{note}").parts)
+    user = user_message(thread_id, i, secret=secret)
     write("inflight.json", [user.id])
     t = await memory.begin_turn(thread_id=thread_id, resource_id="alice", messages=[user])
     saved.append(user.id)
@@ -204,6 +209,20 @@ async def main(scenario: str, db: str) -> None:
 
             store._save = save  # type: ignore[attr-defined]
             store._save_here = lambda *a, **k: None  # type: ignore[attr-defined]  # always via the worker
+            await turn(memory, "t1", 100)
+        elif scenario == "begin-committed":
+            # The input's save committed, begin_turn not returned yet (the app never saw it).
+            from obsmem.turn import Turn
+
+            original_committed = Turn._committed
+            armed = True
+
+            async def committed(self: Any) -> None:
+                await original_committed(self)
+                if armed:
+                    await stop_here("begin-committed")
+
+            Turn._committed = committed  # type: ignore[method-assign]
             await turn(memory, "t1", 100)
         elif scenario.startswith("delete-thread:"):
             point = scenario.split(":", 1)[1]

@@ -20,7 +20,7 @@ import pytest
 
 from obsmem import Memory, Message
 
-from .crash_child import LATE_RESULT, SECRET, config
+from .crash_child import LATE_RESULT, SECRET, config, user_message
 from .harness import kill_at, read
 from .test_crash_erase import erasing_rows, tables_holding
 
@@ -150,3 +150,20 @@ async def test_a_worker_killed_in_its_model_call_has_its_work_taken_over(tmp_pat
         status = await memory.status("t1")
         assert len(status.buffered) == 1
         assert (status.buffered[0].first_seq, status.buffered[0].last_seq) == (1, 6)
+
+
+async def test_killed_after_the_input_committed_the_retried_turn_stores_it_once(tmp_path: Path) -> None:
+    """begin_turn's save committed and the process died before it returned: the app, retrying
+    the same input (the same message id), gets a turn whose context holds it, stored once."""
+    db = tmp_path / "db" / "m.db"
+    db.parent.mkdir()
+    run = tmp_path / "run"
+    kill_at("begin-committed", db, run)
+
+    async with Memory(f"sqlite:///{db}", config=config(buffered=False), max_turn_wait=2.0) as memory:
+        assert [m.id for m in await memory.list_messages("t1")].count("t1-u100") == 1
+        retried = user_message("t1", 100)  # sent again as it was
+        turn = await memory.begin_turn(thread_id="t1", resource_id="alice", messages=[retried])
+        assert "t1-u100" in [m.id for m in turn.context.messages]
+        await turn.end([Message.assistant("Noted.")])
+        assert [m.id for m in await memory.list_messages("t1")].count("t1-u100") == 1
