@@ -435,6 +435,10 @@ class Memory:
             id=thread_id, resource_id=resource_id, title=title, metadata={} if metadata is None else metadata,
             org_id=org_id,
         )
+        if await self._erasing_thread(thread_id) is not None and await self.store.get_thread(thread_id) is None:
+            # A delete of this id that a crash cut off: finished before the id is used again, so
+            # what it left (working memory under the id) never reaches the new thread.
+            await self.delete_thread(thread_id)
         created = await self.store.create_thread(thread)  # an existing thread of that id comes back as it is
         if created.resource_id != resource_id:
             raise _another_resource(thread_id, resource_id)  # never another user's thread, title or metadata
@@ -659,7 +663,9 @@ class Memory:
         )
         threads = await self._all_threads(resource_id)
         # and those whose rows a delete cut off midway (its process died) had deleted already
-        threads += [t for t in await self._erasing_threads(resource_id) if t.id not in {u.id for u in threads}]
+        for cut_off in await self._erasing_threads(resource_id):
+            if cut_off.id not in {u.id for u in threads} and await self.store.get_thread(cut_off.id) is None:
+                threads.append(cut_off)  # (an id in use again, by another resource's thread, is not this one)
         if self.knowledge is not None:  # refused before anything is deleted
             from obsmem.knowledge.lifecycle import erasure_scopes
 

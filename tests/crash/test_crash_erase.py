@@ -122,3 +122,23 @@ async def test_an_erase_killed_before_its_files_were_cleaned_is_cleaned_when_the
         await turn.end([Message.assistant("Hi.")])
 
         assert in_files(db.parent, SECRET) == {}
+
+
+async def test_a_cut_off_delete_never_reaches_a_thread_that_took_its_id_since(tmp_path: Path) -> None:
+    """After the crash another user's thread gets the deleted thread's id: the cut-off delete is
+    finished first (what it left under the id, the first user's working memory, was read back as
+    the new thread's: ``get_working_memory("t1")`` gave bob alice's card number), and deleting the
+    first user leaves the new thread alone (it would have deleted it, by the note's id)."""
+    db = killed(tmp_path, "delete-thread:drop-data")
+    async with Memory(f"sqlite:///{db}", config=config(buffered=False)) as memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="bob", messages=[Message.user("Bob's first words.")])
+        assert SECRET not in str(turn.context.messages)
+        assert await memory.get_working_memory("t1") is None  # was alice's "card: CRASH-SECRET-7731"
+        await turn.end([Message.assistant("Hi Bob.")])
+        assert tables_holding(db, SECRET) == {}
+
+        await memory.delete_resource("alice")
+
+        assert [m.role for m in await memory.list_messages("t1")] == ["user", "assistant"]
+        assert (await memory.get_thread("t1")).resource_id == "bob"
+        assert tables_holding(db, SECRET) == {}
