@@ -479,6 +479,17 @@ class Memory:
             check_id(after, "after")
         return await self.store.list_threads(resource_id, limit=limit, offset=offset, after=after)
 
+    async def unfinished_delete(self, thread_id: str) -> Thread | None:
+        """The thread a :meth:`delete_thread` or :meth:`delete_resource` that was cut off midway
+        (its process killed) was deleting: its row is gone, and what else it held may not be yet.
+        None when no delete of ``thread_id`` is unfinished. ``delete_thread(thread_id)`` finishes
+        it; a service checks the caller may see the returned thread (its resource and org) first,
+        as it would check the thread itself."""
+        check_id(thread_id, "thread_id")
+        if await self.store.get_thread(thread_id) is not None:
+            return None
+        return await self._erasing_thread(thread_id)
+
     async def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too — the live head, every older generation, and the observation markers of the

@@ -150,6 +150,9 @@ class SyncMemory:
     ) -> list[Thread]:
         return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset, after=after))
 
+    def unfinished_delete(self, thread_id: str) -> Thread | None:
+        return self._portal.call(self._memory.unfinished_delete(thread_id))
+
     def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id, actor=actor))
 

@@ -23,10 +23,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     yield from open_env(tmp_path_factory.mktemp("crash-rest-delete"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the REST route 404s before Memory.delete_thread can finish a cut-off delete; fix in "
-    "obsmem.server.rest.delete_thread (hostile review 111 report)"
-))
 def test_a_retried_rest_delete_finishes_a_delete_the_crash_cut_off(env: Env) -> None:
     memory = env.live.service.memory
     with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as alice:
