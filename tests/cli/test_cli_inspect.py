@@ -33,6 +33,12 @@ class Written:
         self.path = path
         self.report = report
         self.head, self.generations, self.tail = asyncio.run(self._read())
+        self.window_tokens = asyncio.run(self._window())
+
+    async def _window(self) -> int:
+        """The unobserved window as ``Memory.status`` counts it: what ``threads`` shows as pending."""
+        async with Memory(str(self.path), config=demo_config(800, 400)) as memory:
+            return (await memory.status(DEMO_THREAD_ID)).window_tokens
 
     async def _read(self) -> tuple[ObservationRecord, list[ObservationRecord], list[Message]]:
         async with open_store(str(self.path)) as store:
@@ -69,7 +75,8 @@ def test_threads_lists_the_thread_on_every_sqlite_url_form(
         assert cells[:3] == [DEMO_THREAD_ID, DEMO_RESOURCE_ID, str(written.report.messages)], url
         observed, pending, generations = cells[3:6]
         assert observed == f"{written.head.total_tokens_observed:,}"
-        assert pending == f"{written.head.pending_message_tokens:,}"
+        # the unobserved window now (not the record's pending_message_tokens, as of its last observation)
+        assert pending == f"{written.window_tokens:,}" and written.window_tokens > 0
         assert generations == str(written.report.generations)
 
 

@@ -23,10 +23,6 @@ from .harness import env, kill_at
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "obsmem threads' pending column reads record.pending_message_tokens, not the unobserved window "
-    "(fix in obsmem.cli.threads: count it as obsmem.om.status does; hostile review 111 report)"
-))
 async def test_obsmem_threads_says_how_much_waits_after_a_crash(tmp_path: Path) -> None:
     db = tmp_path / "db" / "m.db"
     db.parent.mkdir()

@@ -19,7 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from obsmem import DataPart, Message, ObsmemError, Thread
+from obsmem import DataPart, Memory, MemoryConfig, Message, ObsmemError, Thread
 from obsmem.cli.render import clip, counted, escape, escape_id, one_line, render_message
 from obsmem.cli.stores import describe_store, fail, open_for_reading
 from obsmem.storage import ObservationRecord, Store, lineage_key
@@ -110,6 +110,21 @@ class ThreadRow:
     messages: int
     generations: int
     updated: datetime
+    pending: int
+
+
+async def _pending_tokens(store: Store, memory: ThreadMemory) -> int:
+    """The unobserved window in tokens, as ``Memory.status`` counts it (``window_tokens``: each
+    observable message after the thread's cursor, with the default counter), in the scope of the
+    record that holds the thread. Not the record's ``pending_message_tokens``, which only an
+    observation's commit writes (a thread below its threshold, or one whose observation never
+    finished, would show 0)."""
+    scope = memory.head.scope if memory.head is not None else "thread"
+    reader = Memory(store, config=MemoryConfig(scope=scope))  # reads only; the store stays the caller's
+    try:
+        return (await reader.status(memory.thread.id)).window_tokens
+    finally:
+        await reader.aclose()
 
 
 async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]:
@@ -121,7 +136,8 @@ async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]
         if memory.head is not None:
             stamps.append(memory.head.updated_at)
         generations = len(await _all_generations(store, memory.head.lineage)) if memory.head else 0
-        rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps)))
+        pending = await _pending_tokens(store, memory)
+        rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
     return rows
 
 
@@ -130,6 +146,7 @@ class ThreadView:
     memory: ThreadMemory
     messages: list[Message]
     generations: list[ObservationRecord]
+    pending: int
 
     @property
     def tail(self) -> list[Message]:
@@ -143,7 +160,7 @@ async def _thread_view(store: Store, thread_id: str) -> ThreadView | None:
         return None
     memory = await _memory_of(store, thread)
     generations = await _all_generations(store, memory.head.lineage) if memory.head else []
-    return ThreadView(memory, await store.list_messages(thread.id), generations)
+    return ThreadView(memory, await store.list_messages(thread.id), generations, await _pending_tokens(store, memory))
 
 
 # -- drawing -------------------------------------------------------------------------------------
@@ -175,7 +192,7 @@ def threads(
         return
     title = "All threads" if resource is None else f"Threads of {escape_id(resource)}"
     # No vertical rules: the ids stay whole, on one line, in an 80-column terminal.
-    table = Table(title=title, caption="observed, pending: message tokens",
+    table = Table(title=title, caption="observed, pending (not yet observed): message tokens",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fmt: skip
     for column in ("thread", "resource", "messages", "observed", "pending", "generations", "updated"):
         numeric = column not in ("thread", "resource", "updated")
@@ -186,7 +203,7 @@ def threads(
         table.add_row(
             escape_id(row.memory.thread.id), escape_id(row.memory.thread.resource_id), f"{row.messages:,}",
             _tokens(head.total_tokens_observed if head else None),
-            _tokens(head.pending_message_tokens if head else None), str(row.generations), _when(row.updated),
+            _tokens(row.pending), str(row.generations), _when(row.updated),
         )  # fmt: skip
     console.print(table)
 
@@ -225,7 +242,7 @@ def _state_table(view: ThreadView) -> Table:
         table.add_row("head record", escape_id(head.id))
         table.add_row("observation tokens", f"{head.observation_tokens:,}")
         table.add_row("observed tokens", f"{head.total_tokens_observed:,}")
-        table.add_row("pending tokens", f"{head.pending_message_tokens:,}")
+        table.add_row("pending tokens", f"{view.pending:,}")
         if head.buffered_chunks:
             covered = sum(len(chunk.message_ids) for chunk in head.buffered_chunks)
             table.add_row("buffered", f"{counted(len(head.buffered_chunks), 'chunk')} over "
