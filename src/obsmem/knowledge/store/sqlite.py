@@ -164,6 +164,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     async def forget_value(
         self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None
     ) -> dict[str, int]:
+        await self._on_thread(self._note_erase)
         counts = await super().forget_value(value, scope, actor=actor, reason=reason, within=within)
         await self.truncate_wal()
         return counts
@@ -171,14 +172,39 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     async def erase_records(
         self, record_ids: Sequence[str], scope: str, *, actor: str, reason: str
     ) -> dict[str, int]:
+        await self._on_thread(self._note_erase)
         counts = await super().erase_records(record_ids, scope, actor=actor, reason=reason)
         await self.truncate_wal()
         return counts
 
     async def purge_scope(self, scope: str, *, actor: str, reason: str) -> dict[str, int]:
+        await self._on_thread(self._note_erase)
         counts = await super().purge_scope(scope, actor=actor, reason=reason)
         await self.truncate_wal()
         return counts
+
+    @property
+    def erase_note(self) -> Path:
+        """The empty file beside the database that says an erase began and its log is not
+        truncated yet: made before an erase changes anything, removed once :meth:`truncate_wal`
+        succeeded. A process killed in between (SIGKILL, the OOM killer) leaves it, and the next
+        open of the store truncates the log first, so the erased text is not left in the ``-wal``
+        file while the restarted app runs."""
+        return self.path.with_name(self.path.name + "-erase-unfinished")
+
+    def _note_erase(self) -> None:
+        self._connection()  # the folder prepared, and a note left by a killed erase done first
+        try:
+            self.erase_note.touch(mode=0o600)
+        except OSError as exc:
+            raise StorageError(f"Knowledge store {self.path}: cannot note the erase: {exc}") from exc
+
+    def _cleaned(self, conn: Conn) -> bool:
+        """:meth:`LogTruncation.now`; when done, the erase note off."""
+        if not self._log.now(conn):
+            return False
+        self.erase_note.unlink(missing_ok=True)
+        return True
 
     async def truncate_wal(self) -> bool:
         """Move the write-ahead log into the database file and truncate it to zero bytes (done
@@ -189,7 +215,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
 
     def _truncate_wal(self) -> bool:
         try:
-            return self._log.now(self._connection())
+            return self._cleaned(self._connection())
         except OSError as exc:
             raise StorageError(f"Knowledge store {self.path} cannot be opened: {exc}") from exc
         except sqlite3.Error as exc:
@@ -271,6 +297,8 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
             if str(mode).lower() != "wal":
                 raise StorageError(f"Could not switch {self.path} to WAL mode (got '{mode}').")
             KNOWLEDGE_MIGRATIONS.migrate(conn)
+            if self.erase_note.exists():  # an erase whose process died before its clean-up
+                self._cleaned(conn)  # kept busy by another connection: retried after later writes
         except BaseException:
             conn.close()
             raise
