@@ -70,6 +70,7 @@ from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructio
 from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
+from obsmem.storage.notes import import_note
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines, holds
@@ -694,6 +695,7 @@ class Memory:
             counts.update(self._summed(counts, await self._drop_thread_data(thread.id, resource_id=resource_id)))
         counts["records"] += await self.store.delete_lineage(lineage_key("resource", None, resource_id))
         counts["working_memory"] += await self.store.delete_working_memory(f"resource:{resource_id}")
+        await self.store.delete_working_memory(import_note(resource_id))  # a cut-off import's note, if any
         # Work is queued per thread (each went with its thread above); none is keyed by the resource's
         # id, which may well be another user's thread id.
         counts["leases"] += await self._release_leases(

@@ -73,7 +73,6 @@ import contextlib
 import json
 import os
 import re
-import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -113,6 +112,7 @@ from obsmem.knowledge.store.values import forgotten_in
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
 from obsmem.storage.leasing import run_to_end
+from obsmem.storage.notes import import_note
 from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
@@ -1113,11 +1113,7 @@ async def import_resource(
 #: first write and removed once it is done: ``obsmem:importing:<resource id>`` -> the threads,
 #: lineages and working-memory keys it writes. An import whose process died midway (SIGKILL, the
 #: OOM killer) leaves it, and the next import of that resource takes back what it wrote first.
-_IMPORTING = "obsmem:importing:"
-
-
-def _importing_key(resource_id: str) -> str:
-    return _IMPORTING + urllib.parse.quote(resource_id, safe="")
+_importing_key = import_note
 
 
 async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
@@ -1194,7 +1190,7 @@ async def _write_memory(
 
 
 async def _take_back(store: Store, written: _Written, *, note: str | None = None) -> None:
-    """Remove what an unfinished import wrote, then its ``note`` (see :data:`_IMPORTING`). Safe:
+    """Remove what an unfinished import wrote, then its ``note`` (see :func:`~obsmem.storage.notes.import_note`). Safe:
     the target held none of it (checked before the first write). Best effort: the store may be
     what failed; its own error is the one raised."""
     undo: list[Callable[[], Awaitable[object]]] = [

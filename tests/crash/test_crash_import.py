@@ -83,3 +83,17 @@ async def test_a_cut_off_import_whose_threads_were_used_since_is_not_taken_back(
         assert [m.id for m in await store.list_messages("t1")] == before
     finally:
         await store.close()
+
+
+async def test_deleting_a_user_whose_import_was_cut_off_leaves_nothing_of_them(tmp_path: Path) -> None:
+    """The user is deleted instead of imported again: the import's note (under their id, listing
+    their threads) goes with them, as everything else of theirs does."""
+    from obsmem import Memory
+
+    from .test_crash_erase import tables_holding
+
+    db, _ = cut_off(tmp_path)
+    async with Memory(f"sqlite:///{db}") as memory:
+        counts = await memory.delete_resource("alice")
+        assert counts["threads"] >= 1
+    assert tables_holding(db, "alice") == {}
