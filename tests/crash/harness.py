@@ -55,12 +55,3 @@ def kill_at(scenario: str, db: Path, folder: Path) -> str:
 def read(folder: Path, name: str, default: Any) -> Any:
     path = folder / name
     return json.loads(path.read_text()) if path.exists() else default
-
-
-def in_files(folder: Path, needle: str) -> dict[str, int]:
-    """How often ``needle`` occurs in the bytes of each file in ``folder`` (db, -wal, -shm)."""
-    counts = {}
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and (n := path.read_bytes().count(needle.encode())):
-            counts[path.name] = n
-    return counts

@@ -19,7 +19,8 @@ import pytest
 from obsmem import Memory, Message
 
 from .crash_child import SECRET, config
-from .harness import in_files, kill_at
+from ..lifecycle_delete.test_erased_file_bytes import in_files
+from .harness import kill_at
 
 pytestmark = pytest.mark.anyio
 

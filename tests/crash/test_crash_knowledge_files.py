@@ -17,6 +17,7 @@ import pytest
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
 
+from ..lifecycle_delete.test_erased_file_bytes import in_files
 from .harness import env
 
 pytestmark = pytest.mark.anyio
@@ -53,10 +54,6 @@ CHILD = textwrap.dedent(
 ).replace("SECRET", repr(SECRET)).replace("SCOPE", repr(SCOPE))
 
 
-def in_files(folder: Path) -> dict[str, int]:
-    return {p.name: n for p in sorted(folder.iterdir()) if p.is_file() and (n := p.read_bytes().count(SECRET.encode()))}
-
-
 @pytest.mark.parametrize("erase", ["forget", "purge"])
 async def test_a_knowledge_erase_killed_before_its_log_was_truncated_is_cleaned_when_the_store_opens(
     tmp_path: Path, erase: str
@@ -65,11 +62,11 @@ async def test_a_knowledge_erase_killed_before_its_log_was_truncated_is_cleaned_
     child = subprocess.run([sys.executable, "-c", CHILD, str(path), erase],
                            capture_output=True, text=True, env=env(), timeout=180)  # fmt: skip
     assert child.returncode == -signal.SIGKILL, child.stderr
-    assert "k.db-wal" in in_files(tmp_path)  # the kill left the old pages in the log
+    assert "k.db-wal" in in_files(tmp_path, SECRET)  # the kill left the old pages in the log
 
     async with Knowledge(SQLiteKnowledgeStore(path), actor="app") as knowledge:
         jane = await knowledge.store.resolve_node("Jane", "org:acme")
         assert jane is not None
         assert [r.text for r in (await knowledge.store.list_about(jane.id, SCOPE + "/thread:t1")).items] == []
 
-        assert in_files(tmp_path) == {}
+        assert in_files(tmp_path, SECRET) == {}

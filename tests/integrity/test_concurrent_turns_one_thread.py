@@ -26,7 +26,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +39,8 @@ from obsmem.types import ToolCallPart, ToolResultPart
 
 pytestmark = pytest.mark.anyio
 
-STORES = ["memory", "sqlite", "postgres"]
+STORES = ["memory", "sqlite", "postgres"]  # (also the conftest's: this module runs as a script in child processes)
 
-
-@pytest.fixture(params=STORES)
-async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Memory]:
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'om.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    async with Memory(url) as memory:
-        yield memory
 
 
 def call(call_id: str) -> Message:

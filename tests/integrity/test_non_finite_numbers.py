@@ -5,7 +5,6 @@ silently changed) while the in-memory store kept them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,6 @@ from obsmem.types import DataPart
 pytestmark = pytest.mark.anyio
 
 NON_FINITE = [float("nan"), float("inf"), float("-inf")]
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Memory]:
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'om.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    async with Memory(url) as opened:
-        yield opened
 
 
 @pytest.mark.parametrize("number", NON_FINITE, ids=["nan", "inf", "-inf"])
