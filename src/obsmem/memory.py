@@ -579,24 +579,39 @@ class Memory:
         if not threads:
             return
         resource_id = threads[0].resource_id
-        listed = {t.id: t.org_id for t in await self._erasing_threads(resource_id)}
-        listed.update((t.id, t.org_id) for t in threads)
-        await self.store.set_working_memory(self._erasing_key("resource", resource_id), json.dumps({"threads": listed}))
-        for thread in threads:
+        for thread in threads:  # (first: a listed thread with no note of its own is one whose delete is done)
             await self.store.set_working_memory(
                 self._erasing_key("thread", thread.id), json.dumps({"resource_id": resource_id, "org_id": thread.org_id})
             )
+        listed = {t.id: t.org_id for t in await self._erasing_threads(resource_id)}
+        listed.update((t.id, t.org_id) for t in threads)
+        await self.store.set_working_memory(self._erasing_key("resource", resource_id), json.dumps({"threads": listed}))
 
     async def _end_erasing(self, resource_id: str, thread_ids: Sequence[str], *, whole: bool = False) -> None:
         """The deletes :meth:`_begin_erasing` noted are done (``whole``: the resource's)."""
         for thread_id in thread_ids:
             await self.store.delete_working_memory(self._erasing_key("thread", thread_id))
-        left = {t.id: t.org_id for t in await self._erasing_threads(resource_id) if t.id not in thread_ids}
         key = self._erasing_key("resource", resource_id)
-        if left and not whole:
-            await self.store.set_working_memory(key, json.dumps({"threads": left}))
-        else:
+        if whole:
             await self.store.delete_working_memory(key)
+            return
+        # The resource's list is read and written back by every delete of its threads, in this
+        # process and others: one ending at the same time may write back a thread this one saw
+        # listed and whose delete has ended since (its own note gone). So what is written back
+        # keeps only threads whose note is still there, and is read again until it holds none
+        # other: no note of a finished delete stays.
+        while True:
+            listed = await self._erasing_threads(resource_id)
+            left = {
+                t.id: t.org_id for t in listed
+                if t.id not in thread_ids and await self.store.get_working_memory(self._erasing_key("thread", t.id)) is not None
+            }  # fmt: skip
+            if len(left) == len(listed):
+                return  # (nothing to take off: none listed, or only deletes still under way)
+            if left:
+                await self.store.set_working_memory(key, json.dumps({"threads": left}))
+            else:
+                await self.store.delete_working_memory(key)
 
     async def _note_erase(self) -> None:
         """Before an erase changes anything: the SQLite store notes it until :meth:`_truncate_log`
