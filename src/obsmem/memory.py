@@ -491,6 +491,14 @@ class Memory:
             return None
         return await self._erasing_thread(thread_id)
 
+    async def unfinished_deletes(self, resource_id: str) -> list[Thread]:
+        """The threads of ``resource_id`` whose rows a :meth:`delete_thread` or
+        :meth:`delete_resource` cut off midway (its process killed) had deleted, the rest of them
+        not yet: ``delete_resource(resource_id)`` finishes them. Empty when none. A service
+        checks the caller may see each (its org) first, as :meth:`unfinished_delete`."""
+        check_id(resource_id, "resource_id")
+        return [t for t in await self._erasing_threads(resource_id) if await self.store.get_thread(t.id) is None]
+
     async def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
         """Delete a thread and its messages. In resource scope its sections leave the shared
         record too — the live head, every older generation, and the observation markers of the

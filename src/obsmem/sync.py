@@ -153,6 +153,9 @@ class SyncMemory:
     def unfinished_delete(self, thread_id: str) -> Thread | None:
         return self._portal.call(self._memory.unfinished_delete(thread_id))
 
+    def unfinished_deletes(self, resource_id: str) -> list[Thread]:
+        return self._portal.call(self._memory.unfinished_deletes(resource_id))
+
     def delete_thread(self, thread_id: str, *, actor: str | None = None) -> bool:
         return self._portal.call(self._memory.delete_thread(thread_id, actor=actor))
 

@@ -404,6 +404,7 @@ ENTRIES: list[Entry] = [
     Entry("Memory.list_threads", "offset", lambda m, v: m.list_threads(RESOURCE, offset=v), "memory"),
     Entry("Memory.list_threads", "after", lambda m, v: m.list_threads(RESOURCE, after=v), "memory"),
     Entry("Memory.unfinished_delete", "thread_id", lambda m, v: m.unfinished_delete(v), "memory"),
+    Entry("Memory.unfinished_deletes", "resource_id", lambda m, v: m.unfinished_deletes(v), "memory"),
     Entry("Memory.delete_thread", "thread_id", lambda m, v: m.delete_thread(v), "memory"),
     # (a thread that does not exist: a valid actor would delete the fixture's thread)
     Entry("Memory.delete_thread", "actor",
@@ -601,6 +602,7 @@ ENTRIES: list[Entry] = [
     Entry("SyncMemory.list_threads", "offset", lambda s, v: s.list_threads(RESOURCE, offset=v), "sync"),
     Entry("SyncMemory.list_threads", "after", lambda s, v: s.list_threads(RESOURCE, after=v), "sync"),
     Entry("SyncMemory.unfinished_delete", "thread_id", lambda s, v: s.unfinished_delete(v), "sync"),
+    Entry("SyncMemory.unfinished_deletes", "resource_id", lambda s, v: s.unfinished_deletes(v), "sync"),
     Entry("SyncMemory.delete_thread", "thread_id", lambda s, v: s.delete_thread(v), "sync"),
     Entry("SyncMemory.delete_thread", "actor",
           lambda s, v: s.delete_thread("fixture-gone-7f3a", actor=v), "sync"),
