@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import contextlib
@@ -108,6 +109,10 @@ _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
 # rows went). Only ids: ``thread:<id>`` -> its resource and org; ``resource:<id>`` -> the
 # threads (id -> org) a delete of it, or of one of its threads, has begun to delete.
 _ERASING = "obsmem:erasing:"
+#: The longest quoted id a note's key holds as it is; a longer one (a long id quoted triples in
+#: length) is named by its SHA-256, so that PostgreSQL's key index (about 2,700 bytes a row) takes
+#: the note of every thread and user it stores: one it could not write would make them undeletable.
+_ERASING_ID_MAX = 512
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
@@ -550,7 +555,10 @@ class Memory:
 
     @staticmethod
     def _erasing_key(kind: Literal["thread", "resource"], ident: str) -> str:
-        return f"{_ERASING}{kind}:{urllib.parse.quote(ident, safe='')}"
+        quoted = urllib.parse.quote(ident, safe="")
+        if len(quoted) > _ERASING_ID_MAX:  # (a key PostgreSQL's index takes: no ':' in a quoted id, so no clash)
+            quoted = "sha256:" + hashlib.sha256(ident.encode()).hexdigest()
+        return f"{_ERASING}{kind}:{quoted}"
 
     async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
         text = await self.store.get_working_memory(self._erasing_key(kind, ident))
