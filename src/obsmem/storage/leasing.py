@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import urllib.parse
 import weakref
@@ -62,8 +63,13 @@ def thread_observation_lease(lineage: str, thread_id: str) -> str:
     """The key of the lease a synchronous observation holds per thread in resource scope:
     ``sync-observation:<lineage>:<thread id quoted>``. The thread id is percent-quoted (no ':'
     left in it), so the last ':' ends the lineage: resource ``a`` with thread ``b:c`` and
-    resource ``a:b`` with thread ``c`` have two keys, as do threads ``y:z`` and ``y%3Az``."""
-    return f"{lineage_lease(SYNC_OBSERVATION, lineage)}:{urllib.parse.quote(thread_id, safe='')}"
+    resource ``a:b`` with thread ``c`` have two keys, as do threads ``y:z`` and ``y%3Az``. A
+    quoted id over 512 characters is ``#sha256=<hex>`` of the id instead (``#`` and ``=`` are in
+    no quoted id), so the key stays one PostgreSQL's index takes (about 2,700 bytes a row)."""
+    quoted = urllib.parse.quote(thread_id, safe="")
+    if len(quoted) > 512:
+        quoted = "#sha256=" + hashlib.sha256(thread_id.encode()).hexdigest()
+    return f"{lineage_lease(SYNC_OBSERVATION, lineage)}:{quoted}"
 
 
 #: Tasks that must run to their end whatever cancels the work that started them (a lease's
