@@ -5,6 +5,7 @@ about can take the note too."""
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 
 __all__ = ["IMPORTING", "import_note"]
@@ -15,5 +16,10 @@ IMPORTING = "obsmem:importing:"
 
 
 def import_note(resource_id: str) -> str:
-    """The key of the note of an import of ``resource_id`` under way."""
-    return IMPORTING + urllib.parse.quote(resource_id, safe="")
+    """The key of the note of an import of ``resource_id`` under way: the id percent-quoted, or
+    when that is over 512 characters ``sha256:<hex>`` of it (no quoted id holds ':'), so the key
+    stays one PostgreSQL's index takes (about 2,700 bytes a row) for every id it stores."""
+    quoted = urllib.parse.quote(resource_id, safe="")
+    if len(quoted) > 512:
+        quoted = "sha256:" + hashlib.sha256(resource_id.encode()).hexdigest()
+    return IMPORTING + quoted
