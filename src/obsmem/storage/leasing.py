@@ -90,12 +90,32 @@ def run_to_end(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
 #: lease someone took since is left alone), so a release lost to an outage does not hold this
 #: process's next step of that lineage for the lease's whole TTL. Other processes wait it out.
 _UNRELEASED: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
+#: The same for a store no weak reference or hash can name (an adapter of the user's own, slotted
+#: or an ``eq=True`` dataclass): by its ``id``. An id reused by a later store is harmless: a lease
+#: is released only by its owner, whose token no other lease holds.
+_UNRELEASED_BY_ID: dict[int, dict[str, str]] = {}
+
+
+def _unreleased(store: Store) -> dict[str, str] | None:
+    """This process's unreleased leases of ``store`` (key -> owner); None for none yet."""
+    try:
+        return _UNRELEASED.get(store)
+    except TypeError:
+        return _UNRELEASED_BY_ID.get(id(store))
+
+
+def _unreleased_kept(store: Store) -> dict[str, str]:
+    """:func:`_unreleased`, made when there is none yet."""
+    try:
+        return _UNRELEASED.setdefault(store, {})
+    except TypeError:
+        return _UNRELEASED_BY_ID.setdefault(id(store), {})
 
 
 async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> bool:
     """Try the lease ``key`` once for ``owner``: True when taken. A caller cancelled while the
     store's write is on its way leaves the attempt to release the lease if it lands."""
-    left = _UNRELEASED.get(store, {}).get(key)
+    left = (_unreleased(store) or {}).get(key)
     if left is not None:
         await asyncio.shield(run_to_end(_released(store, key, left)))
     attempt = run_to_end(store.acquire_lease(key, owner, ttl_s=ttl_s, now=clock.now()))
@@ -145,9 +165,9 @@ async def _released(store: Store, key: str, owner: str) -> None:
     try:
         await store.release_lease(key, owner)
     except ObsmemError as exc:  # it expires by itself: never a reason to lose the work
-        _UNRELEASED.setdefault(store, {})[key] = owner  # released at this key's next attempt
+        _unreleased_kept(store)[key] = owner  # released at this key's next attempt
         log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
     else:
-        left = _UNRELEASED.get(store)
+        left = _unreleased(store)
         if left is not None and left.get(key) == owner:
             del left[key]
