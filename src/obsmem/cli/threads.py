@@ -113,31 +113,44 @@ class ThreadRow:
     pending: int
 
 
-async def _pending_tokens(store: Store, memory: ThreadMemory) -> int:
-    """The unobserved window in tokens, as ``Memory.status`` counts it (``window_tokens``: each
-    observable message after the thread's cursor, with the default counter), in the scope of the
-    record that holds the thread. Not the record's ``pending_message_tokens``, which only an
+class _Windows:
+    """The unobserved window of each thread in tokens, as ``Memory.status`` counts it
+    (``window_tokens``: each observable message after the thread's cursor, with the default
+    counter), in the scope of the record that holds the thread; one reading ``Memory`` per scope,
+    made when first needed. Not the record's ``pending_message_tokens``, which only an
     observation's commit writes (a thread below its threshold, or one whose observation never
     finished, would show 0)."""
-    scope = memory.head.scope if memory.head is not None else "thread"
-    reader = Memory(store, config=MemoryConfig(scope=scope))  # reads only; the store stays the caller's
-    try:
-        return (await reader.status(memory.thread.id)).window_tokens
-    finally:
-        await reader.aclose()
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.readers: dict[str, Memory] = {}
+
+    async def tokens(self, memory: ThreadMemory) -> int:
+        scope = memory.head.scope if memory.head is not None else "thread"
+        if scope not in self.readers:  # reads only; the store stays the caller's
+            self.readers[scope] = Memory(self.store, config=MemoryConfig(scope=scope))
+        return (await self.readers[scope].status(memory.thread.id)).window_tokens
+
+    async def aclose(self) -> None:
+        for reader in self.readers.values():
+            await reader.aclose()
 
 
 async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]:
     rows: list[ThreadRow] = []
-    for thread in await _all_threads(store, resource_id):
-        memory = await _memory_of(store, thread)
-        newest = await store.list_messages(thread.id, limit=1, newest_first=True)
-        stamps = [thread.updated_at, *(m.created_at for m in newest)]
-        if memory.head is not None:
-            stamps.append(memory.head.updated_at)
-        generations = len(await _all_generations(store, memory.head.lineage)) if memory.head else 0
-        pending = await _pending_tokens(store, memory)
-        rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
+    windows = _Windows(store)
+    try:
+        for thread in await _all_threads(store, resource_id):
+            memory = await _memory_of(store, thread)
+            newest = await store.list_messages(thread.id, limit=1, newest_first=True)
+            stamps = [thread.updated_at, *(m.created_at for m in newest)]
+            if memory.head is not None:
+                stamps.append(memory.head.updated_at)
+            generations = len(await _all_generations(store, memory.head.lineage)) if memory.head else 0
+            pending = await windows.tokens(memory)
+            rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
+    finally:
+        await windows.aclose()
     return rows
 
 
@@ -160,7 +173,12 @@ async def _thread_view(store: Store, thread_id: str) -> ThreadView | None:
         return None
     memory = await _memory_of(store, thread)
     generations = await _all_generations(store, memory.head.lineage) if memory.head else []
-    return ThreadView(memory, await store.list_messages(thread.id), generations, await _pending_tokens(store, memory))
+    windows = _Windows(store)
+    try:
+        pending = await windows.tokens(memory)
+    finally:
+        await windows.aclose()
+    return ThreadView(memory, await store.list_messages(thread.id), generations, pending)
 
 
 # -- drawing -------------------------------------------------------------------------------------
