@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import logging
 import contextlib
 import math
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -71,7 +69,7 @@ from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructio
 from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
-from obsmem.storage.notes import import_note
+from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines, holds
@@ -103,16 +101,6 @@ if TYPE_CHECKING:  # types only: numpy and the index modules load when first use
 __all__ = ["Memory", "ModelSpec"]
 
 _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
-# An erase under way, kept in the store's key-value rows (as the knowledge lanes are) until it is
-# done: a process killed midway leaves it, and the same call made again finishes the erase
-# (``delete_thread`` after the thread's row went, ``delete_resource`` after some of its threads'
-# rows went). Only ids: ``thread:<id>`` -> its resource and org; ``resource:<id>`` -> the
-# threads (id -> org) a delete of it, or of one of its threads, has begun to delete.
-_ERASING = "obsmem:erasing:"
-#: The longest quoted id a note's key holds as it is; a longer one (a long id quoted triples in
-#: length) is named by its SHA-256, so that PostgreSQL's key index (about 2,700 bytes a row) takes
-#: the note of every thread and user it stores: one it could not write would make them undeletable.
-_ERASING_ID_MAX = 512
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
@@ -553,15 +541,8 @@ class Memory:
         await self._truncate_log()
         return deleted
 
-    @staticmethod
-    def _erasing_key(kind: Literal["thread", "resource"], ident: str) -> str:
-        quoted = urllib.parse.quote(ident, safe="")
-        if len(quoted) > _ERASING_ID_MAX:  # (a key PostgreSQL's index takes: no ':' in a quoted id, so no clash)
-            quoted = "sha256:" + hashlib.sha256(ident.encode()).hexdigest()
-        return f"{_ERASING}{kind}:{quoted}"
-
     async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
-        text = await self.store.get_working_memory(self._erasing_key(kind, ident))
+        text = await self.store.get_working_memory(erasing_note(kind, ident))
         if text is None:
             return {}
         try:
@@ -597,17 +578,17 @@ class Memory:
         resource_id = threads[0].resource_id
         for thread in threads:  # (first: a listed thread with no note of its own is one whose delete is done)
             await self.store.set_working_memory(
-                self._erasing_key("thread", thread.id), json.dumps({"resource_id": resource_id, "org_id": thread.org_id})
+                erasing_note("thread", thread.id), json.dumps({"resource_id": resource_id, "org_id": thread.org_id})
             )
         listed = {t.id: t.org_id for t in await self._erasing_threads(resource_id)}
         listed.update((t.id, t.org_id) for t in threads)
-        await self.store.set_working_memory(self._erasing_key("resource", resource_id), json.dumps({"threads": listed}))
+        await self.store.set_working_memory(erasing_note("resource", resource_id), json.dumps({"threads": listed}))
 
     async def _end_erasing(self, resource_id: str, thread_ids: Sequence[str], *, whole: bool = False) -> None:
         """The deletes :meth:`_begin_erasing` noted are done (``whole``: the resource's)."""
         for thread_id in thread_ids:
-            await self.store.delete_working_memory(self._erasing_key("thread", thread_id))
-        key = self._erasing_key("resource", resource_id)
+            await self.store.delete_working_memory(erasing_note("thread", thread_id))
+        key = erasing_note("resource", resource_id)
         if whole:
             await self.store.delete_working_memory(key)
             return
@@ -620,7 +601,7 @@ class Memory:
             listed = await self._erasing_threads(resource_id)
             left = {
                 t.id: t.org_id for t in listed
-                if t.id not in thread_ids and await self.store.get_working_memory(self._erasing_key("thread", t.id)) is not None
+                if t.id not in thread_ids and await self.store.get_working_memory(erasing_note("thread", t.id)) is not None
             }  # fmt: skip
             if len(left) == len(listed):
                 return  # (nothing to take off: none listed, or only deletes still under way)

@@ -1078,7 +1078,9 @@ async def import_resource(
     await _check_target(store, parsed)
 
     written = _Written()
-    note = _importing_key(parsed.resource_id)
+    # An import under way is noted (storage.notes) before its first write, until it is done: one
+    # whose process died midway leaves it, and the next import of the resource takes that back.
+    note = import_note(parsed.resource_id)
     await store.set_working_memory(note, json.dumps({  # what it will write, kept until it is done
         "threads": [t.id for _, t in items["thread"]],
         "lineages": sorted({r.lineage for _, r in items["record"]}),
@@ -1109,18 +1111,12 @@ async def import_resource(
     return summary
 
 
-#: An import under way, noted in the store's key-value rows (as an erase under way is) before its
-#: first write and removed once it is done: ``obsmem:importing:<resource id>`` -> the threads,
-#: lineages and working-memory keys it writes. An import whose process died midway (SIGKILL, the
-#: OOM killer) leaves it, and the next import of that resource takes back what it wrote first.
-_importing_key = import_note
-
 
 async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
     """What an import of this resource left when its process died midway, taken back (all or
     nothing across a crash too), unless the threads it wrote have been used since (a message that
     is not in this export): that is refused, naming the leftover import, and nothing is changed."""
-    note = _importing_key(parsed.resource_id)
+    note = import_note(parsed.resource_id)
     text = await store.get_working_memory(note)
     if text is None:
         return

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import urllib.parse
-import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError
 from obsmem.storage.contract import Store
+from obsmem.storage.notes import key_id
 from obsmem.telemetry import log_failure
 
 __all__ = [
@@ -61,15 +59,10 @@ def lineage_lease(kind: str, lineage: str) -> str:
 
 def thread_observation_lease(lineage: str, thread_id: str) -> str:
     """The key of the lease a synchronous observation holds per thread in resource scope:
-    ``sync-observation:<lineage>:<thread id quoted>``. The thread id is percent-quoted (no ':'
-    left in it), so the last ':' ends the lineage: resource ``a`` with thread ``b:c`` and
-    resource ``a:b`` with thread ``c`` have two keys, as do threads ``y:z`` and ``y%3Az``. A
-    quoted id over 512 characters is ``#sha256=<hex>`` of the id instead (``#`` and ``=`` are in
-    no quoted id), so the key stays one PostgreSQL's index takes (about 2,700 bytes a row)."""
-    quoted = urllib.parse.quote(thread_id, safe="")
-    if len(quoted) > 512:
-        quoted = "#sha256=" + hashlib.sha256(thread_id.encode()).hexdigest()
-    return f"{lineage_lease(SYNC_OBSERVATION, lineage)}:{quoted}"
+    ``sync-observation:<lineage>:<thread id as a key part>`` (:func:`~obsmem.storage.notes.key_id`:
+    no ':' in it, so the last ':' ends the lineage: resource ``a`` with thread ``b:c`` and
+    resource ``a:b`` with thread ``c`` have two keys, as do threads ``y:z`` and ``y%3Az``)."""
+    return f"{lineage_lease(SYNC_OBSERVATION, lineage)}:{key_id(thread_id)}"
 
 
 #: Tasks that must run to their end whatever cancels the work that started them (a lease's
@@ -86,36 +79,18 @@ def run_to_end(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
 
 
 #: Leases this process could not release (the store was down, or locked by another writer):
-#: per store, key → owner. The next attempt at the same key releases it first, by its owner (a
-#: lease someone took since is left alone), so a release lost to an outage does not hold this
-#: process's next step of that lineage for the lease's whole TTL. Other processes wait it out.
-_UNRELEASED: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
-#: The same for a store no weak reference or hash can name (an adapter of the user's own, slotted
-#: or an ``eq=True`` dataclass): by its ``id``. An id reused by a later store is harmless: a lease
-#: is released only by its owner, whose token no other lease holds.
-_UNRELEASED_BY_ID: dict[int, dict[str, str]] = {}
-
-
-def _unreleased(store: Store) -> dict[str, str] | None:
-    """This process's unreleased leases of ``store`` (key -> owner); None for none yet."""
-    try:
-        return _UNRELEASED.get(store)
-    except TypeError:
-        return _UNRELEASED_BY_ID.get(id(store))
-
-
-def _unreleased_kept(store: Store) -> dict[str, str]:
-    """:func:`_unreleased`, made when there is none yet."""
-    try:
-        return _UNRELEASED.setdefault(store, {})
-    except TypeError:
-        return _UNRELEASED_BY_ID.setdefault(id(store), {})
+#: per store (by ``id``: a store of the user's own may be neither hashable nor weakly referable),
+#: key → owner. The next attempt at the same key releases it first, by its owner (a lease someone
+#: took since is left alone; an id reused by a later store is as harmless), so a release lost to
+#: an outage does not hold this process's next step of that lineage for the lease's whole TTL.
+#: Other processes wait it out.
+_UNRELEASED: dict[int, dict[str, str]] = {}
 
 
 async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> bool:
     """Try the lease ``key`` once for ``owner``: True when taken. A caller cancelled while the
     store's write is on its way leaves the attempt to release the lease if it lands."""
-    left = (_unreleased(store) or {}).get(key)
+    left = _UNRELEASED.get(id(store), {}).get(key)
     if left is not None:
         await asyncio.shield(run_to_end(_released(store, key, left)))
     attempt = run_to_end(store.acquire_lease(key, owner, ttl_s=ttl_s, now=clock.now()))
@@ -165,9 +140,11 @@ async def _released(store: Store, key: str, owner: str) -> None:
     try:
         await store.release_lease(key, owner)
     except ObsmemError as exc:  # it expires by itself: never a reason to lose the work
-        _unreleased_kept(store)[key] = owner  # released at this key's next attempt
+        _UNRELEASED.setdefault(id(store), {})[key] = owner  # released at this key's next attempt
         log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
     else:
-        left = _unreleased(store)
+        left = _UNRELEASED.get(id(store))
         if left is not None and left.get(key) == owner:
             del left[key]
+            if not left:
+                del _UNRELEASED[id(store)]

@@ -88,6 +88,7 @@ from obsmem.storage.contract import (
     lineage_key,
     save_guarded,
 )
+from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
 from obsmem.storage.rules import (
     advanced_threads,
     check_cursors_forward,
@@ -144,9 +145,6 @@ _RESOURCE_MESSAGES_AFTER = (
 )
 _MESSAGE_COLUMNS = ("seq", "id", "thread_id", "role", "parts", "created_at", "metadata", "resource_id")
 _IN_CHUNK = 500  # stay far below SQLite's bound-parameter limit
-#: The ``working_memory`` row that says an erase has begun and its files are not cleaned yet
-#: (:meth:`SQLiteStore.note_erase`).
-ERASE_NOTE = "obsmem:erase-unfinished"
 
 
 def default_data_dir() -> Path:
