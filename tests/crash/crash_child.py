@@ -232,6 +232,8 @@ async def main(scenario: str, db: str) -> None:
             point = scenario.split(":", 1)[1]
             if point == "second-thread":
                 hang_method(memory.store, "delete_thread", point, on_call=2)
+            elif point == "last-drop-data":  # both thread rows gone, the second's data not yet
+                hang_method(memory, "_drop_thread_data", point, on_call=2)
             else:
                 hang_method(*_target(memory, point), point)
             await memory.delete_resource("alice")

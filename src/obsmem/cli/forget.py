@@ -139,21 +139,26 @@ def delete_resource(
     opened = _open(store)
     _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
 
-    async def run() -> tuple[dict[str, int], bool]:
+    async def run() -> tuple[dict[str, int], bool, int]:
         async with opened, _knowledge(knowledge) as graph:
             memory = Memory(opened, knowledge=graph)
             try:
+                # threads whose rows a delete cut off midway (its process died) had taken already
+                unfinished = len(await memory.unfinished_deletes(resource))
                 counts = await memory.delete_resource(resource)
-                return counts, await _log_truncated(opened)
+                return counts, await _log_truncated(opened), unfinished
             finally:
                 await memory.aclose()
 
     try:
-        counts, truncated = asyncio.run(run())
+        counts, truncated, unfinished = asyncio.run(run())
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     _summary(f"deleted resource '{resource}'", counts)
     _warn_log_kept(opened, truncated)
-    if not counts.get("threads"):
+    if unfinished:
+        console.print(f"[yellow]note:[/yellow] finished the delete of {counted(unfinished, 'thread')} cut off earlier "
+                      "(its process stopped midway)", soft_wrap=True, highlight=False)  # fmt: skip
+    elif not counts.get("threads"):
         console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape_id(resource)}' "
                       "(check the id)", soft_wrap=True, highlight=False)  # fmt: skip
