@@ -71,3 +71,30 @@ def test_a_json_command_that_works_prints_its_document(tmp_path: Path, command: 
     result = runner.invoke(app, [*command, "--json", "--store", str(db)])
     assert result.exit_code == 0, result.output
     assert "error" not in json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("command", "argument"),
+    [
+        (["usage", "--json", "--limit", "5"], "--limit"),  # no such option
+        (["usage", "--json", "--by", "planet"], "--by"),  # a value the option does not take
+        (["queue", "--json", "--bogus"], "--bogus"),
+    ],
+)
+def test_a_json_command_line_refused_by_the_parser_is_a_json_error(command: list[str], argument: str) -> None:
+    """Refused before the command runs (click's exit status 2): the refusal is the JSON document
+    too, and click's message still goes to stderr."""
+    result = runner.invoke(app, command)
+
+    assert result.exit_code == 2, result.output
+    document = json.loads(result.stdout)
+    assert set(document) == {"error"}, document
+    error = document["error"]
+    assert error["type"] == "InvalidInputError" and error["argument"] == argument, error
+    assert argument in error["message"], error
+    assert argument in result.stderr
+
+
+def test_a_command_line_refused_without_json_prints_nothing_on_stdout() -> None:
+    result = runner.invoke(app, ["usage", "--limit", "5"])
+    assert result.exit_code == 2 and result.stdout == "" and "--limit" in result.stderr

@@ -19,7 +19,7 @@ import typer
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS
 from obsmem.cli.render import one_line
-from obsmem.cli.stores import fail, json_errors, open_for_reading
+from obsmem.cli.stores import JsonGroup, fail, json_errors, open_for_reading
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store
 
@@ -27,7 +27,7 @@ __all__ = ["queue_app", "queue_snapshot", "register"]
 
 queue_app = typer.Typer(
     help="The work queue: depth by kind and age, claims, dead-lettered work, leases.",
-    context_settings=HELP_OPTIONS, invoke_without_command=True, add_completion=False,
+    context_settings=HELP_OPTIONS, invoke_without_command=True, add_completion=False, cls=JsonGroup,
 )  # fmt: skip
 
 StoreOption = Annotated[str | None, typer.Option(help="The shared store (a SQLite file or a postgresql:// URL).")]

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 from rich.console import Console
 
 from obsmem import ObsmemError
@@ -27,6 +28,8 @@ from obsmem.storage import Store, open_store, postgres_url
 
 __all__ = [
     "SQLITE_PREFIX",
+    "JsonCommand",
+    "JsonGroup",
     "describe_store",
     "err_console",
     "fail",
@@ -63,6 +66,54 @@ def json_errors(enabled: bool) -> Iterator[None]:
         _json_errors.reset(token)
 
 
+def _json_error(kind: str, message: str, argument: str | None) -> None:
+    """Print the command's one JSON document for an error (see :func:`json_errors`)."""
+    body: dict[str, str] = {"type": kind, "message": message}
+    if argument is not None:
+        body["argument"] = argument
+    typer.echo(json.dumps({"error": body}, indent=2, ensure_ascii=False))
+
+
+class _JsonUsageErrors:
+    """A command with ``--json`` whose command line is refused (an unknown option, a bad value)
+    prints that refusal as its JSON document too when ``--json`` is among its arguments: the
+    command never ran, so :func:`json_errors` never saw it. Click's usual message still goes to
+    stderr, with exit status 2."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        wants_json = "--json" in args
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+        except Exception as exc:
+            # click's UsageError (exit status 2), from whichever click typer runs on (typer 0.29
+            # carries its own copy): known by its shape, not its class
+            if wants_json and getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message"):
+                _json_error("InvalidInputError", redact_secrets(exc.format_message()), _option_of(exc))
+            raise
+
+
+def _option_of(error: Exception) -> str | None:
+    """The option or argument a refused command line is about, when click names one: an unknown
+    option's name, or a bad value's parameter (its first flag)."""
+    named = getattr(error, "option_name", None)
+    if isinstance(named, str):
+        return named
+    param = getattr(error, "param", None)
+    if param is not None:
+        opts = [o for o in getattr(param, "opts", None) or [] if isinstance(o, str)]
+        name = getattr(param, "name", None)
+        return opts[0] if opts else name if isinstance(name, str) else None
+    return None
+
+
+class JsonCommand(_JsonUsageErrors, TyperCommand):
+    """A ``--json`` command (``app.command(cls=JsonCommand)``): see :class:`_JsonUsageErrors`."""
+
+
+class JsonGroup(_JsonUsageErrors, TyperGroup):
+    """A ``--json`` group (``typer.Typer(cls=JsonGroup)``): see :class:`_JsonUsageErrors`."""
+
+
 def fail(message: str, *, error: ObsmemError | None = None, argument: str | None = None) -> typer.Exit:
     """Print ``error: message`` (its secrets hidden) on stderr; the caller raises the returned
     exit (status 1). ``error``: the obsmem error it reports; ``argument``: the option at fault
@@ -71,11 +122,8 @@ def fail(message: str, *, error: ObsmemError | None = None, argument: str | None
     err_console.print(f"[red]error:[/red] {escape(text)}", soft_wrap=True)
     if _json_errors.get():
         kind = type(error).__name__ if error is not None else "InvalidInputError"
-        body: dict[str, str] = {"type": kind, "message": text}
         named = argument if argument is not None else getattr(error, "argument", None)
-        if isinstance(named, str):
-            body["argument"] = named
-        typer.echo(json.dumps({"error": body}, indent=2, ensure_ascii=False))
+        _json_error(kind, text, named if isinstance(named, str) else None)
     return typer.Exit(1)
 
 

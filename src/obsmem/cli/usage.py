@@ -22,7 +22,7 @@ import typer
 
 from obsmem import Memory, MemoryConfig, ObsmemError, UsageReport, UsageRow
 from obsmem.cli.render import one_line
-from obsmem.cli.stores import fail, json_errors, open_for_reading
+from obsmem.cli.stores import JsonCommand, fail, json_errors, open_for_reading
 from obsmem.profiles import PRICES_AS_OF
 
 __all__ = ["register", "usage_document"]
@@ -30,7 +30,7 @@ __all__ = ["register", "usage_document"]
 
 def register(app: typer.Typer) -> None:
     """Add ``usage`` to ``app``."""
-    app.command(name="usage")(usage)
+    app.command(name="usage", cls=JsonCommand)(usage)
 
 
 def _when(text: str | None, option: str) -> datetime | date | None:
