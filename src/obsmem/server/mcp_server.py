@@ -113,7 +113,11 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         for name, value in (("cursor", cursor), ("group_id", group_id)):
             if value is not None:
                 args[name] = value
-        return await service.memory.call_recall_tool(thread_id, args)
+        answer = await service.memory.call_recall_tool(thread_id, args)
+        mistake = answer.get("error") if set(answer) == {"error"} else None
+        if isinstance(mistake, str):  # the recall tool's answer to a model: over MCP, a tool error
+            raise ToolError(mistake)
+        return answer
 
     @tool(knowledge)
     @_reported(ToolError)
