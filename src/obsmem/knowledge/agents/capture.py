@@ -11,7 +11,9 @@ tombstones, trust and the audit log apply to it:
   anchors), its ``attribute`` and, for a correction, the values it replaces;
 * a fact already held (same node, a record whose words contain the new one's, or a
   near-duplicate) is not written again; records an *agent* removed count as held, so a
-  superseded value is never resurrected by re-reading old observations. A run reads a node's
+  superseded value is never resurrected by re-reading old observations. A value stated again
+  *after* another value of its attribute (Berlin, Paris, "Berlin again") is a change back, not
+  a restatement, and is captured (:meth:`FactIndex.changed_since`). A run reads a node's
   records once and indexes what each says (:class:`FactIndex`): a proposal is compared only
   with the records that share its key, its words or its rarest tokens, not with every record;
 * a value the user tombstoned is refused by the store, which audits the refusal
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.capture import capture as capture_record
@@ -117,6 +120,7 @@ class FactIndex:
         self._token: dict[str, set[int]] = {}  # near-duplicate token -> positions
         self._rarest: dict[str, set[int]] = {}  # a record of 3+ words, under the rarest of them
         self._sign: dict[int, str] = {}
+        self._attribute: dict[str, set[int]] = {}  # attribute -> positions
         self.extend(records)
 
     # -- building --------------------------------------------------------------------------------
@@ -147,6 +151,8 @@ class FactIndex:
             self._word.setdefault(word, set()).add(position)
         for token in said.tokens:
             self._token.setdefault(token, set()).add(position)
+        if record.attribute is not None:
+            self._attribute.setdefault(record.attribute, set()).add(position)
         return position
 
     def _signed(self, position: int) -> None:
@@ -161,10 +167,12 @@ class FactIndex:
         position = self._at.pop(record_id, None)
         if position is None:
             return
-        said = self._said[position]
+        said, record = self._said[position], self._records[position]
         self._records[position] = self._said[position] = None
         if said is None:
             return
+        if record is not None and record.attribute is not None:
+            self._attribute[record.attribute].discard(position)
         self._by_key[said.key].discard(position)
         self._by_words[said.words].discard(position)
         for word in said.words:
@@ -205,6 +213,34 @@ class FactIndex:
             if said.holds(wanted):
                 return record
         return None
+
+    def changed_since(self, record: Record, attribute: str | None, until: datetime | None,
+                      wanted: Said, value: str | None = None) -> bool:
+        """Whether the value of ``record``'s attribute changed after it and before ``until`` (a
+        statement's time; None: now): another record of that attribute, saying something other
+        than ``wanted`` (and, where both name one, another value), begins in between.
+
+        Such a record no longer holds ``wanted``: "their home city is Berlin again", said after
+        Paris superseded Berlin, is a new fact, not a restatement of the superseded record (the
+        same statement read again, from its own time, still is one)."""
+        key = attribute.strip().casefold() if attribute else None
+        if key is None or record.attribute != key:
+            return False
+        start = record.valid_from
+        for position in self._attribute.get(key, ()):
+            other, said = self._records[position], self._said[position]
+            if other is None or said is None or other.id == record.id:
+                continue
+            if not (start < other.valid_from and (until is None or other.valid_from < until)):
+                continue
+            theirs = other.metadata.get("value")
+            if value is not None and theirs is not None:
+                if str(theirs) != value:
+                    return True
+                continue
+            if not (said.holds(wanted) or wanted.holds(said)):
+                return True
+        return False
 
     def held_by(self, holder: Said) -> set[int]:
         """Positions of the records whose text ``holder`` holds (``held(text, [holder's record])``)."""
@@ -317,7 +353,9 @@ class CaptureAgent:
             if node is None:
                 node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context)
                 existing[node.id] = FactIndex(await self._existing(node, context))
-            if existing[node.id].holder(proposal.text) is not None:
+            index, wanted = existing[node.id], Said.of(proposal.text)
+            if index.holder(wanted, accept=lambda record: not index.changed_since(
+                    record, proposal.attribute, proposal.when, wanted, proposal.value)) is not None:
                 report.skipped += 1
                 continue
             metadata: dict[str, object] = {"agent": ACTOR}

@@ -521,7 +521,15 @@ class CurateAgent:
             peers.discard(victim.id)
 
         # 1. duplicates: the later statement of a fact goes, the first one stays.
-        twin = peers.facts.holder(mine.said, accept=lambda p: p.id != record.id and _order(p) < mine.order)
+        def changed_between(older: Record, newer: Record, newer_said: Said) -> bool:
+            """Another value of their attribute stands between the two (Berlin, Paris, Berlin
+            again): the later one is a change back, not the earlier one stated again."""
+            value = newer.metadata.get("value")
+            return peers.facts.changed_since(older, newer.attribute, newer.valid_from, newer_said,
+                                             value if isinstance(value, str) else None)
+
+        twin = peers.facts.holder(mine.said, accept=lambda p: p.id != record.id and _order(p) < mine.order
+                                  and not changed_between(p, record, mine.said))
         if twin is not None:
             await remove(record, f"duplicate of {twin.id}: the same fact stated again", twin)
             return
@@ -530,12 +538,16 @@ class CurateAgent:
         for position in sorted(restated):  # in the order read, as the peers were walked
             peer, theirs = peers.record(position), peers.traits(position)
             if theirs.order > mine.order and peer.deleted_at is None and mine.said.holds(theirs.said):
-                await remove(peer, f"duplicate of {record.id}: the same fact stated again", record)
-            elif theirs.order < mine.order and theirs.fragment_of(mine):
+                if not changed_between(record, peer, theirs.said):
+                    await remove(peer, f"duplicate of {record.id}: the same fact stated again", record)
+            elif theirs.order < mine.order and theirs.fragment_of(mine) and not changed_between(peer, record, mine.said):
                 await remove(peer, f"duplicate of {record.id}: a fuller statement of the same fact", record)
         # 1b. near-duplicates: the shorter of two records that say nearly the same thing goes.
         for position in peers.near(mine, me):
             peer, theirs = peers.record(position), peers.traits(position)
+            first, last = (peer, record) if theirs.order < mine.order else (record, peer)
+            if changed_between(first, last, mine.said if last is record else theirs.said):
+                continue
             keep, drop = (record, peer) if mine.fuller(theirs) else (peer, record)
             await remove(drop, f"duplicate of {keep.id}: a near-duplicate of the same fact "
                          f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", keep)

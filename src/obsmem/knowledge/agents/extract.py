@@ -44,7 +44,10 @@ _NAMED = re.compile(
 _NOT_NAMES = frozenset({"User", "Assistant", "Topics", "Note", "Date"})
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
-_MEANING = re.compile(r"\s*\((?:meaning|re:)[^()]*\)")
+# The observer's notes: "(meaning Nov 2026)", "(re: …)", and "(changing from Berlin)" on a changed
+# value. None is part of the fact; the last one, kept, names the *old* value, so a change back
+# ("Berlin again (changing from Paris)") read as a near-duplicate of the change it undoes.
+_MEANING = re.compile(r"\s*\((?:meaning|re:|changing from\b)[^()]*\)")
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _PHONE = re.compile(r"\+\d[\d ]{6,}\d")
 _OWN = re.compile(r"\b(?:their|my|our|personal)\b", re.IGNORECASE)
