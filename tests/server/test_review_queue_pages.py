@@ -49,7 +49,7 @@ def test_a_resource_keys_queue_is_not_hidden_behind_the_orgs_candidates(env: Env
         ui = httpx.Client(base_url=env.url, timeout=60, cookies={"obsmem_ui_key": keys.alice})
         html = ui.get("/ui/knowledge/review").text
         assert all(f'data-record="{i}"' in html for i in own), "alice's candidates are on her first page"
-        assert "3 candidate(s)" in html and "org candidate number" not in html
+        assert "3 candidates waiting" in html and "org candidate number" not in html
 
         # The org's own queue pages through its 101, the inspector linking each next page.
         org_ui = httpx.Client(base_url=env.url, timeout=60, cookies={"obsmem_ui_key": keys.acme_org})
@@ -62,3 +62,12 @@ def test_a_resource_keys_queue_is_not_hidden_behind_the_orgs_candidates(env: Env
             more = re.search(r'<a href="([^"]+)"[^>]*>Next candidates</a>', page.text)
             path = more.group(1).replace("&amp;", "&") if more else None
         assert len(seen) == len(set(seen)) == ORG_CANDIDATES
+
+
+def test_one_candidate_is_counted_in_the_singular(env: Env) -> None:
+    """The inspector said "1 candidate(s) waiting" (and "1 message(s)", "1 call(s)", …)."""
+    with httpx.Client(base_url=env.url, timeout=60) as client:
+        _candidate(client, env.keys.bob, "bob ONE-CANDIDATE", "user")
+    ui = httpx.Client(base_url=env.url, timeout=60, cookies={"obsmem_ui_key": env.keys.bob})
+    html = ui.get("/ui/knowledge/review").text
+    assert "1 candidate waiting" in html and "(s)" not in html

@@ -65,7 +65,7 @@ def test_a_single_day_sums_models_per_role() -> None:
     assert heights[("cached_input_tokens", "reflector")] == 0.0
     titles = [b["title"] for b in bars(root) if b["measure"] == "mean_latency_s"]
     assert "2026-12-01 · reflector: 2.50 s mean latency" in titles
-    assert "observer 4 call(s), reflector 2 call(s)" in (root.get("aria-label") or "")
+    assert "observer 4 calls, reflector 2 calls" in (root.get("aria-label") or "")
     table = usage_table(report)
     assert table.count("<tr>") == 1 + 2 + 1  # header, two roles, the total
     assert "<td>observer</td><td class=num>4</td><td class=num>0</td><td class=num>1,000</td>" in table
@@ -147,7 +147,7 @@ def test_the_graph_svg_links_every_node_and_labels_edges(more: int) -> None:
     links = {a.get("data-node"): a for a in root.iter(f"{SVG}a")}
     assert set(links) == {"nadia", "lisbon", "paris", "pixel", "portugal", "france"}
     assert links["paris"].get("href") == "/ui/knowledge/nodes/paris?x=1&y=2"
-    assert links["portugal"].get("aria-label") == "Portugal (entity, 2 hop(s) away)"
+    assert links["portugal"].get("aria-label") == "Portugal (entity, 2 hops away)"
     assert all(a.find(f"{SVG}title") is not None for a in links.values())
     edges = [g for g in root.iter(f"{SVG}g") if g.get("class") == "edge"]
     assert [(g.get("data-source"), g.get("data-target"), g.get("data-label")) for g in edges][:3] == [
@@ -157,7 +157,7 @@ def test_the_graph_svg_links_every_node_and_labels_edges(more: int) -> None:
     assert "Nadia → Lisbon (home): Nadia lives in [[Lisbon]]" in "".join(edges[0].find(f"{SVG}title").itertext())  # type: ignore[union-attr]
     assert root.get("data-more") == str(more)
     assert (f"+{more} more" in svg) == bool(more)
-    assert "5 linked node(s) within two hops, 5 link(s)" in (root.get("aria-label") or "")
+    assert "5 linked nodes within two hops, 5 links" in (root.get("aria-label") or "")
 
 
 def test_the_graph_escapes_names() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from obsmem.knowledge import Knowledge, Node, Record, RecordView
-from obsmem.server.ui.html import h
+from obsmem.server.ui.html import counted, h
 
 __all__ = ["MAX_NODES", "Edge", "Graph", "GraphNode", "graph_svg", "neighbourhood", "radial_layout"]
 
@@ -177,8 +177,8 @@ def graph_svg(graph: Graph, link: Callable[[str], str]) -> str:
     kinds = sorted({n.kind for n in graph.nodes})
     more = f", and {graph.more} more not drawn" if graph.more else ""
     label = (
-        f"Wikilink graph around {graph.centre.name}: {len(graph.nodes) - 1} linked node(s) within two hops, "
-        f"{len(graph.edges)} link(s){more}"
+        f"Wikilink graph around {graph.centre.name}: {counted(len(graph.nodes) - 1, 'linked node')} within two hops, "
+        f"{counted(len(graph.edges), 'link')}{more}"
     )
     out = [
         f'<svg class="graph" role="group" aria-label="{h(label)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
@@ -206,7 +206,7 @@ def graph_svg(graph: Graph, link: Callable[[str], str]) -> str:
     for node in graph.nodes:
         x, y = where[node.id]
         radius = 16 if node.hop == 0 else 11 if node.hop == 1 else 8
-        where_from = "this node" if node.hop == 0 else f"{node.hop} hop(s) away"
+        where_from = "this node" if node.hop == 0 else f"{counted(node.hop, 'hop')} away"
         tx, ty, anchor = _label_at(x, y, radius, node.hop)
         out.append(
             f'<a class="node" href="{h(link(node.id))}" data-node="{h(node.id)}" data-hop="{node.hop}" '

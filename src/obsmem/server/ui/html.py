@@ -14,7 +14,14 @@ from urllib.parse import quote, urlencode
 
 from fastapi.responses import HTMLResponse
 
-__all__ = ["CSS", "Session", "csrf_input", "h", "page", "q", "table", "when", "url"]
+__all__ = ["CSS", "Session", "counted", "csrf_input", "h", "page", "q", "table", "when", "url"]
+
+
+def counted(n: object, noun: str) -> str:
+    """``n`` and ``noun`` in the number ``n`` asks for: ``1 message``, ``3 messages`` (``noun`` is
+    singular; a value that is not a whole number keeps the plural). Plain text: escape it where
+    ``n`` or ``noun`` comes from a store."""
+    return f"{n} {noun}" if isinstance(n, int) and not isinstance(n, bool) and n == 1 else f"{n} {noun}s"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from obsmem.server.rest import knowledge_scope
 from obsmem.server.ui.auth import actor, checked_form, csrf_token, principal_of, service_of, session
 from obsmem.server.ui.common import guarded
 from obsmem.server.ui.graph import graph_svg, neighbourhood
-from obsmem.server.ui.html import csrf_input, h, page, q, table, url, when
+from obsmem.server.ui.html import counted, csrf_input, h, page, q, table, url, when
 
 __all__ = ["router"]
 
@@ -73,7 +73,7 @@ async def nodes(request: Request) -> Response:
         for n in found.items
     ]  # fmt: skip
     body = _scope_form("/ui/knowledge", scope, principal, name_input) + table(
-        ["Node", "Kind", "Scope", "Description", "Updated"], rows, caption=f"{len(rows)} node(s)"
+        ["Node", "Kind", "Scope", "Description", "Updated"], rows, caption=counted(len(rows), "node")
     )
     if found.next_cursor:
         more = url("/ui/knowledge", resource_id=request.query_params.get("resource_id"), name=prefix,
@@ -139,7 +139,7 @@ async def node_page(request: Request, node_id: str) -> Response:
         f'<li data-node="{h(n.id)}"><a href="{h(link(n.id))}">{h(n.name)}</a> ({h(n.kind)}, '
         + ("linked to this node" if n.hop == 1 else f"two hops, via {h(names.get(n.parent or '', ''))}") + ")</li>"
         for n in graph.nodes[1:]
-    ) + (f"<li>+{graph.more} more linked node(s) not shown</li>" if graph.more else "")
+    ) + (f"<li>+{counted(graph.more, 'more linked node')} not shown</li>" if graph.more else "")
     headers = ["Text", "Trust", "Scope", "Captured", "Valid until", "Removed", "Source thread", "Record"]
     body = (
         f"<p>{h(node.kind)} <strong>{h(node.name)}</strong> · scope <code>{h(node.scope)}</code> · "
@@ -197,7 +197,7 @@ async def review(request: Request) -> Response:
     where = " on this page" if found.next_cursor or request.query_params.get("after") else ""
     body = (
         notice + _scope_form("/ui/knowledge/review", scope, principal)
-        + f"<p>{len(mine)} candidate(s) waiting{where}. Each decision is written to the audit log as "
+        + f"<p>{counted(len(mine), 'candidate')} waiting{where}. Each decision is written to the audit log as "
         f"<code>{h(actor(principal))}</code>.</p>"
         + f'<ul class="queue" aria-label="Candidates">{items or "<li>Nothing to review.</li>"}</ul>'
     )  # fmt: skip

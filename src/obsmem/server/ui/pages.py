@@ -31,7 +31,7 @@ from obsmem.server.ui.auth import (
     session,
 )
 from obsmem.server.ui.common import folded_text, guarded, int_param, marker_html, message_text
-from obsmem.server.ui.html import csrf_input, h, page, q, table, url, when
+from obsmem.server.ui.html import counted, csrf_input, h, page, q, table, url, when
 from obsmem.server.ui.receipts import buffered_spans, receipt_link, status_panel
 from obsmem.server.ui.usage import usage_chart_svg, usage_table
 
@@ -139,7 +139,7 @@ async def threads(request: Request) -> Response:
     body = _resource_form(resource, search, principal) + table(
         ["Thread", "Title", "Resource", "Messages", "Observation tokens", "Tokens observed", "Pending tokens",
          "Generation", "Last activity"],
-        rows, caption=f"{len(found)} thread(s) of resource {resource}", numeric=(3, 4, 5, 6, 7),
+        rows, caption=f"{counted(len(found), 'thread')} of resource {resource}", numeric=(3, 4, 5, 6, 7),
     )  # fmt: skip
     if offset + THREADS_PAGE < len(found):
         more = url("/ui/threads", resource_id=named, q=search, offset=offset + THREADS_PAGE)
@@ -208,8 +208,8 @@ async def timeline(request: Request, thread_id: str) -> Response:
         pager.append(f'<a href="{h(nxt)}" rel="next">Next {TIMELINE_PAGE} messages</a>')
     side = _groups_column(thread_id, groups)
     summary = (
-        f"<p>{total} message(s); observed up to seq {cursor}; "
-        f"{sum(1 for _, active in groups if active)} active group(s), {sum(1 for _, a in groups if not a)} buffered. "
+        f"<p>{counted(total, 'message')}; observed up to seq {cursor}; "
+        f"{counted(sum(1 for _, active in groups if active), 'active group')}, {sum(1 for _, a in groups if not a)} buffered. "
         f"Showing messages after seq {after}.</p>"
     )
     body = (
@@ -382,7 +382,7 @@ async def context_page(request: Request, thread_id: str) -> Response:
     summary_rows.append(["<strong>Total</strong>", str(len(context.messages)), f'<strong data-total="{total}">{total}</strong>'])
     body = (
         _thread_nav(thread)
-        + f"<p>Exactly what <code>Memory.get_context</code> returns now: {len(context.messages)} message(s), "
+        + f"<p>Exactly what <code>Memory.get_context</code> returns now: {counted(len(context.messages), 'message')}, "
         f"{total} tokens; observations: {'yes' if context.has_observations else 'no'}; trimmed: {context.trimmed}.</p>"
         + table(["Section", "Messages", "Tokens"], summary_rows, caption="Tokens per section", numeric=(1, 2))
         + f'<div class="ctx">{"".join(parts)}</div>'
@@ -405,7 +405,7 @@ async def generations_page(request: Request, thread_id: str) -> Response:
         for r in listed
     ]  # fmt: skip
     more = len(records) >= _GENERATIONS
-    caption = f"The newest {len(listed)} of {len(records)}{'+' if more else ''} generation(s); the From and To lists below hold them all"
+    caption = f"The newest {len(listed)} of {len(records)}{'+' if more else ''} {'generation' if len(records) == 1 and not more else 'generations'}; the From and To lists below hold them all"
     body = _thread_nav(thread) + table(
         ["Generation", "Origin", "Record", "Created", "Observation tokens", "Tokens observed", "State"],
         rows, caption=caption, numeric=(0, 4, 5),
@@ -448,7 +448,7 @@ def _diff(
         cls = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
         lines.append(f'<pre class="{cls}">{h(line)}</pre>')
     return (
-        f'<p class="diff-summary">generation {older.generation} → {newer.generation}: kept {kept} line(s), '
+        f'<p class="diff-summary">generation {older.generation} → {newer.generation}: kept {counted(kept, "line")}, '
         f"dropped {len(before) - kept}, added {len(after) - kept}; {older.observation_tokens} → "
         f"{newer.observation_tokens} tokens.</p>"
         f'<div class="diff">{"".join(lines) or "<p>No differences.</p>"}</div>'

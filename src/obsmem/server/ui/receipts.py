@@ -27,7 +27,7 @@ from obsmem.server.errors import ResourceNotFoundError
 from obsmem.server.rest import knowledge_scope, visible_receipt
 from obsmem.server.ui.auth import principal_of, service_of, session
 from obsmem.server.ui.common import guarded, int_param, message_plain
-from obsmem.server.ui.html import h, page, q, table, url, when
+from obsmem.server.ui.html import counted, h, page, q, table, url, when
 
 __all__ = ["buffered_spans", "router", "status_panel", "timeline_link"]
 
@@ -92,7 +92,7 @@ def status_panel(status: ThreadStatus) -> str:
     buffered = (
         f'<ul class="chunks">{chunks}</ul>' if chunks else "none"
     ) + (
-        f" · a buffered reflection of {status.buffered_reflection_lines} line(s) waits"
+        f" · a buffered reflection of {counted(status.buffered_reflection_lines, 'line')} waits"
         if status.buffered_reflection_lines is not None else ""
     )  # fmt: skip
     flight = ", ".join(
@@ -100,7 +100,7 @@ def status_panel(status: ThreadStatus) -> str:
         for kind, until in status.in_flight.items()
     ) or "nothing"
     backoff = ", ".join(
-        f'<span data-backoff="{h(role)}">{h(role)}: {h(entry.get("failures"))} failure(s) '
+        f'<span data-backoff="{h(role)}">{h(role)}: {h(counted(entry.get("failures"), "failure"))} '
         f'({h(entry.get("kind"))}), until {h(entry.get("until"))}</span>'
         for role, entry in status.backoff.items()
     ) or "none"
@@ -117,7 +117,7 @@ def status_panel(status: ThreadStatus) -> str:
         f'<dt>Phase</dt><dd><span class="phase" id="phase">{h(status.phase)}</span> '
         f"<small>({h(status.scope)} scope; checked {h(when(status.checked_at))})</small></dd>"
         f"<dt>Message window</dt><dd>{_bar(window, threshold, window_label, status.block_after)} "
-        f'<span id="window">{window_label}</span> in {status.unobserved_messages} unobserved message(s){h(block)}</dd>'
+        f'<span id="window">{window_label}</span> in {counted(status.unobserved_messages, "unobserved message")}{h(block)}</dd>'
         f"<dt>Observations</dt><dd>{_bar(status.observation_tokens, status.reflection_threshold, reflection)} "
         f"{h(reflection)} · {generation}</dd>"
         f"<dt>Buffered</dt><dd>{buffered}</dd>"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from obsmem.calls import UsageReport, UsageRow
-from obsmem.server.ui.html import h, table
+from obsmem.server.ui.html import counted, h, table
 
 __all__ = ["MEASURES", "Measure", "usage_chart_svg", "usage_table"]
 
@@ -78,7 +78,7 @@ def usage_chart_svg(report: UsageReport) -> str:
     label_every = max(1, len(days) // 12)
     summary = (
         f"Model calls per role and day, {days[0]} to {days[-1]}: "
-        + ", ".join(f"{role} {sum(r.calls for r in rows if (r.role or '(none)') == role)} call(s)" for role in roles)
+        + ", ".join(f"{role} {counted(sum(r.calls for r in rows if (r.role or '(none)') == role), 'call')}" for role in roles)
     )  # fmt: skip
     out = [
         f'<svg class="usage-chart" role="group" aria-label="{h(summary)}" viewBox="0 0 {WIDTH} {height}" '
