@@ -510,6 +510,11 @@ class CurateAgent:
         me, mine = peers.describe(record)
 
         async def remove(victim: Record, reason: str, keeper: Record) -> None:
+            if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
+                # An unreviewed candidate is invisible to reads until approved: it never takes a
+                # verified record (a reviewer's, say) out of them. Approved, a newer value of the
+                # same attribute closes the old one in the store's timeline; rejected, it is gone.
+                return
             if confirm:  # the peers were read earlier in the run: is each one it relies on unchanged?
                 for other in (victim, keeper):
                     if other.id != record.id:
