@@ -75,7 +75,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("obsmem.integrations.pydantic_ai needs: pip install 'obsmem[pydantic-ai]'") from exc
 
-from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
 from obsmem.turn import Turn
 from obsmem.types import (
@@ -700,6 +700,33 @@ class ObservationalMemory(AbstractCapability[Any]):
             new.extend(converted)
         return new
 
+    async def _retried(self, history: Sequence[pai.ModelMessage], new: list[Message]) -> list[Message]:
+        """``new`` (a run's first request's new messages) with its prompt taken for the thread's
+        unanswered prompt when it is that prompt asked again: a run that failed at its model call
+        (the provider down) saved its prompt, which stays (nothing is lost), and the user retries
+        it. Without this the thread held the question twice and every later request sent it twice.
+        Only the thread's newest message, a user message with the same visible parts as the new
+        prompt (the run's last history message) and nothing after it, is taken: the same question
+        asked again after an answer is a new message."""
+        if not new or not history or new[-1].role != "user":
+            return new
+        prompt, tag = new[-1], _ids_of(history[-1])
+        if tag is None or prompt.id not in tag:
+            return new  # the new user message is not the run's prompt
+        thread = self._thread_id()
+        try:
+            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
+        except ThreadNotFoundError:
+            return new
+        if not newest:
+            return new
+        stored = newest[0]
+        if stored.role != "user" or stored.id == prompt.id or _shown(stored) != _shown(prompt):
+            return new
+        _tag(history[-1], [stored.id if i == prompt.id else i for i in tag])
+        self._where[stored.id] = thread
+        return [*new[:-1], stored]
+
     async def _as_recorded(self, converted: list[Message]) -> list[Message]:
         """``converted`` with its system messages under the ids of the thread's recorded
         instructions when they are those instructions (same parts, in order): saving them
@@ -730,6 +757,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         history = list(request_context.messages)
         new = await self._new_messages(history)
         if self._turn is None or self._turn.ended:
+            new = await self._retried(history, new)
             model = self.model or _model_id(ctx)
             self._turn = await self.memory.begin_turn(
                 thread_id=self._thread_id(), resource_id=self.resource_id, messages=new, model=model
