@@ -472,8 +472,13 @@ class CurateAgent:
     async def _peers(self, record: Record, context: Scope) -> list[Record]:
         return [p for p in await self._about(record.node_id, context) if p.id != record.id]
 
-    async def _remove(self, victim: Record, context: Scope, reason: str, report: AgentRun) -> None:
-        await self.store.remove_record(victim.id, context.key, actor=ACTOR, reason=reason)
+    async def _remove(self, victim: Record, context: Scope, reason: str, report: AgentRun, *,
+                      superseded_by: str | None = None) -> None:
+        """Soft-remove ``victim``; ``superseded_by``: a newer value of its attribute replaced it, so
+        it stays history (reads ``as_of`` its time still return it), unlike a duplicate or a
+        value the user corrected (never true)."""
+        await self.store.remove_record(victim.id, context.key, actor=ACTOR, reason=reason,
+                                       superseded_by=superseded_by)
         report.removed.append((victim.id, reason))
 
     async def _node_peers(self, record: Record, node_id: str, context: Scope, run: _Run) -> _Peers:
@@ -509,7 +514,7 @@ class CurateAgent:
         peers = await self._node_peers(record, node.id, context, run)
         me, mine = peers.describe(record)
 
-        async def remove(victim: Record, reason: str, keeper: Record) -> None:
+        async def remove(victim: Record, reason: str, keeper: Record, *, changed: bool = False) -> None:
             if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
                 # An unreviewed candidate is invisible to reads until approved: it never takes a
                 # verified record (a reviewer's, say) out of them. Approved, a newer value of the
@@ -521,7 +526,7 @@ class CurateAgent:
                         now = await self.store.get_record(other.id, context.key, _LIVE)
                         if now is None or now.revision != other.revision:
                             raise _Changed(node.id)
-            await self._remove(victim, context, reason, report)
+            await self._remove(victim, context, reason, report, superseded_by=keeper.id if changed else None)
             run.removed.add(victim.id)
             peers.discard(victim.id)
 
@@ -565,10 +570,10 @@ class CurateAgent:
             newer = [p for p in same if _order(p) > mine.order]
             if newer:
                 latest = max(newer, key=_order)
-                await remove(record, self._because(latest, record), latest)
+                await remove(record, self._because(latest, record), latest, changed=True)
                 return
             for older in sorted(same, key=_order):
-                await remove(older, self._because(record, older), record)
+                await remove(older, self._because(record, older), record, changed=True)
         replaces = record.metadata.get("replaces") or []
         for value in replaces if isinstance(replaces, list) else []:
             holders = [peers.record(p) for p in peers.mentioning(str(value), me)

@@ -323,7 +323,8 @@ class LLMCurateAgent(CurateAgent):
             if victim.deleted_at is not None:
                 return {"removed": victim.id, "already": True}
             prefix = f"superseded by {keeper.id}" if kind == "superseded" else f"duplicate of {keeper.id}"
-            await self._remove(victim, context, f"{prefix}: {reason}"[:1000], report)
+            await self._remove(victim, context, f"{prefix}: {reason}"[:1000], report,
+                               superseded_by=keeper.id if kind == "superseded" else None)
             return {"removed": victim.id}
 
         tools = {

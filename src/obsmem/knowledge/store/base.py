@@ -179,10 +179,12 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._transact(False, lambda tables: tables.record(record_id))
 
     async def remove_record(
-        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False
+        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False,
+        superseded_by: str | None = None,
     ) -> Record:
         return await self._write(
-            lambda m: m.remove_record(record_id, scope, actor=actor, reason=reason, tombstone=tombstone)
+            lambda m: m.remove_record(record_id, scope, actor=actor, reason=reason, tombstone=tombstone,
+                                      superseded_by=superseded_by)
         )
 
     async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record:

@@ -168,6 +168,10 @@ class Record(_Frozen):
     revision: int = 1
     deleted_at: datetime | None = None
     deleted_by: str | None = None
+    superseded_by: str | None = None
+    """Set when the removal was a supersession (``remove_record(..., superseded_by=...)``): a newer
+    value replaced this one, which was true until then. Such a record is history, not a retraction:
+    reads ``as_of`` a time it covers (before its successor's fact time) still return it."""
     trust_changed_at: datetime | None = None
     valid_until: datetime | None = None
 
@@ -442,8 +446,13 @@ class KnowledgeStore(Protocol):
     ) -> Record | None: ...
 
     async def remove_record(
-        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False
-    ) -> Record: ...
+        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False,
+        superseded_by: str | None = None,
+    ) -> Record:
+        """Soft-delete a record. ``superseded_by``: the id of the record (about the same node, seen
+        from ``scope``) whose newer value replaced it; the removed record stays history for reads
+        ``as_of`` the time it held (see :attr:`Record.superseded_by`)."""
+        ...
 
     async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record: ...
 

@@ -694,14 +694,24 @@ class KnowledgeMutations:
         return record
 
     def remove_record(
-        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool
+        self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool,
+        superseded_by: str | None = None,
     ) -> Record:
         """Soft delete (idempotent: a second removal writes nothing)."""
         record = self._visible_record(record_id, scope, "remove_record", actor, reason)
         if record.deleted_at is not None:
             return record
+        if superseded_by is not None:
+            successor = self.t.record(superseded_by)
+            if (successor is None or successor.node_id != record.node_id or successor.id == record.id
+                    or not Scope.parse(scope).sees(successor.scope)):
+                raise InvalidInputError(
+                    f"Record '{superseded_by}' cannot supersede '{record_id}': it must be another record "
+                    f"about the same node, visible from '{scope}'."
+                )
         removed = record.model_copy(
-            update={"deleted_at": self.now, "deleted_by": actor, "revision": record.revision + 1}
+            update={"deleted_at": self.now, "deleted_by": actor, "revision": record.revision + 1,
+                    "superseded_by": superseded_by}
         )
         self.t.save_record(removed)
         self._enqueue(removed, "delete", removed.scope)
@@ -722,7 +732,7 @@ class KnowledgeMutations:
         self._check_tombstones(
             record.node_id, record.scope, record.text, "restore_record", ("record", record.id), actor, reason
         )
-        restored = self._bump_and_reindex(record, deleted_at=None, deleted_by=None)
+        restored = self._bump_and_reindex(record, deleted_at=None, deleted_by=None, superseded_by=None)
         self._event(ActivityAction.RECORD_RESTORED, "record", record.id, record.scope, actor, reason)
         return restored
 

@@ -141,12 +141,17 @@ class KnowledgeReads:
         return by_key
 
     def _alive(self, record: Record, view: RecordView) -> bool:
-        """Known, not deleted, trusted enough and not tombstoned, as of ``view.as_known_at``."""
+        """Known, not deleted, trusted enough and not tombstoned, as of ``view.as_known_at``.
+
+        A record removed as *superseded* (:attr:`Record.superseded_by`) is history, not a
+        retraction: a read ``as_of`` a fact time still takes it (and keeps it only where its
+        validity, which ends at its successor's, covers that time)."""
         known_at = view.as_known_at
         if known_at is not None and record.captured_at > known_at:
             return False
         if not view.include_deleted:
-            if _known(record.deleted_at, known_at):
+            history = view.as_of is not None and record.superseded_by is not None
+            if _known(record.deleted_at, known_at) and not history:
                 return False
             value = normalise_value(record.text)
             same_key = self._tombstones(record.node_id).get(value_key(value), ())
@@ -179,6 +184,14 @@ class KnowledgeReads:
     def _timeline_end(self, record: Record, view: RecordView) -> tuple[datetime | None, bool]:
         """(end of validity, whether a known newer record superseded it)."""
         end = record.when.end if record.when is not None else None
+        if record.superseded_by is not None and _known(record.deleted_at, view.as_known_at):
+            # Removed as superseded: valid until its successor's fact time, and only while that
+            # successor is still known (an erased one leaves nothing to date it by: not shown).
+            successor = self.t.record(record.superseded_by)
+            if successor is None or (view.as_known_at is not None and successor.captured_at > view.as_known_at):
+                return record.valid_from, True
+            start = successor.valid_from
+            return (start if end is None else min(end, start)), True
         if record.attribute is None:
             return end, False
         line = self._timelines(record.node_id, record.attribute, view.as_known_at).get(record.scope, [])
