@@ -53,7 +53,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from obsmem import ContextWindow
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.integrations._ids import scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn
@@ -698,6 +698,41 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return _Plan(new=new, originals=originals, ids=list(zip(messages, ids, variants, strict=True)),
                      made=made, aliases=aliases, bare=bare, matched=matched)
 
+    async def _retried(self, thread: str, plan: _Plan, messages: Sequence[AnyMessage]) -> None:
+        """``plan`` (a run's first model call) with its question taken for the thread's
+        unanswered question when it is that question asked again: a run that failed at its model
+        call (the provider down) saved its question, which stays (nothing is lost), and the user
+        runs the agent again with it. Without this the thread held the question twice and the
+        model got it twice. Only the thread's newest message, a user message with the same parts
+        as the request's last message and nothing after it, is taken, and only when the request
+        does not hold it already (a checkpointed state keeps the failed run's input: both stay, as
+        the state has them); the same question asked again after an answer is a new message."""
+        if not plan.new or not messages or plan.new[-1].role != "user":
+            return
+        prompt = plan.new[-1]
+        if plan.originals.get(prompt.id) is not messages[-1]:
+            return  # the new user message is not the request's last
+        try:
+            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
+        except ThreadNotFoundError:
+            return
+        if not newest:
+            return
+        stored = newest[0]
+        held = {own for _, own, _ in plan.ids if own is not None}
+        if stored.role != "user" or stored.id == prompt.id or stored.id in held or stored.parts != prompt.parts:
+            return
+        plan.new[-1] = stored
+        plan.originals[stored.id] = plan.originals.pop(prompt.id)
+        ids = []
+        for message, own, variant in plan.ids:
+            if message is messages[-1]:
+                own = stored.id
+                if variant is not None:
+                    plan.aliases[variant] = stored.id  # the state's message is known by the stored id
+            ids.append((message, own, variant))
+        plan.ids = ids
+
     async def _unobserved(self, thread: str, edits: dict[int, str]) -> dict[int, str]:
         """Of ``edits`` (a message's place, the obsmem id of the version it replaces), those whose
         version is stored in ``thread`` and not observed yet: the edit takes its place. One observed
@@ -759,6 +794,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         plan = await self._unsaved(thread, run, request.messages)
+        if run.turn is None:
+            await self._retried(thread, plan, request.messages)
         new, originals = plan.new, plan.originals
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
