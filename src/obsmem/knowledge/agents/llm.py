@@ -39,7 +39,7 @@ from obsmem.knowledge.agents.lanes import Lanes
 from obsmem.knowledge.agents.learn import LearnAgent
 from obsmem.knowledge.agents.remind import Reminder, RemindAgent
 from obsmem.knowledge.facade import Knowledge
-from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView
+from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Scope, parse_level
 from obsmem.knowledge.store.values import parse_when
 from obsmem.models.base import ChatModel, ModelRequest, Usage
@@ -322,6 +322,9 @@ class LLMCurateAgent(CurateAgent):
                 raise ValueError("supersession is bounded to the same attribute; these differ")
             if victim.deleted_at is not None:
                 return {"removed": victim.id, "already": True}
+            if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
+                raise ValueError("because_of is an unreviewed candidate: it never removes a verified record "
+                                 "(a reviewer decides first)")
             prefix = f"superseded by {keeper.id}" if kind == "superseded" else f"duplicate of {keeper.id}"
             await self._remove(victim, context, f"{prefix}: {reason}"[:1000], report,
                                superseded_by=keeper.id if kind == "superseded" else None)
