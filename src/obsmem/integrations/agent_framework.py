@@ -357,7 +357,7 @@ class ObservationalMemoryProvider(HistoryProvider):
         if stale is not None:  # a run that failed before its end
             await stale.end()
         inputs = list(context.input_messages)
-        new = await self._own_ids(thread, inputs, from_agent_framework(inputs))
+        new = await self._retried(thread, await self._own_ids(thread, inputs, from_agent_framework(inputs)))
         turn = await self.memory.begin_turn(
             thread_id=thread, resource_id=self.resource_id or thread, messages=new, model=self.model
         )
@@ -378,6 +378,27 @@ class ObservationalMemoryProvider(HistoryProvider):
         # the input itself follows the context messages (Agent Framework appends it)
         history = [m for m in window.messages[lead:] if m.id not in input_ids]
         context.extend_messages(self, to_agent_framework(history))
+
+    async def _retried(self, thread: str, new: list[Message]) -> list[Message]:
+        """``new`` (a run's input) with its question taken for the thread's unanswered question
+        when it is that question asked again: a run that failed at its model call saved its
+        question, which stays (nothing is lost), and the user runs the agent again with it.
+        Without this the thread held the question twice and the model got it twice. Only the
+        thread's newest message, a user message with the same visible parts as the input's last
+        and nothing after it, is taken; the same question asked again after an answer is a new
+        message."""
+        if not new or new[-1].role != "user":
+            return new
+        try:
+            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
+        except ThreadNotFoundError:
+            return new
+        if not newest:
+            return new
+        stored = newest[0]
+        if stored.role != "user" or any(m.id == stored.id for m in new) or not _same(stored, new[-1]):
+            return new
+        return [*new[:-1], _as_stored(new[-1], stored)]
 
     async def after_run(
         self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext,
