@@ -9,12 +9,16 @@ losing both.
 
 from __future__ import annotations
 
-from obsmem.errors import KnowledgeNotFoundError
+import logging
+
+from obsmem.errors import KnowledgeNotFoundError, ObsmemError
 from obsmem.knowledge.repeats import drop_repeats
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordDraft, RecordView, TrustState
 
 __all__ = ["ReviewQueue"]
+
+logger = logging.getLogger("obsmem.knowledge")
 
 
 class ReviewQueue:
@@ -37,10 +41,35 @@ class ReviewQueue:
         )
 
     async def reject(self, record_id: str, scope: str, *, reason: str, tombstone: bool = False) -> Record:
-        """Reject; with ``tombstone=True`` the same value is also refused if captured again."""
-        return await self.store.set_trust(
+        """Reject; with ``tombstone=True`` the same value is also refused if captured again.
+
+        What an agent removed as *superseded by* the rejected record (``Record.superseded_by``:
+        an older value the rejected one was taken to replace) is restored, audited with this
+        reviewer as actor: a rejected value replaces nothing."""
+        rejected = await self.store.set_trust(
             record_id, scope, TrustState.REJECTED, actor=self.actor, reason=reason, tombstone=tombstone
         )
+        await self._restore_superseded(rejected, scope, reason)
+        return rejected
+
+    async def _restore_superseded(self, rejected: Record, scope: str, reason: str) -> None:
+        everything = RecordView(include_candidates=True, include_deleted=True, include_superseded=True)
+        after: str | None = None
+        while True:
+            page = await self.store.list_about(rejected.node_id, scope, view=everything, after=after, limit=500)
+            for record in page.items:
+                if record.superseded_by != rejected.id or record.deleted_at is None:
+                    continue
+                try:
+                    await self.store.restore_record(
+                        record.id, scope, actor=self.actor,
+                        reason=f"restored: {rejected.id}, which superseded it, was rejected: {reason}"[:1000],
+                    )
+                except ObsmemError as refused:  # tombstoned or forgotten meanwhile: it stays removed
+                    logger.info("knowledge record %s not restored: %s", record.id, refused)
+            if page.next_cursor is None:
+                return
+            after = page.next_cursor
 
     async def edit(self, record_id: str, scope: str, new_text: str, *, reason: str) -> Record:
         """Replace a record's text: append the corrected (verified) record, then remove the old one."""
