@@ -217,21 +217,22 @@ class FactIndex:
     def changed_since(self, record: Record, attribute: str | None, until: datetime | None,
                       wanted: Said, value: str | None = None) -> bool:
         """Whether the value of ``record``'s attribute changed after it and before ``until`` (a
-        statement's time; None: now): another record of that attribute, saying something other
+        statement's time; None, unknown: nothing is taken to have changed, so a statement of
+        unknown time never brings back a superseded value): another record of that attribute, saying something other
         than ``wanted`` (and, where both name one, another value), begins in between.
 
         Such a record no longer holds ``wanted``: "their home city is Berlin again", said after
         Paris superseded Berlin, is a new fact, not a restatement of the superseded record (the
         same statement read again, from its own time, still is one)."""
         key = attribute.strip().casefold() if attribute else None
-        if key is None or record.attribute != key:
+        if key is None or until is None or record.attribute != key:
             return False
         start = record.valid_from
         for position in self._attribute.get(key, ()):
             other, said = self._records[position], self._said[position]
             if other is None or said is None or other.id == record.id:
                 continue
-            if not (start < other.valid_from and (until is None or other.valid_from < until)):
+            if not start < other.valid_from < until:
                 continue
             theirs = other.metadata.get("value")
             if value is not None and theirs is not None:
