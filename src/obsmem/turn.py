@@ -175,6 +175,9 @@ class Turn:
         # Whether that save found the window changed by another writer since it was read.
         self._window_stale = False
         self._input_user: Message | None = None
+        # A turn's start given its input again (a retried begin_turn: copies of stored messages
+        # only): the newest question among them, its input all the same (see _advance).
+        self._copied_input: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
         # Seconds the current boundary waited on memory model work (for the wait/overhead metrics).
@@ -446,6 +449,14 @@ class Turn:
         sent = [m.id for m in messages]  # the call's order, for its instructions
         if len(messages) > 1 or (messages and not self._context_current):
             messages, copies = await self._split_copies(messages)
+        self._copied_input = None
+        if close_calls and not any(_is_input(m) for m in messages):
+            # Given again, the newest question is the turn's only while still unanswered: the
+            # thread's newest message (one row read, on this path only).
+            asked = next((m for m in reversed(copies) if _is_input(m)), None)
+            if asked is not None:
+                newest = await self._store.list_messages(self.thread.id, limit=1, newest_first=True)
+                self._copied_input = asked if newest and newest[0].id == asked.id else None
         saved: list[Message] = []
         self._saved_window = None
         self._window_stale = False
@@ -653,8 +664,10 @@ class Turn:
         turn's input stays in view (see :meth:`_with_input`). ``stored``: the record and the
         unobserved messages as stored, with ``saved`` (read by the caller), else read here."""
         if turn_start:
-            users = [m for m in saved if m.role == "user" and any(isinstance(p, TextPart | FilePart) for p in m.parts)]
-            self._input_user = users[-1] if users else None
+            # The turn's question: the newest it saved, else the newest it was given again (a
+            # retried begin_turn), which memory work may have observed since the first try.
+            users = [m for m in saved if _is_input(m)]
+            self._input_user = users[-1] if users else self._copied_input
         context = await self._advance_inner(saved, turn_start=turn_start, stored=stored)
         return self._without_others_waiting(self._with_input(self._with_unseen(context, saved)))
 
