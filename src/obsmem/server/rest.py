@@ -141,6 +141,35 @@ def context_json(context: ContextWindow) -> dict[str, Any]:
     }
 
 
+#: How many of a thread's newest messages an OpenAI-format request reads for the tool calls its
+#: ``tool`` messages answer (the whole thread only when a call is older than them).
+HISTORY_TAIL = 256
+
+
+async def _call_history(service: Service, thread_id: str, body: MessagesIn) -> list[Message] | None:
+    """What an OpenAI-format ``body`` is converted against: the stored messages holding the tool
+    calls its ``tool`` messages answer when it does not hold them (their tool's name is on the
+    call). None when nothing is needed (no such message): a plain turn reads no history at all.
+    The thread's :data:`HISTORY_TAIL` newest messages, else (a call older than them) the whole
+    thread: a request's reads do not grow with the conversation."""
+    if body.format != "openai":
+        return None
+    answered = {m.get("tool_call_id") for m in body.messages if m.get("role") == "tool"}
+    if not answered:
+        return None
+    made = {
+        call.get("id") for m in body.messages if isinstance(m.get("tool_calls"), list)
+        for call in m["tool_calls"] if isinstance(call, dict)
+    }
+    wanted = answered - made
+    if not wanted:
+        return None
+    recent = (await service.memory.store.list_messages(thread_id, limit=HISTORY_TAIL, newest_first=True))[::-1]
+    if wanted <= {c.tool_call_id for m in recent for c in m.tool_calls} or len(recent) < HISTORY_TAIL:
+        return recent
+    return await service.memory.list_messages(thread_id)
+
+
 def _parsed(body: MessagesIn, history: list[Message] | None = None) -> list[Message] | list[dict[str, Any]]:
     if body.format == "openai":
         return from_openai(body.messages, history=history or ())
@@ -208,8 +237,7 @@ async def delete_thread(thread_id: str, principal: Caller, service: ServiceDep) 
 async def append_messages(thread_id: str, body: MessagesIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     thread = await principal.thread(service.memory, thread_id)
-    history = await service.memory.list_messages(thread_id) if body.format == "openai" else None
-    messages = _parsed(body, history)
+    messages = _parsed(body, await _call_history(service, thread_id, body))
     _owned(principal, messages, thread)
     saved = await service.memory.save_messages(thread_id, messages)
     return {"messages": [message_json(m) for m in saved]}
@@ -233,8 +261,7 @@ async def list_messages(
 async def begin_turn(thread_id: str, body: TurnIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     thread = await principal.thread(service.memory, thread_id)
-    history = await service.memory.list_messages(thread_id) if body.format == "openai" else None
-    messages = _parsed(body, history)
+    messages = _parsed(body, await _call_history(service, thread_id, body))
     _owned(principal, messages, thread)
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=messages, model=body.model)
     turn_id = await service.hold(turn, principal, thread_id)
