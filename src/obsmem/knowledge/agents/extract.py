@@ -89,8 +89,23 @@ class Proposal:
     value: str | None = None  # the attribute's value, where a rule names it (see :func:`value_of`)
 
 
+#: A conversational lead-in before the fact ("Just to repeat, …", "As I said, …", "To be clear, …"):
+#: how the user said it, not what they said. Kept, it made a restated value read as another fact
+#: (more than a near-duplicate of a record, or of a value a reviewer tombstoned).
+_LEAD_IN = re.compile(
+    r"^(?:(?:oh|ok|okay|so|well|and|also|anyway)[,\s]+)*"
+    r"(?:just\s+to\s+(?:repeat|recap|be\s+clear|remind\s+(?:you|them)|confirm)|to\s+(?:repeat|recap|be\s+clear|confirm)"
+    r"|as\s+(?:i|they|we)\s+(?:said|mentioned|told\s+you)(?:\s+(?:before|earlier))?|(?:once\s+)?again|for\s+the\s+record"
+    r"|(?:and\s+)?by\s+the\s+way|btw|reminder|quick\s+reminder)\s*,\s*",
+    re.IGNORECASE,
+)
+
+
 def _clean(text: str) -> str:
     text = _MEANING.sub("", text).strip()
+    bare = _LEAD_IN.sub("", text)
+    if len(bare.split()) >= 2:
+        text = bare
     return text.rstrip(" .;,")
 
 
