@@ -14,6 +14,7 @@ import json
 import logging
 import contextlib
 import math
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -43,7 +44,9 @@ from obsmem.errors import (
     StorageError,
     ThreadNotFoundError,
 )
+from obsmem.embeddings.lexical import forget_features
 from obsmem.models.retry import RetryPolicy
+from obsmem.om.offline import forget_texts as forget_offline_texts
 from obsmem.om.context import (
     ContextWindow,
     build_context,
@@ -70,11 +73,18 @@ from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
 from obsmem.storage.notes import erasing_note, import_note
-from obsmem.storage.contract import ObservationRecord, lineage_key
+from obsmem.storage.contract import ObservationRecord, forget_cached, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
-from obsmem.storage.forgetting import contains, forget_in_message, forget_in_record, forget_lines, holds
+from obsmem.storage.forgetting import (
+    contains,
+    forget_in_message,
+    forget_in_record,
+    forget_lines,
+    forget_needles,
+    holds,
+)
 from obsmem.storage.paging import all_threads
-from obsmem.tokens import TokenCounter
+from obsmem.tokens import TokenCounter, forget_segments
 from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
     DataPart,
@@ -522,8 +532,7 @@ class Memory:
         await self._note_erase()
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
-        forget_rendered()  # no rendering of its observations stays in this process
-        self.engine.core.windows.forget()  # nor a kept window of its messages
+        self._forget_kept()  # nothing of it stays in this process
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
@@ -715,8 +724,7 @@ class Memory:
         )
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
-        forget_rendered()
-        self.engine.core.windows.forget()
+        self._forget_kept()
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -729,6 +737,26 @@ class Memory:
         await self._end_erasing(resource_id, [t.id for t in threads], whole=True)
         await self._truncate_log()
         return counts
+
+    def _forget_kept(self) -> None:
+        """After an erase: nothing this process keeps between calls holds what went any more:
+        the renderings of observations, the engine's windows, the store's decoded rows, the texts
+        kept for counting tokens, the offline roles' and the lexical embedder's kept lines and
+        words, the values a forget searched for, and the patterns ``re`` compiled (some are built
+        from a user's words: a name, a value that changed)."""
+        forget_rendered()
+        core = self.engine.core
+        core.windows.forget()
+        core.other_block_memo.clear()
+        forget_cached(self.store)
+        forget_texts = getattr(self.counter, "forget_texts", None)
+        if forget_texts is not None:  # (a counter of the user's own keeps what it keeps)
+            forget_texts()
+        forget_segments()
+        forget_offline_texts()
+        forget_features()
+        forget_needles()
+        re.purge()
 
     @staticmethod
     def _summed(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
@@ -905,8 +933,7 @@ class Memory:
                 await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id,
                                           within=knowledge_within, actor=actor)  # fmt: skip
             )
-        forget_rendered()
-        self.engine.core.windows.forget()
+        self._forget_kept()
         await self._truncate_log()
         return counts
 

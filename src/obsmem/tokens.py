@@ -70,6 +70,7 @@ __all__ = [
     "count_text_tokens",
     "decode_bpe_ranks",
     "default_counter",
+    "forget_segments",
     "o200k_encoding",
 ]
 
@@ -245,6 +246,11 @@ def _count_segments(segments: list[str], encode: Callable[[str], list[int]]) -> 
                 kept[segment] = count
         total += count
     return total
+
+
+def forget_segments() -> None:
+    """Drop the kept line counts (their keys are the lines' text)."""
+    _segment_counts.clear()
 
 
 def _drop_older_half(kept: dict[str, int]) -> None:
@@ -622,6 +628,10 @@ class _PartCache:
                     del table[key]
             table[id(parts)] = (parts, estimator_id, cost, texts)
 
+    def forget_parts(self) -> None:
+        with self._lock:
+            self.by_parts.clear()
+
     def get(self, key: tuple[str, str, bytes]) -> float | None:
         with self._lock:
             value = self._entries.get(key)
@@ -789,6 +799,14 @@ class TokenCounter:
     def cache_info(self) -> TokenCacheInfo:
         """Hits, misses and size of the per-part cache (shared with ``with_model`` copies)."""
         return self._cache.info()
+
+    def forget_texts(self) -> None:
+        """Drop every text kept for counting: the parts whose cost this counter's cache knows by
+        identity, and the counts of lines kept by text in this process (:func:`forget_segments`).
+        The counts kept by digest stay: they hold no text. After a delete or a forget, no text
+        of what went stays here."""
+        self._cache.forget_parts()
+        forget_segments()
 
     def count_text(self, text: str | None) -> int:
         if not text:

@@ -21,7 +21,7 @@ from obsmem.errors import ConfigError
 
 from .base import EmbeddingMatrix, normalise_rows
 
-__all__ = ["LexicalHashEmbedder", "lexical_features"]
+__all__ = ["LexicalHashEmbedder", "forget_features", "lexical_features"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BIGRAM_WEIGHT = 0.5  # a shared bigram is evidence of shared phrasing, but less than a shared word
@@ -44,6 +44,12 @@ def lexical_features(text: str) -> list[tuple[str, float]]:
     features = [(word, 1.0) for word in words]
     features.extend((f"{first} {second}", _BIGRAM_WEIGHT) for first, second in itertools.pairwise(words))
     return features
+
+
+def forget_features() -> None:
+    """Drop the kept buckets of features (words and word pairs of the texts embedded): after a
+    delete or a forget, none of what went stays in this process."""
+    _bucket_and_sign.cache_clear()
 
 
 @lru_cache(maxsize=65536)

@@ -100,6 +100,7 @@ __all__ = [
     "add_parts_marked",
     "create_generation_marking",
     "committed",
+    "forget_cached",
     "lineage_key",
     "read_marked_window",
     "read_window",
@@ -734,6 +735,15 @@ async def read_marked_window(
         return marked
     head, messages = await read_window(store, lineage, thread_id)
     return head, messages, None
+
+
+def forget_cached(store: Store) -> None:
+    """Drop what ``store`` keeps in this process of rows it read (native method
+    ``forget_cached()``; a store without one keeps nothing): called after a delete or a forget,
+    so no copy of what went stays in this process's memory."""
+    native = getattr(store, "forget_cached", None)
+    if native is not None:
+        native()
 
 
 async def window_mark(store: Store, lineage: str, thread_id: str) -> WindowMark | None:

@@ -43,8 +43,8 @@ from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadStat
 from obsmem.types import Message, Part, ToolCallPart, ToolResultPart
 
 __all__ = [
-    "FORGOTTEN", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines", "holds",
-    "json_strings",
+    "FORGOTTEN", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines", "forget_needles",
+    "holds", "json_strings",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
@@ -76,6 +76,11 @@ def _needle(value: str) -> str | None:
     blank (a value of priority markers or whitespace alone: only its exact spelling matches)."""
     needle = canonical(value)
     return needle if needle.strip() else None
+
+
+def forget_needles() -> None:
+    """Drop the kept spellings of the values searched for (the forgotten values themselves)."""
+    _needle.cache_clear()
 
 
 def holds(text: str, value: str) -> bool:

@@ -105,7 +105,7 @@ from obsmem.om.protocols import AttemptFailed, ReflectionRequest, ReflectionResu
 
 __all__ = [
     "MAX_LEVEL", "OfflineReflector", "consolidate_observations", "drop_superseded", "drop_superseded_by", "fact_core",
-    "stale_signals",
+    "forget_fact_keys", "stale_signals",
 ]
 
 MAX_LEVEL = 4
@@ -301,6 +301,12 @@ def _mark_stale(entry: _Entry, old: str) -> None:
         return
     body = text.rstrip(". ")
     entry.line = replace(entry.line, text=f"{body} (no longer current: {old}).")
+
+
+def forget_fact_keys() -> None:
+    """Drop the kept fact keys (:func:`_fact_key`'s cache holds observation lines): after a
+    delete or a forget, none of what went stays in this process."""
+    _fact_key.cache_clear()
 
 
 def _was_value(text: str, old: str) -> bool:

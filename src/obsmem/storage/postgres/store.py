@@ -501,6 +501,12 @@ class PostgresStore(ClosingContext):
 
         return await self._run(op)
 
+    def forget_cached(self) -> None:
+        """Drop the messages this store keeps decoded (:class:`~obsmem.storage.decoded.DecodedMessages`,
+        keyed by the rows' text): ``Memory`` calls it after a delete or a forget, so no copy of
+        what went stays in this process."""
+        self._decoded.clear()
+
     async def delete_thread(self, thread_id: str) -> bool:
         async def op(conn: Conn) -> bool:
             # One statement: its messages and its thread-scoped records go by ON DELETE CASCADE.

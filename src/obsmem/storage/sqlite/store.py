@@ -337,6 +337,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self._log.after_write(conn)
         return result
 
+    def forget_cached(self) -> None:
+        """Drop the messages this store keeps decoded (:class:`~obsmem.storage.decoded.DecodedMessages`,
+        keyed by the rows' text): ``Memory`` calls it after a delete or a forget, so no copy of
+        what went stays in this process."""
+        self._decoded.clear()
+
     async def truncate_wal(self) -> bool:
         """Rebuild the database file (``VACUUM``), then move the write-ahead log into it and
         truncate the log to zero bytes, so neither a stale copy of an erased row in a page's

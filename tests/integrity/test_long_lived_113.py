@@ -1,0 +1,137 @@
+"""A long-lived process serving many users: what one ``Memory`` keeps in this process must not
+grow with the number of threads it has seen, and a deleted user's text must not stay in any of
+its caches ("Delete means gone from every table and every generation").
+
+Structure counts, never timings: live task objects and per-lineage records counted with ``gc``
+after N threads and after 2N, and a unique word searched for in everything the ``Memory`` and
+obsmem's modules reach after ``delete_resource``.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import sys
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from obsmem import BudgetConfig, Memory, MemoryConfig, Message, ObservationConfig, ReflectionConfig
+from obsmem.models.testing import FunctionModel
+from obsmem.om import buffering
+from obsmem.om.activation import WindowGrowth
+from obsmem.errors import StorageError
+from obsmem.storage import leasing, ledger
+from obsmem.storage.sqlite.store import SQLiteStore
+
+pytestmark = pytest.mark.anyio
+
+TEXT = "I moved to Berlin last week and my sister Anna visits on Friday; the flat needs a new desk. " * 3
+MARK = "zqxvorbleplum"  # in no word list, no prompt, no test: only the deleted user's messages
+
+
+def _buffering() -> MemoryConfig:
+    """Buffering on and a small threshold: a few turns of a thread start a background buffer."""
+    return MemoryConfig(observation=ObservationConfig(message_tokens=400))
+
+
+async def _serve(memory: Memory, first: int, count: int, *, turns: int = 3) -> None:
+    """``count`` users, one thread each, a few turns each (enough to start a buffer)."""
+    for index in range(first, first + count):
+        for step in range(turns):
+            turn = await memory.begin_turn(
+                thread_id=f"thread-{index}", resource_id=f"user-{index}",
+                messages=[Message.user(f"{index} {step} {TEXT}")],
+            )  # fmt: skip
+            await turn.end([Message.assistant(f"ok {TEXT}")])
+    await memory.settled()
+
+
+def _live(kind: type) -> int:
+    gc.collect()
+    return sum(isinstance(o, kind) for o in gc.get_objects())
+
+
+def _tasks() -> int:
+    import asyncio
+
+    return _live(asyncio.Task)
+
+
+# -- a deleted user's text in this process ------------------------------------------------------
+
+
+def _roots(memory: Memory) -> Iterator[tuple[Any, str]]:
+    yield memory, "memory"
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, ModuleType) and (name == "obsmem" or name.startswith("obsmem.")):
+            yield module, name
+    yield re, "re"  # its compiled-pattern cache
+
+
+def _holding(memory: Memory, needle: str) -> dict[str, int]:
+    """Where strings holding ``needle`` (any case) are reachable from ``memory`` and obsmem's
+    modules: the first path that reached each, cut after its root's name and four steps."""
+    gc.collect()
+    # Other libraries' module globals (reached through a function's ``__globals__``) are not
+    # this process's memory of the user: asyncio's would lead to this test's own frame.
+    seen = {id(vars(m)) for n, m in list(sys.modules.items())
+            if isinstance(m, ModuleType) and m is not re and not (n == "obsmem" or n.startswith("obsmem."))}  # fmt: skip
+    found: dict[str, int] = {}
+    queue = deque(_roots(memory))
+    while queue:
+        item, path = queue.popleft()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, str):
+            if needle in item.lower():
+                found[path] = found.get(path, 0) + 1
+            continue
+        if isinstance(item, bytes | int | float | bool | type(None)):
+            continue
+        refs = gc.get_referents(item)
+        if isinstance(item, dict):
+            refs.extend(item)  # (gc does not list a dict's str keys)
+        for ref in refs:
+            step = path if path.count(">") >= 4 else f"{path}>{type(ref).__name__}"
+            if isinstance(item, ModuleType):
+                step = next((f"{path}.{k}" for k, v in vars(item).items() if v is ref), step)
+            queue.append((ref, step))
+    return found
+
+
+@pytest.mark.parametrize(("store", "erase"), [
+    ("memory", "delete_resource"), ("sqlite", "delete_resource"), ("sqlite", "delete_thread"), ("sqlite", "forget"),
+])  # fmt: skip
+async def test_an_erase_leaves_no_text_in_process_caches(tmp_path: Path, store: str, erase: str) -> None:
+    """After ``delete_resource`` (or ``delete_thread``, or ``forget`` of the word), the user's
+    messages were still held decoded by the SQLite store's row cache, by the token counter's kept
+    parts and line counts, by the offline reflector's fact cache, and in patterns of ``re``'s
+    cache built from their values."""
+    url = "memory://" if store == "memory" else f"sqlite:///{tmp_path / 'om.db'}"
+    small = MemoryConfig(observation=ObservationConfig(message_tokens=2000), reflection=ReflectionConfig(observation_tokens=1000))
+    async with Memory(url, config=small) as memory:
+        for index in range(16):
+            said = (f"My favourite fruit is the Zqxvorbleplum number {index}, I moved to Zqxvorbleplumville "
+                    "last week and my dog is called Zqxvorbleplumdog. ") * 20  # fmt: skip
+            turn = await memory.begin_turn(thread_id="t-alice", resource_id="alice", messages=[Message.user(said)])
+            await turn.end([Message.assistant(f"Noted, Zqxvorbleplum {index} fruit. " * 10)])
+        other = await memory.begin_turn(thread_id="t-bob", resource_id="bob", messages=[Message.user("hello")])
+        await other.end([Message.assistant("hi")])
+        await memory.settled()
+        assert MARK in (await memory.get_observations("t-alice")).lower()  # memory worked on it
+        assert len(await memory.list_generations("t-alice")) > 1  # and reflected
+        del turn
+        if erase == "delete_resource":
+            await memory.delete_resource("alice")
+        elif erase == "delete_thread":
+            await memory.delete_thread("t-alice")
+        else:
+            for spelling in ("Zqxvorbleplumville", "Zqxvorbleplumdog", "Zqxvorbleplum"):
+                await memory.forget(spelling, resource_id="alice")
+        assert _holding(memory, MARK) == {}
