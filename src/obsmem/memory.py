@@ -532,7 +532,7 @@ class Memory:
         await self._note_erase()
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
-        self._forget_kept()  # nothing of it stays in this process
+        self._forget_kept(self.engine.core.lineage(thread))  # nothing of it stays in this process
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
@@ -724,7 +724,7 @@ class Memory:
         )
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
-        self._forget_kept()
+        self._forget_kept(*(lineage_key("thread", t.id, "") for t in threads), lineage_key("resource", None, resource_id))
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -738,16 +738,19 @@ class Memory:
         await self._truncate_log()
         return counts
 
-    def _forget_kept(self) -> None:
+    def _forget_kept(self, *lineages: str) -> None:
         """After an erase: nothing this process keeps between calls holds what went any more:
-        the renderings of observations, the engine's windows, the store's decoded rows, the texts
-        kept for counting tokens, the offline roles' and the lexical embedder's kept lines and
-        words, the values a forget searched for, and the patterns ``re`` compiled (some are built
-        from a user's words: a name, a value that changed)."""
+        the renderings of observations, the engine's windows and per-lineage state (of
+        ``lineages``), the store's decoded rows, the texts kept for counting tokens, the offline
+        roles' and the lexical embedder's kept lines and words, the values a forget searched for,
+        and the patterns ``re`` compiled (some are built from a user's words: a name, a value
+        that changed)."""
         forget_rendered()
         core = self.engine.core
         core.windows.forget()
         core.other_block_memo.clear()
+        if self.engine.buffered is not None:
+            self.engine.buffered.forget(lineages)
         forget_cached(self.store)
         forget_texts = getattr(self.counter, "forget_texts", None)
         if forget_texts is not None:  # (a counter of the user's own keeps what it keeps)

@@ -62,6 +62,34 @@ def _tasks() -> int:
     return _live(asyncio.Task)
 
 
+async def test_done_buffer_tasks_are_not_kept_per_thread(tmp_path: Path) -> None:
+    """Every thread whose window started a background buffer left its finished task (and its
+    start time) in the engine for the life of the process: 2N threads, twice the tasks."""
+    async with Memory(f"sqlite:///{tmp_path / 'om.db'}", config=_buffering()) as memory:
+        await _serve(memory, 0, 10)
+        after_few = _tasks()
+        await _serve(memory, 10, 40)
+        after_many = _tasks()
+        assert memory.engine.buffered is not None
+        buffered = memory.engine.buffered
+        assert after_many <= after_few + 2, (after_few, after_many)
+        assert len(buffered._observation_tasks) + len(buffered._in_flight) <= 4
+
+
+async def test_window_growth_is_bounded_and_goes_with_its_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The adaptive buffer's growth samples were kept per lineage, for every thread ever seen,
+    and outlived ``delete_resource``."""
+    monkeypatch.setattr(buffering, "GROWTH_KEPT", 8, raising=False)
+    async with Memory(f"sqlite:///{tmp_path / 'om.db'}", config=_buffering()) as memory:
+        await _serve(memory, 0, 30, turns=2)
+        assert _live(WindowGrowth) <= 8
+        for index in range(30):
+            await memory.delete_resource(f"user-{index}")
+        assert _live(WindowGrowth) == 0
+
+
 # -- a deleted user's text in this process ------------------------------------------------------
 
 

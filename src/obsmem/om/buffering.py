@@ -34,8 +34,8 @@ import os
 import socket
 import time
 import uuid
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,9 @@ Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None] | None"]
 Handoff = Callable[[Thread, str], Awaitable[None]]
 #: A buffer lease's life without renewal; see BufferedLifecycle.lease_ttl_s.
 LEASE_TTL_S = 60.0
+#: Lineages whose window growth (the adaptive buffer's samples) one lifecycle keeps: those
+#: stepped last (each at most 16 samples, so a few MB in all), not every thread a process saw.
+GROWTH_KEPT = 4096
 _BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
 _MAX_ACTIVATION_ROUNDS = 8
 
@@ -168,11 +171,15 @@ class BufferedLifecycle:
         # the claim (boundary compare-and-set) is then the worker's, so nothing is claimed twice.
         self.handoff = handoff
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The buffer and reflection running per lineage: an entry goes when its task is done
+        # (:meth:`_track`), so a process that sees many threads keeps only those running.
         self._observation_tasks: dict[str, asyncio.Task[None]] = {}
         self._reflection_tasks: dict[str, asyncio.Task[None]] = {}
-        # Adaptive buffering, per lineage: how fast the window grows, and the buffer in flight
-        # (when it started, on the clock, and the message tokens it covers).
-        self._growth: dict[str, WindowGrowth] = {}
+        # Adaptive buffering, per lineage: how fast the window grows (the :data:`GROWTH_KEPT`
+        # lineages stepped last; a lineage left out starts its samples again, as after a
+        # restart), and the buffer in flight (when it started, on the clock, and the message
+        # tokens it covers).
+        self._growth: OrderedDict[str, WindowGrowth] = OrderedDict()
         self._in_flight: dict[str, tuple[float, int]] = {}  # (time.monotonic() at start, tokens)
 
     @property
@@ -256,14 +263,14 @@ class BufferedLifecycle:
         if pending >= threshold or not self._reflection_quiet(record):
             return None
         lineage = core.lineage(thread)
-        growth = self._growth.get(lineage)
+        growth = self._growth_of(lineage)
         trial = WindowGrowth(growth.size, deque(growth.samples), growth.last) if growth is not None else WindowGrowth()
         trial.note(core.clock.now().timestamp(), pending)
         if self._buffer_plan(thread, snapshot, trial, idle=False, above_threshold=False) is not None:
             return None  # a buffer may start (or a backoff be reported): the step decides
 
         def keep() -> None:
-            self._growth[lineage] = trial
+            self._keep_growth(lineage, trial)
 
         return keep
 
@@ -390,10 +397,40 @@ class BufferedLifecycle:
 
     def _note_growth(self, thread: Thread, snapshot: Snapshot) -> None:
         lineage = self.core.lineage(thread)
-        growth = self._growth.get(lineage)
+        growth = self._growth_of(lineage)
         if growth is None:
-            growth = self._growth[lineage] = WindowGrowth()
+            growth = self._keep_growth(lineage, WindowGrowth())
         growth.note(self.core.clock.now().timestamp(), snapshot.pending)
+
+    def _growth_of(self, lineage: str) -> WindowGrowth | None:
+        growth = self._growth.get(lineage)
+        if growth is not None:
+            self._growth.move_to_end(lineage)
+        return growth
+
+    def _keep_growth(self, lineage: str, growth: WindowGrowth) -> WindowGrowth:
+        self._growth[lineage] = growth
+        self._growth.move_to_end(lineage)
+        while len(self._growth) > GROWTH_KEPT:
+            self._growth.popitem(last=False)
+        return growth
+
+    def _track(self, tasks: dict[str, asyncio.Task[None]], lineage: str, task: asyncio.Task[None]) -> None:
+        """``task`` as ``lineage``'s entry in ``tasks`` until it is done."""
+        tasks[lineage] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if tasks.get(lineage) is finished:
+                del tasks[lineage]
+                if tasks is self._observation_tasks:
+                    self._in_flight.pop(lineage, None)
+
+        task.add_done_callback(done)
+
+    def forget(self, lineages: Sequence[str]) -> None:
+        """Drop what is kept of ``lineages`` (deleted): their growth samples."""
+        for lineage in lineages:
+            self._growth.pop(lineage, None)
 
     def _reusable_buffer(
         self, thread: Thread, snapshot: Snapshot, threshold: int
@@ -563,7 +600,7 @@ class BufferedLifecycle:
         if buffer_tokens is None or (running is not None and not running.done()):
             return False  # (before the read)
         snapshot = snapshot or await self.read(thread)
-        plan = self._buffer_plan(thread, snapshot, self._growth.get(lineage), idle=idle, above_threshold=above_threshold)
+        plan = self._buffer_plan(thread, snapshot, self._growth_of(lineage), idle=idle, above_threshold=above_threshold)
         if plan is None:
             return False
         safe, new_tokens = plan
@@ -586,8 +623,8 @@ class BufferedLifecycle:
         else:
             task = self.spawn(self._claim_and_run_buffer(thread, record, safe, pending), f"buffer:{lineage}")
         if task is not None:
-            self._observation_tasks[lineage] = task
             self._in_flight[lineage] = (time.monotonic(), new_tokens)
+            self._track(self._observation_tasks, lineage, task)
         return task is not None
 
     def _buffer_plan(
@@ -935,7 +972,7 @@ class BufferedLifecycle:
             return False
         task = self.spawn(self._run_reflection(thread, claim.current), f"reflect:{lineage}")
         if task is not None:
-            self._reflection_tasks[lineage] = task
+            self._track(self._reflection_tasks, lineage, task)
         return task is not None
 
     async def _run_reflection(self, thread: Thread, record: ObservationRecord) -> None:
