@@ -179,8 +179,23 @@ async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> l
     return tail if same else parsed
 
 
-async def _history(service: Service, thread_id: str, needed: bool) -> list[Message]:
-    return await service.memory.list_messages(thread_id) if needed else []
+#: How many of a thread's newest messages a request with tool results reads for their calls.
+HISTORY_TAIL = 256
+
+
+async def _history(service: Service, thread_id: str, answered: set[str], made: set[str]) -> list[Message]:
+    """The stored messages holding the tool calls a request's results (``answered``, by call id)
+    answer, when the request does not make them itself (``made``): a result's tool is named on
+    its call. The thread's :data:`HISTORY_TAIL` newest messages (the gateway saved the calls with
+    the answer before them), the whole thread only for a call older than those; none without
+    such a result. A request's reads do not grow with the conversation."""
+    wanted = answered - made
+    if not wanted:
+        return []
+    recent = (await service.memory.store.list_messages(thread_id, limit=HISTORY_TAIL, newest_first=True))[::-1]
+    if wanted <= {c.tool_call_id for m in recent for c in m.tool_calls} or len(recent) < HISTORY_TAIL:
+        return recent
+    return await service.memory.list_messages(thread_id)
 
 
 #: What the gateway asks its upstream for: an unencoded body. It relays the bytes as they come,
@@ -816,7 +831,11 @@ async def chat_completions(
     new = _after_last(conversation, lambda m: m.get("role") == "assistant")
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
-    history = await _history(service, thread_id, any(m.get("role") == "tool" for m in new))
+    history = await _history(
+        service, thread_id, {str(m.get("tool_call_id")) for m in new if m.get("role") == "tool"},
+        {str(c.get("id")) for m in new if isinstance(m.get("tool_calls"), list) for c in m["tool_calls"]
+         if isinstance(c, dict)},
+    )
     parsed = await _retried(service, thread_id, from_openai(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
@@ -855,7 +874,10 @@ async def responses(
     new = _after_last(conversation, _is_answer)
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
-    history = await _history(service, thread_id, any(i.get("type") == "function_call_output" for i in new))
+    history = await _history(
+        service, thread_id, {str(i.get("call_id")) for i in new if i.get("type") == "function_call_output"},
+        {str(i.get("call_id")) for i in new if i.get("type") == "function_call"},
+    )
     parsed = await _retried(service, thread_id, from_openai_responses(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
