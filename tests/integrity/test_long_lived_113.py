@@ -90,6 +90,19 @@ async def test_window_growth_is_bounded_and_goes_with_its_user(
         assert _live(WindowGrowth) == 0
 
 
+async def test_budget_keeps_a_bounded_table_of_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a budget, the spend of every resource whose observation was routed to the model
+    was kept for the life of the process: one entry per user it ever served."""
+    monkeypatch.setattr(ledger, "SPENT_KEPT", 8, raising=False)
+    config = MemoryConfig(observation=ObservationConfig(message_tokens=400, buffer_tokens=False),
+                          budget=BudgetConfig(max_tokens=10**9))  # fmt: skip
+    observer = FunctionModel(lambda messages, settings: "<observations>\n* 🔴 (10:00) User moved to Berlin.\n</observations>")
+    async with Memory("memory://", config=config, observer=observer) as memory:
+        await _serve(memory, 0, 30)
+        assert observer.calls >= 30  # each user's observation asked the budget
+        assert _live(ledger._Spent) <= 8
+
+
 # -- a deleted user's text in this process ------------------------------------------------------
 
 

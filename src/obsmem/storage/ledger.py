@@ -277,6 +277,12 @@ def period_start(period: str, now: datetime) -> datetime | None:
     return None
 
 
+#: Resources whose spend one budget keeps between ledger reads: those read last. A resource left
+#: out is read again at its next check (as after ``check_interval_s``), so a process that serves
+#: many users keeps a bounded table, not one entry per user it ever saw.
+SPENT_KEPT = 4096
+
+
 @dataclasses.dataclass(slots=True)
 class _Spent:
     period: datetime | None
@@ -294,8 +300,9 @@ class LedgerBudget:
     A read adds the calls the writer holds but has not written yet (``unwritten``), so a call is
     never missed; one whose write commits during the read may count twice (a little early, never late).
     ``on_exceeded(resource_id, details)`` is called once per resource and period when a limit is
-    first found reached. A failing ledger read counts as not exceeded (logged): the budget never
-    fails memory work.
+    first found reached (the resources told are kept for the current period only). At most
+    :data:`SPENT_KEPT` resources' sums are kept. A failing ledger read counts as not exceeded
+    (logged): the budget never fails memory work.
     """
 
     def __init__(
@@ -314,8 +321,9 @@ class LedgerBudget:
         self._clock = clock
         self._prices = prices
         self._on_exceeded = on_exceeded
-        self._spent: dict[str, _Spent] = {}
-        self._told: set[tuple[str, datetime | None]] = set()
+        self._spent: dict[str, _Spent] = {}  # insertion-ordered: the first read longest ago
+        self._told: set[str] = set()  # resources told in the period ``_told_period``
+        self._told_period: datetime | None = None
         self.reads = 0
 
     def record(self, call: ModelCall) -> None:
@@ -341,7 +349,10 @@ class LedgerBudget:
             ]
             rows = usage_report(await self._rows(resource_id, since), self._prices).total()
             cached = _Spent(since, now, rows.input_tokens + rows.output_tokens, rows.cost_usd)
+            self._spent.pop(resource_id, None)
             self._spent[resource_id] = cached
+            while len(self._spent) > SPENT_KEPT:
+                del self._spent[next(iter(self._spent))]
             for call in pending:
                 self.record(call)
         return cached.tokens, cached.cost
@@ -360,8 +371,11 @@ class LedgerBudget:
         )
         if over:
             period = period_start(limits.period, self._clock.now())
-            if (resource_id, period) not in self._told:
-                self._told.add((resource_id, period))
+            if period != self._told_period:  # a new period: nobody told in it yet
+                self._told.clear()
+                self._told_period = period
+            if resource_id not in self._told:
+                self._told.add(resource_id)
                 if self._on_exceeded is not None:
                     self._on_exceeded(resource_id, {
                         "resource_id": resource_id, "period": limits.period,
