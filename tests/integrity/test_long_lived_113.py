@@ -103,6 +103,33 @@ async def test_budget_keeps_a_bounded_table_of_users(monkeypatch: pytest.MonkeyP
         assert _live(ledger._Spent) <= 8
 
 
+class _ReleasesFail:
+    """The user's store during an outage of its lease releases ("database is locked")."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def release_lease(self, key: str, owner: str) -> bool:
+        raise StorageError("database is locked")
+
+
+async def test_leases_an_outage_left_unreleased_are_a_bounded_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every lease whose release failed was recorded for the life of the process, and only a
+    later step of the same lineage took it off: an outage met by N threads left N records."""
+    monkeypatch.setattr(leasing, "_UNRELEASED", {})
+    monkeypatch.setattr(leasing, "UNRELEASED_KEPT", 8, raising=False)
+    inner = SQLiteStore(tmp_path / "om.db")
+    async with inner, Memory(_ReleasesFail(inner), config=_buffering()) as memory:
+        await _serve(memory, 0, 30)
+        assert leasing._UNRELEASED  # the outage was met
+        assert sum(len(keys) for keys in leasing._UNRELEASED.values()) <= 8
+
+
 # -- a deleted user's text in this process ------------------------------------------------------
 
 

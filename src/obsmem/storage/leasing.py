@@ -83,8 +83,12 @@ def run_to_end(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
 #: key → owner. The next attempt at the same key releases it first, by its owner (a lease someone
 #: took since is left alone; an id reused by a later store is as harmless), so a release lost to
 #: an outage does not hold this process's next step of that lineage for the lease's whole TTL.
-#: Other processes wait it out.
+#: Other processes wait it out. Bounded: the newest :data:`UNRELEASED_KEPT` keys of the newest
+#: :data:`UNRELEASED_STORES` stores (an outage meets every thread that steps during it; a lease
+#: left out of the record expires by itself, as another process's does).
 _UNRELEASED: dict[int, dict[str, str]] = {}
+UNRELEASED_KEPT = 1024
+UNRELEASED_STORES = 16
 
 
 async def acquired(store: Store, key: str, owner: str, *, ttl_s: float, clock: Clock) -> bool:
@@ -136,11 +140,22 @@ async def _renew(store: Store, key: str, owner: str, ttl_s: float, clock: Clock)
             return
 
 
+def _note_unreleased(store_id: int, key: str, owner: str) -> None:
+    left = _UNRELEASED.pop(store_id, {})
+    _UNRELEASED[store_id] = left  # (the newest store last)
+    left.pop(key, None)
+    left[key] = owner
+    while len(left) > UNRELEASED_KEPT:
+        del left[next(iter(left))]
+    while len(_UNRELEASED) > UNRELEASED_STORES:
+        del _UNRELEASED[next(iter(_UNRELEASED))]
+
+
 async def _released(store: Store, key: str, owner: str) -> None:
     try:
         await store.release_lease(key, owner)
     except ObsmemError as exc:  # it expires by itself: never a reason to lose the work
-        _UNRELEASED.setdefault(id(store), {})[key] = owner  # released at this key's next attempt
+        _note_unreleased(id(store), key, owner)  # released at this key's next attempt
         log_failure(logger, "obsmem: could not release the lease %s", key, error=exc, operation="lease")
     else:
         left = _UNRELEASED.get(id(store))
