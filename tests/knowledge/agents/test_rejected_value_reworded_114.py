@@ -61,3 +61,25 @@ async def test_a_lead_in_is_not_part_of_a_new_fact(anyio_backend: str) -> None:
             await say(memory, clock, "t1", "To be clear, my home city is Berlin.")
             texts = [r.text for r in (await knowledge.review.pending(scope)).items]
             assert texts == ["their home city is Berlin"], texts
+
+
+async def test_a_tombstoned_number_or_address_stays_out_under_another_word(anyio_backend: str) -> None:
+    """"My mobile is …" or "You can reach me at …" give the tombstoned number again: refused too
+    (the same phone number or email address on the same node is the same value)."""
+    clock = FakeClock(start=datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+    config = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False},
+                          knowledge={"curate_max_age_s": None})
+    async with Knowledge.in_memory(clock=clock, actor="reviewer") as knowledge:
+        async with Memory("memory://", config=config, knowledge=knowledge, clock=clock) as memory:
+            assert memory.knowledge_agents is not None
+            scope = memory.knowledge_agents.scope(None, "alice", "t1").key
+            await say(memory, clock, "t1", f"My phone number is {NUMBER}. My email is old.alice@mail.example.")
+            for record in (await knowledge.review.pending(scope)).items:
+                await knowledge.review.reject(record.id, scope, reason="not hers", tombstone=True)
+            for text in (f"My mobile is {NUMBER}.", f"You can reach me at {NUMBER.replace(' ', '')}.",
+                         "My personal address is OLD.Alice@mail.example."):
+                await say(memory, clock, "t1", text)
+                assert (await knowledge.review.pending(scope)).items == [], text
+            # Another number is another value.
+            await say(memory, clock, "t1", "My number is now +49 176 5550 3381.")
+            assert ["3381" in r.text for r in (await knowledge.review.pending(scope)).items] == [True]

@@ -25,7 +25,7 @@ a value of another type are refused with :class:`InvalidWhenError` naming ``when
 
 :func:`normalise_value` is the displayed form of a tombstoned value: NFKC, casefolded, with
 invisible format characters (zero-width spaces, joiners, the BOM) removed, wikilink brackets
-dropped and spacing collapsed. Tombstones are *matched* on two things (:func:`same_value`):
+dropped and spacing collapsed. Tombstones are *matched* on three things (:func:`same_value`):
 
 * the exact key, :func:`value_key`: the normalised text with every character that is not a
   letter or digit removed, so ``"Jane\u200bhates tea"``, ``"JANE HATES TEA!!"`` and
@@ -35,7 +35,10 @@ dropped and spacing collapsed. Tombstones are *matched* on two things (:func:`sa
   against ``"Jane hates tea"``), unless the texts differ by a negation (``"Jane is not vegan"``
   is a different fact from ``"Jane is vegan"``). Near-duplicates are refused on write; reads
   hide only exact-key matches, so a tombstone never silently hides a differently worded record
-  that was stored before it.
+  that was stored before it;
+* typed values, on write too: a text giving every phone number (by its digits) and email address
+  (casefolded) the tombstoned one gives is the same value however it is worded ("my mobile is
+  +49 151 …" against "their phone number is +49151…"), unless a negation differs.
 
 Forgetting (:func:`forget_key`, :func:`forgotten_digest`, :func:`forgotten_in`) matches a value
 *inside* a text: the value's key (as above: normalised, letters and digits only) occurring in the
@@ -72,6 +75,7 @@ __all__ = [
     "normalise_value",
     "parse_when",
     "same_value",
+    "typed_values",
     "value_key",
 ]
 
@@ -252,11 +256,33 @@ def near_duplicate(first: str, second: str, threshold: float = NEAR_DUPLICATE_JA
     return len(a & b) / len(a | b) >= threshold
 
 
+_TYPED = (
+    re.compile(r"\+\d[\d ()./-]{6,}\d"),  # an international phone number, however it is spaced
+    re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),  # an email address
+)
+
+
+def typed_values(text: str) -> set[str]:
+    """The phone numbers (digits only) and email addresses (casefolded) a text holds."""
+    found = {"".join(ch for ch in m.group(0) if ch.isdigit()) for m in _TYPED[0].finditer(text)}
+    return found | {m.group(0).casefold() for m in _TYPED[1].finditer(text)}
+
+
 def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
-    """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a near-duplicate."""
+    """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a near-duplicate,
+    or a text giving the same phone number or email address the tombstoned one gives ("my mobile
+    is …" for "their phone number is …"), unless a negation differs."""
     if value_key(tombstoned) == value_key(value):
         return True
-    return near and near_duplicate(tombstoned, value)
+    if not near:
+        return False
+    if near_duplicate(tombstoned, value):
+        return True
+    typed = typed_values(tombstoned)
+    if typed and typed <= typed_values(value):
+        a, b = near_duplicate_tokens(tombstoned), near_duplicate_tokens(value)
+        return not (a ^ b) & _NEGATIONS
+    return False
 
 
 _FORGOTTEN_DOMAIN = b"obsmem.knowledge.forgotten.v1\x00"
