@@ -24,6 +24,7 @@ from obsmem import BudgetConfig, Memory, MemoryConfig, Message, ObservationConfi
 from obsmem.models.testing import FunctionModel
 from obsmem.om import buffering
 from obsmem.om.activation import WindowGrowth
+from obsmem.om.windows import Windows
 from obsmem.errors import StorageError
 from obsmem.storage import leasing, ledger
 from obsmem.storage.sqlite.store import SQLiteStore
@@ -130,6 +131,38 @@ async def test_leases_an_outage_left_unreleased_are_a_bounded_record(
         assert sum(len(keys) for keys in leasing._UNRELEASED.values()) <= 8
 
 
+_WORDS = "apple river stone cloud garden violin market ticket window harbor pencil rocket tunnel candle".split()
+
+
+def _long_observations(messages: list[Message], settings: object) -> str:
+    """About 45,000 characters of distinct observation lines (a long-observed user's head)."""
+    seed = sum(len(m.text) for m in messages)
+    lines = [f"* 🟡 (10:{i % 60:02d}) User mentioned the {_WORDS[(seed + i) % 14]} {_WORDS[(seed * i) % 14]} "
+             f"number {seed * 7919 + i} near the {_WORDS[i % 14]} {i}." for i in range(600)]  # fmt: skip
+    return "<observations>\nDate: Jun 1, 2025\n" + "\n".join(lines) + "\n</observations>"
+
+
+async def test_kept_windows_count_their_heads(tmp_path: Path) -> None:
+    """The engine's kept windows (SQLite) counted only their messages against their bound: a
+    thread whose messages were all observed kept a window of no message and a head of every
+    observation, counted as 0 characters, so such windows were never let go: 40 users, 40 heads
+    and 1.9M characters kept under a bound of 200,000."""
+    config = MemoryConfig(observation=ObservationConfig(message_tokens=100_000, buffer_tokens=False))
+    async with Memory(f"sqlite:///{tmp_path / 'om.db'}", config=config,
+                      observer=FunctionModel(_long_observations)) as memory:  # fmt: skip
+        memory.engine.core.windows = Windows(memory.store, max_chars=200_000)
+        for index in range(40):
+            turn = await memory.begin_turn(thread_id=f"t{index}", resource_id=f"u{index}",
+                                           messages=[Message.user(f"hello {index}, I like tea")])  # fmt: skip
+            await turn.end([Message.assistant("ok")])
+            await memory.observe(f"t{index}")
+            await memory.get_context(f"t{index}")
+        assert len(await memory.get_observations("t0")) > 40_000
+        kept = memory.engine.core.windows._kept.values()
+        held = sum(len(head.active_observations) for _, (head, _), _ in kept if head is not None)
+        assert held <= 200_000, (len(kept), held)
+
+
 # -- a deleted user's text in this process ------------------------------------------------------
 
 
@@ -203,3 +236,4 @@ async def test_an_erase_leaves_no_text_in_process_caches(tmp_path: Path, store: 
             for spelling in ("Zqxvorbleplumville", "Zqxvorbleplumdog", "Zqxvorbleplum"):
                 await memory.forget(spelling, resource_id="alice")
         assert _holding(memory, MARK) == {}
+

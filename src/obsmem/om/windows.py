@@ -22,7 +22,9 @@ Kept messages are shared by the contexts built from them, so they are made read-
 besides the frozen models, their ``metadata``, tool-call arguments, tool results and data parts
 are read-only dicts and lists (changing one raises ``TypeError``; ``model_copy(deep=True)`` gives
 a plain, changeable copy). Only messages as the store returns them are kept (a save keeps the
-rows it wrote, decoded, never the caller's objects). Bounded by messages and by characters.
+rows it wrote, decoded, never the caller's objects). Bounded by windows, by messages and by
+characters (a window's head counts too: a thread whose messages are all observed keeps no
+message, but its head holds every observation).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ __all__ = ["ReadOnlyDict", "ReadOnlyList", "Saved", "Window", "Windows", "extend
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
-CAPACITY = 16_384  # messages in all kept windows; the least recently used window goes first
+CAPACITY = 16_384  # windows, and messages in all kept windows; the least recently used window goes first
 MAX_CHARS = 16_000_000  # characters of content in all kept windows (tens of MB at most)
 MAX_MESSAGES = 8_192  # a longer window is not kept (read afresh); message_tokens keeps most below it
 MAX_WINDOW_CHARS = MAX_CHARS // 16  # nor a window this large (a few big attachments)
@@ -221,21 +223,22 @@ class Windows:
                 del self._threads[key[0]]
 
     def _keep(self, key: tuple[str, str], mark: WindowMark | None, window: Window, chars: int | None = None) -> None:
-        """Keep ``window`` under ``mark`` (its messages made read-only); ``chars``: their
-        characters when known (a kept window's plus those of the messages appended to it)."""
+        """Keep ``window`` under ``mark`` (its messages made read-only); ``chars``: its
+        characters when known (a kept window's, head included, plus those of the messages
+        appended to it)."""
         self._drop(key)
         messages = window[1]
         if mark is None or len(messages) > MAX_MESSAGES:
             return
         if chars is None:
-            chars = sum(_read_only(m) for m in messages)
+            chars = sum(_read_only(m) for m in messages) + _head_chars(window[0])
         if chars > min(MAX_WINDOW_CHARS, self._max_chars):
             return
         self._kept[key] = (mark, window, chars)
         self._threads.setdefault(key[0], set()).add(key[1])
         self._messages += len(messages)
         self._chars += chars
-        while self._messages > self._capacity or self._chars > self._max_chars:
+        while self._chars > self._max_chars or max(self._messages, len(self._kept)) > self._capacity:
             self._drop(next(iter(self._kept)))
 
 
@@ -248,6 +251,22 @@ def extended(window: Sequence[Message], saved: Sequence[Message], cursor: int | 
     kept = [m for m in window if m.id not in fresh]
     added = fresh.values() if cursor is None else [m for m in fresh.values() if (m.seq or 0) > cursor]
     return sorted([*kept, *added], key=lambda m: m.seq or 0)
+
+
+def _head_chars(head: ObservationRecord | None) -> int:
+    """The characters of text ``head`` holds (its observations, buffered chunks and reflection,
+    the threads' hints): what keeping it costs, counted with its window's messages."""
+    if head is None:
+        return 0
+    chars = len(head.active_observations)
+    for chunk in head.buffered_chunks:
+        chars += len(chunk.observations) + len(chunk.current_task or "") + len(chunk.suggested_response or "")
+        chars += sum(len(message_id) for message_id in chunk.message_ids)
+    if head.buffered_reflection is not None:
+        chars += len(head.buffered_reflection.text)
+    for state in head.threads.values():
+        chars += sum(len(text or "") for text in (state.current_task, state.suggested_response, state.thread_title))
+    return chars
 
 
 # -- read-only messages ------------------------------------------------------------------------
