@@ -154,13 +154,13 @@ async def test_a_confined_forget_of_an_unknown_resource_answers_as_before(stores
 
 @pytest.mark.anyio
 async def test_delete_thread_drops_capture_guidance_learnt_only_in_it(stores: Stores) -> None:
-    """The curate agent's ``capture-guidance`` node (resource level) lists the attributes of the
-    user's records; an attribute captured only in a deleted thread (records at thread level) must
-    not stay listed there.
+    """The curate agent's ``capture-guidance`` nodes list the attributes of the user's records
+    (a thread's own in a node of that thread, which its siblings never see); an attribute captured
+    only in a deleted thread (records at thread level) must not stay listed anywhere.
 
-    On main: after ``delete_thread("t1")`` the node still read "Attributes in use for User: locker
-    code. Give a changed value the same attribute …" though no record with that attribute was
-    left (``'locker code' is contained here``)."""
+    Once: after ``delete_thread("t1")`` the resource's node still read "Attributes in use for
+    User: locker code. Give a changed value the same attribute …" though no record with that
+    attribute was left (``'locker code' is contained here``)."""
     settings = config("thread").model_dump()
     settings["knowledge"] = {"record_level": "thread", "trust": "verified"}
     memory = Memory(stores.store, config=MemoryConfig(**settings), max_turn_wait=None,
@@ -174,15 +174,16 @@ async def test_delete_thread_drops_capture_guidance_learnt_only_in_it(stores: St
         await memory.observe(thread)
         await memory.settled()
         await memory.curate_knowledge(thread)
-    scope = "org:default/resource:alice"
-    before = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, scope)
-    assert before is not None and before.scope == scope and "locker code" in (before.content or ""), before
+    scope, own = "org:default/resource:alice", "org:default/resource:alice/thread:t1"
+    before = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, own)
+    assert before is not None and before.scope == own and "locker code" in (before.content or ""), before
     assert stores.scan("LKQZ-5512"), "the value is stored before the delete"
 
     assert await memory.delete_thread("t1")
 
-    after = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, scope)
-    assert after is None or "locker code" not in (after.content or "")
+    for where in (scope, own, "org:default/resource:alice/thread:t2"):
+        after = await stores.knowledge.resolve_node(CAPTURE_GUIDANCE, where)
+        assert after is None or "locker code" not in (after.content or ""), (where, after)
     assert stores.scan("locker code") == []
     # a value no timestamp or id can hold ("5512" alone once matched a timestamp's microseconds)
     assert stores.scan("LKQZ-5512") == []

@@ -210,9 +210,11 @@ async def test_duplicates_written_by_other_writers_are_merged(knowledge: Knowled
 async def test_the_capture_guidance_names_no_attribute_of_a_thread_private_record(
     knowledge: Knowledge, store: Store, clock: FakeClock
 ) -> None:
-    """The guidance node lives at resource level: an attribute only a thread-private record uses
-    (``max_scope="thread"``) is the record's own word and stays out of it; and an org-level
-    guidance node is never rewritten with one resource's attributes."""
+    """An attribute only a thread-private record uses (``max_scope="thread"``) is the record's own
+    word and stays out of the guidance; the attributes of the thread's records are listed in a node
+    of the thread (the resource's node lists only what the whole resource stores, so a sibling
+    thread never reads them); and an org-level guidance node is never rewritten with one
+    resource's attributes."""
     agents = agents_for(knowledge, store, clock)
     scope = agents.scope("acme", "alice", "t1")
     await agents.capture(DAY1, scope, source_thread_id="t1")
@@ -225,7 +227,8 @@ async def test_the_capture_guidance_names_no_attribute_of_a_thread_private_recor
     assert guidance is not None and guidance.content is not None
     assert "phone number" in guidance.content
     assert "zx" not in guidance.content, guidance.content
-    assert guidance.scope == scope.at("resource").key
+    assert guidance.scope == scope.key
+    assert await knowledge.store.resolve_node("capture-guidance", agents.scope("acme", "alice", "t2").key) is None
 
     # Bob's resource in the same org, with an org-level guidance node the org wrote.
     org_node = await knowledge.node("capture-guidance", "document", "org:acme", content="The org's guidance.")

@@ -603,33 +603,52 @@ class CurateAgent:
                 f"“{newer.text}”{stated}")[:1000]
 
     async def _guidance(self, context: Scope) -> None:
-        """Keep ``capture-guidance`` listing the attributes in use, so later captures reuse them."""
+        """Keep ``capture-guidance`` listing the attributes in use, so later captures reuse them.
+
+        A node shows its content to its whole scope, so the resource's node lists only the
+        attributes of records stored for the whole resource (or broader); what a thread's own
+        records add is listed in a node of that thread, which it resolves first and its siblings
+        never see (nor do they see the resource's node rewritten from one thread's view)."""
         user = await self.store.resolve_node(self.settings.user_node, context.key)
         if user is None:
             return
         # The node shows the attributes to its whole scope: only records whose ceiling reaches it.
         level = clamp_level(Level.RESOURCE, self.settings.ceiling)
-        attributes: dict[str, int] = {}
+        shared: set[str] = set()  # stored at the node's level or above: every thread there sees them
+        own: set[str] = set()  # everything this thread sees
         after: str | None = None
         while True:
             page = await self.store.list_about(user.id, context.key, view=_LIVE, after=after, limit=500)
             for record in page.items:
-                if record.attribute and record.max_scope <= level:
-                    attributes[record.attribute] = attributes.get(record.attribute, 0) + 1
+                if not record.attribute or record.max_scope > level:
+                    continue  # a thread-private record's attribute is its own word: listed nowhere
+                own.add(record.attribute)
+                if Scope.parse(record.scope).level <= level:
+                    shared.add(record.attribute)
             if page.next_cursor is None:
                 break
             after = page.next_cursor
+        await self._write_guidance(user.name, shared, context.at(level), context)
+        if context.level > level:  # this thread's own list, resolved before the resource's
+            await self._write_guidance(user.name, own if own != shared else set(), context, context)
+
+    async def _write_guidance(self, name: str, attributes: set[str], where: Scope, context: Scope) -> None:
+        """Write the guidance node stored at ``where``: created when there is something to list,
+        cleared when its list became empty."""
+        existing = await self.store.resolve_node(CAPTURE_GUIDANCE, where.key)
+        if existing is not None and existing.scope != where.key:
+            existing = None  # a broader one (the org's) is not ours to rewrite: ours goes beside it
         if not attributes:
+            if existing is not None and existing.content:
+                await self.store.update_node(existing.id, existing.version, scope=context.key, actor=ACTOR,
+                                             reason="curate: capture guidance updated", content="")
             return
         names = ", ".join(sorted(attributes))
-        content = (f"Attributes in use for {user.name}: {names}. Give a changed value the same attribute "
+        content = (f"Attributes in use for {name}: {names}. Give a changed value the same attribute "
                    "so the new record supersedes the old one; state corrections as '…, not <old value>'.")
         content = content[:_GUIDANCE_LIMIT]
-        existing = await self.store.resolve_node(CAPTURE_GUIDANCE, context.key)
-        if existing is not None and Scope.parse(existing.scope).level < level:
-            existing = None  # a broader one (the org's) is not this resource's to rewrite: ours goes beside it
         if existing is None:
-            await self.store.create_node(CAPTURE_GUIDANCE, "document", context.at(level).key, actor=ACTOR,
+            await self.store.create_node(CAPTURE_GUIDANCE, "document", where.key, actor=ACTOR,
                                          reason="curate: capture guidance", content=content)
         elif existing.content != content:
             await self.store.update_node(existing.id, existing.version, scope=context.key, actor=ACTOR,
