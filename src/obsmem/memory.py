@@ -46,6 +46,7 @@ from obsmem.errors import (
 )
 from obsmem.embeddings.lexical import forget_features
 from obsmem.models.retry import RetryPolicy
+from obsmem.om.offline import end_idle_children
 from obsmem.om.offline import forget_texts as forget_offline_texts
 from obsmem.om.context import (
     ContextWindow,
@@ -532,7 +533,7 @@ class Memory:
         await self._note_erase()
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
-        self._forget_kept(self.engine.core.lineage(thread))  # nothing of it stays in this process
+        await self._forget_kept(self.engine.core.lineage(thread))  # nothing of it stays in this process
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
         await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
@@ -724,7 +725,9 @@ class Memory:
         )
         await self.ledger.flush()
         counts["model_calls"] += await self.store.delete_model_calls(resource_id=resource_id)
-        self._forget_kept(*(lineage_key("thread", t.id, "") for t in threads), lineage_key("resource", None, resource_id))
+        await self._forget_kept(
+            *(lineage_key("thread", t.id, "") for t in threads), lineage_key("resource", None, resource_id)
+        )
         if self.group_index is not None:
             counts["vectors"] += await self.group_index.remove_resource(resource_id)
         if self.knowledge is not None:
@@ -738,13 +741,13 @@ class Memory:
         await self._truncate_log()
         return counts
 
-    def _forget_kept(self, *lineages: str) -> None:
+    async def _forget_kept(self, *lineages: str) -> None:
         """After an erase: nothing this process keeps between calls holds what went any more:
         the renderings of observations, the engine's windows and per-lineage state (of
         ``lineages``), the store's decoded rows, the texts kept for counting tokens, the offline
-        roles' and the lexical embedder's kept lines and words, the values a forget searched for,
-        and the patterns ``re`` compiled (some are built from a user's words: a name, a value
-        that changed)."""
+        roles' and the lexical embedder's kept lines and words (and their idle child interpreters),
+        the values a forget searched for, and the patterns ``re`` compiled (some are built from a
+        user's words: a name, a value that changed)."""
         forget_rendered()
         core = self.engine.core
         core.windows.forget()
@@ -760,6 +763,7 @@ class Memory:
         forget_features()
         forget_needles()
         re.purge()
+        await asyncio.to_thread(end_idle_children)
 
     @staticmethod
     def _summed(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
@@ -936,7 +940,7 @@ class Memory:
                 await forget_in_knowledge(self.knowledge, value, threads, thread_id=thread_id, resource_id=resource_id,
                                           within=knowledge_within, actor=actor)  # fmt: skip
             )
-        self._forget_kept()
+        await self._forget_kept()
         await self._truncate_log()
         return counts
 

@@ -24,6 +24,7 @@ from obsmem import BudgetConfig, Memory, MemoryConfig, Message, ObservationConfi
 from obsmem.models.testing import FunctionModel
 from obsmem.om import buffering
 from obsmem.om.activation import WindowGrowth
+from obsmem.om.offline import offload
 from obsmem.om.windows import Windows
 from obsmem.errors import StorageError
 from obsmem.storage import leasing, ledger
@@ -236,4 +237,21 @@ async def test_an_erase_leaves_no_text_in_process_caches(tmp_path: Path, store: 
             for spelling in ("Zqxvorbleplumville", "Zqxvorbleplumdog", "Zqxvorbleplum"):
                 await memory.forget(spelling, resource_id="alice")
         assert _holding(memory, MARK) == {}
+
+
+async def test_an_erase_ends_the_idle_offline_children(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline roles observe a large window in a child interpreter, kept for the next job
+    with its caches (the lines it reflected, ``re``'s patterns) for the life of the process: a
+    deleted user's text stayed in the idle child after ``delete_resource``."""
+    said = " ".join(f"On day {i} I fed Zqxvorbleplumdog number {i} at the harbour." for i in range(700))  # ~40k chars
+    monkeypatch.delenv("OBSMEM_OFFLINE_PROCESS", raising=False)
+    config = MemoryConfig(observation=ObservationConfig(message_tokens=30_000, max_tokens_per_batch=50_000))
+    async with Memory(f"sqlite:///{tmp_path / 'om.db'}", config=config) as memory:
+        turn = await memory.begin_turn(thread_id="t-alice", resource_id="alice", messages=[Message.user(said)])
+        await turn.end([Message.assistant("ok")])
+        await memory.observe("t-alice")
+        await memory.settled()
+        assert offload.stats()["children"]  # observed in a child, which waits for the next job
+        await memory.delete_resource("alice")
+        assert offload.stats()["children"] == 0
 

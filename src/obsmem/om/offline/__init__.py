@@ -91,14 +91,16 @@ about 15 times smaller than the conversation.
 from __future__ import annotations
 
 from obsmem.om.offline.observer import OfflineObserver
+from obsmem.om.offline.offload import end_idle_children
 from obsmem.om.offline.participants import general_rarity
 from obsmem.om.offline.reflector import OfflineReflector, forget_fact_keys
 
-__all__ = ["OfflineObserver", "OfflineReflector", "forget_texts"]
+__all__ = ["OfflineObserver", "OfflineReflector", "end_idle_children", "forget_texts"]
 
 
 def forget_texts() -> None:
     """Drop what the offline roles keep of texts between calls in this process (observation
-    lines, words): after a delete or a forget, nothing of what went stays here."""
+    lines, words): after a delete or a forget, nothing of what went stays here. Their idle
+    child interpreters keep as much: :func:`end_idle_children` (blocking: from a thread)."""
     forget_fact_keys()
     general_rarity.cache_clear()

@@ -43,7 +43,10 @@ from typing import IO, Any, Literal, TypeVar
 from obsmem.om.offline.rules import estimate_tokens
 from obsmem.tokens import TokenCounter
 
-__all__ = ["LENGTH_ESTIMATE", "MAX_CHILDREN", "PROCESS_CHARS", "Job", "offload", "read_frame", "stats", "write_frame"]
+__all__ = [
+    "LENGTH_ESTIMATE", "MAX_CHILDREN", "PROCESS_CHARS", "Job", "end_idle_children", "offload", "read_frame",
+    "stats", "write_frame",
+]
 
 PROCESS_CHARS = 32_768
 MAX_CHILDREN = 2
@@ -176,6 +179,14 @@ class _Children:
 _CHILDREN = _Children()
 atexit.register(_CHILDREN.close)
 _DONE = {"in_child": 0, "in_thread": 0}
+
+
+def end_idle_children() -> None:
+    """End the children waiting for a job: each keeps what its jobs left in its caches (the
+    lines it reflected, the patterns it compiled), so after a delete or a forget none of what
+    went stays in them. A job running in a child finishes; the next job starts a new one.
+    Blocking (each is waited for): call it from a thread."""
+    _CHILDREN.close()
 
 
 def stats() -> dict[str, int]:
