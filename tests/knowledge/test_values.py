@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import pytest
 
 from obsmem.errors import InvalidWhenError
-from obsmem.knowledge.store.values import When, normalise_value, parse_when
+from obsmem.knowledge.store.values import When, normalise_value, parse_when, typed_values
 
 
 def utc(*parts: int) -> datetime:
@@ -77,3 +77,22 @@ def test_when_accepts_datetime_and_date_objects() -> None:
 )
 def test_normalise_value(left: str, right: str, same: bool) -> None:
     assert (normalise_value(left) == normalise_value(right)) is same
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Mail a.b+c@Ex-ample.co.uk now", {"a.b+c@ex-ample.co.uk"}),
+        ("jane@example.com, JANE@EXAMPLE.COM", {"jane@example.com"}),
+        ("call +49 151 5550 7720 or +1 (555) 010-9999", {"4915155507720", "15550109999"}),
+        ("no@tld and a lone +12", set()),
+        ("1.2.3@x.y", {"1.2.3@x.y"}),
+        ("9" * 5000 + "@x.y", {"9" * 5000 + "@x.y"}),  # one long run, scanned from its start
+    ],
+)
+def test_typed_values(text: str, found: set[str]) -> None:
+    """The phone numbers (digits) and email addresses (casefolded) a tombstone is matched on.
+    Their patterns start only where a run of an address's characters starts: a long run with no
+    "@" was scanned once per character (quadratic; benchmarks/pathological.py --check
+    --routine typed-values)."""
+    assert typed_values(text) == found
