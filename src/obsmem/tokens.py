@@ -604,6 +604,10 @@ _MEMO_KEY = "_obsmem_parts_cost"
 _COUNT_KEY = "_obsmem_count"
 
 WARM_CHARS = 32_768  # text parts at least this long are counted off the loop by ``warm``
+#: Characters of the parts tuples a part cache keeps by identity (``_PartCache.by_parts``), all
+#: together: the parts are the messages' own text, so a count of entries alone let a process
+#: that reads many large messages keep gigabytes. A tuple over a 64th of it is not kept.
+PARTS_KEPT_CHARS = 16_000_000
 
 
 class _PartCache:
@@ -616,21 +620,32 @@ class _PartCache:
         self._entries: OrderedDict[tuple[str, str, bytes], float] = OrderedDict()
         self._lock = threading.Lock()
         # Parts tuples whose cost is known, by identity (see ``TokenCounter._parts_cost``): the
-        # entry holds the tuple itself, so its id is not reused while the entry lives.
-        self.by_parts: dict[int, tuple[tuple[Any, ...], str, float, int]] = {}
+        # entry holds the tuple itself, so its id is not reused while the entry lives; and its
+        # characters, which :data:`PARTS_KEPT_CHARS` bounds with the entries' number.
+        self.by_parts: dict[int, tuple[tuple[Any, ...], str, float, int, int]] = {}
+        self._parts_chars = 0
 
     def remember_parts(self, parts: tuple[Any, ...], estimator_id: str, cost: float, texts: int) -> None:
-        """Note the cost of an immutable ``parts`` tuple (bounded: the oldest half goes when full)."""
+        """Note the cost of an immutable ``parts`` tuple (bounded by entries and characters: the
+        oldest go first)."""
+        chars = _parts_chars(parts)
+        if chars > PARTS_KEPT_CHARS // 64:
+            return  # (its message keeps its own cost)
         table = self.by_parts
         with self._lock:
-            if len(table) >= max(self.max_size // 4, 1):
-                for key in list(table)[: len(table) // 2]:
-                    del table[key]
-            table[id(parts)] = (parts, estimator_id, cost, texts)
+            old = table.pop(id(parts), None)
+            if old is not None:
+                self._parts_chars -= old[4]
+            most = max(self.max_size // 4, 1)
+            while table and (len(table) >= most or self._parts_chars + chars > PARTS_KEPT_CHARS):
+                self._parts_chars -= table.pop(next(iter(table)))[4]
+            table[id(parts)] = (parts, estimator_id, cost, texts, chars)
+            self._parts_chars += chars
 
     def forget_parts(self) -> None:
         with self._lock:
             self.by_parts.clear()
+            self._parts_chars = 0
 
     def get(self, key: tuple[str, str, bytes]) -> float | None:
         with self._lock:
@@ -658,6 +673,21 @@ class _PartCache:
     def info(self) -> TokenCacheInfo:
         with self._lock:
             return TokenCacheInfo(self.hits, self.misses, len(self._entries), self.max_size)
+
+
+def _parts_chars(parts: tuple[Any, ...]) -> int:
+    """The characters of text ``parts`` (text, reasoning, data, string tool payloads) hold."""
+    chars = 0
+    for part in parts:
+        if isinstance(part, TextPart | ReasoningPart):
+            chars += len(part.text)
+        elif isinstance(part, ToolCallPart):
+            chars += len(part.tool_name) + (len(part.args) if isinstance(part.args, str) else 64)
+        elif isinstance(part, ToolResultPart):
+            chars += len(part.result) if isinstance(part.result, str) else 64
+        else:
+            chars += 64  # a data part: obsmem's markers, small
+    return chars
 
 
 def _immutable_tool_part(part: Part) -> bool:
