@@ -50,6 +50,7 @@ from obsmem.om.offline.patterns import key_terms, names_and_numbers
 from obsmem.om.protocols import ObservationRequest, ReflectionRequest
 from obsmem.om.text.dates import annotate_observations, optimize_for_context
 from obsmem.om.text.transcript import format_transcript
+from obsmem.knowledge.agents.extract import propose, statements
 from obsmem.knowledge.store.values import typed_values
 from obsmem.privacy import PII_CATEGORIES, Redactor
 from obsmem.types import Message
@@ -216,6 +217,7 @@ ROUTINES: dict[str, Callable[[str], object]] = {
     "degenerate": is_degenerate,
     "redact": _redact,
     "typed-values": typed_values,  # knowledge tombstones: phone numbers and email addresses
+    "knowledge-extract": lambda text: [propose(s) for s in statements(text)],  # offline capture
 }
 
 GROWTH_PER_SIZE = 2.0  # --check: time growth at most 2x the size ratio (8x for 4x the input)
