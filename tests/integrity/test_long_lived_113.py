@@ -232,13 +232,17 @@ def _holding(memory: Memory, needle: str) -> dict[str, int]:
 
 @pytest.mark.parametrize(("store", "erase"), [
     ("memory", "delete_resource"), ("sqlite", "delete_resource"), ("sqlite", "delete_thread"), ("sqlite", "forget"),
+    ("postgres", "delete_resource"),
 ])  # fmt: skip
-async def test_an_erase_leaves_no_text_in_process_caches(tmp_path: Path, store: str, erase: str) -> None:
+async def test_an_erase_leaves_no_text_in_process_caches(
+    tmp_path: Path, store: str, erase: str, request: pytest.FixtureRequest
+) -> None:
     """After ``delete_resource`` (or ``delete_thread``, or ``forget`` of the word), the user's
     messages were still held decoded by the SQLite store's row cache, by the token counter's kept
     parts and line counts, by the offline reflector's fact cache, and in patterns of ``re``'s
     cache built from their values."""
-    url = "memory://" if store == "memory" else f"sqlite:///{tmp_path / 'om.db'}"
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path / 'om.db'}"}.get(store)
+    url = url or request.getfixturevalue("postgres_url")
     small = MemoryConfig(observation=ObservationConfig(message_tokens=2000), reflection=ReflectionConfig(observation_tokens=1000))
     async with Memory(url, config=small) as memory:
         for index in range(16):
