@@ -30,6 +30,7 @@ from obsmem.errors import StorageError
 from obsmem import tokens
 from obsmem.storage import leasing, ledger
 from obsmem.types import TextPart
+from obsmem.vectors import InMemoryVectorIndex
 from obsmem.storage.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.anyio
@@ -282,3 +283,17 @@ async def test_an_erase_ends_the_idle_offline_children(tmp_path: Path, monkeypat
         await memory.delete_resource("alice")
         assert offload.stats()["children"] == 0
 
+
+
+async def test_vector_namespaces_of_deleted_users_are_not_kept() -> None:
+    """The exact vector index (in memory, and SQLite's matrix) kept every namespace it ever
+    held, deleted or not, and scanned them all at every search: a process that served and
+    deleted N users kept N namespaces (their resource ids) and searched through N."""
+    index = InMemoryVectorIndex(4)
+    for user in range(300):
+        await index.upsert(f"g{user}", [1.0, 0.0, 0.0, float(user % 3)], namespace=f"resource:u{user}/thread:t")
+        assert await index.count(f"resource:u{user}/") == 1
+        await index.delete_namespace(f"resource:u{user}/")
+    await index.upsert("kept", [0.0, 1.0, 0.0, 0.0], namespace="resource:alive/thread:t")
+    assert [hit.key for hit in await index.search([0.0, 1.0, 0.0, 0.0], namespace_prefix="resource:")] == ["kept"]
+    assert len(index._exact._namespace_id) <= 2

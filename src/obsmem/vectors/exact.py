@@ -49,8 +49,13 @@ class ExactMatrix:
         self._namespace_ids = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
         self._keys: list[str] = []
         self._rows: dict[str, int] = {}
-        self._namespaces: list[str] = []
+        # Namespaces by id, with their live rows: one whose last row goes is dropped and its id
+        # reused, so a long-lived index holds (and a search scans) the namespaces it holds now,
+        # not every one it ever held (each deleted user's, each re-indexed group's).
+        self._namespaces: list[str | None] = []
         self._namespace_id: dict[str, int] = {}
+        self._namespace_rows: list[int] = []
+        self._free_ids: list[int] = []
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -61,11 +66,29 @@ class ExactMatrix:
     # -- writes -------------------------------------------------------------------------------
 
     def _namespace(self, namespace: str) -> int:
+        """The id of ``namespace`` for one more row in it."""
         found = self._namespace_id.get(namespace)
         if found is None:
-            found = self._namespace_id[namespace] = len(self._namespaces)
-            self._namespaces.append(namespace)
+            if self._free_ids:
+                found = self._free_ids.pop()
+                self._namespaces[found] = namespace
+            else:
+                found = len(self._namespaces)
+                self._namespaces.append(namespace)
+                self._namespace_rows.append(0)
+            self._namespace_id[namespace] = found
+        self._namespace_rows[found] += 1
         return found
+
+    def _leave(self, namespace_id: int) -> None:
+        """One row less in the namespace ``namespace_id``: dropped with its last row."""
+        self._namespace_rows[namespace_id] -= 1
+        if self._namespace_rows[namespace_id] == 0:
+            name = self._namespaces[namespace_id]
+            if name is not None:
+                del self._namespace_id[name]
+            self._namespaces[namespace_id] = None
+            self._free_ids.append(namespace_id)
 
     def _grow_to(self, rows: int) -> None:
         capacity = self._matrix.shape[0]
@@ -86,12 +109,15 @@ class ExactMatrix:
         self._grow_to(len(self._keys) + len(keys))
         for key, row, namespace in zip(keys, unit_rows, namespaces, strict=True):
             position = self._rows.get(key)
+            joined = self._namespace(namespace)
             if position is None:
                 position = len(self._keys)
                 self._rows[key] = position
                 self._keys.append(key)
+            else:
+                self._leave(int(self._namespace_ids[position]))
             self._matrix[position] = row
-            self._namespace_ids[position] = self._namespace(namespace)
+            self._namespace_ids[position] = joined
 
     def replace_all(
         self, keys: Sequence[str], unit_rows: npt.NDArray[np.float32], namespaces: Sequence[str]
@@ -115,6 +141,7 @@ class ExactMatrix:
         position = self._rows.pop(key, None)
         if position is None:
             return False
+        self._leave(int(self._namespace_ids[position]))
         last = len(self._keys) - 1
         if position != last:
             moved = self._keys[last]
@@ -138,7 +165,8 @@ class ExactMatrix:
         """A mask of live rows in matching namespaces; ``None`` means every row matches."""
         if not namespace_prefix:
             return None
-        matching = [i for i, name in enumerate(self._namespaces) if name.startswith(namespace_prefix)]
+        names = self._namespaces
+        matching = [i for i, name in enumerate(names) if name is not None and name.startswith(namespace_prefix)]
         live = self._namespace_ids[: len(self._keys)]
         return np.isin(live, np.asarray(matching, dtype=np.int32))
 
@@ -188,6 +216,6 @@ class ExactMatrix:
             key=lambda item: (-item[0], item[1]),
         )[:take]
         return [
-            VectorHit(key=key, score=score, namespace=self._namespaces[int(self._namespace_ids[position])])
+            VectorHit(key=key, score=score, namespace=self._namespaces[int(self._namespace_ids[position])] or "")
             for score, key, position in candidates
         ]
