@@ -154,12 +154,15 @@ async def _call_history(service: Service, thread_id: str, body: MessagesIn) -> l
     thread: a request's reads do not grow with the conversation."""
     if body.format != "openai":
         return None
-    answered = {m.get("tool_call_id") for m in body.messages if m.get("role") == "tool"}
+    # Only string ids name a call: another value is the converter's to refuse (a 422 naming it).
+    answered = {
+        i for m in body.messages if m.get("role") == "tool" and isinstance(i := m.get("tool_call_id"), str)
+    }
     if not answered:
         return None
     made = {
-        call.get("id") for m in body.messages if isinstance(m.get("tool_calls"), list)
-        for call in m["tool_calls"] if isinstance(call, dict)
+        i for m in body.messages if isinstance(m.get("tool_calls"), list)
+        for call in m["tool_calls"] if isinstance(call, dict) and isinstance(i := call.get("id"), str)
     }
     wanted = answered - made
     if not wanted:
