@@ -22,6 +22,7 @@ tombstones, trust and the audit log apply to it:
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,10 @@ def held(proposal_text: str, existing: Sequence[Record]) -> Record | None:
         if tokens and (tokens == said or (len(tokens) >= 3 and tokens <= said)):
             return record  # two words inside a longer text ("Nadia Kessler" in an address) are no restatement
     return None
+
+
+#: How many changed_since groundworks a FactIndex keeps (each a list of one attribute's records).
+_DIFFERING_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ class FactIndex:
         self._rarest: dict[str, set[int]] = {}  # a record of 3+ words, under the rarest of them
         self._sign: dict[int, str] = {}
         self._attribute: dict[str, set[int]] = {}  # attribute -> positions
+        # changed_since's answers' groundwork, per (attribute, text, value); dropped on any change.
+        self._differs: dict[tuple[str, Said, str | None], list[tuple[datetime, int]]] = {}
         self.extend(records)
 
     # -- building --------------------------------------------------------------------------------
@@ -137,6 +144,7 @@ class FactIndex:
             self._signed(position)
 
     def _index(self, record: Record) -> int | None:
+        self._differs.clear()
         position = len(self._records)
         self._records.append(record)
         self._at[record.id] = position
@@ -167,6 +175,7 @@ class FactIndex:
         position = self._at.pop(record_id, None)
         if position is None:
             return
+        self._differs.clear()
         said, record = self._said[position], self._records[position]
         self._records[position] = self._said[position] = None
         if said is None:
@@ -227,21 +236,45 @@ class FactIndex:
         key = attribute.strip().casefold() if attribute else None
         if key is None or until is None or record.attribute != key:
             return False
+        # The records of the attribute saying something else, by start, worked out once per
+        # question (a holder asks it of each record that may hold ``wanted``): each record then
+        # costs a bisection, not a walk of all of them (linear per proposal, not quadratic).
+        others = self._differing(key, wanted, value)
         start = record.valid_from
+        for at in range(bisect.bisect_right(others, start, key=lambda entry: entry[0]), len(others)):
+            begins, position = others[at]
+            if not begins < until:
+                return False
+            other = self._records[position]
+            if other is not None and other.id != record.id:
+                return True
+        return False
+
+    def _differing(self, key: str, wanted: Said, value: str | None) -> list[tuple[datetime, int]]:
+        """The live records of attribute ``key`` that say something other than ``wanted`` (where
+        both name one, another ``value``), as (start, position), by start; kept until the index
+        changes."""
+        cache_key = (key, wanted, value)
+        found = self._differs.get(cache_key)
+        if found is not None:
+            return found
+        found = []
         for position in self._attribute.get(key, ()):
             other, said = self._records[position], self._said[position]
-            if other is None or said is None or other.id == record.id:
-                continue
-            if not start < other.valid_from < until:
+            if other is None or said is None:
                 continue
             theirs = other.metadata.get("value")
             if value is not None and theirs is not None:
                 if str(theirs) != value:
-                    return True
+                    found.append((other.valid_from, position))
                 continue
             if not (said.holds(wanted) or wanted.holds(said)):
-                return True
-        return False
+                found.append((other.valid_from, position))
+        found.sort(key=lambda entry: (entry[0], entry[1]))
+        if len(self._differs) >= _DIFFERING_KEPT:
+            self._differs.clear()
+        self._differs[cache_key] = found
+        return found
 
     def held_by(self, holder: Said) -> set[int]:
         """Positions of the records whose text ``holder`` holds (``held(text, [holder's record])``)."""
