@@ -85,11 +85,16 @@ class _JsonUsageErrors:
         try:
             return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
         except Exception as exc:
-            # click's UsageError (exit status 2), from whichever click typer runs on (typer 0.29
-            # carries its own copy): known by its shape, not its class
-            if wants_json and getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message"):
-                _json_error("InvalidInputError", redact_secrets(exc.format_message()), _option_of(exc))
+            if wants_json:
+                _usage_error_as_json(exc)
             raise
+
+
+def _usage_error_as_json(exc: Exception) -> None:
+    """Print click's UsageError (exit status 2) as the JSON document; from whichever click typer
+    runs on (typer 0.29 carries its own copy): known by its shape, not its class."""
+    if getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message"):
+        _json_error("InvalidInputError", redact_secrets(exc.format_message()), _option_of(exc))
 
 
 def _option_of(error: Exception) -> str | None:
@@ -111,7 +116,17 @@ class JsonCommand(_JsonUsageErrors, TyperCommand):
 
 
 class JsonGroup(_JsonUsageErrors, TyperGroup):
-    """A ``--json`` group (``typer.Typer(cls=JsonGroup)``): see :class:`_JsonUsageErrors`."""
+    """A ``--json`` group (``typer.Typer(cls=JsonGroup)``): see :class:`_JsonUsageErrors`. A
+    command name it does not have is refused after its options are parsed (when it looks the
+    command up): that refusal is the JSON document too when the group's ``--json`` was given."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:
+            if ctx.params.get("as_json"):
+                _usage_error_as_json(exc)
+            raise
 
 
 def fail(message: str, *, error: ObsmemError | None = None, argument: str | None = None) -> typer.Exit:
