@@ -383,22 +383,28 @@ class ObservationalMemoryProvider(HistoryProvider):
         """``new`` (a run's input) with its question taken for the thread's unanswered question
         when it is that question asked again: a run that failed at its model call saved its
         question, which stays (nothing is lost), and the user runs the agent again with it.
-        Without this the thread held the question twice and the model got it twice. Only the
-        thread's newest message, a user message with the same visible parts as the input's last
-        and nothing after it, is taken; the same question asked again after an answer is a new
+        Without this the thread held the question twice and the model got it twice. The input's
+        trailing user messages are taken only all together: the thread's newest messages, as
+        many, user messages with the same visible parts, in order, and nothing after them (taking
+        back only the last would store the others again after it, and the model's newest message
+        would not be the question); the same question asked again after an answer is a new
         message."""
-        if not new or new[-1].role != "user":
+        count = 0
+        while count < len(new) and new[-1 - count].role == "user":
+            count += 1
+        if not count:
             return new
         try:
-            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
+            newest = (await self.memory.store.list_messages(thread, limit=count, newest_first=True))[::-1]
         except ThreadNotFoundError:
             return new
-        if not newest:
+        if len(newest) != count:
             return new
-        stored = newest[0]
-        if stored.role != "user" or any(m.id == stored.id for m in new) or not _same(stored, new[-1]):
+        given = {m.id for m in new}
+        if any(stored.role != "user" or stored.id in given or not _same(stored, message)
+               for stored, message in zip(newest, new[-count:], strict=True)):
             return new
-        return [*new[:-1], _as_stored(new[-1], stored)]
+        return [*new[:-count], *(_as_stored(m, stored) for m, stored in zip(new[-count:], newest, strict=True))]
 
     async def after_run(
         self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext,

@@ -699,37 +699,44 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                      made=made, aliases=aliases, bare=bare, matched=matched)
 
     async def _retried(self, thread: str, plan: _Plan, messages: Sequence[AnyMessage]) -> None:
-        """``plan`` (a run's first model call) with its question taken for the thread's
-        unanswered question when it is that question asked again: a run that failed at its model
-        call (the provider down) saved its question, which stays (nothing is lost), and the user
-        runs the agent again with it. Without this the thread held the question twice and the
-        model got it twice. Only the thread's newest message, a user message with the same parts
-        as the request's last message and nothing after it, is taken, and only when the request
-        does not hold it already (a checkpointed state keeps the failed run's input: both stay, as
-        the state has them); the same question asked again after an answer is a new message."""
-        if not plan.new or not messages or plan.new[-1].role != "user":
+        """``plan`` (a run's first model call) with its input taken for the thread's unanswered
+        input when it is that input asked again: a run that failed at its model call (the provider
+        down) saved its input, which stays (nothing is lost), and the user runs the agent again
+        with it. Without this the thread held the input twice and the model got it twice. The
+        request's trailing user messages (new, the request's last) are taken only all together:
+        the thread's newest messages, as many, user messages with the same parts, in order, and
+        nothing after them (taking back only the last would store the others again after it, and
+        the model's newest message would not be the question). Not when the request holds them
+        already (a checkpointed state keeps the failed run's input: both stay, as the state has
+        them); the same input again after an answer is new."""
+        count = 0
+        while (count < min(len(plan.new), len(messages)) and plan.new[-1 - count].role == "user"
+               and plan.originals.get(plan.new[-1 - count].id) is messages[-1 - count]):
+            count += 1
+        if not count:
             return
-        prompt = plan.new[-1]
-        if plan.originals.get(prompt.id) is not messages[-1]:
-            return  # the new user message is not the request's last
+        prompts = plan.new[-count:]
         try:
-            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
+            newest = (await self.memory.store.list_messages(thread, limit=count, newest_first=True))[::-1]
         except ThreadNotFoundError:
             return
-        if not newest:
+        if len(newest) != count:
             return
-        stored = newest[0]
         held = {own for _, own, _ in plan.ids if own is not None}
-        if stored.role != "user" or stored.id == prompt.id or stored.id in held or stored.parts != prompt.parts:
+        if any(stored.role != "user" or stored.id == prompt.id or stored.id in held or stored.parts != prompt.parts
+               for stored, prompt in zip(newest, prompts, strict=True)):
             return
-        plan.new[-1] = stored
-        plan.originals[stored.id] = plan.originals.pop(prompt.id)
-        ids = []
+        taken = {id(messages[len(messages) - count + i]): stored for i, stored in enumerate(newest)}
+        for prompt, stored in zip(prompts, newest, strict=True):
+            plan.originals[stored.id] = plan.originals.pop(prompt.id)
+        plan.new[-count:] = newest
+        ids: list[tuple[BaseMessage, str | None, str | None]] = []
         for message, own, variant in plan.ids:
-            if message is messages[-1]:
-                own = stored.id
+            found = taken.get(id(message))
+            if found is not None:
+                own = found.id
                 if variant is not None:
-                    plan.aliases[variant] = stored.id  # the state's message is known by the stored id
+                    plan.aliases[variant] = found.id  # the state's message is known by the stored id
             ids.append((message, own, variant))
         plan.ids = ids
 
