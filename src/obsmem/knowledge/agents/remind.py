@@ -76,6 +76,11 @@ class RemindAgent:
         # per thread scope: the last turns' (request, shown record ids), newest last
         self._recent: OrderedDict[str, deque[tuple[str, frozenset[str]]]] = OrderedDict()
 
+    def forget_kept(self) -> None:
+        """Drop the recent requests kept per thread (after an erase: they hold what users asked).
+        A record shown just before may be shown once more."""
+        self._recent.clear()
+
     def _shown_before(self, key: str, request: str) -> set[str]:
         """Records shown in the thread's recent turns other than this request's own."""
         turns = self._recent.get(key, ())

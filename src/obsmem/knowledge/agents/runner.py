@@ -108,6 +108,12 @@ class KnowledgeAgents:
     def scope(org_id: str | None, resource_id: str, thread_id: str) -> Scope:
         return thread_scope(org_id, resource_id, thread_id)
 
+    def forget_kept(self) -> None:
+        """After an erase: nothing the agents keep between calls holds what went (the run log's
+        records written, the remind agent's recent requests)."""
+        self.runs.clear()
+        self.reminder.forget_kept()
+
     def _kept(self, run: AgentRun) -> AgentRun:
         self.runs.append(run)
         del self.runs[:-200]
