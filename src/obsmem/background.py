@@ -131,6 +131,21 @@ class _Keyed:
         self.error: BaseException | None = None
 
 
+#: How many failures of its tasks a :class:`BackgroundWork` keeps (``errors``): the newest.
+ERRORS_KEPT = 100
+
+
+def _without_frames(error: BaseException) -> BaseException:
+    """``error`` and the errors it was raised from (or while handling), without tracebacks."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return error
+
+
 class BackgroundWork:
     """A set of owned tasks. ``spawn`` is the handle the engine receives; ``clock`` measures the
     bounds of :meth:`within` and :meth:`settled` (the system clock when not given)."""
@@ -141,6 +156,8 @@ class BackgroundWork:
         self._closed = False
         self._waiters = _Waiters()
         self._keyed: dict[str, _Keyed] = {}
+        # The newest ERRORS_KEPT failures of tasks, without their tracebacks (whose frames would
+        # keep what the task worked on: users' messages), for tests and debugging: logged anyway.
         self.errors: list[BaseException] = []
 
     def _context(self, waiters: _Waiters, gate: asyncio.Future[None] | None = None) -> contextvars.Context:
@@ -177,10 +194,11 @@ class BackgroundWork:
             return
         error = task.exception()
         if error is not None:
-            self.errors.append(error)
             logger.error("obsmem background task %s failed (%s)", task.get_name(), type(error).__name__,
                          extra={"obsmem_error_type": type(error).__name__})
             logger.debug("obsmem background task %s failed", task.get_name(), exc_info=error)
+            self.errors.append(_without_frames(error))
+            del self.errors[:-ERRORS_KEPT]
 
     @property
     def pending(self) -> int:
