@@ -24,8 +24,6 @@ def _large(name: str) -> str:
     return " ".join(f"On day {i} I fed {name} number {i} at the harbour." for i in range(700))  # ~40k chars
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: src/obsmem/om/offline/offload.py is helper-113's (review 115); "
-                   "remove this mark with the fix")
 async def test_a_child_busy_during_an_erase_does_not_keep_the_erased_users_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -137,41 +137,59 @@ class _Children:
         self.idle: list[_Child] = []
         self.count = 0
         self.pid = os.getpid()
+        # How many times the children were ended (close): a child busy then, taken before the
+        # latest, is ended when its job is done instead of waiting for the next (an erase's
+        # text may be in its caches).
+        self.closes = 0
+        self._taken: dict[int, int] = {}  # id(child) -> self.closes when it was taken
 
     def take(self) -> _Child | None:
         """An idle child, a new one, or None when ``MAX_CHILDREN`` are busy."""
         with self.lock:
             self._forked()
             if self.idle:
-                return self.idle.pop()
+                child = self.idle.pop()
+                self._taken[id(child)] = self.closes
+                return child
             if self.count >= MAX_CHILDREN:
                 return None
             self.count += 1
+            closes = self.closes
         try:
-            return _Child()
+            child = _Child()
         except BaseException:
             self.drop()
             raise
+        with self.lock:
+            self._taken[id(child)] = closes
+        return child
 
     def give_back(self, child: _Child) -> None:
         with self.lock:
-            if child.process.poll() is None and self.pid == os.getpid():
+            taken = self._taken.pop(id(child), self.closes)
+            keep = child.process.poll() is None and self.pid == os.getpid() and taken == self.closes
+            if keep:
                 self.idle.append(child)
             else:
                 self.count -= 1
+        if not keep:
+            child.kill()  # (ended by a close while it was busy, or dead already)
 
-    def drop(self) -> None:
+    def drop(self, child: _Child | None = None) -> None:
         with self.lock:
             self.count -= 1
+            if child is not None:
+                self._taken.pop(id(child), None)
 
     def _forked(self) -> None:
         if self.pid != os.getpid():  # a forked copy of this process does not own the children
-            self.idle, self.count, self.pid = [], 0, os.getpid()
+            self.idle, self.count, self.pid, self._taken = [], 0, os.getpid(), {}
 
     def close(self) -> None:
         with self.lock:
             idle, self.idle = self.idle, []
             self.count -= len(idle)
+            self.closes += 1
         for child in idle:
             child.kill()
 
@@ -204,7 +222,7 @@ async def _in_child(payload: bytes) -> Any:
     except BaseException:
         # cancelled (the work must stop) or failed: this child is not used again
         await asyncio.shield(asyncio.to_thread(child.kill))
-        _CHILDREN.drop()
+        _CHILDREN.drop(child)
         raise
     _CHILDREN.give_back(child)
     return result
