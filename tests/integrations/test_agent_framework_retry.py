@@ -44,6 +44,13 @@ def server() -> Iterator[tuple[WireServer, Flaky]]:
         yield wire, flaky
 
 
+def helper_agent(wire: WireServer, memory: Memory) -> Agent[Any]:
+    """An agent whose history is obsmem's, over ``wire``'s OpenAI Responses API."""
+    client = OpenAIChatClient(model="m", api_key="k", base_url=f"{wire.url}/v1")
+    return Agent(client, "You help.", context_providers=[ObservationalMemoryProvider(memory, resource_id="u")],
+                 default_options={"store": False})  # fmt: skip
+
+
 def _questions(body: dict[str, Any]) -> list[str]:
     return [c["text"] for item in body["input"] if item.get("role") == "user" for c in item["content"]]
 
@@ -51,9 +58,7 @@ def _questions(body: dict[str, Any]) -> list[str]:
 async def test_a_question_asked_again_after_a_failed_run_is_stored_and_sent_once(server: tuple[WireServer, Flaky]) -> None:
     wire, flaky = server
     async with Memory("memory://") as memory:
-        client = OpenAIChatClient(model="m", api_key="k", base_url=f"{wire.url}/v1")
-        agent = Agent(client, "You help.", context_providers=[ObservationalMemoryProvider(memory, resource_id="u")],
-                      default_options={"store": False})  # fmt: skip
+        agent = helper_agent(wire, memory)
         session = agent.create_session(session_id="af-r1")
         await agent.run("Where does Rex walk?", session=session)
         flaky.down = True
@@ -74,9 +79,7 @@ async def test_a_question_asked_again_after_a_failed_run_is_stored_and_sent_once
 async def test_the_same_question_after_an_answer_is_a_new_message(server: tuple[WireServer, Flaky]) -> None:
     wire, flaky = server
     async with Memory("memory://") as memory:
-        client = OpenAIChatClient(model="m", api_key="k", base_url=f"{wire.url}/v1")
-        agent = Agent(client, "You help.", context_providers=[ObservationalMemoryProvider(memory, resource_id="u")],
-                      default_options={"store": False})  # fmt: skip
+        agent = helper_agent(wire, memory)
         session = agent.create_session(session_id="af-r2")
         await agent.run("Say it again?", session=session)
         await agent.run("Say it again?", session=session)

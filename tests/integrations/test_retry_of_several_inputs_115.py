@@ -71,17 +71,14 @@ async def test_langchain_only_the_last_input_matching_stores_the_whole_input_aga
 async def test_agent_framework_a_retried_input_of_two_messages_keeps_its_order(
     server: tuple[WireServer, FlakyServer],  # noqa: F811 - the fixture
 ) -> None:
-    from agent_framework import Agent, Message as AFMessage
+    from agent_framework import Message as AFMessage
     from agent_framework.exceptions import ChatClientException
-    from agent_framework.openai import OpenAIChatClient
 
-    from obsmem.integrations.agent_framework import ObservationalMemoryProvider
+    from tests.integrations.test_agent_framework_retry import helper_agent
 
     wire, flaky = server
     async with Memory("memory://") as memory:
-        client = OpenAIChatClient(model="m", api_key="k", base_url=f"{wire.url}/v1")
-        agent = Agent(client, "You help.", context_providers=[ObservationalMemoryProvider(memory, resource_id="u")],
-                      default_options={"store": False})  # fmt: skip
+        agent = helper_agent(wire, memory)
         session = agent.create_session(session_id="af-two")
         await agent.run("Where does Rex walk?", session=session)
         flaky.down = True

@@ -12,9 +12,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
+from obsmem import Memory, Message
 from obsmem.clock import FakeClock
 from obsmem.knowledge import ActivityAction, Knowledge, RecordView
+
+from .alice import alice_memory, said
 
 pytestmark = pytest.mark.anyio
 
@@ -22,12 +24,7 @@ OLD, EDITED, NEW = "+49 151 5550 7720", "+49 151 5550 7721", "+49 176 5550 3381"
 
 
 async def say(memory: Memory, clock: FakeClock, text: str) -> None:
-    clock.advance(86400)
-    message = Message.user(text, created_at=clock.now())
-    async with memory.turn(thread_id="t1", resource_id="alice", messages=[message]) as turn:
-        await turn.step([Message.assistant("Noted.", created_at=clock.now())])
-    await memory.observe("t1")
-    await memory.settled()
+    await said(memory, clock, text, after_s=86400)
 
 
 async def current(knowledge: Knowledge, scope: str, view: RecordView = RecordView()) -> list[str]:
@@ -47,38 +44,33 @@ async def reminder(memory: Memory, clock: FakeClock) -> str:
 @pytest.mark.parametrize("decision", ["reject", "approve"])
 async def test_an_unreviewed_candidate_does_not_remove_the_reviewed_fact(anyio_backend: str, decision: str) -> None:
     start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-    clock = FakeClock(start=start)
-    config = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False},
-                          knowledge={"curate_max_age_s": None})
-    async with Knowledge.in_memory(clock=clock, actor="reviewer") as knowledge:
-        async with Memory("memory://", config=config, knowledge=knowledge, clock=clock) as memory:
-            assert memory.knowledge_agents is not None
-            scope = memory.knowledge_agents.scope(None, "alice", "t1").key
-            await say(memory, clock, f"My phone number is {OLD}.")
-            (first,) = (await knowledge.review.pending(scope)).items
-            await knowledge.review.edit(first.id, scope, f"their phone number is {EDITED}", reason="typo, checked")
-            assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
+    async with alice_memory(actor="reviewer") as (memory, knowledge, clock):
+        scope = memory.knowledge_agents.scope(None, "alice", "t1").key
+        await say(memory, clock, f"My phone number is {OLD}.")
+        (first,) = (await knowledge.review.pending(scope)).items
+        await knowledge.review.edit(first.id, scope, f"their phone number is {EDITED}", reason="typo, checked")
+        assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
 
-            await say(memory, clock, f"My number is now {NEW}.")
-            await memory.curate_knowledge("t1")
-            # Pending review, the context still holds the reviewed number.
-            assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
-            events = (await knowledge.store.list_activity(scope, limit=100)).items
-            assert not [e for e in events if e.action is ActivityAction.RECORD_DELETED and e.actor == "curate"]
+        await say(memory, clock, f"My number is now {NEW}.")
+        await memory.curate_knowledge("t1")
+        # Pending review, the context still holds the reviewed number.
+        assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
+        events = (await knowledge.store.list_activity(scope, limit=100)).items
+        assert not [e for e in events if e.action is ActivityAction.RECORD_DELETED and e.actor == "curate"]
 
-            (candidate,) = (await knowledge.review.pending(scope)).items
-            assert NEW in candidate.text
-            if decision == "reject":
-                await knowledge.review.reject(candidate.id, scope, reason="not her number")
-                assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
-                # What remind searches (it told this number a turn ago, so it does not repeat it now).
-                found = " ".join(hit.text for hit in await knowledge.search("phone number", scope))
-                assert EDITED in found and NEW not in found
-            else:
-                await knowledge.review.approve(candidate.id, scope, reason="she confirmed")
-                assert await current(knowledge, scope) == [candidate.text]
-                # The old number is history, not gone: it answers for the day it held.
-                past = RecordView(as_of=start + timedelta(days=1, hours=12))
-                assert await current(knowledge, scope, past) == [f"their phone number is {EDITED}"]
-                told = await reminder(memory, clock)
-                assert NEW in told and EDITED not in told
+        (candidate,) = (await knowledge.review.pending(scope)).items
+        assert NEW in candidate.text
+        if decision == "reject":
+            await knowledge.review.reject(candidate.id, scope, reason="not her number")
+            assert await current(knowledge, scope) == [f"their phone number is {EDITED}"]
+            # What remind searches (it told this number a turn ago, so it does not repeat it now).
+            found = " ".join(hit.text for hit in await knowledge.search("phone number", scope))
+            assert EDITED in found and NEW not in found
+        else:
+            await knowledge.review.approve(candidate.id, scope, reason="she confirmed")
+            assert await current(knowledge, scope) == [candidate.text]
+            # The old number is history, not gone: it answers for the day it held.
+            past = RecordView(as_of=start + timedelta(days=1, hours=12))
+            assert await current(knowledge, scope, past) == [f"their phone number is {EDITED}"]
+            told = await reminder(memory, clock)
+            assert NEW in told and EDITED not in told

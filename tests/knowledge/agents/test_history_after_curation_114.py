@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
+from obsmem import Memory, MemoryConfig
 from obsmem.clock import FakeClock
 from obsmem.knowledge import Knowledge, RecordView
+
+from .alice import said
 
 pytestmark = pytest.mark.anyio
 
@@ -24,12 +26,7 @@ START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 async def say(memory: Memory, clock: FakeClock, text: str, days: float) -> None:
-    clock.advance(days * 86400)
-    message = Message.user(text, created_at=clock.now())
-    async with memory.turn(thread_id="t1", resource_id="alice", messages=[message]) as turn:
-        await turn.step([Message.assistant("Noted.", created_at=clock.now())])
-    await memory.observe("t1")
-    await memory.settled()
+    await said(memory, clock, text, after_s=days * 86400)
 
 
 async def about(knowledge: Knowledge, scope: str, view: RecordView) -> list[str]:

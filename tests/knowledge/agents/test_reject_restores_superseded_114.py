@@ -13,20 +13,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
+from obsmem import Memory, MemoryConfig
 from obsmem.clock import FakeClock
 from obsmem.knowledge import ActivityAction, Knowledge
+
+from .alice import said
 
 pytestmark = pytest.mark.anyio
 
 
 async def say(memory: Memory, clock: FakeClock, text: str) -> None:
-    clock.advance(30 * 86400)
-    message = Message.user(text, created_at=clock.now())
-    async with memory.turn(thread_id="t1", resource_id="alice", messages=[message]) as turn:
-        await turn.step([Message.assistant("Noted.", created_at=clock.now())])
-    await memory.observe("t1")
-    await memory.settled()
+    await said(memory, clock, text, after_s=30 * 86400)
 
 
 async def test_rejecting_the_newer_candidate_brings_the_superseded_one_back(anyio_backend: str) -> None:
