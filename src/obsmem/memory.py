@@ -746,8 +746,9 @@ class Memory:
         the renderings of observations, the engine's windows and per-lineage state (of
         ``lineages``), the store's decoded rows, the texts kept for counting tokens, the offline
         roles' and the lexical embedder's kept lines and words (and their idle child interpreters),
-        the knowledge agents' run log and recent requests, the values a forget searched for, and the patterns ``re`` compiled (some are built from a
-        user's words: a name, a value that changed)."""
+        the knowledge agents' run log and recent requests, the values a forget searched for, and
+        the patterns ``re`` compiled (some are built from a user's words: a name, a value that
+        changed)."""
         forget_rendered()
         if self.knowledge_agents is not None:
             self.knowledge_agents.forget_kept()
