@@ -15,6 +15,7 @@ import logging
 import contextlib
 import math
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -44,7 +45,6 @@ from obsmem.errors import (
     StorageError,
     ThreadNotFoundError,
 )
-from obsmem.embeddings.lexical import forget_features
 from obsmem.models.retry import RetryPolicy
 from obsmem.om.offline import end_idle_children
 from obsmem.om.offline import forget_texts as forget_offline_texts
@@ -763,7 +763,9 @@ class Memory:
             forget_texts()
         forget_segments()
         forget_offline_texts()
-        forget_features()
+        lexical = sys.modules.get("obsmem.embeddings.lexical")  # (only when loaded: it brings numpy)
+        if lexical is not None:
+            lexical.forget_features()
         forget_needles()
         re.purge()
         await asyncio.to_thread(end_idle_children)
