@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from obsmem import telemetry
 from obsmem.background import BackgroundWork
-from obsmem.errors import InvalidInputError, ObsmemError, StorageError, ThreadChangedError
+from obsmem.errors import InvalidInputError, ObsmemError, StorageError, ThreadChangedError, ThreadNotFoundError
 from obsmem.om.buffering import StepResult
 from obsmem.om.context import (
     ContextWindow,
@@ -61,7 +61,7 @@ from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
-__all__ = ["Turn", "TurnContexts", "input_not_saved"]
+__all__ = ["Turn", "TurnContexts", "input_not_saved", "retried_input", "same_shown"]
 
 
 #: How many of the thread's newest messages a resumed turn reads (and of its own, from its start).
@@ -874,6 +874,39 @@ class Turn:
     async def _all(self, thread: Thread) -> list[Message]:
         """The thread's observable messages, when it has no record yet."""
         return observable_messages(await self._store.list_messages(thread.id))
+
+
+def same_shown(stored: Message, given: Message) -> bool:
+    """Whether ``given`` is ``stored`` given again: the same role and the same parts, obsmem's
+    markers (data parts) aside."""
+    def shown(message: Message) -> list[object]:
+        return [p for p in message.parts if not isinstance(p, DataPart)]
+
+    return stored.role == given.role and shown(stored) == shown(given)
+
+
+async def retried_input(
+    store: Store, thread_id: str, messages: Sequence[Message],
+    same: Callable[[Message, Message], bool] = same_shown,
+) -> list[Message] | None:
+    """The thread's newest ``len(messages)`` messages, as stored, when they are ``messages``
+    given again (``same``, in order) and nothing follows them: the input of an attempt that
+    saved it and then failed (a model call that failed, a retried request), retried. Passed in
+    their place (same ids), they are not stored again, and the model gets them once. None
+    otherwise (or for a thread that does not exist yet): the same words after an answer are new
+    messages. One read of ``len(messages)`` rows."""
+    if not messages:
+        return None
+    try:
+        tail = (await store.list_messages(thread_id, limit=len(messages), newest_first=True))[::-1]
+    except ThreadNotFoundError:
+        return None
+    given = {m.id for m in messages}
+    if len(tail) != len(messages) or any(
+        old.id in given or not same(old, new) for old, new in zip(tail, messages, strict=True)
+    ):
+        return None
+    return tail
 
 
 def _is_input(message: Message) -> bool:

@@ -55,7 +55,7 @@ from agent_framework import Message as AFMessage
 from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.integrations._ids import scoped_id
 from obsmem.memory import Memory
-from obsmem.turn import Turn
+from obsmem.turn import Turn, retried_input
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -392,17 +392,9 @@ class ObservationalMemoryProvider(HistoryProvider):
         count = 0
         while count < len(new) and new[-1 - count].role == "user":
             count += 1
-        if not count:
-            return new
-        try:
-            newest = (await self.memory.store.list_messages(thread, limit=count, newest_first=True))[::-1]
-        except ThreadNotFoundError:
-            return new
-        if len(newest) != count:
-            return new
+        newest = await retried_input(self.memory.store, thread, new[len(new) - count:], same=_same) if count else None
         given = {m.id for m in new}
-        if any(stored.role != "user" or stored.id in given or not _same(stored, message)
-               for stored, message in zip(newest, new[-count:], strict=True)):
+        if newest is None or any(m.id in given for m in newest):
             return new
         return [*new[:-count], *(_as_stored(m, stored) for m, stored in zip(new[-count:], newest, strict=True))]
 

@@ -53,10 +53,10 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from obsmem import ContextWindow
-from obsmem.errors import InvalidInputError, ThreadNotFoundError
+from obsmem.errors import InvalidInputError
 from obsmem.integrations._ids import scoped_id
 from obsmem.memory import Memory
-from obsmem.turn import Turn
+from obsmem.turn import Turn, retried_input
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -515,6 +515,12 @@ class _Plan:
     matched: set[str] = field(default_factory=set)
 
 
+def _same_parts(stored: Message, given: Message) -> bool:
+    """``given`` is ``stored`` given again: the same role and parts (a content block obsmem has no
+    part for is a data part here, and counts)."""
+    return stored.role == given.role and stored.parts == given.parts
+
+
 class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Observational memory for ``create_agent``: put it where ``SummarizationMiddleware`` would go.
 
@@ -716,15 +722,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if not count:
             return
         prompts = plan.new[-count:]
-        try:
-            newest = (await self.memory.store.list_messages(thread, limit=count, newest_first=True))[::-1]
-        except ThreadNotFoundError:
-            return
-        if len(newest) != count:
-            return
+        newest = await retried_input(self.memory.store, thread, prompts, same=_same_parts)
         held = {own for _, own, _ in plan.ids if own is not None}
-        if any(stored.role != "user" or stored.id == prompt.id or stored.id in held or stored.parts != prompt.parts
-               for stored, prompt in zip(newest, prompts, strict=True)):
+        if newest is None or any(stored.id in held for stored in newest):
             return
         taken = {id(messages[len(messages) - count + i]): stored for i, stored in enumerate(newest)}
         for prompt, stored in zip(prompts, newest, strict=True):

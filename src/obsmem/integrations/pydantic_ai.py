@@ -75,9 +75,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("obsmem.integrations.pydantic_ai needs: pip install 'obsmem[pydantic-ai]'") from exc
 
-from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
+from obsmem.errors import ConfigError, InvalidInputError
 from obsmem.memory import Memory
-from obsmem.turn import Turn
+from obsmem.turn import Turn, retried_input
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -714,15 +714,10 @@ class ObservationalMemory(AbstractCapability[Any]):
         if tag is None or prompt.id not in tag:
             return new  # the new user message is not the run's prompt
         thread = self._thread_id()
-        try:
-            newest = await self.memory.store.list_messages(thread, limit=1, newest_first=True)
-        except ThreadNotFoundError:
-            return new
-        if not newest:
+        newest = await retried_input(self.memory.store, thread, [prompt])
+        if newest is None:
             return new
         stored = newest[0]
-        if stored.role != "user" or stored.id == prompt.id or _shown(stored) != _shown(prompt):
-            return new
         _tag(history[-1], [stored.id if i == prompt.id else i for i in tag])
         self._where[stored.id] = thread
         return [*new[:-1], stored]

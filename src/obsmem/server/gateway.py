@@ -65,7 +65,8 @@ from obsmem import telemetry
 from obsmem.models.sse import parse_sse
 from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, AnthropicStream, anthropic_request, chat_completion, sse_chunk
 from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError, error_body
-from obsmem.server.rest import Caller, ServiceDep
+from obsmem.server.rest import Caller, ServiceDep, call_history
+from obsmem.turn import retried_input
 from obsmem.server.service import Service
 
 __all__ = ["ChatAnswer", "ResponsesAnswer", "UpstreamTimeoutError", "router"]
@@ -169,33 +170,12 @@ async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> l
     a client retrying a request whose attempt saved it and then failed (a 429, a dropped
     connection; the ``openai`` client retries by itself). Passed as copies, they are not saved
     again. The same words after an answer are a new message."""
-    if not parsed:
-        return parsed
-    tail = (await service.memory.store.list_messages(thread_id, limit=len(parsed), newest_first=True))[::-1]
-    same = len(tail) == len(parsed) and all(
-        old.role == new.role and [p.model_dump() for p in old.parts] == [p.model_dump() for p in new.parts]
-        for old, new in zip(tail, parsed, strict=True)
-    )
-    return tail if same else parsed
+    stored = await retried_input(service.memory.store, thread_id, parsed, same=_same_parts)
+    return parsed if stored is None else stored
 
 
-#: How many of a thread's newest messages a request with tool results reads for their calls.
-HISTORY_TAIL = 256
-
-
-async def _history(service: Service, thread_id: str, answered: set[str], made: set[str]) -> list[Message]:
-    """The stored messages holding the tool calls a request's results (``answered``, by call id)
-    answer, when the request does not make them itself (``made``): a result's tool is named on
-    its call. The thread's :data:`HISTORY_TAIL` newest messages (the gateway saved the calls with
-    the answer before them), the whole thread only for a call older than those; none without
-    such a result. A request's reads do not grow with the conversation."""
-    wanted = answered - made
-    if not wanted:
-        return []
-    recent = (await service.memory.store.list_messages(thread_id, limit=HISTORY_TAIL, newest_first=True))[::-1]
-    if wanted <= {c.tool_call_id for m in recent for c in m.tool_calls} or len(recent) < HISTORY_TAIL:
-        return recent
-    return await service.memory.list_messages(thread_id)
+def _same_parts(stored: Message, given: Message) -> bool:
+    return stored.role == given.role and stored.parts == given.parts
 
 
 #: What the gateway asks its upstream for: an unencoded body. It relays the bytes as they come,
@@ -831,7 +811,7 @@ async def chat_completions(
     new = _after_last(conversation, lambda m: m.get("role") == "assistant")
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
-    history = await _history(
+    history = await call_history(
         service, thread_id, {str(m.get("tool_call_id")) for m in new if m.get("role") == "tool"},
         {str(c.get("id")) for m in new if isinstance(m.get("tool_calls"), list) for c in m["tool_calls"]
          if isinstance(c, dict)},
@@ -874,7 +854,7 @@ async def responses(
     new = _after_last(conversation, _is_answer)
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
-    history = await _history(
+    history = await call_history(
         service, thread_id, {str(i.get("call_id")) for i in new if i.get("type") == "function_call_output"},
         {str(i.get("call_id")) for i in new if i.get("type") == "function_call"},
     )

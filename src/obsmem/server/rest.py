@@ -141,8 +141,8 @@ def context_json(context: ContextWindow) -> dict[str, Any]:
     }
 
 
-#: How many of a thread's newest messages an OpenAI-format request reads for the tool calls its
-#: ``tool`` messages answer (the whole thread only when a call is older than them).
+#: How many of a thread's newest messages a request reads for the tool calls its results answer
+#: (the whole thread only when a call is older than them; see :func:`call_history`).
 HISTORY_TAIL = 256
 
 
@@ -164,9 +164,18 @@ async def _call_history(service: Service, thread_id: str, body: MessagesIn) -> l
         i for m in body.messages if isinstance(m.get("tool_calls"), list)
         for call in m["tool_calls"] if isinstance(call, dict) and isinstance(i := call.get("id"), str)
     }
+    return await call_history(service, thread_id, answered, made) or None
+
+
+async def call_history(service: Service, thread_id: str, answered: set[str], made: set[str]) -> list[Message]:
+    """The stored messages holding the tool calls a request's results answer (``answered``, by
+    call id) when the request does not make them itself (``made``): a result's tool is named on
+    its call. The thread's :data:`HISTORY_TAIL` newest messages, the whole thread only for a
+    call older than those; none without such a result. A request's reads do not grow with the
+    conversation (REST and the gateway)."""
     wanted = answered - made
     if not wanted:
-        return None
+        return []
     recent = (await service.memory.store.list_messages(thread_id, limit=HISTORY_TAIL, newest_first=True))[::-1]
     if wanted <= {c.tool_call_id for m in recent for c in m.tool_calls} or len(recent) < HISTORY_TAIL:
         return recent
