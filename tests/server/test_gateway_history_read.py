@@ -30,6 +30,8 @@ def test_a_tool_loop_on_a_long_thread_does_not_read_the_whole_thread(env: Env) -
     with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=120) as client:
         _long_thread(client, "gh-1")
     env.live.call(env.live.service.memory.observe("gh-1"))
+    # the memory work that observation started (knowledge capture may read the whole thread) done
+    env.live.call(env.live.service.memory.settled())
     openai = client_for(env, "gh-1")
     asked = openai.chat.completions.create(model="m", tools=TOOLS, messages=[
         {"role": "user", "content": "What is the weather in Oslo today?"}])

@@ -67,6 +67,8 @@ def test_an_openai_turn_on_a_long_thread_does_not_read_the_whole_thread(env: Env
     with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=120) as client:
         _long_thread(client, "roh-1")
         env.live.call(env.live.service.memory.observe("roh-1"))  # the history observed: the window is short
+        # the memory work that observation started (knowledge capture may read the whole thread) done
+        env.live.call(env.live.service.memory.settled())
         with RowsRead(env) as read:
             began = client.post("/api/threads/roh-1/turns", json={
                 "format": "openai", "messages": [{"role": "user", "content": "And the hotel?"}]})
