@@ -41,7 +41,7 @@ stored, never sent to a model again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from obsmem import ContextWindow
@@ -78,6 +78,8 @@ _UNKNOWN = "openai-agents-item"
 _SUPPORTED = {"message", "function_call", "function_call_output", "reasoning"}
 _EXTRA_KEYS = ("id", "status", "provider_data")
 _CONTENT = "_obsmem_original_content"  # a message item's content as the SDK gave it (see _convertible)
+#: How many stored messages :meth:`ObsmemSession.pop_item` reads at a time, newest first.
+_POP_PAGE = 16
 
 
 def _item(raw: object, index: int) -> dict[str, Any]:
@@ -401,36 +403,44 @@ class ObsmemSession:
         request: the parts go from the stored messages, and a message left empty is deleted.
         Observations already made from them stay. A thread of another resource is refused
         (:class:`~obsmem.errors.InvalidInputError`), as :meth:`get_items` refuses it.
+
+        It reads the thread's newest messages (:data:`_POP_PAGE` at a time), older ones only as
+        far as the item or the call it answers lies: an undo does not read the whole thread.
         """
         await self._end_turn()
         try:
             await self.memory.get_thread(self.session_id, resource_id=self.resource_id)  # this user's only
-            stored = await self.memory.list_messages(self.session_id)
+            newer = self._pages()
+            try:
+                changed, popped = await _pop_newest(newer)
+            finally:
+                await newer.aclose()
         except ThreadNotFoundError:
             return None
-        for index in range(len(stored) - 1, -1, -1):
-            message = stored[index]
-            items = [cast(dict[str, Any], i) for i in to_agents_items([message])]
-            if not items:
-                continue
-            popped = items[-1]
-            changed: dict[str, Message | None] = {message.id: _without_item(message, popped)}
-            call_id = popped.get("call_id")
-            if popped.get("type") == "function_call_output":
-                for earlier in reversed(stored[: index + 1]):
-                    current = changed.get(earlier.id, earlier)
-                    if current is not None and any(c.tool_call_id == call_id for c in current.tool_calls):
-                        call = {"type": "function_call", "call_id": call_id}
-                        changed[earlier.id] = _without_item(current, call)
-                        break
-            kept = [m for m in changed.values() if m is not None]
-            if kept:
-                await self.memory.store.save_messages(self.session_id, kept)
-            gone = [i for i, m in changed.items() if m is None]
-            if gone:
-                await self.memory.store.delete_messages(gone)
-            return cast("TResponseInputItem", popped)
-        return None
+        if popped is None:
+            return None
+        kept = [m for m in changed.values() if m is not None]
+        if kept:
+            await self.memory.store.save_messages(self.session_id, kept)
+        gone = [i for i, m in changed.items() if m is None]
+        if gone:
+            await self.memory.store.delete_messages(gone)
+        return cast("TResponseInputItem", popped)
+
+    async def _pages(self) -> AsyncGenerator[Message, None]:
+        """The thread's stored messages, newest first, read :data:`_POP_PAGE` at a time: undo
+        reads the newest few (further back only as far as what it pops lies), never the whole
+        thread for one item."""
+        before: int | None = None
+        while True:
+            page = await self.memory.store.list_messages(
+                self.session_id, before_seq=before, limit=_POP_PAGE, newest_first=True
+            )
+            for message in page:
+                yield message
+            if len(page) < _POP_PAGE or page[-1].seq is None:
+                return
+            before = page[-1].seq
 
     async def clear_session(self) -> None:
         """Delete the thread: its messages and its observations. A thread of another resource is
@@ -441,6 +451,30 @@ class ObsmemSession:
         except ThreadNotFoundError:
             return
         await self.memory.delete_thread(self.session_id)
+
+
+async def _pop_newest(newer: AsyncIterator[Message]) -> tuple[dict[str, Message | None], dict[str, Any] | None]:
+    """The newest item of the messages ``newer`` gives (newest first) and what its popping
+    changes (a message left empty: None); with a ``function_call_output``, its call too (in the
+    same message or an older one: read on only as far as it lies)."""
+    async for message in newer:
+        items = [cast(dict[str, Any], i) for i in to_agents_items([message])]
+        if items:
+            break
+    else:
+        return {}, None
+    popped = items[-1]
+    changed: dict[str, Message | None] = {message.id: _without_item(message, popped)}
+    call_id = popped.get("call_id")
+    if popped.get("type") == "function_call_output":
+        earlier: Message | None = message
+        while earlier is not None:
+            current = changed.get(earlier.id, earlier)
+            if current is not None and any(c.tool_call_id == call_id for c in current.tool_calls):
+                changed[earlier.id] = _without_item(current, {"type": "function_call", "call_id": call_id})
+                break
+            earlier = await anext(newer, None)
+    return changed, popped
 
 
 def _without_item(message: Message, item: dict[str, Any]) -> Message | None:
