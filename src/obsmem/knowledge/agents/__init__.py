@@ -13,7 +13,14 @@ from obsmem.knowledge.agents.capture import CaptureAgent
 from obsmem.knowledge.agents.common import AgentRun, AgentSettings, thread_scope
 from obsmem.knowledge.agents.curate import CAPTURE_GUIDANCE, CurateAgent, curation_due
 from obsmem.knowledge.agents.extract import Proposal, Statement, propose, statements
-from obsmem.knowledge.agents.lanes import LANE_PREFIX, LaneBusyError, Lanes, LaneState, backoff_delay
+from obsmem.knowledge.agents.lanes import (
+    LANE_PREFIX,
+    LaneBusyError,
+    LaneLostError,
+    Lanes,
+    LaneState,
+    backoff_delay,
+)
 from obsmem.knowledge.agents.learn import LearnAgent, evidence_id
 from obsmem.knowledge.agents.metrics import KnowledgeScore, score_knowledge
 from obsmem.knowledge.agents.pins import PIN_NODE, PinBoard, PinnedBlock
@@ -32,6 +39,7 @@ __all__ = [
     "KnowledgeAgents",
     "KnowledgeScore",
     "LaneBusyError",
+    "LaneLostError",
     "LaneState",
     "Lanes",
     "LearnAgent",

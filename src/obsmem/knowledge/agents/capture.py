@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -319,12 +319,15 @@ class CaptureAgent:
         self.store = store
         self.settings = settings
 
-    async def _node(self, name: str, kind: str, context: Scope) -> Node:
+    async def _node(self, name: str, kind: str, context: Scope,
+                    fence: Callable[[], Awaitable[None]] | None = None) -> Node:
         level = clamp_level(self.settings.node_level, self.settings.ceiling)
         scope = context.at(level).key
         found = await self.store.resolve_node(name, context.key)
         if found is not None:
             return found
+        if fence is not None:
+            await fence()
         return await self.store.create_node(
             name, kind, scope, actor=ACTOR, reason=f"capture: first fact about {name}"
         )
@@ -373,8 +376,13 @@ class CaptureAgent:
             note = f"Capture-time pin dropped: {refused}"
             report.detail = f"{report.detail}; {note}" if report.detail else note
 
-    async def run(self, observations: str, context: Scope, *, source_thread_id: str) -> AgentRun:
-        """Capture the user's stated facts in ``observations`` (one committed delta)."""
+    async def run(self, observations: str, context: Scope, *, source_thread_id: str,
+                  fence: Callable[[], Awaitable[None]] | None = None) -> AgentRun:
+        """Capture the user's stated facts in ``observations`` (one committed delta).
+
+        ``fence``: awaited before each write; it raises when the run may no longer write (its
+        lane was taken over by another worker, :meth:`~obsmem.knowledge.agents.lanes.Lanes.fence`),
+        which stops the run there: the other worker captures this delta."""
         report = AgentRun("capture")
         proposals = await self.proposals(observations, context, report)
         if not proposals:
@@ -385,7 +393,7 @@ class CaptureAgent:
         for proposal in proposals:
             node = nodes.get(proposal.node)
             if node is None:
-                node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context)
+                node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context, fence)
                 existing[node.id] = FactIndex(await self._existing(node, context))
             index, wanted = existing[node.id], Said.of(proposal.text)
             if index.holder(wanted, accept=lambda record: not index.changed_since(
@@ -397,6 +405,8 @@ class CaptureAgent:
                 metadata["replaces"] = list(proposal.replaces)
             if proposal.value is not None:
                 metadata["value"] = proposal.value
+            if fence is not None:
+                await fence()
             outcome = await capture_record(
                 self.store,
                 node.id,
@@ -418,6 +428,8 @@ class CaptureAgent:
             report.written.append(outcome.record)
             existing[node.id].add(outcome.record)
             if proposal.pin and self.settings.capture_pinning:
+                if fence is not None:
+                    await fence()
                 await self._pin(outcome.record, context, report)
         if not report.written and not report.refused:
             report.status = "no-op"

@@ -7,6 +7,14 @@ so two processes (an application and an ``obsmem worker``) see one state and nev
 their updates. Nothing here is process-local. A deleted thread's lanes go with it
 (:meth:`Lanes.forget_thread`, called by ``Memory.delete_thread`` and ``delete_resource``).
 
+A run's lease is renewed while it runs, and it is *fenced*: a run that loses its lease (it
+expired while the process stalled, and another holder took the lane) must not write as if it
+still held it. :meth:`Lanes.check` (which the agents call before each write of a run, see
+:meth:`Lanes.fence`) and :meth:`Lanes.write` renew the lease compare-and-set on the fencing token
+it was taken with, and raise :class:`LaneLostError` when it is gone: the new holder read the
+lane's state (and whatever the old one had written) after the old one's last renewal, so what
+the old one would write now is what the new one does again.
+
 Backoff: a failed run (including a run that ran but did not advance its cursor) sets
 ``failures += 1`` and ``next_attempt_at = now + min(60 s * 2**(failures-1), 1 h)``; a run that
 advanced clears both. A run that was skipped (not due, lane busy) leaves the state untouched.
@@ -17,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +42,7 @@ __all__ = [
     "LANE_AGENTS",
     "LANE_PREFIX",
     "LaneBusyError",
+    "LaneLostError",
     "LaneState",
     "Lanes",
     "backoff_delay",
@@ -47,6 +57,16 @@ BACKOFF_MAX_S = 3600.0
 
 class LaneBusyError(RuntimeError):
     """Another process holds the lane's lease: the run is skipped, the state untouched."""
+
+
+class LaneLostError(LaneBusyError):
+    """The run's lease on its lane expired and another holder took it (or it was released): the
+    run stops, writing nothing more; the new holder does the work from the lane's state."""
+
+
+#: The lanes held by the running task (and the tasks it starts): lane key → (the Lanes holding it,
+#: the fencing token it was taken with). What a run holds, not a lock: the store's lease decides.
+_HELD: ContextVar[Mapping[str, tuple[Lanes, int]]] = ContextVar("obsmem_knowledge_lanes_held", default={})
 
 
 def backoff_delay(failures: int) -> float:
@@ -150,12 +170,37 @@ class Lanes:
         return LaneState.loads(await self.store.get_working_memory(self.key(lane)))
 
     async def write(self, lane: str, state: LaneState) -> None:
+        """Store the lane's state; inside :meth:`hold`, only while the run still holds the lane
+        (:meth:`check`; LaneLostError otherwise, and nothing is written)."""
+        await self.check(lane)
         await self.store.set_working_memory(self.key(lane), state.dumps())
+
+    async def check(self, lane: str) -> None:
+        """When this task holds ``lane`` (inside :meth:`hold`): renew its lease, compare-and-set on
+        the fencing token it was taken with, so the run may write for the lease's TTL from now.
+        Raises LaneLostError when the lease expired, was released or another holder took it.
+        Outside a hold of this Lanes: nothing to check."""
+        key = self.key(lane)
+        held = _HELD.get().get(key)
+        if held is None or held[0] is not self:
+            return
+        lease = await self.store.renew_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
+        if lease is None or lease.token != held[1]:
+            raise LaneLostError(f"lane {lane!r} was taken over by another holder while this run went on")
+
+    def fence(self, lane: str) -> Callable[[], Awaitable[None]] | None:
+        """:meth:`check` of ``lane`` for an agent to call before each write of its run, when this
+        task holds the lane; None otherwise."""
+        held = _HELD.get().get(self.key(lane))
+        if held is None or held[0] is not self:
+            return None
+        return lambda: self.check(lane)
 
     @asynccontextmanager
     async def hold(self, lane: str, *, wait_s: float = 0.0) -> AsyncIterator[LaneState]:
-        """Hold the lane's lease for a run; yields its state. Raises LaneBusyError if another
-        holder keeps it for ``wait_s`` (real) seconds more (0: do not wait)."""
+        """Hold the lane's lease for a run (renewed while it runs, and checked by :meth:`check`
+        and :meth:`write`); yields its state. Raises LaneBusyError if another holder keeps it
+        for ``wait_s`` (real) seconds more (0: do not wait)."""
         key = self.key(lane)
         waited = 0.0
         while not await leasing.acquired(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock):
@@ -165,8 +210,18 @@ class Lanes:
             waited += 0.05
         # Released at the run's end whatever ends it (a request's deadline cancelling every
         # await of the cleanup left the lane held for its TTL).
-        async with leasing.holding(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock, renew=False):
-            yield await self.read(lane)
+        async with leasing.holding(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock):
+            lease = await self.store.get_lease(key)
+            if lease is None or lease.owner != self.owner or lease.is_expired(self.clock.now()):
+                raise LaneLostError(f"lane {lane!r} was taken over by another holder as this run began")
+            held = _HELD.set({**_HELD.get(), key: (self, lease.token)})
+            try:
+                yield await self.read(lane)
+            finally:
+                try:
+                    _HELD.reset(held)
+                except ValueError:  # left from another context: this run's entry goes all the same
+                    _HELD.set({k: v for k, v in _HELD.get().items() if k != key})
 
     async def all_lanes(self) -> dict[str, LaneState]:
         """Every lane with a stored state (for ``obsmem worker`` and inspection)."""

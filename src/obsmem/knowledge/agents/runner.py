@@ -18,7 +18,7 @@ from obsmem.clock import Clock, SystemClock
 from obsmem.knowledge.agents.capture import CaptureAgent
 from obsmem.knowledge.agents.common import AgentRun, AgentSettings, thread_scope
 from obsmem.knowledge.agents.curate import CurateAgent
-from obsmem.knowledge.agents.lanes import Lanes
+from obsmem.knowledge.agents.lanes import LaneLostError, Lanes
 from obsmem.knowledge.agents.learn import LearnAgent
 from obsmem.knowledge.agents.pins import PinBoard, PinnedBlock
 from obsmem.knowledge.agents.remind import Reminder, RemindAgent
@@ -129,9 +129,17 @@ class KnowledgeAgents:
             return AgentRun("capture", "skipped", detail="capture is off")
         if self.redact is not None:
             observations = self.redact(observations)
+        # Inside the thread's capture lane (held by this process): each write checks the lane is
+        # still this run's, so a run that lost it to another worker stops instead of writing again
+        # what that worker captures.
+        fence = self.lanes.fence(f"capture:{source_thread_id}")
         with _agent_run("capture", context, source_thread_id) as span:
             try:
-                run = await self.capturer.run(observations, context, source_thread_id=source_thread_id)
+                run = await self.capturer.run(observations, context, source_thread_id=source_thread_id,
+                                              fence=fence)
+            except LaneLostError as lost:  # not a failure: the new holder captures this delta
+                _ran(span, self._kept(AgentRun("capture", "skipped", detail=str(lost))))
+                raise
             except Exception as exc:
                 _ran(span, self._kept(AgentRun("capture", "failed", detail=f"{type(exc).__name__}: {exc}")))
                 raise  # the caller keeps its cursor before this delta
