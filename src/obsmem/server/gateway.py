@@ -815,6 +815,7 @@ async def chat_completions(
         service, thread_id, {str(m.get("tool_call_id")) for m in new if m.get("role") == "tool"},
         {str(c.get("id")) for m in new if isinstance(m.get("tool_calls"), list) for c in m["tool_calls"]
          if isinstance(c, dict)},
+        argument="messages",
     )
     parsed = await _retried(service, thread_id, from_openai(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -857,6 +858,7 @@ async def responses(
     history = await call_history(
         service, thread_id, {str(i.get("call_id")) for i in new if i.get("type") == "function_call_output"},
         {str(i.get("call_id")) for i in new if i.get("type") == "function_call"},
+        argument="input",
     )
     parsed = await _retried(service, thread_id, from_openai_responses(new, history=history))
     model = body.get("model") if isinstance(body.get("model"), str) else None

@@ -141,9 +141,14 @@ def context_json(context: ContextWindow) -> dict[str, Any]:
     }
 
 
-#: How many of a thread's newest messages a request reads for the tool calls its results answer
-#: (the whole thread only when a call is older than them; see :func:`call_history`).
+#: How many of a thread's messages a request reads at a time, newest first, for the tool calls
+#: its results answer (see :func:`call_history`).
 HISTORY_TAIL = 256
+#: How far back (in messages) :func:`call_history` looks for the call a tool result answers: a
+#: result whose call is not among the thread's newest ``HISTORY_REACH`` messages is refused (400),
+#: so a result naming a call that exists nowhere reads at most this many rows, however long the
+#: thread.
+HISTORY_REACH = 2048
 
 
 async def _call_history(service: Service, thread_id: str, body: MessagesIn) -> list[Message] | None:
@@ -167,19 +172,38 @@ async def _call_history(service: Service, thread_id: str, body: MessagesIn) -> l
     return await call_history(service, thread_id, answered, made) or None
 
 
-async def call_history(service: Service, thread_id: str, answered: set[str], made: set[str]) -> list[Message]:
+async def call_history(
+    service: Service, thread_id: str, answered: set[str], made: set[str], *, argument: str = "messages"
+) -> list[Message]:
     """The stored messages holding the tool calls a request's results answer (``answered``, by
     call id) when the request does not make them itself (``made``): a result's tool is named on
-    its call. The thread's :data:`HISTORY_TAIL` newest messages, the whole thread only for a
-    call older than those; none without such a result. A request's reads do not grow with the
-    conversation (REST and the gateway)."""
+    its call. The thread's newest messages, read :data:`HISTORY_TAIL` at a time back to the
+    oldest such call, never further than :data:`HISTORY_REACH`; none without such a result. A
+    call older than that (or one that exists nowhere, on a thread longer than that) is refused
+    with :class:`~obsmem.errors.InvalidInputError` naming ``argument``: a request's reads do not
+    grow with the conversation (REST and the gateway). On a shorter thread a call that exists
+    nowhere is left to the converter to refuse."""
     wanted = answered - made
     if not wanted:
         return []
-    recent = (await service.memory.store.list_messages(thread_id, limit=HISTORY_TAIL, newest_first=True))[::-1]
-    if wanted <= {c.tool_call_id for m in recent for c in m.tool_calls} or len(recent) < HISTORY_TAIL:
-        return recent
-    return await service.memory.list_messages(thread_id)
+    read: list[Message] = []  # newest first
+    while True:
+        limit = min(HISTORY_TAIL, HISTORY_REACH - len(read))
+        page = await service.memory.store.list_messages(
+            thread_id, before_seq=read[-1].seq if read else None, limit=limit, newest_first=True
+        )
+        read.extend(page)
+        missing = wanted - {c.tool_call_id for m in read for c in m.tool_calls}
+        if not missing or len(page) < limit:  # every call found, or the whole thread read
+            return read[::-1]
+        if len(read) >= HISTORY_REACH:
+            break
+    names = ", ".join(repr(i) for i in sorted(missing))
+    raise InvalidInputError(
+        f"a tool result answers {names}, but no tool call with that id is among this thread's newest "
+        f"{HISTORY_REACH} messages (results are matched to calls that recent); send the assistant "
+        "message that made the call with its result", argument=argument,
+    )
 
 
 def _parsed(body: MessagesIn, history: list[Message] | None = None) -> list[Message] | list[dict[str, Any]]:
