@@ -55,8 +55,9 @@ class ReviewQueue:
     async def _restore_superseded(self, rejected: Record, scope: str, reason: str) -> None:
         everything = RecordView(include_candidates=True, include_deleted=True, include_superseded=True)
         after: str | None = None
-        while True:
-            page = await self.store.list_about(rejected.node_id, scope, view=everything, after=after, limit=500)
+        while True:  # the records it superseded only, not the whole node (each rejection would read it)
+            page = await self.store.list_superseded_by(rejected.id, scope, view=everything, after=after,
+                                                       limit=500)
             for record in page.items:
                 if record.superseded_by != rejected.id or record.deleted_at is None:
                     continue

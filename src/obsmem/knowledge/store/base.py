@@ -283,6 +283,17 @@ class TablesKnowledgeStore(ClosingContext):
     ) -> Page[Record]:
         return await self._read(lambda r: r.by_source(source_thread_id, scope, view, after, limit))
 
+    async def list_superseded_by(
+        self,
+        record_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]:
+        return await self._read(lambda r: r.superseded_by(record_id, scope, view, after, limit))
+
     async def list_candidates(
         self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False,
         threads: bool = False,

@@ -534,6 +534,21 @@ class KnowledgeStore(Protocol):
         limit: int = 100,
     ) -> Page[Record]: ...
 
+    async def list_superseded_by(
+        self,
+        record_id: str,
+        scope: str,
+        *,
+        view: RecordView = DEFAULT_VIEW,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> Page[Record]:
+        """The records removed as superseded by ``record_id`` (:attr:`Record.superseded_by`),
+        visible from ``scope`` in ``view``, oldest first. They are removed, so a view that shows
+        them includes deleted records (or reads ``as_of`` a time they held). A page reads those
+        records, not the rest of their node (none: an unknown or erased ``record_id``)."""
+        ...
+
     async def list_candidates(
         self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False,
         threads: bool = False,

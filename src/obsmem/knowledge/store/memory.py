@@ -143,6 +143,12 @@ class MemoryKnowledgeTables:
     def records_mentioning_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
         return _page(self.records.values(), lambda r: node_id in r.mentions, before, limit, newest_first=True)
 
+    def records_superseded_by(
+        self, record_id: str, node_id: str, after: str | None, limit: int
+    ) -> list[Record]:
+        return _page(self.records.values(), lambda r: r.superseded_by == record_id and r.node_id == node_id,
+                     after, limit, newest_first=False)
+
     def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if r.node_id == node_id and r.attribute == attribute]
 

@@ -287,6 +287,20 @@ class KnowledgeReads:
 
         return self._visible_page(_stream(fetch), scope, view, after, limit)
 
+    def superseded_by(
+        self, record_id: str, scope: str, view: RecordView, after: str | None, limit: int
+    ) -> Page[Record]:
+        """The records removed as superseded by ``record_id``, oldest first; ``after`` means ids
+        greater than it. Reads those records (and the successor), not the rest of their node."""
+        check_limit(limit)
+        _record_cursor(after)  # refused even where the record is gone
+        successor = self.t.record(record_id)
+        if successor is None:
+            return Page([], None)
+        node_id = successor.node_id
+        fetch = _stream(lambda c, n: self.t.records_superseded_by(record_id, node_id, c, n))
+        return self._visible_page(fetch, scope, view, after, limit)
+
     def candidates(
         self, scope: str, after: str | None, limit: int, *, within: bool = False, threads: bool = False
     ) -> Page[Record]:

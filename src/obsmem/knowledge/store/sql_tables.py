@@ -306,6 +306,20 @@ class SqlKnowledgeTables:
         )
         return self._docs(c.Record, sql, [*params, limit])
 
+    def records_superseded_by(
+        self, record_id: str, node_id: str, after: str | None, limit: int
+    ) -> list[c.Record]:
+        # Walks the node's (node_id, id) index, decoding only the rows that name the record.
+        field = self.dialect.json_field("doc", "superseded_by")
+        params: list[object] = [node_id, record_id]
+        bound = ""
+        if after is not None:
+            bound = " AND id > ?"
+            params.append(after)
+        sql = (f"SELECT doc FROM knowledge_records WHERE node_id = ? AND {field} = ?{bound} "
+               "ORDER BY node_id, id LIMIT ?")
+        return self._docs(c.Record, sql, [*params, limit])
+
     def attribute_records(self, node_id: str, attribute: str) -> list[c.Record]:
         sql = f"SELECT doc FROM knowledge_records WHERE node_id = ? AND {self.dialect.json_field('doc', 'attribute')} = ?"
         return self._docs(c.Record, sql, (node_id, attribute))

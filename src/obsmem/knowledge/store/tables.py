@@ -81,6 +81,13 @@ class KnowledgeTables(Protocol):
     def records_mentioning_page(self, node_id: str, before: str | None, limit: int) -> list[Record]:
         """:meth:`records_about_page` for the records mentioning the node."""
         ...
+    def records_superseded_by(
+        self, record_id: str, node_id: str, after: str | None, limit: int
+    ) -> list[Record]:
+        """At most ``limit`` records about the node whose ``superseded_by`` is ``record_id``, oldest
+        (lowest id) first, newer than ``after``: it reads what it returns, not the node's other
+        records (a supersession names a record about the same node)."""
+        ...
     def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
         """The records about the node with that ``attribute`` (a timeline), in no order."""
         ...
