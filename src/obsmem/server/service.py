@@ -25,6 +25,9 @@ __all__ = ["OpenTurn", "ServerSettings", "Service"]
 #: Turns begun over REST and never ended are ended (and forgotten) after this long.
 TURN_TTL_S = 600.0
 MAX_OPEN_TURNS = 1000
+#: The most turns past their TTL one request ends (:meth:`Service._expire`): with many expired at
+#: once, each request that begins or resumes a turn ends this many, not all of them in a row.
+EXPIRE_PER_REQUEST = 8
 #: The default bounds on a request body (``ServerSettings.max_body_bytes`` / ``max_import_bytes``).
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
@@ -127,10 +130,15 @@ class Service:
             await self._close_lease(turn_id)
 
     async def _expire(self) -> None:
+        """End the oldest turns past their TTL, :data:`EXPIRE_PER_REQUEST` at most (the rest at
+        the next requests), and the oldest beyond :data:`MAX_OPEN_TURNS`. ``turns`` is in the
+        order they were taken, so the first not yet expired ends the look."""
         now = time.monotonic()
-        for turn_id, entry in list(self.turns.items()):
-            if now - entry.started > TURN_TTL_S:
-                await self._end_quietly(turn_id)
+        for _ in range(EXPIRE_PER_REQUEST):
+            turn_id = next(iter(self.turns), None)
+            if turn_id is None or now - self.turns[turn_id].started <= TURN_TTL_S:
+                break
+            await self._end_quietly(turn_id)
         while len(self.turns) >= MAX_OPEN_TURNS:
             await self._end_quietly(next(iter(self.turns)))
 
@@ -154,7 +162,11 @@ class Service:
         store, now = self.memory.store, self.memory.clock.now()
         lease = await store.get_lease(_turn_key(turn_id))
         if lease is None or lease.is_expired(now):
-            self.turns.pop(turn_id, None)
+            # past its TTL: ended here as the TTL would end it, and its row goes (else it stayed)
+            if turn_id in self.turns:
+                await self._end_quietly(turn_id)
+            elif lease is not None:
+                await store.release_lease(lease.key, lease.owner)
             raise TurnNotFoundError(turn_id)
         if principal.org_id is not None and lease.owner != _owner(principal):
             raise TurnNotFoundError(turn_id)

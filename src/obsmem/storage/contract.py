@@ -75,7 +75,7 @@ import inspect
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
@@ -90,6 +90,8 @@ __all__ = [
     "BufferedReflection",
     "ClosingContext",
     "DeadWork",
+    "LEASE_PURGE_AFTER_S",
+    "LEASE_PURGE_BATCH",
     "Lease",
     "ObservationRecord",
     "Store",
@@ -229,6 +231,21 @@ class Lease(BaseModel):
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at <= now
+
+
+#: A lease expired at least this long ago (by an acquirer's clock) is deleted by the next new
+#: acquisition of another key (:meth:`Store.acquire_lease`), :data:`LEASE_PURGE_BATCH` rows at
+#: most each: a key taken once and never released (a REST turn its client left, a process killed
+#: while holding one) does not keep its row for ever. Long after any TTL obsmem uses, so no clock
+#: disagreement between processes takes a lease its holder still thinks is held, and a holder
+#: that finds its lease just expired may still release it.
+LEASE_PURGE_AFTER_S = 3600.0
+LEASE_PURGE_BATCH = 100
+
+
+def lease_purge_before(now: datetime) -> datetime:
+    """Leases with ``expires_at`` at or before this are purged by an acquisition at ``now``."""
+    return now - timedelta(seconds=LEASE_PURGE_AFTER_S)
 
 
 class WorkItem(BaseModel):
@@ -524,6 +541,10 @@ class Store(Protocol):
           ``expires_at = now + ttl_s``.
         * Held by another owner and not expired: None, and nothing changes.
 
+        A new acquisition (not a renewal) also deletes up to :data:`LEASE_PURGE_BATCH` other
+        leases expired at or before ``now - LEASE_PURGE_AFTER_S``
+        (:func:`lease_purge_before`): expired leases never released do not pile up.
+
         Of any number of callers racing for a free key, in one process or many, exactly one
         gets a lease. ``ttl_s`` must be positive and ``now`` timezone-aware, else
         InvalidInputError.
@@ -553,8 +574,9 @@ class Store(Protocol):
     async def list_leases(self, prefix: str = "") -> list[Lease]:
         """Stored leases whose key starts with ``prefix`` (literally, case-sensitive), by key.
 
-        Expired leases are included until someone takes or releases them; the store has no
-        clock of its own to filter them.
+        Expired leases are included until someone takes or releases them, or another key's
+        acquisition purges them (expired :data:`LEASE_PURGE_AFTER_S` before it); the store has
+        no clock of its own to filter them.
         """
         ...
 

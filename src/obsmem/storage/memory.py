@@ -38,11 +38,13 @@ from obsmem.errors import (
 )
 from obsmem.storage.ledger import check_target, check_window, matches, sum_calls
 from obsmem.storage.contract import (
+    LEASE_PURGE_BATCH,
     ClosingContext,
     Lease,
     ObservationRecord,
     WorkItem,
     WriteResult,
+    lease_purge_before,
     lineage_key,
 )
 from obsmem.storage.contract import DeadWork
@@ -461,11 +463,15 @@ class MemoryStore(ClosingContext):
     async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
         self._open()
         expires_at = lease_expiry(key, owner, ttl_s, now)
-        lease = acquired_lease(
-            self._leases.get(key), key, owner, now, expires_at, lambda: next(self._lease_tokens)
-        )
+        stored = self._leases.get(key)
+        lease = acquired_lease(stored, key, owner, now, expires_at, lambda: next(self._lease_tokens))
         if lease is not None:
             self._leases[key] = lease
+            if stored is None or stored.token != lease.token:  # a new acquisition: purge
+                cutoff = lease_purge_before(now)
+                stale = [k for k, held in self._leases.items() if k != key and held.expires_at <= cutoff]
+                for gone in stale[:LEASE_PURGE_BATCH]:
+                    del self._leases[gone]
         return lease
 
     async def renew_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:

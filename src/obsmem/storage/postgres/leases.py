@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import Lease
+from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, lease_purge_before
 from obsmem.storage.rules import acquired_lease, renewed_lease
 
 __all__ = ["acquire", "get", "list_by_prefix", "release", "renew"]
@@ -74,10 +74,19 @@ _STORE_NEW = (
 )
 
 
+# Up to LEASE_PURGE_BATCH other leases expired long ago (see contract.LEASE_PURGE_AFTER_S), deleted
+# by a new acquisition. SKIP LOCKED: a row another transaction is writing (its key being taken)
+# is left, so two acquirers purging at once never wait on each other's rows (no deadlock).
+_PURGE = (
+    "DELETE FROM leases WHERE key IN (SELECT key FROM leases WHERE key <> %(key)s "
+    "AND expires_at::timestamptz <= %(cutoff)s LIMIT %(batch)s FOR UPDATE SKIP LOCKED)"
+)
+
+
 async def acquire(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
     """Lock the key, read it, decide by the rules, write: one transaction whose statements go in
     pipeline mode, so an acquisition costs two round trips (BEGIN, the lock and the read; then the
-    write and COMMIT) instead of six. Runs on an autocommit connection, outside ``_run``'s
+    write, a new acquisition's purge of leases long expired, and COMMIT) instead of six. Runs on an autocommit connection, outside ``_run``'s
     transaction. Repeating it after a lost connection is safe: if the first one committed, the
     key is ours and unexpired, and the repeat renews it with the same token."""
     cur: psycopg.AsyncCursor[Any] | None = None
@@ -92,6 +101,8 @@ async def acquire(conn: Conn, key: str, owner: str, now: datetime, expires_at: d
                 raise StorageError("A free lease key was refused.")
             if lease is not None and fresh:
                 cur = await conn.execute(_STORE_NEW, lease.model_dump(mode="json"))
+                purge = {"key": key, "cutoff": lease_purge_before(now), "batch": LEASE_PURGE_BATCH}
+                await conn.execute(_PURGE, purge)
             elif lease is not None:  # the holder again: same token, later expiry
                 await _store(conn, lease)
             await conn.execute("COMMIT")  # leaving the pipeline sends these: the second round trip

@@ -16,10 +16,10 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import Lease
+from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, lease_purge_before
 from obsmem.storage.rules import acquired_lease, renewed_lease
 
-__all__ = ["acquire", "get", "list_by_prefix", "next_token", "release", "renew"]
+__all__ = ["acquire", "get", "list_by_prefix", "next_token", "purge_expired", "release", "renew"]
 
 Conn = sqlite3.Connection
 
@@ -68,10 +68,24 @@ def _store(conn: Conn, lease: Lease) -> None:
 
 
 def acquire(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
-    lease = acquired_lease(get(conn, key), key, owner, now, expires_at, lambda: next_token(conn))
+    stored = get(conn, key)
+    lease = acquired_lease(stored, key, owner, now, expires_at, lambda: next_token(conn))
     if lease is not None:
         _store(conn, lease)
+        if stored is None or stored.token != lease.token:  # a new acquisition
+            purge_expired(conn, key, now)
     return lease
+
+
+def purge_expired(conn: Conn, key: str, now: datetime) -> int:
+    """Delete up to :data:`LEASE_PURGE_BATCH` leases other than ``key`` expired at or before
+    :func:`lease_purge_before` (``now``); how many went. The times are ISO text with their
+    offsets, compared as instants (``julianday``; text no date function reads is never purged)."""
+    return conn.execute(
+        "DELETE FROM leases WHERE key IN (SELECT key FROM leases WHERE key <> :key "
+        "AND julianday(expires_at) <= julianday(:cutoff) LIMIT :batch)",
+        {"key": key, "cutoff": lease_purge_before(now).isoformat(), "batch": LEASE_PURGE_BATCH},
+    ).rowcount
 
 
 def renew(conn: Conn, key: str, owner: str, now: datetime, expires_at: datetime) -> Lease | None:
