@@ -453,7 +453,9 @@ class ObsmemSession:
         await self.memory.delete_thread(self.session_id)
 
 
-async def _pop_newest(newer: AsyncIterator[Message]) -> tuple[dict[str, Message | None], dict[str, Any] | None]:
+async def _pop_newest(
+    newer: AsyncIterator[Message],
+) -> tuple[dict[str, Message | None], dict[str, Any] | None]:
     """The newest item of the messages ``newer`` gives (newest first) and what its popping
     changes (a message left empty: None); with a ``function_call_output``, its call too (in the
     same message or an older one: read on only as far as it lies)."""
