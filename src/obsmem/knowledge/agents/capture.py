@@ -17,15 +17,18 @@ tombstones, trust and the audit log apply to it:
   records once and indexes what each says (:class:`FactIndex`): a proposal is compared only
   with the records that share its key, its words or its rarest tokens, not with every record;
 * a value the user tombstoned is refused by the store, which audits the refusal
-  (``write-refused``, actor ``capture``); the run reports it.
+  (``write-refused``, actor ``capture``); the run reports it. A text refused for a tombstoned
+  phone number or email address it gives beside other facts ("my phone is … and I moved to
+  Lisbon") loses only that value: its other clauses are captured on their own.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from obsmem.errors import InvalidInputError
@@ -37,10 +40,18 @@ from obsmem.knowledge.agents.common import (
     AgentSettings,
     content_tokens,
 )
-from obsmem.knowledge.agents.extract import Proposal, propose, statements
+from obsmem.knowledge.agents.extract import Proposal, Statement, conjoined, propose, statements
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
-from obsmem.knowledge.store.values import NEAR_DUPLICATE_JACCARD, near_duplicate, near_duplicate_tokens, value_key
+from obsmem.knowledge.store.ops import tombstone_refuses
+from obsmem.knowledge.store.values import (
+    NEAR_DUPLICATE_JACCARD,
+    near_duplicate,
+    near_duplicate_tokens,
+    normalise_value,
+    typed_values,
+    value_key,
+)
 
 __all__ = ["CaptureAgent", "FactIndex", "Said", "held"]
 
@@ -376,6 +387,34 @@ class CaptureAgent:
             note = f"Capture-time pin dropped: {refused}"
             report.detail = f"{report.detail}; {note}" if report.detail else note
 
+    async def _beside_tombstoned(self, proposal: Proposal, node: Node,
+                                 scope: str) -> tuple[list[Proposal], list[str]] | None:
+        """After the store refused ``proposal`` as tombstoned at ``scope``: when what refused it is
+        a tombstoned phone number or email address the text gives beside other facts in clauses
+        of their own (:func:`~obsmem.knowledge.agents.extract.conjoined`: "my phone is … and I
+        moved to Lisbon"), the proposals of the clauses to capture on their own (the store still
+        refuses any that gives the value again) and the clauses left out (those the tombstoned
+        text says itself). None, and the text stays refused whole, otherwise: one clause, a
+        tombstoned plain text (its clauses are what the reviewer refused), a forgotten value."""
+        clauses = conjoined(proposal.text)
+        if len(clauses) < 2:
+            return None
+        text = normalise_value(proposal.text)
+        tombstones = await self.store.list_tombstones(scope)
+        refusing = [t for t in tombstones if tombstone_refuses(t, node.id, scope, text)]
+        if not refusing or not all(typed_values(t.value) for t in refusing):
+            return None
+        kept: list[Proposal] = []
+        dropped: list[str] = []
+        for clause in clauses:
+            words = near_duplicate_tokens(clause)
+            if any(words <= near_duplicate_tokens(t.value) for t in refusing):
+                dropped.append(clause)  # the tombstoned text says it: refused with it
+                continue
+            for part in propose(Statement(clause, proposal.when), node=proposal.node, kind=proposal.kind):
+                kept.append(replace(part, level=proposal.level))
+        return kept, dropped
+
     async def run(self, observations: str, context: Scope, *, source_thread_id: str,
                   fence: Callable[[], Awaitable[None]] | None = None) -> AgentRun:
         """Capture the user's stated facts in ``observations`` (one committed delta).
@@ -390,7 +429,10 @@ class CaptureAgent:
             return report
         nodes: dict[str, Node] = {}
         existing: dict[str, FactIndex] = {}  # each node's records, read once a run, with what this run adds
-        for proposal in proposals:
+        # (proposal, whether it is a clause split off a refused text: never split again)
+        queue = deque((proposal, False) for proposal in proposals)
+        while queue:
+            proposal, split = queue.popleft()
             node = nodes.get(proposal.node)
             if node is None:
                 node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context, fence)
@@ -423,7 +465,13 @@ class CaptureAgent:
                 metadata=metadata,
             )
             if outcome.record is None:
-                report.refused.append(proposal.text)
+                beside = None if split else await self._beside_tombstoned(proposal, node, outcome.scope)
+                if beside is None:
+                    report.refused.append(proposal.text)
+                    continue
+                kept, dropped = beside  # the other clauses are captured on their own, next
+                report.refused.extend(dropped)
+                queue.extendleft((part, True) for part in reversed(kept))
                 continue
             report.written.append(outcome.record)
             existing[node.id].add(outcome.record)

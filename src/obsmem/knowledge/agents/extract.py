@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from obsmem.knowledge.store.scopes import Level
 
-__all__ = ["Proposal", "Statement", "attribute_of", "propose", "statements", "value_of"]
+__all__ = ["Proposal", "Statement", "attribute_of", "conjoined", "propose", "statements", "value_of"]
 
 _DATE = re.compile(r"^\s*Date:\s*([A-Z][a-z]{2,8})\s+(\d{1,2}),\s*(\d{4})\s*$")
 _LINE = re.compile(r"^\s*[*-]\s*(?:\S{1,3}\s+)?\((\d{1,2}):(\d{2})\)\s+User stated(:)?\s+(.*\S)\s*$")
@@ -123,6 +123,24 @@ def _clauses(body: str, merged: bool) -> list[str]:
             if len(clause.split()) >= 2:
                 out.append(clause)
     return out
+
+
+#: Where one clause ends and another, with a subject of its own, begins: "their phone number is … and
+#: they moved to Lisbon", "…; their email is …", "…, but their office is in Porto".
+#: Matched on a text whose spacing is single spaces, so no match attempt walks a run of them.
+_CONJOINED = re.compile(
+    r" ?; |,? (?:and|but) (?=(?:they|their|i|my|we|our|she|he|her|his)\b)"
+    r"| ?, (?=(?:they|their|i|my|we|our|she|he|her|his)\b)",
+    re.IGNORECASE,
+)
+
+
+def conjoined(text: str) -> list[str]:
+    """The clauses of one stated text that are joined with "and", "but", "," or ";" before a new
+    subject (each of two words or more), in order; ``[text]`` when it is one clause."""
+    parts = [part.strip().rstrip(" .;,") for part in _CONJOINED.split(" ".join(text.split()))]
+    parts = [part for part in parts if len(part.split()) >= 2]
+    return parts if len(parts) >= 2 else [text]
 
 
 def statements(text: str) -> list[Statement]:
