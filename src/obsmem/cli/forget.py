@@ -17,9 +17,9 @@ from rich.console import Console
 
 from obsmem import Memory, ObsmemError
 from obsmem.knowledge import Knowledge
-from obsmem.cli.render import counted, escape, escape_id
+from obsmem.cli.render import counted, escape, escape_id, one_line
 from obsmem.cli.stores import KnowledgeOption, describe_store, err_console, fail, open_for_reading, open_knowledge
-from obsmem.storage import Store, default_store_path
+from obsmem.storage import Lease, Store, default_store_path, leasing
 
 __all__ = ["delete_resource", "forget", "register"]
 
@@ -135,25 +135,39 @@ def delete_resource(
     yes: YesOption = False,
 ) -> None:
     """Delete a resource: its threads and messages, every observation generation, working memory,
-    queued work and leases; with --knowledge, its knowledge scope too."""
+    queued work and leases; with --knowledge, its knowledge scope too. Nothing is deleted while
+    another delete of the resource (from this command or the REST API) is under way."""
     opened = _open(store)
     _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
 
-    async def run() -> tuple[dict[str, int], bool, int]:
+    async def run() -> tuple[dict[str, int], bool, int] | list[Lease]:
         async with opened, _knowledge(knowledge) as graph:
             memory = Memory(opened, knowledge=graph)
             try:
-                # threads whose rows a delete cut off midway (its process died) had taken already
-                unfinished = len(await memory.unfinished_deletes(resource))
-                counts = await memory.delete_resource(resource)
-                return counts, await _log_truncated(opened), unfinished
+                # marked under way while it runs: another run then tells it from a cut-off one
+                async with leasing.erasing(opened, resource, clock=memory.clock) as mine:
+                    others = await leasing.erasing_elsewhere(opened, resource, clock=memory.clock, own=mine)
+                    if others:
+                        return others
+                    # threads whose rows a delete cut off midway (its process died) had taken already
+                    unfinished = len(await memory.unfinished_deletes(resource))
+                    counts = await memory.delete_resource(resource)
+                return counts, await _log_truncated(opened), unfinished  # (its lease's row gone first)
             finally:
                 await memory.aclose()
 
     try:
-        counts, truncated, unfinished = asyncio.run(run())
+        done = asyncio.run(run())
     except ObsmemError as exc:
         raise fail(str(exc)) from None
+    if isinstance(done, list):
+        holders = ", ".join(sorted({one_line(lease.owner) for lease in done}))
+        raise fail(
+            f"another delete of resource '{one_line(resource)}' is under way ({holders}); this run "
+            "deleted nothing. Run it again once that one is done (a delete whose process was killed "
+            f"stops counting as under way within {leasing.ERASING_TTL_S:.0f} s; the next run finishes it)."
+        )
+    counts, truncated, unfinished = done
     _summary(f"deleted resource '{resource}'", counts)
     _warn_log_kept(opened, truncated)
     if unfinished:

@@ -14,24 +14,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from obsmem.clock import Clock
 from obsmem.errors import ObsmemError
-from obsmem.storage.contract import Store
+from obsmem.storage.contract import Lease, Store
 from obsmem.storage.notes import key_id
 from obsmem.telemetry import log_failure
 
 __all__ = [
     "BUFFER_OBSERVATION",
     "BUFFER_REFLECTION",
+    "ERASING",
+    "ERASING_TTL_S",
     "LATE_RESULTS",
     "LINEAGE_LEASE_KINDS",
     "SYNC_OBSERVATION",
     "SYNC_REFLECTION",
     "acquired",
+    "erasing",
+    "erasing_elsewhere",
     "holding",
     "lineage_lease",
     "run_to_end",
@@ -163,3 +171,40 @@ async def _released(store: Store, key: str, owner: str) -> None:
             del left[key]
             if not left:
                 del _UNRELEASED[id(store)]
+
+
+#: A delete of a resource's data under way in a live process (``obsmem delete-resource``, the REST
+#: API's deletes): a lease of its own per delete, ``erasing:<sha256 of the resource id>:<random>``
+#: (no id in the store's rows or log once it is gone), owned by ``pid <n> on <host>``, renewed
+#: while the delete runs and released at its end. A delete whose notes are left with no such
+#: lease was cut off (its process killed; its lease, never released, expires within
+#: :data:`ERASING_TTL_S`); one with a lease is under way. ``Memory.delete_resource`` called by an
+#: application takes none: its deletes look cut off while they run.
+ERASING = "erasing"
+ERASING_TTL_S = 30.0
+
+
+def _erasing_prefix(resource_id: str) -> str:
+    return f"{ERASING}:{hashlib.sha256(resource_id.encode('utf-8')).hexdigest()}:"
+
+
+@contextlib.asynccontextmanager
+async def erasing(store: Store, resource_id: str, *, clock: Clock) -> AsyncIterator[str]:
+    """The ``async with`` body marked as a delete of ``resource_id``'s data under way (see
+    :data:`ERASING`); yields the key of its lease, for :func:`erasing_elsewhere`."""
+    key = _erasing_prefix(resource_id) + secrets.token_hex(8)
+    owner = f"pid {os.getpid()} on {socket.gethostname()}"
+    if not await acquired(store, key, owner, ttl_s=ERASING_TTL_S, clock=clock):  # pragma: no cover
+        raise ObsmemError(f"The lease {key} of a new delete was held already.")  # a fresh random key
+    async with holding(store, key, owner, ttl_s=ERASING_TTL_S, clock=clock):
+        yield key
+
+
+async def erasing_elsewhere(store: Store, resource_id: str, *, clock: Clock, own: str | None = None) -> list[Lease]:
+    """The leases of the other deletes of ``resource_id``'s data under way (not ``own``):
+    unexpired, so their processes are alive (see :data:`ERASING`)."""
+    now = clock.now()
+    return [
+        lease for lease in await store.list_leases(_erasing_prefix(resource_id))
+        if lease.key != own and not lease.is_expired(now)
+    ]
