@@ -51,11 +51,14 @@ async def _records(knowledge: Knowledge, memory: Memory) -> list[str]:
             if r.deleted_at is None]
 
 
+@pytest.mark.parametrize("main", ["sqlite", "postgres"])
 async def test_a_capture_that_lost_its_lane_writes_nothing_the_new_holder_captures(
-    tmp_path: Path, anyio_backend: str
+    tmp_path: Path, anyio_backend: str, main: str, request: pytest.FixtureRequest
 ) -> None:
+    """The two workers share the main store (the lanes' leases and state: SQLite or PostgreSQL)
+    and the knowledge store (one SQLite file)."""
     clock = FakeClock(start=START)
-    url = f"sqlite:///{tmp_path / 'main.db'}"
+    url = f"sqlite:///{tmp_path / 'main.db'}" if main == "sqlite" else request.getfixturevalue("postgres_url")
     async with Memory(url, config=config(), clock=clock) as app:  # observed, nothing captured yet
         async with app.turn(thread_id="t1", resource_id="alice", messages=[Message.user(SAID)]) as turn:
             await turn.step([Message.assistant("Noted.")])
