@@ -101,21 +101,26 @@ def test_rest_a_result_for_a_call_within_reach_is_named_and_one_beyond_it_refuse
         assert "call-far" in too_late.text and str(HISTORY_REACH) in too_late.text
 
 
-def _gateway_nowhere(env: Env, thread: str) -> tuple[openai.BadRequestError, int]:
+def _gateway_nowhere(env: Env, thread: str, api: str) -> tuple[openai.BadRequestError, int]:
     with RowsRead(env) as read, pytest.raises(openai.BadRequestError) as refused:
-        client_for(env, thread).chat.completions.create(model="m", messages=[
-            {"role": "tool", "tool_call_id": "call-nowhere", "content": "Oslo: 4 degrees"}])
+        if api == "chat":
+            client_for(env, thread).chat.completions.create(model="m", messages=[
+                {"role": "tool", "tool_call_id": "call-nowhere", "content": "Oslo: 4 degrees"}])
+        else:
+            client_for(env, thread).responses.create(model="m", input=[
+                {"type": "function_call_output", "call_id": "call-nowhere", "output": "Oslo: 4 degrees"}])
     return refused.value, read.rows
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
 def test_gateway_a_result_for_a_call_that_exists_nowhere_reads_the_same_rows_however_long_the_thread(
-    env: Env,
+    env: Env, api: str,
 ) -> None:
     with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=300) as client:
-        _thread(env, client, "hg-short", SHORT)
-        _thread(env, client, "hg-long", LONG)
-    short, short_rows = _gateway_nowhere(env, "hg-short")
-    long, long_rows = _gateway_nowhere(env, "hg-long")
+        _thread(env, client, f"hg-short-{api}", SHORT)
+        _thread(env, client, f"hg-long-{api}", LONG)
+    short, short_rows = _gateway_nowhere(env, f"hg-short-{api}", api)
+    long, long_rows = _gateway_nowhere(env, f"hg-long-{api}", api)
     assert long_rows == short_rows <= HISTORY_REACH, (short_rows, long_rows)
     for refused in (short, long):
         assert "call-nowhere" in str(refused) and str(HISTORY_REACH) in str(refused), refused
