@@ -9,14 +9,19 @@ deadlock: there, use ``await`` on ``Memory`` directly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence,
+)
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from obsmem.calls import UsageReport
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, ObsmemError, StoreClosedError
 from obsmem.memory import Memory
 from obsmem.om.context import ContextWindow
 from obsmem.om.engine import CycleOutcome
@@ -37,17 +42,87 @@ __all__ = ["SyncMemory", "SyncTurn"]
 T = TypeVar("T")
 
 
+def _closed(message: str) -> StoreClosedError:
+    """A StoreClosedError (what the async Memory raises once closed) saying what closed it."""
+    error = StoreClosedError()
+    error.args = (message,)
+    return error
+
+
 class _Portal:
-    """An event loop on a dedicated thread; ``call`` runs a coroutine there and waits."""
+    """An event loop on a dedicated thread; ``call`` runs a coroutine there and waits.
+
+    Every call is answered, whatever becomes of the loop. ``close`` refuses new calls, lets those
+    in flight finish (for at most its ``grace``; an ``interruptible`` one, a ``watch``, not at
+    all), cancels the rest, which raise StoreClosedError, then stops the loop. If the loop thread
+    stops any other way (a SystemExit or KeyboardInterrupt raised in work on it), the calls still
+    waiting and every later one raise StoreClosedError naming what stopped it. A caller
+    interrupted while it waits (Ctrl-C) has its call cancelled, and waits for that, before the
+    interruption reaches it (as ``asyncio.run`` cancels what Ctrl-C interrupts). In a process
+    forked from the one that made it, the portal has no thread (a fork copies only the forking
+    one): every call there is refused, and closing it there does nothing (the loop, its thread
+    and the store are the parent's).
+    """
 
     def __init__(self) -> None:
+        self._pid = os.getpid()
         self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()  # guards _state and _waiting
+        self._state: Literal["open", "closing", "closed", "dead"] = "open"
+        self._stopped_by: BaseException | None = None
+        # What callers wait for, until answered: what _run answers if the loop stops first.
+        self._waiting: set[concurrent.futures.Future[Any]] = set()
+        # The calls running on the loop (touched on the loop thread only): task -> (interruptible, future).
+        self._tasks: dict[asyncio.Task[Any], tuple[bool, concurrent.futures.Future[Any]]] = {}
         # A daemon thread, so a program that forgets close() still exits; close() (or the
         # context manager, or garbage collection via weakref.finalize) stops it properly.
-        self._thread = threading.Thread(target=self._loop.run_forever, name="obsmem-sync", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="obsmem-sync", daemon=True)
         self._thread.start()
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _run(self) -> None:
+        try:
+            self._loop.run_forever()
+        except BaseException as exc:  # noqa: BLE001 - reported to every caller instead
+            self._stopped_by = exc
+        finally:
+            with self._lock:
+                self._state = "closed" if self._state in ("closing", "closed") else "dead"
+                waiting, self._waiting = self._waiting, set()
+            refusal = self._refusal() or _closed("This SyncMemory has been closed; create a new one.")
+            for future in waiting:  # nothing will run these now: answer them
+                _answer(future, refusal)
+            self._loop.close()
+
+    def _refusal(self) -> ObsmemError | None:
+        """Why a call cannot run now (None: it can)."""
+        if os.getpid() != self._pid:
+            return InvalidInputError(
+                f"This SyncMemory was made in process {self._pid}, and this process ({os.getpid()}) was "
+                "forked from it: its event loop thread does not survive a fork. Create a new SyncMemory in "
+                "the child, after the fork (e.g. in gunicorn's post_fork hook, or run without --preload)."
+            )
+        if self._state == "dead":
+            return _closed(
+                f"This SyncMemory's event loop thread stopped ({self._stopped_by!r} was raised on it); "
+                "create a new one."
+            )
+        if self._state != "open":
+            return _closed("This SyncMemory has been closed; create a new one.")
+        return None
+
+    def check(self) -> None:
+        """Raise what a call would raise now, if anything."""
+        refusal = self._refusal()
+        if refusal is not None:
+            raise refusal
+
+    @property
+    def closed(self) -> bool:
+        return self._refusal() is not None
+
+    def call(self, coro: Coroutine[Any, Any, T], *, interruptible: bool = False) -> T:
+        """Run ``coro`` on the loop and wait for it; ``interruptible``: ``close`` cancels it at once
+        instead of waiting for it (a wait that may never end, such as a ``watch``)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -57,18 +132,114 @@ class _Portal:
             raise InvalidInputError(
                 "SyncMemory was called from inside a running event loop; use obsmem.Memory with await instead."
             )
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        return self._wait(future, lambda: self._submit(coro, future, interruptible=interruptible, closing=False))
 
-    @property
-    def closed(self) -> bool:
-        return self._loop.is_closed()
+    def _submit(
+        self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T], *, interruptible: bool,
+        closing: bool,
+    ) -> None:
+        with self._lock:
+            refusal = self._refusal()
+            if closing and self._state == "open":
+                self._state, refusal = "closing", None
+            if refusal is not None:
+                coro.close()
+                raise refusal
+            self._waiting.add(future)  # under the lock: _run answers it if the loop stops first
+            self._loop.call_soon_threadsafe(self._start, coro, future, interruptible)
 
-    def close(self) -> None:
-        if self._loop.is_closed():
+    def _start(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T], interruptible: bool) -> None:
+        if future.done():  # already answered (its caller was interrupted before it started)
+            coro.close()
             return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        task = self._loop.create_task(coro)
+        self._tasks[task] = (interruptible, future)
+        task.add_done_callback(lambda done: self._finish(done, future))
+
+    def _finish(self, task: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
+        self._tasks.pop(task, None)
+        if task.cancelled():
+            _answer(future, _closed("This SyncMemory was closed while this call was running."))
+        elif (error := task.exception()) is not None:
+            _answer(future, error)
+        elif not future.done():
+            future.set_result(task.result())
+
+    def _wait(self, future: concurrent.futures.Future[T], submit: Callable[[], None]) -> T:
+        """``submit()`` the call ``future`` answers, and wait for it."""
+        try:
+            submit()
+            return future.result()
+        except BaseException:
+            with self._lock:
+                submitted = future in self._waiting  # then someone answers it (see _run)
+            if submitted and not future.done():  # the caller was interrupted (Ctrl-C) while it waited
+                with contextlib.suppress(RuntimeError):  # the loop is closed: _run answered it
+                    self._loop.call_soon_threadsafe(self._cancel, future)
+                concurrent.futures.wait([future])  # the call stops before the caller goes on
+            raise
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
+
+    def _cancel(self, future: concurrent.futures.Future[Any]) -> None:
+        """On the loop: stop the call ``future`` waits for (its caller was interrupted)."""
+        for task, (_, waited) in self._tasks.items():
+            if waited is future:
+                task.cancel()
+                return
+        _answer(future, _closed("This call was interrupted before it started."))
+
+    async def _shutdown(self, aclose: Callable[[], Awaitable[None]] | None, grace: float | None) -> None:
+        """On the loop: let the calls in flight finish (``grace`` seconds at most), cancel the rest,
+        run ``aclose``, cancel what is left on the loop (as ``asyncio.run`` does), stop the loop."""
+        try:
+            me = asyncio.current_task()
+            calls = {task: interruptible for task, (interruptible, _) in self._tasks.items() if task is not me}
+            for task, interruptible in calls.items():
+                if interruptible:
+                    task.cancel()
+            if calls:
+                _, late = await asyncio.wait(calls, timeout=grace)
+                await _cancelled(late)
+            if aclose is not None:
+                await aclose()
+            await _cancelled({task for task in asyncio.all_tasks() if task is not me})
+            await self._loop.shutdown_asyncgens()
+        finally:
+            self._loop.stop()
+
+    def close(self, aclose: Callable[[], Awaitable[None]] | None = None, grace: float | None = None) -> None:
+        """Refuse new calls, finish (``grace`` seconds at most; None: no bound) or cancel those in
+        flight, await ``aclose()`` and stop the loop. Closing again waits for the first close."""
+        if os.getpid() != self._pid:
+            return  # a forked child: the loop, its thread and the store are the parent's
+        shutdown: concurrent.futures.Future[None] = concurrent.futures.Future()
+        coro = self._shutdown(aclose, grace)
+        if threading.current_thread() is self._thread:  # closed from the loop itself (a finalizer run
+            with contextlib.suppress(ObsmemError):  # there): it stops once the callback running returns
+                self._submit(coro, shutdown, interruptible=False, closing=True)
+            return
+        try:
+            # Closed or closing already, or its thread stopped on its own: StoreClosedError.
+            with contextlib.suppress(StoreClosedError):
+                self._wait(shutdown, lambda: self._submit(coro, shutdown, interruptible=False, closing=True))
+        finally:
+            self._thread.join()
+
+
+def _answer(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        future.set_exception(error)
+
+
+async def _cancelled(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has stopped."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
 
 
 class SyncTurn:
@@ -122,13 +293,15 @@ class SyncMemory:
         return self._memory
 
     def close(self) -> None:
+        """Finish the calls other threads are waiting on (``close_timeout`` seconds at most; a
+        ``watch`` is not waited for), cancel the rest (they raise StoreClosedError), then close
+        the memory. Calls made after it, and a second ``close()``, behave as on a closed
+        :class:`Memory`: StoreClosedError, and nothing."""
         self._finalizer.detach()
-        try:
-            self._portal.call(self._memory.aclose())
-        finally:
-            self._portal.close()
+        self._portal.close(self._memory.aclose, self._memory.close_timeout)
 
     def __enter__(self) -> SyncMemory:
+        self._portal.check()  # a with block re-entered after it closed the memory
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -283,7 +456,7 @@ class SyncMemory:
         try:
             while True:
                 try:
-                    yield self._portal.call(_next(stream))
+                    yield self._portal.call(_next(stream), interruptible=True)
                 except StopAsyncIteration:
                     return
         finally:
@@ -305,12 +478,8 @@ async def _next(stream: AsyncIterator[T]) -> T:
 
 def _close_quietly(portal: _Portal, memory: Memory) -> None:
     """Finalizer for a SyncMemory that was never closed: finish its work, stop its loop."""
-    try:
-        portal.call(memory.aclose())
-    except Exception:  # interpreter shutdown: nothing useful to report to
-        pass
-    finally:
-        portal.close()
+    with contextlib.suppress(Exception):  # interpreter shutdown: nothing useful to report to
+        portal.close(memory.aclose, memory.close_timeout)
 
 
 async def _build(*args: Any, **kwargs: Any) -> Memory:
