@@ -7,7 +7,8 @@ holding turns) are purged by later acquisitions (tests/storage/test_lease_purge_
 
 Separately, the turns a replica ended for their TTL were all ended inside the next request that
 began or resumed one: with many expired, that one request ended each in turn. It now ends a
-bounded number per request (:data:`obsmem.server.service.EXPIRE_PER_REQUEST`)."""
+bounded number per request (:data:`obsmem.server.service.EXPIRE_PER_REQUEST`). And a turn's TTL
+counted from its begin, not its last step: a turn still in use was ended."""
 
 from __future__ import annotations
 
@@ -105,3 +106,29 @@ def test_a_request_ends_a_bounded_number_of_expired_turns(served: tuple[LiveServ
         for i in range(2):
             _begin(client, "many", f"another {i}")
         assert _rows(live) == 3  # every expired turn ended, over three requests: the three new ones stay
+
+
+def _shift(live: LiveServer, clock: FakeClock, seconds: float) -> None:
+    """``seconds`` pass: for the leases (the memory's clock) and for the replica's turn TTL."""
+    clock.advance(seconds)
+    for entry in live.service.turns.values():
+        entry.started -= seconds
+
+
+def test_a_turn_in_use_is_not_ended_for_its_age(served: tuple[LiveServer, Keys, FakeClock]) -> None:
+    """A turn stepped shortly before its TTL (a long tool loop) was ended all the same once the
+    TTL had passed since it began: its lease, renewed by the step, said it was open, but the next
+    request that began a turn ended it, and the client's next step was answered 404. The TTL now
+    counts from the turn's last use, as its lease does."""
+    live, keys, clock = served
+    with httpx.Client(base_url=live.url, headers=auth(keys.alice), timeout=120) as client:
+        assert client.post("/api/threads", json={"id": "long-loop"}).status_code == 201
+        assert client.post("/api/threads", json={"id": "other"}).status_code == 201
+        turn_id = _begin(client, "long-loop", "Plan my trip, step by step.")
+        _shift(live, clock, TURN_TTL_S - 10)
+        step = {"messages": [{"role": "assistant", "parts": [{"type": "text", "text": "Step done."}]}]}
+        assert client.post(f"/api/turns/{turn_id}/step", json=step).status_code == 200
+        _shift(live, clock, 20)  # 20 s after that step, TTL + 10 s after the turn began
+        _begin(client, "other", "Something else.")  # a request that ends expired turns
+        again = client.post(f"/api/turns/{turn_id}/step", json=step)
+        assert again.status_code == 200, again.text

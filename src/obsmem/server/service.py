@@ -22,7 +22,8 @@ from obsmem.server.keys import KeyStore, key_store_for
 
 __all__ = ["OpenTurn", "ServerSettings", "Service"]
 
-#: Turns begun over REST and never ended are ended (and forgotten) after this long.
+#: Turns begun over REST and never ended are ended (and forgotten) after this long unused (since
+#: their begin or their last step); their lease lasts as long from each use.
 TURN_TTL_S = 600.0
 MAX_OPEN_TURNS = 1000
 #: The most turns past their TTL one request ends (:meth:`Service._expire`): with many expired at
@@ -68,7 +69,7 @@ class OpenTurn:
     turn: Turn
     principal: Principal
     thread_id: str
-    started: float
+    started: float  # (monotonic) when it was begun or last used here: its TTL counts from it
 
 
 @dataclass
@@ -179,6 +180,8 @@ class Service:
             turn = await self.memory.resume_turn(thread_id=thread_id, since_seq=since_seq)
             entry = self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
         await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
+        entry.started = time.monotonic()  # its TTL counts from this use, as its lease's does
+        self.turns[turn_id] = self.turns.pop(turn_id)  # the newest used last: _expire looks oldest first
         return entry
 
     async def release(self, turn_id: str) -> None:
