@@ -132,8 +132,14 @@ class _Portal:
             raise InvalidInputError(
                 "SyncMemory was called from inside a running event loop; use obsmem.Memory with await instead."
             )
+        # A forked child is refused before any lock: the fork may have copied one held by a thread it dropped.
+        if os.getpid() != self._pid:
+            coro.close()
+            self.check()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        return self._wait(future, lambda: self._submit(coro, future, interruptible=interruptible, closing=False))
+        return self._wait(
+            future, lambda: self._submit(coro, future, interruptible=interruptible, closing=False)
+        )
 
     def _submit(
         self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T], *, interruptible: bool,
@@ -149,7 +155,9 @@ class _Portal:
             self._waiting.add(future)  # under the lock: _run answers it if the loop stops first
             self._loop.call_soon_threadsafe(self._start, coro, future, interruptible)
 
-    def _start(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T], interruptible: bool) -> None:
+    def _start(
+        self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T], interruptible: bool
+    ) -> None:
         if future.done():  # already answered (its caller was interrupted before it started)
             coro.close()
             return
@@ -196,7 +204,8 @@ class _Portal:
         run ``aclose``, cancel what is left on the loop (as ``asyncio.run`` does), stop the loop."""
         try:
             me = asyncio.current_task()
-            calls = {task: interruptible for task, (interruptible, _) in self._tasks.items() if task is not me}
+            calls = {task: interruptible for task, (interruptible, _) in self._tasks.items()
+                     if task is not me}
             for task, interruptible in calls.items():
                 if interruptible:
                     task.cancel()

@@ -70,3 +70,48 @@ def test_a_forked_child_is_refused_clearly_and_exits(tmp_path: Path) -> None:
         "parent messages 3",
         "integrity ok",
     ], result.stderr[-2000:]
+
+
+MID_CALL_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading
+    from obsmem import SyncMemory
+    from obsmem.errors import InvalidInputError
+
+    memory = SyncMemory("memory://")
+    memory.create_thread("t", "u")
+    # Another thread is in the middle of handing a call over to the memory's loop when the
+    # process forks (a threaded app forking a worker): the child inherits the facade's lock held.
+    holding, release = threading.Event(), threading.Event()
+    def mid_call():
+        with memory._portal._lock:
+            holding.set()
+            release.wait()
+    threading.Thread(target=mid_call, daemon=True).start()
+    holding.wait()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            memory.list_messages("t")
+            print("child: no error", flush=True)
+        except InvalidInputError:
+            print("child: refused", flush=True)
+        sys.exit(0)
+    release.set()
+    print("child exit", os.waitpid(pid, 0)[1], flush=True)
+    print("parent", len(memory.list_messages("t")), flush=True)
+    memory.close()
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_was_mid_call_is_refused_too() -> None:
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", MID_CALL_SCRIPT], capture_output=True, text=True, timeout=HANG_GUARD_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"hung; output so far: {exc.stdout!r}")
+    assert result.stdout.splitlines() == ["child: refused", "child exit 0", "parent 0"], result.stderr[-2000:]

@@ -38,7 +38,8 @@ SCRIPT = textwrap.dedent(
         memory.list_messages("t")
         outcomes.append("list: returned")
     except ObsmemError as exc:
-        outcomes.append("list: " + type(exc).__name__ + (" names the cause" if "sys.exit" in str(exc) else ""))
+        named = " names the cause" if "sys.exit" in str(exc) else ""
+        outcomes.append("list: " + type(exc).__name__ + named)
     memory.close()
     memory.close()
     outcomes.append("closed")
