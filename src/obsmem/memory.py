@@ -662,10 +662,12 @@ class Memory:
                 break
             offset += 100
         for other in await self._all_threads(thread.resource_id):
-            for message in await self.store.list_messages(other.id):
-                parts = tuple(_without_section(part, thread.id) for part in message.parts)
-                if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
-                    await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
+            # One deleted meanwhile (another caller's delete) took its markers with it: skipped.
+            with contextlib.suppress(ThreadNotFoundError):
+                for message in await self.store.list_messages(other.id):
+                    parts = tuple(_without_section(part, thread.id) for part in message.parts)
+                    if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
+                        await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
 
     async def delete_resource(
         self, resource_id: str, *, knowledge_within: str | None = None, actor: str | None = None
@@ -922,7 +924,13 @@ class Memory:
                 fenced[lineage] = token
         try:
             for thread in threads:
-                await self._forget_in_thread(thread, value, counts)
+                # A thread of the resource deleted meanwhile (another caller's delete) took the
+                # value with it; the thread named by thread_id is still required to exist.
+                try:
+                    await self._forget_in_thread(thread, value, counts)
+                except ThreadNotFoundError:
+                    if thread_id is not None:
+                        raise
             for lineage, owner in sorted(lineages.items()):
                 await self._forget_in_lineage(lineage, owner, value, counts)
             for key in sorted(keys):
