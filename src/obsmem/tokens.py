@@ -682,22 +682,12 @@ def _parts_chars(parts: tuple[Any, ...]) -> int:
         if isinstance(part, TextPart | ReasoningPart):
             chars += len(part.text)
         elif isinstance(part, ToolCallPart):
-            chars += len(part.tool_name) + (len(part.args) if isinstance(part.args, str) else 64)
+            chars += len(part.tool_name) + _payload_chars(part.args, PARTS_KEPT_CHARS)
         elif isinstance(part, ToolResultPart):
-            chars += len(part.result) if isinstance(part.result, str) else 64
+            chars += _payload_chars(part.result, PARTS_KEPT_CHARS)
         else:
             chars += 64  # a data part: obsmem's markers, small
     return chars
-
-
-def _immutable_tool_part(part: Part) -> bool:
-    """A tool call whose arguments, or a tool result whose result, is a string: frozen like a
-    text part (parts are frozen models; a dict or list payload could change in place), so its
-    count may be kept on its message. A tool that read a file returns a string, often large:
-    each count after the first is then a lookup, not the payload's JSON hashed again."""
-    if isinstance(part, ToolResultPart):
-        return isinstance(part.result, str)
-    return isinstance(part, ToolCallPart) and isinstance(part.args, str)
 
 
 def _long_part(part: Part, min_chars: int) -> bool:
@@ -713,9 +703,15 @@ def _long_part(part: Part, min_chars: int) -> bool:
 
 
 def _holds_at_least(value: Any, chars: int) -> bool:
-    """Whether ``value`` (a JSON-like payload) holds about ``chars`` characters or more: its
-    strings' lengths, one for any other item. Stops as soon as it knows, so the walk is bounded
-    by ``chars`` items however large the payload."""
+    """Whether ``value`` (a JSON-like payload) holds about ``chars`` characters or more (see
+    :func:`_payload_chars`)."""
+    return _payload_chars(value, chars) >= chars
+
+
+def _payload_chars(value: Any, limit: int) -> int:
+    """About the characters ``value`` (a JSON-like payload) holds: its strings' lengths, one for
+    any other item, at most ``limit``. Stops as soon as it reaches ``limit``, so the walk is
+    bounded by ``limit`` items however large the payload."""
     stack, seen = [value], 0
     while stack:
         item = stack.pop()
@@ -727,18 +723,18 @@ def _holds_at_least(value: Any, chars: int) -> bool:
                 stack.append(inner)
                 if isinstance(key, str):
                     seen += len(key)
-                if seen >= chars:
-                    return True
+                if seen >= limit:
+                    return limit
         elif isinstance(item, list | tuple):
             seen += 1
             stack.extend(item)
-            if len(stack) >= chars:
-                return True
+            if len(stack) >= limit:
+                return limit
         else:
             seen += 1
-        if seen >= chars:
-            return True
-    return False
+        if seen >= limit:
+            return limit
+    return seen
 
 
 def _part_digest(part: Part) -> bytes:
@@ -912,9 +908,12 @@ class TokenCounter:
         only (immutable content: its count cannot change while its parts tuple is the same
         object) keeps its cost on itself, under :data:`_MEMO_KEY`, for this estimator: a step
         counts the same messages several times (the window, the buffer, the context's
-        sections), and each count after the first is a lookup. So does a tool part whose payload
-        is a string (:func:`_immutable_tool_part`). Files (priced per actor model) and tool parts
-        with a dict or list payload (mutable data) are counted through the part cache every time."""
+        sections), and each count after the first is a lookup. So does a message of tool calls
+        and results, whatever their payload: a message's parts are values (frozen models; see
+        :class:`~obsmem.types.Message`), and without the memo every boundary of a tool loop
+        dumped every call's arguments and every result of the window to JSON again (a step of
+        a six-call agent loop spent most of its 11 ms of CPU there). Files (priced per actor
+        model) are counted through the part cache every time."""
         parts = message.parts
         if self._cache.max_size == 0:
             return sum(self._part_cost(part) for part in parts)
@@ -933,9 +932,9 @@ class TokenCounter:
         texts = 0
         for part in parts:
             cost += self._part_cost(part)
-            if isinstance(part, TextPart) or _immutable_tool_part(part):
+            if isinstance(part, TextPart | ToolCallPart | ToolResultPart):
                 texts += 1
-            elif not isinstance(part, ReasoningPart | DataPart):
+            elif isinstance(part, FilePart):
                 memoizable = False
         if memoizable:
             # Not a field: pydantic leaves it out of dumps, equality and repr; a copy with other

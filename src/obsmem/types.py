@@ -195,6 +195,13 @@ class Message(_Model):
     ``seq`` is assigned by the store when the message is first saved: it is the message's
     position in its thread and the unit of obsmem's cursors (timestamps can tie and can
     arrive out of order; insertion order cannot).
+
+    A message is a value: its parts are frozen models, and obsmem treats what they hold (a
+    tool call's ``args``, a result, a data part's ``data``) as frozen too. It keeps a message's
+    token count and digest on the message, so a payload changed in place on a message it has
+    counted keeps its old count and digest. To change a message, make a new one
+    (``message.model_copy(update={"parts": ...})``). The stores never hand two readers the same
+    payload object.
     """
 
     id: str = Field(default_factory=new_id, min_length=1)

@@ -136,15 +136,19 @@ def test_the_memo_follows_the_estimator_and_never_shows() -> None:
     assert repr(message) == repr(twin)
 
 
-def test_tool_parts_are_counted_from_their_content_every_time() -> None:
-    """Tool arguments are data that could change in place; such messages keep no memo."""
+def test_a_tool_message_changed_by_a_new_message_is_counted_afresh() -> None:
+    """A message is a value (:class:`~obsmem.types.Message`): a tool call's count is kept on its
+    message like a text's, and a changed call (a new message, or a copy with new parts) is
+    counted from its content. (Changing ``args`` in place is outside the contract: the count
+    kept is the first one.)"""
     message = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c", tool_name="search", args={"q": "x"}),))
     counter = TokenCounter()
     before = counter.count_message(message)
-    call = message.parts[0]
-    assert isinstance(call, ToolCallPart) and isinstance(call.args, dict)
-    call.args["q"] = "a much longer query with many more words in it than before"
-    assert counter.count_message(message) > before
+    longer = ToolCallPart(tool_call_id="c", tool_name="search", args={"q": "a much longer query with many more words in it than before"})
+    changed = message.model_copy(update={"parts": (longer,)})
+    assert counter.count_message(changed) > before
+    assert counter.count_message(changed) == TokenCounter().count_message(Message(role="assistant", parts=(longer,)))
+    assert counter.count_message(message) == before
 
 
 def test_a_copy_sharing_the_parts_is_counted_by_lookup_and_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,7 +199,7 @@ def test_contexts_built_from_the_same_record_share_no_mutable_metadata() -> None
 
 
 def test_a_kept_message_digest_follows_the_parts_and_the_role() -> None:
-    """context_hash keeps each text message's digest on it: a copy with other parts or another
+    """context_hash keeps each message's digest on it: a copy with other parts or another
     role hashes afresh, equal content hashes equal, and the memo never shows."""
     from obsmem.om.receipts import context_hash, message_digest
 
@@ -207,10 +211,14 @@ def test_a_kept_message_digest_follows_the_parts_and_the_role() -> None:
     assert message_digest(first.model_copy(update={"metadata": {"x": 1}})) == digest
     assert first == Message.user("the harbour invoice", id=first.id, created_at=first.created_at)
     assert "_obsmem_digest" not in first.model_dump_json() and "_obsmem_digest" not in repr(first)
+    # A tool message keeps its digest too (a message is a value): a changed call is a new
+    # message, or a copy with new parts, and hashes afresh.
     call = Message(role="assistant", parts=(ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "x"}),))
     before = context_hash([first, call])
-    call.parts[0].args["q"] = "y"  # type: ignore[index]  # mutable arguments: never kept
-    assert context_hash([first, call]) != before
+    assert context_hash([first, call]) == before
+    other = ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "y"})
+    assert context_hash([first, call.model_copy(update={"parts": (other,)})]) != before
+    assert context_hash([first, Message(role="assistant", parts=(other,))]) != before
 
 
 @pytest.mark.anyio

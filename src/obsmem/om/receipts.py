@@ -233,29 +233,28 @@ def context_hash(messages: Iterable[Message]) -> str:
     return digest.hexdigest()
 
 
-#: Where a message of text parts keeps its digest (not a field; see ``TokenCounter._parts_cost``).
+#: Where a message keeps its digest (not a field; see ``TokenCounter._parts_cost``).
 _DIGEST_KEY = "_obsmem_digest"
 
 
 def message_digest(message: Message) -> bytes:
-    """SHA-256 of a message's role and parts. A message of text parts only keeps it on itself
-    (valid while its parts tuple is the same object, which copies share): the observation
-    messages every step shows are hashed once."""
+    """SHA-256 of a message's role and parts. A message keeps it on itself (valid while its
+    parts tuple is the same object, which copies share; a message's parts are values, see
+    :class:`~obsmem.types.Message`): the observation messages every step shows, and the tool
+    calls and results of a tool loop's window, are hashed once, not dumped to JSON again at
+    every boundary."""
     parts = message.parts
     memo = message.__dict__.get(_DIGEST_KEY)
     if memo is not None and memo[0] is parts and memo[1] == message.role:
         return bytes(memo[2])
     digest = hashlib.sha256(b"\x1emessage\x1f" + message.role.encode())
-    plain = True
     for part in parts:
         if isinstance(part, TextPart):  # the common case, without a JSON dump
             digest.update(b"\x1ftext\x1f" + part.text.encode("utf-8", "surrogatepass"))
         else:
-            plain = False
             digest.update(b"\x1f" + part.model_dump_json().encode())
     value = digest.digest()
-    if plain:
-        message.__dict__[_DIGEST_KEY] = (parts, message.role, value)
+    message.__dict__[_DIGEST_KEY] = (parts, message.role, value)
     return value
 
 
