@@ -39,7 +39,8 @@ def test_delete_thread_is_not_broken_by_a_sibling_deleted_meanwhile() -> None:
     with SyncMemory(store) as memory:
         for thread_id in ("a", "b", "c"):
             said = [Message.user(f"hi from {thread_id}")]
-            memory.begin_turn(thread_id=thread_id, resource_id="u", messages=said).end([Message.assistant("hello")])
+            turn = memory.begin_turn(thread_id=thread_id, resource_id="u", messages=said)
+            turn.end([Message.assistant("hello")])
         store.armed = (memory.memory, "b")
         assert memory.delete_thread("a") is True  # before: ThreadNotFoundError: Thread 'b' does not exist
         assert store.landed == 1
@@ -53,7 +54,8 @@ def test_forget_in_a_resource_is_not_broken_by_one_of_its_threads_deleted_meanwh
     with SyncMemory(store) as memory:
         for thread_id in ("a", "b", "c"):
             said = [Message.user(f"my PIN is 4321, from {thread_id}")]
-            memory.begin_turn(thread_id=thread_id, resource_id="u", messages=said).end([Message.assistant("noted")])
+            turn = memory.begin_turn(thread_id=thread_id, resource_id="u", messages=said)
+            turn.end([Message.assistant("noted")])
         store.armed = (memory.memory, "b")
         counts = memory.forget("4321", resource_id="u")  # before: ThreadNotFoundError: Thread 'b' ...
         assert store.landed == 1
