@@ -13,7 +13,11 @@ time, the part of it spent awaiting store calls, and the ratio to a raw SQLite p
 measured beside it, as in ``critical_path.py``), its store calls per turn (by method), and the functions where
 the time goes (own time per turn, calls per turn, cumulative time per turn), heaviest first;
 ``--json PATH`` writes the same numbers. ``--mode`` picks the turn shape: ``step`` (begin, step
-with the reply, end: the critical path's) or ``end`` (begin, end with the reply).
+with the reply, end: the critical path's), ``end`` (begin, end with the reply) or ``tools`` (an
+agent's tool loop: begin, then ``TOOL_CALLS`` calls, each a step with the call and a step with
+its result, dict arguments and dict results as real tools have, then end with the reply). The
+raw SQLite floor stays one commit of two messages a turn; ``per_boundary_p50`` (the turn's p50
+over its boundaries: begin and each step) is the number to compare across modes.
 
 Measure before and after a change, on the same machine and load: the absolute milliseconds
 move with the machine, the calls per turn do not.
@@ -41,6 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from obsmem import Memory, Message
+from obsmem.types import ToolCallPart, ToolResultPart
 from obsmem.config import MemoryConfig, ObservationConfig, ReflectionConfig
 
 RESOURCE_ID = "profile-user"
@@ -110,9 +115,36 @@ class RawReference:
         return time.perf_counter() - start
 
 
+TOOL_CALLS = 3  # per turn in ``--mode tools``
+
+
+def _tool_call(i: int, k: int) -> Message:
+    return Message(role="assistant", parts=(ToolCallPart(
+        tool_call_id=f"call-{i}-{k}", tool_name="search_shipments",
+        args={"query": f"shipment {i} to Lisbon", "page": k, "filters": {"status": ["open", "late"], "max": 5}},
+    ),))
+
+
+def _tool_result(i: int, k: int) -> Message:
+    rows = [{"id": f"S-{i}-{n}", "city": "Lisbon", "invoice": i * 7 + n, "late": n % 2 == 0} for n in range(5)]
+    return Message(role="tool", parts=(ToolResultPart(
+        tool_call_id=f"call-{i}-{k}", tool_name="search_shipments", result={"rows": rows, "total": 5},
+    ),))
+
+
+#: Messages a turn stores and boundaries it crosses (``begin_turn`` and each ``step``), by mode.
+MESSAGES_PER_TURN = {"step": 2, "end": 2, "tools": 2 + 2 * TOOL_CALLS}
+BOUNDARIES_PER_TURN = {"step": 2, "end": 1, "tools": 1 + 2 * TOOL_CALLS}
+
+
 async def _turn(memory: Memory, thread_id: str, i: int, mode: str) -> None:
     turn = await memory.begin_turn(thread_id=thread_id, resource_id=RESOURCE_ID, messages=[Message.user(_user(i))])
-    if mode == "step":
+    if mode == "tools":
+        for k in range(TOOL_CALLS):
+            await turn.step([_tool_call(i, k)])
+            await turn.step([_tool_result(i, k)])
+        await turn.end([Message.assistant(_reply(i))])
+    elif mode == "step":
         await turn.step([Message.assistant(_reply(i))])
         await turn.end()
     else:
@@ -126,7 +158,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         reflection=ReflectionConfig(observation_tokens=max(40_000, args.message_tokens)),
     )
     memory = Memory(f"sqlite:///{folder / 'profile.db'}", config=config)
-    warm = max(1, args.tail // 2)  # two messages a turn
+    warm = max(1, args.tail // MESSAGES_PER_TURN[args.mode])
     per_thread = max(1, args.tail // 20)  # profiled turns per thread: its tail grows by a tenth at most
     threads = [f"profile-thread-{n}" for n in range(-(-args.turns // per_thread))]
     try:
@@ -190,6 +222,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "raw_sqlite_p99": _p99(raw_times) * 1000,
             "ratio_p50": p50 / raw_p50,
             "ratio_p99": _p99(plain) / _p99(raw_times),
+            "per_boundary_p50": p50 * 1000 / BOUNDARIES_PER_TURN[args.mode],
         },
         "settings": {
             "turns": args.turns, "tail": args.tail, "threads": len(threads), "message_tokens": args.message_tokens,
@@ -226,7 +259,8 @@ def render(result: dict[str, Any]) -> None:
         f"Without the profiler (the other half of the turns): p50 {p['turn_p50']:.2f} ms (store calls "
         f"{p['store_calls_p50']:.2f} ms, the rest {p['outside_store_p50']:.2f} ms), p99 {p['turn_p99']:.2f} ms; "
         f"raw SQLite persist-and-read p50 {p['raw_sqlite_p50']:.2f} ms, p99 {p['raw_sqlite_p99']:.2f} ms: "
-        f"[bold]{p['ratio_p50']:.1f}× p50, {p['ratio_p99']:.1f}× p99[/]"
+        f"[bold]{p['ratio_p50']:.1f}× p50, {p['ratio_p99']:.1f}× p99[/]; "
+        f"per boundary (begin and each step) p50 {p['per_boundary_p50']:.2f} ms"
     )
     calls = result["store_calls_per_turn"]
     console.print(
@@ -256,7 +290,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=400, help="turns, half of them profiled (default 400)")
     parser.add_argument("--tail", type=int, default=40, help="raw tail in messages before profiling (default 40)")
     parser.add_argument("--message-tokens", type=int, default=30_000, help="observation threshold (default 30000)")
-    parser.add_argument("--mode", choices=("step", "end"), default="step", help="turn shape (default step)")
+    parser.add_argument("--mode", choices=("step", "end", "tools"), default="step", help="turn shape (default step)")
     parser.add_argument("--top", type=int, default=25, help="rows per table (default 25)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args()
