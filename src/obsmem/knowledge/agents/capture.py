@@ -394,8 +394,10 @@ class CaptureAgent:
         of their own (:func:`~obsmem.knowledge.agents.extract.conjoined`: "my phone is … and I
         moved to Lisbon"), the proposals of the clauses to capture on their own (the store still
         refuses any that gives the value again) and the clauses left out (those the tombstoned
-        text says itself). None, and the text stays refused whole, otherwise: one clause, a
-        tombstoned plain text (its clauses are what the reviewer refused), a forgotten value."""
+        text says itself, and those giving any of its values: a tombstone of two numbers refuses
+        only a text giving both, so each in a clause of its own would pass). None, and the text
+        stays refused whole, otherwise: one clause, a tombstoned plain text (its clauses are what
+        the reviewer refused), a forgotten value."""
         clauses = conjoined(proposal.text)
         if len(clauses) < 2:
             return None
@@ -406,10 +408,14 @@ class CaptureAgent:
             return None
         kept: list[Proposal] = []
         dropped: list[str] = []
+        # A tombstone giving several values refuses a text giving all of them: its values given
+        # one per clause would each pass the store, so a clause giving any of them stays out.
+        values = set().union(*(typed_values(t.value) for t in refusing))
         for clause in clauses:
             words = near_duplicate_tokens(clause)
-            if any(words <= near_duplicate_tokens(t.value) for t in refusing):
-                dropped.append(clause)  # the tombstoned text says it: refused with it
+            said = any(words <= near_duplicate_tokens(t.value) for t in refusing)
+            if said or typed_values(clause) & values:
+                dropped.append(clause)  # the tombstoned text says it, or gives its value: refused with it
                 continue
             for part in propose(Statement(clause, proposal.when), node=proposal.node, kind=proposal.kind):
                 kept.append(replace(part, level=proposal.level))
