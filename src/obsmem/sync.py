@@ -167,8 +167,10 @@ class _Portal:
 
     def _finish(self, task: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
         self._tasks.pop(task, None)
-        if task.cancelled():
-            _answer(future, _closed("This SyncMemory was closed while this call was running."))
+        if task.cancelled():  # by close (or its caller's interruption, which it raises instead)
+            closing = self._state != "open"
+            _answer(future, _closed("This SyncMemory was closed while this call was running.") if closing
+                    else concurrent.futures.CancelledError())
         elif (error := task.exception()) is not None:
             _answer(future, error)
         elif not future.done():
@@ -202,8 +204,8 @@ class _Portal:
     async def _shutdown(self, aclose: Callable[[], Awaitable[None]] | None, grace: float | None) -> None:
         """On the loop: let the calls in flight finish (``grace`` seconds at most), cancel the rest,
         run ``aclose``, cancel what is left on the loop (as ``asyncio.run`` does), stop the loop."""
+        me = asyncio.current_task()
         try:
-            me = asyncio.current_task()
             calls = {task: interruptible for task, (interruptible, _) in self._tasks.items()
                      if task is not me}
             for task, interruptible in calls.items():
@@ -214,10 +216,12 @@ class _Portal:
                 await _cancelled(late)
             if aclose is not None:
                 await aclose()
-            await _cancelled({task for task in asyncio.all_tasks() if task is not me})
-            await self._loop.shutdown_asyncgens()
         finally:
-            self._loop.stop()
+            try:
+                await _cancelled({task for task in asyncio.all_tasks() if task is not me})
+                await self._loop.shutdown_asyncgens()
+            finally:
+                self._loop.stop()
 
     def close(self, aclose: Callable[[], Awaitable[None]] | None = None, grace: float | None = None) -> None:
         """Refuse new calls, finish (``grace`` seconds at most; None: no bound) or cancel those in

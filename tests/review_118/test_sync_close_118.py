@@ -80,3 +80,20 @@ def test_close_answers_every_thread_still_waiting_on_a_call(tmp_path: Path) -> N
     assert [t.is_alive() for t in threads] == [False, False], f"still blocked after close(): {outcomes}"
     assert outcomes == {"observe": "StoreClosedError", "watch": "StoreClosedError"}
     assert model.cancelled == 1
+
+
+def test_a_sync_memory_dropped_without_close_stops_its_thread_and_frees_its_file(tmp_path: Path) -> None:
+    """Guard (held before too): the garbage-collection finalizer closes it like close() would."""
+
+    def loop_threads() -> int:
+        return sum(thread.name == "obsmem-sync" for thread in threading.enumerate())
+
+    before = loop_threads()
+    memory = SyncMemory(f"sqlite:///{tmp_path}/m.db")
+    memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hello")]).end()
+    assert loop_threads() == before + 1
+    del memory
+    gc.collect()
+    assert loop_threads() <= before
+    with SyncMemory(f"sqlite:///{tmp_path}/m.db") as again:  # the file was left consistent
+        assert [m.text for m in again.list_messages("t")] == ["hello"]
