@@ -179,7 +179,12 @@ class Service:
             await self._expire()
             turn = await self.memory.resume_turn(thread_id=thread_id, since_seq=since_seq)
             entry = self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
-        await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
+        renewed = await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
+        if renewed is None or self.turns.get(turn_id) is not entry:
+            # ended meanwhile (its end, or its TTL, answered while the renewal was on its way)
+            if renewed is None and self.turns.get(turn_id) is entry:
+                await self._end_quietly(turn_id)
+            raise TurnNotFoundError(turn_id)
         entry.started = time.monotonic()  # its TTL counts from this use, as its lease's does
         self.turns[turn_id] = self.turns.pop(turn_id)  # the newest used last: _expire looks oldest first
         return entry
