@@ -19,6 +19,7 @@ from obsmem.knowledge import Knowledge
 from obsmem.server.access import Principal
 from obsmem.server.errors import TurnNotFoundError
 from obsmem.server.keys import KeyStore, key_store_for
+from obsmem.storage.contract import lease_purge_before
 
 __all__ = ["OpenTurn", "ServerSettings", "Service"]
 
@@ -166,7 +167,9 @@ class Service:
             # past its TTL: ended here as the TTL would end it, and its row goes (else it stayed)
             if turn_id in self.turns:
                 await self._end_quietly(turn_id)
-            elif lease is not None:
+            elif lease is not None and lease.expires_at <= lease_purge_before(now):
+                # not held here: its row goes only once no replica's clock can still call it open
+                # (the purge's margin); a replica behind this one's clock may hold it yet
                 await store.release_lease(lease.key, lease.owner)
             raise TurnNotFoundError(turn_id)
         if principal.org_id is not None and lease.owner != _owner(principal):
