@@ -134,12 +134,22 @@ class Service:
     async def _expire(self) -> None:
         """End the oldest turns past their TTL, :data:`EXPIRE_PER_REQUEST` at most (the rest at
         the next requests), and the oldest beyond :data:`MAX_OPEN_TURNS`. ``turns`` is in the
-        order they were taken, so the first not yet expired ends the look."""
+        order of their last use here, so the first not yet expired ends the look. A turn whose
+        lease another replica renewed since is not ended: this replica only forgets its copy."""
         now = time.monotonic()
         for _ in range(EXPIRE_PER_REQUEST):
             turn_id = next(iter(self.turns), None)
             if turn_id is None or now - self.turns[turn_id].started <= TURN_TTL_S:
                 break
+            lease = await self.memory.store.get_lease(_turn_key(turn_id))
+            entry = self.turns.get(turn_id)
+            if entry is None or now - entry.started <= TURN_TTL_S:
+                continue  # ended or used here meanwhile
+            if lease is not None and not lease.is_expired(self.memory.clock.now()):
+                # stepped on another replica since its last use here (which renewed its lease):
+                # still open, and that replica's; only this replica's copy goes
+                del self.turns[turn_id]
+                continue
             await self._end_quietly(turn_id)
         while len(self.turns) >= MAX_OPEN_TURNS:
             await self._end_quietly(next(iter(self.turns)))
