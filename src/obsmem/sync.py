@@ -409,6 +409,12 @@ class SyncMemory:
     def curate_knowledge(self, thread_id: str, *, force: bool = True) -> AgentRun:
         return self._portal.call(self._memory.curate_knowledge(thread_id, force=force))
 
+    def capture_knowledge(self, thread_id: str) -> list[AgentRun]:
+        return self._portal.call(self._memory.capture_knowledge(thread_id))
+
+    def redacted(self, text: str) -> str:
+        return self._memory.redacted(text)
+
     def settled(self) -> None:
         """:meth:`Memory.settled`, blocking: until no background memory work runs and the cost
         ledger has written every call recorded so far."""
@@ -429,6 +435,26 @@ class SyncMemory:
         )
         return SyncTurn(self._portal, self._portal.call(turn))
 
+    def resume_turn(
+        self, *, thread_id: str, model: str | None = None, since_seq: int | None = None
+    ) -> SyncTurn:
+        """:meth:`Memory.resume_turn`, blocking: a turn another worker began (pass its
+        ``began_seq`` as ``since_seq``), continued here."""
+        turn = self._memory.resume_turn(thread_id=thread_id, model=model, since_seq=since_seq)
+        return SyncTurn(self._portal, self._portal.call(turn))
+
+    @contextlib.contextmanager
+    def turn(
+        self, *, thread_id: str, resource_id: str | None = None,
+        messages: Sequence[Message | dict[str, Any]] = (), model: str | None = None,
+    ) -> Iterator[SyncTurn]:
+        """``with memory.turn(...) as turn:`` — begins a turn and always ends it."""
+        turn = self.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=messages, model=model)
+        try:
+            yield turn
+        finally:
+            turn.end()
+
     def get_context(self, thread_id: str) -> ContextWindow:
         return self._portal.call(self._memory.get_context(thread_id))
 
@@ -446,6 +472,13 @@ class SyncMemory:
 
     def get_working_memory(self, thread_id: str) -> str | None:
         return self._portal.call(self._memory.get_working_memory(thread_id))
+
+    def get_observations(self, thread_id: str) -> str:
+        """:meth:`Memory.get_observations`, blocking: the observations the thread's context shows."""
+        return self._portal.call(self._memory.get_observations(thread_id))
+
+    def get_instructions(self, thread_id: str) -> list[Message]:
+        return self._portal.call(self._memory.get_instructions(thread_id))
 
     def recall(
         self,

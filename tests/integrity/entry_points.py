@@ -155,6 +155,11 @@ async def _step(memory: Memory, value: Any, *, end: bool = False) -> None:
         await turn.end()
 
 
+def _sync_turn_with(memory: SyncMemory, **arguments: Any) -> None:
+    with memory.turn(**{"thread_id": THREAD, **arguments}):
+        pass
+
+
 def _sync_step(memory: SyncMemory, value: Any, *, end: bool = False) -> None:
     turn = memory.begin_turn(thread_id=THREAD, messages=[Message.user("question")])
     try:
@@ -664,6 +669,18 @@ ENTRIES: list[Entry] = [
     Entry(
         "SyncMemory.begin_turn", "model", lambda s, v: s.begin_turn(thread_id=THREAD, model=v).end(), "sync"
     ),
+    Entry("SyncMemory.resume_turn", "thread_id", lambda s, v: s.resume_turn(thread_id=v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.resume_turn", "model", lambda s, v: s.resume_turn(thread_id=THREAD, model=v), "sync"),
+    Entry("SyncMemory.resume_turn", "since_seq", lambda s, v: s.resume_turn(thread_id=THREAD, since_seq=v), "sync"),
+    Entry("SyncMemory.turn", "thread_id", lambda s, v: _sync_turn_with(s, thread_id=v, resource_id=RESOURCE), "sync"),
+    Entry("SyncMemory.turn", "resource_id", lambda s, v: _sync_turn_with(s, resource_id=v), "sync"),
+    Entry("SyncMemory.turn", "messages", lambda s, v: _sync_turn_with(s, messages=v), "sync", MESSAGES),
+    Entry("SyncMemory.turn", "model", lambda s, v: _sync_turn_with(s, model=v), "sync"),
+    Entry("SyncMemory.get_observations", "thread_id", lambda s, v: s.get_observations(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.get_instructions", "thread_id", lambda s, v: s.get_instructions(v), "sync", names=THREAD_WORDS),
+    Entry("SyncMemory.capture_knowledge", "thread_id", lambda s, v: s.capture_knowledge(v), "sync",
+          names=(*THREAD_WORDS, "knowledge")),
+    Entry("SyncMemory.redacted", "text", lambda s, v: s.redacted(v), "sync"),
     Entry("SyncMemory.get_context", "thread_id", lambda s, v: s.get_context(v), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.observe", "thread_id", lambda s, v: s.observe(v), "sync", names=THREAD_WORDS),
     Entry("SyncMemory.reflect", "thread_id", lambda s, v: s.reflect(v), "sync", names=THREAD_WORDS),

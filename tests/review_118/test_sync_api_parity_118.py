@@ -4,16 +4,13 @@ Before, a threaded app had no ``resume_turn`` (README: "a turn continued in anot
 worker of a web app, ``memory.resume_turn(thread_id=…, since_seq=turn.began_seq)``"), no
 ``turn.began_seq`` to pass it, no ``settled()`` to wait for memory work, and no
 ``get_observations``, ``get_instructions``, ``capture_knowledge``, ``redacted`` or ``turn``.
-``began_seq`` (and the other Turn attributes) and ``settled()`` are forwarded now; the calls
-that take arguments wait for their rows in tests/integrity/entry_points.py (every public
-argument must be fuzzed there), which this reviewer may not edit: those tests are xfail.
+They are all forwarded now (the calls with their rows in tests/integrity/entry_points.py,
+where every public argument is fuzzed).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from obsmem import Memory, SyncMemory
 from obsmem.sync import SyncTurn
@@ -25,26 +22,17 @@ from ..engine.helpers import Conversation, chat_turns, fake_clock
 #: Turn asks its memory for contexts through), and aclose (SyncMemory.close).
 NOT_FORWARDED = {"aclose", "context_for", "context_from", "speculative_context"}
 
-NEEDS_ENTRIES = pytest.mark.xfail(
-    strict=True,
-    reason="SyncMemory.resume_turn, turn, get_observations, get_instructions, capture_knowledge and "
-    "redacted are not forwarded: adding them (sync.py) needs their arguments in ENTRIES of "
-    "tests/integrity/entry_points.py (test_every_public_entry_point_is_in_the_table)",
-)
-
 
 def test_every_turn_attribute_has_a_blocking_counterpart() -> None:
     wanted = {name for name in dir(Turn) if not name.startswith("_")} - {"start", "resume"}
     assert sorted(name for name in wanted if not hasattr(SyncTurn, name)) == []  # before: began_seq
 
 
-@NEEDS_ENTRIES
 def test_every_public_memory_call_has_a_blocking_counterpart() -> None:
     wanted = {name for name in dir(Memory) if not name.startswith("_")} - NOT_FORWARDED
     assert sorted(name for name in wanted if not hasattr(SyncMemory, name)) == []
 
 
-@NEEDS_ENTRIES
 def test_a_turn_begun_by_one_worker_is_resumed_and_ended_by_another(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/m.db"
     conv = Conversation()
