@@ -12,30 +12,9 @@ import pytest
 
 from obsmem import Memory
 from obsmem.integrations.openai_agents import ObsmemSession
+from tests.rows_read import RowsRead
 
 pytestmark = pytest.mark.anyio
-
-
-class RowsRead:
-    """Counts the message rows the memory's store hands out (every ``list_messages``)."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.store = memory.store
-        self.rows = 0
-
-    def __enter__(self) -> RowsRead:
-        real = type(self.store).list_messages
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            found = await real(self.store, *args, **kwargs)
-            self.rows += len(found)
-            return found
-
-        self.store.list_messages = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        del self.store.list_messages
 
 
 def _chat(count: int) -> list[dict[str, Any]]:
@@ -63,7 +42,7 @@ async def _session(tmp_path: Path, name: str, earlier: int) -> tuple[Memory, Obs
 
 
 async def _pops(memory: Memory, session: ObsmemSession) -> tuple[list[Any], int]:
-    with RowsRead(memory) as read:
+    with RowsRead(memory.store) as read:
         popped = [await session.pop_item(), await session.pop_item()]
     return popped, read.rows
 

@@ -14,7 +14,8 @@ import pytest
 from tests.server.conftest import Env, open_env
 from tests.server.live import auth
 from tests.server.test_gateway import client_for
-from tests.server.test_rest_openai_history_read import LONG, RowsRead, _long_thread
+from tests.rows_read import RowsRead
+from tests.server.test_rest_openai_history_read import LONG, _long_thread
 
 
 TOOLS: list = [{"type": "function", "function": {
@@ -37,7 +38,7 @@ def test_a_tool_loop_on_a_long_thread_does_not_read_the_whole_thread(env: Env) -
         {"role": "user", "content": "What is the weather in Oslo today?"}])
     calls = asked.choices[0].message.tool_calls
     assert calls, asked
-    with RowsRead(env) as read:
+    with RowsRead(env.live.service.memory.store, whole_thread_only=True) as read:
         answered = openai.chat.completions.create(model="m", tools=TOOLS, messages=[
             {"role": "tool", "tool_call_id": calls[0].id, "content": "Oslo: 4 degrees and snow"}])
     assert answered.choices[0].message.content

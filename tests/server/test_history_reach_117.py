@@ -7,13 +7,13 @@ most, and a call not among them is refused with a 400 saying so."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
 from obsmem.server.rest import HISTORY_REACH
+from tests.rows_read import RowsRead
 from tests.server.conftest import Env, open_env
 from tests.server.live import auth
 from tests.server.test_gateway import client_for
@@ -24,28 +24,6 @@ SHORT, LONG = HISTORY_REACH + 400, 2 * HISTORY_REACH + 800
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     yield from open_env(tmp_path_factory.mktemp("history-reach"))
-
-
-class RowsRead:
-    """Counts every message row the live server's store hands out while active."""
-
-    def __init__(self, env: Env) -> None:
-        self.store = env.live.service.memory.store
-        self.rows = 0
-
-    def __enter__(self) -> RowsRead:
-        real = type(self.store).list_messages
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            found = await real(self.store, *args, **kwargs)
-            self.rows += len(found)
-            return found
-
-        self.store.list_messages = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        del self.store.list_messages
 
 
 def _thread(env: Env, client: httpx.Client, thread: str, count: int, *, call_first: bool = False) -> None:
@@ -66,7 +44,7 @@ def _thread(env: Env, client: httpx.Client, thread: str, count: int, *, call_fir
 
 
 def _rest_nowhere(env: Env, client: httpx.Client, thread: str) -> tuple[httpx.Response, int]:
-    with RowsRead(env) as read:
+    with RowsRead(env.live.service.memory.store) as read:
         refused = client.post(f"/api/threads/{thread}/turns", json={"format": "openai", "messages": [
             {"role": "tool", "tool_call_id": "call-nowhere", "content": "sunny"}]})
     return refused, read.rows
@@ -102,7 +80,7 @@ def test_rest_a_result_for_a_call_within_reach_is_named_and_one_beyond_it_refuse
 
 
 def _gateway_nowhere(env: Env, thread: str, api: str) -> tuple[openai.BadRequestError, int]:
-    with RowsRead(env) as read, pytest.raises(openai.BadRequestError) as refused:
+    with RowsRead(env.live.service.memory.store) as read, pytest.raises(openai.BadRequestError) as refused:
         if api == "chat":
             client_for(env, thread).chat.completions.create(model="m", messages=[
                 {"role": "tool", "tool_call_id": "call-nowhere", "content": "Oslo: 4 degrees"}])

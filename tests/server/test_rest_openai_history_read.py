@@ -8,11 +8,11 @@ when the call is older than them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.rows_read import RowsRead
 from tests.server.conftest import Env, open_env
 from tests.server.live import auth
 
@@ -22,30 +22,6 @@ LONG = 1200
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     yield from open_env(tmp_path_factory.mktemp("rest-openai-history"))
-
-
-class RowsRead:
-    """Counts the rows the live server's store hands out while active in reads of a thread from
-    its first message with no limit (``list_messages(thread)``: the whole history)."""
-
-    def __init__(self, env: Env) -> None:
-        self.store = env.live.service.memory.store
-        self.rows = 0
-
-    def __enter__(self) -> RowsRead:
-        real = type(self.store).list_messages
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            found = await real(self.store, *args, **kwargs)
-            if not kwargs.get("after_seq") and kwargs.get("limit") is None:
-                self.rows += len(found)
-            return found
-
-        self.store.list_messages = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        del self.store.list_messages
 
 
 def _long_thread(client: httpx.Client, thread: str) -> None:
@@ -69,7 +45,7 @@ def test_an_openai_turn_on_a_long_thread_does_not_read_the_whole_thread(env: Env
         env.live.call(env.live.service.memory.observe("roh-1"))  # the history observed: the window is short
         # the memory work that observation started (knowledge capture may read the whole thread) done
         env.live.call(env.live.service.memory.settled())
-        with RowsRead(env) as read:
+        with RowsRead(env.live.service.memory.store, whole_thread_only=True) as read:
             began = client.post("/api/threads/roh-1/turns", json={
                 "format": "openai", "messages": [{"role": "user", "content": "And the hotel?"}]})
             assert began.status_code == 201, began.text
