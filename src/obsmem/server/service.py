@@ -106,8 +106,7 @@ class Service:
     async def stop(self) -> None:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
-        for turn_id in list(self.turns):
-            await self._end_quietly(turn_id)
+        await self._leave_turns()
         if self.http is not None:
             await self.http.aclose()
         if self.owns_memory:
@@ -130,6 +129,23 @@ class Service:
             except Exception:  # an abandoned turn: its input is saved; ending it only starts memory work
                 pass
             await self._close_lease(turn_id)
+
+    async def _leave_turns(self) -> None:
+        """At stop: a turn still open in the store (its lease unexpired) is left to the other
+        replicas, which continue it from the store (a rolling restart must not cut a client's
+        tool loop off; this replica started again continues it too); one no longer open is ended
+        (its memory work starts, as an end starts it), as is every turn when the store cannot say
+        which."""
+        now = self.memory.clock.now()
+        for turn_id in list(self.turns):
+            try:
+                lease = await self.memory.store.get_lease(_turn_key(turn_id))
+            except Exception:  # the store is failing: end the turn here, as a stop always did
+                lease = None
+            if lease is not None and not lease.is_expired(now):
+                del self.turns[turn_id]  # still open: another replica (or this one again) goes on
+            else:
+                await self._end_quietly(turn_id)
 
     async def _expire(self) -> None:
         """End the oldest turns past their TTL, :data:`EXPIRE_PER_REQUEST` at most (the rest at
