@@ -196,6 +196,18 @@ class _Children:
 
 _CHILDREN = _Children()
 atexit.register(_CHILDREN.close)
+
+
+def _after_fork_in_child() -> None:
+    """A forked process owns none of the children and gets a lock of its own: the copied one
+    may have been held by another thread at the fork (that thread does not exist here), and
+    the process's first large job would wait for it for ever."""
+    _CHILDREN.lock = threading.Lock()
+    _CHILDREN.idle, _CHILDREN.count, _CHILDREN.pid, _CHILDREN._taken = [], 0, os.getpid(), {}
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork elsewhere)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _DONE = {"in_child": 0, "in_thread": 0}
 
 
