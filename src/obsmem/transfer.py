@@ -27,7 +27,8 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
 
 * ids, ``created_at``, parts, metadata, thread versions, record ids, generations, contents,
   ``created_at``/``updated_at`` and versions of every generation are kept (a version the contract
-  assigns itself is reached by compare-and-set writes of the same content).
+  assigns itself is reached by compare-and-set writes of the same content; a file claiming more
+  versions than its items could have made, an edited one, is refused by its line).
 * ``seq`` is assigned by the target store. Messages are saved in their exported order, so an
   empty target whose counter starts where the export's did gets the same seqs (the usual case:
   an export of a store that held one resource). Otherwise the seqs differ but keep their order,
@@ -468,6 +469,16 @@ def _parse(lines: Iterable[str]) -> _Parsed:
     return parsed
 
 
+#: The versions an import may have to reach by writing (see :func:`_write_lineage`): a later
+#: generation starts at version 1 and reaches its exported version one compare-and-set write a
+#: version. Memory's writes to a generation come with the turns that saved messages (or the
+#: chunks, forgets and reflections of the file), so a real export needs a few writes an item; a
+#: file asking for more (``"version": 10000000`` edited in) is refused by its line, not written
+#: ten million times.
+_CATCH_UP_FLOOR = 10_000
+_CATCH_UP_PER_ITEM = 20
+
+
 def _check_consistent(resource_id: str, items: dict[str, list[Any]]) -> None:
     """What the models cannot check alone: ownership, uniqueness, complete lineages."""
     thread_ids: set[str] = set()
@@ -497,15 +508,26 @@ def _check_consistent(resource_id: str, items: dict[str, list[Any]]) -> None:
         if record.lineage != lineage_key(record.scope, record.thread_id, record.resource_id):
             raise ExportFormatError(number, f"record '{record.id}' has lineage '{record.lineage}'")
         lineages.setdefault(record.lineage, []).append((number, record))
+    catch_up = 0
+    allowed = _CATCH_UP_FLOOR + _CATCH_UP_PER_ITEM * sum(len(found) for found in items.values())
     for chain in lineages.values():
         for (_, older), (number, newer) in zip(chain, chain[1:], strict=False):
             if older.superseded_by != newer.id or newer.generation != older.generation + 1 or older.version < 2:
                 raise ExportFormatError(number, f"record '{newer.id}' does not follow '{older.id}' in its lineage")
+            # a successor starts at version 1 and reaches its own by one write a version (_write_lineage)
+            catch_up += max(0, (newer.version if newer.is_live else newer.version - 1) - 1)
+            if catch_up > allowed:
+                raise ExportFormatError(
+                    number,
+                    f"record '{newer.id}' has version {newer.version}, more writes than this file's "
+                    f"{sum(len(found) for found in items.values())} items could have made (an edited export)",
+                )
         number, head = chain[-1]
         if not head.is_live:
             raise ExportFormatError(number, f"lineage '{head.lineage}' has no live head")
+    memory_keys = {f"thread:{t}" for t in thread_ids} | {f"resource:{resource_id}"}
     for number, memory in items["working_memory"]:
-        if memory.key not in {f"thread:{t}" for t in thread_ids} | {f"resource:{resource_id}"}:
+        if memory.key not in memory_keys:
             raise ExportFormatError(number, f"working memory key '{memory.key}' is not this resource's")
 
 
