@@ -63,7 +63,7 @@ def chat_completion(answer: dict[str, Any], model: Any, history: list[Message]) 
     message = wire[0] if wire else {"role": "assistant", "content": ""}
     raw_usage = answer.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-    prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    prompt, completion = _tokens(usage.get("input_tokens")), _tokens(usage.get("output_tokens"))
     return {
         "id": f"chatcmpl-{answer.get('id', 'anthropic')}", "object": "chat.completion", "created": int(time.time()),
         "model": answer.get("model") or model,
@@ -169,13 +169,19 @@ class AnthropicStream:
                 continue
             try:
                 arguments = json.loads("".join(block["json"]) or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):  # cut off, or nested too deep to decode
                 continue
             if not isinstance(arguments, dict):
                 continue
             content.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments})
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": self.stop_reason, "usage": dict(self.usage)}  # fmt: skip
+
+
+def _tokens(value: Any) -> int:
+    """A token count of the upstream's ``usage``: a whole number >= 0, else 0 (a count that is a
+    list, a word or ``1e400`` is not the client's problem, nor a reason to drop the answer)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -252,9 +252,10 @@ class _Sse:
             if not data or data == "[DONE]":
                 continue
             try:
-                self._on_data(json.loads(data))
-            except ValueError:
+                parsed = json.loads(data)
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to decode: skipped
                 continue
+            self._on_data(parsed)
 
 
 class _Unreadable(Exception):
@@ -480,7 +481,7 @@ async def _forward(
         if upstream.status_code == 200:
             try:
                 answer.whole(json.loads(content))
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep: relayed, not saved
                 pass
             await _finish(turn, answer)
         else:
@@ -593,7 +594,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                             media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
         try:
             completion, saved = chat_completion(json.loads(content), body.get("model"), turn.context.messages)
-        except (ValueError, InvalidInputError) as exc:
+        except (ValueError, RecursionError, InvalidInputError) as exc:
             await turn.end()
             raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
         await turn.end(saved)
@@ -631,7 +632,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             async for event in parse_sse(_bounded_lines(upstream, deadline)):
                 try:
                     data = json.loads(event.data)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(data, dict) and data.get("type") == "error":
                     failure = _anthropic_failure(data.get("error"))
