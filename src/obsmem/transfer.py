@@ -113,7 +113,7 @@ from obsmem.knowledge.store.values import forgotten_in
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
 from obsmem.storage.leasing import run_to_end
-from obsmem.storage.notes import import_note
+from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.paging import all_threads
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
@@ -324,6 +324,30 @@ def _default_scope(threads: list[Thread], resource_id: str) -> str:
     return f"org:{orgs.pop()}/resource:{resource_id}"
 
 
+async def _check_not_erasing(store: Store, resource_id: str) -> None:
+    """Refuse a resource a delete (``Memory.delete_thread`` / ``delete_resource``) is under way
+    for, or was cut off midway in (its process killed): what is left of it is still stored, and
+    an export would hand it out whole, to be imported anywhere. Its notes (storage.notes) say so:
+    the resource's list of the threads being deleted, each with its own note until it is done."""
+    text = await store.get_working_memory(erasing_note("resource", resource_id))
+    if text is None:
+        return
+    try:
+        listed = json.loads(text).get("threads")
+    except (ValueError, AttributeError):  # not a note obsmem wrote: nothing under way
+        return
+    if not isinstance(listed, dict):
+        return
+    for thread_id in sorted(t for t in listed if isinstance(t, str) and t):
+        if await store.get_working_memory(erasing_note("thread", thread_id)) is not None:
+            raise InvalidInputError(
+                f"A delete of resource '{resource_id}' (its thread '{thread_id}') is under way or was cut "
+                "off midway; nothing of it is exported. Finish it with delete_resource (obsmem "
+                "delete-resource, DELETE /api/resources/{id}) again.",
+                argument="resource_id",
+            )
+
+
 async def export_resource(
     store: Store,
     resource_id: str,
@@ -339,10 +363,13 @@ async def export_resource(
     ``org_id``, ``org:default`` for threads without one; required when they name several);
     everything visible from it (its ancestors' too)
     is exported. A resource without threads is refused with
-    :class:`~obsmem.errors.InvalidInputError` (most likely a mistyped id).
+    :class:`~obsmem.errors.InvalidInputError` (most likely a mistyped id), and so is one whose
+    delete is under way or was cut off midway (``Memory.unfinished_deletes``): nothing of a user
+    being deleted comes out; ``delete_resource`` again finishes it.
     """
     if not isinstance(resource_id, str) or not resource_id:
         raise InvalidInputError("resource_id must be a non-empty string.", argument="resource_id")
+    await _check_not_erasing(store, resource_id)
     threads = await _threads(store, resource_id)
     if not threads:
         raise InvalidInputError(
@@ -380,6 +407,7 @@ async def export_resource(
     }
     if scope is not None:
         header["knowledge_scope"] = scope
+    await _check_not_erasing(store, resource_id)  # one begun while it was read: its note is set before it deletes
     with _writer(out) as handle:
         handle.write(json.dumps(header, ensure_ascii=False) + "\n")
         for kind, model in items:
