@@ -60,6 +60,7 @@ from obsmem import (
     to_openai,
     to_openai_responses,
 )
+from obsmem._http import mask_secret
 from obsmem.server.access import Principal
 from obsmem import telemetry
 from obsmem.models.sse import parse_sse
@@ -192,6 +193,23 @@ def _upstream(service: Service, path: str) -> tuple[str, dict[str, str]]:
     if settings.upstream_key:
         headers["Authorization"] = f"Bearer {settings.upstream_key}"
     return settings.upstream_url.rstrip("/") + path, headers
+
+
+def _masking(service: Service) -> Callable[[bytes], bytes]:
+    """What makes relayed upstream bytes safe to hand a client: the server's upstream key masked
+    (``sk-…WXYZ``) wherever the upstream echoed it (a 401 quoting the credential it refused, a
+    proxy reflecting its request's headers). The README's promise is that the key never leaves
+    the server, whatever the upstream sends."""
+    key = service.settings.upstream_key
+    if not key:
+        return lambda data: data
+    secret, shown = key.encode(), mask_secret(key).encode()
+    return lambda data: data.replace(secret, shown) if secret in data else data
+
+
+def _masked_text(service: Service, text: str) -> str:
+    key = service.settings.upstream_key
+    return text.replace(key, mask_secret(key)) if key and key in text else text
 
 
 class _WholeEvents:
@@ -471,9 +489,10 @@ async def _forward(
         await turn.end()
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
+    mask = _masking(service)
     if upstream.status_code != 200 or not stream:
         try:
-            content = await _whole(upstream, turn, deadline)
+            content = mask(await _whole(upstream, turn, deadline))
         except TimeoutError:
             return _refused(_timeout_error(service))
         except httpx.HTTPError as exc:
@@ -509,17 +528,17 @@ async def _forward(
                     failure = _too_large()
                     logger.warning("the upstream stream passed %d bytes; ended with an error", MAX_UPSTREAM_BYTES)
                     break
-                reader.feed(chunk)
-                ready = events.feed(chunk)
+                ready = mask(events.feed(chunk))  # whole events: an echoed key is never split
                 if not ready:
                     continue
+                reader.feed(ready)
                 if held is not None:
                     yield held
                 held = ready
             else:
-                reader.feed(b"\n")
+                rest = mask(events.rest())  # a last event without its blank line: the stream's end ends it
+                reader.feed(rest + b"\n")
                 finished = True
-                rest = events.rest()  # a last event without its blank line: the stream's end ends it
                 if rest:
                     held = rest if held is None else held + rest
         except TimeoutError:
@@ -581,9 +600,10 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         await turn.end()
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
+    mask = _masking(service)
     if upstream.status_code != 200 or not stream:
         try:
-            content = await _whole(upstream, turn, deadline)
+            content = mask(await _whole(upstream, turn, deadline))
         except TimeoutError:
             return _refused(_timeout_error(service))
         except httpx.HTTPError as exc:
@@ -635,7 +655,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                 except (ValueError, RecursionError):
                     continue
                 if isinstance(data, dict) and data.get("type") == "error":
-                    failure = _anthropic_failure(data.get("error"))
+                    failure = _anthropic_failure(data.get("error"), service)
                     logger.warning("the Anthropic upstream reported an error mid-stream: %s", failure)
                     break
                 chunks = translator.event(event.event, data)
@@ -643,7 +663,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                     await save()
                     finished = True
                 for chunk in chunks:
-                    yield sse_chunk(chunk)
+                    yield mask(sse_chunk(chunk))
                 if finished:
                     break
             else:
@@ -742,10 +762,10 @@ def _error_event(error: UpstreamError) -> bytes:
     return b"\n\ndata: " + json.dumps(error_body(type(error).__name__, str(error))).encode() + b"\n\n"
 
 
-def _anthropic_failure(error: Any) -> UpstreamError:
+def _anthropic_failure(error: Any, service: Service) -> UpstreamError:
     detail = error if isinstance(error, dict) else {}
     kind, message = detail.get("type"), detail.get("message")
-    said = ": ".join(str(part) for part in (kind, message) if part) or "no detail"
+    said = _masked_text(service, ": ".join(str(part) for part in (kind, message) if part) or "no detail")
     return UpstreamError(f"The upstream model server failed mid-answer ({said}).")
 
 
