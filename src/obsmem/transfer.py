@@ -324,28 +324,39 @@ def _default_scope(threads: list[Thread], resource_id: str) -> str:
     return f"org:{orgs.pop()}/resource:{resource_id}"
 
 
-async def _check_not_erasing(store: Store, resource_id: str) -> None:
-    """Refuse a resource a delete (``Memory.delete_thread`` / ``delete_resource``) is under way
-    for, or was cut off midway in (its process killed): what is left of it is still stored, and
-    an export would hand it out whole, to be imported anywhere. Its notes (storage.notes) say so:
-    the resource's list of the threads being deleted, each with its own note until it is done."""
+async def _erasing_thread(store: Store, resource_id: str) -> str | None:
+    """A thread of ``resource_id`` a delete (``Memory.delete_thread`` / ``delete_resource``) is
+    under way for, or was cut off midway in (its process killed), else None. Its notes
+    (storage.notes) say so: the resource's list of the threads being deleted, each with its own
+    note until it is done."""
     text = await store.get_working_memory(erasing_note("resource", resource_id))
     if text is None:
-        return
+        return None
     try:
         listed = json.loads(text).get("threads")
     except (ValueError, AttributeError):  # not a note obsmem wrote: nothing under way
-        return
+        return None
     if not isinstance(listed, dict):
-        return
+        return None
     for thread_id in sorted(t for t in listed if isinstance(t, str) and t):
         if await store.get_working_memory(erasing_note("thread", thread_id)) is not None:
-            raise InvalidInputError(
-                f"A delete of resource '{resource_id}' (its thread '{thread_id}') is under way or was cut "
-                "off midway; nothing of it is exported. Finish it with delete_resource (obsmem "
-                "delete-resource, DELETE /api/resources/{id}) again.",
-                argument="resource_id",
-            )
+            return thread_id
+    return None
+
+
+_FINISH_DELETE = "Finish it first: delete_resource (obsmem delete-resource, DELETE /api/resources/{id}) again."
+
+
+async def _check_not_erasing(store: Store, resource_id: str) -> None:
+    """Refuse to export a resource being deleted (see :func:`_erasing_thread`): what is left of
+    it is still stored, and an export would hand it out whole, to be imported anywhere."""
+    thread_id = await _erasing_thread(store, resource_id)
+    if thread_id is not None:
+        raise InvalidInputError(
+            f"A delete of resource '{resource_id}' (its thread '{thread_id}') is under way or was cut off "
+            f"midway; nothing of it is exported. {_FINISH_DELETE}",
+            argument="resource_id",
+        )
 
 
 async def export_resource(
@@ -1090,8 +1101,9 @@ async def import_resource(
     Nothing is written unless the whole file is valid and the target holds none of it:
     a malformed line → :class:`ExportFormatError` naming the line; an unknown format version →
     :class:`ExportVersionError`; a target that already holds the resource, one of its threads,
-    messages, lineages or working memories → :class:`ImportConflictError` (so importing twice is
-    refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
+    messages, lineages or working memories, or whose delete of the resource is under way or was
+    cut off midway (``Memory.unfinished_deletes``) → :class:`ImportConflictError` (so importing
+    twice is refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
     with it, they are written last, exactly (see the module docs); a knowledge row of the
     resource's scope that the knowledge store already holds → :class:`ImportConflictError`.
     With ``knowledge``, what holds a value forgotten there after the export is left out (see the
@@ -1124,6 +1136,12 @@ async def import_resource(
                     knowledge_found.pop(kind, None)
     if knowledge_reach is not None and knowledge_store is not None and parsed.knowledge_scope is not None:
         await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
+    erasing = await _erasing_thread(store, parsed.resource_id)
+    if erasing is not None:  # the rest of it is still to delete, and finishing that would take this too
+        raise ImportConflictError(
+            f"a delete of resource '{parsed.resource_id}' (its thread '{erasing}') is under way or was cut off "
+            f"midway; nothing is imported. {_FINISH_DELETE}"
+        )
     await _take_back_cut_off(store, parsed)
     await _check_target(store, parsed)
 
