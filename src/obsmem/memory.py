@@ -530,6 +530,15 @@ class Memory:
             if thread is None:
                 return False
             resumed = True
+        # marked under way while it runs (leasing.ERASING): `obsmem delete-resource` meanwhile says so
+        async with leasing.erasing(self.store, thread.resource_id, clock=self.clock):
+            deleted = await self._erase_thread(thread, resumed=resumed, actor=actor)
+        await self._truncate_log()  # (after the lease's release: its row goes from the log too)
+        return deleted
+
+    async def _erase_thread(self, thread: Thread, *, resumed: bool, actor: str | None) -> bool:
+        """:meth:`delete_thread`'s erase of ``thread``, under its erasing lease."""
+        thread_id = thread.id
         await self._note_erase()
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
@@ -548,7 +557,6 @@ class Memory:
             if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
                 await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node, actor=actor)
         await self._end_erasing(thread.resource_id, [thread.id])  # (before the truncation: the note holds ids)
-        await self._truncate_log()
         return deleted
 
     async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
@@ -707,6 +715,18 @@ class Memory:
 
             await erasure_scopes(self.knowledge, threads, resource_id=resource_id, within=knowledge_within,
                                  fallback=knowledge_within is None, operation="delete")  # fmt: skip
+        # marked under way while it runs (leasing.ERASING): `obsmem delete-resource` meanwhile says so
+        async with leasing.erasing(self.store, resource_id, clock=self.clock):
+            await self._erase_resource(resource_id, threads, counts, knowledge_within=knowledge_within, actor=actor)
+        await self._truncate_log()  # (after the lease's release: its row goes from the log too)
+        return counts
+
+    async def _erase_resource(
+        self, resource_id: str, threads: list[Thread], counts: dict[str, int], *,
+        knowledge_within: str | None, actor: str | None,
+    ) -> None:
+        """:meth:`delete_resource`'s erase of ``threads`` and the resource's data, under its
+        erasing lease; adds what went to ``counts``."""
         await self._note_erase()
         await self._begin_erasing(*threads)
         for thread in threads:
@@ -740,8 +760,6 @@ class Memory:
             )
             counts.update(purged)
         await self._end_erasing(resource_id, [t.id for t in threads], whole=True)
-        await self._truncate_log()
-        return counts
 
     async def _forget_kept(self, *lineages: str) -> None:
         """After an erase: nothing this process keeps between calls holds what went any more:

@@ -34,7 +34,6 @@ from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, addressable, authenticate, bearer_token
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
-from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
 from obsmem.types import check_finite
@@ -259,18 +258,14 @@ async def get_thread(thread_id: str, principal: Caller, service: ServiceDep) -> 
 async def delete_thread(thread_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     try:
-        thread = await principal.thread(service.memory, thread_id)
+        await principal.thread(service.memory, thread_id)
     except ThreadNotFoundError:
         # A delete of it that a crash cut off (the server killed midway): its row is gone, the
         # rest not yet. The request retried finishes it, for a key that may see that thread.
         cut_off = await service.memory.unfinished_delete(thread_id)
         if cut_off is None or not principal.sees(cut_off):
             raise
-        thread = cut_off
-    # marked under way while it runs (see leasing.ERASING): ``obsmem delete-resource`` meanwhile says so
-    async with leasing.erasing(service.memory.store, thread.resource_id, clock=service.memory.clock):
-        deleted = await service.memory.delete_thread(thread_id, actor=principal.actor)
-    return {"deleted": deleted}
+    return {"deleted": await service.memory.delete_thread(thread_id, actor=principal.actor)}
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -627,8 +622,7 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
             threads = cut_off
     if not threads and (knowledge is None or not await stored_scopes(knowledge, resource_id=resource, within=within)):
         raise ResourceNotFoundError(resource)
-    async with leasing.erasing(service.memory.store, resource, clock=service.memory.clock):  # under way meanwhile
-        deleted = await service.memory.delete_resource(resource, knowledge_within=within, actor=principal.actor)
+    deleted = await service.memory.delete_resource(resource, knowledge_within=within, actor=principal.actor)
     return {"resource_id": resource, "deleted": deleted}
 
 

@@ -173,13 +173,12 @@ async def _released(store: Store, key: str, owner: str) -> None:
                 del _UNRELEASED[id(store)]
 
 
-#: A delete of a resource's data under way in a live process (``obsmem delete-resource``, the REST
-#: API's deletes): a lease of its own per delete, ``erasing:<sha256 of the resource id>:<random>``
-#: (no id in the store's rows or log once it is gone), owned by ``pid <n> on <host>``, renewed
-#: while the delete runs and released at its end. A delete whose notes are left with no such
-#: lease was cut off (its process killed; its lease, never released, expires within
-#: :data:`ERASING_TTL_S`); one with a lease is under way. ``Memory.delete_resource`` called by an
-#: application takes none: its deletes look cut off while they run.
+#: A delete of a resource's data under way in a live process (``Memory.delete_resource`` and
+#: ``delete_thread``, so ``obsmem delete-resource`` and the REST API's deletes too): a lease of its
+#: own per delete, ``erasing:<sha256 of the resource id>:<random>`` (no id in the store's rows or
+#: log once it is gone), owned by ``pid <n> on <host>``, renewed while the delete runs and released
+#: at its end. A delete whose notes are left with no such lease was cut off (its process killed;
+#: its lease, never released, expires within :data:`ERASING_TTL_S`); one with a lease is under way.
 ERASING = "erasing"
 ERASING_TTL_S = 30.0
 
@@ -206,5 +205,21 @@ async def erasing_elsewhere(store: Store, resource_id: str, *, clock: Clock, own
     now = clock.now()
     return [
         lease for lease in await store.list_leases(_erasing_prefix(resource_id))
-        if lease.key != own and not lease.is_expired(now)
+        if lease.key != own and not lease.is_expired(now) and not _dead_here(lease.owner)
     ]
+
+
+def _dead_here(owner: str) -> bool:
+    """Whether ``owner`` (``pid <n> on <host>``) names a process of this host that has ended: a
+    delete killed here is told from a live one at once, not only when its lease expires. (A pid
+    taken again by another process reads as alive: the delete is then waited for, as elsewhere.)"""
+    words = owner.split(" ")
+    if len(words) != 4 or words[0] != "pid" or words[2] != "on" or words[3] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(words[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, OverflowError):
+        return False  # not ours to signal (alive), or no pid at all
+    return False
