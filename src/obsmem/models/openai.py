@@ -175,7 +175,7 @@ def _int(value: object) -> int:
         return 0
     try:
         return max(0, int(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # "many", 1e400
         return 0
 
 
@@ -215,7 +215,7 @@ class StreamState:
     chars: int = 0  # of text and tool arguments so far, for the client-side output limit
 
     def add(self, chunk: dict[str, Any]) -> None:
-        self.model = chunk.get("model") or self.model
+        self.model = _name(chunk.get("model")) or self.model
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
         for choice in chunk.get("choices") or ():
@@ -259,6 +259,22 @@ def completion_error(endpoint: Endpoint, error: object) -> ModelError:
     return status_error(endpoint, status, {}, json.dumps({"error": error}).encode())
 
 
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _text(content: object, endpoint: Endpoint) -> str:
+    """A message's ``content``: a string, nothing, or a list of text parts (some compatible
+    servers send one), joined; anything else is an answer of an odd shape (retryable)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        texts = [part.get("text") for part in content if part.get("type") in ("text", "output_text")]
+        if all(isinstance(text, str) for text in texts):
+            return "".join(str(text) for text in texts)
+    raise malformed(endpoint, f"a message whose content is {type(content).__name__}, not text")
+
+
 def parse_completion(data: object, endpoint: Endpoint) -> ModelResponse:
     """A non-streamed ``chat.completion`` object as a :class:`ModelResponse`."""
     if not isinstance(data, dict):
@@ -279,11 +295,11 @@ def parse_completion(data: object, endpoint: Endpoint) -> ModelResponse:
         if (call.get("function") or {}).get("name")
     )
     return ModelResponse(
-        text=message.get("content") or "",
+        text=_text(message.get("content"), endpoint),
         tool_calls=calls,
         usage=_usage(data.get("usage")),
         finish_reason=_finish(choices[0].get("finish_reason")),
-        model_name=data.get("model"),
+        model_name=_name(data.get("model")),
     )
 
 

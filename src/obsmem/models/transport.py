@@ -227,11 +227,15 @@ def malformed(endpoint: Endpoint, what: str) -> ModelUnavailableError:
 @contextmanager
 def answer_shape(endpoint: Endpoint) -> Iterator[None]:
     """Reading an answer: one of an unexpected shape (a list where an object belongs, a string
-    for ``choices``, JSON nested too deep to decode) fails as malformed JSON does, retryable,
-    never as a raw ``TypeError`` or ``RecursionError``."""
+    for ``choices``, JSON nested too deep to decode, a tool call's ``index`` of ``"x"`` or
+    ``Infinity``) fails as malformed JSON does, retryable, never as a raw ``TypeError``,
+    ``RecursionError``, ``ValueError`` or ``OverflowError``."""
     try:
         yield
-    except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError, ValueError, OverflowError) as exc:
+        # ValueError: int("x") of a tool call's index, a part (a tool name that is a list) that
+        # fails validation; OverflowError: int() of Infinity. Inside this block only the answer
+        # is read (the request was built before it), so neither is the caller's own input's fault.
         raise malformed(endpoint, f"an answer of an unexpected shape ({type(exc).__name__})") from exc
 
 
