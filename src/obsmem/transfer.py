@@ -35,7 +35,9 @@ a writer choose the value, and the rest is rebuilt the way the contract builds i
   and every seq the memory refers to is mapped onto the new ones: record cursors, buffered
   chunks' spans, retrieval groups' ``range`` and the thread's recorded instructions (that last
   one is a thread update, so such a thread's version ends one above the exported one);
-  :attr:`ImportSummary.seqs_preserved` says which happened.
+  :attr:`ImportSummary.seqs_preserved` says which happened. Either way a reference past the
+  export's last message (a cursor on a message deleted since, as a forget deletes one left
+  empty) is brought back onto that message: the target's next messages get the seqs after it.
 * Knowledge (with a knowledge store) is every row stored on the resource's knowledge scope
   chain (its org's) and below it (its threads'), exactly as stored: ids, ``captured_at``,
   revisions, trust and review state, deletions, tombstones, forgotten values (digests only) and
@@ -599,7 +601,13 @@ _GROUP_RANGE = re.compile(r'^(\s*<observation-group\s[^<>\n]*\brange=")(\d+):(\d
 
 @dataclass(frozen=True, slots=True)
 class _SeqMap:
-    """Old seqs (sorted) onto the new ones, order kept; seqs between messages map to their neighbours."""
+    """Old seqs (sorted) onto the new ones, order kept; seqs between messages map to their neighbours.
+
+    With the seqs kept (``identity``) a seq up to the last message's stays as it is, but one past
+    it (a cursor on a message deleted since, as a forget deletes a message left empty) is brought
+    back onto the last message: the target gives out the seqs after it to the next messages,
+    which such a cursor would count as observed already (the source never reuses a seq).
+    """
 
     old: list[int]
     new: list[int]
@@ -608,10 +616,15 @@ class _SeqMap:
     def identity(self) -> bool:
         return self.old == self.new
 
+    def _kept(self, seq: int) -> bool:
+        return self.identity and seq <= (self.old[-1] if self.old else 0)
+
     def upto(self, seq: int) -> int:
         """The new seq of the last message at or below ``seq`` (a cursor, a span's end); 0 if none."""
         from bisect import bisect_right
 
+        if self._kept(seq):
+            return seq
         index = bisect_right(self.old, seq)
         return self.new[index - 1] if index else 0
 
@@ -619,6 +632,8 @@ class _SeqMap:
         """The new seq of the first message at or above ``seq`` (a span's start)."""
         from bisect import bisect_left
 
+        if self._kept(seq):
+            return seq
         index = bisect_left(self.old, seq)
         return self.new[index] if index < len(self.new) else self.upto(seq)
 
@@ -630,8 +645,6 @@ class _SeqMap:
         )
 
     def record(self, record: ObservationRecord) -> ObservationRecord:
-        if self.identity:
-            return record
         chunks = tuple(
             c.model_copy(
                 update={
@@ -645,7 +658,7 @@ class _SeqMap:
         reflection = record.buffered_reflection
         if reflection is not None:
             reflection = reflection.model_copy(update={"text": self.text(reflection.text)})
-        return record.model_copy(
+        mapped = record.model_copy(
             update={
                 "threads": {
                     tid: state.model_copy(update={"cursor": self.upto(state.cursor)})
@@ -656,11 +669,14 @@ class _SeqMap:
                 "active_observations": self.text(record.active_observations),
             }
         )
+        return record if mapped == record else mapped
 
     def thread(self, thread: Thread) -> Thread:
         own = thread.metadata.get("obsmem")
         recorded = own.get("instructions") if isinstance(own, dict) else None
-        if self.identity or not isinstance(recorded, dict) or not isinstance(recorded.get("seq"), int):
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("seq"), int):
+            return thread
+        if self.upto(recorded["seq"]) == recorded["seq"]:
             return thread
         assert isinstance(own, dict)
         instructions = {**recorded, "seq": self.upto(recorded["seq"])}
