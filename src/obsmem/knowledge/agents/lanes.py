@@ -66,7 +66,7 @@ class LaneLostError(LaneBusyError):
 
 #: The lanes held by the running task (and the tasks it starts): lane key → (the Lanes holding it,
 #: the fencing token it was taken with). What a run holds, not a lock: the store's lease decides.
-_HELD: ContextVar[Mapping[str, tuple[Lanes, int]]] = ContextVar("obsmem_knowledge_lanes_held", default={})
+_HELD: ContextVar[Mapping[str, tuple[Lanes, int, str]]] = ContextVar("obsmem_knowledge_lanes_held", default={})
 
 
 def backoff_delay(failures: int) -> float:
@@ -184,7 +184,7 @@ class Lanes:
         held = _HELD.get().get(key)
         if held is None or held[0] is not self:
             return
-        lease = await self.store.renew_lease(key, self.owner, ttl_s=self.lease_ttl_s, now=self.clock.now())
+        lease = await self.store.renew_lease(key, held[2], ttl_s=self.lease_ttl_s, now=self.clock.now())
         if lease is None or lease.token != held[1]:
             raise LaneLostError(f"lane {lane!r} was taken over by another holder while this run went on")
 
@@ -202,19 +202,20 @@ class Lanes:
         and :meth:`write`); yields its state. Raises LaneBusyError if another holder keeps it
         for ``wait_s`` (real) seconds more (0: do not wait)."""
         key = self.key(lane)
+        owner = self._run_owner()
         waited = 0.0
-        while not await leasing.acquired(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock):
+        while not await leasing.acquired(self.store, key, owner, ttl_s=self.lease_ttl_s, clock=self.clock):
             if waited >= wait_s:
                 raise LaneBusyError(f"lane {lane!r} is being run by another holder")
             await asyncio.sleep(0.05)
             waited += 0.05
         # Released at the run's end whatever ends it (a request's deadline cancelling every
         # await of the cleanup left the lane held for its TTL).
-        async with leasing.holding(self.store, key, self.owner, ttl_s=self.lease_ttl_s, clock=self.clock):
+        async with leasing.holding(self.store, key, owner, ttl_s=self.lease_ttl_s, clock=self.clock):
             lease = await self.store.get_lease(key)
-            if lease is None or lease.owner != self.owner or lease.is_expired(self.clock.now()):
+            if lease is None or lease.owner != owner or lease.is_expired(self.clock.now()):
                 raise LaneLostError(f"lane {lane!r} was taken over by another holder as this run began")
-            held = _HELD.set({**_HELD.get(), key: (self, lease.token)})
+            held = _HELD.set({**_HELD.get(), key: (self, lease.token, owner)})
             try:
                 yield await self.read(lane)
             finally:
@@ -222,6 +223,13 @@ class Lanes:
                     _HELD.reset(held)
                 except ValueError:  # left from another context: this run's entry goes all the same
                     _HELD.set({k: v for k, v in _HELD.get().items() if k != key})
+
+    def _run_owner(self) -> str:
+        """The lease owner of one hold: this Lanes' owner and a part of the hold's own. A lease
+        taken again by its owner is renewed (the store's rule), so with the Lanes' owner alone two
+        runs of one lane in one process, or two updates of the lane index, both held it at once
+        (and the first to finish released it under the other)."""
+        return f"{self.owner}:{uuid.uuid4().hex[:8]}"
 
     async def all_lanes(self) -> dict[str, LaneState]:
         """Every lane with a stored state (for ``obsmem worker`` and inspection)."""
@@ -235,13 +243,14 @@ class Lanes:
     async def _index(self) -> AsyncIterator[list[str]]:
         """The lane index's names, under the index's own lease (LaneBusyError if it stays busy)."""
         key = LANE_PREFIX + "index"
+        owner = self._run_owner()
         for _ in range(50):
-            if await leasing.acquired(self.store, key, self.owner, ttl_s=30.0, clock=self.clock):
+            if await leasing.acquired(self.store, key, owner, ttl_s=30.0, clock=self.clock):
                 break
             await asyncio.sleep(0.01)
         else:
             raise LaneBusyError("the lane index stayed busy")
-        async with leasing.holding(self.store, key, self.owner, ttl_s=30.0, clock=self.clock, renew=False):
+        async with leasing.holding(self.store, key, owner, ttl_s=30.0, clock=self.clock, renew=False):
             text = await self.store.get_working_memory(key)
             yield json.loads(text) if text else []
 
