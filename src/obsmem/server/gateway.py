@@ -35,7 +35,8 @@ One upstream exchange is bounded in all by ``upstream_total_timeout_s`` (each re
 ``upstream_timeout_s``): past it a stream ends with an error event (``data: {"error": …}``, which
 the ``openai`` client raises) and a whole answer is answered 504. A stream the upstream closes
 before its answer's end (no ``finish_reason``, ``[DONE]`` or terminal Responses event) ends with
-the same error event after what came.
+the same error event after what came. Reading stops at ``[DONE]`` (nothing follows it), so an
+upstream that holds its connection open after it delays no answer.
 """
 
 from __future__ import annotations
@@ -247,6 +248,7 @@ class _Sse:
         self._pending = bytearray()
         self._on_data = on_data
         self._on_done = on_done
+        self.done = False  # ``data: [DONE]`` came: the stream's last event
 
     def feed(self, chunk: bytes) -> None:
         # Only the new bytes are searched for line ends (linear in the stream however it is split);
@@ -266,6 +268,7 @@ class _Sse:
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                self.done = True
                 self._on_done()
             if not data or data == "[DONE]":
                 continue
@@ -535,6 +538,9 @@ async def _forward(
                 if held is not None:
                     yield held
                 held = ready
+                if reader.done:  # nothing follows [DONE]: an upstream holding its connection open holds no one
+                    finished = True
+                    break
             else:
                 rest = mask(events.rest())  # a last event without its blank line: the stream's end ends it
                 reader.feed(rest + b"\n")
