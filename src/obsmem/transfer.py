@@ -112,6 +112,7 @@ from obsmem.knowledge.store.erasure import forgettable_texts
 from obsmem.knowledge.store.scopes import Level, Scope, check_within_ceiling
 from obsmem.knowledge.store.tables import under
 from obsmem.knowledge.store.values import forgotten_in
+from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
 from obsmem.storage.leasing import run_to_end
@@ -684,6 +685,58 @@ class _SeqMap:
         return thread.model_copy(update={"metadata": metadata})
 
 
+# -- observations are data --------------------------------------------------------------------------------
+# What the observer stores is made data first (obsmem.om.llm.parsing: the "<" of every tag-shaped
+# token written "&lt;"), so no observation can close obsmem's blocks in a model's context or open
+# one of its own. An export is a file its holder may edit: an import applies the same rule to
+# every text a record puts in the context, keeping obsmem's own structure lines (observation
+# groups, resource-scope thread sections), which hold no other text.
+
+_TAG_SHAPED = re.compile(r"<(?=\||[ \t]*/?[ \t]*[A-Za-z][\w:.-]*(?:[\s/>]|$))", re.MULTILINE)  # as parsing's
+_SECTION_LINE = re.compile(r'^\s*(?:<thread id="[^"<>]+">|</thread>)\s*$')
+
+
+def _data(text: str | None) -> str | None:
+    return _TAG_SHAPED.sub("&lt;", text) if text and "<" in text else text
+
+
+def _data_lines(text: str) -> str:
+    """``text`` as data, line by line; obsmem's own structure lines kept."""
+    if "<" not in text:
+        return text
+    return "\n".join(
+        line if is_group_tag(line) or _SECTION_LINE.match(line) else _TAG_SHAPED.sub("&lt;", line)
+        for line in text.split("\n")
+    )
+
+
+def _record_as_data(record: ObservationRecord) -> ObservationRecord:
+    def state(value: ThreadState) -> ThreadState:
+        return value.model_copy(update={
+            "current_task": _data(value.current_task),
+            "suggested_response": _data(value.suggested_response),
+            "thread_title": _data(value.thread_title),
+        })  # fmt: skip
+
+    def chunk(value: BufferedChunk) -> BufferedChunk:
+        return value.model_copy(update={
+            "observations": _data_lines(value.observations),
+            "current_task": _data(value.current_task),
+            "suggested_response": _data(value.suggested_response),
+        })  # fmt: skip
+
+    reflection = record.buffered_reflection
+    if reflection is not None:
+        reflection = reflection.model_copy(update={"text": _data_lines(reflection.text)})
+    cleaned = record.model_copy(update={
+        "active_observations": _data_lines(record.active_observations),
+        "threads": {tid: state(value) for tid, value in record.threads.items()},
+        "buffered_chunks": tuple(chunk(c) for c in record.buffered_chunks),
+        "buffered_reflection": reflection,
+    })  # fmt: skip
+    return record if cleaned == record else cleaned
+
+
 # -- forgotten values ----------------------------------------------------------------------------------
 # An export written before a forget still holds the value. The forget left its digest in the
 # knowledge store (a ForgottenValue, the only trace of it anywhere), and a forgotten value "cannot
@@ -1129,6 +1182,7 @@ async def import_resource(
     """
     with _reader(source) as lines:
         parsed = _parse(lines)
+    parsed.items["record"] = [(n, _record_as_data(r)) for n, r in parsed.items["record"]]
     if into_resource is not None:
         if not isinstance(into_resource, str) or not into_resource.strip():
             raise InvalidInputError("into_resource must be a non-empty string.", argument="into_resource")
