@@ -55,6 +55,7 @@ import ipaddress
 import json
 import logging
 import random
+import re
 import socket
 import time
 import zlib
@@ -372,15 +373,18 @@ async def read_prefix(chunks: AsyncIterable[bytes], limit: int) -> bytes:
     return b"".join(parts)
 
 
-_LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
+#: What ends a line of a server-sent event stream: CRLF, LF or CR, and nothing else (the SSE
+#: specification). Not ``str.splitlines``'s wider set: U+2028, U+2029 and U+0085 may stand
+#: unescaped inside a JSON string (a model quoting a user's text), and are data.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 async def capped_lines(
     chunks: AsyncIterable[bytes], limit: int | None, *, what: str, headers: Mapping[str, str] | None = None
 ) -> AsyncIterator[str]:
-    """The lines of a streamed body (without their endings, split as :meth:`str.splitlines`
-    does, like httpx's ``aiter_lines``), stopping with :func:`too_large`'s error once the
-    body passes ``limit`` bytes; a line that never ends is bounded by the same limit."""
+    """The lines of a streamed body (without their endings: CRLF, LF or CR, as server-sent
+    events end them), stopping with :func:`too_large`'s error once the body passes ``limit``
+    bytes; a line that never ends is bounded by the same limit."""
     if limit is not None and headers is not None:
         declared = _declared_length(headers)
         if declared is not None and declared > limit:
@@ -396,17 +400,20 @@ async def capped_lines(
         if not text:
             continue
         pending.append(text)
-        if not any(mark in text for mark in _LINE_ENDS):
+        if "\n" not in text and "\r" not in text:
             continue  # still inside one line: no join, no split
-        lines = "".join(pending).splitlines(keepends=True)
-        pending = []
-        last = lines[-1]
-        if last == last.rstrip(_LINE_ENDS) or last.endswith("\r"):
-            pending.append(lines.pop())  # unfinished, or a "\r" whose "\n" may be in the next chunk
+        joined = "".join(pending)
+        lines = _LINE_BREAK.split(joined)
+        last = lines.pop()  # after the last line end: unfinished
+        if joined.endswith("\r"):
+            last = lines.pop() + "\r"  # a "\r" whose "\n" may be in the next chunk: not ended yet
+        pending = [last] if last else []
         for line in lines:
-            yield line.splitlines()[0]
-    rest = "".join(pending) + decoder.decode(b"", final=True)
-    for line in rest.splitlines():
+            yield line
+    lines = _LINE_BREAK.split("".join(pending) + decoder.decode(b"", final=True))
+    if lines[-1] == "":
+        lines.pop()  # the body's last line end ends a line; it does not start one
+    for line in lines:
         yield line
 
 
