@@ -1252,8 +1252,10 @@ async def import_resource(
 
 async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
     """What an import of this resource left when its process died midway, taken back (all or
-    nothing across a crash too), unless the threads it wrote have been used since (a message that
-    is not in this export): that is refused, naming the leftover import, and nothing is changed."""
+    nothing across a crash too), unless the resource has been used since (a message in a thread
+    it wrote that is not in this export, or a thread of the resource it did not write, whose
+    observations may be in the resource's lineage and working memory): that is refused, naming
+    the leftover import, and nothing is changed."""
     note = import_note(parsed.resource_id)
     text = await store.get_working_memory(note)
     if text is None:
@@ -1267,6 +1269,15 @@ async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
         )
     except (ValueError, KeyError, TypeError):
         raise ImportConflictError(f"the store holds an unreadable note of an import ('{note}')") from None
+    # A thread of the resource the cut-off import did not write is the app's, begun since: the
+    # resource's lineage and working memory (noted, and taken back below) are its too.
+    noted = set(written.threads)
+    for thread in await _threads(store, parsed.resource_id):
+        if thread.id not in noted:
+            raise ImportConflictError(
+                f"an import of resource '{parsed.resource_id}' was cut off midway and the resource has a "
+                f"thread '{thread.id}' since (delete the resource to import it again)"
+            )
     exported = {m.id for _, m in parsed.items["message"]}
     for thread_id in written.threads:
         try:
