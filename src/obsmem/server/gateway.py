@@ -251,8 +251,10 @@ class _Sse:
         self.done = False  # ``data: [DONE]`` came: the stream's last event
 
     def feed(self, chunk: bytes) -> None:
-        # Only the new bytes are searched for line ends (linear in the stream however it is split);
-        # a line longer than MAX_LINE_BYTES is dropped, not kept growing.
+        # Only the new bytes are searched for line ends (linear in the stream however it is split).
+        # The relay feeds whole events (_WholeEvents), so a line always ends in the chunk it is
+        # fed in: a long event is read whole, as the client gets it. The cap on what is left
+        # pending only guards a caller feeding raw reads.
         start = 0
         lines: list[bytes] = []
         while (end := chunk.find(b"\n", start)) != -1:
