@@ -61,7 +61,7 @@ class _KilledMidway(SQLiteStore):
             raise RuntimeError("the process is gone")
         await super().set_working_memory(key, text)
 
-    async def delete_working_memory(self, key: str) -> int:
+    async def delete_working_memory(self, key: str) -> bool:
         if self.dead:
             raise RuntimeError("the process is gone")
         return await super().delete_working_memory(key)

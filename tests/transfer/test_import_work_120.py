@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,9 +26,7 @@ from obsmem.storage.contract import WriteResult
 from obsmem.storage.memory import MemoryStore
 from obsmem.transfer import export_resource, import_resource
 from obsmem.types import Thread
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrity"))
-from work_count import GROWTH_BOUND, growth  # noqa: E402
+from tests.integrity.work_count import GROWTH_BOUND, growth
 
 
 async def _export_many_threads(n: int) -> str:
@@ -73,7 +71,7 @@ class _CountingStore(MemoryStore):
         return await super().update_record(record, expected_version=expected_version)
 
 
-async def _export_two_generations(tmp_path: Path) -> list[dict[str, object]]:
+async def _export_two_generations(tmp_path: Path) -> list[dict[str, Any]]:
     lineage = lineage_key("thread", "t1", "alice")
     async with open_store("memory://") as store:
         await store.create_thread(Thread(id="t1", resource_id="alice"))
