@@ -456,6 +456,32 @@ def _no_constant(name: str) -> object:
     raise _NotJSON(f"{name} is not a JSON number")
 
 
+def _utf8(raw: str, value: object) -> bool:
+    """Whether a line is text UTF-8 can hold: no lone surrogate, raw (bytes that were not UTF-8,
+    read from a stream decoded with ``surrogateescape``, as Python's stdin is) or escaped
+    (``"\\udcff"``). Stored, such text could never be written out again (an export, a model call)."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    if "\\u" not in raw and "\\U" not in raw:
+        return True  # (an escaped surrogate is the only other way one comes in)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
 def _parse(lines: Iterable[str]) -> _Parsed:
     header: _Header | None = None
     items: dict[str, list[Any]] = {kind: [] for kind in _MODELS}
@@ -476,6 +502,8 @@ def _parse(lines: Iterable[str]) -> _Parsed:
             raise ExportFormatError(number, "JSON nested too deeply") from None
         if not isinstance(value, dict):
             raise ExportFormatError(number, "not a JSON object")
+        if not _utf8(raw, value):
+            raise ExportFormatError(number, "not UTF-8 text")
         if header is None:
             if value.get("format") != EXPORT_FORMAT:
                 raise ExportFormatError(number, f"not an obsmem export (format {value.get('format')!r})")
