@@ -75,6 +75,7 @@ from obsmem.types import FilePart, Message, Thread, describe_value
 
 __all__ = [
     "KnowledgeHook",
+    "forget_kept_in_process",
     "ModelSpec",
     "Roles",
     "WorkingMemoryScope",
@@ -740,6 +741,48 @@ def observation_deltas(
             if isinstance(text, str) and text.strip():
                 found.append((cycle, text, message.seq or 0))
     return found, missing
+
+
+async def forget_kept_in_process(
+    *, engine: Any, store: Store, counter: TokenCounter, knowledge_agents: Any = None, lineages: Sequence[str] = ()
+) -> None:
+    """After an erase: nothing this process keeps between calls holds what went any more: the
+    renderings of observations, the engine's windows and per-lineage state (of ``lineages``),
+    the store's decoded rows, the texts kept for counting tokens, the offline roles' and the
+    lexical embedder's kept lines and words (and their idle child interpreters), the knowledge
+    agents' run log and recent requests, the values a forget searched for, and the patterns
+    ``re`` compiled (some are built from a user's words: a name, a value that changed). For a
+    ``Memory`` after its own erase, and for an ``obsmem worker`` that saw another process erase."""
+    import re
+    import sys
+
+    from obsmem.om.context import forget_rendered
+    from obsmem.om.offline import end_idle_children
+    from obsmem.om.offline import forget_texts as forget_offline_texts
+    from obsmem.storage.contract import forget_cached
+    from obsmem.storage.forgetting import forget_needles
+    from obsmem.tokens import forget_segments
+
+    forget_rendered()
+    if knowledge_agents is not None:
+        knowledge_agents.forget_kept()
+    core = engine.core
+    core.windows.forget()
+    core.other_block_memo.clear()
+    if engine.buffered is not None:
+        engine.buffered.forget(lineages)
+    forget_cached(store)
+    forget_texts = getattr(counter, "forget_texts", None)
+    if forget_texts is not None:  # (a counter of the user's own keeps what it keeps)
+        forget_texts()
+    forget_segments()
+    forget_offline_texts()
+    lexical = sys.modules.get("obsmem.embeddings.lexical")  # (only when loaded: it brings numpy)
+    if lexical is not None:
+        lexical.forget_features()
+    forget_needles()
+    re.purge()
+    await asyncio.to_thread(end_idle_children)
 
 
 class KnowledgeHook:

@@ -14,8 +14,7 @@ import json
 import logging
 import contextlib
 import math
-import re
-import sys
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -28,6 +27,7 @@ from obsmem.assembly import (
     assemble_roles,
     budget_events,
     check_collaborators,
+    forget_kept_in_process,
     knowledge_model,
     knowledge_settings,
     memory_config,
@@ -46,13 +46,10 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.models.retry import RetryPolicy
-from obsmem.om.offline import end_idle_children
-from obsmem.om.offline import forget_texts as forget_offline_texts
 from obsmem.om.context import (
     ContextWindow,
     build_context,
     drop_obsmem_messages,
-    forget_rendered,
     load_instructions,
     obsmem_message_id,
     remember_instructions,
@@ -73,19 +70,18 @@ from obsmem.om.recall.tool import ToolFlavor, dispatch_recall, recall_instructio
 from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
-from obsmem.storage.notes import erasing_note, import_note
-from obsmem.storage.contract import ObservationRecord, forget_cached, lineage_key
+from obsmem.storage.notes import ERASED, erasing_note, import_note
+from obsmem.storage.contract import ObservationRecord, lineage_key
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
 from obsmem.storage.forgetting import (
     contains,
     forget_in_message,
     forget_in_record,
     forget_lines,
-    forget_needles,
     holds,
 )
 from obsmem.storage.paging import all_threads
-from obsmem.tokens import TokenCounter, forget_segments
+from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
     DataPart,
@@ -557,6 +553,7 @@ class Memory:
             if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
                 await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node, actor=actor)
         await self._end_erasing(thread.resource_id, [thread.id])  # (before the truncation: the note holds ids)
+        await self._announce_erase()
         return deleted
 
     async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
@@ -760,35 +757,19 @@ class Memory:
             )
             counts.update(purged)
         await self._end_erasing(resource_id, [t.id for t in threads], whole=True)
+        await self._announce_erase()
 
     async def _forget_kept(self, *lineages: str) -> None:
-        """After an erase: nothing this process keeps between calls holds what went any more:
-        the renderings of observations, the engine's windows and per-lineage state (of
-        ``lineages``), the store's decoded rows, the texts kept for counting tokens, the offline
-        roles' and the lexical embedder's kept lines and words (and their idle child interpreters),
-        the knowledge agents' run log and recent requests, the values a forget searched for, and
-        the patterns ``re`` compiled (some are built from a user's words: a name, a value that
-        changed)."""
-        forget_rendered()
-        if self.knowledge_agents is not None:
-            self.knowledge_agents.forget_kept()
-        core = self.engine.core
-        core.windows.forget()
-        core.other_block_memo.clear()
-        if self.engine.buffered is not None:
-            self.engine.buffered.forget(lineages)
-        forget_cached(self.store)
-        forget_texts = getattr(self.counter, "forget_texts", None)
-        if forget_texts is not None:  # (a counter of the user's own keeps what it keeps)
-            forget_texts()
-        forget_segments()
-        forget_offline_texts()
-        lexical = sys.modules.get("obsmem.embeddings.lexical")  # (only when loaded: it brings numpy)
-        if lexical is not None:
-            lexical.forget_features()
-        forget_needles()
-        re.purge()
-        await asyncio.to_thread(end_idle_children)
+        """After an erase: nothing this process keeps between calls holds what went any more
+        (:func:`~obsmem.assembly.forget_kept_in_process`)."""
+        await forget_kept_in_process(engine=self.engine, store=self.store, counter=self.counter,
+                                     knowledge_agents=self.knowledge_agents, lineages=lineages)
+
+    async def _announce_erase(self) -> None:
+        """At an erase's end: the store's erase token (:data:`~obsmem.storage.notes.ERASED`)
+        changes, so another process on the store (an ``obsmem worker``) drops what it keeps too
+        before its next item (it cannot know what went)."""
+        await self.store.set_working_memory(ERASED, secrets.token_hex(8))
 
     @staticmethod
     def _summed(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
@@ -972,6 +953,7 @@ class Memory:
                                           within=knowledge_within, actor=actor)  # fmt: skip
             )
         await self._forget_kept()
+        await self._announce_erase()
         await self._truncate_log()
         return counts
 

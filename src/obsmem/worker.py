@@ -54,6 +54,7 @@ from obsmem.assembly import (
     assemble_roles,
     budget_events,
     check_collaborators,
+    forget_kept_in_process,
     knowledge_model,
     knowledge_settings,
     memory_config,
@@ -71,6 +72,7 @@ from obsmem.om.protocols import Observer, Reflector
 from obsmem.redact import redact_secrets
 from obsmem.storage import leasing
 from obsmem.storage.contract import Lease, Store, WorkItem
+from obsmem.storage.notes import ERASED
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
@@ -252,6 +254,7 @@ class Worker:
         # Buffer lease keys one of this worker's loops holds for an item in progress (they
         # share the engine, so its lease owner): another loop's item of the thread waits.
         self._holding: set[str] = set()
+        self._erased_seen: str | None = None  # the store's erase token when this worker last looked
         if model is not None and (observer is not None or reflector is not None):
             # Kept from before assembly was shared: ``model`` fills the role not given.
             observer = model if observer is None else observer
@@ -433,7 +436,10 @@ class Worker:
         return runs
 
     async def run_once(self) -> bool:
-        """Claim one due item and run it; False when nothing was due."""
+        """Claim one due item and run it; False when nothing was due. Another process's erase
+        since the last item (the store's erase token changed) first drops what this worker keeps
+        in its own caches."""
+        await self._catch_up_erases()
         items = await self.store.claim_work(self.owner, ttl_s=self.claim_ttl_s, now=self.clock.now(), kinds=self.kinds)
         if not items:
             return False
@@ -443,6 +449,18 @@ class Worker:
         finally:
             await self.ledger.flush()  # the item's model calls, before the next claim
         return True
+
+    async def _catch_up_erases(self) -> None:
+        """A delete or forget in another process (the application, the server, the CLI) cannot
+        reach this one's memory: the decoded rows, windows, counted texts and offline lines it
+        keeps may hold what was erased. The erase changes the store's token
+        (:data:`~obsmem.storage.notes.ERASED`); seeing it change, the worker drops all it keeps."""
+        token = await self.store.get_working_memory(ERASED)
+        if token == self._erased_seen:
+            return
+        self._erased_seen = token
+        await forget_kept_in_process(engine=self.engine, store=self.store, counter=self.counter,
+                                     knowledge_agents=self._knowledge.agents if self._knowledge is not None else None)
 
     async def process(self, item: WorkItem) -> None:
         """Run one claimed item under a heartbeat; complete it, or give it back on failure."""

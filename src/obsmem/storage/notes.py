@@ -47,3 +47,9 @@ def import_note(resource_id: str) -> str:
 def erasing_note(kind: Literal["thread", "resource"], ident: str) -> str:
     """The key of the note of an erase of thread or resource ``ident`` under way."""
     return f"{ERASING}{kind}:{key_id(ident)}"
+
+
+#: The working-memory key of the store's erase token: a random value every erase (a delete, a
+#: forget) writes when it is done, so another process that keeps text in its own caches (an
+#: ``obsmem worker``) sees that something was erased and drops what it keeps (it cannot know what).
+ERASED = "obsmem:erased"
