@@ -73,10 +73,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+import secrets
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -115,9 +118,10 @@ from obsmem.knowledge.store.values import forgotten_in
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
-from obsmem.storage.leasing import run_to_end
+from obsmem.storage.leasing import acquired, holding, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.paging import all_threads
+from obsmem.clock import SystemClock
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
 
@@ -1200,7 +1204,8 @@ async def import_resource(
     :class:`ExportVersionError`; a target that already holds the resource, one of its threads,
     messages, lineages or working memories, or whose delete of the resource is under way or was
     cut off midway (``Memory.unfinished_deletes``) → :class:`ImportConflictError` (so importing
-    twice is refused). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
+    twice is refused), or that another import of the resource is under way (it holds the
+    resource's import lease while it runs; a killed one's is taken over at once on its machine). Knowledge lines are skipped without ``knowledge`` (see :attr:`ImportSummary.skipped`);
     with it, they are written last, exactly (see the module docs); a knowledge row of the
     resource's scope that the knowledge store already holds → :class:`ImportConflictError`.
     With ``knowledge``, what holds a value forgotten there after the export is left out (see the
@@ -1234,48 +1239,90 @@ async def import_resource(
                     knowledge_found.pop(kind, None)
     if knowledge_reach is not None and knowledge_store is not None and parsed.knowledge_scope is not None:
         await _confine_knowledge(parsed, knowledge_store, Scope.parse(knowledge_reach))
-    erasing = await _erasing_thread(store, parsed.resource_id)
-    if erasing is not None:  # the rest of it is still to delete, and finishing that would take this too
-        raise ImportConflictError(
-            f"a delete of resource '{parsed.resource_id}' (its thread '{erasing}') is under way or was cut off "
-            f"midway; nothing is imported. {_FINISH_DELETE}"
-        )
-    await _take_back_cut_off(store, parsed)
-    await _check_target(store, parsed)
-
-    written = _Written()
-    # An import under way is noted (storage.notes) before its first write, until it is done: one
-    # whose process died midway leaves it, and the next import of the resource takes that back.
-    note = import_note(parsed.resource_id)
-    await store.set_working_memory(note, json.dumps({  # what it will write, kept until it is done
-        "threads": [t.id for _, t in items["thread"]],
-        "lineages": sorted({r.lineage for _, r in items["record"]}),
-        "working_memory": [w.key for _, w in items["working_memory"]],
-    }))
-    try:
-        await _write_memory(store, items, summary, written)
-        if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
-            dump = KnowledgeDump(
-                nodes=[row for _, row in items["knowledge_node"]],
-                records=[row for _, row in items["knowledge_record"]],
-                tombstones=[row for _, row in items["knowledge_tombstone"]],
-                forgotten=[row for _, row in items["knowledge_forgotten"]],
-                events=[row for _, row in items["knowledge_activity"]],
+    # One import of a resource at a time: a second one (a retried request, a second click) would
+    # take the first one's writes for its own, or for a cut-off import's, and take them back.
+    async with _import_claim(store, parsed.resource_id):
+        erasing = await _erasing_thread(store, parsed.resource_id)
+        if erasing is not None:  # the rest of it is still to delete, and finishing that would take this too
+            raise ImportConflictError(
+                f"a delete of resource '{parsed.resource_id}' (its thread '{erasing}') is under way or was cut off "
+                f"midway ({_FINISH_DELETE})"
             )
-            # Last, and in one transaction: a conflict here leaves the knowledge store untouched,
-            # and the memory written above is taken back.
-            await knowledge_store.restore_dump(dump, subtree=parsed.knowledge_scope)
-            summary.counts.update(knowledge_found)
-        else:
-            summary.skipped = knowledge_found
-    except BaseException:  # a failure or an interruption (Ctrl-C, a cancelled task): all or nothing
-        undo = run_to_end(_take_back(store, written, note=note))  # a task of its own: a cancel scope's next
-        with contextlib.suppress(asyncio.CancelledError):  # cancellation does not stop it midway
-            await asyncio.shield(undo)
-        raise
-    await store.delete_working_memory(note)
-    return summary
+        await _take_back_cut_off(store, parsed)
+        await _check_target(store, parsed)
 
+        written = _Written()
+        # An import under way is noted (storage.notes) before its first write, until it is done: one
+        # whose process died midway leaves it, and the next import of the resource takes that back.
+        note = import_note(parsed.resource_id)
+        await store.set_working_memory(note, json.dumps({  # what it will write, kept until it is done
+            "threads": [t.id for _, t in items["thread"]],
+            "lineages": sorted({r.lineage for _, r in items["record"]}),
+            "working_memory": [w.key for _, w in items["working_memory"]],
+        }))
+        try:
+            await _write_memory(store, items, summary, written)
+            if knowledge_found and knowledge_store is not None and parsed.knowledge_scope is not None:
+                dump = KnowledgeDump(
+                    nodes=[row for _, row in items["knowledge_node"]],
+                    records=[row for _, row in items["knowledge_record"]],
+                    tombstones=[row for _, row in items["knowledge_tombstone"]],
+                    forgotten=[row for _, row in items["knowledge_forgotten"]],
+                    events=[row for _, row in items["knowledge_activity"]],
+                )
+                # Last, and in one transaction: a conflict here leaves the knowledge store untouched,
+                # and the memory written above is taken back.
+                await knowledge_store.restore_dump(dump, subtree=parsed.knowledge_scope)
+                summary.counts.update(knowledge_found)
+            else:
+                summary.skipped = knowledge_found
+        except BaseException:  # a failure or an interruption (Ctrl-C, a cancelled task): all or nothing
+            undo = run_to_end(_take_back(store, written, note=note))  # a task of its own: a cancel scope's next
+            with contextlib.suppress(asyncio.CancelledError):  # cancellation does not stop it midway
+                await asyncio.shield(undo)
+            raise
+        await store.delete_working_memory(note)
+        return summary
+
+
+
+_IMPORT_LEASE = "importing:"
+_IMPORT_LEASE_TTL_S = 30.0
+_IMPORT_OWNER = re.compile(r"import [0-9a-f]+ pid (\d+) on (.+)")
+
+
+def _ended_here(owner: str) -> bool:
+    """Whether a lease ``owner`` is an import in a process of this machine that has ended (killed
+    midway): its lease need not run out before the next import takes back what it left."""
+    match = _IMPORT_OWNER.fullmatch(owner)
+    if match is None or match[2] != socket.gethostname() or int(match[1]) == os.getpid():
+        return False
+    try:
+        os.kill(int(match[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (alive, another user's)
+        return False
+    return False
+
+
+@contextlib.asynccontextmanager
+async def _import_claim(store: Store, resource_id: str) -> AsyncIterator[None]:
+    """The body under the resource's import lease (renewed while it runs, released at its end);
+    :class:`ImportConflictError` when another import of the resource holds it."""
+    clock = SystemClock()
+    # (the id hashed, as an erase's lease: a lease a killed import left, expired, names no user)
+    key = _IMPORT_LEASE + hashlib.sha256(resource_id.encode("utf-8", "surrogatepass")).hexdigest()
+    owner = f"import {secrets.token_hex(6)} pid {os.getpid()} on {socket.gethostname()}"
+    taken = await acquired(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock)
+    if not taken:
+        held = await store.get_lease(key)
+        if held is None or (_ended_here(held.owner) and await store.release_lease(key, held.owner)):
+            taken = await acquired(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock)
+    if not taken:
+        raise ImportConflictError(f"an import of resource '{resource_id}' is under way (another task or process)")
+    async with holding(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock):
+        yield
 
 
 async def _take_back_cut_off(store: Store, parsed: _Parsed) -> None:
