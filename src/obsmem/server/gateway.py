@@ -36,7 +36,8 @@ One upstream exchange is bounded in all by ``upstream_total_timeout_s`` (each re
 the ``openai`` client raises) and a whole answer is answered 504. A stream the upstream closes
 before its answer's end (no ``finish_reason``, ``[DONE]`` or terminal Responses event) ends with
 the same error event after what came. Reading stops at ``[DONE]`` (nothing follows it), so an
-upstream that holds its connection open after it delays no answer.
+upstream that holds its connection open after it delays no answer. The deadline holds for a client
+that stops reading too (:class:`_Watchdog`): past it the upstream is let go and the turn ended.
 """
 
 from __future__ import annotations
@@ -526,6 +527,7 @@ async def _forward(
         held: bytes | None = None
         total = 0
         events = _WholeEvents()  # only whole events go on: a failure never leaves half of one
+        watchdog = _Watchdog(service, deadline, upstream, turn)
         try:
             async for chunk in _until(deadline, upstream.aiter_raw()):
                 total += len(chunk)
@@ -538,7 +540,11 @@ async def _forward(
                     continue
                 reader.feed(ready)
                 if held is not None:
+                    watchdog.writing = True
                     yield held
+                    watchdog.writing = False
+                    if watchdog.fired:  # the client stalled past the deadline: the upstream is gone
+                        raise TimeoutError
                 held = ready
                 if reader.done:  # nothing follows [DONE]: an upstream holding its connection open holds no one
                     finished = True
@@ -554,6 +560,7 @@ async def _forward(
         except httpx.HTTPError as exc:
             failure = _failure(service, exc)
         finally:
+            watchdog.cancel()
             await upstream.aclose()
             if not finished and failure is None:
                 # the client went away: the answer is saved, off this task, only if it completed
@@ -656,6 +663,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         finished = False
         ended = False
         failure: UpstreamError | None = None
+        watchdog = _Watchdog(service, deadline, upstream, turn)
         try:
             async for event in parse_sse(_bounded_lines(upstream, deadline)):
                 try:
@@ -671,7 +679,11 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
                     await save()
                     finished = True
                 for chunk in chunks:
+                    watchdog.writing = True
                     yield mask(sse_chunk(chunk))
+                    watchdog.writing = False
+                    if watchdog.fired and not finished:  # the client stalled past the deadline
+                        raise TimeoutError
                 if finished:
                     break
             else:
@@ -683,6 +695,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         except UpstreamError as exc:  # a size limit (_bounded_lines)
             failure = exc
         finally:
+            watchdog.cancel()
             await upstream.aclose()
             if not finished and not ended and failure is None:  # a client that went away: off this task
                 service.spawn(save())
@@ -707,6 +720,42 @@ async def _unencoded(upstream: httpx.Response, turn: Turn) -> None:
     await upstream.aclose()
     await turn.end()
     raise UpstreamError(f"The upstream model server sent a {encoding!r}-encoded answer though asked for none.")
+
+
+class _Watchdog:
+    """Lets go of a relay stalled writing to its client at the exchange's deadline.
+
+    The deadline (``upstream_total_timeout_s``) bounds the relay's waits for the upstream
+    (:func:`_until`), but a client that stops reading stalls the relay in its write instead:
+    the gateway then reads no more of the upstream and would hold its connection (one of the
+    pool's) and the turn for as long as the client liked. At the deadline, a relay caught
+    ``writing`` has its upstream closed and its turn ended (its input saved, no answer) off its
+    task; the relay, if its client ever reads on, ends the stream with the timeout's error event.
+    A relay not writing at that moment is watched again a second later (it is about to wait on
+    the upstream, which fails at once past the deadline, or to write again)."""
+
+    _RECHECK_S = 1.0
+
+    def __init__(self, service: Service, deadline: float, upstream: httpx.Response, turn: Turn) -> None:
+        self.writing = False
+        self.fired = False
+        self._service, self._upstream, self._turn = service, upstream, turn
+        self._handle = asyncio.get_running_loop().call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        if not self.writing:
+            self._handle = asyncio.get_running_loop().call_later(self._RECHECK_S, self._check)
+            return
+        self.fired = True
+        logger.warning("a client stopped reading its stream past upstream_total_timeout_s; the upstream is let go")
+        self._service.spawn(self._let_go())
+
+    async def _let_go(self) -> None:
+        await self._upstream.aclose()
+        await self._turn.end()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 def _deadline(service: Service) -> float:
