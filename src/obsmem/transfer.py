@@ -1320,7 +1320,10 @@ async def _import_claim(store: Store, resource_id: str) -> AsyncIterator[None]:
         if held is None or (_ended_here(held.owner) and await store.release_lease(key, held.owner)):
             taken = await acquired(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock)
     if not taken:
-        raise ImportConflictError(f"an import of resource '{resource_id}' is under way (another task or process)")
+        raise ImportConflictError(
+            f"an import of resource '{resource_id}' is under way (another task or process; one killed on "
+            f"another machine holds it up to {_IMPORT_LEASE_TTL_S:.0f} s, then run this again)"
+        )
     async with holding(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock):
         yield
 
