@@ -243,10 +243,16 @@ class _WholeEvents:
 
 
 class _Sse:
-    """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on."""
+    """Reads server-sent events from raw chunks (split anywhere) and hands each data payload on.
+
+    An event's ``data:`` lines are joined with a newline and the event is read at the blank line
+    that ends it, as the SSE specification (and the ``openai`` client) reads them: a server may
+    spread one JSON payload over several lines. :meth:`close` reads a last event the stream's
+    end cut short of its blank line."""
 
     def __init__(self, on_data: Callable[[Any], None], on_done: Callable[[], None] = lambda: None) -> None:
         self._pending = bytearray()
+        self._data: list[str] = []  # the data lines of the event being read
         self._on_data = on_data
         self._on_done = on_done
         self.done = False  # ``data: [DONE]`` came: the stream's last event
@@ -267,19 +273,33 @@ class _Sse:
             self._pending.clear()
         for raw in lines:
             line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                self.done = True
-                self._on_done()
-            if not data or data == "[DONE]":
-                continue
-            try:
-                parsed = json.loads(data)
-            except (ValueError, RecursionError):  # not JSON, or nested too deep to decode: skipped
-                continue
-            self._on_data(parsed)
+            if not line:
+                self._dispatch()
+            elif line.startswith("data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(" ") else value)
+
+    def close(self) -> None:
+        """The stream ended: read what is left of its last event."""
+        self.feed(b"\n")
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        if not self._data:
+            return
+        data = "\n".join(self._data).strip()
+        self._data = []
+        if data == "[DONE]":
+            self.done = True
+            self._on_done()
+            return
+        if not data:
+            return
+        try:
+            parsed = json.loads(data)
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to decode: skipped
+            return
+        self._on_data(parsed)
 
 
 class _Unreadable(Exception):
@@ -551,7 +571,8 @@ async def _forward(
                     break
             else:
                 rest = mask(events.rest())  # a last event without its blank line: the stream's end ends it
-                reader.feed(rest + b"\n")
+                reader.feed(rest)
+                reader.close()
                 finished = True
                 if rest:
                     held = rest if held is None else held + rest
