@@ -6,8 +6,7 @@ SEPARATOR, common in text pasted from web pages and word processors) or U+0085 k
 its line, and that is one valid JSON line (``obsmem import`` reads it). ``POST
 /api/resources/import`` first reads the export's owner with :meth:`str.splitlines`, which also
 breaks lines at those characters, and refused the user's own untouched export: 400
-"export line 3 is not JSON". The fix belongs in ``obsmem/server/rest.py`` (``_export_owner``
-should split at ``\\n`` only, as the import does): not this reviewer's file, so strict xfail.
+"export line 3 is not JSON". ``_export_owner`` now splits at ``\\n`` only, as the import does.
 """
 
 from __future__ import annotations
@@ -20,11 +19,9 @@ from fastapi.testclient import TestClient
 from obsmem.server import ServerSettings, Service, create_app
 
 
-@pytest.mark.xfail(strict=True, reason="rest._export_owner splits the export with str.splitlines (U+2028, U+0085 "
-                                       "break its lines); fix in src/obsmem/server/rest.py: split at '\\n' only")
 @pytest.mark.parametrize("separator", ["\u2028", "\x85"])
 def test_an_export_with_a_line_separator_in_a_message_imports_over_rest(tmp_path: Path, separator: str) -> None:
-    """On main: 400 {"...": "export line 3 is not JSON"} for the untouched export."""
+    """Before: 400 {"...": "export line 3 is not JSON"} for the untouched export."""
     service = Service.open(f"sqlite:///{tmp_path / 'm.db'}", settings=ServerSettings(mcp=False))
     with TestClient(create_app(service)) as client:
         assert client.portal is not None

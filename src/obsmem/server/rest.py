@@ -707,7 +707,9 @@ def _export_owner(text: str) -> tuple[str, set[str | None]]:
     """The resource an export holds and the orgs of its threads (read before anything is written)."""
     resource: str | None = None
     orgs: set[str | None] = set()
-    for number, line in enumerate(text.splitlines(), 1):
+    # lines at "\n" only, as the import reads them: U+2028 or U+0085 inside a message's text
+    # (JSON writes them raw) is no line break
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
