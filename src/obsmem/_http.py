@@ -192,7 +192,7 @@ def error_detail(body: str | bytes) -> str | None:
     """The human explanation inside a JSON error body, shortened; None when there is none."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep to decode
         return None
     for _ in range(5):  # {"error": {"error": {"message": ...}}} nests a few levels at most
         if isinstance(data, str):
