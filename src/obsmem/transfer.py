@@ -78,7 +78,6 @@ import json
 import os
 import re
 import secrets
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -118,7 +117,7 @@ from obsmem.knowledge.store.values import forgotten_in
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
-from obsmem.storage.leasing import acquired, holding, run_to_end
+from obsmem.storage.leasing import acquired, ended_here, holding, process_owner, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.paging import all_threads
 from obsmem.clock import SystemClock
@@ -1285,25 +1284,8 @@ async def import_resource(
         return summary
 
 
-
 _IMPORT_LEASE = "importing:"
 _IMPORT_LEASE_TTL_S = 30.0
-_IMPORT_OWNER = re.compile(r"import [0-9a-f]+ pid (\d+) on (.+)")
-
-
-def _ended_here(owner: str) -> bool:
-    """Whether a lease ``owner`` is an import in a process of this machine that has ended (killed
-    midway): its lease need not run out before the next import takes back what it left."""
-    match = _IMPORT_OWNER.fullmatch(owner)
-    if match is None or match[2] != socket.gethostname() or int(match[1]) == os.getpid():
-        return False
-    try:
-        os.kill(int(match[1]), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # (alive, another user's)
-        return False
-    return False
 
 
 @contextlib.asynccontextmanager
@@ -1313,11 +1295,11 @@ async def _import_claim(store: Store, resource_id: str) -> AsyncIterator[None]:
     clock = SystemClock()
     # (the id hashed, as an erase's lease: a lease a killed import left, expired, names no user)
     key = _IMPORT_LEASE + hashlib.sha256(resource_id.encode("utf-8", "surrogatepass")).hexdigest()
-    owner = f"import {secrets.token_hex(6)} pid {os.getpid()} on {socket.gethostname()}"
+    owner = process_owner(f"import {secrets.token_hex(6)}")
     taken = await acquired(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock)
     if not taken:
         held = await store.get_lease(key)
-        if held is None or (_ended_here(held.owner) and await store.release_lease(key, held.owner)):
+        if held is None or (ended_here(held.owner) and await store.release_lease(key, held.owner)):
             taken = await acquired(store, key, owner, ttl_s=_IMPORT_LEASE_TTL_S, clock=clock)
     if not taken:
         raise ImportConflictError(

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import secrets
 import socket
 from collections.abc import AsyncIterator, Coroutine
@@ -192,7 +193,7 @@ async def erasing(store: Store, resource_id: str, *, clock: Clock) -> AsyncItera
     """The ``async with`` body marked as a delete of ``resource_id``'s data under way (see
     :data:`ERASING`); yields the key of its lease, for :func:`erasing_elsewhere`."""
     key = _erasing_prefix(resource_id) + secrets.token_hex(8)
-    owner = f"pid {os.getpid()} on {socket.gethostname()}"
+    owner = process_owner()
     if not await acquired(store, key, owner, ttl_s=ERASING_TTL_S, clock=clock):  # pragma: no cover
         raise ObsmemError(f"The lease {key} of a new delete was held already.")  # a fresh random key
     async with holding(store, key, owner, ttl_s=ERASING_TTL_S, clock=clock):
@@ -205,19 +206,30 @@ async def erasing_elsewhere(store: Store, resource_id: str, *, clock: Clock, own
     now = clock.now()
     return [
         lease for lease in await store.list_leases(_erasing_prefix(resource_id))
-        if lease.key != own and not lease.is_expired(now) and not _dead_here(lease.owner)
+        if lease.key != own and not lease.is_expired(now) and not ended_here(lease.owner)
     ]
 
 
-def _dead_here(owner: str) -> bool:
-    """Whether ``owner`` (``pid <n> on <host>``) names a process of this host that has ended: a
-    delete killed here is told from a live one at once, not only when its lease expires. (A pid
-    taken again by another process reads as alive: the delete is then waited for, as elsewhere.)"""
-    words = owner.split(" ")
-    if len(words) != 4 or words[0] != "pid" or words[2] != "on" or words[3] != socket.gethostname():
+#: ``[<label> ]pid <n> on <host>``: a lease owner naming its process (:func:`process_owner`).
+_PROCESS_OWNER = re.compile(r"(?:.* )?pid (\d+) on (\S+)")
+
+
+def process_owner(label: str = "") -> str:
+    """A lease owner naming this process (``[<label> ]pid <n> on <host>``), so a lease it left
+    when killed is told at once from a live one on the same host (:func:`ended_here`)."""
+    return f"{label + ' ' if label else ''}pid {os.getpid()} on {socket.gethostname()}"
+
+
+def ended_here(owner: str) -> bool:
+    """Whether ``owner`` (:func:`process_owner`) names a process of this host that has ended: a
+    delete or import killed here is told from a live one at once, not only when its lease
+    expires. (A pid taken again by another process reads as alive: it is then waited for, as a
+    process elsewhere is.)"""
+    match = _PROCESS_OWNER.fullmatch(owner)
+    if match is None or match[2] != socket.gethostname():
         return False
     try:
-        os.kill(int(words[1]), 0)
+        os.kill(int(match[1]), 0)
     except ProcessLookupError:
         return True
     except (OSError, ValueError, OverflowError):
