@@ -35,10 +35,12 @@ def _cli(db: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env={**env(), "COLUMNS": "200"}, timeout=120)
 
 
-async def test_a_delete_under_way_in_another_process_is_not_called_cut_off(tmp_path: Path) -> None:
+async def cli_beside_a_delete_under_way(tmp_path: Path, *mode: str) -> None:
+    """``obsmem delete-resource alice`` run while another process's delete of alice (the CLI's,
+    or with ``app`` an application's) is held midway: told apart from a cut-off one."""
     db = tmp_path / "m.db"
     await _alice(db)
-    child = subprocess.Popen([sys.executable, str(CHILD), str(db), str(tmp_path)],
+    child = subprocess.Popen([sys.executable, str(CHILD), str(db), str(tmp_path), *mode],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
     try:
         deadline = time.monotonic() + REACH_TIMEOUT_S  # a bounded wait for its point, not an assertion on time
@@ -60,6 +62,10 @@ async def test_a_delete_under_way_in_another_process_is_not_called_cut_off(tmp_p
     assert done.returncode == 1, said
     async with Memory(f"sqlite:///{db}") as memory:  # this run deleted nothing of it
         assert [t.id for t in await memory.unfinished_deletes("alice")] == ["t1", "t2"]
+
+
+async def test_a_delete_under_way_in_another_process_is_not_called_cut_off(tmp_path: Path) -> None:
+    await cli_beside_a_delete_under_way(tmp_path)
 
 
 async def test_a_finished_delete_leaves_nothing_that_looks_under_way(tmp_path: Path) -> None:
