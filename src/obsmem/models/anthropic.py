@@ -32,6 +32,7 @@ from obsmem.models.transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT_S,
     JSON_BODY_EVENT,
+    MAX_REPORTED_TOKENS,
     Endpoint,
     HttpCaller,
     answer_shape,
@@ -190,7 +191,10 @@ def _tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
 
 
 def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token count: a whole number > 0, at most MAX_REPORTED_TOKENS (the ledger stores it); else 0."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return 0
+    return min(value, MAX_REPORTED_TOKENS)
 
 
 def _usage(raw: object) -> Usage:

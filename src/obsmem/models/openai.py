@@ -33,6 +33,7 @@ from obsmem.models.transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT_S,
     JSON_BODY_EVENT,
+    MAX_REPORTED_TOKENS,
     Endpoint,
     HttpCaller,
     answer_shape,
@@ -174,7 +175,7 @@ def _int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return 0
     try:
-        return max(0, int(value))
+        return min(MAX_REPORTED_TOKENS, max(0, int(value)))
     except (ValueError, OverflowError):  # "many", 1e400
         return 0
 

@@ -86,6 +86,10 @@ DEFAULT_TIMEOUT_S = 600.0
 JSON_BODY_EVENT = "obsmem-json-body"
 """The event name :meth:`HttpCaller.stream_events` gives a whole JSON answer to a streamed request."""
 
+#: The most tokens one call is believed to report (2^40): a count past it (a proxy's 10^20) reads
+#: as this, so the cost ledger, whose integers stop at 2^63, still records the call.
+MAX_REPORTED_TOKENS = 2**40
+
 _CONNECT_TIMEOUT_S = 15.0
 _ERROR_BODY_BYTES = 64 * 1024
 
