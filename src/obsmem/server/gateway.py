@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import httpx
@@ -547,7 +547,7 @@ async def _forward(
         held: bytes | None = None
         total = 0
         events = _WholeEvents()  # only whole events go on: a failure never leaves half of one
-        watchdog = _Watchdog(service, deadline, upstream, turn)
+        watchdog = _Watchdog(service, deadline, upstream, lambda: _finish(turn, answer))
         try:
             async for chunk in _until(deadline, upstream.aiter_raw()):
                 total += len(chunk)
@@ -684,7 +684,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         finished = False
         ended = False
         failure: UpstreamError | None = None
-        watchdog = _Watchdog(service, deadline, upstream, turn)
+        watchdog = _Watchdog(service, deadline, upstream, save)
         try:
             async for event in parse_sse(_bounded_lines(upstream, deadline)):
                 try:
@@ -750,17 +750,20 @@ class _Watchdog:
     (:func:`_until`), but a client that stops reading stalls the relay in its write instead:
     the gateway then reads no more of the upstream and would hold its connection (one of the
     pool's) and the turn for as long as the client liked. At the deadline, a relay caught
-    ``writing`` has its upstream closed and its turn ended (its input saved, no answer) off its
-    task; the relay, if its client ever reads on, ends the stream with the timeout's error event.
+    ``writing`` has its upstream closed and ``end`` called off its task (the turn ended, its
+    answer saved if the whole of it had come); the relay, if its client ever reads on, ends the
+    stream with the timeout's error event (or, the answer whole, as it would have).
     A relay not writing at that moment is watched again a second later (it is about to wait on
     the upstream, which fails at once past the deadline, or to write again)."""
 
     _RECHECK_S = 1.0
 
-    def __init__(self, service: Service, deadline: float, upstream: httpx.Response, turn: Turn) -> None:
+    def __init__(
+        self, service: Service, deadline: float, upstream: httpx.Response, end: Callable[[], Awaitable[None]]
+    ) -> None:
         self.writing = False
         self.fired = False
-        self._service, self._upstream, self._turn = service, upstream, turn
+        self._service, self._upstream, self._end = service, upstream, end
         self._handle = asyncio.get_running_loop().call_at(deadline, self._check)
 
     def _check(self) -> None:
@@ -773,7 +776,7 @@ class _Watchdog:
 
     async def _let_go(self) -> None:
         await self._upstream.aclose()
-        await self._turn.end()
+        await self._end()
 
     def cancel(self) -> None:
         self._handle.cancel()
