@@ -270,6 +270,18 @@ class HttpCaller:
             self._masked(await read_prefix(self._decoded(response), _ERROR_BODY_BYTES)),
         )
 
+    def _redirected(self, response: httpx.Response) -> ModelRequestError:
+        """The error for a redirect, never followed (whatever the client's ``follow_redirects``):
+        httpx drops ``Authorization`` on a redirect to another host but not ``x-api-key`` or
+        another key header, so following one could send the key where the base URL does not say."""
+        where = redact(redact_secrets(response.headers.get("location") or "nowhere"), self.endpoint.secrets())
+        return ModelRequestError(
+            f"{self.endpoint.provider} answered HTTP {response.status_code}, a redirect to {where}; obsmem "
+            "does not follow redirects (its key must go only where the base URL says): set the base URL "
+            "to where the server points.",
+            status_code=response.status_code,
+        )
+
     def _masked(self, body: bytes) -> bytes:
         secrets = self.endpoint.secrets()
         if not secrets:
@@ -311,10 +323,13 @@ class HttpCaller:
                     json=body,
                     headers=self.endpoint.request_headers(),
                     timeout=self._timeout(timeout_s),
+                    follow_redirects=False,
                 ) as response,
             ):
                 if response.status_code >= 400:
                     raise await self._error_for(response)
+                if 300 <= response.status_code < 400:
+                    raise self._redirected(response)
                 content = await self._body(response)
         except httpx.HTTPError as exc:
             raise _transport_error(self.endpoint, exc, timeout_s)  # chained to its cause inside
@@ -340,10 +355,13 @@ class HttpCaller:
                     json=body,
                     headers=self.endpoint.request_headers(),
                     timeout=self._timeout(timeout_s),
+                    follow_redirects=False,
                 ) as response,
             ):
                 if response.status_code >= 400:
                     raise await self._error_for(response)
+                if 300 <= response.status_code < 400:
+                    raise self._redirected(response)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     # A server that ignores ``stream: true`` answers with one JSON body.
                     whole = (await self._body(response)).decode(errors="replace")
