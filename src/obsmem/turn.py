@@ -163,6 +163,12 @@ class Turn:
         self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
         # The seq of the turn's first stored input: what is newer was saved while it ran.
         self._began_seq: int | None = None
+        # The ids of the messages this turn stored (or was given again, stored), for a turn begun
+        # here; None for one resumed from the store (its earlier steps' ids are not known here).
+        self._own_ids: set[str] | None = None
+        # The newest seq stored before the turn's new input (begun here): newer messages not its
+        # own were stored by another writer while it began.
+        self._history_seq: int | None = None
         # The seq of the turn's first message (its input), for resuming it elsewhere (began_seq).
         self._since: int | None = None
         # Whether the boundary's save read the thread again (its first view was stale), and the
@@ -201,6 +207,7 @@ class Turn:
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
             max_wait=max_wait,
         )
+        turn._own_ids = set()  # begun here: it knows the messages it stores
         async with turn._traced("begin_turn") as span, turn._boundary("begin_turn"):
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
@@ -212,6 +219,9 @@ class Turn:
             stored: Window | None = turn._saved_window
             record, unobserved = before
             known = max((m.seq or 0 for m in unobserved), default=record.cursor(thread.id) if record else 0)
+            # its history: what was stored before its new input (an edited old message keeps its seq)
+            added = [m.seq for m in saved if m.seq is not None and m.seq > known]
+            turn._history_seq = min(added) - 1 if added else known
             if stored is None and not turn._window_stale and turn._view_newest <= known:
                 stored = _extended(before, saved)  # the first read, with the input
             # (unless the save's marks said another writer changed the window since, or its check
@@ -450,6 +460,8 @@ class Turn:
         if len(messages) > 1 or (messages and not self._context_current):
             messages, copies = await self._split_copies(messages)
         self._copied_input = None
+        if self._own_ids is not None:  # (given again, or sent back: this turn's, or history)
+            self._own_ids.update(m.id for m in copies)
         if close_calls and not any(_is_input(m) for m in messages):
             # Given again, the newest question is the turn's only while still unanswered: the
             # thread's newest message (one row read, on this path only).
@@ -471,6 +483,8 @@ class Turn:
                     done.messages, done.window, done.commit, done.stale or self._reread
                 )
                 self._own_calls.update(c.tool_call_id for m in saved for c in m.tool_calls)
+                if self._own_ids is not None:
+                    self._own_ids.update(m.id for m in saved)
                 if close_calls and self._began_seq is None and saved:
                     self._began_seq = min(m.seq or 0 for m in saved)
                     self._since = self._began_seq
@@ -669,7 +683,47 @@ class Turn:
             users = [m for m in saved if _is_input(m)]
             self._input_user = users[-1] if users else self._copied_input
         context = await self._advance_inner(saved, turn_start=turn_start, stored=stored)
-        return self._without_others_waiting(self._with_input(self._with_unseen(context, saved)))
+        context = self._with_input(self._with_unseen(context, saved))
+        if turn_start:
+            context = self._without_others_since(context)
+        return self._without_others_waiting(context)
+
+    def _without_others_since(self, context: ContextWindow) -> ContextWindow:
+        """The context ``begin_turn`` gives, without what other writers of the thread stored
+        after this turn's input meanwhile (another tab, another client of the gateway on the same
+        thread: two requests at once): their questions and answers are theirs, and the model of
+        this turn must answer this turn's question, the newest of its context. They are in this
+        turn's step contexts and in the turns that follow. Kept:
+        results for this turn's own calls, whoever stored them; left out with another's call, the
+        results that answer it (an "unanswered" this turn stored for it). Only for a turn begun here
+        (one resumed from the store does not know its earlier steps' messages)."""
+        own, began = self._own_ids, self._history_seq
+        raw = context.raw_messages
+        if own is None or began is None or not raw:
+            return context
+
+        def others(m: Message) -> bool:
+            if m.seq is None or m.seq <= began or m.id in own:
+                return False
+            results = m.tool_results
+            return not (m.role == "tool" and results and all(r.tool_call_id in self._own_calls for r in results))
+
+        dropped: set[str] = set()
+        gone_calls: set[str] = set()  # the calls of what is left out: their results go with them
+        for m in raw:
+            results = m.tool_results
+            if others(m) or (results and all(r.tool_call_id in gone_calls for r in results)):
+                dropped.add(m.id)
+                gone_calls.update(c.tool_call_id for c in m.tool_calls)
+        if not dropped:
+            return context
+        shown = [m for m in context.messages if m.id not in dropped]
+        kept = [m for m in raw if m.id not in dropped]
+        counter = self._engine.core.counter
+        receipt = context.receipt.revised(shown, kept, counter=counter) if context.receipt else None
+        cut = dataclasses.replace(context, messages=shown, raw_messages=kept, receipt=receipt)
+        self._cut_from = (cut, raw)  # the input check of the next boundary checks against the whole tail
+        return cut
 
     def _without_others_waiting(self, context: ContextWindow) -> ContextWindow:
         """``context`` without the tool calls another turn of the thread, running at the same
@@ -695,7 +749,10 @@ class Turn:
         counter = self._engine.core.counter
         receipt = context.receipt.revised(shown, kept, counter=counter) if context.receipt else None
         cut = dataclasses.replace(context, messages=shown, raw_messages=kept, receipt=receipt)
-        self._cut_from = (cut, raw)  # the input check of the next boundary needs the calls left out
+        # the input check of the next boundary needs the calls left out (and what the cut of
+        # other writers' messages left out before this one: its whole tail)
+        before = self._cut_from
+        self._cut_from = (cut, before[1] if before is not None and before[0] is context else raw)
         return cut
 
     def _with_unseen(self, context: ContextWindow, saved: Sequence[Message]) -> ContextWindow:
