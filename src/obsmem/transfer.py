@@ -114,6 +114,7 @@ from obsmem.knowledge.store.erasure import forgettable_texts
 from obsmem.knowledge.store.scopes import Level, Scope, check_within_ceiling
 from obsmem.knowledge.store.tables import under
 from obsmem.knowledge.store.values import forgotten_in
+from obsmem.om.llm.parsing import TAG_SHAPED
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
@@ -723,12 +724,11 @@ class _SeqMap:
 # every text a record puts in the context, keeping obsmem's own structure lines (observation
 # groups, resource-scope thread sections), which hold no other text.
 
-_TAG_SHAPED = re.compile(r"<(?=\||[ \t]*/?[ \t]*[A-Za-z][\w:.-]*(?:[\s/>]|$))", re.MULTILINE)  # as parsing's
 _SECTION_LINE = re.compile(r'^\s*(?:<thread id="[^"<>]+">|</thread>)\s*$')
 
 
 def _data(text: str | None) -> str | None:
-    return _TAG_SHAPED.sub("&lt;", text) if text and "<" in text else text
+    return TAG_SHAPED.sub("&lt;", text) if text and "<" in text else text
 
 
 def _data_lines(text: str) -> str:
@@ -736,7 +736,7 @@ def _data_lines(text: str) -> str:
     if "<" not in text:
         return text
     return "\n".join(
-        line if is_group_tag(line) or _SECTION_LINE.match(line) else _TAG_SHAPED.sub("&lt;", line)
+        line if is_group_tag(line) or _SECTION_LINE.match(line) else TAG_SHAPED.sub("&lt;", line)
         for line in text.split("\n")
     )
 

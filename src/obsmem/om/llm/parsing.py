@@ -80,7 +80,7 @@ ECHOED_FENCES = (HISTORY_TAG, PREVIOUS_TAG, REFLECT_TAG)
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
 _ANCHOR = re.compile(r"\[O\d+\]\s?")
-_TAG_SHAPED = re.compile(r"<(?=\||[ \t]*/?[ \t]*[A-Za-z][\w:.-]*(?:[\s/>]|$))", re.MULTILINE)
+TAG_SHAPED = re.compile(r"<(?=\||[ \t]*/?[ \t]*[A-Za-z][\w:.-]*(?:[\s/>]|$))", re.MULTILINE)
 EXTRACTED_VALUES_TAG = "extracted-values"
 _OBS_OPEN = re.compile(r"^[ \t]*<observations>", re.MULTILINE)
 _OBS_CLOSE_LINE_START = re.compile(r"^[ \t]*</observations>", re.MULTILINE)
@@ -193,7 +193,7 @@ def _markup_defused(text: str) -> str:
     """``text`` with the ``<`` of every tag-shaped token (``<name …>``, ``</name>``, ``<|…|>``)
     written ``&lt;``: memory is shown to a model as text, so no markup of any kind (a chat
     template's ``<|im_start|>``, a ``<system>`` tag) survives into it as markup."""
-    return _TAG_SHAPED.sub("&lt;", text) if "<" in text else text
+    return TAG_SHAPED.sub("&lt;", text) if "<" in text else text
 
 
 def _trim_blank_lines(text: str) -> str:
