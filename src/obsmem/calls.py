@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -112,6 +113,41 @@ class ModelCall:
     output_tokens: int = 0
     finish_reason: str | None = None
     error_type: str | None = None
+
+    def __post_init__(self) -> None:
+        # A count as reported by any model (an application's own, a LiteLLM answer, a sum of
+        # usages) reads as a whole number in [0, MAX_CALL_TOKENS]: the ledger stores it in a
+        # 64-bit column, and one unstorable count must not cost the call its row.
+        for name in _TOKEN_FIELDS:
+            value = getattr(self, name)
+            if not (type(value) is int and 0 <= value <= MAX_CALL_TOKENS):
+                object.__setattr__(self, name, _token_count(value))
+        latency = self.latency_s
+        if not (type(latency) is float and 0.0 <= latency < math.inf):
+            object.__setattr__(self, "latency_s", _seconds(latency))
+
+
+#: The most tokens a :class:`ModelCall` records for one count (as the built-in providers read a
+#: reported count: :data:`obsmem.models.transport.MAX_REPORTED_TOKENS`).
+MAX_CALL_TOKENS = 2**40
+_TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+
+
+def _token_count(value: object) -> int:
+    """``value`` as a count the ledger can store: a number clamped into [0, MAX_CALL_TOKENS]
+    (NaN, a non-number or a negative count reads 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    if value >= MAX_CALL_TOKENS:
+        return MAX_CALL_TOKENS
+    return max(0, int(value))
+
+
+def _seconds(value: object) -> float:
+    """A latency the ledger can store: finite and not negative (NaN or a non-number reads 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        return 0.0
+    return float(min(value, 1e12))
 
 
 _LISTENERS: list[Callable[[ModelCall], None]] = []

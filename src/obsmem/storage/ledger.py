@@ -236,11 +236,28 @@ class LedgerWriter:
                 self._buffer[:0] = batch  # left for the next flush
                 raise
             except Exception as exc:  # the ledger never fails memory work
-                self.dropped += len(batch)
-                log.warning("obsmem ledger: %d model call(s) could not be recorded: %s", len(batch), exc)
+                await self._write_each(batch, exc)
             finally:
                 for call in batch:
                     self._in_flight.remove(call)
+
+    async def _write_each(self, batch: list[ModelCall], error: Exception) -> None:
+        """A batch that failed, written a call at a time: a call the store refuses costs its own
+        row, not the rows written beside it (a store that is down refuses each; logged once)."""
+        failed = 0
+        for index, call in enumerate(batch if len(batch) > 1 else ()):
+            try:
+                self.written += await self._write([call])
+            except asyncio.CancelledError:
+                self._buffer[:0] = batch[index:]  # left for the next flush
+                raise
+            except Exception as exc:  # noqa: BLE001 - counted and logged below
+                failed, error = failed + 1, exc
+        if len(batch) == 1:
+            failed = 1
+        if failed:
+            self.dropped += failed
+            log.warning("obsmem ledger: %d model call(s) could not be recorded: %s", failed, error)
 
 
 # -- prices and the report ------------------------------------------------------------------------
