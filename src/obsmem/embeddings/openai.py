@@ -43,6 +43,7 @@ from obsmem.errors import (
     ConfigError,
     MissingCredentialsError,
     ModelOutputError,
+    ModelRequestError,
     ModelUnavailableError,
 )
 from obsmem.profiles import embedding_dimensions
@@ -245,10 +246,14 @@ class OpenAIEmbedder:
             # timeout_s bounds the whole request too, not only each read: a server that sends a
             # byte a second never holds a recall or a reindex for longer
             async with asyncio.timeout(self.timeout_s):
-                request = client.stream("POST", url, json=self._request_body(batch), headers=headers)
+                # never a redirect, whatever the client (see _redirected)
+                request = client.stream("POST", url, json=self._request_body(batch), headers=headers,
+                                        follow_redirects=False)  # fmt: skip
                 async with request as response:
                     if response.status_code >= 400:
                         raise await self._status_error(response, url)
+                    if 300 <= response.status_code < 400:
+                        raise self._redirected(response, url)
                     content = await read_capped(
                         decoded(response.aiter_raw(), response.headers.get("content-encoding"), what=what),
                         self.max_response_bytes,
@@ -266,6 +271,18 @@ class OpenAIEmbedder:
                 "check base_url and that the server is running."
             ) from exc
         return self._parse(content, len(batch))
+
+    def _redirected(self, response: httpx.Response, url: str) -> ModelRequestError:
+        """The error for a redirect, never followed (as the chat models' transport): following one
+        would send the user's texts, and any key in a header httpx keeps, where the base URL does
+        not say. Permanent: the base URL is to be set to where the server points."""
+        where = redact(response.headers.get("location") or "nowhere", self._secrets())
+        return ModelRequestError(
+            f"The embeddings server at {url} answered HTTP {response.status_code}, a redirect to {where}; "
+            "obsmem does not follow redirects (its key and texts must go only where base_url says): set "
+            "base_url to where the server points.",
+            status_code=response.status_code,
+        )
 
     async def _status_error(self, response: httpx.Response, url: str) -> Exception:
         """The error for an error status; the key is masked in the server's explanation."""
