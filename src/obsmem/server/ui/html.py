@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from fastapi.responses import HTMLResponse
 
-__all__ = ["CSS", "Session", "counted", "csrf_input", "h", "page", "q", "table", "when", "url"]
+__all__ = ["CSS", "HEADERS", "Session", "counted", "csrf_input", "h", "page", "q", "table", "when", "url"]
 
 
 def counted(n: object, noun: str) -> str:
@@ -121,4 +121,22 @@ def page(title: str, body: str, *, who: Session | None = None, status: int = 200
         f'<body><header><strong>obsmem inspector</strong>{links}{signed}</header>'
         f"<main><h1>{h(title)}</h1>{body}</main></body></html>"
     )
-    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+#: What every page is sent with. No page runs a script or loads anything but itself (styles are
+#: inline, charts inline SVG), so the policy allows nothing else: stored text that slipped past
+#: :func:`h` still could not run. And no page may be framed: a page of another origin (another
+#: app on the same host is the same *site*, so the ``SameSite=Strict`` cookie goes with its
+#: frames) could otherwise show the signed-in inspector in an invisible frame and have the user
+#: click Approve, Reject or Sign out in it (the forms carry the session's CSRF token).
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}

@@ -16,6 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from obsmem import InvalidInputError, KnowledgeNotFoundError
 from obsmem.knowledge import Knowledge, Record, RecordView, ReviewQueue
+from obsmem.knowledge.store.tables import under
 from obsmem.server.access import Principal
 from obsmem.server.knowledge_api import own_record
 from obsmem.server.rest import knowledge_scope
@@ -191,8 +192,7 @@ async def review(request: Request) -> Response:
     )
     mine = found.items  # all at the key's scope or its threads' (within=True, threads=True)
     resource = request.query_params.get("resource_id") or ""
-    done = request.query_params.get("done")
-    notice = f'<p class="ok" role="status">{h(done)}</p>' if done else ""
+    notice = await _notice(knowledge, scope, request.query_params.get("done"), request.query_params.get("record"))
     items = "".join(_candidate(r, resource, principal.read_only, csrf_token(request)) for r in mine)
     where = " on this page" if found.next_cursor or request.query_params.get("after") else ""
     body = (
@@ -205,6 +205,24 @@ async def review(request: Request) -> Response:
         more = url("/ui/knowledge/review", resource_id=request.query_params.get("resource_id"), after=found.next_cursor)
         body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">Next candidates</a></nav>'
     return page("Review queue", body, who=session(request, principal))
+
+
+#: What the page says after a decision (``?done=<decision>&record=<id>``, the redirect after it).
+_DONE = {"approve": "Approved", "reject": "Rejected", "edit": "Edited"}
+
+
+async def _notice(knowledge: Knowledge, scope: str, done: str | None, record_id: str | None) -> str:
+    """The notice of a decision just taken: its verb and the record's text, read from the store
+    (a record this key sees; otherwise nothing), never text the address carries: a link of anyone's
+    making shows nothing of its own, and the text stays out of the address bar, history and logs."""
+    verb = _DONE.get(done or "")
+    if verb is None or not record_id:
+        return ""
+    # whatever its state now (a rejected record no read returns), if stored where the key decides
+    record = await knowledge.store.load_record(record_id)
+    if record is None or not under(record.scope, scope):
+        return ""
+    return f'<p class="ok" role="status">{h(verb)}: {h(record.text)}</p>'
 
 
 def _candidate(record: Record, resource: str, read_only: bool, csrf: str) -> str:
@@ -245,18 +263,16 @@ async def decide(request: Request, record_id: str, decision: str) -> Response:
     queue = ReviewQueue(knowledge.store, actor(principal))
     reason = (fields.get("reason") or "").strip() or _REASON
     if decision == "approve":
-        await queue.approve(record_id, scope, reason=reason)
-        done = f"Approved: {record.text}"
+        decided = await queue.approve(record_id, scope, reason=reason)
     elif decision == "reject":
-        await queue.reject(record_id, scope, reason=reason, tombstone=fields.get("tombstone") == "1")
-        done = f"Rejected: {record.text}"
+        decided = await queue.reject(record_id, scope, reason=reason, tombstone=fields.get("tombstone") == "1")
     elif decision == "edit":
         text = (fields.get("text") or "").strip()
         if not text:
             raise InvalidInputError("The corrected text is empty", argument="text")
-        await queue.edit(record_id, scope, text, reason=reason)
-        done = f"Edited: {text}"
+        decided = await queue.edit(record_id, scope, text, reason=reason)  # the corrected record
     else:
         raise KnowledgeNotFoundError(f"No review decision '{decision}'.")
-    back = url("/ui/knowledge/review", resource_id=fields.get("resource_id"), done=done)
+    # The decision and the record's id, never its text (see _notice)
+    back = url("/ui/knowledge/review", resource_id=fields.get("resource_id"), done=decision, record=decided.id)
     return RedirectResponse(back, status_code=303)
