@@ -4,6 +4,11 @@
 observed and still has pending, and how many generations the observations went through. ``show``
 draws one thread: its state, the active observations, the raw messages not yet observed, every
 generation, and the lifecycle markers the cycles left on the messages. Nothing here writes to the store.
+
+``show`` reads a bounded number of messages whatever the thread's length: the newest ``--tail``
+unobserved ones (or, with ``--before SEQ``, the ``--tail`` messages before that seq: paging back),
+the unobserved window up to :data:`WINDOW_READ` messages to count its tokens, and markers in the
+newest :data:`MARKER_SCAN` messages. A thread of 100,000 messages is never read whole.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ T = TypeVar("T")
 
 #: Rows fetched per call when paging through threads and generations (the contract's default page).
 PAGE = 100
+
+#: At most this many unobserved messages are read to count the window's tokens (what ``pending``
+#: shows): a longer window (a thread saved without memory running) is shown as "more than".
+WINDOW_READ = 2000
+
+#: ``show`` looks for markers in at most this many messages, newest first (from ``--before``).
+MARKER_SCAN = 1000
 
 StoreOption = Annotated[
     str,
@@ -110,7 +122,7 @@ class ThreadRow:
     messages: int
     generations: int
     updated: datetime
-    pending: int
+    pending: int | None
 
 
 class _Windows:
@@ -125,7 +137,15 @@ class _Windows:
         self.store = store
         self.readers: dict[str, Memory] = {}
 
-    async def tokens(self, memory: ThreadMemory) -> int:
+    async def window(self, memory: ThreadMemory) -> tuple[int | None, int | None]:
+        """The window's tokens and messages; both None when it holds more than :data:`WINDOW_READ`
+        messages (not counted: that would read the whole of a thread memory never observed)."""
+        window = await self.store.list_messages(memory.thread.id, after_seq=memory.cursor, limit=WINDOW_READ + 1)
+        if len(window) > WINDOW_READ:
+            return None, None
+        return await self._tokens(memory), len(window)
+
+    async def _tokens(self, memory: ThreadMemory) -> int:
         scope = memory.head.scope if memory.head is not None else "thread"
         if scope not in self.readers:  # reads only; the store stays the caller's
             self.readers[scope] = Memory(self.store, config=MemoryConfig(scope=scope))
@@ -147,7 +167,7 @@ async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]
             if memory.head is not None:
                 stamps.append(memory.head.updated_at)
             generations = len(await _all_generations(store, memory.head.lineage)) if memory.head else 0
-            pending = await windows.tokens(memory)
+            pending, _ = await windows.window(memory)
             rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
     finally:
         await windows.aclose()
@@ -157,28 +177,79 @@ async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]
 @dataclass(frozen=True, slots=True)
 class ThreadView:
     memory: ThreadMemory
-    messages: list[Message]
+    count: int
     generations: list[ObservationRecord]
-    pending: int
+    pending: int | None
+    #: The messages the tail table shows, oldest first: the newest unobserved ones, or with
+    #: ``before`` the newest before that seq.
+    shown: list[Message]
+    #: The unobserved messages in all (None: more than :data:`WINDOW_READ`).
+    unobserved: int | None
+    #: Whether messages older than the first shown are left out.
+    older: bool
+    before: int | None
+    markers: list[tuple[Message, DataPart]]
+    #: How many messages the markers were looked for in; the seq of the oldest read when older
+    #: ones were left unread (:data:`MARKER_SCAN`), else None.
+    scanned: int
+    scan_edge: int | None
 
-    @property
-    def tail(self) -> list[Message]:
-        """The raw messages after the cursor: what the actor still sees verbatim."""
-        return [m for m in self.messages if (m.seq or 0) > self.memory.cursor]
+
+async def _newest(store: Store, thread_id: str, *, after: int, before: int | None, limit: int) -> tuple[list[Message], bool]:
+    """The newest ``limit`` messages with ``after < seq < before``, oldest first, and whether
+    older ones are left out (one row more is read to tell)."""
+    if limit <= 0:
+        return [], bool(await store.list_messages(thread_id, after_seq=after, before_seq=before, limit=1))
+    found = await store.list_messages(thread_id, after_seq=after, before_seq=before, limit=limit + 1, newest_first=True)
+    return list(reversed(found[:limit])), len(found) > limit
 
 
-async def _thread_view(store: Store, thread_id: str) -> ThreadView | None:
+async def _markers(
+    store: Store, thread_id: str, *, before: int | None, limit: int
+) -> tuple[list[tuple[Message, DataPart]], int, int | None]:
+    """The newest ``limit`` markers (oldest first) in at most :data:`MARKER_SCAN` messages before
+    ``before``, read newest first; how many messages were read, and the seq of the oldest read
+    when :data:`MARKER_SCAN` left older ones unread (None when the thread's start was reached or
+    ``limit`` markers were found)."""
+    found: list[tuple[Message, DataPart]] = []
+    scanned, edge = 0, before
+    while limit and len(found) < limit:
+        if scanned >= MARKER_SCAN:
+            return list(reversed(found)), scanned, edge
+        want = min(PAGE, MARKER_SCAN - scanned)
+        page = await store.list_messages(thread_id, before_seq=edge, limit=want, newest_first=True)
+        for message in page:
+            found += [(message, part) for part in reversed(message.parts)
+                      if isinstance(part, DataPart) and part.name.startswith("om-")]  # fmt: skip
+        scanned += len(page)
+        if len(page) < want or page[-1].seq is None:  # the thread's first message was read
+            break
+        edge = page[-1].seq
+    return list(reversed(found[:limit])), scanned, None
+
+
+async def _thread_view(
+    store: Store, thread_id: str, *, tail: int, markers: int, before: int | None, newest: int
+) -> ThreadView | None:
+    """What ``show`` draws; ``newest``: how many generations (one more is read, to tell whether
+    older ones are left out)."""
     thread = await store.get_thread(thread_id)
     if thread is None:
         return None
     memory = await _memory_of(store, thread)
-    generations = await _all_generations(store, memory.head.lineage) if memory.head else []
+    generations = await store.list_generations(memory.head.lineage, limit=newest + 1) if memory.head else []
     windows = _Windows(store)
     try:
-        pending = await windows.tokens(memory)
+        pending, unobserved = await windows.window(memory)
     finally:
         await windows.aclose()
-    return ThreadView(memory, await store.list_messages(thread.id), generations, pending)
+    if before is None:
+        shown, older = await _newest(store, thread.id, after=memory.cursor, before=None, limit=tail)
+    else:
+        shown, older = await _newest(store, thread.id, after=0, before=before, limit=tail)
+    found, scanned, cut = await _markers(store, thread.id, before=before, limit=markers)
+    return ThreadView(memory, await store.count_messages(thread.id), generations, pending, shown, unobserved,
+                      older, before, found, scanned, cut)  # fmt: skip
 
 
 # -- drawing -------------------------------------------------------------------------------------
@@ -221,7 +292,8 @@ def threads(
         table.add_row(
             escape_id(row.memory.thread.id), escape_id(row.memory.thread.resource_id), f"{row.messages:,}",
             _tokens(head.total_tokens_observed if head else None),
-            _tokens(row.pending), str(row.generations), _when(row.updated),
+            _tokens(row.pending) if row.pending is not None else f"over {WINDOW_READ:,} msgs",
+            str(row.generations), _when(row.updated),
         )  # fmt: skip
     console.print(table)
 
@@ -229,17 +301,28 @@ def threads(
 def show(
     thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="The thread id.")],
     store: StoreOption,
-    tail: Annotated[int, typer.Option(min=0, help="Show at most this many unobserved messages.")] = 20,
-    markers: Annotated[int, typer.Option(min=0, help="Show at most this many markers, newest.")] = 30,
+    tail: Annotated[int, typer.Option(min=0, help="Show at most this many messages: the newest unobserved ones "
+                                                  "(with --before, the newest before that seq).")] = 20,
+    markers: Annotated[int, typer.Option(min=0, help=f"Show at most this many markers, the newest (looked for in "
+                                                     f"the newest {MARKER_SCAN:,} messages).")] = 30,
+    before: Annotated[int | None, typer.Option(min=1, metavar="SEQ", help="Page back: the --tail messages (observed "
+                                               "or not) and the markers before this seq; each page's title names "
+                                               "the seq to pass for the one before it.")] = None,
+    generations: Annotated[int, typer.Option(min=0, help="Show at most this many generations, the newest.")] = 50,
 ) -> None:
-    """Draw one thread: its observations, the raw unobserved tail, every generation and the markers."""
+    """Draw one thread: its observations, the raw unobserved tail, every generation and the markers.
+
+    However long the thread, it reads a bounded number of messages: the newest --tail unobserved
+    ones, and markers in the newest 1,000 messages. Older messages are shown a page at a time
+    with --before SEQ (the table's title names the SEQ of the next older page)."""
     opened = open_for_reading(store)
-    view = _read(opened, lambda reading: _thread_view(reading, thread_id))
+    view = _read(opened, lambda reading: _thread_view(reading, thread_id, tail=tail, markers=markers, before=before,
+                                                      newest=generations))  # fmt: skip
     if view is None:
         raise fail(f"no thread '{one_line(thread_id)}' in {describe_store(opened)}")
     console = _console()
-    for table in (_state_table(view), _observations_table(view.memory.head), _tail_table(view, tail),
-                  _generations_table(view.generations), _markers_table(view.messages, markers)):  # fmt: skip
+    for table in (_state_table(view), _observations_table(view.memory.head), _tail_table(view),
+                  _generations_table(view.generations, generations), _markers_table(view, markers)):  # fmt: skip
         console.print(table)
 
 
@@ -252,7 +335,7 @@ def _state_table(view: ThreadView) -> Table:
     if thread.title:
         table.add_row("title", escape(thread.title))
     table.add_row("created", _when(thread.created_at))
-    table.add_row("messages", f"{len(view.messages):,} (observed up to seq {view.memory.cursor})")
+    table.add_row("messages", f"{view.count:,} (observed up to seq {view.memory.cursor})")
     if head is None:
         table.add_row("memory", "nothing observed yet")
     else:
@@ -260,7 +343,7 @@ def _state_table(view: ThreadView) -> Table:
         table.add_row("head record", escape_id(head.id))
         table.add_row("observation tokens", f"{head.observation_tokens:,}")
         table.add_row("observed tokens", f"{head.total_tokens_observed:,}")
-        table.add_row("pending tokens", f"{view.pending:,}")
+        table.add_row("pending tokens", _pending(view.pending))
         if head.buffered_chunks:
             covered = sum(len(chunk.message_ids) for chunk in head.buffered_chunks)
             table.add_row("buffered", f"{counted(len(head.buffered_chunks), 'chunk')} over "
@@ -286,12 +369,28 @@ def _observations_table(head: ObservationRecord | None) -> Table:
     return table
 
 
-def _tail_table(view: ThreadView, limit: int) -> Table:
-    tail = view.tail
-    shown = tail[-limit:] if limit else []
-    title = f"Unobserved tail ({counted(len(tail), 'message')} after seq {view.memory.cursor}"
-    if len(shown) < len(tail):
-        title += f"; showing the newest {len(shown)}; {len(tail) - len(shown)} older"
+def _pending(tokens: int | None) -> str:
+    return f"{tokens:,}" if tokens is not None else f"not counted (over {WINDOW_READ:,} unobserved messages)"
+
+
+def _older(view: ThreadView) -> str:
+    """The hint naming the page of messages before those shown."""
+    first = view.shown[0].seq if view.shown else view.before
+    return f"--before {first}" if first is not None else "not shown"
+
+
+def _tail_table(view: ThreadView) -> Table:
+    shown = view.shown
+    if view.before is not None:
+        title = f"Messages before seq {view.before} (the newest {counted(len(shown), 'message')}"
+        if view.older:
+            title += f"; older: {_older(view)}"
+    else:
+        many = counted(view.unobserved, "message") if view.unobserved is not None else f"over {WINDOW_READ:,} messages"
+        title = f"Unobserved tail ({many} after seq {view.memory.cursor}"
+        if view.older:
+            left = f"{view.unobserved - len(shown)} older" if view.unobserved is not None else "older"
+            title += f"; showing the newest {len(shown)}; {left}: {_older(view)}"
     table = Table(title=title + ")")
     for column in ("seq", "role", "time", "content"):
         table.add_column(column, justify="right" if column == "seq" else "left",
@@ -302,8 +401,12 @@ def _tail_table(view: ThreadView, limit: int) -> Table:
     return table
 
 
-def _generations_table(generations: list[ObservationRecord]) -> Table:
-    table = Table(title=f"Generations ({len(generations)})",
+def _generations_table(generations: list[ObservationRecord], limit: int) -> Table:
+    title = f"Generations ({len(generations)})"
+    if len(generations) > limit:
+        generations = generations[:limit]
+        title = f"Generations (the newest {limit}; older ones not shown: --generations N)"
+    table = Table(title=title,
                   caption="observations: tokens of the text; observed: message tokens observed so far")
     for column in ("generation", "origin", "created", "observations", "observed", "status"):
         numeric = column in ("generation", "observations", "observed")
@@ -342,20 +445,23 @@ def _marker_details(data: dict[str, Any]) -> str:
     return clip(", ".join(shown), 200)
 
 
-def _markers_table(messages: list[Message], limit: int) -> Table:
-    found = [
-        (message, part) for message in messages for part in message.parts
-        if isinstance(part, DataPart) and part.name.startswith("om-")
-    ]  # fmt: skip
-    shown = found[-limit:] if limit else []
-    title = f"Markers ({len(found)}"
-    if len(shown) < len(found):
-        title += f"; showing the newest {len(shown)}"
+def _markers_table(view: ThreadView, limit: int) -> Table:
+    found = view.markers
+    if not limit:
+        title = "Markers (none asked for: --markers 0"
+    elif view.scan_edge is not None:
+        where = f" before seq {view.before}" if view.before is not None else ""
+        title = (f"Markers ({len(found)} in the newest {counted(view.scanned, 'message')}{where}; "
+                 f"older: --before {view.scan_edge}")
+    else:
+        title = f"Markers ({len(found)}"
+        if len(found) == limit:
+            title += ", the newest"
     table = Table(title=title + ")")
     for column in ("seq", "marker", "cycle", "time", "details"):
         table.add_column(column, justify="right" if column == "seq" else "left", no_wrap=column != "details",
                          overflow="fold" if column == "details" else "ellipsis")  # fmt: skip
-    for message, part in shown:
+    for message, part in found:
         cycle = str(part.data.get("cycle_id", ""))
         table.add_row(str(message.seq), escape_id(part.name.removeprefix("om-")), escape_id(cycle[:12]),
                       _marker_time(part.data), escape(_marker_details(part.data)))  # fmt: skip
