@@ -46,6 +46,7 @@ from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
 from obsmem.knowledge.store.ops import tombstone_refuses
 from obsmem.knowledge.store.values import (
     NEAR_DUPLICATE_JACCARD,
+    gives_any,
     near_duplicate,
     near_duplicate_tokens,
     normalise_value,
@@ -414,7 +415,7 @@ class CaptureAgent:
         for clause in clauses:
             words = near_duplicate_tokens(clause)
             said = any(words <= near_duplicate_tokens(t.value) for t in refusing)
-            if said or typed_values(clause) & values:
+            if said or gives_any(typed_values(clause), values):
                 dropped.append(clause)  # the tombstoned text says it, or gives its value: refused with it
                 continue
             for part in propose(Statement(clause, proposal.when), node=proposal.node, kind=proposal.kind):

@@ -36,9 +36,13 @@ dropped and spacing collapsed. Tombstones are *matched* on three things (:func:`
   is a different fact from ``"Jane is vegan"``). Near-duplicates are refused on write; reads
   hide only exact-key matches, so a tombstone never silently hides a differently worded record
   that was stored before it;
-* typed values, on write too: a text giving every phone number (by its digits) and email address
-  (casefolded) the tombstoned one gives is the same value however it is worded ("my mobile is
-  +49 151 …" against "their phone number is +49151…"), unless a negation differs.
+* typed values, on write too: a text giving every phone number and email address the
+  tombstoned one gives is the same value however it is worded or written ("my mobile is
+  0151-234-5678" against "their phone number is +49 151 2345678"; :func:`typed_values` and
+  :func:`same_typed` say which forms are one number or address), unless a negation differs;
+  and a text giving numbers or addresses of its own that are not all the tombstoned one's is
+  another value, however near its wording or key (``old.alice@…`` and ``oldalice@…`` share
+  a key; reads do not hide one for the other either).
 
 Forgetting (:func:`forget_key`, :func:`forgotten_digest`, :func:`forgotten_in`) matches a value
 *inside* a text: the value's key (as above: normalised, letters and digits only) occurring in the
@@ -74,6 +78,9 @@ __all__ = [
     "near_duplicate_tokens",
     "normalise_value",
     "parse_when",
+    "gives_all",
+    "gives_any",
+    "same_typed",
     "same_value",
     "typed_values",
     "value_key",
@@ -257,34 +264,137 @@ def near_duplicate(first: str, second: str, threshold: float = NEAR_DUPLICATE_JA
 
 
 _TYPED = (
-    re.compile(r"\+\d[\d ()./-]{6,}\d"),  # an international phone number, however it is spaced
+    # a phone number: international (``+49 …``, ``0049 …``) or national (``0151 …``, ``(0151) …``),
+    # however it is spaced; begun only where no letter, digit or "+" comes before it
+    re.compile(r"(?<![\w+])(?:(?P<intl>(?:\+|00)\s?[1-9][\d ()./-]{5,}\d)|(?P<national>\(?0[1-9][\d ()./-]{4,}\d))"),
     # an email address; begun only where a run of its characters begins, so a long run with no
     # "@" is scanned once, not once per character in it (quadratic: 1.1 s for 20 KB of digits)
     re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
 )
+#: A date, not a phone number: "05.12.2026", "05/12/26", "2026-12-05".
+_DATE_SHAPED = re.compile(r"\(?\d{1,4}[./-]\d{1,2}[./-]\d{1,4}\)?")
+#: The trunk prefix written inside an international number: "+49 (0)151 …".
+_TRUNK_IN_INTERNATIONAL = re.compile(r"\(\s*0\s*\)")
+_PHONE_DIGITS = (7, 15)
+"""The fewest and most digits of a national number (E.164 allows at most 15)."""
+_NON_ASCII_DIGIT = re.compile(r"(?![0-9])\d")
+
+#: The two-digit country calling codes (ITU-T E.164); "1" and "7" are the one-digit ones and every
+#: other code is three digits. The codes are prefix-free, so these decide where a number's
+#: country code ends: "+49 151 …" is 49 and 151 …, "+491 …" could only be a three-digit code.
+_TWO_DIGIT_CODES = frozenset(
+    "20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47 48 49 51 52 53 54 55 56 57 58 "
+    "60 61 62 63 64 65 66 81 82 84 86 90 91 92 93 94 95 98".split()
+)
+#: Countries whose numbers keep their leading 0 after the country code (Italy, San Marino, the Vatican).
+_KEEPS_ZERO = frozenset({"39", "378", "379"})
+
+
+def _country_code(digits: str) -> str:
+    """The country calling code an international number's digits begin with."""
+    if digits[:1] in ("1", "7"):
+        return digits[:1]
+    return digits[:2] if digits[:2] in _TWO_DIGIT_CODES else digits[:3]
+
+
+def _digits(text: str) -> str:
+    """The decimal digits of ``text`` as ASCII ("١٥١" and "１٥１" are "151")."""
+    return "".join(str(unicodedata.decimal(ch)) for ch in text if unicodedata.decimal(ch, None) is not None)
+
+
+def _phone(match: re.Match[str]) -> str | None:
+    """A phone number's canonical form: an international one's digits with its country code
+    (``+``/``00`` and a written trunk ``0``, "(0)", dropped: "4915123…"), a national one's digits
+    with its trunk prefix ("015123…"); None for what is a date or too short or long."""
+    if match.group("intl") is not None:
+        digits = _digits(_TRUNK_IN_INTERNATIONAL.sub(" ", match.group("intl").removeprefix("+").removeprefix("00")))
+        code = _country_code(digits)
+        rest = digits[len(code):]
+        if code not in _KEEPS_ZERO:
+            rest = rest.removeprefix("0")  # "+49 0151 …", a trunk 0 kept by mistake
+        return code + rest
+    text = match.group("national")
+    digits = _digits(text)
+    if _DATE_SHAPED.fullmatch(text) or not _PHONE_DIGITS[0] <= len(digits) <= _PHONE_DIGITS[1]:
+        return None
+    return digits
 
 
 def typed_values(text: str) -> set[str]:
-    """The phone numbers (digits only) and email addresses (casefolded) a text holds."""
-    found = {"".join(ch for ch in m.group(0) if ch.isdigit()) for m in _TYPED[0].finditer(text)}
+    """The phone numbers and email addresses a text holds, in the forms :func:`same_typed` compares.
+
+    A phone number is its digits: an international number's with its country code and without
+    ``+``, ``00`` or a written trunk ``(0)`` ("+49 (0)151 234 5678" and "0049-151-2345678" are
+    ``491512345678``; digits of any script count), a national number's with its leading trunk ``0`` ("0151 234 56 78" is
+    ``01512345678``); so a form starting with ``0`` is national (no country code starts with 0).
+    A national number is read only from 7 to 15 digits and not when it is shaped as a date
+    ("05.12.2026"). An email address is casefolded and nothing else: ``mailto:``, angle brackets
+    and spacing around it are not part of it, and dots or a ``+tag`` in its local part are kept
+    (gmail ignores them, other providers do not: ``j.doe@`` and ``jdoe@`` may be two people)."""
+    found: set[str] = set()
+    digits = text if text.isascii() else _NON_ASCII_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
+    for match in _TYPED[0].finditer(digits):
+        phone = _phone(match)
+        if phone:
+            found.add(phone)
     return found | {m.group(0).casefold() for m in _TYPED[1].finditer(text)}
 
 
+def same_typed(first: str, second: str) -> bool:
+    """Whether two of :func:`typed_values`' values are one phone number or email address.
+
+    Equal forms are. A national number (``0`` + its national digits, no country code) and an
+    international one are the same number when the international one is its country code (which
+    the E.164 codes, being prefix-free, delimit) followed by those national digits, without the
+    trunk ``0`` or, as Italian numbers keep it, with it ("0151 2345678" is "+49 151 2345678" and
+    "06 1234 5678" is "+39 06 1234 5678"; "+49 1151 2345678" is neither). A
+    national number does not say its country, so it is taken as the same as that number in every
+    country ("0151 2345678" is also "+43 151 2345678"): a deleted number is refused in every form
+    it may have, at the price of refusing the same digits in another country. Two international
+    numbers with different country codes, and two national numbers, are never the same unless
+    their digits are."""
+    if first == second:
+        return True
+    if "@" in first or "@" in second:
+        return False
+    national, international = (first, second) if first.startswith("0") else (second, first)
+    if not national.startswith("0") or international.startswith("0"):
+        return False
+    code = _country_code(international)
+    return international[len(code):] in (national[1:], national)
+
+
+def gives_all(wanted: Iterable[str], given: Iterable[str]) -> bool:
+    """Whether every typed value in ``wanted`` is one of ``given`` (:func:`same_typed`)."""
+    have = list(given)
+    return all(any(same_typed(value, other) for other in have) for value in wanted)
+
+
+def gives_any(wanted: Iterable[str], given: Iterable[str]) -> bool:
+    """Whether some typed value in ``wanted`` is one of ``given`` (:func:`same_typed`)."""
+    have = list(given)
+    return any(any(same_typed(value, other) for other in have) for value in wanted)
+
+
 def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
-    """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a near-duplicate,
-    or a text giving the same phone number or email address the tombstoned one gives ("my mobile
-    is …" for "their phone number is …"), unless a negation differs."""
+    """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a text giving
+    the same phone numbers and email addresses the tombstoned one gives (:func:`same_typed`: "my
+    mobile is 0151 …" for "their phone number is +49 151 …"), unless a negation differs, or a
+    near-duplicate. A text giving phone numbers or email addresses of its own that are not all
+    the tombstoned one's is another value however near its wording ("their email is
+    new.alice@…" is not "their email is old.alice@…")."""
+    typed = typed_values(tombstoned)
+    theirs = typed_values(value) if typed else set()
+    if theirs and not gives_all(typed, theirs):
+        return False  # its own numbers or addresses: even "old.alice@" and "oldalice@" share a key
     if value_key(tombstoned) == value_key(value):
         return True
     if not near:
         return False
-    if near_duplicate(tombstoned, value):
-        return True
-    typed = typed_values(tombstoned)
-    if typed and typed <= typed_values(value):
+    if theirs:
         a, b = near_duplicate_tokens(tombstoned), near_duplicate_tokens(value)
         return not (a ^ b) & _NEGATIONS
-    return False
+    return near_duplicate(tombstoned, value)
 
 
 _FORGOTTEN_DOMAIN = b"obsmem.knowledge.forgotten.v1\x00"
