@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -91,6 +92,8 @@ class UpstreamTimeoutError(UpstreamError):
 MAX_UPSTREAM_BYTES = 32 * 1024 * 1024
 #: The longest line a streamed answer may hold.
 MAX_LINE_BYTES = 4 * 1024 * 1024
+#: What ends a line of server-sent events: CRLF, LF or a lone CR (the SSE specification).
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 _THREAD_KEYS = ("thread_id", "obsmem_thread_id")
 _RESOURCE_KEYS = ("resource_id", "obsmem_resource_id")
@@ -255,24 +258,30 @@ class _Sse:
         self._data: list[str] = []  # the data lines of the event being read
         self._on_data = on_data
         self._on_done = on_done
+        self._after_cr = False  # the last chunk fed ended with a CR (its LF may open the next)
         self.done = False  # ``data: [DONE]`` came: the stream's last event
 
     def feed(self, chunk: bytes) -> None:
         # Only the new bytes are searched for line ends (linear in the stream however it is split).
+        # A line ends at CRLF, LF or a lone CR, as the SSE specification says; a CR that ends one
+        # chunk may have its LF open the next (one line end, not an empty line between).
         # The relay feeds whole events (_WholeEvents), so a line always ends in the chunk it is
         # fed in: a long event is read whole, as the client gets it. The cap on what is left
         # pending only guards a caller feeding raw reads.
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._after_cr = chunk.endswith(b"\r")
         start = 0
         lines: list[bytes] = []
-        while (end := chunk.find(b"\n", start)) != -1:
-            lines.append(bytes(self._pending + chunk[start:end]))
+        for end in _LINE_END.finditer(chunk):
+            lines.append(bytes(self._pending + chunk[start : end.start()]))
             self._pending.clear()
-            start = end + 1
+            start = end.end()
         self._pending += chunk[start:]
         if len(self._pending) > MAX_LINE_BYTES:
             self._pending.clear()
         for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            line = raw.decode("utf-8", errors="replace")
             if not line:
                 self._dispatch()
             elif line.startswith("data:"):
@@ -877,17 +886,21 @@ async def _bounded_lines(upstream: httpx.Response, deadline: float) -> AsyncIter
     :class:`TimeoutError` past ``deadline``."""
     pending = bytearray()
     total = 0
+    after_cr = False  # the last chunk ended with a CR: an LF opening the next is its CRLF's
     async for chunk in _until(deadline, upstream.aiter_raw()):
         total += len(chunk)
         if total > MAX_UPSTREAM_BYTES:
             logger.warning("the upstream stream passed %d bytes; ended with an error", MAX_UPSTREAM_BYTES)
             raise _too_large()
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
         start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            pending += chunk[start:end]
+        for end in _LINE_END.finditer(chunk):  # CRLF, LF or a lone CR, as the SSE specification says
+            pending += chunk[start : end.start()]
             yield pending.decode("utf-8", errors="replace")
             pending.clear()
-            start = end + 1
+            start = end.end()
         pending += chunk[start:]
         if len(pending) > MAX_LINE_BYTES:
             logger.warning("an upstream stream line passed %d bytes; ended with an error", MAX_LINE_BYTES)
