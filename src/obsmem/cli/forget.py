@@ -128,6 +128,37 @@ def forget(
     _warn_log_kept(opened, truncated)
 
 
+#: How often a delete that was first re-reads whether the later ones it saw have ended.
+LATER_POLL_S = 0.2
+
+
+async def _first_or_earlier(store: Store, resource: str, memory: Memory, mine: str) -> list[Lease]:
+    """Whether this run's delete (its erasing lease ``mine``, just taken) goes ahead: the other
+    deletes of ``resource`` under way that were marked before it (an empty list: it goes).
+
+    Marks are ordered by their fencing tokens (store-wide, rising in the order they are taken,
+    whatever the processes' clocks): the first of the deletes marked at the same instant goes
+    ahead and the others refuse, instead of each refusing for the others'. One marked later that
+    is still under way (another command, about to refuse; an application's delete, which does
+    not look) is waited for first, so two deletes never run side by side."""
+    own = [lease for lease in await store.list_leases(mine) if lease.key == mine]
+    token = own[0].token if own else None
+    told = False
+    while True:
+        others = await leasing.erasing_elsewhere(store, resource, clock=memory.clock, own=mine)
+        if token is None:  # (our mark is gone: it expired while the store stalled) any other is earlier
+            return others
+        earlier = [lease for lease in others if lease.token < token]
+        if earlier or not others:
+            return earlier
+        if not told:
+            told = True
+            holders = ", ".join(sorted({one_line(lease.owner) for lease in others}))
+            err_console.print(f"waiting for another delete of resource '{escape_id(resource)}', begun just after "
+                              f"this one ({escape_id(holders)}), to end", soft_wrap=True, highlight=False)  # fmt: skip
+        await asyncio.sleep(LATER_POLL_S)
+
+
 def delete_resource(
     resource: Annotated[str, typer.Argument(metavar="RESOURCE", help="The resource (user) id to delete.")],
     store: StoreOption = None,
@@ -146,9 +177,9 @@ def delete_resource(
             try:
                 # marked under way while it runs: another run then tells it from a cut-off one
                 async with leasing.erasing(opened, resource, clock=memory.clock) as mine:
-                    others = await leasing.erasing_elsewhere(opened, resource, clock=memory.clock, own=mine)
-                    if others:
-                        return others
+                    earlier = await _first_or_earlier(opened, resource, memory, mine)
+                    if earlier:
+                        return earlier
                     # threads whose rows a delete cut off midway (its process died) had taken already
                     unfinished = len(await memory.unfinished_deletes(resource))
                     counts = await memory.delete_resource(resource)
