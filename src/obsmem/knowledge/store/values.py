@@ -45,8 +45,9 @@ dropped and spacing collapsed. Tombstones are *matched* on three things (:func:`
   a key; reads do not hide one for the other either).
 
 Forgetting (:func:`forget_key`, :func:`forgotten_digest`, :func:`forgotten_in`) matches a value
-*inside* a text: the value's key (as above: normalised, letters and digits only) occurring in the
-text's key, so case, spacing, punctuation and invisible characters never hide an occurrence. A
+*inside* a text: the value's key (as above: normalised, letters and digits only; a value that is
+one phone number, its national digits, which all its forms hold) occurring in the text's key, so
+case, spacing, punctuation and invisible characters never hide an occurrence. A
 forgotten value is kept only as a SHA-256 digest of its key (with a domain prefix) and the key's
 length in characters: enough to refuse a later text holding it (hash every window of that length
 of the text's key), never enough to read it back. A digest of a guessable value can be confirmed
@@ -401,7 +402,19 @@ _FORGOTTEN_DOMAIN = b"obsmem.knowledge.forgotten.v1\x00"
 
 
 def forget_key(value: str) -> str:
-    """What a forgotten value is matched on: its :func:`value_key` ("" when it holds no letter or digit)."""
+    """What a forgotten value is matched on: its :func:`value_key` ("" when it holds no letter or
+    digit); for a value that is one phone number and nothing else, its national digits, without
+    country code or trunk 0 ("+49 151 2345678", "0151-234-5678" and "0049 151 2345678" are all
+    ``1512345678``), which every form of the number holds: the number is forgotten however it is
+    written, in every country (as a national number is taken by :func:`same_typed`)."""
+    text = value.strip()
+    text = text if text.isascii() else _NON_ASCII_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
+    match = _TYPED[0].fullmatch(text)
+    phone = _phone(match) if match else None
+    if phone:
+        own = phone[1:] if phone.startswith("0") else phone[len(_country_code(phone)):].removeprefix("0")
+        if len(own) >= _PHONE_DIGITS[0] - 1:
+            return own
     return value_key(value)
 
 
