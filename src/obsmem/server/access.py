@@ -19,7 +19,8 @@ and revokes every key of its org; an admin key bound to a resource, only keys bo
 resource, so it can never mint a key broader than itself. A key it may not manage is reported
 exactly like one that does not exist.
 
-``--dev`` serves without keys: its principal (``Principal.dev()``) sees every org.
+``--dev`` serves without keys: its principal (``Principal.dev()``) sees every org, and only
+requests naming a loopback host are served (:func:`check_dev_host`, against DNS rebinding).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from obsmem.server.errors import (
 from obsmem.server.keys import ApiKey, KeyStore
 from obsmem.storage.paging import all_threads
 
-__all__ = ["Principal", "addressable", "authenticate", "bearer_token"]
+__all__ = ["Principal", "addressable", "authenticate", "bearer_token", "check_dev_host", "loopback_host"]
 
 _PAGE = 1000
 
@@ -199,6 +200,36 @@ def bearer_token(authorization: str | None, api_key_header: str | None = None) -
     if api_key_header and api_key_header.strip():
         return api_key_header.strip()
     return None
+
+
+#: The names a request to ``--dev`` (listening on 127.0.0.1 only) may give in its ``Host`` header.
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def loopback_host(host: str | None) -> bool:
+    """Whether a ``Host`` header names this machine by a loopback name (any port); no header
+    (HTTP/1.0, which no browser sends) counts as one."""
+    if host is None:
+        return True
+    name = host.strip().lower()
+    if name.startswith("["):  # [::1]:8080
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name in _LOOPBACK_NAMES or name.endswith(".localhost")
+
+
+def check_dev_host(host: str | None, *, dev: bool) -> None:
+    """Under ``--dev`` (no keys), PermissionDeniedError for a request whose ``Host`` is not a
+    loopback name: a web page whose own host name was re-pointed at 127.0.0.1 (DNS rebinding)
+    reaches the dev server from the user's browser, same-origin for that page, so it could read
+    every answer; its requests name that page's host."""
+    if dev and not loopback_host(host):
+        raise PermissionDeniedError(
+            "obsmem serve --dev answers requests to 127.0.0.1 or localhost only (this one names "
+            f"host {host!r}): without keys, a page re-pointing its own host name here (DNS rebinding) "
+            "would read everything. Use 127.0.0.1 or localhost, or serve with API keys."
+        )
 
 
 async def authenticate(keys: KeyStore, token: str | None, *, dev: bool) -> Principal:

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from obsmem import InvalidInputError, ObsmemError
-from obsmem.server.access import Principal, authenticate, bearer_token
+from obsmem.server.access import Principal, authenticate, bearer_token, check_dev_host
 from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
 from obsmem.server.rest import Id, capture_fact, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
@@ -211,6 +211,7 @@ class _Guard:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
+                check_dev_host(headers.get("host"), dev=self.service.settings.dev)
                 await authenticate(
                     self.service.keys, bearer_token(headers.get("authorization"), headers.get("x-api-key")),
                     dev=self.service.settings.dev,

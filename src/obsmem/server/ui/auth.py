@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import Response
 
-from obsmem.server.access import Principal, authenticate
+from obsmem.server.access import Principal, authenticate, check_dev_host
 from obsmem.server.errors import AuthenticationError, PermissionDeniedError
 from obsmem.server.service import Service
 from obsmem.server.ui.html import Session
@@ -74,8 +74,10 @@ def service_of(request: Request) -> Service:
 
 
 async def principal_of(request: Request) -> Principal:
-    """The key in the cookie (or the dev principal under ``--dev``); SignInNeeded otherwise."""
+    """The key in the cookie (or the dev principal under ``--dev``, for a request naming a
+    loopback host only); SignInNeeded otherwise."""
     service = service_of(request)
+    check_dev_host(request.headers.get("host"), dev=service.settings.dev)  # a rebound host: 403
     token = request.cookies.get(COOKIE) or None
     try:
         return await authenticate(service.keys, token, dev=service.settings.dev)
