@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from urllib.parse import unquote
 
 from obsmem.errors import ConfigError
 
@@ -65,7 +66,7 @@ _TOKEN = "A-Za-z0-9_-"
 @dataclass(frozen=True, slots=True)
 class Detector:
     """One kind of secret or PII: ``pattern`` finds candidates; the group named ``value`` (when
-    present and matched, else ``value2``/``value3``, else the whole match) is what is replaced;
+    present and matched, else ``value2``…``value4``, else the whole match) is what is replaced;
     ``check`` (when set) must accept that value (a checksum, an entropy floor)."""
 
     category: str
@@ -88,10 +89,10 @@ class Detector:
 
 
 def _value_span(match: re.Match[str]) -> tuple[int, int]:
-    """The span of the group named ``value`` (else ``value2``/``value3``) when it matched, else
+    """The span of the group named ``value`` (else ``value2``…``value4``) when it matched, else
     of the whole match."""
     groups = match.re.groupindex
-    for name in ("value", "value2", "value3"):
+    for name in ("value", "value2", "value3", "value4"):
         if name in groups and match.group(name) is not None:
             return match.span(name)
     return match.span()
@@ -243,8 +244,28 @@ def _token(prefix: str, body: str) -> re.Pattern[str]:
     return _re(rf"(?<![{_TOKEN}]){prefix}{body}")
 
 
-_ASSIGN = r"""["']?[ \t]{0,10}(?::|=>|=|:=)[ \t]{0,10}"""
-_VALUE = r"""(?:"(?P<value>[^"\r\n]{1,200})"|'(?P<value2>[^'\r\n]{1,200})'|(?P<value3>[^\s"',;&<>()\[\]{}]{1,200}))"""
+#: Blanks within a line: a space, a tab, and the no-break spaces rich text and chat apps paste.
+_SP = r"[^\S\r\n]"
+#: A key's closing quote (``\"`` inside a JSON string that holds JSON, as a tool's result body is
+#: rendered), then ``:``, ``=``, ``=>``, ``:=`` or a full-width ``：``/``＝`` (CJK input methods).
+_ASSIGN = rf"""(?:\\?["'])?{_SP}{{0,10}}(?::|=>|=|:=|\uff1a|\uff1d){_SP}{{0,10}}"""
+#: A value in quotes (``\"…\"`` escaped ones too) or bare (never starting at an escaped quote:
+#: ``\"`` is a quote, not the value).
+_ESCAPED = r'\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,200})\\"'
+_VALUE = (r"""(?:"(?P<value>[^"\r\n]{1,200})"|'(?P<value2>[^'\r\n]{1,200})'|"""
+          + _ESCAPED + r"""|(?P<value3>(?:[^\s"',;&<>()\[\]{}\\]|\\(?!["'])){1,200}))""")
+#: A URL-encoded ``=`` and the value after it, up to an encoded ``&`` or ``#`` (the next parameter).
+_ENCODED_VALUE = r"%3[Dd](?P<value>(?:[^\s%&#\"'<>]|%(?!2[6Bb]|23)[0-9A-Fa-f]{2}){1,512})"
+
+
+def _encoded_password(value: str) -> bool:
+    return _password_value(unquote(value))
+
+
+def _encoded_secret(value: str) -> bool:
+    return _password_value(unquote(value)) and _high_entropy(unquote(value))
+
+
 _DB_SCHEMES = (
     "postgres|postgresql|mysql|mariadb|mongodb|mongodb\\+srv|redis|rediss|amqp|amqps|mssql|sqlserver|"
     "oracle|cockroachdb|clickhouse|couchdb|neo4j|neo4j\\+s|bolt|cassandra|snowflake|db2"
@@ -255,7 +276,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "ssh_key",
         _re(r"(?<![A-Za-z0-9-])(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com)"
-            r"[ \t]{1,5}AAAA[A-Za-z0-9+/]{20,16000}={0,3}"),
+            r"[^\S\r\n]{1,5}AAAA[A-Za-z0-9+/]{20,16000}={0,3}"),
     ),
     Detector("anthropic_key", _token("sk-ant-", r"[A-Za-z0-9_-]{20,300}")),
     Detector("openai_key", _token("sk-", r"(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,300}"), _high_entropy),
@@ -264,7 +285,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "aws_secret_key",
         _re(r"(?i:aws_?secret_?(?:access_?)?key|aws_?session_?token|SecretAccessKey)" + _ASSIGN
-            + r"""["']?(?P<value>[A-Za-z0-9/+=]{40,1000})(?![A-Za-z0-9/+=])"""),
+            + r"""(?:\\?["'])?(?P<value>[A-Za-z0-9/+=]{40,1000})(?![A-Za-z0-9/+=])"""),
     ),
     Detector("github_token", _token("", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})")),
     Detector("gitlab_token", _token("", r"gl(?:pat|ptt|dt|rt|cbt|soat|ft|imt|agent)-[A-Za-z0-9_-]{20,255}")),
@@ -294,15 +315,35 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         "url_password",
         _re(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@\[\]]{0,256}:(?P<value>[^\s/?#@]{1,256})@"),
     ),
+    # The same, URL-encoded: a URL carried in another URL's query (a redirect or callback
+    # parameter) reads ``https%3A%2F%2Fuser%3Asecret%40host``.
+    Detector(
+        "url_password",
+        _re(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}%3[Aa]%2[Ff]%2[Ff]"
+            r"(?:[^\s:/?#@%&]|%(?!3[Aa]|40)[0-9A-Fa-f]{2}){0,256}%3[Aa]"
+            r"(?P<value>(?:[^\s:/?#@%&]|%(?!40)[0-9A-Fa-f]{2}){1,256})%40"),
+    ),
+    Detector(
+        "password",
+        _re(r"(?:(?<![A-Za-z0-9])|(?<=%[0-9A-Fa-f]{2}))(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:passw(?:or)?d|passphrase))"
+            + _ENCODED_VALUE),
+        _encoded_password,
+    ),
+    Detector(
+        "secret",
+        _re(r"(?:(?<![A-Za-z0-9])|(?<=%[0-9A-Fa-f]{2}))(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:secret|token|api_?key|apikey"
+            r"|access_?key|private_?key|credential|signing_?key|auth)[A-Za-z0-9_-]{0,20})" + _ENCODED_VALUE),
+        _encoded_secret,
+    ),
     Detector(
         "auth_header",
-        _re(r"(?i:(?<![A-Za-z0-9])(?:bearer|token))[ \t]{1,5}(?P<value>[A-Za-z0-9._~+/-]{16,8000}=*)"),
+        _re(r"(?i:(?<![A-Za-z0-9])(?:bearer|token))[^\S\r\n]{1,5}(?P<value>[A-Za-z0-9._~+/-]{16,8000}=*)"),
         _opaque_token,
     ),
-    Detector("auth_header", _re(r"(?i:(?<![A-Za-z0-9])basic)[ \t]{1,5}(?P<value>[A-Za-z0-9+/]{6,2000}={0,2})"), _basic_credentials),
+    Detector("auth_header", _re(r"(?i:(?<![A-Za-z0-9])basic)[^\S\r\n]{1,5}(?P<value>[A-Za-z0-9+/]{6,2000}={0,2})"), _basic_credentials),
     Detector(
         "auth_header",
-        _re(r"(?i:(?<![A-Za-z0-9-])(?:proxy-)?authorization|x-api-key|api-key|x-auth-token)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
+        _re(r"(?i:(?<![A-Za-z0-9-])(?:proxy-)?authorization|x-api-key|api-key|x-auth-token)(?:\\?[\"'])?[^\S\r\n]{0,10}[:=\uff1a\uff1d][^\S\r\n]{0,10}(?:\\?[\"'])?"
             r"(?P<value>[A-Za-z0-9._~+/=-]{8,8000})"),
         _password_value,
     ),
@@ -313,13 +354,13 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "password",
-        _re(r"(?<![A-Za-z0-9-])--(?:password|passwd|pass)(?:=|[ \t]{1,5})(?P<value>[^\s\"']{1,200})"),
+        _re(r"(?<![A-Za-z0-9-])--(?:password|passwd|pass)(?:=|[^\S\r\n]{1,5})(?P<value>[^\s\"']{1,200})"),
         _password_value,
     ),
     Detector(
         "secret",
         _re(r"(?i:secret|token|api_?key|apikey|access_?key|private_?key|credential|signing_?key|auth)[A-Za-z0-9_-]{0,20}"
-            + _ASSIGN + r"""["']?(?P<value>[A-Za-z0-9_\-+/=.~]{16,512})"""),
+            + _ASSIGN + r"""(?:\\?["'])?(?P<value>[A-Za-z0-9_\-+/=.~]{16,512})"""),
         _high_entropy,
     ),
     # A quoted value assigned to a key-like name, whatever it looks like: what structured data
@@ -330,7 +371,8 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         "secret",
         _re(r"(?<![A-Za-z0-9])(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:secret|token|api_?key|apikey|access_?key|private_?key"
             r"|credential|signing_?key|authorization)[A-Za-z0-9_-]{0,20})"
-            + _ASSIGN + r"""(?:"(?P<value>[^"\r\n]{1,512})"|'(?P<value2>[^'\r\n]{1,512})')"""),
+            + _ASSIGN + r"""(?:"(?P<value>[^"\r\n]{1,512})"|'(?P<value2>[^'\r\n]{1,512})'"""
+            + r'|\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,512})\\")'),
         _password_value,
     ),
 )
@@ -338,7 +380,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
 SECRET_CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(detector.category for detector in SECRET_DETECTORS))
 
 _PII_DETECTORS: dict[str, tuple[Detector, ...]] = {
-    "credit_card": (Detector("credit_card", _re(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)"), _card),),
+    "credit_card": (Detector("credit_card", _re(r"(?<![\d-])\d(?:[ \u00a0\u2007\u202f-]?\d){12,18}(?!\d)"), _card),),
     "iban": (
         Detector(
             "iban",
