@@ -309,6 +309,8 @@ def show(
                                                "or not) and the markers before this seq; each page's title names "
                                                "the seq to pass for the one before it.")] = None,
     generations: Annotated[int, typer.Option(min=0, help="Show at most this many generations, the newest.")] = 50,
+    chars: Annotated[int, typer.Option(min=0, help="Cut each message shown after this many characters, saying how "
+                                                   "many are left out (0: whole).")] = 2000,
 ) -> None:
     """Draw one thread: its observations, the raw unobserved tail, every generation and the markers.
 
@@ -321,7 +323,7 @@ def show(
     if view is None:
         raise fail(f"no thread '{one_line(thread_id)}' in {describe_store(opened)}")
     console = _console()
-    for table in (_state_table(view), _observations_table(view.memory.head), _tail_table(view),
+    for table in (_state_table(view), _observations_table(view.memory.head), _tail_table(view, chars),
                   _generations_table(view.generations, generations), _markers_table(view, markers)):  # fmt: skip
         console.print(table)
 
@@ -379,7 +381,14 @@ def _older(view: ThreadView) -> str:
     return f"--before {first}" if first is not None else "not shown"
 
 
-def _tail_table(view: ThreadView) -> Table:
+def _cut(text: str, chars: int) -> str:
+    """``text`` cut after ``chars`` characters (0: whole), saying how many it leaves out."""
+    if not chars or len(text) <= chars:
+        return text
+    return f"{text[:chars]}… [{len(text) - chars:,} more characters: --chars 0 shows all]"
+
+
+def _tail_table(view: ThreadView, chars: int) -> Table:
     shown = view.shown
     if view.before is not None:
         title = f"Messages before seq {view.before} (the newest {counted(len(shown), 'message')}"
@@ -396,7 +405,7 @@ def _tail_table(view: ThreadView) -> Table:
         table.add_column(column, justify="right" if column == "seq" else "left",
                          overflow="fold" if column == "content" else "ellipsis")  # fmt: skip
     for message in shown:
-        content = escape(render_message(message))
+        content = escape(_cut(render_message(message), chars))
         table.add_row(str(message.seq), message.role, _when(message.created_at), content)
     return table
 

@@ -8,6 +8,7 @@ it writes anything and refuses a store that already holds the resource.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -72,6 +73,8 @@ def export(
 
     try:
         counts = asyncio.run(run(opened))
+    except BrokenPipeError:
+        raise _reader_gone() from None
     except (ObsmemError, OSError) as exc:
         raise fail(str(exc)) from None
     where = "stdout" if output == "-" else str(Path(output).resolve())
@@ -80,6 +83,15 @@ def export(
         + ", ".join(counted(n, kind) for kind, n in counts.items()),
         soft_wrap=True, highlight=False,
     )  # fmt: skip
+
+
+def _reader_gone() -> typer.Exit:
+    """The reader of stdout stopped early (``obsmem export | head``): no error of the export's, so
+    nothing is said; stdout goes to the null device, so the interpreter's last flush at exit does
+    not fail again, and the command ends with status 1 (as click's commands do there)."""
+    with open(os.devnull, "w") as null:  # noqa: PTH123 (a descriptor to dup, not a path to read)
+        os.dup2(null.fileno(), sys.stdout.fileno())
+    return typer.Exit(1)
 
 
 def import_(
