@@ -31,6 +31,7 @@ router = APIRouter(prefix="/ui/knowledge", include_in_schema=False)
 
 _PAGE = 100
 _REASON = "reviewed in the inspector"
+_MAX_TEXT = 10_000
 
 
 def _knowledge(request: Request) -> Knowledge:
@@ -270,6 +271,11 @@ async def decide(request: Request, record_id: str, decision: str) -> Response:
         text = (fields.get("text") or "").strip()
         if not text:
             raise InvalidInputError("The corrected text is empty", argument="text")
+        if len(text) > _MAX_TEXT:  # what REST's edit takes
+            raise InvalidInputError(f"The corrected text is over {_MAX_TEXT:,} characters", argument="text")
+        # the privacy boundary, as for a fact remembered over REST or MCP: a secret typed or
+        # pasted into the form is stored as its placeholder
+        text = service_of(request).memory.redacted(text)
         decided = await queue.edit(record_id, scope, text, reason=reason)  # the corrected record
     else:
         raise KnowledgeNotFoundError(f"No review decision '{decision}'.")
