@@ -36,7 +36,9 @@ One upstream exchange is bounded in all by ``upstream_total_timeout_s`` (each re
 the ``openai`` client raises) and a whole answer is answered 504. A stream the upstream closes
 before its answer's end (no ``finish_reason``, ``[DONE]`` or terminal Responses event) ends with
 the same error event after what came. Reading stops at ``[DONE]`` (nothing follows it), so an
-upstream that holds its connection open after it delays no answer. The deadline holds for a client
+upstream that holds its connection open after it delays no answer. A Responses stream's terminal
+event (OpenAI sends no ``[DONE]`` after it) is saved and sent at once, and the stream ended at most
+:data:`TERMINAL_GRACE_S` after it (time for a ``[DONE]`` the upstream sends). The deadline holds for a client
 that stops reading too (:class:`_Watchdog`): past it the upstream is let go and the turn ended.
 """
 
@@ -90,6 +92,9 @@ class UpstreamTimeoutError(UpstreamError):
 #: The most an upstream answer may carry (a whole response, or a stream in all); past it a
 #: response is refused (502) and a stream ends with an error event.
 MAX_UPSTREAM_BYTES = 32 * 1024 * 1024
+#: How long a Responses stream waits, after its terminal event, for what may follow (a ``[DONE]``,
+#: the upstream's close) before the gateway ends it: the answer is saved and sent at the event.
+TERMINAL_GRACE_S = 1.0
 #: The longest line a streamed answer may hold.
 MAX_LINE_BYTES = 4 * 1024 * 1024
 #: What ends a line of server-sent events: CRLF, LF or a lone CR (the SSE specification).
@@ -363,6 +368,11 @@ class ChatAnswer:
         ``finish_reason``), whether or not its events could be read."""
         return self.complete or self._finished
 
+    def last(self) -> bool:
+        """Whether nothing can follow in the stream: never said by an event (a usage chunk may
+        follow choice 0's ``finish_reason``), only by ``[DONE]``, which the reader tells."""
+        return False
+
     def chunk(self, data: Any) -> None:
         if not self._finished:
             self._finished = _finish_reason_in(data)
@@ -478,6 +488,11 @@ class ResponsesAnswer:
         """Whether the stream came to one of its terminal events (or ``[DONE]``)."""
         return self._ended
 
+    def last(self) -> bool:
+        """Whether nothing can follow in the stream: a terminal event is the Responses stream's
+        last (OpenAI sends no ``[DONE]`` after it)."""
+        return self._ended
+
     def completed(self) -> bool:
         """Whether the whole answer came (a response, or a stream's terminal event with it)."""
         return self.output is not None
@@ -557,8 +572,11 @@ async def _forward(
         total = 0
         events = _WholeEvents()  # only whole events go on: a failure never leaves half of one
         watchdog = _Watchdog(service, deadline, upstream, lambda: _finish(turn, answer))
+        # After a Responses terminal event the answer is saved and sent at once; the stream then
+        # waits at most TERMINAL_GRACE_S for what may follow it (a [DONE]), not for the upstream.
+        grace: list[float] = []
         try:
-            async for chunk in _until(deadline, upstream.aiter_raw()):
+            async for chunk in _until_first(deadline, grace, upstream.aiter_raw()):
                 total += len(chunk)
                 if total > MAX_UPSTREAM_BYTES:
                     failure = _too_large()
@@ -578,6 +596,17 @@ async def _forward(
                 if reader.done:  # nothing follows [DONE]: an upstream holding its connection open holds no one
                     finished = True
                     break
+                if answer.last() and not grace:
+                    # a Responses terminal event (OpenAI sends no [DONE] after it): the answer is
+                    # saved and goes on now, and the stream waits no longer than the grace
+                    grace.append(asyncio.get_running_loop().time() + TERMINAL_GRACE_S)
+                    await _finish(turn, answer)
+                    watchdog.writing = True
+                    yield held
+                    watchdog.writing = False
+                    held = None
+                    if watchdog.fired:
+                        raise TimeoutError
             else:
                 rest = mask(events.rest())  # a last event without its blank line: the stream's end ends it
                 reader.feed(rest)
@@ -585,10 +614,11 @@ async def _forward(
                 finished = True
                 if rest:
                     held = rest if held is None else held + rest
-        except TimeoutError:
-            failure = _timeout_error(service)
-        except httpx.HTTPError as exc:
-            failure = _failure(service, exc)
+        except (TimeoutError, httpx.HTTPError) as exc:
+            if grace:  # after the terminal event: the answer is whole and sent; the stream ends here
+                finished = True
+            else:
+                failure = _timeout_error(service) if isinstance(exc, TimeoutError) else _failure(service, exc)
         finally:
             watchdog.cancel()
             await upstream.aclose()
@@ -802,6 +832,17 @@ async def _until(deadline: float, chunks: AsyncIterator[bytes]) -> AsyncIterator
     while True:
         try:
             async with asyncio.timeout_at(deadline):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        yield chunk
+
+
+async def _until_first(deadline: float, sooner: list[float], chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """:func:`_until`, the deadline brought forward to ``sooner[0]`` once the caller puts a time there."""
+    while True:
+        try:
+            async with asyncio.timeout_at(min([deadline, *sooner])):
                 chunk = await anext(chunks)
         except StopAsyncIteration:
             return
