@@ -23,6 +23,7 @@ from datetime import datetime
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import (
+    ActivityAction,
     ActivityEvent,
     LexicalHit,
     Node,
@@ -36,7 +37,7 @@ from obsmem.knowledge.store.ids import is_ulid
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
-from obsmem.knowledge.store.values import normalise_value, value_key
+from obsmem.knowledge.store.values import forgotten_digest, normalise_value, value_key
 
 __all__ = ["KnowledgeReads", "check_limit"]
 
@@ -72,6 +73,18 @@ def _stream(fetch: Callable[[str | None, int], list[Record]]) -> Fetch:
         return rows, (rows[-1].id if len(rows) == n else None)
 
     return page
+
+
+def _shows_purge(event: ActivityEvent, scope_key: str, own: set[str]) -> bool:
+    """Whether an audit read from ``scope_key`` shows ``event``: any event but a ``scope-purged``
+    one stored at an org, which names the deleted resource by digest; that one only from the org
+    itself or from the deleted resource's own scope and threads (``own``: the digests of the
+    reader's scope and its ancestors), never from another resource of the org (bob's key read
+    that alice's resource was deleted, when, by which key, and how much it held). A thread's
+    deletion stays at its resource's scope, where the resource's threads see it."""
+    if event.action is not ActivityAction.SCOPE_PURGED or event.scope == scope_key or event.subject_id in own:
+        return True
+    return Scope.parse(event.scope).level is not Level.ORG
 
 
 def _threads_of(query: Scope) -> str | None:
@@ -340,9 +353,19 @@ class KnowledgeReads:
         check_limit(limit)
         query = Scope.parse(scope)
         before = _id_cursor(after, "an audit log") if after is not None else None
-        events = self.t.events_page(query.visible_keys(), before, limit + 1, _threads_of(query) if threads else None)
-        items = events[:limit]
-        return Page(items, items[-1].id if len(events) > limit else None)
+        keys = query.visible_keys()
+        below = _threads_of(query) if threads else None
+        own = {forgotten_digest(key) for key in keys}
+        want = limit + 1  # one more than the page tells whether there is a next one
+        shown: list[ActivityEvent] = []
+        while True:
+            events = self.t.events_page(keys, before, want, below)
+            shown.extend(e for e in events if _shows_purge(e, query.key, own))
+            if len(shown) >= want or len(events) < want:
+                break
+            before = events[-1].id  # a sibling's deletions left the page short: read on
+        items = shown[:limit]
+        return Page(items, items[-1].id if len(shown) > limit else None)
 
     # -- nodes ---------------------------------------------------------------------------------
     def node(self, node_id: str, scope: str) -> Node | None:
