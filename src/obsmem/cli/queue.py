@@ -136,4 +136,4 @@ def retry(
     item = _run_on(store, work)
     if item is None:
         raise fail(f"no dead-lettered item {dead_id} (obsmem queue lists them)")
-    typer.echo(f"queued again: {item.kind} work on {item.target} (item {item.id})")
+    typer.echo(f"queued again: {one_line(item.kind)} work on {one_line(item.target)} (item {item.id})")

@@ -38,11 +38,19 @@ def escape(text: str) -> str:
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+#: Invisible characters that change how the text around them reads: bidi marks, embeddings,
+#: overrides and isolates (``t-\u202elive`` shows as ``t-evil``), zero-width characters, the BOM.
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
 def one_line(text: str) -> str:
     """``text`` (an id, a key, an error from a store) as plain text on one line: every control
     character, newline and tab included, shown as ``\\xNN``, so a newline in a thread id never
-    makes a second table row or line, and nothing reaches the terminal as a command."""
-    return _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    makes a second table row or line, and nothing reaches the terminal as a command; and each
+    invisible character that changes how the text reads (:data:`_INVISIBLE`) as ``\\uNNNN``, so
+    an id shows what to type."""
+    text = _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def escape_id(text: str) -> str:
