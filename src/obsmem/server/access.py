@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from obsmem import InvalidInputError, Memory, Thread, ThreadNotFoundError
+from obsmem import InvalidInputError, Memory, NotFoundError, Thread, ThreadNotFoundError
 from obsmem.server.errors import (
     AuthenticationError,
     PermissionDeniedError,
@@ -40,7 +40,8 @@ from obsmem.server.errors import (
 from obsmem.server.keys import ApiKey, KeyStore
 from obsmem.storage.paging import all_threads
 
-__all__ = ["Principal", "addressable", "authenticate", "bearer_token", "check_dev_host", "loopback_host"]
+__all__ = ["Principal", "addressable", "authenticate", "bearer_token", "check_dev_host", "loopback_host",
+           "MALFORMED_RECEIPT", "unreadable_receipt"]
 
 _PAGE = 1000
 
@@ -189,6 +190,20 @@ async def _existing(memory: Memory, thread_id: str) -> Thread | None:
         return await memory.get_thread(thread_id)
     except ThreadNotFoundError:
         return None
+
+
+#: What reading a receipt obsmem did not write raises: a receipt is a message's metadata
+#: (``obsmem_receipt``), which any client may store with its messages, in any shape.
+MALFORMED_RECEIPT: tuple[type[Exception], ...] = (LookupError, TypeError, ValueError, OverflowError, AttributeError)
+
+
+def unreadable_receipt(message_id: str) -> NotFoundError:
+    """The not-found error for a message whose stored receipt cannot be read (see
+    :data:`MALFORMED_RECEIPT`; obsmem's own errors are raised as they are, before it)."""
+    return NotFoundError(
+        f"Message '{message_id}' has no receipt obsmem can read: its metadata's 'obsmem_receipt' "
+        "was not written by a turn."
+    )
 
 
 def bearer_token(authorization: str | None, api_key_header: str | None = None) -> str | None:

@@ -25,7 +25,14 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from obsmem import InvalidInputError, ObsmemError
-from obsmem.server.access import Principal, authenticate, bearer_token, check_dev_host
+from obsmem.server.access import (
+    MALFORMED_RECEIPT,
+    Principal,
+    authenticate,
+    bearer_token,
+    check_dev_host,
+    unreadable_receipt,
+)
 from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
 from obsmem.server.rest import Id, capture_fact, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
@@ -182,8 +189,13 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         groups with their seq spans, raw messages, knowledge records, pins and tokens per section.
         ``resolve``: each group's covered messages and the raw messages, as ids and seqs."""
         who = await caller(ctx)
-        message, found = await visible_receipt(who, service.memory, message_id)
-        return await receipt_json(who, service.memory, message, found, resolve=resolve, per_group=200)
+        try:
+            message, found = await visible_receipt(who, service.memory, message_id)
+            return await receipt_json(who, service.memory, message, found, resolve=resolve, per_group=200)
+        except (ObsmemError, ServiceError):
+            raise
+        except MALFORMED_RECEIPT:  # a receipt a client stored itself, of a shape obsmem cannot read
+            raise unreadable_receipt(message_id) from None
 
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
     @_reported(ResourceError)

@@ -19,11 +19,11 @@ import dataclasses
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from obsmem import Memory, Message
+from obsmem import Memory, Message, ObsmemError
 from obsmem.om.receipts import Receipt, ReceiptGroup, is_conversation
 from obsmem.om.status import ThreadStatus
-from obsmem.server.access import Principal
-from obsmem.server.errors import ResourceNotFoundError
+from obsmem.server.access import MALFORMED_RECEIPT, Principal, unreadable_receipt
+from obsmem.server.errors import ResourceNotFoundError, ServiceError
 from obsmem.server.rest import knowledge_scope, visible_receipt
 from obsmem.server.ui.auth import principal_of, service_of, session
 from obsmem.server.ui.common import guarded, int_param, message_plain
@@ -186,12 +186,23 @@ def _group_summary(group: ReceiptGroup) -> str:
     return f"{group.kind} group <code>{h(group.id)}</code> · thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq}"
 
 
+async def _readable(principal: Principal, memory: Memory, message_id: str) -> tuple[Message, Receipt]:
+    """:func:`visible_receipt`; a receipt a client stored itself in a shape obsmem cannot read
+    is not found (404), not a server failure."""
+    try:
+        return await visible_receipt(principal, memory, message_id)
+    except (ObsmemError, ServiceError):
+        raise
+    except MALFORMED_RECEIPT:
+        raise unreadable_receipt(message_id) from None
+
+
 @router.get("/messages/{message_id:path}/receipt")
 @guarded
 async def receipt_page(request: Request, message_id: str) -> Response:
     principal = await principal_of(request)
     memory = service_of(request).memory
-    message, receipt = await visible_receipt(principal, memory, message_id)
+    message, receipt = await _readable(principal, memory, message_id)
     thread = await principal.thread(memory, message.thread_id or "")
     # Only the raw tail is read here: a receipt shows dozens of groups and reflection groups may
     # each span most of the thread, so a group's messages are on its own page (paged).
@@ -243,7 +254,7 @@ async def receipt_group_page(request: Request, message_id: str, index: str) -> R
     """One group of a receipt: exactly the messages it covers (``Memory.receipt_sources``), a page at a time."""
     principal = await principal_of(request)
     memory = service_of(request).memory
-    message, receipt = await visible_receipt(principal, memory, message_id)
+    message, receipt = await _readable(principal, memory, message_id)
     number = int_param(index, -1, low=-1, high=10**6)
     if not 0 <= number < len(receipt.groups):
         raise ResourceNotFoundError(f"group {index} of receipt {receipt.id}")
