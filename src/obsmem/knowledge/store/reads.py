@@ -166,8 +166,10 @@ class KnowledgeReads:
             history = view.as_of is not None and record.superseded_by is not None
             if _known(record.deleted_at, known_at) and not history:
                 return False
-            value = normalise_value(record.text)
-            same_key = self._tombstones(record.node_id).get(value_key(value), ())
+            tombstones = self._tombstones(record.node_id)
+            # (a node without tombstones costs nothing per read: no key of its text to build)
+            value = normalise_value(record.text) if tombstones else ""
+            same_key = tombstones.get(value_key(value), ()) if tombstones else ()
             if any(
                 _known(t.created_at, known_at) and tombstone_blocks(t, record.node_id, record.scope, value)
                 for t in same_key
