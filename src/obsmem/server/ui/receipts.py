@@ -35,6 +35,8 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 #: Messages listed per page on a receipt group's page; on the receipt page, per group.
 GROUP_MESSAGES = 100
+#: How many groups, raw messages, knowledge records and pins the receipt page lists.
+LISTED = 100
 _EXCERPT = 160
 
 
@@ -164,7 +166,7 @@ async def _knowledge_items(request: Request, principal: Principal, resource_id: 
         return "<p>None.</p>"
     knowledge = service_of(request).knowledge
     items = []
-    for record_id in ids:
+    for record_id in ids[:LISTED]:
         shown = f"<code>{h(record_id)}</code>"
         if knowledge is not None and principal.org_id is not None:
             from obsmem.knowledge import RecordView
@@ -179,11 +181,26 @@ async def _knowledge_items(request: Request, principal: Principal, resource_id: 
                     f"<small>(<code>{h(record_id)}</code>{', removed' if record.deleted_at else ''})</small>"
                 )
         items.append(f"<li>{shown}</li>")
-    return f'<ul>{"".join(items)}</ul>'
+    more = f"<p>+{len(ids) - LISTED:,} more not listed.</p>" if len(ids) > LISTED else ""
+    return f'<ul>{"".join(items)}</ul>{more}'
 
 
 def _group_summary(group: ReceiptGroup) -> str:
     return f"{group.kind} group <code>{h(group.id)}</code> · thread <code>{h(group.thread_id)}</code> · seq {group.first_seq}–{group.last_seq}"
+
+
+def _first_raw(receipt: Receipt) -> tuple[Receipt, bool]:
+    """``receipt`` without its groups (each has its own page) and with no more of its raw tail
+    than the page lists (ids, or a span of that many seqs; a span also holds markers, so twice
+    that); and whether anything was cut."""
+    span = receipt.raw_span
+    if span is not None and span[2] - span[1] >= 2 * LISTED:
+        span = (span[0], span[1], span[1] + 2 * LISTED - 1)
+    bounded = dataclasses.replace(
+        receipt, groups=(), raw_message_ids=receipt.raw_message_ids[:LISTED], raw_outside=receipt.raw_outside[:LISTED],
+        raw_span=span,
+    )  # fmt: skip
+    return bounded, bounded != dataclasses.replace(receipt, groups=())
 
 
 async def _readable(principal: Principal, memory: Memory, message_id: str) -> tuple[Message, Receipt]:
@@ -206,10 +223,14 @@ async def receipt_page(request: Request, message_id: str) -> Response:
     thread = await principal.thread(memory, message.thread_id or "")
     # Only the raw tail is read here: a receipt shows dozens of groups and reflection groups may
     # each span most of the thread, so a group's messages are on its own page (paged).
-    sources = await memory.receipt_sources(dataclasses.replace(receipt, groups=()))
+    # A receipt is message metadata a client may also store, naming any number of groups, records
+    # and raw messages: the page lists the first LISTED of each (a group's page and the timeline
+    # show the rest, a page at a time) and reads no more than it lists.
+    bounded, cut = _first_raw(receipt)
+    sources = await memory.receipt_sources(bounded)
     seen: dict[str, bool] = {}
     groups = []
-    for index, group in enumerate(receipt.groups):
+    for index, group in enumerate(receipt.groups[:LISTED]):
         span = (
             f'<a href="{h(timeline_link(group.thread_id, group.first_seq))}">#{group.first_seq}</a>–'
             f'<a href="{h(timeline_link(group.thread_id, group.last_seq))}">#{group.last_seq}</a>'
@@ -219,7 +240,13 @@ async def receipt_page(request: Request, message_id: str) -> Response:
             f'<a class="group-link" href="{h(_group_page_link(message.id, index))}">{h(group.kind)} {h(group.id)}</a> '
             f"· thread <code>{h(group.thread_id)}</code> · seq {span}</div>"
         )
-    raw = await _visible(principal, memory, sources.get("raw", []), seen)
+    if len(receipt.groups) > LISTED:
+        groups.append(f"<p>+{len(receipt.groups) - LISTED:,} more groups not listed.</p>")
+    raw = (await _visible(principal, memory, sources.get("raw", []), seen))[:LISTED]
+    raw_more = (
+        f'<p>Only the first {LISTED} are listed: the rest are on <a href="{h(timeline_link(raw[-1].thread_id or "", raw[-1].seq))}">'
+        "the timeline</a>.</p>" if raw and (cut or len(raw) >= LISTED) else ""
+    )  # fmt: skip
     tokens = [[h(name), str(count)] for name, count in receipt.section_tokens.items()]
     tokens.append(["<strong>Total</strong> (with the conversation's overhead)", f'<strong data-total="{receipt.total_tokens}">{receipt.total_tokens}</strong>'])
     generation = (
@@ -237,7 +264,7 @@ async def receipt_page(request: Request, message_id: str) -> Response:
         f'<section aria-labelledby="groups-heading"><h2 id="groups-heading">Observation groups ({len(receipt.groups)})</h2>'
         + ("".join(groups) or "<p>None: the context showed no observations.</p>") + "</section>"
         f'<section aria-labelledby="raw-heading"><h2 id="raw-heading">Raw messages ({len(raw)})</h2>'
-        f'<ol class="raw" style="list-style:none;padding:0">{"".join(_message_item(m) for m in raw)}</ol></section>'
+        f'<ol class="raw" style="list-style:none;padding:0">{"".join(_message_item(m) for m in raw)}</ol>{raw_more}</section>'
         f'<section aria-labelledby="knowledge-heading"><h2 id="knowledge-heading">Knowledge records</h2>'
         + await _knowledge_items(request, principal, thread.resource_id, receipt.knowledge_record_ids)
         + '</section><section aria-labelledby="pins-heading"><h2 id="pins-heading">Pins</h2>'
