@@ -205,10 +205,25 @@ def _password_value(value: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]{1,20} ){0,4})PRIVATE KEY(?: BLOCK)?-----")
-_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]{0,100000}")
+_PEM_END = re.compile(r"-----END ((?:[A-Z0-9]{1,20} ){0,4})PRIVATE KEY(?: BLOCK)?-----")
+#: Key material (and the headers of an encrypted key) after a BEGIN; ``>`` for the quote prefix
+#: the observer's transcript puts before every line of a message after its first.
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,>-]{0,100000}")
+#: One line of key material before an END with no BEGIN (the second part of a key pasted in two
+#: messages): base64 after any quote prefix or indent; the line right before the END may be
+#: short (the last line of the material), the ones above it are full ones.
+_PEM_LAST_LINE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{1,100}={0,2}[ \t]*")
+_PEM_LINE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{16,100}={0,2}[ \t]*")
+_PEM_PREFIX = re.compile(r"[ \t>]*")
+_PEM_TAIL_LINES = 2000  # 100,000 characters of material in 64-character lines, and some
 
 
 def _private_keys(text: str) -> Iterator[tuple[int, int]]:
+    begun = list(_begun_keys(text))
+    yield from sorted(begun + list(_ended_keys(text, begun)))
+
+
+def _begun_keys(text: str) -> Iterator[tuple[int, int]]:
     position = 0
     end_found = True
     while True:
@@ -228,6 +243,38 @@ def _private_keys(text: str) -> Iterator[tuple[int, int]]:
             end = body.end() if body is not None else begin.end()
         yield start, end
         position = max(end, start + 1)
+
+
+def _ended_keys(text: str, begun: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Each END outside the spans of ``begun`` with the lines of key material just above it (the
+    tail of a key whose BEGIN was in another message). Each line is looked at once: the walk up
+    from an END stops at the previous END or span."""
+    floor = 0  # nothing before it is taken again
+    spans = iter(begun)
+    span = next(spans, None)
+    for end in _PEM_END.finditer(text):
+        while span is not None and span[1] <= end.start():
+            floor = max(floor, span[1])
+            span = next(spans, None)
+        if span is not None and span[0] <= end.start():
+            continue  # inside a key that has its BEGIN
+        start = line_start = max(floor, text.rfind("\n", floor, end.start()) + 1)
+        marker_alone = _PEM_PREFIX.fullmatch(text, line_start, end.start()) is not None
+        if marker_alone or _PEM_LAST_LINE.fullmatch(text, line_start, end.start()) is not None:
+            above = line_start
+            for count in range(_PEM_TAIL_LINES):
+                if above <= floor:
+                    break
+                line_end = above - 1  # the newline that ends the line above
+                above = max(floor, text.rfind("\n", floor, line_end) + 1)
+                pattern = _PEM_LAST_LINE if count == 0 and marker_alone else _PEM_LINE
+                if pattern.fullmatch(text, above, line_end) is None:
+                    break
+                start = above
+        else:  # prose before the END on its line: the marker alone
+            start = end.start()
+        yield start, end.end()
+        floor = end.end()
 
 
 # --------------------------------------------------------------------------------------------
