@@ -20,7 +20,7 @@ from obsmem.bench.injection import ROLE_SETUPS, InjectionReport, run_injection
 from obsmem.bench.knowledge import run_knowledge_bench
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import counted
+from obsmem.cli.render import counted, escape
 from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
 from obsmem.bench.run import RetentionCurve, RetentionReport, run_curve, run_retention
@@ -112,7 +112,7 @@ def _curve(cases: list[RetentionCase], dataset: str, budgets: list[tuple[int, in
     if out is not None:
         out.write_text(json.dumps({**curve.to_json(), "reports": [r.to_json() for r in curve.reports]},
                                   indent=2), encoding="utf-8")  # fmt: skip
-        console.print(f"wrote {out}")
+        console.print(f"wrote {escape(str(out))}", highlight=False)
 
 
 def _print_curve(curve: RetentionCurve) -> None:
@@ -150,7 +150,7 @@ def _run(work: Callable[[Callable[[int, int], None]], Coroutine[Any, Any, T]], l
         try:
             return asyncio.run(work(advance))
         except ObsmemError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(1) from exc
 
 
@@ -160,7 +160,7 @@ def _model(spec: str | None) -> ChatModel | None:
     try:
         return infer_model(spec)
     except ObsmemError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from exc
 
 
@@ -186,7 +186,7 @@ def _retention(
     _print_retention(report)
     if out is not None:
         out.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
-        console.print(f"wrote {out}")
+        console.print(f"wrote {escape(str(out))}", highlight=False)
 
 
 def _print_retention(report: RetentionReport) -> None:
@@ -305,7 +305,7 @@ def knowledge(
     console.print(table)
     if json_out is not None:
         json_out.write_text(json.dumps([row.as_dict() for row in rows], indent=2), encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
 
 
 @bench_app.command()
@@ -371,10 +371,10 @@ def survival(
     for report in reports:
         lost = sorted({value for point in report.points for value in point.missing})
         if lost:
-            console.print(f"{report.reflector} lost: {', '.join(lost)}")
+            console.print(escape(f"{report.reflector} lost: {', '.join(lost)}"), highlight=False)
     if json_out is not None:
         json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2), encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
 
 
 @bench_app.command()
@@ -404,7 +404,7 @@ def agent(
     _print_agent(report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
 
 
 def _print_agent(report: AgentReport) -> None:
@@ -451,7 +451,7 @@ def injection(
     _print_injection(report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
 
 
 def _print_injection(report: InjectionReport) -> None:

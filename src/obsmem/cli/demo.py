@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from obsmem import ChatModel, ObsmemError
-from obsmem.cli.render import render_message
+from obsmem.cli.render import escape, render_message
 from obsmem.cli.stores import err_console, fail
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
@@ -110,7 +110,7 @@ def _print_report(console: Console, report: DemoReport, *, show_context: bool, k
     table.add_row("generations", str(report.generations))
     table.add_row("seconds", f"{report.seconds:.1f}")
     if kept:
-        table.add_row("database", str(report.database))
+        table.add_row("database", escape(str(report.database)))
     console.print(table)
     if kept:
         store = _store_argument(report.database)

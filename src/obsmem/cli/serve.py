@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from obsmem import MemoryConfig, ObsmemError
+from obsmem.cli.render import escape, escape_id
 from obsmem.cli.stores import describe_store, err_console, fail
 
 __all__ = ["mcp", "register", "serve"]
@@ -63,7 +64,7 @@ def _service(store: str | None, knowledge: str | None, config: Path | None, mode
         service = server.Service.open(store, settings=settings, knowledge=knowledge_store, **options)
     except ObsmemError as exc:
         raise fail(str(exc)) from None
-    err_console.print(f"store: {describe_store(service.memory.store)}", soft_wrap=True, highlight=False)
+    err_console.print(f"store: {escape(describe_store(service.memory.store))}", soft_wrap=True, highlight=False)
     return service
 
 
@@ -141,7 +142,7 @@ def serve(
             raise typer.BadParameter("expected a number of seconds above 0", param_hint=hint)
     server = _server()
     if dev and host != "127.0.0.1":
-        err_console.print(f"[yellow]--dev[/yellow]: ignoring --host {host}", highlight=False)
+        err_console.print(f"[yellow]--dev[/yellow]: ignoring --host {escape_id(host)}", highlight=False)
     if dev:
         host = "127.0.0.1"
         err_console.print("[yellow]dev mode:[/yellow] no API key needed; listening on 127.0.0.1 only.", highlight=False)
@@ -157,7 +158,7 @@ def serve(
 
     from obsmem.server.limits import header_bounded_h11
 
-    err_console.print(f"listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
+    err_console.print(f"listening on http://{escape_id(host)}:{port} (OpenAPI: /openapi.json)", highlight=False)
     # uvicorn bounds idle connections (timeout_keep_alive) and, when asked, how many are open;
     # the headers' time by its h11 protocol with a bound (obsmem.server.limits.header_bounded_h11),
     # the request body's size and time by the app (obsmem.server.limits).
