@@ -36,6 +36,9 @@ dropped and spacing collapsed. Tombstones are *matched* on three things (:func:`
   is a different fact from ``"Jane is vegan"``). Near-duplicates are refused on write; reads
   hide only exact-key matches, so a tombstone never silently hides a differently worded record
   that was stored before it;
+* look-alike letters, on write: a Cyrillic or Greek letter that looks like a Latin one is read
+  as that letter on both sides ("pаsswоrd" with a Cyrillic а and о is "password"), so a
+  tombstoned value spelled with them is refused; reads hide exact keys only, as above;
 * typed values, on write too: a text giving every phone number and email address the
   tombstoned one gives is the same value however it is worded or written ("my mobile is
   0151-234-5678" against "their phone number is +49 151 2345678"; :func:`typed_values` and
@@ -377,6 +380,24 @@ def gives_any(wanted: Iterable[str], given: Iterable[str]) -> bool:
     return any(any(same_typed(value, other) for other in have) for value in wanted)
 
 
+#: Letters of other scripts that look like Latin ones (after casefolding), read as those on the
+#: write side of a tombstone: "pаsswоrd" with a Cyrillic а and о is "password". (NFKC already
+#: folds fullwidth and mathematical letters.) A subset of Unicode's confusables (UTS #39), the
+#: Cyrillic and Greek look-alikes of a-z; a text wholly in one of those scripts is mapped on both
+#: sides the same way, so its different words stay different.
+_LOOKALIKES = str.maketrans({
+    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j", "к": "k", "ӏ": "l",
+    "м": "m", "н": "h", "о": "o", "р": "p", "ԛ": "q", "с": "c", "ѕ": "s", "т": "t", "у": "y", "ԝ": "w",
+    "х": "x", "ԁ": "d", "ɡ": "g", "ı": "i", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k",
+    "ν": "v", "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w",
+})
+
+
+def _latin_lookalikes(text: str) -> str:
+    """``text`` normalised (:func:`normalise_value`) with look-alike letters read as Latin ones."""
+    return normalise_value(text).translate(_LOOKALIKES)
+
+
 def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
     """Whether ``value`` is the ``tombstoned`` one: the same key, or (``near``) a text giving
     the same phone numbers and email addresses the tombstoned one gives (:func:`same_typed`: "my
@@ -392,6 +413,9 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
         return True
     if not near:
         return False
+    tombstoned, value = _latin_lookalikes(tombstoned), _latin_lookalikes(value)  # "pаsswоrd" is "password"
+    if value_key(tombstoned) == value_key(value):
+        return True
     if theirs:
         a, b = near_duplicate_tokens(tombstoned), near_duplicate_tokens(value)
         return not (a ^ b) & _NEGATIONS
