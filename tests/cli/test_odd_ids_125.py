@@ -61,3 +61,14 @@ def test_queue_retry_shows_the_target_on_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["queue", "retry", str(dead_id), "--store", str(db)])
     assert result.exit_code == 0, result.output
     assert "chat\\x0aFAKE\\x1b[31m" in result.stdout and "\x1b" not in result.stdout, result.stdout
+
+
+def test_a_folder_given_as_the_store_is_named_a_folder(tmp_path: Path) -> None:
+    """On main ``--store <a folder>.db`` said "no database at <folder>", a path that exists."""
+    folder = tmp_path / "memory.db"
+    folder.mkdir()
+    for command in (["threads"], ["show", "t"], ["delete-resource", "a", "--yes"]):
+        result = runner.invoke(app, [*command, "--store", str(folder)], env=WIDE)
+        assert result.exit_code == 1, result.output
+        said = " ".join(result.output.split())
+        assert f"{folder} is a folder, not a database" in said and "no database at" not in said, said

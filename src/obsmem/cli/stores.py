@@ -216,7 +216,11 @@ def open_for_reading(url: str) -> Store:
 
 def missing_file(path: Path, what: str = "database") -> typer.Exit:
     """The refusal of a SQLite file that does not exist, where a command reads or erases (opening
-    it would create an empty one, and a typo would report work that never happened)."""
+    it would create an empty one, and a typo would report work that never happened). A folder
+    there is named as one: "no database at" a path that exists would puzzle."""
+    if path.is_dir():
+        return fail(f"{path.absolute()} is a folder, not a {what}; pass the {what} file in it (e.g. "
+                    f"{path.absolute() / 'obsmem.db'}).")  # fmt: skip
     return fail(f"no {what} at {path.absolute()}; check the path (sqlite:///rel/path.db is relative to the "
                 "current folder, sqlite:////abs/path.db is absolute).")  # fmt: skip
 
