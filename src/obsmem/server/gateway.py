@@ -95,6 +95,8 @@ MAX_UPSTREAM_BYTES = 32 * 1024 * 1024
 #: How long a Responses stream waits, after its terminal event, for what may follow (a ``[DONE]``,
 #: the upstream's close) before the gateway ends it: the answer is saved and sent at the event.
 TERMINAL_GRACE_S = 1.0
+#: An upstream answer this large or larger is decoded (and translated) in a thread, not on the loop.
+_OFF_LOOP_BYTES = 256 * 1024
 #: The longest line a streamed answer may hold.
 MAX_LINE_BYTES = 4 * 1024 * 1024
 #: What ends a line of server-sent events: CRLF, LF or a lone CR (the SSE specification).
@@ -507,7 +509,7 @@ class ResponsesAnswer:
         return from_openai_responses(kept, history=history)
 
 
-async def _finish(turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
+async def _finish(service: Service, turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
     """Save the answer (ending the turn starts memory work); a bad answer is logged, never raised."""
     reason = answer.unsaved()
     if reason is not None:
@@ -518,7 +520,25 @@ async def _finish(turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
         telemetry.log_failure(logger, "the upstream answer could not be converted; saved without it",
                               error=exc, operation="gateway")
         responses = []
+    await _end(service, turn, responses)
+
+
+async def _end(service: Service, turn: Turn, responses: list[Message]) -> None:
+    """``turn.end(responses)``, the answer's long texts counted in a thread first
+    (:meth:`~obsmem.tokens.TokenCounter.warm`): the end's counts are then lookups, where a
+    megabyte of answer counted on the event loop held every other request of the server
+    (tens of milliseconds a megabyte; the turn's own input is warmed so by ``begin_turn``)."""
+    if responses:
+        await service.memory.counter.warm(responses)
     await turn.end(responses)
+
+
+def _json_off_loop(content: bytes) -> Awaitable[Any]:
+    """``json.loads(content)``, in a thread past :data:`_OFF_LOOP_BYTES` (a large answer decoded on
+    the event loop holds every other request)."""
+    if len(content) < _OFF_LOOP_BYTES:
+        return asyncio.sleep(0, json.loads(content))
+    return asyncio.to_thread(json.loads, content)
 
 
 async def _forward(
@@ -549,10 +569,10 @@ async def _forward(
             return _refused(_failure(service, exc))
         if upstream.status_code == 200:
             try:
-                answer.whole(json.loads(content))
+                answer.whole(await _json_off_loop(content))
             except (ValueError, RecursionError):  # not JSON, or nested too deep: relayed, not saved
                 pass
-            await _finish(turn, answer)
+            await _finish(service, turn, answer)
         else:
             await turn.end()
         media = upstream.headers.get("content-type", "application/json")
@@ -571,7 +591,7 @@ async def _forward(
         held: bytes | None = None
         total = 0
         events = _WholeEvents()  # only whole events go on: a failure never leaves half of one
-        watchdog = _Watchdog(service, deadline, upstream, lambda: _finish(turn, answer))
+        watchdog = _Watchdog(service, deadline, upstream, lambda: _finish(service, turn, answer))
         # After a Responses terminal event the answer is saved and sent at once; the stream then
         # waits at most TERMINAL_GRACE_S for what may follow it (a [DONE]), not for the upstream.
         grace: list[float] = []
@@ -600,7 +620,7 @@ async def _forward(
                     # a Responses terminal event (OpenAI sends no [DONE] after it): the answer is
                     # saved and goes on now, and the stream waits no longer than the grace
                     grace.append(asyncio.get_running_loop().time() + TERMINAL_GRACE_S)
-                    await _finish(turn, answer)
+                    await _finish(service, turn, answer)
                     watchdog.writing = True
                     yield held
                     watchdog.writing = False
@@ -624,7 +644,7 @@ async def _forward(
             await upstream.aclose()
             if not finished and failure is None:
                 # the client went away: the answer is saved, off this task, only if it completed
-                service.spawn(_finish(turn, answer))
+                service.spawn(_finish(service, turn, answer))
         if finished and not answer.ended():
             # The upstream closed its stream cleanly, but the answer never said it was over:
             # the client hears it was cut (relayed as it came, the stream's end is not the answer's).
@@ -637,7 +657,7 @@ async def _forward(
             yield _error_event(failure)
             return
         if finished or failure is not None:  # (a failure after the whole answer came: it stands)
-            await _finish(turn, answer)
+            await _finish(service, turn, answer)
         if held is not None:
             yield held
 
@@ -687,13 +707,17 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             await turn.end()
             return Response(content, status_code=upstream.status_code,
                             media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
-        try:
+        def translated() -> tuple[bytes, list[Message]]:
             completion, saved = chat_completion(json.loads(content), body.get("model"), turn.context.messages)
+            return json.dumps(completion).encode(), saved
+
+        try:  # a large answer is decoded, translated and encoded off the event loop
+            wire, saved = translated() if len(content) < _OFF_LOOP_BYTES else await asyncio.to_thread(translated)
         except (ValueError, RecursionError, InvalidInputError) as exc:
             await turn.end()
             raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
-        await turn.end(saved)
-        return Response(json.dumps(completion), media_type="application/json")
+        await _end(service, turn, saved)
+        return Response(wire, media_type="application/json")
 
     options = body.get("stream_options")
     translator = AnthropicStream(body.get("model"), include_usage=isinstance(options, dict)
@@ -712,7 +736,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             telemetry.log_failure(logger, "the upstream answer could not be converted; saved without it",
                                   error=exc, operation="gateway")
             saved = []
-        await turn.end(saved)
+        await _end(service, turn, saved)
 
     async def relay() -> AsyncIterator[bytes]:
         # Like the OpenAI relay: the finish goes out only after the answer is saved. An error
