@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -55,6 +56,7 @@ from obsmem.om.llm.observer import LLMObserver
 from obsmem.om.llm.reflector import LLMReflector, compression_start_level
 from obsmem.om.offline import OfflineObserver, OfflineReflector
 from obsmem.om.outcomes import EngineEvent
+from obsmem.om.sections import join_sections, split_sections
 from obsmem.om.protocols import (
     ObservationRequest,
     ObservationResult,
@@ -557,7 +559,9 @@ def _scopes(request: ObservationRequest | ReflectionRequest) -> list[Scope] | No
     """The (thread, resource) pairs a request's text belongs to; None when it names none.
 
     A request may carry ``thread_id`` / ``resource_id`` itself; an observation request's messages
-    carry theirs (several threads in resource scope).
+    carry theirs (several threads in resource scope), and a reflection request's observations
+    the threads whose ``<thread id>`` sections they hold (a resource's record; the engine
+    reflects each section on its own, as that thread's request, so this is a second guard).
     """
     own: Scope = (getattr(request, "thread_id", None), getattr(request, "resource_id", None))
     found: dict[Scope, None] = {}
@@ -568,7 +572,17 @@ def _scopes(request: ObservationRequest | ReflectionRequest) -> list[Scope] | No
             pair = (message.thread_id, message.resource_id or own[1])
             if pair != (None, None):
                 found[pair] = None
+    else:
+        for thread_id in _section_threads(request.observations):
+            found[(thread_id, own[1])] = None
     return list(found) or None
+
+
+def _section_threads(text: str) -> list[str]:
+    """The threads whose ``<thread id>`` sections ``text`` holds (a resource's record)."""
+    if "<thread" not in text:
+        return []
+    return list(dict.fromkeys(tid for tid, _ in split_sections(text) if tid is not None))
 
 
 def _describe_scopes(scopes: list[Scope] | None) -> str:
@@ -623,11 +637,30 @@ class _RoutedObserver(_RoutedRole):
         allowed, thread_id = await self._route(request)
         if not allowed:
             return await self.offline.observe(request)
+        request = self._without_forbidden_sections(request)
         token = _REQUEST.set((self.role, thread_id))
         try:
             return await self.llm.observe(request)
         finally:
             _REQUEST.reset(token)
+
+
+    def _without_forbidden_sections(self, request: ObservationRequest) -> ObservationRequest:
+        """``request`` without the previous observations of threads the model may not see: in
+        resource scope with ``share_threads_in_resource``, the observer of one thread is shown
+        the other threads' sections, and a thread the allow-list keeps offline must not reach
+        the hosted model that way (its section is left out; the observer only reads them to
+        avoid repeating itself)."""
+        boundary = self.boundary
+        previous = request.previous_observations
+        if boundary is None or boundary.rules is None or "<thread" not in previous:
+            return request
+        pieces = split_sections(previous)
+        kept = [(tid, body) for tid, body in pieces
+                if tid is None or boundary.forbidden(self.chat, [(tid, request.resource_id)]) is None]  # fmt: skip
+        if len(kept) == len(pieces):
+            return request
+        return dataclasses.replace(request, previous_observations=join_sections(kept))
 
 
 class _RoutedReflector(_RoutedRole):

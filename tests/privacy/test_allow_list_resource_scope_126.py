@@ -8,8 +8,9 @@ that record: with ``share_threads_in_resource=True`` the observer of ``chat-2`` 
 sibling sections as previous observations, and the reflector condenses every section of the
 record. The boundary judges a request by the threads of its *messages* (observer) or the one
 thread that triggered it (reflector), so both went to the hosted model with private-1's text.
-The fix is in ``obsmem/assembly.py`` (``_scopes``: a resource-scope request's scopes are every
-thread whose section it carries), outside this helper's area: strict xfails.
+Fixed (they were strict xfails, failing as said): the observer of a thread is shown only the
+sibling sections the model may see, and each section is reflected as its own thread's request
+(``obsmem/assembly.py``, ``obsmem/om/sections.py``).
 """
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ async def _talk(memory: Memory, thread: str, text: str, turns: int = 3) -> None:
         await turn.end()
 
 
-@pytest.mark.xfail(strict=True, reason="assembly._scopes judges a resource-scope observer request by its "
-                   "messages' threads, not the sibling sections it is shown")
 async def test_a_shared_sibling_section_of_an_offline_thread_stays_local() -> None:
     seen: list[str] = []
     config = MemoryConfig(
@@ -65,8 +64,6 @@ async def test_a_shared_sibling_section_of_an_offline_thread_stays_local() -> No
     assert not [request for request in seen if PRIVATE in request]
 
 
-@pytest.mark.xfail(strict=True, reason="assembly._scopes judges a reflection by the thread that triggered it, "
-                   "not the sections of the record it condenses")
 async def test_reflecting_the_resource_record_keeps_an_offline_threads_section_local() -> None:
     seen: list[str] = []
     config = MemoryConfig(

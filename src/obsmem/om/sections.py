@@ -227,7 +227,10 @@ class SectionedReflector:
         for tid, bodies in by_thread.items():
             body = "\n\n".join(bodies)
             share = self.count_tokens(body) / total
-            sub = replace(request, observations=body, target_tokens=max(1, int(request.target_tokens * share)))
+            # A thread's sections are reflected as that thread's request: a reflector routes and
+            # meters it by the thread whose text it carries (the privacy allow-list, the ledger).
+            sub = replace(request, observations=body, target_tokens=max(1, int(request.target_tokens * share)),
+                          thread_id=tid if tid is not None else request.thread_id)
             try:
                 result = await self.inner.reflect(sub)
             except Exception:
