@@ -29,7 +29,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                 {"role": "user", "content": f"line {n}"} for n in range(TAIL)]}).raise_for_status()  # fmt: skip
             receipt = {
                 "hash": "f" * 64,
-                "groups": [[f"g{n}", "long124", 1, 2, "observation"] for n in range(MANY)],
+                "groups": [[f"g{n}", "long124", 1, TAIL, "observation"] for n in range(MANY)],
                 "knowledge": [f"k{n}" for n in range(MANY)],
                 "pins": [f"p{n}" for n in range(MANY)],
                 "raw_span": ["long124", 1, TAIL],
@@ -53,3 +53,24 @@ def test_the_receipt_page_lists_a_bounded_part_of_a_huge_receipt(env: Env) -> No
     assert f"{MANY - groups:,} more" in html  # the groups not listed
     assert f"{MANY - knowledge:,} more" in html
     assert len(html) < 400_000
+
+
+@pytest.mark.anyio
+async def test_the_mcp_receipt_tool_resolves_a_bounded_part_of_a_huge_receipt(env: Env) -> None:
+    """``receipt`` with ``resolve`` answered every group's messages (up to 200 each) and the whole
+    raw span: for this receipt 3,000 groups, hundreds of thousands of message references from one
+    call. It now resolves the first 100 groups and 500 raw messages, and says it left the rest."""
+    import json
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    transport = streamable_http_client(env.url + "/mcp", http_client=httpx2.AsyncClient(headers=auth(env.keys.alice), timeout=300))
+    async with Client(transport) as client:
+        answer = await client.call_tool("receipt", {"message_id": "forged124", "resolve": True})
+    assert not answer.is_error
+    data = answer.structured_content or json.loads(answer.content[0].text)
+    assert len(data["receipt"]["groups"]) == MANY  # the receipt itself, whole
+    assert len(data["groups"]) == 100 and data["groups_truncated"] is True
+    assert 0 < len(data["raw"]) <= 500

@@ -15,6 +15,7 @@ from ``OBSMEM_API_KEY`` when the process starts.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from obsmem import InvalidInputError, ObsmemError
+from obsmem.om.receipts import Receipt
 from obsmem.server.access import (
     MALFORMED_RECEIPT,
     Principal,
@@ -53,6 +55,26 @@ _RECALL_PAGE = (
     "1 (default), 2, 3 … read on; -1, -2 … read the other way: without a cursor or group_id, from the "
     "thread's latest messages back; with a cursor, back from just before it."
 )
+
+
+#: How much of a receipt ``receipt(resolve=True)`` resolves: its first groups (each to its first
+#: 200 messages) and raw messages; ``groups_truncated`` / ``raw_truncated`` say when it left some.
+_RESOLVED_GROUPS = 100
+_RESOLVED_RAW = 500
+
+
+def _resolvable(receipt: Receipt) -> tuple[Receipt, bool]:
+    """``receipt`` with only what ``receipt(resolve=True)`` resolves: its first groups and no more
+    raw ids, or seqs of a raw span (twice as many: a span holds markers too), than it answers; and
+    whether any of the raw tail was cut."""
+    span = receipt.raw_span
+    if span is not None and span[2] - span[1] >= 2 * _RESOLVED_RAW:
+        span = (span[0], span[1], span[1] + 2 * _RESOLVED_RAW - 1)
+    raw = dataclasses.replace(
+        receipt, raw_message_ids=receipt.raw_message_ids[: _RESOLVED_RAW + 1],
+        raw_outside=receipt.raw_outside[: _RESOLVED_RAW + 1], raw_span=span,
+    )  # fmt: skip
+    return dataclasses.replace(raw, groups=receipt.groups[:_RESOLVED_GROUPS]), raw != receipt
 
 
 def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
@@ -187,11 +209,21 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     async def receipt(message_id: Id, ctx: Context, resolve: bool = False) -> dict[str, Any]:
         """What the context an assistant reply was made from held: the generation, observation
         groups with their seq spans, raw messages, knowledge records, pins and tokens per section.
-        ``resolve``: each group's covered messages and the raw messages, as ids and seqs."""
+        ``resolve``: each group's covered messages and the raw messages, as ids and seqs (the first
+        100 groups, 200 messages each, and 500 raw messages; ``groups_truncated``, ``raw_truncated``
+        and each group's ``truncated`` say when some were left)."""
         who = await caller(ctx)
         try:
             message, found = await visible_receipt(who, service.memory, message_id)
-            return await receipt_json(who, service.memory, message, found, resolve=resolve, per_group=200)
+            answer = await receipt_json(who, service.memory, message, found)
+            if resolve:  # of a bounded part: a receipt may be metadata a client stored, of any size
+                bounded, cut = _resolvable(found)
+                resolved = await receipt_json(who, service.memory, message, bounded, resolve=True, per_group=200)
+                answer["groups"] = resolved["groups"]
+                answer["groups_truncated"] = len(found.groups) > _RESOLVED_GROUPS
+                answer["raw"] = resolved["raw"][:_RESOLVED_RAW]
+                answer["raw_truncated"] = cut or len(resolved["raw"]) > _RESOLVED_RAW
+            return answer
         except (ObsmemError, ServiceError):
             raise
         except MALFORMED_RECEIPT:  # a receipt a client stored itself, of a shape obsmem cannot read
