@@ -330,10 +330,15 @@ class OpenAIEmbedder:
                 raise malformed(
                     f"item {position} has an embedding of size {size}, expected {self.dimensions}"
                 )
+            # numbers only: numpy would take strings ("0.5") and booleans as numbers, and raise a
+            # bare OverflowError for an integer past a float's range (valid JSON)
             try:
-                matrix[index] = np.asarray(vector, dtype=np.float64)
+                row = np.asarray(vector)
             except (TypeError, ValueError) as exc:
                 raise malformed(f"item {position} holds non-numbers") from exc
+            if row.dtype.kind not in "iuf" or row.shape != (self.dimensions,):
+                raise malformed(f"item {position} holds non-numbers")
+            matrix[index] = row
             seen.add(index)
         if not np.isfinite(matrix).all():
             raise malformed("an embedding holds NaN or infinity")
