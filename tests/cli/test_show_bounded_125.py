@@ -108,3 +108,20 @@ def test_show_help_says_how_to_page() -> None:
     assert result.exit_code == 0
     said = " ".join(result.stdout.replace("│", " ").split())
     assert "--before" in said and "bounded number of messages" in said
+
+
+def test_a_count_or_seq_too_large_for_the_store_is_a_bad_option_not_a_traceback(tmp_path: Path) -> None:
+    """``show --tail`` / ``--before`` now reach the store's query; 10**20 overflowed SQLite's
+    64-bit integer (an OverflowError traceback), as ``queue retry 10**20`` did on main."""
+    db = tmp_path / "m.db"
+    _seed(db, "t", 3)
+    huge = str(10**20)
+    for command in (["show", "t", "--tail", huge], ["show", "t", "--before", huge], ["show", "t", "--markers", huge],
+                    ["queue", "retry", huge]):  # fmt: skip
+        result = runner.invoke(app, [*command, "--store", str(db)], env=WIDE)
+        assert result.exit_code == 2, (command, result.output)
+        assert "Invalid value" in " ".join(result.output.split()) and "Traceback" not in result.output, result.output
+    fine = runner.invoke(app, ["show", "t", "--store", str(db), "--tail", str(10**9), "--before", str(2**63 - 1)],
+                         env=WIDE)  # fmt: skip
+    assert fine.exit_code == 0, fine.output
+    assert "message 2 " in fine.stdout and "message 0 " in fine.stdout

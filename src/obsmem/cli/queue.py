@@ -123,7 +123,8 @@ def queue(
 
 @queue_app.command()
 def retry(
-    dead_id: Annotated[int, typer.Argument(metavar="ID", help="The dead-lettered item's id (obsmem queue).")],
+    dead_id: Annotated[int, typer.Argument(metavar="ID", min=1, max=2**63 - 1,  # (a store's ids are 64-bit)
+                                           help="The dead-lettered item's id (obsmem queue).")],
     store: StoreOption = None,
 ) -> None:
     """Queue a dead-lettered item again, due now, with fresh attempts."""

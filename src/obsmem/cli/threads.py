@@ -44,6 +44,12 @@ WINDOW_READ = 2000
 #: ``show`` looks for markers in at most this many messages, newest first (from ``--before``).
 MARKER_SCAN = 1000
 
+#: The largest count ``show`` takes (``--tail``, ``--markers``, ``--generations``) and the largest
+#: seq (``--before``): a store's integers are 64-bit, so a larger one is refused as a bad option
+#: value, not met deep inside as an overflow.
+MOST = 10**9
+LAST_SEQ = 2**63 - 1
+
 StoreOption = Annotated[
     str,
     typer.Option(help="The store: a SQLite file (path.db, sqlite:///rel.db, sqlite:////abs.db) or "
@@ -301,14 +307,14 @@ def threads(
 def show(
     thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="The thread id.")],
     store: StoreOption,
-    tail: Annotated[int, typer.Option(min=0, help="Show at most this many messages: the newest unobserved ones "
+    tail: Annotated[int, typer.Option(min=0, max=MOST, help="Show at most this many messages: the newest unobserved ones "
                                                   "(with --before, the newest before that seq).")] = 20,
-    markers: Annotated[int, typer.Option(min=0, help=f"Show at most this many markers, the newest (looked for in "
+    markers: Annotated[int, typer.Option(min=0, max=MOST, help=f"Show at most this many markers, the newest (looked for in "
                                                      f"the newest {MARKER_SCAN:,} messages).")] = 30,
-    before: Annotated[int | None, typer.Option(min=1, metavar="SEQ", help="Page back: the --tail messages (observed "
+    before: Annotated[int | None, typer.Option(min=1, max=LAST_SEQ, metavar="SEQ", help="Page back: the --tail messages (observed "
                                                "or not) and the markers before this seq; each page's title names "
                                                "the seq to pass for the one before it.")] = None,
-    generations: Annotated[int, typer.Option(min=0, help="Show at most this many generations, the newest.")] = 50,
+    generations: Annotated[int, typer.Option(min=0, max=MOST, help="Show at most this many generations, the newest.")] = 50,
     chars: Annotated[int, typer.Option(min=0, help="Cut each message shown after this many characters, saying how "
                                                    "many are left out (0: whole).")] = 2000,
 ) -> None:
