@@ -107,6 +107,9 @@ _BUFFER_LEASE_PREFIX = {WORK_OBSERVE: leasing.BUFFER_OBSERVATION, WORK_REFLECT: 
 #: before it raises the store's error (``Worker.run(store_patience_s=...)``). A worker run without
 #: them retries for as long as it runs: it rides a database restart out.
 STORE_PATIENCE_S = 60.0
+#: How often (seconds of the worker's clock) a running worker looks at the store's schema again:
+#: another obsmem version may have migrated it past this one since the worker opened it.
+SCHEMA_CHECK_S = 60.0
 
 
 def _work_kinds(kinds: object) -> tuple[str, ...] | None:
@@ -255,6 +258,7 @@ class Worker:
         # share the engine, so its lease owner): another loop's item of the thread waits.
         self._holding: set[str] = set()
         self._erased_seen: str | None = None  # the store's erase token when this worker last looked
+        self._schema_checked: datetime | None = None  # when this worker last looked at the schema
         if model is not None and (observer is not None or reflector is not None):
             # Kept from before assembly was shared: ``model`` fills the role not given.
             observer = model if observer is None else observer
@@ -281,6 +285,8 @@ class Worker:
             from obsmem.embeddings.metered import MeteredEmbedder
 
             embedder = MeteredEmbedder(embedder, sinks=(self.ledger,), count_tokens=self.counter.count_text)
+            if roles.guard_embedder is not None:  # the privacy boundary holds for embeddings too
+                embedder = roles.guard_embedder(embedder)
         self.engine = Engine(
             store=store,
             observer=roles.observer,
@@ -439,6 +445,7 @@ class Worker:
         """Claim one due item and run it; False when nothing was due. Another process's erase
         since the last item (the store's erase token changed) first drops what this worker keeps
         in its own caches."""
+        await self._check_schema()
         await self._catch_up_erases()
         items = await self.store.claim_work(self.owner, ttl_s=self.claim_ttl_s, now=self.clock.now(), kinds=self.kinds)
         if not items:
@@ -449,6 +456,18 @@ class Worker:
         finally:
             await self.ledger.flush()  # the item's model calls, before the next claim
         return True
+
+    async def _check_schema(self) -> None:
+        """Raise the store's :class:`MigrationError` once another obsmem version has migrated it
+        past this one (a migration this version does not know): the check the store made when the
+        worker opened it, made again at most every :data:`SCHEMA_CHECK_S` seconds, before a claim,
+        so a worker left running through an upgrade stops instead of writing the old shapes. The
+        work stays queued for an upgraded worker."""
+        now = self.clock.now()
+        if self._schema_checked is not None and (now - self._schema_checked).total_seconds() < SCHEMA_CHECK_S:
+            return
+        await self.store.migrate(dry_run=True)  # lists pending steps; refuses unknown ones
+        self._schema_checked = now
 
     async def _catch_up_erases(self) -> None:
         """A delete or forget in another process (the application, the server, the CLI) cannot
