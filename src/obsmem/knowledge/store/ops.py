@@ -20,6 +20,8 @@ and then logs that event on its own.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -94,16 +96,53 @@ def tombstone_refuses(tombstone: Tombstone, node_id: str, scope: str, value: str
     )
 
 
-def _text(value: str, what: str) -> str:
+MAX_METADATA_DEPTH = 64
+"""How deeply a node's or record's metadata may nest (dicts and lists); deeper is refused."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_unicode(value: str, what: str, argument: str) -> None:
+    """Refuse a string holding a lone surrogate (what a surrogateescape decode of bad bytes
+    leaves): no UTF-8 writer can write it, so one adapter would store it and fail on export,
+    another fail on the write with a serialiser's error."""
+    if _SURROGATE.search(value):
+        raise InvalidInputError(f"The {what} holds a lone surrogate (not UTF-8 text); store text only.",
+                                argument=argument)  # fmt: skip
+
+
+def _text(value: str, what: str, argument: str | None = None) -> str:
     stripped = value.strip()
     if not stripped:
         raise InvalidInputError(f"The {what} is empty; give a non-blank {what}.")
+    _check_unicode(stripped, what, argument or what.replace(" ", "_"))
     return stripped
+
+
+def _check_metadata(metadata: Any) -> None:
+    """Refuse metadata no adapter can keep alike: nested deeper than :data:`MAX_METADATA_DEPTH`
+    (a recursion or serialiser error otherwise), a string or key holding a lone surrogate, or a
+    NaN or infinity (not JSON: PostgreSQL's jsonb refuses it). Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(metadata, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_unicode(item, "metadata", "metadata")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(f"The metadata holds {item}, which JSON cannot hold.", argument="metadata")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_METADATA_DEPTH:
+                raise InvalidInputError(f"The metadata is nested more than {MAX_METADATA_DEPTH} levels deep.",
+                                        argument="metadata")  # fmt: skip
+            children = [*item.keys(), *item.values()] if isinstance(item, Mapping) else list(item)
+            stack.extend((child, depth + 1) for child in children)
 
 
 def _check_description(description: str | None) -> None:
     if description is not None and len(description) > DESCRIPTION_LIMIT:
         raise DescriptionTooLongError(len(description), DESCRIPTION_LIMIT)
+    if description is not None:
+        _check_unicode(description, "description", "description")
 
 
 class KnowledgeMutations:
@@ -381,6 +420,7 @@ class KnowledgeMutations:
         actor: str,
         reason: str,
     ) -> None:
+        _check_unicode(text, "text", "text")  # an edit's new text too
         value = normalise_value(text)
         for tombstone in self.t.tombstones_for(node_id):
             if tombstone_refuses(tombstone, node_id, scope, value):
@@ -468,7 +508,10 @@ class KnowledgeMutations:
         """Create a node, or return the one already named so in that scope (idempotent)."""
         parsed = Scope.parse(scope)
         _check_description(description)
-        existing = self.t.node_by_name(parsed.key, name_key(_text(name, "node name")))
+        _check_metadata(metadata or {})
+        if content is not None:
+            _check_unicode(content, "node content", "content")
+        existing = self.t.node_by_name(parsed.key, name_key(_text(name, "node name", "name")))
         if existing is not None:
             terminal = terminal_node(self.t, existing.id)
             if terminal is None or not parsed.sees(terminal.scope):
@@ -520,6 +563,8 @@ class KnowledgeMutations:
         if node.version != expected_version:
             return None
         _check_description(description)
+        if content is not None:
+            _check_unicode(content, "node content", "content")
         self._check_forgotten(
             node.id,
             node.scope,
@@ -645,7 +690,10 @@ class KnowledgeMutations:
             raise InvalidInputError(
                 "A record cannot be appended as rejected; append a candidate and reject it."
             )
-        body = _text(draft.text, "record text")
+        body = _text(draft.text, "record text", "text")
+        _check_metadata(draft.metadata or {})
+        if draft.attribute is not None:
+            _check_unicode(draft.attribute, "attribute", "attribute")
         self._check_tombstones(
             node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason
         )
