@@ -26,7 +26,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from obsmem.server.access import Principal, authenticate, check_dev_host
-from obsmem.server.errors import AuthenticationError, PermissionDeniedError
+from obsmem.server.errors import AuthenticationError, BodyTooLargeError, PermissionDeniedError
 from obsmem.server.service import Service
 from obsmem.server.ui.html import Session
 
@@ -99,12 +99,23 @@ def who(principal: Principal) -> str:
 
 
 async def form(request: Request) -> dict[str, str]:
-    """An ``application/x-www-form-urlencoded`` body as one value per field."""
-    body = await request.body()
-    if len(body) > _MAX_FORM:
-        return {}
+    """An ``application/x-www-form-urlencoded`` body as one value per field; BodyTooLargeError
+    (413) for one over 64 KiB, before more than that is read (every form here is small, and the
+    login form is posted without a key)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > _MAX_FORM:
+        raise _too_large()
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM:
+            raise _too_large()
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[-1] for key, values in parsed.items()}
+
+
+def _too_large() -> BodyTooLargeError:
+    return BodyTooLargeError(f"The form is too large: an inspector form takes {_MAX_FORM // 1024} KiB at most.")
 
 
 def csrf_token(request: Request) -> str:

@@ -17,7 +17,7 @@ from obsmem import Memory, Message, ObservationGroup, ObservationRecord, Thread,
 from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.sections import observations_shown
 from obsmem.server.access import Principal, authenticate
-from obsmem.server.errors import AuthenticationError, ResourceNotFoundError
+from obsmem.server.errors import AuthenticationError, BodyTooLargeError, ResourceNotFoundError
 from obsmem.server.ui.auth import (
     COOKIE,
     LOGIN_COOKIE,
@@ -75,7 +75,10 @@ async def login_form(request: Request) -> Response:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    fields = await form(request)
+    try:
+        fields = await form(request)
+    except BodyTooLargeError as error:
+        return _login_form(request, str(error), 413)
     if not login_token_matches(request, fields):
         return _login_form(request, "The sign-in form expired or did not come from this server: sign in again.", 403)
     key = fields.get("key", "").strip()
