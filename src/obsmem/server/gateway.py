@@ -560,7 +560,8 @@ async def _forward(
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     mask = _masking(service)
-    if upstream.status_code != 200 or not stream:
+    if upstream.status_code != 200 or not stream or _is_json(upstream):
+        # (a stream asked for, answered with one JSON body: an upstream that ignores ``stream``)
         try:
             content = mask(await _whole(upstream, turn, deadline))
         except TimeoutError:
@@ -568,11 +569,16 @@ async def _forward(
         except httpx.HTTPError as exc:
             return _refused(_failure(service, exc))
         if upstream.status_code == 200:
+            parsed: Any = None
             try:
-                answer.whole(await _json_off_loop(content))
+                parsed = await _json_off_loop(content)
+                answer.whole(parsed)
             except (ValueError, RecursionError):  # not JSON, or nested too deep: relayed, not saved
                 pass
             await _finish(service, turn, answer)
+            if stream and isinstance(parsed, dict):  # the client reads the stream it asked for
+                events = _chat_events(parsed) if isinstance(answer, ChatAnswer) else _responses_events(parsed)
+                return Response(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         else:
             await turn.end()
         media = upstream.headers.get("content-type", "application/json")
@@ -696,7 +702,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     mask = _masking(service)
-    if upstream.status_code != 200 or not stream:
+    if upstream.status_code != 200 or not stream or _is_json(upstream):  # (one JSON body: ``stream`` ignored)
         try:
             content = mask(await _whole(upstream, turn, deadline))
         except TimeoutError:
@@ -717,6 +723,9 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             await turn.end()
             raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
         await _end(service, turn, saved)
+        if stream:  # the client reads the stream it asked for
+            return Response(_chat_events(json.loads(wire)), media_type="text/event-stream",
+                            headers={"Cache-Control": "no-cache"})  # fmt: skip
         return Response(wire, media_type="application/json")
 
     options = body.get("stream_options")
@@ -793,6 +802,41 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             yield b"data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _is_json(upstream: httpx.Response) -> bool:
+    """Whether the upstream answered with one JSON body (to a stream request: it ignored ``stream``)."""
+    media = str(upstream.headers.get("content-type", ""))
+    return media.split(";")[0].strip().lower() == "application/json"
+
+
+def _chat_events(completion: dict[str, Any]) -> bytes:
+    """A whole Chat Completion as the stream a client asked for: one chunk carrying each choice's
+    whole message as its delta (tool calls given their ``index``) and finish reason, then ``[DONE]``."""
+    choices = []
+    for choice in completion.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message")
+        delta = dict(message) if isinstance(message, dict) else {}
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
+        choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason"),
+                        **({"logprobs": choice["logprobs"]} if "logprobs" in choice else {})})  # fmt: skip
+    chunk = {"id": completion.get("id"), "object": "chat.completion.chunk", "created": completion.get("created"),
+             "model": completion.get("model"), "choices": choices}  # fmt: skip
+    if completion.get("usage") is not None:
+        chunk["usage"] = completion["usage"]
+    return sse_chunk(chunk) + b"data: [DONE]\n\n"
+
+
+def _responses_events(response: dict[str, Any]) -> bytes:
+    """A whole Responses API response as the stream a client asked for: its terminal event."""
+    kind = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(str(response.get("status")),
+                                                                                  "response.completed")  # fmt: skip
+    data = json.dumps({"type": kind, "sequence_number": 0, "response": response})
+    return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
 async def _unencoded(upstream: httpx.Response, turn: Turn) -> None:
