@@ -294,6 +294,14 @@ _TWO_DIGIT_CODES = frozenset(
 _KEEPS_ZERO = frozenset({"39", "378", "379"})
 
 
+#: Words that make a number without "+" a phone number ("my mobile is 0151 …", "call 0049 …").
+_PHONE_WORDS = re.compile(
+    r"phone|mobile|\bcell|\btel\b|\btel\.|telephone|\bfax\b|landline|number|\bcall|\bring\b|"
+    r"\bsms\b|\btext\b|whatsapp|signal|\breach\b|\bhandy\b|\btelefon",
+    re.IGNORECASE,
+)
+
+
 def _country_code(digits: str) -> str:
     """The country calling code an international number's digits begin with."""
     if digits[:1] in ("1", "7"):
@@ -331,13 +339,21 @@ def typed_values(text: str) -> set[str]:
     ``+``, ``00`` or a written trunk ``(0)`` ("+49 (0)151 234 5678" and "0049-151-2345678" are
     ``491512345678``; digits of any script count), a national number's with its leading trunk ``0`` ("0151 234 56 78" is
     ``01512345678``); so a form starting with ``0`` is national (no country code starts with 0).
-    A national number is read only from 7 to 15 digits and not when it is shaped as a date
-    ("05.12.2026"). An email address is casefolded and nothing else: ``mailto:``, angle brackets
+    A number without "+" (national, or international after ``00``) is read only in a text that
+    speaks of a phone ("phone", "mobile", "number", "call", "fax", "reach", …: "order 0012345678"
+    is an id, not a number to match by its digits), a national one only from 7 to 15 digits and
+    not when it is shaped as a date ("05.12.2026"). An email address is casefolded and nothing else: ``mailto:``, angle brackets
     and spacing around it are not part of it, and dots or a ``+tag`` in its local part are kept
     (gmail ignores them, other providers do not: ``j.doe@`` and ``jdoe@`` may be two people)."""
     found: set[str] = set()
     digits = text if text.isascii() else _NON_ASCII_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
+    spoken = None  # whether the text speaks of a phone: read once, for the first number without "+"
     for match in _TYPED[0].finditer(digits):
+        if not match.group(0).startswith("+"):
+            if spoken is None:
+                spoken = _PHONE_WORDS.search(text) is not None
+            if not spoken:
+                continue  # "order 0012345678", "account 0123456789": an id, not a phone number
         phone = _phone(match)
         if phone:
             found.add(phone)
