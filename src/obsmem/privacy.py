@@ -581,9 +581,20 @@ class Redactor:
         text, until a sweep changes nothing: the result is a fixed point (idempotent). A glued
         chain goes in the first sweep whatever its length (the second finds nothing in what is
         left), so its work is linear in its length, not one pass over the text per value.
+
+        Invisible characters that could split a value (:data:`_INVISIBLE`) are dropped first
+        when anything is found; a text with nothing to replace is returned as given.
         """
         if not self.detectors or not text:
             return Redacted(text)
+        if _INVISIBLE.search(text) is not None:
+            # Read as the model reads it; a text with nothing to replace comes back as given
+            # (unchanged text means "nothing found" to callers).
+            found = self._redact(_INVISIBLE.sub("", text))
+            return found if found.counts else Redacted(text)
+        return self._redact(text)
+
+    def _redact(self, text: str) -> Redacted:
         counts: Counter[str] = Counter()
         segments: list[_Segment] = []
         last = 0
@@ -662,6 +673,13 @@ class Redactor:
         counts[detector.category] += 1
         return self.placeholder(detector.category, value)
 
+
+#: Characters a reader (and a model) reads straight through, and that copying a key from a web
+#: page, a chat app or a PDF leaves inside it: zero-width space, word joiner, byte-order mark, soft
+#: hyphen. They are dropped before the detectors run, so none can split a value in two. The
+#: joiners U+200C/U+200D only between ASCII token characters: elsewhere they are spelling
+#: (Persian, Indic scripts) or emoji sequences.
+_INVISIBLE = re.compile(r"[\u200b\u2060\ufeff\u00ad]+|(?<=[A-Za-z0-9_+/=.-])[\u200c\u200d]+(?=[A-Za-z0-9_+/=.-])")
 
 #: A segment while redacting: its text, its kind, and (a placeholder made in this sweep) the
 #: index of the detector that made it, else -1.
