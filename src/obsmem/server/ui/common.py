@@ -20,6 +20,8 @@ __all__ = ["folded_text", "guarded", "int_param", "marker_html", "message_plain"
 
 P = ParamSpec("P")
 _SHOWN_CHARS = 2000
+#: The most of one message's text :func:`folded_text` sends, folded part included.
+_FOLDED_CHARS = 20_000
 
 
 def guarded(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitable[Response]]:
@@ -82,9 +84,13 @@ def folded_text(message: Message, shown: int) -> str:
         return ""
     if len(text) <= shown:
         return f"<pre>{h(text)}</pre>"
+    # a message of many parts (each cut at _SHOWN_CHARS) is still sent bounded: 100 messages a page
+    kept = text[shown:_FOLDED_CHARS]
+    left = len(text) - shown - len(kept)
+    rest = f"<p>… {left:,} more characters not shown (the API returns the whole message).</p>" if left > 0 else ""
     return (
         f"<pre>{h(text[:shown])}…</pre><details><summary>{len(text) - shown} more characters</summary>"
-        f"<pre>{h(text[shown:])}</pre></details>"
+        f"<pre>{h(kept)}</pre>{rest}</details>"
     )
 
 
