@@ -51,3 +51,15 @@ async def test_a_forgotten_number_goes_in_every_form(kstore: KnowledgeStore, for
         with pytest.raises(TombstonedValueError):
             await knowledge.append(alice.id, text, RES, reason="said")
     await knowledge.append(alice.id, "my number: +49 151 234 5670", RES, reason="said")
+
+
+async def test_a_forgotten_id_with_leading_zeros_is_not_read_as_a_phone_number(kstore: KnowledgeStore) -> None:
+    """"0012345678" could be 00 + "1 234 5678"; forgotten as written (an order id), it must not
+    take every text holding "2345678" with it."""
+    knowledge = Knowledge(kstore, actor="tester")
+    alice = await knowledge.node("Alice", "person", RES)
+    order = await knowledge.append(alice.id, "their order 0012345678 was late", RES, reason="said")
+    locker = await knowledge.append(alice.id, "their locker code is 92345678", RES, reason="said")
+    await kstore.forget_value("0012345678", RES, actor="alice", reason="asked to be forgotten")
+    assert await kstore.load_record(order.id) is None
+    assert await kstore.load_record(locker.id) is not None

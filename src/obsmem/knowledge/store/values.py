@@ -279,6 +279,7 @@ _TYPED = (
 _DATE_SHAPED = re.compile(r"\(?\d{1,4}[./-]\d{1,2}[./-]\d{1,4}\)?")
 #: The trunk prefix written inside an international number: "+49 (0)151 …".
 _TRUNK_IN_INTERNATIONAL = re.compile(r"\(\s*0\s*\)")
+_SEPARATED = re.compile(r"\d[ ()./-]+\d")
 _PHONE_DIGITS = (7, 15)
 """The fewest and most digits of a national number (E.164 allows at most 15)."""
 _NON_ASCII_DIGIT = re.compile(r"(?![0-9])\d")
@@ -450,7 +451,8 @@ def forget_key(value: str) -> str:
     text = value.strip()
     text = text if text.isascii() else _NON_ASCII_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
     match = _TYPED[0].fullmatch(text)
-    phone = _phone(match) if match else None
+    # "+…", "0151 …" or "00 49 …" with a separator: "0012345678" written solid is an id as likely
+    phone = _phone(match) if match and (text[:2] != "00" or _SEPARATED.search(text)) else None
     if phone:
         own = phone[1:] if phone.startswith("0") else phone[len(_country_code(phone)):].removeprefix("0")
         if len(own) >= _PHONE_DIGITS[0] - 1:
