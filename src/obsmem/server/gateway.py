@@ -582,7 +582,7 @@ async def _forward(
         else:
             await turn.end()
         media = upstream.headers.get("content-type", "application/json")
-        return Response(content, status_code=upstream.status_code, media_type=media)
+        return Response(content, status_code=upstream.status_code, media_type=media, headers=_hints(service, upstream))
 
     reader = _Sse(answer.chunk, answer.done)
 
@@ -711,7 +711,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             return _refused(_failure(service, exc))
         if upstream.status_code != 200:
             await turn.end()
-            return Response(content, status_code=upstream.status_code,
+            return Response(content, status_code=upstream.status_code, headers=_hints(service, upstream),
                             media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
         def translated() -> tuple[bytes, list[Message]]:
             completion, saved = chat_completion(json.loads(content), body.get("model"), turn.context.messages)
@@ -802,6 +802,19 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             yield b"data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+#: The upstream's headers a client gets with its answer: the retry hints the ``openai`` and
+#: ``anthropic`` clients honour (``retry-after``, ``retry-after-ms``, ``x-should-retry``) and the
+#: rate-limit state (when a limit resets). No other upstream header is passed on.
+_HINT_NAMES = ("retry-after", "retry-after-ms", "x-should-retry")
+_HINT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def _hints(service: Service, upstream: httpx.Response) -> dict[str, str]:
+    """The retry and rate-limit headers of ``upstream`` (:data:`_HINT_NAMES`), the key masked."""
+    return {name: _masked_text(service, value) for name, value in upstream.headers.items()
+            if name.lower() in _HINT_NAMES or name.lower().startswith(_HINT_PREFIXES)}  # fmt: skip
 
 
 def _is_json(upstream: httpx.Response) -> bool:
