@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from obsmem import telemetry
-from obsmem.calls import ModelCall, call_scope
+from obsmem.calls import ModelCall, call_scope, current_scope
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
 from obsmem.errors import ConfigError, PrivacyError, ThreadNotFoundError
@@ -111,6 +111,8 @@ class Roles:
     #: the roles' requests), and a model wrapped in the same boundary for another role.
     redact: Callable[[str], str] | None = None
     guard: Callable[[ChatModel, str], ChatModel] | None = None
+    #: With ``config.privacy``: an embedder behind the same boundary (:func:`guard_embedder`).
+    guard_embedder: Callable[[Any], Any] | None = None
     #: Where the models built here report their calls (the cost ledger), and the budget that
     #: sends a resource's observations and reflections to the offline roles once it is spent.
     sinks: tuple[Callable[[ModelCall], None], ...] = ()
@@ -204,6 +206,7 @@ def assemble_roles(
     return Roles(
         built_observer, built_reflector, start_level, tuple(all_extractors),
         redact=boundary.redact_for_knowledge, guard=boundary.wrap, sinks=sinks, budget=budget,
+        guard_embedder=lambda embedder: guard_embedder(embedder, boundary),
     )
 
 
@@ -553,6 +556,73 @@ class _Boundary:
             if not self.rules.allows(provider, scopes):
                 return provider
         return None
+
+
+#: Embedders that run in this process: their texts never leave it (the boundary lets them be).
+_LOCAL_EMBEDDER_MODULES = frozenset({"obsmem.embeddings.lexical", "obsmem.embeddings.minilm"})
+
+
+def embedder_provider(embedder: object) -> str:
+    """The provider an embedder sends its texts to, as the allow-list names providers: its own
+    ``provider`` attribute when it has one (an application's embedder that runs in process says
+    ``provider = "offline"``), ``openai`` for :class:`~obsmem.embeddings.OpenAIEmbedder`,
+    ``offline`` for obsmem's in-process embedders, else ``unknown`` (taken as hosted)."""
+    while type(embedder).__module__ == "obsmem.embeddings.metered":  # the ledger's wrapper: what it wraps
+        embedder = embedder.wrapped  # type: ignore[attr-defined]
+    provider = getattr(embedder, "provider", None)
+    if isinstance(provider, str) and provider.strip():
+        return provider.strip().lower()
+    module = type(embedder).__module__
+    if module in _LOCAL_EMBEDDER_MODULES:
+        return "offline"
+    return "openai" if module == "obsmem.embeddings.openai" else "unknown"
+
+
+class _GuardedEmbedder:
+    """An embedder behind the privacy boundary: every text is redacted first (the roles'
+    placeholders, so a query and the text it should find still match on them), and a call for
+    a scope (the running :func:`~obsmem.calls.call_scope`) whose text the allow-list keeps from
+    the embedder's provider raises :class:`~obsmem.errors.PrivacyError` before anything is sent
+    (the group index leaves that thread's groups out; a search recall reports the error)."""
+
+    def __init__(self, wrapped: Any, boundary: _Boundary, provider: str) -> None:
+        self.wrapped = wrapped
+        self.boundary = boundary
+        self.provider = provider
+        self.name = wrapped.name
+        self.dimensions = wrapped.dimensions
+
+    def __getattr__(self, name: str) -> object:  # anything else the wrapped embedder offers
+        return getattr(self.wrapped, name)
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        rules = self.boundary.rules
+        if rules is not None:
+            current = current_scope()
+            scopes: list[Scope] | None = (
+                [(current.thread_id, current.resource_id)] if (current.thread_id or current.resource_id) else None
+            )
+            if not rules.allows(self.provider, scopes):
+                described = _describe_scopes(scopes)
+                if not self.boundary.strict:
+                    self.boundary.emit("privacy-fallback", current.thread_id or "", role="embedding",
+                                       provider=self.provider, to="not-embedded")
+                raise PrivacyError(role="embedding", provider=self.provider, scope=described)
+        redacted = [self.boundary.redactor.redact(text) for text in texts]
+        counts: dict[str, int] = {}
+        for one in redacted:
+            for category, count in one.counts.items():
+                counts[category] = counts.get(category, 0) + count
+        if counts:
+            self.boundary.emit("redaction", current_scope().thread_id or "", role="embedding",
+                               model=self.name, counts=counts)
+        return await self.wrapped.embed([one.text for one in redacted])
+
+
+def guard_embedder(embedder: Any, boundary: _Boundary) -> Any:
+    """``embedder`` behind ``boundary`` (:class:`_GuardedEmbedder`), unless it runs in process."""
+    provider = embedder_provider(embedder)
+    return embedder if provider == "offline" else _GuardedEmbedder(embedder, boundary, provider)
 
 
 def _scopes(request: ObservationRequest | ReflectionRequest) -> list[Scope] | None:

@@ -313,12 +313,6 @@ class Memory:
                 "background", "'queue' hands buffered work to workers, but buffering is off",
                 allowed="'local', or turn buffering on (observation.buffer_tokens)",
             )
-        if embedder is not None:
-            from obsmem.embeddings.metered import MeteredEmbedder
-
-            embedder = MeteredEmbedder(embedder, sinks=(lambda call: self.ledger(call),),
-                                       count_tokens=(counter or TokenCounter()).count_text)
-        self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         # A store passed in belongs to the caller; one built here from a URL belongs to Memory.
         self._owns_store = isinstance(store, str | None)
         self.counter = counter if counter is not None else TokenCounter()
@@ -347,6 +341,14 @@ class Memory:
         )
         self.extractors = roles.extractors
         self._redact = roles.redact
+        if embedder is not None:
+            from obsmem.embeddings.metered import MeteredEmbedder
+
+            embedder = MeteredEmbedder(embedder, sinks=(lambda call: self.ledger(call),),
+                                       count_tokens=self.counter.count_text)
+            if roles.guard_embedder is not None:  # the privacy boundary holds for embeddings too
+                embedder = roles.guard_embedder(embedder)
+        self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.background = BackgroundWork(work_clock)
         self.engine = Engine(

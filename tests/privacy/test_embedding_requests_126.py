@@ -6,9 +6,8 @@ which providers may see which scope. With ``retrieval={"vector": True}`` and
 and a ``mode="search"`` recall embeds the agent's query: neither goes through the boundary. With
 the offline observer (a thread the rules keep offline, or no LLM at all) the groups hold the
 user's words as said, so the API key below reached the embeddings endpoint in clear (a real
-local HTTP server plays OpenAI). The fix is outside this helper's area (the embedder is wired in
-``obsmem/assembly.py``/``memory.py``: wrap it in a redacting embedder and check the allow-list
-for the group's scope): a strict xfail.
+local HTTP server plays OpenAI). Fixed (this was a strict xfail, failing as said): a hosted embedder is wrapped in the privacy
+boundary (``obsmem/assembly.py``: redacted texts, the allow-list judged per thread).
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ pytestmark = pytest.mark.anyio
 KEY = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 
 
-@pytest.mark.xfail(strict=True, reason="the embedder is not behind the privacy boundary (assembly.py/memory.py)")
 async def test_a_hosted_embedder_never_receives_a_secret_in_clear() -> None:
     server = FakeOpenAI()
     server.thread.start()

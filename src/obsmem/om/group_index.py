@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from obsmem.config import RetrievalConfig
-from obsmem.errors import ConfigError
+from obsmem.errors import ConfigError, PrivacyError
 from obsmem.om.text.groups import ObservationGroup, parse_groups, strip_groups
-from obsmem import telemetry
+from obsmem import calls, telemetry
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
     from obsmem.embeddings import Embedder
@@ -124,20 +124,29 @@ class GroupIndex:
         self.timeout_s = timeout_s  # bounds one sync in all (None: no bound)
 
     async def add(self, resource_id: str, groups: Sequence[ObservationGroup]) -> None:
-        """Embed and store ``groups`` (replacing what their keys held)."""
-        keys: list[str] = []
-        namespaces: list[str] = []
-        texts: list[str] = []
+        """Embed and store ``groups`` (replacing what their keys held).
+
+        Each thread's groups are embedded as that thread's call (its call scope: the ledger, and
+        the privacy allow-list, judge an embedding by the thread whose text it carries); a thread
+        whose text the embedder may not see (:class:`~obsmem.errors.PrivacyError`) is left out
+        of the index, the others are indexed."""
+        by_thread: dict[str, tuple[list[str], list[str], list[str]]] = {}
         for group in groups:
+            keys, namespaces, texts = by_thread.setdefault(group.thread_id, ([], [], []))
             namespace = group_namespace(resource_id, group.thread_id, group.id)
             for position, chunk in enumerate(_chunks(strip_groups(group.body))):
                 keys.append(f"{namespace}{position}")
                 namespaces.append(namespace)
                 texts.append(chunk)
-        if not keys:
-            return
-        vectors = await self.embedder.embed(texts)
-        await self.index.upsert_many(keys, vectors, namespaces)
+        for thread_id, (keys, namespaces, texts) in by_thread.items():
+            if not keys:
+                continue
+            with calls.call_scope(thread_id=thread_id, resource_id=resource_id):
+                try:
+                    vectors = await self.embedder.embed(texts)
+                except PrivacyError:
+                    continue  # (the boundary reported it: event privacy-fallback)
+            await self.index.upsert_many(keys, vectors, namespaces)
 
     async def remove(self, resource_id: str, groups: Sequence[ObservationGroup]) -> None:
         for group in groups:
