@@ -51,3 +51,18 @@ async def test_integers_and_floats_are_numbers(openai_server: FakeOpenAI) -> Non
     async with embedder:
         matrix = await embedder.embed(["hello"])
     assert matrix[0].tolist() == [1.0, 0, 0, 0, 0, 0, 0, 0]
+
+
+async def test_an_index_that_is_a_boolean_is_a_malformed_answer(openai_server: FakeOpenAI) -> None:
+    """On main: ``"index": true`` (JSON true, which Python's int check takes for 1) was a numpy
+    boolean mask: its vector was written over every row, here over input 0's, already read."""
+    vectors = [[1.0] + [0.0] * 7, [0.0, 1.0] + [0.0] * 6]
+    answer = {"object": "list", "model": "local-embed",
+              "data": [{"object": "embedding", "index": 0, "embedding": vectors[0]},
+                       {"object": "embedding", "index": True, "embedding": vectors[1]}]}  # fmt: skip
+    openai_server.script(Reply(body=answer))
+    embedder = OpenAIEmbedder("local-embed", dimensions=8, api_key="sk-test", base_url=openai_server.base_url,
+                              backoff_s=0.0, max_retries=0)  # fmt: skip
+    async with embedder:
+        with pytest.raises(ModelOutputError, match="bad index"):
+            await embedder.embed(["first", "second"])

@@ -323,7 +323,12 @@ class OpenAIEmbedder:
                 raise malformed(f"item {position} is not an object")
             index = item.get("index", position)
             vector = item.get("embedding")
-            if not isinstance(index, int) or not 0 <= index < expected_rows or index in seen:
+            if (
+                not isinstance(index, int)
+                or isinstance(index, bool)  # JSON true is no row (numpy would take it as a mask: every row)
+                or not 0 <= index < expected_rows
+                or index in seen
+            ):
                 raise malformed(f"item {position} has a bad index {index!r}")
             if not isinstance(vector, list) or len(vector) != self.dimensions:
                 size = len(vector) if isinstance(vector, list) else type(vector).__name__
