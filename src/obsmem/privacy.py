@@ -399,6 +399,16 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
         _password_value,
     ),
+    # The word for a password in the languages users most often write it in (German, Dutch,
+    # French, Spanish, Portuguese, Scandinavian, Finnish, Polish, Czech, Turkish, Russian,
+    # Ukrainian; and Chinese, Japanese, Korean, written with no space before the word).
+    Detector(
+        "password",
+        _re(r"(?:(?i:passwort|kennwort|wachtwoord|l[öo]senord|adgangskode|salasana|пароль)"  # in compounds too
+            r"|(?<![^\W\d_])(?i:mot de passe|contrase[ñn]a|senha|passord|has[łl]o|heslo|[şs]ifre)"
+            r"|密码|密碼|口令|パスワード|暗証番号|비밀번호)" + _ASSIGN + _VALUE),
+        _password_value,
+    ),
     Detector(
         "password",
         _re(r"(?<![A-Za-z0-9-])--(?:password|passwd|pass)(?:=|[^\S\r\n]{1,5})(?P<value>[^\s\"']{1,200})"),
