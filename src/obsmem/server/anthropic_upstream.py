@@ -38,6 +38,34 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
     return out
 
 
+_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
+
+
+def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    """Chat Completions' ``tool_choice`` and ``parallel_tool_calls`` as Anthropic's ``tool_choice``
+    (None: neither said): ``auto``, ``required`` → ``any``, ``none``, a named function → ``tool``;
+    ``parallel_tool_calls: false`` → ``disable_parallel_tool_use``."""
+    if choice is None and parallel is None:
+        return None
+    if choice is None:
+        out: dict[str, Any] = {"type": "auto"}
+    elif isinstance(choice, str) and choice in _CHOICES:
+        out = {"type": _CHOICES[choice]}
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
+            and isinstance(choice["function"].get("name"), str):  # fmt: skip
+        out = {"type": "tool", "name": choice["function"]["name"]}
+    else:
+        raise InvalidInputError(
+            "'tool_choice' must be 'auto', 'required', 'none' or {'type': 'function', 'function': {'name': …}}",
+            argument="tool_choice",
+        )
+    if parallel is not None and not isinstance(parallel, bool):
+        raise InvalidInputError("'parallel_tool_calls' must be true or false", argument="parallel_tool_calls")
+    if parallel is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
 def anthropic_request(body: dict[str, Any], messages: list[Message]) -> dict[str, Any]:
     """A Messages API request for a Chat Completions ``body`` whose history is ``messages``."""
     system, wire = to_anthropic(messages)
@@ -48,6 +76,9 @@ def anthropic_request(body: dict[str, Any], messages: list[Message]) -> dict[str
     tools = _tools(body.get("tools"))
     if tools:
         request["tools"] = tools
+    choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+    if choice is not None:
+        request["tool_choice"] = choice
     for key in ("temperature", "top_p"):
         if isinstance(body.get(key), int | float):
             request[key] = body[key]

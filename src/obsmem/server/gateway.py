@@ -683,7 +683,11 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION, "Accept-Encoding": IDENTITY}
     if settings.upstream_key:
         headers["x-api-key"] = settings.upstream_key
-    request = anthropic_request(body, [*system, *turn.context.messages])
+    try:
+        request = anthropic_request(body, [*system, *turn.context.messages])
+    except InvalidInputError:  # a request that cannot be translated (400): the turn ends with its input
+        await turn.end()
+        raise
     stream = bool(body.get("stream"))
     if stream:
         request["stream"] = True
