@@ -18,7 +18,10 @@ from obsmem import InvalidInputError, Message, from_anthropic, to_anthropic, to_
 __all__ = ["ANTHROPIC_VERSION", "AnthropicStream", "anthropic_request", "chat_completion", "sse_chunk"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+#: Anthropic's stop reasons as Chat Completions' finish reasons: a refusal (the safety classifiers
+#: cut the answer) and a cut at the context window are not a normal stop; any other reads as one.
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
+           "model_context_window_exceeded": "length", "refusal": "content_filter"}  # fmt: skip
 
 
 def _tools(tools: Any) -> list[dict[str, Any]]:
