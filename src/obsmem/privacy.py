@@ -362,6 +362,14 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         "url_password",
         _re(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@\[\]]{0,256}:(?P<value>[^\s/?#@]{1,256})@"),
     ),
+    # The signature (and session token) of a pre-signed link: S3, Google Cloud Storage, Azure
+    # SAS, CloudFront. Whoever holds the link downloads the file until it expires.
+    Detector(
+        "secret",
+        _re(r"(?<![A-Za-z0-9_-])(?i:X-Amz-Signature|X-Amz-Security-Token|X-Goog-Signature|Signature|sig)="
+            r"(?P<value>(?:[A-Za-z0-9+/=_~.-]|%[0-9A-Fa-f]{2}){16,4000})"),
+        lambda value: _high_entropy(unquote(value)),
+    ),
     # The same, URL-encoded: a URL carried in another URL's query (a redirect or callback
     # parameter) reads ``https%3A%2F%2Fuser%3Asecret%40host``.
     Detector(
