@@ -72,3 +72,16 @@ def test_a_folder_given_as_the_store_is_named_a_folder(tmp_path: Path) -> None:
         assert result.exit_code == 1, result.output
         said = " ".join(result.output.split())
         assert f"{folder} is a folder, not a database" in said and "no database at" not in said, said
+
+
+def test_the_confirmation_question_shows_ids_on_one_line(tmp_path: Path) -> None:
+    """On main the question of ``delete-resource`` / ``forget`` (without --yes) printed the id as
+    it was: a newline split the question, an ESC sequence reached the terminal."""
+    db = tmp_path / "m.db"
+    _seed(db)
+    evil = "bob\nDelete everything? [y/N]\x1b[2K"
+    for command in (["delete-resource", evil], ["forget", "x", "--thread", evil]):
+        result = runner.invoke(app, [*command, "--store", str(db)], input="n\n", env=WIDE)
+        assert result.exit_code == 1, result.output
+        assert "bob\\x0aDelete everything? [y/N]\\x1b[2K" in result.output, result.output
+        assert "\x1b" not in result.output

@@ -109,7 +109,7 @@ def forget(
         raise fail("VALUE must not be empty or blank: name the text to forget")
     opened = _open(store)
     where = f"thread '{thread}'" if thread else f"resource '{resource}'" if resource else "every thread"
-    _confirm(f"Forget every occurrence of {value!r} in {where} of {describe_store(opened)}?", yes)
+    _confirm(f"Forget every occurrence of {value!r} in {one_line(where)} of {one_line(describe_store(opened))}?", yes)
 
     async def run() -> tuple[dict[str, int], bool]:
         async with opened, _knowledge(knowledge) as graph:
@@ -169,7 +169,8 @@ def delete_resource(
     queued work and leases; with --knowledge, its knowledge scope too. Nothing is deleted while
     another delete of the resource (from this command or the REST API) is under way."""
     opened = _open(store)
-    _confirm(f"Delete resource '{resource}' and everything stored for it in {describe_store(opened)}?", yes)
+    _confirm(f"Delete resource '{one_line(resource)}' and everything stored for it in "
+             f"{one_line(describe_store(opened))}?", yes)
 
     async def run() -> tuple[dict[str, int], bool, int] | list[Lease]:
         async with opened, _knowledge(knowledge) as graph:
