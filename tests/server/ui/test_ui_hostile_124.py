@@ -69,8 +69,9 @@ def test_another_origin_cannot_frame_the_signed_in_inspector(
     sign_in(page, ui.url, ui.keys.alice)
     before = _waiting(ui)
     page.goto(f"http://{host}:{attacker}/prize")
-    frame = page.frame(name="victim")
+    frame = page.wait_for_selector('iframe[name="victim"]', state="attached").content_frame()
     assert frame is not None
+    frame.wait_for_url(lambda address: address != "about:blank")  # the inspector, or the refusal in its place
     frame.wait_for_load_state()
     assert frame.get_by_role("button").count() == 0
     assert frame.get_by_role("heading", name="Review queue").count() == 0
