@@ -354,6 +354,9 @@ class ChatAnswer:
         self.complete = False
         self.unreadable = False
         self._finished = False  # a finish_reason came on choice 0 (read however its event is shaped)
+        self._head: dict[str, Any] = {}  # id, created and model of the stream's chunks
+        self._finish: Any = None  # choice 0's finish_reason
+        self._usage: Any = None
 
     def whole(self, body: Any) -> None:
         choices = body.get("choices") if isinstance(body, dict) else None
@@ -376,8 +379,16 @@ class ChatAnswer:
         return False
 
     def chunk(self, data: Any) -> None:
+        if isinstance(data, dict):
+            for key in ("id", "created", "model"):
+                self._head.setdefault(key, data.get(key))
+            if data.get("usage") is not None:
+                self._usage = data["usage"]
         if not self._finished:
             self._finished = _finish_reason_in(data)
+            if self._finished:
+                self._finish = next((c.get("finish_reason") for c in data["choices"] if isinstance(c, dict)
+                                     and c.get("index", 0) == 0 and c.get("finish_reason") is not None), None)  # fmt: skip
         if self.unreadable:
             return
         try:
@@ -447,12 +458,29 @@ class ChatAnswer:
             return "an event of it could not be read"
         return None if self.complete else "the stream ended before the answer was complete"
 
+    def _assembled(self) -> dict[str, Any] | None:
+        """The streamed answer as one message, if it completed and could be read."""
+        if not (self.content or self.calls) or self.unsaved() is not None:
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
+        if self.calls:
+            message["tool_calls"] = [self.calls[i].wire() for i in sorted(self.calls)]
+        return message
+
+    def response(self) -> dict[str, Any] | None:
+        """The streamed answer as the ``chat.completion`` a request without ``stream`` gets (choice
+        0), if it completed and could be read."""
+        message = self._assembled()
+        if message is None:
+            return None
+        completion = {**self._head, "object": "chat.completion",
+                      "choices": [{"index": 0, "message": message, "finish_reason": self._finish or "stop"}]}  # fmt: skip
+        if self._usage is not None:
+            completion["usage"] = self._usage
+        return completion
+
     def messages(self, history: list[Message]) -> list[Message]:
-        message = self.message
-        if message is None and (self.content or self.calls) and self.unsaved() is None:
-            message = {"role": "assistant", "content": "".join(self.content) or None}
-            if self.calls:
-                message["tool_calls"] = [self.calls[i].wire() for i in sorted(self.calls)]
+        message = self.message if self.message is not None else self._assembled()
         if message is None:
             return []
         return from_openai([message], history=history)
@@ -468,6 +496,7 @@ class ResponsesAnswer:
 
     def __init__(self) -> None:
         self.output: list[Any] | None = None
+        self._response: dict[str, Any] | None = None  # the terminal event's response
         self._ended = False
 
     def whole(self, body: Any) -> None:
@@ -481,6 +510,8 @@ class ResponsesAnswer:
         kind = data.get("type") if isinstance(data, dict) else None
         if kind in ("response.completed", "response.incomplete"):
             self.whole(data.get("response"))
+            if self.output is not None:
+                self._response = data["response"]
         self._ended = self._ended or kind in self._TERMINAL
 
     def done(self) -> None:
@@ -501,6 +532,10 @@ class ResponsesAnswer:
 
     def unsaved(self) -> str | None:
         return None
+
+    def response(self) -> dict[str, Any] | None:
+        """The streamed answer as the response a request without ``stream`` gets, if it completed."""
+        return self._response
 
     def messages(self, history: list[Message]) -> list[Message]:
         if not self.output:
@@ -575,6 +610,11 @@ async def _forward(
                 answer.whole(parsed)
             except (ValueError, RecursionError):  # not JSON, or nested too deep: relayed, not saved
                 pass
+            if not stream and _is_event_stream(upstream):  # events, though none were asked for
+                whole = await _read_events(content, answer)
+                if whole is not None:
+                    await _finish(service, turn, answer)
+                    return JSONResponse(whole, headers=_hints(service, upstream))
             await _finish(service, turn, answer)
             if stream and isinstance(parsed, dict):  # the client reads the stream it asked for
                 events = _chat_events(parsed) if isinstance(answer, ChatAnswer) else _responses_events(parsed)
@@ -819,6 +859,25 @@ def _hints(service: Service, upstream: httpx.Response) -> dict[str, str]:
     """The retry and rate-limit headers of ``upstream`` (:data:`_HINT_NAMES`), the key masked."""
     return {name: _masked_text(service, value) for name, value in upstream.headers.items()
             if name.lower() in _HINT_NAMES or name.lower().startswith(_HINT_PREFIXES)}  # fmt: skip
+
+
+def _is_event_stream(upstream: httpx.Response) -> bool:
+    """Whether the upstream answered with server-sent events."""
+    media = str(upstream.headers.get("content-type", ""))
+    return media.split(";")[0].strip().lower() == "text/event-stream"
+
+
+async def _read_events(content: bytes, answer: ChatAnswer | ResponsesAnswer) -> dict[str, Any] | None:
+    """The whole answer in the events ``content`` holds (read into ``answer``; in a thread past
+    :data:`_OFF_LOOP_BYTES`), or None if they did not complete it."""
+
+    def read() -> dict[str, Any] | None:
+        reader = _Sse(answer.chunk, answer.done)
+        reader.feed(content)
+        reader.close()
+        return answer.response()
+
+    return read() if len(content) < _OFF_LOOP_BYTES else await asyncio.to_thread(read)
 
 
 def _is_json(upstream: httpx.Response) -> bool:
