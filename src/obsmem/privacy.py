@@ -370,6 +370,17 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             r"(?P<value>(?:[A-Za-z0-9+/=_~.-]|%[0-9A-Fa-f]{2}){16,4000})"),
         lambda value: _high_entropy(unquote(value)),
     ),
+    # A session cookie (whoever holds it is logged in): Set-Cookie and Cookie headers in an HTTP
+    # tool's result or a request log. By the cookie's name: *sess*, *session*, *sid*.
+    Detector(
+        "secret",
+        _re(r"(?<![A-Za-z0-9_.-])(?i:[A-Za-z0-9_.-]{0,30}(?:sess(?:ion)?(?:_?id)?|sid))="
+            r"(?P<value>[^\s;,\"'<>]{16,4096})"),
+        lambda value: _high_entropy(unquote(value)),
+    ),
+    # A Discord webhook (its token is the last segment of the path) and a Telegram bot token.
+    Detector("secret", _re(r"discord(?:app)?\.com/api/webhooks/\d{5,30}/(?P<value>[A-Za-z0-9_-]{50,100})")),
+    Detector("secret", _re(r"(?:(?<![A-Za-z0-9_])|(?<=bot))\d{8,10}:AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])")),
     # The same, URL-encoded: a URL carried in another URL's query (a redirect or callback
     # parameter) reads ``https%3A%2F%2Fuser%3Asecret%40host``.
     Detector(
