@@ -54,7 +54,10 @@ def export(
     ] = "-",
 ) -> None:
     """Export one resource (threads, messages, every observation generation, working memory,
-    and its knowledge with --knowledge) as versioned JSON lines."""
+    and its knowledge with --knowledge) as versioned JSON lines. -o never writes over a SQLite
+    database (the store itself, a slip between --store and -o, or another)."""
+    if output != "-":
+        _not_over_a_database(Path(output))
     opened = open_for_reading(_store_url(store))
     graph = open_knowledge(knowledge, existing=True) if knowledge is not None else None
 
@@ -83,6 +86,30 @@ def export(
         + ", ".join(counted(n, kind) for kind, n in counts.items()),
         soft_wrap=True, highlight=False,
     )  # fmt: skip
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_database(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:  # missing, a folder, unreadable: the export's own write says so
+        return False
+
+
+def _not_over_a_database(path: Path) -> None:
+    """Refuse ``-o`` naming a SQLite database, or its write-ahead log, shared memory or journal:
+    the export would replace it (a store, every resource in it) by one resource's JSON lines."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        if path.name.endswith(suffix) and _is_database(path.with_name(path.name.removesuffix(suffix))):
+            raise fail(f"{path.resolve()} belongs to the SQLite database beside it; the export would overwrite it. "
+                       "Pass a new file (-o alice.jsonl).", argument="--output")  # fmt: skip
+    if _is_database(path):
+        raise fail(f"{path.resolve()} is a SQLite database; the export would replace it. Pass a new file "
+                   "(-o alice.jsonl).", argument="--output")  # fmt: skip
 
 
 def _reader_gone() -> typer.Exit:
