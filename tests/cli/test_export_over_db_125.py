@@ -61,3 +61,14 @@ def test_export_over_another_database_is_refused_and_over_a_file_still_works(tmp
     done = runner.invoke(app, ["export", "-r", "alice", "--store", str(db), "-o", str(old)])
     assert done.exit_code == 0, done.output
     assert "hello from alice" in old.read_text()
+
+
+def test_bench_json_over_a_database_is_refused_before_the_run(tmp_path: Path) -> None:
+    """On main ``obsmem bench survival --json m.db`` ran, then replaced the database by its report."""
+    db = tmp_path / "m.db"
+    _seed(db)
+    result = runner.invoke(app, ["bench", "survival", "--facts", "2", "--generations", "1", "--json", str(db)],
+                           env={"COLUMNS": "300"})  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "is a SQLite database" in " ".join(result.output.replace("│", " ").split()), result.output
+    assert _threads(db) == ["t-alice", "t-bob"]

@@ -21,6 +21,7 @@ from obsmem.bench.knowledge import run_knowledge_bench
 from obsmem.bench.locomo import load_locomo
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.cli.render import counted, escape
+from obsmem.cli.stores import database_file
 from obsmem.bench.longmemeval import load_longmemeval
 from obsmem.bench.retention import RetentionCase, RetentionSettings
 from obsmem.bench.run import RetentionCurve, RetentionReport, run_curve, run_retention
@@ -73,6 +74,9 @@ def _writable(path: Path | None) -> Path | None:
     if path is not None and (path.is_dir() or not path.absolute().parent.is_dir()):
         problem = "is a folder" if path.is_dir() else "is in a folder that does not exist"
         raise typer.BadParameter(f"{path} {problem}; name a file in an existing folder")
+    taken = database_file(path) if path is not None else None
+    if taken is not None:
+        raise typer.BadParameter(f"{path} {taken}, which the report would overwrite; name a new file")
     return path
 
 

@@ -29,6 +29,7 @@ from obsmem.storage import Store, open_store, postgres_url
 __all__ = [
     "SQLITE_PREFIX",
     "JsonCommand",
+    "database_file",
     "JsonGroup",
     "describe_store",
     "err_console",
@@ -212,6 +213,28 @@ def open_for_reading(url: str) -> Store:
     if path is not None and not path.is_file():
         raise missing_file(path)
     return store
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_database(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:  # missing, a folder, unreadable: the command's own write says so
+        return False
+
+
+def database_file(path: Path) -> str | None:
+    """What makes ``path`` no file for a command to write its output to (``export -o``, ``bench
+    --json``): "is a SQLite database" (a store, every resource in it, would be replaced), or
+    "belongs to the SQLite database beside it" (its -wal, -shm or -journal); None for any other."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        if path.name.endswith(suffix) and _is_database(path.with_name(path.name.removesuffix(suffix))):
+            return "belongs to the SQLite database beside it"
+    return "is a SQLite database" if _is_database(path) else None
 
 
 def missing_file(path: Path, what: str = "database") -> typer.Exit:

@@ -18,7 +18,15 @@ from rich.console import Console
 
 from obsmem import ObsmemError
 from obsmem.cli.render import counted, escape, escape_id
-from obsmem.cli.stores import describe_store, err_console, fail, open_for_reading, open_knowledge, open_reported
+from obsmem.cli.stores import (
+    database_file,
+    describe_store,
+    err_console,
+    fail,
+    open_for_reading,
+    open_knowledge,
+    open_reported,
+)
 from obsmem.storage import Store, default_store_path
 from obsmem.transfer import export_resource, import_resource
 
@@ -88,28 +96,13 @@ def export(
     )  # fmt: skip
 
 
-#: The first bytes of every SQLite database file.
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-def _is_database(path: Path) -> bool:
-    try:
-        with path.open("rb") as file:
-            return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:  # missing, a folder, unreadable: the export's own write says so
-        return False
-
-
 def _not_over_a_database(path: Path) -> None:
     """Refuse ``-o`` naming a SQLite database, or its write-ahead log, shared memory or journal:
     the export would replace it (a store, every resource in it) by one resource's JSON lines."""
-    for suffix in ("-wal", "-shm", "-journal"):
-        if path.name.endswith(suffix) and _is_database(path.with_name(path.name.removesuffix(suffix))):
-            raise fail(f"{path.resolve()} belongs to the SQLite database beside it; the export would overwrite it. "
-                       "Pass a new file (-o alice.jsonl).", argument="--output")  # fmt: skip
-    if _is_database(path):
-        raise fail(f"{path.resolve()} is a SQLite database; the export would replace it. Pass a new file "
-                   "(-o alice.jsonl).", argument="--output")  # fmt: skip
+    problem = database_file(path)
+    if problem is not None:
+        raise fail(f"{path.resolve()} {problem}; the export would overwrite it. Pass a new file (-o alice.jsonl).",
+                   argument="--output")  # fmt: skip
 
 
 def _reader_gone() -> typer.Exit:
