@@ -278,6 +278,30 @@ def _ended_keys(text: str, begun: list[tuple[int, int]]) -> Iterator[tuple[int, 
 
 
 # --------------------------------------------------------------------------------------------
+# Base64 that holds a secret (a file an API returns encoded: GitHub's contents API, mail, storage)
+# --------------------------------------------------------------------------------------------
+
+#: A run of base64 of at least 16 characters, over line breaks as an API (``\n`` in JSON text) or
+#: the observer's transcript (a newline and its ``> `` quote prefix) writes them.
+_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/=\\])[A-Za-z0-9+/]{16,}(?:(?:\\n|\r?\n(?:> )?)[A-Za-z0-9+/]{4,})*={0,2}")
+_B64_BREAK = re.compile(r"\\n|\r?\n(?:> )?")
+
+
+def _encoded_secrets(text: str) -> Iterator[tuple[int, int]]:
+    """Each base64 run whose decoded text (UTF-8) holds a secret that a plain detector finds.
+    Each run is decoded once and its text scanned once: linear."""
+    for run in _B64_RUN.finditer(text):
+        payload = _B64_BREAK.sub("", run.group())
+        payload = payload[: len(payload) - len(payload) % 4] if len(payload) % 4 == 1 else payload
+        try:
+            decoded = base64.b64decode(payload + "=" * (-len(payload) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue  # not base64, or not text (an image, a zip)
+        if any(next(detector.spans(decoded), None) is not None for detector in _PLAIN_SECRET_DETECTORS):
+            yield run.span()
+
+
+# --------------------------------------------------------------------------------------------
 # The detectors
 # --------------------------------------------------------------------------------------------
 
@@ -451,7 +475,12 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             + r'|\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,512})\\")'),
         _password_value,
     ),
+    # Last: base64 whose decoded text holds a secret any detector above finds.
+    Detector("secret", scan=_encoded_secrets),
 )
+
+#: What :func:`_encoded_secrets` looks for in decoded base64 (every secret detector but itself).
+_PLAIN_SECRET_DETECTORS: tuple[Detector, ...] = SECRET_DETECTORS[:-1]
 
 SECRET_CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(detector.category for detector in SECRET_DETECTORS))
 
