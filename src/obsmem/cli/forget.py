@@ -128,8 +128,11 @@ def forget(
     _warn_log_kept(opened, truncated)
 
 
-#: How often a delete that was first re-reads whether the later ones it saw have ended.
+#: How often a delete that was first re-reads whether the later ones it saw have ended, and how
+#: long it waits for them at most before it refuses as if they were first (one stuck must not
+#: hold the command for ever).
 LATER_POLL_S = 0.2
+LATER_WAIT_S = 60.0
 
 
 async def _first_or_earlier(store: Store, resource: str, memory: Memory, mine: str) -> list[Lease]:
@@ -140,14 +143,16 @@ async def _first_or_earlier(store: Store, resource: str, memory: Memory, mine: s
     whatever the processes' clocks): the first of the deletes marked at the same instant goes
     ahead and the others refuse, instead of each refusing for the others'. One marked later that
     is still under way (another command, about to refuse; an application's delete, which does
-    not look) is waited for first, so two deletes never run side by side."""
+    not look) is waited for first, so two deletes never run side by side; still there after
+    :data:`LATER_WAIT_S`, it is reported as under way."""
     own = [lease for lease in await store.list_leases(mine) if lease.key == mine]
     token = own[0].token if own else None
     told = False
+    deadline = asyncio.get_running_loop().time() + LATER_WAIT_S
     while True:
         others = await leasing.erasing_elsewhere(store, resource, clock=memory.clock, own=mine)
-        if token is None:  # (our mark is gone: it expired while the store stalled) any other is earlier
-            return others
+        if token is None or asyncio.get_running_loop().time() >= deadline:
+            return others  # (our mark gone, expired while the store stalled; or waited long enough)
         earlier = [lease for lease in others if lease.token < token]
         if earlier or not others:
             return earlier
