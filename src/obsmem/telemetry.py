@@ -70,6 +70,10 @@ ERROR_TYPE = "error.type"
 
 THREAD_ID = "obsmem.thread_id"
 RESOURCE_ID = "obsmem.resource_id"
+#: Attributes that name a thread besides :data:`THREAD_ID` (a resource-scope cycle that another
+#: thread joined names the thread it joined): hashed like it when ids are hashed. ``ids()``
+#: hashes the two ids themselves; these come raw from the engine's ``traced(..., joined=...)``.
+OTHER_ID_ATTRIBUTES = frozenset({"obsmem.joined"})
 ROLE = "obsmem.role"
 
 
@@ -121,6 +125,12 @@ def hash_id(value: str) -> str:
 
 def _id(value: str) -> str:
     return hash_id(value) if _OPTIONS.hash_ids else value
+
+
+def _attribute(key: str, value: AttributeValue) -> AttributeValue:
+    """``value`` as recorded under ``key``: an id in :data:`OTHER_ID_ATTRIBUTES` hashed when
+    configured."""
+    return _id(value) if key in OTHER_ID_ATTRIBUTES and isinstance(value, str) else value
 
 
 def ids(thread_id: str | None = None, resource_id: str | None = None) -> dict[str, AttributeValue]:
@@ -345,13 +355,13 @@ class Span:
 
     def set(self, key: str, value: AttributeValue | None) -> None:
         if self._span is not None and value is not None:
-            self._span.set_attribute(key, value)
+            self._span.set_attribute(key, _attribute(key, value))
 
     def update(self, attributes: Mapping[str, AttributeValue | None]) -> None:
         if self._span is not None:
             for key, value in attributes.items():
                 if value is not None:
-                    self._span.set_attribute(key, value)
+                    self._span.set_attribute(key, _attribute(key, value))
 
     def fail(self, error: BaseException | str) -> None:
         """Mark the span failed (an operation that failed without raising); ``error.type`` is the
@@ -372,7 +382,7 @@ def span(name: str, attributes: Mapping[str, AttributeValue | None] | None = Non
     otel = _otel()
     if otel is None or not otel.tracing():
         return _NOOP
-    clean = {key: value for key, value in attributes.items() if value is not None} if attributes else None
+    clean = {key: _attribute(key, value) for key, value in attributes.items() if value is not None} if attributes else None
     return Span(
         otel.tracer.start_as_current_span(name, attributes=clean, record_exception=False, set_status_on_exception=False)
     )

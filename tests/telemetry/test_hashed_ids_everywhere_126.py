@@ -11,8 +11,10 @@ id). Two places still carried the raw id:
   (``"obsmem: observation of thread %s failed, ..."``, ``thread.id``), next to an
   ``obsmem_thread_id`` field that is hashed.
 
-Both need files outside this helper's area (om/step.py, and tests/telemetry/test_logging.py,
-which asserts the raw id in the message under hashing), hence strict xfails.
+The first is fixed in telemetry (attributes that name another thread, ``OTHER_ID_ATTRIBUTES``,
+are hashed like ``obsmem.thread_id``). The second needs files outside this helper's area (the
+callers' messages, and tests/telemetry/test_logging.py, which asserts the raw id in the message
+under hashing), hence a strict xfail.
 """
 
 from __future__ import annotations
@@ -38,8 +40,6 @@ def _values(span: object) -> list[str]:
     return [str(v) for v in (getattr(span, "attributes", None) or {}).values()]
 
 
-@pytest.mark.xfail(strict=True, reason="om/step.py passes joined=thread.id raw to traced(); needs "
-                   "joined=telemetry.hash_id(thread.id) when hashing (or an ids()-style helper)")
 async def test_a_joined_threads_span_names_the_other_thread_hashed(otel: Otel) -> None:
     telemetry.configure(hash_ids=True, salt="s")
     config = MemoryConfig(scope="resource", observation={"message_tokens": 200, "buffer_tokens": False})
