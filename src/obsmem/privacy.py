@@ -442,6 +442,15 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
         _password_value,
     ),
+    # The text of an XML element named like a secret (Maven's settings.xml, a SOAP answer, a
+    # config file): <password>…</password>, <AccessKey>…</AccessKey>, <db:password …>…</…>.
+    Detector(
+        "secret",
+        _re(r"<(?:[A-Za-z0-9_.-]{1,30}[:_.-])?(?i:password|passwd|passphrase|secret|client_?secret|token|"
+            r"access_?token|refresh_?token|api_?key|apikey|access_?key|secret_?key|private_?key|credential)"
+            r"(?:\s[^<>]{0,200})?>(?P<value>[^<\r\n]{1,512})</"),
+        _password_value,
+    ),
     # The word for a password in the languages users most often write it in (German, Dutch,
     # French, Spanish, Portuguese, Scandinavian, Finnish, Polish, Czech, Turkish, Russian,
     # Ukrainian; and Chinese, Japanese, Korean, written with no space before the word).
