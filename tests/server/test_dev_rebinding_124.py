@@ -69,8 +69,6 @@ def test_a_rebound_host_gets_nothing_from_the_dev_inspector(env: Env) -> None:
         assert SECRET in client.get("/ui/threads/d1").text
 
 
-@pytest.mark.xfail(strict=True, reason="REST (and the gateway) take their principal in server/rest.py "
-                   "(current_principal), outside helper-124's files: it needs the same local-Host check")
 def test_a_rebound_host_gets_nothing_from_the_dev_rest_api(env: Env) -> None:
     with httpx.Client(base_url=env.url, timeout=60, headers={"Host": _host(env, "evil.example")}) as client:
         answer = client.get("/api/threads/d1/messages")

@@ -31,7 +31,7 @@ from obsmem.om.receipts import Receipt
 from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
-from obsmem.server.access import Principal, addressable, authenticate, bearer_token
+from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host
 from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
@@ -57,6 +57,7 @@ async def current_principal(
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> Principal:
     service = service_of(request)  # (checked again after KeyFirst's check: revoked meanwhile is revoked)
+    check_dev_host(request.headers.get("host"), dev=service.settings.dev)  # --dev: a rebound host name gets nothing
     return await authenticate(service.keys, bearer_token(authorization, x_api_key), dev=service.settings.dev)
 
 
