@@ -385,16 +385,41 @@ def same_typed(first: str, second: str) -> bool:
     return international[len(code):] in (national[1:], national)
 
 
+class _Typed:
+    """``given`` typed values, looked up by :func:`same_typed` in constant time: the values as
+    they are, the national numbers (``0…``), and each international number's digits after its
+    country code (what a national number equals without, or with, its trunk ``0``)."""
+
+    __slots__ = ("exact", "national", "after_code")
+
+    def __init__(self, given: Iterable[str]) -> None:
+        self.exact = set(given)
+        self.national = {v for v in self.exact if v.startswith("0") and "@" not in v}
+        self.after_code = {
+            v[len(_country_code(v)):] for v in self.exact if "@" not in v and not v.startswith("0")
+        }
+
+    def __contains__(self, value: str) -> bool:
+        if value in self.exact:
+            return True
+        if "@" in value:
+            return False
+        if value.startswith("0"):  # a national number: an international one ends in its digits
+            return value[1:] in self.after_code or value in self.after_code
+        rest = value[len(_country_code(value)):]
+        return "0" + rest in self.national or rest in self.national
+
+
 def gives_all(wanted: Iterable[str], given: Iterable[str]) -> bool:
-    """Whether every typed value in ``wanted`` is one of ``given`` (:func:`same_typed`)."""
-    have = list(given)
-    return all(any(same_typed(value, other) for other in have) for value in wanted)
+    """Whether every typed value in ``wanted`` is one of ``given`` (:func:`same_typed`; linear)."""
+    have = _Typed(given)
+    return all(value in have for value in wanted)
 
 
 def gives_any(wanted: Iterable[str], given: Iterable[str]) -> bool:
-    """Whether some typed value in ``wanted`` is one of ``given`` (:func:`same_typed`)."""
-    have = list(given)
-    return any(any(same_typed(value, other) for other in have) for value in wanted)
+    """Whether some typed value in ``wanted`` is one of ``given`` (:func:`same_typed`; linear)."""
+    have = _Typed(given)
+    return any(value in have for value in wanted)
 
 
 #: Letters of other scripts that look like Latin ones (after casefolding), read as those on the
