@@ -451,6 +451,29 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             r"(?:\s[^<>]{0,200})?>(?P<value>[^<\r\n]{1,512})</"),
         _password_value,
     ),
+    # A password on a command line (a shell tool's command): curl's -u/--user user:password, and
+    # the password flags of the MySQL/MariaDB clients (-p glued to it), sshpass, docker/podman/helm
+    # login, redis-cli (-a) and the MongoDB shells, on the same command.
+    Detector(
+        "password",
+        _re(r"(?<![A-Za-z0-9-])(?:-u|--user|--proxy-user|-U)(?:[ \t]{1,5}|=)['\"]?[^\s:'\"]{1,100}:"
+            r"(?P<value>[^\s'\"]{1,200})"),
+        _password_value,
+    ),
+    Detector(
+        "password",
+        _re(r"(?<![A-Za-z0-9_-])(?:mysql(?:dump|admin|import|sh)?|mariadb(?:-dump|-admin)?)(?![A-Za-z0-9_-])"
+            r"[^\n;|&\"]{0,200}?[ \t]-p(?:'(?P<value2>[^'\n]{1,200})'|(?P<value>[^\s'\"$][^\s'\"]{0,199}))"),
+        _password_value,
+    ),
+    Detector(
+        "password",
+        _re(r"(?<![A-Za-z0-9_-])(?:sshpass|(?:docker|podman|helm[ \t]{1,5}registry|nerdctl)[ \t]{1,5}login|redis-cli"
+            r"|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)(?![A-Za-z0-9_-])"
+            r"[^\n;|&\"]{0,200}?[ \t](?:-p|-a|--pass)[ \t]{1,5}"
+            r"(?:'(?P<value2>[^'\n]{1,200})'|(?P<value>[^\s'\"$-][^\s'\"]{0,199}))"),
+        _password_value,
+    ),
     # The word for a password in the languages users most often write it in (German, Dutch,
     # French, Spanish, Portuguese, Scandinavian, Finnish, Polish, Czech, Turkish, Russian,
     # Ukrainian; and Chinese, Japanese, Korean, written with no space before the word).
