@@ -1523,11 +1523,18 @@ class Memory:
     async def receipt(self, message_id: str) -> Receipt | None:
         """The receipt of the context an assistant message was made from (stored with it by the
         turn: ``metadata["obsmem_receipt"]``); None when the message has none (it was not saved
-        through a turn, or it is not a reply) or does not exist."""
+        through a turn, or it is not a reply) or does not exist, and when what the message holds
+        under that key is not a receipt obsmem can read (an application or a client may store
+        message metadata of any shape)."""
         check_id(message_id, "message_id")
         found = await self.store.get_messages([message_id])
         data = found[0].metadata.get(RECEIPT_KEY) if found else None
-        return Receipt.from_data(data) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        try:
+            return Receipt.from_data(data)
+        except (LookupError, TypeError, ValueError, OverflowError, AttributeError):
+            return None  # (a forged or foreign shape: no receipt of obsmem's)
 
     async def receipt_sources(self, receipt: Receipt, *, per_group: int | None = None) -> dict[str, list[Message]]:
         """What a receipt's context was made of, as stored now: each observation group's id with

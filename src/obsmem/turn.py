@@ -332,6 +332,7 @@ class Turn:
         async with self._traced("end") as span:
             if parsed:
                 async with self._boundary("end"):
+                    await self._engine.core.counter.warm(parsed)  # a long answer counted in a thread, as a step's
                     saved = await self._save(parsed, "responses")
                     span.set("obsmem.messages", len(saved))
                     await self._work_after_end(saved)

@@ -66,8 +66,6 @@ def test_the_inspectors_receipt_pages_answer_not_found(env: Env, message_id: str
         assert "receipt" in answer.text
 
 
-@pytest.mark.xfail(strict=True, reason="GET /api/messages/{id}/receipt: rest.visible_receipt / Memory.receipt "
-                   "(outside helper-124's files) let Receipt.from_data's KeyError/ValueError out as a 500")
 def test_the_rest_receipt_route_answers_not_found(env: Env) -> None:
     with httpx.Client(base_url=env.url, timeout=60, headers=auth(env.keys.alice)) as client:
         answers = [client.get(f"/api/messages/{message_id}/receipt") for message_id in FORGED]

@@ -6,8 +6,8 @@ tests/server/test_gateway_large_answer_122.py by warming the answer before ``tur
 ``begin_turn`` and ``step`` do for their input, ``TokenCounter.warm``): the quiet-step check right
 after the save counts a megabyte of answer on the loop (tens of milliseconds a megabyte), where
 every other request of the server waits. The fix is outside the gateway (``src/obsmem/turn.py``,
-``Turn.end``: ``await self._engine.core.counter.warm(parsed)`` before ``self._save``), so this test
-is a strict xfail until it lands.
+``Turn.end``: ``await self._engine.core.counter.warm(parsed)`` before ``self._save``); it was a
+strict xfail until that landed, and fails with it reverted.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, 
     yield from _open(tmp_path_factory.mktemp("rest-large-end"), "openai")
 
 
-@pytest.mark.xfail(strict=True, reason="Turn.end does not warm its responses' token counts off the loop "
-                   "(src/obsmem/turn.py, outside the gateway): see the module docstring")  # fmt: skip
 def test_a_large_answer_ended_over_rest_is_counted_off_the_loop(served: tuple[Gateway, WatchedCounter]) -> None:
     gateway, counter = served
     loop = _loop_thread(gateway)

@@ -109,7 +109,8 @@ async def edit(record_id: str, body: Edit, principal: Caller, service: ServiceDe
     knowledge, scope = _knowledge(service), knowledge_scope(principal, body.resource_id)
     own = (await own_record(knowledge, record_id, scope)).scope
     queue = ReviewQueue(knowledge.store, principal.actor)
-    return record_json(await queue.edit(record_id, own, body.text, reason=body.reason))
+    # The privacy boundary holds for a corrected text as for a fact a client asks to remember.
+    return record_json(await queue.edit(record_id, own, service.memory.redacted(body.text), reason=body.reason))
 
 
 @router.get("/audit")

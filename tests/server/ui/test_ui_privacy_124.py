@@ -79,8 +79,6 @@ def test_an_edit_longer_than_the_api_takes_is_refused(alice: Page, ui: UiEnv) ->
     assert "Nadia's shoe size is 38" in _stored_texts(ui)
 
 
-@pytest.mark.xfail(strict=True, reason="POST /api/knowledge/review/{id}/edit is server/knowledge_api.py's (outside "
-                   "helper-124's files): it needs text = service.memory.redacted(body.text) before queue.edit")
 def test_an_edit_through_the_rest_api_is_redacted(ui: UiEnv) -> None:
     record = _candidate(ui, "Nadia's AWS key is unknown")
     with httpx.Client(base_url=ui.url, headers=auth(ui.keys.alice)) as client:
