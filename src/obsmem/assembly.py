@@ -83,6 +83,7 @@ __all__ = [
     "WorkingMemoryScope",
     "assemble_roles",
     "check_collaborators",
+    "knowledge_hosted_for",
     "knowledge_model",
     "knowledge_settings",
     "memory_config",
@@ -111,6 +112,8 @@ class Roles:
     #: the roles' requests), and a model wrapped in the same boundary for another role.
     redact: Callable[[str], str] | None = None
     guard: Callable[[ChatModel, str], ChatModel] | None = None
+    #: With ``config.privacy``: whether a model may see a (thread, resource)'s text (the allow-list).
+    allows: Callable[[ChatModel, str | None, str | None], bool] | None = None
     #: With ``config.privacy``: an embedder behind the same boundary (:func:`guard_embedder`).
     guard_embedder: Callable[[Any], Any] | None = None
     #: Where the models built here report their calls (the cost ledger), and the budget that
@@ -207,6 +210,7 @@ def assemble_roles(
         built_observer, built_reflector, start_level, tuple(all_extractors),
         redact=boundary.redact_for_knowledge, guard=boundary.wrap, sinks=sinks, budget=budget,
         guard_embedder=lambda embedder: guard_embedder(embedder, boundary),
+        allows=lambda chat, thread_id, resource_id: boundary.forbidden(chat, [(thread_id, resource_id)]) is None,
     )
 
 
@@ -809,6 +813,17 @@ def knowledge_model(
     if roles is not None:
         chat = metered(chat, role="knowledge", sinks=roles.sinks)
     return roles.guard(chat, "knowledge") if roles is not None and roles.guard is not None else chat
+
+
+def knowledge_hosted_for(
+    chat: ChatModel | None, roles: Roles
+) -> Callable[[str | None, str | None], bool] | None:
+    """For :class:`~obsmem.knowledge.agents.KnowledgeAgents`: whether the agents' ``chat`` may see
+    a (thread, resource)'s text under the privacy allow-list (None: no model, or no boundary)."""
+    allows = roles.allows
+    if chat is None or allows is None:
+        return None
+    return lambda thread_id, resource_id: allows(chat, thread_id, resource_id)
 
 
 def observation_deltas(

@@ -28,6 +28,7 @@ from obsmem.assembly import (
     budget_events,
     check_collaborators,
     forget_kept_in_process,
+    knowledge_hosted_for,
     knowledge_model,
     knowledge_settings,
     memory_config,
@@ -371,9 +372,10 @@ class Memory:
         if self.knowledge is not None:
             from obsmem.knowledge.agents import KnowledgeAgents
 
+            chat = knowledge_model(self.config, roles=roles)
             self.knowledge_agents = KnowledgeAgents(
                 self.knowledge, self.store, knowledge_settings(self.config), count_tokens=self.counter.count_text,
-                clock=self.clock, model=knowledge_model(self.config, roles=roles), redact=roles.redact,
+                clock=self.clock, model=chat, redact=roles.redact, hosted_for=knowledge_hosted_for(chat, roles),
             )
             self._knowledge_hook = KnowledgeHook(
                 self.knowledge_agents, self.store, self.background.spawn,

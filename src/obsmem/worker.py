@@ -55,6 +55,7 @@ from obsmem.assembly import (
     budget_events,
     check_collaborators,
     forget_kept_in_process,
+    knowledge_hosted_for,
     knowledge_model,
     knowledge_settings,
     memory_config,
@@ -316,9 +317,10 @@ class Worker:
                                   allowed="None or obsmem.knowledge.Knowledge")
             # The privacy boundary holds here as in Memory: captured text is redacted before the
             # knowledge store, and the agents' model is behind the same boundary (and metered).
+            chat = knowledge_model(self.config, roles=roles)
             agents = KnowledgeAgents(knowledge, store, knowledge_settings(self.config),
                                      count_tokens=self.counter.count_text, clock=self.clock, owner=self.owner,
-                                     model=knowledge_model(self.config, roles=roles), redact=roles.redact)
+                                     model=chat, redact=roles.redact, hosted_for=knowledge_hosted_for(chat, roles))
             # The worker runs the agents itself, after each item (never off the engine's events).
             self._knowledge = KnowledgeHook(agents, store, lambda work, name: work.close())
             if kinds is WORK_KINDS:  # the default: a worker with a knowledge store takes its work too

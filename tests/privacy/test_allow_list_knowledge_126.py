@@ -4,9 +4,9 @@ README: "providers says which providers may see which scope"; a forbidden scope 
 the offline rules. With ``knowledge.model="openai:…"`` the capture agent reads each observation
 delta through the same redacting wrapper as the roles, but nothing checks the allow-list for it:
 the offline observation of ``private-1`` (a thread the rules keep offline) was sent to OpenAI
-by the capture agent. A real local HTTP server plays OpenAI. The fix is in
-``obsmem/assembly.py`` (the knowledge guard must route a forbidden scope to the offline agents,
-as ``_RoutedRole`` does for the roles), outside this helper's area: a strict xfail.
+by the capture agent. A real local HTTP server plays OpenAI. Fixed (this was a
+strict xfail, failing as said): a forbidden scope is read by the offline agents, as the roles'
+requests go to the offline roles (``KnowledgeAgents(hosted_for=...)``, wired in assembly.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ pytestmark = pytest.mark.anyio
 PRIVATE = "Xyzzyitis"
 
 
-@pytest.mark.xfail(strict=True, reason="assembly.py wraps the knowledge model for redaction but never checks "
-                   "the provider allow-list for the scope it reads")
 async def test_the_capture_agent_never_sends_a_forbidden_threads_observations(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -49,8 +47,16 @@ async def test_the_capture_agent_never_sends_a_forbidden_threads_observations(
                 await memory.observe("private-1")
                 await memory.settled()
                 record = await memory.get_record("private-1")
+                private_requests = len(server.requests)
+                for text in ["We plan a trip to Lisbon in May.", "We fly on the third, back on the tenth."]:
+                    turn = await memory.begin_turn(thread_id="chat-2", resource_id="ana",
+                                                   messages=[Message.user(text + " " + "word " * 20)])
+                    await turn.end([Message.assistant("Noted.")])
+                await memory.observe("chat-2")
+                await memory.settled()
     finally:
         server.__exit__()
     assert record is not None and PRIVATE in record.active_observations, "observed by the offline rules"
     sent = [json.dumps(r.body) for r in server.requests]
     assert not [body for body in sent if PRIVATE in body], f"{len(sent)} requests"
+    assert private_requests < len(sent), "chat-2, which the rules allow, still goes to the hosted model"

@@ -74,8 +74,12 @@ class KnowledgeAgents:
         owner: str | None = None,
         model: ChatModel | None = None,
         redact: Callable[[str], str] | None = None,
+        hosted_for: Callable[[str | None, str | None], bool] | None = None,
     ) -> None:
         self.knowledge = knowledge
+        #: The privacy allow-list for ``model``: whether it may see a (thread, resource)'s text;
+        #: where it may not, the offline agents run instead (None: it may see every scope).
+        self.hosted_for = hosted_for
         #: The privacy boundary for text bound for the store (observation deltas, pins); None: off.
         self.redact = redact
         self.settings = settings or AgentSettings()
@@ -103,6 +107,21 @@ class KnowledgeAgents:
             self.learner = LLMLearnAgent(knowledge.store, self.lanes, self.settings, model, self.clock)
         self.pins = PinBoard(knowledge.store, self.settings, count)
         self.runs: list[AgentRun] = []
+        #: The offline agents, for the scopes ``hosted_for`` keeps from the model.
+        self._offline: KnowledgeAgents | None = None
+        if model is not None and hosted_for is not None:
+            self._offline = KnowledgeAgents(knowledge, store, self.settings, count_tokens=count_tokens,
+                                            clock=self.clock, owner=owner, redact=redact)
+
+    def _for(self, context: Scope | str, thread_id: str | None = None) -> KnowledgeAgents:
+        """The agents that may read ``context``'s text: these, or the offline ones where the
+        privacy allow-list keeps the scope (its thread, else its resource) from the model."""
+        if self._offline is None or self.hosted_for is None:
+            return self
+        parsed = Scope.parse(context)
+        if self.hosted_for(thread_id or parsed.thread, parsed.resource):
+            return self
+        return self._offline
 
     @staticmethod
     def scope(org_id: str | None, resource_id: str, thread_id: str) -> Scope:
@@ -135,8 +154,8 @@ class KnowledgeAgents:
         fence = self.lanes.fence(f"capture:{source_thread_id}")
         with _agent_run("capture", context, source_thread_id) as span:
             try:
-                run = await self.capturer.run(observations, context, source_thread_id=source_thread_id,
-                                              fence=fence)
+                run = await self._for(context, source_thread_id).capturer.run(
+                    observations, context, source_thread_id=source_thread_id, fence=fence)
             except LaneLostError as lost:  # not a failure: the new holder captures this delta
                 _ran(span, self._kept(AgentRun("capture", "skipped", detail=str(lost))))
                 raise
@@ -151,7 +170,8 @@ class KnowledgeAgents:
             return AgentRun("curate", "skipped", detail="curate is off")
         with _agent_run("curate", context, source_thread_id) as span:
             try:
-                run = await self.curator.run(context, source_thread_id, force=force, triggered=triggered)
+                run = await self._for(context, source_thread_id).curator.run(
+                    context, source_thread_id, force=force, triggered=triggered)
             except Exception as exc:  # the lane store itself failed
                 run = AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}")
             return _ran(span, self._kept(run))
@@ -161,7 +181,7 @@ class KnowledgeAgents:
             return AgentRun("learn", "skipped", detail="learn is off")
         with _agent_run("learn", context, source_thread_id) as span:
             try:
-                run = await self.learner.run(context, source_thread_id)
+                run = await self._for(context, source_thread_id).learner.run(context, source_thread_id)
             except Exception as exc:
                 run = AgentRun("learn", "failed", detail=f"{type(exc).__name__}: {exc}")
             return _ran(span, self._kept(run))
@@ -176,7 +196,7 @@ class KnowledgeAgents:
         if not self.settings.curate:
             return AgentRun("curate", "skipped", detail="curate is off")
         try:
-            why = await self.curator.due(context, source_thread_id)
+            why = await self._for(context, source_thread_id).curator.due(context, source_thread_id)
         except Exception as exc:
             return self._kept(AgentRun("curate", "failed", detail=f"{type(exc).__name__}: {exc}"))
         if why is None:
@@ -196,7 +216,7 @@ class KnowledgeAgents:
         if self.settings.remind and request:
             with _agent_run("remind", context) as span:
                 try:
-                    reminder = await self.reminder.remind(request, context)
+                    reminder = await self._for(context).reminder.remind(request, context)
                     span.set("obsmem.outcome", "ran")
                 except Exception as exc:
                     errors.append(f"remind: {type(exc).__name__}: {exc}")
