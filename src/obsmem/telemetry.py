@@ -167,7 +167,8 @@ def log_failure(
 ) -> None:
     """Log a failure by the logging rule: at WARNING ``what`` (a %-format over ``args``: ids and
     counts only) with the error's type; the error's own text (which may quote a message or a
-    model's output) only at DEBUG. Both records carry :func:`log_fields`."""
+    model's output) only at DEBUG. Both records carry :func:`log_fields`. With ids hashed, an
+    argument that is ``thread_id`` (or ``resource_id=`` in ``more``) is written hashed too."""
     if isinstance(error, str):  # "Type: text" as AgentRun.detail and describe() write it
         prefix = error.split(":", 1)[0].strip()
         kind = prefix if prefix.isidentifier() else "error"
@@ -176,6 +177,9 @@ def log_failure(
     fields = log_fields(thread_id, operation, error if isinstance(error, BaseException) else None, **more)
     if isinstance(error, str):
         fields["obsmem_error_type"] = kind
+    if _OPTIONS.hash_ids:  # the ids the message names, as its fields name them (an id may be an e-mail)
+        named = {value for value in (thread_id, more.get("resource_id")) if isinstance(value, str) and value}
+        args = tuple(_id(arg) if isinstance(arg, str) and arg in named else arg for arg in args)
     logger.warning(what + " (%s)", *args, kind, extra=fields)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(what + ": %s", *args, error, extra=fields)

@@ -60,8 +60,6 @@ async def test_a_joined_threads_span_names_the_other_thread_hashed(otel: Otel) -
     assert raw == [], raw
 
 
-@pytest.mark.xfail(strict=True, reason="log_failure's callers format thread.id into the WARNING text; "
-                   "hashing it changes tests/telemetry/test_logging.py's expected message (outside this area)")
 async def test_a_failure_record_at_warning_names_no_raw_thread_id(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="obsmem")
 

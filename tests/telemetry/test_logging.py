@@ -44,7 +44,7 @@ def test_a_failure_logs_its_type_at_warning_and_its_text_only_at_debug(caplog: p
     warnings = [r for r in caplog.records if r.levelno >= logging.INFO]
     debugs = [r for r in caplog.records if r.levelno == logging.DEBUG]
     assert [r.getMessage() for r in warnings] == [
-        "obsmem: observation of thread t1 failed (ValueError)",
+        f"obsmem: observation of thread {telemetry.hash_id('t1')} failed (ValueError)",  # hashed in the text too
         "knowledge agent curate failed (LaneBusyError)",
         "knowledge agent curate failed (error)",
     ]
