@@ -58,3 +58,11 @@ def test_prose_after_the_word_mysql_is_kept(text: str) -> None:
 def test_a_tokenizer_word_in_xml_is_kept() -> None:
     text = "<sentence><token>hello</token> <token>world</token></sentence>"
     assert _redactor().redact(text).text == text
+
+
+# 11b6574: the session-cookie rule takes any name ending in "sid": a Wi-Fi network's SSID is no cookie.
+@pytest.mark.xfail(strict=True, reason="11b6574: 'ssid=HomeNetwork_5G2024' (wpa_supplicant, nmcli) is redacted as a "
+                   "session cookie (name ending 'sid'); fix: require a word boundary or [_.-] before 'sid'/'sess'")
+@pytest.mark.parametrize("text", ["network={ ssid=Vodafone-A1B2C3D4 }", "wifi ssid=HomeNetwork_5G2024 psk hidden"])
+def test_a_wifi_ssid_is_not_a_session_cookie(text: str) -> None:
+    assert _redactor().redact(text).text == text
