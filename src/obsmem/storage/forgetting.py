@@ -25,6 +25,11 @@ backslash in the value is found although JSON escapes it.
   state (current task, suggested response, title, extracted values) are cleaned line by line
   or field by field; metadata keys whose JSON holds the value go.
 
+A value that is one phone number ("+49 151 2345678") is found in every way the number is
+written: a number in the text (its digits, separators dropped) holding the value's national
+digits ("0151 2345678", "0049-151-234-5678"); in every country, as the knowledge store forgets it,
+and a longer number holding those digits goes too (forgetting errs towards removal).
+
 Limits: a value cut by truncation (a long line shortened with "…") or reworded by an observer
 ("my" → "User's") is not found in its cut or reworded form; a value spanning several lines of
 a text (working memory) is found only where it was written on one line (a message part, an
@@ -38,6 +43,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any, Final
 
+from obsmem.phones import digit_runs, national_digits
 from obsmem.quoting import defuse
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
 from obsmem.types import Message, Part, ToolCallPart, ToolResultPart
@@ -78,17 +84,29 @@ def _needle(value: str) -> str | None:
     return needle if needle.strip() else None
 
 
+@lru_cache(maxsize=64)
+def _number(value: str) -> str | None:
+    """A value that is one phone number: its national digits (:func:`obsmem.phones.national_digits`)."""
+    return national_digits(value)
+
+
 def forget_needles() -> None:
     """Drop the kept spellings of the values searched for (the forgotten values themselves)."""
     _needle.cache_clear()
+    _number.cache_clear()
 
 
 def holds(text: str, value: str) -> bool:
-    """Whether ``text`` holds ``value`` in any spelling obsmem stores it in (see the module doc)."""
+    """Whether ``text`` holds ``value`` in any spelling obsmem stores it in (see the module doc);
+    a value that is one phone number, in any way the number is written: a number of ``text``
+    holding its national digits ("0151 2345678" and "+49 151 234 5678" hold "+49 151 2345678")."""
     if value in text:
         return True
     needle = _needle(value)
-    return needle is not None and needle in canonical(text)
+    if needle is not None and needle in canonical(text):
+        return True
+    number = _number(value)
+    return number is not None and any(number in run for run in digit_runs(text))
 
 
 def json_strings(data: object, *, scalars: bool = True) -> Iterator[str]:

@@ -3,8 +3,8 @@ observations (helper-123's review). The knowledge side forgets every form of a n
 national digits: :func:`obsmem.knowledge.store.values.forget_key`), but the conversation side
 matches a case-sensitive substring (``obsmem.storage.forgetting``), so after
 ``forget("+49 151 2345678")`` the observation "User stated their phone number is 0151 2345678"
-stays and the context shows it on every turn. The fix is in src/obsmem/storage/forgetting.py
-(outside the knowledge area): see the reason."""
+stays and the context shows it on every turn. Fixed (this was a strict xfail): the conversation's forget reads a
+phone number by its national digits too (obsmem.phones, used by storage/forgetting.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ from .alice import alice_memory, said
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "storage/forgetting.py matches the value as a substring only; it should also find every phone "
-    "number in a text whose knowledge.store.values.typed_values form is same_typed as the value's "
-    "(forget_lines / forget_in_message / forget_in_record)"))
 async def test_a_forgotten_number_leaves_no_other_format_in_the_conversation(anyio_backend: str) -> None:
     async with alice_memory() as (memory, knowledge, clock):
         scope = memory.knowledge_agents.scope(None, "alice", "t1").key  # type: ignore[union-attr]
@@ -26,3 +22,4 @@ async def test_a_forgotten_number_leaves_no_other_format_in_the_conversation(any
         await memory.forget("+49 151 2345678", resource_id="alice")
         assert (await knowledge.review.pending(scope)).items == []  # knowledge: gone (8dbb628)
         assert "2345678" not in await memory.get_observations("t1")
+        assert not [m for m in await memory.list_messages("t1") if "2345678" in m.text]  # the message too

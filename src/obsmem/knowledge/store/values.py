@@ -69,6 +69,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from obsmem.errors import InvalidInputError, InvalidWhenError
+from obsmem.phones import KEEPS_ZERO, country_code
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
@@ -284,30 +285,12 @@ _PHONE_DIGITS = (7, 15)
 """The fewest and most digits of a national number (E.164 allows at most 15)."""
 _NON_ASCII_DIGIT = re.compile(r"(?![0-9])\d")
 
-#: The two-digit country calling codes (ITU-T E.164); "1" and "7" are the one-digit ones and every
-#: other code is three digits. The codes are prefix-free, so these decide where a number's
-#: country code ends: "+49 151 …" is 49 and 151 …, "+491 …" could only be a three-digit code.
-_TWO_DIGIT_CODES = frozenset(
-    "20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47 48 49 51 52 53 54 55 56 57 58 "
-    "60 61 62 63 64 65 66 81 82 84 86 90 91 92 93 94 95 98".split()
-)
-#: Countries whose numbers keep their leading 0 after the country code (Italy, San Marino, the Vatican).
-_KEEPS_ZERO = frozenset({"39", "378", "379"})
-
-
 #: Words that make a number without "+" a phone number ("my mobile is 0151 …", "call 0049 …").
 _PHONE_WORDS = re.compile(
     r"phone|mobile|\bcell|\btel\b|\btel\.|telephone|\bfax\b|landline|number|\bcall|\bring\b|"
     r"\bsms\b|\btext\b|whatsapp|signal|\breach\b|\bhandy\b|\btelefon",
     re.IGNORECASE,
 )
-
-
-def _country_code(digits: str) -> str:
-    """The country calling code an international number's digits begin with."""
-    if digits[:1] in ("1", "7"):
-        return digits[:1]
-    return digits[:2] if digits[:2] in _TWO_DIGIT_CODES else digits[:3]
 
 
 def _digits(text: str) -> str:
@@ -321,9 +304,9 @@ def _phone(match: re.Match[str]) -> str | None:
     with its trunk prefix ("015123…"); None for what is a date or too short or long."""
     if match.group("intl") is not None:
         digits = _digits(_TRUNK_IN_INTERNATIONAL.sub(" ", match.group("intl").removeprefix("+").removeprefix("00")))
-        code = _country_code(digits)
+        code = country_code(digits)
         rest = digits[len(code):]
-        if code not in _KEEPS_ZERO:
+        if code not in KEEPS_ZERO:
             rest = rest.removeprefix("0")  # "+49 0151 …", a trunk 0 kept by mistake
         return code + rest
     text = match.group("national")
@@ -381,7 +364,7 @@ def same_typed(first: str, second: str) -> bool:
     national, international = (first, second) if first.startswith("0") else (second, first)
     if not national.startswith("0") or international.startswith("0"):
         return False
-    code = _country_code(international)
+    code = country_code(international)
     return international[len(code):] in (national[1:], national)
 
 
@@ -396,7 +379,7 @@ class _Typed:
         self.exact = set(given)
         self.national = {v for v in self.exact if v.startswith("0") and "@" not in v}
         self.after_code = {
-            v[len(_country_code(v)):] for v in self.exact if "@" not in v and not v.startswith("0")
+            v[len(country_code(v)):] for v in self.exact if "@" not in v and not v.startswith("0")
         }
 
     def __contains__(self, value: str) -> bool:
@@ -406,7 +389,7 @@ class _Typed:
             return False
         if value.startswith("0"):  # a national number: an international one ends in its digits
             return value[1:] in self.after_code or value in self.after_code
-        rest = value[len(_country_code(value)):]
+        rest = value[len(country_code(value)):]
         return "0" + rest in self.national or rest in self.national
 
 
@@ -479,7 +462,7 @@ def forget_key(value: str) -> str:
     # "+…", "0151 …" or "00 49 …" with a separator: "0012345678" written solid is an id as likely
     phone = _phone(match) if match and (text[:2] != "00" or _SEPARATED.search(text)) else None
     if phone:
-        own = phone[1:] if phone.startswith("0") else phone[len(_country_code(phone)):].removeprefix("0")
+        own = phone[1:] if phone.startswith("0") else phone[len(country_code(phone)):].removeprefix("0")
         if len(own) >= _PHONE_DIGITS[0] - 1:
             return own
     return value_key(value)
