@@ -586,7 +586,8 @@ class _GuardedEmbedder:
     """An embedder behind the privacy boundary: every text is redacted first (the roles'
     placeholders, so a query and the text it should find still match on them), and a call for
     a scope (the running :func:`~obsmem.calls.call_scope`) whose text the allow-list keeps from
-    the embedder's provider raises :class:`~obsmem.errors.PrivacyError` before anything is sent
+    the embedder's provider sends nothing: its texts get zero vectors, which match nothing (event
+    ``privacy-fallback``), or with ``privacy.strict`` it raises :class:`~obsmem.errors.PrivacyError`
     (the group index leaves that thread's groups out; a search recall reports the error)."""
 
     def __init__(self, wrapped: Any, boundary: _Boundary, provider: str) -> None:
@@ -607,11 +608,15 @@ class _GuardedEmbedder:
                 [(current.thread_id, current.resource_id)] if (current.thread_id or current.resource_id) else None
             )
             if not rules.allows(self.provider, scopes):
-                described = _describe_scopes(scopes)
-                if not self.boundary.strict:
-                    self.boundary.emit("privacy-fallback", current.thread_id or "", role="embedding",
-                                       provider=self.provider, to="not-embedded")
-                raise PrivacyError(role="embedding", provider=self.provider, scope=described)
+                if self.boundary.strict:
+                    raise PrivacyError(role="embedding", provider=self.provider, scope=_describe_scopes(scopes))
+                # Not strict: nothing is sent and the texts get zero vectors, which match nothing
+                # (a search recall finds no group by meaning; the index holds no vector of them).
+                self.boundary.emit("privacy-fallback", current.thread_id or "", role="embedding",
+                                   provider=self.provider, to="not-embedded")
+                import numpy as np
+
+                return np.zeros((len(texts), self.dimensions), dtype=np.float32)
         redacted = [self.boundary.redactor.redact(text) for text in texts]
         counts: dict[str, int] = {}
         for one in redacted:

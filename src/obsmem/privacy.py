@@ -325,6 +325,11 @@ _ASSIGN = rf"""(?:\\?["'])?{_SP}{{0,10}}(?::|=>|=|:=|\uff1a|\uff1d){_SP}{{0,10}}
 _ESCAPED = r'\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,200})\\"'
 _VALUE = (r"""(?:"(?P<value>[^"\r\n]{1,200})"|'(?P<value2>[^'\r\n]{1,200})'|"""
           + _ESCAPED + r"""|(?P<value3>(?:[^\s"',;&<>()\[\]{}\\]|\\(?!["'])){1,200}))""")
+#: :data:`_VALUE` after a CJK word: a bare value also ends at CJK characters and punctuation.
+_CJK_VALUE = _VALUE.replace(
+    r"""(?P<value3>(?:[^\s"',;&<>()\[\]{}\\]""",
+    r"""(?P<value3>(?:[^\s"',;&<>()\[\]{}\\\u3000-\u303f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff01-\uff20]""",
+)
 #: A URL-encoded ``=`` and the value after it, up to an encoded ``&`` or ``#`` (the next parameter).
 _ENCODED_VALUE = r"%3[Dd](?P<value>(?:[^\s%&#\"'<>]|%(?!2[6Bb]|23)[0-9A-Fa-f]{2}){1,512})"
 
@@ -395,10 +400,11 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
         lambda value: _high_entropy(unquote(value)),
     ),
     # A session cookie (whoever holds it is logged in): Set-Cookie and Cookie headers in an HTTP
-    # tool's result or a request log. By the cookie's name: *sess*, *session*, *sid*.
+    # tool's result or a request log. By the cookie's name: *sess*, *session*, ``sid`` or *_sid*
+    # (not a Wi-Fi network's ``ssid``).
     Detector(
         "secret",
-        _re(r"(?<![A-Za-z0-9_.-])(?i:[A-Za-z0-9_.-]{0,30}(?:sess(?:ion)?(?:_?id)?|sid))="
+        _re(r"(?<![A-Za-z0-9_.-])(?i:[A-Za-z0-9_.-]{0,30}sess(?:ion)?(?:_?id)?|(?:[A-Za-z0-9_.-]{0,30}[_.-])?sid)="
             r"(?P<value>[^\s;,\"'<>]{16,4096})"),
         lambda value: _high_entropy(unquote(value)),
     ),
@@ -446,8 +452,9 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     # config file): <password>…</password>, <AccessKey>…</AccessKey>, <db:password …>…</…>.
     Detector(
         "secret",
-        _re(r"<(?:[A-Za-z0-9_.-]{1,30}[:_.-])?(?i:password|passwd|passphrase|secret|client_?secret|token|"
+        _re(r"<(?:(?:[A-Za-z0-9_.-]{1,30}[:_.-])?(?i:password|passwd|passphrase|secret|client_?secret|"
             r"access_?token|refresh_?token|api_?key|apikey|access_?key|secret_?key|private_?key|credential)"
+            r"|[A-Za-z0-9_.-]{1,30}[_.-](?i:token))"  # a bare <token> is how tokenizers' XML marks a word
             r"(?:\s[^<>]{0,200})?>(?P<value>[^<\r\n]{1,512})</"),
         _password_value,
     ),
@@ -456,21 +463,25 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     # login, redis-cli (-a) and the MongoDB shells, on the same command.
     Detector(
         "password",
-        _re(r"(?<![A-Za-z0-9-])(?:-u|--user|--proxy-user|-U)(?:[ \t]{1,5}|=)['\"]?[^\s:'\"]{1,100}:"
-            r"(?P<value>[^\s'\"]{1,200})"),
+        _re(r"(?<![A-Za-z0-9_-])(?:curl|wget|http|https|xh)(?![A-Za-z0-9_-])[^\n;|&]{0,200}?"
+            r"(?<![A-Za-z0-9-])(?:-u|--user|--proxy-user|-U|--http-user)(?:[ \t]{1,5}|=)['\"]?[^\s:'\"]{1,100}:"
+            r"(?P<value>[^\s'\"]{1,200})"),  # (docker's -u 1000:1000 is a user and a group)
         _password_value,
     ),
     Detector(
         "password",
         _re(r"(?<![A-Za-z0-9_-])(?:mysql(?:dump|admin|import|sh)?|mariadb(?:-dump|-admin)?)(?![A-Za-z0-9_-])"
-            r"[^\n;|&\"]{0,200}?[ \t]-p(?:'(?P<value2>[^'\n]{1,200})'|(?P<value>[^\s'\"$][^\s'\"]{0,199}))"),
+            # only options (and their values) between the client and -p: prose "-perfectly" is no flag
+            r"(?:[ \t]{1,5}-{1,2}[A-Za-z][\w-]{0,40}(?:(?:=|[ \t]{1,5})[^\s-][^\s]{0,100})?){0,12}"
+            r"[ \t]{1,5}-p(?:'(?P<value2>[^'\n]{1,200})'|(?P<value>[^\s'\"$][^\s'\"]{0,199}))"),
         _password_value,
     ),
     Detector(
         "password",
-        _re(r"(?<![A-Za-z0-9_-])(?:sshpass|(?:docker|podman|helm[ \t]{1,5}registry|nerdctl)[ \t]{1,5}login|redis-cli"
+        _re(r"(?<![A-Za-z0-9_-])(?:(?:sshpass|(?:docker|podman|helm[ \t]{1,5}registry|nerdctl)[ \t]{1,5}login"
             r"|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)(?![A-Za-z0-9_-])"
-            r"[^\n;|&\"]{0,200}?[ \t](?:-p|-a|--pass)[ \t]{1,5}"
+            r"[^\n;|&\"]{0,200}?[ \t](?:-p|--pass)"
+            r"|redis-cli(?![A-Za-z0-9_-])[^\n;|&\"]{0,200}?[ \t](?:-a|--pass))[ \t]{1,5}"  # redis-cli's -p is its port
             r"(?:'(?P<value2>[^'\n]{1,200})'|(?P<value>[^\s'\"$-][^\s'\"]{0,199}))"),
         _password_value,
     ),
@@ -480,8 +491,14 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "password",
         _re(r"(?:(?i:passwort|kennwort|wachtwoord|l[öo]senord|adgangskode|salasana|пароль)"  # in compounds too
-            r"|(?<![^\W\d_])(?i:mot de passe|contrase[ñn]a|senha|passord|has[łl]o|heslo|[şs]ifre)"
-            r"|密码|密碼|口令|パスワード|暗証番号|비밀번호)" + _ASSIGN + _VALUE),
+            r"|(?<![^\W\d_])(?i:mot de passe|contrase[ñn]a|senha|passord|has[łl]o|heslo|[şs]ifre))" + _ASSIGN + _VALUE),
+        _password_value,
+    ),
+    # Chinese, Japanese and Korean run the next words on with no space: a bare value ends at the
+    # first CJK character or punctuation ("密码：abc12345，我明天…" takes "abc12345" only).
+    Detector(
+        "password",
+        _re(r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)" + _ASSIGN + _CJK_VALUE),
         _password_value,
     ),
     Detector(

@@ -2,8 +2,8 @@
 
 ``providers={"thread:private-*": ["offline"], "*": ["openai"]}`` keeps ``private-1``'s text from
 OpenAI: its observation groups must not reach ``/v1/embeddings`` (they are left out of the
-vector index), a search recall from it is refused with ``PrivacyError`` before anything is
-sent, and another thread of the same user is embedded as before. An embedder of the
+vector index), a search recall from it finds nothing by meaning (``strict``: is refused with
+``PrivacyError``) and nothing is sent, and another thread of the same user is embedded as before. An embedder of the
 application's own is taken as hosted unless it says ``provider = "offline"``. A real local HTTP
 server plays OpenAI. On main every group and query of both threads went to the embeddings API.
 """
@@ -29,11 +29,11 @@ PRIVATE = "Xyzzyitis"
 RULES = {"thread:private-*": ["offline"], "*": ["openai"]}
 
 
-def _config() -> MemoryConfig:
+def _config(strict: bool = False) -> MemoryConfig:
     return MemoryConfig(
         observation={"message_tokens": 60, "buffer_tokens": False},
         retrieval={"enabled": True, "vector": True},
-        privacy=PrivacyConfig(key="k", providers=RULES),
+        privacy=PrivacyConfig(key="k", providers=RULES, strict=strict),
     )
 
 
@@ -45,17 +45,22 @@ async def _talk(memory: Memory, thread: str, texts: Sequence[str]) -> None:
     await memory.settled()
 
 
-async def test_a_forbidden_threads_groups_and_queries_never_reach_the_hosted_embedder() -> None:
+@pytest.mark.parametrize("strict", [False, True])
+async def test_a_forbidden_threads_groups_and_queries_never_reach_the_hosted_embedder(strict: bool) -> None:
     server = FakeOpenAI()
     server.thread.start()
     embedder = OpenAIEmbedder("local-embed", dimensions=8, api_key="sk-test", base_url=server.base_url, backoff_s=0.0)
     events: list[Any] = []
     try:
-        async with Memory("memory://", config=_config(), embedder=embedder, vector_index=InMemoryVectorIndex(8),
+        async with Memory("memory://", config=_config(strict), embedder=embedder, vector_index=InMemoryVectorIndex(8),
                           on_event=events.append) as memory:
             await _talk(memory, "private-1", [f"My doctor says I have {PRIVATE}.", "I take two pills a day."])
-            with pytest.raises(PrivacyError):
-                await memory.recall("private-1", mode="search", query=f"what about {PRIVATE}?")
+            if strict:  # refused, as a strict boundary refuses the roles' requests
+                with pytest.raises(PrivacyError):
+                    await memory.recall("private-1", mode="search", query=f"what about {PRIVATE}?")
+            else:  # nothing sent: the query matches nothing by meaning
+                missed = await memory.recall("private-1", mode="search", query=f"what about {PRIVATE}?")
+                assert missed.groups == ()
             before = len(server.requests)
             await _talk(memory, "chat-2", ["Let us plan a trip to Lisbon in May.", "We fly on the 3rd."])
             found = await memory.recall("chat-2", mode="search", query="Lisbon trip")
@@ -65,8 +70,10 @@ async def test_a_forbidden_threads_groups_and_queries_never_reach_the_hosted_emb
     bodies = [json.dumps(r.body) for r in server.requests]
     assert not [body for body in bodies if PRIVATE in body], f"{len(bodies)} embedding requests"
     assert before == 0, "nothing of private-1 (groups or query) was sent"
-    assert len(server.requests) >= 2 and found.groups, "chat-2 is embedded and found as before"
-    assert any(e.kind == "privacy-fallback" and e.data.get("role") == "embedding" for e in events)
+    # chat-2's groups and its query went to the embedder (the fake's vectors are hashes of the text,
+    # so whether the query's nearest group scores above 0 is chance: not asserted)
+    assert len(server.requests) >= 2 and found.mode == "search", "chat-2 is embedded as before"
+    assert any(e.kind == "privacy-fallback" and e.data.get("role") == "embedding" for e in events) != strict
 
 
 class OwnEmbedder:

@@ -34,9 +34,6 @@ class OwnLocalEmbedder:
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-@pytest.mark.xfail(strict=True, reason="bb1b0e0: assembly._GuardedEmbedder.embed raises PrivacyError even when "
-                   "privacy.strict is False (and an own embedder is 'unknown'), so recall(mode='search') fails in "
-                   "every thread; fix: non-strict, leave the vector part out (lexical recall) instead of raising")
 async def test_a_search_recall_with_an_own_embedder_answers_under_a_non_strict_allow_list() -> None:
     config = MemoryConfig(
         observation={"message_tokens": 60, "buffer_tokens": False},
