@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -135,12 +136,19 @@ _TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "o
 
 def _token_count(value: object) -> int:
     """``value`` as a count the ledger can store: a number clamped into [0, MAX_CALL_TOKENS]
-    (NaN, a non-number or a negative count reads 0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    (an integer of any kind, numpy's included, or a finite float; NaN, a non-number or a
+    negative count reads 0)."""
+    if isinstance(value, bool):
         return 0
-    if value >= MAX_CALL_TOKENS:
+    try:
+        number: int | float = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        if not isinstance(value, float) or value != value:
+            return 0
+        number = value
+    if number >= MAX_CALL_TOKENS:
         return MAX_CALL_TOKENS
-    return max(0, int(value))
+    return max(0, int(number))
 
 
 def _seconds(value: object) -> float:

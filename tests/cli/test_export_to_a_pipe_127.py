@@ -33,8 +33,6 @@ def _seed(db: Path) -> None:
     asyncio.run(run())
 
 
-@pytest.mark.xfail(strict=True, reason="ec0081f: export -o reads the first bytes of a pipe it is to write "
-                   "(stores._is_database) and blocks for ever; fix: check only regular files (path.is_file())")
 @pytest.mark.skipif(not hasattr(os, "pipe") or sys.platform == "win32", reason="POSIX pipes")
 def test_export_into_a_pipe_finishes(tmp_path: Path) -> None:
     db = tmp_path / "m.db"

@@ -32,8 +32,6 @@ class NumpyCountingModel:
         return ModelResponse(text=OBSERVED, usage=Usage(input_tokens=np.int64(500), output_tokens=np.int64(7)))
 
 
-@pytest.mark.xfail(strict=True, reason="2b24e6b: calls._token_count reads np.int64 (not an int | float instance) "
-                   "as 0; fix: accept numbers.Integral / objects with __index__ (operator.index) before clamping")
 async def test_numpy_token_counts_are_recorded() -> None:
     model = NumpyCountingModel()
     async with Memory("memory://", model=model, max_turn_wait=None) as memory:

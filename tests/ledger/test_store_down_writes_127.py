@@ -22,10 +22,6 @@ from obsmem.storage.ledger import BATCH, LedgerWriter
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xfail(strict=True, reason="2b24e6b: storage/ledger.py LedgerWriter._write_each retries every call of "
-                   "a batch the store refused (501 writes for 500 calls when the store is down); fix: give up "
-                   "the call-by-call pass after a few consecutive failures with no call written yet (the store "
-                   "is refusing, not one call)")
 async def test_a_store_that_is_down_is_not_written_once_per_call() -> None:
     attempts = 0
 

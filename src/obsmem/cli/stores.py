@@ -221,6 +221,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 def _is_database(path: Path) -> bool:
     try:
+        if not path.is_file():  # a pipe, a FIFO, /dev/fd/N: reading its head would block (and eat it)
+            return False
         with path.open("rb") as file:
             return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     except OSError:  # missing, a folder, unreadable: the command's own write says so

@@ -45,6 +45,9 @@ log = logging.getLogger("obsmem.ledger")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: At most this many rows per store write.
 BATCH = 500
+#: A refused batch written call by call gives up after this many refusals in a row with none
+#: written (the store is down, not one call unstorable): a few store calls, not one per call.
+_DOWN_AFTER = 3
 #: Calls buffered beyond this many while the store is slow are dropped (and logged), so a store
 #: that stopped answering cannot make the buffer grow without bound.
 MAX_BUFFERED = 50_000
@@ -245,9 +248,14 @@ class LedgerWriter:
         """A batch that failed, written a call at a time: a call the store refuses costs its own
         row, not the rows written beside it (a store that is down refuses each; logged once)."""
         failed = 0
+        written = False
         for index, call in enumerate(batch if len(batch) > 1 else ()):
+            if failed >= _DOWN_AFTER and not written:  # the store refuses every call, not one: down
+                failed = len(batch) - index + failed
+                break
             try:
                 self.written += await self._write([call])
+                written = True
             except asyncio.CancelledError:
                 self._buffer[:0] = batch[index:]  # left for the next flush
                 raise
