@@ -26,9 +26,6 @@ ALLOWED: Any = {"type": "allowed_tools",
                 "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "get_weather"}}]}}
 
 
-@pytest.mark.xfail(strict=True, reason="9467bec: anthropic_upstream._tool_choice refuses OpenAI's allowed_tools "
-                   "shape (400) where the request was answered before; fix: map allowed_tools mode auto->auto, "
-                   "required->any (and send only the allowed tools)")
 def test_an_allowed_tools_choice_is_answered(served: tuple[LiveServer, Keys, list[Recorded]]) -> None:  # noqa: F811
     live, keys, sent = served
     client = openai.OpenAI(base_url=live.url + "/v1", api_key=keys.alice, max_retries=0,

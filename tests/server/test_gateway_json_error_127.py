@@ -29,9 +29,6 @@ def _json(body: object) -> Answer:
     return Answer([json.dumps(body).encode()], media="application/json")
 
 
-@pytest.mark.xfail(strict=True, reason="a1854f1: a 200 JSON error body to a stream request becomes an empty "
-                   "chat stream ending [DONE] (gateway._chat_events drops 'error'); fix: in _forward, when "
-                   "stream and the parsed body has 'error' (no choices/output), relay it as an SSE error event")
 def test_a_json_error_to_a_chat_stream_request_reaches_the_client_as_an_error(gateway: Gateway) -> None:
     gateway.upstream.respond = lambda path, body: _json(ERROR)
     with pytest.raises(openai.APIError):
@@ -40,8 +37,6 @@ def test_a_json_error_to_a_chat_stream_request_reaches_the_client_as_an_error(ga
         list(stream)
 
 
-@pytest.mark.xfail(strict=True, reason="a1854f1: a 200 JSON error body to a Responses stream request becomes a "
-                   "'response.completed' event whose response is the error (gateway._responses_events)")
 def test_a_json_error_to_a_responses_stream_request_is_not_a_completed_response(gateway: Gateway) -> None:
     gateway.upstream.respond = lambda path, body: _json(ERROR)
     kinds: list[str] = []

@@ -46,7 +46,8 @@ _CHOICES = {"auto": "auto", "required": "any", "none": "none"}
 
 def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     """Chat Completions' ``tool_choice`` and ``parallel_tool_calls`` as Anthropic's ``tool_choice``
-    (None: neither said): ``auto``, ``required`` → ``any``, ``none``, a named function → ``tool``;
+    (None: neither said): ``auto``, ``required`` → ``any``, ``none``, a named function → ``tool``,
+    ``allowed_tools`` by its mode;
     ``parallel_tool_calls: false`` → ``disable_parallel_tool_use``."""
     if choice is None and parallel is None:
         return None
@@ -57,9 +58,14 @@ def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
             and isinstance(choice["function"].get("name"), str):  # fmt: skip
         out = {"type": "tool", "name": choice["function"]["name"]}
+    elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and isinstance(choice.get("allowed_tools"), dict) \
+            and choice["allowed_tools"].get("mode") in ("auto", "required"):  # fmt: skip
+        # OpenAI's allowed_tools: the mode is what Anthropic can say (its list narrows the tools sent)
+        out = {"type": _CHOICES[choice["allowed_tools"]["mode"]]}
     else:
         raise InvalidInputError(
-            "'tool_choice' must be 'auto', 'required', 'none' or {'type': 'function', 'function': {'name': …}}",
+            "'tool_choice' must be 'auto', 'required', 'none', {'type': 'function', 'function': {'name': …}} or "
+            "{'type': 'allowed_tools', 'allowed_tools': {'mode': 'auto' | 'required', …}}",
             argument="tool_choice",
         )
     if parallel is not None and not isinstance(parallel, bool):

@@ -617,7 +617,13 @@ async def _forward(
                     return JSONResponse(whole, headers=_hints(service, upstream))
             await _finish(service, turn, answer)
             if stream and isinstance(parsed, dict):  # the client reads the stream it asked for
-                events = _chat_events(parsed) if isinstance(answer, ChatAnswer) else _responses_events(parsed)
+                if "error" in parsed and not (parsed.get("choices") or parsed.get("output")):
+                    # a failure reported with status 200: an error event, as a stream reports one
+                    events = sse_chunk({"error": parsed["error"]})
+                elif isinstance(answer, ChatAnswer):
+                    events = _chat_events(parsed)
+                else:
+                    events = _responses_events(parsed)
                 return Response(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         else:
             await turn.end()

@@ -37,9 +37,6 @@ async def tombstone_what_is_pending(memory: Memory, knowledge: Knowledge) -> Non
         await knowledge.review.reject(record.id, scope, reason="deleted by the user", tombstone=True)
 
 
-@pytest.mark.xfail(strict=True, reason="7a91167: same_value returns 'another value' when the new text's typed "
-                   "numbers differ, before the near-duplicate check; the greedy number regex reads "
-                   "'+49 151 2345678 (24/7)' as 4915123456782 47, so the deleted number is captured again")
 @pytest.mark.parametrize("suffix", [" (24/7)", " / 9"])
 async def test_a_deleted_number_with_a_note_after_it_stays_out(anyio_backend: str, suffix: str) -> None:
     async with alice_memory(actor="reviewer") as (memory, knowledge, clock):

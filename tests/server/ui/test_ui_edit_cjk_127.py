@@ -26,9 +26,6 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiEnv]:
         yield env
 
 
-@pytest.mark.xfail(strict=True, reason="9c314f8's 64 KiB form cap (server/ui/auth.py _MAX_FORM) is below the "
-                   "10,000 characters knowledge.py _MAX_TEXT promises once URL-encoded (9 bytes per CJK "
-                   "character): 413; fix: _MAX_FORM >= 9 * _MAX_TEXT + room for the other fields (e.g. 128 KiB)")
 def test_a_long_chinese_edit_under_the_limit_is_saved(ui: UiEnv) -> None:
     target = ui.candidates[0]
     with httpx.Client(base_url=ui.url, cookies={"obsmem_ui_key": ui.keys.alice}, follow_redirects=False,

@@ -69,7 +69,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from obsmem.errors import InvalidInputError, InvalidWhenError
-from obsmem.phones import KEEPS_ZERO, country_code
+from obsmem.phones import KEEPS_ZERO, country_code, digit_runs
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
@@ -432,7 +432,7 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
     new.alice@…" is not "their email is old.alice@…")."""
     typed = typed_values(tombstoned)
     theirs = typed_values(value) if typed else set()
-    if theirs and not gives_all(typed, theirs):
+    if theirs and not gives_all(typed, theirs) and not _writes_all(typed, value):
         return False  # its own numbers or addresses: even "old.alice@" and "oldalice@" share a key
     if value_key(tombstoned) == value_key(value):
         return True
@@ -445,6 +445,29 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
         a, b = near_duplicate_tokens(tombstoned), near_duplicate_tokens(value)
         return not (a ^ b) & _NEGATIONS
     return near_duplicate(tombstoned, value)
+
+
+def _writes_all(typed: Iterable[str], text: str) -> bool:
+    """Whether ``text`` writes every phone number of ``typed`` (its national digits inside a
+    number of the text: "+49 151 2345678 (24/7)" writes 491512345678, though the number reader
+    takes the note for more digits) and every address of it. Linear."""
+    runs: list[str] | None = None
+    addresses: set[str] | None = None
+    for value in typed:
+        if "@" in value:
+            addresses = addresses if addresses is not None else {m.group(0).casefold() for m in _TYPED[1].finditer(text)}
+            if value not in addresses:
+                return False
+            continue
+        runs = runs if runs is not None else digit_runs(text)
+        if value.startswith("0"):  # national: that number in every country (as same_typed reads it)
+            if not any(value[1:] in run for run in runs):
+                return False
+            continue
+        own = value[len(country_code(value)):]  # international: with its country code, or national
+        if not any(value in run or run.startswith("0" + own) or run == own for run in runs):
+            return False
+    return True
 
 
 _FORGOTTEN_DOMAIN = b"obsmem.knowledge.forgotten.v1\x00"

@@ -53,7 +53,9 @@ COOKIE = "obsmem_ui_key"
 LOGIN_COOKIE = "obsmem_ui_login"
 CSRF_FIELD = "csrf_token"
 _CSRF_LABEL = b"obsmem inspector csrf v1"
-_MAX_FORM = 64 * 1024
+#: A form's body at most: a 10,000-character corrected text (the review queue's limit) URL-encoded
+#: at up to 12 bytes a character (a 4-byte UTF-8 character as %XX%XX%XX%XX), and the other fields.
+_MAX_FORM = 128 * 1024
 
 
 class SignInNeeded(Exception):
@@ -100,7 +102,7 @@ def who(principal: Principal) -> str:
 
 async def form(request: Request) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body as one value per field; BodyTooLargeError
-    (413) for one over 64 KiB, before more than that is read (every form here is small, and the
+    (413) for one over 128 KiB, before more than that is read (every form here is small, and the
     login form is posted without a key)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > _MAX_FORM:
