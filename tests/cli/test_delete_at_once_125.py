@@ -13,7 +13,6 @@ barrier below), then let go.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys

@@ -10,11 +10,9 @@ tool -> that tool) now fails the agent's request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
-import pytest
 
 from tests.server.live import Keys, LiveServer
 from tests.models.wire_server import Recorded

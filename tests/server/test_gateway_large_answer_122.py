@@ -26,7 +26,7 @@ import pytest
 
 from obsmem.server import ServerSettings, Service
 from obsmem.tokens import TokenCounter
-from tests.server.live import auth, live_server, make_keys
+from tests.server.live import live_server, make_keys
 from tests.server.test_gateway_streams import (
     Answer,
     Gateway,

@@ -90,7 +90,7 @@ def _pages(alice: Page, ui: UiEnv) -> list[str]:
     base = ui.url + "/ui"
     reply = next(m for m in run(ui, ui.memory.list_messages(THREAD))
                  if m.role == "assistant" and isinstance(m.metadata.get(RECEIPT_KEY), dict))  # fmt: skip
-    pages = [f"/threads?resource_id=alice&q=", f"/threads/{THREAD}", f"/threads/{THREAD}/context",
+    pages = ["/threads?resource_id=alice&q=", f"/threads/{THREAD}", f"/threads/{THREAD}/context",
              f"/threads/{THREAD}/generations", "/knowledge", "/knowledge/audit", "/knowledge/review", "/usage",
              f"/messages/{reply.id}/receipt"]  # fmt: skip
     alice.goto(base + f"/threads/{THREAD}")
