@@ -672,6 +672,12 @@ class Redactor:
         names = "|".join(re.escape(category) for category in self.categories) or "(?!)"
         self._placeholder = re.compile(rf"\[REDACTED:(?:{names}):[0-9a-f]{{{PLACEHOLDER_HEX}}}\]")
 
+    def keyed(self, label: str, value: str) -> str:
+        """24 hex digits of an HMAC of ``value`` under this redactor's key (``label`` separates
+        uses): stable for one value, and not to be told from a hash of a guessed value."""
+        digest = hmac.new(self._key, f"{label}\x00{value}".encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return digest.hexdigest()[:24]
+
     def placeholder(self, category: str, value: str) -> str:
         """``[REDACTED:<category>:<hmac>]``: the same for the same value, under this key."""
         digest = hmac.new(self._key, f"{category}\x00{value}".encode("utf-8", "surrogatepass"), hashlib.sha256)

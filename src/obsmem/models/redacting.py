@@ -16,6 +16,7 @@ import binascii
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse, WrapperModel
@@ -130,4 +131,8 @@ class RedactingModel(WrapperModel):
         redacted, counts = redact_messages(self.redactor, messages)
         if counts and self.on_redacted is not None:
             self.on_redacted(counts)
+        if settings is not None and settings.cache_key:
+            # The prompt-cache key names the thread (stable, so one thread's calls share a cache):
+            # keyed, so it cannot be told from a hash of a guessed id (an e-mail address).
+            settings = replace(settings, cache_key="obsmem-" + self.redactor.keyed("cache-key", settings.cache_key))
         return await self.wrapped.request(redacted, settings)
