@@ -20,6 +20,8 @@ from obsmem.storage.forgetting import forget_lines
     ("0012345678", None),                 # "00…" written solid: as likely an id
     ("12345678", None),                   # no "+" and no trunk 0: a count or an id
     ("2026", None),
+    ("05.12.2026", None),                 # a date
+    ("05/12/26", None),
     ("+49 151", None),                    # too short to be a number
     ("call me on 0151 2345678", None),    # a text holding a number is not a number
     ("alice@example.com", None),

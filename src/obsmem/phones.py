@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["KEEPS_ZERO", "country_code", "digit_runs", "national_digits"]
+__all__ = ["DATE_SHAPED", "KEEPS_ZERO", "country_code", "digit_runs", "national_digits"]
 
 #: The two-digit country calling codes (ITU-T E.164); "1" and "7" are the one-digit ones and every
 #: other code is three digits. The codes are prefix-free, so these decide where a number's
@@ -25,6 +25,8 @@ KEEPS_ZERO = frozenset({"39", "378", "379"})
 #: "0049 (0)151 2345678" (digits, the usual separators, a leading "+").
 _ONE_NUMBER = re.compile(r"\s*\+?\s*\(?\s*\d[\d ()./-]*\d\s*")
 _SEPARATED = re.compile(r"\d[ ()./-]+\d")
+#: A date, not a phone number: "05.12.2026", "05/12/26", "2026-12-05".
+DATE_SHAPED = re.compile(r"\(?\d{1,4}[./-]\d{1,2}[./-]\d{1,4}\)?")
 _TRUNK_IN_INTERNATIONAL = re.compile(r"\(\s*0\s*\)")
 #: A run of digits with separators inside it, as a text writes a number.
 _DIGIT_RUN = re.compile(r"\d(?:[ ()./-]?\d)*")
@@ -46,11 +48,13 @@ def national_digits(value: str) -> str | None:
     """For a value that is one phone number and nothing else, its national digits without
     country code or trunk ``0`` ("+49 151 2345678", "0151-234-5678", "0049 151 2345678" and
     "+49 (0)151 2345678" are all ``1512345678``), which every written form of the number holds;
-    None for any other value (fewer than 6 such digits, other characters, or "00…" written solid,
-    which is as likely an id)."""
+    None for any other value (fewer than 6 such digits, other characters, a date, or "00…"
+    written solid, which is as likely an id)."""
     text = _ascii_digits(value.strip())
     if not _ONE_NUMBER.fullmatch(text) or (text[:2] == "00" and not _SEPARATED.search(text)):
         return None
+    if DATE_SHAPED.fullmatch(text):
+        return None  # "05.12.2026" is a date, not a number
     international = text.startswith(("+", "00"))
     digits = "".join(ch for ch in _TRUNK_IN_INTERNATIONAL.sub(" ", text) if ch.isdigit())
     if international:

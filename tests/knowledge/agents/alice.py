@@ -40,3 +40,21 @@ async def alice_memory(actor: str | None = None, **knowledge: Any) -> AsyncItera
         async with Memory("memory://", config=config, knowledge=graph, clock=clock) as memory:
             assert memory.knowledge_agents is not None
             yield memory, graph, clock
+
+
+# Tombstone tests: alice says something in t1, a reviewer rejects what was captured for good.
+async def say(memory: Memory, clock: FakeClock, text: str) -> None:
+    await said(memory, clock, text, after_s=3600, thread="t1")
+
+
+async def pending(memory: Memory, knowledge: Knowledge) -> list[str]:
+    scope = memory.knowledge_agents.scope(None, "alice", "t1").key  # type: ignore[union-attr]
+    return [r.text for r in (await knowledge.review.pending(scope)).items]
+
+
+async def tombstone_what_is_pending(memory: Memory, knowledge: Knowledge) -> None:
+    scope = memory.knowledge_agents.scope(None, "alice", "t1").key  # type: ignore[union-attr]
+    items = (await knowledge.review.pending(scope)).items
+    assert items, "nothing was captured to reject"
+    for record in items:
+        await knowledge.review.reject(record.id, scope, reason="deleted by the user", tombstone=True)

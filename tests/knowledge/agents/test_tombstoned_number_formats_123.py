@@ -14,29 +14,13 @@ from __future__ import annotations
 import pytest
 
 from obsmem import Memory
-from obsmem.clock import FakeClock
 from obsmem.knowledge import ActivityAction, Knowledge
 
-from .alice import alice_memory, said
+from .alice import alice_memory, pending, say, tombstone_what_is_pending
 
 pytestmark = pytest.mark.anyio
 
 
-async def say(memory: Memory, clock: FakeClock, text: str) -> None:
-    await said(memory, clock, text, after_s=3600, thread="t1")
-
-
-async def pending(memory: Memory, knowledge: Knowledge) -> list[str]:
-    scope = memory.knowledge_agents.scope(None, "alice", "t1").key  # type: ignore[union-attr]
-    return [r.text for r in (await knowledge.review.pending(scope)).items]
-
-
-async def tombstone_what_is_pending(memory: Memory, knowledge: Knowledge) -> None:
-    scope = memory.knowledge_agents.scope(None, "alice", "t1").key  # type: ignore[union-attr]
-    items = (await knowledge.review.pending(scope)).items
-    assert items, "nothing was captured to reject"
-    for record in items:
-        await knowledge.review.reject(record.id, scope, reason="deleted by the user", tombstone=True)
 
 
 async def refused(memory: Memory, knowledge: Knowledge) -> int:

@@ -69,7 +69,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from obsmem.errors import InvalidInputError, InvalidWhenError
-from obsmem.phones import KEEPS_ZERO, country_code, digit_runs
+from obsmem.phones import DATE_SHAPED, KEEPS_ZERO, country_code, digit_runs
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
@@ -276,8 +276,6 @@ _TYPED = (
     # "@" is scanned once, not once per character in it (quadratic: 1.1 s for 20 KB of digits)
     re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
 )
-#: A date, not a phone number: "05.12.2026", "05/12/26", "2026-12-05".
-_DATE_SHAPED = re.compile(r"\(?\d{1,4}[./-]\d{1,2}[./-]\d{1,4}\)?")
 #: The trunk prefix written inside an international number: "+49 (0)151 …".
 _TRUNK_IN_INTERNATIONAL = re.compile(r"\(\s*0\s*\)")
 _SEPARATED = re.compile(r"\d[ ()./-]+\d")
@@ -311,7 +309,7 @@ def _phone(match: re.Match[str]) -> str | None:
         return code + rest
     text = match.group("national")
     digits = _digits(text)
-    if _DATE_SHAPED.fullmatch(text) or not _PHONE_DIGITS[0] <= len(digits) <= _PHONE_DIGITS[1]:
+    if DATE_SHAPED.fullmatch(text) or not _PHONE_DIGITS[0] <= len(digits) <= _PHONE_DIGITS[1]:
         return None
     return digits
 
@@ -432,7 +430,7 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
     new.alice@…" is not "their email is old.alice@…")."""
     typed = typed_values(tombstoned)
     theirs = typed_values(value) if typed else set()
-    if theirs and not gives_all(typed, theirs) and not _writes_all(typed, value):
+    if theirs and not gives_all(typed, theirs) and not _writes_all(typed, value, theirs):
         return False  # its own numbers or addresses: even "old.alice@" and "oldalice@" share a key
     if value_key(tombstoned) == value_key(value):
         return True
@@ -447,16 +445,15 @@ def same_value(tombstoned: str, value: str, *, near: bool) -> bool:
     return near_duplicate(tombstoned, value)
 
 
-def _writes_all(typed: Iterable[str], text: str) -> bool:
-    """Whether ``text`` writes every phone number of ``typed`` (its national digits inside a
-    number of the text: "+49 151 2345678 (24/7)" writes 491512345678, though the number reader
-    takes the note for more digits) and every address of it. Linear."""
+def _writes_all(typed: Iterable[str], text: str, given: set[str]) -> bool:
+    """Whether ``text`` (whose typed values are ``given``) writes every phone number of ``typed``
+    (its national digits inside a number of the text: "+49 151 2345678 (24/7)" writes
+    491512345678, though the number reader takes the note for more digits) and every address
+    of it. Linear."""
     runs: list[str] | None = None
-    addresses: set[str] | None = None
     for value in typed:
         if "@" in value:
-            addresses = addresses if addresses is not None else {m.group(0).casefold() for m in _TYPED[1].finditer(text)}
-            if value not in addresses:
+            if value not in given:
                 return False
             continue
         runs = runs if runs is not None else digit_runs(text)
