@@ -48,7 +48,7 @@ from obsmem import ContextWindow
 from obsmem.convert import from_openai_responses, to_openai_responses
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
-from obsmem.turn import Turn
+from obsmem.turn import Turn, retried_input
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
+    from agents.run_context import RunContextWrapper
 
 # The SDK is imported here so a missing extra fails on import, with the command that fixes it.
 try:
@@ -296,14 +297,24 @@ class ObsmemSession:
         self.model = model
         self._turn: Turn | None = None  # the current run's turn: begun by its input, stepped by its steps
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
         """The context for the next run: instructions, observations, and the unobserved tail.
 
         The Runner calls it when a run starts: it ends the previous run's turn and runs the
         memory work due (a turn's start: the newest user message and what follows it stay raw).
         ``limit`` keeps the newest ``limit`` items of the tail (the observations item is always
         first), never an output without its call.
+
+        ``wrapper``: the run's context, which the Runner passes when a run starts. Then the
+        thread's newest input is left out when nothing answers it (a run that failed at its model
+        call saved it): the SDK sends these items and then the run's input, so a run retrying it
+        would send it twice (:meth:`add_items` stores it once). A run with another input gets it
+        from its next run on (at once with :meth:`model_input_filter`). Called without a run's
+        context (an application reading the session), every stored item is returned.
         """
+        starting = wrapper is not None and not getattr(wrapper, "turn_input", None)
         await self._end_turn()
         turn = await self.memory.begin_turn(
             thread_id=self.session_id, resource_id=self.resource_id, model=self.model
@@ -312,9 +323,13 @@ class ObsmemSession:
             context = turn.context
         finally:
             await turn.end()
-        return self._items(context, limit)
+        return self._items(context, limit, unanswered=not starting)
 
-    def _items(self, context: ContextWindow, limit: int | None = None) -> list[TResponseInputItem]:
+    def _items(
+        self, context: ContextWindow, limit: int | None = None, *, unanswered: bool = True
+    ) -> list[TResponseInputItem]:
+        """``context`` as the SDK's items; without ``unanswered``, less the thread's newest input
+        when nothing answers it (see :meth:`get_items`)."""
         raw_ids = {m.id for m in context.raw_messages}
         app_ids = {m.id for m in context.instructions}
         own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
@@ -325,7 +340,11 @@ class ObsmemSession:
                 "type": "message", "role": self.system_role,
                 "content": [{"type": "input_text", "text": "\n\n".join(own)}],
             })
-        tail = [cast(dict[str, Any], item) for item in to_agents_items(context.raw_messages)]
+        raw = list(context.raw_messages)
+        if not unanswered:
+            while raw and _is_input(raw[-1]):
+                raw.pop()
+        tail = [cast(dict[str, Any], item) for item in to_agents_items(raw)]
         return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
 
     async def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
@@ -351,11 +370,14 @@ class ObsmemSession:
             input=cast("list[TResponseInputItem]", fresh), instructions=current.instructions
         )
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
         """Save the items a run made, as a turn boundary (memory work may run, or start buffering).
 
         Items holding user input begin a turn (ending the one before); the items of the steps
-        that follow are that turn's steps.
+        that follow are that turn's steps. An input that is the thread's newest messages, with
+        nothing answering them (a failed run's input, run again), is not stored again.
         """
         if not items:
             return
@@ -375,6 +397,12 @@ class ObsmemSession:
         user_input = any(m.role == "user" and not m.is_marker_only for m in messages)
         if user_input or self._turn is None or self._turn.ended:
             await self._end_turn()
+            if all(_is_input(m) for m in messages):
+                # The input of a run that failed before any answer (saved, then the model call
+                # failed), run again: the stored messages in its place, so it is stored once.
+                stored = await retried_input(self.memory.store, self.session_id, messages)
+                if stored is not None and all(m.thread_id == self.session_id for m in stored):
+                    messages = stored
             self._turn = await self.memory.begin_turn(
                 thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
             )
@@ -390,7 +418,7 @@ class ObsmemSession:
         """End the open turn (it may start idle buffering). The memory stays open: close it yourself."""
         await self._end_turn()
 
-    async def pop_item(self) -> TResponseInputItem | None:
+    async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
         """Remove the newest item from the thread and return it (the SDK's "undo").
 
         The newest item is the last item of the newest stored message that gives one (its last
@@ -442,7 +470,7 @@ class ObsmemSession:
                 return
             before = page[-1].seq
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Delete the thread: its messages and its observations. A thread of another resource is
         refused (:class:`~obsmem.errors.InvalidInputError`), as :meth:`get_items` refuses it."""
         self._turn = None
@@ -451,6 +479,11 @@ class ObsmemSession:
         except ThreadNotFoundError:
             return
         await self.memory.delete_thread(self.session_id)
+
+
+def _is_input(message: Message) -> bool:
+    """A user's input: a user message that says or shows something."""
+    return message.role == "user" and any(isinstance(p, TextPart | FilePart) for p in message.parts)
 
 
 async def _pop_newest(
