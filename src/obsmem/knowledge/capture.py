@@ -5,6 +5,10 @@ level a fact may reach; a proposal above it is *narrowed* to the ceiling (the fa
 worth keeping, just more privately), never rejected. The record stores the ceiling as its
 ``max_scope``, so no later rescope can lift it either.
 
+A text that holds a secret (a password, an API key, a PIN: :func:`~obsmem.knowledge.secrets.holds_secret`)
+is refused before anything is written (``refused-secret``): a model-proposed fact is never the
+place a credential is kept, with or without the privacy boundary.
+
 A value that was deleted with a tombstone (or a near-duplicate of it, see
 :func:`~obsmem.knowledge.store.values.same_value`) is refused by the store, which records the
 refusal as a ``write-refused`` audit event; capture turns that refusal into an outcome and a
@@ -24,6 +28,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from obsmem.errors import TombstonedValueError
+from obsmem.knowledge.secrets import holds_secret
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level, parse_level
@@ -36,9 +41,9 @@ logger = logging.getLogger("obsmem.knowledge")
 
 @dataclass(frozen=True, slots=True)
 class CaptureOutcome:
-    """``captured`` with the record, or ``refused-tombstoned`` with no record."""
+    """``captured`` with the record, or ``refused-tombstoned`` / ``refused-secret`` with no record."""
 
-    status: Literal["captured", "refused-tombstoned"]
+    status: Literal["captured", "refused-tombstoned", "refused-secret"]
     scope: str
     clamped: bool
     record: Record | None = None
@@ -61,12 +66,17 @@ async def capture(
     trust: TrustState = TrustState.CANDIDATE,
     metadata: Mapping[str, Any] | None = None,
 ) -> CaptureOutcome:
-    """Clamp, resolve wikilinks from the record's scope, append; a tombstoned value is refused."""
+    """Clamp, resolve wikilinks from the record's scope, append; a tombstoned value, or a text
+    holding a secret, is refused."""
     chain = Scope.parse(context)
     ceiling_level = parse_level(ceiling)
     wanted = parse_level(proposed_level)
     level = clamp_level(wanted, ceiling_level)
     scope = chain.at(level).key
+    if holds_secret(text):
+        logger.info("knowledge capture refused: a text holding a secret in scope %s", scope,
+                    extra={"obsmem_operation": "capture"})
+        return CaptureOutcome("refused-secret", scope, level != wanted, None, "the text holds a secret")
     fact_time = parse_when(when) if when is not None else None
     mentions = await resolve_mentions(store, text, scope, scope)
     try:

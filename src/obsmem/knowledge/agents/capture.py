@@ -19,13 +19,18 @@ tombstones, trust and the audit log apply to it:
 * a value the user tombstoned is refused by the store, which audits the refusal
   (``write-refused``, actor ``capture``); the run reports it. A text refused for a tombstoned
   phone number or email address it gives beside other facts ("my phone is … and I moved to
-  Lisbon") loses only that value: its other clauses are captured on their own.
+  Lisbon") loses only that value: its other clauses are captured on their own;
+* a text that holds a secret (a password, an API key or token, a PIN:
+  :func:`~obsmem.knowledge.secrets.holds_secret`), or gives a value the delta stated as one, is
+  never written, privacy boundary or not: its other clauses are captured on their own, and the
+  run counts what it left out (``withheld``), never its text.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +38,7 @@ from datetime import datetime
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.capture import capture as capture_record
+from obsmem.knowledge.secrets import holds_secret, secret_values
 from obsmem.knowledge.agents.common import (
     AGENT_ACTORS,
     ALL_RECORDS,
@@ -74,6 +80,26 @@ def held(proposal_text: str, existing: Sequence[Record]) -> Record | None:
         if tokens and (tokens == said or (len(tokens) >= 3 and tokens <= said)):
             return record  # two words inside a longer text ("Nadia Kessler" in an address) are no restatement
     return None
+
+
+#: Where a text holding a secret is cut so that its other clauses can still be captured: as
+#: :func:`~obsmem.knowledge.agents.extract.conjoined` cuts, and also before "its", "the", "it"
+#: ("their wifi is called Fritz-7490 and its password is …").
+_AROUND_SECRET = re.compile(
+    r" ?; |,? (?:and|but) (?=(?:they|their|i|my|we|our|she|he|her|his|its|the|it)\b)"
+    r"| ?, (?=(?:they|their|i|my|we|our|she|he|her|his|its|the|it)\b)",
+    re.IGNORECASE,
+)
+
+
+def _beside_secret(text: str, stated: frozenset[str]) -> tuple[list[str], int]:
+    """The clauses of ``text`` that hold no secret, and how many were left out (at least one)."""
+    parts = [part.strip().rstrip(" .;,") for part in _AROUND_SECRET.split(" ".join(text.split()))]
+    parts = [part for part in parts if len(part.split()) >= 2]
+    if len(parts) < 2:
+        return [], 1
+    kept = [part for part in parts if not holds_secret(part, stated)]
+    return kept, max(1, len(parts) - len(kept))
 
 
 #: How many changed_since groundworks a FactIndex keeps (each a list of one attribute's records).
@@ -434,12 +460,20 @@ class CaptureAgent:
         if not proposals:
             report.status = "no-op"
             return report
+        stated = secret_values(observations)  # a model may reword what a value is; the value stays
         nodes: dict[str, Node] = {}
         existing: dict[str, FactIndex] = {}  # each node's records, read once a run, with what this run adds
         # (proposal, whether it is a clause split off a refused text: never split again)
         queue = deque((proposal, False) for proposal in proposals)
         while queue:
             proposal, split = queue.popleft()
+            if holds_secret(proposal.text, stated):
+                clauses, left_out = ([], 1) if split else _beside_secret(proposal.text, stated)
+                report.withheld += left_out
+                parts = [replace(part, level=proposal.level) for clause in clauses
+                         for part in propose(Statement(clause, proposal.when), node=proposal.node, kind=proposal.kind)]
+                queue.extendleft((part, True) for part in reversed(parts))
+                continue
             node = nodes.get(proposal.node)
             if node is None:
                 node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context, fence)
@@ -471,6 +505,9 @@ class CaptureAgent:
                 trust=self.settings.trust,
                 metadata=metadata,
             )
+            if outcome.status == "refused-secret":
+                report.withheld += 1
+                continue
             if outcome.record is None:
                 beside = None if split else await self._beside_tombstoned(proposal, node, outcome.scope)
                 if beside is None:
@@ -486,6 +523,9 @@ class CaptureAgent:
                 if fence is not None:
                     await fence()
                 await self._pin(outcome.record, context, report)
-        if not report.written and not report.refused:
+        if report.withheld:
+            note = f"left out {report.withheld} text(s) holding a secret (a password, key or PIN)"
+            report.detail = f"{report.detail}; {note}" if report.detail else note
+        if not report.written and not report.refused and not report.withheld:
             report.status = "no-op"
         return report

@@ -109,6 +109,8 @@ class AgentRun:
     written: list[Record] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (record id, reason)
     refused: list[str] = field(default_factory=list)
+    #: Texts left out because they hold a secret (a password, a key, a PIN): counted, never kept.
+    withheld: int = 0
     skipped: int = 0
     cursor: str | None = None
     detail: str = ""
