@@ -214,7 +214,8 @@ class PostgresStore(ClosingContext):
     dropped in a restart is replaced, not handed out); a lost connection or an unreachable
     server is retried with backoff for up to ``retry_s`` seconds (never a write whose commit may
     have happened); each session gets ``statement_timeout_s`` and ``lock_timeout_s`` (None: the
-    server's setting), so a locked table fails a call in seconds instead of hanging it; errors
+    server's setting), so a locked table fails a call in seconds instead of hanging it, and a
+    transaction idle for longer than ``statement_timeout_s`` is ended (see ``_configure``); errors
     name their cause (the server is unreachable, a timeout, the pool is exhausted).
     """
 
@@ -313,8 +314,16 @@ class PostgresStore(ClosingContext):
             await AsyncConnectionPool.check_connection(conn)
 
     async def _configure(self, conn: Conn) -> None:
-        """Each new session: the statement and lock timeouts (autocommit, so they persist)."""
-        timeouts = (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s))
+        """Each new session: the statement and lock timeouts (autocommit, so they persist).
+
+        A transaction left idle longer than ``statement_timeout_s`` is ended by the server too
+        (``idle_in_transaction_session_timeout``): a process that stops between two statements
+        of a transaction (a blocked event loop, SIGSTOP, a paused VM) would otherwise hold its
+        row locks, a thread's among them, for as long as it stands still, and every other
+        process's write to that thread would fail with lock_timeout until then. Its connection
+        is then lost before COMMIT, so its call is retried from the start when it goes on."""
+        timeouts = (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s),
+                    ("idle_in_transaction_session_timeout", self.statement_timeout_s))
         for name, seconds in timeouts:
             if seconds is not None:
                 await conn.execute(f"SET {name} = {int(seconds * 1000)}")
@@ -363,7 +372,7 @@ class PostgresStore(ClosingContext):
                 delay = min(delay * 2, 0.2)
             except (pg_errors.QueryCanceled, pg_errors.LockNotAvailable) as exc:
                 raise StorageError(self._timeout_message(exc)) from exc
-            except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError, psycopg.InternalError) as exc:
                 if not isinstance(exc, PoolTimeout) and not _connection_lost(exc):
                     raise StorageError(f"PostgreSQL store {where} failed: {exc}") from exc
                 if committing:  # the connection went during COMMIT: the transaction may have been applied
@@ -998,7 +1007,11 @@ def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
         raise StorageError(f"Cannot read the migrations of {redact_url(url)}: {exc}") from exc
 
 
-_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+# The server ended the session: class 08, an administrator or a shutdown (57P01-57P03), an idle
+# session (57P05), and a transaction left idle or open too long (25P03, 25P04: see _configure).
+# Its open transaction, if any, was rolled back, never committed: the call is retried. (25P03 and
+# 25P04 come as psycopg.InternalError, which _run catches for them; any other is not retried.)
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "57P05", "25P03", "25P04")
 
 
 def _connection_lost(exc: psycopg.Error) -> bool:

@@ -1,0 +1,99 @@
+"""One process of the hostile-review-131 multiprocess tests (run as a script, not collected).
+
+    python hostile_131_worker.py <scenario> <store URL> <process number> <coordination folder>
+
+Coordinated through files in the folder (``mark`` / ``wait_for`` of hostile_109_worker), never by
+timing. Prints one JSON line with what it did and what went wrong (``errors``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from obsmem import Memory, MemoryConfig, Message, ObservationConfig, ObsmemError
+from obsmem.models.testing import FunctionModel
+from obsmem.storage.postgres.store import PostgresStore
+from obsmem.types import TextPart
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile_109_worker import RESOURCE, SECRET, THREAD, mark, wait_for  # noqa: E402
+
+
+async def frozen_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """A replica whose process stops (a blocked event loop, as under SIGSTOP, a debugger or a VM
+    pause) inside its turn's save transaction, after the thread's row is locked: it marks
+    ``in-tx`` and stays stopped until ``thaw``, then goes on."""
+    write = PostgresStore._write_messages
+    seen: dict[str, Any] = {}
+
+    async def frozen(conn: Any, thread: Any, messages: list[Message], *args: Any) -> list[Message]:
+        if any(m.id == "frozen-u" for m in messages) and not seen:
+            seen["in_transaction"] = conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            mark(folder, "in-tx")
+            while not (folder / "thaw").exists():
+                time.sleep(0.05)  # the whole process stands still, its transaction open
+        return await write(conn, thread, messages, *args)
+
+    PostgresStore._write_messages = staticmethod(frozen)  # type: ignore[method-assign]
+    errors: list[str] = []
+    async with Memory(url) as memory:
+        try:
+            turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE,
+                                           messages=[Message(id="frozen-u", role="user", parts=(TextPart(text="Still there?"),))])
+            await turn.end()
+        except ObsmemError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    return {"errors": errors, **seen}
+
+
+def wm_observer(folder: Path) -> FunctionModel:
+    """An observer that writes the secret into its observations and its working memory."""
+
+    def answer(messages: list[Message], settings: object) -> str:
+        return (f"<observations>\nDate: Jun 15, 2025\n* 🔴 (09:00) User said the code word is {SECRET}.\n"
+                f"</observations>\n<working-memory>\n- code word: {SECRET}\n</working-memory>")
+
+    return FunctionModel(answer)
+
+
+async def working_memory_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """A turn that observes (working memory on) and pauses after the observation committed, just
+    before its working memory is written (``wm-writing`` ... ``wm-go``)."""
+    scope = "resource" if (folder / "resource-scope").exists() else "thread"
+    config = MemoryConfig(scope=scope, observation=ObservationConfig(
+        message_tokens=300, buffer_tokens=False, manage_working_memory=True))
+    errors: list[str] = []
+    async with Memory(url, config=config, observer=wm_observer(folder), reflector="offline",
+                      failure_policy="warn", max_turn_wait=None) as memory:
+        store = memory.store
+        write = store.set_working_memory
+
+        async def paused(key: str, text: str) -> None:
+            if SECRET in text:
+                mark(folder, "wm-writing")
+                await asyncio.to_thread(wait_for, folder, "wm-go")
+            await write(key, text)
+
+        store.set_working_memory = paused  # type: ignore[method-assign]
+        user = Message(id=f"p{n}-u", role="user", parts=(TextPart(text=f"Process {n} asks again."),))
+        try:
+            turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[user])
+            await turn.end()
+            await memory.settled()
+        except ObsmemError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    return {"errors": errors}
+
+
+SCENARIOS = {"frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+
+if __name__ == "__main__":
+    scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    print(json.dumps(asyncio.run(SCENARIOS[scenario](url, number, folder))))

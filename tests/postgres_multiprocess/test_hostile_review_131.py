@@ -1,0 +1,101 @@
+"""Several OS processes on one PostgreSQL database: hostile review 131.
+
+Real processes (``hostile_131_worker.py``) coordinated by files, checked from the user's side. A
+hang fails the test (each process has a hard timeout); no assertion is on time: a stuck lock
+shows as turns that keep failing, counted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message, StorageError
+from obsmem.types import TextPart
+
+from . import harness
+from .hostile_109_worker import SECRET, wait_for
+from .test_hostile_review_109_held_up import seed, stored, tables_holding
+
+pytestmark = pytest.mark.anyio
+
+WORKER = Path(__file__).with_name("hostile_131_worker.py")
+
+
+def start(scenario: str, url: str, number: int, folder: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), scenario, url, str(number), str(folder)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=harness.env(),
+    )
+
+
+async def test_a_process_stopped_inside_its_save_holds_no_other_turn_for_ever(postgres_url: str,
+                                                                             tmp_path: Path) -> None:
+    """statement_timeout_s bounds every statement, but a process stopped between two statements of
+    its save transaction (a blocked event loop, SIGSTOP, a paused VM) held the thread's row lock
+    for as long as it stood still: every other replica's turn on the thread failed with
+    lock_timeout, turn after turn. The server now ends a transaction left idle for longer than
+    statement_timeout_s, so the lock goes and the other replica's turn goes through."""
+    history = await seed(postgres_url)
+    url = postgres_url + "?statement_timeout_s=2&lock_timeout_s=1"
+    frozen = start("frozen_turn", url, 0, tmp_path)
+    wait_for(tmp_path, "in-tx")
+    failed = 0
+    async with Memory(url) as memory:
+        for attempt in range(15):  # each attempt waits lock_timeout_s (1 s) at most
+            user = Message(id=f"other-u{attempt}", role="user", parts=(TextPart(text="Are you there?"),))
+            try:
+                turn = await memory.begin_turn(thread_id="shared", resource_id="u1", messages=[user])
+            except StorageError as exc:
+                assert "lock_timeout" in str(exc)
+                failed += 1
+                continue
+            assert user.id in [m.id for m in turn.context.messages]
+            await turn.end()
+            break
+    (tmp_path / "thaw").write_text("1")
+    [report] = harness.finish([frozen])
+    assert report["in_transaction"] is True  # (the test stopped it where it meant to)
+    assert failed < 15, "the stopped process's lock held every turn of the thread"
+    messages = await stored(postgres_url)
+    ids = [m.id for m in messages]
+    assert ids[:len(history)] == history
+    assert report["errors"] == []
+    assert sorted(ids[len(history):]) == sorted([f"other-u{failed}", "frozen-u"])  # each once
+    assert report["errors"] == []  # the stopped process, resumed, stored its message too
+    assert harness.sequence_problems(messages) == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "obsmem/om/step.py (not this reviewer's to edit): ObservationStep._after_observation writes the "
+    "working memory after the record's commit, unfenced; it must check after its write, as the end "
+    "marker is fenced: re-read the head (core.stored_head(thread)) and, when the thread is gone or "
+    "the fence taken when the batch was read no longer holds (a forget began), delete the key it "
+    "wrote (store.delete_working_memory). core.reindex right after it has the same window for vectors."))
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+@pytest.mark.parametrize("action", ["delete_thread", "delete_resource", "forget"])
+async def test_working_memory_written_after_an_erase_does_not_bring_the_text_back(
+    postgres_url: str, tmp_path: Path, action: str, scope: str
+) -> None:
+    """A replica's observation commits; before it writes the working memory that observation
+    produced, another process erases the thread (or the user, or the value). The working memory
+    it then writes holds the erased text."""
+    await seed(postgres_url)
+    if scope == "resource":
+        (tmp_path / "resource-scope").write_text("1")
+    observer = start("working_memory_turn", postgres_url, 0, tmp_path)
+    wait_for(tmp_path, "wm-writing")
+    async with Memory(postgres_url, config=MemoryConfig(scope=scope)) as admin:
+        if action == "delete_thread":
+            assert await admin.delete_thread("shared")
+        elif action == "delete_resource":
+            await admin.delete_resource("u1")
+        else:
+            await admin.forget(SECRET, thread_id="shared")
+    (tmp_path / "wm-go").write_text("1")
+    harness.finish([observer])
+    assert tables_holding(postgres_url, SECRET) == []
+
