@@ -6,6 +6,12 @@ Three modes (reference §5.5):
   ``cursor`` (a message id): the conversation from that message, forward (``anchor="start"``)
   or backward (``anchor="end"``), paged; with only ``thread_id``: that thread from its start
   (or, with ``anchor="end"``, its latest messages).
+  Every page is read from the store by ``seq`` from its anchor (the group's edge, the cursor),
+  never the group's whole span: a page costs its own messages and one more (to tell whether
+  another page follows), plus those it skips to reach ``page``, at most :data:`MAX_SKIPPED`.
+  A page further than that is refused (or, where fewer messages lie that way, answered empty);
+  the answer's ``next_page`` (a cursor at the next page's first message) reads on from any
+  depth at the cost of one page.
 * ``threads`` — the conversations recall may read, paged.
 * ``search`` — vector search over the groups (``retrieval.vector``), best first.
 
@@ -49,9 +55,14 @@ from obsmem.types import Message, Thread
 if TYPE_CHECKING:
     from obsmem.om.engine import Engine
 
-__all__ = ["MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_THREADS", "RecallRequest", "Recaller"]
+__all__ = ["MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_SKIPPED", "MAX_THREADS", "RecallRequest", "Recaller"]
 
 MAX_MESSAGES = 20
+MAX_SKIPPED = 200
+"""How many messages a ``page`` may lie past its anchor ((page - 1) × limit): a page that lies
+further is refused (read on with ``next_page``, a cursor, instead) unless the messages that way
+run out first (then it is empty), so no page number makes one call read more than this and one
+page."""
 MAX_THREADS = 50
 MAX_SEARCH_RESULTS = 20
 _MIN_BUDGET = 50
@@ -234,18 +245,18 @@ class Recaller:
 
     # -- messages -----------------------------------------------------------------------------
     async def _run(
-        self, thread: Thread, *, after: int | None, before: int | None, forward: bool, n: int
+        self, thread: Thread, *, after: int, before: int | None, forward: bool, n: int
     ) -> list[Message]:
-        """Up to ``n`` conversation messages of ``thread`` after ``after`` (forward) or before
-        ``before`` (backward, nearest first), checked to belong to the thread."""
+        """Up to ``n`` conversation messages of ``thread`` with ``after < seq < before``, nearest
+        first from ``after`` (forward) or from ``before`` (backward), checked to belong to the
+        thread. Read in batches of what is still wanted, so ``n`` messages cost about ``n`` rows
+        (more only where system or marker-only messages are skipped)."""
         found: list[Message] = []
         while len(found) < n:
-            if forward:
-                batch = await self.store.list_messages(thread.id, after_seq=after or 0, limit=_FETCH_BATCH)
-            else:
-                batch = await self.store.list_messages(
-                    thread.id, before_seq=before, limit=_FETCH_BATCH, newest_first=True
-                )
+            want = min(_FETCH_BATCH, n - len(found))
+            batch = await self.store.list_messages(
+                thread.id, after_seq=after, before_seq=before, limit=want, newest_first=not forward
+            )
             if not batch:
                 break
             found.extend(m for m in observable_messages(batch) if self._belongs(m, thread))
@@ -254,7 +265,7 @@ class Recaller:
                 after = edge
             else:
                 before = edge
-            if len(batch) < _FETCH_BATCH:
+            if len(batch) < want:
                 break
         return found[:n]
 
@@ -305,36 +316,23 @@ class Recaller:
     async def _directions(
         self, thread: Thread, group: ObservationGroup | None, cursor: Message | None, anchor: Anchor
     ) -> tuple[Fetch, Fetch]:
-        """The anchor's direction and the opposite one, each nearest-first from the anchor."""
-        if group is not None:
-            stored = await self.store.list_messages(
-                thread.id, after_seq=group.first_seq - 1, before_seq=group.last_seq + 1
-            )
-            span = [m for m in observable_messages(stored) if self._belongs(m, thread)]
-            at = 0 if anchor == "start" else len(span) - 1
-            if cursor is not None:
-                at = next((i for i, m in enumerate(span) if m.id == cursor.id), at)
-            if anchor == "start":
-                ahead, behind = span[at:], span[:at][::-1]
-            else:
-                ahead, behind = span[: at + 1][::-1], span[at + 1 :]
-
-            async def take_ahead(n: int) -> list[Message]:
-                return ahead[:n]
-
-            async def take_behind(n: int) -> list[Message]:
-                return behind[:n]
-
-            return take_ahead, take_behind
-        seq = (cursor.seq or 0) if cursor is not None else None
+        """The anchor's direction and the opposite one, each nearest-first from the anchor, each
+        read by ``seq`` from the anchor within the group's span (the whole thread without a
+        group): the anchor is the cursor, else the group's (or thread's) start or end."""
+        floor = group.first_seq - 1 if group is not None else 0
+        ceiling = group.last_seq + 1 if group is not None else None
+        seq: int | None = (cursor.seq or 0) if cursor is not None else None
+        if seq is None and group is not None:
+            seq = group.first_seq if anchor == "start" else group.last_seq
+        # the anchor message itself belongs to the anchor's direction
+        after = floor if seq is None else max(floor, seq - 1 if anchor == "start" else seq)
+        before = ceiling if seq is None else _lowest(ceiling, seq + 1 if anchor == "end" else seq)
 
         async def forward_from(n: int) -> list[Message]:
-            start = 0 if seq is None else (seq - 1 if anchor == "start" else seq)
-            return await self._run(thread, after=start, before=None, forward=True, n=n)
+            return await self._run(thread, after=after, before=ceiling, forward=True, n=n)
 
         async def backward_from(n: int) -> list[Message]:
-            end = None if seq is None else (seq + 1 if anchor == "end" else seq)
-            return await self._run(thread, after=None, before=end, forward=False, n=n)
+            return await self._run(thread, after=floor, before=before, forward=False, n=n)
 
         if anchor == "start":
             return forward_from, backward_from
@@ -350,10 +348,25 @@ class Recaller:
     ) -> RecallResult:
         size = request.limit
         pages = abs(request.page)
+        forward = (request.page > 0) == (request.anchor == "start")
         source = primary if request.page > 0 else secondary
-        run = await source(pages * size + 1)
+        if (pages - 1) * size > MAX_SKIPPED:
+            # only a page past the end is answered (empty) this deep; telling costs MAX_SKIPPED + 1
+            run = await source(MAX_SKIPPED + 1)
+            if len(run) > MAX_SKIPPED:
+                raise InvalidInputError(
+                    f"page {request.page} starts {(pages - 1) * size} messages from where this read starts; "
+                    f"a page number reaches at most {MAX_SKIPPED}. Read on with the arguments in the last "
+                    "answer's 'next_page' (or pass a message id as cursor) instead of a page number."
+                )
+        else:
+            run = await source(pages * size + 1)
         window = sorted(run[(pages - 1) * size : pages * size], key=lambda m: m.seq or 0)
         has_more = len(run) > pages * size
+        next_page = None
+        if has_more:  # read on from the next message in this direction: one page's cost at any depth
+            anchor = "start" if forward else "end"
+            next_page = {**request.arguments(), "cursor": run[pages * size].id, "anchor": anchor, "page": 1}
         messages, truncated, continue_with, next_offset, used = self._fit(request, window, cursor)
         return RecallResult(
             mode="messages",
@@ -364,6 +377,7 @@ class Recaller:
             group=self._describe(group) if group is not None else None,
             has_next_page=has_more,
             has_prev_page=pages > 1,
+            next_page=next_page,
             truncated=truncated,
             continue_with=continue_with,
             next_char_offset=next_offset,
@@ -473,6 +487,11 @@ class Recaller:
             groups=tuple(found),
             note=None if found else "No observation group matched; try other words or mode 'messages'.",
         )
+
+
+def _lowest(bound: int | None, seq: int) -> int:
+    """The tighter of an upper ``seq`` bound (None: none) and ``seq``."""
+    return seq if bound is None else min(bound, seq)
 
 
 def _snippet(body: str, query: str) -> str:

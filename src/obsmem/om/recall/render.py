@@ -75,7 +75,9 @@ class RecalledGroup:
 
 @dataclass(frozen=True, slots=True)
 class RecallResult:
-    """One recall answer. ``continue_with`` is set when ``truncated``: call recall with it."""
+    """One recall answer. ``continue_with`` is set when ``truncated``: call recall with it.
+    ``next_page`` (messages mode, when ``has_next_page``): the arguments that read the next page
+    from its first message (a cursor), which costs one page however deep the reader has gone."""
 
     mode: RecallMode
     detail: Detail
@@ -87,6 +89,7 @@ class RecallResult:
     group: RecalledGroup | None = None
     has_next_page: bool = False
     has_prev_page: bool = False
+    next_page: dict[str, Any] | None = None
     truncated: bool = False
     continue_with: dict[str, Any] | None = None
     next_char_offset: int | None = None

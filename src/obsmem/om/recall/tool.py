@@ -68,7 +68,11 @@ def recall_tool_schema(
             "description": "start: read forward from the cursor (default); end: read backward, up to it.",
         },
         "thread_id": {"type": "string", "description": "A conversation id from mode threads, or 'current'."},
-        "page": {"type": "integer", "description": "1 (default), 2, 3 … continue; -1 reads the other way."},
+        "page": {
+            "type": "integer",
+            "description": "1 (default), 2, 3 … continue (or pass the answer's next_page); "
+            "-1 reads the other way.",
+        },
         "limit": {
             "type": "integer",
             "minimum": 1,
@@ -113,7 +117,7 @@ def recall_instructions(config: RetrievalConfig) -> str:
         "need to verify a detail before relying on it, or you need what was said around a point.",
         '- mode "messages" with group_id returns exactly the messages that group covers; with cursor (a',
         '  message id) it reads on from that message (anchor "start") or back up to it (anchor "end");',
-        "  page 2, 3 … continue in the same direction.",
+        '  to read on, call recall again with the arguments in "next_page".',
     ]
     if config.scope == "resource":
         lines.append('- mode "threads" lists this user\'s other conversations; pass thread_id to read one.')
