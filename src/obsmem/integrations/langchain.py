@@ -27,7 +27,9 @@ another thread is another message, and history sent again is stored once. An ans
 is a message of its own even when the server repeats both its id and its text. A message of the
 state with the id of one saved earlier and other content (LangGraph replaces a message by id: an
 edit) is saved in the earlier one's place while that one is unobserved, so the model gets the edited
-message only; once observed, the edit is saved as a new message.
+message only; once observed, the edit is saved as a new message. A message the app removes from
+the state (``RemoveMessage``) is deleted from the thread, with its tool call or results
+(:meth:`ObservationalMemoryMiddleware._removed`).
 
 :func:`to_langchain` / :func:`from_langchain` convert messages both ways, keeping ids, tool
 calls and results (ids, names, errors), reasoning and attachments (see each function).
@@ -469,6 +471,10 @@ class _Known:
     holds: dict[str, str] = field(default_factory=dict)
     #: Tool results saved without a LangChain id (by :func:`_result_keys`): the obsmem id each got.
     bare: dict[str, str] = field(default_factory=dict)
+    #: The LangChain ids of the agent's state when the middleware last saved from it (in this run;
+    #: with a checkpointer, the state goes on across runs, and so does this). One of them the
+    #: state no longer holds was removed by the app (``RemoveMessage``): see :meth:`_removed`.
+    in_state: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -513,6 +519,21 @@ class _Plan:
     #: Tool results without a LangChain id saved now (key → obsmem id), and keys matched now.
     bare: dict[str, str] = field(default_factory=dict)
     matched: set[str] = field(default_factory=set)
+
+
+def _call_ids(message: Message) -> set[str]:
+    """The ids of the tool calls ``message`` makes or answers."""
+    return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
+
+
+def _checkpointed() -> bool:
+    """Whether the running graph has a checkpointer: its state then goes on from run to run
+    (LangGraph puts the checkpointer in the run's config; None without one)."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a runnable context
+        return False
+    return configurable.get("__pregel_checkpointer") is not None
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
@@ -790,8 +811,45 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         stale = self._runs.pop(thread, None)
         if stale is not None and stale.turn is not None:  # a run that failed before its end
             await stale.turn.end()
-        self._run(thread)
+        run = self._run(thread)
+        if not _checkpointed():  # a new state each run: what earlier runs' states held is not in it
+            run.known.in_state = set()
         return None
+
+    async def _removed(self, thread: str, known: _Known, state: Sequence[BaseMessage]) -> None:
+        """Delete from ``thread`` the messages the app removed from the agent's ``state`` since the
+        middleware last saved from it (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``, by the app's
+        own middleware or node, or ``update_state``): the app took them out of the conversation,
+        so the model must not get them again as obsmem's raw tail. Memory work never deletes a
+        raw message; this is the app's removal, as :meth:`ObsmemSession.pop_item` is. What was
+        observed from them stays in the observations (``memory.forget`` redacts it).
+
+        A tool call goes with its results, and a result with its call (and that call's message
+        with all its results), so the model never gets one without the other: a state left
+        holding one of them keeps it, obsmem neither stores nor sends it. A message edited in
+        the state (same id) is no removal."""
+        present = {str(m.id) for m in state if m.id}
+        gone = known.in_state - present
+        known.in_state -= gone
+        kept = {known.latest[lc] for lc in present if lc in known.latest}
+        removed = {known.latest.pop(lc) for lc in gone if lc in known.latest} - kept
+        if not removed:
+            return
+        known.saved -= removed  # given again later (the same message re-added), it is saved again
+        store = self.memory.store
+        doomed = {m.id: m for m in await store.get_messages(sorted(removed)) if m.thread_id == thread}
+        if any(m.tool_calls or m.tool_results for m in doomed.values()):
+            record = await self.memory.get_record(thread)
+            cursor = record.cursor(thread) if record is not None else 0
+            near = await store.list_messages(thread, after_seq=cursor)
+            while True:
+                calls = set().union(*(_call_ids(m) for m in doomed.values()))
+                more = {m.id: m for m in near if m.id not in doomed and calls & _call_ids(m)}
+                if not more:
+                    break
+                doomed.update(more)
+        if doomed:
+            await store.delete_messages(sorted(doomed))
 
     async def awrap_model_call(
         self,
@@ -800,6 +858,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
+        state = request.state.get("messages") if isinstance(request.state, dict) else None
+        state = state if isinstance(state, list) else request.messages
+        await self._removed(thread, run.known, state)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
             await self._retried(thread, plan, request.messages)
@@ -812,6 +873,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             context = await run.turn.step(new)
         self._saved_now(run, plan)
+        run.known.in_state = {str(m.id) for m in state if m.id}
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
         for message in context.messages[len(context.instructions) + len(context.system_messages):]:
@@ -854,6 +916,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
+        await self._removed(thread, run.known, state["messages"])
         plan = await self._unsaved(thread, run, state["messages"])
         new = plan.new
         if run.turn is None:
@@ -864,6 +927,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             await run.turn.end(new)
         self._saved_now(run, plan)
+        run.known.in_state = {str(m.id) for m in state["messages"] if m.id}
         return None
 
     def wrap_model_call(
