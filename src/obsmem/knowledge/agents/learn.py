@@ -11,7 +11,9 @@ same thing (their content words overlap by at least half) form a group; a group 
   ``sha256(name \\0 source id)``, so a re-run writes nothing twice.
 
 Like curation it walks its lane's worklist (``learn:<thread>``) with a fail-closed cursor, and
-at most one new skill per run.
+at most one new skill per run. A record holding a secret (a password, a key, a PIN an application
+stored itself, :func:`~obsmem.knowledge.secrets.holds_secret`) is never a skill's support: its
+words would become the skill's name, procedure and evidence, new durable copies of the secret.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from obsmem.clock import Clock, SystemClock
 from obsmem.knowledge.agents.capture import held
 from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings, content_tokens
 from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes
+from obsmem.knowledge.secrets import holds_secret
 from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordDraft, RecordView, TrustState
 from obsmem.knowledge.store.ids import ULID_ALPHABET
 from obsmem.knowledge.store.scopes import Scope, clamp_level
@@ -99,7 +102,8 @@ class LearnAgent:
         finished: str | None = None
         learned = False
         for record in worklist:
-            if not learned and record.deleted_at is None and is_procedural(record.text):
+            if (not learned and record.deleted_at is None and is_procedural(record.text)
+                    and not holds_secret(record.text)):
                 learned = await self._learn_from(record, context, report)
             finished = record.id
         return finished
@@ -109,7 +113,7 @@ class LearnAgent:
         after: str | None = None
         while True:
             page = await self.store.list_about(record.node_id, context.key, view=_LIVE, after=after, limit=500)
-            found.extend(r for r in page.items if is_procedural(r.text))
+            found.extend(r for r in page.items if is_procedural(r.text) and not holds_secret(r.text))
             if page.next_cursor is None:
                 return found
             after = page.next_cursor
@@ -135,6 +139,8 @@ class LearnAgent:
     async def record_skill(self, name: str, procedure: str, group: list[Record], context: Scope,
                            report: AgentRun) -> bool:
         """Write the skill node and one evidence record per supporting record (idempotent)."""
+        if any(holds_secret(text) for text in (name, procedure, *(record.text for record in group))):
+            raise ValueError("a skill never holds a secret (a password, a key, a PIN): leave it out")
         distinct: list[Record] = []
         for record in group:
             if held(record.text, distinct) is None:

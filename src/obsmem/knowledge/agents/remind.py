@@ -25,6 +25,10 @@ It renders at most ``remind_limit`` excerpts within ``remind_tokens`` tokens::
     Sources: 01J…, 01J…
     </remembered>
 
+A record an agent wrote that holds a secret (captured by an obsmem from before capture left
+secrets out, :func:`~obsmem.knowledge.secrets.holds_secret`) is never reminded of; what the
+application stored itself is its own choice and is.
+
 Visibility is checked twice: by the store, and again here on every hit (``Scope.sees``), so a
 store adapter bug cannot leak a sibling's record into a context.
 """
@@ -36,8 +40,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from obsmem.knowledge.agents.common import EVERYDAY_WORDS, AgentSettings, content_tokens
+from obsmem.knowledge.agents.common import AGENT_ACTORS, EVERYDAY_WORDS, AgentSettings, content_tokens
 from obsmem.knowledge.facade import Knowledge
+from obsmem.knowledge.secrets import holds_secret
 from obsmem.knowledge.store.contract import Record, RecordView
 from obsmem.knowledge.store.scopes import Scope
 from obsmem.knowledge.store.values import normalise_value
@@ -128,6 +133,8 @@ class RemindAgent:
                 continue  # one shared word ("Berlin") is not a reason to interrupt
             if not shared & named and all(frequency.get(word, 0) > _RARE for word in shared):
                 continue  # only the conversation's common words ("Tomás", "Berlin") in common
+            if record.metadata.get("agent") in AGENT_ACTORS and holds_secret(record.text):
+                continue  # a secret an earlier capture kept: no agent puts it in a context
             if record.node_id not in names:
                 node = await self.knowledge.store.get_node(record.node_id, context.key)
                 names[record.node_id] = node.name if node is not None else "?"
