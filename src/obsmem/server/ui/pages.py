@@ -407,8 +407,9 @@ async def generations_page(request: Request, thread_id: str) -> Response:
          str(r.total_tokens_observed), "live" if r.is_live else f"superseded by <code>{h(r.superseded_by)}</code>"]
         for r in listed
     ]  # fmt: skip
-    more = len(records) >= _GENERATIONS
-    caption = f"The newest {len(listed)} of {len(records)}{'+' if more else ''} {'generation' if len(records) == 1 and not more else 'generations'}; the From and To lists below hold them all"
+    total = records[0].generation + 1 if records else 0  # numbered from 0: the newest's number counts them
+    held = "them all" if len(records) >= total else f"the newest {len(records)}"
+    caption = f"The newest {len(listed)} of {counted(total, 'generation')}; the From and To lists below hold {held}"
     body = _thread_nav(thread) + table(
         ["Generation", "Origin", "Record", "Created", "Observation tokens", "Tokens observed", "State"],
         rows, caption=caption, numeric=(0, 4, 5),
@@ -477,7 +478,9 @@ async def usage_page(request: Request) -> Response:
     for thread in found[:THREADS_PAGE]:
         record = await memory.get_record(thread.id)
         count = await memory.store.count_messages(thread.id)
-        generations = len(await memory.list_generations(thread.id, limit=_GENERATIONS))
+        # generations are numbered from 0 and only ever deleted all together: the head's number
+        # counts them, with no generation read (a listing read up to 200 whole records a thread)
+        generations = record.generation + 1 if record else 0
         observed = record.total_tokens_observed if record else 0
         kept = record.observation_tokens if record else 0
         data.append({"observed": observed, "kept": kept})
