@@ -12,6 +12,11 @@ and whether a role is backing off after failures.
 window passed ``block_after``: the next turn waits), ``reflection-due``, ``activation-due`` (the
 window passed the threshold and buffered observations are ready), ``observation-due``,
 ``buffering`` (a buffer is in flight), ``idle``.
+
+A status reads at most :data:`WINDOW_READ` of the unobserved messages, however long the window
+(a thread saved while memory did not run may hold 100,000): past that, ``window_partial`` is
+set and ``window_tokens`` / ``unobserved_messages`` count the messages read, a lower bound,
+which the phase is decided on.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from obsmem.om.selection import observable_messages
 from obsmem.storage import leasing
 from obsmem.types import Thread
 
-__all__ = ["BufferedStatus", "Phase", "ThreadStatus", "thread_status"]
+__all__ = ["WINDOW_READ", "BufferedStatus", "Phase", "ThreadStatus", "thread_status"]
+
+WINDOW_READ = 2000
+"""The most unobserved messages one status reads (rows, whatever the window's length)."""
 
 Phase = Literal[
     "reflecting", "observing", "backoff", "blocked", "reflection-due", "activation-due", "observation-due",
@@ -52,7 +60,9 @@ class BufferedStatus:
 class ThreadStatus:
     """One thread's memory state (see the module docstring). Token counts are the configured
     counter's; thresholds are resolved to tokens; ``in_flight`` maps each kind of memory work
-    holding a lease now (``sync-observation``, ``buffer-reflection`` ...) to the lease's expiry."""
+    holding a lease now (``sync-observation``, ``buffer-reflection`` ...) to the lease's expiry.
+    ``window_partial``: the window holds more than :data:`WINDOW_READ` messages, and
+    ``window_tokens`` / ``unobserved_messages`` count only the first :data:`WINDOW_READ` of them."""
 
     thread_id: str
     resource_id: str
@@ -62,6 +72,7 @@ class ThreadStatus:
     generation: int = 0
     window_tokens: int = 0
     unobserved_messages: int = 0
+    window_partial: bool = False
     message_threshold: int = 0
     block_after: int | None = None
     observation_tokens: int = 0
@@ -106,8 +117,11 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     scope: Literal["thread", "resource"] = "resource" if core.resource_scope else "thread"
     record = await store.get_head(lineage)
     cursor = record.cursor(thread.id) if record is not None else 0
-    # the window as the engine weighs it against its thresholds: each unobserved message's count
-    conversation = observable_messages(await store.list_messages(thread.id, after_seq=cursor))
+    # the window as the engine weighs it against its thresholds: each unobserved message's count,
+    # of its first WINDOW_READ messages (one more read tells whether there are more)
+    unobserved = await store.list_messages(thread.id, after_seq=cursor, limit=WINDOW_READ + 1)
+    partial = len(unobserved) > WINDOW_READ
+    conversation = observable_messages(unobserved[:WINDOW_READ])
     window = sum(core.counter.count_message(m) for m in conversation)
     in_flight: dict[str, datetime] = {}
     for kind in _WORK:
@@ -166,6 +180,7 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
         generation=record.generation if record is not None else 0,
         window_tokens=window,
         unobserved_messages=len(conversation),
+        window_partial=partial,
         message_threshold=message_threshold,
         block_after=block_after,
         observation_tokens=observation_tokens,

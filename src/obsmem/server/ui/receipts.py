@@ -83,7 +83,11 @@ def status_panel(status: ThreadStatus) -> str:
     window = status.window_tokens
     threshold = status.message_threshold
     block = f", blocks at {status.block_after}" if status.block_after is not None else ""
-    window_label = f"{window} of {threshold} tokens"
+    # a window longer than status reads (WINDOW_READ messages) is counted as far as it was read
+    window_label = f"{'at least ' if status.window_partial else ''}{window} of {threshold} tokens"
+    unobserved = counted(status.unobserved_messages, "unobserved message")
+    if status.window_partial:
+        unobserved = f"at least {unobserved}"
     chunks = "".join(
         f'<li data-chunk="{h(b.id)}" data-first="{b.first_seq}" data-last="{b.last_seq}">'
         f'<a href="{h(timeline_link(thread, b.first_seq))}">seq {b.first_seq}–{b.last_seq}</a>: '
@@ -114,12 +118,13 @@ def status_panel(status: ThreadStatus) -> str:
     return (
         f'<section class="status" aria-labelledby="status-heading" data-phase="{h(status.phase)}" '
         f'data-window="{window}" data-threshold="{threshold}" data-unobserved="{status.unobserved_messages}" '
+        f'data-partial="{str(status.window_partial).lower()}" '
         f'data-generation="{status.generation}">'
         f'<h2 id="status-heading">Memory status</h2><dl>'
         f'<dt>Phase</dt><dd><span class="phase" id="phase">{h(status.phase)}</span> '
         f"<small>({h(status.scope)} scope; checked {h(when(status.checked_at))})</small></dd>"
         f"<dt>Message window</dt><dd>{_bar(window, threshold, window_label, status.block_after)} "
-        f'<span id="window">{window_label}</span> in {counted(status.unobserved_messages, "unobserved message")}{h(block)}</dd>'
+        f'<span id="window">{window_label}</span> in {unobserved}{h(block)}</dd>'
         f"<dt>Observations</dt><dd>{_bar(status.observation_tokens, status.reflection_threshold, reflection)} "
         f"{h(reflection)} · {generation}</dd>"
         f"<dt>Buffered</dt><dd>{buffered}</dd>"
