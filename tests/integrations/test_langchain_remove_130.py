@@ -255,3 +255,20 @@ async def test_removing_messages_already_observed_leaves_the_thread_working() ->
             "Fact 7: my dog Rex likes walking in the park number 7.",
             "answer to Fact 7: my dog Rex likes walking in the park number 7.",
         ]
+
+
+async def test_one_obsmem_thread_over_several_checkpointed_conversations_loses_nothing() -> None:
+    """The obsmem thread is the user's (``thread_id=`` fixed), each chat a LangGraph thread of its
+    own: a new chat's state does not hold the earlier chat's messages, and that is no removal."""
+    model = numbered()
+    async with Memory("memory://") as memory:
+        middleware = ObservationalMemoryMiddleware(memory, thread_id="user-42", resource_id="u")
+        agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+        await ask(agent, "chat-1", "My dog is Rex.")
+        await ask(agent, "chat-2", "What is my dog called?")
+        assert said(model.requests[-1]) == ["My dog is Rex.", "answer to My dog is Rex.", "What is my dog called?"]
+        await ask(agent, "chat-1", "Thanks.")
+        assert [m.text for m in await memory.list_messages("user-42")] == [
+            "My dog is Rex.", "answer to My dog is Rex.", "What is my dog called?",
+            "answer to What is my dog called?", "Thanks.", "answer to Thanks.",
+        ]

@@ -471,10 +471,11 @@ class _Known:
     holds: dict[str, str] = field(default_factory=dict)
     #: Tool results saved without a LangChain id (by :func:`_result_keys`): the obsmem id each got.
     bare: dict[str, str] = field(default_factory=dict)
-    #: The LangChain ids of the agent's state when the middleware last saved from it (in this run;
-    #: with a checkpointer, the state goes on across runs, and so does this). One of them the
-    #: state no longer holds was removed by the app (``RemoveMessage``): see :meth:`_removed`.
+    #: The LangChain ids of the agent's state when the middleware last saved from it, and which
+    #: state that was (:func:`_state_of`). One of them the same state no longer holds was removed
+    #: by the app (``RemoveMessage``): see :meth:`ObservationalMemoryMiddleware._removed`.
     in_state: set[str] = field(default_factory=set)
+    state_of: object = None
 
 
 @dataclass
@@ -487,6 +488,8 @@ class _Run:
     made: dict[str, list[str | None]] = field(default_factory=dict)
     #: The LangChain ids of the model's answers of this run (a message with one is no edit).
     answered: set[str] = field(default_factory=set)
+    #: What tells this run's state from others' without a checkpointer (see :func:`_state_of`).
+    token: object = field(default_factory=object)
     #: :func:`_variant` of a state message object met in this run, by ``(id(object), n)``: every
     #: model call of a run passes the same objects, so each is hashed once a run, not once a call.
     variants: dict[tuple[int, int], tuple[BaseMessage, str]] = field(default_factory=dict)
@@ -526,14 +529,18 @@ def _call_ids(message: Message) -> set[str]:
     return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
 
 
-def _checkpointed() -> bool:
-    """Whether the running graph has a checkpointer: its state then goes on from run to run
-    (LangGraph puts the checkpointer in the run's config; None without one)."""
+def _state_of(run: _Run) -> object:
+    """Which agent state ``run`` reads: with a checkpointer, the LangGraph thread's (the state
+    goes on from run to run; LangGraph puts the checkpointer in the run's config), else the
+    run's own (each run starts a new state)."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # outside a runnable context
-        return False
-    return configurable.get("__pregel_checkpointer") is not None
+        return run.token
+    checkpointer = configurable.get("__pregel_checkpointer")
+    if checkpointer is None:
+        return run.token
+    return (checkpointer, str(configurable.get("thread_id")))
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
@@ -811,12 +818,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         stale = self._runs.pop(thread, None)
         if stale is not None and stale.turn is not None:  # a run that failed before its end
             await stale.turn.end()
-        run = self._run(thread)
-        if not _checkpointed():  # a new state each run: what earlier runs' states held is not in it
-            run.known.in_state = set()
+        self._run(thread)
         return None
 
-    async def _removed(self, thread: str, known: _Known, state: Sequence[BaseMessage]) -> None:
+    async def _removed(self, thread: str, run: _Run, state: Sequence[BaseMessage]) -> None:
         """Delete from ``thread`` the messages the app removed from the agent's ``state`` since the
         middleware last saved from it (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``, by the app's
         own middleware or node, or ``update_state``): the app took them out of the conversation,
@@ -827,7 +832,12 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         A tool call goes with its results, and a result with its call (and that call's message
         with all its results), so the model never gets one without the other: a state left
         holding one of them keeps it, obsmem neither stores nor sends it. A message edited in
-        the state (same id) is no removal."""
+        the state (same id) is no removal, and neither is a message another state (another
+        LangGraph thread or graph over this obsmem thread, or, without a checkpointer, another
+        run) never held."""
+        known = run.known
+        if known.state_of != _state_of(run):
+            known.in_state = set()
         present = {str(m.id) for m in state if m.id}
         gone = known.in_state - present
         known.in_state -= gone
@@ -860,7 +870,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         run = self._run(thread)
         state = request.state.get("messages") if isinstance(request.state, dict) else None
         state = state if isinstance(state, list) else request.messages
-        await self._removed(thread, run.known, state)
+        await self._removed(thread, run, state)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
             await self._retried(thread, plan, request.messages)
@@ -873,7 +883,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             context = await run.turn.step(new)
         self._saved_now(run, plan)
-        run.known.in_state = {str(m.id) for m in state if m.id}
+        run.known.in_state, run.known.state_of = {str(m.id) for m in state if m.id}, _state_of(run)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
         for message in context.messages[len(context.instructions) + len(context.system_messages):]:
@@ -916,7 +926,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
-        await self._removed(thread, run.known, state["messages"])
+        await self._removed(thread, run, state["messages"])
         plan = await self._unsaved(thread, run, state["messages"])
         new = plan.new
         if run.turn is None:
@@ -927,7 +937,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             await run.turn.end(new)
         self._saved_now(run, plan)
-        run.known.in_state = {str(m.id) for m in state["messages"] if m.id}
+        run.known.in_state, run.known.state_of = {str(m.id) for m in state["messages"] if m.id}, _state_of(run)
         return None
 
     def wrap_model_call(
