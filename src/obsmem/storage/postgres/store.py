@@ -117,6 +117,16 @@ _THREAD_MESSAGES = (
     "AND (m.thread_id, m.seq) <= (%(thread)s, %(last)s)"
 )
 _SEQ_MIN, _SEQ_MAX = -(2**63), 2**63 - 1  # bigint: the type of seq, and of a bound an index of seq takes
+# The ordering guard of save_messages: the thread's newest message after a seq that calls or
+# answers a tool. Row-comparison bounds, as _THREAD_MESSAGES, and for the same reason: with
+# ``thread_id = %s AND seq > %s`` the generic plan of the prepared statement (a busy connection's)
+# walked messages_pkey from the newest message of the store down to the bound, so a turn on a
+# thread whose last message was old read every message written since, in every thread.
+_NEWER_TOOL_MESSAGE = (
+    "SELECT seq FROM messages WHERE (thread_id, seq) > (%(thread)s, %(after)s) "
+    f"AND (thread_id, seq) <= (%(thread)s, {_SEQ_MAX}) AND strpos(doc, %(needle)s) > 0 "
+    "ORDER BY thread_id DESC, seq DESC LIMIT 1"
+)
 # list_resource_messages_after: the named threads (ids and cursors, two arrays) from their cursor
 # on, then the resource's other threads whole; each part a range of messages_by_thread per thread
 # (row-comparison bounds, as in _THREAD_MESSAGES), so nothing at or below a cursor is read.
@@ -555,11 +565,9 @@ class PostgresStore(ClosingContext):
             assert after_seq is not None
             async with conn.transaction():
                 thread = await self._require_thread(conn, thread_id, "FOR NO KEY UPDATE")
-                cur = await conn.execute(
-                    "SELECT seq FROM messages WHERE thread_id = %s AND seq > %s AND strpos(doc, %s) > 0 "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (thread_id, after_seq, '"tool_call_id": '),
-                )
+                cur = await conn.execute(_NEWER_TOOL_MESSAGE, {
+                    "thread": thread_id, "after": _seq_bounds(after_seq, None)[0], "needle": '"tool_call_id": ',
+                })
                 row = await cur.fetchone()
                 if row is not None:  # a newer message that calls or answers a tool
                     raise ThreadChangedError(thread_id, after_seq, row[0])
