@@ -122,3 +122,39 @@ async def test_the_same_question_after_its_answer_is_a_new_question() -> None:
         await Runner.run(agent, "Tell me a joke.", session=session, run_config=RUN)
         assert _questions(provider.inputs[-1]) == ["Tell me a joke.", "Tell me a joke."]
         assert [t for r, t in await _stored(memory, "oa-r4") if r == "user"] == ["Tell me a joke."] * 2
+
+
+async def test_a_streamed_run_retried_after_a_failure_sends_and_stores_the_question_once() -> None:
+    provider = Provider()
+    agent = Agent(name="a", instructions="Be brief.", model=provider.model)
+
+    async def stream(question: str, session: ObsmemSession) -> None:
+        result = Runner.run_streamed(agent, question, session=session, run_config=RUN)
+        async for _ in result.stream_events():
+            pass
+
+    async with Memory("memory://") as memory:
+        session = ObsmemSession(memory, session_id="oa-r5", resource_id="u")
+        await stream("Where does Rex walk?", session)
+        provider.down = True
+        with pytest.raises(ConnectionError):
+            await stream("What does he eat?", session)
+        provider.down = False
+        await stream("What does he eat?", session)
+        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?"]
+        assert [t for r, t in await _stored(memory, "oa-r5") if r == "user"] == [
+            "Where does Rex walk?", "What does he eat?",
+        ]
+
+
+async def test_the_app_reading_the_session_still_gets_the_unanswered_question() -> None:
+    provider = Provider()
+    agent = Agent(name="a", instructions="Be brief.", model=provider.model)
+    async with Memory("memory://") as memory:
+        session = ObsmemSession(memory, session_id="oa-r6", resource_id="u")
+        provider.down = True
+        with pytest.raises(ConnectionError):
+            await Runner.run(agent, "What does he eat?", session=session, run_config=RUN)
+        assert [i.get("content") for i in await session.get_items()] == [
+            [{"type": "input_text", "text": "What does he eat?"}],
+        ]
