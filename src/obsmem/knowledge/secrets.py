@@ -14,10 +14,13 @@ Two kinds of evidence, both pure and linear in the text:
   strings, …), with the same patterns (and so the same few false positives) as redaction;
 * the conversational forms those detectors leave alone because they are prose, not
   configuration: ``<password word> [for …] is|was|ist|est|は|是 … <value>`` (``my wifi password is
-  hunter2-Blue``, ``Mein Passwort ist Sonnenblume-42``, ``パスワードは hunter2Blue``), the same with
-  a key or token word and an opaque value (``my AWS secret is wJalr…``), a PIN, PUK or card
-  security code with its digits, and a password word followed within a sentence or two by
-  ``it's <value>`` (``My password is set. It's hunter2-Blue!``). A value that is an everyday word
+  hunter2-Blue``, ``Mein Passwort ist Sonnenblume-42``, ``パスワードは hunter2Blue``, ``my pw is …``,
+  ``p4ssw0rd``, look-alike Cyrillic or Greek letters, a value quoted or spelled out ``h u n t e r 2``),
+  the same with a code that opens something (``my door code is 4821-B``; not a zip or promo code),
+  with a key or token word and an opaque value (``my AWS secret is wJalr…``), a PIN, PUK or card
+  security code with its digits, a login given as ``user / password``, and a password word
+  followed within a sentence or two by ``it's <value>`` (``My password is set. It's
+  hunter2-Blue!``); and a payment card number (Luhn-checked). A value that is an everyday word
   (``my password is expired``, ``… is too short``, ``… is on a sticky note``), a short number
   (``my password is 12 characters long``) or a placeholder (``[REDACTED:…]``, ``***``) is none.
 
@@ -31,18 +34,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from obsmem.knowledge.store.values import latin_lookalikes
 from obsmem.privacy import Redactor
 
 __all__ = ["holds_secret", "secret_values"]
 
-#: Only to find secrets (its placeholders are never stored): every built-in secret detector.
-_DETECTORS = Redactor(b"obsmem.knowledge.secrets", secrets=True)
+#: Only to find secrets (its placeholders are never stored): every built-in secret detector, and
+#: payment card numbers (Luhn-checked: what pays with the card is no fact to keep either).
+_DETECTORS = Redactor(b"obsmem.knowledge.secrets", secrets=True, pii=["credit_card"])
 
 #: Characters that may split a value without showing (dropped before looking, as redaction does).
 _INVISIBLE = re.compile(r"[\u200b-\u200d\u2060\ufeff\u00ad]")
 
 _PASSWORD_WORDS = (
-    r"pass(?:word|wort|code|phrase)s?|passwd|kennw[oö]rt(?:er)?|mot de passe|contrase[ñn]as?|senhas?"
+    r"pass(?:word|wort|code|phrase)s?|p[a@4]ssw[o0]rds?|passwd|pw|kennw[oö]rt(?:er)?|mot de passe|contrase[ñn]as?|senhas?"
     r"|wachtwoord(?:en)?|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|[şs]ifre(?:si)?|парол[ья]"
     r"|wi-?fi[ -]key|network key"
 )
@@ -53,6 +58,16 @@ _KEY_WORDS = (
     r"|(?:access|auth|api|bearer|refresh|session|bot|github|gitlab|slack|personal[ _-]access)[ _-]?token|token"
     r"|recovery[ _-]codes?|backup[ _-]codes?|seed[ _-]phrase|mnemonic"
 )
+#: Codes that open something (a door, an alarm, an account), not a zip, promo or booking code.
+_CODE_WORDS = (
+    r"(?:door|gate|alarm|garage|lock|safe|entry|access|wi-?fi|keypad|building|locker|unlock|verification|2fa"
+    r"|otp|one-time|login|sign-in|tür|haustür)[ -]?codes?|(?:lock|safe|locker)[ -]combination"
+)
+#: A login given as a user and a password: "my Netflix login is alice@example.com / hunter2-Blue".
+_LOGIN = re.compile(
+    r"(?<![^\W\d_])(?i:login|log-in|sign-in|credentials?|account|zugangsdaten)(?![^\W\d_])"
+    r"(?:\s(?i:is|are|ist|sind)|\s{0,3}:)\s{1,3}\S{1,100}?\s{0,3}[/:|]\s{0,3}(?P<value>[^\s\"']{1,200})"
+)
 _PIN_WORDS = r"PIN(?:[ -]?(?:code|number|nummer))?|pin(?:[ -]?(?:code|number))?|PUK|CVV2?|CVC2?|security code|Geheimzahl"
 
 #: What joins the word to its value: a copula in the languages of the password words, or ``:``/``=``.
@@ -61,16 +76,16 @@ _IS = (
     r"|jest|je|zijn|has been changed to|changed to)(?![^\W\d_]))"
 )
 #: "for the wifi at home", "of my laptop": what the value is for, between the word and the copula.
-_FOR = r"(?:\s(?:for|of|to|on|at|f[üu]r|von|pour|de|para)(?:\s[^\s.,;:!?=]{1,40}){1,4}?)?"
+_FOR = r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|para)(?:\s[^\s.,;:!?=]{1,40}){1,4}?)?"
 _NOW = r"(?:\s{1,3}(?:now|still|currently|simply|just|set to|jetzt|nun|maintenant|ahora|agora))?"
-#: The value: quoted (spaces and all), else one word.
+#: The value: quoted (spaces and all), spelled out ("h u n t e r 2"), else one word.
 _VALUE = (
-    r"\s{0,3}(?:\"(?P<quoted>[^\"\n]{1,200})\"|\u201c(?P<quoted2>[^\u201d\n]{1,200})\u201d"
+    r"\s{0,3}(?:(?P<spelled>(?:[^\s\"'] ){3,60}[^\s\"'.,;!?])(?![^\s.,;!?])|\"(?P<quoted>[^\"\n]{1,200})\"|\u201c(?P<quoted2>[^\u201d\n]{1,200})\u201d"
     r"|'(?P<quoted3>[^'\n]{1,200})'|\u2018(?P<quoted4>[^\u2019\n]{1,200})\u2019"
     r"|\u300c(?P<quoted5>[^\u300d\n]{1,200})\u300d|\u00ab\s?(?P<quoted6>[^\u00bb\n]{1,200}?)\s?\u00bb"
     r"|[\"'`\u201c\u2018\u00ab\u300c\u300e]?(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u300d\u300e\u300f]{1,200}))"
 )
-_VALUE_GROUPS = ("quoted", "quoted2", "quoted3", "quoted4", "quoted5", "quoted6", "value")
+_VALUE_GROUPS = ("spelled", "quoted", "quoted2", "quoted3", "quoted4", "quoted5", "quoted6", "value")
 
 
 def _said(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
@@ -78,6 +93,7 @@ def _said(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
 
 
 _PASSWORD_SAID = _said(_PASSWORD_WORDS)
+_CODE_SAID = _said(_CODE_WORDS)
 _KEY_SAID = _said(_KEY_WORDS)
 _PIN_SAID = _said(_PIN_WORDS, 0)
 #: Chinese, Japanese and Korean: no space before the value, which ends at the first CJK character.
@@ -158,16 +174,29 @@ def _pin(value: str) -> bool:
 def _spans(text: str) -> Iterable[tuple[int, int]]:
     for detector in _DETECTORS.detectors:
         yield from detector.spans(text)
-    for pattern, check in ((_PASSWORD_SAID, _password), (_CJK_SAID, _password), (_KEY_SAID, _opaque),
-                           (_PIN_SAID, _pin)):
+    for pattern, check in ((_PASSWORD_SAID, _password), (_CJK_SAID, _password), (_CODE_SAID, _password),
+                           (_KEY_SAID, _opaque), (_PIN_SAID, _pin), (_LOGIN, _shaped_password)):
         for match in pattern.finditer(text):
             start, value = _value(match)
             if check(value):
                 yield start, start + len(value)
     for match in _SPLIT_SAID.finditer(text):
         start, value = _value(match)
-        if len(value) >= 6 and _shaped(value) and _password(value):
+        if len(value) >= 6 and _shaped_password(value):
             yield start, start + len(value)
+
+
+def _shaped_password(value: str) -> bool:
+    """A value whose word does not say it is a secret: only one made up like a credential."""
+    return _shaped(value) and _password(value)
+
+
+def _views(text: str) -> tuple[str, ...]:
+    """``text`` as looked at (:func:`_readable`), and also with look-alike letters read as Latin
+    ones where it has any ("pаsswоrd" with a Cyrillic а and о, "ｐａｓｓｗｏｒｄ")."""
+    readable = _readable(text)
+    latin = latin_lookalikes(readable)
+    return (readable,) if latin == readable else (readable, latin)
 
 
 _REDACTED = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]")
@@ -182,17 +211,17 @@ def _readable(text: str) -> str:
 
 def secret_values(text: str) -> frozenset[str]:
     """The secret values stated in ``text`` (of four characters or more)."""
-    text = _readable(text)
-    return frozenset(value for start, end in _spans(text) if len(value := text[start:end]) >= 4)
+    return frozenset(value for view in _views(text) for start, end in _spans(view)
+                     if len(value := view[start:end]) >= 4)
 
 
 def holds_secret(text: str, values: Iterable[str] = ()) -> bool:
     """Whether ``text`` states a secret, or gives one of ``values`` (secrets stated where it was
     read from, :func:`secret_values`) as a word of its own."""
-    text = _readable(text)
-    if next(iter(_spans(text)), None) is not None:
+    views = _views(text)
+    if any(next(iter(_spans(view)), None) is not None for view in views):
         return True
-    return any(_gives(text, value) for value in values)
+    return any(_gives(view, value) for value in values for view in views)
 
 
 def _gives(text: str, value: str) -> bool:

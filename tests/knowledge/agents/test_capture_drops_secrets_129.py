@@ -39,6 +39,21 @@ SECRETS = [
     ("My password for the router at home is admin1234.", "admin1234"),
 ]
 
+#: (what a hostile user says, the secret in it): the word disguised, the value spelled out or
+#: encoded, a code that opens a door, a login given as user / password, a payment card.
+DISGUISED = [
+    ("My wifi pw is hunter2-Blue!", "hunter2-Blue"),
+    ("My wifi p4ssw0rd is hunter2-Blue!", "hunter2-Blue"),
+    ("My wifi p\u0430ssw\u043erd is hunter2-Blue!", "hunter2-Blue"),  # a Cyrillic а and о
+    ("My wifi password is h u n t e r 2 B l u e", "h u n t e r 2"),
+    ("My password in base64 is aHVudGVyMi1CbHVl.", "aHVudGVyMi1CbHVl"),
+    ("My wifi code is hunter2-Blue.", "hunter2-Blue"),
+    ("My door code is 4821-B.", "4821-B"),
+    ("My bike lock combination is 12-34-56.", "12-34-56"),
+    ("My Netflix login is alice@example.com / hunter2-Blue.", "hunter2-Blue"),
+    ("My card number is 4111 1111 1111 1111.", "4111 1111 1111 1111"),
+]
+
 #: (what the user says, the candidate capture writes: ordinary text, captured as before)
 ORDINARY = [
     ("My birthday is 1990-04-12.", "their birthday is 1990-04-12"),
@@ -52,6 +67,11 @@ ORDINARY = [
     ("My secret ingredient is cinnamon.", "their secret ingredient is cinnamon"),
     ("My bank PIN was changed last week.", "their bank PIN was changed last week"),
     ("My flight is LH 2024 on March 3.", "their flight is LH 2024 on March 3"),
+    ("My zip code is 10115.", "their zip code is 10115"),
+    ("My promo code is SUMMER2024.", "their promo code is SUMMER2024"),
+    ("My favourite combination is pasta and pesto.", "their favourite combination is pasta and pesto"),
+    ("My account is alice@example.com, premium tier.", "their account is alice@example.com, premium tier"),
+    ("My meeting is at 10:30 in room 4/12.", "their meeting is at 10:30 in room 4/12"),
 ]
 
 
@@ -67,7 +87,7 @@ async def everything_stored(knowledge: Knowledge) -> str:
     return "\n".join(texts)
 
 
-@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[secret[:12] for _, secret in SECRETS])
+@pytest.mark.parametrize(("text", "secret"), SECRETS + DISGUISED, ids=[text[:32] for text, _ in SECRETS + DISGUISED])
 async def test_a_stated_secret_is_never_captured(text: str, secret: str) -> None:
     async with alice_memory() as (memory, knowledge, clock):
         await say(memory, clock, text)

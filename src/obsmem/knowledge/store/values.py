@@ -416,6 +416,12 @@ _LOOKALIKES = str.maketrans({
 })
 
 
+def latin_lookalikes(text: str) -> str:
+    """``text`` in NFKC with the look-alike letters of :data:`_LOOKALIKES` read as Latin ones (case
+    and everything else kept): what a pattern for Latin words should look at as well."""
+    return unicodedata.normalize("NFKC", text).translate(_LOOKALIKES)
+
+
 def _latin_lookalikes(text: str) -> str:
     """``text`` normalised (:func:`normalise_value`) with look-alike letters read as Latin ones."""
     return normalise_value(text).translate(_LOOKALIKES)
