@@ -80,3 +80,24 @@ async def tool_turn(memory: Memory, thread: str, tag: str) -> None:
         Message(id=f"{tag}-a", role="assistant", parts=(TextPart(text="Here it is."),)),
     ])
     await turn.end()
+
+
+async def test_counting_a_small_threads_messages_does_not_read_the_others(postgres_url: str) -> None:
+    """``obsmem threads``, the REST thread listing and the inspector count each thread's messages
+    (Store.count_messages); on a busy connection that count may not scan other threads' messages."""
+    async with Memory(postgres_url) as memory:
+        await memory.create_thread(thread_id="small", resource_id="alice")
+        await memory.save_messages("small", [Message.user(f"Hello {i}.", id=f"s{i}") for i in range(3)])
+        for t in range(OTHERS):
+            await memory.create_thread(thread_id=f"busy-{t}", resource_id=f"user-{t}")
+            await memory.save_messages(f"busy-{t}", [
+                Message(id=f"b{t}-{i}", role="user", parts=(TextPart(text=f"Note {i}."),)) for i in range(PER_OTHER)
+            ])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("ANALYZE messages")
+    before = messages_rows_read(postgres_url)
+    async with Memory(postgres_url + "?pool_max_size=1") as memory:
+        counts = [await memory.store.count_messages("small") for _ in range(12)]
+    read = messages_rows_read(postgres_url) - before
+    assert counts == [3] * 12
+    assert read < PER_OTHER, f"{read} message rows read to count 3 messages 12 times"

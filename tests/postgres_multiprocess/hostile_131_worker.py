@@ -92,7 +92,43 @@ async def working_memory_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
     return {"errors": errors}
 
 
-SCENARIOS = {"frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+MARKERS = ("Albatross", "Zeppelin")  # process 0's user says the first, process 1's the second
+
+
+async def resource_chat(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """Resource ``r<n>``: two threads, turns alternating between them (resource scope, sharing and
+    retrieval on), while the other process does the same with its own resource. Then everything
+    the user's side can read, by every read path, as text."""
+    from obsmem import RetrievalConfig
+
+    config = MemoryConfig(scope="resource", share_threads_in_resource=True, retrieval=RetrievalConfig(enabled=True),
+                          observation=ObservationConfig(message_tokens=200, buffer_tokens=False))
+    word, seen = MARKERS[n], []
+    async with Memory(url, config=config) as memory:
+        for i in range(10):
+            thread = f"r{n}-t{i % 2}"
+            turn = await memory.begin_turn(thread_id=thread, resource_id=f"r{n}", messages=[Message.user(
+                f"Turn {i}: my {word} collection has {i} items and I store them in box {i}.", id=f"r{n}-u{i}")])
+            seen.append(" ".join(m.text for m in turn.context.messages))
+            await turn.step([Message.assistant(f"Noted: {i} items of the {word} kind in box {i}.", id=f"r{n}-a{i}")])
+            await turn.end()
+            mark(folder, f"p{n}-turn{i}")
+            await asyncio.to_thread(wait_for, folder, f"p{1 - n}-turn{i}")  # lockstep with the other resource
+        await memory.settled()
+        for t in (f"r{n}-t0", f"r{n}-t1"):
+            seen.append(" ".join(m.text for m in (await memory.get_context(t)).messages))
+            seen.append(await memory.get_observations(t))
+            seen.append(str(await memory.get_working_memory(t)))
+            seen.append(repr(await memory.status(t)))
+            seen.append(json.dumps(await memory.call_recall_tool(t, {"mode": "threads"}), default=str))
+            seen.append(json.dumps(await memory.call_recall_tool(t, {"mode": "search", "query": "collection box items"}),
+                                   default=str))
+            seen.append(repr([m.text for m in (await memory.recall(t, anchor="end")).messages]))
+        seen.append(repr(await memory.list_threads(f"r{n}")))
+    return {"seen": seen}
+
+
+SCENARIOS = {"resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

@@ -147,3 +147,15 @@ async def test_a_delete_while_another_process_observes_leaves_no_row_of_the_thre
         assert tables_holding(postgres_url, "shared") == []
         if action == "delete_resource":
             assert tables_holding(postgres_url, "u1") == []
+
+
+async def test_two_resources_in_two_processes_read_nothing_of_each_other(postgres_url: str, tmp_path: Path) -> None:
+    """Contexts, observations, working memory, status, the recall tool (threads, search, messages)
+    and thread listings of one user, read while another process writes another user's threads."""
+    from .hostile_131_worker import MARKERS
+
+    reports = harness.finish([start("resource_chat", postgres_url, n, tmp_path) for n in range(2)])
+    for n, report in enumerate(reports):
+        text = "\n".join(report["seen"])
+        assert MARKERS[n] in text  # (it read something)
+        assert MARKERS[1 - n] not in text
