@@ -130,3 +130,54 @@ async def test_next_page_reads_a_whole_thread_from_either_end(tmp_path: Path) ->
         at = ids.index("m0700")
         before, _ = await _follow(memory, {"cursor": "m0700", "limit": 20, "page": -1})
         assert [mid for page in reversed(before) for mid in page] == ids[:at]
+
+
+class HeadsRead:
+    """Counts the observation records the store hands out (heads and generations) while active."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.records = 0
+
+    def __enter__(self) -> HeadsRead:
+        store = self.store
+        real_head, real_generations = type(store).get_head, type(store).list_generations
+
+        async def get_head(*args: Any, **kwargs: Any) -> Any:
+            found = await real_head(store, *args, **kwargs)
+            self.records += 1  # a read, whether or not a head was found
+            return found
+
+        async def list_generations(*args: Any, **kwargs: Any) -> Any:
+            found = await real_generations(store, *args, **kwargs)
+            self.records += len(found)
+            return found
+
+        store.get_head, store.list_generations = get_head, list_generations
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.store.get_head, self.store.list_generations
+
+
+async def test_a_group_of_a_named_thread_is_looked_for_in_that_thread_only(tmp_path: Path) -> None:
+    """In resource scope a group id was looked for in every thread of the user, oldest first,
+    even when the call named the group's thread: 62 record reads for 60 other threads."""
+    async with memory_for(tmp_path / "m.db", retrieval_config(scope="resource")) as memory:
+        await memory.create_thread("caller", "alice")
+        for n in range(60):
+            await memory.create_thread(f"other-{n:02d}", "alice")
+        await memory.create_thread("owner", "alice")
+        await memory.save_messages("owner", dated_messages(40))
+        await memory.observe("owner")
+        record = await memory.get_record("owner")
+        assert record is not None
+        group = groups_of(record.active_observations)[0]
+        with HeadsRead(memory.store) as read:
+            answer = await memory.call_recall_tool("caller", {"group_id": group.id, "thread_id": "owner"})
+        assert [m["id"] for m in answer["messages"]][:3] == (await covered_ids(memory, group))[:3]
+        assert read.records <= 2, read.records  # was 62: the caller's, 60 others', the owner's
+        found = await memory.call_recall_tool("caller", {"group_id": group.id})  # unnamed: still found
+        assert found["messages"] and found["messages"][0]["thread_id"] == "owner"
+        missing = await memory.call_recall_tool("caller", {"group_id": group.id, "thread_id": "other-00"})
+        assert "error" in missing

@@ -212,10 +212,19 @@ class Recaller:
         generations = await self.store.list_generations(lineage, limit=_MAX_GENERATIONS)
         return find_group((g.active_observations for g in generations if g.id != head.id), group_id)
 
-    async def find_group(self, caller: Thread, group_id: str) -> tuple[ObservationGroup, Thread]:
-        """The group with ``group_id`` and its (reachable) thread; RecallNotFoundError otherwise."""
+    async def find_group(
+        self, caller: Thread, group_id: str, thread_id: str | None = None
+    ) -> tuple[ObservationGroup, Thread]:
+        """The group with ``group_id`` and its (reachable) thread; RecallNotFoundError otherwise.
+        ``thread_id`` (not ``"current"``): looked for in that thread's memory only, not in every
+        thread of the resource."""
+        if thread_id in (None, "", "current"):
+            candidates = await self._candidate_threads(caller)
+        else:
+            named = await self._reachable(caller, thread_id)
+            candidates = [named] if named is not None else []
         seen: set[str] = set()
-        for thread in await self._candidate_threads(caller):
+        for thread in candidates:
             lineage = self.engine.lineage(thread)
             if lineage in seen:
                 continue
@@ -289,7 +298,7 @@ class Recaller:
         thread: Thread | None = None
         cursor: Message | None = None
         if request.group_id:
-            group, thread = await self.find_group(caller, request.group_id)
+            group, thread = await self.find_group(caller, request.group_id, request.thread_id)
         if request.cursor:
             cursor, cursor_thread = await self._cursor_message(caller, request.cursor)
             if group is not None and (
