@@ -128,7 +128,27 @@ async def resource_chat(url: str, n: int, folder: Path) -> dict[str, Any]:
     return {"seen": seen}
 
 
-SCENARIOS = {"resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+async def paused_delete(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """``delete_thread("t1")`` in resource scope, paused at its first rewrite of an older
+    generation (``rewriting`` ... ``go``), after it read the generation it rewrites."""
+    async with Memory(url, config=MemoryConfig(scope="resource")) as memory:
+        store = memory.store
+        rewrite = store.rewrite_generation
+        paused: list[bool] = []
+
+        async def pausing(record: Any) -> bool:
+            if not paused:
+                paused.append(True)
+                mark(folder, "rewriting")
+                await asyncio.to_thread(wait_for, folder, "go")
+            return await rewrite(record)
+
+        store.rewrite_generation = pausing  # type: ignore[method-assign]
+        deleted = await memory.delete_thread("t1")
+    return {"deleted": deleted, "paused": bool(paused)}
+
+
+SCENARIOS = {"paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

@@ -159,3 +159,54 @@ async def test_two_resources_in_two_processes_read_nothing_of_each_other(postgre
         text = "\n".join(report["seen"])
         assert MARKERS[n] in text  # (it read something)
         assert MARKERS[1 - n] not in text
+
+
+HERON = "Heron-4242"  # what thread t1 said
+REWRITE_LOST_UPDATE = (
+    "Store.rewrite_generation (storage/contract.py, every adapter) is a blind write of a record the "
+    "caller read earlier, so two erasers rewriting one older generation lose one's change. Needed: "
+    "rewrite_generation(record, expected=<the generation as read>) compare-and-set in every store "
+    "(PostgreSQL: UPDATE ... WHERE id = %s AND superseded_by IS NOT NULL AND doc = <read doc>; False "
+    "or a 'stale' result when it changed), and its callers in memory.py (_forget_thread_sections, "
+    "forget's rewrite of older generations) re-read the generation and redo their change on a stale "
+    "answer, as the head's writers do.")
+
+
+def echo_observer() -> object:
+    """An observer that writes down the secret and t1's word when the messages hold them."""
+    from obsmem.models.testing import FunctionModel
+
+    def answer(messages: list[Message], settings: object) -> str:
+        prompt = "\n".join(m.text for m in messages)
+        facts = [f"* 🔴 (09:00) User said {word}." for word in (SECRET, HERON) if word in prompt]
+        return "<observations>\nDate: Jun 15, 2025\n" + "\n".join(facts or ["* 🟢 (09:00) Small talk."]) + \
+            "\n</observations>"
+
+    return FunctionModel(answer)
+
+
+async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither(postgres_url: str,
+                                                                                 tmp_path: Path) -> None:
+    """Resource scope: an older generation holds thread t1's section and, in t2's, a value. One
+    process deletes t1 while another forgets the value; each rewrites the generation from what it
+    read. The delete read it before the forget's rewrite and wrote it back after: the forgotten
+    value is in the generation again."""
+    config = MemoryConfig(scope="resource")
+    async with Memory(postgres_url, config=config, observer=echo_observer(), reflector="offline") as memory:
+        for thread, word in (("t1", HERON), ("t2", SECRET)):
+            await memory.create_thread(thread_id=thread, resource_id="u1")
+            await memory.save_messages(thread, [Message.user(f"Remember {word}, please.", id=f"{thread}-u")])
+            await memory.observe(thread)
+        await memory.reflect("t1")
+        older = [g for g in await memory.list_generations("t1") if not g.is_live]
+    assert older and SECRET in older[0].active_observations and HERON in older[0].active_observations
+    deleting = start("paused_delete", postgres_url, 0, tmp_path)
+    wait_for(tmp_path, "rewriting")
+    async with Memory(postgres_url, config=config) as admin:
+        await admin.forget(SECRET, resource_id="u1")
+    (tmp_path / "go").write_text("1")
+    [report] = harness.finish([deleting])
+    assert report == {"deleted": True, "paused": True}
+    assert tables_holding(postgres_url, HERON) == []
+    with still_broken(REWRITE_LOST_UPDATE):
+        assert tables_holding(postgres_url, SECRET) == []
