@@ -148,7 +148,21 @@ async def paused_delete(url: str, n: int, folder: Path) -> dict[str, Any]:
     return {"deleted": deleted, "paused": bool(paused)}
 
 
-SCENARIOS = {"paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+async def killed_mid_tool(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """A replica's turn saves a tool call, marks ``called`` and then waits (the test SIGKILLs it)."""
+    from hostile_109_worker import call
+
+    async with Memory(url) as memory:
+        turn = await memory.begin_turn(thread_id=THREAD, resource_id=RESOURCE, messages=[
+            Message(id="k-u", role="user", parts=(TextPart(text="Look it up."),))])
+        await turn.step([call("k-c1", "k-call")])
+        (folder / "began_seq").write_text(str(turn.began_seq))
+        mark(folder, "called")
+        await asyncio.Event().wait()
+    return {}
+
+
+SCENARIOS = {"killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

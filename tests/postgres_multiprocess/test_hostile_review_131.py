@@ -8,6 +8,8 @@ shows as turns that keep failing, counted.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -210,3 +212,32 @@ async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither
     assert tables_holding(postgres_url, HERON) == []
     with still_broken(REWRITE_LOST_UPDATE):
         assert tables_holding(postgres_url, SECRET) == []
+
+
+async def test_a_replica_killed_between_a_tool_call_and_its_result(postgres_url: str, tmp_path: Path) -> None:
+    """The next turn on another replica shows its user message after the dangling call, closed as
+    unanswered; the result the tool produced meanwhile, stepped into the resumed turn by a third
+    replica, takes the unanswered answer's place. Every call is followed by one result."""
+    from .hostile_109_worker import result
+
+    history = await seed(postgres_url)
+    killed = start("killed_mid_tool", postgres_url, 0, tmp_path)
+    wait_for(tmp_path, "called")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.communicate()
+    async with Memory(postgres_url) as memory:
+        turn = await memory.begin_turn(thread_id="shared", resource_id="u1", messages=[
+            Message(id="n-u", role="user", parts=(TextPart(text="Hello again."),))])
+        ids = [m.id for m in turn.context.messages]
+        assert ids[-1] == "n-u" and "k-call" in ids
+        await turn.step([Message(id="n-a", role="assistant", parts=(TextPart(text="Hi."),))])
+        await turn.end()
+    async with Memory(postgres_url) as memory:
+        late = await memory.resume_turn(thread_id="shared", since_seq=int((tmp_path / "began_seq").read_text()))
+        await late.step([result("k-c1", "k-res")])
+    messages = await stored(postgres_url)
+    assert harness.sequence_problems(messages) == []
+    ids = [m.id for m in messages]
+    assert ids[:len(history)] == history and {"k-u", "k-call", "n-u", "n-a"} <= set(ids)
+    answers = [m for m in messages if m.role == "tool"]
+    assert [r.result for m in answers for r in m.tool_results] == ["answer for k-c1"]
