@@ -5,8 +5,8 @@ level a fact may reach; a proposal above it is *narrowed* to the ceiling (the fa
 worth keeping, just more privately), never rejected. The record stores the ceiling as its
 ``max_scope``, so no later rescope can lift it either.
 
-A text that holds a secret (a password, an API key, a PIN: :func:`~obsmem.knowledge.secrets.holds_secret`)
-is refused before anything is written (``refused-secret``): a model-proposed fact is never the
+A text (or an attribute, or a reason) that holds a secret (a password, an API key, a PIN:
+:func:`~obsmem.knowledge.secrets.holds_secret`) is refused before anything is written (``refused-secret``): a model-proposed fact is never the
 place a credential is kept, with or without the privacy boundary.
 
 A value that was deleted with a tombstone (or a near-duplicate of it, see
@@ -73,7 +73,7 @@ async def capture(
     wanted = parse_level(proposed_level)
     level = clamp_level(wanted, ceiling_level)
     scope = chain.at(level).key
-    if holds_secret(text):
+    if any(holds_secret(part) for part in (text, attribute or "", reason)):
         logger.info("knowledge capture refused: a text holding a secret in scope %s", scope,
                     extra={"obsmem_operation": "capture"})
         return CaptureOutcome("refused-secret", scope, level != wanted, None, "the text holds a secret")

@@ -104,10 +104,16 @@ async def test_ordinary_text_is_still_captured(text: str, captured: str) -> None
         assert await pending(memory, knowledge) == [captured]
 
 
-async def test_the_other_clauses_of_a_statement_with_a_secret_are_kept() -> None:
+@pytest.mark.parametrize(("text", "kept"), [
+    ("My home wifi is called Fritz-7490 and its password is hunter2-Blue!", ["their home wifi is called Fritz-7490"]),
+    ("My dog is called Kiwi; my wifi password is hunter2-Blue.", ["their dog is called Kiwi"]),
+    # The work rules read "at [[Acme in Leeds and their wifi password is …]]": the cut link is no link.
+    ("I work as a nurse at Acme in Leeds and my wifi password is hunter2-Blue.", ["works as nurse", "works at Acme in Leeds"]),
+])
+async def test_the_other_clauses_of_a_statement_with_a_secret_are_kept(text: str, kept: list[str]) -> None:
     async with alice_memory() as (memory, knowledge, clock):
-        await say(memory, clock, "My home wifi is called Fritz-7490 and its password is hunter2-Blue!")
-        assert await pending(memory, knowledge) == ["their home wifi is called Fritz-7490"]
+        await say(memory, clock, text)
+        assert sorted(await pending(memory, knowledge)) == sorted(kept)
         assert "hunter2-Blue" not in await everything_stored(knowledge)
 
 
@@ -198,3 +204,30 @@ async def test_a_model_proposed_fact_holding_a_secret_is_refused_and_an_explicit
     # The application's own write is its choice: kept as given.
     kept = await knowledge.append(user.id, "their wifi password is hunter2-Blue", scope, reason="the app stores it")
     assert kept.text == "their wifi password is hunter2-Blue"
+
+
+#: The secret where the model puts it beside the record's text: a node's name, an attribute, a reason.
+BESIDE_ANSWER = json.dumps({"nodes": [
+    {"name": "Wifi hunter2-Blue", "kind": "thing", "records": [
+        {"text": "The home wifi is a Fritz box", "attribute": "router", "reason": "The user said so."}]},
+    {"name": "User", "kind": "person", "records": [
+        {"text": "Their wifi has a password", "attribute": "wifi password hunter2-Blue", "reason": "The user said so."},
+        {"text": "Their wifi has a strong password", "attribute": "wifi",
+         "reason": "The user said their wifi password is hunter2-Blue."},
+        {"text": "Their favourite colour is teal", "attribute": "favourite colour", "reason": "The user said so."},
+    ]},
+]})
+
+
+async def test_the_llm_capture_agent_puts_no_secret_in_a_node_name_an_attribute_or_a_reason(
+    knowledge: Knowledge, store: Store, clock: FakeClock, server: WireServer
+) -> None:
+    team = agents(knowledge, store, clock, server)
+    scope = team.scope(None, "alice", "t1")
+    server.script(answer(BESIDE_ANSWER))
+    delta = observation("* 🔴 (09:00) User stated their wifi password is hunter2-Blue and their favourite colour is teal.")
+    run = await team.capture(delta, scope, source_thread_id="t1")
+    # The record whose reason alone held it is kept, with a reason of its own.
+    assert [r.text for r in run.written] == ["Their wifi has a strong password", "Their favourite colour is teal"]
+    assert run.withheld == 2
+    assert "hunter2" not in await everything_stored(knowledge)

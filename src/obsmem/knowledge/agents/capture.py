@@ -23,7 +23,9 @@ tombstones, trust and the audit log apply to it:
 * a text that holds a secret (a password, an API key or token, a PIN:
   :func:`~obsmem.knowledge.secrets.holds_secret`), or gives a value the delta stated as one, is
   never written, privacy boundary or not: its other clauses are captured on their own, and the
-  run counts what it left out (``withheld``), never its text.
+  run counts what it left out (``withheld``), never its text. A proposal whose node name or
+  attribute holds one is left out whole; one whose reason alone holds one gets a reason of
+  its own.
 """
 
 from __future__ import annotations
@@ -92,10 +94,15 @@ _AROUND_SECRET = re.compile(
 )
 
 
+#: The reason a record gets when the one proposed for it held a secret (its text did not).
+_SECRET_REASON = "The user stated it (the words it was said with held a secret, left out)."
+
+
 def _beside_secret(text: str, stated: frozenset[str]) -> tuple[list[str], int]:
     """The clauses of ``text`` that hold no secret, and how many were left out (at least one)."""
     parts = [part.strip().rstrip(" .;,") for part in _AROUND_SECRET.split(" ".join(text.split()))]
-    parts = [part for part in parts if len(part.split()) >= 2]
+    parts = [part if part.count("[[") == part.count("]]") else part.replace("[[", "").replace("]]", "")
+             for part in parts if len(part.split()) >= 2]  # a cut wikilink ("at [[Acme and its …]]") is no link
     if len(parts) < 2:
         return [], 1
     kept = [part for part in parts if not holds_secret(part, stated)]
@@ -467,13 +474,17 @@ class CaptureAgent:
         queue = deque((proposal, False) for proposal in proposals)
         while queue:
             proposal, split = queue.popleft()
-            if holds_secret(proposal.text, stated):
-                clauses, left_out = ([], 1) if split else _beside_secret(proposal.text, stated)
+            in_text = holds_secret(proposal.text, stated)
+            if in_text or any(holds_secret(part, stated) for part in (proposal.node, proposal.attribute or "")):
+                # (a model may name a node or an attribute by the value, too)
+                clauses, left_out = _beside_secret(proposal.text, stated) if in_text and not split else ([], 1)
                 report.withheld += left_out
                 parts = [replace(part, level=proposal.level) for clause in clauses
                          for part in propose(Statement(clause, proposal.when), node=proposal.node, kind=proposal.kind)]
                 queue.extendleft((part, True) for part in reversed(parts))
                 continue
+            if holds_secret(proposal.reason, stated):  # the words around the fact held one: not the fact
+                proposal = replace(proposal, reason=_SECRET_REASON)
             node = nodes.get(proposal.node)
             if node is None:
                 node = nodes[proposal.node] = await self._node(proposal.node, proposal.kind, context, fence)
