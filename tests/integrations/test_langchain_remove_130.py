@@ -47,6 +47,9 @@ class Recording(BaseChatModel):
         self.requests.append(list(messages))
         return ChatResult(generations=[ChatGeneration(message=self.answer(messages))])
 
+    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return self._generate(messages)  # on the event loop (no thread): runs at once interleave the same way each time
+
 
 def numbered() -> Recording:
     def answer(messages: list[BaseMessage]) -> AIMessage:
@@ -271,4 +274,39 @@ async def test_one_obsmem_thread_over_several_checkpointed_conversations_loses_n
         assert [m.text for m in await memory.list_messages("user-42")] == [
             "My dog is Rex.", "answer to My dog is Rex.", "What is my dog called?",
             "answer to What is my dog called?", "Thanks.", "answer to Thanks.",
+        ]
+
+
+async def test_two_runs_of_one_thread_at_once_delete_nothing() -> None:
+    """A double-submitted request: two runs of one thread at once, no checkpointer. Each run's
+    state holds only its own messages; neither is a removal of the other's. (The runs are made
+    to meet in one order: both begin, then the first one's model call, then the second one's.)"""
+    import asyncio
+
+    from langchain.agents.middleware import before_agent
+
+    began, first_called = asyncio.Event(), asyncio.Event()
+
+    @before_agent
+    async def note_second(state: Any, runtime: Any) -> None:
+        if state["messages"][-1].text == "corgi":
+            began.set()
+
+    @before_model
+    async def in_order(state: Any, runtime: Any) -> None:
+        await (began if state["messages"][-1].text == "pug" else first_called).wait()
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        if messages[-1].text == "pug":
+            first_called.set()
+        return AIMessage(f"answer to {messages[-1].text}")
+
+    model = Recording(answer=answer, requests=[])
+    async with Memory("memory://") as memory:
+        agent = create_agent(model, middleware=[note_second, in_order, ObservationalMemoryMiddleware(memory, resource_id="u")])
+        await asyncio.gather(ask(agent, "lc-rm9", "pug"), ask(agent, "lc-rm9", "corgi"))
+        # as saved: each question at its model call, each answer at its run's end; none deleted and
+        # saved again (the second run's state lacks the first's question: no removal)
+        assert [m.text for m in await memory.list_messages("lc-rm9")] == [
+            "pug", "corgi", "answer to pug", "answer to corgi",
         ]

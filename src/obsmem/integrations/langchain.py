@@ -38,11 +38,12 @@ calls and results (ids, names, errors), reasoning and attachments (see each func
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -51,6 +52,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -488,8 +490,6 @@ class _Run:
     made: dict[str, list[str | None]] = field(default_factory=dict)
     #: The LangChain ids of the model's answers of this run (a message with one is no edit).
     answered: set[str] = field(default_factory=set)
-    #: What tells this run's state from others' without a checkpointer (see :func:`_state_of`).
-    token: object = field(default_factory=object)
     #: :func:`_variant` of a state message object met in this run, by ``(id(object), n)``: every
     #: model call of a run passes the same objects, so each is hashed once a run, not once a call.
     variants: dict[tuple[int, int], tuple[BaseMessage, str]] = field(default_factory=dict)
@@ -529,18 +529,19 @@ def _call_ids(message: Message) -> set[str]:
     return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
 
 
-def _state_of(run: _Run) -> object:
-    """Which agent state ``run`` reads: with a checkpointer, the LangGraph thread's (the state
-    goes on from run to run; LangGraph puts the checkpointer in the run's config), else the
-    run's own (each run starts a new state)."""
+def _state_of(state: Mapping[str, Any]) -> object:
+    """Which agent state ``state`` is: with a checkpointer, the LangGraph thread's (it goes on from
+    run to run; LangGraph puts the checkpointer in the run's config), else the run's own (each
+    run starts a new one: its ``obsmem_run``)."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # outside a runnable context
-        return run.token
+        configurable = {}
     checkpointer = configurable.get("__pregel_checkpointer")
-    if checkpointer is None:
-        return run.token
-    return (checkpointer, str(configurable.get("thread_id")))
+    if checkpointer is not None:
+        return (checkpointer, str(configurable.get("thread_id")))
+    run = state.get("obsmem_run")
+    return ("run", run) if run else object()  # a state of no known run is no earlier one
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
@@ -549,7 +550,15 @@ def _same_parts(stored: Message, given: Message) -> bool:
     return stored.role == given.role and stored.parts == given.parts
 
 
-class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class _State(AgentState[Any]):
+    """The agent's state with the middleware's own key: the run it is (set when the run begins;
+    never checkpointed, never in the agent's input or output), which tells one run's state from
+    another's without a checkpointer, runs of one thread at once included."""
+
+    obsmem_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+
+
+class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
     """Observational memory for ``create_agent``: put it where ``SummarizationMiddleware`` would go.
 
     ``thread_id``: the obsmem thread; default, the run's ``config["configurable"]["thread_id"]``
@@ -571,6 +580,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``@dynamic_prompt`` cannot drop them. All leading system messages are consecutive, as
     providers that take one system prompt need (langchain-anthropic joins them).
     """
+
+    state_schema = _State
 
     def __init__(
         self, memory: Memory, *, thread_id: str | None = None, resource_id: str | None = None,
@@ -813,15 +824,15 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 else:
                     run.known.holds[own] = variant
 
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
         thread, _ = self._ids()
         stale = self._runs.pop(thread, None)
         if stale is not None and stale.turn is not None:  # a run that failed before its end
             await stale.turn.end()
         self._run(thread)
-        return None
+        return {"obsmem_run": new_id("run")}
 
-    async def _removed(self, thread: str, run: _Run, state: Sequence[BaseMessage]) -> None:
+    async def _removed(self, thread: str, run: _Run, whole: Mapping[str, Any]) -> None:
         """Delete from ``thread`` the messages the app removed from the agent's ``state`` since the
         middleware last saved from it (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``, by the app's
         own middleware or node, or ``update_state``): the app took them out of the conversation,
@@ -836,9 +847,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         LangGraph thread or graph over this obsmem thread, or, without a checkpointer, another
         run) never held."""
         known = run.known
-        if known.state_of != _state_of(run):
+        if known.state_of != _state_of(whole):
             known.in_state = set()
-        present = {str(m.id) for m in state if m.id}
+        present = {str(m.id) for m in whole.get("messages") or () if m.id}
         gone = known.in_state - present
         known.in_state -= gone
         kept = {known.latest[lc] for lc in present if lc in known.latest}
@@ -868,9 +879,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
-        state = request.state.get("messages") if isinstance(request.state, dict) else None
-        state = state if isinstance(state, list) else request.messages
-        await self._removed(thread, run, state)
+        whole: Mapping[str, Any] = request.state if isinstance(request.state, Mapping) else {}
+        if not isinstance(whole.get("messages"), list):
+            whole = {**whole, "messages": request.messages}
+        await self._removed(thread, run, whole)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
             await self._retried(thread, plan, request.messages)
@@ -883,7 +895,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             context = await run.turn.step(new)
         self._saved_now(run, plan)
-        run.known.in_state, run.known.state_of = {str(m.id) for m in state if m.id}, _state_of(run)
+        run.known.in_state = {str(m.id) for m in whole["messages"] if m.id}
+        run.known.state_of = _state_of(whole)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
         for message in context.messages[len(context.instructions) + len(context.system_messages):]:
@@ -922,11 +935,11 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             apps.append(SystemMessage(content=own, id=context.system_messages[0].id))
         return apps
 
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
-        await self._removed(thread, run, state["messages"])
+        await self._removed(thread, run, state)
         plan = await self._unsaved(thread, run, state["messages"])
         new = plan.new
         if run.turn is None:
@@ -937,7 +950,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             await run.turn.end(new)
         self._saved_now(run, plan)
-        run.known.in_state, run.known.state_of = {str(m.id) for m in state["messages"] if m.id}, _state_of(run)
+        run.known.in_state = {str(m.id) for m in state["messages"] if m.id}
+        run.known.state_of = _state_of(state)
         return None
 
     def wrap_model_call(
