@@ -225,6 +225,8 @@ def holds_secret(text: str, values: Iterable[str] = ()) -> bool:
 
 
 def _gives(text: str, value: str) -> bool:
+    """Whether ``text`` holds ``value`` as a word of its own, in any case ("HUNTER2-BLUE")."""
+    text, value = text.casefold(), value.casefold()
     at = text.find(value)
     while at >= 0:
         before = text[at - 1] if at else " "

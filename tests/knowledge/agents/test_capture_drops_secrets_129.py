@@ -173,6 +173,7 @@ HOSTILE_ANSWER = json.dumps({"nodes": [{"name": "User", "kind": "person", "recor
     {"text": "Their database uses Tr0ub4dor&3", "attribute": "database", "reason": "The user pasted it."},
     {"text": "Their password is Sonnenblume-42", "attribute": "password", "reason": "Said in German."},
     {"text": "パスワードは hunter2Green", "attribute": "password", "reason": "Said in Japanese."},
+    {"text": "Their router is named HUNTER2-BLUE", "attribute": "router name", "reason": "The user said so."},
     {"text": "Their favourite colour is teal", "attribute": "favourite colour", "reason": "The user said so."},
     {"text": "They use version 2.4.1 of the app", "attribute": "app version", "reason": "The user said so."},
 ]}]})
@@ -186,10 +187,10 @@ async def test_the_llm_capture_agent_writes_no_secret_however_the_model_words_it
     server.script(answer(HOSTILE_ANSWER))
     run = await team.capture(HOSTILE_DELTA, scope, source_thread_id="t1")
     assert [r.text for r in run.written] == ["Their favourite colour is teal", "They use version 2.4.1 of the app"]
-    assert run.withheld == 5
-    stored = await everything_stored(knowledge)
+    assert run.withheld == 6
+    stored = (await everything_stored(knowledge)).casefold()
     for secret in ("hunter2-Blue", "sk-proj-Zq8Lm2Nx7Vb4Kc1Hd6Fs3Gt9Jw0Er5Ty", "Tr0ub4dor&3", "Sonnenblume-42", "hunter2Green"):
-        assert secret not in stored and secret not in run.detail
+        assert secret.casefold() not in stored and secret not in run.detail
 
 
 async def test_a_model_proposed_fact_holding_a_secret_is_refused_and_an_explicit_write_is_kept(
