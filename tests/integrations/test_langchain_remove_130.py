@@ -310,3 +310,38 @@ async def test_two_runs_of_one_thread_at_once_delete_nothing() -> None:
         assert [m.text for m in await memory.list_messages("lc-rm9")] == [
             "pug", "corgi", "answer to pug", "answer to corgi",
         ]
+
+
+async def test_two_runs_of_one_checkpointed_thread_at_once_delete_nothing() -> None:
+    """The same with a checkpointer: both runs begin from the same checkpoint, each adds its own
+    question; the second run's state lacking the first one's question is no removal."""
+    import asyncio
+
+    from langchain.agents.middleware import before_agent
+
+    began, first_called = asyncio.Event(), asyncio.Event()
+
+    @before_agent
+    async def note_second(state: Any, runtime: Any) -> None:
+        if state["messages"][-1].text == "corgi":
+            began.set()
+
+    @before_model
+    async def in_order(state: Any, runtime: Any) -> None:
+        if state["messages"][-1].text in ("pug", "corgi"):
+            await (began if state["messages"][-1].text == "pug" else first_called).wait()
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        if messages[-1].text == "pug":
+            first_called.set()
+        return AIMessage(f"answer to {messages[-1].text}")
+
+    model = Recording(answer=answer, requests=[])
+    async with Memory("memory://") as memory:
+        agent = create_agent(model, middleware=[note_second, in_order, ObservationalMemoryMiddleware(memory, resource_id="u")],
+                             checkpointer=InMemorySaver())  # fmt: skip
+        await ask(agent, "lc-rm10", "hello")
+        await asyncio.gather(ask(agent, "lc-rm10", "pug"), ask(agent, "lc-rm10", "corgi"))
+        assert [m.text for m in await memory.list_messages("lc-rm10")] == [
+            "hello", "answer to hello", "pug", "corgi", "answer to pug", "answer to corgi",
+        ]

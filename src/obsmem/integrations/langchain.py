@@ -473,11 +473,37 @@ class _Known:
     holds: dict[str, str] = field(default_factory=dict)
     #: Tool results saved without a LangChain id (by :func:`_result_keys`): the obsmem id each got.
     bare: dict[str, str] = field(default_factory=dict)
-    #: The LangChain ids of the agent's state when the middleware last saved from it, and which
-    #: state that was (:func:`_state_of`). One of them the same state no longer holds was removed
-    #: by the app (``RemoveMessage``): see :meth:`ObservationalMemoryMiddleware._removed`.
-    in_state: set[str] = field(default_factory=set)
-    state_of: object = None
+    #: The LangChain ids of each run's state when the middleware last saved from it (by the
+    #: run's ``obsmem_run``), and of the state the last checkpointed run ended with (with its
+    #: checkpointer and LangGraph thread: :func:`_checkpoint_of`). One of them the same state no
+    #: longer holds was removed by the app: see :meth:`ObservationalMemoryMiddleware._removed`.
+    in_run: dict[str, set[str]] = field(default_factory=dict)
+    ended_with: tuple[object, set[str]] | None = None
+
+    def seen(self, state: Mapping[str, Any], *, ended: bool = False) -> None:
+        """Record what ``state`` holds, as saved from (at a run's ``ended``, for the next run)."""
+        run, ids = state.get("obsmem_run"), {str(m.id) for m in state.get("messages") or () if m.id}
+        if ended:
+            self.in_run.pop(str(run), None)
+            where = _checkpoint_of()
+            if where is not None:
+                self.ended_with = (where, ids)
+        elif isinstance(run, str) and run:
+            self.in_run[run] = ids
+            while len(self.in_run) > 64:  # runs that failed before their end
+                del self.in_run[next(iter(self.in_run))]
+
+    def before(self, state: Mapping[str, Any]) -> set[str]:
+        """What ``state`` held when last saved from: earlier in its run; at a run's first model
+        call with a checkpointer, what the LangGraph thread's last run ended with (another run of
+        the thread at once began from the same checkpoint: its own messages are no removal)."""
+        run = state.get("obsmem_run")
+        held = self.in_run.get(run) if isinstance(run, str) else None
+        if held is not None:
+            return held
+        if self.ended_with is not None and self.ended_with[0] == _checkpoint_of():
+            return self.ended_with[1]
+        return set()
 
 
 @dataclass
@@ -529,19 +555,16 @@ def _call_ids(message: Message) -> set[str]:
     return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
 
 
-def _state_of(state: Mapping[str, Any]) -> object:
-    """Which agent state ``state`` is: with a checkpointer, the LangGraph thread's (it goes on from
-    run to run; LangGraph puts the checkpointer in the run's config), else the run's own (each
-    run starts a new one: its ``obsmem_run``)."""
+def _checkpoint_of() -> tuple[object, str] | None:
+    """The running graph's checkpointer and LangGraph thread (its state goes on from run to run;
+    LangGraph puts the checkpointer in the run's config); None without a checkpointer (each run
+    starts a new state)."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # outside a runnable context
-        configurable = {}
+        return None
     checkpointer = configurable.get("__pregel_checkpointer")
-    if checkpointer is not None:
-        return (checkpointer, str(configurable.get("thread_id")))
-    run = state.get("obsmem_run")
-    return ("run", run) if run else object()  # a state of no known run is no earlier one
+    return None if checkpointer is None else (checkpointer, str(configurable.get("thread_id")))
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
@@ -843,15 +866,12 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         A tool call goes with its results, and a result with its call (and that call's message
         with all its results), so the model never gets one without the other: a state left
         holding one of them keeps it, obsmem neither stores nor sends it. A message edited in
-        the state (same id) is no removal, and neither is a message another state (another
-        LangGraph thread or graph over this obsmem thread, or, without a checkpointer, another
-        run) never held."""
+        the state (same id) is no removal, and neither is a message another state never held
+        (another LangGraph thread over this obsmem thread, another run without a checkpointer,
+        or another run of the thread at once: see :meth:`_Known.before`)."""
         known = run.known
-        if known.state_of != _state_of(whole):
-            known.in_state = set()
         present = {str(m.id) for m in whole.get("messages") or () if m.id}
-        gone = known.in_state - present
-        known.in_state -= gone
+        gone = known.before(whole) - present
         kept = {known.latest[lc] for lc in present if lc in known.latest}
         removed = {known.latest.pop(lc) for lc in gone if lc in known.latest} - kept
         if not removed:
@@ -895,8 +915,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         else:
             context = await run.turn.step(new)
         self._saved_now(run, plan)
-        run.known.in_state = {str(m.id) for m in whole["messages"] if m.id}
-        run.known.state_of = _state_of(whole)
+        run.known.seen(whole)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
         for message in context.messages[len(context.instructions) + len(context.system_messages):]:
@@ -950,8 +969,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         else:
             await run.turn.end(new)
         self._saved_now(run, plan)
-        run.known.in_state = {str(m.id) for m in state["messages"] if m.id}
-        run.known.state_of = _state_of(state)
+        run.known.seen(state, ended=True)
         return None
 
     def wrap_model_call(
