@@ -45,7 +45,7 @@ def _agent_run(agent: str, context: Scope, source_thread_id: str | None = None) 
 
 def _ran(span: telemetry.Span, run: AgentRun) -> AgentRun:
     span.update({"obsmem.outcome": run.status, "obsmem.written": len(run.written),
-                 "obsmem.removed": len(run.removed), "obsmem.tokens": run.tokens})
+                 "obsmem.removed": len(run.removed), "obsmem.withheld": run.withheld, "obsmem.tokens": run.tokens})
     if run.status == "failed":
         span.fail("AgentFailed")
     return run
