@@ -158,3 +158,15 @@ async def test_the_app_reading_the_session_still_gets_the_unanswered_question() 
         assert [i.get("content") for i in await session.get_items()] == [
             [{"type": "input_text", "text": "What does he eat?"}],
         ]
+
+
+async def test_a_question_the_app_stored_is_sent_to_a_run_with_no_new_input() -> None:
+    """The app saves the user's message itself (``session.add_items``: a webhook, say) and runs the
+    agent on the session with no new input: the model gets that message, the newest input."""
+    provider = Provider()
+    agent = Agent(name="a", instructions="Be brief.", model=provider.model)
+    async with Memory("memory://") as memory:
+        session = ObsmemSession(memory, session_id="oa-r7", resource_id="u")
+        await session.add_items([{"role": "user", "content": "Where does Rex walk?"}])
+        await Runner.run(agent, [], session=session, run_config=RUN)
+        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?"]

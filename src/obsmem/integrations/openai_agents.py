@@ -79,6 +79,8 @@ _UNKNOWN = "openai-agents-item"
 _SUPPORTED = {"message", "function_call", "function_call_output", "reasoning"}
 _EXTRA_KEYS = ("id", "status", "provider_data")
 _CONTENT = "_obsmem_original_content"  # a message item's content as the SDK gave it (see _convertible)
+#: ``Message.metadata`` key marking a run's input as the Runner saved it (see ObsmemSession.get_items).
+_RUN_INPUT = "openai_agents_run_input"
 #: How many stored messages :meth:`ObsmemSession.pop_item` reads at a time, newest first.
 _POP_PAGE = 16
 
@@ -308,11 +310,13 @@ class ObsmemSession:
         first), never an output without its call.
 
         ``wrapper``: the run's context, which the Runner passes when a run starts. Then the
-        thread's newest input is left out when nothing answers it (a run that failed at its model
-        call saved it): the SDK sends these items and then the run's input, so a run retrying it
-        would send it twice (:meth:`add_items` stores it once). A run with another input gets it
-        from its next run on (at once with :meth:`model_input_filter`). Called without a run's
-        context (an application reading the session), every stored item is returned.
+        thread's newest input is left out when a run saved it (the Runner's :meth:`add_items`)
+        and nothing answers it (the run failed at its model call): the SDK sends these items and
+        then the run's input, so a run retrying it would send it twice (:meth:`add_items` stores
+        it once). A run with another input gets it from its next run on (at once with
+        :meth:`model_input_filter`). An input the application saved itself is always returned,
+        and called without a run's context (an application reading the session), every stored
+        item is.
         """
         starting = wrapper is not None and not getattr(wrapper, "turn_input", None)
         await self._end_turn()
@@ -342,7 +346,7 @@ class ObsmemSession:
             })
         raw = list(context.raw_messages)
         if not unanswered:
-            while raw and _is_input(raw[-1]):
+            while raw and _is_input(raw[-1]) and raw[-1].metadata.get(_RUN_INPUT):
                 raw.pop()
         tail = [cast(dict[str, Any], item) for item in to_agents_items(raw)]
         return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
@@ -403,6 +407,8 @@ class ObsmemSession:
                 stored = await retried_input(self.memory.store, self.session_id, messages)
                 if stored is not None and all(m.thread_id == self.session_id for m in stored):
                     messages = stored
+                elif wrapper is not None:  # a run's input, as the Runner saves it (see get_items)
+                    messages = [m.model_copy(update={"metadata": {**m.metadata, _RUN_INPUT: True}}) for m in messages]
             self._turn = await self.memory.begin_turn(
                 thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
             )
