@@ -345,3 +345,42 @@ async def test_two_runs_of_one_checkpointed_thread_at_once_delete_nothing() -> N
         assert [m.text for m in await memory.list_messages("lc-rm10")] == [
             "hello", "answer to hello", "pug", "corgi", "answer to pug", "answer to corgi",
         ]
+
+
+async def test_removing_one_result_of_parallel_calls_takes_the_whole_step() -> None:
+    """Two parallel calls; the app removes one result only (its call stays in the state, without
+    it). The model never gets a call without its result: the step (the calls' message and both
+    results) leaves obsmem, the rest of the conversation stays."""
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: snow"
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and "weather" in last.text:
+            return AIMessage("Looking.", tool_calls=[
+                {"id": "call-oslo", "name": "weather", "args": {"city": "Oslo"}},
+                {"id": "call-rome", "name": "weather", "args": {"city": "Rome"}},
+            ])
+        return AIMessage(f"answer to {last.text}")
+
+    @after_model
+    def drop_rome(state: Any, runtime: Any) -> dict[str, Any] | None:
+        rome = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call-rome"]
+        return {"messages": [RemoveMessage(id=m.id) for m in rome]} if rome else None
+
+    model = Recording(answer=answer, requests=[])
+    async with Memory("memory://") as memory:
+        agent = create_agent(model, tools=[weather],
+                             middleware=[drop_rome, ObservationalMemoryMiddleware(memory, resource_id="u")],
+                             checkpointer=InMemorySaver())  # fmt: skip
+        await ask(agent, "lc-rm11", "What's the weather in Oslo and Rome?")
+        await ask(agent, "lc-rm11", "Thanks.")
+        last = model.requests[-1]
+        calls = {c["id"] for m in last if isinstance(m, AIMessage) for c in m.tool_calls}
+        results = {m.tool_call_id for m in last if isinstance(m, ToolMessage)}
+        assert calls == results == set()
+        assert said(last)[0] == "What's the weather in Oslo and Rome?" and said(last)[-1] == "Thanks."
+        assert not any(m.tool_calls or m.tool_results for m in await memory.list_messages("lc-rm11"))
