@@ -103,15 +103,19 @@ async def resource_chat(url: str, n: int, folder: Path) -> dict[str, Any]:
 
     config = MemoryConfig(scope="resource", share_threads_in_resource=True, retrieval=RetrievalConfig(enabled=True),
                           observation=ObservationConfig(message_tokens=200, buffer_tokens=False))
-    word, seen = MARKERS[n], []
+    word, seen, errors = MARKERS[n], [], []
     async with Memory(url, config=config) as memory:
         for i in range(10):
             thread = f"r{n}-t{i % 2}"
-            turn = await memory.begin_turn(thread_id=thread, resource_id=f"r{n}", messages=[Message.user(
-                f"Turn {i}: my {word} collection has {i} items and I store them in box {i}.", id=f"r{n}-u{i}")])
-            seen.append(" ".join(m.text for m in turn.context.messages))
-            await turn.step([Message.assistant(f"Noted: {i} items of the {word} kind in box {i}.", id=f"r{n}-a{i}")])
-            await turn.end()
+            try:
+                turn = await memory.begin_turn(thread_id=thread, resource_id=f"r{n}", messages=[Message.user(
+                    f"Turn {i}: my {word} collection has {i} items and I store them in box {i}.", id=f"r{n}-u{i}")])
+                seen.append(" ".join(m.text for m in turn.context.messages))
+                await turn.step([Message.assistant(f"Noted: {i} items of the {word} kind in box {i}.",
+                                                   id=f"r{n}-a{i}")])
+                await turn.end()
+            except Exception as exc:  # noqa: BLE001 - reported (the other process must not wait in vain)
+                errors.append(f"turn {i}: {type(exc).__name__}: {exc}")
             mark(folder, f"p{n}-turn{i}")
             await asyncio.to_thread(wait_for, folder, f"p{1 - n}-turn{i}")  # lockstep with the other resource
         await memory.settled()
@@ -125,7 +129,7 @@ async def resource_chat(url: str, n: int, folder: Path) -> dict[str, Any]:
                                    default=str))
             seen.append(repr([m.text for m in (await memory.recall(t, anchor="end")).messages]))
         seen.append(repr(await memory.list_threads(f"r{n}")))
-    return {"seen": seen}
+    return {"seen": seen, "errors": errors}
 
 
 async def paused_delete(url: str, n: int, folder: Path) -> dict[str, Any]:
@@ -162,7 +166,44 @@ async def killed_mid_tool(url: str, n: int, folder: Path) -> dict[str, Any]:
     return {}
 
 
-SCENARIOS = {"killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+async def frozen_migration(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """A replica starting on a new database stops (as under SIGSTOP) inside its first migration
+    step, holding the migrations' lock: it marks ``in-migration`` and stands still until ``thaw``."""
+    from contextlib import contextmanager
+
+    from obsmem.migrations import PostgresDialect
+
+    step = PostgresDialect.step
+
+    @contextmanager
+    def frozen(self: PostgresDialect, conn: Any) -> Any:
+        with step(self, conn):
+            if not (folder / "in-migration").exists():
+                mark(folder, "in-migration")
+                while not (folder / "thaw").exists():
+                    time.sleep(0.05)
+            yield
+
+    PostgresDialect.step = frozen  # type: ignore[method-assign]
+    errors: list[str] = []
+    async with Memory(url) as memory:
+        try:
+            await memory.create_thread(thread_id=f"m{n}", resource_id=RESOURCE)
+        except ObsmemError as exc:
+            errors.append(type(exc).__name__)
+    return {"errors": errors}
+
+
+async def first_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """Another replica starting on the same new database: one turn."""
+    async with Memory(url) as memory:
+        turn = await memory.begin_turn(thread_id=f"f{n}", resource_id=RESOURCE, messages=[
+            Message(id=f"f{n}-u", role="user", parts=(TextPart(text="Hello."),))])
+        await turn.end()
+        return {"context": [m.id for m in turn.context.messages]}
+
+
+SCENARIOS = {"first_turn": first_turn, "frozen_migration": frozen_migration, "killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

@@ -20,6 +20,7 @@ import pytest
 from obsmem import Memory, MemoryConfig, Message, StorageError
 from obsmem.types import TextPart
 
+from ..postgres_fixtures import PostgresServer, database_url
 from . import harness
 from .hostile_109_worker import SECRET, wait_for
 from .test_hostile_review_109_held_up import seed, stored, tables_holding
@@ -158,6 +159,7 @@ async def test_two_resources_in_two_processes_read_nothing_of_each_other(postgre
 
     reports = harness.finish([start("resource_chat", postgres_url, n, tmp_path) for n in range(2)])
     for n, report in enumerate(reports):
+        assert report["errors"] == []
         text = "\n".join(report["seen"])
         assert MARKERS[n] in text  # (it read something)
         assert MARKERS[1 - n] not in text
@@ -241,3 +243,30 @@ async def test_a_replica_killed_between_a_tool_call_and_its_result(postgres_url:
     assert ids[:len(history)] == history and {"k-u", "k-call", "n-u", "n-a"} <= set(ids)
     answers = [m for m in messages if m.role == "tool"]
     assert [r.result for m in answers for r in m.tool_results] == ["answer for k-c1"]
+
+
+async def test_a_replica_stopped_inside_a_migration_holds_up_no_other_replicas_start(
+    postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas start on a new database (migrate=auto): the first stops inside a migration
+    step, holding the migrations' lock with its transaction open. The second's first turn waited
+    on that lock for as long as the first stood still (no statement or lock timeout on the
+    migrating connection); the server now ends the stopped one's transaction after
+    statement_timeout_s, and the second migrates and answers."""
+    monkeypatch.setattr(harness, "PROCESS_TIMEOUT_S", 60)  # (a hang is reported sooner)
+    name = f"obsmem_blank_131_{os.getpid()}"
+    with postgres_server.admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    try:
+        url = database_url(postgres_server.url, name) + "?statement_timeout_s=2"
+        frozen = start("frozen_migration", url, 0, tmp_path)
+        wait_for(tmp_path, "in-migration")
+        second = start("first_turn", url, 1, tmp_path)
+        try:
+            [report] = harness.finish([second])  # a hang fails here, naming the process
+        finally:
+            (tmp_path / "thaw").write_text("1")
+            harness.finish([frozen])
+        assert report["context"] == ["f1-u"]
+    finally:
+        postgres_server.drop_database(name)

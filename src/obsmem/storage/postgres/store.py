@@ -287,7 +287,7 @@ class PostgresStore(ClosingContext):
     async def _open(self) -> AsyncConnectionPool[Conn]:
         where = redact_url(self.url)
         if self.migrate_mode == "auto":
-            await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s)
+            await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s, idle_s=self.statement_timeout_s)
         elif self.migrate_mode == "check":
             behind = await asyncio.to_thread(pending_migrations, self.url, self.connect_timeout_s)
             if behind:
@@ -442,8 +442,9 @@ class PostgresStore(ClosingContext):
         """Apply (or, with ``dry_run``, list) the pending migrations, on a connection of its own."""
         if self._closed:
             raise StoreClosedError()
-        run = pending_migrations if dry_run else migrate_database
-        return await asyncio.to_thread(run, self.url, self.connect_timeout_s)
+        if dry_run:
+            return await asyncio.to_thread(pending_migrations, self.url, self.connect_timeout_s)
+        return await asyncio.to_thread(migrate_database, self.url, self.connect_timeout_s, idle_s=self.statement_timeout_s)
 
     # -- threads ----------------------------------------------------------------------------------
     @staticmethod
@@ -994,10 +995,18 @@ class PostgresStore(ClosingContext):
         return await self._run(op, transaction=False)
 
 
-def migrate_database(url: str, connect_timeout_s: float = 15.0) -> list[str]:
-    """Apply pending migrations to the database at ``url`` (blocking); returns what ran."""
+def migrate_database(url: str, connect_timeout_s: float = 15.0, *, idle_s: float | None = 30.0) -> list[str]:
+    """Apply pending migrations to the database at ``url`` (blocking); returns what ran.
+
+    Each step holds the migrations' lock in its transaction, and every process opening the
+    database waits for it. ``idle_s`` (the store's ``statement_timeout_s``): the server ends this
+    session's transaction once it is left idle that long, so a migrator that stops inside a step
+    (SIGSTOP, a paused VM) holds no other process's start up beyond it (its step is rolled back and
+    run again by the next migrator). A step's own statements (an index build) are not bounded."""
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as conn:
+            if idle_s is not None:  # (a SET, not libpq's options: those may come in the URL)
+                conn.execute(f"SET idle_in_transaction_session_timeout = {int(idle_s * 1000)}")
             return postgres_migrations.migrate(conn)
     except psycopg.Error as exc:
         raise StorageError(
