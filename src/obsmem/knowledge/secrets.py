@@ -18,7 +18,9 @@ Two kinds of evidence, both pure and linear in the text:
   ``p4ssw0rd``, look-alike Cyrillic or Greek letters, a value quoted or spelled out ``h u n t e r 2``),
   the same with a code that opens something (``my door code is 4821-B``; not a zip or promo code),
   with a key or token word and an opaque value (``my AWS secret is wJalr…``), a PIN, PUK or card
-  security code with its digits, a login given as ``user / password``, and a password word
+  security code with its digits, a login given as ``user / password``, a password set ``to`` a
+  value, a value before its word (``they use … as their password``, ``… is their wifi
+  password``: only one made up like a credential, no address, date or version), and a password word
   followed within a sentence or two by ``it's <value>`` (``My password is set. It's
   hunter2-Blue!``); and a payment card number (Luhn-checked). A value that is an everyday word
   (``my password is expired``, ``… is too short``, ``… is on a sticky note``), a short number
@@ -72,12 +74,15 @@ _PIN_WORDS = r"PIN(?:[ -]?(?:code|number|nummer))?|pin(?:[ -]?(?:code|number))?|
 
 #: What joins the word to its value: a copula in the languages of the password words, or ``:``/``=``.
 _IS = (
-    r"(?:\s{0,3}[:=\uff1a\uff1d]|\s(?:is|was|are|were|ist|lautet|war|sind|est|était|es|era|é|er|var|är"
-    r"|jest|je|zijn|has been changed to|changed to)(?![^\W\d_]))"
+    r"(?:\s{0,3}[:=(\uff1a\uff1d\u2192\u2014\u2013]|\s{0,3}->|\s(?:is|was)\s{0,2}[:\-\u2013\u2014]"
+    r"|,?\s(?:which|that)\s(?:is|was)|\s(?:is|was|are|were|ist|lautet|war|sind|est|était|es|era|é|er|var|är"
+    r"|jest|je|zijn|reads|has been changed to|changed to)(?![^\W\d_]))"
 )
 #: "for the wifi at home", "of my laptop": what the value is for, between the word and the copula.
-_FOR = r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|para)(?:\s[^\s.,;:!?=]{1,40}){1,4}?)?"
-_NOW = r"(?:\s{1,3}(?:now|still|currently|simply|just|set to|jetzt|nun|maintenant|ahora|agora))?"
+_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|para|they|i|we|you|he|she|that|which|one)"
+        r"(?:\s[^\s.,;:!?=]{1,40}){1,4}?)?")
+_NOW = (r"(?:\s{1,3}(?:now|still|currently|simply|just|jetzt|nun|maintenant|ahora|agora))?"
+        r"(?:\s{1,3}(?:set to|changed to|updated to))?")
 #: The value: quoted (spaces and all), spelled out ("h u n t e r 2"), else one word.
 _VALUE = (
     r"\s{0,3}(?:(?P<spelled>(?:[^\s\"'] ){3,60}[^\s\"'.,;!?])(?![^\s.,;!?])|\"(?P<quoted>[^\"\n]{1,200})\"|\u201c(?P<quoted2>[^\u201d\n]{1,200})\u201d"
@@ -85,7 +90,7 @@ _VALUE = (
     r"|\u300c(?P<quoted5>[^\u300d\n]{1,200})\u300d|\u00ab\s?(?P<quoted6>[^\u00bb\n]{1,200}?)\s?\u00bb"
     r"|[\"'`\u201c\u2018\u00ab\u300c\u300e]?(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u300d\u300e\u300f]{1,200}))"
 )
-_VALUE_GROUPS = ("spelled", "quoted", "quoted2", "quoted3", "quoted4", "quoted5", "quoted6", "value")
+_VALUE_GROUPS = ("value2", "spelled", "quoted", "quoted2", "quoted3", "quoted4", "quoted5", "quoted6", "value")
 
 
 def _said(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
@@ -93,6 +98,19 @@ def _said(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
 
 
 _PASSWORD_SAID = _said(_PASSWORD_WORDS)
+#: "they set their wifi password to …", and the value before the word: "they use … as their
+#: password", "… is their wifi password" (only a value made up like a credential, there).
+_SET_TO = re.compile(
+    rf"(?<![^\W\d_])(?i:set|sets|changed|changes|change|updated|update|reset)(?:\s[^\s.,;:!?=]{{1,40}}){{0,3}}?"
+    rf"\s(?i:{_PASSWORD_WORDS})\s(?i:to|as){_VALUE}"
+)
+_BEFORE = re.compile(
+    r"(?:(?<![^\W\d_])(?i:use|uses|used|using)\s(?P<value>[^\s\"']{6,200})\s(?i:as)"
+    r"|(?<!\S)(?P<value2>[^\s\"']{6,200})\s(?i:is|was)\s(?i:their|my|our|his|her|your|the))"
+    rf"(?:\s[^\s.,;:!?=]{{1,40}}){{0,3}}?\s(?i:{_PASSWORD_WORDS})(?![^\W\d_])"
+    r"(?!\s(?i:managers?|reset|polic(?:y|ies)|rules|requirements|hint|field|prompt|generator|vault|app|protected"
+    r"|strength|length|change|expiry)(?![^\W\d_]))"
+)
 _CODE_SAID = _said(_CODE_WORDS)
 _KEY_SAID = _said(_KEY_WORDS)
 _PIN_SAID = _said(_PIN_WORDS, 0)
@@ -175,7 +193,8 @@ def _spans(text: str) -> Iterable[tuple[int, int]]:
     for detector in _DETECTORS.detectors:
         yield from detector.spans(text)
     for pattern, check in ((_PASSWORD_SAID, _password), (_CJK_SAID, _password), (_CODE_SAID, _password),
-                           (_KEY_SAID, _opaque), (_PIN_SAID, _pin), (_LOGIN, _shaped_password)):
+                           (_SET_TO, _password), (_KEY_SAID, _opaque), (_PIN_SAID, _pin), (_LOGIN, _shaped_password),
+                           (_BEFORE, _credential)):
         for match in pattern.finditer(text):
             start, value = _value(match)
             if check(value):
@@ -184,6 +203,17 @@ def _spans(text: str) -> Iterable[tuple[int, int]]:
         start, value = _value(match)
         if len(value) >= 6 and _shaped_password(value):
             yield start, start + len(value)
+
+
+#: What a value standing before its word must not be: an address, a link, a date, a version.
+_NOT_CREDENTIAL = re.compile(r"[^@\s]+@[^@\s]+\.\w+|\w+://.*|\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|v?\d+(?:\.\d+)+")
+
+
+def _credential(value: str) -> bool:
+    """Made up like a credential beyond doubt: letters and digits or symbols, six or more, and no
+    address, link, date or version."""
+    return (len(value) >= 6 and any(c.isalpha() for c in value) and _shaped(value)
+            and _NOT_CREDENTIAL.fullmatch(value) is None and _password(value))
 
 
 def _shaped_password(value: str) -> bool:

@@ -52,6 +52,12 @@ DISGUISED = [
     ("My bike lock combination is 12-34-56.", "12-34-56"),
     ("My Netflix login is alice@example.com / hunter2-Blue.", "hunter2-Blue"),
     ("My card number is 4111 1111 1111 1111.", "4111 1111 1111 1111"),
+    # other ways to say what it is: a dash, a change, a setting, the value first, a relative clause
+    ("My wifi password is - hunter2-Blue", "hunter2-Blue"),
+    ("My wifi password was changed to hunter2-Blue.", "hunter2-Blue"),
+    ("I set my wifi password to hunter2-Blue.", "hunter2-Blue"),
+    ("I use hunter2-Blue as my password everywhere.", "hunter2-Blue"),
+    ("The password I use everywhere is hunter2-Blue.", "hunter2-Blue"),
 ]
 
 #: (what the user says, the candidate capture writes: ordinary text, captured as before)
@@ -72,6 +78,11 @@ ORDINARY = [
     ("My favourite combination is pasta and pesto.", "their favourite combination is pasta and pesto"),
     ("My account is alice@example.com, premium tier.", "their account is alice@example.com, premium tier"),
     ("My meeting is at 10:30 in room 4/12.", "their meeting is at 10:30 in room 4/12"),
+    ("My password reset link went to alice@example.com.", "their password reset link went to alice@example.com"),
+    ("I changed my password on 2026-01-05.", "they changed their password on 2026-01-05"),
+    ("My password manager is 1Password 8.", "their password manager is 1Password 8"),
+    ("I reset my password for account ACME-1234 yesterday.", "they reset their password for account ACME-1234 yesterday"),
+    ("I use 1Password as my password manager.", "they use 1Password as their password manager"),
 ]
 
 
