@@ -28,18 +28,23 @@ from hostile_109_worker import RESOURCE, SECRET, THREAD, mark, wait_for  # noqa:
 
 async def frozen_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
     """A replica whose process stops (a blocked event loop, as under SIGSTOP, a debugger or a VM
-    pause) inside its turn's save transaction, after the thread's row is locked: it marks
+    pause) inside its turn's save transaction, after the thread's row is locked (with
+    ``after-write`` in the folder: after its rows are written, before its COMMIT): it marks
     ``in-tx`` and stays stopped until ``thaw``, then goes on."""
     write = PostgresStore._write_messages
     seen: dict[str, Any] = {}
 
+    after_write = (folder / "after-write").exists()  # else before: stopped just before the rows or the COMMIT
+
     async def frozen(conn: Any, thread: Any, messages: list[Message], *args: Any) -> list[Message]:
-        if any(m.id == "frozen-u" for m in messages) and not seen:
+        stop = any(m.id == "frozen-u" for m in messages) and not seen
+        written = await write(conn, thread, messages, *args) if after_write else None
+        if stop:
             seen["in_transaction"] = conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
             mark(folder, "in-tx")
             while not (folder / "thaw").exists():
                 time.sleep(0.05)  # the whole process stands still, its transaction open
-        return await write(conn, thread, messages, *args)
+        return written if written is not None else await write(conn, thread, messages, *args)
 
     PostgresStore._write_messages = staticmethod(frozen)  # type: ignore[method-assign]
     errors: list[str] = []
