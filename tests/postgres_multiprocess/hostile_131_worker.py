@@ -208,7 +208,25 @@ async def first_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
         return {"context": [m.id for m in turn.context.messages]}
 
 
-SCENARIOS = {"first_turn": first_turn, "frozen_migration": frozen_migration, "killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
+async def paused_forget(url: str, n: int, folder: Path) -> dict[str, Any]:
+    """``forget("ValueOne")`` over thread ``shared``, paused as it writes back message ``two``
+    (``rewriting`` ... ``go``), after it read it."""
+    async with Memory(url) as memory:
+        store = memory.store
+        save = store.save_messages
+
+        async def pausing(thread_id: str, messages: list[Message], **kwargs: Any) -> list[Message]:
+            if any(m.id == "two" for m in messages):
+                mark(folder, "rewriting")
+                await asyncio.to_thread(wait_for, folder, "go")
+            return await save(thread_id, messages, **kwargs)
+
+        store.save_messages = pausing  # type: ignore[method-assign]
+        await memory.forget("ValueOne", thread_id=THREAD)
+    return {}
+
+
+SCENARIOS = {"paused_forget": paused_forget, "first_turn": first_turn, "frozen_migration": frozen_migration, "killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}
 
 if __name__ == "__main__":
     scenario, url, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

@@ -274,3 +274,34 @@ async def test_a_replica_stopped_inside_a_migration_holds_up_no_other_replicas_s
         assert report["context"] == ["f1-u"]
     finally:
         postgres_server.drop_database(name)
+
+
+MESSAGE_REWRITE_LOST_UPDATE = (
+    "Memory._forget_in_thread (memory.py) reads the thread's messages, then writes each changed one "
+    "back with save_messages, a blind upsert: a forget of another value in another process between "
+    "the read and the write is undone. Needed: a compare-and-set rewrite of a message in the "
+    "contract (storage/contract.py, every adapter; PostgreSQL: UPDATE messages SET doc = %s WHERE "
+    "id = %s AND doc = <the doc read>, as _add_parts does), and _forget_in_thread re-reading and "
+    "redoing a message whose write lost. The same read-then-write holds for forget's working-memory "
+    "rewrite (get_working_memory, then set_working_memory).")
+
+
+async def test_two_forgets_of_one_message_in_two_processes_keep_both_out(postgres_url: str, tmp_path: Path) -> None:
+    """A message holds two values in two text parts; one process forgets the first while another
+    forgets the second. Each writes back the message it read without its own value's part: the
+    one that writes last brings the other's value back."""
+    async with Memory(postgres_url) as memory:
+        await memory.create_thread(thread_id="shared", resource_id="u1")
+        await memory.save_messages("shared", [Message(id="two", role="user", parts=(
+            TextPart(text="My old PIN was ValueOne."), TextPart(text="My new PIN is ValueTwo."),
+            TextPart(text="Please keep this."),
+        ))])
+    forgetting = start("paused_forget", postgres_url, 0, tmp_path)
+    wait_for(tmp_path, "rewriting")
+    async with Memory(postgres_url) as admin:
+        await admin.forget("ValueTwo", thread_id="shared")
+    (tmp_path / "go").write_text("1")
+    harness.finish([forgetting])
+    assert tables_holding(postgres_url, "ValueOne") == []
+    with still_broken(MESSAGE_REWRITE_LOST_UPDATE):
+        assert tables_holding(postgres_url, "ValueTwo") == []
