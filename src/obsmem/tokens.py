@@ -48,6 +48,7 @@ from pydantic import BaseModel
 from obsmem.errors import ConfigError, ObsmemError
 from obsmem.profiles import AttachmentBilling, OpenAIImageRule, attachment_billing
 from obsmem.types import (
+    LONG_TEXT_CHARS,
     DataPart,
     FilePart,
     Message,
@@ -56,6 +57,7 @@ from obsmem.types import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    text_digest,
 )
 
 if TYPE_CHECKING:
@@ -745,7 +747,10 @@ def _part_digest(part: Part) -> bytes:
     count is computed with.
     """
     if isinstance(part, TextPart):
-        canonical = b"text\x00" + part.text.encode("utf-8", "surrogatepass")
+        if len(part.text) >= LONG_TEXT_CHARS:  # hashed once per part (kept on it), not per count
+            canonical = b"long-text\x00" + text_digest(part)
+        else:
+            canonical = b"text\x00" + part.text.encode("utf-8", "surrogatepass")
     else:
         canonical = _to_json(part.model_dump()).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(canonical, digest_size=16).digest()

@@ -11,12 +11,13 @@ strings chosen by the caller or generated here; ``created_at`` is always timezon
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sized
+from collections.abc import Callable, Iterable, Mapping, Sized
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -26,6 +27,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from obsmem.errors import InvalidInputError
 
 __all__ = [
+    "LONG_TEXT_CHARS",
     "MAX_COUNT",
     "DataPart",
     "FilePart",
@@ -45,9 +47,12 @@ __all__ = [
     "check_json",
     "check_text",
     "describe_value",
+    "long_texts",
     "new_id",
+    "on_long_text",
     "parse_message",
     "parse_messages",
+    "text_digest",
     "utcnow",
 ]
 
@@ -116,6 +121,57 @@ class TextPart(_Part):
 
     type: Literal["text"] = "text"
     text: str
+
+
+#: A text at least this long keeps its digest on its part (:func:`text_digest`): hashing it is
+#: linear in it, and a turn's boundaries looked at a waiting pasted log many times over.
+LONG_TEXT_CHARS = 32_768
+_TEXT_DIGEST_KEY = "_obsmem_text_digest"
+
+
+def text_digest(part: TextPart) -> bytes:
+    """SHA-256 of ``part``'s text (UTF-8, lone surrogates kept as they are).
+
+    A long text (:data:`LONG_TEXT_CHARS` or more) keeps it on its part (not a field: pydantic
+    leaves it out of dumps, equality and repr; a copy, deep or not, carries it, and it is read
+    only while it belongs to the very text object the part holds). The token cache's key and a
+    receipt's message digest both start from it, so a pasted megabyte is hashed once per part
+    object, and the stores hash what they decode where they decode it (a SQL store's worker
+    thread: :func:`long_texts`), never again on the event loop."""
+    text = part.text
+    if len(text) < LONG_TEXT_CHARS:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    memo = part.__dict__.get(_TEXT_DIGEST_KEY)
+    if memo is not None and memo[0] is text:
+        return bytes(memo[1])
+    value = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    part.__dict__[_TEXT_DIGEST_KEY] = (text, value)
+    return value
+
+
+#: What else :func:`long_texts` works out for a long text part, registered by the layers that keep
+#: an answer on the part the same way (:func:`on_long_text`).
+_LONG_TEXT_WORK: list[Callable[[TextPart], object]] = [text_digest]
+
+
+def on_long_text(work: Callable[[TextPart], object]) -> Callable[[TextPart], object]:
+    """Register ``work`` (a function of a long text part that keeps its answer on the part, as
+    :func:`text_digest` does) to run in :func:`long_texts` too."""
+    if work not in _LONG_TEXT_WORK:
+        _LONG_TEXT_WORK.append(work)
+    return work
+
+
+def long_texts(message: Message) -> Message:
+    """``message``, what its long text parts keep worked out now (:func:`text_digest` and the
+    work registered with :func:`on_long_text`): a store calls it where it decodes or copies a
+    message (a SQL store's worker thread), so the event loop finds the answers kept instead of
+    reading a pasted megabyte again at every boundary. Cheap for anything else."""
+    for part in message.parts:
+        if isinstance(part, TextPart) and len(part.text) >= LONG_TEXT_CHARS:
+            for work in _LONG_TEXT_WORK:
+                work(part)
+    return message
 
 
 class ReasoningPart(_Part):

@@ -32,7 +32,7 @@ from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
-from obsmem.types import DataPart, Message, TextPart
+from obsmem.types import LONG_TEXT_CHARS, DataPart, Message, TextPart, text_digest
 
 __all__ = [
     "RECEIPT_KEY",
@@ -249,7 +249,9 @@ def message_digest(message: Message) -> bytes:
         return bytes(memo[2])
     digest = hashlib.sha256(b"\x1emessage\x1f" + message.role.encode())
     for part in parts:
-        if isinstance(part, TextPart):  # the common case, without a JSON dump
+        if isinstance(part, TextPart) and len(part.text) >= LONG_TEXT_CHARS:
+            digest.update(b"\x1flong-text\x1f" + text_digest(part))  # hashed once per part (kept on it)
+        elif isinstance(part, TextPart):  # the common case, without a JSON dump
             digest.update(b"\x1ftext\x1f" + part.text.encode("utf-8", "surrogatepass"))
         else:
             digest.update(b"\x1f" + part.model_dump_json().encode())

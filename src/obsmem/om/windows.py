@@ -56,7 +56,7 @@ Window = tuple[ObservationRecord | None, list[Message]]
 CAPACITY = 16_384  # windows, and messages in all kept windows; the least recently used window goes first
 MAX_CHARS = 16_000_000  # characters of content in all kept windows (tens of MB at most)
 MAX_MESSAGES = 8_192  # a longer window is not kept (read afresh); message_tokens keeps most below it
-MAX_WINDOW_CHARS = MAX_CHARS // 16  # nor a window this large (a few big attachments)
+MAX_WINDOW_CHARS = MAX_CHARS // 2  # nor a window this large (a pasted log waiting is kept: not decoded at every boundary)
 
 
 @dataclass(frozen=True, slots=True)

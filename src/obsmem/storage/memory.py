@@ -69,7 +69,7 @@ from obsmem.storage.rules import (
     rewritten_generation,
     work_available_at,
 )
-from obsmem.types import DataPart, Message, Thread
+from obsmem.types import DataPart, Message, Thread, long_texts
 
 __all__ = ["MemoryStore"]
 
@@ -251,7 +251,7 @@ class MemoryStore(ClosingContext):
                     update={"role": message.role, "parts": message.parts, "metadata": message.metadata},
                     deep=True,
                 )
-            self._messages[message.id] = stored
+            self._messages[message.id] = long_texts(stored)  # its copies carry the long texts' digests
         return [_copy(self._messages[m.id]) for m in messages]
 
     async def list_messages(

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
-from obsmem.types import Message, Part, TextPart
+from obsmem.types import LONG_TEXT_CHARS, Message, Part, TextPart, on_long_text
 
 __all__ = [
     "CONTINUATION",
@@ -206,9 +206,28 @@ def plain_conversation(messages: Sequence[Message]) -> bool:
             return False
         if role == "user":
             for part in message.parts:
-                if part.type == "text" and _may_hold_reminder(part.text):
+                if part.type == "text" and _part_may_hold_reminder(part):
                     return False
     return True
+
+
+#: Where a long text part keeps :func:`_may_hold_reminder`'s answer (not a field; as
+#: :func:`~obsmem.types.text_digest` keeps its digest): a pasted log holds ``<``, and every
+#: boundary's scans of the window ran the pattern over all of it again.
+_REMINDER_KEY = "_obsmem_may_hold_reminder"
+
+
+@on_long_text  # a SQL store works it out where it decodes a long row (its worker thread)
+def _part_may_hold_reminder(part: Any) -> bool:
+    text = part.text
+    if len(text) < LONG_TEXT_CHARS:
+        return _may_hold_reminder(text)
+    memo = part.__dict__.get(_REMINDER_KEY)
+    if memo is not None and memo[0] is text:
+        return bool(memo[1])
+    answer = _may_hold_reminder(text)
+    part.__dict__[_REMINDER_KEY] = (text, answer)
+    return answer
 
 
 def drop_obsmem_messages(messages: Iterable[Message]) -> list[Message]:

@@ -109,7 +109,7 @@ from obsmem.storage.sqlite import inline
 from obsmem.storage.sqlite import leases as sqlite_leases
 from obsmem.storage.sqlite import work as sqlite_work
 from obsmem.storage.sqlite.wal import LogTruncation
-from obsmem.types import DataPart, Message, Thread
+from obsmem.types import DataPart, Message, Thread, long_texts
 
 __all__ = ["SQLiteStore", "default_data_dir", "default_store_path", "prepare_database_file"]
 
@@ -211,6 +211,10 @@ def _insert(conn: Conn, table: str, values: dict[str, Any]) -> None:
 def _update(conn: Conn, table: str, key: str, values: dict[str, Any]) -> None:
     assignments = ", ".join(f"{name} = :{name}" for name in values if name != key)
     conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = :{key}", values)
+
+
+#: How many too-large windows a store remembers (see ``SQLiteStore._window``).
+_LARGE_WINDOWS_KEPT = 256
 
 
 def _check_small(rows: Sequence[sqlite3.Row]) -> None:
@@ -322,6 +326,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self._log = LogTruncation(self.busy_timeout)  # used on the worker thread
         self._decoded = DecodedMessages()  # on the worker thread, and by inline reads
         self._inline = inline.InlineReader()  # a turn's small reads, where they are called
+        # Windows an inline read found too large, by (lineage, thread): the cursor they were read
+        # from (see _window; only the inline reads, on the caller's thread, touch it).
+        self._large_windows: dict[tuple[str, str], int] = {}
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -342,6 +349,18 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         keyed by the rows' text): ``Memory`` calls it after a delete or a forget, so no copy of
         what went stays in this process."""
         self._decoded.clear()
+        self._large_windows.clear()
+
+    def _note_large_window(self, known: tuple[str, str], after: int) -> None:
+        """Remember that ``known``'s window from cursor ``after`` is too large to read inline."""
+        windows = self._large_windows
+        try:
+            windows.pop(known, None)
+            while len(windows) >= _LARGE_WINDOWS_KEPT:
+                windows.pop(next(iter(windows)))
+        except (StopIteration, RuntimeError, KeyError):  # cleared meanwhile (a forget)
+            windows.clear()
+        windows[known] = after
 
     async def truncate_wal(self) -> bool:
         """Rebuild the database file (``VACUUM``), then move the write-ahead log into it and
@@ -617,7 +636,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         message = self._decoded.get(key)
         if message is None:
             fields = dict(zip(_MESSAGE_COLUMNS, key, strict=True))
-            message = _model(Message, fields)
+            message = long_texts(_model(Message, fields))  # hashed here (the worker, for a long row)
             self._decoded.put(key, message, fields["metadata"])
         return message
 
@@ -1009,8 +1028,18 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         query = f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? ORDER BY m.seq"
         after = head.cursor(thread_id) if head else 0
         if bounded:
+            # A window found too large here at this cursor stays too large until the cursor moves
+            # (it only grows): it goes to the worker thread without reading its rows here again
+            # (a pasted megabyte waiting to be observed was fetched on the loop at every boundary).
+            known = (lineage, thread_id)
+            if self._large_windows.get(known) == after:
+                raise inline.TooLarge()
             rows = conn.execute(f"{query} LIMIT ?", (thread_id, after, inline.MAX_ROWS + 1)).fetchall()
-            _check_small([row, *rows] if row else rows)
+            try:
+                _check_small([row, *rows] if row else rows)
+            except inline.TooLarge:
+                self._note_large_window(known, after)
+                raise
         else:
             rows = conn.execute(query, (thread_id, after)).fetchall()
         messages = [self._message(r) for r in rows]
