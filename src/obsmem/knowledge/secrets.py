@@ -62,7 +62,7 @@ _KEY_WORDS = (
 )
 #: Codes that open something (a door, an alarm, an account), not a zip, promo or booking code.
 _CODE_WORDS = (
-    r"(?:door|gate|alarm|garage|lock|safe|entry|access|wi-?fi|keypad|building|locker|unlock|verification|2fa"
+    r"(?:door|gate|alarm|garage|lock|safe|entry|access|wi-?fi|keypad|building|unlock|verification|2fa"
     r"|otp|one-time|login|sign-in|tür|haustür)[ -]?codes?|(?:lock|safe|locker)[ -]combination"
 )
 #: A login given as a user and a password: "my Netflix login is alice@example.com / hunter2-Blue".
