@@ -73,7 +73,7 @@ from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
 from obsmem.storage.notes import ERASED, erasing_note, import_note
 from obsmem.storage.contract import ObservationRecord, lineage_key
-from obsmem.storage.ledger import LedgerBudget, LedgerWriter, check_window, usage_report
+from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
     contains,
     forget_in_message,
@@ -324,7 +324,11 @@ class Memory:
         # The cost ledger: every model call of the roles built here (and of the knowledge agents'
         # model and the embedder) is buffered and written to the store by a background task.
         self.ledger = LedgerWriter(
-            lambda calls: self.store.record_model_calls(calls), lambda work, name: self.background.spawn(work, name)
+            lambda calls: self.store.record_model_calls(calls), lambda work, name: self.background.spawn(work, name),
+            after_write=calls_of_deleted_threads_dropped(
+                lambda thread_id: self.store.get_thread(thread_id),
+                lambda **target: self.store.delete_model_calls(**target),
+            ),
         )
         self.budget: LedgerBudget | None = None
         if self.config.budget is not None:

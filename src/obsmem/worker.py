@@ -74,7 +74,7 @@ from obsmem.redact import redact_secrets
 from obsmem.storage import leasing
 from obsmem.storage.contract import Lease, Store, WorkItem
 from obsmem.storage.notes import ERASED
-from obsmem.storage.ledger import LedgerBudget, LedgerWriter
+from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped
 from obsmem.tokens import TokenCounter
 from obsmem.types import Thread, check_count, check_flag, check_id, describe_value
 
@@ -267,7 +267,9 @@ class Worker:
             model = None
         # The cost ledger: the worker's model calls are recorded like the application's, written
         # after each item (and when a run ends); the budget is the application's, per resource.
-        self.ledger = LedgerWriter(store.record_model_calls)
+        self.ledger = LedgerWriter(
+            store.record_model_calls, after_write=calls_of_deleted_threads_dropped(store.get_thread, store.delete_model_calls)
+        )
         self.budget: LedgerBudget | None = None
         if self.config.budget is not None:
             self.budget = LedgerBudget(

@@ -90,14 +90,6 @@ async def test_a_process_stopped_inside_its_save_holds_no_other_turn_for_ever(po
     assert harness.sequence_problems(messages) == []
 
 
-WORKING_MEMORY_UNFENCED = (
-    "obsmem/om/step.py (not this reviewer's to edit): ObservationStep._after_observation writes the "
-    "working memory after the record's commit, unfenced; it must check after its write, as the end "
-    "marker is fenced: re-read the head (core.stored_head(thread)) and, when the thread is gone or "
-    "the fence taken when the batch was read no longer holds (a forget began), delete the key it "
-    "wrote (store.delete_working_memory). core.reindex right after it has the same window for vectors.")
-
-
 @pytest.mark.parametrize("scope", ["thread", "resource"])
 @pytest.mark.parametrize("action", ["delete_thread", "delete_resource", "forget"])
 async def test_working_memory_written_after_an_erase_does_not_bring_the_text_back(
@@ -105,7 +97,8 @@ async def test_working_memory_written_after_an_erase_does_not_bring_the_text_bac
 ) -> None:
     """A replica's observation commits; before it writes the working memory that observation
     produced, another process erases the thread (or the user, or the value). The working memory
-    it then writes holds the erased text."""
+    it then wrote held the erased text (all six cases, on 5e4a9e8); it now checks after its write
+    and takes the key back when the erase ran meanwhile."""
     await seed(postgres_url)
     if scope == "resource":
         (tmp_path / "resource-scope").write_text("1")
@@ -120,17 +113,7 @@ async def test_working_memory_written_after_an_erase_does_not_bring_the_text_bac
             await admin.forget(SECRET, thread_id="shared")
     (tmp_path / "wm-go").write_text("1")
     harness.finish([observer])
-    with still_broken(WORKING_MEMORY_UNFENCED):
-        assert tables_holding(postgres_url, SECRET) == []
-
-
-LEDGER_WRITTEN_AFTER_DELETE = (
-    "The cost ledger is written by the other process's LedgerWriter (obsmem/storage/ledger.py, "
-    "Memory) after the delete: its observer call's row names the deleted thread and user. The store "
-    "cannot drop it (the contract keeps calls for any thread id, tests/conformance/test_ledger.py). "
-    "Needed: LedgerWriter.flush writes, then re-checks store.get_thread for each thread_id it wrote "
-    "and calls delete_model_calls(thread_id=...) for those gone (write-then-check: the eraser deletes "
-    "the thread row before its own delete_model_calls, so a write after that sees it gone).")
+    assert tables_holding(postgres_url, SECRET) == []
 
 
 @pytest.mark.parametrize("action", ["delete_thread", "delete_resource"])
@@ -138,7 +121,8 @@ async def test_a_delete_while_another_process_observes_leaves_no_row_of_the_thre
     postgres_url: str, tmp_path: Path, action: str
 ) -> None:
     """The other process's observer call finishes after the delete: what it then writes (its
-    cost-ledger row, a lease, queued work) must not name the deleted thread or user."""
+    cost-ledger row, a lease, queued work) must not name the deleted thread or user. (Its ledger
+    row did, on 5e4a9e8: the ledger now checks after a write that its threads still exist.)"""
     await seed(postgres_url)
     (tmp_path / "thread").write_text("shared")
     observer = harness.start("observing_turn", postgres_url, 0, tmp_path)
@@ -150,10 +134,9 @@ async def test_a_delete_while_another_process_observes_leaves_no_row_of_the_thre
             await admin.delete_resource("u1")
     (tmp_path / "release-0").write_text("1")
     harness.finish([observer])
-    with still_broken(LEDGER_WRITTEN_AFTER_DELETE):
-        assert tables_holding(postgres_url, "shared") == []
-        if action == "delete_resource":
-            assert tables_holding(postgres_url, "u1") == []
+    assert tables_holding(postgres_url, "shared") == []
+    if action == "delete_resource":
+        assert tables_holding(postgres_url, "u1") == []
 
 
 async def test_two_resources_in_two_processes_read_nothing_of_each_other(postgres_url: str, tmp_path: Path) -> None:

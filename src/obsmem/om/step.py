@@ -613,7 +613,7 @@ class ObserveStep:
         stored, base = done.current, done.base
         if end is not None:
             cycle.noted(end)
-        await self._after_observation(thread, result)
+        await self._after_observation(thread, result, fence)
         await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
         cycle.emit("observation-end", tokens=batch_tokens, output_tokens=output_tokens, messages=len(batch))
         return CycleOutcome("observation", True, stored, len(batch), batch_tokens, output_tokens)
@@ -658,12 +658,23 @@ class ObserveStep:
             }
         )
 
-    async def _after_observation(self, thread: Thread, result: ObservationResult) -> None:
-        """Side effects that follow a committed observation: working memory and the title."""
+    async def _after_observation(self, thread: Thread, result: ObservationResult, fence: Fence) -> None:
+        """Side effects that follow a committed observation: working memory and the title.
+
+        The working memory is written after the record's commit, so an erase that ran in between
+        (a delete of the thread or the user, a forget: another process, a replica) found nothing
+        of it to scrub, and the write would bring the erased text back. So it is checked after the
+        write (the eraser fences or deletes the record before it scrubs): when the record is gone,
+        the thread is gone or ``fence`` (taken when the batch was read) no longer holds, the key
+        just written goes (working memory is derived; what the erase took must not come back)."""
         core = self.core
         working_memory = result.extracted.get("working-memory")
         if isinstance(working_memory, str) and working_memory.strip():
-            await core.store.set_working_memory(core.working_memory_key(thread), working_memory.strip())
+            key = core.working_memory_key(thread)
+            await core.store.set_working_memory(key, working_memory.strip())
+            head = await core.stored_head(thread)
+            if head is None or not fence.holds(head) or await core.store.get_thread(thread.id) is None:
+                await core.store.delete_working_memory(key)
         title = (result.thread_title or "").strip()
         if not (core.config.observation.thread_title and len(title) >= 3):
             return

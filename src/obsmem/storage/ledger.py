@@ -165,6 +165,23 @@ def delete_sql(ph: str, thread_id: str | None, resource_id: str | None) -> tuple
     return f"DELETE FROM model_calls WHERE resource_id = {ph}", (resource_id,)
 
 
+def calls_of_deleted_threads_dropped(
+    get_thread: Callable[[str], Awaitable[object | None]], delete: Callable[..., Awaitable[int]],
+) -> Callable[[Sequence[ModelCall]], Awaitable[None]]:
+    """A :class:`LedgerWriter` ``after_write`` check: the rows just written for a thread that is
+    gone now are deleted (``delete(thread_id=...)``). A call that ended after its thread (or user)
+    was deleted, by another process or while it ran, would otherwise leave a row naming them. It
+    runs after the write, and an eraser deletes the thread before its ledger rows, so whichever
+    comes last removes the row."""
+
+    async def check(calls: Sequence[ModelCall]) -> None:
+        for thread_id in dict.fromkeys(c.thread_id for c in calls if c.thread_id is not None):
+            if await get_thread(thread_id) is None:
+                await delete(thread_id=thread_id)
+
+    return check
+
+
 class LedgerWriter:
     """Buffers :class:`ModelCall` records and writes them to a store in the background.
 
@@ -178,9 +195,12 @@ class LedgerWriter:
         self,
         write: Callable[[Sequence[ModelCall]], Coroutine[Any, Any, int]],
         spawn: Callable[[Coroutine[Any, Any, None], str], object] | None = None,
+        *,
+        after_write: Callable[[Sequence[ModelCall]], Awaitable[object]] | None = None,
     ) -> None:
         self._write = write
         self._spawn = spawn
+        self._after_write = after_write
         self._buffer: list[ModelCall] = []
         self._in_flight: list[ModelCall] = []
         self._writing = False
@@ -243,6 +263,13 @@ class LedgerWriter:
             finally:
                 for call in batch:
                     self._in_flight.remove(call)
+            if self._after_write is not None:
+                try:
+                    await self._after_write(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the ledger never fails memory work
+                    log.warning("obsmem ledger: the check after a write failed: %s", exc)
 
     async def _write_each(self, batch: list[ModelCall], error: Exception) -> None:
         """A batch that failed, written a call at a time: a call the store refuses costs its own
