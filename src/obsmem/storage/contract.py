@@ -36,6 +36,14 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 * **Forgetting.** ``delete_messages``, ``rewrite_generation`` (a retired generation's content,
   in place), ``delete_working_memory`` and ``delete_work`` let ``Memory.forget`` and
   ``Memory.delete_resource`` remove data everywhere it is stored, older generations included.
+  Erasers in several processes rewrite what they read, so each rewrite is a compare-and-set on
+  the content read (these rows carry no version that moves): ``rewrite_generation(record,
+  expected=<the generation as read>)``, ``rewrite_message(message, expected=)`` and
+  ``replace_working_memory(key, text, expected=)`` write only while the stored row is still
+  what the caller read, and answer False otherwise (the caller reads again and redoes its
+  change). The last two are optional native methods (:func:`rewrite_message_if_unchanged`,
+  :func:`replace_working_memory_if_unchanged` read and compare just before a blind write on a
+  store without them), as is ``expected=`` (:func:`rewrite_generation_if_unchanged`).
 * **Leases.** A lease says "this owner is doing the background work for this key; do not
   start the same work". It lives in the store, so it is seen by every engine sharing the store
   (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
@@ -103,6 +111,12 @@ __all__ = [
     "create_generation_marking",
     "committed",
     "forget_cached",
+    "replace_working_memory_if_unchanged",
+    "rewrite_generation_if_unchanged",
+    "rewrite_message_by_save",
+    "rewrite_message_if_unchanged",
+    "same_message",
+    "same_record",
     "lineage_key",
     "read_marked_window",
     "read_window",
@@ -520,13 +534,22 @@ class Store(Protocol):
         """Delete every generation of a lineage; returns how many rows went."""
         ...
 
-    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+    async def rewrite_generation(
+        self, record: ObservationRecord, *, expected: ObservationRecord | None = None
+    ) -> bool:
         """Replace the content of a *retired* generation (same id) with ``record``'s, in place.
 
         For forgetting only: older generations are otherwise immutable. The stored identity,
         chain link (``superseded_by``), generation, version and ``created_at`` stay. False when
         no retired generation has this id (the live head is written with :meth:`update_record`,
         compare-and-set).
+
+        ``expected`` (compare-and-set): the generation as the caller read it; the rewrite is
+        applied only while the stored generation still equals it (:func:`same_record`), else
+        False and nothing is written: another eraser rewrote it meanwhile, so the caller reads
+        it again and redoes its change (a blind rewrite would bring back what that one removed).
+        Without it the rewrite is blind (a store written before ``expected``: see
+        :func:`rewrite_generation_if_unchanged`).
         """
         ...
 
@@ -921,3 +944,82 @@ async def add_parts_marked(
         marked: tuple[Message, WindowMark | None, WindowMark | None] = await native(message_id, parts, lineage)
         return marked
     return await store.add_message_parts(message_id, parts), None, None
+
+
+# -- compare-and-set rewrites for erasers -------------------------------------------------------
+def same_record(stored: ObservationRecord, expected: ObservationRecord) -> bool:
+    """Whether a stored generation is still the one a caller read (every field alike)."""
+    return stored.model_dump(mode="json") == expected.model_dump(mode="json")
+
+
+def same_message(stored: Message, expected: Message) -> bool:
+    """Whether a stored message's content (role, parts, metadata) is still what a caller read."""
+    content = {"role", "parts", "metadata"}
+    return stored.model_dump(mode="json", include=content) == expected.model_dump(mode="json", include=content)
+
+
+def takes_keyword(method: Callable[..., object], name: str) -> bool:
+    """Whether ``method`` takes the keyword argument ``name`` (or any keyword)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+async def rewrite_generation_if_unchanged(
+    store: Store, record: ObservationRecord, *, expected: ObservationRecord
+) -> bool:
+    """``store.rewrite_generation(record, expected=expected)``: True when written, False when
+    the stored generation is no longer ``expected`` (or gone, or live). A store whose method
+    does not take ``expected`` is read and compared just before its (blind) rewrite."""
+    if takes_keyword(store.rewrite_generation, "expected"):
+        return await store.rewrite_generation(record, expected=expected)
+    stored = await store.get_record(record.id)
+    if stored is None or not same_record(stored, expected):
+        return False
+    return await store.rewrite_generation(record)
+
+
+async def rewrite_message_if_unchanged(store: Store, message: Message, *, expected: Message) -> bool:
+    """Replace a stored message's role, parts and metadata with ``message``'s (same id; its
+    ``seq``, thread and ``created_at`` stay) only while its stored content is ``expected``'s
+    (:func:`same_message`): True when written, False when it changed or went meanwhile (the
+    caller reads it again and redoes its change). Native method ``rewrite_message(message,
+    expected=)``, compare-and-set in the store; any other store is read and compared just before
+    a ``save_messages``."""
+    native = getattr(store, "rewrite_message", None)
+    if native is not None:
+        written: bool = await native(message, expected=expected)
+        return written
+    return await rewrite_message_by_save(store, message, expected=expected)
+
+
+async def rewrite_message_by_save(store: Store, message: Message, *, expected: Message) -> bool:
+    """:func:`rewrite_message_if_unchanged` for a store that cannot compare and set a message:
+    read and compared just before its ``save_messages`` (not atomic with it)."""
+    found = await store.get_messages([message.id])
+    if not found or not same_message(found[0], expected) or found[0].thread_id is None:
+        return False
+    await store.save_messages(found[0].thread_id, [message])
+    return True
+
+
+async def replace_working_memory_if_unchanged(
+    store: Store, key: str, text: str | None, *, expected: str
+) -> bool:
+    """Set the working memory under ``key`` to ``text`` (None: delete it) only while it is
+    ``expected``: True when written, False when it changed or went meanwhile. Native method
+    ``replace_working_memory(key, text, expected=)``, compare-and-set in the store; any other
+    store is read and compared just before its write."""
+    native = getattr(store, "replace_working_memory", None)
+    if native is not None:
+        written: bool = await native(key, text, expected=expected)
+        return written
+    if await store.get_working_memory(key) != expected:
+        return False
+    if text is None:
+        await store.delete_working_memory(key)
+    else:
+        await store.set_working_memory(key, text)
+    return True

@@ -46,6 +46,8 @@ from obsmem.storage.contract import (
     WriteResult,
     lease_purge_before,
     lineage_key,
+    same_message,
+    same_record,
 )
 from obsmem.storage.contract import DeadWork
 from obsmem.storage.rules import (
@@ -311,6 +313,15 @@ class MemoryStore(ClosingContext):
             self._messages[message_id] = stored
         return _copy(stored)
 
+    async def rewrite_message(self, message: Message, *, expected: Message) -> bool:
+        """:func:`~obsmem.storage.contract.rewrite_message_if_unchanged`, compare-and-set."""
+        self._open()
+        stored = self._messages.get(message.id)
+        if stored is None or stored.thread_id is None or not same_message(stored, expected):
+            return False
+        await self.save_messages(stored.thread_id, [message])  # (no await inside: nothing runs between)
+        return True
+
     async def delete_messages(self, message_ids: list[str]) -> int:
         self._open()
         gone = 0
@@ -443,10 +454,12 @@ class MemoryStore(ClosingContext):
         self._open()
         return self._delete_lineage(lineage)
 
-    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+    async def rewrite_generation(
+        self, record: ObservationRecord, *, expected: ObservationRecord | None = None
+    ) -> bool:
         self._open()
         stored = self._records.get(record.id)
-        if stored is None or stored.is_live:
+        if stored is None or stored.is_live or (expected is not None and not same_record(stored, expected)):
             return False
         self._records[record.id] = rewritten_generation(stored, record)
         return True
@@ -506,6 +519,17 @@ class MemoryStore(ClosingContext):
     async def set_working_memory(self, key: str, text: str) -> None:
         self._open()
         self._working_memory[key] = text
+
+    async def replace_working_memory(self, key: str, text: str | None, *, expected: str) -> bool:
+        """:func:`~obsmem.storage.contract.replace_working_memory_if_unchanged`, compare-and-set."""
+        self._open()
+        if self._working_memory.get(key) != expected:
+            return False
+        if text is None:
+            del self._working_memory[key]
+        else:
+            self._working_memory[key] = text
+        return True
 
     async def delete_working_memory(self, key: str) -> bool:
         self._open()

@@ -40,7 +40,7 @@ from psycopg import errors as pg_errors
 from pydantic import ValidationError
 
 from obsmem.errors import InvalidInputError, StorageError
-from obsmem.storage.contract import ObservationRecord, WriteResult
+from obsmem.storage.contract import ObservationRecord, WriteResult, same_record
 from obsmem.storage.rules import (
     advanced_threads,
     check_cursors_forward,
@@ -200,14 +200,27 @@ async def delete_lineage(conn: Conn, lineage: str) -> int:
     return cur.rowcount
 
 
-async def rewrite(conn: Conn, record: ObservationRecord) -> bool:
-    """Replace a retired generation's content in place (its version and links stay)."""
-    stored = await get(conn, record.id)
-    if stored is None or stored.is_live:
+async def rewrite(conn: Conn, record: ObservationRecord, expected: ObservationRecord | None = None) -> bool:
+    """Replace a retired generation's content in place (its version and links stay). With
+    ``expected``: only while the stored generation is that one, in one statement (the row is
+    written only if its document is still the one read and compared)."""
+    cur = await conn.execute(f"{_SELECT} WHERE id = %s", (record.id,))
+    row = await cur.fetchone()
+    stored = _record(row) if row else None
+    if row is None or stored is None or stored.is_live:
+        return False
+    if expected is not None and not same_record(stored, expected):
         return False
     rewritten = rewritten_generation(stored, record)
-    cur = await conn.execute(
-        "UPDATE observation_records SET doc = %s WHERE id = %s AND superseded_by IS NOT NULL",
-        (json.dumps(rewritten.model_dump(mode="json")), record.id),
-    )
+    doc = json.dumps(rewritten.model_dump(mode="json"))
+    if expected is None:
+        cur = await conn.execute(
+            "UPDATE observation_records SET doc = %s WHERE id = %s AND superseded_by IS NOT NULL",
+            (doc, record.id),
+        )
+    else:
+        cur = await conn.execute(
+            "UPDATE observation_records SET doc = %s WHERE id = %s AND superseded_by IS NOT NULL AND doc = %s",
+            (doc, record.id, row[-1]),
+        )
     return cur.rowcount == 1

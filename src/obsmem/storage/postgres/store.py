@@ -71,6 +71,7 @@ from obsmem.storage.contract import (
     WindowMark,
     WorkItem,
     WriteResult,
+    same_message,
 )
 from obsmem.storage.rules import (
     check_limit,
@@ -721,6 +722,34 @@ class PostgresStore(ClosingContext):
                 return updated
         raise StorageError(f"Adding parts to message '{message_id}' kept losing races with other writers.")
 
+    async def rewrite_message(self, message: Message, *, expected: Message) -> bool:
+        """:func:`~obsmem.storage.contract.rewrite_message_if_unchanged`: the stored document is
+        read and compared, and written only if it is still the one read (one statement, as
+        :meth:`add_message_parts`)."""
+        check_storable(messages=[message])
+
+        async def op(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "SELECT m.seq, m.thread_id, t.resource_id, m.doc FROM messages AS m "
+                "JOIN threads AS t ON t.id = m.thread_id WHERE m.id = %s", (message.id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return False
+            stored = self._message(row)
+            if not same_message(stored, expected):
+                return False
+            updated = stored.model_copy(
+                update={"role": message.role, "parts": message.parts, "metadata": message.metadata}
+            )
+            written = await conn.execute(
+                "UPDATE messages SET doc = %s WHERE id = %s AND doc = %s",
+                (_doc(updated, exclude={"seq", "thread_id", "resource_id"}), message.id, row[3]),
+            )
+            return written.rowcount == 1
+
+        return await self._run(op, transaction=False)
+
     async def delete_messages(self, message_ids: list[str]) -> int:
         async def op(conn: Conn) -> int:
             cur = await conn.execute("DELETE FROM messages WHERE id = ANY(%s)", (list(dict.fromkeys(message_ids)),))
@@ -844,8 +873,10 @@ class PostgresStore(ClosingContext):
     async def delete_lineage(self, lineage: str) -> int:
         return await self._run(lambda conn: postgres_records.delete_lineage(conn, lineage), transaction=False)
 
-    async def rewrite_generation(self, record: ObservationRecord) -> bool:
-        return await self._run(lambda conn: postgres_records.rewrite(conn, record), transaction=False)
+    async def rewrite_generation(
+        self, record: ObservationRecord, *, expected: ObservationRecord | None = None
+    ) -> bool:
+        return await self._run(lambda conn: postgres_records.rewrite(conn, record, expected), transaction=False)
 
     # -- leases (SQL in postgres_leases) ----------------------------------------------------------
     async def acquire_lease(self, key: str, owner: str, *, ttl_s: float, now: datetime) -> Lease | None:
@@ -886,6 +917,23 @@ class PostgresStore(ClosingContext):
             )
 
         await self._run(op)
+
+    async def replace_working_memory(self, key: str, text: str | None, *, expected: str) -> bool:
+        """:func:`~obsmem.storage.contract.replace_working_memory_if_unchanged`: one statement."""
+
+        async def op(conn: Conn) -> bool:
+            if text is None:
+                cur = await conn.execute(
+                    "DELETE FROM working_memory WHERE key = %s AND text = %s", (key, expected)
+                )
+            else:
+                cur = await conn.execute(
+                    "UPDATE working_memory SET text = %s, updated_at = now() WHERE key = %s AND text = %s",
+                    (text, key, expected),
+                )
+            return cur.rowcount > 0
+
+        return await self._run(op, transaction=False)
 
     async def delete_working_memory(self, key: str) -> bool:
         async def op(conn: Conn) -> bool:

@@ -86,6 +86,9 @@ from obsmem.storage.contract import (
     WriteResult,
     committed,
     lineage_key,
+    rewrite_message_by_save,
+    same_message,
+    same_record,
     save_guarded,
 )
 from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
@@ -932,6 +935,21 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         conn.execute("UPDATE messages SET parts = ? WHERE id = ?", (_columns(updated)["parts"], message_id))
         return self._select_messages(conn, [message_id])[message_id]
 
+    async def rewrite_message(self, message: Message, *, expected: Message) -> bool:
+        """:func:`~obsmem.storage.contract.rewrite_message_if_unchanged`: read, compared and
+        written in one write transaction."""
+        if not self._own("save_messages"):  # a subclass that saves its own way (redacting, say) is called
+            return await rewrite_message_by_save(self, message, expected=expected)
+
+        def op(conn: Conn) -> bool:
+            stored = self._select_messages(conn, [message.id]).get(message.id)
+            if stored is None or stored.thread_id is None or not same_message(stored, expected):
+                return False
+            self._save(conn, stored.thread_id, [message])
+            return True
+
+        return await self._write(op)
+
     async def delete_messages(self, message_ids: list[str]) -> int:
         def op(conn: Conn) -> int:
             unique = list(dict.fromkeys(message_ids))
@@ -1187,10 +1205,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         return await self._write(op)
 
-    async def rewrite_generation(self, record: ObservationRecord) -> bool:
+    async def rewrite_generation(
+        self, record: ObservationRecord, *, expected: ObservationRecord | None = None
+    ) -> bool:
         def op(conn: Conn) -> bool:
             stored = self._record(conn, record.id)
-            if stored is None or stored.is_live:
+            if stored is None or stored.is_live or (expected is not None and not same_record(stored, expected)):
                 return False
             _update(conn, "observation_records", "id", _columns(rewritten_generation(stored, record)))
             return True
@@ -1232,6 +1252,21 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             )
 
         await self._write(op)
+
+    async def replace_working_memory(self, key: str, text: str | None, *, expected: str) -> bool:
+        """:func:`~obsmem.storage.contract.replace_working_memory_if_unchanged`, in one write
+        transaction."""
+
+        def op(conn: Conn) -> bool:
+            if text is None:
+                deleted = conn.execute("DELETE FROM working_memory WHERE key = ? AND text = ?", (key, expected))
+                return deleted.rowcount > 0
+            return conn.execute(
+                "UPDATE working_memory SET text = ?, updated_at = ? WHERE key = ? AND text = ?",
+                (text, datetime.now(UTC).isoformat(), key, expected),
+            ).rowcount > 0
+
+        return await self._write(op)
 
     async def delete_working_memory(self, key: str) -> bool:
         def op(conn: Conn) -> bool:
