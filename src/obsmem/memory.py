@@ -82,6 +82,11 @@ from obsmem.storage.forgetting import (
     holds,
 )
 from obsmem.storage.paging import all_threads
+from obsmem.storage.contract import (
+    replace_working_memory_if_unchanged,
+    rewrite_generation_if_unchanged,
+    rewrite_message_if_unchanged,
+)
 from obsmem.tokens import TokenCounter
 from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
@@ -126,6 +131,32 @@ def _without_section(part: Part, thread_id: str) -> Part:
     if not isinstance(observations, str) or not _has_section(observations, thread_id):
         return part
     return part.model_copy(update={"data": {**part.data, "observations": remove_thread(observations, thread_id)}})
+
+
+_REWRITE_ATTEMPTS = 20  # an eraser's compare-and-set rewrite of one row, read again after each lost race
+
+
+def _without_thread(generation: ObservationRecord, thread_id: str, counter: TokenCounter) -> ObservationRecord:
+    """An older generation of a resource's record without ``thread_id``'s section, state,
+    chunks and buffered reflection (itself when it holds no section of the thread)."""
+    if not _has_section(generation.active_observations, thread_id):
+        return generation
+    active = remove_thread(generation.active_observations, thread_id)
+    return generation.model_copy(update={
+        "active_observations": active,
+        "observation_tokens": counter.count_text(active),
+        "threads": {t: s for t, s in generation.threads.items() if t != thread_id},
+        "buffered_chunks": tuple(c for c in generation.buffered_chunks if c.thread_id != thread_id),
+        "buffered_reflection": None,
+    })
+
+
+def _without_thread_markers(message: Message, thread_id: str) -> Message:
+    """A message whose markers hold no section of ``thread_id`` (itself when none did)."""
+    parts = tuple(_without_section(part, thread_id) for part in message.parts)
+    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
+        return message
+    return message.model_copy(update={"parts": parts})
 
 
 def _required_text(value: object, argument: str) -> str:
@@ -661,16 +692,7 @@ class Memory:
         while True:
             page = await self.store.list_generations(lineage, limit=100, offset=offset)
             for generation in page:
-                if generation.is_live or not _has_section(generation.active_observations, thread.id):
-                    continue
-                active = remove_thread(generation.active_observations, thread.id)
-                await self.store.rewrite_generation(generation.model_copy(update={
-                    "active_observations": active,
-                    "observation_tokens": self.counter.count_text(active),
-                    "threads": {t: s for t, s in generation.threads.items() if t != thread.id},
-                    "buffered_chunks": tuple(c for c in generation.buffered_chunks if c.thread_id != thread.id),
-                    "buffered_reflection": None,
-                }))
+                await self._rewrite_generation(generation, lambda g: _without_thread(g, thread.id, self.counter))
             if len(page) < 100:
                 break
             offset += 100
@@ -678,9 +700,49 @@ class Memory:
             # One deleted meanwhile (another caller's delete) took its markers with it: skipped.
             with contextlib.suppress(ThreadNotFoundError):
                 for message in await self.store.list_messages(other.id):
-                    parts = tuple(_without_section(part, thread.id) for part in message.parts)
-                    if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
-                        await self.store.save_messages(other.id, [message.model_copy(update={"parts": parts})])
+                    await self._rewrite_message(message, lambda m: _without_thread_markers(m, thread.id))
+
+    async def _rewrite_generation(
+        self, generation: ObservationRecord, change: Callable[[ObservationRecord], ObservationRecord]
+    ) -> bool:
+        """An older generation rewritten with ``change`` (which returns it as it is when nothing
+        changes), compare-and-set: another eraser (in this process or another) that rewrote it
+        since it was read is not undone; it is read again and changed again. True if rewritten."""
+        for _ in range(_REWRITE_ATTEMPTS):
+            if generation.is_live:
+                return False
+            changed = change(generation)
+            if changed is generation:
+                return False
+            if await rewrite_generation_if_unchanged(self.store, changed, expected=generation):
+                return True
+            current = await self.store.get_record(generation.id)
+            if current is None:
+                return False
+            generation = current
+        raise StorageError(
+            f"Rewriting generation '{generation.id}' kept racing with other erasers; run it again."
+        )
+
+    async def _rewrite_message(
+        self, message: Message, change: Callable[[Message], Message | None]
+    ) -> Literal["kept", "rewritten", "empty"]:
+        """A stored message rewritten with ``change`` (which returns it as it is when nothing
+        changes, None when nothing of it would be left), compare-and-set as
+        :meth:`_rewrite_generation`. ``empty``: the caller deletes it."""
+        for _ in range(_REWRITE_ATTEMPTS):
+            changed = change(message)
+            if changed is None:
+                return "empty"
+            if changed is message:
+                return "kept"
+            if await rewrite_message_if_unchanged(self.store, changed, expected=message):
+                return "rewritten"
+            found = await self.store.get_messages([message.id])
+            if not found:
+                return "kept"  # deleted meanwhile
+            message = found[0]
+        raise StorageError(f"Rewriting message '{message.id}' kept racing with other erasers; run it again.")
 
     async def delete_resource(
         self, resource_id: str, *, knowledge_within: str | None = None, actor: str | None = None
@@ -941,15 +1003,7 @@ class Memory:
             for lineage, owner in sorted(lineages.items()):
                 await self._forget_in_lineage(lineage, owner, value, counts)
             for key in sorted(keys):
-                text = await self.store.get_working_memory(key)
-                if text is None or not holds(text, value):
-                    continue
-                kept = forget_lines(text, value)
-                if kept.strip():
-                    await self.store.set_working_memory(key, kept)
-                else:
-                    await self.store.delete_working_memory(key)
-                counts["working_memory"] += 1
+                counts["working_memory"] += await self._forget_in_working_memory(key, value)
         finally:
             for lineage, token in fenced.items():
                 await core.end_erasure(lineage, token)
@@ -968,11 +1022,10 @@ class Memory:
     async def _forget_in_thread(self, thread: Thread, value: str, counts: dict[str, int]) -> None:
         gone: list[str] = []
         for message in await self.store.list_messages(thread.id):
-            kept = forget_in_message(message, value)
-            if kept is None:
+            outcome = await self._rewrite_message(message, lambda m: forget_in_message(m, value))
+            if outcome == "empty":
                 gone.append(message.id)
-            elif kept is not message:
-                await self.store.save_messages(thread.id, [kept])
+            elif outcome == "rewritten":
                 counts["parts"] += 1
         if gone:
             counts["messages"] += await self.store.delete_messages(gone)
@@ -989,6 +1042,21 @@ class Memory:
                 if await self.store.update_thread(cleaned, expected_version=current.version) is not None:
                     counts["threads"] += 1
                     break
+
+    async def _forget_in_working_memory(self, key: str, value: str) -> int:
+        """The lines holding ``value`` out of the working memory under ``key`` (deleted when
+        nothing is left), compare-and-set: a write of it since it was read (another forget, an
+        observation) is not undone; it is read again. 1 if it held the value."""
+        for _ in range(_REWRITE_ATTEMPTS):
+            text = await self.store.get_working_memory(key)
+            if text is None or not holds(text, value):
+                return 0
+            kept: str | None = forget_lines(text, value)
+            if not (kept or "").strip():
+                kept = None  # nothing left: deleted
+            if await replace_working_memory_if_unchanged(self.store, key, kept, expected=text):
+                return 1
+        raise StorageError(f"Forgetting in working memory '{key}' kept racing with other writers; run it again.")
 
     async def _forget_in_lineage(self, lineage: str, resource_id: str, value: str, counts: dict[str, int]) -> None:
         """The live head (compare-and-set, retried) and then every older generation, until a pass
@@ -1014,13 +1082,11 @@ class Memory:
             while True:
                 page = await self.store.list_generations(lineage, limit=100, offset=offset)
                 for generation in page:
-                    if generation.is_live:
+                    if generation.is_live or forget_in_record(generation, value, count) is generation:
                         continue
-                    cleaned = forget_in_record(generation, value, count)
-                    if cleaned is not generation:
-                        found = True
-                        if await self.store.rewrite_generation(cleaned):
-                            counts["generations"] += 1
+                    found = True
+                    if await self._rewrite_generation(generation, lambda g: forget_in_record(g, value, count)):
+                        counts["generations"] += 1
                 if len(page) < 100:
                     break
                 offset += 100

@@ -145,12 +145,12 @@ async def paused_delete(url: str, n: int, folder: Path) -> dict[str, Any]:
         rewrite = store.rewrite_generation
         paused: list[bool] = []
 
-        async def pausing(record: Any) -> bool:
+        async def pausing(record: Any, **kwargs: Any) -> bool:
             if not paused:
                 paused.append(True)
                 mark(folder, "rewriting")
                 await asyncio.to_thread(wait_for, folder, "go")
-            return await rewrite(record)
+            return await rewrite(record, **kwargs)
 
         store.rewrite_generation = pausing  # type: ignore[method-assign]
         deleted = await memory.delete_thread("t1")
@@ -210,20 +210,35 @@ async def first_turn(url: str, n: int, folder: Path) -> dict[str, Any]:
 
 async def paused_forget(url: str, n: int, folder: Path) -> dict[str, Any]:
     """``forget("ValueOne")`` over thread ``shared``, paused as it writes back message ``two``
-    (``rewriting`` ... ``go``), after it read it."""
+    (``rewriting`` ... ``go``), after it read it: the first time, at its store's message
+    rewrite (``rewrite_message``, or ``save_messages`` for a store without one)."""
     async with Memory(url) as memory:
         store = memory.store
-        save = store.save_messages
+        paused: list[bool] = []
+        if hasattr(store, "rewrite_message"):
+            rewrite = store.rewrite_message
 
-        async def pausing(thread_id: str, messages: list[Message], **kwargs: Any) -> list[Message]:
-            if any(m.id == "two" for m in messages):
-                mark(folder, "rewriting")
-                await asyncio.to_thread(wait_for, folder, "go")
-            return await save(thread_id, messages, **kwargs)
+            async def pausing_rewrite(message: Message, **kwargs: Any) -> bool:
+                if message.id == "two" and not paused:
+                    paused.append(True)
+                    mark(folder, "rewriting")
+                    await asyncio.to_thread(wait_for, folder, "go")
+                return bool(await rewrite(message, **kwargs))
 
-        store.save_messages = pausing  # type: ignore[method-assign]
+            store.rewrite_message = pausing_rewrite  # type: ignore[attr-defined]
+        else:
+            save = store.save_messages
+
+            async def pausing(thread_id: str, messages: list[Message], **kwargs: Any) -> list[Message]:
+                if any(m.id == "two" for m in messages) and not paused:
+                    paused.append(True)
+                    mark(folder, "rewriting")
+                    await asyncio.to_thread(wait_for, folder, "go")
+                return await save(thread_id, messages, **kwargs)
+
+            store.save_messages = pausing  # type: ignore[method-assign]
         await memory.forget("ValueOne", thread_id=THREAD)
-    return {}
+    return {"paused": bool(paused)}
 
 
 SCENARIOS = {"paused_forget": paused_forget, "first_turn": first_turn, "frozen_migration": frozen_migration, "killed_mid_tool": killed_mid_tool, "paused_delete": paused_delete, "resource_chat": resource_chat, "frozen_turn": frozen_turn, "working_memory_turn": working_memory_turn}

@@ -153,14 +153,6 @@ async def test_two_resources_in_two_processes_read_nothing_of_each_other(postgre
 
 
 HERON = "Heron-4242"  # what thread t1 said
-REWRITE_LOST_UPDATE = (
-    "Store.rewrite_generation (storage/contract.py, every adapter) is a blind write of a record the "
-    "caller read earlier, so two erasers rewriting one older generation lose one's change. Needed: "
-    "rewrite_generation(record, expected=<the generation as read>) compare-and-set in every store "
-    "(PostgreSQL: UPDATE ... WHERE id = %s AND superseded_by IS NOT NULL AND doc = <read doc>; False "
-    "or a 'stale' result when it changed), and its callers in memory.py (_forget_thread_sections, "
-    "forget's rewrite of older generations) re-read the generation and redo their change on a stale "
-    "answer, as the head's writers do.")
 
 
 def echo_observer() -> object:
@@ -181,7 +173,8 @@ async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither
     """Resource scope: an older generation holds thread t1's section and, in t2's, a value. One
     process deletes t1 while another forgets the value; each rewrites the generation from what it
     read. The delete read it before the forget's rewrite and wrote it back after: the forgotten
-    value is in the generation again."""
+    value was in the generation again. Rewrites are now compare-and-set on the generation as read
+    (``rewrite_generation(expected=)``): the delete's is refused, and it reads and redoes it."""
     config = MemoryConfig(scope="resource")
     async with Memory(postgres_url, config=config, observer=echo_observer(), reflector="offline") as memory:
         for thread, word in (("t1", HERON), ("t2", SECRET)):
@@ -199,8 +192,7 @@ async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither
     [report] = harness.finish([deleting])
     assert report == {"deleted": True, "paused": True}
     assert tables_holding(postgres_url, HERON) == []
-    with still_broken(REWRITE_LOST_UPDATE):
-        assert tables_holding(postgres_url, SECRET) == []
+    assert tables_holding(postgres_url, SECRET) == []
 
 
 async def test_a_replica_killed_between_a_tool_call_and_its_result(postgres_url: str, tmp_path: Path) -> None:
@@ -259,20 +251,11 @@ async def test_a_replica_stopped_inside_a_migration_holds_up_no_other_replicas_s
         postgres_server.drop_database(name)
 
 
-MESSAGE_REWRITE_LOST_UPDATE = (
-    "Memory._forget_in_thread (memory.py) reads the thread's messages, then writes each changed one "
-    "back with save_messages, a blind upsert: a forget of another value in another process between "
-    "the read and the write is undone. Needed: a compare-and-set rewrite of a message in the "
-    "contract (storage/contract.py, every adapter; PostgreSQL: UPDATE messages SET doc = %s WHERE "
-    "id = %s AND doc = <the doc read>, as _add_parts does), and _forget_in_thread re-reading and "
-    "redoing a message whose write lost. The same read-then-write holds for forget's working-memory "
-    "rewrite (get_working_memory, then set_working_memory).")
-
-
 async def test_two_forgets_of_one_message_in_two_processes_keep_both_out(postgres_url: str, tmp_path: Path) -> None:
     """A message holds two values in two text parts; one process forgets the first while another
-    forgets the second. Each writes back the message it read without its own value's part: the
-    one that writes last brings the other's value back."""
+    forgets the second. Each wrote back the message it read without its own value's part: the
+    one that wrote last brought the other's value back. A message rewrite is now compare-and-set
+    on the message as read (``rewrite_message``): the paused one's is refused, and it redoes it."""
     async with Memory(postgres_url) as memory:
         await memory.create_thread(thread_id="shared", resource_id="u1")
         await memory.save_messages("shared", [Message(id="two", role="user", parts=(
@@ -284,7 +267,7 @@ async def test_two_forgets_of_one_message_in_two_processes_keep_both_out(postgre
     async with Memory(postgres_url) as admin:
         await admin.forget("ValueTwo", thread_id="shared")
     (tmp_path / "go").write_text("1")
-    harness.finish([forgetting])
+    [report] = harness.finish([forgetting])
+    assert report == {"paused": True}
     assert tables_holding(postgres_url, "ValueOne") == []
-    with still_broken(MESSAGE_REWRITE_LOST_UPDATE):
-        assert tables_holding(postgres_url, "ValueTwo") == []
+    assert tables_holding(postgres_url, "ValueTwo") == []
