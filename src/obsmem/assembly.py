@@ -47,6 +47,7 @@ from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, Privac
 from obsmem.errors import ConfigError, PrivacyError, ThreadNotFoundError
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse
 from obsmem.models.metered import metered
+from obsmem.models.redacting import OFFLOAD_CHARS as REDACT_OFFLOAD_CHARS
 from obsmem.models.redacting import RedactingModel
 from obsmem.models.retry import RetryPolicy, assert_complete, with_retry
 from obsmem.models.tiers import ModelByInputTokens
@@ -617,7 +618,11 @@ class _GuardedEmbedder:
                 import numpy as np
 
                 return np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        redacted = [self.boundary.redactor.redact(text) for text in texts]
+        redact = self.boundary.redactor.redact
+        if sum(len(text) for text in texts) >= REDACT_OFFLOAD_CHARS:  # linear but not cheap: off the loop
+            redacted = await asyncio.to_thread(lambda: [redact(text) for text in texts])
+        else:
+            redacted = [redact(text) for text in texts]
         counts: dict[str, int] = {}
         for one in redacted:
             for category, count in one.counts.items():

@@ -1,18 +1,10 @@
-"""With the privacy boundary on, a password said in prose still reaches the hosted observer
-(helper-129, found while keeping secrets out of knowledge; not fixed here).
+"""With the privacy boundary on, a password said in prose reached the hosted observer (found by
+helper-129 while keeping secrets out of knowledge).
 
-The boundary's ``password``-style detectors need an assignment (``password: …``, ``Passwort = …``):
-"My wifi password is hunter2-Blue!" is prose, so the observer model receives the value and the
-observation log keeps it. Knowledge capture no longer stores it (obsmem.knowledge.secrets reads
-the prose forms), but privacy.py, a layer below knowledge, cannot use that module.
-
-The change needed (obsmem/privacy.py, with table tests in tests/privacy for the false positives
-tests/knowledge/agents/test_capture_drops_secrets_129.py lists): move the conversational
-patterns of obsmem/knowledge/secrets.py (``_PASSWORD_SAID``, ``_CJK_SAID``, ``_CODE_SAID``,
-``_KEY_SAID``, ``_PIN_SAID``, ``_LOGIN``, ``_SPLIT_SAID`` and their value checks) into
-``SECRET_DETECTORS`` as ``Detector("password", pattern, check)`` entries (the value group is
-what is replaced), and let knowledge/secrets.py keep only its look-alike fold and the
-delta-values check over the Redactor.
+The boundary's ``password``-style detectors needed an assignment (``password: …``, ``Passwort = …``):
+"My wifi password is hunter2-Blue!" is prose, so the observer model received the value and the
+observation log kept it. The conversational forms helper-129 wrote for knowledge capture now live
+below the privacy module (:mod:`obsmem.said`) and are one of its secret detectors.
 """
 
 from __future__ import annotations
@@ -27,7 +19,6 @@ from obsmem.models.testing import FunctionModel
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xfail(strict=True, reason="privacy.py's detectors need an assignment; prose passes (see the docstring)")
 async def test_a_password_said_in_prose_never_reaches_the_observer() -> None:
     seen: list[str] = []
 
