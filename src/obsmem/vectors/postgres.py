@@ -187,8 +187,15 @@ class PostgresVectorIndex:
         use_pgvector: bool | None = None,
         approximate: bool = False,
         connect_timeout_s: float = 10.0,
+        statement_timeout_s: float | None = 30.0,
+        lock_timeout_s: float | None = 10.0,
     ) -> None:
         self.url = url
+        # Per-session bounds, as the store's: a lock another session holds (a migration, LOCK
+        # TABLE, a stopped process inside a transaction) fails a call after lock_timeout_s instead
+        # of holding it (a turn's search) as long as it is held. None: the server's setting.
+        self.statement_timeout_s = statement_timeout_s
+        self.lock_timeout_s = lock_timeout_s
         self.dimensions = check_dimensions(dimensions)
         self.space = space
         self.name = name
@@ -211,10 +218,13 @@ class PostgresVectorIndex:
         space: str = "",
         use_pgvector: bool | None = None,
         approximate: bool = False,
+        statement_timeout_s: float | None = 30.0,
+        lock_timeout_s: float | None = 10.0,
     ) -> PostgresVectorIndex:
         """Open (or create) the index now, so a size, embedder or layout mismatch surfaces at once."""
         index = cls(
-            url, dimensions, name=name, space=space, use_pgvector=use_pgvector, approximate=approximate
+            url, dimensions, name=name, space=space, use_pgvector=use_pgvector, approximate=approximate,
+            statement_timeout_s=statement_timeout_s, lock_timeout_s=lock_timeout_s,
         )
         try:
             await index.layout()
@@ -255,6 +265,10 @@ class PostgresVectorIndex:
                 "Check the URL and that the server is running."
             ) from exc
         try:
+            for setting, seconds in (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s),
+                                     ("idle_in_transaction_session_timeout", self.statement_timeout_s)):
+                if seconds is not None:
+                    await conn.execute(f"SET {setting} = {max(1, int(seconds * 1000))}")
             if self._layout is None:
                 await asyncio.to_thread(self._migrate)
                 self._layout = await self._register(conn)
@@ -374,6 +388,11 @@ class PostgresVectorIndex:
                 yield conn
             except ObsmemError:
                 raise
+            except psycopg.errors.LockNotAvailable as exc:
+                raise StorageError(
+                    f"The vector index '{self.name}' in {redact_password(self.url)}: a lock was not granted within "
+                    f"lock_timeout ({self.lock_timeout_s}s; another session holds it): {exc}"
+                ) from exc
             except psycopg.Error as exc:
                 if conn.broken:
                     self._connection = None

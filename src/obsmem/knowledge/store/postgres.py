@@ -159,10 +159,17 @@ class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         clock: Clock | None = None,
         ids: UlidGenerator | None = None,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        statement_timeout_s: float | None = 30.0,
+        lock_timeout_s: float | None = 10.0,
     ) -> None:
         super().__init__(clock=clock, ids=ids)
         self.url = _connection_url(url)
         self.connect_timeout_s = connect_timeout_s
+        # Per-session bounds, as the message store's: a lock another session holds (the write
+        # lock of a process stopped inside a write) fails a call after lock_timeout_s instead of
+        # holding it as long as it is held. None: the server's setting.
+        self.statement_timeout_s = statement_timeout_s
+        self.lock_timeout_s = lock_timeout_s
         self._start_thread("obsmem-knowledge-pg")
         self._conn: Conn | None = None  # touched only on the worker thread
 
@@ -210,6 +217,11 @@ class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
                     time.sleep(delay)
                     delay *= 2
                     continue
+                if isinstance(exc, pg_errors.LockNotAvailable):
+                    raise StorageError(
+                        f"Knowledge store {redact_url(self.url)}: a lock was not granted within lock_timeout "
+                        f"({self.lock_timeout_s}s; another session holds it): {exc}"
+                    ) from exc
                 raise StorageError(f"Knowledge store {redact_url(self.url)} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -241,6 +253,10 @@ class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
             ) from exc
         try:
             KNOWLEDGE_MIGRATIONS.migrate(conn)
+            for setting, seconds in (("statement_timeout", self.statement_timeout_s), ("lock_timeout", self.lock_timeout_s),
+                                     ("idle_in_transaction_session_timeout", self.statement_timeout_s)):
+                if seconds is not None:
+                    conn.execute(f"SET {setting} = {max(1, int(seconds * 1000))}")
         except psycopg.Error as exc:
             conn.close()
             raise StorageError(
