@@ -1,8 +1,10 @@
 """OpenAI Agents SDK: a run that failed at its model call (the provider down), run again with the
 same input. The SDK had saved the failed run's input (``add_items`` before the first model call),
 and the rerun saved it again; and since the SDK sends what the session returns plus the run's
-input, the model got the question twice. A rerun of a failed input is stored once and sent once;
-a different question after a failed run keeps both, in order."""
+input, the model got the question twice. A rerun of a failed input is stored once (sent once with
+model_input_filter; without it, the SDK adds the run's input to the stored context, so the model
+gets it twice that once: no stored question is hidden, helper-134); a different question after a
+failed run keeps both, in order."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ async def _stored(memory: Memory, thread: str) -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in await memory.list_messages(thread)]
 
 
-async def test_a_question_run_again_after_a_failed_run_is_stored_and_sent_once() -> None:
+async def test_a_question_run_again_after_a_failed_run_is_stored_once() -> None:
     provider = Provider()
     agent = Agent(name="a", instructions="Be brief.", model=provider.model)
     async with Memory("memory://") as memory:
@@ -64,7 +66,9 @@ async def test_a_question_run_again_after_a_failed_run_is_stored_and_sent_once()
         provider.down = False
         again = ObsmemSession(memory, session_id="oa-r1", resource_id="u")  # a new request's session too
         await Runner.run(agent, "What does he eat?", session=again, run_config=RUN)
-        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?"]
+        # Without model_input_filter the SDK sends the session's items (the stored question
+        # included: a question is never hidden) and then the run's input: twice, this once.
+        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?", "What does he eat?"]
         await Runner.run(agent, "And how old is he?", session=again, run_config=RUN)
         assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?", "And how old is he?"]
         assert await _stored(memory, "oa-r1") == [
@@ -74,7 +78,7 @@ async def test_a_question_run_again_after_a_failed_run_is_stored_and_sent_once()
         ]
 
 
-async def test_with_the_input_filter_the_retried_question_is_sent_once_too() -> None:
+async def test_with_the_input_filter_the_retried_question_is_sent_once() -> None:
     provider = Provider()
     agent = Agent(name="a", instructions="Be brief.", model=provider.model)
     async with Memory("memory://") as memory:
@@ -124,7 +128,7 @@ async def test_the_same_question_after_its_answer_is_a_new_question() -> None:
         assert [t for r, t in await _stored(memory, "oa-r4") if r == "user"] == ["Tell me a joke."] * 2
 
 
-async def test_a_streamed_run_retried_after_a_failure_sends_and_stores_the_question_once() -> None:
+async def test_a_streamed_run_retried_after_a_failure_stores_the_question_once() -> None:
     provider = Provider()
     agent = Agent(name="a", instructions="Be brief.", model=provider.model)
 
@@ -141,7 +145,8 @@ async def test_a_streamed_run_retried_after_a_failure_sends_and_stores_the_quest
             await stream("What does he eat?", session)
         provider.down = False
         await stream("What does he eat?", session)
-        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?"]
+        # sent twice this once (see the first test), stored once
+        assert _questions(provider.inputs[-1]) == ["Where does Rex walk?", "What does he eat?", "What does he eat?"]
         assert [t for r, t in await _stored(memory, "oa-r5") if r == "user"] == [
             "Where does Rex walk?", "What does he eat?",
         ]

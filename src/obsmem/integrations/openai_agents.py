@@ -79,8 +79,6 @@ _UNKNOWN = "openai-agents-item"
 _SUPPORTED = {"message", "function_call", "function_call_output", "reasoning"}
 _EXTRA_KEYS = ("id", "status", "provider_data")
 _CONTENT = "_obsmem_original_content"  # a message item's content as the SDK gave it (see _convertible)
-#: ``Message.metadata`` key marking a run's input as the Runner saved it (see ObsmemSession.get_items).
-_RUN_INPUT = "openai_agents_run_input"
 #: How many stored messages :meth:`ObsmemSession.pop_item` reads at a time, newest first.
 _POP_PAGE = 16
 
@@ -309,16 +307,14 @@ class ObsmemSession:
         ``limit`` keeps the newest ``limit`` items of the tail (the observations item is always
         first), never an output without its call.
 
-        ``wrapper``: the run's context, which the Runner passes when a run starts. Then the
-        thread's newest input is left out when a run saved it (the Runner's :meth:`add_items`)
-        and nothing answers it (the run failed at its model call): the SDK sends these items and
-        then the run's input, so a run retrying it would send it twice (:meth:`add_items` stores
-        it once). A run with another input gets it from its next run on (at once with
-        :meth:`model_input_filter`). An input the application saved itself is always returned,
-        and called without a run's context (an application reading the session), every stored
-        item is.
+        Every stored user message is returned, answered or not: a question of a failed run
+        (the provider down) stays in the context of the runs after it, and a run with no new
+        input (a retry, a regenerate after :meth:`pop_item`) is sent the newest question. A run
+        that gives a failed run's question again stores it once (:meth:`add_items`), but the
+        SDK sends these items and then the run's input, so the model gets that question twice
+        unless the run uses :meth:`model_input_filter`, which sends the stored context.
+        ``wrapper`` (the run's context, which the Runner passes) is not used.
         """
-        starting = wrapper is not None and not getattr(wrapper, "turn_input", None)
         await self._end_turn()
         turn = await self.memory.begin_turn(
             thread_id=self.session_id, resource_id=self.resource_id, model=self.model
@@ -327,13 +323,10 @@ class ObsmemSession:
             context = turn.context
         finally:
             await turn.end()
-        return self._items(context, limit, unanswered=not starting)
+        return self._items(context, limit)
 
-    def _items(
-        self, context: ContextWindow, limit: int | None = None, *, unanswered: bool = True
-    ) -> list[TResponseInputItem]:
-        """``context`` as the SDK's items; without ``unanswered``, less the thread's newest input
-        when nothing answers it (see :meth:`get_items`)."""
+    def _items(self, context: ContextWindow, limit: int | None = None) -> list[TResponseInputItem]:
+        """``context`` as the SDK's items (see :meth:`get_items`)."""
         raw_ids = {m.id for m in context.raw_messages}
         app_ids = {m.id for m in context.instructions}
         own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
@@ -344,11 +337,7 @@ class ObsmemSession:
                 "type": "message", "role": self.system_role,
                 "content": [{"type": "input_text", "text": "\n\n".join(own)}],
             })
-        raw = list(context.raw_messages)
-        if not unanswered:
-            while raw and _is_input(raw[-1]) and raw[-1].metadata.get(_RUN_INPUT):
-                raw.pop()
-        tail = [cast(dict[str, Any], item) for item in to_agents_items(raw)]
+        tail = [cast(dict[str, Any], item) for item in to_agents_items(context.raw_messages)]
         return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
 
     async def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
@@ -407,8 +396,6 @@ class ObsmemSession:
                 stored = await retried_input(self.memory.store, self.session_id, messages)
                 if stored is not None and all(m.thread_id == self.session_id for m in stored):
                     messages = stored
-                elif wrapper is not None:  # a run's input, as the Runner saves it (see get_items)
-                    messages = [m.model_copy(update={"metadata": {**m.metadata, _RUN_INPUT: True}}) for m in messages]
             self._turn = await self.memory.begin_turn(
                 thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
             )
