@@ -44,7 +44,6 @@ from fnmatch import fnmatchcase
 from urllib.parse import unquote
 
 from obsmem.errors import ConfigError
-from obsmem.said import said_spans
 
 __all__ = [
     "PII_CATEGORIES",
@@ -525,9 +524,6 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             + r'|\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,512})\\")'),
         _password_value,
     ),
-    # A password, code, key or PIN said in prose ("my wifi password is hunter2-Blue!", "Mein
-    # Passwort ist …", "パスワードは …", "my door code is 4821-B"): see obsmem.said.
-    Detector("password", scan=said_spans),
     # Last: base64 whose decoded text holds a secret any detector above finds.
     Detector("secret", scan=_encoded_secrets),
 )

@@ -13,11 +13,12 @@ credential, no address, date or version), and a password word followed within a 
 a short number (``my password is 12 characters long``) or a placeholder (``[REDACTED:…]``, ``***``)
 is none.
 
-:func:`said_spans` gives the values' spans. It is the ``password`` detector
-:data:`obsmem.privacy.SECRET_DETECTORS` adds for prose (so the privacy boundary replaces the value
-before a hosted model sees it), and what :mod:`obsmem.knowledge.secrets` reads (with look-alike
-letters folded) to keep secrets out of knowledge. Pure and linear in the text (bounded quantifiers).
-Written by helper-129 for knowledge capture, moved here so the layer below knowledge can use it.
+:func:`said_spans` gives the values' spans: what :mod:`obsmem.knowledge.secrets` reads (with
+look-alike letters folded) to keep secrets out of knowledge, where a false positive costs a
+candidate fact. The privacy boundary's redaction does not use it: tried there, it replaced words
+of 59 ordinary sentences a hostile review wrote ("The building code is strict about fire exits",
+"Le mot de passe est obligatoire", "Login: https://…", source code naming a token), text a
+privacy user would lose from every observation. Pure and linear in the text (bounded quantifiers).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ Two kinds of evidence, both pure and linear in the text:
 * the privacy module's secret detectors (:data:`obsmem.privacy.SECRET_CATEGORIES`: provider keys
   and tokens, private keys, ``password=``-style assignments in many languages, connection
   strings, …), with the same patterns (and so the same few false positives) as redaction;
-* among them (:mod:`obsmem.said`, written here first and moved below the privacy module so that
-  redaction reads them too) the conversational forms: ``<password word> [for …] is|was|ist|est|は|是 … <value>`` (``my wifi password is
+* the conversational forms (:mod:`obsmem.said`; not used by redaction, where their false
+  positives would destroy observation text): ``<password word> [for …] is|was|ist|est|は|是 … <value>`` (``my wifi password is
   hunter2-Blue``, ``Mein Passwort ist Sonnenblume-42``, ``パスワードは hunter2Blue``, ``my pw is …``,
   ``p4ssw0rd``, look-alike Cyrillic or Greek letters, a value quoted or spelled out ``h u n t e r 2``),
   the same with a code that opens something (``my door code is 4821-B``; not a zip or promo code),
@@ -38,6 +38,7 @@ from collections.abc import Iterable
 
 from obsmem.knowledge.store.values import latin_lookalikes
 from obsmem.privacy import Redactor
+from obsmem.said import said_spans
 
 __all__ = ["holds_secret", "secret_values"]
 
@@ -49,10 +50,11 @@ _DETECTORS = Redactor(b"obsmem.knowledge.secrets", secrets=True, pii=["credit_ca
 _INVISIBLE = re.compile(r"[\u200b-\u200d\u2060\ufeff\u00ad]")
 
 def _spans(text: str) -> Iterable[tuple[int, int]]:
-    """Every secret the detectors find in ``text``: the privacy module's secret detectors, the
-    prose forms among them (:func:`obsmem.said.said_spans`), and payment card numbers."""
+    """Every secret found in ``text``: the privacy module's secret detectors and payment card
+    numbers, then the prose forms (:func:`obsmem.said.said_spans`)."""
     for detector in _DETECTORS.detectors:
         yield from detector.spans(text)
+    yield from said_spans(text)
 
 
 def _views(text: str) -> tuple[str, ...]:

@@ -149,7 +149,7 @@ class RedactingModel(WrapperModel):
 
     async def request(self, messages: list[Message], settings: ModelRequest | None = None) -> ModelResponse:
         if _request_chars(messages) >= OFFLOAD_CHARS:
-            # Redaction is linear but not cheap (about 1.4 ms a KB: every detector reads the whole
+            # Redaction is linear but not cheap (about 1 ms a KB: every detector reads the whole
             # text): a large request is redacted in a thread, so the event loop keeps running.
             redacted, counts = await asyncio.to_thread(redact_messages, self.redactor, messages)
         else:
