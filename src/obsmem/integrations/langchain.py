@@ -475,10 +475,10 @@ class _Known:
     bare: dict[str, str] = field(default_factory=dict)
     #: The LangChain ids of each run's state when the middleware last saved from it (by the
     #: run's ``obsmem_run``), and of the state the last checkpointed run ended with (with its
-    #: checkpointer and LangGraph thread: :func:`_checkpoint_of`). One of them the same state no
+    #: checkpointer, LangGraph thread and namespace: :func:`_checkpoint_of`). One of them the same state no
     #: longer holds was removed by the app: see :meth:`ObservationalMemoryMiddleware._removed`.
     in_run: dict[str, set[str]] = field(default_factory=dict)
-    ended_with: tuple[object, set[str]] | None = None
+    ended_with: tuple[tuple[object, str, str], set[str]] | None = None
 
     def seen(self, state: Mapping[str, Any], *, ended: bool = False) -> None:
         """Record what ``state`` holds, as saved from (at a run's ``ended``, for the next run)."""
@@ -555,16 +555,25 @@ def _call_ids(message: Message) -> set[str]:
     return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
 
 
-def _checkpoint_of() -> tuple[object, str] | None:
-    """The running graph's checkpointer and LangGraph thread (its state goes on from run to run;
-    LangGraph puts the checkpointer in the run's config); None without a checkpointer (each run
-    starts a new state)."""
+def _checkpoint_of() -> tuple[object, str, str] | None:
+    """The running graph's checkpointer, LangGraph thread and namespace (its state goes on from
+    run to run; LangGraph puts the checkpointer in the run's config); None without a checkpointer
+    (each run starts a new state).
+
+    An agent run inside another graph (a subagent called from a tool of a checkpointed agent)
+    inherits that graph's checkpointer and thread, but its state is its own: LangGraph gives it
+    the namespace of the parent's task (``tools:<task id>``, another each call), so its fresh
+    state is never taken for a trim of the parent's. The namespace is the config's
+    ``checkpoint_ns`` less its last part, the node now running (``model:<task id>``)."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # outside a runnable context
         return None
     checkpointer = configurable.get("__pregel_checkpointer")
-    return None if checkpointer is None else (checkpointer, str(configurable.get("thread_id")))
+    if checkpointer is None:
+        return None
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    return checkpointer, str(configurable.get("thread_id")), namespace.rpartition("|")[0]
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
