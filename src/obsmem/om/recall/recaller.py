@@ -11,7 +11,9 @@ Three modes (reference §5.5):
   another page follows), plus those it skips to reach ``page``, at most :data:`MAX_SKIPPED`.
   A page further than that is refused (or, where fewer messages lie that way, answered empty);
   the answer's ``next_page`` (a cursor at the next page's first message) reads on from any
-  depth at the cost of one page.
+  depth at the cost of one page. A page the token budget cut (``truncated``) shows the messages
+  nearest its anchor, and its ``next_page`` is its ``continue_with``: it starts at the first
+  message not shown, in the page's direction, so reading on with ``next_page`` skips nothing.
 * ``threads`` — the conversations recall may read, paged.
 * ``search`` — vector search over the groups (``retrieval.vector``), best first.
 
@@ -370,21 +372,26 @@ class Recaller:
                 )
         else:
             run = await source(pages * size + 1)
-        window = sorted(run[(pages - 1) * size : pages * size], key=lambda m: m.seq or 0)
+        # the page in reading order: nearest its anchor first (shown oldest first)
+        window = run[(pages - 1) * size : pages * size]
         has_more = len(run) > pages * size
         next_page = None
         if has_more:  # read on from the next message in this direction: one page's cost at any depth
             anchor = "start" if forward else "end"
             next_page = {**request.arguments(), "cursor": run[pages * size].id, "anchor": anchor, "page": 1}
-        messages, truncated, continue_with, next_offset, used = self._fit(request, window, cursor)
+        messages, truncated, continue_with, next_offset, used = self._fit(request, window, cursor, forward)
+        if continue_with is not None:
+            # the budget cut the page: the next page starts at the first message not shown (where
+            # continue_with starts), not after the whole page, or the cut messages are never read
+            next_page = continue_with
         return RecallResult(
             mode="messages",
             detail=request.detail,
             page=request.page,
             limit=size,
-            messages=tuple(messages),
+            messages=tuple(sorted(messages, key=lambda m: m.seq)),
             group=self._describe(group) if group is not None else None,
-            has_next_page=has_more,
+            has_next_page=next_page is not None,
             has_prev_page=pages > 1,
             next_page=next_page,
             truncated=truncated,
@@ -394,10 +401,15 @@ class Recaller:
         )
 
     def _fit(
-        self, request: RecallRequest, window: list[Message], cursor: Message | None
+        self, request: RecallRequest, window: list[Message], cursor: Message | None, forward: bool
     ) -> tuple[list[RecalledMessage], bool, dict[str, Any] | None, int | None, int]:
-        """Render ``window`` at the requested detail within the token budget."""
+        """Render ``window`` (in reading order: nearest the anchor first) at the requested detail
+        within the token budget. The messages that fit are those nearest the anchor, so what the
+        budget leaves out lies on the far side, in the reading direction; ``continue_with`` reads
+        on from the first of them (the message cut short, at its ``char_offset``) the same way:
+        forward (``anchor="start"``) or backward (``anchor="end"``, which includes the cursor)."""
         budget = request.token_budget
+        anchor = "start" if forward else "end"
         out: list[RecalledMessage] = []
         used = 0
         for message in window:
@@ -409,7 +421,7 @@ class Recaller:
                 out.append(recalled(message, text))
                 used += tokens
                 continue
-            base = {**request.arguments(), "cursor": message.id, "anchor": "start", "page": 1}
+            base = {**request.arguments(), "cursor": message.id, "anchor": anchor, "page": 1}
             if out:
                 return out, True, base, None, used
             keep = self._cut(text, budget)
