@@ -15,8 +15,19 @@ window passed the threshold and buffered observations are ready), ``observation-
 
 A status reads at most :data:`WINDOW_READ` of the unobserved messages, however long the window
 (a thread saved while memory did not run may hold 100,000): past that, ``window_partial`` is
-set and ``window_tokens`` / ``unobserved_messages`` count the messages read, a lower bound,
-which the phase is decided on.
+set and ``window_tokens`` / ``unobserved_messages`` count the messages read, a lower bound.
+A lower bound can only say yes: a window whose first :data:`WINDOW_READ` messages already reach
+``block_after`` (or the threshold) is blocked (or due) whatever follows. Under them it says
+nothing (10,000 short messages, 185,000 tokens, read as 37,000 against a 60,000 threshold, are
+not idle: the next turn waits on an observation), and no config bound makes 2,000 messages
+reach a threshold (``message_tokens`` has no ceiling, a short message counts a few tokens), so
+the status does not assume the window is due either: it estimates the whole window,
+``window_estimate``, as the tokens read per message read × the unobserved messages, and decides
+the phase on that. The unobserved messages are the thread's count (one ``count_messages``) when
+nothing of it was observed yet; otherwise the count after the cursor is estimated from how
+densely the thread's messages lie in ``seq`` over the part read, extended to its newest message
+(one more row), and capped by the thread's count. ``window_estimate`` is None when the window
+was read whole (then ``window_tokens`` is exact).
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from typing import Any, Literal
 from obsmem.om.cycle import Backoff, Core
 from obsmem.om.selection import observable_messages
 from obsmem.storage import leasing
-from obsmem.types import Thread
+from obsmem.types import Message, Thread
 
 __all__ = ["WINDOW_READ", "BufferedStatus", "Phase", "ThreadStatus", "thread_status"]
 
@@ -62,7 +73,9 @@ class ThreadStatus:
     counter's; thresholds are resolved to tokens; ``in_flight`` maps each kind of memory work
     holding a lease now (``sync-observation``, ``buffer-reflection`` ...) to the lease's expiry.
     ``window_partial``: the window holds more than :data:`WINDOW_READ` messages, and
-    ``window_tokens`` / ``unobserved_messages`` count only the first :data:`WINDOW_READ` of them."""
+    ``window_tokens`` / ``unobserved_messages`` count only the first :data:`WINDOW_READ` of them;
+    ``window_estimate`` is then the whole window's tokens, estimated (at least ``window_tokens``),
+    which the phase is decided on (None when the window was read whole)."""
 
     thread_id: str
     resource_id: str
@@ -73,6 +86,7 @@ class ThreadStatus:
     window_tokens: int = 0
     unobserved_messages: int = 0
     window_partial: bool = False
+    window_estimate: int | None = None
     message_threshold: int = 0
     block_after: int | None = None
     observation_tokens: int = 0
@@ -123,6 +137,8 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     partial = len(unobserved) > WINDOW_READ
     conversation = observable_messages(unobserved[:WINDOW_READ])
     window = sum(core.counter.count_message(m) for m in conversation)
+    estimate = await _whole_window(core, thread, cursor, unobserved, window) if partial else None
+    weighed = window if estimate is None else estimate
     in_flight: dict[str, datetime] = {}
     for kind in _WORK:
         # the exact key (a prefix read also returns "thread:t10" for "thread:t1"); a synchronous
@@ -159,13 +175,13 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
         phase = "observing"
     elif backoff:
         phase = "backoff"
-    elif block_after is not None and window >= block_after:
+    elif block_after is not None and weighed >= block_after:
         phase = "blocked"
     elif reflection_due:
         phase = "reflection-due"
-    elif window >= message_threshold and buffered:
+    elif weighed >= message_threshold and buffered:
         phase = "activation-due"
-    elif window >= message_threshold:
+    elif weighed >= message_threshold:
         phase = "observation-due"
     elif "buffer-observation" in in_flight or "buffer-reflection" in in_flight:
         phase = "buffering"
@@ -181,6 +197,7 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
         window_tokens=window,
         unobserved_messages=len(conversation),
         window_partial=partial,
+        window_estimate=estimate,
         message_threshold=message_threshold,
         block_after=block_after,
         observation_tokens=observation_tokens,
@@ -193,6 +210,22 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
         backoff=backoff,
         checked_at=now,
     )
+
+
+async def _whole_window(core: Core, thread: Thread, cursor: int, read: list[Message], tokens: int) -> int:
+    """The whole unobserved window's tokens, estimated from its first :data:`WINDOW_READ` rows
+    (``read`` holds one more, which tells it is longer): their ``tokens`` per row × the window's
+    rows (see the module docstring). At least ``tokens``."""
+    sample = read[:WINDOW_READ]
+    rows = await core.store.count_messages(thread.id)  # every row of the thread: a ceiling
+    if cursor > 0:
+        newest = await core.store.list_messages(thread.id, after_seq=cursor, limit=1, newest_first=True)
+        first, last = sample[0].seq or 0, sample[-1].seq or 0
+        if newest and last > first:
+            spread = ((newest[0].seq or 0) - first + 1) / (last - first + 1)
+            rows = min(rows, round(len(sample) * spread))
+    rows = max(rows, len(read))
+    return max(tokens, round(tokens * rows / len(sample)))
 
 
 def _threshold(core: Core) -> int:

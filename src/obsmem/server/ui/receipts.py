@@ -85,6 +85,8 @@ def status_panel(status: ThreadStatus) -> str:
     block = f", blocks at {status.block_after}" if status.block_after is not None else ""
     # a window longer than status reads (WINDOW_READ messages) is counted as far as it was read
     window_label = f"{'at least ' if status.window_partial else ''}{window} of {threshold} tokens"
+    if status.window_estimate is not None:  # the phase is decided on the whole window's estimate
+        window_label += f" (about {status.window_estimate} in all)"
     unobserved = counted(status.unobserved_messages, "unobserved message")
     if status.window_partial:
         unobserved = f"at least {unobserved}"
