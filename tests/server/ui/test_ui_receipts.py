@@ -108,13 +108,18 @@ def test_the_status_panel_shows_memory_status(alice: Page, ui: UiEnv) -> None:
         "els => els.map(e => [e.dataset.chunk, Number(e.dataset.first), Number(e.dataset.last)])")
     assert chunks == [[b.id, b.first_seq, b.last_seq] for b in status.buffered]
     assert status.buffered, "buffering on: a chunk waits for activation"
-    # the buffered chunk's span is marked on the timeline, and nothing else is
+    # each waiting chunk's span is marked on the timeline (with its chunk), and nothing else is;
+    # how many chunks wait depends on where the window stood when the background buffer ran (one
+    # or two: a test that assumed one failed once in CI)
     chunk = status.buffered[0]
+    spans = {b.id: (b.first_seq, b.last_seq) for b in status.buffered}
     panel.locator(f'li[data-chunk="{chunk.id}"] a').click()
     marked = alice.locator("li.msg.buffered").evaluate_all("els => els.map(e => [Number(e.dataset.seq), e.dataset.chunk])")
-    assert marked and all(chunk.first_seq <= seq <= chunk.last_seq and c == chunk.id for seq, c in marked)
+    assert any(c == chunk.id for _, c in marked), "the clicked chunk's messages are marked"
+    assert all(c in spans and spans[c][0] <= seq <= spans[c][1] for seq, c in marked)
     listed = alice.locator("li.msg").evaluate_all("els => els.map(e => Number(e.dataset.seq))")
-    assert [s for s in listed if chunk.first_seq <= s <= chunk.last_seq] == [s for s, _ in marked]
+    in_spans = [s for s in listed if any(first <= s <= last for first, last in spans.values())]
+    assert in_spans == [s for s, _ in marked]
 
 
 def test_pins_shown_link_to_their_knowledge_page(alice: Page, ui: UiEnv) -> None:
