@@ -61,7 +61,7 @@ from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
-__all__ = ["Turn", "TurnContexts", "input_not_saved", "retried_input", "same_shown"]
+__all__ = ["Turn", "TurnContexts", "input_not_saved", "is_input", "retried_input", "same_shown"]
 
 
 #: How many of the thread's newest messages a resumed turn reads (and of its own, from its start).
@@ -255,16 +255,16 @@ class Turn:
         waiting = pending_tool_call_ids(recent)
         turn._own_calls = waiting  # the calls the turn's model made
         turn._began_seq = turn._seen_seq  # calls made after this are another turn's
-        turn._input_user = next((m for m in reversed(recent) if _is_input(m)), None)
+        turn._input_user = next((m for m in reversed(recent) if is_input(m)), None)
         if since_seq is not None and recent:
             since = max(since_seq, 1)
             turn._since = since
             mine = [m for m in recent if (m.seq or 0) >= since]
             if not mine or (mine[0].seq or 0) > since:  # the turn is longer than the window: read its start
                 mine = await store.list_messages(thread.id, after_seq=since - 1, limit=RESUME_WINDOW)
-            question = next((m for m in mine if _is_input(m)), None)
+            question = next((m for m in mine if is_input(m)), None)
             if question is not None:
-                nxt = next((m for m in mine if (m.seq or 0) > (question.seq or 0) and _is_input(m)), None)
+                nxt = next((m for m in mine if (m.seq or 0) > (question.seq or 0) and is_input(m)), None)
                 until = (nxt.seq or 0) if nxt is not None else None
                 made = {
                     c.tool_call_id
@@ -463,10 +463,10 @@ class Turn:
         self._copied_input = None
         if self._own_ids is not None:  # (given again, or sent back: this turn's, or history)
             self._own_ids.update(m.id for m in copies)
-        if close_calls and not any(_is_input(m) for m in messages):
+        if close_calls and not any(is_input(m) for m in messages):
             # Given again, the newest question is the turn's only while still unanswered: the
             # thread's newest message (one row read, on this path only).
-            asked = next((m for m in reversed(copies) if _is_input(m)), None)
+            asked = next((m for m in reversed(copies) if is_input(m)), None)
             if asked is not None:
                 newest = await self._store.list_messages(self.thread.id, limit=1, newest_first=True)
                 self._copied_input = asked if newest and newest[0].id == asked.id else None
@@ -681,7 +681,7 @@ class Turn:
         if turn_start:
             # The turn's question: the newest it saved, else the newest it was given again (a
             # retried begin_turn), which memory work may have observed since the first try.
-            users = [m for m in saved if _is_input(m)]
+            users = [m for m in saved if is_input(m)]
             self._input_user = users[-1] if users else self._copied_input
         context = await self._advance_inner(saved, turn_start=turn_start, stored=stored)
         context = self._with_input(self._with_unseen(context, saved))
@@ -967,7 +967,7 @@ async def retried_input(
     return tail
 
 
-def _is_input(message: Message) -> bool:
+def is_input(message: Message) -> bool:
     """Whether ``message`` is a turn's input: a user message that says or shows something."""
     return message.role == "user" and any(isinstance(p, TextPart | FilePart) for p in message.parts)
 

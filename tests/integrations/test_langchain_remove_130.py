@@ -11,15 +11,13 @@ The agent is LangChain's own (``create_agent``); the model records what it gets.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import after_model, before_model
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -27,25 +25,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from obsmem import Memory
 from obsmem.integrations.langchain import ObservationalMemoryMiddleware
 
+from .test_langchain_review import RecordingModel
+
 pytestmark = pytest.mark.anyio
 
 
-class Recording(BaseChatModel):
-    """Keeps every list of messages it gets and answers ``answer(messages)``."""
-
-    answer: Callable[[list[BaseMessage]], AIMessage]
-    requests: list[list[BaseMessage]] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "recording"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        self.requests.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=self.answer(messages))])
+class Recording(RecordingModel):
+    """test_langchain_review's recording model, answering on the event loop."""
 
     async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         return self._generate(messages)  # on the event loop (no thread): runs at once interleave the same way each time

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
+from obsmem import Memory, Message
 
 from . import harness
 from .hostile_109_worker import SECRET, wait_for
 from .test_hostile_review_109_held_up import tables_holding
-from .test_hostile_review_131 import HERON, echo_observer
+from .test_hostile_review_131 import HERON, older_generation_of_two_threads
 
 pytestmark = pytest.mark.anyio
 
@@ -85,15 +85,7 @@ async def test_a_forget_and_a_delete_rewriting_one_older_generation_lose_neither
     """Resource scope, the other way round from review 131's test: the forget stops after it read
     an older generation (holding thread t1's section and, in t2's, the value), the delete of t1
     rewrites it meanwhile; the forget's blind rewrite brought t1's words back."""
-    config = MemoryConfig(scope="resource")
-    async with Memory(postgres_url, config=config, observer=echo_observer(), reflector="offline") as memory:
-        for thread, word in (("t1", HERON), ("t2", SECRET)):
-            await memory.create_thread(thread_id=thread, resource_id="u1")
-            await memory.save_messages(thread, [Message.user(f"Remember {word}, please.", id=f"{thread}-u")])
-            await memory.observe(thread)
-        await memory.reflect("t1")
-        older = [g for g in await memory.list_generations("t1") if not g.is_live]
-    assert older and SECRET in older[0].active_observations and HERON in older[0].active_observations
+    config = await older_generation_of_two_threads(postgres_url)
     forgetting = start_forget(postgres_url, tmp_path, value=SECRET, resource_id="u1", scope="resource",
                               method="rewrite_generation")
     async with Memory(postgres_url, config=config) as admin:

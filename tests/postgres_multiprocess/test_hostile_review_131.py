@@ -168,13 +168,9 @@ def echo_observer() -> object:
     return FunctionModel(answer)
 
 
-async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither(postgres_url: str,
-                                                                                 tmp_path: Path) -> None:
-    """Resource scope: an older generation holds thread t1's section and, in t2's, a value. One
-    process deletes t1 while another forgets the value; each rewrites the generation from what it
-    read. The delete read it before the forget's rewrite and wrote it back after: the forgotten
-    value was in the generation again. Rewrites are now compare-and-set on the generation as read
-    (``rewrite_generation(expected=)``): the delete's is refused, and it reads and redoes it."""
+async def older_generation_of_two_threads(postgres_url: str) -> MemoryConfig:
+    """Resource scope: threads t1 (saying HERON) and t2 (saying SECRET) observed, then reflected,
+    so an older generation holds t1's section and, in t2's, the value. Its config."""
     config = MemoryConfig(scope="resource")
     async with Memory(postgres_url, config=config, observer=echo_observer(), reflector="offline") as memory:
         for thread, word in (("t1", HERON), ("t2", SECRET)):
@@ -184,6 +180,17 @@ async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither
         await memory.reflect("t1")
         older = [g for g in await memory.list_generations("t1") if not g.is_live]
     assert older and SECRET in older[0].active_observations and HERON in older[0].active_observations
+    return config
+
+
+async def test_a_delete_and_a_forget_rewriting_one_older_generation_lose_neither(postgres_url: str,
+                                                                                 tmp_path: Path) -> None:
+    """Resource scope: an older generation holds thread t1's section and, in t2's, a value. One
+    process deletes t1 while another forgets the value; each rewrites the generation from what it
+    read. The delete read it before the forget's rewrite and wrote it back after: the forgotten
+    value was in the generation again. Rewrites are now compare-and-set on the generation as read
+    (``rewrite_generation(expected=)``): the delete's is refused, and it reads and redoes it."""
+    config = await older_generation_of_two_threads(postgres_url)
     deleting = start("paused_delete", postgres_url, 0, tmp_path)
     wait_for(tmp_path, "rewriting")
     async with Memory(postgres_url, config=config) as admin:

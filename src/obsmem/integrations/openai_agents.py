@@ -48,7 +48,7 @@ from obsmem import ContextWindow
 from obsmem.convert import from_openai_responses, to_openai_responses
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
-from obsmem.turn import Turn, retried_input
+from obsmem.turn import Turn, is_input, retried_input
 from obsmem.types import (
     DataPart,
     FilePart,
@@ -390,7 +390,7 @@ class ObsmemSession:
         user_input = any(m.role == "user" and not m.is_marker_only for m in messages)
         if user_input or self._turn is None or self._turn.ended:
             await self._end_turn()
-            if all(_is_input(m) for m in messages):
+            if all(is_input(m) for m in messages):
                 # The input of a run that failed before any answer (saved, then the model call
                 # failed), run again: the stored messages in its place, so it is stored once.
                 stored = await retried_input(self.memory.store, self.session_id, messages)
@@ -474,9 +474,6 @@ class ObsmemSession:
         await self.memory.delete_thread(self.session_id)
 
 
-def _is_input(message: Message) -> bool:
-    """A user's input: a user message that says or shows something."""
-    return message.role == "user" and any(isinstance(p, TextPart | FilePart) for p in message.parts)
 
 
 async def _pop_newest(
