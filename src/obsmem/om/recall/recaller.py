@@ -14,7 +14,10 @@ Three modes (reference §5.5):
   depth at the cost of one page. A page the token budget cut (``truncated``) shows the messages
   nearest its anchor, and its ``next_page`` is its ``continue_with``: it starts at the first
   message not shown, in the page's direction, so reading on with ``next_page`` skips nothing.
-* ``threads`` — the conversations recall may read, paged.
+* ``threads`` — the conversations recall may read, oldest first, paged the same way: by key from
+  ``cursor`` (a thread id, where ``next_page`` puts the next page's first thread), so a page
+  costs one page at any depth and a thread deleted between pages shifts no other; ``page``
+  skips at most :data:`MAX_SKIPPED` threads.
 * ``search`` — vector search over the groups (``retrieval.vector``), best first.
 
 **Scope is enforced here, on every answer, against the store** — not by trusting an id, a
@@ -61,10 +64,10 @@ __all__ = ["MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_SKIPPED", "MAX_THREADS", "
 
 MAX_MESSAGES = 20
 MAX_SKIPPED = 200
-"""How many messages a ``page`` may lie past its anchor ((page - 1) × limit): a page that lies
-further is refused (read on with ``next_page``, a cursor, instead) unless the messages that way
-run out first (then it is empty), so no page number makes one call read more than this and one
-page."""
+"""How many messages (in ``threads`` mode, threads) a ``page`` may lie past its anchor
+((page - 1) × limit): a page that lies further is refused (read on with ``next_page``, a cursor,
+instead) unless the messages that way run out first (then it is empty), so no page number makes
+one call read more than this and one page."""
 MAX_THREADS = 50
 MAX_SEARCH_RESULTS = 20
 _MIN_BUDGET = 50
@@ -442,16 +445,44 @@ class Recaller:
 
     # -- threads ------------------------------------------------------------------------------
     async def _threads(self, caller: Thread, request: RecallRequest) -> RecallResult:
+        """The reachable threads in the listing order (oldest first), a page from ``cursor`` (a
+        thread id, the first of the page; without one, the first thread). Read by key from the
+        cursor, so a page costs its own threads and one more, plus those ``page`` skips (at most
+        :data:`MAX_SKIPPED`; a page further is refused unless the threads run out first), and a
+        thread deleted between pages shifts no other; ``next_page`` starts at the next page's
+        first thread."""
         page = max(1, request.page)
         size = request.limit
-        if self.config.scope == "thread":
-            listed, has_more = ([caller] if page == 1 else []), False
-        else:
-            fetched = await self.store.list_threads(
-                caller.resource_id, limit=size + 1, offset=(page - 1) * size
+        start: Thread | None = None
+        if request.cursor is not None:
+            start = await self._reachable(caller, request.cursor)
+            if start is None:
+                raise self._not_found(caller, "thread", request.cursor)
+
+        async def run(n: int) -> list[Thread]:
+            """The first ``n`` reachable threads from the cursor (else the first), in listing order."""
+            if self.config.scope == "thread":
+                return [caller][:n]  # the cursor, if any, is the caller (else it was not reachable)
+            head = [start] if start is not None else []
+            rest = await self.store.list_threads(
+                caller.resource_id, limit=n - len(head), after=start.id if start is not None else None
             )
-            has_more = len(fetched) > size
-            listed = [t for t in fetched[:size] if t.resource_id == caller.resource_id]
+            return [*head, *(t for t in rest if t.resource_id == caller.resource_id)][:n]
+
+        if (page - 1) * size > MAX_SKIPPED:
+            listed = await run(MAX_SKIPPED + 1)
+            if len(listed) > MAX_SKIPPED:
+                raise InvalidInputError(
+                    f"page {page} starts {(page - 1) * size} threads from where this listing starts; "
+                    f"a page number reaches at most {MAX_SKIPPED}. Read on with the arguments in the last "
+                    "answer's 'next_page' instead of a page number."
+                )
+        else:
+            listed = await run(page * size + 1)
+        shown = listed[(page - 1) * size : page * size]
+        next_page = None
+        if len(listed) > page * size:
+            next_page = {"mode": "threads", "limit": size, "cursor": listed[page * size].id, "page": 1}
         threads = tuple(
             RecalledThread(
                 id=t.id,
@@ -460,7 +491,7 @@ class Recaller:
                 updated_at=t.updated_at.isoformat(),
                 current=t.id == caller.id,
             )
-            for t in listed
+            for t in shown
         )
         return RecallResult(
             mode="threads",
@@ -468,8 +499,9 @@ class Recaller:
             page=page,
             limit=size,
             threads=threads,
-            has_next_page=has_more,
+            has_next_page=next_page is not None,
             has_prev_page=page > 1,
+            next_page=next_page,
         )
 
     # -- search -------------------------------------------------------------------------------
