@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 import obsmem.om.text.own as own
+import obsmem.storage.postgres.store as postgres_store
 import obsmem.storage.sqlite.store as sqlite_store
 from obsmem import Memory, MemoryConfig, ObservationConfig, Message
 
@@ -101,8 +102,8 @@ class _Pattern:
 @contextmanager
 def linear_work_on_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The sizes of every hash and reminder-pattern search of ``HEAVY`` or more that ran on this
-    (the loop's) thread inside the block, and of every stored row of that size the SQLite store
-    decoded (on any thread)."""
+    (the loop's) thread inside the block, and of every stored row of that size the SQLite or
+    PostgreSQL store decoded (on any thread)."""
     loop_thread = threading.get_ident()
     found: list[int] = []
 
@@ -113,6 +114,7 @@ def linear_work_on_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     fake = _Hashlib(note)
     decoding = _Json(lambda size: found.append(size) if size >= HEAVY else None)  # any thread: it holds the GIL
     monkeypatch.setattr(sqlite_store, "json", decoding)
+    monkeypatch.setattr(postgres_store, "json", decoding)
     for name, module in list(sys.modules.items()):
         if name.startswith("obsmem") and getattr(module, "hashlib", None) is hashlib:
             monkeypatch.setattr(module, "hashlib", fake)
@@ -120,11 +122,14 @@ def linear_work_on_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield found
 
 
-@pytest.mark.parametrize("store", ["sqlite", "memory"])
+@pytest.mark.parametrize("store", ["sqlite", "memory", "postgres"])
 async def test_later_turns_do_not_rework_a_big_waiting_message_on_the_loop(
-    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'obsmem.db'}" if store == "sqlite" else "memory://"
+    # PostgreSQL has no window marks: it reads the window at every boundary (12 hashes and
+    # searches of the log on the loop over the 3 later turns before its rows were kept decoded)
+    urls = {"sqlite": f"sqlite:///{tmp_path / 'obsmem.db'}", "memory": "memory://"}
+    url = urls[store] if store in urls else request.getfixturevalue("postgres_url")
     # thresholds above the log: it stays in the window, unobserved, as while its observation runs
     config = MemoryConfig(observation=ObservationConfig(message_tokens=2_000_000))
     async with Memory(url, config=config) as memory:

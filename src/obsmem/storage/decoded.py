@@ -30,7 +30,7 @@ from typing import Any
 
 from obsmem.types import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["DecodedMessages", "shareable"]
+__all__ = ["LONG_ROW_CHARS", "DecodedMessages", "LongRows", "shareable"]
 
 CAPACITY = 16_384  # messages
 MAX_CHARS = 16_000_000  # stored characters held, all entries together (tens of MB at most)
@@ -97,6 +97,75 @@ class DecodedMessages:
             while self._entries and (len(self._entries) > self._capacity or self._chars > self._max_chars):
                 oldest = next(iter(self._entries))
                 self._chars -= self._entries.pop(oldest)[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+#: A stored row at least this long (characters of its document) is a *long row*: decoding it is
+#: linear in its text (JSON, then hashing and searching a pasted log), so it is decoded off the
+#: event loop and kept by :class:`LongRows` instead of :class:`DecodedMessages` (which hashes its
+#: whole key on every lookup and keeps no row above a 64th of its budget).
+LONG_ROW_CHARS = 32_768
+LONG_ROWS_MAX_CHARS = 16_000_000  # stored characters of long rows held, all entries together
+
+
+class LongRows:
+    """Long stored rows (see :data:`LONG_ROW_CHARS`) → the message each decoded to, by the row's
+    other columns (seq, thread, resource: small, and a seq is never reused): a store without window marks (PostgreSQL) reads a thread's window at every boundary,
+    and a pasted multi-megabyte log waiting in it was decoded, hashed and searched again each
+    time on the event loop. A hit needs the row to be the same in full: the same document text (compared, never hashed: a comparison of equal texts is a memory
+    compare, and any change is a miss). What is shared follows :class:`DecodedMessages`: only
+    shareable messages are kept, and every hit is a new message with its own metadata decoded
+    from the stored text; the parts are shared, with what they keep worked out
+    (:func:`~obsmem.types.long_texts`). Bounded by stored characters, least recently used first.
+    """
+
+    def __init__(self, *, max_chars: int = LONG_ROWS_MAX_CHARS) -> None:
+        self._max_chars = max_chars
+        self._entries: dict[tuple[Any, ...], tuple[str, Message, str, int]] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def holds(self, columns: tuple[Any, ...], doc: str) -> bool:
+        """Whether :meth:`get` would find the row."""
+        with self._lock:
+            entry = self._entries.get(columns)
+        return entry is not None and entry[0] == doc
+
+    def get(self, columns: tuple[Any, ...], doc: str) -> Message | None:
+        """A fresh copy of what the row (``columns`` besides its ``doc``) decoded to, or None."""
+        with self._lock:
+            entry = self._entries.pop(columns, None)
+            if entry is None:
+                return None
+            self._entries[columns] = entry  # now the most recently used
+        kept_doc, message, metadata, _ = entry
+        if kept_doc != doc:
+            return None
+        return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
+
+    def put(self, columns: tuple[Any, ...], doc: str, message: Message, metadata: str) -> None:
+        """Remember that the row decodes to ``message`` (kept only when shareable and when it
+        fits a quarter of the budget)."""
+        size = len(doc)
+        if not shareable(message) or size > self._max_chars // 4:
+            return
+        kept = (doc, message.model_copy(update={"metadata": {}}), metadata, size)
+        with self._lock:
+            old = self._entries.pop(columns, None)
+            if old is not None:
+                self._chars -= old[3]
+            self._entries[columns] = kept
+            self._chars += size
+            while self._entries and self._chars > self._max_chars:
+                oldest = next(iter(self._entries))
+                self._chars -= self._entries.pop(oldest)[3]
 
     def clear(self) -> None:
         with self._lock:

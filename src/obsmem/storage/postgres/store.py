@@ -57,7 +57,7 @@ from obsmem.errors import (
 from obsmem.calls import ModelCall, UsageRow
 from obsmem.redact import redact_secrets
 from obsmem.storage import ledger, paging
-from obsmem.storage.decoded import DecodedMessages
+from obsmem.storage.decoded import LONG_ROW_CHARS, DecodedMessages, LongRows
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.migrations import MIGRATE_MODES, migrate_mode
 from obsmem.storage.postgres import migrations as postgres_migrations
@@ -84,7 +84,7 @@ from obsmem.storage.rules import (
     merge_parts,
     work_available_at,
 )
-from obsmem.types import DataPart, Message, Thread
+from obsmem.types import DataPart, Message, Thread, long_texts
 
 __all__ = [
     "MIGRATE_MODES", "PostgresStore", "migrate_database", "migrate_mode", "pending_migrations", "redact_url",
@@ -251,6 +251,7 @@ class PostgresStore(ClosingContext):
         self.check_idle_s = CHECK_IDLE_S  # see _check
         self._used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._decoded = DecodedMessages()
+        self._long_rows = LongRows()
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._closed = False
 
@@ -527,6 +528,7 @@ class PostgresStore(ClosingContext):
         keyed by the rows' text): ``Memory`` calls it after a delete or a forget, so no copy of
         what went stays in this process."""
         self._decoded.clear()
+        self._long_rows.clear()
 
     async def delete_thread(self, thread_id: str) -> bool:
         async def op(conn: Conn) -> bool:
@@ -538,7 +540,17 @@ class PostgresStore(ClosingContext):
 
     # -- messages ---------------------------------------------------------------------------------
     def _message(self, row: Sequence[Any]) -> Message:
-        """The message a ``_MESSAGE_SELECT`` row holds, decoded once per distinct content."""
+        """The message a ``_MESSAGE_SELECT`` row holds, decoded once per distinct content (a
+        long row once per distinct document, what its long texts keep worked out then: see
+        :class:`~obsmem.storage.decoded.LongRows`; :meth:`_messages` decodes it off the loop)."""
+        doc = row[3]
+        if len(doc) >= LONG_ROW_CHARS:
+            columns = tuple(row[:3])
+            kept = self._long_rows.get(columns, doc)
+            if kept is None:
+                kept = long_texts(_message(row))  # hashed and searched here, once
+                self._long_rows.put(columns, doc, kept, json.dumps(kept.metadata))
+            return kept
         key = tuple(row)
         message = self._decoded.get(key)
         if message is None:
@@ -546,9 +558,17 @@ class PostgresStore(ClosingContext):
             self._decoded.put(key, message, json.dumps(message.metadata))
         return message
 
+    async def _messages(self, rows: Sequence[Sequence[Any]]) -> list[Message]:
+        """:meth:`_message` of each row; on a worker thread when one of them is a long row not
+        decoded yet (a pasted log: its JSON, hash and reminder search are linear in its text),
+        so the event loop does none of that work."""
+        if any(len(row[3]) >= LONG_ROW_CHARS and not self._long_rows.holds(tuple(row[:3]), row[3]) for row in rows):
+            return await asyncio.to_thread(lambda: [self._message(row) for row in rows])
+        return [self._message(row) for row in rows]
+
     async def _select_messages(self, conn: Conn, ids: list[str]) -> dict[str, Message]:
         cur = await conn.execute(f"{_MESSAGE_SELECT} WHERE m.id = ANY(%s)", (list(dict.fromkeys(ids)),))
-        return {m.id: m for m in map(self._message, await cur.fetchall())}
+        return {m.id: m for m in await self._messages(await cur.fetchall())}
 
     async def save_messages(
         self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
@@ -658,7 +678,7 @@ class PostgresStore(ClosingContext):
 
         async def op(conn: Conn) -> list[Message]:
             cur = await conn.execute(sql, params)
-            found = [self._message(row) for row in await cur.fetchall()]
+            found = await self._messages(await cur.fetchall())
             if not found:
                 await self._require_thread(conn, thread_id)
             return found
@@ -670,7 +690,7 @@ class PostgresStore(ClosingContext):
             cur = await conn.execute(
                 f"{_MESSAGE_SELECT} WHERE t.resource_id = %s AND m.seq > %s ORDER BY m.seq", (resource_id, after_seq)
             )
-            return [self._message(row) for row in await cur.fetchall()]
+            return await self._messages(await cur.fetchall())
 
         return await self._read(op)
 
@@ -685,7 +705,7 @@ class PostgresStore(ClosingContext):
 
         async def op(conn: Conn) -> list[Message]:
             cur = await conn.execute(_RESOURCE_MESSAGES_AFTER, params)
-            return [self._message(row) for row in await cur.fetchall()]
+            return await self._messages(await cur.fetchall())
 
         return await self._read(op)
 
@@ -781,15 +801,17 @@ class PostgresStore(ClosingContext):
             head: ObservationRecord | None = None
             messages: list[Message] = []
             exists = False
+            rows: list[tuple[Any, ...]] = []
             for kind, *row in await cur.fetchall():
                 if kind == 0:
                     head = postgres_records.decode(row[3:])
                 elif kind == 1:
-                    messages.append(self._message((*row[:3], row[5])))
+                    rows.append((*row[:3], row[5]))
                 else:
                     exists = True
             if not exists:
                 raise ThreadNotFoundError(thread_id)
+            messages = await self._messages(rows)
             return head, messages
 
         return await self._read(op)
