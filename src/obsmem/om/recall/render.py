@@ -76,9 +76,10 @@ class RecalledGroup:
 @dataclass(frozen=True, slots=True)
 class RecallResult:
     """One recall answer. ``continue_with`` is set when ``truncated``: call recall with it.
-    ``next_page`` (messages mode, when ``has_next_page``): the arguments that read the next page
-    from its first message (a cursor), which costs one page however deep the reader has gone;
-    on a truncated page it is ``continue_with`` (the first message the budget left out)."""
+    ``next_page`` (messages and threads modes, when ``has_next_page``): the arguments that read
+    the next page from its first message or thread (a cursor), which costs one page however deep
+    the reader has gone; on a truncated page it is ``continue_with`` (the first message the
+    budget left out)."""
 
     mode: RecallMode
     detail: Detail

@@ -61,7 +61,11 @@ def recall_tool_schema(
             "type": "string",
             "description": "An observation group id from your memory (## Group `<id>`).",
         },
-        "cursor": {"type": "string", "description": "A message id to read from (messages mode)."},
+        "cursor": {
+            "type": "string",
+            "description": "Where a page starts: a message id (messages mode) or a thread id (threads mode); "
+            "next_page gives it.",
+        },
         "anchor": {
             "type": "string",
             "enum": ["start", "end"],
@@ -120,7 +124,10 @@ def recall_instructions(config: RetrievalConfig) -> str:
         '  to read on, call recall again with the arguments in "next_page".',
     ]
     if config.scope == "resource":
-        lines.append('- mode "threads" lists this user\'s other conversations; pass thread_id to read one.')
+        lines.append(
+            '- mode "threads" lists this user\'s other conversations (read on with "next_page"); pass '
+            "thread_id to read one."
+        )
     if config.vector:
         lines.append('- mode "search" with a query finds the groups that mention something; then read them.')
     lines += [
