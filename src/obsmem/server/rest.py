@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
@@ -32,7 +33,9 @@ from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host
-from obsmem.server.errors import ERROR_RESPONSES, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError
+from obsmem.server.errors import (
+    ERROR_RESPONSES, AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError,
+)
 from obsmem.server.service import Service
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
@@ -401,12 +404,19 @@ def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     return head + "data: " + json.dumps(data, separators=(",", ":")) + "\n\n"
 
 
+#: Why a stream may stop before ``max_s``: None while it may go on, else its ``end`` reason.
+StreamCheck = Callable[[], Awaitable[str | None]]
+
+
 async def status_events(
-    memory: Memory, thread_id: str, *, max_s: float, interval_s: float, keepalive_s: float = KEEPALIVE_S
+    memory: Memory, thread_id: str, *, max_s: float, interval_s: float, keepalive_s: float = KEEPALIVE_S,
+    check: StreamCheck | None = None,
 ) -> AsyncIterator[str]:
     """Server-sent events from ``Memory.watch``: a ``status`` event now and at each change, a
     comment every ``keepalive_s`` while nothing changes, and an ``end`` event after ``max_s``.
-    The watch runs in its own task (cancelled when the stream ends or the client goes away)."""
+    The watch runs in its own task (cancelled when the stream ends or the client goes away).
+    ``check`` runs before each status and keep-alive is sent: a reason from it ends the stream
+    with that reason instead (the key revoked, the thread deleted meanwhile)."""
     changes: asyncio.Queue[ThreadStatus] = asyncio.Queue()
 
     async def pump() -> None:
@@ -417,17 +427,22 @@ async def status_events(
     deadline = loop.time() + max_s
     watcher = loop.create_task(pump())
     count = 0
+    stopped: str | None = None
     try:
         while (left := deadline - loop.time()) > 0 and not watcher.done():
             try:
                 status = await asyncio.wait_for(changes.get(), min(left, keepalive_s))
             except TimeoutError:
+                status = None
+            if check is not None and (stopped := await check()) is not None:
+                break
+            if status is None:
                 yield ": keep-alive\n\n"
                 continue
             count += 1
             yield _sse("status", status.data(), count)
         failed = watcher.done() and not watcher.cancelled() and watcher.exception() is not None
-        yield _sse("end", {"reason": "error" if failed else "max_s", "events": count})
+        yield _sse("end", {"reason": stopped or ("error" if failed else "max_s"), "events": count})
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -438,18 +453,37 @@ async def status_events(
     responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events: status, end"}},
 )  # fmt: skip
 async def thread_status_stream(
-    thread_id: str, principal: Caller, service: ServiceDep,
+    thread_id: str, principal: Caller, service: ServiceDep, request: Request,
     max_s: Annotated[float, Query(gt=0, le=STREAM_MAX_S, description="Close the stream after this many seconds.")] = 60.0,
     interval_s: Annotated[float, Query(ge=0.05, le=60, description="Read the store this often.")] = 0.5,
 ) -> StreamingResponse:  # fmt: skip
     """The thread's status as server-sent events (``Memory.watch``): an ``event: status`` with the
     same data as ``GET …/status`` now and at each change, until ``max_s`` seconds have passed
-    (then ``event: end``) or the client goes away."""
-    await principal.thread(service.memory, thread_id)
+    (then ``event: end``, reason ``max_s``) or the client goes away. The key and the thread are
+    checked again before each event: a key revoked meanwhile ends the stream (reason
+    ``revoked``), and so does the thread deleted (``not_found``), even when its id was taken
+    again since."""
+    thread = await principal.thread(service.memory, thread_id)
+    token = bearer_token(request.headers.get("authorization"), request.headers.get("x-api-key"))
     return StreamingResponse(
-        status_events(service.memory, thread_id, max_s=max_s, interval_s=interval_s),
+        status_events(service.memory, thread_id, max_s=max_s, interval_s=interval_s,
+                      check=functools.partial(_still_readable, service, token, thread)),
         media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )  # fmt: skip
+
+
+async def _still_readable(service: Service, token: str | None, thread: Thread) -> str | None:
+    """None while ``token``'s key is live and still sees ``thread`` (the very thread: one made
+    again under its id after a delete is another); else why a read of it ends."""
+    try:
+        principal = await authenticate(service.keys, token, dev=service.settings.dev)
+    except AuthenticationError:
+        return "revoked"
+    try:
+        now = await principal.thread(service.memory, thread.id)
+    except ThreadNotFoundError:
+        return "not_found"
+    return None if now.created_at == thread.created_at and now.org_id == thread.org_id else "not_found"
 
 
 async def visible_message(principal: Principal, memory: Memory, message_id: str) -> Message:
