@@ -816,3 +816,16 @@ async def revoke_key(key_id: str, principal: Caller, service: ServiceDep) -> dic
     if not managed or not await service.keys.revoke(key_id, org_id=principal.org_id):
         raise NotFoundError(f"No live key '{key_id}' in this org.")
     return {"key_id": key_id, "revoked": True}
+
+
+# -- a thread named by an id holding '/' ------------------------------------------------------
+# The gateway takes any thread id a client names ('user/1/chat'); REST creates none with a '/'.
+# Its '/' arrives decoded ('user%2F1%2Fchat' reads 'user/1/chat'), so the routes above never
+# match it: these, declared last (after every more specific route under /threads), read and
+# delete such a thread by its whole id, with the same checks. Delete means gone for every thread.
+router.add_api_route(
+    "/threads/{thread_id:path}", get_thread, methods=["GET"], tags=["threads"], include_in_schema=False
+)
+router.add_api_route(
+    "/threads/{thread_id:path}", delete_thread, methods=["DELETE"], tags=["threads"], include_in_schema=False
+)
