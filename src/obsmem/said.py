@@ -9,7 +9,11 @@ zip or promo code), a key or token word with an opaque value (``my AWS secret is
 PUK or card security code with its digits, a login given as ``user / password``, a password set
 ``to`` a value, a value before its word (``they use … as their password``: only one made up like a
 credential, no address, date or version), and a password word followed within a sentence or two by
-``it's <value>``. A value that is an everyday word (``my password is expired``, ``… is too short``),
+``it's <value>``; and, with a value made up like a credential (or digits for a PIN or a code), a
+contraction (``my password's hunter2-Blue!``, ``my pin's 4821``), no copula at all (``PIN CODE 4821``,
+``Door code 1234#``, ``wifi password hunter2-Blue!``) or the code's door after its word (``the code
+to the gate is 4821``). The words are read in any case (``Pin code: 4821``; a bare ``PIN`` without a
+copula only in capitals). A value that is an everyday word (``my password is expired``, ``… is too short``),
 a short number (``my password is 12 characters long``) or a placeholder (``[REDACTED:…]``, ``***``)
 is none.
 
@@ -42,22 +46,35 @@ _KEY_WORDS = (
 )
 #: Codes that open something (a door, an alarm, an account), not a zip, promo or booking code.
 _CODE_WORDS = (
-    r"(?:door|gate|alarm|garage|lock|safe|entry|access|wi-?fi|keypad|building|unlock|verification|2fa"
-    r"|otp|one-time|login|sign-in|tür|haustür)[ -]?codes?|(?:lock|safe|locker)[ -]combination"
+    r"(?:door|gate|alarm|garage|lock|safe|entry|access|wi-?fi|keypad|unlock|verification|2fa"
+    r"|otp|one-time|login|sign-in|tür|haustür)(?:['\u2019]s\s|[ -]?)codes?|(?:lock|safe|locker)[ -]combination"
 )
 #: A login given as a user and a password: "my Netflix login is alice@example.com / hunter2-Blue".
 _LOGIN = re.compile(
     r"(?<![^\W\d_])(?i:login|log-in|sign-in|credentials?|account|zugangsdaten)(?![^\W\d_])"
     r"(?:\s(?i:is|are|ist|sind)|\s{0,3}:)\s{1,3}\S{1,100}?\s{0,3}[/:|]\s{0,3}(?P<value>[^\s\"']{1,200})"
 )
-_PIN_WORDS = r"PIN(?:[ -]?(?:code|number|nummer))?|pin(?:[ -]?(?:code|number))?|PUK|CVV2?|CVC2?|security code|Geheimzahl"
+_PIN_WORDS = r"pin(?:[ -]?(?:code|number|nummer))?|puk|cvv2?|cvc2?|security code|geheimzahl"
+#: The PIN words that say a PIN without a copula ("PIN CODE 4821", "my bank PIN 4821 works"; a
+#: lower-case "pin 1024" may be a connector's).
+_BARE_PIN_WORDS = r"(?i:pin[ -]?(?:code|number|nummer)|security code|geheimzahl)|PIN|PUK|CVV2?|CVC2?"
+#: "The building code is strict about fire exits" is law: a building's code is one only with
+#: digits ("The building code is 4821").
+_BUILDING_WORDS = r"building[ -]?codes?"
+#: What a code opens, named after it: "the code to the gate is 4821", "the code for the front door …".
+_OPENED = (r"(?:codes?|combinations?)\s(?:to|for|of|on)(?:\s[^\s.,;:!?=]{1,40}){0,3}?"
+           r"\s(?:door|gate|alarm|garage|lock|padlock|safe|locker|keypad|entrance|vault|building|house|flat"
+           r"|apartment|office|garden|shed|storage|bike)s?")
 
 #: What joins the word to its value: a copula in the languages of the password words, or ``:``/``=``.
 _IS = (
     r"(?:\s{0,3}[:=(\uff1a\uff1d\u2192\u2014\u2013]|\s{0,3}->|\s(?:is|was)\s{0,2}[:\-\u2013\u2014]"
     r"|,?\s(?:which|that)\s(?:is|was)|\s(?:is|was|are|were|ist|lautet|war|sind|est|était|es|era|é|er|var|är"
-    r"|jest|je|zijn|reads|has been changed to|changed to)(?![^\W\d_]))"
+    r"|jest|je|zijn|reads|has been changed to|changed to|\u00e8)(?![^\W\d_])|,?\s(?:c'est|c\u2019est)(?![^\W\d_]))"
 )
+#: A contraction: "my password's hunter2-Blue!", "my pin\u2019s 4821" (only a value made up like a
+#: credential: "my password's strength is good" is none).
+_CONTRACTED = r"['\u2019]s(?![^\W\d_])"
 #: "for the wifi at home", "of my laptop": what the value is for, between the word and the copula.
 _FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|para|they|i|we|you|he|she|that|which|one)"
         r"(?:\s[^\s.,;:!?=]{1,40}){1,4}?)?")
@@ -73,8 +90,13 @@ _VALUE = (
 _VALUE_GROUPS = ("value2", "spelled", "quoted", "quoted2", "quoted3", "quoted4", "quoted5", "quoted6", "value")
 
 
-def _said(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
-    return re.compile(rf"(?<![^\W\d_])(?:{words})(?![^\W\d_]){_FOR}{_IS}{_NOW}{_VALUE}", flags)
+def _said(words: str, flags: int = re.IGNORECASE, joined: str = _IS) -> re.Pattern[str]:
+    return re.compile(rf"(?<![^\W\d_])(?:{words})(?![^\W\d_]){_FOR}{joined}{_NOW}{_VALUE}", flags)
+
+
+def _bare(words: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
+    """The word and its value with no copula between: "PIN CODE 4821", "Door code 1234#"."""
+    return re.compile(rf"(?<![^\W\d_])(?:{words})(?![^\W\d_])[ \t]{{1,3}}(?P<value>[^\s\"'`]{{1,200}})", flags)
 
 
 _PASSWORD_SAID = _said(_PASSWORD_WORDS)
@@ -93,7 +115,16 @@ _BEFORE = re.compile(
 )
 _CODE_SAID = _said(_CODE_WORDS)
 _KEY_SAID = _said(_KEY_WORDS)
-_PIN_SAID = _said(_PIN_WORDS, 0)
+_PIN_SAID = _said(_PIN_WORDS)
+_BUILDING_SAID = _said(_BUILDING_WORDS)
+_OPENED_SAID = _said(_OPENED)
+_PASSWORD_S = _said(_PASSWORD_WORDS, re.IGNORECASE, _CONTRACTED)
+_CODE_S = _said(_CODE_WORDS, re.IGNORECASE, _CONTRACTED)
+_KEY_S = _said(_KEY_WORDS, re.IGNORECASE, _CONTRACTED)
+_PIN_S = _said(_PIN_WORDS, re.IGNORECASE, _CONTRACTED)
+_PASSWORD_BARE = _bare(_PASSWORD_WORDS)
+_CODE_BARE = _bare(_CODE_WORDS)
+_PIN_BARE = _bare(_BARE_PIN_WORDS, 0)
 #: Chinese, Japanese and Korean: no space before the value, which ends at the first CJK character.
 _CJK_SAID = re.compile(
     rf"(?:{_CJK_PASSWORD_WORDS})\s{{0,3}}(?:は|是|为|為|는|은|이|가|:|：|=)?\s{{0,3}}(?:[「『\"'])?"
@@ -121,7 +152,8 @@ _NOT_VALUES = frozenset(
     "ist nicht falsch richtig neu alt zu sehr das der die ein eine mein dein sein im am "
     "est pas trop le la les un une mon ton son faux "
     "es no muy el los una mi tu su "
-    "irgendwo".split()
+    "irgendwo tout "
+    "non troppo il mia tua sua obbligatoria sbagliata errata scaduta nuova".split()
 )
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]|[*xX•.]{3,}|[$<{%\[].*")
 
@@ -164,6 +196,14 @@ def _opaque(value: str) -> bool:
     return (has_digit and has_letter) or (has_letter and _shaped(value) and len(value) >= 20)
 
 
+def _keypad(value: str) -> bool:
+    """What is typed on a keypad: digits (three or more), with ``#``, ``*`` or ``-``."""
+    return _KEYPAD.fullmatch(value) is not None and sum(c.isdigit() for c in value) >= 3
+
+
+_KEYPAD = re.compile(r"[0-9#*-]{3,24}")
+
+
 def _pin(value: str) -> bool:
     digits = value.replace("-", "").replace(" ", "")
     return digits.isdigit() and 3 <= len(digits) <= 12
@@ -174,7 +214,9 @@ def said_spans(text: str) -> Iterator[tuple[int, int]]:
     left to right within each form."""
     for pattern, check in ((_PASSWORD_SAID, _password), (_CJK_SAID, _password), (_CODE_SAID, _password),
                            (_SET_TO, _password), (_KEY_SAID, _opaque), (_PIN_SAID, _pin), (_LOGIN, _shaped_password),
-                           (_BEFORE, _credential)):
+                           (_BEFORE, _credential), (_BUILDING_SAID, _keypad), (_OPENED_SAID, _shaped_password),
+                           (_PASSWORD_S, _shaped_password), (_CODE_S, _shaped_password), (_KEY_S, _opaque),
+                           (_PIN_S, _pin), (_PASSWORD_BARE, _bare_credential), (_CODE_BARE, _keypad), (_PIN_BARE, _pin)):
         for match in pattern.finditer(text):
             start, value = _value(match)
             if check(value):
@@ -194,6 +236,16 @@ def _credential(value: str) -> bool:
     address, link, date or version."""
     return (len(value) >= 6 and any(c.isalpha() for c in value) and _shaped(value)
             and _NOT_CREDENTIAL.fullmatch(value) is None and _password(value))
+
+
+def _bare_credential(value: str) -> bool:
+    """A value after its password word with nothing between ("wifi password hunter2-Blue!"): a
+    credential with a digit that begins with a letter or digit ("password (optional)",
+    "**Password manager:** 1Password" are none)."""
+    last = value.rsplit("-", 1)[-1]
+    described = "-" in value and last.islower() and last.endswith(("ed", "ing", "based", "only"))
+    return (value[:1].isalnum() and any(c.isdigit() for c in value) and not described  # "WPA2-protected"
+            and _credential(value))
 
 
 def _shaped_password(value: str) -> bool:

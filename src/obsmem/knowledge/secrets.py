@@ -7,7 +7,9 @@ for a model's proposals, learn) ask :func:`holds_secret` of every text they are 
 and leave it out when it holds one. What an application writes itself (``Knowledge.append``,
 ``memory.pin``, a reviewer's edit) is its own choice and is not checked here.
 
-Two kinds of evidence, both pure and linear in the text:
+Two kinds of evidence, both pure and linear in the text, read in the text as written and as plain
+text where it has Markdown (``**Password:** hunter2-Blue!``, ``__PIN__: 4821``, a table row
+``| wifi password | hunter2-Blue! |`` or a column headed ``Password``: :func:`_plain`):
 
 * the privacy module's secret detectors (:data:`obsmem.privacy.SECRET_CATEGORIES`: provider keys
   and tokens, private keys, ``password=``-style assignments in many languages, connection
@@ -58,11 +60,44 @@ def _spans(text: str) -> Iterable[tuple[int, int]]:
 
 
 def _views(text: str) -> tuple[str, ...]:
-    """``text`` as looked at (:func:`_readable`), and also with look-alike letters read as Latin
-    ones where it has any ("pаsswоrd" with a Cyrillic а and о, "ｐａｓｓｗｏｒｄ")."""
+    """``text`` as looked at (:func:`_readable`), and also as plain text where it has Markdown
+    (:func:`_plain`), and each with look-alike letters read as Latin ones where it has any
+    ("pаsswоrd" with a Cyrillic а and о, "ｐａｓｓｗｏｒｄ")."""
     readable = _readable(text)
-    latin = latin_lookalikes(readable)
-    return (readable,) if latin == readable else (readable, latin)
+    plain = _plain(readable)
+    views = [readable] if plain == readable else [readable, plain]
+    for view in tuple(views):
+        latin = latin_lookalikes(view)
+        if latin != view:
+            views.append(latin)
+    return tuple(views)
+
+
+#: Markdown's emphasis and code marks ("**Password:** …", "__PIN__: 4821", "`password`: …"; not
+#: one inside a word, ``DB_PASSWORD``), and HTML's ("<b>Password:</b> …").
+_MARKS = re.compile(r"(?<![^\W_])[*_`~]+|[*_`~]+(?![^\W_])|</?(?i:b|i|u|s|em|strong|code|kbd|mark|span|tt|samp|var)>")
+#: A Markdown table: a run of lines that begin with ``|``.
+_TABLE = re.compile(r"(?:^[ \t]{0,12}\|[^\n]*(?:\n|$))+", re.MULTILINE)
+#: A table's rule row's cell: ``---``, ``:--:``, or nothing.
+_RULE = re.compile(r"\s*:?-*:?\s*")
+
+
+def _plain(text: str) -> str:
+    """``text`` with Markdown's marks taken out (one inside a word, ``DB_PASSWORD``, stays) and
+    each table row written as ``cell: cell``, then each of its cells after its column's heading
+    (``| Service | Password |`` over ``| Netflix | hunter2-Blue |``: ``Password: hunter2-Blue``)."""
+    return _MARKS.sub("", _TABLE.sub(_cells, text))
+
+
+def _cells(match: re.Match[str]) -> str:
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in match.group().splitlines()]
+    rows = [row for row in rows if not all(_RULE.fullmatch(cell) for cell in row)]
+    lines: list[str] = []
+    for n, row in enumerate(rows):
+        lines.append(": ".join(cell for cell in row if cell))
+        if n:
+            lines.extend(f"{heading}: {cell}" for heading, cell in zip(rows[0], row, strict=False) if heading and cell)
+    return "\n".join(lines) + "\n"
 
 
 _REDACTED = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]")
