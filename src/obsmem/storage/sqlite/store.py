@@ -324,6 +324,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
         self.migrate_mode = migrations.migrate_mode(migrate)
+        self._pid = os.getpid()  # the process whose threads and connections these are (see _check_process)
         self._start_thread("obsmem-sqlite")
         self._conn: Conn | None = None  # touched only on the worker thread
         self._log = LogTruncation(self.busy_timeout)  # used on the worker thread
@@ -337,6 +338,36 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return f"SQLiteStore({str(self.path)!r})"
 
     # -- plumbing: everything below runs on the worker thread ---------------------------------
+    def _check_process(self) -> None:
+        """Refuse a call in a process forked from the one that made this store (multiprocessing's
+        'fork', gunicorn ``--preload``): a fork copies only the forking thread, so the worker
+        thread that owns the connection is not there (a call queued for it would wait forever),
+        and SQLite forbids using a connection opened before a fork in the child."""
+        if os.getpid() != self._pid:
+            raise InvalidInputError(
+                f"This SQLite store ({self.path}) was opened in process {self._pid}, and this process "
+                f"({os.getpid()}) was forked from it: its worker thread and its SQLite connection do not "
+                "survive a fork. Create a new Memory (or store) in the child, after the fork (e.g. in "
+                "gunicorn's post_fork hook, or with multiprocessing's 'spawn' start method)."
+            )
+
+    async def _on_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        self._check_process()
+        return await super()._on_thread(fn, *args)
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        self._check_process()
+        return super()._submit(fn, *args)
+
+    async def close(self) -> None:
+        """Close the connection after the operations already queued have finished. Idempotent.
+        In a forked child it only marks this copy closed: the thread, the connection and the
+        file are the parent's (see :meth:`_check_process`)."""
+        if os.getpid() != self._pid:
+            self._closed = True
+            return
+        await super().close()
+
     async def _call(self, fn: Callable[[Conn], T]) -> T:
         return await self._on_thread(self._run, fn)
 
@@ -435,6 +466,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         thread (``fn(conn, False)``)."""
         if self._closed:
             raise StoreClosedError()
+        self._check_process()
         result = self._inline.run(lambda conn: fn(conn, True))
         if result is not inline.MISS:
             return result  # type: ignore[return-value]
@@ -690,6 +722,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return await save_guarded(self, thread_id, messages, after_seq), None, None, committed()
         if self._closed:
             raise StoreClosedError()
+        self._check_process()
         here = self._save_here(thread_id, messages, lineage, after_seq)
         if here is not None:
             return here
