@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -56,6 +56,11 @@ _RECALL_PAGE = (
     "thread's latest messages back; with a cursor, back from just before it."
 )
 
+#: ``recall``'s ``anchor``: the direction a ``next_page`` reads on in (its arguments carry it).
+_RECALL_ANCHOR = (
+    "With a cursor: start (default) reads on from that message, end reads back up to it. The "
+    "answer's next_page gives it with the cursor: pass both to read on in the same direction."
+)
 
 #: How much of a receipt ``receipt(resolve=True)`` resolves: its first groups (each to its first
 #: 200 messages) and raw messages; ``groups_truncated`` / ``raw_truncated`` say when it left some.
@@ -128,18 +133,20 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         group_id: Id | None = None,
         page: Annotated[int, Field(ge=-1000, le=1000, description=_RECALL_PAGE)] = 1,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        anchor: Annotated[Literal["start", "end"] | None, Field(description=_RECALL_ANCHOR)] = None,
     ) -> dict[str, Any]:  # fmt: skip
         """Look back in a thread's memory: with ``query``, search its observation groups; with
         ``group_id``, the messages a group covers; with ``cursor``, the conversation from a
         message id; otherwise the conversation from its start. ``page`` 2, 3 … read on; -1, -2 …
         read the other way (from the latest messages, or back from the cursor); the answer's
-        ``page`` is the page it holds."""
+        ``page`` is the page it holds. To read on, call recall again with the thread_id and the
+        arguments in the answer's ``next_page`` (its cursor and anchor)."""
         who = await caller(ctx)
         await who.thread(service.memory, thread_id)
         args: dict[str, Any] = {"page": page, "limit": limit}
         if query is not None:
             args |= {"mode": "search", "query": query}
-        for name, value in (("cursor", cursor), ("group_id", group_id)):
+        for name, value in (("cursor", cursor), ("group_id", group_id), ("anchor", anchor)):
             if value is not None:
                 args[name] = value
         answer = await service.memory.call_recall_tool(thread_id, args)
