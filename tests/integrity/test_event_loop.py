@@ -16,6 +16,7 @@ target: no gap over 100 ms) is *measured*, not asserted: ``benchmarks/event_loop
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,7 +85,25 @@ def heavy_work_on(loop_thread: int, monkeypatch: pytest.MonkeyPatch) -> Iterator
         "the record's revision", observer_module.revise, lambda job: len(job.active) + len(job.new)))
     monkeypatch.setattr(TokenCounter, "count_text", watch(
         "a token count", TokenCounter.count_text, lambda _self, text: len(text or "")))
+    monkeypatch.setattr(offload, "pickle", _Pickling(loop_thread, found))
     yield found
+
+
+class _Pickling:
+    """``pickle`` as the offload sees it, noting each job of ``HEAVY_CHARS`` bytes or more pickled
+    on the loop's thread (pickling a multi-megabyte request copies all of it)."""
+
+    def __init__(self, loop_thread: int, found: list[tuple[str, int]]) -> None:
+        self._loop_thread, self._found = loop_thread, found
+
+    def dumps(self, obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        data = pickle.dumps(obj, *args, **kwargs)
+        if len(data) >= HEAVY_CHARS and threading.get_ident() == self._loop_thread:
+            self._found.append(("a pickle of the job", len(data)))
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pickle, name)
 
 
 async def converse(text: str) -> tuple[bool, dict[str, int]]:

@@ -263,7 +263,9 @@ async def offload(
     estimator = _estimator(count_tokens)
     if chars >= PROCESS_CHARS and estimator is not None and _children_allowed():
         try:
-            payload = pickle.dumps(Job(role, estimator, _sendable(request)), protocol=pickle.HIGHEST_PROTOCOL)
+            # pickled in a thread: a multi-megabyte request is copied whole
+            job = Job(role, estimator, _sendable(request))
+            payload = await asyncio.to_thread(pickle.dumps, job, pickle.HIGHEST_PROTOCOL)
             result: T = await _in_child(payload)
             _DONE["in_child"] += 1
             return result
