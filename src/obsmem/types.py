@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sized
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -89,6 +89,12 @@ def _aware(value: datetime) -> datetime:
     return value
 
 
+#: What obsmem keeps worked out on a model instance, outside its fields, is kept under keys of its
+#: ``__dict__`` that start with this (a message's token count and digest, a long text's digest):
+#: never pickled, and dropped from a copy with new parts (:meth:`_Model.model_copy`).
+_MEMO_PREFIX = "_obsmem_"
+
+
 class _Model(BaseModel):
     """A frozen, closed model whose construction errors are :class:`InvalidInputError`.
 
@@ -108,6 +114,26 @@ class _Model(BaseModel):
     @classmethod
     def _what(cls) -> str:
         return cls.__name__
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy; a copy with new ``parts`` leaves behind what obsmem kept worked out
+        on the original (:data:`_MEMO_PREFIX`): a message's token count keeps the parts tuple it
+        was counted for, so a short piece cut from a pasted log held (and pickled) the whole log."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update and "parts" in update:
+            values = copied.__dict__
+            for key in [key for key in values if key.startswith(_MEMO_PREFIX)]:
+                del values[key]
+        return copied
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickled without what obsmem keeps worked out on it (:data:`_MEMO_PREFIX`): worked out
+        again where it is needed, it never makes a pickle carry more than the model."""
+        state: dict[Any, Any] = super().__getstate__()
+        values = state.get("__dict__")
+        if values and any(key.startswith(_MEMO_PREFIX) for key in values):
+            state = {**state, "__dict__": {k: v for k, v in values.items() if not k.startswith(_MEMO_PREFIX)}}
+        return state
 
 
 class _Part(_Model):
