@@ -565,7 +565,18 @@ async def _end(service: Service, turn: Turn, responses: list[Message]) -> None:
     (tens of milliseconds a megabyte; the turn's own input is warmed so by ``begin_turn``)."""
     if responses:
         await service.memory.counter.warm(responses)
-    await turn.end(responses)
+    await _closed(turn, responses)
+
+
+async def _closed(turn: Turn, responses: list[Message] | None = None) -> None:
+    """``turn.end(responses)``; a thread deleted while its answer came (the user erased the
+    conversation meanwhile) keeps nothing of it: the answer still reaches the client as it came,
+    whole, and is not saved (delete means gone), where the end's ThreadNotFoundError raised in the
+    response cut a stream off mid-way and swapped a whole answer for a 404."""
+    try:
+        await turn.end(responses or ())
+    except ThreadNotFoundError:
+        logger.warning("the thread was deleted while its upstream answer came: the answer is not saved")
 
 
 def _json_off_loop(content: bytes) -> Awaitable[Any]:
@@ -588,10 +599,10 @@ async def _forward(
         async with asyncio.timeout_at(deadline):
             upstream = await service.http.send(request, stream=True)
     except TimeoutError:
-        await turn.end()
+        await _closed(turn)
         return _refused(_timeout_error(service))
     except httpx.HTTPError as exc:
-        await turn.end()
+        await _closed(turn)
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     mask = _masking(service)
@@ -626,7 +637,7 @@ async def _forward(
                     events = _responses_events(parsed)
                 return Response(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         else:
-            await turn.end()
+            await _closed(turn)
         media = upstream.headers.get("content-type", "application/json")
         return Response(content, status_code=upstream.status_code, media_type=media, headers=_hints(service, upstream))
 
@@ -703,7 +714,7 @@ async def _forward(
             failure = UpstreamError("The upstream stream ended before the answer was complete.")
             logger.warning("the upstream stream ended before its answer was complete; ended with an error")
         if failure is not None and not answer.completed():
-            await turn.end()
+            await _closed(turn)
             if held is not None:
                 yield held
             yield _error_event(failure)
@@ -732,7 +743,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
     try:
         request = anthropic_request(body, [*system, *turn.context.messages])
     except InvalidInputError:  # a request that cannot be translated (400): the turn ends with its input
-        await turn.end()
+        await _closed(turn)
         raise
     stream = bool(body.get("stream"))
     if stream:
@@ -745,10 +756,10 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         async with asyncio.timeout_at(deadline):
             upstream = await service.http.send(sent, stream=True)
     except TimeoutError:
-        await turn.end()
+        await _closed(turn)
         return _refused(_timeout_error(service))
     except httpx.HTTPError as exc:
-        await turn.end()
+        await _closed(turn)
         return _refused(_failure(service, exc))
     await _unencoded(upstream, turn)
     mask = _masking(service)
@@ -760,7 +771,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         except httpx.HTTPError as exc:
             return _refused(_failure(service, exc))
         if upstream.status_code != 200:
-            await turn.end()
+            await _closed(turn)
             return Response(content, status_code=upstream.status_code, headers=_hints(service, upstream),
                             media_type=upstream.headers.get("content-type", "application/json"))  # fmt: skip
         def translated() -> tuple[bytes, list[Message]]:
@@ -770,7 +781,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         try:  # a large answer is decoded, translated and encoded off the event loop
             wire, saved = translated() if len(content) < _OFF_LOOP_BYTES else await asyncio.to_thread(translated)
         except (ValueError, RecursionError, InvalidInputError) as exc:
-            await turn.end()
+            await _closed(turn)
             raise UpstreamError(f"The Anthropic answer could not be translated: {exc}") from None
         await _end(service, turn, saved)
         if stream:  # the client reads the stream it asked for
@@ -787,7 +798,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
         if not translator.finished:
             if translator.blocks:
                 logger.warning("the upstream answer is not saved: the stream ended before the answer was complete")
-            await turn.end()
+            await _closed(turn)
             return
         try:
             _, saved = chat_completion(translator.answer(), body.get("model"), turn.context.messages)
@@ -846,7 +857,7 @@ async def _forward_anthropic(service: Service, turn: Turn, body: dict[str, Any],
             failure = UpstreamError("The upstream stream ended before the answer was complete (no message_stop).")
             logger.warning("the upstream answer is not saved: the stream ended before the answer was complete")
         if failure is not None:
-            await turn.end()
+            await _closed(turn)
             yield _error_event(failure)
         elif finished:
             yield b"data: [DONE]\n\n"
@@ -928,7 +939,7 @@ async def _unencoded(upstream: httpx.Response, turn: Turn) -> None:
     if encoding in ("", IDENTITY):
         return
     await upstream.aclose()
-    await turn.end()
+    await _closed(turn)
     raise UpstreamError(f"The upstream model server sent a {encoding!r}-encoded answer though asked for none.")
 
 
@@ -1055,7 +1066,7 @@ async def _whole(upstream: httpx.Response, turn: Turn, deadline: float) -> bytes
     try:
         return await _read_bounded(upstream, deadline)
     except (httpx.HTTPError, UpstreamError, TimeoutError):
-        await turn.end()
+        await _closed(turn)
         raise
     finally:
         await upstream.aclose()
