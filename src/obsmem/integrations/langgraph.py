@@ -82,10 +82,28 @@ def namespace_scope(namespace: tuple[str, ...], default: Scope) -> Scope:
     return Scope(*ids)
 
 
+_HEX = "hex:"
+
+
 def _attribute(key: str) -> str:
     """The record attribute for ``key``: the store casefolds attributes, so keys that are not
-    already in that form are spelled in hex (two keys differing in case stay two items)."""
-    return key if key == key.strip().casefold() and key else "hex:" + key.encode().hex()
+    already in that form are spelled in hex (two keys differing in case stay two items), and so
+    are keys that look spelled (``"hex:41"``), which would otherwise be the attribute of ``"A"``."""
+    plain = key == key.strip().casefold() and key and not key.startswith(_HEX)
+    return key if plain else _HEX + key.encode().hex()
+
+
+def _attributes(key: str) -> tuple[str, ...]:
+    """The attributes ``key``'s records may have: :func:`_attribute`'s, and for a key that looks
+    spelled, the key itself (how such keys were stored before they were spelled too)."""
+    spelled = _attribute(key)
+    legacy = key if key == key.strip().casefold() and key else spelled
+    return (spelled,) if legacy == spelled else (spelled, legacy)
+
+
+def _is_item(record: Record, key: str) -> bool:
+    """``record`` is a record of the item ``key`` (its attribute, and the exact key it was put with)."""
+    return record.attribute in _attributes(key) and record.metadata[_META].get("key") == key
 
 
 def _matches(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
@@ -219,11 +237,23 @@ class KnowledgeBaseStore(BaseStore):
             records += [
                 r for r in page.items
                 if r.scope == scope.key and _META in r.metadata
-                and (key is None or r.attribute == _attribute(key))
+                and (key is None or _is_item(r, key))
             ]
             if page.next_cursor is None:
-                return records
+                break
             after = page.next_cursor
+        if superseded:
+            return records
+        # An item put under its older attribute and again under its own has a current record
+        # under each: the newest is its value.
+        newest: dict[str, Record] = {}
+        for record in records:
+            item_key = str(record.metadata[_META].get("key"))
+            held = newest.get(item_key)
+            if held is None or (record.captured_at, record.id) >= (held.captured_at, held.id):
+                newest[item_key] = record
+        kept = {id(r) for r in newest.values()}
+        return [r for r in records if id(r) in kept]
 
     def _item(
         self, record: Record, namespace: tuple[str, ...], cls: type[Item] = Item, score: float | None = None
