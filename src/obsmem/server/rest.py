@@ -20,7 +20,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.routing import Match
+from starlette.types import Scope
 
 from obsmem import UsageReport
 from obsmem import (
@@ -713,13 +716,15 @@ async def usage(
     rows: list[dict[str, Any]] = []
     for thread in threads:
         record = await service.memory.get_record(thread.id)
-        generations = await service.memory.list_generations(thread.id, limit=1000)
+        # generations are numbered from 0 and only ever deleted all together: the head's number
+        # counts them, none read (a listing read up to 1,000 whole records a thread)
+        generations = record.generation + 1 if record else 0
         rows.append({
             "thread_id": thread.id, "messages": await service.memory.store.count_messages(thread.id),
             "observation_tokens": record.observation_tokens if record else 0,
             "total_tokens_observed": record.total_tokens_observed if record else 0,
             "pending_message_tokens": record.pending_message_tokens if record else 0,
-            "generations": len(generations),
+            "generations": generations,
         })  # fmt: skip
     totals = {key: sum(int(row[key]) for row in rows) for key in ("messages", "total_tokens_observed")}
     report = await service.memory.usage(
@@ -823,9 +828,21 @@ async def revoke_key(key_id: str, principal: Caller, service: ServiceDep) -> dic
 # Its '/' arrives decoded ('user%2F1%2Fchat' reads 'user/1/chat'), so the routes above never
 # match it: these, declared last (after every more specific route under /threads), read and
 # delete such a thread by its whole id, with the same checks. Delete means gone for every thread.
-router.add_api_route(
-    "/threads/{thread_id:path}", get_thread, methods=["GET"], tags=["threads"], include_in_schema=False
-)
-router.add_api_route(
-    "/threads/{thread_id:path}", delete_thread, methods=["DELETE"], tags=["threads"], include_in_schema=False
-)
+class _SlashedIdRoute(APIRoute):
+    """``/threads/{thread_id:path}``, except where the path ends in a '/' the client wrote (not
+    ``%2F``): such a path names no id ('POST /api/threads/', 'GET /api/threads/t1/'), and goes on
+    to Starlette's redirect without the trailing slash, as it did before these routes; matched
+    here, it was a 405 (create, save), a 400 (list) or a 404 for a thread that exists (delete)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if isinstance(raw, bytes) and raw.endswith(b"/"):
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
+for _endpoint, _method in ((get_thread, "GET"), (delete_thread, "DELETE")):
+    router.add_api_route(
+        "/threads/{thread_id:path}", _endpoint, methods=[_method], tags=["threads"], include_in_schema=False,
+        route_class_override=_SlashedIdRoute,
+    )
