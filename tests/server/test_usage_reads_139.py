@@ -32,14 +32,15 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                          f"engineer at Helio. My daughter Mia starts school on Monday {round_}."},
                         {"role": "assistant", "content": f"Noted for round {round_}."},
                     ]}  # fmt: skip
-                    saved = client.post(f"/api/threads/{thread}/messages", json=said, headers=auth(env.keys.alice))
+                    path = f"/api/threads/{thread}/messages"
+                    saved = client.post(path, json=said, headers=auth(env.keys.alice))
                     assert saved.status_code == 201, saved.text
                     env.live.call(memory.observe(thread))
                     env.live.call(memory.reflect(thread))
         yield env
 
 
-def test_resource_usage_counts_generations_without_reading_them(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resource_usage_counts_generations_unread(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     memory = env.live.service.memory
     expected = {t: len(env.live.call(memory.list_generations(t, limit=1000))) for t in THREADS}
     assert all(count >= 2 for count in expected.values()), expected
