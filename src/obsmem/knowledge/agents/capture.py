@@ -367,6 +367,8 @@ class CaptureAgent:
     async def _node(self, name: str, kind: str, context: Scope,
                     fence: Callable[[], Awaitable[None]] | None = None) -> Node:
         level = clamp_level(self.settings.node_level, self.settings.ceiling)
+        if name == self.settings.user_node:
+            level = max(level, Level.RESOURCE)  # the speaker is one user: never one node for a whole org
         scope = context.at(level).key
         found = await self.store.resolve_node(name, context.key)
         if found is not None:
@@ -376,6 +378,18 @@ class CaptureAgent:
         return await self.store.create_node(
             name, kind, scope, actor=ACTOR, reason=f"capture: first fact about {name}"
         )
+
+    def _record_level(self, proposal: Proposal, node: Node) -> Level:
+        """Where a record of ``proposal`` about ``node`` goes: the proposal's level, else the
+        configured one, never broader than the scope that sees ``node`` (an org-wide record of a
+        user's node could not be written), and never broader than one user for what the speaker
+        says about themselves (``user_node``): with ``record_level="org"`` another user of the
+        org asking for "my phone number" was reminded of this one's. The ceiling clamps after."""
+        level = proposal.level if proposal.level is not None else self.settings.record_level
+        level = max(level, Scope.parse(node.scope).level)
+        if node.name == self.settings.user_node:
+            level = max(level, Level.RESOURCE)
+        return level
 
     async def _existing(self, node: Node, context: Scope) -> list[Record]:
         records: list[Record] = []
@@ -506,7 +520,7 @@ class CaptureAgent:
                 node.id,
                 proposal.text,
                 context=context,
-                proposed_level=proposal.level if proposal.level is not None else self.settings.record_level,
+                proposed_level=self._record_level(proposal, node),
                 ceiling=self.settings.ceiling,
                 reason=proposal.reason,
                 actor=ACTOR,
