@@ -53,7 +53,7 @@ from agent_framework import (
 from agent_framework import Message as AFMessage
 
 from obsmem.errors import InvalidInputError, ThreadNotFoundError
-from obsmem.integrations._ids import scoped_id
+from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
 from obsmem.types import (
@@ -357,29 +357,38 @@ class ObservationalMemoryProvider(HistoryProvider):
         if stale is not None:  # a run that failed before its end
             await stale.end()
         inputs = list(context.input_messages)
-        new = await self._retried(thread, await self._own_ids(thread, inputs, from_agent_framework(inputs)))
+        client = getattr(agent, "client", None)
+        layered = client is None or isinstance(client, ChatMiddlewareLayer)
+        new, resumed = await self._retried(
+            thread, await self._own_ids(thread, inputs, from_agent_framework(inputs)), resume=layered
+        )
         turn = await self.memory.begin_turn(
             thread_id=thread, resource_id=self.resource_id or thread, messages=new, model=self.model
         )
         self._turns[thread] = turn
         self._saved[thread] = Counter(_key(m) for m in inputs)
-        client = getattr(agent, "client", None)
-        if client is None or isinstance(client, ChatMiddlewareLayer):
-            context.extend_middleware(self.source_id, _RunSteps(self, thread, turn))
+        window = turn.context
+        lead = len(window.instructions) + len(window.system_messages)
+        input_ids = {m.id for m in new}
+        body = window.messages[lead:]
+        # the input itself follows the context messages (Agent Framework appends it) ...
+        history = [m for m in body if m.id not in input_ids]
+        moved: set[str] = set()
+        if resumed and inputs:  # ... but the steps of the failed run it resumes follow it
+            last = max((i for i, m in enumerate(body) if m.id in input_ids), default=len(body))
+            moved = {m.message_id for m in to_agent_framework(body[last + 1:]) if m.message_id}
+        if layered:
+            question = _key(inputs[-1]) if inputs else ""
+            context.extend_middleware(self.source_id, _RunSteps(self, thread, turn, moved, question))
         else:  # a client without the chat-middleware layer: each tool that runs is stored as it ran
             self._tool_runs[thread] = set()
             context.extend_middleware(self.source_id, _RunTools(self, thread, turn))
-        window = turn.context
-        lead = len(window.instructions) + len(window.system_messages)
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
-        input_ids = {m.id for m in new}
-        # the input itself follows the context messages (Agent Framework appends it)
-        history = [m for m in window.messages[lead:] if m.id not in input_ids]
         context.extend_messages(self, to_agent_framework(history))
 
-    async def _retried(self, thread: str, new: list[Message]) -> list[Message]:
+    async def _retried(self, thread: str, new: list[Message], *, resume: bool) -> tuple[list[Message], bool]:
         """``new`` (a run's input) with its question taken for the thread's unanswered question
         when it is that question asked again: a run that failed at its model call saved its
         question, which stays (nothing is lost), and the user runs the agent again with it.
@@ -387,16 +396,25 @@ class ObservationalMemoryProvider(HistoryProvider):
         trailing user messages are taken only all together: the thread's newest messages, as
         many, user messages with the same visible parts, in order, and nothing after them (taking
         back only the last would store the others again after it, and the model's newest message
-        would not be the question); the same question asked again after an answer is a new
-        message."""
+        would not be the question). With ``resume`` they are taken too when only the complete
+        tool steps of a run that failed after its tools ran follow them (the model gets those
+        steps again, after the question, and answers from their results: the tools do not run
+        twice); the second value says so. The same question asked again after an answer, or
+        while a call waits (an approval), is a new message."""
         count = 0
         while count < len(new) and new[-1 - count].role == "user":
             count += 1
-        newest = await retried_input(self.memory.store, thread, new[len(new) - count:], same=_same) if count else None
+        asked = new[len(new) - count:]
+        newest = await retried_input(self.memory.store, thread, asked, same=_same) if count else None
+        resumed = False
+        if newest is None and count and resume:  # a run that failed later, after tools ran: they stay
+            newest = await resumed_input(self.memory.store, thread, asked, same=_same)
+            resumed = newest is not None
         given = {m.id for m in new}
         if newest is None or any(m.id in given for m in newest):
-            return new
-        return [*new[:-count], *(_as_stored(m, stored) for m, stored in zip(new[-count:], newest, strict=True))]
+            return new, False
+        kept = [*new[:-count], *(_as_stored(m, stored) for m, stored in zip(new[-count:], newest, strict=True))]
+        return kept, resumed
 
     async def after_run(
         self, *, agent: SupportsAgentRun, session: AgentSession, context: SessionContext,
@@ -535,16 +553,42 @@ class ObservationalMemoryProvider(HistoryProvider):
 
 
 class _RunSteps(ChatMiddleware):
-    """One run's chat middleware: saves the run's tool-loop steps before each model call."""
+    """One run's chat middleware: saves the run's tool-loop steps before each model call.
 
-    def __init__(self, provider: ObservationalMemoryProvider, thread: str, turn: Turn) -> None:
+    A run resuming a failed one (its question stored, then the tool steps that ran) gets those
+    steps as context messages, which Agent Framework places before the input: ``moved`` (their
+    message ids) go right after the question (``question``: its key) in each model call, so the
+    model reads them in their order and answers from their results."""
+
+    def __init__(
+        self, provider: ObservationalMemoryProvider, thread: str, turn: Turn,
+        moved: set[str] | None = None, question: str = "",
+    ) -> None:
         self.provider = provider
         self.thread = thread
         self.turn = turn
+        self.moved = moved or set()
+        self.question = question
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
-        await self.provider._save_step(self.thread, self.turn, list(context.messages))
+        messages = list(context.messages)
+        if self.moved:
+            messages = _after_question(messages, self.moved, self.question)
+            context.messages = messages
+        await self.provider._save_step(self.thread, self.turn, messages)
         await call_next()
+
+
+def _after_question(messages: list[AFMessage], moved: set[str], question: str) -> list[AFMessage]:
+    """``messages`` with the context messages ``moved`` (by id) right after the question."""
+    moving = [m for m in messages if _attributed(m) and m.message_id in moved]
+    if not moving:
+        return messages
+    rest = [m for m in messages if all(m is not x for x in moving)]
+    at = next((i for i, m in enumerate(rest) if not _attributed(m) and _key(m) == question), None)
+    if at is None:
+        return messages
+    return [*rest[:at + 1], *moving, *rest[at + 1:]]
 
 
 class _RunTools(FunctionMiddleware):

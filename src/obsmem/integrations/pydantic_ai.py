@@ -76,6 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("obsmem.integrations.pydantic_ai needs: pip install 'obsmem[pydantic-ai]'") from exc
 
 from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.integrations._ids import resumed_input
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
 from obsmem.types import (
@@ -706,8 +707,11 @@ class ObservationalMemory(AbstractCapability[Any]):
         (the provider down) saved its prompt, which stays (nothing is lost), and the user retries
         it. Without this the thread held the question twice and every later request sent it twice.
         Only the thread's newest message, a user message with the same visible parts as the new
-        prompt (the run's last history message) and nothing after it, is taken: the same question
-        asked again after an answer is a new message."""
+        prompt (the run's last history message) and nothing after it, is taken, or that message
+        followed only by the complete tool steps of a run that failed after its tools ran (the
+        model gets them again and answers from their results: the tools do not run twice); the
+        same question asked again after an answer (text, or an output tool's result) or with a
+        call still waiting (a deferred tool) is a new message."""
         if not new or not history or new[-1].role != "user":
             return new
         prompt, tag = new[-1], _ids_of(history[-1])
@@ -715,6 +719,8 @@ class ObservationalMemory(AbstractCapability[Any]):
             return new  # the new user message is not the run's prompt
         thread = self._thread_id()
         newest = await retried_input(self.memory.store, thread, [prompt])
+        if newest is None:  # a run that failed later, after tools ran: they stay, with the prompt
+            newest = await resumed_input(self.memory.store, thread, [prompt], final=_is_final_output)
         if newest is None:
             return new
         stored = newest[0]
@@ -788,6 +794,16 @@ class ObservationalMemory(AbstractCapability[Any]):
         finally:
             if self._turn is not None and not self._turn.ended:
                 await self._turn.end()  # a failed run: what it saved stays; the turn is closed
+
+
+def _is_final_output(message: Message) -> bool:
+    """Whether a tool message answers an output tool's call (the run's answer, not a step)."""
+    meta = message.metadata.get(_META)
+    extras = meta.get("parts") if isinstance(meta, dict) else None
+    return isinstance(extras, list) and any(
+        isinstance(e, dict) and e.get("tool_kind") == "output" and e.get("outcome") in (None, "success")
+        for e in extras
+    )
 
 
 def _model_id(ctx: RunContext[Any]) -> str | None:
