@@ -72,6 +72,10 @@ _IS = (
     r"|,?\s(?:which|that)\s(?:is|was)|\s(?:is|was|are|were|ist|lautet|war|sind|est|était|es|era|é|er|var|är"
     r"|jest|je|zijn|reads|has been changed to|changed to|\u00e8)(?![^\W\d_])|,?\s(?:c'est|c\u2019est)(?![^\W\d_]))"
 )
+#: Italian's copula: its everyday words are not in :data:`_NOT_VALUES` ("La password è sicura",
+#: "… è stata cambiata"), so after it only a value made up like a credential counts, as after a
+#: contraction ("La password è hunter2-Blue!"; digits after a PIN word, as anywhere).
+_SHAPED_ONLY = re.compile(r"\s\u00e8(?![^\W\d_])")
 #: A contraction: "my password's hunter2-Blue!", "my pin\u2019s 4821" (only a value made up like a
 #: credential: "my password's strength is good" is none).
 _CONTRACTED = r"['\u2019]s(?![^\W\d_])"
@@ -219,7 +223,10 @@ def said_spans(text: str) -> Iterator[tuple[int, int]]:
                            (_PIN_S, _pin), (_PASSWORD_BARE, _bare_credential), (_CODE_BARE, _keypad), (_PIN_BARE, _pin)):
         for match in pattern.finditer(text):
             start, value = _value(match)
-            if check(value):
+            if check is _password and _SHAPED_ONLY.search(text, match.start(), start):
+                if _shaped_password(value):
+                    yield start, start + len(value)
+            elif check(value):
                 yield start, start + len(value)
     for match in _SPLIT_SAID.finditer(text):
         start, value = _value(match)
