@@ -242,6 +242,10 @@ class _Cycle:
         self.last_topic: str | None = None  # what a "thanks, that worked" refers to
         self.calls: dict[str, tuple[ToolCallPart, tuple[int, int], date, str]] = {}
         self.runs: list[_Run] = []
+        # each distinct run by (tool, arguments, result), so a repeat is found by a lookup (a
+        # scan of every run per result was quadratic in a message's parallel calls)
+        self.run_index: dict[tuple[str, str, str], _Run] = {}
+        self.fold_from = 0  # the runs before this index a reply has already folded or never will
         self.turn_start = (-1, 0)  # where the latest user message is: tool runs after it belong to this turn
         self.state: dict[str, str] = {}  # fact key -> latest value, for "(changing from …)"
         self.user_texts: list[str] = []
@@ -371,12 +375,13 @@ class _Cycle:
         result = defuse(compact_result(part.result, part.is_error, RESULT_LIMIT))
         name = _tool_name(part.tool_name)
         self._learn(f"{args} {result}")
-        for run in self.runs:
-            if (run.name, run.args, run.result) == (name, args, result):
-                run.count += 1
-                return
+        run = self.run_index.get((name, args, result))
+        if run is not None:
+            run.count += 1
+            return
         values = () if part.is_error else tuple(defuse(v) for v in _key_values(part.result))
-        self.runs.append(_Run(where, day, time, name, args, result, key_values=values))
+        run = self.run_index[(name, args, result)] = _Run(where, day, time, name, args, result, key_values=values)
+        self.runs.append(run)
 
     # -- user ----------------------------------------------------------------------------------
 
@@ -651,9 +656,13 @@ class _Cycle:
         elif (rest or listed) and not answered:
             self._unprompted(rest, listed, label, intro, index, day, time, known)
         if len(self.drafts) > drafts:  # this reply says what the turn's lookups found
-            for run in self.runs:  # (failures keep their own line)
+            # each run is looked at once: folded now, or before this turn (``turn_start`` only
+            # moves on) or a failure, which no later reply folds either (every run again per
+            # reply was quadratic in a long tool loop's steps)
+            for run in self.runs[self.fold_from :]:  # (failures keep their own line)
                 if run.order > self.turn_start and not run.result.startswith(("error", "failed")):
                     run.folded = True
+            self.fold_from = len(self.runs)
         self.awaiting_user = shorten(question, 160) if question else None
 
     def _unprompted(self, rest: list[str], listed: str, label: str, intro: str, index: int, day: date,
