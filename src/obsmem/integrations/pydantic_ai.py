@@ -47,7 +47,9 @@ prompts → ``tool``); a ``ModelResponse`` one ``assistant`` message (text, tool
 reasoning, files). In a user prompt, text items of any kind (``TextContent``,
 ``StructuredContent`` …) become text parts (the text a model is sent, so it is observed), an
 ``UploadedFile`` a file part named by its file id, and items with nothing to read (``CachePoint``)
-no part. What obsmem's parts do not hold (timestamps, provider details, signatures, metadata,
+no part. Binary content a tool returns (an image, alone or in a list) becomes a file part of the
+tool message, the result naming it (``[image/png attachment]``): counted and observed as a file,
+not as its base64 text. What obsmem's parts do not hold (timestamps, provider details, signatures, metadata,
 structured values, usage …) is kept in ``metadata["pydantic_ai"]``, so pydantic-ai → obsmem →
 pydantic-ai gives the same messages (tool return content comes back as its JSON form), in later
 turns too. Parts obsmem has no type for (pydantic-ai's internal deltas, native tool parts …)
@@ -190,10 +192,13 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
     if kind == "tool-return" and part.get("tool_call_id") and part.get("tool_name"):
         rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
         error = part.get("outcome") in ("failed", "denied", "retried")
+        content, files, moved = _files_out(content)
+        if moved:
+            rest = {**rest, "files": moved}
         result = ToolResultPart(
             tool_call_id=part["tool_call_id"], tool_name=part["tool_name"], result=content, is_error=error
         )
-        return "tool", [result], rest
+        return "tool", [result, *files], rest
     if kind == "retry-prompt" and part.get("tool_name") and part.get("tool_call_id"):
         rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
         result = ToolResultPart(
@@ -206,6 +211,51 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
         text = json.dumps(content, ensure_ascii=False)
         return "user", [TextPart(text=text)], {**rest, "json_content": True}
     return None, [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
+
+
+def _files_out(content: Any) -> tuple[Any, list[Part], list[dict[str, Any]]]:
+    """A tool return's content with its binary items (an image a tool returns, as the content or
+    an item of a list) taken out as file parts: in the result, a short text names each one.
+
+    Kept in the result, an image was its base64 text: counted as text (a 300 KB image as 270,000
+    tokens, where the same image in a prompt is an image's count) and read by the observer. Each
+    moved item's other fields and its place (``at``: its index in the list, None for the content
+    itself) are kept, to put it back."""
+    def binary(item: Any) -> bool:
+        return isinstance(item, dict) and item.get("kind") == "binary" and isinstance(item.get("data"), str)
+
+    def moved(item: dict[str, Any], at: int | None) -> str:
+        made, extra = _user_item(item)
+        assert isinstance(made, FilePart)
+        files.append(made)
+        entries.append({"at": at, "item": extra})
+        return f"[{made.media_type} attachment]"
+
+    files: list[Part] = []
+    entries: list[dict[str, Any]] = []
+    if binary(content):
+        return moved(content, None), files, entries
+    if isinstance(content, list) and any(binary(item) for item in content):
+        kept = [moved(item, index) if binary(item) else item for index, item in enumerate(content)]
+        return kept, files, entries
+    return content, files, entries
+
+
+def _files_in(result: Any, entries: list[dict[str, Any]], files: list[Part]) -> Any:
+    """A tool return's content with the items :func:`_files_out` took out put back in place."""
+    content = list(result) if isinstance(result, list) else result
+    for entry, file in zip(entries, files, strict=True):
+        if not isinstance(file, FilePart) or not isinstance(entry, dict):
+            return None
+        item = _file_item(file, dict(entry.get("item") or {"kind": "binary"}))
+        at = entry.get("at")
+        if at is None:
+            content = item
+        elif isinstance(content, list) and isinstance(at, int) and 0 <= at < len(content):
+            content[at] = item
+        else:
+            return None
+    return content
 
 
 def _response_parts(part: dict[str, Any]) -> tuple[list[Part], dict[str, Any]]:
@@ -395,7 +445,15 @@ def _rebuild_request_part(extra: dict[str, Any], parts: list[Part]) -> list[Any]
     if extra.get("unknown"):
         return [p.data.get("part") for p in parts if isinstance(p, DataPart) and "part" in p.data]
     kind = extra.get("part_kind")
-    base = {k: v for k, v in extra.items() if k not in ("span", "items")}
+    base = {k: v for k, v in extra.items() if k not in ("span", "items", "files")}
+    moved = extra.get("files")
+    if kind == "tool-return" and isinstance(moved, list) and moved and len(parts) == 1 + len(moved):
+        result = parts[0]
+        back = _files_in(result.result, moved, parts[1:]) if isinstance(result, ToolResultPart) else None
+        if isinstance(result, ToolResultPart) and back is not None:
+            ids = {"tool_name": result.tool_name, "tool_call_id": result.tool_call_id}
+            return [{**base, **ids, "content": back}]
+        return []
     if kind == "system-prompt" and len(parts) == 1 and isinstance(parts[0], TextPart):
         return [{**base, "content": parts[0].text}]
     if kind == "user-prompt":
