@@ -100,6 +100,15 @@ class InlineReader:
         finally:
             self._lock.release()
 
+    def in_use(self) -> bool:
+        """Whether a read holds the connection now (in a forked child: held at the fork)."""
+        return self._lock.locked()
+
+    def detach(self) -> sqlite3.Connection | None:
+        """Take the connection out without closing it (no read can use it afterwards)."""
+        conn, self._conn = self._conn, None
+        return conn
+
     def close(self) -> None:
         """Close the connection (waits for a read in progress, which is short by construction)."""
         with self._lock:

@@ -53,6 +53,7 @@ import json
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -290,6 +291,49 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in text or "busy" in text
 
 
+# -- a fork -----------------------------------------------------------------------------------------
+
+#: Every SQLiteStore made in this process (see _let_go_after_fork).
+_STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+def _let_go_after_fork() -> None:
+    """In a child just forked (``os.register_at_fork``): close the SQLite connections it inherited.
+
+    SQLite keeps, per process, one record of the locks the process holds on each open file,
+    shared by all its connections to that file. A fork copies that record with the connections,
+    but the system's locks (POSIX advisory locks) are not inherited. A connection the child then
+    opens on the same file (a new ``Memory`` in a worker, as the README says to make) shares the
+    copied record: it believes the database's shared lock already held and never takes it, so the
+    parent, closing its last connection, sees nobody using the file, checkpoints and deletes the
+    ``-wal`` file, and what the child commits afterwards goes into a deleted file: lost. Closing the
+    inherited connections here, before anything else runs in the child, drops that record, so the
+    child's own connections take real locks. Closing them in the child releases nothing of the
+    parent's (a process's locks are its own); their close cannot checkpoint either (the parent's
+    shared lock keeps it from the exclusive lock that needs). A connection some thread was using
+    at the fork (its lock held, maybe mid-transaction, SQLite's own mutexes held) is left alone,
+    and so is every other then, since all of a file's connections share that record and its
+    mutex: closing it could wait forever or undo the parent's half-written transaction in the log
+    index both processes map.
+    """
+    stores = list(_STORES)
+    if any(store._conn_lock.locked() or store._inline.in_use() for store in stores):
+        return  # the copies stay as they are (the store refuses every call here: _check_process)
+    for store in stores:
+        conns = [store._inline.detach(), store._conn]
+        store._conn = None
+        for conn in conns:
+            try:
+                if conn is not None and not conn.in_transaction:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - a copy the child never uses: nothing to report
+                pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_after_fork)
+
+
 # -- the adapter ----------------------------------------------------------------------------------
 
 
@@ -326,6 +370,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self.migrate_mode = migrations.migrate_mode(migrate)
         self._pid = os.getpid()  # the process whose threads and connections these are (see _check_process)
         self._start_thread("obsmem-sqlite")
+        _STORES.add(self)  # its connections are let go in a forked child (_let_go_after_fork)
         self._conn: Conn | None = None  # touched only on the worker thread
         self._log = LogTruncation(self.busy_timeout)  # used on the worker thread
         self._decoded = DecodedMessages()  # on the worker thread, and by inline reads
