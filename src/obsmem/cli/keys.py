@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections.abc import Coroutine
 from typing import Annotated, Any, TypeVar
@@ -30,6 +31,9 @@ StoreOption = Annotated[
 
 
 T = TypeVar("T")
+
+#: An org or resource id a key may name (as :func:`obsmem.server.access.addressable` checks it).
+_ID = re.compile(r"^[^\s/\x00-\x1f]+$")
 
 
 def register(app: typer.Typer) -> None:
@@ -101,6 +105,12 @@ def create(
         raise fail("--org must not be empty: name the org the key belongs to")
     if resource is not None and not resource.strip():
         raise fail("--resource must not be empty: name the resource, or leave it out for the whole org")
+    # Each is one segment of a knowledge scope (org:<org>/resource:<resource>) and of the API's
+    # paths: a key of org 'acme/resource:alice' would read and write alice's knowledge in acme.
+    for option, value in (("--org", org), ("--resource", resource)):
+        if value is not None and not _ID.match(value):
+            raise fail(f"{option} {escape_id(value)} holds '/', whitespace or a control character: an id "
+                       "is one segment of the API's paths and of knowledge scopes")  # fmt: skip
     keys = _key_store(store, existing=False)
 
     async def run() -> tuple[Any, str]:

@@ -111,6 +111,7 @@ class Principal:
         org = org_id if self.org_id is None else self.org_id
         if org is None or (org_id is not None and org_id != org):
             raise PermissionDeniedError("An admin key creates keys for its own org only.")
+        addressable(org, "org_id")  # one segment of a knowledge scope ('org:<org>'), as a resource id
         if resource_id is not None:
             addressable(resource_id, "resource_id")
         if self.resource_id is not None and resource_id != self.resource_id:

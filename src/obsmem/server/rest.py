@@ -571,6 +571,9 @@ def knowledge_scope(principal: Principal, resource_id: str | None = None) -> str
     """The knowledge scope a key reads from: its org, or its resource within the org."""
     if principal.org_id is None:
         raise PermissionDeniedError("Knowledge is scoped by org: use an API key (not --dev without one).")
+    # one segment, as a resource's: a key of org 'acme/resource:alice' (made before keys create
+    # refused such an org) would read and write alice's knowledge in org acme
+    addressable(principal.org_id, "org_id")
     resource = resource_id if principal.resource_id is None else principal.resource(resource_id)
     if resource:  # one segment: 'alice/thread:t1' would name a thread's scope, not a resource's
         addressable(resource, "resource_id")
