@@ -150,7 +150,9 @@ def from_agent_framework(
     derives its own ids from it, per thread and content). ``text``, ``text_reasoning``,
     ``data``/``uri`` (attachments), ``function_call`` (call id, name, arguments) and
     ``function_result`` (call id, result, an ``exception`` as ``is_error``; the tool's name from
-    its call in ``messages`` / ``history``) become parts. Approval and consent requests and
+    its call in ``messages`` / ``history``; the ``data``/``uri`` items of a tool that returned
+    contents, an image, as file parts right after the result, its text items as the result)
+    become parts. Approval and consent requests and
     responses (Agent Framework's own flow) are kept whole in a data part: stored, never given
     back. Any other content (``hosted_file``, ``hosted_vector_store``, ``error``, hosted tool
     calls …) becomes a text part naming it (``[hosted_file: file-…]``, what an observer reads)
@@ -189,9 +191,13 @@ def from_agent_framework(
                 result = props[_RESULT] if _RESULT in props else content.result
                 name = props.get(_TOOL) or names.get(content.call_id) or "tool"
                 error = bool(props[_ERROR]) if _ERROR in props else content.exception is not None
+                files = [_file(i) for i in content.items or () if i.type in ("data", "uri")]
+                if files and not result:  # a tool that returned contents: its texts are its result
+                    result = "\n".join(i.text or "" for i in content.items or () if i.type == "text")
                 parts.append(ToolResultPart(
                     tool_call_id=content.call_id, tool_name=str(name), result=result, is_error=error
                 ))
+                parts.extend(files)  # an image a tool returns: a file part after its result
             elif content.type == "usage":
                 continue  # accounting, not conversation
             elif content.type in _CONTROL:
@@ -233,32 +239,40 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
     attachments (``uri``, or ``data`` with a data URI), tool calls (``function_call``, arguments
     as a dict, or the raw string) and results (``function_result``, in a ``tool`` message placed
     before the rest of its message; the tool's name, a result that is not a string and
-    ``is_error`` are kept in ``additional_properties``, which Agent Framework never sends).
+    ``is_error`` are kept in ``additional_properties``, which Agent Framework never sends; the
+    file parts after a result are its ``items``).
     A content :func:`from_agent_framework` kept whole comes back in place of the text part that
     stands for it. obsmem's data parts (markers) never go; a message of nothing else is left out.
     """
     converted: list[AFMessage] = []
     for message in messages:
         results = message.tool_results
+        attached = _result_files(message)
         if results:
             contents = []
             for result in results:
                 props: dict[str, Any] = {_TOOL: result.tool_name, _ERROR: result.is_error}
                 if not isinstance(result.result, str):
                     props[_RESULT] = result.result
-                value = result.result if isinstance(result.result, str) else json.dumps(
+                value: Any = result.result if isinstance(result.result, str) else json.dumps(
                     result.result, ensure_ascii=False, default=str)
+                files = [_file_content(f) for f in attached.get(id(result), [])]
+                if files:  # contents a tool returned: its text (if any), then the files
+                    value = [*([Content.from_text(value)] if value else []), *files]
                 contents.append(Content.from_function_result(
                     result.tool_call_id, result=value, exception="tool error" if result.is_error else None,
                     additional_properties=props,
                 ))
-            rest_kept = [p for p in message.parts if not isinstance(p, ToolResultPart | DataPart) or (
-                isinstance(p, DataPart) and p.name == CONTENT_PART)]
+            taken = {id(f) for files in attached.values() for f in files}
+            rest_kept = [p for p in message.parts if (not isinstance(p, ToolResultPart | DataPart) or (
+                isinstance(p, DataPart) and p.name == CONTENT_PART)) and id(p) not in taken]
             results_id = message.id if not rest_kept else f"{message.id}#results"
             converted.append(AFMessage("tool", contents, message_id=results_id))
         body: list[Content] = []
         kept = _kept_contents(message)
         for part in message.parts:
+            if results and any(part is f for files in attached.values() for f in files):
+                continue  # sent with its result
             if isinstance(part, TextPart):
                 if kept and kept[0]["text"] == part.text:
                     body.append(Content.from_dict(kept.pop(0)["content"]))
@@ -280,6 +294,21 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
         if body:
             converted.append(AFMessage(message.role, body, message_id=message.id))
     return converted
+
+
+def _result_files(message: Message) -> dict[int, list[FilePart]]:
+    """A tool message's file parts that follow a tool result, by that result (its ``id()``): the
+    files (images) the tool returned with it."""
+    out: dict[int, list[FilePart]] = {}
+    current: ToolResultPart | None = None
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            current = part
+        elif isinstance(part, FilePart) and current is not None and message.role == "tool":
+            out.setdefault(id(current), []).append(part)
+        elif not isinstance(part, DataPart):
+            current = None
+    return out
 
 
 def _kept_contents(message: Message) -> list[dict[str, Any]]:
