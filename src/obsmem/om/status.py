@@ -136,6 +136,9 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     unobserved = await store.list_messages(thread.id, after_seq=cursor, limit=WINDOW_READ + 1)
     partial = len(unobserved) > WINDOW_READ
     conversation = observable_messages(unobserved[:WINDOW_READ])
+    # a pasted log waiting in the window is counted in a thread (the first status a process asks
+    # for counted a 5 MB log on the event loop: over a second), so the counts below are lookups
+    await core.counter.warm(conversation)
     window = sum(core.counter.count_message(m) for m in conversation)
     estimate = await _whole_window(core, thread, cursor, unobserved, window) if partial else None
     weighed = window if estimate is None else estimate
