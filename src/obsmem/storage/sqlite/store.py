@@ -16,7 +16,9 @@ Design choices, and why:
 * **busy_timeout plus a bounded retry.** Waiting writers queue inside SQLite for up to the busy
   timeout; if SQLite still answers ``SQLITE_BUSY``/"database is locked", the whole transaction
   (which was rolled back) is retried a few times with a short backoff, then reported as a
-  :class:`~obsmem.errors.StorageError`.
+  :class:`~obsmem.errors.StorageError`: with the defaults, 5 tries of 10 s, about 51 s in all.
+  Once the store is closing it is not tried again (:class:`~obsmem.errors.StoreClosedError`),
+  so a close waits for one try at most.
 * **One dedicated worker thread per store.** ``sqlite3`` calls block, so they must stay off the
   event loop. A single-thread executor owns the connection (it is created on that thread, and
   ``sqlite3`` enforces that only its thread uses it), and it serialises this store's
@@ -528,8 +530,11 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 raise StorageError(f"SQLite store {self.path} cannot be opened: {exc}") from exc
             except sqlite3.Error as exc:
                 if _is_busy(exc) and attempt < BUSY_RETRIES - 1:
-                    time.sleep(delay)
-                    delay *= 2
+                    if not self._closed:
+                        time.sleep(delay)
+                        delay *= 2
+                    if self._closed:  # closing: not tried again (rolled back, nothing was written),
+                        raise StoreClosedError() from exc  # so a close waits for one try at most
                     continue
                 raise StorageError(f"SQLite store {self.path} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
