@@ -563,9 +563,25 @@ async def _end(service: Service, turn: Turn, responses: list[Message]) -> None:
     (:meth:`~obsmem.tokens.TokenCounter.warm`): the end's counts are then lookups, where a
     megabyte of answer counted on the event loop held every other request of the server
     (tens of milliseconds a megabyte; the turn's own input is warmed so by ``begin_turn``)."""
+    if responses and not await _still_its_thread(service, turn):
+        # deleted meanwhile and made again under its id (ids are client-named) by another org or
+        # user: their thread, not this turn's (the end saves by id, and saved the answer there)
+        logger.warning("the thread was deleted while its upstream answer came and its id taken by another "
+                       "tenant: the answer is not saved")
+        responses = []
     if responses:
         await service.memory.counter.warm(responses)
     await _closed(turn, responses)
+
+
+async def _still_its_thread(service: Service, turn: Turn) -> bool:
+    """Whether the thread stored under the turn's id is still of the turn's org and resource (a
+    thread gone is left to :func:`_closed`)."""
+    try:
+        now = await service.memory.get_thread(turn.thread.id)
+    except ThreadNotFoundError:
+        return True
+    return now.org_id == turn.thread.org_id and now.resource_id == turn.thread.resource_id
 
 
 async def _closed(turn: Turn, responses: list[Message] | None = None) -> None:
