@@ -38,8 +38,9 @@ from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host
 from obsmem.server.errors import (
     ERROR_RESPONSES, AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError,
+    TurnNotFoundError,
 )
-from obsmem.server.service import Service
+from obsmem.server.service import OpenTurn, Service
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
 from obsmem.types import check_finite
@@ -311,11 +312,23 @@ async def begin_turn(thread_id: str, body: TurnIn, principal: Caller, service: S
     return {"turn_id": turn_id, "thread_id": thread_id, "context": context_json(turn.context)}
 
 
+async def _begun_on(service: Service, turn_id: str, entry: OpenTurn, thread: Thread) -> None:
+    """The turn's thread is still the one it began on. One deleted and made again under its id
+    since is another thread: the turn (its context holds the deleted thread's messages) is let go
+    here, nothing saved, and is not found (TurnNotFoundError), like an ended one."""
+    began = entry.turn.thread
+    now = (thread.created_at, thread.org_id, thread.resource_id)
+    if now != (began.created_at, began.org_id, began.resource_id):
+        await service.release(turn_id)
+        raise TurnNotFoundError(turn_id)
+
+
 @router.post("/turns/{turn_id}/step", tags=["turns"])
 async def step_turn(turn_id: str, body: StepIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     principal.may_write()
     entry = await service.held(turn_id, principal)
     thread = await principal.thread(service.memory, entry.thread_id)
+    await _begun_on(service, turn_id, entry, thread)
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)
     context = await entry.turn.step(messages)
@@ -327,6 +340,7 @@ async def end_turn(turn_id: str, body: EndIn, principal: Caller, service: Servic
     principal.may_write()
     entry = await service.held(turn_id, principal)
     thread = await principal.thread(service.memory, entry.thread_id)
+    await _begun_on(service, turn_id, entry, thread)
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)
     await service.release(turn_id)
