@@ -149,6 +149,23 @@ def split_results(message: Message) -> tuple[list[ToolResultPart], list[ToolResu
     return before, after
 
 
+def result_files(message: Message) -> dict[int, list[FilePart]]:
+    """A tool message's file parts that follow a tool result, by that result (its ``id()``): the
+    files (images, documents) the tool returned with it, as the converters read them in."""
+    out: dict[int, list[FilePart]] = {}
+    current: ToolResultPart | None = None
+    if message.role != "tool":
+        return out
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            current = part
+        elif isinstance(part, FilePart) and current is not None:
+            out.setdefault(id(current), []).append(part)
+        else:
+            current = None
+    return out
+
+
 class CallNames:
     """Tool names by call id. Provider results carry only the id; obsmem results also need the name."""
 

@@ -15,19 +15,22 @@ Toward Anthropic (:func:`to_anthropic`):
   file, or a file in an assistant message, becomes the text ``[attachment: <name>]``;
 - tool calls → ``tool_use`` (``input`` must be an object: text arguments that are not a JSON
   object travel as ``{"input": <text>}``); results → ``tool_result`` (``content`` JSON-encoded
-  when not a string, ``is_error`` kept);
+  when not a string, ``is_error`` kept; the file parts after a result in its tool message, the
+  images a tool returned, as ``image``/``document`` blocks of its content, after its text);
 - reasoning goes back only as the ``thinking``/``redacted_thinking`` block it came from (kept in
   the message's metadata by :func:`from_anthropic`, with its signature); data parts never go.
 
 From Anthropic (:func:`from_anthropic`): ``system`` (a string or text blocks) becomes system
 messages; an assistant turn becomes one assistant message; a user turn becomes a ``tool``
-message for its ``tool_result`` blocks and a ``user`` message for the rest, in block order.
+message for its ``tool_result`` blocks and a ``user`` message for the rest, in block order. A
+``tool_result`` whose content holds ``image``/``document`` blocks (with ``text`` ones) has its
+texts as the result and each file as a file part right after it.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from obsmem.convert._common import (
@@ -45,6 +48,7 @@ from obsmem.convert._common import (
     raw_base64,
     reasoning_replays,
     require_str,
+    result_files,
     split_results,
     to_messages,
     top_level_items,
@@ -105,18 +109,21 @@ def _tool_input(args: dict[str, Any] | str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"input": args}
 
 
-def _result_block(result: ToolResultPart) -> dict[str, Any]:
+def _result_block(result: ToolResultPart, files: list[FilePart] | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_call_id}
     content = json_text(result.result)
-    if content:
+    if files:  # what the tool returned with its text: image and document blocks of its content
+        block["content"] = [*([{"type": "text", "text": content}] if content else []), *map(_file_block, files)]
+    elif content:
         block["content"] = content
     if result.is_error:
         block["is_error"] = True
     return block
 
 
-def _blocks(message: Message) -> list[dict[str, Any]]:
-    """The blocks of the message's own turn (its results aside)."""
+def _blocks(message: Message, taken: Collection[int] = ()) -> list[dict[str, Any]]:
+    """The blocks of the message's own turn (its results aside, and ``taken``: the files sent
+    inside a result)."""
     assistant = message.role == "assistant"
     if message.tool_calls and not assistant:
         raise InvalidInputError(
@@ -126,6 +133,8 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     replays = iter(reasoning_replays(message, _API, "block"))
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
+        if id(part) in taken:
+            continue
         if isinstance(part, TextPart):
             if part.text.strip():
                 blocks.append({"type": "text", "text": part.text})
@@ -164,9 +173,11 @@ def to_anthropic(
                 system.append({"type": "text", "text": text})
             continue
         before, after = split_results(message)
-        turns.append(("user", [_result_block(r) for r in before]))
-        turns.append(("assistant" if message.role == "assistant" else "user", _blocks(message)))
-        turns.append(("user", [_result_block(r) for r in after]))
+        files = result_files(message)
+        taken = {id(f) for fs in files.values() for f in fs}
+        turns.append(("user", [_result_block(r, files.get(id(r))) for r in before]))
+        turns.append(("assistant" if message.role == "assistant" else "user", _blocks(message, taken)))
+        turns.append(("user", [_result_block(r, files.get(id(r))) for r in after]))
     wire: list[dict[str, Any]] = []
     for role, blocks in turns:
         if not blocks:
@@ -222,19 +233,33 @@ def _source_file(block: Mapping[str, Any], loc: Loc, default_type: str) -> FileP
     raise source_loc.at("type").error(f"unsupported source type {kind!r} (expected base64, url or text)")
 
 
-def _result(block: Mapping[str, Any], loc: Loc, names: CallNames) -> ToolResultPart:
+_RESULT_FILES = {"image": "image/*", "document": "application/pdf"}
+
+
+def _result(block: Mapping[str, Any], loc: Loc, names: CallNames) -> tuple[ToolResultPart, list[FilePart]]:
+    """A ``tool_result`` block's result, and the files (image and document blocks) of its content:
+    file parts after the result, counted and observed as files (as JSON text in the result, an
+    image was its base64, and went back to the model as text)."""
     call_id = require_str(block, "tool_use_id", loc, non_empty=True)
     content = block.get("content", "")
     result: Any = content
+    files: list[FilePart] = []
     if not isinstance(content, str):
         items = [
             as_object(raw, loc.at("content").at(i))
             for i, raw in enumerate(as_list(content, loc.at("content")))
         ]
-        if all(item.get("type") == "text" for item in items):
-            result = "\n".join(
-                require_str(item, "text", loc.at("content").at(i)) for i, item in enumerate(items)
-            )
+        kinds = [item.get("type") for item in items]
+        if all(kind == "text" or kind in _RESULT_FILES for kind in kinds):
+            texts = [
+                require_str(item, "text", loc.at("content").at(i))
+                for i, item in enumerate(items) if item.get("type") == "text"
+            ]
+            files = [
+                _source_file(item, loc.at("content").at(i), _RESULT_FILES[str(item["type"])])
+                for i, item in enumerate(items) if item.get("type") in _RESULT_FILES
+            ]
+            result = "\n".join(texts)
         else:
             result = items
     is_error = block.get("is_error", False)
@@ -245,7 +270,7 @@ def _result(block: Mapping[str, Any], loc: Loc, names: CallNames) -> ToolResultP
         tool_name=names.name(call_id, loc.at("tool_use_id")),
         result=result,
         is_error=is_error,
-    )
+    ), files
 
 
 def _system_messages(system: object) -> list[Message]:
@@ -266,8 +291,9 @@ def _system_messages(system: object) -> list[Message]:
 
 def _block_part(
     role: str, block: Mapping[str, Any], loc: Loc, names: CallNames
-) -> tuple[Role, Part, dict[str, Any] | None]:
-    """One content block as (the obsmem role it belongs to, its part, its reasoning replay)."""
+) -> tuple[Role, Part | list[Part], dict[str, Any] | None]:
+    """One content block as (the obsmem role it belongs to, its part (a tool result: with the
+    files of its content), its reasoning replay)."""
     kind = require_str(block, "type", loc)
     if kind == "text":
         return (
@@ -291,7 +317,8 @@ def _block_part(
         require_str(block, "data", loc)
         return "assistant", ReasoningPart(text=""), {"api": _API, "block": dict(block)}
     if role == "user" and kind == "tool_result":
-        return "tool", _result(block, loc, names), None
+        result, files = _result(block, loc, names)
+        return "tool", [result, *files], None
     if role == "user" and kind == "image":
         return "user", _source_file(block, loc, "image/*"), None
     if role == "user" and kind == "document":
@@ -333,7 +360,7 @@ def from_anthropic(
         for i, raw_block in enumerate(as_list(content, loc.at("content"))):
             block_loc = loc.at("content").at(i)
             part_role, part, replay = _block_part(role, as_object(raw_block, block_loc), block_loc, names)
-            grouper.add(part_role, [part], replay)
+            grouper.add(part_role, part if isinstance(part, list) else [part], replay)
         grouper.flush()
         out.extend(grouper.messages)
     return out

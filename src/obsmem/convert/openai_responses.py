@@ -9,7 +9,9 @@ Toward the Responses API (:func:`to_openai_responses`):
   ``output_text``/``refusal``; an attachment there becomes the text ``[attachment: <name>]``);
 - each tool call → a ``function_call`` item (``call_id``, ``name``, ``arguments`` JSON string),
   in the order of the message's parts; each result → a ``function_call_output`` (``output``
-  JSON-encoded when not a string), placed like Chat Completions results;
+  JSON-encoded when not a string; with the file parts after it in its tool message, the images
+  a tool returned, a list of ``input_text`` then ``input_image``/``input_file`` parts), placed
+  like Chat Completions results;
 - reasoning goes back only as the ``reasoning`` item it came from (kept in the message's
   metadata by :func:`from_openai_responses`, with its id and ``encrypted_content``); reasoning
   from anywhere else is dropped, since the API takes no reasoning item without its id;
@@ -17,7 +19,9 @@ Toward the Responses API (:func:`to_openai_responses`):
 
 From the Responses API (:func:`from_openai_responses`): consecutive assistant-side items
 (``reasoning``, assistant ``message``, ``function_call``) become one assistant message, and
-consecutive ``function_call_output`` items one ``tool`` message; ``developer`` becomes
+consecutive ``function_call_output`` items one ``tool`` message (an output listing
+``input_image``/``input_file`` parts: its texts are the result, each file a file part right after
+it); ``developer`` becomes
 ``system``; ``refusal`` becomes text. Built-in tool items (web search, file search, computer
 use …) and ``item_reference`` are refused with an :class:`~obsmem.errors.InvalidInputError`.
 """
@@ -41,6 +45,7 @@ from obsmem.convert._common import (
     parse_arguments,
     reasoning_replays,
     require_str,
+    result_files,
     split_results,
     to_messages,
     top_level_items,
@@ -79,12 +84,11 @@ def _input_content(part: TextPart | FilePart) -> dict[str, Any]:
     return {"type": "input_text", "text": attachment_text(part)}
 
 
-def _output(result: ToolResultPart) -> dict[str, Any]:
-    return {
-        "type": "function_call_output",
-        "call_id": result.tool_call_id,
-        "output": json_text(result.result),
-    }
+def _output(result: ToolResultPart, files: list[FilePart] | None = None) -> dict[str, Any]:
+    output: str | list[dict[str, Any]] = json_text(result.result)
+    if files:  # what the tool returned with its text: input_image / input_file parts of the output
+        output = [*([{"type": "input_text", "text": output}] if output else []), *map(_input_content, files)]
+    return {"type": "function_call_output", "call_id": result.tool_call_id, "output": output}
 
 
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
@@ -129,7 +133,9 @@ def to_openai_responses(
     items: list[dict[str, Any]] = []
     for message in to_messages(messages, "to_openai_responses"):
         before, after = split_results(message)
-        items.extend(_output(r) for r in before)
+        files = result_files(message)
+        taken = {id(f) for fs in files.values() for f in fs}
+        items.extend(_output(r, files.get(id(r))) for r in before)
         if message.role == "assistant":
             items.extend(_assistant_items(message))
         else:
@@ -143,12 +149,12 @@ def to_openai_responses(
                 if message.role == "system"
                 else _input_content(p)
                 for p in message.parts
-                if isinstance(p, TextPart | FilePart)
+                if isinstance(p, TextPart | FilePart) and id(p) not in taken
             ]
             if content:
                 role = system_role if message.role == "system" else "user"
                 items.append({"type": "message", "role": role, "content": content})
-        items.extend(_output(r) for r in after)
+        items.extend(_output(r, files.get(id(r))) for r in after)
     return items
 
 
@@ -161,6 +167,26 @@ _MESSAGE_ROLES: dict[str, Role] = {
     "developer": "system",
     "assistant": "assistant",
 }
+
+
+def _output_parts(output: str | list[Any], loc: Loc) -> tuple[Any, list[FilePart]]:
+    """A ``function_call_output``'s result, and the files (``input_image`` / ``input_file``
+    parts) of a list output: file parts after the result, counted and observed as files (kept in
+    the result, an image was its base64, and went back to the model as text). A list of other
+    parts is the result as it is."""
+    if isinstance(output, str):
+        return output, []
+    kinds = [
+        as_object(raw, loc.at(i)).get("type") if isinstance(raw, Mapping) or hasattr(raw, "model_dump") else None
+        for i, raw in enumerate(output)
+    ]
+    if not any(kind in ("input_image", "input_file") for kind in kinds) or not all(
+        kind in ("input_text", "input_image", "input_file") for kind in kinds
+    ):
+        return output, []
+    parts = _content_parts(output, loc, "user")
+    texts = [p.text for p in parts if isinstance(p, TextPart)]
+    return "\n".join(texts), [p for p in parts if isinstance(p, FilePart)]
 
 
 def _content_parts(content: object, loc: Loc, role: str) -> list[Part]:
@@ -275,12 +301,14 @@ def from_openai_responses(
             output = item["output"]
             if not isinstance(output, str | list):
                 raise loc.at("output").error(f"expected a string or a list, got {type(output).__name__}")
+            result, files = _output_parts(output, loc.at("output"))
             grouper.add(
                 "tool",
                 [
                     ToolResultPart(
-                        tool_call_id=call_id, tool_name=names.name(call_id, loc.at("call_id")), result=output
-                    )
+                        tool_call_id=call_id, tool_name=names.name(call_id, loc.at("call_id")), result=result
+                    ),
+                    *files,
                 ],
             )
         elif kind == "reasoning":
