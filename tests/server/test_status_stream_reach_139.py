@@ -7,11 +7,13 @@ thread's id taken again by another tenant, until ``max_s``."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from obsmem import Message
 from tests.server.conftest import Env, open_env
 from tests.server.live import auth
 
@@ -86,3 +88,28 @@ def test_a_thread_deleted_while_its_status_stream_is_open_ends_the_stream(env: E
         # thread's (its unobserved messages), until max_s
         assert [data for name, data in rest if name == "status"] == []
         assert rest[-1] == ("end", {"reason": "not_found", "events": 1})
+
+
+def test_a_key_store_failing_while_a_status_stream_is_open_ends_it_with_an_error_event(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check before each event reads the key store: a store failing there ends the stream with
+    ``event: end`` (reason ``error``), as a failed watch ends it, never a stream cut mid-way."""
+    with httpx.Client(base_url=env.url, timeout=60) as client:
+        alice = env.keys.alice
+        assert client.post("/api/threads", json={"id": "ss-failing"}, headers=auth(alice)).status_code == 201
+        say(client, alice, "ss-failing", "first")
+        url = "/api/threads/ss-failing/status/stream?max_s=30&interval_s=0.05"
+        with client.stream("GET", url, headers=auth(alice)) as stream:
+            read = events(stream.iter_lines())
+            assert next(read)[0] == "status"
+            keys = env.live.service.keys
+
+            async def failing(token: str) -> None:
+                raise sqlite3.OperationalError("disk I/O error")
+
+            monkeypatch.setattr(keys, "verify", failing)
+            memory = env.live.service.memory  # (the API itself needs the key store now)
+            env.live.call(memory.save_messages("ss-failing", [Message.user("second")]))
+            rest = list(read)  # before the guard: httpx.RemoteProtocolError, the stream cut off
+        assert rest[-1] == ("end", {"reason": "error", "events": 1})

@@ -451,8 +451,13 @@ async def status_events(
                 status = await asyncio.wait_for(changes.get(), min(left, keepalive_s))
             except TimeoutError:
                 status = None
-            if check is not None and (stopped := await check()) is not None:
-                break
+            if check is not None:
+                try:
+                    stopped = await check()
+                except Exception:  # the store failing: the stream ends as a failed watch ends it
+                    stopped = "error"
+                if stopped is not None:
+                    break
             if status is None:
                 yield ": keep-alive\n\n"
                 continue
