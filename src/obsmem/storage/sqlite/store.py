@@ -297,6 +297,9 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 #: Every SQLiteStore made in this process (see _let_go_after_fork).
 _STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+#: Database files this process may not open: it was forked while a thread of its parent was using
+#: them (see _let_go_after_fork). Inherited by later forks, as the copies are.
+_FORKED_MID_CALL: set[str] = set()
 
 
 def _let_go_after_fork() -> None:
@@ -314,13 +317,18 @@ def _let_go_after_fork() -> None:
     parent's (a process's locks are its own); their close cannot checkpoint either (the parent's
     shared lock keeps it from the exclusive lock that needs). A connection some thread was using
     at the fork (its lock held, maybe mid-transaction, SQLite's own mutexes held) is left alone,
-    and so is every other then, since all of a file's connections share that record and its
-    mutex: closing it could wait forever or undo the parent's half-written transaction in the log
-    index both processes map.
+    and so is every other then (SQLite's mutexes are shared by a file's connections, some by all):
+    closing it could wait forever or undo the parent's half-written transaction in the log index
+    both processes map. The files of those copies are then refused in this process
+    (:func:`_refuse_forked_mid_call`): a connection opened here would share the copied record,
+    which may say this process holds the write lock (every write would wait and fail) or a read
+    lock it does not hold.
     """
     stores = list(_STORES)
     if any(store._conn_lock.locked() or store._inline.in_use() for store in stores):
-        return  # the copies stay as they are (the store refuses every call here: _check_process)
+        # The copies stay as they are (the store refuses every call here: _check_process).
+        _FORKED_MID_CALL.update(_file_key(store.path) for store in stores if store._conn is not None)
+        return
     for store in stores:
         conns = [store._inline.detach(), store._conn]
         store._conn = None
@@ -334,6 +342,24 @@ def _let_go_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_let_go_after_fork)
+
+
+def _file_key(path: Path) -> str:
+    """The database file ``path`` names, whatever the spelling (links resolved)."""
+    return os.path.realpath(path)
+
+
+def _refuse_forked_mid_call(path: Path) -> None:
+    """Raise StorageError when this process may not open ``path`` (see :func:`_let_go_after_fork`)."""
+    if _FORKED_MID_CALL and _file_key(path) in _FORKED_MID_CALL:
+        raise StorageError(
+            f"SQLite store {path}: this process ({os.getpid()}) was forked while its parent was using this "
+            "database (an obsmem call was running on another thread). The copies of the parent's SQLite "
+            "connections hold its lock records, which a connection opened here would share: its writes "
+            "would wait and fail ('database is locked'), its reads would not be protected. Fork while no "
+            "obsmem call runs (e.g. gunicorn --preload: make no obsmem call before the fork), or start "
+            "workers with multiprocessing's 'spawn' or 'forkserver' method."
+        )
 
 
 # -- the adapter ----------------------------------------------------------------------------------
@@ -553,6 +579,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 f"migrate='{self.migrate_mode}', which creates nothing). Run: obsmem migrate --store "
                 f"sqlite:///{self.path}, or open the store with migrate='auto'."
             )
+        _refuse_forked_mid_call(self.path)
         self._prepare_file()
         # Used by one thread at a time: the worker, or a claim (see _save_here).
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
