@@ -58,7 +58,8 @@ SCRIPT = textwrap.dedent(
                 asyncio.run(child())
                 print("worker: no error", flush=True)
             except StorageError as exc:
-                print("worker: refused", "was forked while" in str(exc), "failed: database is locked" in str(exc), flush=True)
+                told, locked = "was forked while" in str(exc), "failed: database is locked" in str(exc)
+                print("worker: refused", told, locked, flush=True)
             os._exit(0)
         forked.set()
         await job
