@@ -62,7 +62,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -654,6 +654,8 @@ class ObservationalMemory(AbstractCapability[Any]):
     _where: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
     _adopted: dict[tuple[str, ...], list[str]] = field(default_factory=dict, init=False, repr=False)
     _instructions: list[Message] | None = field(default=None, init=False, repr=False)
+    # The stored steps of the failed run this run resumes (they follow its prompt: its own).
+    _resumed: set[str] = field(default_factory=set, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, Memory):
@@ -779,6 +781,9 @@ class ObservationalMemory(AbstractCapability[Any]):
         newest = await retried_input(self.memory.store, thread, [prompt])
         if newest is None:  # a run that failed later, after tools ran: they stay, with the prompt
             newest = await resumed_input(self.memory.store, thread, [prompt], final=_is_final_output)
+            if newest is not None:  # its steps, after the prompt, are this run's own
+                steps = await self.memory.store.list_messages(thread, after_seq=newest[0].seq or 0)
+                self._resumed = {m.id for m in steps}
         if newest is None:
             return new
         stored = newest[0]
@@ -824,7 +829,9 @@ class ObservationalMemory(AbstractCapability[Any]):
         else:
             await self._turn.step(new)
         context = self._turn.context
-        request_context.messages = _request_messages(history, context.raw_messages, self._ids_here)
+        request_context.messages = _request_messages(
+            history, context.raw_messages, self._ids_here, self._resumed
+        )
         extra = _observation_text(context.messages, context.raw_messages, context.instructions)
         if extra:
             parameters = request_context.model_request_parameters
@@ -890,7 +897,7 @@ def _shown(message: Message) -> tuple[Part, ...]:
 
 def _request_messages(
     history: Sequence[pai.ModelMessage], raw: Sequence[Message],
-    ids_of: Callable[[pai.ModelMessage], list[str] | None] = _ids_of,
+    ids_of: Callable[[pai.ModelMessage], list[str] | None] = _ids_of, resumed: Collection[str] = (),
 ) -> list[pai.ModelMessage]:
     """What the model gets: the unobserved tail, as the run's own messages where it has them.
 
@@ -901,11 +908,19 @@ def _request_messages(
     holds (earlier runs of the thread) are converted back. The system prompts the conversation
     opens with (and those of pruned requests) lead the request, as pydantic-ai sends them
     without obsmem: never after earlier turns, where a model would read them as user text.
+
+    The run's newest message ends the request: what another turn of the thread saved after it
+    (a run of the same conversation at once answered meanwhile) is left for later requests, or
+    the model would answer that turn's question, or get a response last, which pydantic-ai
+    refuses. ``resumed``: the stored tool steps of the failed run this run resumes, which follow
+    its prompt and are the run's own.
     """
     owner: dict[str, int] = {}
     for position, message in enumerate(history):
         for obsmem_id in ids_of(message) or []:
             owner[obsmem_id] = position
+    newest_at = max((i for i, m in enumerate(raw) if owner.get(m.id) == len(history) - 1), default=len(raw))
+    raw = [m for i, m in enumerate(raw) if i <= newest_at or m.id in owner or m.id in resumed]
     raw_ids = {m.id for m in raw}
     out: list[pai.ModelMessage] = []
     emitted: set[int] = set()
