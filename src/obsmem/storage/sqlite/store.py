@@ -260,13 +260,30 @@ def _check_newest(conn: Conn, thread_id: str, after_seq: int) -> None:
     ThreadChangedError when ``thread_id`` holds a message newer than ``after_seq`` that calls or
     answers a tool (its parts name a ``tool_call_id``; text merely quoting one is JSON-escaped
     and never matches, and a false match would only cost the caller a re-check). A step down the
-    thread's (thread_id, seq) index, then the few newer rows."""
+    thread's (thread_id, seq) index, then the few newer rows.
+
+    Also when the thread holds no message at or before ``after_seq`` (``after_seq`` > 0): every
+    message the caller checked against was deleted since (the thread deleted and started again
+    under its id by another process, every message removed), so a place checked against them
+    (a tool result after its call) is no place in the thread now. seq is never reused, so a
+    thread started again holds only newer ones. One more step down the same index."""
     row = conn.execute(
         "SELECT seq FROM messages WHERE thread_id = ? AND seq > ? AND instr(parts, ?) > 0 ORDER BY seq DESC LIMIT 1",
         (thread_id, after_seq, _TOOL_PART),
     ).fetchone()
     if row is not None:
         raise ThreadChangedError(thread_id, after_seq, row[0])
+    if after_seq > 0 and conn.execute(
+        "SELECT 1 FROM messages WHERE thread_id = ? AND seq <= ? LIMIT 1", (thread_id, after_seq)
+    ).fetchone() is None:
+        newest = conn.execute("SELECT max(seq) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[0]
+        error = ThreadChangedError(thread_id, after_seq, newest or 0)
+        error.args = (
+            f"Thread '{thread_id}' changed: it holds no message at or before seq {after_seq} (the newest the "
+            "save was checked against): those messages were deleted (the thread deleted and started again, "
+            "say); nothing was saved.",
+        )
+        raise error
 
 
 #: What a stored message's parts hold when it calls or answers a tool (json.dumps's spelling;
