@@ -211,13 +211,40 @@ class KnowledgeBaseStore(BaseStore):
     def _node_name(namespace: tuple[str, ...]) -> str:
         return "langgraph:" + json.dumps(list(namespace)).encode().hex()
 
+    def _spellings(self, namespace: tuple[str, ...], scope: Scope) -> list[tuple[str, ...]]:
+        """``namespace`` and its other spelling for the same scope and collection: with its scope
+        segments (``("org:acme", "memories")``) or without them (``("memories",)``, as a store
+        whose default is that scope writes it). Either may name the namespace's node, whichever
+        store made it. (A custom ``namespace_scope`` mapping: only ``namespace`` itself.)"""
+        if self.namespace_scope is not namespace_scope:
+            return [namespace]
+        collection = namespace[_scope_segments(namespace) :]
+        if not collection:
+            return [namespace]
+        other = collection if len(collection) < len(namespace) else (*_segments(scope), *collection)
+        return [namespace, other]
+
+    def _addressed(self, namespace: tuple[str, ...], scope: Scope) -> tuple[str, ...]:
+        """How this store names a namespace another store wrote as ``namespace`` into ``scope``:
+        as written when that names ``scope`` here too, else with its scope segments (an org-level
+        store's ``("memories",)`` is ``("org:acme", "memories")`` to a resource-level store, whose
+        own ``("memories",)`` is its resource's), so a search hit's namespace reads the hit."""
+        try:
+            if self._scope_of(namespace) == scope:
+                return namespace
+        except InvalidInputError:
+            return namespace
+        spellings = self._spellings(namespace, scope)
+        return spellings[-1] if len(spellings) > 1 and _scope_segments(spellings[-1]) else namespace
+
     async def _node(self, namespace: tuple[str, ...], scope: Scope, *, create: bool) -> Node | None:
-        name = self._node_name(namespace)
-        node = await self.knowledge.store.resolve_node(name, scope.key)
-        if node is not None and node.scope == scope.key:
-            return node
+        for spelling in self._spellings(namespace, scope):
+            node = await self.knowledge.store.resolve_node(self._node_name(spelling), scope.key)
+            if node is not None and node.scope == scope.key:
+                return node
         if not create:
             return None
+        name = self._node_name(namespace)
         return await self.knowledge.store.create_node(
             name, NAMESPACE_KIND, scope.key, actor=self.knowledge.actor, reason="langgraph namespace",
             content="/".join(namespace), metadata={_META: {"namespace": list(namespace)}},
@@ -323,7 +350,7 @@ class KnowledgeBaseStore(BaseStore):
             for node in page.items:
                 meta = node.metadata.get(_META)
                 if isinstance(meta, dict) and isinstance(meta.get("namespace"), list):
-                    found.append((node, tuple(meta["namespace"])))
+                    found.append((node, self._addressed(tuple(meta["namespace"]), Scope.parse(node.scope))))
             if page.next_cursor is None:
                 return found
             after = page.next_cursor
@@ -332,7 +359,8 @@ class KnowledgeBaseStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         candidates: dict[str, tuple[Record, tuple[str, ...]]] = {}
         for node, namespace in await self._namespaces():
-            if namespace[: len(prefix)] != prefix:
+            written = node.metadata[_META]["namespace"]  # (as its writer named it: what it sees there)
+            if namespace[: len(prefix)] != prefix and tuple(written[: len(prefix)]) != prefix:
                 continue
             scope = Scope.parse(node.scope)
             for record in await self._current(node, scope):
@@ -366,6 +394,22 @@ class KnowledgeBaseStore(BaseStore):
         if op.max_depth is not None:
             namespaces = sorted({n[: op.max_depth] for n in namespaces})
         return namespaces[op.offset : op.offset + op.limit]
+
+
+def _scope_segments(namespace: tuple[str, ...]) -> int:
+    """How many of ``namespace``'s leading segments name its scope (see :func:`namespace_scope`)."""
+    count = 0
+    for segment, level in zip(namespace, _LEVELS, strict=False):
+        if not segment.startswith(f"{level}:"):
+            break
+        count += 1
+    return count
+
+
+def _segments(scope: Scope) -> tuple[str, ...]:
+    """``scope`` as a namespace's leading segments."""
+    ids = (scope.org, scope.resource, scope.thread)
+    return tuple(f"{level}:{id_}" for level, id_ in zip(_LEVELS, ids, strict=True) if id_ is not None)
 
 
 def _level(value: object, argument: str) -> Level:
