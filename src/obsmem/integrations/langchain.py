@@ -58,7 +58,7 @@ from langgraph.runtime import Runtime
 
 from obsmem import ContextWindow
 from obsmem.errors import InvalidInputError
-from obsmem.integrations._ids import scoped_id
+from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
 from obsmem.types import (
@@ -582,6 +582,29 @@ def _same_parts(stored: Message, given: Message) -> bool:
     return stored.role == given.role and stored.parts == given.parts
 
 
+def _is_final(message: Message) -> bool:
+    """Whether a stored tool message is the answer a run ended with (:func:`_ended_on`)."""
+    kept = message.metadata.get(METADATA_KEY)
+    return isinstance(kept, dict) and kept.get("final") is True
+
+
+def _ended_on(plan: _Plan, messages: Sequence[BaseMessage]) -> None:
+    """Mark in ``plan`` (saved at a run's end) the tool messages after the state's last
+    ``AIMessage``: the run ended on them, so they are its answer (a structured response's tool
+    message, a ``return_direct`` tool's result), not the steps of a run that failed
+    (:func:`~obsmem.integrations._ids.resumed_input` takes a retried input only after those)."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+    after = {id(m) for m in messages[last + 1:] if isinstance(m, ToolMessage)}
+    if not after:
+        return
+    for index, message in enumerate(plan.new):
+        original = plan.originals.get(message.id)
+        if message.role == "tool" and original is not None and id(original) in after:
+            kept = message.metadata.get(METADATA_KEY)
+            mark = {**(kept if isinstance(kept, dict) else {}), "final": True}
+            plan.new[index] = message.model_copy(update={"metadata": {**message.metadata, METADATA_KEY: mark}})
+
+
 class _State(AgentState[Any]):
     """The agent's state with the middleware's own key: the run it is (set when the run begins;
     never checkpointed, never in the agent's input or output), which tells one run's state from
@@ -785,7 +808,14 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         nothing after them (taking back only the last would store the others again after it, and
         the model's newest message would not be the question). Not when the request holds them
         already (a checkpointed state keeps the failed run's input: both stay, as the state has
-        them); the same input again after an answer is new."""
+        them); the same input again after an answer is new.
+
+        A run that failed later, after its tools ran (the provider down at the model call after a
+        tool), left its input followed by complete tool steps (:func:`~obsmem.integrations._ids.resumed_input`):
+        its input is taken too, and the model gets it once, then the steps that ran, and answers
+        from their results (the tools do not run twice). Not after an answer (a text, or a tool
+        result a run ended with: a structured response, a ``return_direct`` tool, see
+        :func:`_is_final`) nor while a call waits for its result (a tool awaiting approval)."""
         count = 0
         while (count < min(len(plan.new), len(messages)) and plan.new[-1 - count].role == "user"
                and plan.originals.get(plan.new[-1 - count].id) is messages[-1 - count]):
@@ -794,6 +824,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
             return
         prompts = plan.new[-count:]
         newest = await retried_input(self.memory.store, thread, prompts, same=_same_parts)
+        if newest is None:  # a run that failed later, after tools ran: they stay, with its input
+            newest = await resumed_input(self.memory.store, thread, prompts, same=_same_parts, final=_is_final)
         held = {own for _, own, _ in plan.ids if own is not None}
         if newest is None or any(stored.id in held for stored in newest):
             return
@@ -969,6 +1001,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         del self._runs[thread]
         await self._removed(thread, run, state)
         plan = await self._unsaved(thread, run, state["messages"])
+        _ended_on(plan, state["messages"])
         new = plan.new
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
