@@ -519,6 +519,9 @@ class _Run:
     #: :func:`_variant` of a state message object met in this run, by ``(id(object), n)``: every
     #: model call of a run passes the same objects, so each is hashed once a run, not once a call.
     variants: dict[tuple[int, int], tuple[BaseMessage, str]] = field(default_factory=dict)
+    #: The obsmem ids of the stored tool steps of the failed run this run resumes (they follow
+    #: its input, as stored: the run's own, see :meth:`ObservationalMemoryMiddleware._own_tail`).
+    resumed: set[str] = field(default_factory=set)
 
     def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
         """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
@@ -798,7 +801,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         return _Plan(new=new, originals=originals, ids=list(zip(messages, ids, variants, strict=True)),
                      made=made, aliases=aliases, bare=bare, matched=matched)
 
-    async def _retried(self, thread: str, plan: _Plan, messages: Sequence[AnyMessage]) -> None:
+    async def _retried(self, thread: str, run: _Run, plan: _Plan, messages: Sequence[AnyMessage]) -> None:
         """``plan`` (a run's first model call) with its input taken for the thread's unanswered
         input when it is that input asked again: a run that failed at its model call (the provider
         down) saved its input, which stays (nothing is lost), and the user runs the agent again
@@ -826,6 +829,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         newest = await retried_input(self.memory.store, thread, prompts, same=_same_parts)
         if newest is None:  # a run that failed later, after tools ran: they stay, with its input
             newest = await resumed_input(self.memory.store, thread, prompts, same=_same_parts, final=_is_final)
+            if newest is not None:  # its steps, after the input, are this run's own
+                steps = await self.memory.store.list_messages(thread, after_seq=newest[-1].seq or 0)
+                run.resumed = {m.id for m in steps}
         held = {own for _, own, _ in plan.ids if own is not None}
         if newest is None or any(stored.id in held for stored in newest):
             return
@@ -946,7 +952,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         await self._removed(thread, run, whole)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
-            await self._retried(thread, plan, request.messages)
+            await self._retried(thread, run, plan, request.messages)
         new, originals = plan.new, plan.originals
         if run.turn is None:
             run.turn = await self.memory.begin_turn(
@@ -959,7 +965,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         run.known.seen(whole)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
-        for message in context.messages[len(context.instructions) + len(context.system_messages):]:
+        for message in self._own_tail(run, context, originals):
             original = originals.get(message.id)
             if original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str):
                 body.append(original)
@@ -976,6 +982,22 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
                 run.made.setdefault(key, []).append(None)
                 run.answered.add(str(answer.id))
         return response
+
+    @staticmethod
+    def _own_tail(run: _Run, context: ContextWindow, originals: Mapping[str, AnyMessage]) -> list[Message]:
+        """The context's messages after its system messages, ending with the run's own newest
+        message: what another turn of the thread saved after it (a run of the same thread at
+        once, its question or answer saved while this run observed between its tool step and
+        this model call) is left for later requests, or the model would answer that turn's
+        question. The run's own messages are the state's (``originals``) and the stored steps of
+        the failed run it resumes (:meth:`_retried`), which follow its input."""
+        tail = context.messages[len(context.instructions) + len(context.system_messages):]
+        own = [
+            index for index, message in enumerate(tail)
+            if (message.id in originals and not isinstance(message.metadata.get(_OBSMEM_KEY), str))
+            or message.id in run.resumed
+        ]
+        return tail[: own[-1] + 1] if own else tail
 
     @staticmethod
     def _system_messages(request: ModelRequest[Any], context: ContextWindow) -> list[AnyMessage]:
