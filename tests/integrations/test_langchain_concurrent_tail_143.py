@@ -55,7 +55,8 @@ async def test_the_run_s_model_call_ends_with_its_own_messages() -> None:
     memory = Memory("memory://", config=config, observer=ObsmemFunctionModel(observe),
                     reflector=ObsmemFunctionModel(lambda m, s: "<observations>\n* x\n</observations>"))
     async with memory:
-        agent = create_agent(model, tools=[look], middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+        agent = create_agent(model, tools=[look],
+                             middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         await agent.ainvoke({"messages": [("user", "A: look up the archive record " + "with details " * 20)]},
                             {"configurable": {"thread_id": "t"}})
     assert saved
@@ -86,7 +87,8 @@ async def test_the_other_turn_s_question_and_answer_wait_for_the_next_run() -> N
     memory = Memory("memory://", config=config, observer=ObsmemFunctionModel(observe),
                     reflector=ObsmemFunctionModel(lambda m, s: "<observations>\n* x\n</observations>"))
     async with memory:
-        agent = create_agent(model, tools=[look], middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+        agent = create_agent(model, tools=[look],
+                             middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         await agent.ainvoke({"messages": [("user", "A: look up the archive record " + "with details " * 20)]},
                             {"configurable": {"thread_id": "t2"}})
         during = [m.text for m in model.seen[-1]]

@@ -48,7 +48,8 @@ async def test_a_run_failed_after_its_tool_is_retried_with_the_question_stored_a
     call = AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": "w1"}])
     model = Flaky(messages=iter([call, AIMessage("Snow in Oslo."), AIMessage("Snow in Oslo.")]), seen=[])
     async with Memory("memory://") as memory:
-        agent = create_agent(model, tools=[weather], middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+        agent = create_agent(model, tools=[weather],
+                             middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         with pytest.raises(ConnectionError):
             await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t1"}})
         await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t1"}})
@@ -67,11 +68,13 @@ async def test_two_tool_steps_then_a_failure_the_retry_sends_both_steps_once_and
         ran.append(city)
         return f"{city}: snow"
 
-    calls = [AIMessage("", tool_calls=[{"name": "weather", "args": {"city": c}, "id": f"w{c}"}]) for c in "AB"]
+    calls = [AIMessage("", tool_calls=[{"name": "weather", "args": {"city": c}, "id": f"w{c}"}])
+             for c in "AB"]
     model = Flaky(messages=iter([*calls, AIMessage("Snow in both.")]), seen=[])
     model.fail_after_tool = False
     async with Memory("memory://") as memory:
-        agent = create_agent(model, tools=[weather], middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+        agent = create_agent(model, tools=[weather],
+                             middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         original = model._agenerate
 
         async def fail_third(messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
@@ -105,7 +108,8 @@ async def test_the_same_question_after_a_structured_answer_is_a_new_message() ->
         agent = create_agent(model, response_format=ToolStrategy(Forecast),
                              middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t3"}})
-        result = await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t3"}})
+        config: Any = {"configurable": {"thread_id": "t3"}}
+        result = await agent.ainvoke({"messages": [("user", QUESTION)]}, config)
         stored = await memory.list_messages("t3")
     assert result["structured_response"].summary == "rain"
     assert [m.text for m in model.seen[-1] if isinstance(m, HumanMessage)] == [QUESTION, QUESTION]
@@ -122,7 +126,8 @@ async def test_the_same_question_after_a_return_direct_answer_is_a_new_message()
     call2 = AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": "w2"}])
     model = Flaky(messages=iter([call, call2]), seen=[], fail_after_tool=False)
     async with Memory("memory://") as memory:
-        agent = create_agent(model, tools=[weather], middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
+        agent = create_agent(model, tools=[weather],
+                             middleware=[ObservationalMemoryMiddleware(memory, resource_id="u")])
         await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t4"}})
         await agent.ainvoke({"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "t4"}})
         stored = await memory.list_messages("t4")

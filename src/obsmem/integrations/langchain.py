@@ -215,6 +215,50 @@ def _content_parts(
     return parts, payloads
 
 
+def _files_out(content: list[Any], where: str) -> tuple[list[Any], list[Part], list[dict[str, Any]]]:
+    """A ``ToolMessage``'s content blocks with its attachments (``image``/``file``/``audio``/
+    ``video``/``image_url`` blocks: a chart, a screenshot a tool returns) taken out as file parts
+    of the tool message; in the result, a short text names each one (``[image/png attachment]``).
+
+    Kept in the result, an image was its base64 text: a 300 KB image counted as 273,000 tokens
+    (in a user's message, an image's count) and read by the observer. Each one's place in the
+    content (``at``) is kept, and a block with more than its part keeps (``image_url``, provider
+    fields) whole (``block``), to put it back (:func:`_files_in`)."""
+    kept: list[Any] = []
+    files: list[Part] = []
+    moved: list[dict[str, Any]] = []
+    for index, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") not in (*_FILE_BLOCKS, "image_url"):
+            kept.append(block)
+            continue
+        file = _file_part(block, f"{where}.content[{index}]")
+        plain = block.get("type") != "image_url" and set(block) <= {
+            "type", "url", "base64", "mime_type", "extras"}
+        files.append(file)
+        moved.append({"at": index} if plain else {"at": index, "block": dict(block)})
+        kept.append(f"[{file.media_type} attachment]")
+    return kept, files, moved
+
+
+def _files_in(message: Message, result: ToolResultPart) -> list[str | dict[str, Any]] | None:
+    """The content blocks of a tool message :func:`_files_out` took attachments out of, with them
+    back in place; None for a message that is not one (a result without them, or changed since)."""
+    kept = message.metadata.get(METADATA_KEY)
+    moved = kept.get("files") if isinstance(kept, dict) else None
+    files = [p for p in message.parts if isinstance(p, FilePart)]
+    if not isinstance(moved, list) or not moved or not isinstance(result.result, list) \
+            or len(files) != len(moved) or len(message.parts) != 1 + len(files):
+        return None
+    content: list[str | dict[str, Any]] = list(result.result)
+    for entry, file in zip(moved, files, strict=True):
+        at = entry.get("at") if isinstance(entry, dict) else None
+        if not isinstance(at, int) or not 0 <= at < len(content):
+            return None
+        block = entry.get("block")
+        content[at] = dict(block) if isinstance(block, dict) else _file_block(file)
+    return content
+
+
 def _call_names(history: Iterable[BaseMessage | Message]) -> dict[str, str]:
     names: dict[str, str] = {}
     for message in history:
@@ -238,7 +282,9 @@ def from_langchain(
     attachments (``image``/``file``/``audio``/``video`` and ``image_url`` blocks) become parts;
     ``tool_calls`` (and ``invalid_tool_calls``, raw arguments kept) become tool-call parts with
     their ids; a ``ToolMessage`` becomes a tool result (``status="error"`` → ``is_error``), named
-    by ``name`` or by its call in ``messages`` / ``history``. A block obsmem has no part for
+    by ``name`` or by its call in ``messages`` / ``history``, its attachment blocks (an image a
+    tool returns) file parts of the tool message, named in the result (``[image/png attachment]``),
+    so they are counted and observed as files, not as their base64 text. A block obsmem has no part for
     (``document``, ``input_audio``, ``text-plain``, ``non_standard``, ...) is kept whole in the
     message's metadata and restored by :func:`to_langchain`; in a user's message a part stands for
     it (its text, or a file with its media type and data), so obsmem shows the message and its
@@ -260,14 +306,21 @@ def from_langchain(
         message_id = message.id or new_id()
         if isinstance(message, ToolMessage):
             result: Any = message.content
+            files: list[Part] = []
+            moved: list[dict[str, Any]] = []
             if RESULT_KEY in message.additional_kwargs:
                 result = message.additional_kwargs[RESULT_KEY]
+            elif isinstance(result, list):
+                result, files, moved = _files_out(result, where)
             name = message.name or names.get(message.tool_call_id) or "tool"
             part = ToolResultPart(
                 tool_call_id=message.tool_call_id, tool_name=name, result=result,
                 is_error=message.status == "error",
             )
-            converted.append(Message(id=message_id, role="tool", parts=(part,)))
+            converted.append(Message(
+                id=message_id, role="tool", parts=(part, *files),
+                metadata={METADATA_KEY: {"files": moved}} if moved else {},
+            ))
             continue
         parts, payloads = _content_parts(message.content, where, stand_ins=role == "user")
         if isinstance(message, AIMessage):
@@ -377,13 +430,23 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
     attachment in ``extras``). Tool calls go to ``AIMessage.tool_calls`` (raw-string arguments to
     ``invalid_tool_calls``); each tool result becomes a ``ToolMessage`` with its call's id and the
     tool's name (a result that is not a string is sent as JSON and kept in
-    ``additional_kwargs["obsmem_result"]``), placed before the rest of its message. A part that
+    ``additional_kwargs["obsmem_result"]``), placed before the rest of its message; a tool
+    message whose attachments :func:`from_langchain` took out gets its content blocks back, each
+    attachment in its place. A part that
     stands for a LangChain block obsmem has no part for goes back as that block. obsmem's data
     parts (markers) never go; a message of nothing else is left out.
     """
     converted: list[AnyMessage] = []
     for message in messages:
         results = message.tool_results
+        with_files = _files_in(message, results[0]) if message.role == "tool" and len(results) == 1 else None
+        if with_files is not None:  # a tool message with its attachments: they go back in its content
+            result = results[0]
+            converted.append(ToolMessage(
+                content=with_files, tool_call_id=result.tool_call_id, name=result.tool_name,
+                status="error" if result.is_error else "success", id=message.id,
+            ))
+            continue
         for number, result in enumerate(results):
             extra: dict[str, Any] = {}
             if isinstance(result.result, str):
@@ -605,7 +668,8 @@ def _ended_on(plan: _Plan, messages: Sequence[BaseMessage]) -> None:
         if message.role == "tool" and original is not None and id(original) in after:
             kept = message.metadata.get(METADATA_KEY)
             mark = {**(kept if isinstance(kept, dict) else {}), "final": True}
-            plan.new[index] = message.model_copy(update={"metadata": {**message.metadata, METADATA_KEY: mark}})
+            metadata = {**message.metadata, METADATA_KEY: mark}
+            plan.new[index] = message.model_copy(update={"metadata": metadata})
 
 
 class _State(AgentState[Any]):
@@ -814,9 +878,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         them); the same input again after an answer is new.
 
         A run that failed later, after its tools ran (the provider down at the model call after a
-        tool), left its input followed by complete tool steps (:func:`~obsmem.integrations._ids.resumed_input`):
-        its input is taken too, and the model gets it once, then the steps that ran, and answers
-        from their results (the tools do not run twice). Not after an answer (a text, or a tool
+        tool), left its input followed by complete tool steps
+        (:func:`~obsmem.integrations._ids.resumed_input`): its input is taken too, and the model
+        gets it once, then the steps that ran, and answers from their results (the tools do not
+        run twice). Not after an answer (a text, or a tool
         result a run ended with: a structured response, a ``return_direct`` tool, see
         :func:`_is_final`) nor while a call waits for its result (a tool awaiting approval)."""
         count = 0
@@ -828,7 +893,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         prompts = plan.new[-count:]
         newest = await retried_input(self.memory.store, thread, prompts, same=_same_parts)
         if newest is None:  # a run that failed later, after tools ran: they stay, with its input
-            newest = await resumed_input(self.memory.store, thread, prompts, same=_same_parts, final=_is_final)
+            newest = await resumed_input(
+                self.memory.store, thread, prompts, same=_same_parts, final=_is_final
+            )
             if newest is not None:  # its steps, after the input, are this run's own
                 steps = await self.memory.store.list_messages(thread, after_seq=newest[-1].seq or 0)
                 run.resumed = {m.id for m in steps}
