@@ -54,7 +54,9 @@ async def proposed(knowledge: Knowledge, text: str) -> str:
 
 
 @pytest.mark.parametrize("text", ORDINARY_ITALIAN)
-async def test_an_ordinary_italian_sentence_about_a_password_is_captured(knowledge: Knowledge, text: str) -> None:
+async def test_an_ordinary_italian_sentence_about_a_password_is_captured(
+    knowledge: Knowledge, text: str
+) -> None:
     assert await proposed(knowledge, text) == "captured"  # was refused-secret
 
 

@@ -34,7 +34,8 @@ def taken_over(gateway: Gateway, thread: str, answer: Answer) -> None:
 
     def respond(path: str, body: Any) -> Answer:
         with httpx.Client(base_url=gateway.live.url, timeout=30) as client:
-            assert client.delete(f"/api/threads/{thread}", headers=auth(gateway.keys.alice)).status_code == 200
+            deleted = client.delete(f"/api/threads/{thread}", headers=auth(gateway.keys.alice))
+            assert deleted.status_code == 200, deleted.text
             made = client.post("/api/threads", headers=auth(gateway.keys.globex),
                                json={"id": thread, "resource_id": "carol"})  # fmt: skip
             assert made.status_code == 201, made.text
@@ -73,7 +74,8 @@ def test_a_whole_answer_is_not_saved_into_another_orgs_thread(gateway: Gateway) 
     taken_over(gateway, "rc-whole", Answer([json.dumps(completion).encode()], media="application/json"))
     headers = {**auth(gateway.keys.alice), "X-Obsmem-Thread": "rc-whole"}
     with httpx.Client(base_url=gateway.live.url, timeout=30, headers=headers) as client:
-        answer = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": SAID}]})
+        asked = {"model": "m", "messages": [{"role": "user", "content": SAID}]}
+        answer = client.post("/v1/chat/completions", json=asked)
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"] == ANSWER
     assert ANSWER not in globex_reads(gateway, "rc-whole")  # before: in globex's thread, resource carol
