@@ -151,10 +151,11 @@ class NotFoundError(ObsmemError, LookupError):
 class ThreadNotFoundError(NotFoundError):
     """No thread with that id exists in the store (``thread_id`` names it)."""
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: str, message: str | None = None) -> None:
         self.thread_id = thread_id
         super().__init__(
-            f"Thread '{thread_id}' does not exist. Create it with memory.create_thread(...) "
+            message
+            or f"Thread '{thread_id}' does not exist. Create it with memory.create_thread(...) "
             "or start a turn with a resource_id so obsmem creates it."
         )
 

@@ -314,6 +314,7 @@ class Turn:
         if self.ended:
             raise InvalidInputError("This turn has ended; start a new one with memory.begin_turn(...).")
         async with self._traced("step") as span, self._boundary("step"):
+            await self._same_thread()
             saved = await self._save(parsed, "responses", early=True)
             span.set("obsmem.messages", len(saved))
             context = await self._advance(saved, stored=self._saved_window)
@@ -332,6 +333,7 @@ class Turn:
         async with self._traced("end") as span:
             if parsed:
                 async with self._boundary("end"):
+                    await self._same_thread()
                     await self._engine.core.counter.warm(parsed)  # a long answer counted in a thread, as a step's
                     saved = await self._save(parsed, "responses")
                     span.set("obsmem.messages", len(saved))
@@ -417,6 +419,25 @@ class Turn:
             self._context_current = self._context_current and not self._input_saved
             _annotated(exc, call, saved=self._input_saved)
             raise
+
+    async def _same_thread(self) -> None:
+        """Raise :class:`~obsmem.errors.ThreadNotFoundError` when the thread is no longer the one
+        this turn began on: deleted (by another process, a web worker, the user erasing the
+        chat), or deleted and a new conversation begun under its id since (another created_at,
+        resource or org). Nothing of this turn may go there: its answer saved into the new
+        conversation, its question (deleted) shown to the model again in its next context. One
+        read of the thread's row, before anything is saved."""
+        began = self.thread
+        current = await self._store.get_thread(began.id)
+        if current is None or (current.created_at, current.resource_id, current.org_id) != (
+            began.created_at, began.resource_id, began.org_id
+        ):
+            raise ThreadNotFoundError(
+                began.id,
+                f"Thread '{began.id}' was deleted since this turn began"
+                + ("" if current is None else ", and a new conversation began under its id")
+                + ": nothing of this turn was saved. Begin a new turn.",
+            )
 
     async def _committed(self) -> None:
         """Wait for the boundary's save to be stored (see :meth:`_save`); raises its error."""
