@@ -53,28 +53,70 @@ def shareable(message: Message) -> bool:
     return True
 
 
-class DecodedMessages:
-    """Row content → decoded message; see the module docstring for what is shared."""
+class _Kept:
+    """What both caches share: entries by key, least recently used first, each with its size in
+    stored characters; bounded by ``capacity`` entries and ``max_chars`` characters. One lock
+    keeps the table and its size consistent (a store uses its cache from the event loop and its
+    worker threads)."""
 
-    def __init__(self, *, capacity: int = CAPACITY, max_chars: int = MAX_CHARS) -> None:
+    def __init__(self, *, capacity: int | None, max_chars: int) -> None:
         self._capacity = capacity
         self._max_chars = max_chars
-        self._entries: dict[tuple[Any, ...], tuple[Message, str, int]] = {}
+        self._entries: dict[tuple[Any, ...], tuple[int, Any]] = {}  # key -> (size, kept)
         self._chars = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: tuple[Any, ...]) -> Message | None:
-        """A fresh copy of the message ``key`` decoded to, or None when not remembered."""
+    def _peek(self, key: tuple[Any, ...]) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+        return None if entry is None else entry[1]
+
+    def _take(self, key: tuple[Any, ...]) -> Any:
+        """What is kept under ``key`` (now the most recently used), or None."""
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is None:
                 return None
-            self._entries[key] = entry  # now the most recently used
-        message, metadata, _ = entry
-        return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
+            self._entries[key] = entry
+        return entry[1]
+
+    def _keep(self, key: tuple[Any, ...], kept: Any, size: int) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= old[0]
+            self._entries[key] = (size, kept)
+            self._chars += size
+            while self._entries and (
+                (self._capacity is not None and len(self._entries) > self._capacity) or self._chars > self._max_chars
+            ):
+                oldest = next(iter(self._entries))
+                self._chars -= self._entries.pop(oldest)[0]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+def _copy(message: Message, metadata: str) -> Message:
+    """A new message of what is kept, with its own metadata decoded from the stored text."""
+    return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
+
+
+class DecodedMessages(_Kept):
+    """Row content → decoded message; see the module docstring for what is shared."""
+
+    def __init__(self, *, capacity: int = CAPACITY, max_chars: int = MAX_CHARS) -> None:
+        super().__init__(capacity=capacity, max_chars=max_chars)
+
+    def get(self, key: tuple[Any, ...]) -> Message | None:
+        """A fresh copy of the message ``key`` decoded to, or None when not remembered."""
+        kept = self._take(key)
+        return None if kept is None else _copy(*kept)
 
     def put(self, key: tuple[Any, ...], message: Message, metadata: str) -> None:
         """Remember that ``key`` decodes to ``message`` (whose metadata is stored as ``metadata``).
@@ -87,21 +129,7 @@ class DecodedMessages:
         size = sum(len(v) for v in key if isinstance(v, str))
         if size > self._max_chars // 64:  # one huge row would push out everything else
             return
-        kept = (message.model_copy(update={"metadata": {}}), metadata, size)
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._chars -= old[2]
-            self._entries[key] = kept
-            self._chars += size
-            while self._entries and (len(self._entries) > self._capacity or self._chars > self._max_chars):
-                oldest = next(iter(self._entries))
-                self._chars -= self._entries.pop(oldest)[2]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._chars = 0
+        self._keep(key, (message.model_copy(update={"metadata": {}}), metadata), size)
 
 
 #: A stored row at least this long (characters of its document) is a *long row*: decoding it is
@@ -112,43 +140,33 @@ LONG_ROW_CHARS = 32_768
 LONG_ROWS_MAX_CHARS = 16_000_000  # stored characters of long rows held, all entries together
 
 
-class LongRows:
+class LongRows(_Kept):
     """Long stored rows (see :data:`LONG_ROW_CHARS`) → the message each decoded to, by the row's
-    other columns (seq, thread, resource: small, and a seq is never reused): a store without window marks (PostgreSQL) reads a thread's window at every boundary,
-    and a pasted multi-megabyte log waiting in it was decoded, hashed and searched again each
-    time on the event loop. A hit needs the row to be the same in full: the same document text (compared, never hashed: a comparison of equal texts is a memory
-    compare, and any change is a miss). What is shared follows :class:`DecodedMessages`: only
-    shareable messages are kept, and every hit is a new message with its own metadata decoded
-    from the stored text; the parts are shared, with what they keep worked out
-    (:func:`~obsmem.types.long_texts`). Bounded by stored characters, least recently used first.
+    other columns (seq, thread, resource: small, and a seq is never reused): a store without
+    window marks (PostgreSQL) reads a thread's window at every boundary, and a pasted
+    multi-megabyte log waiting in it was decoded, hashed and searched again each time on the
+    event loop. A hit needs the row to be the same in full: the same document text (compared,
+    never hashed: a comparison of equal texts is a memory compare, and any change is a miss).
+    What is shared follows :class:`DecodedMessages`: only shareable messages are kept, and every
+    hit is a new message with its own metadata decoded from the stored text; the parts are
+    shared, with what they keep worked out (:func:`~obsmem.types.long_texts`). Bounded by stored
+    characters, least recently used first.
     """
 
     def __init__(self, *, max_chars: int = LONG_ROWS_MAX_CHARS) -> None:
-        self._max_chars = max_chars
-        self._entries: dict[tuple[Any, ...], tuple[str, Message, str, int]] = {}
-        self._chars = 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        super().__init__(capacity=None, max_chars=max_chars)
 
     def holds(self, columns: tuple[Any, ...], doc: str) -> bool:
         """Whether :meth:`get` would find the row."""
-        with self._lock:
-            entry = self._entries.get(columns)
-        return entry is not None and entry[0] == doc
+        kept = self._peek(columns)
+        return kept is not None and kept[0] == doc
 
     def get(self, columns: tuple[Any, ...], doc: str) -> Message | None:
         """A fresh copy of what the row (``columns`` besides its ``doc``) decoded to, or None."""
-        with self._lock:
-            entry = self._entries.pop(columns, None)
-            if entry is None:
-                return None
-            self._entries[columns] = entry  # now the most recently used
-        kept_doc, message, metadata, _ = entry
-        if kept_doc != doc:
+        kept = self._take(columns)
+        if kept is None or kept[0] != doc:
             return None
-        return message.model_copy(update={"metadata": {} if metadata == _EMPTY else json.loads(metadata)})
+        return _copy(kept[1], kept[2])
 
     def put(self, columns: tuple[Any, ...], doc: str, message: Message, metadata: str) -> None:
         """Remember that the row decodes to ``message`` (kept only when shareable and when it
@@ -156,18 +174,4 @@ class LongRows:
         size = len(doc)
         if not shareable(message) or size > self._max_chars // 4:
             return
-        kept = (doc, message.model_copy(update={"metadata": {}}), metadata, size)
-        with self._lock:
-            old = self._entries.pop(columns, None)
-            if old is not None:
-                self._chars -= old[3]
-            self._entries[columns] = kept
-            self._chars += size
-            while self._entries and self._chars > self._max_chars:
-                oldest = next(iter(self._entries))
-                self._chars -= self._entries.pop(oldest)[3]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._chars = 0
+        self._keep(columns, (doc, message.model_copy(update={"metadata": {}}), metadata), size)
