@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from obsmem import telemetry
 from obsmem.config import RetrievalConfig
@@ -364,17 +364,9 @@ class Recaller:
         pages = abs(request.page)
         forward = (request.page > 0) == (request.anchor == "start")
         source = primary if request.page > 0 else secondary
-        if (pages - 1) * size > MAX_SKIPPED:
-            # only a page past the end is answered (empty) this deep; telling costs MAX_SKIPPED + 1
-            run = await source(MAX_SKIPPED + 1)
-            if len(run) > MAX_SKIPPED:
-                raise InvalidInputError(
-                    f"page {request.page} starts {(pages - 1) * size} messages from where this read starts; "
-                    f"a page number reaches at most {MAX_SKIPPED}. Read on with the arguments in the last "
-                    "answer's 'next_page' (or pass a message id as cursor) instead of a page number."
-                )
-        else:
-            run = await source(pages * size + 1)
+        run = await _reach(
+            source, request.page, size, "messages from where this read starts", " (or pass a message id as cursor)"
+        )
         # the page in reading order: nearest its anchor first (shown oldest first)
         window = run[(pages - 1) * size : pages * size]
         has_more = len(run) > pages * size
@@ -469,16 +461,7 @@ class Recaller:
             )
             return [*head, *(t for t in rest if t.resource_id == caller.resource_id)][:n]
 
-        if (page - 1) * size > MAX_SKIPPED:
-            listed = await run(MAX_SKIPPED + 1)
-            if len(listed) > MAX_SKIPPED:
-                raise InvalidInputError(
-                    f"page {page} starts {(page - 1) * size} threads from where this listing starts; "
-                    f"a page number reaches at most {MAX_SKIPPED}. Read on with the arguments in the last "
-                    "answer's 'next_page' instead of a page number."
-                )
-        else:
-            listed = await run(page * size + 1)
+        listed = await _reach(run, page, size, "threads from where this listing starts")
         shown = listed[(page - 1) * size : page * size]
         next_page = None
         if len(listed) > page * size:
@@ -555,3 +538,25 @@ def _snippet(body: str, query: str) -> str:
     best = sorted(index for score, index in sorted(scored, key=lambda s: (-s[0], s[1]))[:3] if score > 0)
     chosen = [lines[i] for i in best] or lines[:3]
     return " … ".join(chosen)[:_SNIPPET_CHARS]
+
+
+T = TypeVar("T")
+
+async def _reach(
+    read: Callable[[int], Awaitable[list[T]]], page: int, size: int, what: str, hint: str = ""
+) -> list[T]:
+    """What page ``page`` (negative: counted from the other end) of ``size`` needs from ``read(n)``
+    (the first ``n`` items from where the read starts): its items and one more (whether another
+    page follows). A page starting more than :data:`MAX_SKIPPED` items in is answered only when it
+    lies past the end (empty; telling costs ``MAX_SKIPPED + 1`` items), else refused: reading on
+    goes by ``next_page``, at one page's cost at any depth."""
+    pages = abs(page)
+    if (pages - 1) * size <= MAX_SKIPPED:
+        return await read(pages * size + 1)
+    run = await read(MAX_SKIPPED + 1)
+    if len(run) > MAX_SKIPPED:
+        raise InvalidInputError(
+            f"page {page} starts {(pages - 1) * size} {what}; a page number reaches at most {MAX_SKIPPED}. "
+            f"Read on with the arguments in the last answer's 'next_page'{hint} instead of a page number."
+        )
+    return run
