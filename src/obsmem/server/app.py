@@ -56,6 +56,8 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> FastAPI:
     app.include_router(gateway.router)
     install_ui(app)
 
+    # HEAD too: many load balancers' health checks ask with it (a 405 took the replica out)
+    @app.head("/health", include_in_schema=False)
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
