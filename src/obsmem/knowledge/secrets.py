@@ -89,9 +89,20 @@ def _plain(text: str) -> str:
     return _MARKS.sub("", _TABLE.sub(_cells, text))
 
 
+#: A table cell that describes a value instead of giving one: a type (a schema's ``| password |
+#: string |``), a requirement or a mark. Left out of the table's lines, it states no secret.
+_DESCRIBES = re.compile(
+    r"(?i:(?:string|str|text|varchar|char|int|integer|number|numeric|float|double|decimal|bool|boolean|date"
+    r"|datetime|timestamp|uuid|json|object|array|list|bytes|binary|blob|enum"
+    r"|null|none|nullable|optional|required|mandatory|yes|no|true|false|hidden|masked|redacted"
+    r"|n/a|na|tbd|-+|\*+|x|✓|✔)(?:\(\d{1,6}\))?\??)"
+)
+
+
 def _cells(match: re.Match[str]) -> str:
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in match.group().splitlines()]
     rows = [row for row in rows if not all(_RULE.fullmatch(cell) for cell in row)]
+    rows = [["" if _DESCRIBES.fullmatch(cell) else cell for cell in row] for row in rows]
     lines: list[str] = []
     for n, row in enumerate(rows):
         lines.append(": ".join(cell for cell in row if cell))
