@@ -30,6 +30,7 @@ tombstones, trust and the audit log apply to it:
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import re
@@ -355,6 +356,10 @@ class FactIndex:
         return set().union(*(self._token.get(token, ()) for token in probes))
 
 
+#: A delta at least this long is read for stated secrets on a worker thread.
+_OFF_LOOP_CHARS = 16_384
+
+
 class CaptureAgent:
     """Offline capture over one knowledge store."""
 
@@ -481,7 +486,10 @@ class CaptureAgent:
         if not proposals:
             report.status = "no-op"
             return report
-        stated = secret_values(observations)  # a model may reword what a value is; the value stays
+        # a model may reword what a value is; the value stays. Its rules read a long delta for
+        # about a second per 100 KB of tables: on a worker thread then, not the event loop's.
+        long = len(observations) >= _OFF_LOOP_CHARS
+        stated = await asyncio.to_thread(secret_values, observations) if long else secret_values(observations)
         nodes: dict[str, Node] = {}
         existing: dict[str, FactIndex] = {}  # each node's records, read once a run, with what this run adds
         # (proposal, whether it is a clause split off a refused text: never split again)
