@@ -128,10 +128,14 @@ class _Model(BaseModel):
 
     def __getstate__(self) -> dict[Any, Any]:
         """Pickled without what obsmem keeps worked out on it (:data:`_MEMO_PREFIX`): worked out
-        again where it is needed, it never makes a pickle carry more than the model."""
+        again where it is needed, it never makes a pickle carry more than the model. The state is
+        a copy of the fields (one C-level copy, atomic for the interpreter): the offline offload
+        pickles a request on a worker thread while the event loop may keep a memo on the same
+        message, and pickling the live ``__dict__`` would fail ("dictionary changed size")."""
         state: dict[Any, Any] = super().__getstate__()
         values = state.get("__dict__")
-        if values and any(key.startswith(_MEMO_PREFIX) for key in values):
+        if values is not None:
+            values = dict(values)
             state = {**state, "__dict__": {k: v for k, v in values.items() if not k.startswith(_MEMO_PREFIX)}}
         return state
 

@@ -61,3 +61,29 @@ def test_a_copy_with_other_parts_does_not_keep_the_counts_of_the_old_ones() -> N
     assert counter.count_message(chunk) < 20
     same = big.model_copy(update={"metadata": {"k": "v"}})  # the same parts: the count is kept
     assert counter.count_message(same) == counter.count_message(big)
+
+
+class _KeepsAMemoMeanwhile:
+    """Pickled, it does what the event loop may do while a worker thread pickles a request: keep a
+    memo on the message being pickled (a token count, a digest)."""
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        assert self.message is not None
+        self.message.__dict__["_obsmem_count"] = ("parts", "estimator", "user", 3, 1)
+        return (str, ("kept",))
+
+
+def test_a_memo_kept_while_a_message_is_pickled_does_not_break_the_pickle() -> None:
+    """Found by helper-142: the state pickled was the message's live ``__dict__`` when it held no
+    memo yet; a memo added meanwhile (the loop counting the same message while the offload
+    pickled it on a thread) raised "dictionary changed size during iteration", and the offload
+    does not fall back on that error: the observation failed."""
+    sneaky = _KeepsAMemoMeanwhile()
+    message = Message.user("hello", metadata={"x": sneaky})
+    sneaky.message = message
+    restored = pickle.loads(pickle.dumps(message))
+    assert restored.text == "hello" and restored.metadata == {"x": "kept"}
+    assert "_obsmem_count" not in restored.__dict__
