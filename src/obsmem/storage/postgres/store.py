@@ -729,7 +729,7 @@ class PostgresStore(ClosingContext):
             row = await cur.fetchone()
             if row is None:
                 raise MessageNotFoundError(message_id)
-            stored = self._message(row)
+            stored = (await self._messages([row]))[0]
             merged = merge_parts(stored.parts, parts)
             if len(merged) == len(stored.parts):
                 return stored
@@ -756,7 +756,7 @@ class PostgresStore(ClosingContext):
             row = await cur.fetchone()
             if row is None:
                 return False
-            stored = self._message(row)
+            stored = (await self._messages([row]))[0]
             if not same_message(stored, expected):
                 return False
             updated = stored.model_copy(
