@@ -30,7 +30,9 @@ from tests.server.test_gateway_streams import (
 )
 
 #: One read may wait this long; the whole exchange far longer, so only the read timeout can fire.
-READ_S, TOTAL_S = 0.5, 60.0
+#: (0.5 s was too short on a loaded machine: with the full suite run twice at once on 2 CPUs, the
+#: local upstream's first chunk once came later than that, and the stream test saw no chunk.)
+READ_S, TOTAL_S = 1.5, 60.0
 
 
 @pytest.fixture(scope="module", params=["openai", "anthropic"])
@@ -39,7 +41,7 @@ def stalling(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                             upstream_timeout_s=READ_S, upstream_total_timeout_s=TOTAL_S)  # fmt: skip
 
 
-def _then_silence(first: list[bytes], seconds: float = 3.0) -> Iterator[bytes]:
+def _then_silence(first: list[bytes], seconds: float = 2 * READ_S + 1) -> Iterator[bytes]:
     """``first``, then nothing for ``seconds`` (past the read timeout), then the connection closes."""
     yield from first
     time.sleep(seconds)
