@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page
+from playwright.sync_api import BrowserContext, Page, expect
 
 from obsmem import parse_groups
 from obsmem.knowledge import RecordView, TrustState
@@ -56,12 +56,16 @@ def test_threads_list_shows_counts_and_searches(alice: Page, ui: UiEnv) -> None:
     assert int(cells[3]) == count > 100
     assert int(cells[4]) == record.observation_tokens > 0
     assert int(cells[5]) == record.total_tokens_observed
+    # Each search loads a new page: wait for it (count() right after the click read the page
+    # being replaced, or the new one before its rows: 0 rows for "demo" once in a loaded CI run).
     alice.get_by_label("Search threads").fill("no-such-thread")
     alice.get_by_label("Search threads").press("Enter")
-    assert alice.locator("tbody tr").count() == 0
+    alice.wait_for_url("**q=no-such-thread*")
+    expect(alice.locator("tbody tr")).to_have_count(0)
     alice.get_by_label("Search threads").fill("demo")
     alice.get_by_role("button", name="Search").click()
-    assert alice.locator("tbody tr").count() == 1
+    alice.wait_for_url("**q=demo*")
+    expect(alice.locator("tbody tr")).to_have_count(1)
 
 
 # -- the timeline and an observation group -------------------------------------------------------
