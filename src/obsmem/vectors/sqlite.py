@@ -28,7 +28,10 @@ Design choices, and why:
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -38,7 +41,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from obsmem.errors import ConfigError, ObsmemError, StorageError
+from obsmem.errors import ConfigError, InvalidInputError, ObsmemError, StorageError
 from obsmem.files import prepare_database_file
 from obsmem.migrations import SQLITE, MigrationSet
 
@@ -96,6 +99,46 @@ _UPSERT = (
 _IN_NAMESPACE = "index_name = ? AND substr(namespace, 1, ?) = ?"
 
 
+# -- a fork -----------------------------------------------------------------------------------------
+
+#: Every SQLiteVectorIndex made in this process (see _let_go_after_fork).
+_INDEXES: weakref.WeakSet[SQLiteVectorIndex] = weakref.WeakSet()
+#: Files this process may not open: it was forked while a thread of its parent was using them.
+_FORKED_MID_CALL: set[str] = set()
+
+
+def _let_go_after_fork() -> None:
+    """In a child just forked (``os.register_at_fork``): close the SQLite connections it inherited.
+
+    SQLite keeps, per process, one record of the locks the process holds on each open file, shared
+    by all its connections to that file; a fork copies it with the connections, but not the
+    system's locks. An index the child opens on the same file (a worker's own index) would share
+    that copied record and never take the database's shared lock, so the parent, closing its last
+    connection, checkpoints and deletes the ``-wal`` file under the child: the vectors the child
+    upserts afterwards are lost. Closing the copies first drops the record (it releases nothing of
+    the parent's, and cannot checkpoint while the parent holds the file). A copy some thread was
+    using at the fork is left alone, and every other then, and their files are refused here.
+    """
+    indexes = list(_INDEXES)
+    if any(index._busy.locked() for index in indexes):
+        _FORKED_MID_CALL.update(
+            os.path.realpath(index.path) for index in indexes if index._connection is not None
+        )
+        return
+    for index in indexes:
+        conn, index._connection = index._connection, None
+        index._exact = None
+        try:
+            if conn is not None and not conn.in_transaction:
+                conn.close()
+        except Exception:  # noqa: BLE001 - a copy the child never uses: nothing to report
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_after_fork)
+
+
 class SQLiteVectorIndex:
     """Exact search over vectors kept in the SQLite file ``path`` (created if missing, private:
     see :func:`obsmem.files.prepare_database_file`; an existing empty file is refused).
@@ -114,6 +157,9 @@ class SQLiteVectorIndex:
         self._exact: ExactMatrix | None = None
         self._loaded_version: int | None = None
         self._closed = False
+        self._pid = os.getpid()  # a copy in a forked child refuses every call (see _call)
+        self._busy = threading.Lock()  # held while the worker thread uses the connection
+        _INDEXES.add(self)  # its connection is let go in a forked child (_let_go_after_fork)
 
     @classmethod
     async def open(
@@ -141,7 +187,20 @@ class SQLiteVectorIndex:
 
     # -- plumbing (all of it runs on the worker thread) ------------------------------------
 
+    def _check_process(self) -> None:
+        """Refuse a call in a process forked from the one that made this index: the worker
+        thread that owns the connection is not there (a call would wait forever), and SQLite
+        forbids using a connection opened before a fork in the child."""
+        if os.getpid() != self._pid:
+            raise InvalidInputError(
+                f"This vector index ({self.path}) was opened in process {self._pid}, and this process "
+                f"({os.getpid()}) was forked from it: its worker thread and its SQLite connection do not "
+                "survive a fork. Open a new index in the child, after the fork (e.g. in gunicorn's "
+                "post_fork hook, or with multiprocessing's 'spawn' start method)."
+            )
+
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._check_process()
         if self._closed:
             raise StorageError(
                 "This vector index has been closed; open it again with SQLiteVectorIndex(...)."
@@ -151,9 +210,10 @@ class SQLiteVectorIndex:
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
-            conn = self._connect()
-            self._drop_stale_cache(conn)
-            return fn(conn)
+            with self._busy:
+                conn = self._connect()
+                self._drop_stale_cache(conn)
+                return fn(conn)
         except ObsmemError:
             raise
         except (sqlite3.Error, OSError) as exc:  # OSError: the folder or file cannot be created
@@ -169,8 +229,17 @@ class SQLiteVectorIndex:
         # umask; an existing empty file refused). Five 384-d rows fit an 8 KiB page where two fit
         # SQLite's default 4 KiB one; a page size only takes effect on a new file, so a file
         # shared with the store keeps the store's size.
+        if _FORKED_MID_CALL and os.path.realpath(self.path) in _FORKED_MID_CALL:
+            raise StorageError(
+                f"The vector index file {self.path}: this process ({os.getpid()}) was forked while its "
+                "parent was using it (an index call was running on another thread); a connection opened "
+                "here would share the parent's lock records. Fork while no index call runs, or start "
+                "workers with multiprocessing's 'spawn' or 'forkserver' method."
+            )
         prepare_database_file(self.path, page_size=_PAGE_SIZE)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        # check_same_thread off: only the worker thread uses it, but a forked child closes its
+        # copy on the thread that forked (_let_go_after_fork).
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
@@ -250,10 +319,11 @@ class SQLiteVectorIndex:
         return exact
 
     def _close_connection(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-        self._exact = None
+        with self._busy:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+            self._exact = None
 
     # -- the VectorIndex protocol -------------------------------------------------------------
 
@@ -336,10 +406,13 @@ class SQLiteVectorIndex:
         await self._call(self._matrix)
 
     async def close(self) -> None:
-        """Close the file and stop the worker thread; safe to call twice."""
+        """Close the file and stop the worker thread; safe to call twice. In a forked child it
+        only marks this copy closed: the thread, the connection and the file are the parent's."""
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._pid:
+            return
 
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._close_connection)

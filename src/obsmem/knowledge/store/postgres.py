@@ -42,6 +42,7 @@ from psycopg.pq import TransactionStatus
 from obsmem.clock import Clock
 from obsmem.errors import ConfigError, ObsmemError, StorageError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.forked import ForkRefusal
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, POSTGRES_DIALECT, SqlKnowledgeTables
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
@@ -142,7 +143,7 @@ def _connection_url(url: str) -> str:
     return text
 
 
-class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
+class PostgresKnowledgeStore(ForkRefusal, ConnectionThread, TablesKnowledgeStore):
     """A :class:`~obsmem.knowledge.store.contract.KnowledgeStore` in a PostgreSQL database.
 
     Constructing it does no I/O; the connection opens and pending migrations run on first use,
@@ -170,6 +171,7 @@ class PostgresKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         # holding it as long as it is held. None: the server's setting.
         self.statement_timeout_s = statement_timeout_s
         self.lock_timeout_s = lock_timeout_s
+        self._note_process(redact_url(self.url))  # a copy in a forked child refuses every call
         self._start_thread("obsmem-knowledge-pg")
         self._conn: Conn | None = None  # touched only on the worker thread
 

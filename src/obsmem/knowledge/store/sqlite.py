@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -38,6 +39,7 @@ from obsmem.clock import Clock
 from obsmem.errors import ObsmemError, StorageError
 from obsmem.files import prepare_database_file, untouched_reader
 from obsmem.knowledge.store.base import TablesKnowledgeStore
+from obsmem.knowledge.store.forked import ForkRefusal
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT, SqlKnowledgeTables
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
@@ -129,7 +131,58 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc).lower()
 
 
-class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
+# -- a fork -----------------------------------------------------------------------------------------
+
+#: Every SQLiteKnowledgeStore made in this process (see _let_go_after_fork).
+_STORES: weakref.WeakSet[SQLiteKnowledgeStore] = weakref.WeakSet()
+#: Database files this process may not open: it was forked while a thread of its parent was using
+#: them (see _let_go_after_fork). Inherited by later forks, as the copies are.
+_FORKED_MID_CALL: set[str] = set()
+
+
+def _let_go_after_fork() -> None:
+    """In a child just forked (``os.register_at_fork``): close the SQLite connections it inherited,
+    as :mod:`obsmem.storage.sqlite.store` does for the message store.
+
+    SQLite keeps, per process, one record of the locks the process holds on each open file, shared
+    by all its connections to that file; a fork copies it with the connections, but not the
+    system's locks. A store the child opens on the same file (a worker's own ``Knowledge``) would
+    share that copied record and never take the database's shared lock, so the parent, closing its
+    last connection, checkpoints and deletes the ``-wal`` file under the child: the child's later
+    records are lost. Closing the copies first drops the record (it releases nothing of the
+    parent's, and cannot checkpoint while the parent holds the file). A copy some thread was using
+    at the fork is left alone, and every other then, and their files are refused in this process
+    (:func:`_refuse_forked_mid_call`).
+    """
+    stores = list(_STORES)
+    if any(store._conn_lock.locked() for store in stores):
+        _FORKED_MID_CALL.update(os.path.realpath(store.path) for store in stores if store._conn is not None)
+        return
+    for store in stores:
+        conn, store._conn = store._conn, None
+        try:
+            if conn is not None and not conn.in_transaction:
+                conn.close()
+        except Exception:  # noqa: BLE001 - a copy the child never uses: nothing to report
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_after_fork)
+
+
+def _refuse_forked_mid_call(path: Path) -> None:
+    if _FORKED_MID_CALL and os.path.realpath(path) in _FORKED_MID_CALL:
+        raise StorageError(
+            f"Knowledge store {path}: this process ({os.getpid()}) was forked while its parent was using "
+            "this database (a knowledge call was running on another thread). The copies of the parent's "
+            "SQLite connections hold its lock records, which a connection opened here would share. Fork "
+            "while no knowledge call runs, or start workers with multiprocessing's 'spawn' or "
+            "'forkserver' method."
+        )
+
+
+class SQLiteKnowledgeStore(ForkRefusal, ConnectionThread, TablesKnowledgeStore):
     """A :class:`~obsmem.knowledge.store.contract.KnowledgeStore` in one SQLite file.
 
     Constructing it does no I/O; the file is created, switched to WAL and migrated on first use::
@@ -150,7 +203,9 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
+        self._note_process(str(self.path))  # a copy in a forked child refuses every call (ForkRefusal)
         self._start_thread("obsmem-knowledge")
+        _STORES.add(self)  # its connection is let go in a forked child (_let_go_after_fork)
         self._conn: Conn | None = None  # touched only on the worker thread
         self._log = LogTruncation(busy_timeout)  # used on the worker thread
 
@@ -229,6 +284,7 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
         try:
             if dry_run:
                 return self._pending_in_file()
+            _refuse_forked_mid_call(self.path)
             prepare_database_file(self.path, allow_empty=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
@@ -286,8 +342,13 @@ class SQLiteKnowledgeStore(ConnectionThread, TablesKnowledgeStore):
     def _connection(self) -> Conn:
         if self._conn is not None:
             return self._conn
+        _refuse_forked_mid_call(self.path)
         prepare_database_file(self.path)  # private folder and file; an empty file is refused
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        # check_same_thread off: only the worker thread uses it, but a forked child closes its
+        # copy on the thread that forked (_let_go_after_fork).
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             # Forgetting and purging are hard deletes: zero the freed pages instead of leaving
