@@ -157,6 +157,8 @@ async def stored_scopes(
     at it or below it; without, each such org's scope (``org:<org>``). ``within``: only those
     inside that scope (a caller confined to an org or a resource sees no other org's)."""
     ceiling = Scope.parse(within) if within is not None else None
+    if resource_id is not None and scope_key(DEFAULT_ORG, resource_id) is None:
+        return []  # an id no scope can hold ('tenant/42', which Memory takes): nothing is stored under it
     found: set[str] = set()
     for key in await _store(knowledge).list_scopes(resource=resource_id):
         stored = Scope.parse(key)

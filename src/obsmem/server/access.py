@@ -40,7 +40,7 @@ from obsmem.server.errors import (
 from obsmem.server.keys import ApiKey, KeyStore
 from obsmem.storage.paging import all_threads
 
-__all__ = ["Principal", "addressable", "authenticate", "bearer_token", "check_dev_host", "loopback_host",
+__all__ = ["Principal", "addressable", "scopable", "authenticate", "bearer_token", "check_dev_host", "loopback_host",
            "MALFORMED_RECEIPT", "unreadable_receipt"]
 
 _PAGE = 1000
@@ -49,6 +49,13 @@ _PAGE = 1000
 #: (obsmem.knowledge.store.scopes), so every route can name it in its path (no '/') and its
 #: knowledge has a scope (no whitespace or control characters).
 _ADDRESSABLE = re.compile(r"^[^\s/\x00-\x1f]+$")
+
+
+def scopable(value: str) -> bool:
+    """Whether ``value`` (a resource id) can be one segment of a knowledge scope. The gateway
+    takes any id ('tenant/42'); one that cannot has no knowledge, and must never be read as a
+    scope ('a/thread:t1' would name thread t1 of resource a)."""
+    return bool(_ADDRESSABLE.match(value))
 
 
 def addressable(value: str, argument: str) -> str:

@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.routing import Match
 from starlette.types import Scope
@@ -35,11 +34,12 @@ from obsmem.om.receipts import Receipt
 from obsmem.om.sections import observations_shown
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
-from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host
+from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host, scopable
 from obsmem.server.errors import (
     ERROR_RESPONSES, AuthenticationError, PermissionDeniedError, ResourceNotFoundError, ThreadIdTakenError,
     TurnNotFoundError,
 )
+from obsmem.server.paths import SegmentRoute
 from obsmem.server.service import OpenTurn, Service
 from obsmem.storage.contract import ObservationRecord
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
@@ -71,7 +71,8 @@ async def current_principal(
 Caller = Annotated[Principal, Depends(current_principal)]
 ServiceDep = Annotated[Service, Depends(service_of)]
 
-router = APIRouter(prefix="/api", responses=ERROR_RESPONSES)
+# SegmentRoute: an id holding '/' (the gateway takes any) is named with '%2F' in every route
+router = APIRouter(prefix="/api", responses=ERROR_RESPONSES, route_class=SegmentRoute)
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -672,7 +673,11 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
 
     principal.may_write()
     resource, threads = await principal.resource_threads(service.memory, resource_id)
-    within = None if principal.org_id is None else f"org:{principal.org_id}/resource:{resource}"
+    # a resource id no knowledge scope can hold (the gateway's 'tenant/42') has none: the org is
+    # the ceiling then (read as a scope, 'a/thread:t1' would reach resource a's knowledge)
+    within = None if principal.org_id is None else f"org:{principal.org_id}" + (
+        f"/resource:{resource}" if scopable(resource) else ""
+    )
     knowledge = service.memory.knowledge
     if not threads:
         # Threads whose rows a delete cut off by a crash took (the server killed midway): the
@@ -761,7 +766,10 @@ async def export(resource_id: str, principal: Caller, service: ServiceDep) -> Pl
     if not threads:
         raise ResourceNotFoundError(resource)
     out = io.StringIO()
-    await export_resource(service.memory.store, resource, out, knowledge=service.knowledge)
+    # an id no knowledge scope can name ('tenant/42', which the gateway takes from a request's
+    # user) has no knowledge: read as a scope, 'a/thread:t1' would export resource a's
+    knowledge = service.knowledge if scopable(resource) else None
+    await export_resource(service.memory.store, resource, out, knowledge=knowledge)
     return PlainTextResponse(out.getvalue(), media_type="application/x-ndjson")
 
 
@@ -850,7 +858,7 @@ async def revoke_key(key_id: str, principal: Caller, service: ServiceDep) -> dic
 # Its '/' arrives decoded ('user%2F1%2Fchat' reads 'user/1/chat'), so the routes above never
 # match it: these, declared last (after every more specific route under /threads), read and
 # delete such a thread by its whole id, with the same checks. Delete means gone for every thread.
-class _SlashedIdRoute(APIRoute):
+class _SlashedIdRoute(SegmentRoute):
     """``/threads/{thread_id:path}``, except where the path ends in a '/' the client wrote (not
     ``%2F``): such a path names no id ('POST /api/threads/', 'GET /api/threads/t1/'), and goes on
     to Starlette's redirect without the trailing slash, as it did before these routes; matched
