@@ -19,6 +19,7 @@ from obsmem.knowledge import Knowledge, Record, RecordView, ReviewQueue
 from obsmem.knowledge.store.tables import under
 from obsmem.server.access import Principal
 from obsmem.server.knowledge_api import own_record
+from obsmem.server.paths import SegmentRoute
 from obsmem.server.rest import knowledge_scope
 from obsmem.server.ui.auth import actor, checked_form, csrf_token, principal_of, service_of, session
 from obsmem.server.ui.common import guarded
@@ -27,7 +28,7 @@ from obsmem.server.ui.html import counted, csrf_input, h, page, q, table, url, w
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/ui/knowledge", include_in_schema=False)
+router = APIRouter(prefix="/ui/knowledge", include_in_schema=False, route_class=SegmentRoute)
 
 _PAGE = 100
 _REASON = "reviewed in the inspector"

@@ -18,6 +18,7 @@ from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.sections import observations_shown
 from obsmem.server.access import Principal, authenticate
 from obsmem.server.errors import AuthenticationError, BodyTooLargeError, ResourceNotFoundError
+from obsmem.server.paths import SegmentRoute
 from obsmem.server.ui.auth import (
     COOKIE,
     LOGIN_COOKIE,
@@ -37,7 +38,8 @@ from obsmem.server.ui.usage import usage_chart_svg, usage_table
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+# SegmentRoute: a thread id holding '/' (the gateway takes any) is linked with '%2F' (html.q)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=SegmentRoute)
 
 TIMELINE_PAGE = 100
 SHOWN_CHARS = 400

@@ -24,6 +24,7 @@ from obsmem.om.receipts import Receipt, ReceiptGroup, is_conversation
 from obsmem.om.status import ThreadStatus
 from obsmem.server.access import MALFORMED_RECEIPT, Principal, unreadable_receipt
 from obsmem.server.errors import ResourceNotFoundError, ServiceError
+from obsmem.server.paths import SegmentRoute
 from obsmem.server.rest import knowledge_scope, visible_receipt
 from obsmem.server.ui.auth import principal_of, service_of, session
 from obsmem.server.ui.common import guarded, int_param, message_plain
@@ -31,7 +32,7 @@ from obsmem.server.ui.html import counted, h, page, q, table, url, when
 
 __all__ = ["buffered_spans", "router", "status_panel", "timeline_link"]
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=SegmentRoute)
 
 #: Messages listed per page on a receipt group's page; on the receipt page, per group.
 GROUP_MESSAGES = 100
