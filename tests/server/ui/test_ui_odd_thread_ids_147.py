@@ -68,3 +68,29 @@ def test_another_resources_key_gets_not_found_for_an_odd_id(context: object, ui:
     assert response is not None and response.status == 404
     expect(bob.get_by_role("heading", level=1)).to_have_text("Not found")
     assert "odd question" not in bob.content()
+
+
+DOTS = [".", ".."]
+
+
+async def _dot_threads(env: UiEnv) -> None:
+    for thread_id in DOTS:
+        if await env.memory.store.get_thread(thread_id) is None:
+            await env.memory.create_thread(thread_id, "alice", org_id="acme")
+            turn = await env.memory.begin_turn(thread_id=thread_id, messages=[Message.user(f"dots {len(thread_id)}")])
+            await turn.end([Message.assistant("noted")])
+
+
+@pytest.mark.parametrize("thread_id", DOTS)
+def test_a_thread_named_by_dots_opens(alice: Page, ui: UiEnv, thread_id: str) -> None:
+    """'/ui/threads/..' (or '%2E%2E') is resolved away by the browser before it is sent: the link
+    went to /ui/ (the threads list) and the thread could not be opened."""
+    run(ui, _dot_threads(ui))
+    alice.goto(f"{ui.url}/ui/threads?resource_id=alice")
+    alice.get_by_role("link", name=thread_id, exact=True).click()
+    expect(alice.get_by_role("heading", level=1)).to_have_text(f"Thread {thread_id}")
+    expect(alice.locator("li.msg").filter(has_text=f"dots {len(thread_id)}")).to_have_count(1)
+    for link, heading in (("Context preview", f"Context preview · {thread_id}"),
+                          ("Generations", f"Generations · {thread_id}"), ("Timeline", f"Thread {thread_id}")):
+        alice.get_by_role("navigation", name="Thread").get_by_role("link", name=link).click()
+        expect(alice.get_by_role("heading", level=1)).to_have_text(heading)

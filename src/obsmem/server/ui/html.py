@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from fastapi.responses import HTMLResponse
 
-__all__ = ["CSS", "HEADERS", "Session", "counted", "csrf_input", "h", "page", "q", "table", "when", "url"]
+__all__ = ["CSS", "HEADERS", "Session", "counted", "csrf_input", "h", "page", "q", "table", "thread_url", "when", "url"]
 
 
 def counted(n: object, noun: str) -> str:
@@ -77,6 +77,21 @@ def url(path: str, **params: object) -> str:
     """``path`` with the non-empty ``params`` as a query string."""
     kept = {k: str(v) for k, v in params.items() if v is not None and v != ""}
     return path + ("?" + urlencode(kept) if kept else "")
+
+
+#: Path segments a browser resolves away before it sends the URL ('/ui/threads/..' is '/ui/'),
+#: however they are encoded ('%2E%2E' too, by the URL standard).
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def thread_url(thread_id: str, tail: str = "", **params: object) -> str:
+    """The inspector's page ``tail`` ('', '/context', '/generations', '/groups/<id>') of a thread:
+    ``/ui/threads/<id><tail>``, the id one segment (:func:`q`: a '/', '?', '#' or '%' in it is
+    encoded); a thread named '.' or '..' (which no browser sends as a segment) as
+    ``/ui/thread<tail>?thread_id=..``."""
+    if thread_id in _DOT_SEGMENTS:
+        return url(f"/ui/thread{tail}", thread_id=thread_id, **params)
+    return url(f"/ui/threads/{q(thread_id)}{tail}", **params)
 
 
 def when(value: datetime | None) -> str:

@@ -32,7 +32,7 @@ from obsmem.server.ui.auth import (
     session,
 )
 from obsmem.server.ui.common import folded_text, guarded, int_param, marker_html, message_text
-from obsmem.server.ui.html import counted, csrf_input, h, page, q, table, url, when
+from obsmem.server.ui.html import counted, csrf_input, h, page, q, table, thread_url, url, when
 from obsmem.server.ui.receipts import buffered_spans, receipt_link, status_panel
 from obsmem.server.ui.usage import usage_chart_svg, usage_table
 
@@ -156,7 +156,7 @@ async def _thread_row(memory: Memory, thread: Thread) -> list[str]:
     record = await memory.get_record(thread.id)
     count = await memory.store.count_messages(thread.id)
     return [
-        f'<a href="/ui/threads/{h(q(thread.id))}">{h(thread.id)}</a>', h(thread.title), h(thread.resource_id),
+        f'<a href="{h(thread_url(thread.id))}">{h(thread.id)}</a>', h(thread.title), h(thread.resource_id),
         str(count), str(record.observation_tokens if record else 0), str(record.total_tokens_observed if record else 0),
         str(record.pending_message_tokens if record else 0), str(record.generation if record else "–"),
         h(when(thread.updated_at)),
@@ -164,10 +164,10 @@ async def _thread_row(memory: Memory, thread: Thread) -> list[str]:
 
 
 def _thread_nav(thread: Thread) -> str:
-    base = f"/ui/threads/{h(q(thread.id))}"
+    timeline, context, generations = (h(thread_url(thread.id, tail)) for tail in ("", "/context", "/generations"))
     return (
-        f'<nav aria-label="Thread"><a href="{base}">Timeline</a> · <a href="{base}/context">Context preview</a> · '
-        f'<a href="{base}/generations">Generations</a> · resource <code>{h(thread.resource_id)}</code></nav>'
+        f'<nav aria-label="Thread"><a href="{timeline}">Timeline</a> · <a href="{context}">Context preview</a> · '
+        f'<a href="{generations}">Generations</a> · resource <code>{h(thread.resource_id)}</code></nav>'
     )
 
 
@@ -184,11 +184,12 @@ def _head_groups(record: ObservationRecord | None, thread_id: str) -> list[tuple
 
 
 def _group_link(thread_id: str, group: ObservationGroup) -> str:
-    return f"/ui/threads/{q(thread_id)}/groups/{q(group.id)}"
+    return thread_url(thread_id, f"/groups/{q(group.id)}")
 
 
 # -- the timeline ---------------------------------------------------------------------------
 @router.get("/threads/{thread_id}")
+@router.get("/thread")  # ?thread_id=: '.' and '..' (html.thread_url)
 @guarded
 async def timeline(request: Request, thread_id: str) -> Response:
     principal = await principal_of(request)
@@ -207,9 +208,9 @@ async def timeline(request: Request, thread_id: str) -> Response:
     rows = "".join(_message_row(memory, thread_id, message, groups, cursor, spans) for message in batch)
     pager = []
     if after > 0:
-        pager.append(f'<a href="{h(url(f"/ui/threads/{q(thread_id)}"))}">First messages</a>')
+        pager.append(f'<a href="{h(thread_url(thread_id))}">First messages</a>')
     if more and batch:
-        nxt = url(f"/ui/threads/{q(thread_id)}", after_seq=batch[-1].seq)
+        nxt = thread_url(thread_id, after_seq=batch[-1].seq)
         pager.append(f'<a href="{h(nxt)}" rel="next">Next {TIMELINE_PAGE} messages</a>')
     side = _groups_column(thread_id, groups)
     summary = (
@@ -265,7 +266,7 @@ def _groups_column(thread_id: str, groups: list[tuple[ObservationGroup, bool]]) 
     items = []
     for group, active in groups:
         state = "active" if active else "buffered"
-        jump = url(f"/ui/threads/{q(thread_id)}", after_seq=max(0, group.first_seq - 1)) + f"#seq-{group.first_seq}"
+        jump = thread_url(thread_id, after_seq=max(0, group.first_seq - 1)) + f"#seq-{group.first_seq}"
         lines = [line.strip() for line in group.body.splitlines() if line.strip()]
         first_line = next((line for line in lines if line.startswith("*")), lines[0] if lines else "")
         items.append(
@@ -290,6 +291,7 @@ async def _find_group(memory: Memory, thread_id: str, group_id: str) -> tuple[Ob
 
 
 @router.get("/threads/{thread_id}/groups/{group_id}")
+@router.get("/thread/groups/{group_id}")
 @guarded
 async def group_page(request: Request, thread_id: str, group_id: str) -> Response:
     principal = await principal_of(request)
@@ -301,12 +303,12 @@ async def group_page(request: Request, thread_id: str, group_id: str) -> Respons
     group, where = found
     after = max(group.first_seq - 1, int_param(request.query_params.get("after_seq"), 0))
     covered, next_after = await _covered(memory, thread_id, group, after)
-    base = f"/ui/threads/{q(thread_id)}/groups/{q(group_id)}"
+    tail = f"/groups/{q(group_id)}"
     pager = []
     if after > group.first_seq - 1:
-        pager.append(f'<a href="{h(base)}">First messages</a>')
+        pager.append(f'<a href="{h(thread_url(thread_id, tail))}">First messages</a>')
     if next_after is not None:
-        pager.append(f'<a href="{h(url(base, after_seq=next_after))}" rel="next">Next</a>')
+        pager.append(f'<a href="{h(thread_url(thread_id, tail, after_seq=next_after))}" rel="next">Next</a>')
     rows = "".join(
         f'<li class="msg {h(m.role)}" data-seq="{m.seq}" data-id="{h(m.id)}"><div class="meta">#{m.seq} · '
         f"{h(m.role)} · {h(when(m.created_at))}</div>{folded_text(m, 2000)}</li>"
@@ -341,6 +343,7 @@ async def _covered(
 
 # -- the context preview --------------------------------------------------------------------
 @router.get("/threads/{thread_id}/context")
+@router.get("/thread/context")
 @guarded
 async def context_page(request: Request, thread_id: str) -> Response:
     principal = await principal_of(request)
@@ -397,6 +400,7 @@ async def context_page(request: Request, thread_id: str) -> Response:
 
 # -- generations ----------------------------------------------------------------------------
 @router.get("/threads/{thread_id}/generations")
+@router.get("/thread/generations")
 @guarded
 async def generations_page(request: Request, thread_id: str) -> Response:
     principal = await principal_of(request)
@@ -434,8 +438,11 @@ def _diff_form(thread_id: str, records: list[ObservationRecord], older: Observat
         )
         return f'<label for="{name}">{label}</label> <select id="{name}" name="{name}">{options}</select> '
 
+    action = thread_url(thread_id, "/generations")
+    path, _, query = action.partition("?")  # a GET form sends its fields, not its action's query
+    hidden = f'<input type="hidden" name="thread_id" value="{h(thread_id)}">' if query else ""
     return (
-        f'<h2>Diff</h2><form method="get" action="/ui/threads/{h(q(thread_id))}/generations">'
+        f'<h2>Diff</h2><form method="get" action="{h(path)}">{hidden}'
         + select("a", "From", older) + select("b", "To", newer) + '<button type="submit">Compare</button></form>'
     )
 
@@ -487,7 +494,7 @@ async def usage_page(request: Request) -> Response:
         kept = record.observation_tokens if record else 0
         data.append({"observed": observed, "kept": kept})
         rows.append([
-            f'<a href="/ui/threads/{h(q(thread.id))}">{h(thread.id)}</a>', str(count), str(observed), str(kept),
+            f'<a href="{h(thread_url(thread.id))}">{h(thread.id)}</a>', str(count), str(observed), str(kept),
             str(record.pending_message_tokens if record else 0), str(generations),
             _bar(observed, kept),
         ])  # fmt: skip

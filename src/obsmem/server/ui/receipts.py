@@ -28,7 +28,7 @@ from obsmem.server.paths import SegmentRoute
 from obsmem.server.rest import knowledge_scope, visible_receipt
 from obsmem.server.ui.auth import principal_of, service_of, session
 from obsmem.server.ui.common import guarded, int_param, message_plain
-from obsmem.server.ui.html import counted, h, page, q, table, url, when
+from obsmem.server.ui.html import counted, h, page, q, table, thread_url, url, when
 
 __all__ = ["buffered_spans", "router", "status_panel", "timeline_link"]
 
@@ -46,8 +46,8 @@ _EXCERPT = 160
 def timeline_link(thread_id: str, seq: int | None) -> str:
     """The timeline page that shows message ``seq`` of the thread, scrolled to it."""
     if seq is None:
-        return f"/ui/threads/{q(thread_id)}"
-    return url(f"/ui/threads/{q(thread_id)}", after_seq=max(0, seq - 1)) + f"#seq-{seq}"
+        return thread_url(thread_id)
+    return thread_url(thread_id, after_seq=max(0, seq - 1)) + f"#seq-{seq}"
 
 
 def receipt_link(message_id: str) -> str:
@@ -258,7 +258,7 @@ async def receipt_page(request: Request, message_id: str) -> Response:
     tokens = [[h(name), str(count)] for name, count in receipt.section_tokens.items()]
     tokens.append(["<strong>Total</strong> (with the conversation's overhead)", f'<strong data-total="{receipt.total_tokens}">{receipt.total_tokens}</strong>'])
     generation = (
-        f'<a href="/ui/threads/{h(q(thread.id))}/generations">generation {receipt.generation}</a> '
+        f'<a href="{h(thread_url(thread.id, "/generations"))}">generation {receipt.generation}</a> '
         f"(<code>{h(receipt.record_id)}</code>)" if receipt.record_id else "no observations yet"
     )
     body = (
