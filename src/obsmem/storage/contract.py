@@ -384,13 +384,14 @@ class Store(Protocol):
     async def get_thread(self, thread_id: str) -> Thread | None: ...
 
     async def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        since: datetime | None = None,
     ) -> list[Thread]:
-        """Threads of a resource, oldest first; ``after`` as in :meth:`list_all_threads`."""
+        """Threads of a resource, oldest first; ``after`` and ``since`` as in :meth:`list_all_threads`."""
         ...
 
     async def list_all_threads(
-        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None
     ) -> list[Thread]:
         """Every thread of every resource, oldest first (``created_at``, then insertion order).
 
@@ -405,6 +406,10 @@ class Store(Protocol):
         already read skips the first thread of the next page). A thread of that id that no
         longer exists → ThreadNotFoundError: :func:`obsmem.storage.paging.all_threads` then pages
         on from an earlier thread of the page.
+
+        ``since``: only threads created at or after this instant (to the microsecond), read from
+        the same index, so a page can start at a position in the listing whose thread is gone
+        (recall's ``next_page`` resumes this way past a deleted thread).
         """
         ...
 

@@ -152,23 +152,24 @@ class MemoryStore(ClosingContext):
         return _copy(thread) if thread else None
 
     async def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        since: datetime | None = None,
     ) -> list[Thread]:
         self._open()
         in_resource = [t for t in self._threads.values() if t.resource_id == resource_id]
-        return self._thread_page(in_resource, limit, offset, after)
+        return self._thread_page(in_resource, limit, offset, after, since)
 
     async def list_all_threads(
-        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None
     ) -> list[Thread]:
         self._open()
-        return self._thread_page(list(self._threads.values()), limit, offset, after)
+        return self._thread_page(list(self._threads.values()), limit, offset, after, since)
 
     def _thread_page(
-        self, threads: list[Thread], limit: int, offset: int, after: str | None
+        self, threads: list[Thread], limit: int, offset: int, after: str | None, since: datetime | None
     ) -> list[Thread]:
         """A page of ``threads`` in the listing order (created_at, then insertion order), starting
-        after the thread ``after`` when given."""
+        after the thread ``after`` when given, and at ``since`` (a created_at) when given."""
         _page([], limit, offset)  # refuses a negative limit or offset before anything else
 
         def key(thread: Thread) -> tuple[datetime, int]:
@@ -179,6 +180,8 @@ class MemoryStore(ClosingContext):
             if cursor is None:
                 raise ThreadNotFoundError(after)
             threads = [t for t in threads if key(t) > key(cursor)]
+        if since is not None:
+            threads = [t for t in threads if t.created_at >= since]
         return [_copy(t) for t in _page(sorted(threads, key=key), limit, offset)]
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:

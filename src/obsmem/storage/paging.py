@@ -50,18 +50,22 @@ async def all_threads(store: Store, resource_id: str | None = None, *, page: int
 
 
 def thread_page_sql(
-    param: str, columns: str, resource_id: str | None, after: str | None, limit: int, offset: int
+    param: str, columns: str, resource_id: str | None, after: str | None, limit: int, offset: int,
+    since_us: int | None = None,
 ) -> tuple[str, list[Any]]:
     """The SQL stores' query for a page of threads (``param`` is their placeholder) and its
     parameters: in the listing order, (created_us, pk), which the threads_by_creation index (or,
-    for a resource, threads_by_resource) holds, from the key of the thread ``after`` on. When
-    that thread does not exist the page is empty: the store then tells the end of the listing
-    from a missing cursor."""
+    for a resource, threads_by_resource) holds, from the key of the thread ``after`` on (and
+    from ``since_us``, a ``created_us``, on). When that thread does not exist the page is empty:
+    the store then tells the end of the listing from a missing cursor."""
     conditions: list[str] = []
     params: list[Any] = []
     if resource_id is not None:
         conditions.append(f"resource_id = {param}")
         params.append(resource_id)
+    if since_us is not None:
+        conditions.append(f"created_us >= {param}")
+        params.append(since_us)
     if after is not None:
         conditions.append(f"(created_us, pk) > (SELECT created_us, pk FROM threads WHERE id = {param})")
         params.append(after)

@@ -15,9 +15,10 @@ Three modes (reference §5.5):
   nearest its anchor, and its ``next_page`` is its ``continue_with``: it starts at the first
   message not shown, in the page's direction, so reading on with ``next_page`` skips nothing.
 * ``threads`` — the conversations recall may read, oldest first, paged the same way: by key from
-  ``cursor`` (a thread id, where ``next_page`` puts the next page's first thread), so a page
-  costs one page at any depth and a thread deleted between pages shifts no other; ``page``
-  skips at most :data:`MAX_SKIPPED` threads.
+  ``cursor`` (the position ``next_page`` gives, after the page's last thread: opaque to the model,
+  bound to the caller's listing; a thread id also starts a page there), so a page costs one page
+  at any depth and a thread deleted between pages, even one at the page's edge, shifts no other;
+  ``page`` skips at most :data:`MAX_SKIPPED` threads.
 * ``search`` — vector search over the groups (``retrieval.vector``), best first.
 
 **Scope is enforced here, on every answer, against the store** — not by trusting an id, a
@@ -31,13 +32,17 @@ do not exist, so recall cannot be used to probe other users' memory (Mastra #218
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from obsmem import telemetry
 from obsmem.config import RetrievalConfig
-from obsmem.errors import ConfigError, InvalidInputError, RecallNotFoundError
+from obsmem.errors import ConfigError, InvalidInputError, RecallNotFoundError, ThreadNotFoundError
 from obsmem.om.group_index import GroupIndex, resource_namespace, thread_namespace
 from obsmem.om.text.groups import ObservationGroup, find_group, strip_groups
 from obsmem.om.recall.render import (
@@ -437,35 +442,38 @@ class Recaller:
 
     # -- threads ------------------------------------------------------------------------------
     async def _threads(self, caller: Thread, request: RecallRequest) -> RecallResult:
-        """The reachable threads in the listing order (oldest first), a page from ``cursor`` (a
-        thread id, the first of the page; without one, the first thread). Read by key from the
-        cursor, so a page costs its own threads and one more, plus those ``page`` skips (at most
-        :data:`MAX_SKIPPED`; a page further is refused unless the threads run out first), and a
-        thread deleted between pages shifts no other; ``next_page`` starts at the next page's
-        first thread."""
+        """The reachable threads in the listing order (oldest first), a page from ``cursor`` (the
+        position ``next_page`` gave, after the last thread shown; or a thread id, the first of the
+        page; without one, the first thread). Read by key from the cursor, so a page costs its own
+        threads and one more, plus those ``page`` skips (at most :data:`MAX_SKIPPED`; a page further
+        is refused unless the threads run out first), and a thread deleted between pages, even one
+        at the page's edge, shifts no other; ``next_page`` holds the position after this page."""
         page = max(1, request.page)
         size = request.limit
-        start: Thread | None = None
+        start: Thread | _ThreadPosition | None = None
         if request.cursor is not None:
-            start = await self._reachable(caller, request.cursor)
-            if start is None:
-                raise self._not_found(caller, "thread", request.cursor)
+            start = await self._listing_start(caller, request.cursor)
 
         async def run(n: int) -> list[Thread]:
             """The first ``n`` reachable threads from the cursor (else the first), in listing order."""
             if self.config.scope == "thread":
-                return [caller][:n]  # the cursor, if any, is the caller (else it was not reachable)
-            head = [start] if start is not None else []
-            rest = await self.store.list_threads(
-                caller.resource_id, limit=n - len(head), after=start.id if start is not None else None
-            )
-            return [*head, *(t for t in rest if t.resource_id == caller.resource_id)][:n]
+                # the cursor, if any, is the caller (else it was not reachable) or the place after it
+                return [] if isinstance(start, _ThreadPosition) else [caller][:n]
+            if isinstance(start, _ThreadPosition):
+                found = await self._from_position(caller, start, n)
+            elif start is not None:
+                found = [start, *await self._after(caller.resource_id, start, [], False, n - 1)]
+            else:
+                found = await self.store.list_threads(caller.resource_id, limit=n)
+            return [t for t in found if t.resource_id == caller.resource_id][:n]
 
         listed = await _reach(run, page, size, "threads from where this listing starts")
         shown = listed[(page - 1) * size : page * size]
         next_page = None
         if len(listed) > page * size:
-            next_page = {"mode": "threads", "limit": size, "cursor": listed[page * size].id, "page": 1}
+            position = _ThreadPosition.of(shown[-1], listed[page * size])
+            cursor = position.encode(self._listing(caller))
+            next_page = {"mode": "threads", "limit": size, "cursor": cursor, "page": 1}
         threads = tuple(
             RecalledThread(
                 id=t.id,
@@ -486,6 +494,78 @@ class Recaller:
             has_prev_page=page > 1,
             next_page=next_page,
         )
+
+    def _listing(self, caller: Thread) -> bytes:
+        """Which listing a position belongs to (this resource's; in thread scope, the caller's
+        alone): a cursor given to another user's agent is refused, never read in its listing."""
+        if self.config.scope == "thread":
+            return _utf8(f"thread\0{caller.resource_id}\0{caller.id}")
+        return _utf8(f"resource\0{caller.resource_id}")
+
+    async def _listing_start(self, caller: Thread, cursor: str) -> Thread | _ThreadPosition:
+        """Where a threads listing starts: a position ``next_page`` gave, or a thread id (the
+        first thread of the page: a cursor from before positions, or an id from a listing)."""
+        position = _ThreadPosition.decode(cursor, self._listing(caller))
+        if position is not None:
+            return position
+        thread = await self._reachable(caller, cursor)
+        if thread is None:
+            if cursor.startswith(_POSITION_PREFIX):
+                raise _bad_cursor(cursor)
+            raise self._not_found(caller, "thread", cursor)
+        return thread
+
+    async def _from_position(self, caller: Thread, position: _ThreadPosition, n: int) -> list[Thread]:
+        """The first ``n`` threads of the caller's listing after ``position``: after the last thread
+        the page showed while it is there (the same thread: a new chat under its id is another),
+        else from the next page's first thread, else (both deleted) from the place they held
+        (threads created at the same instant as the last one shown may then come again; none is
+        skipped). The last one is read by its id where the position holds it (ids up to
+        :data:`_ID_KEPT` bytes), else found by its digest among the threads read from its
+        ``created_at`` on: ``n`` threads and itself, more only where threads created at that same
+        instant come before it (only for a longer id: then those threads, MAX_SKIPPED at a time)."""
+        resource_id = caller.resource_id
+        if position.last_id is not None:
+            last = await self._reachable(caller, position.last_id)
+            if last is not None and position.is_last(last):
+                return await self._after(resource_id, last, [], False, n)
+        want = n + 1
+        rows = await self.store.list_threads(resource_id, limit=want, since=position.since())
+        complete = len(rows) < want
+        while (
+            not complete
+            and _micros(rows[-1].created_at) == position.last_us
+            and not any(position.is_last(t) for t in rows)
+        ):  # all created at the last one's instant so far: it may lie further among them
+            try:
+                more = await self.store.list_threads(resource_id, limit=MAX_SKIPPED + 1, after=rows[-1].id)
+            except ThreadNotFoundError:  # deleted this instant: read on from the place it held
+                break
+            rows += more
+            complete = len(more) < MAX_SKIPPED + 1
+        for i, thread in enumerate(rows):
+            if position.is_last(thread):
+                return await self._after(resource_id, thread, rows[i + 1 :], complete, n)
+        for i, thread in enumerate(rows):
+            if position.is_following(thread):
+                return [thread, *await self._after(resource_id, thread, rows[i + 1 :], complete, n - 1)]
+        return rows[:n]
+
+    async def _after(
+        self, resource_id: str, thread: Thread, known: list[Thread], complete: bool, n: int
+    ) -> list[Thread]:
+        """The first ``n`` threads after ``thread``, of which a read already found ``known`` (all
+        there are when ``complete``). When ``thread`` is deleted meanwhile, from its created_at on
+        (threads created at that same instant may then come again; none is skipped)."""
+        if complete or len(known) >= n:
+            return known[:n]
+        try:
+            return await self.store.list_threads(resource_id, limit=n, after=thread.id)
+        except ThreadNotFoundError:
+            edge = known[-1] if known else thread
+            more = await self.store.list_threads(resource_id, limit=n + 1, since=edge.created_at)
+            seen = {thread.id, *(t.id for t in known)}
+            return [*known, *(t for t in more if t.id not in seen)][:n]
 
     # -- search -------------------------------------------------------------------------------
     async def _search(self, caller: Thread, request: RecallRequest) -> RecallResult:
@@ -560,3 +640,112 @@ async def _reach(
             f"Read on with the arguments in the last answer's 'next_page'{hint} instead of a page number."
         )
     return run
+
+
+
+
+_POSITION_PREFIX = "th1."
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_KEYS = struct.Struct(">Bq8sq8s")
+"""A position's fixed bytes: whether the last thread's id follows, then the last thread shown
+(created_at in microseconds, id digest) and the next page's first thread (the same); then that id
+(when kept), then a check of it all with the listing it belongs to (:data:`_CHECK` bytes)."""
+_CHECK = 8
+_ID_KEPT = 96
+"""The longest id (UTF-8 bytes) a position holds as it is, so a cursor is at most 200 characters
+(the HTTP API's ids, a cursor among them, are at most 200); a longer one is found by its digest."""
+
+
+def _micros(value: datetime) -> int:
+    """Microseconds since the epoch: the stores' ordering key of a thread's ``created_at``."""
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _digest(*parts: bytes) -> bytes:
+    return hashlib.sha256(b"\0".join(parts)).digest()[:_CHECK]
+
+
+def _bad_cursor(cursor: str) -> InvalidInputError:
+    shown = cursor if len(cursor) <= 40 else cursor[:37] + "..."
+    return InvalidInputError(
+        f"cursor {shown!r} is not a position in this conversation list (cut short, changed, or from "
+        "another listing): pass the cursor of the last answer's 'next_page' as it is, or leave cursor "
+        "out to list from the first conversation."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ThreadPosition:
+    """A place in a threads listing, after the last thread a page showed: that thread's ordering
+    key (``created_at`` in microseconds), a digest of its id and (up to :data:`_ID_KEPT` bytes)
+    the id, and the key and digest of the next page's first thread. Opaque to the model (``th1.``
+    and base64) and checked against the listing it was given for, so an edited, cut or another
+    user's cursor is refused; one made up to pass the check names a place in the caller's own
+    listing, which is all it is ever read from (a thread it names is re-read and must be
+    reachable and the same thread)."""
+
+    last_us: int
+    last: bytes
+    following_us: int
+    following: bytes
+    last_id: str | None = None
+
+    @classmethod
+    def of(cls, last: Thread, following: Thread) -> _ThreadPosition:
+        kept = last.id if len(_utf8(last.id)) <= _ID_KEPT else None
+        return cls(
+            _micros(last.created_at), _digest(_utf8(last.id)),
+            _micros(following.created_at), _digest(_utf8(following.id)), kept,
+        )
+
+    def since(self) -> datetime:
+        return _EPOCH + timedelta(microseconds=self.last_us)
+
+    def is_last(self, thread: Thread) -> bool:
+        return _micros(thread.created_at) == self.last_us and _digest(_utf8(thread.id)) == self.last
+
+    def is_following(self, thread: Thread) -> bool:
+        return _micros(thread.created_at) == self.following_us and _digest(_utf8(thread.id)) == self.following
+
+    def _fields(self) -> bytes:
+        kept = self.last_id is not None
+        keys = _KEYS.pack(kept, self.last_us, self.last, self.following_us, self.following)
+        return keys + (b"" if self.last_id is None else _utf8(self.last_id))
+
+    def encode(self, listing: bytes) -> str:
+        fields = self._fields()
+        raw = fields + _digest(b"recall-threads-position", listing, fields)
+        return _POSITION_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str, listing: bytes) -> _ThreadPosition | None:
+        """The position ``cursor`` holds in ``listing``; None when it is no position at all (a
+        thread id); InvalidInputError when it was cut, changed or given for another listing."""
+        if not cursor.startswith(_POSITION_PREFIX):
+            return None
+        body = cursor[len(_POSITION_PREFIX) :]
+        try:
+            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+        except (ValueError, UnicodeError):
+            return None
+        if not _KEYS.size + _CHECK <= len(raw) <= _KEYS.size + _ID_KEPT + _CHECK:
+            return None
+        fields, check = raw[:-_CHECK], raw[-_CHECK:]
+        if check != _digest(b"recall-threads-position", listing, fields):
+            raise _bad_cursor(cursor)
+        # (what follows holds for every cursor this code made; only a forged check fails it)
+        kept, last_us, last, following_us, following = _KEYS.unpack(fields[: _KEYS.size])
+        id_bytes = fields[_KEYS.size :]
+        try:
+            last_id = id_bytes.decode("utf-8", "surrogatepass") if kept == 1 else None
+            position = cls(last_us, last, following_us, following, last_id)
+            position.since()
+        except (UnicodeError, OverflowError):
+            raise _bad_cursor(cursor) from None
+        if kept not in (0, 1) or (kept == 1) != bool(id_bytes) or (last_id is not None and "\x00" in last_id):
+            raise _bad_cursor(cursor)
+        return position

@@ -63,8 +63,8 @@ def recall_tool_schema(
         },
         "cursor": {
             "type": "string",
-            "description": "Where a page starts: a message id (messages mode) or a thread id (threads mode); "
-            "next_page gives it.",
+            "description": "Where a page starts: a message id (messages mode) or, in threads mode, the "
+            "cursor of next_page as given (or a thread id).",
         },
         "anchor": {
             "type": "string",

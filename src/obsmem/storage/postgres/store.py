@@ -479,24 +479,31 @@ class PostgresStore(ClosingContext):
         return await self._read(lambda conn: self._get_thread(conn, thread_id))
 
     async def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        since: datetime | None = None,
     ) -> list[Thread]:
         _check_page(limit, offset)
-        return await self._read(lambda conn: self._thread_page(conn, resource_id, limit, offset, after))
+        since_us = None if since is None else _micros(since)
+        return await self._read(
+            lambda conn: self._thread_page(conn, resource_id, limit, offset, after, since_us)
+        )
 
     async def list_all_threads(
-        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None
     ) -> list[Thread]:
         _check_page(limit, offset)
-        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after))
+        since_us = None if since is None else _micros(since)
+        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after, since_us))
 
     @classmethod
     async def _thread_page(
-        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None
+        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None,
+        since_us: int | None,
     ) -> list[Thread]:
         """A page of threads (:func:`~obsmem.storage.paging.thread_page_sql`) in one statement; a
         second only when the page is empty, to tell the end of the listing from a missing cursor."""
-        cur = await conn.execute(*paging.thread_page_sql("%s", "version, doc", resource_id, after, limit, offset))
+        query = paging.thread_page_sql("%s", "version, doc", resource_id, after, limit, offset, since_us)
+        cur = await conn.execute(*query)
         page = [_load(Thread, doc, version=version) for version, doc in await cur.fetchall()]
         if not page and after is not None:
             await cls._require_thread(conn, after)

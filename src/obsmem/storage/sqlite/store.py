@@ -705,23 +705,30 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return await self._small_read(op)
 
     async def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        since: datetime | None = None,
     ) -> list[Thread]:
         _check_page(limit, offset)
-        return await self._read(lambda conn: self._thread_page(conn, resource_id, limit, offset, after))
+        since_us = None if since is None else _micros(since)
+        return await self._read(
+            lambda conn: self._thread_page(conn, resource_id, limit, offset, after, since_us)
+        )
 
     async def list_all_threads(
-        self, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None
     ) -> list[Thread]:
         _check_page(limit, offset)
-        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after))
+        since_us = None if since is None else _micros(since)
+        return await self._read(lambda conn: self._thread_page(conn, None, limit, offset, after, since_us))
 
     @classmethod
     def _thread_page(
-        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None
+        cls, conn: Conn, resource_id: str | None, limit: int, offset: int, after: str | None,
+        since_us: int | None,
     ) -> list[Thread]:
         """A page of threads (:func:`~obsmem.storage.paging.thread_page_sql`)."""
-        rows = conn.execute(*paging.thread_page_sql("?", "*", resource_id, after, limit, offset)).fetchall()
+        query = paging.thread_page_sql("?", "*", resource_id, after, limit, offset, since_us)
+        rows = conn.execute(*query).fetchall()
         if not rows and after is not None:  # the end of the listing, or no thread to page after?
             cls._require_thread(conn, after)
         return [_model(Thread, row) for row in rows]
