@@ -212,16 +212,34 @@ def _masking(service: Service) -> Callable[[bytes], bytes]:
     (``sk-…WXYZ``) wherever the upstream echoed it (a 401 quoting the credential it refused, a
     proxy reflecting its request's headers). The README's promise is that the key never leaves
     the server, whatever the upstream sends."""
-    key = service.settings.upstream_key
+    spellings = [(s.encode(), shown.encode()) for s, shown in _spellings(service.settings.upstream_key)]
+
+    def mask(data: bytes) -> bytes:
+        for secret, shown in spellings:
+            if secret in data:
+                data = data.replace(secret, shown)
+        return data
+
+    return mask
+
+
+def _spellings(key: str | None) -> list[tuple[str, str]]:
+    """The upstream key as an upstream may write it back, each with its masked form: as it is,
+    and with each '/' escaped ('\\/': PHP's json_encode and other JSON encoders), which a key
+    holding '/' (a base64 secret) has."""
     if not key:
-        return lambda data: data
-    secret, shown = key.encode(), mask_secret(key).encode()
-    return lambda data: data.replace(secret, shown) if secret in data else data
+        return []
+    shown = mask_secret(key)
+    found = [(key, shown)]
+    if "/" in key:
+        found.append((key.replace("/", "\\/"), shown))
+    return found
 
 
 def _masked_text(service: Service, text: str) -> str:
-    key = service.settings.upstream_key
-    return text.replace(key, mask_secret(key)) if key and key in text else text
+    for secret, shown in _spellings(service.settings.upstream_key):
+        text = text.replace(secret, shown)
+    return text
 
 
 class _WholeEvents:
