@@ -21,7 +21,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar, cast
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
@@ -236,7 +236,11 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
         except MALFORMED_RECEIPT:  # a receipt a client stored itself, of a shape obsmem cannot read
             raise unreadable_receipt(message_id) from None
 
-    @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain")
+    # A thread id is no filesystem path: '/lead', 'a/../b' and '..' are ids the gateway takes,
+    # read from the store and checked against the key like any other (the SDK's default policy
+    # refuses them as path traversal).
+    @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain",
+                     security=ResourceSecurity(exempt_params=frozenset({"thread_id"})))
     @_reported(ResourceError)
     async def observations(thread_id: Id, ctx: Context) -> str:
         """The thread's current observations, as its context shows them (empty until something
