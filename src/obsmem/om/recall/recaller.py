@@ -115,6 +115,8 @@ class RecallRequest:
             raise InvalidInputError(f"char_offset must be 0 or more, got {self.char_offset}.")
         if self.token_budget < _MIN_BUDGET:
             raise InvalidInputError(f"token_budget must be at least {_MIN_BUDGET}, got {self.token_budget}.")
+        for name in ("group_id", "cursor", "thread_id", "query"):
+            _check_text(name, getattr(self, name))
         cap = {"messages": MAX_MESSAGES, "threads": MAX_THREADS, "search": MAX_SEARCH_RESULTS}[self.mode]
         return replace(self, page=self.page or 1, limit=min(self.limit, cap))
 
@@ -126,6 +128,26 @@ class RecallRequest:
             if value:
                 args[name] = value
         return args
+
+
+def _check_text(name: str, value: str | None) -> None:
+    """Refuse text no store can take as a parameter: a NUL (PostgreSQL refuses it) or a lone
+    surrogate (JSON can carry ``"\\ud800"``; UTF-8 cannot encode it, so SQLite and PostgreSQL raised
+    UnicodeEncodeError). The value is shown escaped: echoed as it is, the answer could not be sent
+    as UTF-8 either."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        if "\x00" not in value:
+            return
+    shown = ascii(value if len(value) <= 40 else value[:37] + "...")
+    raise InvalidInputError(
+        f"recall argument '{name}' is not text an id can hold (a NUL or an unpaired surrogate): {shown}."
+    )
 
 
 Fetch = Callable[[int], Awaitable[list[Message]]]
