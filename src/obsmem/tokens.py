@@ -27,6 +27,7 @@ import asyncio
 import binascii
 import contextlib
 import copy
+import functools
 import gzip
 import hashlib
 import importlib.resources
@@ -255,14 +256,14 @@ def _line_segments(text: str) -> list[str]:
     return segments
 
 
-def _count_segments(segments: list[str], encode: Callable[[str], list[int]]) -> int:
+def _count_segments(segments: list[str], encode: Callable[[str], int]) -> int:
     """The o200k count of ``segments`` joined (see :func:`_line_segments`), from the kept counts."""
     total = 0
     kept = _segment_counts
     for segment in segments:
         count = kept.get(segment)
         if count is None:
-            count = len(encode(segment))
+            count = encode(segment)
             if len(segment) <= _SEGMENT_MAX_CHARS:
                 if len(kept) >= _SEGMENTS_KEPT:
                     _drop_older_half(kept)
@@ -284,23 +285,88 @@ def _drop_older_half(kept: dict[str, int]) -> None:
         kept.clear()
 
 
+# A long text is counted piece by piece, cut where o200k's pre-tokenizer cannot join the
+# characters on either side (see :data:`_CUT`), so the sum is the whole text's count, exactly.
+# One tokenizer call holds the interpreter lock while it reads its text and hands its tokens
+# back (a list of a million ints for a 5 MB paste: 20-50 ms, more on a busy machine), and the
+# event loop waits that long even when the count runs on a worker thread; between pieces, and
+# while the tokenizer works on one, other threads run.
+_PIECE_CHARS = 16_384
+_LIST_CHARS = 4_096  # a text up to this long has its tokens back as a list (cheaper when short)
+# Where a cut goes: before a space that follows a character that is not whitespace (no o200k
+# pre-token holds a space after its first character; only "\s+" runs, which this one does not
+# end), or before ASCII punctuation other than "'" that follows a letter or a digit (a letter
+# run takes only letters, marks and a contraction, "'s", after it; a number group only digits);
+# or before the common CJK and typographic punctuation, likewise (texts in Chinese or Japanese
+# have few spaces).
+# Neither side looks past the cut: o200k's pattern has no look-behind, and its one look-ahead,
+# "(?!\S)", ends a whitespace run. Python's whitespace and alphanumerics are Unicode's
+# White_Space (and a few more: the safe side) and letters and numbers; the proof is
+# tests/tokens/test_pieces_150.py, which compares the counts on adversarial text.
+_CUT = re.compile(r"(?<=\S) |(?<=[^\W_])[!-&(-/:-@\[-`{-~、。，．！？：；（）「」『』【】《》〈〉“”‘’]")
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    """``text`` cut at the first :data:`_CUT` at or after every ``size`` characters from the last
+    cut. Each search looks at ``size`` characters at most (one regex call holds the interpreter
+    lock too), so a text without a cut (a 10 MB word) is one piece, found in bounded steps."""
+    pieces: list[str] = []
+    start, length = 0, len(text)
+    while length - start > size:
+        found = None
+        window = start + size
+        while found is None and window < length:
+            found = _CUT.search(text, window, min(length, window + size))
+            window += size
+        if found is None:
+            break
+        pieces.append(text[start : found.start()])
+        start = found.start()
+    pieces.append(text[start:])
+    return pieces
+
+
+def _token_count(encoding: tiktoken.Encoding, text: str) -> int:
+    """How many tokens ``text`` is, ``"<|endoftext|>"`` and the like counted as text.
+
+    A text over :data:`_LIST_CHARS` has its tokens back as one numpy array (one buffer, no Python
+    int per token), and the tokenizer leaves the interpreter lock while it works: the lock is held
+    only to read the text. A shorter one as a list (a numpy array costs more to make than a short
+    list). A lone surrogate (from a JSON escape, a broken UTF-16 file) is counted as U+FFFD, as
+    tiktoken's ``encode_ordinary`` counts it: re-encoded from UTF-16 with the surrogate pairs joined."""
+    if len(text) <= _LIST_CHARS:
+        return len(encoding.encode_ordinary(text))
+    try:
+        return int(encoding.encode_to_numpy(text, disallowed_special=()).size)
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return int(encoding.encode_to_numpy(text, disallowed_special=()).size)
+
+
 def _count_o200k(text: str) -> int:
-    # encode_ordinary == encode(disallowed_special=()): a user who pastes "<|endoftext|>"
-    # gets it counted as text instead of an exception.
-    encode = o200k_encoding().encode_ordinary
+    encoding = o200k_encoding()
+    if len(text) < _SEGMENTED_FROM and len(text) <= _PIECE_CHARS:  # most texts: one short call
+        return len(encoding.encode_ordinary(text))
+    encode: Callable[[str], int] = functools.partial(_token_count, encoding)
     if _SEGMENTED_FROM <= len(text) < _WHITESPACE_SLICE and "\n" in text:
         segments = _line_segments(text)
         if len(segments) <= _SEGMENTS_PER_TEXT:
             return _count_segments(segments, encode)
+    if len(text) <= _PIECE_CHARS:
+        return encode(text)
+    return sum(_count_piece(piece, encode) for piece in _pieces(text, _PIECE_CHARS))
+
+
+def _count_piece(text: str, encode: Callable[[str], int]) -> int:
     if len(text) < _WHITESPACE_SLICE or not _has_long_whitespace(text):
-        return len(encode(text))
+        return encode(text)
     total, start = 0, 0
     for run in _LONG_WHITESPACE.finditer(text):
-        total += len(encode(text[start : run.start()]))
+        total += encode(text[start : run.start()])
         for offset in range(run.start(), run.end(), _WHITESPACE_SLICE):
-            total += len(encode(text[offset : min(offset + _WHITESPACE_SLICE, run.end())]))
+            total += encode(text[offset : min(offset + _WHITESPACE_SLICE, run.end())])
         start = run.end()
-    return total + len(encode(text[start:]))
+    return total + encode(text[start:])
 
 
 def _tiktoken_importable() -> bool:
