@@ -23,6 +23,7 @@ and reason; an event's actor, reason and details.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Literal
 
 from obsmem.errors import ImportConflictError, InvalidInputError, TombstonedValueError
@@ -40,6 +41,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ops import KnowledgeMutations
 from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
 from obsmem.knowledge.store.values import forget_key, forgotten_digest, forgotten_in, value_key
 from obsmem.storage.forgetting import json_strings
@@ -95,7 +97,14 @@ def _reach(t: KnowledgeTables, scope: Scope, within: Scope | None = None) -> Kno
 
 
 def dump_scope(t: KnowledgeTables, scope: str) -> KnowledgeDump:
-    return _reach(t, Scope.parse(scope))
+    parsed = Scope.parse(scope)
+    dump = _reach(t, parsed)
+    # A speaker's fact an old version filed at org scope is its org's alone (:mod:`.speakers`).
+    return replace(
+        dump,
+        records=[r for r in dump.records if not hidden_from(r, parsed.key)],
+        events=[e for e in dump.events if not hidden_from(e, parsed.key)],
+    )
 
 
 def _drop_mentions(m: KnowledgeMutations, gone: set[str]) -> None:

@@ -53,6 +53,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ids import UlidGenerator, is_ulid
 from obsmem.knowledge.store.scopes import Level, Scope, check_ceiling_raise, check_within_ceiling
+from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key
 from obsmem.knowledge.store.values import forgotten_in, normalise_value, same_value
 
@@ -261,7 +262,8 @@ class KnowledgeMutations:
 
     def _visible_record(self, record_id: str, scope: str, operation: str, actor: str, reason: str) -> Record:
         record = self.t.record(record_id)
-        if record is None or not Scope.parse(scope).sees(record.scope):
+        acting = Scope.parse(scope)
+        if record is None or not acting.sees(record.scope) or hidden_from(record, acting.key):
             raise self._refuse(
                 KnowledgeNotFoundError(
                     f"Knowledge record '{record_id}' is not visible from scope '{scope}'; check the id "

@@ -44,6 +44,7 @@ from obsmem.errors import ConfigError, ObsmemError, StorageError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.forked import ForkRefusal
 from obsmem.knowledge.store.ids import UlidGenerator
+from obsmem.knowledge.store.speakers import mark_unowned_speaker_facts
 from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, POSTGRES_DIALECT, SqlKnowledgeTables
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
@@ -120,6 +121,13 @@ def m002_knowledge_pages_by_node(conn: Conn) -> None:
     index from its cursor instead of reading (and sorting) all the node knows."""
     for statement in NODE_PAGE_INDEXES:
         conn.execute(statement)
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m003_knowledge_unowned_speaker_facts(conn: Conn) -> None:
+    """Mark what a version before 15fe659 filed at org scope about the speaker (one user's own
+    facts, seen by the whole org), so only the org itself sees it (:mod:`.speakers`)."""
+    mark_unowned_speaker_facts(conn.execute, "%s", POSTGRES_DIALECT.name_key)
 
 
 class PostgresKnowledgeTables(SqlKnowledgeTables):

@@ -36,6 +36,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ids import is_ulid
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
 from obsmem.knowledge.store.values import forgotten_digest, normalise_value, value_key
 
@@ -226,6 +227,8 @@ class KnowledgeReads:
         for record in records:
             if not (query.sees(record.scope) or (below and under(record.scope, scope))):
                 continue
+            if hidden_from(record, query.key):  # a speaker's fact an old version filed at org scope
+                continue
             if not self._alive(record, view):
                 continue
             valid_until, superseded = self._timeline_end(record, view)
@@ -362,7 +365,10 @@ class KnowledgeReads:
         shown: list[ActivityEvent] = []
         while True:
             events = self.t.events_page(keys, before, want, below)
-            shown.extend(e for e in events if _shows_purge(e, query.key, own))
+            shown.extend(
+                e for e in events
+                if _shows_purge(e, query.key, own) and not hidden_from(e, query.key)
+            )
             if len(shown) >= want or len(events) < want:
                 break
             before = events[-1].id  # a sibling's deletions left the page short: read on
