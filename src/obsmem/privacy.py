@@ -5,7 +5,8 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 
 **Redaction.** A :class:`Redactor` replaces secrets (API keys and tokens of common providers,
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
-values after key-like names) and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+values after key-like names, and a password, PIN or door code said in prose with a value no word
+could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
 stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -342,6 +343,101 @@ def _encoded_secret(value: str) -> bool:
     return _password_value(unquote(value)) and _high_entropy(unquote(value))
 
 
+# --------------------------------------------------------------------------------------------
+# Secrets said in prose: "my password is Sunflower42", "the PIN is 4821", "kod do drzwi to 4821"
+# --------------------------------------------------------------------------------------------
+#
+# Only a value that cannot be an ordinary word counts: for a password, letters and digits (six or
+# more; or six digits or more), no version, date, time, link or algorithm name ("AES-256"); for a
+# PIN or a code that opens something, what is typed on a keypad (digits, "#", "*", "-"). "The
+# password is case-sensitive", "Le mot de passe est obligatoire", "The building code is
+# IBC-2021" and the rest of tests/privacy/test_prose_secrets_redacted.py stay as written (the
+# broader forms knowledge capture refuses, obsmem.said, are not used here for that reason).
+
+#: The words for a password (a wifi key too), in the languages the assignments above read.
+_SAID_PASSWORD = (
+    r"pass(?:word|phrase)|passwd|pw|pwd|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
+    r"|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|[şs]ifre(?:si)?|парол[ья]|wi-?fi[ -]key|network key"
+)
+#: The words for a PIN (digits only).
+_SAID_PIN = r"pin(?:[ -]?(?:code|number|nummer))?|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
+#: What a code opens, in the same languages.
+_OPENS = (
+    r"front[ -]door|back[ -]door|doors?|gates?|alarm|garage|lock|padlock|safe|locker|keypad|entrance|vault|building"
+    r"|drzwi|bram[ayę]|furtk[ia]|domofonu?|sejfu?|alarmu|gara[żz]u|klatki|wej[śs]cia|mieszkania"
+    r"|porta|portone|cancello|allarme|cassaforte|ingresso|citofono"
+    r"|porte|portail|alarme|coffre(?:-fort)?|entr[ée]e|immeuble|interphone"
+    r"|puerta|port[óo]n|alarma|caja fuerte|garaje|entrada"
+    r"|port[ãa]o|cofre|garagem|t[üu]r|haust[üu]r|tor|tresor|eingang|deur|poort|kluis|d[öo]rren|porten|larmet|grinden"
+)
+#: A code named by what it opens: "door code", "Türcode", "deurcode", "the code for the front
+#: door", "kod do drzwi", "il codice dell'allarme", "le code d'entrée", "koden till dörren".
+_SAID_CODE = (
+    r"(?:door|gate|alarm|garage|safe|keypad|entry|lock|intercom|buzzer|locker|t[üu]r|haust[üu]r|tor|garagen"
+    r"|deur|poort|d[öo]rr|larm)[ -]?(?:code|kod)(?:en|e|s)?"
+    r"|(?:codes?|combinations?|kod|codice|c[óo]digo|code|koden?|combinaison)"
+    r"(?:\s(?:[^\s.,;:!?'’]{1,12}\s){0,3}?|\s(?:[^\s.,;:!?'’]{1,12}\s){0,2}?[^\s.,;:!?'’]{1,5}['’])"
+    rf"(?:{_OPENS})(?:\s(?:wej[śs]ciow\w{{1,3}}|d['’]ingresso|d['’]entr[ée]e|principale?|d'entrada))?"
+)
+#: What the value is for, between the word and its copula: "the password for the router is …".
+_SAID_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|du|para|per|del|della|dla|do|na)"
+             r"(?:\s[^\s.,;:!?=]{1,30}){1,4}?)?")
+#: The copula or mark between the word and the value ("to" is Polish's: "hasło to …").
+_SAID_IS = (
+    r"(?:\s{0,3}(?::|->|→|=>|\uff1a)|\s{1,3}(?:--?|[—–])|[ \t]{0,3}[—–]|['’]s(?=\s)"
+    r"|,?\s(?:is|was|ist|lautet|war|est|était|es|era|é|è|e['’]|er|var|är|jest|to|je|c['’]est)(?![^\W\d_]))"
+    r"(?:\s{1,3}(?:now|still|currently|jetzt|nun|maintenant|ahora|agora|ora|teraz))?\s{0,3}"
+)
+#: The value: one word, without the punctuation after it (optionally quoted).
+_SAID_VALUE = r"""[\"'`“‘«]?(?P<value>[^\s\"'`“”‘’«»()\[\]{}<>]{0,199}[^\s\"'`“”‘’«»()\[\]{}<>.,;:!?])"""
+#: A line that is only the word (a Markdown heading, a bold or a label line), and the value alone
+#: on the next line (a transcript's "> " quote mark too): "## Password" then "Sunflower42".
+_SAID_LINE = r"(?:#{1,6}[ \t]{1,3})?(?:\*\*|__)?(?:[^\W\d_]{1,20}[ \t]){0,2}?"
+_SAID_NEXT_LINE = (r"(?:\*\*|__)?[ \t]{0,3}:?(?:\*\*|__)?[ \t]{0,3}\r?\n[ \t>]{0,6}"
+                   r"[\"'`]?(?P<value>[^\s\"'`]{0,199}[^\s\"'`.,;:!?])[\"'`]?[ \t]*(?=\r?\n|$)")
+
+
+def _said(words: str) -> re.Pattern[str]:
+    return _re(rf"(?<![^\W\d_])(?i:{words})(?![^\W\d_])(?i:{_SAID_FOR}{_SAID_IS}){_SAID_VALUE}")
+
+
+def _said_on_next_line(words: str) -> re.Pattern[str]:
+    return _re(rf"(?m:^|(?<=: ))[ \t>]{{0,6}}{_SAID_LINE}(?i:{words})(?![^\W\d_]){_SAID_NEXT_LINE}")
+
+
+#: A value that is not one: a version, a date, a time, a link, an address, an algorithm or a
+#: standard ("AES-256", "WPA3-Personal", "NIST-800-63"), a length ("12-characters"), a call.
+_SAID_NOT_VALUE = re.compile(
+    r"v?\d+(?:\.\d+)+\S*|\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|\d{1,2}:\d{2}\S*|\w+://\S*|[^@\s]+@[^@\s]+"
+    r"|(?i:aes|sha|md|rsa|dsa|ecdsa|wpa|wep|rfc|iso|nist|tls|ssl|utf|pbkdf|hmac|gpt|ibc|ssh|gpg|pgp|bcrypt|argon|scrypt"
+    r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d\S*"
+    r"|\S*-(?i:based|only|protected|encrypted|hashed|salted|length|long|digits?|chars?|characters?|bits?)"
+    r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)",
+)
+
+
+def _said_password(value: str) -> bool:
+    """A password said in prose: letters and digits, six or more (or six digits or more)."""
+    if len(value) < 6 or _SAID_NOT_VALUE.fullmatch(value) is not None or not _password_value(value):
+        return False
+    has_digit = any(c.isdigit() for c in value)
+    return has_digit and (value.isdigit() or any(c.isalpha() for c in value))
+
+
+#: What is typed on a keypad: digits (four or more for a PIN, three for a door), "#", "*", "-",
+#: a letter at either end ("4821B").
+_KEYPAD_VALUE = re.compile(r"[A-Za-z]?[0-9#*][0-9#* -]{2,23}[A-Za-z]?")
+
+
+def _said_keypad(value: str) -> bool:
+    return (_KEYPAD_VALUE.fullmatch(value) is not None and sum(c.isdigit() for c in value) >= 3
+            and _SAID_NOT_VALUE.fullmatch(value) is None)
+
+
+def _said_pin(value: str) -> bool:
+    return _said_keypad(value) and sum(c.isdigit() for c in value) >= 4
+
+
 _DB_SCHEMES = (
     "postgres|postgresql|mysql|mariadb|mongodb|mongodb\\+srv|redis|rediss|amqp|amqps|mssql|sqlserver|"
     "oracle|cockroachdb|clickhouse|couchdb|neo4j|neo4j\\+s|bolt|cassandra|snowflake|db2"
@@ -524,6 +620,12 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             + r'|\\"(?P<value4>(?:[^"\\\r\n]|\\[^"\r\n]){1,512})\\")'),
         _password_value,
     ),
+    # A password, PIN or door code said in prose (see "Secrets said in prose" above).
+    Detector("password", _said(_SAID_PASSWORD), _said_password),
+    Detector("password", _said_on_next_line(_SAID_PASSWORD), _said_password),
+    Detector("password", _said(_SAID_PIN), _said_pin),
+    Detector("password", _said(_SAID_CODE), _said_keypad),
+    Detector("password", _said_on_next_line(f"{_SAID_PIN}|{_SAID_CODE}"), _said_keypad),
     # Last: base64 whose decoded text holds a secret any detector above finds.
     Detector("secret", scan=_encoded_secrets),
 )

@@ -1,0 +1,112 @@
+"""With privacy on, a password, PIN or door code a user states in prose never reaches the memory
+models (helper-145).
+
+Before: only ``password=``-style assignments were redacted, so "my password is Sunflower42", "my
+wifi password is …", "pw: …", "the PIN is 4821", "the code for the alarm is 4821", "kod do drzwi
+to 4821" and the other forms knowledge capture refuses reached the hosted observer in clear, and
+the observations it wrote (here: what it was sent, echoed) kept them. Ordinary prose about
+passwords is left as it is (tests/privacy/test_prose_secrets_redacted.py, and the sentences here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message, PrivacyConfig
+from obsmem.models.testing import FunctionModel
+from obsmem.privacy import Redactor
+from tests.integrity.work_count import GROWTH_BOUND, growth
+
+pytestmark = pytest.mark.anyio
+
+#: (what the user says, the secret in it)
+SAID = [
+    ("my password is Sunflower42", "Sunflower42"),
+    ("My wifi password is hunter2-Blue!", "hunter2-Blue"),
+    ("The password for the router is Admin1234.", "Admin1234"),
+    ("pw: Tulip77x", "Tulip77x"),
+    ("my pw is Rosebud99", "Rosebud99"),
+    ("My passcode is 482193", "482193"),
+    ("PIN is 7305", "7305"),
+    ("The PIN for my bank card is 6158.", "6158"),
+    ("the code for the alarm is 9042", "9042"),
+    ("The gate code is 3391#.", "3391#"),
+    ("My password's Marigold7", "Marigold7"),
+    ("## Password\nDaisy2024x", "Daisy2024x"),
+    ("password -- Orchid55", "Orchid55"),
+    ("kod do drzwi to 5527", "5527"),
+    ("il codice della porta è 6684", "6684"),
+    ("le code de la porte est 7719", "7719"),
+    ("Mein Passwort ist Sonnenblume42", "Sonnenblume42"),
+    ("Mon mot de passe est Tournesol42", "Tournesol42"),
+    ("Hasło to Slonecznik42", "Slonecznik42"),
+    ("La password è Girasole42", "Girasole42"),
+    ("Mi contraseña es Girasol42", "Girasol42"),
+]
+
+#: Ordinary sentences the new forms must leave alone (beside the guard's table).
+ORDINARY = [
+    "I changed my password yesterday.",
+    "The password policy requires 12 characters.",
+    "My password is 12 characters long.",
+    "The password is AES-256 encrypted.",
+    "The password is stored with SHA-256.",
+    "password -- see the vault",
+    "## Password\nUse at least 12 characters.",
+    "The PIN is 4 digits.",
+    "The code for the alarm is on the fridge.",
+    "Il codice della porta è cambiato.",
+    "Le code de la porte est sur le frigo.",
+    "kod do drzwi nie działa",
+    "Our release is v2.4.1 and the password reset flow is new.",
+    "The wifi password is on a sticky note.",
+]
+
+
+def _config() -> MemoryConfig:
+    return MemoryConfig(observation={"message_tokens": 60, "buffer_tokens": False}, privacy=PrivacyConfig(key="k"))
+
+
+async def _observed(text: str) -> tuple[str, str]:
+    """What the hosted observer was sent for a user message ``text``, and the observations kept."""
+    seen: list[str] = []
+
+    def observer(messages: list[Message], settings: Any) -> str:
+        sent = "\n".join(m.text for m in messages)
+        seen.append(sent)
+        echoed = " ".join(sent.split())[-3000:]
+        return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User said: {echoed}\n</observations>"
+
+    async with Memory("memory://", config=_config(), observer=FunctionModel(observer, name="openai:x")) as memory:
+        turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(text)])
+        await turn.end([Message.assistant("Noted " + "ok " * 40)])
+        await memory.observe("t1")
+        kept = await memory.get_observations("t1")
+    return "\n".join(seen), kept
+
+
+async def test_no_stated_secret_reaches_the_observer_or_the_observations() -> None:
+    text = "\n\n".join(said for said, _ in SAID) + "\n\n" + "word " * 40
+    sent, kept = await _observed(text)
+    assert sent and "User said" in kept, "observed"
+    assert [secret for _, secret in SAID if secret in sent] == []
+    assert [secret for _, secret in SAID if secret in kept] == []
+    assert "[REDACTED:password:" in sent
+
+
+async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
+    text = "\n\n".join(ORDINARY) + "\n\n" + "word " * 40
+    sent, _ = await _observed(text)
+    sent = sent.replace("\n> ", "\n")  # the transcript quotes a message's next lines
+    assert [line for line in ORDINARY if line not in sent] == []
+    assert "[REDACTED" not in sent
+
+
+@pytest.mark.parametrize("unit", ["my password is ", "## Password\n", "password -- ", "kod do drzwi to ",
+                                  "il codice della porta ", "le code de la porte est ", "PIN is ", "pw: ",
+                                  "the code for the alarm is ", "My password's "])
+def test_redaction_stays_linear(unit: str) -> None:
+    ratio = growth(Redactor(b"k").redact, lambda n: unit * max(1, n // len(unit)), 10_000)
+    assert ratio < GROWTH_BOUND, f"{unit!r}: {ratio:.1f}x the work for 4x the input"
