@@ -26,7 +26,11 @@ text where it has Markdown (``**Password:** hunter2-Blue!``, ``__PIN__: 4821``, 
   followed within a sentence or two by ``it's <value>`` (``My password is set. It's
   hunter2-Blue!``); and a payment card number (Luhn-checked). A value that is an everyday word
   (``my password is expired``, ``… is too short``, ``… is on a sticky note``), a short number
-  (``my password is 12 characters long``) or a placeholder (``[REDACTED:…]``, ``***``) is none.
+  (``my password is 12 characters long``) or a placeholder (``[REDACTED:…]``, ``***``) is none;
+  a plain word after a contraction counts where it ends the sentence (``My password's Sunflower``).
+
+A text holding a placeholder the privacy boundary put where it found a secret
+(``[REDACTED:password:…]``: "their wifi password is [REDACTED:password:…]") stated one too.
 
 :func:`secret_values` gives the values themselves, so that a model's rewording of a statement
 ("wifi login: hunter2-Blue") that no longer names what the value is still counts when the value
@@ -39,7 +43,7 @@ import re
 from collections.abc import Iterable
 
 from obsmem.knowledge.store.values import latin_lookalikes
-from obsmem.privacy import Redactor
+from obsmem.privacy import SECRET_CATEGORIES, Redactor
 from obsmem.said import said_spans
 
 __all__ = ["holds_secret", "secret_values"]
@@ -53,10 +57,29 @@ _INVISIBLE = re.compile(r"[\u200b-\u200d\u2060\ufeff\u00ad]")
 
 def _spans(text: str) -> Iterable[tuple[int, int]]:
     """Every secret found in ``text``: the privacy module's secret detectors and payment card
-    numbers, then the prose forms (:func:`obsmem.said.said_spans`)."""
+    numbers, then the prose forms (:func:`obsmem.said.said_spans`, :data:`_CONTRACTED_WORD`)."""
     for detector in _DETECTORS.detectors:
         yield from detector.spans(text)
     yield from said_spans(text)
+    for match in _CONTRACTED_WORD.finditer(text):
+        value = match.group("value")
+        if value.casefold() not in _NOT_SECRET_WORDS and not value.casefold().endswith(("ed", "ing", "ly", "en")):
+            yield match.span("value")
+
+
+#: A password word, a contraction and a plain word that ends the sentence: "My password's
+#: Sunflower", "my wifi password’s sunflower." (not "My password's strength is good", nor a word
+#: that says what it is like: "My password's expired", "… weak", "… gone").
+_CONTRACTED_WORD = re.compile(
+    r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)s?|p[a@4]ssw[o0]rds?|passwd|pw)['\u2019]s[ \t]{1,3}[\"'\u201c\u2018]?"
+    r"(?P<value>[^\W\d_]{4,40})[\"'\u201d\u2019]?[ \t]{0,3}(?=[.!?;,)]|$|\n)"
+)
+_NOT_SECRET_WORDS = frozenset(
+    "weak strong long short secure insecure safe unsafe fine good bad great easy hard simple complex gone lost "
+    "wrong right correct incorrect invalid valid same different new old blank empty missing unknown secret private "
+    "hidden public mine yours ours theirs there here somewhere nothing something required optional mandatory "
+    "temporary default random unique generic obvious predictable guessable unchanged".split()
+)
 
 
 def _views(text: str) -> tuple[str, ...]:
@@ -112,6 +135,10 @@ def _cells(match: re.Match[str]) -> str:
 
 
 _REDACTED = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]")
+#: A placeholder the privacy boundary put where it found a secret (not PII, not a custom pattern):
+#: a text holding one stated a secret, and a fact about it ("their wifi password is
+#: [REDACTED:password:…]") is none to keep or remind of.
+_SECRET_PLACEHOLDER = re.compile(rf"\[REDACTED:(?:{'|'.join(SECRET_CATEGORIES)}):[0-9a-f]{{8}}\]")
 
 
 def _readable(text: str) -> str:
@@ -130,6 +157,8 @@ def secret_values(text: str) -> frozenset[str]:
 def holds_secret(text: str, values: Iterable[str] = ()) -> bool:
     """Whether ``text`` states a secret, or gives one of ``values`` (secrets stated where it was
     read from, :func:`secret_values`) as a word of its own."""
+    if _SECRET_PLACEHOLDER.search(text) is not None:
+        return True  # what the privacy boundary took out as a secret: "their wifi password is [REDACTED:password:…]"
     views = _views(text)
     if any(next(iter(_spans(view)), None) is not None for view in views):
         return True
