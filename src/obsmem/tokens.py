@@ -306,22 +306,33 @@ _LIST_CHARS = 4_096  # a text up to this long has its tokens back as a list (che
 _CUT = re.compile(r"(?<=\S) |(?<=[^\W_])[!-&(-/:-@\[-`{-~、。，．！？：；（）「」『』【】《》〈〉“”‘’]")
 
 
-def _pieces(text: str, size: int) -> list[str]:
+def _pieces(text: str, size: int, *, most: int | None = None) -> list[str]:
     """``text`` cut at the first :data:`_CUT` at or after every ``size`` characters from the last
     cut. Each search looks at ``size`` characters at most (one regex call holds the interpreter
-    lock too), so a text without a cut (a 10 MB word) is one piece, found in bounded steps."""
+    lock too), so a text without a cut (a 10 MB word) is one piece, found in bounded steps.
+
+    With ``most``, no piece is longer: where no cut comes within ``most`` characters, the text is
+    cut there all the same (never between the two halves of a surrogate pair). The heuristic
+    estimator asks for that: one step of its regex takes a whole word or run, and an estimate
+    may price a run of ``most`` characters without a cut as two."""
     pieces: list[str] = []
     start, length = 0, len(text)
     while length - start > size:
-        found = None
+        cut = None
         window = start + size
-        while found is None and window < length:
-            found = _CUT.search(text, window, min(length, window + size))
+        limit = length if most is None else min(length, start + most)
+        while cut is None and window < limit:
+            found = _CUT.search(text, window, min(limit, window + size))
+            cut = None if found is None else found.start()
             window += size
-        if found is None:
-            break
-        pieces.append(text[start : found.start()])
-        start = found.start()
+        if cut is None:
+            if most is None or length - start <= most:
+                break
+            cut = start + most
+            if "\ud800" <= text[cut - 1] <= "\udbff":
+                cut += 1
+        pieces.append(text[start:cut])
+        start = cut
     pieces.append(text[start:])
     return pieces
 
@@ -445,18 +456,26 @@ def _punct_cost(piece: str) -> float:
 
 
 def _estimate_heuristic(text: str) -> int:
-    """Estimate o200k tokens without a BPE table: pre-tokenize, then price each piece."""
+    """Estimate o200k tokens without a BPE table: pre-tokenize, then price each piece.
+
+    A long text is read in pieces of at most ``2 * _PIECE_CHARS`` characters (cut where
+    :data:`_CUT` allows, which this pattern cannot join across either, and the costs added in the
+    same order: the same estimate): one step of the regex reads a whole word or run under the
+    interpreter lock, and a 2 MB word held it (and a server's event loop) for a quarter second.
+    Only a run of that many characters without a cut is priced differently (by a token or two)."""
     total = 0.0
-    for match in _HEURISTIC_PIECE.finditer(text):
-        kind = match.lastgroup
-        if kind == "word":
-            prefix = match.group("prefix")
-            body = match.group()[1:] if prefix else match.group()
-            total += _word_cost(body, prefix)
-        elif kind == "punct":
-            total += _punct_cost(match.group())
-        else:  # a number group or a whitespace run: one token each
-            total += 1.0
+    pieces = [text] if len(text) <= _PIECE_CHARS else _pieces(text, _PIECE_CHARS, most=2 * _PIECE_CHARS)
+    for piece in pieces:
+        for match in _HEURISTIC_PIECE.finditer(piece):
+            kind = match.lastgroup
+            if kind == "word":
+                prefix = match.group("prefix")
+                body = match.group()[1:] if prefix else match.group()
+                total += _word_cost(body, prefix)
+            elif kind == "punct":
+                total += _punct_cost(match.group())
+            else:  # a number group or a whitespace run: one token each
+                total += 1.0
     return _round_half_up(total)
 
 
