@@ -103,8 +103,20 @@ def dump_scope(t: KnowledgeTables, scope: str) -> KnowledgeDump:
     return replace(
         dump,
         records=[r for r in dump.records if not hidden_from(r, parsed.key)],
-        events=[e for e in dump.events if not hidden_from(e, parsed.key)],
+        # ... and an event about a record narrowed since to where this scope does not reach
+        events=[
+            e for e in dump.events
+            if not hidden_from(e, parsed.key) and not _moved_away(t, e, parsed)
+        ],
     )
+
+
+def _moved_away(t: KnowledgeTables, event: ActivityEvent, scope: Scope) -> bool:
+    """Whether ``event`` is about a record now neither on ``scope``'s chain nor in its subtree."""
+    if event.subject_type != "record" or event.action is ActivityAction.WRITE_REFUSED:
+        return False
+    record = t.record(event.subject_id)
+    return record is not None and not (scope.sees(record.scope) or under(record.scope, scope.key))
 
 
 def _drop_mentions(m: KnowledgeMutations, gone: set[str]) -> None:

@@ -88,6 +88,20 @@ def _shows_purge(event: ActivityEvent, scope_key: str, own: set[str]) -> bool:
     return Scope.parse(event.scope).level is not Level.ORG
 
 
+def record_moved_away(t: KnowledgeTables, event: ActivityEvent, query: Scope, below: str | None) -> bool:
+    """Whether ``event`` is about a record that lives now where ``query`` cannot see it (nor in
+    ``below``'s subtree): one narrowed since (``rescope``) from the scope the event was logged at.
+    Its earlier events stay where they were logged, and a ``record-created`` reason quotes the
+    record's text: shown to a sibling, the narrowing would not have made it private. A refused
+    write's event (the actor's own attempt, naming no text of the record) stays shown."""
+    if event.subject_type != "record" or event.action is ActivityAction.WRITE_REFUSED:
+        return False
+    record = t.record(event.subject_id)
+    if record is None or query.sees(record.scope):
+        return False
+    return below is None or not under(record.scope, below)
+
+
 def _threads_of(query: Scope) -> str | None:
     """The key whose strict subtree holds ``query``'s threads: a resource's own key (an org or a
     thread scope has no threads of its own, so None)."""
@@ -368,6 +382,7 @@ class KnowledgeReads:
             shown.extend(
                 e for e in events
                 if _shows_purge(e, query.key, own) and not hidden_from(e, query.key)
+                and not record_moved_away(self.t, e, query, below)
             )
             if len(shown) >= want or len(events) < want:
                 break
