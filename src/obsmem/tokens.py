@@ -504,8 +504,82 @@ def _to_json(value: Any, *, indent: int | None = None) -> str:
         return json.dumps(
             value, ensure_ascii=False, default=_json_default, indent=indent, separators=separators
         )
-    except (TypeError, ValueError):  # dict keys JSON cannot hold (tuples, objects), cycles
-        return repr(value)
+    except Exception:  # keys JSON cannot hold (tuples, objects), cycles, an int over 4,300 digits
+        return _lenient_json(value, separators)
+
+
+class _Literal(NamedTuple):
+    text: str
+
+
+class _Leave(NamedTuple):
+    ident: int
+
+
+def _lenient_json(value: Any, separators: tuple[str, str]) -> str:
+    """JSON-like text of ``value`` where :func:`json.dumps` fails, for counting: never raises.
+
+    Keys of any type are written as strings, a container met again inside itself as
+    ``"[...]"``, an integer Python will not write in decimal (more than 4,300 digits) as that
+    many nines (o200k counts digits three to a token, whatever they are), and anything else that
+    cannot be written as its type's name. Walked with a stack (no recursion limit); without line
+    breaks and indentation (a token or two per line off: this text is a fallback)."""
+    comma, colon = separators
+    out: list[str] = []
+    stack: list[Any] = [value]
+    inside: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Literal):
+            out.append(item.text)
+        elif isinstance(item, _Leave):
+            inside.discard(item.ident)
+        elif isinstance(item, BaseModel):
+            try:
+                stack.append(item.model_dump(mode="json"))
+            except Exception:
+                out.append(json.dumps(type(item).__name__))
+        elif isinstance(item, dict | list | tuple | set | frozenset):
+            if id(item) in inside:
+                out.append('"[...]"')
+                continue
+            inside.add(id(item))
+            entries: list[Any] = []
+            if isinstance(item, dict):
+                for index, (key, inner) in enumerate(item.items()):
+                    key_text = key if isinstance(key, str) else _scalar_json(key).strip('"')
+                    entries += [_Literal((comma if index else "") + json.dumps(key_text, ensure_ascii=False) + colon), inner]
+                opening, closing = "{", "}"
+            else:
+                members = _members(item) if isinstance(item, set | frozenset) else item
+                for index, inner in enumerate(members):
+                    entries += [_Literal(comma)] if index else []
+                    entries.append(inner)
+                opening, closing = "[", "]"
+            stack += [_Leave(id(item)), _Literal(closing), *reversed(entries), _Literal(opening)]
+        else:
+            out.append(_scalar_json(item))
+    return "".join(out)
+
+
+def _scalar_json(item: Any) -> str:
+    if isinstance(item, int) and not isinstance(item, bool):
+        try:
+            return str(item)
+        except ValueError:  # over sys.get_int_max_str_digits()
+            digits = int(abs(item).bit_length() * math.log10(2)) + 1
+            return ("-" if item < 0 else "") + "9" * digits
+    try:
+        return json.dumps(item, ensure_ascii=False, default=_json_default)
+    except Exception:
+        return json.dumps(type(item).__name__)
+
+
+def _members(items: set[Any] | frozenset[Any]) -> list[Any]:
+    try:
+        return sorted(items, key=repr)  # as _json_default orders them
+    except Exception:  # a member whose repr fails (an int over 4,300 digits)
+        return list(items)
 
 
 # --------------------------------------------------------------------------------------
@@ -532,7 +606,7 @@ def _file_payload(part: FilePart) -> _Payload:
     if ref.startswith("data:"):
         header, _, body = ref.partition(",")
         if ";base64" not in header.lower():
-            raw = urllib.parse.unquote_to_bytes(body)
+            raw = urllib.parse.unquote_to_bytes(body.encode("utf-8", "surrogatepass"))
             return _Payload(len(raw), raw[:_SNIFF_BYTES])
         return _base64_payload(body)
     if part.data and not part.data.startswith(("http://", "https://")):
@@ -549,7 +623,7 @@ def _base64_payload(encoded: str) -> _Payload:
     prefix = prefix[: len(prefix) // 4 * 4]
     try:
         head = binascii.a2b_base64(prefix)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a character that is not ASCII (a pasted "…")
         head = b""
     return _Payload(size, head)
 
@@ -675,11 +749,21 @@ def _openai_image_tokens(
     return rule.base + max(1, tiles) * rule.tile
 
 
+def _url_file_name(url: str) -> str | None:
+    """The last segment of ``url``'s path; read without ``urllib`` where it cannot split the URL
+    (a malformed IPv6 host, ``https://[fe80::1/report.pdf``, raises ``ValueError`` there)."""
+    try:
+        path = urllib.parse.urlsplit(url).path
+    except ValueError:
+        path = url.split("#", 1)[0].split("?", 1)[0]
+    return path.rsplit("/", 1)[-1] or None
+
+
 def _file_tokens(part: FilePart, context: AttachmentBilling, count_text: Callable[[str], int]) -> int:
     """Non-image files: a byte-based estimate, or the descriptor's text when nothing is inline."""
     size = _file_payload(part).size
     if size is None:
-        name = part.filename or urllib.parse.urlsplit(part.url or "").path.rsplit("/", 1)[-1] or None
+        name = part.filename or _url_file_name(part.url or "")
         descriptor = {"type": "file", "media_type": part.media_type, "filename": name}
         return count_text(_to_json(descriptor))
     media_type = part.media_type.lower().split(";", 1)[0].strip()
