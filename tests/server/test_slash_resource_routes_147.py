@@ -139,3 +139,17 @@ def test_a_resource_id_read_as_a_scope_exports_no_other_resources_knowledge(env:
         assert "KN-FACT-8812" not in exported.text  # was there: resource kn's knowledge
         assert client.delete(base, headers=org).status_code == 200
         assert "KN-FACT-8812" in client.get("/api/resources/kn/export", headers=org).text
+
+
+def test_a_trailing_slash_after_an_encoded_slash_never_reaches_another_thread(env: Env) -> None:
+    """GET /api/threads/b%2Fmessages/ was redirected (307) to /api/threads/b/messages (Starlette
+    builds the redirect from the decoded path): thread 'b''s messages, not thread 'b/messages'."""
+    alice = auth(env.keys.alice)
+    with httpx.Client(base_url=env.url, timeout=60) as client:
+        said(client, env.keys.alice, "b", "alice", "in the short thread")
+        said(client, env.keys.alice, "b/messages", "alice", "in the slashed thread")
+        for method in ("GET", "DELETE"):
+            answer = client.request(method, "/api/threads/b%2Fmessages/", headers=alice)
+            assert answer.status_code == 404, (method, answer.status_code, answer.headers.get("location"))
+        assert client.get("/api/threads/b", headers=alice).status_code == 200
+        assert client.get("/api/threads/b%2Fmessages", headers=alice).json()["id"] == "b/messages"

@@ -25,22 +25,31 @@ __all__ = ["SegmentRoute"]
 _SLASH = "\x00"
 
 
+#: A path whose raw form holds '%2F' but is not the path being matched: no route of this class
+#: matches it (see :func:`_segmented`).
+_ELSEWHERE = ""
+
+
 def _segmented(scope: Scope) -> str | None:
-    """The request's path with each encoded '/' as :data:`_SLASH`; None when it holds none (or
-    when its raw path cannot be read back to the decoded one: then the path is matched as is)."""
+    """The request's path with each encoded '/' as :data:`_SLASH`; None when it holds none (the
+    path is matched as is), :data:`_ELSEWHERE` when its raw path is not the path matched.
+    That is Starlette trying the path with its trailing '/' dropped, for a redirect it would
+    build from the *decoded* path: '/api/threads/b%2Fmessages/' went to thread 'b''s messages."""
     raw = scope.get("raw_path")
     if not isinstance(raw, bytes) or b"%2f" not in raw.lower():
         return None
     path = scope.get("path")
-    if not isinstance(path, str) or _SLASH in path:  # a client's own %00 would read as a '/'
+    if not isinstance(path, str):
         return None
+    if _SLASH in path:  # a client's own %00 would read as a '/': such a path names no id here
+        return _ELSEWHERE
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
         return None
     segmented = "/".join(unquote(segment).replace("/", _SLASH) for segment in text.split("/"))
     if segmented.replace(_SLASH, "/") != path:
-        return None
+        return _ELSEWHERE
     return segmented
 
 
@@ -56,6 +65,8 @@ class SegmentRoute(APIRoute):
         segmented = _segmented(scope) if scope.get("type") == "http" else None
         if segmented is None:
             return super().matches(scope)
+        if segmented == _ELSEWHERE:
+            return Match.NONE, {}
         match, child = super().matches({**scope, "path": segmented})
         if "path_params" in child:
             child = {**child, "path_params": {k: _restored(v) for k, v in child["path_params"].items()}}
