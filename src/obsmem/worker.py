@@ -406,7 +406,8 @@ class Worker:
             self.stats.timed_out = True
         finally:  # one loop failing (or our caller cancelling) stops them all, and waits for them
             for task in loops:
-                task.cancel()
+                if not task.done() and not task.cancelling():  # (a second cancel would cut its hand-back)
+                    task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await self.ledger.flush()
         return self.stats
@@ -504,6 +505,11 @@ class Worker:
         try:
             held = await self._perform(item)
         except asyncio.CancelledError:
+            # The worker is being stopped mid-item (``run`` cancelled: ``obsmem worker``'s second
+            # Ctrl-C / SIGTERM): the item goes back, due now and not counted as an attempt (it
+            # did not fail), so another worker takes it over at once instead of after its claim's
+            # expiry. The buffer lease its work held was released by ``_perform`` on the way out.
+            await self._hand_back_stopped(current[0])
             raise
         except Exception as exc:  # noqa: BLE001 - the item goes back with the error; the worker goes on
             error = redact_secrets(f"{type(exc).__name__}: {exc}")
@@ -575,6 +581,18 @@ class Worker:
             return
         if lease is None or lease.token != held.token or lease.is_expired(self.clock.now()):
             await self._wake(item)
+
+    async def _hand_back_stopped(self, item: WorkItem) -> None:
+        """Give ``item`` back to the queue while this worker stops (see :meth:`process`). A store
+        that fails here only delays the item until its claim expires: it is logged."""
+        try:
+            outcome = await self._give_back(item, delay_s=0.0, error=None, count_attempt=False)
+        except Exception as exc:  # noqa: BLE001 - the claim expires on its own
+            logger.warning("obsmem worker: stopping, could not give %s work on %s back (%s); another worker "
+                           "takes it over when its claim expires", item.kind, item.target, redact_secrets(exc))
+            return
+        logger.info("obsmem worker: stopping, gave %s work on %s back to the queue (%s)", item.kind, item.target,
+                    outcome)  # fmt: skip
 
     def _log_job(self, item: WorkItem, started: float, outcome: str) -> None:
         logger.debug("obsmem worker: job %s %s on %s outcome=%s in %.3f s (attempt %d)",

@@ -307,9 +307,23 @@ async def _run_worker(
 ) -> WorkerStats:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    running: list[asyncio.Task[WorkerStats]] = []
+
+    def on_signal() -> None:
+        # The first Ctrl-C / SIGTERM: claim nothing more, finish the items in progress, then exit.
+        # The next one: stop now (a model call can hang for minutes), giving the items in
+        # progress back to the queue and releasing their leases (Worker.process).
+        if not stop.is_set():
+            stop.set()
+            typer.echo("stopping: finishing the items in progress (Ctrl-C or SIGTERM again gives them back "
+                       "to the queue now)", err=True)  # fmt: skip
+        elif running and not running[0].done():
+            typer.echo("stopping now: giving the items in progress back to the queue", err=True)
+            running[0].cancel()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)  # finish the current items, then exit
+            loop.add_signal_handler(sig, on_signal)
     graph: Knowledge | None = None
     if knowledge is not None:
         graph = open_knowledge(knowledge, actor="worker")
@@ -321,9 +335,16 @@ async def _run_worker(
         probe = _Health(runner)
         server = _serve_health(health, probe) if health is not None else None
         ticking = asyncio.create_task(probe.tick_forever(), name="obsmem:worker-health-tick")
+        running.append(asyncio.create_task(runner.run(
+            stop=stop, max_items=max_items, exit_when_idle=exit_when_idle, drain=drain, timeout_s=timeout_s,
+            store_patience_s=store_patience_s,
+        ), name="obsmem:worker-run"))  # fmt: skip
         try:
-            return await runner.run(stop=stop, max_items=max_items, exit_when_idle=exit_when_idle, drain=drain,
-                                    timeout_s=timeout_s, store_patience_s=store_patience_s)
+            return await running[0]
+        except asyncio.CancelledError:
+            if not running[0].cancelled() or (task := asyncio.current_task()) is None or task.cancelling():
+                raise  # cancelled from outside, not by a second signal
+            return runner.stats  # stopped by a second signal: its items were given back
         finally:
             ticking.cancel()
             if server is not None:
