@@ -773,6 +773,10 @@ async def export(resource_id: str, principal: Caller, service: ServiceDep) -> Pl
     return PlainTextResponse(out.getvalue(), media_type="application/x-ndjson")
 
 
+#: An export this long or longer is read for its owner in a thread (:func:`import_`).
+_OFF_LOOP_CHARS = 256 * 1024
+
+
 def _export_owner(text: str) -> tuple[str, set[str | None]]:
     """The resource an export holds and the orgs of its threads (read before anything is written)."""
     resource: str | None = None
@@ -805,7 +809,9 @@ async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dic
     resource's rows, and its org's only as they are already stored (so its own export comes back
     whole); an org key writes its org's."""
     principal.may_write()
-    exported, orgs = _export_owner(body.export)
+    # every line parsed: a large export (up to max_import_bytes) is read in a thread, not on the loop
+    short = len(body.export) < _OFF_LOOP_CHARS
+    exported, orgs = _export_owner(body.export) if short else await asyncio.to_thread(_export_owner, body.export)
     target = body.into_resource or exported
     await principal.resource_threads(service.memory, target)
     if principal.org_id is not None and orgs - {principal.org_id}:
