@@ -356,11 +356,14 @@ def _encoded_secret(value: str) -> bool:
 
 #: The words for a password (a wifi key too), in the languages the assignments above read.
 _SAID_PASSWORD = (
-    r"pass(?:word|phrase)|passwd|pw|pwd|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
+    r"pass(?:word|phrase)|passwd|pw|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
     r"|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|[şs]ifre(?:si)?|парол[ья]|wi-?fi[ -]key|network key"
 )
 #: The words for a PIN (digits only).
-_SAID_PIN = r"pin(?:[ -]?(?:code|number|nummer))?|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
+_SAID_PIN = (r"pin(?:[ -]?(?:code|number|nummer))?|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
+             r"|security code|verification code|one-time code|otp(?: code)?|2fa code|sms code")
+#: A payment card's security code (three or four digits).
+_SAID_CVV = r"cvv2?|cvc2?|csc|security code|card verification code"
 #: What a code opens, in the same languages.
 _OPENS = (
     r"front[ -]door|back[ -]door|doors?|gates?|alarm|garage|lock|padlock|safe|locker|keypad|entrance|vault|building"
@@ -373,19 +376,21 @@ _OPENS = (
 #: A code named by what it opens: "door code", "Türcode", "deurcode", "the code for the front
 #: door", "kod do drzwi", "il codice dell'allarme", "le code d'entrée", "koden till dörren".
 _SAID_CODE = (
-    r"(?:door|gate|alarm|garage|safe|keypad|entry|lock|intercom|buzzer|locker|t[üu]r|haust[üu]r|tor|garagen"
-    r"|deur|poort|d[öo]rr|larm)[ -]?(?:code|kod)(?:en|e|s)?"
-    r"|(?:codes?|combinations?|kod|codice|c[óo]digo|code|koden?|combinaison)"
+    r"(?:door|gate|alarm|garage|safe|keypad|entry|lock|lock ?box|key ?box|key ?safe|intercom|buzzer|locker|unlock"
+    r"|t[üu]r|haust[üu]r|tor|garagen|deur|poort|d[öo]rr|larm)[ -]?(?:code|kod|combination|combo)(?:en|e|s)?"
+    r"|combination|combo|lock ?box|key ?box"
+    r"|(?:codes?|combinations?|combos?|kod|codice|c[óo]digo|code|koden?|combinaison)"
     r"(?:\s(?:[^\s.,;:!?'’]{1,12}\s){0,3}?|\s(?:[^\s.,;:!?'’]{1,12}\s){0,2}?[^\s.,;:!?'’]{1,5}['’])"
     rf"(?:{_OPENS})(?:\s(?:wej[śs]ciow\w{{1,3}}|d['’]ingresso|d['’]entr[ée]e|principale?|d'entrada))?"
 )
 #: What the value is for, between the word and its copula: "the password for the router is …".
-_SAID_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|du|para|per|del|della|dla|do|na)"
+_SAID_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|du|para|per|del|della|dla|do|na|i|we|you|they|that)"
              r"(?:\s[^\s.,;:!?=]{1,30}){1,4}?)?")
 #: The copula or mark between the word and the value ("to" is Polish's: "hasło to …").
 _SAID_IS = (
     r"(?:\s{0,3}(?::|->|→|=>|\uff1a)|\s{1,3}(?:--?|[—–])|[ \t]{0,3}[—–]|['’]s(?=\s)"
-    r"|,?\s(?:is|was|ist|lautet|war|est|était|es|era|é|è|e['’]|er|var|är|jest|to|je|c['’]est)(?![^\W\d_]))"
+    r"|,?\s(?:is|was|ist|lautet|war|est|était|es|era|é|è|e['’]|er|var|är|jest|to|je|c['’]est"
+    r"|(?:has been|have been|was|is|got|been)?\s?(?:changed|set|reset|updated)\sto)(?![^\W\d_]))"
     r"(?:\s{1,3}(?:now|still|currently|jetzt|nun|maintenant|ahora|agora|ora|teraz))?\s{0,3}"
 )
 #: The value: one word, without the punctuation after it (optionally quoted).
@@ -405,6 +410,23 @@ def _said_on_next_line(words: str) -> re.Pattern[str]:
     return _re(rf"(?m:^|(?<=: ))[ \t>]{{0,6}}{_SAID_LINE}(?i:{words})(?![^\W\d_]){_SAID_NEXT_LINE}")
 
 
+#: A login given as a user and a password: "username alice password Tulip77x", "user: alice pass:
+#: Tulip77x", "WiFi: HomeNet / Tulip77x", "my login is alice / Tulip77x".
+_SAID_PAIR = _re(
+    r"(?<![^\W\d_])(?i:(?:user(?:[ -]?name)?|login|e-?mail|benutzer(?:name)?)\s{0,3}[:=]?\s{1,3}[^\s,;]{1,100}[,;]?\s{1,3}"
+    r"(?:pass(?:word)?|pw|passwd|passwort|kennwort|mot de passe|senha|contrase[ñn]a)\s{0,3}[:=]?\s{0,3}"
+    r"|(?:wi-?fi|login|log-in|sign-in|credentials?|account)(?:\s(?:is|are)|\s{0,3}:)\s{1,3}[^\s/]{1,100}\s{0,3}/\s{0,3})"
+    r"[\"'`]?(?P<value>[^\s\"'`()\[\]{}<>/]{0,199}[^\s\"'`()\[\]{}<>/.,;:!?])"
+)
+#: A value before its word: "I use Tulip77x as my password", "Tulip77x is my wifi password" (a
+#: possessive, and nothing after the word but the sentence's end: not "… as our password hasher").
+_SAID_BEFORE = _re(
+    r"(?:(?<![^\W\d_])(?i:use|uses|used|using)\s|(?<![^\s\"'(]))[\"'`]?"
+    r"(?P<value>[^\s\"'`()\[\]{}<>]{6,100}?)[\"'`]?\s(?i:as|is|was)\s(?i:my|our|his|her|their|your)"
+    r"(?:\s[^\W\d_]{1,20}){0,2}?\s(?i:pass(?:word|code|phrase)|pw|pin(?:\scode)?)(?![^\W\d_])"
+    r"(?=\s{0,3}(?:[.,;!?)]|$)|[ \t]{0,3}\r?\n|\s(?:for|on|at|and|but|now|too|here|there)(?![^\W\d_]))"
+)
+
 #: A value that is not one: a version, a date, a time, a link, an address, an algorithm or a
 #: standard ("AES-256", "WPA3-Personal", "NIST-800-63"), a length ("12-characters"), a call.
 _SAID_NOT_VALUE = re.compile(
@@ -412,7 +434,7 @@ _SAID_NOT_VALUE = re.compile(
     r"|(?i:aes|sha|md|rsa|dsa|ecdsa|wpa|wep|rfc|iso|nist|tls|ssl|utf|pbkdf|hmac|gpt|ibc|ssh|gpg|pgp|bcrypt|argon|scrypt"
     r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d\S*"
     r"|\S*-(?i:based|only|protected|encrypted|hashed|salted|length|long|digits?|chars?|characters?|bits?)"
-    r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)",
+    r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)|[/~]\S*",
 )
 
 
@@ -430,12 +452,15 @@ _KEYPAD_VALUE = re.compile(r"[A-Za-z]?[0-9#*][0-9#* -]{2,23}[A-Za-z]?")
 
 
 def _said_keypad(value: str) -> bool:
-    return (_KEYPAD_VALUE.fullmatch(value) is not None and sum(c.isdigit() for c in value) >= 3
-            and _SAID_NOT_VALUE.fullmatch(value) is None)
+    return _KEYPAD_VALUE.fullmatch(value) is not None and sum(c.isdigit() for c in value) >= 3
 
 
 def _said_pin(value: str) -> bool:
     return _said_keypad(value) and sum(c.isdigit() for c in value) >= 4
+
+
+def _said_cvv(value: str) -> bool:
+    return value.isdigit() and 3 <= len(value) <= 4
 
 
 _DB_SCHEMES = (
@@ -626,6 +651,9 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _said(_SAID_PIN), _said_pin),
     Detector("password", _said(_SAID_CODE), _said_keypad),
     Detector("password", _said_on_next_line(f"{_SAID_PIN}|{_SAID_CODE}"), _said_keypad),
+    Detector("password", _said(_SAID_CVV), _said_cvv),
+    Detector("password", _SAID_PAIR, _said_password),
+    Detector("password", _SAID_BEFORE, _said_password),
     # Last: base64 whose decoded text holds a secret any detector above finds.
     Detector("secret", scan=_encoded_secrets),
 )

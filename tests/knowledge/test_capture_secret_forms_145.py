@@ -80,6 +80,17 @@ LEAKED = [
     ("mój PIN to 4821", "4821"),
 ]
 
+#: Further forms users write (found after the first fix).
+HUNTED = [
+    ("the lockbox code is 6203", "6203"),
+    ("key box code: 7741", "7741"),
+    ("The combination is 12-34-56.", "12-34-56"),
+    ("the combo to the lock is 31-07-19", "31-07-19"),
+    ("locker combo is 31-07-19", "31-07-19"),
+    ("WiFi: HomeNet / Magnolia5q", "Magnolia5q"),
+    ("user: alice pass: Hibiscus6w", "Hibiscus6w"),
+]
+
 #: Ordinary text with the same words: still captured.
 STILL_CAPTURED = [
     "I changed my password yesterday",
@@ -99,6 +110,9 @@ STILL_CAPTURED = [
     "Der Code für die Tür ist neu",
     "El código de la puerta es nuevo",
     "Hasło to podstawa bezpieczeństwa",
+    "The combination of Python3 and Rust works well",
+    "The combo to the lock is on a sticky note",
+    "The lockbox is in the garage",
 ]
 
 
@@ -116,7 +130,7 @@ async def proposed(knowledge: Knowledge, text: str) -> str:
     return outcome.status
 
 
-@pytest.mark.parametrize(("text", "secret"), LEAKED, ids=[text[:32] for text, _ in LEAKED])
+@pytest.mark.parametrize(("text", "secret"), LEAKED + HUNTED, ids=[text[:32] for text, _ in LEAKED + HUNTED])
 async def test_a_stated_secret_is_refused_by_capture(knowledge: Knowledge, text: str, secret: str) -> None:
     assert await proposed(knowledge, text) == "refused-secret"
     assert secret not in await everything_stored(knowledge)

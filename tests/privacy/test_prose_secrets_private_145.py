@@ -46,6 +46,25 @@ SAID = [
     ("Mi contraseña es Girasol42", "Girasol42"),
 ]
 
+#: Further forms users write (found after the first fix; each reached the observer in clear).
+HUNTED = [
+    ("my phone unlock code is 5831", "5831"),
+    ("the lockbox code is 6203", "6203"),
+    ("key box code: 7741", "7741"),
+    ("The combination is 12-34-56.", "12-34-56"),
+    ("the combo to the lock is 31-07-19", "31-07-19"),
+    ("my card's CVV is 482", "482"),
+    ("the security code is 917", "917"),
+    ("my login is alice / Juniper8z", "Juniper8z"),
+    ("WiFi: HomeNet / Magnolia5q", "Magnolia5q"),
+    ("username alice password Lavender3k", "Lavender3k"),
+    ("user: alice pass: Hibiscus6w", "Hibiscus6w"),
+    ("the password i use is Peony44r", "Peony44r"),
+    ("My password has been changed to Azalea9m", "Azalea9m"),
+    ("I use Camellia7d as my password", "Camellia7d"),
+    ("Begonia2v is my wifi password.", "Begonia2v"),
+]
+
 #: Ordinary sentences the new forms must leave alone (beside the guard's table).
 ORDINARY = [
     "I changed my password yesterday.",
@@ -62,6 +81,16 @@ ORDINARY = [
     "kod do drzwi nie działa",
     "Our release is v2.4.1 and the password reset flow is new.",
     "The wifi password is on a sticky note.",
+    "The combination of Python3 and Rust works well.",
+    "The security code is printed on the back of the card.",
+    "We use GPT4o as our model.",
+    "Login: https://app2.example.com/login",
+    "The password was changed to meet the policy.",
+    "The code for the building B2 is IBC-2021.",
+    "The combo to the lock is on a sticky note.",
+    "pwd is /home/alice2",
+    "The OTP code is 6 digits.",
+    "We used Argon2id as our password hashing algorithm.",
 ]
 
 
@@ -96,6 +125,14 @@ async def test_no_stated_secret_reaches_the_observer_or_the_observations() -> No
     assert "[REDACTED:password:" in sent
 
 
+async def test_further_forms_never_reach_the_observer_or_the_observations() -> None:
+    text = "\n\n".join(said for said, _ in HUNTED) + "\n\n" + "word " * 40
+    sent, kept = await _observed(text)
+    assert sent and "User said" in kept, "observed"
+    assert [secret for _, secret in HUNTED if secret in sent] == []
+    assert [secret for _, secret in HUNTED if secret in kept] == []
+
+
 async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
     text = "\n\n".join(ORDINARY) + "\n\n" + "word " * 40
     sent, _ = await _observed(text)
@@ -106,7 +143,8 @@ async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
 
 @pytest.mark.parametrize("unit", ["my password is ", "## Password\n", "password -- ", "kod do drzwi to ",
                                   "il codice della porta ", "le code de la porte est ", "PIN is ", "pw: ",
-                                  "the code for the alarm is ", "My password's "])
+                                  "the code for the alarm is ", "My password's ", "username a password ",
+                                  "WiFi: a / ", "I use abcdef1 as ", "abcdef1 is my ", "combination is ", "x" * 150 + " "])
 def test_redaction_stays_linear(unit: str) -> None:
     ratio = growth(Redactor(b"k").redact, lambda n: unit * max(1, n // len(unit)), 10_000)
     assert ratio < GROWTH_BOUND, f"{unit!r}: {ratio:.1f}x the work for 4x the input"
