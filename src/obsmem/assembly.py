@@ -44,6 +44,7 @@ from obsmem import telemetry
 from obsmem.calls import ModelCall, call_scope, current_scope
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig, MemoryOptions, ObservationConfig, PrivacyConfig, ReflectionConfig
+from obsmem.implements import implements
 from obsmem.errors import ConfigError, PrivacyError, ThreadNotFoundError
 from obsmem.models.base import ChatModel, ModelRequest, ModelResponse
 from obsmem.models.metered import metered
@@ -259,7 +260,7 @@ def _chat_model(
     allowed = _role_allowed(protocol)
     if isinstance(spec, Mapping):
         for bound, tier in spec.items():
-            if not isinstance(tier, str | ChatModel):
+            if not (isinstance(tier, str) or implements(tier, ChatModel)):
                 raise ConfigError(
                     f"{argument}[{bound!r}]", f"expected a model, got {describe_value(tier)}", allowed=allowed
                 )
@@ -283,14 +284,14 @@ def _observer(
 ) -> Observer:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineObserver(count_tokens=counter.count_text)
-    if not isinstance(spec, str | Mapping | ChatModel):
-        if isinstance(spec, Observer):
-            return spec
+    if not (isinstance(spec, str | Mapping) or implements(spec, ChatModel)):
+        if implements(spec, Observer):
+            return cast(Observer, spec)
         raise ConfigError(
             argument, f"expected a model or an Observer, got {describe_value(spec)}",
             allowed=_role_allowed("Observer"),
         )
-    chat = _chat_model(spec, argument, "Observer", counter)
+    chat = _chat_model(cast("ChatModel | str | Mapping[Any, Any]", spec), argument, "Observer", counter)
     temperature, limit = request_settings(role, chat)
     boundary = routes.boundary
     observer = _AttachmentFilteringObserver(
@@ -314,14 +315,14 @@ def _reflector(
 ) -> tuple[Reflector, int]:
     if spec is None or (isinstance(spec, str) and spec == "offline"):
         return OfflineReflector(count_tokens=counter.count_text), 1
-    if not isinstance(spec, str | Mapping | ChatModel):
-        if isinstance(spec, Reflector):
-            return spec, 1
+    if not (isinstance(spec, str | Mapping) or implements(spec, ChatModel)):
+        if implements(spec, Reflector):
+            return cast(Reflector, spec), 1
         raise ConfigError(
             argument, f"expected a model or a Reflector, got {describe_value(spec)}",
             allowed=_role_allowed("Reflector"),
         )
-    chat = _chat_model(spec, argument, "Reflector", counter)
+    chat = _chat_model(cast("ChatModel | str | Mapping[Any, Any]", spec), argument, "Reflector", counter)
     temperature, limit = request_settings(role, chat)
     boundary = routes.boundary
     reflector: Reflector = _ScopedReflector(
@@ -371,13 +372,13 @@ def check_collaborators(
     if embedder is not None:
         from obsmem.embeddings import Embedder  # numpy loads only when an embedder is given
 
-        if not isinstance(embedder, Embedder):
+        if not implements(embedder, Embedder):
             raise ConfigError("embedder", f"expected an Embedder, got {describe_value(embedder)}",
                               allowed="an obsmem.embeddings embedder or None")
     if vector_index is not None:
         from obsmem.vectors import VectorIndex
 
-        if not isinstance(vector_index, VectorIndex):
+        if not implements(vector_index, VectorIndex):
             raise ConfigError("vector_index", f"expected a VectorIndex, got {describe_value(vector_index)}",
                               allowed="an obsmem.vectors index or None")
 

@@ -37,6 +37,7 @@ from obsmem.background import BackgroundWork, WatchedClock
 from obsmem.calls import UsageReport, call_scope
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
+from obsmem.implements import implements
 from obsmem.errors import (
     ConfigError,
     DegenerateOutputError,
@@ -308,7 +309,7 @@ class Memory:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError("retry", f"expected a RetryPolicy, got {describe_value(retry)}",
                               allowed="obsmem.models.retry.RetryPolicy(...) or None")
-        if not (store is None or isinstance(store, str | Store)):
+        if not (store is None or isinstance(store, str) or implements(store, Store)):
             raise ConfigError(
                 "store", f"expected a Store, a URL or None, got {describe_value(store)}",
                 allowed=ACCEPTED_URLS,
@@ -1256,6 +1257,7 @@ class Memory:
             others = []
         elif others is None:
             others = await self._other_conversations(thread, record)
+        await self.counter.warm(unobserved)  # a window read afresh (a new process) counted in a thread
         context = build_context(
             record,
             unobserved,
