@@ -104,6 +104,10 @@ async def test_the_cursor_is_opaque_and_only_reads_its_own_users_listing(memory:
     assert "error" in stranger and "t00" not in json.dumps(stranger), stranger
     # a cursor cut short, with a changed character, or made up: a clear error naming the cursor
     changed = cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
+    for i in range(len("th1."), len(cursor)):  # any one character changed
+        edited = cursor[:i] + ("A" if cursor[i] != "A" else "B") + cursor[i + 1 :]
+        answer = await memory.call_recall_tool("t000", {**next_page, "cursor": edited})
+        assert "error" in answer and "cursor" in answer["error"], (edited, answer)
     for bad in (cursor[:-3], changed, "th1.", "th1.!!", "th1." + "x" * 9, "th1." + "A" * 64):
         answer = await memory.call_recall_tool("t000", {**next_page, "cursor": bad})
         assert "error" in answer and "cursor" in answer["error"], (bad, answer)

@@ -10,10 +10,12 @@ Three modes (reference §5.5):
   never the group's whole span: a page costs its own messages and one more (to tell whether
   another page follows), plus those it skips to reach ``page``, at most :data:`MAX_SKIPPED`.
   A page further than that is refused (or, where fewer messages lie that way, answered empty);
-  the answer's ``next_page`` (a cursor at the next page's first message) reads on from any
-  depth at the cost of one page. A page the token budget cut (``truncated``) shows the messages
-  nearest its anchor, and its ``next_page`` is its ``continue_with``: it starts at the first
-  message not shown, in the page's direction, so reading on with ``next_page`` skips nothing.
+  the answer's ``next_page`` (a cursor at the next page's first message: its place in its
+  thread, opaque to the model and bound to the caller, so reading on passes a message deleted
+  meanwhile) reads on from any depth at the cost of one page. A page the token budget cut
+  (``truncated``) shows the messages nearest its anchor, and its ``next_page`` is its
+  ``continue_with``: it starts at the first message not shown, in the page's direction, so
+  reading on with ``next_page`` skips nothing.
 * ``threads`` — the conversations recall may read, oldest first, paged the same way: by key from
   ``cursor`` (the position ``next_page`` gives, after the page's last thread: opaque to the model,
   bound to the caller's listing; a thread id also starts a page there), so a page costs one page
@@ -310,10 +312,18 @@ class Recaller:
                 break
         return found[:n]
 
-    async def _cursor_message(self, caller: Thread, cursor: str) -> tuple[Message, Thread]:
+    async def _cursor_message(self, caller: Thread, cursor: str) -> tuple[Message | _Place, Thread]:
+        """The message ``cursor`` names (a message id, or a place ``next_page`` gave) and its
+        thread; a place (whose message may have been deleted since: reading on from it reads the
+        messages around it)."""
+        position = _MessagePosition.decode(cursor, self._conversation(caller))
+        if position is not None:
+            return await self._placed(caller, position)
         found = await self.store.get_messages([cursor])
         message = found[0] if found else None
         if message is None:
+            if cursor.startswith(_MESSAGE_PREFIX):
+                raise _bad_cursor(cursor, "conversation")
             if ":" in cursor:
                 raise InvalidInputError(
                     f"cursor takes one message id, not a range ({cursor!r}); to read a group's messages "
@@ -325,10 +335,23 @@ class Recaller:
             raise self._not_found(caller, "message", cursor)
         return message, thread
 
+    async def _placed(self, caller: Thread, position: _MessagePosition) -> tuple[_Place, Thread]:
+        """The place ``position`` names and its (reachable) thread. The page read from it starts
+        with the message there, when it is still there (read with the page, not before it)."""
+        wanted = caller.id if position.thread_id is None else position.thread_id
+        thread = await self._reachable(caller, wanted)
+        if thread is None:
+            raise self._not_found(caller, "thread", wanted)
+        return _Place(position.seq, position.message), thread
+
+    def _conversation(self, caller: Thread) -> bytes:
+        """Whose read a message position belongs to: the caller's (a cursor is refused elsewhere)."""
+        return _utf8(f"messages\0{caller.resource_id}\0{caller.id}")
+
     async def _messages(self, caller: Thread, request: RecallRequest) -> RecallResult:
         group: ObservationGroup | None = None
         thread: Thread | None = None
-        cursor: Message | None = None
+        cursor: Message | _Place | None = None
         if request.group_id:
             group, thread = await self.find_group(caller, request.group_id, request.thread_id)
         if request.cursor:
@@ -352,10 +375,18 @@ class Recaller:
                 f"('{thread.id}'); leave thread_id out."
             )
         primary, secondary = await self._directions(thread, group, cursor, request.anchor)
-        return await self._page(request, primary, secondary, group, cursor)
+        read = thread
+        listing = self._conversation(caller)
+
+        def cursor_at(message: Message) -> str:
+            """A cursor at ``message``: its place (the id itself where the thread's id is too long)."""
+            other = None if read.id == caller.id else read.id
+            return _MessagePosition.at(message, other, listing) or message.id
+
+        return await self._page(request, primary, secondary, group, cursor, cursor_at)
 
     async def _directions(
-        self, thread: Thread, group: ObservationGroup | None, cursor: Message | None, anchor: Anchor
+        self, thread: Thread, group: ObservationGroup | None, cursor: Message | _Place | None, anchor: Anchor
     ) -> tuple[Fetch, Fetch]:
         """The anchor's direction and the opposite one, each nearest-first from the anchor, each
         read by ``seq`` from the anchor within the group's span (the whole thread without a
@@ -385,7 +416,8 @@ class Recaller:
         primary: Fetch,
         secondary: Fetch,
         group: ObservationGroup | None,
-        cursor: Message | None,
+        cursor: Message | _Place | None,
+        cursor_at: Callable[[Message], str],
     ) -> RecallResult:
         size = request.limit
         pages = abs(request.page)
@@ -400,8 +432,11 @@ class Recaller:
         next_page = None
         if has_more:  # read on from the next message in this direction: one page's cost at any depth
             anchor = "start" if forward else "end"
-            next_page = {**request.arguments(), "cursor": run[pages * size].id, "anchor": anchor, "page": 1}
-        messages, truncated, continue_with, next_offset, used = self._fit(request, window, cursor, forward)
+            cursor_next = cursor_at(run[pages * size])
+            next_page = {**request.arguments(), "cursor": cursor_next, "anchor": anchor, "page": 1}
+        messages, truncated, continue_with, next_offset, used = self._fit(
+            request, window, cursor, forward, cursor_at
+        )
         if continue_with is not None:
             # the budget cut the page: the next page starts at the first message not shown (where
             # continue_with starts), not after the whole page, or the cut messages are never read
@@ -423,7 +458,12 @@ class Recaller:
         )
 
     def _fit(
-        self, request: RecallRequest, window: list[Message], cursor: Message | None, forward: bool
+        self,
+        request: RecallRequest,
+        window: list[Message],
+        cursor: Message | _Place | None,
+        forward: bool,
+        cursor_at: Callable[[Message], str],
     ) -> tuple[list[RecalledMessage], bool, dict[str, Any] | None, int | None, int]:
         """Render ``window`` (in reading order: nearest the anchor first) at the requested detail
         within the token budget. The messages that fit are those nearest the anchor, so what the
@@ -436,14 +476,14 @@ class Recaller:
         used = 0
         for message in window:
             text = render_message(message, request.detail, self.counter.count_text)
-            offset = request.char_offset if cursor is not None and message.id == cursor.id else 0
+            offset = request.char_offset if _is_cursor(message, cursor) else 0
             text = text[offset:]
             tokens = self.counter.count_text(text)
             if used + tokens <= budget:
                 out.append(recalled(message, text))
                 used += tokens
                 continue
-            base = {**request.arguments(), "cursor": message.id, "anchor": anchor, "page": 1}
+            base = {**request.arguments(), "cursor": cursor_at(message), "anchor": anchor, "page": 1}
             if out:
                 return out, True, base, None, used
             keep = self._cut(text, budget)
@@ -627,6 +667,13 @@ class Recaller:
         )
 
 
+def _is_cursor(message: Message, cursor: Message | _Place | None) -> bool:
+    """Whether ``message`` is the one the cursor names (where ``char_offset`` applies)."""
+    if isinstance(cursor, _Place):
+        return cursor.names(message)
+    return cursor is not None and message.id == cursor.id
+
+
 def _lowest(bound: int | None, seq: int) -> int:
     """The tighter of an upper ``seq`` bound (None: none) and ``seq``."""
     return seq if bound is None else min(bound, seq)
@@ -691,12 +738,12 @@ def _digest(*parts: bytes) -> bytes:
     return hashlib.sha256(b"\0".join(parts)).digest()[:_CHECK]
 
 
-def _bad_cursor(cursor: str) -> InvalidInputError:
+def _bad_cursor(cursor: str, what: str = "conversation list") -> InvalidInputError:
     shown = cursor if len(cursor) <= 40 else cursor[:37] + "..."
+    start = "the first conversation" if what == "conversation list" else "a message id, or leave cursor out"
     return InvalidInputError(
-        f"cursor {shown!r} is not a position in this conversation list (cut short, changed, or from "
-        "another listing): pass the cursor of the last answer's 'next_page' as it is, or leave cursor "
-        "out to list from the first conversation."
+        f"cursor {shown!r} is not a position in this {what} (cut short, changed, or given for another "
+        f"conversation): pass the cursor of the last answer's 'next_page' as it is, or start from {start}."
     )
 
 
@@ -754,6 +801,8 @@ class _ThreadPosition:
             raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
         except (ValueError, UnicodeError):
             return None
+        if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != body:
+            return None  # (a last character changed in bits base64 leaves unused: not as given)
         if not _KEYS.size + _CHECK <= len(raw) <= _KEYS.size + _ID_KEPT + _CHECK:
             return None
         fields, check = raw[:-_CHECK], raw[-_CHECK:]
@@ -771,3 +820,78 @@ class _ThreadPosition:
         if kept not in (0, 1) or (kept == 1) != bool(id_bytes) or (last_id is not None and "\x00" in last_id):
             raise _bad_cursor(cursor)
         return position
+
+
+_MESSAGE_PREFIX = "ms1."
+_MESSAGE_KEYS = struct.Struct(">Bq8s")
+"""A message position's fixed bytes: whether its thread's id follows (else it is the caller's),
+the message's seq and its id's digest; then that thread id, then the check (:data:`_CHECK`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """The place of the message a position names: its ``seq`` and its id's digest (the message
+    may have been deleted since)."""
+
+    seq: int
+    message: bytes
+
+    def names(self, message: Message) -> bool:
+        return message.seq == self.seq and _digest(_utf8(message.id)) == self.message
+
+
+@dataclass(frozen=True, slots=True)
+class _MessagePosition:
+    """A message's place in its thread, for ``next_page`` and ``continue_with``: its ``seq`` and
+    its id's digest, and the thread (None: the caller's own; else its id, up to
+    :data:`_ID_KEPT` bytes: a thread with a longer id is read on by message id, as before).
+    Opaque to the model (``ms1.`` and base64) and checked against the caller it was given to,
+    so an edited, cut or another conversation's cursor is refused; the thread one made up names
+    is re-read and must be reachable, like any id."""
+
+    seq: int
+    message: bytes
+    thread_id: str | None = None
+
+    @classmethod
+    def at(cls, message: Message, thread_id: str | None, listing: bytes) -> str | None:
+        """The cursor at ``message`` (of the caller's thread, or of ``thread_id``); None where
+        that thread's id is too long to hold."""
+        if message.seq is None or (thread_id is not None and len(_utf8(thread_id)) > _ID_KEPT):
+            return None
+        fields = _MESSAGE_KEYS.pack(thread_id is not None, message.seq, _digest(_utf8(message.id)))
+        fields += b"" if thread_id is None else _utf8(thread_id)
+        raw = fields + _digest(b"recall-messages-position", listing, fields)
+        return _MESSAGE_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str, listing: bytes) -> _MessagePosition | None:
+        """The position ``cursor`` holds for ``listing``; None when it is no position at all (a
+        message id); InvalidInputError when it was cut, changed or given to another caller."""
+        if not cursor.startswith(_MESSAGE_PREFIX):
+            return None
+        body = cursor[len(_MESSAGE_PREFIX) :]
+        try:
+            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+        except (ValueError, UnicodeError):
+            return None
+        if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != body:
+            return None  # (a last character changed in bits base64 leaves unused: not as given)
+        if not _MESSAGE_KEYS.size + _CHECK <= len(raw) <= _MESSAGE_KEYS.size + _ID_KEPT + _CHECK:
+            return None
+        fields, check = raw[:-_CHECK], raw[-_CHECK:]
+        if check != _digest(b"recall-messages-position", listing, fields):
+            raise _bad_cursor(cursor, "conversation")
+        # (what follows holds for every cursor this code made; only a forged check fails it)
+        kept, seq, message = _MESSAGE_KEYS.unpack(fields[: _MESSAGE_KEYS.size])
+        id_bytes = fields[_MESSAGE_KEYS.size :]
+        try:
+            thread_id = id_bytes.decode("utf-8", "surrogatepass") if kept == 1 else None
+        except UnicodeError:
+            raise _bad_cursor(cursor, "conversation") from None
+        if (
+            kept not in (0, 1) or (kept == 1) != bool(id_bytes) or not 0 < seq < 2**62
+            or (thread_id is not None and "\x00" in thread_id)
+        ):
+            raise _bad_cursor(cursor, "conversation")
+        return cls(seq, message, thread_id)

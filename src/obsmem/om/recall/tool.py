@@ -63,8 +63,8 @@ def recall_tool_schema(
         },
         "cursor": {
             "type": "string",
-            "description": "Where a page starts: a message id (messages mode) or, in threads mode, the "
-            "cursor of next_page as given (or a thread id).",
+            "description": "Where a page starts: the cursor of an answer's next_page as given, or a "
+            "message id (messages mode) or thread id (threads mode).",
         },
         "anchor": {
             "type": "string",
