@@ -63,6 +63,7 @@ T = TypeVar("T")
 _LITTLE_ENDIAN_FLOAT32 = np.dtype("<f4")
 _BUSY_TIMEOUT_MS = 10_000
 _PAGE_SIZE = 8192
+_TRUNCATE_WAIT_MS = 1000  # how long a truncation after a delete waits for other connections' reads
 VECTOR_MIGRATIONS_TABLE = "_obsmem_vector_migrations"
 SQLITE_VECTOR_MIGRATIONS: MigrationSet[sqlite3.Connection] = MigrationSet(
     SQLITE, VECTOR_MIGRATIONS_TABLE, "sqlite-vectors"
@@ -159,6 +160,7 @@ class SQLiteVectorIndex:
         self._closed = False
         self._pid = os.getpid()  # a copy in a forked child refuses every call (see _call)
         self._busy = threading.Lock()  # held while the worker thread uses the connection
+        self._log_to_truncate = False  # a delete's log not truncated yet (see _after_delete)
         _INDEXES.add(self)  # its connection is let go in a forked child (_let_go_after_fork)
 
     @classmethod
@@ -213,7 +215,10 @@ class SQLiteVectorIndex:
             with self._busy:
                 conn = self._connect()
                 self._drop_stale_cache(conn)
-                return fn(conn)
+                result = fn(conn)
+                if self._log_to_truncate:  # a truncation a reader kept from a delete: try again
+                    self._truncate_log(conn, 0)
+                return result
         except ObsmemError:
             raise
         except (sqlite3.Error, OSError) as exc:  # OSError: the folder or file cannot be created
@@ -242,6 +247,9 @@ class SQLiteVectorIndex:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            # A delete (a user's vectors, delete_resource) zeroes the space it frees, as the
+            # stores' erases do, instead of leaving the rows readable in the file.
+            conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             SQLITE_VECTOR_MIGRATIONS.migrate(conn)
@@ -367,6 +375,7 @@ class SQLiteVectorIndex:
                 )
             if self._exact is not None:
                 self._exact.delete(key)
+            self._after_delete(conn, cursor.rowcount)
             return cursor.rowcount > 0
 
         return await self._call(op)
@@ -380,9 +389,33 @@ class SQLiteVectorIndex:
                 )
             if self._exact is not None:
                 self._exact.delete_namespace(namespace_prefix)
+            self._after_delete(conn, cursor.rowcount)
             return cursor.rowcount
 
         return await self._call(op)
+
+    def _after_delete(self, conn: sqlite3.Connection, deleted: int) -> None:
+        """After a delete that removed rows: move the write-ahead log into the file and truncate
+        it, so the deleted rows (their keys, their namespaces naming the user and the thread,
+        their vectors) are left neither in the ``-wal`` file, which keeps every page a
+        transaction wrote until a checkpoint happens to overwrite it, nor (``secure_delete``) in
+        the database file. Another connection's read snapshot can keep the log: then it waits a
+        bounded time (:data:`_TRUNCATE_WAIT_MS`) and is tried again, without waiting, after each
+        later operation until it succeeds."""
+        if deleted > 0:
+            self._log_to_truncate = True
+        if self._log_to_truncate:
+            self._truncate_log(conn, _TRUNCATE_WAIT_MS)
+
+    def _truncate_log(self, conn: sqlite3.Connection, wait_ms: int) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError:
+            busy = 1
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        self._log_to_truncate = bool(busy)
 
     async def search(self, query: VectorLike, k: int = 10, *, namespace_prefix: str = "") -> list[VectorHit]:
         check_k(k)
