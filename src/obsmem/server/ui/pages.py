@@ -5,6 +5,7 @@ through the same checks as the REST API (:class:`~obsmem.server.access.Principal
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -47,6 +48,10 @@ THREADS_PAGE = 100
 GROUP_PAGE = 20
 _GENERATIONS = 200
 GENERATIONS_LISTED = 50
+#: The most lines of each generation the diff compares: the line diff is quadratic in the lines a
+#: record repeats (4,000 took 4.8 s), and a record holds what a reflection wrote or an import
+#: restored. It runs in a thread, on at most this many lines of each.
+DIFF_LINES = 2000
 
 
 # -- login ----------------------------------------------------------------------------------
@@ -424,9 +429,10 @@ async def generations_page(request: Request, thread_id: str) -> Response:
         by_id = {r.id: r for r in records}
         older = by_id.get(request.query_params.get("a") or "", records[1])
         newer = by_id.get(request.query_params.get("b") or "", records[0])
-        body += _diff_form(thread_id, records, older, newer) + _diff(
-            older, newer, lambda record: observations_shown(record, thread.id, memory.config)
+        diff = await asyncio.to_thread(
+            _diff, older, newer, lambda record: observations_shown(record, thread.id, memory.config)
         )
+        body += _diff_form(thread_id, records, older, newer) + diff
     return page(f"Generations · {thread.id}", body, who=session(request, principal))
 
 
@@ -454,6 +460,8 @@ def _diff(
     context shows: in resource scope without sharing, never another thread's sections)."""
     before = shown(older).splitlines()
     after = shown(newer).splitlines()
+    cut = len(before) > DIFF_LINES or len(after) > DIFF_LINES
+    before, after = before[:DIFF_LINES], after[:DIFF_LINES]
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     kept = sum(size for _, _, size in matcher.get_matching_blocks())
     lines: list[str] = []
@@ -463,7 +471,8 @@ def _diff(
     return (
         f'<p class="diff-summary">generation {older.generation} → {newer.generation}: kept {counted(kept, "line")}, '
         f"dropped {len(before) - kept}, added {len(after) - kept}; {older.observation_tokens} → "
-        f"{newer.observation_tokens} tokens.</p>"
+        f"{newer.observation_tokens} tokens"
+        + (f" (the first {DIFF_LINES:,} lines of each compared)" if cut else "") + ".</p>"
         f'<div class="diff">{"".join(lines) or "<p>No differences.</p>"}</div>'
     )
 
