@@ -62,6 +62,7 @@ from obsmem.assembly import (
 )
 from obsmem.clock import Clock, SystemClock
 from obsmem.config import MemoryConfig, MemoryOptions
+from obsmem.implements import implements
 from obsmem.errors import ConfigError, InvalidInputError, MigrationError, StorageError, StoreClosedError
 from obsmem.models.retry import RetryPolicy
 from obsmem.om.cycle import MODEL_TIMEOUT_S
@@ -127,7 +128,7 @@ async def enqueue_thread_work(
     store: Store, thread_id: str, *, now: datetime, kinds: Sequence[str] = WORK_KINDS
 ) -> list[WorkItem]:
     """Ask the workers to look at a thread (call after a turn). Coalesces with waiting work."""
-    if not isinstance(store, Store):
+    if not implements(store, Store):
         raise InvalidInputError(
             f"Invalid store: expected a Store, got {describe_value(store)}", argument="store"
         )
@@ -223,7 +224,7 @@ class Worker:
         ):
             raise ConfigError("model_timeout_s", f"got {describe_value(model_timeout_s)}",
                               allowed="None or a number of seconds > 0")
-        if not isinstance(store, Store):
+        if not implements(store, Store):
             raise ConfigError(
                 "store", f"expected a Store, got {describe_value(store)}",
                 allowed="open_store(url) or a Store",

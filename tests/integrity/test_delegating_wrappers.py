@@ -4,12 +4,13 @@ forwards everything else with ``__getattr__``) works on every Python obsmem supp
 Python 3.12 changed ``isinstance`` against ``runtime_checkable`` protocols to look members up
 statically, which never reaches ``__getattr__``: on 3.12 and 3.13 ``Memory(store=wrapper)`` was
 refused ("expected a Store, a URL or None"), and so were such an observer model, embedder, vector
-index. These tests run under whichever
+index, and the worker's and ``enqueue_thread_work``'s store. These tests run under whichever
 Python runs the suite (the CI's is 3.11, where they passed before; under 3.13 they failed).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from obsmem.embeddings.lexical import LexicalHashEmbedder
 from obsmem.models.testing import FunctionModel
 from obsmem.storage.memory import MemoryStore
 from obsmem.vectors.memory import InMemoryVectorIndex
+from obsmem.worker import Worker, enqueue_thread_work
 
 pytestmark = pytest.mark.anyio
 
@@ -70,3 +72,15 @@ async def test_a_forwarding_embedder_and_index_are_taken() -> None:
     async with Memory("memory://", config=config, embedder=embedder, vector_index=index) as memory:  # type: ignore[arg-type]
         turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hi")])
         await turn.end([Message.assistant("hello")])
+
+
+async def test_the_worker_takes_a_forwarding_store() -> None:
+    store = Forwarding(MemoryStore())
+    async with Memory(store, background="queue") as memory:  # type: ignore[arg-type]
+        turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("hi")])
+        await turn.end([Message.assistant("hello")])
+    await enqueue_thread_work(store, "t", now=datetime.now(UTC))  # type: ignore[arg-type]
+    worker = Worker(store)  # type: ignore[arg-type]
+    while await worker.run_once():
+        pass
+    assert "claim_work" in store.forwarded
