@@ -894,6 +894,21 @@ def _long_part(part: Part, min_chars: int) -> bool:
     return False
 
 
+def _message_chars(message: Message, limit: int) -> int:
+    """About the characters ``message``'s parts give to count, at most ``limit`` (a bounded walk)."""
+    chars = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            chars += len(part.text)
+        elif isinstance(part, ToolCallPart):
+            chars += _payload_chars(part.args, limit)
+        elif isinstance(part, ToolResultPart):
+            chars += _payload_chars(part.result, limit)
+        if chars >= limit:
+            return limit
+    return chars
+
+
 def _holds_at_least(value: Any, chars: int) -> bool:
     """Whether ``value`` (a JSON-like payload) holds about ``chars`` characters or more (see
     :func:`_payload_chars`)."""
@@ -1042,16 +1057,42 @@ class TokenCounter:
             await asyncio.to_thread(o200k_encoding)  # waits for a preload under way (one build)
 
     async def warm(self, messages: Iterable[Message], *, min_chars: int = WARM_CHARS) -> None:
-        """Count the long text parts of ``messages`` in a thread, into the part cache.
+        """Count the long text parts of ``messages`` in a thread, into the part cache; and the
+        messages not counted yet, when together they hold ``min_chars`` characters or more.
 
         Counting a megabyte takes tens of milliseconds; the engine's counts are synchronous and
         run on the event loop, so it warms a turn's new input first and those counts are lookups.
+        Many messages each under ``min_chars`` (a window of file reads after a restart: 150 of
+        30,000 characters) were counted on the loop one after the other, 4.5 MB in one stretch.
         """
         if self._cache.max_size == 0:
             return
-        long = [p for m in messages for p in m.parts if _long_part(p, min_chars)]
-        if long:
-            await asyncio.to_thread(lambda: [self._part_cost(part) for part in long])
+        listed = messages if isinstance(messages, list | tuple) else list(messages)
+        long = [p for m in listed for p in m.parts if _long_part(p, min_chars)]
+        unknown: list[Message] = []
+        chars = 0
+        for message in listed:
+            if not self._knows(message):
+                unknown.append(message)
+                chars += _message_chars(message, min_chars)
+        if chars < min_chars:
+            unknown = []
+        if long or unknown:
+            await asyncio.to_thread(self._warm_now, long, unknown)
+
+    def _warm_now(self, long: list[Part], unknown: list[Message]) -> None:
+        for part in long:
+            self._part_cost(part)
+        for message in unknown:
+            self._parts_cost(message)
+
+    def _knows(self, message: Message) -> bool:
+        """Whether ``message``'s parts' cost is kept (on it, or by its parts tuple) for this estimator."""
+        parts = message.parts
+        memo = message.__dict__.get(_MEMO_KEY)
+        if memo is None or memo[0] is not parts:
+            memo = self._cache.by_parts.get(id(parts))
+        return memo is not None and memo[0] is parts and memo[1] == self.estimator_id
 
     def _role_tokens(self, role: str) -> int:
         """A role's tokens (four roles, counted once per counter: no tokenizer call per message)."""
