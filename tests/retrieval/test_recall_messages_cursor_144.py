@@ -116,3 +116,13 @@ async def test_reading_on_in_another_conversation_of_the_user_past_a_deleted_mes
     assert (await memory.forget("line 04", thread_id="t2"))["messages"] == 1
     assert await _read_on(memory, first["next_page"]) == SAID[5:]
     assert (await memory.call_recall_tool("t1", {"limit": 12}))["messages"][4]["text"] == "line 04"  # t1 kept it
+
+
+async def test_reading_on_stops_when_a_new_conversation_began_under_the_threads_id(memory: Memory) -> None:
+    first = await memory.call_recall_tool("t1", {"thread_id": "t2", "limit": 4})
+    assert await memory.delete_thread("t2")
+    turn = await memory.begin_turn(thread_id="t2", resource_id="alice", messages=[Message.user("a new chat")])
+    await turn.end([Message.assistant("hello again")])
+    answer = await memory.call_recall_tool("t1", first["next_page"])
+    assert "error" in answer and "t2" in answer["error"], answer  # not the new chat as if read on
+    assert "a new chat" not in str(answer)

@@ -340,7 +340,8 @@ class Recaller:
         with the message there, when it is still there (read with the page, not before it)."""
         wanted = caller.id if position.thread_id is None else position.thread_id
         thread = await self._reachable(caller, wanted)
-        if thread is None:
+        if thread is None or _micros(thread.created_at) != position.thread_us:
+            # (deleted, or deleted and a new conversation began under its id: not read on into it)
             raise self._not_found(caller, "thread", wanted)
         return _Place(position.seq, position.message), thread
 
@@ -380,8 +381,7 @@ class Recaller:
 
         def cursor_at(message: Message) -> str:
             """A cursor at ``message``: its place (the id itself where the thread's id is too long)."""
-            other = None if read.id == caller.id else read.id
-            return _MessagePosition.at(message, other, listing) or message.id
+            return _MessagePosition.at(message, read, read.id == caller.id, listing) or message.id
 
         return await self._page(request, primary, secondary, group, cursor, cursor_at)
 
@@ -823,9 +823,10 @@ class _ThreadPosition:
 
 
 _MESSAGE_PREFIX = "ms1."
-_MESSAGE_KEYS = struct.Struct(">Bq8s")
+_MESSAGE_KEYS = struct.Struct(">Bq8sq")
 """A message position's fixed bytes: whether its thread's id follows (else it is the caller's),
-the message's seq and its id's digest; then that thread id, then the check (:data:`_CHECK`)."""
+the message's seq and its id's digest, the thread's created_at (microseconds); then that thread
+id, then the check (:data:`_CHECK`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -851,16 +852,20 @@ class _MessagePosition:
 
     seq: int
     message: bytes
+    thread_us: int
     thread_id: str | None = None
 
     @classmethod
-    def at(cls, message: Message, thread_id: str | None, listing: bytes) -> str | None:
-        """The cursor at ``message`` (of the caller's thread, or of ``thread_id``); None where
-        that thread's id is too long to hold."""
-        if message.seq is None or (thread_id is not None and len(_utf8(thread_id)) > _ID_KEPT):
+    def at(cls, message: Message, thread: Thread, callers: bool, listing: bytes) -> str | None:
+        """The cursor at ``message`` of ``thread`` (the caller's own when ``callers``); None where
+        another thread's id is too long to hold."""
+        thread_id = None if callers else _utf8(thread.id)
+        if message.seq is None or (thread_id is not None and len(thread_id) > _ID_KEPT):
             return None
-        fields = _MESSAGE_KEYS.pack(thread_id is not None, message.seq, _digest(_utf8(message.id)))
-        fields += b"" if thread_id is None else _utf8(thread_id)
+        fields = _MESSAGE_KEYS.pack(
+            thread_id is not None, message.seq, _digest(_utf8(message.id)), _micros(thread.created_at)
+        )
+        fields += thread_id or b""
         raw = fields + _digest(b"recall-messages-position", listing, fields)
         return _MESSAGE_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
@@ -883,7 +888,7 @@ class _MessagePosition:
         if check != _digest(b"recall-messages-position", listing, fields):
             raise _bad_cursor(cursor, "conversation")
         # (what follows holds for every cursor this code made; only a forged check fails it)
-        kept, seq, message = _MESSAGE_KEYS.unpack(fields[: _MESSAGE_KEYS.size])
+        kept, seq, message, thread_us = _MESSAGE_KEYS.unpack(fields[: _MESSAGE_KEYS.size])
         id_bytes = fields[_MESSAGE_KEYS.size :]
         try:
             thread_id = id_bytes.decode("utf-8", "surrogatepass") if kept == 1 else None
@@ -894,4 +899,4 @@ class _MessagePosition:
             or (thread_id is not None and "\x00" in thread_id)
         ):
             raise _bad_cursor(cursor, "conversation")
-        return cls(seq, message, thread_id)
+        return cls(seq, message, thread_us, thread_id)
