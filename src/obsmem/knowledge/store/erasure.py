@@ -119,6 +119,20 @@ def _moved_away(t: KnowledgeTables, event: ActivityEvent, scope: Scope) -> bool:
     return record is not None and not (scope.sees(record.scope) or under(record.scope, scope.key))
 
 
+def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
+    """Delete the audit events about ``records`` logged on each one's chain: its scope and those
+    above it, where it lived before a narrowing (``rescope``) left them, a ``record-created``
+    reason quoting its text (a trust change or a rescope may quote it too). The number deleted."""
+    ids = {record.id for record in records}
+    keys = sorted({key for record in records for key in Scope.parse(record.scope).visible_keys()})
+    deleted = 0
+    for event in t.events_in(keys) if ids else ():
+        if event.subject_type == "record" and event.subject_id in ids:
+            t.delete_event(event.id)
+            deleted += 1
+    return deleted
+
+
 def _drop_mentions(m: KnowledgeMutations, gone: set[str]) -> None:
     """Remove links to deleted nodes from the nodes and records that remain."""
     t = m.t
@@ -268,11 +282,7 @@ def erase_records(
         raise InvalidInputError("The reason is empty; give a non-blank reason.", argument="reason")
     records = [m._visible_record(rid, scope, "erase_records", actor, reason) for rid in dict.fromkeys(record_ids)]
     counts = dict.fromkeys(("records", "events", "outbox", "vectors"), 0)
-    ids = {record.id for record in records}
-    for event in m.t.events_in(sorted({record.scope for record in records})):
-        if event.subject_type == "record" and event.subject_id in ids:  # a trust change or rescope may quote it
-            m.t.delete_event(event.id)
-            counts["events"] += 1
+    counts["events"] += _delete_events_about(m.t, records)
     _delete_records(m, records, counts)
     for record in records:
         m._event(ActivityAction.RECORD_DELETED, "record", record.id, record.scope, actor, reason,
@@ -291,6 +301,7 @@ def purge_scope(m: KnowledgeMutations, scope: str, *, actor: str, reason: str) -
     records: list[Record] = list(t.records_under(key))
     for node_id in nodes:  # records about a purged node go too (by the scope rules, all are below)
         records.extend(t.records_about(node_id))
+    counts["events"] += _delete_events_about(t, records)  # above the scope (below: all go next)
     _delete_records(m, records, counts)
     for node_id in nodes:
         t.delete_node(node_id)
