@@ -340,18 +340,19 @@ def _pieces(text: str, size: int, *, most: int | None = None) -> list[str]:
 def _token_count(encoding: tiktoken.Encoding, text: str) -> int:
     """How many tokens ``text`` is, ``"<|endoftext|>"`` and the like counted as text.
 
-    A text over :data:`_LIST_CHARS` has its tokens back as one numpy array (one buffer, no Python
+    A text over :data:`_LIST_CHARS` has its tokens back (from tiktoken 0.9 on) as one numpy array (one buffer, no Python
     int per token), and the tokenizer leaves the interpreter lock while it works: the lock is held
     only to read the text. A shorter one as a list (a numpy array costs more to make than a short
     list). A lone surrogate (from a JSON escape, a broken UTF-16 file) is counted as U+FFFD, as
     tiktoken's ``encode_ordinary`` counts it: re-encoded from UTF-16 with the surrogate pairs joined."""
-    if len(text) <= _LIST_CHARS:
+    to_numpy = getattr(encoding, "encode_to_numpy", None)  # tiktoken 0.9 and later
+    if len(text) <= _LIST_CHARS or to_numpy is None:
         return len(encoding.encode_ordinary(text))
     try:
-        return int(encoding.encode_to_numpy(text, disallowed_special=()).size)
+        return int(to_numpy(text, disallowed_special=()).size)
     except UnicodeEncodeError:
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return int(encoding.encode_to_numpy(text, disallowed_special=()).size)
+        return int(to_numpy(text, disallowed_special=()).size)
 
 
 def _count_o200k(text: str) -> int:
