@@ -63,7 +63,8 @@ def _spans(text: str) -> Iterable[tuple[int, int]]:
     yield from said_spans(text)
     for match in _CONTRACTED_WORD.finditer(text):
         value = match.group("value")
-        if value.casefold() not in _NOT_SECRET_WORDS and not value.casefold().endswith(("ed", "ing", "ly", "en")):
+        word = value.casefold()
+        if word not in _NOT_SECRET_WORDS and word not in _OWNED_WORDS and not word.endswith(_NOT_SECRET_ENDINGS):
             yield match.span("value")
 
 
@@ -80,6 +81,14 @@ _NOT_SECRET_WORDS = frozenset(
     "hidden public mine yours ours theirs there here somewhere nothing something required optional mandatory "
     "temporary default random unique generic obvious predictable guessable unchanged".split()
 )
+#: What a password has (the same spelling is English's possessive: "The form checks the password's
+#: length.", "We store only the password's hash."), and the endings of such nouns.
+_OWNED_WORDS = frozenset(
+    "length strength hash hashes salt format complexity expiry expiration age lifetime history policy rules "
+    "requirements field input prompt hint owner value text characters digits letters spelling case meaning purpose "
+    "entropy quality security storage encryption reset manager rotation validation".split()
+)
+_NOT_SECRET_ENDINGS = ("ed", "ing", "ly", "en", "tion", "sion", "ity", "ness", "ment", "ance", "ence", "th")
 
 
 def _views(text: str) -> tuple[str, ...]:
