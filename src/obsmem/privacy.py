@@ -356,11 +356,11 @@ def _encoded_secret(value: str) -> bool:
 
 #: The words for a password (a wifi key too), in the languages the assignments above read.
 _SAID_PASSWORD = (
-    r"pass(?:word|phrase)|passwd|pw|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
+    r"pass(?:word|phrase)|passwd|pw|clave|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
     r"|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|[şs]ifre(?:si)?|парол[ья]|wi-?fi[ -]key|network key"
 )
 #: The words for a PIN (digits only).
-_SAID_PIN = (r"pin(?:[ -]?(?:code|number|nummer))?|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
+_SAID_PIN = (r"pin(?:[ -]?(?:code|number|nummer))?|pinkod(?:en)?|pincode|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
              r"|security code|verification code|one-time code|otp(?: code)?|2fa code|sms code")
 #: A payment card's security code (three or four digits).
 _SAID_CVV = r"cvv2?|cvc2?|csc|security code|card verification code"
@@ -383,6 +383,8 @@ _SAID_CODE = (
     r"(?:\s(?:[^\s.,;:!?'’]{1,12}\s){0,3}?|\s(?:[^\s.,;:!?'’]{1,12}\s){0,2}?[^\s.,;:!?'’]{1,5}['’])"
     rf"(?:{_OPENS})(?:\s(?:wej[śs]ciow\w{{1,3}}|d['’]ingresso|d['’]entr[ée]e|principale?|d'entrada))?"
 )
+#: What kind of password, after its word: "mot de passe wifi", "PIN bancaire".
+_SAID_OF = r"(?:\s(?:wi-?fi|wlan|admin|root|bancaire|du wifi))?"
 #: What the value is for, between the word and its copula: "the password for the router is …".
 _SAID_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|du|para|per|del|della|dla|do|na|i|we|you|they|that)"
              r"(?:\s[^\s.,;:!?=]{1,30}){1,4}?)?")
@@ -392,6 +394,7 @@ _SAID_IS = (
     r"|,?\s(?:is|was|ist|lautet|war|est|était|es|era|é|è|e['’]|er|var|är|jest|to|je|c['’]est"
     r"|(?:has been|have been|was|is|got|been)?\s?(?:changed|set|reset|updated)\sto)(?![^\W\d_]))"
     r"(?:\s{1,3}(?:now|still|currently|jetzt|nun|maintenant|ahora|agora|ora|teraz))?\s{0,3}"
+    r"(?:(?:le|the|el|der|die|das)\s{1,3})?"
 )
 #: The value: one word, without the punctuation after it (optionally quoted).
 _SAID_VALUE = r"""[\"'`“‘«]?(?P<value>[^\s\"'`“”‘’«»()\[\]{}<>]{0,199}[^\s\"'`“”‘’«»()\[\]{}<>.,;:!?])"""
@@ -402,8 +405,24 @@ _SAID_NEXT_LINE = (r"(?:\*\*|__)?[ \t]{0,3}:?(?:\*\*|__)?[ \t]{0,3}\r?\n[ \t>]{0
                    r"[\"'`]?(?P<value>[^\s\"'`]{0,199}[^\s\"'`.,;:!?])[\"'`]?[ \t]*(?=\r?\n|$)")
 
 
-def _said(words: str) -> re.Pattern[str]:
-    return _re(rf"(?<![^\W\d_])(?i:{words})(?![^\W\d_])(?i:{_SAID_FOR}{_SAID_IS}){_SAID_VALUE}")
+def _said(words: str, joined: str = _SAID_IS) -> re.Pattern[str]:
+    return _re(rf"(?<![^\W\d_])(?i:{words})(?![^\W\d_])(?i:{_SAID_OF}{_SAID_FOR}{joined}){_SAID_VALUE}")
+
+
+#: Finnish's copula ("Salasana on …", "PIN-koodi on 4821"), and no copula at all where a language
+#: needs none: Turkish "Şifrem …" (my password), Russian "Мой пароль …", "Код от двери 4821".
+_SAID_FINNISH = r"salasana(?:ni|si|mme)?|pin-?koodi(?:ni|si)?|tunnusluku|ovikoodi"
+_SAID_ON = r"\s(?:on|oli)(?![^\W\d_])\s{0,3}"
+_SAID_BARE_PASSWORD = r"[şs]ifrem(?:iz)?|parolam|парол[ья]|pin kodum"
+_SAID_BARE_CODE = (r"пин-?код|пин|код(?:\sот)?\s(?:двери|домофона|подъезда|сейфа|ворот|калитки|сигнализации)")
+_SAID_BARE = r"(?:\s{0,3}[:—–-]|\s(?:это|—))?\s{1,3}"
+#: Chinese, Japanese and Korean, a copula and no space: "我的密码是Xiangri42", "パスワードはHimawari42です";
+#: the value (ASCII) ends where the sentence goes on in CJK only at its end or a copula's ending
+#: (not "パスワードは1Passwordに保存しています": the password is kept in 1Password).
+_SAID_CJK = _re(
+    r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호|암호)\s{0,3}(?:是|为|為|は|는|은|이|가)\s{0,3}[「『\"']?"
+    r"(?P<value>[!-~]{0,199}[A-Za-z0-9])(?=\s|$|[。、，,.!！?？」』\"']|です|だ|입니다|이다|예요|이에요)"
+)
 
 
 def _said_on_next_line(words: str) -> re.Pattern[str]:
@@ -457,6 +476,10 @@ def _said_keypad(value: str) -> bool:
 
 def _said_pin(value: str) -> bool:
     return _said_keypad(value) and sum(c.isdigit() for c in value) >= 4
+
+
+def _said_password_or_pin(value: str) -> bool:
+    return _said_password(value) or _said_pin(value)
 
 
 def _said_cvv(value: str) -> bool:
@@ -654,6 +677,10 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _said(_SAID_CVV), _said_cvv),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
+    Detector("password", _said(_SAID_FINNISH, _SAID_ON), _said_password_or_pin),
+    Detector("password", _said(_SAID_BARE_PASSWORD, _SAID_BARE), _said_password),
+    Detector("password", _said(_SAID_BARE_CODE, _SAID_BARE), _said_pin),
+    Detector("password", _SAID_CJK, _said_password_or_pin),
     # Last: base64 whose decoded text holds a secret any detector above finds.
     Detector("secret", scan=_encoded_secrets),
 )

@@ -89,6 +89,15 @@ HUNTED = [
     ("locker combo is 31-07-19", "31-07-19"),
     ("WiFi: HomeNet / Magnolia5q", "Magnolia5q"),
     ("user: alice pass: Hibiscus6w", "Hibiscus6w"),
+    ("La clave del wifi es Girasol42", "Girasol42"),
+    ("Min pinkod är 5519", "5519"),
+    ("Salasanani on Auringonkukka42", "Auringonkukka42"),
+    ("PIN-koodi on 6620", "6620"),
+    ("Şifrem Aycicegi42", "Aycicegi42"),
+    ("Мой ПИН-код 7714", "7714"),
+    ("Код от двери 8803", "8803"),
+    ("Mon code PIN est le 3348", "3348"),
+    ("Mon mot de passe wifi est Tournesol42", "Tournesol42"),
 ]
 
 #: Ordinary text with the same words: still captured.
@@ -113,6 +122,9 @@ STILL_CAPTURED = [
     "The combination of Python3 and Rust works well",
     "The combo to the lock is on a sticky note",
     "The lockbox is in the garage",
+    "Salasana on liian lyhyt",
+    "Şifrem çok uzun",
+    "La clave del éxito es la constancia",
 ]
 
 

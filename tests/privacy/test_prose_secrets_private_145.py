@@ -65,6 +65,25 @@ HUNTED = [
     ("Begonia2v is my wifi password.", "Begonia2v"),
 ]
 
+#: The other languages the secret detectors read (each reached the observer in clear).
+LANGUAGES = [
+    ("La clave del wifi es Girasol42", "Girasol42"),
+    ("Min pinkod är 5519", "5519"),
+    ("Salasanani on Auringonkukka42", "Auringonkukka42"),
+    ("PIN-koodi on 6620", "6620"),
+    ("Şifrem Aycicegi42", "Aycicegi42"),
+    ("Мой пароль Podsolnuh42", "Podsolnuh42"),
+    ("Мой ПИН-код 7714", "7714"),
+    ("Код от двери 8803", "8803"),
+    ("我的密码是Xiangri42", "Xiangri42"),
+    ("wifi密码是Lanhua42", "Lanhua42"),
+    ("パスワードはHimawari42です", "Himawari42"),
+    ("暗証番号は9152です", "9152"),
+    ("비밀번호는 Haebaragi42입니다", "Haebaragi42"),
+    ("Mon code PIN est le 3348", "3348"),
+    ("Mon mot de passe wifi est Tournesol42", "Tournesol42"),
+]
+
 #: Ordinary sentences the new forms must leave alone (beside the guard's table).
 ORDINARY = [
     "I changed my password yesterday.",
@@ -91,6 +110,11 @@ ORDINARY = [
     "pwd is /home/alice2",
     "The OTP code is 6 digits.",
     "We used Argon2id as our password hashing algorithm.",
+    "Salasana on liian lyhyt.",
+    "Şifrem çok uzun.",
+    "Мой пароль слишком короткий.",
+    "La clave del éxito es la constancia.",
+    "パスワードは1Passwordに保存しています。",
 ]
 
 
@@ -133,6 +157,14 @@ async def test_further_forms_never_reach_the_observer_or_the_observations() -> N
     assert [secret for _, secret in HUNTED if secret in kept] == []
 
 
+async def test_other_languages_never_reach_the_observer_or_the_observations() -> None:
+    text = "\n\n".join(said for said, _ in LANGUAGES) + "\n\n" + "word " * 40
+    sent, kept = await _observed(text)
+    assert sent and "User said" in kept, "observed"
+    assert [secret for _, secret in LANGUAGES if secret in sent] == []
+    assert [secret for _, secret in LANGUAGES if secret in kept] == []
+
+
 async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
     text = "\n\n".join(ORDINARY) + "\n\n" + "word " * 40
     sent, _ = await _observed(text)
@@ -144,7 +176,8 @@ async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
 @pytest.mark.parametrize("unit", ["my password is ", "## Password\n", "password -- ", "kod do drzwi to ",
                                   "il codice della porta ", "le code de la porte est ", "PIN is ", "pw: ",
                                   "the code for the alarm is ", "My password's ", "username a password ",
-                                  "WiFi: a / ", "I use abcdef1 as ", "abcdef1 is my ", "combination is ", "x" * 150 + " "])
+                                  "WiFi: a / ", "I use abcdef1 as ", "abcdef1 is my ", "combination is ", "x" * 150 + " ",
+                                  "Salasana on ", "Şifrem ", "Код от двери ", "密码是", "パスワードは" + "a" * 150])
 def test_redaction_stays_linear(unit: str) -> None:
     ratio = growth(Redactor(b"k").redact, lambda n: unit * max(1, n // len(unit)), 10_000)
     assert ratio < GROWTH_BOUND, f"{unit!r}: {ratio:.1f}x the work for 4x the input"
