@@ -38,6 +38,7 @@ from obsmem.om.text.format import (
 )
 from obsmem.om.text.quote import defuse, defuse_lines, one_line
 from obsmem.om.offline.hints import CarriedHint, OpenAsk, continuation_hints
+from obsmem.om.offline.known import KnownText, KnownView
 from obsmem.om.offline.participants import is_participant_conversation, participant_line, speaker_name
 from obsmem.om.offline.patterns import (
     ASSIST_DONE,
@@ -204,7 +205,7 @@ def _is_filler(sentence: str) -> bool:
     return not words or (len(words) <= 8 and all(w in FILLER_WORDS for w in words))
 
 
-def _with_missing(text: str, source: str, known: str) -> str:
+def _with_missing(text: str, source: str, known: str | KnownView) -> str:
     """Append the names and quantities of ``source`` that ``text`` lost and that are recorded
     nowhere else, so every one survives in some line."""
     lowered = text.lower()
@@ -257,8 +258,10 @@ class _Cycle:
         self.named: list[list[date]] = []  # the calendar days each message with text names
         self.nearby: list[date] = []  # those of the message being read and the few before it
         self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
-        self._known: list[str] = [request.previous_observations.lower()]
-        self._known_text: str | None = None  # "\n".join(self._known), until it grows
+        # everything recorded or said so far, indexed: a novelty check reads what it must, not
+        # all of it (a reply naming thousands of results after them was terms x text)
+        self._known = KnownText()
+        self._known.add(request.previous_observations.lower())
         for group in parse_observations(request.previous_observations)[-1:]:
             for line in group.lines[-3:]:  # "Which hotel would you suggest?" asked in the last batch
                 if asked := re.match(r"^User asked (which .*)", line.text):
@@ -274,15 +277,13 @@ class _Cycle:
                 if key and line.text.startswith("User") and not is_plan_text(line.text):
                     self.state[key.key] = key.value
 
-    def known(self) -> str:
-        """Everything already recorded or said by the user, lowercased (for novelty checks)."""
-        if self._known_text is None:  # asked once per clause: joined only after it grew
-            self._known_text = "\n".join(self._known)
-        return self._known_text
+    def known(self) -> KnownView:
+        """Everything already recorded or said by the user, lowercased (for novelty checks):
+        ``term in known()`` as of now, whatever is learned later."""
+        return self._known.view()
 
     def _learn(self, text: str) -> None:
-        self._known.append(text.lower())
-        self._known_text = None
+        self._known.add(text.lower())
 
     def dates(self, text: str, anchor: date) -> list[DateRef]:
         """The time references of ``text``, read with the calendar days named around it."""
@@ -666,7 +667,7 @@ class _Cycle:
         self.awaiting_user = shorten(question, 160) if question else None
 
     def _unprompted(self, rest: list[str], listed: str, label: str, intro: str, index: int, day: date,
-                    time: str, known: str) -> None:  # fmt: skip
+                    time: str, known: KnownView) -> None:  # fmt: skip
         """Assistant text that answers no open question: kept when it recommends, lists or adds
         names and numbers nobody mentioned yet; reactions and pleasantries are dropped."""
         source = " ".join(rest)

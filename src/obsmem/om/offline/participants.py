@@ -36,6 +36,7 @@ from typing import Protocol, TypeVar
 from obsmem.errors import ObsmemError
 from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM, ObservationLine
 from obsmem.om.text.quote import speaker_label
+from obsmem.om.offline.known import KnownView
 from obsmem.om.offline.patterns import (
     CONTRACTIONS,
     FILLER_WORDS,
@@ -249,9 +250,11 @@ def _own_statement(body: str) -> str:
     return body.strip(" ,;:-")
 
 
-def _recorded(word: str, known: str) -> bool:
+def _recorded(word: str, known: str | KnownView) -> bool:
     """True when ``word`` is already in ``known`` as a word, not merely inside one: "art" is not
     recorded by "party", nor "ring" by "bring"."""
+    if isinstance(known, KnownView):
+        return known.recorded(word)  # the same answer, from an index
     start = known.find(word)
     size = len(word)
     while start >= 0:
@@ -267,7 +270,7 @@ def participant_line(
     text: str,
     name: str,
     anchor: date,
-    known: str,
+    known: str | KnownView,
     count_tokens: Callable[[str], int],
     listeners: Sequence[str] = (),
     *,

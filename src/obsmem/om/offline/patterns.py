@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from obsmem.om.offline.known import KnownView
 from obsmem.om.text.format import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM
 
 FILLER_WORDS = frozenset(
@@ -731,7 +732,9 @@ def state_object(text: str) -> str | None:
     return _clip(match["v"]) if match else None
 
 
-def statement_priority(body: str, notes: list[str], known: str, plan: str | None = None) -> str | None:
+def statement_priority(
+    body: str, notes: list[str], known: str | KnownView, plan: str | None = None
+) -> str | None:
     """The priority a user statement deserves, or None when it is not worth a line.
 
     ``body`` is the user's sentence (first person), ``notes`` its resolved dates, ``known``

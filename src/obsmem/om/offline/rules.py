@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from obsmem.om.offline.date_phrases import MONTHS, DateRef, format_day, named_dates, resolve_dates
+from obsmem.om.offline.known import KnownView
 from obsmem.om.offline.patterns import (
     ASSIST_FILLER,
     ASSISTANT_PERSON,
@@ -379,7 +380,7 @@ def list_label(intro: str) -> str:
     return shorten(label, 60) if label and not ASSIST_FILLER.match(label) else ""
 
 
-def summarise(sentences: list[str], limit: int, query: frozenset[str], known: str = "") -> str:
+def summarise(sentences: list[str], limit: int, query: frozenset[str], known: str | KnownView = "") -> str:
     """The key sentences, in their original order, within ``limit`` characters.
 
     A sentence scores for names and numbers (the things an LLM would keep; new ones count
