@@ -340,11 +340,12 @@ def _pieces(text: str, size: int, *, most: int | None = None) -> list[str]:
 def _token_count(encoding: tiktoken.Encoding, text: str) -> int:
     """How many tokens ``text`` is, ``"<|endoftext|>"`` and the like counted as text.
 
-    A text over :data:`_LIST_CHARS` has its tokens back (from tiktoken 0.9 on) as one numpy array (one buffer, no Python
-    int per token), and the tokenizer leaves the interpreter lock while it works: the lock is held
-    only to read the text. A shorter one as a list (a numpy array costs more to make than a short
-    list). A lone surrogate (from a JSON escape, a broken UTF-16 file) is counted as U+FFFD, as
-    tiktoken's ``encode_ordinary`` counts it: re-encoded from UTF-16 with the surrogate pairs joined."""
+    A text over :data:`_LIST_CHARS` has its tokens back (from tiktoken 0.9 on) as one numpy array
+    (one buffer, no Python int per token), and the tokenizer leaves the interpreter lock while it
+    works: the lock is held only to read the text. A shorter one as a list (a numpy array costs
+    more to make than a short list; tiktoken 0.7 and 0.8 have only lists). A lone surrogate (from
+    a JSON escape, a broken UTF-16 file) is counted as U+FFFD, as tiktoken's ``encode_ordinary``
+    counts it: the text re-encoded from UTF-16 with the surrogate pairs joined."""
     to_numpy = getattr(encoding, "encode_to_numpy", None)  # tiktoken 0.9 and later
     if len(text) <= _LIST_CHARS or to_numpy is None:
         return len(encoding.encode_ordinary(text))
@@ -549,7 +550,8 @@ def _lenient_json(value: Any, separators: tuple[str, str]) -> str:
             if isinstance(item, dict):
                 for index, (key, inner) in enumerate(item.items()):
                     key_text = key if isinstance(key, str) else _scalar_json(key).strip('"')
-                    entries += [_Literal((comma if index else "") + json.dumps(key_text, ensure_ascii=False) + colon), inner]
+                    key_json = json.dumps(key_text, ensure_ascii=False)
+                    entries += [_Literal((comma if index else "") + key_json + colon), inner]
                 opening, closing = "{", "}"
             else:
                 members = _members(item) if isinstance(item, set | frozenset) else item

@@ -29,7 +29,9 @@ def _with_file(part: FilePart) -> list[Message]:
 def _with_result(result: object) -> list[Message]:
     return [
         Message.user("What is 2**20000?"),
-        Message(role="assistant", parts=[ToolCallPart(tool_call_id="c1", tool_name="calc", args={"expr": "2**20000"})]),
+        Message(
+            role="assistant", parts=[ToolCallPart(tool_call_id="c1", tool_name="calc", args={"expr": "2**20000"})]
+        ),
         Message(role="tool", parts=[ToolResultPart(tool_call_id="c1", tool_name="calc", result=result)]),
     ]
 
@@ -39,8 +41,12 @@ CASES = {
         FilePart(media_type="image/png", data="data:image/png;base64," + PNG_1x1[:40] + "…" + PNG_1x1[-3:])
     ),
     "raw base64 with a smart quote": _with_file(FilePart(media_type="image/png", data="“" + PNG_1x1 + "”")),
-    "PDF data URL with an accent": _with_file(FilePart(media_type="application/pdf", data="data:application/pdf;base64,JVBERi0xLjQKé123")),
-    "PDF by a malformed IPv6 URL": _with_file(FilePart(media_type="application/pdf", url="https://[fe80::1/report.pdf")),
+    "PDF data URL with an accent": _with_file(
+        FilePart(media_type="application/pdf", data="data:application/pdf;base64,JVBERi0xLjQKé123")
+    ),
+    "PDF by a malformed IPv6 URL": _with_file(
+        FilePart(media_type="application/pdf", url="https://[fe80::1/report.pdf")
+    ),
     "a 6,021-digit result": _with_result(2**20000),
 }
 
@@ -70,7 +76,8 @@ def test_a_long_integer_is_counted_as_its_digits() -> None:
 def test_a_long_integer_inside_a_result_is_counted() -> None:
     """The same number inside a result's JSON (and as a tool call's argument)."""
     messages = _with_result({"value": [2**20000, -(2**20000)], "ok": True, 7: {2**20000}})
-    messages.append(Message(role="assistant", parts=[ToolCallPart(tool_call_id="c2", tool_name="calc", args={"x": 2**20000})]))
+    call = ToolCallPart(tool_call_id="c2", tool_name="calc", args={"x": 2**20000})
+    messages.append(Message(role="assistant", parts=[call]))
     for exact in (True, False):
         first = TokenCounter(exact=exact).count_messages(messages)
         assert first == TokenCounter(exact=exact, cache_size=0).count_messages(messages) > 4_000

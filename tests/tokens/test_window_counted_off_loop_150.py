@@ -27,7 +27,8 @@ async def test_a_fresh_process_counts_the_window_off_the_loop(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
     async with Memory(url, config=QUIET) as memory:
-        turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=[Message.user("Files follow.")])
+        first = [Message.user("Files follow.")]
+        turn = await memory.begin_turn(thread_id="t", resource_id="u", messages=first)
         await turn.end()
         for number in range(count):
             await memory.save_messages("t", [Message.user(f"file {number}:\n" + LINE * (size // len(LINE)))])
@@ -48,4 +49,5 @@ async def test_a_fresh_process_counts_the_window_off_the_loop(
         await turn.end()
         status = await memory.status("t")
     assert status.window_tokens > count * size // 8, status
-    assert sum(on_loop) < 32_768, f"{sum(on_loop):,} characters counted on the loop's thread ({len(on_loop)} texts)"
+    counted = sum(on_loop)
+    assert counted < 32_768, f"{counted:,} characters counted on the loop's thread ({len(on_loop)} texts)"
