@@ -111,9 +111,19 @@ class FakeClock:
         await asyncio.sleep(0)
 
     def advance(self, seconds: float) -> None:
-        """Move time forward without sleeping (e.g. "an hour passes between two turns")."""
+        """Move time forward without sleeping (e.g. "an hour passes between two turns").
+
+        NaN, infinity and a jump past year 9999 are refused here: taken, they broke every later
+        ``now()`` (a ``ValueError`` or ``OverflowError`` far from the call that caused it)."""
         if seconds < 0:
             raise InvalidInputError(f"FakeClock cannot go backwards (advance({seconds}))", argument="seconds")
+        try:
+            self._start + timedelta(seconds=self._elapsed + seconds)
+        except (ValueError, OverflowError):
+            raise InvalidInputError(
+                f"FakeClock cannot advance({seconds}): not a finite time within datetime's range",
+                argument="seconds",
+            ) from None
         self._elapsed += seconds
 
     def advance_to(self, moment: datetime) -> None:
