@@ -187,7 +187,7 @@ def _parsed(result: Any) -> Any:
     if isinstance(result, str) and result.strip()[:1] == "{":
         try:
             return json.loads(result)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack: text
             return result
     return result
 

@@ -254,7 +254,13 @@ def sentence_end(text: str) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def _scalar(value: Any, limit: int) -> str:
+#: How deep :func:`_scalar` reads nested lists: each level halves the room, and from the fourth
+#: on a level is at most 13 characters, so nothing below this depth can show in the result; a
+#: tool's deeply nested JSON must not exhaust the interpreter's stack.
+_NESTING = 32
+
+
+def _scalar(value: Any, limit: int, depth: int = 0) -> str:
     if isinstance(value, str):
         return shorten(value, limit)
     if isinstance(value, bool) or value is None:
@@ -265,7 +271,9 @@ def _scalar(value: Any, limit: int) -> str:
         inner = [v for v in value.values() if isinstance(v, str | int | float) and not isinstance(v, bool)]
         return shorten(" ".join(str(v) for v in inner[:3]), limit)
     if isinstance(value, list | tuple):
-        head = ", ".join(_scalar(v, limit // 2) for v in list(value)[:3])
+        if depth >= _NESTING:
+            return "[…]"
+        head = ", ".join(_scalar(v, limit // 2, depth + 1) for v in list(value)[:3])
         more = f", +{len(value) - 3}" if len(value) > 3 else ""
         return shorten(f"[{head}{more}]", limit)
     return shorten(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")), limit)
@@ -275,7 +283,7 @@ def _maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack: text
             return value
     return value
 
