@@ -36,7 +36,7 @@ from obsmem.om.text.format import (
     parse_observations,
     render_observations,
 )
-from obsmem.om.text.quote import defuse, defuse_lines, one_line
+from obsmem.om.text.quote import defuse, defuse_lines, one_line, speaker_label
 from obsmem.om.offline.hints import CarriedHint, OpenAsk, continuation_hints
 from obsmem.om.offline.known import KnownText, KnownView
 from obsmem.om.offline.participants import is_participant_conversation, participant_line, speaker_name
@@ -356,7 +356,9 @@ class _Cycle:
             self.speaker_days[(day, speaker)] = (self.add(order, day, "", priority, text), [])
             return
         draft, more = day_line
-        _, _, notes = text.partition(": ")
+        # the line's head is the speaker's label, which may hold ": " itself (a quoted name)
+        head = f"{speaker_label(speaker)}: "
+        notes = text[len(head) :] if text.startswith(head) else text.partition(": ")[2]
         more.append(notes)  # joined once, when the batch is rendered: linear in the notes
         if _SPEAKER_RANK[priority] > _SPEAKER_RANK[draft.priority]:
             draft.priority = priority
