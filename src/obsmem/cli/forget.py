@@ -111,21 +111,26 @@ def forget(
     where = f"thread '{thread}'" if thread else f"resource '{resource}'" if resource else "every thread"
     _confirm(f"Forget every occurrence of {value!r} in {one_line(where)} of {one_line(describe_store(opened))}?", yes)
 
-    async def run() -> tuple[dict[str, int], bool]:
+    async def run() -> tuple[dict[str, int], bool, bool]:
         async with opened, _knowledge(knowledge) as graph:
             memory = Memory(opened, knowledge=graph)
             try:
                 counts = await memory.forget(value, thread_id=thread, resource_id=resource)
-                return counts, await _log_truncated(opened)
+                # a resource id with no thread is most likely a typo ('alice ' for 'alice'): said below
+                unknown = resource is not None and thread is None and not await opened.list_threads(resource, limit=1)
+                return counts, await _log_truncated(opened), unknown
             finally:
                 await memory.aclose()
 
     try:
-        counts, truncated = asyncio.run(run())
+        counts, truncated, unknown = asyncio.run(run())
     except ObsmemError as exc:
         raise fail(str(exc)) from None
     _summary(f"forgot {value!r} in {where}", counts)
     _warn_log_kept(opened, truncated)
+    if unknown and not any(counts.values()):  # (with --knowledge, its knowledge may have held the value)
+        console.print(f"[yellow]note:[/yellow] the store holds no thread of resource '{escape_id(resource or '')}' "
+                      "(check the id)", soft_wrap=True, highlight=False)  # fmt: skip
 
 
 #: How often a delete that was first re-reads whether the later ones it saw have ended, and how
