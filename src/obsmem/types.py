@@ -537,11 +537,14 @@ def _refuse(argument: str, expected: str, value: object) -> InvalidInputError:
 
 
 def check_id(value: object, argument: str, *, optional: bool = False) -> str | None:
-    """A non-empty string id (or None when ``optional``)."""
+    """A non-empty string id (or None when ``optional``) of Unicode text: one holding a lone
+    surrogate (``"\\ud800"`` in JSON) is refused (:func:`check_unicode`), since no store can hold
+    it (SQLite's driver raised ``UnicodeEncodeError`` on it, out of every read)."""
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value:
         raise _refuse(argument, "a non-empty string" + (" or None" if optional else ""), value)
+    check_unicode(value, argument)
     return value
 
 
