@@ -74,7 +74,7 @@ from obsmem.om.offline.patterns import (
     key_terms,
     statement_priority,
     strip_lead_in,
-    task_mentioned,
+    TaskMentions,
 )
 from obsmem.om.offline.date_phrases import weighed_dates
 from obsmem.om.offline.reflector import drop_superseded, drop_superseded_by, stale_signals
@@ -758,11 +758,16 @@ def _replaced_in_batch(drafts: list[_Draft], finished: list[str]) -> set[int]:
                 if key.key in latest and len(drafts[latest[key.key]].text) <= 160:
                     stale.add(latest[key.key])
                 latest[key.key] = index
-    done = [(i, task) for i, d in enumerate(drafts) for task in finished
-            if d.priority == PRIORITY_DONE and d.text.startswith("User finished the ") and task_mentioned(task, d.text)]
+    if not finished:
+        return stale
+    mentions = TaskMentions(finished)
+    done: dict[int, int] = {}  # finished task -> the last "User finished the …" line about it
+    for i, d in enumerate(drafts):
+        if d.priority == PRIORITY_DONE and d.text.startswith("User finished the "):
+            done.update(dict.fromkeys(mentions.mentioned_in(d.text), i))
     for index, draft in enumerate(drafts):
         if draft.priority != PRIORITY_DONE and draft.text.startswith("User asked") and any(
-            i > index and task_mentioned(task, draft.text) for i, task in done
+            done.get(task, -1) > index for task in mentions.mentioned_in(draft.text)
         ):
             stale.add(index)
     return stale

@@ -609,6 +609,48 @@ def task_mentioned(task: str, text: str) -> bool:
     return f" {task.lower()}" in f" {lowered}"
 
 
+_WORD = re.compile(r"\w+")
+
+
+class TaskMentions:
+    """:func:`task_mentioned` for many finished tasks and many texts, with the same answers.
+
+    Each task's names are read once, and a text is checked only against the tasks whose first
+    name's first word is one of its words (a name matched within word boundaries starts with
+    a whole word of the text), plus those that name nothing: asking every task of every text,
+    names read again each time, was quadratic in a batch of reported tasks."""
+
+    def __init__(self, tasks: list[str]) -> None:
+        self.tasks = tasks
+        self._patterns: list[list[re.Pattern[str]] | None] = []  # None: no name, words in order
+        self._by_word: dict[str, list[int]] = {}
+        self._always: list[int] = []
+        for index, task in enumerate(tasks):
+            called = [n.lower() for n in names(f"finished the {task}")]
+            self._patterns.append([re.compile(rf"\b{re.escape(n)}\b") for n in called] if called else None)
+            first = _WORD.match(called[0]) if called else None
+            if first is None:
+                self._always.append(index)
+            else:
+                self._by_word.setdefault(first.group(0), []).append(index)
+
+    def mentioned_in(self, text: str) -> list[int]:
+        """The indexes of the tasks ``text`` is about, ascending."""
+        lowered = text.lower()
+        candidates = set(self._always)
+        for word in set(_WORD.findall(lowered)):
+            candidates.update(self._by_word.get(word, ()))
+        found: list[int] = []
+        for index in sorted(candidates):
+            patterns = self._patterns[index]
+            if patterns is None:
+                if f" {self.tasks[index].lower()}" in f" {lowered}":
+                    found.append(index)
+            elif all(pattern.search(lowered) for pattern in patterns):
+                found.append(index)
+        return found
+
+
 def names_and_numbers(text: str) -> list[str]:
     """:func:`key_terms` plus any other number: the signal that a sentence carries facts."""
     found = key_terms(text)
