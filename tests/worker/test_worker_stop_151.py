@@ -125,3 +125,28 @@ def test_a_second_signal_gives_the_hung_item_back_and_ends_the_worker(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "0 claimed" not in done.stdout and "0 lost claims" in done.stdout, done.stdout
     assert asyncio.run(_queue_state(db)) == ([], [], 0)
+
+
+def test_a_worker_out_of_time_gives_its_hung_item_back(tmp_path: Path) -> None:
+    """``--timeout S`` ends the worker in the middle of an item's model call: the item goes back to
+    the queue (unclaimed, its attempt not counted) and its buffer lease is released; before, the
+    item stayed claimed by the exited worker and its lease held, both until they expired."""
+    db, snapshot = tmp_path / "app.db", tmp_path / "config.json"
+    snapshot.write_text(json.dumps(_config().snapshot()))
+    asyncio.run(_application(db))
+    model = _SilentModel()
+    env = dict(os.environ, VLLM_BASE_URL=f"http://127.0.0.1:{model.port}/v1")
+    try:
+        done = subprocess.run(
+            [OBSMEM, "worker", "--store", str(db), "--config", str(snapshot), "--model", "vllm:x", "--poll", "0.05",
+             "--timeout", "3"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        model.close()
+    assert model.connections, "the worker never called the model"
+    assert done.returncode == 0, done.stderr
+    assert "1 given back" in done.stdout, done.stdout
+    work, leases, dead = asyncio.run(_queue_state(db))
+    assert ("observe", None, 0) in work and all(claimed is None for _, claimed, _ in work), work
+    assert leases == [] and dead == 0, (leases, dead)
