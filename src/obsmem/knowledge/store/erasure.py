@@ -394,8 +394,16 @@ def _refuse_forgotten(
 
 def _place(existing: Any, row: Any, subtree: str, what: str) -> bool:
     """Whether to write ``row``: refused if its id is taken under the subtree or taken by a
-    different row above it; skipped if the same row is already stored above it."""
+    different row above it, or if it is new and lies neither under the subtree nor on its chain
+    (another resource's or org's: restoring it would plant it there); skipped if the same row is
+    already stored outside the subtree."""
     if existing is None:
+        if not (under(row.scope, subtree) or Scope.parse(subtree).sees(row.scope)):  # another user's
+            raise InvalidInputError(
+                f"Cannot restore knowledge {what} '{row.id}' at '{row.scope}': it lies outside '{subtree}' "
+                "(neither on its chain nor below it); nothing was restored.",
+                argument="dump",
+            )
         return True
     if under(row.scope, subtree) or existing != row:
         raise ImportConflictError(f"the knowledge store already holds a {what} '{row.id}'")
