@@ -67,7 +67,10 @@ from obsmem.types import Message, Thread
 if TYPE_CHECKING:
     from obsmem.om.engine import Engine
 
-__all__ = ["MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_SKIPPED", "MAX_THREADS", "RecallRequest", "Recaller"]
+__all__ = [
+    "MAX_GROUP_THREADS", "MAX_MESSAGES", "MAX_SEARCH_RESULTS", "MAX_SKIPPED", "MAX_THREADS", "RecallRequest",
+    "Recaller",
+]
 
 MAX_MESSAGES = 20
 MAX_SKIPPED = 200
@@ -76,6 +79,9 @@ MAX_SKIPPED = 200
 instead) unless the messages that way run out first (then it is empty), so no page number makes
 one call read more than this and one page."""
 MAX_THREADS = 50
+MAX_GROUP_THREADS = 32
+"""How many of the resource's other threads (the newest) a group named without its thread is
+looked for in (resource scope), besides the caller's: their current memory only."""
 MAX_SEARCH_RESULTS = 20
 _MIN_BUDGET = 50
 _FETCH_BATCH = 100
@@ -229,18 +235,23 @@ class Recaller:
 
     # -- groups -------------------------------------------------------------------------------
     async def _candidate_threads(self, caller: Thread) -> list[Thread]:
+        """Where a group named without its thread is looked for: the caller's thread, then (in
+        resource scope) the :data:`MAX_GROUP_THREADS` newest other threads of the resource."""
         threads = [caller]
         if self.config.scope == "resource":
-            threads.extend(t for t in await all_threads(self.store, caller.resource_id) if t.id != caller.id)
+            others = [t for t in await all_threads(self.store, caller.resource_id) if t.id != caller.id]
+            threads.extend(others[::-1][:MAX_GROUP_THREADS])  # listed oldest first
         return threads
 
-    async def _group_in_lineage(self, lineage: str, group_id: str) -> ObservationGroup | None:
+    async def _group_in_lineage(
+        self, lineage: str, group_id: str, *, older: bool = True
+    ) -> ObservationGroup | None:
         head = await self.store.get_head(lineage)
         if head is None:
             return None
         texts = [head.active_observations, *(c.observations for c in head.buffered_chunks)]
         found = find_group(texts, group_id)
-        if found is not None:
+        if found is not None or not older:
             return found
         # A group the actor saw before a reflection replaced it is still in an older generation.
         generations = await self.store.list_generations(lineage, limit=_MAX_GENERATIONS)
@@ -250,20 +261,23 @@ class Recaller:
         self, caller: Thread, group_id: str, thread_id: str | None = None
     ) -> tuple[ObservationGroup, Thread]:
         """The group with ``group_id`` and its (reachable) thread; RecallNotFoundError otherwise.
-        ``thread_id`` (not ``"current"``): looked for in that thread's memory only, not in every
-        thread of the resource."""
+        ``thread_id`` (not ``"current"``): looked for in that thread's memory only (its current
+        memory and its older generations). Without it: in the caller's (current and older), then
+        in the current memory of the resource's newest other threads (:data:`MAX_GROUP_THREADS`),
+        so an id the model made up costs a bounded number of reads however many threads the user
+        has; a group of an older thread is found with its ``thread_id`` (search results carry it)."""
         if thread_id in (None, "", "current"):
             candidates = await self._candidate_threads(caller)
         else:
             named = await self._reachable(caller, thread_id)
             candidates = [named] if named is not None else []
         seen: set[str] = set()
-        for thread in candidates:
+        for index, thread in enumerate(candidates):
             lineage = self.engine.lineage(thread)
             if lineage in seen:
                 continue
             seen.add(lineage)
-            group = await self._group_in_lineage(lineage, group_id)
+            group = await self._group_in_lineage(lineage, group_id, older=index == 0)
             if group is None:
                 continue
             owner = await self._reachable(caller, group.thread_id)
