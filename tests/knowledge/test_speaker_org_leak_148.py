@@ -44,7 +44,9 @@ CONFIG = MemoryConfig(
 async def _write_old_shape(knowledge: Knowledge) -> str:
     """What capture wrote before 15fe659 for alice's "My phone number is …" in thread a1."""
     store = knowledge.store
-    user = await store.create_node("User", "person", ORG, actor="capture", reason="capture: first fact about User")
+    user = await store.create_node(
+        "User", "person", ORG, actor="capture", reason="capture: first fact about User"
+    )
     record = await store.append_record(
         RecordDraft(user.id, f"their phone number is {PHONE}, please note it", ORG, source_thread_id="a1",
                     attribute="phone number", trust=TrustState.VERIFIED, metadata={"agent": "capture"}),
@@ -55,7 +57,9 @@ async def _write_old_shape(knowledge: Knowledge) -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], Knowledge]]:
+async def old_database(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[], Knowledge]]:
     if request.param == "sqlite":
         path = tmp_path / "knowledge.db"
         opener: Callable[[], Knowledge] = lambda: Knowledge.sqlite(path)  # noqa: E731
@@ -82,7 +86,8 @@ async def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 async def _reminded(memory: Memory, thread_id: str, resource_id: str) -> str:
     turn = await memory.begin_turn(thread_id=thread_id, resource_id=resource_id, messages=[Message.user(ASK)])
     shown = "\n".join(
-        m.text for m in turn.context.messages if m.metadata.get("obsmem") in ("knowledge-reminder", "knowledge-pins")
+        m.text for m in turn.context.messages
+        if m.metadata.get("obsmem") in ("knowledge-reminder", "knowledge-pins")
     )
     await turn.end()
     return shown

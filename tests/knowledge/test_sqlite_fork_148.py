@@ -177,7 +177,9 @@ def test_workers_forked_after_the_parent_opened_the_file_keep_every_write(
         ("vectors", ["a 1", "p 1"]),
     ],
 )
-def test_a_store_inherited_through_a_fork_is_refused_at_once(tmp_path: Path, kind: str, rest: list[str]) -> None:
+def test_a_store_inherited_through_a_fork_is_refused_at_once(
+    tmp_path: Path, kind: str, rest: list[str]
+) -> None:
     assert run(tmp_path, INHERITED, kind) == [
         "write: refused True", "write exit 0",
         "read: refused True", "read exit 0",

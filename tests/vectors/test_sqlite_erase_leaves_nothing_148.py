@@ -36,7 +36,9 @@ async def test_delete_resource_leaves_no_vector_row_of_the_user_in_the_files(tmp
     embedder = LexicalHashEmbedder()
     vectors = tmp_path / "vectors"
     vectors.mkdir()
-    index = await SQLiteVectorIndex.open(vectors / "v.db", dimensions=embedder.dimensions, space=embedder.name)
+    index = await SQLiteVectorIndex.open(
+        vectors / "v.db", dimensions=embedder.dimensions, space=embedder.name
+    )
     memory: Memory = memory_for(tmp_path / "m.db", retrieval_config(vector=True), embedder=embedder,
                                 vector_index=index)
     async with memory:

@@ -53,7 +53,9 @@ def hidden_from(row: Record | ActivityEvent, scope_key: str) -> bool:
 Execute = Callable[[str, Sequence[object]], Any]
 
 
-def mark_unowned_speaker_facts(execute: Execute, placeholder: str, stored_key: Callable[[str], object]) -> int:
+def mark_unowned_speaker_facts(
+    execute: Execute, placeholder: str, stored_key: Callable[[str], object]
+) -> int:
     """Mark the pre-15fe659 speaker records at org scope and their events; the number of records.
 
     ``execute(sql, params)`` runs a statement written with ``placeholder``; ``stored_key`` is the
@@ -67,7 +69,8 @@ def mark_unowned_speaker_facts(execute: Execute, placeholder: str, stored_key: C
     ]
     marked: dict[str, set[str]] = {}  # org scope -> its marked records
     for node_id in nodes:
-        rows = execute(f"SELECT id, scope, doc FROM knowledge_records WHERE node_id = {p}", (node_id,)).fetchall()
+        sql = f"SELECT id, scope, doc FROM knowledge_records WHERE node_id = {p}"
+        rows = execute(sql, (node_id,)).fetchall()
         for record_id, scope, text in rows:
             doc = json.loads(text)
             metadata = doc.get("metadata") or {}
@@ -77,7 +80,8 @@ def mark_unowned_speaker_facts(execute: Execute, placeholder: str, stored_key: C
             execute(f"UPDATE knowledge_records SET doc = {p} WHERE id = {p}", (_dumps(doc), record_id))
             marked.setdefault(scope, set()).add(record_id)
     for scope, records in marked.items():  # the audit log's events about them (a reason quotes one)
-        for event_id, text in execute(f"SELECT id, doc FROM knowledge_events WHERE scope = {p}", (scope,)).fetchall():
+        sql = f"SELECT id, doc FROM knowledge_events WHERE scope = {p}"
+        for event_id, text in execute(sql, (scope,)).fetchall():
             doc = json.loads(text)
             if doc.get("subject_id") not in records:
                 continue
