@@ -90,7 +90,7 @@ from obsmem.om.offline.patterns import (
     names,
     names_and_numbers,
     state_object,
-    task_mentioned,
+    TaskMentions,
 )
 from obsmem.om.offline.rules import (
     MONTHS,
@@ -327,17 +327,24 @@ def _finish_tasks(entries: list[_Entry]) -> list[_Entry]:
     finished = [(e.order, m["task"]) for e in entries if (m := _FINISHED.match(e.line.text))]
     if not finished:
         return entries
+    # each task's names read once, each line checked against the tasks it can name (asking
+    # every task of every line, names read afresh each time, was quadratic in a long log)
+    mentions = TaskMentions([task for _, task in finished])
+    last = max(order for order, _ in finished)
     out: list[_Entry] = []
     for entry in entries:
         text = entry.line.text
-        later = [task for order, task in finished if order > entry.order]
-        if later and entry.line.priority != PRIORITY_DONE:
+
+        def later(said: str, after: int = entry.order) -> bool:  # about a task finished after it
+            return any(finished[k][0] > after for k in mentions.mentioned_in(said))
+
+        if last > entry.order and entry.line.priority != PRIORITY_DONE:
             if text.startswith(MERGED):
-                parts = [p for p in _parts(text) if not any(task_mentioned(t, p) for t in later)]
+                parts = [p for p in _parts(text) if not later(p)]
                 if not parts:
                     continue
                 entry.line = replace(entry.line, text=sentence_end(MERGED + "; ".join(parts)))
-            elif _OPEN_ASK.match(text) and any(task_mentioned(t, text) for t in later):
+            elif _OPEN_ASK.match(text) and later(text):
                 continue
         out.append(entry)
     return out
