@@ -446,6 +446,16 @@ _SAID_BEFORE = _re(
     r"(?=\s{0,3}(?:[.,;!?)]|$)|[ \t]{0,3}\r?\n|\s(?:for|on|at|and|but|now|too|here|there)(?![^\W\d_]))"
 )
 
+#: A code told by how it opens the door: "The gate opens with 4821", "You get in with code 4821",
+#: "Press 4821# at the door", "The keypad takes 4821" (only keypad digits, four or more).
+_SAID_OPENS_WITH = _re(
+    r"(?<![^\W\d_])(?i:(?:(?:door|gate|garage|lock|padlock|safe|locker|keypad|lockbox|key ?box)s?\s(?:opens|unlocks|open|unlock)"
+    r"|(?:get|gets|getting|let yourself|let yourselves)\sin|keypad\s(?:takes|accepts|code))\s(?:with\s)?(?:(?:the\s)?code\s)?"
+    r"|(?:press|type|enter|punch\sin|key\sin)\s(?:in\s)?(?=[0-9#*]{4,24}\s(?:at|on)\s(?:the\s)?"
+    r"(?:front\s|back\s|main\s)?(?:door|gate|keypad|entrance|intercom|buzzer|lockbox|key ?box|garage)))"
+    r"(?P<value>[0-9#*][0-9#*-]{2,23})(?![\w#*-])"
+)
+
 #: A value that is not one: a version, a date, a time, a link, an address, an algorithm or a
 #: standard ("AES-256", "WPA3-Personal", "NIST-800-63"), a length ("12-characters"), a call.
 _SAID_NOT_VALUE = re.compile(
@@ -677,6 +687,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _said(_SAID_CVV), _said_cvv),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
+    Detector("password", _SAID_OPENS_WITH, _said_pin),
     Detector("password", _said(_SAID_FINNISH, _SAID_ON), _said_password_or_pin),
     Detector("password", _said(_SAID_BARE_PASSWORD, _SAID_BARE), _said_password),
     Detector("password", _said(_SAID_BARE_CODE, _SAID_BARE), _said_pin),

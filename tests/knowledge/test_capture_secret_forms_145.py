@@ -98,6 +98,10 @@ HUNTED = [
     ("Код от двери 8803", "8803"),
     ("Mon code PIN est le 3348", "3348"),
     ("Mon mot de passe wifi est Tournesol42", "Tournesol42"),
+    ("The gate opens with 2741", "2741"),
+    ("You get in with code 3852", "3852"),
+    ("Press 4963# at the door", "4963#"),
+    ("The keypad takes 5074", "5074"),
 ]
 
 #: Ordinary text with the same words: still captured.
@@ -125,6 +129,8 @@ STILL_CAPTURED = [
     "Salasana on liian lyhyt",
     "Şifrem çok uzun",
     "La clave del éxito es la constancia",
+    "The gate opens with a remote",
+    "Press 123 on the keypad for help",
 ]
 
 

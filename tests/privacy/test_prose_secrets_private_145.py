@@ -84,6 +84,14 @@ LANGUAGES = [
     ("Mon mot de passe wifi est Tournesol42", "Tournesol42"),
 ]
 
+#: A door code told by how the door opens.
+OPENS = [
+    ("The gate opens with 2741", "2741"),
+    ("You get in with code 3852", "3852"),
+    ("Press 4963# at the door", "4963#"),
+    ("The keypad takes 5074", "5074"),
+]
+
 #: Ordinary sentences the new forms must leave alone (beside the guard's table).
 ORDINARY = [
     "I changed my password yesterday.",
@@ -115,6 +123,10 @@ ORDINARY = [
     "Мой пароль слишком короткий.",
     "La clave del éxito es la constancia.",
     "パスワードは1Passwordに保存しています。",
+    "The gate opens with a remote.",
+    "Press 123 on the keypad for help.",
+    "Dial 911 on the intercom in an emergency.",
+    "The door opens with 2 keys.",
 ]
 
 
@@ -165,6 +177,13 @@ async def test_other_languages_never_reach_the_observer_or_the_observations() ->
     assert [secret for _, secret in LANGUAGES if secret in kept] == []
 
 
+async def test_a_code_told_by_how_the_door_opens_never_reaches_the_observer() -> None:
+    text = "\n\n".join(said for said, _ in OPENS) + "\n\n" + "word " * 40
+    sent, kept = await _observed(text)
+    assert sent and "User said" in kept, "observed"
+    assert [secret for _, secret in OPENS if secret in sent + kept] == []
+
+
 async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
     text = "\n\n".join(ORDINARY) + "\n\n" + "word " * 40
     sent, _ = await _observed(text)
@@ -177,7 +196,7 @@ async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
                                   "il codice della porta ", "le code de la porte est ", "PIN is ", "pw: ",
                                   "the code for the alarm is ", "My password's ", "username a password ",
                                   "WiFi: a / ", "I use abcdef1 as ", "abcdef1 is my ", "combination is ", "x" * 150 + " ",
-                                  "Salasana on ", "Şifrem ", "Код от двери ", "密码是", "パスワードは" + "a" * 150])
+                                  "Salasana on ", "Şifrem ", "The gate opens with ", "Press 1234 ", "Код от двери ", "密码是", "パスワードは" + "a" * 150])
 def test_redaction_stays_linear(unit: str) -> None:
     ratio = growth(Redactor(b"k").redact, lambda n: unit * max(1, n // len(unit)), 10_000)
     assert ratio < GROWTH_BOUND, f"{unit!r}: {ratio:.1f}x the work for 4x the input"
