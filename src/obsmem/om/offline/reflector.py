@@ -87,7 +87,6 @@ from obsmem.om.offline.patterns import (
     FactKey,
     fact_key,
     is_plan_text,
-    names,
     names_and_numbers,
     state_object,
     TaskMentions,
@@ -420,23 +419,23 @@ class _Signals:
     typed: list[tuple[str, re.Pattern[str], str]] = field(default_factory=list)  # key, pattern, value
     changing: list[str] = field(default_factory=list)  # "(changing from X)": X
     no_longer: list[str] = field(default_factory=list)  # "no longer <vp>": vp, lowercased
-    finished: list[Callable[[str], bool]] = field(default_factory=list)  # is a text about it
+    finished: list[str] = field(default_factory=list)  # the tasks reported finished
+    mentions: TaskMentions | None = None  # of ``finished``, once asked
 
     def __bool__(self) -> bool:
         return bool(self.keys or self.typed or self.changing or self.no_longer or self.finished)
 
+    def about_finished(self, text: str) -> bool:
+        """Whether ``text`` is about a task reported finished (:func:`task_mentioned`): each
+        task's names read once, a line checked only against the tasks it can name (every task
+        of every older line was quadratic in a long record)."""
+        if self.mentions is None:
+            self.mentions = TaskMentions(self.finished)
+        return bool(self.mentions.mentioned_in(text))
+
 
 def _is_fact(text: str) -> bool:
     return text.startswith("User") and not text.startswith("User asked") and not is_plan_text(text)
-
-
-def _about_task(task: str) -> Callable[[str], bool]:
-    """:func:`task_mentioned` for one task, its names found once (it is asked of many lines)."""
-    called = [re.compile(rf"\b{re.escape(n.lower())}\b") for n in names(f"finished the {task}")]
-    needle = f" {task.lower()}"
-    if called:
-        return lambda text: all(p.search(text.lower()) for p in called)
-    return lambda text: needle in f" {text.lower()}"
 
 
 def _signals(new: str) -> _Signals:
@@ -450,7 +449,7 @@ def _signals(new: str) -> _Signals:
             continue
         text = parsed.text
         if (finished := _FINISHED.match(text)) is not None:
-            found.finished.append(_about_task(finished["task"]))
+            found.finished.append(finished["task"])
         if not _is_fact(text):
             continue
         key = _fact_key(text)
@@ -487,12 +486,12 @@ def _revised(line: ObservationLine, signals: _Signals) -> ObservationLine | None
     if signals.finished and line.priority != PRIORITY_DONE:
         if text.startswith(MERGED):
             parts = _parts(text)
-            kept = [p for p in parts if not any(about(p) for about in signals.finished)]
+            kept = [p for p in parts if not signals.about_finished(p)]
             if not kept:
                 return None
             if len(kept) != len(parts):
                 line = replace(line, text=sentence_end(MERGED + "; ".join(kept)))
-        elif _OPEN_ASK.match(text) and any(about(text) for about in signals.finished):
+        elif _OPEN_ASK.match(text) and signals.about_finished(text):
             return None
     text = line.text
     if not _is_fact(text):
