@@ -100,7 +100,7 @@ from obsmem.errors import (
     ThreadNotFoundError,
 )
 from obsmem.knowledge import Knowledge
-from obsmem.knowledge.lifecycle import DEFAULT_ORG
+from obsmem.knowledge.lifecycle import DEFAULT_ORG, scope_key
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
     ForgottenValue,
@@ -317,9 +317,12 @@ async def _knowledge_items(store: KnowledgeStore, scope: str) -> list[tuple[str,
     return items
 
 
-def _default_scope(threads: list[Thread], resource_id: str) -> str:
+def _default_scope(threads: list[Thread], resource_id: str) -> str | None:
     """The knowledge scope of the resource's threads: a thread without an org is in
-    :data:`~obsmem.knowledge.lifecycle.DEFAULT_ORG`, as Memory's knowledge agents put it."""
+    :data:`~obsmem.knowledge.lifecycle.DEFAULT_ORG`, as Memory's knowledge agents put it. None
+    for an id no knowledge scope can hold ('tenant/42', which the gateway takes from a request's
+    ``user``): such a resource has no knowledge, and its id spelled into a scope named another's
+    ('kn/thread:t1' read as resource kn's thread t1, whose scope chain holds kn's knowledge)."""
     orgs = {t.org_id or DEFAULT_ORG for t in threads}
     if len(orgs) != 1:
         raise InvalidInputError(
@@ -328,7 +331,7 @@ def _default_scope(threads: list[Thread], resource_id: str) -> str:
             "knowledge_scope='org:<id>/resource:<id>'.",
             argument="knowledge_scope",
         )
-    return f"org:{orgs.pop()}/resource:{resource_id}"
+    return scope_key(orgs.pop(), resource_id)
 
 
 async def _erasing_thread(store: Store, resource_id: str) -> str | None:
@@ -412,7 +415,8 @@ async def export_resource(
     scope: str | None = None
     if knowledge_store is not None:
         scope = Scope.parse(knowledge_scope).key if knowledge_scope else _default_scope(threads, resource_id)
-        items.extend(await _knowledge_items(knowledge_store, scope))
+        if scope is not None:
+            items.extend(await _knowledge_items(knowledge_store, scope))
 
     summary = ExportSummary(resource_id=resource_id)
     for kind, _ in items:
@@ -792,8 +796,6 @@ _Hit = Callable[[str], bool]
 def _scope_key(org: str | None, resource: str, thread: str | None = None) -> str:
     """The knowledge scope Memory's knowledge uses for a thread (or resource); an id a scope cannot
     hold falls back to the broader level (no knowledge was ever stored below it)."""
-    from obsmem.knowledge.lifecycle import DEFAULT_ORG
-
     org = org or DEFAULT_ORG
     chain: list[tuple[str, ...]] = [(org, resource, thread)] if thread is not None else []
     for ids in [*chain, (org, resource), (org,)]:
