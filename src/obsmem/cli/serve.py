@@ -4,6 +4,7 @@ shells over :mod:`obsmem.server`, which needs the ``server`` extra (``pip instal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from obsmem import MemoryConfig, ObsmemError
+from obsmem.cli.keys import _store_errors
 from obsmem.cli.render import escape, escape_id
 from obsmem.cli.stores import describe_store, err_console, fail
 
@@ -193,8 +195,15 @@ def mcp(
 
     service = _service(store, knowledge, config, model, "local", server.ServerSettings(dev=dev))
 
+    store_errors: tuple[type[Exception], ...] = (ObsmemError, *_store_errors())
+
     async def run() -> None:
-        await service.start()
+        try:
+            await service.start()
+        except store_errors as exc:  # a store it cannot use: one line, as every command
+            with contextlib.suppress(Exception):
+                await service.stop()
+            raise fail(str(exc) if isinstance(exc, ObsmemError) else f"the store failed: {exc}") from None
         try:
             token = os.environ.get(API_KEY_ENV) or None
             principal: Principal = await authenticate(service.keys, token, dev=dev)
