@@ -154,7 +154,7 @@ def serve(
                                      max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
                                      body_timeout_s=body_timeout_s)  # fmt: skip
     service = _service(store, knowledge, config, model, background, settings)
-    if not dev and not _any_keys(service):
+    if not _any_keys(service) and not dev:
         err_console.print("no API keys yet: create one with obsmem keys create --org … --admin", highlight=False)
     import uvicorn
 
@@ -169,14 +169,24 @@ def serve(
                 http=header_bounded_h11(header_timeout_s))  # fmt: skip
 
 
+def _store_failures() -> tuple[type[Exception], ...]:
+    """What a store the command cannot use raises: obsmem's errors and the database drivers' own."""
+    return (ObsmemError, *_store_errors())
+
+
 def _any_keys(service: Any) -> bool:
+    """Whether the store holds API keys; a store the key store cannot use (a file that is no
+    database, a server that does not answer) ends the command in one line before it listens."""
+
     async def check() -> bool:
         await service.keys.setup()
         return bool(await service.keys.list())
 
     try:
         return asyncio.run(check())
-    except Exception:  # the server reports an unusable store when it starts
+    except _store_failures() as exc:
+        raise fail(str(exc) if isinstance(exc, ObsmemError) else f"the store failed: {exc}") from None
+    except Exception:  # anything else: the server reports it when it starts
         return True
 
 
@@ -195,12 +205,10 @@ def mcp(
 
     service = _service(store, knowledge, config, model, "local", server.ServerSettings(dev=dev))
 
-    store_errors: tuple[type[Exception], ...] = (ObsmemError, *_store_errors())
-
     async def run() -> None:
         try:
             await service.start()
-        except store_errors as exc:  # a store it cannot use: one line, as every command
+        except _store_failures() as exc:  # a store it cannot use: one line, as every command
             with contextlib.suppress(Exception):
                 await service.stop()
             raise fail(str(exc) if isinstance(exc, ObsmemError) else f"the store failed: {exc}") from None
