@@ -434,7 +434,7 @@ def _said_on_next_line(words: str) -> re.Pattern[str]:
 _SAID_PAIR = _re(
     r"(?<![^\W\d_])(?i:(?:user(?:[ -]?name)?|login|e-?mail|benutzer(?:name)?)\s{0,3}[:=]?\s{1,3}[^\s,;]{1,100}[,;]?\s{1,3}"
     r"(?:pass(?:word)?|pw|passwd|passwort|kennwort|mot de passe|senha|contrase[ñn]a)\s{0,3}[:=]?\s{0,3}"
-    r"|(?:wi-?fi|login|log-in|sign-in|credentials?|account)(?:\s(?:is|are)|\s{0,3}:)\s{1,3}[^\s/]{1,100}\s{0,3}/\s{0,3})"
+    r"|(?:wi-?fi|login|log-in|sign-in|credentials?)(?:\s(?:is|are)|\s{0,3}:)\s{1,3}[^\s/]{1,100}\s{0,3}/\s{0,3})"
     r"[\"'`]?(?P<value>[^\s\"'`()\[\]{}<>/]{0,199}[^\s\"'`()\[\]{}<>/.,;:!?])"
 )
 #: A value before its word: "I use Tulip77x as my password", "Tulip77x is my wifi password" (a
@@ -450,7 +450,8 @@ _SAID_BEFORE = _re(
 #: "Press 4821# at the door", "The keypad takes 4821" (only keypad digits, four or more).
 _SAID_OPENS_WITH = _re(
     r"(?<![^\W\d_])(?i:(?:(?:door|gate|garage|lock|padlock|safe|locker|keypad|lockbox|key ?box)s?\s(?:opens|unlocks|open|unlock)"
-    r"|(?:get|gets|getting|let yourself|let yourselves)\sin|keypad\s(?:takes|accepts|code))\s(?:with\s)?(?:(?:the\s)?code\s)?"
+    r"|(?:get|gets|getting|let yourself|let yourselves)\sin)\swith\s(?:(?:the\s)?code\s)?"
+    r"|keypad\s(?:takes|accepts)\s(?:(?:the\s)?code\s)?"
     r"|(?:press|type|enter|punch\sin|key\sin)\s(?:in\s)?(?=[0-9#*]{4,24}\s(?:at|on)\s(?:the\s)?"
     r"(?:front\s|back\s|main\s)?(?:door|gate|keypad|entrance|intercom|buzzer|lockbox|key ?box|garage)))"
     r"(?P<value>[0-9#*][0-9#*-]{2,23})(?![\w#*-])"
@@ -463,7 +464,10 @@ _SAID_NOT_VALUE = re.compile(
     r"|(?i:aes|sha|md|rsa|dsa|ecdsa|wpa|wep|rfc|iso|nist|tls|ssl|utf|pbkdf|hmac|gpt|ibc|ssh|gpg|pgp|bcrypt|argon|scrypt"
     r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d\S*"
     r"|\S*-(?i:based|only|protected|encrypted|hashed|salted|length|long|digits?|chars?|characters?|bits?)"
-    r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)|[/~]\S*",
+    r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)|[/~]\S*"
+    # a cloud region (us-east-1, europe-west4), not a passphrase such as correct-horse42
+    r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn|us-gov|europe|asia|australia|northamerica|southamerica|africa)"
+    r"-(?:north|south|east|west|central|northeast|southeast|northwest|southwest)\d{0,2}(?:-\d{1,2})?[a-z]?",
 )
 
 

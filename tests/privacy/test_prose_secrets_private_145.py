@@ -63,6 +63,7 @@ HUNTED = [
     ("My password has been changed to Azalea9m", "Azalea9m"),
     ("I use Camellia7d as my password", "Camellia7d"),
     ("Begonia2v is my wifi password.", "Begonia2v"),
+    ("my password is correct-horse42", "correct-horse42"),
 ]
 
 #: The other languages the secret detectors read (each reached the observer in clear).
@@ -127,6 +128,13 @@ ORDINARY = [
     "Press 123 on the keypad for help.",
     "Dial 911 on the intercom in an emergency.",
     "The door opens with 2 keys.",
+    # helper-152's review of f1e0704 and 81c2cd9: times and cloud regions
+    "Doors open 1930, show starts 2000.",
+    "The flight gets in 1430 tomorrow.",
+    "We hope to get in 2025.",
+    "The AWS account is prod / us-east-1.",
+    "account: 123456789012 / eu-west-2",
+    "Login: prod / us-east-1",
 ]
 
 
