@@ -34,6 +34,7 @@ do not exist, so recall cannot be used to probe other users' memory (Mastra #218
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import struct
@@ -448,8 +449,11 @@ class Recaller:
             anchor = "start" if forward else "end"
             cursor_next = cursor_at(run[pages * size])
             next_page = {**request.arguments(), "cursor": cursor_next, "anchor": anchor, "page": 1}
-        messages, truncated, continue_with, next_offset, used = self._fit(
-            request, window, cursor, forward, cursor_at
+        # The page is rendered and counted on a worker thread (the counter is thread-safe): a page
+        # holding a pasted log or a large tool result counted megabytes on the event loop, holding
+        # every other request (a recall is a model's tool call: one hand-off is nothing beside it).
+        messages, truncated, continue_with, next_offset, used = await asyncio.to_thread(
+            self._fit, request, window, cursor, forward, cursor_at
         )
         if continue_with is not None:
             # the budget cut the page: the next page starts at the first message not shown (where
