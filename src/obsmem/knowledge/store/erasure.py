@@ -124,10 +124,23 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     above it, where it lived before a narrowing (``rescope``) left them, a ``record-created``
     reason quoting its text (a trust change or a rescope may quote it too). The number deleted."""
     ids = {record.id for record in records}
-    keys = sorted({key for record in records for key in Scope.parse(record.scope).visible_keys()})
+    # The scopes each lived in: its own, then (following its record-rescoped events' "from") those
+    # it was moved from. Never the whole chain blindly: that read every user's org-scope events on
+    # each erase of a fact that never left its user's scope.
+    pending = {record.scope for record in records}
+    read: set[str] = set()
     deleted = 0
-    for event in t.events_in(keys) if ids else ():
-        if event.subject_type == "record" and event.subject_id in ids:
+    while pending and ids:
+        keys = sorted(pending)
+        read.update(keys)
+        pending = set()
+        for event in t.events_in(keys):
+            if event.subject_type != "record" or event.subject_id not in ids:
+                continue
+            if event.action is ActivityAction.RECORD_RESCOPED:
+                came_from = (event.details or {}).get("from")
+                if isinstance(came_from, str) and came_from not in read:
+                    pending.add(came_from)
             t.delete_event(event.id)
             deleted += 1
     return deleted
