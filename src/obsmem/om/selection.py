@@ -329,7 +329,9 @@ def observer_requests(
 
     Whole messages are grouped as :func:`observation_batches` groups them (a run between two
     valid cuts stays together); a message larger than ``max_tokens`` on its own is cut out of
-    its batch and sent in pieces of at most ``max_tokens`` tokens each (:func:`split_message`).
+    its batch and sent in pieces of at most ``max_tokens`` tokens each (:func:`split_message`),
+    the first with the messages of the calls it answers (and what lies between them and it), so a
+    call and its result meet in one request even when the result alone is past the limit.
     """
     if not messages:
         return []
@@ -346,10 +348,18 @@ def observer_requests(
             if tokens <= max_tokens:
                 run.append(message)
                 continue
-            if run:
-                requests.append(run)
-                run = []
-            requests.extend([piece] for piece in split_message(message, max_tokens, counter))
+            pieces = split_message(message, max_tokens, counter)
+            # The calls this message answers go with its first piece (past the limit by their
+            # size): sent alone, a call read "no result yet" and its result had no call.
+            answered = {r.tool_call_id for r in message.tool_results}
+            calls_from = next(
+                (i for i, m in enumerate(run) if any(c.tool_call_id in answered for c in m.tool_calls)), len(run)
+            )
+            if run[:calls_from]:
+                requests.append(run[:calls_from])
+            requests.append([*run[calls_from:], pieces[0]])
+            requests.extend([piece] for piece in pieces[1:])
+            run = []
         if run:
             requests.append(run)
     return requests
