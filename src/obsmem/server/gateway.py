@@ -225,15 +225,16 @@ def _masking(service: Service) -> Callable[[bytes], bytes]:
 
 def _spellings(key: str | None) -> list[tuple[str, str]]:
     """The upstream key as an upstream may write it back, each with its masked form: as it is,
-    and with each '/' escaped ('\\/': PHP's json_encode and other JSON encoders), which a key
-    holding '/' (a base64 secret) has."""
+    and with each '/' escaped ('\\/': PHP's json_encode and other JSON encoders; '\\u002F') and
+    each '+' escaped ('\\u002B': .NET's System.Text.Json by default), which a key holding '/' or
+    '+' (a base64 secret) has."""
     if not key:
         return []
     shown = mask_secret(key)
-    found = [(key, shown)]
-    if "/" in key:
-        found.append((key.replace("/", "\\/"), shown))
-    return found
+    slashes = ("/", "\\/", "\\u002F", "\\u002f") if "/" in key else ("/",)
+    pluses = ("+", "\\u002B", "\\u002b") if "+" in key else ("+",)
+    spelled = dict.fromkeys(key.replace("/", slash).replace("+", plus) for slash in slashes for plus in pluses)
+    return [(spelling, shown) for spelling in spelled]
 
 
 def _masked_text(service: Service, text: str) -> str:
