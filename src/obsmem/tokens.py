@@ -1071,13 +1071,15 @@ class TokenCounter:
         if self._cache.max_size == 0:
             return
         listed = messages if isinstance(messages, list | tuple) else list(messages)
-        long = [p for m in listed for p in m.parts if _long_part(p, min_chars)]
+        long: list[Part] = []
         unknown: list[Message] = []
         chars = 0
         for message in listed:
-            if not self._knows(message):
-                unknown.append(message)
-                chars += _message_chars(message, min_chars)
+            if self._knows(message):
+                continue  # counted already (a window's pasted log, at every later boundary): nothing to warm
+            long.extend(p for p in message.parts if _long_part(p, min_chars))
+            unknown.append(message)
+            chars += _message_chars(message, min_chars)
         if chars < min_chars:
             unknown = []
         if long or unknown:
