@@ -11,10 +11,10 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -211,6 +211,18 @@ def worker(
                    "see obsmem queue --store URL")
 
 
+async def _usable(probe: Coroutine[Any, Any, object], what: str, close: Callable[[], Awaitable[None]]) -> None:
+    """Stop the command (one line, exit 1) when ``probe`` fails: a ``--knowledge`` or ``--vectors``
+    store that cannot be reached or read. Unchecked, a misconfigured worker ran on and exited 0
+    while every capture and every group's vector failed (in the log only, if at all)."""
+    try:
+        await probe
+    except Exception as exc:  # noqa: BLE001 - reported in one line, secrets hidden
+        with contextlib.suppress(Exception):
+            await close()
+        raise fail(f"{what} cannot be used: {type(exc).__name__}: {exc}") from None
+
+
 class _Health:
     """What ``--health`` answers: alive while the event loop ticks, ready while the store answers."""
 
@@ -327,6 +339,9 @@ async def _run_worker(
     graph: Knowledge | None = None
     if knowledge is not None:
         graph = open_knowledge(knowledge, actor="worker")
+        await _usable(graph.store.migrate(dry_run=True), "the knowledge store (--knowledge)", graph.close)
+    if vector_index is not None:
+        await _usable(vector_index.count(), "the vector index (--vectors)", vector_index.close)
     async with opened as store:
         runner = Worker(store, config=config, model=model, concurrency=concurrency, claim_ttl_s=claim_ttl_s,
                         lease_ttl_s=lease_ttl_s, poll_interval_s=poll_s, kinds=kinds, embedder=embedder, vector_index=vector_index,
