@@ -108,6 +108,7 @@ __all__ = ["OfflineObserver", "Revision", "revise"]
 ANSWER_LIMIT = 150  # a condensed answer
 LIST_LIMIT = 240  # the items of a listed answer, each reduced to name + distinguishing attribute
 ASK_LIMIT = 120  # the question or request itself
+ASK_FOLD_CHARS = 1_000  # questions folded into one "User asked …" line before the answer, at most
 RESULT_LIMIT = 120  # a tool run's outcome
 REMARK_LIMIT = 70  # an assistant aside that answered nothing
 USER_LIMIT = 220  # a user sentence kept near verbatim
@@ -456,6 +457,11 @@ class _Cycle:
         if context:
             text_ = _annotate(text_, [shorten("; ".join(c.rstrip(".") for c in context), 90)])
         words = frozenset(content_words(" ".join(a[1] for a in asks)))
+        if self.ask and len(self.ask.text) + len(text_) > ASK_FOLD_CHARS:
+            # a long run of unanswered questions: the line so far is written, a new one begins
+            # (folded without a bound, 4,000 questions made one line of 134 KB)
+            self.add(self.ask.order, self.ask.day, self.ask.time, PRIORITY_MEDIUM, self.ask.text)
+            self.ask = None
         if self.ask:  # a second message before any answer: fold it into the open question
             self.ask.text = f"{self.ask.text}; {text_.removeprefix('User asked ')}"
             self.ask.topic, self.ask.words = asks[-1][1], self.ask.words | words
