@@ -584,10 +584,13 @@ class Worker:
             await self._wake(item)
 
     async def _hand_back_stopped(self, item: WorkItem) -> None:
-        """Give ``item`` back to the queue while this worker stops (see :meth:`process`). A store
-        that fails here only delays the item until its claim expires: it is logged."""
+        """Give ``item`` back to the queue while this worker stops (see :meth:`process`), due at
+        once. Its attempt counts: an item whose work always outlasts a scheduled run (``--timeout``
+        from cron, a model call longer than it) reaches the dead-work list after ``max_attempts``
+        runs like any item that keeps failing, instead of being taken first by every run forever.
+        A store that fails here only delays the item until its claim expires: it is logged."""
         try:
-            outcome = await self._give_back(item, delay_s=0.0, error=None, count_attempt=False)
+            outcome = await self._give_back(item, delay_s=0.0, error="stopped: the worker stopped during this work")
         except Exception as exc:  # noqa: BLE001 - the claim expires on its own
             logger.warning("obsmem worker: stopping, could not give %s work on %s back (%s); another worker "
                            "takes it over when its claim expires", item.kind, item.target, redact_secrets(exc))

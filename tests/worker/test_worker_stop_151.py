@@ -1,6 +1,6 @@
 """``obsmem worker`` stopped while an item's model call hangs: the first SIGTERM / Ctrl-C lets the
 items in progress finish; a second one must end the worker at once, giving its claim back to the
-queue (not counted as an attempt) and releasing the thread's buffer lease, so that another worker
+queue (its attempt counted, due at once) and releasing the thread's buffer lease, so that another worker
 takes the work over right away and nothing is lost. Before, every further signal was ignored: the
 worker could only be killed (SIGKILL), leaving its claim and lease to expire."""
 
@@ -114,8 +114,8 @@ def test_a_second_signal_gives_the_hung_item_back_and_ends_the_worker(tmp_path: 
     assert worker.returncode == 0, (out, err)
     assert "1 given back" in out, out
     work, leases, dead = asyncio.run(_queue_state(db))
-    # the item waits for the next worker, unclaimed, its attempt not counted; no lease is left
-    assert ("observe", None, 0) in work and all(claimed is None for _, claimed, _ in work), work
+    # the item waits for the next worker, unclaimed, its attempt counted; no lease is left
+    assert ("observe", None, 1) in work and all(claimed is None for _, claimed, _ in work), work
     assert leases == [] and dead == 0, (leases, dead)
     # and the next worker (offline) does the work at once: nothing was lost
     done = subprocess.run(
@@ -129,7 +129,7 @@ def test_a_second_signal_gives_the_hung_item_back_and_ends_the_worker(tmp_path: 
 
 def test_a_worker_out_of_time_gives_its_hung_item_back(tmp_path: Path) -> None:
     """``--timeout S`` ends the worker in the middle of an item's model call: the item goes back to
-    the queue (unclaimed, its attempt not counted) and its buffer lease is released; before, the
+    the queue (unclaimed, its attempt counted) and its buffer lease is released; before, the
     item stayed claimed by the exited worker and its lease held, both until they expired."""
     db, snapshot = tmp_path / "app.db", tmp_path / "config.json"
     snapshot.write_text(json.dumps(_config().snapshot()))
@@ -148,5 +148,5 @@ def test_a_worker_out_of_time_gives_its_hung_item_back(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "1 given back" in done.stdout, done.stdout
     work, leases, dead = asyncio.run(_queue_state(db))
-    assert ("observe", None, 0) in work and all(claimed is None for _, claimed, _ in work), work
+    assert ("observe", None, 1) in work and all(claimed is None for _, claimed, _ in work), work
     assert leases == [] and dead == 0, (leases, dead)
