@@ -765,6 +765,30 @@ def _bad_cursor(cursor: str, what: str = "conversation list") -> InvalidInputErr
     )
 
 
+def _position_fields(
+    cursor: str, prefix: str, fixed: int, tag: bytes, listing: bytes, what: str = "conversation list"
+) -> bytes | None:
+    """The fields a position cursor (``prefix`` and base64: ``fixed`` bytes, an id of up to
+    :data:`_ID_KEPT` bytes, the check) holds, checked against ``listing``: None when ``cursor`` is no
+    such position at all (an id); InvalidInputError (:func:`_bad_cursor`) when its check fails (cut,
+    changed, or given for another listing)."""
+    if not cursor.startswith(prefix):
+        return None
+    body = cursor[len(prefix) :]
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+    except (ValueError, UnicodeError):
+        return None
+    if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != body:
+        return None  # (a last character changed in bits base64 leaves unused: not as given)
+    if not fixed + _CHECK <= len(raw) <= fixed + _ID_KEPT + _CHECK:
+        return None
+    fields, check = raw[:-_CHECK], raw[-_CHECK:]
+    if check != _digest(tag, listing, fields):
+        raise _bad_cursor(cursor, what)
+    return fields
+
+
 @dataclass(frozen=True, slots=True)
 class _ThreadPosition:
     """A place in a threads listing, after the last thread a page showed: that thread's ordering
@@ -812,20 +836,9 @@ class _ThreadPosition:
     def decode(cls, cursor: str, listing: bytes) -> _ThreadPosition | None:
         """The position ``cursor`` holds in ``listing``; None when it is no position at all (a
         thread id); InvalidInputError when it was cut, changed or given for another listing."""
-        if not cursor.startswith(_POSITION_PREFIX):
+        fields = _position_fields(cursor, _POSITION_PREFIX, _KEYS.size, b"recall-threads-position", listing)
+        if fields is None:
             return None
-        body = cursor[len(_POSITION_PREFIX) :]
-        try:
-            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
-        except (ValueError, UnicodeError):
-            return None
-        if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != body:
-            return None  # (a last character changed in bits base64 leaves unused: not as given)
-        if not _KEYS.size + _CHECK <= len(raw) <= _KEYS.size + _ID_KEPT + _CHECK:
-            return None
-        fields, check = raw[:-_CHECK], raw[-_CHECK:]
-        if check != _digest(b"recall-threads-position", listing, fields):
-            raise _bad_cursor(cursor)
         # (what follows holds for every cursor this code made; only a forged check fails it)
         kept, last_us, last, following_us, following = _KEYS.unpack(fields[: _KEYS.size])
         id_bytes = fields[_KEYS.size :]
@@ -891,20 +904,11 @@ class _MessagePosition:
     def decode(cls, cursor: str, listing: bytes) -> _MessagePosition | None:
         """The position ``cursor`` holds for ``listing``; None when it is no position at all (a
         message id); InvalidInputError when it was cut, changed or given to another caller."""
-        if not cursor.startswith(_MESSAGE_PREFIX):
+        fields = _position_fields(
+            cursor, _MESSAGE_PREFIX, _MESSAGE_KEYS.size, b"recall-messages-position", listing, "conversation"
+        )
+        if fields is None:
             return None
-        body = cursor[len(_MESSAGE_PREFIX) :]
-        try:
-            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
-        except (ValueError, UnicodeError):
-            return None
-        if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != body:
-            return None  # (a last character changed in bits base64 leaves unused: not as given)
-        if not _MESSAGE_KEYS.size + _CHECK <= len(raw) <= _MESSAGE_KEYS.size + _ID_KEPT + _CHECK:
-            return None
-        fields, check = raw[:-_CHECK], raw[-_CHECK:]
-        if check != _digest(b"recall-messages-position", listing, fields):
-            raise _bad_cursor(cursor, "conversation")
         # (what follows holds for every cursor this code made; only a forged check fails it)
         kept, seq, message, thread_us = _MESSAGE_KEYS.unpack(fields[: _MESSAGE_KEYS.size])
         id_bytes = fields[_MESSAGE_KEYS.size :]
