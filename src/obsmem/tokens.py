@@ -817,7 +817,11 @@ class _PartCache:
         # Parts tuples whose cost is known, by identity (see ``TokenCounter._parts_cost``): the
         # entry holds the tuple itself, so its id is not reused while the entry lives; and its
         # characters, which :data:`PARTS_KEPT_CHARS` bounds with the entries' number.
-        self.by_parts: dict[int, tuple[tuple[Any, ...], str, float, int, int]] = {}
+        # Oldest first (an OrderedDict: dropping the oldest of a plain dict after many drops skips
+        # every freed slot before it). As many entries as the part cache: a window read again at
+        # every boundary (a long unobserved one: the observer down for hours) must fit, or each
+        # read evicts what the next needs and every message is priced again, every time.
+        self.by_parts: OrderedDict[int, tuple[tuple[Any, ...], str, float, int, int]] = OrderedDict()
         self._parts_chars = 0
 
     def remember_parts(self, parts: tuple[Any, ...], estimator_id: str, cost: float, texts: int) -> None:
@@ -831,9 +835,9 @@ class _PartCache:
             old = table.pop(id(parts), None)
             if old is not None:
                 self._parts_chars -= old[4]
-            most = max(self.max_size // 4, 1)
+            most = max(self.max_size, 1)
             while table and (len(table) >= most or self._parts_chars + chars > PARTS_KEPT_CHARS):
-                self._parts_chars -= table.pop(next(iter(table)))[4]
+                self._parts_chars -= table.popitem(last=False)[1][4]
             table[id(parts)] = (parts, estimator_id, cost, texts, chars)
             self._parts_chars += chars
 

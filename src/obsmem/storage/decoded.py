@@ -32,7 +32,8 @@ from obsmem.types import FilePart, Message, ReasoningPart, TextPart, ToolCallPar
 
 __all__ = ["LONG_ROW_CHARS", "DecodedMessages", "LongRows", "shareable"]
 
-CAPACITY = 16_384  # messages
+CAPACITY = 32_768  # messages (about 45 MB of small ones at most): a long unobserved window read at
+# every boundary must fit, or each read evicts what the next needs (a cyclic scan defeats LRU)
 MAX_CHARS = 16_000_000  # stored characters held, all entries together (tens of MB at most)
 _EMPTY = "{}"
 _SCALARS = (type(None), str, int, bool)  # no float: inf and nan do not survive JSON
