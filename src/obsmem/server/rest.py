@@ -766,10 +766,8 @@ async def export(resource_id: str, principal: Caller, service: ServiceDep) -> Pl
     if not threads:
         raise ResourceNotFoundError(resource)
     out = io.StringIO()
-    # an id no knowledge scope can name ('tenant/42', which the gateway takes from a request's
-    # user) has no knowledge: read as a scope, 'a/thread:t1' would export resource a's
-    knowledge = service.knowledge if scopable(resource) else None
-    await export_resource(service.memory.store, resource, out, knowledge=knowledge)
+    # (an id no knowledge scope can name, 'tenant/42', exports no knowledge: export_resource)
+    await export_resource(service.memory.store, resource, out, knowledge=service.knowledge)
     return PlainTextResponse(out.getvalue(), media_type="application/x-ndjson")
 
 
