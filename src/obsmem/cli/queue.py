@@ -5,6 +5,12 @@ expired claims, the oldest item's age), the dead-letter table (each buried item 
 attempts and last error) and the leases (buffers in flight, and expired ones a dead process
 left); ``--json`` prints the same as one JSON document. ``obsmem queue retry ID`` queues a
 dead-lettered item again with fresh attempts.
+
+The listing is bounded: at most ``--limit`` (default :data:`DEFAULT_LIMIT`) dead-lettered
+items, the newest, and as many leases (by key), each list followed by a line saying how many
+more there are; the totals count them all (``--json``: ``dead_total``, ``leases_total``,
+``leases_expired``). The store is still read whole to count them: it has no bounded read of
+the queue (``list_work``, ``list_dead_work`` and ``list_leases`` return every row).
 """
 
 from __future__ import annotations
@@ -16,14 +22,19 @@ from typing import Annotated, Any
 
 import typer
 
-from obsmem import ObsmemError
+from obsmem import InvalidInputError, ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS
 from obsmem.cli.render import one_line
 from obsmem.cli.stores import JsonGroup, fail, json_errors, open_for_reading
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store
 
-__all__ = ["queue_app", "queue_snapshot", "register"]
+__all__ = ["DEFAULT_LIMIT", "queue_app", "queue_snapshot", "register"]
+
+#: How many dead-lettered items (the newest) and leases ``obsmem queue`` lists by default.
+DEFAULT_LIMIT = 50
+#: The largest ``--limit`` (as ``show``'s counts).
+MOST = 10**9
 
 queue_app = typer.Typer(
     help="The work queue: depth by kind and age, claims, dead-lettered work, leases.",
@@ -38,9 +49,15 @@ def register(app: typer.Typer) -> None:
     app.add_typer(queue_app, name="queue")
 
 
-async def queue_snapshot(store: Store, now: datetime | None = None) -> dict[str, Any]:
+async def queue_snapshot(
+    store: Store, now: datetime | None = None, *, limit: int | None = DEFAULT_LIMIT
+) -> dict[str, Any]:
     """The queue as a document: ``kinds`` (per kind: waiting, due, claimed, expired_claims,
-    oldest_age_s), ``dead`` (buried items), ``leases`` (key, owner, expires_in_s)."""
+    oldest_age_s), ``dead`` (the newest ``limit`` buried items, by id; ``dead_total`` of them in
+    all), ``leases`` (the first ``limit`` by key: key, owner, expires_in_s; ``leases_total`` and
+    ``leases_expired`` count them all). ``limit=None``: every one."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"queue_snapshot: limit must be a whole number of at least 1, got {limit!r}.")
     now = now or datetime.now(UTC)
     kinds: dict[str, dict[str, Any]] = {}
     for item in await store.list_work():
@@ -53,16 +70,26 @@ async def queue_snapshot(store: Store, now: datetime | None = None) -> dict[str,
             row["claimed"] += 1
             row["expired_claims"] += item.claim_expired(now)
         row["oldest_age_s"] = max(row["oldest_age_s"], round((now - item.enqueued_at).total_seconds(), 1))
+    buried = await store.list_dead_work()
     dead = [
         {"id": d.id, "kind": d.kind, "target": d.target, "attempts": d.attempts,
          "failed_at": d.failed_at.isoformat(), "last_error": redact_secrets(d.last_error or "")}
-        for d in await store.list_dead_work()
+        for d in (buried if limit is None else buried[-limit:])
     ]  # fmt: skip
+    held = await store.list_leases()
     leases = [
         {"key": lease.key, "owner": lease.owner, "expires_in_s": round((lease.expires_at - now).total_seconds(), 1)}
-        for lease in await store.list_leases()
+        for lease in (held if limit is None else held[:limit])
     ]
-    return {"kinds": kinds, "dead": dead, "leases": leases}
+    return {
+        "kinds": kinds, "dead": dead, "dead_total": len(buried), "leases": leases, "leases_total": len(held),
+        "leases_expired": sum(1 for lease in held if lease.is_expired(now)),
+    }  # fmt: skip
+
+
+def _more(total: int, shown: int, which: str) -> None:
+    if total > shown:
+        typer.echo(f"  … and {total - shown} more ({which}--limit N lists more)")
 
 
 def _show(snapshot: dict[str, Any]) -> None:
@@ -75,17 +102,18 @@ def _show(snapshot: dict[str, Any]) -> None:
         for kind, row in sorted(kinds.items()):
             typer.echo(f"  {one_line(kind):<10} {row['waiting']:>7} {row['due']:>5} {row['claimed']:>7} "
                        f"{row['expired_claims']:>7} {row['oldest_age_s']:>8.1f}s")  # fmt: skip
-    typer.echo(f"dead-letter: {len(snapshot['dead'])}")
+    typer.echo(f"dead-letter: {snapshot['dead_total']}")
+    _more(snapshot["dead_total"], len(snapshot["dead"]), "older, not shown; ")
     for dead in snapshot["dead"]:
         typer.echo(f"  {dead['id']:>6} {one_line(dead['kind']):<10} {one_line(dead['target'])}  "
                    f"attempts={dead['attempts']}  failed_at={dead['failed_at']}  "
                    f"last error: {one_line(dead['last_error']) or '-'}")  # fmt: skip
     leases = snapshot["leases"]
-    expired = sum(1 for lease in leases if lease["expires_in_s"] <= 0)
-    typer.echo(f"leases: {len(leases)} ({expired} expired)")
+    typer.echo(f"leases: {snapshot['leases_total']} ({snapshot['leases_expired']} expired)")
     for lease in leases:
         state = "expired" if lease["expires_in_s"] <= 0 else f"expires in {lease['expires_in_s']:.1f}s"
         typer.echo(f"  {one_line(lease['key'])}  {one_line(lease['owner'])}  {state}")
+    _more(snapshot["leases_total"], len(leases), "not shown; ")
 
 
 def _run_on(url: str, work: Any) -> Any:
@@ -106,6 +134,8 @@ def queue(
     ctx: typer.Context,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=MOST, help="List at most this many dead-lettered items "
+                                       "(the newest) and leases; the totals count them all.")] = DEFAULT_LIMIT,
 ) -> None:
     """Show the work queue: depth by kind and age, claims, dead-lettered work and leases. With
     ``--json``, a failure is a JSON document too (``{"error": …}``, exit status 1)."""
@@ -114,7 +144,7 @@ def queue(
     with json_errors(as_json):
         if store is None:
             raise fail("pass --store URL (the store the workers share)", argument="--store")
-        snapshot = _run_on(store, queue_snapshot)
+        snapshot = _run_on(store, lambda opened: queue_snapshot(opened, limit=limit))
     if as_json:
         typer.echo(json.dumps(snapshot, indent=2))
     else:
