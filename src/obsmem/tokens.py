@@ -708,6 +708,8 @@ def _image_tokens(part: FilePart, context: AttachmentBilling) -> int:
     if context.family == "google":
         if context.flat_image_tokens is not None:
             return context.flat_image_tokens
+        if dims:  # a larger image is scaled down to fit 3072 x 3072 (aspect kept), then tiled
+            dims = _fit_long_edge(*dims, limit=3072)
         tiles = math.ceil(dims[0] / 768) * math.ceil(dims[1] / 768) if dims else 1
         return 258 * max(1, tiles)
     if context.family == "anthropic":
