@@ -60,8 +60,7 @@ from obsmem.om.recall.render import (
     render_message,
 )
 from obsmem.om.selection import observable_messages
-from obsmem.storage.contract import Store
-from obsmem.storage.paging import all_threads
+from obsmem.storage.contract import Store, lineage_key
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
 
@@ -235,14 +234,15 @@ class Recaller:
         return RecallNotFoundError(what, ident, self._scope_label(caller))
 
     # -- groups -------------------------------------------------------------------------------
-    async def _candidate_threads(self, caller: Thread) -> list[Thread]:
-        """Where a group named without its thread is looked for: the caller's thread, then (in
-        resource scope) the :data:`MAX_GROUP_THREADS` newest other threads of the resource."""
-        threads = [caller]
-        if self.config.scope == "resource":
-            others = [t for t in await all_threads(self.store, caller.resource_id) if t.id != caller.id]
-            threads.extend(others[::-1][:MAX_GROUP_THREADS])  # listed oldest first
-        return threads
+    async def _other_threads(self, caller: Thread) -> list[Thread]:
+        """Where a group named without its thread is looked for after the caller's thread: in
+        resource scope, the :data:`MAX_GROUP_THREADS` newest other threads of the resource (none
+        where the observations are the resource's: the caller's memory holds every thread's)."""
+        if self.config.scope != "resource":
+            return []
+        if self.engine.lineage(caller) == lineage_key("resource", None, caller.resource_id):
+            return []
+        return await _newest_threads(self.store, caller, MAX_GROUP_THREADS)
 
     async def _group_in_lineage(
         self, lineage: str, group_id: str, *, older: bool = True
@@ -267,24 +267,34 @@ class Recaller:
         in the current memory of the resource's newest other threads (:data:`MAX_GROUP_THREADS`),
         so an id the model made up costs a bounded number of reads however many threads the user
         has; a group of an older thread is found with its ``thread_id`` (search results carry it)."""
-        if thread_id in (None, "", "current"):
-            candidates = await self._candidate_threads(caller)
-        else:
-            named = await self._reachable(caller, thread_id)
-            candidates = [named] if named is not None else []
-        seen: set[str] = set()
-        for index, thread in enumerate(candidates):
-            lineage = self.engine.lineage(thread)
-            if lineage in seen:
-                continue
-            seen.add(lineage)
-            group = await self._group_in_lineage(lineage, group_id, older=index == 0)
-            if group is None:
-                continue
-            owner = await self._reachable(caller, group.thread_id)
-            if owner is not None:
-                return group, owner
+        named = thread_id not in (None, "", "current")
+        first = await self._reachable(caller, thread_id) if named else caller
+        if first is not None:
+            found = await self._owned_group(caller, self.engine.lineage(first), group_id, older=True)
+            if found is not None:
+                return found
+        if not named:
+            # listed only when the caller's memory has no such group (the usual call finds it there)
+            seen = {self.engine.lineage(caller)}
+            for thread in await self._other_threads(caller):
+                lineage = self.engine.lineage(thread)
+                if lineage in seen:
+                    continue
+                seen.add(lineage)
+                found = await self._owned_group(caller, lineage, group_id, older=False)
+                if found is not None:
+                    return found
         raise self._not_found(caller, "observation group", group_id)
+
+    async def _owned_group(
+        self, caller: Thread, lineage: str, group_id: str, *, older: bool
+    ) -> tuple[ObservationGroup, Thread] | None:
+        """The group ``group_id`` in ``lineage``'s memory and its thread, when that is reachable."""
+        group = await self._group_in_lineage(lineage, group_id, older=older)
+        if group is None:
+            return None
+        owner = await self._reachable(caller, group.thread_id)
+        return None if owner is None else (group, owner)
 
     @staticmethod
     def _describe(
@@ -730,6 +740,86 @@ async def _reach(
 
 
 
+_LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+async def _newest_threads(store: Store, caller: Thread, n: int) -> list[Thread]:
+    """The ``n`` newest threads of the caller's resource but the caller, newest first, in the
+    listing's order (``created_at``, then creation order), read without reading the listing:
+    each read takes at most ``n + 2`` threads from an instant on (``list_threads(since=...)``,
+    from the stores' index), the instant found by halving the span between one with more than
+    that many threads after it and one with fewer, until the threads of the span between were
+    all read. So a call reads a few of those pages (at most one per bit of the span, in
+    microseconds, between the oldest thread and now), however many threads the user has.
+
+    Only where more than that many threads share the microsecond the newest start at, those are
+    read on from the first (up to :data:`MAX_SKIPPED` of them; past that, the latest of those
+    read stand in for the newest of that instant)."""
+    resource_id = caller.resource_id
+    want = n + 1  # the caller may be among them
+    size = want + 1  # a read that comes back this full may have more after it
+
+    async def read(at: datetime | None) -> list[Thread]:
+        return await store.list_threads(resource_id, limit=size, since=at)
+
+    def newest(threads: list[Thread]) -> list[Thread]:
+        """``threads`` (in listing order, maybe repeated) without the caller, newest first."""
+        seen: set[str] = {caller.id}
+        out: list[Thread] = []
+        for thread in reversed(threads):
+            if thread.id not in seen and thread.resource_id == resource_id:
+                seen.add(thread.id)
+                out.append(thread)
+        return out[:n]
+
+    first = await read(None)
+    if len(first) < size:
+        return newest(first)  # the whole listing
+    # low: an instant with at least ``size`` threads from it on (``low_rows``: the first of them);
+    # high: one with fewer (``tail``: all of them; none after the last instant there is)
+    last = _micros(_LAST_INSTANT)
+    low, low_rows = _micros(first[0].created_at), first
+    high, tail = last + 1, []
+    after_now = min(max(_micros(datetime.now(UTC)), _micros(first[-1].created_at)) + 1, last)
+    for at in (_micros(caller.created_at), after_now, last):  # where fewer are likely to follow
+        if at <= low:
+            continue
+        rows = await read(_instant_at(at))
+        if len(rows) < size:
+            high, tail = at, rows
+            break
+        low, low_rows = _micros(rows[0].created_at), rows
+    while _micros(low_rows[-1].created_at) < high:  # threads between low and high not read yet
+        middle = (low + high) // 2
+        if middle == low:  # more than ``size`` threads created at the instant ``low``
+            return newest([*low_rows, *await _instant(store, resource_id, low_rows[-1], high), *tail])
+        rows = await read(_instant_at(middle))
+        if len(rows) < size:
+            high, tail = middle, rows
+        else:  # (none between ``middle`` and the first of them)
+            low, low_rows = _micros(rows[0].created_at), rows
+    # every thread from ``low`` on: those read from it before ``high``, then all from ``high`` on
+    return newest([*(t for t in low_rows if _micros(t.created_at) < high), *tail])
+
+
+async def _instant(store: Store, resource_id: str, thread: Thread, high: int) -> list[Thread]:
+    """The threads after ``thread`` created before the instant ``high`` (microseconds), in the
+    listing's order: the first :data:`MAX_SKIPPED` of them where there are more (a thread
+    deleted meanwhile ends the read there)."""
+    found: list[Thread] = []
+    last = thread
+    while len(found) < MAX_SKIPPED:
+        try:
+            rows = await store.list_threads(resource_id, limit=_FETCH_BATCH, after=last.id)
+        except ThreadNotFoundError:
+            break
+        before = [t for t in rows if _micros(t.created_at) < high]
+        found += before
+        if len(before) < len(rows) or len(rows) < _FETCH_BATCH:
+            break
+        last = rows[-1]
+    return found
+
 
 _POSITION_PREFIX = "th1."
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -746,6 +836,11 @@ _ID_KEPT = 96
 def _micros(value: datetime) -> int:
     """Microseconds since the epoch: the stores' ordering key of a thread's ``created_at``."""
     return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _instant_at(micros: int) -> datetime:
+    """The instant ``micros`` microseconds after the epoch (:func:`_micros` undone)."""
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 def _utf8(text: str) -> bytes:
