@@ -6,7 +6,8 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 **Redaction.** A :class:`Redactor` replaces secrets (API keys and tokens of common providers,
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
 values after key-like names, and a password, PIN or door code said in prose with a value no word
-could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
+"alarm: 4821", "door code 4821", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
 stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -348,7 +349,8 @@ def _encoded_secret(value: str) -> bool:
 # --------------------------------------------------------------------------------------------
 #
 # Only a value that cannot be an ordinary word counts: for a password, letters and digits (six or
-# more; or six digits or more), no version, date, time, link or algorithm name ("AES-256"); for a
+# more; or six digits or more), no version, date, time, link or algorithm name ("AES-256"), or
+# letters only where no describing word could be meant (:func:`_said_letters`); for a
 # PIN or a code that opens something, what is typed on a keypad (digits, "#", "*", "-"). "The
 # password is case-sensitive", "Le mot de passe est obligatoire", "The building code is
 # IBC-2021" and the rest of tests/privacy/test_prose_secrets_redacted.py stay as written (the
@@ -498,6 +500,113 @@ def _said_password_or_pin(value: str) -> bool:
 
 def _said_cvv(value: str) -> bool:
     return value.isdigit() and 3 <= len(value) <= 4
+
+
+# The short forms: "pass: hunter2x" (the word "pass" as a password's label), a code labelled by
+# what it opens ("alarm: 4821", "keypad = 4821#"), a code word right before its digits ("alarm
+# code 4821", "door code 1234#", "PIN 4821", "pin code 4821"), and a password of letters only
+# that no describing word could be ("my password is correcthorsebattery", "… is Sunflower", "…
+# is CorrectHorse", '… is "tulip"'). Each starts at a word boundary, and every repetition in
+# them is bounded: linear, as the detectors above.
+
+#: What "pass" means after these words: a ticket or a permit ("boarding pass: AB1234"), one run of
+#: a compiler, a renderer or a test suite ("the second pass is x86-64 only").
+_NOT_A_PASSWORD_PASS = (
+    "boarding bus season day week weekly month monthly annual year yearly ski hall guest visitor press backstage "
+    "transit metro rail train subway ferry museum park parking festival event vip free access all-access gym pool "
+    "library student travel tour city national hotel mountain fast express first second third final last next "
+    "single double one-pass two-pass multi-pass compiler optimization optimisation inlining render rendering shader "
+    "lint linting review test tests build ci qa unit smoke check checks job jobs run runs hail forward backward bye "
+    "day-pass e"
+).split()
+_SAID_PASS = _re(
+    r"(?<![^\W\d_])pass(?![^\W\d_])" + "".join(f"(?<!{re.escape(word)} pass)" for word in _NOT_A_PASSWORD_PASS)
+    + r"(?:[ \t]{0,3}(?::|=|->|\uff1a)|[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}(?:now|still))?(?![^\W\d_]))"
+    r"[ \t]{0,3}" + _SAID_VALUE,
+    re.IGNORECASE,
+)
+#: A code labelled by what it opens: "alarm: 4821", "the alarm is 4821", "front door = 4821#".
+#: An alarm, a door or a gate also has a time ("Alarm: 0630", "Doors: 1930"): see
+#: :func:`_said_code_not_time`.
+_LABELLED = r"(?:[ \t]{0,3}(?::|=|->|\uff1a)|[ \t]{1,3}(?:is|was)(?![^\W\d_]))[ \t]{0,3}"
+_LABELLED_VALUE = r"(?P<value>[A-Za-z]?[0-9#*][0-9#*-]{2,23}[A-Za-z]?)(?![\w#*-])"
+#: After a labelled code, its clause ends (not "The gate is 3000 metres away", "front door: 3000 mm").
+_LABELLED_END = (r"(?=[ \t]{0,3}(?:[.!?;,)]|\r?\n|$)"
+                 r"|[ \t]{1,3}(?:and|but|or|so|for|at|on|to|if|please|thanks|btw)(?![^\W\d_]))")
+_SAID_TIMED_LABEL = _re(
+    r"(?<![^\W\d_])(?:alarm|(?:front |back |garage |main )?door|gate)(?![^\W\d_])" + _LABELLED + _LABELLED_VALUE
+    + _LABELLED_END,
+    re.IGNORECASE,
+)
+_SAID_KEYPAD_LABEL = _re(
+    r"(?<![^\W\d_])(?:keypad|lock ?box|key ?box|key ?safe|padlock)(?![^\W\d_])" + _LABELLED + _LABELLED_VALUE
+    + _LABELLED_END,
+    re.IGNORECASE,
+)
+#: A code word right before its digits, no copula: "alarm code 4821", "PIN 4821" (a bare "PIN" in
+#: capitals only: a lower-case "pin 1024" may be a connector's).
+_SAID_BARE_KEYPAD = _re(
+    r"(?<![^\W\d_])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
+    r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
+)
+
+
+def _said_code_not_time(value: str) -> bool:
+    """A keypad code (:func:`_said_pin`) that is not a 24-hour time written without its colon
+    ("0630", "1930", "945", "2400")."""
+    if not _said_pin(value):
+        return False
+    if value.isdigit() and len(value) in (3, 4):
+        return not (int(value[:-2]) <= 24 and int(value[-2:]) <= 59)
+    return True
+
+
+#: A password of letters only: "my password is correcthorsebattery", "The password for the wifi
+#: is Sunflower.", '… is "tulip"'. The copula in lower case (a title, "The Password Is Obsolete",
+#: is none) and the value the last word of its sentence or clause.
+_LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
+_LETTERS_IS = rf"(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was)(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
+_LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)]|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
+_SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
+_SAID_QUOTED_LETTERS = _re(
+    _LETTERS_WORDS + _LETTERS_IS + r"(?:\"(?P<value>[^\W\d_]{4,64})\"|\u201c(?P<value2>[^\W\d_]{4,64})\u201d"
+    r"|'(?P<value3>[^\W\d_]{4,64})'|\u2018(?P<value4>[^\W\d_]{4,64})\u2019)"
+)
+#: Words that say what a password is like, where it is or whose it is: no password.
+_DESCRIBING_WORDS = frozenset(
+    "weak strong stronger weaker long longer short shorter secure insecure safe safer unsafe fine good better bad "
+    "worse great easy easier hard harder simple simpler complex gone lost wrong right correct incorrect invalid "
+    "valid same different new old blank empty missing unknown secret private hidden public mine yours ours theirs "
+    "hers there here somewhere anywhere everywhere elsewhere nowhere nothing something anything everything "
+    "required optional mandatory compulsory necessary unnecessary temporary permanent default random unique "
+    "generic obvious predictable guessable unguessable memorable unchanged obsolete complete incomplete accurate "
+    "inaccurate adequate inadequate appropriate inappropriate alphanumeric numeric lowercase uppercase "
+    "straightforward trustworthy untrustworthy whatever null none nil undefined redacted password passwords "
+    "passphrase passcode same unset pending active inactive disabled enabled locked unlocked perfect awesome superb "
+    "solid stupid silly weird funny crazy dumb ugly pretty lame stale fresh nice cool okay".split()
+)
+_DESCRIBING_ENDINGS = ("ed", "ing", "ly", "en", "able", "ible", "ive", "ous", "ful", "less", "al", "ic", "ent",
+                       "ant", "ary", "ory", "ure", "ate", "ite", "ish", "tion", "sion", "ness", "ment", "ity", "ism",
+                       "ist", "est", "ward", "wards", "where", "self", "selves", "some", "ect")
+
+
+def _said_letters(value: str) -> bool:
+    """A word no sentence about a password uses to describe it: made up of words run together
+    (twelve letters or more, lower case: ``correcthorsebattery``), capitalised mid-sentence as a
+    name (``Sunflower``, six letters or more) or in mixed case (``CorrectHorse``, eight or more)."""
+    word = value.casefold()
+    if word in _DESCRIBING_WORDS or word.endswith(_DESCRIBING_ENDINGS):
+        return False
+    if any(c.isupper() for c in value[1:]):
+        return len(value) >= 8
+    if value[0].isupper():
+        return len(value) >= 6
+    return len(value) >= 12
+
+
+def _said_quoted_letters(value: str) -> bool:
+    """A quoted word after a password word and its copula (``my password is "tulip"``)."""
+    return value.casefold() not in _DESCRIBING_WORDS
 
 
 _DB_SCHEMES = (
@@ -689,6 +798,12 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _said(_SAID_CODE), _said_keypad),
     Detector("password", _said_on_next_line(f"{_SAID_PIN}|{_SAID_CODE}"), _said_keypad),
     Detector("password", _said(_SAID_CVV), _said_cvv),
+    Detector("password", _SAID_PASS, _said_password),
+    Detector("password", _SAID_TIMED_LABEL, _said_code_not_time),
+    Detector("password", _SAID_KEYPAD_LABEL, _said_pin),
+    Detector("password", _SAID_BARE_KEYPAD, _said_pin),
+    Detector("password", _SAID_LETTERS, _said_letters),
+    Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
     Detector("password", _SAID_OPENS_WITH, _said_pin),

@@ -13,7 +13,8 @@ text where it has Markdown (``**Password:** hunter2-Blue!``, ``__PIN__: 4821``, 
 
 * the privacy module's secret detectors (:data:`obsmem.privacy.SECRET_CATEGORIES`: provider keys
   and tokens, private keys, ``password=``-style assignments in many languages, connection
-  strings, …), with the same patterns (and so the same few false positives) as redaction;
+  strings, the short forms ``pass: Tulip77x``, ``alarm: 4821``, ``door code 4821#``, ``PIN 4821``, …),
+  with the same patterns (and so the same few false positives) as redaction;
 * the conversational forms (:mod:`obsmem.said`; not used by redaction, where their false
   positives would destroy observation text): ``<password word> [for …] is|was|ist|est|は|是 … <value>`` (``my wifi password is
   hunter2-Blue``, ``Mein Passwort ist Sonnenblume-42``, ``パスワードは hunter2Blue``, ``my pw is …``,
