@@ -127,6 +127,12 @@ def obsmem_message_id(key: str, thread_id: str | None) -> str:
 
 
 def _system(text: str, key: str, thread_id: str | None, *, volatile: bool = False) -> Message:
+    if volatile:
+        return _volatile(text, key, thread_id)
+    return _new_system(text, key, thread_id, volatile=False)
+
+
+def _new_system(text: str, key: str, thread_id: str | None, *, volatile: bool) -> Message:
     metadata: dict[str, object] = {MARKER_KEY: key}
     if volatile:
         metadata["obsmem_volatile"] = True
@@ -134,6 +140,33 @@ def _system(text: str, key: str, thread_id: str | None, *, volatile: bool = Fals
         id=obsmem_message_id(key, thread_id), role="system", parts=(TextPart(text=text),), created_at=_EPOCH,
         metadata=metadata,
     )
+
+
+_VOLATILE: OrderedDict[tuple[str, str, str | None], Message] = OrderedDict()
+_VOLATILE_MAX = 128
+#: A longer section is built afresh each time (the kept ones stay a few megabytes at most).
+_VOLATILE_MAX_CHARS = 32_000
+
+
+def _volatile(text: str, key: str, thread_id: str | None) -> Message:
+    """A volatile section's message (the current task, the suggested response, working memory,
+    other conversations, an extractor's value): the one last built for the same text, shared
+    read-only as the observation messages are (:func:`_prefix`), since most steps show the same
+    sections again; its token count and digest are then lookups, not a tokenizer run per step.
+    The newest :data:`_VOLATILE_MAX` are kept, none longer than :data:`_VOLATILE_MAX_CHARS`."""
+    if len(text) > _VOLATILE_MAX_CHARS:
+        return _new_system(text, key, thread_id, volatile=True)
+    cache_key = (text, key, thread_id)
+    kept = _VOLATILE.get(cache_key)
+    if kept is None:
+        kept = _new_system(text, key, thread_id, volatile=True)
+        kept.__dict__["metadata"] = ReadOnlyDict(kept.metadata)
+        _VOLATILE[cache_key] = kept
+        while len(_VOLATILE) > _VOLATILE_MAX:
+            _VOLATILE.popitem(last=False)
+    else:
+        _VOLATILE.move_to_end(cache_key)
+    return kept
 
 
 _OTHER_PART_CHARS = 500
@@ -295,9 +328,11 @@ def _continuation(thread_id: str | None) -> Message:
 
 
 def forget_rendered() -> None:
-    """Drop every kept rendering of observations (:func:`_prefix`, :func:`_rendered`): after a
-    delete, no text of the deleted observations stays in this process's memory."""
+    """Drop every kept rendering of observations (:func:`_prefix`, :func:`_volatile`,
+    :func:`_rendered`): after a delete, no text of the deleted observations (nor of a deleted
+    working memory) stays in this process's memory."""
     _PREFIXES.clear()
+    _VOLATILE.clear()
     _RENDERED.clear()
     forget_groups()
 

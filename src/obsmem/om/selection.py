@@ -77,6 +77,18 @@ def is_boundary(message: Message) -> bool:
 
 
 _BOUNDARY_PARTS = frozenset({"text", "file", "tool-call"})
+_TOOL_PARTS = frozenset({"tool-call", "tool-result"})
+
+
+def _any_tool_part(messages: Sequence[Message]) -> bool:
+    """Whether any of ``messages`` holds a tool call or a tool result (by each part's ``type``,
+    not isinstance: read for every message of every window at every boundary)."""
+    tool = _TOOL_PARTS
+    for message in messages:
+        for part in message.parts:
+            if part.type in tool:
+                return True
+    return False
 
 
 def pending_tool_call_ids(messages: Sequence[Message]) -> set[str]:
@@ -88,6 +100,8 @@ def pending_tool_call_ids(messages: Sequence[Message]) -> set[str]:
     with text, a file or another call is an orphan (its result can no longer come in a valid
     place); it is not pending.
     """
+    if not _any_tool_part(messages):
+        return set()  # the common window: no call, no result
     answered = {r.tool_call_id for m in messages for r in m.tool_results}
     pending: set[str] = set()
     for message in reversed(messages):
@@ -101,6 +115,8 @@ def valid_cuts(messages: Sequence[Message]) -> list[int]:
     """Every ``i`` in 1..n such that observing ``messages[:i]`` splits no call from its result
     and takes no pending call (see :func:`pending_tool_call_ids`)."""
     n = len(messages)
+    if not _any_tool_part(messages):
+        return list(range(1, n + 1))  # no call and no result: every cut splits nothing
     call_at: dict[str, int] = {}
     result_at: dict[str, int] = {}
     for index, message in enumerate(messages):

@@ -205,10 +205,21 @@ def plain_conversation(messages: Sequence[Message]) -> bool:
         if role == "system" or isinstance(message.metadata.get(MARKER_KEY), str):
             return False
         if role == "user":
-            for part in message.parts:
+            parts = message.parts
+            if message.__dict__.get(_PLAIN_PARTS_KEY) is parts:
+                continue  # its parts were found to hold no reminder (a window's message, seen again)
+            for part in parts:
                 if part.type == "text" and _part_may_hold_reminder(part):
                     return False
+            message.__dict__[_PLAIN_PARTS_KEY] = parts
     return True
+
+
+#: On a user message whose parts hold no reminder (:func:`plain_conversation`): that parts tuple
+#: (not a field; written and read only for user messages, and a copy with other parts checks
+#: them again). A window's messages are scanned at every boundary, several times: each user
+#: message's parts are looked at once.
+_PLAIN_PARTS_KEY = "_obsmem_plain_parts"
 
 
 #: Where a long text part keeps :func:`_may_hold_reminder`'s answer (not a field; as
