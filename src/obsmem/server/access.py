@@ -10,6 +10,17 @@ forget) and new threads check that, so the store's resource-wide calls never rea
 tenant's threads; and a key of one org is never bound to a resource another org holds (409, like
 a thread id in use).
 
+Those checks read what the request needs, not every thread of the resource: the org holding a
+resource is its first (oldest) thread's, one row (the server never puts a thread of one org in a
+resource another org's thread holds, so they agree; a resource holding two orgs' threads, which a
+race of their first threads, ``--dev`` or a library caller can leave, is the first one's to a new
+thread or key, and its pages and resource-wide operations that would show the other's thread are
+refused as before). A page of threads (``GET /api/threads``) reads that page and refuses it when it
+holds a thread of another org; a new thread, a key bound to a resource and an import read the
+first row. Operations that reach every thread of a resource (usage, export, delete, forget)
+still read every thread, a page at a time, and refuse a resource holding any thread of another
+org.
+
 Thread and message ids are unique in a store, across orgs: an id in use is refused (a new
 thread: 409; a message: 400) showing nothing of what holds it, though the refusal tells the id
 exists; unguessable ids (obsmem's own are random) keep that from telling anyone anything.
@@ -158,7 +169,7 @@ class Principal:
     ) -> tuple[Thread, bool]:
         """A new thread of this key's org (``True``), or this key's own existing thread of that id
         and resource (``False``). An id used by anything else is refused without showing it."""
-        resource, _ = await self.resource_threads(memory, resource_id)
+        resource = await self.resource_owned(memory, resource_id)
         before = await _existing(memory, thread_id)
         thread = before or await memory.create_thread(
             thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
@@ -169,28 +180,68 @@ class Principal:
             raise ThreadIdTakenError(thread_id)
         return thread, before is None
 
-    async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
-        """The resource (checked) and all its threads; a resource of another org is not found."""
+    async def resource_owned(self, memory: Memory, resource_id: str | None) -> str:
+        """The resource (checked), reading one thread row: one another org holds is not found.
+        For what touches no thread of the resource but a new one (a new thread, an import into
+        it); what reaches every thread reads them all (:meth:`resource_threads`)."""
         resource = self.resource(resource_id)
+        await self._owner(memory, resource, await _first_thread(memory, resource))
+        return resource
+
+    async def thread_page(
+        self, memory: Memory, resource_id: str | None, *, limit: int, offset: int
+    ) -> tuple[str, list[Thread]]:
+        """The resource (checked) and its threads ``offset`` to ``offset + limit``, oldest first,
+        reading that page and the resource's first thread: one another org holds is not found,
+        and so is a page holding a thread of another org (never shown)."""
+        resource = self.resource(resource_id)
+        page = await memory.store.list_threads(resource, limit=limit, offset=offset)
+        first = (page[0] if page else None) if offset == 0 else await _first_thread(memory, resource)
+        await self._owner(memory, resource, first)
+        if self.org_id is not None and any(t.org_id != self.org_id for t in page):
+            raise ResourceNotFoundError(resource)
+        return resource, page
+
+    async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
+        """The resource (checked) and all its threads, read a page at a time; a resource of
+        another org is not found: one whose first thread is another org's after one row, one
+        holding a thread of another org anywhere once every thread is read."""
+        resource = await self.resource_owned(memory, resource_id)
         threads = await all_threads(memory.store, resource, page=_PAGE)
         if self.org_id is not None and any(t.org_id != self.org_id for t in threads):
             raise ResourceNotFoundError(resource)
-        if not threads and self.org_id is not None and self.keys is not None:
-            # No thread yet: the resource is the org's whose live keys are bound to it, if any
-            # (once it has threads, theirs: keys made before this rule cannot lock its owner out).
-            if await self.keys.claimed_by_another(resource, self.org_id):
-                raise ResourceNotFoundError(resource)
         return resource, threads
+
+    async def _owner(self, memory: Memory, resource: str, first: Thread | None) -> None:
+        """ResourceNotFoundError unless ``resource``, whose first thread is ``first``, may be
+        this key's org's: that thread's org; with none yet, no other org's live key claims it."""
+        if self.org_id is None:
+            return
+        if first is not None:
+            if first.org_id != self.org_id:
+                raise ResourceNotFoundError(resource)
+            return
+        # No thread yet: the resource is the org's whose live keys are bound to it, if any
+        # (once it has threads, theirs: keys made before this rule cannot lock its owner out).
+        if self.keys is not None and await self.keys.claimed_by_another(resource, self.org_id):
+            raise ResourceNotFoundError(resource)
 
     async def may_bind(self, memory: Memory, keys: KeyStore, org_id: str, resource_id: str | None) -> None:
         """A new key of ``org_id`` bound to ``resource_id``: refused (:class:`ResourceTakenError`)
-        when another org holds that resource, by a thread of it or a live key bound to it."""
+        when another org holds that resource, by its first thread or a live key bound to it."""
         if resource_id is None:
             return
         if await keys.claimed_by_another(resource_id, org_id):
             raise ResourceTakenError(resource_id)
-        if any(t.org_id != org_id for t in await all_threads(memory.store, resource_id, page=_PAGE)):
+        first = await _first_thread(memory, resource_id)
+        if first is not None and first.org_id != org_id:
             raise ResourceTakenError(resource_id)
+
+
+async def _first_thread(memory: Memory, resource_id: str) -> Thread | None:
+    """The resource's first (oldest) thread, the one whose org holds it: one row read."""
+    found = await memory.store.list_threads(resource_id, limit=1)
+    return found[0] if found else None
 
 
 async def _existing(memory: Memory, thread_id: str) -> Thread | None:

@@ -253,8 +253,7 @@ async def list_threads(
     principal: Caller, service: ServiceDep, resource_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:  # fmt: skip
-    resource, threads = await principal.resource_threads(service.memory, resource_id)
-    page = threads[offset : offset + limit]
+    resource, page = await principal.thread_page(service.memory, resource_id, limit=limit, offset=offset)
     return {"resource_id": resource, "threads": [thread_json(t) for t in page]}
 
 
@@ -811,7 +810,7 @@ async def import_(body: ImportIn, principal: Caller, service: ServiceDep) -> dic
     short = len(body.export) < _OFF_LOOP_CHARS
     exported, orgs = _export_owner(body.export) if short else await asyncio.to_thread(_export_owner, body.export)
     target = body.into_resource or exported
-    await principal.resource_threads(service.memory, target)
+    await principal.resource_owned(service.memory, target)  # (an import refuses a resource with threads)
     if principal.org_id is not None and orgs - {principal.org_id}:
         raise PermissionDeniedError("The export holds threads of another org; this key imports only its own org's.")
     reach = None if principal.org_id is None else knowledge_scope(principal)
