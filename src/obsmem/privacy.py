@@ -390,12 +390,13 @@ _SAID_OF = r"(?:\s(?:wi-?fi|wlan|admin|root|bancaire|du wifi))?"
 #: What the value is for, between the word and its copula: "the password for the router is …".
 _SAID_FOR = (r"(?:\s(?:for|of|to|on|at|in|f[üu]r|von|pour|de|du|para|per|del|della|dla|do|na|i|we|you|they|that)"
              r"(?:\s[^\s.,;:!?=]{1,30}){1,4}?)?")
-#: The copula or mark between the word and the value ("to" is Polish's: "hasło to …").
+#: The copula or mark between the word and the value ("to" is Polish's: "hasło to …"; "PIN=4821", "my PIN? 4821",
+#: "PIN is: 4821").
 _SAID_IS = (
-    r"(?:\s{0,3}(?::|->|→|=>|\uff1a)|\s{1,3}(?:--?|[—–])|[ \t]{0,3}[—–]|['’]s(?=\s)"
+    r"(?:\s{0,3}(?::|->|→|=>|=|\?|\uff1a)|\s{1,3}(?:--?|[—–])|[ \t]{0,3}[—–]|['’]s(?=\s)"
     r"|,?\s(?:is|was|ist|lautet|war|est|était|es|era|é|è|e['’]|er|var|är|jest|to|je|c['’]est"
     r"|(?:has been|have been|was|is|got|been)?\s?(?:changed|set|reset|updated)\sto)(?![^\W\d_]))"
-    r"(?:\s{1,3}(?:now|still|currently|jetzt|nun|maintenant|ahora|agora|ora|teraz))?\s{0,3}"
+    r"(?:(?<=[^\W\d_]):)?(?:\s{1,3}(?:now|still|currently|jetzt|nun|maintenant|ahora|agora|ora|teraz))?\s{0,3}"
     r"(?:(?:le|the|el|der|die|das)\s{1,3})?"
 )
 #: The value: one word, without the punctuation after it (optionally quoted).
@@ -531,7 +532,7 @@ _SAID_PASS = _re(
 _LABELLED = r"(?:[ \t]{0,3}(?::|=|->|\uff1a)|[ \t]{1,3}(?:is|was)(?![^\W\d_]))[ \t]{0,3}"
 _LABELLED_VALUE = r"(?P<value>[A-Za-z]?[0-9#*][0-9#*-]{2,23}[A-Za-z]?)(?![\w#*-])"
 #: After a labelled code, its clause ends (not "The gate is 3000 metres away", "front door: 3000 mm").
-_LABELLED_END = (r"(?=[ \t]{0,3}(?:[.!?;,)]|\r?\n|$)"
+_LABELLED_END = (r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)"
                  r"|[ \t]{1,3}(?:and|but|or|so|for|at|on|to|if|please|thanks|btw)(?![^\W\d_]))")
 _SAID_TIMED_LABEL = _re(
     r"(?<![^\W\d_])(?:alarm|(?:front |back |garage |main )?door|gate)(?![^\W\d_])" + _LABELLED + _LABELLED_VALUE
@@ -565,8 +566,8 @@ def _said_code_not_time(value: str) -> bool:
 #: is Sunflower.", '… is "tulip"'. The copula in lower case (a title, "The Password Is Obsolete",
 #: is none) and the value the last word of its sentence or clause.
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
-_LETTERS_IS = rf"(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was)(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
-_LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)]|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
+_LETTERS_IS = rf"(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was):?(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
+_LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 _SAID_QUOTED_LETTERS = _re(
     _LETTERS_WORDS + _LETTERS_IS + r"(?:\"(?P<value>[^\W\d_]{4,64})\"|\u201c(?P<value2>[^\W\d_]{4,64})\u201d"
