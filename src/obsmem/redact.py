@@ -9,7 +9,11 @@ through it first, so a password never reaches a log line, a status line or an er
 * ``…?password=secret&sslmode=require`` → ``…?password=***&sslmode=require``;
 * libpq key/value strings, ``host=db user=u password=secret`` or ``password='s e'`` →
   ``password=***`` (also ``sslpassword``, ``passwd``, ``pwd``, ``api_key``/``apikey``,
-  ``token``, ``access_token``, ``secret``).
+  ``token``, ``access_token``, ``secret``, ``signature``, ``credential``, and these after a
+  prefix: ``client_secret``, ``refresh_token``, ``db_password``, ``X-Amz-Signature``,
+  ``subscription-key``);
+* a URL's query parameters ``key``, ``code``, ``sig``, ``auth`` and ``pass`` (a model endpoint's
+  ``…/v1?key=…``) → ``key=***``.
 
 It works on any text (a URL, a DSN, or a message that quotes one), is idempotent, and never
 raises.
@@ -25,10 +29,19 @@ MASK = "***"
 
 # scheme:// and the text after it up to a blank or a quote: its authority holds the userinfo.
 _URL = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
-_KEYS = r"(?:ssl)?password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|token|secret"
+#: Names of a secret anywhere (a query, a libpq string, a message), after up to three words joined
+#: by ``_`` or ``-`` (``client_secret``, ``refresh_token``, ``db_password``, ``X-Amz-Signature``,
+#: ``subscription-key``); each start tries a bounded prefix, so the scan stays linear.
+_KEYS = (r"(?:ssl|pg)?password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|token|secret|credentials?|signature"
+         r"|(?:private|access|account|subscription|shared[_-]?access)[_-]?key|sas")
+#: Names that are a secret only as a URL's query parameter (after ``?`` or ``&``): Google's and
+#: Azure's ``key=``, Azure Functions' ``code=``, a SAS ``sig=``, ``auth=``, ``pass=`` (elsewhere
+#: ``exit code=1`` or ``pass=3 fail=0`` is no secret).
+_QUERY_KEYS = r"key|code|sig|auth|pass"
+_VALUE = r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#,)'\"]+)"
 _KEY_VALUE = re.compile(
-    rf"(?P<key>(?<![A-Za-z0-9_])(?:{_KEYS}))(?P<eq>\s*=\s*)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#,)'\"]+)",
+    rf"(?P<key>(?<![A-Za-z0-9_])(?:[A-Za-z0-9]{{1,30}}[_-]){{0,3}}(?:{_KEYS})|(?<=[?&])(?:{_QUERY_KEYS}))"
+    rf"(?P<eq>\s*=\s*){_VALUE}",
     re.IGNORECASE,
 )
 
