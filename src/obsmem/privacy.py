@@ -566,7 +566,8 @@ def _said_code_not_time(value: str) -> bool:
 #: is Sunflower.", '… is "tulip"'. The copula in lower case (a title, "The Password Is Obsolete",
 #: is none) and the value the last word of its sentence or clause.
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
-_LETTERS_IS = rf"(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was):?(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
+_LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was):?(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
+               r"|[ \t]{0,3}:[ \t]{0,3})")
 _LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 _SAID_QUOTED_LETTERS = _re(
@@ -584,11 +585,12 @@ _DESCRIBING_WORDS = frozenset(
     "inaccurate adequate inadequate appropriate inappropriate alphanumeric numeric lowercase uppercase "
     "straightforward trustworthy untrustworthy whatever null none nil undefined redacted password passwords "
     "passphrase passcode same unset pending active inactive disabled enabled locked unlocked perfect awesome superb "
-    "solid stupid silly weird funny crazy dumb ugly pretty lame stale fresh nice cool okay".split()
+    "solid stupid silly weird funny crazy dumb ugly pretty lame stale fresh nice cool okay direct indirect exact inexact "
+    "strict".split()
 )
 _DESCRIBING_ENDINGS = ("ed", "ing", "ly", "en", "able", "ible", "ive", "ous", "ful", "less", "al", "ic", "ent",
                        "ant", "ary", "ory", "ure", "ate", "ite", "ish", "tion", "sion", "ness", "ment", "ity", "ism",
-                       "ist", "est", "ward", "wards", "where", "self", "selves", "some", "ect")
+                       "ist", "est", "ward", "wards", "where", "self", "selves", "some")
 
 
 def _said_letters(value: str) -> bool:

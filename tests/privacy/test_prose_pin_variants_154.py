@@ -29,6 +29,10 @@ SAID = [
     ("my password is: correcthorsebattery", "correcthorsebattery"),
     ('She wrote "alarm: 7296" on the note.', "7296"),
     ("He said 'my password is Snapdragon' twice.", "Snapdragon"),
+    # a letters-only password after a label's colon (helper-154's second look)
+    ("pw: batterystaplecorrect", "batterystaplecorrect"),
+    ("Passcode: Snowdrop", "Snowdrop"),
+    ("wifi key: Bluebell", "Bluebell"),
 ]
 
 #: Ordinary questions and code with the same words: left as written (before and after).
@@ -40,6 +44,8 @@ ORDINARY = [
     "The password is Google's.",
     "The password is 'required'",
     "Do you have a pass? Tickets are sold out.",
+    "PW: Expired",
+    "Passcode: Enabled",
 ]
 
 
