@@ -570,9 +570,12 @@ _LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was):?(?:[ \t]{{1,3}}(?:n
                r"|[ \t]{0,3}:[ \t]{0,3})")
 _LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
+#: A quoted word or passphrase: '… is "tulip"', '… is "correct horse battery staple"' (words of
+#: letters, up to eight, joined by a space or a hyphen).
+_PHRASE = r"[^\W\d_]{1,30}(?:[ -][^\W\d_]{1,30}){0,7}"
 _SAID_QUOTED_LETTERS = _re(
-    _LETTERS_WORDS + _LETTERS_IS + r"(?:\"(?P<value>[^\W\d_]{4,64})\"|\u201c(?P<value2>[^\W\d_]{4,64})\u201d"
-    r"|'(?P<value3>[^\W\d_]{4,64})'|\u2018(?P<value4>[^\W\d_]{4,64})\u2019)"
+    _LETTERS_WORDS + _LETTERS_IS + rf"(?:\"(?P<value>{_PHRASE})\"|\u201c(?P<value2>{_PHRASE})\u201d"
+    rf"|'(?P<value3>{_PHRASE})'|\u2018(?P<value4>{_PHRASE})\u2019)"
 )
 #: Words that say what a password is like, where it is or whose it is: no password.
 _DESCRIBING_WORDS = frozenset(
@@ -607,9 +610,28 @@ def _said_letters(value: str) -> bool:
     return len(value) >= 12
 
 
+#: Words a quoted description of a password is made of beside :data:`_DESCRIBING_WORDS`
+#: ('the password is "not required"', '"too short"', '"the same as before"').
+_PHRASE_WORDS = frozenset(
+    "a an the not no too very so quite still now just only yet as than of to in on at for with by and or but "
+    "it is be been was any all some no one two three four five six seven eight nine ten characters letters "
+    "digits chars long before again ever never always set see above below".split()
+)
+
+
 def _said_quoted_letters(value: str) -> bool:
-    """A quoted word after a password word and its copula (``my password is "tulip"``)."""
-    return value.casefold() not in _DESCRIBING_WORDS
+    """A quoted word after a password word and its copula (``my password is "tulip"``: four
+    letters or more), or a quoted passphrase (``… is "correct horse battery staple"``: twelve
+    characters or more, not only describing words: ``… is "not required"``, and no hint: ``… is "the
+    name of your first pet"``); neither ending in a describing word (``… is "case-sensitive"``)."""
+    words = value.casefold().replace("-", " ").split()
+    if not words or words[-1] in _DESCRIBING_WORDS or words[-1].endswith(_DESCRIBING_ENDINGS):
+        return False  # '"expired"', '"case-sensitive"'
+    if len(words) == 1:
+        return len(value) >= 4
+    if words[0] in ("the", "a", "an", "my", "your", "his", "her", "their", "our"):
+        return False  # a description or a hint: '"the name of your first pet"'
+    return len(value) >= 12 and not all(word in _DESCRIBING_WORDS or word in _PHRASE_WORDS for word in words)
 
 
 _DB_SCHEMES = (

@@ -149,6 +149,7 @@ ADVERSARIAL = [
     "pass ", "pass: ", "pass is now ", "pass:" + "a1" * 150 + " ", "alarm: 4", "alarm code ", "PIN ",
     "password for a b c d is ", "password is " + "a" * 70 + " ", 'password is "' + "a" * 70,
     "password is now Sunflower and ", "door = 1-2-3-4-5-6-7-8-9-0-1-2-", "password is pass: pass: alarm: ",
+    'password is "ab cd ef gh ij kl mn op qr st ', "password is 'a-b-c-d-e-f-g-h-i-j-k-l ",
 ]
 
 
