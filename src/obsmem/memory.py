@@ -600,6 +600,10 @@ class Memory:
             resource_scope = scope_key(thread.org_id or DEFAULT_ORG, thread.resource_id)
             if resource_scope is not None:  # (a resource id no knowledge scope can hold has no guidance)
                 await prune_capture_guidance(self.knowledge, resource_scope, user_node=user_node, actor=actor)
+        # Again, now that its sections and the user's working memory are gone too: a context of
+        # another of the user's threads built meanwhile (a turn in flight) showed them, and what
+        # it kept (the shared sections, the counted texts) would otherwise outlive the delete.
+        await self._forget_kept(self.engine.core.lineage(thread))
         await self._end_erasing(thread.resource_id, [thread.id])  # (before the truncation: the note holds ids)
         await self._announce_erase()
         return deleted
