@@ -11,7 +11,7 @@ through it first, so a password never reaches a log line, a status line or an er
   ``password=***`` (also ``sslpassword``, ``passwd``, ``pwd``, ``api_key``/``apikey``,
   ``token``, ``access_token``, ``secret``, ``signature``, ``credential``, and these after a
   prefix: ``client_secret``, ``refresh_token``, ``db_password``, ``X-Amz-Signature``,
-  ``subscription-key``);
+  ``subscription-key``, and in camelCase: ``clientSecret``, ``refreshToken``, ``dbPassword``);
 * a URL's query parameters ``key``, ``code``, ``sig``, ``auth`` and ``pass`` (a model endpoint's
   ``…/v1?key=…``) → ``key=***``.
 
@@ -31,16 +31,20 @@ MASK = "***"
 _URL = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
 #: Names of a secret anywhere (a query, a libpq string, a message), after up to three words joined
 #: by ``_`` or ``-`` (``client_secret``, ``refresh_token``, ``db_password``, ``X-Amz-Signature``,
-#: ``subscription-key``); each start tries a bounded prefix, so the scan stays linear.
+#: ``subscription-key``) or run together in camelCase (``clientSecret``, ``refreshToken``,
+#: ``dbPassword``: a word ends where a capital follows); each start tries a bounded prefix, so the
+#: scan stays linear.
 _KEYS = (r"(?:ssl|pg)?password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|token|secret|credentials?|signature"
-         r"|(?:private|access|account|subscription|shared[_-]?access)[_-]?key|sas")
+         r"|(?:private|access|account|subscription|shared[_-]?access|secret)[_-]?key|sas")
+#: One word before the secret's name: joined by ``_`` or ``-``, or a camelCase word (case-sensitive).
+_PREFIX_WORD = r"(?:[A-Za-z0-9]{1,30}[_-]|(?-i:[A-Za-z][a-z0-9]{0,29}(?=[A-Z])))"
 #: Names that are a secret only as a URL's query parameter (after ``?`` or ``&``): Google's and
 #: Azure's ``key=``, Azure Functions' ``code=``, a SAS ``sig=``, ``auth=``, ``pass=`` (elsewhere
 #: ``exit code=1`` or ``pass=3 fail=0`` is no secret).
 _QUERY_KEYS = r"key|code|sig|auth|pass"
 _VALUE = r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#,)'\"]+)"
 _KEY_VALUE = re.compile(
-    rf"(?P<key>(?<![A-Za-z0-9_])(?:[A-Za-z0-9]{{1,30}}[_-]){{0,3}}(?:{_KEYS})|(?<=[?&])(?:{_QUERY_KEYS}))"
+    rf"(?P<key>(?<![A-Za-z0-9_]){_PREFIX_WORD}{{0,3}}(?:{_KEYS})|(?<=[?&])(?:{_QUERY_KEYS}))"
     rf"(?P<eq>\s*=\s*){_VALUE}",
     re.IGNORECASE,
 )
