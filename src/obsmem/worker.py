@@ -73,7 +73,7 @@ from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.redact import redact_secrets
 from obsmem.storage import leasing
-from obsmem.storage.contract import Lease, Store, WorkItem
+from obsmem.storage.contract import Lease, Store, WorkItem, count_leases, has_work
 from obsmem.storage.notes import ERASED
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped
 from obsmem.tokens import TokenCounter
@@ -416,12 +416,13 @@ class Worker:
     async def drained(self) -> bool:
         """True when the queue holds no work of this worker's kinds (waiting, due later or
         claimed) and no buffer lease is held (an unexpired one, by anyone)."""
-        for kind in self.kinds:
-            if await self.store.list_work(kind):
+        for kind in self.kinds:  # one row at most each (the store's has_work)
+            if await has_work(self.store, kind):
                 return False
         now = self.clock.now()
-        for prefix in _BUFFER_LEASE_PREFIX.values():
-            if any(not lease.is_expired(now) for lease in await self.store.list_leases(prefix + ":")):
+        for prefix in _BUFFER_LEASE_PREFIX.values():  # counted in the store
+            total, expired = await count_leases(self.store, prefix + ":", now=now)
+            if total > expired:
                 return False
         return True
 

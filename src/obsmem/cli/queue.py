@@ -9,8 +9,10 @@ dead-lettered item again with fresh attempts.
 The listing is bounded: at most ``--limit`` (default :data:`DEFAULT_LIMIT`) dead-lettered
 items, the newest, and as many leases (by key), each list followed by a line saying how many
 more there are; the totals count them all (``--json``: ``dead_total``, ``leases_total``,
-``leases_expired``). The store is still read whole to count them: it has no bounded read of
-the queue (``list_work``, ``list_dead_work`` and ``list_leases`` return every row).
+``leases_expired``). Only what is listed is read: the depth by kind and the totals are counted
+by the store (:func:`~obsmem.storage.contract.count_work`, ``count_dead_work``,
+``count_leases``: SQL ``COUNT``/``MIN``), the lists are pages of ``--limit`` rows
+(``dead_work_page``, ``lease_page``). A store without those methods is read whole, as before.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from obsmem.cli.render import one_line
 from obsmem.cli.stores import JsonGroup, fail, json_errors, open_for_reading
 from obsmem.redact import redact_secrets
 from obsmem.storage import Store
+from obsmem.storage.contract import count_dead_work, count_leases, count_work, dead_work_page, lease_page
 
 __all__ = ["DEFAULT_LIMIT", "queue_app", "queue_snapshot", "register"]
 
@@ -59,31 +62,34 @@ async def queue_snapshot(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidInputError(f"queue_snapshot: limit must be a whole number of at least 1, got {limit!r}.")
     now = now or datetime.now(UTC)
-    kinds: dict[str, dict[str, Any]] = {}
-    for item in await store.list_work():
-        row = kinds.setdefault(item.kind, {"waiting": 0, "due": 0, "claimed": 0, "expired_claims": 0,
-                                           "oldest_age_s": 0.0})  # fmt: skip
-        if item.claimed_by is None:
-            row["waiting"] += 1
-            row["due"] += item.available_at <= now
-        else:
-            row["claimed"] += 1
-            row["expired_claims"] += item.claim_expired(now)
-        row["oldest_age_s"] = max(row["oldest_age_s"], round((now - item.enqueued_at).total_seconds(), 1))
-    buried = await store.list_dead_work()
+    kinds = {
+        counted.kind: {"waiting": counted.waiting, "due": counted.due, "claimed": counted.claimed,
+                       "expired_claims": counted.expired_claims,
+                       "oldest_age_s": max(0.0, round((now - counted.oldest_enqueued_at).total_seconds(), 1))}
+        for counted in await count_work(store, now=now)
+    }  # fmt: skip
+    if limit is None:
+        buried = await store.list_dead_work()
+        held = await store.list_leases()
+        dead_total, leases_total = len(buried), len(held)
+        leases_expired = sum(1 for lease in held if lease.is_expired(now))
+    else:
+        buried = list(reversed(await dead_work_page(store, limit=limit)))  # the newest, by id
+        held = await lease_page(store, limit=limit)
+        dead_total = await count_dead_work(store)
+        leases_total, leases_expired = await count_leases(store, now=now)
     dead = [
         {"id": d.id, "kind": d.kind, "target": d.target, "attempts": d.attempts,
          "failed_at": d.failed_at.isoformat(), "last_error": redact_secrets(d.last_error or "")}
-        for d in (buried if limit is None else buried[-limit:])
+        for d in buried
     ]  # fmt: skip
-    held = await store.list_leases()
     leases = [
         {"key": lease.key, "owner": lease.owner, "expires_in_s": round((lease.expires_at - now).total_seconds(), 1)}
-        for lease in (held if limit is None else held[:limit])
+        for lease in held
     ]
     return {
-        "kinds": kinds, "dead": dead, "dead_total": len(buried), "leases": leases, "leases_total": len(held),
-        "leases_expired": sum(1 for lease in held if lease.is_expired(now)),
+        "kinds": kinds, "dead": dead, "dead_total": dead_total, "leases": leases, "leases_total": leases_total,
+        "leases_expired": leases_expired,
     }  # fmt: skip
 
 

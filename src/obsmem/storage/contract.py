@@ -64,7 +64,10 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   (its worker crashed or stalled) makes the item claimable again. ``complete_work`` removes it,
   ``release_work`` puts it back to wait (after a failure, or until another owner's lease
   expires), and ``wake_work`` makes a waiting item due at once (the lease it waited for was
-  released). As with leases, the store never reads a clock: ``now`` is the caller's.
+  released). As with leases, the store never reads a clock: ``now`` is the caller's. The
+  queue is read in bounded amounts with :func:`count_work`, :func:`has_work`,
+  :func:`dead_work_page`, :func:`count_dead_work`, :func:`lease_page` and :func:`count_leases`
+  (optional native methods, counted or paged in the store; a store without them is read whole).
 * **A cost ledger.** ``record_model_calls`` appends one row per memory model call (a
   :class:`~obsmem.calls.ModelCall`: role, model, token counts, latency, outcome, the thread and
   resource ids; never any text). ``usage_rows`` sums them per UTC day, role and model in the
@@ -85,12 +88,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from obsmem.calls import ModelCall, UsageRow
-from obsmem.errors import ThreadChangedError
+from obsmem.errors import InvalidInputError, ThreadChangedError
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
@@ -101,13 +104,24 @@ __all__ = [
     "LEASE_PURGE_AFTER_S",
     "LEASE_PURGE_BATCH",
     "Lease",
+    "LeaseCounts",
     "ObservationRecord",
     "Store",
     "ThreadState",
+    "WorkCounts",
     "WorkItem",
     "WindowMark",
     "WriteResult",
     "add_parts_marked",
+    "check_page_limit",
+    "count_dead_work",
+    "count_leases",
+    "count_work",
+    "dead_work_page",
+    "has_work",
+    "lease_counts_of",
+    "lease_page",
+    "work_counts_of",
     "create_generation_marking",
     "committed",
     "forget_cached",
@@ -307,6 +321,29 @@ class DeadWork(BaseModel):
     attempts: int = 0
     last_error: str | None = None
     failed_at: datetime
+
+
+class WorkCounts(BaseModel):
+    """One kind's depth in the work queue at ``now`` (:func:`count_work`): ``waiting`` items
+    (unclaimed), of them ``due`` (``available_at <= now``), ``claimed`` ones, of them
+    ``expired_claims`` (``claim_expires_at <= now``), and the ``enqueued_at`` of its oldest item
+    (waiting or claimed)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    waiting: int = 0
+    due: int = 0
+    claimed: int = 0
+    expired_claims: int = 0
+    oldest_enqueued_at: datetime
+
+
+class LeaseCounts(NamedTuple):
+    """How many leases a prefix holds (:func:`count_leases`), and how many of them have expired."""
+
+    total: int
+    expired: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -1028,3 +1065,104 @@ async def replace_working_memory_if_unchanged(
     else:
         await store.set_working_memory(key, text)
     return True
+
+
+# -- the work queue, read in bounded amounts ---------------------------------------------------
+# ``list_work``, ``list_dead_work`` and ``list_leases`` return every row; a tool that shows the
+# queue (``obsmem queue``) or a worker asking whether it is drained needs counts and a page.
+# Each function below calls the store's native method of the same name (counted or paged by
+# the store: SQL ``COUNT``/``MIN``/``LIMIT``), and composes the whole-list methods for a store
+# without one (a third-party store keeps working, reading every row as before).
+
+
+def check_page_limit(limit: int, name: str = "limit") -> None:
+    """A page's size: a whole number of at least 1, else InvalidInputError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"{name} must be a whole number of at least 1, got {limit!r}.", argument=name)
+
+
+def work_counts_of(items: Sequence[WorkItem], now: datetime) -> list[WorkCounts]:
+    """:func:`count_work` over items already read, by kind."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for item in items:
+        row = kinds.setdefault(item.kind, {"kind": item.kind, "oldest_enqueued_at": item.enqueued_at})
+        if item.claimed_by is None:
+            row["waiting"] = row.get("waiting", 0) + 1
+            row["due"] = row.get("due", 0) + (item.available_at <= now)
+        else:
+            row["claimed"] = row.get("claimed", 0) + 1
+            row["expired_claims"] = row.get("expired_claims", 0) + item.claim_expired(now)
+        row["oldest_enqueued_at"] = min(row["oldest_enqueued_at"], item.enqueued_at)
+    return [WorkCounts(**kinds[kind]) for kind in sorted(kinds)]
+
+
+def lease_counts_of(leases: Sequence[Lease], now: datetime) -> LeaseCounts:
+    """:func:`count_leases` over leases already read."""
+    return LeaseCounts(len(leases), sum(1 for lease in leases if lease.is_expired(now)))
+
+
+async def count_work(store: Store, *, now: datetime) -> list[WorkCounts]:
+    """The queue's depth per kind at ``now`` (:class:`WorkCounts`), by kind; kinds with no item
+    are left out. Native method ``count_work(now=)``: counted in the store, no item read."""
+    native = getattr(store, "count_work", None)
+    if native is not None:
+        counted: list[WorkCounts] = await native(now=now)
+        return counted
+    return work_counts_of(await store.list_work(), now)
+
+
+async def has_work(store: Store, kind: str) -> bool:
+    """Whether the queue holds an item of ``kind`` (waiting, due later or claimed, expired or
+    not). Native method ``has_work(kind)``: one row at most."""
+    native = getattr(store, "has_work", None)
+    if native is not None:
+        found: bool = await native(kind)
+        return found
+    return bool(await store.list_work(kind))
+
+
+async def dead_work_page(store: Store, *, limit: int, before_id: int | None = None) -> list[DeadWork]:
+    """The newest ``limit`` buried items with an id below ``before_id`` (None: the newest of
+    all), newest first: the next page starts before the last id of this one. Native method
+    ``dead_work_page(limit=, before_id=)``: ``limit`` rows at most."""
+    check_page_limit(limit)
+    native = getattr(store, "dead_work_page", None)
+    if native is not None:
+        page: list[DeadWork] = await native(limit=limit, before_id=before_id)
+        return page
+    buried = [dead for dead in reversed(await store.list_dead_work()) if before_id is None or dead.id < before_id]
+    return buried[:limit]
+
+
+async def count_dead_work(store: Store) -> int:
+    """How many items the dead-letter table holds. Native method ``count_dead_work()``."""
+    native = getattr(store, "count_dead_work", None)
+    if native is not None:
+        counted: int = await native()
+        return counted
+    return len(await store.list_dead_work())
+
+
+async def lease_page(store: Store, prefix: str = "", *, limit: int, after_key: str | None = None) -> list[Lease]:
+    """The first ``limit`` stored leases whose key starts with ``prefix`` and sorts after
+    ``after_key`` (None: from the first), by key (code point order, as :meth:`Store.list_leases`):
+    the next page starts after the last key of this one. Native method ``lease_page(prefix,
+    limit=, after_key=)``: ``limit`` rows at most."""
+    check_page_limit(limit)
+    native = getattr(store, "lease_page", None)
+    if native is not None:
+        page: list[Lease] = await native(prefix, limit=limit, after_key=after_key)
+        return page
+    held = [lease for lease in await store.list_leases(prefix) if after_key is None or lease.key > after_key]
+    return held[:limit]
+
+
+async def count_leases(store: Store, prefix: str = "", *, now: datetime) -> LeaseCounts:
+    """How many stored leases have a key starting with ``prefix``, and how many of them have
+    expired at ``now`` (``expires_at <= now``; a SQLite store compares to the tenth of a
+    millisecond). Native method ``count_leases(prefix, now=)``: counted in the store."""
+    native = getattr(store, "count_leases", None)
+    if native is not None:
+        counted: LeaseCounts = await native(prefix, now=now)
+        return counted
+    return lease_counts_of(await store.list_leases(prefix), now)

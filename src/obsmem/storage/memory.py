@@ -21,6 +21,7 @@ arguments) live in :mod:`obsmem.storage.rules`, so the rules exist once.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -49,7 +50,14 @@ from obsmem.storage.contract import (
     same_message,
     same_record,
 )
-from obsmem.storage.contract import DeadWork
+from obsmem.storage.contract import (
+    DeadWork,
+    LeaseCounts,
+    WorkCounts,
+    check_page_limit,
+    lease_counts_of,
+    work_counts_of,
+)
 from obsmem.storage.rules import (
     acquired_lease,
     advanced_threads,
@@ -514,6 +522,18 @@ class MemoryStore(ClosingContext):
         self._open()
         return [self._leases[k] for k in sorted(self._leases) if k.startswith(prefix)]
 
+    async def lease_page(self, prefix: str = "", *, limit: int, after_key: str | None = None) -> list[Lease]:
+        """:func:`~obsmem.storage.contract.lease_page`."""
+        self._open()
+        check_page_limit(limit)
+        keys = (k for k in self._leases if k.startswith(prefix) and (after_key is None or k > after_key))
+        return [self._leases[k] for k in heapq.nsmallest(limit, keys)]
+
+    async def count_leases(self, prefix: str = "", *, now: datetime) -> LeaseCounts:
+        """:func:`~obsmem.storage.contract.count_leases`."""
+        self._open()
+        return lease_counts_of([lease for k, lease in self._leases.items() if k.startswith(prefix)], now)
+
     # -- working memory ----------------------------------------------------------------------------
     async def get_working_memory(self, key: str) -> str | None:
         self._open()
@@ -654,6 +674,18 @@ class MemoryStore(ClosingContext):
         self._open()
         return [self._dead[i] for i in sorted(self._dead) if kind is None or self._dead[i].kind == kind]
 
+    async def dead_work_page(self, *, limit: int, before_id: int | None = None) -> list[DeadWork]:
+        """:func:`~obsmem.storage.contract.dead_work_page`."""
+        self._open()
+        check_page_limit(limit)
+        ids = heapq.nlargest(limit, (i for i in self._dead if before_id is None or i < before_id))
+        return [_copy(self._dead[i]) for i in ids]
+
+    async def count_dead_work(self) -> int:
+        """:func:`~obsmem.storage.contract.count_dead_work`."""
+        self._open()
+        return len(self._dead)
+
     async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
         self._open()
         dead = self._dead.get(dead_id)
@@ -666,6 +698,16 @@ class MemoryStore(ClosingContext):
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         self._open()
         return [_copy(self._work[i]) for i in sorted(self._work) if kind is None or self._work[i].kind == kind]
+
+    async def count_work(self, *, now: datetime) -> list[WorkCounts]:
+        """:func:`~obsmem.storage.contract.count_work` (no item copied)."""
+        self._open()
+        return work_counts_of(list(self._work.values()), now)
+
+    async def has_work(self, kind: str) -> bool:
+        """:func:`~obsmem.storage.contract.has_work`."""
+        self._open()
+        return any(item.kind == kind for item in self._work.values())
 
     async def delete_work(self, target: str) -> int:
         self._open()

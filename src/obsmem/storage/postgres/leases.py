@@ -20,10 +20,10 @@ from psycopg.pq import TransactionStatus
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, lease_purge_before
+from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, LeaseCounts, lease_purge_before
 from obsmem.storage.rules import acquired_lease, renewed_lease
 
-__all__ = ["acquire", "get", "list_by_prefix", "release", "renew"]
+__all__ = ["acquire", "count_by_prefix", "get", "list_by_prefix", "page_by_prefix", "release", "renew"]
 
 Conn = psycopg.AsyncConnection[Any]
 _COLUMNS = "key, owner, token, acquired_at, expires_at"
@@ -49,6 +49,30 @@ async def list_by_prefix(conn: Conn, prefix: str) -> list[Lease]:
         (prefix, prefix),
     )
     return [_lease(row) for row in await cur.fetchall()]
+
+
+async def page_by_prefix(conn: Conn, prefix: str, limit: int, after_key: str | None) -> list[Lease]:
+    """The first ``limit`` leases of ``prefix`` after ``after_key``, by key (``COLLATE "C"``: code
+    point order, as ``list_by_prefix``)."""
+    sql = f"SELECT {_COLUMNS} FROM leases WHERE left(key, char_length(%(prefix)s)) = %(prefix)s"
+    params: dict[str, object] = {"prefix": prefix, "limit": limit}
+    if after_key is not None:
+        sql += " AND key COLLATE \"C\" > %(after)s"
+        params["after"] = after_key
+    cur = await conn.execute(sql + " ORDER BY key COLLATE \"C\" LIMIT %(limit)s", params)
+    return [_lease(row) for row in await cur.fetchall()]
+
+
+async def count_by_prefix(conn: Conn, prefix: str, now: datetime) -> LeaseCounts:
+    """How many leases ``prefix`` holds and how many have expired at ``now`` (the ISO times cast
+    to instants)."""
+    cur = await conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE expires_at::timestamptz <= %(now)s) FROM leases "
+        "WHERE left(key, char_length(%(prefix)s)) = %(prefix)s",
+        {"prefix": prefix, "now": now},
+    )
+    row = await cur.fetchone()
+    return LeaseCounts(int(row[0]), int(row[1])) if row else LeaseCounts(0, 0)
 
 
 async def _lock_key(conn: Conn, key: str) -> None:

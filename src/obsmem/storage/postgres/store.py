@@ -67,10 +67,13 @@ from obsmem.storage.contract import (
     ClosingContext,
     DeadWork,
     Lease,
+    LeaseCounts,
     ObservationRecord,
     WindowMark,
+    WorkCounts,
     WorkItem,
     WriteResult,
+    check_page_limit,
     same_message,
 )
 from obsmem.storage.rules import (
@@ -928,6 +931,15 @@ class PostgresStore(ClosingContext):
     async def list_leases(self, prefix: str = "") -> list[Lease]:
         return await self._read(lambda conn: postgres_leases.list_by_prefix(conn, prefix))
 
+    async def lease_page(self, prefix: str = "", *, limit: int, after_key: str | None = None) -> list[Lease]:
+        """:func:`~obsmem.storage.contract.lease_page`: ``limit`` rows at most."""
+        check_page_limit(limit)
+        return await self._read(lambda conn: postgres_leases.page_by_prefix(conn, prefix, limit, after_key))
+
+    async def count_leases(self, prefix: str = "", *, now: datetime) -> LeaseCounts:
+        """:func:`~obsmem.storage.contract.count_leases`: counted in SQL."""
+        return await self._read(lambda conn: postgres_leases.count_by_prefix(conn, prefix, now))
+
     # -- working memory ---------------------------------------------------------------------------
     async def get_working_memory(self, key: str) -> str | None:
         async def op(conn: Conn) -> str | None:
@@ -1018,9 +1030,26 @@ class PostgresStore(ClosingContext):
     async def list_dead_work(self, kind: str | None = None) -> list[DeadWork]:
         return await self._read(lambda conn: postgres_work.list_dead(conn, kind))
 
+    async def dead_work_page(self, *, limit: int, before_id: int | None = None) -> list[DeadWork]:
+        """:func:`~obsmem.storage.contract.dead_work_page`: ``limit`` rows at most."""
+        check_page_limit(limit)
+        return await self._read(lambda conn: postgres_work.dead_page(conn, limit, before_id))
+
+    async def count_dead_work(self) -> int:
+        """:func:`~obsmem.storage.contract.count_dead_work`: counted in SQL."""
+        return await self._read(postgres_work.count_dead)
+
     async def retry_dead_work(self, dead_id: int, *, now: datetime) -> WorkItem | None:
         work_available_at("retry", str(dead_id), now, 0.0)  # checks now
         return await self._run(lambda conn: postgres_work.retry_dead(conn, dead_id, now))
+
+    async def count_work(self, *, now: datetime) -> list[WorkCounts]:
+        """:func:`~obsmem.storage.contract.count_work`: counted in SQL, one row per kind."""
+        return await self._read(lambda conn: postgres_work.count_kinds(conn, now))
+
+    async def has_work(self, kind: str) -> bool:
+        """:func:`~obsmem.storage.contract.has_work`: one row at most."""
+        return await self._read(lambda conn: postgres_work.has_kind(conn, kind))
 
     async def list_work(self, kind: str | None = None) -> list[WorkItem]:
         return await self._read(lambda conn: postgres_work.list_items(conn, kind))

@@ -19,11 +19,12 @@ import psycopg
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import DeadWork, WorkItem
+from obsmem.storage.contract import DeadWork, WorkCounts, WorkItem
 from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
 __all__ = [
-    "bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead", "wake",
+    "bury", "claim", "complete", "count_dead", "count_kinds", "dead_page", "enqueue", "has_kind", "list_dead",
+    "list_items", "release", "renew", "retry_dead", "wake",
 ]
 
 Conn = psycopg.AsyncConnection[Any]
@@ -216,3 +217,52 @@ async def list_items(conn: Conn, kind: str | None) -> list[WorkItem]:
     else:
         cur = await conn.execute(f"SELECT {_COLUMNS} FROM work_items WHERE kind = %s ORDER BY id", (kind,))
     return [_item(row) for row in await cur.fetchall()]
+
+
+async def count_kinds(conn: Conn, now: datetime) -> list[WorkCounts]:
+    """The queue's depth per kind, counted in SQL (the ISO times cast to instants)."""
+    cur = await conn.execute(
+        "SELECT kind, count(*) FILTER (WHERE claimed_by IS NULL), "
+        "count(*) FILTER (WHERE claimed_by IS NULL AND available_us <= %(now)s), "
+        "count(*) FILTER (WHERE claimed_by IS NOT NULL), "
+        "count(*) FILTER (WHERE claimed_by IS NOT NULL AND claim_expires_us <= %(now)s), "
+        "min(enqueued_at::timestamptz) FROM work_items GROUP BY kind ORDER BY kind COLLATE \"C\"",
+        {"now": _us(now)},
+    )
+    try:
+        return [
+            WorkCounts(kind=row[0], waiting=row[1], due=row[2], claimed=row[3], expired_claims=row[4],
+                       oldest_enqueued_at=row[5])
+            for row in await cur.fetchall()
+        ]  # fmt: skip
+    except ValidationError as exc:
+        raise StorageError(f"The work queue's counts could not be decoded (table work_items): {exc}") from exc
+
+
+async def has_kind(conn: Conn, kind: str) -> bool:
+    """Whether an item of ``kind`` is queued: the waiting one from the (kind, target) index, else
+    the first claimed one (the claims index holds only the claimed items)."""
+    cur = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM work_items WHERE kind = %(kind)s AND claimed_by IS NULL) "
+        "OR EXISTS (SELECT 1 FROM work_items WHERE kind = %(kind)s AND claimed_by IS NOT NULL)",
+        {"kind": kind},
+    )
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def dead_page(conn: Conn, limit: int, before_id: int | None) -> list[DeadWork]:
+    """The newest ``limit`` buried items below ``before_id``, newest first (the primary key)."""
+    if before_id is None:
+        cur = await conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work ORDER BY id DESC LIMIT %s", (limit,))
+    else:
+        cur = await conn.execute(
+            f"SELECT {_DEAD_COLUMNS} FROM dead_work WHERE id < %s ORDER BY id DESC LIMIT %s", (before_id, limit)
+        )
+    return [_dead(row) for row in await cur.fetchall()]
+
+
+async def count_dead(conn: Conn) -> int:
+    cur = await conn.execute("SELECT count(*) FROM dead_work")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0

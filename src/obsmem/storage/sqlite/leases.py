@@ -16,10 +16,13 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, lease_purge_before
+from obsmem.storage.contract import LEASE_PURGE_BATCH, Lease, LeaseCounts, lease_purge_before
 from obsmem.storage.rules import acquired_lease, renewed_lease
 
-__all__ = ["acquire", "get", "list_by_prefix", "next_token", "purge_expired", "release", "renew"]
+__all__ = [
+    "acquire", "count_by_prefix", "get", "list_by_prefix", "next_token", "page_by_prefix", "purge_expired", "release",
+    "renew",
+]
 
 Conn = sqlite3.Connection
 
@@ -46,6 +49,31 @@ def list_by_prefix(conn: Conn, prefix: str) -> list[Lease]:
         {"prefix": prefix},
     )
     return [_lease(row) for row in rows]
+
+
+def page_by_prefix(conn: Conn, prefix: str, limit: int, after_key: str | None) -> list[Lease]:
+    """The first ``limit`` leases of ``prefix`` after ``after_key``, by key (the primary key's
+    order: BINARY, which is code point order)."""
+    sql = (
+        "SELECT key, owner, token, acquired_at, expires_at FROM leases "
+        "WHERE substr(key, 1, length(:prefix)) = :prefix"
+    )
+    params: dict[str, object] = {"prefix": prefix, "limit": limit}
+    if after_key is not None:
+        sql += " AND key > :after"
+        params["after"] = after_key
+    return [_lease(row) for row in conn.execute(sql + " ORDER BY key LIMIT :limit", params)]
+
+
+def count_by_prefix(conn: Conn, prefix: str, now: datetime) -> LeaseCounts:
+    """How many leases ``prefix`` holds and how many have expired at ``now``: the ISO times with
+    their offsets compared as instants (``julianday``, to the tenth of a millisecond)."""
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(julianday(expires_at) <= julianday(:now)), 0) FROM leases "
+        "WHERE substr(key, 1, length(:prefix)) = :prefix",
+        {"prefix": prefix, "now": now.isoformat()},
+    ).fetchone()
+    return LeaseCounts(int(row[0]), int(row[1]))
 
 
 def next_token(conn: Conn) -> int:

@@ -17,12 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from obsmem.errors import StorageError
-from obsmem.storage.contract import DeadWork, WorkItem
+from obsmem.storage.contract import DeadWork, WorkCounts, WorkItem
 from obsmem.storage.sqlite.leases import next_token
 from obsmem.storage.rules import buried_work, holds_claim, released_attempts
 
 __all__ = [
-    "bury", "claim", "complete", "enqueue", "list_dead", "list_items", "release", "renew", "retry_dead", "wake",
+    "bury", "claim", "complete", "count_dead", "count_kinds", "dead_page", "enqueue", "has_kind", "list_dead",
+    "list_items", "release", "renew", "retry_dead", "wake",
 ]
 
 Conn = sqlite3.Connection
@@ -209,3 +210,49 @@ def list_items(conn: Conn, kind: str | None) -> list[WorkItem]:
     else:
         rows = conn.execute(f"SELECT {_COLUMNS} FROM work_items WHERE kind = ? ORDER BY id", (kind,))
     return [_item(row) for row in rows]
+
+
+def count_kinds(conn: Conn, now: datetime) -> list[WorkCounts]:
+    """The queue's depth per kind, counted in SQL. The oldest item's ``enqueued_at`` is read as
+    written (SQLite takes the bare column from the row holding the ``min()``), the instants
+    compared as ``julianday`` (ISO text with any offset)."""
+    rows = conn.execute(
+        "SELECT kind, SUM(claimed_by IS NULL), SUM(claimed_by IS NULL AND available_us <= :now), "
+        "SUM(claimed_by IS NOT NULL), SUM(claimed_by IS NOT NULL AND claim_expires_us <= :now), "
+        "MIN(julianday(enqueued_at)), enqueued_at FROM work_items GROUP BY kind ORDER BY kind",
+        {"now": _us(now)},
+    ).fetchall()
+    try:
+        return [
+            WorkCounts(kind=row[0], waiting=row[1], due=row[2], claimed=row[3], expired_claims=row[4],
+                       oldest_enqueued_at=row[6])
+            for row in rows
+        ]  # fmt: skip
+    except ValidationError as exc:
+        raise StorageError(f"The work queue's counts could not be decoded (table work_items): {exc}") from exc
+
+
+def has_kind(conn: Conn, kind: str) -> bool:
+    """Whether an item of ``kind`` is queued: the waiting one from the (kind, target) index, else
+    the first claimed one."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM work_items WHERE kind = :kind AND claimed_by IS NULL) "
+        "OR EXISTS (SELECT 1 FROM work_items WHERE kind = :kind AND claimed_by IS NOT NULL)",
+        {"kind": kind},
+    ).fetchone()
+    return bool(row[0])
+
+
+def dead_page(conn: Conn, limit: int, before_id: int | None) -> list[DeadWork]:
+    """The newest ``limit`` buried items below ``before_id``, newest first (the primary key)."""
+    if before_id is None:
+        rows = conn.execute(f"SELECT {_DEAD_COLUMNS} FROM dead_work ORDER BY id DESC LIMIT ?", (limit,))
+    else:
+        rows = conn.execute(
+            f"SELECT {_DEAD_COLUMNS} FROM dead_work WHERE id < ? ORDER BY id DESC LIMIT ?", (before_id, limit)
+        )
+    return [_dead(row) for row in rows]
+
+
+def count_dead(conn: Conn) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM dead_work").fetchone()[0])
