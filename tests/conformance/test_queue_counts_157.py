@@ -129,3 +129,17 @@ async def test_lease_pages_and_counts_follow_list_leases(store: Store, view: Any
     assert await count_leases(view, "obs:", now=NOW) == (7, 3)
     with pytest.raises(InvalidInputError):
         await lease_page(view, limit=0)
+
+
+async def test_count_leases_is_exact_at_the_expiry(store: Store, view: Any) -> None:
+    """A lease is expired at ``expires_at <= now``, to the microsecond, whatever the offset."""
+    offsets = {"at": 0, "before": -1, "after": 1, "after-400us": 400, "before-400us": -400, "after-3ms": 3000}
+    for name, us in offsets.items():
+        taken = NOW + timedelta(microseconds=us) - timedelta(seconds=60)
+        assert await store.acquire_lease(f"x:{name}", "w", ttl_s=60, now=taken.astimezone(PLUS2))
+    expired = sum(1 for lease in await store.list_leases("x:") if lease.is_expired(NOW))
+    assert expired == 3
+    assert await count_leases(view, "x:", now=NOW) == (6, 3)
+    assert await count_leases(view, "x:", now=NOW.astimezone(PLUS2)) == (6, 3)
+    with pytest.raises(InvalidInputError):
+        await count_leases(view, "x:", now=NOW.replace(tzinfo=None))

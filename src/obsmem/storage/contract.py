@@ -1081,6 +1081,11 @@ def check_page_limit(limit: int, name: str = "limit") -> None:
         raise InvalidInputError(f"{name} must be a whole number of at least 1, got {limit!r}.", argument=name)
 
 
+def _check_now(now: datetime) -> None:
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(f"now must be a timezone-aware datetime, got {now!r}.", argument="now")
+
+
 def work_counts_of(items: Sequence[WorkItem], now: datetime) -> list[WorkCounts]:
     """:func:`count_work` over items already read, by kind."""
     kinds: dict[str, dict[str, Any]] = {}
@@ -1104,6 +1109,7 @@ def lease_counts_of(leases: Sequence[Lease], now: datetime) -> LeaseCounts:
 async def count_work(store: Store, *, now: datetime) -> list[WorkCounts]:
     """The queue's depth per kind at ``now`` (:class:`WorkCounts`), by kind; kinds with no item
     are left out. Native method ``count_work(now=)``: counted in the store, no item read."""
+    _check_now(now)
     native = getattr(store, "count_work", None)
     if native is not None:
         counted: list[WorkCounts] = await native(now=now)
@@ -1159,8 +1165,9 @@ async def lease_page(store: Store, prefix: str = "", *, limit: int, after_key: s
 
 async def count_leases(store: Store, prefix: str = "", *, now: datetime) -> LeaseCounts:
     """How many stored leases have a key starting with ``prefix``, and how many of them have
-    expired at ``now`` (``expires_at <= now``; a SQLite store compares to the tenth of a
-    millisecond). Native method ``count_leases(prefix, now=)``: counted in the store."""
+    expired at ``now`` (``expires_at <= now``). Native method ``count_leases(prefix, now=)``:
+    counted in the store."""
+    _check_now(now)
     native = getattr(store, "count_leases", None)
     if native is not None:
         counted: LeaseCounts = await native(prefix, now=now)

@@ -66,14 +66,27 @@ def page_by_prefix(conn: Conn, prefix: str, limit: int, after_key: str | None) -
 
 
 def count_by_prefix(conn: Conn, prefix: str, now: datetime) -> LeaseCounts:
-    """How many leases ``prefix`` holds and how many have expired at ``now``: the ISO times with
-    their offsets compared as instants (``julianday``, to the tenth of a millisecond)."""
+    """How many leases ``prefix`` holds and how many have expired at ``now`` (``expires_at <=
+    now``). The ISO times with their offsets are compared as instants in SQL (``julianday``, which
+    keeps milliseconds); the few within :data:`_NEAR_DAYS` of ``now`` are read and compared
+    exactly, as :meth:`Lease.is_expired` does."""
+    params = {"prefix": prefix, "now": now.isoformat(), "near": _NEAR_DAYS}
+    where = "FROM leases WHERE substr(key, 1, length(:prefix)) = :prefix"
     row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(julianday(expires_at) <= julianday(:now)), 0) FROM leases "
-        "WHERE substr(key, 1, length(:prefix)) = :prefix",
-        {"prefix": prefix, "now": now.isoformat()},
+        f"SELECT COUNT(*), COALESCE(SUM(julianday(expires_at) < julianday(:now) - :near), 0) {where}", params
     ).fetchone()
-    return LeaseCounts(int(row[0]), int(row[1]))
+    near = conn.execute(
+        f"SELECT expires_at {where} AND abs(julianday(expires_at) - julianday(:now)) <= :near", params
+    ).fetchall()
+    try:
+        expired = sum(1 for (at,) in near if datetime.fromisoformat(at) <= now)
+    except (TypeError, ValueError) as exc:
+        raise StorageError(f"A stored lease's expiry could not be decoded: {exc}") from exc
+    return LeaseCounts(int(row[0]), int(row[1]) + expired)
+
+
+#: Two milliseconds, in days: wider than ``julianday``'s rounding to the millisecond.
+_NEAR_DAYS = 0.002 / 86400
 
 
 def next_token(conn: Conn) -> int:
