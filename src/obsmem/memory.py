@@ -55,6 +55,7 @@ from obsmem.om.context import (
     load_instructions,
     obsmem_message_id,
     remember_instructions,
+    rendered_erasures,
 )
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.om.cycle import MODEL_TIMEOUT_S
@@ -1247,6 +1248,7 @@ class Memory:
         """The context for a record and the thread's messages after its cursor (a consistent read).
         ``others``: the resource's other threads' unobserved messages as read with ``record``
         (sharing on; a step read them already), else read here."""
+        erasures = rendered_erasures()
         working_memory = None
         if self.config.observation.manage_working_memory:
             working_memory = await self.store.get_working_memory(self.engine.working_memory_key(thread))
@@ -1280,6 +1282,10 @@ class Memory:
         )
         if self.knowledge_agents is not None:
             context = await self._with_knowledge(thread, context)
+        if rendered_erasures() != erasures:
+            # An erase ran while this context was read and built: what the build kept (shared
+            # sections, counted texts) may hold what it removed, and must not outlive it.
+            await self._forget_kept()
         return context
 
     async def speculative_context(

@@ -9,6 +9,7 @@ kept between contexts since 42e2fe6)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 from collections import deque
@@ -103,6 +104,45 @@ async def test_a_context_built_during_a_delete_keeps_nothing_of_the_deleted_thre
     context = await memory.get_context("t2")
     assert not any(SECRET in (m.text or "") for m in context.messages)
     del context
+    roots: list[Any] = [memory, *(m for n, m in list(sys.modules.items()) if n.startswith("obsmem"))]
+    assert _holding(roots, SECRET) == []
+    await memory.aclose()
+
+
+class _SlowWorkingMemory(MemoryStore):
+    """A store whose next read of the user's working memory answers only once ``hold`` is set:
+    a turn that read it before a delete and builds its context after the delete returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold: asyncio.Event | None = None
+
+    async def get_working_memory(self, key: str) -> str | None:
+        text = await super().get_working_memory(key)
+        if key == "resource:alice" and self.hold is not None:
+            hold, self.hold = self.hold, None
+            await hold.wait()
+        return text
+
+
+async def test_a_turn_in_flight_across_a_delete_keeps_nothing_of_the_deleted_thread() -> None:
+    store = _SlowWorkingMemory()
+    config = MemoryConfig(
+        scope="thread", reflection={"observation_tokens": 200},
+        observation={"message_tokens": 120, "buffer_tokens": False, "manage_working_memory": True},
+    )  # fmt: skip
+    memory = Memory(store, config=config, working_memory_scope="resource", max_turn_wait=None)
+    await _converse(memory, "t2", 6)
+    await _converse(memory, "t1", 10, {2: f"My locker code is {SECRET}."})
+    store.hold = hold = asyncio.Event()
+    in_flight = asyncio.create_task(memory.get_context("t2"))
+    while store.hold is not None:  # until the turn has read the working memory
+        await asyncio.sleep(0)
+    assert await memory.delete_thread("t1")
+    hold.set()
+    context = await in_flight
+    assert any(SECRET in m.text for m in context.messages)  # read before the delete: the turn's own
+    del context, in_flight
     roots: list[Any] = [memory, *(m for n, m in list(sys.modules.items()) if n.startswith("obsmem"))]
     assert _holding(roots, SECRET) == []
     await memory.aclose()

@@ -68,6 +68,7 @@ __all__ = [
     "drop_obsmem_messages",
     "forget_rendered",
     "hints_superseded",
+    "rendered_erasures",
     "is_obsmem_message",
     "latest_instructions",
     "load_instructions",
@@ -327,10 +328,22 @@ def _continuation(thread_id: str | None) -> Message:
     return kept
 
 
+_ERASURES = 0
+
+
+def rendered_erasures() -> int:
+    """How many times :func:`forget_rendered` ran in this process: a context read before an
+    erase and built after it (a turn in flight) kept what the erase removed; its builder, seeing
+    this change meanwhile, drops it again (:meth:`~obsmem.memory.Memory.context_from`)."""
+    return _ERASURES
+
+
 def forget_rendered() -> None:
     """Drop every kept rendering of observations (:func:`_prefix`, :func:`_volatile`,
     :func:`_rendered`): after a delete, no text of the deleted observations (nor of a deleted
     working memory) stays in this process's memory."""
+    global _ERASURES
+    _ERASURES += 1
     _PREFIXES.clear()
     _VOLATILE.clear()
     _RENDERED.clear()
