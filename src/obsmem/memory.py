@@ -53,6 +53,7 @@ from obsmem.om.context import (
     build_context,
     drop_obsmem_messages,
     load_instructions,
+    forget_rendered,
     obsmem_message_id,
     remember_instructions,
     rendered_erasures,
@@ -89,7 +90,7 @@ from obsmem.storage.contract import (
     rewrite_generation_if_unchanged,
     rewrite_message_if_unchanged,
 )
-from obsmem.tokens import TokenCounter
+from obsmem.tokens import TokenCounter, forget_segments
 from obsmem.turn import Turn, input_not_saved, work_key
 from obsmem.types import (
     DataPart,
@@ -1285,8 +1286,17 @@ class Memory:
         if rendered_erasures() != erasures:
             # An erase ran while this context was read and built: what the build kept (shared
             # sections, counted texts) may hold what it removed, and must not outlive it.
-            await self._forget_kept()
+            self._drop_built()
         return context
+
+    def _drop_built(self) -> None:
+        """What building a context keeps between calls: the shared renderings and sections, the
+        counted texts (not counted as an erase: see :func:`~obsmem.om.context.forget_rendered`)."""
+        forget_rendered(erase=False)
+        forget_texts = getattr(self.counter, "forget_texts", None)
+        if forget_texts is not None:  # (a counter of the user's own keeps what it keeps)
+            forget_texts()
+        forget_segments()
 
     async def speculative_context(
         self, thread: Thread, record: ObservationRecord | None, unobserved: Sequence[Message]

@@ -134,6 +134,9 @@ async def test_a_turn_in_flight_across_a_delete_keeps_nothing_of_the_deleted_thr
     memory = Memory(store, config=config, working_memory_scope="resource", max_turn_wait=None)
     await _converse(memory, "t2", 6)
     await _converse(memory, "t1", 10, {2: f"My locker code is {SECRET}."})
+    from obsmem.om.context import rendered_erasures
+
+    erasures = rendered_erasures()
     store.hold = hold = asyncio.Event()
     in_flight = asyncio.create_task(memory.get_context("t2"))
     while store.hold is not None:  # until the turn has read the working memory
@@ -142,6 +145,8 @@ async def test_a_turn_in_flight_across_a_delete_keeps_nothing_of_the_deleted_thr
     hold.set()
     context = await in_flight
     assert any(SECRET in m.text for m in context.messages)  # read before the delete: the turn's own
+    erased = rendered_erasures() - erasures
+    assert erased == 2  # the delete's (at its start and its end); the in-flight build's drop is no erase
     del context, in_flight
     roots: list[Any] = [memory, *(m for n, m in list(sys.modules.items()) if n.startswith("obsmem"))]
     assert _holding(roots, SECRET) == []

@@ -338,12 +338,15 @@ def rendered_erasures() -> int:
     return _ERASURES
 
 
-def forget_rendered() -> None:
+def forget_rendered(*, erase: bool = True) -> None:
     """Drop every kept rendering of observations (:func:`_prefix`, :func:`_volatile`,
     :func:`_rendered`): after a delete, no text of the deleted observations (nor of a deleted
-    working memory) stays in this process's memory."""
+    working memory) stays in this process's memory. ``erase=False``: not an erase (a builder
+    dropping what it kept from a read an erase overtook), so not counted by
+    :func:`rendered_erasures` (other builders in flight need not drop theirs again)."""
     global _ERASURES
-    _ERASURES += 1
+    if erase:
+        _ERASURES += 1
     _PREFIXES.clear()
     _VOLATILE.clear()
     _RENDERED.clear()
