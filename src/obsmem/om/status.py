@@ -144,15 +144,16 @@ async def thread_status(core: Core, thread: Thread) -> ThreadStatus:
     weighed = window if estimate is None else estimate
     in_flight: dict[str, datetime] = {}
     for kind in _WORK:
-        # the exact key (a prefix read also returns "thread:t10" for "thread:t1"); a synchronous
-        # observation in resource scope holds one lease per thread
+        # the exact key, one row (a prefix read also returned the leases of "thread:t10",
+        # "thread:t100", … for "thread:t1"); a synchronous observation in resource scope holds
+        # one lease per thread
         if kind == leasing.SYNC_OBSERVATION and core.resource_scope:
             wanted = leasing.thread_observation_lease(lineage, thread.id)
         else:
             wanted = leasing.lineage_lease(kind, lineage)
-        for lease in await store.list_leases(wanted):
-            if lease.key == wanted and not lease.is_expired(now):
-                in_flight[kind] = lease.expires_at
+        lease = await store.get_lease(wanted)
+        if lease is not None and lease.key == wanted and not lease.is_expired(now):
+            in_flight[kind] = lease.expires_at
     message_threshold = core.message_threshold(record) if record is not None else _threshold(core)
     reflection_threshold = core.reflection_threshold()
     block_after = config.observation.resolved_block_after
