@@ -906,8 +906,9 @@ class Memory:
             resource = lineage_key("resource", None, resource_id)
             keys.update(leasing.thread_observation_lease(resource, thread_id) for thread_id in thread_ids)
         released = 0
-        for lease in await self.store.list_leases():
-            if lease.key in keys and await self.store.release_lease(lease.key, lease.owner):
+        for key in sorted(keys):  # one row each: never the other users' leases (a store may hold many)
+            lease = await self.store.get_lease(key)
+            if lease is not None and await self.store.release_lease(key, lease.owner):
                 released += 1
         return released
 
