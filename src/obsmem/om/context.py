@@ -163,11 +163,30 @@ def _volatile(text: str, key: str, thread_id: str | None) -> Message:
         kept = _new_system(text, key, thread_id, volatile=True)
         kept.__dict__["metadata"] = ReadOnlyDict(kept.metadata)
         _VOLATILE[cache_key] = kept
-        while len(_VOLATILE) > _VOLATILE_MAX:
-            _VOLATILE.popitem(last=False)
+        _trim(_VOLATILE, _VOLATILE_MAX)
     else:
-        _VOLATILE.move_to_end(cache_key)
+        _touch(_VOLATILE, cache_key)
     return kept
+
+
+def _touch(cache: OrderedDict[Any, Any], key: object) -> None:
+    """``key`` made the newest of ``cache``, unless another thread (several ``SyncMemory`` in one
+    process, each on its own loop) evicted or cleared it since it was looked up: then it is gone,
+    and that is all (the caller has the value)."""
+    try:
+        cache.move_to_end(key)
+    except KeyError:
+        pass
+
+
+def _trim(cache: OrderedDict[Any, Any], most: int) -> None:
+    """The oldest entries of ``cache`` dropped down to ``most`` (another thread may trim or clear
+    it at the same time: an empty cache ends the loop)."""
+    while len(cache) > most:
+        try:
+            cache.popitem(last=False)
+        except KeyError:
+            return
 
 
 _OTHER_PART_CHARS = 500
@@ -294,10 +313,9 @@ def _prefix(visible: str, now: datetime, recall_instructions: str | None, thread
             message.__dict__["metadata"] = ReadOnlyDict(message.metadata)  # shared by every context
             message_digest(message)  # kept on the message: hashed once
         _PREFIXES[key] = kept
-        while len(_PREFIXES) > _PREFIXES_MAX:
-            _PREFIXES.popitem(last=False)
+        _trim(_PREFIXES, _PREFIXES_MAX)
     else:
-        _PREFIXES.move_to_end(key)
+        _touch(_PREFIXES, key)
     return list(kept)
 
 
@@ -321,10 +339,9 @@ def _continuation(thread_id: str | None) -> Message:
         kept.__dict__["metadata"] = ReadOnlyDict(kept.metadata)
         message_digest(kept)
         _CONTINUATIONS[thread_id] = kept
-        while len(_CONTINUATIONS) > _CONTINUATIONS_MAX:
-            _CONTINUATIONS.popitem(last=False)
+        _trim(_CONTINUATIONS, _CONTINUATIONS_MAX)
     else:
-        _CONTINUATIONS.move_to_end(thread_id)
+        _touch(_CONTINUATIONS, thread_id)
     return kept
 
 
@@ -379,14 +396,13 @@ def _rendered(chunk: str, now: datetime, lift: bool) -> str:
     key = (chunk, now.date(), lift)
     text = _RENDERED.get(key)
     if text is not None:
-        _RENDERED.move_to_end(key)
+        _touch(_RENDERED, key)
         return text
     text = annotate_observations(optimize_for_context(chunk), now)
     if lift:
         text = lift_above_headings(text, is_gap_line)
     _RENDERED[key] = text
-    while len(_RENDERED) > _RENDERED_MAX:
-        _RENDERED.popitem(last=False)
+    _trim(_RENDERED, _RENDERED_MAX)
     return text
 
 
