@@ -408,8 +408,15 @@ _SAID_NEXT_LINE = (r"(?:\*\*|__)?[ \t]{0,3}:?(?:\*\*|__)?[ \t]{0,3}\r?\n[ \t>]{0
                    r"[\"'`]?(?P<value>[^\s\"'`]{0,199}[^\s\"'`.,;:!?])[\"'`]?[ \t]*(?=\r?\n|$)")
 
 
-def _said(words: str, joined: str = _SAID_IS) -> re.Pattern[str]:
-    return _re(rf"(?<![^\W\d_])(?i:{words})(?![^\W\d_])(?i:{_SAID_OF}{_SAID_FOR}{joined}){_SAID_VALUE}")
+def _said(words: str, joined: str = _SAID_IS, *, before: str = "") -> re.Pattern[str]:
+    return _re(rf"(?<![^\W\d_]){before}(?i:{words})(?![^\W\d_])(?i:{_SAID_OF}{_SAID_FOR}{joined}){_SAID_VALUE}")
+
+
+#: Code, not a code: the word as part of an identifier ("LED_PIN", "RESET_PIN", "x.alarm",
+#: "self.pin"), and a lower-case "pin", "alarm", "door" or "gate" assigned with "=" ("int pin =
+#: 2048;", "alarm = 4500", "door = 1999"): a constant of a sketch or a config a user pastes.
+#: "PIN=2741", "Pin = 5820", "Alarm = 3958", "front door = 4821#" and "door code = 3852" are codes.
+_NOT_CODE = r"(?<![_.])(?!(?-i:pin|alarm|door|gate)[ \t]{0,3}=(?!=))"
 
 
 #: Finnish's copula ("Salasana on …", "PIN-koodi on 4821"), and no copula at all where a language
@@ -535,7 +542,8 @@ _LABELLED_VALUE = r"(?P<value>[A-Za-z]?[0-9#*][0-9#*-]{2,23}[A-Za-z]?)(?![\w#*-]
 _LABELLED_END = (r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)"
                  r"|[ \t]{1,3}(?:and|but|or|so|for|at|on|to|if|please|thanks|btw)(?![^\W\d_]))")
 _SAID_TIMED_LABEL = _re(
-    r"(?<![^\W\d_])(?:alarm|(?:front |back |garage |main )?door|gate)(?![^\W\d_])" + _LABELLED + _LABELLED_VALUE
+    r"(?<![^\W\d_])" + _NOT_CODE + r"(?:alarm|(?:front |back |garage |main )?door|gate)(?![^\W\d_])" + _LABELLED
+    + _LABELLED_VALUE
     + _LABELLED_END,
     re.IGNORECASE,
 )
@@ -547,7 +555,7 @@ _SAID_KEYPAD_LABEL = _re(
 #: A code word right before its digits, no copula: "alarm code 4821", "PIN 4821" (a bare "PIN" in
 #: capitals only: a lower-case "pin 1024" may be a connector's).
 _SAID_BARE_KEYPAD = _re(
-    r"(?<![^\W\d_])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
+    r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
     r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
 
@@ -819,7 +827,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     # A password, PIN or door code said in prose (see "Secrets said in prose" above).
     Detector("password", _said(_SAID_PASSWORD), _said_password),
     Detector("password", _said_on_next_line(_SAID_PASSWORD), _said_password),
-    Detector("password", _said(_SAID_PIN), _said_pin),
+    Detector("password", _said(_SAID_PIN, before=_NOT_CODE), _said_pin),
     Detector("password", _said(_SAID_CODE), _said_keypad),
     Detector("password", _said_on_next_line(f"{_SAID_PIN}|{_SAID_CODE}"), _said_keypad),
     Detector("password", _said(_SAID_CVV), _said_cvv),
