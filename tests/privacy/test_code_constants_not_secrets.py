@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_prose_pin_variants_154 import _observed
+from .hosted_observer import observed as _observed
 
 pytestmark = pytest.mark.anyio
 

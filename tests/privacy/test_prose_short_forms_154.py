@@ -12,13 +12,11 @@ straightforward.") are left as written, before and after.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message, PrivacyConfig
-from obsmem.models.testing import FunctionModel
 from obsmem.privacy import Redactor
+
+from .hosted_observer import observed as _observed
 from tests.integrity.work_count import GROWTH_BOUND, growth
 
 pytestmark = pytest.mark.anyio
@@ -85,28 +83,6 @@ ORDINARY = [
     "CI pass: build123 ok",
     "The password is Perfect.",
 ]
-
-
-def _config() -> MemoryConfig:
-    return MemoryConfig(observation={"message_tokens": 60, "buffer_tokens": False}, privacy=PrivacyConfig(key="k"))
-
-
-async def _observed(text: str) -> tuple[str, str]:
-    """What the hosted observer was sent for a user message ``text``, and the observations kept."""
-    seen: list[str] = []
-
-    def observer(messages: list[Message], settings: Any) -> str:
-        sent = "\n".join(m.text for m in messages)
-        seen.append(sent)
-        echoed = " ".join(sent.split())[-3000:]
-        return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User said: {echoed}\n</observations>"
-
-    async with Memory("memory://", config=_config(), observer=FunctionModel(observer, name="openai:x")) as memory:
-        turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(text)])
-        await turn.end([Message.assistant("Noted " + "ok " * 40)])
-        await memory.observe("t1")
-        kept = await memory.get_observations("t1")
-    return "\n".join(seen), kept
 
 
 async def test_short_forms_never_reach_the_observer_or_the_observations() -> None:

@@ -8,12 +8,9 @@ a quoted multi-word passphrase"). A quoted description is left as written, befor
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message, PrivacyConfig
-from obsmem.models.testing import FunctionModel
+from .hosted_observer import observed as _observed
 
 pytestmark = pytest.mark.anyio
 
@@ -33,28 +30,6 @@ ORDINARY = [
     'the password is "very strong and long"',
     'The password is "too short".',
 ]
-
-
-def _config() -> MemoryConfig:
-    return MemoryConfig(observation={"message_tokens": 60, "buffer_tokens": False}, privacy=PrivacyConfig(key="k"))
-
-
-async def _observed(text: str) -> tuple[str, str]:
-    """What the hosted observer was sent for a user message ``text``, and the observations kept."""
-    seen: list[str] = []
-
-    def observer(messages: list[Message], settings: Any) -> str:
-        sent = "\n".join(m.text for m in messages)
-        seen.append(sent)
-        echoed = " ".join(sent.split())[-3000:]
-        return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User said: {echoed}\n</observations>"
-
-    async with Memory("memory://", config=_config(), observer=FunctionModel(observer, name="openai:x")) as memory:
-        turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(text)])
-        await turn.end([Message.assistant("Noted " + "ok " * 40)])
-        await memory.observe("t1")
-        kept = await memory.get_observations("t1")
-    return "\n".join(seen), kept
 
 
 @pytest.mark.parametrize(("text", "secret"), SAID, ids=[text[:24] for text, _ in SAID])
