@@ -98,6 +98,33 @@ def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value))
 
 
+#: The indexes a page of keys is read from, in the listing's order (creation time, then key id):
+#: every key, an org's, a resource's.
+_PAGE_INDEXES = (
+    ("order", "created_at, key_id"), ("org_order", "org_id, created_at, key_id"),
+    ("resource_order", "resource_id, created_at, key_id"),
+)
+
+
+def _page_sql(
+    param: str, org_id: str | None, resource_id: str | None, limit: int, after: str | None
+) -> tuple[str, list[Any]]:
+    """The SQL stores' query for :meth:`KeyStore.page` (``param`` is their placeholder)."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    if org_id is not None:
+        conditions.append(f"org_id = {param}")
+        params.append(org_id)
+    if resource_id is not None:
+        conditions.append(f"resource_id = {param}")
+        params.append(resource_id)
+    if after is not None:
+        conditions.append(f"(created_at, key_id) > (SELECT created_at, key_id FROM {TABLE} WHERE key_id = {param})")
+        params.append(after)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"SELECT {_COLUMNS} FROM {TABLE}{where} ORDER BY created_at, key_id LIMIT {param}", [*params, limit]
+
+
 def _row(row: tuple[Any, ...]) -> ApiKey:
     key_id, digest, org, resource, read_only, admin, label, created, revoked = row
     return ApiKey(
@@ -150,6 +177,18 @@ class KeyStore(ABC):
         """Keys (of ``org_id``, or all), oldest first."""
         return await asyncio.to_thread(self._list, org_id)
 
+    async def page(
+        self, org_id: str | None = None, *, resource_id: str | None = None, limit: int, after: str | None = None
+    ) -> builtins.list[ApiKey]:
+        """At most ``limit`` keys (of ``org_id``, or every org; bound to ``resource_id`` when
+        given), oldest first (creation time, then key id), after the key ``after`` in that order:
+        the next page of a listing reads that page's rows only, from an index. ``after`` must be
+        a key of that listing (:meth:`get` it and check first); keys are never deleted (revoked
+        ones stay), so a cursor never goes missing."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a whole number of at least 1, got {limit!r}", argument="limit")
+        return await asyncio.to_thread(self._page, org_id, resource_id, limit, after)
+
     async def revoke(self, key_id: str, *, org_id: str | None = None) -> bool:
         """Revoke a live key (of ``org_id`` when given). False: no such live key."""
         return await asyncio.to_thread(self._revoke, key_id, org_id, datetime.now(UTC))
@@ -179,6 +218,11 @@ class KeyStore(ABC):
     def _list(self, org_id: str | None) -> builtins.list[ApiKey]: ...
 
     @abstractmethod
+    def _page(
+        self, org_id: str | None, resource_id: str | None, limit: int, after: str | None
+    ) -> builtins.list[ApiKey]: ...
+
+    @abstractmethod
     def _revoke(self, key_id: str, org_id: str | None, now: datetime) -> bool: ...
 
     @abstractmethod
@@ -202,6 +246,24 @@ class MemoryKeyStore(KeyStore):
 
     def _list(self, org_id: str | None) -> builtins.list[ApiKey]:
         return [k for k in self._keys.values() if org_id is None or k.org_id == org_id]
+
+    def _page(
+        self, org_id: str | None, resource_id: str | None, limit: int, after: str | None
+    ) -> builtins.list[ApiKey]:
+        def order(key: ApiKey) -> tuple[datetime, str]:
+            return key.created_at or datetime.min.replace(tzinfo=UTC), key.key_id
+
+        listed = sorted(
+            (k for k in self._keys.values()
+             if (org_id is None or k.org_id == org_id) and (resource_id is None or k.resource_id == resource_id)),
+            key=order,
+        )  # fmt: skip
+        cursor = self._keys.get(after) if after is not None else None
+        if after is not None:
+            if cursor is None:
+                return []
+            listed = [k for k in listed if order(k) > order(cursor)]
+        return listed[:limit]
 
     def _revoke(self, key_id: str, org_id: str | None, now: datetime) -> bool:
         key = self._keys.get(key_id)
@@ -234,6 +296,8 @@ class SQLiteKeyStore(KeyStore):
                 "label TEXT, created_at TEXT NOT NULL, revoked_at TEXT)"
             )
             db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_resource ON {TABLE} (resource_id)")
+            for name, columns in _PAGE_INDEXES:
+                db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_{name} ON {TABLE} ({columns})")
         db.close()
 
     def _insert(self, key: ApiKey) -> None:
@@ -260,6 +324,15 @@ class SQLiteKeyStore(KeyStore):
                 rows = db.execute(
                     f"SELECT {_COLUMNS} FROM {TABLE} WHERE org_id = ? ORDER BY created_at", (org_id,)
                 ).fetchall()
+        db.close()
+        return [_row(r) for r in rows]
+
+    def _page(
+        self, org_id: str | None, resource_id: str | None, limit: int, after: str | None
+    ) -> builtins.list[ApiKey]:
+        sql, params = _page_sql("?", org_id, resource_id, limit, after)
+        with self._connect() as db:
+            rows = db.execute(sql, params).fetchall()
         db.close()
         return [_row(r) for r in rows]
 
@@ -321,6 +394,8 @@ class PostgresKeyStore(KeyStore):
                 "label TEXT, created_at TIMESTAMPTZ NOT NULL, revoked_at TIMESTAMPTZ)"
             )
             db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_resource ON {TABLE} (resource_id)")
+            for name, columns in _PAGE_INDEXES:
+                db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_{name} ON {TABLE} ({columns})")
 
     def _insert(self, key: ApiKey) -> None:
         with self._connect() as db:
@@ -341,6 +416,14 @@ class PostgresKeyStore(KeyStore):
                 f"SELECT {_COLUMNS} FROM {TABLE} WHERE (%s::text IS NULL OR org_id = %s) ORDER BY created_at",
                 (org_id, org_id),
             ).fetchall()
+        return [_row(tuple(r)) for r in rows]
+
+    def _page(
+        self, org_id: str | None, resource_id: str | None, limit: int, after: str | None
+    ) -> builtins.list[ApiKey]:
+        sql, params = _page_sql("%s", org_id, resource_id, limit, after)
+        with self._connect() as db:
+            rows = db.execute(sql, params).fetchall()
         return [_row(tuple(r)) for r in rows]
 
     def _revoke(self, key_id: str, org_id: str | None, now: datetime) -> bool:

@@ -838,10 +838,21 @@ async def create_key(body: KeyIn, principal: Caller, service: ServiceDep) -> dic
 
 
 @router.get("/keys", tags=["keys"])
-async def list_keys(principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    """The keys this admin key manages: its org's, or its resource's when it is bound to one."""
+async def list_keys(
+    principal: Caller, service: ServiceDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: Annotated[str | None, Query(min_length=1, max_length=200, description="The previous page's 'next'.")] = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The keys this admin key manages: its org's, or its resource's when it is bound to one,
+    oldest first, ``limit`` a page; ``next`` (None on the last page) is the ``after`` of the next.
+    Only the page's keys are read."""
     principal.may_manage_keys()
-    return {"keys": [k.public() for k in await service.keys.list(principal.org_id) if principal.manages(k)]}
+    if after is not None:
+        cursor = await service.keys.get(after)
+        if cursor is None or not principal.manages(cursor):  # another org's key: as a missing one
+            raise InvalidInputError(f"after: no key '{after}' in this listing", argument="after")
+    page = await service.keys.page(principal.org_id, resource_id=principal.resource_id, limit=limit + 1, after=after)
+    shown = [k for k in page[:limit] if principal.manages(k)]  # (the query's filter; checked again)
+    return {"keys": [k.public() for k in shown], "next": page[limit - 1].key_id if len(page) > limit else None}
 
 
 @router.delete("/keys/{key_id}", tags=["keys"])
