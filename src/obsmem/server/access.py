@@ -15,9 +15,9 @@ resource is its first (oldest) thread's, one row (the server never puts a thread
 resource another org's thread holds, so they agree; a resource holding two orgs' threads, which a
 race of their first threads, ``--dev`` or a library caller can leave, is the first one's to a new
 thread or key, and its pages and resource-wide operations that would show the other's thread are
-refused as before). A page of threads (``GET /api/threads``) reads that page and refuses it when it
-holds a thread of another org; a new thread, a key bound to a resource and an import read the
-first row. Operations that reach every thread of a resource (usage, export, delete, forget)
+refused as before). A page of threads (``GET /api/threads``, the inspector's threads and usage
+pages) reads that page and refuses it when it holds a thread of another org; a new thread, a key
+bound to a resource and an import read the first row. Operations that reach every thread of a resource (REST usage, export, delete, forget)
 still read every thread, a page at a time, and refuse a resource holding any thread of another
 org.
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from obsmem import InvalidInputError, Memory, NotFoundError, Thread, ThreadNotFoundError
@@ -201,6 +202,34 @@ class Principal:
         if self.org_id is not None and any(t.org_id != self.org_id for t in page):
             raise ResourceNotFoundError(resource)
         return resource, page
+
+    async def thread_batch(
+        self, memory: Memory, resource_id: str | None, *, limit: int, after: str | None = None,
+        since: datetime | None = None,
+    ) -> tuple[str, list[Thread], bool]:
+        """The resource (checked), at most ``limit`` of its threads in the listing's order (oldest
+        first) after the thread ``after``, and whether the resource has any thread. Reads that
+        page from the listing's index, the cursor's row and the resource's first thread, never
+        the threads before or after the page: one resource another org holds is not found, and
+        so is a page holding a thread of another org (never shown). A cursor that names no thread
+        of this resource this key sees (deleted since, or another's) pages from ``since`` (the
+        created_at of the previous page's last thread) instead: threads made in that instant
+        may show again, none is skipped, and nothing tells another's id from a missing one."""
+        resource = self.resource(resource_id)
+        cursor = None
+        if after is not None:
+            named = await memory.store.get_thread(after)
+            cursor = after if named is not None and named.resource_id == resource and self.sees(named) else None
+        try:
+            page = await memory.store.list_threads(resource, limit=limit, after=cursor, since=None if cursor else since)
+        except ThreadNotFoundError:  # deleted since it was read just now
+            page = await memory.store.list_threads(resource, limit=limit, since=since)
+        from_start = cursor is None and since is None
+        first = (page[0] if page else None) if from_start else await _first_thread(memory, resource)
+        await self._owner(memory, resource, first)
+        if self.org_id is not None and any(t.org_id != self.org_id for t in page):
+            raise ResourceNotFoundError(resource)
+        return resource, page, first is not None
 
     async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
         """The resource (checked) and all its threads, read a page at a time; a resource of

@@ -9,7 +9,6 @@ import asyncio
 import difflib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -44,7 +43,13 @@ router = APIRouter(prefix="/ui", include_in_schema=False, route_class=SegmentRou
 
 TIMELINE_PAGE = 100
 SHOWN_CHARS = 400
-THREADS_PAGE = 100
+#: Threads a page of the threads and usage pages shows unless ``?limit=`` asks (at most THREADS_MOST).
+THREADS_PAGE = 50
+THREADS_MOST = 200
+#: The most threads one search of the threads page reads (then it offers to search on), read
+#: _SEARCH_BATCH at a time.
+SEARCH_READ = 1000
+_SEARCH_BATCH = 200
 GROUP_PAGE = 20
 _GENERATIONS = 200
 GENERATIONS_LISTED = 50
@@ -133,28 +138,93 @@ async def threads(request: Request) -> Response:
     params = request.query_params
     search = (params.get("q") or "").strip()
     named = params.get("resource_id") or None
-    offset = int_param(params.get("offset"), 0)
     if named is None and principal.resource_id is None:
         body = _resource_form(None, search, principal) + (
             "<p>This key serves a whole org: name the resource whose threads to show.</p>"
         )
         return page("Threads", body, who=session(request, principal))
-    resource, found = await principal.resource_threads(memory, named)
+    limit, after, since = _paging(request)
     if search:
-        needle = search.lower()
-        found = [t for t in found if needle in t.id.lower() or needle in (t.title or "").lower()]
-    found.sort(key=lambda t: t.updated_at, reverse=True)
-    shown = found[offset : offset + THREADS_PAGE]
+        resource, shown, following, read = await _search(
+            principal, memory, named, search.lower(), limit=limit, after=after, since=since
+        )
+        caption = (
+            f"{counted(len(shown), 'thread')} of resource {resource} whose id or title holds “{search}”, "
+            f"among the {counted(read, 'thread')} searched for this page, oldest first"
+        )
+    else:
+        resource, batch, _ = await principal.thread_batch(memory, named, limit=limit + 1, after=after, since=since)
+        shown = batch[:limit]
+        following = shown[-1] if len(batch) > limit else None
+        caption = f"{counted(len(shown), 'thread')} of resource {resource}, oldest first"
+    caption += "" if after is None and since is None else " (continued)"
     rows = [await _thread_row(memory, thread) for thread in shown]
     body = _resource_form(resource, search, principal) + table(
         ["Thread", "Title", "Resource", "Messages", "Observation tokens", "Tokens observed", "Pending tokens",
          "Generation", "Last activity"],
-        rows, caption=f"{counted(len(found), 'thread')} of resource {resource}", numeric=(3, 4, 5, 6, 7),
+        rows, caption=caption, numeric=(3, 4, 5, 6, 7),
     )  # fmt: skip
-    if offset + THREADS_PAGE < len(found):
-        more = url("/ui/threads", resource_id=named, q=search, offset=offset + THREADS_PAGE)
-        body += f'<nav class="pager" aria-label="Pages"><a href="{h(more)}">More threads</a></nav>'
+    more = "Search the next threads" if search else f"Next {limit} threads"
+    body += _pager("/ui/threads", after, since, following, more, limit=limit, resource_id=named, q=search)
     return page("Threads", body, who=session(request, principal))
+
+
+def _paging(request: Request) -> tuple[int, str | None, datetime | None]:
+    """A page of threads' ``limit`` (:data:`THREADS_PAGE` unless asked, at most
+    :data:`THREADS_MOST`) and where it starts: ``after`` (the previous page's last thread) and
+    ``since`` (its creation time, where the listing goes on when that thread is gone)."""
+    params = request.query_params
+    limit = int_param(params.get("limit"), THREADS_PAGE, low=1, high=THREADS_MOST)
+    after = params.get("after") or None
+    try:
+        since = datetime.fromisoformat(params.get("since") or "")
+    except ValueError:
+        since = None
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return limit, after, since
+
+
+def _pager(
+    path: str, after: str | None, since: datetime | None, following: Thread | None, more: str, *, limit: int,
+    **params: str | None,
+) -> str:
+    """The links to the first page and to the one after ``following`` (None: this is the last)."""
+    shown_limit = None if limit == THREADS_PAGE else limit
+    links = []
+    if after is not None or since is not None:
+        links.append(f'<a href="{h(url(path, **params, limit=shown_limit))}">First threads</a>')
+    if following is not None:
+        nxt = url(path, **params, limit=shown_limit, after=following.id, since=following.created_at.isoformat())
+        links.append(f'<a href="{h(nxt)}" rel="next">{h(more)}</a>')
+    return f'<nav class="pager" aria-label="Pages">{" · ".join(links)}</nav>' if links else ""
+
+
+async def _search(
+    principal: Principal, memory: Memory, named: str | None, needle: str, *, limit: int, after: str | None,
+    since: datetime | None,
+) -> tuple[str, list[Thread], Thread | None, int]:
+    """The resource, up to ``limit`` of its threads whose id or title holds ``needle`` (lower
+    case) from the cursor on, the thread the next page goes on after (None: the listing's end)
+    and how many threads were read: a page at a time, at most :data:`SEARCH_READ` a request
+    (the next page searches on), so a search of a resource of many threads stays bounded."""
+    found: list[Thread] = []
+    read = 0
+    while True:
+        take = min(_SEARCH_BATCH, SEARCH_READ - read)
+        resource, batch, _ = await principal.thread_batch(memory, named, limit=take, after=after, since=since)
+        for index, thread in enumerate(batch):
+            if needle in thread.id.lower() or needle in (thread.title or "").lower():
+                found.append(thread)
+                if len(found) == limit:
+                    rest = index < len(batch) - 1 or len(batch) == take
+                    return resource, found, thread if rest else None, read + index + 1
+        read += len(batch)
+        if len(batch) < take:
+            return resource, found, None, read
+        if read >= SEARCH_READ:
+            return resource, found, batch[-1], read
+        after, since = batch[-1].id, batch[-1].created_at
 
 
 async def _thread_row(memory: Memory, thread: Thread) -> list[str]:
@@ -490,10 +560,11 @@ async def usage_page(request: Request) -> Response:
             '<input id="resource_id" name="resource_id"> <button type="submit">Show</button></form>'
         )
         return page("Usage", body, who=session(request, principal))
-    resource, found = await principal.resource_threads(memory, named)
+    limit, after, since = _paging(request)
+    resource, batch, any_threads = await principal.thread_batch(memory, named, limit=limit + 1, after=after, since=since)
+    shown = batch[:limit]
     rows: list[list[str]] = []
-    data: list[dict[str, Any]] = []
-    for thread in found[:THREADS_PAGE]:
+    for thread in shown:
         record = await memory.get_record(thread.id)
         count = await memory.store.count_messages(thread.id)
         # generations are numbered from 0 and only ever deleted all together: the head's number
@@ -501,19 +572,23 @@ async def usage_page(request: Request) -> Response:
         generations = record.generation + 1 if record else 0
         observed = record.total_tokens_observed if record else 0
         kept = record.observation_tokens if record else 0
-        data.append({"observed": observed, "kept": kept})
         rows.append([
             f'<a href="{h(thread_url(thread.id))}">{h(thread.id)}</a>', str(count), str(observed), str(kept),
             str(record.pending_message_tokens if record else 0), str(generations),
             _bar(observed, kept),
         ])  # fmt: skip
+    continued = "" if after is None and since is None else " (continued)"
     body = table(
         ["Thread", "Messages", "Tokens observed", "Observation tokens", "Pending tokens", "Generations",
          "Compression (observed vs kept)"],
-        rows, caption=f"Memory held for resource {resource}", numeric=(1, 2, 3, 4, 5),
+        rows, caption=f"Memory held for resource {resource}: {counted(len(shown), 'thread')}, oldest first{continued}",
+        numeric=(1, 2, 3, 4, 5),
     )  # fmt: skip
     days = int_param(request.query_params.get("days"), 30, low=0, high=3660)  # 0: all of it
-    body += await _model_calls(memory, resource, named, days) if found else "<p>This resource has no threads.</p>"
+    following = shown[-1] if len(batch) > limit else None
+    body += _pager("/ui/usage", after, since, following, f"Next {limit} threads", limit=limit, resource_id=named,
+                   days=None if days == 30 else str(days))  # fmt: skip
+    body += await _model_calls(memory, resource, named, days) if any_threads else "<p>This resource has no threads.</p>"
     return page("Usage", body, who=session(request, principal))
 
 
@@ -522,8 +597,9 @@ USAGE_WINDOWS = (7, 30, 90, 365, 0)
 
 async def _model_calls(memory: Memory, resource: str, named: str | None, days: int) -> str:
     """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``).
-    Asked only for a resource with threads, all in the key's org (``resource_threads`` checks),
-    so the ledger's rows for that resource id are the org's own."""
+    Asked only for a resource with threads whose first thread (its org holds the resource) and
+    every thread on the page are the key's org's (``Principal.thread_batch`` checks), so the
+    ledger's rows for that resource id are the org's own."""
     since = datetime.now(UTC).date() - timedelta(days=days - 1) if days else None
     report = await memory.usage(resource_id=resource, since=since)
     options = "".join(
