@@ -10,6 +10,7 @@ and the receipt of the context a reply was made from. Messages are obsmem's own 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import functools
 import io
@@ -252,9 +253,42 @@ async def create_thread(body: ThreadIn, principal: Caller, service: ServiceDep) 
 async def list_threads(
     principal: Caller, service: ServiceDep, resource_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    after: Annotated[str | None, Query(min_length=1, max_length=1000, description="The previous page's 'next'.")] = None,
 ) -> dict[str, Any]:  # fmt: skip
-    resource, page = await principal.thread_page(service.memory, resource_id, limit=limit, offset=offset)
-    return {"resource_id": resource, "threads": [thread_json(t) for t in page]}
+    """The resource's threads, oldest first, ``limit`` a page. ``next`` (on a full page only) is
+    the ``after`` of the next page: read from the listing's index at that point, so a page costs
+    the same however far in it is, and a thread deleted meanwhile skips no other (``offset``
+    reads and skips every earlier thread, and skips one when one is deleted)."""
+    if after is None:
+        resource, page = await principal.thread_page(service.memory, resource_id, limit=limit, offset=offset)
+    else:
+        if offset:
+            raise InvalidInputError("Send after or offset, not both: after starts the page by itself.", argument="offset")
+        last_id, last_created = _thread_cursor(after)
+        resource, page, _ = await principal.thread_batch(
+            service.memory, resource_id, limit=limit, after=last_id, since=last_created
+        )
+    found = {"resource_id": resource, "threads": [thread_json(t) for t in page]}
+    # only on a full page: a listing that fits in one page answers exactly as it did before cursors
+    return found | {"next": _next_threads(page[-1])} if len(page) == limit else found
+
+
+def _next_threads(thread: Thread) -> str:
+    """The cursor of the page after ``thread``: its id, and its creation time (where the listing
+    goes on when it is deleted meanwhile), as URL-safe text."""
+    data = json.dumps([thread.id, thread.created_at.isoformat()], ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _thread_cursor(text: str) -> tuple[str, datetime]:
+    try:
+        thread_id, created = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        instant = datetime.fromisoformat(created)
+        if not isinstance(thread_id, str) or instant.tzinfo is None:
+            raise ValueError(text)
+    except (ValueError, TypeError):  # binascii.Error and json's errors are ValueErrors
+        raise InvalidInputError("after: not a 'next' this listing gave", argument="after") from None
+    return thread_id, instant
 
 
 @router.get("/threads/{thread_id}", tags=["threads"])
