@@ -17,7 +17,7 @@ from rich.console import Console
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import escape, escape_id
+from obsmem.cli.render import escape_id
 from obsmem.cli.stores import fail, open_knowledge
 from obsmem.knowledge import Knowledge
 
@@ -38,6 +38,13 @@ ScopeOption = Annotated[
     str, typer.Option(help="The scope to act from, e.g. org:default/resource:alice/thread:t1.")
 ]
 ActorOption = Annotated[str, typer.Option(help="Who decides (written to the audit log).")]
+
+
+def _line(text: str) -> str:
+    """Stored text (a record's, a reason) on one line, safe for Rich: a newline, a control
+    character or a line or paragraph separator in it is shown as an escape, so it never starts
+    a line that reads like another candidate or audit event."""
+    return escape_id(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 @knowledge_app.callback()
@@ -69,7 +76,7 @@ def pending(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, ty
         page = await graph.review.pending(scope, limit=limit)
         for record in page.items:
             reason = str(record.metadata.get("reason", ""))
-            console.print(f"{escape_id(record.id)}  {escape(record.text)}  [dim]({escape(reason)})[/dim]",
+            console.print(f"{_line(record.id)}  {_line(record.text)}  [dim]({_line(reason)})[/dim]",
                           soft_wrap=True, highlight=False)  # fmt: skip
         console.print(f"{len(page.items)} pending", highlight=False)
 
@@ -105,6 +112,6 @@ def activity(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, t
     async def work(graph: Knowledge) -> None:
         for event in (await graph.store.list_activity(scope, limit=limit)).items:
             console.print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  {event.action.value:<17} {escape_id(event.actor):<10} "
-                          f"{escape_id(event.subject_id)}  {escape(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
+                          f"{_line(event.subject_id)}  {_line(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
 
     _run(knowledge, "reviewer", work)
