@@ -561,7 +561,11 @@ class KnowledgeStore(Protocol):
 
     async def search_lexical(
         self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 20
-    ) -> list[LexicalHit]: ...
+    ) -> list[LexicalHit]:
+        """Nodes and records visible from ``scope`` holding the query's terms, best first. With
+        ``view.as_known_at``, a node changed after that moment (created, renamed, its content or
+        description written) is left out: a node keeps no history of what it held then."""
+        ...
 
     async def list_activity(
         self, scope: str, *, after: str | None = None, limit: int = 100, threads: bool = False

@@ -438,8 +438,13 @@ class KnowledgeReads:
             return []
         keys = Scope.parse(scope).visible_keys()
         hits: list[LexicalHit] = []
+        known_at = view.as_known_at
         for node in self.t.nodes_in(keys):
             if node.merged_into is not None:
+                continue
+            if known_at is not None and node.updated_at > known_at:
+                # A node keeps no history: created, renamed or rewritten since, what it held at
+                # that moment is unknown, and its text now must not answer a search as of then.
                 continue
             hay = " ".join(filter(None, [node.name, node.kind, node.description, node.content])).casefold()
             score = sum(1 for term in terms if term in hay)
