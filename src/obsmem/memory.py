@@ -89,6 +89,7 @@ from obsmem.storage.contract import (
     replace_working_memory_if_unchanged,
     rewrite_generation_if_unchanged,
     rewrite_message_if_unchanged,
+    section_messages,
 )
 from obsmem.tokens import TokenCounter, forget_segments
 from obsmem.turn import Turn, input_not_saved, work_key
@@ -701,7 +702,12 @@ class Memory:
 
     async def _forget_thread_sections(self, thread: Thread) -> None:
         """Resource scope: the deleted thread's sections out of the older generations of the
-        resource's record and out of the markers on the other threads' messages."""
+        resource's record and out of the markers on the other threads' messages.
+
+        Only the messages that can hold a section are read (:func:`section_messages`: a data
+        part's ``observations`` naming a ``<thread id>``; a resource-scope reflection's end marker,
+        or one an import copied, whatever the scope is now), a page at a time: never every
+        message of the user's threads."""
         lineage = lineage_key("resource", None, thread.resource_id)
         offset = 0
         while True:
@@ -714,8 +720,9 @@ class Memory:
         for other in await self._all_threads(thread.resource_id):
             # One deleted meanwhile (another caller's delete) took its markers with it: skipped.
             with contextlib.suppress(ThreadNotFoundError):
-                for message in await self.store.list_messages(other.id):
-                    await self._rewrite_message(message, lambda m: _without_thread_markers(m, thread.id))
+                async for batch in section_messages(self.store, other.id, page=_FORGET_PAGE):
+                    for message in batch:
+                        await self._rewrite_message(message, lambda m: _without_thread_markers(m, thread.id))
 
     async def _rewrite_generation(
         self, generation: ObservationRecord, change: Callable[[ObservationRecord], ObservationRecord]

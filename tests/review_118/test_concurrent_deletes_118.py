@@ -17,7 +17,8 @@ from obsmem.storage.memory import MemoryStore
 
 
 class DeleteLandsBetween(MemoryStore):
-    """Before the first read of ``victim``'s messages once armed, ``victim`` is deleted (another
+    """Before the first read of ``victim``'s messages once armed (all of them, or those whose
+    markers may hold a section: what delete_thread reads), ``victim`` is deleted (another
     request's delete_thread, run to its end)."""
 
     def __init__(self) -> None:
@@ -25,13 +26,20 @@ class DeleteLandsBetween(MemoryStore):
         self.armed: tuple[Any, str] | None = None
         self.landed = 0
 
-    async def list_messages(self, thread_id: str, *args: Any, **kwargs: Any) -> Any:
+    async def _land(self, thread_id: str) -> None:
         if self.armed is not None and self.armed[1] == thread_id:
             memory, victim = self.armed
             self.armed = None
             assert await memory.delete_thread(victim) is True
             self.landed += 1
+
+    async def list_messages(self, thread_id: str, *args: Any, **kwargs: Any) -> Any:
+        await self._land(thread_id)
         return await super().list_messages(thread_id, *args, **kwargs)
+
+    async def section_messages_page(self, thread_id: str, *args: Any, **kwargs: Any) -> Any:
+        await self._land(thread_id)
+        return await super().section_messages_page(thread_id, *args, **kwargs)
 
 
 def test_delete_thread_is_not_broken_by_a_sibling_deleted_meanwhile() -> None:

@@ -44,6 +44,10 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   change). The last two are optional native methods (:func:`rewrite_message_if_unchanged`,
   :func:`replace_working_memory_if_unchanged` read and compare just before a blind write on a
   store without them), as is ``expected=`` (:func:`rewrite_generation_if_unchanged`).
+  ``Memory.delete_thread`` reads of the user's other threads only the messages whose markers
+  may quote its ``<thread id>`` sections (:func:`section_messages`; optional native method
+  ``section_messages_page(thread_id, after_seq=, limit=)``, a store without it is read a page of
+  ``list_messages`` at a time).
 * **Leases.** A lease says "this owner is doing the background work for this key; do not
   start the same work". It lives in the store, so it is seen by every engine sharing the store
   (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
@@ -84,7 +88,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -121,6 +125,9 @@ __all__ = [
     "has_work",
     "lease_counts_of",
     "lease_page",
+    "may_hold_sections",
+    "section_messages",
+    "SECTION_NEEDLE",
     "work_counts_of",
     "create_generation_marking",
     "committed",
@@ -1173,3 +1180,45 @@ async def count_leases(store: Store, prefix: str = "", *, now: datetime) -> Leas
         counted: LeaseCounts = await native(prefix, now=now)
         return counted
     return lease_counts_of(await store.list_leases(prefix), now)
+
+
+#: What the stored form of every message :func:`may_hold_sections` names holds: the start of a
+#: resource-scope section tag (``<thread id="…">``, :mod:`obsmem.om.sections`), as JSON spells it
+#: (an ASCII run: ``json.dumps`` and ``model_dump_json`` never escape it).
+SECTION_NEEDLE = "<thread"
+
+
+def may_hold_sections(message: Message) -> bool:
+    """Whether a data part of ``message`` (a marker, or one an import copied) has ``observations``
+    text that may hold a thread's ``<thread id>`` section: the messages a thread's delete takes its
+    sections out of."""
+    return any(
+        isinstance(part, DataPart)
+        and isinstance(observations := part.data.get("observations"), str)
+        and SECTION_NEEDLE in observations
+        for part in message.parts
+    )
+
+
+async def section_messages(store: Store, thread_id: str, *, page: int = 500) -> AsyncIterator[list[Message]]:
+    """``thread_id``'s messages that :func:`may_hold_sections` (every one of them; a store may
+    add a few that do not), by seq, in lists of ``page`` at most. Native method
+    ``section_messages_page(thread_id, after_seq=, limit=)``: the first ``limit`` messages with
+    ``seq > after_seq`` whose stored form holds :data:`SECTION_NEEDLE`, by seq (the next page starts
+    after the last seq of this one), selected in the store, so only they are read. A store without
+    it is read a page of ``list_messages`` at a time (bounded memory, every row read). Unknown
+    thread → ThreadNotFoundError."""
+    check_page_limit(page, "page")
+    native = getattr(store, "section_messages_page", None)
+    after = 0
+    while True:
+        if native is not None:
+            batch: list[Message] = await native(thread_id, after_seq=after, limit=page)
+        else:
+            batch = await store.list_messages(thread_id, after_seq=after, limit=page)
+        found = [m for m in batch if may_hold_sections(m)]
+        if found:
+            yield found
+        if len(batch) < page or batch[-1].seq is None:
+            return
+        after = batch[-1].seq

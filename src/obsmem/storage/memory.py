@@ -21,6 +21,7 @@ arguments) live in :mod:`obsmem.storage.rules`, so the rules exist once.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,7 @@ from obsmem.storage.contract import (
     WorkCounts,
     check_page_limit,
     lease_counts_of,
+    may_hold_sections,
     work_counts_of,
 )
 from obsmem.storage.rules import (
@@ -749,6 +751,24 @@ class MemoryStore(ClosingContext):
         gone = len(self._model_calls) - len(kept)
         self._model_calls = kept
         return gone
+
+    async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
+        """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
+        after ``after_seq`` that may hold a section tag, by seq (from ``after_seq`` on, found by
+        bisection)."""
+        self._open()
+        check_page_limit(limit)
+        self._thread(thread_id)
+        ids = self._thread_messages[thread_id]
+        start = bisect.bisect_right(ids, after_seq, key=lambda i: _seq(self._messages[i]))
+        found: list[Message] = []
+        for message_id in ids[start:]:
+            message = self._messages[message_id]
+            if may_hold_sections(message):
+                found.append(_copy(message))
+                if len(found) == limit:
+                    break
+        return found
 
 
 def _seq(message: Message) -> int:

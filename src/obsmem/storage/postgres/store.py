@@ -69,6 +69,7 @@ from obsmem.storage.contract import (
     Lease,
     LeaseCounts,
     ObservationRecord,
+    SECTION_NEEDLE,
     WindowMark,
     WorkCounts,
     WorkItem,
@@ -1099,6 +1100,28 @@ class PostgresStore(ClosingContext):
             return cur.rowcount
 
         return await self._run(op, transaction=False)
+
+    async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
+        """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
+        after ``after_seq`` whose document holds a section tag, by seq; a range of messages_by_thread
+        from ``after_seq`` on (bounded as :meth:`list_messages`), only those rows handed out."""
+        check_page_limit(limit)
+        after, last = _seq_bounds(after_seq, None)
+        params: dict[str, Any] = {
+            "thread": thread_id, "after": after, "last": last, "limit": limit, "needle": SECTION_NEEDLE,
+        }
+        sql = (
+            _THREAD_MESSAGES + " AND strpos(m.doc, %(needle)s) > 0 ORDER BY m.thread_id, m.seq LIMIT %(limit)s"
+        )
+
+        async def op(conn: Conn) -> list[Message]:
+            cur = await conn.execute(sql, params)
+            found = await self._messages(await cur.fetchall())
+            if not found:
+                await self._require_thread(conn, thread_id)
+            return found
+
+        return await self._read(op)
 
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0, *, idle_s: float | None = 30.0) -> list[str]:

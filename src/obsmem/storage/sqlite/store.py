@@ -84,6 +84,7 @@ from obsmem.storage.contract import (
     DeadWork,
     Lease,
     LeaseCounts,
+    SECTION_NEEDLE,
     ObservationRecord,
     WindowMark,
     WorkCounts,
@@ -1516,6 +1517,25 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def delete_model_calls(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
         sql, params = ledger.delete_sql("?", thread_id, resource_id)
         return await self._write(lambda conn: conn.execute(sql, params).rowcount)
+
+    async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
+        """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
+        after ``after_seq`` whose parts hold a section tag, by seq; read from messages_by_thread
+        from ``after_seq`` on, only those rows decoded and handed out."""
+        check_page_limit(limit)
+        sql = (
+            f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? "
+            "AND instr(m.parts, ?) > 0 ORDER BY m.seq LIMIT ?"
+        )
+        params = (thread_id, after_seq, SECTION_NEEDLE, limit)
+
+        def op(conn: Conn) -> list[Message]:
+            found = [self._message(row) for row in conn.execute(sql, params)]
+            if not found:
+                self._require_thread(conn, thread_id)
+            return found
+
+        return await self._read(op)
 
 
 def _check_page(limit: int | None, offset: int) -> None:
