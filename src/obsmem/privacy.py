@@ -7,7 +7,7 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
 values after key-like names, and a password, PIN or door code said in prose with a value no word
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
-"alarm: 4821", "door code 4821", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+"alarm: 4821", "door code 4821", "CVV 482", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
 stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -558,6 +558,13 @@ _SAID_BARE_KEYPAD = _re(
     r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
     r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
+#: A card's security code right before its digits, no copula: "CVV 482", "security code 4821",
+#: "CVC2 093" (three or four digits and nothing glued to them: not "CVV 3 digits", "CVV 2 times",
+#: "security code 2FA"; a lower-case "cvv" of code, "cvv_len = 3", is no code word).
+_SAID_BARE_CVV = _re(
+    r"(?<![^\W\d_])(?<![_.])(?i:cvv2?|cvc2?|(?:card[ -])?security[ -]code|card[ -]verification[ -](?:code|value))"
+    r"(?![^\W\d_])[ \t]{1,3}(?P<value>\d{3,4})(?![\w#*-]|[.,:/]\d)"
+)
 
 
 def _said_code_not_time(value: str) -> bool:
@@ -835,6 +842,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_TIMED_LABEL, _said_code_not_time),
     Detector("password", _SAID_KEYPAD_LABEL, _said_pin),
     Detector("password", _SAID_BARE_KEYPAD, _said_pin),
+    Detector("password", _SAID_BARE_CVV, _said_cvv),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_PAIR, _said_password),
