@@ -20,6 +20,7 @@ import pytest
 
 from obsmem import Memory, MemoryConfig, Message
 from obsmem.config import ObservationConfig, ReflectionConfig
+from obsmem.transfer import export_resource, import_resource
 from obsmem.types import DataPart
 
 pytestmark = pytest.mark.anyio
@@ -165,3 +166,28 @@ async def test_resource_scope_reflections_markers_are_read_and_stripped_the_plai
             for message in await memory.store.list_messages(f"o{t}"):
                 dumped = message.model_dump_json()
                 assert "VICTIM-9931" not in dumped and 'id=\\"victim\\"' not in dumped, (t, dumped)
+
+
+async def test_markers_imported_from_resource_scope_are_stripped_in_thread_scope(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """A resource's history exported from a resource-scope memory and imported where the scope is
+    thread (a config change): the reflections' end markers quoting the victim's section still go."""
+    config = MemoryConfig(
+        scope="resource", observation=ObservationConfig(message_tokens=300),
+        reflection=ReflectionConfig(observation_tokens=300),
+    )
+    async with Memory(f"sqlite:///{tmp_path}/source.db", config=config) as source:
+        await _chat(source, "victim", 20, code="VICTIM-9931")
+        await _chat(source, "o0", 20)
+        await source.settled()
+        await export_resource(source.store, "alice", tmp_path / "alice.jsonl")
+    await import_resource(memory.store, tmp_path / "alice.jsonl")
+
+    def quoting(messages: list[Message]) -> int:
+        return sum('<thread id="victim">' in q for q in _quoted(messages))
+
+    assert quoting(await memory.store.list_messages("o0")) > 0  # else the test proves nothing
+    assert await memory.delete_thread("victim") is True
+    assert quoting(await memory.store.list_messages("o0")) == 0
+    assert "VICTIM-9931" not in "".join(m.model_dump_json() for m in await memory.store.list_messages("o0"))
