@@ -7,7 +7,7 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
 values after key-like names, and a password, PIN or door code said in prose with a value no word
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
-"alarm: 4821", "door code 4821", "CVV 482", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+"alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
 stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -558,6 +558,14 @@ _SAID_BARE_KEYPAD = _re(
     r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
     r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
+#: A password right after its word, no copula or colon: "netflix pw Tulip77x", "my pw hunter2hunter",
+#: "gmail password Orchid55k". Only a value no word could be counts (:func:`_said_password`), and
+#: only a whole one: the clause goes on after it, not a call or a type ("password VARCHAR2(100)").
+_SAID_BARE_PW = _re(
+    r"(?<![^\W\d_])(?<![_.-])(?i:pw|passwd|password|passphrase)(?![^\W\d_])[ \t]{1,3}[\"'`\u201c\u2018]?"
+    r"(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>.,;:!?])"
+    r"(?=[\"'`\u201d\u2019]?[.,;:!?]{0,3}(?:\s|$))"
+)
 #: A card's security code right before its digits, no copula: "CVV 482", "security code 4821",
 #: "CVC2 093" (three or four digits and nothing glued to them: not "CVV 3 digits", "CVV 2 times",
 #: "security code 2FA"; a lower-case "cvv" of code, "cvv_len = 3", is no code word).
@@ -843,6 +851,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_KEYPAD_LABEL, _said_pin),
     Detector("password", _SAID_BARE_KEYPAD, _said_pin),
     Detector("password", _SAID_BARE_CVV, _said_cvv),
+    Detector("password", _SAID_BARE_PW, _said_password),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_PAIR, _said_password),
