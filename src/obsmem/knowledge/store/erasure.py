@@ -119,15 +119,42 @@ def _moved_away(t: KnowledgeTables, event: ActivityEvent, scope: Scope) -> bool:
     return record is not None and not (scope.sees(record.scope) or under(record.scope, scope.key))
 
 
+ERASED_REASON = "reason withheld: it named a record erased since"
+"""What an audit event's reason becomes when it named (and so may quote) an erased record."""
+
+_SUPERSEDED_PAGE = 500
+
+
+def _superseded_scopes(t: KnowledgeTables, records: Iterable[Record]) -> set[str]:
+    """The scopes of the records removed as superseded by ``records`` (curation's removal reason
+    names the newer record and quotes its text: "changed from … to …")."""
+    scopes: set[str] = set()
+    for record in records:
+        after: str | None = None
+        while True:
+            page = t.records_superseded_by(record.id, record.node_id, after, _SUPERSEDED_PAGE)
+            scopes.update(older.scope for older in page)
+            if len(page) < _SUPERSEDED_PAGE:
+                break
+            after = page[-1].id
+    return scopes
+
+
 def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     """Delete the audit events about ``records`` logged on each one's chain: its scope and those
     above it, where it lived before a narrowing (``rescope``) left them, a ``record-created``
-    reason quoting its text (a trust change or a rescope may quote it too). The number deleted."""
+    reason quoting its text (a trust change or a rescope may quote it too). The number deleted.
+
+    An event about another record whose reason names one of ``records`` (curation removing a
+    record as a duplicate of, stale by, or superseded by it quotes its text) keeps its action and
+    subject, its reason replaced by :data:`ERASED_REASON`: read in the same scopes, and in those
+    of the records superseded by them."""
+    records = list(records)
     ids = {record.id for record in records}
     # The scopes each lived in: its own, then (following its record-rescoped events' "from") those
     # it was moved from. Never the whole chain blindly: that read every user's org-scope events on
     # each erase of a fact that never left its user's scope.
-    pending = {record.scope for record in records}
+    pending = {record.scope for record in records} | (_superseded_scopes(t, records) if ids else set())
     read: set[str] = set()
     deleted = 0
     while pending and ids:
@@ -136,6 +163,9 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
         pending = set()
         for event in t.events_in(keys):
             if event.subject_type != "record" or event.subject_id not in ids:
+                if any(record_id in event.reason for record_id in ids):
+                    t.delete_event(event.id)
+                    t.add_event(event.model_copy(update={"reason": ERASED_REASON}))
                 continue
             if event.action is ActivityAction.RECORD_RESCOPED:
                 came_from = (event.details or {}).get("from")
