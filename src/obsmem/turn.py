@@ -85,6 +85,13 @@ SAVE_ATTEMPTS = 16
 SAVE_BACKOFF_S = 0.001
 SAVE_BACKOFF_MAX_S = 0.032
 
+#: The largest window (messages) whose context a boundary builds while its save's commit reaches
+#: the disk (:meth:`Turn._speculate`). Building it ahead gains at most the disk's sync time, and
+#: costs about as much as the window is long: past this, memory is far behind (a memory model
+#: failing for hours leaves thousands of messages pending), the context is cut to the raw limit
+#: after the memory work, and a context of the whole window built ahead would be thrown away.
+SPECULATE_MAX_MESSAGES = 1024
+
 
 def work_key(thread_id: str) -> str:
     """The key a turn's memory work on ``thread_id`` runs under in the memory's background work:
@@ -904,9 +911,11 @@ class Turn:
             self._saw(saved, result.messages, result.record.cursor(thread.id))
             return context
         # The work goes on in the background: the actor sees what is stored, the raw window cut
-        # to the engine's limit (memory is behind; what is left out stays pending).
-        record = await engine.core.stored_head(thread)
-        unobserved = await engine.unobserved(record, thread.id) if record is not None else await self._all(thread)
+        # to the engine's limit (memory is behind; what is left out stays pending). The window
+        # kept by the engine is not read again while its mark holds (a window of thousands of
+        # messages pending, a memory model failing for hours, is not decoded again each boundary).
+        record, window = await engine.core.stored_window(thread)
+        unobserved = observable_messages(window)
         trim = engine.trim_window(thread, record, unobserved, keep=saved)
         self.trimmed = trim.trimmed
         context = await self._contexts.context_from(thread, record, trim.kept)
@@ -919,7 +928,10 @@ class Turn:
         head yet, a call waiting for its result) or the memory does not build contexts ahead
         (``contexts.speculative_context`` missing or None)."""
         build = getattr(self._contexts, "speculative_context", None)
-        if build is None or stored is None or stored[0] is None or (saved and pending_tool_call_ids(saved[-1:])):
+        if (
+            build is None or stored is None or stored[0] is None or len(stored[1]) > SPECULATE_MAX_MESSAGES
+            or (saved and pending_tool_call_ids(saved[-1:]))
+        ):
             return None
         record, messages = stored[0], observable_messages(stored[1])
         try:
@@ -950,9 +962,6 @@ class Turn:
         self._seen_seq = max([self._seen_seq or 0, cursor, *seqs])
         self._context_current = True
 
-    async def _all(self, thread: Thread) -> list[Message]:
-        """The thread's observable messages, when it has no record yet."""
-        return observable_messages(await self._store.list_messages(thread.id))
 
 
 def same_shown(stored: Message, given: Message) -> bool:
