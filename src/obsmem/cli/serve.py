@@ -175,12 +175,13 @@ def _store_failures() -> tuple[type[Exception], ...]:
 
 
 def _any_keys(service: Any) -> bool:
-    """Whether the store holds API keys; a store the key store cannot use (a file that is no
-    database, a server that does not answer) ends the command in one line before it listens."""
+    """Whether the store holds API keys (one key row read, however many there are); a store the
+    key store cannot use (a file that is no database, a server that does not answer) ends the
+    command in one line before it listens."""
 
     async def check() -> bool:
         await service.keys.setup()
-        return bool(await service.keys.list())
+        return bool(await service.keys.page(limit=1))
 
     try:
         return asyncio.run(check())
