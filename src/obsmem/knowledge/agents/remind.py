@@ -35,6 +35,8 @@ store adapter bug cannot leak a sibling's record into a context.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -55,6 +57,8 @@ _RARE = 2  # a shared word in at most this many candidate records is specific to
 _REPEAT_TURNS = 5  # a record shown in the thread's last 5 turns is not shown again
 _THREADS = 1024  # threads whose recent reminders are remembered (least recently reminded dropped)
 _CANDIDATES = 50
+#: A request at least this long is read on a worker thread.
+_OFF_LOOP_CHARS = 16_384
 #: The most words of a request the reminder searches for: its first and last halves of these
 #: (a pasted log's question comes before or after it). Bounds the search's work (each word is
 #: looked for in every visible record) whatever the message's size.
@@ -78,7 +82,7 @@ class RemindAgent:
         self.knowledge = knowledge
         self.settings = settings
         self.count = count_tokens
-        # per thread scope: the last turns' (request, shown record ids), newest last
+        # per thread scope: the last turns' (request's digest, shown record ids), newest last
         self._recent: OrderedDict[str, deque[tuple[str, frozenset[str]]]] = OrderedDict()
 
     def forget_kept(self) -> None:
@@ -103,7 +107,12 @@ class RemindAgent:
 
     async def remind(self, request: str, context: Scope, *, exclude_source_after: str | None = None) -> Reminder:
         """A reminder for ``request`` from what ``context`` may see, or an empty one."""
-        wanted = _query_words(request)
+        # A pasted log of megabytes takes about a second to normalise: on a worker thread then,
+        # never holding the event loop (a remind timeout cannot interrupt the loop's own work).
+        if len(request) >= _OFF_LOOP_CHARS:
+            wanted, asked = await asyncio.to_thread(_read_request, request)
+        else:
+            wanted, asked = _read_request(request)
         if not wanted:
             return Reminder("", ())
         view = RecordView(include_candidates=self.settings.remind_candidates)
@@ -114,10 +123,10 @@ class RemindAgent:
                    and h.record.deleted_at is None]
         said_by = {r.id: content_tokens(r.text) for r in visible}
         frequency = {word: sum(1 for words in said_by.values() if word in words) for word in wanted}
-        repeated = self._shown_before(context.key, request)
+        repeated = self._shown_before(context.key, asked)
         meaningful = {w for w in wanted if w not in EVERYDAY_WORDS and not w.isdigit()}
         if not meaningful:
-            self._remember(context.key, request, ())
+            self._remember(context.key, asked, ())
             return Reminder("", ())
         names: dict[str, str] = {}
         chosen: list[Record] = []
@@ -150,7 +159,7 @@ class RemindAgent:
             lines.append(line)
             if len(chosen) >= self.settings.remind_limit:
                 break
-        self._remember(context.key, request, tuple(r.id for r in chosen))
+        self._remember(context.key, asked, tuple(r.id for r in chosen))
         return await self.render(request, header, lines, chosen)
 
     async def render(self, request: str, header: str, lines: list[str], chosen: list[Record]) -> Reminder:
@@ -160,6 +169,12 @@ class RemindAgent:
         sources = tuple(r.id for r in chosen)
         body = "\n".join([header, *lines, "Sources: " + ", ".join(sources)])
         return Reminder(f"<remembered>\n{body}\n</remembered>", sources, tuple(chosen))
+
+
+def _read_request(request: str) -> tuple[set[str], str]:
+    """The request's query words (:func:`_query_words`) and the digest its turn is remembered by
+    (the request itself is never kept: it may be megabytes, and it is what a user asked)."""
+    return _query_words(request), hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _query_words(request: str) -> set[str]:
