@@ -7,7 +7,7 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
 values after key-like names, and a password, PIN or door code said in prose with a value no word
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
-"alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is correcthorsebattery") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
+"alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is correcthorsebattery", "my password is tulipsun") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
 stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -657,6 +657,45 @@ def _said_quoted_letters(value: str) -> bool:
     return len(value) >= 12 and not all(word in _DESCRIBING_WORDS or word in _PHRASE_WORDS for word in words)
 
 
+#: A shorter password of letters only, after a cue that says whose password it is or after "pw":
+#: "my password is tulipsun", "our netflix password is bluemoon", "pw: hollyoak", "the pw is
+#: frostpine" (six letters or more; no describing word, :func:`_said_cued_letters`). "The password
+#: is unbreakable." names no one's password and keeps the rules of :data:`_SAID_LETTERS`.
+_SAID_CUED_LETTERS = _re(
+    r"(?:(?<![^\W\d_])(?i:my|our|your|his|her|their)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}"
+    r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
+    + _LETTERS_IS + r"(?P<value>[^\W\d_]{6,64})" + _LETTERS_END
+)
+#: More words that say what a password is like or where it is, beside :data:`_DESCRIBING_WORDS`
+#: ("my password is garbage", "… is twelve", "… is below").
+_CUED_STOP_WORDS = frozenset(
+    "garbage rubbish nonsense trash junk common uncommon normal special unusual awful terrible horrible online "
+    "offline inside outside either neither anyway always already enough below above attached following within "
+    "without elsewhere eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty "
+    "forty fifty hundred thousand letters digits characters numbers tricky clever decent sturdy robust "
+    "useless pointless broken stolen leaked expired personal minimal original trivial typical normal identical "
+    "essential confidential universal global local literal formal informal critical crucial vital fatal optimal "
+    "taken written chosen forgotten frozen proven rotten given shaken honest modest latest oldest newest easiest "
+    "hardest longest shortest strongest weakest safest simplest".split()
+)
+#: The endings of describing words (:data:`_DESCRIBING_ENDINGS`) less those a word of a password
+#: ends in as often ("sunpetal", "kitten", "forest", "nation"): their describing words are listed
+#: in :data:`_CUED_STOP_WORDS`.
+_CUED_ENDINGS = tuple(ending for ending in _DESCRIBING_ENDINGS
+                      if ending not in ("al", "en", "est", "tion", "sion", "ness", "ment", "ity", "ism", "ist",
+                                        "ward", "wards"))
+
+
+def _said_cued_letters(value: str) -> bool:
+    """A word of six letters or more after "my password is" or "pw": a password unless it is a word
+    that describes one (:data:`_DESCRIBING_WORDS`, :data:`_CUED_STOP_WORDS`, or a describing ending,
+    :data:`_CUED_ENDINGS`: "expired", "unbreakable", "somewhere")."""
+    word = value.casefold()
+    if len(word) < 6 or word in _DESCRIBING_WORDS or word in _CUED_STOP_WORDS:
+        return False
+    return not word.endswith(_CUED_ENDINGS)
+
+
 _DB_SCHEMES = (
     "postgres|postgresql|mysql|mariadb|mongodb|mongodb\\+srv|redis|rediss|amqp|amqps|mssql|sqlserver|"
     "oracle|cockroachdb|clickhouse|couchdb|neo4j|neo4j\\+s|bolt|cassandra|snowflake|db2"
@@ -854,6 +893,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_BARE_PW, _said_password),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
+    Detector("password", _SAID_CUED_LETTERS, _said_cued_letters),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
     Detector("password", _SAID_OPENS_WITH, _said_pin),
