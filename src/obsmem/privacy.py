@@ -7,8 +7,9 @@ every model request lives in :mod:`obsmem.models.redacting` and :mod:`obsmem.ass
 private keys, auth headers, passwords in URLs, assignments and connection strings, high-entropy
 values after key-like names, and a password, PIN or door code said in prose with a value no word
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
-"alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is correcthorsebattery", "my password is tulipsun") and the PII categories it is given (:data:`PII_CATEGORIES`) by a
-stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
+"alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is
+correcthorsebattery", "my password is tulipsun") and the PII categories it is given
+(:data:`PII_CATEGORIES`) by a stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
 cannot be brute-forced back to a low-entropy value such as a phone number.
