@@ -295,6 +295,13 @@ def _check_newest(conn: Conn, thread_id: str, after_seq: int) -> None:
 _TOOL_PART = '"tool_call_id": '
 
 
+def _noted(done: asyncio.Future[None]) -> None:
+    """A commit nobody awaits (its caller failed already): its error, if any, is read, so that
+    it is not reported as never retrieved."""
+    if not done.cancelled():
+        done.exception()
+
+
 def _roll_back(conn: Conn) -> None:
     if conn.in_transaction:
         try:
@@ -884,7 +891,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(
+            written = self._write_rows(
                 conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS, after_seq=after_seq
             )
             after = _mark(conn, lineage, thread_id)
@@ -910,6 +917,14 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             _roll_back(conn)
             self._drop_claim()
             raise StoreClosedError() from None
+        # The new rows decoded while the disk syncs (the commit does not wait for it); what was
+        # written was a valid message a moment ago, so this decodes (a failure is the caller's
+        # error all the same, the commit's outcome noted so that it is never left unread).
+        try:
+            saved = self._decode_written(written)
+        except BaseException:
+            done.add_done_callback(_noted)
+            raise
         return saved, before, after, done
 
     def _save(
@@ -921,6 +936,20 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         objects, no value JSON does not keep). ``max_chars``: raise ``TooLarge`` before writing
         a message that brings the characters written above it. ``after_seq``: the ordering
         guard (:meth:`~obsmem.storage.contract.Store.save_messages`), in the write transaction."""
+        written = self._write_rows(conn, thread_id, messages, decoded=decoded, max_chars=max_chars, after_seq=after_seq)
+        return self._decode_written(written)
+
+    def _decode_written(self, written: list[Message | tuple[Any, ...]]) -> list[Message]:
+        """:meth:`_write_rows`'s result decoded: each new row as a read would give it."""
+        return [m if isinstance(m, Message) else self._message(m) for m in written]
+
+    def _write_rows(
+        self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False,
+        max_chars: int | None = None, after_seq: int | None = None,
+    ) -> list[Message | tuple[Any, ...]]:
+        """:meth:`_save`, but with ``decoded`` a new row comes back as the values written (in
+        ``_MESSAGE_SELECT``'s order), for :meth:`_decode_written`: the save's commit need not wait
+        for the decode (:meth:`_save_here` decodes while the disk syncs)."""
         row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is None:
             raise ThreadNotFoundError(thread_id)
@@ -928,7 +957,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if after_seq is not None:
             _check_newest(conn, thread_id, after_seq)
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
-        stored: dict[str, Message] = {}
+        stored: dict[str, Message | tuple[Any, ...]] = {}
         rewritten: list[str] = []
         for message in messages:
             check_message_owner(message, thread)
@@ -957,10 +986,10 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                     ),
                 )
                 if decoded:
-                    stored[message.id] = self._message((
+                    stored[message.id] = (
                         cursor.lastrowid, message.id, thread_id, values["role"], values["parts"],
                         values["created_at"], values["metadata"], thread.resource_id,
-                    ))
+                    )
                 else:
                     stored[message.id] = message.model_copy(
                         update={"seq": cursor.lastrowid, "thread_id": thread_id, "resource_id": thread.resource_id}
