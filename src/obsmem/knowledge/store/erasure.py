@@ -40,6 +40,7 @@ from obsmem.knowledge.store.contract import (
     record_document_id,
 )
 from obsmem.knowledge.store.ops import KnowledgeMutations
+from obsmem.knowledge.store.reads import shows_purge
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
@@ -99,14 +100,17 @@ def _reach(t: KnowledgeTables, scope: Scope, within: Scope | None = None) -> Kno
 def dump_scope(t: KnowledgeTables, scope: str) -> KnowledgeDump:
     parsed = Scope.parse(scope)
     dump = _reach(t, parsed)
+    own = {forgotten_digest(key) for key in parsed.visible_keys()}
     # A speaker's fact an old version filed at org scope is its org's alone (:mod:`.speakers`).
     return replace(
         dump,
         records=[r for r in dump.records if not hidden_from(r, parsed.key)],
-        # ... and an event about a record narrowed since to where this scope does not reach
+        # ... and an event about a record narrowed since to where this scope does not reach, and
+        # another resource's deletion (its audit log shows neither: :func:`.reads.shows_purge`)
         events=[
             e for e in dump.events
             if not hidden_from(e, parsed.key) and not _moved_away(t, e, parsed)
+            and shows_purge(e, parsed.key, own)
         ],
     )
 

@@ -40,7 +40,7 @@ from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
 from obsmem.knowledge.store.values import forgotten_digest, normalise_value, value_key
 
-__all__ = ["KnowledgeReads", "check_limit"]
+__all__ = ["KnowledgeReads", "check_limit", "shows_purge"]
 
 _TERM = re.compile(r"\w{2,}", re.UNICODE)
 
@@ -76,7 +76,7 @@ def _stream(fetch: Callable[[str | None, int], list[Record]]) -> Fetch:
     return page
 
 
-def _shows_purge(event: ActivityEvent, scope_key: str, own: set[str]) -> bool:
+def shows_purge(event: ActivityEvent, scope_key: str, own: set[str]) -> bool:
     """Whether an audit read from ``scope_key`` shows ``event``: any event but a ``scope-purged``
     one stored at an org, which names the deleted resource by digest; that one only from the org
     itself or from the deleted resource's own scope and threads (``own``: the digests of the
@@ -381,7 +381,7 @@ class KnowledgeReads:
             events = self.t.events_page(keys, before, want, below)
             shown.extend(
                 e for e in events
-                if _shows_purge(e, query.key, own) and not hidden_from(e, query.key)
+                if shows_purge(e, query.key, own) and not hidden_from(e, query.key)
                 and not record_moved_away(self.t, e, query, below)
             )
             if len(shown) >= want or len(events) < want:
