@@ -696,6 +696,10 @@ class KnowledgeMutations:
         _check_metadata(draft.metadata or {})
         if draft.attribute is not None:
             _check_unicode(draft.attribute, "attribute", "attribute")
+        for argument, value in (("attribute", draft.attribute), ("source_thread_id", draft.source_thread_id)):
+            if value is not None and "\x00" in value:  # reads compare them: PostgreSQL cannot take a NUL
+                raise InvalidInputError(f"The {argument} holds a NUL character; give one without.",
+                                        argument=argument)  # fmt: skip
         self._check_tombstones(
             node.id, parsed.key, body, "append_record", ("record", subject[1]), actor, reason
         )

@@ -133,7 +133,11 @@ class PostgresDialect(SqlDialect):
         return f"left({column}, ?)"
 
     def json_field(self, column: str, field: str) -> str:
-        return f"({column}::jsonb ->> '{field}')"
+        # jsonb refuses a document holding the escape of a NUL character (text a user pasted):
+        # one such row made every read filtering its rows fail. The escape becomes U+FFFD's
+        # (same shape, so the JSON stays valid whatever backslashes precede it) for the cast
+        # only; the stored document, and what reads return, keep the NUL.
+        return f"(replace({column}, '\\u0000', '\\ufffd')::jsonb ->> '{field}')"
 
 
 SQLITE_DIALECT = SqlDialect()
