@@ -68,3 +68,22 @@ async def test_a_nul_in_a_compared_field_is_refused_alike(knowledge: Knowledge, 
     with pytest.raises(InvalidInputError, match="NUL"):
         await knowledge.append(user.id, "likes tea", ALICE, reason="said", **{field: "a\x00b"})  # type: ignore[arg-type]
     assert (await knowledge.store.list_about(user.id, ALICE)).items == []
+
+
+async def test_an_id_holding_nul_is_one_that_does_not_exist(knowledge: Knowledge) -> None:
+    """On PostgreSQL a look-up by an id holding NUL (``/api/knowledge/records/ab%00c``) failed with
+    StorageError, where SQLite and memory answer "not found"."""
+    from obsmem.errors import KnowledgeNotFoundError
+
+    user = await knowledge.node("User", "person", ALICE)
+    await knowledge.append(user.id, "likes tea", ALICE, reason="said", source_thread_id="t1")
+    assert await knowledge.store.get_record("01ABC\x00", ALICE) is None
+    assert await knowledge.store.get_node("01ABC\x00", ALICE) is None
+    assert (await knowledge.store.list_about("01ABC\x00", ALICE)).items == []
+    assert (await knowledge.store.list_related("01ABC\x00", ALICE)).items == []
+    assert (await knowledge.store.list_by_source("t\x00", ALICE)).items == []
+    with pytest.raises(KnowledgeNotFoundError):
+        await knowledge.review.approve("01ABC\x00", ALICE, reason="looks right")
+    with pytest.raises(KnowledgeNotFoundError):
+        await knowledge.remove("01ABC\x00", ALICE, reason="cleanup")
+    assert [r.text for r in (await knowledge.store.list_about(user.id, ALICE)).items] == ["likes tea"]

@@ -59,6 +59,8 @@ class SqlDialect:
     placeholder = "?"
     vector_dtype: np.dtype[np.float32] = np.dtype(np.float32)
     """The stored vector's bytes: SQLite keeps the machine's float32, PostgreSQL little-endian."""
+    text_holds_nul = True
+    """Whether a text column may hold a NUL character (PostgreSQL's may not)."""
 
     def sql(self, text: str) -> str:
         """``text``, written with ``?`` placeholders (and no other ``?``), in this dialect."""
@@ -101,6 +103,7 @@ class PostgresDialect(SqlDialect):
 
     placeholder = "%s"
     vector_dtype = np.dtype("<f4")
+    text_holds_nul = False
 
     def in_list(self, column: str, values: Sequence[str]) -> tuple[str, list[object]]:
         return f"{column} = ANY(?)", [list(values)]
@@ -176,6 +179,15 @@ def _load(cls: type[M], doc: str) -> M:
         raise StorageError(f"A stored {cls.__name__} row could not be decoded: {exc}") from exc
 
 
+def _holds_nul(params: Sequence[object]) -> bool:
+    """Whether a text parameter (or one of a list parameter's texts) holds a NUL character."""
+    return any(
+        "\x00" in value if isinstance(value, str)
+        else isinstance(value, list) and any(isinstance(v, str) and "\x00" in v for v in value)
+        for value in params
+    )
+
+
 class SqlKnowledgeTables:
     """:class:`~obsmem.knowledge.store.tables.KnowledgeTables` over one connection inside an open
     transaction, in ``dialect``."""
@@ -188,6 +200,10 @@ class SqlKnowledgeTables:
         return self.conn.execute(self.dialect.sql(sql), tuple(params))
 
     def _docs(self, cls: type[M], sql: str, params: Sequence[object] = ()) -> list[M]:
+        if not self.dialect.text_holds_nul and _holds_nul(params):
+            # No stored text equals a value holding NUL (an id, a thread id, an attribute from a
+            # request), and PostgreSQL refuses it as a parameter: the read finds nothing, as on SQLite.
+            return []
         return [_load(cls, row[0]) for row in self._execute(sql, params)]
 
     def _one(self, cls: type[M], sql: str, params: Sequence[object]) -> M | None:
