@@ -15,11 +15,13 @@ resource is its first (oldest) thread's, one row (the server never puts a thread
 resource another org's thread holds, so they agree; a resource holding two orgs' threads, which a
 race of their first threads, ``--dev`` or a library caller can leave, is the first one's to a new
 thread or key, and its pages and resource-wide operations that would show the other's thread are
-refused as before). A page of threads (``GET /api/threads``, the inspector's threads and usage
-pages) reads that page and refuses it when it holds a thread of another org; a new thread, a key
-bound to a resource and an import read the first row. Operations that reach every thread of a resource (REST usage, export, delete, forget)
-still read every thread, a page at a time, and refuse a resource holding any thread of another
-org.
+refused as before). A page of threads (``GET /api/threads``, the inspector's threads page)
+reads that page and refuses it when it holds a thread of another org; a new thread, a key
+bound to a resource and an import read the first row. What shows or reaches the whole resource
+(the inspector's usage page and its model-call ledger, REST usage, export, delete, forget)
+refuses a resource holding any thread of another org, from the distinct orgs of its threads that
+the store answers (:func:`~obsmem.storage.contract.resource_orgs`), before any thread is listed;
+those that reach every thread then read them a page at a time.
 
 Thread and message ids are unique in a store, across orgs: an id in use is refused (a new
 thread: 409; a message: 400) showing nothing of what holds it, though the refusal tells the id
@@ -50,6 +52,7 @@ from obsmem.server.errors import (
     ThreadIdTakenError,
 )
 from obsmem.server.keys import ApiKey, KeyStore
+from obsmem.storage.contract import resource_orgs
 from obsmem.storage.paging import all_threads
 
 __all__ = ["Principal", "addressable", "scopable", "authenticate", "bearer_token", "check_dev_host", "loopback_host",
@@ -231,11 +234,22 @@ class Principal:
             raise ResourceNotFoundError(resource)
         return resource, page, first is not None
 
-    async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
-        """The resource (checked) and all its threads, read a page at a time; a resource of
-        another org is not found: one whose first thread is another org's after one row, one
-        holding a thread of another org anywhere once every thread is read."""
+    async def resource_whole(self, memory: Memory, resource_id: str | None) -> str:
+        """The resource (checked) when every thread of it is this key's org's: what shows or
+        reaches the whole resource (its usage and model-call ledger, an export, a delete) asks
+        this. One another org holds, or that holds any thread of another org, is not found. Reads
+        its first thread's row and the distinct orgs of its threads, which the store answers
+        (:func:`~obsmem.storage.contract.resource_orgs`), no other thread row."""
         resource = await self.resource_owned(memory, resource_id)
+        if self.org_id is not None and any(org != self.org_id for org in await resource_orgs(memory.store, resource)):
+            raise ResourceNotFoundError(resource)
+        return resource
+
+    async def resource_threads(self, memory: Memory, resource_id: str | None) -> tuple[str, list[Thread]]:
+        """The resource (checked, :meth:`resource_whole`: one holding a thread of another org is
+        not found before any thread is listed) and all its threads, read a page at a time (a
+        thread of another org made meanwhile is refused too, once every thread is read)."""
+        resource = await self.resource_whole(memory, resource_id)
         threads = await all_threads(memory.store, resource, page=_PAGE)
         if self.org_id is not None and any(t.org_id != self.org_id for t in threads):
             raise ResourceNotFoundError(resource)

@@ -198,7 +198,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
                                                actor=actor)  # fmt: skip
         if resource_id is None and who.resource_id is None:
             raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
-        resource, _ = await who.resource_threads(service.memory, resource_id)
+        resource = await who.resource_whole(service.memory, resource_id)  # no thread listed: forget reads them
         return await service.memory.forget(value, resource_id=resource, knowledge_within=within, actor=actor)
 
     @server.tool()

@@ -48,6 +48,10 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   may quote its ``<thread id>`` sections (:func:`section_messages`; optional native method
   ``section_messages_page(thread_id, after_seq=, limit=)``, a store without it is read a page of
   ``list_messages`` at a time).
+* **Who holds a resource.** :func:`resource_orgs` answers the distinct org ids of a resource's
+  threads without handing out its thread rows (optional native method
+  ``resource_orgs(resource_id)``, a ``SELECT DISTINCT`` in SQL; a store without it is read a
+  page of ``list_threads`` at a time, bounded memory).
 * **Leases.** A lease says "this owner is doing the background work for this key; do not
   start the same work". It lives in the store, so it is seen by every engine sharing the store
   (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
@@ -97,7 +101,7 @@ from typing import Any, Literal, NamedTuple, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from obsmem.calls import ModelCall, UsageRow
-from obsmem.errors import InvalidInputError, ThreadChangedError
+from obsmem.errors import InvalidInputError, ThreadChangedError, ThreadNotFoundError
 from obsmem.types import DataPart, Message, Thread, utcnow
 
 __all__ = [
@@ -126,6 +130,7 @@ __all__ = [
     "lease_counts_of",
     "lease_page",
     "may_hold_sections",
+    "resource_orgs",
     "section_messages",
     "SECTION_NEEDLE",
     "work_counts_of",
@@ -1222,3 +1227,36 @@ async def section_messages(store: Store, thread_id: str, *, page: int = 500) -> 
         if len(batch) < page or batch[-1].seq is None:
             return
         after = batch[-1].seq
+
+
+def _org_order(org: str | None) -> tuple[bool, str]:
+    return org is not None, org or ""
+
+
+async def resource_orgs(store: Store, resource_id: str, *, page: int = 500) -> list[str | None]:
+    """The distinct ``org_id`` values of ``resource_id``'s threads (None: a thread of no org),
+    None first, then by code point; ``[]`` when the resource has no thread. What a service
+    confining each org to its own threads checks before it shows anything resource-wide (a
+    resource another org also holds a thread of is never shown whole). Native method
+    ``resource_orgs(resource_id)``: answered by the store (SQL ``SELECT DISTINCT`` over the
+    resource's rows of threads_by_resource), no thread handed out. A store without it is read a
+    page of ``list_threads`` at a time from the listing's cursor (bounded memory, every row read;
+    a page whose cursor thread was deleted meanwhile goes on after the one before it, as
+    :func:`obsmem.storage.paging.all_threads` does)."""
+    check_page_limit(page, "page")
+    native = getattr(store, "resource_orgs", None)
+    if native is not None:
+        found: list[str | None] = await native(resource_id)
+        return sorted(set(found), key=_org_order)
+    orgs: set[str | None] = set()
+    cursors: list[str] = []  # the previous page's ids; the last one still there starts the next page
+    while True:
+        try:
+            batch = await store.list_threads(resource_id, limit=page, after=cursors[-1] if cursors else None)
+        except ThreadNotFoundError:
+            cursors.pop()  # deleted since it was read: go on after the one before it
+            continue
+        orgs.update(thread.org_id for thread in batch)
+        if len(batch) < page:
+            return sorted(orgs, key=_org_order)
+        cursors = [thread.id for thread in batch]

@@ -770,6 +770,12 @@ class MemoryStore(ClosingContext):
                     break
         return found
 
+    async def resource_orgs(self, resource_id: str) -> list[str | None]:
+        """:func:`~obsmem.storage.contract.resource_orgs`: the distinct orgs of the resource's
+        threads (no thread copied)."""
+        self._open()
+        return list({t.org_id for t in self._threads.values() if t.resource_id == resource_id})
+
 
 def _seq(message: Message) -> int:
     assert message.seq is not None  # every stored message has one

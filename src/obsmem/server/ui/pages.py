@@ -562,6 +562,9 @@ async def usage_page(request: Request) -> Response:
         return page("Usage", body, who=session(request, principal))
     limit, after, since = _paging(request)
     resource, batch, any_threads = await principal.thread_batch(memory, named, limit=limit + 1, after=after, since=since)
+    # the page shows the resource's model-call ledger: refused when any thread of the resource
+    # (beyond this page too) is another org's, whose calls it counts
+    await principal.resource_whole(memory, resource)
     shown = batch[:limit]
     rows: list[list[str]] = []
     for thread in shown:
@@ -597,9 +600,9 @@ USAGE_WINDOWS = (7, 30, 90, 365, 0)
 
 async def _model_calls(memory: Memory, resource: str, named: str | None, days: int) -> str:
     """The chart and table of the resource's model calls from the cost ledger (``Memory.usage``).
-    Asked only for a resource with threads whose first thread (its org holds the resource) and
-    every thread on the page are the key's org's (``Principal.thread_batch`` checks), so the
-    ledger's rows for that resource id are the org's own."""
+    Asked only for a resource with threads every one of which is the key's org's
+    (``Principal.resource_whole`` checks), so the ledger's rows for that resource id are the
+    org's own."""
     since = datetime.now(UTC).date() - timedelta(days=days - 1) if days else None
     report = await memory.usage(resource_id=resource, since=since)
     options = "".join(

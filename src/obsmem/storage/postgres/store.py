@@ -1123,6 +1123,18 @@ class PostgresStore(ClosingContext):
 
         return await self._read(op)
 
+    async def resource_orgs(self, resource_id: str) -> list[str | None]:
+        """:func:`~obsmem.storage.contract.resource_orgs`: ``SELECT DISTINCT`` of the documents'
+        ``org_id`` over the resource's range of threads_by_resource, in SQL (``json``, not
+        ``jsonb``: a document may hold an escaped NUL in its metadata); one row per org handed out."""
+        sql = "SELECT DISTINCT doc::json ->> 'org_id' FROM threads WHERE resource_id = %s"
+
+        async def op(conn: Conn) -> list[str | None]:
+            cur = await conn.execute(sql, (resource_id,))
+            return [row[0] for row in await cur.fetchall()]
+
+        return await self._read(op)
+
 
 def migrate_database(url: str, connect_timeout_s: float = 15.0, *, idle_s: float | None = 30.0) -> list[str]:
     """Apply pending migrations to the database at ``url`` (blocking); returns what ran.

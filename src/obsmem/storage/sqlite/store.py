@@ -1566,6 +1566,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         return await self._read(op)
 
+    async def resource_orgs(self, resource_id: str) -> list[str | None]:
+        """:func:`~obsmem.storage.contract.resource_orgs`: ``SELECT DISTINCT org_id`` over the
+        resource's range of threads_by_resource, in SQL; one row per org handed out."""
+        sql = "SELECT DISTINCT org_id FROM threads WHERE resource_id = ?"
+        return await self._read(lambda conn: [row[0] for row in conn.execute(sql, (resource_id,))])
+
 
 def _check_page(limit: int | None, offset: int) -> None:
     if offset < 0 or (limit is not None and limit < 0):
