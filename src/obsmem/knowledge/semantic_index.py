@@ -33,6 +33,7 @@ from obsmem.knowledge.store.contract import (
     TrustState,
     record_document_id,
 )
+from obsmem.knowledge.store.reads import check_limit
 from obsmem.knowledge.store.scopes import Scope
 
 __all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
@@ -40,6 +41,8 @@ __all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
 RRF_K = 60
 BATCH_SIZE = 50
 MAX_BATCHES = 100
+MAX_LIMIT = 1000
+"""The most results one search returns (and the store's reads take)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +146,11 @@ class SemanticIndex:
     async def search(
         self, query: str, scope: str, *, view: RecordView = DEFAULT_VIEW, limit: int = 10
     ) -> list[KnowledgeHit]:
+        check_limit(limit)  # refused as given, before any I/O
         await self.drain()
-        lexical = await self.store.search_lexical(query, scope, view=view, limit=max(limit * 3, 20))
-        semantic = await self.semantic(query, scope, view, max(limit * 3, 20))
+        wider = min(max(limit * 3, 20), MAX_LIMIT)  # each side ranks more than it returns, within a read's limit
+        lexical = await self.store.search_lexical(query, scope, view=view, limit=wider)
+        semantic = await self.semantic(query, scope, view, wider)
         hits: dict[str, KnowledgeHit] = {}
         for hit in lexical:
             hits[f"{hit.kind}:{hit.id}"] = KnowledgeHit(
