@@ -119,3 +119,23 @@ async def test_threads_deleted_leave_their_org(store: Store) -> None:
 async def test_a_page_of_zero_is_refused(store: Store) -> None:
     with pytest.raises(InvalidInputError):
         await resource_orgs(store, "mixed", page=0)
+
+
+async def test_threads_holding_a_nul_keep_their_org(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PostgreSQL's JSON functions refuse a document holding an escaped NUL: such rows are read
+    # a page at a time (2 here) beside the SQL answer, their org never lost
+    from obsmem.storage.postgres import store as postgres_store
+
+    monkeypatch.setattr(postgres_store, "_NUL_PAGE", 2)
+    await store.create_thread(Thread(id="plain", resource_id="r", org_id="acme"))
+    for n in range(5):
+        await store.create_thread(Thread(id=f"nul-{n}", resource_id="r", org_id="acme",
+                                         metadata={"note": f"a\x00b {n}"}, title="t\x00"))  # fmt: skip
+    await store.create_thread(Thread(id="nul-g", resource_id="r", org_id="globex", metadata={"n": "\x00"}))
+    await store.create_thread(Thread(id="nul-org", resource_id="r", org_id="in\x00itech"))
+    await store.create_thread(Thread(id="slash", resource_id="r", org_id="umbrella", title="\\u0000 typed"))
+    await store.create_thread(Thread(id="else", resource_id="elsewhere", org_id="wayne", metadata={"n": "\x00"}))
+    expected = ["acme", "globex", "in\x00itech", "umbrella"]
+    assert await resource_orgs(store, "r") == expected
+    assert await resource_orgs(Plain(store), "r") == expected  # type: ignore[arg-type]
+    assert await resource_orgs(store, "elsewhere") == ["wayne"]
