@@ -774,8 +774,11 @@ async def usage(
     if not threads:
         raise ResourceNotFoundError(resource)
     rows: list[dict[str, Any]] = []
+    observed: dict[str, int] = {}  # by record: in resource scope the threads share one, counted once
     for thread in threads:
         record = await service.memory.get_record(thread.id)
+        if record is not None:
+            observed[record.id] = record.total_tokens_observed
         # generations are numbered from 0 and only ever deleted all together: the head's number
         # counts them, none read (a listing read up to 1,000 whole records a thread)
         generations = record.generation + 1 if record else 0
@@ -786,7 +789,7 @@ async def usage(
             "pending_message_tokens": record.pending_message_tokens if record else 0,
             "generations": generations,
         })  # fmt: skip
-    totals = {key: sum(int(row[key]) for row in rows) for key in ("messages", "total_tokens_observed")}
+    totals = {"messages": sum(int(row["messages"]) for row in rows), "total_tokens_observed": sum(observed.values())}
     report = await service.memory.usage(
         resource_id=resource, since=_instant(since, "since"), until=_instant(until, "until")
     )
