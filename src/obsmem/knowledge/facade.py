@@ -17,7 +17,7 @@ from obsmem.clock import Clock
 from obsmem.embeddings import Embedder, LexicalHashEmbedder
 from obsmem.errors import ConfigError
 from obsmem.knowledge.capture import CaptureOutcome, capture
-from obsmem.knowledge.repeats import ANY_RECORD, drop_repeats, repeating
+from obsmem.knowledge.repeats import ANY_RECORD, drop_repeats, learned_copies, repeating
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
 from obsmem.knowledge.wikilinks import resolve_mentions
@@ -38,6 +38,8 @@ from obsmem.knowledge.store.values import When, parse_when
 __all__ = ["Knowledge"]
 
 WhenInput = str | datetime | date | When
+
+_SKILL_CONTENT = 4000  # the learn agent keeps this much of a skill's procedure as its node's content
 
 
 class Knowledge:
@@ -221,13 +223,29 @@ class Knowledge:
 
     async def erase(self, record_ids: Sequence[str], scope: str, *, reason: str) -> dict[str, int]:
         """Hard-delete records (:meth:`KnowledgeStore.erase_records`): no history keeps them,
-        nor a pin that repeats one (erased with them)."""
+        nor a pin that repeats one, nor the learn agent's evidence record that repeats one (erased
+        with them); the skill node such evidence is about has its content cleared where it quotes
+        one (the learn agent writes the procedure of a support there)."""
         ids = list(record_ids)
+        skills: dict[str, list[str]] = {}  # skill node id -> the texts of erased records it may quote
         for record_id in list(ids):
             record = await self.store.get_record(record_id, scope, ANY_RECORD)
-            if record is not None:
-                ids += [pin.id for pin in await repeating(self.store, record) if pin.id not in ids]
-        return await self.store.erase_records(ids, scope, actor=self.actor, reason=reason)
+            if record is None:
+                continue
+            evidence = await learned_copies(self.store, record)
+            for copy in [*await repeating(self.store, record), *evidence]:
+                if copy.id not in ids:
+                    ids.append(copy.id)
+            for copy in evidence:
+                skills.setdefault(copy.node_id, []).append(record.text)
+        counts = await self.store.erase_records(ids, scope, actor=self.actor, reason=reason)
+        for node_id, texts in skills.items():
+            node = await self.store.load_node(node_id)
+            if node is not None and node.content and any(
+                    text in node.content or node.content == f"Procedure: {text}"[:_SKILL_CONTENT] for text in texts):
+                await self.store.update_node(node.id, node.version, scope=node.scope, actor=self.actor,
+                                             reason=reason, content="")  # fmt: skip
+        return counts
 
     async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:
         return await self.store.rescope_record(record_id, scope, new_scope, actor=self.actor, reason=reason)

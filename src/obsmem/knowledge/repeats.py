@@ -16,8 +16,8 @@ from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, Record
 from obsmem.knowledge.store.scopes import Level, Scope
 
 __all__ = [
-    "ANY_RECORD", "PIN_KIND", "PIN_MARK", "PIN_NODE", "PIN_SOURCE", "drop_repeats", "pin_nodes", "pins_seen",
-    "repeating",
+    "ANY_RECORD", "LEARN_ACTOR", "LEARN_EVIDENCE", "PIN_KIND", "PIN_MARK", "PIN_NODE", "PIN_SOURCE", "drop_repeats",
+    "learned_copies", "learned_source", "pin_nodes", "pins_seen", "repeating",
 ]
 
 #: A view of every record, whatever its trust, removal or validity (to find one to erase).
@@ -30,6 +30,29 @@ PIN_SOURCE = "pin_source"  # the record a captured pin repeats
 
 #: Records on one ``pinned`` node read per page while looking for a record's pins.
 _PAGE = 500
+
+LEARN_ACTOR = "learn"  # the learn agent: its evidence records repeat the records a skill was learned from
+LEARN_EVIDENCE = "evidence"  # the metadata key naming the record an evidence record repeats
+
+
+def learned_source(source_thread_id: str | None) -> str:
+    """The ``source_thread_id`` of the learn agent's evidence records for a record of that thread."""
+    return f"subconscious:{source_thread_id or 'unknown'}:learn"
+
+
+async def learned_copies(store: KnowledgeStore, record: Record) -> list[Record]:
+    """The learn agent's evidence records that repeat ``record`` (stored at its scope, from its
+    thread's learn lane): the records of that lane only, not the scope's."""
+    found: list[Record] = []
+    after: str | None = None
+    while True:
+        page = await store.list_by_source(learned_source(record.source_thread_id), record.scope, view=ANY_RECORD,
+                                          after=after, limit=_PAGE)  # fmt: skip
+        found += [r for r in page.items
+                  if r.metadata.get(LEARN_EVIDENCE) == record.id and r.metadata.get("agent") == LEARN_ACTOR]
+        if page.next_cursor is None:
+            return found
+        after = page.next_cursor
 
 
 async def pin_nodes(store: KnowledgeStore, scope: Scope) -> list[Node]:
