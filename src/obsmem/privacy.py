@@ -590,7 +590,7 @@ def _said_code_not_time(value: str) -> bool:
 #: is Sunflower.", '… is "tulip"'. The copula in lower case (a title, "The Password Is Obsolete",
 #: is none) and the value the last word of its sentence or clause.
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
-_LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?:is|was):?(?:[ \t]{{1,3}}(?:now|still))?[ \t]{{1,3}}"
+_LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?i:is|was):?(?:[ \t]{{1,3}}(?i:now|still))?[ \t]{{1,3}}"
                r"|[ \t]{0,3}:[ \t]{0,3})")
 _LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
@@ -660,10 +660,14 @@ def _said_quoted_letters(value: str) -> bool:
 
 #: A shorter password of letters only, after a cue that says whose password it is or after "pw":
 #: "my password is tulipsun", "our netflix password is bluemoon", "pw: hollyoak", "the pw is
-#: frostpine" (six letters or more; no describing word, :func:`_said_cued_letters`). "The password
-#: is unbreakable." names no one's password and keeps the rules of :data:`_SAID_LETTERS`.
+#: frostpine" (six letters or more; no describing word, :func:`_said_cued_letters`), or after "the"
+#: and a word or two naming whose or which it is: "the wifi password is tulipsun", "the new netflix
+#: password is bluemoon". "The password is unbreakable." names no one's password and keeps the
+#: rules of :data:`_SAID_LETTERS`. The copula is matched in any case ("MY PASSWORD IS TULIPSUN").
 _SAID_CUED_LETTERS = _re(
     r"(?:(?<![^\W\d_])(?i:my|our|your|his|her|their)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}"
+    r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)"
+    r"|(?<![^\W\d_])(?i:the)(?:[ \t]{1,3}[^\W\d_]{1,20}){1,2}?[ \t]{1,3}"
     r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
     + _LETTERS_IS + r"(?P<value>[^\W\d_]{6,64})" + _LETTERS_END
 )
@@ -677,7 +681,8 @@ _CUED_STOP_WORDS = frozenset(
     "useless pointless broken stolen leaked expired personal minimal original trivial typical normal identical "
     "essential confidential universal global local literal formal informal critical crucial vital fatal optimal "
     "taken written chosen forgotten frozen proven rotten given shaken honest modest latest oldest newest easiest "
-    "hardest longest shortest strongest weakest safest simplest".split()
+    "hardest longest shortest strongest weakest safest simplest plaintext cleartext similar dissimilar tomorrow "
+    "tonight yesterday upstairs downstairs underneath nearby backwards forwards".split()
 )
 #: The endings of describing words (:data:`_DESCRIBING_ENDINGS`) less those a word of a password
 #: ends in as often ("sunpetal", "kitten", "forest", "nation"): their describing words are listed
