@@ -468,10 +468,11 @@ _SAID_OPENS_WITH = _re(
     r"(?P<value>[0-9#*][0-9#*-]{2,23})(?![\w#*-])"
 )
 
-#: A value that is not one: a version, a date, a time, a link, an address, an algorithm or a
-#: standard ("AES-256", "WPA3-Personal", "NIST-800-63"), a length ("12-characters"), a call.
+#: A value that is not one: a version, a date, a time, a link, an address (a dotted domain after
+#: its "@": "P@ssw0rd" is a password), an algorithm or a standard ("AES-256", "WPA3-Personal",
+#: "NIST-800-63"), a length ("12-characters"), a call.
 _SAID_NOT_VALUE = re.compile(
-    r"v?\d+(?:\.\d+)+\S*|\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|\d{1,2}:\d{2}\S*|\w+://\S*|[^@\s]+@[^@\s]+"
+    r"v?\d+(?:\.\d+)+\S*|\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|\d{1,2}:\d{2}\S*|\w+://\S*|[^@\s]+@[^@\s.]+(?:\.[^@\s.]+)+"
     r"|(?i:aes|sha|md|rsa|dsa|ecdsa|wpa|wep|rfc|iso|nist|tls|ssl|utf|pbkdf|hmac|gpt|ibc|ssh|gpg|pgp|bcrypt|argon|scrypt"
     r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d\S*"
     r"|\S*-(?i:based|only|protected|encrypted|hashed|salted|length|long|digits?|chars?|characters?|bits?)"
