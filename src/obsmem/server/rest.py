@@ -42,7 +42,7 @@ from obsmem.server.errors import (
 )
 from obsmem.server.paths import SegmentRoute
 from obsmem.server.service import OpenTurn, Service
-from obsmem.storage.contract import ObservationRecord
+from obsmem.storage.contract import ObservationRecord, resource_orgs, resource_totals
 from obsmem.transfer import KnowledgeReachError, export_resource, import_resource
 from obsmem.types import check_finite
 
@@ -765,35 +765,60 @@ async def thread_usage(
 
 @router.get("/resources/{resource_id}/usage", tags=["resources"])
 async def usage(
-    resource_id: str, principal: Caller, service: ServiceDep, since: Since = None, until: Until = None
-) -> dict[str, Any]:
-    """What memory holds for a resource: threads, messages, and per thread the observation tokens,
-    tokens observed so far, pending (unobserved) tokens and generations; and under ``ledger``
-    what its memory model calls cost (the cost ledger, ``since`` / ``until`` bounding it)."""
-    resource, threads = await principal.resource_threads(service.memory, resource_id)
-    if not threads:
+    resource_id: str, principal: Caller, service: ServiceDep, since: Since = None, until: Until = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Threads in per_thread.")] = 100,
+    after: Annotated[str | None, Query(min_length=1, max_length=1000, description="The previous page's 'next'.")] = None,
+) -> dict[str, Any]:  # fmt: skip
+    """What memory holds for a resource: threads, messages and tokens observed (resource-wide);
+    under ``per_thread`` a page of its threads (``limit``, oldest first; ``next``, None on the
+    last page, is the ``after`` of the next) with their messages, observation tokens, tokens
+    observed so far, pending (unobserved) tokens and generations; and under ``ledger`` what its
+    memory model calls cost (the cost ledger, ``since`` / ``until`` bounding it). The totals are
+    numbers the store counts (:func:`~obsmem.storage.contract.resource_totals`: no thread, message
+    or record read for them); the page reads its threads, their heads and their message counts."""
+    memory = service.memory
+    cursor = _thread_cursor(after) if after is not None else None  # a bad one refused before any read
+    resource = await principal.resource_whole(memory, resource_id)
+    totals = await resource_totals(memory.store, resource, scope=memory.config.scope)
+    if not totals.threads:
         raise ResourceNotFoundError(resource)
+    # a thread of another org made since the check must not be counted: its orgs checked again,
+    # as before (when every thread read after the check was), no thread row read
+    orgs = await resource_orgs(memory.store, resource)
+    if principal.org_id is not None and any(org != principal.org_id for org in orgs):
+        raise ResourceNotFoundError(resource)
+    last_id, last_created = cursor if cursor else (None, None)
+    _, page, _ = await principal.thread_batch(memory, resource, limit=limit + 1, after=last_id, since=last_created)
+    shown, more = page[:limit], len(page) > limit
     rows: list[dict[str, Any]] = []
-    observed: dict[str, int] = {}  # by record: in resource scope the threads share one, counted once
-    for thread in threads:
-        record = await service.memory.get_record(thread.id)
-        if record is not None:
-            observed[record.id] = record.total_tokens_observed
+    heads: dict[str, ObservationRecord | None] = {}  # by lineage: in resource scope the page shares one
+    for thread in shown:
+        lineage = memory.engine.lineage(thread)
+        if lineage not in heads:
+            heads[lineage] = await memory.store.get_head(lineage)
+        record = heads[lineage]
+        try:
+            messages = await memory.store.count_messages(thread.id)
+        except ThreadNotFoundError:  # deleted since the page was read
+            continue
         # generations are numbered from 0 and only ever deleted all together: the head's number
         # counts them, none read (a listing read up to 1,000 whole records a thread)
         generations = record.generation + 1 if record else 0
         rows.append({
-            "thread_id": thread.id, "messages": await service.memory.store.count_messages(thread.id),
+            "thread_id": thread.id, "messages": messages,
             "observation_tokens": record.observation_tokens if record else 0,
             "total_tokens_observed": record.total_tokens_observed if record else 0,
             "pending_message_tokens": record.pending_message_tokens if record else 0,
             "generations": generations,
         })  # fmt: skip
-    totals = {"messages": sum(int(row["messages"]) for row in rows), "total_tokens_observed": sum(observed.values())}
-    report = await service.memory.usage(
+    report = await memory.usage(
         resource_id=resource, since=_instant(since, "since"), until=_instant(until, "until")
     )
-    return {"resource_id": resource, "threads": len(rows), **totals, "per_thread": rows, "ledger": ledger_json(report)}
+    return {
+        "resource_id": resource, "threads": totals.threads, "messages": totals.messages,
+        "total_tokens_observed": totals.tokens_observed, "per_thread": rows,
+        "next": _next_threads(shown[-1]) if more else None, "ledger": ledger_json(report),
+    }  # fmt: skip
 
 
 @router.get("/resources/{resource_id}/export", response_class=PlainTextResponse, tags=["resources"])

@@ -52,6 +52,11 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   threads without handing out its thread rows (optional native method
   ``resource_orgs(resource_id)``, a ``SELECT DISTINCT`` in SQL; a store without it is read a
   page of ``list_threads`` at a time, bounded memory).
+* **What a resource holds, in numbers.** :func:`resource_totals` answers a resource's thread
+  count, message count and the tokens its live observation records have observed, without
+  handing out a thread, message or record (optional native method
+  ``resource_totals(resource_id, scope=)``, aggregates in SQL; a store without it is read a page
+  of ``list_threads`` at a time, each thread's messages counted and head read, bounded memory).
 * **Leases.** A lease says "this owner is doing the background work for this key; do not
   start the same work". It lives in the store, so it is seen by every engine sharing the store
   (in any process) and it survives a crash of its holder: it simply expires. Acquiring is
@@ -131,6 +136,8 @@ __all__ = [
     "lease_page",
     "may_hold_sections",
     "resource_orgs",
+    "resource_totals",
+    "ResourceTotals",
     "section_messages",
     "SECTION_NEEDLE",
     "work_counts_of",
@@ -1260,3 +1267,63 @@ async def resource_orgs(store: Store, resource_id: str, *, page: int = 500) -> l
         if len(batch) < page:
             return sorted(orgs, key=_org_order)
         cursors = [thread.id for thread in batch]
+
+
+class ResourceTotals(NamedTuple):
+    """What a resource holds, in numbers (:func:`resource_totals`)."""
+
+    threads: int
+    messages: int
+    #: ``total_tokens_observed`` summed over the live records (heads) of the scope's lineages,
+    #: each record once: in thread scope each thread's own, in resource scope the one they share.
+    tokens_observed: int
+
+
+async def resource_totals(
+    store: Store, resource_id: str, *, scope: Literal["thread", "resource"], page: int = 500
+) -> ResourceTotals:
+    """``resource_id``'s thread count, message count (of all its threads) and tokens observed:
+    in ``scope`` "thread" the sum of ``total_tokens_observed`` over the heads of its threads'
+    lineages (``thread:<id>``), in "resource" that of the resource's lineage's head
+    (``resource:<id>``, which its threads share: counted once). A record of the other scope (left
+    by a change of configuration) is not counted, as memory does not read it. ``(0, 0, 0)`` for a
+    resource without threads (and its resource record, if any, is not counted either).
+
+    Native method ``resource_totals(resource_id, scope=)``: answered by the store (SQL aggregates
+    over the resource's rows of threads_by_resource, messages_by_thread and the records' one-head
+    index), numbers handed out, no row. A store without it is read a page of ``list_threads`` at
+    a time from the listing's cursor (bounded memory; a page whose cursor thread was deleted
+    meanwhile goes on after the one before it), each thread's messages counted
+    (``count_messages``) and its head read (``get_head``), a thread deleted meanwhile left out."""
+    check_page_limit(page, "page")
+    if scope not in ("thread", "resource"):
+        raise InvalidInputError(f"scope must be 'thread' or 'resource' (got {scope!r})", argument="scope")
+    native = getattr(store, "resource_totals", None)
+    if native is not None:
+        threads, messages, observed = await native(resource_id, scope=scope)
+        return ResourceTotals(int(threads), int(messages), int(observed))
+    threads = messages = observed = 0
+    cursors: list[str] = []  # the previous page's ids; the last one still there starts the next page
+    while True:
+        try:
+            batch = await store.list_threads(resource_id, limit=page, after=cursors[-1] if cursors else None)
+        except ThreadNotFoundError:
+            cursors.pop()  # deleted since it was read: go on after the one before it
+            continue
+        for thread in batch:
+            try:
+                count = await store.count_messages(thread.id)
+            except ThreadNotFoundError:  # deleted since the page was read
+                continue
+            threads += 1
+            messages += count
+            if scope == "thread":
+                head = await store.get_head(lineage_key("thread", thread.id, resource_id))
+                observed += head.total_tokens_observed if head is not None else 0
+        if len(batch) < page:
+            break
+        cursors = [thread.id for thread in batch]
+    if scope == "resource" and threads:
+        head = await store.get_head(lineage_key("resource", None, resource_id))
+        observed += head.total_tokens_observed if head is not None else 0
+    return ResourceTotals(threads, messages, observed)

@@ -776,6 +776,17 @@ class MemoryStore(ClosingContext):
         self._open()
         return list({t.org_id for t in self._threads.values() if t.resource_id == resource_id})
 
+    async def resource_totals(self, resource_id: str, *, scope: str) -> tuple[int, int, int]:
+        """:func:`~obsmem.storage.contract.resource_totals`: counted here, nothing copied."""
+        self._open()
+        threads = [t.id for t in self._threads.values() if t.resource_id == resource_id]
+        messages = sum(len(self._thread_messages.get(t, ())) for t in threads)
+        if scope == "thread":
+            heads = [self._head(lineage_key("thread", t, resource_id)) for t in threads]
+        else:
+            heads = [self._head(lineage_key("resource", None, resource_id))] if threads else []
+        return len(threads), messages, sum(h.total_tokens_observed for h in heads if h is not None)
+
 
 def _seq(message: Message) -> int:
     assert message.seq is not None  # every stored message has one

@@ -75,6 +75,7 @@ from obsmem.storage.contract import (
     WorkItem,
     WriteResult,
     check_page_limit,
+    lineage_key,
     same_message,
 )
 from obsmem.storage.rules import (
@@ -1151,6 +1152,39 @@ class PostgresStore(ClosingContext):
                 if len(rows) < _NUL_PAGE:
                     return list(orgs)
                 created, pk = rows[-1][0], rows[-1][1]
+
+        return await self._read(op)
+
+    async def resource_totals(self, resource_id: str, *, scope: str) -> tuple[int, int, int]:
+        """:func:`~obsmem.storage.contract.resource_totals`: aggregates in SQL over the resource's
+        range of threads_by_resource, each thread's messages counted from messages_by_thread and
+        its head read from the one-head index (thread scope); one row of numbers handed out. A
+        record's ``total_tokens_observed`` is read from its document with any escaped NUL replaced
+        for the cast only (PostgreSQL's JSON functions refuse one; the number is not text)."""
+        tokens = f"(replace(r.doc, '{_NUL_ESCAPE}', '\\ufffd')::json ->> 'total_tokens_observed')::bigint"
+        own = (
+            f"(SELECT {tokens} FROM observation_records r "
+            "WHERE r.lineage = 'thread:' || t.id AND r.superseded_by IS NULL)"
+        )
+        sql = (
+            "SELECT COUNT(*), "
+            "COALESCE(SUM((SELECT COUNT(*) FROM messages m WHERE m.thread_id = t.id)), 0), "
+            f"COALESCE(SUM({own if scope == 'thread' else 0}), 0) "
+            "FROM threads t WHERE t.resource_id = %s"
+        )
+        shared = (
+            f"SELECT {tokens} FROM observation_records r WHERE r.lineage = %s AND r.superseded_by IS NULL"
+        )
+
+        async def op(conn: Conn) -> tuple[int, int, int]:
+            cur = await conn.execute(sql, (resource_id,))
+            row = await cur.fetchone()
+            threads, messages, observed = row if row else (0, 0, 0)
+            if scope == "resource" and threads:
+                cur = await conn.execute(shared, (lineage_key("resource", None, resource_id),))
+                head = await cur.fetchone()
+                observed = head[0] if head and head[0] is not None else 0
+            return int(threads), int(messages), int(observed)
 
         return await self._read(op)
 

@@ -1572,6 +1572,33 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         sql = "SELECT DISTINCT org_id FROM threads WHERE resource_id = ?"
         return await self._read(lambda conn: [row[0] for row in conn.execute(sql, (resource_id,))])
 
+    async def resource_totals(self, resource_id: str, *, scope: str) -> tuple[int, int, int]:
+        """:func:`~obsmem.storage.contract.resource_totals`: aggregates in SQL over the resource's
+        range of threads_by_resource, each thread's messages counted from messages_by_thread and
+        its head read from the one-head index (thread scope); one row of numbers handed out."""
+        own = (
+            "(SELECT total_tokens_observed FROM observation_records "
+            "WHERE lineage = 'thread:' || t.id AND superseded_by IS NULL)"
+        )
+        sql = (
+            "SELECT COUNT(*), "
+            "COALESCE(SUM((SELECT COUNT(*) FROM messages m WHERE m.thread_id = t.id)), 0), "
+            f"COALESCE(SUM({own if scope == 'thread' else 0}), 0) "
+            "FROM threads t WHERE t.resource_id = ?"
+        )
+        shared = (
+            "SELECT total_tokens_observed FROM observation_records WHERE lineage = ? AND superseded_by IS NULL"
+        )
+
+        def op(conn: Conn) -> tuple[int, int, int]:
+            threads, messages, observed = conn.execute(sql, (resource_id,)).fetchone()
+            if scope == "resource" and threads:
+                row = conn.execute(shared, (lineage_key("resource", None, resource_id),)).fetchone()
+                observed = row[0] if row else 0
+            return int(threads), int(messages), int(observed)
+
+        return await self._read(op)
+
 
 def _check_page(limit: int | None, offset: int) -> None:
     if offset < 0 or (limit is not None and limit < 0):
