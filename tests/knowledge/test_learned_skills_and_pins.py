@@ -53,6 +53,9 @@ async def test_a_skill_learned_from_one_threads_candidates_is_that_threads_only(
         for text in (f"I always deploy {WORD} servers on Tuesdays with the blue checklist.",
                      f"I always deploy {WORD} servers with the blue checklist after lunch."):
             await _say(memory, "t1", text)
+        # A skill is learned from approved records only: the reviewer approves t1's candidates first.
+        for record in (await knowledge.review.pending(T1)).items:
+            await knowledge.review.approve(record.id, T1, reason="true")
         assert memory.knowledge_agents is not None
         run = await memory.knowledge_agents.learn(Scope("default", "alice", "t1"), "t1")
         assert len(run.written) == 2, run  # it is still learned ...

@@ -17,7 +17,7 @@ from obsmem.clock import Clock
 from obsmem.embeddings import Embedder, LexicalHashEmbedder
 from obsmem.errors import ConfigError
 from obsmem.knowledge.capture import CaptureOutcome, capture
-from obsmem.knowledge.repeats import ANY_RECORD, drop_repeats, learned_copies, repeating
+from obsmem.knowledge.repeats import ANY_RECORD, clear_quoting_skills, drop_repeats, learned_copies, repeating
 from obsmem.knowledge.review import ReviewQueue
 from obsmem.knowledge.semantic_index import KnowledgeHit, SemanticIndex
 from obsmem.knowledge.wikilinks import resolve_mentions
@@ -38,8 +38,6 @@ from obsmem.knowledge.store.values import When, parse_when
 __all__ = ["Knowledge"]
 
 WhenInput = str | datetime | date | When
-
-_SKILL_CONTENT = 4000  # the learn agent keeps this much of a skill's procedure as its node's content
 
 
 class Knowledge:
@@ -239,12 +237,7 @@ class Knowledge:
             for copy in evidence:
                 skills.setdefault(copy.node_id, []).append(record.text)
         counts = await self.store.erase_records(ids, scope, actor=self.actor, reason=reason)
-        for node_id, texts in skills.items():
-            node = await self.store.load_node(node_id)
-            if node is not None and node.content and any(
-                    text in node.content or node.content == f"Procedure: {text}"[:_SKILL_CONTENT] for text in texts):
-                await self.store.update_node(node.id, node.version, scope=node.scope, actor=self.actor,
-                                             reason=reason, content="")  # fmt: skip
+        await clear_quoting_skills(self.store, skills, actor=self.actor, reason=reason)
         return counts
 
     async def rescope(self, record_id: str, scope: str, new_scope: str, *, reason: str) -> Record:

@@ -12,12 +12,13 @@ review queue need nothing of the agents.
 from __future__ import annotations
 
 from obsmem.errors import KnowledgeNotFoundError
-from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordView
+from obsmem.knowledge.store.contract import DEFAULT_VIEW, KnowledgeStore, Node, Record, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope
 
 __all__ = [
     "ANY_RECORD", "LEARN_ACTOR", "LEARN_EVIDENCE", "PIN_KIND", "PIN_MARK", "PIN_NODE", "PIN_SOURCE", "drop_repeats",
-    "learned_copies", "learned_source", "pin_nodes", "pins_seen", "repeating",
+    "SKILL_CONTENT", "SKILL_KIND", "clear_quoting_skills", "learned_copies", "learned_source", "pin_nodes",
+    "pins_seen", "repeating", "serves_skill",
 ]
 
 #: A view of every record, whatever its trust, removal or validity (to find one to erase).
@@ -33,6 +34,10 @@ _PAGE = 500
 
 LEARN_ACTOR = "learn"  # the learn agent: its evidence records repeat the records a skill was learned from
 LEARN_EVIDENCE = "evidence"  # the metadata key naming the record an evidence record repeats
+SKILL_KIND = "skill"  # the kind of node the learn agent writes
+SKILL_CONTENT = 4000  # the learn agent keeps this much of a skill's procedure as its node's content
+#: Evidence records read per skill node when deciding whether it is served (a skill has a few).
+_EVIDENCE_PAGES = 4
 
 
 def learned_source(source_thread_id: str | None) -> str:
@@ -90,10 +95,56 @@ async def repeating(store: KnowledgeStore, record: Record) -> list[Record]:
 
 
 async def drop_repeats(store: KnowledgeStore, record: Record, *, actor: str, reason: str) -> None:
-    """Remove the pins that repeat ``record`` (removed, or replaced by an edit), each at its own
-    scope; one another writer removed meanwhile is skipped."""
-    for pin in await repeating(store, record):
+    """Remove the pins and the learn agent's evidence records that repeat ``record`` (removed,
+    rejected, or replaced by an edit), each at its own scope; one another writer removed meanwhile
+    is skipped. A skill node quoting ``record`` has its content cleared."""
+    evidence = [r for r in await learned_copies(store, record) if r.deleted_at is None]
+    for copy in [*await repeating(store, record), *evidence]:
         try:
-            await store.remove_record(pin.id, pin.scope, actor=actor, reason=f"its record went: {reason}")
+            await store.remove_record(copy.id, copy.scope, actor=actor, reason=f"its record went: {reason}")
         except KnowledgeNotFoundError:
             continue
+    await clear_quoting_skills(store, {copy.node_id: [record.text] for copy in evidence}, actor=actor, reason=reason)
+
+
+async def clear_quoting_skills(store: KnowledgeStore, skills: dict[str, list[str]], *, actor: str,
+                               reason: str) -> None:
+    """Clear the content of each skill node (id → texts gone) where it quotes one of those texts
+    (the learn agent writes ``Procedure: <a support's text>`` there); its name stays."""
+    for node_id, texts in skills.items():
+        node = await store.load_node(node_id)
+        if node is not None and node.content and any(
+                text in node.content or node.content == f"Procedure: {text}"[:SKILL_CONTENT] for text in texts):
+            await store.update_node(node.id, node.version, scope=node.scope, actor=actor, reason=reason,
+                                    content="")  # fmt: skip
+
+
+async def serves_skill(store: KnowledgeStore, node: Node) -> bool:
+    """Whether a search may serve ``node``: any node but a learned skill; a skill the learn agent
+    wrote (its evidence records say so) only while at least two of the records it was learned
+    from are served (verified, live, current). A support rejected, removed, superseded or erased
+    takes the skill out of what is served, whatever its content still says."""
+    if node.kind != SKILL_KIND:
+        return True
+    sources: set[str] = set()
+    learned = node.metadata.get("agent") == LEARN_ACTOR
+    after: str | None = None
+    for _ in range(_EVIDENCE_PAGES):
+        page = await store.list_about(node.id, node.scope, view=ANY_RECORD, after=after, limit=_PAGE)
+        for record in page.items:
+            if record.metadata.get("agent") == LEARN_ACTOR and isinstance(record.metadata.get(LEARN_EVIDENCE), str):
+                learned = True
+                if record.deleted_at is None and record.trust is not TrustState.REJECTED:
+                    sources.add(record.metadata[LEARN_EVIDENCE])
+        if page.next_cursor is None:
+            break
+        after = page.next_cursor
+    if not learned:
+        return True  # a skill node an application wrote itself
+    served = 0
+    for source_id in sorted(sources):
+        if await store.get_record(source_id, node.scope, DEFAULT_VIEW) is not None:
+            served += 1
+            if served == 2:
+                return True
+    return False

@@ -45,11 +45,13 @@ class ReviewQueue:
 
         What an agent removed as *superseded by* the rejected record (``Record.superseded_by``:
         an older value the rejected one was taken to replace) is restored, audited with this
-        reviewer as actor: a rejected value replaces nothing."""
+        reviewer as actor: a rejected value replaces nothing. What repeats the rejected record (a
+        pin, the learn agent's evidence) is removed with it, and a skill node quoting it cleared."""
         rejected = await self.store.set_trust(
             record_id, scope, TrustState.REJECTED, actor=self.actor, reason=reason, tombstone=tombstone
         )
         await self._restore_superseded(rejected, scope, reason)
+        await drop_repeats(self.store, rejected, actor=self.actor, reason=reason)  # no copy outlives it
         return rejected
 
     async def _restore_superseded(self, rejected: Record, scope: str, reason: str) -> None:

@@ -10,7 +10,8 @@ from its old scope.
 :meth:`SemanticIndex.search` drains first (fresh writes are searchable), queries the vectors of
 each scope on the caller's chain, re-reads every hit through the store's visibility rules (a
 vector is never trusted to say who may see it), and fuses the semantic ranking with the
-store's lexical ranking by reciprocal rank.
+store's lexical ranking by reciprocal rank. A skill node the learn agent wrote is served only
+while at least two of the records it was learned from are (:func:`~obsmem.knowledge.repeats.serves_skill`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from obsmem.embeddings import Embedder
 from obsmem.errors import StaleSemanticIndexError
+from obsmem.knowledge.repeats import serves_skill
 from obsmem.knowledge.store.contract import (
     DEFAULT_VIEW,
     KnowledgeStore,
@@ -165,15 +167,15 @@ class SemanticIndex:
             [[f"{h.kind}:{h.id}" for h in lexical], [f"record:{r.id}" for r in semantic]]
         )
         ordered = sorted(hits, key=lambda key: (-fused[key], key))
-        return [
-            KnowledgeHit(
-                hits[k].kind,
-                hits[k].id,
-                hits[k].node_id,
-                hits[k].text,
-                hits[k].scope,
-                fused[k],
-                hits[k].record,
-            )
-            for k in ordered[:limit]
-        ]
+        served: list[KnowledgeHit] = []
+        for k in ordered:
+            if len(served) == limit:
+                break
+            if hits[k].kind == "node":  # a learned skill is served only while its supports are
+                node = await self.store.load_node(hits[k].id)
+                if node is not None and not await serves_skill(self.store, node):
+                    continue
+            served.append(KnowledgeHit(
+                hits[k].kind, hits[k].id, hits[k].node_id, hits[k].text, hits[k].scope, fused[k], hits[k].record,
+            ))
+        return served

@@ -58,14 +58,23 @@ SECOND = observation(
 )
 
 
+async def approve_pending(knowledge: Knowledge, scope: str) -> None:
+    for record in (await knowledge.review.pending(scope)).items:
+        await knowledge.review.approve(record.id, scope, reason="true")
+
+
 async def test_learn_needs_two_distinct_supports_and_is_idempotent(knowledge: Knowledge, store: Store,
                                                                    clock: FakeClock) -> None:
     agents = agents_for(knowledge, store, clock)
     scope = agents.scope("acme", "alice", "t1")
+    # A skill is learned from approved records only (a candidate pending review is no support):
+    # each capture's candidates are approved before learn reads them.
     await agents.capture(PROCEDURE, scope, source_thread_id="t1")
+    await approve_pending(knowledge, scope.key)
     one = await agents.learn(scope, "t1")
     assert one.written == [] and (await knowledge.store.list_nodes(scope.key, kind="skill")).items == []
     await agents.capture(SECOND, scope, source_thread_id="t1")
+    await approve_pending(knowledge, scope.key)
     two = await agents.learn(scope, "t1")
     assert len(two.written) == 2
     skills = (await knowledge.store.list_nodes(scope.key, kind="skill")).items

@@ -14,6 +14,13 @@ Like curation it walks its lane's worklist (``learn:<thread>``) with a fail-clos
 at most one new skill per run. A record holding a secret (a password, a key, a PIN an application
 stored itself, :func:`~obsmem.knowledge.secrets.holds_secret`) is never a skill's support: its
 words would become the skill's name, procedure and evidence, new durable copies of the secret.
+
+A skill is learned only from *served* records: verified (approved), live and current, never a
+candidate still pending review nor one rejected or removed, so a proposal no reviewer approved
+never becomes a skill (the node's name and content would serve its words). A search serves the
+skill only while at least two of its supports are still served
+(:func:`~obsmem.knowledge.repeats.serves_skill`); rejecting, removing or erasing a support removes
+its evidence record and clears the node's content where it quotes it.
 """
 
 from __future__ import annotations
@@ -25,17 +32,18 @@ from obsmem.clock import Clock, SystemClock
 from obsmem.knowledge.agents.capture import held
 from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings, content_tokens
 from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes
+from obsmem.knowledge.repeats import LEARN_ACTOR, LEARN_EVIDENCE, SKILL_CONTENT, SKILL_KIND, learned_source
 from obsmem.knowledge.secrets import holds_secret
-from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordDraft, RecordView, TrustState
+from obsmem.knowledge.store.contract import DEFAULT_VIEW, KnowledgeStore, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.ids import ULID_ALPHABET
 from obsmem.knowledge.store.scopes import Scope, clamp_level
 
 __all__ = ["LearnAgent", "evidence_id", "is_procedural"]
 
-ACTOR = "learn"
+ACTOR = LEARN_ACTOR
 _PROCEDURAL = re.compile(r"\b(?:always|never|whenever|every time|each time|every morning|every week)\b",
                          re.IGNORECASE)
-_LIVE = RecordView(include_candidates=True)
+_SERVED = DEFAULT_VIEW  # verified, live, current: what a search serves, the only records a skill is learned from
 
 
 def is_procedural(text: str) -> bool:
@@ -102,8 +110,8 @@ class LearnAgent:
         finished: str | None = None
         learned = False
         for record in worklist:
-            if (not learned and record.deleted_at is None and is_procedural(record.text)
-                    and not holds_secret(record.text)):
+            if (not learned and record.deleted_at is None and record.trust is TrustState.VERIFIED
+                    and is_procedural(record.text) and not holds_secret(record.text)):
                 learned = await self._learn_from(record, context, report)
             finished = record.id
         return finished
@@ -112,7 +120,7 @@ class LearnAgent:
         found: list[Record] = []
         after: str | None = None
         while True:
-            page = await self.store.list_about(record.node_id, context.key, view=_LIVE, after=after, limit=500)
+            page = await self.store.list_about(record.node_id, context.key, view=_SERVED, after=after, limit=500)
             found.extend(r for r in page.items if is_procedural(r.text) and not holds_secret(r.text))
             if page.next_cursor is None:
                 return found
@@ -143,10 +151,13 @@ class LearnAgent:
             raise ValueError("a skill never holds a secret (a password, a key, a PIN): leave it out")
         distinct: list[Record] = []
         for record in group:
-            if held(record.text, distinct) is None:
-                distinct.append(record)
+            # Read again as served: a candidate, a rejected or removed record is never a support.
+            served = await self.store.get_record(record.id, record.scope, _SERVED)
+            if served is not None and held(served.text, distinct) is None:
+                distinct.append(served)
         if len(distinct) < 2:
-            raise ValueError("a skill needs at least two distinct supporting records")
+            raise ValueError("a skill needs at least two distinct supporting records, each approved "
+                             "(a candidate pending review is not one)")
         group = distinct
         # The node shows the records' words (its name, its procedure): no broader than the
         # narrowest ceiling among them, whatever the agent's own ceiling allows, nor than the
@@ -157,9 +168,9 @@ class LearnAgent:
         node = await self.store.resolve_node(name, context.key)
         if node is None or Scope.parse(node.scope).level > level:  # a thread's skill is not the resource's
             node = await self.store.create_node(
-                name, "skill", context.at(level).key, actor=ACTOR,
+                name, SKILL_KIND, context.at(level).key, actor=ACTOR,
                 reason=f"learn: a procedure supported by {len(group)} distinct records",
-                content=procedure[:4000],
+                content=procedure[:SKILL_CONTENT], metadata={"agent": ACTOR},
             )
         wrote = False
         for source in group:
@@ -168,9 +179,9 @@ class LearnAgent:
                 continue
             draft = RecordDraft(
                 node.id, f"Procedure: {source.text}. Evidence source: {source.id}.", source.scope,
-                source_thread_id=f"subconscious:{source.source_thread_id or 'unknown'}:learn",
+                source_thread_id=learned_source(source.source_thread_id),
                 max_scope=source.max_scope, trust=TrustState.CANDIDATE,
-                metadata={"evidence": source.id, "agent": ACTOR}, record_id=rid,
+                metadata={LEARN_EVIDENCE: source.id, "agent": ACTOR}, record_id=rid,
             )
             report.written.append(await self.store.append_record(
                 draft, actor=ACTOR, reason=f"learn: evidence for {name} from {source.id}"))
