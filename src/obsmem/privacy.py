@@ -470,11 +470,13 @@ _SAID_OPENS_WITH = _re(
 
 #: A value that is not one: a version, a date, a time, a link, an address (a dotted domain after
 #: its "@": "P@ssw0rd" is a password), an algorithm or a standard ("AES-256", "WPA3-Personal",
-#: "NIST-800-63"), a length ("12-characters"), a call.
+#: "NIST-800-63", "sha256sum", "x86_64": after its number a short ending or a separator, so
+#: "q1w2e3r4" and "md5sucks1" are passwords), a length ("12-characters"), a call.
 _SAID_NOT_VALUE = re.compile(
     r"v?\d+(?:\.\d+)+\S*|\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|\d{1,2}:\d{2}\S*|\w+://\S*|[^@\s]+@[^@\s.]+(?:\.[^@\s.]+)+"
     r"|(?i:aes|sha|md|rsa|dsa|ecdsa|wpa|wep|rfc|iso|nist|tls|ssl|utf|pbkdf|hmac|gpt|ibc|ssh|gpg|pgp|bcrypt|argon|scrypt"
-    r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d\S*"
+    r"|crc|base|rot|des|x|win|ios|android|ipv|http|oauth|q|h|k|fips|pci|owasp|cve)[-_]?\d+(?:[A-Za-z]{1,3}\d*)?"
+    r"(?:[-_.:/+]\S*)?"
     r"|\S*-(?i:based|only|protected|encrypted|hashed|salted|length|long|digits?|chars?|characters?|bits?)"
     r"|\d{1,3}(?:-|\s)?(?i:characters?|chars?|digits?|letters?|symbols?|bits?|bytes?|days?|months?)|[/~]\S*"
     # a cloud region (us-east-1, europe-west4), not a passphrase such as correct-horse42
