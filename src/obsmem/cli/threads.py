@@ -162,22 +162,37 @@ class _Windows:
             await reader.aclose()
 
 
-async def _thread_rows(store: Store, resource_id: str | None) -> list[ThreadRow]:
+async def _thread_rows(
+    store: Store, resource_id: str | None, *, limit: int, after: str | None
+) -> tuple[list[ThreadRow], bool]:
+    """One page of threads (``limit`` after the thread ``after``, oldest first) and whether more
+    follow: one row more is read to tell. A thread's generations are counted from its head (they
+    are numbered from 0 and only ever deleted all together), none read."""
+    try:
+        if resource_id is None:
+            page = await store.list_all_threads(limit=limit + 1, after=after)
+        else:
+            page = await store.list_threads(resource_id, limit=limit + 1, after=after)
+    except ObsmemError:
+        if after is None:
+            raise
+        raise fail(f"--after: no thread '{escape_id(after)}' to continue after in this listing "
+                   "(deleted since, or of another resource).") from None  # fmt: skip
     rows: list[ThreadRow] = []
     windows = _Windows(store)
     try:
-        for thread in await _all_threads(store, resource_id):
+        for thread in page[:limit]:
             memory = await _memory_of(store, thread)
             newest = await store.list_messages(thread.id, limit=1, newest_first=True)
             stamps = [thread.updated_at, *(m.created_at for m in newest)]
             if memory.head is not None:
                 stamps.append(memory.head.updated_at)
-            generations = len(await _all_generations(store, memory.head.lineage)) if memory.head else 0
+            generations = memory.head.generation + 1 if memory.head else 0
             pending, _ = await windows.window(memory)
             rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
     finally:
         await windows.aclose()
-    return rows
+    return rows, len(page) > limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,14 +291,17 @@ def threads(
         typer.Option(help="Only this resource's (user's) threads, e.g. demo-user for `obsmem demo`. "
                           "Without it, every thread in the store."),  # fmt: skip
     ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Show at most this many threads, oldest first.")] = 50,
+    after: Annotated[str | None, typer.Option(metavar="THREAD", help="Show the threads after this one (the "
+                                              "listing names it when more follow).")] = None,  # fmt: skip
 ) -> None:
-    """List the threads (all, or one resource's): messages, observed and pending tokens, generations,
-    last update."""
-    rows = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource))
+    """List the threads (all, or one resource's), a page at a time: messages, observed and pending
+    tokens, generations, last update."""
+    rows, more = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource, limit=limit, after=after))
     console = _console()
     if not rows:
         whose = f"for resource '{escape_id(resource)}'" if resource is not None else "in this store"
-        console.print(f"no threads {whose}", highlight=False)
+        console.print(f"no {'more ' if after is not None else ''}threads {whose}", highlight=False)
         return
     title = "All threads" if resource is None else f"Threads of {escape_id(resource)}"
     # No vertical rules: the ids stay whole, on one line, in an 80-column terminal.
@@ -302,6 +320,10 @@ def threads(
             str(row.generations), _when(row.updated),
         )  # fmt: skip
     console.print(table)
+    if more:
+        again = ["obsmem threads", *(["--resource", escape_id(resource)] if resource is not None else []),
+                 "--limit", str(limit), "--after", escape_id(rows[-1].memory.thread.id)]  # fmt: skip
+        console.print(f"more threads follow: {' '.join(again)} (with your --store)", highlight=False)
 
 
 def show(
