@@ -1,7 +1,8 @@
 """``obsmem knowledge``: review what the knowledge agents captured.
 
-``pending`` lists the candidates a scope sees (newest first) with the agent's reason;
-``approve`` / ``reject`` decide one record (``--tombstone``: the value may never be captured
+``pending`` lists the candidates a scope sees (newest first) with the agent's reason (for a
+resource scope, also those capture stored at its threads, with their scope);
+``approve`` / ``reject`` decide one record (from a resource scope, one of its threads' too) (``--tombstone``: the value may never be captured
 again); ``activity`` shows the audit log. Each decision is one audited mutation with
 ``--actor`` (default ``reviewer``) as its actor.
 """
@@ -19,7 +20,7 @@ from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.cli.render import escape_id
 from obsmem.cli.stores import fail, open_knowledge
-from obsmem.knowledge import Knowledge
+from obsmem.knowledge import Knowledge, Record
 
 __all__ = ["knowledge_app"]
 
@@ -73,10 +74,11 @@ def pending(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, ty
     """List the candidates SCOPE sees, newest first, with the reason each was captured."""
 
     async def work(graph: Knowledge) -> None:
-        page = await graph.review.pending(scope, limit=limit)
+        page = await graph.review.pending(scope, limit=limit, threads=True)  # a resource's threads' too
         for record in page.items:
             reason = str(record.metadata.get("reason", ""))
-            console.print(f"{_line(record.id)}  {_line(record.text)}  [dim]({_line(reason)})[/dim]",
+            where = f"  [dim]{_line(record.scope)}[/dim]" if record.scope != scope else ""
+            console.print(f"{_line(record.id)}  {_line(record.text)}  [dim]({_line(reason)})[/dim]{where}",
                           soft_wrap=True, highlight=False)  # fmt: skip
         console.print(f"{len(page.items)} pending", highlight=False)
 
@@ -89,7 +91,12 @@ def approve(
     reason: Annotated[str, typer.Option(help="Why (audited).")] = "approved", actor: ActorOption = "reviewer",
 ) -> None:
     """Approve a candidate: reads (and the remind agent) return it from now on."""
-    record = _run(knowledge, actor, lambda graph: graph.review.approve(record_id, scope, reason=reason))
+
+    async def work(graph: Knowledge) -> Record:
+        return await graph.review.approve(record_id, await graph.review.deciding_scope(record_id, scope),
+                                          reason=reason)
+
+    record = _run(knowledge, actor, work)
     console.print(f"approved {escape_id(record.id)}", highlight=False)
 
 
@@ -100,8 +107,12 @@ def reject(
     tombstone: Annotated[bool, typer.Option(help="Also refuse this value if it is captured again.")] = False,
 ) -> None:
     """Reject a candidate (with --tombstone, the value can never be captured again)."""
-    record = _run(knowledge, actor,
-                  lambda graph: graph.review.reject(record_id, scope, reason=reason, tombstone=tombstone))
+
+    async def work(graph: Knowledge) -> Record:
+        return await graph.review.reject(record_id, await graph.review.deciding_scope(record_id, scope),
+                                         reason=reason, tombstone=tombstone)
+
+    record = _run(knowledge, actor, work)
     console.print(f"rejected {escape_id(record.id)}" + (" (tombstoned)" if tombstone else ""), highlight=False)
 
 

@@ -15,6 +15,7 @@ from obsmem.errors import KnowledgeNotFoundError, ObsmemError
 from obsmem.knowledge.repeats import drop_repeats
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordDraft, RecordView, TrustState
+from obsmem.knowledge.store.scopes import Level, Scope
 
 __all__ = ["ReviewQueue"]
 
@@ -29,11 +30,28 @@ class ReviewQueue:
         self.actor = actor
 
     async def pending(
-        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False
+        self, scope: str, *, after: str | None = None, limit: int = 100, within: bool = False,
+        threads: bool = False,
     ) -> Page[Record]:
         """Candidates visible from ``scope``, newest first; ``within``: only those stored at
-        ``scope`` itself, the ones a reviewer acting there decides on (not its ancestors')."""
-        return await self.store.list_candidates(scope, after=after, limit=limit, within=within)
+        ``scope`` itself, the ones a reviewer acting there decides on (not its ancestors');
+        ``threads``: for a resource scope, also those stored at its threads' scopes (where capture
+        writes them), never a sibling resource's."""
+        return await self.store.list_candidates(scope, after=after, limit=limit, within=within, threads=threads)
+
+    async def deciding_scope(self, record_id: str, scope: str) -> str:
+        """The scope a reviewer acting at ``scope`` decides ``record_id`` at: ``scope`` itself when
+        it sees the record; for a resource scope, the thread scope under it where the record is
+        stored (a resource does not see its threads' records, yet its reviewer decides on them);
+        otherwise ``scope`` (the decision is then refused as not found)."""
+        view = RecordView(include_candidates=True, include_superseded=True)
+        if await self.store.get_record(record_id, scope, view) is not None:
+            return scope
+        if Scope.parse(scope).level is Level.RESOURCE:
+            stored = await self.store.load_record(record_id)
+            if stored is not None and stored.scope.startswith(scope + "/"):
+                return stored.scope
+        return scope
 
     async def approve(self, record_id: str, scope: str, *, reason: str) -> Record:
         return await self.store.set_trust(
