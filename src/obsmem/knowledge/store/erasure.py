@@ -144,6 +144,18 @@ def _superseded_scopes(t: KnowledgeTables, records: Iterable[Record]) -> set[str
     return scopes
 
 
+def _resource_scopes(records: Iterable[Record]) -> set[str]:
+    """The resource scopes above the thread-scope ones of ``records``: curation in a thread removes
+    a record of its resource as stale, or as a duplicate, because of a thread's record (no
+    ``superseded_by`` links them) and logs the removal there, its reason quoting that record."""
+    scopes: set[str] = set()
+    for record in records:
+        scope = Scope.parse(record.scope)
+        if scope.level is Level.THREAD:
+            scopes.add(scope.at(Level.RESOURCE).key)
+    return scopes
+
+
 def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     """Delete the audit events about ``records`` logged on each one's chain: its scope and those
     above it, where it lived before a narrowing (``rescope``) left them, a ``record-created``
@@ -151,14 +163,17 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
 
     An event about another record whose reason names one of ``records`` (curation removing a
     record as a duplicate of, stale by, or superseded by it quotes its text) keeps its action and
-    subject, its reason replaced by :data:`ERASED_REASON`: read in the same scopes, and in those
-    of the records superseded by them."""
+    subject, its reason replaced by :data:`ERASED_REASON`: read in the same scopes, in those of
+    the records superseded by them, and in the resource scope above a thread-scope one (a record
+    of the resource removed as stale or as a duplicate because of it: nothing links the two)."""
     records = list(records)
     ids = {record.id for record in records}
     # The scopes each lived in: its own, then (following its record-rescoped events' "from") those
     # it was moved from. Never the whole chain blindly: that read every user's org-scope events on
     # each erase of a fact that never left its user's scope.
-    pending = {record.scope for record in records} | (_superseded_scopes(t, records) if ids else set())
+    pending = {record.scope for record in records} | (
+        _superseded_scopes(t, records) | _resource_scopes(records) if ids else set()
+    )
     read: set[str] = set()
     deleted = 0
     while pending and ids:
