@@ -1,11 +1,13 @@
 """A hosted observer (a FunctionModel named like OpenAI's) behind privacy: what it was sent for a
-user message, and the observations kept. Shared by the prose-secret tests."""
+user message, and the observations kept; and the checks the prose-secret tests share, each on a
+table of sentences (``said``: a sentence and the secret in it; ``ordinary``: sentences left alone)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from obsmem import Memory, MemoryConfig, Message, PrivacyConfig
+from obsmem.privacy import Redactor
 from obsmem.models.testing import FunctionModel
 
 
@@ -29,3 +31,41 @@ async def observed(text: str) -> tuple[str, str]:
         await memory.observe("t1")
         kept = await memory.get_observations("t1")
     return "\n".join(seen), kept
+
+
+async def check_never_sent(said: list[tuple[str, str]]) -> None:
+    """None of the secrets of ``said`` (said in one user message) reaches the hosted observer or the
+    observations kept."""
+    text = "\n\n".join(sentence for sentence, _ in said) + "\n\n" + "word " * 40
+    sent, kept = await observed(text)
+    assert sent and "User said" in kept, "observed"
+    assert [secret for _, secret in said if secret in sent] == []
+    assert [secret for _, secret in said if secret in kept] == []
+
+
+async def check_sent_as_written(ordinary: list[str]) -> None:
+    """Every sentence of ``ordinary`` reaches the hosted observer as written, nothing redacted."""
+    text = "\n\n".join(ordinary) + "\n\n" + "word " * 40
+    sent, _ = await observed(text)
+    sent = sent.replace("\n> ", "\n")  # the transcript quotes a message's next lines
+    assert [line for line in ordinary if line not in sent] == []
+    assert "[REDACTED" not in sent
+
+
+def check_replaced_alone(
+    text: str, secret: str, *, counts: dict[str, int] | None = None, before: str | None = None
+) -> None:
+    """``secret`` is replaced in ``text`` (one redaction, counted as ``counts`` unless None), the
+    words before it stay (``before``: what they are, when not all of the text before the secret),
+    and redacting again changes nothing."""
+    redactor = Redactor(b"k" * 32)
+    once = redactor.redact(text)
+    assert secret not in once.text
+    if counts is not None:
+        assert once.counts == counts
+    assert once.text.split("[REDACTED")[0] == (text.split(secret)[0] if before is None else before)
+    assert redactor.redact(once.text).text == once.text
+
+
+def check_left_alone(text: str) -> None:
+    assert Redactor(b"k").redact(text).text == text

@@ -14,7 +14,7 @@ import pytest
 
 from obsmem.privacy import Redactor
 
-from .hosted_observer import observed as _observed
+from .hosted_observer import check_never_sent, check_sent_as_written, check_replaced_alone, check_left_alone
 from tests.integrity.work_count import GROWTH_BOUND, growth
 
 pytestmark = pytest.mark.anyio
@@ -49,33 +49,21 @@ ORDINARY = [
 
 
 async def test_short_form_passwords_never_reach_the_observer_or_the_observations() -> None:
-    text = "\n\n".join(said for said, _ in SAID) + "\n\n" + "word " * 40
-    sent, kept = await _observed(text)
-    assert sent and "User said" in kept, "observed"
-    assert [secret for _, secret in SAID if secret in sent] == []
-    assert [secret for _, secret in SAID if secret in kept] == []
+    await check_never_sent(SAID)
 
 
 async def test_ordinary_sentences_about_passwords_reach_the_observer_as_written() -> None:
-    text = "\n\n".join(ORDINARY) + "\n\n" + "word " * 40
-    sent, _ = await _observed(text)
-    sent = sent.replace("\n> ", "\n")  # the transcript quotes a message's next lines
-    assert [line for line in ORDINARY if line not in sent] == []
-    assert "[REDACTED" not in sent
+    await check_sent_as_written(ORDINARY)
 
 
 @pytest.mark.parametrize(("text", "secret"), SAID)
 def test_the_password_alone_is_replaced_and_redaction_is_idempotent(text: str, secret: str) -> None:
-    redactor = Redactor(b"k" * 32)
-    once = redactor.redact(text)
-    assert secret not in once.text and once.counts == {"password": 1}
-    assert once.text.split("[REDACTED")[0] == text.split(secret)[0]  # the words before stay
-    assert redactor.redact(once.text).text == once.text
+    check_replaced_alone(text, secret, counts={"password": 1})
 
 
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_password_sentences_are_left_alone(text: str) -> None:
-    assert Redactor(b"k").redact(text).text == text
+    check_left_alone(text)
 
 
 ADVERSARIAL = ["pw ", "pw a1", "password " + "a1" * 150 + "(", "pw pw pw pw a1b2c3(", "passwd x" + "1" * 300 + " "]
