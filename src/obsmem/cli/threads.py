@@ -14,6 +14,7 @@ newest :data:`MARKER_SCAN` messages. A thread of 100,000 messages is never read 
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from obsmem import DataPart, Memory, MemoryConfig, Message, ObsmemError, Thread
@@ -321,9 +323,22 @@ def threads(
         )  # fmt: skip
     console.print(table)
     if more:
-        again = ["obsmem threads", *(["--resource", escape_id(resource)] if resource is not None else []),
-                 "--limit", str(limit), "--after", escape_id(rows[-1].memory.thread.id)]  # fmt: skip
-        console.print(f"more threads follow: {' '.join(again)} (with your --store)", highlight=False)
+        again = ["obsmem threads", *(["--resource", _shell_word(resource)] if resource is not None else []),
+                 "--limit", str(limit), "--after", _shell_word(rows[-1].memory.thread.id)]  # fmt: skip
+        console.print(f"more threads follow: {escape_markup(' '.join(again))} (with your --store)",
+                      soft_wrap=True, highlight=False)  # one line: a command to paste
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one word a POSIX shell (bash, zsh) reads back as ``text``, for a command the
+    user pastes: quoted (``'a one'``, ``'f$(id)'``), and where it holds a control or invisible
+    character, ANSI-C quoted with that character as ``\\xNN`` / ``\\uNNNN``, never raw."""
+    if all(one_line(ch) == ch for ch in text):
+        return shlex.quote(text)
+    spelled = "".join(
+        "\\\\" if ch == "\\" else "\\'" if ch == "'" else one_line(ch) for ch in text
+    )
+    return f"$'{spelled}'"
 
 
 def show(
