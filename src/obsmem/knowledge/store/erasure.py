@@ -156,6 +156,30 @@ def _resource_scopes(records: Iterable[Record]) -> set[str]:
     return scopes
 
 
+def _removed_above_scopes(t: KnowledgeTables, records: Iterable[Record]) -> set[str]:
+    """The scopes above ``records``' own (their org's, a thread's resource's) where a record of
+    the same node was removed: curation removes a broader record as stale or as a duplicate
+    because of a narrower one of its node (no ``superseded_by`` links them) and logs the removal
+    at the removed record's scope, its reason quoting the narrower record. Read a page of the
+    node's records at a time (their node only, never a whole scope's events blindly)."""
+    scopes: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    for record in records:
+        own = Scope.parse(record.scope)
+        above = {own.at(level).key for level in Level if level < own.level}
+        if not above or (record.node_id, record.scope) in seen:
+            continue
+        seen.add((record.node_id, record.scope))
+        before: str | None = None
+        while True:
+            page = t.records_about_page(record.node_id, before, _SUPERSEDED_PAGE)
+            scopes.update(r.scope for r in page if r.scope in above and r.deleted_at is not None)
+            if len(page) < _SUPERSEDED_PAGE:
+                break
+            before = page[-1].id
+    return scopes
+
+
 def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     """Delete the audit events about ``records`` logged on each one's chain: its scope and those
     above it, where it lived before a narrowing (``rescope``) left them, a ``record-created``
@@ -164,15 +188,17 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     An event about another record whose reason names one of ``records`` (curation removing a
     record as a duplicate of, stale by, or superseded by it quotes its text) keeps its action and
     subject, its reason replaced by :data:`ERASED_REASON`: read in the same scopes, in those of
-    the records superseded by them, and in the resource scope above a thread-scope one (a record
-    of the resource removed as stale or as a duplicate because of it: nothing links the two)."""
+    the records superseded by them, in the resource scope above a thread-scope one (a record
+    of the resource removed as stale or as a duplicate because of it: nothing links the two), and
+    in each scope above where a record of the same node was removed (an org's plan made stale)."""
     records = list(records)
     ids = {record.id for record in records}
     # The scopes each lived in: its own, then (following its record-rescoped events' "from") those
     # it was moved from. Never the whole chain blindly: that read every user's org-scope events on
     # each erase of a fact that never left its user's scope.
     pending = {record.scope for record in records} | (
-        _superseded_scopes(t, records) | _resource_scopes(records) if ids else set()
+        _superseded_scopes(t, records) | _resource_scopes(records) | _removed_above_scopes(t, records)
+        if ids else set()
     )
     read: set[str] = set()
     deleted = 0

@@ -1,0 +1,65 @@
+"""Erasing a thread's (or a resource's) record must leave no quote of it in the audit log where
+curation removed an org-scope plan as stale because of it (helper-167).
+
+03c5d87 read the resource scope above an erased thread record for removal reasons naming it, but
+not the org's: a plan the org holds ("They will renew their passport ...") made stale by a
+thread's (or resource's) record keeps its removal reason, "stale: <id> says it is done: ... →
+“... new passport ZX-4471”", in the org's audit log (and the SQLite file) after Knowledge.erase
+of that record or Memory.delete_thread of its thread."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message
+from obsmem.knowledge import Knowledge
+
+pytestmark = pytest.mark.anyio
+
+ORG = "org:default"
+RESOURCE = "org:default/resource:alice"
+THREAD = "org:default/resource:alice/thread:t1"
+CONFIG = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False}, knowledge={"trust": "verified"})
+SECRET = "ZX-4471"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Knowledge]:
+    graph = Knowledge.in_memory() if request.param == "memory" else Knowledge.sqlite(tmp_path / "k.db")
+    async with graph:
+        yield graph
+
+
+async def _quotes(knowledge: Knowledge, tmp_path: Path) -> list[str]:
+    found = []
+    for scope in (THREAD, RESOURCE, ORG):
+        page = await knowledge.store.list_activity(scope, limit=1000)
+        found += [e.reason for e in page.items if SECRET in e.reason]
+    db = tmp_path / "k.db"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            found += [doc for (doc,) in conn.execute("SELECT doc FROM knowledge_events") if SECRET in doc]
+    return found
+
+
+@pytest.mark.parametrize(("how", "where"), [("erase", THREAD), ("erase", RESOURCE), ("delete_thread", THREAD)])
+async def test_org_plan_made_stale_then_erased(knowledge: Knowledge, tmp_path: Path, how: str, where: str) -> None:
+    async with Memory("memory://", config=CONFIG, knowledge=knowledge) as memory:
+        async with memory.turn(thread_id="t1", resource_id="alice", messages=[Message.user("hello")]) as turn:
+            await turn.step([Message.assistant("Hi.")])
+        user = await knowledge.node("User", "person", ORG)
+        await knowledge.append(user.id, "They will renew their passport at the consulate in March", ORG,
+                               reason="from the CRM", when="2025-01-01")
+        done = await knowledge.append(user.id, f"They renewed their passport at the consulate, done: new passport "
+                                      f"{SECRET}", where, reason="said", when="2025-02-01", source_thread_id="t1")
+        run = await memory.curate_knowledge("t1")
+        assert any(SECRET in reason for _, reason in run.removed)  # the org's plan went, quoting it
+        assert await _quotes(knowledge, tmp_path)  # control: the removal quoted it
+        if how == "erase":
+            await knowledge.erase([done.id], where, reason="the user asked")
+        else:
+            await memory.delete_thread("t1")
+        assert await _quotes(knowledge, tmp_path) == []
