@@ -170,6 +170,16 @@ async def _thread_rows(
     """One page of threads (``limit`` after the thread ``after``, oldest first) and whether more
     follow: one row more is read to tell. A thread's generations are counted from its head (they
     are numbered from 0 and only ever deleted all together), none read."""
+    def refused() -> typer.Exit:
+        return fail(f"--after: no thread '{escape_id(after or '')}' to continue after in this listing "
+                    "(deleted since, or of another resource).")  # fmt: skip
+
+    if resource_id is not None and after is not None:
+        # the store pages from where ``after`` stands among all threads, whoever's it is: another
+        # resource's thread would skip this one's threads before it
+        named = await store.get_thread(after)
+        if named is None or named.resource_id != resource_id:
+            raise refused()
     try:
         if resource_id is None:
             page = await store.list_all_threads(limit=limit + 1, after=after)
@@ -178,8 +188,7 @@ async def _thread_rows(
     except ObsmemError:
         if after is None:
             raise
-        raise fail(f"--after: no thread '{escape_id(after)}' to continue after in this listing "
-                   "(deleted since, or of another resource).") from None  # fmt: skip
+        raise refused() from None
     rows: list[ThreadRow] = []
     windows = _Windows(store)
     try:
