@@ -9,7 +9,9 @@ audit log and the file. By reading curate.py (not run here), the near-duplicate 
 ("duplicate of <keep>: … (“drop” ≈ “keep”)") and the corrected one ("superseded by <id>: the
 user corrected …", changed=False) set no superseded_by either, so they were left the same
 way when the two records live in different scopes; the resource scope above the erased thread
-record is now read for all of them."""
+record is now read for all of them. And a plan the org holds, made stale by a thread's or a
+resource's record, kept its reason in the org's log after 03c5d87 too (4f47201: each broader
+scope where a record of the node was removed is read)."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from obsmem.knowledge import Knowledge
 
 pytestmark = pytest.mark.anyio
 
-THREAD = "org:default/resource:alice/thread:t1"
+ORG = "org:default"
 RESOURCE = "org:default/resource:alice"
+THREAD = "org:default/resource:alice/thread:t1"
 CONFIG = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False}, knowledge={"trust": "verified"})
 SECRET = "ZX-4471"
 
@@ -39,7 +42,7 @@ async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 async def _quotes(knowledge: Knowledge, tmp_path: Path) -> list[str]:
     found = []
-    for scope in (THREAD, RESOURCE):
+    for scope in (THREAD, RESOURCE, ORG):
         page = await knowledge.store.list_activity(scope, limit=1000)
         found += [e.reason for e in page.items if SECRET in e.reason]
     db = tmp_path / "k.db"
@@ -66,6 +69,26 @@ async def test_erasing_the_record_that_made_a_plan_stale_leaves_no_quote(
         assert await _quotes(knowledge, tmp_path)  # control
         if how == "erase":
             await knowledge.erase([done.id], THREAD, reason="the user asked")
+        else:
+            await memory.delete_thread("t1")
+        assert await _quotes(knowledge, tmp_path) == []
+
+
+@pytest.mark.parametrize(("how", "where"), [("erase", THREAD), ("erase", RESOURCE), ("delete_thread", THREAD)])
+async def test_org_plan_made_stale_then_erased(knowledge: Knowledge, tmp_path: Path, how: str, where: str) -> None:
+    async with Memory("memory://", config=CONFIG, knowledge=knowledge) as memory:
+        async with memory.turn(thread_id="t1", resource_id="alice", messages=[Message.user("hello")]) as turn:
+            await turn.step([Message.assistant("Hi.")])
+        user = await knowledge.node("User", "person", ORG)
+        await knowledge.append(user.id, "They will renew their passport at the consulate in March", ORG,
+                               reason="from the CRM", when="2025-01-01")
+        done = await knowledge.append(user.id, f"They renewed their passport at the consulate, done: new passport "
+                                      f"{SECRET}", where, reason="said", when="2025-02-01", source_thread_id="t1")
+        run = await memory.curate_knowledge("t1")
+        assert any(SECRET in reason for _, reason in run.removed)  # the org's plan went, quoting it
+        assert await _quotes(knowledge, tmp_path)  # control: the removal quoted it
+        if how == "erase":
+            await knowledge.erase([done.id], where, reason="the user asked")
         else:
             await memory.delete_thread("t1")
         assert await _quotes(knowledge, tmp_path) == []
