@@ -1256,6 +1256,15 @@ async def resource_orgs(store: Store, resource_id: str, *, page: int = 500) -> l
         found: list[str | None] = await native(resource_id)
         return sorted(set(found), key=_org_order)
     orgs: set[str | None] = set()
+    async for batch in _thread_pages(store, resource_id, page):
+        orgs.update(thread.org_id for thread in batch)
+    return sorted(orgs, key=_org_order)
+
+
+async def _thread_pages(store: Store, resource_id: str, page: int) -> AsyncIterator[list[Thread]]:
+    """``resource_id``'s threads a page of ``list_threads`` at a time from the listing's cursor
+    (the fallbacks' bounded read): a page whose cursor thread was deleted meanwhile goes on after
+    the one before it, as :func:`obsmem.storage.paging.all_threads` does."""
     cursors: list[str] = []  # the previous page's ids; the last one still there starts the next page
     while True:
         try:
@@ -1263,9 +1272,9 @@ async def resource_orgs(store: Store, resource_id: str, *, page: int = 500) -> l
         except ThreadNotFoundError:
             cursors.pop()  # deleted since it was read: go on after the one before it
             continue
-        orgs.update(thread.org_id for thread in batch)
+        yield batch
         if len(batch) < page:
-            return sorted(orgs, key=_org_order)
+            return
         cursors = [thread.id for thread in batch]
 
 
@@ -1303,13 +1312,7 @@ async def resource_totals(
         threads, messages, observed = await native(resource_id, scope=scope)
         return ResourceTotals(int(threads), int(messages), int(observed))
     threads = messages = observed = 0
-    cursors: list[str] = []  # the previous page's ids; the last one still there starts the next page
-    while True:
-        try:
-            batch = await store.list_threads(resource_id, limit=page, after=cursors[-1] if cursors else None)
-        except ThreadNotFoundError:
-            cursors.pop()  # deleted since it was read: go on after the one before it
-            continue
+    async for batch in _thread_pages(store, resource_id, page):
         for thread in batch:
             try:
                 count = await store.count_messages(thread.id)
@@ -1320,9 +1323,6 @@ async def resource_totals(
             if scope == "thread":
                 head = await store.get_head(lineage_key("thread", thread.id, resource_id))
                 observed += head.total_tokens_observed if head is not None else 0
-        if len(batch) < page:
-            break
-        cursors = [thread.id for thread in batch]
     if scope == "resource" and threads:
         head = await store.get_head(lineage_key("resource", None, resource_id))
         observed += head.total_tokens_observed if head is not None else 0
