@@ -14,26 +14,13 @@ from obsmem.storage import Store
 from obsmem.storage.contract import resource_orgs
 from obsmem.types import Thread
 
+from .without_native import WithoutNative
+
 pytestmark = pytest.mark.anyio
 
 
-class Plain:
-    """A store without the native method (a third-party store written before it), whose thread
-    listings are counted."""
-
-    def __init__(self, inner: Store) -> None:
-        self._inner = inner
-        self.pages: list[int] = []
-
-    async def list_threads(self, *args: Any, **kwargs: Any) -> Any:
-        page = await self._inner.list_threads(*args, **kwargs)
-        self.pages.append(len(page))
-        return page
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "resource_orgs":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+class Plain(WithoutNative):
+    HIDDEN = "resource_orgs"
 
 
 class Counted:

@@ -14,29 +14,16 @@ from obsmem.storage import ObservationRecord, Store
 from obsmem.storage.contract import ResourceTotals, resource_totals
 from obsmem.types import Message, Thread
 
+from .without_native import WithoutNative
+
 pytestmark = pytest.mark.anyio
 
 READS = ("list_threads", "list_all_threads", "get_thread", "count_messages", "get_head", "get_record",
          "list_generations", "list_messages", "list_resource_messages")  # fmt: skip
 
 
-class Plain:
-    """A store without the native method (a third-party store written before it), its thread
-    listings counted."""
-
-    def __init__(self, inner: Store) -> None:
-        self._inner = inner
-        self.pages: list[int] = []
-
-    async def list_threads(self, *args: Any, **kwargs: Any) -> Any:
-        page = await self._inner.list_threads(*args, **kwargs)
-        self.pages.append(len(page))
-        return page
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "resource_totals":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+class Plain(WithoutNative):
+    HIDDEN = "resource_totals"
 
 
 class Counted:
