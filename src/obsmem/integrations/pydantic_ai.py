@@ -945,7 +945,7 @@ def _request_messages(
     if history and newest not in emitted:
         # The newest input always goes (a request obsmem holds only as data, say); never observed yet.
         emitted.add(newest)
-        out.append(history[newest])
+        out.append(_late_results_in_place(out, history[newest]))
     lead: list[pai.ModelRequestPart] = []
     if history and isinstance(history[0], pai.ModelRequest):
         for part in history[0].parts:  # the standing system prompt, as pydantic-ai tells it
@@ -991,3 +991,42 @@ def _kept_part(message: pai.ModelMessage, ids: list[str], raw_ids: set[str]) -> 
         return message
     parts = [p for p, k in zip(message.parts, keep, strict=False) if k]
     return dataclasses.replace(message, parts=parts)  # type: ignore[arg-type]
+
+
+def _late_results_in_place(out: list[pai.ModelMessage], newest: pai.ModelMessage) -> pai.ModelMessage:
+    """``newest`` without the tool returns of calls ``out`` answers already, each put in place
+    of that answer in ``out`` (changed in place).
+
+    A deferred call (an approval) the user moved on from is closed by obsmem with an answer of
+    no result, right after the call; when the real result comes after all (the approval given
+    later: ``deferred_tool_results`` with the history that asked for it) obsmem stores it in that
+    answer's place. Sent as well at the end of the request, after later turns, it was a tool
+    return no call precedes, and a second answer to its call: a provider refuses the request
+    (OpenAI: 400), after the approved tool ran. The request still ends with ``newest`` (pydantic-ai
+    needs a request last), left with its other parts, or none."""
+    if not isinstance(newest, pai.ModelRequest):
+        return newest
+    where: dict[str, tuple[int, int]] = {}
+    for index, message in enumerate(out):
+        if isinstance(message, pai.ModelRequest):
+            for at, part in enumerate(message.parts):
+                if isinstance(part, pai.ToolReturnPart | pai.RetryPromptPart) and part.tool_name:
+                    where[part.tool_call_id] = (index, at)
+    kept: list[pai.ModelRequestPart] = []
+    for part in newest.parts:
+        placed = (
+            where.get(part.tool_call_id)
+            if isinstance(part, pai.ToolReturnPart | pai.RetryPromptPart) and part.tool_name else None
+        )
+        if placed is None:
+            kept.append(part)
+            continue
+        index, at = placed
+        message = out[index]
+        assert isinstance(message, pai.ModelRequest)
+        parts = list(message.parts)
+        parts[at] = part
+        out[index] = dataclasses.replace(message, parts=parts)
+    if len(kept) == len(newest.parts):
+        return newest
+    return dataclasses.replace(newest, parts=kept)
