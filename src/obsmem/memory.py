@@ -75,7 +75,7 @@ from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
 from obsmem.storage.notes import ERASED, erasing_note, import_note
-from obsmem.storage.contract import ObservationRecord, lineage_key
+from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threads
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
     contains,
@@ -518,17 +518,34 @@ class Memory:
         return thread
 
     async def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
         """A resource's threads, oldest first. ``after``: the id of the last thread of the
         previous page, to read the next from an index there (a cost that does not grow with how
         far in the page is, and a thread deleted between pages skips no other); ``offset`` counts
-        from it. A thread ``after`` that no longer exists raises ThreadNotFoundError."""
+        from it. A thread ``after`` that no longer exists raises ThreadNotFoundError.
+
+        ``newest_first``: most recently active first (a thread's activity moves when it is
+        created and whenever a message is saved into it; a message saved again under its id, or
+        deleted, does not move it). The page is a :class:`~obsmem.storage.contract.ThreadPage`:
+        pass its ``next_before`` as ``before`` to read the next one. A thread that gets a message
+        between pages moves to the top (shown in the next pass, not again or later in this one);
+        every other thread shows once. ``after`` (a thread id) pages from that thread's current
+        place instead."""
         check_id(resource_id, "resource_id")
         check_count(limit, "limit")
         check_count(offset, "offset")
         if after is not None:
             check_id(after, "after")
+        if not isinstance(newest_first, bool):
+            raise InvalidInputError(f"newest_first must be True or False, got {newest_first!r}", argument="newest_first")
+        if newest_first:
+            if before is not None:
+                check_id(before, "before")
+            return await newest_threads(self.store, resource_id, limit=limit, offset=offset, after=after, before=before)
+        if before is not None:
+            raise InvalidInputError("before goes with newest_first=True", argument="before")
         return await self.store.list_threads(resource_id, limit=limit, offset=offset, after=after)
 
     async def unfinished_delete(self, thread_id: str) -> Thread | None:

@@ -366,9 +366,14 @@ class SyncMemory:
         return self._portal.call(self._memory.get_thread(thread_id, resource_id=resource_id))
 
     def list_threads(
-        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None
+        self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+        newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
-        return self._portal.call(self._memory.list_threads(resource_id, limit=limit, offset=offset, after=after))
+        return self._portal.call(
+            self._memory.list_threads(
+                resource_id, limit=limit, offset=offset, after=after, newest_first=newest_first, before=before
+            )
+        )
 
     def unfinished_delete(self, thread_id: str) -> Thread | None:
         return self._portal.call(self._memory.unfinished_delete(thread_id))

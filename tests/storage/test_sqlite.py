@@ -136,6 +136,7 @@ EXPECTED_SCHEMA = {
         "updated_at": "TEXT",
         "version": "INTEGER",
         "message_rev": "INTEGER",  # m006
+        "activity": "INTEGER",  # m008
     },
     "messages": {
         "seq": "INTEGER",
@@ -226,14 +227,16 @@ EXPECTED_SCHEMA = {
         "error_type": "TEXT",
         "finish_reason": "TEXT",
     },
+    "thread_activity": {"id": "INTEGER", "last": "INTEGER"},  # m008
 }
 ALL_MIGRATIONS = [
     "m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-    "m006_message_rev", "m007_threads_by_creation",
+    "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity",
 ]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",
     "threads_by_creation": "threads",  # m007
+    "threads_by_activity": "threads",  # m008
     "messages_by_thread": "messages",
     "observation_records_one_head": "observation_records",
     "observation_records_by_lineage": "observation_records",

@@ -99,7 +99,7 @@ import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
@@ -135,8 +135,10 @@ __all__ = [
     "lease_counts_of",
     "lease_page",
     "may_hold_sections",
+    "newest_threads",
     "resource_orgs",
     "resource_totals",
+    "ThreadPage",
     "ResourceTotals",
     "section_messages",
     "SECTION_NEEDLE",
@@ -441,9 +443,21 @@ class Store(Protocol):
 
     async def list_threads(
         self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
-        since: datetime | None = None,
+        since: datetime | None = None, newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
-        """Threads of a resource, oldest first; ``after`` and ``since`` as in :meth:`list_all_threads`."""
+        """Threads of a resource, oldest first; ``after`` and ``since`` as in :meth:`list_all_threads`.
+
+        ``newest_first`` (an optional keyword: :func:`newest_threads` reads a store without it):
+        most recently active first. A thread's activity is a store-wide counter drawn when it is
+        created and again, in the save's transaction, whenever a message is inserted into it (a
+        message saved again under its id, or deleted, does not move it), read from an index on
+        (resource_id, activity). The answer is a :class:`ThreadPage`: its ``next_before`` is the
+        ``before`` of the page after it, the position of its last thread as the page read it, so a
+        thread written between pages moves only itself (one that got a message shows again at the
+        top of a new pass, not again in this one; every other thread shows once). ``after``: a
+        thread id, the page after that thread's current place (a cursor thread that got a message
+        since restarts the listing from its new place, so ``before`` is the cursor to keep);
+        ``since`` is refused with it."""
         ...
 
     async def list_all_threads(
@@ -1327,3 +1341,70 @@ async def resource_totals(
         head = await store.get_head(lineage_key("resource", None, resource_id))
         observed += head.total_tokens_observed if head is not None else 0
     return ResourceTotals(threads, messages, observed)
+
+
+class ThreadPage(list[Thread]):
+    """A page of a newest-first thread listing (:func:`newest_threads`): a list of threads with
+    ``next_before``, the ``before`` that reads the page after it (None for an empty page). An
+    opaque mark: the store that gave it reads it back."""
+
+    next_before: str | None
+
+    def __init__(self, threads: Sequence[Thread] = (), next_before: str | None = None) -> None:
+        super().__init__(threads)
+        self.next_before = next_before if threads else None
+
+
+async def newest_threads(
+    store: Store, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
+    before: str | None = None,
+) -> ThreadPage:
+    """``resource_id``'s threads, most recently active first (:meth:`Store.list_threads` with
+    ``newest_first``). A store whose ``list_threads`` does not take ``newest_first`` (written
+    before it) is read whole, a page of ``list_threads`` at a time, each thread's newest message
+    read (``list_messages(newest_first=True, limit=1)``): its activity is that message's seq, a
+    thread without messages ranked below those with one by creation (newest first); its
+    ``next_before`` marks the same position."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidInputError(f"limit must be a whole number, got {limit!r}.", argument="limit")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError(f"offset must be a whole number, got {offset!r}.", argument="offset")
+    if takes_keyword(store.list_threads, "newest_first"):
+        page = await store.list_threads(
+            resource_id, limit=limit, offset=offset, after=after, newest_first=True, before=before
+        )
+        return page if isinstance(page, ThreadPage) else ThreadPage(page)
+    ranked: list[tuple[tuple[int, int, str], Thread]] = []
+    async for batch in _thread_pages(store, resource_id, 500):
+        for thread in batch:
+            try:
+                newest = await store.list_messages(thread.id, limit=1, newest_first=True)
+            except ThreadNotFoundError:  # deleted since the page was read
+                continue
+            seq = newest[0].seq if newest and newest[0].seq is not None else 0
+            ranked.append(((seq, _created_us(thread), thread.id), thread))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    keys = [key for key, _ in ranked]
+    if after is not None:
+        cursor = next((key for key in keys if key[2] == after), None)
+        if cursor is None:
+            raise ThreadNotFoundError(after)
+        ranked = [item for item in ranked if item[0] < cursor]
+    if before is not None:
+        mark = _fallback_mark(before)
+        ranked = [item for item in ranked if item[0] < mark]
+    chosen = ranked[offset : offset + limit]
+    last = chosen[-1][0] if chosen else None
+    return ThreadPage([t for _, t in chosen], None if last is None else f"{last[0]}|{last[1]}|{last[2]}")
+
+
+def _created_us(thread: Thread) -> int:
+    return (thread.created_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def _fallback_mark(before: str) -> tuple[int, int, str]:
+    try:
+        seq, created, thread_id = before.split("|", 2)
+        return int(seq), int(created), thread_id
+    except (AttributeError, ValueError):
+        raise InvalidInputError("before: not a 'next_before' this listing gave", argument="before") from None

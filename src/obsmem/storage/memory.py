@@ -44,6 +44,7 @@ from obsmem.storage.contract import (
     ClosingContext,
     Lease,
     ObservationRecord,
+    ThreadPage,
     WorkItem,
     WriteResult,
     lease_purge_before,
@@ -60,6 +61,7 @@ from obsmem.storage.contract import (
     may_hold_sections,
     work_counts_of,
 )
+from obsmem.storage.paging import newest_arguments
 from obsmem.storage.rules import (
     acquired_lease,
     advanced_threads,
@@ -114,6 +116,8 @@ class MemoryStore(ClosingContext):
         self._order = itertools.count(1)  # insertion order, the tie-break for equal timestamps
         self._threads: dict[str, Thread] = {}
         self._thread_order: dict[str, int] = {}
+        self._activity = itertools.count(1)  # drawn at a thread's creation and each new message of it
+        self._thread_activity: dict[str, int] = {}
         self._messages: dict[str, Message] = {}
         self._thread_messages: dict[str, list[str]] = {}  # ids in seq order
         self._records: dict[str, ObservationRecord] = {}
@@ -153,6 +157,7 @@ class MemoryStore(ClosingContext):
             return _copy(existing)
         self._threads[thread.id] = _copy(thread)
         self._thread_order[thread.id] = next(self._order)
+        self._thread_activity[thread.id] = next(self._activity)
         self._thread_messages[thread.id] = []
         return _copy(thread)
 
@@ -163,11 +168,29 @@ class MemoryStore(ClosingContext):
 
     async def list_threads(
         self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
-        since: datetime | None = None,
+        since: datetime | None = None, newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
         self._open()
         in_resource = [t for t in self._threads.values() if t.resource_id == resource_id]
+        if newest_first or before is not None:
+            _page([], limit, offset)
+            mark = newest_arguments(newest_first, since, before)
+            return self._newest_page(in_resource, limit, offset, after, mark)
         return self._thread_page(in_resource, limit, offset, after, since)
+
+    def _newest_page(
+        self, threads: list[Thread], limit: int, offset: int, after: str | None, before: int | None
+    ) -> ThreadPage:
+        """A page of ``threads`` most recently active first (activity descending, unique)."""
+        activity = self._thread_activity
+        if after is not None:
+            if after not in activity:
+                raise ThreadNotFoundError(after)
+            threads = [t for t in threads if activity[t.id] < activity[after]]
+        if before is not None:
+            threads = [t for t in threads if activity[t.id] < before]
+        page = _page(sorted(threads, key=lambda t: activity[t.id], reverse=True), limit, offset)
+        return ThreadPage([_copy(t) for t in page], str(activity[page[-1].id]) if page else None)
 
     async def list_all_threads(
         self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None
@@ -216,6 +239,7 @@ class MemoryStore(ClosingContext):
         if self._threads.pop(thread_id, None) is None:
             return False
         del self._thread_order[thread_id]
+        del self._thread_activity[thread_id]
         for message_id in self._thread_messages.pop(thread_id, []):
             del self._messages[message_id]
         self._delete_lineage(lineage_key("thread", thread_id, ""))
@@ -261,6 +285,7 @@ class MemoryStore(ClosingContext):
                     deep=True,
                 )
                 self._thread_messages[thread_id].append(message.id)
+                self._thread_activity[thread_id] = next(self._activity)
             else:
                 stored = existing.model_copy(
                     update={"role": message.role, "parts": message.parts, "metadata": message.metadata},

@@ -278,3 +278,40 @@ def m007_threads_by_creation(conn: sqlite3.Connection) -> None:
     # its cursor instead of scanning and sorting the whole table for every page. IF NOT EXISTS,
     # as in PostgreSQL's step: an index built ahead by hand is kept.
     conn.execute("CREATE INDEX IF NOT EXISTS threads_by_creation ON threads (created_us, pk)")
+
+
+@SQLITE_MIGRATIONS.register
+def m008_thread_activity(conn: sqlite3.Connection) -> None:
+    # A thread's activity: a store-wide counter (thread_activity.last) drawn when the thread is
+    # inserted and again whenever a message is inserted into it, by triggers (so no write path
+    # can forget it), in the write's transaction. Unique per thread, so the newest-first listing
+    # (list_threads(newest_first=True)) pages by it alone from threads_by_activity. Existing
+    # threads are numbered by their newest message's seq (threads without one first, by creation):
+    # the order their activity would have given them.
+    statements = [
+        "ALTER TABLE threads ADD COLUMN activity INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE thread_activity (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            last INTEGER NOT NULL
+        )""",
+        """CREATE TEMP TABLE thread_activity_backfill AS
+            SELECT t.pk AS pk, ROW_NUMBER() OVER (ORDER BY COALESCE(m.newest, 0), t.pk) AS n
+            FROM threads AS t LEFT JOIN (
+                SELECT thread_id, MAX(seq) AS newest FROM messages GROUP BY thread_id
+            ) AS m ON m.thread_id = t.id""",
+        "CREATE UNIQUE INDEX temp.thread_activity_backfill_pk ON thread_activity_backfill (pk)",
+        "UPDATE threads SET activity = (SELECT n FROM temp.thread_activity_backfill AS b WHERE b.pk = threads.pk)",
+        "INSERT INTO thread_activity (id, last) VALUES (1, (SELECT COUNT(*) FROM threads))",
+        "DROP TABLE temp.thread_activity_backfill",
+        """CREATE TRIGGER threads_activity_insert AFTER INSERT ON threads BEGIN
+            UPDATE thread_activity SET last = last + 1 WHERE id = 1;
+            UPDATE threads SET activity = (SELECT last FROM thread_activity WHERE id = 1) WHERE pk = NEW.pk;
+        END""",
+        """CREATE TRIGGER messages_activity_insert AFTER INSERT ON messages BEGIN
+            UPDATE thread_activity SET last = last + 1 WHERE id = 1;
+            UPDATE threads SET activity = (SELECT last FROM thread_activity WHERE id = 1) WHERE id = NEW.thread_id;
+        END""",
+        "CREATE INDEX threads_by_activity ON threads (resource_id, activity)",
+    ]
+    for statement in statements:
+        conn.execute(statement)

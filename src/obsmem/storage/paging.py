@@ -15,7 +15,7 @@ from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.storage.contract import Store
 from obsmem.types import Thread
 
-__all__ = ["PAGE", "all_threads", "thread_page_sql"]
+__all__ = ["PAGE", "activity_mark", "all_threads", "newest_arguments", "newest_page_sql", "thread_page_sql"]
 
 PAGE = 500
 
@@ -71,4 +71,46 @@ def thread_page_sql(
         params.append(after)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     sql = f"SELECT {columns} FROM threads{where} ORDER BY created_us, pk LIMIT {param} OFFSET {param}"
+    return sql, [*params, limit, offset]
+
+
+def newest_arguments(newest_first: bool, since: object, before: str | None) -> int | None:
+    """A SQL store's check of a newest-first listing's arguments: ``before`` only with
+    ``newest_first``, ``since`` only without it; the activity ``before`` names."""
+    if not newest_first:
+        raise InvalidInputError("before goes with newest_first=True", argument="before")
+    if since is not None:
+        raise InvalidInputError("since goes with the oldest-first listing, not newest_first", argument="since")
+    return activity_mark(before)
+
+
+def activity_mark(before: str | None) -> int | None:
+    """The activity a SQL store's ``next_before`` names (its decimal text), else InvalidInputError."""
+    if before is None:
+        return None
+    if not isinstance(before, str) or not before.isascii() or not before.isdigit() or len(before) > 19:
+        raise InvalidInputError("before: not a 'next_before' this listing gave", argument="before")
+    return int(before)
+
+
+def newest_page_sql(
+    param: str, columns: str, resource_id: str, after: str | None, before: int | None, limit: int, offset: int,
+) -> tuple[str, list[Any]]:
+    """The SQL stores' query for a page of a resource's threads most recently active first, and
+    its parameters: by ``activity`` descending (unique per thread), which threads_by_activity
+    (resource_id, activity) holds, below ``before`` (an activity) and below the current activity
+    of the thread ``after``. When that thread does not exist the page is empty: the store then
+    tells the end of the listing from a missing cursor. ``columns`` must include ``activity``."""
+    conditions = [f"resource_id = {param}"]
+    params: list[Any] = [resource_id]
+    if before is not None:
+        conditions.append(f"activity < {param}")
+        params.append(before)
+    if after is not None:
+        conditions.append(f"activity < (SELECT activity FROM threads WHERE id = {param})")
+        params.append(after)
+    sql = (
+        f"SELECT {columns} FROM threads WHERE {' AND '.join(conditions)} "
+        f"ORDER BY activity DESC LIMIT {param} OFFSET {param}"
+    )
     return sql, [*params, limit, offset]

@@ -234,3 +234,28 @@ def m005_threads_by_creation(conn: Conn) -> None:
     threads_by_creation ON threads (created_us, pk)``; the step then finds it and only records itself.
     """
     _run(conn, ["CREATE INDEX IF NOT EXISTS threads_by_creation ON threads (created_us, pk)"])
+
+
+@POSTGRES_MIGRATIONS.register
+def m006_thread_activity(conn: Conn) -> None:
+    """A thread's activity, what the newest-first listing (``list_threads(newest_first=True)``)
+    orders by: drawn from ``thread_activity_seq`` when the thread is inserted (the column's
+    default) and again, in the insert's statement, whenever messages are inserted into it.
+    Unique per thread, so that listing pages by it alone from threads_by_activity. Existing
+    threads are numbered by their newest message's seq (threads without one first, by creation).
+
+    The backfill rewrites every thread row and the index is built plainly, in the step's
+    transaction: writes to ``threads`` wait while it runs."""
+    _run(conn, [
+        "CREATE SEQUENCE IF NOT EXISTS thread_activity_seq",
+        "ALTER TABLE threads ADD COLUMN activity BIGINT NOT NULL DEFAULT 0",
+        """UPDATE threads AS t SET activity = r.n FROM (
+            SELECT t2.pk, ROW_NUMBER() OVER (ORDER BY COALESCE(m.newest, 0), t2.pk) AS n
+            FROM threads AS t2 LEFT JOIN (
+                SELECT thread_id, MAX(seq) AS newest FROM messages GROUP BY thread_id
+            ) AS m ON m.thread_id = t2.id
+        ) AS r WHERE t.pk = r.pk""",
+        "SELECT setval('thread_activity_seq', (SELECT COUNT(*) FROM threads) + 1, false)",
+        "ALTER TABLE threads ALTER COLUMN activity SET DEFAULT nextval('thread_activity_seq')",
+        "CREATE INDEX threads_by_activity ON threads (resource_id, activity)",
+    ])

@@ -70,6 +70,7 @@ from obsmem.storage.contract import (
     LeaseCounts,
     ObservationRecord,
     SECTION_NEEDLE,
+    ThreadPage,
     WindowMark,
     WorkCounts,
     WorkItem,
@@ -485,9 +486,12 @@ class PostgresStore(ClosingContext):
 
     async def list_threads(
         self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
-        since: datetime | None = None,
+        since: datetime | None = None, newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
         _check_page(limit, offset)
+        if newest_first or before is not None:
+            mark = paging.newest_arguments(newest_first, since, before)
+            return await self._read(lambda conn: self._newest_page(conn, resource_id, limit, offset, after, mark))
         since_us = None if since is None else _micros(since)
         return await self._read(
             lambda conn: self._thread_page(conn, resource_id, limit, offset, after, since_us)
@@ -513,6 +517,19 @@ class PostgresStore(ClosingContext):
         if not page and after is not None:
             await cls._require_thread(conn, after)
         return page
+
+    @classmethod
+    async def _newest_page(
+        cls, conn: Conn, resource_id: str, limit: int, offset: int, after: str | None, before: int | None
+    ) -> ThreadPage:
+        """A page of threads most recently active first (:func:`~obsmem.storage.paging.newest_page_sql`)."""
+        query = paging.newest_page_sql("%s", "version, doc, activity", resource_id, after, before, limit, offset)
+        cur = await conn.execute(*query)
+        rows = await cur.fetchall()
+        if not rows and after is not None:
+            await cls._require_thread(conn, after)
+        page = [_load(Thread, doc, version=version) for version, doc, _ in rows]
+        return ThreadPage(page, str(rows[-1][2]) if rows else None)
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         check_storable(thread)
@@ -646,11 +663,15 @@ class PostgresStore(ClosingContext):
         if fresh:
             order = list(fresh)
             cur = await conn.execute(
-                "WITH thread AS (SELECT id FROM threads WHERE id = %s FOR NO KEY UPDATE) "
-                "INSERT INTO messages (seq, id, thread_id, doc) "
+                "WITH thread AS (SELECT id FROM threads WHERE id = %s FOR NO KEY UPDATE), "
+                "inserted AS (INSERT INTO messages (seq, id, thread_id, doc) "
                 "SELECT nextval('messages_seq'), v.id, thread.id, v.doc FROM thread, "
                 "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS v (id, doc, n) ORDER BY v.n "
-                "RETURNING seq, id",
+                "RETURNING seq, id), "
+                # the thread's activity (the newest-first listing), in the insert's statement
+                "active AS (UPDATE threads SET activity = nextval('thread_activity_seq') FROM thread "
+                "WHERE threads.id = thread.id) "
+                "SELECT seq, id FROM inserted",
                 (thread_id, order, [_doc(fresh[i], exclude=exclude) for i in order]),
             )
             seqs = {row[1]: row[0] for row in await cur.fetchall()}

@@ -86,6 +86,7 @@ from obsmem.storage.contract import (
     LeaseCounts,
     SECTION_NEEDLE,
     ObservationRecord,
+    ThreadPage,
     WindowMark,
     WorkCounts,
     WorkItem,
@@ -133,7 +134,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _JSON_COLUMNS = frozenset(
     {"metadata", "parts", "threads", "buffered_chunks", "buffered_reflection", "config"}
 )
-_STORE_ONLY_COLUMNS = frozenset({"pk", "created_us", "message_rev"})
+_STORE_ONLY_COLUMNS = frozenset({"pk", "created_us", "message_rev", "activity"})
 _MESSAGE_SELECT = (
     "SELECT m.seq, m.id, m.thread_id, m.role, m.parts, m.created_at, m.metadata, t.resource_id "
     "FROM messages AS m JOIN threads AS t ON t.id = m.thread_id"
@@ -717,9 +718,12 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     async def list_threads(
         self, resource_id: str, *, limit: int = 100, offset: int = 0, after: str | None = None,
-        since: datetime | None = None,
+        since: datetime | None = None, newest_first: bool = False, before: str | None = None,
     ) -> list[Thread]:
         _check_page(limit, offset)
+        if newest_first or before is not None:
+            mark = paging.newest_arguments(newest_first, since, before)
+            return await self._read(lambda conn: self._newest_page(conn, resource_id, limit, offset, after, mark))
         since_us = None if since is None else _micros(since)
         return await self._read(
             lambda conn: self._thread_page(conn, resource_id, limit, offset, after, since_us)
@@ -743,6 +747,16 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if not rows and after is not None:  # the end of the listing, or no thread to page after?
             cls._require_thread(conn, after)
         return [_model(Thread, row) for row in rows]
+
+    @classmethod
+    def _newest_page(
+        cls, conn: Conn, resource_id: str, limit: int, offset: int, after: str | None, before: int | None
+    ) -> ThreadPage:
+        """A page of threads most recently active first (:func:`~obsmem.storage.paging.newest_page_sql`)."""
+        rows = conn.execute(*paging.newest_page_sql("?", "*", resource_id, after, before, limit, offset)).fetchall()
+        if not rows and after is not None:
+            cls._require_thread(conn, after)
+        return ThreadPage([_model(Thread, row) for row in rows], str(rows[-1]["activity"]) if rows else None)
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         check_storable(thread)
