@@ -128,13 +128,37 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
+MAX_ARGUMENTS_DEPTH = 64
+"""How deeply a tool call's JSON arguments may nest to become a dict; deeper ones stay text."""
+
+
 def parse_arguments(arguments: str) -> dict[str, Any] | str:
-    """Wire arguments back to obsmem: a JSON object becomes a dict, anything else stays text."""
+    """Wire arguments back to obsmem: a JSON object becomes a dict, anything else stays text.
+
+    So does an object nested deeper than :data:`MAX_ARGUMENTS_DEPTH` (or too deep for Python's
+    JSON decoder, which raised ``RecursionError`` out of the converter): as a dict it could not
+    be stored (every store refuses data nested that deep), so the model's answer holding it
+    could not be saved; as text it is stored, and sent back, exactly as the model wrote it."""
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments
-    return parsed if isinstance(parsed, dict) else arguments
+    if not isinstance(parsed, dict) or _deeper_than(parsed, MAX_ARGUMENTS_DEPTH):
+        return arguments
+    return parsed
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists and objects more than ``limit`` levels deep
+    (iterative, each container visited once)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def split_results(message: Message) -> tuple[list[ToolResultPart], list[ToolResultPart]]:
