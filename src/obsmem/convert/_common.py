@@ -128,6 +128,28 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
+SPEAKER_KEY = "name"
+"""The metadata key of a message's speaker (a participant's name: ``metadata["name"]``, which
+obsmem's observer reads to tell who said what)."""
+
+_WIRE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def speaker_metadata(name: object) -> dict[str, Any]:
+    """The metadata holding a wire message's participant name (none for no name)."""
+    return {SPEAKER_KEY: name} if isinstance(name, str) and name.strip() else {}
+
+
+def wire_name(message: Message) -> str | None:
+    """The participant name to send with ``message`` on a wire that names participants: its
+    speaker's name when the strictest such field takes it as it is (OpenAI's ``name``: letters,
+    digits, ``_`` and ``-``, at most 64), else None (the field is left out, as it was before)."""
+    name = message.metadata.get(SPEAKER_KEY)
+    if isinstance(name, str) and 0 < len(name) <= 64 and set(name) <= _WIRE_NAME_CHARS:
+        return name
+    return None
+
+
 MAX_ARGUMENTS_DEPTH = 64
 """How deeply a tool call's JSON arguments may nest to become a dict; deeper ones stay text."""
 

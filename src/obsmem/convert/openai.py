@@ -40,9 +40,11 @@ from obsmem.convert._common import (
     parse_arguments,
     raw_base64,
     require_str,
+    speaker_metadata,
     split_results,
     to_messages,
     top_level_items,
+    wire_name,
 )
 from obsmem.errors import InvalidInputError
 from obsmem.types import (
@@ -148,6 +150,9 @@ def to_openai(
         wire.extend(_tool_message(r) for r in before)
         entry = _entry(message, system_role)
         if entry is not None:
+            name = wire_name(message)
+            if name is not None and entry["role"] != "tool":
+                entry["name"] = name
             wire.append(entry)
         wire.extend(_tool_message(r) for r in after)
     return wire
@@ -289,17 +294,21 @@ def from_openai(
         if role in ("system", "developer", "user") and "content" not in item:
             raise loc.at("content").error("a system, developer or user message needs content")
         if role in ("system", "developer"):
-            messages.append(
-                Message(role="system", parts=tuple(_text_parts(item["content"], loc.at("content"))))
-            )
+            messages.append(Message(
+                role="system", parts=tuple(_text_parts(item["content"], loc.at("content"))),
+                metadata=speaker_metadata(item.get("name")),
+            ))
         elif role == "user":
-            messages.append(
-                Message(role="user", parts=tuple(_user_parts(item["content"], loc.at("content"))))
-            )
+            messages.append(Message(
+                role="user", parts=tuple(_user_parts(item["content"], loc.at("content"))),
+                metadata=speaker_metadata(item.get("name")),
+            ))
         elif role == "assistant":
             parts = _assistant_parts(item, loc, names)
             if parts:
-                messages.append(Message(role="assistant", parts=tuple(parts)))
+                messages.append(
+                    Message(role="assistant", parts=tuple(parts), metadata=speaker_metadata(item.get("name")))
+                )
         elif role == "tool":
             call_id = require_str(item, "tool_call_id", loc, non_empty=True)
             texts = _text_parts(item.get("content", ""), loc.at("content"))

@@ -57,6 +57,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from obsmem import ContextWindow
+from obsmem.convert._common import speaker_metadata, wire_name
 from obsmem.errors import InvalidInputError
 from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
@@ -346,6 +347,7 @@ def from_langchain(
         if not parts:
             parts = [TextPart(text="")]
         metadata = {METADATA_KEY: {"blocks": payloads}} if payloads else {}
+        metadata.update(speaker_metadata(message.name))  # a participant's name: who said it
         converted.append(
             Message(id=message_id, role=role, parts=tuple(parts), metadata=metadata)  # type: ignore[arg-type]
         )
@@ -467,7 +469,7 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
             kinds = [isinstance(c.args, str) for c in calls]
             mixed = any(kinds) and not all(kinds) and kinds != sorted(kinds)
             converted.append(AIMessage(
-                content=body, id=message.id,
+                content=body, id=message.id, name=wire_name(message),
                 additional_kwargs={ORDER_KEY: [c.tool_call_id for c in calls]} if mixed else {},
                 tool_calls=[{"type": "tool_call", "id": c.tool_call_id, "name": c.tool_name, "args": c.args}
                             for c in calls if isinstance(c.args, dict)],
@@ -478,9 +480,9 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
                 ],
             ))
         elif message.role == "system":
-            converted.append(SystemMessage(content=body, id=message.id))
+            converted.append(SystemMessage(content=body, id=message.id, name=wire_name(message)))
         else:
-            converted.append(HumanMessage(content=body, id=message.id))
+            converted.append(HumanMessage(content=body, id=message.id, name=wire_name(message)))
     return converted
 
 
