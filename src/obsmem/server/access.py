@@ -52,7 +52,7 @@ from obsmem.server.errors import (
     ThreadIdTakenError,
 )
 from obsmem.server.keys import ApiKey, KeyStore
-from obsmem.storage.contract import resource_orgs
+from obsmem.storage.contract import ThreadPage, newest_threads, resource_orgs
 from obsmem.storage.paging import all_threads
 
 __all__ = ["Principal", "addressable", "scopable", "authenticate", "bearer_token", "check_dev_host", "loopback_host",
@@ -233,6 +233,23 @@ class Principal:
         if self.org_id is not None and any(t.org_id != self.org_id for t in page):
             raise ResourceNotFoundError(resource)
         return resource, page, first is not None
+
+    async def newest_batch(
+        self, memory: Memory, resource_id: str | None, *, limit: int, before: str | None = None
+    ) -> tuple[str, ThreadPage]:
+        """The resource (checked) and at most ``limit`` of its threads most recently active
+        first, below ``before`` (a previous page's ``next_before``; None: from the newest). Reads
+        that page from the store's activity index and the resource's first thread (whose org
+        holds it): one resource another org holds is not found, and so is a page holding a thread
+        of another org (never shown). A thread that got a message between pages moved to the top:
+        not shown again in this pass."""
+        resource = self.resource(resource_id)
+        page = await newest_threads(memory.store, resource, limit=limit, before=before)
+        if self.org_id is not None:
+            await self._owner(memory, resource, await _first_thread(memory, resource))
+        if self.org_id is not None and any(t.org_id != self.org_id for t in page):
+            raise ResourceNotFoundError(resource)
+        return resource, page
 
     async def resource_whole(self, memory: Memory, resource_id: str | None) -> str:
         """The resource (checked) when every thread of it is this key's org's: what shows or

@@ -254,11 +254,25 @@ async def list_threads(
     principal: Caller, service: ServiceDep, resource_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     after: Annotated[str | None, Query(min_length=1, max_length=1000, description="The previous page's 'next'.")] = None,
+    order: Annotated[Literal["oldest", "newest"], Query(description="'newest': most recently active first.")] = "oldest",
 ) -> dict[str, Any]:  # fmt: skip
     """The resource's threads, oldest first, ``limit`` a page. ``next`` (on a full page only) is
     the ``after`` of the next page: read from the listing's index at that point, so a page costs
     the same however far in it is, and a thread deleted meanwhile skips no other (``offset``
-    reads and skips every earlier thread, and skips one when one is deleted)."""
+    reads and skips every earlier thread, and skips one when one is deleted).
+
+    ``order=newest``: most recently active first (a thread's activity moves when it is created
+    and whenever a message is saved into it), paged the same way with ``next`` (no ``offset``):
+    a thread that gets a message between pages moves to the top, shown in the next pass, not
+    again in this one; every other thread shows once."""
+    if order == "newest":
+        if offset:
+            raise InvalidInputError("order=newest pages with after, not offset", argument="offset")
+        before = None if after is None else _newest_cursor(after)
+        resource, newest = await principal.newest_batch(service.memory, resource_id, limit=limit, before=before)
+        listed = {"resource_id": resource, "threads": [thread_json(t) for t in newest]}
+        full = len(newest) == limit and newest.next_before is not None
+        return listed | {"next": _next_newest(newest.next_before)} if full else listed  # type: ignore[arg-type]
     if after is None:
         resource, page = await principal.thread_page(service.memory, resource_id, limit=limit, offset=offset)
     else:
@@ -278,6 +292,22 @@ def _next_threads(thread: Thread) -> str:
     goes on when it is deleted meanwhile), as URL-safe text."""
     data = json.dumps([thread.id, thread.created_at.isoformat()], ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _next_newest(before: str) -> str:
+    """The cursor of the newest-first page after one whose ``next_before`` is ``before``."""
+    data = json.dumps(["newest", before], ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _newest_cursor(text: str) -> str:
+    try:
+        kind, before = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if kind != "newest" or not isinstance(before, str) or not before:
+            raise ValueError(text)
+    except (ValueError, TypeError):
+        raise InvalidInputError("after: not a 'next' this listing gave", argument="after") from None
+    return before
 
 
 def _thread_cursor(text: str) -> tuple[str, datetime]:

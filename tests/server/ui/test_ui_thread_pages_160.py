@@ -105,7 +105,8 @@ def test_every_thread_is_on_one_page_once(ui: UiEnv) -> None:
             seen += _linked_threads(shown.text)
             path = _next(shown.text)
     assert path is None
-    assert seen == [DEMO_THREAD] + [f"t160-{n:04d}" for n in range(MANY)]  # oldest first, each once
+    # most recently active first (helper 170), each once
+    assert seen == [f"t160-{n:04d}" for n in reversed(range(MANY))] + [DEMO_THREAD]
     assert "t160-bob" not in seen
 
 
@@ -164,7 +165,7 @@ def test_a_cursor_reaches_no_further_than_the_key(ui: UiEnv) -> None:
 
 def test_a_cursor_whose_thread_is_gone_goes_on_from_its_instant(ui: UiEnv) -> None:
     with _client(ui, ui.keys.alice) as client:
-        first = client.get("/ui/threads", params={"limit": 5})
+        first = client.get("/ui/threads", params={"limit": 5, "order": "oldest"})
         following = _next(first.text)
         assert following is not None and "after=t160-0003" in following
         ui.live.call(ui.memory.delete_thread("t160-0003"))
@@ -180,7 +181,7 @@ def test_a_user_clicks_through_to_the_next_page(alice: Page, ui: UiEnv) -> None:
     expect(rows).to_have_count(50)
     first = rows.first.locator("td").first.inner_text()
     alice.get_by_role("link", name="Next 50 threads").click()
-    alice.wait_for_url("**after=*")
+    alice.wait_for_url("**before=*")  # most recently active first (helper 170)
     expect(rows).to_have_count(50)
     assert rows.first.locator("td").first.inner_text() != first
     alice.get_by_role("link", name="First threads").click()

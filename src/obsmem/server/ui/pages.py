@@ -152,21 +152,51 @@ async def threads(request: Request) -> Response:
             f"{counted(len(shown), 'thread')} of resource {resource} whose id or title holds “{search}”, "
             f"among the {counted(read, 'thread')} searched for this page, oldest first"
         )
-    else:
+    elif params.get("order") == "oldest" or after is not None or since is not None:  # (a cursor of that listing)
         resource, batch, _ = await principal.thread_batch(memory, named, limit=limit + 1, after=after, since=since)
         shown = batch[:limit]
         following = shown[-1] if len(batch) > limit else None
         caption = f"{counted(len(shown), 'thread')} of resource {resource}, oldest first"
+    else:  # most recently active first, paged by the listing's next_before
+        before = params.get("before") or None
+        resource, newest = await principal.newest_batch(memory, named, limit=limit + 1, before=before)
+        shown = newest[:limit]
+        caption = f"{counted(len(shown), 'thread')} of resource {resource}, most recently active first"
+        caption += "" if before is None else " (continued)"
+        mark = newest.marks[limit - 1] if len(newest) > limit else None
+        body = _thread_table(resource, search, principal, [await _thread_row(memory, t) for t in shown], caption)
+        body += _newest_pager(before, mark, limit=limit, resource_id=named)
+        body += f'<p><a href="{h(url("/ui/threads", resource_id=named, order="oldest"))}">Oldest first</a></p>'
+        return page("Threads", body, who=session(request, principal))
     caption += "" if after is None and since is None else " (continued)"
     rows = [await _thread_row(memory, thread) for thread in shown]
-    body = _resource_form(resource, search, principal) + table(
+    body = _thread_table(resource, search, principal, rows, caption)
+    more = "Search the next threads" if search else f"Next {limit} threads"
+    order = None if search else "oldest"
+    body += _pager("/ui/threads", after, since, following, more, limit=limit, resource_id=named, q=search, order=order)
+    if not search:
+        body += f'<p><a href="{h(url("/ui/threads", resource_id=named))}">Most recently active first</a></p>'
+    return page("Threads", body, who=session(request, principal))
+
+
+def _thread_table(resource: str, search: str, principal: Principal, rows: list[list[str]], caption: str) -> str:
+    return _resource_form(resource, search, principal) + table(
         ["Thread", "Title", "Resource", "Messages", "Observation tokens", "Tokens observed", "Pending tokens",
          "Generation", "Last activity"],
         rows, caption=caption, numeric=(3, 4, 5, 6, 7),
     )  # fmt: skip
-    more = "Search the next threads" if search else f"Next {limit} threads"
-    body += _pager("/ui/threads", after, since, following, more, limit=limit, resource_id=named, q=search)
-    return page("Threads", body, who=session(request, principal))
+
+
+def _newest_pager(before: str | None, mark: str | None, *, limit: int, **params: str | None) -> str:
+    """The links to the first page and to the one below ``mark`` (None: this is the last)."""
+    shown_limit = None if limit == THREADS_PAGE else limit
+    links = []
+    if before is not None:
+        links.append(f'<a href="{h(url("/ui/threads", **params, limit=shown_limit))}">First threads</a>')
+    if mark is not None:
+        nxt = url("/ui/threads", **params, limit=shown_limit, before=mark)
+        links.append(f'<a href="{h(nxt)}" rel="next">{h(f"Next {limit} threads")}</a>')
+    return f'<nav class="pager" aria-label="Pages">{" · ".join(links)}</nav>' if links else ""
 
 
 def _paging(request: Request) -> tuple[int, str | None, datetime | None]:
