@@ -26,10 +26,11 @@ from rich.console import Console
 from rich.markup import escape as escape_markup
 from rich.table import Table
 
-from obsmem import DataPart, Memory, MemoryConfig, Message, ObsmemError, Thread
+from obsmem import DataPart, InvalidInputError, Memory, MemoryConfig, Message, ObsmemError, Thread
 from obsmem.cli.render import clip, counted, escape, escape_id, one_line, render_message
 from obsmem.cli.stores import describe_store, fail, open_for_reading
 from obsmem.storage import ObservationRecord, Store, lineage_key
+from obsmem.storage.contract import newest_threads
 from obsmem.storage.paging import all_threads
 
 __all__ = ["register", "show", "threads"]
@@ -164,6 +165,20 @@ class _Windows:
             await reader.aclose()
 
 
+async def _newest_rows(
+    store: Store, resource_id: str, *, limit: int, before: str | None
+) -> tuple[list[ThreadRow], str | None]:
+    """One page of a resource's threads most recently active first (``limit`` below ``before``,
+    a previous page's mark) and the mark the next page starts below (None: none follows): one row
+    more is read to tell."""
+    try:
+        page = await newest_threads(store, resource_id, limit=limit + 1, before=before)
+    except InvalidInputError:
+        raise fail("--before: not a mark this listing printed (copy it from its 'more threads follow' line).") from None
+    rows = await _rows_of(store, page[:limit])
+    return rows, page.marks[limit - 1] if len(page) > limit else None
+
+
 async def _thread_rows(
     store: Store, resource_id: str | None, *, limit: int, after: str | None
 ) -> tuple[list[ThreadRow], bool]:
@@ -189,10 +204,15 @@ async def _thread_rows(
         if after is None:
             raise
         raise refused() from None
+    return await _rows_of(store, page[:limit]), len(page) > limit
+
+
+async def _rows_of(store: Store, threads: list[Thread]) -> list[ThreadRow]:
+    """Each thread's row: its memory, message count, generations, last update and pending tokens."""
     rows: list[ThreadRow] = []
     windows = _Windows(store)
     try:
-        for thread in page[:limit]:
+        for thread in threads:
             memory = await _memory_of(store, thread)
             newest = await store.list_messages(thread.id, limit=1, newest_first=True)
             stamps = [thread.updated_at, *(m.created_at for m in newest)]
@@ -203,7 +223,7 @@ async def _thread_rows(
             rows.append(ThreadRow(memory, await store.count_messages(thread.id), generations, max(stamps), pending))
     finally:
         await windows.aclose()
-    return rows, len(page) > limit
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,16 +325,33 @@ def threads(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Show at most this many threads, oldest first.")] = 50,
     after: Annotated[str | None, typer.Option(metavar="THREAD", help="Show the threads after this one (the "
                                               "listing names it when more follow).")] = None,  # fmt: skip
+    newest: Annotated[bool, typer.Option("--newest", help="Most recently active first (a new message moves a "
+                                         "thread to the top); needs --resource.")] = False,  # fmt: skip
+    before: Annotated[str | None, typer.Option(metavar="MARK", help="With --newest: show the threads below this "
+                                               "mark (the listing names it when more follow).")] = None,  # fmt: skip
 ) -> None:
     """List the threads (all, or one resource's), a page at a time: messages, observed and pending
-    tokens, generations, last update."""
-    rows, more = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource, limit=limit, after=after))
+    tokens, generations, last update. Oldest first, or with --newest most recently active first."""
+    mark: str | None = None
+    if newest or before is not None:
+        if resource is None:
+            raise fail("--newest lists one resource's threads: name it with --resource.")
+        if not newest or after is not None:
+            raise fail("--before goes with --newest (and --after without it).")
+        named = resource
+        rows, mark = _read(open_for_reading(store), lambda opened: _newest_rows(opened, named, limit=limit, before=before))
+        more = mark is not None
+    else:
+        rows, more = _read(open_for_reading(store), lambda opened: _thread_rows(opened, resource, limit=limit, after=after))
     console = _console()
     if not rows:
         whose = f"for resource '{escape_id(resource)}'" if resource is not None else "in this store"
-        console.print(f"no {'more ' if after is not None else ''}threads {whose}", highlight=False)
+        paged = after is not None or before is not None
+        console.print(f"no {'more ' if paged else ''}threads {whose}", highlight=False)
         return
     title = "All threads" if resource is None else f"Threads of {escape_id(resource)}"
+    if newest:
+        title += ", most recently active first"
     # No vertical rules: the ids stay whole, on one line, in an 80-column terminal.
     table = Table(title=title, caption="observed, pending (not yet observed): message tokens",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fmt: skip
@@ -332,8 +369,10 @@ def threads(
         )  # fmt: skip
     console.print(table)
     if more:
+        cursor = ["--newest", "--before", _shell_word(mark)] if mark is not None else [
+            "--after", _shell_word(rows[-1].memory.thread.id)]
         again = ["obsmem threads", *(["--resource", _shell_word(resource)] if resource is not None else []),
-                 "--limit", str(limit), "--after", _shell_word(rows[-1].memory.thread.id)]  # fmt: skip
+                 "--limit", str(limit), *cursor]  # fmt: skip
         console.print(f"more threads follow: {escape_markup(' '.join(again))} (with your --store)",
                       soft_wrap=True, highlight=False)  # one line: a command to paste
 
