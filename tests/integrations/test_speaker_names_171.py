@@ -80,3 +80,31 @@ def test_a_name_openai_would_refuse_is_kept_but_not_sent() -> None:
     [message] = from_openai([{"role": "user", "name": "Alice Smith", "content": "hi"}])
     assert message.metadata.get("name") == "Alice Smith"
     assert to_openai([message]) == [{"role": "user", "content": "hi"}]
+
+
+async def test_agent_framework_keeps_who_said_what_in_later_runs() -> None:
+    from agent_framework import Agent, BaseChatClient, ChatMiddlewareLayer, ChatResponse, FunctionInvocationLayer
+    from agent_framework import Message as AFMessage
+
+    from obsmem.integrations.agent_framework import ObservationalMemoryProvider
+
+    calls: list[list[AFMessage]] = []
+
+    class Client(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
+        def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+            calls.append(list(messages))
+
+            async def one() -> ChatResponse:
+                return ChatResponse(messages=[AFMessage("assistant", ["noted"])])
+            return one()
+
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(Client(), "You help a team.",
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="team")])
+        session = agent.create_session(session_id="standup")
+        await agent.run(AFMessage("user", ["I'm vegetarian."], author_name="alice"), session=session)
+        await agent.run(AFMessage("user", ["What can't she eat?"], author_name="bob"), session=session)
+        stored = await memory.list_messages("standup")
+    sent = {m.text: m.author_name for m in calls[-1] if m.role == "user"}
+    assert sent == {"I'm vegetarian.": "alice", "What can't she eat?": "bob"}
+    assert [m.metadata.get("name") for m in stored if m.role == "user"] == ["alice", "bob"]

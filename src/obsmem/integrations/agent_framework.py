@@ -52,6 +52,7 @@ from agent_framework import (
 )
 from agent_framework import Message as AFMessage
 
+from obsmem.convert._common import speaker_metadata, wire_name
 from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
@@ -210,6 +211,7 @@ def from_agent_framework(
             parts = [TextPart(text="")]
         message_id = message.message_id or new_id()
         metadata = {CONTENTS_KEY: kept} if kept else {}
+        metadata.update(speaker_metadata(message.author_name))  # a participant's name: who said it
         converted.append(Message(
             id=message_id, role=role, parts=tuple(parts), metadata=metadata  # type: ignore[arg-type]
         ))
@@ -292,7 +294,7 @@ def to_agent_framework(messages: Iterable[Message]) -> list[AFMessage]:
             elif isinstance(part, DataPart) and part.name == CONTENT_PART:
                 body.append(Content.from_dict(part.data))
         if body:
-            converted.append(AFMessage(message.role, body, message_id=message.id))
+            converted.append(AFMessage(message.role, body, message_id=message.id, author_name=wire_name(message)))
     return converted
 
 
@@ -659,7 +661,7 @@ def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
         return message
     if not [c for c in kept if c.type != "usage"]:
         return None
-    return AFMessage(message.role, kept, message_id=message.message_id,
+    return AFMessage(message.role, kept, message_id=message.message_id, author_name=message.author_name,
                      additional_properties=dict(message.additional_properties or {}))
 
 
