@@ -67,6 +67,7 @@ __all__ = ["NAMESPACE_KIND", "KnowledgeBaseStore", "namespace_scope"]
 NAMESPACE_KIND = "langgraph-namespace"
 _LEVELS = ("org", "resource", "thread")
 _META = "langgraph"
+_SEARCH_LIMIT = 1000  # the most hits one knowledge search returns
 
 
 def namespace_scope(namespace: tuple[str, ...], default: Scope) -> Scope:
@@ -368,7 +369,9 @@ class KnowledgeBaseStore(BaseStore):
                     candidates[record.id] = (record, namespace)
         ranked: list[tuple[tuple[Record, tuple[str, ...]], float | None]]
         if op.query:
-            wanted = max(50, op.offset + op.limit) * 4
+            # candidates ranked by the knowledge search, which takes at most _SEARCH_LIMIT hits:
+            # a large page (limit=300) or a page far down (offset=250) asked for more and was refused
+            wanted = min(_SEARCH_LIMIT, max(50, op.offset + op.limit) * 4)
             hits = await self.knowledge.search(op.query, self.scope.key, limit=wanted)
             ranked = [(candidates[h.id], h.score) for h in hits if h.kind == "record" and h.id in candidates]
         else:
