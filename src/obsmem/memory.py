@@ -1251,8 +1251,7 @@ class Memory:
         # The work goes on: what is stored, the raw window cut as a turn's is then (what is left
         # out stays pending; the newest user message and what follows it stay).
         await self.engine.core.counter.ready()
-        record, unobserved = await self.engine.core.stored_window(thread)
-        trim = self.engine.trim_window(thread, record, unobserved)
+        record, _, trim = await self.engine.behind_window(thread, observable=False)
         context = await self.context_from(thread, record, trim.kept)
         return dataclasses.replace(context, trimmed=trim.trimmed) if trim.trimmed else context
 

@@ -218,9 +218,11 @@ class Turn:
         async with turn._traced("begin_turn") as span, turn._boundary("begin_turn"):
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
-            before = await engine.core.stored_window(thread)
+            # (A window too long to keep: its newest messages only, and the check reads the tail.)
+            before, whole = await engine.first_window(thread)
             saved = await turn._save(
-                parse_messages(messages, "messages"), before=before[1], early=True, close_calls=True
+                parse_messages(messages, "messages"), before=before[1] if whole else None, early=True,
+                close_calls=True,
             )
             span.set("obsmem.messages", len(saved))
             stored: Window | None = turn._saved_window
@@ -229,7 +231,7 @@ class Turn:
             # its history: what was stored before its new input (an edited old message keeps its seq)
             added = [m.seq for m in saved if m.seq is not None and m.seq > known]
             turn._history_seq = min(added) - 1 if added else known
-            if stored is None and not turn._window_stale and turn._view_newest <= known:
+            if stored is None and whole and not turn._window_stale and turn._view_newest <= known:
                 stored = _extended(before, saved)  # the first read, with the input
             # (unless the save's marks said another writer changed the window since, or its check
             # saw messages the first read did not: read again)
@@ -913,10 +915,9 @@ class Turn:
         # The work goes on in the background: the actor sees what is stored, the raw window cut
         # to the engine's limit (memory is behind; what is left out stays pending). The window
         # kept by the engine is not read again while its mark holds (a window of thousands of
-        # messages pending, a memory model failing for hours, is not decoded again each boundary).
-        record, window = await engine.core.stored_window(thread)
-        unobserved = observable_messages(window)
-        trim = engine.trim_window(thread, record, unobserved, keep=saved)
+        # messages pending, a memory model failing for hours, is not decoded again each boundary);
+        # of one too long to keep, only the newest messages the cut needs are read.
+        record, unobserved, trim = await engine.behind_window(thread, keep=saved)
         self.trimmed = trim.trimmed
         context = await self._contexts.context_from(thread, record, trim.kept)
         self._saw(saved, unobserved, record.cursor(thread.id) if record is not None else 0)

@@ -355,6 +355,7 @@ class Engine:
         unobserved: Sequence[Message],
         *,
         keep: Sequence[Message] = (),
+        older: int = 0,
     ) -> Trim:
         """``unobserved`` without its oldest messages, as few as bring it under :meth:`raw_limit`.
 
@@ -363,13 +364,32 @@ class Engine:
         instructions), and a tool call apart from its result. The cut falls before a user
         message when one allows it, so the kept conversation begins with a user turn. A cut is
         reported as a ``context-trimmed`` event; the messages left out stay pending, to be
-        observed later.
+        observed later. ``older``: messages of the window before ``unobserved``, not read (a
+        window too long to read whole, :meth:`behind_window`), left out too; the event's
+        ``tokens`` counts only those read.
         """
+        cut, counts, total, limit = self._cut(record, unobserved, keep)
+        if cut == 0 and not older:
+            return Trim(list(unobserved), limit=limit)
+        removed = unobserved[:cut]
+        removed_tokens = sum(counts[:cut])
+        trimmed = sum(1 for m in removed if m.role != "system") + older
+        if trimmed == 0:
+            return Trim(list(unobserved), limit=limit)
+        kept = [m for m in removed if m.role == "system"] + list(unobserved[cut:])
+        self.core.emit("context-trimmed", thread.id, messages=trimmed, tokens=removed_tokens, limit=limit)
+        return Trim(kept, trimmed, removed_tokens, limit)
+
+    def _cut(
+        self, record: ObservationRecord | None, unobserved: Sequence[Message], keep: Sequence[Message]
+    ) -> tuple[int, list[int], int, int]:
+        """Where :meth:`trim_window` cuts ``unobserved`` (0: nowhere), with each message's tokens,
+        their total and the raw limit."""
         limit = self.raw_limit(record)
         counts = [0 if m.role == "system" else self.counter.count_message(m) for m in unobserved]
         total = sum(counts)
         if total <= limit:
-            return Trim(list(unobserved), limit=limit)
+            return 0, counts, total, limit
         users = [i for i, m in enumerate(unobserved) if m.role == "user"]
         stop = users[-1] if users else len(unobserved)
         kept_ids = {m.id for m in keep}
@@ -379,7 +399,7 @@ class Engine:
         # API on Bedrock and Vertex refuses a conversation that starts with an assistant turn.
         cuts = [cut for cut in cuts if cut < len(unobserved) and unobserved[cut].role == "user"] or cuts
         if not cuts:
-            return Trim(list(unobserved), limit=limit)
+            return 0, counts, total, limit
         removed_tokens, cut = 0, 0
         for candidate in cuts:  # the smallest cut that fits, else the largest one allowed
             # A running sum (the cuts rise): one pass over the window, however many cuts it has.
@@ -387,13 +407,45 @@ class Engine:
             cut = candidate
             if total - removed_tokens <= limit:
                 break
-        removed = unobserved[:cut]
-        trimmed = sum(1 for m in removed if m.role != "system")
-        if trimmed == 0:
-            return Trim(list(unobserved), limit=limit)
-        kept = [m for m in removed if m.role == "system"] + list(unobserved[cut:])
-        self.core.emit("context-trimmed", thread.id, messages=trimmed, tokens=removed_tokens, limit=limit)
-        return Trim(kept, trimmed, removed_tokens, limit)
+        return cut, counts, total, limit
+
+    async def behind_window(
+        self, thread: Thread, *, keep: Sequence[Message] = (), observable: bool = True
+    ) -> tuple[ObservationRecord | None, list[Message], Trim]:
+        """The live record, the thread's unobserved messages and their cut (:meth:`trim_window`)
+        for a context while memory work is behind. A window too long to keep is not read whole
+        at every boundary (its memory model down for hours, thousands pending): its newest
+        messages are read, as many as hold the cut the whole window would get (past the raw
+        limit, from a user message on, no result whose call is left out), and the older ones are
+        counted as left out (:meth:`~obsmem.om.windows.Windows.read_recent`). ``observable``: the
+        messages cut are those that carry conversation (:func:`observable_messages`), else all of
+        them as stored (system messages too: the application's, when it recorded none)."""
+        select = observable_messages if observable else list
+
+        def enough(head: ObservationRecord | None, messages: list[Message]) -> bool:
+            unobserved = select(messages)
+            cut, _, total, limit = self._cut(head, unobserved, keep)
+            if total <= limit or cut == 0 or unobserved[cut].role != "user":
+                return False  # the whole window's cut may fall before these messages
+            called = {c.tool_call_id for m in unobserved[cut:] for c in m.tool_calls}
+            return all(r.tool_call_id in called for m in unobserved[cut:] for r in m.tool_results)
+
+        recent = await self.core.windows.read_recent(self.lineage(thread), thread.id, enough)
+        if recent is None or recent.whole:
+            record, window = await self.core.stored_window(thread) if recent is None else (recent.head, recent.messages)
+            unobserved, older = select(window), 0
+        else:
+            record, unobserved, older = recent.head, select(recent.messages), recent.older
+        return record, unobserved, self.trim_window(thread, record, unobserved, keep=keep, older=older)
+
+    async def first_window(self, thread: Thread) -> tuple[tuple[ObservationRecord | None, list[Message]], bool]:
+        """A turn's first read: the window as stored (``Core.stored_window``) and True, or, for
+        a window too long to keep, the record and its newest messages only (the input's check then
+        reads the store's tail) and False."""
+        recent = await self.core.windows.read_recent(self.lineage(thread), thread.id, lambda head, messages: True)
+        if recent is None:
+            return await self.core.stored_window(thread), True
+        return (recent.head, recent.messages), recent.whole
 
     # -- reading --------------------------------------------------------------------------------
     def lineage(self, thread: Thread) -> str:

@@ -49,7 +49,7 @@ from obsmem.storage.contract import (
 from obsmem.errors import ThreadNotFoundError
 from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["ReadOnlyDict", "ReadOnlyList", "Saved", "Window", "Windows", "extended"]
+__all__ = ["ReadOnlyDict", "ReadOnlyList", "Recent", "Saved", "Window", "Windows", "extended"]
 
 Window = tuple[ObservationRecord | None, list[Message]]
 
@@ -57,6 +57,11 @@ CAPACITY = 16_384  # windows, and messages in all kept windows; the least recent
 MAX_CHARS = 16_000_000  # characters of content in all kept windows (tens of MB at most)
 MAX_MESSAGES = 8_192  # a longer window is not kept (read afresh); message_tokens keeps most below it
 MAX_WINDOW_CHARS = MAX_CHARS // 2  # nor a window this large (a pasted log waiting is kept: not decoded at every boundary)
+#: Windows read whole and found longer than MAX_MESSAGES that are remembered (their size, not
+#: their messages), so that their newest messages can be read alone (:meth:`Windows.read_recent`).
+MAX_LARGE = 1_024
+#: The first read of a large window's newest messages; each further read takes four times as many.
+RECENT_FIRST = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,28 @@ class Saved:
     stale: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """The newest messages of a window too long to keep (:meth:`Windows.read_recent`)."""
+
+    #: The live head they were read under (None: none yet).
+    head: ObservationRecord | None
+    #: The window's newest messages, by seq, as stored: those after the head's cursor from some
+    #: message on, to the newest.
+    messages: list[Message]
+    #: How many messages of the window that say something (neither system nor marker-only
+    #: messages) come before them, unread: counted when the window was last read whole, less
+    #: those read again here. Messages of them deleted or rewritten by another process since
+    #: are not seen: the count is the window's as this engine last read it.
+    older: int
+    #: Whether ``messages`` are the whole window (it had grown shorter than the first read).
+    whole: bool
+
+
+def _conversational(message: Message) -> bool:
+    return message.role != "system" and not message.is_marker_only
+
+
 class Windows:
     """The windows one engine read or wrote last, by (lineage, thread)."""
 
@@ -88,6 +115,9 @@ class Windows:
         self._messages = 0  # in all kept windows
         self._chars = 0
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
+        # Windows too long to keep, as last read whole: (the head's id and version then, how
+        # many of their messages say something, the newest seq then); see read_recent.
+        self._large: OrderedDict[tuple[str, str], tuple[tuple[str | None, int | None], int, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -106,9 +136,63 @@ class Windows:
             head, messages, mark = await read_marked_window(self._store, lineage, thread_id)
         except ThreadNotFoundError:
             self._drop(key)
+            self._large.pop(key, None)
             raise
         self._keep(key, mark, (head, messages))
+        self._large.pop(key, None)
+        if len(messages) > MAX_MESSAGES:
+            self._large[key] = (
+                (head.id, head.version) if head else (None, None),
+                sum(map(_conversational, messages)),
+                messages[-1].seq or 0,
+            )
+            while len(self._large) > MAX_LARGE:
+                self._large.popitem(last=False)
         return head, list(messages)
+
+    async def read_recent(
+        self, lineage: str, thread_id: str, enough: Callable[[ObservationRecord | None, list[Message]], bool]
+    ) -> Recent | None:
+        """The newest messages of a window too long to keep, read without the rest: the fewest
+        of :data:`RECENT_FIRST`, four times as many, and so on, that are ``enough`` (given the
+        head and them). None where the window is not known to be that long, where its head
+        changed since it was last read whole (its cursor may have moved: the caller reads it
+        whole), and where no such read is ``enough`` below :data:`MAX_MESSAGES` messages. Its
+        messages are those after the head's cursor: the head is read again after them, and
+        None is returned if it changed meanwhile. Unknown thread → ThreadNotFoundError."""
+        key = (lineage, thread_id)
+        large = self._large.get(key)
+        if large is None:
+            return None
+        head = await self._store.get_head(lineage)
+        at = (head.id, head.version) if head else (None, None)
+        if at != large[0]:
+            return None
+        cursor = head.cursor(thread_id) if head else 0
+        want = RECENT_FIRST
+        while True:
+            try:
+                newest = await self._store.list_messages(thread_id, after_seq=cursor, limit=want, newest_first=True)
+            except ThreadNotFoundError:
+                self._large.pop(key, None)
+                raise
+            messages = newest[::-1]
+            whole = len(newest) < want  # (it has grown shorter since: observed, or deleted)
+            if whole:
+                older = 0
+                break
+            if enough(head, messages):
+                newest_then = large[2]
+                older = max(0, large[1] - sum(1 for m in messages if (m.seq or 0) <= newest_then and _conversational(m)))
+                break
+            want *= 4
+            if want > MAX_MESSAGES:
+                return None
+        again = await self._store.get_head(lineage)
+        if ((again.id, again.version) if again else (None, None)) != at:
+            return None
+        self._large.move_to_end(key)
+        return Recent(head, messages, older, whole)
 
     async def save(
         self, lineage: str, thread_id: str, messages: list[Message], *, after_seq: int | None = None
@@ -205,11 +289,14 @@ class Windows:
         """Drop the kept windows of ``thread_id`` (found deleted)."""
         for key in [k for k in self._kept if k[1] == thread_id]:
             self._drop(key)
+        for key in [k for k in self._large if k[1] == thread_id]:
+            del self._large[key]
 
     def forget(self) -> None:
         """Drop every kept window (after a delete: no deleted text stays in this process)."""
         self._kept.clear()
         self._threads.clear()
+        self._large.clear()
         self._messages = self._chars = 0
 
     def _drop(self, key: tuple[str, str]) -> None:
