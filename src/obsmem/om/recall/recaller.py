@@ -60,7 +60,7 @@ from obsmem.om.recall.render import (
     render_message,
 )
 from obsmem.om.selection import observable_messages
-from obsmem.storage.contract import Store, lineage_key
+from obsmem.storage.contract import Store, lineage_key, takes_keyword
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
 
@@ -80,7 +80,7 @@ instead) unless the messages that way run out first (then it is empty), so no pa
 one call read more than this and one page."""
 MAX_THREADS = 50
 MAX_GROUP_THREADS = 32
-"""How many of the resource's other threads (the newest) a group named without its thread is
+"""How many of the resource's other threads (the most recently active) a group named without its thread is
 looked for in (resource scope), besides the caller's: their current memory only."""
 MAX_SEARCH_RESULTS = 20
 _MIN_BUDGET = 50
@@ -236,7 +236,7 @@ class Recaller:
     # -- groups -------------------------------------------------------------------------------
     async def _other_threads(self, caller: Thread) -> list[Thread]:
         """Where a group named without its thread is looked for after the caller's thread: in
-        resource scope, the :data:`MAX_GROUP_THREADS` newest other threads of the resource (none
+        resource scope, the :data:`MAX_GROUP_THREADS` most recently active other threads of the resource (none
         where the observations are the resource's: the caller's memory holds every thread's)."""
         if self.config.scope != "resource":
             return []
@@ -264,7 +264,7 @@ class Recaller:
         """The group with ``group_id`` and its (reachable) thread; RecallNotFoundError otherwise.
         ``thread_id`` (not ``"current"``): looked for in that thread's memory only (its current
         memory and its older generations). Without it: in the caller's (current and older), then
-        in the current memory of the resource's newest other threads (:data:`MAX_GROUP_THREADS`),
+        in the current memory of the resource's most recently active other threads (:data:`MAX_GROUP_THREADS`),
         so an id the model made up costs a bounded number of reads however many threads the user
         has; a group of an older thread is found with its ``thread_id`` (search results carry it)."""
         named = thread_id not in (None, "", "current")
@@ -744,6 +744,22 @@ _LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 async def _newest_threads(store: Store, caller: Thread, n: int) -> list[Thread]:
+    """The ``n`` most recently active threads of the caller's resource but the caller, newest
+    first: one page of the store's newest-first listing (``list_threads(newest_first=True)``,
+    from its activity index: ``n + 1`` threads, the caller may be among them). A thread's
+    activity moves when it is created and whenever a message is saved into it, so a thread the
+    user went back to is looked in before newer ones left idle.
+
+    A store whose ``list_threads`` lacks ``newest_first`` (written before it) is read as before:
+    the newest by creation (``created_at``, then creation order), without reading the listing
+    (:func:`_newest_created`)."""
+    if takes_keyword(store.list_threads, "newest_first"):
+        page = await store.list_threads(caller.resource_id, limit=n + 1, newest_first=True)
+        return [t for t in page if t.id != caller.id and t.resource_id == caller.resource_id][:n]
+    return await _newest_created(store, caller, n)
+
+
+async def _newest_created(store: Store, caller: Thread, n: int) -> list[Thread]:
     """The ``n`` newest threads of the caller's resource but the caller, newest first, in the
     listing's order (``created_at``, then creation order), read without reading the listing:
     each read takes at most ``n + 2`` threads from an instant on (``list_threads(since=...)``,
