@@ -148,3 +148,12 @@ async def test_the_fallback_gives_the_native_order(store: Store) -> None:
         await newest_threads(old, "r1", after="gone")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
         await newest_threads(old, "r1", before="nonsense")  # type: ignore[arg-type]
+
+
+async def test_each_threads_mark_goes_on_after_it(store: Store) -> None:
+    await _threads(store, "r1", 5)
+    page = await store.list_threads("r1", newest_first=True, limit=4)
+    assert isinstance(page, ThreadPage) and len(page.marks) == 4 and page.next_before == page.marks[-1]
+    for index, thread in enumerate(page):
+        rest = await store.list_threads("r1", newest_first=True, before=page.marks[index])
+        assert await _ids(rest) == ["t4", "t3", "t2", "t1", "t0"][index + 1 :], thread.id

@@ -48,6 +48,13 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   may quote its ``<thread id>`` sections (:func:`section_messages`; optional native method
   ``section_messages_page(thread_id, after_seq=, limit=)``, a store without it is read a page of
   ``list_messages`` at a time).
+* **Newest first.** ``list_threads(resource_id, newest_first=True)`` lists a resource's threads
+  most recently active first from an index: a thread's activity is drawn from a store-wide
+  counter when it is created and again, in the save's transaction, whenever a message is
+  inserted into it. Pages go on from a :class:`ThreadPage`'s ``next_before`` (a position, not a
+  thread), so within one pass every thread whose activity did not change shows exactly once, and
+  one that got a message moves to the top (not shown again in that pass, nor later in it). An
+  optional keyword: :func:`newest_threads` reads a store without it whole.
 * **Who holds a resource.** :func:`resource_orgs` answers the distinct org ids of a resource's
   threads without handing out its thread rows (optional native method
   ``resource_orgs(resource_id)``, a ``SELECT DISTINCT`` in SQL; a store without it is read a
@@ -1345,14 +1352,21 @@ async def resource_totals(
 
 class ThreadPage(list[Thread]):
     """A page of a newest-first thread listing (:func:`newest_threads`): a list of threads with
-    ``next_before``, the ``before`` that reads the page after it (None for an empty page). An
-    opaque mark: the store that gave it reads it back."""
+    ``marks``, each thread's position as the page read it (opaque: the store that gave it reads it
+    back as ``before``), and ``next_before``, the last one's: the ``before`` that reads the page
+    after it (None for an empty page)."""
 
-    next_before: str | None
+    marks: list[str]
 
-    def __init__(self, threads: Sequence[Thread] = (), next_before: str | None = None) -> None:
+    def __init__(self, threads: Sequence[Thread] = (), marks: Sequence[str] = ()) -> None:
         super().__init__(threads)
-        self.next_before = next_before if threads else None
+        if len(marks) != len(threads):
+            raise ValueError("a ThreadPage needs one mark per thread")
+        self.marks = list(marks)
+
+    @property
+    def next_before(self) -> str | None:
+        return self.marks[-1] if self.marks else None
 
 
 async def newest_threads(
@@ -1373,7 +1387,9 @@ async def newest_threads(
         page = await store.list_threads(
             resource_id, limit=limit, offset=offset, after=after, newest_first=True, before=before
         )
-        return page if isinstance(page, ThreadPage) else ThreadPage(page)
+        if not isinstance(page, ThreadPage):
+            raise TypeError(f"{type(store).__name__}.list_threads(newest_first=True) must return a ThreadPage")
+        return page
     ranked: list[tuple[tuple[int, int, str], Thread]] = []
     async for batch in _thread_pages(store, resource_id, 500):
         for thread in batch:
@@ -1394,8 +1410,7 @@ async def newest_threads(
         mark = _fallback_mark(before)
         ranked = [item for item in ranked if item[0] < mark]
     chosen = ranked[offset : offset + limit]
-    last = chosen[-1][0] if chosen else None
-    return ThreadPage([t for _, t in chosen], None if last is None else f"{last[0]}|{last[1]}|{last[2]}")
+    return ThreadPage([t for _, t in chosen], [f"{seq}|{created}|{tid}" for (seq, created, tid), _ in chosen])
 
 
 def _created_us(thread: Thread) -> int:
