@@ -663,16 +663,22 @@ def _said_quoted_letters(value: str) -> bool:
 
 #: A shorter password of letters only, after a cue that says whose password it is or after "pw":
 #: "my password is tulipsun", "our netflix password is bluemoon", "pw: hollyoak", "the pw is
-#: frostpine" (six letters or more; no describing word, :func:`_said_cued_letters`), or after "the"
-#: and a word or two naming whose or which it is: "the wifi password is tulipsun", "the new netflix
-#: password is bluemoon". "The password is unbreakable." names no one's password and keeps the
-#: rules of :data:`_SAID_LETTERS`. The copula is matched in any case ("MY PASSWORD IS TULIPSUN").
-_SAID_CUED_LETTERS = _re(
-    r"(?:(?<![^\W\d_])(?i:my|our|your|his|her|their)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}"
-    r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)"
-    r"|(?<![^\W\d_])(?i:the)(?:[ \t]{1,3}[^\W\d_]{1,20}){1,2}?[ \t]{1,3}"
-    r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
-    + _LETTERS_IS + r"(?P<value>[^\W\d_]{6,64})" + _LETTERS_END
+#: frostpine", "the wifi password is tulipsun", "the new netflix password is bluemoon", "the
+#: password is tulipsun", or where a sentence starts with the word (a line, or after a colon: a
+#: transcript's "User (10:00): Password is kiwi."); four letters or more, and no describing word
+#: (:func:`_said_cued_letters`: "The password is unbreakable." stays). The copula is matched in
+#: any case ("MY PASSWORD IS TULIPSUN").
+_CUED_WORDS = r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)"
+_CUED_BY = (
+    r"(?:(?<![^\W\d_])(?i:my|our|your|his|her|their|the)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}" + _CUED_WORDS
+    + r"|(?:(?m:^)[ \t>*_-]{0,6}|(?<=[.!?:][ \t]))" + _CUED_WORDS
+    + r"|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
+)
+_SAID_CUED_LETTERS = _re(_CUED_BY + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
+#: The same said with a contraction: "my password's tulipsun" (not "the password's strength": what
+#: a password has, :data:`_POSSESSED`, is no password).
+_SAID_CUED_CONTRACTED = _re(
+    _CUED_BY + r"['\u2019]s(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3}(?P<value>[^\W\d_]{4,64})" + _LETTERS_END
 )
 #: More words that say what a password is like or where it is, beside :data:`_DESCRIBING_WORDS`
 #: ("my password is garbage", "… is twelve", "… is below").
@@ -685,24 +691,71 @@ _CUED_STOP_WORDS = frozenset(
     "essential confidential universal global local literal formal informal critical crucial vital fatal optimal "
     "taken written chosen forgotten frozen proven rotten given shaken honest modest latest oldest newest easiest "
     "hardest longest shortest strongest weakest safest simplest plaintext cleartext similar dissimilar tomorrow "
-    "tonight yesterday upstairs downstairs underneath nearby backwards forwards".split()
+    "tonight yesterday upstairs downstairs underneath nearby backwards forwards bcrypt scrypt yescrypt "
+    "argon crypt ntlm unicode".split()
 )
+#: Short words (four or five letters) a sentence about a password ends in: "the password is fake",
+#: "my password is also", "password is what?", "the password is sent". A shorter password counts
+#: only where it is none of them.
+_SHORT_STOP_WORDS = frozenset(
+    "also just only still then very quite what that this which where when whom whose some both each true false "
+    "real sure done over back away down late soon fast slow plain clear dead live alive vague messy bogus crap "
+    "dull tiny huge small large mixed upper lower equal basic known shown sent kept spent again ready fake free "
+    "open shut paid full half caps bold cold warm dark cheap poor rich smart lazy best worst least most more less "
+    "much many enough fair tough legit iffy risky shaky dodgy void zero three four five seven eight nine text "
+    "hash salt reset ascii argon later twice once after first final next last todo none same such even ever "
+    "never nope sorry thanks right left here there case yours mine ours "
+    "hers theirs wrong fine okay cool nice good weak long short safe gone lost blank empty valid null unset "
+    "stale fresh easy hard dumb lame ugly cute great awful solid silly funny unique above below "
+    "login user users name names email visible useful usable needed typed been gone".split()
+)
+#: What a password has ("the password's strength", "my password's length"): no password after "'s".
+_POSSESSED = frozenset(
+    "hash hashes salt length strength entropy owner owners expiry expiration value format policy history "
+    "lifetime complexity characters letters digits score field prompt label text input type requirements "
+    "rules reset change changes user holder checksum digest encoding charset quality security validity status "
+    "state name version storage location scope purpose meaning contents content plaintext ciphertext age "
+    "manager hint hints cost rotation recovery confirmation fingerprint count size limit limits minimum maximum "
+    "case string rule form box column key keys secret fault problem issue spelling encryption validation".split()
+)
+_POSSESSED_ENDINGS = ("tion", "sion", "ity", "ness", "ment", "ance", "ence", "th")
 #: The endings of describing words (:data:`_DESCRIBING_ENDINGS`) less those a word of a password
 #: ends in as often ("sunpetal", "kitten", "forest", "nation"): their describing words are listed
 #: in :data:`_CUED_STOP_WORDS`.
 _CUED_ENDINGS = tuple(ending for ending in _DESCRIBING_ENDINGS
                       if ending not in ("al", "en", "est", "tion", "sion", "ness", "ment", "ity", "ism", "ist",
                                         "ward", "wards"))
+#: Things named by a word with a describing ending, that people make passwords of: "butterfly",
+#: "dragonfly" (no describing word ends in "fly"), "chocolate", "elephant", "treasure", "darling".
+_NAMED_LIKE_DESCRIBING = frozenset(
+    "family lily jelly belly holly molly dolly polly billy kelly emily shelly italy july rally sally wally "
+    "anomaly assembly monopoly chocolate pirate karate climate senate palate primate elephant pheasant infant "
+    "merchant servant tyrant peasant giant treasure adventure picture nature creature pleasure texture sculpture "
+    "olive detective magic music garlic picnic titanic atlantic pacific mosaic arctic canary library dictionary "
+    "rosemary january february sanctuary diary memory victory factory darling blessing sterling viking dumpling "
+    "pudding wedding duckling starling sibling kryptonite dynamite granite satellite meteorite termite english "
+    "spanish radish finnish danish".split()
+)
 
 
 def _said_cued_letters(value: str) -> bool:
-    """A word of six letters or more after "my password is" or "pw": a password unless it is a word
-    that describes one (:data:`_DESCRIBING_WORDS`, :data:`_CUED_STOP_WORDS`, or a describing ending,
-    :data:`_CUED_ENDINGS`: "expired", "unbreakable", "somewhere")."""
+    """A word of four letters or more after "my password is", "the password is" or "pw": a password
+    unless it is a word that describes one (:data:`_DESCRIBING_WORDS`, :data:`_CUED_STOP_WORDS`, a
+    short word of :data:`_SHORT_STOP_WORDS`, or a describing ending, :data:`_CUED_ENDINGS`:
+    "expired", "unbreakable", "somewhere"; but "butterfly", "chocolate" name things)."""
     word = value.casefold()
-    if len(word) < 6 or word in _DESCRIBING_WORDS or word in _CUED_STOP_WORDS:
+    if len(word) < 4 or word in _DESCRIBING_WORDS or word in _CUED_STOP_WORDS or word in _SHORT_STOP_WORDS:
         return False
+    if word in _NAMED_LIKE_DESCRIBING or (word.endswith("fly") and len(word) > 5):
+        return True
     return not word.endswith(_CUED_ENDINGS)
+
+
+def _said_cued_contracted(value: str) -> bool:
+    """:func:`_said_cued_letters`, and not what a password has ("the password's strength", "my
+    password's capitalisation": :data:`_POSSESSED`, or a noun's ending)."""
+    word = value.casefold()
+    return word not in _POSSESSED and not word.endswith(_POSSESSED_ENDINGS) and _said_cued_letters(value)
 
 
 _DB_SCHEMES = (
@@ -903,6 +956,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_CUED_LETTERS, _said_cued_letters),
+    Detector("password", _SAID_CUED_CONTRACTED, _said_cued_contracted),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
     Detector("password", _SAID_OPENS_WITH, _said_pin),
