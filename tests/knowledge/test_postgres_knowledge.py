@@ -39,7 +39,8 @@ async def test_the_tables_record_their_own_migrations_beside_the_message_store(p
     with psycopg.connect(postgres_url) as conn:
         knowledge = [row[0] for row in conn.execute(f"SELECT name FROM {KNOWLEDGE_MIGRATIONS_TABLE}")]
         messages = [row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")]
-    assert knowledge == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts"]
+    assert knowledge == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts",
+                         "m004_knowledge_search_index"]
     assert "m001_initial" in messages  # the message store's migrations are untouched
 
 
@@ -190,7 +191,9 @@ def test_obsmem_knowledge_imports_without_psycopg() -> None:
 
 async def test_migrate_knowledge_lists_then_applies_by_url(postgres_url: str) -> None:
     # The test database has the message store's tables (the migrated template), not the knowledge ones.
-    assert await migrate_knowledge(postgres_url, dry_run=True) == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts"]
-    assert await migrate_knowledge(postgres_url) == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts"]
+    assert await migrate_knowledge(postgres_url, dry_run=True) == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts",
+                         "m004_knowledge_search_index"]
+    assert await migrate_knowledge(postgres_url) == ["m001_knowledge_initial", "m002_knowledge_pages_by_node", "m003_knowledge_unowned_speaker_facts",
+                         "m004_knowledge_search_index"]
     assert await migrate_knowledge(postgres_url) == []
     assert await migrate_knowledge(postgres_url, dry_run=True) == []

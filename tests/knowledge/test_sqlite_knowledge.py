@@ -35,7 +35,8 @@ async def test_the_file_is_wal_and_records_its_own_migrations(tmp_path: Path) ->
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         names = [row[0] for row in conn.execute(f"SELECT name FROM {KNOWLEDGE_MIGRATIONS_TABLE}")]
     assert names == ["m001_knowledge_initial", "m002_knowledge_open_outbox", "m003_knowledge_pages_by_node",
-                     "m004_knowledge_unowned_speaker_facts"]
+                     "m004_knowledge_unowned_speaker_facts",
+                     "m005_knowledge_search_index"]
 
 
 async def test_a_database_from_a_newer_obsmem_is_refused(tmp_path: Path) -> None:
@@ -100,11 +101,13 @@ async def test_migrate_knowledge_lists_then_applies_by_url(tmp_path: Path) -> No
     path = tmp_path / "k.db"
     url = f"sqlite:///{path}"
     assert await migrate_knowledge(url, dry_run=True) == ["m001_knowledge_initial", "m002_knowledge_open_outbox", "m003_knowledge_pages_by_node",
-                                                            "m004_knowledge_unowned_speaker_facts"]
+                                                            "m004_knowledge_unowned_speaker_facts",
+                     "m005_knowledge_search_index"]
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0  # only read
     assert await migrate_knowledge(url) == ["m001_knowledge_initial", "m002_knowledge_open_outbox", "m003_knowledge_pages_by_node",
-                                            "m004_knowledge_unowned_speaker_facts"]
+                                            "m004_knowledge_unowned_speaker_facts",
+                     "m005_knowledge_search_index"]
     assert await migrate_knowledge(url) == [] and await migrate_knowledge(url, dry_run=True) == []
     async with SQLiteKnowledgeStore(path) as store:
         await store.create_node("Jane", "person", RES, **ACT)

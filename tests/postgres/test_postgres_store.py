@@ -116,9 +116,9 @@ def test_migrate_command(blank_url: str) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
     assert dry.exit_code == 0
-    assert "9 migrations pending: m001_initial, m002_vectors, m003_dead_work, m004_model_calls, m005_threads_by_creation, m006_thread_activity, m001_knowledge_initial, m002_knowledge_pages_by_node, m003_knowledge_unowned_speaker_facts" in dry.output
+    assert "10 migrations pending: m001_initial, m002_vectors, m003_dead_work, m004_model_calls, m005_threads_by_creation, m006_thread_activity, m001_knowledge_initial, m002_knowledge_pages_by_node, m003_knowledge_unowned_speaker_facts, m004_knowledge_search_index" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
-    assert done.exit_code == 0 and "9 migrations applied" in done.output
+    assert done.exit_code == 0 and "10 migrations applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert again.exit_code == 0 and "0 migrations applied" in again.output
 

@@ -28,7 +28,14 @@ from obsmem.knowledge.store.contract import (
     Tombstone,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
+from obsmem.knowledge.store.tables import (
+    KnowledgeTables,
+    name_key,
+    node_order,
+    node_search_text,
+    record_search_text,
+    under,
+)
 
 __all__ = ["InMemoryKnowledgeStore", "MemoryKnowledgeTables"]
 
@@ -64,6 +71,60 @@ def _clone_vector(vector: StoredVector) -> StoredVector:
     return replace(vector, vector=vector.vector.copy())
 
 
+def _grams(text: str) -> set[str]:
+    """Every substring of ``text`` of one to three characters: a probe of up to three is one of
+    them exactly, a longer one holds each of its trigrams."""
+    return {text[i : i + n] for n in (1, 2, 3) for i in range(len(text) - n + 1)}
+
+
+class _SearchIndex:
+    """The in-memory lexical index: each row's search text, and the rows holding each one- to
+    three-character substring. A probe is looked up by its rarest gram and checked against the
+    texts of those rows only."""
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, str], tuple[str, str]] = {}  # (kind, id) -> (scope, search text)
+        self.rows: dict[str, set[tuple[str, str]]] = {}  # gram -> (kind, id) of the rows holding it
+
+    def put(self, kind: str, row_id: str, scope: str, text: str) -> None:
+        key = (kind, row_id)
+        old = self.texts.get(key)
+        if old is not None and old[1] == text:
+            self.texts[key] = (scope, text)
+            return
+        self.drop(kind, row_id)
+        self.texts[key] = (scope, text)
+        for gram in _grams(text):
+            self.rows.setdefault(gram, set()).add(key)
+
+    def drop(self, kind: str, row_id: str) -> None:
+        key = (kind, row_id)
+        old = self.texts.pop(key, None)
+        if old is None:
+            return
+        for gram in _grams(old[1]):
+            keys = self.rows.get(gram)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.rows[gram]
+
+    def find(self, scope_keys: Sequence[str], probes: Sequence[str]) -> set[tuple[str, str]]:
+        """(kind, id) of the rows stored at ``scope_keys`` whose text holds one of ``probes``."""
+        scopes = set(scope_keys)
+        found: set[tuple[str, str]] = set()
+        for probe in probes:
+            grams = [probe] if len(probe) <= 3 else [probe[i : i + 3] for i in range(len(probe) - 2)]
+            rarest = min((self.rows.get(gram, set()) for gram in grams), key=len)
+            for key in rarest:
+                if key in found:
+                    continue
+                scope, text = self.texts[key]
+                if scope in scopes and probe in text:
+                    found.add(key)
+        return found
+
+
 class MemoryKnowledgeTables:
     """:class:`KnowledgeTables` over plain dicts."""
 
@@ -77,6 +138,19 @@ class MemoryKnowledgeTables:
         self.outbox: dict[str, OutboxEntry] = {}
         self.vectors: dict[str, StoredVector] = {}
         self.forgotten_values: dict[str, ForgottenValue] = {}
+        self._search: _SearchIndex | None = _SearchIndex()
+
+    @property
+    def search_index(self) -> _SearchIndex:
+        """The lexical index of the nodes and records (rebuilt after a rolled-back write)."""
+        if self._search is None:
+            index = _SearchIndex()
+            for node in self.nodes.values():
+                index.put("node", node.id, node.scope, node_search_text(node))
+            for record in self.records.values():
+                index.put("record", record.id, record.scope, record_search_text(record))
+            self._search = index
+        return self._search
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {name: dict(getattr(self, name)) for name in self._TABLES}
@@ -84,6 +158,7 @@ class MemoryKnowledgeTables:
     def restore(self, snapshot: dict[str, dict[str, Any]]) -> None:
         for name, rows in snapshot.items():
             setattr(self, name, rows)
+        self._search = None  # the failed write's changes to it: rebuilt from the rows on next use
 
     # nodes
     def node(self, node_id: str) -> Node | None:
@@ -98,6 +173,7 @@ class MemoryKnowledgeTables:
 
     def save_node(self, node: Node) -> None:
         self.nodes[node.id] = _clone(node)
+        self.search_index.put("node", node.id, node.scope, node_search_text(node))
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[Node]:
         return sorted((_clone(n) for n in self.nodes.values() if n.scope in scope_keys), key=lambda n: n.id)
@@ -120,6 +196,14 @@ class MemoryKnowledgeTables:
     def nodes_mentioning(self, node_id: str) -> list[Node]:
         return [_clone(n) for n in self.nodes.values() if node_id in n.mentions]
 
+    def search_candidates(
+        self, scope_keys: Sequence[str], probes: Sequence[str]
+    ) -> tuple[list[Node], list[Record]]:
+        found = sorted(self.search_index.find(scope_keys, probes), key=lambda key: key[1])
+        nodes = [_clone(self.nodes[i]) for kind, i in found if kind == "node"]
+        records = [_clone(self.records[i]) for kind, i in found if kind == "record"]
+        return nodes, records
+
     # records
     def record(self, record_id: str) -> Record | None:
         found = self.records.get(record_id)
@@ -127,6 +211,7 @@ class MemoryKnowledgeTables:
 
     def save_record(self, record: Record) -> None:
         self.records[record.id] = _clone(record.model_copy(update={"valid_until": None}))
+        self.search_index.put("record", record.id, record.scope, record_search_text(record))
 
     def records_in(self, scope_keys: Sequence[str]) -> list[Record]:
         return sorted((_clone(r) for r in self.records.values() if r.scope in scope_keys), key=lambda r: r.id)
@@ -255,9 +340,11 @@ class MemoryKnowledgeTables:
 
     def delete_node(self, node_id: str) -> None:
         self.nodes.pop(node_id, None)
+        self.search_index.drop("node", node_id)
 
     def delete_record(self, record_id: str) -> None:
         self.records.pop(record_id, None)
+        self.search_index.drop("record", record_id)
 
     def delete_event(self, event_id: str) -> None:
         self.events.pop(event_id, None)

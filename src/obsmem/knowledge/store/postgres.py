@@ -45,7 +45,12 @@ from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.forked import ForkRefusal
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.speakers import mark_unowned_speaker_facts
-from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, POSTGRES_DIALECT, SqlKnowledgeTables
+from obsmem.knowledge.store.sql_tables import (
+    NODE_PAGE_INDEXES,
+    POSTGRES_DIALECT,
+    SqlKnowledgeTables,
+    fill_search_index,
+)
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import MigrationSet
@@ -128,6 +133,28 @@ def m003_knowledge_unowned_speaker_facts(conn: Conn) -> None:
     """Mark what a version before 15fe659 filed at org scope about the speaker (one user's own
     facts, seen by the whole org), so only the org itself sees it (:mod:`.speakers`)."""
     mark_unowned_speaker_facts(conn.execute, "%s", POSTGRES_DIALECT.name_key)
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m004_knowledge_search_index(conn: Conn) -> None:
+    """The lexical search's index: each node's and record's search text (casefolded by Python)
+    in ``knowledge_search``, with a pg_trgm GIN index on it, so a search reads the rows holding
+    its terms where it read every row of the scope chain. The stored rows are indexed here.
+
+    Where pg_trgm cannot be installed (a user without the right), the table has no trigram
+    index: a search then scans ``knowledge_search`` in the server (still decoding only the rows
+    that match)."""
+    conn.execute(
+        """CREATE TABLE knowledge_search (
+            kind TEXT NOT NULL, id TEXT NOT NULL, scope TEXT NOT NULL, hay TEXT NOT NULL, PRIMARY KEY (kind, id))"""
+    )
+    try:
+        with conn.transaction():  # a savepoint: a refused extension leaves the step going on
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            conn.execute("CREATE INDEX knowledge_search_hay ON knowledge_search USING gin (hay gin_trgm_ops)")
+    except psycopg.Error:
+        pass
+    fill_search_index(conn, POSTGRES_DIALECT)
 
 
 class PostgresKnowledgeTables(SqlKnowledgeTables):

@@ -37,7 +37,15 @@ from obsmem.knowledge.store.ids import is_ulid
 from obsmem.knowledge.store.ops import terminal_node, tombstone_blocks
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.speakers import hidden_from
-from obsmem.knowledge.store.tables import KnowledgeTables, name_key, node_order, under
+from obsmem.knowledge.store.tables import (
+    KnowledgeTables,
+    name_key,
+    node_order,
+    node_search_text,
+    record_search_text,
+    search_probe,
+    under,
+)
 from obsmem.knowledge.store.values import forgotten_digest, normalise_value, value_key
 
 __all__ = ["KnowledgeReads", "check_limit", "shows_purge"]
@@ -430,31 +438,42 @@ class KnowledgeReads:
 
     # -- lexical search ------------------------------------------------------------------------
     def search(self, query: str, scope: str, view: RecordView, limit: int) -> list[LexicalHit]:
-        """Count of query terms each node/record contains (case-insensitive substrings)."""
+        """Count of query terms each node/record contains (case-insensitive substrings).
+
+        The candidates are the rows whose search text holds a term's :func:`search_probe`,
+        found by the tables' index (:meth:`KnowledgeTables.search_candidates`); each is scored
+        here on its own text, so the index may offer more than match, never fewer."""
         check_limit(limit)
         terms = list(dict.fromkeys(_TERM.findall(query.casefold()))) or [query.strip().casefold()]
         terms = [t for t in terms if t]
         if not terms:
             return []
         keys = Scope.parse(scope).visible_keys()
+        probes = [search_probe(term) for term in terms]
+        if all(probes):
+            # Only the rows whose text holds a term's probe, found by the tables' index: a search
+            # decodes what can match, not all the scope chain knows.
+            nodes, records = self.t.search_candidates(keys, list(dict.fromkeys(probes)))
+        else:  # a term of NUL characters only: no index narrows it
+            nodes, records = self.t.nodes_in(keys), self.t.records_in(keys)
         hits: list[LexicalHit] = []
         known_at = view.as_known_at
-        for node in self.t.nodes_in(keys):
+        for node in nodes:
             if node.merged_into is not None:
                 continue
             if known_at is not None and node.updated_at > known_at:
                 # A node keeps no history: created, renamed or rewritten since, what it held at
                 # that moment is unknown, and its text now must not answer a search as of then.
                 continue
-            hay = " ".join(filter(None, [node.name, node.kind, node.description, node.content])).casefold()
+            hay = node_search_text(node)
             score = sum(1 for term in terms if term in hay)
             if score:
                 text = " — ".join(filter(None, [node.name, node.description, node.content]))
                 hits.append(LexicalHit("node", node.id, node.id, text, node.scope, float(score)))
-        for record in self.visible_records(scope, view, self.t.records_in(keys)):
+        for record in self.visible_records(scope, view, records):
             # the record's text folded once, not once per term (a 5,000-word query folded each
             # record's text 5,000 times: a million casefolds over 400 records)
-            hay = record.text.casefold()
+            hay = record_search_text(record)
             score = sum(map(hay.__contains__, terms))
             if score:
                 hits.append(

@@ -25,7 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from obsmem.errors import StorageError
 from obsmem.knowledge.store import contract as c
-from obsmem.knowledge.store.tables import FORGOTTEN_NODE_ID, name_key, node_order
+from obsmem.knowledge.store.tables import (
+    FORGOTTEN_NODE_ID,
+    name_key,
+    node_order,
+    node_search_text,
+    record_search_text,
+)
 
 __all__ = [
     "NODE_PAGE_INDEXES",
@@ -35,6 +41,7 @@ __all__ = [
     "SqlConnection",
     "SqlDialect",
     "SqlKnowledgeTables",
+    "fill_search_index",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -97,6 +104,67 @@ class SqlDialect:
         """The text of top-level ``field`` of the JSON document in ``column``."""
         return f"json_extract({column}, '$.{field}')"
 
+    # -- the lexical search index ----------------------------------------------------------------
+    # SQLite: ``knowledge_search``, an FTS5 table with the trigram tokenizer (case-sensitive: it
+    # holds the text already casefolded by Python, so a match is Python's ``term in text``), its
+    # rowid the ``n`` of the row's line in ``knowledge_search_rows`` (kind, id, scope). A probe
+    # of three characters or more is an FTS5 phrase (its trigrams, consecutive); a shorter one is
+    # found through ``knowledge_search_vocab`` (fts5vocab, instance), as the first characters of
+    # a trigram: the stored text ends with two ``_PAD`` characters, so each occurrence of a one-
+    # or two-character probe begins a trigram. Both read the index's entries for those trigrams,
+    # not the rows.
+
+    def search_put(self, conn: SqlConnection, kind: str, row_id: str, scope: str, text: str) -> None:
+        """Index ``text`` (a row's search text) for the row ``(kind, row_id)`` stored at ``scope``."""
+        stored = _storable(text) + _PAD
+        row = conn.execute("SELECT n FROM knowledge_search_rows WHERE kind = ? AND id = ?", (kind, row_id)).fetchone()
+        if row is not None:
+            n = row[0]
+            conn.execute("UPDATE knowledge_search_rows SET scope = ? WHERE n = ?", (scope, n))
+            old = conn.execute("SELECT hay FROM knowledge_search WHERE rowid = ?", (n,)).fetchone()
+            if old is not None and old[0] == stored:
+                return  # the text is unchanged (a trust change, a rescope): the index stays
+            conn.execute("DELETE FROM knowledge_search WHERE rowid = ?", (n,))
+        else:
+            inserted = conn.execute(
+                "INSERT INTO knowledge_search_rows (kind, id, scope) VALUES (?, ?, ?) RETURNING n",
+                (kind, row_id, scope),
+            ).fetchone()
+            n = inserted[0]
+        conn.execute("INSERT INTO knowledge_search (rowid, hay) VALUES (?, ?)", (n, stored))
+
+    def search_drop(self, conn: SqlConnection, kind: str, row_id: str) -> None:
+        """Remove the row's text from the index."""
+        row = conn.execute("SELECT n FROM knowledge_search_rows WHERE kind = ? AND id = ?", (kind, row_id)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM knowledge_search WHERE rowid = ?", (row[0],))
+            conn.execute("DELETE FROM knowledge_search_rows WHERE n = ?", (row[0],))
+
+    def search_find(
+        self, conn: SqlConnection, scope_keys: Sequence[str], probes: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        """(kind, id) of the rows stored at ``scope_keys`` whose text may hold one of ``probes``."""
+        found: set[int] = set()
+        long = [p for p in probes if len(p) >= 3]
+        for start in range(0, len(long), _PROBES_A_QUERY):
+            expression = " OR ".join('"' + p.replace('"', '""') + '"' for p in long[start : start + _PROBES_A_QUERY])
+            found.update(row[0] for row in conn.execute(
+                "SELECT rowid FROM knowledge_search WHERE knowledge_search MATCH ?", (expression,)
+            ))
+        for probe in (p for p in probes if len(p) < 3):
+            high = probe + "\U0010ffff" * (3 - len(probe))
+            found.update(row[0] for row in conn.execute(
+                "SELECT doc FROM knowledge_search_vocab WHERE term >= ? AND term <= ?", (probe, high)
+            ))
+        ns = sorted(found)
+        rows: list[tuple[str, str]] = []
+        for start in range(0, len(ns), _IDS_A_QUERY):
+            chunk = ns[start : start + _IDS_A_QUERY]
+            at, params = self.in_list("scope", scope_keys)
+            sql = f"SELECT kind, id FROM knowledge_search_rows WHERE n IN ({', '.join('?' for _ in chunk)}) AND {at}"
+            rows.extend((row[0], row[1]) for row in conn.execute(sql, (*chunk, *params)))
+        return rows
+
 
 class PostgresDialect(SqlDialect):
     """PostgreSQL's spelling (psycopg's ``%s`` placeholders, arrays for lists, ``bytea`` name keys)."""
@@ -135,12 +203,54 @@ class PostgresDialect(SqlDialect):
     def prefix(self, column: str) -> str:
         return f"left({column}, ?)"
 
+    def search_put(self, conn: SqlConnection, kind: str, row_id: str, scope: str, text: str) -> None:
+        conn.execute(
+            "INSERT INTO knowledge_search (kind, id, scope, hay) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (kind, id) DO UPDATE SET scope = EXCLUDED.scope, hay = EXCLUDED.hay "
+            "WHERE knowledge_search.scope <> EXCLUDED.scope OR knowledge_search.hay <> EXCLUDED.hay",
+            (kind, row_id, scope, _storable(text)),
+        )
+
+    def search_drop(self, conn: SqlConnection, kind: str, row_id: str) -> None:
+        conn.execute("DELETE FROM knowledge_search WHERE kind = %s AND id = %s", (kind, row_id))
+
+    def search_find(
+        self, conn: SqlConnection, scope_keys: Sequence[str], probes: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        # ``hay LIKE '%probe%'`` through the pg_trgm GIN index on ``hay`` (where the extension
+        # could be installed): a probe of three characters or more reads the index's entries for
+        # its trigrams; a shorter one has none, and the index is walked whole (in the server,
+        # never decoding a row that does not hold it).
+        rows: set[tuple[str, str]] = set()
+        for start in range(0, len(probes), _PROBES_A_QUERY):
+            chunk = probes[start : start + _PROBES_A_QUERY]
+            likes = " OR ".join("hay LIKE %s" for _ in chunk)
+            patterns = ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for p in chunk]
+            sql = f"SELECT kind, id FROM knowledge_search WHERE scope = ANY(%s) AND ({likes})"
+            rows.update((row[0], row[1]) for row in conn.execute(sql, (list(scope_keys), *patterns)))
+        return sorted(rows)
+
     def json_field(self, column: str, field: str) -> str:
         # jsonb refuses a document holding the escape of a NUL character (text a user pasted):
         # one such row made every read filtering its rows fail. The escape becomes U+FFFD's
         # (same shape, so the JSON stays valid whatever backslashes precede it) for the cast
         # only; the stored document, and what reads return, keep the NUL.
         return f"(replace({column}, '\\u0000', '\\ufffd')::jsonb ->> '{field}')"
+
+
+_PAD = "\uffff\uffff"
+"""Two characters after each stored SQLite search text, so every occurrence of a one- or
+two-character probe is the start of a trigram (see :meth:`SqlDialect.search_put`)."""
+_PROBES_A_QUERY = 100
+_IDS_A_QUERY = 500
+
+
+def _storable(text: str) -> str:
+    """A search text as an index keeps it: NUL (which no PostgreSQL text holds, nor an FTS5 query)
+    as U+FFFD. A probe holds no NUL (:func:`~obsmem.knowledge.store.tables.search_probe`), so it
+    is found in this wherever it is in the text; a probe holding U+FFFD may find more, which the
+    search's own check drops."""
+    return text.replace("\x00", "\ufffd")
 
 
 SQLITE_DIALECT = SqlDialect()
@@ -243,6 +353,7 @@ class SqlKnowledgeTables:
             "knowledge_nodes",
             (node.id, node.scope, self.dialect.name_key(name_key(node.name)), node.model_dump_json()),
         )
+        self.dialect.search_put(self.conn, "node", node.id, node.scope, node_search_text(node))
         self.dialect.replace_mentions(self.conn, "knowledge_node_mentions", "node_id", node.id, node.mentions)
 
     def nodes_in(self, scope_keys: Sequence[str]) -> list[c.Node]:
@@ -275,6 +386,24 @@ class SqlKnowledgeTables:
             page.append(node)
         return page
 
+    def search_candidates(
+        self, scope_keys: Sequence[str], probes: Sequence[str]
+    ) -> tuple[list[c.Node], list[c.Record]]:
+        found = self.dialect.search_find(self.conn, scope_keys, probes)
+        ids = {"node": [i for kind, i in found if kind == "node"], "record": [i for kind, i in found if kind == "record"]}
+        return (
+            self._by_ids(c.Node, "knowledge_nodes", ids["node"]),
+            self._by_ids(c.Record, "knowledge_records", ids["record"]),
+        )
+
+    def _by_ids(self, cls: type[M], table: str, ids: Sequence[str]) -> list[M]:
+        """The rows of ``table`` with these ids, in id order."""
+        found: list[M] = []
+        for start in range(0, len(ids), _IDS_A_QUERY):
+            condition, params = self.dialect.in_list("id", ids[start : start + _IDS_A_QUERY])
+            found.extend(self._docs(cls, f"SELECT doc FROM {table} WHERE {condition}", params))
+        return sorted(found, key=lambda row: str(getattr(row, "id")))
+
     def nodes_mentioning(self, node_id: str) -> list[c.Node]:
         return self._docs(
             c.Node,
@@ -290,6 +419,7 @@ class SqlKnowledgeTables:
     def save_record(self, record: c.Record) -> None:
         stored = record.model_copy(update={"valid_until": None})
         self._upsert("knowledge_records", (stored.id, stored.node_id, stored.scope, stored.model_dump_json()))
+        self.dialect.search_put(self.conn, "record", stored.id, stored.scope, record_search_text(stored))
         self.dialect.replace_mentions(
             self.conn, "knowledge_record_mentions", "record_id", stored.id, stored.mentions
         )
@@ -504,10 +634,12 @@ class SqlKnowledgeTables:
     def delete_node(self, node_id: str) -> None:
         self._execute("DELETE FROM knowledge_nodes WHERE id = ?", (node_id,))
         self._execute("DELETE FROM knowledge_node_mentions WHERE node_id = ?", (node_id,))
+        self.dialect.search_drop(self.conn, "node", node_id)
 
     def delete_record(self, record_id: str) -> None:
         self._execute("DELETE FROM knowledge_records WHERE id = ?", (record_id,))
         self._execute("DELETE FROM knowledge_record_mentions WHERE record_id = ?", (record_id,))
+        self.dialect.search_drop(self.conn, "record", record_id)
 
     def delete_event(self, event_id: str) -> None:
         self._execute("DELETE FROM knowledge_events WHERE id = ?", (event_id,))
@@ -538,3 +670,13 @@ class SqlKnowledgeTables:
         tables = ("knowledge_nodes", "knowledge_records", "knowledge_tombstones", "knowledge_events", "knowledge_vectors")
         sql = " UNION ".join(f"SELECT DISTINCT scope FROM {table}{condition}" for table in tables)
         return {row[0] for row in self._execute(sql, params * len(tables))}
+
+
+def fill_search_index(conn: SqlConnection, dialect: SqlDialect) -> None:
+    """Index every stored node's and record's search text (the migration that adds the index:
+    a database written before it searches as it did)."""
+    tables = SqlKnowledgeTables(conn, dialect)
+    for node in tables._docs(c.Node, "SELECT doc FROM knowledge_nodes"):
+        dialect.search_put(conn, "node", node.id, node.scope, node_search_text(node))
+    for record in tables._docs(c.Record, "SELECT doc FROM knowledge_records"):
+        dialect.search_put(conn, "record", record.id, record.scope, record_search_text(record))

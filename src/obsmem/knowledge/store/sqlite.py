@@ -22,7 +22,9 @@ they free, and each ends by rebuilding the file (``VACUUM``: SQLite's page balan
 stale copies of moved rows in pages' unused space, where no delete reaches) and truncating the
 write-ahead log, so the erased text is not left in the file or the ``-wal`` file either
 (:mod:`obsmem.storage.sqlite.wal`: the cost, the bound when another connection keeps the file
-busy, and the retry after later writes).
+busy, and the retry after later writes). Before the rebuild the lexical search's FTS5 index is
+merged into one segment (:data:`SEARCH_OPTIMIZE`), since FTS5 keeps a deleted row's trigrams in
+its older segments until they are merged: like the rebuild, its cost is that of the whole index.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ from obsmem.knowledge.store.base import TablesKnowledgeStore
 from obsmem.knowledge.store.forked import ForkRefusal
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.speakers import mark_unowned_speaker_facts
-from obsmem.knowledge.store.sql_tables import NODE_PAGE_INDEXES, SQLITE_DIALECT, SqlKnowledgeTables
+from obsmem.knowledge.store.sql_tables import (
+    NODE_PAGE_INDEXES,
+    SQLITE_DIALECT,
+    SqlKnowledgeTables,
+    fill_search_index,
+)
 from obsmem.knowledge.store.tables import KNOWLEDGE_MIGRATIONS_TABLE, KnowledgeTables
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.migrations import SQLITE, MigrationSet
@@ -125,6 +132,28 @@ def m004_knowledge_unowned_speaker_facts(conn: Conn) -> None:
     """Mark what a version before 15fe659 filed at org scope about the speaker (one user's own
     facts, seen by the whole org), so only the org itself sees it (:mod:`.speakers`)."""
     mark_unowned_speaker_facts(conn.execute, "?", SQLITE_DIALECT.name_key)
+
+
+@KNOWLEDGE_MIGRATIONS.register
+def m005_knowledge_search_index(conn: Conn) -> None:
+    """The lexical search's index (:meth:`~obsmem.knowledge.store.sql_tables.SqlDialect.search_put`):
+    a search reads the rows holding its terms, where it read every row of the scope chain. The
+    stored nodes and records are indexed here."""
+    statements = [
+        """CREATE TABLE knowledge_search_rows (
+            n INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL, scope TEXT NOT NULL, UNIQUE (kind, id))""",
+        "CREATE VIRTUAL TABLE knowledge_search USING fts5(hay, tokenize = 'trigram case_sensitive 1')",
+        "CREATE VIRTUAL TABLE knowledge_search_vocab USING fts5vocab(knowledge_search, instance)",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+    fill_search_index(conn, SQLITE_DIALECT)
+
+
+SEARCH_OPTIMIZE = "INSERT INTO knowledge_search (knowledge_search) VALUES ('optimize')"
+"""Merge the search index into one segment: FTS5 keeps a deleted row's trigrams (and positions)
+in its older segments until they are merged, so an erase ends with this, before the file is
+rebuilt."""
 
 
 class SQLiteKnowledgeTables(SqlKnowledgeTables):
@@ -263,7 +292,14 @@ class SQLiteKnowledgeStore(ForkRefusal, ConnectionThread, TablesKnowledgeStore):
             raise StorageError(f"Knowledge store {self.path}: cannot note the erase: {exc}") from exc
 
     def _cleaned(self, conn: Conn) -> bool:
-        """:meth:`LogTruncation.now`; when done, the erase note off."""
+        """The search index merged (:data:`SEARCH_OPTIMIZE`), then :meth:`LogTruncation.now`;
+        when done, the erase note off."""
+        try:
+            conn.execute(SEARCH_OPTIMIZE)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            return False  # another writer kept the lock: the note stays, and the next open retries
         if not self._log.now(conn):
             return False
         self.erase_note.unlink(missing_ok=True)

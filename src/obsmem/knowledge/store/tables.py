@@ -26,7 +26,8 @@ from obsmem.knowledge.store.contract import (
 )
 
 __all__ = [
-    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "node_order", "under",
+    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "node_order",
+    "node_search_text", "record_search_text", "search_probe", "under",
 ]
 
 # The knowledge schema's version table, apart from the message store's: the two evolve separately.
@@ -46,6 +47,24 @@ def name_key(name: str) -> str:
 def node_order(node: Node) -> tuple[str, str]:
     """The order nodes are listed in: case-insensitive name (its :func:`name_key`), then id."""
     return (name_key(node.name), node.id)
+
+
+def node_search_text(node: Node) -> str:
+    """What a lexical search looks for a term in, in a node: its name, kind, description and
+    content, casefolded (a term matches where it is a substring of this)."""
+    return " ".join(filter(None, [node.name, node.kind, node.description, node.content])).casefold()
+
+
+def record_search_text(record: Record) -> str:
+    """What a lexical search looks for a term in, in a record: its text, casefolded."""
+    return record.text.casefold()
+
+
+def search_probe(term: str) -> str:
+    """The part of a (casefolded) search term an index is asked for: its longest run without a
+    NUL character (no SQL index holds or is asked for one). A row whose search text contains
+    ``term`` contains this; an empty probe (a term of NUL characters only) narrows nothing."""
+    return max(term.split("\x00"), key=len)
 
 
 def under(scope: str, key: str) -> bool:
@@ -68,6 +87,15 @@ class KnowledgeTables(Protocol):
         ``(scope, name_key)`` index of each scope key from the cursor on)."""
         ...
     def nodes_mentioning(self, node_id: str) -> list[Node]: ...
+    def search_candidates(
+        self, scope_keys: Sequence[str], probes: Sequence[str]
+    ) -> tuple[list[Node], list[Record]]:
+        """The nodes and records stored at ``scope_keys`` whose search text
+        (:func:`node_search_text`, :func:`record_search_text`) contains one of ``probes``
+        (non-empty :func:`search_probe` results), each in id order; possibly more (the caller
+        checks every term), never fewer. Found by an index kept with the rows, so a search
+        decodes the rows that can match, not every row the scopes hold."""
+        ...
 
     # records
     def record(self, record_id: str) -> Record | None: ...
