@@ -562,6 +562,24 @@ _SAID_BARE_KEYPAD = _re(
     r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
     r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
+#: An HTTP status's reason phrase after its number: "login code 2000 OK" is a status, no code.
+_NOT_HTTP_REASON = (r"(?![ \t]{1,3}(?:OK|Created|Accepted|No Content|Moved|Found|See Other|Not |Bad Request|Unauthori[sz]ed"
+                    r"|Forbidden|Internal|Service Unavailable|Gateway|Too Many|Conflict|Gone|Continue|Partial|Temporary"
+                    r"|Permanent|Payment|Method|Request|Unprocessable|Precondition|Unsupported)(?![^\W\d_]))")
+#: A one-time code right after its word, no copula: "verification code 123456", "2FA code 551203",
+#: "OTP 739201", "one-time code 482-913" (four to eight digits, nothing glued to them, no year: not
+#: "OTP 26", "2FA code 2 times", "the login code 2024 update"); and the text messages that bring
+#: one, "482913 is your verification code", "G-482913 is your Google verification code".
+_OTP_WORDS = (r"(?:verification|one[- ]?time|otp|2fa|two[- ]factor|mfa|sms|login|log[- ]?in|sign[- ]?in|auth(?:entication)?"
+              r"|confirmation|access|totp|authenticator|backup|recovery)[ -]code|one[- ]time[ -](?:password|passcode|pin)"
+              r"|otp|totp|2fa")
+_OTP_VALUE = r"(?P<value>\d{4,8}|\d{3}[- ]\d{3})(?![\w#*-]|[.,:/]\d)"
+_SAID_BARE_OTP = _re(
+    r"(?<![\w.-])(?i:" + _OTP_WORDS + r")(?![^\W\d_])[ \t]{1,3}" + _OTP_VALUE + _NOT_HTTP_REASON
+    + r"|(?<![\w.-])(?:[A-Z]{1,3}-)?" + _OTP_VALUE.replace("value", "value2") + r"[ \t]{1,3}(?i:is|was)[ \t]{1,3}"
+    r"(?i:your|my|the)(?:[ \t]{1,3}[A-Za-z]{1,20}){0,2}?[ \t]{1,3}(?i:" + _OTP_WORDS + r"|(?:security|access|otp) code|code)"
+    r"(?![^\W\d_])"
+)
 #: A password right after its word, no copula or colon: "netflix pw Tulip77x", "my pw hunter2hunter",
 #: "gmail password Orchid55k". Only a value no word could be counts (:func:`_said_password`), and
 #: only a whole one: the clause goes on after it, not a call or a type ("password VARCHAR2(100)").
@@ -577,6 +595,12 @@ _SAID_BARE_CVV = _re(
     r"(?<![^\W\d_])(?<![_.])(?i:cvv2?|cvc2?|(?:card[ -])?security[ -]code|card[ -]verification[ -](?:code|value))"
     r"(?![^\W\d_])[ \t]{1,3}(?P<value>\d{3,4})(?![\w#*-]|[.,:/]\d)"
 )
+
+
+def _said_otp(value: str) -> bool:
+    """A one-time code: four to eight digits (three and three, "482-913"), not a year ("the login
+    code 2024 update")."""
+    return 4 <= sum(c.isdigit() for c in value) <= 8 and not (len(value) == 4 and value[:2] in ("19", "20"))
 
 
 def _said_code_not_time(value: str) -> bool:
@@ -953,6 +977,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_BARE_KEYPAD, _said_pin),
     Detector("password", _SAID_BARE_CVV, _said_cvv),
     Detector("password", _SAID_BARE_PW, _said_password),
+    Detector("password", _SAID_BARE_OTP, _said_otp),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_CUED_LETTERS, _said_cued_letters),
