@@ -580,11 +580,21 @@ _SAID_BARE_OTP = _re(
     r"(?i:your|my|the)(?:[ \t]{1,3}[A-Za-z]{1,20}){0,2}?[ \t]{1,3}(?i:" + _OTP_WORDS + r"|(?:security|access|otp) code|code)"
     r"(?![^\W\d_])"
 )
+#: A wifi key said after its network's name: "network HomeNet, key Tulip77x", "SSID HomeNet key:
+#: Tulip77x", "wifi HomeNet, password Tulip77x" (a value no word could be, :func:`_said_password`).
+_SAID_NETWORK_KEY = _re(
+    r"(?<![^\W\d_])(?i:(?:wi-?fi|wlan)(?:[ \t]{1,3}(?:network|name|ssid))?|network(?:[ \t]{1,3}name)?|ssid)(?![^\W\d_])"
+    r"(?:[ \t]{0,3}[:=]|[ \t]{1,3}(?i:is|was))?[ \t]{1,3}[\"'`\u201c]?[^\s\"'`\u201c\u201d,;/]{1,64}[\"'`\u201d]?"
+    r"(?:[ \t]{0,3}[,;/]|[ \t]{1,3}(?i:and|with))?[ \t]{1,3}(?:(?i:the)[ \t]{1,3})?(?i:key|pass(?:word|phrase)?|pw|code)"
+    r"(?![^\W\d_])(?:[ \t]{0,3}[:=]|[ \t]{1,3}(?i:is|was))?[ \t]{1,3}[\"'`\u201c\u2018]?"
+    r"(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>.,;:!?])"
+    r"(?=[\"'`\u201d\u2019]?[.,;:!?)]{0,3}(?:\s|$))"
+)
 #: A password right after its word, no copula or colon: "netflix pw Tulip77x", "my pw hunter2hunter",
 #: "gmail password Orchid55k". Only a value no word could be counts (:func:`_said_password`), and
 #: only a whole one: the clause goes on after it, not a call or a type ("password VARCHAR2(100)").
 _SAID_BARE_PW = _re(
-    r"(?<![^\W\d_])(?<![_.-])(?i:pw|passwd|password|passphrase)(?![^\W\d_])[ \t]{1,3}[\"'`\u201c\u2018]?"
+    r"(?<![^\W\d_])(?<![_.-])(?i:pw|passwd|password|passphrase|(?:wi-?fi|wlan|wpa2?|network)[ -]key)(?![^\W\d_])[ \t]{1,3}[\"'`\u201c\u2018]?"
     r"(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>.,;:!?])"
     r"(?=[\"'`\u201d\u2019]?[.,;:!?]{0,3}(?:\s|$))"
 )
@@ -978,6 +988,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_BARE_CVV, _said_cvv),
     Detector("password", _SAID_BARE_PW, _said_password),
     Detector("password", _SAID_BARE_OTP, _said_otp),
+    Detector("password", _SAID_NETWORK_KEY, _said_password),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
     Detector("password", _SAID_CUED_LETTERS, _said_cued_letters),
