@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from obsmem.clock import FakeClock
 from obsmem.errors import ObsmemError
 from obsmem.knowledge.store.base import TablesKnowledgeStore
-from obsmem.knowledge.store.contract import LexicalHit, RecordDraft, RecordView
+from obsmem.knowledge.store.contract import LexicalHit, RecordDraft, RecordView, TrustState
 from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
 from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
 from obsmem.knowledge.store.reads import KnowledgeReads
@@ -107,7 +107,8 @@ async def _apply(store: TablesKnowledgeStore, ops: list[tuple[Any, ...]], nodes:
             continue
         elif kind == "append":
             node = nodes[op[1] % len(nodes)]
-            draft = RecordDraft(node_id=node.id, text=op[2] or "x", scope=op[3], max_scope=Level.ORG)
+            trust = TrustState.CANDIDATE if op[4] else TrustState.VERIFIED
+            draft = RecordDraft(node_id=node.id, text=op[2] or "x", scope=op[3], max_scope=Level.ORG, trust=trust)
             record = await _quietly(store.append_record(draft, **ACT))
             if record is not None:
                 records.append(record)
