@@ -607,7 +607,49 @@ class _RunSteps(ChatMiddleware):
             messages = _after_question(messages, self.moved, self.question)
             context.messages = messages
         await self.provider._save_step(self.thread, self.turn, messages)
+        placed = _late_results_in_place(messages)
+        if placed is not messages:
+            context.messages = placed
         await call_next()
+
+
+def _late_results_in_place(messages: list[AFMessage]) -> list[AFMessage]:
+    """``messages`` with each function result of a call answered earlier in them put in place
+    of that earlier answer (and not sent again); ``messages`` itself when there is none.
+
+    A call awaiting approval that the user moved on from is closed by obsmem with an answer of no
+    result, right after the call (in the context messages); when the approval comes after all,
+    Agent Framework runs the tool and sends its result after everything else: a function result
+    no call precedes, and a second answer to its call, which a provider refuses (OpenAI: 400)
+    after the approved tool ran. obsmem stores the real result in the no-result answer's place;
+    the model now gets it there too."""
+    first: dict[str, tuple[int, int]] = {}
+    late: dict[tuple[int, int], Content] = {}
+    dropped: set[tuple[int, int]] = set()
+    for index, message in enumerate(messages):
+        for at, content in enumerate(message.contents):
+            if content.type != "function_result" or not content.call_id:
+                continue
+            if content.call_id in first:
+                late[first[content.call_id]] = content
+                dropped.add((index, at))
+            else:
+                first[content.call_id] = (index, at)
+    if not dropped:
+        return messages
+    out: list[AFMessage] = []
+    for index, message in enumerate(messages):
+        touched = any(i == index for i, _ in [*late, *dropped])
+        if not touched:
+            out.append(message)
+            continue
+        contents = [late.get((index, at), content) for at, content in enumerate(message.contents)
+                    if (index, at) not in dropped]
+        if not contents:
+            continue
+        out.append(AFMessage(message.role, contents, message_id=message.message_id, author_name=message.author_name,
+                             additional_properties=dict(message.additional_properties or {})))
+    return out
 
 
 def _after_question(messages: list[AFMessage], moved: set[str], question: str) -> list[AFMessage]:
