@@ -27,11 +27,15 @@ __all__ = ["RESUME_WINDOW", "resumed_input", "scoped_id"]
 
 def scoped_id(framework: str, thread_id: str, framework_id: str, content: Any) -> str:
     """obsmem's id for the message ``framework_id`` of ``framework`` in ``thread_id`` whose
-    content (anything JSON can write, keys sorted; other values by ``str``) is ``content``."""
+    content (anything JSON can write, keys sorted; other values by ``str``) is ``content``.
+
+    Text that is not Unicode (a lone surrogate: half an emoji a client split) is hashed too
+    (``surrogatepass``), so the message reaches obsmem's own check, which refuses it with an
+    ``InvalidInputError`` naming the part, instead of a ``UnicodeEncodeError`` from here."""
     body = json.dumps(
         [framework, thread_id, framework_id, content], sort_keys=True, default=str, ensure_ascii=False
     )
-    return f"msg_{hashlib.sha256(body.encode('utf-8')).hexdigest()[:32]}"
+    return f"msg_{hashlib.sha256(body.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
 
 
 #: How many of a thread's newest messages :func:`resumed_input` reads (a failed run's tool steps).
