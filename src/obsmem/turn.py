@@ -886,10 +886,10 @@ class Turn:
             if quiet is not None and not self._background.running(key):
                 quiet.taken()  # known quiet while the save committed: nothing to do
                 result = quiet.result
-            elif not self._background.running(key):
+            elif not self._background.running(key) and not (stored is None and engine.known_long(thread)):
                 # Most boundaries are quiet (nothing in them can wait on a model): they run
                 # inline, with no bound to keep and no task hand-off; the others go on from
-                # that read.
+                # that read. (Not a window too long to keep: its work reads it in the background.)
                 inline = await engine.advance_if_quiet(
                     thread, turn_start=turn_start, actor_model=self.model, fresh=saved, stored=stored
                 )

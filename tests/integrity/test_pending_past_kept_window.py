@@ -143,3 +143,55 @@ async def test_get_context_past_the_kept_window_reads_what_its_cut_needs(tmp_pat
         assert [m.text for m in context.raw_messages][-2:] == ["where is my parcel?", "On its way."]
         assert context.trimmed > PENDING - 1_000
         assert tally.rows < 2_000, f"{tally.rows} rows read"
+
+
+async def test_a_turn_with_a_model_failing_for_good_does_not_read_the_backlog_itself(tmp_path: Path) -> None:
+    """A memory model that fails at once (a revoked key: no retries) ends each boundary's work
+    before the next: every boundary then begins memory work again. For a window too long to keep
+    that work reads the whole window, in the background; the turn itself does not (before: it
+    read it inline, every boundary, to tell whether the boundary was quiet)."""
+    import asyncio
+
+    from obsmem.errors import ModelRequestError
+
+    def revoked(messages: list[Message], settings: object) -> str:
+        raise ModelRequestError("HTTP 401: invalid API key")
+
+    model = FunctionModel(revoked, name="test:revoked")
+    async with Memory(
+        f"sqlite:///{tmp_path / 'memory.db'}",
+        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
+        observer=model, reflector=model, max_turn_wait=0.01,
+    ) as memory:
+        await _backlog(memory, "t1", PENDING)
+        turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("first")])
+        await turn.end([Message.assistant("ok")])
+        await memory.settled()
+
+        mine = asyncio.current_task()
+        read = [0]
+        store = memory.store
+        for name in ("list_messages", "read_window", "read_window_marked", "get_messages"):
+            method = getattr(store, name, None)
+            if method is None:
+                continue
+
+            def counted(method: object = method) -> object:
+                async def call(*args: object, **kwargs: object) -> object:
+                    result = await method(*args, **kwargs)  # type: ignore[operator]
+                    if asyncio.current_task() is mine:  # the turn's own reads, not its background work's
+                        for value in result if isinstance(result, tuple) else (result,):
+                            if isinstance(value, list):
+                                read[0] += len(value)
+                    return result
+
+                return call
+
+            setattr(store, name, counted())
+        for i in range(3):
+            turn = await memory.begin_turn(thread_id="t1", messages=[Message.user(f"question {i}")])
+            assert turn.context.messages[-1].text == f"question {i}"
+            await turn.step([Message.assistant(f"answer {i}")])
+            await turn.end()
+            await memory.settled()
+        assert read[0] / 6 < 2_000, f"{read[0]} rows read by the turns themselves in 6 boundaries"

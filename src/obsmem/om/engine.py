@@ -438,6 +438,10 @@ class Engine:
             record, unobserved, older = recent.head, select(recent.messages), recent.older
         return record, unobserved, self.trim_window(thread, record, unobserved, keep=keep, older=older)
 
+    def known_long(self, thread: Thread) -> bool:
+        """Whether the thread's window was too long to keep when last read whole (a hint)."""
+        return self.core.windows.known_long(self.lineage(thread), thread.id)
+
     async def first_window(self, thread: Thread) -> tuple[tuple[ObservationRecord | None, list[Message]], bool]:
         """A turn's first read: the window as stored (``Core.stored_window``) and True, or, for
         a window too long to keep, the record and its newest messages only (the input's check then

@@ -115,9 +115,9 @@ class Windows:
         self._messages = 0  # in all kept windows
         self._chars = 0
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
-        # Windows too long to keep, as last read whole: (the head's id and version then, how
-        # many of their messages say something, the newest seq then); see read_recent.
-        self._large: OrderedDict[tuple[str, str], tuple[tuple[str | None, int | None], int, int]] = OrderedDict()
+        # Windows too long to keep, as last read whole: (the thread's cursor then, how many of
+        # their messages say something, the newest seq then); see read_recent.
+        self._large: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -142,7 +142,7 @@ class Windows:
         self._large.pop(key, None)
         if len(messages) > MAX_MESSAGES:
             self._large[key] = (
-                (head.id, head.version) if head else (None, None),
+                head.cursor(thread_id) if head else 0,
                 sum(map(_conversational, messages)),
                 messages[-1].seq or 0,
             )
@@ -155,20 +155,20 @@ class Windows:
     ) -> Recent | None:
         """The newest messages of a window too long to keep, read without the rest: the fewest
         of :data:`RECENT_FIRST`, four times as many, and so on, that are ``enough`` (given the
-        head and them). None where the window is not known to be that long, where its head
-        changed since it was last read whole (its cursor may have moved: the caller reads it
+        head and them). None where the window is not known to be that long, where the thread's
+        cursor moved since it was last read whole (an observation landed: the caller reads it
         whole), and where no such read is ``enough`` below :data:`MAX_MESSAGES` messages. Its
         messages are those after the head's cursor: the head is read again after them, and
-        None is returned if it changed meanwhile. Unknown thread → ThreadNotFoundError."""
+        None is returned if the cursor moved meanwhile. (A head written without moving it, a
+        failure's backoff say, leaves the window as it was.) Unknown thread → ThreadNotFoundError."""
         key = (lineage, thread_id)
         large = self._large.get(key)
         if large is None:
             return None
         head = await self._store.get_head(lineage)
-        at = (head.id, head.version) if head else (None, None)
-        if at != large[0]:
-            return None
         cursor = head.cursor(thread_id) if head else 0
+        if cursor != large[0]:
+            return None
         want = RECENT_FIRST
         while True:
             try:
@@ -189,10 +189,15 @@ class Windows:
             if want > MAX_MESSAGES:
                 return None
         again = await self._store.get_head(lineage)
-        if ((again.id, again.version) if again else (None, None)) != at:
+        if (again.cursor(thread_id) if again else 0) != cursor:
             return None
         self._large.move_to_end(key)
         return Recent(head, messages, older, whole)
+
+    def known_long(self, lineage: str, thread_id: str) -> bool:
+        """Whether the window was too long to keep when last read whole (a hint: it may have
+        been observed since)."""
+        return (lineage, thread_id) in self._large
 
     async def save(
         self, lineage: str, thread_id: str, messages: list[Message], *, after_seq: int | None = None
