@@ -80,3 +80,28 @@ async def test_a_late_approval_is_sent_once_in_its_place(moved_on: bool) -> None
         await agent.run("thanks", session=session)
         assert _problems(client.calls[-1]) == []
         assert _results(client.calls[-1]) == ["deleted /tmp/x"]
+
+
+async def test_a_model_that_reuses_call_ids_gets_each_result_after_its_call() -> None:
+    """A model that names every call ``call_0``: each run's result answers its own run's call."""
+    answers = iter(["first", "second", "third"])
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return next(answers)
+
+    def model(sent: list[AFMessage]) -> AFMessage:
+        if sent[-1].role == "user":
+            return AFMessage("assistant", [Content.from_function_call("call_0", "lookup", arguments='{"q": "x"}')])
+        return AFMessage("assistant", ["found"])
+
+    client = CLIENTS["chat-middleware"](model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[lookup],
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u")])
+        session = agent.create_session(session_id="c1")
+        for question in ["one?", "two?", "three?"]:
+            await agent.run(question, session=session)
+    assert _results(client.calls[-1]) == ["first", "second", "third"]
+    assert client.calls[-1][-1].contents[-1].type == "function_result"

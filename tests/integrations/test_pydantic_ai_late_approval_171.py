@@ -130,3 +130,28 @@ async def test_a_late_approval_over_openai_chat_is_not_refused(server: tuple[Wir
         done = await agent.run(conversation_id="c1", message_history=asked.all_messages(), deferred_tool_results=results)
         assert isinstance(done.output, str)
         assert responder.invalid == []
+
+
+async def test_a_model_that_reuses_call_ids_gets_each_return_after_its_call() -> None:
+    """A model (some OpenAI-compatible servers) that names every call ``call_0``: each turn's
+    return answers its own turn's call, not the earlier one of the same id."""
+    calls: list[list[pai.ModelMessage]] = []
+
+    def model(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        calls.append(list(messages))
+        if isinstance(messages[-1].parts[-1], pai.UserPromptPart):
+            return pai.ModelResponse(parts=[pai.ToolCallPart("lookup", {"q": "x"}, tool_call_id="call_0")])
+        return pai.ModelResponse(parts=[pai.TextPart("found")])
+
+    async with Memory("memory://", config=QUIET) as memory:
+        agent: Agent[None, str] = Agent(FunctionModel(model), capabilities=[ObservationalMemory(memory, resource_id="u")])
+        answers = iter(["first", "second", "third"])
+
+        @agent.tool_plain
+        def lookup(q: str) -> str:
+            return next(answers)
+
+        for question in ["one?", "two?", "three?"]:
+            await agent.run(question, conversation_id="c1")
+    assert _returns(calls[-1], "call_0") == ["first", "second", "third"]
+    assert isinstance(calls[-1][-1].parts[-1], pai.ToolReturnPart)

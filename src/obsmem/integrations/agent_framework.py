@@ -626,11 +626,14 @@ def _late_results_in_place(messages: list[AFMessage]) -> list[AFMessage]:
     first: dict[str, tuple[int, int]] = {}
     late: dict[tuple[int, int], Content] = {}
     dropped: set[tuple[int, int]] = set()
+    calls: set[str] = set()  # of the newest assistant message: its results answer them (an id reused too)
     for index, message in enumerate(messages):
+        if message.role == "assistant":
+            calls = {c.call_id for c in message.contents if c.type == "function_call" and c.call_id}
         for at, content in enumerate(message.contents):
             if content.type != "function_result" or not content.call_id:
                 continue
-            if content.call_id in first:
+            if content.call_id in first and content.call_id not in calls:
                 late[first[content.call_id]] = content
                 dropped.add((index, at))
             else:

@@ -1006,6 +1006,9 @@ def _late_results_in_place(out: list[pai.ModelMessage], newest: pai.ModelMessage
     needs a request last), left with its other parts, or none."""
     if not isinstance(newest, pai.ModelRequest):
         return newest
+    before = out[-1] if out else None
+    own = {p.tool_call_id for p in before.parts if isinstance(p, pai.ToolCallPart)} \
+        if isinstance(before, pai.ModelResponse) else set()
     where: dict[str, tuple[int, int]] = {}
     for index, message in enumerate(out):
         if isinstance(message, pai.ModelRequest):
@@ -1014,9 +1017,10 @@ def _late_results_in_place(out: list[pai.ModelMessage], newest: pai.ModelMessage
                     where[part.tool_call_id] = (index, at)
     kept: list[pai.ModelRequestPart] = []
     for part in newest.parts:
-        placed = (
+        placed = (  # (a return of the response right before it answers that call: one of a reused id)
             where.get(part.tool_call_id)
-            if isinstance(part, pai.ToolReturnPart | pai.RetryPromptPart) and part.tool_name else None
+            if isinstance(part, pai.ToolReturnPart | pai.RetryPromptPart) and part.tool_name
+            and part.tool_call_id not in own else None
         )
         if placed is None:
             kept.append(part)
