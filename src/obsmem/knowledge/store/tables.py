@@ -12,6 +12,7 @@ returns fresh objects; lists carry no particular order unless stated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
@@ -60,11 +61,16 @@ def record_search_text(record: Record) -> str:
     return record.text.casefold()
 
 
+_NOT_PROBED = re.compile("[\x00\ud800-\udfff]")
+
+
 def search_probe(term: str) -> str:
     """The part of a (casefolded) search term an index is asked for: its longest run without a
-    NUL character (no SQL index holds or is asked for one). A row whose search text contains
-    ``term`` contains this; an empty probe (a term of NUL characters only) narrows nothing."""
-    return max(term.split("\x00"), key=len)
+    NUL character (no SQL index holds or is asked for one) or a lone surrogate (half an emoji a
+    client split: no UTF-8 driver can send it, and SQLite's and psycopg's raised
+    UnicodeEncodeError on it). A row whose search text contains ``term`` contains this; an empty
+    probe (a term of such characters only) narrows nothing."""
+    return max(_NOT_PROBED.split(term), key=len)
 
 
 def under(scope: str, key: str) -> bool:
