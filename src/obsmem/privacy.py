@@ -562,7 +562,7 @@ _SAID_BARE_KEYPAD = _re(
     r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
     r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
-#: An HTTP status's reason phrase after its number: "login code 2000 OK" is a status, no code.
+#: An HTTP status's reason phrase after its number: "security code 200 OK" is a status, no code.
 _NOT_HTTP_REASON = (r"(?![ \t]{1,3}(?:OK|Created|Accepted|No Content|Moved|Found|See Other|Not |Bad Request|Unauthori[sz]ed"
                     r"|Forbidden|Internal|Service Unavailable|Gateway|Too Many|Conflict|Gone|Continue|Partial|Temporary"
                     r"|Permanent|Payment|Method|Request|Unprocessable|Precondition|Unsupported)(?![^\W\d_]))")
@@ -590,6 +590,21 @@ _SAID_NETWORK_KEY = _re(
     r"(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>.,;:!?])"
     r"(?=[\"'`\u201d\u2019]?[.,;:!?)]{0,3}(?:\s|$))"
 )
+#: An identifier after the word, not its value: "password field2", "password input1", "pw column3".
+_BARE_NOT_VALUE = re.compile(
+    r"(?i:field|input|column|col|box|form|label|prompt|entry|param|arg|argument|value|hash|attempt|reset|policy|rule"
+    r"|manager|check|step|option|type|widget|element|button|page|screen|dialog|text|textbox|row|table|length"
+    r"|string|var|variable|version|item|case|example|sample|hint|strength|level|method|mode|list|file|flag|setting"
+    r"|config|node|slot|hasher|validator|encoder|rotation)s?_?\d{1,3}"
+)
+
+
+def _said_bare_password(value: str) -> bool:
+    """:func:`_said_password`, and no identifier made of a word and a number ("field2"; a password
+    such as "test123" or "user123" is none)."""
+    return _said_password(value) and _BARE_NOT_VALUE.fullmatch(value) is None
+
+
 #: A password right after its word, no copula or colon: "netflix pw Tulip77x", "my pw hunter2hunter",
 #: "gmail password Orchid55k". Only a value no word could be counts (:func:`_said_password`), and
 #: only a whole one: the clause goes on after it, not a call or a type ("password VARCHAR2(100)").
@@ -603,7 +618,7 @@ _SAID_BARE_PW = _re(
 #: "security code 2FA"; a lower-case "cvv" of code, "cvv_len = 3", is no code word).
 _SAID_BARE_CVV = _re(
     r"(?<![^\W\d_])(?<![_.])(?i:cvv2?|cvc2?|(?:card[ -])?security[ -]code|card[ -]verification[ -](?:code|value))"
-    r"(?![^\W\d_])[ \t]{1,3}(?P<value>\d{3,4})(?![\w#*-]|[.,:/]\d)"
+    r"(?![^\W\d_])[ \t]{1,3}(?P<value>\d{3,4})(?![\w#*-]|[.,:/]\d)" + _NOT_HTTP_REASON
 )
 
 
@@ -986,7 +1001,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_KEYPAD_LABEL, _said_pin),
     Detector("password", _SAID_BARE_KEYPAD, _said_pin),
     Detector("password", _SAID_BARE_CVV, _said_cvv),
-    Detector("password", _SAID_BARE_PW, _said_password),
+    Detector("password", _SAID_BARE_PW, _said_bare_password),
     Detector("password", _SAID_BARE_OTP, _said_otp),
     Detector("password", _SAID_NETWORK_KEY, _said_password),
     Detector("password", _SAID_LETTERS, _said_letters),
