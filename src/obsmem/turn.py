@@ -507,6 +507,7 @@ class Turn:
             done = await self._checked_save(messages, argument=argument, before=before, begins=close_calls)
             if done is None:
                 messages = []  # a late result took its unanswered place: nothing new stored
+                self._window_stale = True  # but the closing message was rewritten: a window read before is stale
             else:
                 # A save that had to read the thread again (another turn wrote a tool message since
                 # the view it began from) makes that view stale, whatever the store could tell.
