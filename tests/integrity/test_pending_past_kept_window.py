@@ -11,38 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from obsmem import Memory, Message
-from obsmem.config import MemoryConfig, ObservationConfig
-from obsmem.models.testing import FunctionModel
+from obsmem import Message
 from obsmem.om.windows import MAX_MESSAGES
 
-from tests.integrity.test_pending_window_work import _down, _Tally
+from tests.integrity.test_pending_window_work import _Tally, backlog, behind
 
 pytestmark = pytest.mark.anyio
 
 PENDING = MAX_MESSAGES + 4_000
 
 
-async def _backlog(memory: Memory, thread_id: str, n: int) -> None:
-    await memory.create_thread(thread_id, "alice")
-    backlog: list[Message] = []
-    for i in range(n // 2):
-        backlog += [
-            Message.user(f"Question {i} about the shipment to Lisbon and invoice {i * 7}?"),
-            Message.assistant(f"Answer {i}: noted."),
-        ]
-    for start in range(0, len(backlog), 1_000):
-        await memory.store.save_messages(thread_id, backlog[start : start + 1_000])
-
-
 async def test_a_turn_past_the_kept_window_reads_and_counts_what_its_cut_needs(tmp_path: Path) -> None:
-    down = FunctionModel(_down, name="test:down")
-    async with Memory(
-        f"sqlite:///{tmp_path / 'memory.db'}",
-        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=down, reflector=down, max_turn_wait=0.01,
-    ) as memory:
-        await _backlog(memory, "t1", PENDING)
+    async with behind(tmp_path) as memory:
+        await backlog(memory, "t1", PENDING)
         turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("first")])
         await turn.step([Message.assistant("ok")])
         await turn.end()
@@ -72,13 +53,8 @@ async def test_a_turn_past_the_kept_window_reads_and_counts_what_its_cut_needs(t
 async def test_the_cut_keeps_the_newest_question_and_all_after_it_however_long(tmp_path: Path) -> None:
     """A tool loop longer than the raw limit since the newest question: the cut never falls after
     that question, so the tail read goes back far enough to reach it."""
-    down = FunctionModel(_down, name="test:down")
-    async with Memory(
-        f"sqlite:///{tmp_path / 'memory.db'}",
-        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=down, reflector=down, max_turn_wait=0.01,
-    ) as memory:
-        await _backlog(memory, "t1", PENDING)
+    async with behind(tmp_path) as memory:
+        await backlog(memory, "t1", PENDING)
         turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("look everything up")])
         answers = [Message.assistant(f"Step {i}: I looked up shipment {i} and its invoice; noted.") for i in range(900)]
         context = await turn.step(answers)
@@ -95,13 +71,8 @@ async def test_the_newest_messages_are_cut_where_the_whole_window_would_be(tmp_p
     from obsmem.om.selection import observable_messages
     from obsmem.types import ToolCallPart, ToolResultPart
 
-    down = FunctionModel(_down, name="test:down")
-    async with Memory(
-        f"sqlite:///{tmp_path / 'memory.db'}",
-        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=down, reflector=down, max_turn_wait=0.01,
-    ) as memory:
-        await _backlog(memory, "t1", PENDING)
+    async with behind(tmp_path) as memory:
+        await backlog(memory, "t1", PENDING)
         loops: list[Message] = []
         for i in range(300):  # tool loops at the newest end, where the cut falls
             loops += [
@@ -129,13 +100,8 @@ async def test_the_newest_messages_are_cut_where_the_whole_window_would_be(tmp_p
 async def test_get_context_past_the_kept_window_reads_what_its_cut_needs(tmp_path: Path) -> None:
     """``Memory.get_context`` while the work is behind cuts the window as a turn does: of a window
     too long to keep, the newest messages only are read (before: the whole window, each call)."""
-    down = FunctionModel(_down, name="test:down")
-    async with Memory(
-        f"sqlite:///{tmp_path / 'memory.db'}",
-        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=down, reflector=down, max_turn_wait=0.01,
-    ) as memory:
-        await _backlog(memory, "t1", PENDING)
+    async with behind(tmp_path) as memory:
+        await backlog(memory, "t1", PENDING)
         turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("where is my parcel?")])
         await turn.end([Message.assistant("On its way.")])
         tally = _Tally(memory)
@@ -157,13 +123,8 @@ async def test_a_turn_with_a_model_failing_for_good_does_not_read_the_backlog_it
     def revoked(messages: list[Message], settings: object) -> str:
         raise ModelRequestError("HTTP 401: invalid API key")
 
-    model = FunctionModel(revoked, name="test:revoked")
-    async with Memory(
-        f"sqlite:///{tmp_path / 'memory.db'}",
-        config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=model, reflector=model, max_turn_wait=0.01,
-    ) as memory:
-        await _backlog(memory, "t1", PENDING)
+    async with behind(tmp_path, revoked) as memory:
+        await backlog(memory, "t1", PENDING)
         turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("first")])
         await turn.end([Message.assistant("ok")])
         await memory.settled()

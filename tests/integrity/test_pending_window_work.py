@@ -7,6 +7,7 @@ built only to be thrown away for the cut one."""
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -61,22 +62,33 @@ class _Tally:
         return counted
 
 
-async def test_a_turn_with_thousands_pending_neither_rereads_nor_builds_the_whole_window(tmp_path: Path) -> None:
-    down = FunctionModel(_down, name="test:down")
-    async with Memory(
+def behind(tmp_path: Path, fail: Callable[[list[Message], Any], str] = _down) -> Memory:
+    """A Memory over SQLite whose memory models fail with ``fail``, each turn waiting 0.01 s at most
+    for its memory work: turns go on with the raw window cut."""
+    model = FunctionModel(fail, name="test:down")
+    return Memory(
         f"sqlite:///{tmp_path / 'memory.db'}",
         config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=down, reflector=down, max_turn_wait=0.01,
-    ) as memory:
-        await memory.create_thread("t1", "alice")
-        backlog: list[Message] = []
-        for i in range(PENDING // 2):
-            backlog += [
-                Message.user(f"Question {i} about the shipment to Lisbon and invoice {i * 7}?"),
-                Message.assistant(f"Answer {i}: noted."),
-            ]
-        for start in range(0, len(backlog), 500):
-            await memory.store.save_messages("t1", backlog[start : start + 500])
+        observer=model, reflector=model, max_turn_wait=0.01,
+    )
+
+
+async def backlog(memory: Memory, thread_id: str, n: int) -> None:
+    """``n`` messages (questions and answers) stored in a new thread ``thread_id``, pending."""
+    await memory.create_thread(thread_id, "alice")
+    messages: list[Message] = []
+    for i in range(n // 2):
+        messages += [
+            Message.user(f"Question {i} about the shipment to Lisbon and invoice {i * 7}?"),
+            Message.assistant(f"Answer {i}: noted."),
+        ]
+    for start in range(0, len(messages), 1_000):
+        await memory.store.save_messages(thread_id, messages[start : start + 1_000])
+
+
+async def test_a_turn_with_thousands_pending_neither_rereads_nor_builds_the_whole_window(tmp_path: Path) -> None:
+    async with behind(tmp_path) as memory:
+        await backlog(memory, "t1", PENDING)
         turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("first")])
         await turn.step([Message.assistant("ok")])
         await turn.end()
