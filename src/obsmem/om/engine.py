@@ -431,11 +431,15 @@ class Engine:
             return all(r.tool_call_id in called for m in unobserved[cut:] for r in m.tool_results)
 
         recent = await self.core.windows.read_recent(self.lineage(thread), thread.id, enough)
+        if recent is not None and not observable and recent.systems is None:
+            recent = None  # the system messages before its newest, which the cut keeps, unknown
         if recent is None or recent.whole:
             record, window = await self.core.stored_window(thread) if recent is None else (recent.head, recent.messages)
             unobserved, older = select(window), 0
-        else:
+        elif observable:
             record, unobserved, older = recent.head, select(recent.messages), recent.older
+        else:  # as stored: the older system messages are kept (the application's instructions)
+            record, unobserved, older = recent.head, [*(recent.systems or ()), *recent.messages], recent.older_stored
         return record, unobserved, self.trim_window(thread, record, unobserved, keep=keep, older=older)
 
     def known_long(self, thread: Thread) -> bool:

@@ -47,6 +47,7 @@ from obsmem.storage.contract import (
     window_mark,
 )
 from obsmem.errors import ThreadNotFoundError
+from obsmem.om.selection import observable_messages
 from obsmem.types import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["ReadOnlyDict", "ReadOnlyList", "Recent", "Saved", "Window", "Windows", "extended"]
@@ -62,6 +63,9 @@ MAX_WINDOW_CHARS = MAX_CHARS // 2  # nor a window this large (a pasted log waiti
 MAX_LARGE = 1_024
 #: The first read of a large window's newest messages; each further read takes four times as many.
 RECENT_FIRST = 256
+#: The most system messages (and their characters) of a large window remembered with its size.
+MAX_SYSTEMS = 32
+MAX_SYSTEMS_CHARS = 64_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +101,31 @@ class Recent:
     older: int
     #: Whether ``messages`` are the whole window (it had grown shorter than the first read).
     whole: bool
+    #: As ``older``, counting every message before them but system messages (a window cut as
+    #: stored, ``Memory.get_context``'s, counts marker-only messages it leaves out too).
+    older_stored: int = 0
+    #: The system messages before them, unread (the application's instructions, which a cut of
+    #: the window as stored keeps wherever they are), as the window was last read whole; None
+    #: when there were too many to remember (:data:`MAX_SYSTEMS`): such a cut reads it whole.
+    systems: tuple[Message, ...] | None = ()
 
 
-def _conversational(message: Message) -> bool:
-    return message.role != "system" and not message.is_marker_only
+@dataclass(frozen=True, slots=True)
+class _Large:
+    """A window too long to keep, as last read whole (see :meth:`Windows.read_recent`)."""
+
+    cursor: int  # the thread's cursor then
+    observable: int  # how many of its messages carry conversation (observable_messages)
+    stored: int  # how many are not system messages
+    newest: int  # its newest seq
+    systems: tuple[Message, ...] | None  # its system messages (None: more than MAX_SYSTEMS)
+
+
+def _remembered(cursor: int, messages: Sequence[Message]) -> _Large:
+    systems = tuple(m for m in messages if m.role == "system")
+    remembered = len(systems) <= MAX_SYSTEMS and sum(len(m.text) for m in systems) <= MAX_SYSTEMS_CHARS
+    return _Large(cursor, len(observable_messages(messages)), len(messages) - len(systems),
+                  messages[-1].seq or 0 if messages else 0, systems if remembered else None)  # fmt: skip
 
 
 class Windows:
@@ -117,7 +142,7 @@ class Windows:
         self._threads: dict[str, set[str]] = {}  # lineage -> the threads whose windows are kept
         # Windows too long to keep, as last read whole: (the thread's cursor then, how many of
         # their messages say something, the newest seq then); see read_recent.
-        self._large: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
+        self._large: OrderedDict[tuple[str, str], _Large] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -141,11 +166,7 @@ class Windows:
         self._keep(key, mark, (head, messages))
         self._large.pop(key, None)
         if len(messages) > MAX_MESSAGES:
-            self._large[key] = (
-                head.cursor(thread_id) if head else 0,
-                sum(map(_conversational, messages)),
-                messages[-1].seq or 0,
-            )
+            self._large[key] = _remembered(head.cursor(thread_id) if head else 0, messages)
             while len(self._large) > MAX_LARGE:
                 self._large.popitem(last=False)
         return head, list(messages)
@@ -167,7 +188,7 @@ class Windows:
             return None
         head = await self._store.get_head(lineage)
         cursor = head.cursor(thread_id) if head else 0
-        if cursor != large[0]:
+        if cursor != large.cursor:
             return None
         want = RECENT_FIRST
         while True:
@@ -179,11 +200,18 @@ class Windows:
             messages = newest[::-1]
             whole = len(newest) < want  # (it has grown shorter since: observed, or deleted)
             if whole:
-                older = 0
+                recent = Recent(head, messages, 0, True)
                 break
-            if enough(head, messages):
-                newest_then = large[2]
-                older = max(0, large[1] - sum(1 for m in messages if (m.seq or 0) <= newest_then and _conversational(m)))
+            # Every message after the window's newest when last read whole is among these (another
+            # process may have added many since): only those before them are counted unread.
+            if (messages[0].seq or 0) <= large.newest and enough(head, messages):
+                seen = [m for m in messages if (m.seq or 0) <= large.newest]
+                first = messages[0].seq or 0
+                recent = Recent(
+                    head, messages, max(0, large.observable - len(observable_messages(seen))), False,
+                    older_stored=max(0, large.stored - sum(1 for m in seen if m.role != "system")),
+                    systems=None if large.systems is None else tuple(m for m in large.systems if (m.seq or 0) < first),
+                )
                 break
             want *= 4
             if want > MAX_MESSAGES:
@@ -192,7 +220,7 @@ class Windows:
         if (again.cursor(thread_id) if again else 0) != cursor:
             return None
         self._large.move_to_end(key)
-        return Recent(head, messages, older, whole)
+        return recent
 
     def known_long(self, lineage: str, thread_id: str) -> bool:
         """Whether the window was too long to keep when last read whole (a hint: it may have
