@@ -27,6 +27,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from obsmem.errors import InvalidInputError
 
 __all__ = [
+    "FEEDBACK_KEY",
     "LONG_TEXT_CHARS",
     "MAX_COUNT",
     "DataPart",
@@ -151,6 +152,13 @@ class TextPart(_Part):
 
     type: Literal["text"] = "text"
     text: str
+
+
+FEEDBACK_KEY = "obsmem_feedback"
+"""``metadata[FEEDBACK_KEY] = True`` marks a user-role message a framework sent the model on its
+own that is not the user's words: pydantic-ai's retry feedback (an output validator's
+``ModelRetry``, a failed structured output's errors). The model sees it where it stands; the
+observers never read it as something the user said (it is left out of what they are shown)."""
 
 
 #: A text at least this long keeps its digest on its part (:func:`text_digest`): hashing it is
@@ -339,6 +347,12 @@ class Message(_Model):
     @property
     def tool_results(self) -> list[ToolResultPart]:
         return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    @property
+    def is_feedback(self) -> bool:
+        """True for a user-role message that is a framework's feedback to the model, not the
+        user's words (:data:`FEEDBACK_KEY`)."""
+        return self.role == "user" and self.metadata.get(FEEDBACK_KEY) is True
 
     @property
     def is_marker_only(self) -> bool:

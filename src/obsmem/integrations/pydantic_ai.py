@@ -82,6 +82,7 @@ from obsmem.integrations._ids import resumed_input
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
 from obsmem.types import (
+    FEEDBACK_KEY,
     DataPart,
     FilePart,
     Message,
@@ -357,7 +358,9 @@ def _from_one(
     created = _stamp(dumped.get("timestamp")) or _first_stamp(parts) or _NO_TIME
     out = []
     for index, (role, obsmem_parts, extras) in enumerate(groups):
-        meta = {_META: {"group": group_key, "message": dumped, "parts": extras}}
+        meta: dict[str, Any] = {_META: {"group": group_key, "message": dumped, "parts": extras}}
+        if role == "user" and extras and all(extra.get("part_kind") == "retry-feedback" for extra in extras):
+            meta[FEEDBACK_KEY] = True  # pydantic-ai's words to the model, not the user's
         out.append(
             Message(id=ids[index], role=role, parts=tuple(obsmem_parts), created_at=created, metadata=meta)
         )

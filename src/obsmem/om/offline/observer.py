@@ -875,8 +875,8 @@ class OfflineObserver:
         """The observations, current task, suggested response and title for ``request``."""
         cycle = _Cycle(request, self.count_tokens)
         for index, message in enumerate(request.messages):
-            if message.role == "system" or message.is_marker_only:
-                continue
+            if message.role == "system" or message.is_marker_only or message.is_feedback:
+                continue  # (feedback: a framework's words to the model, not the user's)
             cycle.feed(index, message)
         open_ask = cycle.ask
         if open_ask is not None:  # asked, not answered in this batch: still worth a line

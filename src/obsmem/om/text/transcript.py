@@ -119,6 +119,8 @@ def format_transcript(
     last_minute: tuple[int, int] | None = None
 
     for message in conversation_messages(list(messages)):
+        if message.is_feedback:
+            continue  # a framework's words to the model, not the user's (types.FEEDBACK_KEY)
         lines = _part_lines(message, count_tokens, seen_calls, attachments, max_result_tokens, max_arg_tokens)
         if not lines:
             continue
