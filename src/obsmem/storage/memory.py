@@ -190,7 +190,7 @@ class MemoryStore(ClosingContext):
         if before is not None:
             threads = [t for t in threads if activity[t.id] < before]
         page = _page(sorted(threads, key=lambda t: activity[t.id], reverse=True), limit, offset)
-        return ThreadPage([_copy(t) for t in page], str(activity[page[-1].id]) if page else None)
+        return ThreadPage([_copy(t) for t in page], [str(activity[t.id]) for t in page])
 
     async def list_all_threads(
         self, *, limit: int = 100, offset: int = 0, after: str | None = None, since: datetime | None = None

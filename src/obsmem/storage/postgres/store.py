@@ -529,7 +529,7 @@ class PostgresStore(ClosingContext):
         if not rows and after is not None:
             await cls._require_thread(conn, after)
         page = [_load(Thread, doc, version=version) for version, doc, _ in rows]
-        return ThreadPage(page, str(rows[-1][2]) if rows else None)
+        return ThreadPage(page, [str(activity) for _, _, activity in rows])
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         check_storable(thread)

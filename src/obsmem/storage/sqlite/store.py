@@ -756,7 +756,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         rows = conn.execute(*paging.newest_page_sql("?", "*", resource_id, after, before, limit, offset)).fetchall()
         if not rows and after is not None:
             cls._require_thread(conn, after)
-        return ThreadPage([_model(Thread, row) for row in rows], str(rows[-1]["activity"]) if rows else None)
+        return ThreadPage([_model(Thread, row) for row in rows], [str(row["activity"]) for row in rows])
 
     async def update_thread(self, thread: Thread, *, expected_version: int) -> Thread | None:
         check_storable(thread)
