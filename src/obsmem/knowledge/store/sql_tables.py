@@ -143,27 +143,39 @@ class SqlDialect:
     def search_find(
         self, conn: SqlConnection, scope_keys: Sequence[str], probes: Sequence[str]
     ) -> list[tuple[str, str]]:
-        """(kind, id) of the rows stored at ``scope_keys`` whose text may hold one of ``probes``."""
-        found: set[int] = set()
+        """(kind, id) of the rows stored at ``scope_keys`` whose text may hold one of ``probes``.
+
+        The index holds every scope's rows (every user, every org of the file): what it finds
+        for a common term is found across all of them. So the texts of the caller's own rows are
+        read instead (``instr``, in SQLite, no row decoded) for a probe of one or two characters
+        (its index entries are those of every trigram it begins, the file over) and, when the
+        scope chain holds few rows for the probes, for all of them: a search's work is bounded by
+        the caller's rows or by the rows that match, never by other scopes' rows."""
+        at, params = self.in_list("r.scope", scope_keys)
+        short = [p for p in probes if len(p) < 3]
         long = [p for p in probes if len(p) >= 3]
+        rows: set[tuple[str, str]] = set()
+        in_scope = conn.execute(f"SELECT count(*) FROM knowledge_search_rows r WHERE {at}", params).fetchone()[0]
+        if in_scope * len(long) <= _SCAN_WORK:
+            short, long = list(probes), []
+        for start in range(0, len(short) if in_scope else 0, _PROBES_A_QUERY):
+            chunk = short[start : start + _PROBES_A_QUERY]
+            holds = " OR ".join("instr(s.hay, ?) > 0" for _ in chunk)
+            sql = (f"SELECT r.kind, r.id FROM knowledge_search_rows r JOIN knowledge_search s ON s.rowid = r.n "
+                   f"WHERE {at} AND ({holds})")  # fmt: skip
+            rows.update((row[0], row[1]) for row in conn.execute(sql, (*params, *chunk)))
+        found: set[int] = set()
         for start in range(0, len(long), _PROBES_A_QUERY):
             expression = " OR ".join('"' + p.replace('"', '""') + '"' for p in long[start : start + _PROBES_A_QUERY])
             found.update(row[0] for row in conn.execute(
                 "SELECT rowid FROM knowledge_search WHERE knowledge_search MATCH ?", (expression,)
             ))
-        for probe in (p for p in probes if len(p) < 3):
-            high = probe + "\U0010ffff" * (3 - len(probe))
-            found.update(row[0] for row in conn.execute(
-                "SELECT doc FROM knowledge_search_vocab WHERE term >= ? AND term <= ?", (probe, high)
-            ))
         ns = sorted(found)
-        rows: list[tuple[str, str]] = []
         for start in range(0, len(ns), _IDS_A_QUERY):
-            chunk = ns[start : start + _IDS_A_QUERY]
-            at, params = self.in_list("scope", scope_keys)
-            sql = f"SELECT kind, id FROM knowledge_search_rows WHERE n IN ({', '.join('?' for _ in chunk)}) AND {at}"
-            rows.extend((row[0], row[1]) for row in conn.execute(sql, (*chunk, *params)))
-        return rows
+            some = ns[start : start + _IDS_A_QUERY]
+            sql = f"SELECT r.kind, r.id FROM knowledge_search_rows r WHERE r.n IN ({', '.join('?' for _ in some)}) AND {at}"
+            rows.update((row[0], row[1]) for row in conn.execute(sql, (*some, *params)))
+        return sorted(rows)
 
 
 class PostgresDialect(SqlDialect):
@@ -242,6 +254,9 @@ _PAD = "\uffff\uffff"
 """Two characters after each stored SQLite search text, so every occurrence of a one- or
 two-character probe is the start of a trigram (see :meth:`SqlDialect.search_put`)."""
 _PROBES_A_QUERY = 100
+_SCAN_WORK = 20_000
+"""The most (rows of the scope chain) x (probes) a SQLite search reads the texts of rather than
+asking the index (see :meth:`SqlDialect.search_find`)."""
 _IDS_A_QUERY = 500
 
 

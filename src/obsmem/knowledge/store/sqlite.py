@@ -142,6 +142,8 @@ def m005_knowledge_search_index(conn: Conn) -> None:
     statements = [
         """CREATE TABLE knowledge_search_rows (
             n INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL, scope TEXT NOT NULL, UNIQUE (kind, id))""",
+        # (a search reads its caller's rows by scope: the index finds a term in every scope's rows)
+        "CREATE INDEX knowledge_search_rows_scope ON knowledge_search_rows (scope)",
         "CREATE VIRTUAL TABLE knowledge_search USING fts5(hay, tokenize = 'trigram case_sensitive 1')",
         "CREATE VIRTUAL TABLE knowledge_search_vocab USING fts5vocab(knowledge_search, instance)",
     ]
