@@ -89,7 +89,8 @@ class _SearchIndex:
         self._undo: list[tuple[tuple[str, str], tuple[str, str] | None]] = []
 
     def begin(self) -> None:
-        """A write begins: what it changes is noted, so that :meth:`roll_back` undoes it."""
+        """A write begins (what it changes is noted, so that :meth:`roll_back` undoes it), or
+        one ended: the notes, which hold the texts it replaced or dropped, are let go."""
         self._undo = []
 
     def roll_back(self) -> None:
@@ -414,7 +415,9 @@ class InMemoryKnowledgeStore(TablesKnowledgeStore):
             return fn(self.tables)
         snapshot = self.tables.snapshot()
         try:
-            return fn(self.tables)
+            result = fn(self.tables)
         except BaseException:
             self.tables.restore(snapshot)
             raise
+        self.tables.search_index.begin()  # its undo notes dropped: no erased text stays in them
+        return result
