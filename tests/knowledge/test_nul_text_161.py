@@ -12,9 +12,6 @@ take them as a query's parameter) is refused on every adapter alike.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from obsmem.errors import InvalidInputError
@@ -23,18 +20,6 @@ from obsmem.knowledge import Knowledge, RecordView, TrustState
 pytestmark = pytest.mark.anyio
 
 ALICE = "org:acme/resource:alice"
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Knowledge]:
-    if request.param == "memory":
-        graph = Knowledge.in_memory()
-    elif request.param == "sqlite":
-        graph = Knowledge.sqlite(tmp_path / "k.db")
-    else:
-        graph = Knowledge.postgres(request.getfixturevalue("postgres_url"))
-    async with graph:
-        yield graph
 
 
 async def test_a_record_holding_nul_breaks_no_read(knowledge: Knowledge) -> None:

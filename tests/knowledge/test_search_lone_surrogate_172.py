@@ -8,9 +8,6 @@ UnicodeEncodeError, not an obsmem error, so a REST or MCP search with it failed 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from obsmem.knowledge import Knowledge
@@ -19,18 +16,6 @@ pytestmark = pytest.mark.anyio
 
 ALICE = "org:acme/resource:alice"
 THREAD = ALICE + "/thread:t1"
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Knowledge]:
-    if request.param == "memory":
-        graph = Knowledge.in_memory()
-    elif request.param == "sqlite":
-        graph = Knowledge.sqlite(tmp_path / "k.db")
-    else:
-        graph = Knowledge.postgres(request.getfixturevalue("postgres_url"))
-    async with graph:
-        yield graph
 
 
 @pytest.mark.parametrize("query", ["\ud83d", "? \ud83d", "\udc00?!"])

@@ -9,8 +9,7 @@ the whole knowledge base. A search now finds its candidates through an index kep
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,18 +23,6 @@ ORG = "org:acme"
 THREAD = "org:acme/resource:alice/thread:t1"
 N = 1000
 MATCHING = {7, 250, 499, 731, 998}
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Knowledge]:
-    if request.param == "memory":
-        graph = Knowledge.in_memory()
-    elif request.param == "sqlite":
-        graph = Knowledge.sqlite(tmp_path / "k.db")
-    else:
-        graph = Knowledge.postgres(request.getfixturevalue("postgres_url"))
-    async with graph:
-        yield graph
 
 
 class Decoded:
