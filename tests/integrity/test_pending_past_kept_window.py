@@ -156,3 +156,27 @@ async def test_a_turn_with_a_model_failing_for_good_does_not_read_the_backlog_it
             await turn.end()
             await memory.settled()
         assert read[0] / 6 < 2_000, f"{read[0]} rows read by the turns themselves in 6 boundaries"
+
+
+async def test_memory_work_backing_off_reads_the_backlog_once_a_boundary(tmp_path: Path) -> None:
+    """While the observer backs off after failing (a revoked key), each boundary's memory work
+    still finds the window over its threshold, reads it, and skips the call. It reads it once:
+    before, the observation step read it whole twice more (its own read of the window, then the
+    threshold step's read after it) only to find the backoff."""
+    from obsmem.errors import ModelRequestError
+
+    def revoked(messages: list[Message], settings: object) -> str:
+        raise ModelRequestError("HTTP 401: invalid API key")
+
+    async with behind(tmp_path, revoked, failure_policy="warn") as memory:
+        await backlog(memory, "t1", PENDING)
+        turn = await memory.begin_turn(thread_id="t1", messages=[Message.user("first")])
+        await turn.end([Message.assistant("ok")])
+        await memory.settled()
+        tally = _Tally(memory)
+        for i in range(3):
+            turn = await memory.begin_turn(thread_id="t1", messages=[Message.user(f"question {i}")])
+            await turn.step([Message.assistant(f"answer {i}")])
+            await turn.end()
+            await memory.settled()
+        assert tally.rows / 6 < 1.5 * PENDING, f"{tally.rows} rows read in 6 boundaries ({PENDING} pending)"

@@ -62,14 +62,14 @@ class _Tally:
         return counted
 
 
-def behind(tmp_path: Path, fail: Callable[[list[Message], Any], str] = _down) -> Memory:
+def behind(tmp_path: Path, fail: Callable[[list[Message], Any], str] = _down, **options: Any) -> Memory:
     """A Memory over SQLite whose memory models fail with ``fail``, each turn waiting 0.01 s at most
-    for its memory work: turns go on with the raw window cut."""
+    for its memory work: turns go on with the raw window cut. ``options``: more of Memory's."""
     model = FunctionModel(fail, name="test:down")
     return Memory(
         f"sqlite:///{tmp_path / 'memory.db'}",
         config=MemoryConfig(observation=ObservationConfig(message_tokens=3_000)),
-        observer=model, reflector=model, max_turn_wait=0.01,
+        observer=model, reflector=model, max_turn_wait=0.01, **options,
     )
 
 

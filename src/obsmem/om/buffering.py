@@ -390,8 +390,12 @@ class BufferedLifecycle:
                     )
                 )
                 continue
-            outcomes.append(await self.observation.observe(thread, force=False, trigger="threshold", unseen=unseen))
-            snapshot = await self.read(thread)
+            outcome = await self.observation.observe(
+                thread, force=False, trigger="threshold", unseen=unseen, window=(record, snapshot.messages)
+            )
+            outcomes.append(outcome)
+            if outcome.applied or outcome.waited or outcome.record is not record:
+                snapshot = await self.read(thread)  # (nothing written, no call made: the snapshot holds)
             break
         return outcomes, snapshot, False
 

@@ -247,7 +247,8 @@ class ObserveStep:
         return await self.observe(thread, force=False, trigger="threshold", unseen=unseen)
 
     async def observe(
-        self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual", unseen: Unseen = NOTHING_UNSEEN
+        self, thread: Thread, *, force: bool = False, trigger: Trigger = "manual", unseen: Unseen = NOTHING_UNSEEN,
+        window: tuple[ObservationRecord, list[Message]] | None = None,
     ) -> CycleOutcome:
         """Observe synchronously. Buffered chunks are activated first, so the observer only ever
         sees the unbuffered tail and no message is observed twice. A window larger than
@@ -261,9 +262,15 @@ class ObserveStep:
         shown in this thread's context (the other-conversations block) count toward its
         threshold, and a threshold observation takes the resource's other due threads along
         (:meth:`observe_others`). A manual (forced) observation observes this thread only.
+
+        ``window``: the head and the thread's unobserved messages as the caller just read them
+        (the threshold step's snapshot): used as they are when the head holds no buffered chunk of
+        the thread, not read again (a window of thousands of messages pending while the observer
+        backs off was read whole twice more a boundary only to find the backoff). What is
+        committed is compare-and-set on the head, so a head changed since is still caught.
         """
         core = self.core
-        plan = await self._plan(thread, force, unseen)
+        plan = await self._plan(thread, force, unseen, window)
         if isinstance(plan, CycleOutcome):
             return plan
         with traced("obsmem.observe", thread, trigger=trigger, forced=force) as span:
@@ -392,10 +399,17 @@ class ObserveStep:
                 plan = replanned
             return await self._run(thread, plan)
 
-    async def _plan(self, thread: Thread, force: bool, unseen: Unseen) -> _Plan | CycleOutcome:
-        """What is due: the head, the window and the prefix to observe (an outcome when nothing is)."""
+    async def _plan(
+        self, thread: Thread, force: bool, unseen: Unseen,
+        window: tuple[ObservationRecord, list[Message]] | None = None,
+    ) -> _Plan | CycleOutcome:
+        """What is due: the head, the window and the prefix to observe (an outcome when nothing is).
+        ``window``: see :meth:`observe`."""
         core = self.core
-        first = await self._activate_chunks_first(thread, unseen)
+        if window is not None and not any(c.thread_id == thread.id for c in window[0].buffered_chunks):
+            first: tuple[ObservationRecord, list[Message]] | CycleOutcome = window
+        else:
+            first = await self._activate_chunks_first(thread, unseen)
         if isinstance(first, CycleOutcome):
             return first
         record, messages = first
