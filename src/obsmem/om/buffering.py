@@ -394,8 +394,10 @@ class BufferedLifecycle:
                 thread, force=False, trigger="threshold", unseen=unseen, window=(record, snapshot.messages)
             )
             outcomes.append(outcome)
+            # Read again after an observation that wrote, called a model or moved the head; one that
+            # did none of these (below threshold, backing off) left the snapshot as it is.
             if outcome.applied or outcome.waited or outcome.record is not record:
-                snapshot = await self.read(thread)  # (nothing written, no call made: the snapshot holds)
+                snapshot = await self.read(thread)
             break
         return outcomes, snapshot, False
 
