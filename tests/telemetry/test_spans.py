@@ -116,6 +116,9 @@ async def _conversation(
                 )
                 await turn.step([Message.assistant(f"{SENTINEL} answer {i}: beans, watered daily, loose soil.")])
                 await turn.end()
+            # Every run's work done (the knowledge agents after the last reflection too), not only
+            # what finishes within close_timeout: on a loaded machine the last ones took longer.
+            await memory.settled()
     finally:
         calls.remove_listener(seen.append)
     return Run(otel.spans, seen, events, list(caplog.records))
