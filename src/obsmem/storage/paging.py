@@ -69,8 +69,15 @@ def thread_page_sql(
     if after is not None:
         conditions.append(f"(created_us, pk) > (SELECT created_us, pk FROM threads WHERE id = {param})")
         params.append(after)
+    return _threads_sql(param, columns, conditions, params, "created_us, pk", limit, offset)
+
+
+def _threads_sql(
+    param: str, columns: str, conditions: list[str], params: list[Any], order: str, limit: int, offset: int
+) -> tuple[str, list[Any]]:
+    """``SELECT columns FROM threads`` where every one of ``conditions`` holds, in ``order``, a page."""
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    sql = f"SELECT {columns} FROM threads{where} ORDER BY created_us, pk LIMIT {param} OFFSET {param}"
+    sql = f"SELECT {columns} FROM threads{where} ORDER BY {order} LIMIT {param} OFFSET {param}"
     return sql, [*params, limit, offset]
 
 
@@ -109,8 +116,4 @@ def newest_page_sql(
     if after is not None:
         conditions.append(f"activity < (SELECT activity FROM threads WHERE id = {param})")
         params.append(after)
-    sql = (
-        f"SELECT {columns} FROM threads WHERE {' AND '.join(conditions)} "
-        f"ORDER BY activity DESC LIMIT {param} OFFSET {param}"
-    )
-    return sql, [*params, limit, offset]
+    return _threads_sql(param, columns, conditions, params, "activity DESC", limit, offset)
