@@ -203,6 +203,22 @@ def _password_value(value: str) -> bool:
     return True
 
 
+#: What a form or a report says about a password after its label, not the password: "Password:
+#: required", "Password: n/a", "password: not set", "Password: weak" (a strength meter).
+_PASSWORD_LABEL_WORDS = frozenset(
+    "required optional mandatory none n/a na tbd tba hidden field empty blank incorrect invalid wrong changed "
+    "reset expired missing unset not masked protected encrypted hashed unchanged updated saved sent needed "
+    "provided supplied enabled disabled weak medium strong fair ok yes no see below above same match matches "
+    "mismatch forgotten locked".split()
+)
+
+
+def _assigned_password(value: str) -> bool:
+    """:func:`_password_value`, and no word a form or a report puts after the label (a real
+    password "required" is rarer than the form that says a password is)."""
+    return _password_value(value) and value.strip().rstrip(".!?*:;").casefold() not in _PASSWORD_LABEL_WORDS
+
+
 # --------------------------------------------------------------------------------------------
 # Private keys: a scan, not a regex (a BEGIN without END must not rescan the rest per BEGIN)
 # --------------------------------------------------------------------------------------------
@@ -793,7 +809,8 @@ def _said_cued_letters(value: str) -> bool:
     short word of :data:`_SHORT_STOP_WORDS`, or a describing ending, :data:`_CUED_ENDINGS`:
     "expired", "unbreakable", "somewhere"; but "butterfly", "chocolate" name things)."""
     word = value.casefold()
-    if len(word) < 4 or word in _DESCRIBING_WORDS or word in _CUED_STOP_WORDS or word in _SHORT_STOP_WORDS:
+    if (len(word) < 4 or word in _DESCRIBING_WORDS or word in _CUED_STOP_WORDS or word in _SHORT_STOP_WORDS
+            or word in _PASSWORD_LABEL_WORDS):
         return False
     if word in _NAMED_LIKE_DESCRIBING or (word.endswith("fly") and len(word) > 5):
         return True
@@ -911,7 +928,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector(
         "password",
         _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
-        _password_value,
+        _assigned_password,
     ),
     # The text of an XML element named like a secret (Maven's settings.xml, a SOAP answer, a
     # config file): <password>…</password>, <AccessKey>…</AccessKey>, <db:password …>…</…>.

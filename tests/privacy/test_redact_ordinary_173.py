@@ -1,0 +1,122 @@
+"""Ordinary prose about keys, codes, passwords and PINs reaches the memory models as written (helper-173).
+
+Before: with privacy on, a form's label and its state, "Password: required" (also "optional",
+"hidden", "n/a", "incorrect", "changed", "reset", ...), reached the hosted observer with a
+placeholder in place of the word: the assignment form took any word after "password:" for a
+password. The rest of this table (the words the cues of helper-173 read, "the key is", "code:",
+"password? it is", used in their ordinary senses) came through as written before and must still.
+
+A zip or postal code ("zip code 94110", "My zip code is 94110.") is part of an address, not a
+credential: it is left as written (the PII categories hold no address).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from obsmem.privacy import Redactor
+
+from .hosted_observer import check_left_alone, check_sent_as_written
+from tests.integrity.work_count import GROWTH_BOUND, growth
+
+pytestmark = pytest.mark.anyio
+
+#: A form's label and what it says about the field: taken for a password before.
+FORM_LABELS = [
+    "Password: required",
+    "Password: Required",
+    "Password: optional",
+    "password: hidden",
+    "Password: n/a",
+    "Password: incorrect",
+    "Password: changed",
+    "Password: reset",
+    "Password: empty",
+    "Password: field",
+    "Password: mandatory",
+    "Password: missing",
+    "password: not set",
+    "Password: weak",
+]
+
+#: Ordinary sentences with the words the new cues read.
+ORDINARY = [
+    "the key is to stay calm",
+    "The key is in the drawer.",
+    "The key is under the mat.",
+    "the key is consistency",
+    "The key is 2048 bits long.",
+    "The key is a 2048-bit RSA key.",
+    "the primary key is user_id",
+    "The shortcut key is Alt+F4.",
+    "The key is Ctrl+Shift+P.",
+    "The key is Ed25519.",
+    "The cache key is user:1234.",
+    "The key is 1500ms.",
+    "The key is Python3.",
+    "The key to success is practice.",
+    "my key is missing",
+    "The api key is stored in the vault.",
+    "API key: see the dashboard",
+    "The license key is on the box.",
+    "the code is in the repo",
+    "The code is on GitHub.",
+    "The code is 2048 lines long.",
+    "The code is from 2019.",
+    "Your code is clean.",
+    "the code is 100% covered",
+    "Use code review before merging.",
+    "Keep the code under 500 lines.",
+    "zip code 94110",
+    "My zip code is 94110.",
+    "the area code is 415",
+    "exit code: 137",
+    "Error code: 80070005",
+    "HTTP status code: 404",
+    "I use a password manager.",
+    "the password manager is open",
+    "pin the tab",
+    "Pin the tab to keep it open.",
+    "Pin 13 drives the LED.",
+    "Forgot your password? It is easy to reset.",
+    "What's the password? It's complicated.",
+    "what is the password policy? it is strict",
+    "What is the PIN? It's on the card.",
+    "What's the key? It's the one on the hook.",
+    "How big is the key? It's 4096 bits.",
+    "The password is new.",
+    "The password is set.",
+    "the password is old.",
+    "my password is too long",
+    "The password is due for rotation.",
+    "I set my password to expire every 90 days.",
+    "I set my password to something stronger.",
+    "pw: n/a",
+]
+
+
+async def test_form_labels_reach_the_observer_as_written() -> None:
+    await check_sent_as_written(FORM_LABELS)
+
+
+async def test_ordinary_prose_reaches_the_observer_as_written() -> None:
+    await check_sent_as_written(ORDINARY)
+
+
+@pytest.mark.parametrize("text", FORM_LABELS + ORDINARY)
+def test_left_alone(text: str) -> None:
+    check_left_alone(text)
+
+
+#: Near misses of helper-173's cues, repeated: redaction's work stays linear in the text.
+ADVERSARIAL = [
+    "the key is ", "my a b key is ", "api key ", "the key is Tulip7", "code: 1", "your code 1234 ",
+    "use code ", "password? it is ", "password? ", "what is the password? it is a ", "the password is ab ",
+    "Tulip77x is the ", "I set my password to ", "pwd: ", "Password: required ", "x is the wifi password ",
+]
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_redaction_work_grows_linearly_on_near_misses(unit: str) -> None:
+    ratio = growth(Redactor(b"k").redact, lambda n: unit * max(1, n // len(unit)), 10_000)
+    assert ratio < GROWTH_BOUND
