@@ -28,7 +28,7 @@ from starlette.types import Scope
 from obsmem import UsageReport
 from obsmem import (
     ContextWindow, InvalidInputError, Memory, Message, MessageNotFoundError, NotFoundError, Thread,
-    ThreadNotFoundError, from_openai, to_openai,
+    ThreadChangedError, ThreadNotFoundError, from_openai, to_openai,
 )
 from obsmem.knowledge import Knowledge, TrustState
 from obsmem.om.receipts import Receipt
@@ -408,7 +408,13 @@ async def end_turn(turn_id: str, body: EndIn, principal: Caller, service: Servic
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)
     await service.release(turn_id)
-    await entry.turn.end(messages)
+    try:
+        await entry.turn.end(messages)
+    except (InvalidInputError, ThreadChangedError):
+        # refused before anything was saved: the turn stays open for the end sent again
+        if not entry.turn.ended:
+            await service.hold_again(turn_id, entry, principal)
+        raise
     context = await service.memory.get_context(entry.thread_id)
     return {"turn_id": turn_id, "thread_id": entry.thread_id, "context": context_json(context)}
 

@@ -222,6 +222,17 @@ class Service:
         self.turns.pop(turn_id, None)
         await self._close_lease(turn_id)
 
+    async def hold_again(self, turn_id: str, entry: OpenTurn, principal: Principal) -> None:
+        """Hold again a turn :meth:`release` let go of for an ``end`` that then saved nothing (its
+        messages refused): the client may send the end again, corrected. Another end of it that
+        came meanwhile gets 404, as it would have."""
+        lease = await self.memory.store.acquire_lease(
+            _turn_key(turn_id), _owner(principal), ttl_s=TURN_TTL_S, now=self.memory.clock.now()
+        )
+        if lease is not None:
+            entry.started = time.monotonic()
+            self.turns[turn_id] = entry
+
     async def _close_lease(self, turn_id: str) -> None:
         key = _turn_key(turn_id)
         lease = await self.memory.store.get_lease(key)
