@@ -23,7 +23,7 @@ from obsmem.storage import Lease, Store, default_store_path, leasing
 
 __all__ = ["delete_resource", "forget", "register"]
 
-console = Console()
+console = Console(emoji=False)
 
 StoreOption = Annotated[
     str | None,

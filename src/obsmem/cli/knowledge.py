@@ -30,7 +30,7 @@ knowledge_app = typer.Typer(
     help="Review the knowledge store: pending candidates, approve, reject, the audit log.",
     context_settings=HELP_OPTIONS, invoke_without_command=True,
 )  # fmt: skip
-console = Console()
+console = Console(emoji=False)  # ':white_check_mark:' in a candidate prints as written
 
 GraphOption = Annotated[
     str, typer.Option("--knowledge", "-k", metavar="PATH|URL", help="The knowledge store: a SQLite file or postgresql:// URL.")
@@ -45,7 +45,7 @@ def _line(text: str) -> str:
     """Stored text (a record's, a reason) on one line, safe for Rich: a newline, a control
     character or a line or paragraph separator in it is shown as an escape, so it never starts
     a line that reads like another candidate or audit event."""
-    return escape_id(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return escape_id(text)
 
 
 @knowledge_app.callback()

@@ -1,8 +1,11 @@
 """One message as text for a terminal: what a person reading the conversation needs to see.
 
-Text stays as written; a tool call is drawn as ``→ tool name(arg='value', …)``, its result as
-``← result name: …`` (``← error`` when it failed), reasoning and attachments by a short line;
-obsmem's own markers (data parts) are left to the markers table. Long pieces are cut with ``…``.
+Text stays as written, but for what would reach the terminal as a command or hide or reorder text
+(controls, bidi overrides, zero-width and tag characters): those are spelled (``\\u202e``) by
+:func:`escape`, :func:`visible` and :func:`one_line`. A tool call is drawn as
+``→ tool name(arg='value', …)``, its result as ``← result name: …`` (``← error`` when it failed),
+reasoning and attachments by a short line; obsmem's own markers (data parts) are left to the
+markers table. Long pieces are cut with ``…``.
 """
 
 from __future__ import annotations
@@ -15,42 +18,68 @@ from rich.markup import escape as escape_markup
 
 from obsmem import DataPart, FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["clip", "counted", "escape", "escape_id", "one_line", "render_message", "render_part"]
+__all__ = [
+    "clip", "counted", "escape", "escape_id", "one_line", "render_message", "render_part", "spelled",
+    "visible",
+]  # fmt: skip
 
 #: How much of one argument value, one tool result, or one reasoning block is shown.
 VALUE_CHARS = 80
 RESULT_CHARS = 240
 
 
-#: What a terminal takes as a command, not text: C0 controls but tab and newline (ESC, CR, BEL,
-#: backspace, ...), DEL and the C1 controls (CSI included).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+def spelled(char: str) -> str:
+    """``char`` as Python writes it in a string literal: ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+#: In text (a message, an observation, a record): what a terminal takes as a command (C0 controls
+#: but tab and newline: ESC, CR, BEL, backspace, ...; DEL, the C1 controls, CSI included), and
+#: the invisible characters that change how the text around them reads or hide text: bidi marks,
+#: embeddings, overrides and isolates ("Trojan Source": ``t-\u202elive`` shows as ``t-evil``),
+#: zero-width space, word joiner and invisible operators, the deprecated format characters, the
+#: BOM, line and paragraph separators, interlinear annotations, shorthand and musical format
+#: controls, and tag characters (which spell hidden ASCII). Left as written: the joiners (ZWJ,
+#: ZWNJ), the soft hyphen and variation selectors, which scripts and emoji need and which hide
+#: nothing (a flag built of tag characters, such as England's, shows its tags spelled).
+_HIDDEN_IN_TEXT = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f]"
+)
+
+
+def visible(text: str) -> str:
+    """``text`` from a store with each character of :data:`_HIDDEN_IN_TEXT` spelled
+    (:func:`spelled`): text is data, so an escape sequence a user, a tool or a model put in it
+    never moves the reader's cursor, recolours a line or makes a link, and a bidi override never
+    reorders what the reader sees; each shows as what it is. Newlines and tabs stay."""
+    return _HIDDEN_IN_TEXT.sub(lambda m: spelled(m.group()), text)
 
 
 def escape(text: str) -> str:
-    """``text`` from a store, safe to print with Rich: its markup escaped and each terminal
-    control character shown as ``\\xNN`` (text is data: an escape sequence a user or a tool
-    put in a message never moves the reader's cursor, recolours a line or makes a link)."""
-    return escape_markup(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+    """:func:`visible`, safe to print with Rich: its markup escaped. (The CLI's consoles draw no
+    emoji codes, so ``:white_check_mark:`` in ``text`` prints as written.)"""
+    return escape_markup(visible(text))
 
 
-#: Every control character, newline and tab included.
-_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-#: Invisible characters that change how the text around them reads: bidi marks, embeddings,
-#: overrides and isolates (``t-\u202elive`` shows as ``t-evil``), zero-width characters, the BOM.
-_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+#: Characters that show as nothing, or as a space, though Python takes them as printable: Hangul
+#: fillers, the braille blank, the combining grapheme joiner and the variation selectors.
+_BLANK = frozenset("\u115f\u1160\u2800\u3164\uffa0\u034f") | frozenset(map(chr, range(0xFE00, 0xFE10))) | \
+    frozenset(map(chr, range(0xE0100, 0xE01F0)))
 
 
 def one_line(text: str) -> str:
-    """``text`` (an id, a key, an error from a store) as plain text on one line: every control
-    character, newline and tab included, shown as ``\\xNN``, so a newline in a thread id never
-    makes a second table row or line, and nothing reaches the terminal as a command; and each
-    invisible character that changes how the text reads (:data:`_INVISIBLE`) as ``\\uNNNN``, so
-    an id shows what to type."""
-    text = _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``text`` (an id, a key, an error from a store) as plain text on one line, each character
+    not plainly visible spelled (:func:`spelled`): every control, newline and tab included (a
+    newline in a thread id never makes a second table row or line, nothing reaches the terminal
+    as a command), every format character (bidi controls, zero-width characters, tags), every
+    separator but the space (a no-break space, U+2028), private-use and unassigned characters,
+    and those of :data:`_BLANK`; so an id shows what to type."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(spelled(ch) if not ch.isprintable() or ch in _BLANK else ch for ch in text)
 
 
 def escape_id(text: str) -> str:
@@ -71,9 +100,14 @@ def counted(n: int, noun: str) -> str:
     return f"{n:,} {singular if n == 1 else singular + 's'}"
 
 
+#: The whitespace :func:`clip` folds into one space. Not every character ``str.split`` takes as
+#: whitespace: a carriage return, U+2028 or NEL is left for :func:`escape` to show.
+_FOLDED = re.compile("[ \t\n]+")
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with ``…`` when longer."""
-    flat = " ".join(text.split())
+    flat = _FOLDED.sub(" ", text).strip(" ")
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)].rstrip() + "…"
 
 

@@ -46,7 +46,8 @@ __all__ = [
 SQLITE_PREFIX = "sqlite:///"
 
 #: Status lines ("store: …", hints, errors) go to stderr, so stdout stays the command's result.
-err_console = Console(stderr=True)
+#: No emoji codes: an error quoting stored text prints it as written.
+err_console = Console(stderr=True, emoji=False)
 
 
 #: Whether the running command was asked for ``--json`` (see :func:`json_errors`).

@@ -61,8 +61,9 @@ StoreOption = Annotated[
 
 
 def _console() -> Console:
-    """A console made per command, so it measures the terminal (or ``COLUMNS``) of this run."""
-    return Console()
+    """A console made per command, so it measures the terminal (or ``COLUMNS``) of this run; it
+    draws no emoji codes (``:white_check_mark:`` in a message prints as written)."""
+    return Console(emoji=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -380,12 +381,16 @@ def threads(
 def _shell_word(text: str) -> str:
     """``text`` as one word a POSIX shell (bash, zsh) reads back as ``text``, for a command the
     user pastes: quoted (``'a one'``, ``'f$(id)'``), and where it holds a control or invisible
-    character, ANSI-C quoted with that character as ``\\xNN`` / ``\\uNNNN``, never raw."""
+    character, ANSI-C quoted with that character as ``\\xNN`` (ASCII), ``\\uNNNN`` or
+    ``\\UNNNNNNNN``, never raw (bash reads ``\\xa0`` as one byte, ``\\u00a0`` as the character)."""
     if all(one_line(ch) == ch for ch in text):
         return shlex.quote(text)
     spelled = "".join(
-        "\\\\" if ch == "\\" else "\\'" if ch == "'" else one_line(ch) for ch in text
-    )
+        "\\\\" if ch == "\\" else "\\'" if ch == "'" else ch if one_line(ch) == ch
+        else f"\\x{ord(ch):02x}" if ord(ch) < 0x80 else f"\\u{ord(ch):04x}" if ord(ch) < 0x10000
+        else f"\\U{ord(ch):08x}"
+        for ch in text
+    )  # fmt: skip
     return f"$'{spelled}'"
 
 
@@ -532,7 +537,7 @@ def _marker_time(data: dict[str, Any]) -> str:
             try:
                 return datetime.fromisoformat(value).strftime("%H:%M:%S")
             except ValueError:
-                return value
+                return escape_id(clip(value, 20))  # no time: data, shown as such
     return ""
 
 

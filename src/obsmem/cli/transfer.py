@@ -154,4 +154,5 @@ def import_(
         line = asyncio.run(run(opened))
     except (ObsmemError, OSError) as exc:
         raise fail(str(exc)) from None
-    Console().print(escape_id(line), soft_wrap=True, highlight=False)  # one line, whatever the ids hold
+    # one line, whatever the ids hold
+    Console(emoji=False).print(escape_id(line), soft_wrap=True, highlight=False)
