@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.models.wire_server import MemoryModelPlayer, Recorded, Reply, WireServer, openai_text_stream
 from typer.testing import CliRunner
 
 from obsmem import DataPart, FilePart, Memory, MemoryConfig, Message, ReasoningPart, ToolCallPart, ToolResultPart
@@ -220,3 +221,24 @@ def test_an_error_naming_stored_text_escapes_it(db: Path) -> None:
     assert _raw(result.output) == [], result.output
     assert "nope" in result.output and "\\u202e" in result.output
 
+
+class _HostilePlayer(MemoryModelPlayer):
+    """Answers as a real model would, with EVIL in every observation."""
+
+    def __call__(self, request: Recorded) -> Reply:
+        self.observer_calls += 1
+        return openai_text_stream(f"<observations>\nDate: Jun 15, 2025\n* 🔴 (12:00) User said {EVIL} "
+                                  f"({self.observer_calls}).\n</observations>")  # fmt: skip
+
+
+def test_demo_context_shows_a_models_text_escaped(tmp_path: Path) -> None:
+    """On main: the context ``obsmem demo`` draws held the model's bidi controls, tag characters
+    and ESC raw (Rich's Text drops only BEL, backspace, CR and the like)."""
+    with WireServer() as server:
+        server.responder = _HostilePlayer()
+        result = runner.invoke(app, ["demo", "--model", f"openai-compatible:m@{server.url}/v1", "--turns", "12",
+                                     "--message-tokens", "800", "--observation-tokens", "3000"], env=WIDE)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Final context the model would see" in result.output
+    assert _raw(result.output) == [], result.output[-6000:]
+    assert "pay\\u202eevil\\u202c" in result.output and "tag\\U000e0041" in result.output

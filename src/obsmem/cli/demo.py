@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from obsmem import ChatModel, ObsmemError
-from obsmem.cli.render import escape, render_message
+from obsmem.cli.render import escape, one_line, render_message, visible
 from obsmem.cli.stores import err_console, fail
 from obsmem.demo.conversation import DEMO_RESOURCE_ID, DEMO_THREAD_ID
 from obsmem.demo.runner import DEMO_MESSAGE_TOKENS, DEMO_OBSERVATION_TOKENS, DemoReport, demo_config, run_demo
@@ -94,8 +94,10 @@ def _print_report(console: Console, report: DemoReport, *, show_context: bool, k
     if show_context:
         console.rule("Final context the model would see")
         for message in report.context.messages:
-            title = Text(f"{message.role} · {message.id}")
-            console.print(Panel(Text(render_message(message)), title=title, title_align="left", expand=True))
+            title = Text(f"{message.role} · {one_line(message.id)}")
+            # the observations are a model's text: its escapes and bidi controls are shown, not sent
+            text = Text(visible(render_message(message)))
+            console.print(Panel(text, title=title, title_align="left", expand=True))
     table = Table(title=f"obsmem demo ({report.model} observer, SQLite)")
     table.add_column("measure")
     table.add_column("value", justify="right")
