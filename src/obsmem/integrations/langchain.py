@@ -650,6 +650,15 @@ def _same_parts(stored: Message, given: Message) -> bool:
     return stored.role == given.role and stored.parts == given.parts
 
 
+def _still_says(stored: Message, original: BaseMessage, history: Sequence[BaseMessage]) -> bool:
+    """Whether the state's ``original`` still says what obsmem stores of it. ``forget`` rewrites
+    the stored message (a text part holding the value gone, a tool result ``"[forgotten]"``) while
+    a checkpointed state keeps the value: such a message is sent as stored, never as the state
+    has it."""
+    given = from_langchain([original], history=history)[0]
+    return [p for p in given.parts if p.type != "data"] == [p for p in stored.parts if p.type != "data"]
+
+
 def _is_final(message: Message) -> bool:
     """Whether a stored tool message is the answer a run ended with (:func:`_ended_on`)."""
     kept = message.metadata.get(METADATA_KEY)
@@ -1036,7 +1045,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         body: list[AnyMessage] = []
         for message in self._own_tail(run, context, originals):
             original = originals.get(message.id)
-            if original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str):
+            if (
+                original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str)
+                and _still_says(message, original, request.messages)
+            ):
                 body.append(original)
             else:
                 body.extend(to_langchain([message]))
