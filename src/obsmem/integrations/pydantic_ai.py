@@ -62,7 +62,7 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -100,6 +100,10 @@ __all__ = ["IDS_KEY", "ObservationalMemory", "from_pydantic_ai", "to_pydantic_ai
 
 IDS_KEY = "obsmem_ids"
 """The key of a pydantic-ai message's ``metadata`` that lists the ids of its obsmem messages."""
+SAVED_KEY = "obsmem_saved_in"
+"""The key of a pydantic-ai message's ``metadata`` naming the thread a save of it succeeded in:
+a message stored nowhere that holds it was erased there (``forget``, ``delete_thread``), and a
+``message_history`` passing it back does not store it again."""
 
 _META = "pydantic_ai"
 _UNKNOWN = "pydantic-ai-part"
@@ -318,9 +322,9 @@ def _from_one(
     parts = dumped.pop("parts")
     metadata = dumped.get("metadata")
     known_ids: object = None
-    if isinstance(metadata, dict) and IDS_KEY in metadata:
-        known_ids = metadata[IDS_KEY]
-        rest_metadata = {k: v for k, v in metadata.items() if k != IDS_KEY}
+    if isinstance(metadata, dict) and (IDS_KEY in metadata or SAVED_KEY in metadata):
+        known_ids = metadata.get(IDS_KEY)
+        rest_metadata = {k: v for k, v in metadata.items() if k not in (IDS_KEY, SAVED_KEY)}
         dumped["metadata"] = rest_metadata or None
     groups: list[tuple[Role, list[Part], list[dict[str, Any]]]] = []
     sources: list[list[dict[str, Any]]] = []  # a request's part dicts, per group
@@ -628,6 +632,13 @@ def _ids_of(message: pai.ModelMessage) -> list[str] | None:
     return ids if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
 
 
+def _saved_in(message: pai.ModelMessage) -> str | None:
+    """The thread a save of ``message`` succeeded in (:data:`SAVED_KEY`), if any."""
+    metadata = message.metadata
+    thread = metadata.get(SAVED_KEY) if isinstance(metadata, dict) else None
+    return thread if isinstance(thread, str) else None
+
+
 def _tag(message: pai.ModelMessage, ids: list[str]) -> None:
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     message.metadata = {**metadata, IDS_KEY: ids}
@@ -704,6 +715,16 @@ class ObservationalMemory(AbstractCapability[Any]):
             )
         return self._thread
 
+    def _mark_saved(self, history: Sequence[pai.ModelMessage]) -> None:
+        """Mark the history messages this thread now stores (:data:`SAVED_KEY`), once a save
+        succeeded: one stored nowhere later was erased since, not lost by a failed save."""
+        thread = self._thread_id()
+        for message in history:
+            ids = self._ids_here(message)
+            if ids and _saved_in(message) != thread and all(self._where.get(i) == thread for i in ids):
+                metadata = message.metadata if isinstance(message.metadata, dict) else {}
+                message.metadata = {**metadata, SAVED_KEY: thread}
+
     def _ids_here(self, message: pai.ModelMessage) -> list[str] | None:
         """The ids of ``message``'s obsmem messages in this run's thread (None: not saved yet)."""
         tag = _ids_of(message)
@@ -750,6 +771,8 @@ class ObservationalMemory(AbstractCapability[Any]):
                 continue  # saved in this thread
             if position in foreign:
                 converted = foreign[position]
+            elif ids is not None and _saved_in(message) == thread:
+                continue  # saved here and erased since (forget, delete_thread): never saved again
             elif ids is not None:  # tagged, never saved (a failed save, or converted by hand)
                 converted = _from_one(message)
                 if [m.id for m in converted] != ids:  # a tag that does not fit it: the new ids are its own
@@ -831,6 +854,7 @@ class ObservationalMemory(AbstractCapability[Any]):
             )
         else:
             await self._turn.step(new)
+        self._mark_saved(history)
         context = self._turn.context
         request_context.messages = _request_messages(
             history, context.raw_messages, self._ids_here, self._resumed
@@ -846,7 +870,8 @@ class ObservationalMemory(AbstractCapability[Any]):
         return request_context
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        new = await self._new_messages(result.all_messages())
+        everything = result.all_messages()
+        new = await self._new_messages(everything)
         if self._turn is None and new:  # a run that made no model request (nothing else saved it)
             self._turn = await self.memory.begin_turn(
                 thread_id=self._thread_id(), resource_id=self.resource_id, messages=new
@@ -854,6 +879,7 @@ class ObservationalMemory(AbstractCapability[Any]):
             new = []
         if self._turn is not None:
             await self._turn.end(new)
+            self._mark_saved(everything)
         return result
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
@@ -919,8 +945,12 @@ def _request_messages(
     its prompt and are the run's own.
     """
     owner: dict[str, int] = {}
+    stored = {m.id: m for m in raw}
     for position, message in enumerate(history):
-        for obsmem_id in ids_of(message) or []:
+        ids = ids_of(message) or []
+        if position < len(history) - 1 and _rewritten(message, ids, stored):
+            continue  # sent as obsmem stores it (converted back below), not as the run has it
+        for obsmem_id in ids:
             owner[obsmem_id] = position
     newest_at = max((i for i, m in enumerate(raw) if owner.get(m.id) == len(history) - 1), default=len(raw))
     raw = [m for i, m in enumerate(raw) if i <= newest_at or m.id in owner or m.id in resumed]
@@ -978,6 +1008,21 @@ def _request_messages(
     else:
         rest.insert(0, pai.ModelRequest(parts=lead))
     return rest
+
+
+def _rewritten(message: pai.ModelMessage, ids: list[str], stored: Mapping[str, Message]) -> bool:
+    """Whether obsmem stores ``message`` (unobserved, in ``stored``) other than the run has it:
+    ``forget`` removed a value from it (a text part holding it gone, a tool result
+    ``"[forgotten]"``) that the app's ``message_history`` still holds."""
+    if not any(i in stored for i in ids):
+        return False
+    converted = _from_one(message)
+    if len(converted) != len(ids):
+        return False
+    return any(
+        obsmem_id in stored and _shown(stored[obsmem_id]) != _shown(given)
+        for obsmem_id, given in zip(ids, converted, strict=True)
+    )
 
 
 def _kept_part(message: pai.ModelMessage, ids: list[str], raw_ids: set[str]) -> pai.ModelMessage:
