@@ -845,7 +845,19 @@ class Turn:
         speculative: _Speculative | None = None
         quiet: Quiet | None = None
         await engine.core.counter.warm(saved)  # a pasted megabyte counted in a thread: every count below is a lookup
-        if self._commit is not None:
+        key = work_key(self.thread.id)
+        stalled: CycleOutcome | None = None
+        if (
+            self._background is not None and self._wait_left is not None and not self._background.running(key)
+            and not (saved and pending_tool_call_ids(saved[-1:]))
+        ):
+            # The observer backs off and nothing else is due: no memory work this boundary (it
+            # would only read and count the window to skip the model call); the context is the
+            # window cut as when memory is behind (below).
+            stalled = await engine.stalled(self.thread, stored, actor_model=self.model if turn_start else None)
+        if self._commit is not None and stalled is not None:
+            await self._committed()
+        elif self._commit is not None:
             # The save is still reaching the disk: build the context a quiet boundary returns
             # meanwhile (it only reads), and tell whether the boundary is quiet (that only
             # decides); then wait for the commit before any memory work.
@@ -876,9 +888,10 @@ class Turn:
                 thread, turn_start=turn_start, actor_model=self.model, fresh=saved, prepared=prepared
             )
 
-        key = work_key(thread.id)
         result: StepResult | None = None
-        if self._background is None or self._wait_left is None:
+        if stalled is not None:
+            self.outcomes.append(stalled)
+        elif self._background is None or self._wait_left is None:
             began = time.perf_counter()
             result = await work()
             if any(outcome.waited for outcome in result.outcomes):

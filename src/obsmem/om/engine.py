@@ -35,7 +35,7 @@ from obsmem.om.buffering import (
     StepResult,
     read_snapshot,
 )
-from obsmem.om.cycle import CommitPolicy, Core
+from obsmem.om.cycle import Backoff, CommitPolicy, Core
 from obsmem.telemetry import log_failure
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -50,7 +50,7 @@ from obsmem.om.selection import (
     observable_messages,
     valid_cuts,
 )
-from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger
+from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, backing_off_outcome
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TokenCounter
 from obsmem.types import Message, Thread
@@ -171,6 +171,51 @@ class Engine:
         if self._synchronous_quiet(thread, snapshot.record, snapshot.pending):
             return StepResult([], snapshot.record, snapshot.messages, snapshot.others)
         return Prepared(None)
+
+    async def stalled(
+        self, thread: Thread, stored: tuple[ObservationRecord | None, list[Message]] | None, *,
+        actor_model: str | None = None,
+    ) -> CycleOutcome | None:
+        """Whether a boundary's memory work can do nothing before the observer's backoff ends,
+        known from the head alone: the outcome such work would report (the observation skipped,
+        backing off; reported as the ``observation-backoff-skipped`` event), else None.
+
+        That is: the observer backs off (its model kept failing), no buffered chunk waits to be
+        activated, no reflection may start (under its threshold and buffering start, or its
+        reflector backing off too) and, at a turn's start, the actor's model is the one the head
+        knows. The work would read the window, count it and plan an observation, only to skip
+        the model call: with a key revoked and thousands of messages pending, a quarter of a
+        second a boundary, every boundary. The head is ``stored``'s (no read); without
+        ``stored``, read for a window too long to keep (one row), else None (the step decides)."""
+        core = self.core
+        if stored is not None:
+            record = stored[0]
+        elif self.known_long(thread):
+            record = await core.store.get_head(self.lineage(thread))
+        else:
+            return None
+        if record is None or record.buffered_chunks or record.buffered_reflection is not None:
+            return None
+        if actor_model and record.metadata.get("last_model") != actor_model:
+            return None  # early activation remembers the new model
+        if not self._backs_off(record, "observation"):
+            return None
+        tokens = record.observation_tokens
+        start = core.config.reflection.buffer_start_tokens
+        may_reflect = tokens >= core.reflection_threshold() or (
+            core.config.reflection_buffering_enabled and start is not None and tokens >= start
+        )
+        if may_reflect and not self._backs_off(record, "reflection"):
+            return None
+        backoff = core.backing_off(record, "observation", thread.id)
+        return None if backoff is None else backing_off_outcome("observation", record, backoff)
+
+    def _backs_off(self, record: ObservationRecord, role: Literal["observation", "reflection"]) -> bool:
+        """Whether ``role``'s backoff is in force on ``record`` now (nothing reported)."""
+        if self.core.backoff_first_s(role) is None:
+            return False
+        backoff = Backoff.of(record, role)
+        return backoff is not None and self.core.clock.now() < backoff.until
 
     def _synchronous_quiet(self, thread: Thread, record: ObservationRecord, pending: int) -> bool:
         """Without buffering: whether a step on ``record`` with ``pending`` tokens does nothing."""

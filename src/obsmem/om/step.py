@@ -73,6 +73,7 @@ __all__ = [
     "OtherThreads",
     "ReflectStep",
     "Trigger",
+    "backing_off_outcome",
     "buffer_lease_key",
     "combine_results",
     "observe_in_requests",
@@ -439,7 +440,7 @@ class ObserveStep:
         if not force:  # a model that keeps failing is left alone until its backoff ends
             backoff = core.backing_off(record, "observation", thread.id)
             if backoff is not None:
-                return _backing_off("observation", record, backoff)
+                return backing_off_outcome("observation", record, backoff)
         return _Plan(record, messages, counts, pending, cuts, cut, others)
 
     async def _run(self, thread: Thread, plan: _Plan) -> CycleOutcome:
@@ -941,7 +942,7 @@ def _held_elsewhere(operation: Literal["observation", "reflection"], record: Obs
     )
 
 
-def _backing_off(
+def backing_off_outcome(
     operation: Literal["observation", "reflection"], record: ObservationRecord, backoff: Backoff
 ) -> CycleOutcome:
     """The outcome of a due call skipped while its model backs off (no model call was made)."""
@@ -1013,7 +1014,7 @@ class ReflectStep:
             return CycleOutcome("reflection", False, record, reason="suppressed: same input cannot compress better")
         backoff = core.backing_off(record, "reflection", thread.id)
         if backoff is not None:
-            return _backing_off("reflection", record, backoff)
+            return backing_off_outcome("reflection", record, backoff)
         return None
 
     async def reflect(self, thread: Thread, *, guidance: str | None = None) -> CycleOutcome:
