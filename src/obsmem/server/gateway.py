@@ -183,8 +183,30 @@ async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> l
     a client retrying a request whose attempt saved it and then failed (a 429, a dropped
     connection; the ``openai`` client retries by itself). Passed as copies, they are not saved
     again. The same words after an answer are a new message."""
-    stored = await retried_input(service.memory.store, thread_id, parsed, same=_same_parts)
-    return parsed if stored is None else stored
+    store = service.memory.store
+    stored = await retried_input(store, thread_id, parsed, same=_same_parts)
+    if stored is not None:
+        return stored
+    # Sent again with more: the results of parallel calls, of which the failed attempt held only
+    # some (the upstream refused a call without its result). The results it saved, the thread's
+    # newest messages, are taken as stored; the rest are saved after them. The thread's newest
+    # message names where they end (results answer distinct calls): two reads at most.
+    leading = next((i for i, m in enumerate(parsed) if m.role != "tool"), len(parsed))
+    if leading == 0:
+        return parsed
+    try:
+        newest = await store.list_messages(thread_id, limit=1, newest_first=True)
+    except ThreadNotFoundError:
+        return parsed
+    held = next(
+        (i + 1 for i, m in enumerate(parsed[: min(leading, len(parsed) - 1)]) if newest and _same_parts(newest[0], m)),
+        0,
+    )
+    if held:
+        stored = await retried_input(store, thread_id, parsed[:held], same=_same_parts)
+        if stored is not None:
+            return [*stored, *parsed[held:]]
+    return parsed
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
