@@ -52,7 +52,7 @@ from obsmem.om.selection import (
 )
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, backing_off_outcome
 from obsmem.storage.contract import ObservationRecord, Store, ThreadState
-from obsmem.tokens import TokenCounter
+from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
 from obsmem.types import Message, Thread
 
 __all__ = ["CycleOutcome", "Engine", "EngineEvent", "FailurePolicy", "Prepared", "Trim"]
@@ -180,7 +180,8 @@ class Engine:
         known from the head alone: the outcome such work would report (the observation skipped,
         backing off; reported as the ``observation-backoff-skipped`` event), else None.
 
-        That is: the observer backs off (its model kept failing), no buffered chunk waits to be
+        That is: the observer backs off (its model kept failing), the thread's window reaches the
+        observation threshold (else nothing is due to skip), no buffered chunk waits to be
         activated, no reflection may start (under its threshold and buffering start, or its
         reflector backing off too) and, at a turn's start, the actor's model is the one the head
         knows. The work would read the window, count it and plan an observation, only to skip
@@ -200,6 +201,10 @@ class Engine:
             return None  # early activation remembers the new model
         if not self._backs_off(record, "observation"):
             return None
+        if stored is not None and not self._due(record, stored[1]):
+            # Nothing to observe (a new thread of a resource whose backoff another thread's
+            # backlog caused): no skip to report; the step finds the boundary quiet, as before.
+            return None
         tokens = record.observation_tokens
         start = core.config.reflection.buffer_start_tokens
         may_reflect = tokens >= core.reflection_threshold() or (
@@ -209,6 +214,23 @@ class Engine:
             return None
         backoff = core.backing_off(record, "observation", thread.id)
         return None if backoff is None else backing_off_outcome("observation", record, backoff)
+
+    def _due(self, record: ObservationRecord, messages: Sequence[Message]) -> bool:
+        """Whether the thread's own unobserved ``messages`` (as stored after its cursor) reach the
+        observation threshold on ``record``, counted from the newest until they do (with sharing
+        on, the other threads' block counts too: unknown here, so a window under the threshold is
+        left to the step)."""
+        core = self.core
+        threshold = core.message_threshold(record)
+        unobserved = observable_messages(messages)
+        if not unobserved:
+            return False
+        total = TOKENS_PER_CONVERSATION
+        for message in reversed(unobserved):
+            total += core.counter.count_message(message)
+            if total >= threshold:
+                return True
+        return False
 
     def _backs_off(self, record: ObservationRecord, role: Literal["observation", "reflection"]) -> bool:
         """Whether ``role``'s backoff is in force on ``record`` now (nothing reported)."""
