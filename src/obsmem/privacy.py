@@ -8,7 +8,8 @@ private keys, auth headers, passwords in URLs, assignments and connection string
 values after key-like names, and a password, PIN or door code said in prose with a value no word
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
 "alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is
-correcthorsebattery", "my password is tulipsun") and the PII categories it is given
+correcthorsebattery", "my password is tulipsun", "my password is abc", "The key is Tulip77x", "Your code:
+482913", "what is the password? it is tulipsun") and the PII categories it is given
 (:data:`PII_CATEGORIES`) by a stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -464,11 +465,12 @@ _SAID_PAIR = _re(
     r"|(?:wi-?fi|login|log-in|sign-in|credentials?)(?:\s(?:is|are)|\s{0,3}:)\s{1,3}[^\s/]{1,100}\s{0,3}/\s{0,3})"
     r"[\"'`]?(?P<value>[^\s\"'`()\[\]{}<>/]{0,199}[^\s\"'`()\[\]{}<>/.,;:!?])"
 )
-#: A value before its word: "I use Tulip77x as my password", "Tulip77x is my wifi password" (a
-#: possessive, and nothing after the word but the sentence's end: not "… as our password hasher").
+#: A value before its word: "I use Tulip77x as my password", "Tulip77x is my wifi password",
+#: "Tulip77x is the password" (a possessive or "the", and nothing after the word but the sentence's
+#: end: not "… as our password hasher").
 _SAID_BEFORE = _re(
     r"(?:(?<![^\W\d_])(?i:use|uses|used|using)\s|(?<![^\s\"'(]))[\"'`]?"
-    r"(?P<value>[^\s\"'`()\[\]{}<>]{6,100}?)[\"'`]?\s(?i:as|is|was)\s(?i:my|our|his|her|their|your)"
+    r"(?P<value>[^\s\"'`()\[\]{}<>]{6,100}?)[\"'`]?\s(?i:as|is|was)\s(?i:my|our|his|her|their|your|the)"
     r"(?:\s[^\W\d_]{1,20}){0,2}?\s(?i:pass(?:word|code|phrase)|pw|pin(?:\scode)?)(?![^\W\d_])"
     r"(?=\s{0,3}(?:[.,;!?)]|$)|[ \t]{0,3}\r?\n|\s(?:for|on|at|and|but|now|too|here|there)(?![^\W\d_]))"
 )
@@ -582,7 +584,8 @@ _SAID_BARE_KEYPAD = _re(
 _NOT_HTTP_REASON = (r"(?![ \t]{1,3}(?:OK|Created|Accepted|No Content|Moved|Found|See Other|Not |Bad Request|Unauthori[sz]ed"
                     r"|Forbidden|Internal|Service Unavailable|Gateway|Too Many|Conflict|Gone|Continue|Partial|Temporary"
                     r"|Permanent|Payment|Method|Request|Unprocessable|Precondition|Unsupported)(?![^\W\d_]))")
-#: A one-time code right after its word, no copula: "verification code 123456", "2FA code 551203",
+#: A one-time code right after its word (a colon or "is" between them too: "access code: 7731",
+#: "login code is 2719"): "verification code 123456", "2FA code 551203",
 #: "OTP 739201", "one-time code 482-913" (four to eight digits, nothing glued to them, no year: not
 #: "OTP 26", "2FA code 2 times", "the login code 2024 update"); and the text messages that bring
 #: one, "482913 is your verification code", "G-482913 is your Google verification code".
@@ -591,7 +594,8 @@ _OTP_WORDS = (r"(?:verification|one[- ]?time|otp|2fa|two[- ]factor|mfa|sms|login
               r"|otp|totp|2fa")
 _OTP_VALUE = r"(?P<value>\d{4,8}|\d{3}[- ]\d{3})(?![\w#*-]|[.,:/]\d)"
 _SAID_BARE_OTP = _re(
-    r"(?<![\w.-])(?i:" + _OTP_WORDS + r")(?![^\W\d_])[ \t]{1,3}" + _OTP_VALUE + _NOT_HTTP_REASON
+    r"(?<![\w.-])(?i:" + _OTP_WORDS + r")(?![^\W\d_])(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]{1,3}(?:(?i:is|was)[ \t]{1,3})?)"
+    + _OTP_VALUE + _NOT_HTTP_REASON
     + r"|(?<![\w.-])(?:[A-Z]{1,3}-)?" + _OTP_VALUE.replace("value", "value2") + r"[ \t]{1,3}(?i:is|was)[ \t]{1,3}"
     r"(?i:your|my|the)(?:[ \t]{1,3}[A-Za-z]{1,20}){0,2}?[ \t]{1,3}(?i:" + _OTP_WORDS + r"|(?:security|access|otp) code|code)"
     r"(?![^\W\d_])"
@@ -659,7 +663,7 @@ def _said_code_not_time(value: str) -> bool:
 #: is none) and the value the last word of its sentence or clause.
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
 _LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?i:is|was):?(?:[ \t]{{1,3}}(?i:now|still))?[ \t]{{1,3}}"
-               r"|[ \t]{0,3}:[ \t]{0,3})")
+               rf"|(?i:{_SAID_FOR})[ \t]{{0,3}}:[ \t]{{0,3}})")
 _LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 #: A quoted word or passphrase: '… is "tulip"', '… is "correct horse battery staple"' (words of
@@ -720,7 +724,7 @@ def _said_quoted_letters(value: str) -> bool:
     if not words or words[-1] in _DESCRIBING_WORDS or words[-1].endswith(_DESCRIBING_ENDINGS):
         return False  # '"expired"', '"case-sensitive"'
     if len(words) == 1:
-        return len(value) >= 4
+        return len(value) >= 4 or (len(value) == 3 and _said_three_letters(value))
     if words[0] in ("the", "a", "an", "my", "your", "his", "her", "their", "our"):
         return False  # a description or a hint: '"the name of your first pet"'
     return len(value) >= 12 and not all(word in _DESCRIBING_WORDS or word in _PHRASE_WORDS for word in words)
@@ -739,7 +743,7 @@ _CUED_BY = (
     + r"|(?:(?m:^)[ \t>*_-]{0,6}|(?<=[.!?:][ \t]))" + _CUED_WORDS
     + r"|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
 )
-_SAID_CUED_LETTERS = _re(_CUED_BY + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
+_SAID_CUED_LETTERS = _re(_CUED_BY + _LETTERS_IS + r"(?P<value>[^\W\d_]{3,64})" + _LETTERS_END)
 #: The same said with a contraction: "my password's tulipsun" (not "the password's strength": what
 #: a password has, :data:`_POSSESSED`, is no password).
 _SAID_CUED_CONTRACTED = _re(
@@ -822,6 +826,158 @@ def _said_cued_contracted(value: str) -> bool:
     password's capitalisation": :data:`_POSSESSED`, or a noun's ending)."""
     word = value.casefold()
     return word not in _POSSESSED and not word.endswith(_POSSESSED_ENDINGS) and _said_cued_letters(value)
+
+
+# More of the ways people say a secret in chat: a key ("The key is Tulip77x", "my api key is
+# Tulip77xQ9", "license key ABCD-1234-EFGH-5678"), a one-time code after "code" ("Your code:
+# 482913", "Use code 482913 to sign in"), the answer to a question about a password ("what is the
+# password? it is tulipsun"), three letters ("my password is abc"), a password set to a word ("I
+# set my password to tulipsun"), "pwd: Tulip77x". Each starts at a word boundary and every
+# repetition in them is bounded: linear, as the detectors above.
+
+#: Three-letter words a sentence about a password ends in ("the password is new", "… is set", "pw:
+#: n/a" is no word): a password of three letters counts only where it is none of them.
+_THREE_LETTER_STOP_WORDS = frozenset(
+    "new old bad big odd set not one two six ten any all off out yes yet too now due low hot fun sad mad raw "
+    "his her its our who why how the and but you him she are was has had use per via etc tbd tba nil nah yep yup "
+    "lol idk see key pin wep wpa xxx abd own few top lax".split()
+)
+
+
+def _said_three_letters(value: str) -> bool:
+    """A password of three letters after a cue ("my password is abc", "pw: fox"), not a word that
+    describes one (:data:`_THREE_LETTER_STOP_WORDS`)."""
+    word = value.casefold()
+    return len(word) == 3 and word not in _THREE_LETTER_STOP_WORDS and word not in _PASSWORD_LABEL_WORDS
+
+
+
+def _said_cued_word(value: str) -> bool:
+    """After a cue (:data:`_SAID_CUED_LETTERS`): three letters (:func:`_said_three_letters`) or more
+    (:func:`_said_cued_letters`)."""
+    return _said_three_letters(value) if len(value) == 3 else _said_cued_letters(value)
+
+#: A value up to the end of its word (optionally quoted), then the clause's end or a blank.
+_WORD_VALUE = (r"[\"'`\u201c\u2018]?(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}"
+               r"[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>.,;:!?])")
+_WORD_END = r"(?=[\"'`\u201d\u2019]?[.,;:!?)]{0,3}(?:\s|$))"
+#: After an asked-for value the clause ends ("it's 4821." but not "it's 2048 lines").
+_CLAUSE_END = (r"(?=[\"'`\u201d\u2019]?(?:[ \t]{0,3}(?:[.!?;,)]|\r?\n|$)"
+               r"|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_])))")
+
+#: A key named by what it is for ("api key", "license key", "door key") or by whose it is ("my key",
+#: "the key"), then "is", "'s", ":" or "=".
+_KEY_KINDS = r"api|secret|access|license|licence|product|activation|serial|door|house|app"
+
+
+def _after_word(words: str, then: str) -> str:
+    """Look-behinds for one of ``words`` (space-separated) and ``then`` right before the match, one
+    per word length (a look-behind has one width)."""
+    lengths = sorted({len(word) for word in words.split()})
+    return "(?:" + "|".join(
+        rf"(?<=\b(?i:{'|'.join(word for word in words.split() if len(word) == n)}){then})" for n in lengths
+    ) + ")"
+
+
+#: Whose key it is or what it is for, right before the word (look-behinds: the scan tries "key",
+#: not every "the" and the words after it). After the kinds that are only ever a string ("api
+#: key", "license key", "secret key") no copula is needed: "api key Sunfl0wer42Xy".
+_SAID_KEY = _re(
+    r"(?=(?i:key)(?![^\W\d_]))(?:" + _after_word("my our his her the your this their", " ")
+    + "|" + _after_word(_KEY_KINDS.replace("|", " "), "[ -]") + r")(?i:key)(?![^\W\d_])"
+    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|(?:[ \t]{1,3}(?i:is|was):?|['\u2019]s)(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3})"
+    + _WORD_VALUE + _WORD_END
+    + r"|(?=(?i:key)[ \t])" + _after_word("api secret license licence product activation", "[ -]")
+    + r"(?i:key)(?![^\W\d_])[ \t]{1,3}" + _WORD_VALUE.replace("value", "value2") + _WORD_END
+)
+#: What follows "the key is" without being a secret: a key of a keyboard ("Alt+F4", "F12"), a
+#: curve or an algorithm ("Ed25519", "X25519"), a quantity ("1500ms", "4096bit"), a name and its
+#: version ("Python3"), an identifier ("user_id2"), a product ("1Password").
+_KEY_NOT_VALUE = re.compile(
+    r"(?i:ctrl|control|alt|shift|cmd|command|option|opt|fn|win|meta|super|numpad|num|esc|tab|enter|space)\S*"
+    r"|(?i:f)\d{1,2}|(?i:ed|x|curve|secp|p|chacha|kyber|ml-kem|ml-dsa|falcon|dilithium|blake|poly)[-_]?\d+\S*"
+    r"|\d{1,6}(?:[.,]\d{1,3})?(?i:ms|s|secs?|mins?|h|hrs?|kb|mb|gb|tb|px|em|rem|pt|mm|cm|km|kg|g|lbs?|x|rpm|hz|khz"
+    r"|mhz|ghz|fps|k|st|nd|rd|th|am|pm|bits?|bytes?)"
+    r"|[^\W\d_]+\d|(?i:1password)|[a-z0-9]*_[a-z0-9_]*"
+)
+
+
+def _said_key(value: str) -> bool:
+    """A key said in prose: a password-like value (:func:`_said_password`) with letters in it, no
+    ``:``, ``/``, ``+``, ``.`` or ``@`` (a cache key "user:1234", a path, a shortcut, a file) and
+    nothing of :data:`_KEY_NOT_VALUE`."""
+    return (_said_password(value) and not value.isdigit() and not any(c in value for c in ":/+.@")
+            and _KEY_NOT_VALUE.fullmatch(value) is None)
+
+
+def _not_a_year(value: str) -> bool:
+    return not (len(value) == 4 and value.isdigit() and value[:2] in ("19", "20"))
+
+
+#: A code whose name is capitalised is no one-time code ("Your Zip code: 94110").
+_CODE_NOT_NAMED = (r"(?:Zip|Postal|Post|Area|Country|Dialling|Dialing|Region|Error|Exit|Status|Return|Source|Dress"
+                   r"|Building|Tax|Product|Item|Promo|Discount|Coupon|Voucher|Gift|Referral|Invite|Invitation|Airport"
+                   r"|Sort|Routing|Swift|Bank|Branch|Morse|Colour|Color|Hex|Python|Rust|Java|Go|Qr|Bar)(?![^\W\d_])")
+#: A one-time code after "code" and a cue: "Your code: 482913", "your code 482913 expires …", "the
+#: code is 4821", "Your Uber code: 4821" (a brand between them), "Use code 482913 to sign in",
+#: "Enter code 551203", "Code: 90817263" (a line or a sentence that starts with it). Four to eight
+#: digits (or 3-3) that end the clause: not "the code is 2048 lines long"; "zip code 94110", "area
+#: code 415" and "Error code: 80070005" have no cue. Like the ones below, it opens with a look-ahead
+#: of its first letters: a position is passed over after one character test, not after the
+#: case-insensitive alternation (a few ms a hundred KB each).
+_SAID_CUED_CODE = _re(
+    r"(?=[YyMmTtUuEeIiCc])(?<![^\W\d_])(?:(?i:your|my|the|this)(?:[ \t]{1,3}(?!" + _CODE_NOT_NAMED + r")[A-Z][a-z]{1,20})?"
+    r"[ \t]{1,3}(?i:code)(?:[ \t]{0,3}:[ \t]{0,3}|[ \t]{1,3}(?:(?i:is|was)[ \t]{1,3})?)"
+    r"|(?i:use|enter|type|input)[ \t]{1,3}(?:(?i:the|this)[ \t]{1,3})?(?i:code)(?:[ \t]{0,3}:[ \t]{0,3}|[ \t]{1,3})"
+    r"|(?:(?m:^)|(?<=[\n>*])|(?<=[\n>*-] )|(?<=[.!?:][ \t]))(?i:code)[ \t]{0,3}:[ \t]{0,3})"
+    + _OTP_VALUE
+    + r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|or|so|for|at|on|to|if"
+    r"|please|thanks|btw|expires?|expiring|is|was|will|valid|within|in)(?![^\W\d_]))"
+)
+
+
+#: The answer to a question about a password, a PIN, a code or a key: "what is the password? it is
+#: tulipsun", "What's the door code? It's 4821.", "what's the api key? it's Tulip77xQ9".
+_ANSWER = (r"(?![^\W\d_])[ \t]{0,3}\?[ \t]{1,3}(?i:it['\u2019]s|its|it[ \t]{1,3}(?:is|was)|that['\u2019]s"
+           r"|that[ \t]{1,3}(?:is|was))(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3}")
+_ASKED_PASSWORD = (r"(?=[PpWwNn])(?<![^\W\d_])(?<![_.-])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key"
+                   r"|network key)" + _ANSWER)
+_ASKED_CODE = (r"(?=[PpCc])(?<![^\W\d_])(?<![_.-])(?i:pass(?:word|phrase|code)|passwd|pw|pin(?:[ -](?:code|number))?"
+               r"|code|combination|combo)" + _ANSWER)
+_SAID_ASKED_LETTERS = _re(_ASKED_PASSWORD + r"[\"'`\u201c\u2018]?(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
+_SAID_ASKED_VALUE = _re(_ASKED_CODE + _WORD_VALUE + _CLAUSE_END)
+_SAID_ASKED_KEY = _re(
+    r"(?=[AaSsLlPpDdHhWwNnKk])(?<![^\W\d_])(?<![_.-])(?:(?i:" + _KEY_KINDS + r"|wi-?fi|network)[ -])?(?i:key)"
+    + _ANSWER + _WORD_VALUE + _CLAUSE_END
+)
+
+
+def _said_asked_value(value: str) -> bool:
+    """A password (:func:`_said_password`) or a keypad code (:func:`_said_pin`, not a year)."""
+    return _said_password(value) or (_said_pin(value) and _not_a_year(value))
+
+
+#: A password set to a word: "I set my password to tulipsun", "changed the wifi password to
+#: bluemoon" (not "… to expire every 90 days", "… to something stronger").
+_SAID_SET_TO = _re(
+    r"(?=[SsCcRrUu])(?<![^\W\d_])(?i:set|changed?|reset|updated?)[ \t]{1,3}(?i:my|our|your|his|her|their|the)"
+    r"(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}" + _CUED_WORDS + r"(?![^\W\d_])[ \t]{1,3}(?i:to)[ \t]{1,3}"
+    r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END
+)
+#: Verbs a password is set to do, beside the describing words: "set my password to expire".
+_SET_TO_STOP_WORDS = frozenset("expire rotate change match reset lock unlock never something nothing blank".split())
+
+
+def _said_set_to(value: str) -> bool:
+    return value.casefold() not in _SET_TO_STOP_WORDS and _said_cued_letters(value)
+
+
+#: "pwd" as a password's label: "pwd: Tulip77x", "Pwd=Orchid55k" (a value no word could be, not a
+#: path: "pwd: /home/me" is a shell's working directory).
+_SAID_PWD = _re(
+    r"(?=[Pp])(?<![^\W\d_])(?<![_.$-])(?i:pwd)(?![^\W\d_])"
+    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]{1,3}(?i:is|was)[ \t]{1,3})" + _WORD_VALUE + _WORD_END
+)
 
 
 _DB_SCHEMES = (
@@ -1023,8 +1179,15 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_NETWORK_KEY, _said_password),
     Detector("password", _SAID_LETTERS, _said_letters),
     Detector("password", _SAID_QUOTED_LETTERS, _said_quoted_letters),
-    Detector("password", _SAID_CUED_LETTERS, _said_cued_letters),
+    Detector("password", _SAID_CUED_LETTERS, _said_cued_word),
     Detector("password", _SAID_CUED_CONTRACTED, _said_cued_contracted),
+    Detector("password", _SAID_KEY, _said_key),
+    Detector("password", _SAID_CUED_CODE, _said_otp),
+    Detector("password", _SAID_ASKED_LETTERS, _said_cued_letters),
+    Detector("password", _SAID_ASKED_VALUE, _said_asked_value),
+    Detector("password", _SAID_ASKED_KEY, _said_key),
+    Detector("password", _SAID_SET_TO, _said_set_to),
+    Detector("password", _SAID_PWD, _said_password),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
     Detector("password", _SAID_OPENS_WITH, _said_pin),
