@@ -13,8 +13,10 @@ import dataclasses
 import json
 import logging
 import contextlib
+import importlib
 import math
 import secrets
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
@@ -121,6 +123,9 @@ _MAX_PAGE = 10**9  # page x limit must stay a count a store can take
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
+
+#: The knowledge agents' lanes (see Memory._drop_lanes).
+_LANES = "obsmem.knowledge.agents.lanes"
 
 
 def _has_section(text: str, thread_id: str) -> bool:
@@ -909,12 +914,16 @@ class Memory:
     async def _drop_lanes(self, thread_id: str) -> int:
         """The knowledge agents' lane rows of a deleted thread (kept in this store whether or not
         this memory runs the agents: a worker may have); a busy lane index is logged, not raised."""
-        from obsmem.knowledge.agents.lanes import LaneBusyError, Lanes
-
-        lanes = self.knowledge_agents.lanes if self.knowledge_agents is not None else Lanes(self.store, clock=self.clock)
+        # The knowledge package (half a second of imports, numpy's among them) is imported in a
+        # thread the first time: a memory without knowledge agents has not imported it, and its
+        # first delete held up the event loop with that.
+        module = sys.modules.get(_LANES)
+        if module is None:
+            module = await asyncio.to_thread(importlib.import_module, _LANES)
+        lanes = self.knowledge_agents.lanes if self.knowledge_agents is not None else module.Lanes(self.store, clock=self.clock)
         try:
             return await lanes.forget_thread(thread_id)
-        except LaneBusyError as exc:
+        except module.LaneBusyError as exc:
             logger.warning("obsmem: the knowledge lane index of deleted thread %s was left: %s", thread_id, exc)
             return 0
 
@@ -1192,6 +1201,7 @@ class Memory:
         check_text(model, "model")
         parsed = parse_messages(messages, "messages")
         await self.engine.core.counter.ready()  # the tokenizer's table, off the loop (first turn only)
+        await telemetry.ready()  # (and the OpenTelemetry API's imports)
         try:
             thread = await self._thread_for_turn(thread_id, resource_id)
         except ObsmemError as exc:

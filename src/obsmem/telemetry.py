@@ -26,9 +26,11 @@ resource ids by the first 16 hex digits of ``sha256(salt + id)`` (``salt`` or
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -276,6 +278,7 @@ class _Otel:
 
 _UNLOADED: Any = object()
 _STATE: Any = _UNLOADED
+_LOADING = threading.Lock()  # one load, whichever thread asks first (see ready)
 
 
 def _otel() -> _Otel | None:
@@ -284,15 +287,27 @@ def _otel() -> _Otel | None:
         return None
     state = _STATE
     if state is _UNLOADED:
-        try:
-            state = _Otel()
-        except ImportError:
-            state = None
-        except Exception:  # a broken install must not break memory
-            log.warning("obsmem: OpenTelemetry could not be set up; telemetry is off", exc_info=True)
-            state = None
-        _STATE = state
+        with _LOADING:
+            state = _STATE
+            if state is _UNLOADED:
+                try:
+                    state = _Otel()
+                except ImportError:
+                    state = None
+                except Exception:  # a broken install must not break memory
+                    log.warning("obsmem: OpenTelemetry could not be set up; telemetry is off", exc_info=True)
+                    state = None
+                _STATE = state
     return state  # type: ignore[no-any-return]
+
+
+async def ready() -> None:
+    """Load the OpenTelemetry API in a thread when telemetry is on and it is not loaded yet: its
+    imports and the package metadata read for the tracer's version take 50-100 ms, once per
+    process, and a process's first turn does not hold up the event loop with them. Afterwards
+    one check."""
+    if _OPTIONS.enabled and _STATE is _UNLOADED:
+        await asyncio.to_thread(_otel)
 
 
 def _with_metrics(record: Callable[[_Otel], object]) -> None:
