@@ -16,7 +16,7 @@ import typer
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import escape, escape_id
+from obsmem.cli.render import escape, escape_id, one_line
 from obsmem.cli.stores import describe_store, err_console, fail, missing_file, sqlite_path
 from obsmem.storage import open_store
 
@@ -109,7 +109,7 @@ def create(
     # paths: a key of org 'acme/resource:alice' would read and write alice's knowledge in acme.
     for option, value in (("--org", org), ("--resource", resource)):
         if value is not None and not _ID.match(value):
-            raise fail(f"{option} {escape_id(value)} holds '/', whitespace or a control character: an id "
+            raise fail(f"{option} {one_line(value)} holds '/', whitespace or a control character: an id "
                        "is one segment of the API's paths and of knowledge scopes")  # fmt: skip
     keys = _key_store(store, existing=False)
 

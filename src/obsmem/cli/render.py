@@ -58,10 +58,21 @@ def visible(text: str) -> str:
     return _HIDDEN_IN_TEXT.sub(lambda m: spelled(m.group()), text)
 
 
+def _markup_escaped(text: str) -> str:
+    """``text`` with its Rich markup escaped, to print as it is. Rich's escape gives a text ending
+    in one backslash a second one, for a tag that might follow it (``C:\\dir\\[/dim]``), and
+    that second one is then shown (``C:\\dir\\\\``): the CLI puts no tag right after escaped
+    text, so it is left out."""
+    escaped = escape_markup(text)
+    if text.endswith("\\") and not text.endswith("\\\\") and escaped.endswith("\\\\"):
+        return escaped[:-1]
+    return escaped
+
+
 def escape(text: str) -> str:
     """:func:`visible`, safe to print with Rich: its markup escaped. (The CLI's consoles draw no
     emoji codes, so ``:white_check_mark:`` in ``text`` prints as written.)"""
-    return escape_markup(visible(text))
+    return _markup_escaped(visible(text))
 
 
 #: Characters that show as nothing, or as a space, though Python takes them as printable: Hangul
@@ -84,7 +95,7 @@ def one_line(text: str) -> str:
 
 def escape_id(text: str) -> str:
     """:func:`one_line`, safe to print with Rich (its markup escaped)."""
-    return escape_markup(one_line(text))
+    return _markup_escaped(one_line(text))
 
 
 #: Count nouns that take no plural ``s`` (export and erase summaries use these keys).

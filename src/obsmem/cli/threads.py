@@ -187,7 +187,7 @@ async def _thread_rows(
     follow: one row more is read to tell. A thread's generations are counted from its head (they
     are numbered from 0 and only ever deleted all together), none read."""
     def refused() -> typer.Exit:
-        return fail(f"--after: no thread '{escape_id(after or '')}' to continue after in this listing "
+        return fail(f"--after: no thread '{one_line(after or '')}' to continue after in this listing "
                     "(deleted since, or of another resource).")  # fmt: skip
 
     if resource_id is not None and after is not None:
