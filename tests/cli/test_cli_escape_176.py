@@ -57,3 +57,23 @@ def test_an_error_naming_an_id_shows_it_as_typed(tmp_path: Path) -> None:
                           env=WIDE)  # fmt: skip
     assert after.exit_code == 1
     assert "'[red]gone[/red]'" in after.output, after.output
+
+
+def test_a_candidates_scope_ending_in_a_backslash_keeps_the_line_whole(tmp_path: Path) -> None:
+    """``knowledge pending`` names the scope of a resource's thread's candidate dimmed: a thread id
+    ending in a backslash must neither show the dim tag's text nor lose its backslash."""
+    from obsmem.knowledge import Knowledge, TrustState
+
+    path = tmp_path / "k.db"
+    scope = "org:acme/resource:alice"
+    thread_scope = f"{scope}/thread:C:\\share\\"
+
+    async def main() -> None:
+        async with Knowledge.sqlite(path) as knowledge:
+            node = await knowledge.node("Bob", "person", thread_scope)
+            await knowledge.append(node.id, "likes tea", thread_scope, reason="said so", trust=TrustState.CANDIDATE)
+
+    asyncio.run(main())
+    result = runner.invoke(app, ["knowledge", "pending", "-k", str(path), "--scope", scope], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "thread:C:\\share\\\n" in result.output and "[/dim]" not in result.output, result.output

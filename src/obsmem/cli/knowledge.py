@@ -15,10 +15,11 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape as escape_markup
 
 from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
-from obsmem.cli.render import escape_id
+from obsmem.cli.render import escape_id, one_line
 from obsmem.cli.stores import fail, open_knowledge
 from obsmem.knowledge import Knowledge, Record
 
@@ -77,7 +78,9 @@ def pending(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, ty
         page = await graph.review.pending(scope, limit=limit, threads=True)  # a resource's threads' too
         for record in page.items:
             reason = str(record.metadata.get("reason", ""))
-            where = f"  [dim]{_line(record.scope)}[/dim]" if record.scope != scope else ""
+            # Rich's own escape here: a tag follows the text (a scope ending in a backslash keeps
+            # the doubled one that keeps [/dim] a tag; escape_id leaves it out)
+            where = f"  [dim]{escape_markup(one_line(record.scope))}[/dim]" if record.scope != scope else ""
             console.print(f"{_line(record.id)}  {_line(record.text)}  [dim]({_line(reason)})[/dim]{where}",
                           soft_wrap=True, highlight=False)  # fmt: skip
         console.print(f"{len(page.items)} pending", highlight=False)
