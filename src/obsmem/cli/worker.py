@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from obsmem import ChatModel, MemoryConfig, ObsmemError
-from obsmem.cli.render import counted
+from obsmem.cli.render import counted, one_line
 from obsmem.cli.stores import fail, open_knowledge, open_reported
 from obsmem.embeddings import Embedder, LexicalHashEmbedder, MiniLMEmbedder, default_embedder
 from obsmem.knowledge import Knowledge, migrate_knowledge
@@ -55,10 +55,14 @@ def _one_of(option: str, values: list[str] | None, allowed: tuple[str, ...]) -> 
 
 
 class _RedactingFilter(logging.Filter):
-    """Hide secrets in every record the handler writes (what obsmem says and what libraries say)."""
+    """Hide secrets in every record the handler writes (what obsmem says and what libraries say),
+    and write it as one line of what it says: a thread id or an error holds what its writer chose,
+    and an ESC sequence, a bidi override or a newline in it (a forged second record) is spelled
+    (``\\x1b``, ``\\u202e``, ``\\x0a``: :func:`~obsmem.cli.render.one_line`), not obeyed. A
+    traceback (``exc_info``) is written after it by the formatter, as it is."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact_secrets(record.getMessage()), None
+        record.msg, record.args = one_line(redact_secrets(record.getMessage())), None
         return True
 
 
