@@ -81,6 +81,8 @@ from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threa
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
     contains,
+    forgotten_ids,
+    with_forgotten_ids,
     forget_in_message,
     forget_in_record,
     forget_lines,
@@ -1080,7 +1082,11 @@ class Memory:
             return [(m, forget_in_message(m, value)) for m in page]
 
         for start in range(0, len(messages), _FORGET_PAGE):
-            checked = await asyncio.to_thread(check, messages[start : start + _FORGET_PAGE])
+            checked = [(m, first) for m, first in await asyncio.to_thread(check, messages[start : start + _FORGET_PAGE])
+                       if first is not m]  # fmt: skip
+            # Their ids go on the thread first: a copy of one saved back meanwhile or later (an
+            # app holding the conversation as it was) is not stored (see forgotten_ids).
+            await self._note_forgotten(thread, [m.id for m, _ in checked])
             for message, first in checked:
                 if first is message:
                     continue  # holds nothing of the value
@@ -1104,6 +1110,19 @@ class Memory:
                 if await self.store.update_thread(cleaned, expected_version=current.version) is not None:
                     counts["threads"] += 1
                     break
+
+    async def _note_forgotten(self, thread: Thread, ids: list[str]) -> None:
+        """Add ``ids`` to ``thread``'s forgotten message ids, compare-and-set."""
+        if not ids:
+            return
+        for _ in range(_REWRITE_ATTEMPTS):
+            current = await self.store.get_thread(thread.id)
+            if current is None:
+                raise ThreadNotFoundError(thread.id)
+            noted = with_forgotten_ids(current, ids)
+            if noted is current or await self.store.update_thread(noted, expected_version=current.version) is not None:
+                return
+        raise StorageError(f"Noting the forgotten messages of thread '{thread.id}' kept racing with other writers; run it again.")
 
     async def _forget_in_working_memory(self, key: str, value: str) -> int:
         """The lines holding ``value`` out of the working memory under ``key`` (deleted when
@@ -1166,7 +1185,9 @@ class Memory:
         parsed = drop_obsmem_messages(parse_messages(messages, "messages"))
         thread = await self.get_thread(thread_id)
         parsed = await self.engine.core.input_markers_checked(thread.id, parsed)  # markers are obsmem's to write
-        saved = await self.store.save_messages(thread_id, parsed)
+        forgotten = forgotten_ids(thread)
+        parsed = [m for m in parsed if m.id not in forgotten]  # a copy of a message forget rewrote or deleted
+        saved = await self.store.save_messages(thread_id, parsed) if parsed else []
         await remember_instructions(self.store, thread, saved)
         return saved
 

@@ -59,6 +59,7 @@ from obsmem.om.selection import answer_late, is_boundary, observable_messages, p
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, Store, lineage_key
+from obsmem.storage.forgetting import forgotten_ids
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved", "is_input", "retried_input", "same_shown"]
@@ -488,8 +489,9 @@ class Turn:
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
         sent = [m.id for m in messages]  # the call's order, for its instructions
-        if len(messages) > 1 or (messages and not self._context_current):
-            messages, copies = await self._split_copies(messages)
+        forgotten = forgotten_ids(self.thread)
+        if len(messages) > 1 or (messages and not self._context_current) or any(m.id in forgotten for m in messages):
+            messages, copies = await self._split_copies(messages, forgotten)
         self._copied_input = None
         if self._own_ids is not None:  # (given again, or sent back: this turn's, or history)
             self._own_ids.update(m.id for m in copies)
@@ -688,22 +690,27 @@ class Turn:
             for m in messages
         ]
 
-    async def _split_copies(self, messages: list[Message]) -> tuple[list[Message], list[Message]]:
+    async def _split_copies(
+        self, messages: list[Message], forgotten: frozenset[str] = frozenset()
+    ) -> tuple[list[Message], list[Message]]:
         """``messages`` split into those to save, and the copies of messages already stored in
-        this thread with the same role and visible parts (as stored, in seq order)."""
+        this thread with the same role and visible parts (as stored, in seq order). A message
+        with the id of one a forget rewrote or deleted (``forgotten``: an app saving back the
+        conversation as it held it) is neither: the stored one stands as a copy, a deleted one
+        stays deleted (saving it would bring the forgotten value back)."""
         stored = {m.id: m for m in await self._store.get_messages([m.id for m in messages])}
 
-        def same(message: Message) -> bool:
+        def mine(message: Message) -> bool:
             old = stored.get(message.id)
-            return (
-                old is not None
-                and old.thread_id == self.thread.id
-                and old.role == message.role
-                and _visible(old) == _visible(message)
-            )
+            return old is not None and old.thread_id == self.thread.id
 
-        copies = {m.id: stored[m.id] for m in messages if same(m)}
-        return [m for m in messages if m.id not in copies], sorted(copies.values(), key=lambda m: m.seq or 0)
+        def same(message: Message) -> bool:
+            old = stored[message.id]
+            return old.role == message.role and _visible(old) == _visible(message)
+
+        copies = {m.id: stored[m.id] for m in messages if mine(m) and (m.id in forgotten or same(m))}
+        kept = [m for m in messages if m.id not in copies and m.id not in forgotten]
+        return kept, sorted(copies.values(), key=lambda m: m.seq or 0)
 
     async def _advance(self, saved: list[Message], *, turn_start: bool = False, stored: Window | None = None) -> ContextWindow:
         """Run the memory work due now and return the context built from the state it left; the

@@ -46,15 +46,45 @@ from typing import Any, Final
 from obsmem.phones import digit_runs, national_digits
 from obsmem.quoting import defuse
 from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
-from obsmem.types import Message, Part, ToolCallPart, ToolResultPart
+from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
-    "FORGOTTEN", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines", "forget_needles",
-    "holds", "json_strings",
+    "FORGOTTEN", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines",
+    "forget_needles", "forgotten_ids", "holds", "json_strings", "with_forgotten_ids",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
 FORGOTTEN = "[forgotten]"
+
+#: The ids of the messages a forget rewrote or deleted, kept on their thread (its
+#: ``metadata["obsmem"]["forgotten"]``; ids only, no text) so that a copy of one saved back (an
+#: app or framework holding the conversation as it was) does not bring the value back: such a
+#: copy is never stored (the stored message stands; a deleted one stays deleted). The newest
+#: :data:`MAX_FORGOTTEN_IDS` are kept: the thread's row is read at every turn boundary.
+_OWN = "obsmem"
+_FORGOTTEN_IDS = "forgotten"
+MAX_FORGOTTEN_IDS = 1_000
+
+
+def forgotten_ids(thread: Thread) -> frozenset[str]:
+    """The ids of ``thread``'s messages a forget rewrote or deleted (see :data:`MAX_FORGOTTEN_IDS`)."""
+    own = thread.metadata.get(_OWN)
+    ids = own.get(_FORGOTTEN_IDS) if isinstance(own, dict) else None
+    return frozenset(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else frozenset()
+
+
+def with_forgotten_ids(thread: Thread, ids: list[str]) -> Thread:
+    """``thread`` with ``ids`` added to its forgotten ids (the newest kept), or itself when it
+    has them all already."""
+    own = thread.metadata.get(_OWN)
+    own = dict(own) if isinstance(own, dict) else {}
+    known = own.get(_FORGOTTEN_IDS)
+    known = [i for i in known if isinstance(i, str)] if isinstance(known, list) else []
+    new = [i for i in dict.fromkeys(ids) if i not in set(known)]
+    if not new:
+        return thread
+    own[_FORGOTTEN_IDS] = [*known, *new][-MAX_FORGOTTEN_IDS:]
+    return thread.model_copy(update={"metadata": {**thread.metadata, _OWN: own}})
 
 # The escapes obsmem (an LLM observer's markup escape, an attribute) or a model writes for the
 # characters the quoting rule touches; "&amp;" last, so "&amp;lt;" stays "&lt;".
