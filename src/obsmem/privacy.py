@@ -574,11 +574,11 @@ _SAID_KEYPAD_LABEL = _re(
     + _LABELLED_END,
     re.IGNORECASE,
 )
-#: A code word right before its digits, no copula: "alarm code 4821", "PIN 4821" (a bare "PIN" in
+#: A code word right before its digits, no copula: "alarm code 4821", "passcode 4821", "PIN 4821" (a bare "PIN" in
 #: capitals only: a lower-case "pin 1024" may be a connector's).
 _SAID_BARE_KEYPAD = _re(
     r"(?<![^\W\d_])(?<![_.])(?:(?i:(?:door|gate|alarm|garage|safe|keypad|lock ?box|key ?box|key ?safe|padlock|entry|unlock"
-    r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number))|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
+    r"|intercom|buzzer)[ -]?code|pin[ -]?(?:code|number)|passcode)|PIN)(?![^\W\d_])[ \t]{1,3}" + _LABELLED_VALUE
 )
 #: An HTTP status's reason phrase after its number: "security code 200 OK" is a status, no code.
 _NOT_HTTP_REASON = (r"(?![ \t]{1,3}(?:OK|Created|Accepted|No Content|Moved|Found|See Other|Not |Bad Request|Unauthori[sz]ed"
@@ -879,26 +879,32 @@ def _after_word(words: str, then: str) -> str:
     ) + ")"
 
 
-#: Whose key it is or what it is for, right before the word (look-behinds: the scan tries "key",
-#: not every "the" and the words after it). After the kinds that are only ever a string ("api
-#: key", "license key", "secret key") no copula is needed: "api key Sunfl0wer42Xy".
+#: Whose key (token, secret) it is or what it is for, right before the word (look-behinds: the
+#: scan tries "key", not every "the" and the words after it). After the kinds that are only ever a
+#: string ("api key", "license key", "secret key") no copula is needed: "api key Sunfl0wer42Xy".
 _SAID_KEY = _re(
-    r"(?=(?i:key)(?![^\W\d_]))(?:" + _after_word("my our his her the your this their", " ")
-    + "|" + _after_word(_KEY_KINDS.replace("|", " "), "[ -]") + r")(?i:key)(?![^\W\d_])"
+    r"(?=(?i:key|token|secret)(?![^\W\d_]))(?:" + _after_word("my our his her the your this their", " ")
+    + "|" + _after_word(_KEY_KINDS.replace("|", " "), "[ -]") + r")(?i:key|token|secret)(?![^\W\d_])"
     r"(?:[ \t]{0,3}[:=][ \t]{0,3}|(?:[ \t]{1,3}(?i:is|was):?|['\u2019]s)(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3})"
     + _WORD_VALUE + _WORD_END
     + r"|(?=(?i:key)[ \t])" + _after_word("api secret license licence product activation", "[ -]")
     + r"(?i:key)(?![^\W\d_])[ \t]{1,3}" + _WORD_VALUE.replace("value", "value2") + _WORD_END
 )
+#: A short value assigned to a key-like name, too short for the entropy floor of the assignment
+#: form (sixteen characters): "api_key=Tulip77xQ9", "token: Orchid55kWq", "client_secret = Maple42kz".
+_SHORT_KEY_ASSIGNED = _re(
+    r"(?<![A-Za-z0-9])(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:api_?key|apikey|secret|token|access_?key|secret_?key|private_?key))"
+    + _ASSIGN + r"""(?:\\?["'])?(?P<value>[A-Za-z0-9_\-+/=.~]{6,15})(?![A-Za-z0-9_\-+/=.~(\[])"""
+)
 #: What follows "the key is" without being a secret: a key of a keyboard ("Alt+F4", "F12"), a
 #: curve or an algorithm ("Ed25519", "X25519"), a quantity ("1500ms", "4096bit"), a name and its
-#: version ("Python3"), an identifier ("user_id2"), a product ("1Password").
+#: version ("Python3", "v1beta"), an identifier ("user_id2"), a product ("1Password").
 _KEY_NOT_VALUE = re.compile(
     r"(?i:ctrl|control|alt|shift|cmd|command|option|opt|fn|win|meta|super|numpad|num|esc|tab|enter|space)\S*"
     r"|(?i:f)\d{1,2}|(?i:ed|x|curve|secp|p|chacha|kyber|ml-kem|ml-dsa|falcon|dilithium|blake|poly)[-_]?\d+\S*"
     r"|\d{1,6}(?:[.,]\d{1,3})?(?i:ms|s|secs?|mins?|h|hrs?|kb|mb|gb|tb|px|em|rem|pt|mm|cm|km|kg|g|lbs?|x|rpm|hz|khz"
     r"|mhz|ghz|fps|k|st|nd|rd|th|am|pm|bits?|bytes?)"
-    r"|[^\W\d_]+\d|(?i:1password)|[a-z0-9]*_[a-z0-9_]*"
+    r"|[^\W\d_]+\d|(?i:1password)|[a-z0-9]*_[a-z0-9_]*|v\d{1,3}(?:alpha|beta|rc|preview)\d{0,3}"
 )
 
 
@@ -971,6 +977,13 @@ _SET_TO_STOP_WORDS = frozenset("expire rotate change match reset lock unlock nev
 def _said_set_to(value: str) -> bool:
     return value.casefold() not in _SET_TO_STOP_WORDS and _said_cued_letters(value)
 
+
+#: An app password (Google's, Apple's: four groups of four letters): "the app password is abcd efgh
+#: ijkl mnop", "App password: abcd-efgh-ijkl-mnop".
+_SAID_APP_PASSWORD = _re(
+    r"(?=[Aa])(?<![^\W\d_])(?i:app(?:[ -]specific)?[ -]?password)(?:[ \t]{0,3}[:=]|[ \t]{1,3}(?i:is|was):?)[ \t]{1,3}"
+    r"[\"'`\u201c\u2018]?(?P<value>[a-zA-Z]{4}(?:([ -])[a-zA-Z]{4}\2[a-zA-Z]{4}\2[a-zA-Z]{4}|[a-zA-Z]{12}))(?![^\W\d_])"
+)
 
 #: "pwd" as a password's label: "pwd: Tulip77x", "Pwd=Orchid55k" (a value no word could be, not a
 #: path: "pwd: /home/me" is a shell's working directory).
@@ -1188,6 +1201,8 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_ASKED_KEY, _said_key),
     Detector("password", _SAID_SET_TO, _said_set_to),
     Detector("password", _SAID_PWD, _said_password),
+    Detector("password", _SAID_APP_PASSWORD),
+    Detector("secret", _SHORT_KEY_ASSIGNED, _said_key),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
     Detector("password", _SAID_OPENS_WITH, _said_pin),

@@ -121,6 +121,15 @@ ORDINARY = [
     "1Password is the password manager we use.",
     "Pins 4821 and 4822 are ground.",
     "the passcode is 4 digits",
+    "The secret is out.",
+    "the token is gpt2",
+    "max_tokens=4096",
+    "next_token=page2",
+    "api_key=None",
+    "token=v1beta",
+    "secret = b64encode(raw)",
+    "passcode 12 digits",
+    "the app password is required",
 ]
 
 
@@ -142,6 +151,7 @@ ADVERSARIAL = [
     "the key is ", "my a b key is ", "api key ", "the key is Tulip7", "code: 1", "your code 1234 ",
     "use code ", "password? it is ", "password? ", "what is the password? it is a ", "the password is ab ",
     "Tulip77x is the ", "I set my password to ", "pwd: ", "Password: required ", "x is the wifi password ",
+    "api_key=", "a_token=abc12", "app password is abcd ", "passcode ", "my token is ", "the secret is x1",
 ]
 
 

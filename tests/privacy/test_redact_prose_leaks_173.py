@@ -5,7 +5,8 @@ it wrote: a key said with "the key is" ("The key is Tulip77x", "my api key is Tu
 password given after a question about it ("what is the password? it is tulipsun"), a one-time code
 after "code" ("Your code: 482913", "Use code 482913 to sign in"), a password of three letters ("my
 password is abc"), and a few more common forms ("Tulip77x is the wifi password", "I set my
-password to tulipsun", "pwd: Tulip77x", "access code: 7731"). Each secret is replaced, the words
+password to tulipsun", "pwd: Tulip77x", "access code: 7731", "api_key=Cedar47nVb", "passcode 7305",
+"the app password is wxyz qrst uvwk lmno"). Each secret is replaced, the words
 around it kept. "password: fox" and "The password? Tulip77x" were redacted already (controls).
 """
 
@@ -86,7 +87,22 @@ OTHER = [
     ("The password? Tulip77x", "Tulip77x"),
 ]
 
-SAID = KNOWN + KEYS + CODES + ASKED + THREE_LETTERS + OTHER
+#: A token or a secret said like a key, a short key assigned in a pasted config, a passcode before
+#: its digits, an app password (four groups of four letters).
+MORE = [
+    ("my token is Hazel83mQx", "Hazel83mQx"),
+    ("the secret is Poplar61z", "Poplar61z"),
+    ("api_key=Cedar47nVb", "Cedar47nVb"),
+    ('"client_secret": "Aspen29rT"', "Aspen29rT"),
+    ("passcode 7305", "7305"),
+    ("the app password is wxyz qrst uvwk lmno", "wxyz qrst uvwk lmno"),
+    ("App password: hjkl-asdf-qwer-zxcv", "hjkl-asdf-qwer-zxcv"),
+]
+
+#: The values assigned to a key-like name: counted as a secret, the rest as a password.
+ASSIGNED = {"Cedar47nVb", "Aspen29rT"}
+
+SAID = KNOWN + KEYS + CODES + ASKED + THREE_LETTERS + OTHER + MORE
 
 
 async def test_known_leaks_never_reach_the_observer_or_the_observations() -> None:
@@ -97,6 +113,11 @@ async def test_said_secrets_never_reach_the_observer_or_the_observations() -> No
     await check_never_sent(KEYS + CODES + ASKED + THREE_LETTERS + OTHER)
 
 
+async def test_more_said_secrets_never_reach_the_observer_or_the_observations() -> None:
+    await check_never_sent(MORE)
+
+
 @pytest.mark.parametrize(("text", "secret"), SAID)
 def test_the_secret_alone_is_replaced(text: str, secret: str) -> None:
-    check_replaced_alone(text, secret, counts={"password": 1})
+    category = "secret" if secret in ASSIGNED else "password"
+    check_replaced_alone(text, secret, counts={category: 1})
