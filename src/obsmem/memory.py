@@ -80,11 +80,11 @@ from obsmem.storage.notes import ERASED, erasing_note, import_note
 from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threads
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
-    contains,
     forgotten_ids,
     with_forgotten_ids,
     forget_in_message,
     forget_in_record,
+    forget_in_thread_metadata,
     forget_lines,
     holds,
 )
@@ -1097,15 +1097,16 @@ class Memory:
                     counts["parts"] += 1
         if gone:
             counts["messages"] += await self.store.delete_messages(gone)
-        if (thread.title is not None and holds(thread.title, value)) or contains(thread.metadata, value):
+        # (obsmem's own entry of message ids stays: see forget_in_thread_metadata)
+        if (thread.title is not None and holds(thread.title, value)) or (
+            forget_in_thread_metadata(thread.metadata, value) is not thread.metadata
+        ):
             for _ in range(5):
                 current = await self.store.get_thread(thread.id)
                 if current is None:
                     break
                 title = None if current.title is not None and holds(current.title, value) else current.title
-                metadata = {
-                    k: v for k, v in current.metadata.items() if not contains(v, value) and not holds(k, value)
-                }
+                metadata = forget_in_thread_metadata(current.metadata, value)
                 cleaned = current.model_copy(update={"title": title, "metadata": metadata})
                 if await self.store.update_thread(cleaned, expected_version=current.version) is not None:
                     counts["threads"] += 1

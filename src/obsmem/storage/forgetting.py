@@ -50,7 +50,7 @@ from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
     "FORGOTTEN", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines",
-    "forget_needles", "forgotten_ids", "holds", "json_strings", "with_forgotten_ids",
+    "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds", "json_strings", "with_forgotten_ids",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
@@ -64,6 +64,9 @@ FORGOTTEN = "[forgotten]"
 _OWN = "obsmem"
 _FORGOTTEN_IDS = "forgotten"
 MAX_FORGOTTEN_IDS = 1_000
+# The entries of a thread's ``metadata["obsmem"]`` that hold message ids and seqs, no text: these
+# ids and the recorded instructions (obsmem.om.context.remember_instructions).
+_OWN_ID_ENTRIES: Final = frozenset({_FORGOTTEN_IDS, "instructions"})
 
 
 def forgotten_ids(thread: Thread) -> frozenset[str]:
@@ -85,6 +88,25 @@ def with_forgotten_ids(thread: Thread, ids: list[str]) -> Thread:
         return thread
     own[_FORGOTTEN_IDS] = [*known, *new][-MAX_FORGOTTEN_IDS:]
     return thread.model_copy(update={"metadata": {**thread.metadata, _OWN: own}})
+
+def forget_in_thread_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
+    """A thread's ``metadata`` without its entries holding ``value`` (``metadata`` itself when none
+    does). obsmem's own entries of message ids (:func:`forgotten_ids`, the recorded instructions)
+    are kept whatever they hold: ids, not text, and a value that is part of one (a number inside
+    a message id, a word such as "forgotten") would otherwise take the forgotten ids along, and a
+    copy of a forgotten message saved back after that would bring its value back."""
+    kept: dict[str, Any] = {}
+    for key, item in metadata.items():
+        if holds(key, value):
+            continue
+        if key == _OWN and isinstance(item, dict):
+            own = {k: v for k, v in item.items() if k in _OWN_ID_ENTRIES or not (holds(k, value) or contains(v, value))}
+            if own or not item:
+                kept[key] = own if len(own) < len(item) else item
+        elif not contains(item, value):
+            kept[key] = item
+    return metadata if kept == metadata else kept
+
 
 # The escapes obsmem (an LLM observer's markup escape, an attribute) or a model writes for the
 # characters the quoting rule touches; "&amp;" last, so "&amp;lt;" stays "&lt;".
