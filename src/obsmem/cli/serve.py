@@ -16,6 +16,7 @@ from obsmem import MemoryConfig, ObsmemError
 from obsmem.cli.keys import _store_errors
 from obsmem.cli.render import escape, escape_id
 from obsmem.cli.stores import describe_store, err_console, fail
+from obsmem.cli.worker import guard_log_lines
 
 __all__ = ["mcp", "register", "serve"]
 
@@ -161,10 +162,14 @@ def serve(
     from obsmem.server.limits import header_bounded_h11
 
     err_console.print(f"listening on http://{escape_id(host)}:{port} (OpenAPI: /openapi.json)", highlight=False)
+    app = server.create_app(service, host=host)
+    # Log lines name threads whose ids a client chose (bidi controls and tag characters pass the
+    # API's id check): on every handler by now (the MCP library's), secrets hidden, those spelled.
+    guard_log_lines()
     # uvicorn bounds idle connections (timeout_keep_alive) and, when asked, how many are open;
     # the headers' time by its h11 protocol with a bound (obsmem.server.limits.header_bounded_h11),
     # the request body's size and time by the app (obsmem.server.limits).
-    uvicorn.run(server.create_app(service, host=host), host=host, port=port, log_level="info",
+    uvicorn.run(app, host=host, port=port, log_level="info",
                 timeout_keep_alive=timeout_keep_alive_s, limit_concurrency=limit_concurrency,
                 http=header_bounded_h11(header_timeout_s))  # fmt: skip
 

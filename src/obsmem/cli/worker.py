@@ -29,7 +29,7 @@ from obsmem.storage import Store, postgres_url
 from obsmem.vectors import SQLiteVectorIndex, VectorIndex
 from obsmem.worker import STORE_PATIENCE_S, WORK_KINDS, Worker, WorkerStats
 
-__all__ = ["configure_logging", "migrate", "register", "worker"]
+__all__ = ["configure_logging", "guard_log_lines", "migrate", "register", "worker"]
 
 #: ``--embedder`` names; each makes the embedder the worker indexes retrieval groups with.
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
@@ -76,10 +76,19 @@ def configure_logging(level: str = "info") -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.WARNING)
-    for each in root.handlers:
+    guard_log_lines()
+    logging.getLogger("obsmem").setLevel(getattr(logging, level.upper()))
+
+
+def guard_log_lines() -> None:
+    """Put :class:`_RedactingFilter` on every handler of the root logger, and on the handler
+    Python writes to when there is none (``logging.lastResort``): each line written then hides
+    secrets and spells what a terminal would obey. For a command that keeps the handlers it finds
+    (``obsmem serve``: uvicorn's and the MCP library's) as well as for :func:`configure_logging`."""
+    handlers = [*logging.getLogger().handlers, *([logging.lastResort] if logging.lastResort is not None else [])]
+    for each in handlers:
         if not any(isinstance(f, _RedactingFilter) for f in each.filters):
             each.addFilter(_RedactingFilter())
-    logging.getLogger("obsmem").setLevel(getattr(logging, level.upper()))
 
 
 def _load_config(path: Path | None) -> MemoryConfig:
