@@ -35,7 +35,7 @@ bench_app = typer.Typer(
     help="Measure what memory keeps (LoCoMo, LongMemEval, agent sessions, fact survival) and what hostile text reaches.", context_settings=HELP_OPTIONS,
     invoke_without_command=True,
 )  # fmt: skip
-console = Console()
+console = Console(emoji=False)  # an error quoting ':smile:' (a --model spec) prints it as written
 T = TypeVar("T")
 
 #: The environment variable ``bench locomo`` reads its data path from when ``--data`` is not given.

@@ -65,8 +65,7 @@ def demo(
         try:
             chat_model = infer_model(model)
         except ObsmemError as exc:  # a missing key or an unknown provider: one line, no traceback
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            raise fail(str(exc)) from None  # the spec quoted as typed, what a terminal obeys spelled
     console = Console()  # made per run, so it measures this run's terminal (or COLUMNS)
     with tempfile.TemporaryDirectory(prefix="obsmem-demo-") as scratch:
         database = (db.expanduser() if db else Path(scratch) / "demo.db").absolute()
