@@ -883,7 +883,7 @@ def _after_word(words: str, then: str) -> str:
 #: scan tries "key", not every "the" and the words after it). After the kinds that are only ever a
 #: string ("api key", "license key", "secret key") no copula is needed: "api key Sunfl0wer42Xy".
 _SAID_KEY = _re(
-    r"(?=(?i:key|token|secret)(?![^\W\d_]))(?:" + _after_word("my our his her the your this their", " ")
+    r"(?=[KkTtSs])(?=(?i:key|token|secret)(?![^\W\d_]))(?:" + _after_word("my our his her the your this their", " ")
     + "|" + _after_word(_KEY_KINDS.replace("|", " "), "[ -]") + r")(?i:key|token|secret)(?![^\W\d_])"
     r"(?:[ \t]{0,3}[:=][ \t]{0,3}|(?:[ \t]{1,3}(?i:is|was):?|['\u2019]s)(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3})"
     + _WORD_VALUE + _WORD_END
@@ -891,9 +891,12 @@ _SAID_KEY = _re(
     + r"(?i:key)(?![^\W\d_])[ \t]{1,3}" + _WORD_VALUE.replace("value", "value2") + _WORD_END
 )
 #: A short value assigned to a key-like name, too short for the entropy floor of the assignment
-#: form (sixteen characters): "api_key=Tulip77xQ9", "token: Orchid55kWq", "client_secret = Maple42kz".
+#: form (sixteen characters): "api_key=Tulip77xQ9", "token: Orchid55kWq", "client_secret = Maple42kz"
+#: (a common word before the name, not any: each start tries a few letters, not twenty).
 _SHORT_KEY_ASSIGNED = _re(
-    r"(?<![A-Za-z0-9])(?i:(?:[A-Za-z0-9]{1,20}[_-])?(?:api_?key|apikey|secret|token|access_?key|secret_?key|private_?key))"
+    r"(?=[AaSsTtCcPpRrBbGgOoUuDdWw])(?<![A-Za-z0-9])"
+    r"(?i:(?:(?:client|app|api|access|secret|private|auth|bearer|refresh|session|github|gitlab|slack|openai|stripe"
+    r"|user|db|webhook|bot|oauth|personal)[_-])?(?:api_?key|apikey|secret|token|access_?key|secret_?key|private_?key))"
     + _ASSIGN + r"""(?:\\?["'])?(?P<value>[A-Za-z0-9_\-+/=.~]{6,15})(?![A-Za-z0-9_\-+/=.~(\[])"""
 )
 #: What follows "the key is" without being a secret: a key of a keyboard ("Alt+F4", "F12"), a
@@ -961,6 +964,36 @@ _SAID_ASKED_KEY = _re(
 def _said_asked_value(value: str) -> bool:
     """A password (:func:`_said_password`) or a keypad code (:func:`_said_pin`, not a year)."""
     return _said_password(value) or (_said_pin(value) and _not_a_year(value))
+
+
+#: A reply that is only the value, to an assistant's message ending in a question about it, as
+#: the transcript the memory models read shows them (obsmem.om.text.transcript: blocks apart by a
+#: blank line, a date line when the day changes, "User (10:01 AM): "): "Assistant: What is the
+#: wifi password?" then "User: tulipsun" (or "User: it's tulipsun"). A code only when named by what
+#: it opens or is for (a bare "code?" is too often a program's: "Which language for the code?" "Python").
+_REPLY = (r"[ \t]{0,3}\?[ \t]{0,3}\r?\n\r?\n(?:[A-Z][a-z]{2} \d{1,2} \d{4}:\r?\n)?User(?: \([^()\r\n]{1,20}\))?:[ \t]{1,3}"
+          r"(?:(?i:it['\u2019]s|its|it[ \t]{1,3}is)[ \t]{1,3})?[\"'`]?(?P<value>[^\s\"'`]{0,63}[^\s\"'`.,;:!?])[\"'`]?[.!]?"
+          r"[ \t]*(?=\r?\n\r?\n|\r?\n?$)")
+_SAID_REPLIED = _re(
+    r"(?=[PpWwNnCcDdGgAaSsKkVvOoLl])(?<![^\W\d_])(?<![_.-])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key"
+    r"|pin(?:[ -](?:code|number))?|combination|combo"
+    r"|(?:door|gate|alarm|garage|access|entry|verification|one-time|sms|login|safe|keypad|lock ?box)[ -]code)"
+    rf"(?![^\W\d_])(?i:{_SAID_FOR})" + _REPLY
+)
+#: One-word replies that are no password: "Yes", "Maybe", "Dunno", "Why".
+_REPLY_STOP_WORDS = frozenset(
+    "maybe yeah yes yup yep sure please dunno idk nevermind hello thanks thank cheers great perfect awesome lol "
+    "haha hmm hmmm ugh why what which where when how who forgot forget unsure nothing skip cancel stop wait "
+    "hold retry help again sorry nope nah okay ok right correct done sometimes often usually occasionally".split()
+)
+
+
+def _said_reply(value: str) -> bool:
+    """A reply that is a password (letters: :func:`_said_cued_word`; else :func:`_said_asked_value`),
+    no word of :data:`_REPLY_STOP_WORDS`."""
+    if value.casefold() in _REPLY_STOP_WORDS:
+        return False
+    return _said_cued_word(value) if value.isalpha() else _said_asked_value(value)
 
 
 #: A password set to a word: "I set my password to tulipsun", "changed the wifi password to
@@ -1202,6 +1235,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_SET_TO, _said_set_to),
     Detector("password", _SAID_PWD, _said_password),
     Detector("password", _SAID_APP_PASSWORD),
+    Detector("password", _SAID_REPLIED, _said_reply),
     Detector("secret", _SHORT_KEY_ASSIGNED, _said_key),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
