@@ -32,7 +32,7 @@ runner = CliRunner()
 WIDE = {"COLUMNS": "400"}
 
 #: Each character Trojan Source and friends use, and how the CLI must show it.
-BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"  # (the marks: test_rtl_marks.py)
 EVIL = (
     "pay\u202eevil\u202c bob\u2067x\u2069 [bold red]ALERT[/bold red] [link=https://evil.example]here[/link] "
     ":white_check_mark: APPROVED \x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x07click\x1b]8;;\x07 bell\x07 "
@@ -43,7 +43,7 @@ SHOWN = ["pay\\u202eevil\\u202c", "bob\\u2067x\\u2069", "[bold red]ALERT[/bold r
          "[link=https://evil.example]here[/link]", ":white_check_mark: APPROVED", "\\x1b[31mred\\x1b[0m",
          "\\x1b]8;;https://evil.example\\x07click", "back\\x08 over\\x0dwrite", "\\x9b31m",
          "zero\\u200bwidth", "tag\\U000e0041\\U000e0042", "sep\\u2028line",
-         "\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f\\u061c"]  # fmt: skip
+         "\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069"]  # fmt: skip
 
 THREAD = "t\u200b1\U000e0041"  # looks like "t1"
 RESOURCE = "alice\u202e\u00a0"  # looks like "alice "

@@ -36,15 +36,18 @@ def spelled(char: str) -> str:
 
 #: In text (a message, an observation, a record): what a terminal takes as a command (C0 controls
 #: but tab and newline: ESC, CR, BEL, backspace, ...; DEL, the C1 controls, CSI included), and
-#: the invisible characters that change how the text around them reads or hide text: bidi marks,
+#: the invisible characters that change how the text around them reads or hide text: bidi
 #: embeddings, overrides and isolates ("Trojan Source": ``t-\u202elive`` shows as ``t-evil``),
 #: zero-width space, word joiner and invisible operators, the deprecated format characters, the
 #: BOM, line and paragraph separators, interlinear annotations, shorthand and musical format
 #: controls, and tag characters (which spell hidden ASCII). Left as written: the joiners (ZWJ,
 #: ZWNJ), the soft hyphen and variation selectors, which scripts and emoji need and which hide
-#: nothing (a flag built of tag characters, such as England's, shows its tags spelled).
+#: nothing (a flag built of tag characters, such as England's, shows its tags spelled), and the
+#: bidi marks (LRM, RLM, ALM) and the Mongolian vowel separator, which Hebrew, Persian, Arabic and
+#: Mongolian text holds and which reorder no run of letters, only the neutral characters next to
+#: them. Ids (:func:`one_line`) spell those too.
 _HIDDEN_IN_TEXT = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u2028\u2029\u202a-\u202e"
     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0000-\U000e007f]"
 )
