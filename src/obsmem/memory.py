@@ -126,8 +126,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
 
-#: The knowledge agents' lanes (see Memory._drop_lanes).
+#: The knowledge agents' lanes (see Memory._drop_lanes), and the names of their rows in the main
+#: store (obsmem.knowledge.agents.lanes.LANE_PREFIX and LANE_AGENTS; a test holds them equal).
 _LANES = "obsmem.knowledge.agents.lanes"
+_LANE_PREFIX = "obsmem:knowledge:lane:"
+_LANE_AGENTS = ("capture", "curate", "learn")
 
 
 def _has_section(text: str, thread_id: str) -> bool:
@@ -916,9 +919,13 @@ class Memory:
     async def _drop_lanes(self, thread_id: str) -> int:
         """The knowledge agents' lane rows of a deleted thread (kept in this store whether or not
         this memory runs the agents: a worker may have); a busy lane index is logged, not raised."""
-        # The knowledge package (half a second of imports, numpy's among them) is imported in a
-        # thread the first time: a memory without knowledge agents has not imported it, and its
-        # first delete held up the event loop with that.
+        # A memory without knowledge agents has not loaded the knowledge package (half a second:
+        # numpy, pydantic models), and loading it holds the interpreter lock even in a thread (the
+        # first delete held the event loop ~0.1 s that way): the thread's lane rows and its names
+        # in the index are looked up first (what Lanes.forget_thread deletes), and the package is
+        # loaded, in a thread, only when there are any.
+        if self.knowledge_agents is None and _LANES not in sys.modules and not await self._has_lanes(thread_id):
+            return 0
         module = sys.modules.get(_LANES)
         if module is None:
             module = await asyncio.to_thread(importlib.import_module, _LANES)
@@ -928,6 +935,20 @@ class Memory:
         except module.LaneBusyError as exc:
             logger.warning("obsmem: the knowledge lane index of deleted thread %s was left: %s", thread_id, exc)
             return 0
+
+    async def _has_lanes(self, thread_id: str) -> bool:
+        """Whether the store holds a knowledge lane row of ``thread_id``, or the lane index names it."""
+        for agent in _LANE_AGENTS:
+            if await self.store.get_working_memory(f"{_LANE_PREFIX}{agent}:{thread_id}") is not None:
+                return True
+        index = await self.store.get_working_memory(_LANE_PREFIX + "index")
+        try:
+            names = json.loads(index) if index else []
+        except ValueError:
+            return True  # (Lanes reads it as it is, and says what is wrong)
+        return not isinstance(names, list) or any(
+            not isinstance(name, str) or name.partition(":")[2] == thread_id for name in names
+        )
 
     async def _release_leases(
         self, lineage: str, *, resource_id: str | None = None, thread_ids: Sequence[str] = ()
