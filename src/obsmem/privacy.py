@@ -663,7 +663,7 @@ def _said_code_not_time(value: str) -> bool:
 #: is none) and the value the last word of its sentence or clause.
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
 _LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?i:is|was):?(?:[ \t]{{1,3}}(?i:now|still))?[ \t]{{1,3}}"
-               rf"|(?i:{_SAID_FOR})[ \t]{{0,3}}:[ \t]{{0,3}})")
+               rf"|(?i:{_SAID_FOR})[ \t]{{0,3}}:[ \t]{{0,3}}|[ \t]{{1,3}}[-\u2013\u2014][ \t]{{1,3}})")
 _LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 #: A quoted word or passphrase: '… is "tulip"', '… is "correct horse battery staple"' (words of
@@ -747,7 +747,7 @@ _SAID_CUED_LETTERS = _re(_CUED_BY + _LETTERS_IS + r"(?P<value>[^\W\d_]{3,64})" +
 #: The same said with a contraction: "my password's tulipsun" (not "the password's strength": what
 #: a password has, :data:`_POSSESSED`, is no password).
 _SAID_CUED_CONTRACTED = _re(
-    _CUED_BY + r"['\u2019]s(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3}(?P<value>[^\W\d_]{4,64})" + _LETTERS_END
+    _CUED_BY + r"['\u2019]s(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3}(?P<value>[^\W\d_]{3,64})" + _LETTERS_END
 )
 #: More words that say what a password is like or where it is, beside :data:`_DESCRIBING_WORDS`
 #: ("my password is garbage", "… is twelve", "… is below").
@@ -822,10 +822,10 @@ def _said_cued_letters(value: str) -> bool:
 
 
 def _said_cued_contracted(value: str) -> bool:
-    """:func:`_said_cued_letters`, and not what a password has ("the password's strength", "my
+    """:func:`_said_cued_word` (three letters too: "my password's abc"), and not what a password has ("the password's strength", "my
     password's capitalisation": :data:`_POSSESSED`, or a noun's ending)."""
     word = value.casefold()
-    return word not in _POSSESSED and not word.endswith(_POSSESSED_ENDINGS) and _said_cued_letters(value)
+    return word not in _POSSESSED and not word.endswith(_POSSESSED_ENDINGS) and _said_cued_word(value)
 
 
 # More of the ways people say a secret in chat: a key ("The key is Tulip77x", "my api key is

@@ -130,6 +130,17 @@ ORDINARY = [
     "secret = b64encode(raw)",
     "passcode 12 digits",
     "the app password is required",
+    "the password's age",
+    "my password's old",
+    "Password - optional",
+    "Password - what to do if you forget it",
+    "Passwords - best practices",
+    "Password \u2013 Reset",
+    "my wifi password - it's on the router",
+    "Password - 8 characters minimum",
+    "password - see below",
+    "Forgot password - click here",
+    "Change password - done",
 ]
 
 
@@ -152,6 +163,7 @@ ADVERSARIAL = [
     "use code ", "password? it is ", "password? ", "what is the password? it is a ", "the password is ab ",
     "Tulip77x is the ", "I set my password to ", "pwd: ", "Password: required ", "x is the wifi password ",
     "api_key=", "a_token=abc12", "app password is abcd ", "passcode ", "my token is ", "the secret is x1",
+    "Password - ", "the a b password \u2013 x ", "my password's ab ",
 ]
 
 

@@ -99,10 +99,17 @@ MORE = [
     ("App password: hjkl-asdf-qwer-zxcv", "hjkl-asdf-qwer-zxcv"),
 ]
 
+#: A password after a dash, and three letters after the contraction.
+DASHED = [
+    ("Password - tulipsun", "tulipsun"),
+    ("The wifi password \u2013 hollyoak", "hollyoak"),
+    ("my password's ibx", "ibx"),
+]
+
 #: The values assigned to a key-like name: counted as a secret, the rest as a password.
 ASSIGNED = {"Cedar47nVb", "Aspen29rT"}
 
-SAID = KNOWN + KEYS + CODES + ASKED + THREE_LETTERS + OTHER + MORE
+SAID = KNOWN + KEYS + CODES + ASKED + THREE_LETTERS + OTHER + MORE + DASHED
 
 
 async def test_known_leaks_never_reach_the_observer_or_the_observations() -> None:
@@ -114,7 +121,7 @@ async def test_said_secrets_never_reach_the_observer_or_the_observations() -> No
 
 
 async def test_more_said_secrets_never_reach_the_observer_or_the_observations() -> None:
-    await check_never_sent(MORE)
+    await check_never_sent(MORE + DASHED)
 
 
 @pytest.mark.parametrize(("text", "secret"), SAID)
