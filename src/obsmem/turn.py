@@ -194,6 +194,9 @@ class Turn:
         self._copied_input: Message | None = None
         # False once a boundary failed after saving: the stored tail then runs past the context.
         self._context_current = True
+        # The ids of the messages a forget changed, as the thread's row said at this boundary's
+        # check (_same_thread); None: as it said when the turn began (self.thread).
+        self._forgotten: frozenset[str] | None = None
         # Seconds the current boundary waited on memory model work (for the wait/overhead metrics).
         self._wait_s = 0.0
         # The commit of the boundary's save while it reaches the disk (see _save): awaited
@@ -439,6 +442,9 @@ class Turn:
         read of the thread's row, before anything is saved."""
         began = self.thread
         current = await self._store.get_thread(began.id)
+        # (A forget while the model answered noted the messages it changed: a copy of one given
+        # to this boundary is not saved; see _save.)
+        self._forgotten = None if current is None else forgotten_ids(current)
         if current is None or (current.created_at, current.resource_id, current.org_id) != (
             began.created_at, began.resource_id, began.org_id
         ):
@@ -489,7 +495,7 @@ class Turn:
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
         sent = [m.id for m in messages]  # the call's order, for its instructions
-        forgotten = forgotten_ids(self.thread)
+        forgotten = forgotten_ids(self.thread) if self._forgotten is None else self._forgotten
         if len(messages) > 1 or (messages and not self._context_current) or any(m.id in forgotten for m in messages):
             messages, copies = await self._split_copies(messages, forgotten)
         self._copied_input = None
