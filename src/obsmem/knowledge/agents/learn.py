@@ -15,6 +15,12 @@ at most one new skill per run. A record holding a secret (a password, a key, a P
 stored itself, :func:`~obsmem.knowledge.secrets.holds_secret`) is never a skill's support: its
 words would become the skill's name, procedure and evidence, new durable copies of the secret.
 
+A procedural record the walk passes while it is still a candidate (pending review) is remembered in
+the lane (its id only, the newest :data:`MAX_AWAITING`) and read again at every later run until a
+reviewer decides: once approved it is learned from as if the walk found it then (the walk had passed
+it for good, so a procedure approved after its capture was never learned); rejected or removed, it
+is forgotten.
+
 A skill is learned only from *served* records: verified (approved), live and current, never a
 candidate still pending review nor one rejected or removed, so a proposal no reviewer approved
 never becomes a skill (the node's name and content would serve its words). A search serves the
@@ -44,6 +50,9 @@ ACTOR = LEARN_ACTOR
 _PROCEDURAL = re.compile(r"\b(?:always|never|whenever|every time|each time|every morning|every week)\b",
                          re.IGNORECASE)
 _SERVED = DEFAULT_VIEW  # verified, live, current: what a search serves, the only records a skill is learned from
+#: The lane's ids of procedural records walked while pending review (see the module docstring).
+AWAITING = "awaiting"
+MAX_AWAITING = 64
 
 
 def is_procedural(text: str) -> bool:
@@ -84,20 +93,27 @@ class LearnAgent:
                 if not state.due(now):
                     report.status, report.detail = "skipped", "backing off"
                     return report
+                awaiting = [i for i in state.get(AWAITING, ()) or () if isinstance(i, str)]
                 try:
                     page = await self.store.list_by_source(source_thread_id, context.key, view=ALL_RECORDS,
                                                            after=state.cursor, limit=self.settings.curate_batch)
                     worklist = page.items
-                    if not worklist:
+                    if not worklist and not awaiting:
                         report.status = "no-op"
                         return report
-                    finished = await self._walk(worklist, context, report)
+                    learned, still = await self._decided(awaiting, context, report)
+                    finished = state.cursor
+                    if worklist:
+                        finished = await self._walk(worklist, context, report, learned=learned, awaiting=still)
                 except Exception as exc:
                     report.status, report.detail = "failed", f"{type(exc).__name__}: {exc}"
                     await self.lanes.write(lane, state.failed(report.detail, self.clock.now()))
                     return report
                 report.cursor = finished
-                await self.lanes.write(lane, state.succeeded(finished, self.clock.now()))
+                done = state.succeeded(finished, self.clock.now())
+                if still or awaiting:
+                    done = done.with_extra(**{AWAITING: still[-MAX_AWAITING:]})
+                await self.lanes.write(lane, done)
                 if not report.written:
                     report.status = "no-op"
                 return report
@@ -105,16 +121,34 @@ class LearnAgent:
             report.status, report.detail = "skipped", str(busy)
             return report
 
-    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
-        """Learn at most one skill from the worklist; the id it finished through."""
+    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun, *, learned: bool = False,
+                    awaiting: list[str] | None = None) -> str | None:
+        """Learn at most one skill from the worklist (none when ``learned`` already); the id it
+        finished through. The procedural candidates it passes go to ``awaiting``."""
         finished: str | None = None
-        learned = False
         for record in worklist:
-            if (not learned and record.deleted_at is None and record.trust is TrustState.VERIFIED
-                    and is_procedural(record.text) and not holds_secret(record.text)):
-                learned = await self._learn_from(record, context, report)
+            if record.deleted_at is None and is_procedural(record.text) and not holds_secret(record.text):
+                if record.trust is TrustState.VERIFIED and not learned:
+                    learned = await self._learn_from(record, context, report)
+                elif record.trust is TrustState.CANDIDATE and awaiting is not None and record.id not in awaiting:
+                    awaiting.append(record.id)
             finished = record.id
         return finished
+
+    async def _decided(self, awaiting: list[str], context: Scope, report: AgentRun) -> tuple[bool, list[str]]:
+        """The awaited candidates read again: one approved since is learned from (at most one skill
+        a run: True then); those still pending stay awaited, the others are let go."""
+        learned = False
+        still: list[str] = []
+        for record_id in awaiting:
+            record = await self.store.load_record(record_id)
+            if record is None or record.deleted_at is not None or record.trust is TrustState.REJECTED:
+                continue
+            if record.trust is TrustState.CANDIDATE or learned:
+                still.append(record_id)  # (approved, but this run learned its one skill: the next one reads it)
+            elif is_procedural(record.text) and not holds_secret(record.text):
+                learned = await self._learn_from(record, context, report)
+        return learned, still
 
     async def _procedural_records(self, record: Record, context: Scope) -> list[Record]:
         found: list[Record] = []

@@ -364,7 +364,10 @@ class LLMLearnAgent(LearnAgent):
         super().__init__(store, lanes, settings, clock)
         self.model = model
 
-    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun) -> str | None:
+    async def _walk(self, worklist: list[Record], context: Scope, report: AgentRun, *, learned: bool = False,
+                    awaiting: list[str] | None = None) -> str | None:
+        # The model judges the worklist as it is: it awaits no candidate (``awaiting`` stays as
+        # given), so a procedure approved after this walk passed it is learned only offline.
         ids = [r.id for r in worklist]
         recorded: list[str] = []
 
