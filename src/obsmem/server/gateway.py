@@ -72,6 +72,7 @@ from obsmem.models.sse import parse_sse
 from obsmem.server.anthropic_upstream import ANTHROPIC_VERSION, AnthropicStream, anthropic_request, chat_completion, sse_chunk
 from obsmem.server.errors import ERROR_RESPONSES, ThreadIdTakenError, UpstreamError, error_body
 from obsmem.server.rest import Caller, ServiceDep, call_history
+from obsmem.storage.forgetting import forgotten_ids
 from obsmem.turn import retried_input
 from obsmem.server.service import Service
 
@@ -175,6 +176,9 @@ async def _unsaved(service: Service, thread_id: str, conversation: list[Any], ne
     otherwise be lost."""
     if len(new) == len(conversation) or await service.memory.store.list_messages(thread_id, limit=1):
         return new
+    thread = await service.memory.store.get_thread(thread_id)
+    if thread is not None and forgotten_ids(thread):
+        return new  # emptied by forget, not new: the client's history holds what was forgotten
     return conversation
 
 
