@@ -80,13 +80,13 @@ from obsmem.storage.notes import ERASED, erasing_note, import_note
 from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threads
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
-    forgotten_ids,
-    with_forgotten_ids,
     forget_in_message,
     forget_in_record,
     forget_in_thread_metadata,
     forget_lines,
+    forgotten_ids,
     holds,
+    with_forgotten_ids,
 )
 from obsmem.storage.paging import all_threads
 from obsmem.storage.contract import (

@@ -16,6 +16,8 @@ import pytest
 
 from obsmem import EngineEvent, Memory, Message
 from obsmem.clock import SystemClock
+from obsmem.config import MemoryConfig
+from obsmem.models.testing import FunctionModel
 from obsmem.errors import ModelRequestError
 
 from .test_pending_window_work import _Tally, backlog, behind
@@ -114,3 +116,36 @@ async def test_when_the_backoff_ends_the_observer_is_called_again(tmp_path: Path
         await memory.settled()
         assert model.calls > calls, "the work runs again once the backoff is over"
 
+
+
+async def test_a_skipped_boundary_still_reports_a_reflector_backing_off(tmp_path: Path) -> None:
+    """Synchronous mode, observations past the reflection threshold, both models refused: the
+    boundary whose work is skipped reports both skips, as the step reported them (helper 176)."""
+    answered = {"left": 3}
+
+    def observer(messages: list[Message], settings: Any) -> str:
+        if answered["left"] == 0:
+            raise ModelRequestError("401: invalid API key")
+        answered["left"] -= 1
+        lines = "\n".join(f"* 🔴 (10:0{i}) User said fact {i} about the shipment to Lisbon." for i in range(30))
+        return f"<observations>\nDate: Jun 15, 2025\n{lines}\n</observations>"
+
+    events: list[EngineEvent] = []
+    memory = Memory(
+        f"sqlite:///{tmp_path / 'memory.db'}",
+        config=MemoryConfig(observation={"message_tokens": 300, "buffer_tokens": False},
+                            reflection={"observation_tokens": 400}),  # fmt: skip
+        observer=FunctionModel(observer, name="test:observer"), reflector=FunctionModel(_Revoked(), name="test:r"),
+        max_turn_wait=0.05, failure_policy="warn", on_event=events.append,
+    )
+    async with memory:
+        for i in range(30):
+            turn = await memory.begin_turn(thread_id="t", resource_id="u",
+                                           messages=[Message.user(f"question {i} " + "garden words " * 20)])  # fmt: skip
+            await turn.end([Message.assistant(f"answer {i} " + "reply words " * 10)])
+            await memory.settled()
+        seen = len(events)
+        turn = await memory.begin_turn(thread_id="t", messages=[Message.user("final " + "garden " * 30)])
+        await turn.step([Message.assistant("ok")])
+        kinds = {e.kind for e in events[seen:]}
+        assert {"observation-backoff-skipped", "reflection-backoff-skipped"} <= kinds, kinds

@@ -212,6 +212,8 @@ class Engine:
         )
         if may_reflect and not self._backs_off(record, "reflection"):
             return None
+        if may_reflect and self.buffered is None:
+            core.backing_off(record, "reflection", thread.id)  # reported as the synchronous step's reflection did
         backoff = core.backing_off(record, "observation", thread.id)
         return None if backoff is None else backing_off_outcome("observation", record, backoff)
 

@@ -83,11 +83,13 @@ def with_forgotten_ids(thread: Thread, ids: list[str]) -> Thread:
     own = dict(own) if isinstance(own, dict) else {}
     known = own.get(_FORGOTTEN_IDS)
     known = [i for i in known if isinstance(i, str)] if isinstance(known, list) else []
-    new = [i for i in dict.fromkeys(ids) if i not in set(known)]
+    seen = set(known)
+    new = [i for i in dict.fromkeys(ids) if i not in seen]
     if not new:
         return thread
     own[_FORGOTTEN_IDS] = [*known, *new][-MAX_FORGOTTEN_IDS:]
     return thread.model_copy(update={"metadata": {**thread.metadata, _OWN: own}})
+
 
 def forget_in_thread_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
     """A thread's ``metadata`` without its entries holding ``value`` (``metadata`` itself when none
