@@ -15,9 +15,9 @@ def privacy_config() -> MemoryConfig:
     return MemoryConfig(observation={"message_tokens": 60, "buffer_tokens": False}, privacy=PrivacyConfig(key="k"))
 
 
-async def observed(text: str) -> tuple[str, str]:
-    """What the hosted observer was sent for a user message ``text``, and the observations kept."""
-    seen: list[str] = []
+def echoing(seen: list[str]) -> FunctionModel:
+    """A hosted observer (named like OpenAI's) that notes in ``seen`` what it was sent and keeps
+    it as one observation (its last 3,000 characters)."""
 
     def observer(messages: list[Message], settings: Any) -> str:
         sent = "\n".join(m.text for m in messages)
@@ -25,7 +25,13 @@ async def observed(text: str) -> tuple[str, str]:
         echoed = " ".join(sent.split())[-3000:]
         return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User said: {echoed}\n</observations>"
 
-    async with Memory("memory://", config=privacy_config(), observer=FunctionModel(observer, name="openai:x")) as memory:
+    return FunctionModel(observer, name="openai:x")
+
+
+async def observed(text: str) -> tuple[str, str]:
+    """What the hosted observer was sent for a user message ``text``, and the observations kept."""
+    seen: list[str] = []
+    async with Memory("memory://", config=privacy_config(), observer=echoing(seen)) as memory:
         turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(text)])
         await turn.end([Message.assistant("Noted " + "ok " * 40)])
         await memory.observe("t1")

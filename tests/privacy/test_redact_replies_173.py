@@ -12,15 +12,13 @@ about a program's code ("Python", "1200") are left as written.
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 
 from obsmem import Memory, Message
-from obsmem.models.testing import FunctionModel
 from obsmem.privacy import Redactor
 
-from .hosted_observer import privacy_config
+from .hosted_observer import echoing, privacy_config
 from tests.integrity.work_count import GROWTH_BOUND, growth
 
 pytestmark = pytest.mark.anyio
@@ -51,14 +49,7 @@ async def conversation(exchanges: list[tuple[str, str]]) -> tuple[str, str]:
     """What the hosted observer was sent for a thread where the assistant asks each question and
     the user's next message is the reply, and the observations kept."""
     seen: list[str] = []
-
-    def observer(messages: list[Message], settings: Any) -> str:
-        sent = "\n".join(m.text for m in messages)
-        seen.append(sent)
-        echoed = " ".join(sent.split())[-3000:]
-        return f"<observations>\nDate: Jun 15, 2025\n* 🔴 (10:00) User said: {echoed}\n</observations>"
-
-    async with Memory("memory://", config=privacy_config(), observer=FunctionModel(observer, name="openai:x")) as memory:
+    async with Memory("memory://", config=privacy_config(), observer=echoing(seen)) as memory:
         user = "I need some help " + "please " * 10
         for question, reply in exchanges:
             turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(user)])

@@ -5,10 +5,13 @@ never produced a skill. The candidates it walks are awaited now until the review
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from obsmem.clock import FakeClock
 from obsmem.knowledge import Knowledge
+from obsmem.knowledge.store.scopes import Scope
 from obsmem.storage import Store
 from tests.knowledge.agents.conftest import agents_for, observation
 from tests.knowledge.agents.test_pins_learn import PROCEDURE, SECOND, approve_pending
@@ -18,15 +21,21 @@ pytestmark = pytest.mark.anyio
 OTHER = observation("* 🔴 (12:00) User stated the train was late.", day="Mar 6, 2025")
 
 
-async def test_a_procedure_approved_after_learn_walked_past_it_is_learned(
-    knowledge: Knowledge, store: Store, clock: FakeClock
-) -> None:
+async def _walked_while_pending(knowledge: Knowledge, store: Store, clock: FakeClock) -> tuple[Any, Scope]:
+    """Agents whose learn run walked past a procedure's two candidates while they were pending."""
     agents = agents_for(knowledge, store, clock)
     scope = agents.scope("acme", "alice", "t1")
     await agents.capture(PROCEDURE, scope, source_thread_id="t1")
     await agents.capture(SECOND, scope, source_thread_id="t1")
     early = await agents.learn(scope, "t1")  # both pending review: no support yet
     assert early.written == []
+    return agents, scope
+
+
+async def test_a_procedure_approved_after_learn_walked_past_it_is_learned(
+    knowledge: Knowledge, store: Store, clock: FakeClock
+) -> None:
+    agents, scope = await _walked_while_pending(knowledge, store, clock)
     await approve_pending(knowledge, scope.key)  # the reviewer, later
     await agents.capture(OTHER, scope, source_thread_id="t1")  # the conversation goes on
     late = await agents.learn(scope, "t1")
@@ -37,11 +46,7 @@ async def test_a_procedure_approved_after_learn_walked_past_it_is_learned(
 async def test_a_rejected_procedure_is_let_go_and_never_learned(
     knowledge: Knowledge, store: Store, clock: FakeClock
 ) -> None:
-    agents = agents_for(knowledge, store, clock)
-    scope = agents.scope("acme", "alice", "t1")
-    await agents.capture(PROCEDURE, scope, source_thread_id="t1")
-    await agents.capture(SECOND, scope, source_thread_id="t1")
-    await agents.learn(scope, "t1")
+    agents, scope = await _walked_while_pending(knowledge, store, clock)
     for record in (await knowledge.review.pending(scope.key)).items:
         await knowledge.review.reject(record.id, scope.key, reason="not true")
     report = await agents.learn(scope, "t1")
