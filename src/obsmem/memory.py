@@ -77,6 +77,8 @@ from obsmem.om.sections import observations_shown, remove_thread, split_sections
 from obsmem.storage import ACCEPTED_URLS, SQLiteStore, Store, open_store
 from obsmem.storage import leasing
 from obsmem.storage.notes import ERASED, erasing_note, import_note
+from obsmem.storage.notes import LANE_AGENTS as _LANE_AGENTS
+from obsmem.storage.notes import LANE_PREFIX as _LANE_PREFIX
 from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threads
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
@@ -126,11 +128,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("obsmem")
 
-#: The knowledge agents' lanes (see Memory._drop_lanes), and the names of their rows in the main
-#: store (obsmem.knowledge.agents.lanes.LANE_PREFIX and LANE_AGENTS; a test holds them equal).
+#: The knowledge agents' lanes (see Memory._drop_lanes).
 _LANES = "obsmem.knowledge.agents.lanes"
-_LANE_PREFIX = "obsmem:knowledge:lane:"
-_LANE_AGENTS = ("capture", "curate", "learn")
 
 
 def _has_section(text: str, thread_id: str) -> bool:

@@ -822,8 +822,9 @@ def _said_cued_letters(value: str) -> bool:
 
 
 def _said_cued_contracted(value: str) -> bool:
-    """:func:`_said_cued_word` (three letters too: "my password's abc"), and not what a password has ("the password's strength", "my
-    password's capitalisation": :data:`_POSSESSED`, or a noun's ending)."""
+    """:func:`_said_cued_word` (three letters too: "my password's abc"), and not what a password has
+    ("the password's strength", "my password's capitalisation": :data:`_POSSESSED`, or a noun's
+    ending)."""
     word = value.casefold()
     return word not in _POSSESSED and not word.endswith(_POSSESSED_ENDINGS) and _said_cued_word(value)
 
@@ -851,11 +852,11 @@ def _said_three_letters(value: str) -> bool:
     return len(word) == 3 and word not in _THREE_LETTER_STOP_WORDS and word not in _PASSWORD_LABEL_WORDS
 
 
-
 def _said_cued_word(value: str) -> bool:
     """After a cue (:data:`_SAID_CUED_LETTERS`): three letters (:func:`_said_three_letters`) or more
     (:func:`_said_cued_letters`)."""
     return _said_three_letters(value) if len(value) == 3 else _said_cued_letters(value)
+
 
 #: A value up to the end of its word (optionally quoted), then the clause's end or a blank.
 _WORD_VALUE = (r"[\"'`\u201c\u2018]?(?P<value>[^\s\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb()\[\]{}<>]{0,199}"

@@ -9,7 +9,9 @@ import hashlib
 import urllib.parse
 from typing import Literal
 
-__all__ = ["ERASE_UNFINISHED", "ERASING", "IMPORTING", "erasing_note", "import_note", "key_id"]
+__all__ = [
+    "ERASE_UNFINISHED", "ERASING", "IMPORTING", "LANE_AGENTS", "LANE_PREFIX", "erasing_note", "import_note", "key_id",
+]
 
 #: An import under way (:func:`obsmem.transfer.import_resource`): the threads, lineages and
 #: working-memory keys it writes, kept until it is done.
@@ -22,6 +24,12 @@ ERASING = "obsmem:erasing:"
 #: The SQLite store's row that says an erase began and its files are not cleaned yet (rebuilt,
 #: log truncated): ``SQLiteStore.note_erase``; the next open does a noted clean-up first.
 ERASE_UNFINISHED = "obsmem:erase-unfinished"
+
+#: The knowledge agents' lanes (:mod:`obsmem.knowledge.agents.lanes`): one row per agent and
+#: thread, ``<LANE_PREFIX><agent>:<thread id>``, and the index of them, ``<LANE_PREFIX>index``.
+#: Named here so that a thread's delete finds its lane rows without loading the knowledge package.
+LANE_PREFIX = "obsmem:knowledge:lane:"
+LANE_AGENTS = ("capture", "curate", "learn")
 
 #: The longest quoted id a key holds as it is (a long id quoted can triple in length).
 KEY_ID_MAX = 512

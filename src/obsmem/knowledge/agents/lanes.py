@@ -35,6 +35,7 @@ from typing import Any
 from obsmem.clock import Clock, SystemClock
 from obsmem.storage import leasing
 from obsmem.storage.contract import Store
+from obsmem.storage.notes import LANE_AGENTS, LANE_PREFIX
 
 __all__ = [
     "BACKOFF_MAX_S",
@@ -48,8 +49,6 @@ __all__ = [
     "backoff_delay",
 ]
 
-LANE_PREFIX = "obsmem:knowledge:lane:"
-LANE_AGENTS = ("capture", "curate", "learn")
 """The agents that keep a lane per source thread (``<agent>:<thread id>``)."""
 BACKOFF_START_S = 60.0
 BACKOFF_MAX_S = 3600.0
