@@ -36,6 +36,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_framework import (
@@ -324,15 +325,28 @@ def _kept_contents(message: Message) -> list[dict[str, Any]]:
 # -- the provider -----------------------------------------------------------------------------------
 
 
+@dataclass
+class _Run:
+    """One run's bookkeeping: its turn, the messages of the run stored so far (by :func:`_key`),
+    the calls :class:`_RunTools` stored as their tools ran, and one save at a time. Kept in the
+    run's ``SessionContext`` (its own), not by thread: two runs of a thread at once (a user who
+    sends a second message before the first is answered) each end with what they stored."""
+
+    turn: Turn
+    saved: Counter[str]
+    tool_runs: set[str] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
 class ObservationalMemoryProvider(HistoryProvider):
     """The agent's history, kept by obsmem (see the module docstring).
 
     ``thread_id``: the obsmem thread; default, the session's ``session_id`` (so
     ``agent.create_session(session_id="t1")`` names it). ``resource_id``: the thread's owner when
     obsmem creates it (default: the thread id). ``model``: the actor's ``provider:model`` id.
-    One provider (and one :class:`~obsmem.Memory`) serves concurrent runs on different sessions
-    (one run per session at a time). ``get_messages`` / ``save_messages`` read and write the raw
-    thread outside a run; like a run, they refuse a thread of another resource
+    One provider (and one :class:`~obsmem.Memory`) serves concurrent runs, of different sessions
+    or of one (each run stores what it made once). ``get_messages`` / ``save_messages`` read and
+    write the raw thread outside a run; like a run, they refuse a thread of another resource
     (:class:`~obsmem.errors.InvalidInputError`).
 
     Message ids: a ``message_id`` comes from the framework or the model server (``chatcmpl-…``,
@@ -363,10 +377,13 @@ class ObservationalMemoryProvider(HistoryProvider):
         self.thread_id = thread_id
         self.resource_id = resource_id
         self.model = model
-        self._turns: dict[str, Turn] = {}
-        self._saved: dict[str, Counter[str]] = {}  # per thread: the run's messages stored so far
-        self._tool_runs: dict[str, set[str]] = {}  # per thread: calls _RunTools stored (no chat layer)
-        self._locks: dict[str, asyncio.Lock] = {}  # per thread: one save of a run at a time
+        self._runs: dict[str, _Run] = {}  # per thread: its newest run, until that run ends
+        self._run_key = f"obsmem.run.{id(self)}"  # the run's _Run in its SessionContext.metadata
+
+    @property
+    def _turns(self) -> dict[str, Turn]:
+        """Per thread, the turn of its newest run (until that run ends)."""
+        return {thread: run.turn for thread, run in self._runs.items()}
 
     def _thread(self, session: AgentSession | None, context: SessionContext) -> str:
         thread = self.thread_id or (session.session_id if session is not None else None) or context.session_id
@@ -382,11 +399,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         state: dict[str, Any],
     ) -> None:
         thread = self._thread(session, context)
-        stale = self._turns.pop(thread, None)
-        self._saved.pop(thread, None)
-        self._tool_runs.pop(thread, None)
-        if stale is not None:  # a run that failed before its end
-            await stale.end()
+        stale = self._runs.pop(thread, None)
+        if stale is not None:  # a run that failed before its end, or one still going (it stores the
+            async with stale.lock:  # rest of its messages when it ends, in a turn of its own)
+                await stale.turn.end()
         inputs = list(context.input_messages)
         client = getattr(agent, "client", None)
         layered = client is None or isinstance(client, ChatMiddlewareLayer)
@@ -396,8 +412,9 @@ class ObservationalMemoryProvider(HistoryProvider):
         turn = await self.memory.begin_turn(
             thread_id=thread, resource_id=self.resource_id or thread, messages=new, model=self.model
         )
-        self._turns[thread] = turn
-        self._saved[thread] = Counter(_key(m) for m in inputs)
+        run = _Run(turn, Counter(_key(m) for m in inputs))
+        self._runs[thread] = run
+        context.metadata[self._run_key] = run
         window = turn.context
         lead = len(window.instructions) + len(window.system_messages)
         input_ids = {m.id for m in new}
@@ -410,10 +427,9 @@ class ObservationalMemoryProvider(HistoryProvider):
             moved = {m.message_id for m in to_agent_framework(body[last + 1:]) if m.message_id}
         if layered:
             question = _key(inputs[-1]) if inputs else ""
-            context.extend_middleware(self.source_id, _RunSteps(self, thread, turn, moved, question))
+            context.extend_middleware(self.source_id, _RunSteps(self, thread, run, moved, question))
         else:  # a client without the chat-middleware layer: each tool that runs is stored as it ran
-            self._tool_runs[thread] = set()
-            context.extend_middleware(self.source_id, _RunTools(self, thread, turn))
+            context.extend_middleware(self.source_id, _RunTools(self, run))
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
@@ -452,10 +468,14 @@ class ObservationalMemoryProvider(HistoryProvider):
         state: dict[str, Any],
     ) -> None:
         thread = self._thread(session, context)
-        turn = self._turns.pop(thread, None)
-        saved = self._saved.pop(thread, Counter())
-        tool_runs = self._tool_runs.pop(thread, set())
-        self._locks.pop(thread, None)  # the run's steps are over
+        run = context.metadata.pop(self._run_key, None)
+        if not isinstance(run, _Run):  # not begun by this provider's before_run: the thread's newest
+            run = self._runs.get(thread)
+        if run is not None and self._runs.get(thread) is run:
+            del self._runs[thread]
+        turn = run.turn if run is not None else None
+        saved = run.saved if run is not None else Counter()
+        tool_runs = run.tool_runs if run is not None else set()
         response = context.response
         messages = list(response.messages) if response is not None and response.messages else []
         unsaved = [m for m in messages if not _take(saved, _key(m))]  # the steps saved them already
@@ -466,13 +486,14 @@ class ObservationalMemoryProvider(HistoryProvider):
             turn = await self.memory.begin_turn(thread_id=thread, resource_id=self.resource_id or thread)
         await turn.end(new)
 
-    async def _save_step(self, thread: str, turn: Turn, sent: Sequence[AFMessage]) -> None:
+    async def _save_step(self, thread: str, run: _Run, sent: Sequence[AFMessage]) -> None:
         """Before a model call of a run: save what the run added since its last save (the tool
-        calls and the results of the tools that ran), as a step of the run's turn."""
-        if self._turns.get(thread) is not turn or turn.ended:
-            return  # not this run's (it ended, or another run began)
-        async with self._locks.setdefault(thread, asyncio.Lock()):
-            saved = self._saved.setdefault(thread, Counter())
+        calls and the results of the tools that ran), as a step of the run's turn. Once that turn
+        ended (another run of the thread began), the run's end stores the rest."""
+        async with run.lock:
+            turn, saved = run.turn, run.saved
+            if turn.ended:
+                return
             left = Counter(saved)
             fresh = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
             if not fresh:
@@ -482,13 +503,14 @@ class ObservationalMemoryProvider(HistoryProvider):
             saved.update(_key(m) for m in fresh)
 
     async def _save_tool_run(
-        self, thread: str, turn: Turn, call_id: str, name: str, arguments: Any, result: Any, error: str | None
+        self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None
     ) -> None:
         """A tool that ran (a client without the chat-middleware layer): its call, unless the
         thread holds it already (an approved call), and its result, as a step of the run's turn."""
-        if self._turns.get(thread) is not turn or turn.ended:
-            return
-        async with self._locks.setdefault(thread, asyncio.Lock()):
+        async with run.lock:
+            turn = run.turn
+            if turn.ended:
+                return
             held = any(c.tool_call_id == call_id for m in turn.context.raw_messages for c in m.tool_calls)
             args = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments or {})
             made: list[AFMessage] = []
@@ -500,7 +522,7 @@ class ObservationalMemoryProvider(HistoryProvider):
             new = from_agent_framework(made, history=[AFMessage("assistant", [
                 Content.from_function_call(call_id, name, arguments="{}")])])
             await turn.step(new)
-            self._tool_runs.setdefault(thread, set()).add(call_id)
+            run.tool_runs.add(call_id)
 
     async def _own_ids(
         self, thread: str, originals: Sequence[AFMessage], messages: list[Message], *, made: bool = False
@@ -592,12 +614,12 @@ class _RunSteps(ChatMiddleware):
     model reads them in their order and answers from their results."""
 
     def __init__(
-        self, provider: ObservationalMemoryProvider, thread: str, turn: Turn,
+        self, provider: ObservationalMemoryProvider, thread: str, run: _Run,
         moved: set[str] | None = None, question: str = "",
     ) -> None:
         self.provider = provider
         self.thread = thread
-        self.turn = turn
+        self.run = run
         self.moved = moved or set()
         self.question = question
 
@@ -606,7 +628,7 @@ class _RunSteps(ChatMiddleware):
         if self.moved:
             messages = _after_question(messages, self.moved, self.question)
             context.messages = messages
-        await self.provider._save_step(self.thread, self.turn, messages)
+        await self.provider._save_step(self.thread, self.run, messages)
         placed = _late_results_in_place(messages)
         if placed is not messages:
             context.messages = placed
@@ -671,10 +693,9 @@ class _RunTools(FunctionMiddleware):
     """One run's function middleware, for a client without the chat-middleware layer: stores
     each tool call and its result as the tool returns (or raises)."""
 
-    def __init__(self, provider: ObservationalMemoryProvider, thread: str, turn: Turn) -> None:
+    def __init__(self, provider: ObservationalMemoryProvider, run: _Run) -> None:
         self.provider = provider
-        self.thread = thread
-        self.turn = turn
+        self.run = run
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
@@ -685,13 +706,13 @@ class _RunTools(FunctionMiddleware):
         except Exception as exc:
             if isinstance(call_id, str):
                 await self.provider._save_tool_run(
-                    self.thread, self.turn, call_id, context.function.name, context.arguments,
+                    self.run, call_id, context.function.name, context.arguments,
                     f"Error: {exc}", type(exc).__name__,
                 )
             raise
         if isinstance(call_id, str):
             await self.provider._save_tool_run(
-                self.thread, self.turn, call_id, context.function.name, context.arguments, context.result,
+                self.run, call_id, context.function.name, context.arguments, context.result,
                 None,
             )
 
