@@ -70,7 +70,7 @@ from obsmem.knowledge.store.contract import KnowledgeStore, Record, RecordView, 
 from obsmem.knowledge.store.scopes import Scope, clamp_level, Level
 from obsmem import telemetry
 
-__all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due", "same_fact"]
+__all__ = ["CAPTURE_GUIDANCE", "RESERVED_NODES", "CurateAgent", "curation_due", "may_remove", "same_fact"]
 
 logger = logging.getLogger("obsmem.knowledge")
 
@@ -515,6 +515,8 @@ class CurateAgent:
         me, mine = peers.describe(record)
 
         async def remove(victim: Record, reason: str, keeper: Record, *, changed: bool = False) -> None:
+            if not may_remove(victim, keeper):
+                return  # the org's record stays: one user's record is no reason for the whole org
             if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
                 # An unreviewed candidate is invisible to reads until approved: it never takes a
                 # verified record (a reviewer's, say) out of them. Approved, a newer value of the
@@ -653,3 +655,12 @@ class CurateAgent:
         elif existing.content != content:
             await self.store.update_node(existing.id, existing.version, scope=context.key, actor=ACTOR,
                                          reason="curate: capture guidance updated", content=content)
+
+
+def may_remove(victim: Record, keeper: Record) -> bool:
+    """Whether curation may take ``victim`` out of the reads because of ``keeper``: not a record
+    the whole organisation reads (stored at an org scope) because of one resource's or thread's
+    record. Every other user of the org would lose it with nothing in its place they can see,
+    and the removal's reason, logged at the org scope where their audit log reads it, quotes the
+    keeper's text. Within one resource (a thread's newer value closing the resource's) it may."""
+    return Scope.parse(victim.scope).resource is not None or Scope.parse(keeper.scope).resource is None

@@ -33,7 +33,7 @@ from typing import Any
 from obsmem.errors import ModelOutputError
 from obsmem.knowledge.agents.capture import CaptureAgent
 from obsmem.knowledge.agents.common import ALL_RECORDS, AgentRun, AgentSettings
-from obsmem.knowledge.agents.curate import CurateAgent
+from obsmem.knowledge.agents.curate import CurateAgent, may_remove
 from obsmem.knowledge.agents.extract import Proposal
 from obsmem.knowledge.agents.lanes import Lanes
 from obsmem.knowledge.agents.learn import LearnAgent
@@ -320,6 +320,9 @@ class LLMCurateAgent(CurateAgent):
                 raise ValueError("kind must be 'duplicate' or 'superseded', with a one-sentence reason")
             if kind == "superseded" and (victim.attribute is None or victim.attribute != keeper.attribute):
                 raise ValueError("supersession is bounded to the same attribute; these differ")
+            if not may_remove(victim, keeper):
+                raise ValueError("record_id is the organisation's, because_of one user's: an org-wide record "
+                                 "is never removed because of a narrower one")
             if victim.deleted_at is not None:
                 return {"removed": victim.id, "already": True}
             if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
