@@ -32,7 +32,7 @@ from obsmem import (
 )
 from obsmem.knowledge import Knowledge, TrustState
 from obsmem.om.receipts import Receipt
-from obsmem.om.sections import observations_shown
+from obsmem.om.sections import observations_shown, visible_sections
 from obsmem.om.status import ThreadStatus
 from obsmem.profiles import PRICES_AS_OF
 from obsmem.server.access import Principal, addressable, authenticate, bearer_token, check_dev_host, scopable
@@ -439,14 +439,19 @@ async def get_observations(thread_id: str, principal: Caller, service: ServiceDe
 
 def _record_json(record: ObservationRecord, thread_id: str, service: Service) -> dict[str, Any]:
     """``record`` as ``thread_id`` may read it: in resource scope without sharing, only its own
-    observations, per-thread state and buffered chunks (the record is the resource's)."""
+    observations, per-thread state, buffered chunks and part of the buffered reflection (made
+    over every thread's sections: the record is the resource's)."""
     config = service.memory.config
     if record.scope != "resource" or config.share_threads_in_resource:
         return record.model_dump(mode="json")
+    reflection = record.buffered_reflection
+    if reflection is not None:
+        reflection = reflection.model_copy(update={"text": visible_sections(reflection.text, thread_id, shared=False)})
     shown = record.model_copy(update={
         "active_observations": observations_shown(record, thread_id, config),
         "threads": {k: v for k, v in record.threads.items() if k == thread_id},
         "buffered_chunks": tuple(c for c in record.buffered_chunks if c.thread_id == thread_id),
+        "buffered_reflection": reflection,
     })  # fmt: skip
     return shown.model_dump(mode="json")
 
