@@ -9,7 +9,8 @@ values after key-like names, and a password, PIN or door code said in prose with
 could be: "my password is Sunflower42", "PIN is 4821", "kod do drzwi to 4821", "pass: Tulip77x",
 "alarm: 4821", "door code 4821", "CVV 482", "netflix pw Tulip77x", "my password is
 correcthorsebattery", "my password is tulipsun", "my password is abc", "The key is Tulip77x", "Your code:
-482913", "what is the password? it is tulipsun") and the PII categories it is given
+482913", "what is the password? it is tulipsun", "my password is correct horse battery staple",
+"security answer: fluffy") and the PII categories it is given
 (:data:`PII_CATEGORIES`) by a stable placeholder ``[REDACTED:<category>:<8 hex>]``. The suffix is a keyed HMAC-SHA256 of the
 value: the same value always gets the same placeholder under one key (so a model can still tell
 two different values apart, and refer to one consistently), while without the key a placeholder
@@ -210,7 +211,7 @@ _PASSWORD_LABEL_WORDS = frozenset(
     "required optional mandatory none n/a na tbd tba hidden field empty blank incorrect invalid wrong changed "
     "reset expired missing unset not masked protected encrypted hashed unchanged updated saved sent needed "
     "provided supplied enabled disabled weak medium strong fair ok yes no see below above same match matches "
-    "mismatch forgotten locked".split()
+    "mismatch forgotten locked ask check contact call email at use".split()
 )
 
 
@@ -378,6 +379,7 @@ def _encoded_secret(value: str) -> bool:
 _SAID_PASSWORD = (
     r"pass(?:word|phrase)|passwd|pw|clave|passwort|kennwort|mot de passe|contrase[ñn]a|senha|wachtwoord"
     r"|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|[şs]ifre(?:si)?|парол[ья]|wi-?fi[ -]key|network key"
+    r"|secret[ -]word|code[ -]word"
 )
 #: The words for a PIN (digits only).
 _SAID_PIN = (r"pin(?:[ -]?(?:code|number|nummer))?|pinkod(?:en)?|pincode|passcode|puk|geheimzahl|code pin|codice pin|kod pin|digicode"
@@ -737,10 +739,11 @@ def _said_quoted_letters(value: str) -> bool:
 #: transcript's "User (10:00): Password is kiwi."); four letters or more, and no describing word
 #: (:func:`_said_cued_letters`: "The password is unbreakable." stays). The copula is matched in
 #: any case ("MY PASSWORD IS TULIPSUN").
-_CUED_WORDS = r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key)"
+_CUED_WORDS = r"(?i:pass(?:word|phrase|code)|passwd|wi-?fi key|network key|secret[ -]word|code[ -]word)"
 _CUED_BY = (
     r"(?:(?<![^\W\d_])(?i:my|our|your|his|her|their|the)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}" + _CUED_WORDS
-    + r"|(?:(?m:^)[ \t>*_-]{0,6}|(?<=[.!?:][ \t]))" + _CUED_WORDS
+    + r"|(?:(?m:^)[ \t>*_-]{0,6}|(?<=[.!?:][ \t]))"
+    r"(?:(?i:wi-?fi|wlan|router|network|admin|root|guest|home|email|account|master)[ \t]{1,3})?" + _CUED_WORDS
     + r"|(?<![^\W\d_])(?<![_.-])(?i:pw))(?![^\W\d_])"
 )
 _SAID_CUED_LETTERS = _re(_CUED_BY + _LETTERS_IS + r"(?P<value>[^\W\d_]{3,64})" + _LETTERS_END)
@@ -761,7 +764,7 @@ _CUED_STOP_WORDS = frozenset(
     "taken written chosen forgotten frozen proven rotten given shaken honest modest latest oldest newest easiest "
     "hardest longest shortest strongest weakest safest simplest plaintext cleartext similar dissimilar tomorrow "
     "tonight yesterday upstairs downstairs underneath nearby backwards forwards bcrypt scrypt yescrypt "
-    "argon crypt ntlm unicode".split()
+    "argon crypt ntlm unicode please thanks".split()
 )
 #: Short words (four or five letters) a sentence about a password ends in: "the password is fake",
 #: "my password is also", "password is what?", "the password is sent". A shorter password counts
@@ -1027,6 +1030,161 @@ _SAID_PWD = _re(
 )
 
 
+# The forms helper 173 left open: a passphrase of ordinary words ("my password is correct horse
+# battery staple", "password: tulip sun"), a password of letters after "pass is", "use the
+# password …" and "… as the password", a security question's answer, a three-digit PIN after
+# "my PIN is", and the whole reply to "Which PIN should I use?". Every repetition is bounded and
+# each pattern opens at a word boundary: linear, as the detectors above.
+
+#: A passphrase after a password word and its copula or colon: two to eight words of letters
+#: (joined by a space or a hyphen) that end the clause; :func:`_said_phrase` decides.
+_SAID_PHRASE = _re(
+    r"(?:" + _CUED_BY + _LETTERS_IS
+    + r"|(?<![^\W\d_])(?<![_.-])(?i:pass(?:word|phrase)|passwd|pw)(?![^\W\d_])[ \t]{0,3}[:=][ \t]{0,3})"
+    r"(?P<value>[^\W\d_]{2,30}(?:[ -][^\W\d_]{2,30}){1,7})" + _LETTERS_END
+)
+#: Words a sentence about a password is made of beside the describing and stop words above: "the
+#: password is on the fridge", "… is in my notebook", "… is hard to remember".
+_FUNCTION_WORDS = frozenset(
+    "me you him them us we they i my your his her our their its this that these those there here what "
+    "which who whom whose when where why how into onto from about over under after before between "
+    "through during without within upon via per like plus minus else also just then than off out up "
+    "down away back both either neither each every another other such own should would could can will "
+    "shall may might must do does did done have has had having being am are were is be not nor yet so "
+    "if unless until while because since though although whether lot bit kind sort type part same very "
+    "really pretty somewhat".split()
+)
+#: A first word that makes the phrase an instruction, not a password ("Password: ask admin").
+_PHRASE_NOT_FIRST = frozenset(
+    "ask check call contact email text ping try use type enter read look find get request send sent "
+    "reach message visit open click go follow refer consult".split()
+)
+#: Where a password is written down: "the password is sticky note", "… is router sticker".
+_PHRASE_PLACES = frozenset(
+    "note notes notebook paper sticker label drawer fridge wallet card document doc sheet folder desk "
+    "monitor router box whiteboard vault keychain envelope".split()
+)
+_PHRASE_STOP_WORDS = (_PHRASE_WORDS | _FUNCTION_WORDS | _CUED_STOP_WORDS | _SHORT_STOP_WORDS
+                      | _THREE_LETTER_STOP_WORDS | _PASSWORD_LABEL_WORDS | _PHRASE_PLACES)
+
+
+def _describing(word: str) -> bool:
+    return word in _DESCRIBING_WORDS or (word.endswith(_CUED_ENDINGS) and word not in _NAMED_LIKE_DESCRIBING)
+
+
+def _said_phrase(value: str) -> bool:
+    """A passphrase of ordinary words: two to eight words in lower case (or capitalised), eight
+    letters or more,
+    no function word or word that says where or what a password is (:data:`_PHRASE_STOP_WORDS`:
+    "too short", "on the fridge", "no longer valid"), no instruction first ("ask admin"); a
+    phrase of two or three words has no describing word at all ("case sensitive", "really
+    long", "public knowledge"), a longer one none last ("correct horse battery staple" is one)."""
+    written = value.replace("-", " ").split()
+    if not 2 <= len(written) <= 8 or not all(word.islower() or word.istitle() for word in written):
+        return False
+    words = [word.casefold() for word in written]
+    if sum(map(len, words)) < 8:
+        return False
+    if words[0] in _PHRASE_NOT_FIRST or any(word in _PHRASE_STOP_WORDS for word in words):
+        return False
+    described = words if len(words) <= 3 else words[-1:]
+    return not any(_describing(word) for word in described)
+
+
+#: A password of letters after "pass" where the word is a password's label: at the start of a
+#: line or sentence ("pass is tulipsun", "Pass: hollyoak"; not "my pass is yellow", a ticket, nor
+#: "PASS = ignore", a constant).
+_SAID_PASS_LETTERS = _re(
+    r"(?:(?m:^)[ \t>*_-]{0,6}|(?<=[.!?:][ \t]))(?i:pass)(?![^\W\d_])"
+    + "".join(f"(?<!{re.escape(word)} pass)" for word in _NOT_A_PASSWORD_PASS)
+    + r"(?:[ \t]{0,3}:[ \t]{0,3}|[ \t]{1,3}(?i:is|was)(?:[ \t]{1,3}(?i:now|still))?[ \t]{1,3})"
+    r"(?P<value>[^\W\d_]{3,64})" + _LETTERS_END,
+    re.IGNORECASE,
+)
+#: What a test report puts after "Pass:".
+_PASS_RESULT_WORDS = frozenset(
+    "fail failed failure pass passed skip skipped flaky error warn warning info".split()
+)
+
+
+def _said_pass_letters(value: str) -> bool:
+    return value.casefold() not in _PASS_RESULT_WORDS and _said_cued_word(value)
+
+
+#: A password of letters said as what to type: "use the password tulipsun", "enter password
+#: bluemoon", "try the wifi password frostpine" (not "use the password manager").
+_SAID_USE_PASSWORD = _re(
+    r"(?=[UuTtEeIi])(?<![^\W\d_])(?i:use|try|enter|type|input)[ \t]{1,3}"
+    r"(?:(?i:the|my|our|your|this)[ \t]{1,3})?"
+    r"(?:[^\W\d_]{1,20}[ \t]{1,3}){0,2}?" + _CUED_WORDS + r"(?![^\W\d_])[ \t]{1,3}[\"'`\u201c\u2018]?"
+    r"(?P<value>[^\W\d_]{3,64})" + _LETTERS_END
+)
+#: What follows "use the password" and is part of its name: "… manager", "… generator", "… grant".
+_PASSWORD_COMPOUNDS = frozenset(
+    "manager managers generator vault app apps tool tools keeper file files option options feature "
+    "link page screen dialog button menu setting settings login mechanism protection flow grant flag "
+    "argument parameter variable command method approach instead prompt field box form input".split()
+)
+
+
+def _said_used_password(value: str) -> bool:
+    return value.casefold() not in _PASSWORD_COMPOUNDS and _said_cued_contracted(value)
+
+
+#: A password of letters before its word: "log in with tulipsun as the password", "I used
+#: quillrose as my password." (the word ends the clause, as in :data:`_SAID_BEFORE`).
+_SAID_AS_PASSWORD = _re(
+    r"(?=[WwUuTtCcPp])(?<![^\W\d_])(?i:with|use|uses|used|using|try|tried|chose|choose|picked|pick)[ \t]{1,3}"
+    r"[\"'`\u201c\u2018]?(?P<value>[^\W\d_]{3,64})[\"'`\u201d\u2019]?[ \t]{1,3}(?i:as)[ \t]{1,3}"
+    r"(?i:my|our|his|her|their|your|the)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}"
+    r"(?i:pass(?:word|phrase|code)|passwd|pw)(?![^\W\d_])"
+    r"(?=[ \t]{0,3}(?:[.,;!?)]|\r?\n|$)|[ \t]{1,3}(?:for|on|at|and|but|now|too|here|there)(?![^\W\d_]))"
+)
+_AS_PASSWORD_STOP_WORDS = frozenset("username usernames nickname birthday phone".split())
+
+
+def _said_as_password(value: str) -> bool:
+    return value.casefold() not in _AS_PASSWORD_STOP_WORDS and _said_cued_word(value)
+
+
+#: The answer to a security question, any word: "security answer: fluffy", "my security answer is
+#: fluffy", "the answer to my security question is Paris" (one word that ends the clause).
+_SAID_SECURITY_ANSWER = _re(
+    r"(?=[SsAa])(?<![^\W\d_])(?i:security[ \t]{1,3}(?:question[ \t]{1,3})?answer|answer[ \t]{1,3}to[ \t]{1,3}"
+    r"(?:my|the|your|our)[ \t]{1,3}security[ \t]{1,3}question)(?![^\W\d_])"
+    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]{1,3}(?i:is|was):?[ \t]{1,3})" + _WORD_VALUE + _CLAUSE_END
+)
+
+
+def _said_answer(value: str) -> bool:
+    word = value.casefold()
+    return (_password_value(value) and word not in _DESCRIBING_WORDS and word not in _PASSWORD_LABEL_WORDS
+            and word not in _SHORT_STOP_WORDS)
+
+
+#: A PIN of three digits after whose it is ("my PIN is 482", "my bank PIN is 907"; "The PIN is
+#: 615." in capitals), not a board's pin ("the pin is 120", "my GPIO pin is 121").
+_NOT_BOARD_PIN = (r"(?:[ \t]{1,3}(?!(?i:gpio|reset|data|led|output|input|ground|power|analog|digital|clock"
+                  r"|enable|signal|header|pin)(?![^\W\d_]))[^\W\d_]{1,20}){0,2}?[ \t]{1,3}")
+_SAID_SHORT_PIN = _re(
+    r"(?=[MmOoYyHhTt])(?<![^\W\d_])(?:(?i:my|our|your|his|her|their)" + _NOT_BOARD_PIN
+    + r"(?i:pin(?:[ -]?(?:code|number))?|passcode)|(?i:the)" + _NOT_BOARD_PIN
+    + r"(?:PIN(?:[ -]?(?i:code|number))?|(?i:pin[ -]?(?:code|number)|passcode)))(?![^\W\d_])"
+    r"(?:[ \t]{1,3}(?i:is|was)(?:[ \t]{1,3}(?i:now|still))?|['\u2019]s|[ \t]{0,3}:)[ \t]{1,3}"
+    r"(?P<value>\d{3})(?![\w#*-]|[.,:/]\d)" + _CLAUSE_END
+)
+#: The whole reply to a question that asks which password or PIN to use: "Which PIN should I
+#: use?" then "7305", "What password should I set for the router?" then "Orchid55k" (not "What
+#: password manager do you use?": the word is followed by the question's verb and subject).
+_SAID_REPLIED_WHICH = _re(
+    r"(?=[WwHh])(?<![^\W\d_])(?i:which|what)(?:[ \t]{1,3}[^\W\d_]{1,20}){0,2}?[ \t]{1,3}"
+    r"(?i:pass(?:word|phrase|code)|passwd|pw|pin(?:[ -](?:code|number))?|wi-?fi key|network key)"
+    r"[ \t]{1,3}(?i:should|shall|do|did|would|will|can|could)[ \t]{1,3}(?i:i|we|you)"
+    r"(?:[ \t]{1,3}(?i:use|enter|type|try|set|pick|choose|want|give|need))?(?![^\W\d_])"
+    rf"(?i:{_SAID_FOR})" + _REPLY
+)
+
+
 _DB_SCHEMES = (
     "postgres|postgresql|mysql|mariadb|mongodb|mongodb\\+srv|redis|rediss|amqp|amqps|mssql|sqlserver|"
     "oracle|cockroachdb|clickhouse|couchdb|neo4j|neo4j\\+s|bolt|cassandra|snowflake|db2"
@@ -1128,6 +1286,8 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
             r"(?P<value>[A-Za-z0-9._~+/=-]{8,8000})"),
         _password_value,
     ),
+    # Before the assignment form, which would take the first word of "password: tulip sun" alone.
+    Detector("password", _SAID_PHRASE, _said_phrase),
     Detector(
         "password",
         _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
@@ -1237,6 +1397,12 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_PWD, _said_password),
     Detector("password", _SAID_APP_PASSWORD),
     Detector("password", _SAID_REPLIED, _said_reply),
+    Detector("password", _SAID_REPLIED_WHICH, _said_reply),
+    Detector("password", _SAID_PASS_LETTERS, _said_pass_letters),
+    Detector("password", _SAID_USE_PASSWORD, _said_used_password),
+    Detector("password", _SAID_AS_PASSWORD, _said_as_password),
+    Detector("password", _SAID_SECURITY_ANSWER, _said_answer),
+    Detector("password", _SAID_SHORT_PIN),
     Detector("secret", _SHORT_KEY_ASSIGNED, _said_key),
     Detector("password", _SAID_PAIR, _said_password),
     Detector("password", _SAID_BEFORE, _said_password),
