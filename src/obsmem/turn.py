@@ -58,7 +58,7 @@ from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
-from obsmem.storage.contract import ObservationRecord, Store, lineage_key
+from obsmem.storage.contract import ObservationRecord, Store, lineage_key, rewriting
 from obsmem.storage.forgetting import forgotten_ids
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -660,7 +660,8 @@ class Turn:
             recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
             kept, closings = answer_late(recent[::-1], messages)
             if closings:
-                await self._store.save_messages(self.thread.id, closings)
+                with rewriting():  # stored messages read just now, rewritten (a forget's among them too)
+                    await self._store.save_messages(self.thread.id, closings)
                 self._input_saved = True  # (some of) the input is stored: a failure after this says so
         return kept
 

@@ -104,7 +104,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -156,6 +158,8 @@ __all__ = [
     "replace_working_memory_if_unchanged",
     "rewrite_generation_if_unchanged",
     "rewrite_message_by_save",
+    "rewriting",
+    "saves_forgotten",
     "rewrite_message_if_unchanged",
     "same_message",
     "same_record",
@@ -522,6 +526,12 @@ class Store(Protocol):
         call, or the turn reads the thread again. A store written before the guard (no
         ``after_seq`` parameter) still works: the guard is then checked with a read just before
         its save (not atomic with it).
+
+        A message whose id is among the thread's forgotten ids (those a forget rewrote or
+        deleted: :func:`obsmem.storage.forgetting.forgotten_ids`) is neither written nor
+        returned, checked in the save's own write (an old copy saved back, even by a caller that
+        read the thread before the forget noted it, cannot bring the value back); inside
+        :func:`rewriting` (obsmem rewriting what it read) it is written as any other.
         """
         ...
 
@@ -1083,8 +1093,30 @@ async def rewrite_message_by_save(store: Store, message: Message, *, expected: M
     found = await store.get_messages([message.id])
     if not found or not same_message(found[0], expected) or found[0].thread_id is None:
         return False
-    await store.save_messages(found[0].thread_id, [message])
+    with rewriting():
+        await store.save_messages(found[0].thread_id, [message])
     return True
+
+
+_REWRITING: ContextVar[bool] = ContextVar("obsmem_rewriting", default=False)
+
+
+@contextmanager
+def rewriting() -> Iterator[None]:
+    """Saves made inside are obsmem rewriting stored messages it just read (a forget's rewrite,
+    a late tool result put in its place): a message's id among its thread's forgotten ids does
+    not stop them (see :meth:`Store.save_messages`). A store reads it with :func:`saves_forgotten`
+    in its ``save_messages`` call, on the caller's task."""
+    token = _REWRITING.set(True)
+    try:
+        yield
+    finally:
+        _REWRITING.reset(token)
+
+
+def saves_forgotten() -> bool:
+    """Whether the running save is inside :func:`rewriting`."""
+    return _REWRITING.get()
 
 
 async def replace_working_memory_if_unchanged(

@@ -38,6 +38,7 @@ observation quoted onto one line).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -49,8 +50,9 @@ from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadStat
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
-    "FORGOTTEN", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines",
-    "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds", "json_strings", "with_forgotten_ids",
+    "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines",
+    "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds", "json_strings", "parse_forgotten_ids",
+    "with_forgotten_ids",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
@@ -67,6 +69,19 @@ MAX_FORGOTTEN_IDS = 1_000
 # The entries of a thread's ``metadata["obsmem"]`` that hold message ids and seqs, no text: these
 # ids and the recorded instructions (obsmem.om.context.remember_instructions).
 _OWN_ID_ENTRIES: Final = frozenset({_FORGOTTEN_IDS, "instructions"})
+
+
+#: Where a store's query finds :func:`forgotten_ids` in a thread's metadata (a JSON path).
+FORGOTTEN_JSON_PATH: Final = f"$.{_OWN}.{_FORGOTTEN_IDS}"
+
+
+def parse_forgotten_ids(raw: str) -> frozenset[str]:
+    """:func:`forgotten_ids` from the JSON a store's query found at :data:`FORGOTTEN_JSON_PATH`."""
+    try:
+        ids = json.loads(raw)
+    except ValueError:
+        return frozenset()
+    return frozenset(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else frozenset()
 
 
 def forgotten_ids(thread: Thread) -> frozenset[str]:

@@ -49,8 +49,10 @@ from obsmem.storage.contract import (
     WriteResult,
     lease_purge_before,
     lineage_key,
+    rewriting,
     same_message,
     same_record,
+    saves_forgotten,
 )
 from obsmem.storage.contract import (
     DeadWork,
@@ -61,6 +63,7 @@ from obsmem.storage.contract import (
     may_hold_sections,
     work_counts_of,
 )
+from obsmem.storage.forgetting import forgotten_ids
 from obsmem.storage.paging import newest_arguments
 from obsmem.storage.rules import (
     acquired_lease,
@@ -258,6 +261,8 @@ class MemoryStore(ClosingContext):
         self._open()
         thread = self._thread(thread_id)
         check_storable(messages=messages)
+        forgotten = frozenset() if saves_forgotten() else forgotten_ids(thread)  # a forget's: never stored again
+        messages = [m for m in messages if m.id not in forgotten] if forgotten else messages
         if after_seq is not None:  # the ordering guard: a newer message that calls or answers a tool
             for message_id in reversed(self._thread_messages[thread_id]):
                 newer = self._messages[message_id]
@@ -357,7 +362,8 @@ class MemoryStore(ClosingContext):
         stored = self._messages.get(message.id)
         if stored is None or stored.thread_id is None or not same_message(stored, expected):
             return False
-        await self.save_messages(stored.thread_id, [message])  # (no await inside: nothing runs between)
+        with rewriting():
+            await self.save_messages(stored.thread_id, [message])  # (no await inside: nothing runs between)
         return True
 
     async def delete_messages(self, message_ids: list[str]) -> int:

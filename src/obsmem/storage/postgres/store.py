@@ -58,6 +58,7 @@ from obsmem.calls import ModelCall, UsageRow
 from obsmem.redact import redact_secrets
 from obsmem.storage import ledger, paging
 from obsmem.storage.decoded import LONG_ROW_CHARS, DecodedMessages, LongRows
+from obsmem.storage.forgetting import forgotten_ids
 from obsmem.storage.postgres import leases as postgres_leases
 from obsmem.storage.migrations import MIGRATE_MODES, migrate_mode
 from obsmem.storage.postgres import migrations as postgres_migrations
@@ -78,6 +79,7 @@ from obsmem.storage.contract import (
     check_page_limit,
     lineage_key,
     same_message,
+    saves_forgotten,
 )
 from obsmem.storage.rules import (
     check_limit,
@@ -602,31 +604,38 @@ class PostgresStore(ClosingContext):
     async def save_messages(
         self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
     ) -> list[Message]:
-        """New messages go in with one statement that locks the thread's row before drawing their
-        seqs (so seq follows commit order within the thread) and commits at once; no lock is held
-        while this process does anything else. Re-saved ids are updated in place.
+        """The save is one transaction: the thread's row is locked first and its forgotten ids
+        read from it (see the contract); with ``after_seq`` (the ordering guard) its newer messages
+        that call or answer a tool are looked for next (a statement of its own, so it sees every
+        save that held the lock before; the document's text names a ``tool_call_id`` only for such
+        parts, text quoting one is escaped); then the rows are written, new ones with one
+        statement that locks the thread's row again before drawing their seqs (so seq follows
+        commit order within the thread). Re-saved ids are updated in place. Inside
+        :func:`~obsmem.storage.contract.rewriting` with no guard, that statement alone (committed
+        at once; no lock held while this process does anything else)."""
 
-        With ``after_seq`` (the ordering guard) the save is one transaction: the thread's row is
-        locked first, then its newer messages that call or answer a tool are looked for (a
-        statement of its own, so it sees every save that held the lock before; the document's
-        text names a ``tool_call_id`` only for such parts, text quoting one is escaped), then the
-        rows are written."""
+        keep = saves_forgotten()
 
         async def guarded(conn: Conn) -> list[Message]:
-            assert after_seq is not None
             async with conn.transaction():
                 thread = await self._require_thread(conn, thread_id, "FOR NO KEY UPDATE")
-                cur = await conn.execute(_NEWER_TOOL_MESSAGE, {
-                    "thread": thread_id, "after": _seq_bounds(after_seq, None)[0], "needle": '"tool_call_id": ',
-                })
-                row = await cur.fetchone()
-                if row is not None:  # a newer message that calls or answers a tool
-                    raise ThreadChangedError(thread_id, after_seq, row[0])
-                return await op(conn, thread)
+                if after_seq is not None:
+                    cur = await conn.execute(_NEWER_TOOL_MESSAGE, {
+                        "thread": thread_id, "after": _seq_bounds(after_seq, None)[0], "needle": '"tool_call_id": ',
+                    })
+                    row = await cur.fetchone()
+                    if row is not None:  # a newer message that calls or answers a tool
+                        raise ThreadChangedError(thread_id, after_seq, row[0])
+                # The thread's forgotten ids, read from its row locked: a forget notes them there
+                # (an update of the row) before it rewrites. Never stored again.
+                forgotten = frozenset() if keep else forgotten_ids(thread)
+                return await op(conn, thread, [m for m in messages if m.id not in forgotten])
 
-        async def op(conn: Conn, thread: Thread | None = None) -> list[Message]:
+        async def op(conn: Conn, thread: Thread | None = None, messages: list[Message] = messages) -> list[Message]:
             if thread is None:
                 thread = await self._require_thread(conn, thread_id)
+            if not messages:
+                return []
             check_storable(messages=messages)
             for message in messages:
                 check_message_owner(message, thread)
@@ -651,7 +660,8 @@ class PostgresStore(ClosingContext):
             async with conn.transaction():
                 return await self._write_messages(conn, thread, messages, fresh, existing)
 
-        return await self._run(op if after_seq is None else guarded, transaction=False)
+        # A rewrite of obsmem's own (keep) with no ordering guard: one statement, committed at once.
+        return await self._run(op if after_seq is None and keep else guarded, transaction=False)
 
     @staticmethod
     async def _write_messages(

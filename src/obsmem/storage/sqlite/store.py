@@ -79,6 +79,7 @@ from obsmem.files import prepare_database_file, untouched_reader
 from obsmem.storage import ledger, migrations, paging
 from obsmem.storage.connection import ConnectionThread
 from obsmem.storage.decoded import DecodedMessages
+from obsmem.storage.forgetting import FORGOTTEN_JSON_PATH, parse_forgotten_ids
 from obsmem.storage.contract import (
     ClosingContext,
     DeadWork,
@@ -98,6 +99,7 @@ from obsmem.storage.contract import (
     same_message,
     same_record,
     save_guarded,
+    saves_forgotten,
 )
 from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
 from obsmem.storage.rules import (
@@ -814,7 +816,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
     async def save_messages(
         self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
     ) -> list[Message]:
-        return await self._write(lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq))
+        keep = saves_forgotten()
+        return await self._write(lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq, keep_forgotten=keep))
 
     async def save_messages_marked(
         self, thread_id: str, messages: list[Message], lineage: str, *, after_seq: int | None = None
@@ -826,9 +829,11 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             # With the ordering guard when it takes one, else checked just before its save.
             return await save_guarded(self, thread_id, messages, after_seq), None, None
 
+        keep = saves_forgotten()
+
         def op(conn: Conn) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq)
+            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep)
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             return saved, before, after
@@ -849,7 +854,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if self._closed:
             raise StoreClosedError()
         self._check_process()
-        here = self._save_here(thread_id, messages, lineage, after_seq)
+        keep = saves_forgotten()
+        here = self._save_here(thread_id, messages, lineage, after_seq, keep)
         if here is not None:
             return here
         early: asyncio.Future[tuple[list[Message], WindowMark | None, WindowMark | None]] = loop.create_future()
@@ -858,7 +864,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         def op(conn: Conn) -> None:  # the transaction's body: the rows go out before its COMMIT
             nonlocal sent
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq)
+            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep)
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             sent = True
@@ -881,7 +887,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return saved, before, after, commit
 
     def _save_here(
-        self, thread_id: str, messages: list[Message], lineage: str, after_seq: int | None
+        self, thread_id: str, messages: list[Message], lineage: str, after_seq: int | None, keep_forgotten: bool
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] | None:
         """:meth:`save_messages_marked_early` without a hand-off to the worker thread, or None
         when it cannot be done here (then the worker thread saves as it always did).
@@ -906,7 +912,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             before = _mark(conn, lineage, thread_id)
             written = self._write_rows(
-                conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS, after_seq=after_seq
+                conn, thread_id, messages, decoded=True, max_chars=inline.MAX_CHARS, after_seq=after_seq,
+                keep_forgotten=keep_forgotten,
             )
             after = _mark(conn, lineage, thread_id)
         except BaseException as exc:
@@ -943,14 +950,19 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     def _save(
         self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False,
-        max_chars: int | None = None, after_seq: int | None = None,
+        max_chars: int | None = None, after_seq: int | None = None, keep_forgotten: bool = False,
     ) -> list[Message]:
         """Save ``messages``; return them as stored: copies of the input with their seq, or with
         ``decoded`` as a read would give them (from the JSON written: nothing of the caller's
         objects, no value JSON does not keep). ``max_chars``: raise ``TooLarge`` before writing
         a message that brings the characters written above it. ``after_seq``: the ordering
-        guard (:meth:`~obsmem.storage.contract.Store.save_messages`), in the write transaction."""
-        written = self._write_rows(conn, thread_id, messages, decoded=decoded, max_chars=max_chars, after_seq=after_seq)
+        guard (:meth:`~obsmem.storage.contract.Store.save_messages`), in the write transaction.
+        ``keep_forgotten``: the save is inside :func:`~obsmem.storage.contract.rewriting` (the
+        thread's forgotten ids do not stop it)."""
+        written = self._write_rows(
+            conn, thread_id, messages, decoded=decoded, max_chars=max_chars, after_seq=after_seq,
+            keep_forgotten=keep_forgotten,
+        )
         return self._decode_written(written)
 
     def _decode_written(self, written: list[Message | tuple[Any, ...]]) -> list[Message]:
@@ -959,18 +971,24 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     def _write_rows(
         self, conn: Conn, thread_id: str, messages: list[Message], *, decoded: bool = False,
-        max_chars: int | None = None, after_seq: int | None = None,
+        max_chars: int | None = None, after_seq: int | None = None, keep_forgotten: bool = False,
     ) -> list[Message | tuple[Any, ...]]:
         """:meth:`_save`, but with ``decoded`` a new row comes back as the values written (in
         ``_MESSAGE_SELECT``'s order), for :meth:`_decode_written`: the save's commit need not wait
         for the decode (:meth:`_save_here` decodes while the disk syncs)."""
-        row = conn.execute("SELECT resource_id FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        row = conn.execute(
+            f"SELECT resource_id, json_extract(metadata, '{FORGOTTEN_JSON_PATH}') FROM threads WHERE id = ?",
+            (thread_id,),
+        ).fetchone()
         if row is None:
             raise ThreadNotFoundError(thread_id)
         check_storable(messages=messages)
         if after_seq is not None:
             _check_newest(conn, thread_id, after_seq)
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
+        if row[1] is not None and not keep_forgotten:  # a forget's messages: read in this write, never stored again
+            forgotten = parse_forgotten_ids(row[1])
+            messages = [m for m in messages if m.id not in forgotten]
         stored: dict[str, Message | tuple[Any, ...]] = {}
         rewritten: list[str] = []
         for message in messages:
@@ -1126,7 +1144,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             stored = self._select_messages(conn, [message.id]).get(message.id)
             if stored is None or stored.thread_id is None or not same_message(stored, expected):
                 return False
-            self._save(conn, stored.thread_id, [message])
+            self._save(conn, stored.thread_id, [message], keep_forgotten=True)
             return True
 
         return await self._write(op)
