@@ -48,6 +48,7 @@ from obsmem import ContextWindow
 from obsmem.convert import from_openai_responses, to_openai_responses
 from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
 from obsmem.memory import Memory
+from obsmem.storage.contract import rewriting
 from obsmem.turn import Turn, is_input, retried_input
 from obsmem.types import (
     DataPart,
@@ -442,7 +443,8 @@ class ObsmemSession:
             return None
         kept = [m for m in changed.values() if m is not None]
         if kept:
-            await self.memory.store.save_messages(self.session_id, kept)
+            with rewriting():  # the stored messages just read, changed (one a forget rewrote among them)
+                await self.memory.store.save_messages(self.session_id, kept)
         gone = [i for i, m in changed.items() if m is None]
         if gone:
             await self.memory.store.delete_messages(gone)
