@@ -101,7 +101,7 @@ class SemanticIndex:
         )
 
     async def _apply(self, batch: list[OutboxEntry]) -> None:
-        to_embed: list[tuple[Record, str]] = []
+        to_embed: list[tuple[OutboxEntry, Record, str]] = []
         for entry in batch:
             if entry.operation == "delete":
                 await self.store.delete_vector(entry.document_id, entry.scope)
@@ -112,14 +112,17 @@ class SemanticIndex:
                 continue
             node = await self.store.load_node(record.node_id)
             name = node.name if node is not None else ""
-            to_embed.append((record, f"{name}: {record.text}" if name else record.text))
+            to_embed.append((entry, record, f"{name}: {record.text}" if name else record.text))
         if not to_embed:
             return
-        matrix = await self.embedder.embed([text for _, text in to_embed])
-        for (record, _), row in zip(to_embed, matrix, strict=True):
+        matrix = await self.embedder.embed([text for _, _, text in to_embed])
+        for (entry, record, _), row in zip(to_embed, matrix, strict=True):
             # Keyed by document id: writing under the current scope replaces any older vector.
-            await self.store.put_vector(
-                StoredVector(record_document_id(record.id), record.id, record.scope, self.embedder.name, row)
+            # Only while this worker still holds the entry and the record lives: the embedding
+            # took time in which an erase may have deleted both, or another worker taken over.
+            await self.store.put_claimed_vector(
+                self.worker_id, entry.id,
+                StoredVector(record_document_id(record.id), record.id, record.scope, self.embedder.name, row),
             )
 
     async def semantic(self, query: str, scope: str, view: RecordView, limit: int) -> list[Record]:

@@ -34,7 +34,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.ops import KnowledgeMutations
-from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox, lease_of
+from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox, lease_of, put_claimed_vector
 from obsmem.knowledge.store.reads import KnowledgeReads, check_limit
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables
@@ -343,6 +343,9 @@ class TablesKnowledgeStore(ClosingContext):
 
     async def put_vector(self, vector: StoredVector) -> None:
         await self._transact(True, lambda tables: tables.put_vector(vector))
+
+    async def put_claimed_vector(self, worker_id: str, entry_id: str, vector: StoredVector) -> bool:
+        return await self._transact(True, lambda tables: put_claimed_vector(tables, worker_id, entry_id, vector))
 
     async def delete_vector(self, document_id: str, scope: str | None = None) -> bool:
         return await self._transact(True, lambda tables: tables.delete_vector(document_id, scope))

@@ -23,10 +23,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from obsmem.errors import InvalidInputError
-from obsmem.knowledge.store.contract import OutboxEntry
+from obsmem.knowledge.store.contract import OutboxEntry, StoredVector, TrustState
 from obsmem.knowledge.store.tables import KnowledgeTables
 
-__all__ = ["claim_outbox", "finish_outbox", "lease_of"]
+__all__ = ["claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector"]
 
 _PAGE = 100  # open entries a claim reads at a time (at least twice its limit)
 
@@ -111,3 +111,20 @@ def finish_outbox(
         tables.save_outbox(entry.model_copy(update=update))
         changed += 1
     return changed
+
+
+def put_claimed_vector(tables: KnowledgeTables, worker_id: str, entry_id: str, vector: StoredVector) -> bool:
+    """Store the vector an upsert entry computed, only while ``worker_id`` still holds the entry
+    and its record is live; whether it was stored. The embedding is computed between the claim
+    and this write, outside any transaction: meanwhile an erase or a purge may have deleted the
+    record with its entries and vectors, or the lease may have run out and another worker taken
+    the entry over (and a later delete of the document applied); a vector written then would
+    stay in the store for a record that has none."""
+    held = tables.outbox_entries([entry_id])
+    if not held or held[0].status != "processing" or held[0].claimed_by != worker_id:
+        return False
+    record = tables.record(vector.record_id)
+    if record is None or record.deleted_at is not None or record.trust is TrustState.REJECTED:
+        return False
+    tables.put_vector(vector)
+    return True
