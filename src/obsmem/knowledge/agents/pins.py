@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, KnowledgeNotFoundError
 from obsmem.knowledge.agents.common import AgentSettings
-from obsmem.knowledge.repeats import PIN_KIND, PIN_MARK, PIN_NODE, PIN_SOURCE, pin_nodes, pins_seen
+from obsmem.knowledge.repeats import ANY_RECORD, PIN_KIND, PIN_MARK, PIN_NODE, PIN_SOURCE, pin_nodes, pins_seen
 from obsmem.knowledge.store.contract import KnowledgeStore, Node, Record, RecordDraft, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope, clamp_level
 from obsmem.quoting import defuse
@@ -83,6 +83,15 @@ class PinBoard:
         return await self.store.append_record(draft, actor=actor, reason=reason)
 
     async def unpin(self, record_id: str, context: Scope, *, actor: str = "pins", reason: str = "unpinned") -> Record:
+        """Remove a pin the scope sees; any other record is refused as not found (its id is in
+        contexts, a reminder's sources say it: unpinning must not remove facts)."""
+        record = await self.store.get_record(record_id, context.key, ANY_RECORD)
+        pins = {node.id for node in await pin_nodes(self.store, context)}
+        if record is None or record.metadata.get(PIN_MARK) is not True or record.node_id not in pins:
+            raise KnowledgeNotFoundError(
+                f"Knowledge record '{record_id}' is not a pin visible from '{context.key}'; "
+                "unpin takes the id of a pin (list_pins)."
+            )
         return await self.store.remove_record(record_id, context.key, actor=actor, reason=reason)
 
     async def _source_stands(self, record: Record) -> bool:
