@@ -16,6 +16,7 @@ from obsmem.knowledge.repeats import drop_repeats
 from obsmem.knowledge.wikilinks import resolve_mentions
 from obsmem.knowledge.store.contract import KnowledgeStore, Page, Record, RecordDraft, RecordView, TrustState
 from obsmem.knowledge.store.scopes import Level, Scope
+from obsmem.knowledge.store.values import When
 
 __all__ = ["ReviewQueue"]
 
@@ -108,7 +109,9 @@ class ReviewQueue:
             new_text,
             original.scope,
             source_thread_id=original.source_thread_id,
-            when=original.when,
+            # Its valid time, not the edit's: a record stated without one holds from its capture,
+            # and the copy taking the edit's moment would move an old value after newer ones.
+            when=original.when if original.when is not None else When(start=original.captured_at),
             max_scope=original.max_scope,
             attribute=original.attribute,
             trust=TrustState.VERIFIED,
