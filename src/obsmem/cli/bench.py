@@ -209,7 +209,7 @@ def _print_retention(report: RetentionReport) -> None:
             table.add_section()
         last = row.category
         cells = [
-            row.category, row.system, str(row.questions), f"{row.retained_pct:.1f}",
+            escape(row.category), escape(row.system), str(row.questions), f"{row.retained_pct:.1f}",
             f"{row.line_pct:.1f}", f"{row.mean_recall:.3f}", f"{row.context_tokens:,.0f}", f"{row.compression:.1f}×",
         ]
         if evidence:
@@ -221,13 +221,13 @@ def _print_retention(report: RetentionReport) -> None:
             f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in report.chance
         ))
     if report.qa:
-        qa = Table(title=f"question answering — actor {report.qa[0].actor}, judge {report.qa[0].judge}")
+        qa = Table(title=f"question answering — actor {escape(report.qa[0].actor)}, judge {escape(report.qa[0].judge)}")
         for column in ("system", "questions", "accuracy %", "actor input tokens", "actor output tokens",
                        "actor s (median)", "judge s (median)"):  # fmt: skip
             qa.add_column(column, justify="left" if column == "system" else "right")
         for s in report.qa_summary():
             qa.add_row(
-                s.system, str(s.questions), f"{s.accuracy_pct:.1f}", f"{s.actor_input_tokens:,.0f}",
+                escape(s.system), str(s.questions), f"{s.accuracy_pct:.1f}", f"{s.actor_input_tokens:,.0f}",
                 f"{s.actor_output_tokens:,.0f}", f"{s.actor_seconds:.2f}", f"{s.judge_seconds:.2f}",
             )
         console.print(qa)
@@ -292,10 +292,10 @@ def knowledge(
     except ObsmemError as exc:
         raise typer.BadParameter(str(exc), param_hint="--data/--conversations/--model") from exc
     table = Table("conversation", "facts", "records", "recall", "precision", "dup/fact", "contradictions", "tokens",
-                  title=f"Knowledge capture ({'offline agents' if model is None else model})")
+                  title=f"Knowledge capture ({'offline agents' if model is None else escape(model)})")
     for row in rows:
         score = row.score
-        table.add_row(row.conversation, str(score.facts), str(score.records), f"{score.recall:.2f}",
+        table.add_row(escape(row.conversation), str(score.facts), str(score.records), f"{score.recall:.2f}",
                       f"{score.precision:.2f}", f"{score.duplicates_per_fact:.2f}", str(score.contradictions_live),
                       str(sum(score.tokens.values())))
     if rows:
@@ -362,8 +362,8 @@ def survival(
     table = Table(title=f"Fact survival: {facts} facts, {generations} reflection generations")
     table.add_column("generation", justify="right")
     for report in reports:
-        table.add_column(f"{report.reflector} present", justify="right")
-        table.add_column(f"{report.reflector} tokens", justify="right")
+        table.add_column(f"{escape(report.reflector)} present", justify="right")
+        table.add_column(f"{escape(report.reflector)} tokens", justify="right")
     for index in range(generations):
         row = [str(index + 1)]
         for report in reports:
