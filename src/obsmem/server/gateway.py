@@ -586,7 +586,64 @@ class ResponsesAnswer:
         if not self.output:
             return []
         kept = [item for item in self.output if isinstance(item, dict) and item.get("type") in self._KEEP]
-        return from_openai_responses(kept, history=history)
+        return _with_call_item_ids(kept, from_openai_responses(kept, history=history))
+
+
+#: Message metadata: the Responses API item ids (``fc_…``) of the message's function calls, by
+#: call id. A reasoning model's ``reasoning`` item is paired with the calls that follow it by
+#: their item ids (one sent back without the other is a 400: "Item 'rs_…' of type 'reasoning' was
+#: provided without its required following item"); the converters keep the reasoning's id (its
+#: replay) and not the calls'.
+CALL_ITEM_IDS = "obsmem_responses_call_item_ids"
+
+
+def _with_call_item_ids(items: list[Any], messages: list[Message]) -> list[Message]:
+    """``messages`` (converted from the Responses ``items``) with their calls' item ids noted."""
+    ids = {
+        item["call_id"]: item["id"] for item in items
+        if isinstance(item, dict) and item.get("type") == "function_call"
+        and isinstance(item.get("call_id"), str) and isinstance(item.get("id"), str) and item["id"]
+    }  # fmt: skip
+    if not ids:
+        return messages
+    noted: list[Message] = []
+    for message in messages:
+        own = {c.tool_call_id: ids[c.tool_call_id] for c in message.tool_calls if c.tool_call_id in ids}
+        noted.append(message.model_copy(update={"metadata": {**message.metadata, CALL_ITEM_IDS: own}}) if own
+                     else message)  # fmt: skip
+    return noted
+
+
+def _paired_calls(messages: list[Message], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (``messages`` as Responses input) with the item id given back to each function
+    call that follows a reasoning item sent with its id (right after it, or after other such
+    calls), as the model answered them; other calls are sent without one, as before (a call's
+    item id without its reasoning item is refused too)."""
+    known: dict[str, list[str]] = {}  # by call id, in order (a model may reuse call ids)
+    for message in messages:
+        noted = message.metadata.get(CALL_ITEM_IDS)
+        if isinstance(noted, dict):
+            for call_id, item_id in noted.items():
+                if isinstance(item_id, str):
+                    known.setdefault(call_id, []).append(item_id)
+    if not known:
+        return items
+    paired: list[dict[str, Any]] = []
+    after_reasoning = False
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            call_id = item.get("call_id")
+            waiting = known.get(call_id) if isinstance(call_id, str) else None
+            item_id = waiting.pop(0) if waiting else None
+            if after_reasoning and item_id is not None:
+                item = {**item, "id": item_id}
+            else:
+                after_reasoning = False
+        else:
+            after_reasoning = kind == "reasoning" and isinstance(item.get("id"), str)
+        paired.append(item)
+    return paired
 
 
 async def _finish(service: Service, turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
@@ -1238,9 +1295,10 @@ async def responses(
         {str(i.get("call_id")) for i in new if i.get("type") == "function_call"},
         argument="input",
     )
-    parsed = await _retried(service, thread_id, from_openai_responses(new, history=history))
+    parsed = await _retried(service, thread_id, _with_call_item_ids(new, from_openai_responses(new, history=history)))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
     payload = {k: v for k, v in body.items() if k != "previous_response_id"}
-    payload["input"] = [*system, *to_openai_responses(turn.context.messages)]
+    context = turn.context.messages
+    payload["input"] = [*system, *_paired_calls(context, to_openai_responses(context))]
     return await _forward(service, turn, "/responses", payload, ResponsesAnswer())
