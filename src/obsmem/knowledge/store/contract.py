@@ -173,6 +173,10 @@ class Record(_Frozen):
     value replaced this one, which was true until then. Such a record is history, not a retraction:
     reads ``as_of`` a time it covers (before its successor's fact time) still return it."""
     trust_changed_at: datetime | None = None
+    removed_before: tuple[tuple[datetime, datetime], ...] = ()
+    """Earlier removals that were undone (``restore_record``), each (removed at, restored at),
+    oldest first: a read ``as_known_at`` a moment inside one leaves the record out, as the
+    store held it then."""
     valid_until: datetime | None = None
 
     @property

@@ -786,7 +786,9 @@ class KnowledgeMutations:
         self._check_tombstones(
             record.node_id, record.scope, record.text, "restore_record", ("record", record.id), actor, reason
         )
-        restored = self._bump_and_reindex(record, deleted_at=None, deleted_by=None, superseded_by=None)
+        removed = (*record.removed_before, (record.deleted_at, self.now))  # reads as known then leave it out
+        restored = self._bump_and_reindex(record, deleted_at=None, deleted_by=None, superseded_by=None,
+                                          removed_before=removed)
         self._event(ActivityAction.RECORD_RESTORED, "record", record.id, record.scope, actor, reason)
         return restored
 

@@ -189,6 +189,8 @@ class KnowledgeReads:
             history = view.as_of is not None and record.superseded_by is not None
             if _known(record.deleted_at, known_at) and not history:
                 return False
+            if known_at is not None and any(start <= known_at < end for start, end in record.removed_before):
+                return False  # removed then, restored since
             tombstones = self._tombstones(record.node_id)
             # (a node without tombstones costs nothing per read: no key of its text to build)
             value = normalise_value(record.text) if tombstones else ""
