@@ -86,6 +86,9 @@ ORDER_KEY = "obsmem_call_order"
 METADATA_KEY = "langchain"
 #: obsmem's own context messages carry this metadata key.
 _OBSMEM_KEY = "obsmem"
+#: The agent state's key (private, checkpointed) listing the obsmem ids of the state's messages
+#: the middleware saved: see :meth:`ObservationalMemoryMiddleware._restore`.
+SAVED_STATE_KEY = "obsmem_saved"
 
 _ROLES: dict[str, str] = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 _FILE_BLOCKS = ("image", "file", "audio", "video")
@@ -587,6 +590,8 @@ class _Run:
     #: The obsmem ids of the stored tool steps of the failed run this run resumes (they follow
     #: its input, as stored: the run's own, see :meth:`ObservationalMemoryMiddleware._own_tail`).
     resumed: set[str] = field(default_factory=set)
+    #: Whether the state's :data:`SAVED_STATE_KEY` was read into :attr:`known` (once a run).
+    restored: bool = False
 
     def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
         """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
@@ -659,6 +664,19 @@ def _still_says(stored: Message, original: BaseMessage, history: Sequence[BaseMe
     return [p for p in given.parts if p.type != "data"] == [p for p in stored.parts if p.type != "data"]
 
 
+def _saved_ids(known: _Known, plan: _Plan) -> list[str]:
+    """The obsmem ids of the messages of ``plan`` (a run's end state) that are saved, sorted: each
+    one's id and the id a new middleware gives it (:func:`_variant`; another after an edit or
+    a match of a stored message). System messages are given every call, saved or not."""
+    ids: set[str] = set()
+    for message, own, variant in plan.ids:
+        if own is not None and own in known.saved and not isinstance(message, SystemMessage):
+            ids.add(own)
+            if variant is not None:
+                ids.add(variant)
+    return sorted(ids)
+
+
 def _is_final(message: Message) -> bool:
     """Whether a stored tool message is the answer a run ended with (:func:`_ended_on`)."""
     kept = message.metadata.get(METADATA_KEY)
@@ -684,11 +702,13 @@ def _ended_on(plan: _Plan, messages: Sequence[BaseMessage]) -> None:
 
 
 class _State(AgentState[Any]):
-    """The agent's state with the middleware's own key: the run it is (set when the run begins;
-    never checkpointed, never in the agent's input or output), which tells one run's state from
-    another's without a checkpointer, runs of one thread at once included."""
+    """The agent's state with the middleware's own keys, never in the agent's input or output:
+    the run it is (set when the run begins; never checkpointed), which tells one run's state from
+    another's without a checkpointer, runs of one thread at once included; and the obsmem ids of
+    the state's messages saved (:data:`SAVED_STATE_KEY`, checkpointed)."""
 
     obsmem_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+    obsmem_saved: NotRequired[Annotated[list[str], PrivateStateAttr]]
 
 
 class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
@@ -703,9 +723,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
     (one run per thread at a time, as with LangGraph's checkpointer). It is async only: run the
     agent with ``ainvoke``/``astream``. With a checkpointer the state keeps every message, but the
     model only ever gets obsmem's context; a new middleware over an old checkpoint stores nothing
-    twice (messages are matched by id and content). An edit (a message of the state replaced by
-    id) is known as one by the middleware that saved the earlier version (another saves it as a
-    new message).
+    twice (messages are matched by id and content), and stores and sends nothing of a thread
+    ``memory.delete_thread`` deleted (the state keeps the ids saved: :meth:`_restore`). An edit
+    (a message of the state replaced by id) is known as one by the middleware that saved the
+    earlier version (another saves it as a new message).
 
     The model's system prompt (``request.system_message``) is left as the agent or another
     middleware sets it, before or after this one; obsmem's observations come as a system
@@ -1027,6 +1048,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         whole: Mapping[str, Any] = request.state if isinstance(request.state, Mapping) else {}
         if not isinstance(whole.get("messages"), list):
             whole = {**whole, "messages": request.messages}
+        self._restore(run, whole)
         await self._removed(thread, run, whole)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
@@ -1102,6 +1124,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
+        self._restore(run, state)
         await self._removed(thread, run, state)
         plan = await self._unsaved(thread, run, state["messages"])
         _ended_on(plan, state["messages"])
@@ -1115,7 +1138,30 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
             await run.turn.end(new)
         self._saved_now(run, plan)
         run.known.seen(state, ended=True)
-        return None
+        saved = _saved_ids(run.known, plan)
+        if saved == state.get(SAVED_STATE_KEY):
+            return None
+        return {SAVED_STATE_KEY: saved}
+
+    @staticmethod
+    def _restore(run: _Run, state: Mapping[str, Any]) -> None:
+        """Take the state's :data:`SAVED_STATE_KEY` into what is known of the thread, at a run's
+        first look at its state.
+
+        A checkpointed state keeps every message, and obsmem ids come from the messages
+        (:func:`_variant`), so a new middleware (a new process over the same checkpointer)
+        stores nothing twice. But a message ``memory.delete_thread`` (or ``forget``) erased is
+        stored nowhere: without this, a new middleware saved the whole deleted conversation again
+        from the state and sent it to the model. The middleware that saved it does not (it knows
+        what it saved); the ids it saved, kept in the state by :meth:`aafter_agent`, tell a new
+        one the same. A message no middleware saved (a checkpoint written before obsmem was
+        added) is saved as before, and so is a new one after the delete."""
+        if run.restored:
+            return
+        run.restored = True
+        ids = state.get(SAVED_STATE_KEY)
+        if isinstance(ids, list):
+            run.known.saved.update(i for i in ids if isinstance(i, str))
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
