@@ -58,7 +58,7 @@ from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
-from obsmem.storage.contract import ObservationRecord, Store, lineage_key, rewriting
+from obsmem.storage.contract import ObservationRecord, Store, lineage_key, rewrite_message_if_unchanged
 from obsmem.storage.forgetting import forgotten_ids
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -77,6 +77,9 @@ LATE_LEASE_TTL_S = 10.0
 #: ... and waits at most this long for another holder (longer than the TTL: a dead holder's
 #: lease runs out first).
 LATE_LEASE_WAIT_S = 12.0
+#: Tries at rewriting the closing messages when a forget keeps rewriting them between the read
+#: and the compare-and-set write.
+LATE_REWRITE_ATTEMPTS = 5
 
 #: Saves a boundary tries when other writers of its thread keep landing between its check and
 #: its save (each try reads the thread's tail again); then ``ThreadChangedError`` is raised.
@@ -656,14 +659,24 @@ class Turn:
         # of the same closing message, saved at once (two replicas, two tasks), would each
         # rewrite it from the same read and the second would put the first's "no result" back.
         # So it runs under the thread's late-result lease, reading the row again inside it.
+        # The lease does not hold off a forget (of this process or another), which rewrites the
+        # closing message too: each is rewritten compare-and-set against the copy read here, so a
+        # forget landing between the read and the write is not undone (its value written back);
+        # then it is read and rebuilt again (a result already in place is not placed twice).
         async with self._late_result_lease():
-            recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
-            kept, closings = answer_late(recent[::-1], messages)
-            if closings:
-                with rewriting():  # stored messages read just now, rewritten (a forget's among them too)
-                    await self._store.save_messages(self.thread.id, closings)
-                self._input_saved = True  # (some of) the input is stored: a failure after this says so
-        return kept
+            for _ in range(LATE_REWRITE_ATTEMPTS):
+                recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
+                kept, closings = answer_late(recent[::-1], messages)
+                read = {m.id: m for m in recent}
+                written = [await rewrite_message_if_unchanged(self._store, c, expected=read[c.id]) for c in closings]
+                if any(written):
+                    self._input_saved = True  # (some of) the input is stored: a failure after this says so
+                if all(written):
+                    return kept
+        raise StorageError(
+            f"Putting late tool results in place in thread '{self.thread.id}' kept racing with a forget; "
+            "retry the step."
+        )
 
     @asynccontextmanager
     async def _late_result_lease(self) -> AsyncIterator[None]:

@@ -168,7 +168,16 @@ async def late_first(url: str, n: int, folder: Path, extra: int) -> dict[str, An
                 await await_for(folder, "go")
             return await save(thread_id, messages, **kwargs)
 
+        rewrite = store.rewrite_message  # the closing message is rewritten compare-and-set
+
+        async def paused_rewrite(message: Message, **kwargs: Any) -> bool:
+            if "obsmem_answered_late" in message.metadata:
+                mark(folder, "rewriting")
+                await await_for(folder, "go")
+            return bool(await rewrite(message, **kwargs))
+
         store.save_messages = paused_save  # type: ignore[method-assign]
+        store.rewrite_message = paused_rewrite  # type: ignore[method-assign]
         await turn.step([result("c1", "a-res1")])
     return {}
 
