@@ -27,7 +27,7 @@ USERS = [("alice-1", "alice", "a"), ("t-under", "al_ce", "u"), ("t-pct", "ali%",
 
 @pytest.fixture(params=["resource", "thread"])
 async def replicas(request: pytest.FixtureRequest, postgres_url: str) -> AsyncIterator[tuple[Memory, Memory, str]]:
-    config = retrieval_config(scope=request.param, vector=True)
+    config = retrieval_config(scope=request.param, vector=True).model_copy(update={"scope": request.param})
     embedder = LexicalHashEmbedder()
 
     def index() -> PostgresVectorIndex:
