@@ -32,6 +32,13 @@ the lane's cursor. For each record, in order:
   it is done: “<plan>” → “<done>” (stated <date>)``. A plain fact (no plan wording) is never
   stale by this rule, and nothing is removed for its age alone: a dated fact may stay true.
 
+**Reasons stay in their scope.** A removal is logged at the removed record's scope. When the
+record it goes for lives below that scope (a thread's newer value closing its resource's, which
+the resource's other threads keep no more either), the reason logged there names that record by
+id only ("… changed from “Munich” to a record of a narrower scope …"): every thread of the
+resource reads that log. The full reason, quoting both, is logged in the narrower scope too
+(``remove_record``'s ``reason_within``) and is what the run's report holds.
+
 **Linear in the worklist.** A run reads each node's live records once and keeps that list
 current as it removes records; what each record says (its key, words, numbers, plan or done
 wording) is worked out once and indexed, so each record is compared only with the peers that
@@ -78,6 +85,9 @@ ACTOR = "curate"
 CAPTURE_GUIDANCE = "capture-guidance"
 RESERVED_NODES = frozenset({"pinned", CAPTURE_GUIDANCE})
 _LIVE = RecordView(include_candidates=True, include_superseded=True)
+#: What a removal's reason logged at the removed record's scope says of a record of a narrower
+#: scope it went for (a thread's, which the resource's other threads may not read).
+_NARROWER = "a record of a narrower scope (its text is in that scope's log)"
 _GUIDANCE_LIMIT = 4000
 
 
@@ -473,13 +483,26 @@ class CurateAgent:
         return [p for p in await self._about(record.node_id, context) if p.id != record.id]
 
     async def _remove(self, victim: Record, context: Scope, reason: str, report: AgentRun, *,
-                      superseded_by: str | None = None) -> None:
+                      superseded_by: str | None = None, private_to: str | None = None,
+                      shared: str | None = None) -> None:
         """Soft-remove ``victim``; ``superseded_by``: a newer value of its attribute replaced it, so
         it stays history (reads ``as_of`` its time still return it), unlike a duplicate or a
-        value the user corrected (never true)."""
+        value the user corrected (never true).
+
+        ``private_to``: the scope whose text ``reason`` may quote (the record it goes for lives
+        there). When that scope is below the victim's (a thread's record closing its resource's),
+        the removal is logged at the victim's scope, which every sibling thread reads, with
+        ``shared`` (the reason without that text) instead, and ``reason`` in that scope's log.
+        The run's report keeps ``reason``: it goes to the acting thread."""
+        within: tuple[str, str] | None = None
+        if private_to is not None and not Scope.parse(victim.scope).sees(private_to):
+            shared = shared or f"{reason.split(':', 1)[0]}: {_NARROWER}"
+            if shared != reason:
+                within = (private_to, reason)
+            reason = shared
         await self.store.remove_record(victim.id, context.key, actor=ACTOR, reason=reason,
-                                       superseded_by=superseded_by)
-        report.removed.append((victim.id, reason))
+                                       superseded_by=superseded_by, reason_within=within)
+        report.removed.append((victim.id, reason if within is None else within[1]))
 
     async def _node_peers(self, record: Record, node_id: str, context: Scope, run: _Run) -> _Peers:
         """The node's live records as this run holds them; read (again) the first time, and when
@@ -514,7 +537,8 @@ class CurateAgent:
         peers = await self._node_peers(record, node.id, context, run)
         me, mine = peers.describe(record)
 
-        async def remove(victim: Record, reason: str, keeper: Record, *, changed: bool = False) -> None:
+        async def remove(victim: Record, reason: str, keeper: Record, *, changed: bool = False,
+                         shared: str | None = None) -> None:
             if not may_remove(victim, keeper):
                 return  # the org's record stays: one user's record is no reason for the whole org
             if victim.trust is TrustState.VERIFIED and keeper.trust is not TrustState.VERIFIED:
@@ -528,7 +552,8 @@ class CurateAgent:
                         now = await self.store.get_record(other.id, context.key, _LIVE)
                         if now is None or now.revision != other.revision:
                             raise _Changed(node.id)
-            await self._remove(victim, context, reason, report, superseded_by=keeper.id if changed else None)
+            await self._remove(victim, context, reason, report, superseded_by=keeper.id if changed else None,
+                               private_to=keeper.scope, shared=shared if shared is not None else reason)
             run.removed.add(victim.id)
             peers.discard(victim.id)
 
@@ -562,7 +587,9 @@ class CurateAgent:
                 continue
             keep, drop = (record, peer) if mine.fuller(theirs) else (peer, record)
             await remove(drop, f"duplicate of {keep.id}: a near-duplicate of the same fact "
-                         f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", keep)
+                         f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", keep,
+                         shared=f"duplicate of {keep.id}: a near-duplicate of the same fact "
+                                f"(“{drop.text[:120]}” ≈ {_NARROWER})")
             if drop is record:
                 return
         # 2. contradictions on the same subject and attribute.
@@ -572,10 +599,12 @@ class CurateAgent:
             newer = [p for p in same if _order(p) > mine.order]
             if newer:
                 latest = max(newer, key=_order)
-                await remove(record, self._because(latest, record), latest, changed=True)
+                await remove(record, self._because(latest, record), latest, changed=True,
+                             shared=self._because(latest, record, shown=False))
                 return
             for older in sorted(same, key=_order):
-                await remove(older, self._because(record, older), record, changed=True)
+                await remove(older, self._because(record, older), record, changed=True,
+                             shared=self._because(record, older, shown=False))
         replaces = record.metadata.get("replaces") or []
         for value in replaces if isinstance(replaces, list) else []:
             holders = [peers.record(p) for p in peers.mentioning(str(value), me)
@@ -584,7 +613,8 @@ class CurateAgent:
                 continue
             same_attribute = [p for p in holders if record.attribute is not None and p.attribute == record.attribute]
             for older in same_attribute or [max(holders, key=_order)]:
-                await remove(older, self._because(record, older, corrected=str(value)), record)
+                await remove(older, self._because(record, older, corrected=str(value)), record,
+                             shared=self._because(record, older, corrected=str(value), shown=False))
         # 3. stale plans: an older plan or task on this node that this record says is done.
         if _DONE.search(record.text) and not _NOT_DONE.search(record.text):
             gone = set(run.removed)
@@ -593,16 +623,20 @@ class CurateAgent:
                 if plan.id not in gone and peers.traits(position).order < mine.order:
                     await remove(plan, (
                         f"stale: {record.id} says it is done: “{plan.text}” → “{record.text}” "
-                        f"(stated {record.valid_from.date().isoformat()})")[:1000], record)
+                        f"(stated {record.valid_from.date().isoformat()})")[:1000], record,
+                        shared=f"stale: {record.id} says it is done: “{plan.text}” → {_NARROWER}"[:1000])
 
     @staticmethod
-    def _because(newer: Record, older: Record, corrected: str | None = None) -> str:
-        stated = f" (stated {newer.valid_from.date().isoformat()})"
+    def _because(newer: Record, older: Record, corrected: str | None = None, *, shown: bool = True) -> str:
+        """Why ``older`` goes for ``newer``; ``shown`` False: without ``newer``'s text or time (the
+        reason logged where ``newer``'s scope is not read, see :meth:`_remove`)."""
+        stated = f" (stated {newer.valid_from.date().isoformat()})" if shown else ""
+        said = f"“{newer.text}”" if shown else _NARROWER
         if corrected is not None:
             return (f"superseded by {newer.id}: the user corrected “{corrected}”: “{older.text}” → "
-                    f"“{newer.text}”{stated}")[:1000]
+                    f"{said}{stated}")[:1000]
         return (f"superseded by {newer.id}: '{newer.attribute}' changed from “{older.text}” to "
-                f"“{newer.text}”{stated}")[:1000]
+                f"{said}{stated}")[:1000]
 
     async def _guidance(self, context: Scope) -> None:
         """Keep ``capture-guidance`` listing the attributes in use, so later captures reuse them.

@@ -329,8 +329,12 @@ class LLMCurateAgent(CurateAgent):
                 raise ValueError("because_of is an unreviewed candidate: it never removes a verified record "
                                  "(a reviewer decides first)")
             prefix = f"superseded by {keeper.id}" if kind == "superseded" else f"duplicate of {keeper.id}"
+            # The model wrote its reason reading this thread (it may quote any record the thread
+            # sees): a removal of a broader scope's record logs it here only, and there which
+            # record it was for.
             await self._remove(victim, context, f"{prefix}: {reason}"[:1000], report,
-                               superseded_by=keeper.id if kind == "superseded" else None)
+                               superseded_by=keeper.id if kind == "superseded" else None, private_to=context.key,
+                               shared=f"{prefix}: the curator's reason is in the log of a narrower scope")
             return {"removed": victim.id}
 
         tools = {

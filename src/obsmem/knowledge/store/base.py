@@ -180,11 +180,11 @@ class TablesKnowledgeStore(ClosingContext):
 
     async def remove_record(
         self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False,
-        superseded_by: str | None = None,
+        superseded_by: str | None = None, reason_within: tuple[str, str] | None = None,
     ) -> Record:
         return await self._write(
             lambda m: m.remove_record(record_id, scope, actor=actor, reason=reason, tombstone=tombstone,
-                                      superseded_by=superseded_by)
+                                      superseded_by=superseded_by, reason_within=reason_within)
         )
 
     async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record:

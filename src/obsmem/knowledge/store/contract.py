@@ -100,7 +100,9 @@ class TrustState(StrEnum):
 
 
 class ActivityAction(StrEnum):
-    """The closed vocabulary of the audit log: one event per mutation, nothing else."""
+    """The closed vocabulary of the audit log: one event per mutation, nothing else (but a
+    removal for a narrower scope's record, see :meth:`KnowledgeStore.remove_record`'s
+    ``reason_within``: one event at each of the two scopes)."""
 
     NODE_CREATED = "node-created"
     NODE_UPDATED = "node-updated"
@@ -451,11 +453,19 @@ class KnowledgeStore(Protocol):
 
     async def remove_record(
         self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool = False,
-        superseded_by: str | None = None,
+        superseded_by: str | None = None, reason_within: tuple[str, str] | None = None,
     ) -> Record:
         """Soft-delete a record. ``superseded_by``: the id of the record (about the same node, seen
         from ``scope``) whose newer value replaced it; the removed record stays history for reads
-        ``as_of`` the time it held (see :attr:`Record.superseded_by`)."""
+        ``as_of`` the time it held (see :attr:`Record.superseded_by`).
+
+        ``reason_within``: ``(narrower scope, full reason)`` when the removal is for a record of a
+        scope below the removed record's (a thread's newer value closing its resource's): the
+        ``record-deleted`` event at the record's scope, which every thread of it reads, holds
+        ``reason`` (naming none of the narrower scope's text), and a second ``record-deleted``
+        event, logged at the narrower scope (below the record's, on ``scope``'s chain), holds the
+        full reason; the first one's ``details["reason_event"]`` is its id. An erase of the record
+        deletes both."""
         ...
 
     async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record: ...

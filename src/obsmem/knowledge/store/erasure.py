@@ -190,7 +190,9 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
     subject, its reason replaced by :data:`ERASED_REASON`: read in the same scopes, in those of
     the records superseded by them, in the resource scope above a thread-scope one (a record
     of the resource removed as stale or as a duplicate because of it: nothing links the two), and
-    in each scope above where a record of the same node was removed (an org's plan made stale)."""
+    in each scope above where a record of the same node was removed (an org's plan made stale).
+    A removal's event that names the event holding its full reason in a narrower scope
+    (``details["reason_event"]``) takes that one with it."""
     records = list(records)
     ids = {record.id for record in records}
     # The scopes each lived in: its own, then (following its record-rescoped events' "from") those
@@ -201,6 +203,7 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
         if ids else set()
     )
     read: set[str] = set()
+    events_gone: set[str] = set()
     deleted = 0
     while pending and ids:
         keys = sorted(pending)
@@ -216,8 +219,17 @@ def _delete_events_about(t: KnowledgeTables, records: Iterable[Record]) -> int:
                 came_from = (event.details or {}).get("from")
                 if isinstance(came_from, str) and came_from not in read:
                     pending.add(came_from)
-            t.delete_event(event.id)
-            deleted += 1
+            full = (event.details or {}).get("reason_event")
+            if isinstance(full, str) and full not in events_gone:
+                # a removal for a narrower scope's record logged its full reason there (quoting
+                # this record too): :meth:`KnowledgeStore.remove_record`'s ``reason_within``. Not
+                # counted: a purge of that scope may have deleted it already.
+                t.delete_event(full)
+                events_gone.add(full)
+            if event.id not in events_gone:
+                t.delete_event(event.id)
+                events_gone.add(event.id)
+                deleted += 1
     return deleted
 
 

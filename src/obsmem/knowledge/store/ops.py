@@ -193,13 +193,14 @@ class KnowledgeMutations:
         *,
         source_thread_id: str | None = None,
         details: Mapping[str, Any] | None = None,
+        event_id: str | None = None,
     ) -> None:
         payload = dict(details or {})
         if self._created_nodes:
             payload["created_nodes"] = list(self._created_nodes)
         self.t.add_event(
             ActivityEvent(
-                id=self.ids.new(),
+                id=event_id or self.ids.new(),
                 action=action,
                 subject_type=subject_type,
                 subject_id=subject_id,
@@ -749,12 +750,26 @@ class KnowledgeMutations:
 
     def remove_record(
         self, record_id: str, scope: str, *, actor: str, reason: str, tombstone: bool,
-        superseded_by: str | None = None,
+        superseded_by: str | None = None, reason_within: tuple[str, str] | None = None,
     ) -> Record:
         """Soft delete (idempotent: a second removal writes nothing)."""
         record = self._visible_record(record_id, scope, "remove_record", actor, reason)
         if record.deleted_at is not None:
             return record
+        within: tuple[str, str] | None = None
+        if reason_within is not None:
+            narrower, full = reason_within
+            try:
+                narrow: Scope | None = Scope.parse(narrower)
+            except InvalidInputError:
+                narrow = None
+            if narrow is None or narrow.key == record.scope or not narrow.sees(record.scope) \
+                    or not Scope.parse(scope).sees(narrow):
+                raise InvalidInputError(
+                    f"reason_within names '{narrower}': it must be a scope below the record's "
+                    f"('{record.scope}') on the chain of '{scope}'.", argument="reason_within"
+                )
+            within = (narrow.key, full)
         if superseded_by is not None:
             successor = self.t.record(superseded_by)
             if (successor is None or successor.node_id != record.node_id or successor.id == record.id
@@ -774,6 +789,13 @@ class KnowledgeMutations:
             details["tombstone"] = self._tombstone(
                 record.node_id, record.scope, record.text, actor, reason
             ).id
+        if within is not None:
+            # The full reason, which may quote the narrower scope's text, is logged there only;
+            # the record's scope, read by every thread of it, gets ``reason``, which names none.
+            full = self.ids.new()
+            self._event(ActivityAction.RECORD_DELETED, "record", record.id, within[0], actor, within[1],
+                        details={**details, "logged_at": record.scope}, event_id=full)
+            details["reason_event"] = full
         self._event(
             ActivityAction.RECORD_DELETED, "record", record.id, record.scope, actor, reason, details=details
         )
