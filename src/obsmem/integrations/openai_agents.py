@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from obsmem import ContextWindow
 from obsmem.convert import from_openai_responses, to_openai_responses
-from obsmem.errors import ConfigError, InvalidInputError, ThreadNotFoundError
+from obsmem.errors import ConfigError, InvalidInputError, StorageError, ThreadNotFoundError
 from obsmem.memory import Memory
-from obsmem.storage.contract import rewriting
+from obsmem.storage.contract import rewrite_message_if_unchanged
 from obsmem.turn import Turn, is_input, retried_input
 from obsmem.types import (
     DataPart,
@@ -82,6 +82,8 @@ _EXTRA_KEYS = ("id", "status", "provider_data")
 _CONTENT = "_obsmem_original_content"  # a message item's content as the SDK gave it (see _convertible)
 #: How many stored messages :meth:`ObsmemSession.pop_item` reads at a time, newest first.
 _POP_PAGE = 16
+#: How many times an undo takes its items out of a message that changed since it was read.
+_POP_ATTEMPTS = 5
 
 
 def _item(raw: object, index: int) -> dict[str, Any]:
@@ -441,14 +443,30 @@ class ObsmemSession:
             return None
         if popped is None:
             return None
-        kept = [m for m in changed.values() if m is not None]
-        if kept:
-            with rewriting():  # the stored messages just read, changed (one a forget rewrote among them)
-                await self.memory.store.save_messages(self.session_id, kept)
-        gone = [i for i, m in changed.items() if m is None]
-        if gone:
-            await self.memory.store.delete_messages(gone)
+        for message, removed in changed.values():
+            await self._take_out(message, removed)
         return cast("TResponseInputItem", popped)
+
+    async def _take_out(self, message: Message, removed: list[dict[str, Any]]) -> None:
+        """The stored ``message`` without the parts of the ``removed`` items (deleted when nothing
+        visible is left), compare-and-set against the copy read: a change meanwhile (a forget's
+        rewrite, a marker) is read again and the same items taken out of it, so nothing written
+        since the read is undone."""
+        store = self.memory.store
+        for _ in range(_POP_ATTEMPTS):
+            changed: Message | None = message
+            for item in removed:
+                changed = None if changed is None else _without_item(changed, item)
+            if changed is None:
+                await store.delete_messages([message.id])
+                return
+            if await rewrite_message_if_unchanged(store, changed, expected=message):
+                return
+            found = await store.get_messages([message.id])
+            if not found:
+                return  # deleted meanwhile
+            message = found[0]
+        raise StorageError(f"Undoing an item of message '{message.id}' kept racing with other writers; run it again.")
 
     async def _pages(self) -> AsyncGenerator[Message, None]:
         """The thread's stored messages, newest first, read :data:`_POP_PAGE` at a time: undo
@@ -480,10 +498,11 @@ class ObsmemSession:
 
 async def _pop_newest(
     newer: AsyncIterator[Message],
-) -> tuple[dict[str, Message | None], dict[str, Any] | None]:
+) -> tuple[dict[str, tuple[Message, list[dict[str, Any]]]], dict[str, Any] | None]:
     """The newest item of the messages ``newer`` gives (newest first) and what its popping
-    changes (a message left empty: None); with a ``function_call_output``, its call too (in the
-    same message or an older one: read on only as far as it lies)."""
+    changes: each message touched, as read, with the items to take out of it; with a
+    ``function_call_output``, its call too (in the same message or an older one: read on only as
+    far as it lies)."""
     async for message in newer:
         items = [cast(dict[str, Any], i) for i in to_agents_items([message])]
         if items:
@@ -491,14 +510,18 @@ async def _pop_newest(
     else:
         return {}, None
     popped = items[-1]
-    changed: dict[str, Message | None] = {message.id: _without_item(message, popped)}
+    changed: dict[str, tuple[Message, list[dict[str, Any]]]] = {message.id: (message, [popped])}
     call_id = popped.get("call_id")
     if popped.get("type") == "function_call_output":
+        call = {"type": "function_call", "call_id": call_id}
         earlier: Message | None = message
         while earlier is not None:
-            current = changed.get(earlier.id, earlier)
+            current: Message | None = earlier
+            for item in changed.get(earlier.id, (earlier, []))[1]:
+                current = None if current is None else _without_item(current, item)
             if current is not None and any(c.tool_call_id == call_id for c in current.tool_calls):
-                changed[earlier.id] = _without_item(current, {"type": "function_call", "call_id": call_id})
+                original, removed = changed.get(earlier.id, (earlier, []))
+                changed[earlier.id] = (original, [*removed, call])
                 break
             earlier = await anext(newer, None)
     return changed, popped
