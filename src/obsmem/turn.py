@@ -499,6 +499,14 @@ class Turn:
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
         sent = [m.id for m in messages]  # the call's order, for its instructions
         forgotten = forgotten_ids(self.thread) if self._forgotten is None else self._forgotten
+        if close_calls and messages and messages[-1].id in forgotten and is_input(messages[-1]):
+            # A copy of a forgotten message is never stored again: as the turn's newest input it
+            # would be dropped and the model answer a turn without its question.
+            raise InvalidInputError(
+                f"Message '{messages[-1].id}' has the id of a message forget deleted or rewrote in this "
+                "thread, and what is said under that id is not stored again: give a new message a new id.",
+                argument=argument,
+            )
         if len(messages) > 1 or (messages and not self._context_current) or any(m.id in forgotten for m in messages):
             messages, copies = await self._split_copies(messages, forgotten)
         self._copied_input = None
