@@ -116,7 +116,9 @@ from obsmem.knowledge.store.tables import under
 from obsmem.knowledge.store.values import forgotten_in
 from obsmem.om.llm.parsing import TAG_SHAPED
 from obsmem.om.text.groups import is_group_tag
-from obsmem.storage.contract import BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key, rewriting
+from obsmem.storage.contract import (
+    BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key, rewriting,
+)
 from obsmem.storage.forgetting import FORGOTTEN, json_strings
 from obsmem.storage.leasing import acquired, ended_here, holding, process_owner, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
@@ -1166,7 +1168,8 @@ async def _save_messages(store: Store, messages: list[Message]) -> _SeqMap:
             stored = await store.save_messages(thread_id, fresh)
         if len(stored) != len(batch):  # a store that left some out: the seq map would not hold
             raise StorageError(
-                f"The store kept {len(stored)} of {len(batch)} messages of thread '{thread_id}' during the import."
+                f"The store kept {len(stored)} of {len(batch)} messages of thread '{thread_id}' during the "
+                "import."
             )
         old.extend(m.seq or 0 for m in batch)
         new.extend(m.seq or 0 for m in stored)

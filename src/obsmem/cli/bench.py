@@ -221,7 +221,8 @@ def _print_retention(report: RetentionReport) -> None:
             f"{row.system} {row.retained_pct:.1f} % / line {row.line_pct:.1f} %" for row in report.chance
         ))
     if report.qa:
-        qa = Table(title=f"question answering — actor {escape(report.qa[0].actor)}, judge {escape(report.qa[0].judge)}")
+        actor, judge = escape(report.qa[0].actor), escape(report.qa[0].judge)
+        qa = Table(title=f"question answering — actor {actor}, judge {judge}")
         for column in ("system", "questions", "accuracy %", "actor input tokens", "actor output tokens",
                        "actor s (median)", "judge s (median)"):  # fmt: skip
             qa.add_column(column, justify="left" if column == "system" else "right")

@@ -466,7 +466,9 @@ class ObsmemSession:
             if not found:
                 return  # deleted meanwhile
             message = found[0]
-        raise StorageError(f"Undoing an item of message '{message.id}' kept racing with other writers; run it again.")
+        raise StorageError(
+            f"Undoing an item of message '{message.id}' kept racing with other writers; run it again."
+        )
 
     async def _pages(self) -> AsyncGenerator[Message, None]:
         """The thread's stored messages, newest first, read :data:`_POP_PAGE` at a time: undo

@@ -50,9 +50,9 @@ from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadStat
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
-    "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message", "forget_in_record", "forget_lines",
-    "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds", "json_strings", "parse_forgotten_ids",
-    "with_forgotten_ids",
+    "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
+    "forget_in_record", "forget_lines", "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds",
+    "json_strings", "parse_forgotten_ids", "with_forgotten_ids",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.

@@ -261,7 +261,7 @@ class MemoryStore(ClosingContext):
         self._open()
         thread = self._thread(thread_id)
         check_storable(messages=messages)
-        forgotten = frozenset() if saves_forgotten() else forgotten_ids(thread)  # a forget's: never stored again
+        forgotten = frozenset() if saves_forgotten() else forgotten_ids(thread)  # a forget's: not stored again
         messages = [m for m in messages if m.id not in forgotten] if forgotten else messages
         if after_seq is not None:  # the ordering guard: a newer message that calls or answers a tool
             for message_id in reversed(self._thread_messages[thread_id]):

@@ -631,7 +631,9 @@ class PostgresStore(ClosingContext):
                 forgotten = frozenset() if keep else forgotten_ids(thread)
                 return await op(conn, thread, [m for m in messages if m.id not in forgotten])
 
-        async def op(conn: Conn, thread: Thread | None = None, messages: list[Message] = messages) -> list[Message]:
+        async def op(
+            conn: Conn, thread: Thread | None = None, messages: list[Message] = messages
+        ) -> list[Message]:
             if thread is None:
                 thread = await self._require_thread(conn, thread_id)
             if not messages:

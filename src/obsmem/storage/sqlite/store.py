@@ -817,7 +817,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         self, thread_id: str, messages: list[Message], *, after_seq: int | None = None
     ) -> list[Message]:
         keep = saves_forgotten()
-        return await self._write(lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq, keep_forgotten=keep))
+        return await self._write(
+            lambda conn: self._save(conn, thread_id, messages, after_seq=after_seq, keep_forgotten=keep)
+        )
 
     async def save_messages_marked(
         self, thread_id: str, messages: list[Message], lineage: str, *, after_seq: int | None = None
@@ -833,7 +835,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         def op(conn: Conn) -> tuple[list[Message], WindowMark | None, WindowMark | None]:
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep)
+            saved = self._save(
+                conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep
+            )
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             return saved, before, after
@@ -864,7 +868,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         def op(conn: Conn) -> None:  # the transaction's body: the rows go out before its COMMIT
             nonlocal sent
             before = _mark(conn, lineage, thread_id)
-            saved = self._save(conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep)
+            saved = self._save(
+                conn, thread_id, messages, decoded=True, after_seq=after_seq, keep_forgotten=keep
+            )
             after = _mark(conn, lineage, thread_id)
             assert before is not None and after is not None  # _save required the thread
             sent = True
@@ -887,7 +893,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return saved, before, after, commit
 
     def _save_here(
-        self, thread_id: str, messages: list[Message], lineage: str, after_seq: int | None, keep_forgotten: bool
+        self, thread_id: str, messages: list[Message], lineage: str, after_seq: int | None,
+        keep_forgotten: bool,
     ) -> tuple[list[Message], WindowMark | None, WindowMark | None, asyncio.Future[None]] | None:
         """:meth:`save_messages_marked_early` without a hand-off to the worker thread, or None
         when it cannot be done here (then the worker thread saves as it always did).
@@ -986,7 +993,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if after_seq is not None:
             _check_newest(conn, thread_id, after_seq)
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
-        if row[1] is not None and not keep_forgotten:  # a forget's messages: read in this write, never stored again
+        if row[1] is not None and not keep_forgotten:  # a forget's messages, read in this write: not stored again
             forgotten = parse_forgotten_ids(row[1])
             messages = [m for m in messages if m.id not in forgotten]
         stored: dict[str, Message | tuple[Any, ...]] = {}
