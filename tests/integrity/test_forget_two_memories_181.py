@@ -4,7 +4,6 @@ the other saves back the conversation it holds, or runs a turn."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,12 +12,9 @@ import pytest
 from obsmem import Memory, Message
 from obsmem.types import ToolCallPart, ToolResultPart
 
+from .forget_race import SECRET, forget_first, holding, said
+
 pytestmark = pytest.mark.anyio
-SECRET = "4242-9191"
-
-
-def _holding(messages: list[Message]) -> list[str]:
-    return [m.id for m in messages if SECRET in json.dumps(m.model_dump(mode="json"))]
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -40,47 +36,28 @@ async def pair(url: str) -> AsyncIterator[tuple[Memory, Memory]]:
             yield app, admin
 
 
-async def _said(memory: Memory) -> list[Message]:
-    alone = Message.user(SECRET)
-    beside = Message(role="user", parts=[{"type": "text", "text": "Hi there."}, {"type": "text", "text": f"Code {SECRET}"}])
-    for said in (alone, beside):
-        turn = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[said])
-        await turn.end([Message.assistant("Noted.")])
-    return [alone, beside]
-
-
 async def test_another_memory_forgets_while_a_save_is_on_its_way(pair: tuple[Memory, Memory]) -> None:
     app, admin = pair
-    history = await _said(app)
-    checked = app.engine.core.input_markers_checked
-    fired = False
-
-    async def forget_meanwhile(thread_id: str, messages: list[Message]) -> list[Message]:
-        nonlocal fired
-        if not fired:
-            fired = True
-            await admin.forget(SECRET, thread_id="t1")
-        return await checked(thread_id, messages)
-
-    app.engine.core.input_markers_checked = forget_meanwhile  # type: ignore[method-assign]
+    history = await said(app)
+    undo = forget_first(app, admin)
     await app.save_messages("t1", [*history, Message.user("and more")])
-    app.engine.core.input_markers_checked = checked  # type: ignore[method-assign]
+    undo()
     stored = await admin.list_messages("t1")
-    assert _holding(stored) == []
+    assert holding(stored) == []
     assert stored[-1].text == "and more"
     assert [m.text for m in stored if m.id == history[1].id] == ["Hi there."]
 
 
 async def test_a_turn_after_another_memorys_forget_keeps_its_input(pair: tuple[Memory, Memory]) -> None:
     app, admin = pair
-    history = await _said(app)
+    history = await said(app)
     await admin.forget(SECRET, resource_id="u1")
     turn = await app.begin_turn(thread_id="t1", messages=[*history, Message.user("what now?")])
     assert turn.context.messages[-1].text == "what now?"
-    assert _holding([*turn.context.messages, *turn.context.raw_messages]) == []
+    assert holding([*turn.context.messages, *turn.context.raw_messages]) == []
     await turn.end([Message.assistant("Nothing.")])
     stored = await app.list_messages("t1")
-    assert _holding(stored) == []
+    assert holding(stored) == []
     assert [m.text for m in stored][-2:] == ["what now?", "Nothing."]
 
 
@@ -123,7 +100,7 @@ async def test_a_late_result_racing_a_forget_does_not_put_the_value_back(pair: t
         del store.list_messages
     assert fired
     stored = await admin.list_messages("t1")
-    assert _holding(stored) == []
+    assert holding(stored) == []
     results = {p.tool_call_id: p.result for m in stored for p in m.tool_results}
     assert results["rome"] == "sunny"
     assert SECRET not in str(results["oslo"])
