@@ -10,7 +10,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +37,6 @@ INSTRUCTIONS = "You are a travel helper."
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"{city}: 4 degrees and snow"
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[WireServer, AgentModel]]:
-    model = AgentModel()
-    with WireServer() as wire:
-        wire.responder = model
-        yield wire, model
 
 
 def user_text(turn: int, thread: str) -> str:

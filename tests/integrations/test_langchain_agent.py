@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +40,6 @@ PREAMBLE_WORD = "observations"
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"{city}: 4 degrees and snow"
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[WireServer, AgentModel]]:
-    model = AgentModel()
-    with WireServer() as wire:
-        wire.responder = model
-        yield wire, model
 
 
 def chat_model(url: str) -> ChatOpenAI:

@@ -11,7 +11,6 @@ after the delete is stored and shown.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +36,6 @@ SECRET = "tulip-7731"
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"{city}: sunny. Your door code is {SECRET}."
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[WireServer, AgentModel]]:
-    model = AgentModel()
-    with WireServer() as wire:
-        wire.responder = model
-        yield wire, model
 
 
 def agent_for(wire: WireServer, memory: Memory, saver: InMemorySaver) -> Any:

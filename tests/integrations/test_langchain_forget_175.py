@@ -10,7 +10,6 @@ checkpointed state still does, and every later request of the thread sent it to 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,14 +33,6 @@ SECRET = "4242-9191"
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"{city}: sunny. Your door code is {SECRET}."
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[WireServer, AgentModel]]:
-    model = AgentModel()
-    with WireServer() as wire:
-        wire.responder = model
-        yield wire, model
 
 
 async def test_a_forgotten_value_is_not_sent_again_from_the_checkpointed_state(

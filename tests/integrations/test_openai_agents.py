@@ -12,7 +12,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +44,6 @@ RUN = RunConfig(tracing_disabled=True)  # nothing leaves the machine
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"forecast for {city}: sunny, 24 degrees"
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[WireServer, AgentModel]]:
-    with WireServer() as wire:
-        model = AgentModel()
-        wire.responder = model
-        yield wire, model
 
 
 def _agent(wire: WireServer, api: str) -> Agent[Any]:
