@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from obsmem.clock import FakeClock
 from obsmem.knowledge import Knowledge
+
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Knowledge]:
@@ -21,3 +23,13 @@ async def knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         graph = Knowledge.postgres(request.getfixturevalue("postgres_url"))
     async with graph:
         yield graph
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def clocked(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Knowledge, FakeClock]]:
+    """A :class:`Knowledge` in memory or over SQLite on a :class:`FakeClock` the test moves."""
+    clock = FakeClock()
+    graph = (Knowledge.in_memory(clock=clock) if request.param == "memory"
+             else Knowledge.sqlite(tmp_path / "k.db", clock=clock))
+    async with graph:
+        yield graph, clock

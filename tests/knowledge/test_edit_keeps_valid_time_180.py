@@ -9,9 +9,6 @@ nothing, or the old number. The copy now keeps the original's valid time."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from obsmem.clock import FakeClock
@@ -23,17 +20,8 @@ SCOPE = "org:acme/resource:alice"
 OLD, NEW = "their phone number is +49 151 5550 7720", "their phone number is +49 176 5550 3381"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Knowledge, FakeClock]]:
-    clock = FakeClock()
-    graph = (Knowledge.in_memory(clock=clock) if request.param == "memory"
-             else Knowledge.sqlite(tmp_path / "k.db", clock=clock))
-    async with graph:
-        yield graph, clock
-
-
-async def test_editing_an_older_value_keeps_the_newer_one_current(setup: tuple[Knowledge, FakeClock]) -> None:
-    knowledge, clock = setup
+async def test_editing_an_older_value_keeps_the_newer_one_current(clocked: tuple[Knowledge, FakeClock]) -> None:
+    knowledge, clock = clocked
     user = await knowledge.node("User", "person", SCOPE)
     old = await knowledge.append(user.id, OLD, SCOPE, reason="said", attribute="phone number")
     clock.advance(3600)
@@ -49,9 +37,9 @@ async def test_editing_an_older_value_keeps_the_newer_one_current(setup: tuple[K
     assert fixed.valid_from == old.valid_from
 
 
-async def test_editing_the_current_value_keeps_it_current(setup: tuple[Knowledge, FakeClock]) -> None:
+async def test_editing_the_current_value_keeps_it_current(clocked: tuple[Knowledge, FakeClock]) -> None:
     """Control."""
-    knowledge, clock = setup
+    knowledge, clock = clocked
     user = await knowledge.node("User", "person", SCOPE)
     await knowledge.append(user.id, OLD, SCOPE, reason="said", attribute="phone number")
     clock.advance(3600)

@@ -7,9 +7,6 @@ the removal, so the past answered as if it had never happened."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from obsmem.clock import FakeClock
@@ -20,17 +17,8 @@ pytestmark = pytest.mark.anyio
 SCOPE = "org:acme/resource:alice"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Knowledge, FakeClock]]:
-    clock = FakeClock()
-    graph = (Knowledge.in_memory(clock=clock) if request.param == "memory"
-             else Knowledge.sqlite(tmp_path / "k.db", clock=clock))
-    async with graph:
-        yield graph, clock
-
-
-async def test_known_while_removed_is_left_out_after_a_restore(setup: tuple[Knowledge, FakeClock]) -> None:
-    knowledge, clock = setup
+async def test_known_while_removed_is_left_out_after_a_restore(clocked: tuple[Knowledge, FakeClock]) -> None:
+    knowledge, clock = clocked
     user = await knowledge.node("User", "person", SCOPE)
     record = await knowledge.append(user.id, "their dog is called Kiki", SCOPE, reason="said")
     moments = []
