@@ -242,6 +242,10 @@ class OutboxEntry(_Frozen):
     available_at: datetime
     claimed_at: datetime | None = None
     claimed_by: str | None = None
+    lease_seconds: float | None = None
+    """The lease its holder claimed it for (``claim_outbox``'s ``lease_seconds``): the claim
+    expires by it, whichever worker looks next. None when not held (and on an entry an older
+    version claimed: that one expires by the lease of the worker looking)."""
     created_at: datetime
     completed_at: datetime | None = None
 

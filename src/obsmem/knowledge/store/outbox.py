@@ -6,7 +6,9 @@ Workers that keep the vector index in step claim entries with a lease. The rules
   earlier entry for the same document is not completed, so a document's delete can never
   overtake its upsert (or the reverse) even with several workers;
 * an entry is claimable when it is pending and available, or when it is being processed under
-  a claim whose lease has expired (its worker is presumed dead); every claim counts an attempt;
+  a claim whose lease has expired (its worker is presumed dead); every claim counts an attempt.
+  The lease is the holder's, kept on the entry (:attr:`OutboxEntry.lease_seconds`): a worker
+  asking with a short lease never takes over an entry held under a longer one before it ends;
 * only the worker holding the claim can complete or release it; a release puts the entry back
   to pending, available again at ``retry_at``.
 
@@ -67,13 +69,16 @@ def claim_outbox(
             if entry.document_id in blocked:
                 continue
             blocked.add(entry.document_id)
-            expired = entry.claimed_at is not None and now - entry.claimed_at >= lease
+            # the holder's lease (an entry an older version claimed has none: the claimer's)
+            held_for = lease if entry.lease_seconds is None else lease_of(entry.lease_seconds)
+            expired = entry.claimed_at is not None and now - entry.claimed_at >= held_for
             if entry.available_at <= now and (entry.status == "pending" or expired):
                 taken = entry.model_copy(
                     update={
                         "status": "processing",
                         "claimed_at": now,
                         "claimed_by": worker_id,
+                        "lease_seconds": lease.total_seconds(),
                         "attempts": entry.attempts + 1,
                     }
                 )
@@ -106,6 +111,7 @@ def finish_outbox(
                 "status": "pending",
                 "claimed_at": None,
                 "claimed_by": None,
+                "lease_seconds": None,
                 "available_at": retry_at or now,
             }
         tables.save_outbox(entry.model_copy(update=update))
