@@ -118,8 +118,9 @@ class ActivityAction(StrEnum):
     """A value was forgotten: its occurrences hard-deleted and a :class:`ForgottenValue` kept.
     ``details`` holds the counts per kind and the digest, never the value."""
     SCOPE_PURGED = "scope-purged"
-    """Everything under a scope was hard-deleted; logged at the parent scope (the org for an
-    org), ``details`` names the ``scope`` and the counts."""
+    """Everything under a scope was hard-deleted; logged at the parent scope, ``details`` names
+    the level and the counts (the scope only by digest, as the subject). An org's purge logs
+    none: nothing is above it, and at its own key the event would keep the org's id."""
     WRITE_REFUSED = "write-refused"
     """A write refused for scope, ceiling, privilege or tombstone reasons; written on its own,
     after the refused write rolled back, at the scope the write acted from. ``details`` names the
@@ -658,7 +659,7 @@ class KnowledgeStore(Protocol):
         """Hard-delete everything stored at ``scope`` or below: nodes, records, tombstones,
         forgotten values, audit events, outbox entries and vectors; links to purged nodes are
         dropped from the nodes that remain. One ``scope-purged`` event is logged at the parent
-        scope. Returns counts per kind."""
+        scope; none for an org (no row may keep its id). Returns counts per kind."""
         ...
 
     async def list_scopes(self, *, resource: str | None = None) -> list[str]:

@@ -420,9 +420,13 @@ def purge_scope(m: KnowledgeMutations, scope: str, *, actor: str, reason: str) -
         t.delete_event(event.id)
         counts["events"] += 1
     counts["vectors"] += t.delete_vectors_under(key)
+    if target.level is Level.ORG:
+        # Nothing is above an org to log at: an event at the org's own key would keep the id
+        # that was asked to be gone (and list_scopes would name it). The counts go to the caller.
+        return counts
     # The audit entry stays above the purged scope and names it only by digest: the scope key
     # holds the resource id, which is what was asked to be gone.
-    parent = target.at(Level(target.level - 1)) if target.level > Level.ORG else target
+    parent = target.at(Level(target.level - 1))
     m._event(
         ActivityAction.SCOPE_PURGED,
         "scope",
