@@ -670,6 +670,8 @@ class ObservationalMemory(AbstractCapability[Any]):
     _instructions: list[Message] | None = field(default=None, init=False, repr=False)
     # The stored steps of the failed run this run resumes (they follow its prompt: its own).
     _resumed: set[str] = field(default_factory=set, init=False, repr=False)
+    # This run's pydantic-ai run id: its own messages are never taken for copies of erased ones.
+    _run_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, Memory):
@@ -689,6 +691,7 @@ class ObservationalMemory(AbstractCapability[Any]):
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         run = dataclasses.replace(self)  # per-run state (the turn) starts empty
         run._thread = self.thread_id or ctx.conversation_id
+        run._run_id = ctx.run_id
         return run
 
     # -- tools ------------------------------------------------------------------------------------
@@ -764,6 +767,7 @@ class ObservationalMemory(AbstractCapability[Any]):
                 foreign[position] = await self._as_recorded(converted)
                 self._adopted[tuple(tag)] = [m.id for m in foreign[position]]
         await self._locate([m.id for converted in foreign.values() for m in converted])
+        erased_runs = self._erased_runs(history)
         new: list[Message] = []
         for position, message in enumerate(history):
             ids = self._ids_here(message)
@@ -777,6 +781,8 @@ class ObservationalMemory(AbstractCapability[Any]):
                 converted = _from_one(message)
                 if [m.id for m in converted] != ids:  # a tag that does not fit it: the new ids are its own
                     _tag(message, [m.id for m in converted])
+            elif message.run_id is not None and message.run_id in erased_runs:
+                continue  # an untagged copy (run_stream's) of a message of a run erased since
             else:
                 key = json.dumps([thread, _dump(message)], sort_keys=True)
                 seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
@@ -786,6 +792,26 @@ class ObservationalMemory(AbstractCapability[Any]):
                 self._where[obsmem_message.id] = thread
             new.extend(converted)
         return new
+
+    def _erased_runs(self, history: Sequence[pai.ModelMessage]) -> set[str]:
+        """The earlier runs of ``history`` whose messages this thread stored and has erased since
+        (``delete_thread``, ``delete_resource``): one of their messages was saved here and none of
+        its obsmem ids is stored anywhere now.
+
+        ``run_stream`` hands the app its own copy of the final response (and of the request with
+        an output tool's return), without the tags: matched by a content-derived id, found
+        nowhere after a delete, it was taken for a new message and the deleted answer stored
+        again. The run it belongs to tells it was erased with the rest."""
+        thread = self._thread_id()
+        erased: set[str] = set()
+        for message in history:
+            ids = self._ids_here(message)
+            run = message.run_id
+            if run is None or run == self._run_id or not ids or _saved_in(message) != thread:
+                continue
+            if all(self._where.get(i) is None for i in ids):
+                erased.add(run)
+        return erased
 
     async def _retried(self, history: Sequence[pai.ModelMessage], new: list[Message]) -> list[Message]:
         """``new`` (a run's first request's new messages) with its prompt taken for the thread's
