@@ -59,6 +59,7 @@ from obsmem import (
     InvalidInputError,
     Message,
     ThreadNotFoundError,
+    ToolResultPart,
     Turn,
     from_openai,
     from_openai_responses,
@@ -531,10 +532,42 @@ class ChatAnswer:
         return from_openai([message], history=history)
 
 
+#: Message metadata: the Responses API item ids (``fc_…``) of the message's function calls, by
+#: call id. A reasoning model's ``reasoning`` item is paired with the items that follow it by
+#: their item ids (one sent back without the other is a 400: "Item 'rs_…' of type 'reasoning' was
+#: provided without its required following item"); the converters keep the reasoning's id (its
+#: replay) and not the calls'.
+CALL_ITEM_IDS = "obsmem_responses_call_item_ids"
+#: Message metadata: how the Responses items the converters do not take came, so that they are
+#: sent back as they came. ``calls`` and ``outputs``, by call id: the type, item id, status and
+#: other fields of a custom tool's, computer use's, a shell's or apply_patch's call (stored as a
+#: tool call, its fields its arguments) and of its output (stored as a tool result); ``messages``:
+#: the item id and status of each assistant ``message`` item (``msg_…``) of the message, in order,
+#: paired with a reasoning item as calls are.
+RESPONSES_ITEMS = "obsmem_responses_items"
+
+#: Call items the converters do not take, by type: the name their tool is stored under (a custom
+#: tool's call names its own). Each is stored as a tool call and its output (``<type>_output``) as
+#: the call's result, so memory keeps them together as it keeps function calls and their results.
+_TOOL_CALLS: dict[str, str | None] = {
+    "custom_tool_call": None,
+    "computer_call": "computer",
+    "local_shell_call": "local_shell",
+    "shell_call": "shell",
+    "apply_patch_call": "apply_patch",
+}
+_TOOL_OUTPUTS = frozenset(f"{kind}_output" for kind in _TOOL_CALLS)
+#: Call items the API takes only with their item id: sent with it whether or not a reasoning item
+#: comes before them (the others, as function calls, only after one).
+_ID_REQUIRED = frozenset({"computer_call", "local_shell_call"})
+#: The items of a model's answer (after the last of them, a request's input is new).
+_ANSWER_ITEMS = frozenset({"function_call", "reasoning", *_TOOL_CALLS})
+
+
 class ResponsesAnswer:
     """A Responses API answer: ``output`` of the response, or of the stream's completed event."""
 
-    _KEEP = ("message", "function_call", "reasoning")
+    _KEEP = ("message", "function_call", "reasoning", *_TOOL_CALLS)
 
     #: The events after which a stream has nothing more to say.
     _TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
@@ -586,64 +619,222 @@ class ResponsesAnswer:
         if not self.output:
             return []
         kept = [item for item in self.output if isinstance(item, dict) and item.get("type") in self._KEEP]
-        return _with_call_item_ids(kept, from_openai_responses(kept, history=history))
+        return _from_responses(kept, history)
 
 
-#: Message metadata: the Responses API item ids (``fc_…``) of the message's function calls, by
-#: call id. A reasoning model's ``reasoning`` item is paired with the calls that follow it by
-#: their item ids (one sent back without the other is a 400: "Item 'rs_…' of type 'reasoning' was
-#: provided without its required following item"); the converters keep the reasoning's id (its
-#: replay) and not the calls'.
-CALL_ITEM_IDS = "obsmem_responses_call_item_ids"
+def _call_key(item: dict[str, Any]) -> str:
+    """The field of an output item naming the call it answers: ``id`` on a local shell call's."""
+    return "id" if item.get("type") == "local_shell_call_output" else "call_id"
 
 
-def _with_call_item_ids(items: list[Any], messages: list[Message]) -> list[Message]:
-    """``messages`` (converted from the Responses ``items``) with their calls' item ids noted."""
-    ids = {
+_Shapes = dict[str, dict[str, Any]]
+
+
+def _as_function_items(items: list[Any]) -> tuple[list[Any], _Shapes, _Shapes]:
+    """``items`` with the tool items the converters do not take as ``function_call`` /
+    ``function_call_output`` items, and how each call and output came (by call id; for
+    :data:`RESPONSES_ITEMS`). A call's fields other than its type, ids, status (and a custom call's
+    name) are its arguments, a JSON object; an output's ``output`` its result (a screenshot as an
+    image)."""
+    plain: list[Any] = []
+    calls: _Shapes = {}
+    outputs: _Shapes = {}
+    for index, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in _TOOL_CALLS:
+            call_id, name = item.get("call_id"), _TOOL_CALLS[kind] or item.get("name")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+                what = "a 'call_id'" + (" and a 'name'" if _TOOL_CALLS[kind] is None else "")
+                raise InvalidInputError(f"input[{index}]: a {kind} item needs {what} (non-empty strings)",
+                                        argument="input")  # fmt: skip
+            kept = ("type", "call_id", "id", "status", *(("name",) if _TOOL_CALLS[kind] is None else ()))
+            arguments = {k: v for k, v in item.items() if k not in kept}
+            calls[call_id] = {"type": kind, **{k: item[k] for k in ("id", "status")
+                                               if isinstance(item.get(k), str)}}  # fmt: skip
+            plain.append({"type": "function_call", "call_id": call_id, "name": name,
+                          "arguments": json.dumps(arguments, ensure_ascii=False)})  # fmt: skip
+        elif kind in _TOOL_OUTPUTS:
+            key = _call_key(item)
+            call_id = item.get(key)
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidInputError(f"input[{index}]: a {kind} item needs '{key}' (the call it answers)",
+                                        argument="input")  # fmt: skip
+            output, shape = _function_output(kind, item, index)
+            outputs[call_id] = shape
+            plain.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        else:
+            plain.append(item)
+    return plain, calls, outputs
+
+
+def _function_output(kind: str, item: dict[str, Any], index: int) -> tuple[Any, dict[str, Any]]:
+    """An output item's result (as a function_call_output's ``output``), and how it came: its type
+    and the fields that are not its result, ids or type."""
+    fields = {k: v for k, v in item.items() if k not in ("type", "call_id", "id", "output")}
+    shape: dict[str, Any] = {"type": kind, "fields": fields}
+    output = item.get("output")
+    if kind == "computer_call_output":
+        if not isinstance(output, dict):
+            raise InvalidInputError(f"input[{index}]: a computer_call_output's 'output' must be a screenshot "
+                                    "object", argument="input")  # fmt: skip
+        image = output.get("image_url")
+        if isinstance(image, str) and image:  # stored as an image (a file part), not its base64 as text
+            shape["screenshot"] = {k: v for k, v in output.items() if k != "image_url"}
+            return [{"type": "input_image", "image_url": image}], shape
+        shape["screenshot"] = output  # a file_id: kept as it is
+        return "", shape
+    if kind == "apply_patch_call_output" and output is None:
+        shape["no_output"] = True
+        return "", shape
+    return output, shape
+
+
+def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:
+    """Responses API items (a request's new input, or an answer's output) as messages, with what
+    :func:`_responses_input` needs to send them back as they came noted in their metadata."""
+    plain, calls, outputs = _as_function_items(items)
+    messages = from_openai_responses(plain, history=history)
+    call_ids = {
         item["call_id"]: item["id"] for item in items
         if isinstance(item, dict) and item.get("type") == "function_call"
         and isinstance(item.get("call_id"), str) and isinstance(item.get("id"), str) and item["id"]
     }  # fmt: skip
-    if not ids:
-        return messages
+    answers = _answer_messages(items)
+    if len(answers) != sum(m.role == "assistant" for m in messages):
+        answers = []  # the converter grouped them otherwise: no message ids rather than wrong ones
+    said = iter(answers)
     noted: list[Message] = []
     for message in messages:
-        own = {c.tool_call_id: ids[c.tool_call_id] for c in message.tool_calls if c.tool_call_id in ids}
-        noted.append(message.model_copy(update={"metadata": {**message.metadata, CALL_ITEM_IDS: own}}) if own
+        note: dict[str, Any] = {}
+        items_note: dict[str, Any]
+        if message.role == "assistant":
+            own_ids = {c.tool_call_id: call_ids[c.tool_call_id] for c in message.tool_calls
+                       if c.tool_call_id in call_ids}  # fmt: skip
+            if own_ids:
+                note[CALL_ITEM_IDS] = own_ids
+            items_note = {"calls": {c.tool_call_id: calls[c.tool_call_id] for c in message.tool_calls
+                                    if c.tool_call_id in calls}}  # fmt: skip
+            ids = next(said, [])
+            if any(ids):
+                items_note["messages"] = ids
+        else:
+            results = [p.tool_call_id for p in message.parts if isinstance(p, ToolResultPart)]
+            items_note = {"outputs": {call_id: outputs[call_id] for call_id in results if call_id in outputs}}
+        items_note = {k: v for k, v in items_note.items() if v}
+        if items_note:
+            note[RESPONSES_ITEMS] = items_note
+        noted.append(message.model_copy(update={"metadata": {**message.metadata, **note}}) if note
                      else message)  # fmt: skip
     return noted
 
 
-def _paired_calls(messages: list[Message], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``items`` (``messages`` as Responses input) with the item id given back to each function
-    call that follows a reasoning item sent with its id (right after it, or after other such
-    calls), as the model answered them; other calls are sent without one, as before (a call's
-    item id without its reasoning item is refused too)."""
-    known: dict[str, list[str]] = {}  # by call id, in order (a model may reuse call ids)
-    for message in messages:
-        noted = message.metadata.get(CALL_ITEM_IDS)
-        if isinstance(noted, dict):
-            for call_id, item_id in noted.items():
-                if isinstance(item_id, str):
-                    known.setdefault(call_id, []).append(item_id)
-    if not known:
-        return items
-    paired: list[dict[str, Any]] = []
-    after_reasoning = False
+def _answer_messages(items: list[Any]) -> list[list[dict[str, Any]]]:
+    """For each run of answer items (which the converter makes one assistant message), the id and
+    status of each of its assistant ``message`` items ({} for one without an id)."""
+    runs: list[list[dict[str, Any]]] = []
+    run: list[dict[str, Any]] | None = None
+    for item in items:
+        kind = item.get("type", "message" if "role" in item else None) if isinstance(item, dict) else None
+        is_message = kind == "message" and item.get("role") == "assistant"
+        if not (is_message or kind in _ANSWER_ITEMS):
+            run = None
+            continue
+        if run is None:
+            run = []
+            runs.append(run)
+        if is_message:
+            item_id, status = item.get("id"), item.get("status")
+            run.append({"id": item_id, "status": status if isinstance(status, str) else "completed"}
+                       if isinstance(item_id, str) and item_id else {})  # fmt: skip
+    return runs
+
+
+def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
+    """``messages`` as Responses input, each message's items as they came (:data:`RESPONSES_ITEMS`)."""
+    return [item for message in messages for item in _as_they_came(message, to_openai_responses([message]))]
+
+
+def _as_they_came(message: Message, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (``message`` as Responses input) as they came: custom, computer, shell and
+    apply_patch calls and outputs in their own types; the item id given back to the calls and
+    answer messages that follow a reasoning item sent with its id, as the model answered them
+    (a call's item id without its reasoning item is refused too), and to the calls that take no
+    other."""
+    note = message.metadata.get(RESPONSES_ITEMS)
+    note = note if isinstance(note, dict) else {}
+    calls, outputs = note.get("calls"), note.get("outputs")
+    calls = calls if isinstance(calls, dict) else {}
+    outputs = outputs if isinstance(outputs, dict) else {}
+    call_ids = message.metadata.get(CALL_ITEM_IDS)
+    call_ids = call_ids if isinstance(call_ids, dict) else {}
+    said = note.get("messages")
+    answers = [i for i in items if i.get("type") == "message" and i.get("role") == "assistant"]
+    said_ids = iter(said if isinstance(said, list) and len(said) == len(answers) else [])
+    results = {p.tool_call_id: p.result for p in message.parts if isinstance(p, ToolResultPart)}
+    came: list[dict[str, Any]] = []
+    after_reasoning = False  # a reasoning item sent with its id came before, in this answer
     for item in items:
         kind = item.get("type")
-        if kind == "function_call":
+        if kind == "reasoning":
+            after_reasoning = after_reasoning or isinstance(item.get("id"), str)
+        elif kind == "function_call":
             call_id = item.get("call_id")
-            waiting = known.get(call_id) if isinstance(call_id, str) else None
-            item_id = waiting.pop(0) if waiting else None
-            if after_reasoning and item_id is not None:
-                item = {**item, "id": item_id}
-            else:
-                after_reasoning = False
-        else:
-            after_reasoning = kind == "reasoning" and isinstance(item.get("id"), str)
-        paired.append(item)
-    return paired
+            shape = calls.get(call_id)
+            if isinstance(shape, dict):
+                item = _call_as_it_came(item, shape, after_reasoning)
+            elif after_reasoning and isinstance(call_ids.get(call_id), str):
+                item = {**item, "id": call_ids[call_id]}
+        elif kind == "function_call_output":
+            shape = outputs.get(item.get("call_id"))
+            if isinstance(shape, dict):
+                item = _output_as_it_came(item, shape, results.get(str(item.get("call_id"))))
+        elif kind == "message" and item.get("role") == "assistant":
+            ids = next(said_ids, None)
+            if after_reasoning and isinstance(ids, dict) and isinstance(ids.get("id"), str):
+                item = {**item, "id": ids["id"], "status": ids.get("status", "completed")}
+        came.append(item)
+    return came
+
+
+def _call_as_it_came(item: dict[str, Any], shape: dict[str, Any], after_reasoning: bool) -> dict[str, Any]:
+    kind = shape.get("type")
+    try:
+        arguments = json.loads(item["arguments"])
+    except (ValueError, RecursionError):
+        arguments = None
+    if kind not in _TOOL_CALLS or not isinstance(arguments, dict):
+        return item
+    came = {**arguments, "type": kind, "call_id": item["call_id"]}
+    if _TOOL_CALLS[kind] is None:
+        came["name"] = item["name"]
+    if isinstance(shape.get("status"), str):
+        came["status"] = shape["status"]
+    if isinstance(shape.get("id"), str) and (after_reasoning or kind in _ID_REQUIRED):
+        came["id"] = shape["id"]
+    return came
+
+
+def _output_as_it_came(item: dict[str, Any], shape: dict[str, Any], result: Any) -> dict[str, Any]:
+    kind = shape.get("type")
+    if kind not in _TOOL_OUTPUTS:
+        return item
+    fields = shape.get("fields")
+    output = item["output"]
+    if not isinstance(output, list) and isinstance(result, list):
+        output = result  # a list of data (a shell's output chunks): the converter sends it as JSON text
+    came: dict[str, Any] = {**(fields if isinstance(fields, dict) else {}), "type": kind}
+    came[_call_key(came)] = item["call_id"]
+    if kind == "computer_call_output":
+        screenshot = shape.get("screenshot")
+        screenshot = dict(screenshot) if isinstance(screenshot, dict) else {"type": "computer_screenshot"}
+        parts = [p for p in output if isinstance(p, dict)] if isinstance(output, list) else []
+        image = next((p.get("image_url") for p in parts if p.get("type") == "input_image"), None)
+        if isinstance(image, str):
+            screenshot["image_url"] = image
+        came["output"] = screenshot
+    elif not shape.get("no_output"):
+        came["output"] = output
+    return came
 
 
 async def _finish(service: Service, turn: Turn, answer: ChatAnswer | ResponsesAnswer) -> None:
@@ -1263,7 +1454,7 @@ async def chat_completions(
 
 def _is_answer(item: Any) -> bool:
     kind = item.get("type", "message" if "role" in item else None)
-    return kind in ("function_call", "reasoning") or (kind == "message" and item.get("role") == "assistant")
+    return kind in _ANSWER_ITEMS or (kind == "message" and item.get("role") == "assistant")
 
 
 @router.post("/responses", openapi_extra=_REQUEST_BODY)
@@ -1272,7 +1463,8 @@ async def responses(
     resource: ResourceHeader = None,
 ) -> Response:  # fmt: skip
     """The Responses API through memory (streaming or not); ``previous_response_id`` is replaced
-    by the thread's memory."""
+    by the thread's memory. Custom tool, computer use, shell and apply_patch calls and their
+    outputs are stored as tool calls and results and sent upstream as the items they came as."""
     principal.may_write()
     if service.settings.upstream_kind != "openai":
         raise InvalidInputError(
@@ -1290,15 +1482,15 @@ async def responses(
     new = _after_last(conversation, _is_answer)
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
+    plain = _as_function_items(new)[0]
     history = await call_history(
-        service, thread_id, {str(i.get("call_id")) for i in new if i.get("type") == "function_call_output"},
-        {str(i.get("call_id")) for i in new if i.get("type") == "function_call"},
+        service, thread_id, {str(i.get("call_id")) for i in plain if i.get("type") == "function_call_output"},
+        {str(i.get("call_id")) for i in plain if i.get("type") == "function_call"},
         argument="input",
     )
-    parsed = await _retried(service, thread_id, _with_call_item_ids(new, from_openai_responses(new, history=history)))
+    parsed = await _retried(service, thread_id, _from_responses(new, history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
     payload = {k: v for k, v in body.items() if k != "previous_response_id"}
-    context = turn.context.messages
-    payload["input"] = [*system, *_paired_calls(context, to_openai_responses(context))]
+    payload["input"] = [*system, *_responses_input(turn.context.messages)]
     return await _forward(service, turn, "/responses", payload, ResponsesAnswer())
