@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar, cast
 
@@ -42,6 +43,13 @@ from obsmem.server.service import Service
 # The bounds of the REST API's arguments (obsmem.server.rest): a tool takes no more than a route.
 Query = Annotated[str, Field(min_length=1, max_length=2000)]
 Fact = Annotated[str, Field(min_length=1, max_length=10_000)]
+_ID_LENGTH = 200  # as Id
+
+#: The MCP library's logger of failed tool calls and resource reads: each line names what the
+#: client sent (the tool's name; the resource's URI, twice: it is in the error too).
+_SDK_LOGGER = "mcp.server.mcpserver.server"
+#: How much of one such argument a log line keeps.
+_LOGGED_CHARS = 1000
 
 __all__ = ["build_mcp", "guarded"]
 
@@ -82,6 +90,32 @@ def _resolvable(receipt: Receipt) -> tuple[Receipt, bool]:
     return dataclasses.replace(raw, groups=receipt.groups[:_RESOLVED_GROUPS]), raw != receipt
 
 
+class _ClippedArguments(logging.Filter):
+    """Clip the text arguments of the MCP library's log lines to :data:`_LOGGED_CHARS`.
+
+    A client names a tool or a resource with what it likes: a URI of megabytes was written whole
+    to the log, twice, and ``obsmem serve``'s handler (the library's rich handler, behind the
+    redacting filter) took seconds per megabyte, and more memory still, on the event loop that
+    serves every tenant."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_clipped(arg) for arg in record.args)
+        return True
+
+
+def _clipped(value: object) -> object:
+    if isinstance(value, str) and len(value) > _LOGGED_CHARS:
+        return f"{value[:_LOGGED_CHARS]}… ({len(value):,} characters)"
+    return value
+
+
+def _clip_library_log() -> None:
+    logger = logging.getLogger(_SDK_LOGGER)
+    if not any(isinstance(f, _ClippedArguments) for f in logger.filters):
+        logger.addFilter(_ClippedArguments())
+
+
 def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
     """Report obsmem's errors to the client by class and message (the SDK withholds other errors'
     text): a thread another key owns reads ``ThreadNotFoundError: Thread '…' does not exist``."""
@@ -101,6 +135,7 @@ def _reported(error_type: type[Exception]) -> Callable[[_F], _F]:
 
 def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer:
     """An MCP server over ``service``. ``principal``: fixed (stdio); None: from each HTTP request."""
+    _clip_library_log()
     server: MCPServer = MCPServer(
         "obsmem", version="0.1.0",
         instructions="Observational memory: recall earlier conversation, search and add knowledge, forget values.",
@@ -242,9 +277,14 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     @server.resource("obsmem://threads/{thread_id}/observations", mime_type="text/plain",
                      security=ResourceSecurity(exempt_params=frozenset({"thread_id"})))
     @_reported(ResourceError)
-    async def observations(thread_id: Id, ctx: Context) -> str:
+    async def observations(thread_id: str, ctx: Context) -> str:
         """The thread's current observations, as its context shows them (empty until something
         was observed; in resource scope without sharing, never another thread's)."""
+        if len(thread_id) > _ID_LENGTH:  # (as Id: the library reports a failed Id as a server fault)
+            raise InvalidInputError(
+                f"Invalid thread_id: an id has at most {_ID_LENGTH} characters, got {len(thread_id):,}",
+                argument="thread_id",
+            )
         who = await caller(ctx)
         await who.thread(service.memory, thread_id)
         return await service.memory.get_observations(thread_id)
