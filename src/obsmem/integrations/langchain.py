@@ -58,7 +58,7 @@ from langgraph.runtime import Runtime
 
 from obsmem import ContextWindow
 from obsmem.convert._common import speaker_metadata, wire_name
-from obsmem.errors import InvalidInputError
+from obsmem.errors import InvalidInputError, ThreadNotFoundError
 from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
@@ -86,9 +86,13 @@ ORDER_KEY = "obsmem_call_order"
 METADATA_KEY = "langchain"
 #: obsmem's own context messages carry this metadata key.
 _OBSMEM_KEY = "obsmem"
-#: The agent state's key (private, checkpointed) listing the obsmem ids of the state's messages
-#: the middleware saved: see :meth:`ObservationalMemoryMiddleware._restore`.
+#: The agent state's key (private, checkpointed) listing the state's messages the middleware saved,
+#: each by the mark of its obsmem id (:func:`_mark`): see :meth:`ObservationalMemoryMiddleware._restore`.
 SAVED_STATE_KEY = "obsmem_saved"
+#: The agent state's key (private, checkpointed) listing, by mark, the state's messages a model
+#: call of a run that has not ended saves or is about to save: see
+#: :meth:`ObservationalMemoryMiddleware.abefore_model`.
+PENDING_STATE_KEY = "obsmem_pending"
 
 _ROLES: dict[str, str] = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 _FILE_BLOCKS = ("image", "file", "audio", "video")
@@ -590,8 +594,11 @@ class _Run:
     #: The obsmem ids of the stored tool steps of the failed run this run resumes (they follow
     #: its input, as stored: the run's own, see :meth:`ObservationalMemoryMiddleware._own_tail`).
     resumed: set[str] = field(default_factory=set)
-    #: Whether the state's :data:`SAVED_STATE_KEY` was read into :attr:`known` (once a run).
+    #: Whether the state's :data:`SAVED_STATE_KEY` and :data:`PENDING_STATE_KEY` were read into
+    #: :attr:`known` (once a run).
     restored: bool = False
+    #: Whether a ``before_model`` of the run wrote what :attr:`known` says is saved into the state.
+    promoted: bool = False
 
     def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
         """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
@@ -664,17 +671,45 @@ def _still_says(stored: Message, original: BaseMessage, history: Sequence[BaseMe
     return [p for p in given.parts if p.type != "data"] == [p for p in stored.parts if p.type != "data"]
 
 
-def _saved_ids(known: _Known, plan: _Plan) -> list[str]:
-    """The obsmem ids of the messages of ``plan`` (a run's end state) that are saved, sorted: each
-    one's id and the id a new middleware gives it (:func:`_variant`; another after an edit or
-    a match of a stored message). System messages are given every call, saved or not."""
-    ids: set[str] = set()
-    for message, own, variant in plan.ids:
-        if own is not None and own in known.saved and not isinstance(message, SystemMessage):
-            ids.add(own)
-            if variant is not None:
-                ids.add(variant)
-    return sorted(ids)
+def _mark(obsmem_id: str) -> str:
+    """What the state's keys keep of an obsmem id (:func:`_variant`, a hash): its last 16 hex
+    digits (64 bits), not its 36 characters. A new message whose mark is a saved one's would not
+    be saved: one chance in 2**64 per message of the state. A mark is its own mark."""
+    return obsmem_id[-16:]
+
+
+def _marks(value: Any) -> set[str]:
+    """The marks a state's key holds (a list; the whole ids b1635ee's middleware wrote count by
+    their mark)."""
+    return {_mark(i) for i in value if isinstance(i, str)} if isinstance(value, list) else set()
+
+
+def _state_variants(thread: str, run: _Run, messages: Sequence[BaseMessage]) -> list[tuple[int, str]]:
+    """For the state's messages a new middleware would look up (each with a LangChain id; system
+    messages are given every call, saved or not): each one's place and the obsmem id a new
+    middleware gives it, the ``n``-th :func:`_variant` for the ``n``-th message with the same id
+    and content (see :meth:`ObservationalMemoryMiddleware._unsaved`)."""
+    seen: dict[str, int] = {}
+    found: list[tuple[int, str]] = []
+    for index, message in enumerate(messages):
+        key = run.key(thread, message)
+        if key is None or isinstance(message, SystemMessage):
+            continue
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        found.append((index, run.variant(thread, message, n)))
+    return found
+
+
+def _saved_marks(thread: str, run: _Run, plan: _Plan) -> list[str]:
+    """The marks of the messages of ``plan`` (a run's end state) that are saved, sorted: each by
+    the id a new middleware gives it (:func:`_state_variants`), whatever id it was saved under
+    (another after an edit, a match of a stored message, an answer of the model)."""
+    messages = [message for message, _, _ in plan.ids]
+    return sorted({
+        _mark(variant) for index, variant in _state_variants(thread, run, messages)
+        if (own := plan.ids[index][1]) is not None and own in run.known.saved
+    })
 
 
 def _is_final(message: Message) -> bool:
@@ -704,11 +739,13 @@ def _ended_on(plan: _Plan, messages: Sequence[BaseMessage]) -> None:
 class _State(AgentState[Any]):
     """The agent's state with the middleware's own keys, never in the agent's input or output:
     the run it is (set when the run begins; never checkpointed), which tells one run's state from
-    another's without a checkpointer, runs of one thread at once included; and the obsmem ids of
-    the state's messages saved (:data:`SAVED_STATE_KEY`, checkpointed)."""
+    another's without a checkpointer, runs of one thread at once included; and the state's
+    messages saved (:data:`SAVED_STATE_KEY`) and being saved by a run that has not ended
+    (:data:`PENDING_STATE_KEY`), checkpointed."""
 
     obsmem_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
     obsmem_saved: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    obsmem_pending: NotRequired[Annotated[list[str], PrivateStateAttr]]
 
 
 class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
@@ -724,7 +761,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
     agent with ``ainvoke``/``astream``. With a checkpointer the state keeps every message, but the
     model only ever gets obsmem's context; a new middleware over an old checkpoint stores nothing
     twice (messages are matched by id and content), and stores and sends nothing of a thread
-    ``memory.delete_thread`` deleted (the state keeps the ids saved: :meth:`_restore`). An edit
+    ``memory.delete_thread`` deleted (the state keeps which of its messages were saved, and which
+    a run that did not end, failed or interrupted, was saving: :meth:`_restore`). An edit
     (a message of the state replaced by id) is known as one by the middleware that saved the
     earlier version (another saves it as a new message).
 
@@ -1048,7 +1086,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         whole: Mapping[str, Any] = request.state if isinstance(request.state, Mapping) else {}
         if not isinstance(whole.get("messages"), list):
             whole = {**whole, "messages": request.messages}
-        self._restore(run, whole)
+        await self._restore(thread, run, whole)
         await self._removed(thread, run, whole)
         plan = await self._unsaved(thread, run, request.messages)
         if run.turn is None:
@@ -1124,7 +1162,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         thread, resource = self._ids()
         run = self._run(thread)
         del self._runs[thread]
-        self._restore(run, state)
+        await self._restore(thread, run, state)
         await self._removed(thread, run, state)
         plan = await self._unsaved(thread, run, state["messages"])
         _ended_on(plan, state["messages"])
@@ -1138,30 +1176,93 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
             await run.turn.end(new)
         self._saved_now(run, plan)
         run.known.seen(state, ended=True)
-        saved = _saved_ids(run.known, plan)
-        if saved == state.get(SAVED_STATE_KEY):
-            return None
-        return {SAVED_STATE_KEY: saved}
+        update: dict[str, Any] = {}
+        saved = _saved_marks(thread, run, plan)
+        if saved != state.get(SAVED_STATE_KEY):
+            update[SAVED_STATE_KEY] = saved
+        if state.get(PENDING_STATE_KEY):  # in the saved ones now
+            update[PENDING_STATE_KEY] = []
+        return update or None
 
-    @staticmethod
-    def _restore(run: _Run, state: Mapping[str, Any]) -> None:
-        """Take the state's :data:`SAVED_STATE_KEY` into what is known of the thread, at a run's
-        first look at its state.
+    async def _restore(self, thread: str, run: _Run, state: Mapping[str, Any]) -> None:
+        """Take the state's :data:`SAVED_STATE_KEY` and :data:`PENDING_STATE_KEY` into what is
+        known of the thread, at a run's first look at its state.
 
         A checkpointed state keeps every message, and obsmem ids come from the messages
         (:func:`_variant`), so a new middleware (a new process over the same checkpointer)
         stores nothing twice. But a message ``memory.delete_thread`` (or ``forget``) erased is
         stored nowhere: without this, a new middleware saved the whole deleted conversation again
         from the state and sent it to the model. The middleware that saved it does not (it knows
-        what it saved); the ids it saved, kept in the state by :meth:`aafter_agent`, tell a new
-        one the same. A message no middleware saved (a checkpoint written before obsmem was
-        added) is saved as before, and so is a new one after the delete."""
+        what it saved); the state's keys tell a new one the same. A message no middleware saved
+        (a checkpoint written before obsmem was added) is saved as before, and so is a new one
+        after the delete.
+
+        :meth:`aafter_agent` writes the saved ones; a run that never gets there (the provider
+        raised at the model call, a human-in-the-loop interrupt stopped it) left its messages as
+        pending (:meth:`abefore_model` writes them before each model call saves them, once the
+        thread exists). Such a message that is not stored, nor known to the middleware as saved
+        (it is a new one, or another one wrote them: another worker over the checkpointer), was
+        deleted with its thread when the thread is gone; in a thread that is still there, it was
+        never saved (the store failed at the save) and is saved now, so a failed run's input is
+        not lost."""
         if run.restored:
             return
         run.restored = True
-        ids = state.get(SAVED_STATE_KEY)
-        if isinstance(ids, list):
-            run.known.saved.update(i for i in ids if isinstance(i, str))
+        known = run.known
+        messages = state.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        variants = [v for _, v in _state_variants(thread, run, messages)]
+        saved = _marks(state.get(SAVED_STATE_KEY))
+        known.saved.update(v for v in variants if _mark(v) in saved)
+        pending = _marks(state.get(PENDING_STATE_KEY)) - saved
+        doubtful = sorted({
+            v for v in variants if _mark(v) in pending and known.aliases.get(v, v) not in known.saved
+        })
+        if not doubtful:
+            return
+        store = self.memory.store
+        stored = {m.id for m in await store.get_messages(doubtful)}
+        missing = [v for v in doubtful if v not in stored]
+        if missing and await store.get_thread(thread) is None:
+            known.saved.update(missing)
+
+    async def abefore_model(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Keep in the state, before the model call saves them, the state's messages not kept as
+        saved (:data:`PENDING_STATE_KEY`): this node's update is checkpointed whatever the model
+        call does next, when nothing after it is (a provider error, an interrupt). At the run's
+        first model call, the ones the middleware knows are saved (of earlier runs that did not
+        end, or deleted: :meth:`_restore`) join the saved ones, so a pending one's doubt is only
+        ever about the model calls since the last run that ended.
+
+        Before the run's first model call, the thread is made when there is none, so that a
+        thread gone later was deleted after the pending ones were written (:meth:`_restore`
+        takes them as deleted): a first run whose save failed (the store down) leaves its thread,
+        and its input is saved by the next run, not taken as deleted."""
+        thread, resource = self._ids()
+        run = self._run(thread)
+        await self._restore(thread, run, state)
+        messages = state.get("messages") or []
+        variants = _state_variants(thread, run, messages)
+        saved = _marks(state.get(SAVED_STATE_KEY))
+        if not run.promoted:
+            run.promoted = True
+            known = run.known
+            saved |= {
+                _mark(v) for index, v in variants
+                if known.aliases.get(v, v) in known.saved and str(messages[index].id) not in run.answered
+            }
+        update: dict[str, Any] = {}
+        if sorted(saved) != state.get(SAVED_STATE_KEY, []):
+            update[SAVED_STATE_KEY] = sorted(saved)
+        pending = sorted({_mark(v) for _, v in variants} - saved)
+        if pending != state.get(PENDING_STATE_KEY, []):
+            update[PENDING_STATE_KEY] = pending
+        if pending and run.turn is None:
+            try:  # (memory's own look: a thread deleted elsewhere leaves none of its text in memory)
+                await self.memory.get_thread(thread, resource_id=resource)
+            except ThreadNotFoundError:
+                await self.memory.create_thread(thread, resource)
+        return update or None
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
