@@ -180,8 +180,11 @@ def _inline(extra: Any) -> bool:
     return isinstance(extra, dict) and extra.get("item") == "inline"
 
 
-def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[str, Any]]:
-    """A request part → (role, obsmem parts, extras); role None: it joins the message before it."""
+def _request_parts(
+    part: dict[str, Any], binary: Collection[int | None] = ()
+) -> tuple[Role | None, list[Part], dict[str, Any]]:
+    """A request part → (role, obsmem parts, extras); role None: it joins the message before it.
+    ``binary``: where a tool return's content holds binary content (:func:`_binary_places`)."""
     kind = part.get("part_kind")
     rest = {k: v for k, v in part.items() if k != "content"}
     content = part.get("content")
@@ -197,7 +200,7 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
     if kind == "tool-return" and part.get("tool_call_id") and part.get("tool_name"):
         rest = {k: v for k, v in rest.items() if k not in ("tool_name", "tool_call_id")}
         error = part.get("outcome") in ("failed", "denied", "retried")
-        content, files, moved = _files_out(content)
+        content, files, moved = _files_out(content, binary)
         if moved:
             rest = {**rest, "files": moved}
         result = ToolResultPart(
@@ -218,16 +221,30 @@ def _request_parts(part: dict[str, Any]) -> tuple[Role | None, list[Part], dict[
     return None, [DataPart(name=_UNKNOWN, data={"part": part})], {"unknown": True}
 
 
-def _files_out(content: Any) -> tuple[Any, list[Part], list[dict[str, Any]]]:
+def _binary_places(part: object) -> set[int | None]:
+    """Where a live tool return's content is binary content: the content itself (None) or the
+    indexes of a list's items. Only the live part tells: in its JSON form a dict a tool returned
+    (an API's answer holding ``"kind": "binary"``) looks like an image, and stays data."""
+    content = part.content if isinstance(part, pai.ToolReturnPart) else None
+    if isinstance(content, pai.BinaryContent):
+        return {None}
+    if isinstance(content, list):
+        return {index for index, item in enumerate(content) if isinstance(item, pai.BinaryContent)}
+    return set()
+
+
+def _files_out(content: Any, places: Collection[int | None]) -> tuple[Any, list[Part], list[dict[str, Any]]]:
     """A tool return's content with its binary items (an image a tool returns, as the content or
-    an item of a list) taken out as file parts: in the result, a short text names each one.
+    an item of a list, at ``places``) taken out as file parts: in the result, a short text names
+    each one.
 
     Kept in the result, an image was its base64 text: counted as text (a 300 KB image as 270,000
     tokens, where the same image in a prompt is an image's count) and read by the observer. Each
     moved item's other fields and its place (``at``: its index in the list, None for the content
     itself) are kept, to put it back."""
-    def binary(item: Any) -> bool:
-        return isinstance(item, dict) and item.get("kind") == "binary" and isinstance(item.get("data"), str)
+    def binary(item: Any, at: int | None) -> bool:
+        return at in places and isinstance(item, dict) and item.get("kind") == "binary" \
+            and isinstance(item.get("data"), str)
 
     def moved(item: dict[str, Any], at: int | None) -> str:
         made, extra = _user_item(item)
@@ -238,10 +255,10 @@ def _files_out(content: Any) -> tuple[Any, list[Part], list[dict[str, Any]]]:
 
     files: list[Part] = []
     entries: list[dict[str, Any]] = []
-    if binary(content):
+    if binary(content, None):
         return moved(content, None), files, entries
-    if isinstance(content, list) and any(binary(item) for item in content):
-        kept = [moved(item, index) if binary(item) else item for index, item in enumerate(content)]
+    if isinstance(content, list) and any(binary(item, index) for index, item in enumerate(content)):
+        kept = [moved(item, index) if binary(item, index) else item for index, item in enumerate(content)]
         return kept, files, entries
     return content, files, entries
 
@@ -337,8 +354,8 @@ def _from_one(
             extras.append({**extra, "span": len(made)})
         groups.append(("assistant", obsmem_parts, extras))
     else:
-        for part in parts:
-            role, made, extra = _request_parts(part)
+        for part, live in zip(parts, message.parts, strict=True):
+            role, made, extra = _request_parts(part, _binary_places(live))
             entry = {**extra, "span": len(made)}
             if groups and (role is None or role == groups[-1][0]):
                 groups[-1][1].extend(made)
