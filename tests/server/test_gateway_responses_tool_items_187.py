@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -30,7 +31,7 @@ from obsmem.server import ServerSettings, Service
 from tests.integrations.agent_model import small_memory_config
 from tests.models.wire_server import Recorded, Reply, WireServer, sse
 from tests.server.conftest import UPSTREAM_KEY, Env
-from tests.server.live import live_server, make_keys
+from tests.server.live import auth, live_server, make_keys
 
 IMAGE = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
          "RU5ErkJggg==")
@@ -373,4 +374,35 @@ def test_a_screenshot_given_by_file_id_is_sent_as_it_came(env: Env) -> None:
     _client(env, "items-file-id").responses.create(model="m", input=history, store=False)
     sent = _sent(env)
     assert sent[-2:] == [call, output]
+    assert not _model(env).invalid
+
+
+@pytest.mark.parametrize("following", ["message", "function_call"])
+def test_an_answer_saved_without_the_ids_its_reasoning_pairs_with(env: Env, following: str) -> None:
+    """A thread holding a reasoning model's answer saved before the gateway noted the ids of the
+    items after its reasoning (the message's before this version, the calls' before 181376c):
+    OpenAI refuses the reasoning item without them, so it is left out and the thread goes on."""
+    thread = f"items-saved-before-{following}"
+    client = _client(env, thread)
+    client.responses.create(model="m", input="plain start", store=False)
+    _model(env).following["rs_saved"] = f"{following}_saved"  # the pairing OpenAI knows
+    answer = {"type": "text", "text": "an old answer"} if following == "message" else \
+        {"type": "tool-call", "tool_call_id": "call_saved", "tool_name": "lookup", "args": {}}  # fmt: skip
+    saved = [
+        {"role": "user", "parts": [{"type": "text", "text": "an old question"}]},
+        {"role": "assistant", "parts": [{"type": "reasoning", "text": ""}, answer],
+         "metadata": {"provider_reasoning": [{"api": "openai-responses", "item": {
+             "type": "reasoning", "id": "rs_saved", "summary": [], "encrypted_content": "ENC"}}]}},
+        *([{"role": "tool", "parts": [{"type": "tool-result", "tool_call_id": "call_saved", "tool_name": "lookup",
+                                       "result": "found"}]}] if following == "function_call" else []),
+    ]  # fmt: skip
+    with httpx.Client(base_url=env.url, headers=auth(env.keys.alice), timeout=60) as rest:
+        stored = rest.post(f"/api/threads/{thread}/messages", json={"messages": saved})
+        assert stored.status_code == 201, stored.text
+    answered = client.responses.create(model="m", input="plain and now", store=False)
+    assert answered.output_text.startswith("said")
+    sent = _sent(env)
+    assert not any(i.get("id") == "rs_saved" for i in sent)
+    assert not any(i.get("type") == following and "id" in i for i in sent)
+    assert any(i.get("type") == following for i in sent)
     assert not _model(env).invalid

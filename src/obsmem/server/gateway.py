@@ -751,15 +751,36 @@ def _answer_messages(items: list[Any]) -> list[list[dict[str, Any]]]:
 
 def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
     """``messages`` as Responses input, each message's items as they came (:data:`RESPONSES_ITEMS`)."""
-    return [item for message in messages for item in _as_they_came(message, to_openai_responses([message]))]
+    return [item for message in messages for item in _message_items(message)]
 
 
-def _as_they_came(message: Message, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _message_items(message: Message) -> list[dict[str, Any]]:
+    """One message as Responses input. A reasoning item is sent with the item that followed it,
+    by id: where one of its message's answer items has no id to give (saved before the gateway
+    noted them: the answer message's before this version, the calls' before 181376c), OpenAI would
+    refuse the request ("… was provided without its required following item"), so the message's
+    reasoning items are left out and its items sent without the ids they pair by."""
+    items = to_openai_responses([message])
+    came = _as_they_came(message, items, paired=True)
+    if _pairs_whole(came):
+        return came
+    return _as_they_came(message, [i for i in items if i.get("type") != "reasoning"], paired=False)
+
+
+def _pairs_whole(items: list[dict[str, Any]]) -> bool:
+    """Whether each reasoning item sent with its id is followed by an item with one (or by nothing)."""
+    return all(
+        i + 1 == len(items) or isinstance(items[i + 1].get("id"), str)
+        for i, item in enumerate(items) if item.get("type") == "reasoning" and isinstance(item.get("id"), str)
+    )  # fmt: skip
+
+
+def _as_they_came(message: Message, items: list[dict[str, Any]], *, paired: bool) -> list[dict[str, Any]]:
     """``items`` (``message`` as Responses input) as they came: custom, computer, shell and
-    apply_patch calls and outputs in their own types; the item id given back to the calls and
-    answer messages that follow a reasoning item sent with its id, as the model answered them
-    (a call's item id without its reasoning item is refused too), and to the calls that take no
-    other."""
+    apply_patch calls and outputs in their own types; the item id given back (``paired``) to the
+    calls and answer messages that follow a reasoning item sent with its id, as the model
+    answered them (a call's item id without its reasoning item is refused too), and to the calls
+    that take no other."""
     note = message.metadata.get(RESPONSES_ITEMS)
     note = note if isinstance(note, dict) else {}
     calls, outputs = note.get("calls"), note.get("outputs")
@@ -776,7 +797,7 @@ def _as_they_came(message: Message, items: list[dict[str, Any]]) -> list[dict[st
     for item in items:
         kind = item.get("type")
         if kind == "reasoning":
-            after_reasoning = after_reasoning or isinstance(item.get("id"), str)
+            after_reasoning = after_reasoning or (paired and isinstance(item.get("id"), str))
         elif kind == "function_call":
             call_id = item.get("call_id")
             shape = calls.get(call_id)
