@@ -101,8 +101,9 @@ __all__ = ["IDS_KEY", "ObservationalMemory", "from_pydantic_ai", "to_pydantic_ai
 IDS_KEY = "obsmem_ids"
 """The key of a pydantic-ai message's ``metadata`` that lists the ids of its obsmem messages."""
 SAVED_KEY = "obsmem_saved_in"
-"""The key of a pydantic-ai message's ``metadata`` naming the thread a save of it succeeded in:
-a message stored nowhere that holds it was erased there (``forget``, ``delete_thread``), and a
+"""The key of a pydantic-ai message's ``metadata`` naming the thread a save of it succeeded in
+(a list of them when it was saved in several: a history passed to another conversation too): a
+message stored nowhere that holds it was erased there (``forget``, ``delete_thread``), and a
 ``message_history`` passing it back does not store it again."""
 
 _META = "pydantic_ai"
@@ -649,11 +650,13 @@ def _ids_of(message: pai.ModelMessage) -> list[str] | None:
     return ids if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
 
 
-def _saved_in(message: pai.ModelMessage) -> str | None:
-    """The thread a save of ``message`` succeeded in (:data:`SAVED_KEY`), if any."""
+def _saved_in(message: pai.ModelMessage) -> list[str]:
+    """The threads a save of ``message`` succeeded in (:data:`SAVED_KEY`)."""
     metadata = message.metadata
-    thread = metadata.get(SAVED_KEY) if isinstance(metadata, dict) else None
-    return thread if isinstance(thread, str) else None
+    threads = metadata.get(SAVED_KEY) if isinstance(metadata, dict) else None
+    if isinstance(threads, str):
+        return [threads]
+    return [t for t in threads if isinstance(t, str)] if isinstance(threads, list) else []
 
 
 def _tag(message: pai.ModelMessage, ids: list[str]) -> None:
@@ -741,9 +744,12 @@ class ObservationalMemory(AbstractCapability[Any]):
         thread = self._thread_id()
         for message in history:
             ids = self._ids_here(message)
-            if ids and _saved_in(message) != thread and all(self._where.get(i) == thread for i in ids):
+            saved = _saved_in(message)
+            if ids and thread not in saved and all(self._where.get(i) == thread for i in ids):
+                # kept with the others: saved in another conversation too, it is still erased here
+                # once this thread is deleted
                 metadata = message.metadata if isinstance(message.metadata, dict) else {}
-                message.metadata = {**metadata, SAVED_KEY: thread}
+                message.metadata = {**metadata, SAVED_KEY: [*saved, thread] if saved else thread}
 
     def _ids_here(self, message: pai.ModelMessage) -> list[str] | None:
         """The ids of ``message``'s obsmem messages in this run's thread (None: not saved yet)."""
@@ -792,7 +798,7 @@ class ObservationalMemory(AbstractCapability[Any]):
                 continue  # saved in this thread
             if position in foreign:
                 converted = foreign[position]
-            elif ids is not None and _saved_in(message) == thread:
+            elif ids is not None and thread in _saved_in(message):
                 continue  # saved here and erased since (forget, delete_thread): never saved again
             elif ids is not None:  # tagged, never saved (a failed save, or converted by hand)
                 converted = _from_one(message)
@@ -824,7 +830,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         for message in history:
             ids = self._ids_here(message)
             run = message.run_id
-            if run is None or run == self._run_id or not ids or _saved_in(message) != thread:
+            if run is None or run == self._run_id or not ids or thread not in _saved_in(message):
                 continue
             if all(self._where.get(i) is None for i in ids):
                 erased.add(run)
