@@ -69,5 +69,6 @@ async def test_a_resource_purge_still_logs_its_event_at_the_org(knowledge: Knowl
     await knowledge.store.purge_scope(alice, actor="admin", reason="resource deleted")
     events = [e for e in (await knowledge.store.list_activity(ORG, limit=1000)).items
               if e.action is ActivityAction.SCOPE_PURGED]
-    assert [(e.scope, e.subject_id, e.reason) for e in events] == [(ORG, forgotten_digest(alice), "resource deleted")]
+    assert [(e.scope, e.subject_id, e.reason) for e in events] == [
+        (ORG, forgotten_digest(alice), "resource deleted")]
     assert alice not in await knowledge.store.list_scopes()

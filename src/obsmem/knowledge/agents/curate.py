@@ -34,10 +34,12 @@ the lane's cursor. For each record, in order:
 
 **Reasons stay in their scope.** A removal is logged at the removed record's scope. When the
 record it goes for lives below that scope (a thread's newer value closing its resource's, which
-the resource's other threads keep no more either), the reason logged there names that record by
-id only ("… changed from “Munich” to a record of a narrower scope …"): every thread of the
-resource reads that log. The full reason, quoting both, is logged in the narrower scope too
-(``remove_record``'s ``reason_within``) and is what the run's report holds.
+the resource's other threads keep no more either), the reason logged there names neither that
+record's text nor its id ("superseded by a record of a narrower scope: 'home city' changed from
+“Munich” …"): every thread of the resource reads that log, and a sibling thread does not know
+the record exists (its reads show the removal without a successor). The full reason, quoting
+both, is logged in the narrower scope too (``remove_record``'s ``reason_within``) and is what
+the run's report holds.
 
 **Linear in the worklist.** A run reads each node's live records once and keeps that list
 current as it removes records; what each record says (its key, words, numbers, plan or done
@@ -86,8 +88,10 @@ CAPTURE_GUIDANCE = "capture-guidance"
 RESERVED_NODES = frozenset({"pinned", CAPTURE_GUIDANCE})
 _LIVE = RecordView(include_candidates=True, include_superseded=True)
 #: What a removal's reason logged at the removed record's scope says of a record of a narrower
-#: scope it went for (a thread's, which the resource's other threads may not read).
-_NARROWER = "a record of a narrower scope (its text is in that scope's log)"
+#: scope it went for (a thread's, which the resource's other threads may not read): not its id.
+_NARROWER = "a record of a narrower scope"
+#: ... and where the rest of the reason is.
+_THERE = "(the rest is in that scope's log)"
 _GUIDANCE_LIMIT = 4000
 
 
@@ -496,7 +500,7 @@ class CurateAgent:
         The run's report keeps ``reason``: it goes to the acting thread."""
         within: tuple[str, str] | None = None
         if private_to is not None and not Scope.parse(victim.scope).sees(private_to):
-            shared = shared or f"{reason.split(':', 1)[0]}: {_NARROWER}"
+            shared = shared or f"removed because of {_NARROWER} {_THERE}"
             if shared != reason:
                 within = (private_to, reason)
             reason = shared
@@ -553,7 +557,8 @@ class CurateAgent:
                         if now is None or now.revision != other.revision:
                             raise _Changed(node.id)
             await self._remove(victim, context, reason, report, superseded_by=keeper.id if changed else None,
-                               private_to=keeper.scope, shared=shared if shared is not None else reason)
+                               private_to=keeper.scope,
+                               shared=shared if shared is not None else reason.replace(keeper.id, _NARROWER))
             run.removed.add(victim.id)
             peers.discard(victim.id)
 
@@ -588,8 +593,8 @@ class CurateAgent:
             keep, drop = (record, peer) if mine.fuller(theirs) else (peer, record)
             await remove(drop, f"duplicate of {keep.id}: a near-duplicate of the same fact "
                          f"(“{drop.text[:120]}” ≈ “{keep.text[:120]}”)", keep,
-                         shared=f"duplicate of {keep.id}: a near-duplicate of the same fact "
-                                f"(“{drop.text[:120]}” ≈ {_NARROWER})")
+                         shared=f"duplicate of {_NARROWER}: a near-duplicate of the same fact "
+                                f"(“{drop.text[:120]}”) {_THERE}")
             if drop is record:
                 return
         # 2. contradictions on the same subject and attribute.
@@ -624,19 +629,24 @@ class CurateAgent:
                     await remove(plan, (
                         f"stale: {record.id} says it is done: “{plan.text}” → “{record.text}” "
                         f"(stated {record.valid_from.date().isoformat()})")[:1000], record,
-                        shared=f"stale: {record.id} says it is done: “{plan.text}” → {_NARROWER}"[:1000])
+                        shared=f"stale: {_NARROWER} says it is done: “{plan.text}” {_THERE}"[:1000])
 
     @staticmethod
     def _because(newer: Record, older: Record, corrected: str | None = None, *, shown: bool = True) -> str:
-        """Why ``older`` goes for ``newer``; ``shown`` False: without ``newer``'s text or time (the
-        reason logged where ``newer``'s scope is not read, see :meth:`_remove`)."""
-        stated = f" (stated {newer.valid_from.date().isoformat()})" if shown else ""
-        said = f"“{newer.text}”" if shown else _NARROWER
+        """Why ``older`` goes for ``newer``; ``shown`` False: without ``newer``'s id, text or time
+        (the reason logged where ``newer``'s scope is not read, see :meth:`_remove`)."""
+        if not shown:
+            if corrected is not None:
+                return (f"superseded by {_NARROWER}: the user corrected “{corrected}”: “{older.text}” "
+                        f"{_THERE}")[:1000]
+            return (f"superseded by {_NARROWER}: '{newer.attribute}' changed from “{older.text}” "
+                    f"{_THERE}")[:1000]
+        stated = f" (stated {newer.valid_from.date().isoformat()})"
         if corrected is not None:
             return (f"superseded by {newer.id}: the user corrected “{corrected}”: “{older.text}” → "
-                    f"{said}{stated}")[:1000]
+                    f"“{newer.text}”{stated}")[:1000]
         return (f"superseded by {newer.id}: '{newer.attribute}' changed from “{older.text}” to "
-                f"{said}{stated}")[:1000]
+                f"“{newer.text}”{stated}")[:1000]
 
     async def _guidance(self, context: Scope) -> None:
         """Keep ``capture-guidance`` listing the attributes in use, so later captures reuse them.

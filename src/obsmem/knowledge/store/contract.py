@@ -174,7 +174,10 @@ class Record(_Frozen):
     superseded_by: str | None = None
     """Set when the removal was a supersession (``remove_record(..., superseded_by=...)``): a newer
     value replaced this one, which was true until then. Such a record is history, not a retraction:
-    reads ``as_of`` a time it covers (before its successor's fact time) still return it."""
+    reads ``as_of`` a time it covers (before its successor's fact time) still return it. A read
+    from a scope that does not see the successor (a sibling of the thread holding it) gets a
+    plain removal instead: no successor id, no history dated by it. A hard delete of the
+    successor (erase, forget, purge) clears the link."""
     trust_changed_at: datetime | None = None
     removed_before: tuple[tuple[datetime, datetime], ...] = ()
     """Earlier removals that were undone (``restore_record``), each (removed at, restored at),
@@ -469,8 +472,9 @@ class KnowledgeStore(Protocol):
         ``record-deleted`` event at the record's scope, which every thread of it reads, holds
         ``reason`` (naming none of the narrower scope's text), and a second ``record-deleted``
         event, logged at the narrower scope (below the record's, on ``scope``'s chain), holds the
-        full reason; the first one's ``details["reason_event"]`` is its id. An erase of the record
-        deletes both."""
+        full reason; the first one's ``details["reason_event"]`` is its id, shown only to reads
+        (audit, export) that reach the narrower scope, and dropped when that event is hard-deleted
+        (a purge of the scope, a forget). An erase of the record deletes both."""
         ...
 
     async def restore_record(self, record_id: str, scope: str, *, actor: str, reason: str) -> Record: ...

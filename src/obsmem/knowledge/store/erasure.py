@@ -22,7 +22,7 @@ and reason; an event's actor, reason and details.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -40,7 +40,7 @@ from obsmem.knowledge.store.contract import (
     record_document_id,
 )
 from obsmem.knowledge.store.ops import KnowledgeMutations
-from obsmem.knowledge.store.reads import shows_purge
+from obsmem.knowledge.store.reads import shown_event, shown_record, shows_purge
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
@@ -97,18 +97,26 @@ def _reach(t: KnowledgeTables, scope: Scope, within: Scope | None = None) -> Kno
     )
 
 
+def _reaches(scope: Scope) -> Callable[[str], bool]:
+    """Whether a row stored at a key lies in ``scope``'s export: on its chain or in its subtree."""
+    return lambda key: scope.sees(key) or under(key, scope.key)
+
+
 def dump_scope(t: KnowledgeTables, scope: str) -> KnowledgeDump:
     parsed = Scope.parse(scope)
     dump = _reach(t, parsed)
     own = {forgotten_digest(key) for key in parsed.visible_keys()}
+    reaches = _reaches(parsed)
     # A speaker's fact an old version filed at org scope is its org's alone (:mod:`.speakers`).
+    # Each row as this scope's reads show it: no link to a record or event it does not reach (a
+    # sibling thread's successor, the event holding a removal's full reason there).
     return replace(
         dump,
-        records=[r for r in dump.records if not hidden_from(r, parsed.key)],
+        records=[shown_record(t, r, reaches) for r in dump.records if not hidden_from(r, parsed.key)],
         # ... and an event about a record narrowed since to where this scope does not reach, and
         # another resource's deletion (its audit log shows neither: :func:`.reads.shows_purge`)
         events=[
-            e for e in dump.events
+            shown_event(t, e, reaches) for e in dump.events
             if not hidden_from(e, parsed.key) and not _moved_away(t, e, parsed)
             and shows_purge(e, parsed.key, own)
         ],
@@ -249,7 +257,44 @@ def _drop_mentions(m: KnowledgeMutations, gone: set[str]) -> None:
             t.save_record(record.model_copy(update={"mentions": kept}))
 
 
+def _unlink_successors(t: KnowledgeTables, records: list[Record], ids: set[str]) -> None:
+    """Clear the ``superseded_by`` of the records that remain and name one of ``records`` (about
+    to be hard-deleted): what is deleted leaves no id behind, and a removal whose successor is
+    gone dates nothing by it (a plain removal, as the reads take it)."""
+    for record in records:
+        after: str | None = None
+        while True:
+            page = t.records_superseded_by(record.id, record.node_id, after, _SUPERSEDED_PAGE)
+            for older in page:
+                if older.id not in ids:
+                    t.save_record(older.model_copy(update={"superseded_by": None}))
+            if len(page) < _SUPERSEDED_PAGE:
+                break
+            after = page[-1].id
+
+
+def _unlink_reason_events(t: KnowledgeTables, deleted: Iterable[ActivityEvent]) -> None:
+    """Drop ``details["reason_event"]`` from the events that remain and name one of ``deleted``
+    (a removal's full reason logged in a narrower scope, purged or forgotten since): no id of
+    a deleted event stays. Reads the scopes those removals were logged at only."""
+    gone: dict[str, str] = {}
+    for event in deleted:
+        logged_at = (event.details or {}).get("logged_at")
+        if isinstance(logged_at, str):
+            gone[event.id] = logged_at
+    if not gone:
+        return
+    for event in t.events_in(sorted(set(gone.values()))):
+        if (event.details or {}).get("reason_event") in gone:
+            t.delete_event(event.id)
+            t.add_event(event.model_copy(
+                update={"details": {k: v for k, v in event.details.items() if k != "reason_event"}}
+            ))
+
+
 def _delete_records(m: KnowledgeMutations, records: Iterable[Record], counts: dict[str, int]) -> None:
+    records = list(records)
+    _unlink_successors(m.t, records, {record.id for record in records})
     ids = sorted({record.id for record in records})
     for record_id in ids:
         m.t.delete_record(record_id)
@@ -334,10 +379,11 @@ def forget_value(
         if holds(tombstone.value) and target.sees(tombstone.scope):
             # it refused the value above this scope: keep refusing there
             refuse_at.add(tombstone.scope)
-    for event in reach.events:
-        if holds(event.actor, event.reason, event.details):
-            t.delete_event(event.id)
-            counts["events"] += 1
+    forgotten_events = [e for e in reach.events if holds(e.actor, e.reason, e.details)]
+    for event in forgotten_events:
+        t.delete_event(event.id)
+        counts["events"] += 1
+    _unlink_reason_events(t, forgotten_events)
 
     digest = forgotten_digest(holds.key) if holds.key else ""
     subject = m.ids.new()
@@ -416,9 +462,11 @@ def purge_scope(m: KnowledgeMutations, scope: str, *, actor: str, reason: str) -
     for forgotten in t.forgotten_under(key):
         t.delete_forgotten(forgotten.id)
         counts["forgotten"] += 1
-    for event in t.events_under(key):
+    purged_events = t.events_under(key)
+    for event in purged_events:
         t.delete_event(event.id)
         counts["events"] += 1
+    _unlink_reason_events(t, purged_events)
     counts["vectors"] += t.delete_vectors_under(key)
     if target.level is Level.ORG:
         # Nothing is above an org to log at: an event at the org's own key would keep the id
@@ -517,7 +565,19 @@ def _place(existing: Any, row: Any, subtree: str, what: str) -> bool:
 def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) -> dict[str, int]:
     t = m.t
     key = Scope.parse(subtree).key
+    reaches = _reaches(Scope.parse(subtree))
     counts = dict.fromkeys(("nodes", "records", "tombstones", "forgotten", "events"), 0)
+
+    # A row stored above the subtree is compared as the subtree's export shows it (without a
+    # link to what the export does not reach, see dump_scope): its own export restores as is.
+    def stored_record(record_id: str) -> Record | None:
+        stored = t.record(record_id)
+        return None if stored is None else shown_record(t, stored, reaches)
+
+    def stored_event(event_id: str) -> ActivityEvent | None:
+        stored = t.event(event_id)
+        return None if stored is None else shown_event(t, stored, reaches)
+
     nodes: list[Node] = [n for n in dump.nodes if _place(t.node(n.id), n, key, "node")]
     for node in nodes:
         clash = t.node_by_name(node.scope, name_key(node.name))
@@ -528,7 +588,7 @@ def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) ->
     records: list[Record] = [
         r
         for r in dump.records
-        if _place(t.record(r.id), r.model_copy(update={"valid_until": None}), key, "record")
+        if _place(stored_record(r.id), r.model_copy(update={"valid_until": None}), key, "record")
     ]
     tombstones: list[Tombstone] = [
         x for x in dump.tombstones if _place(t.tombstone(x.id), x, key, "tombstone")
@@ -536,7 +596,9 @@ def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) ->
     forgotten: list[ForgottenValue] = [
         f for f in dump.forgotten if _place(t.forgotten(f.id), f, key, "forgotten value")
     ]
-    events: list[ActivityEvent] = [e for e in dump.events if _place(t.event(e.id), e, key, "activity event")]
+    events: list[ActivityEvent] = [
+        e for e in dump.events if _place(stored_event(e.id), e, key, "activity event")
+    ]
     _refuse_forgotten(m, [*nodes, *records, *tombstones, *events], dump.forgotten, key)
     for node in nodes:
         t.save_node(node)

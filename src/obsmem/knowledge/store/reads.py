@@ -48,7 +48,7 @@ from obsmem.knowledge.store.tables import (
 )
 from obsmem.knowledge.store.values import forgotten_digest, normalise_value, value_key
 
-__all__ = ["KnowledgeReads", "check_limit", "shows_purge"]
+__all__ = ["KnowledgeReads", "check_limit", "shown_event", "shown_record", "shows_purge"]
 
 _TERM = re.compile(r"\w{2,}", re.UNICODE)
 
@@ -94,6 +94,33 @@ def shows_purge(event: ActivityEvent, scope_key: str, own: set[str]) -> bool:
     if event.action is not ActivityAction.SCOPE_PURGED or event.scope == scope_key or event.subject_id in own:
         return True
     return Scope.parse(event.scope).level is not Level.ORG
+
+
+def shown_record(t: KnowledgeTables, record: Record, reaches: Callable[[str], bool]) -> Record:
+    """``record`` as a reader that reaches the scopes ``reaches`` accepts sees it: a removal as
+    superseded by a record it cannot see (a thread's newer value closing its resource's, read
+    from a sibling thread) is a plain removal, without the successor's id, so not history either
+    (its validity would end at the successor's fact time, which is that scope's to know)."""
+    if record.superseded_by is None:
+        return record
+    successor = t.record(record.superseded_by)
+    if successor is None or reaches(successor.scope):
+        return record  # (an erased successor: the reads date nothing by it, see _timeline_end)
+    return record.model_copy(update={"superseded_by": None})
+
+
+def shown_event(t: KnowledgeTables, event: ActivityEvent, reaches: Callable[[str], bool]) -> ActivityEvent:
+    """``event`` as a reader that reaches the scopes ``reaches`` accepts sees it: a removal's
+    ``details["reason_event"]`` (the event holding its full reason, in a narrower scope:
+    :meth:`KnowledgeStore.remove_record`'s ``reason_within``) only where that event is read too."""
+    linked = (event.details or {}).get("reason_event")
+    if linked is None:
+        return event
+    held = t.event(linked) if isinstance(linked, str) else None
+    if held is not None and reaches(held.scope):
+        return event
+    details = {k: v for k, v in event.details.items() if k != "reason_event"}
+    return event.model_copy(update={"details": details})
 
 
 def record_moved_away(t: KnowledgeTables, event: ActivityEvent, query: Scope, below: str | None) -> bool:
@@ -247,10 +274,15 @@ class KnowledgeReads:
         """The records visible from ``scope``; ``below``: also those stored below it, each as its
         own scope sees it (a reviewer's view of its threads; every rule but scope still applies)."""
         query = Scope.parse(scope)
+
+        def reaches(key: str) -> bool:
+            return query.sees(key) or (below and under(key, scope))
+
         result: list[Record] = []
         for record in records:
-            if not (query.sees(record.scope) or (below and under(record.scope, scope))):
+            if not reaches(record.scope):
                 continue
+            record = shown_record(self.t, record, reaches)
             if hidden_from(record, query.key):  # a speaker's fact an old version filed at org scope
                 continue
             if not self._alive(record, view):
@@ -337,7 +369,8 @@ class KnowledgeReads:
         check_limit(limit)
         _record_cursor(after)  # refused even where the record is gone
         successor = self.t.record(record_id)
-        if successor is None:
+        if successor is None or not Scope.parse(scope).sees(successor.scope):
+            # (one it does not see: what it superseded reads there as plain removals)
             return Page([], None)
         node_id = successor.node_id
         fetch = _stream(lambda c, n: self.t.records_superseded_by(record_id, node_id, c, n))
@@ -385,12 +418,16 @@ class KnowledgeReads:
         keys = query.visible_keys()
         below = _threads_of(query) if threads else None
         own = {forgotten_digest(key) for key in keys}
+
+        def reaches(key: str) -> bool:
+            return query.sees(key) or (below is not None and under(key, below))
+
         want = limit + 1  # one more than the page tells whether there is a next one
         shown: list[ActivityEvent] = []
         while True:
             events = self.t.events_page(keys, before, want, below)
             shown.extend(
-                e for e in events
+                shown_event(self.t, e, reaches) for e in events
                 if shows_purge(e, query.key, own) and not hidden_from(e, query.key)
                 and not record_moved_away(self.t, e, query, below)
             )
