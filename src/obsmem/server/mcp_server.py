@@ -36,7 +36,13 @@ from obsmem.server.access import (
     check_dev_host,
     unreadable_receipt,
 )
-from obsmem.server.errors import PermissionDeniedError, ServiceError, error_body, status_for
+from obsmem.server.errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    ServiceError,
+    error_body,
+    status_for,
+)
 from obsmem.server.rest import Id, capture_fact, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
 
@@ -143,6 +149,13 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
 
     async def caller(ctx: Context) -> Principal:
         if principal is not None:
+            # A key from the key store (obsmem mcp: authenticate) is checked at each call, as
+            # over HTTP: the process runs as long as its client, and a key revoked meanwhile is
+            # refused from then on. (A principal made by hand has no key store to ask.)
+            if principal.keys is not None and principal.key_id is not None:
+                key = await principal.keys.get(principal.key_id)
+                if key is None or key.revoked:
+                    raise AuthenticationError("The API key is malformed, unknown or revoked.")
             return principal
         headers = ctx.headers or {}
         token = bearer_token(headers.get("authorization"), headers.get("x-api-key"))
