@@ -1,7 +1,8 @@
 """The LLM curator acting for Alice's thread t1 removes her resource's record because of one of
 t1's: the model's reason, written reading t1 (here quoting t1's record), is logged in t1's audit
-log only; the resource's log, which her thread t2 reads, names the records and not the reason
-(helper-183; the offline rule: tests/knowledge/test_sibling_thread_audit_183.py)."""
+log only; the resource's log, which her thread t2 reads, says neither the reason nor which of
+t1's records replaced it (helper-183, helper-185; the offline rule:
+tests/knowledge/test_sibling_thread_audit_183.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,6 @@ async def test_llm_curators_reason_stays_in_the_thread(
     sibling = (await knowledge.store.list_activity(f"{resource}/thread:t2", limit=1000)).items
     assert [e.reason for e in sibling if "Qvist" in e.reason] == []
     assert [e.reason for e in sibling if e.subject_id == old.id and e.action.value == "record-deleted"] \
-        == [f"superseded by {new.id}: the curator's reason is in the log of a narrower scope"]
+        == ["superseded by a record of a narrower scope: the curator's reason is in the log of a narrower scope"]
     own = (await knowledge.store.list_activity(scope.key, limit=1000)).items
     assert any("Qvist" in e.reason for e in own if e.subject_id == old.id)

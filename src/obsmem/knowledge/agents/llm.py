@@ -331,10 +331,13 @@ class LLMCurateAgent(CurateAgent):
             prefix = f"superseded by {keeper.id}" if kind == "superseded" else f"duplicate of {keeper.id}"
             # The model wrote its reason reading this thread (it may quote any record the thread
             # sees): a removal of a broader scope's record logs it here only, and there which
-            # record it was for.
+            # record it was for, by id where that scope sees it (a sibling thread does not learn
+            # of this thread's record).
+            ref = keeper.id if Scope.parse(victim.scope).sees(keeper.scope) else "a record of a narrower scope"
+            shown = f"superseded by {ref}" if kind == "superseded" else f"duplicate of {ref}"
             await self._remove(victim, context, f"{prefix}: {reason}"[:1000], report,
                                superseded_by=keeper.id if kind == "superseded" else None, private_to=context.key,
-                               shared=f"{prefix}: the curator's reason is in the log of a narrower scope")
+                               shared=f"{shown}: the curator's reason is in the log of a narrower scope")
             return {"removed": victim.id}
 
         tools = {
