@@ -67,7 +67,7 @@ from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import group_index_for
 from obsmem.om.protocols import Observer, Reflector
-from obsmem.om.receipts import RECEIPT_KEY, Receipt, resolve_groups, resolve_raw
+from obsmem.om.receipts import RECEIPT_KEY, Receipt, receipt_without_thread, resolve_groups, resolve_raw
 from obsmem.om.status import ThreadStatus, thread_status
 from obsmem.om.step import read_other_threads
 from obsmem.om.recall.recaller import Recaller, RecallRequest
@@ -92,6 +92,8 @@ from obsmem.storage.forgetting import (
 )
 from obsmem.storage.paging import all_threads
 from obsmem.storage.contract import (
+    json_needle,
+    metadata_messages,
     replace_working_memory_if_unchanged,
     rewrite_generation_if_unchanged,
     rewrite_message_if_unchanged,
@@ -160,7 +162,7 @@ _UNSET = _Unset()
 def _without_thread(generation: ObservationRecord, thread_id: str, counter: TokenCounter) -> ObservationRecord:
     """An older generation of a resource's record without ``thread_id``'s section, state,
     chunks and buffered reflection (itself when it holds no section of the thread)."""
-    if not _has_section(generation.active_observations, thread_id):
+    if not _has_section(generation.active_observations, thread_id) and thread_id not in generation.threads:
         return generation
     active = remove_thread(generation.active_observations, thread_id)
     return generation.model_copy(update={
@@ -618,6 +620,7 @@ class Memory:
         await self._forget_kept(self.engine.core.lineage(thread))  # nothing of it stays in this process
         await self.engine.forget_thread(thread)
         await self._forget_thread_sections(thread)
+        await self._forget_thread_receipts(thread)
         await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
         if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
             from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance, scope_key
@@ -749,6 +752,27 @@ class Memory:
                 async for batch in section_messages(self.store, other.id, page=_FORGET_PAGE):
                     for message in batch:
                         await self._rewrite_message(message, lambda m: _without_thread_markers(m, thread.id))
+
+    async def _forget_thread_receipts(self, thread: Thread) -> None:
+        """The deleted thread's id out of the receipts of the user's other threads' replies (a
+        group of its observations, a raw span of it: see :mod:`obsmem.om.receipts`), so no row
+        names it. Only the messages whose metadata holds the id are read (:func:`metadata_messages`,
+        in SQL; an id with no plain ASCII in it: every reply with a receipt), a page at a time."""
+        needle = json_needle(thread.id) or RECEIPT_KEY
+
+        def change(message: Message) -> Message:
+            changed = receipt_without_thread(message.metadata.get(RECEIPT_KEY), thread.id)
+            if changed is None:
+                return message
+            return message.model_copy(update={"metadata": {**message.metadata, RECEIPT_KEY: changed}})
+
+        for other in await self._all_threads(thread.resource_id):
+            if other.id == thread.id:
+                continue
+            with contextlib.suppress(ThreadNotFoundError):  # deleted meanwhile: its replies went with it
+                async for batch in metadata_messages(self.store, other.id, needle, page=_FORGET_PAGE):
+                    for message in batch:
+                        await self._rewrite_message(message, change)
 
     async def _rewrite_generation(
         self, generation: ObservationRecord, change: Callable[[ObservationRecord], ObservationRecord]

@@ -51,7 +51,7 @@ from obsmem.om.selection import (
     valid_cuts,
 )
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, backing_off_outcome
-from obsmem.storage.contract import ObservationRecord, Store, ThreadState
+from obsmem.storage.contract import ObservationRecord, Store
 from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
 from obsmem.types import Message, Thread
 
@@ -391,9 +391,9 @@ class Engine:
 
         async def compose(record: ObservationRecord) -> ObservationRecord:
             active = remove_thread(record.active_observations, thread.id)
-            threads = dict(record.threads)
-            if thread.id in threads:  # the cursor stays (cursors never move back); the rest goes
-                threads[thread.id] = ThreadState(cursor=threads[thread.id].cursor)
+            # Its id goes too (the store allows a deleted thread's cursor out: its seqs are never
+            # reused, and a write adding to it is refused as gone).
+            threads = {key: state for key, state in record.threads.items() if key != thread.id}
             return record.model_copy(
                 update={
                     "active_observations": active,

@@ -44,6 +44,7 @@ __all__ = [
     "raw_ids_and_span",
     "raw_span",
     "receipt_groups",
+    "receipt_without_thread",
     "resolve_groups",
     "resolve_raw",
 ]
@@ -265,6 +266,28 @@ def _groups(visible: str) -> tuple[ReceiptGroup, ...]:
     """The groups of the observations ``visible``, kept for the newest 64 texts: every step's
     receipt lists them, and the text changes only when memory works."""
     return tuple(ReceiptGroup(g.id, g.thread_id, g.first_seq, g.last_seq, g.kind) for g in parse_groups(visible))
+
+
+def receipt_without_thread(data: object, thread_id: str) -> dict[str, Any] | None:
+    """A stored receipt (``metadata[RECEIPT_KEY]`` of another thread's reply) without what names
+    ``thread_id``, a thread deleted since: its groups of that thread and a raw span of it (the
+    rest, its hash included, as it was). None when it names none of it, or is not a receipt."""
+    if not isinstance(data, Mapping):
+        return None
+    groups = data.get("groups")
+    kept = (
+        [g for g in groups if not (isinstance(g, list | tuple) and len(g) > 1 and g[1] == thread_id)]
+        if isinstance(groups, list)
+        else groups
+    )
+    span = data.get("raw_span")
+    names_span = isinstance(span, list | tuple) and len(span) == 3 and span[0] == thread_id
+    if kept == groups and not names_span:
+        return None
+    changed = {**data, "groups": kept}
+    if names_span:
+        changed["raw_span"] = None
+    return changed
 
 
 def forget_groups() -> None:

@@ -102,7 +102,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 from __future__ import annotations
 
 import asyncio
+import json
 import inspect
+import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -151,6 +153,8 @@ __all__ = [
     "ResourceTotals",
     "section_messages",
     "SECTION_NEEDLE",
+    "json_needle",
+    "metadata_messages",
     "work_counts_of",
     "create_generation_marking",
     "committed",
@@ -1282,6 +1286,53 @@ async def section_messages(store: Store, thread_id: str, *, page: int = 500) -> 
         else:
             batch = await store.list_messages(thread_id, after_seq=after, limit=page)
         found = [m for m in batch if may_hold_sections(m)]
+        if found:
+            yield found
+        if len(batch) < page or batch[-1].seq is None:
+            return
+        after = batch[-1].seq
+
+
+#: A run of characters every JSON encoder writes as they are: printable ASCII but ``"`` and ``\\``.
+_JSON_PLAIN = re.compile(r'[ !#-\[\]-~]+')
+
+
+def json_needle(value: str) -> str:
+    """The longest run of ``value`` that every JSON encoder writes as it is (printable ASCII but
+    ``"`` and ``\\``): what a store can search its stored JSON for to find ``value`` in a string
+    of it, whatever the encoder escapes; ``""`` when ``value`` has no such character. The first of
+    equally long runs."""
+    best = ""
+    for run in _JSON_PLAIN.findall(value):
+        if len(run) > len(best):
+            best = run
+    return best
+
+
+async def metadata_messages(
+    store: Store, thread_id: str, needle: str, *, page: int = 500
+) -> AsyncIterator[list[Message]]:
+    """``thread_id``'s messages whose metadata, as JSON, holds ``needle`` (every one of them; a
+    store may add a few that do not: the caller checks what it finds), by seq, in lists of
+    ``page`` at most. ``needle``: printable ASCII with no ``"`` or ``\\`` (see
+    :func:`json_needle`), so it reads the same in every store's JSON. Native method
+    ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``: the first ``limit``
+    messages with ``seq > after_seq`` whose stored form holds ``needle``, by seq, selected in the
+    store, so only they are read. A store without it is read a page of ``list_messages`` at a
+    time (bounded memory, every row read). What ``Memory.delete_thread`` reads of the user's
+    other threads to take the deleted thread's id out of their replies' receipts. Unknown thread
+    → ThreadNotFoundError."""
+    check_page_limit(page, "page")
+    if not needle or not _JSON_PLAIN.fullmatch(needle):
+        raise ValueError(f"needle must be printable ASCII without '\"' or '\\\\', got {needle!r}")
+    native = getattr(store, "metadata_messages_page", None)
+    after = 0
+    while True:
+        if native is not None:
+            batch: list[Message] = await native(thread_id, needle=needle, after_seq=after, limit=page)
+        else:
+            batch = await store.list_messages(thread_id, after_seq=after, limit=page)
+        found = [m for m in batch if needle in json.dumps(m.metadata, default=str)]
         if found:
             yield found
         if len(batch) < page or batch[-1].seq is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -70,6 +71,7 @@ from obsmem.storage.rules import (
     advanced_threads,
     buried_work,
     check_cursors_forward,
+    removed_threads,
     check_limit,
     check_lineage,
     check_successor,
@@ -394,6 +396,9 @@ class MemoryStore(ClosingContext):
     def _gone(self, record: ObservationRecord) -> bool:
         return record.scope == "thread" and record.thread_id not in self._threads
 
+    def _deleted(self, thread_ids: list[str]) -> set[str]:
+        return {tid for tid in thread_ids if tid not in self._threads}
+
     def _adds_for_deleted_thread(self, stored: ObservationRecord | None, record: ObservationRecord) -> bool:
         return any(tid not in self._threads for tid in advanced_threads(stored, record))
 
@@ -462,7 +467,7 @@ class MemoryStore(ClosingContext):
         check_same_identity(stored, record)
         if not stored.is_live or stored.version != expected_version:
             return self._stale(stored.lineage)
-        check_cursors_forward(stored, record)
+        check_cursors_forward(stored, record, gone=self._deleted(removed_threads(stored, record)))
         updated = record.model_copy(
             update={"version": expected_version + 1, "superseded_by": None, "created_at": stored.created_at},
             deep=True,
@@ -482,7 +487,7 @@ class MemoryStore(ClosingContext):
             raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
         if not stored.is_live or stored.version != expected_version:
             return self._stale(stored.lineage)
-        check_cursors_forward(stored, successor)
+        check_cursors_forward(stored, successor, gone=self._deleted(removed_threads(stored, successor)))
         if successor.id in self._records:
             raise InvalidInputError(f"Observation record id '{successor.id}' is already used.")
         new_head = successor.model_copy(
@@ -796,6 +801,26 @@ class MemoryStore(ClosingContext):
         for message_id in ids[start:]:
             message = self._messages[message_id]
             if may_hold_sections(message):
+                found.append(_copy(message))
+                if len(found) == limit:
+                    break
+        return found
+
+    async def metadata_messages_page(
+        self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
+    ) -> list[Message]:
+        """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
+        messages after ``after_seq`` whose metadata, as JSON, holds ``needle``, by seq (from
+        ``after_seq`` on, found by bisection)."""
+        self._open()
+        check_page_limit(limit)
+        self._thread(thread_id)
+        ids = self._thread_messages[thread_id]
+        start = bisect.bisect_right(ids, after_seq, key=lambda i: _seq(self._messages[i]))
+        found: list[Message] = []
+        for message_id in ids[start:]:
+            message = self._messages[message_id]
+            if message.metadata and needle in json.dumps(message.metadata, default=str):
                 found.append(_copy(message))
                 if len(found) == limit:
                     break

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol
 
@@ -41,6 +41,7 @@ __all__ = [
     "acquired_lease",
     "advanced_threads",
     "check_cursors_forward",
+    "removed_threads",
     "check_limit",
     "check_lineage",
     "check_message_owner",
@@ -96,9 +97,22 @@ def check_same_identity(stored: ObservationRecord, record: ObservationRecord) ->
             )
 
 
-def check_cursors_forward(stored: ObservationRecord, record: ObservationRecord) -> None:
-    """Refuse a write that would lower any per-thread cursor (a caller bug, never a race)."""
+def removed_threads(stored: ObservationRecord, record: ObservationRecord) -> list[str]:
+    """The threads ``stored`` keeps a state of that ``record`` leaves out (sorted): allowed only
+    for threads that no longer exist (see :func:`check_cursors_forward`)."""
+    return sorted(tid for tid in stored.threads if tid not in record.threads)
+
+
+def check_cursors_forward(
+    stored: ObservationRecord, record: ObservationRecord, *, gone: Collection[str] = ()
+) -> None:
+    """Refuse a write that would lower any per-thread cursor (a caller bug, never a race). A
+    thread in ``gone`` (the store found it deleted, in the write's transaction) may be left out
+    of ``record`` whole: deleting a thread takes its id out of the resource's record. (Its seqs
+    are never reused, and a write that adds to a deleted thread is refused as ``gone``.)"""
     for thread_id, state in stored.threads.items():
+        if thread_id in gone and thread_id not in record.threads:
+            continue
         if record.cursor(thread_id) < state.cursor:
             raise StorageError(
                 f"Refusing to move the cursor of thread '{thread_id}' in lineage "

@@ -44,6 +44,7 @@ from obsmem.storage.contract import ObservationRecord, WriteResult, same_record
 from obsmem.storage.rules import (
     advanced_threads,
     check_cursors_forward,
+    removed_threads,
     check_same_identity,
     rewritten_generation,
 )
@@ -111,6 +112,14 @@ async def _adds_for_deleted_thread(
     return row is None or int(row[0]) != len(threads)
 
 
+async def _deleted(conn: Conn, thread_ids: list[str]) -> set[str]:
+    """Which of ``thread_ids`` no longer exist (in the write's transaction)."""
+    if not thread_ids:
+        return set()
+    cur = await conn.execute("SELECT id FROM threads WHERE id = ANY(%s)", (thread_ids,))
+    return set(thread_ids) - {row[0] for row in await cur.fetchall()}
+
+
 async def _refuse_reused_id(conn: Conn, record_id: str) -> None:
     if await get(conn, record_id) is not None:
         raise InvalidInputError(f"Observation record id '{record_id}' is already used; ids are never reused.")
@@ -147,7 +156,7 @@ async def update(conn: Conn, record: ObservationRecord, expected_version: int) -
         check_same_identity(stored, record)
         if not stored.is_live or stored.version != expected_version:
             return WriteResult(status="stale", record=await head(conn, stored.lineage))
-        check_cursors_forward(stored, record)
+        check_cursors_forward(stored, record, gone=await _deleted(conn, removed_threads(stored, record)))
         if await _adds_for_deleted_thread(conn, stored, record):
             return WriteResult(status="gone", record=None)
         updated = record.model_copy(
@@ -175,7 +184,7 @@ async def create_generation(
             raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
         if not stored.is_live or stored.version != expected_version:
             return WriteResult(status="stale", record=await head(conn, stored.lineage))
-        check_cursors_forward(stored, successor)
+        check_cursors_forward(stored, successor, gone=await _deleted(conn, removed_threads(stored, successor)))
         if await _adds_for_deleted_thread(conn, stored, successor):
             return WriteResult(status="gone", record=None)
         await _refuse_reused_id(conn, successor.id)

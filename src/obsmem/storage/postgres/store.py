@@ -1157,6 +1157,31 @@ class PostgresStore(ClosingContext):
 
         return await self._read(op)
 
+    async def metadata_messages_page(
+        self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
+    ) -> list[Message]:
+        """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
+        messages after ``after_seq`` whose document holds ``needle`` (anywhere: the caller checks
+        the metadata), by seq; a range of messages_by_thread from ``after_seq`` on, only those
+        rows handed out."""
+        check_page_limit(limit)
+        after, last = _seq_bounds(after_seq, None)
+        params: dict[str, Any] = {
+            "thread": thread_id, "after": after, "last": last, "limit": limit, "needle": needle,
+        }
+        sql = (
+            _THREAD_MESSAGES + " AND strpos(m.doc, %(needle)s) > 0 ORDER BY m.thread_id, m.seq LIMIT %(limit)s"
+        )
+
+        async def op(conn: Conn) -> list[Message]:
+            cur = await conn.execute(sql, params)
+            found = await self._messages(await cur.fetchall())
+            if not found:
+                await self._require_thread(conn, thread_id)
+            return found
+
+        return await self._read(op)
+
     async def resource_orgs(self, resource_id: str) -> list[str | None]:
         """:func:`~obsmem.storage.contract.resource_orgs`: ``SELECT DISTINCT`` of the documents'
         ``org_id`` over the resource's range of threads_by_resource, in SQL; one row per org

@@ -105,6 +105,7 @@ from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
 from obsmem.storage.rules import (
     advanced_threads,
     check_cursors_forward,
+    removed_threads,
     check_limit,
     check_lineage,
     check_successor,
@@ -1196,6 +1197,11 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         return conn.execute("SELECT 1 FROM threads WHERE id = ?", (record.thread_id,)).fetchone() is None
 
     @staticmethod
+    def _deleted(conn: Conn, thread_ids: list[str]) -> set[str]:
+        exists = "SELECT 1 FROM threads WHERE id = ?"
+        return {tid for tid in thread_ids if conn.execute(exists, (tid,)).fetchone() is None}
+
+    @staticmethod
     def _adds_for_deleted_thread(conn: Conn, stored: ObservationRecord | None, record: ObservationRecord) -> bool:
         return any(
             conn.execute("SELECT 1 FROM threads WHERE id = ?", (tid,)).fetchone() is None
@@ -1367,7 +1373,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         check_same_identity(stored, record)
         if not stored.is_live or stored.version != expected_version:
             return self._stale(conn, stored.lineage)
-        check_cursors_forward(stored, record)
+        check_cursors_forward(stored, record, gone=self._deleted(conn, removed_threads(stored, record)))
         updated = record.model_copy(
             update={
                 "version": expected_version + 1,
@@ -1394,7 +1400,7 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             raise InvalidInputError(f"Record '{current.id}' belongs to lineage '{stored.lineage}'.")
         if not stored.is_live or stored.version != expected_version:
             return self._stale(conn, stored.lineage)
-        check_cursors_forward(stored, successor)
+        check_cursors_forward(stored, successor, gone=self._deleted(conn, removed_threads(stored, successor)))
         # Retire first: the one-live-head unique index forbids two heads even for a moment.
         conn.execute(
             "UPDATE observation_records SET superseded_by = ?, version = version + 1 WHERE id = ?",
@@ -1596,6 +1602,27 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             "AND instr(m.parts, ?) > 0 ORDER BY m.seq LIMIT ?"
         )
         params = (thread_id, after_seq, SECTION_NEEDLE, limit)
+
+        def op(conn: Conn) -> list[Message]:
+            found = [self._message(row) for row in conn.execute(sql, params)]
+            if not found:
+                self._require_thread(conn, thread_id)
+            return found
+
+        return await self._read(op)
+
+    async def metadata_messages_page(
+        self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
+    ) -> list[Message]:
+        """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
+        messages after ``after_seq`` whose metadata holds ``needle``, by seq; read from
+        messages_by_thread from ``after_seq`` on, only those rows decoded and handed out."""
+        check_page_limit(limit)
+        sql = (
+            f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? "
+            "AND instr(m.metadata, ?) > 0 ORDER BY m.seq LIMIT ?"
+        )
+        params = (thread_id, after_seq, needle, limit)
 
         def op(conn: Conn) -> list[Message]:
             found = [self._message(row) for row in conn.execute(sql, params)]
