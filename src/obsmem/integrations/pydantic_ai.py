@@ -659,6 +659,12 @@ def _saved_in(message: pai.ModelMessage) -> list[str]:
     return [t for t in threads if isinstance(t, str)] if isinstance(threads, list) else []
 
 
+def _run_of(message: pai.ModelMessage) -> str | None:
+    """The id of the pydantic-ai run that made ``message`` (None when not recorded)."""
+    run = getattr(message, "run_id", None)
+    return run if isinstance(run, str) else None
+
+
 def _tag(message: pai.ModelMessage, ids: list[str]) -> None:
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     message.metadata = {**metadata, IDS_KEY: ids}
@@ -804,7 +810,7 @@ class ObservationalMemory(AbstractCapability[Any]):
                 converted = _from_one(message)
                 if [m.id for m in converted] != ids:  # a tag that does not fit it: the new ids are its own
                     _tag(message, [m.id for m in converted])
-            elif message.run_id is not None and message.run_id in erased_runs:
+            elif _run_of(message) in erased_runs:
                 continue  # an untagged copy (run_stream's) of a message of a run erased since
             else:
                 key = json.dumps([thread, _dump(message)], sort_keys=True)
@@ -829,7 +835,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         erased: set[str] = set()
         for message in history:
             ids = self._ids_here(message)
-            run = message.run_id
+            run = _run_of(message)
             if run is None or run == self._run_id or not ids or thread not in _saved_in(message):
                 continue
             if all(self._where.get(i) is None for i in ids):
