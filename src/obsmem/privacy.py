@@ -211,14 +211,31 @@ _PASSWORD_LABEL_WORDS = frozenset(
     "required optional mandatory none n/a na tbd tba hidden field empty blank incorrect invalid wrong changed "
     "reset expired missing unset not masked protected encrypted hashed unchanged updated saved sent needed "
     "provided supplied enabled disabled weak medium strong fair ok yes no see below above same match matches "
-    "mismatch forgotten locked ask check contact call email at use".split()
+    "mismatch forgotten locked ask check contact call email at use auto".split()
 )
 
 
 def _assigned_password(value: str) -> bool:
     """:func:`_password_value`, and no word a form or a report puts after the label (a real
-    password "required" is rarer than the form that says a password is)."""
-    return _password_value(value) and value.strip().rstrip(".!?*:;").casefold() not in _PASSWORD_LABEL_WORDS
+    password "required" is rarer than the form that says a password is), nor a type annotation
+    (``password: str``)."""
+    return (_password_value(value) and value.strip().rstrip(".!?*:;").casefold() not in _PASSWORD_LABEL_WORDS
+            and not _type_name(value))
+
+
+#: The types code annotates a password with (``password: str``, ``password: SecretStr``,
+#: TypeScript's ``password: string``); matched as written, a module's prefix aside
+#: (``typing.Optional``).
+_TYPE_NAMES = frozenset(
+    "str bytes bytearray int float bool object Any Text AnyStr Optional Union SecretStr SecretBytes "
+    "HiddenText string String number boolean char".split()
+)
+_MODULE_PREFIX = re.compile(r"(?:[a-z_][a-z0-9_]{0,30}\.){1,3}")
+
+
+def _type_name(value: str) -> bool:
+    prefix = _MODULE_PREFIX.match(value)
+    return value[prefix.end() if prefix else 0:] in _TYPE_NAMES
 
 
 # --------------------------------------------------------------------------------------------
@@ -666,7 +683,16 @@ def _said_code_not_time(value: str) -> bool:
 _LETTERS_WORDS = r"(?<![^\W\d_])(?i:pass(?:word|phrase|code)|passwd|pw|wi-?fi key|network key)(?![^\W\d_])"
 _LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?i:is|was):?(?:[ \t]{{1,3}}(?i:now|still))?[ \t]{{1,3}}"
                rf"|(?i:{_SAID_FOR})[ \t]{{0,3}}:[ \t]{{0,3}}|[ \t]{{1,3}}[-\u2013\u2014][ \t]{{1,3}})")
-_LETTERS_END = r"(?=[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_]))"
+#: What a sentence goes on with after a password, saying how long it holds: "my password is
+#: tulipsun for now", "… until Friday", "… right now, I will change it" (helper-186).
+_FOR_NOW = (r"(?:for[ \t]{1,3}(?:now|today|the[ \t]{1,3}(?:moment|time[ \t]{1,3}being))|right[ \t]{1,3}now"
+            r"|at[ \t]{1,3}the[ \t]{1,3}moment|these[ \t]{1,3}days|now|today|currently"
+            r"|(?:until|till)(?:[ \t]{1,3}[^\W\d_]{1,20}){1,3}?)(?![^\W\d_])")
+#: The first words of :data:`_FOR_NOW`: a word of a passphrase is none of them.
+_NOT_FOR_NOW = r"(?!(?i:for|right|at|these|now|today|currently|until|till)(?![^\W\d_]))"
+_LETTERS_END = (r"(?=(?:[ \t]{1,3}(?i:" + _FOR_NOW + r"))?"
+                r"(?:[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)"
+                r"|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_])))")
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 #: A quoted word or passphrase: '… is "tulip"', '… is "correct horse battery staple"' (words of
 #: letters, up to eight, joined by a space or a hyphen).
@@ -699,7 +725,7 @@ def _said_letters(value: str) -> bool:
     (twelve letters or more, lower case: ``correcthorsebattery``), capitalised mid-sentence as a
     name (``Sunflower``, six letters or more) or in mixed case (``CorrectHorse``, eight or more)."""
     word = value.casefold()
-    if word in _DESCRIBING_WORDS or word.endswith(_DESCRIBING_ENDINGS):
+    if word in _DESCRIBING_WORDS or word.endswith(_DESCRIBING_ENDINGS) or _type_name(value):
         return False
     if any(c.isupper() for c in value[1:]):
         return len(value) >= 8
@@ -858,6 +884,8 @@ def _said_three_letters(value: str) -> bool:
 def _said_cued_word(value: str) -> bool:
     """After a cue (:data:`_SAID_CUED_LETTERS`): three letters (:func:`_said_three_letters`) or more
     (:func:`_said_cued_letters`)."""
+    if _type_name(value):  # "password: str" in pasted code
+        return False
     return _said_three_letters(value) if len(value) == 3 else _said_cued_letters(value)
 
 
@@ -1041,7 +1069,7 @@ _SAID_PWD = _re(
 _SAID_PHRASE = _re(
     r"(?:" + _CUED_BY + _LETTERS_IS
     + r"|(?<![^\W\d_])(?<![_.-])(?i:pass(?:word|phrase)|passwd|pw)(?![^\W\d_])[ \t]{0,3}[:=][ \t]{0,3})"
-    r"(?P<value>[^\W\d_]{2,30}(?:[ -][^\W\d_]{2,30}){1,7})" + _LETTERS_END
+    r"(?P<value>[^\W\d_]{2,30}(?:[ -]" + _NOT_FOR_NOW + r"[^\W\d_]{2,30}){1,7})" + _LETTERS_END
 )
 #: Words a sentence about a password is made of beside the describing and stop words above: "the
 #: password is on the fridge", "… is in my notebook", "… is hard to remember".
@@ -1057,15 +1085,23 @@ _FUNCTION_WORDS = frozenset(
 #: A first word that makes the phrase an instruction, not a password ("Password: ask admin").
 _PHRASE_NOT_FIRST = frozenset(
     "ask check call contact email text ping try use type enter read look find get request send sent "
-    "reach message visit open click go follow refer consult".split()
+    "reach message visit open click go follow refer consult change".split()
 )
+#: Passphrases everyone knows, made of words the rules above read as prose ("open" is an
+#: instruction in "Password: open settings", "me" a function word): "the password is open sesame".
+_KNOWN_PASSPHRASES = frozenset({"open sesame", "let me in", "trust no one"})
 #: Where a password is written down: "the password is sticky note", "… is router sticker".
 _PHRASE_PLACES = frozenset(
     "note notes notebook paper sticker label drawer fridge wallet card document doc sheet folder desk "
     "monitor router box whiteboard vault keychain envelope".split()
 )
+#: What a password is named after, not what it is: "Password: Google Account", "Password: Windows
+#: Login", "Password: Apple ID", "Password: Company Policy", "Password: Domain Credentials".
+_PASSWORD_SOURCES = frozenset(
+    "account accounts login logon signin credential credentials policy policies id sso ldap profile".split()
+)
 _PHRASE_STOP_WORDS = (_PHRASE_WORDS | _FUNCTION_WORDS | _CUED_STOP_WORDS | _SHORT_STOP_WORDS
-                      | _THREE_LETTER_STOP_WORDS | _PASSWORD_LABEL_WORDS | _PHRASE_PLACES)
+                      | _THREE_LETTER_STOP_WORDS | _PASSWORD_LABEL_WORDS | _PHRASE_PLACES | _PASSWORD_SOURCES)
 
 
 def _describing(word: str) -> bool:
@@ -1083,6 +1119,8 @@ def _said_phrase(value: str) -> bool:
     if not 2 <= len(written) <= 8 or not all(word.islower() or word.istitle() for word in written):
         return False
     words = [word.casefold() for word in written]
+    if " ".join(words) in _KNOWN_PASSPHRASES:
+        return True
     if sum(map(len, words)) < 8:
         return False
     if words[0] in _PHRASE_NOT_FIRST or any(word in _PHRASE_STOP_WORDS for word in words):
@@ -1149,17 +1187,47 @@ def _said_as_password(value: str) -> bool:
 
 #: The answer to a security question, any word: "security answer: fluffy", "my security answer is
 #: fluffy", "the answer to my security question is Paris" (one word that ends the clause).
-_SAID_SECURITY_ANSWER = _re(
+_SECURITY_ANSWER_IS = (
     r"(?=[SsAa])(?<![^\W\d_])(?i:security[ \t]{1,3}(?:question[ \t]{1,3})?answer|answer[ \t]{1,3}to[ \t]{1,3}"
     r"(?:my|the|your|our)[ \t]{1,3}security[ \t]{1,3}question)(?![^\W\d_])"
-    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]{1,3}(?i:is|was):?[ \t]{1,3})" + _WORD_VALUE + _CLAUSE_END
+    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]{1,3}(?i:is|was):?[ \t]{1,3})"
 )
+_SAID_SECURITY_ANSWER = _re(_SECURITY_ANSWER_IS + _WORD_VALUE + _CLAUSE_END)
 
 
 def _said_answer(value: str) -> bool:
     word = value.casefold()
     return (_password_value(value) and word not in _DESCRIBING_WORDS and word not in _PASSWORD_LABEL_WORDS
             and word not in _SHORT_STOP_WORDS)
+
+
+#: The same answer in two to six words of letters: "Security question answer: my first dog", "the
+#: answer to my security question is in London." (helper-186); :func:`_said_answer_phrase` decides.
+_SAID_SECURITY_PHRASE = _re(
+    _SECURITY_ANSWER_IS + r"(?P<value>[^\W\d_]{1,30}(?:[ \t]{1,3}" + _NOT_FOR_NOW + r"[^\W\d_]{1,30}){1,5})"
+    + _LETTERS_END
+)
+#: Words that say what an answer is like, where it is or what it asks, beside the describing and
+#: label words: "the security answer is the same as last time", "… what you told me", "… in my notes".
+_ANSWER_STOP_WORDS = (
+    _DESCRIBING_WORDS | _PASSWORD_LABEL_WORDS | _CUED_STOP_WORDS | _PHRASE_PLACES | frozenset(
+        "what which who whom whose where when why how this that these those it its file record list form "
+        "system account answer answers question questions name names hint hints".split()
+    )
+)
+
+
+def _said_answer_phrase(value: str) -> bool:
+    """An answer of several words (unlike a passphrase, function words and all: "my first dog",
+    "in London"), none of them a word that describes, places or asks about the answer
+    (:data:`_ANSWER_STOP_WORDS`, or a describing ending in lower case: "case sensitive", "stored in
+    plain text"; a capitalised word is a name: "Aunt Mary"), and no instruction first ("check your
+    email")."""
+    written = value.split()
+    words = [word.casefold() for word in written]
+    return (words[0] not in _PHRASE_NOT_FIRST and words[0] not in ("a", "an")
+            and not any(word in _ANSWER_STOP_WORDS for word in words)
+            and not any(_describing(word) for word in written if word.islower()))
 
 
 #: A PIN of three digits after whose it is ("my PIN is 482", "my bank PIN is 907"; "The PIN is
@@ -1183,6 +1251,35 @@ _SAID_REPLIED_WHICH = _re(
     r"(?:[ \t]{1,3}(?i:use|enter|type|try|set|pick|choose|want|give|need))?(?![^\W\d_])"
     rf"(?i:{_SAID_FOR})" + _REPLY
 )
+
+
+#: A type annotation between a password's name and its default, and the default when it is a
+#: string: ``password: str = "hunter2"``, ``password: Optional[str] = 'Tulip77x'``, ``password:
+#: bytes = b"hunter2"`` (a known type or a capitalised name, a subscript, up to three more joined
+#: by ``|``). A default that is no string is code: ``password: str | Omit = omit`` (helper-186).
+_ANNOTATION_TYPE = (r"(?:(?:[a-z_][a-z0-9_]{0,30}\.){0,3}(?:str|bytes|int|Any|Text|[A-Z][A-Za-z]{1,40})"
+                    r"(?:\[[^\]\r\n=]{0,60}\]{1,3})?)")
+_SAID_ANNOTATED = _re(
+    r"(?i:passwd|password|passphrase)[ \t]{0,3}:[ \t]{0,3}" + _ANNOTATION_TYPE + r"(?:[ \t]{0,3}\|[ \t]{0,3}"
+    + _ANNOTATION_TYPE + r"){0,3}[ \t]{0,3}=(?!=)[ \t]{0,3}(?:[bBrRuU]{1,2})?"
+    r"""(?:"(?P<value>[^"\r\n]{1,200})"|'(?P<value2>[^'\r\n]{1,200})')"""
+)
+#: A bare value after "password:" is never the first of several words of letters ("Password: user
+#: defined", "password: change me"): :data:`_SAID_PHRASE` has read those words as a passphrase or
+#: not, and :data:`_FIRST_OF_WORDS` reads the first word alone.
+_PASSWORD_VALUE = _VALUE.replace("|(?P<value3>", r"|(?![^\W\d_]{1,30}[ \t]{1,3}[^\W\d_])(?P<value3>")
+_FIRST_OF_WORDS = (r"(?P<value>[^\W\d_]{1,30})(?=[ \t]{1,3}(?!(?i:"
+                   + "|".join(sorted(_PASSWORD_SOURCES)) + r")(?![^\W\d_]))[^\W\d_])")
+
+
+def _assigned_first_word(value: str) -> bool:
+    """The first of several words after "password:" when they make no passphrase: a password
+    unless a sentence or a form's label starts with it ("Password: hollyoak please" is one;
+    "Password: user defined", "Password: Auto Generated", "password: your password here",
+    "Password: open the settings page" are none)."""
+    word = value.casefold()
+    return (_assigned_password(value) and word not in _PHRASE_STOP_WORDS and word not in _PHRASE_NOT_FIRST
+            and not _describing(word))
 
 
 _DB_SCHEMES = (
@@ -1288,11 +1385,14 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     ),
     # Before the assignment form, which would take the first word of "password: tulip sun" alone.
     Detector("password", _SAID_PHRASE, _said_phrase),
+    Detector("password", _SAID_ANNOTATED, _assigned_password),
     Detector(
         "password",
-        _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _VALUE),
+        _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _PASSWORD_VALUE),
         _assigned_password,
     ),
+    Detector("password", _re(r"(?i:passwd|password|passphrase)" + _ASSIGN + _FIRST_OF_WORDS),
+             _assigned_first_word),
     # The text of an XML element named like a secret (Maven's settings.xml, a SOAP answer, a
     # config file): <password>…</password>, <AccessKey>…</AccessKey>, <db:password …>…</…>.
     Detector(
@@ -1402,6 +1502,7 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     Detector("password", _SAID_USE_PASSWORD, _said_used_password),
     Detector("password", _SAID_AS_PASSWORD, _said_as_password),
     Detector("password", _SAID_SECURITY_ANSWER, _said_answer),
+    Detector("password", _SAID_SECURITY_PHRASE, _said_answer_phrase),
     Detector("password", _SAID_SHORT_PIN),
     Detector("secret", _SHORT_KEY_ASSIGNED, _said_key),
     Detector("password", _SAID_PAIR, _said_password),
