@@ -261,8 +261,13 @@ class _Cycle:
         self.choice_topic: str | None = None  # "hotel" after "Which hotel would you suggest?"
         # everything recorded or said so far, indexed: a novelty check reads what it must, not
         # all of it (a reply naming thousands of results after them was terms x text)
+        # What this thread's memory holds decides what is new, not a sibling's: with threads
+        # sharing a resource, a line left out here because a sibling's section has it (or a
+        # reply thought not new because of it) would be gone from this thread's memory once that
+        # sibling is deleted. (The "(changing from …)" values below, likewise.)
+        self.own = visible_sections(request.previous_observations, request.thread_id, shared=False)
         self._known = KnownText()
-        self._known.add(request.previous_observations.lower())
+        self._known.add(self.own.lower())
         for group in parse_observations(request.previous_observations)[-1:]:
             for line in group.lines[-3:]:  # "Which hotel would you suggest?" asked in the last batch
                 if asked := re.match(r"^User asked (which .*)", line.text):
@@ -271,8 +276,7 @@ class _Cycle:
         # "(changing from …)" values come from this thread's own lines only: with threads
         # sharing a resource, a sibling's lines are shown here, and copying a sibling's value
         # into this thread's memory would keep it after that sibling is deleted.
-        own = visible_sections(request.previous_observations, request.thread_id, shared=False)
-        for group in parse_observations(own):
+        for group in parse_observations(self.own):
             for line in group.lines:
                 key = fact_key(line.text)
                 if key and line.text.startswith("User") and not is_plan_text(line.text):
@@ -733,8 +737,7 @@ class _Cycle:
 
     def render(self) -> str:
         self._join_speaker_days()
-        seen = {normalise(line.text) for g in parse_observations(self.request.previous_observations)
-                for line in g.lines}  # fmt: skip
+        seen = {normalise(line.text) for g in parse_observations(self.own) for line in g.lines}
         groups: list[DateGroup] = []
         ordered = sorted(self.drafts, key=lambda d: (d.day, d.order))
         stale = _replaced_in_batch(ordered, self.finished)
