@@ -16,7 +16,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
 * **Cursors never move backward.** A record's per-thread cursor is the ``seq`` of the last
   observed message. An update that would lower any cursor is refused with
   :class:`~obsmem.errors.StorageError`; it is a bug in the caller, never a race (a race shows
-  up as ``stale``).
+  up as ``stale``). One exception: a thread that no longer exists (checked in the write's
+  transaction) may be left out of a record whole, so deleting a thread takes its id out of the
+  resource's record (seqs are never reused; a write adding to a deleted thread is ``gone``).
 * **Messages are never lost or duplicated.** ``save_messages`` is idempotent by message id:
   saving the same id again updates its parts in place and keeps its ``seq``. The store assigns
   ``seq`` from one monotonically increasing counter, so insertion order is total.
@@ -47,7 +49,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   ``Memory.delete_thread`` reads of the user's other threads only the messages whose markers
   may quote its ``<thread id>`` sections (:func:`section_messages`; optional native method
   ``section_messages_page(thread_id, after_seq=, limit=)``, a store without it is read a page of
-  ``list_messages`` at a time).
+  ``list_messages`` at a time), and, to take the deleted thread's id out of their replies'
+  receipts, only those whose metadata holds it (:func:`metadata_messages`; optional native
+  method ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``).
 * **Newest first.** ``list_threads(resource_id, newest_first=True)`` lists a resource's threads
   most recently active first from an index: a thread's activity is drawn from a store-wide
   counter when it is created and again, in the save's transaction, whenever a message is
