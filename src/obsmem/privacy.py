@@ -688,11 +688,15 @@ _LETTERS_IS = (rf"(?:(?i:{_SAID_FOR})[ \t]{{1,3}}(?i:is|was):?(?:[ \t]{{1,3}}(?i
 _FOR_NOW = (r"(?:for[ \t]{1,3}(?:now|today|the[ \t]{1,3}(?:moment|time[ \t]{1,3}being))|right[ \t]{1,3}now"
             r"|at[ \t]{1,3}the[ \t]{1,3}moment|these[ \t]{1,3}days|now|today|currently"
             r"|(?:until|till)(?:[ \t]{1,3}[^\W\d_]{1,20}){1,3}?)(?![^\W\d_])")
-#: The first words of :data:`_FOR_NOW`: a word of a passphrase is none of them.
-_NOT_FOR_NOW = r"(?!(?i:for|right|at|these|now|today|currently|until|till)(?![^\W\d_]))"
+#: A clause of its own after a password: "my password is tulip sun if you need it", "… which I
+#: picked yesterday", "… in case you need it".
+_NEW_CLAUSE = r"(?:and|but|so|though|btw|if|which|when|whenever|because|unless|since|in[ \t]{1,3}case)"
+#: The first words of :data:`_FOR_NOW` and :data:`_NEW_CLAUSE`: a word of a passphrase is none of them.
+_NOT_FOR_NOW = (r"(?!(?i:for|right|at|these|now|today|currently|until|till|if|which|when|whenever|because"
+                r"|unless|since|in[ \t]{1,3}case)(?![^\W\d_]))")
 _LETTERS_END = (r"(?=(?:[ \t]{1,3}(?i:" + _FOR_NOW + r"))?"
                 r"(?:[ \t]{0,3}(?:[.!?;,)\"\u201d]|['\u2019](?![^\W\d_])|\r?\n|$)"
-                r"|[ \t]{1,3}(?:and|but|so|though|btw)(?![^\W\d_])))")
+                r"|[ \t]{1,3}" + _NEW_CLAUSE + r"(?![^\W\d_])))")
 _SAID_LETTERS = _re(_LETTERS_WORDS + _LETTERS_IS + r"(?P<value>[^\W\d_]{4,64})" + _LETTERS_END)
 #: A quoted word or passphrase: '… is "tulip"', '… is "correct horse battery staple"' (words of
 #: letters, up to eight, joined by a space or a hyphen).

@@ -44,6 +44,12 @@ LEAKS = [
     ("my password is tulip sun until Friday", "tulip sun"),
     ("my password is tulipsun for now", "tulipsun"),
     ("The wifi password is quokka lantern for the moment.", "quokka lantern"),
+    # the sentence goes on with a clause of its own
+    ("my password is tulip sun if you need it", "tulip sun"),
+    ("the password is tulip sun which I picked yesterday", "tulip sun"),
+    ("my password is tulip sun in case you need it", "tulip sun"),
+    ("my password is tulipsun if you need it", "tulipsun"),
+    ("Password: quokka lantern because I like them", "quokka lantern"),
 ]
 
 #: Already redacted before: controls.
@@ -86,6 +92,14 @@ ORDINARY = [
     "the password is hidden until you click",
     "the password is locked at the moment",
     "I'll use the password manager for now",
+    "the password is required if you log in remotely",
+    "my password is the same as before because I forgot",
+    "the password is on the fridge in case you need it",
+    "use the password manager if you can",
+    "the password is stored in the vault which is encrypted",
+    "the password is case sensitive when you type it",
+    "my password is too long since the update",
+    "the security answer is case sensitive if I remember",
     "my password is the same for now",
     "the password is open to everyone",
     "Password: open the settings page",
@@ -192,6 +206,8 @@ async def test_pasted_code_keeps_its_annotations_and_loses_its_default() -> None
 ADVERSARIAL = [
     "my password is tulip sun for " * 5,
     "my password is tulip sun until next " * 4,
+    "my password is tulip sun in " * 5,
+    "my password is tulip sun which " * 5,
     "security answer: my first " * 6,
     "the answer to my security question is " * 3,
     "password: str " * 8,
