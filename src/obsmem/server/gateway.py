@@ -45,6 +45,8 @@ that stops reading too (:class:`_Watchdog`): past it the upstream is let go and 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 import re
@@ -618,7 +620,15 @@ class ResponsesAnswer:
     def messages(self, history: list[Message]) -> list[Message]:
         if not self.output:
             return []
-        kept = [item for item in self.output if isinstance(item, dict) and item.get("type") in self._KEEP]
+        output = [item for item in self.output if isinstance(item, dict)]
+        kept = [
+            item for at, item in enumerate(output) if item.get("type") in self._KEEP
+            # a reasoning item goes back only with the item that followed it (OpenAI refuses it
+            # without: "… was provided without its required following item"); one followed by an
+            # item not kept (a web search, code interpreter or MCP call) is left out with it
+            and not (item.get("type") == "reasoning" and at + 1 < len(output)
+                     and output[at + 1].get("type") not in self._KEEP)
+        ]  # fmt: skip
         return _from_responses(kept, history)
 
 
@@ -679,14 +689,38 @@ def _function_output(kind: str, item: dict[str, Any], index: int) -> tuple[Any, 
                                     "object", argument="input")  # fmt: skip
         image = output.get("image_url")
         if isinstance(image, str) and image:  # stored as an image (a file part), not its base64 as text
+            _check_screenshot(image, index)
             shape["screenshot"] = {k: v for k, v in output.items() if k != "image_url"}
             return [{"type": "input_image", "image_url": image}], shape
+        if not (isinstance(output.get("file_id"), str) and output["file_id"]):
+            raise InvalidInputError(f"input[{index}]: a computer_call_output's screenshot needs an 'image_url' or a "
+                                    "'file_id'", argument="input")  # fmt: skip
         shape["screenshot"] = output  # a file_id: kept as it is
         return "", shape
     if kind == "apply_patch_call_output" and output is None:
         shape["no_output"] = True
         return "", shape
     return output, shape
+
+
+_DATA_IMAGE = re.compile(r"data:image/[\w.+-]+(?:;[^,;]*)*;base64,")
+
+
+def _check_screenshot(image: str, index: int) -> None:
+    """Refuses a screenshot given as a data URI that is not a base64 image. Saved, it was sent
+    back on every later request: a non-image went upstream as a screenshot with no image (its
+    file part is not an image), and the upstream refused each request while it was in the window."""
+    if not image.startswith("data:"):
+        return  # a URL: the upstream fetches it
+    head = _DATA_IMAGE.match(image)
+    payload = image[head.end() :] if head else ""
+    try:
+        valid = bool(payload) and bool(base64.b64decode(payload, validate=True))
+    except (binascii.Error, ValueError):
+        valid = False
+    if not valid:
+        raise InvalidInputError(f"input[{index}]: a computer_call_output's screenshot 'image_url' must be an image "
+                                "URL or a base64 image data URI (data:image/png;base64,…)", argument="input")  # fmt: skip
 
 
 def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:

@@ -1,0 +1,149 @@
+"""Gateway, Responses API: what a real client's tool loop sends that the upstream then refused on
+every later request of the thread (helper-191, review of 0ecb137 / 86b12e6).
+
+- A computer_call_output whose screenshot is not an image (a data URI of another type, an empty
+  or broken one, no image at all) was saved, and went upstream as a screenshot without an image:
+  refused now, with nothing saved, so the client can send the right one.
+- A reasoning model's answer with a built-in tool's item after a reasoning item (web search,
+  code interpreter …: not saved) was sent back with that reasoning item and without the item it
+  came with: OpenAI refuses it ("… was provided without its required following item").
+
+The upstream is helper 187's, which checks OpenAI's pairing rules; here it also refuses a
+screenshot without an image, as OpenAI does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from obsmem.server import ServerSettings, Service
+from tests.integrations.agent_model import small_memory_config
+from tests.models.wire_server import Recorded, Reply, WireServer
+from tests.server.conftest import UPSTREAM_KEY, Env
+from tests.server.live import live_server, make_keys
+from tests.server.test_gateway_responses_tool_items_187 import IMAGE, ToolModel, _client, _dumped, _sent, output_for
+
+
+class HostedToolModel(ToolModel):
+    """The 187 upstream, which also answers 'search …' with [reasoning, web_search_call,
+    reasoning, message] and 'lookup …' with [reasoning, web_search_call, message], and refuses a
+    computer screenshot with neither an image URL nor a file id."""
+
+    def __call__(self, recorded: Recorded) -> Reply:
+        items = recorded.body.get("input")
+        assert isinstance(items, list)
+        last = items[-1]
+        text = " ".join(str(p.get("text")) for p in last.get("content", []) if isinstance(p, dict)) \
+            if isinstance(last.get("content"), list) else str(last.get("content", ""))  # fmt: skip
+        first = text.split()[0] if text.split() else ""
+        if last.get("role") != "user" or first not in ("search", "lookup"):
+            return super().__call__(recorded)
+        problem = self.refusal(items)
+        if problem is not None:
+            self.invalid.append(problem)
+            return Reply(status=400, json={"error": {"message": problem, "type": "invalid_request_error"}})
+        n = next(self._ids)
+        search = {"type": "web_search_call", "id": f"ws_{n}", "status": "completed",
+                  "action": {"type": "search", "query": "weather"}}  # fmt: skip
+        message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": "sunny", "annotations": []}]}  # fmt: skip
+        if first == "lookup":
+            return self._response(n, [self._reasoning(n, search["id"]), search, message])
+        second = {"type": "reasoning", "id": f"rs_{n}b", "summary": [], "encrypted_content": f"ENC{n}b"}
+        self.following[second["id"]] = message["id"]
+        return self._response(n, [self._reasoning(n, search["id"]), search, second, message])
+
+    def refusal(self, items: list[dict[str, Any]]) -> str | None:
+        for index, item in enumerate(items):
+            if item.get("type") == "computer_call_output":
+                shot = item.get("output")
+                if not isinstance(shot, dict) or not (shot.get("image_url") or shot.get("file_id")):
+                    return f"input[{index}].output: a screenshot needs 'image_url' or 'file_id'"
+                if str(shot.get("image_url", "")).startswith("data:") and \
+                        not str(shot["image_url"]).startswith("data:image/"):  # fmt: skip
+                    return f"input[{index}].output.image_url: not an image"
+        return super().refusal(items)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    path = tmp_path_factory.mktemp("responses-items-191")
+    upstream = WireServer()
+    upstream.responder = HostedToolModel()
+    with upstream:
+        settings = ServerSettings(upstream_url=upstream.url + "/v1", upstream_key=UPSTREAM_KEY)
+        service = Service.open(f"sqlite:///{path / 'memory.db'}", settings=settings,
+                               config=small_memory_config(), max_turn_wait=None)  # fmt: skip
+        keys = make_keys(service)
+        with live_server(service) as live:
+            yield Env(live, keys, upstream, path / "memory.db")
+
+
+@pytest.fixture
+def model(env: Env) -> HostedToolModel:
+    responder = env.upstream.responder
+    assert isinstance(responder, HostedToolModel)
+    return responder
+
+
+NOT_IMAGES = {
+    "text": "data:text/plain;base64,aGVsbG8=",
+    "empty": "data:image/png;base64,",
+    "no-type": "data:;base64,aGVsbG8=",
+    "broken-base64": "data:image/png;base64,!!!not base64!!!",
+    "not-base64": "data:image/png,raw",
+}
+
+
+@pytest.mark.parametrize("image_url", list(NOT_IMAGES.values()), ids=list(NOT_IMAGES))
+def test_a_screenshot_that_is_not_an_image_is_refused_and_the_loop_goes_on(
+    env: Env, model: HostedToolModel, image_url: str
+) -> None:
+    client = _client(env, f"items-191-shot-{list(NOT_IMAGES.values()).index(image_url)}")
+    call = _dumped(client.responses.create(model="m", input="computer please", store=False).output)[-1]
+    wrong = {"type": "computer_call_output", "call_id": call["call_id"],
+             "output": {"type": "computer_screenshot", "image_url": image_url}}  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="m", input=[wrong], store=False)
+    assert "screenshot" in str(refused.value)
+    # the client sends the screenshot it meant: the loop goes on, and the thread after it
+    assert client.responses.create(model="m", input=[output_for("computer", call["call_id"])],
+                                   store=False).output_text == "done"  # fmt: skip
+    assert client.responses.create(model="m", input="plain next", store=False).output_text.startswith("said")
+    outputs = [i for i in _sent(env) if i.get("type") == "computer_call_output"]
+    assert [o["output"].get("image_url") for o in outputs] == [IMAGE]
+    assert not model.invalid
+
+
+def test_a_screenshot_with_neither_image_nor_file_is_refused(env: Env, model: HostedToolModel) -> None:
+    client = _client(env, "items-191-shot-none")
+    call = _dumped(client.responses.create(model="m", input="computer please", store=False).output)[-1]
+    wrong = {"type": "computer_call_output", "call_id": call["call_id"], "output": {"type": "computer_screenshot"}}
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="m", input=[wrong], store=False)
+    assert client.responses.create(model="m", input=[output_for("computer", call["call_id"])],
+                                   store=False).output_text == "done"  # fmt: skip
+    assert not model.invalid
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("question", ["search the weather", "lookup the weather"])
+def test_an_answer_after_a_web_search_keeps_the_thread_going(
+    env: Env, model: HostedToolModel, question: str, stream: bool
+) -> None:
+    client = _client(env, f"items-191-{question.split()[0]}-{stream}")
+    if stream:
+        events = list(client.responses.create(model="m", input=question, store=False, stream=True))
+        assert events[-1].type == "response.completed"
+    else:
+        assert client.responses.create(model="m", input=question, store=False).output_text == "sunny"
+    answered = client.responses.create(model="m", input="plain and tomorrow?", store=False)
+    assert answered.output_text.startswith("said")
+    sent = _sent(env)
+    assert any(i.get("role") == "assistant" and "sunny" in json.dumps(i) for i in sent)  # the answer is kept
+    assert not model.invalid
