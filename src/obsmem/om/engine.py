@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from obsmem.clock import Clock
 from obsmem.config import MemoryConfig
-from obsmem.errors import ObsmemError
+from obsmem.errors import ObsmemError, StorageError
 from obsmem.models.retry import FailurePolicy
 from obsmem.om.buffering import (
     LEASE_TTL_S,
@@ -35,7 +35,7 @@ from obsmem.om.buffering import (
     StepResult,
     read_snapshot,
 )
-from obsmem.om.cycle import Backoff, CommitPolicy, Core
+from obsmem.om.cycle import Backoff, CommitPolicy, Core, Written
 from obsmem.telemetry import log_failure
 from obsmem.om.extractors import Extractor
 from obsmem.om.group_index import GroupIndex
@@ -51,7 +51,7 @@ from obsmem.om.selection import (
     valid_cuts,
 )
 from obsmem.om.step import ActivateStep, ActivationTrigger, ObserveStep, ReflectStep, Trigger, backing_off_outcome
-from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.storage.contract import ObservationRecord, Store, ThreadState
 from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
 from obsmem.types import Message, Thread
 
@@ -392,8 +392,13 @@ class Engine:
         async def compose(record: ObservationRecord) -> ObservationRecord:
             active = remove_thread(record.active_observations, thread.id)
             # Its id goes too (the store allows a deleted thread's cursor out: its seqs are never
-            # reused, and a write adding to it is refused as gone).
+            # reused, and a write adding to it is refused as gone); unless the id was made again
+            # meanwhile (the app started the conversation again while this delete ran): the store
+            # refuses a live thread's cursor left out, so it stays, as it did before ids left
+            # records (its sections go all the same: they may be the deleted thread's).
             threads = {key: state for key, state in record.threads.items() if key != thread.id}
+            if thread.id in record.threads and await core.store.get_thread(thread.id) is not None:
+                threads[thread.id] = ThreadState(cursor=record.threads[thread.id].cursor)
             return record.model_copy(
                 update={
                     "active_observations": active,
@@ -405,7 +410,17 @@ class Engine:
                 }
             )
 
-        await core.commit(lambda: core.stored_head(thread), compose, core.update)
+        async def write(current: ObservationRecord, proposed: ObservationRecord) -> Written[ObservationRecord]:
+            try:
+                return await core.update(current, proposed)
+            except StorageError:
+                # Made again between the compose's look and the write: composed again (it keeps
+                # the cursor now); any other refusal stands.
+                if thread.id in proposed.threads or await core.store.get_thread(thread.id) is None:
+                    raise
+                return Written("stale", await core.stored_head(thread))
+
+        await core.commit(lambda: core.stored_head(thread), compose, write)
 
     # -- the raw window when memory falls behind -------------------------------------------------
     def raw_limit(self, record: ObservationRecord | None) -> int:
