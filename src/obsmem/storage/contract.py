@@ -1299,18 +1299,27 @@ async def section_messages(store: Store, thread_id: str, *, page: int = 500) -> 
 
 #: A run of characters every JSON encoder writes as they are: printable ASCII but ``"`` and ``\\``.
 _JSON_PLAIN = re.compile(r'[ !#-\[\]-~]+')
+#: A needle :func:`metadata_messages` takes: such a run, with the quote that opens or closes the
+#: string before or after it when the run begins or ends the value.
+_JSON_NEEDLE = re.compile(r'"?[ !#-\[\]-~]+"?')
 
 
 def json_needle(value: str) -> str:
     """The longest run of ``value`` that every JSON encoder writes as it is (printable ASCII but
     ``"`` and ``\\``): what a store can search its stored JSON for to find ``value`` in a string
     of it, whatever the encoder escapes; ``""`` when ``value`` has no such character. The first of
-    equally long runs."""
-    best = ""
-    for run in _JSON_PLAIN.findall(value):
-        if len(run) > len(best):
+    equally long runs. A run that begins or ends ``value`` comes with the quote every encoder
+    writes there (``'"t"'`` for ``'t'``): a short id is then found as a whole string, not in
+    every key and text that holds its letters."""
+    best: re.Match[str] | None = None
+    for run in _JSON_PLAIN.finditer(value):
+        if best is None or len(run.group()) > len(best.group()):
             best = run
-    return best
+    if best is None:
+        return ""
+    opening = '"' if best.start() == 0 else ""
+    closing = '"' if best.end() == len(value) else ""
+    return f"{opening}{best.group()}{closing}"
 
 
 async def metadata_messages(
@@ -1318,8 +1327,8 @@ async def metadata_messages(
 ) -> AsyncIterator[list[Message]]:
     """``thread_id``'s messages whose metadata, as JSON, holds ``needle`` (every one of them; a
     store may add a few that do not: the caller checks what it finds), by seq, in lists of
-    ``page`` at most. ``needle``: printable ASCII with no ``"`` or ``\\`` (see
-    :func:`json_needle`), so it reads the same in every store's JSON. Native method
+    ``page`` at most. ``needle``: printable ASCII with no ``"`` or ``\\``, but a ``"`` first or
+    last (see :func:`json_needle`), so it reads the same in every store's JSON. Native method
     ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``: the first ``limit``
     messages with ``seq > after_seq`` whose stored form holds ``needle``, by seq, selected in the
     store, so only they are read. A store without it is read a page of ``list_messages`` at a
@@ -1327,8 +1336,10 @@ async def metadata_messages(
     other threads to take the deleted thread's id out of their replies' receipts. Unknown thread
     → ThreadNotFoundError."""
     check_page_limit(page, "page")
-    if not needle or not _JSON_PLAIN.fullmatch(needle):
-        raise ValueError(f"needle must be printable ASCII without '\"' or '\\\\', got {needle!r}")
+    if not _JSON_NEEDLE.fullmatch(needle):
+        raise ValueError(
+            f"needle must be printable ASCII without '\"' (but first or last) or '\\\\', got {needle!r}"
+        )
     native = getattr(store, "metadata_messages_page", None)
     after = 0
     while True:
