@@ -26,7 +26,9 @@ from tests.integrations.agent_model import small_memory_config
 from tests.models.wire_server import Recorded, Reply, WireServer
 from tests.server.conftest import UPSTREAM_KEY, Env
 from tests.server.live import live_server, make_keys
-from tests.server.test_gateway_responses_tool_items_187 import IMAGE, ToolModel, _client, _dumped, _sent, output_for
+from tests.server.test_gateway_responses_tool_items_187 import (
+    IMAGE, ToolModel, _answered_by, _client, _dumped, _sent, output_for,
+)
 
 
 class HostedToolModel(ToolModel):
@@ -146,4 +148,28 @@ def test_an_answer_after_a_web_search_keeps_the_thread_going(
     assert answered.output_text.startswith("said")
     sent = _sent(env)
     assert any(i.get("role") == "assistant" and "sunny" in json.dumps(i) for i in sent)  # the answer is kept
+    assert not model.invalid
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["new-items", "whole-history"])
+def test_outputs_sent_again_with_the_missing_one_finish_the_loop(env: Env, model: HostedToolModel, history: bool) -> None:
+    """A custom tool's call and a function call in parallel; the client sends one output (the
+    upstream refuses the call left without one), then both: the loop ends, each output sent once
+    (a request's outputs are one stored message: the first attempt's is the first part of it)."""
+    client = _client(env, f"items-191-resent-{history}")
+    first = [{"role": "user", "content": "custom and a function"}]
+    asked = _dumped(client.responses.create(model="m", input=first, store=False).output)
+    _, function, custom = asked
+    outputs = [output_for("custom", custom["call_id"]),
+               {"type": "function_call_output", "call_id": function["call_id"], "output": "found"}]  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="m", input=[*first, *asked, outputs[0]] if history else outputs[:1], store=False)
+    assert "have no output" in str(refused.value)  # the upstream's refusal, not the gateway's
+    model.invalid.clear()  # the refusal asked for
+    answered = client.responses.create(model="m", input=[*first, *asked, *outputs] if history else outputs,
+                                       store=False)  # fmt: skip
+    assert answered.output_text == "done"
+    assert client.responses.create(model="m", input="plain next", store=False).output_text.startswith("said")
+    answers = [_answered_by(i) for i in _sent(env) if _answered_by(i) is not None]
+    assert sorted(answers) == sorted([function["call_id"], custom["call_id"]])
     assert not model.invalid

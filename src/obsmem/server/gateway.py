@@ -194,6 +194,9 @@ async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> l
     stored = await retried_input(store, thread_id, parsed, same=_same_parts)
     if stored is not None:
         return stored
+    joined = await _held_outputs(service, thread_id, parsed)
+    if joined is not None:
+        return joined
     # Sent again with more: the results of parallel calls, of which the failed attempt held only
     # some (the upstream refused a call without its result). The results it saved, the thread's
     # newest messages, are taken as stored; the rest are saved after them. The thread's newest
@@ -214,6 +217,34 @@ async def _retried(service: Service, thread_id: str, parsed: list[Message]) -> l
         if stored is not None:
             return [*stored, *parsed[held:]]
     return parsed
+
+
+async def _held_outputs(service: Service, thread_id: str, parsed: list[Message]) -> list[Message] | None:
+    """Responses API outputs sent again with more: a request's consecutive outputs are one tool
+    message, so the outputs a failed attempt saved (one tool message an attempt, the thread's
+    newest, unanswered) are the first parts of the new request's first message, not messages of
+    their own. Those are taken as stored and the rest saved after them; None where the thread
+    does not end so."""
+    first = parsed[0] if parsed else None
+    if first is None or first.role != "tool" or len(first.parts) < 2:
+        return None
+    try:
+        tail = await service.memory.store.list_messages(thread_id, limit=min(len(first.parts) - 1, 64),
+                                                        newest_first=True)  # fmt: skip
+    except ThreadNotFoundError:
+        return None
+    held: list[Message] = []
+    for message in tail:
+        if message.role != "tool":
+            break
+        held.insert(0, message)
+    for start in range(len(held)):
+        run = held[start:]
+        parts = tuple(part for message in run for part in message.parts)
+        rest = first.parts[len(parts) :]
+        if rest and isinstance(rest[0], ToolResultPart) and first.parts[: len(parts)] == parts:
+            return [*run, first.model_copy(update={"parts": rest}), *parsed[1:]]
+    return None
 
 
 def _same_parts(stored: Message, given: Message) -> bool:
