@@ -42,7 +42,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import (
     AIMessage,
@@ -55,6 +61,7 @@ from langchain_core.messages import (
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from obsmem import ContextWindow
 from obsmem.convert._common import speaker_metadata, wire_name
@@ -90,8 +97,8 @@ _OBSMEM_KEY = "obsmem"
 #: each by the mark of its obsmem id (:func:`_mark`): see :meth:`ObservationalMemoryMiddleware._restore`.
 SAVED_STATE_KEY = "obsmem_saved"
 #: The agent state's key (private, checkpointed) listing, by mark, the state's messages a model
-#: call of a run that has not ended saves or is about to save: see
-#: :meth:`ObservationalMemoryMiddleware.abefore_model`.
+#: call of a run that has not ended saves or is about to save, and the model's answers it has not
+#: saved yet: see :meth:`ObservationalMemoryMiddleware.abefore_model`.
 PENDING_STATE_KEY = "obsmem_pending"
 
 _ROLES: dict[str, str] = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -701,6 +708,40 @@ def _state_variants(thread: str, run: _Run, messages: Sequence[BaseMessage]) -> 
     return found
 
 
+def _answer_marks(
+    thread: str, run: _Run, messages: Sequence[BaseMessage], answers: Sequence[BaseMessage]
+) -> set[str]:
+    """The marks the model's ``answers`` have in the state the model node leaves (LangGraph's
+    ``add_messages``: an answer with the id of a message of ``messages`` takes its place, else it
+    is added), as :func:`_state_variants` gives them."""
+    after = list(messages)
+    places = {str(m.id): index for index, m in enumerate(after) if m.id}
+    for answer in answers:
+        if answer.id and str(answer.id) in places:
+            after[places[str(answer.id)]] = answer
+        else:
+            after.append(answer)
+    mine = {id(answer) for answer in answers}
+    return {_mark(v) for index, v in _state_variants(thread, run, after) if id(after[index]) in mine}
+
+
+def _answered_since(
+    messages: Sequence[BaseMessage], variants: Sequence[tuple[int, str]], marked: set[str]
+) -> set[str]:
+    """The obsmem ids (``variants``: :func:`_state_variants`) of the messages of ``messages`` whose
+    calls a tool message the state's keys do not mark (``marked``) answers: a result that came
+    after the last model call, as an interrupted run resumed with its call approved has."""
+    answered = {
+        message.tool_call_id for index, v in variants
+        if isinstance(message := messages[index], ToolMessage) and _mark(v) not in marked
+    }
+    return {
+        v for index, v in variants
+        if isinstance(message := messages[index], AIMessage)
+        and any(call.get("id") in answered for call in message.tool_calls)
+    }
+
+
 def _saved_marks(thread: str, run: _Run, plan: _Plan) -> list[str]:
     """The marks of the messages of ``plan`` (a run's end state) that are saved, sorted: each by
     the id a new middleware gives it (:func:`_state_variants`), whatever id it was saved under
@@ -1080,7 +1121,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any]:
+    ) -> ExtendedModelResponse[Any]:
         thread, resource = self._ids()
         run = self._run(thread)
         whole: Mapping[str, Any] = request.state if isinstance(request.state, Mapping) else {}
@@ -1116,13 +1157,21 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         # such as @dynamic_prompt sets, before or after this one): obsmem's part is a message.
         response = await handler(request.override(messages=[*head, *body]))
         # The model's answer is new, whatever its id and content (a server may repeat both).
-        answers = response.result if isinstance(response, ModelResponse) else [response]
-        for answer in answers:
+        if not isinstance(response, ModelResponse):
+            response = ModelResponse(result=[response])
+        for answer in response.result:
             key = run.key(thread, answer)
             if key is not None:
                 run.made.setdefault(key, []).append(None)
                 run.answered.add(str(answer.id))
-        return response
+        # The answer is saved at the next model call or the run's end; a run stopped before either
+        # (a human-in-the-loop interrupt, a tool that raised) keeps it in the state only: pending
+        # with the model node's own update, so a delete of the thread meanwhile takes it too.
+        pending = _marks(whole.get(PENDING_STATE_KEY))
+        pending |= _answer_marks(thread, run, whole["messages"], response.result)
+        return ExtendedModelResponse(
+            model_response=response, command=Command(update={PENDING_STATE_KEY: sorted(pending)})
+        )
 
     @staticmethod
     def _own_tail(run: _Run, context: ContextWindow, originals: Mapping[str, AnyMessage]) -> list[Message]:
@@ -1211,7 +1260,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         messages = state.get("messages")
         messages = messages if isinstance(messages, list) else []
-        variants = [v for _, v in _state_variants(thread, run, messages)]
+        placed = _state_variants(thread, run, messages)
+        variants = [v for _, v in placed]
         saved = _marks(state.get(SAVED_STATE_KEY))
         known.saved.update(v for v in variants if _mark(v) in saved)
         pending = _marks(state.get(PENDING_STATE_KEY)) - saved
@@ -1224,7 +1274,10 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         stored = {m.id for m in await store.get_messages(doubtful)}
         missing = [v for v in doubtful if v not in stored]
         if missing and await store.get_thread(thread) is None:
-            known.saved.update(missing)
+            # A call the run that stopped made, answered since (its interrupt resumed with the call
+            # approved): LangGraph ran it, and a result goes with its call, so both are saved.
+            resumed = _answered_since(messages, placed, saved | _marks(state.get(PENDING_STATE_KEY)))
+            known.saved.update(v for v in missing if v not in resumed)
 
     async def abefore_model(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Keep in the state, before the model call saves them, the state's messages not kept as
