@@ -69,6 +69,11 @@ class HostedToolModel(ToolModel):
                 if str(shot.get("image_url", "")).startswith("data:") and \
                         not str(shot["image_url"]).startswith("data:image/"):  # fmt: skip
                     return f"input[{index}].output.image_url: not an image"
+        made = {str(i.get("call_id")): str(i.get("type")) for i in items if str(i.get("type")).endswith("call")}
+        for index, item in enumerate(items):  # an output answers a call of its own kind
+            answered = _answered_by(item)
+            if answered in made and item.get("type") != f"{made[answered]}_output":
+                return f"input[{index}]: No tool output found for {made[answered]} {answered}"
         return super().refusal(items)
 
 
@@ -152,7 +157,9 @@ def test_an_answer_after_a_web_search_keeps_the_thread_going(
 
 
 @pytest.mark.parametrize("history", [False, True], ids=["new-items", "whole-history"])
-def test_outputs_sent_again_with_the_missing_one_finish_the_loop(env: Env, model: HostedToolModel, history: bool) -> None:
+def test_outputs_sent_again_with_the_missing_one_finish_the_loop(
+    env: Env, model: HostedToolModel, history: bool
+) -> None:
     """A custom tool's call and a function call in parallel; the client sends one output (the
     upstream refuses the call left without one), then both: the loop ends, each output sent once
     (a request's outputs are one stored message: the first attempt's is the first part of it)."""
@@ -172,4 +179,22 @@ def test_outputs_sent_again_with_the_missing_one_finish_the_loop(env: Env, model
     assert client.responses.create(model="m", input="plain next", store=False).output_text.startswith("said")
     answers = [_answered_by(i) for i in _sent(env) if _answered_by(i) is not None]
     assert sorted(answers) == sorted([function["call_id"], custom["call_id"]])
+    assert not model.invalid
+
+
+@pytest.mark.parametrize("kind", ["custom", "local_shell", "shell", "apply_patch"])
+def test_a_call_left_unanswered_is_closed_with_an_output_of_its_kind(
+    env: Env, model: HostedToolModel, kind: str
+) -> None:
+    """The user goes on without the tool's output (an interrupted agent, a declined patch):
+    memory closes the call with a 'no result' output, which goes upstream as the output of the
+    call's kind (OpenAI: 'No tool output found for custom tool call …' for a function_call_output)."""
+    client = _client(env, f"items-191-unanswered-{kind}")
+    call = _dumped(client.responses.create(model="m", input=f"{kind} please", store=False).output)[-1]
+    answered = client.responses.create(model="m", input="plain never mind, something else", store=False)
+    assert answered.output_text.startswith("said")
+    closing = [i for i in _sent(env) if _answered_by(i) == call["call_id"]]
+    assert [i["type"] for i in closing] == [f"{call['type']}_output"]
+    assert "No result" in json.dumps(closing)
+    assert client.responses.create(model="m", input="plain and then", store=False).output_text.startswith("said")
     assert not model.invalid

@@ -816,20 +816,27 @@ def _answer_messages(items: list[Any]) -> list[list[dict[str, Any]]]:
 
 def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
     """``messages`` as Responses input, each message's items as they came (:data:`RESPONSES_ITEMS`)."""
-    return [item for message in messages for item in _message_items(message)]
+    kinds: dict[str, str] = {}  # the type of each call sent so far, by call id (the latest: ids may be reused)
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        sent = _message_items(message, kinds)
+        kinds.update({str(i.get("call_id")): i["type"] for i in sent
+                      if i.get("type") in ("function_call", *_TOOL_CALLS)})  # fmt: skip
+        items.extend(sent)
+    return items
 
 
-def _message_items(message: Message) -> list[dict[str, Any]]:
+def _message_items(message: Message, kinds: dict[str, str]) -> list[dict[str, Any]]:
     """One message as Responses input. A reasoning item is sent with the item that followed it,
     by id: where one of its message's answer items has no id to give (saved before the gateway
     noted them: the answer message's before this version, the calls' before 181376c), OpenAI would
     refuse the request ("… was provided without its required following item"), so the message's
     reasoning items are left out and its items sent without the ids they pair by."""
     items = to_openai_responses([message])
-    came = _as_they_came(message, items, paired=True)
+    came = _as_they_came(message, items, kinds, paired=True)
     if _pairs_whole(came):
         return came
-    return _as_they_came(message, [i for i in items if i.get("type") != "reasoning"], paired=False)
+    return _as_they_came(message, [i for i in items if i.get("type") != "reasoning"], kinds, paired=False)
 
 
 def _pairs_whole(items: list[dict[str, Any]]) -> bool:
@@ -840,12 +847,16 @@ def _pairs_whole(items: list[dict[str, Any]]) -> bool:
     )  # fmt: skip
 
 
-def _as_they_came(message: Message, items: list[dict[str, Any]], *, paired: bool) -> list[dict[str, Any]]:
+def _as_they_came(
+    message: Message, items: list[dict[str, Any]], kinds: dict[str, str], *, paired: bool
+) -> list[dict[str, Any]]:
     """``items`` (``message`` as Responses input) as they came: custom, computer, shell and
     apply_patch calls and outputs in their own types; the item id given back (``paired``) to the
     calls and answer messages that follow a reasoning item sent with its id, as the model
     answered them (a call's item id without its reasoning item is refused too), and to the calls
-    that take no other."""
+    that take no other. An output that did not come as an item (memory's 'no result' for a call
+    the user went on from, or a result given after it) answers in the type of its call
+    (``kinds``, by call id): OpenAI takes no function_call_output for another kind of call."""
     note = message.metadata.get(RESPONSES_ITEMS)
     note = note if isinstance(note, dict) else {}
     calls, outputs = note.get("calls"), note.get("outputs")
@@ -856,7 +867,8 @@ def _as_they_came(message: Message, items: list[dict[str, Any]], *, paired: bool
     said = note.get("messages")
     answers = [i for i in items if i.get("type") == "message" and i.get("role") == "assistant"]
     said_ids = iter(said if isinstance(said, list) and len(said) == len(answers) else [])
-    results = {p.tool_call_id: p.result for p in message.parts if isinstance(p, ToolResultPart)}
+    parts = {p.tool_call_id: p for p in message.parts if isinstance(p, ToolResultPart)}
+    results = {call_id: part.result for call_id, part in parts.items()}
     came: list[dict[str, Any]] = []
     after_reasoning = False  # a reasoning item sent with its id came before, in this answer
     for item in items:
@@ -871,9 +883,12 @@ def _as_they_came(message: Message, items: list[dict[str, Any]], *, paired: bool
             elif after_reasoning and isinstance(call_ids.get(call_id), str):
                 item = {**item, "id": call_ids[call_id]}
         elif kind == "function_call_output":
-            shape = outputs.get(item.get("call_id"))
+            call_id = str(item.get("call_id"))
+            shape = outputs.get(call_id)
             if isinstance(shape, dict):
-                item = _output_as_it_came(item, shape, results.get(str(item.get("call_id"))))
+                item = _output_as_it_came(item, shape, results.get(call_id))
+            elif kinds.get(call_id) in _TOOL_CALLS and call_id in parts:
+                item = _output_of_kind(kinds[call_id], item, parts[call_id])
         elif kind == "message" and item.get("role") == "assistant":
             ids = next(said_ids, None)
             if after_reasoning and isinstance(ids, dict) and isinstance(ids.get("id"), str):
@@ -898,6 +913,26 @@ def _call_as_it_came(item: dict[str, Any], shape: dict[str, Any], after_reasonin
     if isinstance(shape.get("id"), str) and (after_reasoning or kind in _ID_REQUIRED):
         came["id"] = shape["id"]
     return came
+
+
+def _output_of_kind(kind: str, item: dict[str, Any], part: ToolResultPart) -> dict[str, Any]:
+    """A function_call_output as the output of a ``kind`` call (one that did not come as such an
+    item). A computer call's takes a screenshot, which there is none of: left as it is."""
+    call_id, output = item["call_id"], item["output"]
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if kind == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id, "output": output}
+    if kind == "local_shell_call":
+        return {"type": "local_shell_call_output", "id": call_id, "output": text}
+    if kind == "apply_patch_call":
+        return {"type": "apply_patch_call_output", "call_id": call_id, "status": "failed" if part.is_error
+                else "completed", "output": text}  # fmt: skip
+    if kind == "shell_call":
+        chunks = part.result if isinstance(part.result, list) and all(isinstance(c, dict) for c in part.result) \
+            else [{"stdout": "" if part.is_error else text, "stderr": text if part.is_error else "",
+                   "outcome": {"type": "exit", "exit_code": 1 if part.is_error else 0}}]  # fmt: skip
+        return {"type": "shell_call_output", "call_id": call_id, "output": chunks}
+    return item
 
 
 def _output_as_it_came(item: dict[str, Any], shape: dict[str, Any], result: Any) -> dict[str, Any]:
