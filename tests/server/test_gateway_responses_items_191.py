@@ -198,3 +198,17 @@ def test_a_call_left_unanswered_is_closed_with_an_output_of_its_kind(
     assert "No result" in json.dumps(closing)
     assert client.responses.create(model="m", input="plain and then", store=False).output_text.startswith("said")
     assert not model.invalid
+
+
+def test_a_computer_call_left_unanswered_leaves_the_thread_going(env: Env, model: HostedToolModel) -> None:
+    """A computer call's output takes a screenshot, which a call the user went on from has none
+    of: the call is left out of what goes upstream with its 'no result' and its reasoning item,
+    and the thread goes on (also when its screenshot comes late)."""
+    client = _client(env, "items-191-unanswered-computer")
+    call = _dumped(client.responses.create(model="m", input="computer please", store=False).output)[-1]
+    assert client.responses.create(model="m", input="plain never mind", store=False).output_text.startswith("said")
+    assert not [i for i in _sent(env) if i.get("call_id") == call["call_id"]]
+    client.responses.create(model="m", input=[output_for("computer", call["call_id"])], store=False)
+    assert client.responses.create(model="m", input="plain and then", store=False).output_text.startswith("said")
+    assert "never mind" in json.dumps(_sent(env))
+    assert not model.invalid

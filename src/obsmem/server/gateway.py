@@ -823,7 +823,37 @@ def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
         kinds.update({str(i.get("call_id")): i["type"] for i in sent
                       if i.get("type") in ("function_call", *_TOOL_CALLS)})  # fmt: skip
         items.extend(sent)
-    return items
+    return _without_unanswered_computer_calls(items)
+
+
+def _without_unanswered_computer_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` without the computer calls that have no screenshot to answer them, and their
+    outputs: a call the user went on from, which memory closed with a 'no result' output (or a
+    late output put in its place, without its screenshot). OpenAI answers a computer call only
+    with a computer_call_output holding a screenshot, which there is none of. The reasoning item
+    the call followed goes with it, and the items after it in that answer lose the ids they
+    paired with it by (one sent with its id and without its reasoning item is refused too)."""
+    answered = {i.get("call_id") for i in items if i.get("type") == "computer_call_output"}
+    gone = {i.get("call_id") for i in items if i.get("type") == "computer_call" and i.get("call_id") not in answered}
+    if not gone:
+        return items
+    kept: list[dict[str, Any]] = []
+    unpaired = False  # a reasoning item of this answer was left out
+    for item in items:
+        kind = item.get("type")
+        if kind == "computer_call" and item.get("call_id") in gone:
+            if kept and kept[-1].get("type") == "reasoning":
+                kept.pop()
+                unpaired = True
+            continue
+        if kind == "function_call_output" and item.get("call_id") in gone:
+            continue
+        if not _is_answer(item):
+            unpaired = False
+        elif unpaired and kind not in _ID_REQUIRED and kind != "reasoning":
+            item = {k: v for k, v in item.items() if k != "id"}
+        kept.append(item)
+    return kept
 
 
 def _message_items(message: Message, kinds: dict[str, str]) -> list[dict[str, Any]]:
