@@ -420,7 +420,14 @@ class Engine:
                     raise
                 return Written("stale", await core.stored_head(thread))
 
-        await core.commit(lambda: core.stored_head(thread), compose, write)
+        done = await core.commit(lambda: core.stored_head(thread), compose, write)
+        if done.status == "exhausted":
+            # Other writers won every try: the thread's sections are still in the record, so the
+            # delete must not go on as if done (its note stays; calling it again finishes it).
+            raise StorageError(
+                f"Could not take thread '{thread.id}' out of its resource's record: other writers "
+                f"changed it on all {core.commit_policy.attempts} attempts. Delete the thread again."
+            )
 
     # -- the raw window when memory falls behind -------------------------------------------------
     def raw_limit(self, record: ObservationRecord | None) -> int:
