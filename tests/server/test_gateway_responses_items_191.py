@@ -27,6 +27,7 @@ from tests.models.wire_server import Recorded, Reply, WireServer
 from tests.server.conftest import UPSTREAM_KEY, Env
 from tests.server.live import live_server, make_keys
 from tests.server.test_gateway_responses_tool_items_187 import (
+    CALLS,
     IMAGE, ToolModel, _answered_by, _client, _dumped, _sent, output_for,
 )
 
@@ -69,6 +70,9 @@ class HostedToolModel(ToolModel):
                 if str(shot.get("image_url", "")).startswith("data:") and \
                         not str(shot["image_url"]).startswith("data:image/"):  # fmt: skip
                     return f"input[{index}].output.image_url: not an image"
+        ids = [i["id"] for i in items if isinstance(i.get("id"), str) and i.get("type") != "local_shell_call_output"]
+        if len(ids) != len(set(ids)):
+            return f"Duplicate item found with id {sorted(i for i in ids if ids.count(i) > 1)[0]}."
         made = {str(i.get("call_id")): str(i.get("type")) for i in items if str(i.get("type")).endswith("call")}
         for index, item in enumerate(items):  # an output answers a call of its own kind
             answered = _answered_by(item)
@@ -211,4 +215,23 @@ def test_a_computer_call_left_unanswered_leaves_the_thread_going(env: Env, model
     client.responses.create(model="m", input=[output_for("computer", call["call_id"])], store=False)
     assert client.responses.create(model="m", input="plain and then", store=False).output_text.startswith("said")
     assert "never mind" in json.dumps(_sent(env))
+    assert not model.invalid
+
+
+def test_a_history_reusing_a_call_id_keeps_each_call_as_it_came(env: Env, model: HostedToolModel) -> None:
+    """A client moving a history onto the gateway whose model reused a call id across turns (some
+    OpenAI-compatible servers number their calls): each call is sent back with its own item id
+    and fields, not the last one's (two items with one id are refused)."""
+    click = {**CALLS["computer"], "id": "cu_click", "call_id": "call_1"}
+    scroll = {**CALLS["computer"], "id": "cu_scroll", "call_id": "call_1",
+              "action": {"type": "scroll", "x": 1, "y": 2, "scroll_x": 0, "scroll_y": 5}}  # fmt: skip
+    typed = {"type": "computer_call_output", "call_id": "call_1", "status": "completed",
+             "output": {"type": "computer_screenshot", "image_url": IMAGE, "detail": "low"}}  # fmt: skip
+    history = [{"role": "user", "content": "click it"}, click, output_for("computer", "call_1"),
+               {"role": "assistant", "content": "clicked"}, {"role": "user", "content": "scroll down"}, scroll, typed,
+               {"role": "assistant", "content": "scrolled"}, {"role": "user", "content": "plain and now?"}]  # fmt: skip
+    _client(env, "items-191-reused-call-id").responses.create(model="m", input=history, store=False)
+    sent = _sent(env)
+    assert [i for i in sent if i.get("type") == "computer_call"] == [click, scroll]
+    assert [i for i in sent if i.get("type") == "computer_call_output"] == [output_for("computer", "call_1"), typed]
     assert not model.invalid

@@ -668,12 +668,14 @@ def _call_key(item: dict[str, Any]) -> str:
     return "id" if item.get("type") == "local_shell_call_output" else "call_id"
 
 
-_Shapes = dict[str, dict[str, Any]]
+#: How each call or output of a call id came, in the items' order (a model may reuse call ids):
+#: None for a function call's or output's.
+_Shapes = dict[str, list[dict[str, Any] | None]]
 
 
 def _as_function_items(items: list[Any]) -> tuple[list[Any], _Shapes, _Shapes]:
     """``items`` with the tool items the converters do not take as ``function_call`` /
-    ``function_call_output`` items, and how each call and output came (by call id; for
+    ``function_call_output`` items, and how each call and output came (by call id, in order; for
     :data:`RESPONSES_ITEMS`). A call's fields other than its type, ids, status (and a custom call's
     name) are its arguments, a JSON object; an output's ``output`` its result (a screenshot as an
     image)."""
@@ -690,8 +692,8 @@ def _as_function_items(items: list[Any]) -> tuple[list[Any], _Shapes, _Shapes]:
                                         argument="input")  # fmt: skip
             kept = ("type", "call_id", "id", "status", *(("name",) if _TOOL_CALLS[kind] is None else ()))
             arguments = {k: v for k, v in item.items() if k not in kept}
-            calls[call_id] = {"type": kind, **{k: item[k] for k in ("id", "status")
-                                               if isinstance(item.get(k), str)}}  # fmt: skip
+            calls.setdefault(call_id, []).append({"type": kind, **{k: item[k] for k in ("id", "status")
+                                                                   if isinstance(item.get(k), str)}})  # fmt: skip
             plain.append({"type": "function_call", "call_id": call_id, "name": name,
                           "arguments": json.dumps(arguments, ensure_ascii=False)})  # fmt: skip
         elif kind in _TOOL_OUTPUTS:
@@ -701,9 +703,13 @@ def _as_function_items(items: list[Any]) -> tuple[list[Any], _Shapes, _Shapes]:
                 raise InvalidInputError(f"input[{index}]: a {kind} item needs '{key}' (the call it answers)",
                                         argument="input")  # fmt: skip
             output, shape = _function_output(kind, item, index)
-            outputs[call_id] = shape
+            outputs.setdefault(call_id, []).append(shape)
             plain.append({"type": "function_call_output", "call_id": call_id, "output": output})
         else:
+            if kind == "function_call":
+                calls.setdefault(str(item.get("call_id")), []).append(None)
+            elif kind == "function_call_output":
+                outputs.setdefault(str(item.get("call_id")), []).append(None)
             plain.append(item)
     return plain, calls, outputs
 
@@ -759,11 +765,12 @@ def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:
     :func:`_responses_input` needs to send them back as they came noted in their metadata."""
     plain, calls, outputs = _as_function_items(items)
     messages = from_openai_responses(plain, history=history)
-    call_ids = {
-        item["call_id"]: item["id"] for item in items
-        if isinstance(item, dict) and item.get("type") == "function_call"
-        and isinstance(item.get("call_id"), str) and isinstance(item.get("id"), str) and item["id"]
-    }  # fmt: skip
+    call_ids: dict[str, list[str | None]] = {}  # the function calls' item ids, by call id in order
+    for item in items:
+        if isinstance(item, dict) and item.get("type") in ("function_call", *_TOOL_CALLS):
+            item_id = item.get("id") if item.get("type") == "function_call" else None
+            call_ids.setdefault(str(item.get("call_id")), []).append(item_id if isinstance(item_id, str) and item_id
+                                                                     else None)  # fmt: skip
     answers = _answer_messages(items)
     if len(answers) != sum(m.role == "assistant" for m in messages):
         answers = []  # the converter grouped them otherwise: no message ids rather than wrong ones
@@ -773,24 +780,31 @@ def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:
         note: dict[str, Any] = {}
         items_note: dict[str, Any]
         if message.role == "assistant":
-            own_ids = {c.tool_call_id: call_ids[c.tool_call_id] for c in message.tool_calls
-                       if c.tool_call_id in call_ids}  # fmt: skip
+            own_ids = {c.tool_call_id: _next(call_ids, c.tool_call_id) for c in message.tool_calls}
+            own_calls = {c.tool_call_id: _next(calls, c.tool_call_id) for c in message.tool_calls}
+            own_ids = {k: v for k, v in own_ids.items() if v is not None}
             if own_ids:
                 note[CALL_ITEM_IDS] = own_ids
-            items_note = {"calls": {c.tool_call_id: calls[c.tool_call_id] for c in message.tool_calls
-                                    if c.tool_call_id in calls}}  # fmt: skip
+            items_note = {"calls": {k: v for k, v in own_calls.items() if v is not None}}
             ids = next(said, [])
             if any(ids):
                 items_note["messages"] = ids
         else:
-            results = [p.tool_call_id for p in message.parts if isinstance(p, ToolResultPart)]
-            items_note = {"outputs": {call_id: outputs[call_id] for call_id in results if call_id in outputs}}
+            own = {p.tool_call_id: _next(outputs, p.tool_call_id) for p in message.parts
+                   if isinstance(p, ToolResultPart)}  # fmt: skip
+            items_note = {"outputs": {k: v for k, v in own.items() if v is not None}}
         items_note = {k: v for k, v in items_note.items() if v}
         if items_note:
             note[RESPONSES_ITEMS] = items_note
         noted.append(message.model_copy(update={"metadata": {**message.metadata, **note}}) if note
                      else message)  # fmt: skip
     return noted
+
+
+def _next(queues: dict[str, list[Any]], key: str) -> Any:
+    """The next of ``key``'s queue (taken off it), None when there is none."""
+    queue = queues.get(key)
+    return queue.pop(0) if queue else None
 
 
 def _answer_messages(items: list[Any]) -> list[list[dict[str, Any]]]:
