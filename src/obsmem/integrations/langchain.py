@@ -305,7 +305,13 @@ def from_langchain(
     it (its text, or a file with its media type and data), so obsmem shows the message and its
     observer knows of the block; elsewhere it is kept in a data part (never shown to a model).
     """
-    names = _call_names([*history, *messages])
+    return _converted(messages, _call_names([*history, *messages]))
+
+
+def _converted(messages: Sequence[BaseMessage], names: Mapping[str, str]) -> list[Message]:
+    """:func:`from_langchain` with the tool names of the calls ``messages`` may answer already
+    found (:func:`_call_names`), so a caller converting one message at a time reads a long
+    history once, not once per message."""
     converted: list[Message] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -669,12 +675,12 @@ def _same_parts(stored: Message, given: Message) -> bool:
     return stored.role == given.role and stored.parts == given.parts
 
 
-def _still_says(stored: Message, original: BaseMessage, history: Sequence[BaseMessage]) -> bool:
+def _still_says(stored: Message, original: BaseMessage, names: Mapping[str, str]) -> bool:
     """Whether the state's ``original`` still says what obsmem stores of it. ``forget`` rewrites
     the stored message (a text part holding the value gone, a tool result ``"[forgotten]"``) while
     a checkpointed state keeps the value: such a message is sent as stored, never as the state
-    has it."""
-    given = from_langchain([original], history=history)[0]
+    has it. ``names``: :func:`_call_names` of the request's messages, found once a model call."""
+    given = _converted([original], names)[0]
     return [p for p in given.parts if p.type != "data"] == [p for p in stored.parts if p.type != "data"]
 
 
@@ -1144,11 +1150,12 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         run.known.seen(whole)
         head = self._system_messages(request, context)
         body: list[AnyMessage] = []
+        names = _call_names(request.messages)
         for message in self._own_tail(run, context, originals):
             original = originals.get(message.id)
             if (
                 original is not None and not isinstance(message.metadata.get(_OBSMEM_KEY), str)
-                and _still_says(message, original, request.messages)
+                and _still_says(message, original, names)
             ):
                 body.append(original)
             else:
