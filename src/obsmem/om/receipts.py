@@ -31,6 +31,7 @@ from obsmem.om.sections import visible_sections
 from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.storage.contract import ObservationRecord, Store
+from obsmem.storage.rules import RECEIPT_KEY as _STORED_KEY, receipt_without_threads
 from obsmem.tokens import TOKENS_PER_CONVERSATION, TokenCounter
 from obsmem.types import LONG_TEXT_CHARS, DataPart, Message, TextPart, text_digest
 
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 #: Where a reply stores the receipt of the context it was made from: ``metadata[RECEIPT_KEY]``.
-RECEIPT_KEY = "obsmem_receipt"
+RECEIPT_KEY = _STORED_KEY  # "obsmem_receipt" (the stores read it too: storage.rules)
 
 GroupKind = Literal["observation", "reflection", "coverage"]
 
@@ -272,22 +273,7 @@ def receipt_without_thread(data: object, thread_id: str) -> dict[str, Any] | Non
     """A stored receipt (``metadata[RECEIPT_KEY]`` of another thread's reply) without what names
     ``thread_id``, a thread deleted since: its groups of that thread and a raw span of it (the
     rest, its hash included, as it was). None when it names none of it, or is not a receipt."""
-    if not isinstance(data, Mapping):
-        return None
-    groups = data.get("groups")
-    kept = (
-        [g for g in groups if not (isinstance(g, list | tuple) and len(g) > 1 and g[1] == thread_id)]
-        if isinstance(groups, list)
-        else groups
-    )
-    span = data.get("raw_span")
-    names_span = isinstance(span, list | tuple) and len(span) == 3 and span[0] == thread_id
-    if kept == groups and not names_span:
-        return None
-    changed = {**data, "groups": kept}
-    if names_span:
-        changed["raw_span"] = None
-    return changed
+    return receipt_without_threads(data, {thread_id})
 
 
 def forget_groups() -> None:

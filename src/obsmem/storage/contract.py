@@ -540,6 +540,11 @@ class Store(Protocol):
         returned, checked in the save's own write (an old copy saved back, even by a caller that
         read the thread before the forget noted it, cannot bring the value back); inside
         :func:`rewriting` (obsmem rewriting what it read) it is written as any other.
+
+        A reply's receipt (``metadata["obsmem_receipt"]``) is written without its groups and raw
+        span of other threads that no longer exist, checked in the save's own write
+        (:func:`obsmem.storage.rules.without_receipt_threads`): a reply made while a thread its
+        context showed was deleted names no deleted thread.
         """
         ...
 

@@ -71,7 +71,9 @@ from obsmem.storage.rules import (
     advanced_threads,
     buried_work,
     check_cursors_forward,
+    receipt_threads,
     removed_threads,
+    without_receipt_threads,
     check_limit,
     check_lineage,
     check_successor,
@@ -265,6 +267,9 @@ class MemoryStore(ClosingContext):
         check_storable(messages=messages)
         forgotten = frozenset() if saves_forgotten() else forgotten_ids(thread)  # a forget's: not stored again
         messages = [m for m in messages if m.id not in forgotten] if forgotten else messages
+        # A reply's receipt names no thread deleted while it was made (see rules.without_receipt_threads).
+        named = {t for m in messages for t in receipt_threads(m.metadata)} - {thread_id}
+        messages = without_receipt_threads(messages, {t for t in named if t not in self._threads})
         if after_seq is not None:  # the ordering guard: a newer message that calls or answers a tool
             for message_id in reversed(self._thread_messages[thread_id]):
                 newer = self._messages[message_id]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from obsmem.errors import InvalidInputError, StorageError
 from obsmem.storage.contract import DeadWork, Lease, ObservationRecord, WorkItem, lineage_key
@@ -35,6 +35,10 @@ from obsmem.types import (
 )
 
 __all__ = [
+    "RECEIPT_KEY",
+    "receipt_threads",
+    "receipt_without_threads",
+    "without_receipt_threads",
     "check_successor",
     "Owner",
     "ThreadOwner",
@@ -95,6 +99,68 @@ def check_same_identity(stored: ObservationRecord, record: ObservationRecord) ->
                 f"Record '{stored.id}': an update cannot change '{field}' "
                 f"({getattr(stored, field)!r} -> {getattr(record, field)!r})."
             )
+
+
+#: Where a turn stores, on a reply, the receipt of the context it was made from
+#: (:data:`obsmem.om.receipts.RECEIPT_KEY`): its ``groups`` name each thread shown (``[id,
+#: thread_id, first_seq, last_seq, kind]``), its ``raw_span`` a thread (``[thread_id, first,
+#: last]``).
+RECEIPT_KEY = "obsmem_receipt"
+
+
+def _names(entry: object, index: int) -> str | None:
+    if isinstance(entry, list | tuple) and len(entry) > index:
+        value = entry[index]
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def receipt_threads(metadata: Mapping[str, Any]) -> set[str]:
+    """The threads the receipt in a message's ``metadata`` names (none when it holds none)."""
+    data = metadata.get(RECEIPT_KEY)
+    if not isinstance(data, Mapping):
+        return set()
+    groups = data.get("groups")
+    named = {t for g in groups if (t := _names(g, 1)) is not None} if isinstance(groups, list) else set()
+    span = data.get("raw_span")
+    if isinstance(span, list | tuple) and len(span) == 3 and isinstance(span[0], str):
+        named.add(span[0])
+    return named
+
+
+def receipt_without_threads(data: object, gone: Collection[str]) -> dict[str, Any] | None:
+    """A stored receipt without what names a thread of ``gone`` (deleted): its groups of those
+    threads and a raw span of one (the rest, its hash included, as it was). None when it names
+    none of them, or is not a receipt."""
+    if not isinstance(data, Mapping):
+        return None
+    groups = data.get("groups")
+    kept = [g for g in groups if _names(g, 1) not in gone] if isinstance(groups, list) else groups
+    span = data.get("raw_span")
+    names_span = isinstance(span, list | tuple) and len(span) == 3 and span[0] in gone
+    if kept == groups and not names_span:
+        return None
+    changed = {**data, "groups": kept}
+    if names_span:
+        changed["raw_span"] = None
+    return changed
+
+
+def without_receipt_threads(messages: list[Message], gone: Collection[str]) -> list[Message]:
+    """``messages`` with the receipts they carry naming no thread of ``gone``: what a save stores
+    when a thread its reply's context showed was deleted while the reply was made (the delete's
+    pass over the user's replies ran before this one was saved)."""
+    if not gone:
+        return messages
+    out: list[Message] = []
+    for message in messages:
+        changed = receipt_without_threads(message.metadata.get(RECEIPT_KEY), gone)
+        out.append(
+            message if changed is None
+            else message.model_copy(update={"metadata": {**message.metadata, RECEIPT_KEY: changed}})
+        )
+    return out
 
 
 def removed_threads(stored: ObservationRecord, record: ObservationRecord) -> list[str]:

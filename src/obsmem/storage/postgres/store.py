@@ -90,6 +90,8 @@ from obsmem.storage.rules import (
     claim_expiry,
     lease_expiry,
     merge_parts,
+    receipt_threads,
+    without_receipt_threads,
     work_available_at,
 )
 from obsmem.types import DataPart, Message, Thread, long_texts
@@ -629,7 +631,16 @@ class PostgresStore(ClosingContext):
                 # The thread's forgotten ids, read from its row locked: a forget notes them there
                 # (an update of the row) before it rewrites. Never stored again.
                 forgotten = frozenset() if keep else forgotten_ids(thread)
-                return await op(conn, thread, [m for m in messages if m.id not in forgotten])
+                kept = [m for m in messages if m.id not in forgotten]
+                # A reply's receipt names no thread deleted while it was made: the threads it names
+                # are read locked (a delete of one waits for this save, then finds the reply).
+                named = {t for m in kept for t in receipt_threads(m.metadata)} - {thread_id}
+                if named:
+                    cur = await conn.execute(
+                        "SELECT id FROM threads WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE", (sorted(named),)
+                    )
+                    kept = without_receipt_threads(kept, named - {row[0] for row in await cur.fetchall()})
+                return await op(conn, thread, kept)
 
         async def op(
             conn: Conn, thread: Thread | None = None, messages: list[Message] = messages

@@ -105,7 +105,9 @@ from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
 from obsmem.storage.rules import (
     advanced_threads,
     check_cursors_forward,
+    receipt_threads,
     removed_threads,
+    without_receipt_threads,
     check_limit,
     check_lineage,
     check_successor,
@@ -997,6 +999,9 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         if row[1] is not None and not keep_forgotten:  # a forget's messages, read in this write: not stored again
             forgotten = parse_forgotten_ids(row[1])
             messages = [m for m in messages if m.id not in forgotten]
+        # A reply's receipt names no thread deleted while it was made (rules.without_receipt_threads).
+        named = {t for m in messages for t in receipt_threads(m.metadata)} - {thread_id}
+        messages = without_receipt_threads(messages, self._deleted(conn, sorted(named)))
         stored: dict[str, Message | tuple[Any, ...]] = {}
         rewritten: list[str] = []
         for message in messages:
