@@ -618,11 +618,17 @@ class Memory:
         await self._begin_erasing(thread)
         deleted = await self.store.delete_thread(thread_id) or resumed
         await self._forget_kept(self.engine.core.lineage(thread))  # nothing of it stays in this process
-        await self.engine.forget_thread(thread)
-        await self._forget_thread_sections(thread)
-        await self._forget_thread_receipts(thread)
-        await self._drop_thread_data(thread_id, resource_id=thread.resource_id)
-        if self.knowledge is not None:  # the thread's own knowledge scope (records it alone saw)
+        steps = (
+            lambda: self.engine.forget_thread(thread, overtaken=lambda: self._overtaken(thread_id)),
+            lambda: self._forget_thread_sections(thread),
+            lambda: self._forget_thread_receipts(thread),
+            lambda: self._drop_thread_data(thread_id, resource_id=thread.resource_id),
+        )
+        for step in steps:
+            if await self._overtaken(thread_id):
+                break
+            await step()
+        if self.knowledge is not None and not await self._overtaken(thread_id):  # its own knowledge scope
             from obsmem.knowledge.lifecycle import DEFAULT_ORG, knowledge_scopes, prune_capture_guidance, scope_key
 
             who = actor or self.knowledge.actor
@@ -639,6 +645,15 @@ class Memory:
         await self._end_erasing(thread.resource_id, [thread.id])  # (before the truncation: the note holds ids)
         await self._announce_erase()
         return deleted
+
+    async def _overtaken(self, thread_id: str) -> bool:
+        """Whether this delete was finished by another caller and the id made again since: the
+        app started the conversation again while it ran (making the id finishes a cut-off delete
+        first, and takes its note away). What is stored under the id then is the new thread's:
+        this delete goes no further (it would take the new thread's memory, its cursor kept)."""
+        if await self.store.get_working_memory(erasing_note("thread", thread_id)) is not None:
+            return False
+        return await self.store.get_thread(thread_id) is not None
 
     async def _erasing_json(self, kind: Literal["thread", "resource"], ident: str) -> dict[str, Any]:
         text = await self.store.get_working_memory(erasing_note(kind, ident))

@@ -17,7 +17,7 @@ reflector, counter and clock; it never builds them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, Literal
@@ -377,9 +377,16 @@ class Engine:
                 return list(reversed(observable)), (newest[0].seq or 0) if newest else 0
             limit *= 4
 
-    async def forget_thread(self, thread: Thread) -> None:
-        """Resource scope: remove a deleted thread's sections, hints and chunks from the record."""
+    async def forget_thread(
+        self, thread: Thread, *, overtaken: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        """Resource scope: remove a deleted thread's sections, hints and chunks from the record.
+        ``overtaken``: whether another caller finished this delete and the id was made again
+        since (``Memory.delete_thread``): the record is then left as it is (what it holds under
+        the id is the new thread's)."""
         core = self.core
+        if overtaken is not None and await overtaken():
+            return
         if core.group_index is not None:
             try:
                 await core.group_index.remove_thread(thread.resource_id, thread.id)
@@ -389,16 +396,20 @@ class Engine:
         if not core.resource_scope:
             return
 
-        async def compose(record: ObservationRecord) -> ObservationRecord:
+        async def compose(record: ObservationRecord) -> ObservationRecord | None:
             active = remove_thread(record.active_observations, thread.id)
             # Its id goes too (the store allows a deleted thread's cursor out: its seqs are never
             # reused, and a write adding to it is refused as gone); unless the id was made again
-            # meanwhile (the app started the conversation again while this delete ran): the store
-            # refuses a live thread's cursor left out, so it stays, as it did before ids left
-            # records (its sections go all the same: they may be the deleted thread's).
+            # meanwhile (the app started the conversation again while this delete ran): when that
+            # finished this delete first (``overtaken``), the record is the new thread's and is
+            # left alone; else the store refuses a live thread's cursor left out, so it stays, as
+            # it did before ids left records (its sections go: they may be the deleted thread's).
             threads = {key: state for key, state in record.threads.items() if key != thread.id}
-            if thread.id in record.threads and await core.store.get_thread(thread.id) is not None:
-                threads[thread.id] = ThreadState(cursor=record.threads[thread.id].cursor)
+            if await core.store.get_thread(thread.id) is not None:
+                if overtaken is not None and await overtaken():
+                    return None
+                if thread.id in record.threads:
+                    threads[thread.id] = ThreadState(cursor=record.threads[thread.id].cursor)
             return record.model_copy(
                 update={
                     "active_observations": active,
