@@ -25,7 +25,7 @@ import bisect
 import heapq
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -795,28 +795,24 @@ class MemoryStore(ClosingContext):
 
     async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
         """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
-        after ``after_seq`` that may hold a section tag, by seq (from ``after_seq`` on, found by
-        bisection)."""
-        self._open()
-        check_page_limit(limit)
-        self._thread(thread_id)
-        ids = self._thread_messages[thread_id]
-        start = bisect.bisect_right(ids, after_seq, key=lambda i: _seq(self._messages[i]))
-        found: list[Message] = []
-        for message_id in ids[start:]:
-            message = self._messages[message_id]
-            if may_hold_sections(message):
-                found.append(_copy(message))
-                if len(found) == limit:
-                    break
-        return found
+        after ``after_seq`` that may hold a section tag, by seq (:meth:`_holding_page`)."""
+        return self._holding_page(thread_id, may_hold_sections, after_seq, limit)
 
     async def metadata_messages_page(
         self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
     ) -> list[Message]:
         """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
-        messages after ``after_seq`` whose metadata, as JSON, holds ``needle``, by seq (from
-        ``after_seq`` on, found by bisection)."""
+        messages after ``after_seq`` whose metadata, as JSON, holds ``needle``, by seq
+        (:meth:`_holding_page`)."""
+        return self._holding_page(
+            thread_id, lambda m: bool(m.metadata) and needle in json.dumps(m.metadata, default=str), after_seq, limit
+        )
+
+    def _holding_page(
+        self, thread_id: str, holds: Callable[[Message], bool], after_seq: int, limit: int
+    ) -> list[Message]:
+        """The thread's first ``limit`` messages after ``after_seq`` that ``holds``, by seq (from
+        ``after_seq`` on, found by bisection), copied. Unknown thread → ThreadNotFoundError."""
         self._open()
         check_page_limit(limit)
         self._thread(thread_id)
@@ -825,7 +821,7 @@ class MemoryStore(ClosingContext):
         found: list[Message] = []
         for message_id in ids[start:]:
             message = self._messages[message_id]
-            if message.metadata and needle in json.dumps(message.metadata, default=str):
+            if holds(message):
                 found.append(_copy(message))
                 if len(found) == limit:
                     break

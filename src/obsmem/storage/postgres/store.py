@@ -1148,33 +1148,21 @@ class PostgresStore(ClosingContext):
 
     async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
         """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
-        after ``after_seq`` whose document holds a section tag, by seq; a range of messages_by_thread
-        from ``after_seq`` on (bounded as :meth:`list_messages`), only those rows handed out."""
-        check_page_limit(limit)
-        after, last = _seq_bounds(after_seq, None)
-        params: dict[str, Any] = {
-            "thread": thread_id, "after": after, "last": last, "limit": limit, "needle": SECTION_NEEDLE,
-        }
-        sql = (
-            _THREAD_MESSAGES + " AND strpos(m.doc, %(needle)s) > 0 ORDER BY m.thread_id, m.seq LIMIT %(limit)s"
-        )
-
-        async def op(conn: Conn) -> list[Message]:
-            cur = await conn.execute(sql, params)
-            found = await self._messages(await cur.fetchall())
-            if not found:
-                await self._require_thread(conn, thread_id)
-            return found
-
-        return await self._read(op)
+        after ``after_seq`` whose document holds a section tag, by seq (:meth:`_holding_page`)."""
+        return await self._holding_page(thread_id, SECTION_NEEDLE, after_seq, limit)
 
     async def metadata_messages_page(
         self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
     ) -> list[Message]:
         """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
         messages after ``after_seq`` whose document holds ``needle`` (anywhere: the caller checks
-        the metadata), by seq; a range of messages_by_thread from ``after_seq`` on, only those
-        rows handed out."""
+        the metadata), by seq (:meth:`_holding_page`)."""
+        return await self._holding_page(thread_id, needle, after_seq, limit)
+
+    async def _holding_page(self, thread_id: str, needle: str, after_seq: int, limit: int) -> list[Message]:
+        """The thread's first ``limit`` messages after ``after_seq`` whose document holds
+        ``needle``, by seq; a range of messages_by_thread from ``after_seq`` on (bounded as
+        :meth:`list_messages`), only those rows handed out. Unknown thread → ThreadNotFoundError."""
         check_page_limit(limit)
         after, last = _seq_bounds(after_seq, None)
         params: dict[str, Any] = {

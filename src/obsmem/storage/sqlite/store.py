@@ -59,7 +59,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import platformdirs
 from pydantic import BaseModel, ValidationError
@@ -1599,33 +1599,26 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     async def section_messages_page(self, thread_id: str, *, after_seq: int = 0, limit: int) -> list[Message]:
         """:func:`~obsmem.storage.contract.section_messages`: the thread's first ``limit`` messages
-        after ``after_seq`` whose parts hold a section tag, by seq; read from messages_by_thread
-        from ``after_seq`` on, only those rows decoded and handed out."""
-        check_page_limit(limit)
-        sql = (
-            f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? "
-            "AND instr(m.parts, ?) > 0 ORDER BY m.seq LIMIT ?"
-        )
-        params = (thread_id, after_seq, SECTION_NEEDLE, limit)
-
-        def op(conn: Conn) -> list[Message]:
-            found = [self._message(row) for row in conn.execute(sql, params)]
-            if not found:
-                self._require_thread(conn, thread_id)
-            return found
-
-        return await self._read(op)
+        after ``after_seq`` whose parts hold a section tag, by seq (:meth:`_holding_page`)."""
+        return await self._holding_page(thread_id, "parts", SECTION_NEEDLE, after_seq, limit)
 
     async def metadata_messages_page(
         self, thread_id: str, *, needle: str, after_seq: int = 0, limit: int
     ) -> list[Message]:
         """:func:`~obsmem.storage.contract.metadata_messages`: the thread's first ``limit``
-        messages after ``after_seq`` whose metadata holds ``needle``, by seq; read from
-        messages_by_thread from ``after_seq`` on, only those rows decoded and handed out."""
+        messages after ``after_seq`` whose metadata holds ``needle``, by seq (:meth:`_holding_page`)."""
+        return await self._holding_page(thread_id, "metadata", needle, after_seq, limit)
+
+    async def _holding_page(
+        self, thread_id: str, column: Literal["parts", "metadata"], needle: str, after_seq: int, limit: int
+    ) -> list[Message]:
+        """The thread's first ``limit`` messages after ``after_seq`` whose ``column`` holds
+        ``needle``, by seq; read from messages_by_thread from ``after_seq`` on, only those rows
+        decoded and handed out. Unknown thread → ThreadNotFoundError."""
         check_page_limit(limit)
         sql = (
             f"{_MESSAGE_SELECT} WHERE m.thread_id = ? AND m.seq > ? "
-            "AND instr(m.metadata, ?) > 0 ORDER BY m.seq LIMIT ?"
+            f"AND instr(m.{column}, ?) > 0 ORDER BY m.seq LIMIT ?"
         )
         params = (thread_id, after_seq, needle, limit)
 
