@@ -69,9 +69,12 @@ def observable_messages(messages: Sequence[Message]) -> list[Message]:
 
 def is_boundary(message: Message) -> bool:
     """Whether every earlier call must be answered before ``message`` (what providers enforce):
-    it says something, shows something, or calls something."""
+    it says something, shows something, or calls something. A tool message's files are its
+    results' (a screenshot, a chart a tool drew, stored beside the result): they show nothing of
+    their own, and the step's other results may still follow."""
+    tool = message.role == "tool"
     for part in message.parts:  # by ``type``: read for messages of every window
-        if part.type in _BOUNDARY_PARTS:
+        if part.type in _BOUNDARY_PARTS and not (tool and part.type == "file"):
             return True
     return False
 
