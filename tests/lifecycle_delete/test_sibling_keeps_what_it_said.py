@@ -48,3 +48,25 @@ async def test_a_fact_said_in_two_threads_stays_in_the_one_not_deleted(share: bo
         kept = record.active_observations
     for needle in ("Lisbon", "penicillin", "June 14"):
         assert needle in kept, (needle, kept)
+
+
+async def test_a_choice_in_one_thread_is_not_read_as_answering_a_siblings_question() -> None:
+    """Thread A asked which hotel; thread B, later, says "Let's go with the Marriott." B's memory
+    must not say "for the hotel": that is A's question, gone with A (the offline observer read
+    the choice's topic from the last observed group, a sibling's with sharing on)."""
+    config = MemoryConfig(
+        scope="resource", share_threads_in_resource=True, observation=ObservationConfig(message_tokens=40)
+    )
+    async with Memory("memory://", config=config, max_turn_wait=None) as memory:
+        await say(memory, "first", "Which hotel would you suggest for Porto?", "The Marriott or the Hilton.")
+        await say(memory, "first", "Thanks, I will think about it overnight.", "Sure.")
+        await memory.settled()
+        record = await memory.get_record("first")
+        assert record is not None and "which hotel" in record.active_observations.lower()
+        await say(memory, "second", "Let's go with the Marriott.", "Done.")
+        await say(memory, "second", "And book a table for two at eight.", "Booked.")
+        await memory.settled()
+        assert await memory.delete_thread("first")
+        record = await memory.get_record("second")
+        assert record is not None and "Marriott" in record.active_observations
+        assert "hotel" not in record.active_observations.lower(), record.active_observations

@@ -264,11 +264,11 @@ class _Cycle:
         # What this thread's memory holds decides what is new, not a sibling's: with threads
         # sharing a resource, a line left out here because a sibling's section has it (or a
         # reply thought not new because of it) would be gone from this thread's memory once that
-        # sibling is deleted. (The "(changing from …)" values below, likewise.)
+        # sibling is deleted. (The topic of a choice and the "(changing from …)" values below, likewise.)
         self.own = visible_sections(request.previous_observations, request.thread_id, shared=False)
         self._known = KnownText()
         self._known.add(self.own.lower())
-        for group in parse_observations(request.previous_observations)[-1:]:
+        for group in parse_observations(self.own)[-1:]:
             for line in group.lines[-3:]:  # "Which hotel would you suggest?" asked in the last batch
                 if asked := re.match(r"^User asked (which .*)", line.text):
                     topic = CHOICE_TOPIC.match(asked[1])
