@@ -1203,8 +1203,14 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
     @staticmethod
     def _deleted(conn: Conn, thread_ids: list[str]) -> set[str]:
-        exists = "SELECT 1 FROM threads WHERE id = ?"
-        return {tid for tid in thread_ids if conn.execute(exists, (tid,)).fetchone() is None}
+        """Which of ``thread_ids`` no longer exist: one read of the threads index a 500 of them
+        (a reply's receipt in resource scope may name every thread of the user)."""
+        gone = set(thread_ids)
+        for start in range(0, len(thread_ids), 500):
+            chunk = thread_ids[start : start + 500]
+            sql = f"SELECT id FROM threads WHERE id IN ({', '.join('?' * len(chunk))})"
+            gone -= {row[0] for row in conn.execute(sql, chunk)}
+        return gone
 
     @staticmethod
     def _adds_for_deleted_thread(conn: Conn, stored: ObservationRecord | None, record: ObservationRecord) -> bool:
