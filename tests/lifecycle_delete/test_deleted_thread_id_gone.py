@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
-from obsmem.config import ObservationConfig
+from obsmem import Memory
 from obsmem.errors import StorageError
 from obsmem.storage.contract import ThreadState
 from tests.lifecycle_delete.scan import scan_memory, scan_postgres, scan_sqlite
+from tests.lifecycle_delete.sharing import SHARED, talk
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +31,7 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/m.db"}.get(request.param)
     if url is None:
         url = request.getfixturevalue("postgres_url")
-    config = MemoryConfig(
-        scope="resource", share_threads_in_resource=True, observation=ObservationConfig(message_tokens=200)
-    )
-    async with Memory(url, config=config, max_turn_wait=None) as memory:
+    async with Memory(url, config=SHARED, max_turn_wait=None) as memory:
         yield memory, (tmp_path / "m.db" if request.param == "sqlite" else url)
 
 
@@ -44,16 +41,6 @@ def scan(memory: Memory, where: object, needle: str) -> list[str]:
     if where == "memory://":
         return scan_memory(memory.store, needle)
     return scan_postgres(str(where), needle)
-
-
-async def talk(memory: Memory, thread_id: str, turns: int, topic: str) -> None:
-    for i in range(turns):
-        turn = await memory.begin_turn(
-            thread_id=thread_id, resource_id="u",
-            messages=[Message.user(f"About my {topic}: note {i}, the {topic} plan number {i * 17} matters to me.")],
-        )
-        await turn.step([Message.assistant(f"Noted {topic} {i}.")])
-        await turn.end()
 
 
 async def other_receipt_threads(memory: Memory) -> set[str]:

@@ -12,43 +12,14 @@ of one waits for the save and then finds the reply). A live thread's groups stay
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
-from obsmem.config import ObservationConfig
+from obsmem import Memory, Message
+from tests.lifecycle_delete.sharing import talk, pair  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.anyio
 GONE = "case-ZEBRA-7731@example.org"
-CONFIG = MemoryConfig(
-    scope="resource", share_threads_in_resource=True, observation=ObservationConfig(message_tokens=200)
-)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def pair(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Memory, Memory]]:
-    if request.param == "memory":  # one app: the turn and the delete in two tasks
-        async with Memory("memory://", config=CONFIG, max_turn_wait=None) as memory:
-            yield memory, memory
-        return
-    url = f"sqlite:///{tmp_path}/m.db" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    async with (
-        Memory(url, config=CONFIG, max_turn_wait=None) as first,
-        Memory(url, config=CONFIG, max_turn_wait=None) as second,
-    ):
-        yield first, second
-
-
-async def talk(memory: Memory, thread_id: str, turns: int, topic: str) -> None:
-    for i in range(turns):
-        turn = await memory.begin_turn(
-            thread_id=thread_id, resource_id="u",
-            messages=[Message.user(f"About my {topic}: note {i}, the {topic} plan number {i * 17} matters to me.")],
-        )
-        await turn.step([Message.assistant(f"Noted {topic} {i}.")])
-        await turn.end()
 
 
 async def test_a_reply_in_flight_names_no_deleted_thread(pair: tuple[Memory, Memory]) -> None:

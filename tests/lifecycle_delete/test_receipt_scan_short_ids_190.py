@@ -14,14 +14,10 @@ from typing import Any
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
-from obsmem.config import ObservationConfig
+from obsmem import Memory
+from tests.lifecycle_delete.sharing import SHARED, talk
 
 pytestmark = pytest.mark.anyio
-
-CONFIG = MemoryConfig(
-    scope="resource", share_threads_in_resource=True, observation=ObservationConfig(message_tokens=200)
-)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -29,18 +25,8 @@ async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/m.db"}.get(request.param)
     if url is None:
         url = request.getfixturevalue("postgres_url")
-    async with Memory(url, config=CONFIG, max_turn_wait=None) as memory:
+    async with Memory(url, config=SHARED, max_turn_wait=None) as memory:
         yield memory
-
-
-async def talk(memory: Memory, thread_id: str, turns: int, topic: str) -> None:
-    for i in range(turns):
-        turn = await memory.begin_turn(
-            thread_id=thread_id, resource_id="u",
-            messages=[Message.user(f"About my {topic}: note {i}, the {topic} plan number {i * 17} matters to me.")],
-        )
-        await turn.step([Message.assistant(f"Noted {topic} {i}.")])
-        await turn.end()
 
 
 def counting(memory: Memory) -> list[Any]:
