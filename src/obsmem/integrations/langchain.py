@@ -731,20 +731,18 @@ def _answer_marks(
     return {_mark(v) for index, v in _state_variants(thread, run, after) if id(after[index]) in mine}
 
 
-def _answered_since(
-    messages: Sequence[BaseMessage], variants: Sequence[tuple[int, str]], marked: set[str]
+def _results_of(
+    messages: Sequence[BaseMessage], variants: Sequence[tuple[int, str]], deleted: set[str]
 ) -> set[str]:
-    """The obsmem ids (``variants``: :func:`_state_variants`) of the messages of ``messages`` whose
-    calls a tool message the state's keys do not mark (``marked``) answers: a result that came
-    after the last model call, as an interrupted run resumed with its call approved has."""
-    answered = {
-        message.tool_call_id for index, v in variants
-        if isinstance(message := messages[index], ToolMessage) and _mark(v) not in marked
-    }
+    """The obsmem ids of the tool messages of ``messages`` answering a call of a ``deleted`` one."""
+    calls: set[str] = set()
+    for index, v in variants:
+        message = messages[index]
+        if v in deleted and isinstance(message, AIMessage):
+            calls.update(str(call["id"]) for call in message.tool_calls if call.get("id"))
     return {
         v for index, v in variants
-        if isinstance(message := messages[index], AIMessage)
-        and any(call.get("id") in answered for call in message.tool_calls)
+        if isinstance(message := messages[index], ToolMessage) and message.tool_call_id in calls
     }
 
 
@@ -1281,10 +1279,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         stored = {m.id for m in await store.get_messages(doubtful)}
         missing = [v for v in doubtful if v not in stored]
         if missing and await store.get_thread(thread) is None:
-            # A call the run that stopped made, answered since (its interrupt resumed with the call
-            # approved): LangGraph ran it, and a result goes with its call, so both are saved.
-            resumed = _answered_since(messages, placed, saved | _marks(state.get(PENDING_STATE_KEY)))
-            known.saved.update(v for v in missing if v not in resumed)
+            # A result of a deleted call (its interrupt resumed after the delete) goes with it.
+            known.saved.update(missing)
+            known.saved.update(_results_of(messages, placed, set(missing)))
 
     async def abefore_model(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Keep in the state, before the model call saves them, the state's messages not kept as
