@@ -21,10 +21,9 @@ import re
 
 import pytest
 
-from obsmem import Memory, Message
 from obsmem.privacy import Redactor
 
-from .hosted_observer import check_left_alone, echoing, privacy_config
+from .hosted_observer import check_left_alone, observed
 from tests.integrity.work_count import GROWTH_BOUND, growth
 
 pytestmark = pytest.mark.anyio
@@ -145,20 +144,9 @@ def _history(text: str) -> str:
     return text[text.rfind("message-history>", 0, closing):]
 
 
-async def _observed(text: str) -> tuple[str, str]:
-    """What the hosted observer was sent for a user message ``text`` and the observations kept."""
-    seen: list[str] = []
-    async with Memory("memory://", config=privacy_config(), observer=echoing(seen)) as memory:
-        turn = await memory.begin_turn(thread_id="t1", resource_id="r1", messages=[Message.user(text)])
-        await turn.end([Message.assistant("Noted " + "ok " * 40)])
-        await memory.observe("t1")
-        kept = await memory.get_observations("t1")
-    return "\n".join(seen), kept
-
-
 @pytest.mark.parametrize(("text", "secret"), LEAKS + CONTROLS + CODE_SECRETS)
 async def test_the_secret_never_reaches_the_observer_or_the_observations(text: str, secret: str) -> None:
-    sent, kept = await _observed(text + "\n\n" + "word " * 40)
+    sent, kept = await observed(text + "\n\n" + "word " * 40)
     assert "User said" in kept
     assert _leaked(secret, _history(sent)) == []
     assert _leaked(secret, _history(kept)) == []
@@ -175,7 +163,7 @@ def test_the_secret_alone_is_replaced_and_the_words_around_it_stay(text: str, se
 
 
 async def test_ordinary_prose_and_code_reach_the_observer_as_written() -> None:
-    sent, _ = await _observed("\n\n".join(ORDINARY) + "\n\n" + "word " * 40)
+    sent, _ = await observed("\n\n".join(ORDINARY) + "\n\n" + "word " * 40)
     sent = sent.replace("\n> ", "\n")
     assert [line for line in ORDINARY if line not in sent] == []
     assert "[REDACTED" not in sent
@@ -196,7 +184,7 @@ async def test_pasted_code_keeps_its_annotations_and_loses_its_default() -> None
         '    backup_password: str = "Orchid55k"\n'
         "```\n\n" + "word " * 40
     )
-    sent, _ = await _observed(code)
+    sent, _ = await observed(code)
     assert "    password: str\n" in sent
     assert "backup_password: str = " in sent
     assert "Orchid55k" not in sent

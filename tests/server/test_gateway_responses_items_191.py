@@ -21,14 +21,11 @@ from typing import Any
 import openai
 import pytest
 
-from obsmem.server import ServerSettings, Service
-from tests.integrations.agent_model import small_memory_config
-from tests.models.wire_server import Recorded, Reply, WireServer
-from tests.server.conftest import UPSTREAM_KEY, Env
-from tests.server.live import live_server, make_keys
+from tests.models.wire_server import Recorded, Reply
+from tests.server.conftest import Env
 from tests.server.test_gateway_responses_tool_items_187 import (
     CALLS,
-    IMAGE, ToolModel, _answered_by, _client, _dumped, _sent, output_for,
+    IMAGE, ToolModel, _answered_by, _client, _dumped, _sent, output_for, responses_env,
 )
 
 
@@ -83,16 +80,7 @@ class HostedToolModel(ToolModel):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    path = tmp_path_factory.mktemp("responses-items-191")
-    upstream = WireServer()
-    upstream.responder = HostedToolModel()
-    with upstream:
-        settings = ServerSettings(upstream_url=upstream.url + "/v1", upstream_key=UPSTREAM_KEY)
-        service = Service.open(f"sqlite:///{path / 'memory.db'}", settings=settings,
-                               config=small_memory_config(), max_turn_wait=None)  # fmt: skip
-        keys = make_keys(service)
-        with live_server(service) as live:
-            yield Env(live, keys, upstream, path / "memory.db")
+    yield from responses_env(tmp_path_factory, "responses-items-191", HostedToolModel())
 
 
 @pytest.fixture

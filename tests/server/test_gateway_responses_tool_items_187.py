@@ -167,9 +167,14 @@ class ToolModel:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    path = tmp_path_factory.mktemp("responses-tool-items-187")
+    yield from responses_env(tmp_path_factory, "responses-tool-items-187", ToolModel())
+
+
+def responses_env(tmp_path_factory: pytest.TempPathFactory, name: str, responder: ToolModel) -> Iterator[Env]:
+    """A live gateway over a SQLite memory, its upstream the local ``responder``."""
+    path = tmp_path_factory.mktemp(name)
     upstream = WireServer()
-    upstream.responder = ToolModel()
+    upstream.responder = responder
     with upstream:
         settings = ServerSettings(upstream_url=upstream.url + "/v1", upstream_key=UPSTREAM_KEY)
         service = Service.open(f"sqlite:///{path / 'memory.db'}", settings=settings,
