@@ -70,6 +70,14 @@ async def stored_calls(url: str) -> str:
     return "\n".join(f"{m.text} {[c.args for c in m.tool_calls]}" for m in stored)
 
 
+async def deleted_and_going_on(model: Any, before: int, url: str) -> None:
+    """Nothing of the deleted secret was sent since request ``before`` or is stored, and the
+    thread went on with the user's new question ("third") and its answer."""
+    assert "tulipsun" not in sent(model, before)
+    assert "tulipsun" not in await stored_calls(url)
+    assert (await texts(url))[-2:] == ["third", "re: third"]
+
+
 @pytest.mark.parametrize("restart", [False, True], ids=["same process", "restart"])
 async def test_a_call_whose_tool_raised_stays_deleted(tmp_path: Path, restart: bool) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
@@ -89,9 +97,7 @@ async def test_a_call_whose_tool_raised_stays_deleted(tmp_path: Path, restart: b
         async with Process(url, model, saver, tools=[save_note]) as agent:
             await agent.ainvoke({"messages": [("user", "third")]}, config("t"))
     # before: the call quoting the secret was stored again and sent to the model
-    assert "tulipsun" not in sent(model, before)
-    assert "tulipsun" not in await stored_calls(url)
-    assert (await texts(url))[-2:] == ["third", "re: third"]
+    await deleted_and_going_on(model, before, url)
 
 
 async def test_an_interrupted_call_stays_deleted_when_the_user_asks_anew(tmp_path: Path) -> None:
@@ -113,9 +119,7 @@ async def test_an_interrupted_call_stays_deleted_when_the_user_asks_anew(tmp_pat
     before = len(model.requests)
     async with Process(url, model, saver, **gate()) as agent:
         await agent.ainvoke({"messages": [("user", "third")]}, config("t"))
-    assert "tulipsun" not in sent(model, before)
-    assert "tulipsun" not in await stored_calls(url)
-    assert (await texts(url))[-2:] == ["third", "re: third"]
+    await deleted_and_going_on(model, before, url)
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["same process", "restart"])
