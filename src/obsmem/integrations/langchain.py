@@ -1321,9 +1321,24 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
                 await self.memory.create_thread(thread, resource)
         return update or None
 
+    # Sync twins that refuse: obsmem's Memory is async. Without them LangChain raised its own
+    # TypeError (naming ``abefore_agent``), which ``except ObsmemError`` does not catch.
+    def before_agent(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        raise _sync_refused()
+
+    def before_model(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        raise _sync_refused()
+
+    def after_agent(self, state: _State, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        raise _sync_refused()
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        raise InvalidInputError(
-            "ObservationalMemoryMiddleware is async: run the agent with ainvoke/astream, not invoke/stream"
-        )
+        raise _sync_refused()
+
+
+def _sync_refused() -> InvalidInputError:
+    return InvalidInputError(
+        "ObservationalMemoryMiddleware is async: run the agent with ainvoke/astream, not invoke/stream"
+    )
