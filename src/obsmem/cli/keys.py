@@ -18,7 +18,7 @@ from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.cli.render import escape, escape_id, one_line
 from obsmem.cli.stores import describe_store, err_console, fail, missing_file, sqlite_path
-from obsmem.storage import open_store
+from obsmem.storage import Store, open_store
 
 __all__ = ["keys_app", "register"]
 
@@ -88,6 +88,17 @@ def _key_store(store: str | None, *, existing: bool = True) -> Any:
     return key_store_for(opened.url)
 
 
+def _thread_store(store: str | None) -> Store | None:
+    """The memory store in ``store``, to read which org holds a resource; None for a SQLite file
+    that does not exist yet (no thread there)."""
+    try:
+        opened = open_store(store)
+    except ObsmemError as exc:
+        raise fail(str(exc)) from None
+    path = sqlite_path(opened)
+    return None if path is not None and not path.is_file() else opened
+
+
 @keys_app.command()
 def create(
     org: Annotated[str, typer.Option(help="The org the key belongs to.")],
@@ -112,8 +123,18 @@ def create(
             raise fail(f"{option} {one_line(value)} holds '/', whitespace or a control character: an id "
                        "is one segment of the API's paths and of knowledge scopes")  # fmt: skip
     keys = _key_store(store, existing=False)
+    # read before the key table's setup creates a new SQLite file (a new file holds no thread)
+    memory_store = _thread_store(store) if resource is not None else None
 
     async def run() -> tuple[Any, str]:
+        if resource is not None and memory_store is not None:
+            # A resource is its first thread's org's (as POST /api/keys checks it): a key of
+            # another org would see nothing there, and its claim would lock the owner out.
+            async with memory_store:
+                first = await memory_store.list_threads(resource, limit=1)
+            if first and first[0].org_id is not None and first[0].org_id != org:
+                raise fail(f"resource {resource!r} holds threads of another org: resource ids are unique "
+                           "across orgs; choose another id")  # fmt: skip
         await keys.setup()
         if resource is not None and await keys.claimed_by_another(resource, org):
             # Two orgs' keys on one resource would lock each other out of it (see obsmem.server.access).
