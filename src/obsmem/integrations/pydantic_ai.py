@@ -26,7 +26,9 @@ What :class:`ObservationalMemory` does in a run (one obsmem turn per agent run):
 - the observations (and obsmem's continuation reminder) go into the request's instructions,
   after the agent's own;
 - ``after_run`` saves the final response and ends the turn (which may start idle buffering);
-  a failed run ends its turn too;
+  a failed run ends its turn too. After ``run_stream`` it saves the returns of the final
+  response's tool calls as well (an output tool's, and those of function tools that ran), which
+  pydantic-ai puts only in the ``StreamedRunResult``'s own history;
 - with retrieval on (``Memory(config={"retrieval": True})``) it contributes the ``recall``
   tool, answered by :meth:`obsmem.Memory.call_recall_tool`.
 
@@ -68,8 +70,10 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 try:
+    from pydantic_ai import DeferredToolRequests
     from pydantic_ai import messages as pai
     from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import RunContext, Tool
@@ -698,6 +702,9 @@ class ObservationalMemory(AbstractCapability[Any]):
     _resumed: set[str] = field(default_factory=set, init=False, repr=False)
     # This run's pydantic-ai run id: its own messages are never taken for copies of erased ones.
     _run_id: str | None = field(default=None, init=False, repr=False)
+    # What each function tool call of this run gave (its return part), by call id: the returns of
+    # a final streamed response's calls, which only run_stream's own history gets.
+    _ran: dict[str, pai.ToolReturnPart] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, Memory):
@@ -734,6 +741,21 @@ class ObservationalMemory(AbstractCapability[Any]):
             recall, schema["name"], schema["description"], schema["parameters"]
         )
         return FunctionToolset([tool])
+
+    async def wrap_tool_execute(
+        self, ctx: RunContext[Any], *, call: pai.ToolCallPart, tool_def: Any, args: Any, handler: Any
+    ) -> Any:
+        try:
+            result = await handler(args)
+        except ToolRetryError as error:
+            if isinstance(error.tool_retry, pai.ToolReturnPart):
+                self._ran[call.tool_call_id] = error.tool_retry
+            raise
+        except ToolFailedError as error:
+            self._ran[call.tool_call_id] = error.tool_failed
+            raise
+        self._ran[call.tool_call_id] = _return_part(call, result)
+        return result
 
     # -- the run ----------------------------------------------------------------------------------
     def _thread_id(self) -> str:
@@ -796,6 +818,10 @@ class ObservationalMemory(AbstractCapability[Any]):
                 foreign[position] = await self._as_recorded(converted)
                 self._adopted[tuple(tag)] = [m.id for m in foreign[position]]
         await self._locate([m.id for converted in foreign.values() for m in converted])
+        await self._locate([
+            _final_returns_ids(thread, run, 1)[0] for position, message in enumerate(history)
+            if _ids_of(message) is None and (run := _answered_run(history, position)) is not None
+        ])
         erased_runs = self._erased_runs(history)
         new: list[Message] = []
         for position, message in enumerate(history):
@@ -816,11 +842,27 @@ class ObservationalMemory(AbstractCapability[Any]):
                 key = json.dumps([thread, _dump(message)], sort_keys=True)
                 seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
                 converted = await self._as_recorded(_from_one(message, seed=seed, thread=thread))
+                converted = self._as_stored_returns(_answered_run(history, position), converted)
                 _tag(message, [m.id for m in converted])
+            stored_here = {m.id for m in converted if self._where.get(m.id) == thread}
             for obsmem_message in converted:
                 self._where[obsmem_message.id] = thread
-            new.extend(converted)
+            new.extend(m for m in converted if m.id not in stored_here)
         return new
+
+    def _as_stored_returns(self, run: str | None, converted: list[Message]) -> list[Message]:
+        """``converted`` (an untagged request's obsmem messages) with its leading tool returns
+        under the id this thread stored them by when they are the returns of an earlier streamed
+        run's final response (:meth:`_streamed_final_returns`; ``run``: the run of the response
+        the request answers): the app's copy of that request, passed back in ``message_history``,
+        is not stored again (a second answer to each call). pydantic-ai may merge that copy with
+        the next run's prompt into one request without a run id: the response tells the run."""
+        if run is None or run == self._run_id or not converted or converted[0].role != "tool":
+            return converted
+        stored_id = _final_returns_ids(self._thread_id(), run, 1)[0]
+        if self._where.get(stored_id) != self._thread_id():
+            return converted
+        return [converted[0].model_copy(update={"id": stored_id}), *converted[1:]]
 
     def _erased_runs(self, history: Sequence[pai.ModelMessage]) -> set[str]:
         """The earlier runs of ``history`` whose messages this thread stored and has erased since
@@ -927,6 +969,7 @@ class ObservationalMemory(AbstractCapability[Any]):
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         everything = result.all_messages()
         new = await self._new_messages(everything)
+        new.extend(self._streamed_final_returns(everything, result.output))
         if self._turn is None and new:  # a run that made no model request (nothing else saved it)
             self._turn = await self.memory.begin_turn(
                 thread_id=self._thread_id(), resource_id=self.resource_id, messages=new
@@ -936,6 +979,52 @@ class ObservationalMemory(AbstractCapability[Any]):
             await self._turn.end(new)
             self._mark_saved(everything)
         return result
+
+    def _streamed_final_returns(self, history: Sequence[pai.ModelMessage], output: object) -> list[Message]:
+        """The returns of the calls of a final streamed response, as obsmem messages (none when
+        ``history`` does not end with such a response).
+
+        ``run_stream`` runs the tools of the response that gave its output (an output tool's call,
+        and the function tools ``end_strategy`` runs) and puts their returns in a request added
+        only to the ``StreamedRunResult``'s own history: ``after_run``'s ends at the response. Not
+        stored, the next run closed the calls as unanswered, although a tool ran and gave its
+        result. Built here from what each call gave (:meth:`wrap_tool_execute`), as pydantic-ai
+        builds it: the first output call is the final result, a function call that did not run
+        was skipped. A call left waiting (an approval) is not answered. Stored under an id derived
+        from the run, so the app's copy of the request, passed back, is known as stored
+        (:meth:`_as_stored_returns`)."""
+        last = history[-1] if history else None
+        if not isinstance(last, pai.ModelResponse) or not last.tool_calls:
+            return []
+        waiting = {c.tool_call_id for c in [*output.calls, *output.approvals]} \
+            if isinstance(output, DeferredToolRequests) else set()
+        parts: list[pai.ModelRequestPart] = []
+        final_seen = False
+        for call in last.tool_calls:
+            if call.tool_call_id in waiting:
+                continue
+            ran = self._ran.get(call.tool_call_id)
+            if ran is not None:
+                parts.append(ran)
+                continue
+            if call.tool_kind == "output":
+                content = _OUTPUT_SKIPPED if final_seen else _FINAL_RESULT
+                final_seen = True
+            else:
+                content = _TOOL_SKIPPED
+            parts.append(pai.ToolReturnPart(
+                tool_name=call.tool_name, content=content, tool_call_id=call.tool_call_id,
+                tool_kind=call.tool_kind, ui_visibility=call.ui_visibility,
+            ))
+        if not parts or self._run_id is None:
+            return []
+        request = pai.ModelRequest(parts=parts, run_id=self._run_id)
+        converted = _from_one(request, keep_ids=False)
+        ids = _final_returns_ids(self._thread_id(), self._run_id, len(converted))
+        converted = [m.model_copy(update={"id": i}) for m, i in zip(converted, ids, strict=True)]
+        for message in converted:
+            self._where[message.id] = self._thread_id()
+        return converted
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
         try:
@@ -953,6 +1042,38 @@ def _is_final_output(message: Message) -> bool:
         isinstance(e, dict) and e.get("tool_kind") == "output" and e.get("outcome") in (None, "success")
         for e in extras
     )
+
+
+# pydantic-ai's words for the returns of calls a final result made needless (its _tool_status).
+_FINAL_RESULT = "Final result processed."
+_OUTPUT_SKIPPED = "Output tool not used - a final result was already processed."
+_TOOL_SKIPPED = "Tool not executed - a final result was already processed."
+
+
+def _return_part(call: pai.ToolCallPart, result: Any) -> pai.ToolReturnPart:
+    """The return part pydantic-ai records for a function tool's ``result``."""
+    returned = result if isinstance(result, pai.ToolReturn) else None
+    return pai.ToolReturnPart(
+        tool_name=call.tool_name, tool_call_id=call.tool_call_id,
+        content=returned.return_value if returned is not None else result,
+        metadata=returned.metadata if returned is not None else None,
+        tool_kind=call.tool_kind, ui_visibility=call.ui_visibility,
+    )
+
+
+def _answered_run(history: Sequence[pai.ModelMessage], position: int) -> str | None:
+    """The run of the response that the request at ``position`` follows (None: not a request
+    after a response)."""
+    if position == 0 or not isinstance(history[position], pai.ModelRequest):
+        return None
+    before = history[position - 1]
+    return _run_of(before) if isinstance(before, pai.ModelResponse) else None
+
+
+def _final_returns_ids(thread: str, run_id: str, count: int) -> list[str]:
+    """The ids of the returns a streamed run's final response got (:meth:`ObservationalMemory._streamed_final_returns`)."""
+    digest = hashlib.sha256(json.dumps([thread, "streamed-final-returns", run_id]).encode()).hexdigest()[:32]
+    return [f"pai-{digest}-{n}" for n in range(count)]
 
 
 def _model_id(ctx: RunContext[Any]) -> str | None:
