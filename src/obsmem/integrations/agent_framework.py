@@ -433,7 +433,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
-        context.extend_messages(self, to_agent_framework(history))
+        given = to_agent_framework(history)
+        if not layered:
+            given = _approved_calls_last(given, inputs)
+        context.extend_messages(self, given)
 
     async def _retried(self, thread: str, new: list[Message], *, resume: bool) -> tuple[list[Message], bool]:
         """``new`` (a run's input) with its question taken for the thread's unanswered question
@@ -675,6 +678,50 @@ def _late_results_in_place(messages: list[AFMessage]) -> list[AFMessage]:
         out.append(AFMessage(message.role, contents, message_id=message.message_id, author_name=message.author_name,
                              additional_properties=dict(message.additional_properties or {})))
     return out
+
+
+def _approved_calls_last(history: list[AFMessage], inputs: Sequence[AFMessage]) -> list[AFMessage]:
+    """``history`` (the context messages of a run whose client has no chat-middleware layer) with
+    the calls that ``inputs`` approve or reject moved to its end, their answers in it left out,
+    when they are not its end already.
+
+    Agent Framework runs an approved call and sends its result right after the context messages
+    (in the approval's place). A call the user moved on from is answered in the thread by
+    obsmem's "no result" closing message, and later turns follow it: the model got a second
+    answer to the call, after them, with no call before it, which a provider refuses (OpenAI:
+    400) after the tool ran. Without the chat-middleware layer nothing can put that result in its
+    call's place in the request (obsmem stores it there), so the call goes where its result comes.
+    """
+    approved: dict[str, Content] = {}
+    for message in inputs:
+        for content in message.contents:
+            call = content.function_call if content.type == "function_approval_response" else None
+            if call is not None and call.call_id:
+                approved[call.call_id] = call
+    if not approved or not history:
+        return history
+    last = history[-1]
+    waiting = {c.call_id for c in last.contents if c.type == "function_call"} if last.role == "assistant" else set()
+    if set(approved) <= waiting:
+        return history  # still the newest: its results follow it
+    calls: dict[str, Content] = {}
+    kept: list[AFMessage] = []
+    for message in history:
+        contents = []
+        for content in message.contents:
+            if content.type in ("function_call", "function_result") and content.call_id in approved:
+                if content.type == "function_call":
+                    calls.setdefault(content.call_id, content)
+                continue
+            contents.append(content)
+        if len(contents) == len(message.contents):
+            kept.append(message)
+        elif [c for c in contents if c.type != "usage"]:
+            kept.append(AFMessage(message.role, contents, message_id=message.message_id,
+                                  author_name=message.author_name,
+                                  additional_properties=dict(message.additional_properties or {})))
+    moved = [calls.get(call_id, call) for call_id, call in approved.items()]
+    return [*kept, AFMessage("assistant", moved, additional_properties=dict(last.additional_properties or {}))]
 
 
 def _after_question(messages: list[AFMessage], moved: set[str], question: str) -> list[AFMessage]:
