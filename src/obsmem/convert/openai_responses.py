@@ -10,8 +10,8 @@ Toward the Responses API (:func:`to_openai_responses`):
 - each tool call → a ``function_call`` item (``call_id``, ``name``, ``arguments`` JSON string),
   in the order of the message's parts; each result → a ``function_call_output`` (``output``
   JSON-encoded when not a string; with the file parts after it in its tool message, the images
-  a tool returned, a list of ``input_text`` then ``input_image``/``input_file`` parts), placed
-  like Chat Completions results;
+  a tool returned, a list of ``input_text`` then ``input_image``/``input_file`` parts; a result
+  that is a list of such parts, as it came), placed like Chat Completions results;
 - reasoning goes back only as the ``reasoning`` item it came from (kept in the message's
   metadata by :func:`from_openai_responses`, with its id and ``encrypted_content``); reasoning
   from anywhere else is dropped, since the API takes no reasoning item without its id;
@@ -21,7 +21,8 @@ From the Responses API (:func:`from_openai_responses`): consecutive assistant-si
 (``reasoning``, assistant ``message``, ``function_call``) become one assistant message, and
 consecutive ``function_call_output`` items one ``tool`` message (an output listing
 ``input_image``/``input_file`` parts: its texts are the result, each file a file part right after
-it); ``developer`` becomes
+it; one naming a file by its OpenAI ``file_id``, or of texts only, is the result as it came);
+``developer`` becomes
 ``system``; ``refusal`` becomes text. Built-in tool items (web search, file search, computer
 use …) and ``item_reference`` are refused with an :class:`~obsmem.errors.InvalidInputError`.
 """
@@ -84,7 +85,20 @@ def _input_content(part: TextPart | FilePart) -> dict[str, Any]:
     return {"type": "input_text", "text": attachment_text(part)}
 
 
+_CONTENT_PARTS = frozenset({"input_text", "input_image", "input_file"})
+
+
+def _is_content_list(value: object) -> bool:
+    """Whether ``value`` is a list of Responses content parts (a function output given as one)."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(part, Mapping) and part.get("type") in _CONTENT_PARTS for part in value
+    )
+
+
 def _output(result: ToolResultPart, files: list[FilePart] | None = None) -> dict[str, Any]:
+    if _is_content_list(result.result) and not files:  # the parts the output came as, not their JSON text
+        return {"type": "function_call_output", "call_id": result.tool_call_id,
+                "output": [dict(part) for part in result.result]}  # fmt: skip
     output: str | list[dict[str, Any]] = json_text(result.result)
     if files:  # what the tool returned with its text: input_image / input_file parts of the output
         output = [*([{"type": "input_text", "text": output}] if output else []), *map(_input_content, files)]
@@ -181,12 +195,21 @@ def _output_parts(output: str | list[Any], loc: Loc) -> tuple[Any, list[FilePart
         for i, raw in enumerate(output)
     ]
     if not any(kind in ("input_image", "input_file") for kind in kinds) or not all(
-        kind in ("input_text", "input_image", "input_file") for kind in kinds
+        kind in _CONTENT_PARTS for kind in kinds
     ):
         return output, []
+    if any(kind != "input_text" and not _by_content(as_object(raw, loc.at(i))) for i, (kind, raw)
+           in enumerate(zip(kinds, output, strict=True))):  # fmt: skip
+        # a file by its OpenAI file_id, which obsmem cannot hold: the parts kept as they came (sent back so)
+        return [as_object(raw, loc.at(i)) for i, raw in enumerate(output)], []
     parts = _content_parts(output, loc, "user")
     texts = [p.text for p in parts if isinstance(p, TextPart)]
     return "\n".join(texts), [p for p in parts if isinstance(p, FilePart)]
+
+
+def _by_content(part: dict[str, Any]) -> bool:
+    """Whether an ``input_image`` / ``input_file`` part gives its file (URL or data), not a file_id."""
+    return any(isinstance(part.get(key), str) and part[key] for key in ("image_url", "file_data", "file_url"))
 
 
 def _content_parts(content: object, loc: Loc, role: str) -> list[Part]:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import re
@@ -61,6 +62,8 @@ from obsmem import (
     InvalidInputError,
     Message,
     ThreadNotFoundError,
+    FilePart,
+    ToolCallPart,
     ToolResultPart,
     Turn,
     from_openai,
@@ -69,6 +72,7 @@ from obsmem import (
     to_openai_responses,
 )
 from obsmem._http import mask_secret
+from obsmem.om.selection import ANSWERED_LATE_KEY, UNANSWERED_KEY
 from obsmem.server.access import Principal
 from obsmem import telemetry
 from obsmem.models.sse import parse_sse
@@ -593,14 +597,30 @@ _TOOL_OUTPUTS = frozenset(f"{kind}_output" for kind in _TOOL_CALLS)
 #: Call items the API takes only with their item id: sent with it whether or not a reasoning item
 #: comes before them (the others, as function calls, only after one).
 _ID_REQUIRED = frozenset({"computer_call", "local_shell_call"})
+#: The items of the tools OpenAI runs itself (hosted tools), by type: the fields that are what the
+#: tool returned. Each is stored as a call answered by its result in the same message (what the
+#: tool found is a tool's result in memory: data, never a user's words) and sent back as it came.
+_HOSTED: dict[str, tuple[str, ...]] = {
+    "web_search_call": (),
+    "file_search_call": ("results",),
+    "code_interpreter_call": ("outputs",),
+    "image_generation_call": ("result",),
+    "mcp_list_tools": ("tools", "error"),
+    "mcp_call": ("output", "error"),
+}
+#: A hosted MCP tool's request for the user's approval: stored as a call that the user's
+#: ``mcp_approval_response`` answers, as a function call's output answers it.
+_APPROVAL_REQUEST, _APPROVAL = "mcp_approval_request", "mcp_approval_response"
+#: The fields of an item that say how it came rather than what it holds.
+_ITEM_FIELDS = ("type", "id", "status")
 #: The items of a model's answer (after the last of them, a request's input is new).
-_ANSWER_ITEMS = frozenset({"function_call", "reasoning", *_TOOL_CALLS})
+_ANSWER_ITEMS = frozenset({"function_call", "reasoning", *_TOOL_CALLS, *_HOSTED, _APPROVAL_REQUEST})
 
 
 class ResponsesAnswer:
     """A Responses API answer: ``output`` of the response, or of the stream's completed event."""
 
-    _KEEP = ("message", "function_call", "reasoning", *_TOOL_CALLS)
+    _KEEP = ("message", "function_call", "reasoning", *_TOOL_CALLS, *_HOSTED, _APPROVAL_REQUEST)
 
     #: The events after which a stream has nothing more to say.
     _TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
@@ -673,18 +693,56 @@ def _call_key(item: dict[str, Any]) -> str:
 _Shapes = dict[str, list[dict[str, Any] | None]]
 
 
+def _hosted_call_id(item: dict[str, Any]) -> str:
+    """The call id a hosted tool's item is stored under: its item id, or (an item without one) one
+    made of what it holds, the same each time it is sent."""
+    if isinstance(item.get("id"), str) and item["id"]:
+        return str(item["id"])
+    digest = hashlib.sha256(json.dumps(item, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return f"{item['type']}_{digest[:24]}"
+
+
+def _hosted_name(item: dict[str, Any]) -> str:
+    name = item.get("name")
+    if item["type"] in ("mcp_call", _APPROVAL_REQUEST) and isinstance(name, str) and name:
+        return name
+    return str(item["type"]).removesuffix("_call")
+
+
 def _as_function_items(items: list[Any]) -> tuple[list[Any], _Shapes, _Shapes]:
     """``items`` with the tool items the converters do not take as ``function_call`` /
     ``function_call_output`` items, and how each call and output came (by call id, in order; for
     :data:`RESPONSES_ITEMS`). A call's fields other than its type, ids, status (and a custom call's
     name) are its arguments, a JSON object; an output's ``output`` its result (a screenshot as an
-    image)."""
+    image). A hosted tool's item is a call whose arguments are what it was asked, its shape noting
+    what it returned (the result :func:`_from_responses` puts after it); an MCP approval the output
+    of the request it answers."""
     plain: list[Any] = []
     calls: _Shapes = {}
     outputs: _Shapes = {}
     for index, item in enumerate(items):
         kind = item.get("type") if isinstance(item, dict) else None
-        if kind in _TOOL_CALLS:
+        if kind in _HOSTED or kind == _APPROVAL_REQUEST:
+            call_id = _hosted_call_id(item)
+            returned = _HOSTED.get(kind, ())
+            arguments = {k: v for k, v in item.items() if k not in (*_ITEM_FIELDS, *returned)}
+            shape: dict[str, Any] = {k: item[k] for k in _ITEM_FIELDS if k in item}
+            if kind != _APPROVAL_REQUEST:
+                shape["returned"] = {k: item[k] for k in returned if k in item}
+            calls.setdefault(call_id, []).append(shape)
+            plain.append({"type": "function_call", "call_id": call_id, "name": _hosted_name(item),
+                          "arguments": json.dumps(arguments, ensure_ascii=False)})  # fmt: skip
+        elif kind == _APPROVAL:
+            call_id = item.get("approval_request_id")
+            if not isinstance(call_id, str) or not call_id or not isinstance(item.get("approve"), bool):
+                raise InvalidInputError(f"input[{index}]: an mcp_approval_response needs 'approval_request_id' (the "
+                                        "request it answers) and 'approve' (true or false)", argument="input")  # fmt: skip
+            fields = {k: v for k, v in item.items() if k not in ("type", "approval_request_id")}
+            outputs.setdefault(call_id, []).append({"type": _APPROVAL, "fields": fields})
+            plain.append({"type": "function_call_output", "call_id": call_id,
+                          "output": json.dumps({k: v for k, v in fields.items() if k in ("approve", "reason")},
+                                               ensure_ascii=False)})  # fmt: skip
+        elif kind in _TOOL_CALLS:
             call_id, name = item.get("call_id"), _TOOL_CALLS[kind] or item.get("name")
             if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
                 what = "a 'call_id'" + (" and a 'name'" if _TOOL_CALLS[kind] is None else "")
@@ -783,6 +841,7 @@ def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:
             own_ids = {c.tool_call_id: _next(call_ids, c.tool_call_id) for c in message.tool_calls}
             own_calls = {c.tool_call_id: _next(calls, c.tool_call_id) for c in message.tool_calls}
             own_ids = {k: v for k, v in own_ids.items() if v is not None}
+            message, own_calls = _hosted_results(message, own_calls)
             if own_ids:
                 note[CALL_ITEM_IDS] = own_ids
             items_note = {"calls": {k: v for k, v in own_calls.items() if v is not None}}
@@ -799,6 +858,29 @@ def _from_responses(items: list[Any], history: list[Message]) -> list[Message]:
         noted.append(message.model_copy(update={"metadata": {**message.metadata, **note}}) if note
                      else message)  # fmt: skip
     return noted
+
+
+def _hosted_results(
+    message: Message, shapes: dict[str, dict[str, Any] | None]
+) -> tuple[Message, dict[str, dict[str, Any] | None]]:
+    """``message`` with each hosted tool's call (by its shape in ``shapes``) followed by what the
+    tool returned, as its result (a call answered in its own message, as OpenAI ran it), and the
+    shapes noting which fields that result holds instead of holding them again."""
+    hosted = {k: v for k, v in shapes.items() if isinstance(v, dict) and "returned" in v}
+    if not hosted:
+        return message, shapes
+    parts: list[Any] = []
+    for part in message.parts:
+        parts.append(part)
+        shape = hosted.get(part.tool_call_id) if isinstance(part, ToolCallPart) else None
+        if isinstance(part, ToolCallPart) and shape is not None:
+            returned = shape["returned"]
+            parts.append(ToolResultPart(tool_call_id=part.tool_call_id, tool_name=part.tool_name,
+                                        result=returned or shape.get("status", "completed"),
+                                        is_error=bool(returned.get("error"))))  # fmt: skip
+    noted = {k: ({**{f: v for f, v in shape.items() if f != "returned"}, "returned": sorted(shape["returned"])}
+                 if k in hosted and isinstance(shape, dict) else shape) for k, shape in shapes.items()}  # fmt: skip
+    return message.model_copy(update={"parts": tuple(parts)}), noted
 
 
 def _next(queues: dict[str, list[Any]], key: str) -> Any:
@@ -832,12 +914,62 @@ def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
     """``messages`` as Responses input, each message's items as they came (:data:`RESPONSES_ITEMS`)."""
     kinds: dict[str, str] = {}  # the type of each call sent so far, by call id (the latest: ids may be reused)
     items: list[dict[str, Any]] = []
-    for message in messages:
+    for message in _late_files_in_place(messages):
         sent = _message_items(message, kinds)
-        kinds.update({str(i.get("call_id")): i["type"] for i in sent
-                      if i.get("type") in ("function_call", *_TOOL_CALLS)})  # fmt: skip
+        kinds.update({str(i.get("call_id") if "call_id" in i else i.get("id")): i["type"] for i in sent
+                      if i.get("type") in ("function_call", *_TOOL_CALLS, *_HOSTED, _APPROVAL_REQUEST)})  # fmt: skip
         items.extend(sent)
     return _without_unanswered_computer_calls(items)
+
+
+def _late_files_in_place(messages: list[Message]) -> list[Message]:
+    """``messages`` with the files of an output that came late (a computer call's screenshot sent
+    after the user went on) back with their result. Memory puts a late result in the place of the
+    'no result' that closed its call (the closing message, which notes it under
+    :data:`ANSWERED_LATE_KEY`), and keeps the files that came after it where they came, in a tool
+    message of their own: sent as they are, the screenshot went as a user's image and its call,
+    answered by no screenshot, was left out. Moved after their result with how the output came,
+    the call goes with its screenshot, in its place. Files of several late outputs of one request
+    are matched to them in order only where each output is a screenshot (one image each)."""
+    closings: dict[str, int] = {}  # call id answered late -> where its closing message is in ``out``
+    out: list[Message] = []
+    for message in messages:
+        late = message.metadata.get(ANSWERED_LATE_KEY)
+        if message.role == "tool" and message.metadata.get(UNANSWERED_KEY) and isinstance(late, list):
+            closings.update({str(call_id): len(out) for call_id in late})
+        note = message.metadata.get(RESPONSES_ITEMS)
+        shapes = note.get("outputs") if isinstance(note, dict) else None
+        files = [p for p in message.parts if isinstance(p, FilePart)]
+        if (message.role != "tool" or not files or len(files) != len(message.parts) or not isinstance(shapes, dict)
+                or not shapes or not all(call_id in closings for call_id in shapes)):  # fmt: skip
+            out.append(message)
+            continue
+        if len(shapes) == 1:
+            owned = {call_id: files for call_id in shapes}
+        elif len(files) == len(shapes) and all(isinstance(s, dict) and s.get("type") == "computer_call_output"
+                                               for s in shapes.values()):  # fmt: skip
+            owned = {call_id: [file] for call_id, file in zip(shapes, files, strict=True)}
+        else:
+            out.append(message)
+            continue
+        for call_id, own in owned.items():
+            at = closings[call_id]
+            out[at] = _with_files(out[at], call_id, own, shapes[call_id])
+    return out
+
+
+def _with_files(closing: Message, call_id: str, files: list[FilePart], shape: Any) -> Message:
+    """``closing`` with ``files`` after the result for ``call_id``, and that output's shape noted."""
+    parts: list[Any] = []
+    for part in closing.parts:
+        parts.append(part)
+        if isinstance(part, ToolResultPart) and part.tool_call_id == call_id:
+            parts.extend(files)
+    note = closing.metadata.get(RESPONSES_ITEMS)
+    note = dict(note) if isinstance(note, dict) else {}
+    outputs = note.get("outputs")
+    note["outputs"] = {**(outputs if isinstance(outputs, dict) else {}), call_id: shape}
+    return closing.model_copy(update={"parts": tuple(parts), "metadata": {**closing.metadata, RESPONSES_ITEMS: note}})
 
 
 def _without_unanswered_computer_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -922,14 +1054,24 @@ def _as_they_came(
         elif kind == "function_call":
             call_id = item.get("call_id")
             shape = calls.get(call_id)
-            if isinstance(shape, dict):
+            if isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST):
+                item = _hosted_as_it_came(item, shape, results.get(str(call_id)))
+            elif isinstance(shape, dict):
                 item = _call_as_it_came(item, shape, after_reasoning)
             elif after_reasoning and isinstance(call_ids.get(call_id), str):
                 item = {**item, "id": call_ids[call_id]}
         elif kind == "function_call_output":
             call_id = str(item.get("call_id"))
             shape = outputs.get(call_id)
-            if isinstance(shape, dict):
+            hosted = calls.get(call_id)
+            if isinstance(hosted, dict) and hosted.get("type") in _HOSTED:
+                continue  # what a hosted tool returned went in its item
+            if isinstance(shape, dict) and shape.get("type") == _APPROVAL or kinds.get(call_id) == _APPROVAL_REQUEST:
+                approval = _approval(call_id, shape, results.get(call_id))
+                if approval is None:
+                    continue  # memory's 'no result' for a request the user went on from: no approval to send
+                item = approval
+            elif isinstance(shape, dict):
                 item = _output_as_it_came(item, shape, results.get(call_id))
             elif kinds.get(call_id) in _TOOL_CALLS and call_id in parts:
                 item = _output_of_kind(kinds[call_id], item, parts[call_id])
@@ -939,6 +1081,39 @@ def _as_they_came(
                 item = {**item, "id": ids["id"], "status": ids.get("status", "completed")}
         came.append(item)
     return came
+
+
+def _hosted_as_it_came(item: dict[str, Any], shape: dict[str, Any], result: Any) -> dict[str, Any]:
+    """A hosted tool's item (or an MCP approval request) as it came: its type, id and status, what
+    it was asked (the call's arguments) and what it returned (the call's result)."""
+    try:
+        arguments = json.loads(item["arguments"])
+    except (ValueError, RecursionError):
+        arguments = None
+    if not isinstance(arguments, dict):
+        return item
+    returned = shape.get("returned")
+    returned = returned if isinstance(returned, list) else []
+    came = {k: shape[k] for k in _ITEM_FIELDS if k in shape}
+    came.update(arguments)
+    if isinstance(result, dict):
+        came.update({k: result[k] for k in returned if k in result})
+    return came
+
+
+def _approval(call_id: str, shape: dict[str, Any] | None, result: Any) -> dict[str, Any] | None:
+    """The ``mcp_approval_response`` a tool result answering an MCP approval request stands for
+    (its fields as they came, or the decision the result holds: one given late, after the user
+    went on); None for a result that holds no decision."""
+    fields = shape.get("fields") if isinstance(shape, dict) else None
+    if not isinstance(fields, dict):
+        try:
+            fields = json.loads(result) if isinstance(result, str) else None
+        except (ValueError, RecursionError):
+            fields = None
+    if not isinstance(fields, dict) or not isinstance(fields.get("approve"), bool):
+        return None
+    return {"type": _APPROVAL, "approval_request_id": call_id, **fields}
 
 
 def _call_as_it_came(item: dict[str, Any], shape: dict[str, Any], after_reasoning: bool) -> dict[str, Any]:
@@ -1617,6 +1792,22 @@ async def chat_completions(
     return await _forward(service, turn, "/chat/completions", payload, ChatAnswer())
 
 
+def _refuse_references(items: list[Any], new: list[Any]) -> None:
+    """Refuses an ``item_reference`` in the input to save: it names an item OpenAI stored, which
+    the gateway can neither read nor remember, and forwarded as it is the model would read what
+    memory never holds (and lose it when it leaves the window; an upstream other than OpenAI
+    refuses it). The gateway sends its own answers from memory: they need no reference."""
+    for item in new:
+        if item.get("type") == "item_reference":
+            index = next(i for i, given in enumerate(items) if given is item)
+            raise InvalidInputError(
+                f"input[{index}]: an item_reference ({item.get('id')!r}) names an item stored by OpenAI, which this "
+                "gateway cannot read: it sends the upstream the thread's memory, not OpenAI's stored items. Send "
+                "the item itself (the gateway's own answers are in memory already and need not be sent).",
+                argument="input",
+            )
+
+
 def _is_answer(item: Any) -> bool:
     kind = item.get("type", "message" if "role" in item else None)
     return kind in _ANSWER_ITEMS or (kind == "message" and item.get("role") == "assistant")
@@ -1629,7 +1820,10 @@ async def responses(
 ) -> Response:  # fmt: skip
     """The Responses API through memory (streaming or not); ``previous_response_id`` is replaced
     by the thread's memory. Custom tool, computer use, shell and apply_patch calls and their
-    outputs are stored as tool calls and results and sent upstream as the items they came as."""
+    outputs are stored as tool calls and results and sent upstream as the items they came as;
+    so are hosted tools' items (web search, file search, code interpreter, image generation, MCP:
+    each a call answered by what it returned, an MCP approval the output of its request). An
+    ``item_reference`` is refused (400): it names an item OpenAI stored, which memory cannot hold."""
     principal.may_write()
     if service.settings.upstream_kind != "openai":
         raise InvalidInputError(
@@ -1647,6 +1841,7 @@ async def responses(
     new = _after_last(conversation, _is_answer)
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
+    _refuse_references(items, new)
     plain = _as_function_items(new)[0]
     history = await call_history(
         service, thread_id, {str(i.get("call_id")) for i in plain if i.get("type") == "function_call_output"},
