@@ -336,6 +336,11 @@ class _Run:
     saved: Counter[str]
     tool_runs: set[str] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # With the chat-middleware layer: each tool that ran (call id → name, arguments, result,
+    # error), and the calls whose results a step stored. A run the app stopped after a tool ran
+    # (it left the stream) makes no next model call to store the step: the next run stores it.
+    ran: dict[str, tuple[str, Any, Any, str | None]] = field(default_factory=dict)
+    stepped: set[str] = field(default_factory=set)
 
 
 class ObservationalMemoryProvider(HistoryProvider):
@@ -401,7 +406,8 @@ class ObservationalMemoryProvider(HistoryProvider):
         thread = self._thread(session, context)
         stale = self._runs.pop(thread, None)
         if stale is not None:  # a run that failed before its end, or one still going (it stores the
-            async with stale.lock:  # rest of its messages when it ends, in a turn of its own)
+            await self._save_left_tool_runs(stale)  # rest of its messages when it ends, in a turn
+            async with stale.lock:  # of its own), or one the app stopped after a tool ran
                 await stale.turn.end()
         inputs = list(context.input_messages)
         client = getattr(agent, "client", None)
@@ -428,6 +434,7 @@ class ObservationalMemoryProvider(HistoryProvider):
         if layered:
             question = _key(inputs[-1]) if inputs else ""
             context.extend_middleware(self.source_id, _RunSteps(self, thread, run, moved, question))
+            context.extend_middleware(self.source_id, _RunTools(self, run, record_only=True))
         else:  # a client without the chat-middleware layer: each tool that runs is stored as it ran
             context.extend_middleware(self.source_id, _RunTools(self, run))
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
@@ -498,21 +505,32 @@ class ObservationalMemoryProvider(HistoryProvider):
             if turn.ended:
                 return
             left = Counter(saved)
-            fresh = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
-            if not fresh:
-                return
-            new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
-            await turn.step(new)
-            saved.update(_key(m) for m in fresh)
+            unsaved = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
+            # (without the tools a stopped run's cleanup stored meanwhile: it holds their calls)
+            fresh = [m for m in (_without_calls(m, run.tool_runs) for m in unsaved) if m is not None]
+            if fresh:
+                new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
+                await turn.step(new)
+            saved.update(_key(m) for m in unsaved)
+            run.stepped.update(c.call_id for m in fresh for c in m.contents
+                               if c.type == "function_result" and c.call_id)
+
+    async def _save_left_tool_runs(self, run: _Run) -> None:
+        """The tools a run ran that no step of it stored (the app left its stream after a tool
+        returned: no next model call came to store the step), each stored with its call."""
+        for call_id, (name, arguments, result, error) in list(run.ran.items()):
+            await self._save_tool_run(run, call_id, name, arguments, result, error, unless_stepped=True)
 
     async def _save_tool_run(
-        self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None
+        self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None,
+        *, unless_stepped: bool = False,
     ) -> None:
         """A tool that ran (a client without the chat-middleware layer): its call, unless the
-        thread holds it already (an approved call), and its result, as a step of the run's turn."""
+        thread holds it already (an approved call), and its result, as a step of the run's turn.
+        ``unless_stepped``: not when a step of the run stored its result already."""
         async with run.lock:
             turn = run.turn
-            if turn.ended:
+            if turn.ended or (unless_stepped and call_id in run.stepped) or call_id in run.tool_runs:
                 return
             held = any(c.tool_call_id == call_id for m in turn.context.raw_messages for c in m.tool_calls)
             args = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments or {})
@@ -738,11 +756,14 @@ def _after_question(messages: list[AFMessage], moved: set[str], question: str) -
 
 class _RunTools(FunctionMiddleware):
     """One run's function middleware, for a client without the chat-middleware layer: stores
-    each tool call and its result as the tool returns (or raises)."""
+    each tool call and its result as the tool returns (or raises). ``record_only`` (a client with
+    the layer, whose steps store the loop): only notes what each tool gave, for a run the app
+    stops before the next model call (:meth:`ObservationalMemoryProvider._save_left_tool_runs`)."""
 
-    def __init__(self, provider: ObservationalMemoryProvider, run: _Run) -> None:
+    def __init__(self, provider: ObservationalMemoryProvider, run: _Run, *, record_only: bool = False) -> None:
         self.provider = provider
         self.run = run
+        self.record_only = record_only
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
@@ -752,16 +773,17 @@ class _RunTools(FunctionMiddleware):
             await call_next()
         except Exception as exc:
             if isinstance(call_id, str):
-                await self.provider._save_tool_run(
-                    self.run, call_id, context.function.name, context.arguments,
-                    f"Error: {exc}", type(exc).__name__,
-                )
+                await self._ran(call_id, context, f"Error: {exc}", type(exc).__name__)
             raise
         if isinstance(call_id, str):
-            await self.provider._save_tool_run(
-                self.run, call_id, context.function.name, context.arguments, context.result,
-                None,
-            )
+            await self._ran(call_id, context, context.result, None)
+
+    async def _ran(self, call_id: str, context: FunctionInvocationContext, result: Any, error: str | None) -> None:
+        name, arguments = context.function.name, context.arguments
+        if self.record_only:
+            self.run.ran[call_id] = (name, arguments, result, error)
+        else:
+            await self.provider._save_tool_run(self.run, call_id, name, arguments, result, error)
 
 
 def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
