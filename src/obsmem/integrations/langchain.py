@@ -29,7 +29,8 @@ state with the id of one saved earlier and other content (LangGraph replaces a m
 edit) is saved in the earlier one's place while that one is unobserved, so the model gets the edited
 message only; once observed, the edit is saved as a new message. A message the app removes from
 the state (``RemoveMessage``) is deleted from the thread, with its tool call or results
-(:meth:`ObservationalMemoryMiddleware._removed`).
+(:meth:`ObservationalMemoryMiddleware._removed`); the messages a ``SummarizationMiddleware`` beside
+it replaces with its summary are not (obsmem keeps them), and the summary is neither stored nor sent.
 
 :func:`to_langchain` / :func:`from_langchain` convert messages both ways, keeping ids, tool
 calls and results (ids, names, errors), reasoning and attachments (see each function).
@@ -643,6 +644,12 @@ class _Plan:
     matched: set[str] = field(default_factory=set)
 
 
+def _is_summary(message: BaseMessage) -> bool:
+    """Whether ``message`` is the summary LangChain's ``SummarizationMiddleware`` puts in the
+    state in place of the messages it summarised (it marks it ``lc_source: summarization``)."""
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == "summarization"
+
+
 def _call_ids(message: Message) -> set[str]:
     """The ids of the tool calls ``message`` makes or answers."""
     return {c.tool_call_id for c in message.tool_calls} | {r.tool_call_id for r in message.tool_results}
@@ -706,7 +713,7 @@ def _state_variants(thread: str, run: _Run, messages: Sequence[BaseMessage]) -> 
     found: list[tuple[int, str]] = []
     for index, message in enumerate(messages):
         key = run.key(thread, message)
-        if key is None or isinstance(message, SystemMessage):
+        if key is None or isinstance(message, SystemMessage) or _is_summary(message):
             continue
         n = seen.get(key, 0)
         seen[key] = n + 1
@@ -883,6 +890,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         that one is unobserved (:meth:`_unobserved`), else as a new message; so is a message
         saved in place of another edited again (back). A message without an id gets a new one."""
         known = run.known
+        # SummarizationMiddleware's summary (beside this middleware) digests messages obsmem keeps
+        # itself (see :meth:`_removed`): neither saved nor sent, it is no message of the thread.
+        messages = [m for m in messages if not _is_summary(m)]
         ids: list[str | None] = [None] * len(messages)
         variants: list[str | None] = [None] * len(messages)  # each one's own id (before an edit's)
         places: dict[str, list[int]] = {}
@@ -1100,7 +1110,13 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         or another run of the thread at once: see :meth:`_Known.before`)."""
         known = run.known
         present = {str(m.id) for m in whole.get("messages") or () if m.id}
-        gone = known.before(whole) - present
+        held = known.before(whole)
+        if any(_is_summary(m) and str(m.id) not in held for m in whole.get("messages") or ()):
+            # SummarizationMiddleware beside this one replaced them with its summary: they are
+            # summarised, not removed by the app; obsmem keeps them (its observations do the
+            # summary's job) and never stores the summary (:meth:`_unsaved`).
+            return
+        gone = held - present
         kept = {known.latest[lc] for lc in present if lc in known.latest}
         removed = {known.latest.pop(lc) for lc in gone if lc in known.latest} - kept
         if not removed:
