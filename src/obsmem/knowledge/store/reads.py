@@ -282,12 +282,18 @@ class KnowledgeReads:
         for record in records:
             if not reaches(record.scope):
                 continue
+            # superseded by a record this reader cannot see: still superseded (every reader
+            # that sees the record agrees), without the successor or a history dated by it
+            unseen_successor = record.superseded_by is not None
             record = shown_record(self.t, record, reaches)
+            unseen_successor = unseen_successor and record.superseded_by is None \
+                and _known(record.deleted_at, view.as_known_at)
             if hidden_from(record, query.key):  # a speaker's fact an old version filed at org scope
                 continue
             if not self._alive(record, view):
                 continue
             valid_until, superseded = self._timeline_end(record, view)
+            superseded = superseded or unseen_successor
             if view.as_of is None:
                 if superseded and not view.include_superseded:
                     continue

@@ -1,0 +1,62 @@
+"""A record of Alice's resource removed as superseded by her thread t1's newer value reads alike
+from every scope that sees the record, with ``include_deleted=True`` alone: t1 (which sees the
+successor), t2 (which does not) and the resource itself (helper-194).
+
+Before, t1 left it out (superseded records need ``include_superseded``) while t2 and the resource
+returned it as a plain removal: the same read of the same record gave two answers. Now it is
+superseded everywhere; only t1 learns by which record (``superseded_by``), as before."""
+
+from __future__ import annotations
+
+import pytest
+
+from obsmem import Memory, MemoryConfig, Message
+from obsmem.knowledge import Knowledge, RecordView
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False},
+                      knowledge={"trust": "verified"})
+RESOURCE = "org:default/resource:alice"
+T1 = f"{RESOURCE}/thread:t1"
+T2 = f"{RESOURCE}/thread:t2"
+DELETED = RecordView(include_deleted=True)
+SUPERSEDED = RecordView(include_deleted=True, include_superseded=True)
+
+
+async def _curated(memory: Memory, knowledge: Knowledge) -> tuple[str, str]:
+    for thread in ("t1", "t2"):
+        async with memory.turn(thread_id=thread, resource_id="alice", messages=[Message.user("hello")]) as turn:
+            await turn.step([Message.assistant("Hi.")])
+    user = await knowledge.node("User", "person", RESOURCE)
+    old = await knowledge.append(user.id, "their home city is Munich", RESOURCE, reason="from the CRM",
+                                 attribute="home city", when="2025-01-01")
+    new = await knowledge.append(user.id, "their home city is Hamburg", T1, reason="said",
+                                 attribute="home city", when="2025-03-01", source_thread_id="t1")
+    run = await memory.curate_knowledge("t1")
+    assert [r for r, _ in run.removed] == [old.id]
+    return old.id, new.id
+
+
+async def test_include_deleted_reads_alike_in_t1_t2_and_the_resource(knowledge: Knowledge) -> None:
+    async with Memory("memory://", config=CONFIG, knowledge=knowledge) as memory:
+        old, new = await _curated(memory, knowledge)
+        store = knowledge.store
+        user = await knowledge.node("User", "person", RESOURCE)
+        for scope in (T1, T2, RESOURCE):
+            assert await store.get_record(old, scope, DELETED) is None, scope
+            about = (await store.list_about(user.id, scope, view=DELETED)).items
+            assert old not in [r.id for r in about], scope
+            found = await store.get_record(old, scope, SUPERSEDED)
+            assert found is not None and found.deleted_at is not None, scope
+            assert found.superseded_by == (new if scope == T1 else None), scope
+
+
+async def test_a_plain_removal_reads_alike_too(knowledge: Knowledge) -> None:
+    """Control: removed from t1 without a successor: a deleted record in every scope."""
+    user = await knowledge.node("User", "person", RESOURCE)
+    cat = await knowledge.append(user.id, "they own a cat", RESOURCE, reason="from the CRM")
+    await knowledge.remove(cat.id, T1, reason="the user said so")
+    for scope in (T1, T2, RESOURCE):
+        found = await knowledge.store.get_record(cat.id, scope, DELETED)
+        assert found is not None and found.deleted_at is not None and found.superseded_by is None, scope
