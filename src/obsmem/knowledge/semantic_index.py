@@ -35,6 +35,7 @@ from obsmem.knowledge.store.contract import (
     TrustState,
     record_document_id,
 )
+from obsmem.knowledge.store.outbox import DRAIN_LEASE_SECONDS
 from obsmem.knowledge.store.reads import check_limit
 from obsmem.knowledge.store.scopes import Scope
 
@@ -77,7 +78,7 @@ class SemanticIndex:
         self.embedder = embedder
         self.worker_id = worker_id or f"knowledge-index-{uuid.uuid4().hex[:12]}"
 
-    async def drain(self, *, lease_seconds: float = 60.0) -> int:
+    async def drain(self, *, lease_seconds: float = DRAIN_LEASE_SECONDS) -> int:
         """Apply every claimable outbox entry; return how many were applied."""
         applied = 0
         for _ in range(MAX_BATCHES):

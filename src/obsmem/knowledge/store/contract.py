@@ -249,7 +249,8 @@ class OutboxEntry(_Frozen):
     lease_seconds: float | None = None
     """The lease its holder claimed it for (``claim_outbox``'s ``lease_seconds``): the claim
     expires by it, whichever worker looks next. None when not held (and on an entry an older
-    version claimed: that one expires by the lease of the worker looking)."""
+    version claimed: that one expires by the longer of the lease of the worker looking and
+    ``Knowledge.drain``'s 60 s)."""
     created_at: datetime
     completed_at: datetime | None = None
 

@@ -12,6 +12,10 @@ Workers that keep the vector index in step claim entries with a lease. The rules
 * only the worker holding the claim can complete or release it; a release puts the entry back
   to pending, available again at ``retry_at``.
 
+An entry claimed by an obsmem from before a522022 keeps no holder's lease. Its holder was a
+``Knowledge.drain`` (:data:`DRAIN_LEASE_SECONDS`) unless it called the store itself, so it
+expires by the longer of that and the claiming worker's lease.
+
 ``lease_seconds`` is any finite number >= 0 (:func:`lease_of`); one longer than Python's
 longest duration is that duration, a lease that never expires. An expiry is tested as
 ``now - claimed_at >= lease``, which cannot overflow, never as ``claimed_at + lease``.
@@ -28,7 +32,10 @@ from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import OutboxEntry, StoredVector, TrustState
 from obsmem.knowledge.store.tables import KnowledgeTables
 
-__all__ = ["claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector"]
+__all__ = ["DRAIN_LEASE_SECONDS", "claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector"]
+
+DRAIN_LEASE_SECONDS = 60.0
+"""The lease :meth:`SemanticIndex.drain` claims with, unless told another."""
 
 _PAGE = 100  # open entries a claim reads at a time (at least twice its limit)
 
@@ -54,6 +61,7 @@ def claim_outbox(
     tables: KnowledgeTables, now: datetime, worker_id: str, limit: int, lease_seconds: float
 ) -> list[OutboxEntry]:
     lease = lease_of(lease_seconds)
+    unrecorded = max(lease, timedelta(seconds=DRAIN_LEASE_SECONDS))  # an old version's claim
     blocked: set[str] = set()
     claimed: list[OutboxEntry] = []
     page_size = max(2 * limit, _PAGE)
@@ -69,8 +77,7 @@ def claim_outbox(
             if entry.document_id in blocked:
                 continue
             blocked.add(entry.document_id)
-            # the holder's lease (an entry an older version claimed has none: the claimer's)
-            held_for = lease if entry.lease_seconds is None else lease_of(entry.lease_seconds)
+            held_for = unrecorded if entry.lease_seconds is None else lease_of(entry.lease_seconds)
             expired = entry.claimed_at is not None and now - entry.claimed_at >= held_for
             if entry.available_at <= now and (entry.status == "pending" or expired):
                 taken = entry.model_copy(
