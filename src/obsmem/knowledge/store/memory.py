@@ -157,6 +157,9 @@ class MemoryKnowledgeTables:
         self.tombstones: dict[str, Tombstone] = {}
         self.outbox: dict[str, OutboxEntry] = {}
         self.vectors: dict[str, StoredVector] = {}
+        self.vectors_by_scope: dict[str, set[str]] = {}
+        """Document ids of :attr:`vectors` per scope, so a search reads its scope chain's
+        vectors, not every vector of the store (rebuilt when a failed write is undone)."""
         self.forgotten_values: dict[str, ForgottenValue] = {}
         self.search_index = _SearchIndex()
         """The lexical index of the nodes and records (a rolled-back write's changes undone)."""
@@ -168,6 +171,9 @@ class MemoryKnowledgeTables:
     def restore(self, snapshot: dict[str, dict[str, Any]]) -> None:
         for name, rows in snapshot.items():
             setattr(self, name, rows)
+        self.vectors_by_scope = {}
+        for vector in self.vectors.values():
+            self.vectors_by_scope.setdefault(vector.scope, set()).add(vector.document_id)
         self.search_index.roll_back()  # the failed write's changes to it undone
 
     # nodes
@@ -298,20 +304,33 @@ class MemoryKnowledgeTables:
         return [_clone(e) for e in self.outbox.values()]
 
     def put_vector(self, vector: StoredVector) -> None:
+        self._unindex_vector(vector.document_id)
         self.vectors[vector.document_id] = _clone_vector(vector)
+        self.vectors_by_scope.setdefault(vector.scope, set()).add(vector.document_id)
+
+    def _unindex_vector(self, document_id: str) -> None:
+        stored = self.vectors.get(document_id)
+        if stored is None:
+            return
+        ids = self.vectors_by_scope.get(stored.scope, set())
+        ids.discard(document_id)
+        if not ids:
+            self.vectors_by_scope.pop(stored.scope, None)
 
     def delete_vector(self, document_id: str, scope: str | None) -> bool:
         stored = self.vectors.get(document_id)
         if stored is None or (scope is not None and stored.scope != scope):
             return False
+        self._unindex_vector(document_id)
         del self.vectors[document_id]
         return True
 
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]:
-        found = [
-            _clone_vector(v) for v in self.vectors.values() if scope_keys is None or v.scope in scope_keys
-        ]
-        return sorted(found, key=lambda v: v.document_id)
+        if scope_keys is None:
+            ids: Iterable[str] = list(self.vectors)
+        else:
+            ids = {i for key in dict.fromkeys(scope_keys) for i in self.vectors_by_scope.get(key, ())}
+        return [_clone_vector(self.vectors[i]) for i in sorted(ids)]
 
     # forgotten values
     def save_forgotten(self, forgotten: ForgottenValue) -> None:
@@ -374,6 +393,7 @@ class MemoryKnowledgeTables:
     def delete_vectors_under(self, scope_key: str) -> int:
         gone = [key for key, vector in self.vectors.items() if under(vector.scope, scope_key)]
         for key in gone:
+            self._unindex_vector(key)
             del self.vectors[key]
         return len(gone)
 
