@@ -153,11 +153,18 @@ def test_an_answer_with_a_web_search_is_sent_back_with_it(env: Env, model: McpMo
     assert not model.invalid
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("whole_history", [False, True], ids=["new-items", "whole-history"])
-def test_an_mcp_approval_answers_its_request(env: Env, model: McpModel, whole_history: bool) -> None:
-    client = _client(env, f"hosted-193-mcp-{whole_history}")
+def test_an_mcp_approval_answers_its_request(env: Env, model: McpModel, whole_history: bool, stream: bool) -> None:
+    thread = f"hosted-193-mcp-{whole_history}-{stream}"
+    client = _client(env, thread)
     first = [{"role": "user", "content": "mcp send bob the money"}]
-    asked = _dumped(client.responses.create(model="m", input=first, store=False).output)
+    if stream:
+        events = list(client.responses.create(model="m", input=first, store=False, stream=True))
+        assert events[-1].type == "response.completed"
+        asked = _dumped(events[-1].response.output)  # type: ignore[union-attr]
+    else:
+        asked = _dumped(client.responses.create(model="m", input=first, store=False).output)
     assert [i["type"] for i in asked] == ["mcp_list_tools", "mcp_approval_request"]
     approval = {"type": "mcp_approval_response", "approval_request_id": asked[1]["id"], "approve": True}
     answered = client.responses.create(model="m", input=[*first, *asked, approval] if whole_history else [approval],
@@ -171,7 +178,7 @@ def test_an_mcp_approval_answers_its_request(env: Env, model: McpModel, whole_hi
     assert later[-6:-2] == [*asked, approval, mcp_call]
     assert later[-2].get("role") == "assistant" and _text(later[-2]) == "sent it"
     # what the MCP tool said is a tool's result in memory, never the user's words
-    stored = _stored(env, f"hosted-193-mcp-{whole_history}")
+    stored = _stored(env, thread)
     assert INJECTED not in _user_texts(stored)
     assert any(INJECTED in json.dumps(p.result) for m in stored for p in m.parts if isinstance(p, ToolResultPart))
     assert not model.invalid
@@ -240,3 +247,81 @@ def test_a_screenshot_that_comes_after_the_user_went_on_reaches_the_model(env: E
         assert IMAGE not in json.dumps([i for i in sent if i.get("role") == "user"])
     assert not model.invalid
 
+
+
+class UnstoredModel(McpModel):
+    """McpModel that answers 'think …' with a reasoning item and a message, the reasoning item
+    without its encrypted_content (none was asked for in ``include``), and refuses, as OpenAI
+    does, a reasoning item sent by id alone that was made under ``store=false``: it was never kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unstored: set[str] = set()
+
+    def __call__(self, recorded: Recorded) -> Reply:
+        items = recorded.body.get("input")
+        assert isinstance(items, list)
+        for item in items:
+            if item.get("type") == "reasoning" and item.get("id") in self.unstored and not item.get("encrypted_content"):
+                problem = (f"Item with id '{item['id']}' not found. Items are not persisted when `store` is set to "
+                           "false. Try again with `store` set to true, or remove this item from your input.")
+                self.invalid.append(problem)
+                return Reply(status=404, json={"error": {"message": problem, "type": "invalid_request_error"}})
+        last = items[-1]
+        if last.get("role") != "user" or not _text(last).startswith("think"):
+            return super().__call__(recorded)
+        self.streaming = bool(recorded.body.get("stream"))
+        n = next(self._ids)
+        reasoning: dict[str, Any] = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "pondered"}]}
+        wants = "reasoning.encrypted_content" in (recorded.body.get("include") or [])
+        if wants:
+            reasoning["encrypted_content"] = f"ENC{n}"
+        if recorded.body.get("store") is False and not wants:
+            self.unstored.add(reasoning["id"])
+        message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": "thought", "annotations": []}]}  # fmt: skip
+        self.following[reasoning["id"]] = message["id"]
+        return self._response(n, [reasoning, message])
+
+
+@pytest.fixture(scope="module")
+def unstored_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    yield from responses_env(tmp_path_factory, "responses-unstored-193", UnstoredModel())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("store", [False, True, None], ids=["store-false", "store-true", "store-default"])
+def test_a_reasoning_answer_not_stored_upstream_leaves_the_thread_going(
+    unstored_env: Env, store: bool | None, stream: bool
+) -> None:
+    """A reasoning model asked with store=false and no encrypted_content: its reasoning item is
+    kept nowhere upstream, so it cannot go back by its id (OpenAI: 404 'Item … not found')."""
+    model = unstored_env.upstream.responder
+    assert isinstance(model, UnstoredModel)
+    model.invalid.clear()  # (the module's upstream: what an earlier case made it refuse)
+    client = _client(unstored_env, f"hosted-193-unstored-{store}-{stream}")
+    options: dict[str, Any] = {} if store is None else {"store": store}
+    if stream:
+        events = list(client.responses.create(model="m", input="think hard", stream=True, **options))
+        assert events[-1].type == "response.completed"
+    else:
+        assert client.responses.create(model="m", input="think hard", **options).output_text == "thought"
+    assert client.responses.create(model="m", input="plain and so?", **options).output_text.startswith("said")
+    sent = _sent(unstored_env)
+    assert any(i.get("role") == "assistant" and _text(i) == "thought" for i in sent)
+    if store is not False:  # kept upstream: the reasoning item goes back by its id
+        assert any(i.get("type") == "reasoning" for i in sent)
+    assert not model.invalid
+
+
+def test_a_conversation_is_not_forwarded(env: Env, model: McpModel) -> None:
+    """The thread's memory stands for OpenAI's conversation as for previous_response_id: sent on,
+    the upstream would put the stored conversation before the memory's context (the history twice)
+    and add that whole context to the conversation at each request."""
+    client = _client(env, "hosted-193-conversation")
+    client.responses.create(model="m", input="plain hello", extra_body={"conversation": "conv_1"})
+    client.responses.create(model="m", input="plain again", extra_body={"conversation": {"id": "conv_1"}},
+                            previous_response_id="resp_1")  # fmt: skip
+    for recorded in env.upstream.requests[-2:]:
+        assert "conversation" not in recorded.body and "previous_response_id" not in recorded.body
+    assert "hello" in json.dumps(_sent(env))

@@ -625,10 +625,11 @@ class ResponsesAnswer:
     #: The events after which a stream has nothing more to say.
     _TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 
-    def __init__(self) -> None:
+    def __init__(self, *, stored: bool = True) -> None:
         self.output: list[Any] | None = None
         self._response: dict[str, Any] | None = None  # the terminal event's response
         self._ended = False
+        self._stored = stored  # the request let the upstream keep its items (``store`` not false)
 
     def whole(self, body: Any) -> None:
         output = body.get("output") if isinstance(body, dict) else None
@@ -672,6 +673,14 @@ class ResponsesAnswer:
         if not self.output:
             return []
         output = [item for item in self.output if isinstance(item, dict)]
+        if not self._stored:
+            # Asked with store=false, OpenAI keeps none of the answer's items: a reasoning item
+            # without its encrypted_content (none asked for in ``include``) cannot go back by its id
+            # ("Item with id 'rs_…' not found. Items are not persisted when `store` is set to
+            # false"). Kept without the id, it is saved as reasoning and never sent back.
+            output = [{k: v for k, v in item.items() if k != "id"}
+                      if item.get("type") == "reasoning" and not item.get("encrypted_content") else item
+                      for item in output]  # fmt: skip
         kept = [
             item for at, item in enumerate(output) if item.get("type") in self._KEEP
             # a reasoning item goes back only with the item that followed it (OpenAI refuses it
@@ -1818,8 +1827,8 @@ async def responses(
     request: Request, principal: Caller, service: ServiceDep, thread: ThreadHeader = None,
     resource: ResourceHeader = None,
 ) -> Response:  # fmt: skip
-    """The Responses API through memory (streaming or not); ``previous_response_id`` is replaced
-    by the thread's memory. Custom tool, computer use, shell and apply_patch calls and their
+    """The Responses API through memory (streaming or not); ``previous_response_id`` and
+    ``conversation`` are replaced by the thread's memory (not sent upstream). Custom tool, computer use, shell and apply_patch calls and their
     outputs are stored as tool calls and results and sent upstream as the items they came as;
     so are hosted tools' items (web search, file search, code interpreter, image generation, MCP:
     each a call answered by what it returned, an MCP approval the output of its request). An
@@ -1851,6 +1860,8 @@ async def responses(
     parsed = await _retried(service, thread_id, _from_responses(new, history))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     turn = await service.memory.begin_turn(thread_id=thread_id, messages=parsed, model=model)
-    payload = {k: v for k, v in body.items() if k != "previous_response_id"}
+    # the thread's memory stands for what OpenAI keeps of a conversation: sent on, the upstream would
+    # put its stored items before the memory's context, and add that context to them at each request
+    payload = {k: v for k, v in body.items() if k not in ("previous_response_id", "conversation")}
     payload["input"] = [*system, *_responses_input(turn.context.messages)]
-    return await _forward(service, turn, "/responses", payload, ResponsesAnswer())
+    return await _forward(service, turn, "/responses", payload, ResponsesAnswer(stored=body.get("store") is not False))
