@@ -42,6 +42,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
+from uuid import UUID
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -862,6 +863,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         except RuntimeError:  # outside a runnable context: only the explicit ids
             pass
         thread = self.thread_id or configurable.get("thread_id")
+        if isinstance(thread, UUID) or (isinstance(thread, int) and not isinstance(thread, bool)):
+            thread = str(thread)  # LangGraph and its checkpointers take these, by their text
         if not isinstance(thread, str) or not thread:
             raise InvalidInputError(
                 "ObservationalMemoryMiddleware needs a thread id: pass thread_id=... or run the agent with "
