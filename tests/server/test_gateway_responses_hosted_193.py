@@ -23,7 +23,7 @@ from typing import Any
 import openai
 import pytest
 
-from obsmem.types import Message, TextPart, ToolResultPart
+from obsmem.types import FilePart, Message, TextPart, ToolResultPart
 from tests.models.wire_server import Recorded, Reply
 from tests.server.conftest import Env
 from tests.server.test_gateway_responses_items_191 import HostedToolModel
@@ -137,6 +137,11 @@ def test_a_history_with_a_hosted_tool_item_goes_on_and_is_sent_as_it_came(
         assert after.get("role") == "assistant" and _text(after) == "here it is"
     stored = _stored(env, thread)
     assert "Oslo" not in _user_texts(stored) and "42" not in _user_texts(stored)
+    # what a tool returned is a tool's result: an image made is kept as an image, not its base64 as text
+    results = json.dumps([p.result for m in stored for p in m.parts if isinstance(p, ToolResultPart)])
+    assert IMAGE.split(",", 1)[1] not in results
+    if kind == "image_generation":
+        assert [p.media_type for m in stored for p in m.parts if isinstance(p, FilePart)] == ["image/png"]
     assert not model.invalid
 
 

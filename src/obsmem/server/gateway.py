@@ -883,13 +883,42 @@ def _hosted_results(
         parts.append(part)
         shape = hosted.get(part.tool_call_id) if isinstance(part, ToolCallPart) else None
         if isinstance(part, ToolCallPart) and shape is not None:
-            returned = shape["returned"]
+            returned = dict(shape["returned"])
+            image = returned.pop("result", None) if shape.get("type") == "image_generation_call" else None
             parts.append(ToolResultPart(tool_call_id=part.tool_call_id, tool_name=part.tool_name,
                                         result=returned or shape.get("status", "completed"),
                                         is_error=bool(returned.get("error"))))  # fmt: skip
+            if isinstance(image, str) and image:  # the image made: kept as an image, not its base64 as a text
+                parts.append(FilePart(media_type=_image_type(image), data=image, filename=f"{part.tool_call_id}.image"))
     noted = {k: ({**{f: v for f, v in shape.items() if f != "returned"}, "returned": sorted(shape["returned"])}
                  if k in hosted and isinstance(shape, dict) else shape) for k, shape in shapes.items()}  # fmt: skip
     return message.model_copy(update={"parts": tuple(parts)}), noted
+
+
+def _image_type(data: str) -> str:
+    """The media type of a base64 image, by its first bytes (an image generation call does not say)."""
+    for head, media_type in (("iVBOR", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "image/webp"),
+                             ("R0lGOD", "image/gif")):  # fmt: skip
+        if data.startswith(head):
+            return media_type
+    return "image/png"
+
+
+def _hosted_files(message: Message) -> dict[str, FilePart]:
+    """The images hosted tools made (an image generation call's), by the call id of the result they
+    follow in ``message``."""
+    note = message.metadata.get(RESPONSES_ITEMS)
+    calls = note.get("calls") if isinstance(note, dict) else None
+    if not isinstance(calls, dict):
+        return {}
+    files: dict[str, FilePart] = {}
+    before: Any = None
+    for part in message.parts:
+        if isinstance(part, FilePart) and isinstance(before, ToolResultPart) and isinstance(
+                calls.get(before.tool_call_id), dict) and calls[before.tool_call_id].get("type") in _HOSTED:  # fmt: skip
+            files[before.tool_call_id] = part
+        before = part
+    return files
 
 
 def _next(queues: dict[str, list[Any]], key: str) -> Any:
@@ -1017,7 +1046,10 @@ def _message_items(message: Message, kinds: dict[str, str]) -> list[dict[str, An
     noted them: the answer message's before this version, the calls' before 181376c), OpenAI would
     refuse the request ("… was provided without its required following item"), so the message's
     reasoning items are left out and its items sent without the ids they pair by."""
-    items = to_openai_responses([message])
+    made = {id(f) for f in _hosted_files(message).values()}  # sent in their calls' items, not as attachments
+    items = to_openai_responses([message.model_copy(update={"parts": tuple(p for p in message.parts
+                                                                           if id(p) not in made)})] if made
+                                else [message])  # fmt: skip
     came = _as_they_came(message, items, kinds, paired=True)
     if _pairs_whole(came):
         return came
@@ -1054,6 +1086,7 @@ def _as_they_came(
     said_ids = iter(said if isinstance(said, list) and len(said) == len(answers) else [])
     parts = {p.tool_call_id: p for p in message.parts if isinstance(p, ToolResultPart)}
     results = {call_id: part.result for call_id, part in parts.items()}
+    made = _hosted_files(message)
     came: list[dict[str, Any]] = []
     after_reasoning = False  # a reasoning item sent with its id came before, in this answer
     for item in items:
@@ -1064,7 +1097,7 @@ def _as_they_came(
             call_id = item.get("call_id")
             shape = calls.get(call_id)
             if isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST):
-                item = _hosted_as_it_came(item, shape, results.get(str(call_id)))
+                item = _hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
             elif isinstance(shape, dict):
                 item = _call_as_it_came(item, shape, after_reasoning)
             elif after_reasoning and isinstance(call_ids.get(call_id), str):
@@ -1092,9 +1125,12 @@ def _as_they_came(
     return came
 
 
-def _hosted_as_it_came(item: dict[str, Any], shape: dict[str, Any], result: Any) -> dict[str, Any]:
+def _hosted_as_it_came(
+    item: dict[str, Any], shape: dict[str, Any], result: Any, image: FilePart | None = None
+) -> dict[str, Any]:
     """A hosted tool's item (or an MCP approval request) as it came: its type, id and status, what
-    it was asked (the call's arguments) and what it returned (the call's result)."""
+    it was asked (the call's arguments) and what it returned (the call's result, and the image an
+    image generation call made)."""
     try:
         arguments = json.loads(item["arguments"])
     except (ValueError, RecursionError):
@@ -1107,6 +1143,8 @@ def _hosted_as_it_came(item: dict[str, Any], shape: dict[str, Any], result: Any)
     came.update(arguments)
     if isinstance(result, dict):
         came.update({k: result[k] for k in returned if k in result})
+    if image is not None and "result" in returned:
+        came["result"] = image.data
     return came
 
 
