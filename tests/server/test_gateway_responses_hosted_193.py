@@ -23,7 +23,7 @@ from typing import Any
 import openai
 import pytest
 
-from obsmem.types import FilePart, Message, TextPart, ToolResultPart
+from obsmem.types import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from tests.models.wire_server import Recorded, Reply
 from tests.server.conftest import Env
 from tests.server.test_gateway_responses_items_191 import HostedToolModel
@@ -262,6 +262,7 @@ class UnstoredModel(McpModel):
     def __init__(self) -> None:
         super().__init__()
         self.unstored: set[str] = set()
+        self.reasoned: dict[str, str] = {}  # item id -> the reasoning item it came after
 
     def __call__(self, recorded: Recorded) -> Reply:
         items = recorded.body.get("input")
@@ -272,6 +273,13 @@ class UnstoredModel(McpModel):
                            "false. Try again with `store` set to true, or remove this item from your input.")
                 self.invalid.append(problem)
                 return Reply(status=404, json={"error": {"message": problem, "type": "invalid_request_error"}})
+        for index, item in enumerate(items):
+            before = items[index - 1] if index else {}
+            if item.get("id") in self.reasoned and before.get("id") != self.reasoned[item["id"]]:
+                problem = (f"Item '{item['id']}' of type '{item.get('type')}' was provided without its required "
+                           f"'reasoning' item: '{self.reasoned[item['id']]}'.")
+                self.invalid.append(problem)
+                return Reply(status=400, json={"error": {"message": problem, "type": "invalid_request_error"}})
         last = items[-1]
         if last.get("role") != "user" or not _text(last).startswith("think"):
             return super().__call__(recorded)
@@ -285,6 +293,12 @@ class UnstoredModel(McpModel):
             self.unstored.add(reasoning["id"])
         message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": "thought", "annotations": []}]}  # fmt: skip
+        if _text(last).startswith("think and search"):
+            search = {"type": "web_search_call", "id": f"ws_{n}", "status": "completed",
+                      "action": {"type": "search", "query": "the news"}}  # fmt: skip
+            self.following[reasoning["id"]] = search["id"]
+            self.reasoned[search["id"]] = reasoning["id"]
+            return self._response(n, [reasoning, search, message])
         self.following[reasoning["id"]] = message["id"]
         return self._response(n, [reasoning, message])
 
@@ -294,28 +308,34 @@ def unstored_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     yield from responses_env(tmp_path_factory, "responses-unstored-193", UnstoredModel())
 
 
+@pytest.mark.parametrize("question", ["think hard", "think and search hard"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("store", [False, True, None], ids=["store-false", "store-true", "store-default"])
 def test_a_reasoning_answer_not_stored_upstream_leaves_the_thread_going(
-    unstored_env: Env, store: bool | None, stream: bool
+    unstored_env: Env, store: bool | None, stream: bool, question: str
 ) -> None:
     """A reasoning model asked with store=false and no encrypted_content: its reasoning item is
     kept nowhere upstream, so it cannot go back by its id (OpenAI: 404 'Item … not found')."""
     model = unstored_env.upstream.responder
     assert isinstance(model, UnstoredModel)
     model.invalid.clear()  # (the module's upstream: what an earlier case made it refuse)
-    client = _client(unstored_env, f"hosted-193-unstored-{store}-{stream}")
+    thread = f"hosted-193-unstored-{store}-{stream}-{len(question)}"
+    client = _client(unstored_env, thread)
     options: dict[str, Any] = {} if store is None else {"store": store}
     if stream:
-        events = list(client.responses.create(model="m", input="think hard", stream=True, **options))
+        events = list(client.responses.create(model="m", input=question, stream=True, **options))
         assert events[-1].type == "response.completed"
     else:
-        assert client.responses.create(model="m", input="think hard", **options).output_text == "thought"
+        assert client.responses.create(model="m", input=question, **options).output_text == "thought"
     assert client.responses.create(model="m", input="plain and so?", **options).output_text.startswith("said")
     sent = _sent(unstored_env)
     assert any(i.get("role") == "assistant" and _text(i) == "thought" for i in sent)
-    if store is not False:  # kept upstream: the reasoning item goes back by its id
+    if store is not False:  # kept upstream: the reasoning item goes back by its id (the search with it)
         assert any(i.get("type") == "reasoning" for i in sent)
+        assert ("search" in question) == any(i.get("type") == "web_search_call" for i in sent)
+    if "search" in question:  # the search is in memory all the same
+        assert any(p.tool_name == "web_search" for m in _stored(unstored_env, thread) for p in m.parts
+                   if isinstance(p, ToolCallPart))  # fmt: skip
     assert not model.invalid
 
 

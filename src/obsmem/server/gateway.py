@@ -63,6 +63,7 @@ from obsmem import (
     Message,
     ThreadNotFoundError,
     FilePart,
+    ReasoningPart,
     ToolCallPart,
     ToolResultPart,
     Turn,
@@ -1087,6 +1088,7 @@ def _as_they_came(
     parts = {p.tool_call_id: p for p in message.parts if isinstance(p, ToolResultPart)}
     results = {call_id: part.result for call_id, part in parts.items()}
     made = _hosted_files(message)
+    reasoned = _reasoned_calls(message)
     came: list[dict[str, Any]] = []
     after_reasoning = False  # a reasoning item sent with its id came before, in this answer
     for item in items:
@@ -1096,6 +1098,11 @@ def _as_they_came(
         elif kind == "function_call":
             call_id = item.get("call_id")
             shape = calls.get(call_id)
+            if isinstance(shape, dict) and shape.get("type") in _HOSTED and call_id in reasoned and not after_reasoning:
+                # its reasoning item is not sent (kept nowhere upstream: store=false), and OpenAI takes
+                # a hosted tool's item only with its id and that id only with the reasoning item
+                # before it: left out (memory keeps what it found)
+                continue
             if isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST):
                 item = _hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
             elif isinstance(shape, dict):
@@ -1123,6 +1130,17 @@ def _as_they_came(
                 item = {**item, "id": ids["id"], "status": ids.get("status", "completed")}
         came.append(item)
     return came
+
+
+def _reasoned_calls(message: Message) -> set[str]:
+    """The call ids of ``message``'s calls that came after a reasoning item of it."""
+    reasoned: set[str] = set()
+    thought = False
+    for part in message.parts:
+        thought = thought or isinstance(part, ReasoningPart)
+        if thought and isinstance(part, ToolCallPart):
+            reasoned.add(part.tool_call_id)
+    return reasoned
 
 
 def _hosted_as_it_came(
