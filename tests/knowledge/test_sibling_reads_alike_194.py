@@ -8,6 +8,8 @@ superseded everywhere; only t1 learns by which record (``superseded_by``), as be
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from obsmem import Memory, MemoryConfig, Message
@@ -60,3 +62,19 @@ async def test_a_plain_removal_reads_alike_too(knowledge: Knowledge) -> None:
     for scope in (T1, T2, RESOURCE):
         found = await knowledge.store.get_record(cat.id, scope, DELETED)
         assert found is not None and found.deleted_at is not None and found.superseded_by is None, scope
+
+
+async def test_t2_reads_no_validity_it_cannot_date(knowledge: Knowledge) -> None:
+    """Read ``as_of`` a time with ``include_deleted=True``, t1 dates the old value's end by its own
+    record (March); t2 and the resource cannot, so they read no history of it at all (as without
+    ``include_deleted``). Before, they returned it as valid at any time after January, April
+    included, where t1 reads that it no longer held."""
+    async with Memory("memory://", config=CONFIG, knowledge=knowledge) as memory:
+        old, _ = await _curated(memory, knowledge)
+        store = knowledge.store
+        for month in (2, 4):
+            view = RecordView(include_deleted=True, include_superseded=True, as_of=datetime(2025, month, 1, tzinfo=UTC))
+            in_t1 = await store.get_record(old, T1, view)
+            assert (in_t1 is not None) == (month == 2)
+            for scope in (T2, RESOURCE):
+                assert await store.get_record(old, scope, view) is None, (scope, month)

@@ -297,6 +297,8 @@ class KnowledgeReads:
             if view.as_of is None:
                 if superseded and not view.include_superseded:
                     continue
+            elif unseen_successor:
+                continue  # its validity ended when the successor began: that scope's to know
             elif not (record.valid_from <= view.as_of and (valid_until is None or view.as_of < valid_until)):
                 continue
             result.append(record.model_copy(update={"valid_until": valid_until}))
