@@ -45,6 +45,10 @@ class McpModel(HostedToolModel):
     def __call__(self, recorded: Recorded) -> Reply:
         items = recorded.body.get("input")
         assert isinstance(items, list)
+        if recorded.body.get("background"):  # queued: the answer is fetched later, by its id
+            n = next(self._ids)
+            return Reply(json={"id": f"resp_{n}", "object": "response", "status": "queued", "model": "m",
+                               "output": [], "background": True})  # fmt: skip
         last = items[-1]
         problem = self.hosted_refusal(items)
         if problem is not None:
@@ -350,3 +354,17 @@ def test_a_conversation_is_not_forwarded(env: Env, model: McpModel) -> None:
     for recorded in env.upstream.requests[-2:]:
         assert "conversation" not in recorded.body and "previous_response_id" not in recorded.body
     assert "hello" in json.dumps(_sent(env))
+
+
+def test_a_background_response_is_refused(env: Env, model: McpModel) -> None:
+    """A background response is queued upstream and fetched later from OpenAI by its id
+    (GET /v1/responses/{id}): the gateway, which saves the answer as it comes, would never see it,
+    and the thread would keep the question without its answer. Refused, naming background."""
+    client = _client(env, "hosted-193-background")
+    requests = len(env.upstream.requests)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="m", input="plain research this", background=True)
+    assert "background" in str(refused.value)
+    assert len(env.upstream.requests) == requests
+    assert client.responses.create(model="m", input="plain research this").output_text.startswith("said")
+    assert [_text(i) for i in _sent(env)] == ["plain research this"]  # the refused request saved nothing

@@ -1888,7 +1888,8 @@ async def responses(
     outputs are stored as tool calls and results and sent upstream as the items they came as;
     so are hosted tools' items (web search, file search, code interpreter, image generation, MCP:
     each a call answered by what it returned, an MCP approval the output of its request). An
-    ``item_reference`` is refused (400): it names an item OpenAI stored, which memory cannot hold."""
+    ``item_reference`` is refused (400): it names an item OpenAI stored, which memory cannot hold;
+    so is ``background`` (its answer is fetched later from the upstream, where memory never sees it)."""
     principal.may_write()
     if service.settings.upstream_kind != "openai":
         raise InvalidInputError(
@@ -1896,6 +1897,13 @@ async def responses(
             "use /v1/chat/completions.", argument="upstream",
         )  # fmt: skip
     body = await _body(request)
+    if body.get("background"):
+        raise InvalidInputError(
+            "'background' responses are not supported by the memory gateway: it saves each answer as it "
+            "comes, and a background response is fetched later from the upstream by its id, where memory never "
+            "sees it. Send the request without 'background' (with 'stream' for a long answer).",
+            argument="background",
+        )
     thread_id, resource_id = _target(body, thread, resource)
     raw = body.get("input")
     items: Any = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else raw
