@@ -384,11 +384,7 @@ class ObsmemSession:
         )
         history: list[Message] = []
         if answers_earlier:
-            try:
-                await self.memory.get_thread(self.session_id, resource_id=self.resource_id)
-                history = (await self.memory.get_context(self.session_id)).raw_messages
-            except ThreadNotFoundError:
-                history = []
+            history = await self._answered_history(raw, calls)
         messages = from_agents_items(raw, history=history)
         user_input = any(m.role == "user" and not m.is_marker_only for m in messages)
         if user_input or self._turn is None or self._turn.ended:
@@ -404,6 +400,34 @@ class ObsmemSession:
             )
         else:
             await self._turn.step(messages)
+
+    async def _answered_history(self, raw: list[dict[str, Any]], calls: set[Any]) -> list[Message]:
+        """The session's unobserved messages, holding the calls the outputs of ``raw`` answer
+        (those not made in ``raw`` itself: ``calls``). A call waits for its output there (obsmem
+        observes a call with its output), unless the session lost it while the run waited (a tool
+        approval: ``needs_approval``, resumed from a ``RunState``): cleared (:meth:`clear_session`)
+        or undone (:meth:`pop_item`). Then the run is over: its output answers nothing, and the
+        error says so before the SDK calls the model with the run's own copy of the conversation."""
+        try:
+            await self.memory.get_thread(self.session_id, resource_id=self.resource_id)
+            history = (await self.memory.get_context(self.session_id)).raw_messages
+        except ThreadNotFoundError:
+            history = []
+        held = {call.tool_call_id for message in history for call in message.tool_calls}
+        lost = sorted({
+            str(item.get("call_id")) for item in raw
+            if _kind(item) == "function_call_output" and item.get("call_id") not in calls
+            and item.get("call_id") not in held
+        })
+        if lost:
+            raise InvalidInputError(
+                f"The run's tool output answers a call session '{self.session_id}' no longer holds "
+                f"({', '.join(repr(c) for c in lost)}: undone with pop_item, or cleared, while the run "
+                "waited for a tool approval): nothing of it is stored and the run is over. Run the agent "
+                "with a new input to go on in the session.",
+                argument="items",
+            )
+        return history
 
     async def _end_turn(self) -> None:
         turn, self._turn = self._turn, None
