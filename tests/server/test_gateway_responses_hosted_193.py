@@ -272,7 +272,8 @@ class UnstoredModel(McpModel):
         items = recorded.body.get("input")
         assert isinstance(items, list)
         for item in items:
-            if item.get("type") == "reasoning" and item.get("id") in self.unstored and not item.get("encrypted_content"):
+            unkept = item.get("type") == "reasoning" and item.get("id") in self.unstored
+            if unkept and not item.get("encrypted_content"):
                 problem = (f"Item with id '{item['id']}' not found. Items are not persisted when `store` is set to "
                            "false. Try again with `store` set to true, or remove this item from your input.")
                 self.invalid.append(problem)
@@ -289,7 +290,8 @@ class UnstoredModel(McpModel):
             return super().__call__(recorded)
         self.streaming = bool(recorded.body.get("stream"))
         n = next(self._ids)
-        reasoning: dict[str, Any] = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "pondered"}]}
+        reasoning: dict[str, Any] = {"type": "reasoning", "id": f"rs_{n}",
+                                     "summary": [{"type": "summary_text", "text": "pondered"}]}
         wants = "reasoning.encrypted_content" in (recorded.body.get("include") or [])
         if wants:
             reasoning["encrypted_content"] = f"ENC{n}"

@@ -915,8 +915,9 @@ def _hosted_files(message: Message) -> dict[str, FilePart]:
     files: dict[str, FilePart] = {}
     before: Any = None
     for part in message.parts:
-        if isinstance(part, FilePart) and isinstance(before, ToolResultPart) and isinstance(
-                calls.get(before.tool_call_id), dict) and calls[before.tool_call_id].get("type") in _HOSTED:  # fmt: skip
+        shape = calls.get(before.tool_call_id) if isinstance(before, ToolResultPart) else None
+        if isinstance(part, FilePart) and isinstance(before, ToolResultPart) and isinstance(shape, dict) \
+                and shape.get("type") in _HOSTED:  # fmt: skip
             files[before.tool_call_id] = part
         before = part
     return files
@@ -1115,7 +1116,7 @@ def _as_they_came(
             hosted = calls.get(call_id)
             if isinstance(hosted, dict) and hosted.get("type") in _HOSTED:
                 continue  # what a hosted tool returned went in its item
-            if isinstance(shape, dict) and shape.get("type") == _APPROVAL or kinds.get(call_id) == _APPROVAL_REQUEST:
+            if (isinstance(shape, dict) and shape.get("type") == _APPROVAL) or kinds.get(call_id) == _APPROVAL_REQUEST:
                 approval = _approval(call_id, shape, results.get(call_id))
                 if approval is None:
                     continue  # memory's 'no result' for a request the user went on from: no approval to send
@@ -1884,8 +1885,8 @@ async def responses(
     resource: ResourceHeader = None,
 ) -> Response:  # fmt: skip
     """The Responses API through memory (streaming or not); ``previous_response_id`` and
-    ``conversation`` are replaced by the thread's memory (not sent upstream). Custom tool, computer use, shell and apply_patch calls and their
-    outputs are stored as tool calls and results and sent upstream as the items they came as;
+    ``conversation`` are replaced by the thread's memory (not sent upstream). Custom tool, computer
+    use, shell and apply_patch calls and their outputs are stored as tool calls and results and sent upstream as the items they came as;
     so are hosted tools' items (web search, file search, code interpreter, image generation, MCP:
     each a call answered by what it returned, an MCP approval the output of its request). An
     ``item_reference`` is refused (400): it names an item OpenAI stored, which memory cannot hold;
