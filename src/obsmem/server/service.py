@@ -27,6 +27,10 @@ __all__ = ["OpenTurn", "ServerSettings", "Service"]
 #: their begin or their last step); their lease lasts as long from each use.
 TURN_TTL_S = 600.0
 MAX_OPEN_TURNS = 1000
+#: The most REST turns one org holds open on a replica; past it, its own oldest is ended. At
+#: :data:`MAX_OPEN_TURNS` the oldest of the org holding the most is: a tenant beginning turns in a
+#: loop never ends another tenant's (it did: the oldest of all went, whoever's).
+MAX_OPEN_TURNS_PER_ORG = 200
 #: The most turns past their TTL one request ends (:meth:`Service._expire`): with many expired at
 #: once, each request that begins or resumes a turn ends this many, not all of them in a row.
 EXPIRE_PER_REQUEST = 8
@@ -149,9 +153,9 @@ class Service:
 
     async def _expire(self) -> None:
         """End the oldest turns past their TTL, :data:`EXPIRE_PER_REQUEST` at most (the rest at
-        the next requests), and the oldest beyond :data:`MAX_OPEN_TURNS`. ``turns`` is in the
-        order of their last use here, so the first not yet expired ends the look. A turn whose
-        lease another replica renewed since is not ended: this replica only forgets its copy."""
+        the next requests). ``turns`` is in the order of their last use here, so the first not yet
+        expired ends the look. A turn whose lease another replica renewed since is not ended: this
+        replica only forgets its copy."""
         now = time.monotonic()
         for _ in range(EXPIRE_PER_REQUEST):
             turn_id = next(iter(self.turns), None)
@@ -167,11 +171,26 @@ class Service:
                 del self.turns[turn_id]
                 continue
             await self._end_quietly(turn_id)
-        while len(self.turns) >= MAX_OPEN_TURNS:
-            await self._end_quietly(next(iter(self.turns)))
+
+    async def _make_room(self, org_id: str | None) -> None:
+        """End turns until ``org_id`` may open one more: its own oldest past
+        :data:`MAX_OPEN_TURNS_PER_ORG`, then, at :data:`MAX_OPEN_TURNS`, the oldest turn of the org
+        holding the most (``turns`` is in the order of their last use)."""
+        while True:
+            held: dict[str | None, list[str]] = {}
+            for turn_id, entry in self.turns.items():
+                held.setdefault(entry.principal.org_id, []).append(turn_id)
+            own = held.get(org_id, [])
+            if len(own) >= MAX_OPEN_TURNS_PER_ORG:
+                await self._end_quietly(own[0])
+            elif len(self.turns) >= MAX_OPEN_TURNS:
+                await self._end_quietly(max(held.values(), key=len)[0])
+            else:
+                return
 
     async def hold(self, turn: Turn, principal: Principal, thread_id: str) -> str:
         await self._expire()
+        await self._make_room(principal.org_id)
         encoded = base64.urlsafe_b64encode(thread_id.encode("utf-8")).decode("ascii").rstrip("=")
         turn_id = f"turn_{secrets.token_urlsafe(12)}.{encoded}"
         if turn.began_seq is not None:  # where the turn began: a replica resuming it knows its own calls
@@ -206,6 +225,7 @@ class Service:
             if thread_id is None:
                 raise TurnNotFoundError(turn_id)
             await self._expire()
+            await self._make_room(principal.org_id)
             turn = await self.memory.resume_turn(thread_id=thread_id, since_seq=since_seq)
             entry = self.turns[turn_id] = OpenTurn(turn, principal, thread_id, time.monotonic())
         renewed = await store.renew_lease(_turn_key(turn_id), lease.owner, ttl_s=TURN_TTL_S, now=now)
