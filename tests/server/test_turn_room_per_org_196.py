@@ -7,7 +7,6 @@ turns a bound ends are now the flooding org's own: its oldest past its share
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
