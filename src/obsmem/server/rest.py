@@ -407,14 +407,15 @@ async def end_turn(turn_id: str, body: EndIn, principal: Caller, service: Servic
     await _begun_on(service, turn_id, entry, thread)
     messages = _parsed(body, entry.turn.context.messages)
     _owned(principal, messages, thread)
-    await service.release(turn_id)
-    try:
-        await entry.turn.end(messages)
-    except (InvalidInputError, ThreadChangedError):
-        # refused before anything was saved: the turn stays open for the end sent again
-        if not entry.turn.ended:
-            await service.hold_again(turn_id, entry, principal)
-        raise
+    async with service.ending(turn_id):  # a step or an end meanwhile waits for this one
+        await service.release(turn_id)
+        try:
+            await entry.turn.end(messages)
+        except (InvalidInputError, ThreadChangedError):
+            # refused before anything was saved: the turn stays open for the end sent again
+            if not entry.turn.ended:
+                await service.hold_again(turn_id, entry, principal)
+            raise
     context = await service.memory.get_context(entry.thread_id)
     return {"turn_id": turn_id, "thread_id": entry.thread_id, "context": context_json(context)}
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,6 +88,9 @@ class Service:
     turns: dict[str, OpenTurn] = field(default_factory=dict)
     http: httpx.AsyncClient | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: The REST turns an end is under way for here (its lease let go of until it is done), each
+    #: with the event set when that end is done (see :meth:`ending`).
+    ends: dict[str, asyncio.Event] = field(default_factory=dict)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` after a response has gone (a stream the client left); awaited at stop."""
@@ -208,6 +212,11 @@ class Service:
         replica of the store: one this replica does not hold is resumed from the store."""
         store, now = self.memory.store, self.memory.clock.now()
         lease = await store.get_lease(_turn_key(turn_id))
+        if (lease is None or lease.is_expired(now)) and (end := self.ends.get(turn_id)) is not None:
+            # an end of it under way here let go of its lease: a refused end holds it again
+            await end.wait()
+            now = self.memory.clock.now()
+            lease = await store.get_lease(_turn_key(turn_id))
         if lease is None or lease.is_expired(now):
             # past its TTL: ended here as the TTL would end it, and its row goes (else it stayed)
             if turn_id in self.turns:
@@ -237,6 +246,20 @@ class Service:
         entry.started = time.monotonic()  # its TTL counts from this use, as its lease's does
         self.turns[turn_id] = self.turns.pop(turn_id)  # the newest used last: _expire looks oldest first
         return entry
+
+    @contextlib.asynccontextmanager
+    async def ending(self, turn_id: str) -> AsyncIterator[None]:
+        """An end of ``turn_id`` under way: it lets go of the turn (:meth:`release`) before ending
+        it and holds it again when the end is refused (:meth:`hold_again`). A step or an end of
+        it that finds no lease meanwhile waits for it (:meth:`held`): before, it answered 404,
+        'it ended', for a turn that stayed open."""
+        event = self.ends[turn_id] = asyncio.Event()
+        try:
+            yield
+        finally:
+            if self.ends.get(turn_id) is event:
+                del self.ends[turn_id]
+            event.set()
 
     async def release(self, turn_id: str) -> None:
         self.turns.pop(turn_id, None)
