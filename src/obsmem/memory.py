@@ -79,7 +79,7 @@ from obsmem.storage import leasing
 from obsmem.storage.notes import ERASED, erasing_note, import_note
 from obsmem.storage.notes import LANE_AGENTS as _LANE_AGENTS
 from obsmem.storage.notes import LANE_PREFIX as _LANE_PREFIX
-from obsmem.storage.contract import ObservationRecord, lineage_key, newest_threads
+from obsmem.storage.contract import ObservationRecord, forgotten_among, lineage_key, newest_threads, note_forgotten_ids
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
     forget_in_message,
@@ -1175,6 +1175,7 @@ class Memory:
         """Add ``ids`` to ``thread``'s forgotten message ids, compare-and-set."""
         if not ids:
             return
+        await note_forgotten_ids(self.store, thread.id, ids)  # every one, where the store keeps them all
         for _ in range(_REWRITE_ATTEMPTS):
             current = await self.store.get_thread(thread.id)
             if current is None:
@@ -1245,7 +1246,7 @@ class Memory:
         parsed = drop_obsmem_messages(parse_messages(messages, "messages"))
         thread = await self.get_thread(thread_id)
         parsed = await self.engine.core.input_markers_checked(thread.id, parsed)  # markers are obsmem's to write
-        forgotten = forgotten_ids(thread)
+        forgotten = await forgotten_among(self.store, thread.id, forgotten_ids(thread), [m.id for m in parsed])
         parsed = [m for m in parsed if m.id not in forgotten]  # a copy of a message forget rewrote or deleted
         saved = await self.store.save_messages(thread_id, parsed) if parsed else []
         await remember_instructions(self.store, thread, saved)

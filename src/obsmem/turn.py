@@ -58,7 +58,7 @@ from obsmem.om.receipts import RECEIPT_KEY
 from obsmem.om.selection import answer_late, is_boundary, observable_messages, pending_tool_call_ids
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
-from obsmem.storage.contract import ObservationRecord, Store, lineage_key, rewrite_message_if_unchanged
+from obsmem.storage.contract import ObservationRecord, Store, forgotten_among, lineage_key, rewrite_message_if_unchanged
 from obsmem.storage.forgetting import forgotten_ids
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
@@ -498,7 +498,9 @@ class Turn:
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
         sent = [m.id for m in messages]  # the call's order, for its instructions
-        forgotten = forgotten_ids(self.thread) if self._forgotten is None else self._forgotten
+        listed = forgotten_ids(self.thread) if self._forgotten is None else self._forgotten
+        # (a thread past the row's list of them: its store's table, for these ids only)
+        forgotten = await forgotten_among(self._store, self.thread.id, listed, [m.id for m in messages])
         if close_calls and messages and messages[-1].id in forgotten and is_input(messages[-1]):
             # A copy of a forgotten message is never stored again: as the turn's newest input it
             # would be dropped and the model answer a turn without its question.

@@ -30,7 +30,7 @@ from ..postgres_fixtures import PostgresServer, database_url, postgres_server  #
 
 ALL = POSTGRES_MIGRATIONS.names()
 TABLES = {"_obsmem_migrations", "threads", "messages", "observation_records", "working_memory", "leases",
-          "lease_tokens", "work_items", "vectors", "dead_work", "model_calls"}
+          "lease_tokens", "work_items", "vectors", "dead_work", "model_calls", "forgotten_ids"}
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def tables(url: str) -> set[str]:
 
 
 def test_blank_database_is_migrated_once(blank_url: str) -> None:
-    assert ALL == ["m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls", "m005_threads_by_creation", "m006_thread_activity"]
+    assert ALL == ["m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls", "m005_threads_by_creation", "m006_thread_activity", "m007_forgotten_ids"]
     assert pending_migrations(blank_url) == ALL
     assert tables(blank_url) == set()  # pending() only reads
     assert migrate_database(blank_url) == ALL
@@ -116,9 +116,9 @@ def test_migrate_command(blank_url: str) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli(), ["migrate", "--store", blank_url, "--dry-run"])
     assert dry.exit_code == 0
-    assert "10 migrations pending: m001_initial, m002_vectors, m003_dead_work, m004_model_calls, m005_threads_by_creation, m006_thread_activity, m001_knowledge_initial, m002_knowledge_pages_by_node, m003_knowledge_unowned_speaker_facts, m004_knowledge_search_index" in dry.output
+    assert "11 migrations pending: m001_initial, m002_vectors, m003_dead_work, m004_model_calls, m005_threads_by_creation, m006_thread_activity, m007_forgotten_ids, m001_knowledge_initial, m002_knowledge_pages_by_node, m003_knowledge_unowned_speaker_facts, m004_knowledge_search_index" in dry.output
     done = runner.invoke(cli(), ["migrate", "--store", blank_url])
-    assert done.exit_code == 0 and "10 migrations applied" in done.output
+    assert done.exit_code == 0 and "11 migrations applied" in done.output
     again = runner.invoke(cli(), ["migrate", "--store", blank_url])
     assert again.exit_code == 0 and "0 migrations applied" in again.output
 

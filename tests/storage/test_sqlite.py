@@ -228,10 +228,11 @@ EXPECTED_SCHEMA = {
         "finish_reason": "TEXT",
     },
     "thread_activity": {"id": "INTEGER", "last": "INTEGER"},  # m008
+    "forgotten_ids": {"thread_id": "TEXT", "message_id": "TEXT"},  # m009
 }
 ALL_MIGRATIONS = [
     "m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-    "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity",
+    "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity", "m009_forgotten_ids",
 ]
 EXPECTED_INDEXES = {
     "threads_by_resource": "threads",

@@ -52,7 +52,7 @@ def make_m001_database(path: Path) -> None:
             (LINEAGE, at, at),
         )
         assert migrations.pending(conn) == ["m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity"]
+            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity", "m009_forgotten_ids"]
     finally:
         conn.close()
 
@@ -82,7 +82,7 @@ async def test_m001_database_is_upgraded_and_old_records_read_back(tmp_path: Pat
     with sqlite3.connect(path) as conn:
         names = [row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY name")]
         assert names == ["m001_initial", "m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity"]
+            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity", "m009_forgotten_ids"]
         assert migrations.pending(conn) == []
         row = conn.execute(
             "SELECT buffer_boundary_tokens, reflection_boundary_tokens FROM observation_records"
@@ -95,7 +95,7 @@ def test_m002_applies_once_when_run_again(tmp_path: Path) -> None:
     make_m001_database(path)
     with sqlite3.connect(path, isolation_level=None) as conn:
         assert migrations.migrate(conn) == ["m002_leases_and_boundaries", "m003_work_queue", "m004_dead_work", "m005_model_calls",
-            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity"]
+            "m006_message_rev", "m007_threads_by_creation", "m008_thread_activity", "m009_forgotten_ids"]
         assert migrations.migrate(conn) == []
         assert conn.execute("SELECT COUNT(*) FROM lease_tokens").fetchone()[0] == 1
 

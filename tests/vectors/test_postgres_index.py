@@ -275,5 +275,5 @@ async def test_the_tables_are_a_migrated_schema_of_their_own(postgres_url: str) 
     assert steps == POSTGRES_VECTOR_MIGRATIONS.names() == ["m001_vector_tables", "m002_pgvector_rows"]
     assert store_steps == [
         "m001_initial", "m002_vectors", "m003_dead_work", "m004_model_calls", "m005_threads_by_creation",
-        "m006_thread_activity",
+        "m006_thread_activity", "m007_forgotten_ids",
     ]  # the store's schema is untouched

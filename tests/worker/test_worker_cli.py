@@ -108,7 +108,7 @@ def test_migrate_brings_a_sqlite_file_up_to_date_knowledge_included(tmp_path: Pa
     dry = CliRunner().invoke(app, ["migrate", "--store", url, "--dry-run"])
     assert dry.exit_code == 0 and "m003_work_queue" in dry.output and "m001_knowledge_initial" in dry.output
     done = CliRunner().invoke(app, ["migrate", "--store", url])
-    assert done.exit_code == 0 and "13 migrations applied" in done.output  # m008_thread_activity, m004_dead_work (issue 22), m005_model_calls and m006_message_rev (issue 18), m002_knowledge_open_outbox, m003_knowledge_pages_by_node, m007_threads_by_creation, m004_knowledge_unowned_speaker_facts, m005_knowledge_search_index
+    assert done.exit_code == 0 and "14 migrations applied" in done.output  # m009_forgotten_ids, m008_thread_activity, m004_dead_work (issue 22), m005_model_calls and m006_message_rev (issue 18), m002_knowledge_open_outbox, m003_knowledge_pages_by_node, m007_threads_by_creation, m004_knowledge_unowned_speaker_facts, m005_knowledge_search_index
     again = CliRunner().invoke(app, ["migrate", "--store", url])
     assert "0 migrations applied" in again.output
 

@@ -51,7 +51,11 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   ``section_messages_page(thread_id, after_seq=, limit=)``, a store without it is read a page of
   ``list_messages`` at a time), and, to take the deleted thread's id out of their replies'
   receipts, only those whose metadata holds it (:func:`metadata_messages`; optional native
-  method ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``).
+  method ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``). The ids of the
+  messages a forget changed are kept on the thread's row (the newest :data:`MAX_FORGOTTEN_IDS`)
+  and, with the optional native methods ``note_forgotten_ids(thread_id, ids)`` and
+  ``forgotten_among(thread_id, ids)``, every one in a table that goes with the thread
+  (:func:`note_forgotten_ids`).
 * **Newest first.** ``list_threads(resource_id, newest_first=True)`` lists a resource's threads
   most recently active first from an index: a thread's activity is drawn from a store-wide
   counter when it is created and again, in the save's transaction, whenever a message is
@@ -116,7 +120,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, Protocol, Self, runtime_checkable
+from typing import Any, Final, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -169,6 +173,9 @@ __all__ = [
     "rewrite_message_if_unchanged",
     "rewriting",
     "saves_forgotten",
+    "MAX_FORGOTTEN_IDS",
+    "note_forgotten_ids",
+    "forgotten_among",
     "same_message",
     "same_record",
     "lineage_key",
@@ -538,7 +545,9 @@ class Store(Protocol):
         A message whose id is among the thread's forgotten ids (those a forget rewrote or
         deleted: :func:`obsmem.storage.forgetting.forgotten_ids`) is neither written nor
         returned, checked in the save's own write (an old copy saved back, even by a caller that
-        read the thread before the forget noted it, cannot bring the value back); inside
+        read the thread before the forget noted it, cannot bring the value back); when the
+        thread's list is full (:data:`MAX_FORGOTTEN_IDS`), a store with the native methods of
+        :func:`note_forgotten_ids` checks the batch's ids against its table of them too; inside
         :func:`rewriting` (obsmem rewriting what it read) it is written as any other.
 
         A reply's receipt (``metadata["obsmem_receipt"]``) is written without its groups and raw
@@ -1130,6 +1139,36 @@ def rewriting() -> Iterator[None]:
 def saves_forgotten() -> bool:
     """Whether the running save is inside :func:`rewriting`."""
     return _REWRITING.get()
+
+
+#: How many forgotten message ids a thread's row keeps (its ``metadata["obsmem"]["forgotten"]``,
+#: the newest): the row is read at every turn boundary. A store with the native methods of
+#: :func:`note_forgotten_ids` keeps every one besides, read only for a thread whose list is full.
+MAX_FORGOTTEN_IDS: Final = 1_000
+
+
+async def note_forgotten_ids(store: Store, thread_id: str, ids: Sequence[str]) -> None:
+    """Keep ``ids`` (messages a forget rewrote or deleted) as forgotten ids of ``thread_id``, all of
+    them however many (optional native methods ``note_forgotten_ids(thread_id, ids)`` and
+    ``forgotten_among(thread_id, ids)``, a table of ids only that goes with the thread). A store
+    without them keeps only the newest :data:`MAX_FORGOTTEN_IDS` on the thread's row: past that,
+    a copy of an older one saved back is stored again. Written before the row's list, so a save
+    that finds the list full finds every id the list names here."""
+    native = getattr(store, "note_forgotten_ids", None)
+    if native is not None and ids:
+        await native(thread_id, list(dict.fromkeys(ids)))
+
+
+async def forgotten_among(store: Store, thread_id: str, listed: frozenset[str], ids: Sequence[str]) -> frozenset[str]:
+    """Which of ``ids`` are forgotten ids of ``thread_id``: those in ``listed`` (the thread row's
+    list) and, when that list is full, those the store's table of them holds (one read of
+    ``ids``, only then; see :func:`note_forgotten_ids`)."""
+    found = frozenset(i for i in ids if i in listed)
+    native = getattr(store, "forgotten_among", None)
+    if len(listed) < MAX_FORGOTTEN_IDS or native is None or not ids:
+        return found
+    more: frozenset[str] = frozenset(await native(thread_id, list(dict.fromkeys(ids))))
+    return found | more
 
 
 async def replace_working_memory_if_unchanged(

@@ -46,7 +46,7 @@ from typing import Any, Final
 
 from obsmem.phones import digit_runs, national_digits
 from obsmem.quoting import defuse
-from obsmem.storage.contract import BufferedChunk, ObservationRecord, ThreadState
+from obsmem.storage.contract import MAX_FORGOTTEN_IDS, BufferedChunk, ObservationRecord, ThreadState
 from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -62,10 +62,10 @@ FORGOTTEN = "[forgotten]"
 #: ``metadata["obsmem"]["forgotten"]``; ids only, no text) so that a copy of one saved back (an
 #: app or framework holding the conversation as it was) does not bring the value back: such a
 #: copy is never stored (the stored message stands; a deleted one stays deleted). The newest
-#: :data:`MAX_FORGOTTEN_IDS` are kept: the thread's row is read at every turn boundary.
+#: :data:`MAX_FORGOTTEN_IDS` are kept: the thread's row is read at every turn boundary (a store
+#: may keep every one besides: :func:`obsmem.storage.contract.note_forgotten_ids`).
 _OWN = "obsmem"
 _FORGOTTEN_IDS = "forgotten"
-MAX_FORGOTTEN_IDS = 1_000
 # The entries of a thread's ``metadata["obsmem"]`` that hold message ids and seqs, no text: these
 # ids and the recorded instructions (obsmem.om.context.remember_instructions).
 _OWN_ID_ENTRIES: Final = frozenset({_FORGOTTEN_IDS, "instructions"})

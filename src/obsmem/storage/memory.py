@@ -53,6 +53,7 @@ from obsmem.storage.contract import (
     rewriting,
     same_message,
     same_record,
+    MAX_FORGOTTEN_IDS,
     saves_forgotten,
 )
 from obsmem.storage.contract import (
@@ -127,6 +128,7 @@ class MemoryStore(ClosingContext):
         self._thread_activity: dict[str, int] = {}
         self._messages: dict[str, Message] = {}
         self._thread_messages: dict[str, list[str]] = {}  # ids in seq order
+        self._forgotten: dict[str, set[str]] = {}  # every forgotten message id, per thread (note_forgotten_ids)
         self._records: dict[str, ObservationRecord] = {}
         self._record_order: dict[str, int] = {}
         self._lineages: dict[str, list[str]] = {}
@@ -249,8 +251,22 @@ class MemoryStore(ClosingContext):
         del self._thread_activity[thread_id]
         for message_id in self._thread_messages.pop(thread_id, []):
             del self._messages[message_id]
+        self._forgotten.pop(thread_id, None)
         self._delete_lineage(lineage_key("thread", thread_id, ""))
         return True
+
+    async def note_forgotten_ids(self, thread_id: str, ids: list[str]) -> None:
+        """Keep ``ids`` as forgotten message ids of the thread, every one (see
+        :func:`~obsmem.storage.contract.note_forgotten_ids`)."""
+        self._open()
+        self._thread(thread_id)
+        self._forgotten.setdefault(thread_id, set()).update(ids)
+
+    async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
+        """Which of ``ids`` the thread's forgotten message ids hold."""
+        self._open()
+        kept = self._forgotten.get(thread_id, set())
+        return frozenset(i for i in ids if i in kept)
 
     def _thread(self, thread_id: str) -> Thread:
         thread = self._threads.get(thread_id)
@@ -266,6 +282,8 @@ class MemoryStore(ClosingContext):
         thread = self._thread(thread_id)
         check_storable(messages=messages)
         forgotten = frozenset() if saves_forgotten() else forgotten_ids(thread)  # a forget's: not stored again
+        if len(forgotten) >= MAX_FORGOTTEN_IDS:  # the row's list is full: every id is in the table
+            forgotten = forgotten | self._forgotten.get(thread_id, set()).intersection(m.id for m in messages)
         messages = [m for m in messages if m.id not in forgotten] if forgotten else messages
         # A reply's receipt names no thread deleted while it was made (see rules.without_receipt_threads).
         named = {t for m in messages for t in receipt_threads(m.metadata)} - {thread_id}

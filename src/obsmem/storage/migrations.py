@@ -315,3 +315,17 @@ def m008_thread_activity(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@SQLITE_MIGRATIONS.register
+def m009_forgotten_ids(conn: sqlite3.Connection) -> None:
+    # Every message id a forget rewrote or deleted, per thread (ids only; gone with the thread).
+    # The thread's row keeps the newest 1,000 (read at every boundary); a save finding that list
+    # full checks its batch's ids here (obsmem.storage.contract.note_forgotten_ids).
+    conn.execute(
+        """CREATE TABLE forgotten_ids (
+            thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            message_id TEXT NOT NULL,
+            PRIMARY KEY (thread_id, message_id)
+        ) WITHOUT ROWID"""
+    )

@@ -259,3 +259,18 @@ def m006_thread_activity(conn: Conn) -> None:
         "ALTER TABLE threads ALTER COLUMN activity SET DEFAULT nextval('thread_activity_seq')",
         "CREATE INDEX threads_by_activity ON threads (resource_id, activity)",
     ])
+
+
+@POSTGRES_MIGRATIONS.register
+def m007_forgotten_ids(conn: Conn) -> None:
+    """Every message id a forget rewrote or deleted, per thread (ids only; gone with the thread by
+    ON DELETE CASCADE). The thread's row keeps the newest 1,000 (read at every boundary); a save
+    finding that list full checks its batch's ids here
+    (:func:`obsmem.storage.contract.note_forgotten_ids`)."""
+    _run(conn, [
+        """CREATE TABLE forgotten_ids (
+            thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            message_id TEXT NOT NULL,
+            PRIMARY KEY (thread_id, message_id)
+        )""",
+    ])

@@ -79,6 +79,7 @@ from obsmem.storage.contract import (
     check_page_limit,
     lineage_key,
     same_message,
+    MAX_FORGOTTEN_IDS,
     saves_forgotten,
 )
 from obsmem.storage.rules import (
@@ -631,6 +632,8 @@ class PostgresStore(ClosingContext):
                 # The thread's forgotten ids, read from its row locked: a forget notes them there
                 # (an update of the row) before it rewrites. Never stored again.
                 forgotten = frozenset() if keep else forgotten_ids(thread)
+                if len(forgotten) >= MAX_FORGOTTEN_IDS:  # the row's list is full: every id is in the table
+                    forgotten = forgotten | await _forgotten_among(conn, thread_id, [m.id for m in messages])
                 kept = [m for m in messages if m.id not in forgotten]
                 # A reply's receipt names no thread deleted while it was made: the threads it names
                 # are read locked (a delete of one waits for this save, then finds the reply).
@@ -832,6 +835,23 @@ class PostgresStore(ClosingContext):
             return cur.rowcount
 
         return await self._run(op, transaction=False)
+
+    async def note_forgotten_ids(self, thread_id: str, ids: list[str]) -> None:
+        """Keep ``ids`` as forgotten message ids of the thread, every one (see
+        :func:`~obsmem.storage.contract.note_forgotten_ids`); they go with the thread."""
+        async def op(conn: Conn) -> None:
+            await self._require_thread(conn, thread_id, "FOR KEY SHARE")
+            await conn.execute(
+                "INSERT INTO forgotten_ids (thread_id, message_id) SELECT %s, unnest(%s::text[]) "
+                "ON CONFLICT DO NOTHING",
+                (thread_id, list(dict.fromkeys(ids))),
+            )
+
+        await self._run(op)
+
+    async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
+        """Which of ``ids`` the thread's forgotten message ids hold (reads those ids only)."""
+        return await self._read(lambda conn: _forgotten_among(conn, thread_id, ids))
 
     async def count_messages(self, thread_id: str) -> int:
         async def op(conn: Conn) -> int:
@@ -1286,6 +1306,14 @@ def pending_migrations(url: str, connect_timeout_s: float = 15.0) -> list[str]:
 # Its open transaction, if any, was rolled back, never committed: the call is retried. (25P03 and
 # 25P04 come as psycopg.InternalError, which _run catches for them; any other is not retried.)
 _CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "57P05", "25P03", "25P04")
+
+
+async def _forgotten_among(conn: Conn, thread_id: str, ids: list[str]) -> frozenset[str]:
+    cur = await conn.execute(
+        "SELECT message_id FROM forgotten_ids WHERE thread_id = %s AND message_id = ANY(%s)",
+        (thread_id, list(dict.fromkeys(ids))),
+    )
+    return frozenset(row[0] for row in await cur.fetchall())
 
 
 def _connection_lost(exc: psycopg.Error) -> bool:

@@ -99,6 +99,7 @@ from obsmem.storage.contract import (
     same_message,
     same_record,
     save_guarded,
+    MAX_FORGOTTEN_IDS,
     saves_forgotten,
 )
 from obsmem.storage.notes import ERASE_UNFINISHED as ERASE_NOTE
@@ -998,6 +999,8 @@ class SQLiteStore(ConnectionThread, ClosingContext):
         thread = ThreadOwner(thread_id, row[0])  # not the whole row, decoded: only its owner is checked
         if row[1] is not None and not keep_forgotten:  # a forget's messages, read in this write: not stored again
             forgotten = parse_forgotten_ids(row[1])
+            if len(forgotten) >= MAX_FORGOTTEN_IDS:  # the row's list is full: every id is in the table
+                forgotten = forgotten | self._forgotten_among(conn, thread_id, [m.id for m in messages])
             messages = [m for m in messages if m.id not in forgotten]
         # A reply's receipt names no thread deleted while it was made (rules.without_receipt_threads).
         named = {t for m in messages for t in receipt_threads(m.metadata)} - {thread_id}
@@ -1173,6 +1176,35 @@ class SQLiteStore(ConnectionThread, ClosingContext):
             return gone
 
         return await self._write(op)
+
+    async def note_forgotten_ids(self, thread_id: str, ids: list[str]) -> None:
+        """Keep ``ids`` as forgotten message ids of the thread, every one (see
+        :func:`~obsmem.storage.contract.note_forgotten_ids`); they go with the thread."""
+        def op(conn: Conn) -> None:
+            self._require_thread(conn, thread_id)
+            conn.executemany(
+                "INSERT OR IGNORE INTO forgotten_ids (thread_id, message_id) VALUES (?, ?)",
+                [(thread_id, message_id) for message_id in dict.fromkeys(ids)],
+            )
+
+        await self._write(op)
+
+    async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
+        """Which of ``ids`` the thread's forgotten message ids hold (reads those ids only)."""
+        return await self._read(lambda conn: self._forgotten_among(conn, thread_id, ids))
+
+    @staticmethod
+    def _forgotten_among(conn: Conn, thread_id: str, ids: list[str]) -> frozenset[str]:
+        found: set[str] = set()
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(row[0] for row in conn.execute(
+                f"SELECT message_id FROM forgotten_ids WHERE thread_id = ? AND message_id IN ({marks})",
+                (thread_id, *chunk),
+            ))
+        return frozenset(found)
 
     async def count_messages(self, thread_id: str) -> int:
         def op(conn: Conn) -> int:
