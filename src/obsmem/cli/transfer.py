@@ -66,6 +66,7 @@ def export(
     database (the store itself, a slip between --store and -o, or another)."""
     if output != "-":
         _not_over_a_database(Path(output))
+        _writable(Path(output))
     opened = open_for_reading(_store_url(store))
     graph = open_knowledge(knowledge, existing=True) if knowledge is not None else None
 
@@ -103,6 +104,17 @@ def _not_over_a_database(path: Path) -> None:
     if problem is not None:
         raise fail(f"{path.resolve()} {problem}; the export would overwrite it. Pass a new file (-o alice.jsonl).",
                    argument="--output")  # fmt: skip
+
+
+def _writable(path: Path) -> None:
+    """Refuse ``-o`` naming a folder, or a file in a folder that does not exist, before the store
+    is opened (the write failed with Python's errno text, ``[Errno 21] Is a directory``)."""
+    if path.is_dir():
+        raise fail(f"-o {path.resolve()} is a folder; pass the file to write in it (-o {path / 'export.jsonl'})",
+                   argument="--output")  # fmt: skip
+    if not path.parent.is_dir():
+        raise fail(f"-o {path}: no folder {path.parent.resolve()} to write it in; create it first, or pass "
+                   "another path", argument="--output")  # fmt: skip
 
 
 def _reader_gone() -> typer.Exit:
