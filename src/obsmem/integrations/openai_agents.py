@@ -299,6 +299,11 @@ class ObsmemSession:
         self.session_settings = session_settings
         self.model = model
         self._turn: Turn | None = None  # the current run's turn: begun by its input, stepped by its steps
+        # The ``limit`` the run's get_items was given (SessionSettings, the session's or the
+        # RunConfig's) and the id of the turn's first message: model_input_filter keeps that limit
+        # on the history before it, as the SDK does without the filter.
+        self._limit: int | None = None
+        self._turn_start: str | None = None
 
     async def get_items(
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
@@ -319,6 +324,7 @@ class ObsmemSession:
         ``wrapper`` (the run's context, which the Runner passes) is not used.
         """
         await self._end_turn()
+        self._limit = limit
         turn = await self.memory.begin_turn(
             thread_id=self.session_id, resource_id=self.resource_id, model=self.model
         )
@@ -328,8 +334,12 @@ class ObsmemSession:
             await turn.end()
         return self._items(context, limit)
 
-    def _items(self, context: ContextWindow, limit: int | None = None) -> list[TResponseInputItem]:
-        """``context`` as the SDK's items (see :meth:`get_items`)."""
+    def _items(
+        self, context: ContextWindow, limit: int | None = None, *, run_from: str | None = None
+    ) -> list[TResponseInputItem]:
+        """``context`` as the SDK's items (see :meth:`get_items`). With ``run_from`` (the id of a
+        run's first message, in the tail), ``limit`` keeps the newest items of the history before
+        it, and the run's own items all follow."""
         raw_ids = {m.id for m in context.raw_messages}
         app_ids = {m.id for m in context.instructions}
         own = [m.text for m in context.messages if m.id not in raw_ids and m.id not in app_ids and m.text]
@@ -340,8 +350,14 @@ class ObsmemSession:
                 "type": "message", "role": self.system_role,
                 "content": [{"type": "input_text", "text": "\n\n".join(own)}],
             })
-        tail = [cast(dict[str, Any], item) for item in to_agents_items(context.raw_messages)]
-        return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
+        raw = context.raw_messages
+        start = next((i for i, m in enumerate(raw) if m.id == run_from), None) if run_from else None
+        if start is None:
+            tail = [cast(dict[str, Any], item) for item in to_agents_items(raw)]
+            return cast("list[TResponseInputItem]", [*items, *_visible_tail(tail, limit)])
+        history = [cast(dict[str, Any], item) for item in to_agents_items(raw[:start])]
+        run = [cast(dict[str, Any], item) for item in to_agents_items(raw[start:])]
+        return cast("list[TResponseInputItem]", [*items, *_visible_tail(history, limit), *run])
 
     async def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """A ``RunConfig(call_model_input_filter=...)`` that sends each model call the turn's context.
@@ -359,7 +375,10 @@ class ObsmemSession:
         original = [_item(item, index) for index, item in enumerate(current.input)]
         if not original or self._turn is None or self._turn.ended:
             return current
-        fresh = [cast(dict[str, Any], item) for item in self._items(self._turn.context)]
+        fresh = [
+            cast(dict[str, Any], item)
+            for item in self._items(self._turn.context, self._limit, run_from=self._turn_start)
+        ]
         if not fresh or _item_key(fresh[-1]) != _item_key(original[-1]):
             return current
         return ModelInputData(
@@ -398,6 +417,7 @@ class ObsmemSession:
             self._turn = await self.memory.begin_turn(
                 thread_id=self.session_id, resource_id=self.resource_id, messages=messages, model=self.model
             )
+            self._turn_start = messages[0].id if messages else None
         else:
             await self._turn.step(messages)
 
