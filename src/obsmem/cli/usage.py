@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from obsmem import Memory, MemoryConfig, ObsmemError, UsageReport, UsageRow
-from obsmem.cli.render import one_line
-from obsmem.cli.stores import JsonCommand, fail, json_errors, open_for_reading
+from obsmem.cli.render import escape_id, one_line
+from obsmem.cli.stores import JsonCommand, err_console, fail, json_errors, open_for_reading
 from obsmem.profiles import PRICES_AS_OF
 
 __all__ = ["register", "usage_document"]
@@ -109,18 +109,28 @@ def _usage(
                    argument="--since")  # fmt: skip
     opened = open_for_reading(store)
 
-    async def read() -> UsageReport:
+    async def read() -> tuple[UsageReport, str | None]:
         async with opened:
             memory = Memory(opened, config=memory_config)
             try:
-                return await memory.usage(thread_id=thread, resource_id=resource, since=start, until=end)
+                report = await memory.usage(thread_id=thread, resource_id=resource, since=start, until=end)
+                # an empty report for an id the store does not hold is most likely a typo: said below
+                unknown = None
+                if not report.rows and thread is not None and await opened.get_thread(thread) is None:
+                    unknown = f"thread '{escape_id(thread)}'"
+                elif not report.rows and resource is not None and not await opened.list_threads(resource, limit=1):
+                    unknown = f"thread of resource '{escape_id(resource)}'"
+                return report, unknown
             finally:
                 await memory.aclose()
 
     try:
-        report = asyncio.run(read())
+        report, unknown = asyncio.run(read())
     except ObsmemError as exc:
         raise fail(str(exc), error=exc) from exc
+    if unknown is not None:  # on stderr: stdout stays the report
+        err_console.print(f"[yellow]note:[/yellow] the store holds no {unknown} (check the id)",
+                          soft_wrap=True, highlight=False)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(usage_document(report, by, thread_id=thread, resource_id=resource, since=since,
                                              until=until), indent=2))  # fmt: skip
