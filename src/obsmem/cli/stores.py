@@ -10,6 +10,7 @@ a folder at the filesystem root, the sign of a missing fourth slash.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -131,11 +132,17 @@ class JsonGroup(_JsonUsageErrors, TyperGroup):
             raise
 
 
+#: A line break with the blanks around it: what an error read from a driver (PostgreSQL's
+#: '... Connection refused' then an indented 'Is the server running ...?') holds between its lines.
+_LINE_BREAK = re.compile(r"[ \t]*[\r\n]\s*")
+
+
 def fail(message: str, *, error: ObsmemError | None = None, argument: str | None = None) -> typer.Exit:
-    """Print ``error: message`` (its secrets hidden) on stderr; the caller raises the returned
-    exit (status 1). ``error``: the obsmem error it reports; ``argument``: the option at fault
-    (both for the JSON document :func:`json_errors` prints)."""
-    text = redact_secrets(message)
+    """Print ``error: message`` (its secrets hidden) on stderr, on one line (a line break and
+    the blanks around it read as one space); the caller raises the returned exit (status 1).
+    ``error``: the obsmem error it reports; ``argument``: the option at fault (both for the JSON
+    document :func:`json_errors` prints)."""
+    text = _LINE_BREAK.sub(" ", redact_secrets(message).strip())
     err_console.print(f"[red]error:[/red] {escape(text)}", soft_wrap=True)
     if _json_errors.get():
         kind = type(error).__name__ if error is not None else "InvalidInputError"
