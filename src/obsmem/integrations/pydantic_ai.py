@@ -81,7 +81,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("obsmem.integrations.pydantic_ai needs: pip install 'obsmem[pydantic-ai]'") from exc
 
-from obsmem.errors import ConfigError, InvalidInputError
+from obsmem.errors import ConfigError, InvalidInputError, ObsmemError
 from obsmem.integrations._ids import resumed_input
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
@@ -705,6 +705,10 @@ class ObservationalMemory(AbstractCapability[Any]):
     # What each function tool call of this run gave (its return part), by call id: the returns of
     # a final streamed response's calls, which only run_stream's own history gets.
     _ran: dict[str, pai.ToolReturnPart] = field(default_factory=dict, init=False, repr=False)
+    # The history of the run's latest model request (saved), and the response to it (not saved
+    # until the next request): what a run stopped while its tools ran leaves (:meth:`wrap_run`).
+    _history: list[pai.ModelMessage] = field(default_factory=list, init=False, repr=False)
+    _response: pai.ModelResponse | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, Memory):
@@ -952,6 +956,7 @@ class ObservationalMemory(AbstractCapability[Any]):
         else:
             await self._turn.step(new)
         self._mark_saved(history)
+        self._history, self._response = history, None
         context = self._turn.context
         request_context.messages = _request_messages(
             history, context.raw_messages, self._ids_here, self._resumed
@@ -1026,12 +1031,41 @@ class ObservationalMemory(AbstractCapability[Any]):
             self._where[message.id] = self._thread_id()
         return converted
 
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: pai.ModelResponse
+    ) -> pai.ModelResponse:
+        self._response = response
+        return response
+
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
         try:
             return cast(AgentRunResult[Any], await handler())
         finally:
             if self._turn is not None and not self._turn.ended:
-                await self._turn.end()  # a failed run: what it saved stays; the turn is closed
+                # a failed run: what it saved stays, with what its finished tools did; the turn is closed
+                try:
+                    await self._turn.end(await self._left_by_stopped_run())
+                except ObsmemError:
+                    if not self._turn.ended:
+                        await self._turn.end()
+
+    async def _left_by_stopped_run(self) -> list[Message]:
+        """What a run that stopped while its tools ran leaves unsaved: the model's response and
+        the returns of the tools that finished (an email sent), as obsmem messages; nothing when
+        no tool finished.
+
+        Both are saved before the next model request, which a run stopped in between (cancelled,
+        or another tool of the response raising) never makes: the tool left no trace in memory.
+        The calls that did not finish stay unanswered (the next turn closes them)."""
+        response = self._response
+        if response is None:
+            return []
+        parts: list[pai.ModelRequestPart] = [
+            self._ran[c.tool_call_id] for c in response.tool_calls if c.tool_call_id in self._ran
+        ]
+        if not parts:
+            return []
+        return await self._new_messages([*self._history, response, pai.ModelRequest(parts=parts, run_id=self._run_id)])
 
 
 def _is_final_output(message: Message) -> bool:
