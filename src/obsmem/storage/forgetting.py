@@ -47,7 +47,7 @@ from typing import Any, Final
 from obsmem.phones import digit_runs, national_digits
 from obsmem.quoting import defuse
 from obsmem.storage.contract import MAX_FORGOTTEN_IDS, BufferedChunk, ObservationRecord, ThreadState
-from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart
+from obsmem.types import DataPart, FilePart, Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
     "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
@@ -178,18 +178,20 @@ def holds(text: str, value: str) -> bool:
     return number is not None and any(number in run for run in digit_runs(text))
 
 
-def json_strings(data: object, *, scalars: bool = True) -> Iterator[str]:
-    """Every string of a JSON-like value, dict keys included; with ``scalars``, the other scalars
-    too, as JSON writes them (the knowledge store's forget matches strings only)."""
+def json_strings(data: object, *, scalars: bool = True, keys: bool = True) -> Iterator[str]:
+    """Every string of a JSON-like value, dict keys included (unless ``keys`` is False); with
+    ``scalars``, the other scalars too, as JSON writes them (the knowledge store's forget matches
+    strings only)."""
     if isinstance(data, str):
         yield data
     elif isinstance(data, dict):
         for key, item in data.items():
-            yield str(key)
-            yield from json_strings(item, scalars=scalars)
+            if keys:
+                yield str(key)
+            yield from json_strings(item, scalars=scalars, keys=keys)
     elif isinstance(data, list | tuple | set | frozenset):
         for item in data:
-            yield from json_strings(item, scalars=scalars)
+            yield from json_strings(item, scalars=scalars, keys=keys)
     elif not scalars:
         return
     elif isinstance(data, bool) or data is None:
@@ -226,7 +228,31 @@ def _part(part: Part, value: str) -> Part | None:
         if contains(part.result, value) or holds(part.tool_name, value):
             return part.model_copy(update={"result": FORGOTTEN})
         return part
-    return None if contains(part.model_dump(mode="json"), value) else part
+    # What the part says, never the names of its fields or its type ("text", "type", "x" of
+    # "text" matched every message): a text's words, a file's address and name and its inline
+    # data where that is text (a data: URI not in base64; base64 is no text to match), a data
+    # part's values.
+    if isinstance(part, FilePart):
+        said: list[str] = [_file_text(t) for t in (part.url, part.data) if t is not None and not _base64(t, part.data is t)]
+        said += [part.filename] if part.filename is not None else []
+    elif isinstance(part, DataPart):
+        said = list(json_strings(part.data, keys=False))
+    else:
+        said = [part.text]
+    return None if any(holds(text, value) for text in said) else part
+
+
+def _base64(ref: str, data: bool) -> bool:
+    """Whether a file's ``url`` or ``data`` (``data``) is base64 rather than text: a data: URI
+    marked ``;base64``, or a file's inline data that is not a data: URI (base64, by its field)."""
+    if ref.startswith("data:"):
+        return ";base64" in ref.partition(",")[0]
+    return data
+
+
+def _file_text(ref: str) -> str:
+    """What a file's address or text data says: a data: URI's content, without its header."""
+    return ref.partition(",")[2] if ref.startswith("data:") else ref
 
 
 def forget_in_message(message: Message, value: str) -> Message | None:
