@@ -254,3 +254,33 @@ async def test_a_thread_deleted_mid_run_stays_deleted(stream: bool, client_kind:
         assert not any("4417" in (m.text or "") for m in client.calls[-1])
         stored = await memory.list_messages("c1")
         assert [(m.role, m.text.strip()) for m in stored] == [("user", "hi"), ("assistant", "hello")]
+
+
+@pytest.mark.parametrize("client_kind", list(STREAMS))
+async def test_a_stopped_run_of_a_thread_deleted_since_leaves_nothing(client_kind: str) -> None:
+    """The app stops reading a run after its tool ran, then the user deletes the conversation:
+    the next run starts the thread afresh, without what the stopped run did."""
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}: card 4417-8823"
+
+    async def model(sent: list[AFMessage]) -> AFMessage:
+        if sent[-1].role == "user" and sent[-1].text == "email bob my card":
+            return AFMessage("assistant", [Content.from_function_call("e1", "send_email", arguments='{"to": "bob"}')])
+        return AFMessage("assistant", ["ok"])
+
+    client = STREAMS[client_kind](model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[send_email],
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u")])
+        session = agent.create_session(session_id="c1")
+        async for update in agent.run("email bob my card", session=session, stream=True):
+            if any(c.type == "function_result" for c in update.contents):
+                break
+        await memory.delete_thread("c1")
+        await agent.run("hi", session=session)
+        assert [(m.role, m.text) for m in client.calls[-1]] == [("user", "hi")]
+        stored = await memory.list_messages("c1")
+        assert [(m.role, m.text.strip()) for m in stored] == [("user", "hi"), ("assistant", "ok")]

@@ -517,9 +517,13 @@ class ObservationalMemoryProvider(HistoryProvider):
 
     async def _save_left_tool_runs(self, run: _Run) -> None:
         """The tools a run ran that no step of it stored (the app left its stream after a tool
-        returned: no next model call came to store the step), each stored with its call."""
-        for call_id, (name, arguments, result, error) in list(run.ran.items()):
-            await self._save_tool_run(run, call_id, name, arguments, result, error, unless_stepped=True)
+        returned: no next model call came to store the step), each stored with its call. Not
+        when the thread was deleted since: what the run did goes with it."""
+        try:
+            for call_id, (name, arguments, result, error) in list(run.ran.items()):
+                await self._save_tool_run(run, call_id, name, arguments, result, error, unless_stepped=True)
+        except ThreadNotFoundError:
+            pass
 
     async def _save_tool_run(
         self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None,
