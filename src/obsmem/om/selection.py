@@ -25,6 +25,7 @@ before its call, or anything between a call and its result.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -595,7 +596,8 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
     messages with each such part replaced by the real result (to save again, by id, where they
     are). A result for a call answered that way already (the same message sent again) is
     dropped. The thread stays a valid sequence (each result right after its call) and keeps
-    what the tool returned instead of "no result"."""
+    what the tool returned instead of "no result". The files that follow a result in its tool
+    message (a screenshot, a chart: the result's, see :func:`is_boundary`) go with it."""
     closings: dict[str, Message] = {}  # call id -> the closing message that answers it
     for message in existing:
         if message.role == "tool" and message.metadata.get(UNANSWERED_KEY):
@@ -607,12 +609,26 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
     # (those it recorded, then these) and the results that take their places. Each closing
     # message is rebuilt once at the end, however many of its calls are answered here.
     answers: dict[str, tuple[Message, list[str], set[str], dict[str, ToolResultPart]]] = {}
+    files: dict[str, list[FilePart]] = {}  # call id -> the files that came after its late result
+    notes: dict[str, dict[str, Any]] = {}  # closing id -> what the late results' messages noted
     out: list[Message] = []
     for message in new:
         late = [r for r in message.tool_results if r.tool_call_id in closings]
         if not late:
             out.append(message)
             continue
+        owner: str | None = None  # the late result the parts read now follow (None: another part)
+        rest_parts: list[Part] = []
+        for part in message.parts:
+            if isinstance(part, ToolResultPart):
+                owner = part.tool_call_id if part.tool_call_id in closings else None
+                if owner is None:
+                    rest_parts.append(part)
+            elif owner is not None and isinstance(part, FilePart):
+                files.setdefault(owner, []).append(part)
+            else:  # a part of the message's own (text, a file before any late result)
+                owner = None
+                rest_parts.append(part)
         for result in late:
             closing = closings[result.tool_call_id]
             entry = answers.get(closing.id)
@@ -625,19 +641,31 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
             entry[2].add(result.tool_call_id)
             entry[3][result.tool_call_id] = result
             answers.setdefault(closing.id, entry)
-        rest = tuple(
-            p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id in closings)
-        )
-        if rest:
-            out.append(message.model_copy(update={"parts": rest}))
+            # how the result came (a gateway's note of its output's shape) goes with it
+            notes[closing.id] = _merged(notes.get(closing.id, {}), message.metadata)
+        if rest_parts:
+            out.append(message.model_copy(update={"parts": tuple(rest_parts)}))
     updated = []
     for closing, answered, _, results in answers.values():
-        parts = tuple(
-            results.get(p.tool_call_id, p) if isinstance(p, ToolResultPart) else p for p in closing.parts
-        )
-        metadata = {**closing.metadata, ANSWERED_LATE_KEY: answered}
-        updated.append(closing.model_copy(update={"parts": parts, "metadata": metadata}))
+        parts: list[Part] = []
+        for p in closing.parts:
+            if isinstance(p, ToolResultPart) and p.tool_call_id in results:
+                parts += [results[p.tool_call_id], *files.get(p.tool_call_id, ())]
+            else:
+                parts.append(p)
+        metadata = {**_merged(closing.metadata, notes.get(closing.id, {})), ANSWERED_LATE_KEY: answered}
+        metadata[UNANSWERED_KEY] = closing.metadata[UNANSWERED_KEY]
+        updated.append(closing.model_copy(update={"parts": tuple(parts), "metadata": metadata}))
     return out, updated
+
+
+def _merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``more`` laid over it, dict values merged key by key (``more`` wins)."""
+    merged = dict(base)
+    for key, value in more.items():
+        old = merged.get(key)
+        merged[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
 
 
 def _replay(messages: Sequence[Message]) -> tuple[dict[str, str], set[str]]:
