@@ -148,8 +148,8 @@ async def test_a_failed_run_after_a_delete_keeps_its_input_and_the_deleted_one_s
 async def test_an_interrupted_runs_input_stays_deleted_after_a_restart(tmp_path: Path) -> None:
     """Human in the loop: the run stops at the approval of a tool call; the thread is deleted; a
     new process resumes the run with the approval. The approved call runs (LangGraph's), but
-    neither it nor its result goes to the model or into memory: they belong to the deleted run
-    (the model gets nothing of it, an empty request here; a provider refuses one)."""
+    neither it nor its result goes to the model or into memory: they belong to the deleted run,
+    so the model has nothing to answer and the resume raises ThreadNotFoundError (helper 195)."""
     url = f"sqlite:///{tmp_path / 'm.db'}"
 
     def answer(messages: list[BaseMessage]) -> AIMessage:
@@ -172,8 +172,10 @@ async def test_an_interrupted_runs_input_stays_deleted_after_a_restart(tmp_path:
 
     before = len(model.requests)
     async with Process(url, model, saver, **gate()) as agent:
-        result = await agent.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config("t"))
-        assert isinstance(result["messages"][-2], ToolMessage)  # the approved call ran
+        with pytest.raises(ThreadNotFoundError, match="deleted during this run"):
+            await agent.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config("t"))
+        state = await agent.aget_state(config("t"))
+        assert isinstance(state.values["messages"][-1], ToolMessage)  # the approved call ran
         await agent.ainvoke({"messages": [("user", "third")]}, config("t"))
     stored = await texts(url)
     assert "tulipsun" not in said(model, before)

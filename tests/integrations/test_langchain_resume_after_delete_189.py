@@ -1,7 +1,7 @@
 """An interrupted run resumed (its call approved, or rejected) after memory.delete_thread and a
 restart stored and sent the model's call quoting the deleted secret, with its result (helper 189).
-They belong to the deleted run: neither is stored nor sent now (the model gets nothing of the
-deleted run; this fake model answers an empty request, a provider refuses one)."""
+They belong to the deleted run: neither is stored nor sent now, so the model has nothing to answer
+and the resume raises ThreadNotFoundError (helper 195)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from obsmem import Memory
+from obsmem.errors import ThreadNotFoundError
 from tests.integrations.test_langchain_failed_run_184 import Process
 from tests.integrations.test_langchain_review import config, recording
 from tests.integrations.test_langchain_stopped_answer_189 import SECRET, note, sent, stored_calls
@@ -44,7 +45,8 @@ async def test_a_resumed_call_of_a_deleted_run_stays_deleted(tmp_path: Path, dec
         assert await memory.delete_thread("t")
     before = len(model.requests)
     async with Process(url, model, saver, **gate()) as agent:
-        await agent.ainvoke(Command(resume={"decisions": [{"type": decision}]}), config("t"))
+        with pytest.raises(ThreadNotFoundError, match="deleted during this run"):
+            await agent.ainvoke(Command(resume={"decisions": [{"type": decision}]}), config("t"))
         await agent.ainvoke({"messages": [("user", "third")]}, config("t"))
     assert "tulipsun" not in sent(model, before)
     assert "tulipsun" not in await stored_calls(url)

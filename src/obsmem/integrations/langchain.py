@@ -614,6 +614,9 @@ class _Run:
     restored: bool = False
     #: Whether a ``before_model`` of the run wrote what :attr:`known` says is saved into the state.
     promoted: bool = False
+    #: Whether :meth:`ObservationalMemoryMiddleware._restore` found messages of the state that a run
+    #: which did not end was saving deleted with the thread (the run was stopped, then deleted).
+    deleted: bool = False
 
     def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
         """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
@@ -1157,12 +1160,17 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
             await self._retried(thread, run, plan, request.messages)
         new, originals = plan.new, plan.originals
         if run.turn is None:
+            if run.deleted and all(m.role == "system" for m in new):
+                raise _deleted_during_run(thread)  # before a provider refuses the empty request
             run.turn = await self.memory.begin_turn(
                 thread_id=thread, resource_id=resource, messages=new, model=self.model
             )
             context = run.turn.context
         else:
-            context = await run.turn.step(new)
+            try:
+                context = await run.turn.step(new)
+            except ThreadNotFoundError as error:
+                raise _deleted_during_run(thread) from error
         self._saved_now(run, plan)
         run.known.seen(whole)
         head = self._system_messages(request, context)
@@ -1299,6 +1307,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         missing = [v for v in doubtful if v not in stored]
         if missing and await store.get_thread(thread) is None:
             # A result of a deleted call (its interrupt resumed after the delete) goes with it.
+            run.deleted = True
             known.saved.update(missing)
             known.saved.update(_results_of(messages, placed, set(missing)))
 
@@ -1355,6 +1364,19 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         raise _sync_refused()
+
+
+def _deleted_during_run(thread: str) -> ThreadNotFoundError:
+    """The error of a run whose thread ``memory.delete_thread`` deleted while the run was under
+    way: stopped at an interrupt (and now resumed), or between two of its model calls. Nothing of
+    the run is stored or sent (it was deleted with the thread), so the model has nothing to
+    answer; the run is over, and the thread goes on with the next message."""
+    return ThreadNotFoundError(thread, (
+        f"Thread '{thread}' was deleted during this run (while it was stopped at an interrupt, or "
+        "between its model calls): nothing of the run is stored or sent to the model, so there is "
+        "nothing to answer and the run is over. Run the agent with a new message to go on in the "
+        "thread, which starts anew."
+    ))
 
 
 def _sync_refused() -> InvalidInputError:
