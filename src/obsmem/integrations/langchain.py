@@ -648,10 +648,21 @@ class _Plan:
     matched: set[str] = field(default_factory=set)
 
 
-def _is_summary(message: BaseMessage) -> bool:
-    """Whether ``message`` is the summary LangChain's ``SummarizationMiddleware`` puts in the
-    state in place of the messages it summarised (it marks it ``lc_source: summarization``)."""
-    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == "summarization"
+def _summary(messages: Sequence[BaseMessage], known: _Known) -> BaseMessage | None:
+    """The summary LangChain's ``SummarizationMiddleware`` put in ``messages`` (the state's or a
+    request's) in place of the messages it summarised, if any: a ``HumanMessage`` marked
+    ``lc_source: summarization``, first in the state (after its system messages), the messages
+    it kept after it. The mark alone is no summary: a user's message can carry it (an app passing
+    a client's message fields on), and is the user's; so is one this middleware saved."""
+    first = next((m for m in messages if not isinstance(m, SystemMessage)), None)
+    if (
+        not isinstance(first, HumanMessage)
+        or first.additional_kwargs.get("lc_source") != "summarization"
+        or first is messages[-1]
+        or (first.id is not None and str(first.id) in known.latest)
+    ):
+        return None
+    return first
 
 
 def _call_ids(message: Message) -> set[str]:
@@ -715,9 +726,10 @@ def _state_variants(thread: str, run: _Run, messages: Sequence[BaseMessage]) -> 
     and content (see :meth:`ObservationalMemoryMiddleware._unsaved`)."""
     seen: dict[str, int] = {}
     found: list[tuple[int, str]] = []
+    summary = _summary(messages, run.known)
     for index, message in enumerate(messages):
         key = run.key(thread, message)
-        if key is None or isinstance(message, SystemMessage) or _is_summary(message):
+        if key is None or isinstance(message, SystemMessage) or message is summary:
             continue
         n = seen.get(key, 0)
         seen[key] = n + 1
@@ -898,7 +910,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         # SummarizationMiddleware's summary (beside this middleware) digests messages obsmem keeps
         # itself (see :meth:`_removed`): neither saved nor sent, it is no message of the thread.
-        messages = [m for m in messages if not _is_summary(m)]
+        summary = _summary(messages, known)
+        messages = [m for m in messages if m is not summary]
         ids: list[str | None] = [None] * len(messages)
         variants: list[str | None] = [None] * len(messages)  # each one's own id (before an edit's)
         places: dict[str, list[int]] = {}
@@ -1117,7 +1130,8 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         present = {str(m.id) for m in whole.get("messages") or () if m.id}
         held = known.before(whole)
-        if any(_is_summary(m) and str(m.id) not in held for m in whole.get("messages") or ()):
+        summary = _summary(whole.get("messages") or (), known)
+        if summary is not None and str(summary.id) not in held:
             # SummarizationMiddleware beside this one replaced them with its summary: they are
             # summarised, not removed by the app; obsmem keeps them (its observations do the
             # summary's job) and never stores the summary (:meth:`_unsaved`).
