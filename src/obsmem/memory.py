@@ -489,6 +489,15 @@ class Memory:
         self, thread_id: str, resource_id: str, *, title: str | None = None,
         metadata: dict[str, Any] | None = None, org_id: str | None = None,
     ) -> Thread:
+        return (await self.create_thread_made(thread_id, resource_id, title=title, metadata=metadata, org_id=org_id))[0]
+
+    async def create_thread_made(
+        self, thread_id: str, resource_id: str, *, title: str | None = None,
+        metadata: dict[str, Any] | None = None, org_id: str | None = None,
+    ) -> tuple[Thread, bool]:
+        """:meth:`create_thread`, and whether this call made the thread (False: one of that id
+        existed, made before or by a call racing this one, and comes back as it is). A service
+        answering "created" or "taken" tells them apart with it."""
         check_id(thread_id, "thread_id")
         check_id(resource_id, "resource_id")
         check_text(title, "title")
@@ -511,7 +520,10 @@ class Memory:
                 "Use a new thread id.",
                 argument="org_id",
             )
-        return created
+        # Made here: the row holds this call's thread (its creation time, to the microsecond,
+        # and its first version), not one another call made before or meanwhile.
+        made = created.created_at == thread.created_at and created.version == 1 and created.title == thread.title
+        return created, made
 
     async def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread:
         """The thread ``thread_id``. ``resource_id``: the user the caller acts for; a thread of

@@ -175,14 +175,18 @@ class Principal:
         and resource (``False``). An id used by anything else is refused without showing it."""
         resource = await self.resource_owned(memory, resource_id)
         before = await _existing(memory, thread_id)
-        thread = before or await memory.create_thread(
-            thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
-        )
+        made = False
+        if before is None:  # (one made by a request racing this one comes back too: not made here)
+            thread, made = await memory.create_thread_made(
+                thread_id, resource, title=title, metadata=metadata, org_id=self.org_id
+            )
+        else:
+            thread = before
         if not self.sees(thread) or thread.resource_id != resource or (
             before is None and self.org_id is not None and thread.org_id != self.org_id
         ):
             raise ThreadIdTakenError(thread_id)
-        return thread, before is None
+        return thread, made
 
     async def resource_owned(self, memory: Memory, resource_id: str | None) -> str:
         """The resource (checked), reading one thread row: one another org holds is not found.
