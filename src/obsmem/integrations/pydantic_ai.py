@@ -705,6 +705,9 @@ class ObservationalMemory(AbstractCapability[Any]):
     # What each function tool call of this run gave (its return part), by call id: the returns of
     # a final streamed response's calls, which only run_stream's own history gets.
     _ran: dict[str, pai.ToolReturnPart] = field(default_factory=dict, init=False, repr=False)
+    # What a ``ToolReturn`` of such a call showed the model beside its value (its ``content``),
+    # by call id: pydantic-ai puts it in a user part after the request's returns.
+    _shown: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     # The history of the run's latest model request (saved), and the response to it (not saved
     # until the next request): what a run stopped while its tools ran leaves (:meth:`wrap_run`).
     _history: list[pai.ModelMessage] = field(default_factory=list, init=False, repr=False)
@@ -759,6 +762,8 @@ class ObservationalMemory(AbstractCapability[Any]):
             self._ran[call.tool_call_id] = error.tool_failed
             raise
         self._ran[call.tool_call_id] = _return_part(call, result)
+        if isinstance(result, pai.ToolReturn) and result.content:
+            self._shown[call.tool_call_id] = result.content
         return result
 
     # -- the run ----------------------------------------------------------------------------------
@@ -823,8 +828,9 @@ class ObservationalMemory(AbstractCapability[Any]):
                 self._adopted[tuple(tag)] = [m.id for m in foreign[position]]
         await self._locate([m.id for converted in foreign.values() for m in converted])
         await self._locate([
-            _final_returns_ids(thread, run, 1)[0] for position, message in enumerate(history)
+            i for position, message in enumerate(history)
             if _ids_of(message) is None and (run := _answered_run(history, position)) is not None
+            for i in _final_returns_ids(thread, run, 2)
         ])
         erased_runs = self._erased_runs(history)
         new: list[Message] = []
@@ -846,7 +852,7 @@ class ObservationalMemory(AbstractCapability[Any]):
                 key = json.dumps([thread, _dump(message)], sort_keys=True)
                 seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
                 converted = await self._as_recorded(_from_one(message, seed=seed, thread=thread))
-                converted = self._as_stored_returns(_answered_run(history, position), converted)
+                converted = await self._as_stored_returns(_answered_run(history, position), message, converted)
                 _tag(message, [m.id for m in converted])
             stored_here = {m.id for m in converted if self._where.get(m.id) == thread}
             for obsmem_message in converted:
@@ -854,19 +860,52 @@ class ObservationalMemory(AbstractCapability[Any]):
             new.extend(m for m in converted if m.id not in stored_here)
         return new
 
-    def _as_stored_returns(self, run: str | None, converted: list[Message]) -> list[Message]:
+    async def _as_stored_returns(
+        self, run: str | None, request: pai.ModelMessage, converted: list[Message]
+    ) -> list[Message]:
         """``converted`` (an untagged request's obsmem messages) with its leading tool returns
         under the id this thread stored them by when they are the returns of an earlier streamed
         run's final response (:meth:`_streamed_final_returns`; ``run``: the run of the response
         the request answers): the app's copy of that request, passed back in ``message_history``,
         is not stored again (a second answer to each call). pydantic-ai may merge that copy with
-        the next run's prompt into one request without a run id: the response tells the run."""
+        the next run's prompt into one request without a run id: the response tells the run.
+
+        The content its tools' ``ToolReturn`` showed the model, stored after the returns, leads
+        the user message that follows them: it takes its stored id, and what follows it there (the
+        next prompt, merged in) the id it has as a request of its own (:func:`_part_ids`)."""
+        thread = self._thread_id()
         if run is None or run == self._run_id or not converted or converted[0].role != "tool":
             return converted
-        stored_id = _final_returns_ids(self._thread_id(), run, 1)[0]
-        if self._where.get(stored_id) != self._thread_id():
+        returns_id, shown_id = _final_returns_ids(thread, run, 2)
+        if self._where.get(returns_id) != thread:
             return converted
-        return [converted[0].model_copy(update={"id": stored_id}), *converted[1:]]
+        out = [converted[0].model_copy(update={"id": returns_id})]
+        rest = converted[1:]
+        if rest and rest[0].role == "user" and self._where.get(shown_id) == thread:
+            out.extend(await self._after_shown(rest[0], shown_id, request))
+            rest = rest[1:]
+        return [*out, *rest]
+
+    async def _after_shown(self, user: Message, shown_id: str, request: pai.ModelMessage) -> list[Message]:
+        """``user`` (the user message after the returns of an app's copy of a streamed final
+        request) as the stored message of what the tools showed (``shown_id``) and, after it, the
+        prompt pydantic-ai merged into that request, under the id it was stored by."""
+        stored = next(iter(await self.memory.store.get_messages([shown_id])), None)
+        if stored is None or user.parts[:len(stored.parts)] != stored.parts:
+            return [user]
+        if len(user.parts) == len(stored.parts):
+            return [user.model_copy(update={"id": shown_id})]
+        meta = stored.metadata.get(_META) if isinstance(stored.metadata, dict) else None
+        count = len(meta.get("parts") or ()) if isinstance(meta, dict) else 0
+        prompts = [p for p in request.parts if isinstance(p, pai.UserPromptPart)]
+        if not count or len(prompts) <= count:
+            return [user]
+        merged = pai.ModelRequest(parts=list(prompts[count:]), timestamp=getattr(request, "timestamp", None))
+        key = json.dumps([self._thread_id(), _dump(merged)], sort_keys=True)
+        seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+        after = _from_one(merged, seed=seed, thread=self._thread_id())
+        await self._locate([m.id for m in after])
+        return [user.model_copy(update={"id": shown_id, "parts": stored.parts}), *after]
 
     def _erased_runs(self, history: Sequence[pai.ModelMessage]) -> set[str]:
         """The earlier runs of ``history`` whose messages this thread stored and has erased since
@@ -1021,6 +1060,9 @@ class ObservationalMemory(AbstractCapability[Any]):
                 tool_name=call.tool_name, content=content, tool_call_id=call.tool_call_id,
                 tool_kind=call.tool_kind, ui_visibility=call.ui_visibility,
             ))
+        # what the tools' ToolReturn showed the model, after the returns (as pydantic-ai puts it)
+        parts.extend(pai.UserPromptPart(self._shown[p.tool_call_id]) for p in list(parts)
+                     if isinstance(p, pai.ToolReturnPart) and p.tool_call_id in self._shown)
         if not parts or self._run_id is None:
             return []
         request = pai.ModelRequest(parts=parts, run_id=self._run_id)
