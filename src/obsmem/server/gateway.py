@@ -1105,7 +1105,17 @@ def _as_they_came(
                 # before it: left out (memory keeps what it found)
                 continue
             if isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST):
-                item = _hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
+                hosted_item = _hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
+                if hosted_item is None:
+                    # what it was asked is gone (forget made it '[forgotten]'): no item OpenAI takes, and
+                    # as a function_call it has no output. Left out, with the reasoning item it followed
+                    # (taken only with it) and an approval of it (taken only after it; ``kinds``)
+                    if came and came[-1].get("type") == "reasoning":
+                        came.pop()
+                        after_reasoning = any(i.get("type") == "reasoning" and isinstance(i.get("id"), str)
+                                              for i in came)  # fmt: skip
+                    continue
+                item = hosted_item
             elif isinstance(shape, dict):
                 item = _call_as_it_came(item, shape, after_reasoning)
             elif after_reasoning and isinstance(call_ids.get(call_id), str):
@@ -1118,8 +1128,10 @@ def _as_they_came(
                 continue  # what a hosted tool returned went in its item
             if (isinstance(shape, dict) and shape.get("type") == _APPROVAL) or kinds.get(call_id) == _APPROVAL_REQUEST:
                 approval = _approval(call_id, shape, results.get(call_id))
-                if approval is None:
-                    continue  # memory's 'no result' for a request the user went on from: no approval to send
+                if approval is None or kinds.get(call_id) != _APPROVAL_REQUEST:
+                    # memory's 'no result' for a request the user went on from: no approval to send;
+                    # or its request was not sent (left out): OpenAI takes no approval without it
+                    continue
                 item = approval
             elif isinstance(shape, dict):
                 item = _output_as_it_came(item, shape, results.get(call_id))
@@ -1146,16 +1158,16 @@ def _reasoned_calls(message: Message) -> set[str]:
 
 def _hosted_as_it_came(
     item: dict[str, Any], shape: dict[str, Any], result: Any, image: FilePart | None = None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """A hosted tool's item (or an MCP approval request) as it came: its type, id and status, what
     it was asked (the call's arguments) and what it returned (the call's result, and the image an
-    image generation call made)."""
+    image generation call made). None when the arguments are no object (forgotten)."""
     try:
         arguments = json.loads(item["arguments"])
     except (ValueError, RecursionError):
         arguments = None
     if not isinstance(arguments, dict):
-        return item
+        return None
     returned = shape.get("returned")
     returned = returned if isinstance(returned, list) else []
     came = {k: shape[k] for k in _ITEM_FIELDS if k in shape}
@@ -1874,6 +1886,32 @@ def _refuse_references(items: list[Any], new: list[Any]) -> None:
             )
 
 
+def _refuse_unsendable_hosted_items(items: list[Any], new: list[Any]) -> None:
+    """Refuses an input to save holding a hosted tool's item (or an MCP approval request) that
+    OpenAI would refuse: an ``id`` that is no string or empty (an approval request's is needed: its
+    approval names it), an MCP item's ``arguments`` that are no JSON string, or one id twice
+    ('Duplicate item found with id …'). Saved, the item went upstream as it came at every request
+    after, and each failed."""
+    seen: set[str] = set()
+    for item in new:
+        kind, item_id = item.get("type"), item.get("id")
+        if kind not in _HOSTED and kind != _APPROVAL_REQUEST:
+            continue
+        index = next(i for i, given in enumerate(items) if given is item)
+        problem = None
+        if (item_id is not None or kind == _APPROVAL_REQUEST) and (not isinstance(item_id, str) or not item_id):
+            problem = "its 'id' must be the item's id, a non-empty string"
+        elif kind in ("mcp_call", _APPROVAL_REQUEST) and "arguments" in item and not isinstance(item["arguments"], str):
+            problem = "its 'arguments' must be a JSON string"
+        elif isinstance(item_id, str) and item_id in seen:
+            problem = f"the item {item_id!r} comes twice in the input; send each item once"
+        if problem is not None:
+            raise InvalidInputError(f"input[{index}]: a {kind} that OpenAI would refuse: {problem}",
+                                    argument="input")  # fmt: skip
+        if isinstance(item_id, str):
+            seen.add(item_id)
+
+
 def _is_answer(item: Any) -> bool:
     kind = item.get("type", "message" if "role" in item else None)
     return kind in _ANSWER_ITEMS or (kind == "message" and item.get("role") == "assistant")
@@ -1916,6 +1954,7 @@ async def responses(
     await _thread(service, principal, thread_id, resource_id)
     new = await _unsaved(service, thread_id, conversation, new)
     _refuse_references(items, new)
+    _refuse_unsendable_hosted_items(items, new)
     plain = _as_function_items(new)[0]
     history = await call_history(
         service, thread_id, {str(i.get("call_id")) for i in plain if i.get("type") == "function_call_output"},
