@@ -423,11 +423,13 @@ class ObsmemSession:
 
     async def _answered_history(self, raw: list[dict[str, Any]], calls: set[Any]) -> list[Message]:
         """The session's unobserved messages, holding the calls the outputs of ``raw`` answer
-        (those not made in ``raw`` itself: ``calls``). A call waits for its output there (obsmem
-        observes a call with its output), unless the session lost it while the run waited (a tool
-        approval: ``needs_approval``, resumed from a ``RunState``): cleared (:meth:`clear_session`)
-        or undone (:meth:`pop_item`). Then the run is over: its output answers nothing, and the
-        error says so before the SDK calls the model with the run's own copy of the conversation."""
+        (those not made in ``raw`` itself: ``calls``), after the stored messages of those calls
+        observed since (an approval given after the user went on: the turn's end closed the call,
+        and observation took both). A call is held unless the session lost it while the run
+        waited (a tool approval: ``needs_approval``, resumed from a ``RunState``): cleared
+        (:meth:`clear_session`) or undone (:meth:`pop_item`). Then the run is over: its output
+        answers nothing, and the error says so before the SDK calls the model with the run's own
+        copy of the conversation."""
         try:
             await self.memory.get_thread(self.session_id, resource_id=self.resource_id)
             history = (await self.memory.get_context(self.session_id)).raw_messages
@@ -439,6 +441,14 @@ class ObsmemSession:
             if _kind(item) == "function_call_output" and item.get("call_id") not in calls
             and item.get("call_id") not in held
         })
+        if lost and history:
+            # an approval given after the user went on: its call may be observed by now (with the
+            # closing that answered it meanwhile), out of the unobserved tail but still stored
+            observed = [m for m in await self.memory.list_messages(self.session_id)
+                        if any(c.tool_call_id in lost for c in m.tool_calls)]
+            found = {c.tool_call_id for m in observed for c in m.tool_calls}
+            history = [*observed, *history]
+            lost = [c for c in lost if c not in found]
         if lost:
             raise InvalidInputError(
                 f"The run's tool output answers a call session '{self.session_id}' no longer holds "
