@@ -886,8 +886,11 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
                 "config={'configurable': {'thread_id': '...'}}",
                 argument="thread_id",
             )
-        resource = (
-            self.resource_id or configurable.get("resource_id") or configurable.get("user_id") or thread
+        # an int id of 0 (a user table's) is an id, not a missing one
+        resource = next(
+            (r for r in (self.resource_id, configurable.get("resource_id"), configurable.get("user_id"))
+             if r not in (None, "")),
+            thread,
         )
         return thread, str(resource)
 
