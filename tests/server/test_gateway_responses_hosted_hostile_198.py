@@ -308,3 +308,32 @@ def test_a_malformed_hosted_item_is_refused_before_it_is_saved(env: Env, model: 
     assert len(env.upstream.requests) == requests
     assert _client(env, thread).responses.create(model="m", input="plain on", store=False).output_text.startswith("said")
     assert not model.invalid
+
+
+@pytest.mark.parametrize("value", ["completed", "search", "web_search_call"])
+def test_forget_a_word_of_the_items_own_fields_leaves_the_thread_going(env: Env, model: McpModel, value: str) -> None:
+    """forget drops a metadata entry holding the value: the note of how the answer's items came
+    ('completed' is every item's status, 'web_search_call' the search's type). Without it the
+    search went as a function_call, its output after the answer's message: refused, the thread
+    failed. A call answered in its own message is one the provider ran: left out without its note."""
+    thread = f"h198-forget-word-{value}"
+    client = _client(env, thread)
+    assert client.responses.create(model="m", input="lookup the sky", store=False).output_text == "sunny"
+    env.live.call(env.live.service.memory.forget(value, thread_id=thread))
+    assert client.responses.create(model="m", input="plain and?", store=False).output_text.startswith("said")
+    sent = _sent(env)
+    assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output")]
+    assert any(i.get("role") == "assistant" and _text(i) == "sunny" for i in sent)
+    assert not model.invalid
+
+
+def test_forget_completed_in_a_thread_with_a_generated_image(env: Env, model: McpModel) -> None:
+    thread = "h198-forget-word-image"
+    history = [{"role": "user", "content": "draw"}, HOSTED["image_generation"], _answer("img"),
+               {"role": "user", "content": "plain ok"}]
+    assert _post(env, thread, {"model": "m", "input": history, "store": False}).status_code == 200
+    env.live.call(env.live.service.memory.forget("completed", thread_id=thread))
+    assert _client(env, thread).responses.create(model="m", input="plain and?", store=False).output_text.startswith("said")
+    sent = _sent(env)
+    assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output")]
+    assert not model.invalid

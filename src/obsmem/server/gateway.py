@@ -52,7 +52,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
 import httpx
 from fastapi import APIRouter, Header, Request
@@ -1090,6 +1090,10 @@ def _as_they_came(
     results = {call_id: part.result for call_id, part in parts.items()}
     made = _hosted_files(message)
     reasoned = _reasoned_calls(message)
+    # calls answered in their own (assistant) message: tools the provider ran. One without the note
+    # of its item (forget took the note: 'completed' is in every item's status) cannot go as it came
+    unnoted = {call_id for call_id in parts if not _is_hosted_shape(calls.get(call_id))} \
+        if message.role == "assistant" else set()  # fmt: skip
     came: list[dict[str, Any]] = []
     after_reasoning = False  # a reasoning item sent with its id came before, in this answer
     for item in items:
@@ -1104,17 +1108,19 @@ def _as_they_came(
                 # a hosted tool's item only with its id and that id only with the reasoning item
                 # before it: left out (memory keeps what it found)
                 continue
-            if isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST):
-                hosted_item = _hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
-                if hosted_item is None:
-                    # what it was asked is gone (forget made it '[forgotten]'): no item OpenAI takes, and
-                    # as a function_call it has no output. Left out, with the reasoning item it followed
-                    # (taken only with it) and an approval of it (taken only after it; ``kinds``)
-                    if came and came[-1].get("type") == "reasoning":
-                        came.pop()
-                        after_reasoning = any(i.get("type") == "reasoning" and isinstance(i.get("id"), str)
-                                              for i in came)  # fmt: skip
-                    continue
+            hosted_item = (_hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
+                           if _is_hosted_shape(shape) else None)  # fmt: skip
+            if call_id in unnoted or (_is_hosted_shape(shape) and hosted_item is None):
+                # what it was asked is gone (forget made it '[forgotten]'), or how it came: no item
+                # OpenAI takes, and as a function_call it has no output before the answer's next
+                # item. Left out, with the reasoning item it followed (taken only with it) and an
+                # approval of it (taken only after it; ``kinds``); memory keeps what it found
+                if came and came[-1].get("type") == "reasoning":
+                    came.pop()
+                    after_reasoning = any(i.get("type") == "reasoning" and isinstance(i.get("id"), str)
+                                          for i in came)  # fmt: skip
+                continue
+            if hosted_item is not None:
                 item = hosted_item
             elif isinstance(shape, dict):
                 item = _call_as_it_came(item, shape, after_reasoning)
@@ -1124,8 +1130,8 @@ def _as_they_came(
             call_id = str(item.get("call_id"))
             shape = outputs.get(call_id)
             hosted = calls.get(call_id)
-            if isinstance(hosted, dict) and hosted.get("type") in _HOSTED:
-                continue  # what a hosted tool returned went in its item
+            if (isinstance(hosted, dict) and hosted.get("type") in _HOSTED) or call_id in unnoted:
+                continue  # what a hosted tool returned went in its item (or with it, left out)
             if (isinstance(shape, dict) and shape.get("type") == _APPROVAL) or kinds.get(call_id) == _APPROVAL_REQUEST:
                 approval = _approval(call_id, shape, results.get(call_id))
                 if approval is None or kinds.get(call_id) != _APPROVAL_REQUEST:
@@ -1143,6 +1149,11 @@ def _as_they_came(
                 item = {**item, "id": ids["id"], "status": ids.get("status", "completed")}
         came.append(item)
     return came
+
+
+def _is_hosted_shape(shape: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether ``shape`` notes a hosted tool's item or an MCP approval request."""
+    return isinstance(shape, dict) and (shape.get("type") in _HOSTED or shape.get("type") == _APPROVAL_REQUEST)
 
 
 def _reasoned_calls(message: Message) -> set[str]:
