@@ -111,3 +111,18 @@ async def test_a_streamed_final_tools_content_is_stored_once_where_pydantic_ai_k
         "book a seat", "tool-call:book-1", "tool-call:out-1",
         "tool-return:book-1", "tool-return:out-1", "the seat map shows 12A",
     ]
+
+
+async def test_a_forgotten_content_is_not_brought_back_by_the_apps_copy() -> None:
+    model = Model()
+    async with Memory("memory://") as memory:
+        agent = _agent(memory, model)
+        async with agent.run_stream("book a seat", conversation_id="t") as run:
+            await run.get_output()
+        await memory.forget("12A", thread_id="t")
+        for prompt in ["another one", "and a third"]:
+            async with agent.run_stream(prompt, conversation_id="t", message_history=run.all_messages()) as run:
+                await run.get_output()
+        stored = await _stored(memory)
+    assert stored.count("the seat map shows 12A") == 2, stored  # the two later runs' own
+    assert stored.index("the seat map shows 12A") > stored.index("another one")

@@ -111,6 +111,9 @@ message stored nowhere that holds it was erased there (``forget``, ``delete_thre
 ``message_history`` passing it back does not store it again."""
 
 _META = "pydantic_ai"
+# On the stored returns of a streamed final response: how many user parts (what its tools'
+# ToolReturn showed the model) follow them in pydantic-ai's request.
+_SHOWN_KEY = "pydantic_ai_shown"
 _UNKNOWN = "pydantic-ai-part"
 _ADAPTER = pai.ModelMessagesTypeAdapter
 _NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)  # a message with no timestamp anywhere (and no parts)
@@ -881,31 +884,34 @@ class ObservationalMemory(AbstractCapability[Any]):
             return converted
         out = [converted[0].model_copy(update={"id": returns_id})]
         rest = converted[1:]
-        if rest and rest[0].role == "user" and self._where.get(shown_id) == thread:
-            out.extend(await self._after_shown(rest[0], shown_id, request))
-            rest = rest[1:]
+        if rest and rest[0].role == "user":
+            stored = next(iter(await self.memory.store.get_messages([returns_id])), None)
+            count = stored.metadata.get(_SHOWN_KEY) if stored is not None else None
+            if isinstance(count, int) and count > 0:
+                out.extend(await self._after_shown(rest[0], shown_id, request, count))
+                rest = rest[1:]
         return [*out, *rest]
 
-    async def _after_shown(self, user: Message, shown_id: str, request: pai.ModelMessage) -> list[Message]:
+    async def _after_shown(
+        self, user: Message, shown_id: str, request: pai.ModelMessage, count: int
+    ) -> list[Message]:
         """``user`` (the user message after the returns of an app's copy of a streamed final
-        request) as the stored message of what the tools showed (``shown_id``) and, after it, the
-        prompt pydantic-ai merged into that request, under the id it was stored by."""
-        stored = next(iter(await self.memory.store.get_messages([shown_id])), None)
-        if stored is None or user.parts[:len(stored.parts)] != stored.parts:
-            return [user]
-        if len(user.parts) == len(stored.parts):
-            return [user.model_copy(update={"id": shown_id})]
-        meta = stored.metadata.get(_META) if isinstance(stored.metadata, dict) else None
-        count = len(meta.get("parts") or ()) if isinstance(meta, dict) else 0
+        request) as the stored message of what the tools showed (``shown_id``: its first
+        ``count`` user parts) and, after it, the prompt pydantic-ai merged into that request,
+        under the id it was stored by. What the tools showed is never stored from the copy: it
+        is stored under ``shown_id``, or was erased since (a forget) and stays so."""
         prompts = [p for p in request.parts if isinstance(p, pai.UserPromptPart)]
-        if not count or len(prompts) <= count:
+        if len(prompts) < count:
             return [user]
+        self._where[shown_id] = self._thread_id()
+        if len(prompts) == count:
+            return [user.model_copy(update={"id": shown_id})]
         merged = pai.ModelRequest(parts=list(prompts[count:]), timestamp=getattr(request, "timestamp", None))
         key = json.dumps([self._thread_id(), _dump(merged)], sort_keys=True)
         seed = f"pai-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
         after = _from_one(merged, seed=seed, thread=self._thread_id())
         await self._locate([m.id for m in after])
-        return [user.model_copy(update={"id": shown_id, "parts": stored.parts}), *after]
+        return [user.model_copy(update={"id": shown_id}), *after]
 
     def _erased_runs(self, history: Sequence[pai.ModelMessage]) -> set[str]:
         """The earlier runs of ``history`` whose messages this thread stored and has erased since
@@ -1069,6 +1075,10 @@ class ObservationalMemory(AbstractCapability[Any]):
         converted = _from_one(request, keep_ids=False)
         ids = _final_returns_ids(self._thread_id(), self._run_id, len(converted))
         converted = [m.model_copy(update={"id": i}) for m, i in zip(converted, ids, strict=True)]
+        shown = sum(isinstance(p, pai.UserPromptPart) for p in parts)
+        if shown:  # how many of the request's user parts its tools showed (:meth:`_after_shown`)
+            returns = converted[0]
+            converted[0] = returns.model_copy(update={"metadata": {**returns.metadata, _SHOWN_KEY: shown}})
         for message in converted:
             self._where[message.id] = self._thread_id()
         return converted
