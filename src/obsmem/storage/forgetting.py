@@ -18,12 +18,15 @@ backslash in the value is found although JSON escapes it.
   marker) whose JSON holds it goes; a file part holding it goes. A tool call or tool result is
   never dropped, because a result must keep its call (providers reject a result without one):
   its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing stays valid. A
-  message left with no parts is deleted.
+  message left with no parts is deleted. A metadata entry holding the value goes; obsmem's own
+  (``obsmem_``: a reply's receipt, the marks of a call answered late) only by what it holds,
+  never by obsmem's names in it, and a receipt not for a thread id it names.
 * Ids (a resource or thread id holding the value) are not text: ``Memory.delete_resource`` or
   ``Memory.delete_thread`` removes them.
 * **Records**: the active observations, buffered chunks and reflection, and every per-thread
   state (current task, suggested response, title, extracted values) are cleaned line by line
-  or field by field; metadata keys whose JSON holds the value go.
+  or field by field; metadata keys whose JSON holds the value go (obsmem's own entries and
+  the settings the record was made under: by their values, not their names).
 
 A value that is one phone number ("+49 151 2345678") is found in every way the number is
 written: a number in the text (its digits, separators dropped) holding the value's national
@@ -260,12 +263,62 @@ def forget_in_message(message: Message, value: str) -> Message | None:
     if not contains(message.model_dump(mode="json"), value):
         return message
     parts = [kept for part in message.parts if (kept := _part(part, value)) is not None]
-    metadata = _clean(message.metadata, value)
+    metadata = _message_metadata(message.metadata, value)
     if not parts:
         return None
     if tuple(parts) == message.parts and metadata == message.metadata:
         return message  # the value is only in an id (thread or resource): not text to forget
     return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
+
+
+# obsmem's own entries of a message's metadata that hold ids, numbers, a hash or a flag, never
+# text: a reply's receipt (obsmem.om.receipts; rules.RECEIPT_KEY), the marks of a call answered
+# "no result" and of its late result (obsmem.om.selection), a framework's feedback flag
+# (types.FEEDBACK_KEY). Matched by what they hold, never by obsmem's names for them: without its
+# mark a late result was refused as a second result of its call. A receipt goes only when the
+# value is in what it holds besides the threads it names (a user's name in a thread's id is in
+# every message's row; a forget does not rename threads), such as a message id.
+_OWN_MESSAGE_PREFIX: Final = "obsmem_"
+_RECEIPT_FIELDS: Final = frozenset({
+    "v", "id", "thread_id", "hash", "record_id", "generation", "groups", "raw", "raw_span", "raw_outside",
+    "raw_count", "knowledge", "pins", "tokens", "created_at",
+})
+
+
+def _own_entry_holds(key: str, item: object, value: str) -> bool:
+    """Whether obsmem's own metadata entry ``item`` under ``key`` holds ``value``."""
+    if key in ("obsmem_unanswered", "obsmem_feedback") and isinstance(item, bool):
+        return False
+    if key == "obsmem_receipt" and isinstance(item, dict) and set(item) <= _RECEIPT_FIELDS:
+        groups = item.get("groups")
+        span = item.get("raw_span")
+        item = {
+            **item,
+            "thread_id": None,
+            "groups": [g[:1] + g[2:] if isinstance(g, list) else g for g in groups] if isinstance(groups, list) else groups,
+            "raw_span": span[1:] if isinstance(span, list) else span,
+        }
+    return _says(item, value)
+
+
+def _says(data: object, value: str) -> bool:
+    """Whether ``value`` is in a string or scalar of ``data`` (its field names left out)."""
+    texts = list(json_strings(data, keys=False))
+    return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
+
+
+def _message_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
+    """A message's (or a record's) ``metadata`` without its entries holding ``value``. obsmem's own entries
+    (``obsmem_``) are matched by what they hold, not by their names or field names (obsmem's
+    words: forgetting "receipt" or "answered" took them)."""
+    kept: dict[str, Any] = {}
+    for key, item in metadata.items():
+        if key.startswith(_OWN_MESSAGE_PREFIX):
+            if not _own_entry_holds(key, item, value):
+                kept[key] = item
+        elif not contains(item, value) and not holds(key, value):
+            kept[key] = item
+    return kept
 
 
 def _field(text: str | None, value: str) -> str | None:
@@ -316,8 +369,10 @@ def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str
             "threads": {tid: _state(state, value) for tid, state in record.threads.items()},
             "buffered_chunks": tuple(_chunk(c, value, count) for c in record.buffered_chunks),
             "buffered_reflection": reflection,
-            "config": _clean(record.config, value),
-            "metadata": _clean(record.metadata, value),
+            # the settings it was made under and obsmem's entries: by what they hold, never by
+            # obsmem's names ("model", "scope", "x" of "max_tokens" took them)
+            "config": {k: v for k, v in record.config.items() if not _says(v, value)},
+            "metadata": _message_metadata(record.metadata, value),
         }
     )
     return record if cleaned == record else cleaned  # the value may be only in an id
