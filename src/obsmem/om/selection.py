@@ -611,6 +611,7 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
     answers: dict[str, tuple[Message, list[str], set[str], dict[str, ToolResultPart]]] = {}
     files: dict[str, list[FilePart]] = {}  # call id -> the files that came after its late result
     notes: dict[str, dict[str, Any]] = {}  # closing id -> what the late results' messages noted
+    taken: set[str] = set()  # the call ids whose late result (and its files) this call took
     out: list[Message] = []
     for message in new:
         late = [r for r in message.tool_results if r.tool_call_id in closings]
@@ -619,16 +620,34 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
             continue
         owner: str | None = None  # the late result the parts read now follow (None: another part)
         rest_parts: list[Part] = []
+        # A tool message's files are its results' (is_boundary): those before its first result,
+        # nothing else before them, are that result's.
+        leading: list[FilePart] | None = [] if message.role == "tool" else None
         for part in message.parts:
+            if leading is not None and isinstance(part, FilePart):
+                leading.append(part)
+                continue
             if isinstance(part, ToolResultPart):
                 owner = part.tool_call_id if part.tool_call_id in closings else None
                 if owner is None:
+                    rest_parts += leading or ()
                     rest_parts.append(part)
+                elif owner in taken or owner in (closings[owner].metadata.get(ANSWERED_LATE_KEY) or ()):
+                    owner = ""  # sent again: its files are in place already (or come with its first copy)
+                else:
+                    taken.add(owner)
+                    files.setdefault(owner, []).extend(leading or ())
+                leading = None
+            elif owner == "" and isinstance(part, FilePart):
+                continue
             elif owner is not None and isinstance(part, FilePart):
                 files.setdefault(owner, []).append(part)
-            else:  # a part of the message's own (text, a file before any late result)
+            else:  # a part of the message's own (text, a file of a text's)
+                rest_parts += leading or ()
+                leading = None
                 owner = None
                 rest_parts.append(part)
+        rest_parts += leading or ()
         for result in late:
             closing = closings[result.tool_call_id]
             entry = answers.get(closing.id)
