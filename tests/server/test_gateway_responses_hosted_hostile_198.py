@@ -337,3 +337,25 @@ def test_forget_completed_in_a_thread_with_a_generated_image(env: Env, model: Mc
     sent = _sent(env)
     assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output")]
     assert not model.invalid
+
+
+def test_a_function_output_mixing_a_file_id_and_an_inline_image_keeps_the_image_a_file(
+    env: Env, model: McpModel
+) -> None:
+    """An output list naming one file by its OpenAI file_id was kept whole as the result: an inline
+    image beside it was its base64 as text (2 MB: half a million tokens counted toward observing the
+    thread, and text for the observer). The image is a file part; the list goes upstream as it came."""
+    thread = "h198-mixed-output"
+    image = "data:image/png;base64," + "iVBORw0KGgo" + "A" * 2_000_000
+    call = {"type": "function_call", "call_id": "call_mixed", "name": "query", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_mixed", "output": [
+        {"type": "input_text", "text": "charts"}, {"type": "input_image", "file_id": "file-x", "detail": "auto"},
+        {"type": "input_image", "image_url": image, "detail": "high"},
+        {"type": "input_file", "file_url": "https://example.com/report.pdf"}]}
+    history = [{"role": "user", "content": "query it"}, call, output]
+    assert _client(env, thread).responses.create(model="m", input=history, store=False).output_text == "done"
+    assert [i for i in _sent(env) if i.get("type") == "function_call_output"] == [output]  # from memory
+    stored = _stored(env, thread)
+    assert "AAAAAAAA" not in json.dumps([p.result for m in stored for p in m.parts if isinstance(p, ToolResultPart)])
+    assert [p.media_type for m in stored for p in m.parts if isinstance(p, FilePart)][:1] == ["image/png"]
+    assert not model.invalid

@@ -95,10 +95,22 @@ def _is_content_list(value: object) -> bool:
     )
 
 
+#: In a function output kept as its list of parts, the place of a file kept as a file part after
+#: the result: the number of that file part (:func:`_output_parts`).
+_FILE_AT = "obsmem_file"
+
+
 def _output(result: ToolResultPart, files: list[FilePart] | None = None) -> dict[str, Any]:
-    if _is_content_list(result.result) and not files:  # the parts the output came as, not their JSON text
-        return {"type": "function_call_output", "call_id": result.tool_call_id,
-                "output": [dict(part) for part in result.result]}  # fmt: skip
+    listed = _is_content_list(result.result)
+    at = [p.get(_FILE_AT) for p in result.result] if listed else []
+    if listed and (not files or any(isinstance(n, int) for n in at)):  # the parts it came as, not their JSON text
+        files = files or []
+        parts = [{**{k: v for k, v in part.items() if k != _FILE_AT}, **_input_content(files[n])}
+                 if isinstance(n, int) and 0 <= n < len(files) else dict(part)
+                 for part, n in zip(result.result, at, strict=True)]  # fmt: skip
+        placed = {n for n in at if isinstance(n, int)}
+        parts.extend(_input_content(f) for i, f in enumerate(files) if i not in placed)
+        return {"type": "function_call_output", "call_id": result.tool_call_id, "output": parts}
     output: str | list[dict[str, Any]] = json_text(result.result)
     if files:  # what the tool returned with its text: input_image / input_file parts of the output
         output = [*([{"type": "input_text", "text": output}] if output else []), *map(_input_content, files)]
@@ -198,10 +210,21 @@ def _output_parts(output: str | list[Any], loc: Loc) -> tuple[Any, list[FilePart
         kind in _CONTENT_PARTS for kind in kinds
     ):
         return output, []
-    if any(kind != "input_text" and not _by_content(as_object(raw, loc.at(i))) for i, (kind, raw)
-           in enumerate(zip(kinds, output, strict=True))):  # fmt: skip
-        # a file by its OpenAI file_id, which obsmem cannot hold: the parts kept as they came (sent back so)
-        return [as_object(raw, loc.at(i)) for i, raw in enumerate(output)], []
+    given = [as_object(raw, loc.at(i)) for i, raw in enumerate(output)]
+    if any(kind != "input_text" and not _by_content(part) for kind, part in zip(kinds, given, strict=True)):
+        # a file by its OpenAI file_id, which obsmem cannot hold: the parts kept as they came (sent back
+        # so), except the files given by their content: each a file part after the result (kept in it, an
+        # image was its base64, counted and observed as text), its place in the list noted
+        inline = [kind != "input_text" and _by_content(part) for kind, part in zip(kinds, given, strict=True)]
+        converted = _content_parts([part if own else {"type": "input_text", "text": ""}
+                                    for part, own in zip(given, inline, strict=True)], loc, "user")  # fmt: skip
+        files = [p for p in converted if isinstance(p, FilePart)]
+        if len(files) != sum(inline):
+            return given, []
+        numbers = iter(range(len(files)))
+        kept = [{**{k: v for k, v in part.items() if k not in ("image_url", "file_data", "file_url", "filename")},
+                 _FILE_AT: next(numbers)} if own else part for part, own in zip(given, inline, strict=True)]  # fmt: skip
+        return kept, files
     parts = _content_parts(output, loc, "user")
     texts = [p.text for p in parts if isinstance(p, TextPart)]
     return "\n".join(texts), [p for p in parts if isinstance(p, FilePart)]
