@@ -359,3 +359,16 @@ def test_a_function_output_mixing_a_file_id_and_an_inline_image_keeps_the_image_
     assert "AAAAAAAA" not in json.dumps([p.result for m in stored for p in m.parts if isinstance(p, ToolResultPart)])
     assert [p.media_type for m in stored for p in m.parts if isinstance(p, FilePart)][:1] == ["image/png"]
     assert not model.invalid
+
+
+def test_a_failed_image_generation_goes_back_with_its_null_result(env: Env, model: McpModel) -> None:
+    """OpenAI's image_generation_call requires 'result' (null when no image was made): a failed
+    generation went back without it."""
+    thread = "h198-image-failed"
+    item = {"type": "image_generation_call", "id": "ig_failed", "status": "failed", "result": None}
+    history = [{"role": "user", "content": "draw"}, item, _answer("igf"), {"role": "user", "content": "plain ok"}]
+    assert _post(env, thread, {"model": "m", "input": history, "store": False}).status_code == 200
+    assert item in _sent(env)
+    _client(env, thread).responses.create(model="m", input="plain and?", store=False)
+    assert item in _sent(env)
+    assert not model.invalid

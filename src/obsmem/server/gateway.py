@@ -1185,8 +1185,9 @@ def _hosted_as_it_came(
     came.update(arguments)
     if isinstance(result, dict):
         came.update({k: result[k] for k in returned if k in result})
-    if image is not None and "result" in returned:
-        came["result"] = image.data
+    if "result" in returned and shape.get("type") == "image_generation_call":
+        # the image made, or null (none made: a failed generation); OpenAI requires the field
+        came["result"] = image.data if image is not None else None
     return came
 
 
