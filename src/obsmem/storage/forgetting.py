@@ -15,12 +15,13 @@ backslash in the value is found although JSON escapes it.
 * **Text** (observations, working memory, buffered chunks): every *line* containing the value
   goes; the other lines stay as they were.
 * **Messages**: a text or reasoning part containing the value goes; a data part (an observation
-  marker) whose JSON holds it goes; a file part holding it goes. A tool call or tool result is
-  never dropped, because a result must keep its call (providers reject a result without one):
-  its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing stays valid. A
-  message left with no parts is deleted. A metadata entry holding the value goes; obsmem's own
-  (``obsmem_``: a reply's receipt, the marks of a call answered late) only by what it holds,
-  never by obsmem's names in it, and a receipt not for a thread id it names.
+  marker) whose values hold it goes; a file part holding it goes (its address and name, as
+  written and percent-decoded, and a text file's content, its base64 decoded). A tool call or
+  tool result is never dropped, because a result must keep its call (providers reject a result
+  without one): its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing
+  stays valid. A message left with no parts is deleted. A metadata entry holding the value
+  goes; obsmem's own (``obsmem_``: a reply's receipt, the marks of a call answered late) only
+  by what it holds, never by obsmem's names in it, and a receipt not for a thread id it names.
 * Ids (a resource or thread id holding the value) are not text: ``Memory.delete_resource`` or
   ``Memory.delete_thread`` removes them.
 * **Records**: the active observations, buffered chunks and reflection, and every per-thread
@@ -41,11 +42,14 @@ observation quoted onto one line).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any, Final
+from urllib.parse import unquote, unquote_plus
 
 from obsmem.phones import digit_runs, national_digits
 from obsmem.quoting import defuse
@@ -236,8 +240,10 @@ def _part(part: Part, value: str) -> Part | None:
     # data where that is text (a data: URI not in base64; base64 is no text to match), a data
     # part's values.
     if isinstance(part, FilePart):
-        said: list[str] = [_file_text(t) for t in (part.url, part.data) if t is not None and not _base64(t, part.data is t)]
-        said += [part.filename] if part.filename is not None else []
+        said: list[str] = [part.filename] if part.filename is not None else []
+        for ref, inline in ((part.url, False), (part.data, True)):
+            if ref is not None:
+                said += _file_says(ref, inline, part.media_type)
     elif isinstance(part, DataPart):
         said = list(json_strings(part.data, keys=False))
     else:
@@ -245,22 +251,55 @@ def _part(part: Part, value: str) -> Part | None:
     return None if any(holds(text, value) for text in said) else part
 
 
-def _base64(ref: str, data: bool) -> bool:
-    """Whether a file's ``url`` or ``data`` (``data``) is base64 rather than text: a data: URI
-    marked ``;base64``, or a file's inline data that is not a data: URI (base64, by its field)."""
+# Media types whose bytes are text, besides text/*: a file of one, stored base64, is read as text.
+_TEXT_MEDIA: Final = frozenset({
+    "application/json", "application/xml", "application/x-ndjson", "application/csv", "application/yaml",
+    "application/x-yaml", "application/javascript", "application/sql", "application/x-sh", "application/toml",
+})
+
+
+def _textual(media_type: str) -> bool:
+    kind = media_type.split(";")[0].strip().lower()
+    return kind.startswith("text/") or kind in _TEXT_MEDIA or kind.endswith(("+json", "+xml"))
+
+
+def _file_says(ref: str, inline: bool, media_type: str) -> list[str]:
+    """What a file's ``url`` or inline ``data`` (``inline``) says, in each spelling it is written
+    in: an address and a data: URI's content as written and percent-decoded ("Zaphod%20Quux"); a
+    text file's base64 (inline data, a data: URI marked ``;base64``) decoded. Other base64 (an
+    image) says nothing: a short value would match it by chance."""
     if ref.startswith("data:"):
-        return ";base64" in ref.partition(",")[0]
-    return data
+        header, _, body = ref.partition(",")
+        kind = header[5:].split(";")[0] or "text/plain"
+        if ";base64" in header:
+            return [_decoded(body)] if _textual(kind) else []
+        return _unquoted(body)
+    if inline:
+        return [_decoded(ref)] if _textual(media_type) else []
+    return _unquoted(ref)
 
 
-def _file_text(ref: str) -> str:
-    """What a file's address or text data says: a data: URI's content, without its header."""
-    return ref.partition(",")[2] if ref.startswith("data:") else ref
+def _unquoted(text: str) -> list[str]:
+    """``text`` as written and percent-decoded (a URL's query writes a space as "+" too)."""
+    if "%" not in text and "+" not in text:
+        return [text]
+    return list(dict.fromkeys((text, unquote(text), unquote_plus(text))))
+
+
+def _decoded(data: str) -> str:
+    """A text file's base64 as text ("" when it is not base64)."""
+    try:
+        raw = base64.b64decode(data + "=" * (-len(data) % 4))
+    except (binascii.Error, ValueError):
+        return ""
+    return raw.decode("utf-8", errors="replace")
 
 
 def forget_in_message(message: Message, value: str) -> Message | None:
     """``message`` with ``value`` forgotten (itself when untouched); None when it has to go."""
-    if not contains(message.model_dump(mode="json"), value):
+    if not contains(message.model_dump(mode="json"), value) and not any(
+        isinstance(part, FilePart) and _part(part, value) is None for part in message.parts
+    ):  # (a file may hold it in a spelling of its own: percent-encoded, a text file's base64)
         return message
     parts = [kept for part in message.parts if (kept := _part(part, value)) is not None]
     metadata = _message_metadata(message.metadata, value)
