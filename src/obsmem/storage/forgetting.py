@@ -225,6 +225,20 @@ def forget_lines(text: str, value: str) -> str:
     return "\n".join(line for line in text.split("\n") if not holds(line, value))
 
 
+# obsmem's markers (obsmem.om.markers: "om-observation-end" ...): the fields that hold ids,
+# times, counts, an operation's kind and the settings it ran under, never text anyone wrote (and
+# the log fields an activation adds, ``obsmem_*``: telemetry.log_fields, no text). The rest
+# (observations, a current task, an error, a title; an unknown field) is matched.
+_MARKER_PREFIX: Final = "om-"
+_MARKER_BOOKKEEPING: Final = frozenset({
+    "cycle_id", "operation_type", "record_id", "thread_id", "thread_ids", "started_at", "completed_at",
+    "failed_at", "activated_at", "timestamp", "duration_ms", "tokens_to_observe", "tokens_observed",
+    "tokens_to_buffer", "tokens_buffered", "tokens_attempted", "tokens_activated", "observation_tokens",
+    "buffered_tokens", "chunks_activated", "messages_activated", "generation", "triggered_by", "config",
+    "retrying",
+})
+
+
 def _part(part: Part, value: str) -> Part | None:
     """The part with ``value`` forgotten; None when the part goes."""
     if isinstance(part, ToolCallPart):
@@ -245,7 +259,10 @@ def _part(part: Part, value: str) -> Part | None:
             if ref is not None:
                 said += _file_says(ref, inline, part.media_type)
     elif isinstance(part, DataPart):
-        said = list(json_strings(part.data, keys=False))
+        data = part.data
+        if part.name.startswith(_MARKER_PREFIX):  # obsmem's marker: by what it quotes, not its bookkeeping
+            data = {k: v for k, v in data.items() if k not in _MARKER_BOOKKEEPING and not k.startswith("obsmem_")}
+        said = list(json_strings(data, keys=False))
     else:
         said = [part.text]
     return None if any(holds(text, value) for text in said) else part
