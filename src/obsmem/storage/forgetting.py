@@ -14,9 +14,10 @@ backslash in the value is found although JSON escapes it.
 
 * **Text** (observations, working memory, buffered chunks): every *line* containing the value
   goes; the other lines stay as they were.
-* **Messages**: a text or reasoning part containing the value goes; a data part (an observation
-  marker) whose values hold it goes; a file part holding it goes (its address and name, as
-  written and percent-decoded, and a text file's content, its base64 decoded). A tool call or
+* **Messages**: a text or reasoning part containing the value goes; a data part holding it goes
+  (an app's: its name, keys and values, as a tool's; obsmem's marker: what it quotes); a file
+  part holding it goes (its address and name, as written and percent-decoded, and a text
+  file's content, its base64 decoded). A tool call or
   tool result is never dropped, because a result must keep its call (providers reject a result
   without one): its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing
   stays valid. A message left with no parts is deleted. A metadata entry holding the value
@@ -259,10 +260,11 @@ def _part(part: Part, value: str) -> Part | None:
             if ref is not None:
                 said += _file_says(ref, inline, part.media_type)
     elif isinstance(part, DataPart):
-        data = part.data
         if part.name.startswith(_MARKER_PREFIX):  # obsmem's marker: by what it quotes, not its bookkeeping
-            data = {k: v for k, v in data.items() if k not in _MARKER_BOOKKEEPING and not k.startswith("obsmem_")}
-        said = list(json_strings(data, keys=False))
+            quoted = {k: v for k, v in part.data.items() if k not in _MARKER_BOOKKEEPING and not k.startswith("obsmem_")}
+            said = list(json_strings(quoted, keys=False))
+        else:  # an app's or a framework's: its name and data string by string, keys included (as a tool's)
+            said = [part.name, *json_strings(part.data)]
     else:
         said = [part.text]
     return None if any(holds(text, value) for text in said) else part
