@@ -365,13 +365,37 @@ def _says(data: object, value: str) -> bool:
     return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
 
 
+# The gateway's notes of how a Responses answer's items came (server.gateway: RESPONSES_ITEMS,
+# CALL_ITEM_IDS): item types, ids and statuses, the API's words and ids, and fields an item came
+# with (a computer call's current_url, an approval's reason) that may quote what was said. A forget
+# takes those fields, never the note: without it a computer call went upstream as a function call
+# (forgetting "completed", every item's status), which the API refuses on every later request.
+_ITEM_NOTES: Final = frozenset({"obsmem_responses_items", "obsmem_responses_call_item_ids"})
+_ITEM_BOOKKEEPING: Final = frozenset({"type", "id", "status", "call_id"})
+
+
+def _without_said(data: Any, value: str, key: str | None = None) -> Any:
+    """``data`` (an item note) with each text that holds ``value`` made ``"[forgotten]"`` (the
+    item keeps its shape), its types, ids and statuses as they are (see :data:`_ITEM_NOTES`);
+    keys (call ids) are not matched."""
+    if isinstance(data, dict):
+        return {k: _without_said(item, value, k) for k, item in data.items()}
+    if isinstance(data, list):
+        return [_without_said(item, value) for item in data]
+    if isinstance(data, str) and key not in _ITEM_BOOKKEEPING and holds(data, value):
+        return FORGOTTEN
+    return data
+
+
 def _message_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
     """A message's (or a record's) ``metadata`` without its entries holding ``value``. obsmem's own entries
     (``obsmem_``) are matched by what they hold, not by their names or field names (obsmem's
     words: forgetting "receipt" or "answered" took them)."""
     kept: dict[str, Any] = {}
     for key, item in metadata.items():
-        if key.startswith(_OWN_MESSAGE_PREFIX):
+        if key in _ITEM_NOTES:
+            kept[key] = _without_said(item, value)
+        elif key.startswith(_OWN_MESSAGE_PREFIX):
             if not _own_entry_holds(key, item, value):
                 kept[key] = item
         elif not contains(item, value) and not holds(key, value):
