@@ -79,7 +79,9 @@ from obsmem.storage import leasing
 from obsmem.storage.notes import ERASED, erasing_note, import_note
 from obsmem.storage.notes import LANE_AGENTS as _LANE_AGENTS
 from obsmem.storage.notes import LANE_PREFIX as _LANE_PREFIX
-from obsmem.storage.contract import ObservationRecord, forgotten_among, lineage_key, newest_threads, note_forgotten_ids
+from obsmem.storage.contract import (
+    MAX_FORGOTTEN_IDS, ObservationRecord, forgotten_among, lineage_key, newest_threads, note_forgotten_ids,
+)
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
     forget_in_message,
@@ -1187,13 +1189,19 @@ class Memory:
         """Add ``ids`` to ``thread``'s forgotten message ids, compare-and-set."""
         if not ids:
             return
-        await note_forgotten_ids(self.store, thread.id, ids)  # every one, where the store keeps them all
         for _ in range(_REWRITE_ATTEMPTS):
             current = await self.store.get_thread(thread.id)
             if current is None:
                 raise ThreadNotFoundError(thread.id)
             noted = with_forgotten_ids(current, ids)
-            if noted is current or await self.store.update_thread(noted, expected_version=current.version) is not None:
+            if noted is current:
+                return
+            # Every one where the store keeps them all, before the row's list: the ids the row
+            # holds too (noted before the store kept them, or imported), which the list is about to
+            # drop when it is full.
+            listed = forgotten_ids(current)
+            await note_forgotten_ids(self.store, thread.id, [*listed, *ids] if len(listed) + len(ids) > MAX_FORGOTTEN_IDS else ids)
+            if await self.store.update_thread(noted, expected_version=current.version) is not None:
                 return
         raise StorageError(f"Noting the forgotten messages of thread '{thread.id}' kept racing with other writers; run it again.")
 

@@ -117,9 +117,10 @@ from obsmem.knowledge.store.values import forgotten_in
 from obsmem.om.llm.parsing import TAG_SHAPED
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import (
-    BufferedChunk, ObservationRecord, Store, ThreadState, lineage_key, rewriting,
+    MAX_FORGOTTEN_IDS, BufferedChunk, ObservationRecord, Store, ThreadState, every_forgotten_id, lineage_key,
+    note_forgotten_ids, rewriting,
 )
-from obsmem.storage.forgetting import FORGOTTEN, json_strings
+from obsmem.storage.forgetting import FORGOTTEN, forgotten_id_list, json_strings, with_forgotten_id_list
 from obsmem.storage.leasing import acquired, ended_here, holding, process_owner, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.paging import all_threads
@@ -399,7 +400,13 @@ async def export_resource(
             f"No threads for resource '{resource_id}' in this store; nothing to export.",
             argument="resource_id",
         )
-    items: list[tuple[str, BaseModel]] = [("thread", t) for t in threads]
+    # A thread's forgotten ids, every one (its row keeps the newest 1,000; the store the rest):
+    # an import keeps them all, so the old history saved back brings nothing forgotten back.
+    items: list[tuple[str, BaseModel]] = [
+        ("thread", with_forgotten_id_list(t, await every_forgotten_id(store, t.id, forgotten_id_list(t))))
+        if len(forgotten_id_list(t)) >= MAX_FORGOTTEN_IDS else ("thread", t)
+        for t in threads
+    ]
     messages: list[Message] = []
     for thread in threads:
         messages.extend(await store.list_messages(thread.id))
@@ -1394,12 +1401,20 @@ async def _write_memory(
 ) -> None:
     """The threads, messages, lineages and working memory of the export, each noted in ``written``."""
     threads = [t for _, t in items["thread"]]
+    every: dict[str, list[str]] = {}  # a thread's forgotten ids past what its row keeps (see export_resource)
+    for index, thread in enumerate(threads):
+        ids = forgotten_id_list(thread)
+        if len(ids) > MAX_FORGOTTEN_IDS:
+            every[thread.id] = ids
+            threads[index] = with_forgotten_id_list(thread, ids[-MAX_FORGOTTEN_IDS:])
     for thread in threads:
         written.threads.append(thread.id)  # before the write: one cut off after its commit is taken back too
         made = await store.create_thread(thread)  # (a thread of that id returned as it is, when one exists)
         if made.resource_id != thread.resource_id or made.created_at != thread.created_at:
             written.threads.pop()  # another writer's, made since the check: never taken back
             raise ImportConflictError(f"the store already holds a thread '{thread.id}'")
+        if thread.id in every:  # before its messages: none of them comes back as a forgotten one's copy
+            await note_forgotten_ids(store, thread.id, every[thread.id])
     seqs = await _save_messages(store, [m for _, m in items["message"]])
     summary.seqs_preserved = seqs.identity
     for thread in threads:

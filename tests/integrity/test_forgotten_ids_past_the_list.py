@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from obsmem import InvalidInputError, Memory, Message
+from obsmem.transfer import export_resource, import_resource
 from tests.lifecycle_delete.scan import scan_memory, scan_postgres, scan_sqlite
 
 pytestmark = pytest.mark.anyio
@@ -91,3 +92,44 @@ async def test_the_ids_go_with_the_thread(world: tuple[Memory, object]) -> None:
     again = await memory.begin_turn(thread_id="t1", resource_id="u1", messages=[_history()[0]])
     await again.end([Message.assistant("Hello.")])
     assert _holding(await memory.list_messages("t1")) == [_history()[0].id]
+
+
+async def test_an_export_carries_every_id_and_the_import_keeps_them(world: tuple[Memory, object], tmp_path: Path) -> None:
+    memory, _ = world
+    history = await _forgotten_thread(memory)
+    await export_resource(memory.store, "u1", tmp_path / "u1.jsonl")
+    async with Memory(f"sqlite:///{tmp_path / 'imported.db'}") as other:
+        await import_resource(other.store, tmp_path / "u1.jsonl")
+        thread = await other.get_thread("t1")
+        assert len(thread.metadata["obsmem"]["forgotten"]) == 1_000  # the row keeps the newest
+        await other.save_messages("t1", history)  # the app's old history, saved back
+        assert _holding(await other.list_messages("t1")) == []
+
+
+async def test_ids_the_row_held_before_the_store_kept_them_are_not_lost(world: tuple[Memory, object]) -> None:
+    """Ids noted before the store kept every one (a store written by an older obsmem) are only on
+    the row: a later forget that fills the list keeps them in the store first."""
+    memory, _ = world
+    history = _history()
+    await memory.create_thread("t1", "u1")
+    for start in range(0, len(history), 250):
+        await memory.save_messages("t1", history[start : start + 250])
+    early = history[:600]
+    await memory.forget("Note 1", thread_id="t1")  # "Note 1", "Note 10"..., "Note 1099": 211 messages
+    thread = await memory.get_thread("t1")
+    old = thread.metadata["obsmem"]["forgotten"]
+    forget_table = getattr(memory.store, "_forgotten", None)
+    if isinstance(forget_table, dict):  # as an older obsmem left it: the ids on the row only
+        forget_table.clear()
+    elif isinstance(memory.store.url, str) and memory.store.url.startswith("sqlite"):
+        import sqlite3
+        with sqlite3.connect(memory.store.path) as conn:
+            conn.execute("DELETE FROM forgotten_ids")
+    else:
+        import psycopg
+        with psycopg.connect(memory.store.url) as conn:
+            conn.execute("DELETE FROM forgotten_ids")
+    await memory.forget(NAME, thread_id="t1")  # 1,100 more: the row keeps the newest 1,000
+    assert not set(old) <= set((await memory.get_thread("t1")).metadata["obsmem"]["forgotten"])
+    await memory.save_messages("t1", early)
+    assert not [m for m in await memory.list_messages("t1") if m.id in set(old)]

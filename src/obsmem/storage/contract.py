@@ -53,9 +53,9 @@ Guarantees (tested once, in ``tests/conformance``, against every adapter):
   receipts, only those whose metadata holds it (:func:`metadata_messages`; optional native
   method ``metadata_messages_page(thread_id, needle=, after_seq=, limit=)``). The ids of the
   messages a forget changed are kept on the thread's row (the newest :data:`MAX_FORGOTTEN_IDS`)
-  and, with the optional native methods ``note_forgotten_ids(thread_id, ids)`` and
-  ``forgotten_among(thread_id, ids)``, every one in a table that goes with the thread
-  (:func:`note_forgotten_ids`).
+  and, with the optional native methods ``note_forgotten_ids(thread_id, ids)``,
+  ``forgotten_among(thread_id, ids)`` and ``list_forgotten_ids(thread_id)``, every one in a table
+  that goes with the thread (:func:`note_forgotten_ids`, :func:`every_forgotten_id`).
 * **Newest first.** ``list_threads(resource_id, newest_first=True)`` lists a resource's threads
   most recently active first from an index: a thread's activity is drawn from a store-wide
   counter when it is created and again, in the save's transaction, whenever a message is
@@ -176,6 +176,7 @@ __all__ = [
     "MAX_FORGOTTEN_IDS",
     "note_forgotten_ids",
     "forgotten_among",
+    "every_forgotten_id",
     "same_message",
     "same_record",
     "lineage_key",
@@ -1157,6 +1158,18 @@ async def note_forgotten_ids(store: Store, thread_id: str, ids: Sequence[str]) -
     native = getattr(store, "note_forgotten_ids", None)
     if native is not None and ids:
         await native(thread_id, list(dict.fromkeys(ids)))
+
+
+async def every_forgotten_id(store: Store, thread_id: str, listed: Sequence[str]) -> list[str]:
+    """Every forgotten id of ``thread_id``: ``listed`` (the thread row's list, newest last) and,
+    when that list is full, the store's table of them before it (optional native method
+    ``list_forgotten_ids(thread_id)``), so the newest stay last. What an export carries."""
+    native = getattr(store, "list_forgotten_ids", None)
+    if len(listed) < MAX_FORGOTTEN_IDS or native is None:
+        return list(listed)
+    known = set(listed)
+    older = sorted(i for i in await native(thread_id) if i not in known)
+    return [*older, *listed]
 
 
 async def forgotten_among(store: Store, thread_id: str, listed: frozenset[str], ids: Sequence[str]) -> frozenset[str]:

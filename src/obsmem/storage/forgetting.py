@@ -59,8 +59,8 @@ from obsmem.types import DataPart, FilePart, Message, Part, Thread, ToolCallPart
 
 __all__ = [
     "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
-    "forget_in_record", "forget_lines", "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "holds",
-    "json_strings", "parse_forgotten_ids", "with_forgotten_ids",
+    "forget_in_record", "forget_lines", "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "forgotten_id_list", "holds",
+    "json_strings", "parse_forgotten_ids", "with_forgotten_id_list", "with_forgotten_ids",
 ]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
@@ -97,6 +97,21 @@ def forgotten_ids(thread: Thread) -> frozenset[str]:
     own = thread.metadata.get(_OWN)
     ids = own.get(_FORGOTTEN_IDS) if isinstance(own, dict) else None
     return frozenset(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else frozenset()
+
+
+def forgotten_id_list(thread: Thread) -> list[str]:
+    """:func:`forgotten_ids` as the thread's row keeps them, oldest first."""
+    own = thread.metadata.get(_OWN)
+    ids = own.get(_FORGOTTEN_IDS) if isinstance(own, dict) else None
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
+
+def with_forgotten_id_list(thread: Thread, ids: list[str]) -> Thread:
+    """``thread`` whose forgotten ids are ``ids`` as given (an export carries every one; an import
+    keeps the newest :data:`MAX_FORGOTTEN_IDS` on the row)."""
+    own = thread.metadata.get(_OWN)
+    own = {**own, _FORGOTTEN_IDS: list(ids)} if isinstance(own, dict) else {_FORGOTTEN_IDS: list(ids)}
+    return thread.model_copy(update={"metadata": {**thread.metadata, _OWN: own}})
 
 
 def with_forgotten_ids(thread: Thread, ids: list[str]) -> Thread:

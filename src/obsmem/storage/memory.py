@@ -262,6 +262,11 @@ class MemoryStore(ClosingContext):
         self._thread(thread_id)
         self._forgotten.setdefault(thread_id, set()).update(ids)
 
+    async def list_forgotten_ids(self, thread_id: str) -> list[str]:
+        """Every forgotten message id of the thread, in no particular order."""
+        self._open()
+        return list(self._forgotten.get(thread_id, ()))
+
     async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
         """Which of ``ids`` the thread's forgotten message ids hold."""
         self._open()

@@ -849,6 +849,14 @@ class PostgresStore(ClosingContext):
 
         await self._run(op)
 
+    async def list_forgotten_ids(self, thread_id: str) -> list[str]:
+        """Every forgotten message id of the thread, in no particular order."""
+        async def op(conn: Conn) -> list[str]:
+            cur = await conn.execute("SELECT message_id FROM forgotten_ids WHERE thread_id = %s", (thread_id,))
+            return [row[0] for row in await cur.fetchall()]
+
+        return await self._read(op)
+
     async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
         """Which of ``ids`` the thread's forgotten message ids hold (reads those ids only)."""
         return await self._read(lambda conn: _forgotten_among(conn, thread_id, ids))

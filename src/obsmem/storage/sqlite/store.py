@@ -1189,6 +1189,14 @@ class SQLiteStore(ConnectionThread, ClosingContext):
 
         await self._write(op)
 
+    async def list_forgotten_ids(self, thread_id: str) -> list[str]:
+        """Every forgotten message id of the thread, in no particular order."""
+        def op(conn: Conn) -> list[str]:
+            rows = conn.execute("SELECT message_id FROM forgotten_ids WHERE thread_id = ?", (thread_id,))
+            return [row[0] for row in rows]
+
+        return await self._read(op)
+
     async def forgotten_among(self, thread_id: str, ids: list[str]) -> frozenset[str]:
         """Which of ``ids`` the thread's forgotten message ids hold (reads those ids only)."""
         return await self._read(lambda conn: self._forgotten_among(conn, thread_id, ids))
