@@ -1110,7 +1110,13 @@ def _as_they_came(
                 continue
             hosted_item = (_hosted_as_it_came(item, shape, results.get(str(call_id)), made.get(str(call_id)))
                            if _is_hosted_shape(shape) else None)  # fmt: skip
-            if call_id in unnoted or (_is_hosted_shape(shape) and hosted_item is None):
+            # a custom, computer, shell or patch call whose arguments forget made '[forgotten]': no
+            # item of its kind carries that, and as a function_call its output would answer nothing
+            forgotten_call = (isinstance(shape, dict) and shape.get("type") in _TOOL_CALLS
+                              and not isinstance(_arguments(item), dict))  # fmt: skip
+            if forgotten_call:
+                kinds[str(call_id)] = _LEFT_OUT  # its output (a later message) is left out too
+            if call_id in unnoted or (_is_hosted_shape(shape) and hosted_item is None) or forgotten_call:
                 # what it was asked is gone (forget made it '[forgotten]'), or how it came: no item
                 # OpenAI takes, and as a function_call it has no output before the answer's next
                 # item. Left out, with the reasoning item it followed (taken only with it) and an
@@ -1128,6 +1134,8 @@ def _as_they_came(
                 item = {**item, "id": call_ids[call_id]}
         elif kind == "function_call_output":
             call_id = str(item.get("call_id"))
+            if kinds.get(call_id) == _LEFT_OUT:
+                continue  # its call was left out (above): memory keeps what the tool gave
             shape = outputs.get(call_id)
             hosted = calls.get(call_id)
             if (isinstance(hosted, dict) and hosted.get("type") in _HOSTED) or call_id in unnoted:
@@ -1204,6 +1212,18 @@ def _approval(call_id: str, shape: dict[str, Any] | None, result: Any) -> dict[s
     if not isinstance(fields, dict) or not isinstance(fields.get("approve"), bool):
         return None
     return {"type": _APPROVAL, "approval_request_id": call_id, **fields}
+
+
+#: In ``kinds`` (the type of each call sent so far): a call left out of what goes upstream.
+_LEFT_OUT = "obsmem-left-out"
+
+
+def _arguments(item: dict[str, Any]) -> Any:
+    """A function_call item's arguments, decoded (None when they are not JSON)."""
+    try:
+        return json.loads(item["arguments"])
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
 
 
 def _call_as_it_came(item: dict[str, Any], shape: dict[str, Any], after_reasoning: bool) -> dict[str, Any]:
