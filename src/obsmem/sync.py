@@ -362,6 +362,14 @@ class SyncMemory:
             self._memory.create_thread(thread_id, resource_id, title=title, metadata=metadata, org_id=org_id)
         )
 
+    def create_thread_made(
+        self, thread_id: str, resource_id: str, *, title: str | None = None,
+        metadata: dict[str, Any] | None = None, org_id: str | None = None,
+    ) -> tuple[Thread, bool]:
+        return self._portal.call(
+            self._memory.create_thread_made(thread_id, resource_id, title=title, metadata=metadata, org_id=org_id)
+        )
+
     def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread:
         return self._portal.call(self._memory.get_thread(thread_id, resource_id=resource_id))
 
