@@ -25,9 +25,9 @@ before its call, or anything between a call and its result.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 from obsmem.errors import InvalidInputError
 from obsmem.om.text.own import conversation_messages, plain_conversation
@@ -618,36 +618,7 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
         if not late:
             out.append(message)
             continue
-        owner: str | None = None  # the late result the parts read now follow (None: another part)
-        rest_parts: list[Part] = []
-        # A tool message's files are its results' (is_boundary): those before its first result,
-        # nothing else before them, are that result's.
-        leading: list[FilePart] | None = [] if message.role == "tool" else None
-        for part in message.parts:
-            if leading is not None and isinstance(part, FilePart):
-                leading.append(part)
-                continue
-            if isinstance(part, ToolResultPart):
-                owner = part.tool_call_id if part.tool_call_id in closings else None
-                if owner is None:
-                    rest_parts += leading or ()
-                    rest_parts.append(part)
-                elif owner in taken or owner in (closings[owner].metadata.get(ANSWERED_LATE_KEY) or ()):
-                    owner = ""  # sent again: its files are in place already (or come with its first copy)
-                else:
-                    taken.add(owner)
-                    files.setdefault(owner, []).extend(leading or ())
-                leading = None
-            elif owner == "" and isinstance(part, FilePart):
-                continue
-            elif owner is not None and isinstance(part, FilePart):
-                files.setdefault(owner, []).append(part)
-            else:  # a part of the message's own (text, a file of a text's)
-                rest_parts += leading or ()
-                leading = None
-                owner = None
-                rest_parts.append(part)
-        rest_parts += leading or ()
+        rest_parts = _late_files(message, closings, taken, files)
         for result in late:
             closing = closings[result.tool_call_id]
             entry = answers.get(closing.id)
@@ -676,6 +647,43 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
         metadata[UNANSWERED_KEY] = closing.metadata[UNANSWERED_KEY]
         updated.append(closing.model_copy(update={"parts": tuple(parts), "metadata": metadata}))
     return out, updated
+
+
+def _late_files(
+    message: Message, closings: dict[str, Message], taken: set[str], files: dict[str, list[FilePart]]
+) -> list[Part]:
+    """``message``'s parts but its late results (those ``closings`` answered "no result") and
+    their files, which go to ``files`` by call id. A tool message's files are its results'
+    (:func:`is_boundary`): those after a result, and those before its first result with nothing
+    else before them. A result sent again (this call took it already, or its closing notes it
+    answered) keeps no files: they are in place already. ``taken``: the call ids taken so far."""
+    owner: str | None = None  # the late result the parts read now follow (None: another part)
+    rest: list[Part] = []
+    leading: list[FilePart] | None = [] if message.role == "tool" else None
+    for part in message.parts:
+        if leading is not None and isinstance(part, FilePart):
+            leading.append(part)
+            continue
+        if isinstance(part, ToolResultPart):
+            owner = part.tool_call_id if part.tool_call_id in closings else None
+            if owner is None:
+                rest += leading or ()
+                rest.append(part)
+            elif owner in taken or owner in (closings[owner].metadata.get(ANSWERED_LATE_KEY) or ()):
+                owner = ""  # sent again: its files are in place already (or come with its first copy)
+            else:
+                taken.add(owner)
+                files.setdefault(owner, []).extend(leading or ())
+            leading = None
+        elif owner is not None and isinstance(part, FilePart):
+            if owner:
+                files.setdefault(owner, []).append(part)
+        else:  # a part of the message's own (text, a file of a text's)
+            rest += leading or ()
+            leading = None
+            owner = None
+            rest.append(part)
+    return rest + list(leading or ())
 
 
 def _merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
