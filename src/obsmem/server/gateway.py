@@ -1180,7 +1180,10 @@ def _hosted_as_it_came(
 ) -> dict[str, Any] | None:
     """A hosted tool's item (or an MCP approval request) as it came: its type, id and status, what
     it was asked (the call's arguments) and what it returned (the call's result, and the image an
-    image generation call made). None when the arguments are no object (forgotten)."""
+    image generation call made). None when the arguments are no object (forgotten), or the item
+    came without an id (saved before such items were refused: OpenAI refuses it)."""
+    if not shape.get("id"):
+        return None
     try:
         arguments = json.loads(item["arguments"])
     except (ValueError, RecursionError):
@@ -1920,10 +1923,10 @@ def _refuse_references(items: list[Any], new: list[Any]) -> None:
 
 def _refuse_unsendable_hosted_items(items: list[Any], new: list[Any]) -> None:
     """Refuses an input to save holding a hosted tool's item (or an MCP approval request) that
-    OpenAI would refuse: an ``id`` that is no string or empty (an approval request's is needed: its
-    approval names it), an MCP item's ``arguments`` that are no JSON string, or one id twice
-    ('Duplicate item found with id …'). Saved, the item went upstream as it came at every request
-    after, and each failed."""
+    OpenAI would refuse: no ``id``, or one that is no string or empty (OpenAI requires it of every
+    such item given back; an approval names its request by it), an MCP item's ``arguments`` that
+    are no JSON string, or one id twice ('Duplicate item found with id …'). Saved, the item went
+    upstream as it came at every request after, and each failed."""
     seen: set[str] = set()
     for item in new:
         kind, item_id = item.get("type"), item.get("id")
@@ -1931,7 +1934,7 @@ def _refuse_unsendable_hosted_items(items: list[Any], new: list[Any]) -> None:
             continue
         index = next(i for i, given in enumerate(items) if given is item)
         problem = None
-        if (item_id is not None or kind == _APPROVAL_REQUEST) and (not isinstance(item_id, str) or not item_id):
+        if not isinstance(item_id, str) or not item_id:
             problem = "its 'id' must be the item's id, a non-empty string"
         elif kind in ("mcp_call", _APPROVAL_REQUEST) and "arguments" in item and not isinstance(item["arguments"], str):
             problem = "its 'arguments' must be a JSON string"
