@@ -425,10 +425,7 @@ def _content(message: Message) -> tuple[str | list[str | dict[str, Any]], list[T
         if block is None:
             continue
         payload = payloads.get(str(index))
-        if isinstance(payload, dict) and (
-            payload.get("type") in _SAME_KIND.get(str(block["type"]), ())
-            or (isinstance(part, TextPart | FilePart) and _stand_in(payload) == part)
-        ):
+        if isinstance(payload, dict) and _came_from(payload, part, str(block["type"])):
             block = dict(payload)  # the provider's own block, as it came (or the one the part stands for)
         blocks.append(block)
     only = blocks[0] if len(blocks) == 1 else None
@@ -437,6 +434,18 @@ def _content(message: Message) -> tuple[str | list[str | dict[str, Any]], list[T
     if not blocks:
         return "", calls
     return blocks, calls
+
+
+def _came_from(payload: dict[str, Any], part: Part, kind: str) -> bool:
+    """Whether ``payload``, kept by the part's index, is the block ``part`` came from (or the one
+    it stands for). A text or reasoning part must say what the block says: a forget before
+    obsmem.storage.forgetting re-keyed the blocks left them under the indexes the parts had before
+    an earlier part went, and a thinking block went back with another one's text and signature."""
+    if isinstance(part, TextPart | FilePart) and _stand_in(payload) == part:
+        return True
+    if payload.get("type") not in _SAME_KIND.get(kind, ()):
+        return False
+    return not isinstance(part, TextPart | ReasoningPart) or _content_parts([payload], "payload")[0] == [part]
 
 
 _SAME_KIND: dict[str, tuple[str, ...]] = {

@@ -15,7 +15,8 @@ backslash in the value is found although JSON escapes it.
 * **Text** (observations, working memory, buffered chunks): every *line* containing the value
   goes; the other lines stay as they were.
 * **Messages**: a text or reasoning part containing the value goes; a data part holding it goes
-  (an app's: its name, keys and values, as a tool's; obsmem's marker: what it quotes); a file
+  (an app's: its name, keys and values, as a tool's; obsmem's marker: what it quotes; a
+  LangChain block obsmem has no part for: what it says); a file
   part holding it goes (its address and name, as written and percent-decoded, and a text
   file's content, its base64 decoded). A tool call or
   tool result is never dropped, because a result must keep its call (providers reject a result
@@ -23,6 +24,9 @@ backslash in the value is found although JSON escapes it.
   stays valid. A message left with no parts is deleted. A metadata entry holding the value
   goes; obsmem's own (``obsmem_``: a reply's receipt, the marks of a call answered late) only
   by what it holds, never by obsmem's names in it, and a receipt not for a thread id it names.
+  The provider blocks the LangChain integration keeps beside a message's parts (a thinking
+  block's signature) go one by one, with their part or by what they say, never by their field
+  names; the others stay with their parts (see :data:`_LANGCHAIN`).
 * Ids (a resource or thread id holding the value) are not text: ``Memory.delete_resource`` or
   ``Memory.delete_thread`` removes them.
 * **Records**: the active observations, buffered chunks and reflection, and every per-thread
@@ -278,6 +282,8 @@ def _part(part: Part, value: str) -> Part | None:
         if part.name.startswith(_MARKER_PREFIX):  # obsmem's marker: by what it quotes, not its bookkeeping
             quoted = {k: v for k, v in part.data.items() if k not in _MARKER_BOOKKEEPING and not k.startswith("obsmem_")}
             said = list(json_strings(quoted, keys=False))
+        elif part.name == _LANGCHAIN_BLOCK:  # a LangChain block obsmem has no part for: what it says
+            said = list(_block_says(part.data))
         else:  # an app's or a framework's: its name and data string by string, keys included (as a tool's)
             said = [part.name, *json_strings(part.data)]
     else:
@@ -335,8 +341,13 @@ def forget_in_message(message: Message, value: str) -> Message | None:
         isinstance(part, FilePart) and _part(part, value) is None for part in message.parts
     ):  # (a file may hold it in a spelling of its own: percent-encoded, a text file's base64)
         return message
-    parts = [kept for part in message.parts if (kept := _part(part, value)) is not None]
-    metadata = _message_metadata(message.metadata, value)
+    parts: list[Part] = []
+    places: dict[int, int] = {}  # a kept part's index before -> after
+    for index, part in enumerate(message.parts):
+        if (kept := _part(part, value)) is not None:
+            places[index] = len(parts)
+            parts.append(kept)
+    metadata = _message_metadata(message.metadata, value, (message.parts, places))
     if not parts:
         return None
     if tuple(parts) == message.parts and metadata == message.metadata:
@@ -402,13 +413,20 @@ def _without_said(data: Any, value: str, key: str | None = None) -> Any:
     return data
 
 
-def _message_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
+def _message_metadata(
+    metadata: dict[str, Any], value: str, parts: tuple[tuple[Part, ...], dict[int, int]] | None = None
+) -> dict[str, Any]:
     """A message's (or a record's) ``metadata`` without its entries holding ``value``. obsmem's own entries
     (``obsmem_``) are matched by what they hold, not by their names or field names (obsmem's
-    words: forgetting "receipt" or "answered" took them)."""
+    words: forgetting "receipt" or "answered" took them). ``parts``: a message's parts and where
+    each kept one is now (for :func:`_langchain_entry`)."""
     kept: dict[str, Any] = {}
     for key, item in metadata.items():
-        if key in _ITEM_NOTES:
+        if key == _LANGCHAIN and parts is not None and _is_langchain_entry(item):
+            entry = _langchain_entry(item, value, *parts)
+            if entry:
+                kept[key] = entry
+        elif key in _ITEM_NOTES:
             kept[key] = _without_said(item, value)
         elif key.startswith(_OWN_MESSAGE_PREFIX):
             if not _own_entry_holds(key, item, value):
@@ -416,6 +434,84 @@ def _message_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
         elif not contains(item, value) and not holds(key, value):
             kept[key] = item
     return kept
+
+
+# The LangChain integration's entry of a message's metadata (obsmem.integrations.langchain:
+# METADATA_KEY): the provider's content blocks a part came from, by the part's index ("blocks": a
+# reasoning block with the signature the provider needs back, a text block with its citations),
+# the attachments of a tool message by their place in its content ("files") and the mark of the
+# tool message a run ended with ("final"). A block goes with its part or when it says the value;
+# the other blocks stay, re-keyed to their part's index after the parts that went: matched as a
+# whole and by field names, forgetting "signature" or "type" (said by no one) took every block,
+# and keyed by the old indexes, a thinking block lost its signature after an earlier part went.
+_LANGCHAIN: Final = "langchain"
+_LANGCHAIN_FIELDS: Final = frozenset({"blocks", "files", "final"})
+#: The data part standing for a LangChain block obsmem has no part for (langchain.BLOCK_PART).
+_LANGCHAIN_BLOCK: Final = "langchain-block"
+# A block's fields that say nothing anyone wrote: its kind and ids, a provider's opaque signature
+# or encrypted reasoning, media types, base64 (a text file's is the file part's, matched there).
+_BLOCK_BOOKKEEPING: Final = frozenset({
+    "type", "id", "index", "status", "signature", "encrypted_content", "base64", "mime_type", "media_type",
+})
+# Block kinds whose "data" is opaque: Anthropic's redacted thinking, a base64 source.
+_OPAQUE_DATA: Final = frozenset({"redacted_thinking", "base64"})
+
+
+def _block_says(data: object, kind: object = None) -> Iterator[str]:
+    """The strings of a LangChain content block that say something (see :data:`_BLOCK_BOOKKEEPING`),
+    field names left out."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        kind = data.get("type")
+        for key, item in data.items():
+            if key not in _BLOCK_BOOKKEEPING and not (key == "data" and kind in _OPAQUE_DATA):
+                yield from _block_says(item, kind)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _block_says(item, kind)
+
+
+def _is_langchain_entry(item: object) -> bool:
+    """Whether ``item`` has the shape of the LangChain integration's entry (an app's own entry
+    under the same key is matched as any metadata is)."""
+    if not isinstance(item, dict) or not item or not set(item) <= _LANGCHAIN_FIELDS:
+        return False
+    blocks, files = item.get("blocks", {}), item.get("files", [])
+    return (
+        isinstance(blocks, dict) and all(k.isascii() and k.isdigit() and isinstance(b, dict) for k, b in blocks.items())
+        and isinstance(files, list)
+        and all(isinstance(f, dict) and isinstance(f.get("at"), int) for f in files)
+        and isinstance(item.get("final", True), bool)
+    )
+
+
+def _langchain_entry(
+    item: dict[str, Any], value: str, parts: tuple[Part, ...], places: dict[int, int]
+) -> dict[str, Any]:
+    """The LangChain integration's entry (see :data:`_LANGCHAIN`) of a message whose parts kept
+    after the forget are at ``places`` (index before -> after); empty when nothing of it stays."""
+    def said(block: object) -> bool:
+        return any(holds(text, value) for text in _block_says(block))
+
+    entry: dict[str, Any] = {}
+    blocks = {
+        str(places[int(key)]): block for key, block in item.get("blocks", {}).items()
+        if int(key) in places and not said(block)
+    }
+    if blocks:
+        entry["blocks"] = blocks
+    # a tool message's attachments, in the order of its file parts
+    files = [index for index, part in enumerate(parts) if isinstance(part, FilePart)]
+    moved = [
+        {"at": file["at"]} if "block" in file and said(file["block"]) else file
+        for file, index in zip(item.get("files", []), files, strict=False) if index in places
+    ]
+    if moved:
+        entry["files"] = moved
+    if "final" in item:
+        entry["final"] = item["final"]
+    return entry
 
 
 def _field(text: str | None, value: str) -> str | None:
