@@ -21,8 +21,10 @@ raw tail as context messages (the input follows them, as Agent Framework places 
 ``OpenAIChatClient`` (the Responses API) pass ``default_options={"store": False}``, so that obsmem,
 not the service, keeps the conversation. A tool call
 is never separated from its result and the newest input is never observed away. Within the run
-each step of the tool loop (the calls and the results of the tools that ran) is saved before the
-next model call, so a run that fails later leaves what ran stored. After the run it saves the
+each tool's call (with the model's response that made it) and its result are saved as the tool
+returns, so a run that fails later, or that the app stops reading (a stream left once the result
+shows, a process that restarts), leaves what ran stored; the rest of each step of the tool loop
+is saved before the next model call. After the run it saves the
 rest of the response (the answer) and ends the turn. Ids the framework or the model server gives
 (``message_id``, e.g. ``chatcmpl-…``) are not obsmem's ids: see :class:`ObservationalMemoryProvider`.
 Contents obsmem has no part for (``hosted_file`` …) are kept and given back in later runs.
@@ -44,6 +46,7 @@ from agent_framework import (
     ChatContext,
     ChatMiddleware,
     ChatMiddlewareLayer,
+    ChatResponse,
     Content,
     FunctionInvocationContext,
     FunctionMiddleware,
@@ -54,7 +57,7 @@ from agent_framework import (
 from agent_framework import Message as AFMessage
 
 from obsmem.convert._common import speaker_metadata, wire_name
-from obsmem.errors import InvalidInputError, ThreadNotFoundError
+from obsmem.errors import InvalidInputError, ObsmemError, ThreadNotFoundError
 from obsmem.integrations._ids import resumed_input, scoped_id
 from obsmem.memory import Memory
 from obsmem.turn import Turn, retried_input
@@ -87,6 +90,8 @@ _ERROR = "obsmem_is_error"
 _FILE = "obsmem_file"
 _RAW_ARGS = "obsmem_raw_arguments"
 _ROLES = ("user", "assistant", "system", "tool")
+#: Metadata key of obsmem's message that closes calls left unanswered (obsmem.om.selection.UNANSWERED_KEY).
+_UNANSWERED = "obsmem_unanswered"
 _FILE_FIELDS = ("width", "height", "detail", "token_estimate")
 
 
@@ -334,13 +339,13 @@ class _Run:
 
     turn: Turn
     saved: Counter[str]
+    thread: str = ""
     tool_runs: set[str] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # With the chat-middleware layer: each tool that ran (call id → name, arguments, result,
-    # error), and the calls whose results a step stored. A run the app stopped after a tool ran
-    # (it left the stream) makes no next model call to store the step: the next run stores it.
-    ran: dict[str, tuple[str, Any, Any, str | None]] = field(default_factory=dict)
-    stepped: set[str] = field(default_factory=set)
+    # With the chat-middleware layer: the newest model response (the calls of the tools now
+    # running, with the text the model sent with them), stored with the first of their results.
+    answer: list[AFMessage] = field(default_factory=list)
+    answer_stored: bool = False
 
 
 class ObservationalMemoryProvider(HistoryProvider):
@@ -361,12 +366,14 @@ class ObservationalMemoryProvider(HistoryProvider):
     stored once; another message with a repeated id, or the same id in another thread, is
     another message.
 
-    Tool loops: the provider adds a chat middleware to each run that saves each step of the
-    loop (the calls and the results of the tools that ran) before the next model call, as a
-    step of the run's turn. A model call that fails after a tool ran thus leaves the call and
-    its result stored. With a chat client built without Agent Framework's chat-middleware layer
-    (all of its own clients have it) a function middleware stores each call and its result as
-    the tool returns instead (the call alone, without the text the model sent with it).
+    Tool loops: the provider adds a function middleware to each run that stores each tool's
+    call and its result as the tool returns (or raises, with what Agent Framework tells the
+    model), as a step of the run's turn, and a chat middleware that saves the rest of each step
+    of the loop before the next model call. A run that fails, or that the app stops reading,
+    after a tool ran thus leaves the call and its result stored, for any process over the same
+    store. With a chat client built without Agent Framework's chat-middleware layer (all of its
+    own clients have it) the call is stored alone as its tool returns; the text the model sent
+    with it is stored at the run's end (not when the run never ends).
     """
 
     def __init__(
@@ -406,9 +413,8 @@ class ObservationalMemoryProvider(HistoryProvider):
         thread = self._thread(session, context)
         stale = self._runs.pop(thread, None)
         if stale is not None:  # a run that failed before its end, or one still going (it stores the
-            await self._save_left_tool_runs(stale)  # rest of its messages when it ends, in a turn
-            async with stale.lock:  # of its own), or one the app stopped after a tool ran
-                await stale.turn.end()
+            async with stale.lock:  # rest of its messages when it ends, in a turn of its own), or one
+                await stale.turn.end()  # the app stopped (what its tools gave is stored already)
         inputs = list(context.input_messages)
         client = getattr(agent, "client", None)
         layered = client is None or isinstance(client, ChatMiddlewareLayer)
@@ -418,7 +424,7 @@ class ObservationalMemoryProvider(HistoryProvider):
         turn = await self.memory.begin_turn(
             thread_id=thread, resource_id=self.resource_id or thread, messages=new, model=self.model
         )
-        run = _Run(turn, Counter(_key(m) for m in inputs))
+        run = _Run(turn, Counter(_key(m) for m in inputs), thread)
         self._runs[thread] = run
         context.metadata[self._run_key] = run
         window = turn.context
@@ -434,9 +440,9 @@ class ObservationalMemoryProvider(HistoryProvider):
         if layered:
             question = _key(inputs[-1]) if inputs else ""
             context.extend_middleware(self.source_id, _RunSteps(self, thread, run, moved, question))
-            context.extend_middleware(self.source_id, _RunTools(self, run, record_only=True))
-        else:  # a client without the chat-middleware layer: each tool that runs is stored as it ran
-            context.extend_middleware(self.source_id, _RunTools(self, run))
+        settings = getattr(client, "function_invocation_configuration", None)
+        detailed = bool(settings.get("include_detailed_errors")) if isinstance(settings, dict) else False
+        context.extend_middleware(self.source_id, _RunTools(self, run, detailed_errors=detailed))
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
@@ -512,41 +518,38 @@ class ObservationalMemoryProvider(HistoryProvider):
                 new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
                 await turn.step(new)
             saved.update(_key(m) for m in unsaved)
-            run.stepped.update(c.call_id for m in fresh for c in m.contents
-                               if c.type == "function_result" and c.call_id)
-
-    async def _save_left_tool_runs(self, run: _Run) -> None:
-        """The tools a run ran that no step of it stored (the app left its stream after a tool
-        returned: no next model call came to store the step), each stored with its call. Not
-        when the thread was deleted since: what the run did goes with it."""
-        try:
-            for call_id, (name, arguments, result, error) in list(run.ran.items()):
-                await self._save_tool_run(run, call_id, name, arguments, result, error, unless_stepped=True)
-        except ThreadNotFoundError:
-            pass
 
     async def _save_tool_run(
         self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None,
-        *, unless_stepped: bool = False,
     ) -> None:
-        """A tool that ran (a client without the chat-middleware layer): its call, unless the
-        thread holds it already (an approved call), and its result, as a step of the run's turn.
-        ``unless_stepped``: not when a step of the run stored its result already."""
+        """A tool that ran, stored as it returns (or raises), as a step of the run's turn: its
+        result, after its call. The call comes with the model response that made it (the text
+        sent with it too, with the chat-middleware layer) unless a result of that response
+        stored it already, or the thread holds it (an approved call); without the layer, the
+        call alone. Stored now, not at the next model call: an app that leaves the stream once
+        it shows the result (the user closed the page, the process restarts) makes none, and
+        what the tool did (an email sent) stays in memory for any process. The steps and the
+        run's end leave these calls and results out (``tool_runs``)."""
         async with run.lock:
             turn = run.turn
-            if turn.ended or (unless_stepped and call_id in run.stepped) or call_id in run.tool_runs:
+            if turn.ended or call_id in run.tool_runs:
                 return
-            held = any(c.tool_call_id == call_id for m in turn.context.raw_messages for c in m.tool_calls)
+            answer = run.answer if any(c.type == "function_call" and c.call_id == call_id
+                                       for m in run.answer for c in m.contents) else []
+            held = run.answer_stored if answer else _held(turn.context.raw_messages, call_id)
             args = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments or {})
-            made: list[AFMessage] = []
-            if not held:
-                call = Content.from_function_call(call_id, name, arguments=json.dumps(args, default=str))
-                made.append(AFMessage("assistant", [call]))
+            call = Content.from_function_call(call_id, name, arguments=json.dumps(args, default=str))
+            new: list[Message] = []
+            if answer and not held:
+                new = await self._own_ids(run.thread, answer, from_agent_framework(answer), made=True)
+            made = [] if held or answer else [AFMessage("assistant", [call])]
             outcome = Content.from_function_result(call_id, result=result, exception=error)
             made.append(AFMessage("tool", [outcome]))
-            new = from_agent_framework(made, history=[AFMessage("assistant", [
-                Content.from_function_call(call_id, name, arguments="{}")])])
+            new += from_agent_framework(made, history=[*answer, AFMessage("assistant", [call])])
             await turn.step(new)
+            if answer and not held:
+                run.answer_stored = True
+                run.saved.update(_key(m) for m in answer)
             run.tool_runs.add(call_id)
 
     async def _own_ids(
@@ -657,7 +660,17 @@ class _RunSteps(ChatMiddleware):
         placed = _late_results_in_place(messages)
         if placed is not messages:
             context.messages = placed
+        if context.stream:
+            context.stream_result_hooks.append(self._answered)
         await call_next()
+        if not context.stream and isinstance(context.result, ChatResponse):
+            self._answered(context.result)
+
+    def _answered(self, response: ChatResponse[Any]) -> None:
+        """Notes the model's response: its calls run next, stored with their results
+        (:meth:`ObservationalMemoryProvider._save_tool_run`)."""
+        self.run.answer = list(response.messages)
+        self.run.answer_stored = False
 
 
 def _late_results_in_place(messages: list[AFMessage]) -> list[AFMessage]:
@@ -759,15 +772,17 @@ def _after_question(messages: list[AFMessage], moved: set[str], question: str) -
 
 
 class _RunTools(FunctionMiddleware):
-    """One run's function middleware, for a client without the chat-middleware layer: stores
-    each tool call and its result as the tool returns (or raises). ``record_only`` (a client with
-    the layer, whose steps store the loop): only notes what each tool gave, for a run the app
-    stops before the next model call (:meth:`ObservationalMemoryProvider._save_left_tool_runs`)."""
+    """One run's function middleware: stores each tool call and its result as the tool returns
+    (or raises). A tool that raises is stored with the result Agent Framework gives the model
+    (``Error: Function failed.``, the exception's text only with ``include_detailed_errors``,
+    which a later run sends too)."""
 
-    def __init__(self, provider: ObservationalMemoryProvider, run: _Run, *, record_only: bool = False) -> None:
+    def __init__(
+        self, provider: ObservationalMemoryProvider, run: _Run, *, detailed_errors: bool = False
+    ) -> None:
         self.provider = provider
         self.run = run
-        self.record_only = record_only
+        self.detailed_errors = detailed_errors
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
@@ -777,17 +792,34 @@ class _RunTools(FunctionMiddleware):
             await call_next()
         except Exception as exc:
             if isinstance(call_id, str):
-                await self._ran(call_id, context, f"Error: {exc}", type(exc).__name__)
+                said = "Error: Function failed." + (f" Exception: {exc}" if self.detailed_errors else "")
+                await self._ran(call_id, context, said, str(exc) or type(exc).__name__)
             raise
         if isinstance(call_id, str):
             await self._ran(call_id, context, context.result, None)
 
     async def _ran(self, call_id: str, context: FunctionInvocationContext, result: Any, error: str | None) -> None:
         name, arguments = context.function.name, context.arguments
-        if self.record_only:
-            self.run.ran[call_id] = (name, arguments, result, error)
-        else:
+        try:
             await self.provider._save_tool_run(self.run, call_id, name, arguments, result, error)
+        except ObsmemError:
+            # Not the tool's failure (raised here, Agent Framework would tell the model the tool
+            # failed, although it ran): the next step, or the run's end, stores the call and its
+            # result as the framework gives them, and fails the run if memory still refuses.
+            pass
+
+
+def _held(messages: Sequence[Message], call_id: str) -> bool:
+    """The thread's newest call of ``call_id`` waits for its result, or was closed as unanswered
+    (its result takes that place). Not when a result answered it: a model that reuses its call
+    ids (``call_0`` in each run) makes a new call."""
+    held = False
+    for message in messages:
+        if any(c.tool_call_id == call_id for c in message.tool_calls):
+            held = True
+        elif any(r.tool_call_id == call_id for r in message.tool_results):
+            held = bool(message.metadata.get(_UNANSWERED))
+    return held
 
 
 def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
