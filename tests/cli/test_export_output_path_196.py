@@ -5,32 +5,14 @@ the store is opened, and writes nothing."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from obsmem import Memory
 from obsmem.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "m.db"
-
-    async def run() -> None:
-        memory = Memory(f"sqlite:///{path}")
-        try:
-            await memory.create_thread("t1", "alice")
-            await memory.save_messages("t1", [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}])
-        finally:
-            await memory.aclose()
-
-    asyncio.run(run())
-    return path
 
 
 @pytest.mark.parametrize(("target", "said"), [("out", "is a folder"), ("missing/alice.jsonl", "no folder")])

@@ -6,32 +6,15 @@ command printed an empty ledger, a total of $0.0000, as if that thread's memory 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from obsmem import Memory
 from obsmem.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "m.db"
-
-    async def run() -> None:
-        memory = Memory(f"sqlite:///{path}")
-        try:
-            await memory.create_thread("t1", "alice")
-        finally:
-            await memory.aclose()
-
-    asyncio.run(run())
-    return path
 
 
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
