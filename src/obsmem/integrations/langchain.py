@@ -626,6 +626,10 @@ class _Run:
     #: Whether :meth:`ObservationalMemoryMiddleware._restore` found messages of the state that a run
     #: which did not end was saving deleted with the thread (the run was stopped, then deleted).
     deleted: bool = False
+    #: The LangChain ids of the state's messages at the run's first look when nothing of that state
+    #: was saved by the middleware (a thread's first input; a run's input without a checkpointer):
+    #: the run's input, never a summary (:func:`_summary`).
+    given: set[str] = field(default_factory=set)
 
     def variant(self, thread: str, message: BaseMessage, n: int = 0) -> str:
         """:func:`_variant`, remembered for the run (the object is kept: its ``id`` stays its own)."""
@@ -657,18 +661,22 @@ class _Plan:
     matched: set[str] = field(default_factory=set)
 
 
-def _summary(messages: Sequence[BaseMessage], known: _Known) -> BaseMessage | None:
+def _summary(messages: Sequence[BaseMessage], run: _Run) -> BaseMessage | None:
     """The summary LangChain's ``SummarizationMiddleware`` put in ``messages`` (the state's or a
     request's) in place of the messages it summarised, if any: a ``HumanMessage`` marked
     ``lc_source: summarization``, first in the state (after its system messages), the messages
     it kept after it. The mark alone is no summary: a user's message can carry it (an app passing
-    a client's message fields on), and is the user's; so is one this middleware saved."""
+    a client's message fields on), and is the user's; so is one this middleware saved, and one
+    the run was given in a state the middleware had saved nothing of (:attr:`_Run.given`: a
+    summary replaces messages the middleware saw; a thread's first input of a marked message and
+    the user's question lost the marked one). A summary made before the middleware saw anything
+    of the thread stands for messages it never got: it is stored as given."""
     first = next((m for m in messages if not isinstance(m, SystemMessage)), None)
     if (
         not isinstance(first, HumanMessage)
         or first.additional_kwargs.get("lc_source") != "summarization"
         or first is messages[-1]
-        or (first.id is not None and str(first.id) in known.latest)
+        or (first.id is not None and (str(first.id) in run.known.latest or str(first.id) in run.given))
     ):
         return None
     return first
@@ -735,7 +743,7 @@ def _state_variants(thread: str, run: _Run, messages: Sequence[BaseMessage]) -> 
     and content (see :meth:`ObservationalMemoryMiddleware._unsaved`)."""
     seen: dict[str, int] = {}
     found: list[tuple[int, str]] = []
-    summary = _summary(messages, run.known)
+    summary = _summary(messages, run)
     for index, message in enumerate(messages):
         key = run.key(thread, message)
         if key is None or isinstance(message, SystemMessage) or message is summary:
@@ -922,7 +930,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         # SummarizationMiddleware's summary (beside this middleware) digests messages obsmem keeps
         # itself (see :meth:`_removed`): neither saved nor sent, it is no message of the thread.
-        summary = _summary(messages, known)
+        summary = _summary(messages, run)
         messages = [m for m in messages if m is not summary]
         ids: list[str | None] = [None] * len(messages)
         variants: list[str | None] = [None] * len(messages)  # each one's own id (before an edit's)
@@ -1142,7 +1150,7 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         present = {str(m.id) for m in whole.get("messages") or () if m.id}
         held = known.before(whole)
-        summary = _summary(whole.get("messages") or (), known)
+        summary = _summary(whole.get("messages") or (), run)
         if summary is not None and str(summary.id) not in held:
             # SummarizationMiddleware beside this one replaced them with its summary: they are
             # summarised, not removed by the app; obsmem keeps them (its observations do the
@@ -1318,6 +1326,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         known = run.known
         messages = state.get("messages")
         messages = messages if isinstance(messages, list) else []
+        if not (_marks(state.get(SAVED_STATE_KEY)) or _marks(state.get(PENDING_STATE_KEY))
+                or known.before(state)):  # a state the middleware saved nothing of: the run's input
+            run.given = {str(m.id) for m in messages if m.id}
         placed = _state_variants(thread, run, messages)
         variants = [v for _, v in placed]
         saved = _marks(state.get(SAVED_STATE_KEY))
