@@ -12,32 +12,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from obsmem import Memory, MemoryConfig, Message
+from obsmem import Memory
 from obsmem.knowledge import Knowledge, RecordView
 
 pytestmark = pytest.mark.anyio
 
-CONFIG = MemoryConfig(observation={"message_tokens": 120, "buffer_tokens": False},
-                      knowledge={"trust": "verified"})
-RESOURCE = "org:default/resource:alice"
-T1 = f"{RESOURCE}/thread:t1"
-T2 = f"{RESOURCE}/thread:t2"
+from tests.knowledge.test_sibling_successor_185 import CONFIG, RESOURCE, T1, T2, _curated
+
 DELETED = RecordView(include_deleted=True)
 SUPERSEDED = RecordView(include_deleted=True, include_superseded=True)
-
-
-async def _curated(memory: Memory, knowledge: Knowledge) -> tuple[str, str]:
-    for thread in ("t1", "t2"):
-        async with memory.turn(thread_id=thread, resource_id="alice", messages=[Message.user("hello")]) as turn:
-            await turn.step([Message.assistant("Hi.")])
-    user = await knowledge.node("User", "person", RESOURCE)
-    old = await knowledge.append(user.id, "their home city is Munich", RESOURCE, reason="from the CRM",
-                                 attribute="home city", when="2025-01-01")
-    new = await knowledge.append(user.id, "their home city is Hamburg", T1, reason="said",
-                                 attribute="home city", when="2025-03-01", source_thread_id="t1")
-    run = await memory.curate_knowledge("t1")
-    assert [r for r, _ in run.removed] == [old.id]
-    return old.id, new.id
 
 
 async def test_include_deleted_reads_alike_in_t1_t2_and_the_resource(knowledge: Knowledge) -> None:
