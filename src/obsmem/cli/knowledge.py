@@ -4,7 +4,8 @@
 resource scope, also those capture stored at its threads, with their scope);
 ``approve`` / ``reject`` decide one record (from a resource scope, one of its threads' too) (``--tombstone``: the value may never be captured
 again); ``activity`` shows the audit log. Each decision is one audited mutation with
-``--actor`` (default ``reviewer``) as its actor.
+``--actor`` (default ``reviewer``) as its actor. ``reindex`` re-embeds the records another
+embedder indexed (:meth:`Knowledge.reindex`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from obsmem import ObsmemError
 from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
 from obsmem.cli.render import escape_id, one_line
 from obsmem.cli.stores import fail, open_knowledge
+from obsmem.cli.worker import EMBEDDERS
 from obsmem.knowledge import Knowledge, Record
 
 __all__ = ["knowledge_app"]
@@ -129,3 +131,28 @@ def activity(knowledge: GraphOption, scope: ScopeOption, limit: Annotated[int, t
                           f"{_line(event.subject_id)}  {_line(event.reason)}", soft_wrap=True, highlight=False)  # fmt: skip
 
     _run(knowledge, "reviewer", work)
+
+
+@knowledge_app.command()
+def reindex(
+    knowledge: GraphOption,
+    scope: Annotated[
+        str | None, typer.Option(help="Only the records stored at this scope or below it (default: all).")
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(help=f"The embedder your application's Knowledge uses: {', '.join(EMBEDDERS)} (lexical is "
+                          "Knowledge's default, and what obsmem worker --knowledge indexes with)."),  # fmt: skip
+    ] = "lexical",
+) -> None:
+    """Re-embed the records another embedder indexed, so search finds them by meaning again."""
+    if embedder not in EMBEDDERS:
+        raise typer.BadParameter(f"{embedder!r} is not one of {', '.join(map(repr, EMBEDDERS))}.",
+                                 param_hint="'--embedder'")  # fmt: skip
+
+    async def work(graph: Knowledge) -> tuple[int, str]:
+        index = Knowledge(graph.store, embedder=EMBEDDERS[embedder](), actor=graph.actor)
+        return await index.reindex(scope=scope), index.embedder.name
+
+    count, name = _run(knowledge, "reviewer", work)
+    console.print(f"re-embedded {count} record{'' if count == 1 else 's'} with {escape_id(name)}", highlight=False)

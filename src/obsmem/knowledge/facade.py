@@ -262,5 +262,14 @@ class Knowledge:
         return await self.index.search(query, scope, view=view, limit=limit)
 
     async def drain(self) -> int:
-        """Bring the semantic index up to date; returns the number of outbox entries applied."""
+        """Bring the semantic index up to date; returns the number of outbox entries applied.
+        After an embedder change, each drain also re-embeds a page of the old records (see
+        :meth:`SemanticIndex.drain`); :meth:`reindex` re-embeds them all."""
         return await self.index.drain()
+
+    async def reindex(self, *, scope: str | None = None) -> int:
+        """Re-embed, with this object's embedder, every record another embedder indexed (with
+        ``scope``: those stored at that scope or below it), in bounded pages through the outbox;
+        returns how many records were queued. Search finds those records by their words
+        meanwhile, and by meaning once re-embedded."""
+        return await self.index.reindex(scope=scope)

@@ -7,6 +7,10 @@ knowledge store keyed by document id, under the record's *current* scope, so aft
 index holds exactly one vector per live record and a rescoped record no longer answers queries
 from its old scope.
 
+Vectors made by another embedder than the index's are not searched; after the embedder changes,
+drains queue them again for re-embedding a page at a time, and :meth:`SemanticIndex.reindex`
+all at once (see :meth:`SemanticIndex.drain`).
+
 :meth:`SemanticIndex.search` drains first (fresh writes are searchable), queries the vectors of
 each scope on the caller's chain, re-reads every hit through the store's visibility rules (a
 vector is never trusted to say who may see it), and fuses the semantic ranking with the
@@ -19,6 +23,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Literal
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -39,11 +44,16 @@ from obsmem.knowledge.store.outbox import DRAIN_LEASE_SECONDS
 from obsmem.knowledge.store.reads import check_limit
 from obsmem.knowledge.store.scopes import Scope
 
-__all__ = ["RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
+__all__ = ["REEMBED_PAGE", "RRF_K", "KnowledgeHit", "SemanticIndex", "reciprocal_rank_fusion"]
 
 RRF_K = 60
 BATCH_SIZE = 50
 MAX_BATCHES = 100
+REEMBED_PAGE = 200
+"""Stored vectors a drain (and each step of a reindex) looks at for another embedder's."""
+_REEMBED_PROGRESS: WeakKeyDictionary[KnowledgeStore, dict[str, str | None]] = WeakKeyDictionary()
+"""Per store object and embedder name, the document id the drains' look for another embedder's
+vectors has reached (absent: not started; None: done)."""
 MAX_LIMIT = 1000
 """The most results one search returns (and the store's reads take)."""
 
@@ -79,7 +89,34 @@ class SemanticIndex:
         self.worker_id = worker_id or f"knowledge-index-{uuid.uuid4().hex[:12]}"
 
     async def drain(self, *, lease_seconds: float = DRAIN_LEASE_SECONDS) -> int:
-        """Apply every claimable outbox entry; return how many were applied."""
+        """Apply every claimable outbox entry; return how many were applied.
+
+        Each drain first queues one page (:data:`REEMBED_PAGE` vectors) of the vectors another
+        embedder made, until the indexes over this store object with this embedder have looked
+        at every stored vector once (a server's per-request ``Knowledge`` over one store goes on
+        where the last left off): after the embedder changes, old records are re-embedded a page per drain (a search drains), and
+        found by their words meanwhile. :meth:`reindex` does the rest at once."""
+        progress = _REEMBED_PROGRESS.setdefault(self.store, {})
+        name = self.embedder.name
+        if progress.get(name, "") is not None:
+            _, progress[name] = await self.store.queue_reembed(name, after=progress.get(name), limit=REEMBED_PAGE)
+        return await self._drain_outbox(lease_seconds)
+
+    async def reindex(self, *, scope: str | None = None) -> int:
+        """Re-embed every record whose vector another embedder made (with ``scope``: only those
+        stored at that scope or below it), a page at a time, each page queued through the outbox
+        and drained before the next is read; returns how many were queued."""
+        queued, after = 0, None
+        while True:
+            count, after = await self.store.queue_reembed(
+                self.embedder.name, after=after, limit=REEMBED_PAGE, scope=scope
+            )
+            queued += count
+            await self._drain_outbox(DRAIN_LEASE_SECONDS)
+            if after is None:
+                return queued
+
+    async def _drain_outbox(self, lease_seconds: float) -> int:
         applied = 0
         for _ in range(MAX_BATCHES):
             batch = await self.store.claim_outbox(

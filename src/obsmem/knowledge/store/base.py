@@ -34,7 +34,7 @@ from obsmem.knowledge.store.contract import (
 )
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.ops import KnowledgeMutations
-from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox, lease_of, put_claimed_vector
+from obsmem.knowledge.store.outbox import claim_outbox, finish_outbox, lease_of, put_claimed_vector, queue_reembed
 from obsmem.knowledge.store.reads import KnowledgeReads, check_limit
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.tables import KnowledgeTables
@@ -353,6 +353,21 @@ class TablesKnowledgeStore(ClosingContext):
     async def list_vectors(self, scope_keys: Sequence[str] | None = None) -> list[StoredVector]:
         keys = list(scope_keys) if scope_keys is not None else None
         return await self._transact(False, lambda tables: tables.vectors_in(keys))
+
+    async def queue_reembed(
+        self, embedder: str, *, after: str | None = None, limit: int = 200, scope: str | None = None
+    ) -> tuple[int, str | None]:
+        # Two transactions, each bounded by ``limit``: a read of the page's labels, and (only
+        # when some other embedder made one) the write that queues those.
+        check_limit(limit)
+        subtree = Scope.parse(scope).key if scope is not None else None
+        labels = await self._transact(False, lambda t: t.vector_labels(after, limit, subtree))
+        stale = [label for label in labels if label.embedder != embedder]
+        queued = 0
+        if stale:
+            stamp = self.clock.now()
+            queued = await self._transact(True, lambda t: queue_reembed(t, self.ids.new, stamp, stale))
+        return queued, labels[-1].document_id if len(labels) == limit else None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def forget_value(

@@ -30,6 +30,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.tables import (
     KnowledgeTables,
+    VectorLabel,
     name_key,
     node_order,
     node_search_text,
@@ -331,6 +332,16 @@ class MemoryKnowledgeTables:
         else:
             ids = {i for key in dict.fromkeys(scope_keys) for i in self.vectors_by_scope.get(key, ())}
         return [_clone_vector(self.vectors[i]) for i in sorted(ids)]
+
+    def vector_labels(self, after: str | None, limit: int, subtree: str | None) -> list[VectorLabel]:
+        wanted = (
+            v for v in self.vectors.values()
+            if (after is None or v.document_id > after) and (subtree is None or under(v.scope, subtree))
+        )  # fmt: skip
+        return [
+            VectorLabel(v.document_id, v.record_id, v.scope, v.embedder)
+            for v in heapq.nsmallest(limit, wanted, key=lambda v: v.document_id)
+        ]
 
     # forgotten values
     def save_forgotten(self, forgotten: ForgottenValue) -> None:

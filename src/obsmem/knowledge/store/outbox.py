@@ -24,15 +24,17 @@ longest duration is that duration, a lease that never expires. An expiry is test
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import OutboxEntry, StoredVector, TrustState
-from obsmem.knowledge.store.tables import KnowledgeTables
+from obsmem.knowledge.store.tables import KnowledgeTables, VectorLabel
 
-__all__ = ["DRAIN_LEASE_SECONDS", "claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector"]
+__all__ = [
+    "DRAIN_LEASE_SECONDS", "claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector", "queue_reembed",
+]
 
 DRAIN_LEASE_SECONDS = 60.0
 """The lease :meth:`SemanticIndex.drain` claims with, unless told another."""
@@ -141,3 +143,32 @@ def put_claimed_vector(tables: KnowledgeTables, worker_id: str, entry_id: str, v
         return False
     tables.put_vector(vector)
     return True
+
+
+def queue_reembed(
+    tables: KnowledgeTables, new_id: Callable[[], str], now: datetime, labels: Sequence[VectorLabel]
+) -> int:
+    """Queue an upsert for each labelled vector whose record is still stored, so the index worker
+    embeds it again (with its own embedder); returns how many were queued. The worker applies it
+    like any other upsert: one open entry per document, an erase deletes it with the record, and
+    a record deleted or rejected since loses its vector. Each key is new: a record may need
+    re-embedding again after the embedder changes back."""
+    queued = 0
+    for label in labels:
+        if tables.record(label.record_id) is None:
+            continue  # erased since the labels were read; the erase took its vector too
+        entry_id = new_id()
+        tables.save_outbox(
+            OutboxEntry(
+                id=entry_id,
+                idempotency_key=f"{label.document_id}:reembed:{entry_id}",
+                document_id=label.document_id,
+                record_id=label.record_id,
+                operation="upsert",
+                scope=label.scope,
+                available_at=now,
+                created_at=now,
+            )
+        )
+        queued += 1
+    return queued

@@ -27,6 +27,7 @@ from obsmem.errors import StorageError
 from obsmem.knowledge.store import contract as c
 from obsmem.knowledge.store.tables import (
     FORGOTTEN_NODE_ID,
+    VectorLabel,
     name_key,
     node_order,
     node_search_text,
@@ -583,6 +584,19 @@ class SqlKnowledgeTables:
                 "DELETE FROM knowledge_vectors WHERE document_id = ? AND scope = ?", (document_id, scope)
             )
         return cursor.rowcount > 0
+
+    def vector_labels(self, after: str | None, limit: int, subtree: str | None) -> list[VectorLabel]:
+        # In the primary key's order: a page reads what it returns (and, with ``under``, the
+        # scope index narrows it), never the vectors themselves.
+        condition = "document_id > ?"
+        params: list[object] = [after or ""]
+        if subtree is not None:
+            within, within_params = self._subtree(subtree)
+            condition += f" AND {within}"
+            params.extend(within_params)
+        sql = (f"SELECT document_id, record_id, scope, embedder FROM knowledge_vectors WHERE {condition} "
+               "ORDER BY document_id LIMIT ?")  # fmt: skip
+        return [VectorLabel(*row) for row in self._execute(sql, [*params, limit])]
 
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[c.StoredVector]:
         sql = "SELECT document_id, record_id, scope, embedder, vector FROM knowledge_vectors"

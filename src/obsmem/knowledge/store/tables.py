@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from obsmem.knowledge.store.contract import (
     ActivityEvent,
@@ -27,7 +27,7 @@ from obsmem.knowledge.store.contract import (
 )
 
 __all__ = [
-    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "name_key", "node_order",
+    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "VectorLabel", "name_key", "node_order",
     "node_search_text", "record_search_text", "search_probe", "under",
 ]
 
@@ -76,6 +76,15 @@ def search_probe(term: str) -> str:
 def under(scope: str, key: str) -> bool:
     """Whether a row stored at ``scope`` lies in the subtree of ``key`` (``key`` or below it)."""
     return scope == key or scope.startswith(key + "/")
+
+
+class VectorLabel(NamedTuple):
+    """What a stored vector is, without the vector: enough to tell which embedder made it."""
+
+    document_id: str
+    record_id: str
+    scope: str
+    embedder: str
 
 
 class KnowledgeTables(Protocol):
@@ -158,6 +167,10 @@ class KnowledgeTables(Protocol):
     def put_vector(self, vector: StoredVector) -> None: ...
     def delete_vector(self, document_id: str, scope: str | None) -> bool: ...
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[StoredVector]: ...
+    def vector_labels(self, after: str | None, limit: int, subtree: str | None) -> list[VectorLabel]:
+        """At most ``limit`` stored vectors' labels in document id order, beyond ``after``; with
+        ``subtree``, only those stored at that scope key or below it (see :func:`under`)."""
+        ...
 
     # forgotten values (digests only)
     def save_forgotten(self, forgotten: ForgottenValue) -> None: ...
