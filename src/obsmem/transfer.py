@@ -120,13 +120,16 @@ from obsmem.storage.contract import (
     MAX_FORGOTTEN_IDS, BufferedChunk, ObservationRecord, Store, ThreadState, every_forgotten_id, lineage_key,
     note_forgotten_ids, rewriting,
 )
-from obsmem.storage.forgetting import FORGOTTEN, forgotten_id_list, json_strings, with_forgotten_id_list
+from obsmem.storage.forgetting import (
+    forget_in_message, forget_in_record, forget_in_thread_metadata, forget_lines, forgotten_id_list, json_strings,
+    with_forgotten_id_list,
+)
 from obsmem.storage.leasing import acquired, ended_here, holding, process_owner, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
 from obsmem.storage.paging import all_threads
 from obsmem.clock import SystemClock
 from obsmem.tokens import TokenCounter
-from obsmem.types import Message, Part, Thread, ToolCallPart, ToolResultPart, utcnow
+from obsmem.types import Message, Thread, utcnow
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -856,83 +859,8 @@ async def _forgotten_values(store: KnowledgeStore, parsed: _Parsed) -> _Forgotte
     return _Forgotten(values)
 
 
-def _holds(hit: _Hit, data: object) -> bool:
-    return any(hit(text) for text in json_strings(data))
-
-
-def _kept_lines(text: str, hit: _Hit) -> str:
-    if not hit(text):
-        return text
-    return "\n".join(line for line in text.split("\n") if not hit(line))
-
-
 def _kept_field(text: str | None, hit: _Hit) -> str | None:
     return None if text is not None and hit(text) else text
-
-
-def _kept_data(data: dict[str, Any], hit: _Hit) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if not hit(k) and not _holds(hit, v)}
-
-
-def _part_without(part: Part, hit: _Hit) -> Part | None:
-    """As :func:`obsmem.storage.forgetting.forget_in_message` treats a part: a tool call or result
-    keeps its pairing (its arguments or result become ``[forgotten]``); any other part goes."""
-    if isinstance(part, ToolCallPart):
-        return part.model_copy(update={"args": FORGOTTEN}) if _holds(hit, part.args) or hit(part.tool_name) else part
-    if isinstance(part, ToolResultPart):
-        return part.model_copy(update={"result": FORGOTTEN}) if _holds(hit, part.result) or hit(part.tool_name) else part
-    return None if _holds(hit, part.model_dump(mode="json")) else part
-
-
-def _message_without(message: Message, hit: _Hit) -> Message | None:
-    if not _holds(hit, message.model_dump(mode="json")):
-        return message
-    parts = [kept for part in message.parts if (kept := _part_without(part, hit)) is not None]
-    metadata = _kept_data(message.metadata, hit)
-    if not parts:
-        return None
-    if tuple(parts) == message.parts and metadata == message.metadata:
-        return message  # only in an id: not text
-    return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
-
-
-def _record_without(record: ObservationRecord, hit: _Hit, count: Callable[[str], int]) -> ObservationRecord:
-    """As :func:`obsmem.storage.forgetting.forget_in_record`: lines, fields and data keys go."""
-    if not _holds(hit, record.model_dump(mode="json")):
-        return record
-    active = _kept_lines(record.active_observations, hit)
-    reflection = record.buffered_reflection
-    if reflection is not None and hit(reflection.text):
-        reflection = None
-
-    def state(value: ThreadState) -> ThreadState:
-        return value.model_copy(update={
-            "current_task": _kept_field(value.current_task, hit),
-            "suggested_response": _kept_field(value.suggested_response, hit),
-            "thread_title": _kept_field(value.thread_title, hit),
-            "extracted": _kept_data(value.extracted, hit),
-        })  # fmt: skip
-
-    def chunk(value: BufferedChunk) -> BufferedChunk:
-        observations = _kept_lines(value.observations, hit)
-        return value.model_copy(update={
-            "observations": observations,
-            "observation_tokens": count(observations) if observations != value.observations else value.observation_tokens,
-            "extracted": _kept_data(value.extracted, hit),
-            "current_task": _kept_field(value.current_task, hit),
-            "suggested_response": _kept_field(value.suggested_response, hit),
-        })  # fmt: skip
-
-    cleaned = record.model_copy(update={
-        "active_observations": active,
-        "observation_tokens": count(active) if active != record.active_observations else record.observation_tokens,
-        "threads": {tid: state(value) for tid, value in record.threads.items()},
-        "buffered_chunks": tuple(chunk(c) for c in record.buffered_chunks),
-        "buffered_reflection": reflection,
-        "config": _kept_data(record.config, hit),
-        "metadata": _kept_data(record.metadata, hit),
-    })  # fmt: skip
-    return record if cleaned == record else cleaned
 
 
 def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
@@ -953,7 +881,7 @@ def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
     for number, thread in items["thread"]:
         hit = thread_hit(thread.id)
         title = _kept_field(thread.title, hit)
-        metadata = _kept_data(thread.metadata, hit)
+        metadata = forget_in_thread_metadata(thread.metadata, hit)
         if title != thread.title or metadata != thread.metadata:
             forgotten.count("thread")
             thread = thread.model_copy(update={"title": title, "metadata": metadata})
@@ -962,7 +890,7 @@ def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
 
     kept_messages = []
     for number, message in items["message"]:
-        kept = _message_without(message, thread_hit(message.thread_id))
+        kept = forget_in_message(message, thread_hit(message.thread_id))
         if kept is None:
             forgotten.count("message")
             continue
@@ -981,7 +909,7 @@ def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
     kept_records = []
     for number, record in items["record"]:
         hit = thread_hit(record.thread_id) if record.scope == "thread" else forgotten.at(*resource_scopes)
-        cleaned = _record_without(record, hit, count)
+        cleaned = forget_in_record(record, hit, count)
         if cleaned is not record:
             forgotten.count("record")
         kept_records.append((number, cleaned))
@@ -991,7 +919,7 @@ def _leave_out_forgotten(parsed: _Parsed, forgotten: _Forgotten) -> None:
     for number, memory in items["working_memory"]:
         thread_id = memory.key.removeprefix("thread:") if memory.key.startswith("thread:") else None
         hit = thread_hit(thread_id) if thread_id is not None else forgotten.at(*resource_scopes)
-        text = _kept_lines(memory.text, hit)
+        text = forget_lines(memory.text, hit)
         if text != memory.text:
             forgotten.count("working_memory")
             if not text.strip():

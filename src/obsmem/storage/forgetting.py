@@ -64,8 +64,15 @@ from obsmem.types import DataPart, FilePart, Message, Part, Thread, ToolCallPart
 __all__ = [
     "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
     "forget_in_record", "forget_lines", "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "forgotten_id_list", "holds",
-    "json_strings", "parse_forgotten_ids", "with_forgotten_id_list", "with_forgotten_ids",
+    "json_strings", "parse_forgotten_ids", "Sought", "with_forgotten_id_list", "with_forgotten_ids",
 ]
+
+#: What is forgotten: a value (matched as the module doc says), or a test of a text standing for
+#: values the caller cannot spell out (an import asks whether a text holds one of the knowledge
+#: store's forgotten values, kept as digests: :func:`obsmem.knowledge.store.values.forgotten_in`).
+#: Every function here takes either, and decides with :func:`holds` alone, so a test decides what
+#: is said exactly where a value would: never by field names, types or obsmem's bookkeeping.
+Sought = str | Callable[[str], bool]
 
 #: What a tool call's arguments or a tool result's content become when they held a forgotten value.
 FORGOTTEN = "[forgotten]"
@@ -133,7 +140,7 @@ def with_forgotten_ids(thread: Thread, ids: list[str]) -> Thread:
     return thread.model_copy(update={"metadata": {**thread.metadata, _OWN: own}})
 
 
-def forget_in_thread_metadata(metadata: dict[str, Any], value: str) -> dict[str, Any]:
+def forget_in_thread_metadata(metadata: dict[str, Any], value: Sought) -> dict[str, Any]:
     """A thread's ``metadata`` without its entries holding ``value`` (``metadata`` itself when none
     does). obsmem's own entries of message ids (:func:`forgotten_ids`, the recorded instructions)
     are kept whatever they hold: ids, not text, and a value that is part of one (a number inside
@@ -192,10 +199,13 @@ def forget_needles() -> None:
     _number.cache_clear()
 
 
-def holds(text: str, value: str) -> bool:
+def holds(text: str, value: Sought) -> bool:
     """Whether ``text`` holds ``value`` in any spelling obsmem stores it in (see the module doc);
     a value that is one phone number, in any way the number is written: a number of ``text``
-    holding its national digits ("0151 2345678" and "+49 151 234 5678" hold "+49 151 2345678")."""
+    holding its national digits ("0151 2345678" and "+49 151 234 5678" hold "+49 151 2345678").
+    A test in place of a value is asked as it is (see :data:`Sought`)."""
+    if not isinstance(value, str):
+        return value(text)
     if value in text:
         return True
     needle = _needle(value)
@@ -227,7 +237,7 @@ def json_strings(data: object, *, scalars: bool = True, keys: bool = True) -> It
         yield str(data)
 
 
-def contains(data: object, value: str) -> bool:
+def contains(data: object, value: Sought) -> bool:
     """Whether ``value`` occurs in ``data`` (a string, or any string inside a JSON-like value),
     in any spelling obsmem stores it in."""
     if isinstance(data, str):
@@ -238,7 +248,7 @@ def contains(data: object, value: str) -> bool:
     return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
 
 
-def forget_lines(text: str, value: str) -> str:
+def forget_lines(text: str, value: Sought) -> str:
     """``text`` without the lines that contain ``value`` (in any stored spelling)."""
     if not holds(text, value):
         return text
@@ -259,7 +269,7 @@ _MARKER_BOOKKEEPING: Final = frozenset({
 })
 
 
-def _part(part: Part, value: str) -> Part | None:
+def _part(part: Part, value: Sought) -> Part | None:
     """The part with ``value`` forgotten; None when the part goes."""
     if isinstance(part, ToolCallPart):
         if contains(part.args, value) or holds(part.tool_name, value):
@@ -335,7 +345,7 @@ def _decoded(data: str) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def forget_in_message(message: Message, value: str) -> Message | None:
+def forget_in_message(message: Message, value: Sought) -> Message | None:
     """``message`` with ``value`` forgotten (itself when untouched); None when it has to go."""
     if not contains(message.model_dump(mode="json"), value) and not any(
         isinstance(part, FilePart) and _part(part, value) is None for part in message.parts
@@ -369,7 +379,7 @@ _RECEIPT_FIELDS: Final = frozenset({
 })
 
 
-def _own_entry_holds(key: str, item: object, value: str) -> bool:
+def _own_entry_holds(key: str, item: object, value: Sought) -> bool:
     """Whether obsmem's own metadata entry ``item`` under ``key`` holds ``value``."""
     if key in ("obsmem_unanswered", "obsmem_feedback") and isinstance(item, bool):
         return False
@@ -385,7 +395,7 @@ def _own_entry_holds(key: str, item: object, value: str) -> bool:
     return _says(item, value)
 
 
-def _says(data: object, value: str) -> bool:
+def _says(data: object, value: Sought) -> bool:
     """Whether ``value`` is in a string or scalar of ``data`` (its field names left out)."""
     texts = list(json_strings(data, keys=False))
     return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
@@ -400,7 +410,7 @@ _ITEM_NOTES: Final = frozenset({"obsmem_responses_items", "obsmem_responses_call
 _ITEM_BOOKKEEPING: Final = frozenset({"type", "id", "status", "call_id"})
 
 
-def _without_said(data: Any, value: str, key: str | None = None) -> Any:
+def _without_said(data: Any, value: Sought, key: str | None = None) -> Any:
     """``data`` (an item note) with each text that holds ``value`` made ``"[forgotten]"`` (the
     item keeps its shape), its types, ids and statuses as they are (see :data:`_ITEM_NOTES`);
     keys (call ids) are not matched."""
@@ -414,7 +424,7 @@ def _without_said(data: Any, value: str, key: str | None = None) -> Any:
 
 
 def _message_metadata(
-    metadata: dict[str, Any], value: str, parts: tuple[tuple[Part, ...], dict[int, int]] | None = None
+    metadata: dict[str, Any], value: Sought, parts: tuple[tuple[Part, ...], dict[int, int]] | None = None
 ) -> dict[str, Any]:
     """A message's (or a record's) ``metadata`` without its entries holding ``value``. obsmem's own entries
     (``obsmem_``) are matched by what they hold, not by their names or field names (obsmem's
@@ -487,7 +497,7 @@ def _is_langchain_entry(item: object) -> bool:
 
 
 def _langchain_entry(
-    item: dict[str, Any], value: str, parts: tuple[Part, ...], places: dict[int, int]
+    item: dict[str, Any], value: Sought, parts: tuple[Part, ...], places: dict[int, int]
 ) -> dict[str, Any]:
     """The LangChain integration's entry (see :data:`_LANGCHAIN`) of a message whose parts kept
     after the forget are at ``places`` (index before -> after); empty when nothing of it stays."""
@@ -514,12 +524,12 @@ def _langchain_entry(
     return entry
 
 
-def _field(text: str | None, value: str) -> str | None:
+def _field(text: str | None, value: Sought) -> str | None:
     """A one-piece text field: None when it holds ``value``."""
     return None if text is not None and holds(text, value) else text
 
 
-def _state(state: ThreadState, value: str) -> ThreadState:
+def _state(state: ThreadState, value: Sought) -> ThreadState:
     return state.model_copy(
         update={
             "current_task": _field(state.current_task, value),
@@ -530,7 +540,7 @@ def _state(state: ThreadState, value: str) -> ThreadState:
     )
 
 
-def _chunk(chunk: BufferedChunk, value: str, count: Callable[[str], int]) -> BufferedChunk:
+def _chunk(chunk: BufferedChunk, value: Sought, count: Callable[[str], int]) -> BufferedChunk:
     observations = forget_lines(chunk.observations, value)
     return chunk.model_copy(
         update={
@@ -543,11 +553,11 @@ def _chunk(chunk: BufferedChunk, value: str, count: Callable[[str], int]) -> Buf
     )
 
 
-def _clean(data: dict[str, Any], value: str) -> dict[str, Any]:
+def _clean(data: dict[str, Any], value: Sought) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not contains(v, value) and not holds(k, value)}
 
 
-def forget_in_record(record: ObservationRecord, value: str, count: Callable[[str], int]) -> ObservationRecord:
+def forget_in_record(record: ObservationRecord, value: Sought, count: Callable[[str], int]) -> ObservationRecord:
     """``record`` with ``value`` forgotten (itself when untouched); ``count`` counts tokens."""
     if not contains(record.model_dump(mode="json"), value):
         return record
