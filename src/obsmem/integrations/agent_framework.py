@@ -51,10 +51,18 @@ from agent_framework import (
     FunctionInvocationContext,
     FunctionMiddleware,
     HistoryProvider,
+    MiddlewareFailure,
+    MiddlewareTermination,
     SessionContext,
     SupportsAgentRun,
+    UserInputRequiredException,
 )
 from agent_framework import Message as AFMessage
+from agent_framework._tools import (  # how Agent Framework tells a tool's failure apart (no public names)
+    _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
+    _FunctionArgumentsChangedAfterApproval,
+    _FunctionArgumentValidationError,
+)
 
 from obsmem.convert._common import speaker_metadata, wire_name
 from obsmem.errors import InvalidInputError, ObsmemError, ThreadNotFoundError
@@ -448,7 +456,8 @@ class ObservationalMemoryProvider(HistoryProvider):
             context.extend_instructions(self.source_id, "\n\n".join(texts))
         given = to_agent_framework(history)
         if not layered:
-            given = _approved_calls_last(given, inputs)
+            closed = {r.tool_call_id for m in history if m.metadata.get(_UNANSWERED) for r in m.tool_results}
+            given = _approved_calls_last(given, inputs, closed)
         context.extend_messages(self, given)
 
     async def _retried(self, thread: str, new: list[Message], *, resume: bool) -> tuple[list[Message], bool]:
@@ -715,10 +724,14 @@ def _late_results_in_place(messages: list[AFMessage]) -> list[AFMessage]:
     return out
 
 
-def _approved_calls_last(history: list[AFMessage], inputs: Sequence[AFMessage]) -> list[AFMessage]:
+def _approved_calls_last(
+    history: list[AFMessage], inputs: Sequence[AFMessage], closed: frozenset[str] | set[str] = frozenset()
+) -> list[AFMessage]:
     """``history`` (the context messages of a run whose client has no chat-middleware layer) with
     the calls that ``inputs`` approve or reject moved to its end, their answers in it left out,
-    when they are not its end already.
+    when they are not its end already. With them go the calls the model made with them that
+    obsmem closed as unanswered (``closed``): Agent Framework holds a call that needs no approval
+    until the approval of the calls made with it, and runs it then, its result with theirs.
 
     Agent Framework runs an approved call and sends its result right after the context messages
     (in the approval's place). A call the user moved on from is answered in the thread by
@@ -735,6 +748,10 @@ def _approved_calls_last(history: list[AFMessage], inputs: Sequence[AFMessage]) 
                 approved[call.call_id] = call
     if not approved or not history:
         return history
+    for message in history:
+        made = [c for c in message.contents if c.type == "function_call" and c.call_id]
+        if message.role == "assistant" and any(c.call_id in approved for c in made):
+            approved.update((c.call_id, c) for c in made if c.call_id and c.call_id in closed)
     last = history[-1]
     waiting = {c.call_id for c in last.contents if c.type == "function_call"} if last.role == "assistant" else set()
     if set(approved) <= waiting:
@@ -755,7 +772,7 @@ def _approved_calls_last(history: list[AFMessage], inputs: Sequence[AFMessage]) 
             kept.append(AFMessage(message.role, contents, message_id=message.message_id,
                                   author_name=message.author_name,
                                   additional_properties=dict(message.additional_properties or {})))
-    moved = [calls.get(call_id, call) for call_id, call in approved.items()]
+    moved = [*calls.values(), *(call for call_id, call in approved.items() if call_id not in calls)]  # in order
     return [*kept, AFMessage("assistant", moved, additional_properties=dict(last.additional_properties or {}))]
 
 
@@ -790,13 +807,31 @@ class _RunTools(FunctionMiddleware):
         call_id = context.metadata.get("call_id")
         try:
             await call_next()
+        except _NOT_RESULTS:
+            # Agent Framework gives the model no result for these (the run stops, or waits for
+            # the user or a new approval): whatever it gives later, the step or the run's end stores.
+            raise
         except Exception as exc:
             if isinstance(call_id, str):
-                said = "Error: Function failed." + (f" Exception: {exc}" if self.detailed_errors else "")
-                await self._ran(call_id, context, said, str(exc) or type(exc).__name__)
+                said, error = self._told(exc, context)
+                await self._ran(call_id, context, said, error)
             raise
         if isinstance(call_id, str):
             await self._ran(call_id, context, context.result, None)
+
+    def _told(self, exc: Exception, context: FunctionInvocationContext) -> tuple[str, str]:
+        """The result Agent Framework gives the model for a tool that raised ``exc``, and the
+        exception it notes with it: arguments the tool refused (the model can send them again
+        fixed) are told apart from a tool that failed."""
+        if isinstance(exc, _FunctionArgumentValidationError):
+            said = "Error: Argument parsing failed."
+            error = (exc.redacted_message if _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY in context.metadata
+                     else str(exc))
+        else:
+            said, error = "Error: Function failed.", str(exc)
+        if self.detailed_errors:
+            said = f"{said} Exception: {error}"
+        return said, error or type(exc).__name__
 
     async def _ran(self, call_id: str, context: FunctionInvocationContext, result: Any, error: str | None) -> None:
         name, arguments = context.function.name, context.arguments
@@ -807,6 +842,11 @@ class _RunTools(FunctionMiddleware):
             # failed, although it ran): the next step, or the run's end, stores the call and its
             # result as the framework gives them, and fails the run if memory still refuses.
             pass
+
+
+#: What a tool (or Agent Framework inside it) raises that is no result of the tool.
+_NOT_RESULTS = (MiddlewareFailure, MiddlewareTermination, UserInputRequiredException,
+                _FunctionArgumentsChangedAfterApproval)
 
 
 def _held(messages: Sequence[Message], call_id: str) -> bool:
