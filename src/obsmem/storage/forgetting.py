@@ -148,13 +148,13 @@ def forget_in_thread_metadata(metadata: dict[str, Any], value: Sought) -> dict[s
     copy of a forgotten message saved back after that would bring its value back."""
     kept: dict[str, Any] = {}
     for key, item in metadata.items():
-        if holds(key, value):
-            continue
         if key == _OWN and isinstance(item, dict):
-            own = {k: v for k, v in item.items() if k in _OWN_ID_ENTRIES or not (holds(k, value) or contains(v, value))}
+            # by what it holds, never by obsmem's names: matched by its key, forgetting "obsmem",
+            # "mem" or "o" took the forgotten ids, and a copy saved back brought an earlier value back
+            own = {k: v for k, v in item.items() if k in _OWN_ID_ENTRIES or not _says(v, value)}
             if own or not item:
                 kept[key] = own if len(own) < len(item) else item
-        elif not contains(item, value):
+        elif not holds(key, value) and not contains(item, value):
             kept[key] = item
     return metadata if kept == metadata else kept
 
