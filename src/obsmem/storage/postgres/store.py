@@ -111,6 +111,8 @@ RETRIES = 8
 # recently is handed out as it is. A connection that still turns out dead fails its statement with
 # a lost-connection error, and _run then checks the whole pool and retries.
 CHECK_IDLE_S = 1.0
+#: The shortest first wait for a pooled connection, whatever ``retry_s`` is left (see ``_run``).
+POOL_WAIT_MIN_S = 1.0
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MESSAGE_SELECT = (
@@ -365,18 +367,31 @@ class PostgresStore(ClosingContext):
         multi-statement transaction whose COMMIT was cut off is not repeated: that error says so.
 
         The first lost connection of a call checks every idle pooled connection (replacing the
-        dead: a server restart kills them all) and retries at once; later ones back off."""
+        dead: a server restart kills them all) and retries at once; later ones back off.
+
+        The wait for a pooled connection is bounded by what is left of ``retry_s`` (at least
+        ``POOL_WAIT_MIN_S``): a server that refuses connections fails the call then, not after
+        the pool's ``connect_timeout_s``. When that wait runs out while the server answers, the
+        pool is only busy, and the call waits on for the rest of ``connect_timeout_s``."""
         where = redact_url(self.url)
         delay = 0.005
         conflicts = 0
         reconnect_delay = 0.05
         checked = False
-        deadline = asyncio.get_running_loop().time() + self.retry_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_s
+        busy_until: float | None = None  # set once the server answered a pool wait that ran out
         while True:
             pool = await self._connections()
             committing = False
+            now = loop.time()
+            if busy_until is not None:
+                wait = max(busy_until - now, 0.001)
+            else:
+                wait = min(self.connect_timeout_s, max(deadline - now, POOL_WAIT_MIN_S))
             try:
-                async with pool.connection() as conn:
+                async with pool.connection(timeout=wait) as conn:
+                    busy_until = None  # a retry after this one waits for the pool afresh
                     if not transaction:
                         result = await fn(conn)
                     else:
@@ -403,6 +418,13 @@ class PostgresStore(ClosingContext):
                         f"The connection to PostgreSQL at {where} was lost while committing; the write may "
                         f"or may not have been applied: {exc}"
                     ) from exc
+                if isinstance(exc, PoolTimeout) and busy_until is None and wait < self.connect_timeout_s:
+                    unreachable = await self._probe()
+                    if unreachable is None:  # the server answers: the pool is busy, wait for it
+                        busy_until = now + self.connect_timeout_s
+                        continue
+                    if loop.time() + reconnect_delay > deadline:
+                        raise StorageError(self._unreachable_message(unreachable)) from exc
                 if not isinstance(exc, PoolTimeout) and not checked:
                     # A pooled connection the server dropped (a restart): check the idle ones,
                     # replacing the dead, and retry at once.
@@ -427,17 +449,27 @@ class PostgresStore(ClosingContext):
         return (f"PostgreSQL at {where}: a statement was cancelled (statement_timeout {self.statement_timeout_s}s, "
                 f"or an administrator): {exc}")  # fmt: skip
 
-    async def _unavailable_message(self, exc: BaseException) -> str:
-        """Why no connection: the server cannot be reached (its own error), or the pool is full."""
-        where = redact_url(self.url)
+    async def _probe(self) -> psycopg.Error | None:
+        """Connect once outside the pool: the server's refusal, or None when it answers."""
         try:
             probe = await psycopg.AsyncConnection.connect(
                 self.url, autocommit=True, connect_timeout=max(1, int(min(self.connect_timeout_s, 5)))
             )
         except psycopg.Error as cause:
-            return (f"Cannot reach PostgreSQL at {where} (retried for {self.retry_s:g}s): {redact_secrets(cause)}. "
-                    "Check that the server is running and reachable.")  # fmt: skip
+            return cause
         await probe.close()
+        return None
+
+    def _unreachable_message(self, cause: psycopg.Error) -> str:
+        return (f"Cannot reach PostgreSQL at {redact_url(self.url)} (retried for {self.retry_s:g}s): "
+                f"{redact_secrets(cause)}. Check that the server is running and reachable.")
+
+    async def _unavailable_message(self, exc: BaseException) -> str:
+        """Why no connection: the server cannot be reached (its own error), or the pool is full."""
+        where = redact_url(self.url)
+        cause = await self._probe()
+        if cause is not None:
+            return self._unreachable_message(cause)
         if isinstance(exc, PoolTimeout):
             return (f"No PostgreSQL connection became free within {self.connect_timeout_s}s ({where}): all "
                     f"{self.max_size} pooled connections are busy; raise max_size (pool_max_size) or the "
