@@ -467,6 +467,8 @@ class _Parsed:
     resource_id: str
     items: dict[str, list[Any]]
     knowledge_scope: str | None = None
+    #: The exported resource id, when the import moves it onto another (``into_resource``).
+    renamed_from: str | None = None
 
 
 def _problem(exc: ValidationError) -> str:
@@ -818,14 +820,33 @@ def _scope_key(org: str | None, resource: str, thread: str | None = None) -> str
     return Scope(DEFAULT_ORG).key
 
 
+def _exported_scopes(scopes: Iterable[str], parsed: _Parsed) -> set[str]:
+    """``scopes`` and, for an import under another resource id (``into_resource``), each one of
+    the target resource's as the exported resource's: a value forgotten for the user the backup
+    is of stays forgotten in the copy (moved onto "alice2", "Zaphod" forgotten for alice came back)."""
+    found = set(scopes)
+    old = parsed.renamed_from
+    if old is None:
+        return found
+    for key in list(found):
+        scope = Scope.parse(key)
+        if scope.resource == parsed.resource_id:
+            try:
+                found.add(Scope(scope.org, old, scope.thread).key)
+            except InvalidInputError:
+                continue  # an id no scope can hold: nothing was ever forgotten under it
+    return found
+
+
 class _Forgotten:
     """The forgotten values an import checks against, and what it left out because of them."""
 
-    def __init__(self, values: Iterable[ForgottenValue]) -> None:
+    def __init__(self, values: Iterable[ForgottenValue], parsed: _Parsed) -> None:
         unique = {value.id: value for value in values if value.length > 0}
         self.values = [(Scope.parse(v.scope), v.digest, v.length) for v in unique.values()]
         self._at: dict[tuple[str, ...], list[tuple[str, int]]] = {}
         self.counts: dict[str, int] = {}
+        self._parsed = parsed
 
     def count(self, kind: str, n: int = 1) -> None:
         if n:
@@ -836,7 +857,7 @@ class _Forgotten:
         key = tuple(sorted(set(scopes)))
         digests = self._at.get(key)
         if digests is None:
-            here = [Scope.parse(scope) for scope in key]
+            here = [Scope.parse(scope) for scope in _exported_scopes(key, self._parsed)]
             digests = self._at[key] = sorted(
                 {(d, n) for where, d, n in self.values for s in here if s.sees(where) or where.sees(s)}
             )
@@ -854,9 +875,9 @@ async def _forgotten_values(store: KnowledgeStore, parsed: _Parsed) -> _Forgotte
     scopes |= {_scope_key(t.org_id, t.resource_id, t.id) for _, t in items["thread"]}
     scopes |= {_scope_key(t.org_id, t.resource_id) for _, t in items["thread"]}
     values: list[ForgottenValue] = []
-    for scope in sorted(scopes):
+    for scope in sorted(_exported_scopes(scopes, parsed)):
         values.extend(await store.list_forgotten(scope))
-    return _Forgotten(values)
+    return _Forgotten(values, parsed)
 
 
 def _kept_field(text: str | None, hit: _Hit) -> str | None:
@@ -1000,6 +1021,7 @@ def _rename(parsed: _Parsed, into: str) -> None:
         for n, w in items["working_memory"]
     ]
     parsed.resource_id = into
+    parsed.renamed_from = parsed.renamed_from or old
     if parsed.knowledge_scope is not None:
         _rename_knowledge(parsed, old, into)
 
