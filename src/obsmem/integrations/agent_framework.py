@@ -541,8 +541,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         run's end leave these calls and results out (``tool_runs``)."""
         async with run.lock:
             turn = run.turn
-            if turn.ended or call_id in run.tool_runs:
+            if turn.ended:
                 return
+            # (each invocation is a call of its own: a server that numbers each response's calls
+            # from call_0 repeats a call id in each round of the loop)
             answer = run.answer if any(c.type == "function_call" and c.call_id == call_id
                                        for m in run.answer for c in m.contents) else []
             held = run.answer_stored if answer else _held(turn.context.raw_messages, call_id)
