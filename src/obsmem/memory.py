@@ -60,6 +60,7 @@ from obsmem.om.context import (
     remember_instructions,
     rendered_erasures,
 )
+from obsmem.om.text.groups import parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.cycle import describe as describe_error
@@ -1022,6 +1023,53 @@ class Memory:
 
     async def _all_threads(self, resource_id: str | None) -> list[Thread]:
         return await all_threads(self.store, resource_id)
+
+    async def reindex_groups(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        """Embed the observation groups a thread (``thread_id``) or a resource's threads
+        (``resource_id``) hold now into this memory's vector index, replacing what their keys
+        held; returns how many groups were indexed. Groups are indexed as they are observed, so
+        this is for an index that lacks them: a new embedder (the index of another embedder's
+        vectors is refused, so a switch starts a new, empty one), a new or rebuilt index, groups
+        observed while the index was down. It reads the current head of each lineage (the
+        thread's, and in resource scope the resource's: in a thread's reindex only that
+        thread's groups), its observations and buffered chunks, one head at a time. A failure
+        of the embedder or index raises; what was indexed before it stays, and running it again
+        redoes the rest. ConfigError without vector retrieval (``retrieval={"vector": True}``,
+        an embedder and a vector index); ThreadNotFoundError for a thread that does not exist."""
+        check_id(thread_id, "thread_id", optional=True)
+        check_id(resource_id, "resource_id", optional=True)
+        if (thread_id is None) == (resource_id is None):
+            raise InvalidInputError("Invalid value: give thread_id or resource_id (one of them)")
+        index = self.group_index
+        if index is None:
+            raise ConfigError(
+                "retrieval.vector", "reindexing observation groups needs vector retrieval, which is off",
+                allowed="MemoryConfig(retrieval={'vector': True}) with an embedder and a vector index",
+            )
+        if thread_id is not None:
+            thread = await self.store.get_thread(thread_id)
+            if thread is None:
+                raise ThreadNotFoundError(thread_id)
+            threads = [thread]
+        else:
+            assert resource_id is not None
+            threads = await self._all_threads(resource_id)
+        lineages: dict[str, str] = {}  # lineage -> its resource
+        for thread in threads:
+            lineages[lineage_key("thread", thread.id, thread.resource_id)] = thread.resource_id
+            if self.config.scope == "resource":
+                lineages[lineage_key("resource", None, thread.resource_id)] = thread.resource_id
+        indexed = 0
+        for lineage, resource in lineages.items():
+            head = await self.store.get_head(lineage)
+            if head is None:
+                continue
+            texts = [head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)]
+            groups = {g.id: g for text in texts for g in parse_groups(text)
+                      if thread_id is None or g.thread_id == thread_id}  # fmt: skip
+            await index.add(resource, list(groups.values()))
+            indexed += len(groups)
+        return indexed
 
     async def forget(
         self, value: str, *, thread_id: str | None = None, resource_id: str | None = None,

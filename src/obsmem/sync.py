@@ -408,6 +408,9 @@ class SyncMemory:
             actor=actor,
         ))  # fmt: skip
 
+    def reindex_groups(self, *, thread_id: str | None = None, resource_id: str | None = None) -> int:
+        return self._portal.call(self._memory.reindex_groups(thread_id=thread_id, resource_id=resource_id))
+
     # -- knowledge (Memory(knowledge=...)) ---------------------------------------------------------
     def pin(self, thread_id: str, text: str, *, level: Literal["thread", "resource"] = "resource",
             reason: str = "pinned by the user") -> Record:
