@@ -347,14 +347,15 @@ def _decoded(data: str) -> str:
 
 def forget_in_message(message: Message, value: Sought) -> Message | None:
     """``message`` with ``value`` forgotten (itself when untouched); None when it has to go."""
-    if not contains(message.model_dump(mode="json"), value) and not any(
+    said_files = _files_said_in_blocks(message, value)
+    if not said_files and not contains(message.model_dump(mode="json"), value) and not any(
         isinstance(part, FilePart) and _part(part, value) is None for part in message.parts
     ):  # (a file may hold it in a spelling of its own: percent-encoded, a text file's base64)
         return message
     parts: list[Part] = []
     places: dict[int, int] = {}  # a kept part's index before -> after
     for index, part in enumerate(message.parts):
-        if (kept := _part(part, value)) is not None:
+        if index not in said_files and (kept := _part(part, value)) is not None:
             places[index] = len(parts)
             parts.append(kept)
     metadata = _message_metadata(message.metadata, value, (message.parts, places))
@@ -363,6 +364,21 @@ def forget_in_message(message: Message, value: Sought) -> Message | None:
     if tuple(parts) == message.parts and metadata == message.metadata:
         return message  # the value is only in an id (thread or resource): not text to forget
     return message.model_copy(update={"parts": tuple(parts), "metadata": metadata})
+
+
+def _files_said_in_blocks(message: Message, value: Sought) -> set[int]:
+    """The indexes of ``message``'s file parts whose LangChain block (see :data:`_LANGCHAIN`)
+    says ``value``: a file goes with its block. A legacy ``source_type: "base64"`` block's part
+    holds none of its data, so a text file's content was in the block alone, sent back as it was."""
+    entry = message.metadata.get(_LANGCHAIN)
+    blocks = entry.get("blocks") if isinstance(entry, dict) and _is_langchain_entry(entry) else None
+    if not blocks:
+        return set()
+    return {
+        int(key) for key, block in blocks.items()
+        if int(key) < len(message.parts) and isinstance(message.parts[int(key)], FilePart)
+        and any(holds(text, value) for text in _block_says(block))
+    }
 
 
 # obsmem's own entries of a message's metadata that hold ids, numbers, a hash or a flag, never
@@ -463,19 +479,27 @@ _LANGCHAIN_BLOCK: Final = "langchain-block"
 _BLOCK_BOOKKEEPING: Final = frozenset({
     "type", "id", "index", "status", "signature", "encrypted_content", "base64", "mime_type", "media_type",
 })
-# Block kinds whose "data" is opaque: Anthropic's redacted thinking, a base64 source.
-_OPAQUE_DATA: Final = frozenset({"redacted_thinking", "base64"})
+# Block kinds whose "data" is opaque: Anthropic's redacted thinking, a base64 source, OpenAI's
+# input audio (its inner dict, which has no type of its own).
+_OPAQUE_DATA: Final = frozenset({"redacted_thinking", "base64", "input_audio"})
 
 
 def _block_says(data: object, kind: object = None) -> Iterator[str]:
     """The strings of a LangChain content block that say something (see :data:`_BLOCK_BOOKKEEPING`),
-    field names left out."""
+    field names left out. Base64 says nothing, wherever a block keeps it (a value its letters
+    happen to spell took an image's block): a legacy ``source_type: "base64"`` block's data, a
+    data: URI, OpenAI's input audio; each read as a file part's (a text file's content decoded)."""
     if isinstance(data, str):
-        yield data
+        yield from _file_says(data, False, "") if data.startswith("data:") else (data,)
     elif isinstance(data, dict):
-        kind = data.get("type")
+        kind = data.get("type", kind)
+        opaque = kind in _OPAQUE_DATA or data.get("source_type") == "base64"
         for key, item in data.items():
-            if key not in _BLOCK_BOOKKEEPING and not (key == "data" and kind in _OPAQUE_DATA):
+            if key == "data" and opaque:
+                if isinstance(item, str):
+                    media = data.get("mime_type") or data.get("media_type")
+                    yield from _file_says(item, True, media if isinstance(media, str) else "")
+            elif key not in _BLOCK_BOOKKEEPING:
                 yield from _block_says(item, kind)
     elif isinstance(data, list):
         for item in data:
