@@ -793,8 +793,10 @@ def _after_question(messages: list[AFMessage], moved: set[str], question: str) -
 class _RunTools(FunctionMiddleware):
     """One run's function middleware: stores each tool call and its result as the tool returns
     (or raises). A tool that raises is stored with the result Agent Framework gives the model
-    (``Error: Function failed.``, the exception's text only with ``include_detailed_errors``,
-    which a later run sends too)."""
+    (``Error: Function failed.``, or ``Error: Argument parsing failed.`` for arguments the tool
+    refused; the exception's text only with ``include_detailed_errors``, which a later run sends
+    too). It is the innermost function middleware: a result that the app's own function
+    middleware changes after the tool returns (a redaction) is stored as the tool returned it."""
 
     def __init__(
         self, provider: ObservationalMemoryProvider, run: _Run, *, detailed_errors: bool = False
