@@ -276,8 +276,45 @@ def _health_address(value: str | None) -> tuple[str, int] | None:
     return host or "127.0.0.1", int(port)
 
 
+#: A health connection that sends no complete request within this many seconds is closed.
+HEALTH_IDLE_S = 5.0
+#: Health connections answered at once; one past them is closed at once, without a thread.
+HEALTH_CONNECTIONS = 16
+
+
+class _HealthServer(ThreadingHTTPServer):
+    """A thread per connection, as ThreadingHTTPServer, but at most ``HEALTH_CONNECTIONS`` of
+    them: idle connections (a port scanner, a client that never sends its request) each held
+    a thread for as long as they stayed open, so enough of them used up the process's threads,
+    which the worker's own store and model calls need."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(HEALTH_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 def _serve_health(address: tuple[str, int], probe: _Health) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
+        timeout = HEALTH_IDLE_S  # the socket's: a request not sent by then ends the connection
+
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             status, body = probe.answer(self.path.split("?", 1)[0])
             data = json.dumps(body).encode()
@@ -291,10 +328,9 @@ def _serve_health(address: tuple[str, int], probe: _Health) -> ThreadingHTTPServ
             pass
 
     try:
-        server = ThreadingHTTPServer(address, Handler)
+        server = _HealthServer(address, Handler)
     except OSError as exc:
         raise fail(f"cannot serve --health on {address[0]}:{address[1]}: {exc}") from exc
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="obsmem-worker-health", daemon=True).start()
     host, port = server.server_address[:2]
     typer.echo(f"health: http://{host!s}:{port}/livez and /readyz", err=True)
