@@ -21,7 +21,7 @@ while at least two of the records it was learned from are (:func:`~obsmem.knowle
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 from weakref import WeakKeyDictionary
 
@@ -51,11 +51,23 @@ BATCH_SIZE = 50
 MAX_BATCHES = 100
 REEMBED_PAGE = 200
 """Stored vectors a drain (and each step of a reindex) looks at for another embedder's."""
-_REEMBED_PROGRESS: WeakKeyDictionary[KnowledgeStore, dict[str, str | None]] = WeakKeyDictionary()
-"""Per store object and embedder name, the document id the drains' look for another embedder's
-vectors has reached (absent: not started; None: done)."""
 MAX_LIMIT = 1000
 """The most results one search returns (and the store's reads take)."""
+
+
+@dataclass
+class _ReembedScan:
+    """The drains' look through one store object for another embedder's vectors, per embedder
+    (its name and dimension): the document id each has reached (absent: not started; None:
+    done), and those whose page a drain is queueing now. Concurrent drains (a server's requests)
+    queue each page once: a drain that finds its embedder's page being queued leaves it to that
+    one, where each would otherwise queue, and embed, the same page again."""
+
+    reached: dict[tuple[str, int | None], str | None] = field(default_factory=dict)
+    busy: set[tuple[str, int | None]] = field(default_factory=set)
+
+
+_REEMBED_SCANS: WeakKeyDictionary[KnowledgeStore, _ReembedScan] = WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +104,22 @@ class SemanticIndex:
         """Apply every claimable outbox entry; return how many were applied.
 
         Each drain first queues one page (:data:`REEMBED_PAGE` vectors) of the vectors another
-        embedder made, until the indexes over this store object with this embedder have looked
-        at every stored vector once (a server's per-request ``Knowledge`` over one store goes on
-        where the last left off): after the embedder changes, old records are re-embedded a page per drain (a search drains), and
-        found by their words meanwhile. :meth:`reindex` does the rest at once."""
-        progress = _REEMBED_PROGRESS.setdefault(self.store, {})
-        name = self.embedder.name
-        if progress.get(name, "") is not None:
-            _, progress[name] = await self.store.queue_reembed(name, after=progress.get(name), limit=REEMBED_PAGE)
+        embedder (or this one with another dimension) made, until the indexes over this store
+        object with this embedder have looked at every stored vector once (a server's
+        per-request ``Knowledge`` over one store goes on where the last left off; of drains at
+        the same time, one queues the page): after the embedder changes, old records are
+        re-embedded a page per drain (a search drains), and found by their words meanwhile.
+        :meth:`reindex` does the rest at once."""
+        scan = _REEMBED_SCANS.setdefault(self.store, _ReembedScan())
+        key = (self.embedder.name, self._dimensions())
+        if scan.reached.get(key, "") is not None and key not in scan.busy:
+            scan.busy.add(key)
+            try:
+                _, scan.reached[key] = await self.store.queue_reembed(
+                    key[0], dimensions=key[1], after=scan.reached.get(key), limit=REEMBED_PAGE
+                )
+            finally:
+                scan.busy.discard(key)
         return await self._drain_outbox(lease_seconds)
 
     async def reindex(self, *, scope: str | None = None) -> int:
@@ -109,12 +129,18 @@ class SemanticIndex:
         queued, after = 0, None
         while True:
             count, after = await self.store.queue_reembed(
-                self.embedder.name, after=after, limit=REEMBED_PAGE, scope=scope
+                self.embedder.name, dimensions=self._dimensions(), after=after, limit=REEMBED_PAGE,
+                scope=scope,
             )
             queued += count
             await self._drain_outbox(DRAIN_LEASE_SECONDS)
             if after is None:
                 return queued
+
+    def _dimensions(self) -> int | None:
+        # An embedder written before its protocol named ``dimensions`` is compared by name only.
+        dimensions = getattr(self.embedder, "dimensions", None)
+        return dimensions if isinstance(dimensions, int) else None
 
     async def _drain_outbox(self, lease_seconds: float) -> int:
         applied = 0
@@ -168,7 +194,12 @@ class SemanticIndex:
         vector = (await self.embedder.embed([query]))[0]
         best: dict[str, float] = {}
         for key in Scope.parse(scope).visible_keys():
-            stored = [v for v in await self.store.list_vectors([key]) if v.embedder == self.embedder.name]
+            # Another embedder's vectors, or (the same name, another dimension) another length,
+            # are not comparable: a drain re-embeds them.
+            stored = [
+                v for v in await self.store.list_vectors([key])
+                if v.embedder == self.embedder.name and v.vector.shape == vector.shape
+            ]  # fmt: skip
             if not stored:
                 continue
             scores = np.stack([v.vector for v in stored]) @ vector

@@ -355,14 +355,18 @@ class TablesKnowledgeStore(ClosingContext):
         return await self._transact(False, lambda tables: tables.vectors_in(keys))
 
     async def queue_reembed(
-        self, embedder: str, *, after: str | None = None, limit: int = 200, scope: str | None = None
+        self, embedder: str, *, dimensions: int | None = None, after: str | None = None, limit: int = 200,
+        scope: str | None = None,
     ) -> tuple[int, str | None]:
         # Two transactions, each bounded by ``limit``: a read of the page's labels, and (only
         # when some other embedder made one) the write that queues those.
         check_limit(limit)
         subtree = Scope.parse(scope).key if scope is not None else None
         labels = await self._transact(False, lambda t: t.vector_labels(after, limit, subtree))
-        stale = [label for label in labels if label.embedder != embedder]
+        stale = [
+            label for label in labels
+            if label.embedder != embedder or (dimensions is not None and label.dimensions != dimensions)
+        ]  # fmt: skip
         queued = 0
         if stale:
             stamp = self.clock.now()

@@ -625,13 +625,16 @@ class KnowledgeStore(Protocol):
     async def list_vectors(self, scope_keys: Sequence[str] | None = None) -> list[StoredVector]: ...
 
     async def queue_reembed(
-        self, embedder: str, *, after: str | None = None, limit: int = 200, scope: str | None = None
+        self, embedder: str, *, dimensions: int | None = None, after: str | None = None, limit: int = 200,
+        scope: str | None = None,
     ) -> tuple[int, str | None]:
         """Read the next ``limit`` stored vectors (document id order, beyond ``after``; with
         ``scope``, those stored at it or below it) and queue an outbox upsert for each that
-        ``embedder`` (a name) did not make, so the index worker embeds its record again. Returns
-        how many were queued, and the ``after`` of the next page (None once this page was the
-        last). Reads no record's text and no vector, and each step is bounded by ``limit``."""
+        ``embedder`` (a name) did not make, or (given ``dimensions``) that has another length:
+        an embedder may keep its name with another dimension. The index worker embeds those
+        records again. Returns how many were queued, and the ``after`` of the next page (None
+        once this page was the last). Reads no record's text and no vector, and each step is
+        bounded by ``limit``."""
         ...
 
     async def load_record(self, record_id: str) -> Record | None:

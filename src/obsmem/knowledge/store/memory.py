@@ -339,7 +339,7 @@ class MemoryKnowledgeTables:
             if (after is None or v.document_id > after) and (subtree is None or under(v.scope, subtree))
         )  # fmt: skip
         return [
-            VectorLabel(v.document_id, v.record_id, v.scope, v.embedder)
+            VectorLabel(v.document_id, v.record_id, v.scope, v.embedder, int(v.vector.shape[0]))
             for v in heapq.nsmallest(limit, wanted, key=lambda v: v.document_id)
         ]
 

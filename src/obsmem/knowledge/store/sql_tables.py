@@ -594,8 +594,8 @@ class SqlKnowledgeTables:
             within, within_params = self._subtree(subtree)
             condition += f" AND {within}"
             params.extend(within_params)
-        sql = (f"SELECT document_id, record_id, scope, embedder FROM knowledge_vectors WHERE {condition} "
-               "ORDER BY document_id LIMIT ?")  # fmt: skip
+        sql = (f"SELECT document_id, record_id, scope, embedder, dimensions FROM knowledge_vectors "
+               f"WHERE {condition} ORDER BY document_id LIMIT ?")  # fmt: skip
         return [VectorLabel(*row) for row in self._execute(sql, [*params, limit])]
 
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[c.StoredVector]:

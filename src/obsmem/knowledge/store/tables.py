@@ -79,12 +79,14 @@ def under(scope: str, key: str) -> bool:
 
 
 class VectorLabel(NamedTuple):
-    """What a stored vector is, without the vector: enough to tell which embedder made it."""
+    """What a stored vector is, without the vector: enough to tell which embedder made it (its
+    name, and its length: an embedder may keep its name with another dimension)."""
 
     document_id: str
     record_id: str
     scope: str
     embedder: str
+    dimensions: int
 
 
 class KnowledgeTables(Protocol):
