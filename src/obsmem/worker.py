@@ -609,6 +609,13 @@ class Worker:
         if await self.store.release_work(
             item, now=self.clock.now(), delay_s=delay_s, error=error, count_attempt=count_attempt
         ):
+            if item.payload:
+                # The release coalesces into an item of the same kind and target queued while this
+                # one ran, and that item keeps its own payload: a knowledge item's {"reflection":
+                # True} (curate and learn, capture included) would give way to a plain capture.
+                # Queued again with it, the waiting item asks for what this one did.
+                await self.store.enqueue_work(item.kind, item.target, now=self.clock.now(),
+                                              payload=dict(item.payload), delay_s=delay_s)
             self.stats.released += 1
             return "released"
         self.stats.lost_claims += 1
