@@ -113,7 +113,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.erasure import forgettable_texts
 from obsmem.knowledge.store.scopes import Level, Scope, check_within_ceiling
 from obsmem.knowledge.store.tables import under
-from obsmem.knowledge.store.values import forgotten_in
+from obsmem.knowledge.store.values import forgotten_digest, value_key
 from obsmem.om.llm.parsing import TAG_SHAPED
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import (
@@ -844,7 +844,7 @@ class _Forgotten:
     def __init__(self, values: Iterable[ForgottenValue], parsed: _Parsed) -> None:
         unique = {value.id: value for value in values if value.length > 0}
         self.values = [(Scope.parse(v.scope), v.digest, v.length) for v in unique.values()]
-        self._at: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+        self._at: dict[tuple[str, ...], _Hit] = {}
         self.counts: dict[str, int] = {}
         self._parsed = parsed
 
@@ -855,14 +855,34 @@ class _Forgotten:
     def at(self, *scopes: str) -> _Hit:
         """Whether a text holds a value forgotten where it reaches any of ``scopes``."""
         key = tuple(sorted(set(scopes)))
-        digests = self._at.get(key)
-        if digests is None:
+        hit = self._at.get(key)
+        if hit is None:
             here = [Scope.parse(scope) for scope in _exported_scopes(key, self._parsed)]
-            digests = self._at[key] = sorted(
+            hit = self._at[key] = _matcher(
                 {(d, n) for where, d, n in self.values for s in here if s.sees(where) or where.sees(s)}
             )
-        found = digests
-        return lambda text: bool(found) and forgotten_in(text, found)
+        return hit
+
+
+def _matcher(digests: Iterable[tuple[str, int]]) -> _Hit:
+    """:func:`~obsmem.knowledge.store.values.forgotten_in` over ``digests``, grouped by length
+    once: forgotten_in groups them at each call, so an import asking of each of M messages took
+    M × K steps for K forgotten values. A text costs one hash per character per distinct length."""
+    wanted: dict[int, set[str]] = {}
+    for digest, length in digests:
+        if length > 0:
+            wanted.setdefault(length, set()).add(digest)
+
+    def hit(text: str) -> bool:
+        if not wanted:
+            return False
+        key = value_key(text)
+        return any(
+            forgotten_digest(key[start : start + length]) in found
+            for length, found in wanted.items() for start in range(len(key) - length + 1)
+        )
+
+    return hit
 
 
 async def _forgotten_values(store: KnowledgeStore, parsed: _Parsed) -> _Forgotten:
