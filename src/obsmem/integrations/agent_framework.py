@@ -24,7 +24,14 @@ is never separated from its result and the newest input is never observed away. 
 each tool's call (with the model's response that made it) and its result are saved as the tool
 returns, so a run that fails later, or that the app stops reading (a stream left once the result
 shows, a process that restarts), leaves what ran stored; the rest of each step of the tool loop
-is saved before the next model call. After the run it saves the
+is saved before the next model call. When the app has a function middleware of its own (on the
+client, the agent or the run), which may change a result after the tool returns (mask a card
+number, cut a long output) and which runs around obsmem's, obsmem stores the result the model
+was told instead: what the next model request carries (the step), or what the run gives at its
+end (so too when obsmem cannot tell: another run of the same client object began meanwhile).
+The trade-off: a run the app stops reading between a tool's return and the next model call
+then leaves that call and its result unstored (the question stays), rather than stored as the
+tool returned it. After the run it saves the
 rest of the response (the answer) and ends the turn. Ids the framework or the model server gives
 (``message_id``, e.g. ``chatcmpl-…``) are not obsmem's ids: see :class:`ObservationalMemoryProvider`.
 Contents obsmem has no part for (``hosted_file`` …) are kept and given back in later runs.
@@ -381,7 +388,10 @@ class ObservationalMemoryProvider(HistoryProvider):
     after a tool ran thus leaves the call and its result stored, for any process over the same
     store. With a chat client built without Agent Framework's chat-middleware layer (all of its
     own clients have it) the call is stored alone as its tool returns; the text the model sent
-    with it is stored at the run's end (not when the run never ends).
+    with it is stored at the run's end (not when the run never ends). With a function middleware
+    of the app's in the run (it runs around obsmem's and may change the result), the calls and
+    results are stored only by the steps (the chat-middleware layer) and the run's end, as the
+    model was told them (see the module docstring).
     """
 
     def __init__(
@@ -450,7 +460,7 @@ class ObservationalMemoryProvider(HistoryProvider):
             context.extend_middleware(self.source_id, _RunSteps(self, thread, run, moved, question))
         settings = getattr(client, "function_invocation_configuration", None)
         detailed = bool(settings.get("include_detailed_errors")) if isinstance(settings, dict) else False
-        context.extend_middleware(self.source_id, _RunTools(self, run, detailed_errors=detailed))
+        context.extend_middleware(self.source_id, _RunTools(self, run, client, detailed_errors=detailed))
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
@@ -795,20 +805,45 @@ class _RunTools(FunctionMiddleware):
     (or raises). A tool that raises is stored with the result Agent Framework gives the model
     (``Error: Function failed.``, or ``Error: Argument parsing failed.`` for arguments the tool
     refused; the exception's text only with ``include_detailed_errors``, which a later run sends
-    too). It is the innermost function middleware: a result that the app's own function
-    middleware changes after the tool returns (a redaction) is stored as the tool returned it."""
+    too).
+
+    A provider's function middleware is the innermost (after the client's, the agent's and the
+    run's): what the tool returns here is not what the model is told when the app's own function
+    middleware changes it on its way out (a card number masked, a long output cut). Then this
+    stores nothing: the step (what the next model request carries) or the run's end (what the
+    framework gives) stores the call and its result, as :meth:`_app_middleware_outside` says."""
 
     def __init__(
-        self, provider: ObservationalMemoryProvider, run: _Run, *, detailed_errors: bool = False
+        self, provider: ObservationalMemoryProvider, run: _Run, client: Any = None, *,
+        detailed_errors: bool = False,
     ) -> None:
         self.provider = provider
         self.run = run
+        self.client = client
         self.detailed_errors = detailed_errors
+
+    def _app_middleware_outside(self) -> bool:
+        """Another function middleware (not obsmem's) runs around this one in the run's pipeline:
+        the client's, the agent's, the run's, or a provider's before obsmem. Agent Framework
+        gives a middleware no view of its pipeline; the client keeps the pipeline it built for
+        the newest run (``_cached_function_middleware_pipeline``, of this run's middleware and so
+        of this one). When it does not hold this one (another run of the client began since, or
+        a client that keeps none) the answer is yes: storing a result the app changes afterwards
+        is what must not happen."""
+        pipeline = getattr(self.client, "_cached_function_middleware_pipeline", None)
+        source = getattr(pipeline, "_source_middleware", None)
+        if not isinstance(source, tuple):
+            return True
+        at = next((i for i, m in enumerate(source) if m is self), None)
+        return at is None or any(not isinstance(m, _RunTools) for m in source[:at])
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
     ) -> None:
         call_id = context.metadata.get("call_id")
+        if self._app_middleware_outside():
+            await call_next()  # the step or the run's end stores what the app's middleware made of it
+            return
         try:
             await call_next()
         except _NOT_RESULTS:
