@@ -16,7 +16,7 @@ import base64
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from obsmem import Memory
 from obsmem.integrations.langchain import from_langchain, to_langchain
@@ -75,3 +75,20 @@ async def test_the_control_a_legacy_text_file_saying_the_value_goes() -> None:
     _, after, counts = await _forgotten(block, "Zaphod")
     assert counts["parts"] == 1
     assert text not in str(after)
+
+
+async def test_the_control_a_tool_returning_a_legacy_text_file_saying_the_value() -> None:
+    text = base64.b64encode(b"Zaphod lives in Leeds.").decode()
+    block = {"type": "file", "source_type": "base64", "data": text, "mime_type": "text/plain"}
+    async with Memory("memory://") as memory:
+        await memory.create_thread("t", "u")
+        await memory.save_messages("t", from_langchain([
+            HumanMessage("Fetch the note."),
+            AIMessage(content="", tool_calls=[{"id": "c1", "name": "fetch", "args": {}}]),
+            ToolMessage(content=[{"type": "text", "text": "Here."}, block], tool_call_id="c1"),
+            AIMessage("Done."),
+        ]))  # fmt: skip
+        await memory.forget("Zaphod", thread_id="t")
+        after = to_langchain(await memory.list_messages("t"))
+    assert text not in str([m.content for m in after])
+    assert "Here." in str(after[2].content)  # as a tool's image whose address said it

@@ -371,12 +371,15 @@ def _files_said_in_blocks(message: Message, value: Sought) -> set[int]:
     says ``value``: a file goes with its block. A legacy ``source_type: "base64"`` block's part
     holds none of its data, so a text file's content was in the block alone, sent back as it was."""
     entry = message.metadata.get(_LANGCHAIN)
-    blocks = entry.get("blocks") if isinstance(entry, dict) and _is_langchain_entry(entry) else None
-    if not blocks:
+    if not isinstance(entry, dict) or not _is_langchain_entry(entry):
         return set()
+    blocks: dict[int, object] = {int(key): block for key, block in entry.get("blocks", {}).items()}
+    # a tool message's attachments, in the order of its file parts
+    files = [index for index, part in enumerate(message.parts) if isinstance(part, FilePart)]
+    blocks.update((index, file["block"]) for file, index in zip(entry.get("files", []), files, strict=False) if "block" in file)
     return {
-        int(key) for key, block in blocks.items()
-        if int(key) < len(message.parts) and isinstance(message.parts[int(key)], FilePart)
+        index for index, block in blocks.items()
+        if index < len(message.parts) and isinstance(message.parts[index], FilePart)
         and any(holds(text, value) for text in _block_says(block))
     }
 
