@@ -112,15 +112,16 @@ class SemanticIndex:
         :meth:`reindex` does the rest at once."""
         scan = _REEMBED_SCANS.setdefault(self.store, _ReembedScan())
         key = (self.embedder.name, self._dimensions())
+        queued = 0
         if scan.reached.get(key, "") is not None and key not in scan.busy:
             scan.busy.add(key)
             try:
-                _, scan.reached[key] = await self.store.queue_reembed(
+                queued, scan.reached[key] = await self.store.queue_reembed(
                     key[0], dimensions=key[1], after=scan.reached.get(key), limit=REEMBED_PAGE
                 )
             finally:
                 scan.busy.discard(key)
-        return await self._drain_outbox(lease_seconds)
+        return await self._drain_outbox(lease_seconds, queued)
 
     async def reindex(self, *, scope: str | None = None) -> int:
         """Re-embed every record whose vector another embedder made (with ``scope``: only those
@@ -133,7 +134,7 @@ class SemanticIndex:
                 scope=scope,
             )
             queued += count
-            await self._drain_outbox(DRAIN_LEASE_SECONDS)
+            await self._drain_outbox(DRAIN_LEASE_SECONDS, count)
             if after is None:
                 return queued
 
@@ -142,9 +143,12 @@ class SemanticIndex:
         dimensions = getattr(self.embedder, "dimensions", None)
         return dimensions if isinstance(dimensions, int) else None
 
-    async def _drain_outbox(self, lease_seconds: float) -> int:
+    async def _drain_outbox(self, lease_seconds: float, reembeds: int = 0) -> int:
+        # ``reembeds`` (just queued) get batches of their own on top of MAX_BATCHES: a backlog a
+        # drain applies is applied with them, where they would have made it "drain again".
+        batches = MAX_BATCHES + -(-reembeds // BATCH_SIZE)
         applied = 0
-        for _ in range(MAX_BATCHES):
+        for _ in range(batches):
             batch = await self.store.claim_outbox(
                 self.worker_id, limit=BATCH_SIZE, lease_seconds=lease_seconds
             )
@@ -161,7 +165,7 @@ class SemanticIndex:
             await self.store.complete_outbox(self.worker_id, [e.id for e in batch])
             applied += len(batch)
         raise StaleSemanticIndexError(
-            f"The knowledge outbox still has entries after {MAX_BATCHES} batches; drain again."
+            f"The knowledge outbox still has entries after {batches} batches; drain again."
         )
 
     async def _apply(self, batch: list[OutboxEntry]) -> None:
