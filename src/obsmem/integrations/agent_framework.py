@@ -26,9 +26,10 @@ returns, so a run that fails later, or that the app stops reading (a stream left
 shows, a process that restarts), leaves what ran stored; the rest of each step of the tool loop
 is saved before the next model call. When the app has a function middleware of its own (on the
 client, the agent or the run), which may change a result after the tool returns (mask a card
-number, cut a long output) and which runs around obsmem's, obsmem stores the result the model
-was told instead: what the next model request carries (the step), or what the run gives at its
-end (so too when obsmem cannot tell: another run of the same client object began meanwhile).
+number, cut a long output) and which runs around obsmem's, or a chat middleware (which may
+change the results each model request carries), obsmem stores the result the model was told
+instead: what the next model request carries (the step), or what the run gives at its end (so
+too when obsmem cannot tell: another run of the same client object began meanwhile).
 The trade-off: a run the app stops reading between a tool's return and the next model call
 then leaves that call and its result unstored (the question stays), rather than stored as the
 tool returned it. After the run it saves the
@@ -361,6 +362,10 @@ class _Run:
     # running, with the text the model sent with them), stored with the first of their results.
     answer: list[AFMessage] = field(default_factory=list)
     answer_stored: bool = False
+    # The calls and results the steps stored, by (content type, call id): the run's end leaves
+    # them out, also where the response holds them otherwise than the request did (the app's
+    # chat middleware changed what the model was told).
+    stepped: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
 class ObservationalMemoryProvider(HistoryProvider):
@@ -388,8 +393,8 @@ class ObservationalMemoryProvider(HistoryProvider):
     after a tool ran thus leaves the call and its result stored, for any process over the same
     store. With a chat client built without Agent Framework's chat-middleware layer (all of its
     own clients have it) the call is stored alone as its tool returns; the text the model sent
-    with it is stored at the run's end (not when the run never ends). With a function middleware
-    of the app's in the run (it runs around obsmem's and may change the result), the calls and
+    with it is stored at the run's end (not when the run never ends). With a function or chat
+    middleware of the app's in the run (it runs around obsmem's and may change the result), the calls and
     results are stored only by the steps (the chat-middleware layer) and the run's end, as the
     model was told them (see the module docstring).
     """
@@ -455,12 +460,14 @@ class ObservationalMemoryProvider(HistoryProvider):
         if resumed and inputs:  # ... but the steps of the failed run it resumes follow it
             last = max((i for i, m in enumerate(body) if m.id in input_ids), default=len(body))
             moved = {m.message_id for m in to_agent_framework(body[last + 1:]) if m.message_id}
+        steps: _RunSteps | None = None
         if layered:
             question = _key(inputs[-1]) if inputs else ""
-            context.extend_middleware(self.source_id, _RunSteps(self, thread, run, moved, question))
+            steps = _RunSteps(self, thread, run, moved, question)
+            context.extend_middleware(self.source_id, steps)
         settings = getattr(client, "function_invocation_configuration", None)
         detailed = bool(settings.get("include_detailed_errors")) if isinstance(settings, dict) else False
-        context.extend_middleware(self.source_id, _RunTools(self, run, client, detailed_errors=detailed))
+        context.extend_middleware(self.source_id, _RunTools(self, run, client, steps, detailed_errors=detailed))
         texts = [m.text for m in window.messages[:lead] if m.role == "system" and m.text]
         if texts:
             context.extend_instructions(self.source_id, "\n\n".join(texts))
@@ -511,9 +518,16 @@ class ObservationalMemoryProvider(HistoryProvider):
         turn = run.turn if run is not None else None
         saved = run.saved if run is not None else Counter()
         tool_runs = run.tool_runs if run is not None else set()
+        stepped = Counter(run.stepped) if run is not None else Counter()
         response = context.response
         messages = list(response.messages) if response is not None and response.messages else []
-        unsaved = [m for m in messages if not _take(saved, _key(m))]  # the steps saved them already
+        unsaved: list[AFMessage] = []
+        for message in messages:
+            if _take(saved, _key(message)):  # the steps saved it already
+                _without_stepped(message, stepped)
+            else:
+                unsaved.append(message)
+        unsaved = [m for m in (_without_stepped(m, stepped) for m in unsaved) if m is not None]
         unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
         new = await self._own_ids(thread, unsaved, from_agent_framework(unsaved, history=history), made=True)
@@ -536,6 +550,8 @@ class ObservationalMemoryProvider(HistoryProvider):
             if fresh:
                 new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
                 await turn.step(new)
+                run.stepped.update((c.type, c.call_id) for m in fresh for c in m.contents
+                                   if c.type in ("function_call", "function_result") and c.call_id)
             saved.update(_key(m) for m in unsaved)
 
     async def _save_tool_run(
@@ -814,12 +830,13 @@ class _RunTools(FunctionMiddleware):
     framework gives) stores the call and its result, as :meth:`_app_middleware_outside` says."""
 
     def __init__(
-        self, provider: ObservationalMemoryProvider, run: _Run, client: Any = None, *,
-        detailed_errors: bool = False,
+        self, provider: ObservationalMemoryProvider, run: _Run, client: Any = None,
+        steps: _RunSteps | None = None, *, detailed_errors: bool = False,
     ) -> None:
         self.provider = provider
         self.run = run
         self.client = client
+        self.steps = steps
         self.detailed_errors = detailed_errors
 
     def _app_middleware_outside(self) -> bool:
@@ -829,13 +846,17 @@ class _RunTools(FunctionMiddleware):
         the newest run (``_cached_function_middleware_pipeline``, of this run's middleware and so
         of this one). When it does not hold this one (another run of the client began since, or
         a client that keeps none) the answer is yes: storing a result the app changes afterwards
-        is what must not happen."""
-        pipeline = getattr(self.client, "_cached_function_middleware_pipeline", None)
-        source = getattr(pipeline, "_source_middleware", None)
-        if not isinstance(source, tuple):
+        is what must not happen.
+
+        The same goes for the app's chat middleware (the client's, the agent's, the run's), which
+        runs around obsmem's step (:class:`_RunSteps`) in each model call and may change the
+        results the request carries: it is read from the pipeline the client built for the
+        newest model call (``_cached_chat_middleware_pipeline``, this run's before its tools ran)."""
+        if _outside(getattr(self.client, "_cached_function_middleware_pipeline", None), self, _RunTools):
             return True
-        at = next((i for i, m in enumerate(source) if m is self), None)
-        return at is None or any(not isinstance(m, _RunTools) for m in source[:at])
+        return self.steps is not None and _outside(
+            getattr(self.client, "_cached_chat_middleware_pipeline", None), self.steps, _RunSteps
+        )
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
@@ -883,6 +904,16 @@ class _RunTools(FunctionMiddleware):
             pass
 
 
+def _outside(pipeline: Any, own: object, kind: type) -> bool:
+    """Another middleware than obsmem's (of ``kind``) runs around ``own`` in ``pipeline`` (a
+    client's cached middleware pipeline), or ``pipeline`` does not hold ``own``."""
+    source = getattr(pipeline, "_source_middleware", None)
+    if not isinstance(source, tuple):
+        return True
+    at = next((i for i, m in enumerate(source) if m is own), None)
+    return at is None or any(not isinstance(m, kind) for m in source[:at])
+
+
 #: What a tool (or Agent Framework inside it) raises that is no result of the tool.
 _NOT_RESULTS = (MiddlewareFailure, MiddlewareTermination, UserInputRequiredException,
                 _FunctionArgumentsChangedAfterApproval)
@@ -907,6 +938,23 @@ def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
         return message
     kept = [c for c in message.contents
             if not (c.type in ("function_call", "function_result") and c.call_id in call_ids)]
+    if len(kept) == len(message.contents):
+        return message
+    if not [c for c in kept if c.type != "usage"]:
+        return None
+    return AFMessage(message.role, kept, message_id=message.message_id, author_name=message.author_name,
+                     additional_properties=dict(message.additional_properties or {}))
+
+
+def _without_stepped(message: AFMessage, stepped: Counter[tuple[str, str]]) -> AFMessage | None:
+    """``message`` without the calls and results a step stored (each taken from ``stepped``)."""
+    kept = []
+    for content in message.contents:
+        key = (content.type, content.call_id or "")
+        if content.type in ("function_call", "function_result") and stepped[key] > 0:
+            stepped[key] -= 1
+            continue
+        kept.append(content)
     if len(kept) == len(message.contents):
         return message
     if not [c for c in kept if c.type != "usage"]:

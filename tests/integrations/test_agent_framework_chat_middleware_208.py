@@ -1,0 +1,67 @@
+"""Microsoft Agent Framework: the app's own chat middleware rewrites the tool results a model
+request carries (masks a card number) before the model sees them (helper-208). It runs around
+obsmem's step in each model call, after the tool returned: obsmem stores what the model was
+told, once, whether the middleware is the client's, the agent's or the run's, streamed or not."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from agent_framework import ChatContext, ChatMiddleware, Content
+from agent_framework import Message as AFMessage
+
+from obsmem import Memory
+from tests.integrations.test_agent_framework_hostile_192 import WordStream, _run
+from tests.integrations.test_agent_framework_late_approval_171 import _problems, _results
+from tests.integrations.test_agent_framework_redacting_middleware_207 import (
+    CARD,
+    _agent,
+    _in_store,
+    _model,
+    card_on_file,
+)
+from tests.integrations.test_agent_framework_review import QUIET
+from tests.integrations.test_agent_framework_stopped_stream_restart_202 import _stored
+
+pytestmark = pytest.mark.anyio
+
+
+class RedactRequest(ChatMiddleware):
+    """The app's chat middleware: masks the card number in the results each request carries."""
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        context.messages = [
+            AFMessage(m.role, [Content.from_function_result(c.call_id, result=str(c.result).replace(CARD, "[card]"))
+                               if c.type == "function_result" else c for c in m.contents],
+                      message_id=m.message_id, additional_properties=dict(m.additional_properties or {}))
+            for m in context.messages
+        ]
+        await call_next()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("where", ["agent", "run", "client"])
+async def test_a_result_the_apps_chat_middleware_redacts_is_stored_redacted_once(where: str, stream: bool) -> None:
+    client = WordStream(_model("which card?", "card_on_file"),
+                        middleware=[RedactRequest()] if where == "client" else None)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = _agent(memory, client, [card_on_file], [RedactRequest()] if where == "agent" else None)
+        session = agent.create_session(session_id="c1")
+        if where == "run":
+            response: Any = agent.run("which card?", session=session, middleware=[RedactRequest()], stream=stream)
+            if stream:
+                async for _ in response:
+                    pass
+            else:
+                await response
+        else:
+            await _run(agent, "which card?", session, stream)
+        assert _results(client.calls[-1]) == ["card [card]"]
+        stored = await memory.list_messages("c1")
+        assert _stored(stored) == (["k1"], ["card [card]"])
+        assert CARD not in _in_store(stored)
+        await _run(agent, "thanks", session, stream)
+        assert _problems(client.calls[-1]) == []
+        assert _stored(await memory.list_messages("c1")) == (["k1"], ["card [card]"])
