@@ -126,7 +126,8 @@ class SemanticIndex:
     async def reindex(self, *, scope: str | None = None) -> int:
         """Re-embed every record whose vector another embedder made (with ``scope``: only those
         stored at that scope or below it), a page at a time, each page queued through the outbox
-        and drained before the next is read; returns how many were queued."""
+        and drained before the next is read (with ``scope``, only that subtree's outbox entries
+        are applied: no other scope's record is read); returns how many were queued."""
         queued, after = 0, None
         while True:
             count, after = await self.store.queue_reembed(
@@ -134,7 +135,7 @@ class SemanticIndex:
                 scope=scope,
             )
             queued += count
-            await self._drain_outbox(DRAIN_LEASE_SECONDS, count)
+            await self._drain_outbox(DRAIN_LEASE_SECONDS, count, scope=scope)
             if after is None:
                 return queued
 
@@ -143,14 +144,16 @@ class SemanticIndex:
         dimensions = getattr(self.embedder, "dimensions", None)
         return dimensions if isinstance(dimensions, int) else None
 
-    async def _drain_outbox(self, lease_seconds: float, reembeds: int = 0) -> int:
+    async def _drain_outbox(
+        self, lease_seconds: float, reembeds: int = 0, *, scope: str | None = None
+    ) -> int:
         # ``reembeds`` (just queued) get batches of their own on top of MAX_BATCHES: a backlog a
         # drain applies is applied with them, where they would have made it "drain again".
         batches = MAX_BATCHES + -(-reembeds // BATCH_SIZE)
         applied = 0
         for _ in range(batches):
             batch = await self.store.claim_outbox(
-                self.worker_id, limit=BATCH_SIZE, lease_seconds=lease_seconds
+                self.worker_id, limit=BATCH_SIZE, lease_seconds=lease_seconds, scope=scope
             )
             if not batch:
                 return applied

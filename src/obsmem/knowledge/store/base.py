@@ -312,12 +312,16 @@ class TablesKnowledgeStore(ClosingContext):
 
     # -- outbox and vectors ----------------------------------------------------------------------
     async def claim_outbox(
-        self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None
+        self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None,
+        scope: str | None = None,
     ) -> list[OutboxEntry]:
         check_limit(limit)
         lease_of(lease_seconds)  # refused before any I/O
+        subtree = Scope.parse(scope).key if scope is not None else None
         stamp = check_instant(now, "now") if now is not None else self.clock.now()
-        return await self._transact(True, lambda t: claim_outbox(t, stamp, worker_id, limit, lease_seconds))
+        return await self._transact(
+            True, lambda t: claim_outbox(t, stamp, worker_id, limit, lease_seconds, subtree=subtree)
+        )
 
     async def complete_outbox(self, worker_id: str, entry_ids: Sequence[str]) -> int:
         stamp = self.clock.now()

@@ -601,8 +601,13 @@ class KnowledgeStore(Protocol):
 
     # -- semantic outbox and vectors -------------------------------------------------------------
     async def claim_outbox(
-        self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None
-    ) -> list[OutboxEntry]: ...
+        self, worker_id: str, *, limit: int = 50, lease_seconds: float = 60.0, now: datetime | None = None,
+        scope: str | None = None,
+    ) -> list[OutboxEntry]:
+        """Claim up to ``limit`` entries (see :mod:`~obsmem.knowledge.store.outbox`); with
+        ``scope``, only entries stored at that scope or below it (a scoped reindex): another
+        scope's entry is left, and its document's later entries wait behind it."""
+        ...
 
     async def complete_outbox(self, worker_id: str, entry_ids: Sequence[str]) -> int: ...
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import OutboxEntry, StoredVector, TrustState
-from obsmem.knowledge.store.tables import KnowledgeTables, VectorLabel
+from obsmem.knowledge.store.tables import KnowledgeTables, VectorLabel, under
 
 __all__ = [
     "DRAIN_LEASE_SECONDS", "claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector", "queue_reembed",
@@ -60,8 +60,11 @@ def lease_of(lease_seconds: float) -> timedelta:
 
 
 def claim_outbox(
-    tables: KnowledgeTables, now: datetime, worker_id: str, limit: int, lease_seconds: float
+    tables: KnowledgeTables, now: datetime, worker_id: str, limit: int, lease_seconds: float,
+    *, subtree: str | None = None,
 ) -> list[OutboxEntry]:
+    """Claim up to ``limit`` entries by the rules above; with ``subtree`` (a scope key), only
+    entries stored at it or below it: another scope's entry is left, and blocks its document."""
     lease = lease_of(lease_seconds)
     unrecorded = max(lease, timedelta(seconds=DRAIN_LEASE_SECONDS))  # an old version's claim
     blocked: set[str] = set()
@@ -79,6 +82,8 @@ def claim_outbox(
             if entry.document_id in blocked:
                 continue
             blocked.add(entry.document_id)
+            if subtree is not None and not under(entry.scope, subtree):
+                continue
             held_for = unrecorded if entry.lease_seconds is None else lease_of(entry.lease_seconds)
             expired = entry.claimed_at is not None and now - entry.claimed_at >= held_for
             if entry.available_at <= now and (entry.status == "pending" or expired):
