@@ -21,7 +21,7 @@ backslash in the value is found although JSON escapes it.
   file's content, its base64 decoded). A tool call or
   tool result is never dropped, because a result must keep its call (providers reject a result
   without one): its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing
-  stays valid. A message left with no parts is deleted. A metadata entry holding the value
+  stays valid (a content block in them, ``{"type": "text", "text": ...}``, by what it says). A message left with no parts is deleted. A metadata entry holding the value
   goes; obsmem's own (``obsmem_``: a reply's receipt, the marks of a call answered late) only
   by what it holds, never by obsmem's names in it, and a receipt not for a thread id it names.
   The provider blocks the LangChain integration keeps beside a message's parts (a thinking
@@ -269,14 +269,57 @@ _MARKER_BOOKKEEPING: Final = frozenset({
 })
 
 
+# Content block kinds (LangChain's, a provider's) a tool's result may be made of
+# ([{"type": "text", "text": ...}]: a LangChain tool, an MCP adapter's), and the fields they have.
+_CONTENT_KINDS: Final = frozenset({
+    "text", "image", "image_url", "file", "audio", "video", "reasoning", "thinking", "redacted_thinking",
+    "document", "input_text", "output_text", "input_image", "input_file", "input_audio", "refusal",
+    "text-plain", "non_standard",
+})
+_CONTENT_FIELDS: Final = frozenset({
+    "type", "text", "id", "index", "annotations", "citations", "extras", "url", "base64", "mime_type",
+    "media_type", "source_type", "data", "image_url", "file", "file_id", "file_data", "filename",
+    "input_audio", "format", "source", "title", "context", "reasoning", "thinking", "signature", "summary",
+    "detail", "cache_control", "status", "encrypted_content", "value",
+})
+
+
+def _tool_says(data: object) -> Iterator[str]:
+    """What a tool's arguments or result say: every string and scalar, keys included (an app's
+    keys are its words), but a content block by what it says (:func:`_block_says`) and the keys
+    no block has: its kind and field names are no one's words (forgetting "text" or "type" made
+    every result of blocks "[forgotten]")."""
+    if isinstance(data, dict):
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in _CONTENT_KINDS:
+            yield from _block_says(data)
+            yield from (str(key) for key in data if key not in _CONTENT_FIELDS)
+            return
+        for key, item in data.items():
+            yield str(key)
+            yield from _tool_says(item)
+    elif isinstance(data, list | tuple):
+        for item in data:
+            yield from _tool_says(item)
+    else:
+        yield from json_strings(data)
+
+
+def _tool_data_holds(data: object, value: Sought) -> bool:
+    if isinstance(data, str):
+        return holds(data, value)
+    texts = list(_tool_says(data))
+    return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
+
+
 def _part(part: Part, value: Sought) -> Part | None:
     """The part with ``value`` forgotten; None when the part goes."""
     if isinstance(part, ToolCallPart):
-        if contains(part.args, value) or holds(part.tool_name, value):
+        if _tool_data_holds(part.args, value) or holds(part.tool_name, value):
             return part.model_copy(update={"args": FORGOTTEN})
         return part
     if isinstance(part, ToolResultPart):
-        if contains(part.result, value) or holds(part.tool_name, value):
+        if _tool_data_holds(part.result, value) or holds(part.tool_name, value):
             return part.model_copy(update={"result": FORGOTTEN})
         return part
     # What the part says, never the names of its fields or its type ("text", "type", "x" of

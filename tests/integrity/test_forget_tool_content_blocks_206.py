@@ -1,0 +1,80 @@
+"""``memory.forget(value)`` and a tool result made of content blocks (a LangChain tool, an MCP
+adapter's tool returning ``[{"type": "text", "text": ...}]``): the blocks' kind and field names
+are no one's words. A tool's data is matched string by string with its keys (an app's keys are
+its words), so forgetting "text" or "type" made every such result ``[forgotten]``, and restoring a
+backup after forgetting a short name such as "Tex" (the import matches the knowledge store's
+digests, case folded) did the same to every one. A value the block says, and an app's key, still
+make the result ``[forgotten]`` (controls)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from obsmem import Memory, Message
+from obsmem.integrations.langchain import from_langchain
+from obsmem.knowledge import Knowledge
+from obsmem.transfer import export_resource, import_resource
+from obsmem.types import ToolResultPart
+
+pytestmark = pytest.mark.anyio
+
+BLOCKS = [{"type": "text", "text": "Sunny, 21 degrees in Oslo."}]
+
+
+def _conversation(result: Any = BLOCKS) -> list[Message]:
+    return from_langchain([
+        HumanMessage("Weather?"),
+        AIMessage(content="", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}]),
+        ToolMessage(content=result, tool_call_id="c1"),
+        AIMessage("Sunny."),
+    ])  # fmt: skip
+
+
+def _results(messages: list[Message]) -> list[Any]:
+    return [p.result for m in messages for p in m.parts if isinstance(p, ToolResultPart)]
+
+
+@pytest.mark.parametrize("word", ["text", "type"])
+async def test_a_block_kind_or_field_name_leaves_the_result(word: str) -> None:
+    async with Memory("memory://") as memory:
+        await memory.create_thread("t1", "alice")
+        await memory.save_messages("t1", _conversation())
+        counts = await memory.forget(word, thread_id="t1")
+        assert _results(await memory.list_messages("t1")) == [BLOCKS]
+    assert counts["parts"] == 0
+
+
+async def test_a_restored_backup_keeps_the_result_after_forgetting_a_name(tmp_path: Path) -> None:
+    knowledge = Knowledge.sqlite(tmp_path / "k.db")
+    try:
+        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
+            await memory.create_thread("t1", "alice")
+            await memory.save_messages("t1", _conversation())
+            backup = io.StringIO()
+            await export_resource(memory.store, "alice", backup)
+            await memory.forget("Tex", resource_id="alice")
+            live = _results(await memory.list_messages("t1"))
+        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
+            await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
+            restored = _results(await memory.list_messages("t1"))
+    finally:
+        await knowledge.close()
+    assert live == restored == [BLOCKS]
+
+
+@pytest.mark.parametrize(("result", "value"), [
+    (BLOCKS, "Oslo"),
+    ([{"type": "text", "text": "ok", "Zaphod": "vip"}], "Zaphod"),  # a key no block has: the app's
+    ({"type": "customer", "name": "Zaphod"}, "customer"),  # not a content block: keys and values
+])  # fmt: skip
+async def test_the_control_what_is_said_still_goes(result: Any, value: str) -> None:
+    async with Memory("memory://") as memory:
+        await memory.create_thread("t1", "alice")
+        await memory.save_messages("t1", _conversation(result))
+        await memory.forget(value, thread_id="t1")
+        assert _results(await memory.list_messages("t1")) == ["[forgotten]"]
