@@ -862,6 +862,15 @@ class BufferedLifecycle:
         async def compose(record: ObservationRecord) -> ObservationRecord | None:
             if not fence.holds(record):
                 return None  # the chunk may hold what a forget erased: dropped, the messages stay pending
+            # The thread the chunk's messages came from, still: deleted and begun again under its
+            # id meanwhile (read after the head, so a delete between the two is seen here or
+            # makes the write fail), the chunk is the deleted conversation's. Its positions are
+            # all before the new thread's, so the coverage check below would take it.
+            current = await core.store.get_thread(thread.id)
+            if current is None or (current.created_at, current.resource_id, current.org_id) != (
+                thread.created_at, thread.resource_id, thread.org_id
+            ):
+                return None
             covered = covered_until(record, thread.id)
             if covered >= chunk.last_seq:
                 return None  # everything it covers was observed or buffered meanwhile
