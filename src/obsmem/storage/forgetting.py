@@ -21,9 +21,10 @@ backslash in the value is found although JSON escapes it.
   file's content, its base64 decoded). A tool call or
   tool result is never dropped, because a result must keep its call (providers reject a result
   without one): its arguments or result are replaced by :data:`FORGOTTEN`, and the pairing
-  stays valid (a content block in them, ``{"type": "text", "text": ...}``, by what it says). A message left with no parts is deleted. A metadata entry holding the value
-  goes; obsmem's own (``obsmem_``: a reply's receipt, the marks of a call answered late) only
-  by what it holds, never by obsmem's names in it, and a receipt not for a thread id it names.
+  stays valid (a content block in them, ``{"type": "text", "text": ...}``, by what it says). A
+  message left with no parts is deleted. A metadata entry holding the value goes; obsmem's own (``obsmem_``: a reply's receipt, the marks of a call answered late) only
+  by what it holds, never by obsmem's names in it, and a receipt only by the ids it lists
+  (not the thread ids it names, its counts, time or hash).
   The provider blocks the LangChain integration keeps beside a message's parts (a thinking
   block's signature) go one by one, with their part or by what they say, never by their field
   names; the others stay with their parts (see :data:`_LANGCHAIN`).
@@ -432,8 +433,9 @@ def _files_said_in_blocks(message: Message, value: Sought) -> set[int]:
 # "no result" and of its late result (obsmem.om.selection), a framework's feedback flag
 # (types.FEEDBACK_KEY). Matched by what they hold, never by obsmem's names for them: without its
 # mark a late result was refused as a second result of its call. A receipt goes only when the
-# value is in what it holds besides the threads it names (a user's name in a thread's id is in
-# every message's row; a forget does not rename threads), such as a message id.
+# value is in an id it lists (a message id an app gave), never in the threads it names (a user's
+# name in a thread's id is in every message's row; a forget does not rename threads) nor in its
+# counts, time or hash.
 _OWN_MESSAGE_PREFIX: Final = "obsmem_"
 _RECEIPT_FIELDS: Final = frozenset({
     "v", "id", "thread_id", "hash", "record_id", "generation", "groups", "raw", "raw_span", "raw_outside",
@@ -446,15 +448,20 @@ def _own_entry_holds(key: str, item: object, value: Sought) -> bool:
     if key in ("obsmem_unanswered", "obsmem_feedback") and isinstance(item, bool):
         return False
     if key == "obsmem_receipt" and isinstance(item, dict) and set(item) <= _RECEIPT_FIELDS:
+        # by the ids it lists (a group's id: the first of its fields), never its counts, seqs,
+        # time or hash (forgetting a year or "1" took every receipt), nor ids obsmem made
+        # (random hex: a few letters of a value matched them by chance)
         groups = item.get("groups")
-        span = item.get("raw_span")
-        item = {
-            **item,
-            "thread_id": None,
-            "groups": [g[:1] + g[2:] if isinstance(g, list) else g for g in groups] if isinstance(groups, list) else groups,
-            "raw_span": span[1:] if isinstance(span, list) else span,
-        }
+        ids = [item.get(field) for field in ("record_id", "raw", "raw_outside", "knowledge", "pins")]
+        ids.append([g[0] for g in groups if isinstance(g, list) and g] if isinstance(groups, list) else None)
+        return any(
+            holds(text, value) for text in json_strings(ids, scalars=False) if not _GENERATED_ID.fullmatch(text)
+        )
     return _says(item, value)
+
+
+# An id obsmem made (obsmem.types.new_id, an observation record's "omr_..."): a prefix and random hex.
+_GENERATED_ID: Final = re.compile(r"[a-z]+_[0-9a-f]{32}")
 
 
 def _says(data: object, value: Sought) -> bool:
