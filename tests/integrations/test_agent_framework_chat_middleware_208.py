@@ -65,3 +65,49 @@ async def test_a_result_the_apps_chat_middleware_redacts_is_stored_redacted_once
         await _run(agent, "thanks", session, stream)
         assert _problems(client.calls[-1]) == []
         assert _stored(await memory.list_messages("c1")) == (["k1"], ["card [card]"])
+
+
+class Retrieve(ChatMiddleware):
+    """The app's chat middleware: puts the documents it retrieved for this request before it."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        self.requests += 1
+        context.messages = [AFMessage("system", [f"retrieved doc #{self.requests}"]), *context.messages]
+        await call_next()
+
+
+class Instructed(WordStream):
+    """:class:`WordStream` noting the instructions of each request."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instructions: list[str] = []
+
+    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+        self.instructions.append(str(options.get("instructions")))
+        return super()._inner_get_response(messages=messages, stream=stream, options=options, **kwargs)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("where", ["agent", "client"])
+async def test_context_the_apps_chat_middleware_adds_to_each_request_is_not_stored(where: str, stream: bool) -> None:
+    """What the app's middleware adds to a request for that request only (retrieved documents)
+    is not a message of the conversation: stored, it came back in later runs (obsmem gives a
+    thread's system messages as instructions) beside that run's own."""
+    retrieve = Retrieve()
+    client = Instructed(_model("which card?", "card_on_file"), middleware=[retrieve] if where == "client" else None)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = _agent(memory, client, [card_on_file], [retrieve] if where == "agent" else None)
+        session = agent.create_session(session_id="c1")
+        for question in ["which card?", "thanks", "bye"]:
+            await _run(agent, question, session, stream)
+        stored = await memory.list_messages("c1")
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant", "user",
+                                            "assistant"]
+        assert "retrieved" not in _in_store(stored)
+        sent = [m.text for m in client.calls[-1] if "retrieved" in (m.text or "")] + [
+            line for line in client.instructions[-1].splitlines() if "retrieved" in line]
+        assert sent == [f"retrieved doc #{retrieve.requests}"]

@@ -523,11 +523,9 @@ class ObservationalMemoryProvider(HistoryProvider):
         messages = list(response.messages) if response is not None and response.messages else []
         unsaved: list[AFMessage] = []
         for message in messages:
-            if _take(saved, _key(message)):  # the steps saved it already
-                _without_stepped(message, stepped)
-            else:
-                unsaved.append(message)
-        unsaved = [m for m in (_without_stepped(m, stepped) for m in unsaved) if m is not None]
+            rest = _without_stepped(message, stepped)
+            if not _take(saved, _key(message)) and rest is not None:  # (else the steps saved it)
+                unsaved.append(rest)
         unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
         new = await self._own_ids(thread, unsaved, from_agent_framework(unsaved, history=history), made=True)
@@ -545,8 +543,12 @@ class ObservationalMemoryProvider(HistoryProvider):
                 return
             left = Counter(saved)
             unsaved = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
-            # (without the tools a stopped run's cleanup stored meanwhile: it holds their calls)
-            fresh = [m for m in (_without_calls(m, run.tool_runs) for m in unsaved) if m is not None]
+            # (without the tools a stopped run's cleanup stored meanwhile: it holds their calls;
+            # and only what the run made, the model's responses and the tools' results: a system
+            # or user message the app's chat middleware adds to each request, retrieved context,
+            # is no message of the conversation)
+            fresh = [m for m in (_without_calls(m, run.tool_runs) for m in unsaved)
+                     if m is not None and str(m.role) in ("assistant", "tool")]
             if fresh:
                 new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
                 await turn.step(new)
