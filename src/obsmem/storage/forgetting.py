@@ -470,6 +470,12 @@ def _says(data: object, value: Sought) -> bool:
     return holds("\n".join(texts), value) and any(holds(text, value) for text in texts)
 
 
+# The participant name obsmem keeps for a message (obsmem.convert._common.SPEAKER_KEY, from a
+# wire message's "name"): its key is obsmem's, matched by the name alone (forgetting "name" or
+# "am" took every message's speaker).
+_SPEAKER: Final = "name"
+
+
 # The gateway's notes of how a Responses answer's items came (server.gateway: RESPONSES_ITEMS,
 # CALL_ITEM_IDS): item types, ids and statuses, the API's words and ids, and fields an item came
 # with (a computer call's current_url, an approval's reason) that may quote what was said. A forget
@@ -507,6 +513,9 @@ def _message_metadata(
                 kept[key] = entry
         elif key in _ITEM_NOTES:
             kept[key] = _without_said(item, value)
+        elif key == _SPEAKER and isinstance(item, str):
+            if not holds(item, value):
+                kept[key] = item
         elif key.startswith(_OWN_MESSAGE_PREFIX):
             if not _own_entry_holds(key, item, value):
                 kept[key] = item
