@@ -1,7 +1,9 @@
 """Microsoft Agent Framework: the app's own chat middleware rewrites the tool results a model
 request carries (masks a card number) before the model sees them (helper-208). It runs around
-obsmem's step in each model call, after the tool returned: obsmem stores what the model was
-told, once, whether the middleware is the client's, the agent's or the run's, streamed or not."""
+obsmem's step in each model call (or within it: a context provider's listed after obsmem's),
+after the tool returned: obsmem stores what the model was told, once, whether the middleware
+is the client's, the agent's, the run's or a provider's, streamed or not. And what such a
+middleware adds to a request for that request only is not stored."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from agent_framework import ChatContext, ChatMiddleware, Content
+from agent_framework import Agent, ChatContext, ChatMiddleware, Content, ContextProvider, SessionContext
 from agent_framework import Message as AFMessage
 
 from obsmem import Memory
+from obsmem.integrations.agent_framework import ObservationalMemoryProvider
 from tests.integrations.test_agent_framework_hostile_192 import WordStream, _run
 from tests.integrations.test_agent_framework_late_approval_171 import _problems, _results
 from tests.integrations.test_agent_framework_redacting_middleware_207 import (
@@ -111,3 +114,45 @@ async def test_context_the_apps_chat_middleware_adds_to_each_request_is_not_stor
         sent = [m.text for m in client.calls[-1] if "retrieved" in (m.text or "")] + [
             line for line in client.instructions[-1].splitlines() if "retrieved" in line]
         assert sent == [f"retrieved doc #{retrieve.requests}"]
+
+
+class Masking(ContextProvider):
+    """The app's context provider, listed after obsmem's: adds :class:`RedactRequest` to each run,
+    within obsmem's chat middleware."""
+
+    def __init__(self) -> None:
+        super().__init__("masking")
+
+    async def before_run(self, *, agent: Any, session: Any, context: SessionContext, state: Any) -> None:
+        context.extend_middleware(self.source_id, RedactRequest())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model_fails", [False, True])
+async def test_a_result_a_later_providers_chat_middleware_redacts_is_stored_redacted(
+    model_fails: bool, stream: bool
+) -> None:
+    answer = _model("which card?", "card_on_file")
+
+    async def model(sent: list[AFMessage]) -> AFMessage:
+        if model_fails and sent[-1].role == "tool" and not any(m.text == "thanks" for m in sent):
+            raise RuntimeError("provider 500")  # told the result, no answer
+        return await answer(sent)
+
+    client = WordStream(model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[card_on_file],
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u"), Masking()])
+        session = agent.create_session(session_id="c1")
+        if model_fails:
+            with pytest.raises(Exception, match="provider 500"):
+                await _run(agent, "which card?", session, stream)
+        else:
+            await _run(agent, "which card?", session, stream)
+        assert _results(client.calls[-1]) == ["card [card]"]
+        stored = await memory.list_messages("c1")
+        assert _stored(stored) == (["k1"], ["card [card]"])
+        assert CARD not in _in_store(stored)
+        await _run(agent, "thanks", session, stream)
+        assert _problems(client.calls[-1]) == []
+        assert _stored(await memory.list_messages("c1")) == (["k1"], ["card [card]"])

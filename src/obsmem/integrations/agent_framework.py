@@ -695,13 +695,23 @@ class _RunSteps(ChatMiddleware):
         if self.moved:
             messages = _after_question(messages, self.moved, self.question)
             context.messages = messages
-        await self.provider._save_step(self.thread, self.run, messages)
+        # Another chat middleware within this one (a context provider's after obsmem) may change
+        # the results the model is told: the step is saved from what it leaves in the request,
+        # once the model call returned (or failed), not before.
+        pipeline = getattr(getattr(context, "client", None), "_cached_chat_middleware_pipeline", None)
+        after = _inside(pipeline, self, _RunSteps)
+        if not after:
+            await self.provider._save_step(self.thread, self.run, messages)
         placed = _late_results_in_place(messages)
         if placed is not messages:
             context.messages = placed
         if context.stream:
             context.stream_result_hooks.append(self._answered)
-        await call_next()
+        try:
+            await call_next()
+        finally:
+            if after:
+                await self.provider._save_step(self.thread, self.run, list(context.messages))
         if not context.stream and isinstance(context.result, ChatResponse):
             self._answered(context.result)
 
@@ -851,13 +861,14 @@ class _RunTools(FunctionMiddleware):
         is what must not happen.
 
         The same goes for the app's chat middleware (the client's, the agent's, the run's), which
-        runs around obsmem's step (:class:`_RunSteps`) in each model call and may change the
-        results the request carries: it is read from the pipeline the client built for the
-        newest model call (``_cached_chat_middleware_pipeline``, this run's before its tools ran)."""
+        runs around obsmem's step (:class:`_RunSteps`) in each model call, or within it (another
+        context provider's, after obsmem), and may change the results the request carries: it
+        is read from the pipeline the client built for the newest model call
+        (``_cached_chat_middleware_pipeline``, this run's before its tools ran)."""
         if _outside(getattr(self.client, "_cached_function_middleware_pipeline", None), self, _RunTools):
             return True
         return self.steps is not None and _outside(
-            getattr(self.client, "_cached_chat_middleware_pipeline", None), self.steps, _RunSteps
+            getattr(self.client, "_cached_chat_middleware_pipeline", None), self.steps, _RunSteps, inside=True
         )
 
     async def process(
@@ -906,14 +917,28 @@ class _RunTools(FunctionMiddleware):
             pass
 
 
-def _outside(pipeline: Any, own: object, kind: type) -> bool:
+def _outside(pipeline: Any, own: object, kind: type, *, inside: bool = False) -> bool:
     """Another middleware than obsmem's (of ``kind``) runs around ``own`` in ``pipeline`` (a
-    client's cached middleware pipeline), or ``pipeline`` does not hold ``own``."""
+    client's cached middleware pipeline), or (``inside``) within it, or ``pipeline`` does not
+    hold ``own``."""
     source = getattr(pipeline, "_source_middleware", None)
     if not isinstance(source, tuple):
         return True
     at = next((i for i, m in enumerate(source) if m is own), None)
-    return at is None or any(not isinstance(m, kind) for m in source[:at])
+    if at is None:
+        return True
+    others = [*source[:at], *source[at + 1:]] if inside else source[:at]
+    return any(not isinstance(m, kind) for m in others)
+
+
+def _inside(pipeline: Any, own: object, kind: type) -> bool:
+    """Another middleware than obsmem's (of ``kind``) runs within ``own`` in ``pipeline``, or
+    ``pipeline`` does not hold ``own``."""
+    source = getattr(pipeline, "_source_middleware", None)
+    if not isinstance(source, tuple):
+        return True
+    at = next((i for i, m in enumerate(source) if m is own), None)
+    return at is None or any(not isinstance(m, kind) for m in source[at + 1:])
 
 
 #: What a tool (or Agent Framework inside it) raises that is no result of the tool.
