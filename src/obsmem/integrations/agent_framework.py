@@ -548,7 +548,8 @@ class ObservationalMemoryProvider(HistoryProvider):
             # or user message the app's chat middleware adds to each request, retrieved context,
             # is no message of the conversation)
             fresh = [m for m in (_without_calls(m, run.tool_runs) for m in unsaved)
-                     if m is not None and str(m.role) in ("assistant", "tool")]
+                     if m is not None and (str(m.role) in ("assistant", "tool") or any(
+                         c.type in ("function_call", "function_result") for c in m.contents))]
             if fresh:
                 new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
                 await turn.step(new)
