@@ -394,9 +394,9 @@ class ObservationalMemoryProvider(HistoryProvider):
     store. With a chat client built without Agent Framework's chat-middleware layer (all of its
     own clients have it) the call is stored alone as its tool returns; the text the model sent
     with it is stored at the run's end (not when the run never ends). With a function or chat
-    middleware of the app's in the run (it runs around obsmem's and may change the result), the calls and
-    results are stored only by the steps (the chat-middleware layer) and the run's end, as the
-    model was told them (see the module docstring).
+    middleware of the app's in the run (it runs around obsmem's and may change the result), the
+    calls and results are stored only by the steps (the chat-middleware layer) and the run's
+    end, as the model was told them (see the module docstring).
     """
 
     def __init__(
@@ -700,7 +700,7 @@ class _RunSteps(ChatMiddleware):
         # the results the model is told: the step is saved from what it leaves in the request,
         # once the model call returned (or failed), not before.
         pipeline = getattr(getattr(context, "client", None), "_cached_chat_middleware_pipeline", None)
-        after = _inside(pipeline, self, _RunSteps)
+        after = _others(pipeline, self, _RunSteps)[1]
         if not after:
             await self.provider._save_step(self.thread, self.run, messages)
         placed = _late_results_in_place(messages)
@@ -866,10 +866,10 @@ class _RunTools(FunctionMiddleware):
         context provider's, after obsmem), and may change the results the request carries: it
         is read from the pipeline the client built for the newest model call
         (``_cached_chat_middleware_pipeline``, this run's before its tools ran)."""
-        if _outside(getattr(self.client, "_cached_function_middleware_pipeline", None), self, _RunTools):
+        if _others(getattr(self.client, "_cached_function_middleware_pipeline", None), self, _RunTools)[0]:
             return True
-        return self.steps is not None and _outside(
-            getattr(self.client, "_cached_chat_middleware_pipeline", None), self.steps, _RunSteps, inside=True
+        return self.steps is not None and any(
+            _others(getattr(self.client, "_cached_chat_middleware_pipeline", None), self.steps, _RunSteps)
         )
 
     async def process(
@@ -918,28 +918,16 @@ class _RunTools(FunctionMiddleware):
             pass
 
 
-def _outside(pipeline: Any, own: object, kind: type, *, inside: bool = False) -> bool:
-    """Another middleware than obsmem's (of ``kind``) runs around ``own`` in ``pipeline`` (a
-    client's cached middleware pipeline), or (``inside``) within it, or ``pipeline`` does not
-    hold ``own``."""
+def _others(pipeline: Any, own: object, kind: type) -> tuple[bool, bool]:
+    """Whether another middleware than obsmem's (of ``kind``) runs around ``own`` in ``pipeline``
+    (a client's cached middleware pipeline), and whether one runs within it; both when
+    ``pipeline`` does not hold ``own`` (obsmem cannot tell)."""
     source = getattr(pipeline, "_source_middleware", None)
-    if not isinstance(source, tuple):
-        return True
-    at = next((i for i, m in enumerate(source) if m is own), None)
-    if at is None:
-        return True
-    others = [*source[:at], *source[at + 1:]] if inside else source[:at]
-    return any(not isinstance(m, kind) for m in others)
-
-
-def _inside(pipeline: Any, own: object, kind: type) -> bool:
-    """Another middleware than obsmem's (of ``kind``) runs within ``own`` in ``pipeline``, or
-    ``pipeline`` does not hold ``own``."""
-    source = getattr(pipeline, "_source_middleware", None)
-    if not isinstance(source, tuple):
-        return True
-    at = next((i for i, m in enumerate(source) if m is own), None)
-    return at is None or any(not isinstance(m, kind) for m in source[at + 1:])
+    at = next((i for i, m in enumerate(source) if m is own), None) if isinstance(source, tuple) else None
+    if source is None or at is None:
+        return True, True
+    return (any(not isinstance(m, kind) for m in source[:at]),
+            any(not isinstance(m, kind) for m in source[at + 1:]))
 
 
 #: What a tool (or Agent Framework inside it) raises that is no result of the tool.
