@@ -3,11 +3,13 @@ meaning again (helper-200).
 
 Before, a search's vector half skipped every vector another embedder made, and nothing re-embedded
 them: the outbox holds changes, and an embedder change is none. A store written with
-``LexicalHashEmbedder(256)`` and opened with the default (``lexical-hash-384``) found its old
-records by their words only, for ever. Now each drain re-queues, a bounded page at a time, the
+``LexicalHashEmbedder(256)`` and opened with ``LexicalHashEmbedder()`` (``lexical-hash-384``) found
+its old records by their words only, for ever. Now each drain re-queues, a bounded page at a time, the
 vectors another embedder made (through the outbox, so an erase meanwhile wins), and
 ``Knowledge.reindex()`` (``obsmem knowledge reindex``) does the whole store, or a scope's subtree,
-at once. Meanwhile search still finds the old records through its lexical half.
+at once. Meanwhile search still finds the old records through its lexical half. (The drains of a
+``Knowledge`` given its embedder do: one left at the default converts no one's vectors, see
+tests/knowledge/test_embedder_guest.py.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ ORG = "org:acme"
 ALICE = f"{ORG}/resource:alice"
 BOB = f"{ORG}/resource:bob"
 OLD = LexicalHashEmbedder(256)
+NEW = LexicalHashEmbedder()  # lexical-hash-384, the default, given explicitly: the application's choice
 
 
 async def _semantic(knowledge: Knowledge, query: str, scope: str) -> list[str]:
@@ -48,7 +51,7 @@ async def test_old_records_found_by_meaning_after_drain(knowledge: Knowledge) ->
     await old.drain()
     assert await _semantic(old, "dog called Rex", ALICE) == ["their dog is called Rex"]
 
-    new = Knowledge(knowledge.store)  # the default embedder, over the same store
+    new = Knowledge(knowledge.store, embedder=NEW)  # another embedder, over the same store
     assert [h.text for h in await new.search("dog called Rex", ALICE)] == ["their dog is called Rex"]
     await new.drain()
     assert await _semantic(new, "dog called Rex", ALICE) == ["their dog is called Rex"]
@@ -62,7 +65,7 @@ async def test_sqlite_reopened_with_another_embedder(tmp_path: Path) -> None:
         user = await knowledge.node("User", "person", ALICE)
         await knowledge.append(user.id, "their dog is called Rex", ALICE, reason="x")
         await knowledge.drain()
-    async with Knowledge.sqlite(path) as knowledge:
+    async with Knowledge.sqlite(path, embedder=NEW) as knowledge:
         hits = await knowledge.search("dog called Rex", ALICE)  # drains first
         assert [h.text for h in hits] == ["their dog is called Rex"]
         assert await _semantic(knowledge, "dog called Rex", ALICE) == ["their dog is called Rex"]
@@ -75,7 +78,7 @@ async def test_a_drain_re_embeds_a_page_reindex_the_rest(knowledge: Knowledge) -
         await old.append(user.id, f"fact number {i}", ALICE, reason="x")
     await old.drain()
 
-    new = Knowledge(knowledge.store)
+    new = Knowledge(knowledge.store, embedder=NEW)
     await new.drain()  # one bounded page of the old vectors, not all of them
     counts = await _embedders(new)
     assert 0 < counts.get(new.embedder.name, 0) < 260
@@ -94,8 +97,8 @@ async def test_drains_of_fresh_wrappers_go_on_where_the_last_stopped(knowledge: 
     for i in range(260):
         await old.append(user.id, f"fact number {i}", ALICE, reason="x")
     await old.drain()
-    await Knowledge(knowledge.store).drain()
-    await Knowledge(knowledge.store).drain()
+    await Knowledge(knowledge.store, embedder=NEW).drain()
+    await Knowledge(knowledge.store, embedder=NEW).drain()
     assert await _embedders(knowledge) == {LexicalHashEmbedder().name: 260}
 
 
@@ -106,7 +109,7 @@ async def test_reindex_of_a_scope_leaves_others(knowledge: Knowledge) -> None:
         await old.append(node.id, text, scope, reason="x")
     await old.drain()
 
-    new = Knowledge(knowledge.store)
+    new = Knowledge(knowledge.store, embedder=NEW)
     assert await new.reindex(scope=ALICE) == 2
     by_scope = {v.scope: v.embedder for v in await new.store.list_vectors()}
     assert by_scope == {ALICE: new.embedder.name, f"{ALICE}/thread:t1": new.embedder.name, BOB: OLD.name}
@@ -119,7 +122,7 @@ async def test_removed_record_gets_no_vector_back(knowledge: Knowledge) -> None:
     gone = await old.append(user.id, "their cat is called Tom", ALICE, reason="x")
     await old.drain()
     await old.remove(gone.id, ALICE, reason="wrong")  # a soft delete: its vector goes with the drain
-    new = Knowledge(knowledge.store)
+    new = Knowledge(knowledge.store, embedder=NEW)
     await new.drain()
     assert {v.record_id: v.embedder for v in await new.store.list_vectors()} == {kept.id: new.embedder.name}
 
@@ -129,7 +132,7 @@ async def test_erase_between_queue_and_drain_wins(knowledge: Knowledge) -> None:
     user = await old.node("User", "person", ALICE)
     record = await old.append(user.id, "their dog is called Rex", ALICE, reason="x")
     await old.drain()
-    new = Knowledge(knowledge.store)
+    new = Knowledge(knowledge.store, embedder=NEW)
     assert await new.store.queue_reembed(new.embedder.name) == (1, None)
     await new.erase([record.id], ALICE, reason="asked to")
     await new.drain()
@@ -147,7 +150,7 @@ def test_cli_reindex(tmp_path: Path) -> None:
             await knowledge.drain()
 
     async def embedders() -> dict[str, int]:
-        async with Knowledge.sqlite(path) as knowledge:
+        async with Knowledge.sqlite(path, embedder=NEW) as knowledge:
             return await _embedders(knowledge)
 
     asyncio.run(seed())

@@ -25,7 +25,7 @@ async def _switched_with_backlog(old: Knowledge) -> Knowledge:
     for i in range(200):
         await old.append(user.id, f"old fact {i}", ALICE, reason="x")
     await old.drain()
-    new = Knowledge(old.store)  # the default embedder, over the same store
+    new = Knowledge(old.store, embedder=LexicalHashEmbedder())  # another embedder, over the same store
     for i in range(4850):  # fewer than one drain applies
         await new.append(user.id, f"new fact {i}", ALICE, reason="x")
     return new

@@ -54,6 +54,14 @@ class Knowledge:
 
     ``actor`` is written to the audit log for every change made through this object.
 
+    ``embedder``: what records are embedded with (default: :class:`LexicalHashEmbedder`). Given
+    one, this object's drains also re-embed, a page at a time, the records another embedder
+    indexed (see :meth:`drain`): the application that owns the store chose it. Left at the
+    default (obsmem's commands, ``obsmem worker`` without ``--knowledge-embedder``, a script),
+    it indexes what it writes but converts nobody's vectors: a tool opened on a store whose
+    application embeds with another model would otherwise turn its index into the tool's, and
+    the application back at its next drain. :meth:`reindex` converts on request, either way.
+
     Writes are scoped like reads: each acts from a scope (the node's or record's scope when it
     is created, the ``scope`` argument otherwise) and may only touch what that scope sees.
     Wikilinks may only point at nodes visible from the text's scope, and a node they create
@@ -62,12 +70,15 @@ class Knowledge:
     """
 
     def __init__(
-        self, store: KnowledgeStore, *, embedder: Embedder | None = None, actor: str = "obsmem"
+        self, store: KnowledgeStore, *, embedder: Embedder | None = None, actor: str = "obsmem",
+        reembed: bool | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder or LexicalHashEmbedder()
         self.actor = actor
-        self.index = SemanticIndex(store, self.embedder)
+        # ``reembed``: whether drains convert other embedders' vectors (default: an embedder was given)
+        chosen = embedder is not None if reembed is None else reembed
+        self.index = SemanticIndex(store, self.embedder, reembed=chosen)
         self.review = ReviewQueue(store, actor)
 
     @classmethod
@@ -263,8 +274,9 @@ class Knowledge:
 
     async def drain(self) -> int:
         """Bring the semantic index up to date; returns the number of outbox entries applied.
-        After an embedder change, each drain also re-embeds a page of the old records (see
-        :meth:`SemanticIndex.drain`); :meth:`reindex` re-embeds them all."""
+        After an embedder change, each drain of an object given its embedder also re-embeds a
+        page of the old records (see :meth:`SemanticIndex.drain`); :meth:`reindex` re-embeds them
+        all."""
         return await self.index.drain()
 
     async def reindex(self, *, scope: str | None = None) -> int:

@@ -95,10 +95,13 @@ def reciprocal_rank_fusion(rankings: list[list[str]], k: int = RRF_K) -> dict[st
 class SemanticIndex:
     """Keeps the store's vectors in step with its records, and searches them."""
 
-    def __init__(self, store: KnowledgeStore, embedder: Embedder, *, worker_id: str | None = None) -> None:
+    def __init__(
+        self, store: KnowledgeStore, embedder: Embedder, *, worker_id: str | None = None, reembed: bool = True
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.worker_id = worker_id or f"knowledge-index-{uuid.uuid4().hex[:12]}"
+        self.reembed = reembed  # drains re-embed other embedders' vectors (see drain)
 
     async def drain(self, *, lease_seconds: float = DRAIN_LEASE_SECONDS) -> int:
         """Apply every claimable outbox entry; return how many were applied.
@@ -109,7 +112,11 @@ class SemanticIndex:
         per-request ``Knowledge`` over one store goes on where the last left off; of drains at
         the same time, one queues the page): after the embedder changes, old records are
         re-embedded a page per drain (a search drains), and found by their words meanwhile.
-        :meth:`reindex` does the rest at once."""
+        :meth:`reindex` does the rest at once. Not with ``reembed`` off (a
+        :class:`~obsmem.knowledge.Knowledge` left at the default embedder: a tool or worker
+        opened on the store converts no one's vectors)."""
+        if not self.reembed:
+            return await self._drain_outbox(lease_seconds)
         scan = _REEMBED_SCANS.setdefault(self.store, _ReembedScan())
         key = (self.embedder.name, self._dimensions())
         queued = 0

@@ -738,7 +738,8 @@ async def remember(body: RememberIn, principal: Caller, service: ServiceDep) -> 
 def acting(knowledge: Knowledge, principal: Principal) -> Knowledge:
     """``knowledge`` writing as ``principal`` (``key:<key id>``) in the audit log, as the
     inspector does: what a key changes through the API is never logged as the service's own."""
-    return Knowledge(knowledge.store, embedder=knowledge.embedder, actor=principal.actor)
+    return Knowledge(knowledge.store, embedder=knowledge.embedder, actor=principal.actor,
+                     reembed=knowledge.index.reembed)  # converts others' vectors only if the server's does
 
 
 async def capture_fact(
