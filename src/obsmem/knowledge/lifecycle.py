@@ -28,18 +28,20 @@ from collections.abc import Iterable, Mapping
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.facade import Knowledge
 from obsmem.knowledge.store.contract import KnowledgeStore
-from obsmem.knowledge.store.erasure import check_forget_act
+from obsmem.knowledge.store.erasure import check_forget_act, holds_value
 from obsmem.knowledge.store.scopes import InvalidScopeError, Scope
 from obsmem.types import Thread
 
 __all__ = [
     "DEFAULT_ORG",
     "FORGET_REASON",
+    "NEUTRAL_WORD",
     "check_forget",
     "delete_resource_knowledge",
     "erasure_scopes",
     "forget_in_knowledge",
     "forget_value",
+    "forget_words",
     "knowledge_scopes",
     "prune_capture_guidance",
     "purge_resource",
@@ -65,6 +67,29 @@ def _actor(knowledge: Knowledge | KnowledgeStore, actor: str | None) -> str:
     return knowledge.actor if isinstance(knowledge, Knowledge) else "obsmem"
 
 
+#: The actor or reason a forget's audit event carries in place of a default one that holds the
+#: value by chance: no letter or digit, so it holds none.
+NEUTRAL_WORD = "\u2014"
+
+
+def forget_words(
+    knowledge: Knowledge | KnowledgeStore, value: str, actor: str | None, reason: str | None
+) -> tuple[str, str]:
+    """The actor and reason of a forget's audit event. Given ones are kept (and refused by the
+    forget when they hold the value: the audit log would keep it). A default one (the knowledge
+    object's actor, :data:`FORGET_REASON`) that holds the value by chance, letters of obsmem's
+    words ("Val" in "value forgotten", "Em" in "obsmem", "Li" in "obsmem-cli"), becomes
+    :data:`NEUTRAL_WORD`: it says nothing of the value, and refusing it refused the forget of
+    a user named Val."""
+    said_actor = _actor(knowledge, actor)
+    if actor is None and holds_value(said_actor, value):
+        said_actor = NEUTRAL_WORD
+    said_reason = FORGET_REASON if reason is None else reason
+    if reason is None and holds_value(said_reason, value):
+        said_reason = NEUTRAL_WORD
+    return said_actor, said_reason
+
+
 async def purge_resource(
     knowledge: Knowledge | KnowledgeStore,
     org: str,
@@ -86,23 +111,23 @@ async def forget_value(
     scope: str,
     *,
     actor: str | None = None,
-    reason: str = FORGET_REASON,
+    reason: str | None = None,
     within: str | None = None,
 ) -> dict[str, int]:
     """Hard-delete every node, record, tombstone and audit event holding ``value`` on ``scope``'s
     chain (at or below ``within``, when given) and below it, and refuse its return in ``scope``
-    and below. Returns counts per kind."""
-    return await _store(knowledge).forget_value(
-        value, scope, actor=_actor(knowledge, actor), reason=reason, within=within
-    )
+    and below. Returns counts per kind. ``actor`` and ``reason``: see :func:`forget_words`."""
+    actor, reason = forget_words(knowledge, value, actor, reason)
+    return await _store(knowledge).forget_value(value, scope, actor=actor, reason=reason, within=within)
 
 
 def check_forget(
-    knowledge: Knowledge | KnowledgeStore, value: str, *, actor: str | None = None, reason: str = FORGET_REASON
+    knowledge: Knowledge | KnowledgeStore, value: str, *, actor: str | None = None, reason: str | None = None
 ) -> None:
     """Raise the InvalidInputError :func:`forget_value` would raise for ``actor`` or ``reason``
-    (blank, or holding ``value``: the audit log would keep it) before anything is erased."""
-    check_forget_act(value, actor=_actor(knowledge, actor), reason=reason)
+    (blank, or given and holding ``value``: the audit log would keep it) before anything is erased."""
+    actor, reason = forget_words(knowledge, value, actor, reason)
+    check_forget_act(value, actor=actor, reason=reason)
 
 
 def knowledge_scopes(
@@ -238,7 +263,7 @@ async def forget_in_knowledge(
     resource_id: str | None = None,
     default_org: str | None = DEFAULT_ORG,
     actor: str | None = None,
-    reason: str = FORGET_REASON,
+    reason: str | None = None,
     within: str | None = None,
 ) -> dict[str, int]:
     """Forget ``value`` in the knowledge scopes of a forget over ``threads`` and of what the

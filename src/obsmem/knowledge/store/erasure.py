@@ -316,6 +316,12 @@ def _check_act(text: str, what: str, holds: _Matcher) -> None:
         )
 
 
+def holds_value(text: str, value: str) -> bool:
+    """Whether ``text`` holds ``value`` as a forget matches it (its key inside the text's key, or a
+    plain substring): what :func:`forget_value` refuses in a forget's actor or reason."""
+    return _Matcher(value)(text)
+
+
 def check_forget_act(value: str, *, actor: str, reason: str) -> None:
     """What :func:`forget_value` refuses before it changes anything, for a caller that erases
     elsewhere first (``Memory.forget``: messages and observations, then knowledge): an actor or a
