@@ -1233,7 +1233,8 @@ async def import_resource(
         # forget removed from the store is not taken for a changed one).
         forgotten = await _forgotten_values(knowledge_store, parsed)
         if forgotten.values:
-            _leave_out_forgotten(parsed, forgotten)
+            # off the loop: one hash per character of every text, per distinct length of the values
+            await asyncio.to_thread(_leave_out_forgotten, parsed, forgotten)
             summary.forgotten = forgotten.counts
             for kind in _KNOWLEDGE_KINDS:
                 left = knowledge_found.get(kind, 0) - forgotten.counts.get(kind, 0)
