@@ -1130,9 +1130,12 @@ class Memory:
             threads = await self._all_threads(resource_id)
         check_id(knowledge_within, "knowledge_within", optional=True)
         if self.knowledge is not None:  # an audit actor holding the value: refused before anything is erased
-            from obsmem.knowledge.lifecycle import check_forget
+            from obsmem.knowledge.lifecycle import check_forget, check_reachable
 
             check_forget(self.knowledge, value, actor=actor)
+            # and a knowledge store that cannot be opened (an empty file, a database down): it is
+            # reached last, and failing then left the memory forgotten and the value not noted
+            await check_reachable(self.knowledge)
         if knowledge_within is not None and self.knowledge is not None:  # refused before anything is deleted
             from obsmem.knowledge.lifecycle import erasure_scopes
 

@@ -37,6 +37,7 @@ __all__ = [
     "FORGET_REASON",
     "NEUTRAL_WORD",
     "check_forget",
+    "check_reachable",
     "delete_resource_knowledge",
     "erasure_scopes",
     "forget_in_knowledge",
@@ -128,6 +129,12 @@ def check_forget(
     (blank, or given and holding ``value``: the audit log would keep it) before anything is erased."""
     actor, reason = forget_words(knowledge, value, actor, reason)
     check_forget_act(value, actor=actor, reason=reason)
+
+
+async def check_reachable(knowledge: Knowledge | KnowledgeStore) -> None:
+    """Raise what the knowledge store raises when it cannot be read (an empty file, a database
+    down): one point read, for a caller that erases elsewhere first (``Memory.forget``)."""
+    await _store(knowledge).load_record("obsmem-reachable")
 
 
 def knowledge_scopes(
