@@ -7,7 +7,6 @@ A speaker whose name holds the value still loses it (control)."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from obsmem import Memory, Message
 from obsmem.integrations.langchain import from_langchain, to_langchain
-from obsmem.knowledge import Knowledge
-from obsmem.transfer import export_resource, import_resource
+from tests.transfer.helpers import restored_after_forget
 
 pytestmark = pytest.mark.anyio
 
@@ -40,19 +38,8 @@ async def test_the_speaker_key_is_no_one_s_word(word: str) -> None:
 
 
 async def test_a_restored_backup_keeps_the_speakers(tmp_path: Path) -> None:
-    knowledge = Knowledge.sqlite(tmp_path / "k.db")
-    try:
-        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
-            await memory.create_thread("t1", "alice")
-            await memory.save_messages("t1", _conversation())
-            backup = io.StringIO()
-            await export_resource(memory.store, "alice", backup)
-            await memory.forget("Nam", resource_id="alice")
-        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
-            await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
-            assert _speakers(await memory.list_messages("t1")) == ["planner_bot", "booker_bot"]
-    finally:
-        await knowledge.close()
+    _, restored, _ = await restored_after_forget(tmp_path, _conversation(), "Nam")
+    assert _speakers(restored) == ["planner_bot", "booker_bot"]
 
 
 async def test_the_control_a_speaker_named_by_the_value_loses_it() -> None:

@@ -8,7 +8,6 @@ make the result ``[forgotten]`` (controls)."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from obsmem import Memory, Message
 from obsmem.integrations.langchain import from_langchain
-from obsmem.knowledge import Knowledge
-from obsmem.transfer import export_resource, import_resource
 from obsmem.types import ToolResultPart
+from tests.transfer.helpers import restored_after_forget
 
 pytestmark = pytest.mark.anyio
 
@@ -50,21 +48,8 @@ async def test_a_block_kind_or_field_name_leaves_the_result(word: str) -> None:
 
 
 async def test_a_restored_backup_keeps_the_result_after_forgetting_a_name(tmp_path: Path) -> None:
-    knowledge = Knowledge.sqlite(tmp_path / "k.db")
-    try:
-        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
-            await memory.create_thread("t1", "alice")
-            await memory.save_messages("t1", _conversation())
-            backup = io.StringIO()
-            await export_resource(memory.store, "alice", backup)
-            await memory.forget("Tex", resource_id="alice")
-            live = _results(await memory.list_messages("t1"))
-        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
-            await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
-            restored = _results(await memory.list_messages("t1"))
-    finally:
-        await knowledge.close()
-    assert live == restored == [BLOCKS]
+    live, restored, _ = await restored_after_forget(tmp_path, _conversation(), "Tex")
+    assert _results(live) == _results(restored) == [BLOCKS]
 
 
 @pytest.mark.parametrize(("result", "value"), [

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
-from obsmem import Memory, Store
+from obsmem import Memory, Message, Store
+from obsmem.knowledge import Knowledge
 from obsmem.storage import ObservationRecord, lineage_key
-from obsmem.transfer import export_resource
+from obsmem.transfer import ImportSummary, export_resource, import_resource
 
 from ..engine.helpers import Conversation, chat_turns, fake_clock, small_config
 
@@ -76,3 +79,27 @@ async def export_text(store: Store, **kwargs: Any) -> str:
     buffer = io.StringIO()
     await export_resource(store, RESOURCE, buffer, **kwargs)
     return buffer.getvalue()
+
+
+async def restored_after_forget(
+    tmp_path: Path, messages: list[Message], *values: str
+) -> tuple[list[Message], list[Message], ImportSummary]:
+    """Thread t1 of alice holding ``messages`` (a knowledge store beside it), exported, then
+    ``values`` forgotten there, and the backup imported into a new store: the thread as the
+    forget left it, the thread as the import restored it, and the import's summary."""
+    knowledge = Knowledge.sqlite(tmp_path / "k.db")
+    try:
+        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
+            await memory.create_thread("t1", RESOURCE)
+            await memory.save_messages("t1", messages)
+            backup = io.StringIO()
+            await export_resource(memory.store, RESOURCE, backup)
+            for value in values:
+                await memory.forget(value, resource_id=RESOURCE)
+            live = await memory.list_messages("t1")
+        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
+            summary = await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
+            restored = await memory.list_messages("t1")
+    finally:
+        await knowledge.close()
+    return live, restored, summary

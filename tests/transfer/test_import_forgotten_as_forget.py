@@ -11,15 +11,14 @@ case and punctuation folded, so it may leave out a little more than the forget d
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 
-from obsmem import Memory, Message
-from obsmem.knowledge import Knowledge
-from obsmem.transfer import export_resource, import_resource
+from obsmem import Message
 from obsmem.types import DataPart, TextPart
+
+from .helpers import restored_after_forget
 
 pytestmark = pytest.mark.anyio
 
@@ -36,41 +35,17 @@ def _conversation() -> list[Message]:
 
 @pytest.mark.parametrize("value", ["Tex", "Ole", "Typ", "Dat", "Nam"])
 async def test_a_restored_backup_keeps_what_the_forget_kept(tmp_path: Path, value: str) -> None:
-    knowledge = Knowledge.sqlite(tmp_path / "k.db")
-    try:
-        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
-            await memory.create_thread("t1", "alice")
-            await memory.save_messages("t1", _conversation())
-            backup = io.StringIO()
-            await export_resource(memory.store, "alice", backup, knowledge=knowledge)
-            await memory.forget(value, resource_id="alice")
-            live = [(m.role, m.parts) for m in await memory.list_messages("t1")]
-        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
-            await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
-            restored = [(m.role, m.parts) for m in await memory.list_messages("t1")]
-    finally:
-        await knowledge.close()
-    assert restored == live
+    live, restored, _ = await restored_after_forget(tmp_path, _conversation(), value)
+    assert [(m.role, m.parts) for m in restored] == [(m.role, m.parts) for m in live]
     assert len(restored) >= 4
 
 
 async def test_a_value_said_is_still_left_out(tmp_path: Path) -> None:
     """The control: what says the value does not come back (its case folded too)."""
-    knowledge = Knowledge.sqlite(tmp_path / "k.db")
-    try:
-        async with Memory(f"sqlite:///{tmp_path / 'a.db'}", knowledge=knowledge) as memory:
-            await memory.create_thread("t1", "alice")
-            await memory.save_messages("t1", [*_conversation(), Message.user("TEX says hi, and so does tex.")])
-            backup = io.StringIO()
-            await export_resource(memory.store, "alice", backup, knowledge=knowledge)
-            await memory.forget("Tex", resource_id="alice")
-            await memory.forget("Oslo", resource_id="alice")
-        async with Memory(f"sqlite:///{tmp_path / 'b.db'}") as memory:
-            summary = await import_resource(memory.store, io.StringIO(backup.getvalue()), knowledge=knowledge)
-            texts = [p.text for m in await memory.list_messages("t1") for p in m.parts if isinstance(p, TextPart)]
-            data = [p.data for m in await memory.list_messages("t1") for p in m.parts if isinstance(p, DataPart)]
-    finally:
-        await knowledge.close()
-    assert texts == ["Noted, I will remind you.", "What's the weather tomorrow?", "Sunny, 21 degrees.", "Here is the form."]
-    assert data == []
+    messages = [*_conversation(), Message.user("TEX says hi, and so does tex.")]
+    _, restored, summary = await restored_after_forget(tmp_path, messages, "Tex", "Oslo")
+    texts = [p.text for m in restored for p in m.parts if isinstance(p, TextPart)]
+    assert texts == ["Noted, I will remind you.", "What's the weather tomorrow?", "Sunny, 21 degrees.",
+                     "Here is the form.", ]  # fmt: skip
+    assert [p.data for m in restored for p in m.parts if isinstance(p, DataPart)] == []
     assert summary.forgotten == {"message": 2, "part": 1}
