@@ -5,25 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from tests.worker.test_health import _start
+
 IDLE = 40
-
-
-def _start(store: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "obsmem.cli", "worker", "--store", store, "--poll", "0.05", "--health", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("health: "):
-            return proc, line.split()[1].removesuffix("/livez")
-    raise AssertionError(f"no health line; exit {proc.wait()}")
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
