@@ -156,7 +156,7 @@ def test_cli_reindex(tmp_path: Path) -> None:
     asyncio.run(seed())
     result = CliRunner().invoke(app, ["knowledge", "reindex", "-k", str(path)])
     assert result.exit_code == 0, result.output
-    assert "re-embedded 1 record" in result.stdout
+    assert "re-indexed 1 record" in result.stdout
     assert asyncio.run(embedders()) == {LexicalHashEmbedder().name: 1}
 
     missing = CliRunner().invoke(app, ["knowledge", "reindex", "-k", str(tmp_path / "typo.db")])

@@ -141,8 +141,9 @@ def reindex(
     ] = None,
     embedder: Annotated[
         str,
-        typer.Option(help=f"The embedder your application's Knowledge uses: {', '.join(EMBEDDERS)} (lexical is "
-                          "Knowledge's default, and what obsmem worker --knowledge indexes with)."),  # fmt: skip
+        typer.Option(help="The embedder your application's Knowledge uses: lexical (LexicalHashEmbedder(), "
+                          "Knowledge's own default), minilm (MiniLMEmbedder()), or default (default_embedder(): "
+                          "MiniLM when the embeddings extra is installed, else lexical)."),  # fmt: skip
     ] = "lexical",
 ) -> None:
     """Re-embed the records another embedder indexed, so search finds them by meaning again."""
@@ -155,4 +156,5 @@ def reindex(
         return await index.reindex(scope=scope), index.embedder.name
 
     count, name = _run(knowledge, "reviewer", work)
-    console.print(f"re-embedded {count} record{'' if count == 1 else 's'} with {escape_id(name)}", highlight=False)
+    # (a record removed meanwhile loses its vector instead: counted all the same)
+    console.print(f"re-indexed {count} record{'' if count == 1 else 's'} with {escape_id(name)}", highlight=False)
