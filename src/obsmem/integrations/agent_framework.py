@@ -524,7 +524,10 @@ class ObservationalMemoryProvider(HistoryProvider):
         unsaved: list[AFMessage] = []
         for message in messages:
             rest = _without_stepped(message, stepped)
-            if not _take(saved, _key(message)) and rest is not None:  # (else the steps saved it)
+            # (a step that stored some of a message's calls or results stored the message that
+            # carried them whole, as the request had it: the text the model sent with its calls
+            # too, which the app's chat middleware may have changed, so it is not this one's)
+            if not _take(saved, _key(message)) and rest is message:  # (else the steps saved it)
                 unsaved.append(rest)
         unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
