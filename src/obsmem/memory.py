@@ -1059,6 +1059,7 @@ class Memory:
             lineages[lineage_key("thread", thread.id, thread.resource_id)] = thread.resource_id
             if self.config.scope == "resource":
                 lineages[lineage_key("resource", None, thread.resource_id)] = thread.resource_id
+        known = {thread.id: thread for thread in threads}
         indexed = 0
         for lineage, resource in lineages.items():
             head = await self.store.get_head(lineage)
@@ -1066,8 +1067,18 @@ class Memory:
                 continue
             texts = [head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)]
             groups = {g.id: g for text in texts for g in parse_groups(text)
-                      if thread_id is None or g.thread_id == thread_id}  # fmt: skip
+                      if g.thread_id in known and (thread_id is None or g.thread_id == thread_id)}  # fmt: skip
             await index.add(resource, list(groups.values()))
+            # A thread deleted meanwhile (its delete removes the vectors after the thread's rows):
+            # seen gone here, its vectors just written go again; not yet gone, its delete's removal
+            # comes after this write. Only the groups written here: a thread begun again under the
+            # id keeps its own.
+            for tid in {g.thread_id for g in groups.values()}:
+                current, was = await self.store.get_thread(tid), known[tid]
+                if current is None or (current.created_at, current.resource_id) != (was.created_at, was.resource_id):
+                    gone = [g for g in groups.values() if g.thread_id == tid]
+                    await index.remove(resource, gone)
+                    indexed -= len(gone)
             indexed += len(groups)
         return indexed
 
