@@ -81,3 +81,45 @@ async def test_the_text_sent_with_a_call_that_the_apps_chat_middleware_edits_is_
         await _run(agent, "thanks", session, stream)
         assert _problems(client.calls[-1]) == []
         assert [(m.text or "").strip() for m in client.calls[-1] if m.role == "assistant"] == ["checking [card]", "ok"]
+
+
+class FewShot(ChatMiddleware):
+    """The app's chat middleware: puts a worked example (a question and its answer) before each
+    request, which is no part of the conversation."""
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        context.messages = [AFMessage("user", ["example: what is 2+2?"]), AFMessage("assistant", ["example: 4"]),
+                            *context.messages]
+        await call_next()
+
+
+class Examples(ContextProvider):
+    """The app's context provider, listed after obsmem's: :class:`FewShot` within obsmem's step."""
+
+    def __init__(self) -> None:
+        super().__init__("examples")
+
+    async def before_run(self, *, agent: Any, session: Any, context: SessionContext, state: Any) -> None:
+        context.extend_middleware(self.source_id, FewShot())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("where", ["agent", "client", "provider"])
+async def test_an_example_answer_the_apps_chat_middleware_puts_before_each_request_is_not_stored(
+    where: str, stream: bool
+) -> None:
+    """4c1a003 left out the system and user messages such a middleware adds; its assistant
+    message was stored as the model's, after the question, once per run."""
+    client = WordStream(_model, middleware=[FewShot()] if where == "client" else None)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[card_on_file], middleware=[FewShot()] if where == "agent" else None,
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u"),
+                                         *([Examples()] if where == "provider" else [])])
+        session = agent.create_session(session_id="c1")
+        for question in ["which card?", "thanks", "bye"]:
+            await _run(agent, question, session, stream)
+        stored = await memory.list_messages("c1")
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant", "user",
+                                            "assistant"]
+        assert "example" not in _in_store(stored)
+        assert [(m.text or "").strip() for m in client.calls[-1]].count("example: 4") == 1

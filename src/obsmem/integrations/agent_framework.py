@@ -536,29 +536,33 @@ class ObservationalMemoryProvider(HistoryProvider):
             turn = await self.memory.begin_turn(thread_id=thread, resource_id=self.resource_id or thread)
         await turn.end(new)
 
-    async def _save_step(self, thread: str, run: _Run, sent: Sequence[AFMessage]) -> None:
+    async def _save_step(self, thread: str, run: _Run, sent: Sequence[AFMessage], question: str = "") -> None:
         """Before a model call of a run: save what the run added since its last save (the tool
         calls and the results of the tools that ran), as a step of the run's turn. Once that turn
-        ended (another run of the thread began), the run's end stores the rest."""
+        ended (another run of the thread began), the run's end stores the rest. ``question``: the
+        key of the run's last input message; Agent Framework appends what the run makes after it."""
         async with run.lock:
             turn, saved = run.turn, run.saved
             if turn.ended:
                 return
+            asked = next((i for i in range(len(sent) - 1, -1, -1)
+                          if question and not _attributed(sent[i]) and _key(sent[i]) == question), -1)
             left = Counter(saved)
-            unsaved = [m for m in sent if not _attributed(m) and not _take(left, _key(m))]
+            unsaved = [(i, m) for i, m in enumerate(sent) if not _attributed(m) and not _take(left, _key(m))]
             # (without the tools a stopped run's cleanup stored meanwhile: it holds their calls;
-            # and only what the run made, the model's responses and the tools' results: a system
-            # or user message the app's chat middleware adds to each request, retrieved context,
-            # is no message of the conversation)
-            fresh = [m for m in (_without_calls(m, run.tool_runs) for m in unsaved)
-                     if m is not None and (str(m.role) in ("assistant", "tool") or any(
+            # and only what the run made, after its question, the model's responses and the
+            # tools' results: what the app's chat middleware adds to each request, retrieved
+            # context as a system or user message, few-shot examples before the conversation, is
+            # no message of the conversation)
+            fresh = [m for i, m in ((i, _without_calls(m, run.tool_runs)) for i, m in unsaved)
+                     if m is not None and i > asked and (str(m.role) in ("assistant", "tool") or any(
                          c.type in ("function_call", "function_result") for c in m.contents))]
             if fresh:
                 new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
                 await turn.step(new)
                 run.stepped.update((c.type, c.call_id) for m in fresh for c in m.contents
                                    if c.type in ("function_call", "function_result") and c.call_id)
-            saved.update(_key(m) for m in unsaved)
+            saved.update(_key(m) for _, m in unsaved)
 
     async def _save_tool_run(
         self, run: _Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None,
@@ -705,7 +709,7 @@ class _RunSteps(ChatMiddleware):
         pipeline = getattr(getattr(context, "client", None), "_cached_chat_middleware_pipeline", None)
         after = _others(pipeline, self, _RunSteps)[1]
         if not after:
-            await self.provider._save_step(self.thread, self.run, messages)
+            await self.provider._save_step(self.thread, self.run, messages, self.question)
         placed = _late_results_in_place(messages)
         if placed is not messages:
             context.messages = placed
@@ -715,7 +719,7 @@ class _RunSteps(ChatMiddleware):
             await call_next()
         finally:
             if after:
-                await self.provider._save_step(self.thread, self.run, list(context.messages))
+                await self.provider._save_step(self.thread, self.run, list(context.messages), self.question)
         if not context.stream and isinstance(context.result, ChatResponse):
             self._answered(context.result)
 
