@@ -123,3 +123,31 @@ async def test_an_example_answer_the_apps_chat_middleware_puts_before_each_reque
                                             "assistant"]
         assert "example" not in _in_store(stored)
         assert [(m.text or "").strip() for m in client.calls[-1]].count("example: 4") == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("where", ["agent", "provider"])
+async def test_an_example_answer_is_not_stored_when_the_apps_middleware_also_masks_the_question(
+    where: str, stream: bool
+) -> None:
+    """The request does not hold the question as the run got it (masked): the step finds where
+    the run's own messages begin by the last user message before them."""
+
+    async def model(sent: list[AFMessage]) -> AFMessage:
+        if sent[-1].role == "user" and sent[-1].text == "is [card] mine?":
+            return AFMessage("assistant", [Content.from_function_call("k1", "card_on_file", arguments="{}")])
+        return AFMessage("assistant", ["ok"])
+
+    client = WordStream(model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[card_on_file],
+                      middleware=[FewShot(), Scrub()] if where == "agent" else None,
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u"),
+                                         *([Examples(), Scrubbing()] if where == "provider" else [])])
+        session = agent.create_session(session_id="c1")
+        await _run(agent, f"is {CARD} mine?", session, stream)
+        await _run(agent, "thanks", session, stream)
+        stored = await memory.list_messages("c1")
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert "example" not in _in_store(stored)
+        assert _problems(client.calls[-1]) == []

@@ -540,13 +540,12 @@ class ObservationalMemoryProvider(HistoryProvider):
         """Before a model call of a run: save what the run added since its last save (the tool
         calls and the results of the tools that ran), as a step of the run's turn. Once that turn
         ended (another run of the thread began), the run's end stores the rest. ``question``: the
-        key of the run's last input message; Agent Framework appends what the run makes after it."""
+        key of the run's last input message (see :func:`_asked_at`)."""
         async with run.lock:
             turn, saved = run.turn, run.saved
             if turn.ended:
                 return
-            asked = next((i for i in range(len(sent) - 1, -1, -1)
-                          if question and not _attributed(sent[i]) and _key(sent[i]) == question), -1)
+            asked = _asked_at(sent, question)
             left = Counter(saved)
             unsaved = [(i, m) for i, m in enumerate(sent) if not _attributed(m) and not _take(left, _key(m))]
             # (without the tools a stopped run's cleanup stored meanwhile: it holds their calls;
@@ -1001,6 +1000,18 @@ def _key(message: AFMessage) -> str:
     """What identifies a run's message between the model calls and the response."""
     contents = [c.to_dict(exclude={"additional_properties"}) for c in message.contents if c.type != "usage"]
     return json.dumps([str(message.role), message.message_id, contents], sort_keys=True, default=str)
+
+
+def _asked_at(sent: Sequence[AFMessage], question: str) -> int:
+    """Where a model request holds the run's question (``question``: its key): Agent Framework
+    appends what the run makes after it. When the request does not hold it as given (the app's
+    chat middleware changed it), the last user or system message the run did not make; -1 when
+    there is none."""
+    keyed = [i for i, m in enumerate(sent) if question and not _attributed(m) and _key(m) == question]
+    if keyed:
+        return keyed[-1]
+    return max((i for i, m in enumerate(sent) if not _attributed(m) and str(m.role) in ("user", "system")
+                and not any(c.type in ("function_call", "function_result") for c in m.contents)), default=-1)
 
 
 def _take(counter: Counter[str], key: str) -> bool:
