@@ -60,7 +60,7 @@ from obsmem.om.context import (
     remember_instructions,
     rendered_erasures,
 )
-from obsmem.om.text.groups import parse_groups
+from obsmem.om.text.groups import ObservationGroup, parse_groups
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.cycle import describe as describe_error
@@ -1060,15 +1060,30 @@ class Memory:
             if self.config.scope == "resource":
                 lineages[lineage_key("resource", None, thread.resource_id)] = thread.resource_id
         known = {thread.id: thread for thread in threads}
-        indexed = 0
-        for lineage, resource in lineages.items():
+
+        async def held(lineage: str) -> dict[str, ObservationGroup]:
             head = await self.store.get_head(lineage)
             if head is None:
-                continue
+                return {}
             texts = [head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)]
-            groups = {g.id: g for text in texts for g in parse_groups(text)
-                      if g.thread_id in known and (thread_id is None or g.thread_id == thread_id)}  # fmt: skip
-            await index.add(resource, list(groups.values()))
+            return {g.id: g for text in texts for g in parse_groups(text)
+                    if g.thread_id in known and (thread_id is None or g.thread_id == thread_id)}  # fmt: skip
+
+        indexed = 0
+        for lineage, resource in lineages.items():
+            # Written, then the head read again until it holds what was written: a forget (or a
+            # reflection) that rewrote the head and its vectors while these were embedded would
+            # otherwise have them overwritten with the text it took out.
+            groups: dict[str, ObservationGroup] = {}
+            while True:
+                now = await held(lineage)
+                stale = [g for gid, g in groups.items() if gid not in now or now[gid].body != g.body]
+                fresh = [g for gid, g in now.items() if gid not in groups or groups[gid].body != g.body]
+                if not stale and not fresh:
+                    break
+                await index.remove(resource, stale)
+                await index.add(resource, fresh)
+                groups = now
             # A thread deleted meanwhile (its delete removes the vectors after the thread's rows):
             # seen gone here, its vectors just written go again; not yet gone, its delete's removal
             # comes after this write. Only the groups written here: a thread begun again under the
