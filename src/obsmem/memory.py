@@ -233,6 +233,10 @@ def _instant(value: object, argument: str) -> datetime | None:
                             argument=argument)
 
 
+#: The most reads of a head :meth:`Memory.reindex_groups` makes while the head changes under it.
+REINDEX_ROUNDS = 8
+
+
 class Memory:
     """Observational memory over a store.
 
@@ -1075,7 +1079,7 @@ class Memory:
             # reflection) that rewrote the head and its vectors while these were embedded would
             # otherwise have them overwritten with the text it took out.
             groups: dict[str, ObservationGroup] = {}
-            while True:
+            for _ in range(REINDEX_ROUNDS):  # (a head that keeps changing: its writers index what they write)
                 now = await held(lineage)
                 stale = [g for gid, g in groups.items() if gid not in now or now[gid].body != g.body]
                 fresh = [g for gid, g in now.items() if gid not in groups or groups[gid].body != g.body]

@@ -799,7 +799,7 @@ class BufferedLifecycle:
         if stored is None:
             cycle.emit("buffer-dropped", window_tokens=window)
             return False
-        await core.reindex(thread.resource_id, "", chunk.observations)
+        await core.reindex(thread, "", chunk.observations)
         cycle.emit("buffer-end", tokens=chunk.message_tokens, output_tokens=chunk.observation_tokens)
         return True
 
@@ -959,7 +959,7 @@ class BufferedLifecycle:
         if not done.applied or done.current is None or done.base is None:
             return None
         stored, base = done.current, done.base
-        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        await core.reindex(thread, base.active_observations, stored.active_observations)
         extra = {"triggered_by": triggered_by} if early else {}
         core.emit("reflection-activated", thread.id, generation=stored.generation,
                   tokens=base.observation_tokens, output_tokens=stored.observation_tokens, **extra)

@@ -51,7 +51,7 @@ from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
-from obsmem.om.text.groups import observation_group, strip_groups, wrap_group
+from obsmem.om.text.groups import observation_group, parse_groups, strip_groups, wrap_group
 from obsmem.om.windows import Saved, Windows
 from obsmem.storage import leasing
 from obsmem.storage.contract import (
@@ -697,10 +697,24 @@ class Core:
             self.windows.wrote(result.record, over)
         return Written.of(result)
 
-    async def reindex(self, resource_id: str, before: str, after: str) -> None:
-        """Retrieval with vectors: make the group index follow a committed change of text."""
-        if self.group_index is not None:
-            await self.group_index.sync(resource_id, before, after)
+    async def reindex(self, thread: Thread, before: str, after: str) -> None:
+        """Retrieval with vectors: make the group index follow a committed change of text of
+        ``thread``'s head; then settle the groups it wrote against the head as stored now (a
+        forget that rewrote it meanwhile: see :meth:`GroupIndex.settle`)."""
+        index = self.group_index
+        if index is None:
+            return
+        await index.sync(thread.resource_id, before, after)
+        known = {g.id for g in parse_groups(before)}
+        written = [g for g in parse_groups(after) if g.id not in known]
+
+        async def held() -> str:
+            head = await self.stored_head(thread)
+            if head is None:
+                return ""
+            return "\n".join([head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)])
+
+        await index.settle(thread.resource_id, written, held)
 
     # -- backoff ----------------------------------------------------------------------------------
     def backoff_first_s(self, role: BackoffRole) -> float | None:

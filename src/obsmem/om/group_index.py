@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
@@ -47,6 +47,7 @@ logger = logging.getLogger("obsmem")
 _ROOT = "obsmem-groups/"
 _CHUNK_CHARS = 800  # about 200 tokens: inside every shipped embedder's input window
 _ATTEMPTS = 2
+_SETTLE_ROUNDS = 4
 
 
 def resource_namespace(resource_id: str) -> str:
@@ -183,6 +184,35 @@ class GroupIndex:
         except TimeoutError:
             logger.warning("obsmem: indexing observation groups gave up after %s s; they are left out of the index",
                            self.timeout_s)
+
+    async def settle(
+        self, resource_id: str, written: Sequence[ObservationGroup], held: Callable[[], Awaitable[str]]
+    ) -> None:
+        """After ``written`` were indexed from a head that another writer may have rewritten
+        meanwhile (a forget scrubbed it and re-embedded what it left, a reflection replaced it):
+        read what the head holds now (``held``: its observation texts) and put each written group
+        that changed or went back as it is held, or out. Without it the text a forget took out
+        stayed searchable. At most :data:`_SETTLE_ROUNDS` reads (a head that keeps changing is
+        indexed by the writers that change it). Failures are logged, as :meth:`sync`'s."""
+        groups = {g.id: g for g in written}
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                for _ in range(_SETTLE_ROUNDS):
+                    if not groups:
+                        return
+                    now = {g.id: g for g in parse_groups(await held())}
+                    stale = [g for gid, g in groups.items() if gid not in now or now[gid].body != g.body]
+                    if not stale:
+                        return
+                    back = [now[g.id] for g in stale if g.id in now]
+                    await self.remove(resource_id, stale)
+                    await self.add(resource_id, back)
+                    groups = {g.id: g for g in back}
+        except TimeoutError:
+            logger.warning("obsmem: settling the index of observation groups gave up after %s s", self.timeout_s)
+        except Exception as exc:  # an index outage must not fail the memory write
+            telemetry.log_failure(logger, "obsmem: settling the index of observation groups failed", error=exc,
+                                  operation="index")  # fmt: skip
 
     async def _sync(self, resource_id: str, before: str, after: str) -> None:
         old = {g.id: g for g in parse_groups(before)}

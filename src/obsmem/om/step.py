@@ -629,7 +629,7 @@ class ObserveStep:
         if end is not None:
             cycle.noted(end)
         await self._after_observation(thread, result, fence)
-        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        await core.reindex(thread, base.active_observations, stored.active_observations)
         cycle.emit("observation-end", tokens=batch_tokens, output_tokens=output_tokens, messages=len(batch))
         return CycleOutcome("observation", True, stored, len(batch), batch_tokens, output_tokens)
 
@@ -1146,7 +1146,7 @@ class ReflectStep:
         stored, base = done.current, done.base
         if end is not None:
             cycle.noted(end)
-        await core.reindex(thread.resource_id, base.active_observations, stored.active_observations)
+        await core.reindex(thread, base.active_observations, stored.active_observations)
         cycle.emit("reflection-end", tokens=input_tokens, output_tokens=output_tokens, generation=stored.generation)
         return CycleOutcome("reflection", True, stored, 0, input_tokens, output_tokens)
 
