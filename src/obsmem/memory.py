@@ -624,6 +624,10 @@ class Memory:
             if thread is None:
                 return False
             resumed = True
+        if self.knowledge is not None:  # its knowledge is purged last: a store that cannot be opened, first
+            from obsmem.knowledge.lifecycle import check_reachable
+
+            await check_reachable(self.knowledge)
         # marked under way while it runs (leasing.ERASING): `obsmem delete-resource` meanwhile says so
         async with leasing.erasing(self.store, thread.resource_id, clock=self.clock):
             deleted = await self._erase_thread(thread, resumed=resumed, actor=actor)

@@ -57,3 +57,21 @@ def test_the_command_erases_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "empty file" in result.output
     assert asyncio.run(_texts(db)) == ["Zaphod called.", "Fine weather."]
+
+
+@pytest.mark.anyio
+async def test_delete_thread_deletes_nothing_either(tmp_path: Path) -> None:
+    """delete_thread purged the thread's knowledge last: its rows were gone, then the call failed
+    (found by helper 209; delete_resource checked first already)."""
+    db, graph = tmp_path / "m.db", tmp_path / "k.db"
+    await _seed(db)
+    graph.touch()
+    knowledge = Knowledge.sqlite(graph)
+    try:
+        async with Memory(f"sqlite:///{db}", knowledge=knowledge) as memory:
+            with pytest.raises(ObsmemError):
+                await memory.delete_thread("t1")
+            assert await memory.store.get_thread("t1") is not None
+    finally:
+        await knowledge.close()
+    assert await _texts(db) == ["Zaphod called.", "Fine weather."]
