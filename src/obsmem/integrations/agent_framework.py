@@ -960,12 +960,7 @@ def _without_calls(message: AFMessage, call_ids: set[str]) -> AFMessage | None:
         return message
     kept = [c for c in message.contents
             if not (c.type in ("function_call", "function_result") and c.call_id in call_ids)]
-    if len(kept) == len(message.contents):
-        return message
-    if not [c for c in kept if c.type != "usage"]:
-        return None
-    return AFMessage(message.role, kept, message_id=message.message_id, author_name=message.author_name,
-                     additional_properties=dict(message.additional_properties or {}))
+    return _with_contents(message, kept)
 
 
 def _without_stepped(message: AFMessage, stepped: Counter[tuple[str, str]]) -> AFMessage | None:
@@ -977,6 +972,12 @@ def _without_stepped(message: AFMessage, stepped: Counter[tuple[str, str]]) -> A
             stepped[key] -= 1
             continue
         kept.append(content)
+    return _with_contents(message, kept)
+
+
+def _with_contents(message: AFMessage, kept: list[Any]) -> AFMessage | None:
+    """``message`` holding ``kept`` (of its contents) only: itself when nothing went, None when
+    nothing but usage is left."""
     if len(kept) == len(message.contents):
         return message
     if not [c for c in kept if c.type != "usage"]:
