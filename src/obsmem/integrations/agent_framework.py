@@ -66,11 +66,22 @@ from agent_framework import (
     UserInputRequiredException,
 )
 from agent_framework import Message as AFMessage
-from agent_framework._tools import (  # how Agent Framework tells a tool's failure apart (no public names)
-    _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
-    _FunctionArgumentsChangedAfterApproval,
-    _FunctionArgumentValidationError,
-)
+
+try:  # how Agent Framework tells a tool's failure apart (no public names)
+    from agent_framework._tools import (
+        _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
+        _FunctionArgumentsChangedAfterApproval,
+        _FunctionArgumentValidationError,
+    )
+except ImportError:  # a release that renamed them: every failure is a failed tool, none is no result
+
+    class _FunctionArgumentValidationError(Exception):  # type: ignore[no-redef]
+        redacted_message = ""
+
+    class _FunctionArgumentsChangedAfterApproval(Exception):  # type: ignore[no-redef]
+        pass
+
+    _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY = "_obsmem_unknown"  # type: ignore[misc]
 
 from obsmem.convert._common import speaker_metadata, wire_name
 from obsmem.errors import InvalidInputError, ObsmemError, ThreadNotFoundError
