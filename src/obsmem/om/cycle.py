@@ -314,13 +314,17 @@ def backoff_wait_s(first_s: float, failures: int) -> float:
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """A role's backoff as a record stores it: failures in a row, until when the threshold paths
-    leave its model alone, what kind of failure (``"error"`` or ``"degenerate"``) and a short
-    error. Stored on the record (not in a process), so every engine on the store honours it."""
+    leave its model alone, what kind of failure (``"error"`` or ``"degenerate"``), a short error
+    and the model that failed (its name). Stored on the record (not in a process), so every engine
+    on the store running that model honours it; one running another model does not (a worker with
+    a bad key must not stop an application's healthy observer: the application's context is cut
+    meanwhile). A backoff stored without a model (an older obsmem's) holds for every model."""
 
     failures: int
     until: datetime
     kind: str
     error: str
+    model: str | None = None
 
     @staticmethod
     def of(record: ObservationRecord, role: BackoffRole) -> Backoff | None:
@@ -336,10 +340,17 @@ class Backoff:
             return None
         if until.tzinfo is None:
             return None
-        return Backoff(failures, until, str(entry.get("kind", "error")), str(entry.get("error", "")))
+        model = entry.get("model")
+        return Backoff(failures, until, str(entry.get("kind", "error")), str(entry.get("error", "")),
+                       model if isinstance(model, str) else None)  # fmt: skip
 
     def data(self) -> dict[str, Any]:
-        return {"failures": self.failures, "until": self.until.isoformat(), "kind": self.kind, "error": self.error}
+        data = {"failures": self.failures, "until": self.until.isoformat(), "kind": self.kind, "error": self.error}
+        return data if self.model is None else {**data, "model": self.model}
+
+    def holds_for(self, model: str | None) -> bool:
+        """Whether this backoff stops ``model`` (see the class doc)."""
+        return self.model is None or model is None or self.model == model
 
 
 def without_backoff(metadata: dict[str, Any], role: BackoffRole) -> dict[str, Any]:
@@ -729,10 +740,15 @@ class Core:
         if self.backoff_first_s(role) is None:
             return None
         backoff = Backoff.of(record, role)
-        if backoff is None or self.clock.now() >= backoff.until:
+        if backoff is None or self.clock.now() >= backoff.until or not backoff.holds_for(self.role_model(role)):
             return None
         self.emit(f"{role}-backoff-skipped", thread_id, until=backoff.until.isoformat(), failures=backoff.failures)
         return backoff
+
+    def role_model(self, role: BackoffRole) -> str | None:
+        """The name of the model ``role`` runs on in this engine (what its backoff names)."""
+        name = getattr(self.observer if role == "observation" else self.reflector, "name", None)
+        return name if isinstance(name, str) else None
 
     async def back_off(self, thread: Thread, role: BackoffRole, exc: BaseException) -> Backoff | None:
         """Record a failure of ``role``'s model on the stored head (one more failure in a row,
@@ -744,13 +760,16 @@ class Core:
         error = describe(exc)[:_ERROR_CHARS]
         waits: list[float] = []
 
+        model = self.role_model(role)
+
         async def compose(record: ObservationRecord) -> tuple[ObservationRecord, Backoff]:
             previous = Backoff.of(record, role)
-            failures = (previous.failures if previous is not None else 0) + 1
+            # (another model's failures in a row are not this one's)
+            failures = (previous.failures if previous is not None and previous.model == model else 0) + 1
             wait_s = backoff_wait_s(first, failures)
             waits.append(wait_s)
             now = self.clock.now()
-            backoff = Backoff(failures, now + timedelta(seconds=wait_s), kind, error)
+            backoff = Backoff(failures, now + timedelta(seconds=wait_s), kind, error, model)
             metadata = _with_backoff(record.metadata, role, backoff)
             return record.model_copy(update={"metadata": metadata, "updated_at": now}), backoff
 
