@@ -60,13 +60,13 @@ from obsmem.om.context import (
     remember_instructions,
     rendered_erasures,
 )
-from obsmem.om.text.groups import ObservationGroup, parse_groups
+from obsmem.om.text.groups import ObservationGroup
 from obsmem.om.text.own import MARKER_KEY
 from obsmem.om.cycle import MODEL_TIMEOUT_S
 from obsmem.om.cycle import describe as describe_error
 from obsmem.om.engine import CycleOutcome, Engine, EngineEvent, FailurePolicy
 from obsmem.om.extractors import Extractor
-from obsmem.om.group_index import group_index_for
+from obsmem.om.group_index import group_index_for, held_groups
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.receipts import RECEIPT_KEY, Receipt, receipt_without_thread, resolve_groups, resolve_raw
 from obsmem.om.status import ThreadStatus, thread_status
@@ -1070,11 +1070,7 @@ class Memory:
         known = {thread.id: thread for thread in threads}
 
         async def held(lineage: str) -> dict[str, ObservationGroup]:
-            head = await self.store.get_head(lineage)
-            if head is None:
-                return {}
-            texts = [head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)]
-            return {g.id: g for text in texts for g in parse_groups(text)
+            return {gid: g for gid, g in held_groups(await self.store.get_head(lineage)).items()
                     if g.thread_id in known and (thread_id is None or g.thread_id == thread_id)}  # fmt: skip
 
         indexed = 0

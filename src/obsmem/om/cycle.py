@@ -45,13 +45,13 @@ from obsmem.models.retry import FailurePolicy
 from obsmem.om import markers
 from obsmem.om.activation import LatencyEstimate
 from obsmem.om.extractors import Extractor
-from obsmem.om.group_index import GroupIndex
+from obsmem.om.group_index import GroupIndex, held_groups
 from obsmem.om.outcomes import EngineEvent
 from obsmem.om.protocols import Observer, Reflector
 from obsmem.om.regroup import GroupedReflector
 from obsmem.om.sections import SectionedReflector, visible_sections, wrap_section
 from obsmem.om.selection import observable_messages
-from obsmem.om.text.groups import observation_group, parse_groups, strip_groups, wrap_group
+from obsmem.om.text.groups import ObservationGroup, observation_group, parse_groups, strip_groups, wrap_group
 from obsmem.om.windows import Saved, Windows
 from obsmem.storage import leasing
 from obsmem.storage.contract import (
@@ -719,11 +719,8 @@ class Core:
         known = {g.id for g in parse_groups(before)}
         written = [g for g in parse_groups(after) if g.id not in known]
 
-        async def held() -> str:
-            head = await self.stored_head(thread)
-            if head is None:
-                return ""
-            return "\n".join([head.active_observations, *(chunk.observations for chunk in head.buffered_chunks)])
+        async def held() -> dict[str, ObservationGroup]:
+            return held_groups(await self.stored_head(thread))
 
         await index.settle(thread.resource_id, written, held)
 

@@ -30,6 +30,7 @@ from obsmem.om.text.groups import ObservationGroup, parse_groups, strip_groups
 from obsmem import calls, telemetry
 
 if TYPE_CHECKING:  # types only: numpy and the index modules load when first used
+    from obsmem.storage.contract import ObservationRecord
     from obsmem.embeddings import Embedder
     from obsmem.vectors import VectorIndex
 
@@ -37,6 +38,7 @@ __all__ = [
     "GroupHit",
     "GroupIndex",
     "group_index_for",
+    "held_groups",
     "group_namespace",
     "resource_namespace",
     "thread_namespace",
@@ -48,6 +50,14 @@ _ROOT = "obsmem-groups/"
 _CHUNK_CHARS = 800  # about 200 tokens: inside every shipped embedder's input window
 _ATTEMPTS = 2
 _SETTLE_ROUNDS = 4
+
+
+def held_groups(record: ObservationRecord | None) -> dict[str, ObservationGroup]:
+    """The groups a head holds, by id: its active observations' and its buffered chunks'."""
+    if record is None:
+        return {}
+    texts = [record.active_observations, *(chunk.observations for chunk in record.buffered_chunks)]
+    return {g.id: g for text in texts for g in parse_groups(text)}
 
 
 def resource_namespace(resource_id: str) -> str:
@@ -186,11 +196,12 @@ class GroupIndex:
                            self.timeout_s)
 
     async def settle(
-        self, resource_id: str, written: Sequence[ObservationGroup], held: Callable[[], Awaitable[str]]
+        self, resource_id: str, written: Sequence[ObservationGroup],
+        held: Callable[[], Awaitable[dict[str, ObservationGroup]]],
     ) -> None:
         """After ``written`` were indexed from a head that another writer may have rewritten
         meanwhile (a forget scrubbed it and re-embedded what it left, a reflection replaced it):
-        read what the head holds now (``held``: its observation texts) and put each written group
+        read what the head holds now (``held``: its groups, :func:`held_groups`) and put each written group
         that changed or went back as it is held, or out. Without it the text a forget took out
         stayed searchable. At most :data:`_SETTLE_ROUNDS` reads (a head that keeps changing is
         indexed by the writers that change it). Failures are logged, as :meth:`sync`'s."""
@@ -200,7 +211,7 @@ class GroupIndex:
                 for _ in range(_SETTLE_ROUNDS):
                     if not groups:
                         return
-                    now = {g.id: g for g in parse_groups(await held())}
+                    now = await held()
                     stale = [g for gid, g in groups.items() if gid not in now or now[gid].body != g.body]
                     if not stale:
                         return
