@@ -101,7 +101,8 @@ async def test_the_cursor_is_opaque_and_only_reads_its_own_users_listing(memory:
     assert "t00" not in cursor  # no thread id for the model to edit or reuse as another argument
     # bob's agent given alice's cursor reads none of alice's threads
     stranger = await memory.call_recall_tool("b0", {**next_page})
-    assert "error" in stranger and "t00" not in json.dumps(stranger), stranger
+    # (the error quotes the cursor's start, base64 that may hold "t00" by chance)
+    assert "error" in stranger and "t00" not in json.dumps(stranger).replace(cursor[:37], ""), stranger
     # a cursor cut short, with a changed character, or made up: a clear error naming the cursor
     changed = cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
     for i in range(len("th1."), len(cursor)):  # any one character changed
@@ -132,6 +133,11 @@ async def test_a_forged_cursor_never_lists_another_users_threads(memory: Memory)
         answer = await memory.call_recall_tool("t000", {"mode": "threads", "limit": 3, "cursor": cursor})
         listed = [t["id"] for t in answer.get("threads", [])]
         assert "error" in answer or set(listed) <= {f"t{i:03d}" for i in range(7)}, (cursor, answer)
+        # the next page's cursor is base64 (it may hold "b0" by chance): it is read, not searched
+        following = (answer.get("next_page") or {}).pop("cursor", None)
+        if following is not None:
+            position = recaller._ThreadPosition.decode(following, listing)
+            assert position is not None and position.last_id in {f"t{i:03d}" for i in range(7)}, answer
         assert "b0" not in json.dumps(answer) and "b1" not in json.dumps(answer), (cursor, answer)
 
 
