@@ -36,6 +36,8 @@ tool returned it. After the run it saves the
 rest of the response (the answer) and ends the turn. Ids the framework or the model server gives
 (``message_id``, e.g. ``chatcmpl-…``) are not obsmem's ids: see :class:`ObservationalMemoryProvider`.
 Contents obsmem has no part for (``hosted_file`` …) are kept and given back in later runs.
+A lone surrogate in what a run makes (a tool's text decoded with ``surrogateescape``, ``"\\ud800"``
+in a JSON answer), which obsmem refuses in an app's input, is stored as valid text (U+FFFD).
 
 :func:`to_agent_framework` / :func:`from_agent_framework` convert messages both ways.
 """
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -602,7 +605,7 @@ class ObservationalMemoryProvider(HistoryProvider):
             made = [] if held or answer else [AFMessage("assistant", [call])]
             outcome = Content.from_function_result(call_id, result=result, exception=error)
             made.append(AFMessage("tool", [outcome]))
-            new += from_agent_framework(made, history=[*answer, AFMessage("assistant", [call])])
+            new += _made_valid(from_agent_framework(made, history=[*answer, AFMessage("assistant", [call])]))
             await turn.step(new)
             if answer and not held:
                 run.answer_stored = True
@@ -619,7 +622,8 @@ class ObservationalMemoryProvider(HistoryProvider):
         content (the n-th such message of a batch: its n-th variant), so a message sent again
         is stored once. ``made``: what the model made in this run, new whatever its id and
         content: it takes the first variant the thread does not hold (a server that repeats
-        ``chatcmpl-1`` and an answer it gave before still adds a message)."""
+        ``chatcmpl-1`` and an answer it gave before still adds a message), its text made valid
+        (:func:`_made_valid`)."""
         bases: list[str | None] = []
         for original, message in zip(originals, messages, strict=True):
             content = [message.role, [c.to_dict() for c in original.contents]]
@@ -659,7 +663,7 @@ class ObservationalMemoryProvider(HistoryProvider):
                 out.append(_as_stored(message, old))
             else:
                 out.append(message.model_copy(update={"id": chosen if old is None else new_id()}))
-        return _unique_ids(out)
+        return _unique_ids(_made_valid(out) if made else out)
 
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -995,6 +999,51 @@ def _with_contents(message: AFMessage, kept: list[Any]) -> AFMessage | None:
         return None
     return AFMessage(message.role, kept, message_id=message.message_id, author_name=message.author_name,
                      additional_properties=dict(message.additional_properties or {}))
+
+
+#: A UTF-16 surrogate code point: in a Python string always a lone one, which UTF-8 cannot encode.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _made_valid(messages: list[Message]) -> list[Message]:
+    """``messages`` (what a run made: the model's responses, the tools' results) with each lone
+    surrogate made Unicode text: a pair split in two joined, any other one U+FFFD.
+
+    obsmem refuses such text in what an app saves (the app can fix it), but a tool that returns
+    text decoded with ``errors="surrogateescape"``, or a JSON answer holding ``"\\ud800"``, is no
+    input the app gives: refused, the run failed after the tool ran and its call and result were
+    lost (what the tool did, too). Kept as UTF-8 can hold it, as a decoder with
+    ``errors="replace"`` reads bad bytes."""
+    out = []
+    for message in messages:
+        parts = tuple(_valid_part(p) for p in message.parts)
+        metadata = _valid_value(message.metadata) if _holds_surrogate(message.metadata) else message.metadata
+        if any(a is not b for a, b in zip(parts, message.parts, strict=True)) or metadata is not message.metadata:
+            message = message.model_copy(update={"parts": parts, "metadata": metadata})
+        out.append(message)
+    return out
+
+
+def _valid_part(part: Part) -> Part:
+    fields = {k: _valid_value(v) for k, v in part.__dict__.items() if _holds_surrogate(v)}
+    return part.model_copy(update=fields) if fields else part
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if not value or isinstance(value, int | float | bool):
+        return False
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return _SURROGATE.search(text) is not None
+
+
+def _valid_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {_valid_value(k): _valid_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_valid_value(v) for v in value)
+    return value
 
 
 def _variant(thread: str, framework_id: str, base: str, n: int) -> str:
