@@ -34,8 +34,9 @@ hard-deleted (:meth:`~obsmem.knowledge.Knowledge.erase`), no copy of the value s
 use the knowledge facade's fused lexical + semantic search; ``filter`` matches values by
 equality or ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
 
-The store is async (``abatch``); ``batch`` works from a thread other than the event loop's that
-last ran ``abatch`` (LangGraph runs synchronous nodes of an async graph in threads).
+The store is async (``abatch``); ``batch`` works from a thread other than that of the event loop
+the store was made on (or, made outside one, that last ran ``abatch``): LangGraph runs synchronous
+nodes and tools of an async graph in threads.
 """
 
 from __future__ import annotations
@@ -161,7 +162,10 @@ class KnowledgeBaseStore(BaseStore):
         level = Level.RESOURCE if default_level is None else _level(default_level, "default_level")
         self.default_scope = self.scope.at(min(level, self.scope.level))
         self.namespace_scope = namespace_scope
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # The loop synchronous calls are sent to: the one the store is made on (as LangGraph's
+        # async stores take it), else the last that ran abatch. Without it a sync tool or node
+        # that is the first to use the store in an async run (LangGraph runs it in a thread) was refused.
+        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
 
     # -- LangGraph's entry points ---------------------------------------------------------------
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -186,7 +190,8 @@ class KnowledgeBaseStore(BaseStore):
         if loop is None or not loop.is_running() or _on_loop(loop):
             raise InvalidInputError(
                 "KnowledgeBaseStore is async: use the a* methods (aget, aput, asearch) or run the graph with "
-                "ainvoke; synchronous calls work from nodes LangGraph runs in threads of an async run",
+                "ainvoke; synchronous calls work from nodes LangGraph runs in threads of an async run "
+                "(make the store inside the event loop that runs the graph)",
                 argument="ops",
             )
         return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
@@ -422,6 +427,13 @@ def _level(value: object, argument: str) -> Level:
     if name not in Level.__members__:
         raise InvalidScopeError(f"Invalid {argument} {value!r}; use one of 'org', 'resource', 'thread'.")
     return Level[name]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
