@@ -22,7 +22,7 @@ from obsmem.cli import keys as keys_commands
 from obsmem.cli import serve as serve_commands
 from obsmem.cli.bench import bench_app
 from obsmem.cli.knowledge import knowledge_app
-from obsmem.cli.groups import HELP_OPTIONS, print_help_when_bare
+from obsmem.cli.groups import HELP_OPTIONS, one_line_summaries, print_help_when_bare
 
 __all__ = ["app", "main"]
 
@@ -68,6 +68,7 @@ serve_commands.register(app)
 keys_commands.register(app)
 app.add_typer(bench_app, name="bench")
 app.add_typer(knowledge_app, name="knowledge")
+one_line_summaries(app)
 
 
 def main() -> None:

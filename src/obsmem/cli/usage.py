@@ -86,7 +86,7 @@ def usage(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Show what memory's model calls cost (the cost ledger), per day, role and model. With
-    ``--json``, a failure is a JSON document too (``{"error": …}``, exit status 1)."""
+    --json, a failure is a JSON document too ({"error": …}, exit status 1)."""
     with json_errors(as_json):
         _usage(store, thread, resource, since, until, by, config, as_json)
 
