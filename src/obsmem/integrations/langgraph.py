@@ -31,8 +31,9 @@ about it whose attribute is the key, text the value as JSON (so knowledge search
 metadata the value itself. A put appends a record that supersedes the previous one (history is
 kept while the item lives); a delete erases the item with its history: the records are
 hard-deleted (:meth:`~obsmem.knowledge.Knowledge.erase`), no copy of the value stays. ``query`` searches
-use the knowledge facade's fused lexical + semantic search; ``filter`` matches values by
-equality or ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
+use the knowledge facade's fused lexical + semantic search; ``filter`` matches values as
+LangGraph's own stores do: by equality (an object by the fields it names) or
+``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
 
 The store is async (``abatch``); ``batch`` works from a thread other than that of the event loop
 the store was made on (or, made outside one, that last ran ``abatch``): LangGraph runs synchronous
@@ -109,27 +110,36 @@ def _is_item(record: Record, key: str) -> bool:
 
 
 def _matches(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
-    for field, wanted in conditions.items():
-        actual = value.get(field)
-        if isinstance(wanted, Mapping) and wanted and all(str(k).startswith("$") for k in wanted):
-            for operator, operand in wanted.items():
-                try:
-                    ok = {
-                        "$eq": lambda: actual == operand, "$ne": lambda: actual != operand,
-                        "$gt": lambda: actual > operand, "$gte": lambda: actual >= operand,
-                        "$lt": lambda: actual < operand, "$lte": lambda: actual <= operand,
-                    }[operator]()
-                except KeyError:
-                    raise InvalidInputError(
-                        f"filter: unknown operator {operator!r}", argument="filter"
-                    ) from None
-                except TypeError:
-                    ok = False
-                if not ok:
-                    return False
-        elif actual != wanted:
-            return False
-    return True
+    return all(_fits(value.get(field), wanted) for field, wanted in conditions.items())
+
+
+def _fits(actual: Any, wanted: Any) -> bool:
+    """``actual`` meets ``wanted`` as LangGraph's own stores match a filter: operators, an object
+    by the fields it names (``{"meta": {"lang": "en"}}`` matches ``{"lang": "en", "source": ...}``),
+    a list item by item, anything else by equality."""
+    if isinstance(wanted, Mapping) and wanted and all(str(k).startswith("$") for k in wanted):
+        return all(_operator(actual, operator, operand) for operator, operand in wanted.items())
+    if isinstance(wanted, Mapping):
+        return isinstance(actual, Mapping) and all(_fits(actual.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(actual, list | tuple) and len(actual) == len(wanted)
+            and all(_fits(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+def _operator(actual: Any, operator: str, operand: Any) -> bool:
+    try:
+        return bool({
+            "$eq": lambda: actual == operand, "$ne": lambda: actual != operand,
+            "$gt": lambda: actual > operand, "$gte": lambda: actual >= operand,
+            "$lt": lambda: actual < operand, "$lte": lambda: actual <= operand,
+        }[operator]())
+    except KeyError:
+        raise InvalidInputError(f"filter: unknown operator {operator!r}", argument="filter") from None
+    except TypeError:
+        return False
 
 
 class KnowledgeBaseStore(BaseStore):
