@@ -23,8 +23,9 @@ not the service, keeps the conversation. A tool call
 is never separated from its result and the newest input is never observed away. Within the run
 each tool's call (with the model's response that made it) and its result are saved as the tool
 returns, so a run that fails later, or that the app stops reading (a stream left once the result
-shows, a process that restarts), leaves what ran stored; the rest of each step of the tool loop
-is saved before the next model call. When the app has a function middleware of its own (on the
+shows, a process that restarts), leaves what ran stored (parallel tools' results in the order
+of the calls, as the model is told them: one waits while a tool called before it still runs); the
+rest of each step of the tool loop is saved before the next model call. When the app has a function middleware of its own (on the
 client, the agent or the run), which may change a result after the tool returns (mask a card
 number, cut a long output) and which runs around obsmem's, or a chat middleware (which may
 change the results each model request carries), obsmem stores the result the model was told
@@ -380,6 +381,12 @@ class _Run:
     # them out, also where the response holds them otherwise than the request did (the app's
     # chat middleware changed what the model was told).
     stepped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Parallel calls (see _RunTools.process): the tools now running and the results held until
+    # the tools of the calls before theirs returned, each by its invocation, with its place.
+    running: dict[object, tuple[int, int]] = field(default_factory=dict)
+    held: dict[object, tuple[tuple[int, int], str, Any, Any, str | None]] = field(default_factory=dict)
+    started: int = 0
+    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class ObservationalMemoryProvider(HistoryProvider):
@@ -897,9 +904,11 @@ class _RunTools(FunctionMiddleware):
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
     ) -> None:
         call_id = context.metadata.get("call_id")
-        if self._app_middleware_outside():
+        if self._app_middleware_outside() or not isinstance(call_id, str):
             await call_next()  # the step or the run's end stores what the app's middleware made of it
             return
+        me = object()  # this invocation (a model may repeat a call id within one response)
+        self.run.running[me] = self._place(call_id)
         try:
             await call_next()
         except _NOT_RESULTS:
@@ -907,12 +916,38 @@ class _RunTools(FunctionMiddleware):
             # the user or a new approval): whatever it gives later, the step or the run's end stores.
             raise
         except Exception as exc:
-            if isinstance(call_id, str):
-                said, error = self._told(exc, context)
-                await self._ran(call_id, context, said, error)
+            said, error = self._told(exc, context)
+            self.run.held[me] = (self.run.running[me], call_id, context, said, error)
             raise
-        if isinstance(call_id, str):
-            await self._ran(call_id, context, context.result, None)
+        else:
+            self.run.held[me] = (self.run.running[me], call_id, context, context.result, None)
+        finally:
+            del self.run.running[me]
+            await self._store_held()
+
+    def _place(self, call_id: str) -> tuple[int, int]:
+        """Where a call's result goes among the results of one model response: the call's place
+        in that response (with the chat-middleware layer), else the order the tools started in
+        (Agent Framework starts them in the order of the calls)."""
+        self.run.started += 1
+        calls = [c.call_id for m in self.run.answer for c in m.contents if c.type == "function_call"]
+        return (calls.index(call_id) if call_id in calls else len(calls), self.run.started)
+
+    async def _store_held(self) -> None:
+        """Stores the held results whose calls come before every call whose tool still runs, in
+        the order of the calls. Parallel tools finish in any order; the model is told their
+        results in the order of its calls, and the thread keeps them so (a later run sends them
+        as the model saw them). A result waits only while a tool called before it runs: it is
+        stored once that tool returns, raises or is cancelled (the run stopped), before Agent
+        Framework shows any result of the batch."""
+        async with self.run.flushing:  # one at a time: each store in its place
+            while self.run.held:
+                first = min(self.run.running.values(), default=None)
+                me, (place, call_id, context, result, error) = min(self.run.held.items(), key=lambda h: h[1][0])
+                if first is not None and first < place:
+                    return
+                del self.run.held[me]
+                await self._ran(call_id, context, result, error)
 
     def _told(self, exc: Exception, context: FunctionInvocationContext) -> tuple[str, str]:
         """The result Agent Framework gives the model for a tool that raised ``exc``, and the
