@@ -31,7 +31,8 @@ about it whose attribute is the key, text the value as JSON (so knowledge search
 metadata the value itself. A put appends a record that supersedes the previous one (history is
 kept while the item lives); a delete erases the item with its history: the records are
 hard-deleted (:meth:`~obsmem.knowledge.Knowledge.erase`), no copy of the value stays. ``query`` searches
-use the knowledge facade's fused lexical + semantic search; ``filter`` matches values as
+use the knowledge facade's fused lexical + semantic search (where other namespaces' hits fill what
+it returns, the namespace's other items follow by their vectors' likeness); ``filter`` matches values as
 LangGraph's own stores do: by equality (an object by the fields it names) or
 ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``. TTLs are not supported.
 
@@ -389,11 +390,39 @@ class KnowledgeBaseStore(BaseStore):
             wanted = min(_SEARCH_LIMIT, max(50, op.offset + op.limit) * 4)
             hits = await self.knowledge.search(op.query, self.scope.key, limit=wanted)
             ranked = [(candidates[h.id], h.score) for h in hits if h.kind == "record" and h.id in candidates]
+            if len(ranked) < op.offset + op.limit and len(hits) >= wanted:
+                # The search was cut off by other namespaces' hits (a busier user's items in the
+                # same scope): the namespace's other items rank after its hits, by their vectors.
+                seen = {record.id for (record, _), _ in ranked}
+                rest = {rid: c for rid, c in candidates.items() if rid not in seen}
+                ranked += await self._by_vector(op.query, rest, below=hits[-1].score)
         else:
             newest = sorted(candidates.values(), key=lambda c: c[0].captured_at, reverse=True)
             ranked = [(c, None) for c in newest]
         page = ranked[op.offset : op.offset + op.limit]
         return [self._item(record, namespace, SearchItem, score) for (record, namespace), score in page]
+
+    async def _by_vector(
+        self, query: str, candidates: Mapping[str, tuple[Record, tuple[str, ...]]], *, below: float
+    ) -> list[tuple[tuple[Record, tuple[str, ...]], float | None]]:
+        """``candidates`` whose stored vector is like the query's (cosine above 0, as the knowledge
+        search's semantic side takes them), best first, scored under ``below`` (the last hit's)."""
+        if not candidates:
+            return []
+        embedder = self.knowledge.embedder
+        vector = (await embedder.embed([query]))[0]
+        scopes = sorted({record.scope for record, _ in candidates.values()})
+        best: dict[str, float] = {}
+        for stored in await self.knowledge.store.list_vectors(scopes):
+            if (
+                stored.record_id in candidates and stored.embedder == embedder.name
+                and stored.vector.shape == vector.shape
+            ):
+                score = float(stored.vector @ vector)
+                if score > 0.0:
+                    best[stored.record_id] = max(best.get(stored.record_id, 0.0), score)
+        order = sorted(best, key=lambda rid: (-best[rid], rid))
+        return [(candidates[rid], below * min(best[rid], 1.0)) for rid in order]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         namespaces = sorted({namespace for _, namespace in await self._namespaces()})
