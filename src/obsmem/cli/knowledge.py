@@ -5,7 +5,7 @@ resource scope, also those capture stored at its threads, with their scope);
 ``approve`` / ``reject`` decide one record (from a resource scope, one of its threads' too) (``--tombstone``: the value may never be captured
 again); ``activity`` shows the audit log. Each decision is one audited mutation with
 ``--actor`` (default ``reviewer``) as its actor. ``reindex`` re-embeds the records another
-embedder indexed (:meth:`Knowledge.reindex`).
+embedder indexed, and embeds those without a vector (:meth:`Knowledge.reindex`).
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ def reindex(
                           "MiniLM when the embeddings extra is installed, else lexical)."),  # fmt: skip
     ] = "lexical",
 ) -> None:
-    """Re-embed the records another embedder indexed, so search finds them by meaning again."""
+    """Re-embed the records another embedder indexed, and embed those that have no vector (the
+    vectors table emptied or restored without them), so search finds them by meaning again."""
     if embedder not in EMBEDDERS:
         raise typer.BadParameter(f"{embedder!r} is not one of {', '.join(map(repr, EMBEDDERS))}.",
                                  param_hint="'--embedder'")  # fmt: skip

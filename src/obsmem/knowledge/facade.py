@@ -56,7 +56,8 @@ class Knowledge:
 
     ``embedder``: what records are embedded with (default: :class:`LexicalHashEmbedder`). Given
     one, this object's drains also re-embed, a page at a time, the records another embedder
-    indexed (see :meth:`drain`): the application that owns the store chose it. Left at the
+    indexed, and embed the live records that have no vector (see :meth:`drain`): the
+    application that owns the store chose it. Left at the
     default (obsmem's commands, ``obsmem worker`` without ``--knowledge-embedder``, a script),
     it indexes what it writes but converts nobody's vectors: a tool opened on a store whose
     application embeds with another model would otherwise turn its index into the tool's, and
@@ -275,13 +276,15 @@ class Knowledge:
     async def drain(self) -> int:
         """Bring the semantic index up to date; returns the number of outbox entries applied.
         After an embedder change, each drain of an object given its embedder also re-embeds a
-        page of the old records (see :meth:`SemanticIndex.drain`); :meth:`reindex` re-embeds them
-        all."""
+        page of the old records, and embeds a page of the live records without a vector, until it
+        has looked through the store once (see :meth:`SemanticIndex.drain`); :meth:`reindex` does
+        them all."""
         return await self.index.drain()
 
     async def reindex(self, *, scope: str | None = None) -> int:
-        """Re-embed, with this object's embedder, every record another embedder indexed (with
-        ``scope``: those stored at that scope or below it), in bounded pages through the outbox;
-        returns how many records were queued. Search finds those records by their words
-        meanwhile, and by meaning once re-embedded."""
+        """Re-embed, with this object's embedder, every record another embedder indexed, and
+        embed every live record that has no vector (its row lost: a restored table, the vectors
+        deleted to reset the index) (with ``scope``: those stored at that scope or below it), in
+        bounded pages through the outbox; returns how many records were queued. Search finds
+        those records by their words meanwhile, and by meaning once embedded."""
         return await self.index.reindex(scope=scope)

@@ -9,7 +9,8 @@ from its old scope.
 
 Vectors made by another embedder than the index's are not searched; after the embedder changes,
 drains queue them again for re-embedding a page at a time, and :meth:`SemanticIndex.reindex`
-all at once (see :meth:`SemanticIndex.drain`).
+all at once (see :meth:`SemanticIndex.drain`). A live record with no vector at all (its row lost:
+a table restored without it, the vectors deleted to reset the index) is embedded the same way.
 
 :meth:`SemanticIndex.search` drains first (fresh writes are searchable), queries the vectors of
 each scope on the caller's chain, re-reads every hit through the store's visibility rules (a
@@ -50,7 +51,8 @@ RRF_K = 60
 BATCH_SIZE = 50
 MAX_BATCHES = 100
 REEMBED_PAGE = 200
-"""Stored vectors a drain (and each step of a reindex) looks at for another embedder's."""
+"""Stored vectors a drain (and each step of a reindex) looks at for another embedder's, and
+records it looks at for one without a vector."""
 MAX_LIMIT = 1000
 """The most results one search returns (and the store's reads take)."""
 
@@ -65,6 +67,11 @@ class _ReembedScan:
 
     reached: dict[tuple[str, int | None], str | None] = field(default_factory=dict)
     busy: set[tuple[str, int | None]] = field(default_factory=set)
+    # The look through the records for those without a vector (any embedder's will do): the
+    # record id reached (None: not started), whether it is done, and whether a drain is at it now.
+    unindexed_reached: str | None = None
+    unindexed_done: bool = False
+    unindexed_busy: bool = False
 
 
 _REEMBED_SCANS: WeakKeyDictionary[KnowledgeStore, _ReembedScan] = WeakKeyDictionary()
@@ -112,9 +119,16 @@ class SemanticIndex:
         per-request ``Knowledge`` over one store goes on where the last left off; of drains at
         the same time, one queues the page): after the embedder changes, old records are
         re-embedded a page per drain (a search drains), and found by their words meanwhile.
-        :meth:`reindex` does the rest at once. Not with ``reembed`` off (a
-        :class:`~obsmem.knowledge.Knowledge` left at the default embedder: a tool or worker
-        opened on the store converts no one's vectors)."""
+        :meth:`reindex` does the rest at once.
+
+        After the outbox is applied (a record written and not yet drained has no vector, and its
+        entry is applied there, not queued twice), the drain likewise queues one page of
+        :data:`REEMBED_PAGE` records and embeds those of them that are live and have no vector
+        at all, until the records have been looked through once per store object.
+
+        Neither with ``reembed`` off (a :class:`~obsmem.knowledge.Knowledge` left at the default
+        embedder: a tool or worker opened on the store converts no one's vectors, and gives the
+        records without one none of its own, which the application's drains would re-embed)."""
         if not self.reembed:
             return await self._drain_outbox(lease_seconds)
         scan = _REEMBED_SCANS.setdefault(self.store, _ReembedScan())
@@ -128,13 +142,23 @@ class SemanticIndex:
                 )
             finally:
                 scan.busy.discard(key)
-        return await self._drain_outbox(lease_seconds, queued)
+        applied = await self._drain_outbox(lease_seconds, queued)
+        if scan.unindexed_done or scan.unindexed_busy:
+            return applied
+        scan.unindexed_busy = True
+        try:
+            filled, after = await self.store.queue_unindexed(after=scan.unindexed_reached, limit=REEMBED_PAGE)
+            scan.unindexed_reached, scan.unindexed_done = after, after is None
+        finally:
+            scan.unindexed_busy = False
+        return applied + (await self._drain_outbox(lease_seconds, filled) if filled else 0)
 
     async def reindex(self, *, scope: str | None = None) -> int:
-        """Re-embed every record whose vector another embedder made (with ``scope``: only those
-        stored at that scope or below it), a page at a time, each page queued through the outbox
-        and drained before the next is read (with ``scope``, only that subtree's outbox entries
-        are applied: no other scope's record is read); returns how many were queued."""
+        """Re-embed every record whose vector another embedder made, then embed every live
+        record that has no vector (with ``scope``: only those stored at that scope or below it),
+        a page at a time, each page queued through the outbox and drained before the next is read
+        (with ``scope``, only that subtree's outbox entries are applied: no other scope's record
+        is read); returns how many were queued."""
         queued, after = 0, None
         while True:
             count, after = await self.store.queue_reembed(
@@ -143,6 +167,15 @@ class SemanticIndex:
             )
             queued += count
             await self._drain_outbox(DRAIN_LEASE_SECONDS, count, scope=scope)
+            if after is None:
+                break
+        # After the outbox is applied above: a record written and not yet drained has no vector
+        # until then, and is not queued twice.
+        while True:
+            count, after = await self.store.queue_unindexed(after=after, limit=REEMBED_PAGE, scope=scope)
+            queued += count
+            if count:
+                await self._drain_outbox(DRAIN_LEASE_SECONDS, count, scope=scope)
             if after is None:
                 return queued
 

@@ -377,6 +377,21 @@ class TablesKnowledgeStore(ClosingContext):
             queued = await self._transact(True, lambda t: queue_reembed(t, self.ids.new, stamp, stale))
         return queued, labels[-1].document_id if len(labels) == limit else None
 
+    async def queue_unindexed(
+        self, *, after: str | None = None, limit: int = 200, scope: str | None = None
+    ) -> tuple[int, str | None]:
+        # As queue_reembed: a bounded read of the page's record labels, and (only when some live
+        # record there has no vector) the write that queues those.
+        check_limit(limit)
+        subtree = Scope.parse(scope).key if scope is not None else None
+        labels = await self._transact(False, lambda t: t.record_labels(after, limit, subtree))
+        missing = [label for label in labels if label.live and not label.indexed]
+        queued = 0
+        if missing:
+            stamp = self.clock.now()
+            queued = await self._transact(True, lambda t: queue_reembed(t, self.ids.new, stamp, missing))
+        return queued, labels[-1].record_id if len(labels) == limit else None
+
     # -- lifecycle -----------------------------------------------------------------------------
     async def forget_value(
         self, value: str, scope: str, *, actor: str, reason: str, within: str | None = None

@@ -642,6 +642,17 @@ class KnowledgeStore(Protocol):
         bounded by ``limit``."""
         ...
 
+    async def queue_unindexed(
+        self, *, after: str | None = None, limit: int = 200, scope: str | None = None
+    ) -> tuple[int, str | None]:
+        """Read the next ``limit`` records (id order, beyond ``after``; with ``scope``, those
+        stored at it or below it) and queue an outbox upsert for each live one (not removed, not
+        rejected) that has no vector at all: its vector row was lost (a table restored without
+        it, the vectors deleted to reset the index). The index worker embeds them. Returns how
+        many were queued, and the ``after`` of the next page (None once this page was the last).
+        Reads no record's text into memory and no vector, and each step is bounded by ``limit``."""
+        ...
+
     async def load_record(self, record_id: str) -> Record | None:
         """The record by id whatever its scope, state or trust (for the index worker)."""
         ...

@@ -26,10 +26,13 @@ from obsmem.knowledge.store.contract import (
     Record,
     StoredVector,
     Tombstone,
+    TrustState,
+    record_document_id,
 )
 from obsmem.knowledge.store.ids import UlidGenerator
 from obsmem.knowledge.store.tables import (
     KnowledgeTables,
+    RecordLabel,
     VectorLabel,
     name_key,
     node_order,
@@ -341,6 +344,19 @@ class MemoryKnowledgeTables:
         return [
             VectorLabel(v.document_id, v.record_id, v.scope, v.embedder, int(v.vector.shape[0]))
             for v in heapq.nsmallest(limit, wanted, key=lambda v: v.document_id)
+        ]
+
+    def record_labels(self, after: str | None, limit: int, subtree: str | None) -> list[RecordLabel]:
+        wanted = (
+            r for r in self.records.values()
+            if (after is None or r.id > after) and (subtree is None or under(r.scope, subtree))
+        )  # fmt: skip
+        return [
+            RecordLabel(
+                r.id, r.scope, r.deleted_at is None and r.trust is not TrustState.REJECTED,
+                record_document_id(r.id) in self.vectors,
+            )
+            for r in heapq.nsmallest(limit, wanted, key=lambda r: r.id)
         ]
 
     # forgotten values

@@ -30,7 +30,7 @@ from typing import Any
 
 from obsmem.errors import InvalidInputError
 from obsmem.knowledge.store.contract import OutboxEntry, StoredVector, TrustState
-from obsmem.knowledge.store.tables import KnowledgeTables, VectorLabel, under
+from obsmem.knowledge.store.tables import KnowledgeTables, RecordLabel, VectorLabel, under
 
 __all__ = [
     "DRAIN_LEASE_SECONDS", "claim_outbox", "finish_outbox", "lease_of", "put_claimed_vector", "queue_reembed",
@@ -151,13 +151,13 @@ def put_claimed_vector(tables: KnowledgeTables, worker_id: str, entry_id: str, v
 
 
 def queue_reembed(
-    tables: KnowledgeTables, new_id: Callable[[], str], now: datetime, labels: Sequence[VectorLabel]
+    tables: KnowledgeTables, new_id: Callable[[], str], now: datetime, labels: Sequence[VectorLabel | RecordLabel]
 ) -> int:
-    """Queue an upsert for each labelled vector whose record is still stored, so the index worker
-    embeds it again (with its own embedder); returns how many were queued. The worker applies it
-    like any other upsert: one open entry per document, an erase deletes it with the record, and
-    a record deleted or rejected since loses its vector. Each key is new: a record may need
-    re-embedding again after the embedder changes back."""
+    """Queue an upsert for each labelled vector (or record without one) whose record is still
+    stored, so the index worker embeds it (again) with its own embedder; returns how many were
+    queued. The worker applies it like any other upsert: one open entry per document, an erase
+    deletes it with the record, and a record deleted or rejected since loses its vector. Each key
+    is new: a record may need re-embedding again after the embedder changes back."""
     queued = 0
     for label in labels:
         if tables.record(label.record_id) is None:

@@ -27,6 +27,7 @@ from obsmem.errors import StorageError
 from obsmem.knowledge.store import contract as c
 from obsmem.knowledge.store.tables import (
     FORGOTTEN_NODE_ID,
+    RecordLabel,
     VectorLabel,
     name_key,
     node_order,
@@ -597,6 +598,24 @@ class SqlKnowledgeTables:
         sql = (f"SELECT document_id, record_id, scope, embedder, dimensions FROM knowledge_vectors "
                f"WHERE {condition} ORDER BY document_id LIMIT ?")  # fmt: skip
         return [VectorLabel(*row) for row in self._execute(sql, [*params, limit])]
+
+    def record_labels(self, after: str | None, limit: int, subtree: str | None) -> list[RecordLabel]:
+        # In the records' primary key order, each row's vector looked up by its primary key: a
+        # page reads what it returns, whichever of its records have vectors.
+        condition = "id > ?"
+        params: list[object] = [after or ""]
+        if subtree is not None:
+            within, within_params = self._subtree(subtree)
+            condition += f" AND {within}"
+            params.extend(within_params)
+        deleted = self.dialect.json_field("doc", "deleted_at")
+        trust = self.dialect.json_field("doc", "trust")
+        sql = (f"SELECT id, scope, {deleted} IS NULL AND {trust} <> ?, EXISTS (SELECT 1 FROM knowledge_vectors "
+               f"WHERE document_id = ? || knowledge_records.id) FROM knowledge_records WHERE {condition} "
+               "ORDER BY id LIMIT ?")  # fmt: skip
+        document_prefix = c.record_document_id("")
+        rows = self._execute(sql, [c.TrustState.REJECTED.value, document_prefix, *params, limit])
+        return [RecordLabel(row[0], row[1], bool(row[2]), bool(row[3])) for row in rows]
 
     def vectors_in(self, scope_keys: Sequence[str] | None) -> list[c.StoredVector]:
         sql = "SELECT document_id, record_id, scope, embedder, vector FROM knowledge_vectors"

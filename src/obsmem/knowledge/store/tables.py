@@ -24,11 +24,12 @@ from obsmem.knowledge.store.contract import (
     Record,
     StoredVector,
     Tombstone,
+    record_document_id,
 )
 
 __all__ = [
-    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "VectorLabel", "name_key", "node_order",
-    "node_search_text", "record_search_text", "search_probe", "under",
+    "FORGOTTEN_NODE_ID", "KNOWLEDGE_MIGRATIONS_TABLE", "KnowledgeTables", "RecordLabel", "VectorLabel", "name_key",
+    "node_order", "node_search_text", "record_search_text", "search_probe", "under",
 ]
 
 # The knowledge schema's version table, apart from the message store's: the two evolve separately.
@@ -87,6 +88,21 @@ class VectorLabel(NamedTuple):
     scope: str
     embedder: str
     dimensions: int
+
+
+class RecordLabel(NamedTuple):
+    """What a record is to the index, without its text: whether it should have a vector (it is
+    not removed nor rejected) and whether it has one (any embedder's)."""
+
+    record_id: str
+    scope: str
+    live: bool
+    indexed: bool
+
+    @property
+    def document_id(self) -> str:
+        """The document id its vector is stored under."""
+        return record_document_id(self.record_id)
 
 
 class KnowledgeTables(Protocol):
@@ -172,6 +188,11 @@ class KnowledgeTables(Protocol):
     def vector_labels(self, after: str | None, limit: int, subtree: str | None) -> list[VectorLabel]:
         """At most ``limit`` stored vectors' labels in document id order, beyond ``after``; with
         ``subtree``, only those stored at that scope key or below it (see :func:`under`)."""
+        ...
+    def record_labels(self, after: str | None, limit: int, subtree: str | None) -> list[RecordLabel]:
+        """At most ``limit`` records' labels in id order, beyond ``after``; with ``subtree``,
+        only those stored at that scope key or below it. Reads no record's text into Python and
+        no vector: a page costs what it returns (the primary keys of both tables)."""
         ...
 
     # forgotten values (digests only)
