@@ -543,13 +543,16 @@ class ObservationalMemoryProvider(HistoryProvider):
         response = context.response
         messages = list(response.messages) if response is not None and response.messages else []
         unsaved: list[AFMessage] = []
+        answer = run.answer if run is not None and run.answer_stored else []
         for message in messages:
             rest = _without_stepped(message, stepped)
             # (a step that stored some of a message's calls or results stored the message that
             # carried them whole, as the request had it: the text the model sent with its calls
             # too, which the app's chat middleware may have changed, so it is not this one's)
             if not _take(saved, _key(message)) and rest is message:  # (else the steps saved it)
-                unsaved.append(rest)
+                rest = _past_answer(message, answer, saved)
+                if rest is not None:
+                    unsaved.append(rest)
         unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
         new = await self._own_ids(thread, unsaved, from_agent_framework(unsaved, history=history), made=True)
@@ -1023,6 +1026,22 @@ def _without_stepped(message: AFMessage, stepped: Counter[tuple[str, str]]) -> A
             continue
         kept.append(content)
     return _with_contents(message, kept)
+
+
+def _past_answer(message: AFMessage, answer: list[AFMessage], saved: Counter[str]) -> AFMessage | None:
+    """``message`` (of a run's response) without the model response the tools' runs stored
+    (``answer``) that it begins with: a streamed run merges into that response what Agent
+    Framework adds after it, the user-input request of a tool (a sub-agent's consent request)
+    called beside one that returned. Stored again, its calls came a second time while one
+    waited for its result (the run's end refused, the request lost), its text twice."""
+    for stored in answer:
+        size = len(stored.contents)
+        if (str(stored.role) == str(message.role) and stored.message_id == message.message_id
+                and len(message.contents) > size
+                and _key(_with_contents(message, message.contents[:size]) or message) == _key(stored)
+                and _take(saved, _key(stored))):
+            return _with_contents(message, message.contents[size:])
+    return message
 
 
 def _with_contents(message: AFMessage, kept: list[Any]) -> AFMessage | None:
