@@ -4,6 +4,7 @@ tool's result or the model's answer, as an app meets it (helper 214).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,32 @@ async def test_the_text_the_model_sent_holding_a_lone_surrogate_is_stored_valid(
         await _run(agent, "hi", session, False)
         [question, answer] = await memory.list_messages("c1")
         assert answer.text.encode("utf-8") and answer.text.startswith("the answer ")
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_model_call_after_a_tool_returned_a_lone_surrogate_can_be_sent(stream: bool, broken: str) -> None:
+    """A provider's client writes its request as UTF-8 (the OpenAI SDK, httpx), which fails on a
+    lone surrogate after the tool ran. With the chat-middleware layer (all of Agent Framework's
+    clients have it) the model is told the result as obsmem stores it, and the run answers."""
+    @tool
+    def fetch() -> str:
+        """Fetch the page."""
+        return BROKEN[broken]
+
+    async def model(sent: list[AFMessage]) -> AFMessage:
+        body = json.dumps([m.to_dict() for m in sent], ensure_ascii=False, default=str)
+        body.encode("utf-8")  # what the OpenAI SDK and httpx do with a request
+        if sent[-1].role == "user" and sent[-1].text == "go":
+            return AFMessage("assistant", [Content.from_function_call("f1", "fetch", arguments="{}")])
+        return AFMessage("assistant", ["read it"])
+
+    client = STREAMS["chat-middleware"](model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[fetch],
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u")])
+        session = agent.create_session(session_id="c1")
+        answer = await _run(agent, "go", session, stream)
+        assert answer.text.strip() == "read it"
+        told = [str(r) for r in _results(client.calls[-1])]
+        assert told == _texts(await memory.list_messages("c1"))

@@ -38,7 +38,8 @@ rest of the response (the answer) and ends the turn. Ids the framework or the mo
 (``message_id``, e.g. ``chatcmpl-…``) are not obsmem's ids: see :class:`ObservationalMemoryProvider`.
 Contents obsmem has no part for (``hosted_file`` …) are kept and given back in later runs.
 A lone surrogate in what a run makes (a tool's text decoded with ``surrogateescape``, ``"\\ud800"``
-in a JSON answer), which obsmem refuses in an app's input, is stored as valid text (U+FFFD).
+in a JSON answer), which obsmem refuses in an app's input, is stored as valid text (U+FFFD); with
+the chat-middleware layer the model is told it so too (a provider's client, writing UTF-8, fails on it).
 
 :func:`to_agent_framework` / :func:`from_agent_framework` convert messages both ways.
 """
@@ -734,7 +735,7 @@ class _RunSteps(ChatMiddleware):
         after = _others(pipeline, self, _RunSteps)[1]
         if not after:
             await self.provider._save_step(self.thread, self.run, messages, self.question)
-        placed = _late_results_in_place(messages)
+        placed = _valid_request(_late_results_in_place(messages))
         if placed is not messages:
             context.messages = placed
         if context.stream:
@@ -1076,6 +1077,29 @@ def _made_valid(messages: list[Message]) -> list[Message]:
             message = message.model_copy(update={"parts": parts, "metadata": metadata})
         out.append(message)
     return out
+
+
+def _valid_request(messages: list[AFMessage]) -> list[AFMessage]:
+    """``messages`` (a model request) with each lone surrogate in a content's text, result or
+    arguments made valid as :func:`_made_valid` stores it; ``messages`` itself when there is none.
+    A provider's client writes its request as UTF-8 (the OpenAI SDK, httpx) and fails on one: the
+    model call after a tool returned such text failed, and the model is told what obsmem keeps."""
+    out: list[AFMessage] = []
+    for message in messages:
+        contents = [_valid_content(c) for c in message.contents]
+        if any(a is not b for a, b in zip(contents, message.contents, strict=True)):
+            message = AFMessage(message.role, contents, message_id=message.message_id,
+                                author_name=message.author_name,
+                                additional_properties=dict(message.additional_properties or {}))
+        out.append(message)
+    return out if any(a is not b for a, b in zip(out, messages, strict=True)) else messages
+
+
+def _valid_content(content: Content) -> Content:
+    values = [content.text, content.result, content.arguments, *(i.text for i in content.items or ())]
+    if not any(isinstance(v, str) and _SURROGATE.search(v) for v in values):
+        return content
+    return Content.from_dict(_valid_value(content.to_dict()))
 
 
 def _valid_part(part: Part) -> Part:
