@@ -34,6 +34,7 @@ from obsmem.errors import (
     StorageError,
     ThreadChangedError,
     ThreadNotFoundError,
+    TombstonedValueError,
 )
 
 __all__ = [
@@ -126,6 +127,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NameConflictError, 409),
     (LeaseLostError, 409),
     (ThreadChangedError, 409),
+    (TombstonedValueError, 409),  # a forgotten value written again: not the store failing
     (BodyTooLargeError, 413),
     (BodyTimeoutError, 408),
     (InvalidInputError, 400),

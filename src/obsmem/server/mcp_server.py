@@ -27,7 +27,6 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from obsmem import InvalidInputError, ObsmemError
-from obsmem.knowledge.store.erasure import holds_value
 from obsmem.om.receipts import Receipt
 from obsmem.server.access import (
     MALFORMED_RECEIPT,
@@ -39,12 +38,11 @@ from obsmem.server.access import (
 )
 from obsmem.server.errors import (
     AuthenticationError,
-    PermissionDeniedError,
     ServiceError,
     error_body,
     status_for,
 )
-from obsmem.server.rest import Id, capture_fact, knowledge_scope, receipt_json, visible_receipt
+from obsmem.server.rest import Id, capture_fact, forget_for, knowledge_scope, receipt_json, visible_receipt
 from obsmem.server.service import Service
 
 # The bounds of the REST API's arguments (obsmem.server.rest): a tool takes no more than a route.
@@ -235,24 +233,7 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     ) -> dict[str, int]:
         """Forget every occurrence of ``value`` in a thread (or in every thread of the resource),
         and in the knowledge this key may change: its resource's, or its org's for an org key."""
-        who = await caller(ctx)
-        who.may_write()
-        # Memory.forget alone also reaches the knowledge of the scopes above the thread (the org's,
-        # shared by every resource); a key bound to a resource may not change those records.
-        within = None if who.org_id is None else knowledge_scope(who)
-        actor: str | None = who.actor  # audited as the key, as REST deletes and review decisions are
-        if who.actor is not None and holds_value(who.actor, value):
-            # obsmem's word for the key ('key:<id>', 'dev') holds the value by chance (a user surnamed
-            # Key): audited as the service instead (Memory.forget's default actor), not refused
-            actor = None
-        if thread_id is not None:
-            await who.thread(service.memory, thread_id)
-            return await service.memory.forget(value, thread_id=thread_id, knowledge_within=within,
-                                               actor=actor)  # fmt: skip
-        if resource_id is None and who.resource_id is None:
-            raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
-        resource = await who.resource_whole(service.memory, resource_id)  # no thread listed: forget reads them
-        return await service.memory.forget(value, resource_id=resource, knowledge_within=within, actor=actor)
+        return await forget_for(service, await caller(ctx), value, thread_id=thread_id, resource_id=resource_id)
 
     @server.tool()
     @_reported(ToolError)

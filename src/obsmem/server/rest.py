@@ -762,6 +762,32 @@ async def capture_fact(
     return {"id": record.id, "node_id": node.id, "scope": scope, "text": text}
 
 
+async def forget_for(
+    service: Service, principal: Principal, value: str, *, thread_id: str | None = None,
+    resource_id: str | None = None,
+) -> dict[str, int]:
+    """Forget ``value`` in a thread the key sees, or in every thread of a resource it may reach
+    whole, and in the knowledge the key may change (its resource's; its org's for an org key):
+    shared by REST and MCP. Audited as the key, unless obsmem's word for the key ('key:<id>',
+    'dev') holds the value by chance (a user surnamed Key): as the service then, not refused."""
+    from obsmem.knowledge.store.erasure import holds_value
+
+    principal.may_write()
+    # Memory.forget alone also reaches the knowledge of the scopes above the thread (the org's,
+    # shared by every resource); a key bound to a resource may not change those records.
+    within = None if principal.org_id is None else knowledge_scope(principal)
+    actor: str | None = principal.actor
+    if holds_value(principal.actor, value):
+        actor = None  # Memory.forget's default actor
+    if thread_id is not None:
+        thread = await principal.thread(service.memory, thread_id)
+        return await service.memory.forget(value, thread_id=thread.id, knowledge_within=within, actor=actor)
+    if resource_id is None and principal.resource_id is None:
+        raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
+    resource = await principal.resource_whole(service.memory, resource_id)  # forget reads its threads
+    return await service.memory.forget(value, resource_id=resource, knowledge_within=within, actor=actor)
+
+
 # -- resources ------------------------------------------------------------------------------
 @router.delete("/resources/{resource_id}", tags=["resources"])
 async def delete_resource(resource_id: str, principal: Caller, service: ServiceDep) -> dict[str, Any]:
@@ -789,6 +815,29 @@ async def delete_resource(resource_id: str, principal: Caller, service: ServiceD
         raise ResourceNotFoundError(resource)
     deleted = await service.memory.delete_resource(resource, knowledge_within=within, actor=principal.actor)
     return {"resource_id": resource, "deleted": deleted}
+
+
+class ForgetIn(_Body):
+    value: Annotated[str, Field(min_length=1, max_length=10_000)]
+
+
+@router.post("/threads/{thread_id}/forget", tags=["threads"])
+async def forget_in_thread(thread_id: str, body: ForgetIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+    """Forget every occurrence of ``value`` in the thread (messages, tool calls and results,
+    observations of every generation, working memory) and in the knowledge the key may change:
+    what :meth:`obsmem.Memory.forget` removes, counted by kind."""
+    counts = await forget_for(service, principal, body.value, thread_id=thread_id)
+    return {"thread_id": thread_id, "forgotten": counts}
+
+
+@router.post("/resources/{resource_id}/forget", tags=["resources"])
+async def forget_in_resource(
+    resource_id: str, body: ForgetIn, principal: Caller, service: ServiceDep
+) -> dict[str, Any]:
+    """Forget every occurrence of ``value`` in every thread of the resource and in the knowledge
+    the key may change (a resource holding another org's thread is not found)."""
+    counts = await forget_for(service, principal, body.value, resource_id=resource_id)
+    return {"resource_id": resource_id, "forgotten": counts}
 
 
 Since = Annotated[str | None, Query(max_length=40, description="From this UTC day (2025-03-01) or ISO instant.")]
