@@ -21,7 +21,8 @@ GROUPS = [[], ["bench"], ["knowledge"], ["queue"], ["keys"]]
 
 def _command_rows(args: list[str]) -> list[str]:
     """The lines of the Commands panel of ``obsmem ARGS --help`` at 1000 columns (no summary is that long)."""
-    result = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "1000", "NO_COLOR": "1"}, terminal_width=1000)
+    wide = {"COLUMNS": "1000", "NO_COLOR": "1"}
+    result = runner.invoke(app, [*args, "--help"], env=wide, terminal_width=1000)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     start = next(i for i, line in enumerate(lines) if "Commands" in line and line.lstrip().startswith("╭"))

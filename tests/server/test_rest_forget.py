@@ -61,7 +61,8 @@ def test_a_thread_forget_removes_the_value_from_that_thread_only(env: Env) -> No
         say(env, key, thread, f"My card is {card}, charge it for the trip.")
     answer = forget(env, env.keys.alice, "threads/rf-a1", card)
     assert answer.status_code == 200, answer.text
-    assert answer.json()["thread_id"] == "rf-a1" and sum(answer.json()["forgotten"].values()) >= 1, answer.json()
+    body = answer.json()
+    assert body["thread_id"] == "rf-a1" and sum(body["forgotten"].values()) >= 1, body
     assert card not in messages(env, env.keys.alice, "rf-a1")
     assert card in messages(env, env.keys.alice, "rf-a2")  # another thread: the resource forget's job
     assert card in messages(env, env.keys.bob, "rf-b1")

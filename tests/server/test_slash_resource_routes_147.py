@@ -1,6 +1,7 @@
 """A resource the gateway made from a request's ``user`` ('tenant/42': the gateway takes any
 string) can be named in every REST route that takes a resource id, its '/' sent as ``%2F``:
-``GET /api/resources/tenant%2F42/usage``, ``…/export`` and ``DELETE /api/resources/tenant%2F42``
+``GET /api/resources/tenant%2F42/usage``, ``…/export``, ``POST …/forget`` and
+``DELETE /api/resources/tenant%2F42``
 (the user's "delete everything about me"). Before, each answered 404 'Not Found' (the decoded '/'
 matched no route), so such a user's data could be neither exported nor erased over REST.
 
@@ -54,10 +55,17 @@ def test_a_gateway_resource_with_a_slash_is_exported_and_deleted_over_rest(env: 
         assert SECRET in exported.text
         # another org's key, and a key bound to another resource of the same org: not found
         for other in (env.keys.globex, env.keys.alice, env.keys.bob):
-            for method, path in (("GET", base + "/usage"), ("GET", base + "/export"), ("DELETE", base)):
-                hidden = client.request(method, path, headers=auth(other))
+            for method, path in (("GET", base + "/usage"), ("GET", base + "/export"), ("DELETE", base),
+                                 ("POST", base + "/forget")):  # fmt: skip
+                body = {"value": SECRET} if method == "POST" else None
+                hidden = client.request(method, path, headers=auth(other), json=body)
                 assert hidden.status_code == 404, (other, method, path, hidden.text)
                 assert hidden.json()["error"]["type"] == "ResourceNotFoundError"
+        assert SECRET in client.get(base + "/export", headers=org).text  # the others' forgets reached nothing
+        forgotten = client.post(base + "/forget", headers=org, json={"value": SECRET})
+        assert forgotten.status_code == 200, forgotten.text
+        assert forgotten.json()["resource_id"] == resource
+        assert SECRET not in client.get(base + "/export", headers=org).text
         deleted = client.delete(base, headers=org)
         assert deleted.status_code == 200, deleted.text
         assert deleted.json()["resource_id"] == resource

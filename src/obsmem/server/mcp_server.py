@@ -233,7 +233,8 @@ def build_mcp(service: Service, principal: Principal | None = None) -> MCPServer
     ) -> dict[str, int]:
         """Forget every occurrence of ``value`` in a thread (or in every thread of the resource),
         and in the knowledge this key may change: its resource's, or its org's for an org key."""
-        return await forget_for(service, await caller(ctx), value, thread_id=thread_id, resource_id=resource_id)
+        who = await caller(ctx)
+        return await forget_for(service, who, value, thread_id=thread_id, resource_id=resource_id)
 
     @server.tool()
     @_reported(ToolError)

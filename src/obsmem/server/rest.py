@@ -822,7 +822,9 @@ class ForgetIn(_Body):
 
 
 @router.post("/threads/{thread_id}/forget", tags=["threads"])
-async def forget_in_thread(thread_id: str, body: ForgetIn, principal: Caller, service: ServiceDep) -> dict[str, Any]:
+async def forget_in_thread(
+    thread_id: str, body: ForgetIn, principal: Caller, service: ServiceDep
+) -> dict[str, Any]:
     """Forget every occurrence of ``value`` in the thread (messages, tool calls and results,
     observations of every generation, working memory) and in the knowledge the key may change:
     what :meth:`obsmem.Memory.forget` removes, counted by kind."""
