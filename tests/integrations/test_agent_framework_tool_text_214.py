@@ -121,3 +121,38 @@ async def test_the_model_call_after_a_tool_returned_a_lone_surrogate_can_be_sent
         assert answer.text.strip() == "read it"
         told = [str(r) for r in _results(client.calls[-1])]
         assert told == _texts(await memory.list_messages("c1"))
+
+
+@pytest.mark.parametrize("where", ["call id", "tool name"])
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("client_kind", list(STREAMS))
+async def test_a_tool_call_whose_id_or_name_holds_a_lone_surrogate_is_stored(
+    client_kind: str, stream: bool, where: str
+) -> None:
+    """A model server's JSON answer can carry '\\ud800' in a call's id or name (half an emoji):
+    the run answers, the call and its result are stored as valid text, the next request holds
+    both."""
+    @tool
+    def fetch() -> str:
+        """Fetch the page."""
+        return "page"
+
+    async def model(sent: list[AFMessage]) -> AFMessage:
+        if sent[-1].role == "user" and sent[-1].text == "go":
+            call_id, name = ("c\ud800", "fetch") if where == "call id" else ("c1", "fetch\ud83d")
+            return AFMessage("assistant", [Content.from_function_call(call_id, name, arguments="{}")])
+        return AFMessage("assistant", ["read it"])
+
+    client = STREAMS[client_kind](model)
+    async with Memory("memory://", config=QUIET) as memory:
+        agent = Agent(client, "APP", tools=[fetch],
+                      context_providers=[ObservationalMemoryProvider(memory, resource_id="u")])
+        session = agent.create_session(session_id="c1")
+        await _run(agent, "go", session, stream)
+        await _run(agent, "thanks", session, stream)
+        stored = await memory.list_messages("c1")
+        calls = [p for m in stored for p in m.parts if isinstance(p, ToolCallPart)]
+        assert len(calls) == 1 and len(_texts(stored)) == 1
+        (calls[0].tool_call_id + calls[0].tool_name).encode("utf-8")
+        assert _problems(client.calls[-1]) == []
+        assert len(_results(client.calls[-1])) == 1

@@ -556,7 +556,7 @@ class ObservationalMemoryProvider(HistoryProvider):
                     unsaved.append(rest)
         unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
-        new = await self._own_ids(thread, unsaved, from_agent_framework(unsaved, history=history), made=True)
+        new = await self._own_ids(thread, unsaved, _from_run(unsaved, history), made=True)
         if turn is None or turn.ended:
             turn = await self.memory.begin_turn(thread_id=thread, resource_id=self.resource_id or thread)
         await turn.end(new)
@@ -582,7 +582,7 @@ class ObservationalMemoryProvider(HistoryProvider):
                      if m is not None and i > asked and (str(m.role) in ("assistant", "tool") or any(
                          c.type in ("function_call", "function_result") for c in m.contents))]
             if fresh:
-                new = await self._own_ids(thread, fresh, from_agent_framework(fresh, history=sent), made=True)
+                new = await self._own_ids(thread, fresh, _from_run(fresh, sent), made=True)
                 await turn.step(new)
                 run.stepped.update((c.type, c.call_id) for m in fresh for c in m.contents
                                    if c.type in ("function_call", "function_result") and c.call_id)
@@ -612,11 +612,11 @@ class ObservationalMemoryProvider(HistoryProvider):
             call = Content.from_function_call(call_id, name, arguments=json.dumps(args, default=str))
             new: list[Message] = []
             if answer and not held:
-                new = await self._own_ids(run.thread, answer, from_agent_framework(answer), made=True)
+                new = await self._own_ids(run.thread, answer, _from_run(answer), made=True)
             made = [] if held or answer else [AFMessage("assistant", [call])]
             outcome = Content.from_function_result(call_id, result=result, exception=error)
             made.append(AFMessage("tool", [outcome]))
-            new += _made_valid(from_agent_framework(made, history=[*answer, AFMessage("assistant", [call])]))
+            new += _made_valid(_from_run(made, [*answer, AFMessage("assistant", [call])]))
             await turn.step(new)
             if answer and not held:
                 run.answer_stored = True
@@ -1079,6 +1079,12 @@ def _made_valid(messages: list[Message]) -> list[Message]:
     return out
 
 
+def _from_run(messages: Sequence[AFMessage], history: Iterable[AFMessage] = ()) -> list[Message]:
+    """obsmem messages for what a run made (:func:`from_agent_framework`), each lone surrogate
+    made valid first: a tool call's id or name holding one is no part obsmem can build."""
+    return from_agent_framework(_valid_request(list(messages)), history=_valid_request(list(history)))
+
+
 def _valid_request(messages: list[AFMessage]) -> list[AFMessage]:
     """``messages`` (a model request) with each lone surrogate in a content's text, result or
     arguments made valid as :func:`_made_valid` stores it; ``messages`` itself when there is none.
@@ -1096,8 +1102,9 @@ def _valid_request(messages: list[AFMessage]) -> list[AFMessage]:
 
 
 def _valid_content(content: Content) -> Content:
-    values = [content.text, content.result, content.arguments, *(i.text for i in content.items or ())]
-    if not any(isinstance(v, str) and _SURROGATE.search(v) for v in values):
+    values = [content.text, content.result, content.arguments, content.name, content.call_id,
+              *(i.text for i in content.items or ())]
+    if not any(_holds_surrogate(v) for v in values):
         return content
     return Content.from_dict(_valid_value(content.to_dict()))
 
