@@ -554,7 +554,7 @@ class ObservationalMemoryProvider(HistoryProvider):
                 rest = _past_answer(message, answer, saved)
                 if rest is not None:
                     unsaved.append(rest)
-        unsaved = [m for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
+        unsaved = [_said_by_model(m) for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
         new = await self._own_ids(thread, unsaved, _from_run(unsaved, history), made=True)
         if turn is None or turn.ended:
@@ -1027,6 +1027,22 @@ def _without_stepped(message: AFMessage, stepped: Counter[tuple[str, str]]) -> A
             continue
         kept.append(content)
     return _with_contents(message, kept)
+
+
+def _said_by_model(message: AFMessage) -> AFMessage:
+    """A message of a run's response: what the model said, the assistant's, also when a model
+    server (a proxy, a self-hosted one) gave it the role "system" or "user". Stored so, it became
+    the agent's instructions in every later run (obsmem gives a thread's system messages as
+    instructions), or words later runs told the model the user had said; a streamed run stores it
+    as the assistant's already (Agent Framework merges the stream's updates into one). A message
+    with a tool's call or result, or with Agent Framework's own flow (an approval), keeps its role."""
+    if str(message.role) not in ("system", "user") or any(
+        c.type in ("function_call", "function_result") or c.type in _CONTROL for c in message.contents
+    ):
+        return message
+    return AFMessage("assistant", list(message.contents), message_id=message.message_id,
+                     author_name=message.author_name,
+                     additional_properties=dict(message.additional_properties or {}))
 
 
 def _past_answer(message: AFMessage, answer: list[AFMessage], saved: Counter[str]) -> AFMessage | None:
