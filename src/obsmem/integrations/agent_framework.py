@@ -25,12 +25,13 @@ each tool's call (with the model's response that made it) and its result are sav
 returns, so a run that fails later, or that the app stops reading (a stream left once the result
 shows, a process that restarts), leaves what ran stored (parallel tools' results in the order
 of the calls, as the model is told them: one waits while a tool called before it still runs); the
-rest of each step of the tool loop is saved before the next model call. When the app has a function middleware of its own (on the
-client, the agent or the run), which may change a result after the tool returns (mask a card
-number, cut a long output) and which runs around obsmem's, or a chat middleware (which may
-change the results each model request carries), obsmem stores the result the model was told
-instead: what the next model request carries (the step), or what the run gives at its end (so
-too when obsmem cannot tell: another run of the same client object began meanwhile).
+rest of each step of the tool loop is saved before the next model call. When the app has a
+function middleware of its own (on the client, the agent or the run), which may change a result
+after the tool returns (mask a card number, cut a long output) and which runs around obsmem's,
+or a chat middleware (which may change the results each model request carries), obsmem stores
+the result the model was told instead: what the next model request carries (the step), or what
+the run gives at its end (so too when obsmem cannot tell: another run of the same client object
+began meanwhile).
 The trade-off: a run the app stops reading between a tool's return and the next model call
 then leaves that call and its result unstored (the question stays), rather than stored as the
 tool returned it. After the run it saves the
@@ -410,12 +411,13 @@ class ObservationalMemoryProvider(HistoryProvider):
 
     Tool loops: the provider adds a function middleware to each run that stores each tool's
     call and its result as the tool returns (or raises, with what Agent Framework tells the
-    model), as a step of the run's turn, and a chat middleware that saves the rest of each step
-    of the loop before the next model call. A run that fails, or that the app stops reading,
-    after a tool ran thus leaves the call and its result stored, for any process over the same
-    store. With a chat client built without Agent Framework's chat-middleware layer (all of its
-    own clients have it) the call is stored alone as its tool returns; the text the model sent
-    with it is stored at the run's end (not when the run never ends). With a function or chat
+    model), as a step of the run's turn (parallel calls' results in the order of the calls), and
+    a chat middleware that saves the rest of each step of the loop before the next model call.
+    A run that fails, or that the app stops reading, after a tool ran thus leaves the call and
+    its result stored, for any process over the same store. With a chat client built without
+    Agent Framework's chat-middleware layer (all of its own clients have it) the call is stored
+    alone as its tool returns; the text the model sent with it is stored at the run's end (not
+    when the run never ends). With a function or chat
     middleware of the app's in the run (it runs around obsmem's and may change the result), the
     calls and results are stored only by the steps (the chat-middleware layer) and the run's
     end, as the model was told them (see the module docstring).
@@ -554,7 +556,8 @@ class ObservationalMemoryProvider(HistoryProvider):
                 rest = _past_answer(message, answer, saved)
                 if rest is not None:
                     unsaved.append(rest)
-        unsaved = [_said_by_model(m) for m in (_without_calls(m, tool_runs) for m in unsaved) if m is not None]
+        unsaved = [_said_by_model(m) for m in (_without_calls(m, tool_runs) for m in unsaved)
+                   if m is not None]
         history = [*context.get_messages(), *context.input_messages, *messages]
         new = await self._own_ids(thread, unsaved, _from_run(unsaved, history), made=True)
         if turn is None or turn.ended:
@@ -947,7 +950,8 @@ class _RunTools(FunctionMiddleware):
         async with self.run.flushing:  # one at a time: each store in its place
             while self.run.held:
                 first = min(self.run.running.values(), default=None)
-                me, (place, call_id, context, result, error) = min(self.run.held.items(), key=lambda h: h[1][0])
+                me, held = min(self.run.held.items(), key=lambda h: h[1][0])
+                place, call_id, context, result, error = held
                 if first is not None and first < place:
                     return
                 del self.run.held[me]
@@ -1089,7 +1093,8 @@ def _made_valid(messages: list[Message]) -> list[Message]:
     for message in messages:
         parts = tuple(_valid_part(p) for p in message.parts)
         metadata = _valid_value(message.metadata) if _holds_surrogate(message.metadata) else message.metadata
-        if any(a is not b for a, b in zip(parts, message.parts, strict=True)) or metadata is not message.metadata:
+        changed = any(a is not b for a, b in zip(parts, message.parts, strict=True))
+        if changed or metadata is not message.metadata:
             message = message.model_copy(update={"parts": parts, "metadata": metadata})
         out.append(message)
     return out
