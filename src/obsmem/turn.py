@@ -170,6 +170,10 @@ class Turn:
         # The tool calls this turn saved (its model's): only the turn answers them. A call of
         # another turn of the thread still waiting when this one goes on is closed as unanswered.
         self._own_calls: set[str] = set()
+        # The ids of the messages that made them: a waiting call is this turn's only when its
+        # message is one of these (a model server that numbers each response's calls from call_0
+        # gives the calls of another turn of the thread the same ids).
+        self._own_callers: set[str] = set()
         # A context that left out another turn's waiting calls, and its raw tail before the cut.
         self._cut_from: tuple[ContextWindow, Sequence[Message]] | None = None
         # The seq of the turn's first stored input: what is newer was saved while it ran.
@@ -270,6 +274,8 @@ class Turn:
         turn._seen_seq = (recent[-1].seq or 0) if recent else 0
         waiting = pending_tool_call_ids(recent)
         turn._own_calls = waiting  # the calls the turn's model made
+        caller = _waiting_calls(recent)[0]
+        turn._own_callers = set() if caller is None else {caller.id}
         turn._began_seq = turn._seen_seq  # calls made after this are another turn's
         turn._input_user = next((m for m in reversed(recent) if is_input(m)), None)
         if since_seq is not None and recent:
@@ -288,7 +294,10 @@ class Turn:
                     if (m.seq or 0) >= since and (until is None or (m.seq or 0) < until)
                     for c in m.tool_calls
                 }
-                turn._own_calls = waiting & made
+                turn._own_calls = made  # (those closed since too: their late results are the turn's)
+                at = (caller.seq or 0) if caller is not None else None
+                if at is not None and (at < since or (until is not None and at >= until)):
+                    turn._own_callers = set()  # made outside the turn (by another, the same ids perhaps)
                 turn._began_seq = since - 1  # what others made since the turn began is theirs
                 turn._input_user = question
         turn.context = turn._without_others_waiting(turn._with_input(await contexts.context_for(thread)))
@@ -536,6 +545,7 @@ class Turn:
                     done.messages, done.window, done.commit, done.stale or self._reread
                 )
                 self._own_calls.update(c.tool_call_id for m in saved for c in m.tool_calls)
+                self._own_callers.update(m.id for m in saved if m.tool_calls)
                 if self._own_ids is not None:
                     self._own_ids.update(m.id for m in saved)
                 if close_calls and self._began_seq is None and saved:
@@ -625,9 +635,18 @@ class Turn:
             tail, newest = view if view is not None else await engine.stored_tail(thread)
             self._reread = self._reread or (view is None and attempt > 0)
             view = None  # a retry reads the store
+            others = self._others_waiting(tail)
+            late = others & self._own_calls - {c.tool_call_id for m in messages for c in m.tool_calls}
+            if any(r.tool_call_id in late for m in messages for r in m.tool_results):
+                # Another turn's call waits under the id of one of this turn's calls, closed when
+                # that turn went on: this turn's result is that closed call's, not the other's.
+                messages = await self._answer_late(messages)
+                self._reread = True
+                tail, newest = await engine.stored_tail(thread)
+                others = self._others_waiting(tail)
             try:
                 checked = await engine.check_input(
-                    thread, messages, tail=tail, argument=argument, close_calls=True, keep=keep
+                    thread, messages, tail=tail, argument=argument, close_calls=True, keep=set(keep) - others
                 )
             except InvalidInputError:
                 # A result refused as "already answered" may be an approval given after a new turn
@@ -637,7 +656,8 @@ class Turn:
                 self._reread = True
                 tail, newest = await engine.stored_tail(thread)
                 checked = await engine.check_input(
-                    thread, messages, tail=tail, argument=argument, close_calls=True, keep=keep
+                    thread, messages, tail=tail, argument=argument, close_calls=True,
+                    keep=set(keep) - self._others_waiting(tail),
                 )
             if not checked:
                 return None
@@ -652,6 +672,13 @@ class Turn:
                 # each lose the race to the other again: a short random wait breaks the step.
                 await asyncio.sleep(random.uniform(0, min(SAVE_BACKOFF_S * 2**attempt, SAVE_BACKOFF_MAX_S)))  # noqa: S311
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _others_waiting(self, tail: Sequence[Message]) -> set[str]:
+        """The calls waiting at the end of ``tail`` that another turn of the thread made (their
+        message is not one of this turn's): closed at this turn's next boundary whatever their ids,
+        and no result of this turn's answers them."""
+        caller, waiting = _waiting_calls(tail)
+        return set() if caller is None or caller.id in self._own_callers else waiting
 
     async def _answer_late(self, messages: list[Message]) -> list[Message]:
         """``messages`` without the real results of calls that a closing message of the thread
@@ -803,15 +830,12 @@ class Turn:
         raw, began = context.raw_messages, self._began_seq
         if began is None or not raw or not raw[-1].tool_calls and raw[-1].role != "tool":
             return context  # the common end: a message with no call, nothing waits
-        others = pending_tool_call_ids(raw) - self._own_calls
+        caller = _waiting_calls(raw)[0]
         # Only calls made since this turn began: one waiting from before it (an approval asked
         # in an earlier turn) is this turn's to answer, and stays in view.
-        at = next(
-            (i for i, m in enumerate(raw) if (m.seq or 0) > began and any(c.tool_call_id in others for c in m.tool_calls)),
-            None,
-        )
-        if at is None:
+        if caller is None or caller.id in self._own_callers or (caller.seq or 0) <= began:
             return context
+        at = next(i for i, m in enumerate(raw) if m.id == caller.id)
         dropped = {m.id for m in raw[at:]}
         shown = [m for m in context.messages if m.id not in dropped]
         kept = list(raw[:at])
@@ -1117,6 +1141,23 @@ def _whole_pairs(messages: Sequence[Message], context: Sequence[Message]) -> lis
     ):
         return list(messages)
     return [m for m in messages if not m.tool_calls and not m.tool_results]
+
+
+def _waiting_calls(messages: Sequence[Message]) -> tuple[Message | None, set[str]]:
+    """The message whose tool calls wait for results at the end of ``messages`` (the newest that
+    says, shows or calls something: every earlier call was due before it) and those calls, or
+    (None, empty) when none waits. Results count only after that message: ids are reused (a model
+    server numbering each response's calls from call_0), so an older result of the same id
+    answers an older call."""
+    newest_first: list[Message] = []
+    for message in reversed(messages):
+        newest_first.extend(observable_messages([message]))
+        if newest_first and is_boundary(newest_first[-1]):
+            caller = newest_first[-1]
+            answered = {r.tool_call_id for m in newest_first for r in m.tool_results}
+            waiting = {c.tool_call_id for c in caller.tool_calls} - answered
+            return (caller, waiting) if waiting else (None, set())
+    return None, set()
 
 
 def _tail_of(messages: Sequence[Message] | None) -> list[Message] | None:
