@@ -113,7 +113,7 @@ from obsmem.knowledge.store.contract import (
 from obsmem.knowledge.store.erasure import forgettable_texts
 from obsmem.knowledge.store.scopes import Level, Scope, check_within_ceiling
 from obsmem.knowledge.store.tables import under
-from obsmem.knowledge.store.values import forgotten_digest, value_key
+from obsmem.knowledge.store.values import exact_digest, forgotten_digest, value_key
 from obsmem.om.llm.parsing import TAG_SHAPED
 from obsmem.om.text.groups import is_group_tag
 from obsmem.storage.contract import (
@@ -121,8 +121,8 @@ from obsmem.storage.contract import (
     note_forgotten_ids, rewriting,
 )
 from obsmem.storage.forgetting import (
-    forget_in_message, forget_in_record, forget_in_thread_metadata, forget_lines, forgotten_id_list, json_strings,
-    with_forgotten_id_list,
+    canonical, forget_in_message, forget_in_record, forget_in_thread_metadata, forget_lines, forgotten_id_list,
+    json_strings, with_forgotten_id_list,
 )
 from obsmem.storage.leasing import acquired, ended_here, holding, process_owner, run_to_end
 from obsmem.storage.notes import erasing_note, import_note
@@ -796,13 +796,15 @@ def _record_as_data(record: ObservationRecord) -> ObservationRecord:
 
 
 # -- forgotten values ----------------------------------------------------------------------------------
-# An export written before a forget still holds the value. The forget left its digest in the
+# An export written before a forget still holds the value. The forget left its digests in the
 # knowledge store (a ForgottenValue, the only trace of it anywhere), and a forgotten value "cannot
 # come back": so an import applies the forget again to everything it is about to write, with the
-# knowledge store's own matching (obsmem.knowledge.store.values.forgotten_in) and the forget's
-# granularity (obsmem.storage.forgetting for messages, observations and working memory; the
-# knowledge store's forget_value for knowledge rows). A value forgotten at a scope reaches what
-# that scope reads and what lies below it, as the forget did.
+# forget's granularity (obsmem.storage.forgetting for messages, observations and working memory;
+# the knowledge store's forget_value for knowledge rows) and its matching: the value as
+# Memory.forget matched it (the row's exact digests, over the text's canonical spelling: "Ann" is
+# not in "planning") for the first, the knowledge store's broad key (forgotten_in) for knowledge
+# rows and for a row without exact digests (an older obsmem's, a phone number's). A value
+# forgotten at a scope reaches what that scope reads and what lies below it, as the forget did.
 
 _Hit = Callable[[str], bool]
 
@@ -843,8 +845,8 @@ class _Forgotten:
 
     def __init__(self, values: Iterable[ForgottenValue], parsed: _Parsed) -> None:
         unique = {value.id: value for value in values if value.length > 0}
-        self.values = [(Scope.parse(v.scope), v.digest, v.length) for v in unique.values()]
-        self._at: dict[tuple[str, ...], _Hit] = {}
+        self.values = list(unique.values())
+        self._at: dict[tuple[bool, tuple[str, ...]], _Hit] = {}
         self.counts: dict[str, int] = {}
         self._parsed = parsed
 
@@ -853,27 +855,55 @@ class _Forgotten:
             self.counts[kind] = self.counts.get(kind, 0) + n
 
     def at(self, *scopes: str) -> _Hit:
-        """Whether a text holds a value forgotten where it reaches any of ``scopes``."""
-        key = tuple(sorted(set(scopes)))
+        """Whether a text holds a value forgotten where it reaches any of ``scopes``, as the
+        forget of messages, observations and working memory matched it."""
+        return self._hit(False, scopes)
+
+    def knowledge_at(self, *scopes: str) -> _Hit:
+        """:meth:`at` as the knowledge store's forget matched it (its broad key)."""
+        return self._hit(True, scopes)
+
+    def _hit(self, broad: bool, scopes: tuple[str, ...]) -> _Hit:
+        key = (broad, tuple(sorted(set(scopes))))
         hit = self._at.get(key)
         if hit is None:
-            here = [Scope.parse(scope) for scope in _exported_scopes(key, self._parsed)]
+            here = [Scope.parse(scope) for scope in _exported_scopes(key[1], self._parsed)]
+
+            def reaches(value: ForgottenValue) -> bool:
+                where = Scope.parse(value.scope)
+                return any(s.sees(where) or where.sees(s) for s in here)
+
+            applying = [v for v in self.values if reaches(v)]
             hit = self._at[key] = _matcher(
-                {(d, n) for where, d, n in self.values for s in here if s.sees(where) or where.sees(s)}
+                {(v.digest, v.length) for v in applying if broad or v.exact_digests is None},
+                set() if broad else {pair for v in applying for pair in v.exact_digests or ()},
             )
         return hit
 
 
-def _matcher(digests: Iterable[tuple[str, int]]) -> _Hit:
+def _matcher(digests: Iterable[tuple[str, int]], exact: Iterable[tuple[str, int]] = ()) -> _Hit:
     """:func:`~obsmem.knowledge.store.values.forgotten_in` over ``digests``, grouped by length
     once: forgotten_in groups them at each call, so an import asking of each of M messages took
-    M × K steps for K forgotten values. A text costs one hash per character per distinct length."""
+    M × K steps for K forgotten values; and ``exact`` (exact digests and lengths) over the windows
+    of the text's canonical spelling, as :func:`obsmem.storage.forgetting.holds` finds a value.
+    A text costs one hash per character per distinct length."""
     wanted: dict[int, set[str]] = {}
     for digest, length in digests:
         if length > 0:
             wanted.setdefault(length, set()).add(digest)
+    exactly: dict[int, set[str]] = {}
+    for digest, length in exact:
+        if length > 0:
+            exactly.setdefault(length, set()).add(digest)
 
     def hit(text: str) -> bool:
+        if exactly:
+            form = canonical(text)
+            if any(
+                exact_digest(form[start : start + length]) in found
+                for length, found in exactly.items() for start in range(len(form) - length + 1)
+            ):
+                return True
         if not wanted:
             return False
         key = value_key(text)
@@ -979,7 +1009,7 @@ def _leave_out_forgotten_knowledge(parsed: _Parsed, forgotten: _Forgotten) -> No
     items = parsed.items
 
     def holds(row: Node | Record | Tombstone | ActivityEvent, *texts: Any) -> bool:
-        hit = forgotten.at(row.scope)
+        hit = forgotten.knowledge_at(row.scope)
         return any(hit(text) for text in json_strings(list(texts), scalars=False))
 
     gone = {node.id for _, node in items["knowledge_node"] if holds(node, node.name, node.kind)}

@@ -222,7 +222,15 @@ class ForgottenValue(_Frozen):
     """A forgotten value, refused in ``scope`` and below for every node, kept without its text.
 
     ``digest`` is :func:`~obsmem.knowledge.store.values.forgotten_digest` of the value's
-    :func:`~obsmem.knowledge.store.values.forget_key`, ``length`` that key's length.
+    :func:`~obsmem.knowledge.store.values.forget_key`, ``length`` that key's length: what the
+    knowledge store refuses (case-folded, letters and digits only: deliberately broad).
+    ``exact_digests`` holds, for each value forgotten under this key, its
+    :func:`~obsmem.knowledge.store.values.exact_digest` and length in characters: the value as a
+    forget of messages and observations matched it (its
+    :func:`~obsmem.knowledge.store.values.exact_form`; "Ann" and then "ann" give two). An import
+    matches messages, observations and working memory with these, so it leaves out what the
+    forgets did and no more ("Ann" is not in "planning"). None on a row an older obsmem wrote, and
+    once a phone number was forgotten under the key: such a row is matched by ``digest``.
     """
 
     id: str
@@ -232,6 +240,7 @@ class ForgottenValue(_Frozen):
     actor: str
     reason: str
     created_at: datetime
+    exact_digests: tuple[tuple[str, int], ...] | None = None
 
 
 class OutboxEntry(_Frozen):

@@ -44,7 +44,14 @@ from obsmem.knowledge.store.reads import shown_event, shown_record, shows_purge
 from obsmem.knowledge.store.scopes import Level, Scope
 from obsmem.knowledge.store.speakers import hidden_from
 from obsmem.knowledge.store.tables import KnowledgeTables, name_key, under
-from obsmem.knowledge.store.values import forget_key, forgotten_digest, forgotten_in, value_key
+from obsmem.knowledge.store.values import (
+    exact_digest,
+    exact_form,
+    forget_key,
+    forgotten_digest,
+    forgotten_in,
+    value_key,
+)
 from obsmem.storage.forgetting import json_strings
 
 __all__ = ["check_forget_act", "dump_scope", "erase_records", "forget_value", "forgettable_texts", "purge_scope", "restore_dump"]
@@ -392,13 +399,20 @@ def forget_value(
     _unlink_reason_events(t, forgotten_events)
 
     digest = forgotten_digest(holds.key) if holds.key else ""
+    form = exact_form(value)
+    exact = None if form is None else (exact_digest(form), len(form))
     subject = m.ids.new()
     if holds.key:
         existing = {(f.scope, f.digest): f for f in t.forgotten_in(sorted(refuse_at))}
         for key in sorted(refuse_at):
             if (key, digest) in existing:
+                found = existing[(key, digest)]
                 if key == target.key:
-                    subject = existing[(key, digest)].id
+                    subject = found.id
+                widened = _with_exact(found, exact)
+                if widened is not found:
+                    t.delete_forgotten(found.id)
+                    t.save_forgotten(widened)
                 continue
             forgotten = ForgottenValue(
                 id=subject if key == target.key else m.ids.new(),
@@ -408,6 +422,7 @@ def forget_value(
                 actor=actor,
                 reason=reason,
                 created_at=m.now,
+                exact_digests=None if exact is None else (exact,),
             )
             t.save_forgotten(forgotten)
             counts["forgotten"] += 1
@@ -421,6 +436,15 @@ def forget_value(
         details={"digest": digest, "counts": dict(counts)},
     )
     return counts
+
+
+def _with_exact(row: ForgottenValue, exact: tuple[str, int] | None) -> ForgottenValue:
+    """``row`` (a value forgotten under the same key before) also matching this forget's exact
+    value: "ann" after "Ann" adds its digest; a row matched broadly already (an older obsmem's,
+    or a phone number's) stays so, and a phone number forgotten now makes the row broad."""
+    if row.exact_digests is None or (exact is not None and exact in row.exact_digests):
+        return row
+    return row.model_copy(update={"exact_digests": None if exact is None else (*row.exact_digests, exact)})
 
 
 def erase_records(

@@ -69,13 +69,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from obsmem.errors import InvalidInputError, InvalidWhenError
-from obsmem.phones import DATE_SHAPED, KEEPS_ZERO, country_code, digit_runs
+from obsmem.phones import DATE_SHAPED, KEEPS_ZERO, country_code, digit_runs, national_digits
+from obsmem.storage.forgetting import canonical
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
     "InvalidWhenError",
     "When",
     "check_instant",
+    "exact_digest",
+    "exact_form",
     "forget_key",
     "forgotten_digest",
     "forgotten_in",
@@ -497,6 +500,27 @@ def forget_key(value: str) -> str:
 def forgotten_digest(key: str) -> str:
     """The stored form of a forgotten value's key: hex SHA-256 under a domain prefix."""
     return hashlib.sha256(_FORGOTTEN_DOMAIN + key.encode("utf-8")).hexdigest()
+
+
+_EXACT_DOMAIN = b"obsmem.knowledge.forgotten.exact.v1\x00"
+
+
+def exact_form(value: str) -> str | None:
+    """What a forget of messages and observations (:func:`obsmem.storage.forgetting.holds`)
+    looks for: the value's canonical spelling (:func:`~obsmem.storage.forgetting.canonical`:
+    ``<`` and ``&lt;`` as ``‹``, runs of whitespace as one space), case and punctuation kept.
+    None for a value that is one phone number (matched there by its digits in any spelling, as
+    :func:`forget_key` keeps it) or whose canonical spelling is blank."""
+    if national_digits(value) is not None:
+        return None
+    form = canonical(value)
+    return form if form.strip() else None
+
+
+def exact_digest(form: str) -> str:
+    """The stored form of a forgotten value's :func:`exact_form`: hex SHA-256 under a domain
+    prefix of its own (a digest of the value itself, no weaker than :func:`forgotten_digest`)."""
+    return hashlib.sha256(_EXACT_DOMAIN + form.encode("utf-8")).hexdigest()
 
 
 def forgotten_in(text: str, digests: Iterable[tuple[str, int]]) -> bool:
