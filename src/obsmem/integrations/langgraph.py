@@ -26,7 +26,9 @@ there is refused with the same error by this store, before it touches the knowle
 (not audited). Searches read through the knowledge store's
 visibility rules, so they never return an item of a scope the store's scope does not see.
 
-**How items are kept.** A namespace is a node (kind ``langgraph-namespace``); an item is a record
+**How items are kept.** A namespace is a node (kind ``langgraph-namespace``) named by the
+namespace as written: forgetting a value one of its labels holds (``memory.forget``) deletes the
+namespace with its items, and a later put there is refused (``TombstonedValueError``). An item is a record
 about it whose attribute is the key, text the value as JSON (so knowledge search finds it) and
 metadata the value itself. A put appends a record that supersedes the previous one (history is
 kept while the item lives); a delete erases the item with its history: the records are
@@ -44,6 +46,7 @@ nodes and tools of an async graph in threads.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -226,6 +229,16 @@ class KnowledgeBaseStore(BaseStore):
 
     @staticmethod
     def _node_name(namespace: tuple[str, ...]) -> str:
+        """The namespace's node name: the namespace as written, so forgetting a value one of its
+        labels holds finds the node and deletes it with its items, and a digest of it, as node
+        names are case-insensitive (``("Memories",)`` and ``("memories",)`` stay two)."""
+        written = json.dumps(list(namespace), ensure_ascii=False)
+        return f"langgraph:{written}#{hashlib.sha256(written.encode()).hexdigest()[:16]}"
+
+    @staticmethod
+    def _hex_node_name(namespace: tuple[str, ...]) -> str:
+        """The name earlier versions gave a namespace's node (still read): the namespace spelled
+        in hex, which forgetting a value one of its labels holds did not find."""
         return "langgraph:" + json.dumps(list(namespace)).encode().hex()
 
     def _spellings(self, namespace: tuple[str, ...], scope: Scope) -> list[tuple[str, ...]]:
@@ -256,9 +269,10 @@ class KnowledgeBaseStore(BaseStore):
 
     async def _node(self, namespace: tuple[str, ...], scope: Scope, *, create: bool) -> Node | None:
         for spelling in self._spellings(namespace, scope):
-            node = await self.knowledge.store.resolve_node(self._node_name(spelling), scope.key)
-            if node is not None and node.scope == scope.key:
-                return node
+            for name in (self._node_name(spelling), self._hex_node_name(spelling)):
+                node = await self.knowledge.store.resolve_node(name, scope.key)
+                if node is not None and node.scope == scope.key:
+                    return node
         if not create:
             return None
         name = self._node_name(namespace)
