@@ -40,7 +40,9 @@ LangGraph's own stores do: by equality (an object by the fields it names) or
 
 The store is async (``abatch``); ``batch`` works from a thread other than that of the event loop
 the store was made on (or, made outside one, that last ran ``abatch``): LangGraph runs synchronous
-nodes and tools of an async graph in threads.
+nodes and tools of an async graph in threads. A call that loop does not take within 30 s (its
+thread held by ``graph.invoke`` called from async code) raises :class:`~obsmem.errors.InvalidInputError`
+instead of waiting for good.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ NAMESPACE_KIND = "langgraph-namespace"
 _LEVELS = ("org", "resource", "thread")
 _META = "langgraph"
 _SEARCH_LIMIT = 1000  # the most hits one knowledge search returns
+_LOOP_START_WAIT_S = 30.0  # how long a synchronous call waits for the store's event loop to take it
 
 
 def namespace_scope(namespace: tuple[str, ...], default: Scope) -> Scope:
@@ -208,7 +211,37 @@ class KnowledgeBaseStore(BaseStore):
                 "(make the store inside the event loop that runs the graph)",
                 argument="ops",
             )
-        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
+        # A loop whose thread is held by synchronous code (graph.invoke called from a coroutine,
+        # its tools run in threads) never runs the call: it is given up, unstarted, after
+        # _LOOP_START_WAIT_S, where waiting for it would hang the run for good.
+        lock = threading.Lock()
+        started = threading.Event()
+        state = ["waiting"]
+
+        async def run() -> list[Result]:
+            with lock:
+                if state[0] == "abandoned":
+                    return []
+                state[0] = "started"
+                started.set()
+            return await self.abatch(list(ops))
+
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        if not started.wait(_LOOP_START_WAIT_S):
+            with lock:
+                abandoned = state[0] == "waiting"
+                if abandoned:
+                    state[0] = "abandoned"
+            if abandoned:
+                future.cancel()
+                raise InvalidInputError(
+                    f"KnowledgeBaseStore: the event loop the store runs on did not take this call within "
+                    f"{_LOOP_START_WAIT_S:g} s: its thread is held, as by graph.invoke/agent.invoke called "
+                    "from async code (the call would wait for it for good). Run the graph with ainvoke/astream "
+                    "there, or invoke it from a thread (asyncio.to_thread).",
+                    argument="ops",
+                )
+        return future.result()
 
     # -- namespaces --------------------------------------------------------------------------------
     def _scope_of(self, namespace: tuple[str, ...]) -> Scope:
