@@ -592,6 +592,31 @@ def _place(existing: Any, row: Any, subtree: str, what: str) -> bool:
     return False
 
 
+def _place_forgotten(t: KnowledgeTables, row: ForgottenValue, subtree: str) -> ForgottenValue | None:
+    """What to write for a restored forgotten value (None: nothing), as :func:`_place` decides.
+    A later forget of the same key in another case ("ann" after "Ann") adds its exact digest to
+    the stored row (:func:`_with_exact`), so a backup written between the two holds the row with
+    fewer digests: still the same row, and when it is stored above the subtree, the stored row is
+    kept (matching what both do, should the backup's match more)."""
+    existing = t.forgotten(row.id)
+    if existing is not None and not under(row.scope, subtree):
+        merged = _merged_exact(existing, row)
+        if merged is not None:
+            return None if merged == existing else merged
+    return row if _place(existing, row, subtree, "forgotten value") else None
+
+
+def _merged_exact(existing: ForgottenValue, row: ForgottenValue) -> ForgottenValue | None:
+    """``existing`` matching what ``row`` matches too, or None when they differ in more than their
+    exact digests."""
+    if existing.model_copy(update={"exact_digests": row.exact_digests}) != row:
+        return None
+    if existing.exact_digests is None or row.exact_digests is None:
+        return existing.model_copy(update={"exact_digests": None})
+    extra = tuple(pair for pair in row.exact_digests if pair not in existing.exact_digests)
+    return existing.model_copy(update={"exact_digests": (*existing.exact_digests, *extra)}) if extra else existing
+
+
 def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) -> dict[str, int]:
     t = m.t
     key = Scope.parse(subtree).key
@@ -623,9 +648,7 @@ def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) ->
     tombstones: list[Tombstone] = [
         x for x in dump.tombstones if _place(t.tombstone(x.id), x, key, "tombstone")
     ]
-    forgotten: list[ForgottenValue] = [
-        f for f in dump.forgotten if _place(t.forgotten(f.id), f, key, "forgotten value")
-    ]
+    forgotten = [f for f in (_place_forgotten(t, row, key) for row in dump.forgotten) if f is not None]
     events: list[ActivityEvent] = [
         e for e in dump.events if _place(stored_event(e.id), e, key, "activity event")
     ]
@@ -639,6 +662,8 @@ def restore_dump(m: KnowledgeMutations, dump: KnowledgeDump, *, subtree: str) ->
     for tombstone in tombstones:
         t.save_tombstone(tombstone)
     for value in forgotten:
+        if t.forgotten(value.id) is not None:  # a stored row matching more (_place_forgotten)
+            t.delete_forgotten(value.id)
         t.save_forgotten(value)
     for event in events:
         t.add_event(event)
