@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from obsmem import Memory
+from obsmem import InvalidInputError, Memory
 from obsmem.integrations.langgraph import KnowledgeBaseStore
 from obsmem.knowledge import Knowledge
 
@@ -66,3 +66,16 @@ async def test_namespaces_stored_before_keep_their_items_and_case_keeps_namespac
         assert (await store.aget(("Memories",), "city")).value == {"text": "Berlin"}  # type: ignore[union-attr]
         assert (await store.aget(("memories",), "city")).value == {"text": "Paris"}  # type: ignore[union-attr]
         assert await store.alist_namespaces() == [("Memories",), ("memories",)]
+
+
+async def test_a_namespace_label_that_is_not_unicode_is_refused_with_obsmems_error() -> None:
+    """A label holding half an emoji (a lone surrogate): the node's name holds the labels as
+    written, and encoding it raised UnicodeEncodeError (after fdfc84c); the put was refused with
+    InvalidInputError before that, as obsmem refuses such text everywhere."""
+    async with Knowledge.in_memory() as knowledge:
+        store = KnowledgeBaseStore(knowledge, scope=ALICE_T1)
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            await store.aput(("contacts", "half \ud83d"), "name", {"text": "x"})
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            await store.aget(("contacts", "half \ud83d"), "name")
+        assert await store.alist_namespaces() == []

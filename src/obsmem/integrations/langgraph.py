@@ -249,6 +249,13 @@ class KnowledgeBaseStore(BaseStore):
             raise InvalidInputError(
                 f"namespace: expected a tuple of non-empty strings, got {namespace!r}", argument="namespace"
             )
+        for label in namespace:  # the node's name holds the labels as written
+            try:
+                label.encode()
+            except UnicodeEncodeError:
+                raise InvalidInputError(
+                    f"namespace: the label {label!r} holds a lone surrogate (not UTF-8 text)", argument="namespace"
+                ) from None
         return self.namespace_scope(tuple(namespace), self.default_scope)
 
     def _visible(self, namespace: tuple[str, ...]) -> Scope:
