@@ -844,7 +844,7 @@ class _Forgotten:
     """The forgotten values an import checks against, and what it left out because of them."""
 
     def __init__(self, values: Iterable[ForgottenValue], parsed: _Parsed) -> None:
-        unique = {value.id: value for value in values if value.length > 0}
+        unique = {value.id: value for value in values if value.length > 0 or value.exact_digests}
         self.values = list(unique.values())
         self._at: dict[tuple[bool, tuple[str, ...]], _Hit] = {}
         self.counts: dict[str, int] = {}
@@ -876,7 +876,8 @@ class _Forgotten:
             applying = [v for v in self.values if reaches(v)]
             hit = self._at[key] = _matcher(
                 {(v.digest, v.length) for v in applying if broad or v.exact_digests is None},
-                set() if broad else {pair for v in applying for pair in v.exact_digests or ()},
+                # a value without a key (no letter or digit) is matched exactly in knowledge too
+                {pair for v in applying if not broad or v.length == 0 for pair in v.exact_digests or ()},
             )
         return hit
 

@@ -230,7 +230,10 @@ class ForgottenValue(_Frozen):
     :func:`~obsmem.knowledge.store.values.exact_form`; "Ann" and then "ann" give two). An import
     matches messages, observations and working memory with these, so it leaves out what the
     forgets did and no more ("Ann" is not in "planning"). None on a row an older obsmem wrote, and
-    once a phone number was forgotten under the key: such a row is matched by ``digest``.
+    once a phone number was forgotten under the key: such a row is matched by ``digest``. A value
+    without a letter or digit (an emoji, a code of symbols) has an empty key: its row has
+    ``digest`` "" and ``length`` 0 (the knowledge store refuses nothing by it) and is kept for its
+    exact digests alone.
     """
 
     id: str

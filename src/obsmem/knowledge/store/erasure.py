@@ -402,7 +402,9 @@ def forget_value(
     form = exact_form(value)
     exact = None if form is None else (exact_digest(form), len(form))
     subject = m.ids.new()
-    if holds.key:
+    # A value without a letter or digit (a door code of symbols, an emoji) has no key: the knowledge
+    # store refuses nothing by it (length 0), but its exact digest keeps it from an import.
+    if holds.key or exact is not None:
         existing = {(f.scope, f.digest): f for f in t.forgotten_in(sorted(refuse_at))}
         for key in sorted(refuse_at):
             if (key, digest) in existing:
