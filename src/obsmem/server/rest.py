@@ -785,6 +785,16 @@ async def forget_for(
     if resource_id is None and principal.resource_id is None:
         raise PermissionDeniedError("Name the thread_id or resource_id to forget in.")
     resource = await principal.resource_whole(service.memory, resource_id)  # forget reads its threads
+    if principal.org_id is not None and not await resource_orgs(service.memory.store, resource):
+        # No thread: a resource the knowledge store holds nothing of in the key's org is not found,
+        # as DELETE and export answer (Memory.forget would refuse the scope it falls back on,
+        # org:default, as outside the key's: a 400 naming a scope the client never sent).
+        from obsmem.knowledge.lifecycle import stored_scopes
+
+        knowledge = service.memory.knowledge
+        if knowledge is None or not await stored_scopes(knowledge, resource_id=resource,
+                                                        within=f"org:{principal.org_id}"):  # fmt: skip
+            raise ResourceNotFoundError(resource)
     return await service.memory.forget(value, resource_id=resource, knowledge_within=within, actor=actor)
 
 
