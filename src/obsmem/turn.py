@@ -288,16 +288,14 @@ class Turn:
             if question is not None:
                 nxt = next((m for m in mine if (m.seq or 0) > (question.seq or 0) and is_input(m)), None)
                 until = (nxt.seq or 0) if nxt is not None else None
-                made = {
-                    c.tool_call_id
-                    for m in recent
-                    if (m.seq or 0) >= since and (until is None or (m.seq or 0) < until)
-                    for c in m.tool_calls
-                }
-                turn._own_calls = made  # (those closed since too: their late results are the turn's)
-                at = (caller.seq or 0) if caller is not None else None
-                if at is not None and (at < since or (until is not None and at >= until)):
-                    turn._own_callers = set()  # made outside the turn (by another, the same ids perhaps)
+                made = [
+                    m for m in recent
+                    if m.tool_calls and (m.seq or 0) >= since and (until is None or (m.seq or 0) < until)
+                ]
+                # (those closed since too: their late results are the turn's, after its own calls)
+                turn._own_calls = {c.tool_call_id for m in made for c in m.tool_calls}
+                # a waiting call made outside the turn is another's (the same ids perhaps)
+                turn._own_callers = {m.id for m in made}
                 turn._began_seq = since - 1  # what others made since the turn began is theirs
                 turn._input_user = question
         turn.context = turn._without_others_waiting(turn._with_input(await contexts.context_for(thread)))
@@ -689,7 +687,7 @@ class Turn:
         if not any(m.tool_results for m in messages):
             return messages
         recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
-        kept, closings = answer_late(recent[::-1], messages)
+        kept, closings = answer_late(recent[::-1], messages, callers=self._own_callers)
         if not closings:
             return kept  # the common case: every result follows its call
         # Rewriting a closing message is a read-modify-write of one row: two results for calls
@@ -703,7 +701,7 @@ class Turn:
         async with self._late_result_lease():
             for _ in range(LATE_REWRITE_ATTEMPTS):
                 recent = await self._store.list_messages(self.thread.id, limit=LATE_RESULT_WINDOW, newest_first=True)
-                kept, closings = answer_late(recent[::-1], messages)
+                kept, closings = answer_late(recent[::-1], messages, callers=self._own_callers)
                 read = {m.id: m for m in recent}
                 written = [await rewrite_message_if_unchanged(self._store, c, expected=read[c.id]) for c in closings]
                 if any(written):

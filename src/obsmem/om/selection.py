@@ -589,7 +589,9 @@ def close_waiting_calls(existing: Sequence[Message], new: Sequence[Message], *, 
     return out
 
 
-def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+def answer_late(
+    existing: Sequence[Message], new: Sequence[Message], *, callers: Collection[str] = ()
+) -> tuple[list[Message], list[Message]]:
     """The real results in ``new`` of calls a closing message in ``existing`` answered as
     unanswered (:func:`close_waiting_calls`: an approval given after the user went on), put in
     their place: returns ``new`` without them (a message left with nothing goes) and the closing
@@ -597,12 +599,24 @@ def answer_late(existing: Sequence[Message], new: Sequence[Message]) -> tuple[li
     are). A result for a call answered that way already (the same message sent again) is
     dropped. The thread stays a valid sequence (each result right after its call) and keeps
     what the tool returned instead of "no result". The files that follow a result in its tool
-    message (a screenshot, a chart: the result's, see :func:`is_boundary`) go with it."""
+    message (a screenshot, a chart: the result's, see :func:`is_boundary`) go with it.
+
+    ``callers``: the ids of the messages that made the calls ``new`` answers, where known (a
+    turn's own). A call id is answered by the newest closing message of the calls of one of them,
+    else by the newest closing message of that id: a model server that numbers each response's
+    calls from call_0 gives the calls of other turns of the thread, closed later, the same ids."""
     closings: dict[str, Message] = {}  # call id -> the closing message that answers it
+    own: dict[str, Message] = {}  # the same, among the closing messages of ``callers``' calls
+    caller: str | None = None  # the message whose calls a closing message read now answers
     for message in existing:
+        if message.tool_calls:
+            caller = message.id
         if message.role == "tool" and message.metadata.get(UNANSWERED_KEY):
             for result in message.tool_results:
                 closings[result.tool_call_id] = message
+                if caller in callers:
+                    own[result.tool_call_id] = message
+    closings.update(own)
     if not closings:
         return list(new), []
     # Per closing message (by id, in the order first answered): the call ids answered late
