@@ -18,27 +18,36 @@ from obsmem import Memory, Message
 from obsmem.clock import FakeClock
 from obsmem.knowledge import Knowledge
 from obsmem.knowledge.store.memory import InMemoryKnowledgeStore
+from obsmem.knowledge.store.postgres import PostgresKnowledgeStore
 from obsmem.knowledge.store.sqlite import SQLiteKnowledgeStore
 from obsmem.storage import MemoryStore, SQLiteStore
+from obsmem.storage.postgres.store import PostgresStore
 from obsmem.transfer import export_resource, import_resource
 from obsmem.types import TextPart
 
+from .test_round_trip import postgres_url_source, postgres_url_target
+
 pytestmark = pytest.mark.anyio
+_FIXTURES = (postgres_url_source, postgres_url_target)  # used by name (request.getfixturevalue)
 
 VALUES = ["🦄🌈", "#$%&*!", "<<>>", "— ——"]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 @pytest.mark.parametrize("value", VALUES)
 async def test_a_value_without_letters_or_digits_stays_forgotten_on_import(
-    kind: str, value: str, tmp_path: Path
+    kind: str, value: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     if kind == "memory":
         source, target = MemoryStore(), MemoryStore()
         knowledge = Knowledge(InMemoryKnowledgeStore(clock=FakeClock()))
-    else:
+    elif kind == "sqlite":
         source, target = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
         knowledge = Knowledge(SQLiteKnowledgeStore(tmp_path / "k.db"))
+    else:
+        url, other = request.getfixturevalue("postgres_url_source"), request.getfixturevalue("postgres_url_target")
+        source, target = PostgresStore(url), PostgresStore(other)
+        knowledge = Knowledge(PostgresKnowledgeStore(url))
     memory = Memory(source, knowledge=knowledge)
     await memory.create_thread("t1", "alice")
     await memory.save_messages("t1", [Message.user(f"My door code is {value}"), Message.user("Plan it.")])
