@@ -327,8 +327,14 @@ class KnowledgeBaseStore(BaseStore):
         """The records of ``node``'s items (of ``key``), current ones only unless ``superseded``."""
         view = RecordView(include_superseded=superseded)
         records: list[Record] = []
+        by_attribute = getattr(self.knowledge.store, "list_about_attributes", None)
+        if key is not None and by_attribute is not None:
+            # one item's records by its attributes: a page of the namespace's every item, read
+            # again for each get and put, made them slower the more items it held
+            found = await by_attribute(node.id, self.scope.key, _attributes(key), view=view)
+            records = [r for r in found if r.scope == scope.key and _META in r.metadata and _is_item(r, key)]
         after: str | None = None
-        while True:
+        while key is None or by_attribute is None:
             page = await self.knowledge.store.list_about(
                 node.id, self.scope.key, view=view, after=after, limit=100
             )

@@ -250,6 +250,17 @@ class TablesKnowledgeStore(ClosingContext):
     ) -> Page[Record]:
         return await self._read(lambda r: r.about(node_id, scope, view, after, limit))
 
+    async def list_about_attributes(
+        self, node_id: str, scope: str, attributes: Sequence[str], *, view: RecordView = DEFAULT_VIEW
+    ) -> list[Record]:
+        """The records about the node with one of ``attributes`` that ``scope`` sees (as
+        :meth:`list_about` shows them), newest first: read by those attributes, not a page of the
+        node's records. All of their timelines, superseded records too where ``view`` shows them;
+        not part of :class:`~obsmem.knowledge.store.contract.KnowledgeStore` (a store of your own
+        may leave it out: its callers then page :meth:`list_about`)."""
+        wanted = list(attributes)
+        return await self._read(lambda r: r.about_attributes(node_id, scope, view, wanted))
+
     async def list_mentioning(
         self,
         node_id: str,

@@ -257,6 +257,10 @@ class MemoryKnowledgeTables:
     def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
         return [_clone(r) for r in self.records.values() if r.node_id == node_id and r.attribute == attribute]
 
+    def attributes_records(self, node_id: str, attributes: Sequence[str]) -> list[Record]:
+        wanted = set(attributes)
+        return [_clone(r) for r in self.records.values() if r.node_id == node_id and r.attribute in wanted]
+
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
         trust: str | None = None, source_thread_id: str | None = None, below: str | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from obsmem.errors import InvalidInputError
@@ -238,15 +238,38 @@ class KnowledgeReads:
         key = (node_id, attribute, known_at)
         timelines = self._timeline_cache.get(key)
         if timelines is None:
-            timeline_view = RecordView(as_known_at=known_at)
-            timelines = {}
-            for other in self.t.attribute_records(node_id, attribute):
-                if other.attribute == attribute and self._alive(other, timeline_view):
-                    timelines.setdefault(other.scope, []).append((other.valid_from, other.id))
+            self._read_timelines(node_id, [attribute], known_at)
+            timelines = self._timeline_cache[key]
+        return timelines
+
+    def _read_timelines(self, node_id: str, attributes: Sequence[str], known_at: datetime | None) -> None:
+        """Build the node's timelines of ``attributes`` as known at ``known_at`` (see
+        :meth:`_timelines`) from one read of those attributes' records."""
+        timeline_view = RecordView(as_known_at=known_at)
+        built: dict[str, dict[str, list[tuple[datetime, str]]]] = {attribute: {} for attribute in attributes}
+        for other in self.t.attributes_records(node_id, attributes):
+            lines = built.get(other.attribute) if other.attribute is not None else None
+            if lines is not None and self._alive(other, timeline_view):
+                lines.setdefault(other.scope, []).append((other.valid_from, other.id))
+        for attribute, timelines in built.items():
             for line in timelines.values():
                 line.sort()
-            self._timeline_cache[key] = timelines
-        return timelines
+            self._timeline_cache[(node_id, attribute, known_at)] = timelines
+
+    def _prefetch_timelines(self, records: Sequence[Record], known_at: datetime | None) -> None:
+        """Read the timelines a page of ``records`` will ask for, a node at a time: a node whose
+        every record has an attribute of its own (a LangGraph namespace's items) read the node's
+        records once per record shown, quadratic in the node's size."""
+        wanted: dict[str, list[str]] = {}
+        for record in records:
+            attribute = record.attribute
+            if attribute is None or record.superseded_by is not None:
+                continue
+            if (record.node_id, attribute, known_at) not in self._timeline_cache:
+                wanted.setdefault(record.node_id, []).append(attribute)
+        for node_id, attributes in wanted.items():
+            if len(attributes) > 1:
+                self._read_timelines(node_id, list(dict.fromkeys(attributes)), known_at)
 
     def _timeline_end(self, record: Record, view: RecordView) -> tuple[datetime | None, bool]:
         """(end of validity, whether a known newer record superseded it)."""
@@ -278,10 +301,10 @@ class KnowledgeReads:
         def reaches(key: str) -> bool:
             return query.sees(key) or (below and under(key, scope))
 
+        records = [record for record in records if reaches(record.scope)]
+        self._prefetch_timelines(records, view.as_known_at)
         result: list[Record] = []
         for record in records:
-            if not reaches(record.scope):
-                continue
             # superseded by a record this reader cannot see: still superseded (every reader
             # that sees the record agrees), without the successor or a history dated by it
             unseen_successor = record.superseded_by is not None
@@ -321,6 +344,17 @@ class KnowledgeReads:
         if node is None:
             return Page([], None)
         return self._visible_page(_stream(lambda c, n: self.t.records_about_page(node.id, c, n)), scope, view, after, limit)
+
+    def about_attributes(
+        self, node_id: str, scope: str, view: RecordView, attributes: Sequence[str]
+    ) -> list[Record]:
+        """The records about the node with one of ``attributes`` that ``scope`` sees, newest
+        first: those attributes' timelines only, not the node's other records."""
+        node = terminal_node(self.t, node_id)
+        if node is None or not attributes:
+            return []
+        rows = sorted(self.t.attributes_records(node.id, attributes), key=lambda r: r.id, reverse=True)
+        return self.visible_records(scope, view, rows)
 
     def mentioning(
         self, node_id: str, scope: str, view: RecordView, after: str | None, limit: int

@@ -260,6 +260,7 @@ _SCAN_WORK = 20_000
 """The most (rows of the scope chain) x (probes) a SQLite search reads the texts of rather than
 asking the index (see :meth:`SqlDialect.search_find`)."""
 _IDS_A_QUERY = 500
+_ATTRIBUTES_A_QUERY = 500
 
 
 def _storable(text: str) -> str:
@@ -490,6 +491,16 @@ class SqlKnowledgeTables:
     def attribute_records(self, node_id: str, attribute: str) -> list[c.Record]:
         sql = f"SELECT doc FROM knowledge_records WHERE node_id = ? AND {self.dialect.json_field('doc', 'attribute')} = ?"
         return self._docs(c.Record, sql, (node_id, attribute))
+
+    def attributes_records(self, node_id: str, attributes: Sequence[str]) -> list[c.Record]:
+        found: list[c.Record] = []
+        wanted = list(dict.fromkeys(attributes))
+        for start in range(0, len(wanted), _ATTRIBUTES_A_QUERY):
+            chunk = wanted[start : start + _ATTRIBUTES_A_QUERY]
+            sql = (f"SELECT doc FROM knowledge_records WHERE node_id = ? AND "
+                   f"{self.dialect.json_field('doc', 'attribute')} IN ({', '.join('?' * len(chunk))})")
+            found += self._docs(c.Record, sql, (node_id, *chunk))
+        return found
 
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,

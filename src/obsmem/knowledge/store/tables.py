@@ -152,6 +152,11 @@ class KnowledgeTables(Protocol):
     def attribute_records(self, node_id: str, attribute: str) -> list[Record]:
         """The records about the node with that ``attribute`` (a timeline), in no order."""
         ...
+    def attributes_records(self, node_id: str, attributes: Sequence[str]) -> list[Record]:
+        """The records about the node with any of ``attributes`` (their timelines), in no order:
+        one read for a page's records, where :meth:`attribute_records` a record read the node's
+        records again each time."""
+        ...
     def records_page(
         self, scope_keys: Sequence[str], *, after: str | None, newest_first: bool, limit: int,
         trust: str | None = None, source_thread_id: str | None = None, below: str | None = None,
