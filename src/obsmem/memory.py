@@ -85,6 +85,7 @@ from obsmem.storage.contract import (
 )
 from obsmem.storage.ledger import LedgerBudget, LedgerWriter, calls_of_deleted_threads_dropped, check_window, usage_report
 from obsmem.storage.forgetting import (
+    ForgetsInFlight,
     forget_in_message,
     forget_in_record,
     forget_in_thread_metadata,
@@ -417,6 +418,8 @@ class Memory:
         self.group_index = group_index_for(self.config.retrieval, embedder, vector_index)
         self.store: Store = store if not isinstance(store, str | None) else open_store(store)
         self.background = BackgroundWork(work_clock)
+        # The values forgotten here while turns were open, for those turns' later saves.
+        self._forgets = ForgetsInFlight(self._note_forgotten)
         self.engine = Engine(
             store=self.store,
             observer=roles.observer,
@@ -1134,7 +1137,11 @@ class Memory:
         A thread in scope that has no observation record yet gets one (empty): the fence that
         keeps an observation running meanwhile from committing the value is kept on it.
         The cost ledger holds no text (ids and counts only), so nothing in it matches a value;
-        :meth:`delete_thread` and :meth:`delete_resource` delete its rows. With a SQLite store
+        :meth:`delete_thread` and :meth:`delete_resource` delete its rows. A turn of a thread in
+        scope that is open when the forget begins (its model still answering) saves what it saves
+        from then on with the value forgotten too (kept in this process's memory while such a turn
+        is open, an hour at most: a turn of another process, a second server replica, saves its
+        answer as its model gave it). With a SQLite store
         the write-ahead log is truncated before it returns, so the erased text is not left in
         the ``-wal`` file either (as after :meth:`delete_thread` and :meth:`delete_resource`).
         Returns counts per kind.
@@ -1171,6 +1178,8 @@ class Memory:
 
             await erasure_scopes(self.knowledge, threads, thread_id=thread_id, resource_id=resource_id,
                                  within=knowledge_within)  # fmt: skip
+        # Turns open now (a model answering) save their later messages with the value forgotten.
+        self._forgets.forgot(value, thread_id=thread_id, resource_id=None if thread_id is not None else resource_id)
         counts = dict.fromkeys(("messages", "parts", "records", "generations", "working_memory", "threads"), 0)
         lineages: dict[str, str] = {}
         keys: set[str] = set()
@@ -1395,7 +1404,7 @@ class Memory:
         with call_scope(thread_id=thread.id, resource_id=thread.resource_id):
             return await Turn.start(
                 thread, parsed, engine=self.engine, store=self.store, contexts=self, model=model,
-                background=self.background, max_wait=self.max_turn_wait,
+                background=self.background, max_wait=self.max_turn_wait, forgets=self._forgets,
             )
 
     async def resume_turn(self, *, thread_id: str, model: str | None = None, since_seq: int | None = None) -> Turn:
@@ -1405,7 +1414,10 @@ class Memory:
 
         ``since_seq``: the turn's ``began_seq`` where it began. Pass it when several turns of the
         thread may run at once (two tabs): the resumed turn then tells its own tool calls from
-        another turn's. Without it, every call waiting now is taken for the turn's own."""
+        another turn's. Without it, every call waiting now is taken for the turn's own.
+
+        A forget in this process from this call on is applied to what the turn saves (see
+        :meth:`forget`); one made here after the turn began elsewhere and before this call is not."""
         check_id(thread_id, "thread_id")
         check_text(model, "model")
         if since_seq is not None and (isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 1):
@@ -1416,7 +1428,7 @@ class Memory:
             )
         return await Turn.resume(
             await self.get_thread(thread_id), engine=self.engine, store=self.store, contexts=self, model=model,
-            background=self.background, max_wait=self.max_turn_wait, since_seq=since_seq,
+            background=self.background, max_wait=self.max_turn_wait, since_seq=since_seq, forgets=self._forgets,
         )
 
     @asynccontextmanager

@@ -59,7 +59,7 @@ from obsmem.om.selection import answer_late, is_boundary, observable_messages, p
 from obsmem.om.windows import Saved, extended
 from obsmem.storage import leasing
 from obsmem.storage.contract import ObservationRecord, Store, forgotten_among, lineage_key, rewrite_message_if_unchanged
-from obsmem.storage.forgetting import forgotten_ids
+from obsmem.storage.forgetting import ForgetsInFlight, forgotten_ids
 from obsmem.types import DataPart, FilePart, Message, TextPart, Thread, parse_messages
 
 __all__ = ["Turn", "TurnContexts", "input_not_saved", "is_input", "retried_input", "same_shown"]
@@ -149,6 +149,7 @@ class Turn:
     def __init__(
         self, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts,
         model: str | None = None, background: BackgroundWork | None = None, max_wait: float | None = None,
+        forgets: ForgetsInFlight | None = None,
     ) -> None:
         self._engine = engine
         self._store = store
@@ -209,12 +210,15 @@ class Turn:
         # The commit of the boundary's save while it reaches the disk (see _save): awaited
         # before the boundary writes or observes anything, and before it returns.
         self._commit: Callable[[], Awaitable[None]] | None = None
+        # The forgets of this process that began while the turn is open: applied to what it saves.
+        self._forgets = forgets
+        self._forget_mark = 0 if forgets is None else forgets.opened()
 
     @classmethod
     async def start(
         cls, thread: Thread, messages: Sequence[Message | dict[str, Any]], *, engine: Engine, store: Store,
         contexts: TurnContexts, model: str | None = None, background: BackgroundWork | None = None,
-        max_wait: float | None = None,
+        max_wait: float | None = None, forgets: ForgetsInFlight | None = None,
     ) -> Turn:
         """Begin a turn: save the input, run the memory work due, and set :attr:`context`.
 
@@ -223,9 +227,18 @@ class Turn:
         """
         turn = cls(
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
-            max_wait=max_wait,
+            max_wait=max_wait, forgets=forgets,
         )
         turn._own_ids = set()  # begun here: it knows the messages it stores
+        try:
+            await turn._begin(messages, thread, engine)
+        except BaseException:
+            turn._close_forgets()  # the caller has no turn to end
+            raise
+        return turn
+
+    async def _begin(self, messages: Sequence[Message | dict[str, Any]], thread: Thread, engine: Engine) -> None:
+        turn = self
         async with turn._traced("begin_turn") as span, turn._boundary("begin_turn"):
             # The window as it stood before the input: it checks the input's tool sequence, and
             # with the input added it is the boundary's first read (one store call for both).
@@ -248,12 +261,12 @@ class Turn:
             # saw messages the first read did not: read again)
             turn.context = await turn._advance(saved, turn_start=True, stored=stored)
             await turn._committed()
-        return turn
 
     @classmethod
     async def resume(
         cls, thread: Thread, *, engine: Engine, store: Store, contexts: TurnContexts, model: str | None = None,
         background: BackgroundWork | None = None, max_wait: float | None = None, since_seq: int | None = None,
+        forgets: ForgetsInFlight | None = None,
     ) -> Turn:
         """Continue a turn begun elsewhere (another process or server replica): its state is
         rebuilt from the store, so ``step`` and ``end`` work as on the turn that began it. The
@@ -265,11 +278,23 @@ class Turn:
         message that says something): a call another turn of the thread (another tab) made
         since is that turn's, left out of this turn's contexts while it runs. Without it, the
         question is the thread's newest user message (among its last 64 messages) and every
-        call waiting now is the turn's own (one turn of the thread at a time)."""
+        call waiting now is the turn's own (one turn of the thread at a time).
+
+        ``forgets``: a forget in this process from now on is applied to what the turn saves (one
+        between its start elsewhere and this call is not: see :class:`ForgetsInFlight`)."""
         turn = cls(
             thread, engine=engine, store=store, contexts=contexts, model=model, background=background,
-            max_wait=max_wait,
+            max_wait=max_wait, forgets=forgets,
         )
+        try:
+            await turn._resume(since_seq)
+        except BaseException:
+            turn._close_forgets()  # the caller has no turn to end
+            raise
+        return turn
+
+    async def _resume(self, since_seq: int | None) -> None:
+        turn, thread, store, contexts = self, self.thread, self._store, self._contexts
         recent = (await store.list_messages(thread.id, limit=RESUME_WINDOW, newest_first=True))[::-1]
         turn._seen_seq = (recent[-1].seq or 0) if recent else 0
         waiting = pending_tool_call_ids(recent)
@@ -299,7 +324,6 @@ class Turn:
                 turn._began_seq = since - 1  # what others made since the turn began is theirs
                 turn._input_user = question
         turn.context = turn._without_others_waiting(turn._with_input(await contexts.context_for(thread)))
-        return turn
 
     @property
     def began_seq(self) -> int | None:
@@ -362,6 +386,7 @@ class Turn:
                     span.set("obsmem.messages", len(saved))
                     await self._work_after_end(saved)
             self.ended = True
+            self._close_forgets()
             if self.waited:
                 telemetry.record_turn_waited()
             buffered = self._engine.buffered
@@ -394,6 +419,12 @@ class Turn:
             self.outcomes.extend((await work()).outcomes)
         else:
             self._background.queue(work_key(thread.id), work)
+
+    def _close_forgets(self) -> None:
+        """The turn is closed: the values forgotten while it was open need not be kept for it."""
+        forgets, self._forgets = self._forgets, None
+        if forgets is not None:
+            forgets.closed(self._forget_mark)
 
     async def __aenter__(self) -> Turn:
         return self
@@ -501,6 +532,11 @@ class Turn:
         boundaries close only the calls of other turns of the thread (see :meth:`_checked_save`)."""
         messages = drop_obsmem_messages(messages)  # obsmem's own context messages, sent back: never stored
         messages = await self._engine.core.input_markers_checked(self.thread.id, messages)  # markers: obsmem's
+        changed: list[str] = []
+        if self._forgets is not None and self._forgets.seq != self._forget_mark:
+            # A forget of the thread began while the turn was open (the model answering): what the
+            # turn saves now is saved with it applied, else the answer would bring the value back.
+            messages, changed = self._forgets.apply(self._forget_mark, self.thread, messages)
         copies: list[Message] = []
         # "Save what I sent": copies of stored messages are not new input (one message alone is
         # re-saved as it is, saving a read, unless a failed boundary may have stored it already).
@@ -551,6 +587,9 @@ class Turn:
                     self._since = self._began_seq
         if not early:
             await self._committed()
+        if changed and self._forgets is not None:  # (saved with the value forgotten, or left empty: not saved)
+            await self._committed()  # noted once stored, as a forget notes what it rewrote
+            await self._forgets.note(self.thread, changed)
         self._input_saved = self._commit is None
         seen = self._seen_seq
         unseen = [] if seen is None else [m for m in copies if (m.seq or 0) > seen]

@@ -52,7 +52,8 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import unquote, unquote_plus
@@ -63,7 +64,7 @@ from obsmem.storage.contract import MAX_FORGOTTEN_IDS, BufferedChunk, Observatio
 from obsmem.types import DataPart, FilePart, Message, Part, Thread, ToolCallPart, ToolResultPart
 
 __all__ = [
-    "FORGOTTEN", "FORGOTTEN_JSON_PATH", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
+    "FORGET_HOLD_S", "FORGOTTEN", "FORGOTTEN_JSON_PATH", "ForgetsInFlight", "MAX_FORGOTTEN_IDS", "canonical", "contains", "forget_in_message",
     "forget_in_record", "forget_lines", "forget_needles", "forget_in_thread_metadata", "forgotten_ids", "forgotten_id_list", "holds",
     "json_strings", "parse_forgotten_ids", "Sought", "with_forgotten_id_list", "with_forgotten_ids",
 ]
@@ -666,3 +667,92 @@ def forget_in_record(record: ObservationRecord, value: Sought, count: Callable[[
     )
     return record if cleaned == record else cleaned  # the value may be only in an id
 
+
+#: The longest a value forgotten while a turn of its thread was open is kept for that turn's
+#: later saves (:class:`ForgetsInFlight`), in seconds: a turn never ended does not keep it longer.
+FORGET_HOLD_S = 3600.0
+
+
+class ForgetsInFlight:
+    """The values forgotten in this process while turns were open, in process memory only: a
+    turn that began before a forget of its thread (of its resource, of the whole store) saves
+    its later messages (the model's answer that was on its way) with the value forgotten as
+    :func:`forget_in_message` forgets it, and their ids noted as a forget notes them (``note``).
+
+    A forget is numbered when noted (:meth:`forgot`); a turn takes the newest number when it
+    opens (:meth:`opened`), and each of its saves applies the values noted after it
+    (:meth:`apply`): while no forget happens, a save compares two integers. A value is dropped
+    once no open turn began before it, and :data:`FORGET_HOLD_S` after it was noted in any case
+    (a turn never ended). A forget run by another process (a second server replica) is not
+    seen here: a turn there saves its answer as the model gave it.
+    """
+
+    def __init__(
+        self, note: Callable[[Thread, list[str]], Awaitable[None]], *, hold_s: float = FORGET_HOLD_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.seq = 0  # the newest forget's number
+        self._note = note
+        self._hold_s = hold_s
+        self._clock = clock
+        # (number, when, thread id or None, resource id or None, value), oldest first
+        self._noted: list[tuple[int, float, str | None, str | None, Sought]] = []
+        self._open: dict[int, int] = {}  # a number -> how many turns that opened at it are open
+
+    def opened(self) -> int:
+        """A turn opens: the number it applies the forgets after."""
+        mark = self.seq
+        self._open[mark] = self._open.get(mark, 0) + 1
+        return mark
+
+    def closed(self, mark: int) -> None:
+        """The turn that opened at ``mark`` ended."""
+        left = self._open.pop(mark, 0) - 1
+        if left > 0:
+            self._open[mark] = left
+        elif self._noted:
+            self._drop()
+
+    def forgot(self, value: Sought, *, thread_id: str | None = None, resource_id: str | None = None) -> None:
+        """A forget of ``value`` in ``thread_id`` (or every thread of ``resource_id``, or every
+        thread) begins: the turns open now apply it to what they save from now on."""
+        self._drop()
+        if self._open:
+            self.seq += 1
+            self._noted.append((self.seq, self._clock(), thread_id, resource_id, value))
+
+    def apply(self, mark: int, thread: Thread, messages: list[Message]) -> tuple[list[Message], list[str]]:
+        """``messages`` with the values forgotten in ``thread`` after ``mark`` forgotten (a message
+        left empty goes), and the ids of those that changed (to note once they are saved)."""
+        self._drop()
+        values = [v for seq, _, t, r, v in self._noted
+                  if seq > mark and t in (None, thread.id) and r in (None, thread.resource_id)]  # fmt: skip
+        changed: list[str] = []
+        kept: list[Message] = []
+        for message in messages:
+            cleaned: Message | None = message
+            for value in values:
+                if cleaned is not None:
+                    cleaned = forget_in_message(cleaned, value)
+            if cleaned is not message:
+                changed.append(message.id)
+            if cleaned is not None:
+                kept.append(cleaned)
+        return kept, changed
+
+    async def note(self, thread: Thread, ids: list[str]) -> None:
+        """Note ``ids`` (messages :meth:`apply` changed, now saved) as a forget notes the messages
+        it changed: a copy of one saved back later with the value is not stored."""
+        await self._note(thread, ids)
+
+    def _drop(self) -> None:
+        """Drop the values no open turn began before, and those held past the bound (with the
+        turns that opened before them: older than the bound, never ended)."""
+        if not self._noted:
+            return
+        cutoff = self._clock() - self._hold_s
+        expired = max((seq for seq, when, *_ in self._noted if when <= cutoff), default=0)
+        if expired:
+            self._open = {mark: n for mark, n in self._open.items() if mark >= expired}
+        oldest = min(self._open, default=self.seq)
+        self._noted = [entry for entry in self._noted if entry[0] > max(oldest, expired)]
