@@ -313,8 +313,9 @@ class Turn:
             if question is not None:
                 nxt = next((m for m in mine if (m.seq or 0) > (question.seq or 0) and is_input(m)), None)
                 until = (nxt.seq or 0) if nxt is not None else None
+                # (the turn's start from ``mine``: a turn longer than the window began before ``recent``)
                 made = [
-                    m for m in recent
+                    m for m in {m.id: m for m in (*mine, *recent)}.values()
                     if m.tool_calls and (m.seq or 0) >= since and (until is None or (m.seq or 0) < until)
                 ]
                 # (those closed since too: their late results are the turn's, after its own calls)
