@@ -589,10 +589,22 @@ class _Known:
             while len(self.in_run) > 64:  # runs that failed before their end
                 del self.in_run[next(iter(self.in_run))]
 
+    def began(self, run: str) -> None:
+        """A run begins (its state read from the checkpoint already): what the thread's last
+        checkpointed run ended with is what this run's state came from. A run of the thread that
+        ends while this one runs (a double-submitted request, both from one checkpoint) ended with
+        messages this state never held: they are no removal by the app."""
+        where = _checkpoint_of()
+        if self.ended_with is not None and where is not None and self.ended_with[0] == where:
+            self.in_run[run] = set(self.ended_with[1])
+            while len(self.in_run) > 64:  # runs that failed before their end
+                del self.in_run[next(iter(self.in_run))]
+
     def before(self, state: Mapping[str, Any]) -> set[str]:
         """What ``state`` held when last saved from: earlier in its run; at a run's first model
-        call with a checkpointer, what the LangGraph thread's last run ended with (another run of
-        the thread at once began from the same checkpoint: its own messages are no removal)."""
+        call with a checkpointer, what the LangGraph thread's last run had ended with when this
+        one began (:meth:`began`; another run of the thread at once began from the same
+        checkpoint: its own messages are no removal, also once it has ended)."""
         run = state.get("obsmem_run")
         held = self.in_run.get(run) if isinstance(run, str) else None
         if held is not None:
@@ -1130,8 +1142,9 @@ class ObservationalMemoryMiddleware(AgentMiddleware[_State, Any, Any]):
         stale = self._runs.pop(thread, None)
         if stale is not None and stale.turn is not None:  # a run that failed before its end
             await stale.turn.end()
-        self._run(thread)
-        return {"obsmem_run": new_id("run")}
+        began = new_id("run")
+        self._run(thread).known.began(began)
+        return {"obsmem_run": began}
 
     async def _removed(self, thread: str, run: _Run, whole: Mapping[str, Any]) -> None:
         """Delete from ``thread`` the messages the app removed from the agent's ``state`` since the
